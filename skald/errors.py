@@ -1,0 +1,51 @@
+"""Errors a user or operator may see.
+
+Every error that can reach a person derives from `SkaldError` and carries a message
+written for them; the CLI prints it as one line, the API turns it into a 4xx body.
+"""
+
+
+class SkaldError(Exception):
+    """Base of every expected, user-facing failure."""
+
+    code = "error"
+
+
+class ConfigError(SkaldError):
+    """The configuration file or environment is invalid."""
+
+    code = "bad_config"
+
+
+class StorageError(SkaldError):
+    """A database could not be opened, read or migrated."""
+
+    code = "storage_error"
+
+
+class DatabaseClosedError(StorageError):
+    """The database behind a handle was closed (locked, deactivated or shut down)."""
+
+    code = "database_closed"
+
+
+class NotFoundError(SkaldError):
+    code = "not_found"
+
+
+class ConflictError(SkaldError):
+    code = "conflict"
+
+
+class InvalidInputError(SkaldError):
+    code = "invalid_input"
+
+
+class AuthenticationError(SkaldError):
+    """Wrong password or recovery code; deliberately says nothing more."""
+
+    code = "bad_credentials"
+
+
+class AccountInactiveError(SkaldError):
+    code = "account_inactive"
