@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The one test command (DESIGN.md §7). Run from anywhere, as root on a fresh Debian 12
+# machine (CI) or as a developer; running it twice is fine.
+#
+# Usage: ci/test.sh [PYTEST ARGS...]     extra arguments go to pytest
+#
+# Layout: "prepare_*" functions get the machine ready and stop everything on failure;
+# "check_*" functions are the checks proper: each runs (fail-fast inside itself), all of
+# them run even when an earlier one failed, and the summary at the end lists failures.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+VENV="$ROOT/.venv"
+DIST="$ROOT/dist"
+STATE="$(mktemp -d "${TMPDIR:-/tmp}/skald-test.XXXXXX")"
+trap 'rm -rf "$STATE"' EXIT
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_ROOT_USER_ACTION=ignore
+# Tests that need something this script prepares must fail, not skip, under this marker.
+export SKALD_CI=1
+
+banner() {
+    printf '\n== %s\n' "$*"
+}
+
+# --- machine preparation (fail-fast) --------------------------------------------------
+
+# A python3 with venv support; on a bare Debian that means python3 + python3-venv.
+prepare_python() {
+    if command -v python3 >/dev/null 2>&1 && python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        python3 -VV
+        return 0
+    fi
+    if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: need python3 (>= 3.11) with the venv module (Debian: python3-venv)" >&2
+        return 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+    python3 -VV
+}
+
+venv_ok() {
+    [[ -x "$VENV/bin/python" && -x "$VENV/bin/pip" ]] \
+        && "$VENV/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix' 2>/dev/null \
+        && "$VENV/bin/python" -m pip --version >/dev/null 2>&1
+}
+
+prepare_venv() {
+    if [[ -e "$VENV" ]] && ! venv_ok; then
+        echo "$VENV is broken; recreating it"
+        rm -rf "$VENV"
+    fi
+    if [[ ! -e "$VENV" ]]; then
+        python3 -m venv "$VENV"
+    fi
+    "$VENV/bin/pip" install -q -e '.[dev]'
+    "$VENV/bin/python" -VV
+}
+
+# --- checks (each runs; failures are collected) ---------------------------------------
+
+check_ruff() {
+    "$VENV/bin/ruff" check .
+}
+
+check_format() {
+    "$VENV/bin/ruff" format --check .
+}
+
+check_mypy() {
+    # Packages come from [tool.mypy] in pyproject.toml.
+    "$VENV/bin/mypy"
+}
+
+check_build() {
+    local pyz
+    pyz="$(PYTHON="$VENV/bin/python" "$ROOT/ci/build.sh" --out "$DIST")"
+    echo "$pyz"
+    printf '%s\n' "$pyz" >"$STATE/pyz"
+}
+
+check_pytest() {
+    if [[ -s "$STATE/pyz" ]]; then
+        SKALD_TEST_PYZ="$(<"$STATE/pyz")"
+        export SKALD_TEST_PYZ
+    else
+        # No zipapp: the zipapp tests fail loudly under SKALD_CI; the rest still run.
+        unset SKALD_TEST_PYZ
+    fi
+    "$VENV/bin/pytest" -q "$@"
+}
+
+FAILED=()
+TIMES=()
+
+# run_prepare NAME FUNCTION [ARGS...]: a failure stops the whole run (set -e).
+run_prepare() {
+    local name="$1"
+    shift
+    banner "$name"
+    local start=$SECONDS
+    "$@"
+    TIMES+=("$name $((SECONDS - start))s")
+}
+
+# run_check NAME FUNCTION [ARGS...]: runs FUNCTION in a subshell with `set -e` in force.
+run_check() {
+    local name="$1"
+    shift
+    banner "$name"
+    local start=$SECONDS rc
+    set +e
+    (
+        set -e
+        "$@"
+    )
+    rc=$?
+    set -e
+    TIMES+=("$name $((SECONDS - start))s")
+    if ((rc != 0)); then
+        echo "-- $name FAILED (exit $rc)"
+        FAILED+=("$name")
+    fi
+}
+
+main() {
+    local start=$SECONDS
+
+    run_prepare python prepare_python
+    run_prepare venv prepare_venv
+
+    run_check ruff check_ruff
+    run_check "ruff format" check_format
+    run_check mypy check_mypy
+    run_check build check_build
+    run_check pytest check_pytest "$@"
+
+    banner "summary ($((SECONDS - start))s)"
+    printf '   %s\n' "${TIMES[@]}"
+    if ((${#FAILED[@]})); then
+        echo "FAILED: ${FAILED[*]}"
+        return 1
+    fi
+    echo "all checks passed"
+}
+
+main "$@"

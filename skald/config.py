@@ -1,0 +1,317 @@
+"""The one configuration struct of Skald, loaded from `config.toml` plus `SKALD_*` variables.
+
+Precedence: built-in defaults < `<data>/config.toml` < environment. The comment above each
+field is its documentation; the value after `=` is the documented default.
+
+No module reads the environment on its own: callers pass the mapping (normally
+`os.environ`), which also keeps this module trivially testable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from skald.errors import ConfigError
+
+__all__ = [
+    "Config",
+    "LogConfig",
+    "SecurityConfig",
+    "ServerConfig",
+    "StorageConfig",
+    "env_var_names",
+    "load_config",
+    "resolve_data_dir",
+]
+
+CONFIG_FILE_NAME = "config.toml"
+ENV_PREFIX = "SKALD"
+
+
+# Every section is immutable, keyword-only and rejects unknown keys (typos must not be
+# silently ignored). The options are spelled out on each class because mypy does not
+# carry `frozen` over from a Struct base class.
+
+
+class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Address the web server binds; 0.0.0.0 serves every interface (the household LAN).
+    host: str = "0.0.0.0"  # noqa: S104 - listening on the LAN is the product's purpose
+    # TCP port of the web UI and API, 1..65535.
+    port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 9000
+
+
+class LogConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Lowest level written to the log: debug, info, warning or error.
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    # Log rendering: console (human), json (one object per line), auto (console on a TTY).
+    format: Literal["auto", "console", "json"] = "auto"
+
+
+class SecurityConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Argon2id cost: "default" (memory-hard); "test" is light and accepted only from the
+    # SKALD_SECURITY_KDF_PROFILE environment variable, never from config.toml.
+    kdf_profile: Literal["default", "test"] = "default"
+
+
+class StorageConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # How long SQLite waits for a lock held by another connection, in ms (>= 0).
+    busy_timeout_ms: Annotated[int, msgspec.Meta(ge=0)] = 5000
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # [server]: HTTP listener.
+    server: ServerConfig = msgspec.field(default_factory=ServerConfig)
+    # [log]: logging level and format.
+    log: LogConfig = msgspec.field(default_factory=LogConfig)
+    # [security]: key-derivation cost.
+    security: SecurityConfig = msgspec.field(default_factory=SecurityConfig)
+    # [storage]: SQLite tuning.
+    storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def _is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, msgspec.Struct)
+
+
+def _leaf_fields(
+    struct: type[msgspec.Struct], prefix: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], Any]]:
+    """Every scalar field as (path, type), found by walking the structs, never by names."""
+    out: list[tuple[tuple[str, ...], Any]] = []
+    for field in msgspec.structs.fields(struct):
+        path = (*prefix, field.name)
+        if _is_section(field.type):
+            out.extend(_leaf_fields(field.type, path))
+        else:
+            out.append((path, field.type))
+    return out
+
+
+def _env_name(path: tuple[str, ...]) -> str:
+    return "_".join((ENV_PREFIX, *path)).upper()
+
+
+def env_var_names() -> dict[str, str]:
+    """Map `SKALD_SECTION_KEY` -> `section.key` for every setting (for docs and `doctor`)."""
+    return {_env_name(path): ".".join(path) for path, _ in _leaf_fields(Config)}
+
+
+def _env_overlay(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Typed values from `SKALD_<SECTION>_<KEY>` variables, nested like the TOML file."""
+    overlay: dict[str, Any] = {}
+    for path, tp in _leaf_fields(Config):
+        name = _env_name(path)
+        if name not in environ:
+            continue
+        raw = environ[name]
+        try:
+            # strict=False turns "9100" into 9100 and "true" into True.
+            value = msgspec.convert(raw, type=tp, strict=False)
+        except msgspec.ValidationError as exc:
+            detail = _humanize(_split_validation(str(exc))[0], raw, tp)
+            raise ConfigError(f"environment variable {name}: {detail}") from None
+        node = overlay
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return overlay
+
+
+# --------------------------------------------------------------------------- file errors
+
+_AT_PATH = re.compile(r"^(?P<msg>.*?) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]+)`$")
+_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`(?P<rest>.*?)(?:, got `[^`]+`)?$")
+_TOML_AT = re.compile(r"\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+_TYPE_WORDS = {
+    "int": "an integer",
+    "str": "a string",
+    "bool": "a boolean (true or false)",
+    "float": "a number",
+    "object": "a table",
+    "array": "an array",
+}
+
+
+def _split_validation(message: str) -> tuple[str, list[str]]:
+    """Split a msgspec message into its text and the key path (`$.a.b` -> ['a', 'b'])."""
+    m = _AT_PATH.match(message)
+    if not m:
+        return message, []
+    path = [p for p in m["path"].split(".") if p]
+    return m["msg"], path
+
+
+def _show(value: Any) -> str:
+    """A value as the user wrote it in TOML (strings quoted, booleans lower case)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _humanize(message: str, value: Any, tp: Any) -> str:
+    """Reword a msgspec message for a person, quoting the offending value."""
+    if message.startswith("Invalid enum value"):
+        allowed = ", ".join(_show(a) for a in typing.get_args(tp))
+        return f"expected one of {allowed}, got {_show(value)}"
+    m = _EXPECTED.match(message)
+    if m:
+        want = _TYPE_WORDS.get(m["want"], f"`{m['want']}`")
+        return f"expected {want}{m['rest']}, got {_show(value)}"
+    return message
+
+
+def _lookup(data: Any, path: list[str]) -> tuple[Any, Any]:
+    """The value found at `path` in the parsed file and the declared type of that key."""
+    value: Any = data
+    tp: Any = Config
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+        if _is_section(tp):
+            tp = next((f.type for f in msgspec.structs.fields(tp) if f.name == part), None)
+    return value, tp
+
+
+_HEADER = re.compile(r"^\s*\[(?!\[)\s*(?P<name>[^\]]+?)\s*\]")
+_ARRAY_HEADER = re.compile(r"^\s*\[\[")
+_ASSIGN = re.compile(r"^\s*(?P<key>[A-Za-z0-9_\-.\s\"']+?)\s*=")
+
+
+def _norm_key(text: str) -> str:
+    """`server . "port"` -> `server.port` (good enough for the keys Skald defines)."""
+    return ".".join(p.strip().strip("\"'") for p in text.split("."))
+
+
+def _find_line(text: str, dotted: str) -> int | None:
+    """1-based line where `dotted` (e.g. `server.port`) is set or its table opens."""
+    table = ""
+    best: int | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _ARRAY_HEADER.match(line):
+            table = "\0"  # inside an array of tables: nothing of ours lives there
+            continue
+        header = _HEADER.match(line)
+        if header:
+            table = _norm_key(header["name"])
+            if table == dotted or table.startswith(dotted + "."):
+                return number  # an unknown [section] or [section.sub]
+            continue
+        assign = _ASSIGN.match(line)
+        if not assign or table == "\0":
+            continue
+        full = _norm_key(assign["key"])
+        if table:
+            full = f"{table}.{full}"
+        if full == dotted or full.startswith(dotted + "."):
+            return number  # the key itself, or an unknown table given as `a.b = 1`
+        # `server = { port = 1 }`: point at the inline table if nothing better is found.
+        if best is None and dotted.startswith(full + "."):
+            best = number
+    return best
+
+
+def _file_error(path: Path, text: str, data: Any, message: str) -> ConfigError:
+    msg, key_path = _split_validation(message)
+    unknown = _UNKNOWN.match(msg)
+    if unknown:
+        key_path = [*key_path, unknown["name"]]
+    dotted = ".".join(key_path)
+    line = _find_line(text, dotted) if dotted else None
+    where = f"{path} line {line}" if line else str(path)
+    if unknown:
+        return ConfigError(f"{where}: unknown key {dotted}")
+    value, tp = _lookup(data, key_path)
+    detail = _humanize(msg, value, tp)
+    return ConfigError(f"{where}: {dotted}: {detail}" if dotted else f"{where}: {detail}")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _read_file(path: Path) -> tuple[str, dict[str, Any]]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid UTF-8 text") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # Python 3.11 only reports the position inside the message: lift it out.
+        message = str(exc)
+        m = _TOML_AT.search(message)
+        if m:
+            reason = message[: m.start()]
+            where = f"{path} line {m['line']}"
+            raise ConfigError(f"{where}: invalid TOML: {reason} (column {m['col']})") from None
+        raise ConfigError(f"{path}: invalid TOML: {message}") from None
+
+
+def load_config(data_dir: Path, environ: Mapping[str, str]) -> Config:
+    """Defaults, overlaid by `<data_dir>/config.toml` if present, overlaid by `SKALD_*`."""
+    path = data_dir / CONFIG_FILE_NAME
+    text, data = _read_file(path) if path.is_file() else ("", {})
+
+    # Validate the file on its own first, so its errors carry its line numbers and are
+    # reported even when an environment variable happens to override the bad key.
+    try:
+        from_file = msgspec.convert(data, type=Config)
+    except msgspec.ValidationError as exc:
+        raise _file_error(path, text, data, str(exc)) from None
+    if from_file.security.kdf_profile == "test":
+        line = _find_line(text, "security.kdf_profile")
+        where = f"{path} line {line}" if line else str(path)
+        raise ConfigError(
+            f'{where}: security.kdf_profile: "test" is the light KDF profile for tests only '
+            "and is accepted only from the environment variable SKALD_SECURITY_KDF_PROFILE"
+        )
+
+    # Every value was already checked; converting once more builds the frozen structs.
+    return msgspec.convert(_merge(data, _env_overlay(environ)), type=Config)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge of two nested dicts, `over` winning; neither input is modified."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _home(environ: Mapping[str, str]) -> Path:
+    # Prefer the caller's HOME so tests and services decide; fall back to the passwd entry.
+    home = environ.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def _expand(value: str, environ: Mapping[str, str]) -> Path:
+    if value == "~" or value.startswith("~/"):
+        return _home(environ) / value[2:]
+    return Path(value).expanduser()
+
+
+def resolve_data_dir(cli_value: str | None, environ: Mapping[str, str]) -> Path:
+    """Data directory: `--data` wins, then `$SKALD_HOME/data`, then the per-user default."""
+    if cli_value:
+        path = _expand(cli_value, environ)
+    elif environ.get("SKALD_HOME"):
+        path = _expand(environ["SKALD_HOME"], environ) / "data"
+    else:
+        path = _home(environ) / ".local" / "share" / "skald" / "data"
+    return path.resolve()

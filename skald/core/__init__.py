@@ -1,0 +1,1 @@
+"""The core: users, keys, roles and (later) per-user runtimes."""

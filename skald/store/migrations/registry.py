@@ -1,0 +1,154 @@
+"""Schema of the registry database `database/system.db` (instance-wide, unencrypted)."""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+
+from skald.store.migrations import Migration, Schema
+
+# Capabilities a role can hold. Later migrations add more; none is ever renamed.
+CAPABILITIES_V1 = {
+    "chat": "Talk to the assistant",
+    "inbox": "See and answer approval requests and questions",
+    "files": "Browse and manage own files",
+    "memory.shared": "Read the household's shared memory",
+    "sandbox.exec": "Let the assistant run commands in the member's sandbox",
+    "connectors.use": "Use connectors (MCP servers)",
+    "schedule.use": "Schedule jobs and background tasks",
+    "projects.use": "Create and join projects",
+    "telegram.use": "Chat through Telegram",
+    "admin.users": "Manage accounts",
+    "admin.roles": "Manage roles and their capabilities",
+    "admin.models": "Manage LLM providers and models",
+    "admin.connectors": "Install connectors and plugins",
+    "admin.system": "Instance settings, backups and diagnostics",
+}
+
+_MEMBER = [c for c in CAPABILITIES_V1 if not c.startswith("admin.")]
+
+# name -> (display name, capabilities, attributes)
+ROLES_V1: dict[str, tuple[str, list[str], dict[str, object]]] = {
+    "admin": (
+        "Administrator",
+        list(CAPABILITIES_V1),
+        {
+            "ui_mode": "full",
+            "encrypted": True,
+            "auto_grant": True,
+            "sandbox_network": "bridge",
+            "default_security_group": "default",
+            "allowed_security_groups": ["default"],
+            "default_chat_agent": "assistant",
+        },
+    ),
+    "member": (
+        "Member",
+        _MEMBER,
+        {
+            "ui_mode": "full",
+            "encrypted": True,
+            "auto_grant": True,
+            "sandbox_network": "bridge",
+            "default_security_group": "default",
+            "allowed_security_groups": ["default"],
+            "default_chat_agent": "assistant",
+        },
+    ),
+    "children": (
+        "Children",
+        ["chat", "inbox"],
+        {
+            # Unencrypted so supervisors can read and so their agents run after a reboot.
+            "ui_mode": "simple",
+            "encrypted": False,
+            "auto_grant": False,
+            "sandbox_network": "none",
+            "default_security_group": "default",
+            "allowed_security_groups": ["default"],
+            "default_chat_agent": "kid",
+        },
+    ),
+}
+
+_V1_TABLES = """
+CREATE TABLE capabilities(
+    name TEXT PRIMARY KEY,
+    description TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE roles(
+    name TEXT PRIMARY KEY CHECK (name GLOB '[a-z]*' AND length(name) <= 32),
+    display_name TEXT NOT NULL,
+    builtin INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now'))
+) WITHOUT ROWID;
+CREATE TABLE role_capabilities(
+    role TEXT NOT NULL REFERENCES roles(name) ON DELETE CASCADE ON UPDATE CASCADE,
+    capability TEXT NOT NULL REFERENCES capabilities(name) ON DELETE CASCADE,
+    PRIMARY KEY(role, capability)
+) WITHOUT ROWID;
+CREATE TABLE role_attributes(
+    role TEXT NOT NULL REFERENCES roles(name) ON DELETE CASCADE ON UPDATE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL CHECK (json_valid(value)),
+    PRIMARY KEY(role, key)
+) WITHOUT ROWID;
+CREATE TABLE config(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL CHECK (json_valid(value))
+) WITHOUT ROWID;
+"""
+
+
+def _v1_roles(conn: apsw.Connection) -> None:
+    conn.execute(_V1_TABLES)
+    conn.executemany("INSERT INTO capabilities VALUES (?, ?)", list(CAPABILITIES_V1.items()))
+    for name, (display, caps, attrs) in ROLES_V1.items():
+        conn.execute(
+            "INSERT INTO roles(name, display_name, builtin) VALUES (?, ?, 1)", (name, display)
+        )
+        conn.executemany("INSERT INTO role_capabilities VALUES (?, ?)", [(name, c) for c in caps])
+        conn.executemany(
+            "INSERT INTO role_attributes VALUES (?, ?, ?)",
+            [(name, k, json.dumps(v)) for k, v in attrs.items()],
+        )
+
+
+_V2_USERS = """
+CREATE TABLE users(
+    id TEXT PRIMARY KEY CHECK (id GLOB '[a-z0-9]*' AND length(id) BETWEEN 1 AND 64),
+    username TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    display_name TEXT NOT NULL,
+    role TEXT NOT NULL REFERENCES roles(name) ON UPDATE CASCADE,
+    encrypted INTEGER NOT NULL CHECK (encrypted IN (0, 1)),
+    password_hash TEXT,
+    active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+    locale TEXT NOT NULL DEFAULT 'en',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    -- Encrypted accounts keep no password hash: unwrapping the key is the check.
+    CHECK ((encrypted = 1) = (password_hash IS NULL))
+);
+CREATE TABLE key_wraps(
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('password', 'recovery')),
+    wrap TEXT NOT NULL CHECK (json_valid(wrap)),
+    created_at TEXT NOT NULL,
+    PRIMARY KEY(user_id, kind)
+) WITHOUT ROWID;
+"""
+
+# Free-form profile fields (pronouns, birthday, interests...) for the assistant's prompt.
+_V3_PROFILE = """
+ALTER TABLE users ADD COLUMN profile TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(profile));
+"""
+
+REGISTRY = Schema(
+    "registry",
+    (
+        Migration(1, "roles, capabilities, config", _v1_roles),
+        Migration(2, "users and key wraps", _V2_USERS),
+        Migration(3, "user profile", _V3_PROFILE),
+    ),
+)

@@ -1,0 +1,230 @@
+"""The registry database `database/system.db`: users, roles, instance config."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import apsw
+import msgspec
+
+from skald.errors import ConflictError, NotFoundError
+from skald.store.database import Database, fetch_all, fetch_one, open_plain
+from skald.store.migrations import migrate
+from skald.store.migrations.registry import REGISTRY
+from skald.store.rows import Role, RoleAttributes, User, UserSecrets
+
+_USER_COLUMNS = (
+    "id, username, display_name, role, encrypted, active, locale, created_at, updated_at, profile"
+)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _user(row: tuple[Any, ...]) -> User:
+    return User(
+        id=row[0],
+        username=row[1],
+        display_name=row[2],
+        role=row[3],
+        encrypted=bool(row[4]),
+        active=bool(row[5]),
+        locale=row[6],
+        created_at=row[7],
+        updated_at=row[8],
+        profile=json.loads(row[9]),
+    )
+
+
+def _role(conn: apsw.Connection, row: tuple[Any, ...]) -> Role:
+    name = row[0]
+    caps = [
+        r[0]
+        for r in fetch_all(
+            conn,
+            "SELECT capability FROM role_capabilities WHERE role=? ORDER BY capability",
+            (name,),
+        )
+    ]
+    attrs = {
+        k: json.loads(v)
+        for k, v in fetch_all(conn, "SELECT key, value FROM role_attributes WHERE role=?", (name,))
+    }
+    return Role(
+        name=name,
+        display_name=row[1],
+        builtin=bool(row[2]),
+        capabilities=caps,
+        attributes=msgspec.convert(attrs, RoleAttributes),
+    )
+
+
+class Registry:
+    """Owner of the registry database; every query on it goes through here."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @classmethod
+    async def open(cls, path: Path, busy_timeout_ms: int = 5000) -> Registry:
+        db = await open_plain(path, "registry", busy_timeout_ms)
+        try:
+            await db.call(lambda c: migrate(c, REGISTRY))
+            await db.transaction(_ensure_instance_id)
+        except BaseException:
+            await db.aclose()
+            raise
+        return cls(db)
+
+    async def close(self) -> None:
+        await self.db.aclose()
+
+    # -- config ------------------------------------------------------------------
+
+    async def get_config(self, key: str) -> Any:
+        row = await self.db.call(
+            lambda c: fetch_one(c, "SELECT value FROM config WHERE key=?", (key,))
+        )
+        return None if row is None else json.loads(row[0])
+
+    async def instance_id(self) -> str:
+        return str(await self.get_config("instance_id"))
+
+    # -- roles -------------------------------------------------------------------
+
+    async def get_role(self, name: str) -> Role | None:
+        def q(c: apsw.Connection) -> Role | None:
+            row = fetch_one(
+                c, "SELECT name, display_name, builtin FROM roles WHERE name=?", (name,)
+            )
+            return None if row is None else _role(c, row)
+
+        return await self.db.call(q)
+
+    async def list_roles(self) -> list[Role]:
+        def q(c: apsw.Connection) -> list[Role]:
+            rows = fetch_all(c, "SELECT name, display_name, builtin FROM roles ORDER BY name")
+            return [_role(c, r) for r in rows]
+
+        return await self.db.call(q)
+
+    # -- users -------------------------------------------------------------------
+
+    async def get_user(self, user_id: str) -> User | None:
+        row = await self.db.call(
+            lambda c: fetch_one(c, f"SELECT {_USER_COLUMNS} FROM users WHERE id=?", (user_id,))
+        )
+        return None if row is None else _user(row)
+
+    async def find_user(self, username: str) -> User | None:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c, f"SELECT {_USER_COLUMNS} FROM users WHERE username=?", (username,)
+            )
+        )
+        return None if row is None else _user(row)
+
+    async def list_users(self) -> list[User]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, f"SELECT {_USER_COLUMNS} FROM users ORDER BY username")
+        )
+        return [_user(r) for r in rows]
+
+    async def admin_exists(self) -> bool:
+        """True when an active account holds the power to manage accounts."""
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c,
+                "SELECT 1 FROM users u JOIN role_capabilities rc ON rc.role = u.role "
+                "WHERE u.active = 1 AND rc.capability = 'admin.users' LIMIT 1",
+            )
+        )
+        return row is not None
+
+    async def secrets(self, user_id: str) -> UserSecrets:
+        def q(c: apsw.Connection) -> UserSecrets:
+            row = fetch_one(c, "SELECT password_hash FROM users WHERE id=?", (user_id,))
+            if row is None:
+                raise NotFoundError("no such user")
+            wraps = dict(
+                fetch_all(c, "SELECT kind, wrap FROM key_wraps WHERE user_id=?", (user_id,))
+            )
+            return UserSecrets(password_hash=row[0], wraps=wraps)
+
+        return await self.db.call(q)
+
+    async def insert_user(
+        self, user: User, password_hash: str | None, wraps: Mapping[str, str]
+    ) -> None:
+        def q(c: apsw.Connection) -> None:
+            if fetch_one(c, "SELECT 1 FROM users WHERE username=?", (user.username,)):
+                raise ConflictError(f"a user named {user.username!r} already exists")
+            c.execute(
+                f"INSERT INTO users({_USER_COLUMNS}, password_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    user.id,
+                    user.username,
+                    user.display_name,
+                    user.role,
+                    int(user.encrypted),
+                    int(user.active),
+                    user.locale,
+                    user.created_at,
+                    user.updated_at,
+                    json.dumps(user.profile),
+                    password_hash,
+                ),
+            )
+            _put_wraps(c, user.id, wraps)
+
+        await self.db.transaction(q)
+
+    async def set_wraps(self, user_id: str, wraps: Mapping[str, str]) -> None:
+        await self.db.transaction(lambda c: _put_wraps(c, user_id, wraps))
+
+    async def set_password_hash(self, user_id: str, password_hash: str) -> None:
+        await self._update(user_id, "password_hash=?", (password_hash,))
+
+    async def set_active(self, user_id: str, active: bool) -> None:
+        await self._update(user_id, "active=?", (int(active),))
+
+    async def _update(self, user_id: str, assignment: str, params: tuple[Any, ...]) -> None:
+        def q(c: apsw.Connection) -> None:
+            c.execute(
+                f"UPDATE users SET {assignment}, updated_at=? WHERE id=?",
+                (*params, now_iso(), user_id),
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such user")
+
+        await self.db.transaction(q)
+
+    async def delete_user(self, user_id: str) -> None:
+        def q(c: apsw.Connection) -> None:
+            c.execute("DELETE FROM users WHERE id=?", (user_id,))
+            if c.changes() == 0:
+                raise NotFoundError("no such user")
+
+        await self.db.transaction(q)
+
+
+def _put_wraps(c: apsw.Connection, user_id: str, wraps: Mapping[str, str]) -> None:
+    c.executemany(
+        "INSERT INTO key_wraps(user_id, kind, wrap, created_at) VALUES (?,?,?,?) "
+        "ON CONFLICT(user_id, kind) DO UPDATE SET wrap=excluded.wrap, created_at=excluded.created_at",
+        [(user_id, kind, wrap, now_iso()) for kind, wrap in wraps.items()],
+    )
+
+
+def _ensure_instance_id(c: apsw.Connection) -> None:
+    # Names this installation's containers and labels; never changes once set.
+    c.execute(
+        "INSERT INTO config(key, value) VALUES ('instance_id', ?) ON CONFLICT(key) DO NOTHING",
+        (json.dumps(secrets.token_hex(4)),),
+    )

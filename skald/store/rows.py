@@ -1,0 +1,49 @@
+"""Row types of the registry, shared by the store and the core."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+
+class RoleAttributes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What a role decides beyond its capabilities."""
+
+    ui_mode: Literal["full", "simple"] = "full"
+    encrypted: bool = True
+    auto_grant: bool = False
+    sandbox_network: Literal["bridge", "none"] = "bridge"
+    default_security_group: str = "default"
+    allowed_security_groups: list[str] = msgspec.field(default_factory=lambda: ["default"])
+    default_chat_agent: str = "assistant"
+
+
+class Role(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    display_name: str
+    builtin: bool
+    capabilities: list[str]
+    attributes: RoleAttributes
+
+
+class User(msgspec.Struct, frozen=True, kw_only=True):
+    """A registry user row, without any secret."""
+
+    id: str
+    username: str
+    display_name: str
+    role: str
+    encrypted: bool
+    active: bool
+    locale: str
+    created_at: str
+    updated_at: str
+    profile: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class UserSecrets(msgspec.Struct, frozen=True, kw_only=True):
+    """What proves a password: a hash (unencrypted accounts) or key wraps (encrypted)."""
+
+    password_hash: str | None
+    wraps: dict[str, str]  # kind -> JSON of the wrapped key

@@ -1,0 +1,70 @@
+"""Build a database at any historic schema version, with data typical of that version."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+
+from skald.store.database import fetch_all
+from skald.store.migrations import Schema, migrate
+
+Seeder = Callable[[apsw.Connection], None]
+
+
+def _registry_v2(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO users(id, username, display_name, role, encrypted, password_hash, "
+        "created_at, updated_at) VALUES ('abc123', 'ada', 'Ada', 'member', 1, NULL, 't', 't')"
+    )
+    c.execute(
+        "INSERT INTO key_wraps VALUES ('abc123', 'password', ?, 't')",
+        (json.dumps({"kdf": "argon2id"}),),
+    )
+
+
+def _owner_v1(c: apsw.Connection) -> None:
+    c.execute("INSERT INTO kv VALUES ('theme', '\"dark\"', 't')")
+
+
+def _owner_v2(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO memory_notes(path, content, created_at, updated_at) "
+        "VALUES ('index.md', 'likes sourdough bread', 't', 't')"
+    )
+
+
+# schema name -> version -> what a database at that version would typically hold.
+SEEDERS: dict[str, dict[int, Seeder]] = {
+    "registry": {2: _registry_v2},
+    "owner": {1: _owner_v1, 2: _owner_v2},
+}
+
+
+def build_at(conn: apsw.Connection, schema: Schema, version: int) -> None:
+    """Migrate an empty database step by step to `version`, seeding data on the way."""
+    for v in range(1, version + 1):
+        migrate(conn, schema, target=v)
+        seeder = SEEDERS.get(schema.name, {}).get(v)
+        if seeder is not None:
+            seeder(conn)
+
+
+def schema_of(conn: apsw.Connection) -> list[tuple[Any, ...]]:
+    return sorted(
+        fetch_all(conn, "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL")
+    )
+
+
+def contents_of(conn: apsw.Connection) -> dict[str, list[tuple[Any, ...]]]:
+    tables = [
+        r[0]
+        for r in fetch_all(
+            conn,
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+            "AND name NOT LIKE '%_fts%' ORDER BY name",
+        )
+    ]
+    return {t: sorted(fetch_all(conn, f'SELECT * FROM "{t}"'), key=repr) for t in tables}

@@ -1,0 +1,101 @@
+"""The storage layer: one thread per database, awaited without blocking the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import threading
+from pathlib import Path
+
+import apsw
+import pytest
+
+from skald.errors import DatabaseClosedError
+from skald.store.database import WrongKeyError, open_encrypted, open_plain
+
+
+async def test_pragmas_and_private_file(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        db = await open_plain(tmp_path / "x.db", "x")
+    finally:
+        os.umask(old)
+    try:
+        mode = await db.call(lambda c: c.execute("PRAGMA journal_mode").fetchall()[0][0])
+        sync = await db.call(lambda c: c.execute("PRAGMA synchronous").fetchall()[0][0])
+        fks = await db.call(lambda c: c.execute("PRAGMA foreign_keys").fetchall()[0][0])
+        assert (mode, sync, fks) == ("wal", 1, 1)
+        await db.transaction(lambda c: c.execute("CREATE TABLE t(x)"))
+        for name in ("x.db", "x.db-wal", "x.db-shm"):
+            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+    finally:
+        await db.aclose()
+
+
+async def test_calls_run_on_one_dedicated_thread(tmp_path: Path) -> None:
+    db = await open_plain(tmp_path / "x.db", "x")
+    try:
+        names = {await db.call(lambda _c: threading.current_thread().name) for _ in range(5)}
+        assert len(names) == 1
+        assert names.pop() != threading.current_thread().name
+    finally:
+        await db.aclose()
+
+
+async def test_200_concurrent_calls(tmp_path: Path) -> None:
+    db = await open_plain(tmp_path / "x.db", "x")
+    try:
+        await db.transaction(lambda c: c.execute("CREATE TABLE t(n INTEGER)"))
+
+        async def insert(n: int) -> int:
+            def q(c: apsw.Connection) -> int:
+                c.execute("INSERT INTO t VALUES (?)", (n,))
+                return int(c.execute("SELECT count(*) FROM t").fetchall()[0][0])
+
+            return await db.transaction(q)
+
+        counts = await asyncio.gather(*(insert(n) for n in range(200)))
+        assert sorted(counts) == list(range(1, 201))
+        total = await db.call(lambda c: c.execute("SELECT sum(n) FROM t").fetchall()[0][0])
+        assert total == sum(range(200))
+    finally:
+        await db.aclose()
+
+
+async def test_transaction_rolls_back_on_error(tmp_path: Path) -> None:
+    db = await open_plain(tmp_path / "x.db", "x")
+    try:
+        await db.transaction(lambda c: c.execute("CREATE TABLE t(n)"))
+
+        def boom(c: apsw.Connection) -> None:
+            c.execute("INSERT INTO t VALUES (1)")
+            raise RuntimeError("half-way")
+
+        with pytest.raises(RuntimeError):
+            await db.transaction(boom)
+        assert await db.call(lambda c: c.execute("SELECT count(*) FROM t").fetchall()) == [(0,)]
+    finally:
+        await db.aclose()
+
+
+async def test_closed_database_refuses_work(tmp_path: Path) -> None:
+    db = await open_plain(tmp_path / "x.db", "x")
+    await db.aclose()
+    with pytest.raises(DatabaseClosedError):
+        await db.call(lambda c: c.execute("SELECT 1").fetchall())
+
+
+async def test_wrong_key_fails_cleanly(tmp_path: Path) -> None:
+    key = os.urandom(32)
+    db = await open_encrypted(tmp_path / "e.db", "e", key)
+    await db.transaction(lambda c: c.execute("CREATE TABLE t(x)"))
+    await db.aclose()
+    with pytest.raises(WrongKeyError):
+        await open_encrypted(tmp_path / "e.db", "e", os.urandom(32))
+    with pytest.raises(WrongKeyError):
+        await open_plain(tmp_path / "e.db", "e")
+    # The right key still works afterwards: a failed attempt damaged nothing.
+    db = await open_encrypted(tmp_path / "e.db", "e", key)
+    assert await db.call(lambda c: c.execute("SELECT count(*) FROM t").fetchall()) == [(0,)]
+    await db.aclose()
