@@ -1,14 +1,405 @@
-"""The `skald` command line (placeholder until the full CLI lands)."""
+"""The `skald` command line: `skald [--data DIR] COMMAND ...`.
 
+Errors are one line on stderr: exit 2 for a usage mistake, 1 for a failure.
+Secrets come from stdin (`--*-stdin`, one line each, in the order the help gives) or
+from prompts on the terminal (`/dev/tty`, so `curl | bash` can still ask).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
 import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+import msgspec
 
 from skald import __version__
+from skald.config import Config, load_config, resolve_data_dir
+from skald.core.context import Core
+from skald.core.users import check_password, check_username
+from skald.errors import SkaldError
+from skald.log import configure_logging, get_logger
+from skald.paths import DataLayout
+
+log = get_logger("skald.cli")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["version"]:
-        print(f"skald {__version__}")
+class UsageError(SkaldError):
+    """The command line itself is wrong (exit code 2)."""
+
+
+class SkaldArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+# -- reading secrets ----------------------------------------------------------------
+
+
+class SecretSource:
+    """Hands out secrets from stdin lines or terminal prompts, as the flags say."""
+
+    def __init__(self, stdin: TextIO) -> None:
+        self._stdin = stdin
+
+    def line(self, what: str) -> str:
+        text = self._stdin.readline()
+        if not text:
+            raise UsageError(f"expected the {what} on stdin, got end of input")
+        return text.rstrip("\r\n")
+
+    def prompt(self, what: str, *, confirm: bool = False) -> str:
+        import getpass
+
+        _require_tty(what)
+        first = getpass.getpass(f"{what}: ")
+        if confirm and getpass.getpass(f"{what} (again): ") != first:
+            raise SkaldError("the two entries differ; nothing was changed")
+        return first
+
+    def get(self, from_stdin: bool, what: str, *, confirm: bool = False) -> str:
+        return self.line(what) if from_stdin else self.prompt(what, confirm=confirm)
+
+
+def _require_tty(what: str) -> None:
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR)
+    except OSError:
+        raise UsageError(
+            f"no terminal to ask for the {what}: pass it with the -stdin flag"
+        ) from None
+    os.close(fd)
+
+
+def _ask_line(prompt: str, default: str) -> str:
+    _require_tty(prompt.lower())
+    with Path("/dev/tty").open("r+", encoding="utf-8") as tty:
+        tty.write(f"{prompt} [{default}]: ")
+        tty.flush()
+        answer = tty.readline().strip()
+    return answer or default
+
+
+# -- commands -------------------------------------------------------------------------
+
+Handler = Callable[[argparse.Namespace, "Env"], Coroutine[None, None, int]]
+
+
+class Env(msgspec.Struct, kw_only=True):
+    layout: DataLayout
+    config: Config
+    secrets: SecretSource
+    out: TextIO
+
+
+async def _with_core(
+    env: Env, fn: Callable[[Core], Coroutine[None, None, int]], *, create: bool = False
+) -> int:
+    core = await Core.open(env.layout, env.config, create=create)
+    try:
+        return await fn(core)
+    finally:
+        await core.close()
+
+
+def _print_recovery_code(out: TextIO, username: str, code: str) -> None:
+    out.write(
+        f"\nRecovery code for {username} (shown only this once; store it somewhere safe):\n\n"
+        f"    {code}\n\n"
+        "Without it, a forgotten password means this account's private data is lost.\n"
+    )
+
+
+async def cmd_setup(args: argparse.Namespace, env: Env) -> int:
+    interactive = not args.password_stdin
+    name = args.admin or (_ask_line("Administrator username", "admin") if interactive else None)
+    if not name:
+        raise UsageError("--admin NAME is required with --password-stdin")
+    name = check_username(name)
+    if env.layout.system_db.exists():
+        # Refuse before asking for a password that would not be used.
+        async def has_admin(core: Core) -> int:
+            return int(await core.registry.admin_exists())
+
+        if await _with_core(env, has_admin):
+            raise SkaldError(
+                f"an administrator already exists in {env.layout.root}; nothing changed"
+            )
+    password = env.secrets.get(args.password_stdin, f"password for {name}", confirm=True)
+    check_password(password)
+
+    async def run(core: Core) -> int:
+        if await core.registry.admin_exists():
+            raise SkaldError(
+                f"an administrator already exists in {env.layout.root}; nothing changed"
+            )
+        created = await core.users.create(name, password, "admin")
+        log.info("admin created", username=created.user.username, user_id=created.user.id)
+        env.out.write(f"Created administrator {created.user.username} in {env.layout.root}.\n")
+        if created.recovery_code:
+            _print_recovery_code(env.out, created.user.username, created.recovery_code)
         return 0
-    print("skald: usage: skald version", file=sys.stderr)
-    return 2
+
+    return await _with_core(env, run, create=True)
+
+
+async def cmd_user_add(args: argparse.Namespace, env: Env) -> int:
+    name = check_username(args.name)
+    password = env.secrets.get(args.password_stdin, f"password for {name}", confirm=True)
+
+    async def run(core: Core) -> int:
+        created = await core.users.create(name, password, args.role, args.display_name)
+        log.info("user created", username=created.user.username, role=args.role)
+        kind = "encrypted" if created.user.encrypted else "not encrypted"
+        env.out.write(f"Created {created.user.username} ({args.role}, {kind}).\n")
+        if created.recovery_code:
+            _print_recovery_code(env.out, created.user.username, created.recovery_code)
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_user_list(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        users = await core.registry.list_users()
+        if args.json:
+            env.out.write(msgspec.json.encode(users).decode() + "\n")
+            return 0
+        rows = [("USERNAME", "NAME", "ROLE", "ENCRYPTED", "ACTIVE", "CREATED")]
+        rows += [
+            (u.username, u.display_name, u.role, _yn(u.encrypted), _yn(u.active), u.created_at)
+            for u in users
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for r in rows:
+            env.out.write(
+                "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
+            )
+        return 0
+
+    return await _with_core(env, run)
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+async def cmd_user_passwd(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        user = await core.users.get(args.name)
+        if user.encrypted and not args.with_current:
+            raise SkaldError(
+                f"{user.username}'s data is encrypted with their password: pass --with-current "
+                f"(current password first), or use `skald user recover {user.username}`"
+            )
+        current = (
+            env.secrets.get(args.password_stdin, "current password") if args.with_current else None
+        )
+        new = env.secrets.get(
+            args.password_stdin, f"new password for {user.username}", confirm=True
+        )
+        if current is None:
+            await core.users.set_password(user.username, new)
+        else:
+            await core.users.change_password(user.username, current, new)
+        log.info("password changed", username=user.username)
+        env.out.write(f"Password changed for {user.username}.\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_user_recover(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        user = await core.users.get(args.name)
+        code = env.secrets.get(args.recovery_code_stdin, "recovery code")
+        new = env.secrets.get(
+            args.password_stdin, f"new password for {user.username}", confirm=True
+        )
+        fresh = await core.users.recover(user.username, code, new)
+        log.info("password reset with recovery code", username=user.username)
+        env.out.write(
+            f"Password reset for {user.username}. The old recovery code no longer works.\n"
+        )
+        _print_recovery_code(env.out, user.username, fresh)
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_user_deactivate(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        user = await core.users.deactivate(args.name)
+        log.info("user deactivated", username=user.username)
+        env.out.write(f"Deactivated {user.username}; their data is kept.\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_user_activate(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        user = await core.users.activate(args.name)
+        log.info("user activated", username=user.username)
+        env.out.write(f"Activated {user.username}.\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
+    if not args.yes:
+        raise UsageError("deleting an account destroys its private data: add --yes to confirm")
+
+    async def run(core: Core) -> int:
+        user = await core.users.get(args.name)
+        await core.users.delete(user.username)
+        log.info("user deleted", username=user.username)
+        env.out.write(f"Deleted {user.username} and their private data.\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
+# -- the parser ---------------------------------------------------------------------
+
+
+def _data_option(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--data",
+        metavar="DIR",
+        default=default,
+        help="data directory (default: $SKALD_HOME/data, else ~/.local/share/skald/data)",
+    )
+
+
+def build_parser() -> SkaldArgumentParser:
+    parser = SkaldArgumentParser(
+        prog="skald", description="Skald, the household's private assistant."
+    )
+    _data_option(parser, None)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(
+        name: str, help_text: str, parent: argparse._SubParsersAction[SkaldArgumentParser] = sub
+    ) -> SkaldArgumentParser:
+        p = parent.add_parser(name, help=help_text, description=help_text)
+        # Also accepted after the command; SUPPRESS keeps the top-level value otherwise.
+        _data_option(p, argparse.SUPPRESS)
+        return p
+
+    command("version", "print the version").set_defaults(handler=None, local="version")
+    command("selftest", "check that this build works on this host").set_defaults(
+        handler=None, local="selftest"
+    )
+
+    p = command("setup", "create the first administrator")
+    p.add_argument("--admin", metavar="NAME", help="administrator username (asked if omitted)")
+    p.add_argument(
+        "--password-stdin", action="store_true", help="read the password as one line from stdin"
+    )
+    p.set_defaults(handler=cmd_setup)
+
+    user = command("user", "manage accounts")
+    usub = user.add_subparsers(dest="user_command", metavar="ACTION", required=True)
+
+    p = command("add", "create an account (its role decides whether it is encrypted)", usub)
+    p.add_argument("name")
+    p.add_argument("--role", required=True, help="role name, e.g. admin, member, children")
+    p.add_argument("--display-name", help="name shown in the interface")
+    p.add_argument(
+        "--password-stdin", action="store_true", help="read the password as one line from stdin"
+    )
+    p.set_defaults(handler=cmd_user_add)
+
+    p = command("list", "list accounts", usub)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(handler=cmd_user_list)
+
+    p = command("passwd", "set a new password", usub)
+    p.add_argument("name")
+    p.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="read the password(s) from stdin, one per line",
+    )
+    p.add_argument(
+        "--with-current",
+        action="store_true",
+        help="give the current password first (required for encrypted accounts)",
+    )
+    p.set_defaults(handler=cmd_user_passwd)
+
+    p = command("recover", "reset a forgotten password with the recovery code", usub)
+    p.add_argument("name")
+    p.add_argument(
+        "--recovery-code-stdin",
+        action="store_true",
+        help="read the recovery code from stdin (first line)",
+    )
+    p.add_argument(
+        "--password-stdin", action="store_true", help="read the new password from stdin (next line)"
+    )
+    p.set_defaults(handler=cmd_user_recover)
+
+    p = command("deactivate", "lock an account out now (data kept)", usub)
+    p.add_argument("name")
+    p.set_defaults(handler=cmd_user_deactivate)
+
+    p = command("activate", "let a deactivated account log in again", usub)
+    p.add_argument("name")
+    p.set_defaults(handler=cmd_user_activate)
+
+    p = command("delete", "delete an account and its private data", usub)
+    p.add_argument("name")
+    p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
+    p.set_defaults(handler=cmd_user_delete)
+    return parser
+
+
+def _run_local(name: str, out: TextIO) -> int:
+    if name == "version":
+        out.write(f"skald {__version__}\n")
+        return 0
+    from skald.selftest import run_selftest
+
+    return run_selftest(out)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    env_vars = dict(os.environ if environ is None else environ)
+    out = stdout or sys.stdout
+    try:
+        args = build_parser().parse_args(argv)
+        if getattr(args, "local", None):
+            return _run_local(args.local, out)
+        layout = DataLayout(resolve_data_dir(args.data, env_vars))
+        config = load_config(layout.root, env_vars)
+        configure_logging(config.log.level, config.log.format)
+        handler: Handler = args.handler
+        env = Env(layout=layout, config=config, secrets=SecretSource(stdin or sys.stdin), out=out)
+        return asyncio.run(handler(args, env))
+    except UsageError as exc:
+        print(f"skald: {exc}", file=sys.stderr)
+        return 2
+    except SkaldError as exc:
+        print(f"skald: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("skald: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        # Never a traceback for a person; the details go to the log at debug level.
+        log.debug("unexpected error", exc_info=True)
+        print(f"skald: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
