@@ -1,6 +1,7 @@
 """The `skald` command line: `skald [--data DIR] COMMAND ...`.
 
-Errors are one line on stderr: exit 2 for a usage mistake, 1 for a failure.
+Errors are one line on stderr: exit 2 for a usage mistake, 78 for a bad configuration,
+1 for any other failure.
 Secrets come from stdin (`--*-stdin`, one line each, in the order the help gives) or
 from prompts on the terminal (`/dev/tty`, so `curl | bash` can still ask).
 """
@@ -21,11 +22,13 @@ from skald import __version__
 from skald.config import Config, load_config, resolve_data_dir
 from skald.core.context import Core
 from skald.core.users import check_password, check_username
-from skald.errors import SkaldError
+from skald.errors import ConfigError, SkaldError
 from skald.log import configure_logging, get_logger
 from skald.paths import DataLayout
 
 log = get_logger("skald.cli")
+
+EXIT_CONFIG = 78  # sysexits.h EX_CONFIG
 
 
 class UsageError(SkaldError):
@@ -265,6 +268,14 @@ async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
     return await _with_core(env, run)
 
 
+async def cmd_serve(args: argparse.Namespace, env: Env) -> int:
+    from skald.server import serve
+
+    host = args.host or env.config.server.host
+    port = args.port or env.config.server.port
+    return await serve(env.layout, env.config, host, port)
+
+
 # -- the parser ---------------------------------------------------------------------
 
 
@@ -296,6 +307,11 @@ def build_parser() -> SkaldArgumentParser:
     command("selftest", "check that this build works on this host").set_defaults(
         handler=None, local="selftest"
     )
+
+    p = command("serve", "run the web server (the systemd unit runs this)")
+    p.add_argument("--host", help="address to listen on (default: server.host, 0.0.0.0)")
+    p.add_argument("--port", type=int, help="port to listen on (default: server.port, 9000)")
+    p.set_defaults(handler=cmd_serve)
 
     p = command("setup", "create the first administrator")
     p.add_argument("--admin", metavar="NAME", help="administrator username (asked if omitted)")
@@ -392,6 +408,10 @@ def main(
     except UsageError as exc:
         print(f"skald: {exc}", file=sys.stderr)
         return 2
+    except ConfigError as exc:
+        # Its own exit code, so systemd can stop restarting a server that cannot start.
+        print(f"skald: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     except SkaldError as exc:
         print(f"skald: {exc}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ import msgspec
 from skald.errors import ConfigError
 
 __all__ = [
+    "AuthConfig",
     "Config",
     "LogConfig",
     "SecurityConfig",
@@ -66,6 +67,21 @@ class StorageConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     busy_timeout_ms: Annotated[int, msgspec.Meta(ge=0)] = 5000
 
 
+class AuthConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # A login session ends after this many hours without any request (> 0).
+    session_idle_hours: Annotated[float, msgspec.Meta(gt=0)] = 24.0 * 14
+    # ...and in any case this many days after the login (> 0).
+    session_max_days: Annotated[float, msgspec.Meta(gt=0)] = 90.0
+    # Failed logins allowed (per account and per client address) before backing off.
+    login_free_attempts: Annotated[int, msgspec.Meta(ge=1)] = 5
+    # First back-off delay in seconds; it doubles with every further failure.
+    login_backoff_base_s: Annotated[float, msgspec.Meta(gt=0)] = 2.0
+    # Longest back-off delay in seconds.
+    login_backoff_max_s: Annotated[float, msgspec.Meta(gt=0)] = 900.0
+    # Mark cookies Secure: "auto" (when the request came over HTTPS), "always" or "never".
+    secure_cookies: Literal["auto", "always", "never"] = "auto"
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # [server]: HTTP listener.
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
@@ -75,6 +91,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     security: SecurityConfig = msgspec.field(default_factory=SecurityConfig)
     # [storage]: SQLite tuning.
     storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
+    # [auth]: login sessions and throttling.
+    auth: AuthConfig = msgspec.field(default_factory=AuthConfig)
 
 
 # --------------------------------------------------------------------------- environment

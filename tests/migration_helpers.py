@@ -25,6 +25,13 @@ def _registry_v2(c: apsw.Connection) -> None:
     )
 
 
+def _registry_v4(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO sessions(token_hash, user_id, created_at, last_seen_at, expires_at) "
+        "VALUES ('00ff', 'abc123', 1.0, 2.0, 3.0)"
+    )
+
+
 def _owner_v1(c: apsw.Connection) -> None:
     c.execute("INSERT INTO kv VALUES ('theme', '\"dark\"', 't')")
 
@@ -38,7 +45,7 @@ def _owner_v2(c: apsw.Connection) -> None:
 
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
-    "registry": {2: _registry_v2},
+    "registry": {2: _registry_v2, 4: _registry_v4},
     "owner": {1: _owner_v1, 2: _owner_v2},
 }
 

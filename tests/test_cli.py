@@ -131,7 +131,7 @@ def test_bad_config_is_reported_with_file_line_and_key(run) -> None:  # type: ig
     (run.data / "config.toml").write_text('[server]\nhost = "::"\nport = "nine"\n')
     before = _snapshot(run.data)
     r = run("user", "list")
-    assert r.code == 1
+    assert r.code == 78
     line = _error_line(r.err)
     assert "config.toml" in line and "line 3" in line and "server.port" in line
     assert _snapshot(run.data) == before

@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from skald.errors import ConflictError, NotFoundError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one, open_plain
 from skald.store.migrations import migrate
 from skald.store.migrations.registry import REGISTRY
@@ -114,6 +114,54 @@ class Registry:
 
         return await self.db.call(q)
 
+    async def list_capabilities(self) -> list[tuple[str, str]]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, "SELECT name, description FROM capabilities ORDER BY name")
+        )
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    async def save_role(self, role: Role, *, create: bool) -> None:
+        """Insert or replace a role with its capabilities and attributes, atomically."""
+
+        def q(c: apsw.Connection) -> None:
+            exists = fetch_one(c, "SELECT 1 FROM roles WHERE name=?", (role.name,)) is not None
+            if create and exists:
+                raise ConflictError(f"a role named {role.name!r} already exists")
+            if not create and not exists:
+                raise NotFoundError(f"no role named {role.name!r}")
+            known = {r[0] for r in fetch_all(c, "SELECT name FROM capabilities")}
+            unknown = sorted(set(role.capabilities) - known)
+            if unknown:
+                raise InvalidInputError(f"unknown capabilities: {', '.join(unknown)}")
+            if create:
+                c.execute(
+                    "INSERT INTO roles(name, display_name, builtin) VALUES (?, ?, 0)",
+                    (role.name, role.display_name),
+                )
+            else:
+                c.execute(
+                    "UPDATE roles SET display_name=? WHERE name=?", (role.display_name, role.name)
+                )
+            c.execute("DELETE FROM role_capabilities WHERE role=?", (role.name,))
+            c.executemany(
+                "INSERT INTO role_capabilities VALUES (?, ?)",
+                [(role.name, cap) for cap in sorted(set(role.capabilities))],
+            )
+            c.execute("DELETE FROM role_attributes WHERE role=?", (role.name,))
+            attrs = msgspec.to_builtins(role.attributes)
+            c.executemany(
+                "INSERT INTO role_attributes VALUES (?, ?, ?)",
+                [(role.name, k, json.dumps(v)) for k, v in attrs.items()],
+            )
+
+        await self.db.transaction(q)
+
+    async def count_users_with_role(self, name: str) -> int:
+        row = await self.db.call(
+            lambda c: fetch_one(c, "SELECT count(*) FROM users WHERE role=?", (name,))
+        )
+        return int(row[0]) if row else 0
+
     # -- users -------------------------------------------------------------------
 
     async def get_user(self, user_id: str) -> User | None:
@@ -190,6 +238,27 @@ class Registry:
 
     async def set_password_hash(self, user_id: str, password_hash: str) -> None:
         await self._update(user_id, "password_hash=?", (password_hash,))
+
+    async def update_user(
+        self,
+        user_id: str,
+        *,
+        display_name: str | None = None,
+        role: str | None = None,
+        locale: str | None = None,
+        profile: dict[str, str] | None = None,
+    ) -> None:
+        """Change the given non-secret fields; the others stay as they are."""
+        changes: dict[str, Any] = {
+            "display_name": display_name,
+            "role": role,
+            "locale": locale,
+            "profile": None if profile is None else json.dumps(profile),
+        }
+        fields = {k: v for k, v in changes.items() if v is not None}
+        if fields:
+            assignment = ", ".join(f"{k}=?" for k in fields)
+            await self._update(user_id, assignment, tuple(fields.values()))
 
     async def set_active(self, user_id: str, active: bool) -> None:
         await self._update(user_id, "active=?", (int(active),))

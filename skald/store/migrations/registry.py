@@ -144,11 +144,26 @@ _V3_PROFILE = """
 ALTER TABLE users ADD COLUMN profile TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(profile));
 """
 
+# Login sessions. Only a hash of the token is stored: a copied registry grants no logins.
+_V4_SESSIONS = """
+CREATE TABLE sessions(
+    token_hash TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at REAL NOT NULL,
+    last_seen_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    user_agent TEXT NOT NULL DEFAULT '',
+    client TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+CREATE INDEX sessions_by_user ON sessions(user_id);
+"""
+
 REGISTRY = Schema(
     "registry",
     (
         Migration(1, "roles, capabilities, config", _v1_roles),
         Migration(2, "users and key wraps", _V2_USERS),
         Migration(3, "user profile", _V3_PROFILE),
+        Migration(4, "login sessions", _V4_SESSIONS),
     ),
 )

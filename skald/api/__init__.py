@@ -1,0 +1,1 @@
+"""HTTP and WebSocket API: thin handlers that parse, authorise, call the core, serialise."""

@@ -1,0 +1,63 @@
+"""The Litestar application: routes, protections, static web UI, OpenAPI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from litestar import Litestar, Router
+from litestar.config.compression import CompressionConfig
+from litestar.datastructures import CacheControlHeader
+from litestar.di import Provide
+from litestar.middleware import DefineMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+from litestar.static_files import create_static_files_router
+
+from skald import __version__
+from skald.api.errors import EXCEPTION_HANDLERS
+from skald.api.routes import auth, roles, system, users
+from skald.api.security import AuthMiddleware, EdgeMiddleware
+from skald.assets import asset_dir
+from skald.core.runtime import Runtime
+
+OPENAPI_PATH = "/api/schema"
+
+
+def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
+    """The Litestar app alone (tests drive it directly); `create_asgi` adds the edge."""
+
+    async def provide_runtime() -> Runtime:
+        return runtime
+
+    static = create_static_files_router(
+        path="/",
+        directories=[web_dir or asset_dir("web")],
+        html_mode=True,
+        opt={"public": True},
+        # The UI is not versioned by file name: revalidate every time (cheap with ETags).
+        cache_control=CacheControlHeader(no_cache=True),
+        include_in_schema=False,
+    )
+    return Litestar(
+        route_handlers=[*auth.ROUTES, *users.ROUTES, *roles.ROUTES, *system.ROUTES, static],
+        dependencies={"rt": Provide(provide_runtime, use_cache=True)},
+        middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        compression_config=CompressionConfig(
+            backend="gzip", minimum_size=1024, gzip_compress_level=6
+        ),
+        openapi_config=OpenAPIConfig(
+            title="Skald",
+            version=__version__,
+            # Public on purpose: the API's shape is no secret, and clients need it.
+            openapi_router=Router(path=OPENAPI_PATH, route_handlers=[], opt={"public": True}),
+            render_plugins=[JsonRenderPlugin()],
+        ),
+        debug=False,
+        logging_config=None,
+    )
+
+
+def create_asgi(runtime: Runtime, web_dir: Path | None = None) -> Any:
+    return EdgeMiddleware(create_app(runtime, web_dir))

@@ -1,0 +1,85 @@
+"""Helpers shared by the route modules: guards, cookies, the caller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response
+from litestar.connection import ASGIConnection
+from litestar.datastructures import Cookie
+from litestar.exceptions import PermissionDeniedException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.types import Guard
+
+from skald.api.schemas import Me
+from skald.api.security import SESSION_COOKIE, principal_of
+from skald.config import AuthConfig
+from skald.core.sessions import Principal, csrf_for
+from skald.store.rows import Role, User
+
+AnyRequest = Request[Any, Any, Any]
+
+
+def requires(*capabilities: str) -> Guard:
+    """Allow the route when the caller's role holds any of `capabilities`."""
+
+    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        principal = principal_of(connection)
+        if not any(principal.can(c) for c in capabilities):
+            raise PermissionDeniedException("your role does not allow this")
+
+    guard.__qualname__ = f"requires({', '.join(capabilities)})"
+    return guard
+
+
+def me_of(user: User, role: Role, csrf_token: str) -> Me:
+    return Me(
+        id=user.id,
+        username=user.username,
+        display_name=user.display_name,
+        role=user.role,
+        capabilities=role.capabilities,
+        ui_mode=role.attributes.ui_mode,
+        locale=user.locale,
+        encrypted=user.encrypted,
+        csrf_token=csrf_token,
+    )
+
+
+def me_for(principal: Principal) -> Me:
+    return me_of(principal.user, principal.role, principal.csrf_token)
+
+
+def session_cookie(request: AnyRequest, token: str, config: AuthConfig) -> Cookie:
+    secure = config.secure_cookies == "always" or (
+        config.secure_cookies == "auto" and request.url.scheme == "https"
+    )
+    return Cookie(
+        key=SESSION_COOKIE,
+        value=token,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+        max_age=int(config.session_max_days * 86400),
+    )
+
+
+def with_new_session(
+    response: Response[Any], request: AnyRequest, token: str, config: AuthConfig
+) -> Response[Any]:
+    response.set_cookie(session_cookie(request, token, config))
+    return response
+
+
+def clear_session(response: Response[Any]) -> Response[Any]:
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+def client_of(request: AnyRequest) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def new_csrf(token: str) -> str:
+    return csrf_for(token)

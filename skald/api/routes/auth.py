@@ -1,0 +1,135 @@
+"""Signing in and out, the caller's own account, and first-run setup."""
+
+from __future__ import annotations
+
+from litestar import Response, get, patch, post
+from litestar.di import Provide
+
+from skald.api.deps import (
+    AnyRequest,
+    clear_session,
+    client_of,
+    me_for,
+    me_of,
+    new_csrf,
+    with_new_session,
+)
+from skald.api.errors import ApiError
+from skald.api.schemas import LoginIn, Me, MePatch, PasswordChangeIn, SetupIn, SetupOut, SetupState
+from skald.api.security import principal_of
+from skald.core.runtime import Runtime
+from skald.errors import AuthenticationError, NotFoundError
+from skald.log import get_logger
+
+log = get_logger("skald.auth")
+PUBLIC = {"public": True}
+
+
+async def _start_session(
+    rt: Runtime, request: AnyRequest, username: str, password: str
+) -> tuple[Me, str]:
+    handle = await rt.core.users.unlock(username, password)
+    role = await rt.core.registry.get_role(handle.user.role)
+    if role is None:
+        raise NotFoundError(f"the role {handle.user.role!r} no longer exists")
+    token = await rt.sessions.create(
+        handle.user, request.headers.get("user-agent", ""), client_of(request)
+    )
+    return me_of(handle.user, role, new_csrf(token)), token
+
+
+@post("/api/auth/login", opt=PUBLIC, status_code=200)
+async def login(data: LoginIn, request: AnyRequest, rt: Runtime) -> Response[Me]:
+    client = client_of(request)
+    rt.throttle.check(data.username, client)
+    try:
+        me, token = await _start_session(rt, request, data.username, data.password)
+    except AuthenticationError:
+        rt.throttle.failure(data.username, client)
+        log.warning("login failed", username=data.username, client=client)
+        raise
+    rt.throttle.success(data.username, client)
+    log.info("login", username=me.username, client=client)
+    return with_new_session(Response(me), request, token, rt.config.auth)
+
+
+@post("/api/auth/logout", status_code=204)
+async def logout(request: AnyRequest, rt: Runtime) -> Response[None]:
+    principal = principal_of(request)
+    await rt.log_out(principal.user, principal.token_hash)
+    return clear_session(Response(None, status_code=204))
+
+
+@post("/api/auth/logout-all", status_code=204)
+async def logout_all(request: AnyRequest, rt: Runtime) -> Response[None]:
+    principal = principal_of(request)
+    await rt.log_out_everywhere(principal.user)
+    return clear_session(Response(None, status_code=204))
+
+
+@get("/api/auth/me")
+async def get_me(request: AnyRequest) -> Me:
+    return me_for(principal_of(request))
+
+
+@patch("/api/auth/me")
+async def patch_me(data: MePatch, request: AnyRequest, rt: Runtime) -> Me:
+    principal = principal_of(request)
+    await rt.core.registry.update_user(
+        principal.user.id, display_name=data.display_name, locale=data.locale
+    )
+    user = await rt.core.users.get(principal.user.username)
+    rt.user_changed(user.id)
+    return me_of(user, principal.role, principal.csrf_token)
+
+
+@post("/api/auth/password", status_code=204)
+async def change_password(data: PasswordChangeIn, request: AnyRequest, rt: Runtime) -> None:
+    principal = principal_of(request)
+    client = client_of(request)
+    rt.throttle.check(principal.user.username, client)
+    try:
+        await rt.core.users.change_password(
+            principal.user.username, data.current_password, data.new_password
+        )
+    except AuthenticationError:
+        rt.throttle.failure(principal.user.username, client)
+        # Not a 401: the session is fine, only the password typed was wrong.
+        raise ApiError(400, "wrong_password", "the current password is wrong") from None
+    # Whoever else was signed in with the old password is not any more.
+    await rt.log_out_everywhere(
+        principal.user, keep=principal.token_hash, reason="your password was changed"
+    )
+    log.info("password changed", username=principal.user.username)
+
+
+@get("/api/setup", opt=PUBLIC)
+async def setup_state(rt: Runtime) -> SetupState:
+    return SetupState(needed=not await rt.core.registry.admin_exists())
+
+
+@post("/api/setup", opt=PUBLIC, status_code=201)
+async def setup(data: SetupIn, request: AnyRequest, rt: Runtime) -> Response[SetupOut]:
+    client = client_of(request)
+    rt.throttle.check("(setup)", client)
+    if await rt.core.registry.admin_exists():
+        raise ApiError(
+            409, "already_set_up", "this Skald already has an administrator; sign in instead"
+        )
+    if not rt.setup_token_valid(data.token):
+        rt.throttle.failure("(setup)", client)
+        raise ApiError(
+            403, "bad_setup_token", "the setup token is wrong; it is printed in the server log"
+        )
+    created = await rt.core.users.create(data.username, data.password, "admin", data.display_name)
+    if data.locale:
+        await rt.core.registry.update_user(created.user.id, locale=data.locale)
+    rt.setup_finished()
+    log.info("first administrator created", username=created.user.username)
+    me, token = await _start_session(rt, request, created.user.username, data.password)
+    out = SetupOut(me=me, recovery_code=created.recovery_code)
+    return with_new_session(Response(out, status_code=201), request, token, rt.config.auth)
+
+
+ROUTES = [login, logout, logout_all, get_me, patch_me, change_password, setup_state, setup]
+__all__ = ["ROUTES", "Provide"]

@@ -1,0 +1,72 @@
+"""Roles and capabilities (capability `admin.roles`; listing also for `admin.users`)."""
+
+from __future__ import annotations
+
+from litestar import get, patch, post
+
+from skald.api.deps import requires
+from skald.api.errors import ApiError
+from skald.api.schemas import Capability, RoleIn, RolePatch
+from skald.core.runtime import Runtime
+from skald.errors import NotFoundError
+from skald.store.rows import Role
+
+# Without these the admin role could lock every administrator out of the instance.
+ADMIN_KEEPS = ("admin.users", "admin.roles")
+
+
+@get("/api/roles", guards=[requires("admin.roles", "admin.users")])
+async def list_roles(rt: Runtime) -> list[Role]:
+    return await rt.core.registry.list_roles()
+
+
+@get("/api/capabilities", guards=[requires("admin.roles")])
+async def list_capabilities(rt: Runtime) -> list[Capability]:
+    return [
+        Capability(name=n, description=d) for n, d in await rt.core.registry.list_capabilities()
+    ]
+
+
+@post("/api/roles", guards=[requires("admin.roles")], status_code=201)
+async def create_role(data: RoleIn, rt: Runtime) -> Role:
+    role = Role(
+        name=data.name,
+        display_name=data.display_name,
+        builtin=False,
+        capabilities=sorted(set(data.capabilities)),
+        attributes=data.attributes,
+    )
+    await rt.core.registry.save_role(role, create=True)
+    return role
+
+
+@patch("/api/roles/{name:str}", guards=[requires("admin.roles")])
+async def patch_role(name: str, data: RolePatch, rt: Runtime) -> Role:
+    role = await rt.core.registry.get_role(name)
+    if role is None:
+        raise NotFoundError(f"no role named {name!r}")
+    caps = role.capabilities if data.capabilities is None else sorted(set(data.capabilities))
+    attrs = role.attributes if data.attributes is None else data.attributes
+    if name == "admin" and not set(ADMIN_KEEPS) <= set(caps):
+        raise ApiError(409, "admin_lockout", "the admin role must keep admin.users and admin.roles")
+    if (
+        attrs.encrypted != role.attributes.encrypted
+        and await rt.core.registry.count_users_with_role(name)
+    ):
+        raise ApiError(
+            409,
+            "encryption_mismatch",
+            "this role has members: whether it is encrypted can no longer change",
+        )
+    updated = Role(
+        name=name,
+        display_name=data.display_name or role.display_name,
+        builtin=role.builtin,
+        capabilities=caps,
+        attributes=attrs,
+    )
+    await rt.core.registry.save_role(updated, create=False)
+    return updated
+
+
+ROUTES = [list_roles, list_capabilities, create_role, patch_role]

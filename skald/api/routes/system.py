@@ -1,0 +1,92 @@
+"""Health (public) and the per-user WebSocket event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import msgspec
+from litestar import WebSocket, get, websocket
+from litestar.exceptions import WebSocketDisconnect
+
+from skald.api.schemas import Health
+from skald.api.security import principal_of
+from skald.core.events import ClientMessage, Connection, Hello, Ping, Pong
+from skald.core.runtime import Runtime
+
+HEARTBEAT_S = 20.0
+# A client that has not answered two heartbeats is gone (sleeping laptop, lost Wi-Fi).
+DEAD_AFTER_S = 2.5 * HEARTBEAT_S
+CLOSE_REVOKED = 4401
+
+_encode = msgspec.json.Encoder().encode
+_decode_client = msgspec.json.Decoder(ClientMessage).decode
+
+
+@get("/api/health", opt={"public": True})
+async def health(rt: Runtime) -> Health:
+    status, reasons = rt.health()
+    return Health(
+        status="ok" if status == "ok" else "degraded",
+        version=rt.version,
+        uptime_s=round(time.time() - rt.started_at, 1),
+        reasons=reasons,
+    )
+
+
+async def _pump_out(socket: WebSocket[Any, Any, Any], conn: Connection) -> None:
+    while True:
+        event = await conn.queue.get()
+        if event is None:
+            return
+        await socket.send_text(_encode(event).decode())
+
+
+async def _pump_in(socket: WebSocket[Any, Any, Any], last_seen: list[float]) -> None:
+    while True:
+        text = await socket.receive_text()
+        last_seen[0] = time.monotonic()
+        try:
+            message = _decode_client(text)
+        except msgspec.ValidationError:
+            continue  # unknown or malformed client messages are ignored, not fatal
+        if isinstance(message, Pong):
+            continue
+
+
+async def _heartbeat(conn: Connection, last_seen: list[float]) -> None:
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        if time.monotonic() - last_seen[0] > DEAD_AFTER_S:
+            conn.close()
+            return
+        conn.offer(Ping(t=time.time()))
+
+
+@websocket("/api/ws")
+async def events(socket: WebSocket[Any, Any, Any], rt: Runtime) -> None:
+    principal = principal_of(socket)
+    await socket.accept()
+    conn = rt.hub.connect(principal.user.id, principal.token_hash)
+    conn.offer(Hello(user_id=principal.user.id, version=rt.version))
+    last_seen = [time.monotonic()]
+    tasks = [
+        asyncio.create_task(_pump_out(socket, conn)),
+        asyncio.create_task(_pump_in(socket, last_seen)),
+        asyncio.create_task(_heartbeat(conn, last_seen)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        rt.hub.disconnect(conn)
+        code = CLOSE_REVOKED if conn.revoked else 1000
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+            await socket.close(code=code)
+
+
+ROUTES = [health, events]

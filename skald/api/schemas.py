@@ -1,0 +1,149 @@
+"""Wire types of the HTTP API (msgspec structs; Litestar validates and documents them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from skald.store.rows import Role, RoleAttributes, User
+
+Locale = Literal["en", "it", "fr"]
+Username = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+Password = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
+DisplayName = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
+RoleName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+ProfileField = Annotated[str, msgspec.Meta(max_length=2000)]
+
+
+class ErrorDetail(msgspec.Struct, frozen=True):
+    code: str
+    message: str
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    """Every error the API returns has this shape."""
+
+    error: ErrorDetail
+
+
+class Health(msgspec.Struct, frozen=True, kw_only=True):
+    status: Literal["ok", "degraded"]
+    version: str
+    uptime_s: float
+    reasons: list[str]
+
+
+class Me(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    username: str
+    display_name: str
+    role: str
+    capabilities: list[str]
+    ui_mode: Literal["full", "simple"]
+    locale: str
+    encrypted: bool
+    csrf_token: str
+
+
+class LoginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    username: Username
+    password: Password
+
+
+class MePatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    display_name: DisplayName | None = None
+    locale: Locale | None = None
+
+
+class PasswordChangeIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    current_password: Password
+    new_password: Password
+
+
+class SetupState(msgspec.Struct, frozen=True):
+    needed: bool
+
+
+class SetupIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    token: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    username: Username
+    password: Password
+    display_name: DisplayName | None = None
+    locale: Locale | None = None
+
+
+class SetupOut(msgspec.Struct, frozen=True, kw_only=True):
+    me: Me
+    recovery_code: str | None
+
+
+class UserCreateIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    username: Username
+    password: Password
+    role: RoleName
+    display_name: DisplayName | None = None
+
+
+class UserCreated(msgspec.Struct, frozen=True, kw_only=True):
+    user: User
+    recovery_code: str | None
+
+
+class UserPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    display_name: DisplayName | None = None
+    role: RoleName | None = None
+    active: bool | None = None
+    locale: Locale | None = None
+    profile: (
+        Annotated[
+            dict[Annotated[str, msgspec.Meta(min_length=1, max_length=40)], ProfileField],
+            msgspec.Meta(max_length=20),
+        ]
+        | None
+    ) = None
+
+
+class Capability(msgspec.Struct, frozen=True):
+    name: str
+    description: str
+
+
+class RoleIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: RoleName
+    display_name: DisplayName
+    capabilities: Annotated[
+        list[Annotated[str, msgspec.Meta(max_length=64)]], msgspec.Meta(max_length=100)
+    ]
+    attributes: RoleAttributes = msgspec.field(default_factory=RoleAttributes)
+
+
+class RolePatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    display_name: DisplayName | None = None
+    capabilities: (
+        Annotated[list[Annotated[str, msgspec.Meta(max_length=64)]], msgspec.Meta(max_length=100)]
+        | None
+    ) = None
+    attributes: RoleAttributes | None = None
+
+
+__all__ = [
+    "Capability",
+    "ErrorBody",
+    "ErrorDetail",
+    "Health",
+    "LoginIn",
+    "Me",
+    "MePatch",
+    "PasswordChangeIn",
+    "Role",
+    "RoleIn",
+    "RolePatch",
+    "SetupIn",
+    "SetupOut",
+    "SetupState",
+    "User",
+    "UserCreateIn",
+    "UserCreated",
+    "UserPatch",
+]

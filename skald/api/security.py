@@ -1,0 +1,148 @@
+"""Who is calling, and the protections every response carries.
+
+`AuthMiddleware` runs inside Litestar for every route: deny by default, so a route is
+reachable anonymously only when its handler says `opt={"public": True}`. It also checks
+the CSRF token of cookie-authenticated writes. `EdgeMiddleware` wraps the whole ASGI
+app (so it covers 404s and static files too): same-origin checks, security headers and
+the access log.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from skald.api.errors import ApiError
+from skald.core.runtime import Runtime
+from skald.core.sessions import Principal
+from skald.log import get_logger
+
+log = get_logger("skald.http")
+
+SESSION_COOKIE = "skald_session"
+CSRF_HEADER = "x-csrf-token"
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+# The SPA needs nothing inline and nothing from elsewhere; keep it that way.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; manifest-src 'self'; worker-src 'self'; object-src 'none'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"permissions-policy", b"camera=(), geolocation=(), microphone=(self)"),
+]
+
+
+def is_public(handler: BaseRouteHandler | None) -> bool:
+    return bool(handler is not None and handler.opt.get("public"))
+
+
+def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    user = connection.scope.get("user")
+    if not isinstance(user, Principal):
+        raise NotAuthorizedException("sign in first")
+    return user
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
+        self.app = app
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and not is_public(scope.get("route_handler")):
+            connection: ASGIConnection[Any, Any, Any, Any] = ASGIConnection(scope)
+            token = connection.cookies.get(SESSION_COOKIE)
+            principal = await self.runtime.sessions.resolve(token) if token else None
+            if principal is None:
+                raise NotAuthorizedException("your session has ended; please sign in")
+            if connection.scope.get("method") in UNSAFE_METHODS:
+                sent = connection.headers.get(CSRF_HEADER, "")
+                if not secrets.compare_digest(sent, principal.csrf_token):
+                    raise ApiError(403, "csrf", "missing or wrong X-CSRF-Token header")
+            scope["user"] = principal
+            scope["auth"] = token
+        await self.app(scope, receive, send)
+
+
+def _header(scope: Any, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def same_origin(scope: Any) -> bool:
+    """No Origin (non-browser clients) passes; a browser's Origin must match Host."""
+    origin = _header(scope, b"origin")
+    if origin is None:
+        return True
+    host = _header(scope, b"host")
+    return host is not None and urlsplit(origin).netloc == host
+
+
+async def _refuse_http(send: Any) -> None:
+    body = b'{"error":{"code":"cross_origin","message":"requests from other sites are refused"}}'
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *SECURITY_HEADERS,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class EdgeMiddleware:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and not same_origin(scope):
+            await send({"type": "websocket.close", "code": 4403, "reason": "cross-origin"})
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+        if scope["method"] in UNSAFE_METHODS and not same_origin(scope):
+            await _refuse_http(send)
+            status = 403
+        else:
+
+            async def send_with_headers(message: dict[str, Any]) -> None:
+                nonlocal status
+                if message["type"] == "http.response.start":
+                    status = message["status"]
+                    message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                await send(message)
+
+            await self.app(scope, receive, send_with_headers)
+        client = scope.get("client")
+        # Path only: query strings can carry tokens, and cookies never belong in logs.
+        log.info(
+            "request",
+            method=scope["method"],
+            path=scope["path"],
+            status=status,
+            ms=round((time.perf_counter() - started) * 1000, 1),
+            client=client[0] if client else None,
+        )

@@ -1,0 +1,23 @@
+"""Where the shipped assets (web UI, agents, docs, installer files) live.
+
+In the zipapp they are package data under `skald/assets/<name>/` (real files once shiv
+has extracted the archive); in a source checkout they are the top-level directories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import skald
+
+ASSET_NAMES = ("web", "agents", "docs", "installer")
+
+
+def asset_dir(name: str) -> Path:
+    if name not in ASSET_NAMES:
+        raise ValueError(f"unknown asset directory {name!r}")
+    package = Path(skald.__file__).resolve().parent
+    bundled = package / "assets" / name
+    if bundled.is_dir():
+        return bundled
+    return package.parent / name

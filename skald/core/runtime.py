@@ -1,0 +1,154 @@
+"""The running server's state: the core plus sessions, throttling, event streams and
+background services. Built once at boot; the HTTP layer only calls into it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import sys
+import time
+from typing import TextIO
+
+from skald import __version__
+from skald.config import Config
+from skald.core.context import Core
+from skald.core.events import EventHub, UserUpdated
+from skald.core.sessions import SessionManager
+from skald.core.supervisor import Supervisor
+from skald.core.throttle import LoginThrottle
+from skald.log import get_logger
+from skald.paths import DataLayout, secure_file
+from skald.store.rows import User
+from skald.store.sessions import SessionStore
+
+log = get_logger("skald.runtime")
+
+SESSION_PURGE_INTERVAL_S = 600.0
+
+
+class Runtime:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.config = core.config
+        self.sessions = SessionManager(
+            SessionStore(core.registry.db), core.registry, core.users, core.config.auth
+        )
+        self.throttle = LoginThrottle(core.config.auth)
+        self.hub = EventHub()
+        self.supervisor = Supervisor()
+        self.started_at = time.time()
+        self.version = __version__
+        self.setup_token: str | None = None
+        self.listen = (core.config.server.host, core.config.server.port)
+
+    @classmethod
+    async def boot(
+        cls,
+        layout: DataLayout,
+        config: Config,
+        announce: TextIO | None = None,
+        listen: tuple[str, int] | None = None,
+    ) -> Runtime:
+        core = await Core.open(layout, config, create=True)
+        runtime = cls(core)
+        if listen is not None:
+            runtime.listen = listen
+        try:
+            await runtime._start(announce or sys.stderr)
+        except BaseException:
+            await core.close()
+            raise
+        return runtime
+
+    async def _start(self, announce: TextIO) -> None:
+        purged = await self.sessions.store.delete_for_encrypted_users()
+        unlocked = await self._unlock_unencrypted()
+        log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)
+        if not await self.core.registry.admin_exists():
+            self._announce_setup(announce)
+        self.supervisor.start("session-purge", self._purge_sessions_forever)
+
+    async def _unlock_unencrypted(self) -> int:
+        # Their data needs no password, and their background work must run after a reboot.
+        count = 0
+        for user in await self.core.registry.list_users():
+            if user.active and not user.encrypted:
+                await self.core.users.unlock_unencrypted(user)
+                count += 1
+        return count
+
+    def _announce_setup(self, out: TextIO) -> None:
+        self.setup_token = secrets.token_urlsafe(24)
+        path = self.core.layout.root / "setup-token"
+        path.write_text(self.setup_token + "\n", encoding="utf-8")
+        secure_file(path)
+        bound, port = self.listen
+        host = "localhost" if bound in ("0.0.0.0", "::") else bound  # noqa: S104
+        # Deliberately printed outside the redacting logger: showing it is its purpose.
+        out.write(
+            "skald: no administrator yet. Finish setup in a browser at "
+            f"http://{host}:{port}/#/setup?token={self.setup_token} "
+            f"(the token is also in {path}), or run `skald setup`.\n"
+        )
+        out.flush()
+
+    def setup_token_valid(self, token: str) -> bool:
+        return self.setup_token is not None and secrets.compare_digest(token, self.setup_token)
+
+    def setup_finished(self) -> None:
+        self.setup_token = None
+        with contextlib.suppress(FileNotFoundError):
+            (self.core.layout.root / "setup-token").unlink()
+
+    async def _purge_sessions_forever(self) -> None:
+        while True:
+            removed = await self.sessions.purge_expired()
+            if removed:
+                log.info("expired sessions removed", count=removed)
+            await asyncio.sleep(SESSION_PURGE_INTERVAL_S)
+
+    # -- revocation: synchronous, complete before the caller answers -----------------
+
+    async def log_out(self, user: User, token_hash: str) -> None:
+        await self.sessions.revoke(token_hash)
+        self.hub.revoke_sessions({token_hash}, "you signed out")
+        await self._lock_if_no_sessions(user)
+
+    async def log_out_everywhere(
+        self, user: User, keep: str | None = None, reason: str = "you signed out everywhere"
+    ) -> None:
+        removed = await self.sessions.revoke_user(user.id, keep)
+        self.hub.revoke_sessions(set(removed), reason)
+        await self._lock_if_no_sessions(user)
+
+    async def _lock_if_no_sessions(self, user: User) -> None:
+        # An encrypted member's key stays in memory only while one of their sessions lives.
+        if user.encrypted and await self.sessions.store.count_for_user(user.id) == 0:
+            await self.core.users.lock(user.id)
+
+    async def deactivate(self, user: User) -> User:
+        """Sessions, then open streams, then the data key: nothing of theirs outlives this."""
+        await self.sessions.revoke_user(user.id)
+        self.hub.revoke_user(user.id, "your account was deactivated")
+        return await self.core.users.deactivate(user.username)
+
+    async def delete(self, user: User) -> None:
+        await self.sessions.revoke_user(user.id)
+        self.hub.revoke_user(user.id, "your account was deleted")
+        await self.core.users.delete(user.username)
+
+    def user_changed(self, user_id: str) -> None:
+        self.hub.publish(user_id, UserUpdated(user_id=user_id))
+
+    # -- health and shutdown ---------------------------------------------------------
+
+    def health(self) -> tuple[str, list[str]]:
+        reasons = self.supervisor.degraded_reasons()
+        return ("degraded" if reasons else "ok"), reasons
+
+    async def shutdown(self) -> None:
+        self.hub.close_all("the server is restarting")
+        await self.supervisor.stop_all()
+        await self.core.close()
+        log.info("stopped")

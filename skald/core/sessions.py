@@ -1,0 +1,116 @@
+"""Login sessions: opaque random tokens, stored hashed, with idle and absolute expiry.
+
+The cookie carries the token; the registry only its SHA-256, so a copied database logs
+nobody in. The CSRF token is derived from the session token (an HMAC), so it needs no
+storage and dies with the session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from skald.config import AuthConfig
+from skald.core.users import UserManager
+from skald.store.registry import Registry
+from skald.store.rows import Role, User
+from skald.store.sessions import SessionRow, SessionStore
+
+# Writing last_seen on every request would turn every read into a write.
+TOUCH_INTERVAL_S = 60.0
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def csrf_for(token: str) -> str:
+    return hmac.new(token.encode(), b"skald csrf v1", hashlib.sha256).hexdigest()[:40]
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True):
+    """Who is calling: the user, their role, and the session they came with."""
+
+    user: User
+    role: Role
+    token_hash: str
+    csrf_token: str
+
+    def can(self, capability: str) -> bool:
+        return capability in self.role.capabilities
+
+
+class SessionManager:
+    def __init__(
+        self,
+        store: SessionStore,
+        registry: Registry,
+        users: UserManager,
+        config: AuthConfig,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.users = users
+        self.config = config
+        self.clock = clock
+
+    @property
+    def idle_s(self) -> float:
+        return self.config.session_idle_hours * 3600
+
+    async def create(self, user: User, user_agent: str = "", client: str = "") -> str:
+        token = secrets.token_urlsafe(32)
+        now = self.clock()
+        await self.store.insert(
+            SessionRow(
+                token_hash=hash_token(token),
+                user_id=user.id,
+                created_at=now,
+                last_seen_at=now,
+                expires_at=now + self.config.session_max_days * 86400,
+                user_agent=user_agent[:200],
+                client=client[:64],
+            )
+        )
+        return token
+
+    async def resolve(self, token: str) -> Principal | None:
+        """The principal behind a token, or None when it is unknown, expired or unusable."""
+        token_hash = hash_token(token)
+        row = await self.store.get(token_hash)
+        if row is None:
+            return None
+        now = self.clock()
+        if row.expires_at <= now or row.last_seen_at <= now - self.idle_s:
+            await self.store.delete(token_hash)
+            return None
+        user = await self.registry.get_user(row.user_id)
+        # An encrypted member's session is only good while their key is in memory.
+        if (
+            user is None
+            or not user.active
+            or (user.encrypted and not self.users.is_unlocked(user.id))
+        ):
+            await self.store.delete(token_hash)
+            return None
+        role = await self.registry.get_role(user.role)
+        if role is None:
+            return None
+        if now - row.last_seen_at > TOUCH_INTERVAL_S:
+            await self.store.touch(token_hash, now)
+        return Principal(user=user, role=role, token_hash=token_hash, csrf_token=csrf_for(token))
+
+    async def revoke(self, token_hash: str) -> None:
+        await self.store.delete(token_hash)
+
+    async def revoke_user(self, user_id: str, keep: str | None = None) -> list[str]:
+        return await self.store.delete_for_user(user_id, keep)
+
+    async def purge_expired(self) -> int:
+        return await self.store.purge(self.clock(), self.idle_s)

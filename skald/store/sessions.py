@@ -1,0 +1,111 @@
+"""Login sessions in the registry. Tokens are stored only as SHA-256 hashes."""
+
+from __future__ import annotations
+
+import apsw
+import msgspec
+
+from skald.store.database import Database, fetch_all, fetch_one
+
+
+class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
+    token_hash: str
+    user_id: str
+    created_at: float
+    last_seen_at: float
+    expires_at: float
+    user_agent: str
+    client: str
+
+
+_COLUMNS = "token_hash, user_id, created_at, last_seen_at, expires_at, user_agent, client"
+
+
+def _row(r: tuple[object, ...]) -> SessionRow:
+    return SessionRow(**dict(zip(SessionRow.__struct_fields__, r, strict=True)))  # type: ignore[arg-type]
+
+
+class SessionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def insert(self, row: SessionRow) -> None:
+        await self.db.transaction(
+            lambda c: c.execute(
+                f"INSERT INTO sessions({_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+                (
+                    row.token_hash,
+                    row.user_id,
+                    row.created_at,
+                    row.last_seen_at,
+                    row.expires_at,
+                    row.user_agent,
+                    row.client,
+                ),
+            )
+        )
+
+    async def get(self, token_hash: str) -> SessionRow | None:
+        r = await self.db.call(
+            lambda c: fetch_one(
+                c, f"SELECT {_COLUMNS} FROM sessions WHERE token_hash=?", (token_hash,)
+            )
+        )
+        return None if r is None else _row(r)
+
+    async def touch(self, token_hash: str, now: float) -> None:
+        await self.db.transaction(
+            lambda c: c.execute(
+                "UPDATE sessions SET last_seen_at=? WHERE token_hash=?", (now, token_hash)
+            )
+        )
+
+    async def delete(self, token_hash: str) -> None:
+        await self.db.transaction(
+            lambda c: c.execute("DELETE FROM sessions WHERE token_hash=?", (token_hash,))
+        )
+
+    async def delete_for_user(self, user_id: str, keep: str | None = None) -> list[str]:
+        """Delete every session of a user (but `keep`); return the hashes removed."""
+
+        def q(c: apsw.Connection) -> list[str]:
+            rows = fetch_all(
+                c,
+                "SELECT token_hash FROM sessions WHERE user_id=? AND token_hash IS NOT ?",
+                (user_id, keep),
+            )
+            c.execute(
+                "DELETE FROM sessions WHERE user_id=? AND token_hash IS NOT ?", (user_id, keep)
+            )
+            return [str(r[0]) for r in rows]
+
+        return await self.db.transaction(q)
+
+    async def count_for_user(self, user_id: str) -> int:
+        r = await self.db.call(
+            lambda c: fetch_one(c, "SELECT count(*) FROM sessions WHERE user_id=?", (user_id,))
+        )
+        return int(r[0]) if r else 0
+
+    async def purge(self, now: float, idle_s: float) -> int:
+        """Remove sessions past their absolute or idle expiry; return how many."""
+
+        def q(c: apsw.Connection) -> int:
+            c.execute(
+                "DELETE FROM sessions WHERE expires_at <= ? OR last_seen_at <= ?",
+                (now, now - idle_s),
+            )
+            return c.changes()
+
+        return await self.db.transaction(q)
+
+    async def delete_for_encrypted_users(self) -> int:
+        """At boot no encrypted member's key is in memory, so their sessions cannot work."""
+
+        def q(c: apsw.Connection) -> int:
+            c.execute(
+                "DELETE FROM sessions WHERE user_id IN (SELECT id FROM users WHERE encrypted = 1)"
+            )
+            return c.changes()
+
+        return await self.db.transaction(q)

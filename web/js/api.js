@@ -1,0 +1,111 @@
+// HTTP client for the Skald server.
+// Why a wrapper: every write must carry the CSRF token, every call must send the
+// session cookie, errors arrive as {"error": {code, message}} and a 401 anywhere
+// means "the session is gone" — all of that is handled once, here.
+
+let csrfToken = null;
+let unauthorizedHandler = null;
+
+// The token comes from the login/setup/me responses; it is kept in memory only
+// (never in localStorage) so it dies with the tab, like the session it protects.
+export function setCsrfToken(token) {
+  csrfToken = token || null;
+}
+
+// Called with the ApiError when any call (except those that opt out, such as
+// the login form itself) gets a 401.
+export function onUnauthorized(fn) {
+  unauthorizedHandler = fn;
+}
+
+export class ApiError extends Error {
+  constructor(status, code, serverMessage, retryAfter) {
+    super(serverMessage || code);
+    this.status = status; // 0 when the server could not be reached
+    this.code = code;
+    this.serverMessage = serverMessage; // human-readable text from the server
+    this.retryAfter = retryAfter; // seconds, from the Retry-After header (429)
+  }
+}
+
+const WRITE_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
+
+// Paths are relative ("api/...") so the UI also works behind a reverse proxy
+// that mounts Skald under a sub-path.
+export async function request(method, path, body, { handle401 = true } = {}) {
+  const headers = { Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (WRITE_METHODS.has(method) && csrfToken) headers['X-CSRF-Token'] = csrfToken;
+
+  let res;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: 'same-origin',
+      cache: 'no-store',
+    });
+  } catch (e) {
+    throw new ApiError(0, 'network', null, null);
+  }
+
+  let data = null;
+  if (res.status !== 204) {
+    const text = await res.text();
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch (e) {
+        data = null; // e.g. an HTML error page from a proxy
+      }
+    }
+  }
+
+  if (!res.ok) {
+    const err = (data && data.error) || {};
+    const retry = parseRetryAfter(res.headers.get('Retry-After'));
+    const error = new ApiError(res.status, err.code || `http_${res.status}`, err.message || null, retry);
+    if (res.status === 401 && handle401 && unauthorizedHandler) unauthorizedHandler(error);
+    throw error;
+  }
+  return data;
+}
+
+// Retry-After is either a number of seconds or an HTTP date.
+function parseRetryAfter(value) {
+  if (!value) return null;
+  const n = Number(value);
+  if (Number.isFinite(n)) return Math.max(0, Math.ceil(n));
+  const when = Date.parse(value);
+  return Number.isNaN(when) ? null : Math.max(0, Math.ceil((when - Date.now()) / 1000));
+}
+
+export const get = (path, opts) => request('GET', path, undefined, opts);
+export const post = (path, body, opts) => request('POST', path, body, opts);
+export const patch = (path, body, opts) => request('PATCH', path, body, opts);
+export const del = (path, opts) => request('DELETE', path, undefined, opts);
+
+// Thin, named helpers so pages read like the API contract.
+export const api = {
+  health: () => get('api/health'),
+  setupStatus: () => get('api/setup'),
+  setup: (body) => post('api/setup', body, { handle401: false }),
+  login: (username, password) => post('api/auth/login', { username, password }, { handle401: false }),
+  me: () => get('api/auth/me'),
+  updateMe: (body) => patch('api/auth/me', body),
+  logout: () => post('api/auth/logout', undefined, { handle401: false }),
+  logoutAll: () => post('api/auth/logout-all'),
+  changePassword: (current_password, new_password) =>
+    post('api/auth/password', { current_password, new_password }),
+  users: () => get('api/users'),
+  createUser: (body) => post('api/users', body),
+  updateUser: (id, body) => patch(`api/users/${encodeURIComponent(id)}`, body),
+  deactivateUser: (id) => post(`api/users/${encodeURIComponent(id)}/deactivate`),
+  activateUser: (id) => post(`api/users/${encodeURIComponent(id)}/activate`),
+  deleteUser: (id) => del(`api/users/${encodeURIComponent(id)}`),
+  roles: () => get('api/roles'),
+  capabilities: () => get('api/capabilities'),
+  createRole: (body) => post('api/roles', body),
+  updateRole: (name, body) => patch(`api/roles/${encodeURIComponent(name)}`, body),
+};

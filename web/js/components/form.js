@@ -1,0 +1,85 @@
+// Form building blocks shared by every page: a labelled field, notices, and a
+// hook that runs an API call while tracking "busy" and the error text.
+import { html, useState, useCallback, useRef, useEffect } from '../lib.js';
+import { t } from '../i18n.js';
+import { Icon } from './icons.js';
+
+let fieldSeq = 0;
+
+// Stable unique id per component instance, for <label for>.
+export function useId(prefix) {
+  const ref = useRef(null);
+  if (ref.current === null) ref.current = `${prefix}-${++fieldSeq}`;
+  return ref.current;
+}
+
+// A <label> + control + optional hint. `children` is the control; it receives
+// the id through `id` so the label is bound to it.
+export function Field({ label, hint, id, children, inline = false }) {
+  const hintId = hint ? `${id}-hint` : null;
+  return html`<div class=${`field${inline ? ' field--inline' : ''}`}>
+    <label class="field__label" for=${id}>${label}</label>
+    ${children}
+    ${hint && html`<p class="field__hint" id=${hintId}>${hint}</p>`}
+  </div>`;
+}
+
+// Turn an ApiError (or anything thrown) into text for the user. The server's
+// message is human-readable and specific, so it wins when present.
+export function errorText(err) {
+  if (!err) return '';
+  let text;
+  if (err.status === 0) text = t('error.network');
+  else if (err.serverMessage) text = err.serverMessage;
+  else if (err.status === 403) text = t('error.forbidden');
+  else if (err.status) text = t('error.http', { status: err.status });
+  else text = t('error.unexpected');
+  if (err.status === 429 && err.retryAfter) text = `${text} ${t('error.retry_after', { seconds: err.retryAfter })}`;
+  return text;
+}
+
+export function ErrorNotice({ error, testid }) {
+  if (!error) return null;
+  return html`<div class="notice notice--error" role="alert" data-testid=${testid}>
+    ${Icon.alert()}<span>${typeof error === 'string' ? error : errorText(error)}</span>
+  </div>`;
+}
+
+export function Notice({ kind = 'info', testid, children }) {
+  const icon = kind === 'success' ? Icon.check() : kind === 'warning' ? Icon.alert() : Icon.info();
+  return html`<div class=${`notice notice--${kind}`} role="status" data-testid=${testid}>${icon}<span>${children}</span></div>`;
+}
+
+// const [run, busy, error, setError] = useAction();
+// run(async () => {...}) sets busy while the promise runs and catches errors
+// into `error` (cleared at the next run). Returns the promise's value or undefined.
+export function useAction() {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const alive = useRef(true);
+  useEffect(() => () => (alive.current = false), []);
+  const run = useCallback(async (fn) => {
+    setBusy(true);
+    setError(null);
+    try {
+      return await fn();
+    } catch (e) {
+      if (alive.current) setError(e);
+      return undefined;
+    } finally {
+      if (alive.current) setBusy(false);
+    }
+  }, []);
+  return [run, busy, error, setError];
+}
+
+// A small "Saved" confirmation that fades after a few seconds.
+export function useFlash(ms = 4000) {
+  const [flash, setFlash] = useState(null);
+  useEffect(() => {
+    if (!flash) return undefined;
+    const id = setTimeout(() => setFlash(null), ms);
+    return () => clearTimeout(id);
+  }, [flash]);
+  return [flash, setFlash];
+}

@@ -1,0 +1,95 @@
+// Who is logged in, and the transitions between "logged in" and "logged out".
+// Kept apart from the pages so every way of losing a session (logout button,
+// "log out everywhere", a 401 from any call, a revocation pushed over the
+// WebSocket) ends in exactly the same place: state cleared, socket closed,
+// login page with an explanation.
+import { api, setCsrfToken, onUnauthorized } from './api.js';
+import { getState, setState } from './store.js';
+import { setLocale, normaliseLocale } from './i18n.js';
+import { redirect } from './router.js';
+import * as ws from './ws.js';
+
+// Accept a Me object from login/setup/me/PATCH me.
+export async function setMe(me) {
+  setCsrfToken(me.csrf_token);
+  const prev = getState().me;
+  setState({ me, notice: null });
+  const loc = normaliseLocale(me.locale);
+  if (loc && loc !== getState().locale) await setLocale(loc);
+  if (!prev) startSocket();
+}
+
+function startSocket() {
+  ws.connect({
+    onRevoked: (reason) => signedOut({ key: 'auth.revoked', vars: { reason: reason || '—' } }),
+    // Before reconnecting after a drop, make sure the session still exists;
+    // a 401 here triggers signedOut through the api module.
+    beforeReconnect: async () => {
+      try {
+        await api.me();
+        return true;
+      } catch (e) {
+        return e.status !== 401;
+      }
+    },
+  });
+}
+
+// The session is over (for whatever reason): forget it and show the login page.
+export function signedOut(notice) {
+  ws.stop();
+  setCsrfToken(null);
+  setState({ me: null, notice: notice || null });
+  redirect('/login');
+}
+
+// Any 401 from a normal API call means the cookie is no longer valid.
+onUnauthorized(() => {
+  if (getState().me) signedOut({ key: 'auth.expired', kind: 'info' });
+  else redirect('/login');
+});
+
+export async function logout() {
+  try {
+    await api.logout();
+  } catch (e) {
+    // Already logged out on the server (401) or unreachable: either way the
+    // user asked to leave, so leave.
+  }
+  signedOut({ key: 'auth.logged_out', kind: 'success' });
+}
+
+// First thing at start: is this a fresh install, and is somebody logged in?
+export async function boot() {
+  try {
+    const setup = await api.setupStatus();
+    if (setup && setup.needed) {
+      setState({ setupNeeded: true, booted: true });
+      return;
+    }
+  } catch (e) {
+    // The server is unreachable or old; carry on and let /me decide.
+  }
+  try {
+    const me = await api.me();
+    await setMe(me);
+  } catch (e) {
+    setState({ me: null });
+  }
+  setState({ booted: true });
+}
+
+// Refresh Me when the tab comes back to the foreground: a session that was
+// revoked while the laptop slept is noticed at once, not at the next click.
+export function watchVisibility() {
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible' && getState().me) {
+      api.me().then(
+        (me) => setMe(me),
+        () => {
+          /* 401 is handled by onUnauthorized; network errors are transient */
+        },
+      );
+    }
+  });
+}

@@ -1,0 +1,111 @@
+// The live connection to the server (/api/ws).
+// Today it carries keep-alives and the "your session was revoked" signal;
+// chat events will ride on it later. Rules from the server contract:
+//  - answer every {"type":"ping","t":X} with {"type":"pong","t":X};
+//  - send {"type":"subscribe"} after every (re)connect;
+//  - {"type":"session_revoked"} or close code 4401 => signed out, never reconnect;
+//  - any other disconnect => reconnect with backoff 1 s, 2 s, 4 s ... 30 s.
+
+const MIN_DELAY = 1000;
+const MAX_DELAY = 30000;
+const REVOKED_CODE = 4401;
+
+let socket = null;
+let wanted = false; // true while the app wants a connection (user logged in)
+let delay = MIN_DELAY;
+let timer = null;
+let handlers = {};
+
+function url() {
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  // Resolve relative to the page so a sub-path deployment works too.
+  const base = new URL('api/ws', location.href);
+  return `${proto}//${base.host}${base.pathname}`;
+}
+
+function send(obj) {
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(obj));
+}
+
+function open() {
+  clearTimeout(timer);
+  timer = null;
+  if (!wanted) return;
+  let revoked = false;
+  const ws = new WebSocket(url());
+  socket = ws;
+
+  ws.addEventListener('open', () => {
+    delay = MIN_DELAY; // a good connection resets the backoff
+    send({ type: 'subscribe' });
+    if (handlers.onStatus) handlers.onStatus('open');
+  });
+
+  ws.addEventListener('message', (ev) => {
+    let msg;
+    try {
+      msg = JSON.parse(ev.data);
+    } catch (e) {
+      return; // not ours to interpret
+    }
+    if (!msg || typeof msg !== 'object') return;
+    if (msg.type === 'ping') {
+      send({ type: 'pong', t: msg.t });
+    } else if (msg.type === 'session_revoked') {
+      revoked = true;
+      stop();
+      if (handlers.onRevoked) handlers.onRevoked(msg.reason || '');
+    } else if (handlers.onMessage) {
+      handlers.onMessage(msg);
+    }
+  });
+
+  ws.addEventListener('close', (ev) => {
+    if (socket === ws) socket = null;
+    if (handlers.onStatus) handlers.onStatus('closed');
+    if (revoked) return;
+    if (ev.code === REVOKED_CODE) {
+      // Closed as revoked without the message (e.g. it was lost): same outcome.
+      stop();
+      if (handlers.onRevoked) handlers.onRevoked(ev.reason || '');
+      return;
+    }
+    if (!wanted) return;
+    const wait = delay;
+    delay = Math.min(delay * 2, MAX_DELAY);
+    timer = setTimeout(() => {
+      // A failed reconnect may mean the session expired; the owner checks
+      // /api/auth/me (which routes to the login page on 401) before we retry.
+      Promise.resolve(handlers.beforeReconnect ? handlers.beforeReconnect() : true).then(
+        (ok) => ok !== false && open(),
+        () => open(),
+      );
+    }, wait);
+  });
+}
+
+// Start (or keep) the connection for a logged-in user.
+export function connect(opts) {
+  handlers = opts || {};
+  if (wanted && socket) return;
+  wanted = true;
+  delay = MIN_DELAY;
+  open();
+}
+
+// Stop for good (logout, revocation). Closing with 1000 tells the server it
+// was intentional.
+export function stop() {
+  wanted = false;
+  clearTimeout(timer);
+  timer = null;
+  if (socket) {
+    const s = socket;
+    socket = null;
+    try {
+      s.close(1000);
+    } catch (e) {
+      /* already closed */
+    }
+  }
+}
