@@ -2,8 +2,8 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/bench_storage.py            # full run (about a minute)
-    .venv/bin/python bench/bench_storage.py --quick    # a few seconds, for a sanity check
+    .venv/bin/python bench/bench_storage.py            # full run (about 25 s on 2 cores)
+    .venv/bin/python bench/bench_storage.py --quick    # about 3 s, for a sanity check
 
 Part 1 times the real password check of an encrypted account with the default Argon2id
 parameters: `keys.unwrap` of a wrap made by `keys.wrap_with_password`.

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from skald.api.app import create_app
+from skald.config import load_config
 from skald.core.keys import TEST_KDF
+from skald.core.runtime import Runtime
 from skald.core.users import UserManager
 from skald.paths import DataLayout
 from skald.store.registry import Registry
@@ -35,3 +41,70 @@ async def users(registry: Registry, layout: DataLayout) -> AsyncIterator[UserMan
     manager = UserManager(registry, layout, TEST_KDF)
     yield manager
     await manager.lock_all()
+
+
+# -- the web API, in process ------------------------------------------------------------
+
+TEST_ENV = {
+    "SKALD_SECURITY_KDF_PROFILE": "test",
+    "SKALD_AUTH_LOGIN_BACKOFF_BASE_S": "0.05",
+    "SKALD_AUTH_LOGIN_BACKOFF_MAX_S": "0.4",
+}
+PASSWORD = "a household password"
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    layout = DataLayout(tmp_path / "data")
+    rt = await Runtime.boot(layout, load_config(layout.root, TEST_ENV), announce=io.StringIO())
+    yield rt
+    await rt.shutdown()
+
+
+class Client:
+    """An in-process client that behaves like the SPA: cookie plus CSRF header."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self.csrf = ""
+
+    async def login(self, username: str, password: str = PASSWORD) -> dict[str, Any]:
+        r = await self.http.post(
+            "/api/auth/login", json={"username": username, "password": password}
+        )
+        assert r.status_code == 200, r.text
+        me: dict[str, Any] = r.json()
+        self.csrf = me["csrf_token"]
+        return me
+
+    async def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"X-CSRF-Token": self.csrf} if self.csrf else {}
+        headers.update(kw.pop("headers", {}))
+        return await self.http.request(method, path, headers=headers, **kw)
+
+
+@pytest.fixture
+async def make_client(runtime: Runtime) -> AsyncIterator[Callable[[], Awaitable[Client]]]:
+    # httpx's ASGI transport runs the app on this test's own loop, where the runtime lives
+    # (Litestar's test client would run it on a loop in another thread).
+    opened: list[httpx.AsyncClient] = []
+    transport = httpx.ASGITransport(app=create_app(runtime), client=("127.0.0.1", 50000))
+
+    async def make() -> Client:
+        http = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+        opened.append(http)
+        return Client(http)
+
+    yield make
+    for http in opened:
+        await http.aclose()
+
+
+@pytest.fixture
+async def household(runtime: Runtime) -> dict[str, str]:
+    """An admin, a member and a child; returns username -> user id."""
+    ids = {}
+    for name, role in (("mum", "admin"), ("ada", "member"), ("tim", "children")):
+        created = await runtime.core.users.create(name, PASSWORD, role)
+        ids[name] = created.user.id
+    return ids

@@ -2,7 +2,7 @@
 // (who is logged in, whether first-run setup is needed, the current route,
 // the locale, a one-shot notice for the login page).
 // Page-local state stays in component hooks; only cross-page state lives here.
-import { useEffect, useState } from './lib.js';
+import { useEffect, useRef, useState } from './lib.js';
 
 const state = {
   booted: false, // true once /api/setup and /api/auth/me have been asked
@@ -15,6 +15,7 @@ const state = {
 };
 
 const listeners = new Set();
+let version = 0; // bumped on every change; lets late subscribers catch up
 
 export function getState() {
   return state;
@@ -22,6 +23,7 @@ export function getState() {
 
 export function setState(patch) {
   Object.assign(state, patch);
+  version += 1;
   for (const fn of [...listeners]) fn(state);
 }
 
@@ -31,8 +33,17 @@ export function subscribe(fn) {
 }
 
 // Re-render the calling component whenever the shared state changes.
+// Effects run after paint, so a change can land between this component's
+// render and its subscription (e.g. the boot requests answering quickly);
+// the version check re-renders in that case instead of missing the change.
 export function useStore() {
   const [, bump] = useState(0);
-  useEffect(() => subscribe(() => bump((n) => n + 1)), []);
+  const seen = useRef(version);
+  seen.current = version;
+  useEffect(() => {
+    const unsubscribe = subscribe(() => bump((n) => n + 1));
+    if (seen.current !== version) bump((n) => n + 1);
+    return unsubscribe;
+  }, []);
   return state;
 }

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from litestar import Response, get, patch, post
-from litestar.di import Provide
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import (
     AnyRequest,
@@ -26,7 +27,7 @@ PUBLIC = {"public": True}
 
 
 async def _start_session(
-    rt: Runtime, request: AnyRequest, username: str, password: str
+    rt: NamedDependency[Runtime], request: AnyRequest, username: FromPath[str], password: str
 ) -> tuple[Me, str]:
     handle = await rt.core.users.unlock(username, password)
     role = await rt.core.registry.get_role(handle.user.role)
@@ -39,7 +40,9 @@ async def _start_session(
 
 
 @post("/api/auth/login", opt=PUBLIC, status_code=200)
-async def login(data: LoginIn, request: AnyRequest, rt: Runtime) -> Response[Me]:
+async def login(
+    data: JSONBody[LoginIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Response[Me]:
     client = client_of(request)
     rt.throttle.check(data.username, client)
     try:
@@ -54,14 +57,14 @@ async def login(data: LoginIn, request: AnyRequest, rt: Runtime) -> Response[Me]
 
 
 @post("/api/auth/logout", status_code=204)
-async def logout(request: AnyRequest, rt: Runtime) -> Response[None]:
+async def logout(request: AnyRequest, rt: NamedDependency[Runtime]) -> Response[None]:
     principal = principal_of(request)
     await rt.log_out(principal.user, principal.token_hash)
     return clear_session(Response(None, status_code=204))
 
 
 @post("/api/auth/logout-all", status_code=204)
-async def logout_all(request: AnyRequest, rt: Runtime) -> Response[None]:
+async def logout_all(request: AnyRequest, rt: NamedDependency[Runtime]) -> Response[None]:
     principal = principal_of(request)
     await rt.log_out_everywhere(principal.user)
     return clear_session(Response(None, status_code=204))
@@ -73,7 +76,9 @@ async def get_me(request: AnyRequest) -> Me:
 
 
 @patch("/api/auth/me")
-async def patch_me(data: MePatch, request: AnyRequest, rt: Runtime) -> Me:
+async def patch_me(
+    data: JSONBody[MePatch], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Me:
     principal = principal_of(request)
     await rt.core.registry.update_user(
         principal.user.id, display_name=data.display_name, locale=data.locale
@@ -84,7 +89,9 @@ async def patch_me(data: MePatch, request: AnyRequest, rt: Runtime) -> Me:
 
 
 @post("/api/auth/password", status_code=204)
-async def change_password(data: PasswordChangeIn, request: AnyRequest, rt: Runtime) -> None:
+async def change_password(
+    data: JSONBody[PasswordChangeIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> None:
     principal = principal_of(request)
     client = client_of(request)
     rt.throttle.check(principal.user.username, client)
@@ -104,12 +111,14 @@ async def change_password(data: PasswordChangeIn, request: AnyRequest, rt: Runti
 
 
 @get("/api/setup", opt=PUBLIC)
-async def setup_state(rt: Runtime) -> SetupState:
+async def setup_state(rt: NamedDependency[Runtime]) -> SetupState:
     return SetupState(needed=not await rt.core.registry.admin_exists())
 
 
 @post("/api/setup", opt=PUBLIC, status_code=201)
-async def setup(data: SetupIn, request: AnyRequest, rt: Runtime) -> Response[SetupOut]:
+async def setup(
+    data: JSONBody[SetupIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Response[SetupOut]:
     client = client_of(request)
     rt.throttle.check("(setup)", client)
     if await rt.core.registry.admin_exists():
@@ -132,4 +141,3 @@ async def setup(data: SetupIn, request: AnyRequest, rt: Runtime) -> Response[Set
 
 
 ROUTES = [login, logout, logout_all, get_me, patch_me, change_password, setup_state, setup]
-__all__ = ["ROUTES", "Provide"]

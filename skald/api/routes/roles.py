@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from litestar import get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import requires
 from skald.api.errors import ApiError
@@ -16,19 +18,19 @@ ADMIN_KEEPS = ("admin.users", "admin.roles")
 
 
 @get("/api/roles", guards=[requires("admin.roles", "admin.users")])
-async def list_roles(rt: Runtime) -> list[Role]:
+async def list_roles(rt: NamedDependency[Runtime]) -> list[Role]:
     return await rt.core.registry.list_roles()
 
 
 @get("/api/capabilities", guards=[requires("admin.roles")])
-async def list_capabilities(rt: Runtime) -> list[Capability]:
+async def list_capabilities(rt: NamedDependency[Runtime]) -> list[Capability]:
     return [
         Capability(name=n, description=d) for n, d in await rt.core.registry.list_capabilities()
     ]
 
 
 @post("/api/roles", guards=[requires("admin.roles")], status_code=201)
-async def create_role(data: RoleIn, rt: Runtime) -> Role:
+async def create_role(data: JSONBody[RoleIn], rt: NamedDependency[Runtime]) -> Role:
     role = Role(
         name=data.name,
         display_name=data.display_name,
@@ -41,7 +43,9 @@ async def create_role(data: RoleIn, rt: Runtime) -> Role:
 
 
 @patch("/api/roles/{name:str}", guards=[requires("admin.roles")])
-async def patch_role(name: str, data: RolePatch, rt: Runtime) -> Role:
+async def patch_role(
+    name: FromPath[str], data: JSONBody[RolePatch], rt: NamedDependency[Runtime]
+) -> Role:
     role = await rt.core.registry.get_role(name)
     if role is None:
         raise NotFoundError(f"no role named {name!r}")

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 from litestar import WebSocket, get, websocket
+from litestar.di import NamedDependency
 from litestar.exceptions import WebSocketDisconnect
 
 from skald.api.schemas import Health
@@ -26,7 +27,7 @@ _decode_client = msgspec.json.Decoder(ClientMessage).decode
 
 
 @get("/api/health", opt={"public": True})
-async def health(rt: Runtime) -> Health:
+async def health(rt: NamedDependency[Runtime]) -> Health:
     status, reasons = rt.health()
     return Health(
         status="ok" if status == "ok" else "degraded",
@@ -66,7 +67,7 @@ async def _heartbeat(conn: Connection, last_seen: list[float]) -> None:
 
 
 @websocket("/api/ws")
-async def events(socket: WebSocket[Any, Any, Any], rt: Runtime) -> None:
+async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime]) -> None:
     principal = principal_of(socket)
     await socket.accept()
     conn = rt.hub.connect(principal.user.id, principal.token_hash)

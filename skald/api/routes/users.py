@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from litestar import delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AnyRequest, requires
 from skald.api.errors import ApiError
@@ -17,7 +19,7 @@ log = get_logger("skald.admin")
 ADMIN_USERS = [requires("admin.users")]
 
 
-async def _user(rt: Runtime, user_id: str) -> User:
+async def _user(rt: NamedDependency[Runtime], user_id: str) -> User:
     user = await rt.core.registry.get_user(user_id)
     if user is None:
         raise NotFoundError("no such user")
@@ -31,12 +33,14 @@ def _not_self(request: AnyRequest, user: User, action: str) -> None:
 
 
 @get("/api/users", guards=ADMIN_USERS)
-async def list_users(rt: Runtime) -> list[User]:
+async def list_users(rt: NamedDependency[Runtime]) -> list[User]:
     return await rt.core.registry.list_users()
 
 
 @post("/api/users", guards=ADMIN_USERS, status_code=201)
-async def create_user(data: UserCreateIn, request: AnyRequest, rt: Runtime) -> UserCreated:
+async def create_user(
+    data: JSONBody[UserCreateIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> UserCreated:
     created = await rt.core.users.create(data.username, data.password, data.role, data.display_name)
     if not created.user.encrypted:
         # Unencrypted members are always unlocked, as after a boot.
@@ -51,12 +55,17 @@ async def create_user(data: UserCreateIn, request: AnyRequest, rt: Runtime) -> U
 
 
 @get("/api/users/{user_id:str}", guards=ADMIN_USERS)
-async def get_user(user_id: str, rt: Runtime) -> User:
+async def get_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User:
     return await _user(rt, user_id)
 
 
 @patch("/api/users/{user_id:str}", guards=ADMIN_USERS)
-async def patch_user(user_id: str, data: UserPatch, request: AnyRequest, rt: Runtime) -> User:
+async def patch_user(
+    user_id: FromPath[str],
+    data: JSONBody[UserPatch],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> User:
     user = await _user(rt, user_id)
     if data.role is not None and data.role != user.role:
         _not_self(request, user, "change the role of")
@@ -87,7 +96,9 @@ async def patch_user(user_id: str, data: UserPatch, request: AnyRequest, rt: Run
 
 
 @post("/api/users/{user_id:str}/deactivate", guards=ADMIN_USERS, status_code=200)
-async def deactivate_user(user_id: str, request: AnyRequest, rt: Runtime) -> User:
+async def deactivate_user(
+    user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> User:
     user = await _user(rt, user_id)
     _not_self(request, user, "deactivate")
     updated = await rt.deactivate(user)
@@ -96,7 +107,7 @@ async def deactivate_user(user_id: str, request: AnyRequest, rt: Runtime) -> Use
 
 
 @post("/api/users/{user_id:str}/activate", guards=ADMIN_USERS, status_code=200)
-async def activate_user(user_id: str, rt: Runtime) -> User:
+async def activate_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User:
     user = await _user(rt, user_id)
     updated = await rt.core.users.activate(user.username)
     if not updated.encrypted:
@@ -105,7 +116,9 @@ async def activate_user(user_id: str, rt: Runtime) -> User:
 
 
 @delete("/api/users/{user_id:str}", guards=ADMIN_USERS, status_code=204)
-async def delete_user(user_id: str, request: AnyRequest, rt: Runtime) -> None:
+async def delete_user(
+    user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> None:
     user = await _user(rt, user_id)
     _not_self(request, user, "delete")
     await rt.delete(user)

@@ -6,17 +6,29 @@ import { html, useState, useRef } from '../lib.js';
 import { t } from '../i18n.js';
 import { Icon } from './icons.js';
 
-async function copyText(text, fallbackInput) {
+// Select the code on screen, so it can be copied by hand if all else fails.
+function selectElement(el) {
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  const sel = window.getSelection();
+  sel.removeAllRanges();
+  sel.addRange(range);
+}
+
+async function copyText(text, el) {
   // navigator.clipboard only exists in secure contexts (https or localhost);
   // a household box is often reached over plain http on the LAN, so fall back
   // to selecting the text and the legacy copy command.
   if (navigator.clipboard && window.isSecureContext) {
-    await navigator.clipboard.writeText(text);
-    return true;
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch (e) {
+      /* permission refused: try the fallback */
+    }
   }
-  if (fallbackInput) {
-    fallbackInput.focus();
-    fallbackInput.select();
+  if (el) {
+    selectElement(el);
     return document.execCommand('copy');
   }
   return false;
@@ -24,11 +36,11 @@ async function copyText(text, fallbackInput) {
 
 export function RecoveryCode({ code, warning, confirmLabel, onConfirm }) {
   const [copied, setCopied] = useState(null); // null | 'ok' | 'failed'
-  const inputRef = useRef(null);
+  const codeRef = useRef(null);
 
   const onCopy = async () => {
     try {
-      setCopied((await copyText(code, inputRef.current)) ? 'ok' : 'failed');
+      setCopied((await copyText(code, codeRef.current)) ? 'ok' : 'failed');
     } catch (e) {
       setCopied('failed');
     }
@@ -37,14 +49,14 @@ export function RecoveryCode({ code, warning, confirmLabel, onConfirm }) {
   return html`<div class="recovery stack">
     <div class="notice notice--warning" role="note">${Icon.alert()}<span>${warning}</span></div>
     <div class="recovery__code-row">
-      <input ref=${inputRef} class="recovery__code" readonly value=${code} aria-label=${t('recovery.code_label')}
-        data-testid="recovery-code" onFocus=${(e) => e.target.select()} />
+      <code ref=${codeRef} class="recovery__code" aria-label=${t('recovery.code_label')} data-testid="recovery-code"
+        onClick=${(e) => selectElement(e.currentTarget)}>${code}</code>
       <button type="button" class="btn btn--secondary" onClick=${onCopy} data-testid="recovery-copy">
         ${copied === 'ok' ? Icon.check() : Icon.copy()}
         <span>${copied === 'ok' ? t('recovery.copied') : t('recovery.copy')}</span>
       </button>
     </div>
-    <p class="muted small" aria-live="polite">${copied === 'failed' ? t('recovery.copy_failed') : ''}</p>
+    <p class="muted small recovery__status" aria-live="polite">${copied === 'failed' ? t('recovery.copy_failed') : ''}</p>
     <div class="actions">
       <button type="button" class="btn btn--primary" onClick=${onConfirm} data-testid="recovery-saved">${confirmLabel}</button>
     </div>

@@ -1,0 +1,153 @@
+"""A real Skald server in a subprocess, and a small API client that speaks its rules
+(session cookie, CSRF header). Used by the end-to-end, shutdown and browser tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ADMIN = "mum"
+ADMIN_PW = "mum's long password"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def skald_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
+    env.update(
+        {"HOME": str(home), "SKALD_SECURITY_KDF_PROFILE": "test", "SKALD_LOG_FORMAT": "json"}
+    )
+    env.update(extra)
+    return env
+
+
+def run_cli(
+    data: Path, env: dict[str, str], *argv: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "skald", "--data", str(data), *argv],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+class ServerProcess:
+    def __init__(self, root: Path, **env_extra: str) -> None:
+        self.root = root
+        self.data = root / "data"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = skald_env(root, **env_extra)
+        self.log_path = root / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def cli(self, *argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return run_cli(self.data, self.env, *argv, stdin=stdin)
+
+    def create_admin(self) -> None:
+        r = self.cli("setup", "--admin", ADMIN, "--password-stdin", stdin=ADMIN_PW + "\n")
+        assert r.returncode == 0, r.stderr
+
+    def start(self, timeout: float = 30.0) -> ServerProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "skald",
+                "--data",
+                str(self.data),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/api/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server did not become healthy:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def setup_token(self) -> str:
+        return (self.data / "setup-token").read_text().strip()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> tuple[int, float]:
+        assert self.proc is not None
+        started = time.monotonic()
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=timeout)
+        return code, time.monotonic() - started
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Api:
+    """A browser-like client: keeps the session cookie and sends the CSRF header."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.http = httpx.Client(base_url=base_url, timeout=30)
+        self.csrf = ""
+
+    def login(self, username: str, password: str) -> dict[str, Any]:
+        r = self.http.post("/api/auth/login", json={"username": username, "password": password})
+        assert r.status_code == 200, r.text
+        me: dict[str, Any] = r.json()
+        self.csrf = me["csrf_token"]
+        return me
+
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        headers = {"X-CSRF-Token": self.csrf, **kw.pop("headers", {})}
+        return self.http.request(method, path, headers=headers, **kw)
+
+    def get(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("POST", path, **kw)
+
+    def patch(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("PATCH", path, **kw)
+
+    def delete(self, path: str, **kw: Any) -> httpx.Response:
+        return self.request("DELETE", path, **kw)
+
+    @property
+    def session_cookie(self) -> str:
+        return str(self.http.cookies.get("skald_session", ""))
+
+    def close(self) -> None:
+        self.http.close()

@@ -1,0 +1,113 @@
+// Entry point (loaded by index.html as a module).
+// Order at start: theme (before anything paints) -> language -> router ->
+// ask the server about setup and session -> render. The route guard below is
+// the single place that decides which page a given state may see.
+import { html, render, useEffect, useLayoutEffect } from './lib.js';
+import { useStore, setState } from './store.js';
+import { initTheme } from './theme.js';
+import { setLocale, initialLocale, t } from './i18n.js';
+import { startRouter, redirect } from './router.js';
+import { boot, watchVisibility } from './session.js';
+import { api } from './api.js';
+import { Shell } from './components/shell.js';
+import { LoginPage } from './pages/login.js';
+import { SetupPage } from './pages/setup.js';
+import { HomePage } from './pages/home.js';
+import { ProfilePage } from './pages/profile.js';
+import { AdminUsersPage } from './pages/admin-users.js';
+import { AdminRolesPage } from './pages/admin-roles.js';
+import { NotAllowedPage, NotFoundPage } from './pages/status.js';
+
+// Logged-in routes. `cap` is the capability the page needs; simple-mode
+// shells never get admin pages, whatever the capabilities say.
+function matchRoute(path) {
+  if (path === '/') return { page: HomePage, title: 'nav.home' };
+  if (path === '/profile') return { page: ProfilePage, title: 'nav.profile' };
+  if (path === '/admin/users') return { page: AdminUsersPage, title: 'nav.users', cap: 'admin.users' };
+  if (path === '/admin/roles') return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles' };
+  const m = path.match(/^\/admin\/roles\/([^/]+)$/);
+  if (m) {
+    return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles', props: { roleName: decodeURIComponent(m[1]) } };
+  }
+  return { page: NotFoundPage, title: 'status.not_found_title' };
+}
+
+// Decide what to show for the current state: either a redirect or a page.
+function resolve(state) {
+  const { path } = state.route;
+  if (state.setupNeeded) {
+    return path === '/setup' ? { public: SetupPage, title: 'setup.title' } : { redirect: '/setup' };
+  }
+  if (!state.me) {
+    if (path === '/login') return { public: LoginPage, title: 'login.title' };
+    return { redirect: '/login' };
+  }
+  if (path === '/login' || path === '/setup') return { redirect: '/' };
+  const route = matchRoute(path);
+  if (route.cap) {
+    const allowed = state.me.ui_mode !== 'simple' && (state.me.capabilities || []).includes(route.cap);
+    if (!allowed) return { page: NotAllowedPage, title: 'status.not_allowed_title' };
+  }
+  return route;
+}
+
+function App() {
+  const state = useStore();
+  const view = state.booted ? resolve(state) : null;
+
+  // Redirects change the hash, which re-renders through the router.
+  useLayoutEffect(() => {
+    if (view && view.redirect) redirect(view.redirect);
+  });
+
+  useEffect(() => {
+    if (view && view.title) document.title = `${t(view.title)} · Skald`;
+  });
+
+  // After navigating, move focus to the new page so keyboard and screen
+  // reader users start at its top (and the phone menu's focus is not lost).
+  useEffect(() => {
+    const main = document.getElementById('main');
+    if (main && document.activeElement && document.activeElement !== document.body && !main.contains(document.activeElement)) {
+      main.focus({ preventScroll: true });
+    }
+    window.scrollTo(0, 0);
+  }, [state.route.path]);
+
+  if (!view) {
+    return html`<div class="boot" data-testid="boot-loading" role="status"><span class="spinner" aria-hidden="true"></span>
+      <span class="visually-hidden">${t('common.loading')}</span></div>`;
+  }
+  if (view.redirect) return null;
+  if (view.public) return html`<${view.public} />`;
+  const Page = view.page;
+  return html`<${Shell}><${Page} ...${view.props || {}} /><//>`;
+}
+
+async function start() {
+  initTheme();
+  await setLocale(initialLocale());
+  startRouter();
+  watchVisibility();
+  const root = document.getElementById('app');
+  root.textContent = '';
+  render(html`<${App} />`, root);
+  // The version label is public information; fetch it once, never block on it.
+  api.health().then((health) => setState({ health }), () => {});
+  await boot();
+  registerServiceWorker();
+}
+
+// The service worker only exists to make the app installable and to show the
+// shell offline; it never caches /api/ (see sw.js).
+function registerServiceWorker() {
+  if ('serviceWorker' in navigator && window.isSecureContext) {
+    navigator.serviceWorker.register('sw.js').catch((e) => console.warn('service worker not registered', e));
+  }
+}
+
+start().catch((e) => {
+  console.error(e);
+  const root = document.getElementById('app');
+  root.textContent = 'Skald could not start. Please reload the page.';
+});

@@ -1,0 +1,141 @@
+// The logged-in frame: header, navigation, main area.
+// Two flavours, chosen by me.ui_mode (a role attribute):
+//  - full: sidebar with every page the user's capabilities allow;
+//  - simple (children): a calmer frame with only Home and Profile, bigger
+//    targets, no admin links at all.
+// The sidebar turns into a slide-in menu below 860 px (phones, small tablets).
+import { html, useState, useEffect, useRef } from '../lib.js';
+import { t } from '../i18n.js';
+import { getState } from '../store.js';
+import { logout } from '../session.js';
+import { Icon, Logo } from './icons.js';
+import { ThemeToggle, LocalePicker } from './controls.js';
+
+// Navigation entries; `cap` hides the entry unless the user has it. Hiding is
+// a courtesy only: the server refuses the API calls anyway.
+const NAV = [
+  { path: '/', key: 'nav.home', icon: Icon.home, testid: 'nav-home' },
+  { path: '/profile', key: 'nav.profile', icon: Icon.user, testid: 'nav-profile' },
+  { path: '/admin/users', key: 'nav.users', icon: Icon.users, testid: 'nav-admin-users', cap: 'admin.users', admin: true },
+  { path: '/admin/roles', key: 'nav.roles', icon: Icon.shield, testid: 'nav-admin-roles', cap: 'admin.roles', admin: true },
+];
+
+export function navFor(me) {
+  const simple = me.ui_mode === 'simple';
+  const caps = new Set(me.capabilities || []);
+  return NAV.filter((n) => !n.cap || (!simple && caps.has(n.cap)));
+}
+
+function isActive(itemPath, current) {
+  if (itemPath === '/') return current === '/';
+  return current === itemPath || current.startsWith(`${itemPath}/`);
+}
+
+function initials(me) {
+  const name = (me.display_name || me.username || '?').trim();
+  const parts = name.split(/\s+/).filter(Boolean);
+  const s = parts.length > 1 ? parts[0][0] + parts[parts.length - 1][0] : name.slice(0, 2);
+  return s.toUpperCase();
+}
+
+function UserMenu({ me }) {
+  const [open, setOpen] = useState(false);
+  const root = useRef(null);
+
+  // Close on a click outside or Escape, like any menu people know.
+  useEffect(() => {
+    if (!open) return undefined;
+    const onDoc = (e) => root.current && !root.current.contains(e.target) && setOpen(false);
+    const onKey = (e) => e.key === 'Escape' && setOpen(false);
+    document.addEventListener('click', onDoc);
+    document.addEventListener('keydown', onKey);
+    return () => {
+      document.removeEventListener('click', onDoc);
+      document.removeEventListener('keydown', onKey);
+    };
+  }, [open]);
+
+  return html`<div class="user-menu" ref=${root}>
+    <button type="button" class="user-menu__button" aria-haspopup="true" aria-expanded=${open ? 'true' : 'false'}
+      aria-controls="user-menu" aria-label=${t('user_menu.open', { name: me.display_name || me.username })}
+      onClick=${() => setOpen(!open)} data-testid="user-menu-button">
+      <span class="avatar" aria-hidden="true">${initials(me)}</span>
+      <span class="user-menu__name">${me.display_name || me.username}</span>
+      ${Icon.chevron()}
+    </button>
+    ${open &&
+    html`<div class="user-menu__panel" id="user-menu" data-testid="user-menu">
+      <div class="user-menu__who">
+        <strong>${me.display_name || me.username}</strong>
+        <span class="muted small">@${me.username}</span>
+      </div>
+      <a class="user-menu__item" href="#/profile" onClick=${() => setOpen(false)} data-testid="user-menu-profile">
+        ${Icon.user()}<span>${t('nav.profile')}</span>
+      </a>
+      <button type="button" class="user-menu__item" onClick=${() => logout()} data-testid="user-menu-logout">
+        ${Icon.logout()}<span>${t('auth.logout')}</span>
+      </button>
+    </div>`}
+  </div>`;
+}
+
+export function Shell({ children }) {
+  const { me, route, health } = getState();
+  const [navOpen, setNavOpen] = useState(false);
+  const simple = me.ui_mode === 'simple';
+  const items = navFor(me);
+
+  // A route change (link tapped) closes the phone menu.
+  useEffect(() => setNavOpen(false), [route.path]);
+  useEffect(() => {
+    if (!navOpen) return undefined;
+    const onKey = (e) => e.key === 'Escape' && setNavOpen(false);
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, [navOpen]);
+
+  const mainItems = items.filter((i) => !i.admin);
+  const adminItems = items.filter((i) => i.admin);
+  const link = (item) => html`<li>
+    <a href=${`#${item.path}`} class=${`nav__link${isActive(item.path, route.path) ? ' is-active' : ''}`}
+      aria-current=${isActive(item.path, route.path) ? 'page' : undefined} data-testid=${item.testid}>
+      ${item.icon()}<span>${t(item.key)}</span>
+    </a>
+  </li>`;
+
+  return html`<div class=${`shell${simple ? ' shell--simple' : ''}${navOpen ? ' nav-open' : ''}`}
+      data-testid="app-shell" data-ui-mode=${simple ? 'simple' : 'full'}>
+    <a class="skip-link" href="#main" onClick=${(e) => {
+      e.preventDefault();
+      document.getElementById('main').focus();
+    }}>${t('common.skip_to_content')}</a>
+    <header class="header" data-testid="app-header">
+      <button type="button" class="icon-btn header__menu" aria-label=${navOpen ? t('nav.close_menu') : t('nav.open_menu')}
+        aria-expanded=${navOpen ? 'true' : 'false'} aria-controls="sidebar" onClick=${() => setNavOpen(!navOpen)}
+        data-testid="nav-toggle">${navOpen ? Icon.close() : Icon.menu()}</button>
+      <a href="#/" class="brand" data-testid="app-name"><${Logo} size=${30} /><span>Skald</span></a>
+      <div class="header__tools">
+        <${ThemeToggle} />
+        <${LocalePicker} />
+        <${UserMenu} me=${me} />
+      </div>
+    </header>
+    <div class="shell__body">
+      <nav id="sidebar" class="sidebar" aria-label=${t('nav.label')} data-testid="sidebar">
+        <ul class="nav">${mainItems.map(link)}</ul>
+        ${adminItems.length > 0 &&
+        html`<p class="nav__section">${t('nav.household')}</p>
+          <ul class="nav">${adminItems.map(link)}</ul>`}
+        <div class="sidebar__foot">
+          <button type="button" class="nav__link nav__link--quiet" onClick=${() => logout()} data-testid="nav-logout">
+            ${Icon.logout()}<span>${t('auth.logout')}</span>
+          </button>
+          ${health && health.version &&
+          html`<p class="muted small sidebar__version" data-testid="app-version">Skald ${health.version}</p>`}
+        </div>
+      </nav>
+      <div class="scrim" onClick=${() => setNavOpen(false)} aria-hidden="true"></div>
+      <main id="main" class="main" tabindex="-1">${children}</main>
+    </div>
+  </div>`;
+}

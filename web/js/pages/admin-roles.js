@@ -1,0 +1,275 @@
+// #/admin/roles            list of roles (capability admin.roles)
+// #/admin/roles/new        create a role
+// #/admin/roles/<name>     edit a role
+// Roles are data on the server: a set of capabilities plus attributes (simple
+// or full UI, encrypted storage, sandbox network...). The editor is a page,
+// not a dialog, because the capability list is long and phones need the room.
+import { html, useState, useEffect } from '../lib.js';
+import { t } from '../i18n.js';
+import { api } from '../api.js';
+import { navigate } from '../router.js';
+import { Icon } from '../components/icons.js';
+import { Field, ErrorNotice, Notice, useAction, useFlash, useId } from '../components/form.js';
+
+const DEFAULT_ATTRIBUTES = {
+  ui_mode: 'full',
+  encrypted: true,
+  auto_grant: false,
+  sandbox_network: 'bridge',
+  default_security_group: '',
+  allowed_security_groups: [],
+  default_chat_agent: '',
+};
+
+function useRolesData() {
+  const [data, setData] = useState({ roles: null, capabilities: [], error: null });
+  const reload = () =>
+    Promise.all([api.roles(), api.capabilities().catch(() => [])]).then(
+      ([roles, capabilities]) => setData({ roles, capabilities, error: null }),
+      (error) => setData((d) => ({ ...d, error })),
+    );
+  useEffect(() => {
+    reload();
+  }, []);
+  return [data, reload];
+}
+
+function RoleList({ roles }) {
+  return html`<ul class="role-list" data-testid="roles-list">
+    ${roles.map((r) => {
+      const a = r.attributes || {};
+      return html`<li class="card role-card" data-testid="role-row" data-role-name=${r.name}>
+        <div class="role-card__main">
+          <div class="role-card__title">
+            <h2 class="card__title">${r.display_name || r.name}</h2>
+            <code class="muted small">${r.name}</code>
+            ${r.builtin && html`<span class="badge badge--plain" data-testid="role-builtin">${t('roles.builtin')}</span>`}
+          </div>
+          <div class="role-card__facts">
+            <span class="badge badge--${a.encrypted ? 'locked' : 'plain'}">
+              ${a.encrypted ? Icon.lock() : Icon.unlock()}${a.encrypted ? t('users.encrypted') : t('users.not_encrypted')}
+            </span>
+            <span class="badge badge--plain">${a.ui_mode === 'simple' ? t('roles.ui_simple') : t('roles.ui_full')}</span>
+            <span class="muted small">${t('roles.capability_count', { count: (r.capabilities || []).length })}</span>
+          </div>
+        </div>
+        <a class="btn btn--secondary btn--small" href=${`#/admin/roles/${encodeURIComponent(r.name)}`}
+          data-testid="role-edit" aria-label=${t('roles.edit_aria', { name: r.display_name || r.name })}>
+          ${Icon.edit()}<span>${t('common.edit')}</span>
+        </a>
+      </li>`;
+    })}
+  </ul>`;
+}
+
+// Group "admin.users", "admin.roles", "chat.use" by their prefix so the long
+// list reads as a few short ones.
+function groupCapabilities(caps) {
+  const groups = new Map();
+  for (const c of caps) {
+    const prefix = c.name.includes('.') ? c.name.split('.')[0] : c.name;
+    if (!groups.has(prefix)) groups.set(prefix, []);
+    groups.get(prefix).push(c);
+  }
+  return [...groups.entries()];
+}
+
+function RoleEditor({ role, capabilities, onSaved }) {
+  const isNew = !role;
+  const [name, setName] = useState('');
+  const [displayName, setDisplayName] = useState(role ? role.display_name || '' : '');
+  const [caps, setCaps] = useState(new Set(role ? role.capabilities || [] : []));
+  const [attrs, setAttrs] = useState({ ...DEFAULT_ATTRIBUTES, ...(role ? role.attributes || {} : {}) });
+  const [groupsText, setGroupsText] = useState((attrs.allowed_security_groups || []).join(', '));
+  const [run, busy, error] = useAction();
+  const [saved, setSaved] = useFlash();
+  const ids = {
+    name: useId('r-name'), dn: useId('r-dn'), ui: useId('r-ui'), net: useId('r-net'),
+    dsg: useId('r-dsg'), asg: useId('r-asg'), agent: useId('r-agent'), enc: useId('r-enc'), auto: useId('r-auto'),
+  };
+
+  // The catalogue may not list a capability the role already has (e.g. from
+  // a plugin that is gone): still show it so it can be removed.
+  const known = new Set(capabilities.map((c) => c.name));
+  const allCaps = [...capabilities, ...[...caps].filter((c) => !known.has(c)).map((c) => ({ name: c, description: '' }))];
+
+  const toggleCap = (capName) => {
+    const next = new Set(caps);
+    if (next.has(capName)) next.delete(capName);
+    else next.add(capName);
+    setCaps(next);
+  };
+  const setAttr = (key, value) => setAttrs({ ...attrs, [key]: value });
+
+  const onSubmit = (e) => {
+    e.preventDefault();
+    run(async () => {
+      const attributes = {
+        ...attrs,
+        allowed_security_groups: groupsText.split(/[,\s]+/).map((s) => s.trim()).filter(Boolean),
+      };
+      const capabilitiesList = allCaps.map((c) => c.name).filter((c) => caps.has(c));
+      let result;
+      if (isNew) {
+        result = await api.createRole({
+          name: name.trim(), display_name: displayName.trim() || name.trim(), capabilities: capabilitiesList, attributes,
+        });
+      } else {
+        // Send only what changed: the server judges some changes (such as
+        // flipping `encrypted` on a role with members) and may refuse them.
+        const body = {};
+        if (displayName.trim() !== (role.display_name || '')) body.display_name = displayName.trim();
+        const before = [...(role.capabilities || [])].sort().join('\n');
+        if ([...capabilitiesList].sort().join('\n') !== before) body.capabilities = capabilitiesList;
+        if (JSON.stringify(attributes) !== JSON.stringify({ ...DEFAULT_ATTRIBUTES, ...(role.attributes || {}) })) {
+          body.attributes = attributes;
+        }
+        result = Object.keys(body).length ? await api.updateRole(role.name, body) : role;
+      }
+      setSaved(true);
+      onSaved(result, isNew);
+    });
+  };
+
+  return html`<form class="stack stack--lg" onSubmit=${onSubmit} data-testid="role-form" novalidate>
+    <section class="card stack">
+      <h2 class="card__title">${t('roles.identity')}</h2>
+      <div class="grid-2">
+        ${isNew
+          ? html`<${Field} label=${t('roles.name')} id=${ids.name} hint=${t('roles.name_hint')}>
+              <input id=${ids.name} class="input mono" required autocapitalize="none" spellcheck="false" value=${name}
+                onInput=${(e) => setName(e.target.value)} data-testid="role-name" />
+            <//>`
+          : html`<div class="field">
+              <span class="field__label">${t('roles.name')}</span>
+              <code class="field__static" data-testid="role-name">${role.name}</code>
+            </div>`}
+        <${Field} label=${t('roles.display_name')} id=${ids.dn}>
+          <input id=${ids.dn} class="input" value=${displayName} onInput=${(e) => setDisplayName(e.target.value)}
+            data-testid="role-display-name" />
+        <//>
+      </div>
+    </section>
+
+    <section class="card stack">
+      <h2 class="card__title">${t('roles.behaviour')}</h2>
+      <div class="grid-2">
+        <${Field} label=${t('roles.ui_mode')} id=${ids.ui} hint=${t('roles.ui_mode_hint')}>
+          <select id=${ids.ui} class="select" value=${attrs.ui_mode} onChange=${(e) => setAttr('ui_mode', e.target.value)}
+            data-testid="role-ui-mode">
+            <option value="full">${t('roles.ui_full')}</option>
+            <option value="simple">${t('roles.ui_simple')}</option>
+          </select>
+        <//>
+        <${Field} label=${t('roles.sandbox_network')} id=${ids.net} hint=${t('roles.sandbox_network_hint')}>
+          <select id=${ids.net} class="select" value=${attrs.sandbox_network}
+            onChange=${(e) => setAttr('sandbox_network', e.target.value)} data-testid="role-sandbox-network">
+            <option value="bridge">${t('roles.network_bridge')}</option>
+            <option value="none">${t('roles.network_none')}</option>
+          </select>
+        <//>
+      </div>
+      <div class="check">
+        <input type="checkbox" id=${ids.enc} checked=${!!attrs.encrypted} data-testid="role-encrypted"
+          onChange=${(e) => setAttr('encrypted', e.target.checked)} />
+        <label for=${ids.enc}>
+          <strong>${t('roles.encrypted')}</strong>
+          <span class="muted small">${t('roles.encrypted_hint')}</span>
+        </label>
+      </div>
+      <div class="check">
+        <input type="checkbox" id=${ids.auto} checked=${!!attrs.auto_grant} data-testid="role-auto-grant"
+          onChange=${(e) => setAttr('auto_grant', e.target.checked)} />
+        <label for=${ids.auto}>
+          <strong>${t('roles.auto_grant')}</strong>
+          <span class="muted small">${t('roles.auto_grant_hint')}</span>
+        </label>
+      </div>
+      <div class="grid-2">
+        <${Field} label=${t('roles.default_security_group')} id=${ids.dsg}>
+          <input id=${ids.dsg} class="input mono" value=${attrs.default_security_group || ''}
+            onInput=${(e) => setAttr('default_security_group', e.target.value)} data-testid="role-default-security-group" />
+        <//>
+        <${Field} label=${t('roles.allowed_security_groups')} id=${ids.asg} hint=${t('roles.allowed_security_groups_hint')}>
+          <input id=${ids.asg} class="input mono" value=${groupsText} onInput=${(e) => setGroupsText(e.target.value)}
+            data-testid="role-allowed-security-groups" />
+        <//>
+        <${Field} label=${t('roles.default_chat_agent')} id=${ids.agent}>
+          <input id=${ids.agent} class="input mono" value=${attrs.default_chat_agent || ''}
+            onInput=${(e) => setAttr('default_chat_agent', e.target.value)} data-testid="role-default-chat-agent" />
+        <//>
+      </div>
+    </section>
+
+    <section class="card stack">
+      <h2 class="card__title">${t('roles.capabilities')}</h2>
+      <p class="muted">${t('roles.capabilities_hint')}</p>
+      ${allCaps.length === 0 && html`<p class="muted">${t('roles.no_capabilities')}</p>`}
+      ${groupCapabilities(allCaps).map(
+        ([group, list]) => html`<fieldset class="fieldset caps">
+          <legend>${group}</legend>
+          ${list.map((c) => {
+            const id = `cap-${c.name.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
+            return html`<div class="check">
+              <input type="checkbox" id=${id} checked=${caps.has(c.name)} onChange=${() => toggleCap(c.name)}
+                data-testid="role-cap" data-capability=${c.name} />
+              <label for=${id}>
+                <code>${c.name}</code>
+                ${c.description && html`<span class="muted small">${c.description}</span>`}
+              </label>
+            </div>`;
+          })}
+        </fieldset>`,
+      )}
+    </section>
+
+    <div class="sticky-actions">
+      <${ErrorNotice} error=${error} testid="role-error" />
+      ${saved && html`<${Notice} kind="success" testid="role-saved">${t('common.saved')}<//>`}
+      <div class="actions">
+        <a class="btn btn--ghost" href="#/admin/roles" data-testid="role-cancel">${t('common.back')}</a>
+        <button type="submit" class="btn btn--primary" disabled=${busy || (isNew && !name.trim())} data-testid="role-save">
+          ${busy ? t('common.saving') : isNew ? t('roles.create_submit') : t('common.save')}
+        </button>
+      </div>
+    </div>
+  </form>`;
+}
+
+export function AdminRolesPage({ roleName }) {
+  const [data, reload] = useRolesData();
+  const editing = roleName && roleName !== 'new';
+  const creating = roleName === 'new';
+  const role = editing && data.roles ? data.roles.find((r) => r.name === roleName) : null;
+
+  let body;
+  if (data.error && !data.roles) body = html`<${ErrorNotice} error=${data.error} testid="roles-error" />`;
+  else if (!data.roles) body = html`<p class="muted">${t('common.loading')}</p>`;
+  else if (creating || role) {
+    body = html`<${RoleEditor} key=${roleName} role=${role} capabilities=${data.capabilities}
+      onSaved=${(saved, isNew) => {
+        // Wait for the fresh list so the new role's page finds it at once.
+        reload().then(() => isNew && navigate(`/admin/roles/${encodeURIComponent(saved.name)}`));
+      }} />`;
+  } else if (editing) body = html`<${Notice} kind="warning" testid="role-not-found">${t('roles.not_found', { name: roleName })}<//>`;
+  else body = html`<${RoleList} roles=${data.roles} />`;
+
+  const title = creating
+    ? t('roles.create_title')
+    : role
+      ? t('roles.edit_title', { name: role.display_name || role.name })
+      : t('roles.title');
+
+  return html`<div class="page" data-testid="roles-page">
+    <header class="page__head page__head--row">
+      <div>
+        ${(creating || editing) && html`<a class="back-link" href="#/admin/roles">← ${t('roles.title')}</a>`}
+        <h1 class="page__title">${title}</h1>
+        ${!creating && !editing && html`<p class="page__lead muted">${t('roles.lead')}</p>`}
+      </div>
+      ${!creating && !editing &&
+      html`<a class="btn btn--primary" href="#/admin/roles/new" data-testid="role-new">${Icon.plus()}<span>${t('roles.new')}</span></a>`}
+    </header>
+    ${body}
+  </div>`;
+}

@@ -1,0 +1,81 @@
+// #/ — the landing page after login. The chat with the assistant is not in
+// this release; the page says so plainly instead of showing a fake chat box.
+import { html, useEffect, useState } from '../lib.js';
+import { t } from '../i18n.js';
+import { api } from '../api.js';
+import { getState } from '../store.js';
+import { Icon } from '../components/icons.js';
+
+function greetingKey(date = new Date()) {
+  const h = date.getHours();
+  if (h < 5) return 'home.greeting_evening';
+  if (h < 12) return 'home.greeting_morning';
+  if (h < 18) return 'home.greeting_afternoon';
+  return 'home.greeting_evening';
+}
+
+// Admins see whether the server is healthy; everyone else does not need to.
+function HealthCard() {
+  const [health, setHealth] = useState(getState().health);
+  useEffect(() => {
+    api.health().then(setHealth, () => setHealth({ status: 'unreachable', reasons: [] }));
+  }, []);
+  if (!health) return null;
+  const ok = health.status === 'ok';
+  return html`<section class=${`card health ${ok ? 'health--ok' : 'health--bad'}`} data-testid="home-health"
+      data-status=${health.status}>
+    <h2 class="card__title">${t('home.health_title')}</h2>
+    <p class="health__status">
+      <span class="dot" aria-hidden="true"></span>
+      ${ok ? t('home.health_ok') : health.status === 'degraded' ? t('home.health_degraded') : t('error.network')}
+    </p>
+    ${health.reasons && health.reasons.length > 0 &&
+    html`<ul class="health__reasons">${health.reasons.map((r) => html`<li>${r}</li>`)}</ul>`}
+    ${health.version && html`<p class="muted small">${t('home.version', { version: health.version })}</p>`}
+  </section>`;
+}
+
+export function HomePage() {
+  const { me } = getState();
+  const simple = me.ui_mode === 'simple';
+  const caps = new Set(me.capabilities || []);
+  const name = me.display_name || me.username;
+  const isAdmin = !simple && (caps.has('admin.users') || caps.has('admin.roles'));
+
+  return html`<div class="page" data-testid="home-page">
+    <header class="page__head">
+      <h1 class="page__title" data-testid="home-greeting">${t(greetingKey(), { name })}</h1>
+      <p class="page__lead muted">${simple ? t('home.lead_simple') : t('home.lead')}</p>
+    </header>
+
+    <section class="card card--accent coming" data-testid="home-chat-note">
+      <span class="coming__icon">${Icon.chat()}</span>
+      <div>
+        <h2 class="card__title">${t('home.chat_title')}</h2>
+        <p>${simple ? t('home.chat_body_simple') : t('home.chat_body')}</p>
+      </div>
+    </section>
+
+    <div class="cards">
+      <a class="card card--link" href="#/profile" data-testid="home-link-profile">
+        <span class="card__icon">${me.encrypted ? Icon.lock() : Icon.user()}</span>
+        <span class="card__title">${t('nav.profile')}</span>
+        <span class="muted">${simple ? t('home.profile_simple') : me.encrypted ? t('home.profile_encrypted') : t('home.profile_plain')}</span>
+      </a>
+      ${!simple && caps.has('admin.users') &&
+      html`<a class="card card--link" href="#/admin/users" data-testid="home-link-users">
+        <span class="card__icon">${Icon.users()}</span>
+        <span class="card__title">${t('nav.users')}</span>
+        <span class="muted">${t('home.users_body')}</span>
+      </a>`}
+      ${!simple && caps.has('admin.roles') &&
+      html`<a class="card card--link" href="#/admin/roles" data-testid="home-link-roles">
+        <span class="card__icon">${Icon.shield()}</span>
+        <span class="card__title">${t('nav.roles')}</span>
+        <span class="muted">${t('home.roles_body')}</span>
+      </a>`}
+    </div>
+
+    ${isAdmin && html`<${HealthCard} />`}
+  </div>`;
+}
