@@ -1,0 +1,176 @@
+"""Deny by default: every route is public by an explicit list or guarded, and every role
+gets exactly the status it should from every route."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+
+import pytest
+from conftest import PASSWORD, Client
+from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
+
+from skald.api.app import create_app
+from skald.core.runtime import Runtime
+
+MakeClient = Callable[[], Awaitable[Client]]
+
+# Reachable without signing in. Adding to this list is a security decision.
+PUBLIC = {
+    ("GET", "/api/health"),
+    ("GET", "/api/setup"),
+    ("POST", "/api/setup"),
+    ("POST", "/api/auth/login"),
+}
+PUBLIC_PREFIXES = ("/api/schema",)  # the OpenAPI document
+STATIC = "/"  # the web UI's files
+
+
+def _routes(runtime: Runtime) -> list[tuple[str, str, object]]:
+    app = create_app(runtime)
+    out = []
+    for route in app.routes:
+        handlers = (
+            route.route_handlers if hasattr(route, "route_handlers") else [route.route_handler]
+        )  # type: ignore[attr-defined]
+        for handler in handlers:
+            if isinstance(handler, HTTPRouteHandler):
+                out.extend(
+                    (m, route.path, handler)
+                    for m in sorted(handler.http_methods)
+                    if m not in ("HEAD", "OPTIONS")
+                )
+            elif isinstance(handler, WebsocketRouteHandler):
+                out.append(("WS", route.path, handler))
+    return out
+
+
+def _concrete(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "x1", path)
+
+
+async def test_every_route_is_public_by_list_or_guarded(
+    runtime: Runtime, make_client: MakeClient
+) -> None:
+    anonymous = await make_client()
+    checked = 0
+    for method, path, handler in _routes(runtime):
+        public = bool(handler.opt.get("public"))  # type: ignore[attr-defined]
+        listed = (
+            (method, path) in PUBLIC
+            or path.startswith(PUBLIC_PREFIXES)
+            or (path.startswith(STATIC) and not path.startswith("/api"))
+        )
+        assert public == listed, f"{method} {path}: public={public} but listed={listed}"
+        if public or method == "WS":
+            continue
+        r = await anonymous.call(method, _concrete(path), json={})
+        assert r.status_code == 401, (
+            f"{method} {path} answered {r.status_code} to an anonymous caller"
+        )
+        assert r.json()["error"]["code"] == "unauthenticated"
+        checked += 1
+    assert checked >= 15
+
+
+# method, path, body, {role: expected status}; ids are filled in by the test.
+A, M, C = "admin", "member", "child"
+MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
+    ("GET", "/api/health", None, {"anon": 200, A: 200, M: 200, C: 200}),
+    ("GET", "/api/setup", None, {"anon": 200, A: 200, M: 200, C: 200}),
+    (
+        "POST",
+        "/api/auth/login",
+        {"username": "ada", "password": "not it at all"},
+        {"anon": 401, A: 401, M: 401, C: 401},
+    ),
+    (
+        "POST",
+        "/api/setup",
+        {"token": "guess", "username": "eve", "password": PASSWORD},
+        {"anon": 409, A: 409, M: 409, C: 409},
+    ),
+    ("GET", "/api/auth/me", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("PATCH", "/api/auth/me", {"locale": "it"}, {"anon": 401, A: 200, M: 200, C: 200}),
+    (
+        "POST",
+        "/api/auth/password",
+        {"current_password": "wrong wrong", "new_password": "whatever1"},
+        {"anon": 401, A: 400, M: 400, C: 400},
+    ),
+    ("GET", "/api/users", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/users",
+        {"username": "new_{role}", "password": PASSWORD, "role": "member"},
+        {"anon": 401, A: 201, M: 403, C: 403},
+    ),
+    ("GET", "/api/users/{ada}", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "PATCH",
+        "/api/users/{ada}",
+        {"display_name": "Ada L."},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("POST", "/api/users/{victim}/deactivate", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("POST", "/api/users/{victim}/activate", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("DELETE", "/api/users/{victim}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    ("GET", "/api/roles", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/capabilities", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/roles",
+        {"name": "r_{role}", "display_name": "R", "capabilities": ["chat"]},
+        {"anon": 401, A: 201, M: 403, C: 403},
+    ),
+    (
+        "PATCH",
+        "/api/roles/member",
+        {"display_name": "Member"},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
+    ("POST", "/api/auth/logout", None, {"anon": 401, A: 204, M: 204, C: 204}),
+]
+
+
+@pytest.mark.parametrize("who", ["anon", A, M, C])
+async def test_role_route_matrix(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, who: str
+) -> None:
+    victim = await runtime.core.users.create("victim", PASSWORD, "member")
+    ids = {"ada": household["ada"], "victim": victim.user.id}
+    covered = {(m, p) for m, p, _ in _routes(runtime)}
+    in_matrix = set()
+    for method, template, body, expected in MATRIX:
+        client = await make_client()
+        if who != "anon":
+            await client.login({"admin": "mum", "member": "ada", "child": "tim"}[who])
+        path = template.format(**ids)
+        if isinstance(body, dict):
+            body = {k: (v.format(role=who) if isinstance(v, str) else v) for k, v in body.items()}
+        r = await client.call(method, path, json=body)
+        assert r.status_code == expected[who], f"{who} {method} {path}: {r.status_code} {r.text}"
+        if r.status_code >= 400:
+            assert set(r.json()) == {"error"}
+        # Put the world back for the next row.
+        if r.status_code in (200, 204) and template.endswith("deactivate"):
+            await runtime.core.users.activate("victim")
+        if r.status_code == 204 and method == "DELETE":
+            victim = await runtime.core.users.create("victim", PASSWORD, "member")
+            ids["victim"] = victim.user.id
+        in_matrix.add(
+            (
+                method,
+                re.sub(r"\{\w+\}", "{user_id:str}", template).replace("/member", "/{name:str}"),
+            )
+        )
+    missing = {
+        r
+        for r in covered
+        if r[0] != "WS"
+        and not r[1].startswith(("/api/schema",))
+        and r[1] != "/"
+        and not r[1].startswith("/{")
+    } - in_matrix
+    assert not missing, f"routes without a row in the matrix: {sorted(missing)}"
