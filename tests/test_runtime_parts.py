@@ -1,0 +1,148 @@
+"""Session expiry, the login throttle, the event hub and the service supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import PASSWORD
+from skald.config import AuthConfig
+from skald.core.events import EventHub, Ping, SessionRevoked
+from skald.core.runtime import Runtime
+from skald.core.sessions import SessionManager, hash_token
+from skald.core.supervisor import Supervisor
+from skald.core.throttle import LoginThrottle, ThrottledError
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_sessions_expire_when_idle_and_at_their_absolute_limit(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    clock = Clock()
+    cfg = AuthConfig(session_idle_hours=1, session_max_days=1)
+    sessions = SessionManager(
+        runtime.sessions.store, runtime.core.registry, runtime.core.users, cfg, clock
+    )
+    tim = await runtime.core.users.get("tim")
+    token = await sessions.create(tim)
+    stored = await sessions.store.get(hash_token(token))
+    assert stored is not None and token not in repr(stored)  # only the hash is kept
+    # Active use keeps it alive past the idle limit...
+    for _ in range(5):
+        clock.now += 3000
+        assert await sessions.resolve(token) is not None
+    # ...but an hour of silence ends it.
+    clock.now += 3601
+    assert await sessions.resolve(token) is None
+    assert await sessions.store.get(hash_token(token)) is None
+    # And no amount of activity outlives the absolute limit.
+    token = await sessions.create(tim)
+    for _ in range(30):
+        clock.now += 3000
+        if await sessions.resolve(token) is None:
+            break
+    assert clock.now - 1_000_000.0 > 86400 - 3000 * 2
+    assert await sessions.resolve(token) is None
+    await sessions.create(tim)
+    clock.now += 10 * 86400
+    assert await sessions.purge_expired() == 1
+
+
+async def test_encrypted_session_needs_the_key_in_memory(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    handle = await runtime.core.users.unlock("ada", PASSWORD)
+    token = await runtime.sessions.create(handle.user)
+    assert await runtime.sessions.resolve(token) is not None
+    await runtime.core.users.lock(handle.user.id)
+    assert await runtime.sessions.resolve(token) is None
+
+
+def test_throttle_backs_off_per_account_and_per_address() -> None:
+    clock = Clock()
+    throttle = LoginThrottle(
+        AuthConfig(login_free_attempts=3, login_backoff_base_s=2, login_backoff_max_s=30), clock
+    )
+    for _ in range(3):
+        throttle.check("ada", "10.0.0.5")
+        throttle.failure("ada", "10.0.0.5")
+    with pytest.raises(ThrottledError) as first:
+        throttle.check("ada", "10.0.0.9")  # another address, same account
+    with pytest.raises(ThrottledError):
+        throttle.check("bob", "10.0.0.5")  # same address, another account
+    throttle.check("bob", "10.0.0.9")
+    assert first.value.retry_after == 2
+    delays = []
+    for _ in range(6):
+        clock.now += 100
+        throttle.failure("ada", "10.0.0.5")
+        with pytest.raises(ThrottledError) as exc:
+            throttle.check("ada", "10.0.0.5")
+        delays.append(exc.value.retry_after)
+    assert delays == [4, 8, 16, 30, 30, 30]
+    clock.now += 31
+    throttle.check("ada", "10.0.0.5")
+    throttle.success("ada", "10.0.0.5")
+    throttle.failure("ada", "10.0.0.5")
+    throttle.check("ada", "10.0.0.7")  # the account starts afresh after a success
+
+
+async def test_hub_fans_out_and_revokes() -> None:
+    hub = EventHub()
+    a1, a2, b = hub.connect("a", "h1"), hub.connect("a", "h2"), hub.connect("b", "h3")
+    hub.publish("a", Ping(t=1))
+    assert a1.queue.get_nowait() == Ping(t=1) and a2.queue.get_nowait() == Ping(t=1)
+    assert b.queue.empty()
+    hub.revoke_sessions({"h2"}, "signed out")
+    assert (
+        a2.queue.get_nowait() == SessionRevoked(reason="signed out")
+        and a2.queue.get_nowait() is None
+    )
+    assert hub.connections("a") == [a1]
+    hub.revoke_user("a", "deactivated")
+    assert a1.revoked == "deactivated" and hub.count == 1
+    # A client that stops reading is dropped instead of growing memory without bound.
+    for i in range(600):
+        hub.publish("b", Ping(t=i))
+    assert b.closed and b.revoked is None
+
+
+async def test_supervisor_restarts_a_crashed_service_and_reports_it() -> None:
+    sup = Supervisor(initial_backoff_s=0.01, max_backoff_s=0.05)
+    runs = 0
+    healthy = asyncio.Event()
+
+    async def flaky() -> None:
+        nonlocal runs
+        runs += 1
+        if runs < 3:
+            raise RuntimeError(f"boom {runs}")
+        healthy.set()
+        await asyncio.sleep(3600)
+
+    sup.start("flaky", flaky)
+    await asyncio.wait_for(healthy.wait(), 5)
+    state = sup.states["flaky"]
+    assert runs == 3 and state.restarts == 2 and state.running
+    assert state.last_error == "RuntimeError: boom 2"
+    assert sup.degraded_reasons() == []  # running again: not degraded
+    await sup.stop_all()
+
+
+async def test_health_degrades_while_a_service_is_down(runtime: Runtime) -> None:
+    async def broken() -> None:
+        raise OSError("disk on fire")
+
+    runtime.supervisor.initial_backoff_s = 30
+    runtime.supervisor.start("broken", broken)
+    await asyncio.sleep(0.05)
+    status, reasons = runtime.health()
+    assert status == "degraded" and "disk on fire" in reasons[0]
