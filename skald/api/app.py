@@ -16,6 +16,7 @@ from litestar.static_files import create_static_files_router
 
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
+from skald.api.openapi import document_errors
 from skald.api.routes import auth, roles, system, users
 from skald.api.security import AuthMiddleware, EdgeMiddleware
 from skald.assets import asset_dir
@@ -39,8 +40,9 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
         cache_control=CacheControlHeader(no_cache=True),
         include_in_schema=False,
     )
+    api = [*auth.ROUTES, *users.ROUTES, *roles.ROUTES, *system.ROUTES]
     return Litestar(
-        route_handlers=[*auth.ROUTES, *users.ROUTES, *roles.ROUTES, *system.ROUTES, static],
+        route_handlers=[*map(document_errors, api), static],
         dependencies={"rt": Provide(provide_runtime, use_cache=True)},
         middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -51,7 +53,10 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
             title="Skald",
             version=__version__,
             # Public on purpose: the API's shape is no secret, and clients need it.
-            openapi_router=Router(path=OPENAPI_PATH, route_handlers=[], opt={"public": True}),
+            # The document's own routes are not part of the API it describes.
+            openapi_router=Router(
+                path=OPENAPI_PATH, route_handlers=[], opt={"public": True}, include_in_schema=False
+            ),
             render_plugins=[JsonRenderPlugin()],
         ),
         debug=False,

@@ -21,7 +21,8 @@ export async function setMe(me) {
 
 function startSocket() {
   ws.connect({
-    onRevoked: (reason) => signedOut({ key: 'auth.revoked', vars: { reason: reason || '—' } }),
+    onRevoked: (reason) =>
+      signedOut(reason ? { key: 'auth.revoked', vars: { reason } } : { key: 'auth.expired', kind: 'info' }),
     // Before reconnecting after a drop, make sure the session still exists;
     // a 401 here triggers signedOut through the api module.
     beforeReconnect: async () => {

@@ -65,9 +65,11 @@ function open() {
     if (handlers.onStatus) handlers.onStatus('closed');
     if (revoked) return;
     if (ev.code === REVOKED_CODE) {
-      // Closed as revoked without the message (e.g. it was lost): same outcome.
+      // Closed as revoked without the message (e.g. it was lost, or the
+      // upgrade was refused because the session is gone): same outcome, but
+      // with no server-given reason to show.
       stop();
-      if (handlers.onRevoked) handlers.onRevoked(ev.reason || '');
+      if (handlers.onRevoked) handlers.onRevoked(null);
       return;
     }
     if (!wanted) return;

@@ -16,6 +16,7 @@ from skald.api.deps import (
     with_new_session,
 )
 from skald.api.errors import ApiError
+from skald.api.openapi import errors
 from skald.api.schemas import LoginIn, Me, MePatch, PasswordChangeIn, SetupIn, SetupOut, SetupState
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
@@ -39,7 +40,7 @@ async def _start_session(
     return me_of(handle.user, role, new_csrf(token)), token
 
 
-@post("/api/auth/login", opt=PUBLIC, status_code=200)
+@post("/api/auth/login", opt=PUBLIC, status_code=200, responses=errors(401, 429))
 async def login(
     data: JSONBody[LoginIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Response[Me]:
@@ -88,7 +89,7 @@ async def patch_me(
     return me_of(user, principal.role, principal.csrf_token)
 
 
-@post("/api/auth/password", status_code=204)
+@post("/api/auth/password", status_code=204, responses=errors(429))
 async def change_password(
     data: JSONBody[PasswordChangeIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> None:
@@ -115,7 +116,7 @@ async def setup_state(rt: NamedDependency[Runtime]) -> SetupState:
     return SetupState(needed=not await rt.core.registry.admin_exists())
 
 
-@post("/api/setup", opt=PUBLIC, status_code=201)
+@post("/api/setup", opt=PUBLIC, status_code=201, responses=errors(409, 429))
 async def setup(
     data: JSONBody[SetupIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Response[SetupOut]:

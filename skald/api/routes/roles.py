@@ -8,6 +8,7 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import requires
 from skald.api.errors import ApiError
+from skald.api.openapi import errors
 from skald.api.schemas import Capability, RoleIn, RolePatch
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
@@ -29,7 +30,7 @@ async def list_capabilities(rt: NamedDependency[Runtime]) -> list[Capability]:
     ]
 
 
-@post("/api/roles", guards=[requires("admin.roles")], status_code=201)
+@post("/api/roles", guards=[requires("admin.roles")], status_code=201, responses=errors(409))
 async def create_role(data: JSONBody[RoleIn], rt: NamedDependency[Runtime]) -> Role:
     role = Role(
         name=data.name,
@@ -42,7 +43,7 @@ async def create_role(data: JSONBody[RoleIn], rt: NamedDependency[Runtime]) -> R
     return role
 
 
-@patch("/api/roles/{name:str}", guards=[requires("admin.roles")])
+@patch("/api/roles/{name:str}", guards=[requires("admin.roles")], responses=errors(404, 409))
 async def patch_role(
     name: FromPath[str], data: JSONBody[RolePatch], rt: NamedDependency[Runtime]
 ) -> Role:

@@ -8,6 +8,7 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AnyRequest, requires
 from skald.api.errors import ApiError
+from skald.api.openapi import errors
 from skald.api.schemas import UserCreated, UserCreateIn, UserPatch
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
@@ -37,7 +38,7 @@ async def list_users(rt: NamedDependency[Runtime]) -> list[User]:
     return await rt.core.registry.list_users()
 
 
-@post("/api/users", guards=ADMIN_USERS, status_code=201)
+@post("/api/users", guards=ADMIN_USERS, status_code=201, responses=errors(409))
 async def create_user(
     data: JSONBody[UserCreateIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> UserCreated:
@@ -54,12 +55,12 @@ async def create_user(
     return UserCreated(user=created.user, recovery_code=created.recovery_code)
 
 
-@get("/api/users/{user_id:str}", guards=ADMIN_USERS)
+@get("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404))
 async def get_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User:
     return await _user(rt, user_id)
 
 
-@patch("/api/users/{user_id:str}", guards=ADMIN_USERS)
+@patch("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404, 409))
 async def patch_user(
     user_id: FromPath[str],
     data: JSONBody[UserPatch],
@@ -95,7 +96,12 @@ async def patch_user(
     return await _user(rt, user.id)
 
 
-@post("/api/users/{user_id:str}/deactivate", guards=ADMIN_USERS, status_code=200)
+@post(
+    "/api/users/{user_id:str}/deactivate",
+    guards=ADMIN_USERS,
+    status_code=200,
+    responses=errors(404, 409),
+)
 async def deactivate_user(
     user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> User:
@@ -106,7 +112,9 @@ async def deactivate_user(
     return updated
 
 
-@post("/api/users/{user_id:str}/activate", guards=ADMIN_USERS, status_code=200)
+@post(
+    "/api/users/{user_id:str}/activate", guards=ADMIN_USERS, status_code=200, responses=errors(404)
+)
 async def activate_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User:
     user = await _user(rt, user_id)
     updated = await rt.core.users.activate(user.username)
@@ -115,7 +123,7 @@ async def activate_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) ->
     return updated
 
 
-@delete("/api/users/{user_id:str}", guards=ADMIN_USERS, status_code=204)
+@delete("/api/users/{user_id:str}", guards=ADMIN_USERS, status_code=204, responses=errors(404, 409))
 async def delete_user(
     user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> None:

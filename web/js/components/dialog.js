@@ -1,7 +1,7 @@
 // Modal dialog built on the native <dialog> element: showModal() gives us the
 // focus trap, the inert background and Escape handling for free, which is
 // both less code and more accessible than a hand-made overlay.
-import { html, useEffect, useRef } from '../lib.js';
+import { html, useLayoutEffect, useRef } from '../lib.js';
 import { Icon } from './icons.js';
 import { t } from '../i18n.js';
 
@@ -10,20 +10,44 @@ import { t } from '../i18n.js';
 // as the one-time recovery code), wide, children.
 export function Dialog({ title, onClose, testid, dismissable = true, wide = false, children }) {
   const ref = useRef(null);
+  // The latest props, read by the listener below: the effect must run only
+  // once, because closing and re-opening the dialog on every re-render would
+  // move the focus away from the field the user is typing in.
+  const latest = useRef({ onClose, dismissable });
+  latest.current = { onClose, dismissable };
 
-  useEffect(() => {
+  // Layout effect: open before the first paint, so there is no flash of a
+  // closed dialog.
+  useLayoutEffect(() => {
     const el = ref.current;
-    if (el && !el.open) el.showModal();
+    let mounted = true;
+    if (!el.open) el.showModal();
     const onCancel = (ev) => {
       ev.preventDefault(); // we close through state, never behind Preact's back
-      if (dismissable && onClose) onClose();
+      const { dismissable: canDismiss, onClose: close } = latest.current;
+      if (canDismiss && close) close();
+    };
+    // Browsers may still close a modal natively (e.g. a second Escape in a
+    // row ignores preventDefault). Keep state and screen in agreement: a
+    // dismissable dialog reports it, a must-answer one opens again.
+    const onNativeClose = () => {
+      if (!mounted) return;
+      const { dismissable: canDismiss, onClose: close } = latest.current;
+      if (canDismiss) {
+        if (close) close();
+      } else {
+        el.showModal();
+      }
     };
     el.addEventListener('cancel', onCancel);
+    el.addEventListener('close', onNativeClose);
     return () => {
+      mounted = false;
       el.removeEventListener('cancel', onCancel);
+      el.removeEventListener('close', onNativeClose);
       if (el.open) el.close();
     };
-  }, [dismissable, onClose]);
+  }, []);
 
   const titleId = `dlg-${testid || 'x'}-title`;
   return html`<dialog ref=${ref} class=${`dialog${wide ? ' dialog--wide' : ''}`} data-testid=${testid}

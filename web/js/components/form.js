@@ -28,14 +28,17 @@ export function Field({ label, hint, id, children, inline = false }) {
 // message is human-readable and specific, so it wins when present.
 export function errorText(err) {
   if (!err) return '';
-  let text;
-  if (err.status === 0) text = t('error.network');
-  else if (err.serverMessage) text = err.serverMessage;
-  else if (err.status === 403) text = t('error.forbidden');
-  else if (err.status) text = t('error.http', { status: err.status });
-  else text = t('error.unexpected');
-  if (err.status === 429 && err.retryAfter) text = `${text} ${t('error.retry_after', { seconds: err.retryAfter })}`;
-  return text;
+  if (err.status === 0) return t('error.network');
+  if (err.serverMessage) {
+    // Shown as sent, only starting with a capital so it reads like a sentence
+    // (the server also says when to retry after a 429).
+    const m = String(err.serverMessage);
+    return m.charAt(0).toUpperCase() + m.slice(1);
+  }
+  if (err.status === 429 && err.retryAfter) return t('error.retry_after', { seconds: err.retryAfter });
+  if (err.status === 403) return t('error.forbidden');
+  if (err.status) return t('error.http', { status: err.status });
+  return t('error.unexpected');
 }
 
 export function ErrorNotice({ error, testid }) {

@@ -43,5 +43,6 @@ export function Logo({ size = 28 }) {
     <rect x="2" y="2" width="60" height="60" rx="16" class="logo-bg" />
     <path d="M41.5 20.5c-2.4-2.7-5.8-4-9.6-4-5.6 0-9.6 3.1-9.6 7.6 0 4.3 3.3 6.4 9.4 7.8 6.3 1.4 9.6 3.6 9.6 8.1 0 4.7-4.2 7.9-10 7.9-4.2 0-7.9-1.6-10.3-4.5"
       class="logo-s" fill="none" stroke-width="5.5" stroke-linecap="round" stroke-linejoin="round" />
+    <circle cx="49.25" cy="46.75" r="2" class="logo-dot" />
   </svg>`;
 }

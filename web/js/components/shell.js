@@ -56,7 +56,7 @@ function UserMenu({ me }) {
   }, [open]);
 
   return html`<div class="user-menu" ref=${root}>
-    <button type="button" class="user-menu__button" aria-haspopup="true" aria-expanded=${open ? 'true' : 'false'}
+    <button type="button" class="user-menu__button" aria-expanded=${open ? 'true' : 'false'}
       aria-controls="user-menu" aria-label=${t('user_menu.open', { name: me.display_name || me.username })}
       onClick=${() => setOpen(!open)} data-testid="user-menu-button">
       <span class="avatar" aria-hidden="true">${initials(me)}</span>

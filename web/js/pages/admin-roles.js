@@ -62,18 +62,6 @@ function RoleList({ roles }) {
   </ul>`;
 }
 
-// Group "admin.users", "admin.roles", "chat.use" by their prefix so the long
-// list reads as a few short ones.
-function groupCapabilities(caps) {
-  const groups = new Map();
-  for (const c of caps) {
-    const prefix = c.name.includes('.') ? c.name.split('.')[0] : c.name;
-    if (!groups.has(prefix)) groups.set(prefix, []);
-    groups.get(prefix).push(c);
-  }
-  return [...groups.entries()];
-}
-
 function RoleEditor({ role, capabilities, onSaved }) {
   const isNew = !role;
   const [name, setName] = useState('');
@@ -205,22 +193,19 @@ function RoleEditor({ role, capabilities, onSaved }) {
       <h2 class="card__title">${t('roles.capabilities')}</h2>
       <p class="muted">${t('roles.capabilities_hint')}</p>
       ${allCaps.length === 0 && html`<p class="muted">${t('roles.no_capabilities')}</p>`}
-      ${groupCapabilities(allCaps).map(
-        ([group, list]) => html`<fieldset class="fieldset caps">
-          <legend>${group}</legend>
-          ${list.map((c) => {
-            const id = `cap-${c.name.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
-            return html`<div class="check">
-              <input type="checkbox" id=${id} checked=${caps.has(c.name)} onChange=${() => toggleCap(c.name)}
-                data-testid="role-cap" data-capability=${c.name} />
-              <label for=${id}>
-                <code>${c.name}</code>
-                ${c.description && html`<span class="muted small">${c.description}</span>`}
-              </label>
-            </div>`;
-          })}
-        </fieldset>`,
-      )}
+      <div class="caps">
+        ${allCaps.map((c) => {
+          const id = `cap-${c.name.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
+          return html`<div class="check cap">
+            <input type="checkbox" id=${id} checked=${caps.has(c.name)} onChange=${() => toggleCap(c.name)}
+              data-testid="role-cap" data-capability=${c.name} />
+            <label for=${id}>
+              <code>${c.name}</code>
+              ${c.description && html`<span class="muted small">${c.description}</span>`}
+            </label>
+          </div>`;
+        })}
+      </div>
     </section>
 
     <div class="sticky-actions">

@@ -121,12 +121,14 @@ function Badge({ kind, children, testid }) {
 function UserRow({ user, roles, isSelf, onEdit, onToggle, onDelete, busy }) {
   return html`<tr class=${`user-row${user.active ? '' : ' is-inactive'}`} data-testid="user-row"
       data-username=${user.username} data-user-id=${user.id}>
-    <td class="user-row__who" data-label=${t('users.person')}>
-      <span class="avatar avatar--sm" aria-hidden="true">${(user.display_name || user.username).slice(0, 1).toUpperCase()}</span>
-      <span class="user-row__names">
-        <strong data-testid="user-display-name">${user.display_name || user.username}</strong>
-        <span class="muted small" data-testid="user-username">@${user.username}${isSelf ? ` · ${t('users.you')}` : ''}</span>
-      </span>
+    <td class="user-row__who-cell" data-label=${t('users.person')}>
+      <div class="user-row__who">
+        <span class="avatar avatar--sm" aria-hidden="true">${(user.display_name || user.username).slice(0, 1).toUpperCase()}</span>
+        <span class="user-row__names">
+          <strong data-testid="user-display-name">${user.display_name || user.username}</strong>
+          <span class="muted small" data-testid="user-username">@${user.username}${isSelf ? ` · ${t('users.you')}` : ''}</span>
+        </span>
+      </div>
     </td>
     <td data-label=${t('users.role')} data-testid="user-role" data-role=${user.role}>${roleLabel(roles, user.role)}</td>
     <td data-label=${t('users.encryption')}>

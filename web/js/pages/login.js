@@ -3,7 +3,7 @@
 import { html, useState } from '../lib.js';
 import { t } from '../i18n.js';
 import { api } from '../api.js';
-import { getState } from '../store.js';
+import { getState, setState } from '../store.js';
 import { setMe } from '../session.js';
 import { redirect } from '../router.js';
 import { Field, ErrorNotice, Notice, useAction, useId } from '../components/form.js';
@@ -19,6 +19,7 @@ export function LoginPage() {
 
   const onSubmit = (e) => {
     e.preventDefault();
+    if (notice) setState({ notice: null }); // the old message no longer applies
     run(async () => {
       const me = await api.login(username.trim(), password);
       setPassword('');

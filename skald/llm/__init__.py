@@ -1,0 +1,1 @@
+"""LLM providers: wire clients, the model catalogue, selection and fallback."""

@@ -1,0 +1,94 @@
+"""Provider-neutral message and streaming types.
+
+The agent loop and the chat history speak these; each provider client translates them
+to and from its own wire format (OpenAI chat completions, Anthropic Messages).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+
+class TextPart(msgspec.Struct, tag="text", frozen=True):
+    text: str
+
+
+class ImagePart(msgspec.Struct, tag="image", frozen=True, kw_only=True):
+    """An image for vision models, inlined as base64."""
+
+    media_type: str  # image/png, image/jpeg, image/webp, image/gif
+    data_b64: str
+
+
+ContentPart = TextPart | ImagePart
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of a conversation as models see it.
+
+    - system: `content` only (clients move it where their API wants it).
+    - user: `content` (text and images).
+    - assistant: `content` (text) and/or `tool_calls`.
+    - tool: the result of one call: `tool_call_id`, `content` (text), `is_error`.
+    """
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: list[ContentPart] = msgspec.field(default_factory=list)
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    name: str  # ^[a-zA-Z0-9_-]{1,64}$
+    description: str
+    parameters: dict[str, Any]  # JSON Schema of the arguments object
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+# -- streaming events a client yields, in order ---------------------------------------
+
+
+class TextDelta(msgspec.Struct, tag="text_delta", frozen=True):
+    text: str
+
+
+class ToolCallReady(msgspec.Struct, tag="tool_call", frozen=True):
+    """A complete tool call (clients assemble the streamed argument fragments)."""
+
+    call: ToolCall
+
+
+class Finished(msgspec.Struct, tag="finished", frozen=True, kw_only=True):
+    """Always the last event: why the model stopped, and what it cost."""
+
+    reason: Literal["stop", "tool_calls", "length", "content_filter", "other"]
+    usage: Usage
+
+
+StreamEvent = TextDelta | ToolCallReady | Finished
+
+
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    model: str  # the provider's own model id, as it goes on the wire
+    messages: list[Message]
+    tools: list[ToolSpec] = msgspec.field(default_factory=list)
+    max_tokens: int = 4096
+    temperature: float | None = None
