@@ -58,6 +58,10 @@ class DataLayout:
         return self.users_db_dir / f"{validate_user_id(user_id)}.db"
 
     @property
+    def instance_key(self) -> Path:
+        return self.root / "instance.key"
+
+    @property
     def homes_dir(self) -> Path:
         return self.root / "homes"
 

@@ -1,0 +1,131 @@
+"""AUTO model selection and fallback across models.
+
+AUTO walks the enabled models of the wanted strength in priority order, then the other
+strengths nearest first. A model that just failed with a retriable error rests for a
+while so every request does not pay for its timeout again. Fallback happens only before
+the first event was streamed: once text has reached the user, switching models would
+splice two answers together.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from skald.llm.client import ModelClient
+from skald.llm.errors import LlmError
+from skald.llm.types import Finished, Request, StreamEvent
+from skald.store.llm import ModelRow, Strength
+
+_NEAREST: dict[str, tuple[Strength, ...]] = {
+    "low": ("low", "average", "high"),
+    "average": ("average", "high", "low"),
+    "high": ("high", "average", "low"),
+}
+REST_S = 60.0
+
+
+@dataclass
+class ModelHealth:
+    """Which models failed recently (in memory; a restart gives everyone a new chance)."""
+
+    clock: Callable[[], float] = time.monotonic
+    _resting_until: dict[str, float] = field(default_factory=dict)
+
+    def failed(self, model_id: str) -> None:
+        self._resting_until[model_id] = self.clock() + REST_S
+
+    def succeeded(self, model_id: str) -> None:
+        self._resting_until.pop(model_id, None)
+
+    def healthy(self, model_id: str) -> bool:
+        return self._resting_until.get(model_id, 0.0) <= self.clock()
+
+
+def auto_order(
+    models: Sequence[ModelRow], strength: Strength, health: ModelHealth, needs: Sequence[str] = ()
+) -> list[ModelRow]:
+    usable = [m for m in models if m.enabled and all(n in m.capabilities for n in needs)]
+    ordered = [
+        m
+        for s in _NEAREST[strength]
+        for m in sorted((m for m in usable if m.strength == s), key=lambda m: (m.priority, m.name))
+    ]
+    # Resting models go last rather than away: better a slow answer than none.
+    return [m for m in ordered if health.healthy(m.id)] + [
+        m for m in ordered if not health.healthy(m.id)
+    ]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    model: ModelRow
+    ok: bool
+    error: LlmError | None
+    started: float
+    finished: Finished | None
+
+
+OnOutcome = Callable[[Outcome], Awaitable[None]]
+
+
+class FallbackClient:
+    """A ModelClient over several candidate models, tried in order."""
+
+    def __init__(
+        self,
+        candidates: Sequence[tuple[ModelRow, ModelClient]],
+        health: ModelHealth,
+        on_outcome: OnOutcome | None = None,
+    ) -> None:
+        if not candidates:
+            raise LlmError(
+                "no language model is set up yet: an administrator can add one under Models",
+                retriable=False,
+            )
+        self.candidates = list(candidates)
+        self.health = health
+        self.on_outcome = on_outcome
+        self.last_model: ModelRow | None = None
+
+    async def _report(self, outcome: Outcome) -> None:
+        if self.on_outcome is not None:
+            await self.on_outcome(outcome)
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        last_error: LlmError | None = None
+        for model, client in self.candidates:
+            started = time.monotonic()
+            yielded = False
+            try:
+                async for event in client.stream(_with_model(request, model.model)):
+                    yielded = True
+                    self.last_model = model
+                    if isinstance(event, Finished):
+                        self.health.succeeded(model.id)
+                        await self._report(Outcome(model, True, None, started, event))
+                    yield event
+                return
+            except LlmError as exc:
+                await self._report(Outcome(model, False, exc, started, None))
+                if not exc.retriable or yielded:
+                    raise
+                self.health.failed(model.id)
+                last_error = exc
+        assert last_error is not None
+        raise LlmError(
+            f"every model failed; the last said: {last_error}",
+            status=last_error.status,
+            retriable=True,
+        )
+
+
+def _with_model(request: Request, wire_id: str) -> Request:
+    return Request(
+        model=wire_id,
+        messages=request.messages,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+    )

@@ -1,0 +1,263 @@
+"""LLM providers and models in the registry. API keys arrive here already sealed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from skald.errors import ConflictError, NotFoundError
+from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.registry import now_iso
+
+Strength = Literal["low", "average", "high"]
+ModelCapability = Literal["tools", "vision", "reasoning"]
+
+# Registry migration 6 (appended in skald/store/migrations/registry.py).
+LLM_SCHEMA = """
+CREATE TABLE llm_providers(
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    kind TEXT NOT NULL,
+    base_url TEXT,
+    api_key_sealed TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE llm_models(
+    id TEXT PRIMARY KEY,
+    provider_id TEXT NOT NULL REFERENCES llm_providers(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    strength TEXT NOT NULL CHECK (strength IN ('low', 'average', 'high')),
+    capabilities TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(capabilities)),
+    priority INTEGER NOT NULL DEFAULT 100,
+    enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX llm_models_order ON llm_models(priority, name);
+-- What was asked of which model and how it went: counts and timings, never content.
+CREATE TABLE llm_requests(
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    user_id TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    latency_ms REAL NOT NULL DEFAULT 0,
+    error TEXT
+);
+"""
+
+
+class ProviderRow(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    kind: str
+    base_url: str | None
+    has_api_key: bool
+    created_at: str
+    updated_at: str
+
+
+class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    provider_id: str
+    model: str  # the provider's own id, as it goes on the wire
+    name: str  # the household's name for it
+    strength: Strength
+    capabilities: list[ModelCapability]
+    priority: int
+    enabled: bool
+    created_at: str
+    updated_at: str
+
+
+_P_COLS = "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at"
+_M_COLS = "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, updated_at"
+
+
+def _provider(r: tuple[Any, ...]) -> ProviderRow:
+    return ProviderRow(
+        id=r[0],
+        name=r[1],
+        kind=r[2],
+        base_url=r[3],
+        has_api_key=bool(r[4]),
+        created_at=r[5],
+        updated_at=r[6],
+    )
+
+
+def _model(r: tuple[Any, ...]) -> ModelRow:
+    return ModelRow(
+        id=r[0],
+        provider_id=r[1],
+        model=r[2],
+        name=r[3],
+        strength=r[4],
+        capabilities=json.loads(r[5]),
+        priority=r[6],
+        enabled=bool(r[7]),
+        created_at=r[8],
+        updated_at=r[9],
+    )
+
+
+def _unique(c: apsw.Connection, table: str, name: str, exclude_id: str | None) -> None:
+    row = fetch_one(c, f"SELECT id FROM {table} WHERE name=? AND id IS NOT ?", (name, exclude_id))
+    if row is not None:
+        raise ConflictError(f"the name {name!r} is already taken")
+
+
+class LlmStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- providers ------------------------------------------------------------------
+
+    async def providers(self) -> list[ProviderRow]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, f"SELECT {_P_COLS} FROM llm_providers ORDER BY name")
+        )
+        return [_provider(r) for r in rows]
+
+    async def provider(self, provider_id: str) -> ProviderRow:
+        r = await self.db.call(
+            lambda c: fetch_one(
+                c, f"SELECT {_P_COLS} FROM llm_providers WHERE id=?", (provider_id,)
+            )
+        )
+        if r is None:
+            raise NotFoundError("no such provider")
+        return _provider(r)
+
+    async def sealed_key(self, provider_id: str) -> str | None:
+        r = await self.db.call(
+            lambda c: fetch_one(
+                c, "SELECT api_key_sealed FROM llm_providers WHERE id=?", (provider_id,)
+            )
+        )
+        return None if r is None else r[0]
+
+    async def save_provider(
+        self,
+        provider_id: str,
+        name: str,
+        kind: str,
+        base_url: str | None,
+        sealed: str | None,
+        *,
+        create: bool,
+        keep_key: bool = False,
+    ) -> ProviderRow:
+        def q(c: apsw.Connection) -> None:
+            _unique(c, "llm_providers", name, provider_id)
+            stamp = now_iso()
+            if create:
+                c.execute(
+                    "INSERT INTO llm_providers VALUES (?,?,?,?,?,?,?)",
+                    (provider_id, name, kind, base_url, sealed, stamp, stamp),
+                )
+                return
+            key_sql = "" if keep_key else ", api_key_sealed=?"
+            params: tuple[Any, ...] = (
+                (name, kind, base_url) + (() if keep_key else (sealed,)) + (stamp, provider_id)
+            )
+            c.execute(
+                f"UPDATE llm_providers SET name=?, kind=?, base_url=?{key_sql}, updated_at=? WHERE id=?",
+                params,
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such provider")
+
+        await self.db.transaction(q)
+        return await self.provider(provider_id)
+
+    async def delete_provider(self, provider_id: str) -> None:
+        def q(c: apsw.Connection) -> None:
+            c.execute("DELETE FROM llm_providers WHERE id=?", (provider_id,))
+            if c.changes() == 0:
+                raise NotFoundError("no such provider")
+
+        await self.db.transaction(q)
+
+    # -- models ---------------------------------------------------------------------
+
+    async def models(self) -> list[ModelRow]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, f"SELECT {_M_COLS} FROM llm_models ORDER BY priority, name")
+        )
+        return [_model(r) for r in rows]
+
+    async def model(self, model_id: str) -> ModelRow:
+        r = await self.db.call(
+            lambda c: fetch_one(c, f"SELECT {_M_COLS} FROM llm_models WHERE id=?", (model_id,))
+        )
+        if r is None:
+            raise NotFoundError("no such model")
+        return _model(r)
+
+    async def save_model(self, row: ModelRow, *, create: bool) -> ModelRow:
+        def q(c: apsw.Connection) -> None:
+            if fetch_one(c, "SELECT 1 FROM llm_providers WHERE id=?", (row.provider_id,)) is None:
+                raise NotFoundError("no such provider")
+            _unique(c, "llm_models", row.name, row.id)
+            values = (
+                row.provider_id,
+                row.model,
+                row.name,
+                row.strength,
+                json.dumps(row.capabilities),
+                row.priority,
+                int(row.enabled),
+                now_iso(),
+            )
+            if create:
+                c.execute(
+                    "INSERT INTO llm_models VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (row.id, *values[:-1], values[-1], values[-1]),
+                )
+                return
+            c.execute(
+                "UPDATE llm_models SET provider_id=?, model=?, name=?, strength=?, capabilities=?, "
+                "priority=?, enabled=?, updated_at=? WHERE id=?",
+                (*values, row.id),
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such model")
+
+        await self.db.transaction(q)
+        return await self.model(row.id)
+
+    async def delete_model(self, model_id: str) -> None:
+        def q(c: apsw.Connection) -> None:
+            c.execute("DELETE FROM llm_models WHERE id=?", (model_id,))
+            if c.changes() == 0:
+                raise NotFoundError("no such model")
+
+        await self.db.transaction(q)
+
+    async def record_request(
+        self,
+        *,
+        at: float,
+        user_id: str,
+        model_id: str,
+        status: str,
+        input_tokens: int,
+        output_tokens: int,
+        latency_ms: float,
+        error: str | None,
+    ) -> None:
+        await self.db.transaction(
+            lambda c: c.execute(
+                "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, output_tokens, latency_ms, error) "
+                "VALUES (?,?,?,?,?,?,?,?)",
+                (at, user_id, model_id, status, input_tokens, output_tokens, latency_ms, error),
+            )
+        )
