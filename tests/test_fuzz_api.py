@@ -79,13 +79,15 @@ def fuzz_config(headers: dict[str, str]) -> schemathesis.Config:
                 "database": "none",
             },
             "phases": {"stateful": {"enabled": True, "max-steps": STATEFUL_STEPS}},
-            # Half the time, a role that exists and a password the server accepts, so
-            # creating and changing accounts gets past validation to the real work.
+            # Often a username, role and password the server accepts, so creating and
+            # changing accounts gets past validation to the real work.
             "dictionaries": {
+                "usernames": {"values": ["ada", "Tim", " eve ", "bob.smith-2", ADMIN]},
                 "roles": {"values": ["member", "children", "admin"]},
                 "passwords": {"values": ["a long enough password"]},
             },
             "parameters": {
+                "body.username": {"dictionary": "usernames", "probability": 0.5},
                 "body.role": {"dictionary": "roles", "probability": 0.5},
                 "body.password": {"dictionary": "passwords", "probability": 0.5},
             },

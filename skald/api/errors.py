@@ -111,8 +111,17 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any
     )
 
 
+def _recursion(request: Request[Any, Any, Any], exc: RecursionError) -> Response[Any]:
+    # The JSON decoder gives up on absurdly nested bodies (`[[[[...` thousands deep) with a
+    # RecursionError, not a decode error: that is bad input. Any other recursion is a bug.
+    if "deserializ" in str(exc):
+        return error_response(400, "invalid_input", "invalid request: JSON nested too deeply")
+    return _unexpected(request, exc)
+
+
 EXCEPTION_HANDLERS: dict[Any, Any] = {
     SkaldError: _skald_error,
     HTTPException: _http_error,
+    RecursionError: _recursion,
     Exception: _unexpected,
 }

@@ -71,7 +71,9 @@ class AuthMiddleware:
                 raise NotAuthorizedException("your session has ended; please sign in")
             if connection.scope.get("method") in UNSAFE_METHODS:
                 sent = connection.headers.get(CSRF_HEADER, "")
-                if not secrets.compare_digest(sent, principal.csrf_token):
+                # As bytes: compare_digest raises on non-ASCII text, and a header can
+                # carry any byte.
+                if not secrets.compare_digest(sent.encode(), principal.csrf_token.encode()):
                     raise ApiError(403, "csrf", "missing or wrong X-CSRF-Token header")
             scope["user"] = principal
             scope["auth"] = token
@@ -91,7 +93,11 @@ def same_origin(scope: Any) -> bool:
     if origin is None:
         return True
     host = _header(scope, b"host")
-    return host is not None and urlsplit(origin).netloc == host
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:  # malformed, e.g. "http://[::1": not a page of ours
+        return False
+    return host is not None and netloc == host
 
 
 async def _refuse_http(send: Any) -> None:

@@ -22,7 +22,8 @@ class ThrottledError(SkaldError):
     def __init__(self, retry_after: float) -> None:
         self.retry_after = max(1, int(retry_after + 0.999))
         super().__init__(
-            f"too many failed sign-in attempts; try again in {self.retry_after} seconds"
+            "too many failed sign-in attempts; try again in "
+            + (f"{self.retry_after} seconds" if self.retry_after != 1 else "1 second")
         )
 
 

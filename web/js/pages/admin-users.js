@@ -176,7 +176,10 @@ export function AdminUsersPage() {
     try {
       const [u, r] = await Promise.all([api.users(), api.roles().catch(() => [])]);
       setUsers(u);
-      setRoles(r);
+      // Listing roles may need admin.roles; an admin with only admin.users can
+      // still pick among the roles the household already uses.
+      const fallback = [...new Set(u.map((x) => x.role))].map((name) => ({ name, display_name: name }));
+      setRoles(r && r.length ? r : fallback);
       setLoadError(null);
     } catch (e) {
       setLoadError(e);

@@ -1,0 +1,116 @@
+"""The household's models: providers with sealed API keys, the catalogue, and the
+model source a conversation uses (AUTO or a chosen model, with fallback)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+import httpx
+
+from skald.core.sealing import InstanceKey
+from skald.errors import InvalidInputError, NotFoundError
+from skald.llm.client import ModelClient
+from skald.llm.provider_types import ProviderType, load_provider_types, make_client
+from skald.llm.select import FallbackClient, ModelHealth, Outcome, auto_order
+from skald.log import get_logger
+from skald.store.llm import LlmStore, ModelCapability, ModelRow, ProviderRow, Strength
+
+log = get_logger("skald.llm")
+BUILTIN_KINDS = ("openai_compatible", "anthropic")
+
+
+def _purpose(provider_id: str) -> str:
+    return f"skald:llm-api-key:v1:{provider_id}"
+
+
+class LlmService:
+    def __init__(self, store: LlmStore, key: InstanceKey, data_dir: Path | None) -> None:
+        self.store = store
+        self.key = key
+        self.types: dict[str, ProviderType] = load_provider_types(data_dir)
+        self.health = ModelHealth()
+        # One pool for every provider: connections are reused across turns and users.
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    def kinds(self) -> list[str]:
+        return [*BUILTIN_KINDS, *sorted(self.types)]
+
+    def _check_kind(self, kind: str, base_url: str | None) -> None:
+        if kind not in self.kinds():
+            raise InvalidInputError(f"unknown provider kind {kind!r}; known: {', '.join(self.kinds())}")
+        if kind == "openai_compatible" and not base_url:
+            raise InvalidInputError("an openai_compatible provider needs a base_url")
+
+    async def add_provider(self, name: str, kind: str, base_url: str | None, api_key: str | None) -> ProviderRow:
+        self._check_kind(kind, base_url)
+        provider_id = secrets.token_hex(6)
+        sealed = self.key.seal(api_key, _purpose(provider_id)) if api_key else None
+        row = await self.store.save_provider(provider_id, name, kind, base_url, sealed, create=True)
+        log.info("llm provider added", provider=name, kind=kind)
+        return row
+
+    async def update_provider(
+        self, provider_id: str, name: str | None, kind: str | None, base_url: str | None, api_key: str | None, clear_key: bool
+    ) -> ProviderRow:
+        current = await self.store.provider(provider_id)
+        kind = kind or current.kind
+        base = base_url if base_url is not None else current.base_url
+        self._check_kind(kind, base)
+        keep = api_key is None and not clear_key
+        sealed = self.key.seal(api_key, _purpose(provider_id)) if api_key else None
+        return await self.store.save_provider(
+            provider_id, name or current.name, kind, base, sealed, create=False, keep_key=keep
+        )
+
+    async def add_model(
+        self, provider_id: str, model: str, name: str, strength: Strength, capabilities: list[ModelCapability], priority: int, enabled: bool
+    ) -> ModelRow:
+        await self.store.provider(provider_id)
+        stamp = ""
+        row = ModelRow(
+            id=secrets.token_hex(6), provider_id=provider_id, model=model, name=name, strength=strength,
+            capabilities=sorted(set(capabilities)), priority=priority, enabled=enabled, created_at=stamp, updated_at=stamp,
+        )
+        return await self.store.save_model(row, create=True)
+
+    async def client_for(self, provider_id: str) -> ModelClient:
+        provider = await self.store.provider(provider_id)
+        sealed = await self.store.sealed_key(provider_id)
+        api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
+        return make_client(provider.kind, provider.base_url, api_key, self.types, self.http)
+
+    async def source(
+        self, user_id: str, *, strength: Strength = "average", model_id: str | None = None, needs: tuple[str, ...] = ()
+    ) -> FallbackClient:
+        """The model source for one request: a chosen model alone, or AUTO with fallback."""
+        models = await self.store.models()
+        if model_id is not None:
+            chosen = [m for m in models if m.id == model_id and m.enabled]
+            if not chosen:
+                raise NotFoundError("that model is not available any more")
+            ordered = chosen
+        else:
+            ordered = auto_order(models, strength, self.health, needs)
+        candidates = [(m, await self.client_for(m.provider_id)) for m in ordered]
+
+        async def record(outcome: Outcome) -> None:
+            usage = outcome.finished.usage if outcome.finished else None
+            await self.store.record_request(
+                at=time.time(),
+                user_id=user_id,
+                model_id=outcome.model.id,
+                status="ok" if outcome.ok else "error",
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
+                latency_ms=(time.monotonic() - outcome.started) * 1000,
+                error=None if outcome.error is None else str(outcome.error)[:500],
+            )
+            if outcome.error is not None:
+                log.warning("model failed", model=outcome.model.name, error=str(outcome.error)[:200])
+
+        return FallbackClient(candidates, self.health, record)
