@@ -21,6 +21,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 export PIP_ROOT_USER_ACTION=ignore
 # Tests that need something this script prepares must fail, not skip, under this marker.
 export SKALD_CI=1
+# The browser tests launch Debian's Chromium through Playwright's executable_path.
+export SKALD_CHROMIUM=/usr/bin/chromium
 
 banner() {
     printf '\n== %s\n' "$*"
@@ -41,6 +43,28 @@ prepare_python() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
     python3 -VV
+}
+
+# Debian's Chromium for the browser tests. Never `playwright install`: it downloads a
+# browser build of its own, which is neither wanted nor reachable here.
+prepare_browser() {
+    if [[ ! -x "$SKALD_CHROMIUM" ]]; then
+        if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+            echo "test.sh: the browser tests need $SKALD_CHROMIUM (Debian: apt-get install chromium)" >&2
+            return 1
+        fi
+        # Refresh the package lists only when they do not know the package, or when
+        # installing from them fails (stale lists point at files the mirror dropped).
+        if ! apt-cache show chromium >/dev/null 2>&1; then
+            apt-get update -qq
+        fi
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; then
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        fi
+    fi
+    # Debian's wrapper script prints noise on stderr; the version line is on stdout.
+    "$SKALD_CHROMIUM" --version 2>/dev/null
 }
 
 venv_ok() {
@@ -131,6 +155,7 @@ main() {
     local start=$SECONDS
 
     run_prepare python prepare_python
+    run_prepare browser prepare_browser
     run_prepare venv prepare_venv
 
     run_check ruff check_ruff

@@ -80,9 +80,13 @@ def _require_tty(what: str) -> None:
 
 def _ask_line(prompt: str, default: str) -> str:
     _require_tty(prompt.lower())
-    with Path("/dev/tty").open("r+", encoding="utf-8") as tty:
-        tty.write(f"{prompt} [{default}]: ")
-        tty.flush()
+    # Two handles: a terminal is not seekable, so one text-mode "r+" handle fails.
+    with (
+        Path("/dev/tty").open("w", encoding="utf-8") as out,
+        Path("/dev/tty").open(encoding="utf-8") as tty,
+    ):
+        out.write(f"{prompt} [{default}]: ")
+        out.flush()
         answer = tty.readline().strip()
     return answer or default
 

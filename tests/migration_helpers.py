@@ -32,6 +32,18 @@ def _registry_v4(c: apsw.Connection) -> None:
     )
 
 
+def _registry_v5(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO shared_memory_notes(path, content, created_at, updated_at, updated_by) "
+        "VALUES ('index.md', '- wifi.md — guest network password lives on the fridge', 't', 't', "
+        "'abc123')"
+    )
+    c.execute(
+        "INSERT INTO shared_memory_notes(path, content, created_at, updated_at, updated_by) "
+        "VALUES ('wifi.md', 'the guest network is called sourdough', 't', 't', NULL)"
+    )
+
+
 def _owner_v1(c: apsw.Connection) -> None:
     c.execute("INSERT INTO kv VALUES ('theme', '\"dark\"', 't')")
 
@@ -45,7 +57,7 @@ def _owner_v2(c: apsw.Connection) -> None:
 
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
-    "registry": {2: _registry_v2, 4: _registry_v4},
+    "registry": {2: _registry_v2, 4: _registry_v4, 5: _registry_v5},
     "owner": {1: _owner_v1, 2: _owner_v2},
 }
 

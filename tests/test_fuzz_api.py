@@ -7,12 +7,17 @@ every documented operation of one real `skald serve`:
   the X-CSRF-Token header, so guarded routes really run their handlers (the admin's own
   account included: the server must refuse to delete or deactivate it, with a 409);
 - anonymously: the same operations without credentials; only public routes may answer
-  with a 2xx.
+  with a 2xx;
+- anonymously against a fresh server that has no administrator yet, where the first-run
+  setup route is live (it is reachable from the whole LAN until someone claims the box).
 
 Each run goes through schemathesis' phases (explicit examples, coverage of boundary and
 invalid values, random fuzzing, stateful sequences) with these checks on every
 response: never a 5xx, a documented status code and content type, and a body matching
 the documented schema (errors included: `{"error": {"code", "message"}}`).
+
+Requests a schema cannot describe (odd bytes in headers, absurdly nested JSON, bodies
+over the size limit) follow as explicit cases; each one was a 500 once, or could be.
 
 Generation is deterministic (fixed seed, derandomized) and bounded, so a run fails the
 same way every time and the whole module takes well under two minutes on two cores.
@@ -26,7 +31,7 @@ from __future__ import annotations
 import collections
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +63,8 @@ PUBLIC = {
 }
 FUZZ_ENV = {
     # Failed sign-ins from the fuzzer back off, as they should; keep the waits short.
-    "SKALD_AUTH_LOGIN_BACKOFF_BASE_S": "0.05",
-    "SKALD_AUTH_LOGIN_BACKOFF_MAX_S": "0.2",
+    "SKALD_AUTH_LOGIN_BACKOFF_BASE_S": "0.002",
+    "SKALD_AUTH_LOGIN_BACKOFF_MAX_S": "0.01",
 }
 
 
@@ -72,6 +77,8 @@ def fuzz_config(headers: dict[str, str]) -> schemathesis.Config:
             "workers": 1,
             "headers": headers,
             "cache": {"enabled": False},
+            # A throwaway local server: show the real values in the reproduction lines.
+            "output": {"sanitization": {"enabled": False}},
             "generation": {
                 "mode": "all",  # valid and invalid input
                 "max-examples": MAX_EXAMPLES,
@@ -109,30 +116,36 @@ class FuzzReport:
         recorder = event.recorder
         for case_id, checks in recorder.checks.items():
             self.checks_run += len(checks)
-            for check in checks:
-                if check.status != Status.FAILURE or check.failure_info is None:
-                    continue
-                failure = check.failure_info.failure
-                key = (failure.operation or event.label or "?", check.name, failure.title)
-                self.failures.setdefault(
-                    key, f"{failure.message[:1500]}\n  reproduce: {check.failure_info.code_sample}"
-                )
             interaction = recorder.interactions.get(case_id)
-            if interaction is not None and interaction.response is not None:
+            response = interaction.response if interaction is not None else None
+            if interaction is not None and response is not None:
                 operation = recorder.cases[case_id].value.operation
                 label = f"{operation.method.upper()} {operation.path}"
                 sent = interaction.request.method.upper()
                 if sent != operation.method.upper():
                     label = f"{label} (sent as {sent})"
-                self.statuses.setdefault(label, collections.Counter())[
-                    interaction.response.status_code
-                ] += 1
+                self.statuses.setdefault(label, collections.Counter())[response.status_code] += 1
+            for check in checks:
+                if check.status != Status.FAILURE or check.failure_info is None:
+                    continue
+                failure = check.failure_info.failure
+                key = (failure.operation or event.label or "?", check.name, failure.title)
+                body = response.content[:300].decode(errors="replace") if response else "-"
+                self.failures.setdefault(
+                    key,
+                    f"{failure.message[:1500]}\n  response: {body}"
+                    f"\n  reproduce: {check.failure_info.code_sample}",
+                )
 
     def summary(self) -> str:
         lines = [f"{self.checks_run} checks in {self.seconds:.1f} s"]
         for label, counts in sorted(self.statuses.items()):
             lines.append(f"  {label}: {dict(sorted(counts.items()))}")
         return "\n".join(lines)
+
+    def assert_clean(self) -> None:
+        if self.failures or self.errors:
+            pytest.fail(f"the fuzzer found problems:\n\n{self.problems()}", pytrace=False)
 
     def problems(self) -> str:
         out = [
@@ -143,11 +156,19 @@ class FuzzReport:
         return "\n\n".join(out)
 
 
-def run_fuzz(server: ServerProcess, headers: dict[str, str], exclude: str | None) -> FuzzReport:
+def run_fuzz(
+    server: ServerProcess,
+    headers: dict[str, str],
+    *,
+    exclude: str | None,
+    include: str | None = None,
+) -> FuzzReport:
     schema = schemathesis.openapi.from_url(
         f"{server.url}/api/schema/openapi.json", config=fuzz_config(headers)
     )
     schema.config.update(base_url=server.url)
+    if include is not None:
+        schema = schema.include(path_regex=include)
     if exclude is not None:
         schema = schema.exclude(path_regex=exclude)
     report = FuzzReport()
@@ -164,15 +185,44 @@ def run_fuzz(server: ServerProcess, headers: dict[str, str], exclude: str | None
     return report
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path_factory.mktemp("fuzz"), **FUZZ_ENV)
-    proc.create_admin()
+def _serve(root: Path, *, with_admin: bool) -> Iterator[ServerProcess]:
+    proc = ServerProcess(root, **FUZZ_ENV)
+    if with_admin:
+        proc.create_admin()
     proc.start()
     try:
         yield proc
     finally:
         proc.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    yield from _serve(tmp_path_factory.mktemp("fuzz"), with_admin=True)
+
+
+@pytest.fixture(scope="module")
+def fresh_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    yield from _serve(tmp_path_factory.mktemp("fuzz-fresh"), with_admin=False)
+
+
+def sign_in(server: ServerProcess) -> Api:
+    """The admin, signed in; waits out the back-off the fuzzer's failed sign-ins caused."""
+    api = Api(server.url)
+    deadline = time.monotonic() + 30
+    while True:
+        r = api.http.post("/api/auth/login", json={"username": ADMIN, "password": ADMIN_PW})
+        if r.status_code != 429 or time.monotonic() > deadline:
+            break
+        time.sleep(float(r.headers.get("retry-after", "1")))
+    assert r.status_code == 200, r.text
+    api.csrf = r.json()["csrf_token"]
+    return api
+
+
+def assert_no_server_errors(server: ServerProcess) -> None:
+    log = server.log()
+    assert "Traceback" not in log and '"status": 5' not in log, log[-5000:]
 
 
 def test_every_error_response_is_documented_as_error_body(server: ServerProcess) -> None:
@@ -195,9 +245,8 @@ def test_every_error_response_is_documented_as_error_body(server: ServerProcess)
 
 
 def test_fuzz_as_admin(server: ServerProcess) -> None:
-    admin = Api(server.url)
+    admin = sign_in(server)
     try:
-        admin.login(ADMIN, ADMIN_PW)
         headers = {
             "Cookie": f"skald_session={admin.session_cookie}",
             "X-CSRF-Token": admin.csrf,
@@ -205,7 +254,7 @@ def test_fuzz_as_admin(server: ServerProcess) -> None:
         # Signing out would end the session the rest of the run depends on; the
         # anonymous run covers those two routes.
         report = run_fuzz(server, headers, exclude=r"^/api/auth/logout")
-        assert not report.failures and not report.errors, report.problems()
+        report.assert_clean()
         # The credentials really worked: guarded routes answered, not just refused.
         for label in ("GET /api/users", "GET /api/roles", "GET /api/auth/me"):
             assert report.statuses[label][200] > 0, report.summary()
@@ -213,12 +262,12 @@ def test_fuzz_as_admin(server: ServerProcess) -> None:
         assert admin.get("/api/auth/me").status_code == 200
     finally:
         admin.close()
-    assert "Traceback" not in server.log()
+    assert_no_server_errors(server)
 
 
 def test_fuzz_anonymous(server: ServerProcess) -> None:
     report = run_fuzz(server, {}, exclude=None)
-    assert not report.failures and not report.errors, report.problems()
+    report.assert_clean()
     leaked = [
         f"{label}: {dict(counts)}"
         for label, counts in report.statuses.items()
@@ -226,4 +275,81 @@ def test_fuzz_anonymous(server: ServerProcess) -> None:
     ]
     assert not leaked, "anonymous requests succeeded on guarded routes"
     assert report.statuses["GET /api/users"][401] > 0, report.summary()
-    assert "Traceback" not in server.log()
+    assert_no_server_errors(server)
+
+
+def test_fuzz_first_run_setup(fresh_server: ServerProcess) -> None:
+    report = run_fuzz(fresh_server, {}, include=r"^/api/(setup|health|auth/login)$", exclude=None)
+    report.assert_clean()
+    # Nobody guessed the token: the box is still unclaimed.
+    assert report.statuses["POST /api/setup"][403] > 0, report.summary()
+    assert not report.statuses["POST /api/setup"][201], report.summary()
+    assert httpx.get(f"{fresh_server.url}/api/setup").json() == {"needed": True}
+    assert_no_server_errors(fresh_server)
+
+
+JSON = {"Content-Type": "application/json"}
+DEEP_OBJECT = b'{"a":' * 5000 + b"1" + b"}" * 5000
+
+# name -> (request maker, expected status, expected error code)
+HOSTILE: dict[str, tuple[Callable[[Api], httpx.Response], int, str]] = {
+    # compare_digest raised TypeError on non-ASCII text: a 500 before the fix.
+    "non-ASCII CSRF header": (
+        lambda api: api.http.patch("/api/auth/me", json={}, headers={"X-CSRF-Token": b"\xe9"}),
+        403,
+        "csrf",
+    ),
+    # urlsplit raised ValueError in the edge middleware: a bare 500 before the fix.
+    "malformed Origin": (
+        lambda api: api.post("/api/auth/login", json={}, headers={"Origin": "http://[::1"}),
+        403,
+        "cross_origin",
+    ),
+    # The JSON decoder raised RecursionError: a 500 before the fix.
+    "JSON nested 5000 deep": (
+        lambda api: api.patch("/api/auth/me", content=DEEP_OBJECT, headers=JSON),
+        400,
+        "invalid_input",
+    ),
+    "JSON array nested 100000 deep": (
+        lambda api: api.patch("/api/auth/me", content=b"[" * 100_000, headers=JSON),
+        400,
+        "invalid_input",
+    ),
+    "malformed JSON": (
+        lambda api: api.post("/api/users", content=b"{oops", headers=JSON),
+        400,
+        "invalid_input",
+    ),
+    "body over the size limit": (
+        lambda api: api.post("/api/roles", content=b" " * (11 * 1024 * 1024), headers=JSON),
+        413,
+        "too_large",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_request_gets_a_clear_4xx(server: ServerProcess, name: str) -> None:
+    make, status, code = HOSTILE[name]
+    api = sign_in(server)
+    try:
+        r = make(api)
+    finally:
+        api.close()
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code
+    assert r.json()["error"]["message"]
+    assert_no_server_errors(server)
+
+
+def test_setup_token_with_non_ascii_text_is_refused(fresh_server: ServerProcess) -> None:
+    # The token comparison raised TypeError on non-ASCII text: a 500 before the fix.
+    r = httpx.post(
+        f"{fresh_server.url}/api/setup",
+        json={"token": "jeton-é", "username": "mum", "password": ADMIN_PW},
+        timeout=10,
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "invalid_input"
+    assert_no_server_errors(fresh_server)

@@ -14,6 +14,8 @@ Password = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
 DisplayName = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
 RoleName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 ProfileField = Annotated[str, msgspec.Meta(max_length=2000)]
+# The token is ASCII (`secrets.token_urlsafe`); anything else is refused here, as bad input.
+SetupToken = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
 
 
 class ErrorDetail(msgspec.Struct, frozen=True):
@@ -66,7 +68,7 @@ class SetupState(msgspec.Struct, frozen=True):
 
 
 class SetupIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    token: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    token: SetupToken
     username: Username
     password: Password
     display_name: DisplayName | None = None

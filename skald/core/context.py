@@ -29,7 +29,9 @@ class Core:
             )
         layout.ensure()
         registry = await Registry.open(layout.system_db, config.storage.busy_timeout_ms)
-        users = UserManager(registry, layout, PROFILES[config.security.kdf_profile])
+        users = UserManager(
+            registry, layout, PROFILES[config.security.kdf_profile], config.storage.busy_timeout_ms
+        )
         return cls(config=config, layout=layout, registry=registry, users=users)
 
     async def close(self) -> None:

@@ -90,7 +90,7 @@ def _argon2_key(secret: str, salt: bytes, params: KdfParams) -> bytes:
 
 
 def _hkdf_key(secret: str, salt: bytes) -> bytes:
-    # Recovery codes carry 130 bits of entropy, so a memory-hard KDF adds nothing but delay.
+    # Recovery codes carry 150 bits of entropy, so a memory-hard KDF adds nothing but delay.
     return HKDF(
         algorithm=hashes.SHA256(), length=DEK_BYTES, salt=salt, info=b"skald recovery v1"
     ).derive(secret.encode("utf-8"))

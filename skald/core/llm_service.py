@@ -42,11 +42,15 @@ class LlmService:
 
     def _check_kind(self, kind: str, base_url: str | None) -> None:
         if kind not in self.kinds():
-            raise InvalidInputError(f"unknown provider kind {kind!r}; known: {', '.join(self.kinds())}")
+            raise InvalidInputError(
+                f"unknown provider kind {kind!r}; known: {', '.join(self.kinds())}"
+            )
         if kind == "openai_compatible" and not base_url:
             raise InvalidInputError("an openai_compatible provider needs a base_url")
 
-    async def add_provider(self, name: str, kind: str, base_url: str | None, api_key: str | None) -> ProviderRow:
+    async def add_provider(
+        self, name: str, kind: str, base_url: str | None, api_key: str | None
+    ) -> ProviderRow:
         self._check_kind(kind, base_url)
         provider_id = secrets.token_hex(6)
         sealed = self.key.seal(api_key, _purpose(provider_id)) if api_key else None
@@ -55,7 +59,13 @@ class LlmService:
         return row
 
     async def update_provider(
-        self, provider_id: str, name: str | None, kind: str | None, base_url: str | None, api_key: str | None, clear_key: bool
+        self,
+        provider_id: str,
+        name: str | None,
+        kind: str | None,
+        base_url: str | None,
+        api_key: str | None,
+        clear_key: bool,
     ) -> ProviderRow:
         current = await self.store.provider(provider_id)
         kind = kind or current.kind
@@ -68,13 +78,28 @@ class LlmService:
         )
 
     async def add_model(
-        self, provider_id: str, model: str, name: str, strength: Strength, capabilities: list[ModelCapability], priority: int, enabled: bool
+        self,
+        provider_id: str,
+        model: str,
+        name: str,
+        strength: Strength,
+        capabilities: list[ModelCapability],
+        priority: int,
+        enabled: bool,
     ) -> ModelRow:
         await self.store.provider(provider_id)
         stamp = ""
         row = ModelRow(
-            id=secrets.token_hex(6), provider_id=provider_id, model=model, name=name, strength=strength,
-            capabilities=sorted(set(capabilities)), priority=priority, enabled=enabled, created_at=stamp, updated_at=stamp,
+            id=secrets.token_hex(6),
+            provider_id=provider_id,
+            model=model,
+            name=name,
+            strength=strength,
+            capabilities=sorted(set(capabilities)),
+            priority=priority,
+            enabled=enabled,
+            created_at=stamp,
+            updated_at=stamp,
         )
         return await self.store.save_model(row, create=True)
 
@@ -85,7 +110,12 @@ class LlmService:
         return make_client(provider.kind, provider.base_url, api_key, self.types, self.http)
 
     async def source(
-        self, user_id: str, *, strength: Strength = "average", model_id: str | None = None, needs: tuple[str, ...] = ()
+        self,
+        user_id: str,
+        *,
+        strength: Strength = "average",
+        model_id: str | None = None,
+        needs: tuple[str, ...] = (),
     ) -> FallbackClient:
         """The model source for one request: a chosen model alone, or AUTO with fallback."""
         models = await self.store.models()
@@ -111,6 +141,8 @@ class LlmService:
                 error=None if outcome.error is None else str(outcome.error)[:500],
             )
             if outcome.error is not None:
-                log.warning("model failed", model=outcome.model.name, error=str(outcome.error)[:200])
+                log.warning(
+                    "model failed", model=outcome.model.name, error=str(outcome.error)[:200]
+                )
 
         return FallbackClient(candidates, self.health, record)

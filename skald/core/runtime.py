@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import sys
 import time
@@ -81,8 +82,10 @@ class Runtime:
     def _announce_setup(self, out: TextIO) -> None:
         self.setup_token = secrets.token_urlsafe(24)
         path = self.core.layout.root / "setup-token"
-        path.write_text(self.setup_token + "\n", encoding="utf-8")
-        secure_file(path)
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out_file:
+            out_file.write(self.setup_token + "\n")
         bound, port = self.listen
         host = "localhost" if bound in ("0.0.0.0", "::") else bound  # noqa: S104
         # Deliberately printed outside the redacting logger: showing it is its purpose.

@@ -96,10 +96,17 @@ class CreatedUser(msgspec.Struct, frozen=True, kw_only=True):
 class UserManager:
     """Every change to an account goes through here (registry rows, owner files, keys)."""
 
-    def __init__(self, registry: Registry, layout: DataLayout, kdf: keys.KdfParams) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        layout: DataLayout,
+        kdf: keys.KdfParams,
+        busy_timeout_ms: int = 5000,
+    ) -> None:
         self.registry = registry
         self.layout = layout
         self.kdf = kdf
+        self.busy_timeout_ms = busy_timeout_ms
         self._open: dict[str, _OpenOwner] = {}
         # Serialises unlock/lock per user so two logins don't open the file twice.
         self._locks: dict[str, asyncio.Lock] = {}
@@ -211,8 +218,11 @@ class UserManager:
             if owner is None or owner.db.closed:
                 path = self.layout.user_db(user.id)
                 name = f"owner-{user.id}"
+                timeout = self.busy_timeout_ms
                 db = await (
-                    open_plain(path, name) if dek is None else open_encrypted(path, name, dek)
+                    open_plain(path, name, timeout, create=False)
+                    if dek is None
+                    else open_encrypted(path, name, dek, timeout, create=False)
                 )
                 try:
                     await db.call(lambda c: migrate(c, OWNER))
@@ -279,9 +289,28 @@ class UserManager:
 
     # -- revocation --------------------------------------------------------------
 
+    async def _refuse_last_admin(self, user: User, action: str) -> None:
+        role = await self.registry.get_role(user.role)
+        if role is None or "admin.users" not in role.capabilities or not user.active:
+            return
+        if not await self._other_admin_exists(user.id):
+            raise ConflictError(
+                f"{user.username} is the last active administrator: cannot {action}"
+            )
+
+    async def _other_admin_exists(self, user_id: str) -> bool:
+        for other in await self.registry.list_users():
+            if other.id == user_id or not other.active:
+                continue
+            role = await self.registry.get_role(other.role)
+            if role is not None and "admin.users" in role.capabilities:
+                return True
+        return False
+
     async def deactivate(self, username: str) -> User:
         """Synchronous revocation: when this returns, nothing of theirs is open."""
         user = await self.get(username)
+        await self._refuse_last_admin(user, "deactivate them")
         await self.registry.set_active(user.id, False)
         await self.lock(user.id)
         return await self.get(username)
@@ -294,6 +323,7 @@ class UserManager:
     async def delete(self, username: str) -> None:
         """Remove the account, its owner database and its home folder. Not undoable."""
         user = await self.get(username)
+        await self._refuse_last_admin(user, "delete them")
         await self.lock(user.id)
         await self.registry.delete_user(user.id)
         await asyncio.to_thread(_remove_db_files, self.layout.user_db(user.id))

@@ -20,4 +20,6 @@ class LlmError(SkaldError):
 def error_for_status(status: int, provider: str, detail: str) -> LlmError:
     """401/403/404/422 and other 4xx are the caller's fault: never retried or fallen back."""
     retriable = status in RETRIABLE_STATUSES or status >= 500
-    return LlmError(f"{provider} answered {status}: {detail[:300]}", status=status, retriable=retriable)
+    return LlmError(
+        f"{provider} answered {status}: {detail[:300]}", status=status, retriable=retriable
+    )

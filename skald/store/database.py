@@ -88,7 +88,11 @@ class Database:
 
     # -- opening -------------------------------------------------------------------
 
-    def _open_sync(self, key: bytes | None, busy_timeout_ms: int) -> None:
+    def _open_sync(self, key: bytes | None, busy_timeout_ms: int, create: bool) -> None:
+        if not create and not self.path.exists():
+            # Never paper over a lost file with an empty new one: the member would see
+            # no data and their next writes would land in the wrong file.
+            raise StorageError(f"{self.path} is missing; restore it from a backup")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _touch_private(self.path)
         conn = apsw.Connection(str(self.path))
@@ -179,10 +183,12 @@ def run_in_transaction(conn: apsw.Connection, fn: Callable[[apsw.Connection], T]
     return result
 
 
-async def _open(path: Path, name: str, key: bytes | None, busy_timeout_ms: int) -> Database:
+async def _open(
+    path: Path, name: str, key: bytes | None, busy_timeout_ms: int, create: bool
+) -> Database:
     db = Database(path, name)
     try:
-        await asyncio.wrap_future(db._executor.submit(db._open_sync, key, busy_timeout_ms))
+        await asyncio.wrap_future(db._executor.submit(db._open_sync, key, busy_timeout_ms, create))
     except BaseException:
         await db.aclose()
         raise
@@ -190,17 +196,22 @@ async def _open(path: Path, name: str, key: bytes | None, busy_timeout_ms: int) 
 
 
 async def open_plain(
-    path: Path, name: str, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    path: Path, name: str, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, *, create: bool = True
 ) -> Database:
-    """Open (creating if needed) an unencrypted database file."""
-    return await _open(path, name, None, busy_timeout_ms)
+    """Open an unencrypted database file (creating it unless `create` is False)."""
+    return await _open(path, name, None, busy_timeout_ms, create)
 
 
 async def open_encrypted(
-    path: Path, name: str, key: bytes, busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS
+    path: Path,
+    name: str,
+    key: bytes,
+    busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+    *,
+    create: bool = True,
 ) -> Database:
-    """Open (creating if needed) a SQLCipher-4 database with a raw 256-bit key."""
-    return await _open(path, name, bytes(key), busy_timeout_ms)
+    """Open a SQLCipher-4 database with a raw 256-bit key (creating it unless told not to)."""
+    return await _open(path, name, bytes(key), busy_timeout_ms, create)
 
 
 def fetch_all(conn: apsw.Connection, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:

@@ -6,17 +6,14 @@ import json
 from typing import Any
 
 import apsw
-import msgspec
 
 from skald.errors import NotFoundError
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store import notes
+from skald.store.database import Database, fetch_one
+from skald.store.notes import PRIVATE_NOTES, NoteHit, NoteInfo
 from skald.store.registry import now_iso
 
-
-class NoteHit(msgspec.Struct, frozen=True):
-    path: str
-    snippet: str
-    rank: float
+__all__ = ["NoteHit", "NoteInfo", "OwnerStore"]
 
 
 class OwnerStore:
@@ -42,45 +39,30 @@ class OwnerStore:
         )
 
     # -- memory notes ------------------------------------------------------------
+    # Paths are relative to the store (`people/ada.md`); the agent-facing `user-memory/`
+    # prefix and its rules live in `skald.agent.note_paths`.
 
     async def note_put(self, path: str, content: str) -> None:
         stamp = now_iso()
-        await self.db.transaction(
-            lambda c: c.execute(
-                "INSERT INTO memory_notes(path, content, created_at, updated_at) VALUES (?,?,?,?) "
-                "ON CONFLICT(path) DO UPDATE SET content=excluded.content, updated_at=excluded.updated_at",
-                (path, content, stamp, stamp),
-            )
-        )
+        await self.db.transaction(lambda c: notes.put(c, PRIVATE_NOTES, path, content, stamp))
 
     async def note_get(self, path: str) -> str:
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT content FROM memory_notes WHERE path=?", (path,))
-        )
-        if row is None:
+        content = await self.db.call(lambda c: notes.get(c, PRIVATE_NOTES, path))
+        if content is None:
             raise NotFoundError(f"no note at {path}")
-        return str(row[0])
+        return content
 
     async def note_delete(self, path: str) -> None:
         def q(c: apsw.Connection) -> None:
-            c.execute("DELETE FROM memory_notes WHERE path=?", (path,))
-            if c.changes() == 0:
+            if not notes.delete(c, PRIVATE_NOTES, path):
                 raise NotFoundError(f"no note at {path}")
 
         await self.db.transaction(q)
 
+    async def note_list(self, prefix: str = "") -> list[NoteInfo]:
+        """Notes whose path starts with `prefix` (plain text, not a pattern), by path."""
+        return await self.db.call(lambda c: notes.list_notes(c, PRIVATE_NOTES, prefix))
+
     async def note_search(self, query: str, limit: int = 20) -> list[NoteHit]:
         """Full-text search; the query is matched as plain words, never as FTS syntax."""
-        words = [w for w in query.split() if w]
-        if not words:
-            return []
-        match = " ".join('"' + w.replace('"', '""') + '"' for w in words)
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT path, snippet(memory_notes_fts, 1, '[', ']', '…', 12), bm25(memory_notes_fts) "
-                "FROM memory_notes_fts WHERE memory_notes_fts MATCH ? ORDER BY bm25(memory_notes_fts) LIMIT ?",
-                (match, limit),
-            )
-        )
-        return [NoteHit(path=r[0], snippet=r[1], rank=float(r[2])) for r in rows]
+        return await self.db.call(lambda c: notes.search(c, PRIVATE_NOTES, query, limit))

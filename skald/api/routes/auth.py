@@ -113,7 +113,10 @@ async def change_password(
 
 @get("/api/setup", opt=PUBLIC)
 async def setup_state(rt: NamedDependency[Runtime]) -> SetupState:
-    return SetupState(needed=not await rt.core.registry.admin_exists())
+    needed = not await rt.core.registry.admin_exists()
+    if not needed and rt.setup_token is not None:
+        rt.setup_finished()  # an admin was made with `skald setup` meanwhile
+    return SetupState(needed=needed)
 
 
 @post("/api/setup", opt=PUBLIC, status_code=201, responses=errors(409, 429))

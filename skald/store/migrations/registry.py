@@ -158,6 +158,38 @@ CREATE TABLE sessions(
 CREATE INDEX sessions_by_user ON sessions(user_id);
 """
 
+# The household's shared memory notes: the owner's `memory_notes` shape (external-content
+# FTS5 kept in step by triggers) plus who changed each note last. Deleting that member
+# keeps the note and forgets the name.
+_V5_SHARED_NOTES = """
+CREATE TABLE shared_memory_notes(
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    updated_by TEXT REFERENCES users(id) ON DELETE SET NULL
+);
+CREATE VIRTUAL TABLE shared_memory_notes_fts USING fts5(
+    path, content, content='shared_memory_notes', content_rowid='id',
+    tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER shared_memory_notes_ai AFTER INSERT ON shared_memory_notes BEGIN
+    INSERT INTO shared_memory_notes_fts(rowid, path, content)
+        VALUES (new.id, new.path, new.content);
+END;
+CREATE TRIGGER shared_memory_notes_ad AFTER DELETE ON shared_memory_notes BEGIN
+    INSERT INTO shared_memory_notes_fts(shared_memory_notes_fts, rowid, path, content)
+        VALUES ('delete', old.id, old.path, old.content);
+END;
+CREATE TRIGGER shared_memory_notes_au AFTER UPDATE OF path, content ON shared_memory_notes BEGIN
+    INSERT INTO shared_memory_notes_fts(shared_memory_notes_fts, rowid, path, content)
+        VALUES ('delete', old.id, old.path, old.content);
+    INSERT INTO shared_memory_notes_fts(rowid, path, content)
+        VALUES (new.id, new.path, new.content);
+END;
+"""
+
 REGISTRY = Schema(
     "registry",
     (
@@ -165,5 +197,6 @@ REGISTRY = Schema(
         Migration(2, "users and key wraps", _V2_USERS),
         Migration(3, "user profile", _V3_PROFILE),
         Migration(4, "login sessions", _V4_SESSIONS),
+        Migration(5, "shared memory notes with full-text search", _V5_SHARED_NOTES),
     ),
 )

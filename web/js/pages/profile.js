@@ -1,12 +1,12 @@
 // #/profile — the user's own account: name, language, theme, password,
 // what encryption means for them, and "log out everywhere".
 // In simple mode (children) only name, language and password are shown.
-import { html, useState } from '../lib.js';
+import { html, useState, useEffect } from '../lib.js';
 import { t } from '../i18n.js';
 import { api } from '../api.js';
 import { getState } from '../store.js';
 import { setMe, signedOut } from '../session.js';
-import { storedTheme, setTheme } from '../theme.js';
+import { storedTheme, setTheme, onThemeChange } from '../theme.js';
 import { Icon } from '../components/icons.js';
 import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../components/form.js';
 import { LocalePicker } from '../components/controls.js';
@@ -17,6 +17,8 @@ function AboutYou({ me, simple }) {
   const [run, busy, error] = useAction();
   const [saved, setSaved] = useFlash();
   const [theme, setThemeChoice] = useState(storedTheme());
+  // The header's toggle changes the theme too: keep this select in step with it.
+  useEffect(() => onThemeChange(() => setThemeChoice(storedTheme())), []);
   const nameId = useId('p-name');
   const themeId = useId('p-theme');
 

@@ -1,0 +1,230 @@
+"""What the loop tells the outside world while a turn runs.
+
+Every event is a msgspec struct in one tagged union (`Event`, tag field `type`), carrying
+the conversation it belongs to and its depth (0 for the conversation itself, 1.. for
+sub-agents, whose events reach the same sink under their own conversation id). The
+sink is a plain callable, sync or async; it must not block for long (drop token deltas
+rather than apply backpressure). A sink that raises is logged and ignored: losing an
+event must never break a turn.
+
+The authoritative state is the history store, not the events: a client that missed
+events reloads the history.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import msgspec
+
+from skald.llm.types import ToolCall, Usage
+from skald.log import get_logger
+
+log = get_logger("skald.agent")
+
+CallStatus = Literal[
+    "pending", "awaiting_approval", "running", "done", "error", "denied", "interrupted"
+]
+TurnStatus = Literal["done", "failed", "stopped", "awaiting_approval"]
+
+
+class AgentEvent(msgspec.Struct, frozen=True, kw_only=True):
+    conversation_id: str
+    depth: int = 0
+
+
+class TurnStarted(AgentEvent, frozen=True, tag="turn_started"):
+    resumed: bool = False  # True when recovery continues an interrupted turn
+
+
+class TokenDelta(AgentEvent, frozen=True, tag="token_delta"):
+    text: str
+
+
+class ToolCallUpdate(AgentEvent, frozen=True, tag="tool_call"):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    status: CallStatus
+
+
+class ToolOutput(AgentEvent, frozen=True, tag="tool_output"):
+    """A chunk of output a running tool streams (command output, progress)."""
+
+    call_id: str
+    chunk: str
+
+
+class ToolFinished(AgentEvent, frozen=True, tag="tool_result"):
+    call_id: str
+    name: str
+    status: CallStatus  # done, error, denied or interrupted
+    content: str
+    is_error: bool
+    metadata: dict[str, Any] | None = None
+
+
+class ApprovalRequested(AgentEvent, frozen=True, tag="approval_requested"):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    kind: str
+    reason: str = ""
+
+
+class UsageReport(AgentEvent, frozen=True, tag="usage"):
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None = None
+
+
+class Compacted(AgentEvent, frozen=True, tag="compacted"):
+    dropped: int  # messages replaced by the summary
+    kept: int
+
+
+class SubagentStarted(AgentEvent, frozen=True, tag="subagent_started"):
+    call_id: str  # the parent's execute_task call
+    child_conversation_id: str
+    agent: str | None = None
+
+
+class SubagentFinished(AgentEvent, frozen=True, tag="subagent_finished"):
+    call_id: str
+    child_conversation_id: str
+    status: TurnStatus
+    error: str | None = None
+
+
+class TurnDone(AgentEvent, frozen=True, tag="turn_done"):
+    status: TurnStatus
+    error: str | None = None
+    text: str = ""  # the final assistant text (streamed already as token deltas)
+    rounds: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+Event = (
+    TurnStarted
+    | TokenDelta
+    | ToolCallUpdate
+    | ToolOutput
+    | ToolFinished
+    | ApprovalRequested
+    | UsageReport
+    | Compacted
+    | SubagentStarted
+    | SubagentFinished
+    | TurnDone
+)
+
+EventSink = Callable[[Event], Awaitable[None] | None]
+
+
+async def deliver(sink: EventSink, event: Event) -> None:
+    """Hand one event to the sink; a failing sink is logged, never propagated."""
+    try:
+        result = sink(event)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("agent event sink failed", event_type=type(event).__name__)
+
+
+class Emitter:
+    """The sink bound to one conversation and depth, with one method per event."""
+
+    def __init__(self, sink: EventSink, conversation_id: str, depth: int) -> None:
+        self.sink = sink
+        self.conversation_id = conversation_id
+        self.depth = depth
+
+    async def turn_started(self, *, resumed: bool) -> None:
+        await self._send(TurnStarted(**self._base(), resumed=resumed))
+
+    async def token(self, text: str) -> None:
+        await self._send(TokenDelta(**self._base(), text=text))
+
+    async def call(self, call: ToolCall, status: CallStatus) -> None:
+        await self._send(
+            ToolCallUpdate(
+                **self._base(),
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                status=status,
+            )
+        )
+
+    async def result(
+        self,
+        call: ToolCall,
+        status: CallStatus,
+        content: str,
+        is_error: bool,
+        metadata: dict[str, Any] | None,
+    ) -> None:
+        await self._send(
+            ToolFinished(
+                **self._base(),
+                call_id=call.id,
+                name=call.name,
+                status=status,
+                content=content,
+                is_error=is_error,
+                metadata=metadata,
+            )
+        )
+
+    async def approval(self, call: ToolCall, kind: str, reason: str) -> None:
+        await self._send(
+            ApprovalRequested(
+                **self._base(),
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                kind=kind,
+                reason=reason,
+            )
+        )
+
+    async def usage(self, model: str, usage: Usage) -> None:
+        await self._send(
+            UsageReport(
+                **self._base(),
+                model=model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd,
+            )
+        )
+
+    async def compacted(self, dropped: int, kept: int) -> None:
+        await self._send(Compacted(**self._base(), dropped=dropped, kept=kept))
+
+    async def turn_done(
+        self, status: TurnStatus, *, error: str | None, text: str, rounds: int, usage: Usage
+    ) -> None:
+        await self._send(
+            TurnDone(
+                **self._base(),
+                status=status,
+                error=error,
+                text=text,
+                rounds=rounds,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd,
+            )
+        )
+
+    def _base(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "depth": self.depth}
+
+    async def _send(self, event: Event) -> None:
+        await deliver(self.sink, event)

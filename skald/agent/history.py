@@ -1,0 +1,191 @@
+"""The history store interface, an in-memory store, and the projection for the model.
+
+Persistence order (what makes a crash lose nothing):
+1. the user message, before the first model call;
+2. the assistant message with all its tool calls, before any of them runs (every call
+   starts `pending`);
+3. `awaiting_approval` / `running` marks, before the wait or the run starts;
+4. each tool result together with its final state, as soon as it is known.
+
+A call is unfinished while it has no result. Every call ends up with exactly one result
+(`append_result` of a second one is a bug, and `MemoryHistory` refuses it).
+
+Stores persist in arrival order; results of concurrent calls may arrive out of call
+order. `project()` turns whatever a store returns into a valid conversation for a model:
+each call's result right after its assistant message, in call order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Any, Protocol
+
+import msgspec
+
+from skald.llm.types import Message, TextPart, ToolCall
+
+
+class CallState(StrEnum):
+    PENDING = "pending"  # stored with its assistant message, not started
+    AWAITING_APPROVAL = "awaiting_approval"
+    RUNNING = "running"
+    DONE = "done"
+    ERROR = "error"
+    DENIED = "denied"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def finished(self) -> bool:
+        return self not in _OPEN
+
+
+_OPEN = frozenset({CallState.PENDING, CallState.AWAITING_APPROVAL, CallState.RUNNING})
+
+
+class UnfinishedCall(msgspec.Struct, frozen=True):
+    call: ToolCall
+    state: CallState
+
+
+class HistoryStore(Protocol):
+    """One conversation's history. Every method must be durable when it returns."""
+
+    @property
+    def conversation_id(self) -> str: ...
+
+    async def append(self, message: Message) -> None:
+        """Store a user, assistant or system message; an assistant's calls start `pending`."""
+        ...
+
+    async def mark_call(self, call_id: str, state: CallState) -> None:
+        """Move an unfinished call to `awaiting_approval` or `running`."""
+        ...
+
+    async def append_result(
+        self, result: Message, state: CallState, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        """Store a tool message and finish its call with `state`, atomically."""
+        ...
+
+    async def load(self) -> list[Message]:
+        """The conversation as stored (from the latest summary on), in append order."""
+        ...
+
+    async def unfinished_calls(self) -> list[UnfinishedCall]:
+        """Calls without a result, in the order they were made."""
+        ...
+
+    async def replace_head(self, count: int, summary: Message) -> None:
+        """Compaction: the first `count` messages of `load()` are replaced by `summary`."""
+        ...
+
+
+class MemoryHistory:
+    """A `HistoryStore` in memory: tests, and ephemeral sub-agent sessions."""
+
+    def __init__(self, conversation_id: str = "memory", messages: Iterable[Message] = ()) -> None:
+        self._conversation_id = conversation_id
+        self.messages: list[Message] = []
+        self.states: dict[str, CallState] = {}
+        self.calls: dict[str, ToolCall] = {}
+        self.metadata: dict[str, Mapping[str, Any]] = {}
+        for message in messages:
+            self._add(message)
+
+    @property
+    def conversation_id(self) -> str:
+        return self._conversation_id
+
+    async def append(self, message: Message) -> None:
+        if message.role == "tool":
+            raise ValueError("tool results go through append_result")
+        self._add(message)
+
+    async def mark_call(self, call_id: str, state: CallState) -> None:
+        self._require_open(call_id)
+        if state.finished:
+            raise ValueError("a call is finished by append_result")
+        self.states[call_id] = state
+
+    async def append_result(
+        self, result: Message, state: CallState, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        if result.role != "tool" or result.tool_call_id is None:
+            raise ValueError("a result is a tool message with a tool_call_id")
+        if not state.finished:
+            raise ValueError(f"a result needs a final state, not {state}")
+        self._require_open(result.tool_call_id)
+        self.messages.append(result)
+        self.states[result.tool_call_id] = state
+        if metadata:
+            self.metadata[result.tool_call_id] = metadata
+
+    async def load(self) -> list[Message]:
+        return list(self.messages)
+
+    async def unfinished_calls(self) -> list[UnfinishedCall]:
+        return [
+            UnfinishedCall(call, state)
+            for call_id, call in self.calls.items()
+            if not (state := self.states[call_id]).finished
+        ]
+
+    async def replace_head(self, count: int, summary: Message) -> None:
+        self.messages[:count] = [summary]
+
+    def _add(self, message: Message) -> None:
+        for call in message.tool_calls:
+            if call.id in self.calls:
+                raise ValueError(f"duplicate tool call id {call.id!r}")
+            self.calls[call.id] = call
+            self.states[call.id] = CallState.PENDING
+        if message.role == "tool" and message.tool_call_id in self.states:
+            self.states[message.tool_call_id] = CallState.DONE
+        self.messages.append(message)
+
+    def _require_open(self, call_id: str) -> None:
+        state = self.states.get(call_id)
+        if state is None:
+            raise ValueError(f"unknown tool call {call_id!r}")
+        if state.finished:
+            raise ValueError(f"tool call {call_id!r} already has a result ({state})")
+
+
+MISSING_RESULT = "No result was recorded for this call (it was interrupted)."
+
+
+def project(messages: Iterable[Message]) -> list[Message]:
+    """A valid conversation for a model: every call followed by exactly one result.
+
+    Results are placed right after their assistant message in call order; a call with
+    no stored result gets an error placeholder; results without a call are dropped.
+    """
+    messages = list(messages)
+    results: dict[str, Message] = {}
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id is not None:
+            results.setdefault(m.tool_call_id, m)
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "tool":
+            continue
+        out.append(m)
+        for call in m.tool_calls:
+            found = results.pop(call.id, None)
+            out.append(found or _placeholder(call.id))
+    return out
+
+
+def _placeholder(call_id: str) -> Message:
+    return Message(
+        role="tool", content=[TextPart(MISSING_RESULT)], tool_call_id=call_id, is_error=True
+    )
+
+
+def tool_result_message(call_id: str, text: str, *, is_error: bool) -> Message:
+    return Message(role="tool", content=[TextPart(text)], tool_call_id=call_id, is_error=is_error)
+
+
+def call_ids(messages: Iterable[Message]) -> set[str]:
+    return {call.id for m in messages for call in m.tool_calls}

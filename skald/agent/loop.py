@@ -1,0 +1,345 @@
+"""The agent loop: rounds of model call -> tool calls -> results, until the model answers.
+
+One `AgentLoop` serves one conversation (one history store) and runs one turn at a
+time; the caller (Skald's chat hub) serialises turns per conversation. Entry points:
+- `run_turn(message)`: settle any calls left open (as interrupted), store the user
+  message, run rounds.
+- `resume()`: continue unfinished work after a crash or a deferred approval: re-run,
+  re-ask or report the open calls (see `recovery.py`), then run rounds.
+- `stop()`: `/stop`; reaches the model stream, tools, approval waits and sub-agents.
+- `compact()`: `/compact`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from skald.agent import compaction
+from skald.agent.approval import ApprovalGate
+from skald.agent.calls import CallRunner, interrupted
+from skald.agent.cancel import DEFAULT_GRACE_S, CancelScope, Stopped
+from skald.agent.compaction import CompactionError, CompactionResult
+from skald.agent.events import Emitter, EventSink, TurnStatus
+from skald.agent.history import HistoryStore, project
+from skald.agent.recovery import needs_resume, recovery_action, repair_text
+from skald.agent.streaming import Reply, call_model, normalise_call_ids
+from skald.agent.tools import Tool
+from skald.llm.client import ModelClient
+from skald.llm.errors import LlmError
+from skald.llm.types import Message, Request, TextPart, Usage
+from skald.log import get_logger
+
+log = get_logger("skald.agent")
+
+ROUND_LIMIT = (
+    "Stopped after {n} model calls: the limit for one turn was reached. Send a message to continue."
+)
+
+
+class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
+    model: str  # the wire model id the model source expects
+    system_prompt: str = ""
+    max_rounds: int = 25  # model calls per turn
+    max_tokens: int = 4096
+    temperature: float | None = None
+    max_parallel_calls: int = 8
+    max_result_chars: int = 60_000  # longer tool output is cut (the model sees a note)
+    model_retries: int = 1  # retriable errors before the first token
+    retry_backoff_s: float = 1.0
+    compact_at_tokens: int | None = None  # automatic compaction threshold (chars/4 estimate)
+    compact_keep_last: int = 8
+    stop_grace_s: float = DEFAULT_GRACE_S  # time stopped work gets to unwind
+
+
+class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
+    status: TurnStatus
+    text: str = ""  # the final assistant text
+    error: str | None = None  # failed: what went wrong; stopped: the stop reason
+    rounds: int = 0
+    usage: Usage = msgspec.field(default_factory=Usage)
+
+
+@dataclass
+class _Turn:
+    scope: CancelScope
+    runner: CallRunner
+    rounds: int = 0
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    reply: Reply | None = None  # the model answer being streamed, until it is stored
+    compacted: bool = False
+
+    def result(self, status: TurnStatus, error: str | None = None) -> TurnResult:
+        return TurnResult(
+            status=status, text=self.text, error=error, rounds=self.rounds, usage=self.usage
+        )
+
+
+TurnBody = Callable[[_Turn], Awaitable[TurnResult]]
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        model: ModelClient,
+        tools: Iterable[Tool],
+        history: HistoryStore,
+        gate: ApprovalGate,
+        sink: EventSink,
+        config: LoopConfig,
+        *,
+        cancel: CancelScope | None = None,
+        depth: int = 0,
+        extras: Mapping[str, object] | None = None,
+    ) -> None:
+        self.model = model
+        self.tools = _by_name(tools)
+        self.history = history
+        self.gate = gate
+        self.config = config
+        self.emit = Emitter(sink, history.conversation_id, depth)
+        self.extras: Mapping[str, object] = extras or {}
+        self._parent = cancel
+        self._specs = [tool.spec for tool in self.tools.values()]
+        self._scope: CancelScope | None = None  # of the running turn or compaction
+
+    @property
+    def busy(self) -> bool:
+        return self._scope is not None
+
+    def stop(self, reason: str = "stopped by the user") -> None:
+        """Stop the running turn (or compaction); a no-op when idle."""
+        if self._scope is not None:
+            self._scope.cancel(reason)
+
+    async def run_turn(self, message: Message | str) -> TurnResult:
+        if isinstance(message, str):
+            message = Message(role="user", content=[TextPart(message)])
+        user_message = message
+
+        async def body(turn: _Turn) -> TurnResult:
+            await self._repair(turn)
+            await self.history.append(user_message)
+            return await self._drive(turn)
+
+        return await self._run(body, resumed=False)
+
+    async def resume(self) -> TurnResult:
+        """Finish interrupted work; returns `done` with 0 rounds (no events) if there is none."""
+        if not await needs_resume(self.history):
+            return TurnResult(status="done")
+        return await self._run(self._resume_body, resumed=True)
+
+    async def compact(self, keep_last_n: int | None = None) -> CompactionResult | None:
+        """Summarise the older messages now (`/compact`); None when there is nothing to cut."""
+        scope = self._claim()
+        try:
+            done = await compaction.compact(
+                self.history,
+                self.model,
+                model_id=self.config.model,
+                keep_last_n=self.config.compact_keep_last if keep_last_n is None else keep_last_n,
+                scope=scope,
+            )
+        finally:
+            self._scope = None
+        if done is not None:
+            await self.emit.compacted(done.dropped, done.kept)
+        return done
+
+    # -- turn lifecycle -----------------------------------------------------------------
+
+    def _claim(self) -> CancelScope:
+        if self._scope is not None:
+            raise RuntimeError("this conversation is already running a turn")
+        self._scope = CancelScope(self._parent, grace_s=self.config.stop_grace_s)
+        return self._scope
+
+    async def _run(self, body: TurnBody, *, resumed: bool) -> TurnResult:
+        scope = self._claim()
+        try:
+            turn = _Turn(scope=scope, runner=self._runner(scope))
+            await self.emit.turn_started(resumed=resumed)
+            result = await self._guard(turn, body)
+            await self.emit.turn_done(
+                result.status,
+                error=result.error,
+                text=result.text,
+                rounds=result.rounds,
+                usage=result.usage,
+            )
+            return result
+        finally:
+            self._scope = None
+
+    async def _guard(self, turn: _Turn, body: TurnBody) -> TurnResult:
+        try:
+            return await body(turn)
+        except Stopped as stop:
+            reason = stop.reason
+        except LlmError as exc:
+            return turn.result("failed", error=str(exc))
+        except Exception as exc:
+            log.exception("agent turn failed", conversation_id=self.history.conversation_id)
+            return turn.result("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+        try:
+            await self._settle_stopped(turn)
+        except Exception as exc:
+            log.exception(
+                "could not record a stopped turn", conversation_id=self.history.conversation_id
+            )
+            return turn.result("failed", error=f"internal error while stopping: {exc}")
+        return turn.result("stopped", error=reason)
+
+    async def _settle_stopped(self, turn: _Turn) -> None:
+        """Keep what the user saw, and give every open call its (interrupted) result."""
+        reply, turn.reply = turn.reply, None
+        if reply is not None and reply.text:
+            await self.history.append(Message(role="assistant", content=[TextPart(reply.text)]))
+            turn.text = reply.text
+        for open_call in await self.history.unfinished_calls():
+            await turn.runner.settle(
+                open_call.call, interrupted("Stopped by the user before it finished.")
+            )
+
+    def _runner(self, scope: CancelScope) -> CallRunner:
+        return CallRunner(
+            tools=self.tools,
+            gate=self.gate,
+            history=self.history,
+            emit=self.emit,
+            scope=scope,
+            extras=self.extras,
+            max_parallel=self.config.max_parallel_calls,
+            max_result_chars=self.config.max_result_chars,
+        )
+
+    # -- rounds -------------------------------------------------------------------------
+
+    async def _drive(self, turn: _Turn) -> TurnResult:
+        while turn.rounds < self.config.max_rounds:
+            turn.scope.check()
+            messages = await self._prepare(turn)
+            reply = await self._ask_model(turn, messages)
+            message = reply.message()
+            if message.content or message.tool_calls:
+                await self.history.append(message)  # before any call runs
+            turn.reply = None
+            turn.text = reply.text
+            if not reply.calls:
+                return turn.result("done")
+            for call in reply.calls:
+                await self.emit.call(call, "pending")
+            if not await turn.runner.run_batch(reply.calls):
+                return turn.result("awaiting_approval")
+        turn.scope.check()
+        return turn.result("failed", error=ROUND_LIMIT.format(n=self.config.max_rounds))
+
+    async def _ask_model(self, turn: _Turn, messages: list[Message]) -> Reply:
+        cfg = self.config
+        system = (
+            [Message(role="system", content=[TextPart(cfg.system_prompt)])]
+            if cfg.system_prompt
+            else []
+        )
+        request = Request(
+            model=cfg.model,
+            messages=system + messages,
+            tools=self._specs,
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+        )
+        reply = turn.reply = Reply()
+        await call_model(
+            self.model,
+            request,
+            reply,
+            turn.scope,
+            self.emit.token,
+            retries=cfg.model_retries,
+            backoff_s=cfg.retry_backoff_s,
+        )
+        turn.rounds += 1
+        reply.calls = normalise_call_ids(reply.calls)
+        turn.usage = add_usage(turn.usage, reply.usage)
+        await self.emit.usage(cfg.model, reply.usage)
+        return reply
+
+    async def _prepare(self, turn: _Turn) -> list[Message]:
+        """The projection for the next model call, compacted first when over the threshold."""
+        messages = project(await self.history.load())
+        limit = self.config.compact_at_tokens
+        if limit is None or turn.compacted:
+            return messages
+        size = compaction.estimate_tokens(
+            messages, system=self.config.system_prompt, tools=self._specs
+        )
+        if size <= limit:
+            return messages
+        turn.compacted = True  # once per turn, even if it did not help
+        try:
+            done = await compaction.compact(
+                self.history,
+                self.model,
+                model_id=self.config.model,
+                keep_last_n=self.config.compact_keep_last,
+                scope=turn.scope,
+            )
+        except (LlmError, CompactionError) as exc:
+            log.warning("automatic compaction failed", error=str(exc))
+            return messages
+        if done is None:
+            return messages
+        await self.emit.compacted(done.dropped, done.kept)
+        return project(await self.history.load())
+
+    # -- recovery -----------------------------------------------------------------------
+
+    async def _repair(self, turn: _Turn) -> None:
+        """A new message arrived: close every call still open, without running it."""
+        for open_call in await self.history.unfinished_calls():
+            text = repair_text(open_call, self.tools.get(open_call.call.name))
+            await turn.runner.settle(open_call.call, interrupted(text))
+
+    async def _resume_body(self, turn: _Turn) -> TurnResult:
+        runnable = []
+        for open_call in await self.history.unfinished_calls():
+            text = recovery_action(open_call, self.tools.get(open_call.call.name))
+            if text is None:
+                runnable.append(open_call.call)
+            else:
+                await turn.runner.settle(open_call.call, interrupted(text))
+        for call in runnable:
+            outcome = await turn.runner.evaluate(call)
+            if outcome is None:
+                return turn.result("awaiting_approval")
+            await turn.runner.settle(call, outcome)
+        messages = project(await self.history.load())
+        if messages and messages[-1].role not in ("user", "tool"):
+            return turn.result("done")
+        return await self._drive(turn)
+
+
+def add_usage(a: Usage, b: Usage) -> Usage:
+    cost = (
+        None
+        if a.cost_usd is None and b.cost_usd is None
+        else (a.cost_usd or 0.0) + (b.cost_usd or 0.0)
+    )
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cost_usd=cost,
+    )
+
+
+def _by_name(tools: Iterable[Tool]) -> dict[str, Tool]:
+    out: dict[str, Tool] = {}
+    for tool in tools:
+        if tool.name in out:
+            raise ValueError(f"two tools are named {tool.name!r}")
+        out[tool.name] = tool
+    return out

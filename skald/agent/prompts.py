@@ -1,0 +1,377 @@
+"""Agents as data: loading `agents/<id>/` definitions and composing their system prompts.
+
+An agent is a folder holding `meta.json` (id, display name, type, description, the
+shared fragments it includes, optional model strength and tool allow-list) and
+`AGENT.md` (its instructions). Two kinds of markers may appear in the Markdown:
+
+- `{{include:NAME}}` alone on a line pulls in `agents/common/NAME.md`. Fragments may
+  include other fragments; a cycle is an error. Includes are resolved first.
+- `<!-- NAME -->` (upper-case) is a placeholder filled at run time with a complete block
+  (heading included) or with nothing. Values are substituted in one pass, so text inside a
+  value is never read as a marker. A line left empty by placeholders is dropped.
+
+Everything else is copied into the prompt as written, so fragments carry no comments.
+Content that changes more often belongs lower in a prompt: the provider caches the
+longest unchanged prefix. For the same reason the date is given to the hour only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Final, Literal
+from zoneinfo import ZoneInfo
+
+import msgspec
+
+from skald.errors import SkaldError
+
+AgentType = Literal["chat", "task", "system"]
+ModelStrength = Literal["low", "average", "high"]
+
+META_FILE: Final = "meta.json"
+PROMPT_FILE: Final = "AGENT.md"
+COMMON_DIR: Final = "common"
+DEFAULT_CHAT_AGENT: Final = "assistant"
+MAX_INCLUDE_DEPTH: Final = 8
+
+# The tag Skald wraps around context it adds to a message (what the user is looking at,
+# attachments...). The fragments name it literally; `view_context_block` produces it.
+HARNESS_TAG: Final = "skald-context"
+VIEW_HEADING: Final = "Viewing at the time of this message:"
+
+# Every placeholder an agent may use, and what fills it. Anything else renders empty and
+# is reported by `unknown_placeholders`.
+PLACEHOLDERS: Final[Mapping[str, str]] = {
+    "USER_PROFILE": "who the agent is talking with (profile_block)",
+    "DATETIME": "the local date and the hour, with the timezone (datetime_block)",
+    "USER_MEMORY_INDEX": "the member's user-memory/index.md (memory_index_block)",
+    "SHARED_MEMORY_INDEX": "the household's shared-memory/index.md (memory_index_block)",
+    "TASK_AGENTS": "the helper agents execute_task can run (task_agents_block)",
+    "SHARED_FOLDERS": "the shared folders the member can reach",
+    "PROJECT_CONTEXT": "the project a project conversation belongs to",
+    "MCP_LIST": "the connectors (MCP servers) the member can use",
+    "SKILLS_LIST": "the installed skills",
+    "SANDBOX_COMMANDS": "the commands found in the member's sandbox",
+}
+KNOWN_PLACEHOLDERS: Final = frozenset(PLACEHOLDERS)
+
+_ID = r"^[a-z0-9][a-z0-9-]{0,47}$"
+_FRAGMENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
+_HARNESS_TAG_TEXT = re.compile(rf"<(/?\s*{HARNESS_TAG})", re.IGNORECASE)
+_INCLUDE_LINE = re.compile(r"^\s*\{\{\s*include\s*:\s*(?P<name>[^{}]*?)\s*\}\}\s*$")
+_PLACEHOLDER = re.compile(r"<!--\s*(?P<name>[A-Z][A-Z0-9_]*)\s*-->")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+AgentId = Annotated[str, msgspec.Meta(pattern=_ID)]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
+ToolName = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+
+
+class AgentDefinitionError(SkaldError):
+    """A shipped or installed agent definition is broken; the message names the file."""
+
+    code = "bad_agent_definition"
+
+
+class AgentDef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The contents of an agent's `meta.json`.
+
+    `includes` lists, in order, the fragments its AGENT.md includes directly (checked at
+    load). `tools` absent means every tool the session offers; an empty list means none.
+    Unknown fields are refused so that a misspelt `tools` never silently grants all.
+    """
+
+    id: AgentId
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
+    type: AgentType
+    description: NonEmpty
+    includes: tuple[str, ...] = ()
+    model_strength: ModelStrength | None = None
+    tools: tuple[ToolName, ...] | None = None
+
+
+# -- loading -----------------------------------------------------------------------------
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AgentDefinitionError(f"{path} is missing") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentDefinitionError(f"{path} cannot be read: {exc}") from exc
+
+
+def _include_name(line: str, path: Path, lineno: int) -> str | None:
+    """The fragment an include line names, None for an ordinary line."""
+    if "{{" not in line or "include" not in line:
+        return None
+    found = _INCLUDE_LINE.match(line)
+    if found is None:
+        raise AgentDefinitionError(
+            f"{path} line {lineno}: an include must stand alone on its line as {{{{include:NAME}}}}"
+        )
+    name = found["name"]
+    if not _FRAGMENT.fullmatch(name):
+        raise AgentDefinitionError(
+            f"{path} line {lineno}: {name!r} is not a fragment name "
+            "(lower-case letters, digits, '-' and '_')"
+        )
+    return name
+
+
+def direct_includes(text: str, path: Path) -> list[str]:
+    """The fragments a piece of agent Markdown includes itself (not transitively)."""
+    names = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        name = _include_name(line, path, lineno)
+        if name is not None:
+            names.append(name)
+    return names
+
+
+def _expand(root: Path, text: str, path: Path, chain: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        name = _include_name(line, path, lineno)
+        if name is None:
+            out.append(line)
+            continue
+        if name in chain:
+            cycle = " -> ".join((*chain[chain.index(name) :], name))
+            raise AgentDefinitionError(f"{path} line {lineno}: include cycle {cycle}")
+        if len(chain) >= MAX_INCLUDE_DEPTH:
+            raise AgentDefinitionError(
+                f"{path} line {lineno}: includes nested deeper than {MAX_INCLUDE_DEPTH}"
+            )
+        fragment = root / COMMON_DIR / f"{name}.md"
+        if not fragment.is_file():
+            raise AgentDefinitionError(
+                f"{path} line {lineno}: includes {name!r} but {fragment} does not exist"
+            )
+        body = _read(fragment).rstrip("\n")
+        out.extend(_expand(root, body, fragment, (*chain, name)))
+    return out
+
+
+def resolve_includes(agent: AgentDef, root: Path) -> str:
+    """The agent's AGENT.md with every include expanded (placeholders still in place)."""
+    path = root / agent.id / PROMPT_FILE
+    return "\n".join(_expand(root, _read(path), path, ())) + "\n"
+
+
+def _load_one(root: Path, folder: Path) -> AgentDef:
+    meta_path = folder / META_FILE
+    if not meta_path.is_file():
+        raise AgentDefinitionError(f"{meta_path} is missing (every agent folder needs one)")
+    try:
+        agent = msgspec.json.decode(_read(meta_path), type=AgentDef)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise AgentDefinitionError(f"{meta_path}: {exc}") from None
+    if agent.id != folder.name:
+        raise AgentDefinitionError(
+            f"{meta_path}: id {agent.id!r} must match its folder name {folder.name!r}"
+        )
+    for name in agent.includes:
+        if not _FRAGMENT.fullmatch(name):
+            raise AgentDefinitionError(f"{meta_path}: {name!r} is not a fragment name")
+    if agent.tools is not None and len(set(agent.tools)) != len(agent.tools):
+        raise AgentDefinitionError(f"{meta_path}: a tool is listed twice")
+    prompt_path = folder / PROMPT_FILE
+    if not prompt_path.is_file():
+        raise AgentDefinitionError(f"{prompt_path} is missing (every agent folder needs one)")
+    text = _read(prompt_path)
+    if not text.strip():
+        raise AgentDefinitionError(f"{prompt_path} is empty")
+    used = direct_includes(text, prompt_path)
+    if used != list(agent.includes):
+        raise AgentDefinitionError(
+            f"{meta_path}: includes {list(agent.includes)} but {prompt_path} includes {used}; "
+            "list the same fragments in the same order"
+        )
+    resolve_includes(agent, root)  # every fragment exists, no cycles
+    return agent
+
+
+def load_agents(root: Path) -> dict[str, AgentDef]:
+    """Every agent under `root` (one folder each; `common/` holds fragments), by id.
+
+    Any broken definition fails the whole load with an error naming the file: agents are
+    shipped with the release, so a broken one is a packaging bug to catch at boot.
+    """
+    if not root.is_dir():
+        raise AgentDefinitionError(f"agent directory {root} does not exist")
+    agents: dict[str, AgentDef] = {}
+    for folder in sorted(root.iterdir()):
+        if not folder.is_dir() or folder.name == COMMON_DIR or folder.name[0] in "._":
+            continue
+        agent = _load_one(root, folder)
+        agents[agent.id] = agent
+    return agents
+
+
+def default_chat_agent(role_attrs_default: str, agents: Mapping[str, AgentDef]) -> AgentDef:
+    """The chat agent a role names, or `assistant` when that one is missing or not chat."""
+    chosen = agents.get(role_attrs_default)
+    if chosen is not None and chosen.type == "chat":
+        return chosen
+    fallback = agents.get(DEFAULT_CHAT_AGENT)
+    if fallback is None or fallback.type != "chat":
+        raise AgentDefinitionError(f"the default chat agent {DEFAULT_CHAT_AGENT!r} is missing")
+    return fallback
+
+
+# -- composing ---------------------------------------------------------------------------
+
+
+def placeholders_in(text: str) -> list[str]:
+    """Placeholder names in order of first appearance."""
+    return list(dict.fromkeys(m["name"] for m in _PLACEHOLDER.finditer(text)))
+
+
+def unknown_placeholders(
+    agent: AgentDef, root: Path, known: Collection[str] = KNOWN_PLACEHOLDERS
+) -> list[str]:
+    """Placeholders the agent uses (includes resolved) that nothing fills."""
+    return [n for n in placeholders_in(resolve_includes(agent, root)) if n not in known]
+
+
+def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
+    """Substitute placeholders in one pass; missing or unknown ones become empty."""
+    lines = []
+    for line in text.split("\n"):
+        filled = _PLACEHOLDER.sub(lambda m: values.get(m["name"], ""), line)
+        if filled != line and not filled.strip() and not _PLACEHOLDER.sub("", line).strip():
+            continue  # a line of placeholders that all rendered empty
+        lines.append(filled)
+    return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip() + "\n"
+
+
+def compose_prompt(agent: AgentDef, root: Path, values: Mapping[str, str]) -> str:
+    """The agent's system prompt: includes resolved, then placeholders filled."""
+    return fill_placeholders(resolve_includes(agent, root), values)
+
+
+# -- placeholder values ------------------------------------------------------------------
+
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+
+
+def _utc_offset(offset: timedelta) -> str:
+    minutes = int(offset.total_seconds()) // 60
+    sign = "+" if minutes >= 0 else "-"
+    hours, mins = divmod(abs(minutes), 60)
+    return f"UTC{sign}{hours:02d}:{mins:02d}"
+
+
+def datetime_block(now: datetime, tz: ZoneInfo) -> str:
+    """DATETIME: the local date and hour (minutes dropped) and the timezone's name.
+
+    Dropping the minutes keeps the prompt identical for a whole hour, so the provider's
+    prompt cache keeps working; the text says so, so the model does not trust it to the
+    minute. Names are English and fixed, never the host's locale.
+    """
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError("datetime_block needs a timezone-aware datetime")
+    local = now.astimezone(tz).replace(minute=0, second=0, microsecond=0)
+    offset = local.utcoffset() or timedelta(0)
+    zone = tz.key or str(tz)
+    return (
+        "## Date and time\n"
+        f"It is {_WEEKDAYS[local.weekday()]} {local.day} {_MONTHS[local.month - 1]} "
+        f"{local.year}, between {local.hour:02d}:00 and {local.hour:02d}:59, "
+        f"in the {zone} timezone ({_utc_offset(offset)}). "
+        "Times the household mentions are in this timezone unless they say otherwise."
+    )
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def profile_block(display_name: str, profile: Mapping[str, str], locale: str | None = None) -> str:
+    """USER_PROFILE: the member's name, language and free-form profile fields."""
+    lines = ["## Who you are talking with", f"- Name: {_one_line(display_name, 80)}"]
+    if locale:
+        lines.append(f"- Language of the app: {_one_line(locale, 16)}")
+    for key, value in profile.items():
+        if value.strip():
+            lines.append(f"- {_one_line(key, 40)}: {_one_line(value, 300)}")
+    return "\n".join(lines)
+
+
+_INDEX_TITLES: Final = {
+    "user-memory": "## Private notes: user-memory/index.md",
+    "shared-memory": "## Household notes: shared-memory/index.md",
+}
+
+
+def memory_index_block(
+    store: Literal["user-memory", "shared-memory"], index_text: str | None, max_chars: int = 8000
+) -> str:
+    """USER_MEMORY_INDEX / SHARED_MEMORY_INDEX: a store's index note, or "no notes yet"."""
+    body = (index_text or "").strip()
+    if not body:
+        body = "(No notes yet.)"
+    elif len(body) > max_chars:
+        cut = body[:max_chars].rsplit("\n", 1)[0]
+        body = f"{cut}\n(The index goes on; read {store}/index.md for the rest.)"
+    return f"{_INDEX_TITLES[store]}\n{body}"
+
+
+def task_agents_block(agents: Iterable[AgentDef]) -> str:
+    """TASK_AGENTS: the task agents, for sessions that offer the `execute_task` tool."""
+    helpers = sorted((a for a in agents if a.type == "task"), key=lambda a: a.id)
+    if not helpers:
+        return ""
+    lines = [
+        "## Helpers",
+        "`execute_task` hands a self-contained piece of work to one of these agents. "
+        "A helper sees only the brief you write, never this conversation, so put in it "
+        "everything it needs: the goal, the facts, where to look and what to send back.",
+    ]
+    lines += [f"- `{a.id}` ({a.name}): {_one_line(a.description, 300)}" for a in helpers]
+    return "\n".join(lines)
+
+
+def _tag_safe(text: str, limit: int) -> str:
+    # Nothing inside the block may close it early or start a fake one.
+    return _one_line(text.replace("<", "‹").replace(">", "›"), limit)
+
+
+def view_context_block(view: Mapping[str, str]) -> str:
+    """What the user is looking at, as Skald attaches it to a message (empty if nothing)."""
+    items = [(k, v) for k, v in view.items() if k.strip() and v.strip()]
+    if not items:
+        return ""
+    lines = [f"<{HARNESS_TAG}>", VIEW_HEADING]
+    lines += [f"- {_tag_safe(k, 40)}: {_tag_safe(v, 500)}" for k, v in items]
+    lines.append(f"</{HARNESS_TAG}>")
+    return "\n".join(lines)
+
+
+def defuse_harness_tags(text: str) -> str:
+    """Make `<skald-context>` in untrusted text (a message, a tool result) inert.
+
+    The prompts tell the model that only Skald writes these blocks; that stays true only
+    if everything else that could contain the tag goes through here first.
+    """
+    return _HARNESS_TAG_TEXT.sub(lambda m: "‹" + m[1], text)

@@ -1,0 +1,149 @@
+"""Sub-agents as a tool: `execute_task` runs a nested loop and returns its final answer.
+
+The child gets its own model, prompt, tools and gate from a factory the caller provides,
+an in-memory history (the child's session is ephemeral: after a crash its call is
+reported as interrupted, never re-run), the parent call's cancellation scope (so
+`/stop` on the parent stops the child and everything under it), and the parent's event
+sink (its events carry its own conversation id and depth). Nesting stops at depth 5.
+Only synchronous delegation is offered: the parent waits for the child's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skald.agent.approval import ApprovalGate
+from skald.agent.events import SubagentFinished, SubagentStarted, deliver
+from skald.agent.history import MemoryHistory
+from skald.agent.loop import AgentLoop, LoopConfig, TurnResult
+from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.llm.client import ModelClient
+from skald.llm.types import ToolSpec
+
+MAX_DEPTH = 5
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildAgent:
+    """Everything a sub-agent runs with; its config carries its own prompt and model id."""
+
+    model: ModelClient
+    config: LoopConfig
+    tools: Sequence[Tool]
+    gate: ApprovalGate  # should wait in-process: a deferred approval ends the child
+
+
+# (requested agent id or None for the default, the parent call's context) -> the child,
+# or None when no such agent exists.
+ChildFactory = Callable[[str | None, ToolContext], Awaitable[ChildAgent | None]]
+
+DESCRIPTION = (
+    "Hand a self-contained task to a sub-agent, which works on it with its own tools and "
+    "returns its final answer. The sub-agent sees nothing of this conversation: put "
+    "everything it needs (goal, facts, paths, constraints, the form of the answer) in `task`."
+)
+
+
+class SubAgentTool(Tool):
+    kind = "other"
+    rerun_on_recovery = False
+
+    def __init__(
+        self,
+        factory: ChildFactory,
+        *,
+        agents: Mapping[str, str] | None = None,
+        name: str = "execute_task",
+        max_depth: int = MAX_DEPTH,
+        concurrency_safe: bool = True,
+    ) -> None:
+        """`agents`: id -> one-line description of the agents the model may pick."""
+        self._factory = factory
+        self.max_depth = max_depth
+        self.concurrency_safe = concurrency_safe
+        self.spec = ToolSpec(name=name, description=DESCRIPTION, parameters=_parameters(agents))
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        depth = ctx.depth + 1
+        if depth > self.max_depth:
+            return ToolResult.error(
+                f"Sub-agents cannot nest more than {self.max_depth} levels deep; do this task yourself."
+            )
+        agent = args.get("agent")
+        child = await self._factory(agent, ctx)
+        if child is None:
+            return ToolResult.error(f"There is no agent named {agent!r}.")
+        child_id = f"{ctx.conversation_id}/{ctx.call_id}"
+        base: dict[str, Any] = {
+            "conversation_id": ctx.conversation_id,
+            "depth": ctx.depth,
+            "call_id": ctx.call_id,
+        }
+        await deliver(
+            ctx.sink, SubagentStarted(**base, child_conversation_id=child_id, agent=agent)
+        )
+        loop = AgentLoop(
+            child.model,
+            child.tools,
+            MemoryHistory(child_id),
+            child.gate,
+            ctx.sink,
+            child.config,
+            cancel=ctx.cancel,
+            depth=depth,
+            extras=ctx.extras,
+        )
+        result = await loop.run_turn(args["task"])
+        await deliver(
+            ctx.sink,
+            SubagentFinished(
+                **base, child_conversation_id=child_id, status=result.status, error=result.error
+            ),
+        )
+        return _as_tool_result(result, child_id)
+
+
+def _as_tool_result(result: TurnResult, child_id: str) -> ToolResult:
+    metadata: dict[str, Any] = {
+        "child_conversation_id": child_id,
+        "status": result.status,
+        "rounds": result.rounds,
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+    }
+    if result.status == "done":
+        text = result.text or "The sub-agent finished without a final answer."
+        return ToolResult(content=text, metadata=metadata)
+    if result.status == "stopped":
+        text = "The sub-agent was stopped before it finished."
+    elif result.status == "awaiting_approval":
+        text = "The sub-agent gave up: one of its calls needed an approval that was not given."
+    else:
+        text = f"The sub-agent failed: {result.error}"
+    if result.text:
+        text += f"\nIts last words: {result.text}"
+    return ToolResult(content=text, is_error=True, metadata=metadata)
+
+
+def _parameters(agents: Mapping[str, str] | None) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "task": {
+            "type": "string",
+            "description": "The complete task, written for someone who knows nothing yet.",
+        }
+    }
+    if agents:
+        listing = "; ".join(f"{key}: {text}" for key, text in agents.items())
+        props["agent"] = {
+            "type": "string",
+            "enum": list(agents),
+            "description": f"Which agent does the task (default: the general one). {listing}",
+        }
+    return {
+        "type": "object",
+        "properties": props,
+        "required": ["task"],
+        "additionalProperties": False,
+    }

@@ -1,0 +1,104 @@
+"""The tool interface the loop runs, and what a tool gets while it runs.
+
+A tool declares how the loop may treat it:
+- `concurrency_safe`: may run at the same time as the other safe calls of one model
+  response (reads, searches). One unsafe call makes the whole response sequential.
+- `kind`: read / write / exec / other. Recovery after a crash never re-runs `exec` or
+  `write` calls (their effects are unknown); approval rules may look at it too.
+- `rerun_on_recovery`: a `read`/`other` call interrupted by a crash may simply run
+  again (idempotent). Off by default: re-running must be a deliberate promise.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+
+from skald.agent.cancel import CancelScope
+from skald.agent.events import EventSink, ToolOutput, deliver
+from skald.llm.types import ToolSpec
+
+ToolKind = Literal["read", "write", "exec", "other"]
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What a tool hands back: text for the model, and metadata for the UI and the store."""
+
+    content: str
+    is_error: bool = False
+    metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(content=message, is_error=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    conversation_id: str
+    call_id: str
+    depth: int  # 0 in a conversation, 1.. inside sub-agents
+    cancel: CancelScope  # the turn's scope: watch it, or hand `cancel.child()` to sub-work
+    sink: EventSink  # the turn's event sink (sub-agents forward their events to it)
+    extras: Mapping[str, object] = field(default_factory=dict)  # the caller's per-turn state
+
+    async def output(self, chunk: str) -> None:
+        """Stream a chunk of output (command output, progress) to every client."""
+        await deliver(
+            self.sink,
+            ToolOutput(
+                conversation_id=self.conversation_id,
+                depth=self.depth,
+                call_id=self.call_id,
+                chunk=chunk,
+            ),
+        )
+
+
+class Tool(ABC):
+    spec: ToolSpec
+    concurrency_safe: bool = False
+    kind: ToolKind = "other"
+    rerun_on_recovery: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abstractmethod
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Do the work. Arguments were already checked against `spec.parameters`.
+
+        Raise for failures: the loop turns any exception into an error result for the
+        model. Cancellation (`/stop`) arrives as `asyncio.CancelledError`: clean up and
+        let it propagate.
+        """
+
+
+ToolFunction = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+class FunctionTool(Tool):
+    """A tool from a spec and an async function (small tools, tests)."""
+
+    def __init__(
+        self,
+        spec: ToolSpec,
+        fn: ToolFunction,
+        *,
+        concurrency_safe: bool = False,
+        kind: ToolKind = "other",
+        rerun_on_recovery: bool = False,
+    ) -> None:
+        self.spec = spec
+        self._fn = fn
+        self.concurrency_safe = concurrency_safe
+        self.kind = kind
+        self.rerun_on_recovery = rerun_on_recovery
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await self._fn(args, ctx)

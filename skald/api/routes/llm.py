@@ -1,0 +1,137 @@
+"""Providers and models (capability `admin.models`); the model list for the chat picker."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from litestar import delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from skald.api.deps import requires
+from skald.core.runtime import Runtime
+from skald.store.llm import ModelCapability, ModelRow, ProviderRow, Strength
+
+ADMIN_MODELS = [requires("admin.models")]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
+Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s]{1,500}$")]
+Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
+WireId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Priority = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
+
+
+class ProviderIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: Name
+    kind: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    base_url: Url | None = None
+    api_key: Secret | None = None
+
+
+class ProviderPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: Name | None = None
+    kind: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    base_url: Url | None = None
+    api_key: Secret | None = None
+    clear_api_key: bool = False
+
+
+class ModelIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    provider_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    model: WireId
+    name: Name
+    strength: Strength = "average"
+    capabilities: list[ModelCapability] = msgspec.field(default_factory=lambda: ["tools"])
+    priority: Priority = 100
+    enabled: bool = True
+
+
+class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    provider_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] | None = None
+    model: WireId | None = None
+    name: Name | None = None
+    strength: Strength | None = None
+    capabilities: list[ModelCapability] | None = None
+    priority: Priority | None = None
+    enabled: bool | None = None
+
+
+class ProviderKinds(msgspec.Struct, frozen=True):
+    kinds: list[str]
+
+
+class ChatModel(msgspec.Struct, frozen=True, kw_only=True):
+    """What a member may see of a model: no provider, no URL, no key."""
+
+    id: str
+    name: str
+    strength: Strength
+    capabilities: list[ModelCapability]
+
+
+@get("/api/llm/kinds", guards=ADMIN_MODELS)
+async def list_kinds(rt: NamedDependency[Runtime]) -> ProviderKinds:
+    return ProviderKinds(kinds=rt.llm.kinds())
+
+
+@get("/api/llm/providers", guards=ADMIN_MODELS)
+async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderRow]:
+    return await rt.llm.store.providers()
+
+
+@post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201)
+async def create_provider(data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]) -> ProviderRow:
+    return await rt.llm.add_provider(data.name, data.kind, data.base_url, data.api_key)
+
+
+@patch("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS)
+async def patch_provider(
+    provider_id: FromPath[str], data: JSONBody[ProviderPatch], rt: NamedDependency[Runtime]
+) -> ProviderRow:
+    return await rt.llm.update_provider(
+        provider_id, data.name, data.kind, data.base_url, data.api_key, data.clear_api_key
+    )
+
+
+@delete("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, status_code=204)
+async def delete_provider(provider_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    await rt.llm.store.delete_provider(provider_id)
+
+
+@get("/api/llm/models", guards=ADMIN_MODELS)
+async def list_models(rt: NamedDependency[Runtime]) -> list[ModelRow]:
+    return await rt.llm.store.models()
+
+
+@post("/api/llm/models", guards=ADMIN_MODELS, status_code=201)
+async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) -> ModelRow:
+    return await rt.llm.add_model(
+        data.provider_id, data.model, data.name, data.strength, list(data.capabilities), data.priority, data.enabled
+    )
+
+
+@patch("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS)
+async def patch_model(model_id: FromPath[str], data: JSONBody[ModelPatch], rt: NamedDependency[Runtime]) -> ModelRow:
+    current = await rt.llm.store.model(model_id)
+    changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not None}
+    return await rt.llm.store.save_model(msgspec.structs.replace(current, **changes), create=False)
+
+
+@delete("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS, status_code=204)
+async def delete_model(model_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    await rt.llm.store.delete_model(model_id)
+
+
+@get("/api/models", guards=[requires("chat")])
+async def chat_models(rt: NamedDependency[Runtime]) -> list[ChatModel]:
+    return [
+        ChatModel(id=m.id, name=m.name, strength=m.strength, capabilities=m.capabilities)
+        for m in await rt.llm.store.models()
+        if m.enabled
+    ]
+
+
+ROUTES = [
+    list_kinds, list_providers, create_provider, patch_provider, delete_provider,
+    list_models, create_model, patch_model, delete_model, chat_models,
+]

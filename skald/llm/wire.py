@@ -1,0 +1,138 @@
+"""HTTP plumbing shared by the provider clients: one streamed POST, SSE framing, errors.
+
+Both wire formats stream Server-Sent Events over a plain POST, fail with a JSON error
+body, and must turn network trouble into a retriable `LlmError` so the catalogue can
+fall back to the next model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import msgspec
+
+from skald.llm.errors import LlmError, error_for_status
+
+# Local models may think for minutes before the first token (a long prompt on a CPU),
+# so the read timeout is generous; connecting should be quick or it is not there.
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    event: str  # "message" when the server named none
+    data: str
+
+
+async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SseEvent]:
+    """Frame `event:`/`data:` lines into events; a blank line ends an event."""
+    event = ""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield SseEvent(event or "message", "\n".join(data))
+            event, data = "", []
+            continue
+        if line.startswith(":"):  # a comment: keep-alive pings (OpenRouter sends these)
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+    # A server that closes without the final blank line still meant its last event.
+    if data:
+        yield SseEvent(event or "message", "\n".join(data))
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    """Some servers echo the key they rejected; it must not reach logs or users."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def error_detail(body: bytes) -> str:
+    """The human part of an error body, whichever of the usual shapes it has."""
+    try:
+        data: Any = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return body.decode("utf-8", "replace").strip()[:300] or "(empty body)"
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, str):  # Ollama, llama.cpp: {"error": "..."}
+            return err
+        if isinstance(err, dict):
+            for key in ("message", "detail"):
+                if isinstance(err.get(key), str):
+                    return str(err[key])
+        if isinstance(data.get("detail"), str):  # FastAPI-based servers (vLLM)
+            return str(data["detail"])
+    return body.decode("utf-8", "replace").strip()[:300]
+
+
+def network_error(provider: str, exc: httpx.HTTPError, secrets: Iterable[str | None]) -> LlmError:
+    # A URL with no scheme or an unknown one will not get better by trying again.
+    retriable = not isinstance(exc, httpx.UnsupportedProtocol)
+    detail = redact(str(exc) or type(exc).__name__, secrets)
+    return LlmError(f"{provider}: {type(exc).__name__}: {detail}", retriable=retriable)
+
+
+@asynccontextmanager
+async def post_stream(
+    http: httpx.AsyncClient,
+    url: str,
+    *,
+    headers: dict[str, str],
+    body: bytes,
+    http_timeout: httpx.Timeout | float,
+    provider: str,
+    secrets: tuple[str | None, ...],
+) -> AsyncIterator[httpx.Response]:
+    """POST and hand over a 2xx streaming response; every failure becomes an `LlmError`.
+
+    Leaving the block (normally, by an error or by cancellation) closes the response,
+    which drops the connection if the body was not read to the end: that is what stops
+    the provider generating (and billing) tokens nobody will read.
+    """
+    headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    try:
+        async with http.stream(
+            "POST", url, headers=headers, content=body, timeout=http_timeout
+        ) as response:
+            if not 200 <= response.status_code < 300:
+                detail = error_detail(await response.aread())
+                raise error_for_status(response.status_code, provider, redact(detail, secrets))
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # The server ignored `stream: true` or wrapped an error in a 200.
+                detail = error_detail(await response.aread())
+                raise LlmError(
+                    f"{provider} did not stream: {redact(detail, secrets)}", retriable=False
+                )
+            yield response
+    except httpx.HTTPError as exc:
+        raise network_error(provider, exc, secrets) from exc
+    except httpx.InvalidURL as exc:
+        raise LlmError(f"{provider}: invalid URL: {exc}", retriable=False) from exc
+
+
+def decode_arguments(text: str) -> dict[str, Any]:
+    """Tool arguments as the model wrote them; broken JSON is handed on, not fatal.
+
+    Models do emit truncated or invalid JSON; the agent loop reports `_raw` back to the
+    model as a tool error so it can try again, instead of the whole turn crashing.
+    """
+    if not text.strip():
+        return {}  # a tool without parameters: several servers send ""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return {"_raw": text}
+    return value if isinstance(value, dict) else {"_raw": text}

@@ -1,0 +1,167 @@
+"""Memory-note queries shared by the private store (owner database) and the household one.
+
+Both stores have the same shape: a table of Markdown notes keyed by a store-relative path,
+and an external-content FTS5 index kept in step by triggers. The household table also
+records who last changed each note. These functions run on the database's own thread
+(inside `db.call` / `db.transaction`); the table names come only from the two constants
+below, never from input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import apsw
+import msgspec
+
+from skald.store.database import fetch_all, fetch_one
+
+_IDENT = re.compile(r"[a-z][a-z0-9_]*")
+
+# Characters around a match in a snippet, and its length in tokens.
+SNIPPET_OPEN = "["
+SNIPPET_CLOSE = "]"
+SNIPPET_ELLIPSIS = "…"
+SNIPPET_TOKENS = 12
+
+
+@dataclass(frozen=True)
+class NoteTables:
+    """Where one note store lives: its table, its FTS5 index, and whether it has authors."""
+
+    table: str
+    fts: str
+    has_author: bool
+
+    def __post_init__(self) -> None:
+        for name in (self.table, self.fts):
+            if not _IDENT.fullmatch(name):
+                raise ValueError(f"bad table name {name!r}")
+
+
+PRIVATE_NOTES = NoteTables("memory_notes", "memory_notes_fts", has_author=False)
+SHARED_NOTES = NoteTables("shared_memory_notes", "shared_memory_notes_fts", has_author=True)
+
+
+class NoteHit(msgspec.Struct, frozen=True):
+    """One search result: the note, a highlighted excerpt and its BM25 rank (lower is better)."""
+
+    path: str
+    snippet: str
+    rank: float
+
+
+class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A note as a listing shows it. `updated_by` is a user id (household notes only)."""
+
+    path: str
+    size: int  # bytes of UTF-8
+    created_at: str
+    updated_at: str
+    updated_by: str | None = None
+
+
+def put(
+    conn: apsw.Connection,
+    t: NoteTables,
+    path: str,
+    content: str,
+    stamp: str,
+    user_id: str | None = None,
+) -> None:
+    """Create or replace a note (call inside a transaction)."""
+    if t.has_author:
+        conn.execute(
+            f"INSERT INTO {t.table}(path, content, created_at, updated_at, updated_by) "
+            "VALUES (?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET content=excluded.content, "
+            "updated_at=excluded.updated_at, updated_by=excluded.updated_by",
+            (path, content, stamp, stamp, user_id),
+        )
+    else:
+        conn.execute(
+            f"INSERT INTO {t.table}(path, content, created_at, updated_at) VALUES (?,?,?,?) "
+            "ON CONFLICT(path) DO UPDATE SET content=excluded.content, "
+            "updated_at=excluded.updated_at",
+            (path, content, stamp, stamp),
+        )
+
+
+def get(conn: apsw.Connection, t: NoteTables, path: str) -> str | None:
+    row = fetch_one(conn, f"SELECT content FROM {t.table} WHERE path=?", (path,))
+    return None if row is None else str(row[0])
+
+
+def delete(conn: apsw.Connection, t: NoteTables, path: str) -> bool:
+    """Remove a note; False when there was none (call inside a transaction)."""
+    conn.execute(f"DELETE FROM {t.table} WHERE path=?", (path,))
+    return bool(conn.changes())
+
+
+def _after_prefix(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with `prefix`, if cheap.
+
+    Text compares as UTF-8 bytes, which orders like code points, so bumping the last
+    code point gives an exclusive upper bound and lets the path index stop the scan.
+    """
+    last = ord(prefix[-1])
+    if last >= 0x10FFFF or 0xD7FF <= last <= 0xDFFF:
+        return None
+    return prefix[:-1] + chr(last + 1)
+
+
+def list_notes(conn: apsw.Connection, t: NoteTables, prefix: str = "") -> list[NoteInfo]:
+    """Every note whose path starts with `prefix` (plain text, no wildcards), by path."""
+    author = "updated_by" if t.has_author else "NULL"
+    columns = (
+        f"SELECT path, length(CAST(content AS BLOB)), created_at, updated_at, {author} "
+        f"FROM {t.table}"
+    )
+    if not prefix:
+        rows = fetch_all(conn, f"{columns} ORDER BY path")
+    else:
+        # The range lets the index seek; the exact comparison keeps it correct anyway.
+        upper = _after_prefix(prefix)
+        bound = "" if upper is None else " AND path < :upper"
+        rows = fetch_all(
+            conn,
+            f"{columns} WHERE path >= :prefix{bound} "
+            "AND substr(path, 1, length(:prefix)) = :prefix ORDER BY path",
+            {"prefix": prefix, "upper": upper} if upper is not None else {"prefix": prefix},
+        )
+    return [
+        NoteInfo(
+            path=str(r[0]),
+            size=int(r[1]),
+            created_at=str(r[2]),
+            updated_at=str(r[3]),
+            updated_by=None if r[4] is None else str(r[4]),
+        )
+        for r in rows
+    ]
+
+
+def match_expression(query: str) -> str | None:
+    """Turn free text into an FTS5 query of quoted words (all must match), or None.
+
+    Quoting every word means operators, column filters and stray quotes in the text are
+    searched for as words instead of being parsed as FTS5 syntax.
+    """
+    words = query.split()
+    if not words:
+        return None
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def search(conn: apsw.Connection, t: NoteTables, query: str, limit: int = 20) -> list[NoteHit]:
+    """Full-text search over path and content, best match first."""
+    match = match_expression(query)
+    if match is None or limit <= 0:
+        return []
+    rows = fetch_all(
+        conn,
+        f"SELECT path, snippet({t.fts}, 1, ?, ?, ?, ?), bm25({t.fts}) FROM {t.fts} "
+        f"WHERE {t.fts} MATCH ? ORDER BY bm25({t.fts}) LIMIT ?",
+        (SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS, match, limit),
+    )
+    return [NoteHit(path=str(r[0]), snippet=str(r[1]), rank=float(r[2])) for r in rows]

@@ -1,0 +1,359 @@
+"""The web UI in a real browser: Debian's Chromium driven by Playwright against a real
+`skald serve` that has no administrator yet.
+
+One scenario walks the household through the UI: first-run setup with the token from the
+server, the recovery code, creating a member and a child on the People page, a member
+who sees no admin pages and is refused by the API, a child on a phone-sized screen in the
+simple shell, language and theme, and an admin pausing the member whose open page must
+drop to the login page on its own. Every page is watched for console errors and CSP
+violations. Screenshots land in `test-artifacts/screenshots/` for a human to look at.
+
+Only the system Chromium is used (never a browser downloaded by Playwright). When it or
+the `playwright` package is missing the test skips, except under `SKALD_CI`, where it
+fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import ServerProcess
+
+try:
+    from playwright.sync_api import (
+        Browser,
+        BrowserContext,
+        ConsoleMessage,
+        Page,
+        expect,
+        sync_playwright,
+    )
+
+    PLAYWRIGHT_MISSING = ""
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    PLAYWRIGHT_MISSING = f"the Python package 'playwright' is not installed ({exc})"
+
+CHROMIUM = os.environ.get("SKALD_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+
+ADMIN, ADMIN_PW = "mum", "mum's long password"
+MEMBER, MEMBER_PW = "ada", "ada's long password"
+CHILD, CHILD_PW = "tim", "tim's long password"
+
+# Chromium logs every failed fetch as a console error. These are the expected answers
+# of the scenario: 401/403 anywhere (no session yet, wrong password, refused admin calls,
+# a paused account) and the 409 of the deliberate attempt to unencrypt a used role.
+EXPECTED_STATUS = re.compile(r"status of (401|403) \(")
+EXPECTED_CONFLICT = re.compile(r"status of 409 \(")
+CONFLICT_URL = "/api/roles/member"
+RECOVERY_CODE = re.compile(r"^[0-9A-Z]{5}(-[0-9A-Z]{5}){5}$")
+
+# Runs in every document before the app: CSP violations are recorded here as well as
+# in the console, so the check does not depend on how Chromium words its messages.
+CSP_RECORDER = """
+window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__cspViolations.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline'));
+});
+"""
+
+
+def _browser_or_skip() -> str:
+    """The Chromium to use; skip (or, under SKALD_CI, fail) when something is missing."""
+    missing = PLAYWRIGHT_MISSING
+    if not missing and not os.access(CHROMIUM, os.X_OK):
+        missing = f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)"
+    if missing:
+        if os.environ.get("SKALD_CI"):
+            pytest.fail(f"browser tests need: {missing}")
+        print(f"skipping the browser test: {missing}")
+        pytest.skip(missing)
+    return CHROMIUM
+
+
+class Watch:
+    """Console errors, page errors and CSP violations of every page in the scenario."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.pages: dict[str, Page] = {}
+
+    def attach(self, name: str, page: Page) -> Page:
+        self.pages[name] = page
+
+        def on_console(msg: ConsoleMessage) -> None:
+            text = msg.text
+            if "Content Security Policy" in text:
+                self.problems.append(f"{name}: CSP: {text}")
+            elif msg.type == "error" and not self.expected(text, msg.location.get("url", "")):
+                self.problems.append(f"{name}: console error: {text} ({msg.location})")
+
+        page.on("console", on_console)
+        page.on("pageerror", lambda err: self.problems.append(f"{name}: page error: {err}"))
+        return page
+
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        if EXPECTED_STATUS.search(text):
+            return True
+        return bool(EXPECTED_CONFLICT.search(text)) and url.endswith(CONFLICT_URL)
+
+    def csp_violations(self) -> list[str]:
+        found = []
+        for name, page in self.pages.items():
+            if page.is_closed():
+                continue
+            for v in page.evaluate("() => window.__cspViolations || []"):
+                found.append(f"{name}: {v}")
+        return found
+
+
+def shot(page: Page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)  # no admin: the first-run wizard is part of the test
+    srv.start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    executable = _browser_or_skip()
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.mark.timeout(120)
+def test_household_walkthrough_in_the_browser(server: ServerProcess, browser: Browser) -> None:
+    started = time.monotonic()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for stale in SHOTS.glob("failure-*.png"):
+        stale.unlink()
+    watch = Watch()
+    contexts: list[BrowserContext] = []
+
+    def open_page(name: str, **options: Any) -> Page:
+        context = browser.new_context(
+            locale="en-US", color_scheme="light", base_url=server.url, **options
+        )
+        context.set_default_timeout(10_000)
+        context.add_init_script(CSP_RECORDER)
+        contexts.append(context)
+        return watch.attach(name, context.new_page())
+
+    try:
+        _scenario(server, open_page, watch)
+    except Exception:
+        for name, page in watch.pages.items():
+            if not page.is_closed():
+                page.screenshot(path=str(SHOTS / f"failure-{name}.png"), full_page=True)
+        print(server.log()[-4000:])
+        raise
+    finally:
+        for context in contexts:
+            context.close()
+    print(f"browser walkthrough took {time.monotonic() - started:.1f} s")
+
+
+def _hash(page: Page) -> str:
+    # The app routes with location.replace(); Playwright's page.url can lag behind it.
+    return str(page.evaluate("() => location.hash"))
+
+
+def _login(page: Page, username: str, password: str) -> None:
+    page.get_by_test_id("login-username").fill(username)
+    page.get_by_test_id("login-password").fill(password)
+    page.get_by_test_id("login-submit").click()
+
+
+def _create_user(page: Page, username: str, display: str, password: str, role: str) -> None:
+    page.get_by_test_id("user-create-username").fill(username)
+    page.get_by_test_id("user-create-display-name").fill(display)
+    page.get_by_test_id("user-create-password").fill(password)
+    page.get_by_test_id("user-create-role").select_option(role)
+    page.get_by_test_id("user-create-submit").click()
+
+
+def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watch) -> None:
+    # -- first run: the setup link from the server log, then the recovery code --------
+    admin = open_page("admin", viewport={"width": 1280, "height": 860})
+    token = server.setup_token()
+    admin.goto(f"/#/setup?token={token}")
+    expect(admin.get_by_test_id("setup-form")).to_be_visible()
+    expect(admin.get_by_test_id("setup-token")).to_have_value(token)
+    admin.get_by_test_id("setup-username").fill(ADMIN)
+    admin.get_by_test_id("setup-display-name").fill("Mum")
+    admin.get_by_test_id("setup-password").fill(ADMIN_PW)
+    admin.get_by_test_id("setup-password-confirm").fill(ADMIN_PW)
+    shot(admin, "01-setup")
+    admin.get_by_test_id("setup-submit").click()
+    expect(admin.get_by_test_id("setup-recovery")).to_be_visible()
+    assert RECOVERY_CODE.match(admin.get_by_test_id("recovery-code").inner_text().strip())
+    shot(admin, "02-setup-recovery-code")
+    admin.get_by_test_id("recovery-saved").click()
+
+    expect(admin.get_by_test_id("home-page")).to_be_visible()
+    assert _hash(admin) == "#/"
+    expect(admin.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "full")
+    expect(admin.get_by_test_id("home-greeting")).to_contain_text("Mum")
+    expect(admin.get_by_test_id("home-health")).to_have_attribute("data-status", "ok")
+    expect(admin.get_by_test_id("nav-admin-users")).to_be_visible()
+    expect(admin.get_by_test_id("nav-admin-roles")).to_be_visible()
+    assert not (server.data / "setup-token").exists()  # used up
+    shot(admin, "03-home-admin")
+
+    # -- People: a member (encrypted: recovery dialog) and a child (not encrypted) ----
+    admin.get_by_test_id("nav-admin-users").click()
+    expect(admin.get_by_test_id("users-table")).to_be_visible()
+    _create_user(admin, MEMBER, "Ada", MEMBER_PW, "member")
+    dialog = admin.get_by_test_id("user-recovery-dialog")
+    expect(dialog).to_be_visible()
+    assert RECOVERY_CODE.match(dialog.get_by_test_id("recovery-code").inner_text().strip())
+    shot(admin, "04-people-recovery-dialog")
+    admin.keyboard.press("Escape")  # must be answered, not dismissed
+    expect(dialog).to_be_visible()
+    dialog.get_by_test_id("recovery-saved").click()
+    expect(dialog).to_have_count(0)
+
+    _create_user(admin, CHILD, "Tim", CHILD_PW, "children")
+    expect(admin.get_by_test_id("users-flash")).to_contain_text(f"@{CHILD}")
+    expect(admin.get_by_test_id("user-recovery-dialog")).to_have_count(0)
+    ada_row = admin.locator(f'[data-testid="user-row"][data-username="{MEMBER}"]')
+    tim_row = admin.locator(f'[data-testid="user-row"][data-username="{CHILD}"]')
+    expect(ada_row.get_by_test_id("user-role")).to_have_attribute("data-role", "member")
+    expect(ada_row.get_by_test_id("user-encrypted")).to_have_text("Encrypted")
+    expect(tim_row.get_by_test_id("user-role")).to_have_attribute("data-role", "children")
+    expect(tim_row.get_by_test_id("user-encrypted")).to_have_text("Not encrypted")
+    own_row = admin.locator(f'[data-testid="user-row"][data-username="{ADMIN}"]')
+    expect(own_row.get_by_test_id("user-deactivate")).to_have_count(0)
+    shot(admin, "05-people")
+
+    # -- Roles: the built-in three; a role with members keeps its encryption ---------
+    admin.get_by_test_id("nav-admin-roles").click()
+    expect(admin.get_by_test_id("roles-list")).to_be_visible()
+    for role in ("admin", "member", "children"):
+        expect(admin.locator(f'[data-testid="role-row"][data-role-name="{role}"]')).to_be_visible()
+    shot(admin, "06-roles")
+    admin.locator('[data-testid="role-row"][data-role-name="member"]').get_by_test_id(
+        "role-edit"
+    ).click()
+    expect(admin.get_by_test_id("role-form")).to_be_visible()
+    admin.get_by_test_id("role-encrypted").uncheck()
+    admin.get_by_test_id("role-save").click()
+    expect(admin.get_by_test_id("role-error")).to_contain_text("can no longer change")
+    admin.get_by_test_id("role-cancel").click()
+    expect(admin.get_by_test_id("roles-list")).to_be_visible()
+
+    # -- the member: wrong password, then in; no admin pages, and the API refuses ----
+    member = open_page("member", viewport={"width": 1280, "height": 860})
+    member.goto("/")
+    expect(member.get_by_test_id("login-form")).to_be_visible()
+    assert _hash(member) == "#/login"
+    shot(member, "07-login")
+    _login(member, MEMBER, "not the password")
+    expect(member.get_by_test_id("login-error")).to_contain_text("Wrong username or password")
+    shot(member, "08-login-wrong-password")
+    _login(member, MEMBER, MEMBER_PW)
+    expect(member.get_by_test_id("home-page")).to_be_visible()
+    expect(member.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "full")
+    for testid in ("nav-admin-users", "nav-admin-roles", "home-link-users", "home-health"):
+        expect(member.get_by_test_id(testid)).to_have_count(0)
+    assert member.context.request.get("/api/users").status == 403
+    statuses = member.evaluate(
+        """async () => {
+          const me = await (await fetch('api/auth/me')).json();
+          const list = await fetch('api/users');
+          const create = await fetch('api/users', {
+            method: 'POST',
+            headers: {'Content-Type': 'application/json', 'X-CSRF-Token': me.csrf_token},
+            body: JSON.stringify({username: 'intruder', password: 'long enough pw', role: 'admin'}),
+          });
+          const roles = await fetch('api/roles');
+          return [list.status, create.status, roles.status];
+        }"""
+    )
+    assert statuses == [403, 403, 403]
+    member.goto("/#/admin/users")  # typing the address shows a polite refusal
+    expect(member.get_by_test_id("not-allowed")).to_be_visible()
+    member.get_by_test_id("nav-home").click()
+    expect(member.get_by_test_id("home-page")).to_be_visible()
+
+    # -- the child, on a phone: the simple shell --------------------------------------
+    child = open_page(
+        "child", viewport={"width": 375, "height": 812}, is_mobile=True, has_touch=True
+    )
+    child.goto("/")
+    expect(child.get_by_test_id("login-form")).to_be_visible()
+    _login(child, CHILD, CHILD_PW)
+    expect(child.get_by_test_id("home-page")).to_be_visible()
+    expect(child.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "simple")
+    for testid in ("nav-admin-users", "nav-admin-roles", "home-health"):
+        expect(child.get_by_test_id(testid)).to_have_count(0)
+    assert child.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    shot(child, "09-child-home-375")
+    child.get_by_test_id("home-link-profile").click()
+    expect(child.get_by_test_id("profile-page")).to_be_visible()
+    for testid in ("encryption-status", "profile-theme", "logout-all"):
+        expect(child.get_by_test_id(testid)).to_have_count(0)
+    shot(child, "10-child-profile-375")
+
+    # -- the admin's profile: encrypted badge, Italian, dark theme --------------------
+    admin.get_by_test_id("nav-profile").click()
+    expect(admin.get_by_test_id("profile-page")).to_be_visible()
+    expect(admin.get_by_test_id("encryption-status")).to_have_attribute("data-encrypted", "true")
+    shot(admin, "11-profile")
+    admin.get_by_test_id("locale-picker").select_option("it")
+    expect(admin.get_by_test_id("nav-profile")).to_have_text("Profilo")
+    expect(admin.get_by_test_id("nav-admin-users")).to_have_text("Persone")
+    expect(admin.locator("html")).to_have_attribute("lang", "it")
+    shot(admin, "12-profile-italian")
+    admin.get_by_test_id("locale-picker").select_option("en")
+    expect(admin.get_by_test_id("nav-profile")).to_have_text("Profile")
+
+    toggle = admin.get_by_test_id("theme-toggle")
+    expect(toggle).to_have_attribute("data-theme", "light")
+    toggle.click()
+    expect(toggle).to_have_attribute("data-theme", "dark")
+    expect(admin.locator("html")).to_have_attribute("data-theme", "dark")
+    expect(admin.get_by_test_id("profile-theme")).to_have_value("dark")
+    shot(admin, "13-profile-dark")
+
+    # -- the admin pauses the member: the member's open page signs itself out --------
+    admin.get_by_test_id("nav-admin-users").click()
+    ada_row.get_by_test_id("user-deactivate").click()
+    expect(admin.get_by_test_id("users-flash")).to_contain_text(f"@{MEMBER}")
+    expect(ada_row.get_by_test_id("user-active")).to_have_text("Paused")
+    shot(admin, "14-people-dark-member-paused")
+
+    # No reload: the WebSocket's revocation moves the open page to the login page.
+    expect(member.get_by_test_id("login-notice")).to_contain_text(
+        "You were signed out: your account was deactivated"
+    )
+    assert _hash(member) == "#/login"
+    shot(member, "15-login-revoked")
+    assert member.context.request.get("/api/auth/me").status == 401
+    _login(member, MEMBER, MEMBER_PW)
+    expect(member.get_by_test_id("login-error")).to_contain_text("deactivated")
+
+    problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+    assert not problems, "\n".join(problems)
