@@ -3,8 +3,8 @@ server's memory at rest.
 
 Run from the repository root:
 
-    .venv/bin/python bench/bench_web.py            # 10 s of load (about 20 s in all)
-    .venv/bin/python bench/bench_web.py --quick    # 3 s of load, for a sanity check
+    .venv/bin/python bench/bench_web.py            # 10 s of load (about 25 s in all)
+    .venv/bin/python bench/bench_web.py --quick    # 3 s of load (about 15 s in all)
 
 It starts a real `skald serve` on a free port of 127.0.0.1 with a scratch data directory
 (the same way the end-to-end tests do, through tests/harness.py), with the default
@@ -60,10 +60,10 @@ class Load:
 class Connection:
     """A minimal HTTP/1.1 keep-alive client for one small GET at a time.
 
-    httpx spends about twice the server's CPU time per request, and on a two-core machine
-    the load generator shares the cores with the server, so with httpx this would measure
-    the client. This reads a status line, the headers and a Content-Length body: all that
-    the answers to this benchmark's request contain.
+    On a two-core machine the load generator shares the cores with the server; httpx
+    spends about as much CPU time per request as the server does, so with it this would
+    measure the client. This reads a status line, the headers and a Content-Length body:
+    all that the answers to this benchmark's request contain.
     """
 
     def __init__(self, host: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):

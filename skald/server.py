@@ -60,7 +60,7 @@ async def serve(layout: DataLayout, config: Config, host: str, port: int) -> int
         log.info("stopping", signal=signame)
         # Sockets first: Granian waits for open connections, and a WebSocket never ends
         # on its own.
-        runtime.hub.close_all("the server is restarting")
+        runtime.hub.close_all()
         server.stop()  # type: ignore[no-untyped-call]
 
     for sig in (signal.SIGTERM, signal.SIGINT):

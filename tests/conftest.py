@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fake_llm import fake_llm_fixture  # noqa: F401  (registers the `fake_llm` fixture)
 
 from skald.api.app import create_app
 from skald.config import load_config

@@ -8,6 +8,9 @@ A reply is text (`str` or `Text`), tool calls (`list[Call]` or `ToolCalls`), an 
 status (`int` or `Error`, optionally raised mid-stream) or `Hang` (for cancellation).
 Replies are rendered in whichever format the request used, streamed (SSE) or not.
 
+In a test module: `from fake_llm import fake_llm_fixture  # noqa: F401`, then take a
+`fake_llm` argument (or `with FakeLLM() as fake:` anywhere).
+
 It runs on the stdlib `ThreadingHTTPServer` in a background thread, so tests on any
 event loop can talk to it over a real socket; each request gets its own thread, which
 is what lets it notice a client hanging up while it is "thinking".
@@ -42,7 +45,7 @@ __all__ = [
     "Recorded",
     "Text",
     "ToolCalls",
-    "fake_llm",
+    "fake_llm_fixture",
 ]
 
 Api = Literal["openai", "anthropic"]
@@ -161,6 +164,7 @@ class Recorded:
     path: str
     headers: dict[str, str]  # names in lower case
     raw: bytes
+    peer: tuple[str, int] = ("", 0)  # the client's address: same port, same connection
     body: Any = None  # the decoded JSON, if it was JSON
     status: int = 0  # what the fake answered (0 until it answered)
     error: str | None = None  # the message of a rejection or scripted error
@@ -559,6 +563,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
 
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionError):  # a client that hangs up between requests
+            super().handle()
+
     def setup(self) -> None:
         super().setup()
         self.fake._connections.add(self.connection)
@@ -672,7 +680,9 @@ class _Handler(BaseHTTPRequestHandler):
             api = "openai"
         elif path == "/v1/messages":
             api = "anthropic"
-        self.record = Recorded(api=api, method="POST", path=path, headers=headers, raw=raw)
+        self.record = Recorded(
+            api=api, method="POST", path=path, headers=headers, raw=raw, peer=self.client_address
+        )
         try:
             self.record.body = json.loads(raw)
         except ValueError:
@@ -1012,7 +1022,10 @@ class FakeLLM:
             return queue.popleft() if queue else None
 
 
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
+# Imported under its own name (`from fake_llm import fake_llm_fixture`), tests can take a
+# `fake_llm` argument without the linter seeing a redefinition.
+@pytest.fixture(name="fake_llm")
+def fake_llm_fixture() -> Iterator[FakeLLM]:
+    """A started fake provider, stopped after the test."""
     with FakeLLM() as fake:
         yield fake

@@ -44,6 +44,13 @@ def _registry_v5(c: apsw.Connection) -> None:
     )
 
 
+def _registry_v6(c: apsw.Connection) -> None:
+    c.execute("INSERT INTO llm_providers VALUES ('p1', 'Local', 'ollama', NULL, NULL, 't', 't')")
+    c.execute(
+        "INSERT INTO llm_models VALUES ('m1', 'p1', 'llama3', 'Llama', 'average', '[\"tools\"]', 10, 1, 't', 't')"
+    )
+
+
 def _owner_v1(c: apsw.Connection) -> None:
     c.execute("INSERT INTO kv VALUES ('theme', '\"dark\"', 't')")
 
@@ -57,7 +64,7 @@ def _owner_v2(c: apsw.Connection) -> None:
 
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
-    "registry": {2: _registry_v2, 4: _registry_v4, 5: _registry_v5},
+    "registry": {2: _registry_v2, 4: _registry_v4, 5: _registry_v5, 6: _registry_v6},
     "owner": {1: _owner_v1, 2: _owner_v2},
 }
 

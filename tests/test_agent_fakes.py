@@ -7,14 +7,19 @@ it with a scripted model; the HTTP fake provider is exercised by the provider te
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from skald.agent import (
     AgentLoop,
+    Allow,
     AllowAll,
     ApprovalGate,
+    ApprovalOutcome,
+    ApprovalRequest,
+    Approved,
+    Decision,
     Event,
     FunctionTool,
     LoopConfig,
@@ -52,7 +57,9 @@ class Step:
 
 def text(*chunks: str, input_tokens: int = 10, output_tokens: int = 5) -> Step:
     events: list[StreamEvent] = [TextDelta(c) for c in chunks]
-    events.append(Finished(reason="stop", usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens)))
+    events.append(
+        Finished(reason="stop", usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+    )
     return Step(events)
 
 
@@ -145,7 +152,7 @@ class Sink:
 
 def make_loop(
     model: ScriptedModel,
-    tools: list[Tool] | None = None,
+    tools: Sequence[Tool] | None = None,
     *,
     history: MemoryHistory | None = None,
     gate: ApprovalGate | None = None,
@@ -175,3 +182,31 @@ def assert_every_call_answered_once(messages: list[Message]) -> None:
 
 def tool_texts(messages: list[Message]) -> list[str]:
     return [m.text for m in messages if m.role == "tool"]
+
+
+class ScriptedGate:
+    """Decides per tool name; `wait` blocks until `release` is set, then answers."""
+
+    def __init__(
+        self, decisions: dict[str, Decision | Exception], answer: ApprovalOutcome | None = None
+    ) -> None:
+        self.decisions = decisions
+        self.answer: ApprovalOutcome = answer or Approved()
+        self.checked: list[str] = []
+        self.requests: list[ApprovalRequest] = []
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def check(self, call: ToolCall, tool: Tool, ctx: ToolContext) -> Decision:
+        self.checked.append(call.name)
+        decision = self.decisions.get(call.name, Allow())
+        if isinstance(decision, Exception):
+            raise decision
+        return decision
+
+    async def wait(self, request: ApprovalRequest) -> ApprovalOutcome:
+        self.requests.append(request)
+        self.waiting.set()
+        await self.release.wait()
+        return self.answer

@@ -45,6 +45,10 @@ def _routes(runtime: Runtime) -> list[tuple[str, str, object]]:
     return out
 
 
+def _shape(path: str) -> str:
+    return re.sub(r"\{[^}]+\}", "{}", path)
+
+
 def _concrete(path: str) -> str:
     return re.sub(r"\{[^}]+\}", "x1", path)
 
@@ -125,10 +129,35 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ),
     (
         "PATCH",
-        "/api/roles/member",
+        "/api/roles/{role_name}",
         {"display_name": "Member"},
         {"anon": 401, A: 200, M: 403, C: 403},
     ),
+    ("GET", "/api/llm/kinds", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/llm/providers", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/llm/providers",
+        {"name": "p_{role}", "kind": "ollama"},
+        {"anon": 401, A: 201, M: 403, C: 403},
+    ),
+    (
+        "PATCH",
+        "/api/llm/providers/{prov}",
+        {"name": "Local"},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("GET", "/api/llm/models", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/llm/models",
+        {"provider_id": "{prov}", "model": "m", "name": "m_{role}"},
+        {"anon": 401, A: 201, M: 403, C: 403},
+    ),
+    ("PATCH", "/api/llm/models/{model}", {"priority": 5}, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/models", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("DELETE", "/api/llm/models/{model}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    ("DELETE", "/api/llm/providers/{prov}", None, {"anon": 401, A: 204, M: 403, C: 403}),
     ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
     ("POST", "/api/auth/logout", None, {"anon": 401, A: 204, M: 204, C: 204}),
 ]
@@ -139,8 +168,18 @@ async def test_role_route_matrix(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, who: str
 ) -> None:
     victim = await runtime.core.users.create("victim", PASSWORD, "member")
-    ids = {"ada": household["ada"], "victim": victim.user.id}
-    covered = {(m, p) for m, p, _ in _routes(runtime)}
+    provider = await runtime.llm.add_provider("Home", "ollama", None, None)
+    model = await runtime.llm.add_model(
+        provider.id, "llama3", "Llama", "average", ["tools"], 10, True
+    )
+    ids = {
+        "ada": household["ada"],
+        "victim": victim.user.id,
+        "role_name": "member",
+        "prov": provider.id,
+        "model": model.id,
+    }
+    covered = {(m, _shape(p)) for m, p, _ in _routes(runtime)}
     in_matrix = set()
     for method, template, body, expected in MATRIX:
         client = await make_client()
@@ -148,7 +187,9 @@ async def test_role_route_matrix(
             await client.login({"admin": "mum", "member": "ada", "child": "tim"}[who])
         path = template.format(**ids)
         if isinstance(body, dict):
-            body = {k: (v.format(role=who) if isinstance(v, str) else v) for k, v in body.items()}
+            body = {
+                k: (v.format(role=who, **ids) if isinstance(v, str) else v) for k, v in body.items()
+            }
         r = await client.call(method, path, json=body)
         assert r.status_code == expected[who], f"{who} {method} {path}: {r.status_code} {r.text}"
         if r.status_code >= 400:
@@ -156,15 +197,10 @@ async def test_role_route_matrix(
         # Put the world back for the next row.
         if r.status_code in (200, 204) and template.endswith("deactivate"):
             await runtime.core.users.activate("victim")
-        if r.status_code == 204 and method == "DELETE":
+        if r.status_code == 204 and template == "/api/users/{victim}":
             victim = await runtime.core.users.create("victim", PASSWORD, "member")
             ids["victim"] = victim.user.id
-        in_matrix.add(
-            (
-                method,
-                re.sub(r"\{\w+\}", "{user_id:str}", template).replace("/member", "/{name:str}"),
-            )
-        )
+        in_matrix.add((method, _shape(template)))
     missing = {
         r
         for r in covered

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from conftest import PASSWORD
+
 from skald.config import AuthConfig
 from skald.core.events import EventHub, Ping, SessionRevoked
 from skald.core.runtime import Runtime
@@ -101,9 +101,9 @@ async def test_hub_fans_out_and_revokes() -> None:
     hub.publish("a", Ping(t=1))
     assert a1.queue.get_nowait() == Ping(t=1) and a2.queue.get_nowait() == Ping(t=1)
     assert b.queue.empty()
-    hub.revoke_sessions({"h2"}, "signed out")
+    hub.revoke_sessions({"h2"}, "signed_out")
     assert (
-        a2.queue.get_nowait() == SessionRevoked(reason="signed out")
+        a2.queue.get_nowait() == SessionRevoked(code="signed_out", reason="you signed out")
         and a2.queue.get_nowait() is None
     )
     assert hub.connections("a") == [a1]

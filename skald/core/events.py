@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import defaultdict
+from typing import Literal
 
 import msgspec
 
@@ -25,7 +26,24 @@ class Ping(msgspec.Struct, tag="ping"):
     t: float
 
 
-class SessionRevoked(msgspec.Struct, tag="session_revoked"):
+RevokeCode = Literal[
+    "signed_out", "signed_out_everywhere", "password_changed", "deactivated", "deleted"
+]
+
+# English for logs and API clients; the web UI translates by `code`.
+REVOKE_REASONS: dict[str, str] = {
+    "signed_out": "you signed out",
+    "signed_out_everywhere": "you signed out everywhere",
+    "password_changed": "your password was changed",
+    "deactivated": "your account was deactivated",
+    "deleted": "your account was deleted",
+}
+
+
+class SessionRevoked(msgspec.Struct, tag="session_revoked", kw_only=True):
+    """This session is over for good: the client must go to the sign-in page."""
+
+    code: RevokeCode
     reason: str
 
 
@@ -60,7 +78,7 @@ class Connection:
         self.token_hash = token_hash
         self.queue: asyncio.Queue[ServerEvent | None] = asyncio.Queue(QUEUE_LIMIT)
         self.closed = False
-        self.revoked: str | None = None
+        self.revoked: RevokeCode | None = None
 
     def offer(self, event: ServerEvent) -> None:
         if self.closed:
@@ -71,16 +89,17 @@ class Connection:
             # A client this far behind is gone or stuck; it will catch up on reconnect.
             self.close()
 
-    def close(self, reason: str | None = None) -> None:
+    def close(self, revoked: RevokeCode | None = None) -> None:
+        """Close; with `revoked`, tell the client its session is over (not a restart)."""
         if self.closed:
             return
         self.closed = True
-        self.revoked = reason
+        self.revoked = revoked
         # Make room so the goodbye always fits, then the sentinel.
         while self.queue.qsize() >= QUEUE_LIMIT - 1:
             self.queue.get_nowait()
-        if reason is not None:
-            self.queue.put_nowait(SessionRevoked(reason=reason))
+        if revoked is not None:
+            self.queue.put_nowait(SessionRevoked(code=revoked, reason=REVOKE_REASONS[revoked]))
         self.queue.put_nowait(None)
 
 
@@ -107,21 +126,25 @@ class EventHub:
     def connections(self, user_id: str) -> list[Connection]:
         return list(self._by_user.get(user_id, ()))
 
-    def revoke_sessions(self, token_hashes: set[str], reason: str) -> None:
+    def revoke_sessions(self, token_hashes: set[str], code: RevokeCode) -> None:
         for conns in list(self._by_user.values()):
             for conn in list(conns):
                 if conn.token_hash in token_hashes:
-                    conn.close(reason)
+                    conn.close(code)
                     self.disconnect(conn)
 
-    def revoke_user(self, user_id: str, reason: str) -> None:
+    def revoke_user(self, user_id: str, code: RevokeCode) -> None:
         for conn in self.connections(user_id):
-            conn.close(reason)
+            conn.close(code)
             self.disconnect(conn)
 
-    def close_all(self, reason: str) -> None:
+    def close_all(self) -> None:
+        """Close every socket without revoking anything: clients reconnect after a restart
+        and find out then whether their session survived it."""
         for user_id in list(self._by_user):
-            self.revoke_user(user_id, reason)
+            for conn in self.connections(user_id):
+                conn.close()
+                self.disconnect(conn)
 
     @property
     def count(self) -> int:

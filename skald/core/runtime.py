@@ -14,12 +14,15 @@ from typing import TextIO
 from skald import __version__
 from skald.config import Config
 from skald.core.context import Core
-from skald.core.events import EventHub, UserUpdated
+from skald.core.events import EventHub, RevokeCode, UserUpdated
+from skald.core.llm_service import LlmService
+from skald.core.sealing import InstanceKey
 from skald.core.sessions import SessionManager
 from skald.core.supervisor import Supervisor
 from skald.core.throttle import LoginThrottle
 from skald.log import get_logger
-from skald.paths import DataLayout, secure_file
+from skald.paths import DataLayout
+from skald.store.llm import LlmStore
 from skald.store.rows import User
 from skald.store.sessions import SessionStore
 
@@ -37,6 +40,11 @@ class Runtime:
         )
         self.throttle = LoginThrottle(core.config.auth)
         self.hub = EventHub()
+        self.llm = LlmService(
+            LlmStore(core.registry.db),
+            InstanceKey.load_or_create(core.layout.instance_key),
+            core.layout.root,
+        )
         self.supervisor = Supervisor()
         self.started_at = time.time()
         self.version = __version__
@@ -115,11 +123,11 @@ class Runtime:
 
     async def log_out(self, user: User, token_hash: str) -> None:
         await self.sessions.revoke(token_hash)
-        self.hub.revoke_sessions({token_hash}, "you signed out")
+        self.hub.revoke_sessions({token_hash}, "signed_out")
         await self._lock_if_no_sessions(user)
 
     async def log_out_everywhere(
-        self, user: User, keep: str | None = None, reason: str = "you signed out everywhere"
+        self, user: User, keep: str | None = None, reason: RevokeCode = "signed_out_everywhere"
     ) -> None:
         removed = await self.sessions.revoke_user(user.id, keep)
         self.hub.revoke_sessions(set(removed), reason)
@@ -133,12 +141,12 @@ class Runtime:
     async def deactivate(self, user: User) -> User:
         """Sessions, then open streams, then the data key: nothing of theirs outlives this."""
         await self.sessions.revoke_user(user.id)
-        self.hub.revoke_user(user.id, "your account was deactivated")
+        self.hub.revoke_user(user.id, "deactivated")
         return await self.core.users.deactivate(user.username)
 
     async def delete(self, user: User) -> None:
         await self.sessions.revoke_user(user.id)
-        self.hub.revoke_user(user.id, "your account was deleted")
+        self.hub.revoke_user(user.id, "deleted")
         await self.core.users.delete(user.username)
 
     def user_changed(self, user_id: str) -> None:
@@ -151,7 +159,8 @@ class Runtime:
         return ("degraded" if reasons else "ok"), reasons
 
     async def shutdown(self) -> None:
-        self.hub.close_all("the server is restarting")
+        self.hub.close_all()
         await self.supervisor.stop_all()
+        await self.llm.close()
         await self.core.close()
         log.info("stopped")

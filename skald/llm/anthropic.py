@@ -28,7 +28,14 @@ from skald.llm.types import (
     ToolCallReady,
     Usage,
 )
-from skald.llm.wire import DEFAULT_TIMEOUT, decode_arguments, iter_sse, post_stream, redact
+from skald.llm.wire import (
+    DEFAULT_TIMEOUT,
+    decode_arguments,
+    drain,
+    iter_sse,
+    post_stream,
+    redact,
+)
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -272,7 +279,8 @@ class AnthropicClient:
         tally = _Tally()
         tools: dict[int, _ToolBlock] = {}
         stop_reason: str | None = None
-        async for sse in iter_sse(response.aiter_lines()):
+        events = iter_sse(response.aiter_lines())
+        async for sse in events:
             try:
                 event = _event_decoder.decode(sse.data)
             except msgspec.MsgspecError:
@@ -299,6 +307,7 @@ class AnthropicClient:
                     stop_reason = event.delta.stop_reason
                 tally.add(event.usage)
             elif event.type == "message_stop":
+                await drain(events)
                 break
             elif event.type == "error":
                 raise self._stream_error(event.error or _ErrorBody())

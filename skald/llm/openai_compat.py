@@ -28,7 +28,14 @@ from skald.llm.types import (
     ToolCallReady,
     Usage,
 )
-from skald.llm.wire import DEFAULT_TIMEOUT, decode_arguments, iter_sse, post_stream, redact
+from skald.llm.wire import (
+    DEFAULT_TIMEOUT,
+    decode_arguments,
+    drain,
+    iter_sse,
+    post_stream,
+    redact,
+)
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 
@@ -59,7 +66,9 @@ class _Choice(msgspec.Struct):
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    cost: float | None = None  # OpenRouter reports the charge (in USD credits)
+    # OpenRouter reports the charge (USD credits); Any, so an odd value elsewhere cannot
+    # fail the whole stream over a number we only display.
+    cost: Any = None
 
 
 class _Chunk(msgspec.Struct):
@@ -254,9 +263,11 @@ class OpenAICompatClient:
         finish: str | None = None
         usage = Usage()
         done = False
-        async for sse in iter_sse(response.aiter_lines()):
+        events = iter_sse(response.aiter_lines())
+        async for sse in events:
             if sse.data.strip() == "[DONE]":
                 done = True
+                await drain(events)
                 break
             if sse.event == "error":
                 raise self._stream_error(_loads(sse.data))
@@ -272,7 +283,7 @@ class OpenAICompatClient:
                 usage = Usage(
                     input_tokens=chunk.usage.prompt_tokens or 0,
                     output_tokens=chunk.usage.completion_tokens or 0,
-                    cost_usd=chunk.usage.cost,
+                    cost_usd=_number(chunk.usage.cost),
                 )
             for choice in (chunk.choices or [])[:1]:  # we never ask for n > 1
                 if choice.delta is not None:
@@ -307,6 +318,11 @@ class OpenAICompatClient:
             return error_for_status(code, self.provider_name, detail)
         # A failure after the stream began is the provider's trouble, not the request's.
         return LlmError(f"{self.provider_name}: {detail}", retriable=True)
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok else None
 
 
 def _loads(data: str) -> Any:

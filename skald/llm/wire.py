@@ -7,6 +7,8 @@ fall back to the next model.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -49,6 +51,16 @@ async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SseEvent]:
     # A server that closes without the final blank line still meant its last event.
     if data:
         yield SseEvent(event or "message", "\n".join(data))
+
+
+async def drain(events: AsyncIterator[SseEvent], seconds: float = 1.0) -> None:
+    """Read what follows the final event (normally just the end of the body), so the
+    connection goes back to the pool instead of being dropped; a server that keeps the
+    stream open after its last event is not waited for."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(seconds):
+            async for _ in events:
+                pass
 
 
 def redact(text: str, secrets: Iterable[str | None]) -> str:

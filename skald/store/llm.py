@@ -15,44 +15,6 @@ from skald.store.registry import now_iso
 Strength = Literal["low", "average", "high"]
 ModelCapability = Literal["tools", "vision", "reasoning"]
 
-# Registry migration 6 (appended in skald/store/migrations/registry.py).
-LLM_SCHEMA = """
-CREATE TABLE llm_providers(
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE COLLATE NOCASE,
-    kind TEXT NOT NULL,
-    base_url TEXT,
-    api_key_sealed TEXT,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE llm_models(
-    id TEXT PRIMARY KEY,
-    provider_id TEXT NOT NULL REFERENCES llm_providers(id) ON DELETE CASCADE,
-    model TEXT NOT NULL,
-    name TEXT NOT NULL UNIQUE COLLATE NOCASE,
-    strength TEXT NOT NULL CHECK (strength IN ('low', 'average', 'high')),
-    capabilities TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(capabilities)),
-    priority INTEGER NOT NULL DEFAULT 100,
-    enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX llm_models_order ON llm_models(priority, name);
--- What was asked of which model and how it went: counts and timings, never content.
-CREATE TABLE llm_requests(
-    id INTEGER PRIMARY KEY,
-    at REAL NOT NULL,
-    user_id TEXT NOT NULL,
-    model_id TEXT NOT NULL,
-    status TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    latency_ms REAL NOT NULL DEFAULT 0,
-    error TEXT
-);
-"""
-
 
 class ProviderRow(msgspec.Struct, frozen=True, kw_only=True):
     id: str

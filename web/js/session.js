@@ -21,8 +21,13 @@ export async function setMe(me) {
 
 function startSocket() {
   ws.connect({
-    onRevoked: (reason) =>
-      signedOut(reason ? { key: 'auth.revoked', vars: { reason } } : { key: 'auth.expired', kind: 'info' }),
+    // The server sends a code; the sentence is ours, so it is in the user's language.
+    onRevoked: (code) =>
+      signedOut(code ? { key: `auth.revoked.${code}` } : { key: 'auth.expired', kind: 'info' }),
+    onMessage: (msg) => {
+      // Our own account changed (role, name, language): take the new menus at once.
+      if (msg.type === 'user_updated') api.me().then(setMe, () => {});
+    },
     // Before reconnecting after a drop, make sure the session still exists;
     // a 401 here triggers signedOut through the api module.
     beforeReconnect: async () => {

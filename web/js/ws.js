@@ -54,7 +54,7 @@ function open() {
     } else if (msg.type === 'session_revoked') {
       revoked = true;
       stop();
-      if (handlers.onRevoked) handlers.onRevoked(msg.reason || '');
+      if (handlers.onRevoked) handlers.onRevoked(msg.code || null);
     } else if (handlers.onMessage) {
       handlers.onMessage(msg);
     }

@@ -106,7 +106,7 @@ async def change_password(
         raise ApiError(400, "wrong_password", "the current password is wrong") from None
     # Whoever else was signed in with the old password is not any more.
     await rt.log_out_everywhere(
-        principal.user, keep=principal.token_hash, reason="your password was changed"
+        principal.user, keep=principal.token_hash, reason="password_changed"
     )
     log.info("password changed", username=principal.user.username)
 

@@ -106,12 +106,20 @@ async def list_models(rt: NamedDependency[Runtime]) -> list[ModelRow]:
 @post("/api/llm/models", guards=ADMIN_MODELS, status_code=201)
 async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) -> ModelRow:
     return await rt.llm.add_model(
-        data.provider_id, data.model, data.name, data.strength, list(data.capabilities), data.priority, data.enabled
+        data.provider_id,
+        data.model,
+        data.name,
+        data.strength,
+        list(data.capabilities),
+        data.priority,
+        data.enabled,
     )
 
 
 @patch("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS)
-async def patch_model(model_id: FromPath[str], data: JSONBody[ModelPatch], rt: NamedDependency[Runtime]) -> ModelRow:
+async def patch_model(
+    model_id: FromPath[str], data: JSONBody[ModelPatch], rt: NamedDependency[Runtime]
+) -> ModelRow:
     current = await rt.llm.store.model(model_id)
     changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not None}
     return await rt.llm.store.save_model(msgspec.structs.replace(current, **changes), create=False)
@@ -132,6 +140,14 @@ async def chat_models(rt: NamedDependency[Runtime]) -> list[ChatModel]:
 
 
 ROUTES = [
-    list_kinds, list_providers, create_provider, patch_provider, delete_provider,
-    list_models, create_model, patch_model, delete_model, chat_models,
+    list_kinds,
+    list_providers,
+    create_provider,
+    patch_provider,
+    delete_provider,
+    list_models,
+    create_model,
+    patch_model,
+    delete_model,
+    chat_models,
 ]

@@ -21,6 +21,8 @@ HEARTBEAT_S = 20.0
 # A client that has not answered two heartbeats is gone (sleeping laptop, lost Wi-Fi).
 DEAD_AFTER_S = 2.5 * HEARTBEAT_S
 CLOSE_REVOKED = 4401
+# "Service restart": the client should reconnect shortly.
+CLOSE_RESTART = 1012
 
 _encode = msgspec.json.Encoder().encode
 _decode_client = msgspec.json.Decoder(ClientMessage).decode
@@ -85,7 +87,7 @@ async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime])
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         rt.hub.disconnect(conn)
-        code = CLOSE_REVOKED if conn.revoked else 1000
+        code = CLOSE_REVOKED if conn.revoked else CLOSE_RESTART
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
             await socket.close(code=code)
 

@@ -78,7 +78,8 @@ async def patch_user(
                 409,
                 "encryption_mismatch",
                 f"{user.username}'s data is {'encrypted' if user.encrypted else 'not encrypted'}; "
-                f"the role {data.role!r} is not: moving between the two is not supported",
+                f"the role {data.role!r} is {'not ' if user.encrypted else ''}encrypted: moving between "
+                "the two is not supported",
             )
     await rt.core.registry.update_user(
         user.id,

@@ -190,6 +190,45 @@ CREATE TRIGGER shared_memory_notes_au AFTER UPDATE OF path, content ON shared_me
 END;
 """
 
+# LLM providers (API keys sealed with the instance key) and models.
+_V6_LLM = """
+CREATE TABLE llm_providers(
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    kind TEXT NOT NULL,
+    base_url TEXT,
+    api_key_sealed TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE llm_models(
+    id TEXT PRIMARY KEY,
+    provider_id TEXT NOT NULL REFERENCES llm_providers(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    strength TEXT NOT NULL CHECK (strength IN ('low', 'average', 'high')),
+    capabilities TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(capabilities)),
+    priority INTEGER NOT NULL DEFAULT 100,
+    enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX llm_models_order ON llm_models(priority, name);
+-- What was asked of which model and how it went: counts and timings, never content.
+CREATE TABLE llm_requests(
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    user_id TEXT NOT NULL,
+    model_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    latency_ms REAL NOT NULL DEFAULT 0,
+    error TEXT
+);
+"""
+
+
 REGISTRY = Schema(
     "registry",
     (
@@ -198,5 +237,6 @@ REGISTRY = Schema(
         Migration(3, "user profile", _V3_PROFILE),
         Migration(4, "login sessions", _V4_SESSIONS),
         Migration(5, "shared memory notes with full-text search", _V5_SHARED_NOTES),
+        Migration(6, "LLM providers, models and request metadata", _V6_LLM),
     ),
 )
