@@ -16,12 +16,14 @@ import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 
 from skald.errors import ConfigError
 
 __all__ = [
+    "AssistantConfig",
     "AuthConfig",
     "Config",
     "LogConfig",
@@ -82,6 +84,15 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     secure_cookies: Literal["auto", "always", "never"] = "auto"
 
 
+class AssistantConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # IANA timezone of the household (prompts, schedules), e.g. "Europe/Rome".
+    timezone: str = "UTC"
+    # Model calls allowed in one turn before the assistant stops and says so (1..200).
+    max_rounds: Annotated[int, msgspec.Meta(ge=1, le=200)] = 25
+    # Largest upload accepted in the chat, in MiB (1..4096).
+    upload_max_mb: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # [server]: HTTP listener.
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
@@ -93,6 +104,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
     # [auth]: login sessions and throttling.
     auth: AuthConfig = msgspec.field(default_factory=AuthConfig)
+    # [assistant]: the chat and the agents.
+    assistant: AssistantConfig = msgspec.field(default_factory=AssistantConfig)
 
 
 # --------------------------------------------------------------------------- environment
@@ -298,7 +311,20 @@ def load_config(data_dir: Path, environ: Mapping[str, str]) -> Config:
         )
 
     # Every value was already checked; converting once more builds the frozen structs.
-    return msgspec.convert(_merge(data, _env_overlay(environ)), type=Config)
+    config = msgspec.convert(_merge(data, _env_overlay(environ)), type=Config)
+    _check_timezone(config.assistant.timezone, path, text)
+    return config
+
+
+def _check_timezone(name: str, path: Path, text: str) -> None:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        line = _find_line(text, "assistant.timezone")
+        where = f"{path} line {line}" if line else "SKALD_ASSISTANT_TIMEZONE"
+        raise ConfigError(
+            f'{where}: assistant.timezone: unknown timezone "{name}" (e.g. "Europe/Rome")'
+        ) from None
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -62,10 +62,21 @@ def _owner_v2(c: apsw.Connection) -> None:
     )
 
 
+def _owner_v3(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO conversations(id, title, agent_id, created_at, updated_at) "
+        "VALUES ('c1', 'Bread', 'assistant', 't', 't')"
+    )
+    c.execute(
+        "INSERT INTO chat_messages(conversation_id, role, body, created_at) "
+        "VALUES ('c1', 'user', '{\"role\":\"user\",\"content\":[]}', 't')"
+    )
+
+
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
     "registry": {2: _registry_v2, 4: _registry_v4, 5: _registry_v5, 6: _registry_v6},
-    "owner": {1: _owner_v1, 2: _owner_v2},
+    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3},
 }
 
 

@@ -158,6 +158,30 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("GET", "/api/models", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("DELETE", "/api/llm/models/{model}", None, {"anon": 401, A: 204, M: 403, C: 403}),
     ("DELETE", "/api/llm/providers/{prov}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    ("GET", "/api/conversations", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("POST", "/api/conversations", {"title": "t"}, {"anon": 401, A: 201, M: 201, C: 201}),
+    (
+        "PATCH",
+        "/api/conversations/{conv}",
+        {"title": "renamed"},
+        {"anon": 401, A: 200, M: 200, C: 200},
+    ),
+    ("GET", "/api/conversations/{conv}/messages", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    (
+        "POST",
+        "/api/conversations/{conv}/messages",
+        {"text": "/cost"},
+        {"anon": 401, A: 200, M: 200, C: 200},
+    ),
+    ("POST", "/api/conversations/{conv}/stop", None, {"anon": 401, A: 204, M: 204, C: 204}),
+    (
+        "POST",
+        "/api/approvals/{conv}",
+        {"decision": "approve"},
+        {"anon": 401, A: 404, M: 404, C: 404},
+    ),
+    ("POST", "/api/chat", {"text": "hello"}, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
     ("POST", "/api/auth/logout", None, {"anon": 401, A: 204, M: 204, C: 204}),
 ]
@@ -179,6 +203,12 @@ async def test_role_route_matrix(
         "prov": provider.id,
         "model": model.id,
     }
+    if who != "anon":
+        owner = await make_client()
+        await owner.login({"admin": "mum", "member": "ada", "child": "tim"}[who])
+        ids["conv"] = (await owner.call("POST", "/api/conversations", json={})).json()["id"]
+    else:
+        ids["conv"] = "0123abcd"
     covered = {(m, _shape(p)) for m, p, _ in _routes(runtime)}
     in_matrix = set()
     for method, template, body, expected in MATRIX:

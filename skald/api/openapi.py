@@ -7,7 +7,8 @@ document must say so for every status an operation can answer with; otherwise cl
 The statuses all routes share follow from how a route is declared, and `document_errors`
 adds them when the app is built: 401 unless the route is public (deny by default), 403
 for guarded routes and for writes (CSRF token, same-origin check), 400 when the route
-takes input. The statuses only some routes produce (404, 409, 429, a 401 from a public
+takes input, 404 when its path names something (`/api/users/{user_id}`). The statuses
+only some routes produce (409, 429, a 404 for an id in the body, a 401 from a public
 sign-in) are declared on the route itself with `responses=errors(...)`.
 """
 
@@ -63,6 +64,8 @@ def shared_statuses(handler: HTTPRouteHandler) -> set[int]:
         statuses.add(403)
     if _takes_input(handler):
         statuses.add(400)
+    if any("{" in path for path in handler.paths):
+        statuses.add(404)
     return statuses
 
 

@@ -14,6 +14,9 @@ from typing import Literal
 
 import msgspec
 
+from skald.agent.events import Event as AgentEventUnion
+from skald.store.conversations import Conversation, HistoryItem
+
 QUEUE_LIMIT = 512
 
 
@@ -53,7 +56,26 @@ class UserUpdated(msgspec.Struct, tag="user_updated", kw_only=True):
     user_id: str
 
 
-ServerEvent = Hello | Ping | SessionRevoked | UserUpdated
+class ChatEvent(msgspec.Struct, tag="chat", kw_only=True):
+    """A live event of the agent loop (token, tool call, approval, turn done...)."""
+
+    event: AgentEventUnion
+
+
+class UserMessage(msgspec.Struct, tag="user_message", kw_only=True):
+    """A message the member sent, so their other tabs and devices show it too."""
+
+    conversation_id: str
+    item: HistoryItem
+
+
+class ConversationUpdated(msgspec.Struct, tag="conversation_updated", kw_only=True):
+    conversation: Conversation
+
+
+ServerEvent = (
+    Hello | Ping | SessionRevoked | UserUpdated | ChatEvent | UserMessage | ConversationUpdated
+)
 
 
 class Pong(msgspec.Struct, tag="pong"):

@@ -9,9 +9,12 @@ import os
 import secrets
 import sys
 import time
-from typing import TextIO
+from collections.abc import Coroutine
+from typing import Any, TextIO
 
 from skald import __version__
+from skald.agent.prompts import load_agents
+from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.context import Core
 from skald.core.events import EventHub, RevokeCode, UserUpdated
@@ -20,11 +23,15 @@ from skald.core.sealing import InstanceKey
 from skald.core.sessions import SessionManager
 from skald.core.supervisor import Supervisor
 from skald.core.throttle import LoginThrottle
+from skald.core.user_runtime import UserRuntime
+from skald.core.users import UnlockedUser
+from skald.errors import DatabaseClosedError, NotFoundError
 from skald.log import get_logger
 from skald.paths import DataLayout
 from skald.store.llm import LlmStore
 from skald.store.rows import User
 from skald.store.sessions import SessionStore
+from skald.store.shared_memory import SharedMemoryStore
 
 log = get_logger("skald.runtime")
 
@@ -46,6 +53,11 @@ class Runtime:
             core.layout.root,
         )
         self.supervisor = Supervisor()
+        self.agents_root = asset_dir("agents")
+        self.agents = load_agents(self.agents_root)
+        self.shared_memory = SharedMemoryStore(core.registry.db)
+        self.user_runtimes: dict[str, UserRuntime] = {}
+        self._background: set[asyncio.Task[object]] = set()
         self.started_at = time.time()
         self.version = __version__
         self.setup_token: str | None = None
@@ -83,9 +95,56 @@ class Runtime:
         count = 0
         for user in await self.core.registry.list_users():
             if user.active and not user.encrypted:
-                await self.core.users.unlock_unencrypted(user)
+                await self.attach(await self.core.users.unlock_unencrypted(user))
                 count += 1
         return count
+
+    # -- per-member runtimes ---------------------------------------------------------
+
+    async def attach(self, handle: UnlockedUser) -> UserRuntime:
+        """Give an unlocked member their live runtime, and resume what a crash cut short."""
+        existing = self.user_runtimes.get(handle.user.id)
+        if existing is not None:
+            return existing
+        role = await self.core.registry.get_role(handle.user.role)
+        if role is None:
+            raise NotFoundError(f"the role {handle.user.role!r} no longer exists")
+        runtime = UserRuntime(
+            handle,
+            role,
+            llm=self.llm,
+            agents=self.agents,
+            agents_root=self.agents_root,
+            shared=self.shared_memory,
+            events=self.hub,
+            config=self.config.assistant,
+        )
+        self.user_runtimes[handle.user.id] = runtime
+        self._spawn(runtime.hub.resume_interrupted())
+        return runtime
+
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        task: asyncio.Task[object] = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def user_runtime(self, user: User) -> UserRuntime:
+        runtime = self.user_runtimes.get(user.id)
+        if runtime is not None:
+            return runtime
+        handle = self.core.users.handle(user)
+        if handle is None:
+            raise DatabaseClosedError(f"{user.username}'s data is locked; sign in again")
+        return await self.attach(handle)
+
+    async def detach(self, user_id: str) -> None:
+        runtime = self.user_runtimes.pop(user_id, None)
+        if runtime is not None:
+            await runtime.close()
+
+    async def lock(self, user_id: str) -> None:
+        await self.detach(user_id)
+        await self.core.users.lock(user_id)
 
     def _announce_setup(self, out: TextIO) -> None:
         self.setup_token = secrets.token_urlsafe(24)
@@ -136,17 +195,19 @@ class Runtime:
     async def _lock_if_no_sessions(self, user: User) -> None:
         # An encrypted member's key stays in memory only while one of their sessions lives.
         if user.encrypted and await self.sessions.store.count_for_user(user.id) == 0:
-            await self.core.users.lock(user.id)
+            await self.lock(user.id)
 
     async def deactivate(self, user: User) -> User:
         """Sessions, then open streams, then the data key: nothing of theirs outlives this."""
         await self.sessions.revoke_user(user.id)
         self.hub.revoke_user(user.id, "deactivated")
+        await self.detach(user.id)
         return await self.core.users.deactivate(user.username)
 
     async def delete(self, user: User) -> None:
         await self.sessions.revoke_user(user.id)
         self.hub.revoke_user(user.id, "deleted")
+        await self.detach(user.id)
         await self.core.users.delete(user.username)
 
     def user_changed(self, user_id: str) -> None:
@@ -161,6 +222,10 @@ class Runtime:
     async def shutdown(self) -> None:
         self.hub.close_all()
         await self.supervisor.stop_all()
+        for user_id in list(self.user_runtimes):
+            await self.detach(user_id)
+        for task in list(self._background):
+            task.cancel()
         await self.llm.close()
         await self.core.close()
         log.info("stopped")

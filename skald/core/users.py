@@ -125,6 +125,13 @@ class UserManager:
     def is_unlocked(self, user_id: str) -> bool:
         return user_id in self._open
 
+    def handle(self, user: User) -> UnlockedUser | None:
+        """A handle on an already unlocked member (no password needed: the key is in memory)."""
+        owner = self._open.get(user.id)
+        if owner is None or owner.db.closed:
+            return None
+        return UnlockedUser(user=user, _owner=owner)
+
     # -- creation ----------------------------------------------------------------
 
     async def create(

@@ -34,7 +34,9 @@ const WRITE_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
 // that mounts Skald under a sub-path.
 export async function request(method, path, body, { handle401 = true } = {}) {
   const headers = { Accept: 'application/json' };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  // FormData (file uploads) sets its own multipart Content-Type with the boundary.
+  const isForm = typeof FormData !== 'undefined' && body instanceof FormData;
+  if (body !== undefined && !isForm) headers['Content-Type'] = 'application/json';
   if (WRITE_METHODS.has(method) && csrfToken) headers['X-CSRF-Token'] = csrfToken;
 
   let res;
@@ -42,7 +44,7 @@ export async function request(method, path, body, { handle401 = true } = {}) {
     res = await fetch(path, {
       method,
       headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined || isForm ? body : JSON.stringify(body),
       credentials: 'same-origin',
       cache: 'no-store',
     });
@@ -108,4 +110,31 @@ export const api = {
   capabilities: () => get('api/capabilities'),
   createRole: (body) => post('api/roles', body),
   updateRole: (name, body) => patch(`api/roles/${encodeURIComponent(name)}`, body),
+
+  // Chat
+  conversations: () => get('api/conversations'),
+  createConversation: (body = {}) => post('api/conversations', body),
+  updateConversation: (id, body) => patch(`api/conversations/${encodeURIComponent(id)}`, body),
+  messages: (id) => get(`api/conversations/${encodeURIComponent(id)}/messages`),
+  // 202 {accepted: true} for a message, 200 {command, result} for a slash command.
+  sendMessage: (id, body) => post(`api/conversations/${encodeURIComponent(id)}/messages`, body),
+  stopConversation: (id) => post(`api/conversations/${encodeURIComponent(id)}/stop`),
+  decideApproval: (callId, decision) => post(`api/approvals/${encodeURIComponent(callId)}`, { decision }),
+  upload: (conversationId, file) => {
+    const form = new FormData();
+    form.append('file', file, file.name);
+    return post(`api/uploads?conversation_id=${encodeURIComponent(conversationId)}`, form);
+  },
+  chatModels: () => get('api/models'),
+
+  // Providers and models (admin.models)
+  llmKinds: () => get('api/llm/kinds'),
+  providers: () => get('api/llm/providers'),
+  createProvider: (body) => post('api/llm/providers', body),
+  updateProvider: (id, body) => patch(`api/llm/providers/${encodeURIComponent(id)}`, body),
+  deleteProvider: (id) => del(`api/llm/providers/${encodeURIComponent(id)}`),
+  llmModels: () => get('api/llm/models'),
+  createModel: (body) => post('api/llm/models', body),
+  updateModel: (id, body) => patch(`api/llm/models/${encodeURIComponent(id)}`, body),
+  deleteModel: (id) => del(`api/llm/models/${encodeURIComponent(id)}`),
 };

@@ -13,18 +13,23 @@ import { Shell } from './components/shell.js';
 import { LoginPage } from './pages/login.js';
 import { SetupPage } from './pages/setup.js';
 import { HomePage } from './pages/home.js';
+import { ChatPage } from './pages/chat.js';
+import { AdminModelsPage } from './pages/admin-models.js';
 import { ProfilePage } from './pages/profile.js';
 import { AdminUsersPage } from './pages/admin-users.js';
 import { AdminRolesPage } from './pages/admin-roles.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 
 // Logged-in routes. `cap` is the capability the page needs; simple-mode
-// shells never get admin pages, whatever the capabilities say.
+// shells never get admin pages, whatever the capabilities say. `flush` pages
+// (the chat) fill the main area and scroll inside it.
 function matchRoute(path) {
-  if (path === '/') return { page: HomePage, title: 'nav.home' };
+  if (path === '/') return { page: ChatPage, title: 'nav.chat', flush: true };
+  if (path === '/overview') return { page: HomePage, title: 'nav.overview', full: true };
   if (path === '/profile') return { page: ProfilePage, title: 'nav.profile' };
   if (path === '/admin/users') return { page: AdminUsersPage, title: 'nav.users', cap: 'admin.users' };
   if (path === '/admin/roles') return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles' };
+  if (path === '/admin/models') return { page: AdminModelsPage, title: 'nav.models', cap: 'admin.models' };
   const m = path.match(/^\/admin\/roles\/([^/]+)$/);
   if (m) {
     return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles', props: { roleName: decodeURIComponent(m[1]) } };
@@ -44,6 +49,7 @@ function resolve(state) {
   }
   if (path === '/login' || path === '/setup') return { redirect: '/' };
   const route = matchRoute(path);
+  if (route.full && state.me.ui_mode === 'simple') return { redirect: '/' };
   if (route.cap) {
     const allowed = state.me.ui_mode !== 'simple' && (state.me.capabilities || []).includes(route.cap);
     if (!allowed) return { page: NotAllowedPage, title: 'status.not_allowed_title' };
@@ -81,7 +87,7 @@ function App() {
   if (view.redirect) return null;
   if (view.public) return html`<${view.public} />`;
   const Page = view.page;
-  return html`<${Shell}><${Page} ...${view.props || {}} /><//>`;
+  return html`<${Shell} flush=${!!view.flush}><${Page} ...${view.props || {}} /><//>`;
 }
 
 async function start() {

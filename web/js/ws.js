@@ -1,6 +1,7 @@
 // The live connection to the server (/api/ws).
-// Today it carries keep-alives and the "your session was revoked" signal;
-// chat events will ride on it later. Rules from the server contract:
+// It carries keep-alives, the "your session was revoked" signal and the chat's
+// live events. session.js owns the connection; pages listen through
+// onMessage()/onStatus() below. Rules from the server contract:
 //  - answer every {"type":"ping","t":X} with {"type":"pong","t":X};
 //  - send {"type":"subscribe"} after every (re)connect;
 //  - {"type":"session_revoked"} or close code 4401 => signed out, never reconnect;
@@ -15,6 +16,44 @@ let wanted = false; // true while the app wants a connection (user logged in)
 let delay = MIN_DELAY;
 let timer = null;
 let handlers = {};
+let status = 'closed'; // 'connecting' | 'open' | 'closed'
+const messageListeners = new Set();
+const statusListeners = new Set();
+
+// Pages subscribe to server messages (anything but ping and revocation) and to
+// connection changes; both return an unsubscribe function. A listener that
+// throws is logged and does not stop the others.
+export function onMessage(fn) {
+  messageListeners.add(fn);
+  return () => messageListeners.delete(fn);
+}
+
+// fn(status, { reconnected }) — `reconnected` is true when the socket opens
+// again after a drop, the moment to re-read what may have been missed.
+export function onStatus(fn) {
+  statusListeners.add(fn);
+  return () => statusListeners.delete(fn);
+}
+
+export function connectionStatus() {
+  return status;
+}
+
+let everOpened = false;
+
+function setStatus(next) {
+  if (next === status) return;
+  const reconnected = next === 'open' && everOpened;
+  if (next === 'open') everOpened = true;
+  status = next;
+  for (const fn of [...statusListeners]) {
+    try {
+      fn(next, { reconnected });
+    } catch (e) {
+      console.error(e);
+    }
+  }
+}
 
 function url() {
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
@@ -34,11 +73,13 @@ function open() {
   let revoked = false;
   const ws = new WebSocket(url());
   socket = ws;
+  setStatus('connecting');
 
   ws.addEventListener('open', () => {
     delay = MIN_DELAY; // a good connection resets the backoff
     send({ type: 'subscribe' });
     if (handlers.onStatus) handlers.onStatus('open');
+    setStatus('open');
   });
 
   ws.addEventListener('message', (ev) => {
@@ -55,14 +96,22 @@ function open() {
       revoked = true;
       stop();
       if (handlers.onRevoked) handlers.onRevoked(msg.code || null);
-    } else if (handlers.onMessage) {
-      handlers.onMessage(msg);
+    } else {
+      if (handlers.onMessage) handlers.onMessage(msg);
+      for (const fn of [...messageListeners]) {
+        try {
+          fn(msg);
+        } catch (e) {
+          console.error(e);
+        }
+      }
     }
   });
 
   ws.addEventListener('close', (ev) => {
     if (socket === ws) socket = null;
     if (handlers.onStatus) handlers.onStatus('closed');
+    setStatus('closed');
     if (revoked) return;
     if (ev.code === REVOKED_CODE) {
       // Closed as revoked without the message (e.g. it was lost, or the
@@ -99,6 +148,8 @@ export function connect(opts) {
 // was intentional.
 export function stop() {
   wanted = false;
+  everOpened = false; // the next login starts a fresh connection, not a "reconnect"
+  setStatus('closed');
   clearTimeout(timer);
   timer = null;
   if (socket) {

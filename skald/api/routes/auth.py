@@ -31,6 +31,7 @@ async def _start_session(
     rt: NamedDependency[Runtime], request: AnyRequest, username: FromPath[str], password: str
 ) -> tuple[Me, str]:
     handle = await rt.core.users.unlock(username, password)
+    await rt.attach(handle)
     role = await rt.core.registry.get_role(handle.user.role)
     if role is None:
         raise NotFoundError(f"the role {handle.user.role!r} no longer exists")

@@ -10,6 +10,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import requires
+from skald.api.openapi import errors
 from skald.core.runtime import Runtime
 from skald.store.llm import ModelCapability, ModelRow, ProviderRow, Strength
 
@@ -79,12 +80,12 @@ async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderRow]:
     return await rt.llm.store.providers()
 
 
-@post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201)
+@post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201, responses=errors(409))
 async def create_provider(data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]) -> ProviderRow:
     return await rt.llm.add_provider(data.name, data.kind, data.base_url, data.api_key)
 
 
-@patch("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS)
+@patch("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, responses=errors(409))
 async def patch_provider(
     provider_id: FromPath[str], data: JSONBody[ProviderPatch], rt: NamedDependency[Runtime]
 ) -> ProviderRow:
@@ -103,7 +104,7 @@ async def list_models(rt: NamedDependency[Runtime]) -> list[ModelRow]:
     return await rt.llm.store.models()
 
 
-@post("/api/llm/models", guards=ADMIN_MODELS, status_code=201)
+@post("/api/llm/models", guards=ADMIN_MODELS, status_code=201, responses=errors(404, 409))
 async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) -> ModelRow:
     return await rt.llm.add_model(
         data.provider_id,
@@ -116,7 +117,7 @@ async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) ->
     )
 
 
-@patch("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS)
+@patch("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS, responses=errors(409))
 async def patch_model(
     model_id: FromPath[str], data: JSONBody[ModelPatch], rt: NamedDependency[Runtime]
 ) -> ModelRow:

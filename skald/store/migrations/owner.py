@@ -40,10 +40,52 @@ CREATE TRIGGER memory_notes_au AFTER UPDATE ON memory_notes BEGIN
 END;
 """
 
+# Conversations (chat tabs) and their history, written call by call so a crash mid-turn
+# loses nothing. `body` is a provider-neutral `skald.llm.types.Message` as JSON.
+_V3_CHAT = """
+CREATE TABLE conversations(
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    agent_id TEXT NOT NULL,
+    model_id TEXT,
+    open INTEGER NOT NULL DEFAULT 1 CHECK (open IN (0, 1)),
+    status TEXT NOT NULL DEFAULT 'idle' CHECK (status IN ('idle', 'running', 'awaiting_approval')),
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE chat_messages(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+    body TEXT NOT NULL CHECK (json_valid(body)),
+    attachments TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(attachments)),
+    summary INTEGER NOT NULL DEFAULT 0 CHECK (summary IN (0, 1)),
+    hidden INTEGER NOT NULL DEFAULT 0 CHECK (hidden IN (0, 1)),
+    created_at TEXT NOT NULL
+);
+CREATE INDEX chat_messages_by_conversation ON chat_messages(conversation_id, seq);
+CREATE TABLE chat_calls(
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    message_seq INTEGER NOT NULL,
+    ord INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    arguments TEXT NOT NULL CHECK (json_valid(arguments)),
+    state TEXT NOT NULL,
+    metadata TEXT,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX chat_calls_by_conversation ON chat_calls(conversation_id, state);
+"""
+
 OWNER = Schema(
     "owner",
     (
         Migration(1, "key/value", _V1_KV),
         Migration(2, "memory notes with full-text search", _V2_NOTES),
+        Migration(3, "conversations and chat history", _V3_CHAT),
     ),
 )

@@ -15,7 +15,7 @@ function selectElement(el) {
   sel.addRange(range);
 }
 
-async function copyText(text, el) {
+export async function copyText(text, el) {
   // navigator.clipboard only exists in secure contexts (https or localhost);
   // a household box is often reached over plain http on the LAN, so fall back
   // to selecting the text and the legacy copy command.

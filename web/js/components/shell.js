@@ -1,8 +1,10 @@
 // The logged-in frame: header, navigation, main area.
 // Two flavours, chosen by me.ui_mode (a role attribute):
 //  - full: sidebar with every page the user's capabilities allow;
-//  - simple (children): a calmer frame with only Home and Profile, bigger
+//  - simple (children): a calmer frame with only Chat and Profile, bigger
 //    targets, no admin links at all.
+// `flush` (the chat) makes the frame exactly one screen tall, with the page
+// scrolling inside its own areas instead of the whole document.
 // The sidebar turns into a slide-in menu below 860 px (phones, small tablets).
 import { html, useState, useEffect, useRef } from '../lib.js';
 import { t } from '../i18n.js';
@@ -14,16 +16,18 @@ import { ThemeToggle, LocalePicker } from './controls.js';
 // Navigation entries; `cap` hides the entry unless the user has it. Hiding is
 // a courtesy only: the server refuses the API calls anyway.
 const NAV = [
-  { path: '/', key: 'nav.home', icon: Icon.home, testid: 'nav-home' },
+  { path: '/', key: 'nav.chat', icon: Icon.chat, testid: 'nav-home' },
+  { path: '/overview', key: 'nav.overview', icon: Icon.home, testid: 'nav-overview', full: true },
   { path: '/profile', key: 'nav.profile', icon: Icon.user, testid: 'nav-profile' },
   { path: '/admin/users', key: 'nav.users', icon: Icon.users, testid: 'nav-admin-users', cap: 'admin.users', admin: true },
   { path: '/admin/roles', key: 'nav.roles', icon: Icon.shield, testid: 'nav-admin-roles', cap: 'admin.roles', admin: true },
+  { path: '/admin/models', key: 'nav.models', icon: Icon.cpu, testid: 'nav-admin-models', cap: 'admin.models', admin: true },
 ];
 
 export function navFor(me) {
   const simple = me.ui_mode === 'simple';
   const caps = new Set(me.capabilities || []);
-  return NAV.filter((n) => !n.cap || (!simple && caps.has(n.cap)));
+  return NAV.filter((n) => (!n.full || !simple) && (!n.cap || (!simple && caps.has(n.cap))));
 }
 
 function isActive(itemPath, current) {
@@ -79,7 +83,7 @@ function UserMenu({ me }) {
   </div>`;
 }
 
-export function Shell({ children }) {
+export function Shell({ children, flush = false }) {
   const { me, route, health } = getState();
   const [navOpen, setNavOpen] = useState(false);
   const simple = me.ui_mode === 'simple';
@@ -103,7 +107,7 @@ export function Shell({ children }) {
     </a>
   </li>`;
 
-  return html`<div class=${`shell${simple ? ' shell--simple' : ''}${navOpen ? ' nav-open' : ''}`}
+  return html`<div class=${`shell${simple ? ' shell--simple' : ''}${flush ? ' shell--flush' : ''}${navOpen ? ' nav-open' : ''}`}
       data-testid="app-shell" data-ui-mode=${simple ? 'simple' : 'full'}>
     <a class="skip-link" href="#main" onClick=${(e) => {
       e.preventDefault();
@@ -135,7 +139,7 @@ export function Shell({ children }) {
         </div>
       </nav>
       <div class="scrim" onClick=${() => setNavOpen(false)} aria-hidden="true"></div>
-      <main id="main" class="main" tabindex="-1">${children}</main>
+      <main id="main" class=${`main${flush ? ' main--flush' : ''}`} tabindex="-1">${children}</main>
     </div>
   </div>`;
 }

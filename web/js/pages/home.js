@@ -1,5 +1,6 @@
-// #/ — the landing page after login. The chat with the assistant is not in
-// this release; the page says so plainly instead of showing a fake chat box.
+// #/overview — a quiet page of shortcuts for full-mode accounts: the chat,
+// the profile, the household pages the account may use and, for admins, the
+// server's health. (The home page itself, #/, is the chat.)
 import { html, useEffect, useState } from '../lib.js';
 import { t } from '../i18n.js';
 import { api } from '../api.js';
@@ -40,7 +41,7 @@ export function HomePage() {
   const simple = me.ui_mode === 'simple';
   const caps = new Set(me.capabilities || []);
   const name = me.display_name || me.username;
-  const isAdmin = !simple && (caps.has('admin.users') || caps.has('admin.roles'));
+  const isAdmin = !simple && (caps.has('admin.users') || caps.has('admin.roles') || caps.has('admin.models'));
 
   return html`<div class="page" data-testid="home-page">
     <header class="page__head">
@@ -48,13 +49,13 @@ export function HomePage() {
       <p class="page__lead muted">${simple ? t('home.lead_simple') : t('home.lead')}</p>
     </header>
 
-    <section class="card card--accent coming" data-testid="home-chat-note">
+    <a class="card card--accent card--link-row coming" href="#/" data-testid="home-link-chat">
       <span class="coming__icon">${Icon.chat()}</span>
       <div>
         <h2 class="card__title">${t('home.chat_title')}</h2>
-        <p>${simple ? t('home.chat_body_simple') : t('home.chat_body')}</p>
+        <p>${t('home.chat_body')}</p>
       </div>
-    </section>
+    </a>
 
     <div class="cards">
       <a class="card card--link" href="#/profile" data-testid="home-link-profile">
@@ -73,6 +74,12 @@ export function HomePage() {
         <span class="card__icon">${Icon.shield()}</span>
         <span class="card__title">${t('nav.roles')}</span>
         <span class="muted">${t('home.roles_body')}</span>
+      </a>`}
+      ${!simple && caps.has('admin.models') &&
+      html`<a class="card card--link" href="#/admin/models" data-testid="home-link-models">
+        <span class="card__icon">${Icon.cpu()}</span>
+        <span class="card__title">${t('nav.models')}</span>
+        <span class="muted">${t('home.models_body')}</span>
       </a>`}
     </div>
 

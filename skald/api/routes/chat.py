@@ -1,0 +1,300 @@
+"""Conversations, messages, slash commands, approvals and uploads (capability `chat`).
+
+Everything here resolves in the caller's own runtime and owner database: another
+member's conversation or call id is simply not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+import msgspec
+from litestar import Response, get, patch, post
+from litestar.datastructures import UploadFile
+from litestar.di import NamedDependency
+from litestar.enums import RequestEncodingType
+from litestar.params import Body, FromPath, JSONBody
+
+from skald.agent import TurnResult
+from skald.agent.prompts import defuse_harness_tags, view_context_block
+from skald.api.deps import AnyRequest, requires
+from skald.api.errors import ApiError
+from skald.api.security import principal_of
+from skald.core.runtime import Runtime
+from skald.core.uploads import content_for, resolve_attachment, store_upload
+from skald.core.user_runtime import UserRuntime
+from skald.errors import InvalidInputError, NotFoundError
+from skald.store.conversations import Attachment, Conversation, HistoryItem
+
+CHAT = [requires("chat")]
+Text = Annotated[str, msgspec.Meta(max_length=100_000)]
+Title = Annotated[str, msgspec.Meta(max_length=200)]
+CallId = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+
+
+class ConversationIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    title: Title = ""
+
+
+class ConversationPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    title: Title | None = None
+    open: bool | None = None
+    # Absent: unchanged; null: AUTO; an id: that model.
+    model_id: Annotated[str, msgspec.Meta(max_length=64)] | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    text: Text
+    attachments: Annotated[
+        list[Annotated[str, msgspec.Meta(max_length=400)]], msgspec.Meta(max_length=20)
+    ] = []
+    view_context: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
+
+
+class Accepted(msgspec.Struct, frozen=True):
+    accepted: bool = True
+
+
+class CommandOut(msgspec.Struct, frozen=True, kw_only=True):
+    command: str
+    result: str
+    conversation_id: str | None = None
+
+
+class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    decision: Literal["approve", "reject"]
+
+
+class ChatIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    text: Text
+    conversation_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+
+
+class ChatOut(msgspec.Struct, frozen=True, kw_only=True):
+    conversation_id: str
+    reply: str
+    status: Literal["done", "awaiting_approval", "failed"]
+    error: str | None = None
+
+
+async def _mine(request: AnyRequest, rt: Runtime) -> UserRuntime:
+    return await rt.user_runtime(principal_of(request).user)
+
+
+@get("/api/conversations", guards=CHAT)
+async def list_conversations(
+    request: AnyRequest, rt: NamedDependency[Runtime]
+) -> list[Conversation]:
+    return await (await _mine(request, rt)).hub.store.all()
+
+
+@post("/api/conversations", guards=CHAT, status_code=201)
+async def create_conversation(
+    data: JSONBody[ConversationIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Conversation:
+    return await (await _mine(request, rt)).hub.new_conversation(data.title)
+
+
+@patch("/api/conversations/{conversation_id:str}", guards=CHAT)
+async def patch_conversation(
+    conversation_id: FromPath[str],
+    data: JSONBody[ConversationPatch],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Conversation:
+    mine = await _mine(request, rt)
+    await mine.hub.store.get(conversation_id)
+    fields: dict[str, Any] = {
+        k: v for k, v in (("title", data.title), ("open", data.open)) if v is not None
+    }
+    if data.model_id is not msgspec.UNSET:
+        if data.model_id is not None:
+            await _check_model(rt, data.model_id)
+        fields["model_id"] = data.model_id
+    return await mine.hub.update(conversation_id, **fields)
+
+
+async def _check_model(rt: Runtime, model_id: str) -> None:
+    if not any(m.id == model_id and m.enabled for m in await rt.llm.store.models()):
+        raise InvalidInputError("no such model, or it is switched off")
+
+
+@get("/api/conversations/{conversation_id:str}/messages", guards=CHAT)
+async def list_messages(
+    conversation_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> list[HistoryItem]:
+    return await (await _mine(request, rt)).hub.store.items(conversation_id)
+
+
+@post("/api/conversations/{conversation_id:str}/messages", guards=CHAT, status_code=202)
+async def send_message(
+    conversation_id: FromPath[str],
+    data: JSONBody[MessageIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Response[Accepted | CommandOut]:
+    mine = await _mine(request, rt)
+    await mine.hub.store.get(conversation_id)
+    if data.text.startswith("/") and not data.attachments:
+        return Response(await _command(mine, rt, conversation_id, data.text), status_code=200)
+    await _enqueue(mine, rt, conversation_id, data.text, data.attachments, data.view_context)
+    return Response(Accepted(), status_code=202)
+
+
+async def _enqueue(
+    mine: UserRuntime,
+    rt: Runtime,
+    conversation_id: str,
+    text: str,
+    paths: list[str],
+    view: str | None,
+) -> asyncio.Future[TurnResult]:
+    layout = rt.core.layout
+    attachments: list[Attachment] = [
+        resolve_attachment(layout, mine.user.id, conversation_id, p) for p in dict.fromkeys(paths)
+    ]
+    body = defuse_harness_tags(text)
+    if view:
+        body = f"{view_context_block({'page': view})}\n\n{body}"
+    content = await asyncio.to_thread(content_for, layout, mine.user.id, body, attachments)
+    return await mine.hub.send(conversation_id, content, attachments)
+
+
+async def _command(mine: UserRuntime, rt: Runtime, conversation_id: str, text: str) -> CommandOut:
+    name, _, arg = text[1:].strip().partition(" ")
+    arg = arg.strip()
+    if name == "stop":
+        await mine.hub.stop(conversation_id)
+        return CommandOut(command="stop", result="stopped")
+    if name == "compact":
+        await mine.hub.compact(conversation_id)
+        return CommandOut(command="compact", result="compacting the conversation")
+    if name == "new":
+        conversation = await mine.hub.new_conversation()
+        return CommandOut(command="new", result="new conversation", conversation_id=conversation.id)
+    if name == "cost":
+        usage = (await mine.hub.store.get(conversation_id)).usage
+        cost = "unknown" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
+        return CommandOut(
+            command="cost",
+            result=f"{usage.input_tokens} tokens in, {usage.output_tokens} tokens out, cost {cost}",
+        )
+    if name == "model":
+        return await _model_command(mine, rt, conversation_id, arg)
+    raise InvalidInputError(f"unknown command /{name}; try /stop, /compact, /model, /cost or /new")
+
+
+async def _model_command(
+    mine: UserRuntime, rt: Runtime, conversation_id: str, arg: str
+) -> CommandOut:
+    models = [m for m in await rt.llm.store.models() if m.enabled]
+    if not arg:
+        current = (await mine.hub.store.get(conversation_id)).model_id
+        names = ", ".join(m.name for m in models) or "none set up"
+        chosen = next((m.name for m in models if m.id == current), "AUTO")
+        return CommandOut(command="model", result=f"using {chosen}; available: AUTO, {names}")
+    if arg.lower() == "auto":
+        await mine.hub.update(conversation_id, model_id=None)
+        return CommandOut(command="model", result="using AUTO")
+    match = next((m for m in models if m.name.lower() == arg.lower()), None)
+    if match is None:
+        raise InvalidInputError(f"no model named {arg!r}")
+    await mine.hub.update(conversation_id, model_id=match.id)
+    return CommandOut(command="model", result=f"using {match.name}")
+
+
+@post("/api/conversations/{conversation_id:str}/stop", guards=CHAT, status_code=204)
+async def stop(
+    conversation_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> None:
+    await (await _mine(request, rt)).hub.stop(conversation_id)
+
+
+@post("/api/approvals/{call_id:str}", guards=CHAT, status_code=204)
+async def decide(
+    call_id: FromPath[str],
+    data: JSONBody[ApprovalIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> None:
+    mine = await _mine(request, rt)
+    if not mine.gate.resolve(call_id, data.decision == "approve"):
+        raise NotFoundError("no pending approval with that id")
+
+
+@post("/api/chat", guards=CHAT, status_code=200)
+async def chat(
+    data: JSONBody[ChatIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ChatOut:
+    """One turn, synchronously: for scripts and `skald chat`."""
+    mine = await _mine(request, rt)
+    if data.conversation_id is None:
+        conversation_id = (await mine.hub.new_conversation()).id
+    else:
+        conversation_id = (await mine.hub.store.get(data.conversation_id)).id
+    if data.text.startswith("/"):
+        out = await _command(mine, rt, conversation_id, data.text)
+        return ChatOut(
+            conversation_id=out.conversation_id or conversation_id, reply=out.result, status="done"
+        )
+    done = await _enqueue(mine, rt, conversation_id, data.text, [], None)
+    waiting: asyncio.Future[bool] = asyncio.ensure_future(
+        mine.hub.awaiting_approval(conversation_id).wait()
+    )
+    try:
+        await asyncio.wait([done, waiting], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
+    finally:
+        waiting.cancel()
+    if not done.done():
+        # The turn goes on once someone approves or rejects (from any client).
+        return ChatOut(conversation_id=conversation_id, reply="", status="awaiting_approval")
+    result = done.result()
+    status: Literal["done", "awaiting_approval", "failed"] = (
+        "done"
+        if result.status in ("done", "stopped")
+        else "awaiting_approval"
+        if result.status == "awaiting_approval"
+        else "failed"
+    )
+    return ChatOut(
+        conversation_id=conversation_id, reply=result.text, status=status, error=result.error
+    )
+
+
+@post("/api/uploads", guards=CHAT, status_code=201)
+async def upload(
+    conversation_id: str,
+    data: Annotated[UploadFile, Body(media_type=RequestEncodingType.MULTI_PART)],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Attachment:
+    mine = await _mine(request, rt)
+    await mine.hub.store.get(conversation_id)
+    limit = rt.config.assistant.upload_max_mb * 1024 * 1024
+    content = await data.read(limit + 1)
+    if len(content) > limit:
+        raise ApiError(
+            413, "too_large", f"files up to {rt.config.assistant.upload_max_mb} MiB can be attached"
+        )
+    return await asyncio.to_thread(
+        store_upload,
+        rt.core.layout,
+        mine.user.id,
+        conversation_id,
+        data.filename or "file",
+        content,
+    )
+
+
+ROUTES = [
+    list_conversations,
+    create_conversation,
+    patch_conversation,
+    list_messages,
+    send_message,
+    stop,
+    decide,
+    chat,
+    upload,
+]

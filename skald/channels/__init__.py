@@ -1,0 +1,1 @@
+"""Channels: how members reach their assistant (the web chat hub; Telegram later)."""

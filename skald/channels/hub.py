@@ -1,0 +1,264 @@
+"""The chat hub of one member: conversations, one FIFO queue and one consumer each.
+
+Every message to a conversation goes through its queue, so turns, recoveries and
+compactions of one conversation never overlap, while different conversations run side
+by side. Every event goes to every open client of the member through the event hub;
+the history in the owner database stays the authority (a client that missed events
+re-reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from skald.agent import (
+    AgentLoop,
+    ApprovalRequested,
+    Event,
+    LoopConfig,
+    ToolCallUpdate,
+    TurnDone,
+    TurnResult,
+    UsageReport,
+)
+from skald.agent.approval import ApprovalGate
+from skald.agent.tools import Tool
+from skald.core.events import ChatEvent, ConversationUpdated, EventHub, UserMessage
+from skald.errors import InvalidInputError
+from skald.llm.client import ModelClient
+from skald.llm.types import ContentPart, Message, TextPart
+from skald.log import get_logger
+from skald.store.conversations import (
+    Attachment,
+    Conversation,
+    ConversationStore,
+    HistoryItem,
+    OwnerHistory,
+)
+from skald.store.database import Database
+from skald.store.registry import now_iso
+
+log = get_logger("skald.chat")
+
+JobKind = Literal["turn", "resume", "compact"]
+
+
+@dataclass
+class Job:
+    kind: JobKind
+    message: Message | None = None
+    attachments: list[Attachment] = field(default_factory=list)
+    done: asyncio.Future[TurnResult] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+@dataclass(frozen=True)
+class TurnSetup:
+    """What one turn runs with, assembled fresh for every turn (prompt, tools, model)."""
+
+    model: ModelClient
+    tools: list[Tool]
+    gate: ApprovalGate
+    config: LoopConfig
+
+
+# The member's runtime provides this: everything about a turn that depends on the world
+# outside the hub (which agent, which model, which tools, what the prompt says).
+SetupFactory = Callable[[Conversation, bool], Awaitable[TurnSetup]]
+
+
+class ConversationRunner:
+    def __init__(self, hub: ChatHub, conversation_id: str) -> None:
+        self.hub = hub
+        self.conversation_id = conversation_id
+        self.queue: asyncio.Queue[Job] = asyncio.Queue()
+        self.loop: AgentLoop | None = None
+        self.awaiting_approval = asyncio.Event()
+        self.task = asyncio.create_task(self._consume(), name=f"chat-{conversation_id}")
+
+    async def _consume(self) -> None:
+        while True:
+            job = await self.queue.get()
+            try:
+                result = await self._execute(job)
+            except Exception as exc:
+                log.error(
+                    "turn crashed", conversation=self.conversation_id, error=str(exc), exc_info=True
+                )
+                result = TurnResult(status="failed", error=f"the turn failed: {exc}")
+                await self.hub.set_status(self.conversation_id, "idle")
+            if not job.done.done():
+                job.done.set_result(result)
+
+    async def _execute(self, job: Job) -> TurnResult:
+        conversation = await self.hub.store.get(self.conversation_id)
+        needs_vision = any(a.mime.startswith("image/") for a in job.attachments)
+        setup = await self.hub.setup_factory(conversation, needs_vision)
+        history = OwnerHistory(self.hub.db, self.conversation_id)
+        history.pending_attachments = job.attachments
+        self.awaiting_approval.clear()
+        loop = AgentLoop(setup.model, setup.tools, history, setup.gate, self._sink, setup.config)
+        self.loop = loop
+        await self.hub.set_status(self.conversation_id, "running")
+        try:
+            result = await self._run(loop, job)
+        finally:
+            self.loop = None
+        # A deferred approval ends the turn but not the conversation's business.
+        await self.hub.set_status(
+            self.conversation_id,
+            "awaiting_approval" if result.status == "awaiting_approval" else "idle",
+        )
+        return result
+
+    async def _run(self, loop: AgentLoop, job: Job) -> TurnResult:
+        if job.kind == "turn":
+            assert job.message is not None
+            return await loop.run_turn(job.message)
+        if job.kind == "resume":
+            return await loop.resume()
+        compacted = await loop.compact()
+        note = "nothing to compact yet" if compacted is None else "the conversation was compacted"
+        return TurnResult(status="done", text=note)
+
+    async def _sink(self, event: Event) -> None:
+        if event.depth == 0:
+            if isinstance(event, ApprovalRequested):
+                self.awaiting_approval.set()
+                await self.hub.set_status(self.conversation_id, "awaiting_approval")
+            elif isinstance(event, ToolCallUpdate) and self.awaiting_approval.is_set():
+                self.awaiting_approval.clear()
+                await self.hub.set_status(self.conversation_id, "running")
+            if isinstance(event, UsageReport):
+                await self.hub.store.add_usage(
+                    self.conversation_id, event.input_tokens, event.output_tokens, event.cost_usd
+                )
+        self.hub.events.publish(self.hub.user_id, ChatEvent(event=event))
+        if isinstance(event, TurnDone) and event.depth == 0:
+            self.awaiting_approval.clear()
+
+    def stop(self) -> int:
+        """/stop: drop what is queued and stop what runs (the whole tree of sub-agents)."""
+        dropped = 0
+        while not self.queue.empty():
+            job = self.queue.get_nowait()
+            job.done.set_result(TurnResult(status="stopped", error="stopped before it started"))
+            dropped += 1
+        if self.loop is not None:
+            self.loop.stop()
+        return dropped
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+class ChatHub:
+    def __init__(
+        self,
+        user_id: str,
+        db: Database,
+        events: EventHub,
+        setup_factory: SetupFactory,
+        default_agent: str,
+    ) -> None:
+        self.user_id = user_id
+        self.db = db
+        self.store = ConversationStore(db)
+        self.events = events
+        self.setup_factory = setup_factory
+        self.default_agent = default_agent
+        self._runners: dict[str, ConversationRunner] = {}
+
+    def _runner(self, conversation_id: str) -> ConversationRunner:
+        runner = self._runners.get(conversation_id)
+        if runner is None:
+            runner = self._runners[conversation_id] = ConversationRunner(self, conversation_id)
+        return runner
+
+    async def set_status(self, conversation_id: str, status: str) -> None:
+        conversation = await self.store.update(conversation_id, status=status)
+        self.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
+
+    async def new_conversation(self, title: str = "") -> Conversation:
+        conversation = await self.store.create(secrets.token_hex(8), self.default_agent, title)
+        self.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
+        return conversation
+
+    async def update(self, conversation_id: str, **fields: object) -> Conversation:
+        conversation = await self.store.update(conversation_id, **fields)
+        self.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
+        return conversation
+
+    async def send(
+        self, conversation_id: str, content: list[ContentPart], attachments: list[Attachment]
+    ) -> asyncio.Future[TurnResult]:
+        """Queue a user message; the future resolves when its turn ends."""
+        if not any(isinstance(p, TextPart) and p.text.strip() for p in content) and not attachments:
+            raise InvalidInputError("the message is empty")
+        conversation = await self.store.get(conversation_id)
+        if not conversation.title:
+            first = next((p.text for p in content if isinstance(p, TextPart)), "").strip()
+            await self.update(conversation_id, title=first[:60] or "Attachment")
+        job = Job(
+            kind="turn", message=Message(role="user", content=content), attachments=attachments
+        )
+        runner = self._runner(conversation_id)
+        await runner.queue.put(job)
+        self.events.publish(
+            self.user_id,
+            UserMessage(
+                conversation_id=conversation_id,
+                item=HistoryItem(
+                    seq=0,
+                    role="user",
+                    text=job.message.text if job.message else "",
+                    attachments=attachments,
+                    tool_calls=[],
+                    tool_call_id=None,
+                    is_error=False,
+                    created_at=now_iso(),
+                ),
+            ),
+        )
+        return job.done
+
+    async def resume(self, conversation_id: str) -> asyncio.Future[TurnResult]:
+        job = Job(kind="resume")
+        await self._runner(conversation_id).queue.put(job)
+        return job.done
+
+    async def compact(self, conversation_id: str) -> asyncio.Future[TurnResult]:
+        await self.store.get(conversation_id)
+        job = Job(kind="compact")
+        await self._runner(conversation_id).queue.put(job)
+        return job.done
+
+    async def stop(self, conversation_id: str) -> None:
+        await self.store.get(conversation_id)
+        runner = self._runners.get(conversation_id)
+        if runner is not None:
+            runner.stop()
+
+    def awaiting_approval(self, conversation_id: str) -> asyncio.Event:
+        return self._runner(conversation_id).awaiting_approval
+
+    async def resume_interrupted(self) -> list[str]:
+        """After a restart or an unlock: finish what a crash cut short, in each conversation."""
+        ids = await self.store.needing_attention()
+        for conversation_id in ids:
+            log.info("resuming conversation", conversation=conversation_id)
+            await self.resume(conversation_id)
+        return ids
+
+    async def close(self) -> None:
+        """Cancel everything; recovery picks the turns up at the next unlock."""
+        runners, self._runners = list(self._runners.values()), {}
+        await asyncio.gather(*(r.close() for r in runners), return_exceptions=True)

@@ -1,0 +1,115 @@
+"""One unlocked member's live state: their chat hub and their approval gate.
+
+Built when the member's data is unlocked (login, or boot for unencrypted members) and
+closed when it is locked; a turn cut short by a lock or a crash is resumed at the next
+unlock. Each turn is assembled fresh (prompt, tools, model source), so a role change,
+a new model or an edited agent applies from the next turn on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from skald.agent import ChildAgent, LoopConfig, SubAgentTool, Tool, ToolContext
+from skald.agent.prompts import (
+    AgentDef,
+    compose_prompt,
+    datetime_block,
+    default_chat_agent,
+    memory_index_block,
+    profile_block,
+    task_agents_block,
+)
+from skald.channels.hub import ChatHub, TurnSetup
+from skald.config import AssistantConfig
+from skald.core.approvals import DefaultGate
+from skald.core.events import EventHub
+from skald.core.llm_service import LlmService
+from skald.core.users import UnlockedUser
+from skald.store.conversations import Conversation
+from skald.store.rows import Role
+from skald.store.shared_memory import SharedMemoryStore
+from skald.tools.memory import memory_indexes, memory_tools
+
+
+class UserRuntime:
+    def __init__(
+        self,
+        handle: UnlockedUser,
+        role: Role,
+        *,
+        llm: LlmService,
+        agents: dict[str, AgentDef],
+        agents_root: Path,
+        shared: SharedMemoryStore,
+        events: EventHub,
+        config: AssistantConfig,
+    ) -> None:
+        self.handle = handle
+        self.user = handle.user
+        self.role = role
+        self.llm = llm
+        self.agents = agents
+        self.agents_root = agents_root
+        self.shared = shared
+        self.config = config
+        self.gate = DefaultGate()
+        helpers = {a.id: a.description for a in agents.values() if a.type == "task"}
+        self._subagents = SubAgentTool(self._child, agents=helpers)
+        default = default_chat_agent(role.attributes.default_chat_agent, agents)
+        self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
+
+    def agent_for(self, conversation: Conversation) -> AgentDef:
+        agent = self.agents.get(conversation.agent_id)
+        if agent is None or agent.type != "chat":
+            return default_chat_agent(self.role.attributes.default_chat_agent, self.agents)
+        return agent
+
+    async def _prompt_values(self) -> dict[str, str]:
+        user_index, shared_index = await memory_indexes(self.handle.store, self.shared)
+        tz = ZoneInfo(self.config.timezone)
+        return {
+            "USER_PROFILE": profile_block(
+                self.user.display_name, self.user.profile, self.user.locale
+            ),
+            "DATETIME": datetime_block(datetime.now(tz), tz),
+            "USER_MEMORY_INDEX": memory_index_block("user-memory", user_index),
+            "SHARED_MEMORY_INDEX": memory_index_block("shared-memory", shared_index),
+            "TASK_AGENTS": task_agents_block(self.agents.values()),
+        }
+
+    def _tools(self, agent: AgentDef) -> list[Tool]:
+        tools: list[Tool] = [
+            *memory_tools(self.handle.store, self.shared, self.user.id),
+            self._subagents,
+        ]
+        if agent.tools is not None:
+            tools = [t for t in tools if t.spec.name in agent.tools]
+        return tools
+
+    async def _child(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
+        """A sub-agent for `execute_task`: a task agent with the member's own tools."""
+        agent = self.agents.get(agent_id or "worker")
+        if agent is None or agent.type != "task":
+            return None
+        prompt = compose_prompt(agent, self.agents_root, await self._prompt_values())
+        model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
+        config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
+        return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
+
+    async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
+        agent = self.agent_for(conversation)
+        prompt = compose_prompt(agent, self.agents_root, await self._prompt_values())
+        model = await self.llm.source(
+            self.user.id,
+            strength=agent.model_strength or "average",
+            model_id=conversation.model_id,
+            needs=("vision",) if needs_vision else (),
+        )
+        config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
+        return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)
+
+    async def close(self) -> None:
+        await self.hub.close()

@@ -1,0 +1,352 @@
+"""Conversations and their history in a member's owner database.
+
+`OwnerHistory` is the agent loop's `HistoryStore` for one conversation; every method is
+one transaction, durable when it returns. `ConversationStore` is what the chat hub and
+the API read and write about conversations (tabs, status, usage, the history for the UI).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from skald.agent.history import CallState, UnfinishedCall
+from skald.errors import NotFoundError
+from skald.llm.types import Message, ToolCall
+from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.registry import now_iso
+
+_encode = msgspec.json.Encoder().encode
+_decode_message = msgspec.json.Decoder(Message).decode
+
+Status = Literal["idle", "running", "awaiting_approval"]
+
+
+class Attachment(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    path: str  # agent path, e.g. uploads/<conversation>/photo.jpg
+    mime: str
+    size: int
+
+
+class ConversationUsage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+class Conversation(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    title: str
+    agent_id: str
+    model_id: str | None
+    open: bool
+    status: Status
+    created_at: str
+    updated_at: str
+    usage: ConversationUsage
+
+
+class CallView(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    status: str
+
+
+class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One message as the chat UI shows it."""
+
+    seq: int
+    role: Literal["system", "user", "assistant", "tool", "summary"]
+    text: str
+    attachments: list[Attachment]
+    tool_calls: list[CallView]
+    tool_call_id: str | None
+    is_error: bool
+    created_at: str
+
+
+_CONV = "id, title, agent_id, model_id, open, status, created_at, updated_at, input_tokens, output_tokens, cost_usd"
+
+
+def _conversation(r: tuple[Any, ...]) -> Conversation:
+    return Conversation(
+        id=r[0],
+        title=r[1],
+        agent_id=r[2],
+        model_id=r[3],
+        open=bool(r[4]),
+        status=r[5],
+        created_at=r[6],
+        updated_at=r[7],
+        usage=ConversationUsage(input_tokens=r[8], output_tokens=r[9], cost_usd=r[10]),
+    )
+
+
+class ConversationStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(self, conversation_id: str, agent_id: str, title: str = "") -> Conversation:
+        stamp = now_iso()
+        await self.db.transaction(
+            lambda c: c.execute(
+                "INSERT INTO conversations(id, title, agent_id, created_at, updated_at) VALUES (?,?,?,?,?)",
+                (conversation_id, title, agent_id, stamp, stamp),
+            )
+        )
+        return await self.get(conversation_id)
+
+    async def get(self, conversation_id: str) -> Conversation:
+        r = await self.db.call(
+            lambda c: fetch_one(
+                c, f"SELECT {_CONV} FROM conversations WHERE id=?", (conversation_id,)
+            )
+        )
+        if r is None:
+            raise NotFoundError("no such conversation")
+        return _conversation(r)
+
+    async def all(self) -> list[Conversation]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, f"SELECT {_CONV} FROM conversations ORDER BY created_at, id")
+        )
+        return [_conversation(r) for r in rows]
+
+    async def update(self, conversation_id: str, **fields: Any) -> Conversation:
+        """Set `title`, `open`, `model_id` or `status` (a `model_id` of None means AUTO)."""
+        allowed = {"title", "open", "model_id", "status"}
+        if not set(fields) <= allowed:
+            raise ValueError(f"cannot update {set(fields) - allowed}")
+        if fields:
+            assignment = ", ".join(f"{k}=?" for k in fields)
+            values = [int(v) if isinstance(v, bool) else v for v in fields.values()]
+
+            def q(c: apsw.Connection) -> None:
+                c.execute(
+                    f"UPDATE conversations SET {assignment}, updated_at=? WHERE id=?",
+                    (*values, now_iso(), conversation_id),
+                )
+                if c.changes() == 0:
+                    raise NotFoundError("no such conversation")
+
+            await self.db.transaction(q)
+        return await self.get(conversation_id)
+
+    async def add_usage(
+        self, conversation_id: str, input_tokens: int, output_tokens: int, cost: float | None
+    ) -> None:
+        await self.db.transaction(
+            lambda c: c.execute(
+                "UPDATE conversations SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+                "cost_usd = CASE WHEN ? IS NULL THEN cost_usd ELSE coalesce(cost_usd, 0) + ? END WHERE id=?",
+                (input_tokens, output_tokens, cost, cost, conversation_id),
+            )
+        )
+
+    async def items(self, conversation_id: str) -> list[HistoryItem]:
+        await self.get(conversation_id)
+
+        def q(c: apsw.Connection) -> list[HistoryItem]:
+            states = dict(
+                fetch_all(
+                    c,
+                    "SELECT id, state FROM chat_calls WHERE conversation_id=?",
+                    (conversation_id,),
+                )
+            )
+            rows = fetch_all(
+                c,
+                "SELECT seq, role, body, attachments, summary, created_at FROM chat_messages "
+                "WHERE conversation_id=? ORDER BY seq",
+                (conversation_id,),
+            )
+            return [_item(r, states) for r in rows]
+
+        return await self.db.call(q)
+
+    async def needing_attention(self) -> list[str]:
+        """Conversations whose last turn did not finish (crash, restart, pending approval)."""
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                "SELECT DISTINCT conversation_id FROM chat_calls WHERE state IN ('pending','running','awaiting_approval') "
+                "UNION SELECT id FROM conversations WHERE status != 'idle'",
+            )
+        )
+        return [str(r[0]) for r in rows]
+
+
+def _item(r: tuple[Any, ...], states: Mapping[str, str]) -> HistoryItem:
+    message = _decode_message(r[2])
+    return HistoryItem(
+        seq=r[0],
+        role="summary" if r[4] else message.role,
+        text=message.text,
+        attachments=msgspec.json.decode(r[3], type=list[Attachment]),
+        tool_calls=[
+            CallView(
+                id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                status=states.get(call.id, "pending"),
+            )
+            for call in message.tool_calls
+        ],
+        tool_call_id=message.tool_call_id,
+        is_error=message.is_error,
+        created_at=r[5],
+    )
+
+
+class OwnerHistory:
+    """The agent loop's history store for one conversation, in the owner database."""
+
+    def __init__(self, db: Database, conversation_id: str) -> None:
+        self.db = db
+        self._conversation_id = conversation_id
+        # Set by the hub before a turn: attachments of the next user message.
+        self.pending_attachments: list[Attachment] = []
+
+    @property
+    def conversation_id(self) -> str:
+        return self._conversation_id
+
+    async def append(self, message: Message) -> None:
+        if message.role == "tool":
+            raise ValueError("tool results go through append_result")
+        attachments = self.pending_attachments if message.role == "user" else []
+        if message.role == "user":
+            self.pending_attachments = []
+        await self.db.transaction(lambda c: self._insert(c, message, attachments))
+
+    def _insert(
+        self,
+        c: apsw.Connection,
+        message: Message,
+        attachments: list[Attachment],
+        summary: bool = False,
+    ) -> int:
+        c.execute(
+            "INSERT INTO chat_messages(conversation_id, role, body, attachments, summary, created_at) VALUES (?,?,?,?,?,?)",
+            (
+                self._conversation_id,
+                message.role,
+                _encode(message),
+                _encode(attachments),
+                int(summary),
+                now_iso(),
+            ),
+        )
+        seq = c.last_insert_rowid()
+        stamp = now_iso()
+        c.executemany(
+            "INSERT INTO chat_calls(id, conversation_id, message_seq, ord, name, arguments, state, updated_at) "
+            "VALUES (?,?,?,?,?,?,'pending',?)",
+            [
+                (
+                    call.id,
+                    self._conversation_id,
+                    seq,
+                    i,
+                    call.name,
+                    json.dumps(call.arguments),
+                    stamp,
+                )
+                for i, call in enumerate(message.tool_calls)
+            ],
+        )
+        return seq
+
+    async def mark_call(self, call_id: str, state: CallState) -> None:
+        if state.finished:
+            raise ValueError("a call is finished by append_result")
+
+        def q(c: apsw.Connection) -> None:
+            self._require_open(c, call_id)
+            c.execute(
+                "UPDATE chat_calls SET state=?, updated_at=? WHERE id=?",
+                (state.value, now_iso(), call_id),
+            )
+
+        await self.db.transaction(q)
+
+    async def append_result(
+        self, result: Message, state: CallState, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        if result.role != "tool" or result.tool_call_id is None:
+            raise ValueError("a result is a tool message with a tool_call_id")
+        if not state.finished:
+            raise ValueError(f"a result needs a final state, not {state}")
+        call_id = result.tool_call_id
+
+        def q(c: apsw.Connection) -> None:
+            self._require_open(c, call_id)
+            self._insert(c, result, [])
+            c.execute(
+                "UPDATE chat_calls SET state=?, metadata=?, updated_at=? WHERE id=?",
+                (state.value, json.dumps(dict(metadata)) if metadata else None, now_iso(), call_id),
+            )
+
+        await self.db.transaction(q)
+
+    def _require_open(self, c: apsw.Connection, call_id: str) -> None:
+        row = fetch_one(
+            c,
+            "SELECT state FROM chat_calls WHERE id=? AND conversation_id=?",
+            (call_id, self._conversation_id),
+        )
+        if row is None:
+            raise ValueError(f"unknown tool call {call_id!r}")
+        if CallState(row[0]).finished:
+            raise ValueError(f"tool call {call_id!r} already has a result")
+
+    async def load(self) -> list[Message]:
+        def q(c: apsw.Connection) -> list[Message]:
+            rows = fetch_all(
+                c,
+                "SELECT body, summary FROM chat_messages WHERE conversation_id=? AND hidden=0 ORDER BY seq",
+                (self._conversation_id,),
+            )
+            summaries = [r for r in rows if r[1]]
+            rest = [r for r in rows if not r[1]]
+            head = summaries[-1:]  # the latest summary stands for everything before it
+            return [_decode_message(r[0]) for r in head + rest]
+
+        return await self.db.call(q)
+
+    async def unfinished_calls(self) -> list[UnfinishedCall]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                "SELECT id, name, arguments, state FROM chat_calls WHERE conversation_id=? "
+                "AND state IN ('pending','awaiting_approval','running') ORDER BY message_seq, ord",
+                (self._conversation_id,),
+            )
+        )
+        return [
+            UnfinishedCall(
+                ToolCall(id=r[0], name=r[1], arguments=json.loads(r[2])), CallState(r[3])
+            )
+            for r in rows
+        ]
+
+    async def replace_head(self, count: int, summary: Message) -> None:
+        def q(c: apsw.Connection) -> None:
+            visible = fetch_all(
+                c,
+                "SELECT seq, summary FROM chat_messages WHERE conversation_id=? AND hidden=0 ORDER BY summary DESC, seq",
+                (self._conversation_id,),
+            )
+            # load() puts the latest summary first; older summaries are already superseded.
+            ordered = [r for r in visible if r[1]][-1:] + [r for r in visible if not r[1]]
+            hide = [r[0] for r in ordered[:count]] + [r[0] for r in visible if r[1]]
+            c.executemany("UPDATE chat_messages SET hidden=1 WHERE seq=?", [(s,) for s in hide])
+            self._insert(c, summary, [], summary=True)
+
+        await self.db.transaction(q)

@@ -1,0 +1,650 @@
+"""The memory note tools: the model reads, writes, edits, lists and searches its notes.
+
+Two virtual stores, named by agent paths (`skald.agent.note_paths`):
+- `user-memory/…`: the member's private notes, in their own owner database;
+- `shared-memory/…`: the household's notes, in the registry.
+
+A member's tools are built around that member's `OwnerStore`, so no path can reach
+another member's notes. Every path goes through `parse_note_path` / `parse_note_folder`;
+anything else (`/etc/passwd`, `..`, a home folder) is an error result that names the two
+places that exist. Bad input never raises: it becomes a `ToolResult` with `is_error`.
+
+Each store keeps an `index.md` with one line per note (`- people/ada.md — Ada`). After a
+write to any other note, if the store's index does not mention that note yet, a line is
+appended with the note's first heading (or first line) as its summary. Lines are only
+ever added, never rewritten or removed: the model owns the index.
+
+A write runs as one transaction on the store's database: the note and its index line
+commit together, and an edit's read-modify-write cannot interleave with another writer.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import apsw
+
+from skald.agent.note_paths import (
+    INDEX_NOTE,
+    SHARED_MEMORY,
+    STORES,
+    USER_MEMORY,
+    NoteFolder,
+    NotePath,
+    NoteStoreName,
+    parse_note_folder,
+    parse_note_path,
+    store_of,
+)
+from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.errors import InvalidInputError, NotFoundError
+from skald.llm.types import ToolSpec
+from skald.store import notes
+from skald.store.notes import PRIVATE_NOTES, SHARED_NOTES, NoteHit, NoteInfo, NoteTables
+from skald.store.owner import OwnerStore
+from skald.store.registry import now_iso
+from skald.store.shared_memory import SharedMemoryStore
+
+__all__ = [
+    "INDEX_SEPARATOR",
+    "MAX_NOTE_BYTES",
+    "EditFileTool",
+    "ListFilesTool",
+    "MemorySearchTool",
+    "NoteTool",
+    "ReadFileTool",
+    "WriteFileTool",
+    "index_line",
+    "memory_indexes",
+    "memory_tools",
+    "note_summary",
+]
+
+MAX_NOTE_BYTES: Final = 256 * 1024  # a note is a page of facts, not a document store
+READ_DEFAULT_LINES: Final = 2000
+READ_MAX_LINE_CHARS: Final = 2000
+READ_MAX_CHARS: Final = 50_000
+LIST_MAX_ENTRIES: Final = 200
+SEARCH_DEFAULT_LIMIT: Final = 10
+SEARCH_MAX_LIMIT: Final = 50
+SUMMARY_MAX_CHARS: Final = 100
+INDEX_SEPARATOR: Final = " — "
+
+PLACES: Final = (
+    f"Notes live in two places: {USER_MEMORY}/ (your private notes) and "
+    f"{SHARED_MEMORY}/ (the household's shared notes), for example "
+    f"{USER_MEMORY}/people/ada.md."
+)
+
+
+class _Refusal(Exception):
+    """Bad input or a state the model must fix; becomes an error result, never escapes."""
+
+
+# -- index maintenance --------------------------------------------------------------------
+
+_HEADING = re.compile(r"#{1,6}(?:\s+|$)")
+
+
+def note_summary(content: str) -> str:
+    """The index summary of a note: its first heading, else its first non-blank line."""
+    lines = [line.strip() for line in content.split("\n") if line.strip().strip("#").strip()]
+    text = ""
+    for line in lines:
+        match = _HEADING.match(line)
+        if match and line[match.end() :].strip("# \t"):
+            text = line[match.end() :].strip("# \t")
+            break
+    if not text and lines:
+        text = lines[0]
+    text = " ".join(text.split())
+    if not text:
+        return "(empty note)"
+    if len(text) > SUMMARY_MAX_CHARS:
+        text = text[: SUMMARY_MAX_CHARS - 1] + "…"
+    return text
+
+
+def index_line(path: str, content: str) -> str:
+    """`- people/ada.md — Ada, Marco's sister` (a store-relative path)."""
+    return f"- {path}{INDEX_SEPARATOR}{note_summary(content)}"
+
+
+def _mentions(index: str, note: NotePath) -> bool:
+    """Whether the index names the note, as `people/ada.md` or `user-memory/people/ada.md`.
+
+    The path must stand on its own: `ada.md` is not found inside `people/ada.md`, nor
+    `people/ada.md` inside `people/ada.md.bak`.
+    """
+    pattern = re.compile(
+        r"(?<![\w./-])(?:"
+        + re.escape(f"{note.store}/")
+        + ")?"
+        + re.escape(note.path)
+        + r"(?![\w/-]|\.[\w/])"
+    )
+    return pattern.search(index) is not None
+
+
+def _with_line(index: str, line: str) -> str:
+    if index and not index.endswith("\n"):
+        index += "\n"
+    return f"{index}{line}\n"
+
+
+# -- the two stores, as the tools see them ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Written:
+    created: bool  # there was no note at that path before
+    indexed: bool  # a line for it was appended to the store's index
+
+
+@dataclass(frozen=True)
+class _Place:
+    """One note store: reads go through its store class, writes through one transaction."""
+
+    name: NoteStoreName
+    store: OwnerStore | SharedMemoryStore
+    tables: NoteTables
+    author: str | None  # recorded as `updated_by` on household notes
+
+    async def get(self, path: str) -> str | None:
+        try:
+            return await self.store.note_get(path)
+        except NotFoundError:
+            return None
+
+    async def update(self, note: NotePath, change: Callable[[str | None], str]) -> _Written:
+        """Replace the note by `change(current content or None)`, and keep the index.
+
+        `change` runs on the database thread inside the transaction; a `_Refusal` it
+        raises rolls everything back and reaches the caller.
+        """
+        t = self.tables
+
+        def write(c: apsw.Connection) -> _Written:
+            before = notes.get(c, t, note.path)
+            after = change(before)
+            stamp = now_iso()
+            notes.put(c, t, note.path, after, stamp, self.author)
+            indexed = False
+            if not note.is_index:
+                index = notes.get(c, t, INDEX_NOTE) or ""
+                if not _mentions(index, note):
+                    line = index_line(note.path, after)
+                    notes.put(c, t, INDEX_NOTE, _with_line(index, line), stamp, self.author)
+                    indexed = True
+            return _Written(created=before is None, indexed=indexed)
+
+        return await self.store.db.transaction(write)
+
+
+class _Notes:
+    """One member's view of the note stores: path checks and the write permission."""
+
+    def __init__(
+        self,
+        owner: OwnerStore,
+        shared: SharedMemoryStore,
+        user_id: str,
+        shared_writable: bool,
+    ) -> None:
+        self.user_id = user_id
+        self.shared_writable = shared_writable
+        self.places: dict[NoteStoreName, _Place] = {
+            USER_MEMORY: _Place(USER_MEMORY, owner, PRIVATE_NOTES, None),
+            SHARED_MEMORY: _Place(SHARED_MEMORY, shared, SHARED_NOTES, user_id),
+        }
+
+    def note(self, raw: object) -> NotePath:
+        try:
+            return parse_note_path(_path_text(raw))
+        except InvalidInputError as exc:
+            raise _refusal_for(raw, exc) from None
+
+    def folder(self, raw: object) -> NoteFolder:
+        try:
+            return parse_note_folder(_path_text(raw))
+        except InvalidInputError as exc:
+            raise _refusal_for(raw, exc) from None
+
+    def writable(self, raw: object) -> NotePath:
+        note = self.note(raw)
+        if note.is_shared and not self.shared_writable:
+            raise _Refusal(
+                f"{SHARED_MEMORY}/ is read-only for you, so {note.agent_path} was not "
+                f"written. Keep the note in {USER_MEMORY}/ instead, or ask the member "
+                "to have it shared."
+            )
+        return note
+
+    def place(self, store: NoteStoreName) -> _Place:
+        return self.places[store]
+
+
+def _path_text(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise _Refusal(f"'path' must be text. {PLACES}")
+    return raw
+
+
+def _refusal_for(raw: object, exc: InvalidInputError) -> _Refusal:
+    if isinstance(raw, str) and store_of(raw) is not None:
+        message = str(exc)
+        return _Refusal(f"{message[:1].upper()}{message[1:]}. Nothing was read or written.")
+    shown = raw if isinstance(raw, str) and len(raw) <= 80 else f"{str(raw)[:77]}..."
+    return _Refusal(f"{shown!r} is not a note these tools can reach. {PLACES}")
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def _text(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str):
+        raise _Refusal(f"'{key}' must be text.")
+    return value
+
+
+def _int(args: dict[str, Any], key: str, default: int, low: int, high: int | None = None) -> int:
+    value = args.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise _Refusal(f"'{key}' must be a whole number.")
+    number = int(value)
+    if number < low or (high is not None and number > high):
+        limit = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise _Refusal(f"'{key}' must be {limit}.")
+    return number
+
+
+def _check_size(note: NotePath, content: str) -> None:
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _Refusal("The text contains characters that are not valid Unicode.") from None
+    if size > MAX_NOTE_BYTES:
+        raise _Refusal(
+            f"{note.agent_path} would be {size} bytes; a note may hold at most "
+            f"{MAX_NOTE_BYTES} bytes. Split it into smaller notes by subject."
+        )
+
+
+def _line_count(content: str) -> int:
+    return len(_lines(content))
+
+
+def _lines(content: str) -> list[str]:
+    lines = content.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _size(size: int) -> str:
+    return f"{size} bytes" if size < 1024 else f"{size / 1024:.1f} KB"
+
+
+# -- the tools ----------------------------------------------------------------------------
+
+
+_PATH_HELP = (
+    f"A note path such as {USER_MEMORY}/people/ada.md (your private notes) or "
+    f"{SHARED_MEMORY}/house/heating.md (the household's notes)."
+)
+
+
+class NoteTool(Tool):
+    """A tool that only ever touches the two note stores (the default gate relies on it)."""
+
+    def __init__(self, stores: _Notes) -> None:
+        self.notes = stores
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            return await self.work(args)
+        except _Refusal as refusal:
+            return ToolResult.error(str(refusal))
+
+    @abstractmethod
+    async def work(self, args: dict[str, Any]) -> ToolResult:
+        """Do the work; raise `_Refusal` for anything the model must correct."""
+
+
+class _ReadTool(NoteTool):
+    kind = "read"
+    concurrency_safe = True
+    rerun_on_recovery = True
+
+
+class _WriteTool(NoteTool):
+    kind = "write"
+    concurrency_safe = False
+    rerun_on_recovery = False
+
+
+class ReadFileTool(_ReadTool):
+    spec = ToolSpec(
+        name="read_file",
+        description=(
+            "Read a memory note. Lines come numbered like `cat -n` (the numbers are not "
+            f"part of the text); at most {READ_DEFAULT_LINES} lines at a time: use "
+            "offset_line and limit_lines to read a long note in parts."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": _PATH_HELP},
+                "offset_line": {
+                    "type": "integer",
+                    "description": "First line to show, counting from 1 (default 1).",
+                },
+                "limit_lines": {
+                    "type": "integer",
+                    "description": f"How many lines to show (default {READ_DEFAULT_LINES}).",
+                },
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, args: dict[str, Any]) -> ToolResult:
+        note = self.notes.note(args.get("path"))
+        offset = _int(args, "offset_line", 1, 1)
+        limit = _int(args, "limit_lines", READ_DEFAULT_LINES, 1)
+        content = await self.notes.place(note.store).get(note.path)
+        if content is None:
+            raise _Refusal(
+                f"There is no note at {note.agent_path}. "
+                "list_files shows the notes that exist; memory_search finds them by content."
+            )
+        lines = _lines(content)
+        if not lines:
+            return ToolResult(content=f"{note.agent_path} is empty.")
+        if offset > len(lines):
+            raise _Refusal(
+                f"{note.agent_path} has {_plural(len(lines), 'line')}; "
+                f"offset_line must be at most {len(lines)}."
+            )
+        shown: list[str] = []
+        used = 0
+        last = offset - 1
+        for number in range(offset, min(len(lines), offset + limit - 1) + 1):
+            line = lines[number - 1]
+            if len(line) > READ_MAX_LINE_CHARS:
+                line = line[:READ_MAX_LINE_CHARS] + " … (line cut)"
+            row = f"{number:6d}\t{line}"
+            if shown and used + len(row) + 1 > READ_MAX_CHARS:
+                break
+            shown.append(row)
+            used += len(row) + 1
+            last = number
+        if offset > 1 or last < len(lines):
+            more = f"; read on with offset_line={last + 1}" if last < len(lines) else ""
+            shown.append(f"(lines {offset}-{last} of {len(lines)}{more})")
+        return ToolResult(content="\n".join(shown), metadata={"path": note.agent_path})
+
+
+class WriteFileTool(_WriteTool):
+    spec = ToolSpec(
+        name="write_file",
+        description=(
+            "Create a memory note, or replace a whole note with new content. To change part "
+            "of an existing note, prefer edit_file. A new note gets a line in its store's "
+            "index.md automatically; improve that line's summary if it is not clear."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": _PATH_HELP},
+                "content": {"type": "string", "description": "The whole note, in Markdown."},
+            },
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, args: dict[str, Any]) -> ToolResult:
+        note = self.notes.writable(args.get("path"))
+        content = _text(args, "content")
+        _check_size(note, content)
+        written = await self.notes.place(note.store).update(note, lambda _before: content)
+        verb = "Created" if written.created else "Replaced"
+        return _written(
+            f"{verb} {note.agent_path} ({_plural(_line_count(content), 'line')}).", note, written
+        )
+
+
+class EditFileTool(_WriteTool):
+    spec = ToolSpec(
+        name="edit_file",
+        description=(
+            "Change part of a memory note: replace old_text, which must match the note "
+            "exactly (spaces and line breaks included, without read_file's line numbers), "
+            "by new_text. old_text must occur exactly once unless replace_all is true. "
+            "An empty new_text deletes old_text."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": _PATH_HELP},
+                "old_text": {"type": "string", "description": "The exact text to replace."},
+                "new_text": {"type": "string", "description": "The text to put in its place."},
+                "replace_all": {
+                    "type": "boolean",
+                    "description": "Replace every occurrence (default false).",
+                },
+            },
+            "required": ["path", "old_text", "new_text"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, args: dict[str, Any]) -> ToolResult:
+        note = self.notes.writable(args.get("path"))
+        old = _text(args, "old_text")
+        new = _text(args, "new_text")
+        replace_all = args.get("replace_all", False)
+        if not isinstance(replace_all, bool):
+            raise _Refusal("'replace_all' must be true or false.")
+        if not old:
+            raise _Refusal("old_text is empty. To write a whole note, use write_file.")
+        if old == new:
+            raise _Refusal("old_text and new_text are the same, so there is nothing to change.")
+        replaced: list[int] = []
+
+        def change(before: str | None) -> str:
+            if before is None:
+                raise _Refusal(
+                    f"There is no note at {note.agent_path}. Use write_file to create it."
+                )
+            count = before.count(old)
+            if count == 0:
+                raise _Refusal(
+                    f"old_text was not found in {note.agent_path}. Read the note and copy "
+                    "the text exactly, spaces and line breaks included."
+                )
+            if count > 1 and not replace_all:
+                raise _Refusal(
+                    f"old_text occurs {count} times in {note.agent_path}. Include more of "
+                    "the surrounding text so that it matches exactly once, or set "
+                    "replace_all to true to change every occurrence."
+                )
+            after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
+            _check_size(note, after)
+            replaced.append(count if replace_all else 1)
+            return after
+
+        written = await self.notes.place(note.store).update(note, change)
+        count = replaced[0]
+        return _written(
+            f"Edited {note.agent_path}: replaced {_plural(count, 'occurrence')}.", note, written
+        )
+
+
+def _written(message: str, note: NotePath, written: _Written) -> ToolResult:
+    if written.indexed:
+        message += (
+            f" Added a line for it to {note.store}/{INDEX_NOTE}; "
+            "improve its summary there if it is not clear."
+        )
+    return ToolResult(content=message, metadata={"path": note.agent_path})
+
+
+class ListFilesTool(_ReadTool):
+    spec = ToolSpec(
+        name="list_files",
+        description=(
+            "List the memory notes in a store or folder, with their sizes and when they "
+            f"last changed. Without a path, lists both {USER_MEMORY}/ and {SHARED_MEMORY}/."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": (
+                        f"A store or folder, such as {USER_MEMORY}/ or "
+                        f"{SHARED_MEMORY}/recipes/. Leave out to list both stores."
+                    ),
+                },
+            },
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, args: dict[str, Any]) -> ToolResult:
+        raw = args.get("path")
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            folders = [NoteFolder(store, "") for store in STORES]
+        else:
+            folders = [self.notes.folder(raw)]
+        sections = []
+        for folder in folders:
+            infos = await self.notes.place(folder.store).store.note_list(folder.prefix)
+            sections.append(self._section(folder, infos))
+        return ToolResult(content="\n\n".join(sections))
+
+    def _section(self, folder: NoteFolder, infos: Sequence[NoteInfo]) -> str:
+        read_only = folder.store == SHARED_MEMORY and not self.notes.shared_writable
+        note_text = ", read-only for you" if read_only else ""
+        if not infos:
+            empty = "no notes yet" if not folder.prefix else "no notes"
+            return f"{folder.agent_path} has {empty}{note_text}."
+        rows = [f"{folder.agent_path} ({_plural(len(infos), 'note')}{note_text}):"]
+        for info in infos[:LIST_MAX_ENTRIES]:
+            by_you = ", by you" if info.updated_by == self.notes.user_id else ""
+            rows.append(
+                f"- {folder.store}/{info.path}  {_size(info.size)}, "
+                f"updated {info.updated_at}{by_you}"
+            )
+        if len(infos) > LIST_MAX_ENTRIES:
+            rows.append(
+                f"… and {len(infos) - LIST_MAX_ENTRIES} more; list a folder to see the rest."
+            )
+        return "\n".join(rows)
+
+
+class MemorySearchTool(_ReadTool):
+    spec = ToolSpec(
+        name="memory_search",
+        description=(
+            "Full-text search of the memory notes, best matches first. Every word of the "
+            "query must appear in a note (or its path). Returns paths with a short excerpt; "
+            "read_file shows the whole note."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words to look for."},
+                "store": {
+                    "type": "string",
+                    "enum": [USER_MEMORY, SHARED_MEMORY, "both"],
+                    "description": "Which notes to search (default both).",
+                },
+                "limit": {
+                    "type": "integer",
+                    "description": (
+                        f"Most results to return (default {SEARCH_DEFAULT_LIMIT}, "
+                        f"at most {SEARCH_MAX_LIMIT})."
+                    ),
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, args: dict[str, Any]) -> ToolResult:
+        query = _text(args, "query").strip()
+        if not query:
+            raise _Refusal("The query is empty; give the words to look for.")
+        which = args.get("store", "both")
+        if which == "both":
+            stores: tuple[NoteStoreName, ...] = STORES
+        elif which in STORES:
+            stores = tuple(s for s in STORES if s == which)
+        else:
+            raise _Refusal(f"'store' must be {USER_MEMORY}, {SHARED_MEMORY} or both.")
+        limit = _int(args, "limit", SEARCH_DEFAULT_LIMIT, 1, SEARCH_MAX_LIMIT)
+        hits: list[tuple[NoteStoreName, NoteHit]] = []
+        for store in stores:
+            found = await self.notes.place(store).store.note_search(query, limit)
+            hits += [(store, hit) for hit in found]
+        # BM25 scores of two tables are not strictly comparable; close enough to interleave.
+        hits.sort(key=lambda pair: pair[1].rank)
+        hits = hits[:limit]
+        if not hits:
+            return ToolResult(content=f"No notes match {query!r}.")
+        rows = [f"{_plural(len(hits), 'note')} found for {query!r}:"]
+        rows += [f"- {store}/{hit.path}: {_one_line(hit.snippet)}" for store, hit in hits]
+        return ToolResult(content="\n".join(rows))
+
+
+def memory_tools(
+    owner: OwnerStore,
+    shared: SharedMemoryStore,
+    user_id: str,
+    *,
+    shared_writable: bool = True,
+) -> list[Tool]:
+    """The note tools of one member: their own private store and the household's one.
+
+    `shared_writable=False` turns writes to `shared-memory/` into error results (reads
+    stay). Whether a write may go ahead at all is the approval gate's business.
+    """
+    stores = _Notes(owner, shared, user_id, shared_writable)
+    return [
+        ReadFileTool(stores),
+        WriteFileTool(stores),
+        EditFileTool(stores),
+        ListFilesTool(stores),
+        MemorySearchTool(stores),
+    ]
+
+
+async def memory_indexes(owner: OwnerStore, shared: SharedMemoryStore) -> tuple[str, str]:
+    """The two `index.md` texts (private, household) for the prompt; "" when missing."""
+    texts: list[str] = []
+    for store in (owner, shared):
+        try:
+            texts.append(await store.note_get(INDEX_NOTE))
+        except NotFoundError:
+            texts.append("")
+    return texts[0], texts[1]

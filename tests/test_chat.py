@@ -1,0 +1,328 @@
+"""The chat end to end, in process: real API, real owner databases, a fake provider that
+speaks the real wire formats."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from conftest import PASSWORD, Client
+from fake_llm import Call, FakeLLM, Hang, Text
+
+from skald.core.runtime import Runtime
+
+MakeClient = Callable[[], Awaitable[Client]]
+
+
+async def _admin_sets_up_models(
+    make_client: MakeClient, fake: FakeLLM, models: list[tuple[str, str, int]]
+) -> Client:
+    """models: (wire model id, api "openai"|"anthropic", priority)."""
+    admin = await make_client()
+    await admin.login("mum")
+    providers: dict[str, str] = {}
+    for api in {api for _, api, _ in models}:
+        body = (
+            {
+                "name": "Fake OpenAI",
+                "kind": "openai_compatible",
+                "base_url": fake.base_url_openai,
+                "api_key": "sk-test-123",
+            }
+            if api == "openai"
+            else {
+                "name": "Fake Anthropic",
+                "kind": "anthropic",
+                "base_url": fake.base_url_anthropic,
+                "api_key": "sk-ant-test",
+            }
+        )
+        r = await admin.call("POST", "/api/llm/providers", json=body)
+        assert r.status_code == 201, r.text
+        assert "sk-" not in r.text and r.json()["has_api_key"] is True
+        providers[api] = r.json()["id"]
+    for wire, api, priority in models:
+        r = await admin.call(
+            "POST",
+            "/api/llm/models",
+            json={
+                "provider_id": providers[api],
+                "model": wire,
+                "name": wire,
+                "priority": priority,
+                "capabilities": ["tools", "vision"],
+            },
+        )
+        assert r.status_code == 201, r.text
+    return admin
+
+
+async def _chat(client: Client, text: str, conversation_id: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"text": text}
+    if conversation_id:
+        body["conversation_id"] = conversation_id
+    r = await client.call("POST", "/api/chat", json=body)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_two_round_turn_with_a_tool_is_persisted(
+    api: str,
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", api, 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [
+                Call(
+                    "write_file",
+                    {"path": "user-memory/bread.md", "content": "# Bread\nAda likes sourdough."},
+                )
+            ],
+            Text("Noted: you like sourdough."),
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "Remember that I like sourdough bread")
+    assert out["status"] == "done" and out["reply"] == "Noted: you like sourdough."
+
+    # The second request carried the tool result after its call (the fake checks that).
+    bodies = fake_llm.bodies(api)  # type: ignore[arg-type]
+    assert len(bodies) == 2
+    assert "sk-" not in str(fake_llm.requests[0].body)
+
+    items = (await ada.call("GET", f"/api/conversations/{out['conversation_id']}/messages")).json()
+    roles = [i["role"] for i in items]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert (
+        items[1]["tool_calls"][0]["name"] == "write_file"
+        and items[1]["tool_calls"][0]["status"] == "done"
+    )
+    assert items[2]["tool_call_id"] == items[1]["tool_calls"][0]["id"]
+    assert items[3]["text"] == "Noted: you like sourdough."
+    # The note really is in Ada's encrypted memory, and its index lists it.
+    store = (await runtime.user_runtime(await runtime.core.users.get("ada"))).handle.store
+    assert "sourdough" in await store.note_get("bread.md")
+    assert "bread.md" in await store.note_get("index.md")
+    convs = (await ada.call("GET", "/api/conversations")).json()
+    assert convs[0]["usage"]["input_tokens"] > 0 and convs[0]["status"] == "idle"
+
+
+async def test_fallback_on_503_but_not_on_401(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(
+        make_client, fake_llm, [("model-a", "openai", 1), ("model-b", "openai", 2)]
+    )
+    fake_llm.script("model-a", [503])
+    fake_llm.script("model-b", ["B here."])
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "hello")
+    assert out == {
+        "conversation_id": out["conversation_id"],
+        "reply": "B here.",
+        "status": "done",
+        "error": None,
+    }
+
+    runtime.llm.health.succeeded(
+        next(m.id for m in await runtime.llm.store.models() if m.model == "model-a")
+    )
+    fake_llm.script("model-a", [401])
+    fake_llm.script("model-b", ["must not be asked"])
+    out = await _chat(ada, "again", out["conversation_id"])
+    assert out["status"] == "failed" and "401" in (out["error"] or "")
+    assert fake_llm.remaining("model-b") == 1
+
+
+async def test_shared_memory_write_needs_approval(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    write = Call(
+        "write_file",
+        {"path": "shared-memory/wifi.md", "content": "# Wi-Fi\nThe password is on the fridge."},
+    )
+    fake_llm.script(
+        "model-a", [[write], Text("I could not save it."), [write], Text("Saved for everyone.")]
+    )
+    ada = await make_client()
+    await ada.login("ada")
+
+    out = await _chat(ada, "Tell the household where the wifi password is")
+    assert out["status"] == "awaiting_approval"
+    cid = out["conversation_id"]
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    call = items[1]["tool_calls"][0]
+    assert call["status"] == "awaiting_approval"
+    # Another member can neither see nor decide it.
+    dad = await make_client()
+    await dad.login("mum")
+    assert (
+        await dad.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
+    ).status_code == 404
+    assert (await dad.call("GET", f"/api/conversations/{cid}/messages")).status_code == 404
+
+    r = await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "reject"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert [n.path for n in await runtime.shared_memory.note_list()] == []
+
+    out = await _chat(ada, "Please, save it after all", cid)
+    assert out["status"] == "awaiting_approval"
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    call = [c for i in items for c in i["tool_calls"] if c["status"] == "awaiting_approval"][0]
+    assert (
+        await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
+    ).status_code == 204
+    await _wait_idle(ada, cid)
+    assert "fridge" in await runtime.shared_memory.note_get("wifi.md")
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "Saved for everyone."
+
+
+async def _wait_idle(client: Client, cid: str, timeout: float = 10) -> None:
+    async with asyncio.timeout(timeout):
+        while True:
+            convs = {c["id"]: c for c in (await client.call("GET", "/api/conversations")).json()}
+            if convs[cid]["status"] == "idle":
+                return
+            await asyncio.sleep(0.05)
+
+
+async def test_members_cannot_reach_each_others_chats(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script("model-a", ["hi Ada"])
+    ada, tim = await make_client(), await make_client()
+    await ada.login("ada")
+    await tim.login("tim")
+    cid = (await _chat(ada, "hello"))["conversation_id"]
+    r = await ada.http.post(
+        f"/api/uploads?conversation_id={cid}",
+        files={"file": ("note.txt", b"secret plans")},
+        headers={"X-CSRF-Token": ada.csrf},
+    )
+    assert r.status_code == 201, r.text
+    upload = r.json()
+    assert upload["mime"] == "text/plain" and upload["path"] == f"uploads/{cid}/note.txt"
+    for method, path, body in (
+        ("GET", f"/api/conversations/{cid}/messages", None),
+        ("PATCH", f"/api/conversations/{cid}", {"title": "mine now"}),
+        (
+            "POST",
+            f"/api/conversations/{cid}/messages",
+            {"text": "hi", "attachments": [upload["path"]]},
+        ),
+        ("POST", f"/api/conversations/{cid}/stop", None),
+        ("POST", "/api/chat", {"text": "x", "conversation_id": cid}),
+    ):
+        r = await tim.call(method, path, json=body)
+        assert r.status_code == 404, (method, path, r.status_code, r.text)
+    assert (await tim.call("GET", "/api/conversations")).json() == []
+    r = await tim.http.post(
+        f"/api/uploads?conversation_id={cid}",
+        files={"file": ("x.txt", b"x")},
+        headers={"X-CSRF-Token": tim.csrf},
+    )
+    assert r.status_code == 404
+    # Nor can Ada smuggle a path out of her own uploads.
+    for bad in (
+        "uploads/../../etc/passwd",
+        f"uploads/{cid}/../x",
+        "/etc/passwd",
+        f"uploads/{cid}/missing.txt",
+    ):
+        r = await ada.call(
+            "POST", f"/api/conversations/{cid}/messages", json={"text": "see", "attachments": [bad]}
+        )
+        assert r.status_code in (400, 404), (bad, r.text)
+
+
+async def test_slash_commands(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(
+        make_client, fake_llm, [("model-a", "openai", 1), ("model-b", "openai", 2)]
+    )
+    fake_llm.script("model-b", ["from B"])
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    r = await ada.call(
+        "POST", f"/api/conversations/{cid}/messages", json={"text": "/model model-b"}
+    )
+    assert r.status_code == 200 and r.json()["result"] == "using model-b"
+    out = await _chat(ada, "hi", cid)
+    assert out["reply"] == "from B"
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/cost"})
+    assert "tokens in" in r.json()["result"]
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/new"})
+    assert r.json()["conversation_id"] and r.json()["conversation_id"] != cid
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/dance"})
+    assert r.status_code == 400 and "unknown command" in r.json()["error"]["message"]
+    r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"model_id": None, "open": False})
+    assert r.json()["model_id"] is None and r.json()["open"] is False
+
+
+async def test_stop_reaches_a_sub_agent(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("execute_task", {"task": "research bread", "agent": "researcher"})],
+            Hang(text_before="Looking into"),  # the sub-agent's model never finishes
+            "Usable again.",
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    assert (
+        await ada.call(
+            "POST", f"/api/conversations/{cid}/messages", json={"text": "research bread"}
+        )
+    ).status_code == 202
+    async with asyncio.timeout(10):
+        while True:
+            items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+            calls = [c for i in items for c in i["tool_calls"]]
+            if calls and calls[0]["status"] == "awaiting_approval":
+                break
+            await asyncio.sleep(0.05)
+    assert (
+        await ada.call("POST", f"/api/approvals/{calls[0]['id']}", json={"decision": "approve"})
+    ).status_code == 204
+    async with asyncio.timeout(10):
+        while len(fake_llm.requests) < 2:
+            await asyncio.sleep(0.05)
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/stop"})
+    assert r.status_code == 200
+    await _wait_idle(ada, cid)
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[1]["tool_calls"][0]["status"] in ("interrupted", "error")
+    out = await _chat(ada, "still there?", cid)
+    assert out["reply"] == "Usable again."
+
+
+async def test_no_model_configured_is_a_clear_failure(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "hello?")
+    assert out["status"] == "failed" and "no language model" in (out["error"] or "")
+    _ = PASSWORD

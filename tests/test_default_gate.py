@@ -1,0 +1,289 @@
+"""The shipped default approval gate: its rules, and requests that wait for a person."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+from test_agent_fakes import ScriptedModel, call, calls, make_loop, text
+
+from skald.agent import (
+    Allow,
+    ApprovalRequest,
+    Approved,
+    CancelScope,
+    Deferred,
+    FunctionTool,
+    Rejected,
+    Require,
+    Tool,
+    ToolContext,
+    ToolKind,
+    ToolResult,
+)
+from skald.agent.events import Event
+from skald.core.approvals import SHARED_WRITE_REASON, UNATTENDED_REASON, DefaultGate
+from skald.core.users import UserManager
+from skald.llm.types import ToolCall, ToolSpec
+from skald.store.owner import OwnerStore
+from skald.store.registry import Registry
+from skald.store.shared_memory import SharedMemoryStore
+from skald.tools import memory_tools
+
+
+def ignore(event: Event) -> None:
+    pass
+
+
+CTX = ToolContext(conversation_id="conv", call_id="c", depth=0, cancel=CancelScope(), sink=ignore)
+
+# The note tools never touch their stores until they run.
+NOTE_TOOLS = {
+    t.name: t
+    for t in memory_tools(cast(OwnerStore, object()), cast(SharedMemoryStore, object()), "u1")
+}
+
+
+def plain(name: str, kind: ToolKind) -> Tool:
+    async def run(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult(content="ran")
+
+    spec = ToolSpec(name=name, description=name, parameters={"type": "object"})
+    return FunctionTool(spec, run, kind=kind)
+
+
+OTHER_TOOLS = {
+    "execute_cmd": plain("execute_cmd", "exec"),
+    "execute_task": plain("execute_task", "other"),
+    "fs_read": plain("fs_read", "read"),  # a future file tool, not a note tool
+    "fs_write": plain("fs_write", "write"),
+}
+ALL_TOOLS = NOTE_TOOLS | OTHER_TOOLS
+
+ALLOW = Allow()
+SHARED = Require(SHARED_WRITE_REASON)
+
+
+def named(tool: str) -> Require:
+    return Require(f"using the tool {tool}")
+
+
+CASES: list[tuple[str, dict[str, Any], Any]] = [
+    # the member's own memory: read and write freely
+    ("read_file", {"path": "user-memory/people/ada.md"}, ALLOW),
+    ("write_file", {"path": "user-memory/people/ada.md", "content": "x"}, ALLOW),
+    ("edit_file", {"path": "user-memory/index.md", "old_text": "a", "new_text": "b"}, ALLOW),
+    ("list_files", {"path": "user-memory/people"}, ALLOW),
+    # the household's memory: reading is free, writing needs a person
+    ("read_file", {"path": "shared-memory/house/heating.md"}, ALLOW),
+    ("list_files", {"path": "shared-memory/"}, ALLOW),
+    ("write_file", {"path": "shared-memory/house/heating.md", "content": "x"}, SHARED),
+    ("edit_file", {"path": "shared-memory/index.md", "old_text": "a", "new_text": "b"}, SHARED),
+    # note reads without a path cover both stores
+    ("list_files", {}, ALLOW),
+    ("memory_search", {"query": "bread"}, ALLOW),
+    ("memory_search", {"query": "bread", "store": "shared-memory"}, ALLOW),
+    # malformed or foreign paths match no memory rule
+    ("write_file", {"path": "user-memory/../shared-memory/x.md", "content": "x"}, "write_file"),
+    ("read_file", {"path": "/etc/passwd"}, "read_file"),
+    ("write_file", {"path": "shared-memory/../../x.md", "content": "x"}, "write_file"),
+    ("write_file", {"path": "user-memory/a/../../b.md", "content": "x"}, "write_file"),
+    ("write_file", {"path": "   ", "content": "x"}, "write_file"),
+    ("write_file", {"content": "x"}, "write_file"),
+    ("read_file", {"path": 7}, "read_file"),
+    # every other tool asks, whatever its arguments say
+    ("execute_cmd", {"command": "ls"}, "execute_cmd"),
+    ("execute_cmd", {"path": "user-memory/x.md"}, "execute_cmd"),
+    ("execute_task", {"task": "plan a trip"}, "execute_task"),
+    # a path-based tool of the right kind follows the path rules; without a path it asks
+    ("fs_read", {"path": "shared-memory/house/heating.md"}, ALLOW),
+    ("fs_write", {"path": "user-memory/x.md"}, ALLOW),
+    ("fs_write", {"path": "shared-memory/x.md"}, SHARED),
+    ("fs_read", {"path": "docs/manual.md"}, "fs_read"),
+    ("fs_read", {}, "fs_read"),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "expected"), CASES)
+async def test_default_decisions(tool: str, args: dict[str, Any], expected: Any) -> None:
+    gate = DefaultGate()
+    decision = await gate.check(
+        ToolCall(id="call_1", name=tool, arguments=args), ALL_TOOLS[tool], CTX
+    )
+    assert decision == (named(expected) if isinstance(expected, str) else expected)
+
+
+# -- waiting for a person ----------------------------------------------------------------
+
+
+def request(call_id: str = "call_1", conversation: str = "conv") -> ApprovalRequest:
+    return ApprovalRequest(
+        conversation_id=conversation,
+        call_id=call_id,
+        tool="write_file",
+        arguments={"path": "shared-memory/x.md", "content": "x"},
+        kind="write",
+        reason=SHARED_WRITE_REASON,
+        depth=0,
+    )
+
+
+async def settle() -> None:
+    """Let freshly created tasks run up to their first real wait."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+class Announcements:
+    """An async announce callback that lets a test wait for the announcement."""
+
+    def __init__(self) -> None:
+        self.seen: list[ApprovalRequest] = []
+        self.event = asyncio.Event()
+
+    async def __call__(self, req: ApprovalRequest) -> None:
+        self.seen.append(req)
+        self.event.set()
+
+
+async def test_wait_returns_the_decision_made_from_another_task() -> None:
+    told = Announcements()
+    gate = DefaultGate(told)
+    waiter = asyncio.create_task(gate.wait(request()))
+    await told.event.wait()
+    assert told.seen == [request()]
+    assert gate.pending() == [request()]
+
+    async def client() -> bool:
+        return gate.resolve("call_1", True)
+
+    assert await asyncio.create_task(client())
+    assert await waiter == Approved()
+    assert gate.pending() == []
+    assert not gate.resolve("call_1", True)  # already answered
+
+
+async def test_a_rejection_carries_the_reason_and_unknown_ids_are_refused() -> None:
+    seen: list[ApprovalRequest] = []
+    gate = DefaultGate(seen.append)  # a synchronous announce works too
+    waiter = asyncio.create_task(gate.wait(request("call_a")))
+    other = asyncio.create_task(gate.wait(request("call_b", conversation="conv2")))
+    await settle()
+    assert [r.call_id for r in seen] == ["call_a", "call_b"]
+
+    assert not gate.resolve("call_nope", True)
+    assert gate.resolve("call_a", False, "not today")
+    assert await waiter == Rejected("not today")
+    assert [r.call_id for r in gate.pending()] == ["call_b"]
+    assert gate.resolve("call_b", True)
+    assert await other == Approved()
+
+
+async def test_a_failing_announce_still_leaves_the_request_answerable() -> None:
+    def broken(req: ApprovalRequest) -> None:
+        raise RuntimeError("hub is down")
+
+    gate = DefaultGate(broken)
+    waiter = asyncio.create_task(gate.wait(request()))
+    await settle()
+    assert len(gate.pending()) == 1
+    assert gate.resolve("call_1", True)
+    assert await waiter == Approved()
+
+
+async def test_unattended_runs_reject_at_once() -> None:
+    told = Announcements()
+    gate = DefaultGate(told, unattended=True)
+    assert await asyncio.wait_for(gate.wait(request()), 1) == Rejected(UNATTENDED_REASON)
+    assert gate.pending() == [] and told.seen == []
+
+
+async def test_cancelling_the_waiter_leaves_no_pending_entry() -> None:
+    told = Announcements()
+    gate = DefaultGate(told)
+    waiter = asyncio.create_task(gate.wait(request()))
+    await told.event.wait()
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert gate.pending() == []
+    assert not gate.resolve("call_1", True)
+
+
+async def test_cancelling_during_a_slow_announce_leaves_no_pending_entry() -> None:
+    started = asyncio.Event()
+
+    async def slow(req: ApprovalRequest) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    for defer in (False, True):
+        gate = DefaultGate(slow, defer_on_wait=defer)
+        started.clear()
+        waiter = asyncio.create_task(gate.wait(request()))
+        await started.wait()
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert gate.pending() == []
+
+
+async def test_deferred_requests_stay_listed_until_resolved_then_answer_the_next_wait() -> None:
+    told = Announcements()
+    gate = DefaultGate(told, defer_on_wait=True)
+    assert await gate.wait(request()) == Deferred()
+    assert gate.pending() == [request()]
+    assert await gate.wait(request()) == Deferred()  # asked again before anyone answered
+    assert len(told.seen) == 1 and gate.pending() == [request()]
+
+    assert gate.resolve("call_1", False, "ask me later")
+    assert gate.pending() == []
+    assert not gate.resolve("call_1", True)  # one answer per request
+    assert await gate.wait(request()) == Rejected("ask me later")
+    # The decision is used once; a new wait for the same call is a new question.
+    assert await gate.wait(request()) == Deferred()
+    assert gate.resolve("call_1", True)
+    assert await gate.wait(request()) == Approved()
+
+
+async def test_retire_forgets_deferred_requests_and_stored_decisions() -> None:
+    gate = DefaultGate(defer_on_wait=True)
+    await gate.wait(request("call_a"))
+    await gate.wait(request("call_b"))
+    assert gate.resolve("call_b", True)
+    gate.retire("call_a")
+    gate.retire("call_b")
+    assert gate.pending() == []
+    assert not gate.resolve("call_a", True)
+    assert await gate.wait(request("call_b")) == Deferred()  # the old decision is gone
+
+
+# -- with the real loop and the real note tools --------------------------------------------
+
+
+async def test_a_shared_write_ends_the_turn_awaiting_approval_then_runs_once_approved(
+    users: UserManager, registry: Registry
+) -> None:
+    created = await users.create("ada", "correct horse battery", "member")
+    handle = await users.unlock("ada", "correct horse battery")
+    shared = SharedMemoryStore(registry.db)
+    tools = memory_tools(handle.store, shared, created.user.id)
+    gate = DefaultGate(defer_on_wait=True)
+    model = ScriptedModel(
+        calls(call("write_file", path="shared-memory/house/bins.md", content="# Bins\nMonday")),
+        text("Saved for everyone."),
+    )
+    loop, _history, _sink = make_loop(model, tools, gate=gate)
+
+    first = await loop.run_turn("note that the bins go out on Monday")
+    assert first.status == "awaiting_approval"
+    (pending,) = gate.pending()
+    assert pending.tool == "write_file" and pending.reason == SHARED_WRITE_REASON
+    assert await shared.note_list() == []
+
+    assert gate.resolve(pending.call_id, True)
+    resumed = await loop.resume()
+    assert resumed.status == "done"
+    assert await shared.note_get("house/bins.md") == "# Bins\nMonday"
+    assert gate.pending() == []

@@ -1,0 +1,287 @@
+// The conversation itself: messages, tool-call cards, approval cards, notes,
+// and the scrolling area that holds them. Pure rendering of the chat model
+// (js/chat.js); actions go back through the callbacks.
+import { html, useEffect, useLayoutEffect, useRef, useState } from '../lib.js';
+import { t, formatDate } from '../i18n.js';
+import { Icon, Logo } from './icons.js';
+import { errorText } from './form.js';
+import { Markdown } from './markdown.js';
+
+export function formatSize(bytes) {
+  const n = Number(bytes) || 0;
+  if (n < 1024) return t('chat.size_b', { n });
+  if (n < 1024 * 1024) return t('chat.size_kb', { n: (n / 1024).toFixed(n < 10240 ? 1 : 0) });
+  return t('chat.size_mb', { n: (n / (1024 * 1024)).toFixed(1) });
+}
+
+const STATUS_KEYS = {
+  pending: 'chat.call_pending',
+  awaiting_approval: 'chat.call_awaiting',
+  running: 'chat.call_running',
+  done: 'chat.call_done',
+  error: 'chat.call_error',
+  denied: 'chat.call_denied',
+  interrupted: 'chat.call_interrupted',
+};
+
+function prettyJson(value) {
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch (e) {
+    return String(value);
+  }
+}
+
+function StatusChip({ status }) {
+  return html`<span class=${`chip chip--${status || 'pending'}`} data-testid="tool-status" data-status=${status}>
+    ${(status === 'running' || status === 'pending') && html`<span class="chip__spin" aria-hidden="true"></span>`}
+    ${t(STATUS_KEYS[status] || 'chat.call_pending')}
+  </span>`;
+}
+
+function ApprovalBox({ call, approval, decision, error, onDecide }) {
+  const sent = !!decision;
+  return html`<div class="approval" data-testid="approval-card" data-call-id=${call.id}>
+    <p class="approval__title">${Icon.shield()}<span>${t('chat.approval_question', { name: call.name })}</span></p>
+    ${approval && approval.reason && html`<p class="approval__reason" data-testid="approval-reason">${approval.reason}</p>`}
+    ${error && html`<p class="approval__error" role="alert" data-testid="approval-error">${errorText(error)}</p>`}
+    <div class="approval__actions">
+      <button type="button" class="btn btn--primary btn--small" disabled=${sent} data-testid="approval-approve"
+        onClick=${() => onDecide(call.id, 'approve')}>${Icon.check()}<span>${t('chat.approve')}</span></button>
+      <button type="button" class="btn btn--secondary btn--small" disabled=${sent} data-testid="approval-reject"
+        onClick=${() => onDecide(call.id, 'reject')}>${Icon.close()}<span>${t('chat.reject')}</span></button>
+      ${sent &&
+      html`<span class="muted small" role="status" data-testid="approval-sent">
+        ${decision === 'approve' ? t('chat.approval_sent_yes') : t('chat.approval_sent_no')}
+      </span>`}
+    </div>
+  </div>`;
+}
+
+export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide }) {
+  const status = call.status || (result ? (result.is_error ? 'error' : 'done') : 'pending');
+  const waiting = status === 'awaiting_approval';
+  const hasArgs = call.arguments && Object.keys(call.arguments).length > 0;
+  const running = status === 'running' || status === 'pending';
+  return html`<div class=${`tool tool--${status}${waiting ? ' tool--approval' : ''}`} data-testid="tool-card"
+      data-call-id=${call.id} data-status=${status} data-tool=${call.name}>
+    <div class="tool__head">
+      <span class="tool__icon">${Icon.tool()}</span>
+      <code class="tool__name" data-testid="tool-name">${call.name}</code>
+      <${StatusChip} status=${status} />
+      ${subtask && html`<span class="chip chip--subtask" data-testid="tool-subtask">
+        <span class="chip__spin" aria-hidden="true"></span>${t('chat.subtask_running')}</span>`}
+    </div>
+    ${hasArgs &&
+    html`<details class="tool__section" data-testid="tool-arguments">
+      <summary>${t('chat.arguments')}</summary>
+      <pre class="tool__pre">${prettyJson(call.arguments)}</pre>
+    </details>`}
+    ${output &&
+    (running
+      ? html`<pre class="tool__pre tool__output" data-testid="tool-output" aria-live="off">${output}</pre>`
+      : !result || result.text !== output
+        ? html`<details class="tool__section"><summary>${t('chat.output')}</summary>
+            <pre class="tool__pre tool__output" data-testid="tool-output">${output}</pre></details>`
+        : null)}
+    ${result &&
+    html`<details class=${`tool__section${result.is_error ? ' tool__section--error' : ''}`} data-testid="tool-result"
+        open=${result.is_error ? true : undefined}>
+      <summary>${result.is_error ? t('chat.result_error') : t('chat.result')}</summary>
+      <pre class="tool__pre">${result.text || t('chat.result_empty')}</pre>
+    </details>`}
+    ${waiting &&
+    html`<${ApprovalBox} call=${call} approval=${approval} decision=${decision} error=${decisionError} onDecide=${onDecide} />`}
+  </div>`;
+}
+
+function AttachmentList({ attachments }) {
+  if (!attachments || !attachments.length) return null;
+  return html`<ul class="msg__files">
+    ${attachments.map(
+      (a) => html`<li class="file-chip" data-testid="message-attachment" title=${a.path || a.name}>
+        ${String(a.mime || '').startsWith('image/') ? Icon.image() : Icon.file()}
+        <span class="file-chip__name">${a.name}</span>
+        ${a.size !== undefined && html`<span class="muted">${formatSize(a.size)}</span>`}
+      </li>`,
+    )}
+  </ul>`;
+}
+
+function UserMessage({ item, pending }) {
+  return html`<div class=${`msg msg--user${pending ? ' is-pending' : ''}`} data-testid="message" data-role="user"
+      data-seq=${item.seq === null || item.seq === undefined ? undefined : item.seq} data-pending=${pending ? 'true' : undefined}
+      title=${item.created_at ? formatDate(item.created_at) : undefined}>
+    <div class="msg__bubble">
+      ${item.text && html`<p class="msg__text">${item.text}</p>`}
+      <${AttachmentList} attachments=${item.attachments} />
+    </div>
+  </div>`;
+}
+
+function AssistantMessage({ item, ctx, streaming }) {
+  const calls = item.tool_calls || [];
+  if (!item.text && !calls.length) return null;
+  return html`<div class="msg msg--assistant" data-testid="message" data-role="assistant"
+      data-seq=${item.seq === null || item.seq === undefined ? undefined : item.seq}>
+    <span class="msg__avatar" aria-hidden="true"><${Logo} size=${28} /></span>
+    <div class="msg__body">
+      ${item.text && html`<${Markdown} text=${item.text} class=${streaming ? 'is-streaming' : ''} />`}
+      ${calls.map(
+        (call) => html`<${ToolCard} key=${call.id} call=${call} result=${ctx.results[call.id]}
+          output=${ctx.thread.outputs[call.id]} approval=${ctx.thread.approvals[call.id]}
+          decision=${ctx.thread.decisions[call.id]} decisionError=${ctx.thread.decisionErrors[call.id]}
+          subtask=${!!ctx.thread.subtasks[call.id]} onDecide=${ctx.onDecide} />`,
+      )}
+    </div>
+  </div>`;
+}
+
+function SummaryMessage({ item }) {
+  return html`<details class="summary" data-testid="message" data-role="summary">
+    <summary>${Icon.info()}<span>${t('chat.summary')}</span></summary>
+    <${Markdown} text=${item.text} />
+  </details>`;
+}
+
+// A tool result whose call is not in view (e.g. the call was compacted away).
+function OrphanResult({ item, ctx }) {
+  return html`<div class="msg msg--assistant" data-testid="message" data-role="tool">
+    <span class="msg__avatar" aria-hidden="true"><${Logo} size=${28} /></span>
+    <div class="msg__body">
+      <${ToolCard} call=${{ id: item.tool_call_id, name: item.name || t('chat.tool'), arguments: {}, status: item.is_error ? 'error' : 'done' }}
+        result=${item} output=${ctx.thread.outputs[item.tool_call_id]} onDecide=${ctx.onDecide} />
+    </div>
+  </div>`;
+}
+
+function renderItem(item, ctx, key, streaming = false) {
+  switch (item.role) {
+    case 'user':
+      return html`<${UserMessage} key=${key} item=${item} />`;
+    case 'assistant':
+      return html`<${AssistantMessage} key=${key} item=${item} ctx=${ctx} streaming=${streaming} />`;
+    case 'summary':
+      return html`<${SummaryMessage} key=${key} item=${item} />`;
+    case 'tool':
+      return ctx.callIds.has(item.tool_call_id) ? null : html`<${OrphanResult} key=${key} item=${item} ctx=${ctx} />`;
+    default:
+      return null; // system prompts and anything newer are not for display
+  }
+}
+
+function Note({ entry }) {
+  const text = typeof entry.text === 'string' ? entry.text : t(entry.text.key, entry.text.vars);
+  return html`<div class=${`chat-note chat-note--${entry.tone}`} data-testid="chat-note" role="status">
+    ${entry.tone === 'command' ? Icon.sparkle() : Icon.info()}<span>${text}</span>
+  </div>`;
+}
+
+function TurnEnd({ entry }) {
+  if (entry.status === 'failed') {
+    return html`<div class="chat-note chat-note--error" data-testid="chat-turn-error" role="alert">
+      ${Icon.alert()}<span>${entry.error ? t('chat.turn_failed_reason', { reason: entry.error }) : t('chat.turn_failed')}</span>
+    </div>`;
+  }
+  if (entry.status === 'stopped') {
+    return html`<div class="chat-note" data-testid="chat-turn-stopped">${Icon.stop()}<span>${t('chat.turn_stopped')}</span></div>`;
+  }
+  return null;
+}
+
+export function Typing({ simple }) {
+  return html`<div class="msg msg--assistant" data-testid="chat-typing">
+    <span class="msg__avatar" aria-hidden="true"><${Logo} size=${28} /></span>
+    <div class="typing" role="status">
+      <span class="typing__dot"></span><span class="typing__dot"></span><span class="typing__dot"></span>
+      <span class="visually-hidden">${simple ? t('chat.thinking_simple') : t('chat.thinking')}</span>
+    </div>
+  </div>`;
+}
+
+// Everything shown for one conversation, in order: history, then the tail.
+export function Conversation({ thread, running, simple, onDecide }) {
+  const items = thread.items || [];
+  const turnItems = thread.tail.filter((e) => e.kind === 'turn').flatMap((e) => e.items);
+  const results = {};
+  const callIds = new Set();
+  for (const it of [...items, ...turnItems]) {
+    if (it.role === 'tool' && it.tool_call_id) results[it.tool_call_id] = it;
+    for (const c of it.tool_calls || []) callIds.add(c.id);
+  }
+  const ctx = { results, callIds, thread, onDecide };
+
+  // The typing dots show while the assistant works and no text is streaming.
+  const openTurn = [...thread.tail].reverse().find((e) => e.kind === 'turn' && !e.done);
+  const last = openTurn && openTurn.items[openTurn.items.length - 1];
+  const streamingText = !!(last && last.role === 'assistant' && last.text && !(last.tool_calls || []).length);
+  const anyWaiting = Object.values(thread.approvals).length > 0;
+
+  return html`<div class="conversation" data-testid="chat-messages">
+    ${items.map((it) => renderItem(it, ctx, `s${it.seq}`))}
+    ${thread.tail.map((e) => {
+      if (e.kind === 'user') return html`<${UserMessage} key=${e.key} item=${e.item} pending=${e.pending} />`;
+      if (e.kind === 'note') return html`<${Note} key=${e.key} entry=${e} />`;
+      return html`<div class="turn" key=${e.key} data-testid="chat-turn" data-done=${e.done ? 'true' : 'false'}>
+        ${e.items.map((it, i) => renderItem(it, ctx, it.key, !e.done && i === e.items.length - 1))}
+        ${e.done && html`<${TurnEnd} entry=${e} />`}
+      </div>`;
+    })}
+    ${running && !streamingText && !anyWaiting && html`<${Typing} simple=${simple} />`}
+  </div>`;
+}
+
+// The scrolling area: follows new content while the reader is at the bottom,
+// and offers a "jump to latest" button when they scrolled up.
+export function ScrollArea({ resetKey, children, label, busy }) {
+  const ref = useRef(null);
+  const stick = useRef(true);
+  const [away, setAway] = useState(false);
+
+  useEffect(() => {
+    stick.current = true;
+    setAway(false);
+  }, [resetKey]);
+
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
+  });
+
+  // Content can grow without a render of ours (images, fonts): keep up.
+  useEffect(() => {
+    const el = ref.current;
+    if (!el || typeof ResizeObserver === 'undefined') return undefined;
+    const inner = el.firstElementChild;
+    const ro = new ResizeObserver(() => {
+      if (stick.current) el.scrollTop = el.scrollHeight;
+    });
+    if (inner) ro.observe(inner);
+    return () => ro.disconnect();
+  }, []);
+
+  const onScroll = () => {
+    const el = ref.current;
+    const atBottom = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+    stick.current = atBottom;
+    if (away === atBottom) setAway(!atBottom);
+  };
+
+  const toBottom = () => {
+    const el = ref.current;
+    stick.current = true;
+    setAway(false);
+    el.scrollTo({ top: el.scrollHeight, behavior: 'smooth' });
+  };
+
+  return html`<div class="chat__thread">
+    <div class="chat__scroll" ref=${ref} onScroll=${onScroll} tabindex="0" role="log" aria-label=${label}
+        aria-busy=${busy ? 'true' : 'false'} data-testid="chat-scroll">
+      <div class="chat__scroll-inner">${children}</div>
+    </div>
+    ${away &&
+    html`<button type="button" class="chat__jump" onClick=${toBottom} data-testid="chat-scroll-bottom">
+      ${Icon.down()}<span>${t('chat.jump_latest')}</span>
+    </button>`}
+  </div>`;
+}
