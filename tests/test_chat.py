@@ -181,7 +181,7 @@ async def test_shared_memory_write_needs_approval(
     out = await _chat(ada, "Please, save it after all", cid)
     assert out["status"] == "awaiting_approval"
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
-    call = [c for i in items for c in i["tool_calls"] if c["status"] == "awaiting_approval"][0]
+    call = next(c for i in items for c in i["tool_calls"] if c["status"] == "awaiting_approval")
     assert (
         await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
     ).status_code == 204
@@ -191,8 +191,8 @@ async def test_shared_memory_write_needs_approval(
     assert items[-1]["text"] == "Saved for everyone."
 
 
-async def _wait_idle(client: Client, cid: str, timeout: float = 10) -> None:
-    async with asyncio.timeout(timeout):
+async def _wait_idle(client: Client, cid: str) -> None:
+    async with asyncio.timeout(10):
         while True:
             convs = {c["id"]: c for c in (await client.call("GET", "/api/conversations")).json()}
             if convs[cid]["status"] == "idle":
@@ -307,7 +307,7 @@ async def test_stop_reaches_a_sub_agent(
         await ada.call("POST", f"/api/approvals/{calls[0]['id']}", json={"decision": "approve"})
     ).status_code == 204
     async with asyncio.timeout(10):
-        while len(fake_llm.requests) < 2:
+        while len(fake_llm.requests) < 2:  # noqa: ASYNC110 - the fake runs in another thread
             await asyncio.sleep(0.05)
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/stop"})
     assert r.status_code == 200
