@@ -1,0 +1,139 @@
+"""`kill -9` in the middle of a tool round: after a restart the turn resumes and
+completes, and nothing is lost or duplicated."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from fake_llm import Call, FakeLLM, Text
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+
+PW = "ada's long password"
+
+
+def _items(api: Api, cid: str) -> list[dict[str, Any]]:
+    r = api.get(f"/api/conversations/{cid}/messages")
+    assert r.status_code == 200, r.text
+    items: list[dict[str, Any]] = r.json()
+    return items
+
+
+def _wait_for(predicate: Any, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def test_kill_9_mid_tool_round_then_resume(tmp_path: Path) -> None:
+    with FakeLLM() as fake:
+        srv = ServerProcess(tmp_path)
+        srv.create_admin()
+        assert (
+            srv.cli(
+                "user", "add", "ada", "--role", "member", "--password-stdin", stdin=PW + "\n"
+            ).returncode
+            == 0
+        )
+        srv.start()
+        try:
+            admin = Api(srv.url)
+            admin.login(ADMIN, ADMIN_PW)
+            prov = admin.post(
+                "/api/llm/providers",
+                json={
+                    "name": "Fake",
+                    "kind": "openai_compatible",
+                    "base_url": fake.base_url_openai,
+                },
+            ).json()
+            assert (
+                admin.post(
+                    "/api/llm/models", json={"provider_id": prov["id"], "model": "m", "name": "M"}
+                ).status_code
+                == 201
+            )
+            fake.script(
+                "m",
+                [
+                    [
+                        Call(
+                            "write_file",
+                            {"path": "user-memory/plans.md", "content": "# Plans\nBake bread."},
+                        ),
+                        Call(
+                            "write_file",
+                            {
+                                "path": "shared-memory/plans.md",
+                                "content": "# Plans\nBread on Sunday.",
+                            },
+                        ),
+                    ],
+                    Text("Both notes are saved."),
+                ],
+            )
+            ada = Api(srv.url)
+            ada.login("ada", PW)
+            cid = ada.post("/api/conversations", json={}).json()["id"]
+            assert (
+                ada.post(
+                    f"/api/conversations/{cid}/messages", json={"text": "Save our plans"}
+                ).status_code
+                == 202
+            )
+
+            # One call of the round has finished, the other waits for a person: kill now.
+            def half_done() -> bool:
+                calls = {
+                    c["name"] + c["arguments"]["path"]: c["status"]
+                    for i in _items(ada, cid)
+                    for c in i["tool_calls"]
+                }
+                return (
+                    calls.get("write_fileuser-memory/plans.md") == "done"
+                    and "awaiting_approval" in calls.values()
+                )
+
+            _wait_for(half_done)
+            srv.stop(signal.SIGKILL)
+
+            srv.start()
+            ada = Api(srv.url)
+            ada.login("ada", PW)  # unlocking resumes the interrupted turn
+            pending = _wait_for(
+                lambda: [
+                    c
+                    for i in _items(ada, cid)
+                    for c in i["tool_calls"]
+                    if c["status"] == "awaiting_approval"
+                ]
+            )
+            assert len(pending) == 1
+            assert (
+                ada.post(
+                    f"/api/approvals/{pending[0]['id']}", json={"decision": "approve"}
+                ).status_code
+                == 204
+            )
+            _wait_for(lambda: _items(ada, cid)[-1]["text"] == "Both notes are saved.")
+
+            items = _items(ada, cid)
+            assert [i["role"] for i in items].count("user") == 1
+            calls = [c for i in items for c in i["tool_calls"]]
+            results = Counter(i["tool_call_id"] for i in items if i["role"] == "tool")
+            assert len(calls) == 2 and all(results[c["id"]] == 1 for c in calls), items
+            assert all(c["status"] == "done" for c in calls)
+            assert sum(1 for i in items if i["text"] == "Both notes are saved.") == 1
+            # The model was asked exactly twice: once for the calls, once for the answer.
+            assert len(fake.bodies("openai")) == 2
+            tool_msgs = [m for m in fake.bodies("openai")[1]["messages"] if m["role"] == "tool"]
+            assert len(tool_msgs) == 2
+        finally:
+            srv.close()
