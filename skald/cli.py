@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 import msgspec
 
@@ -280,6 +280,47 @@ async def cmd_serve(args: argparse.Namespace, env: Env) -> int:
     return await serve(env.layout, env.config, host, port)
 
 
+async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
+    """One turn through a running server's `POST /api/chat`, as the given member."""
+    import httpx
+
+    password = env.secrets.get(args.password_stdin, f"password for {args.user}")
+    base = args.url or f"http://127.0.0.1:{env.config.server.port}"
+    try:
+        async with httpx.AsyncClient(
+            base_url=base, timeout=httpx.Timeout(600.0, connect=5.0)
+        ) as http:
+            r = await http.post(
+                "/api/auth/login", json={"username": args.user, "password": password}
+            )
+            _raise_for_api(r)
+            csrf = r.json()["csrf_token"]
+            body = {"text": args.text, "conversation_id": args.conversation}
+            r = await http.post("/api/chat", json=body, headers={"X-CSRF-Token": csrf})
+            _raise_for_api(r)
+            out = r.json()
+            await http.post("/api/auth/logout", headers={"X-CSRF-Token": csrf})
+    except httpx.TransportError as exc:
+        raise SkaldError(
+            f"cannot reach the Skald server at {base} ({exc.__class__.__name__}); is it running?"
+        ) from None
+    if out["reply"]:
+        env.out.write(out["reply"].rstrip() + "\n")
+    print(f"skald: conversation {out['conversation_id']}: {out['status']}", file=sys.stderr)
+    if out["status"] == "failed":
+        raise SkaldError(out.get("error") or "the turn failed")
+    return 3 if out["status"] == "awaiting_approval" else 0
+
+
+def _raise_for_api(r: Any) -> None:
+    if r.status_code >= 400:
+        try:
+            message = r.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = f"HTTP {r.status_code}"
+        raise SkaldError(message)
+
+
 # -- the parser ---------------------------------------------------------------------
 
 
@@ -316,6 +357,18 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument("--host", help="address to listen on (default: server.host, 0.0.0.0)")
     p.add_argument("--port", type=int, help="port to listen on (default: server.port, 9000)")
     p.set_defaults(handler=cmd_serve)
+
+    p = command("chat", "send one message to the assistant through the running server")
+    p.add_argument("text", help="the message")
+    p.add_argument("--user", required=True, help="whose assistant to talk to")
+    p.add_argument(
+        "--password-stdin", action="store_true", help="read the password as one line from stdin"
+    )
+    p.add_argument(
+        "--conversation", metavar="ID", help="continue this conversation (default: a new one)"
+    )
+    p.add_argument("--url", help="server address (default: http://127.0.0.1:<server.port>)")
+    p.set_defaults(handler=cmd_chat)
 
     p = command("setup", "create the first administrator")
     p.add_argument("--admin", metavar="NAME", help="administrator username (asked if omitted)")

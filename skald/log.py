@@ -229,6 +229,10 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | N
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(numeric)
+    # The HTTP client logs every request at INFO (URLs included); our own code logs what
+    # matters about LLM and connector calls.
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(max(numeric, logging.WARNING))
 
     structlog.configure(
         processors=[

@@ -137,3 +137,64 @@ def test_kill_9_mid_tool_round_then_resume(tmp_path: Path) -> None:
             assert len(tool_msgs) == 2
         finally:
             srv.close()
+
+
+def test_skald_chat_cli_talks_to_the_running_server(tmp_path: Path) -> None:
+    with FakeLLM() as fake:
+        srv = ServerProcess(tmp_path)
+        srv.create_admin()
+        srv.start()
+        try:
+            admin = Api(srv.url)
+            admin.login(ADMIN, ADMIN_PW)
+            prov = admin.post(
+                "/api/llm/providers",
+                json={
+                    "name": "Fake",
+                    "kind": "anthropic",
+                    "base_url": fake.base_url_anthropic,
+                    "api_key": "k",
+                },
+            ).json()
+            admin.post(
+                "/api/llm/models",
+                json={"provider_id": prov["id"], "model": "claude-x", "name": "Claude"},
+            )
+            fake.script("claude-x", ["Hello from the assistant."])
+            r = srv.cli(
+                "chat",
+                "Hello?",
+                "--user",
+                ADMIN,
+                "--password-stdin",
+                "--url",
+                srv.url,
+                stdin=ADMIN_PW + "\n",
+            )
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.strip() == "Hello from the assistant." and ": done" in r.stderr
+            r = srv.cli(
+                "chat",
+                "Hello?",
+                "--user",
+                ADMIN,
+                "--password-stdin",
+                "--url",
+                srv.url,
+                stdin="wrong password\n",
+            )
+            assert r.returncode == 1 and r.stderr.strip() == "skald: wrong username or password"
+            srv.stop()
+            r = srv.cli(
+                "chat",
+                "Hello?",
+                "--user",
+                ADMIN,
+                "--password-stdin",
+                "--url",
+                srv.url,
+                stdin=ADMIN_PW + "\n",
+            )
+            assert r.returncode == 1 and "cannot reach" in r.stderr
+        finally:
+            srv.close()
