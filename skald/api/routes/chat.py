@@ -219,8 +219,15 @@ async def decide(
     rt: NamedDependency[Runtime],
 ) -> None:
     mine = await _mine(request, rt)
-    if not mine.gate.resolve(call_id, data.decision == "approve"):
+    approved = data.decision == "approve"
+    if mine.gate.resolve(call_id, approved):
+        return
+    # Right after a restart the call is open in the history before recovery has asked
+    # again: keep the answer for when it does.
+    conversation_id = await mine.hub.store.open_call(call_id)
+    if conversation_id is None:
         raise NotFoundError("no pending approval with that id")
+    mine.gate.decide_ahead(conversation_id, call_id, approved)
 
 
 @post("/api/chat", guards=CHAT, status_code=200)

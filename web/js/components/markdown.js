@@ -178,6 +178,7 @@ export function parseBlocks(lines) {
       const body = [];
       while (i < lines.length && !isBlank(lines[i])) {
         const q = lines[i].match(QUOTE);
+        if (!q && startsBlock(lines, i)) break; // only plain text continues a quote lazily
         body.push(q ? q[1] : lines[i]);
         i += 1;
       }
