@@ -91,6 +91,9 @@ class AssistantConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     max_rounds: Annotated[int, msgspec.Meta(ge=1, le=200)] = 25
     # Largest upload accepted in the chat, in MiB (1..4096).
     upload_max_mb: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
+    # Compact a conversation by itself once it reaches about this many tokens (0 = only
+    # when asked with /compact).
+    compact_at_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -22,6 +22,7 @@ from skald.agent import (
     Event,
     LoopConfig,
     ToolCallUpdate,
+    ToolFinished,
     TurnDone,
     TurnResult,
     UsageReport,
@@ -140,6 +141,10 @@ class ConversationRunner:
                     self.conversation_id, event.input_tokens, event.output_tokens, event.cost_usd
                 )
         self.hub.events.publish(self.hub.user_id, ChatEvent(event=event))
+        if isinstance(event, ToolFinished):
+            # A call settled without the gate (e.g. closed by a new message): forget any
+            # request or early decision still kept for it.
+            self.hub.retire_approval(event.call_id)
         if isinstance(event, TurnDone) and event.depth == 0:
             self.awaiting_approval.clear()
 
@@ -176,6 +181,7 @@ class ChatHub:
         self.setup_factory = setup_factory
         self.default_agent = default_agent
         self._runners: dict[str, ConversationRunner] = {}
+        self.retire: Callable[[str], None] | None = None
 
     def _runner(self, conversation_id: str) -> ConversationRunner:
         runner = self._runners.get(conversation_id)
@@ -246,6 +252,10 @@ class ChatHub:
         runner = self._runners.get(conversation_id)
         if runner is not None:
             runner.stop()
+
+    def retire_approval(self, call_id: str) -> None:
+        if self.retire is not None:
+            self.retire(call_id)
 
     def awaiting_approval(self, conversation_id: str) -> asyncio.Event:
         return self._runner(conversation_id).awaiting_approval

@@ -164,7 +164,9 @@ class DefaultGate:
         entry.future.set_result(outcome)
         return True
 
-    def decide_ahead(self, conversation_id: str, call_id: str, approved: bool, reason: str = "") -> None:
+    def decide_ahead(
+        self, conversation_id: str, call_id: str, approved: bool, reason: str = ""
+    ) -> None:
         """Record a decision for a call whose request is not (yet) waiting here: after a
         restart the history shows it open before recovery has asked the gate again."""
         if not self.resolve(call_id, approved, reason):

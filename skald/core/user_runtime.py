@@ -60,6 +60,7 @@ class UserRuntime:
         self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
+        self.hub.retire = self.gate.retire
 
     def agent_for(self, conversation: Conversation) -> AgentDef:
         agent = self.agents.get(conversation.agent_id)
@@ -108,7 +109,12 @@ class UserRuntime:
             model_id=conversation.model_id,
             needs=("vision",) if needs_vision else (),
         )
-        config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
+        config = LoopConfig(
+            model="auto",
+            system_prompt=prompt,
+            max_rounds=self.config.max_rounds,
+            compact_at_tokens=self.config.compact_at_tokens or None,
+        )
         return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)
 
     async def close(self) -> None:
