@@ -73,12 +73,26 @@ def _default_kdf() -> str:
     return f"argon2id default profile ({time.perf_counter() - started:.2f} s)"
 
 
+def _assets() -> str:
+    # A build without its assets would start and then serve nothing.
+    from skald.agent.prompts import load_agents
+    from skald.assets import asset_dir
+
+    index = asset_dir("web") / "index.html"
+    if not index.is_file():
+        raise RuntimeError(f"the web UI is missing ({index})")
+    agents = load_agents(asset_dir("agents"))
+    if "assistant" not in agents:
+        raise RuntimeError("the assistant agent is missing")
+    return f"web UI and {len(agents)} agents present"
+
+
 def run_selftest(out: TextIO) -> int:
     def round_trip() -> str:
         with tempfile.TemporaryDirectory(prefix="skald-selftest-") as tmp:
             return asyncio.run(_encrypted_round_trip(Path(tmp)))
 
-    checks: list[Check] = [_import_everything, round_trip, _default_kdf]
+    checks: list[Check] = [_import_everything, _assets, round_trip, _default_kdf]
     failed = 0
     for check in checks:
         try:
