@@ -270,8 +270,10 @@ async def test_slash_commands(
     assert "tokens in" in r.json()["result"]
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/new"})
     assert r.json()["conversation_id"] and r.json()["conversation_id"] != cid
-    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/dance"})
-    assert r.status_code == 400 and "unknown command" in r.json()["error"]["message"]
+    # Only known commands are commands: anything else starting with "/" is a message.
+    fake_llm.script("model-b", ["It is a file of host names."])
+    out = await _chat(ada, "/etc/hosts: what is it?", cid)
+    assert out["reply"] == "It is a file of host names."
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"model_id": None, "open": False})
     assert r.json()["model_id"] is None and r.json()["open"] is False
 
@@ -291,24 +293,16 @@ async def test_stop_reaches_a_sub_agent(
     ada = await make_client()
     await ada.login("ada")
     cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
-    assert (
-        await ada.call(
-            "POST", f"/api/conversations/{cid}/messages", json={"text": "research bread"}
-        )
-    ).status_code == 202
-    async with asyncio.timeout(10):
-        while True:
-            items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
-            calls = [c for i in items for c in i["tool_calls"]]
-            if calls and calls[0]["status"] == "awaiting_approval":
-                break
-            await asyncio.sleep(0.05)
-    assert (
-        await ada.call("POST", f"/api/approvals/{calls[0]['id']}", json={"decision": "approve"})
-    ).status_code == 204
+    r = await ada.call(
+        "POST", f"/api/conversations/{cid}/messages", json={"text": "research bread"}
+    )
+    assert r.status_code == 202
     async with asyncio.timeout(10):
         while len(fake_llm.requests) < 2:  # noqa: ASYNC110 - the fake runs in another thread
             await asyncio.sleep(0.05)
+    # The helper's request carries its own brief, not this conversation.
+    child_request = fake_llm.requests[1].body
+    assert "research bread" in str(child_request["messages"][-1])
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/stop"})
     assert r.status_code == 200
     await _wait_idle(ada, cid)
@@ -326,3 +320,63 @@ async def test_no_model_configured_is_a_clear_failure(
     out = await _chat(ada, "hello?")
     assert out["status"] == "failed" and "no language model" in (out["error"] or "")
     _ = PASSWORD
+
+
+async def test_a_message_without_a_usable_model_is_kept_and_answered_with_the_reason(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    body = {"text": "Are you there?", "view_context": "Profile page"}
+    assert (
+        await ada.call("POST", f"/api/conversations/{cid}/messages", json=body)
+    ).status_code == 202
+    await _wait_idle(ada, cid)
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    # Shown as typed: what Skald added for the model stays out of the bubble and the title.
+    assert [(i["role"], i["text"]) for i in items] == [("user", "Are you there?")]
+    conv = (await ada.call("GET", "/api/conversations")).json()[0]
+    assert conv["title"] == "Are you there?"
+    ada_id = household["ada"]
+    stored = await (
+        await runtime.user_runtime(await runtime.core.users.get("ada"))
+    ).hub.store.items(cid)
+    assert stored[0].text == "Are you there?" and ada_id
+
+
+async def test_uploads_above_the_old_10_mb_limit_are_accepted(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    big = b"\x89PNG\r\n\x1a\n" + b"\0" * (12 * 1024 * 1024)
+    r = await ada.http.post(
+        f"/api/uploads?conversation_id={cid}",
+        files={"file": ("../../photo.png", big)},
+        headers={"X-CSRF-Token": ada.csrf},
+    )
+    assert r.status_code == 201, r.text[:300]
+    assert r.json()["name"] == "photo.png" and r.json()["mime"] == "image/png"
+
+
+async def test_children_do_not_see_the_households_notes(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await runtime.shared_memory.note_put(
+        "wifi.md", "the wifi password is on the fridge", household["mum"]
+    )
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a", [[Call("read_file", {"path": "shared-memory/wifi.md"})], "I cannot see that."]
+    )
+    tim = await make_client()
+    await tim.login("tim")
+    out = await _chat(tim, "what is the wifi password?")
+    assert out["reply"] == "I cannot see that."
+    second = fake_llm.requests[1].body
+    tool_result = next(m for m in second["messages"] if m["role"] == "tool")
+    assert "fridge" not in str(second) and "not available" in tool_result["content"]
+    tools = {t["function"]["name"] for t in fake_llm.requests[0].body["tools"]}
+    assert "execute_task" not in tools

@@ -17,7 +17,7 @@ from litestar.static_files import create_static_files_router
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
-from skald.api.routes import auth, chat, llm, roles, system, users
+from skald.api.routes import auth, chat, files, llm, roles, system, users
 from skald.api.security import AuthMiddleware, EdgeMiddleware
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
@@ -40,9 +40,19 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
         cache_control=CacheControlHeader(no_cache=True),
         include_in_schema=False,
     )
-    api = [*auth.ROUTES, *users.ROUTES, *roles.ROUTES, *llm.ROUTES, *chat.ROUTES, *system.ROUTES]
+    api = [
+        *auth.ROUTES,
+        *users.ROUTES,
+        *roles.ROUTES,
+        *llm.ROUTES,
+        *chat.ROUTES,
+        *files.ROUTES,
+        *system.ROUTES,
+    ]
     return Litestar(
         route_handlers=[*map(document_errors, api), static],
+        # Uploads are the largest bodies; the upload route applies the exact limit itself.
+        request_max_body_size=(runtime.config.assistant.upload_max_mb + 1) * 1024 * 1024,
         dependencies={"rt": Provide(provide_runtime, use_cache=True)},
         middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
         exception_handlers=EXCEPTION_HANDLERS,

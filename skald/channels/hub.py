@@ -30,7 +30,7 @@ from skald.agent import (
 from skald.agent.approval import ApprovalGate
 from skald.agent.tools import Tool
 from skald.core.events import ChatEvent, ConversationUpdated, EventHub, UserMessage
-from skald.errors import InvalidInputError
+from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
 from skald.llm.types import ContentPart, Message, TextPart
 from skald.log import get_logger
@@ -40,6 +40,7 @@ from skald.store.conversations import (
     ConversationStore,
     HistoryItem,
     OwnerHistory,
+    display_text,
 )
 from skald.store.database import Database
 from skald.store.registry import now_iso
@@ -100,9 +101,12 @@ class ConversationRunner:
     async def _execute(self, job: Job) -> TurnResult:
         conversation = await self.hub.store.get(self.conversation_id)
         needs_vision = any(a.mime.startswith("image/") for a in job.attachments)
-        setup = await self.hub.setup_factory(conversation, needs_vision)
         history = OwnerHistory(self.hub.db, self.conversation_id)
         history.pending_attachments = job.attachments
+        try:
+            setup = await self.hub.setup_factory(conversation, needs_vision)
+        except SkaldError as exc:
+            return await self._failed_before_start(history, job, str(exc))
         self.awaiting_approval.clear()
         loop = AgentLoop(setup.model, setup.tools, history, setup.gate, self._sink, setup.config)
         self.loop = loop
@@ -118,6 +122,17 @@ class ConversationRunner:
         )
         return result
 
+    async def _failed_before_start(self, history: OwnerHistory, job: Job, error: str) -> TurnResult:
+        """No turn could start (no usable model...): keep the message, and say why to every
+        client the same way a failed turn would."""
+        if job.message is not None:
+            await history.append(job.message)
+        await self._sink(
+            TurnDone(conversation_id=self.conversation_id, status="failed", error=error)
+        )
+        await self.hub.set_status(self.conversation_id, "idle")
+        return TurnResult(status="failed", error=error)
+
     async def _run(self, loop: AgentLoop, job: Job) -> TurnResult:
         if job.kind == "turn":
             assert job.message is not None
@@ -129,17 +144,18 @@ class ConversationRunner:
         return TurnResult(status="done", text=note)
 
     async def _sink(self, event: Event) -> None:
-        if event.depth == 0:
-            if isinstance(event, ApprovalRequested):
-                self.awaiting_approval.set()
-                await self.hub.set_status(self.conversation_id, "awaiting_approval")
-            elif isinstance(event, ToolCallUpdate) and self.awaiting_approval.is_set():
-                self.awaiting_approval.clear()
-                await self.hub.set_status(self.conversation_id, "running")
-            if isinstance(event, UsageReport):
-                await self.hub.store.add_usage(
-                    self.conversation_id, event.input_tokens, event.output_tokens, event.cost_usd
-                )
+        # Approvals and usage count at every depth: a helper's request waits for a person
+        # just like the main agent's, and its tokens cost the same.
+        if isinstance(event, ApprovalRequested):
+            self.awaiting_approval.set()
+            await self.hub.set_status(self.conversation_id, "awaiting_approval")
+        elif isinstance(event, ToolCallUpdate) and self.awaiting_approval.is_set():
+            self.awaiting_approval.clear()
+            await self.hub.set_status(self.conversation_id, "running")
+        if isinstance(event, UsageReport):
+            await self.hub.store.add_usage(
+                self.conversation_id, event.input_tokens, event.output_tokens, event.cost_usd
+            )
         self.hub.events.publish(self.hub.user_id, ChatEvent(event=event))
         if isinstance(event, ToolFinished):
             # A call settled without the gate (e.g. closed by a new message): forget any
@@ -204,15 +220,22 @@ class ChatHub:
         return conversation
 
     async def send(
-        self, conversation_id: str, content: list[ContentPart], attachments: list[Attachment]
+        self,
+        conversation_id: str,
+        content: list[ContentPart],
+        attachments: list[Attachment],
+        typed: str = "",
     ) -> asyncio.Future[TurnResult]:
-        """Queue a user message; the future resolves when its turn ends."""
+        """Queue a user message (`typed`: what the person wrote, for the title); the future
+        resolves when its turn ends."""
         if not any(isinstance(p, TextPart) and p.text.strip() for p in content) and not attachments:
             raise InvalidInputError("the message is empty")
         conversation = await self.store.get(conversation_id)
         if not conversation.title:
-            first = next((p.text for p in content if isinstance(p, TextPart)), "").strip()
-            await self.update(conversation_id, title=first[:60] or "Attachment")
+            title = typed.strip().splitlines()[0][:60] if typed.strip() else ""
+            await self.update(
+                conversation_id, title=title or (attachments[0].name if attachments else "Chat")
+            )
         job = Job(
             kind="turn", message=Message(role="user", content=content), attachments=attachments
         )
@@ -225,7 +248,7 @@ class ChatHub:
                 item=HistoryItem(
                     seq=0,
                     role="user",
-                    text=job.message.text if job.message else "",
+                    text=display_text(job.message) if job.message else "",
                     attachments=attachments,
                     tool_calls=[],
                     tool_call_id=None,

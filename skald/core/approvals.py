@@ -41,6 +41,7 @@ from skald.agent.note_paths import (
     parse_note_folder,
     parse_note_path,
 )
+from skald.agent.subagent import SubAgentTool
 from skald.agent.tools import Tool, ToolContext
 from skald.errors import InvalidInputError
 from skald.llm.types import ToolCall
@@ -88,6 +89,10 @@ def decide(call: ToolCall, tool: Tool) -> Decision:
         return Allow()
     if place == SHARED_MEMORY and tool.kind == "write":
         return Require(SHARED_WRITE_REASON)
+    if isinstance(tool, SubAgentTool):
+        # Handing work to a helper changes nothing by itself; every call the helper makes
+        # passes this same gate.
+        return Allow()
     return Require(f"using the tool {call.name}")
 
 

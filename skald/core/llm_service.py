@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 
 from skald.core.sealing import InstanceKey
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
+from skald.llm.errors import LlmError
 from skald.llm.provider_types import ProviderType, load_provider_types, make_client
 from skald.llm.select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.log import get_logger
@@ -119,14 +120,24 @@ class LlmService:
     ) -> FallbackClient:
         """The model source for one request: a chosen model alone, or AUTO with fallback."""
         models = await self.store.models()
-        if model_id is not None:
-            chosen = [m for m in models if m.id == model_id and m.enabled]
-            if not chosen:
-                raise NotFoundError("that model is not available any more")
-            ordered = chosen
-        else:
-            ordered = auto_order(models, strength, self.health, needs)
-        candidates = [(m, await self.client_for(m.provider_id)) for m in ordered]
+        chosen = [m for m in models if m.id == model_id and m.enabled] if model_id else []
+        if model_id and not chosen:
+            # The model picked for this conversation was removed or switched off.
+            log.warning("chosen model unavailable; using AUTO", model_id=model_id)
+        ordered = chosen or auto_order(models, strength, self.health, needs)
+        if needs and not ordered:
+            raise LlmError(
+                "no enabled model can handle this message (it needs: "
+                f"{', '.join(needs)}); an administrator can mark one under Models",
+                retriable=False,
+            )
+        candidates = []
+        for m in ordered:
+            try:
+                candidates.append((m, await self.client_for(m.provider_id)))
+            except SkaldError as exc:
+                # One misconfigured provider must not take AUTO down with it.
+                log.warning("model skipped", model=m.name, error=str(exc))
 
         async def record(outcome: Outcome) -> None:
             usage = outcome.finished.usage if outcome.finished else None

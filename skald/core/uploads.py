@@ -11,7 +11,7 @@ from pathlib import Path
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ContentPart, ImagePart, TextPart
 from skald.paths import DataLayout
-from skald.store.conversations import Attachment
+from skald.store.conversations import ATTACHMENT_NOTE, Attachment
 
 _MAGIC: list[tuple[bytes, int, str]] = [
     (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
@@ -120,5 +120,5 @@ def content_for(
             )
             images += 1
             inlined += a.size
-        parts.append(TextPart(f"[attached: {a.path} ({a.mime}, {a.size} bytes)]"))
+        parts.append(TextPart(f"{ATTACHMENT_NOTE}{a.path} ({a.mime}, {a.size} bytes)]"))
     return parts

@@ -62,6 +62,11 @@ class UserRuntime:
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
         self.hub.retire = self.gate.retire
 
+    @property
+    def shared_readable(self) -> bool:
+        # Roles without `memory.shared` (children by default) do not see household notes.
+        return "memory.shared" in self.role.capabilities
+
     def agent_for(self, conversation: Conversation) -> AgentDef:
         agent = self.agents.get(conversation.agent_id)
         if agent is None or agent.type != "chat":
@@ -77,13 +82,17 @@ class UserRuntime:
             ),
             "DATETIME": datetime_block(datetime.now(tz), tz),
             "USER_MEMORY_INDEX": memory_index_block("user-memory", user_index),
-            "SHARED_MEMORY_INDEX": memory_index_block("shared-memory", shared_index),
+            "SHARED_MEMORY_INDEX": (
+                memory_index_block("shared-memory", shared_index) if self.shared_readable else ""
+            ),
             "TASK_AGENTS": task_agents_block(self.agents.values()),
         }
 
     def _tools(self, agent: AgentDef) -> list[Tool]:
         tools: list[Tool] = [
-            *memory_tools(self.handle.store, self.shared, self.user.id),
+            *memory_tools(
+                self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
+            ),
             self._subagents,
         ]
         if agent.tools is not None:

@@ -8,6 +8,7 @@ the API read and write about conversations (tabs, status, usage, the history for
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ import msgspec
 
 from skald.agent.history import CallState, UnfinishedCall
 from skald.errors import NotFoundError
-from skald.llm.types import Message, ToolCall
+from skald.llm.types import Message, TextPart, ToolCall
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
 
@@ -193,12 +194,29 @@ class ConversationStore:
         return [str(r[0]) for r in rows]
 
 
+# What Skald adds to a member's message for the model (what they were looking at, notes
+# about attachments) is not what they typed: the UI shows only the latter.
+_CONTEXT_BLOCK = re.compile(r"<skald-context>.*?</skald-context>\s*", re.DOTALL)
+ATTACHMENT_NOTE = "[attached: "
+
+
+def display_text(message: Message) -> str:
+    if message.role != "user":
+        return message.text
+    typed = "".join(
+        p.text
+        for p in message.content
+        if isinstance(p, TextPart) and not p.text.startswith(ATTACHMENT_NOTE)
+    )
+    return _CONTEXT_BLOCK.sub("", typed)
+
+
 def _item(r: tuple[Any, ...], states: Mapping[str, str]) -> HistoryItem:
     message = _decode_message(r[2])
     return HistoryItem(
         seq=r[0],
         role="summary" if r[4] else message.role,
-        text=message.text,
+        text=display_text(message),
         attachments=msgspec.json.decode(r[3], type=list[Attachment]),
         tool_calls=[
             CallView(

@@ -194,13 +194,19 @@ class _Notes:
         shared: SharedMemoryStore,
         user_id: str,
         shared_writable: bool,
+        shared_readable: bool = True,
     ) -> None:
         self.user_id = user_id
-        self.shared_writable = shared_writable
+        self.shared_writable = shared_writable and shared_readable
         self.places: dict[NoteStoreName, _Place] = {
             USER_MEMORY: _Place(USER_MEMORY, owner, PRIVATE_NOTES, None),
-            SHARED_MEMORY: _Place(SHARED_MEMORY, shared, SHARED_NOTES, user_id),
         }
+        if shared_readable:
+            self.places[SHARED_MEMORY] = _Place(SHARED_MEMORY, shared, SHARED_NOTES, user_id)
+
+    @property
+    def stores(self) -> tuple[NoteStoreName, ...]:
+        return tuple(s for s in STORES if s in self.places)
 
     def note(self, raw: object) -> NotePath:
         try:
@@ -225,7 +231,10 @@ class _Notes:
         return note
 
     def place(self, store: NoteStoreName) -> _Place:
-        return self.places[store]
+        place = self.places.get(store)
+        if place is None:
+            raise _Refusal(f"{store}/ is not available to you; keep notes in {USER_MEMORY}/.")
+        return place
 
 
 def _path_text(raw: object) -> str:
@@ -532,7 +541,7 @@ class ListFilesTool(_ReadTool):
     async def work(self, args: dict[str, Any]) -> ToolResult:
         raw = args.get("path")
         if raw is None or (isinstance(raw, str) and not raw.strip()):
-            folders = [NoteFolder(store, "") for store in STORES]
+            folders = [NoteFolder(store, "") for store in self.notes.stores]
         else:
             folders = [self.notes.folder(raw)]
         sections = []
@@ -597,7 +606,7 @@ class MemorySearchTool(_ReadTool):
             raise _Refusal("The query is empty; give the words to look for.")
         which = args.get("store", "both")
         if which == "both":
-            stores: tuple[NoteStoreName, ...] = STORES
+            stores: tuple[NoteStoreName, ...] = self.notes.stores
         elif which in STORES:
             stores = tuple(s for s in STORES if s == which)
         else:
@@ -623,13 +632,15 @@ def memory_tools(
     user_id: str,
     *,
     shared_writable: bool = True,
+    shared_readable: bool = True,
 ) -> list[Tool]:
     """The note tools of one member: their own private store and the household's one.
 
     `shared_writable=False` turns writes to `shared-memory/` into error results (reads
-    stay). Whether a write may go ahead at all is the approval gate's business.
+    stay); `shared_readable=False` (a role without `memory.shared`) hides it entirely.
+    Whether a write may go ahead at all is the approval gate's business.
     """
-    stores = _Notes(owner, shared, user_id, shared_writable)
+    stores = _Notes(owner, shared, user_id, shared_writable, shared_readable)
     return [
         ReadFileTool(stores),
         WriteFileTool(stores),

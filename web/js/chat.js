@@ -514,6 +514,14 @@ function onChatEvent(ev) {
         const done = { done: true, status: ev.status, error: ev.error || null };
         if (open) th.tail = th.tail.map((e) => (e.key === open.key ? { ...e, ...done } : e));
         else th.tail = [...th.tail, { key: nextKey(), kind: 'turn', items: [], ...done }];
+        // How the turn ended is not in the history: keep it as a note, which
+        // outlives the turn entry when the history is fetched again.
+        if (ev.status === 'failed') {
+          const text = ev.error ? { key: 'chat.turn_failed_reason', vars: { reason: ev.error } } : { key: 'chat.turn_failed' };
+          th.tail = [...th.tail, { key: nextKey(), kind: 'note', text, tone: 'error' }];
+        } else if (ev.status === 'stopped') {
+          th.tail = [...th.tail, { key: nextKey(), kind: 'note', text: { key: 'chat.turn_stopped' }, tone: 'stopped' }];
+        }
       });
       loadMessages(id);
       loadConversations(); // exact usage and status

@@ -7,6 +7,7 @@ member's conversation or call id is simply not found.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -20,6 +21,7 @@ from skald.agent import TurnResult
 from skald.agent.prompts import defuse_harness_tags, view_context_block
 from skald.api.deps import AnyRequest, requires
 from skald.api.errors import ApiError
+from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.core.uploads import content_for, resolve_attachment, store_upload
@@ -136,7 +138,7 @@ async def send_message(
 ) -> Response[Accepted | CommandOut]:
     mine = await _mine(request, rt)
     await mine.hub.store.get(conversation_id)
-    if data.text.startswith("/") and not data.attachments:
+    if _is_command(data.text) and not data.attachments:
         return Response(await _command(mine, rt, conversation_id, data.text), status_code=200)
     await _enqueue(mine, rt, conversation_id, data.text, data.attachments, data.view_context)
     return Response(Accepted(), status_code=202)
@@ -158,7 +160,16 @@ async def _enqueue(
     if view:
         body = f"{view_context_block({'page': view})}\n\n{body}"
     content = await asyncio.to_thread(content_for, layout, mine.user.id, body, attachments)
-    return await mine.hub.send(conversation_id, content, attachments)
+    return await mine.hub.send(conversation_id, content, attachments, typed=text)
+
+
+COMMANDS = ("stop", "compact", "new", "cost", "model")
+
+
+def _is_command(text: str) -> bool:
+    """`/stop`, `/model x`...: a known word right after the slash. "/etc/hosts?" is a message."""
+    head = text.strip().split(maxsplit=1)[0] if text.strip() else ""
+    return head.startswith("/") and head[1:] in COMMANDS
 
 
 async def _command(mine: UserRuntime, rt: Runtime, conversation_id: str, text: str) -> CommandOut:
@@ -182,7 +193,7 @@ async def _command(mine: UserRuntime, rt: Runtime, conversation_id: str, text: s
         )
     if name == "model":
         return await _model_command(mine, rt, conversation_id, arg)
-    raise InvalidInputError(f"unknown command /{name}; try /stop, /compact, /model, /cost or /new")
+    raise InvalidInputError(f"unknown command /{name}")
 
 
 async def _model_command(
@@ -230,7 +241,7 @@ async def decide(
     mine.gate.decide_ahead(conversation_id, call_id, approved)
 
 
-@post("/api/chat", guards=CHAT, status_code=200)
+@post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
 async def chat(
     data: JSONBody[ChatIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> ChatOut:
@@ -240,7 +251,7 @@ async def chat(
         conversation_id = (await mine.hub.new_conversation()).id
     else:
         conversation_id = (await mine.hub.store.get(data.conversation_id)).id
-    if data.text.startswith("/"):
+    if _is_command(data.text):
         out = await _command(mine, rt, conversation_id, data.text)
         return ChatOut(
             conversation_id=out.conversation_id or conversation_id, reply=out.result, status="done"
@@ -269,17 +280,24 @@ async def chat(
     )
 
 
-@post("/api/uploads", guards=CHAT, status_code=201)
+@dataclass
+class UploadForm:
+    # A named field, not a bare UploadFile body: Litestar answers a form without any
+    # file part with a 500 for the latter, and a 400 for a missing field.
+    file: UploadFile
+
+
+@post("/api/uploads", guards=CHAT, status_code=201, responses=errors(404, 413))
 async def upload(
     conversation_id: str,
-    data: Annotated[UploadFile, Body(media_type=RequestEncodingType.MULTI_PART)],
+    data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],
     request: AnyRequest,
     rt: NamedDependency[Runtime],
 ) -> Attachment:
     mine = await _mine(request, rt)
     await mine.hub.store.get(conversation_id)
     limit = rt.config.assistant.upload_max_mb * 1024 * 1024
-    content = await data.read(limit + 1)
+    content = await data.file.read(limit + 1)
     if len(content) > limit:
         raise ApiError(
             413, "too_large", f"files up to {rt.config.assistant.upload_max_mb} MiB can be attached"
@@ -289,7 +307,7 @@ async def upload(
         rt.core.layout,
         mine.user.id,
         conversation_id,
-        data.filename or "file",
+        data.file.filename or "file",
         content,
     )
 

@@ -170,23 +170,15 @@ function renderItem(item, ctx, key, streaming = false) {
   }
 }
 
+const NOTE_TESTIDS = { error: 'chat-turn-error', stopped: 'chat-turn-stopped' };
+
 function Note({ entry }) {
   const text = typeof entry.text === 'string' ? entry.text : t(entry.text.key, entry.text.vars);
-  return html`<div class=${`chat-note chat-note--${entry.tone}`} data-testid="chat-note" role="status">
-    ${entry.tone === 'command' ? Icon.sparkle() : Icon.info()}<span>${text}</span>
+  const icon = entry.tone === 'command' ? Icon.sparkle() : entry.tone === 'error' ? Icon.alert() : entry.tone === 'stopped' ? Icon.stop() : Icon.info();
+  return html`<div class=${`chat-note chat-note--${entry.tone}`} data-testid=${NOTE_TESTIDS[entry.tone] || 'chat-note'}
+      role=${entry.tone === 'error' ? 'alert' : 'status'}>
+    ${icon}<span>${text}</span>
   </div>`;
-}
-
-function TurnEnd({ entry }) {
-  if (entry.status === 'failed') {
-    return html`<div class="chat-note chat-note--error" data-testid="chat-turn-error" role="alert">
-      ${Icon.alert()}<span>${entry.error ? t('chat.turn_failed_reason', { reason: entry.error }) : t('chat.turn_failed')}</span>
-    </div>`;
-  }
-  if (entry.status === 'stopped') {
-    return html`<div class="chat-note" data-testid="chat-turn-stopped">${Icon.stop()}<span>${t('chat.turn_stopped')}</span></div>`;
-  }
-  return null;
 }
 
 export function Typing({ simple }) {
@@ -224,7 +216,6 @@ export function Conversation({ thread, running, simple, onDecide }) {
       if (e.kind === 'note') return html`<${Note} key=${e.key} entry=${e} />`;
       return html`<div class="turn" key=${e.key} data-testid="chat-turn" data-done=${e.done ? 'true' : 'false'}>
         ${e.items.map((it, i) => renderItem(it, ctx, it.key, !e.done && i === e.items.length - 1))}
-        ${e.done && html`<${TurnEnd} entry=${e} />`}
       </div>`;
     })}
     ${running && !streamingText && !anyWaiting && html`<${Typing} simple=${simple} />`}

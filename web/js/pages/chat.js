@@ -495,8 +495,10 @@ export function ChatPage() {
     if (!simple) loadModels();
   }, []);
 
-  // The address decides which conversation is shown; without one, the most
-  // recently used open tab.
+  // On arrival, the address picks the conversation (a reload stays put);
+  // without one, the tab in use before, else the most recently used one.
+  // After that the chat model decides and the address only follows it
+  // (reading it back on every change would race with our own redirects).
   useEffect(() => {
     if (!c.loaded) return;
     const open = c.conversations.filter((x) => x.open);
@@ -504,7 +506,7 @@ export function ChatPage() {
     let id = valid(wanted) ? wanted : valid(c.activeId) ? c.activeId : null;
     if (!id && open.length) id = [...open].sort(byRecent)[0].id;
     if (id !== c.activeId || (id && !c.threads[id])) activate(id);
-  }, [c.loaded, wanted, c.conversations]);
+  }, [c.loaded]);
 
   useEffect(() => {
     if (c.activeId && c.activeId !== wanted) redirect(`/?c=${encodeURIComponent(c.activeId)}`);
@@ -523,10 +525,7 @@ export function ChatPage() {
       setTabError(e);
     }
   };
-  const onSelect = (id) => {
-    activate(id);
-    redirect(`/?c=${encodeURIComponent(id)}`);
-  };
+  const onSelect = (id) => activate(id);
   const onNew = () =>
     guard(async () => {
       await newConversation();
@@ -573,10 +572,7 @@ export function ChatPage() {
     <h1 class="visually-hidden">${t('nav.chat')}</h1>
     ${c.loaded && !c.loadError &&
     html`<${Tabs} conversations=${c.conversations} activeId=${c.activeId} onSelect=${onSelect} onNew=${onNew}
-      onClose=${(id) => guard(() => closeConversation(id))} onReopen=${(id) => guard(async () => {
-        await reopenConversation(id);
-        redirect(`/?c=${encodeURIComponent(id)}`);
-      })} />`}
+      onClose=${(id) => guard(() => closeConversation(id))} onReopen=${(id) => guard(() => reopenConversation(id))} />`}
     ${tabError && html`<div class="chat__banner chat__banner--error" role="alert" data-testid="chat-tab-error">
       ${Icon.alert()}<span>${errorText(tabError)}</span>
       <button type="button" class="icon-btn" aria-label=${t('common.close')} onClick=${() => setTabError(null)}>${Icon.close()}</button>

@@ -1,0 +1,600 @@
+"""The Files API (capability `files`): browse, view, upload, rename, delete, ZIP a folder.
+
+Every path goes through the caller's own `PathRouter` (`skald/files/router.py`): their
+home (read-write), the manual (read-only) and, for reading only, their note stores.
+A path that leaves those places is 403, a missing one 404, a malformed one 400.
+
+Downloads and ZIPs are streamed: blocking reads and compression run one chunk at a time
+in a worker thread, so the event loop never waits on the disk and memory stays flat.
+Uploads are parsed from the request stream as they arrive and written to a hidden
+temporary file, so their size is capped by `assistant.upload_max_mb`, not by memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Generator
+from email.message import Message
+from email.utils import collapse_rfc2231_value
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import quote
+
+import msgspec
+from litestar import Response, delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody, Parameter
+from litestar.response import Stream
+
+from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
+from skald.api.deps import AnyRequest, requires
+from skald.api.errors import ApiError, error_response
+from skald.api.openapi import errors
+from skald.api.security import principal_of
+from skald.core.runtime import Runtime
+from skald.core.uploads import sniff
+from skald.errors import InvalidInputError, NotFoundError
+from skald.files import router as fs
+from skald.files.router import (
+    MAX_PATH_CHARS,
+    FileEntry,
+    NewFile,
+    PathDeniedError,
+    PathRouter,
+    Place,
+    Resolved,
+    Virtual,
+)
+from skald.store.notes import NoteInfo
+from skald.store.owner import OwnerStore
+from skald.store.shared_memory import SharedMemoryStore
+
+FILES = [requires("files")]
+PathParam = Annotated[str, Parameter(max_length=MAX_PATH_CHARS)]
+AgentPath = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
+TextContent = Annotated[str, msgspec.Meta(max_length=9_000_000)]
+
+CHUNK: Final = 64 * 1024
+LIST_LIMIT: Final = 10_000
+MAX_PART_HEADERS: Final = 16 * 1024
+MULTIPART_OVERHEAD: Final = 64 * 1024  # boundaries and part headers on top of the data
+NOTE_MIME: Final = "text/markdown"
+
+# Types a browser may render from our own origin. Anything that can run script (HTML,
+# SVG, XML, JavaScript) is served as plain text: a file written by a prompt-injected
+# model must never become a page of ours.
+_INLINE_PREFIXES: Final = ("image/", "audio/", "video/")
+_ACTIVE: Final = frozenset(
+    {
+        "image/svg+xml",
+        "text/html",
+        "text/xml",
+        "text/xsl",
+        "text/css",
+        "text/javascript",
+        "text/ecmascript",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-javascript",
+        "application/xhtml+xml",
+        "application/xml",
+    }
+)
+
+
+def _denied(_: AnyRequest, exc: PathDeniedError) -> Response[Any]:
+    return error_response(403, exc.code, str(exc))
+
+
+HANDLERS: Final[dict[Any, Any]] = {PathDeniedError: _denied}
+
+
+# -- wire types ---------------------------------------------------------------------------
+
+
+class DirListing(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    place: str
+    writable: bool
+    virtual: bool = False
+    entries: list[FileEntry]
+    truncated: bool = False
+
+
+class FileWrite(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    path: AgentPath
+    content: TextContent | None = None
+    mkdir: bool = False
+
+
+class FileMove(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    source: AgentPath = msgspec.field(name="from")
+    target: AgentPath = msgspec.field(name="to")
+
+
+class Uploaded(msgspec.Struct, frozen=True, kw_only=True):
+    files: list[FileEntry]
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+async def _router(request: AnyRequest, rt: Runtime) -> PathRouter:
+    router = PathRouter.for_member(rt.core.layout, principal_of(request).user.id)
+    await asyncio.to_thread(router.ensure_home)
+    return router
+
+
+async def _resolve(
+    router: PathRouter, path: str, *, follow_final: bool = True
+) -> Resolved | Virtual:
+    return await asyncio.to_thread(router.resolve, path, follow_final=follow_final)
+
+
+async def _physical_for_write(
+    router: PathRouter, path: str, *, follow_final: bool = True
+) -> Resolved:
+    found = await _resolve(router, path, follow_final=follow_final)
+    fs.require_writable(found)  # notes and the manual: 403
+    assert isinstance(found, Resolved)
+    return found
+
+
+async def _store(request: AnyRequest, rt: Runtime, note: Virtual) -> OwnerStore | SharedMemoryStore:
+    principal = principal_of(request)
+    if note.store == SHARED_MEMORY:
+        if not principal.can("memory.shared"):
+            raise ApiError(403, "forbidden", "your role cannot read the household's notes")
+        return rt.shared_memory
+    return (await rt.user_runtime(principal.user)).handle.store
+
+
+def _note_listing(note: Virtual, infos: list[NoteInfo]) -> DirListing:
+    folder = parse_note_folder(note.agent_path)
+    base = f"{folder.store}/{folder.prefix}"
+    entries: dict[str, FileEntry] = {}
+    for info in infos:
+        rest = info.path[len(folder.prefix) :]
+        head, slash, _ = rest.partition("/")
+        if slash:
+            entries.setdefault(
+                head, FileEntry(name=head, path=f"{base}{head}", type="dir", size=0, mtime=None)
+            )
+        else:
+            entries[rest] = FileEntry(
+                name=rest,
+                path=f"{base}{rest}",
+                type="file",
+                size=info.size,
+                mtime=info.updated_at,
+                mime=NOTE_MIME,
+            )
+    if folder.prefix and not entries:
+        raise NotFoundError(f"no notes in {note.agent_path}")
+    ordered = sorted(entries.values(), key=lambda e: (e.type != "dir", e.name.lower(), e.name))
+    return DirListing(
+        path=base.rstrip("/"), place=folder.store, writable=False, virtual=True, entries=ordered
+    )
+
+
+def _served_type(mime: str | None, head: bytes) -> str:
+    """The Content-Type to serve: real for media and plain text, never an active type."""
+    if mime is None:
+        mime = sniff(head[:512])
+    if mime in _ACTIVE:
+        return "text/plain; charset=utf-8"
+    if mime.startswith("text/"):
+        return f"{mime}; charset=utf-8"
+    if mime.startswith(_INLINE_PREFIXES) or mime in ("application/pdf", "application/json"):
+        return mime
+    return "application/octet-stream"
+
+
+def _disposition(kind: Literal["inline", "attachment"], name: str) -> str:
+    fallback = (
+        "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\;' else "_" for ch in name) or "file"
+    )
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+def _file_headers(name: str, download: bool, size: int | None) -> dict[str, str]:
+    headers = {
+        "content-disposition": _disposition("attachment" if download else "inline", name),
+        "cache-control": "private, no-cache",
+    }
+    if size is not None:
+        headers["content-length"] = str(size)
+    return headers
+
+
+async def _blocking_stream(
+    steps: Generator[bytes, None, None], stop: threading.Event
+) -> AsyncIterator[bytes]:
+    """Drive a blocking generator one step per thread hop, and always close it.
+
+    A client that goes away cancels the response while a step may still be running in
+    its thread: the generator is then closed from a worker once that step is done
+    (a lock orders the two), never concurrently with it.
+    """
+    lock = threading.Lock()
+
+    def step() -> bytes | None:
+        with lock:
+            return next(steps, None)
+
+    def close() -> None:
+        with lock, contextlib.suppress(Exception):
+            steps.close()
+
+    try:
+        while True:
+            chunk = await asyncio.to_thread(step)
+            if chunk is None:
+                return
+            if chunk:
+                yield chunk
+    finally:
+        stop.set()
+        asyncio.get_running_loop().run_in_executor(None, close)
+
+
+def _file_chunks(handle: Any, size: int, stop: threading.Event) -> Generator[bytes, None, None]:
+    with handle:
+        left = size
+        while left > 0 and not stop.is_set():
+            block = handle.read(min(CHUNK, left))
+            if not block:
+                return
+            left -= len(block)
+            yield block
+
+
+# -- routes -------------------------------------------------------------------------------
+
+
+@get("/api/files/places", guards=FILES)
+async def places(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Place]:
+    """The places the caller can reach: home (read-write), the manual (read-only), and
+    their note stores (read-only here: the assistant edits notes)."""
+    router = await _router(request, rt)
+    out = router.places()
+    out.append(
+        Place(name=USER_MEMORY, path=USER_MEMORY, label="My notes", writable=False, virtual=True)
+    )
+    if principal_of(request).can("memory.shared"):
+        out.append(
+            Place(
+                name=SHARED_MEMORY,
+                path=SHARED_MEMORY,
+                label="Household notes",
+                writable=False,
+                virtual=True,
+            )
+        )
+    return out
+
+
+@get("/api/files/dir", guards=FILES, exception_handlers=HANDLERS, responses=errors(404))
+async def list_folder(
+    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~"
+) -> DirListing:
+    router = await _router(request, rt)
+    found = await _resolve(router, path)
+    if isinstance(found, Virtual):
+        note_folder = parse_note_folder(found.agent_path)
+        store = await _store(request, rt, found)
+        return _note_listing(found, await store.note_list(note_folder.prefix))
+
+    def listing() -> DirListing:
+        assert isinstance(found, Resolved)
+        if fs.entry_for(found).type != "dir":
+            raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
+        entries, truncated = fs.list_dir(found, LIST_LIMIT)
+        return DirListing(
+            path=found.agent_path,
+            place=found.mount,
+            writable=found.writable,
+            entries=entries,
+            truncated=truncated,
+        )
+
+    return await asyncio.to_thread(listing)
+
+
+@get("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404))
+async def read_file(
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    path: PathParam,
+    download: bool = False,
+) -> Response[Any]:
+    """The file's content with its type (`download=1`: as an attachment)."""
+    router = await _router(request, rt)
+    found = await _resolve(router, path)
+    if isinstance(found, Virtual):
+        note = parse_note_path(found.agent_path)
+        content = (await (await _store(request, rt, found)).note_get(note.path)).encode()
+        name = note.path.rsplit("/", 1)[-1]
+        return Response(
+            content,
+            media_type=_served_type(NOTE_MIME, b""),
+            headers=_file_headers(name, download, None),
+        )
+
+    def open_file() -> tuple[Any, int, str]:
+        assert isinstance(found, Resolved)
+        handle, st = fs.open_read(found)
+        head = handle.read(512) or b""
+        handle.seek(0)
+        return handle, st.st_size, _served_type(fs.guess_mime(found.name), head)
+
+    handle, size, media_type = await asyncio.to_thread(open_file)
+    stop = threading.Event()
+    return Stream(
+        _blocking_stream(_file_chunks(handle, size, stop), stop),
+        media_type=media_type,
+        headers=_file_headers(found.name, download, size),
+    )
+
+
+@post(
+    "/api/file",
+    guards=FILES,
+    exception_handlers=HANDLERS,
+    status_code=200,
+    responses=errors(404, 409),
+)
+async def write_file(
+    data: JSONBody[FileWrite], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Response[FileEntry]:
+    """Write a text file (`content`, replacing it) or create a folder (`mkdir`)."""
+    if data.mkdir and data.content is not None:
+        raise InvalidInputError("send either content (a file) or mkdir (a folder), not both")
+    router = await _router(request, rt)
+    found = await _physical_for_write(router, data.path)
+    if data.mkdir:
+        existed = await asyncio.to_thread(_exists, found)
+        entry = await asyncio.to_thread(fs.make_dir, found)
+        return Response(entry, status_code=200 if existed else 201)
+    try:
+        content = (data.content or "").encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError("the content is not valid Unicode text") from None
+    entry, created = await asyncio.to_thread(fs.write_bytes, found, content)
+    return Response(entry, status_code=201 if created else 200)
+
+
+def _exists(found: Resolved) -> bool:
+    try:
+        fs.entry_for(found)
+    except NotFoundError:
+        return False
+    return True
+
+
+@post(
+    "/api/file/upload",
+    guards=FILES,
+    exception_handlers=HANDLERS,
+    status_code=201,
+    request_max_body_size=None,  # capped while streaming, by the configured size
+    responses=errors(404, 413),
+)
+async def upload(
+    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~/uploads"
+) -> Uploaded:
+    """Upload files (multipart field `file`, one or more) into the folder `path`.
+
+    A name already taken gets ` (2)`, ` (3)`… before its extension; nothing is overwritten.
+    """
+    boundary = _boundary(request.headers.get("content-type", ""))
+    router = await _router(request, rt)
+    folder = await _physical_for_write(router, path)
+    limit = rt.config.assistant.upload_max_mb * 1024 * 1024
+    written: list[FileEntry] = []
+    parser = _Multipart(boundary)
+    current: NewFile | None = None
+    received = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit + MULTIPART_OVERHEAD:
+                raise ApiError(
+                    413,
+                    "too_large",
+                    f"uploads up to {rt.config.assistant.upload_max_mb} MiB are accepted",
+                )
+            for event in parser.feed(chunk):
+                if isinstance(event, _PartStart):
+                    if event.field == "file" and event.filename is not None:
+                        name = fs.upload_name(event.filename)
+                        current = await asyncio.to_thread(NewFile, folder, name)
+                elif isinstance(event, _PartEnd):
+                    if current is not None:
+                        written.append(await asyncio.to_thread(current.commit))
+                        current = None
+                elif current is not None and event:
+                    await asyncio.to_thread(current.write, event)
+        parser.finish()
+    finally:
+        if current is not None:
+            await asyncio.to_thread(current.abort)
+    if not written:
+        raise InvalidInputError("no file in the upload (send the multipart field 'file')")
+    return Uploaded(files=written)
+
+
+@patch("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
+async def move(
+    data: JSONBody[FileMove], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> FileEntry:
+    """Rename or move a file or folder within a writable place (never over another)."""
+    router = await _router(request, rt)
+    source = await _physical_for_write(router, data.source, follow_final=False)
+    target = await _physical_for_write(router, data.target, follow_final=False)
+    return await asyncio.to_thread(fs.rename, source, target)
+
+
+@delete("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
+async def remove(
+    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam, recursive: bool = False
+) -> None:
+    """Delete a file, a link (not what it points to) or a folder (`recursive=1` if not
+    empty)."""
+    router = await _router(request, rt)
+    found = await _physical_for_write(router, path, follow_final=False)
+    await asyncio.to_thread(fs.delete, found, recursive=recursive)
+
+
+@get("/api/files/zip", guards=FILES, exception_handlers=HANDLERS, responses=errors(404))
+async def download_zip(
+    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~"
+) -> Stream:
+    """The folder as a ZIP, streamed as it is built (links and special files left out)."""
+    router = await _router(request, rt)
+    found = await _resolve(router, path)
+    if isinstance(found, Virtual):
+        raise InvalidInputError("notes cannot be downloaded as a ZIP; open them one by one")
+
+    def check() -> None:
+        assert isinstance(found, Resolved)
+        if fs.entry_for(found).type != "dir":
+            raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
+
+    await asyncio.to_thread(check)
+    if found.parts:
+        name = found.parts[-1]
+    else:
+        name = "home" if found.mount == fs.HOME_MOUNT else found.mount
+    stop = threading.Event()
+    return Stream(
+        _blocking_stream(fs.zip_stream(found, stop=stop), stop),
+        media_type="application/zip",
+        headers=_file_headers(f"{name}.zip", True, None),
+    )
+
+
+# -- multipart, parsed as it streams ------------------------------------------------------
+
+
+class _PartStart(msgspec.Struct, frozen=True):
+    field: str | None
+    filename: str | None
+
+
+class _PartEnd(msgspec.Struct, frozen=True):
+    pass
+
+
+_Event = _PartStart | _PartEnd | bytes
+
+
+def _boundary(content_type: str) -> bytes:
+    message = Message()
+    message["content-type"] = content_type
+    if message.get_content_type() != "multipart/form-data":
+        raise InvalidInputError("send the files as multipart/form-data (field 'file')")
+    boundary = message.get_param("boundary")
+    if not isinstance(boundary, str) or not 0 < len(boundary) <= 200:
+        raise InvalidInputError("the multipart body has no valid boundary")
+    return boundary.encode("latin-1", "replace")
+
+
+def _part_headers(raw: bytes) -> _PartStart:
+    message = Message()
+    for line in raw.decode("utf-8", "replace").split("\r\n"):
+        key, colon, value = line.partition(":")
+        if colon:
+            message[key.strip()] = value.strip()
+
+    def param(name: str) -> str | None:
+        value = message.get_param(name, header="content-disposition")
+        if value is None:
+            return None
+        return collapse_rfc2231_value(value)
+
+    return _PartStart(field=param("name"), filename=message.get_filename())
+
+
+class _Multipart:
+    """A push parser for multipart/form-data: `feed` bytes, get events back.
+
+    Events: `_PartStart` (with the part's field name and file name), the part's data as
+    `bytes` pieces, `_PartEnd`. Only a small tail is ever held back, so memory is flat.
+    """
+
+    def __init__(self, boundary: bytes) -> None:
+        self.delimiter = b"\r\n--" + boundary
+        self.buffer = b"\r\n"  # the first delimiter has no line break before it
+        self.state: Literal["preamble", "after", "headers", "body", "done"] = "preamble"
+
+    def feed(self, data: bytes) -> list[_Event]:
+        self.buffer += data
+        events: list[_Event] = []
+        keep = len(self.delimiter) + 1
+        while True:
+            if self.state == "preamble":
+                at = self.buffer.find(self.delimiter)
+                if at < 0:
+                    self.buffer = self.buffer[-keep:]
+                    return events
+                self.buffer = self.buffer[at + len(self.delimiter) :]
+                self.state = "after"
+            elif self.state == "after":
+                if len(self.buffer) < 2:
+                    return events
+                if self.buffer.startswith(b"--"):
+                    self.state = "done"
+                    self.buffer = b""
+                    return events
+                line_end = self.buffer.find(b"\r\n")
+                if line_end < 0:
+                    if len(self.buffer) > 256:
+                        raise InvalidInputError("malformed multipart body")
+                    return events
+                if self.buffer[:line_end].strip(b" \t"):
+                    raise InvalidInputError("malformed multipart body")
+                self.buffer = self.buffer[line_end + 2 :]
+                self.state = "headers"
+            elif self.state == "headers":
+                end = self.buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(self.buffer) > MAX_PART_HEADERS:
+                        raise InvalidInputError("multipart part headers are too long")
+                    return events
+                events.append(_part_headers(self.buffer[:end]))
+                self.buffer = self.buffer[end + 4 :]
+                self.state = "body"
+            elif self.state == "body":
+                at = self.buffer.find(self.delimiter)
+                if at < 0:
+                    safe = len(self.buffer) - keep
+                    if safe > 0:
+                        events.append(self.buffer[:safe])
+                        self.buffer = self.buffer[safe:]
+                    return events
+                if at:
+                    events.append(self.buffer[:at])
+                events.append(_PartEnd())
+                self.buffer = self.buffer[at + len(self.delimiter) :]
+                self.state = "after"
+            else:
+                self.buffer = b""
+                return events
+
+    def finish(self) -> None:
+        if self.state != "done":
+            raise InvalidInputError("the multipart body ended early")
+
+
+ROUTES = [
+    places,
+    list_folder,
+    read_file,
+    write_file,
+    upload,
+    move,
+    remove,
+    download_zip,
+]

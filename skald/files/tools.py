@@ -1,0 +1,963 @@
+"""The file tools of the model: one set for real files and memory notes alike.
+
+`read_file`, `write_file`, `edit_file` and `list_files` dispatch by path: a path into
+`user-memory/…` or `shared-memory/…` goes to the note tools of `skald.tools.memory`
+(unchanged, with the path in its canonical form); anything else goes through the
+member's `PathRouter` to their home or the read-only manual. `grep`, `glob` and
+`show_file` work on files; `memory_search` is the note store's own search.
+
+Bad input never raises out of a tool: it becomes an error result naming what to fix.
+Blocking file work runs in a thread; `grep` and `glob` stop when the turn is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+import threading
+from abc import abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
+from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.core.uploads import sniff
+from skald.errors import NotFoundError, SkaldError
+from skald.files.router import (
+    HOME_MOUNT,
+    FileEntry,
+    PathRouter,
+    Resolved,
+    Virtual,
+    entry_for,
+    guess_mime,
+    is_binary,
+    list_dir,
+    open_read,
+    read_head,
+    walk,
+    write_bytes,
+)
+from skald.llm.types import ToolSpec
+from skald.store.owner import OwnerStore
+from skald.store.shared_memory import SharedMemoryStore
+from skald.tools.memory import (
+    READ_DEFAULT_LINES,
+    READ_MAX_CHARS,
+    READ_MAX_LINE_CHARS,
+    memory_tools,
+)
+
+__all__ = [
+    "EditFileTool",
+    "FileTool",
+    "GlobTool",
+    "GrepTool",
+    "ListFilesTool",
+    "ReadFileTool",
+    "ShowFileTool",
+    "WriteFileTool",
+    "file_tools",
+    "glob_regex",
+    "workspace_tools",
+]
+
+T = TypeVar("T")
+
+MAX_WRITE_BYTES: Final = 10 * 1024 * 1024  # a tool argument, not a transfer channel
+MAX_EDIT_BYTES: Final = 10 * 1024 * 1024
+COUNT_LINES_UP_TO: Final = 32 * 1024 * 1024  # past this, "more follow" instead of a total
+LIST_MAX_ENTRIES: Final = 500
+GREP_MAX_FILE_BYTES: Final = 4 * 1024 * 1024
+GREP_DEFAULT_RESULTS: Final = 100
+GREP_MAX_RESULTS: Final = 1000
+GREP_LINE_CHARS: Final = 400
+GLOB_DEFAULT_RESULTS: Final = 200
+GLOB_MAX_RESULTS: Final = 2000
+WALK_MAX_ENTRIES: Final = 100_000
+BINARY_SAMPLE: Final = 8192
+
+_PATH_HELP = (
+    "A file or folder: ~/notes/plan.md (your home; relative paths start there too), "
+    "uploads/… (files attached in the chat), docs/… (Skald's manual, read-only), or a "
+    f"memory note such as {USER_MEMORY}/people/ada.md or {SHARED_MEMORY}/house/heating.md."
+)
+
+
+class _Refusal(Exception):
+    """Something the model must correct; becomes an error result."""
+
+
+# -- small helpers ------------------------------------------------------------------------
+
+
+def _text(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str):
+        raise _Refusal(f"'{key}' must be text.")
+    return value
+
+
+def _flag(args: dict[str, Any], key: str) -> bool:
+    value = args.get(key, False)
+    if not isinstance(value, bool):
+        raise _Refusal(f"'{key}' must be true or false.")
+    return value
+
+
+def _int(args: dict[str, Any], key: str, default: int, low: int, high: int | None = None) -> int:
+    value = args.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise _Refusal(f"'{key}' must be a whole number.")
+    number = int(value)
+    if number < low or (high is not None and number > high):
+        limit = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise _Refusal(f"'{key}' must be {limit}.")
+    return number
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _size(size: int) -> str:
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _encode(content: str) -> bytes:
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Refusal("The text contains characters that are not valid Unicode.") from None
+    if len(data) > MAX_WRITE_BYTES:
+        raise _Refusal(
+            f"The content is {_size(len(data))}; write_file takes at most "
+            f"{_size(MAX_WRITE_BYTES)}. Write it in parts, or produce it with a command."
+        )
+    return data
+
+
+def _line_count(content: str) -> int:
+    lines = content.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return len(lines)
+
+
+def _binary_note(found: Resolved, size: int, head: bytes) -> str:
+    mime = guess_mime(found.name) or sniff(head[:512])
+    return (
+        f"{found.agent_path} is a binary file ({mime}, {_size(size)}); read_file shows "
+        "text only. show_file shows it to the person."
+    )
+
+
+async def _in_thread(fn: Callable[[threading.Event], T]) -> T:
+    """Run blocking work in a thread; a cancelled caller tells it to stop."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(fn, stop)
+    finally:
+        stop.set()
+
+
+# -- the dispatching base -----------------------------------------------------------------
+
+
+class FileTool(Tool):
+    """A tool on files through the router; note paths go to `notes` when there is one."""
+
+    path_required: bool = True
+
+    def __init__(self, router: PathRouter, notes: Tool | None = None) -> None:
+        self.router = router
+        self.notes = notes
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            raw = args.get("path")
+            if raw is None and not self.path_required:
+                raw = "~"
+            if raw is None:
+                raise _Refusal(f"'path' is required. {_PATH_HELP}")
+            parsed = self.router.parse(raw)
+            if isinstance(parsed, Virtual):
+                return await self.virtual(parsed, args, ctx)
+            return await self.work(raw, args, ctx)
+        except (_Refusal, SkaldError) as refusal:
+            return ToolResult.error(_sentence(str(refusal)))
+
+    async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if self.notes is None:
+            raise _Refusal(
+                f"{note.agent_path} is a memory note, which this tool cannot reach; "
+                "use memory_search, or read_file and list_files on notes."
+            )
+        return await self.notes.run({**args, "path": note.agent_path}, ctx)
+
+    @abstractmethod
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Do the work on a physical path; raise `_Refusal` / `SkaldError` to refuse."""
+
+
+def _sentence(message: str) -> str:
+    message = message.strip()
+    if not message:
+        return "The tool failed."
+    message = message[:1].upper() + message[1:]
+    return message if message.endswith((".", "!", "?")) else message + "."
+
+
+class _Reading(FileTool):
+    kind = "read"
+    concurrency_safe = True
+    rerun_on_recovery = True
+
+
+class _Writing(FileTool):
+    kind = "write"
+    concurrency_safe = False
+    rerun_on_recovery = False
+
+
+# -- read_file ----------------------------------------------------------------------------
+
+
+class ReadFileTool(_Reading):
+    spec = ToolSpec(
+        name="read_file",
+        description=(
+            "Read a text file or a memory note. Lines come numbered like `cat -n` (the "
+            f"numbers are not part of the text); at most {READ_DEFAULT_LINES} lines at a "
+            "time: use offset_line and limit_lines to read a long file in parts. Binary "
+            "files (images, PDFs) are not shown as text; show_file shows them to the person."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": _PATH_HELP},
+                "offset_line": {
+                    "type": "integer",
+                    "description": "First line to show, counting from 1 (default 1).",
+                },
+                "limit_lines": {
+                    "type": "integer",
+                    "description": f"How many lines to show (default {READ_DEFAULT_LINES}).",
+                },
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        offset = _int(args, "offset_line", 1, 1)
+        limit = _int(args, "limit_lines", READ_DEFAULT_LINES, 1)
+        found = await asyncio.to_thread(self.router.physical, raw)
+        text = await asyncio.to_thread(_read_lines, found, offset, limit)
+        return ToolResult(content=text, metadata={"path": found.agent_path})
+
+
+def _read_lines(found: Resolved, offset: int, limit: int) -> str:
+    handle, st = open_read(found)
+    with handle:
+        head = handle.read(BINARY_SAMPLE) or b""
+        if is_binary(head):
+            raise _Refusal(_binary_note(found, st.st_size, head))
+        handle.seek(0)
+        reader = io.BufferedReader(handle, buffer_size=64 * 1024)
+        shown: list[str] = []
+        used = 0
+        last = offset - 1
+        total = 0
+        counted_all = True
+        scanned = 0
+        full = False
+        for number, raw_line in enumerate(reader, start=1):
+            total = number
+            scanned += len(raw_line)
+            if offset <= number < offset + limit and not full:
+                line = raw_line.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
+                if len(line) > READ_MAX_LINE_CHARS:
+                    line = line[:READ_MAX_LINE_CHARS] + " … (line cut)"
+                row = f"{number:6d}\t{line}"
+                if shown and used + len(row) + 1 > READ_MAX_CHARS:
+                    full = True
+                else:
+                    shown.append(row)
+                    used += len(row) + 1
+                    last = number
+            elif number >= offset + limit or full:
+                full = True
+                if scanned > COUNT_LINES_UP_TO:
+                    counted_all = False
+                    break
+    if total == 0:
+        return f"{found.agent_path} is empty."
+    if offset > total:
+        raise _Refusal(
+            f"{found.agent_path} has {_plural(total, 'line')}; offset_line must be at most {total}."
+        )
+    more = last < total
+    if offset > 1 or more:
+        of = f" of {total}" if counted_all else ""
+        tail = f"; read on with offset_line={last + 1}" if more else ""
+        shown.append(f"(lines {offset}-{last}{of}{tail})")
+    return "\n".join(shown)
+
+
+# -- write_file and edit_file ---------------------------------------------------------------
+
+
+class WriteFileTool(_Writing):
+    spec = ToolSpec(
+        name="write_file",
+        description=(
+            "Create a file or a memory note, or replace a whole one with new content "
+            "(folders on the way are created). To change part of an existing file, "
+            "prefer edit_file. docs/ is read-only."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": _PATH_HELP},
+                "content": {"type": "string", "description": "The whole content, as text."},
+            },
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        content = _text(args, "content")
+        data = _encode(content)
+
+        def write(_: threading.Event) -> tuple[FileEntry, bool]:
+            return write_bytes(self.router.writable(raw), data)
+
+        entry, created = await _in_thread(write)
+        verb = "Created" if created else "Replaced"
+        return ToolResult(
+            content=(
+                f"{verb} {entry.path} ({_plural(_line_count(content), 'line')}, "
+                f"{_size(entry.size)})."
+            ),
+            metadata={"path": entry.path},
+        )
+
+
+class EditFileTool(_Writing):
+    spec = ToolSpec(
+        name="edit_file",
+        description=(
+            "Change part of a text file or a memory note: replace old_text, which must "
+            "match exactly (spaces and line breaks included, without read_file's line "
+            "numbers), by new_text. old_text must occur exactly once unless replace_all is "
+            "true. An empty new_text deletes old_text."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": _PATH_HELP},
+                "old_text": {"type": "string", "description": "The exact text to replace."},
+                "new_text": {"type": "string", "description": "The text to put in its place."},
+                "replace_all": {
+                    "type": "boolean",
+                    "description": "Replace every occurrence (default false).",
+                },
+            },
+            "required": ["path", "old_text", "new_text"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        old = _text(args, "old_text")
+        new = _text(args, "new_text")
+        replace_all = _flag(args, "replace_all")
+        if not old:
+            raise _Refusal("old_text is empty. To write a whole file, use write_file.")
+        if old == new:
+            raise _Refusal("old_text and new_text are the same, so there is nothing to change.")
+
+        def edit(_: threading.Event) -> tuple[str, int]:
+            found = self.router.writable(raw)
+            handle, st = open_read(found)
+            with handle:
+                if st.st_size > MAX_EDIT_BYTES:
+                    raise _Refusal(
+                        f"{found.agent_path} is {_size(st.st_size)}; edit_file works on "
+                        f"text files up to {_size(MAX_EDIT_BYTES)}."
+                    )
+                data = handle.read(MAX_EDIT_BYTES + 1) or b""
+            if is_binary(data[:BINARY_SAMPLE]):
+                raise _Refusal(_binary_note(found, len(data), data))
+            try:
+                before = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Refusal(f"{found.agent_path} is not UTF-8 text.") from None
+            count = before.count(old)
+            if count == 0:
+                raise _Refusal(
+                    f"old_text was not found in {found.agent_path}. Read the file and copy "
+                    "the text exactly, spaces and line breaks included."
+                )
+            if count > 1 and not replace_all:
+                raise _Refusal(
+                    f"old_text occurs {count} times in {found.agent_path}. Include more of "
+                    "the surrounding text so that it matches exactly once, or set "
+                    "replace_all to true to change every occurrence."
+                )
+            after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
+            write_bytes(found, _encode(after))
+            return found.agent_path, count if replace_all else 1
+
+        path, count = await _in_thread(edit)
+        return ToolResult(
+            content=f"Edited {path}: replaced {_plural(count, 'occurrence')}.",
+            metadata={"path": path},
+        )
+
+
+# -- list_files ---------------------------------------------------------------------------
+
+
+class ListFilesTool(_Reading):
+    path_required = False
+    spec = ToolSpec(
+        name="list_files",
+        description=(
+            "List a folder (files with sizes and when they changed, sub-folders marked "
+            "with a trailing /) or a memory note store or folder. Without a path, lists "
+            "your home. For a whole tree use glob; to search contents use grep or "
+            "memory_search."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": (
+                        f"A folder such as ~, ~/projects, docs, uploads, {USER_MEMORY}/ "
+                        f"or {SHARED_MEMORY}/recipes/. Leave out for your home."
+                    ),
+                },
+            },
+            "additionalProperties": False,
+        },
+    )
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        def listing(_: threading.Event) -> str:
+            found = self.router.physical(raw)
+            entry = entry_for(found)
+            if entry.type != "dir":
+                return _entry_line(entry)
+            entries, truncated = list_dir(found, LIST_MAX_ENTRIES)
+            return _listing_text(found, entries, truncated, notes=self.notes is not None)
+
+        return ToolResult(content=await _in_thread(listing))
+
+
+def _entry_line(entry: FileEntry) -> str:
+    if entry.type == "dir":
+        return f"- {entry.path}/"
+    changed = f", changed {entry.mtime}" if entry.mtime else ""
+    if entry.type == "symlink":
+        return f"- {entry.path}  (symbolic link{changed})"
+    if entry.type == "other":
+        return f"- {entry.path}  (special file)"
+    return f"- {entry.path}  {_size(entry.size)}{changed}"
+
+
+def _listing_text(
+    found: Resolved, entries: list[FileEntry], truncated: bool, *, notes: bool
+) -> str:
+    read_only = "" if found.writable else ", read-only"
+    if not entries:
+        head = [f"{found.agent_path}/ is empty{read_only}."]
+    else:
+        folders = sum(1 for e in entries if e.type == "dir")
+        counts = ", ".join(
+            part
+            for part in (
+                _plural(folders, "folder") if folders else "",
+                _plural(len(entries) - folders, "file") if len(entries) > folders else "",
+            )
+            if part
+        )
+        head = [f"{found.agent_path}/ ({counts}{read_only}):"]
+        head += [_entry_line(e) for e in entries]
+        if truncated:
+            head.append(f"… and more; only the first {LIST_MAX_ENTRIES} are shown.")
+    if found.mount == HOME_MOUNT and found.is_root:
+        also = "docs/ (Skald's manual, read-only)"
+        if notes:
+            also += f", {USER_MEMORY}/ and {SHARED_MEMORY}/ (memory notes)"
+        head.append(f"Also reachable: {also}.")
+    return "\n".join(head)
+
+
+# -- grep and glob --------------------------------------------------------------------------
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob as a regex over `/`-separated relative paths (use `fullmatch`).
+
+    `*` and `?` stay within one name, `**` spans folders (`**/` also matches none),
+    `[abc]`/`[!abc]` are classes, `{a,b}` alternatives.
+    """
+    return re.compile(_glob_part(pattern), re.DOTALL)
+
+
+def _glob_part(pattern: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                if i + 2 < n and pattern[i + 2] == "/":
+                    out.append("(?:[^/]*/)*")
+                    i += 3
+                else:
+                    out.append(".*")
+                    i += 2
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] in "!^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : j]
+                negate = body[:1] in ("!", "^")
+                body = body[1:] if negate else body
+                body = body.replace("\\", "\\\\")
+                out.append(f"(?!/)[{'^' if negate else ''}{body}]")
+                i = j + 1
+                continue
+        elif c == "{":
+            j = pattern.find("}", i)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                options = pattern[i + 1 : j].split(",")
+                out.append("(?:" + "|".join(_glob_part(o) for o in options) + ")")
+                i = j + 1
+                continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def _pattern(raw: str) -> str:
+    pattern = raw.strip()
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    if not pattern:
+        raise _Refusal("The pattern is empty.")
+    if pattern.startswith(("/", "~")) or "/../" in f"/{pattern}/":
+        raise _Refusal(
+            "The pattern is matched below 'path'; put the folder in 'path' and a relative "
+            "pattern such as **/*.md in 'pattern'."
+        )
+    return pattern
+
+
+@dataclass
+class _Found:
+    lines: list[str] = field(default_factory=list)
+    files: int = 0
+    matches: int = 0
+    too_big: int = 0
+    binary: int = 0
+    visited: int = 0
+    full: bool = False  # stopped at max_results
+    cut: bool = False  # stopped at the walk limit
+
+
+_SEARCH_PROPS: Final = {
+    "path": {
+        "type": "string",
+        "description": (
+            "The folder (or file) to search: ~ (default), ~/projects, docs, uploads. "
+            "Memory notes are searched with memory_search."
+        ),
+    },
+    "hidden": {
+        "type": "boolean",
+        "description": "Include files and folders whose names start with a dot (default false).",
+    },
+}
+
+
+class GrepTool(_Reading):
+    path_required = False
+    spec = ToolSpec(
+        name="grep",
+        description=(
+            "Search the contents of files with a regular expression (Python syntax), "
+            "recursively below a folder, like ripgrep: binary files, files over "
+            f"{_size(GREP_MAX_FILE_BYTES)}, hidden files and symbolic links are skipped. "
+            "Returns path:line: text for each matching line."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "The regular expression."},
+                **_SEARCH_PROPS,
+                "glob": {
+                    "type": "string",
+                    "description": (
+                        "Only files matching this glob: without a '/', it is matched "
+                        "against file names (*.md), else against the path below 'path' "
+                        "(notes/**/*.txt)."
+                    ),
+                },
+                "ignore_case": {
+                    "type": "boolean",
+                    "description": "Match without regard to case (default false).",
+                },
+                "files_only": {
+                    "type": "boolean",
+                    "description": "List only the paths of matching files (default false).",
+                },
+                "max_results": {
+                    "type": "integer",
+                    "description": (
+                        f"Most matching lines (or files) to return (default "
+                        f"{GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS})."
+                    ),
+                },
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise _Refusal(
+            f"grep searches files; memory notes ({note.agent_path}) are searched with "
+            "memory_search."
+        )
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        source = _text(args, "pattern")
+        if not source:
+            raise _Refusal("The pattern is empty.")
+        flags = re.IGNORECASE if _flag(args, "ignore_case") else 0
+        try:
+            regex = re.compile(source, flags)
+        except re.error as exc:
+            raise _Refusal(f"The pattern is not a valid regular expression: {exc}.") from None
+        name_glob = args.get("glob")
+        matcher: re.Pattern[str] | None = None
+        by_name = True
+        if name_glob is not None:
+            pattern = _pattern(_text(args, "glob"))
+            matcher = glob_regex(pattern)
+            by_name = "/" not in pattern
+        files_only = _flag(args, "files_only")
+        hidden = _flag(args, "hidden")
+        limit = _int(args, "max_results", GREP_DEFAULT_RESULTS, 1, GREP_MAX_RESULTS)
+
+        def search(stop: threading.Event) -> tuple[Resolved, _Found]:
+            found = self.router.physical(raw)
+            result = _Found()
+            if entry_for(found).type == "file":
+                handle, st = open_read(found)
+                with handle:
+                    _grep_file(
+                        handle, st.st_size, found.agent_path, regex, files_only, limit, result, stop
+                    )
+                return found, result
+            for item in walk(found, hidden=hidden, stop=stop):
+                result.visited += 1
+                if result.visited > WALK_MAX_ENTRIES:
+                    result.cut = True
+                    break
+                if item.kind != "file":
+                    continue
+                if matcher is not None:
+                    subject = item.name if by_name else "/".join(item.rel)
+                    if not matcher.fullmatch(subject):
+                        continue
+                if item.stat.st_size > GREP_MAX_FILE_BYTES:
+                    result.too_big += 1
+                    continue
+                try:
+                    handle = item.open()
+                except SkaldError:
+                    continue
+                with handle:
+                    _grep_file(
+                        handle,
+                        item.stat.st_size,
+                        item.agent_path,
+                        regex,
+                        files_only,
+                        limit,
+                        result,
+                        stop,
+                    )
+                if result.full:
+                    break
+            return found, result
+
+        found, result = await _in_thread(search)
+        return ToolResult(content=_grep_text(found, source, result, files_only, limit))
+
+
+def _grep_file(
+    handle: io.FileIO,
+    size: int,
+    agent_path: str,
+    regex: re.Pattern[str],
+    files_only: bool,
+    limit: int,
+    result: _Found,
+    stop: threading.Event,
+) -> None:
+    if size > GREP_MAX_FILE_BYTES:
+        result.too_big += 1
+        return
+    data = handle.read(GREP_MAX_FILE_BYTES + 1) or b""
+    if is_binary(data[:BINARY_SAMPLE]):
+        result.binary += 1
+        return
+    result.files += 1
+    text = data.decode("utf-8", "replace")
+    for number, line in enumerate(text.split("\n"), start=1):
+        if stop.is_set():
+            return
+        if not regex.search(line):
+            continue
+        result.matches += 1
+        if files_only:
+            result.lines.append(agent_path)
+        else:
+            line = line.removesuffix("\r")
+            if len(line) > GREP_LINE_CHARS:
+                line = line[:GREP_LINE_CHARS] + " … (line cut)"
+            result.lines.append(f"{agent_path}:{number}: {line}")
+        if len(result.lines) >= limit:
+            result.full = True
+            return
+        if files_only:
+            return
+
+
+def _grep_text(found: Resolved, source: str, result: _Found, files_only: bool, limit: int) -> str:
+    notes = []
+    if result.full:
+        notes.append(f"stopped at {limit} results; narrow the search or raise max_results")
+    if result.cut:
+        notes.append(f"stopped after {WALK_MAX_ENTRIES} entries; search a smaller folder")
+    if result.too_big:
+        notes.append(f"{_plural(result.too_big, 'file')} over {_size(GREP_MAX_FILE_BYTES)} skipped")
+    if result.binary:
+        notes.append(f"{_plural(result.binary, 'binary file')} skipped")
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    if not result.lines:
+        return (
+            f"No matches for {source!r} in {found.agent_path} "
+            f"({_plural(result.files, 'file')} searched){tail}."
+        )
+    what = _plural(len(result.lines), "file" if files_only else "match")
+    return "\n".join([f"{what} for {source!r} in {found.agent_path}{tail}:", *result.lines])
+
+
+class GlobTool(_Reading):
+    path_required = False
+    spec = ToolSpec(
+        name="glob",
+        description=(
+            "Find files and folders by name pattern below a folder: * and ? within one "
+            "name, ** across folders, [abc] and {a,b}. Example: **/*.pdf finds every PDF, "
+            "*.md only the ones directly in the folder. Folders end with /. Symbolic links "
+            "are not followed."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "The pattern, relative to 'path' (for example **/*.md).",
+                },
+                **_SEARCH_PROPS,
+                "max_results": {
+                    "type": "integer",
+                    "description": (
+                        f"Most paths to return (default {GLOB_DEFAULT_RESULTS}, at most "
+                        f"{GLOB_MAX_RESULTS})."
+                    ),
+                },
+            },
+            "required": ["pattern"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise _Refusal(
+            f"glob finds files; memory notes ({note.agent_path}) are listed with list_files "
+            "and searched with memory_search."
+        )
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        pattern = _pattern(_text(args, "pattern"))
+        matcher = glob_regex(pattern)
+        hidden = _flag(args, "hidden")
+        limit = _int(args, "max_results", GLOB_DEFAULT_RESULTS, 1, GLOB_MAX_RESULTS)
+
+        def find(stop: threading.Event) -> tuple[Resolved, list[str], bool, bool]:
+            found = self.router.physical(raw)
+            if entry_for(found).type != "dir":
+                raise _Refusal(f"{found.agent_path} is not a folder; glob searches below a folder.")
+            paths: list[str] = []
+            for visited, item in enumerate(walk(found, hidden=hidden, stop=stop), start=1):
+                if visited > WALK_MAX_ENTRIES:
+                    return found, paths, False, True
+                if matcher.fullmatch("/".join(item.rel)):
+                    paths.append(item.agent_path + ("/" if item.kind == "dir" else ""))
+                    if len(paths) >= limit:
+                        return found, paths, True, False
+            return found, paths, False, False
+
+        found, paths, full, cut = await _in_thread(find)
+        notes = []
+        if full:
+            notes.append(f"stopped at {limit}; narrow the pattern or raise max_results")
+        if cut:
+            notes.append(f"stopped after {WALK_MAX_ENTRIES} entries; search a smaller folder")
+        tail = f" ({'; '.join(notes)})" if notes else ""
+        if not paths:
+            return ToolResult(content=f"Nothing matches {pattern!r} in {found.agent_path}{tail}.")
+        head = f"{_plural(len(paths), 'path')} match {pattern!r} in {found.agent_path}{tail}:"
+        return ToolResult(content="\n".join([head, *paths]))
+
+
+# -- show_file ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _NoteReader:
+    owner: OwnerStore
+    shared: SharedMemoryStore
+
+    async def size(self, agent_path: str) -> int:
+        note = parse_note_path(agent_path)
+        store = self.shared if note.is_shared else self.owner
+        return len((await store.note_get(note.path)).encode("utf-8"))
+
+
+class ShowFileTool(_Reading):
+    spec = ToolSpec(
+        name="show_file",
+        description=(
+            "Show a file (an image, a PDF, a document) or a memory note to the person in "
+            "the app's viewer. Use it when they asked to see something or when seeing it "
+            "helps more than describing it."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": _PATH_HELP}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    )
+
+    def __init__(self, router: PathRouter, notes: _NoteReader | None = None) -> None:
+        super().__init__(router)
+        self.note_reader = notes
+
+    async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if self.note_reader is None:
+            raise _Refusal(f"{note.agent_path} is a memory note, which this tool cannot reach.")
+        try:
+            size = await self.note_reader.size(note.agent_path)
+        except NotFoundError:
+            raise _Refusal(f"There is no note at {note.agent_path}.") from None
+        name = note.agent_path.rsplit("/", 1)[-1]
+        return _shown(note.agent_path, name, "text/markdown", size)
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        def look(_: threading.Event) -> tuple[FileEntry, str]:
+            found = self.router.physical(raw)
+            entry = entry_for(found)
+            if entry.type == "dir":
+                raise _Refusal(f"{found.agent_path} is a folder; show_file shows one file.")
+            mime = entry.mime or sniff(read_head(found, 512))
+            return entry, mime
+
+        entry, mime = await _in_thread(look)
+        return _shown(entry.path, entry.name, mime, entry.size)
+
+
+def _shown(path: str, name: str, mime: str, size: int) -> ToolResult:
+    return ToolResult(
+        content=f"Showing {path} to the person ({mime}, {_size(size)}).",
+        metadata={"show": path, "mime": mime, "size": size, "name": name, "path": path},
+    )
+
+
+# -- the sets -----------------------------------------------------------------------------
+
+
+def file_tools(router: PathRouter) -> list[Tool]:
+    """The file tools alone (no note stores): note paths are refused with a hint."""
+    return [
+        ReadFileTool(router),
+        WriteFileTool(router),
+        EditFileTool(router),
+        ListFilesTool(router),
+        GrepTool(router),
+        GlobTool(router),
+        ShowFileTool(router),
+    ]
+
+
+def workspace_tools(
+    owner: OwnerStore,
+    shared: SharedMemoryStore,
+    user_id: str,
+    router: PathRouter,
+    *,
+    shared_writable: bool = True,
+) -> list[Tool]:
+    """One member's tools on files and notes: read_file, write_file, edit_file,
+    list_files, memory_search, grep, glob, show_file.
+
+    The four shared names route note paths to `memory_tools`' own implementations.
+    """
+    notes = {
+        t.name: t for t in memory_tools(owner, shared, user_id, shared_writable=shared_writable)
+    }
+    return [
+        ReadFileTool(router, notes["read_file"]),
+        WriteFileTool(router, notes["write_file"]),
+        EditFileTool(router, notes["edit_file"]),
+        ListFilesTool(router, notes["list_files"]),
+        notes["memory_search"],
+        GrepTool(router),
+        GlobTool(router),
+        ShowFileTool(router, _NoteReader(owner, shared)),
+    ]
