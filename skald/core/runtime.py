@@ -164,7 +164,10 @@ class Runtime:
         out.flush()
 
     def setup_token_valid(self, token: str) -> bool:
-        return self.setup_token is not None and secrets.compare_digest(token, self.setup_token)
+        # Bytes: compare_digest refuses non-ASCII text with an exception, not a False.
+        return self.setup_token is not None and secrets.compare_digest(
+            token.encode(), self.setup_token.encode()
+        )
 
     def setup_finished(self) -> None:
         self.setup_token = None

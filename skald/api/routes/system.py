@@ -53,7 +53,7 @@ async def _pump_in(socket: WebSocket[Any, Any, Any], last_seen: list[float]) -> 
         last_seen[0] = time.monotonic()
         try:
             message = _decode_client(text)
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:  # also covers ValidationError
             continue  # unknown or malformed client messages are ignored, not fatal
         if isinstance(message, Pong):
             continue
