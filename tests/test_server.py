@@ -57,6 +57,7 @@ def test_events_reach_every_tab_and_deactivation_closes_them(server: ServerProce
     tab1, tab2 = _ws(server, ada), _ws(server, ada)
     for tab in (tab1, tab2):
         assert _next(tab, "hello")["user_id"] == me["id"]
+        tab.send("this is not JSON")  # ignored, not fatal
         tab.send(json.dumps({"type": "subscribe"}))
     # A change to Ada's account reaches both tabs.
     assert admin.patch(f"/api/users/{me['id']}", json={"display_name": "Ada L."}).status_code == 200
