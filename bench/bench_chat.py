@@ -11,7 +11,8 @@ It starts a real `skald serve` on a free port of 127.0.0.1 with a scratch data d
 CLI, signs them in, opens one WebSocket per member, and points an OpenAI-compatible
 provider at a fake model server that runs in this process. The fake streams every
 answer as several SSE chunks: the headers and an empty role chunk at once, the first
-token a few milliseconds later, then more tokens a few milliseconds apart.
+token 10 ms later, then 19 more tokens 10 ms apart (`--tokens`, `--first-token`,
+`--token-gap`), about 200 ms per answer.
 
 Everything is timestamped in this process with `time.perf_counter()`; the server is only
 ever observed from outside. For every turn:
@@ -23,21 +24,29 @@ ever observed from outside. For every turn:
     chunk to the socket, to the member's WebSocket client handing over the first
     `token_delta` event of that turn.
 
-Both are measured with one member sending turns back to back, then with all ten sending
-turns at the same time (each waits for its turn to end, pauses 0-50 ms, and sends the
-next). Both figures include two loopback hops and this process's own event loop; the
-script measures that floor (a write on one loopback socket to the read on the other end,
-in the same event loop) and prints it under the table.
+Both are measured with one member sending turns one after the other, then with all ten
+sending at the same time. A member waits for `turn_done`, then 20 ms (plus 0-100 ms at
+random with ten, `--pause`), then sends the next message; every ten turns it opens a new
+conversation, so prompts do not grow through the run. Both figures include two loopback
+hops and this process's own event loop; the script measures that floor (a write on one
+loopback socket to the read on the other end, in the same event loop) and prints it
+under the table.
 
-Then it drives `POST /api/chat` (synchronous turns, five members at a time) up to 1000
-turns in all (200 with --quick) and prints the server's resident memory (VmRSS in
-/proc/<pid>/status, read after a second at rest) at checkpoints along the way.
+Then it drives `POST /api/chat` (synchronous turns, five members at a time, a new
+conversation every 20 turns) up to 1000 turns in all (200 with --quick) and prints the
+server's resident memory (VmRSS in /proc/<pid>/status, read after a second at rest) at
+checkpoints along the way.
+
+`--profile DIR` records py-spy profiles (raw collapsed stacks) of the server during the
+two measured phases; py-spy pauses the server for every sample, so the latencies of such
+a run are not the benchmark's.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -57,6 +66,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
@@ -68,6 +78,7 @@ TURNS_PER_CONVERSATION = 10  # a fresh conversation after this many, so prompts 
 CHAT_CONCURRENCY = 5  # members sending `POST /api/chat` at once in the memory phase
 CHAT_TURNS_PER_CONVERSATION = 20
 TURN_TIMEOUT_S = 60.0
+THINK_S = 0.02  # the least time between the end of a member's turn and their next message
 SETTLE_S = 1.0
 BUDGET_P50_MS = 5.0
 BUDGET_P99_MS = 25.0
@@ -343,10 +354,6 @@ class Turn:
     conversation_id: str
     sent_at: float = 0.0
     first_delta_at: float | None = None
-    # Events the server publishes on the way from the message to the model request.
-    user_message_at: float | None = None
-    running_at: float | None = None
-    turn_started_at: float | None = None
     status: str = ""
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -362,7 +369,6 @@ class Member:
     turn: Turn | None = None
     conversation_id: str = ""
     conversation_turns: int = 0
-    frames: int = 0
 
     async def new_conversation(self) -> str:
         _, status, out = await self.http.request("POST", "/api/conversations", {})
@@ -373,10 +379,13 @@ class Member:
         return self.conversation_id
 
     async def read_events(self) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await self._read_events()
+
+    async def _read_events(self) -> None:
         assert self.ws is not None
         async for raw in self.ws:
             at = now()
-            self.frames += 1
             message = json.loads(raw)
             kind = message.get("type")
             if kind == "ping":  # the server's heartbeat: answer, or it closes the socket
@@ -385,15 +394,6 @@ class Member:
             turn = self.turn
             if turn is None:
                 continue
-            if kind == "user_message" and message.get("conversation_id") == turn.conversation_id:
-                turn.user_message_at = turn.user_message_at or at
-                continue
-            if kind == "conversation_updated":
-                conversation = message.get("conversation") or {}
-                ours = conversation.get("id") == turn.conversation_id
-                if ours and conversation.get("status") == "running" and turn.running_at is None:
-                    turn.running_at = at
-                continue
             if kind != "chat":
                 continue
             event = message["event"]
@@ -401,9 +401,7 @@ class Member:
                 continue
             if event.get("depth", 0) != 0:
                 continue
-            if event["type"] == "turn_started" and turn.turn_started_at is None:
-                turn.turn_started_at = at
-            elif event["type"] == "token_delta" and turn.first_delta_at is None:
+            if event["type"] == "token_delta" and turn.first_delta_at is None:
                 turn.first_delta_at = at
             elif event["type"] == "turn_done":
                 turn.status = str(event.get("status"))
@@ -415,8 +413,6 @@ class Sample:
     request_out_s: float  # (a)
     frame_out_s: float  # (b)
     answered_s: float  # the 202 to the message POST, for comparison with (a)
-    # (a) cut at the WebSocket events the server publishes on the way (client clock)
-    steps: tuple[float, float, float, float] | None = None
 
 
 @dataclass
@@ -453,12 +449,7 @@ async def ws_turn(member: Member, fake: FakeProvider, turn_id: str) -> Sample:
     if arrived is None or first_token is None or turn.first_delta_at is None:
         raise RuntimeError(f"turn {turn_id}: a timestamp is missing")
     answered = member.http.answered_at - turn.sent_at
-    marks = (turn.user_message_at, turn.running_at, turn.turn_started_at)
-    steps = None
-    if all(m is not None for m in marks):
-        a, b, c = (float(m) for m in marks)  # type: ignore[arg-type]
-        steps = (a - turn.sent_at, b - a, c - b, arrived - c)
-    return Sample(arrived - turn.sent_at, turn.first_delta_at - first_token, answered, steps)
+    return Sample(arrived - turn.sent_at, turn.first_delta_at - first_token, answered)
 
 
 async def run_phase(
@@ -474,7 +465,6 @@ async def run_phase(
 ) -> Phase:
     """`turns` measured turns spread over `members`, all sending at once."""
     phase = Phase(label=label, users=len(members))
-    measured: dict[str, int] = {m.name: 0 for m in members}
     share = {m.name: turns // len(members) for m in members}
     for m in members[: turns % len(members)]:
         share[m.name] += 1
@@ -495,10 +485,10 @@ async def run_phase(
 
     async def user(member: Member) -> None:
         for n in range(share[member.name]):
-            if pause_s:
-                await asyncio.sleep(random.uniform(0, pause_s))
+            # A person reads the answer before writing again: without this floor the
+            # next message would race the end of the previous turn (its last writes).
+            await asyncio.sleep(THINK_S + random.uniform(0, pause_s))
             await one(member, n, True)
-            measured[member.name] += 1
 
     spy = start_profiler(pid, profile / f"{label}.txt") if profile else None
     cpu_client, cpu_server, started = own_cpu_s(), proc_cpu_s(pid), now()
@@ -516,7 +506,6 @@ def start_profiler(pid: int, output: Path) -> subprocess.Popen[bytes]:
     output.parent.mkdir(parents=True, exist_ok=True)
     spy = Path(sys.executable).with_name("py-spy")
     command = [str(spy), "record", "--pid", str(pid), "--rate", "500", "--format", "raw"]
-    command.append("--nonblocking")  # do not stop the server to take a sample
     proc = subprocess.Popen(  # noqa: S603 (our own venv's py-spy, fixed arguments)
         [*command, "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -787,13 +776,6 @@ def report(args: argparse.Namespace, results: Results) -> None:
                 f"    {name:<42} {len(values):>5} {p50:>8.2f} {p99:>8.2f} {values[-1]:>8.2f}"
                 + ("" if attribute == "answered_s" else f"   {budget}: {verdict}")
             )
-        steps = [s.steps for s in phase.samples if s.steps is not None]
-        if steps:
-            medians = [statistics.median(v[i] for v in steps) * 1000 for i in range(4)]
-            print(
-                f"    {'(a) in steps, p50 of each, ms (see below)':<42} {len(steps):>5} "
-                + " + ".join(f"{m:.2f}" for m in medians)
-            )
         print(
             f"    {'server CPU / bench CPU during the phase':<42} "
             f"{100 * phase.server_cpu_s / phase.seconds:>5.0f} % / "
@@ -806,12 +788,6 @@ def report(args: argparse.Namespace, results: Results) -> None:
     print(
         f"  one loopback hop seen by this script (floor; (a) and (b) each contain two): "
         f"p50 {statistics.median(floor):.3f} ms, p99 {percentile(floor, 99):.3f} ms"
-    )
-    print(
-        "  (a) in steps: message -> `user_message` event (HTTP, session, message queued) + "
-        "-> status `running` (turn setup: prompt, tools, model) + -> `turn_started` + "
-        "-> model request (history written and read, request sent); as the WebSocket shows "
-        "them, so each step also carries some frame delivery"
     )
     print()
     print(f"  server memory (VmRSS at rest)  {'turns':>6} {'MiB':>8}")

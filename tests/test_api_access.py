@@ -184,6 +184,24 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
     ("POST", "/api/auth/logout", None, {"anon": 401, A: 204, M: 204, C: 204}),
+    ("GET", "/api/files/places", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/files/dir", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/file", None, {"anon": 401, A: 400, M: 400, C: 403}),
+    (
+        "POST",
+        "/api/file",
+        {"path": "~/matrix-{role}.txt", "content": "x"},
+        {"anon": 401, A: 201, M: 201, C: 403},
+    ),
+    ("POST", "/api/file/upload", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 403}),
+    (
+        "PATCH",
+        "/api/file",
+        {"from": "~/not-there", "to": "~/still-not-there"},
+        {"anon": 401, A: 404, M: 404, C: 403},
+    ),
+    ("DELETE", "/api/file", None, {"anon": 401, A: 400, M: 400, C: 403}),
+    ("GET", "/api/files/zip", None, {"anon": 401, A: 200, M: 200, C: 403}),
 ]
 
 

@@ -380,3 +380,32 @@ async def test_children_do_not_see_the_households_notes(
     assert "fridge" not in str(second) and "not available" in tool_result["content"]
     tools = {t["function"]["name"] for t in fake_llm.requests[0].body["tools"]}
     assert "execute_task" not in tools
+
+
+async def test_links_planted_in_the_home_do_not_reach_another_members_files(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    layout = runtime.core.layout
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    mum_home = layout.home(household["mum"])
+    (mum_home / "uploads" / cid).mkdir(parents=True)
+    (mum_home / "uploads" / cid / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\nmum's private photo")
+    ada_home = layout.home(household["ada"])
+    ada_home.mkdir(parents=True, exist_ok=True)
+    # As if planted from inside Ada's sandbox: her uploads folder is a link into Mum's home.
+    (ada_home / "uploads").symlink_to(mum_home / "uploads")
+    r = await ada.call(
+        "POST",
+        f"/api/conversations/{cid}/messages",
+        json={"text": "look", "attachments": [f"uploads/{cid}/photo.png"]},
+    )
+    assert r.status_code in (400, 403), r.text
+    r = await ada.http.post(
+        f"/api/uploads?conversation_id={cid}",
+        files={"file": ("x.txt", b"overwrite?")},
+        headers={"X-CSRF-Token": ada.csrf},
+    )
+    assert r.status_code == 403, r.text
+    assert sorted(p.name for p in (mum_home / "uploads" / cid).iterdir()) == ["photo.png"]

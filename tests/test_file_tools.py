@@ -179,9 +179,9 @@ async def test_write_and_edit(house: Household) -> None:
     created = await ada.ok("write_file", path="projects/trip/list.md", content="a\nb\nb\n")
     assert created.startswith("Created ~/projects/trip/list.md (3 lines")
     assert (ada.home / "projects" / "trip" / "list.md").read_text() == "a\nb\nb\n"
-    assert (await ada.ok("write_file", path="projects/trip/list.md", content="a\nb\nb\n")).startswith(
-        "Replaced"
-    )
+    assert (
+        await ada.ok("write_file", path="projects/trip/list.md", content="a\nb\nb\n")
+    ).startswith("Replaced")
     assert "2 times" in await ada.fails(
         "edit_file", path="projects/trip/list.md", old_text="b", new_text="c"
     )
@@ -334,9 +334,7 @@ async def test_note_paths_are_dispatched_to_the_note_tools(house: Household) -> 
     assert not (ada.home / "user-memory").exists()
     assert "hi" in await ada.ok("read_file", path="user-memory/people/ada.md")
     assert "hi" in await ada.ok("read_file", path="~/user-memory/people/ada.md")
-    await ada.ok(
-        "edit_file", path="user-memory/people/ada.md", old_text="hi", new_text="hello"
-    )
+    await ada.ok("edit_file", path="user-memory/people/ada.md", old_text="hi", new_text="hello")
     assert await ada.store.note_get("people/ada.md") == "# Ada\nhello\n"
     listing = await ada.ok("list_files", path="user-memory/")
     assert "user-memory/people/ada.md" in listing
@@ -348,7 +346,9 @@ async def test_note_paths_are_dispatched_to_the_note_tools(house: Household) -> 
     assert "note" in (await ada.fails("write_file", path="user-memory/x.txt", content="x")).lower()
     assert not (ada.home / "user-memory").exists()
     # Another member's notes stay theirs.
-    assert "no note" in (await house.bob.fails("read_file", path="user-memory/people/ada.md")).lower()
+    assert (
+        "no note" in (await house.bob.fails("read_file", path="user-memory/people/ada.md")).lower()
+    )
 
 
 async def test_file_tools_alone_refuse_note_paths(house: Household) -> None:
@@ -456,3 +456,25 @@ async def test_no_spelling_reaches_another_members_home(house: Household) -> Non
     ):
         result = await house.ada.run("read_file", path=path)
         assert result.is_error and SECRET not in result.content, path
+
+
+async def test_without_household_notes_the_tools_refuse_them(
+    house: Household, registry: Registry
+) -> None:
+    ada = house.ada
+    router = PathRouter(ada.home, house.docs)
+    tools = {
+        t.name: t
+        for t in workspace_tools(ada.store, ada.shared, ada.id, router, shared_readable=False)
+    }
+    await ada.shared.note_put("house/bins.md", "Tuesday\n", house.bob.id)
+    for name, args in (
+        ("read_file", {"path": "shared-memory/house/bins.md"}),
+        ("write_file", {"path": "shared-memory/house/x.md", "content": "x"}),
+        ("list_files", {"path": "shared-memory/"}),
+        ("show_file", {"path": "shared-memory/house/bins.md"}),
+    ):
+        result = await tools[name].run(args, CTX)
+        assert result.is_error and "Tuesday" not in result.content, (name, result.content)
+    home = await tools["list_files"].run({}, CTX)
+    assert "user-memory/" in home.content and "shared-memory" not in home.content

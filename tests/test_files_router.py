@@ -495,7 +495,9 @@ def test_walk_never_leaves_the_folder(world: World) -> None:
     hidden.mkdir()
     (hidden / "x").write_text("x")
     assert "~/.cache/x" in [i.agent_path for i in walk(world.router.physical("~"))]
-    assert "~/.cache/x" not in [i.agent_path for i in walk(world.router.physical("~"), hidden=False)]
+    assert "~/.cache/x" not in [
+        i.agent_path for i in walk(world.router.physical("~"), hidden=False)
+    ]
 
 
 def test_binary_detection() -> None:

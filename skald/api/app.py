@@ -51,8 +51,6 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
     ]
     return Litestar(
         route_handlers=[*map(document_errors, api), static],
-        # Uploads are the largest bodies; the upload route applies the exact limit itself.
-        request_max_body_size=(runtime.config.assistant.upload_max_mb + 1) * 1024 * 1024,
         dependencies={"rt": Provide(provide_runtime, use_cache=True)},
         middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
         exception_handlers=EXCEPTION_HANDLERS,

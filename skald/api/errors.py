@@ -24,11 +24,13 @@ from skald.errors import (
     SkaldError,
     StorageError,
 )
+from skald.files.router import PathDeniedError
 from skald.log import get_logger
 
 log = get_logger("skald.api")
 
 _SKALD_STATUS: list[tuple[type[SkaldError], int]] = [
+    (PathDeniedError, 403),
     (ThrottledError, 429),
     (NotFoundError, 404),
     (ConflictError, 409),

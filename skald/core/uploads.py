@@ -6,98 +6,60 @@ from __future__ import annotations
 
 import base64
 import re
-from pathlib import Path
 
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import InvalidInputError
+from skald.files.mime import sniff
+from skald.files.router import PathRouter, Resolved, open_read
 from skald.llm.types import ContentPart, ImagePart, TextPart
 from skald.paths import DataLayout
 from skald.store.conversations import ATTACHMENT_NOTE, Attachment
 
-_MAGIC: list[tuple[bytes, int, str]] = [
-    (b"\x89PNG\r\n\x1a\n", 0, "image/png"),
-    (b"\xff\xd8\xff", 0, "image/jpeg"),
-    (b"GIF87a", 0, "image/gif"),
-    (b"GIF89a", 0, "image/gif"),
-    (b"WEBP", 8, "image/webp"),
-    (b"%PDF-", 0, "application/pdf"),
-    (b"PK\x03\x04", 0, "application/zip"),
-    (b"ID3", 0, "audio/mpeg"),
-    (b"OggS", 0, "audio/ogg"),
-    (b"ftyp", 4, "video/mp4"),
-]
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGES_PER_TURN = 4
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_INLINE_TOTAL = 20 * 1024 * 1024
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
-def sniff(head: bytes) -> str:
-    for magic, offset, mime in _MAGIC:
-        if head[offset : offset + len(magic)] == magic:
-            return mime
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError:
-        # A multi-byte character cut at the end of the sample is still text.
-        try:
-            head[:-3].decode("utf-8")
-        except UnicodeDecodeError:
-            return "application/octet-stream"
-    return "text/plain"
+def _router(layout: DataLayout, user_id: str) -> PathRouter:
+    router = PathRouter.for_member(layout, user_id)
+    router.ensure_home()
+    return router
 
 
-def safe_name(name: str) -> str:
-    base = Path(name.replace("\\", "/")).name
-    cleaned = _SAFE_NAME.sub("_", base).strip(" .") or "file"
-    return cleaned[:120]
-
-
-def upload_dir(layout: DataLayout, user_id: str, conversation_id: str) -> Path:
+def _conversation_folder(conversation_id: str) -> str:
     if not re.fullmatch(r"[a-f0-9]{1,64}", conversation_id):
         raise InvalidInputError("not a conversation id")
-    return layout.home(user_id) / "uploads" / conversation_id
+    return f"uploads/{conversation_id}"
 
 
-def store_upload(
-    layout: DataLayout, user_id: str, conversation_id: str, name: str, data: bytes
-) -> Attachment:
-    """Write the file (never over another one) and describe it. Runs in a thread."""
-    folder = upload_dir(layout, user_id, conversation_id)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    clean = safe_name(name)
-    target = folder / clean
-    stem, suffix = Path(clean).stem, Path(clean).suffix
-    n = 1
-    while target.exists():
-        n += 1
-        target = folder / f"{stem} ({n}){suffix}"
-    target.write_bytes(data)
-    target.chmod(0o600)
-    return Attachment(
-        name=target.name,
-        path=f"uploads/{conversation_id}/{target.name}",
-        mime=sniff(data[:512]),
-        size=len(data),
-    )
+def _physical(router: PathRouter, agent_path: str) -> Resolved:
+    found = router.resolve(agent_path)
+    if not isinstance(found, Resolved) or found.mount != "home":
+        raise InvalidInputError(f"{agent_path!r} is not in your home")
+    return found
+
+
+def conversation_folder(layout: DataLayout, user_id: str, conversation_id: str) -> Resolved:
+    """The member's uploads/<conversation>/ folder, resolved by the router. In a thread."""
+    return _physical(_router(layout, user_id), _conversation_folder(conversation_id))
+
+
+def _read_upload(router: PathRouter, agent_path: str, limit: int) -> tuple[bytes, int]:
+    handle, st = open_read(_physical(router, agent_path))
+    with handle:
+        return handle.read(limit), st.st_size
 
 
 def resolve_attachment(
     layout: DataLayout, user_id: str, conversation_id: str, agent_path: str
 ) -> Attachment:
     """An attachment named by the client must be one of this conversation's uploads."""
-    folder = upload_dir(layout, user_id, conversation_id)
-    prefix = f"uploads/{conversation_id}/"
-    if not agent_path.startswith(prefix) or "/" in agent_path[len(prefix) :]:
+    prefix = _conversation_folder(conversation_id) + "/"
+    name = agent_path[len(prefix) :]
+    if not agent_path.startswith(prefix) or not name or "/" in name or name in (".", ".."):
         raise InvalidInputError(f"{agent_path!r} is not an upload of this conversation")
-    target = (folder / agent_path[len(prefix) :]).resolve()
-    if target.parent != folder.resolve() or not target.is_file():
-        raise NotFoundError(f"no upload at {agent_path}")
-    with target.open("rb") as f:
-        head = f.read(512)
-    return Attachment(
-        name=target.name, path=agent_path, mime=sniff(head), size=target.stat().st_size
-    )
+    head, size = _read_upload(_router(layout, user_id), agent_path, 512)
+    return Attachment(name=name, path=agent_path, mime=sniff(head), size=size)
 
 
 def content_for(

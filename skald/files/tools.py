@@ -23,8 +23,8 @@ from typing import Any, Final, TypeVar
 
 from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
 from skald.agent.tools import Tool, ToolContext, ToolResult
-from skald.core.uploads import sniff
 from skald.errors import NotFoundError, SkaldError
+from skald.files.mime import sniff
 from skald.files.router import (
     HOME_MOUNT,
     FileEntry,
@@ -432,6 +432,13 @@ class EditFileTool(_Writing):
 
 class ListFilesTool(_Reading):
     path_required = False
+
+    def __init__(
+        self, router: PathRouter, notes: Tool | None = None, note_places: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(router, notes)
+        self.note_places = note_places
+
     spec = ToolSpec(
         name="list_files",
         description=(
@@ -462,7 +469,7 @@ class ListFilesTool(_Reading):
             if entry.type != "dir":
                 return _entry_line(entry)
             entries, truncated = list_dir(found, LIST_MAX_ENTRIES)
-            return _listing_text(found, entries, truncated, notes=self.notes is not None)
+            return _listing_text(found, entries, truncated, notes=self.note_places)
 
         return ToolResult(content=await _in_thread(listing))
 
@@ -479,7 +486,7 @@ def _entry_line(entry: FileEntry) -> str:
 
 
 def _listing_text(
-    found: Resolved, entries: list[FileEntry], truncated: bool, *, notes: bool
+    found: Resolved, entries: list[FileEntry], truncated: bool, *, notes: tuple[str, ...]
 ) -> str:
     read_only = "" if found.writable else ", read-only"
     if not entries:
@@ -501,7 +508,7 @@ def _listing_text(
     if found.mount == HOME_MOUNT and found.is_root:
         also = "docs/ (Skald's manual, read-only)"
         if notes:
-            also += f", {USER_MEMORY}/ and {SHARED_MEMORY}/ (memory notes)"
+            also += f", {' and '.join(f'{n}/' for n in notes)} (memory notes)"
         head.append(f"Also reachable: {also}.")
     return "\n".join(head)
 
@@ -861,11 +868,13 @@ class GlobTool(_Reading):
 @dataclass(frozen=True)
 class _NoteReader:
     owner: OwnerStore
-    shared: SharedMemoryStore
+    shared: SharedMemoryStore | None  # None: the role cannot see household notes
 
     async def size(self, agent_path: str) -> int:
         note = parse_note_path(agent_path)
-        store = self.shared if note.is_shared else self.owner
+        if note.is_shared and self.shared is None:
+            raise _Refusal(f"{SHARED_MEMORY}/ is not available to you.")
+        store = self.shared if note.is_shared and self.shared is not None else self.owner
         return len((await store.note_get(note.path)).encode("utf-8"))
 
 
@@ -942,22 +951,35 @@ def workspace_tools(
     router: PathRouter,
     *,
     shared_writable: bool = True,
+    shared_readable: bool = True,
 ) -> list[Tool]:
     """One member's tools on files and notes: read_file, write_file, edit_file,
     list_files, memory_search, grep, glob, show_file.
 
-    The four shared names route note paths to `memory_tools`' own implementations.
+    The four shared names route note paths to `memory_tools`' own implementations;
+    `shared_writable` / `shared_readable` mean what they mean there.
     """
     notes = {
-        t.name: t for t in memory_tools(owner, shared, user_id, shared_writable=shared_writable)
+        t.name: t
+        for t in memory_tools(
+            owner,
+            shared,
+            user_id,
+            shared_writable=shared_writable,
+            shared_readable=shared_readable,
+        )
     }
     return [
         ReadFileTool(router, notes["read_file"]),
         WriteFileTool(router, notes["write_file"]),
         EditFileTool(router, notes["edit_file"]),
-        ListFilesTool(router, notes["list_files"]),
+        ListFilesTool(
+            router,
+            notes["list_files"],
+            (USER_MEMORY, SHARED_MEMORY) if shared_readable else (USER_MEMORY,),
+        ),
         notes["memory_search"],
         GrepTool(router),
         GlobTool(router),
-        ShowFileTool(router, _NoteReader(owner, shared)),
+        ShowFileTool(router, _NoteReader(owner, shared if shared_readable else None)),
     ]

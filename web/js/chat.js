@@ -16,6 +16,7 @@ import { subscribe as subscribeApp, getState as getAppState } from './store.js';
 import * as ws from './ws.js';
 
 const FLUSH_MS = 66; // ~15 Hz
+export const COMMAND_NAMES = ['stop', 'compact', 'model', 'cost', 'new'];
 const OUTPUT_LIMIT = 64 * 1024; // streamed tool output kept per call (the end of it)
 
 function emptyChat() {
@@ -45,6 +46,8 @@ function newThread() {
 }
 
 let chat = emptyChat();
+// Unsent text per conversation id ('' = before the first conversation exists).
+export const drafts = new Map();
 let version = 0;
 const listeners = new Set();
 let keySeq = 0;
@@ -143,6 +146,8 @@ export async function loadMessages(id, { dropRunning = false } = {}) {
   const before = chat.threads[id];
   const cutoff = new Set(before.tail.filter((e) => e.kind === 'turn' && (e.done || dropRunning)).map((e) => e.key));
   const prevMax = maxSeq(before.items);
+  const noteKeys = new Set(before.tail.filter((e) => e.kind === 'note').map((e) => e.key));
+  const userKeys = new Set(before.tail.filter((e) => e.kind === 'user').map((e) => e.key));
   updateThread(id, (th) => {
     th.loading = true;
   });
@@ -158,20 +163,36 @@ export async function loadMessages(id, { dropRunning = false } = {}) {
   }
   updateThread(id, (th) => {
     const seqs = new Set(items.map((it) => it.seq));
+    // User messages stored since the last fetch, to match with the messages
+    // we show as sent but whose stored copy we had not seen yet.
     const fresh = items.filter((it) => it.role === 'user' && it.seq > prevMax).map((it) => it.text);
+    const unsaved = (e) => e.kind === 'user' && (e.item.seq === null || e.item.seq === undefined);
+    const covered = new Set();
+    for (const e of th.tail) {
+      if (!unsaved(e) || !userKeys.has(e.key)) continue;
+      const at = fresh.indexOf(e.item.text);
+      if (at !== -1) {
+        fresh.splice(at, 1);
+        covered.add(e.key);
+      }
+    }
+    // What is left is matched in order: the stored text may differ from what
+    // was shown (the server may add or strip context around what was typed).
+    for (const e of th.tail) {
+      if (!unsaved(e) || !userKeys.has(e.key) || covered.has(e.key) || !fresh.length) continue;
+      fresh.shift();
+      covered.add(e.key);
+    }
     th.items = items;
     th.loading = false;
     th.error = null;
+    // How a turn ended (failed, stopped) is noted before its messages are
+    // fetched: pin such notes after what the history now holds.
+    const anchor = maxSeq(items);
+    th.tail = th.tail.map((e) => (e.kind === 'note' && e.anchor === undefined && noteKeys.has(e.key) ? { ...e, anchor } : e));
     th.tail = th.tail.filter((e) => {
       if (e.kind === 'turn') return !cutoff.has(e.key);
-      if (e.kind === 'user') {
-        if (e.item.seq !== undefined && e.item.seq !== null) return !seqs.has(e.item.seq);
-        const at = fresh.indexOf(e.item.text);
-        if (at !== -1) {
-          fresh.splice(at, 1);
-          return false;
-        }
-      }
+      if (e.kind === 'user') return unsaved(e) ? !covered.has(e.key) : !seqs.has(e.item.seq);
       return true;
     });
     // Calls that are no longer waiting need no approval state.
@@ -229,9 +250,15 @@ export async function reopenConversation(id) {
   activate(id);
 }
 
+const capitalise = (s) => String(s).charAt(0).toUpperCase() + String(s).slice(1);
+
+// A note is pinned after the newest message known when it is made, so that
+// messages fetched later do not slide in above it.
 function addNote(id, text, tone = 'info') {
   updateThread(id, (th) => {
-    th.tail = [...th.tail, { key: nextKey(), kind: 'note', text, tone }];
+    const sent = th.tail.filter((e) => e.kind === 'user' && e.item.seq !== null && e.item.seq !== undefined);
+    const anchor = Math.max(maxSeq(th.items), maxSeq(sent.map((e) => e.item)));
+    th.tail = [...th.tail, { key: nextKey(), kind: 'note', text, tone, anchor: anchor >= 0 ? anchor : undefined }];
   });
 }
 
@@ -239,7 +266,9 @@ function addNote(id, text, tone = 'info') {
 // Returns {command, result} for commands, {accepted: true} for messages.
 // Throws the ApiError on failure (the composer keeps the text then).
 export async function sendMessage(id, { text, attachments = [], viewContext = null }) {
-  const isCommand = text.trim().startsWith('/') && attachments.length === 0;
+  // Same rule as the server: a known word right after the slash ("/etc/hosts?" is a message).
+  const head = text.trim().split(/\s+/)[0] || '';
+  const isCommand = attachments.length === 0 && head.startsWith('/') && COMMAND_NAMES.includes(head.slice(1));
   const body = { text };
   if (attachments.length) body.attachments = attachments.map((a) => a.path);
   if (viewContext) body.view_context = viewContext;
@@ -247,6 +276,7 @@ export async function sendMessage(id, { text, attachments = [], viewContext = nu
   if (!isCommand) {
     key = nextKey();
     updateThread(id, (th) => {
+      th.sent = (th.sent || 0) + 1; // the thread scrolls to the end for a new message
       th.tail = [
         ...th.tail,
         { key, kind: 'user', pending: true, item: { seq: null, role: 'user', text, attachments, tool_calls: [] } },
@@ -265,7 +295,10 @@ export async function sendMessage(id, { text, attachments = [], viewContext = nu
     throw e;
   }
   if (res && res.command) {
-    addNote(id, res.result || `/${res.command}`, 'command');
+    // The fixed answers are ours to word (in the user's language); answers
+    // with data in them (cost, model) are shown as the server wrote them.
+    const own = { stop: 'chat.cmd_result_stop', compact: 'chat.cmd_result_compact', new: 'chat.cmd_result_new' };
+    addNote(id, own[res.command] ? { key: own[res.command] } : capitalise(res.result || `/${res.command}`), 'command');
     if (res.command === 'new' && res.conversation_id) {
       await loadConversations();
       activate(res.conversation_id);
@@ -535,14 +568,20 @@ function onChatEvent(ev) {
   }
 }
 
+// The server echoes every message when it is queued, to all the member's
+// clients; a queued message has no place in the history yet (seq 0).
 function onUserMessage(msg) {
   const id = msg.conversation_id;
-  const item = msg.item;
-  if (!id || !item || !chat.threads[id]) return;
+  if (!id || !msg.item || !chat.threads[id]) return;
+  const item = { ...msg.item, seq: msg.item.seq ? msg.item.seq : null };
   updateThread(id, (th) => {
-    if ((th.items || []).some((it) => it.seq === item.seq)) return;
-    if (th.tail.some((e) => e.kind === 'user' && e.item.seq === item.seq)) return;
-    const pending = th.tail.find((e) => e.kind === 'user' && e.pending && e.item.text === item.text);
+    if (item.seq !== null) {
+      if ((th.items || []).some((it) => it.seq === item.seq)) return;
+      if (th.tail.some((e) => e.kind === 'user' && e.item.seq === item.seq)) return;
+    }
+    // Our own message comes back: same text, or else the oldest one sent.
+    const mine = th.tail.filter((e) => e.kind === 'user' && e.pending);
+    const pending = mine.find((e) => e.item.text === item.text) || mine[0];
     if (pending) {
       th.tail = th.tail.map((e) => (e === pending ? { ...e, pending: false, item } : e));
     } else {
@@ -591,6 +630,7 @@ subscribeApp((state) => {
     lastUser = uid;
     for (const k of Object.keys(deltas)) delete deltas[k];
     for (const k of Object.keys(childOf)) delete childOf[k];
+    drafts.clear();
     chat = emptyChat();
     notify();
   }

@@ -7,24 +7,21 @@ member's conversation or call id is simply not found.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Response, get, patch, post
-from litestar.datastructures import UploadFile
 from litestar.di import NamedDependency
-from litestar.enums import RequestEncodingType
-from litestar.params import Body, FromPath, JSONBody
+from litestar.params import FromPath, JSONBody
 
 from skald.agent import TurnResult
 from skald.agent.prompts import defuse_harness_tags, view_context_block
 from skald.api.deps import AnyRequest, requires
-from skald.api.errors import ApiError
 from skald.api.openapi import errors
+from skald.api.routes.files import receive_upload
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
-from skald.core.uploads import content_for, resolve_attachment, store_upload
+from skald.core.uploads import content_for, conversation_folder, resolve_attachment
 from skald.core.user_runtime import UserRuntime
 from skald.errors import InvalidInputError, NotFoundError
 from skald.store.conversations import Attachment, Conversation, HistoryItem
@@ -280,35 +277,27 @@ async def chat(
     )
 
 
-@dataclass
-class UploadForm:
-    # A named field, not a bare UploadFile body: Litestar answers a form without any
-    # file part with a 500 for the latter, and a 400 for a missing field.
-    file: UploadFile
-
-
-@post("/api/uploads", guards=CHAT, status_code=201, responses=errors(404, 413))
+@post(
+    "/api/uploads",
+    guards=CHAT,
+    status_code=201,
+    responses=errors(404, 413),
+    request_max_body_size=None,  # capped while streaming, by the configured size
+)
 async def upload(
-    conversation_id: str,
-    data: Annotated[UploadForm, Body(media_type=RequestEncodingType.MULTI_PART)],
-    request: AnyRequest,
-    rt: NamedDependency[Runtime],
+    conversation_id: str, request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Attachment:
+    """Attach a file to a conversation (multipart field `file`): it lands in the member's
+    home under uploads/<conversation>/, through the path router."""
     mine = await _mine(request, rt)
     await mine.hub.store.get(conversation_id)
-    limit = rt.config.assistant.upload_max_mb * 1024 * 1024
-    content = await data.file.read(limit + 1)
-    if len(content) > limit:
-        raise ApiError(
-            413, "too_large", f"files up to {rt.config.assistant.upload_max_mb} MiB can be attached"
-        )
+    folder = await asyncio.to_thread(
+        conversation_folder, rt.core.layout, mine.user.id, conversation_id
+    )
+    entries = await receive_upload(request, folder, rt.config.assistant.upload_max_mb)
+    path = f"uploads/{conversation_id}/{entries[0].name}"
     return await asyncio.to_thread(
-        store_upload,
-        rt.core.layout,
-        mine.user.id,
-        conversation_id,
-        data.file.filename or "file",
-        content,
+        resolve_attachment, rt.core.layout, mine.user.id, conversation_id, path
     )
 
 

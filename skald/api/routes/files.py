@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Generator
+from collections.abc import Generator
 from email.message import Message
 from email.utils import collapse_rfc2231_value
 from typing import Annotated, Any, Final, Literal
@@ -24,6 +24,7 @@ from urllib.parse import quote
 import msgspec
 from litestar import Response, delete, get, patch, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody, Parameter
 from litestar.response import Stream
 
@@ -33,9 +34,9 @@ from skald.api.errors import ApiError, error_response
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
-from skald.core.uploads import sniff
 from skald.errors import InvalidInputError, NotFoundError
 from skald.files import router as fs
+from skald.files.mime import sniff
 from skald.files.router import (
     MAX_PATH_CHARS,
     FileEntry,
@@ -182,10 +183,11 @@ def _served_type(mime: str | None, head: bytes) -> str:
     """The Content-Type to serve: real for media and plain text, never an active type."""
     if mime is None:
         mime = sniff(head[:512])
+    # Litestar adds "; charset=utf-8" to every text/* type.
     if mime in _ACTIVE:
-        return "text/plain; charset=utf-8"
+        return "text/plain"
     if mime.startswith("text/"):
-        return f"{mime}; charset=utf-8"
+        return mime
     if mime.startswith(_INLINE_PREFIXES) or mime in ("application/pdf", "application/json"):
         return mime
     return "application/octet-stream"
@@ -202,41 +204,65 @@ def _file_headers(name: str, download: bool, size: int | None) -> dict[str, str]
     headers = {
         "content-disposition": _disposition("attachment" if download else "inline", name),
         "cache-control": "private, no-cache",
+        # Also set at the edge for every response; a file response must never lack it.
+        "x-content-type-options": "nosniff",
     }
     if size is not None:
         headers["content-length"] = str(size)
     return headers
 
 
-async def _blocking_stream(
-    steps: Generator[bytes, None, None], stop: threading.Event
-) -> AsyncIterator[bytes]:
-    """Drive a blocking generator one step per thread hop, and always close it.
+class _BlockingStream:
+    """An async iterator over a blocking generator: one step per thread hop.
 
-    A client that goes away cancels the response while a step may still be running in
-    its thread: the generator is then closed from a worker once that step is done
-    (a lock orders the two), never concurrently with it.
+    Litestar stops iterating when the client goes away, without closing the iterator.
+    So the task that iterates is watched: when it ends, however it ends, the generator
+    is told to stop and closed from a worker thread once its current step is done (a
+    lock orders the two), never concurrently with it. Its files close right then, not
+    whenever the garbage collector gets to a cycle.
     """
-    lock = threading.Lock()
 
-    def step() -> bytes | None:
-        with lock:
-            return next(steps, None)
+    def __init__(self, steps: Generator[bytes, None, None], stop: threading.Event) -> None:
+        self._steps = steps
+        self._stop = stop
+        self._lock = threading.Lock()
+        self._closed = False
+        self._watched = False
 
-    def close() -> None:
-        with lock, contextlib.suppress(Exception):
-            steps.close()
+    def __aiter__(self) -> _BlockingStream:
+        return self
 
-    try:
+    async def __anext__(self) -> bytes:
+        if not self._watched:
+            self._watched = True
+            task = asyncio.current_task()
+            if task is not None:
+                task.add_done_callback(lambda _: self.close())
         while True:
-            chunk = await asyncio.to_thread(step)
+            chunk = await asyncio.to_thread(self._step)
             if chunk is None:
-                return
+                self.close()
+                raise StopAsyncIteration
             if chunk:
-                yield chunk
-    finally:
-        stop.set()
-        asyncio.get_running_loop().run_in_executor(None, close)
+                return chunk
+
+    def _step(self) -> bytes | None:
+        with self._lock:
+            return None if self._closed else next(self._steps, None)
+
+    def _close_now(self) -> None:
+        with self._lock, contextlib.suppress(Exception):
+            self._steps.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        try:
+            asyncio.get_running_loop().run_in_executor(None, self._close_now)
+        except RuntimeError:  # no loop any more: the step cannot be running either
+            self._close_now()
 
 
 def _file_chunks(handle: Any, size: int, stop: threading.Event) -> Generator[bytes, None, None]:
@@ -302,7 +328,21 @@ async def list_folder(
     return await asyncio.to_thread(listing)
 
 
-@get("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404))
+@get(
+    "/api/file",
+    guards=FILES,
+    exception_handlers=HANDLERS,
+    # No handler-level media_type: it would override the file's own (`_served_type`).
+    responses={
+        # Any bytes: no schema, so no client (or fuzzer) expects JSON.
+        200: ResponseSpec(
+            data_container=None,
+            media_type="*/*",
+            description="The file's content, with its type (text, image, PDF, …).",
+        ),
+        **errors(404),
+    },
+)
 async def read_file(
     request: AnyRequest,
     rt: NamedDependency[Runtime],
@@ -332,7 +372,7 @@ async def read_file(
     handle, size, media_type = await asyncio.to_thread(open_file)
     stop = threading.Event()
     return Stream(
-        _blocking_stream(_file_chunks(handle, size, stop), stop),
+        _BlockingStream(_file_chunks(handle, size, stop), stop),
         media_type=media_type,
         headers=_file_headers(found.name, download, size),
     )
@@ -342,8 +382,14 @@ async def read_file(
     "/api/file",
     guards=FILES,
     exception_handlers=HANDLERS,
-    status_code=200,
-    responses=errors(404, 409),
+    status_code=201,
+    responses={
+        200: ResponseSpec(
+            data_container=FileEntry,
+            description="An existing file was replaced, or the folder already existed.",
+        ),
+        **errors(404, 409),
+    },
 )
 async def write_file(
     data: JSONBody[FileWrite], request: AnyRequest, rt: NamedDependency[Runtime]
@@ -388,10 +434,16 @@ async def upload(
 
     A name already taken gets ` (2)`, ` (3)`… before its extension; nothing is overwritten.
     """
-    boundary = _boundary(request.headers.get("content-type", ""))
     router = await _router(request, rt)
     folder = await _physical_for_write(router, path)
-    limit = rt.config.assistant.upload_max_mb * 1024 * 1024
+    return Uploaded(files=await receive_upload(request, folder, rt.config.assistant.upload_max_mb))
+
+
+async def receive_upload(request: AnyRequest, folder: Resolved, limit_mb: int) -> list[FileEntry]:
+    """Stream a multipart body's `file` parts into `folder`, capped at `limit_mb` MiB,
+    never holding a whole file in memory (also used by the chat's attachments)."""
+    boundary = _boundary(request.headers.get("content-type", ""))
+    limit = limit_mb * 1024 * 1024
     written: list[FileEntry] = []
     parser = _Multipart(boundary)
     current: NewFile | None = None
@@ -400,14 +452,11 @@ async def upload(
         async for chunk in request.stream():
             received += len(chunk)
             if received > limit + MULTIPART_OVERHEAD:
-                raise ApiError(
-                    413,
-                    "too_large",
-                    f"uploads up to {rt.config.assistant.upload_max_mb} MiB are accepted",
-                )
+                raise ApiError(413, "too_large", f"uploads up to {limit_mb} MiB are accepted")
             for event in parser.feed(chunk):
                 if isinstance(event, _PartStart):
-                    if event.field == "file" and event.filename is not None:
+                    # A file input left empty sends `filename=""`: nothing to store.
+                    if event.field == "file" and event.filename:
                         name = fs.upload_name(event.filename)
                         current = await asyncio.to_thread(NewFile, folder, name)
                 elif isinstance(event, _PartEnd):
@@ -422,7 +471,7 @@ async def upload(
             await asyncio.to_thread(current.abort)
     if not written:
         raise InvalidInputError("no file in the upload (send the multipart field 'file')")
-    return Uploaded(files=written)
+    return written
 
 
 @patch("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
@@ -447,7 +496,18 @@ async def remove(
     await asyncio.to_thread(fs.delete, found, recursive=recursive)
 
 
-@get("/api/files/zip", guards=FILES, exception_handlers=HANDLERS, responses=errors(404))
+@get(
+    "/api/files/zip",
+    guards=FILES,
+    exception_handlers=HANDLERS,
+    media_type="application/zip",
+    responses={
+        200: ResponseSpec(
+            data_container=None, media_type="application/zip", description="The folder as a ZIP."
+        ),
+        **errors(404),
+    },
+)
 async def download_zip(
     request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~"
 ) -> Stream:
@@ -469,7 +529,7 @@ async def download_zip(
         name = "home" if found.mount == fs.HOME_MOUNT else found.mount
     stop = threading.Event()
     return Stream(
-        _blocking_stream(fs.zip_stream(found, stop=stop), stop),
+        _BlockingStream(fs.zip_stream(found, stop=stop), stop),
         media_type="application/zip",
         headers=_file_headers(f"{name}.zip", True, None),
     )

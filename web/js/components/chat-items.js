@@ -43,7 +43,9 @@ function ApprovalBox({ call, approval, decision, error, onDecide }) {
   const sent = !!decision;
   return html`<div class="approval" data-testid="approval-card" data-call-id=${call.id}>
     <p class="approval__title">${Icon.shield()}<span>${t('chat.approval_question', { name: call.name })}</span></p>
-    ${approval && approval.reason && html`<p class="approval__reason" data-testid="approval-reason">${approval.reason}</p>`}
+    ${approval && approval.reason &&
+    html`<p class="approval__reason" data-testid="approval-reason">
+      ${approval.reason.charAt(0).toUpperCase() + approval.reason.slice(1)}</p>`}
     ${error && html`<p class="approval__error" role="alert" data-testid="approval-error">${errorText(error)}</p>`}
     <div class="approval__actions">
       <button type="button" class="btn btn--primary btn--small" disabled=${sent} data-testid="approval-approve"
@@ -209,13 +211,28 @@ export function Conversation({ thread, running, simple, onDecide }) {
   const streamingText = !!(last && last.role === 'assistant' && last.text && !(last.tool_calls || []).length);
   const anyWaiting = Object.values(thread.approvals).length > 0;
 
+  // Notes pinned to a history item (see loadMessages) follow that item.
+  // Notes pinned to a history item (see addNote) follow that item; the
+  // others stay where they are in the tail.
+  const pinned = {};
+  const seqs = new Set(items.map((it) => it.seq));
+  const isPinned = (e) => e.anchor !== undefined && seqs.has(e.anchor);
+  for (const e of thread.tail) {
+    if (e.kind === 'note' && isPinned(e)) (pinned[e.anchor] = pinned[e.anchor] || []).push(e);
+  }
+
   return html`<div class="conversation" data-testid="chat-messages">
-    ${items.map((it) => renderItem(it, ctx, `s${it.seq}`))}
+    ${items.map((it) => [
+      renderItem(it, ctx, `s${it.seq}`),
+      ...(pinned[it.seq] || []).map((e) => html`<${Note} key=${e.key} entry=${e} />`),
+    ])}
     ${thread.tail.map((e) => {
       if (e.kind === 'user') return html`<${UserMessage} key=${e.key} item=${e.item} pending=${e.pending} />`;
-      if (e.kind === 'note') return html`<${Note} key=${e.key} entry=${e} />`;
+      if (e.kind === 'note') return isPinned(e) ? null : html`<${Note} key=${e.key} entry=${e} />`;
       return html`<div class="turn" key=${e.key} data-testid="chat-turn" data-done=${e.done ? 'true' : 'false'}>
-        ${e.items.map((it, i) => renderItem(it, ctx, it.key, !e.done && i === e.items.length - 1))}
+        ${e.items.map((it, i) =>
+          renderItem(it, ctx, it.key, !e.done && i === e.items.length - 1 && !(it.tool_calls || []).length),
+        )}
       </div>`;
     })}
     ${running && !streamingText && !anyWaiting && html`<${Typing} simple=${simple} />`}
@@ -232,6 +249,8 @@ export function ScrollArea({ resetKey, children, label, busy }) {
   useEffect(() => {
     stick.current = true;
     setAway(false);
+    const el = ref.current;
+    if (el) el.scrollTop = el.scrollHeight;
   }, [resetKey]);
 
   useLayoutEffect(() => {
@@ -247,12 +266,14 @@ export function ScrollArea({ resetKey, children, label, busy }) {
     const ro = new ResizeObserver(() => {
       if (stick.current) el.scrollTop = el.scrollHeight;
     });
+    ro.observe(el); // the area shrinks when the composer grows
     if (inner) ro.observe(inner);
     return () => ro.disconnect();
   }, []);
 
   const onScroll = () => {
     const el = ref.current;
+    if (!el) return;
     const atBottom = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
     stick.current = atBottom;
     if (away === atBottom) setAway(!atBottom);
@@ -260,6 +281,7 @@ export function ScrollArea({ resetKey, children, label, busy }) {
 
   const toBottom = () => {
     const el = ref.current;
+    if (!el) return;
     stick.current = true;
     setAway(false);
     el.scrollTo({ top: el.scrollHeight, behavior: 'smooth' });

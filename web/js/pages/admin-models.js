@@ -117,11 +117,11 @@ function ProviderRow({ provider, modelCount, onEdit, onDelete }) {
         <span class="badge" data-testid="provider-kind-badge">${provider.kind}</span>
       </div>
       <div class="list-row__facts">
-        <span class="muted small mono list-row__url">${provider.base_url || t('models.base_url_default')}</span>
+        <span class=${`muted small list-row__url${provider.base_url ? ' mono' : ''}`}>${provider.base_url || t('models.base_url_default')}</span>
         ${provider.has_api_key
           ? html`<span class="badge badge--locked" data-testid="provider-key-status" data-has-key="true">${Icon.key()}${t('models.key_stored')}</span>`
           : html`<span class="badge" data-testid="provider-key-status" data-has-key="false">${t('models.key_none')}</span>`}
-        <span class="muted small">${t('models.provider_model_count', { count: modelCount })}</span>
+        <span class="muted small">${modelCount === 1 ? t('models.provider_model_one') : t('models.provider_model_count', { count: modelCount })}</span>
       </div>
     </div>
     <div class="list-row__actions">
@@ -266,9 +266,10 @@ function ModelRow({ model, index, count, providerName, busy, onMove, onToggle, o
           data-testid="model-down">${Icon.down()}</button>
       </span>
       <button type="button" class="btn btn--small btn--ghost" onClick=${() => onEdit(model)} data-testid="model-edit"
-        aria-label=${t('models.edit_aria', { name: model.name })}>${Icon.edit()}<span>${t('common.edit')}</span></button>
+        aria-label=${t('models.edit_aria', { name: model.name })}>${Icon.edit()}<span class="btn__label">${t('common.edit')}</span></button>
       <button type="button" class="btn btn--small btn--danger-ghost" onClick=${() => onDelete(model)}
-        data-testid="model-delete" aria-label=${t('models.delete_aria', { name: model.name })}>${t('common.delete')}</button>
+        data-testid="model-delete" aria-label=${t('models.delete_aria', { name: model.name })}>
+        ${Icon.trash()}<span class="btn__label">${t('common.delete')}</span></button>
     </div>
   </li>`;
 }

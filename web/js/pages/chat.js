@@ -25,10 +25,10 @@ import {
   sendMessage,
   stopConversation,
   decide,
+  drafts,
 } from '../chat.js';
 
 const SHARE_KEY = 'skald.chat.share_view';
-const drafts = new Map(); // conversation id ('' = none yet) -> unsent text
 
 const COMMANDS = [
   { name: '/stop', key: 'chat.cmd_stop' },
@@ -136,7 +136,7 @@ function Tab({ conv, active, onSelect, onClose }) {
               setEditing(false);
             }
           }} />`
-      : html`<button type="button" role="tab" class="tab__button" aria-selected=${active ? 'true' : 'false'}
+      : html`<button type="button" class="tab__button" aria-current=${active ? 'true' : undefined}
           title=${error ? errorText(error) : t('chat.tab_hint', { title })} data-testid="chat-tab-select"
           onClick=${() => onSelect(conv.id)} onDblClick=${startEdit}
           onKeyDown=${(e) => e.key === 'F2' && startEdit()}>
@@ -189,9 +189,9 @@ function Tabs({ conversations, activeId, onSelect, onNew, onClose, onReopen }) {
   const open = conversations.filter((c) => c.open);
   const closed = conversations.filter((c) => !c.open);
   return html`<div class="tabs-bar">
-    <div class="tabs" role="tablist" aria-label=${t('chat.tabs_label')} data-testid="chat-tabs">
+    <nav class="tabs" aria-label=${t('chat.tabs_label')} data-testid="chat-tabs">
       ${open.map((c) => html`<${Tab} key=${c.id} conv=${c} active=${c.id === activeId} onSelect=${onSelect} onClose=${onClose} />`)}
-    </div>
+    </nav>
     <button type="button" class="icon-btn tabs-bar__new" onClick=${onNew} aria-label=${t('chat.new_tab')} title=${t('chat.new_tab')}
       data-testid="chat-new-tab">${Icon.plus()}</button>
     <${HistoryMenu} closed=${closed} onReopen=${onReopen} />
@@ -240,8 +240,18 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
   const filesRef = useRef(files);
   filesRef.current = files;
 
+  const textRef = useRef(text);
+  textRef.current = text;
+
   const dropPreviews = (list) => list.forEach((f) => f.preview && URL.revokeObjectURL(f.preview));
-  useEffect(() => () => dropPreviews(filesRef.current), []);
+  useEffect(
+    () => () => {
+      dropPreviews(filesRef.current);
+      // Keep the draft for when the chat is opened again (not after a logout).
+      if (getState().me) drafts.set(prevId.current || '', textRef.current);
+    },
+    [],
+  );
 
   // Each conversation keeps its own draft; attachments belong to the
   // conversation they were uploaded to, so they are dropped on a switch.
@@ -416,7 +426,8 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
       </ul>`}
       <label class="visually-hidden" for="chat-input">${t('chat.input_label')}</label>
       <textarea id="chat-input" ref=${inputRef} class="composer__input" rows=${simple ? 2 : 1} value=${text}
-        placeholder=${simple ? t('chat.placeholder_simple') : t('chat.placeholder')} data-testid="chat-input"
+        placeholder=${simple ? t('chat.placeholder_simple') : t('chat.placeholder')} title=${t('chat.input_hint')}
+        data-testid="chat-input"
         onInput=${(e) => setText(e.target.value)} onKeyDown=${onKeyDown}
         onPaste=${(e) => {
           const pasted = e.clipboardData && e.clipboardData.files;
@@ -443,7 +454,8 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
             html`<option value=${conv.model_id}>${t('chat.model_unavailable')}</option>`}
           </select>
           <button type="button" class=${`toggle-btn${share ? ' is-on' : ''}`} aria-pressed=${share ? 'true' : 'false'}
-            onClick=${toggleShare} title=${t('chat.share_view_hint')} data-testid="chat-share-view">
+            onClick=${toggleShare} title=${t('chat.share_view_hint')} aria-label=${t('chat.share_view')}
+            data-testid="chat-share-view">
             ${Icon.eye()}<span class="toggle-btn__label">${t('chat.share_view')}</span>
           </button>`}
         <span class="composer__spacer"></span>
@@ -454,7 +466,8 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
         </span>`}
         ${running &&
         html`<button type="button" class="btn btn--secondary btn--small composer__stop" onClick=${onStop} disabled=${stopping}
-          data-testid="chat-stop">${Icon.stop()}<span>${stopping ? t('chat.stopping') : t('chat.stop')}</span></button>`}
+          aria-label=${stopping ? t('chat.stopping') : t('chat.stop')} data-testid="chat-stop">
+          ${Icon.stop()}<span class="composer__stop-label">${stopping ? t('chat.stopping') : t('chat.stop')}</span></button>`}
         <button type="submit" class="btn btn--primary composer__send" disabled=${!canSend} aria-label=${t('chat.send')}
           title=${t('chat.send_hint')} data-testid="chat-send">
           ${Icon.send()}<span class="composer__send-label">${t('chat.send')}</span>
@@ -561,8 +574,9 @@ export function ChatPage() {
       <button type="button" class="btn btn--secondary" onClick=${() => loadMessages(conv.id)}>${t('chat.retry')}</button>
     </div></div>`;
   } else {
-    body = html`<${ScrollArea} resetKey=${conv.id} busy=${running} label=${t('chat.messages_label', { title: titleOf(conv) })}>
-      <${Conversation} thread=${thread} running=${running} simple=${simple}
+    body = html`<${ScrollArea} resetKey=${`${conv.id}:${thread.sent || 0}`} busy=${running}
+        label=${t('chat.messages_label', { title: titleOf(conv) })}>
+      <${Conversation} thread=${thread} running=${conv.status === 'running'} simple=${simple}
         onDecide=${(callId, decision) => decide(conv.id, callId, decision)} />
     <//>`;
   }
