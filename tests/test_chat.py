@@ -409,3 +409,30 @@ async def test_links_planted_in_the_home_do_not_reach_another_members_files(
     )
     assert r.status_code == 403, r.text
     assert sorted(p.name for p in (mum_home / "uploads" / cid).iterdir()) == ["photo.png"]
+
+
+async def test_the_assistant_works_on_files_in_the_members_home(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("write_file", {"path": "~/lists/shopping.txt", "content": "flour\nyeast\n"})],
+            [Call("grep", {"pattern": "yeast", "path": "~"})],
+            "Your list has yeast on it.",
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "Start a shopping list with flour and yeast")
+    # Own home: no approval needed, and the file is really there.
+    assert out["status"] == "done" and out["reply"] == "Your list has yeast on it."
+    home = runtime.core.layout.home(household["ada"])
+    assert (home / "lists" / "shopping.txt").read_text() == "flour\nyeast\n"
+    grep_result = next(
+        m
+        for m in fake_llm.requests[2].body["messages"]
+        if m["role"] == "tool" and "yeast" in m["content"] and "shopping" in m["content"]
+    )
+    assert grep_result

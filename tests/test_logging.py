@@ -97,7 +97,7 @@ def test_stdlib_records_are_formatted_and_redacted() -> None:
     buffer = io.StringIO()
     configure_logging("info", "json", buffer)
     logging.getLogger("x").warning("token=abc123secret")
-    logging.getLogger("httpx").info("GET %s", "https://h/?password=hunter2-pass")
+    logging.getLogger("httpx").warning("GET %s", "https://h/?password=hunter2-pass")
     logging.getLogger("x").debug("below the level")
     output = buffer.getvalue()
     assert "abc123secret" not in output

@@ -2,10 +2,11 @@
 `skald serve` that has no administrator yet.
 
 One scenario walks the household through the UI: first-run setup with the token from the
-server, the recovery code, creating a member and a child on the People page, a member
-who sees no admin pages and is refused by the API, a child on a phone-sized screen in the
-simple shell, language and theme, and an admin pausing the member whose open page must
-drop to the login page on its own. Every page is watched for console errors and CSP
+server, the recovery code, landing on the chat (the home page) with the old home content
+on the overview page, creating a member and a child on the People page, a member who sees
+no admin pages and is refused by the API, a child on a phone-sized screen in the simple
+shell (no overview page; Chat and Profile always in view), language and theme, and an
+admin pausing the member whose open page must drop to the login page on its own. Every page is watched for console errors and CSP
 violations. Screenshots land in `test-artifacts/screenshots/` for a human to look at.
 
 Only the system Chromium is used (never a browser downloaded by Playwright). When it or
@@ -214,15 +215,22 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     shot(admin, "02-setup-recovery-code")
     admin.get_by_test_id("recovery-saved").click()
 
-    expect(admin.get_by_test_id("home-page")).to_be_visible()
+    # The home page is the chat; with no conversation yet it greets the admin.
+    expect(admin.get_by_test_id("chat-page")).to_be_visible()
     assert _hash(admin) == "#/"
     expect(admin.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "full")
-    expect(admin.get_by_test_id("home-greeting")).to_contain_text("Mum")
-    expect(admin.get_by_test_id("home-health")).to_have_attribute("data-status", "ok")
+    expect(admin.get_by_test_id("chat-greeting")).to_contain_text("Mum")
     expect(admin.get_by_test_id("nav-admin-users")).to_be_visible()
     expect(admin.get_by_test_id("nav-admin-roles")).to_be_visible()
     assert not (server.data / "setup-token").exists()  # used up
-    shot(admin, "03-home-admin")
+    # The old home content, server health included, is the overview page.
+    admin.get_by_test_id("nav-overview").click()
+    expect(admin.get_by_test_id("home-page")).to_be_visible()
+    assert _hash(admin) == "#/overview"
+    expect(admin.get_by_test_id("home-greeting")).to_contain_text("Mum")
+    expect(admin.get_by_test_id("home-health")).to_have_attribute("data-status", "ok")
+    expect(admin.get_by_test_id("home-link-users")).to_be_visible()
+    shot(admin, "03-overview-admin")
 
     # -- People: a member (encrypted: recovery dialog) and a child (not encrypted) ----
     admin.get_by_test_id("nav-admin-users").click()
@@ -276,9 +284,14 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(member.get_by_test_id("login-error")).to_contain_text("Wrong username or password")
     shot(member, "08-login-wrong-password")
     _login(member, MEMBER, MEMBER_PW)
-    expect(member.get_by_test_id("home-page")).to_be_visible()
+    expect(member.get_by_test_id("chat-page")).to_be_visible()
     expect(member.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "full")
-    for testid in ("nav-admin-users", "nav-admin-roles", "home-link-users", "home-health"):
+    for testid in ("nav-admin-users", "nav-admin-roles", "nav-admin-models"):
+        expect(member.get_by_test_id(testid)).to_have_count(0)
+    member.get_by_test_id("nav-overview").click()
+    expect(member.get_by_test_id("home-page")).to_be_visible()
+    expect(member.get_by_test_id("home-link-profile")).to_be_visible()
+    for testid in ("home-link-users", "home-link-roles", "home-link-models", "home-health"):
         expect(member.get_by_test_id(testid)).to_have_count(0)
     assert member.context.request.get("/api/users").status == 403
     statuses = member.evaluate(
@@ -298,7 +311,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     member.goto("/#/admin/users")  # typing the address shows a polite refusal
     expect(member.get_by_test_id("not-allowed")).to_be_visible()
     member.get_by_test_id("nav-home").click()
-    expect(member.get_by_test_id("home-page")).to_be_visible()
+    expect(member.get_by_test_id("chat-page")).to_be_visible()
 
     # -- the child, on a phone: the simple shell --------------------------------------
     child = open_page(
@@ -307,13 +320,20 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     child.goto("/")
     expect(child.get_by_test_id("login-form")).to_be_visible()
     _login(child, CHILD, CHILD_PW)
-    expect(child.get_by_test_id("home-page")).to_be_visible()
+    expect(child.get_by_test_id("chat-page")).to_be_visible()
     expect(child.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "simple")
-    for testid in ("nav-admin-users", "nav-admin-roles", "home-health"):
+    expect(child.get_by_test_id("chat-greeting")).to_contain_text("Tim")
+    for testid in ("nav-admin-users", "nav-admin-roles", "nav-overview", "chat-model-picker"):
         expect(child.get_by_test_id(testid)).to_have_count(0)
     assert child.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
-    shot(child, "09-child-home-375")
-    child.get_by_test_id("home-link-profile").click()
+    shot(child, "09-child-chat-375")
+    child.goto("/#/overview")  # no overview in the simple shell: back to the chat
+    expect(child.get_by_test_id("chat-page")).to_be_visible()
+    assert _hash(child) == "#/"
+    expect(child.get_by_test_id("home-page")).to_have_count(0)
+    # The simple shell has no drawer: Chat and Profile are always in view.
+    expect(child.get_by_test_id("nav-toggle")).to_be_hidden()
+    child.get_by_test_id("nav-profile").click()
     expect(child.get_by_test_id("profile-page")).to_be_visible()
     for testid in ("encryption-status", "profile-theme", "logout-all"):
         expect(child.get_by_test_id(testid)).to_have_count(0)

@@ -44,6 +44,7 @@ from skald.agent.note_paths import (
 from skald.agent.subagent import SubAgentTool
 from skald.agent.tools import Tool, ToolContext
 from skald.errors import InvalidInputError
+from skald.files.tools import FileTool
 from skald.llm.types import ToolCall
 from skald.log import get_logger
 from skald.tools.memory import NoteTool
@@ -89,6 +90,16 @@ def decide(call: ToolCall, tool: Tool) -> Decision:
         return Allow()
     if place == SHARED_MEMORY and tool.kind == "write":
         return Require(SHARED_WRITE_REASON)
+    # The file tools only ever reach the member's own places (the router refuses the
+    # rest), so only what leaves those places needs a person: household notes.
+    if isinstance(tool, FileTool):
+        path = call.arguments.get("path", "")
+        if tool.kind == "read":
+            return Allow()  # the member's own home, the manual, notes they may read
+        if tool.kind == "write" and not (isinstance(path, str) and "shared-memory" in path):
+            return Allow()  # their own home and private notes
+        if tool.kind == "write":
+            return Require(SHARED_WRITE_REASON)
     if isinstance(tool, SubAgentTool):
         # Handing work to a helper changes nothing by itself; every call the helper makes
         # passes this same gate.

@@ -118,7 +118,9 @@ class Runtime:
             shared=self.shared_memory,
             events=self.hub,
             config=self.config.assistant,
+            layout=self.core.layout,
         )
+        await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime
         self._spawn(runtime.hub.resume_interrupted())
         return runtime

@@ -28,6 +28,9 @@ from skald.core.approvals import DefaultGate
 from skald.core.events import EventHub
 from skald.core.llm_service import LlmService
 from skald.core.users import UnlockedUser
+from skald.files.router import PathRouter
+from skald.files.tools import workspace_tools
+from skald.paths import DataLayout
 from skald.store.conversations import Conversation
 from skald.store.rows import Role
 from skald.store.shared_memory import SharedMemoryStore
@@ -46,6 +49,7 @@ class UserRuntime:
         shared: SharedMemoryStore,
         events: EventHub,
         config: AssistantConfig,
+        layout: DataLayout,
     ) -> None:
         self.handle = handle
         self.user = handle.user
@@ -56,6 +60,7 @@ class UserRuntime:
         self.shared = shared
         self.config = config
         self.gate = DefaultGate()
+        self.router = PathRouter.for_member(layout, self.user.id)
         helpers = {a.id: a.description for a in agents.values() if a.type == "task"}
         self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
@@ -89,12 +94,21 @@ class UserRuntime:
         }
 
     def _tools(self, agent: AgentDef) -> list[Tool]:
-        tools: list[Tool] = [
-            *memory_tools(
+        # Members with the `files` capability work on their home and the manual too;
+        # the others (children by default) keep to their notes.
+        if "files" in self.role.capabilities:
+            base = workspace_tools(
+                self.handle.store,
+                self.shared,
+                self.user.id,
+                self.router,
+                shared_readable=self.shared_readable,
+            )
+        else:
+            base = memory_tools(
                 self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
-            ),
-            self._subagents,
-        ]
+            )
+        tools: list[Tool] = [*base, self._subagents]
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools
