@@ -89,7 +89,7 @@ class AssistantConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     timezone: str = "UTC"
     # Model calls allowed in one turn before the assistant stops and says so (1..200).
     max_rounds: Annotated[int, msgspec.Meta(ge=1, le=200)] = 25
-    # Largest upload accepted in the chat, in MiB (1..4096).
+    # Largest upload accepted (chat attachments and the Files API), in MiB (1..4096).
     upload_max_mb: Annotated[int, msgspec.Meta(ge=1, le=4096)] = 64
     # Compact a conversation by itself once it reaches about this many tokens (0 = only
     # when asked with /compact).

@@ -40,6 +40,7 @@ from skald.agent.note_paths import (
     NoteStoreName,
     parse_note_folder,
     parse_note_path,
+    store_of,
 )
 from skald.agent.subagent import SubAgentTool
 from skald.agent.tools import Tool, ToolContext
@@ -96,7 +97,7 @@ def decide(call: ToolCall, tool: Tool) -> Decision:
         path = call.arguments.get("path", "")
         if tool.kind == "read":
             return Allow()  # the member's own home, the manual, notes they may read
-        if tool.kind == "write" and not (isinstance(path, str) and "shared-memory" in path):
+        if tool.kind == "write" and store_of(path) != SHARED_MEMORY:
             return Allow()  # their own home and private notes
         if tool.kind == "write":
             return Require(SHARED_WRITE_REASON)

@@ -69,17 +69,17 @@ def content_for(
     parts: list[ContentPart] = [TextPart(text)] if text.strip() else []
     images = 0
     inlined = 0
+    router = _router(layout, user_id)
     for a in attachments:
-        path = layout.home(user_id) / a.path
         if (
             a.mime in IMAGE_TYPES
             and images < MAX_IMAGES_PER_TURN
             and a.size <= MAX_IMAGE_BYTES
             and inlined + a.size <= MAX_INLINE_TOTAL
         ):
-            parts.append(
-                ImagePart(media_type=a.mime, data_b64=base64.b64encode(path.read_bytes()).decode())
-            )
+            # Read again through the router: never follow a link swapped in since the check.
+            data, _ = _read_upload(router, a.path, MAX_IMAGE_BYTES)
+            parts.append(ImagePart(media_type=a.mime, data_b64=base64.b64encode(data).decode()))
             images += 1
             inlined += a.size
         parts.append(TextPart(f"{ATTACHMENT_NOTE}{a.path} ({a.mime}, {a.size} bytes)]"))

@@ -1,0 +1,455 @@
+"""The chat and the Models page in a real browser: Debian's Chromium driven by Playwright
+against a real `skald serve`, with the fake provider (`fake_llm.FakeLLM`) as the model.
+
+The administrator adds the provider and a model on the Models page. A member has the chat
+open in two tabs of one browser: she asks in the first tab, the model answers with a
+write to the household's shared memory, which waits for her approval in both tabs; she
+approves in the second tab, and the answer streams into both. The conversation survives
+a reload and a switch to a new tab and back, a second turn reads the note back, and the
+chat is photographed on a phone. Last, the administrator adds a second model, moves it
+to the top, the order survives a reload, and the chat's AUTO really uses it first.
+
+Launch flags, the skip rule (and its failure under `SKALD_CI`), the console and CSP
+watching and the screenshot folder are those of `test_ui_e2e.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import Call, FakeLLM, Text
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from test_ui_e2e import (
+    CHROMIUM_ARGS,
+    CSP_RECORDER,
+    PLAYWRIGHT_MISSING,
+    SHOTS,
+    Watch,
+    _browser_or_skip,
+    _hash,
+    _login,
+    shot,
+)
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
+
+MEMBER, MEMBER_PW = "ada", "ada's long password"
+MAIN_MODEL, SECOND_MODEL = "fake-main", "fake-second"
+
+NOTE_PATH = "shared-memory/recipes.md"
+NOTE = "# Recipes\nPancakes: 2 eggs, 250 g flour and 500 ml milk."
+QUESTION = "Please keep our pancake recipe for the whole household"
+# Plain words only: the Markdown of any prefix of it is that prefix, so what the page
+# shows while it streams can be compared with the text itself.
+ANSWER = (
+    "Saved! The pancake recipe is now in the household notes, where everybody can find "
+    "it. You need two eggs, flour and milk; whisk them well, let the batter rest for a "
+    "while and fry thin pancakes in a hot pan with a little butter. Enjoy your breakfast"
+)
+ANSWER_STREAM = Text(ANSWER, chunk_size=6, chunk_delay=0.05)  # about 2.5 s on the wire
+ANSWER_HEAD = ANSWER[:6]  # the first streamed piece
+
+# The only failed requests in this scenario: the boot-time "who am I?" before a login.
+EXPECTED_STATUS = re.compile(r"status of 401 \(")
+
+
+class ChatWatch(Watch):
+    """`Watch` of the walkthrough, allowing only this scenario's expected status."""
+
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        return bool(EXPECTED_STATUS.search(text))
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    added = srv.cli(
+        "user", "add", MEMBER, "--role", "member", "--password-stdin", stdin=MEMBER_PW + "\n"
+    )
+    assert added.returncode == 0, added.stderr
+    srv.start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    executable = _browser_or_skip()
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.mark.timeout(120)
+def test_chat_in_two_tabs_and_models_in_the_browser(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    started = time.monotonic()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for stale in SHOTS.glob("failure-chat-*.png"):
+        stale.unlink()
+    watch = ChatWatch()
+    contexts: list[BrowserContext] = []
+
+    def new_context(**options: Any) -> BrowserContext:
+        context = browser.new_context(
+            locale="en-US", color_scheme="light", base_url=server.url, **options
+        )
+        context.set_default_timeout(10_000)
+        context.add_init_script(CSP_RECORDER)
+        contexts.append(context)
+        return context
+
+    try:
+        _scenario(server, fake, new_context, watch)
+    except Exception:
+        for name, page in watch.pages.items():
+            with contextlib.suppress(Exception):  # a crashed page must not hide the error
+                page.screenshot(path=str(SHOTS / f"failure-chat-{name}.png"), full_page=True)
+        print(server.log()[-4000:])
+        raise
+    finally:
+        for context in contexts:
+            context.close()
+    print(f"browser chat scenario took {time.monotonic() - started:.1f} s")
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _text(locator: Locator) -> str:
+    return " ".join(locator.inner_text().split())
+
+
+def _messages(page: Page) -> list[tuple[str, str, str]]:
+    """(role, seq, text) of every message on screen, read in one go."""
+    rows = page.get_by_test_id("chat-messages").get_by_test_id("message")
+    found = rows.evaluate_all(
+        "els => els.map(e => [e.dataset.role || '', e.dataset.seq || '', e.innerText])"
+    )
+    return [(role, seq, " ".join(text.split())) for role, seq, text in found]
+
+
+def _tab(page: Page, conversation_id: str) -> Locator:
+    return page.locator(f'[data-testid="chat-tab"][data-conversation-id="{conversation_id}"]')
+
+
+def _tool_card(page: Page, tool: str) -> Locator:
+    return page.locator(f'[data-testid="tool-card"][data-tool="{tool}"]')
+
+
+def _answered(page: Page, text: str) -> Locator:
+    """The stored (history) assistant message holding `text`: the turn is over."""
+    return page.locator('[data-testid="message"][data-role="assistant"][data-seq]').filter(
+        has_text=text
+    )
+
+
+def _wait_idle(page: Page, answer: str) -> None:
+    """README: done = the page says idle and the stored answer is shown (the live turn,
+    whose messages have no seq, has been replaced by the history)."""
+    expect(_answered(page, answer)).to_have_count(1)
+    expect(page.get_by_test_id("chat-page")).to_have_attribute("data-status", "idle")
+    expect(page.get_by_test_id("chat-turn")).to_have_count(0)
+    expect(page.locator('[data-testid="message"]:not([data-seq])')).to_have_count(0)
+
+
+def _result_text(card: Locator) -> str:
+    result = card.get_by_test_id("tool-result")
+    summary = result.locator("summary")
+    expect(result).not_to_have_attribute("open", "")  # closed unless the tool failed
+    summary.click()
+    expect(result).to_have_attribute("open", "")
+    text = str(result.locator("pre").inner_text())
+    summary.click()  # closed again, as a reload would show it
+    expect(result).not_to_have_attribute("open", "")
+    return text
+
+
+def _watch_stream(pages: dict[str, Page], final: str, timeout: float = 20.0) -> dict[str, Any]:
+    """Sample the streaming answer in every page until each shows all of it.
+
+    Returns, per page, the distinct partial texts in the order seen and the seconds
+    between the first partial and the complete text."""
+    seen: dict[str, list[str]] = {name: [] for name in pages}
+    first: dict[str, float] = {}
+    complete: dict[str, float] = {}
+    deadline = time.monotonic() + timeout
+    while len(complete) < len(pages):
+        assert time.monotonic() < deadline, f"the answer did not complete: {seen}"
+        for name, page in pages.items():
+            if name in complete:
+                continue
+            shown = page.locator('[data-testid="message"][data-role="assistant"]').filter(
+                has_text=ANSWER_HEAD
+            )
+            if shown.count() == 0:
+                continue
+            with contextlib.suppress(Exception):  # replaced by the history mid-read
+                text = " ".join(shown.last.inner_text(timeout=1000).split())
+                now = time.monotonic()
+                if text == final:
+                    complete[name] = now
+                elif text not in seen[name]:
+                    seen[name].append(text)
+                    first.setdefault(name, now)
+        time.sleep(0.03)
+    return {
+        name: (seen[name], complete[name] - first.get(name, complete[name])) for name in pages
+    }
+
+
+# -- the scenario -------------------------------------------------------------------------
+
+
+def _scenario(
+    server: ServerProcess,
+    fake: FakeLLM,
+    new_context: Callable[..., BrowserContext],
+    watch: ChatWatch,
+) -> None:
+    desktop = {"viewport": {"width": 1280, "height": 860}}
+
+    # -- the admin connects the fake provider and a model on the Models page ----------
+    admin = watch.attach("admin", new_context(**desktop).new_page())
+    admin.goto("/")
+    expect(admin.get_by_test_id("login-form")).to_be_visible()
+    _login(admin, ADMIN, ADMIN_PW)
+    expect(admin.get_by_test_id("chat-page")).to_be_visible()
+    admin.get_by_test_id("nav-admin-models").click()
+    expect(admin.get_by_test_id("models-page")).to_be_visible()
+    expect(admin.get_by_test_id("providers-empty")).to_be_visible()
+    expect(admin.get_by_test_id("model-add")).to_be_disabled()  # no provider yet
+
+    admin.get_by_test_id("provider-add").click()
+    dialog = admin.get_by_test_id("provider-dialog")
+    expect(dialog).to_be_visible()
+    dialog.get_by_test_id("provider-name").fill("Fake OpenAI")
+    dialog.get_by_test_id("provider-kind").select_option("openai_compatible")
+    dialog.get_by_test_id("provider-base-url").fill(fake.base_url_openai)
+    dialog.get_by_test_id("provider-api-key").fill("sk-test-secret-123")
+    dialog.get_by_test_id("provider-save").click()
+    expect(dialog).to_have_count(0)
+    provider = admin.locator('[data-testid="provider-row"][data-provider-name="Fake OpenAI"]')
+    expect(provider.get_by_test_id("provider-kind-badge")).to_have_text("openai_compatible")
+    expect(provider.get_by_test_id("provider-key-status")).to_have_attribute("data-has-key", "true")
+    assert "sk-test-secret-123" not in admin.content()  # sealed, never shown again
+
+    _add_model(admin, MAIN_MODEL, "Fake main")
+    rows = admin.get_by_test_id("model-row")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-model-name", "Fake main")
+    expect(rows.first).to_have_attribute("data-enabled", "true")
+
+    # -- the member: the chat in two tabs of one browser ------------------------------
+    member = new_context(**desktop)
+    tab1 = watch.attach("tab1", member.new_page())
+    tab1.goto("/")
+    expect(tab1.get_by_test_id("login-form")).to_be_visible()
+    _login(tab1, MEMBER, MEMBER_PW)
+    expect(tab1.get_by_test_id("chat-page")).to_be_visible()
+    expect(tab1.get_by_test_id("chat-greeting")).to_contain_text(re.compile("ada", re.I))
+    tab2 = watch.attach("tab2", member.new_page())
+    tab2.goto("/")  # the same session: no login page
+    expect(tab2.get_by_test_id("chat-empty")).to_be_visible()
+    expect(tab2.get_by_test_id("chat-tab")).to_have_count(0)
+
+    fake.script(
+        MAIN_MODEL,
+        [[Call("write_file", {"path": NOTE_PATH, "content": NOTE})], ANSWER_STREAM],
+    )
+    # Typed into the greeting page: the conversation is created on the way.
+    tab1.get_by_test_id("chat-input").fill(QUESTION)
+    tab1.get_by_test_id("chat-input").press("Enter")
+    page1 = tab1.get_by_test_id("chat-page")
+    expect(page1).to_have_attribute("data-conversation-id", re.compile(r"\S"))
+    cid = str(page1.get_attribute("data-conversation-id"))
+    expect(tab1.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
+    assert _hash(tab1) == f"#/?c={cid}"
+
+    # The other tab learns of the new conversation over its WebSocket and shows it.
+    expect(_tab(tab2, cid)).to_be_visible()
+    expect(_tab(tab2, cid)).to_contain_text(QUESTION[:20])
+    _tab(tab2, cid).get_by_test_id("chat-tab-select").click()
+    expect(tab2.get_by_test_id("chat-page")).to_have_attribute("data-conversation-id", cid)
+    assert _hash(tab2) == f"#/?c={cid}"
+
+    # The write to the shared notes waits for the member, in both tabs.
+    for tab in (tab1, tab2):
+        expect(tab.get_by_test_id("chat-page")).to_have_attribute(
+            "data-status", "awaiting_approval"
+        )
+        card = _tool_card(tab, "write_file")
+        expect(card).to_have_count(1)
+        expect(card).to_have_attribute("data-status", "awaiting_approval")
+        expect(card.get_by_test_id("approval-card")).to_be_visible()
+        expect(card.get_by_test_id("approval-approve")).to_be_enabled()
+        expect(tab.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
+    # Why it asks comes with the live event only: the history's calls carry no reason, so
+    # the tab that loaded the conversation afterwards shows the card without one.
+    reason = tab1.get_by_test_id("approval-reason")
+    expect(reason).to_contain_text("shared memory")
+    expect(_tab(tab1, cid).get_by_test_id("chat-tab-busy")).to_be_visible()
+    shot(tab1, "chat-01-approval-desktop")
+
+    # Approved in the second tab; the answer streams into both.
+    tab2.get_by_test_id("approval-approve").click()
+    stream = _watch_stream({"tab1": tab1, "tab2": tab2}, ANSWER)
+    for name, (partials, seconds) in stream.items():
+        assert partials, f"{name}: the answer appeared all at once, it did not stream"
+        for partial in partials:
+            assert ANSWER.startswith(partial), (name, partial)
+        lengths = [len(p) for p in partials]
+        assert lengths == sorted(lengths), f"{name}: the text shrank: {partials}"
+    partials, seconds = stream["tab1"]
+    assert len(partials) >= 3 and seconds >= 0.5, (
+        f"tab1 saw {len(partials)} partial texts over {seconds:.2f} s: {partials}"
+    )
+
+    for tab in (tab1, tab2):
+        _wait_idle(tab, ANSWER)
+        card = _tool_card(tab, "write_file")
+        expect(card).to_have_attribute("data-status", "done")
+        expect(card.get_by_test_id("tool-status")).to_have_attribute("data-status", "done")
+        expect(tab.get_by_test_id("approval-card")).to_have_count(0)
+        assert f"Created {NOTE_PATH}" in _result_text(card)
+        expect(_tab(tab, cid).get_by_test_id("chat-tab-busy")).to_have_count(0)
+    shot(tab1, "chat-02-answer-desktop")
+
+    before = _messages(tab1)
+    assert [role for role, _, _ in before] == ["user", "assistant", "assistant"], before
+    assert all(seq for _, seq, _ in before), before  # all from the history
+    assert before[0][2] == QUESTION and before[2][2] == ANSWER
+    assert _messages(tab2) == before  # both tabs show the very same conversation
+
+    # -- a reload shows the same conversation -----------------------------------------
+    tab1.reload()
+    expect(tab1.get_by_test_id("chat-page")).to_have_attribute("data-conversation-id", cid)
+    _wait_idle(tab1, ANSWER)
+    expect(_tool_card(tab1, "write_file")).to_have_attribute("data-status", "done")
+    assert _messages(tab1) == before
+    assert _hash(tab1) == f"#/?c={cid}"
+
+    # -- a new tab, then back: the first conversation is intact -----------------------
+    tab1.get_by_test_id("chat-new-tab").click()
+    expect(tab1.get_by_test_id("chat-empty")).to_be_visible()
+    expect(tab1.get_by_test_id("chat-tab")).to_have_count(2)
+    expect(page1).not_to_have_attribute("data-conversation-id", cid)
+    other = str(page1.get_attribute("data-conversation-id"))
+    expect(_tab(tab1, other)).to_have_attribute("data-active", "true")
+    expect(_tab(tab2, other)).to_be_visible()  # the other tab follows the tab list
+    expect(tab2.get_by_test_id("chat-page")).to_have_attribute("data-conversation-id", cid)
+    _tab(tab1, cid).get_by_test_id("chat-tab-select").click()
+    expect(page1).to_have_attribute("data-conversation-id", cid)
+    expect(_tab(tab1, cid)).to_have_attribute("data-active", "true")
+    _wait_idle(tab1, ANSWER)
+    assert _messages(tab1) == before
+
+    # -- the note really is in the shared memory: the model reads it back -------------
+    reply = "Your recipe needs two eggs."
+    fake.script(MAIN_MODEL, [[Call("read_file", {"path": NOTE_PATH})], reply])
+    tab1.on("console", lambda m: print("CONSOLE", m.type, m.text))
+    print("BEFORE", tab1.evaluate("() => { const el = document.querySelector('[data-testid=chat-input]'); el.addEventListener('input', e => console.log('input event', JSON.stringify(e.target.value), e.isTrusted)); return [el.value, el.disabled, el.readOnly, document.activeElement && document.activeElement.outerHTML.slice(0, 80)]; }"))
+    tab1.get_by_test_id("chat-input").fill("What is in our recipes note?")
+    print("AFTER FILL", tab1.evaluate("() => { const el = document.querySelector('[data-testid=chat-input]'); return [el.value, document.querySelectorAll('[data-testid=chat-input]').length, el.isConnected]; }"))
+    tab1.get_by_test_id("chat-input").press_sequentially("abc", delay=50)
+    print("AFTER TYPE", tab1.get_by_test_id("chat-input").input_value())
+    tab1.get_by_test_id("chat-send").click()
+    _wait_idle(tab1, reply)
+    card = _tool_card(tab1, "read_file")
+    expect(card).to_have_attribute("data-status", "done")
+    expect(card.get_by_test_id("approval-card")).to_have_count(0)  # reads need no approval
+    shown = _result_text(card)
+    assert "# Recipes" in shown and "Pancakes: 2 eggs" in shown, shown
+    last = fake.bodies("openai")[-1]
+    tool_results = [m["content"] for m in last["messages"] if m["role"] == "tool"]
+    assert any("Pancakes: 2 eggs" in json.dumps(r) for r in tool_results), tool_results
+    _wait_idle(tab2, reply)  # the second tab followed
+    assert _messages(tab2) == _messages(tab1)
+    assert fake.remaining(MAIN_MODEL) == 0
+
+    # -- the same conversation on a phone ---------------------------------------------
+    phone = watch.attach(
+        "phone",
+        new_context(viewport={"width": 375, "height": 812}, is_mobile=True, has_touch=True)
+        .new_page(),
+    )
+    phone.goto(f"/#/?c={cid}")
+    expect(phone.get_by_test_id("login-form")).to_be_visible()
+    _login(phone, MEMBER, MEMBER_PW)
+    expect(phone.get_by_test_id("chat-page")).to_have_attribute("data-conversation-id", cid)
+    _wait_idle(phone, reply)
+    assert _messages(phone) == _messages(tab1)
+    assert phone.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    expect(phone.get_by_test_id("chat-input")).to_be_visible()
+    expect(phone.get_by_test_id("chat-send")).to_be_visible()
+    shot(phone, "chat-03-phone-375")
+
+    # -- the admin adds a second model and moves it to the top ------------------------
+    _add_model(admin, SECOND_MODEL, "Fake second")
+    expect(rows).to_have_count(2)
+    _expect_order(admin, [("Fake main", "10"), ("Fake second", "20")])
+    second = admin.locator('[data-testid="model-row"][data-model-name="Fake second"]')
+    expect(second.get_by_test_id("model-down")).to_be_disabled()  # already last
+    second.get_by_test_id("model-up").click()
+    _expect_order(admin, [("Fake second", "10"), ("Fake main", "20")])
+    # Enabled again only once both changes are saved (and now that it is not last).
+    expect(second.get_by_test_id("model-down")).to_be_enabled()
+    expect(second.get_by_test_id("model-up")).to_be_disabled()
+    expect(admin.get_by_test_id("models-action-error")).to_have_count(0)
+    admin.reload()
+    expect(admin.get_by_test_id("models-page")).to_be_visible()
+    _expect_order(admin, [("Fake second", "10"), ("Fake main", "20")])
+    assert _hash(admin) == "#/admin/models"
+    shot(admin, "chat-04-models-page")
+
+    # ... and AUTO now asks the second model first.
+    fake.script(SECOND_MODEL, ["The second model answers now."])
+    fake.script(MAIN_MODEL, ["The main model must not be asked."])
+    tab1.get_by_test_id("chat-input").fill("Who answers now?")
+    tab1.get_by_test_id("chat-input").press("Enter")
+    _wait_idle(tab1, "The second model answers now.")
+    assert fake.remaining(SECOND_MODEL) == 0 and fake.remaining(MAIN_MODEL) == 1
+
+    problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+    assert not problems, "\n".join(problems)
+
+
+def _add_model(admin: Page, wire_id: str, name: str) -> None:
+    admin.get_by_test_id("model-add").click()
+    dialog = admin.get_by_test_id("model-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_test_id("model-provider")).to_contain_text("Fake OpenAI")
+    dialog.get_by_test_id("model-wire-id").fill(wire_id)
+    dialog.get_by_test_id("model-name").fill(name)
+    tools = dialog.locator('[data-testid="model-cap"][data-capability="tools"]')
+    expect(tools).to_be_checked()  # the chat's tools need it; the default
+    dialog.get_by_test_id("model-save").click()
+    expect(dialog).to_have_count(0)
+    expect(admin.get_by_test_id("models-flash")).to_contain_text(name)
+    expect(admin.locator(f'[data-testid="model-row"][data-model-name="{name}"]')).to_be_visible()
+
+
+def _expect_order(admin: Page, order: list[tuple[str, str]]) -> None:
+    rows = admin.get_by_test_id("models-list").get_by_test_id("model-row")
+    expect(rows).to_have_count(len(order))
+    for i, (name, priority) in enumerate(order):
+        expect(rows.nth(i)).to_have_attribute("data-model-name", name)
+        expect(rows.nth(i)).to_have_attribute("data-priority", priority)
