@@ -8,6 +8,7 @@ a new model or an edited agent applies from the next turn on.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -28,8 +29,11 @@ from skald.core.approvals import DefaultGate
 from skald.core.events import EventHub
 from skald.core.llm_service import LlmService
 from skald.core.users import UnlockedUser
+from skald.sandbox.execute import commands_block
+from skald.sandbox.manager import SandboxManager
+from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.conversations import Conversation
-from skald.store.rows import Role
+from skald.store.rows import Role, User
 from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.memory import memory_indexes, memory_tools
 
@@ -46,6 +50,8 @@ class UserRuntime:
         shared: SharedMemoryStore,
         events: EventHub,
         config: AssistantConfig,
+        sandbox: SandboxManager | None = None,
+        member: Callable[[str], Awaitable[tuple[User, Role]]] | None = None,
     ) -> None:
         self.handle = handle
         self.user = handle.user
@@ -56,6 +62,11 @@ class UserRuntime:
         self.shared = shared
         self.config = config
         self.gate = DefaultGate()
+        self.sandbox = sandbox
+        self._execute: ExecuteCmdTool | None = None
+        if sandbox is not None and member is not None:
+            user_id = self.user.id
+            self._execute = ExecuteCmdTool(sandbox, lambda: member(user_id))
         helpers = {a.id: a.description for a in agents.values() if a.type == "task"}
         self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
@@ -86,6 +97,11 @@ class UserRuntime:
                 memory_index_block("shared-memory", shared_index) if self.shared_readable else ""
             ),
             "TASK_AGENTS": task_agents_block(self.agents.values()),
+            "SANDBOX_COMMANDS": (
+                commands_block(self.sandbox.commands.get(self.user.id, []))
+                if self._execute is not None and self.sandbox is not None
+                else ""
+            ),
         }
 
     def _tools(self, agent: AgentDef) -> list[Tool]:
@@ -95,6 +111,8 @@ class UserRuntime:
             ),
             self._subagents,
         ]
+        if self._execute is not None:
+            tools.append(self._execute)
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools
