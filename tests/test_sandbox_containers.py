@@ -16,7 +16,7 @@ from sandbox_support import docker_fixture, remove_instance_containers, sandbox_
 from skald.config import SandboxConfig
 from skald.core.runtime import Runtime
 from skald.sandbox.execute import CommandResult, probe, run_command
-from skald.sandbox.image import image_tag
+from skald.sandbox.image import dockerfile_path, image_tag
 from skald.sandbox.manager import (
     LABEL_INSTANCE,
     LABEL_USER,
@@ -138,7 +138,7 @@ async def test_drift_recreates_and_unchanged_is_reused(
     assert docker.containers.get(first).status == "running"
 
     # An edited Dockerfile means a new tag; the container follows it.
-    original = (Path(rt.sandbox.docs_dir).parent / "installer/runtime/Dockerfile").read_bytes()
+    original = dockerfile_path().read_bytes()
     new_tag = image_tag(original + b"\n# an edit\n")
     assert new_tag != image_tag(original) == rt.sandbox.image
     repo, _, version = new_tag.partition(":")

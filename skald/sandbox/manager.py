@@ -375,10 +375,15 @@ class SandboxManager:
         was = self.state
         try:
             await self._connect()
-        except (DockerUnavailable, Exception) as exc:
-            self._lost(exc.args[0] if isinstance(exc, DockerUnavailable) else _brief(exc))
+            present = await self.call(has_image, self._client, self.image)
+        except DockerUnavailable as exc:
+            self._lost(str(exc))
             return False
-        present = await self.call(has_image, self._client, self.image)
+        except SandboxUnavailable:
+            return False  # `call` has recorded the reason
+        except Exception as exc:
+            self._lost(_brief(exc))
+            return False
         if not present:
             if self.state != "image_missing":
                 log.warning("sandbox image missing", image=self.image)
