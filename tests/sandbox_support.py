@@ -48,6 +48,8 @@ def remove_instance_containers(client: Any, instance_id: str) -> None:
         all=True, filters={"label": f"{LABEL_INSTANCE}={instance_id}"}
     ):
         container.remove(force=True)
+    for network in client.networks.list(filters={"label": f"{LABEL_INSTANCE}={instance_id}"}):
+        network.remove()
 
 
 async def wait_for(predicate: Any, seconds: float = 30.0) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from fake_llm import Call, FakeLLM, Text
-from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
+from sandbox_support import docker_fixture, sandbox_runtime_fixture, wait_for  # noqa: F401
 from test_chat import MakeClient, _admin_sets_up_models, _chat, _wait_idle
 
 from skald.core.runtime import Runtime
@@ -55,7 +55,16 @@ async def test_model_runs_a_command_after_approval(
     fake_llm.script("model-a", [[Call("execute_cmd", {"command": command})], EchoLastToolResult()])
     ada = await make_client()
     await ada.login("ada")
+    assert runtime.sandbox is not None
+    sandbox = runtime.sandbox
+
+    async def probed() -> bool:
+        return bool(sandbox.commands.get(household["ada"]))
+
+    await wait_for(probed, 20)  # the login started the container and probed it
     out = await _chat(ada, "Which Debian does your sandbox run?")
+    system = fake_llm.bodies("openai")[0]["messages"][0]["content"]
+    assert "## Your sandbox" in system and "`python3`" in system and "`tesseract`" in system
     assert out["status"] == "awaiting_approval"
     cid = out["conversation_id"]
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()

@@ -111,6 +111,31 @@ async def test_child_has_no_network_adult_has(sandbox_runtime: Runtime) -> None:
     assert "eth0" in adult.output.split()
 
 
+async def test_members_sandboxes_cannot_reach_each_other(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    await rt.core.users.create("ada", PASSWORD, "member")
+    bob = (await rt.core.users.create("bob", PASSWORD, "member")).user
+    serve = await _run(
+        rt,
+        "bob",
+        "python3 -m http.server 8080 >/dev/null 2>&1 & "
+        "for i in $(seq 50); do curl -s -o /dev/null localhost:8080 && break; sleep 0.1; done; "
+        "curl -s -o /dev/null -w '%{http_code}' localhost:8080",
+    )
+    assert serve.output.strip() == "200", serve.output
+    container = docker.containers.get(rt.sandbox.container_name(bob.id))
+    networks = container.attrs["NetworkSettings"]["Networks"]
+    assert list(networks) == [rt.sandbox.network_name]
+    bob_ip = networks[rt.sandbox.network_name]["IPAddress"]
+    probe = await _run(
+        rt, "ada", f"curl -s -m 2 -o /dev/null -w '%{{http_code}}' http://{bob_ip}:8080; echo $?"
+    )
+    assert probe.output.strip().endswith("28"), probe.output  # curl: timed out
+
+
 async def test_probe_lists_the_usual_commands(sandbox_runtime: Runtime) -> None:
     rt = sandbox_runtime
     assert rt.sandbox is not None

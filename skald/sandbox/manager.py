@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -83,7 +84,9 @@ class ContainerSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     image: str
     user: str  # "uid:gid" the member's commands run as
-    network: Literal["bridge", "none"]
+    # "none", or this instance's own bridge network (members' sandboxes cannot reach
+    # each other on it, only the outside).
+    network: str
     mounts: tuple[Mount, ...]
     memory_mb: int
     pids: int
@@ -123,6 +126,7 @@ class SandboxManager:
         self.commands: dict[str, list[str]] = {}  # user id -> probe result
         self._client: Any = None
         self._locks: dict[str, asyncio.Lock] = {}
+        self._network_lock = threading.Lock()
         self._wake = asyncio.Event()
         # Control calls and long output streams get separate pools, so a few long-running
         # commands can never hold up an `ensure` or a kill.
@@ -134,6 +138,10 @@ class SandboxManager:
 
     def container_name(self, user_id: str) -> str:
         return f"skald-{self.instance_id}-{user_id}"
+
+    @property
+    def network_name(self) -> str:
+        return f"skald-{self.instance_id}-net"
 
     @property
     def exec_user(self) -> str:
@@ -185,7 +193,7 @@ class SandboxManager:
             name=self.container_name(user.id),
             image=self.image,
             user=self.exec_user,
-            network=role.attributes.sandbox_network,
+            network="none" if role.attributes.sandbox_network == "none" else self.network_name,
             mounts=(
                 Mount(source=str(home), target=CONTAINER_HOME, read_only=False),
                 Mount(source=str(self.docs_dir), target=CONTAINER_DOCS, read_only=True),
@@ -250,10 +258,34 @@ class SandboxManager:
         if not has_image(client, spec.image):
             self.state = "image_missing"
             raise SandboxUnavailable(self.unavailable_message())
+        if spec.network != "none":
+            self._ensure_network(client, spec.network)
         created = self._create(client, spec, user_id)
         created.start()
         log.info("sandbox created", container=spec.name, id=created.short_id)
         return str(created.id)
+
+    def _ensure_network(self, client: Any, name: str) -> None:
+        """This instance's bridge, without traffic between its containers (no ICC)."""
+        # Docker accepts two networks of one name: ensures of two members must not race.
+        with self._network_lock:
+            self._ensure_network_locked(client, name)
+
+    def _ensure_network_locked(self, client: Any, name: str) -> None:
+        found = client.networks.list(names=[name], filters={"label": self._label()})
+        if any(n.name == name for n in found):
+            return
+        log.info("creating sandbox network", network=name)
+        client.networks.create(
+            name,
+            driver="bridge",
+            options={"com.docker.network.bridge.enable_icc": "false"},
+            labels={LABEL_INSTANCE: self.instance_id},
+            check_duplicate=True,
+        )
+
+    def _label(self) -> str:
+        return f"{LABEL_INSTANCE}={self.instance_id}"
 
     def _create(self, client: Any, spec: ContainerSpec, user_id: str) -> Any:
         from docker.types import Mount as DockerMount
@@ -277,7 +309,8 @@ class SandboxManager:
             memswap_limit=f"{spec.memory_mb}m",
             pids_limit=spec.pids,
             nano_cpus=int(spec.cpus * 1e9),
-            network_mode=spec.network,
+            network_mode=spec.network if spec.network == "none" else None,
+            network=None if spec.network == "none" else spec.network,
             mounts=[
                 DockerMount(m.target, m.source, type="bind", read_only=m.read_only)
                 for m in spec.mounts
