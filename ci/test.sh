@@ -67,6 +67,72 @@ prepare_browser() {
     "$SKALD_CHROMIUM" --version 2>/dev/null
 }
 
+# apt-get install PACKAGES..., refreshing the lists only when they are stale or unknown.
+apt_install() {
+    if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: need $* (Debian: apt-get install $*)" >&2
+        return 1
+    fi
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    fi
+}
+
+docker_answers() {
+    docker info >/dev/null 2>&1
+}
+
+# A running Docker engine (the sandbox tests use real containers) and debootstrap (the
+# offline base of the runtime image). dockerd is started detached, so it outlives this
+# script and serves the next run too.
+prepare_docker() {
+    local missing=()
+    command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+    command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+    if ((${#missing[@]})); then
+        apt_install "${missing[@]}"
+    fi
+    if ! docker_answers; then
+        if [[ $EUID -ne 0 ]]; then
+            echo "test.sh: Docker is not running and only root can start it here" >&2
+            return 1
+        fi
+        echo "starting dockerd (log: /var/log/dockerd.log)"
+        setsid dockerd >>/var/log/dockerd.log 2>&1 </dev/null &
+        local waited=0
+        until docker_answers; do
+            if ((waited >= 60)); then
+                echo "test.sh: dockerd did not answer within 60 s; see /var/log/dockerd.log" >&2
+                return 1
+            fi
+            sleep 1
+            waited=$((waited + 1))
+        done
+    fi
+    docker version --format 'Docker engine {{.Server.Version}} (API {{.Server.APIVersion}})'
+}
+
+# The sandboxes' runtime image, built once here; the tests use its tag and never build.
+# No registry is reachable in CI: the base is a debootstrap rootfs imported as an image.
+prepare_runtime_image() {
+    local tag
+    tag="$("$VENV/bin/python" -c 'from skald.sandbox.image import image_tag; print(image_tag())')"
+    if docker image inspect "$tag" >/dev/null 2>&1; then
+        echo "$tag is already built"
+        return 0
+    fi
+    if ! docker image inspect debian:trixie-slim >/dev/null 2>&1 \
+        && ! docker image inspect skald-base:trixie >/dev/null 2>&1; then
+        local start=$SECONDS
+        "$VENV/bin/python" -m skald --data "$STATE/data" image bootstrap-base
+        echo "base image: $((SECONDS - start))s"
+    fi
+    local start=$SECONDS
+    "$VENV/bin/python" -m skald --data "$STATE/data" image build
+    echo "runtime image: $((SECONDS - start))s"
+}
+
 venv_ok() {
     [[ -x "$VENV/bin/python" && -x "$VENV/bin/pip" ]] \
         && "$VENV/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix' 2>/dev/null \
@@ -157,6 +223,8 @@ main() {
     run_prepare python prepare_python
     run_prepare browser prepare_browser
     run_prepare venv prepare_venv
+    run_prepare docker prepare_docker
+    run_prepare "runtime image" prepare_runtime_image
 
     run_check ruff check_ruff
     run_check "ruff format" check_format

@@ -312,6 +312,53 @@ async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
     return 3 if out["status"] == "awaiting_approval" else 0
 
 
+async def cmd_image_build(args: argparse.Namespace, env: Env) -> int:
+    """Build the runtime image every member's sandbox runs (no data directory needed)."""
+    from skald.sandbox import image
+    from skald.sandbox.client import connect
+
+    client = await asyncio.to_thread(connect, env.config.sandbox.docker_host)
+    try:
+        base = await asyncio.to_thread(image.pick_base, client, args.base)
+        tag = image.image_tag()
+        env.out.write(f"Building {tag} from {base}\n")
+        env.out.flush()
+
+        def progress(line: str) -> None:
+            env.out.write(line if line.endswith("\n") else line + "\n")
+            env.out.flush()
+
+        await asyncio.to_thread(image.build_image, client, base=base, tag=tag, progress=progress)
+    finally:
+        client.close()
+    env.out.write(f"Built {tag}\n")
+    return 0
+
+
+async def cmd_image_bootstrap_base(args: argparse.Namespace, env: Env) -> int:
+    """debootstrap a minimal Debian trixie and import it as a local base image."""
+    from skald.sandbox import image
+    from skald.sandbox.client import connect
+
+    mirror = args.mirror or image.apt_mirror()
+    if not mirror:
+        raise UsageError("no Debian mirror found in /etc/apt: pass --mirror URL")
+    client = await asyncio.to_thread(connect, env.config.sandbox.docker_host)
+    try:
+
+        def progress(line: str) -> None:
+            env.out.write(line if line.endswith("\n") else line + "\n")
+            env.out.flush()
+
+        tag = await asyncio.to_thread(
+            image.bootstrap_base, client, mirror=mirror, tag=args.tag, progress=progress
+        )
+    finally:
+        client.close()
+    env.out.write(f"Imported {tag}; build with `skald image build --base {tag}`\n")
+    return 0
+
+
 def _raise_for_api(r: Any) -> None:
     if r.status_code >= 400:
         try:
@@ -431,6 +478,23 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument("name")
     p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
     p.set_defaults(handler=cmd_user_delete)
+
+    img = command("image", "the sandboxes' runtime image")
+    isub = img.add_subparsers(dest="image_command", metavar="ACTION", required=True)
+    p = command("build", "build the runtime image (needs Docker)", isub)
+    p.add_argument(
+        "--base",
+        metavar="IMAGE",
+        help="base image (default: debian:trixie-slim, or skald-base:trixie when only that "
+        "one is present)",
+    )
+    p.set_defaults(handler=cmd_image_build)
+    p = command(
+        "bootstrap-base", "make a local base image with debootstrap (root, no registry)", isub
+    )
+    p.add_argument("--mirror", metavar="URL", help="Debian mirror (default: the one apt uses)")
+    p.add_argument("--tag", default="skald-base:trixie", help="image name to import as")
+    p.set_defaults(handler=cmd_image_bootstrap_base)
     return parser
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "AuthConfig",
     "Config",
     "LogConfig",
+    "SandboxConfig",
     "SecurityConfig",
     "ServerConfig",
     "StorageConfig",
@@ -96,6 +97,28 @@ class AssistantConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     compact_at_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
+class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Give every member a sandbox container for running commands; false turns it off.
+    enabled: bool = True
+    # Docker Engine address, e.g. "unix:///var/run/docker.sock" or "tcp://host:2375";
+    # empty means the DOCKER_HOST environment variable, else the default socket.
+    docker_host: str = ""
+    # Runtime image to use instead of the built-in skald-runtime:v<hash> (empty: built-in).
+    image: str = ""
+    # Memory limit of each container, in MiB (>= 64).
+    memory_mb: Annotated[int, msgspec.Meta(ge=64)] = 2048
+    # Most processes (and threads) at once in each container (>= 16).
+    pids: Annotated[int, msgspec.Meta(ge=16)] = 512
+    # CPU share of each container, in cores (> 0; 1.5 = one and a half cores).
+    cpus: Annotated[float, msgspec.Meta(gt=0)] = 2.0
+    # Time limit of one command in seconds, unless the assistant asks for another (>= 1).
+    command_timeout_s: Annotated[int, msgspec.Meta(ge=1)] = 120
+    # The longest time limit the assistant may ask for, in seconds (>= 1).
+    command_timeout_max_s: Annotated[int, msgspec.Meta(ge=1)] = 1800
+    # Output of one command kept for the assistant, in KiB (the rest is cut).
+    output_max_kb: Annotated[int, msgspec.Meta(ge=1, le=10240)] = 64
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # [server]: HTTP listener.
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
@@ -109,6 +132,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     auth: AuthConfig = msgspec.field(default_factory=AuthConfig)
     # [assistant]: the chat and the agents.
     assistant: AssistantConfig = msgspec.field(default_factory=AssistantConfig)
+    # [sandbox]: the members' command containers.
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
 
 
 # --------------------------------------------------------------------------- environment
@@ -314,7 +339,11 @@ def load_config(data_dir: Path, environ: Mapping[str, str]) -> Config:
         )
 
     # Every value was already checked; converting once more builds the frozen structs.
-    config = msgspec.convert(_merge(data, _env_overlay(environ)), type=Config)
+    merged = _merge(data, _env_overlay(environ))
+    # Docker's own variable, as every Docker client honours it, unless Skald's is set.
+    if not merged.get("sandbox", {}).get("docker_host") and environ.get("DOCKER_HOST"):
+        merged = _merge(merged, {"sandbox": {"docker_host": environ["DOCKER_HOST"]}})
+    config = msgspec.convert(merged, type=Config)
     _check_timezone(config.assistant.timezone, path, text)
     return config
 

@@ -50,6 +50,8 @@ TEST_ENV = {
     "SKALD_SECURITY_KDF_PROFILE": "test",
     "SKALD_AUTH_LOGIN_BACKOFF_BASE_S": "0.05",
     "SKALD_AUTH_LOGIN_BACKOFF_MAX_S": "0.4",
+    # Sandbox containers only where a test asks for them (tests/sandbox_helpers.py).
+    "SKALD_SANDBOX_ENABLED": "false",
 }
 PASSWORD = "a household password"
 

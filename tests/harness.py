@@ -27,7 +27,13 @@ def free_port() -> int:
 def skald_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SKALD_")}
     env.update(
-        {"HOME": str(home), "SKALD_SECURITY_KDF_PROFILE": "test", "SKALD_LOG_FORMAT": "json"}
+        {
+            "HOME": str(home),
+            "SKALD_SECURITY_KDF_PROFILE": "test",
+            "SKALD_LOG_FORMAT": "json",
+            # No sandbox containers unless a test asks for them.
+            "SKALD_SANDBOX_ENABLED": "false",
+        }
     )
     env.update(extra)
     return env

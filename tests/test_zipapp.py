@@ -97,6 +97,8 @@ def _clean_env(shiv_root: Path, home: Path) -> dict[str, str]:
         env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
     env["SHIV_ROOT"] = str(shiv_root)
     env["HOME"] = str(home)
+    # These servers must not leave sandbox containers behind on a machine with Docker.
+    env["SKALD_SANDBOX_ENABLED"] = "false"
     return env
 
 

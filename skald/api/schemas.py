@@ -34,6 +34,8 @@ class Health(msgspec.Struct, frozen=True, kw_only=True):
     version: str
     uptime_s: float
     reasons: list[str]
+    # The sandboxes' Docker: ok, starting, unreachable, image_missing or disabled.
+    docker: str = "disabled"
 
 
 class Me(msgspec.Struct, frozen=True, kw_only=True):

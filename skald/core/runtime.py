@@ -28,8 +28,10 @@ from skald.core.users import UnlockedUser
 from skald.errors import DatabaseClosedError, NotFoundError
 from skald.log import get_logger
 from skald.paths import DataLayout
+from skald.sandbox.execute import probe
+from skald.sandbox.manager import SandboxManager, SandboxState, SandboxUnavailable
 from skald.store.llm import LlmStore
-from skald.store.rows import User
+from skald.store.rows import Role, User
 from skald.store.sessions import SessionStore
 from skald.store.shared_memory import SharedMemoryStore
 
@@ -57,6 +59,8 @@ class Runtime:
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
         self.user_runtimes: dict[str, UserRuntime] = {}
+        # Built at start (it needs the instance id); None when [sandbox] is disabled.
+        self.sandbox: SandboxManager | None = None
         self._background: set[asyncio.Task[object]] = set()
         self.started_at = time.time()
         self.version = __version__
@@ -89,6 +93,46 @@ class Runtime:
         if not await self.core.registry.admin_exists():
             self._announce_setup(announce)
         self.supervisor.start("session-purge", self._purge_sessions_forever)
+        if self.config.sandbox.enabled:
+            self.sandbox = SandboxManager(
+                self.config.sandbox,
+                instance_id=await self.core.registry.instance_id(),
+                homes_dir=self.core.layout.homes_dir,
+                docs_dir=asset_dir("docs"),
+                members=self._sandbox_members,
+            )
+            # Docker may be down: the watcher keeps trying, the server runs regardless.
+            self.supervisor.start("sandbox-watcher", self.sandbox.watch_forever)
+
+    async def _sandbox_members(self) -> list[tuple[User, Role]]:
+        out = []
+        for user in await self.core.registry.list_users():
+            role = await self.core.registry.get_role(user.role)
+            if role is not None:
+                out.append((user, role))
+        return out
+
+    async def member(self, user_id: str) -> tuple[User, Role]:
+        """The member's current row and role (read fresh: both may have changed)."""
+        user = await self.core.registry.get_user(user_id)
+        if user is None:
+            raise NotFoundError("no such user")
+        role = await self.core.registry.get_role(user.role)
+        if role is None:
+            raise NotFoundError(f"the role {user.role!r} no longer exists")
+        return user, role
+
+    async def _probe_sandbox(self, user_id: str) -> None:
+        """At login: start the member's container and note which commands it has."""
+        sandbox = self.sandbox
+        if sandbox is None or sandbox.state != "ok":
+            return
+        try:
+            user, role = await self.member(user_id)
+            container_id = await sandbox.ensure(user, role)
+            sandbox.commands[user_id] = await probe(sandbox, container_id)
+        except Exception as exc:
+            log.warning("sandbox probe skipped", user_id=user_id, error=str(exc)[:300])
 
     async def _unlock_unencrypted(self) -> int:
         # Their data needs no password, and their background work must run after a reboot.
@@ -119,10 +163,13 @@ class Runtime:
             events=self.hub,
             config=self.config.assistant,
             layout=self.core.layout,
+            sandbox=self.sandbox,
+            member=self.member,
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime
         self._spawn(runtime.hub.resume_interrupted())
+        self._spawn(self._probe_sandbox(handle.user.id))
         return runtime
 
     def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
@@ -207,13 +254,28 @@ class Runtime:
         await self.sessions.revoke_user(user.id)
         self.hub.revoke_user(user.id, "deactivated")
         await self.detach(user.id)
-        return await self.core.users.deactivate(user.username)
+        updated = await self.core.users.deactivate(user.username)
+        # Their commands stop now; if Docker is down, the next reconciliation stops it.
+        await self._sandbox_do(user.id, "stop")
+        return updated
 
     async def delete(self, user: User) -> None:
         await self.sessions.revoke_user(user.id)
         self.hub.revoke_user(user.id, "deleted")
         await self.detach(user.id)
         await self.core.users.delete(user.username)
+        await self._sandbox_do(user.id, "remove")
+
+    async def _sandbox_do(self, user_id: str, action: str) -> None:
+        if self.sandbox is None:
+            return
+        try:
+            if action == "stop":
+                await self.sandbox.stop(user_id)
+            else:
+                await self.sandbox.remove(user_id)
+        except SandboxUnavailable as exc:
+            log.warning("sandbox left for the next reconciliation", user_id=user_id, error=str(exc))
 
     def user_changed(self, user_id: str) -> None:
         self.hub.publish(user_id, UserUpdated(user_id=user_id))
@@ -222,11 +284,19 @@ class Runtime:
 
     def health(self) -> tuple[str, list[str]]:
         reasons = self.supervisor.degraded_reasons()
+        if self.sandbox is not None:
+            reasons += self.sandbox.health_reasons()
         return ("degraded" if reasons else "ok"), reasons
+
+    @property
+    def docker_state(self) -> SandboxState:
+        return "disabled" if self.sandbox is None else self.sandbox.state
 
     async def shutdown(self) -> None:
         self.hub.close_all()
         await self.supervisor.stop_all()
+        if self.sandbox is not None:
+            await self.sandbox.close()
         for user_id in list(self.user_runtimes):
             await self.detach(user_id)
         for task in list(self._background):

@@ -8,6 +8,7 @@ a new model or an edited agent applies from the next turn on.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -31,8 +32,11 @@ from skald.core.users import UnlockedUser
 from skald.files.router import PathRouter
 from skald.files.tools import workspace_tools
 from skald.paths import DataLayout
+from skald.sandbox.execute import commands_block
+from skald.sandbox.manager import SandboxManager
+from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.conversations import Conversation
-from skald.store.rows import Role
+from skald.store.rows import Role, User
 from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.memory import memory_indexes, memory_tools
 
@@ -50,6 +54,8 @@ class UserRuntime:
         events: EventHub,
         config: AssistantConfig,
         layout: DataLayout,
+        sandbox: SandboxManager | None = None,
+        member: Callable[[str], Awaitable[tuple[User, Role]]] | None = None,
     ) -> None:
         self.handle = handle
         self.user = handle.user
@@ -61,6 +67,11 @@ class UserRuntime:
         self.config = config
         self.gate = DefaultGate()
         self.router = PathRouter.for_member(layout, self.user.id)
+        self.sandbox = sandbox
+        self._execute: ExecuteCmdTool | None = None
+        if sandbox is not None and member is not None:
+            user_id = self.user.id
+            self._execute = ExecuteCmdTool(sandbox, lambda: member(user_id))
         helpers = {a.id: a.description for a in agents.values() if a.type == "task"}
         self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
@@ -91,6 +102,11 @@ class UserRuntime:
                 memory_index_block("shared-memory", shared_index) if self.shared_readable else ""
             ),
             "TASK_AGENTS": task_agents_block(self.agents.values()),
+            "SANDBOX_COMMANDS": (
+                commands_block(self.sandbox.commands.get(self.user.id, []))
+                if self._execute is not None and self.sandbox is not None
+                else ""
+            ),
         }
 
     def _tools(self, agent: AgentDef) -> list[Tool]:
@@ -109,6 +125,8 @@ class UserRuntime:
                 self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
             )
         tools: list[Tool] = [*base, self._subagents]
+        if self._execute is not None:
+            tools.append(self._execute)
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools

@@ -36,6 +36,7 @@ async def health(rt: NamedDependency[Runtime]) -> Health:
         version=rt.version,
         uptime_s=round(time.time() - rt.started_at, 1),
         reasons=reasons,
+        docker=rt.docker_state,
     )
 
 

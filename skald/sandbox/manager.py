@@ -1,0 +1,483 @@
+"""One long-lived sandbox container per active member, kept in the shape it should have.
+
+- Named `skald-<instance>-<userid>`, labelled `skald.instance` / `skald.user`; every sweep
+  or removal filters on this instance's label, so another installation's containers (or
+  anything else on the host) are never touched.
+- `ensure` compares a hash of the wanted spec (image, uid:gid, mounts, network, limits,
+  start script) with the one the container was created with (label `skald.spec`): the
+  same -> reuse (start it if stopped), different -> remove and recreate.
+- The container starts as root only long enough to give the host uid:gid a passwd entry
+  and a sudoers rule, then drops to that uid. Every exec names that uid explicitly.
+- Docker unreachable is a state, not a crash: calls fail with `SandboxUnavailable`,
+  `health_reasons()` says why, and `watch_forever` (a supervised service) reconnects and
+  reconciles every active member when the daemon is back.
+- Every SDK call blocks: they run in this manager's thread pools, never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+import msgspec
+
+from skald.config import SandboxConfig
+from skald.errors import SkaldError
+from skald.log import get_logger
+from skald.sandbox.client import DockerUnavailable, connect
+from skald.sandbox.image import has_image, image_tag
+from skald.store.rows import Role, User
+
+log = get_logger("skald.sandbox")
+
+T = TypeVar("T")
+
+CONTAINER_HOME: Final = "/home/skald"
+CONTAINER_DOCS: Final = "/home/skald/docs"
+LABEL_INSTANCE: Final = "skald.instance"
+LABEL_USER: Final = "skald.user"
+LABEL_SPEC: Final = "skald.spec"
+STOP_GRACE_S: Final = 5
+
+# Runs as root at container start: a passwd entry and sudo for the member's uid, then the
+# idle main process as that uid. The uid/gid come positionally, never interpolated.
+START_SCRIPT: Final = r"""set -eu
+uid=$1 gid=$2
+if ! getent group "$gid" >/dev/null; then groupadd -o -g "$gid" skald; fi
+if ! getent passwd "$uid" >/dev/null; then
+  useradd -o -M -N -u "$uid" -g "$gid" -d /home/skald -s /bin/bash skald
+fi
+host=$(cat /proc/sys/kernel/hostname)
+# Without a network Docker leaves the hostname out of /etc/hosts, and sudo complains.
+if ! grep -qw -- "$host" /etc/hosts; then printf '127.0.1.1 %s\n' "$host" >> /etc/hosts; fi
+printf '#%s ALL=(ALL:ALL) NOPASSWD: ALL\n' "$uid" > /etc/sudoers.d/skald-member
+chmod 0440 /etc/sudoers.d/skald-member
+exec setpriv --reuid="$uid" --regid="$gid" --clear-groups sleep infinity
+"""
+
+SandboxState = Literal["disabled", "starting", "ok", "unreachable", "image_missing"]
+
+
+class SandboxUnavailable(SkaldError):
+    """The member's sandbox cannot be used right now; the message says why."""
+
+    code = "sandbox_unavailable"
+
+
+class Mount(msgspec.Struct, frozen=True, kw_only=True):
+    source: str
+    target: str
+    read_only: bool
+
+
+class ContainerSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a container is created from; its hash decides reuse or recreate."""
+
+    name: str
+    image: str
+    user: str  # "uid:gid" the member's commands run as
+    # "none", or this instance's own bridge network (members' sandboxes cannot reach
+    # each other on it, only the outside).
+    network: str
+    mounts: tuple[Mount, ...]
+    memory_mb: int
+    pids: int
+    cpus: float
+    start_script: str
+
+    @property
+    def digest(self) -> str:
+        raw = json.dumps(msgspec.to_builtins(self), sort_keys=True).encode()
+        return hashlib.sha256(raw).hexdigest()[:24]
+
+
+class SandboxManager:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        *,
+        instance_id: str,
+        homes_dir: Path,
+        docs_dir: Path,
+        members: Callable[[], Awaitable[list[tuple[User, Role]]]],
+        uid: int | None = None,
+        gid: int | None = None,
+        poll_s: float = 3.0,
+    ) -> None:
+        self.config = config
+        self.instance_id = instance_id
+        self.homes_dir = homes_dir
+        self.docs_dir = docs_dir
+        self.members = members
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        self.image = config.image or image_tag()
+        self.poll_s = poll_s
+        self.state: SandboxState = "starting"
+        self.reason = "connecting to Docker"
+        self.commands: dict[str, list[str]] = {}  # user id -> probe result
+        self._client: Any = None
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._network_lock = threading.Lock()
+        self._wake = asyncio.Event()
+        # Control calls and long output streams get separate pools, so a few long-running
+        # commands can never hold up an `ensure` or a kill.
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="skald-docker")
+        self.stream_pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="skald-exec")
+        self.reconciled = 0  # completed reconciliations (tests wait on it)
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def container_name(self, user_id: str) -> str:
+        return f"skald-{self.instance_id}-{user_id}"
+
+    @property
+    def network_name(self) -> str:
+        return f"skald-{self.instance_id}-net"
+
+    @property
+    def exec_user(self) -> str:
+        return f"{self.uid}:{self.gid}"
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking SDK call in the control pool; a lost daemon becomes a state."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        except Exception as exc:
+            if _is_connection_error(exc):
+                self._lost(f"Docker is not reachable: {_brief(exc)}")
+                raise SandboxUnavailable(self.unavailable_message()) from None
+            raise
+
+    def client(self) -> Any:
+        if self._client is None or self.state == "unreachable":
+            raise SandboxUnavailable(self.unavailable_message())
+        return self._client
+
+    def unavailable_message(self) -> str:
+        if self.state == "image_missing":
+            return (
+                f"the sandbox is not ready: its image {self.image} is missing "
+                "(an administrator can build it with `skald image build`)"
+            )
+        return f"the sandbox is not available right now ({self.reason}); try again later"
+
+    def _lost(self, reason: str) -> None:
+        if self.state != "unreachable":
+            log.warning("docker unreachable", reason=reason)
+        self.state = "unreachable"
+        self.reason = reason
+        self._wake.set()
+
+    def health_reasons(self) -> list[str]:
+        if self.state in ("ok", "disabled"):
+            return []
+        if self.state == "image_missing":
+            return [f"sandbox image {self.image} is missing: run `skald image build`"]
+        return [f"sandboxes unavailable: {self.reason}"]
+
+    # -- the spec -------------------------------------------------------------------------
+
+    def spec_for(self, user: User, role: Role) -> ContainerSpec:
+        home = self.homes_dir / user.id
+        return ContainerSpec(
+            name=self.container_name(user.id),
+            image=self.image,
+            user=self.exec_user,
+            network="none" if role.attributes.sandbox_network == "none" else self.network_name,
+            mounts=(
+                Mount(source=str(home), target=CONTAINER_HOME, read_only=False),
+                Mount(source=str(self.docs_dir), target=CONTAINER_DOCS, read_only=True),
+            ),
+            memory_mb=self.config.memory_mb,
+            pids=self.config.pids,
+            cpus=self.config.cpus,
+            start_script=START_SCRIPT,
+        )
+
+    def _prepare_host_dirs(self, user_id: str) -> None:
+        # Made by us before Docker sees them: Docker would create missing bind sources
+        # (and the docs mountpoint inside the home) owned by root.
+        home = self.homes_dir / user_id
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (home / "docs").mkdir(mode=0o755, exist_ok=True)
+
+    # -- ensure / stop / remove -----------------------------------------------------------
+
+    def _lock(self, user_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(user_id, asyncio.Lock())
+
+    async def ensure(self, user: User, role: Role) -> str:
+        """The member's container, running and matching its spec; returns its id."""
+        if not user.active:
+            raise SandboxUnavailable(f"{user.username}'s account is deactivated")
+        client = self.client()
+        spec = self.spec_for(user, role)
+        async with self._lock(user.id):
+            await asyncio.to_thread(self._prepare_host_dirs, user.id)
+            return await self.call(self._ensure_blocking, client, spec, user.id)
+
+    def _ensure_blocking(self, client: Any, spec: ContainerSpec, user_id: str) -> str:
+        import docker.errors
+
+        try:
+            container = client.containers.get(spec.name)
+        except docker.errors.NotFound:
+            container = None
+        if container is not None:
+            labels = container.labels or {}
+            if labels.get(LABEL_INSTANCE) != self.instance_id:
+                raise SandboxUnavailable(
+                    f"a container named {spec.name} exists but is not this Skald's; "
+                    "remove or rename it"
+                )
+            if labels.get(LABEL_SPEC) == spec.digest and container.status in (
+                "running",
+                "created",
+                "exited",
+            ):
+                if container.status != "running":
+                    container.start()
+                return str(container.id)
+            log.info(
+                "recreating sandbox",
+                container=spec.name,
+                status=container.status,
+                drifted=labels.get(LABEL_SPEC) != spec.digest,
+            )
+            container.remove(force=True)
+        if not has_image(client, spec.image):
+            self.state = "image_missing"
+            raise SandboxUnavailable(self.unavailable_message())
+        if spec.network != "none":
+            self._ensure_network(client, spec.network)
+        created = self._create(client, spec, user_id)
+        created.start()
+        log.info("sandbox created", container=spec.name, id=created.short_id)
+        return str(created.id)
+
+    def _ensure_network(self, client: Any, name: str) -> None:
+        """This instance's bridge, without traffic between its containers (no ICC)."""
+        # Docker accepts two networks of one name: ensures of two members must not race.
+        with self._network_lock:
+            self._ensure_network_locked(client, name)
+
+    def _ensure_network_locked(self, client: Any, name: str) -> None:
+        found = client.networks.list(names=[name], filters={"label": self._label()})
+        if any(n.name == name for n in found):
+            return
+        log.info("creating sandbox network", network=name)
+        client.networks.create(
+            name,
+            driver="bridge",
+            options={"com.docker.network.bridge.enable_icc": "false"},
+            labels={LABEL_INSTANCE: self.instance_id},
+            check_duplicate=True,
+        )
+
+    def _label(self) -> str:
+        return f"{LABEL_INSTANCE}={self.instance_id}"
+
+    def _create(self, client: Any, spec: ContainerSpec, user_id: str) -> Any:
+        from docker.types import Mount as DockerMount
+
+        uid, gid = spec.user.split(":")
+        return client.containers.create(
+            spec.image,
+            command=["sh", "-c", spec.start_script, "skald-start", uid, gid],
+            name=spec.name,
+            labels={
+                LABEL_INSTANCE: self.instance_id,
+                LABEL_USER: user_id,
+                LABEL_SPEC: spec.digest,
+            },
+            user="0:0",
+            environment={"HOME": CONTAINER_HOME, "USER": "skald", "LANG": "C.UTF-8"},
+            working_dir=CONTAINER_HOME,
+            init=True,
+            restart_policy={"Name": "unless-stopped"},
+            mem_limit=f"{spec.memory_mb}m",
+            memswap_limit=f"{spec.memory_mb}m",
+            pids_limit=spec.pids,
+            nano_cpus=int(spec.cpus * 1e9),
+            network_mode=spec.network if spec.network == "none" else None,
+            network=None if spec.network == "none" else spec.network,
+            mounts=[
+                DockerMount(m.target, m.source, type="bind", read_only=m.read_only)
+                for m in spec.mounts
+            ],
+            stdin_open=False,
+            tty=False,
+        )
+
+    async def container_id(self, user_id: str) -> str | None:
+        """The member's container id if it exists (no create)."""
+        import docker.errors
+
+        client = self.client()
+
+        def get() -> str | None:
+            try:
+                return str(client.containers.get(self.container_name(user_id)).id)
+            except docker.errors.NotFound:
+                return None
+
+        return await self.call(get)
+
+    async def stop(self, user_id: str) -> None:
+        """Stop the member's container (deactivation); it is kept for a later start."""
+        await self._on_container(user_id, lambda c: c.stop(timeout=STOP_GRACE_S))
+        self.commands.pop(user_id, None)
+
+    async def remove(self, user_id: str) -> None:
+        """Remove the member's container (account deleted)."""
+        await self._on_container(user_id, lambda c: c.remove(force=True))
+        self.commands.pop(user_id, None)
+
+    async def _on_container(self, user_id: str, action: Callable[[Any], object]) -> None:
+        import docker.errors
+
+        client = self.client()
+
+        def run() -> None:
+            for container in self._own(client, user_id):
+                with contextlib.suppress(docker.errors.NotFound):
+                    action(container)
+
+        async with self._lock(user_id):
+            await self.call(run)
+
+    def _own(self, client: Any, user_id: str | None = None) -> list[Any]:
+        labels = [f"{LABEL_INSTANCE}={self.instance_id}"]
+        if user_id is not None:
+            labels.append(f"{LABEL_USER}={user_id}")
+        return list(client.containers.list(all=True, filters={"label": labels}))
+
+    # -- reconciliation and the watcher ---------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """Every active member's container as it should be; others' removed."""
+        members = await self.members()
+        active = {user.id for user, _ in members if user.active}
+        for user, role in members:
+            if not user.active:
+                continue
+            try:
+                await self.ensure(user, role)
+            except SandboxUnavailable:
+                raise
+            except Exception as exc:
+                log.error("sandbox ensure failed", user_id=user.id, error=_brief(exc))
+        await self.sweep(active, {u.id for u, _ in members})
+        self.reconciled += 1
+
+    async def sweep(self, active: set[str], known: set[str]) -> None:
+        """Stop containers of deactivated members, remove those of unknown ones
+        (this instance's label only)."""
+        client = self.client()
+
+        def run() -> None:
+            for container in self._own(client):
+                owner = (container.labels or {}).get(LABEL_USER, "")
+                if owner not in known:
+                    log.info("removing orphan sandbox", container=container.name)
+                    container.remove(force=True)
+                elif owner not in active and container.status == "running":
+                    container.stop(timeout=STOP_GRACE_S)
+
+        await self.call(run)
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._client is None:
+            self._client = await loop.run_in_executor(self._pool, connect, self.config.docker_host)
+        else:
+            await loop.run_in_executor(self._pool, self._client.ping)
+
+    async def check(self) -> bool:
+        """One look at the daemon and the image; True when the sandbox just came back."""
+        was = self.state
+        try:
+            await self._connect()
+            present = await self.call(has_image, self._client, self.image)
+        except DockerUnavailable as exc:
+            self._lost(str(exc))
+            return False
+        except SandboxUnavailable:
+            return False  # `call` has recorded the reason
+        except Exception as exc:
+            self._lost(_brief(exc))
+            return False
+        if not present:
+            if self.state != "image_missing":
+                log.warning("sandbox image missing", image=self.image)
+            self.state = "image_missing"
+            self.reason = f"image {self.image} is missing"
+            return False
+        if was != "ok":
+            log.info("docker reachable", image=self.image)
+        self.state = "ok"
+        self.reason = ""
+        return was != "ok"
+
+    async def watch_forever(self) -> None:
+        """Supervised service: poll the daemon, reconcile at start and after each outage."""
+        backoff = self.poll_s
+        while True:
+            came_back = await self.check()
+            if came_back:
+                try:
+                    await self.reconcile()
+                    backoff = self.poll_s
+                except SandboxUnavailable:
+                    pass
+            if self.state == "ok":
+                backoff = self.poll_s
+            else:
+                backoff = min(max(backoff * 2, self.poll_s), 30.0)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=backoff)
+                # Woken by a failed call: give the daemon a moment before looking again.
+                await asyncio.sleep(min(1.0, self.poll_s))
+            except TimeoutError:
+                pass
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.stream_pool.shutdown(wait=False, cancel_futures=True)
+        if self._client is not None:
+            client, self._client = self._client, None
+            await asyncio.to_thread(client.close)
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    import docker.errors
+    import requests.exceptions
+
+    if isinstance(exc, requests.exceptions.ConnectionError | ConnectionError):
+        return True
+    if isinstance(exc, docker.errors.APIError):
+        return False
+    return isinstance(exc, docker.errors.DockerException) and "Connection" in str(exc)
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    for marker, short in (
+        ("FileNotFoundError", "no socket (is the daemon running?)"),
+        ("ConnectionRefusedError", "connection refused (is the daemon running?)"),
+        ("Connection aborted", "connection lost"),
+    ):
+        if marker in text:
+            return short
+    return text[:300]

@@ -1,0 +1,273 @@
+"""Per-member containers against a real Docker: isolation, identity, network per role,
+drift and reuse, deactivation and deletion, orphan sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PASSWORD
+from sandbox_support import docker_fixture, remove_instance_containers, sandbox_runtime_fixture  # noqa: F401
+
+from skald.config import SandboxConfig
+from skald.core.runtime import Runtime
+from skald.sandbox.execute import CommandResult, probe, run_command
+from skald.sandbox.image import dockerfile_path, image_tag
+from skald.sandbox.manager import (
+    LABEL_INSTANCE,
+    LABEL_USER,
+    SandboxManager,
+    SandboxUnavailable,
+)
+
+pytestmark = pytest.mark.docker
+
+
+async def _run(rt: Runtime, username: str, command: str, **kw: Any) -> CommandResult:
+    assert rt.sandbox is not None
+    user = await rt.core.users.get(username)
+    user, role = await rt.member(user.id)
+    cid = await rt.sandbox.ensure(user, role)
+    kw.setdefault("workdir", "/home/skald")
+    kw.setdefault("timeout_s", 20)
+    kw.setdefault("max_bytes", 65536)
+    return await run_command(rt.sandbox, cid, command, **kw)
+
+
+async def test_two_members_two_containers_isolated(
+    sandbox_runtime: Runtime, docker: Any, tmp_path: Path
+) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    ids = {}
+    for name in ("ada", "bob"):
+        ids[name] = (await rt.core.users.create(name, PASSWORD, "member")).user.id
+    (rt.core.layout.home(ids["bob"])).mkdir(parents=True, exist_ok=True)
+    bob_mark, host_mark = secrets.token_hex(16), secrets.token_hex(16)
+    (rt.core.layout.home(ids["bob"]) / "bob-secret.txt").write_text(bob_mark + "\n")
+    (tmp_path / "host-marker.txt").write_text(host_mark + "\n")
+
+    a = await _run(rt, "ada", "echo hi > ~/ada.txt; id -u; id -g; whoami; hostname")
+    b = await _run(rt, "bob", "hostname")
+    assert a.exit_code == 0 and b.exit_code == 0
+    uid, gid, _who, host_a = a.output.split()
+    assert (int(uid), int(gid)) == (os.getuid(), os.getgid())
+    assert host_a != b.output.strip()
+    # Ada's file landed in Ada's home on the host, nowhere else.
+    assert (rt.core.layout.home(ids["ada"]) / "ada.txt").read_text() == "hi\n"
+
+    containers = docker.containers.list(
+        filters={"label": f"{LABEL_INSTANCE}={rt.sandbox.instance_id}"}
+    )
+    names = sorted(c.name for c in containers)
+    assert names == sorted(rt.sandbox.container_name(i) for i in ids.values())
+    assert {c.labels[LABEL_USER] for c in containers} == set(ids.values())
+    attrs = containers[0].attrs["HostConfig"]
+    assert attrs["Init"] is True and attrs["RestartPolicy"]["Name"] == "unless-stopped"
+    assert attrs["Memory"] == 512 * 1024 * 1024 and attrs["PidsLimit"] > 0
+    assert attrs["NanoCpus"] > 0 and not attrs["Privileged"]
+
+    look = await _run(
+        rt,
+        "ada",
+        f"ls -a /home; grep -rslF {bob_mark} / --exclude-dir=proc --exclude-dir=sys; "
+        f"ls {tmp_path} 2>&1; grep -rslF {host_mark} / --exclude-dir=proc --exclude-dir=sys; "
+        "ls -l /var/run/docker.sock /run/docker.sock 2>&1; echo done",
+        timeout_s=60,
+    )
+    out = look.output
+    assert bob_mark not in out and host_mark not in out, out
+    assert "bob-secret" not in out
+    assert "No such file or directory" in out and out.rstrip().endswith("done")
+    assert out.splitlines()[:3] == [".", "..", "skald"]
+
+    # sudo works for the member's uid (passwd entry + sudoers rule written at start).
+    sudo = await _run(rt, "ada", "sudo -n id -u")
+    assert sudo.exit_code == 0 and sudo.output.strip() == "0", sudo.output
+    # The docs are there, read-only.
+    docs = await _run(rt, "ada", "ls ~/docs; touch ~/docs/x")
+    assert "README.md" in docs.output and "Read-only file system" in docs.output
+
+
+async def test_child_has_no_network_adult_has(sandbox_runtime: Runtime) -> None:
+    rt = sandbox_runtime
+    await rt.core.users.create("tim", PASSWORD, "children")
+    await rt.core.users.create("ada", PASSWORD, "member")
+    connect = (
+        "python3 -c 'import socket\n"
+        "try:\n"
+        '    socket.create_connection(("172.17.0.1", 9), 2)\n'
+        "except OSError as e:\n"
+        "    print(e.errno)'"
+    )
+    child = await _run(rt, "tim", f"ls /sys/class/net; getent hosts localhost.invalid; {connect}")
+    assert child.output.split()[0] == "lo" and "eth0" not in child.output
+    assert child.output.split()[-1] == "101"  # ENETUNREACH: no route anywhere
+    adult = await _run(rt, "ada", "ls /sys/class/net")
+    assert "eth0" in adult.output.split()
+
+
+async def test_members_sandboxes_cannot_reach_each_other(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    await rt.core.users.create("ada", PASSWORD, "member")
+    bob = (await rt.core.users.create("bob", PASSWORD, "member")).user
+    serve = await _run(
+        rt,
+        "bob",
+        "python3 -m http.server 8080 >/dev/null 2>&1 & "
+        "for i in $(seq 50); do curl -s -o /dev/null localhost:8080 && break; sleep 0.1; done; "
+        "curl -s -o /dev/null -w '%{http_code}' localhost:8080",
+    )
+    assert serve.output.strip() == "200", serve.output
+    container = docker.containers.get(rt.sandbox.container_name(bob.id))
+    networks = container.attrs["NetworkSettings"]["Networks"]
+    assert list(networks) == [rt.sandbox.network_name]
+    bob_ip = networks[rt.sandbox.network_name]["IPAddress"]
+    probe = await _run(
+        rt, "ada", f"curl -s -m 2 -o /dev/null -w '%{{http_code}}' http://{bob_ip}:8080; echo $?"
+    )
+    assert probe.output.strip().endswith("28"), probe.output  # curl: timed out
+
+
+async def test_probe_lists_the_usual_commands(sandbox_runtime: Runtime) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    created = await rt.core.users.create("ada", PASSWORD, "member")
+    user, role = await rt.member(created.user.id)
+    found = await probe(rt.sandbox, await rt.sandbox.ensure(user, role))
+    for name in ("python3", "node", "git", "rg", "ffmpeg", "convert", "pdftotext", "tesseract"):
+        assert name in found
+    assert "cargo" not in found
+
+
+async def test_drift_recreates_and_unchanged_is_reused(
+    sandbox_runtime: Runtime, docker: Any, tmp_path: Path
+) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    created = await rt.core.users.create("ada", PASSWORD, "member")
+    user, role = await rt.member(created.user.id)
+    first = await rt.sandbox.ensure(user, role)
+    assert await rt.sandbox.ensure(user, role) == first  # unchanged: the same container
+
+    # Stopped (e.g. by a daemon restart): started again, still the same container.
+    await asyncio.to_thread(docker.containers.get(first).stop, timeout=1)
+    assert await rt.sandbox.ensure(user, role) == first
+    assert docker.containers.get(first).status == "running"
+
+    # An edited Dockerfile means a new tag; the container follows it.
+    original = dockerfile_path().read_bytes()
+    new_tag = image_tag(original + b"\n# an edit\n")
+    assert new_tag != image_tag(original) == rt.sandbox.image
+    repo, _, version = new_tag.partition(":")
+    docker.images.get(rt.sandbox.image).tag(repo, version)  # stands in for a rebuild
+    try:
+        rt.sandbox.image = new_tag
+        second = await rt.sandbox.ensure(user, role)
+        assert second != first
+        assert docker.containers.get(second).attrs["Config"]["Image"] == new_tag
+        assert not [c for c in docker.containers.list(all=True) if c.id == first]
+        assert await rt.sandbox.ensure(user, role) == second
+    finally:
+        rt.sandbox.image = image_tag(original)
+        await asyncio.to_thread(remove_instance_containers, docker, rt.sandbox.instance_id)
+        docker.images.remove(new_tag)
+
+    # A limit changed in the configuration is drift too.
+    third = await rt.sandbox.ensure(user, role)
+    rt.sandbox.config = SandboxConfig(memory_mb=768)
+    fourth = await rt.sandbox.ensure(user, role)
+    assert fourth != third
+    assert docker.containers.get(fourth).attrs["HostConfig"]["Memory"] == 768 * 1024 * 1024
+
+
+async def test_deactivate_stops_delete_removes_sweep_spares_others(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    ada = (await rt.core.users.create("ada", PASSWORD, "member")).user
+    bob = (await rt.core.users.create("bob", PASSWORD, "member")).user
+    for user in (ada, bob):
+        u, role = await rt.member(user.id)
+        await rt.sandbox.ensure(u, role)
+    # A container of another Skald installation, and one without any label.
+    image = rt.sandbox.image
+    stranger = docker.containers.create(
+        image, ["sleep", "60"], labels={LABEL_INSTANCE: "other", LABEL_USER: ada.id}
+    )
+    plain = docker.containers.create(image, ["sleep", "60"])
+    try:
+        await rt.deactivate(ada)
+        assert docker.containers.get(rt.sandbox.container_name(ada.id)).status == "exited"
+        user, role = await rt.member(ada.id)
+        with pytest.raises(SandboxUnavailable):
+            await rt.sandbox.ensure(user, role)
+
+        await rt.delete(bob)
+        assert not docker.containers.list(
+            all=True, filters={"name": rt.sandbox.container_name(bob.id)}
+        )
+        # An orphan (its member vanished behind Skald's back) goes at reconciliation.
+        orphan = rt.sandbox.container_name("gone0000")
+        docker.containers.create(
+            image,
+            ["sleep", "60"],
+            name=orphan,
+            labels={LABEL_INSTANCE: rt.sandbox.instance_id, LABEL_USER: "gone0000"},
+        )
+        await rt.sandbox.reconcile()
+        assert not docker.containers.list(all=True, filters={"name": orphan})
+        # Other installations' containers and unlabelled ones are never touched.
+        stranger.reload()
+        plain.reload()
+    finally:
+        stranger.remove(force=True)
+        plain.remove(force=True)
+
+
+async def test_member_uid_without_passwd_entry(
+    docker: Any, tmp_path: Path, sandbox_runtime: Runtime
+) -> None:
+    """A host uid the image does not know still gets a name, a home and sudo."""
+    rt = sandbox_runtime
+    created = await rt.core.users.create("ada", PASSWORD, "member")
+    user, role = await rt.member(created.user.id)
+
+    async def members() -> list[Any]:
+        return [(user, role)]
+
+    manager = SandboxManager(
+        SandboxConfig(memory_mb=256),
+        instance_id=f"{rt.sandbox.instance_id if rt.sandbox else 'x'}u",
+        homes_dir=tmp_path / "homes",
+        docs_dir=Path(rt.sandbox.docs_dir if rt.sandbox else "."),
+        members=members,
+        uid=4321,
+        gid=4321,
+    )
+    try:
+        assert await manager.check()
+        await asyncio.to_thread(manager._prepare_host_dirs, user.id)
+        os.chown(tmp_path / "homes" / user.id, 4321, 4321)
+        cid = await manager.ensure(user, role)
+        r = await run_command(
+            manager,
+            cid,
+            "id -un; id -u; echo $HOME; touch ~/mine && stat -c %u ~/mine; sudo -n id -u",
+            workdir="/home/skald",
+            timeout_s=20,
+            max_bytes=4096,
+        )
+        assert r.output.split() == ["skald", "4321", "/home/skald", "4321", "0"], r.output
+        assert (tmp_path / "homes" / user.id / "mine").stat().st_uid == 4321
+    finally:
+        await asyncio.to_thread(remove_instance_containers, docker, manager.instance_id)
+        await manager.close()
