@@ -97,6 +97,12 @@ class ConversationRunner:
                 await self.hub.set_status(self.conversation_id, "idle")
             if not job.done.done():
                 job.done.set_result(result)
+            if self.queue.empty():
+                # Idle: let go, so a member's many old conversations hold no tasks. A new
+                # message makes a new runner (nothing can be queued here in between: the
+                # hub looks the runner up and queues without yielding).
+                self.hub.forget_runner(self)
+                return
 
     async def _execute(self, job: Job) -> TurnResult:
         conversation = await self.hub.store.get(self.conversation_id)
@@ -275,6 +281,10 @@ class ChatHub:
         runner = self._runners.get(conversation_id)
         if runner is not None:
             runner.stop()
+
+    def forget_runner(self, runner: ConversationRunner) -> None:
+        if self._runners.get(runner.conversation_id) is runner:
+            del self._runners[runner.conversation_id]
 
     def retire_approval(self, call_id: str) -> None:
         if self.retire is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import defaultdict
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -73,8 +73,38 @@ class ConversationUpdated(msgspec.Struct, tag="conversation_updated", kw_only=Tr
     conversation: Conversation
 
 
+class Watching(msgspec.Struct, tag="watching", kw_only=True):
+    """A `watch` was accepted: changes of the folder from now on are reported."""
+
+    path: str
+
+
+class WatchRefused(msgspec.Struct, tag="watch_refused", kw_only=True):
+    """A `watch` was refused (outside the member's places, missing, not a folder, too
+    many watches, or no Files access); `code` is the error code the Files API would give."""
+
+    path: str
+    code: str
+    message: str
+
+
+class DirChanged(msgspec.Struct, tag="dir_changed", kw_only=True):
+    """A watched folder's listing changed (or it is gone); `path` as the client sent it."""
+
+    path: str
+
+
 ServerEvent = (
-    Hello | Ping | SessionRevoked | UserUpdated | ChatEvent | UserMessage | ConversationUpdated
+    Hello
+    | Ping
+    | SessionRevoked
+    | UserUpdated
+    | ChatEvent
+    | UserMessage
+    | ConversationUpdated
+    | Watching
+    | WatchRefused
+    | DirChanged
 )
 
 
@@ -86,7 +116,20 @@ class Subscribe(msgspec.Struct, tag="subscribe"):
     pass
 
 
-ClientMessage = Pong | Subscribe
+WatchPath = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+
+
+class Watch(msgspec.Struct, tag="watch"):
+    """Tell me when this folder's entries change (Files page; a few per connection)."""
+
+    path: WatchPath
+
+
+class Unwatch(msgspec.Struct, tag="unwatch"):
+    path: WatchPath
+
+
+ClientMessage = Pong | Subscribe | Watch | Unwatch
 
 
 class Connection:

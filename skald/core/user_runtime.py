@@ -8,6 +8,7 @@ a new model or an edited agent applies from the next turn on.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -136,14 +137,20 @@ class UserRuntime:
         agent = self.agents.get(agent_id or "worker")
         if agent is None or agent.type != "task":
             return None
-        prompt = compose_prompt(agent, self.agents_root, await self._prompt_values())
+        # The agent files are read from disk: off the event loop.
+        prompt = await asyncio.to_thread(
+            compose_prompt, agent, self.agents_root, await self._prompt_values()
+        )
         model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
         config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
         return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         agent = self.agent_for(conversation)
-        prompt = compose_prompt(agent, self.agents_root, await self._prompt_values())
+        # The agent files are read from disk: off the event loop.
+        prompt = await asyncio.to_thread(
+            compose_prompt, agent, self.agents_root, await self._prompt_values()
+        )
         model = await self.llm.source(
             self.user.id,
             strength=agent.model_strength or "average",

@@ -14,8 +14,21 @@ from litestar.exceptions import WebSocketDisconnect
 
 from skald.api.schemas import Health
 from skald.api.security import principal_of
-from skald.core.events import ClientMessage, Connection, Hello, Ping, Pong
+from skald.core.events import (
+    ClientMessage,
+    Connection,
+    DirChanged,
+    Hello,
+    Ping,
+    Unwatch,
+    Watch,
+    Watching,
+    WatchRefused,
+)
 from skald.core.runtime import Runtime
+from skald.errors import SkaldError
+from skald.files.router import PathRouter
+from skald.files.watch import DirWatcher
 
 HEARTBEAT_S = 20.0
 # A client that has not answered two heartbeats is gone (sleeping laptop, lost Wi-Fi).
@@ -48,7 +61,12 @@ async def _pump_out(socket: WebSocket[Any, Any, Any], conn: Connection) -> None:
         await socket.send_text(_encode(event).decode())
 
 
-async def _pump_in(socket: WebSocket[Any, Any, Any], last_seen: list[float]) -> None:
+async def _pump_in(
+    socket: WebSocket[Any, Any, Any],
+    last_seen: list[float],
+    conn: Connection,
+    watcher: DirWatcher | None,
+) -> None:
     while True:
         text = await socket.receive_text()
         last_seen[0] = time.monotonic()
@@ -56,8 +74,20 @@ async def _pump_in(socket: WebSocket[Any, Any, Any], last_seen: list[float]) -> 
             message = _decode_client(text)
         except msgspec.DecodeError:  # also covers ValidationError
             continue  # unknown or malformed client messages are ignored, not fatal
-        if isinstance(message, Pong):
-            continue
+        if isinstance(message, Watch):
+            conn.offer(await _watch(watcher, message.path))
+        elif isinstance(message, Unwatch) and watcher is not None:
+            watcher.unwatch(message.path)
+
+
+async def _watch(watcher: DirWatcher | None, path: str) -> Watching | WatchRefused:
+    if watcher is None:
+        return WatchRefused(path=path, code="forbidden", message="your role has no Files access")
+    try:
+        await watcher.watch(path)
+    except SkaldError as exc:
+        return WatchRefused(path=path, code=exc.code, message=str(exc))
+    return Watching(path=path)
 
 
 async def _heartbeat(conn: Connection, last_seen: list[float]) -> None:
@@ -76,17 +106,26 @@ async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime])
     conn = rt.hub.connect(principal.user.id, principal.token_hash)
     conn.offer(Hello(user_id=principal.user.id, version=rt.version))
     last_seen = [time.monotonic()]
+    # Folder watches of the Files page, polled while the socket is open.
+    watcher = None
+    if principal.can("files"):
+        router = PathRouter.for_member(rt.core.layout, principal.user.id)
+        watcher = DirWatcher(router, lambda path: conn.offer(DirChanged(path=path)))
     tasks = [
         asyncio.create_task(_pump_out(socket, conn)),
-        asyncio.create_task(_pump_in(socket, last_seen)),
+        asyncio.create_task(_pump_in(socket, last_seen, conn, watcher)),
         asyncio.create_task(_heartbeat(conn, last_seen)),
     ]
+    if watcher is not None:
+        tasks.append(asyncio.create_task(watcher.run()))
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if watcher is not None:
+            watcher.clear()
         rt.hub.disconnect(conn)
         code = CLOSE_REVOKED if conn.revoked else CLOSE_RESTART
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
