@@ -127,6 +127,19 @@ export const api = {
   },
   chatModels: () => get('api/models'),
 
+  // Files (capability files). Paths are agent paths: "~/notes/a.md", "docs/…".
+  filePlaces: () => get('api/files/places'),
+  listDir: (path) => get(`api/files/dir?path=${encodeURIComponent(path)}`),
+  makeDir: (path) => post('api/file', { path, mkdir: true }),
+  moveFile: (from, to) => patch('api/file', { from, to }),
+  deleteFile: (path, recursive = false) =>
+    del(`api/file?path=${encodeURIComponent(path)}${recursive ? '&recursive=1' : ''}`),
+  uploadFiles: (dir, files) => {
+    const form = new FormData();
+    for (const file of files) form.append('file', file, file.name);
+    return post(`api/file/upload?path=${encodeURIComponent(dir)}`, form);
+  },
+
   // Providers and models (admin.models)
   llmKinds: () => get('api/llm/kinds'),
   providers: () => get('api/llm/providers'),
@@ -138,3 +151,37 @@ export const api = {
   updateModel: (id, body) => patch(`api/llm/models/${encodeURIComponent(id)}`, body),
   deleteModel: (id) => del(`api/llm/models/${encodeURIComponent(id)}`),
 };
+
+// Addresses the browser loads by itself (<img src>, download links): same origin,
+// so the session cookie goes along and no token is needed for a GET.
+export function fileUrl(path, { download = false } = {}) {
+  return `api/file?path=${encodeURIComponent(path)}${download ? '&download=1' : ''}`;
+}
+
+export function zipUrl(path) {
+  return `api/files/zip?path=${encodeURIComponent(path)}`;
+}
+
+// A file's content as text plus the type the server gave it. Not through
+// request(): the body is the file itself, JSON only when something went wrong.
+export async function fetchFile(path) {
+  let res;
+  try {
+    res = await fetch(fileUrl(path), { credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) {
+    throw new ApiError(0, 'network', null, null);
+  }
+  if (!res.ok) {
+    let err = {};
+    try {
+      err = ((await res.json()) || {}).error || {};
+    } catch (e) {
+      err = {};
+    }
+    const error = new ApiError(res.status, err.code || `http_${res.status}`, err.message || null, null);
+    if (res.status === 401 && unauthorizedHandler) unauthorizedHandler(error);
+    throw error;
+  }
+  const type = (res.headers.get('Content-Type') || '').split(';')[0].trim().toLowerCase();
+  return { type, text: await res.text() };
+}

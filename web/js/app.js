@@ -16,6 +16,7 @@ import { HomePage } from './pages/home.js';
 import { ChatPage } from './pages/chat.js';
 import { AdminModelsPage } from './pages/admin-models.js';
 import { ProfilePage } from './pages/profile.js';
+import { FilesPage } from './pages/files.js';
 import { AdminUsersPage } from './pages/admin-users.js';
 import { AdminRolesPage } from './pages/admin-roles.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
@@ -27,6 +28,7 @@ function matchRoute(path) {
   if (path === '/') return { page: ChatPage, title: 'nav.chat', flush: true };
   if (path === '/overview') return { page: HomePage, title: 'nav.overview', full: true };
   if (path === '/profile') return { page: ProfilePage, title: 'nav.profile' };
+  if (path === '/files') return { page: FilesPage, title: 'nav.files', cap: 'files' };
   if (path === '/admin/users') return { page: AdminUsersPage, title: 'nav.users', cap: 'admin.users' };
   if (path === '/admin/roles') return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles' };
   if (path === '/admin/models') return { page: AdminModelsPage, title: 'nav.models', cap: 'admin.models' };

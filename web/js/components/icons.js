@@ -48,6 +48,12 @@ export const Icon = {
   key: () => svg(html`<circle cx="8" cy="15" r="4" /><path d="M11 12l8.5-8.5M16.5 6.5l2.5 2.5M14.5 8.5l2 2" />`, 16),
   sparkle: () => svg(html`<path d="M12 3.5l1.9 5.6 5.6 1.9-5.6 1.9L12 18.5l-1.9-5.6L4.5 11l5.6-1.9z" /><path d="M18.5 16.5l.7 2 2 .7-2 .7-.7 2-.7-2-2-.7 2-.7z" />`),
   trash: () => svg(html`<path d="M5 7h14M10 7V4.5h4V7M7 7l1 13h8l1-13" />`, 18),
+  folder: () => svg(html`<path d="M3.5 7V18a1.5 1.5 0 0 0 1.5 1.5h14a1.5 1.5 0 0 0 1.5-1.5V9a1.5 1.5 0 0 0-1.5-1.5h-7L10 5H5A1.5 1.5 0 0 0 3.5 6.5z" />`),
+  folderPlus: () => svg(html`<path d="M3.5 7V18a1.5 1.5 0 0 0 1.5 1.5h14a1.5 1.5 0 0 0 1.5-1.5V9a1.5 1.5 0 0 0-1.5-1.5h-7L10 5H5A1.5 1.5 0 0 0 3.5 6.5z" /><path d="M12 10.5v6M9 13.5h6" />`, 18),
+  download: () => svg(html`<path d="M12 4v11M7 10.5l5 5 5-5" /><path d="M5 19.5h14" />`, 18),
+  upload: () => svg(html`<path d="M12 15.5v-11M7 9l5-5 5 5" /><path d="M5 19.5h14" />`, 18),
+  archive: () => svg(html`<rect x="4" y="4.5" width="16" height="15" rx="2" /><path d="M12 4.5v2M12 8.5v2M12 12.5v2" /><rect x="10.5" y="14.5" width="3" height="3" rx="0.8" />`, 18),
+  back: () => svg(html`<path d="M19 12H5.5M11 6l-6 6 6 6" />`, 18),
   chat: () => svg(html`<path d="M5 5.5h14a1.5 1.5 0 0 1 1.5 1.5v8.5A1.5 1.5 0 0 1 19 17h-8l-4.5 3.5V17H5a1.5 1.5 0 0 1-1.5-1.5V7A1.5 1.5 0 0 1 5 5.5z" />`),
 };
 

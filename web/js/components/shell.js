@@ -18,6 +18,7 @@ import { ThemeToggle, LocalePicker } from './controls.js';
 const NAV = [
   { path: '/', key: 'nav.chat', icon: Icon.chat, testid: 'nav-home' },
   { path: '/overview', key: 'nav.overview', icon: Icon.home, testid: 'nav-overview', full: true },
+  { path: '/files', key: 'nav.files', icon: Icon.folder, testid: 'nav-files', cap: 'files' },
   { path: '/profile', key: 'nav.profile', icon: Icon.user, testid: 'nav-profile' },
   { path: '/admin/users', key: 'nav.users', icon: Icon.users, testid: 'nav-admin-users', cap: 'admin.users', admin: true },
   { path: '/admin/roles', key: 'nav.roles', icon: Icon.shield, testid: 'nav-admin-roles', cap: 'admin.roles', admin: true },

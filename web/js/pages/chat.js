@@ -3,7 +3,7 @@
 // device), the current one is in the address (#/?c=<id>) so a reload stays put.
 // Children (ui_mode simple) get the same chat, friendlier and with fewer
 // controls: no model picker, no cost, no "share what I'm looking at".
-import { html, useEffect, useRef, useState } from '../lib.js';
+import { html, useEffect, useLayoutEffect, useRef, useState } from '../lib.js';
 import { t } from '../i18n.js';
 import { api } from '../api.js';
 import { getState } from '../store.js';
@@ -255,7 +255,9 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
 
   // Each conversation keeps its own draft; attachments belong to the
   // conversation they were uploaded to, so they are dropped on a switch.
-  useEffect(() => {
+  // A layout effect: it runs before the browser handles any more input, so
+  // text typed right after a switch is never replaced by the stored draft.
+  useLayoutEffect(() => {
     if (prevId.current === convId) return;
     if (!adopting.current) {
       drafts.set(prevId.current || '', text);
