@@ -60,6 +60,13 @@ function ApprovalBox({ call, approval, decision, error, onDecide }) {
   </div>`;
 }
 
+// The Files page shows a file from its address: #/files?path=<folder>&file=<file>.
+function filesHref(path) {
+  const cut = path.lastIndexOf('/');
+  const dir = cut > 0 ? path.slice(0, cut) : '~';
+  return `#/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path)}`;
+}
+
 export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide }) {
   const status = call.status || (result ? (result.is_error ? 'error' : 'done') : 'pending');
   const waiting = status === 'awaiting_approval';
@@ -92,6 +99,9 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
       <summary>${result.is_error ? t('chat.result_error') : t('chat.result')}</summary>
       <pre class="tool__pre">${result.text || t('chat.result_empty')}</pre>
     </details>`}
+    ${call.name === 'show_file' && status === 'done' && typeof call.arguments?.path === 'string' &&
+    html`<a class="btn btn--small" data-testid="tool-open-file" href=${filesHref(call.arguments.path)}>
+      ${t('chat.open_in_files')}</a>`}
     ${waiting &&
     html`<${ApprovalBox} call=${call} approval=${approval} decision=${decision} error=${decisionError} onDecide=${onDecide} />`}
   </div>`;
