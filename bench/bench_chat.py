@@ -506,9 +506,10 @@ def start_profiler(pid: int, output: Path) -> subprocess.Popen[bytes]:
     output.parent.mkdir(parents=True, exist_ok=True)
     spy = Path(sys.executable).with_name("py-spy")
     command = [str(spy), "record", "--pid", str(pid), "--rate", "500", "--format", "raw"]
-    proc = subprocess.Popen(  # noqa: S603 (our own venv's py-spy, fixed arguments)
-        [*command, "--output", str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    with output.with_suffix(".log").open("wb") as log:
+        proc = subprocess.Popen(  # noqa: S603 (our own venv's py-spy, fixed arguments)
+            [*command, "--output", str(output)], stdout=log, stderr=subprocess.STDOUT
+        )
     time.sleep(0.5)  # attach before the phase starts
     return proc
 

@@ -18,6 +18,9 @@ from typing import Final
 
 from skald.errors import InvalidInputError, SkaldError
 from skald.files.router import PathRouter, Resolved, entry_for, list_dir
+from skald.log import get_logger
+
+log = get_logger("skald.files")
 
 MAX_WATCHES: Final = 4
 POLL_S: Final = 1.0
@@ -113,4 +116,7 @@ class DirWatcher:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.poll_s)
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception as exc:  # a bug here must not close the member's socket
+                log.error("folder watch failed", error=str(exc)[:300], paths=len(self._watches))
