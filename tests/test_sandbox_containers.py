@@ -271,3 +271,47 @@ async def test_member_uid_without_passwd_entry(
     finally:
         await asyncio.to_thread(remove_instance_containers, docker, manager.instance_id)
         await manager.close()
+
+
+async def test_links_planted_from_inside_a_sandbox_are_refused_on_the_host(
+    sandbox_runtime: Runtime,
+) -> None:
+    """The container sees none of Bob's home, but a link it writes into Ada's home is read
+    by Skald on the host, where the target exists: every host-side path check must refuse it."""
+    from skald.agent.tools import ToolContext
+    from skald.files.router import PathDeniedError, PathRouter
+    from skald.files.tools import file_tools
+
+    rt = sandbox_runtime
+    ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
+    bob = (await rt.core.users.create("bob", PASSWORD, "member")).user.id
+    bob_home = rt.core.layout.home(bob)
+    bob_home.mkdir(parents=True, exist_ok=True)
+    (bob_home / "diary.txt").write_text("bob's diary\n")
+    planted = await _run(
+        rt,
+        "ada",
+        f"ln -s {bob_home} ~/bob && ln -s {bob_home}/diary.txt ~/diary.txt && ln -s /etc ~/etc && ls -l ~",
+    )
+    assert planted.exit_code == 0, planted.output
+    router = PathRouter.for_member(rt.core.layout, ada)
+    for path in ("~/bob/diary.txt", "~/diary.txt", "~/etc/passwd", "bob", "~/bob"):
+        with pytest.raises(PathDeniedError):
+            router.resolve(path)
+    tools = {t.spec.name: t for t in file_tools(router)}
+    from skald.agent.cancel import CancelScope
+
+    ctx = ToolContext(
+        conversation_id="c", call_id="x", depth=0, cancel=CancelScope(), sink=None, extras={}
+    )  # type: ignore[arg-type]
+    for name, args in (
+        ("read_file", {"path": "~/diary.txt"}),
+        ("list_files", {"path": "~/bob"}),
+        ("write_file", {"path": "~/bob/new.txt", "content": "x"}),
+        ("grep", {"pattern": "diary", "path": "~"}),
+    ):
+        result = await tools[name].run(args, ctx)
+        assert "bob's diary" not in result.content, (name, result.content)
+        if name != "grep":
+            assert result.is_error, (name, result.content)
+    assert sorted(p.name for p in bob_home.iterdir()) == ["diary.txt"]
