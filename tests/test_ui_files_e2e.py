@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import struct
 import time
@@ -171,8 +172,10 @@ def test_files_page_in_the_browser(server: ServerProcess, browser: Browser) -> N
         contexts.append(context)
         return context
 
+    users = json.loads(server.cli("user", "list", "--json").stdout)
+    home = server.data / "homes" / next(u["id"] for u in users if u["username"] == MEMBER)
     try:
-        _scenario(new_context, watch)
+        _scenario(new_context, watch, home)
     except Exception:
         for name, page in watch.pages.items():
             with contextlib.suppress(Exception):  # a crashed page must not hide the error
@@ -228,7 +231,7 @@ def _no_sideways_scroll(page: Page) -> None:
     assert width <= 375, f"the page is {width} px wide on a 375 px screen"
 
 
-def _scenario(new_context: Callable[..., BrowserContext], watch: FilesWatch) -> None:
+def _scenario(new_context: Callable[..., BrowserContext], watch: FilesWatch, home: Path) -> None:
     page = watch.attach("member", new_context(viewport={"width": 1280, "height": 860}).new_page())
     page.goto("/")
     expect(page.get_by_test_id("login-form")).to_be_visible()
@@ -257,6 +260,12 @@ def _scenario(new_context: Callable[..., BrowserContext], watch: FilesWatch) -> 
         f"{len(NOTES_MD.encode())} B"
     )
     shot(page, "files-home")
+
+    # -- live: a file written behind the page's back (as the assistant would) appears ---
+    (home / "from-the-assistant.txt").write_text("made elsewhere\n")
+    expect(_row(page, "from-the-assistant.txt")).to_be_visible(timeout=8_000)
+    (home / "from-the-assistant.txt").unlink()
+    expect(_row(page, "from-the-assistant.txt")).to_have_count(0, timeout=8_000)
 
     # -- view the Markdown: rendered, not raw -----------------------------------------
     _row(page, "notes.md").get_by_test_id("files-open").click()

@@ -35,6 +35,19 @@ export function onStatus(fn) {
   return () => statusListeners.delete(fn);
 }
 
+// Folders whose changes the server should report (`dir_changed`), e.g. the one the
+// Files page shows. The server allows a few per connection.
+const watched = new Set();
+
+export function watchDir(path) {
+  watched.add(path);
+  send({ type: 'watch', path });
+  return () => {
+    watched.delete(path);
+    send({ type: 'unwatch', path });
+  };
+}
+
 export function connectionStatus() {
   return status;
 }
@@ -78,6 +91,8 @@ function open() {
   ws.addEventListener('open', () => {
     delay = MIN_DELAY; // a good connection resets the backoff
     send({ type: 'subscribe' });
+    // Watches live with a connection: ask again for every folder after a reconnect.
+    for (const path of watched) send({ type: 'watch', path });
     if (handlers.onStatus) handlers.onStatus('open');
     setStatus('open');
   });

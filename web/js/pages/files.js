@@ -8,6 +8,7 @@
 // The server decides what is writable (`writable` of the listing); the page
 // only hides what would be refused anyway.
 import { html, h, useState, useEffect, useRef, useCallback, useMemo } from '../lib.js';
+import * as ws from '../ws.js';
 import { t } from '../i18n.js';
 import { api, fetchFile, fileUrl, zipUrl } from '../api.js';
 import { getState } from '../store.js';
@@ -345,6 +346,18 @@ export function FilesPage() {
     setActionError(null);
     setFlash(null);
     load(path);
+  }, [path]);
+
+  // Live: the assistant (or another device) changing this folder refreshes the list.
+  useEffect(() => {
+    const unwatch = ws.watchDir(path);
+    const unlisten = ws.onMessage((msg) => {
+      if (msg.type === 'dir_changed' && msg.path === path) load(path);
+    });
+    return () => {
+      unlisten();
+      unwatch();
+    };
   }, [path]);
 
   const place = places ? placeOf(places, path) : null;
