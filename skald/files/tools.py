@@ -43,6 +43,13 @@ from skald.files.router import (
 from skald.llm.types import ToolSpec
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
+from skald.tools.args import Refusal as _Refusal
+from skald.tools.args import flag_arg as _flag
+from skald.tools.args import human_size as _size
+from skald.tools.args import int_arg as _int
+from skald.tools.args import plural as _plural
+from skald.tools.args import text_arg as _text
+from skald.tools.args import text_lines
 from skald.tools.memory import (
     READ_DEFAULT_LINES,
     READ_MAX_CHARS,
@@ -86,50 +93,7 @@ _PATH_HELP = (
 )
 
 
-class _Refusal(Exception):
-    """Something the model must correct; becomes an error result."""
-
-
 # -- small helpers ------------------------------------------------------------------------
-
-
-def _text(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if not isinstance(value, str):
-        raise _Refusal(f"'{key}' must be text.")
-    return value
-
-
-def _flag(args: dict[str, Any], key: str) -> bool:
-    value = args.get(key, False)
-    if not isinstance(value, bool):
-        raise _Refusal(f"'{key}' must be true or false.")
-    return value
-
-
-def _int(args: dict[str, Any], key: str, default: int, low: int, high: int | None = None) -> int:
-    value = args.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        raise _Refusal(f"'{key}' must be a whole number.")
-    number = int(value)
-    if number < low or (high is not None and number > high):
-        limit = f"at least {low}" if high is None else f"between {low} and {high}"
-        raise _Refusal(f"'{key}' must be {limit}.")
-    return number
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _size(size: int) -> str:
-    if size < 1024:
-        return f"{size} bytes"
-    if size < 1024 * 1024:
-        return f"{size / 1024:.1f} KB"
-    return f"{size / (1024 * 1024):.1f} MB"
 
 
 def _encode(content: str) -> bytes:
@@ -143,13 +107,6 @@ def _encode(content: str) -> bytes:
             f"{_size(MAX_WRITE_BYTES)}. Write it in parts, or produce it with a command."
         )
     return data
-
-
-def _line_count(content: str) -> int:
-    lines = content.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return len(lines)
 
 
 def _binary_note(found: Resolved, size: int, head: bytes) -> str:
@@ -347,7 +304,7 @@ class WriteFileTool(_Writing):
         verb = "Created" if created else "Replaced"
         return ToolResult(
             content=(
-                f"{verb} {entry.path} ({_plural(_line_count(content), 'line')}, "
+                f"{verb} {entry.path} ({_plural(len(text_lines(content)), 'line')}, "
                 f"{_size(entry.size)})."
             ),
             metadata={"path": entry.path},

@@ -48,6 +48,12 @@ from skald.store.notes import PRIVATE_NOTES, SHARED_NOTES, NoteHit, NoteInfo, No
 from skald.store.owner import OwnerStore
 from skald.store.registry import now_iso
 from skald.store.shared_memory import SharedMemoryStore
+from skald.tools.args import Refusal as _Refusal
+from skald.tools.args import human_size as _size
+from skald.tools.args import int_arg as _int
+from skald.tools.args import plural as _plural
+from skald.tools.args import text_arg as _text
+from skald.tools.args import text_lines as _lines
 
 __all__ = [
     "INDEX_SEPARATOR",
@@ -79,10 +85,6 @@ PLACES: Final = (
     f"{SHARED_MEMORY}/ (the household's shared notes), for example "
     f"{USER_MEMORY}/people/ada.md."
 )
-
-
-class _Refusal(Exception):
-    """Bad input or a state the model must fix; becomes an error result, never escapes."""
 
 
 # -- index maintenance --------------------------------------------------------------------
@@ -254,26 +256,6 @@ def _refusal_for(raw: object, exc: InvalidInputError) -> _Refusal:
 # -- arguments ------------------------------------------------------------------------------
 
 
-def _text(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if not isinstance(value, str):
-        raise _Refusal(f"'{key}' must be text.")
-    return value
-
-
-def _int(args: dict[str, Any], key: str, default: int, low: int, high: int | None = None) -> int:
-    value = args.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        raise _Refusal(f"'{key}' must be a whole number.")
-    number = int(value)
-    if number < low or (high is not None and number > high):
-        limit = f"at least {low}" if high is None else f"between {low} and {high}"
-        raise _Refusal(f"'{key}' must be {limit}.")
-    return number
-
-
 def _check_size(note: NotePath, content: str) -> None:
     try:
         size = len(content.encode("utf-8"))
@@ -286,27 +268,8 @@ def _check_size(note: NotePath, content: str) -> None:
         )
 
 
-def _line_count(content: str) -> int:
-    return len(_lines(content))
-
-
-def _lines(content: str) -> list[str]:
-    lines = content.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _size(size: int) -> str:
-    return f"{size} bytes" if size < 1024 else f"{size / 1024:.1f} KB"
 
 
 # -- the tools ----------------------------------------------------------------------------
@@ -436,7 +399,7 @@ class WriteFileTool(_WriteTool):
         written = await self.notes.place(note.store).update(note, lambda _before: content)
         verb = "Created" if written.created else "Replaced"
         return _written(
-            f"{verb} {note.agent_path} ({_plural(_line_count(content), 'line')}).", note, written
+            f"{verb} {note.agent_path} ({_plural(len(_lines(content)), 'line')}).", note, written
         )
 
 
