@@ -83,14 +83,14 @@ class SessionManager:
     async def resolve(self, token: str) -> Principal | None:
         """The principal behind a token, or None when it is unknown, expired or unusable."""
         token_hash = hash_token(token)
-        row = await self.store.get(token_hash)
-        if row is None:
+        found = await self.store.get_with_member(token_hash)
+        if found is None:
             return None
+        row, user, role = found
         now = self.clock()
         if row.expires_at <= now or row.last_seen_at <= now - self.idle_s:
             await self.store.delete(token_hash)
             return None
-        user = await self.registry.get_user(row.user_id)
         # An encrypted member's session is only good while their key is in memory.
         if (
             user is None
@@ -99,7 +99,6 @@ class SessionManager:
         ):
             await self.store.delete(token_hash)
             return None
-        role = await self.registry.get_role(user.role)
         if role is None:
             return None
         if now - row.last_seen_at > TOUCH_INTERVAL_S:

@@ -42,6 +42,17 @@ def _user(row: tuple[Any, ...]) -> User:
     )
 
 
+def user_in(conn: apsw.Connection, user_id: str) -> User | None:
+    """A user row, read on the caller's connection (inside a `db.call`)."""
+    row = fetch_one(conn, f"SELECT {_USER_COLUMNS} FROM users WHERE id=?", (user_id,))
+    return None if row is None else _user(row)
+
+
+def role_in(conn: apsw.Connection, name: str) -> Role | None:
+    row = fetch_one(conn, "SELECT name, display_name, builtin FROM roles WHERE name=?", (name,))
+    return None if row is None else _role(conn, row)
+
+
 def _role(conn: apsw.Connection, row: tuple[Any, ...]) -> Role:
     name = row[0]
     caps = [
@@ -99,13 +110,7 @@ class Registry:
     # -- roles -------------------------------------------------------------------
 
     async def get_role(self, name: str) -> Role | None:
-        def q(c: apsw.Connection) -> Role | None:
-            row = fetch_one(
-                c, "SELECT name, display_name, builtin FROM roles WHERE name=?", (name,)
-            )
-            return None if row is None else _role(c, row)
-
-        return await self.db.call(q)
+        return await self.db.call(lambda c: role_in(c, name))
 
     async def list_roles(self) -> list[Role]:
         def q(c: apsw.Connection) -> list[Role]:
@@ -165,10 +170,7 @@ class Registry:
     # -- users -------------------------------------------------------------------
 
     async def get_user(self, user_id: str) -> User | None:
-        row = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_USER_COLUMNS} FROM users WHERE id=?", (user_id,))
-        )
-        return None if row is None else _user(row)
+        return await self.db.call(lambda c: user_in(c, user_id))
 
     async def find_user(self, username: str) -> User | None:
         row = await self.db.call(

@@ -6,6 +6,8 @@ import apsw
 import msgspec
 
 from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.registry import role_in, user_in
+from skald.store.rows import Role, User
 
 
 class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,6 +46,22 @@ class SessionStore:
                 ),
             )
         )
+
+    async def get_with_member(
+        self, token_hash: str
+    ) -> tuple[SessionRow, User | None, Role | None] | None:
+        """The session, its user and the user's role, in one trip to the database thread
+        (this runs on every request)."""
+
+        def q(c: apsw.Connection) -> tuple[SessionRow, User | None, Role | None] | None:
+            r = fetch_one(c, f"SELECT {_COLUMNS} FROM sessions WHERE token_hash=?", (token_hash,))
+            if r is None:
+                return None
+            session = _row(r)
+            user = user_in(c, session.user_id)
+            return session, user, None if user is None else role_in(c, user.role)
+
+        return await self.db.call(q)
 
     async def get(self, token_hash: str) -> SessionRow | None:
         r = await self.db.call(
