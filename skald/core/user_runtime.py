@@ -26,7 +26,7 @@ from skald.agent.prompts import (
 )
 from skald.channels.hub import ChatHub, TurnSetup
 from skald.config import AssistantConfig
-from skald.core.approvals import DefaultGate
+from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.events import EventHub
 from skald.core.llm_service import LlmService
 from skald.core.users import UnlockedUser
@@ -57,6 +57,7 @@ class UserRuntime:
         layout: DataLayout,
         sandbox: SandboxManager | None = None,
         member: Callable[[str], Awaitable[tuple[User, Role]]] | None = None,
+        rules: RuleSource | None = None,
     ) -> None:
         self.handle = handle
         self.user = handle.user
@@ -66,7 +67,7 @@ class UserRuntime:
         self.agents_root = agents_root
         self.shared = shared
         self.config = config
-        self.gate = DefaultGate()
+        self.gate = DefaultGate(rules=rules, group_of=self.security_group_of)
         self.router = PathRouter.for_member(layout, self.user.id)
         self.sandbox = sandbox
         self._execute: ExecuteCmdTool | None = None
@@ -144,6 +145,10 @@ class UserRuntime:
         model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
         config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
         return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
+
+    async def security_group_of(self, conversation_id: str) -> str:
+        """The security group whose rules decide this conversation's calls."""
+        return self.role.attributes.default_security_group
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         agent = self.agent_for(conversation)

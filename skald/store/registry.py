@@ -12,6 +12,7 @@ from typing import Any
 import apsw
 import msgspec
 
+from skald.core.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one, open_plain
 from skald.store.migrations import migrate
@@ -77,6 +78,7 @@ class Registry:
         try:
             await db.call(lambda c: migrate(c, REGISTRY))
             await db.transaction(_ensure_instance_id)
+            await db.transaction(seed_approvals)
         except BaseException:
             await db.aclose()
             raise
@@ -95,6 +97,25 @@ class Registry:
 
     async def instance_id(self) -> str:
         return str(await self.get_config("instance_id"))
+
+    # -- approval rules ------------------------------------------------------------
+
+    async def approval_rules(self, group: str | None = None) -> list[Rule]:
+        """The rules (of one group, or all), in evaluation order."""
+
+        def q(c: apsw.Connection) -> list[Rule]:
+            sql = (
+                "SELECT id, grp, tool_pattern, path_pattern, action, priority, description "
+                "FROM approval_rules"
+            )
+            rows = (
+                fetch_all(c, sql + " ORDER BY grp, priority, id")
+                if group is None
+                else fetch_all(c, sql + " WHERE grp=? ORDER BY priority, id", (group,))
+            )
+            return [Rule(*row) for row in rows]
+
+        return await self.db.call(q)
 
     # -- roles -------------------------------------------------------------------
 
@@ -297,3 +318,41 @@ def _ensure_instance_id(c: apsw.Connection) -> None:
         "INSERT INTO config(key, value) VALUES ('instance_id', ?) ON CONFLICT(key) DO NOTHING",
         (json.dumps(secrets.token_hex(4)),),
     )
+
+
+def seed_approvals(c: apsw.Connection) -> None:
+    """Add the default group and rules whose seed key was never seeded (every boot).
+
+    An admin's edit of a seeded rule is never overwritten, and a deleted one is never
+    added again: only keys missing from `approval_seeded` are inserted.
+    """
+    seeded = {row[0] for row in fetch_all(c, "SELECT seed_key FROM approval_seeded")}
+    group_key = f"group.{DEFAULT_GROUP}"
+    if group_key not in seeded:
+        c.execute(
+            "INSERT INTO security_groups(name, display_name, description) VALUES (?, ?, ?) "
+            "ON CONFLICT(name) DO NOTHING",
+            (DEFAULT_GROUP, "Default", "The rules every conversation starts with"),
+        )
+        c.execute("INSERT INTO approval_seeded VALUES (?)", (group_key,))
+    exists = fetch_one(c, "SELECT 1 FROM security_groups WHERE name=?", (DEFAULT_GROUP,))
+    for rule in SEED_RULES:
+        if rule.key in seeded:
+            continue
+        if exists is not None or rule.group != DEFAULT_GROUP:
+            c.execute(
+                "INSERT INTO approval_rules(grp, tool_pattern, path_pattern, action, priority, "
+                "description, seed_key) SELECT ?, ?, ?, ?, ?, ?, ? "
+                "WHERE EXISTS (SELECT 1 FROM security_groups WHERE name=?)",
+                (
+                    rule.group,
+                    rule.tool_pattern,
+                    rule.path_pattern,
+                    rule.action,
+                    rule.priority,
+                    rule.description,
+                    rule.key,
+                    rule.group,
+                ),
+            )
+        c.execute("INSERT INTO approval_seeded VALUES (?)", (rule.key,))
