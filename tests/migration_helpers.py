@@ -81,6 +81,13 @@ def _owner_v3(c: apsw.Connection) -> None:
     )
 
 
+def _owner_v4(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO conversations(id, title, agent_id, created_at, updated_at, security_group) "
+        "VALUES ('c2', 'Taxes', 'assistant', 't', 't', 'default')"
+    )
+
+
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
     "registry": {
@@ -90,7 +97,7 @@ SEEDERS: dict[str, dict[int, Seeder]] = {
         6: _registry_v6,
         7: _registry_v7,
     },
-    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3},
+    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3, 4: _owner_v4},
 }
 
 

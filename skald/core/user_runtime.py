@@ -30,6 +30,7 @@ from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.events import EventHub
 from skald.core.llm_service import LlmService
 from skald.core.users import UnlockedUser
+from skald.errors import NotFoundError
 from skald.files.router import PathRouter
 from skald.files.tools import workspace_tools
 from skald.paths import DataLayout
@@ -40,6 +41,16 @@ from skald.store.conversations import Conversation
 from skald.store.rows import Role, User
 from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.memory import memory_indexes, memory_tools
+
+
+def effective_group(chosen: str | None, role: Role) -> str:
+    """The chosen group when the role allows it, else the role's default group."""
+    attrs = role.attributes
+    if chosen is not None and (
+        chosen in attrs.allowed_security_groups or chosen == attrs.default_security_group
+    ):
+        return chosen
+    return attrs.default_security_group
 
 
 class UserRuntime:
@@ -70,6 +81,7 @@ class UserRuntime:
         self.gate = DefaultGate(rules=rules, group_of=self.security_group_of)
         self.router = PathRouter.for_member(layout, self.user.id)
         self.sandbox = sandbox
+        self._member = member
         self._execute: ExecuteCmdTool | None = None
         if sandbox is not None and member is not None:
             user_id = self.user.id
@@ -146,9 +158,25 @@ class UserRuntime:
         config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
         return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
 
+    async def current_role(self) -> Role:
+        """The member's role as it is now (a role edit applies to the very next call)."""
+        if self._member is None:
+            return self.role
+        _, self.role = await self._member(self.user.id)
+        return self.role
+
     async def security_group_of(self, conversation_id: str) -> str:
-        """The security group whose rules decide this conversation's calls."""
-        return self.role.attributes.default_security_group
+        """The security group whose rules decide this conversation's calls.
+
+        Checked on every call against the role as it is now: a group the role no longer
+        allows (or none chosen) falls back to the role's default group.
+        """
+        role = await self.current_role()
+        try:
+            chosen = (await self.hub.store.get(conversation_id)).security_group
+        except NotFoundError:
+            chosen = None
+        return effective_group(chosen, role)
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         agent = self.agent_for(conversation)

@@ -98,6 +98,16 @@ class Registry:
     async def instance_id(self) -> str:
         return str(await self.get_config("instance_id"))
 
+    # -- security groups and approval rules ---------------------------------------
+
+    async def security_groups(self) -> list[SecurityGroup]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c, "SELECT name, display_name, description FROM security_groups ORDER BY name"
+            )
+        )
+        return [SecurityGroup(name=r[0], display_name=r[1], description=r[2]) for r in rows]
+
     # -- approval rules ------------------------------------------------------------
 
     async def approval_rules(self, group: str | None = None) -> list[Rule]:
@@ -318,6 +328,14 @@ def _ensure_instance_id(c: apsw.Connection) -> None:
         "INSERT INTO config(key, value) VALUES ('instance_id', ?) ON CONFLICT(key) DO NOTHING",
         (json.dumps(secrets.token_hex(4)),),
     )
+
+
+class SecurityGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """A named set of approval rules a conversation runs under."""
+
+    name: str
+    display_name: str
+    description: str
 
 
 def seed_approvals(c: apsw.Connection) -> None:

@@ -81,11 +81,18 @@ CREATE TABLE chat_calls(
 CREATE INDEX chat_calls_by_conversation ON chat_calls(conversation_id, state);
 """
 
+# The security group a conversation runs under; NULL: the member's role default. The
+# group is checked against the role on every use, so a stale one falls back to the default.
+_V4_SECURITY_GROUP = """
+ALTER TABLE conversations ADD COLUMN security_group TEXT;
+"""
+
 OWNER = Schema(
     "owner",
     (
         Migration(1, "key/value", _V1_KV),
         Migration(2, "memory notes with full-text search", _V2_NOTES),
         Migration(3, "conversations and chat history", _V3_CHAT),
+        Migration(4, "conversation security group", _V4_SECURITY_GROUP),
     ),
 )
