@@ -88,6 +88,14 @@ def _owner_v4(c: apsw.Connection) -> None:
     )
 
 
+def _owner_v5(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO inbox_items(id, conversation_id, kind, tool, arguments, reason, created_at) "
+        "VALUES ('call_1', 'c1', 'approval', 'execute_cmd', '{\"command\":\"ls\"}', 'r', 't')"
+    )
+    c.execute("INSERT INTO conversation_bypass VALUES ('c2', 'execute_cmd', 't')")
+
+
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
     "registry": {
@@ -97,7 +105,7 @@ SEEDERS: dict[str, dict[int, Seeder]] = {
         6: _registry_v6,
         7: _registry_v7,
     },
-    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3, 4: _owner_v4},
+    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3, 4: _owner_v4, 5: _owner_v5},
 }
 
 

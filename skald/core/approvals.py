@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
@@ -63,6 +64,7 @@ UNATTENDED_REASON: Final = "refused automatically: nobody was there to approve i
 Announce = Callable[[ApprovalRequest], Awaitable[None] | None]
 RuleSource = Callable[[str], Awaitable[list[Rule]]]  # group -> its rules
 GroupOf = Callable[[str], Awaitable[str]]  # conversation id -> its security group
+Bypassed = Callable[[str, str], Awaitable[bool]]  # (conversation id, tool) -> skip asking?
 
 
 def facts_of(call: ToolCall, tool: Tool) -> CallFacts:
@@ -135,7 +137,12 @@ class DefaultGate:
         defer_on_wait: bool = False,
         rules: RuleSource | None = None,
         group_of: GroupOf | None = None,
+        bypassed: Bypassed | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._bypassed = bypassed
+        self._clock = clock
+        self._timed: dict[tuple[str, str], float] = {}  # (conversation, tool) -> until
         self._announce = announce
         self._rules = rules
         self._group_of = group_of
@@ -151,7 +158,23 @@ class DefaultGate:
         rules = default_rules() if self._rules is None else await self._rules(group)
         verdict = explain(call, tool, rules, group)
         log.debug("approval rule", tool=call.name, action=verdict.action, rule=verdict.rule_id)
-        return _decision(verdict, call.name)
+        decision = _decision(verdict, call.name)
+        if isinstance(decision, Require) and await self.bypassing(ctx.conversation_id, call.name):
+            return Allow()
+        return decision
+
+    def grant(self, conversation_id: str, tool: str, seconds: float) -> None:
+        """Let `tool` run without asking in this conversation for a while (in memory)."""
+        self._timed[(conversation_id, tool)] = self._clock() + seconds
+
+    async def bypassing(self, conversation_id: str, tool: str) -> bool:
+        """Has the member said this exact tool may run here without asking?"""
+        until = self._timed.get((conversation_id, tool))
+        if until is not None:
+            if until > self._clock():
+                return True
+            del self._timed[(conversation_id, tool)]
+        return self._bypassed is not None and await self._bypassed(conversation_id, tool)
 
     async def wait(self, request: ApprovalRequest) -> ApprovalOutcome:
         """Wait for a person's decision (one `wait` per call at a time: the loop's rule)."""

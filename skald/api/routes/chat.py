@@ -23,7 +23,7 @@ from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.core.uploads import content_for, conversation_folder, resolve_attachment
 from skald.core.user_runtime import UserRuntime
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import InvalidInputError
 from skald.store.conversations import Attachment, Conversation, HistoryItem
 
 CHAT = [requires("chat")]
@@ -270,16 +270,7 @@ async def decide(
     request: AnyRequest,
     rt: NamedDependency[Runtime],
 ) -> None:
-    mine = await _mine(request, rt)
-    approved = data.decision == "approve"
-    if mine.gate.resolve(call_id, approved):
-        return
-    # Right after a restart the call is open in the history before recovery has asked
-    # again: keep the answer for when it does.
-    conversation_id = await mine.hub.store.open_call(call_id)
-    if conversation_id is None:
-        raise NotFoundError("no pending approval with that id")
-    mine.gate.decide_ahead(conversation_id, call_id, approved)
+    await (await _mine(request, rt)).decide(call_id, data.decision == "approve")
 
 
 @post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
