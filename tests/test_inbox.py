@@ -134,3 +134,35 @@ async def test_bypass_for_fifteen_minutes_is_kept_in_the_gate(
     assert not await mine.gate.bypassing("other", "write_file")
     out = await _chat(ada, "save b", cid)
     assert out["status"] == "done"
+
+
+async def test_ask_user_becomes_a_question_and_the_answer_is_the_result(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    ask = Call("ask_user", {"question": "Which day for bread?", "choices": ["Sat", "Sun"]})
+    fake_llm.script("model-a", [[ask], Text("Sunday it is.")])
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
+    assert r.status_code == 202
+    [item] = await _until_inbox(ada, 1)
+    assert item["kind"] == "question" and item["tool"] == "ask_user"
+    assert item["reason"] == "Which day for bread?" and item["choices"] == ["Sat", "Sun"]
+    assert item["conversation_title"] == "Bread"
+
+    mum = await make_client()
+    await mum.login("mum")
+    r = await mum.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "Sat"})
+    assert r.status_code == 404
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={})
+    assert r.status_code == 404  # a question is answered, not approved
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "Sun"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert await _inbox(ada) == []
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "Sunday it is."
+    tool_msgs = [m for m in fake_llm.bodies("openai")[-1]["messages"] if m["role"] == "tool"]
+    assert "The user answered: Sun" in str(tool_msgs[0]["content"])

@@ -191,5 +191,6 @@ SEED_RULES: Final[tuple[SeedRule, ...]] = (
              "running a command in your sandbox"),
     SeedRule("default.execute-task", "execute_task", None, "allow", 50,
              "handing work to a helper (its own calls pass these rules too)"),
+    SeedRule("default.ask-user", "ask_user", None, "allow", 50, "asking you a question"),
     SeedRule("default.catch-all", "*", None, "require", 10000, "using the tool {tool}"),
 )  # fmt: skip

@@ -28,6 +28,7 @@ from skald.agent.prompts import (
 from skald.channels.hub import ChatHub, TurnSetup
 from skald.config import AssistantConfig
 from skald.core.approvals import DefaultGate, RuleSource
+from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.llm_service import LlmService
 from skald.core.users import UnlockedUser
@@ -92,6 +93,7 @@ class UserRuntime:
             bypassed=self.inbox.bypassed,
         )
         self._chores: set[asyncio.Task[None]] = set()
+        self.ask = AskUserTool(self.inbox, self.inbox_changed)
         self.router = PathRouter.for_member(layout, self.user.id)
         self.sandbox = sandbox
         self._member = member
@@ -151,7 +153,7 @@ class UserRuntime:
             base = memory_tools(
                 self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
             )
-        tools: list[Tool] = [*base, self._subagents]
+        tools: list[Tool] = [*base, self._subagents, self.ask]
         if self._execute is not None:
             tools.append(self._execute)
         if agent.tools is not None:

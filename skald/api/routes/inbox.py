@@ -6,7 +6,7 @@ not found.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 from litestar import get, post
@@ -17,7 +17,6 @@ from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
-from skald.errors import InvalidInputError, NotFoundError
 from skald.store.inbox import InboxItem
 
 INBOX = [requires("inbox")]
@@ -29,7 +28,7 @@ class ApproveIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 class AnswerIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    answer: str
+    answer: Annotated[str, msgspec.Meta(max_length=10_000)]
 
 
 @get("/api/inbox", guards=INBOX)
@@ -63,10 +62,7 @@ async def answer(
     rt: NamedDependency[Runtime],
 ) -> None:
     mine = await rt.user_runtime(principal_of(request).user)
-    item = await mine.inbox.get(item_id)
-    if item is None:
-        raise NotFoundError("no pending question with that id")
-    raise InvalidInputError("that item is an approval: approve or reject it")
+    await mine.ask.answer(item_id, data.answer)
 
 
 ROUTES = [list_inbox, approve, reject, answer]
