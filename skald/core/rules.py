@@ -29,6 +29,7 @@ __all__ = [
     "ACTIONS",
     "DEFAULT_GROUP",
     "SEED_RULES",
+    "Action",
     "CallFacts",
     "Rule",
     "SeedRule",

@@ -160,6 +160,11 @@ class UserRuntime:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools
 
+    def tool_named(self, name: str) -> Tool | None:
+        """One of the member's tools by name (for a dry run of the approval rules)."""
+        default = default_chat_agent(self.role.attributes.default_chat_agent, self.agents)
+        return next((t for t in self._tools(default) if t.name == name), None)
+
     async def _child(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         """A sub-agent for `execute_task`: a task agent with the member's own tools."""
         agent = self.agents.get(agent_id or "worker")

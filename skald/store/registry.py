@@ -127,6 +127,99 @@ class Registry:
 
         return await self.db.call(q)
 
+    async def get_rule(self, rule_id: int) -> Rule | None:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c,
+                "SELECT id, grp, tool_pattern, path_pattern, action, priority, description "
+                "FROM approval_rules WHERE id=?",
+                (rule_id,),
+            )
+        )
+        return None if row is None else Rule(*row)
+
+    async def save_rule(self, rule: Rule, *, create: bool) -> Rule:
+        """Insert (the id is assigned) or update a rule; NotFoundError for a missing group."""
+
+        def q(c: apsw.Connection) -> int:
+            if fetch_one(c, "SELECT 1 FROM security_groups WHERE name=?", (rule.group,)) is None:
+                raise InvalidInputError(f"no security group named {rule.group!r}")
+            values = (
+                rule.group,
+                rule.tool_pattern,
+                rule.path_pattern,
+                rule.action,
+                rule.priority,
+                rule.description,
+            )
+            if create:
+                c.execute(
+                    "INSERT INTO approval_rules(grp, tool_pattern, path_pattern, action, priority, "
+                    "description) VALUES (?,?,?,?,?,?)",
+                    values,
+                )
+                return int(c.last_insert_rowid())
+            c.execute(
+                "UPDATE approval_rules SET grp=?, tool_pattern=?, path_pattern=?, action=?, "
+                "priority=?, description=? WHERE id=?",
+                (*values, rule.id),
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such rule")
+            return rule.id
+
+        rule_id = await self.db.transaction(q)
+        saved = await self.get_rule(rule_id)
+        assert saved is not None
+        return saved
+
+    async def delete_rule(self, rule_id: int) -> None:
+        def q(c: apsw.Connection) -> None:
+            c.execute("DELETE FROM approval_rules WHERE id=?", (rule_id,))
+            if c.changes() == 0:
+                raise NotFoundError("no such rule")
+
+        await self.db.transaction(q)
+
+    async def save_group(self, group: SecurityGroup, *, create: bool) -> None:
+        def q(c: apsw.Connection) -> None:
+            if create:
+                if fetch_one(c, "SELECT 1 FROM security_groups WHERE name=?", (group.name,)):
+                    raise ConflictError(f"a security group named {group.name!r} exists")
+                c.execute(
+                    "INSERT INTO security_groups VALUES (?,?,?)",
+                    (group.name, group.display_name, group.description),
+                )
+                return
+            c.execute(
+                "UPDATE security_groups SET display_name=?, description=? WHERE name=?",
+                (group.display_name, group.description, group.name),
+            )
+            if c.changes() == 0:
+                raise NotFoundError(f"no security group named {group.name!r}")
+
+        await self.db.transaction(q)
+
+    async def delete_group(self, name: str) -> None:
+        """Delete a group and its rules; refused while a role uses it as its default."""
+
+        def q(c: apsw.Connection) -> None:
+            users = fetch_all(
+                c,
+                "SELECT role FROM role_attributes WHERE key='default_security_group' "
+                "AND json_extract(value, '$')=?",
+                (name,),
+            )
+            if users:
+                raise ConflictError(
+                    f"the role {users[0][0]!r} uses {name!r} as its default security group"
+                )
+            c.execute("DELETE FROM security_groups WHERE name=?", (name,))
+            if c.changes() == 0:
+                raise NotFoundError(f"no security group named {name!r}")
+
+        await self.db.transaction(q)
+
     # -- roles -------------------------------------------------------------------
 
     async def get_role(self, name: str) -> Role | None:
