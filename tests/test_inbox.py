@@ -56,7 +56,9 @@ async def test_inbox_lists_decides_and_hides_from_others(
     assert item["tool"] == "write_file"
     assert item["arguments"]["path"] == "shared-memory/wifi.md"
     assert item["reason"] == "writing to the household's shared memory"
-    assert item["choices"] is None and item["preview"] is None and item["created_at"]
+    assert item["choices"] is None and item["created_at"]
+    assert item["preview"].startswith("--- shared-memory/wifi.md\n+++ shared-memory/wifi.md\n")
+    assert "+# wifi\n" in item["preview"]
 
     mum = await make_client()
     await mum.login("mum")
@@ -111,6 +113,7 @@ async def test_bypass_for_the_conversation_covers_that_tool_only(
     assert out["status"] == "awaiting_approval"
     [item] = await _until_inbox(ada, 1)
     assert item["tool"] == "edit_file"
+    assert "-# a\n+# A\n" in item["preview"]
     # and so does the same tool in another conversation
     r = await ada.call("POST", f"/api/inbox/{item['id']}/reject")
     assert r.status_code == 204

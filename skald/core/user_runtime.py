@@ -31,6 +31,7 @@ from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.llm_service import LlmService
+from skald.core.preview import write_preview
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter
@@ -189,6 +190,13 @@ class UserRuntime:
             tool=request.tool,
             arguments=request.arguments,
             reason=request.reason,
+            preview=await write_preview(
+                request.tool,
+                request.arguments,
+                owner=self.handle.store,
+                shared=self.shared,
+                router=self.router,
+            ),
         )
         if added:
             await self.inbox_changed()
