@@ -169,3 +169,33 @@ async def test_ask_user_becomes_a_question_and_the_answer_is_the_result(
     assert items[-1]["text"] == "Sunday it is."
     tool_msgs = [m for m in fake_llm.bodies("openai")[-1]["messages"] if m["role"] == "tool"]
     assert "The user answered: Sun" in str(tool_msgs[0]["content"])
+
+
+async def test_inbox_changed_is_published_with_the_count(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+    monkeypatch: Any,
+) -> None:
+    from skald.core.events import InboxChanged
+
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script("model-a", [[_write("a")], Text("done")])
+    seen: list[tuple[str, int]] = []
+    publish = runtime.hub.publish
+
+    def record(user_id: str, event: Any) -> None:
+        if isinstance(event, InboxChanged):
+            seen.append((user_id, event.count))
+        publish(user_id, event)
+
+    monkeypatch.setattr(runtime.hub, "publish", record)
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await _chat(ada, "save a"))["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    assert seen == [(household["ada"], 1)]
+    assert (await ada.call("POST", f"/api/inbox/{item['id']}/approve")).status_code == 204
+    await _wait_idle(ada, cid)
+    assert seen[-1] == (household["ada"], 0)
