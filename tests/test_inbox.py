@@ -195,7 +195,17 @@ async def test_inbox_changed_is_published_with_the_count(
     await ada.login("ada")
     cid = (await _chat(ada, "save a"))["conversation_id"]
     [item] = await _until_inbox(ada, 1)
+    await _until(lambda: bool(seen))  # the row is written a moment before the event
     assert seen == [(household["ada"], 1)]
     assert (await ada.call("POST", f"/api/inbox/{item['id']}/approve")).status_code == 204
     await _wait_idle(ada, cid)
+    await _until(lambda: seen[-1][1] == 0)
     assert seen[-1] == (household["ada"], 0)
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(10):
+        while True:
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
