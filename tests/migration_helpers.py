@@ -51,6 +51,14 @@ def _registry_v6(c: apsw.Connection) -> None:
     )
 
 
+def _registry_v7(c: apsw.Connection) -> None:
+    c.execute("INSERT INTO security_groups VALUES ('kids', 'Kids', 'stricter')")
+    c.execute(
+        "INSERT INTO approval_rules(grp, tool_pattern, path_pattern, action, priority, "
+        "description) VALUES ('kids', '*', NULL, 'require', 1, 'always ask')"
+    )
+
+
 def _owner_v1(c: apsw.Connection) -> None:
     c.execute("INSERT INTO kv VALUES ('theme', '\"dark\"', 't')")
 
@@ -73,10 +81,31 @@ def _owner_v3(c: apsw.Connection) -> None:
     )
 
 
+def _owner_v4(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO conversations(id, title, agent_id, created_at, updated_at, security_group) "
+        "VALUES ('c2', 'Taxes', 'assistant', 't', 't', 'default')"
+    )
+
+
+def _owner_v5(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO inbox_items(id, conversation_id, kind, tool, arguments, reason, created_at) "
+        "VALUES ('call_1', 'c1', 'approval', 'execute_cmd', '{\"command\":\"ls\"}', 'r', 't')"
+    )
+    c.execute("INSERT INTO conversation_bypass VALUES ('c2', 'execute_cmd', 't')")
+
+
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
-    "registry": {2: _registry_v2, 4: _registry_v4, 5: _registry_v5, 6: _registry_v6},
-    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3},
+    "registry": {
+        2: _registry_v2,
+        4: _registry_v4,
+        5: _registry_v5,
+        6: _registry_v6,
+        7: _registry_v7,
+    },
+    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3, 4: _owner_v4, 5: _owner_v5},
 }
 
 

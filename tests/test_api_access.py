@@ -11,7 +11,9 @@ from conftest import PASSWORD, Client
 from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 
 from skald.api.app import create_app
+from skald.core.rules import Rule
 from skald.core.runtime import Runtime
+from skald.store.registry import SecurityGroup
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -166,6 +168,19 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"title": "renamed"},
         {"anon": 401, A: 200, M: 200, C: 200},
     ),
+    (
+        "PATCH",
+        "/api/conversations/{conv}",
+        {"security_group": "default"},
+        {"anon": 401, A: 200, M: 200, C: 200},
+    ),
+    (
+        "PATCH",
+        "/api/conversations/{conv}",
+        {"security_group": "nope"},
+        {"anon": 401, A: 400, M: 400, C: 400},
+    ),
+    ("GET", "/api/my/security-groups", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/conversations/{conv}/messages", None, {"anon": 401, A: 200, M: 200, C: 200}),
     (
         "POST",
@@ -180,6 +195,10 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"decision": "approve"},
         {"anon": 401, A: 404, M: 404, C: 404},
     ),
+    ("GET", "/api/inbox", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("POST", "/api/inbox/{conv}/approve", {}, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("POST", "/api/inbox/{conv}/reject", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("POST", "/api/inbox/{conv}/answer", {"answer": "x"}, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/chat", {"text": "hello"}, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
@@ -202,6 +221,40 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ),
     ("DELETE", "/api/file", None, {"anon": 401, A: 400, M: 400, C: 403}),
     ("GET", "/api/files/zip", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/approvals/rules", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/approvals/rules",
+        {"group": "default", "tool_pattern": "x_{role}", "action": "allow"},
+        {"anon": 401, A: 201, M: 403, C: 403},
+    ),
+    (
+        "PATCH",
+        "/api/approvals/rules/{rule}",
+        {"description": "edited"},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("DELETE", "/api/approvals/rules/{rule}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    ("GET", "/api/approvals/groups", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/approvals/groups",
+        {"name": "g{role}", "display_name": "G"},
+        {"anon": 401, A: 201, M: 403, C: 403},
+    ),
+    (
+        "PATCH",
+        "/api/approvals/groups/{grp}",
+        {"display_name": "Matrix"},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("DELETE", "/api/approvals/groups/{grp}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/approvals/test",
+        {"group": "default", "tool": "execute_cmd", "arguments": {}},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
 ]
 
 
@@ -214,7 +267,15 @@ async def test_role_route_matrix(
     model = await runtime.llm.add_model(
         provider.id, "llama3", "Llama", "average", ["tools"], 10, True
     )
+    await runtime.core.registry.save_group(
+        SecurityGroup(name="matrix", display_name="M", description=""), create=True
+    )
+    rule = await runtime.core.registry.save_rule(
+        Rule(0, "matrix", "x", None, "allow", 1, ""), create=True
+    )
     ids = {
+        "rule": str(rule.id),
+        "grp": "matrix",
         "ada": household["ada"],
         "victim": victim.user.id,
         "role_name": "member",

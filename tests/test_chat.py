@@ -332,6 +332,13 @@ async def test_a_message_without_a_usable_model_is_kept_and_answered_with_the_re
     assert (
         await ada.call("POST", f"/api/conversations/{cid}/messages", json=body)
     ).status_code == 202
+    # The turn may not have started yet when the POST answers (the conversation is still
+    # idle then): wait for the message, then for the turn to end.
+    async with asyncio.timeout(10):
+        while True:
+            if (await ada.call("GET", f"/api/conversations/{cid}/messages")).json():
+                break
+            await asyncio.sleep(0.05)
     await _wait_idle(ada, cid)
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     # Shown as typed: what Skald added for the model stays out of the bubble and the title.

@@ -198,3 +198,53 @@ def test_skald_chat_cli_talks_to_the_running_server(tmp_path: Path) -> None:
             assert r.returncode == 1 and "cannot reach" in r.stderr
         finally:
             srv.close()
+
+
+def test_kill_9_with_an_approval_pending_then_approve_from_the_inbox(tmp_path: Path) -> None:
+    with FakeLLM() as fake:
+        srv = ServerProcess(tmp_path)
+        srv.create_admin()
+        assert (
+            srv.cli(
+                "user", "add", "ada", "--role", "member", "--password-stdin", stdin=PW + "\n"
+            ).returncode
+            == 0
+        )
+        srv.start()
+        try:
+            admin = Api(srv.url)
+            admin.login(ADMIN, ADMIN_PW)
+            prov = admin.post(
+                "/api/llm/providers",
+                json={
+                    "name": "Fake",
+                    "kind": "openai_compatible",
+                    "base_url": fake.base_url_openai,
+                },
+            ).json()
+            admin.post(
+                "/api/llm/models", json={"provider_id": prov["id"], "model": "m", "name": "M"}
+            )
+            write = Call("write_file", {"path": "shared-memory/bins.md", "content": "# Bins\nTue."})
+            fake.script("m", [[write], Text("Saved for everyone.")])
+            ada = Api(srv.url)
+            ada.login("ada", PW)
+            cid = ada.post("/api/conversations", json={"title": "Bins"}).json()["id"]
+            ada.post(f"/api/conversations/{cid}/messages", json={"text": "Note the bin day"})
+            [before] = _wait_for(lambda: ada.get("/api/inbox").json())
+            assert before["tool"] == "write_file" and before["conversation_title"] == "Bins"
+            srv.stop(signal.SIGKILL)
+
+            srv.start()
+            ada = Api(srv.url)
+            ada.login("ada", PW)
+            [after] = _wait_for(lambda: ada.get("/api/inbox").json())
+            assert after["id"] == before["id"] and after["created_at"] == before["created_at"]
+            assert ada.post(f"/api/inbox/{after['id']}/approve", json={}).status_code == 204
+            _wait_for(lambda: _items(ada, cid)[-1]["text"] == "Saved for everyone.")
+            assert ada.get("/api/inbox").json() == []
+            calls = [c for i in _items(ada, cid) for c in i["tool_calls"]]
+            assert [c["status"] for c in calls] == ["done"]
+            assert len(fake.bodies("openai")) == 2
+        finally:
+            srv.close()

@@ -63,6 +63,7 @@ ALL_TOOLS = NOTE_TOOLS | OTHER_TOOLS
 
 ALLOW = Allow()
 SHARED = Require(SHARED_WRITE_REASON)
+EXEC = Require("running a command in your sandbox")
 
 
 def named(tool: str) -> Require:
@@ -92,14 +93,14 @@ CASES: list[tuple[str, dict[str, Any], Any]] = [
     ("write_file", {"path": "   ", "content": "x"}, "write_file"),
     ("write_file", {"content": "x"}, "write_file"),
     ("read_file", {"path": 7}, "read_file"),
-    # every other tool asks, whatever its arguments say
-    ("execute_cmd", {"command": "ls"}, "execute_cmd"),
-    ("execute_cmd", {"path": "user-memory/x.md"}, "execute_cmd"),
-    ("execute_task", {"task": "plan a trip"}, "execute_task"),
-    # a path-based tool of the right kind follows the path rules; without a path it asks
-    ("fs_read", {"path": "shared-memory/house/heating.md"}, ALLOW),
-    ("fs_write", {"path": "user-memory/x.md"}, ALLOW),
-    ("fs_write", {"path": "shared-memory/x.md"}, SHARED),
+    # commands ask, whatever their arguments say; helpers run (their calls pass the gate)
+    ("execute_cmd", {"command": "ls"}, EXEC),
+    ("execute_cmd", {"path": "user-memory/x.md"}, EXEC),
+    ("execute_task", {"task": "plan a trip"}, ALLOW),
+    # a tool that is neither a file nor a note tool is no @fs_read/@fs_write: it asks
+    ("fs_read", {"path": "shared-memory/house/heating.md"}, "fs_read"),
+    ("fs_write", {"path": "user-memory/x.md"}, "fs_write"),
+    ("fs_write", {"path": "shared-memory/x.md"}, "fs_write"),
     ("fs_read", {"path": "docs/manual.md"}, "fs_read"),
     ("fs_read", {}, "fs_read"),
 ]

@@ -1,15 +1,9 @@
-"""The approval gate Skald ships until the rule engine arrives (issue #4).
+"""The approval gate: the rule engine decides each call; some wait for a person.
 
-Decisions, from the tool's `kind` and the note store its `path` argument names:
-- reads of `user-memory/…` or `shared-memory/…` (and note-tool reads without a path:
-  `memory_search`, `list_files` of both stores) -> Allow;
-- writes to `user-memory/…` -> Allow; writes to `shared-memory/…` -> Require;
-- anything else -> Require, with a reason that names the tool.
-
-The store is taken from the path only when the path is well formed by the note-path
-rules (`parse_note_path` / `parse_note_folder`, the same ones the tools apply). A
-malformed path (`user-memory/../shared-memory/x.md`) matches no memory rule and falls to
-the catch-all Require, even though the tool would refuse it anyway.
+`check` finds the conversation's security group (`group_of`), loads that group's rules
+(`rules`, from the registry in production; the seeded defaults when not given) and lets
+`skald.core.rules.evaluate` pick the first matching rule: allow, deny, or require with
+the rule's description as the reason shown to the person.
 
 A required call waits for a person: `wait` keeps the request in `pending()`, tells the
 hub through `announce` (which shows it on every client), and returns once some client's
@@ -20,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from skald.agent.approval import (
     Allow,
@@ -31,81 +26,92 @@ from skald.agent.approval import (
     Approved,
     Decision,
     Deferred,
+    Deny,
     Rejected,
     Require,
 )
-from skald.agent.note_paths import (
-    SHARED_MEMORY,
-    USER_MEMORY,
-    NoteStoreName,
-    parse_note_folder,
-    parse_note_path,
-    store_of,
-)
-from skald.agent.subagent import SubAgentTool
 from skald.agent.tools import Tool, ToolContext
-from skald.errors import InvalidInputError
+from skald.core.rules import (
+    DEFAULT_GROUP,
+    SEED_RULES,
+    SHARED_WRITE_REASON,
+    CallFacts,
+    Rule,
+    Verdict,
+    evaluate,
+    normalise_path,
+)
 from skald.files.tools import FileTool
 from skald.llm.types import ToolCall
 from skald.log import get_logger
 from skald.tools.memory import NoteTool
 
-__all__ = ["SHARED_WRITE_REASON", "UNATTENDED_REASON", "Announce", "DefaultGate", "decide"]
+__all__ = [
+    "SHARED_WRITE_REASON",
+    "UNATTENDED_REASON",
+    "Announce",
+    "DefaultGate",
+    "decide",
+    "default_rules",
+    "explain",
+    "facts_of",
+]
 
 log = get_logger("skald.approvals")
 
-SHARED_WRITE_REASON: Final = "writing to the household's shared memory"
 UNATTENDED_REASON: Final = "refused automatically: nobody was there to approve it"
 
 Announce = Callable[[ApprovalRequest], Awaitable[None] | None]
+RuleSource = Callable[[str], Awaitable[list[Rule]]]  # group -> its rules
+GroupOf = Callable[[str], Awaitable[str]]  # conversation id -> its security group
+Bypassed = Callable[[str, str], Awaitable[bool]]  # (conversation id, tool) -> skip asking?
 
 
-def _note_store(path: str) -> NoteStoreName | None:
-    """The store a well-formed note or folder path names; None for anything else."""
-    try:
-        return parse_note_path(path).store
-    except InvalidInputError:
-        pass
-    try:
-        return parse_note_folder(path).store
-    except InvalidInputError:
-        return None
-
-
-def _notes_touched(call: ToolCall, tool: Tool) -> NoteStoreName | Literal["both"] | None:
-    """Which note store a call works on; None when it is not (only) the note stores."""
-    path = call.arguments.get("path")
-    if isinstance(path, str) and path.strip():
-        return _note_store(path)
-    if (path is None or isinstance(path, str)) and isinstance(tool, NoteTool):
-        return "both"  # memory_search, or list_files of both stores
-    return None
-
-
-def decide(call: ToolCall, tool: Tool) -> Decision:
-    """The default rules, without any waiting."""
-    place = _notes_touched(call, tool)
-    if place is not None and tool.kind == "read":
-        return Allow()
-    if place == USER_MEMORY and tool.kind == "write":
-        return Allow()
-    if place == SHARED_MEMORY and tool.kind == "write":
-        return Require(SHARED_WRITE_REASON)
-    # The file tools only ever reach the member's own places (the router refuses the
-    # rest), so only what leaves those places needs a person: household notes.
-    if isinstance(tool, FileTool):
-        path = call.arguments.get("path", "")
+def facts_of(call: ToolCall, tool: Tool) -> CallFacts:
+    """What the rules see of a call: its name, its categories and its normalised path."""
+    categories: set[str] = set()
+    if isinstance(tool, FileTool | NoteTool):
         if tool.kind == "read":
-            return Allow()  # the member's own home, the manual, notes they may read
-        if tool.kind == "write" and store_of(path) != SHARED_MEMORY:
-            return Allow()  # their own home and private notes
-        if tool.kind == "write":
-            return Require(SHARED_WRITE_REASON)
-    if isinstance(tool, SubAgentTool):
-        # Handing work to a helper changes nothing by itself; every call the helper makes
-        # passes this same gate.
+            categories.add("@fs_read")
+        elif tool.kind == "write":
+            categories.add("@fs_write")
+    if tool.kind == "exec":
+        categories.add("@exec")
+    server = getattr(tool, "mcp_server", None)
+    if isinstance(server, str) and server:
+        categories.add(f"@mcp:{server}")
+    return CallFacts(call.name, frozenset(categories), normalise_path(call.arguments.get("path")))
+
+
+def _decision(verdict: Verdict, tool_name: str) -> Decision:
+    reason = verdict.rule.description if verdict.rule is not None else verdict.explanation
+    reason = reason.replace("{tool}", tool_name)
+    if verdict.action == "allow":
         return Allow()
-    return Require(f"using the tool {call.name}")
+    if verdict.action == "deny":
+        return Deny(reason or f"the rules refuse the tool {tool_name}")
+    return Require(reason)
+
+
+def default_rules() -> list[Rule]:
+    """The seeded rules as a fresh registry holds them (ids in seeding order)."""
+    return [
+        Rule(i, r.group, r.tool_pattern, r.path_pattern, r.action, r.priority, r.description)
+        for i, r in enumerate(SEED_RULES, start=1)
+    ]
+
+
+def explain(call: ToolCall, tool: Tool, rules: list[Rule], group: str) -> Verdict:
+    return evaluate(rules, group, facts_of(call, tool))
+
+
+def decide(
+    call: ToolCall, tool: Tool, rules: list[Rule] | None = None, group: str = DEFAULT_GROUP
+) -> Decision:
+    """The rules' decision, without any waiting (the shipped defaults unless given)."""
+    return _decision(
+        explain(call, tool, default_rules() if rules is None else rules, group), call.name
+    )
 
 
 @dataclass
@@ -129,15 +135,46 @@ class DefaultGate:
         *,
         unattended: bool = False,
         defer_on_wait: bool = False,
+        rules: RuleSource | None = None,
+        group_of: GroupOf | None = None,
+        bypassed: Bypassed | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._bypassed = bypassed
+        self._clock = clock
+        self._timed: dict[tuple[str, str], float] = {}  # (conversation, tool) -> until
         self._announce = announce
+        self._rules = rules
+        self._group_of = group_of
         self.unattended = unattended
         self.defer_on_wait = defer_on_wait
         self._pending: dict[tuple[str, str], _Pending] = {}
         self._decided: dict[tuple[str, str], ApprovalOutcome] = {}
 
     async def check(self, call: ToolCall, tool: Tool, ctx: ToolContext) -> Decision:
-        return decide(call, tool)
+        group = (
+            DEFAULT_GROUP if self._group_of is None else await self._group_of(ctx.conversation_id)
+        )
+        rules = default_rules() if self._rules is None else await self._rules(group)
+        verdict = explain(call, tool, rules, group)
+        log.debug("approval rule", tool=call.name, action=verdict.action, rule=verdict.rule_id)
+        decision = _decision(verdict, call.name)
+        if isinstance(decision, Require) and await self.bypassing(ctx.conversation_id, call.name):
+            return Allow()
+        return decision
+
+    def grant(self, conversation_id: str, tool: str, seconds: float) -> None:
+        """Let `tool` run without asking in this conversation for a while (in memory)."""
+        self._timed[(conversation_id, tool)] = self._clock() + seconds
+
+    async def bypassing(self, conversation_id: str, tool: str) -> bool:
+        """Has the member said this exact tool may run here without asking?"""
+        until = self._timed.get((conversation_id, tool))
+        if until is not None:
+            if until > self._clock():
+                return True
+            del self._timed[(conversation_id, tool)]
+        return self._bypassed is not None and await self._bypassed(conversation_id, tool)
 
     async def wait(self, request: ApprovalRequest) -> ApprovalOutcome:
         """Wait for a person's decision (one `wait` per call at a time: the loop's rule)."""

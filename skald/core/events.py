@@ -94,6 +94,12 @@ class DirChanged(msgspec.Struct, tag="dir_changed", kw_only=True):
     path: str
 
 
+class InboxChanged(msgspec.Struct, tag="inbox_changed", kw_only=True):
+    """The member's Inbox gained or lost an item; `count` is how many wait now."""
+
+    count: int
+
+
 ServerEvent = (
     Hello
     | Ping
@@ -105,6 +111,7 @@ ServerEvent = (
     | Watching
     | WatchRefused
     | DirChanged
+    | InboxChanged
 )
 
 

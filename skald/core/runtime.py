@@ -165,6 +165,7 @@ class Runtime:
             layout=self.core.layout,
             sandbox=self.sandbox,
             member=self.member,
+            rules=self.core.registry.approval_rules,
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime

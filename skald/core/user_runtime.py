@@ -12,9 +12,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo
 
-from skald.agent import ChildAgent, LoopConfig, SubAgentTool, Tool, ToolContext
+from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, SubAgentTool, Tool, ToolContext
 from skald.agent.prompts import (
     AgentDef,
     compose_prompt,
@@ -26,10 +27,13 @@ from skald.agent.prompts import (
 )
 from skald.channels.hub import ChatHub, TurnSetup
 from skald.config import AssistantConfig
-from skald.core.approvals import DefaultGate
-from skald.core.events import EventHub
+from skald.core.approvals import DefaultGate, RuleSource
+from skald.core.ask import AskUserTool
+from skald.core.events import EventHub, InboxChanged
 from skald.core.llm_service import LlmService
+from skald.core.preview import write_preview
 from skald.core.users import UnlockedUser
+from skald.errors import NotFoundError
 from skald.files.router import PathRouter
 from skald.files.tools import workspace_tools
 from skald.paths import DataLayout
@@ -37,9 +41,23 @@ from skald.sandbox.execute import commands_block
 from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.conversations import Conversation
+from skald.store.inbox import InboxStore
 from skald.store.rows import Role, User
 from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.memory import memory_indexes, memory_tools
+
+
+def effective_group(chosen: str | None, role: Role) -> str:
+    """The chosen group when the role allows it, else the role's default group."""
+    attrs = role.attributes
+    if chosen is not None and (
+        chosen in attrs.allowed_security_groups or chosen == attrs.default_security_group
+    ):
+        return chosen
+    return attrs.default_security_group
+
+
+BYPASS_SECONDS = 15 * 60
 
 
 class UserRuntime:
@@ -57,6 +75,7 @@ class UserRuntime:
         layout: DataLayout,
         sandbox: SandboxManager | None = None,
         member: Callable[[str], Awaitable[tuple[User, Role]]] | None = None,
+        rules: RuleSource | None = None,
     ) -> None:
         self.handle = handle
         self.user = handle.user
@@ -66,9 +85,19 @@ class UserRuntime:
         self.agents_root = agents_root
         self.shared = shared
         self.config = config
-        self.gate = DefaultGate()
+        self.events = events
+        self.inbox = InboxStore(handle.db)
+        self.gate = DefaultGate(
+            self._on_request,
+            rules=rules,
+            group_of=self.security_group_of,
+            bypassed=self.inbox.bypassed,
+        )
+        self._chores: set[asyncio.Task[None]] = set()
+        self.ask = AskUserTool(self.inbox, self.inbox_changed)
         self.router = PathRouter.for_member(layout, self.user.id)
         self.sandbox = sandbox
+        self._member = member
         self._execute: ExecuteCmdTool | None = None
         if sandbox is not None and member is not None:
             user_id = self.user.id
@@ -77,7 +106,7 @@ class UserRuntime:
         self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
-        self.hub.retire = self.gate.retire
+        self.hub.retire = self._retire
 
     @property
     def shared_readable(self) -> bool:
@@ -125,12 +154,17 @@ class UserRuntime:
             base = memory_tools(
                 self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
             )
-        tools: list[Tool] = [*base, self._subagents]
+        tools: list[Tool] = [*base, self._subagents, self.ask]
         if self._execute is not None:
             tools.append(self._execute)
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools
+
+    def tool_named(self, name: str) -> Tool | None:
+        """One of the member's tools by name (for a dry run of the approval rules)."""
+        default = default_chat_agent(self.role.attributes.default_chat_agent, self.agents)
+        return next((t for t in self._tools(default) if t.name == name), None)
 
     async def _child(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         """A sub-agent for `execute_task`: a task agent with the member's own tools."""
@@ -144,6 +178,84 @@ class UserRuntime:
         model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
         config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
         return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
+
+    # -- the Inbox ----------------------------------------------------------------------
+
+    async def _on_request(self, request: ApprovalRequest) -> None:
+        """The gate asks a person: keep the request durably and tell every client."""
+        added = await self.inbox.add(
+            call_id=request.call_id,
+            conversation_id=request.conversation_id,
+            kind="approval",
+            tool=request.tool,
+            arguments=request.arguments,
+            reason=request.reason,
+            preview=await write_preview(
+                request.tool,
+                request.arguments,
+                owner=self.handle.store,
+                shared=self.shared,
+                router=self.router,
+            ),
+        )
+        if added:
+            await self.inbox_changed()
+
+    async def inbox_changed(self) -> None:
+        self.events.publish(self.user.id, InboxChanged(count=await self.inbox.count()))
+
+    def _retire(self, call_id: str) -> None:
+        """A call settled without a decision here: forget its request, close its item."""
+        self.gate.retire(call_id)
+
+        async def close() -> None:
+            if await self.inbox.close(call_id, "settled"):
+                await self.inbox_changed()
+
+        task = asyncio.get_running_loop().create_task(close())
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
+    async def decide(
+        self, call_id: str, approved: bool, bypass: Literal["15m", "conversation"] | None = None
+    ) -> None:
+        """A person's decision on a pending call (NotFoundError when there is none)."""
+        item = await self.inbox.get(call_id)
+        if item is not None and item.kind != "approval":
+            raise NotFoundError("no pending approval with that id")
+        if not self.gate.resolve(call_id, approved):
+            # Right after a restart the call is open in the history before recovery has
+            # asked again: keep the answer for when it does.
+            conversation_id = await self.hub.store.open_call(call_id)
+            if conversation_id is None:
+                raise NotFoundError("no pending approval with that id")
+            self.gate.decide_ahead(conversation_id, call_id, approved)
+        if item is not None and approved and bypass == "15m":
+            self.gate.grant(item.conversation_id, item.tool, BYPASS_SECONDS)
+        elif item is not None and approved and bypass == "conversation":
+            await self.inbox.add_bypass(item.conversation_id, item.tool)
+        if await self.inbox.close(call_id, "approved" if approved else "rejected"):
+            await self.inbox_changed()
+
+    async def current_role(self) -> Role:
+        """The member's role as it is now (a role edit applies to the very next call)."""
+        if self._member is None:
+            return self.role
+        _, self.role = await self._member(self.user.id)
+        return self.role
+
+    async def security_group_of(self, conversation_id: str) -> str:
+        """The security group whose rules decide this conversation's calls.
+
+        Checked on every call against the role as it is now: a group the role no longer
+        allows (or none chosen) falls back to the role's default group.
+        """
+        role = await self.current_role()
+        try:
+            chosen = (await self.hub.store.get(conversation_id)).security_group
+        except NotFoundError:
+            chosen = None
+        return effective_group(chosen, role)
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         agent = self.agent_for(conversation)

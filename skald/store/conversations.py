@@ -50,6 +50,7 @@ class Conversation(msgspec.Struct, frozen=True, kw_only=True):
     created_at: str
     updated_at: str
     usage: ConversationUsage
+    security_group: str | None = None  # None: the member's role default
 
 
 class CallView(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,7 +73,7 @@ class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     created_at: str
 
 
-_CONV = "id, title, agent_id, model_id, open, status, created_at, updated_at, input_tokens, output_tokens, cost_usd"
+_CONV = "id, title, agent_id, model_id, open, status, created_at, updated_at, input_tokens, output_tokens, cost_usd, security_group"
 
 
 def _conversation(r: tuple[Any, ...]) -> Conversation:
@@ -86,6 +87,7 @@ def _conversation(r: tuple[Any, ...]) -> Conversation:
         created_at=r[6],
         updated_at=r[7],
         usage=ConversationUsage(input_tokens=r[8], output_tokens=r[9], cost_usd=r[10]),
+        security_group=r[11],
     )
 
 
@@ -120,8 +122,9 @@ class ConversationStore:
         return [_conversation(r) for r in rows]
 
     async def update(self, conversation_id: str, **fields: Any) -> Conversation:
-        """Set `title`, `open`, `model_id` or `status` (a `model_id` of None means AUTO)."""
-        allowed = {"title", "open", "model_id", "status"}
+        """Set `title`, `open`, `model_id`, `status` or `security_group` (a `model_id` of
+        None means AUTO; a `security_group` of None, the role's default)."""
+        allowed = {"title", "open", "model_id", "status", "security_group"}
         if not set(fields) <= allowed:
             raise ValueError(f"cannot update {set(fields) - allowed}")
         if fields:

@@ -12,6 +12,7 @@ from typing import Any
 import apsw
 import msgspec
 
+from skald.core.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one, open_plain
 from skald.store.migrations import migrate
@@ -88,6 +89,7 @@ class Registry:
         try:
             await db.call(lambda c: migrate(c, REGISTRY))
             await db.transaction(_ensure_instance_id)
+            await db.transaction(seed_approvals)
         except BaseException:
             await db.aclose()
             raise
@@ -106,6 +108,128 @@ class Registry:
 
     async def instance_id(self) -> str:
         return str(await self.get_config("instance_id"))
+
+    # -- security groups and approval rules ---------------------------------------
+
+    async def security_groups(self) -> list[SecurityGroup]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c, "SELECT name, display_name, description FROM security_groups ORDER BY name"
+            )
+        )
+        return [SecurityGroup(name=r[0], display_name=r[1], description=r[2]) for r in rows]
+
+    # -- approval rules ------------------------------------------------------------
+
+    async def approval_rules(self, group: str | None = None) -> list[Rule]:
+        """The rules (of one group, or all), in evaluation order."""
+
+        def q(c: apsw.Connection) -> list[Rule]:
+            sql = (
+                "SELECT id, grp, tool_pattern, path_pattern, action, priority, description "
+                "FROM approval_rules"
+            )
+            rows = (
+                fetch_all(c, sql + " ORDER BY grp, priority, id")
+                if group is None
+                else fetch_all(c, sql + " WHERE grp=? ORDER BY priority, id", (group,))
+            )
+            return [Rule(*row) for row in rows]
+
+        return await self.db.call(q)
+
+    async def get_rule(self, rule_id: int) -> Rule | None:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c,
+                "SELECT id, grp, tool_pattern, path_pattern, action, priority, description "
+                "FROM approval_rules WHERE id=?",
+                (rule_id,),
+            )
+        )
+        return None if row is None else Rule(*row)
+
+    async def save_rule(self, rule: Rule, *, create: bool) -> Rule:
+        """Insert (the id is assigned) or update a rule; NotFoundError for a missing group."""
+
+        def q(c: apsw.Connection) -> int:
+            if fetch_one(c, "SELECT 1 FROM security_groups WHERE name=?", (rule.group,)) is None:
+                raise InvalidInputError(f"no security group named {rule.group!r}")
+            values = (
+                rule.group,
+                rule.tool_pattern,
+                rule.path_pattern,
+                rule.action,
+                rule.priority,
+                rule.description,
+            )
+            if create:
+                c.execute(
+                    "INSERT INTO approval_rules(grp, tool_pattern, path_pattern, action, priority, "
+                    "description) VALUES (?,?,?,?,?,?)",
+                    values,
+                )
+                return int(c.last_insert_rowid())
+            c.execute(
+                "UPDATE approval_rules SET grp=?, tool_pattern=?, path_pattern=?, action=?, "
+                "priority=?, description=? WHERE id=?",
+                (*values, rule.id),
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such rule")
+            return rule.id
+
+        rule_id = await self.db.transaction(q)
+        saved = await self.get_rule(rule_id)
+        assert saved is not None
+        return saved
+
+    async def delete_rule(self, rule_id: int) -> None:
+        def q(c: apsw.Connection) -> None:
+            c.execute("DELETE FROM approval_rules WHERE id=?", (rule_id,))
+            if c.changes() == 0:
+                raise NotFoundError("no such rule")
+
+        await self.db.transaction(q)
+
+    async def save_group(self, group: SecurityGroup, *, create: bool) -> None:
+        def q(c: apsw.Connection) -> None:
+            if create:
+                if fetch_one(c, "SELECT 1 FROM security_groups WHERE name=?", (group.name,)):
+                    raise ConflictError(f"a security group named {group.name!r} exists")
+                c.execute(
+                    "INSERT INTO security_groups VALUES (?,?,?)",
+                    (group.name, group.display_name, group.description),
+                )
+                return
+            c.execute(
+                "UPDATE security_groups SET display_name=?, description=? WHERE name=?",
+                (group.display_name, group.description, group.name),
+            )
+            if c.changes() == 0:
+                raise NotFoundError(f"no security group named {group.name!r}")
+
+        await self.db.transaction(q)
+
+    async def delete_group(self, name: str) -> None:
+        """Delete a group and its rules; refused while a role uses it as its default."""
+
+        def q(c: apsw.Connection) -> None:
+            users = fetch_all(
+                c,
+                "SELECT role FROM role_attributes WHERE key='default_security_group' "
+                "AND json_extract(value, '$')=?",
+                (name,),
+            )
+            if users:
+                raise ConflictError(
+                    f"the role {users[0][0]!r} uses {name!r} as its default security group"
+                )
+            c.execute("DELETE FROM security_groups WHERE name=?", (name,))
+            if c.changes() == 0:
+                raise NotFoundError(f"no security group named {name!r}")
+
+        await self.db.transaction(q)
 
     # -- roles -------------------------------------------------------------------
 
@@ -299,3 +423,49 @@ def _ensure_instance_id(c: apsw.Connection) -> None:
         "INSERT INTO config(key, value) VALUES ('instance_id', ?) ON CONFLICT(key) DO NOTHING",
         (json.dumps(secrets.token_hex(4)),),
     )
+
+
+class SecurityGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """A named set of approval rules a conversation runs under."""
+
+    name: str
+    display_name: str
+    description: str
+
+
+def seed_approvals(c: apsw.Connection) -> None:
+    """Add the default group and rules whose seed key was never seeded (every boot).
+
+    An admin's edit of a seeded rule is never overwritten, and a deleted one is never
+    added again: only keys missing from `approval_seeded` are inserted.
+    """
+    seeded = {row[0] for row in fetch_all(c, "SELECT seed_key FROM approval_seeded")}
+    group_key = f"group.{DEFAULT_GROUP}"
+    if group_key not in seeded:
+        c.execute(
+            "INSERT INTO security_groups(name, display_name, description) VALUES (?, ?, ?) "
+            "ON CONFLICT(name) DO NOTHING",
+            (DEFAULT_GROUP, "Default", "The rules every conversation starts with"),
+        )
+        c.execute("INSERT INTO approval_seeded VALUES (?)", (group_key,))
+    exists = fetch_one(c, "SELECT 1 FROM security_groups WHERE name=?", (DEFAULT_GROUP,))
+    for rule in SEED_RULES:
+        if rule.key in seeded:
+            continue
+        if exists is not None or rule.group != DEFAULT_GROUP:
+            c.execute(
+                "INSERT INTO approval_rules(grp, tool_pattern, path_pattern, action, priority, "
+                "description, seed_key) SELECT ?, ?, ?, ?, ?, ?, ? "
+                "WHERE EXISTS (SELECT 1 FROM security_groups WHERE name=?)",
+                (
+                    rule.group,
+                    rule.tool_pattern,
+                    rule.path_pattern,
+                    rule.action,
+                    rule.priority,
+                    rule.description,
+                    rule.key,
+                    rule.group,
+                ),
+            )
+        c.execute("INSERT INTO approval_seeded VALUES (?)", (rule.key,))

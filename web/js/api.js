@@ -127,6 +127,25 @@ export const api = {
   },
   chatModels: () => get('api/models'),
 
+  // Inbox: approvals and questions waiting for this member (id == the tool call id).
+  inbox: () => get('api/inbox'),
+  inboxApprove: (id, bypass) =>
+    post(`api/inbox/${encodeURIComponent(id)}/approve`, bypass ? { bypass } : {}),
+  inboxReject: (id) => post(`api/inbox/${encodeURIComponent(id)}/reject`),
+  inboxAnswer: (id, answer) => post(`api/inbox/${encodeURIComponent(id)}/answer`, { answer }),
+  mySecurityGroups: () => get('api/my/security-groups'),
+
+  // Approval rules and security groups (admin.roles)
+  approvalGroups: () => get('api/approvals/groups'),
+  createApprovalGroup: (body) => post('api/approvals/groups', body),
+  updateApprovalGroup: (name, body) => patch(`api/approvals/groups/${encodeURIComponent(name)}`, body),
+  deleteApprovalGroup: (name) => del(`api/approvals/groups/${encodeURIComponent(name)}`),
+  approvalRules: () => get('api/approvals/rules'),
+  createApprovalRule: (body) => post('api/approvals/rules', body),
+  updateApprovalRule: (id, body) => patch(`api/approvals/rules/${encodeURIComponent(id)}`, body),
+  deleteApprovalRule: (id) => del(`api/approvals/rules/${encodeURIComponent(id)}`),
+  testApproval: (body) => post('api/approvals/test', body),
+
   // Files (capability files). Paths are agent paths: "~/notes/a.md", "docs/…".
   filePlaces: () => get('api/files/places'),
   listDir: (path) => get(`api/files/dir?path=${encodeURIComponent(path)}`),

@@ -19,6 +19,8 @@ import { ProfilePage } from './pages/profile.js';
 import { FilesPage } from './pages/files.js';
 import { AdminUsersPage } from './pages/admin-users.js';
 import { AdminRolesPage } from './pages/admin-roles.js';
+import { InboxPage } from './pages/inbox.js';
+import { AdminApprovalsPage } from './pages/admin-approvals.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 
 // Logged-in routes. `cap` is the capability the page needs; simple-mode
@@ -27,10 +29,12 @@ import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 function matchRoute(path) {
   if (path === '/') return { page: ChatPage, title: 'nav.chat', flush: true };
   if (path === '/overview') return { page: HomePage, title: 'nav.overview', full: true };
+  if (path === '/inbox') return { page: InboxPage, title: 'nav.inbox', cap: 'inbox', simpleOk: true };
   if (path === '/profile') return { page: ProfilePage, title: 'nav.profile' };
   if (path === '/files') return { page: FilesPage, title: 'nav.files', cap: 'files' };
   if (path === '/admin/users') return { page: AdminUsersPage, title: 'nav.users', cap: 'admin.users' };
   if (path === '/admin/roles') return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles' };
+  if (path === '/admin/approvals') return { page: AdminApprovalsPage, title: 'nav.approvals', cap: 'admin.roles' };
   if (path === '/admin/models') return { page: AdminModelsPage, title: 'nav.models', cap: 'admin.models' };
   const m = path.match(/^\/admin\/roles\/([^/]+)$/);
   if (m) {
@@ -53,7 +57,8 @@ function resolve(state) {
   const route = matchRoute(path);
   if (route.full && state.me.ui_mode === 'simple') return { redirect: '/' };
   if (route.cap) {
-    const allowed = state.me.ui_mode !== 'simple' && (state.me.capabilities || []).includes(route.cap);
+    const allowed =
+      (state.me.ui_mode !== 'simple' || route.simpleOk) && (state.me.capabilities || []).includes(route.cap);
     if (!allowed) return { page: NotAllowedPage, title: 'status.not_allowed_title' };
   }
   return route;

@@ -231,6 +231,10 @@ export async function setConversationModel(id, modelId) {
   updateConversation(await api.updateConversation(id, { model_id: modelId }));
 }
 
+export async function setConversationSecurityGroup(id, group) {
+  updateConversation(await api.updateConversation(id, { security_group: group }));
+}
+
 // Close a tab (the conversation is kept) and show a neighbour instead.
 export async function closeConversation(id) {
   const open = chat.conversations.filter((c) => c.open);
@@ -315,7 +319,8 @@ export async function stopConversation(id) {
   await api.stopConversation(id);
 }
 
-export async function decide(id, callId, decision) {
+// A bypass ('15m' | 'conversation') goes through the inbox API, which knows it.
+export async function decide(id, callId, decision, bypass) {
   updateThread(id, (th) => {
     th.decisions = { ...th.decisions, [callId]: decision };
     const errs = { ...th.decisionErrors };
@@ -323,7 +328,8 @@ export async function decide(id, callId, decision) {
     th.decisionErrors = errs;
   });
   try {
-    await api.decideApproval(callId, decision);
+    if (decision === 'approve' && bypass) await api.inboxApprove(callId, bypass);
+    else await api.decideApproval(callId, decision);
   } catch (e) {
     updateThread(id, (th) => {
       const d = { ...th.decisions };

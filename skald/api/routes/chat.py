@@ -23,7 +23,7 @@ from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.core.uploads import content_for, conversation_folder, resolve_attachment
 from skald.core.user_runtime import UserRuntime
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import InvalidInputError
 from skald.store.conversations import Attachment, Conversation, HistoryItem
 
 CHAT = [requires("chat")]
@@ -41,6 +41,10 @@ class ConversationPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     open: bool | None = None
     # Absent: unchanged; null: AUTO; an id: that model.
     model_id: Annotated[str, msgspec.Meta(max_length=64)] | msgspec.UnsetType | None = msgspec.UNSET
+    # Absent: unchanged; null: the role's default; a name: that group (the role must allow it).
+    security_group: Annotated[str, msgspec.Meta(max_length=32)] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
 
 
 class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -111,7 +115,47 @@ async def patch_conversation(
         if data.model_id is not None:
             await _check_model(rt, data.model_id)
         fields["model_id"] = data.model_id
+    if data.security_group is not msgspec.UNSET:
+        if data.security_group is not None:
+            await _check_group(rt, mine, data.security_group)
+        fields["security_group"] = data.security_group
     return await mine.hub.update(conversation_id, **fields)
+
+
+async def _check_group(rt: Runtime, mine: UserRuntime, name: str) -> None:
+    if name not in {g.name for g in await my_groups(rt, mine)}:
+        raise InvalidInputError("your role does not allow that security group")
+
+
+class SecurityGroupView(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    display_name: str
+
+
+class MySecurityGroups(msgspec.Struct, frozen=True, kw_only=True):
+    allowed: list[SecurityGroupView]
+    default: str
+
+
+async def my_groups(rt: Runtime, mine: UserRuntime) -> list[SecurityGroupView]:
+    """The existing groups the member's role allows (its default always among them)."""
+    attrs = (await mine.current_role()).attributes
+    names = [*attrs.allowed_security_groups]
+    if attrs.default_security_group not in names:
+        names.insert(0, attrs.default_security_group)
+    known = {g.name: g for g in await rt.core.registry.security_groups()}
+    return [
+        SecurityGroupView(name=n, display_name=known[n].display_name) for n in names if n in known
+    ]
+
+
+@get("/api/my/security-groups", guards=CHAT)
+async def my_security_groups(request: AnyRequest, rt: NamedDependency[Runtime]) -> MySecurityGroups:
+    mine = await _mine(request, rt)
+    allowed = await my_groups(rt, mine)
+    return MySecurityGroups(
+        allowed=allowed, default=(await mine.current_role()).attributes.default_security_group
+    )
 
 
 async def _check_model(rt: Runtime, model_id: str) -> None:
@@ -226,16 +270,7 @@ async def decide(
     request: AnyRequest,
     rt: NamedDependency[Runtime],
 ) -> None:
-    mine = await _mine(request, rt)
-    approved = data.decision == "approve"
-    if mine.gate.resolve(call_id, approved):
-        return
-    # Right after a restart the call is open in the history before recovery has asked
-    # again: keep the answer for when it does.
-    conversation_id = await mine.hub.store.open_call(call_id)
-    if conversation_id is None:
-        raise NotFoundError("no pending approval with that id")
-    mine.gate.decide_ahead(conversation_id, call_id, approved)
+    await (await _mine(request, rt)).decide(call_id, data.decision == "approve")
 
 
 @post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
@@ -305,6 +340,7 @@ ROUTES = [
     list_conversations,
     create_conversation,
     patch_conversation,
+    my_security_groups,
     list_messages,
     send_message,
     stop,

@@ -81,11 +81,46 @@ CREATE TABLE chat_calls(
 CREATE INDEX chat_calls_by_conversation ON chat_calls(conversation_id, state);
 """
 
+# The security group a conversation runs under; NULL: the member's role default. The
+# group is checked against the role on every use, so a stale one falls back to the default.
+_V4_SECURITY_GROUP = """
+ALTER TABLE conversations ADD COLUMN security_group TEXT;
+"""
+
+# The Inbox: approval requests (and later questions) waiting for the member, kept so a
+# restart loses none; `id` is the tool call's id. And the tools a conversation lets run
+# without asking ("approve for this conversation").
+_V5_INBOX = """
+CREATE TABLE inbox_items(
+    id TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('approval', 'question')),
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL CHECK (json_valid(arguments)),
+    preview TEXT,
+    reason TEXT NOT NULL DEFAULT '',
+    choices TEXT CHECK (choices IS NULL OR json_valid(choices)),
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'approved', 'rejected', 'answered', 'settled')),
+    created_at TEXT NOT NULL,
+    decided_at TEXT
+) WITHOUT ROWID;
+CREATE INDEX inbox_items_pending ON inbox_items(status, created_at);
+CREATE TABLE conversation_bypass(
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    tool TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY(conversation_id, tool)
+) WITHOUT ROWID;
+"""
+
 OWNER = Schema(
     "owner",
     (
         Migration(1, "key/value", _V1_KV),
         Migration(2, "memory notes with full-text search", _V2_NOTES),
         Migration(3, "conversations and chat history", _V3_CHAT),
+        Migration(4, "conversation security group", _V4_SECURITY_GROUP),
+        Migration(5, "inbox items and per-conversation bypasses", _V5_INBOX),
     ),
 )

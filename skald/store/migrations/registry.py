@@ -228,6 +228,30 @@ CREATE TABLE llm_requests(
 );
 """
 
+# Approval rules and the security groups they belong to. Seeded rows carry a seed key;
+# `approval_seeded` remembers every key ever seeded, so a deleted default stays deleted.
+_V7_APPROVALS = """
+CREATE TABLE security_groups(
+    name TEXT PRIMARY KEY CHECK (name GLOB '[a-z]*' AND length(name) <= 32),
+    display_name TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT ''
+) WITHOUT ROWID;
+CREATE TABLE approval_rules(
+    id INTEGER PRIMARY KEY,
+    grp TEXT NOT NULL REFERENCES security_groups(name) ON DELETE CASCADE ON UPDATE CASCADE,
+    tool_pattern TEXT NOT NULL,
+    path_pattern TEXT,
+    action TEXT NOT NULL CHECK (action IN ('allow', 'require', 'deny')),
+    priority INTEGER NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    seed_key TEXT UNIQUE
+);
+CREATE INDEX approval_rules_order ON approval_rules(grp, priority, id);
+CREATE TABLE approval_seeded(
+    seed_key TEXT PRIMARY KEY
+) WITHOUT ROWID;
+"""
+
 
 REGISTRY = Schema(
     "registry",
@@ -238,5 +262,6 @@ REGISTRY = Schema(
         Migration(4, "login sessions", _V4_SESSIONS),
         Migration(5, "shared memory notes with full-text search", _V5_SHARED_NOTES),
         Migration(6, "LLM providers, models and request metadata", _V6_LLM),
+        Migration(7, "approval rules and security groups", _V7_APPROVALS),
     ),
 )

@@ -6,6 +6,8 @@ import { t, formatDate } from '../i18n.js';
 import { Icon, Logo } from './icons.js';
 import { errorText } from './form.js';
 import { Markdown } from './markdown.js';
+import { DiffView, ApprovalButtons } from './approval.js';
+import { useInboxList, itemForCall } from '../inbox.js';
 
 export function formatSize(bytes) {
   const n = Number(bytes) || 0;
@@ -39,24 +41,24 @@ function StatusChip({ status }) {
   </span>`;
 }
 
-function ApprovalBox({ call, approval, decision, error, onDecide }) {
+function ApprovalBox({ call, approval, decision, error, onDecide, conversationId }) {
   const sent = !!decision;
+  // The inbox item of this call carries the preview (a diff for writes).
+  useInboxList();
+  const item = conversationId ? itemForCall(conversationId, call) : null;
+  const reason = (approval && approval.reason) || (item && item.reason);
   return html`<div class="approval" data-testid="approval-card" data-call-id=${call.id}>
     <p class="approval__title">${Icon.shield()}<span>${t('chat.approval_question', { name: call.name })}</span></p>
-    ${approval && approval.reason &&
+    ${reason &&
     html`<p class="approval__reason" data-testid="approval-reason">
-      ${approval.reason.charAt(0).toUpperCase() + approval.reason.slice(1)}</p>`}
+      ${reason.charAt(0).toUpperCase() + reason.slice(1)}</p>`}
+    ${item && item.preview && html`<${DiffView} text=${item.preview} testid="approval-diff" />`}
     ${error && html`<p class="approval__error" role="alert" data-testid="approval-error">${errorText(error)}</p>`}
-    <div class="approval__actions">
-      <button type="button" class="btn btn--primary btn--small" disabled=${sent} data-testid="approval-approve"
-        onClick=${() => onDecide(call.id, 'approve')}>${Icon.check()}<span>${t('chat.approve')}</span></button>
-      <button type="button" class="btn btn--secondary btn--small" disabled=${sent} data-testid="approval-reject"
-        onClick=${() => onDecide(call.id, 'reject')}>${Icon.close()}<span>${t('chat.reject')}</span></button>
-      ${sent &&
-      html`<span class="muted small" role="status" data-testid="approval-sent">
-        ${decision === 'approve' ? t('chat.approval_sent_yes') : t('chat.approval_sent_no')}
-      </span>`}
-    </div>
+    <${ApprovalButtons} disabled=${sent} prefix="approval" onDecide=${(d, bypass) => onDecide(call.id, d, bypass)} />
+    ${sent &&
+    html`<p class="muted small" role="status" data-testid="approval-sent">
+      ${decision === 'approve' ? t('chat.approval_sent_yes') : t('chat.approval_sent_no')}
+    </p>`}
   </div>`;
 }
 
@@ -67,7 +69,7 @@ function filesHref(path) {
   return `#/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path)}`;
 }
 
-export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide }) {
+export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide, conversationId }) {
   const status = call.status || (result ? (result.is_error ? 'error' : 'done') : 'pending');
   const waiting = status === 'awaiting_approval';
   const hasArgs = call.arguments && Object.keys(call.arguments).length > 0;
@@ -103,7 +105,8 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
     html`<a class="btn btn--small" data-testid="tool-open-file" href=${filesHref(call.arguments.path)}>
       ${t('chat.open_in_files')}</a>`}
     ${waiting &&
-    html`<${ApprovalBox} call=${call} approval=${approval} decision=${decision} error=${decisionError} onDecide=${onDecide} />`}
+    html`<${ApprovalBox} call=${call} approval=${approval} decision=${decision} error=${decisionError} onDecide=${onDecide}
+      conversationId=${conversationId} />`}
   </div>`;
 }
 
@@ -143,7 +146,8 @@ function AssistantMessage({ item, ctx, streaming }) {
         (call) => html`<${ToolCard} key=${call.id} call=${call} result=${ctx.results[call.id]}
           output=${ctx.thread.outputs[call.id]} approval=${ctx.thread.approvals[call.id]}
           decision=${ctx.thread.decisions[call.id]} decisionError=${ctx.thread.decisionErrors[call.id]}
-          subtask=${!!ctx.thread.subtasks[call.id]} onDecide=${ctx.onDecide} />`,
+          subtask=${!!ctx.thread.subtasks[call.id]} onDecide=${ctx.onDecide}
+          conversationId=${ctx.conversationId} />`,
       )}
     </div>
   </div>`;
@@ -204,7 +208,7 @@ export function Typing({ simple }) {
 }
 
 // Everything shown for one conversation, in order: history, then the tail.
-export function Conversation({ thread, running, simple, onDecide }) {
+export function Conversation({ thread, running, simple, onDecide, conversationId }) {
   const items = thread.items || [];
   const turnItems = thread.tail.filter((e) => e.kind === 'turn').flatMap((e) => e.items);
   const results = {};
@@ -213,7 +217,7 @@ export function Conversation({ thread, running, simple, onDecide }) {
     if (it.role === 'tool' && it.tool_call_id) results[it.tool_call_id] = it;
     for (const c of it.tool_calls || []) callIds.add(c.id);
   }
-  const ctx = { results, callIds, thread, onDecide };
+  const ctx = { results, callIds, thread, onDecide, conversationId };
 
   // The typing dots show while the assistant works and no text is streaming.
   const openTurn = [...thread.tail].reverse().find((e) => e.kind === 'turn' && !e.done);

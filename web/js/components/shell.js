@@ -12,23 +12,35 @@ import { getState } from '../store.js';
 import { logout } from '../session.js';
 import { Icon, Logo } from './icons.js';
 import { ThemeToggle, LocalePicker } from './controls.js';
+import { useInbox } from '../inbox.js';
+
+// The number of inbox items waiting, as a small pill; nothing when none.
+function InboxBadge({ count, testid }) {
+  if (!count) return null;
+  return html`<span class="badge-count" data-testid=${testid} data-count=${count}
+    aria-label=${t('inbox.badge_label', { count })}>${count > 99 ? '99+' : count}</span>`;
+}
 
 // Navigation entries; `cap` hides the entry unless the user has it. Hiding is
 // a courtesy only: the server refuses the API calls anyway.
 const NAV = [
   { path: '/', key: 'nav.chat', icon: Icon.chat, testid: 'nav-home' },
+  { path: '/inbox', key: 'nav.inbox', icon: Icon.inbox, testid: 'nav-inbox', badge: true, cap: 'inbox', simpleOk: true },
   { path: '/overview', key: 'nav.overview', icon: Icon.home, testid: 'nav-overview', full: true },
   { path: '/files', key: 'nav.files', icon: Icon.folder, testid: 'nav-files', cap: 'files' },
   { path: '/profile', key: 'nav.profile', icon: Icon.user, testid: 'nav-profile' },
   { path: '/admin/users', key: 'nav.users', icon: Icon.users, testid: 'nav-admin-users', cap: 'admin.users', admin: true },
   { path: '/admin/roles', key: 'nav.roles', icon: Icon.shield, testid: 'nav-admin-roles', cap: 'admin.roles', admin: true },
+  { path: '/admin/approvals', key: 'nav.approvals', icon: Icon.list, testid: 'nav-admin-approvals', cap: 'admin.roles', admin: true },
   { path: '/admin/models', key: 'nav.models', icon: Icon.cpu, testid: 'nav-admin-models', cap: 'admin.models', admin: true },
 ];
 
 export function navFor(me) {
   const simple = me.ui_mode === 'simple';
   const caps = new Set(me.capabilities || []);
-  return NAV.filter((n) => (!n.full || !simple) && (!n.cap || (!simple && caps.has(n.cap))));
+  return NAV.filter(
+    (n) => (!n.full || !simple) && (!n.cap || ((!simple || n.simpleOk) && caps.has(n.cap))),
+  );
 }
 
 function isActive(itemPath, current) {
@@ -89,6 +101,8 @@ export function Shell({ children, flush = false }) {
   const [navOpen, setNavOpen] = useState(false);
   const simple = me.ui_mode === 'simple';
   const items = navFor(me);
+  const { count } = useInbox();
+  const canInbox = (me.capabilities || []).includes('inbox');
 
   // A route change (link tapped) closes the phone menu.
   useEffect(() => setNavOpen(false), [route.path]);
@@ -105,6 +119,7 @@ export function Shell({ children, flush = false }) {
     <a href=${`#${item.path}`} class=${`nav__link${isActive(item.path, route.path) ? ' is-active' : ''}`}
       aria-current=${isActive(item.path, route.path) ? 'page' : undefined} data-testid=${item.testid}>
       ${item.icon()}<span>${t(item.key)}</span>
+      ${item.badge && html`<${InboxBadge} count=${count} testid="nav-inbox-badge" />`}
     </a>
   </li>`;
 
@@ -120,6 +135,9 @@ export function Shell({ children, flush = false }) {
         data-testid="nav-toggle">${navOpen ? Icon.close() : Icon.menu()}</button>
       <a href="#/" class="brand" data-testid="app-name"><${Logo} size=${30} /><span>Skald</span></a>
       <div class="header__tools">
+        ${canInbox &&
+        html`<a href="#/inbox" class="icon-btn header__inbox" aria-label=${t('nav.inbox')} title=${t('nav.inbox')}
+          data-testid="header-inbox">${Icon.inbox()}<${InboxBadge} count=${count} testid="header-inbox-badge" /></a>`}
         <${ThemeToggle} />
         <${LocalePicker} />
         <${UserMenu} me=${me} />

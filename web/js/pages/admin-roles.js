@@ -69,6 +69,21 @@ function RoleEditor({ role, capabilities, onSaved }) {
   const [caps, setCaps] = useState(new Set(role ? role.capabilities || [] : []));
   const [attrs, setAttrs] = useState({ ...DEFAULT_ATTRIBUTES, ...(role ? role.attributes || {} : {}) });
   const [groupsText, setGroupsText] = useState((attrs.allowed_security_groups || []).join(', '));
+  // The security groups that exist (from the approvals admin); null while
+  // unknown, and the plain text field stays as a fallback if they cannot be read.
+  const [groups, setGroups] = useState(null);
+  useEffect(() => {
+    let live = true;
+    api.approvalGroups().then((g) => live && setGroups(Array.isArray(g) ? g : null), () => {});
+    return () => {
+      live = false;
+    };
+  }, []);
+  const chosenGroups = groupsText.split(/[,\s]+/).map((s) => s.trim()).filter(Boolean);
+  const toggleGroup = (groupName) => {
+    const next = chosenGroups.includes(groupName) ? chosenGroups.filter((g) => g !== groupName) : [...chosenGroups, groupName];
+    setGroupsText(next.join(', '));
+  };
   const [run, busy, error] = useAction();
   const [saved, setSaved] = useFlash();
   const ids = {
@@ -94,7 +109,7 @@ function RoleEditor({ role, capabilities, onSaved }) {
     run(async () => {
       const attributes = {
         ...attrs,
-        allowed_security_groups: groupsText.split(/[,\s]+/).map((s) => s.trim()).filter(Boolean),
+        allowed_security_groups: chosenGroups,
       };
       const capabilitiesList = allCaps.map((c) => c.name).filter((c) => caps.has(c));
       let result;
@@ -175,13 +190,36 @@ function RoleEditor({ role, capabilities, onSaved }) {
       </div>
       <div class="grid-2">
         <${Field} label=${t('roles.default_security_group')} id=${ids.dsg}>
-          <input id=${ids.dsg} class="input mono" value=${attrs.default_security_group || ''}
-            onInput=${(e) => setAttr('default_security_group', e.target.value)} data-testid="role-default-security-group" />
+          ${groups
+            ? html`<select id=${ids.dsg} class="select" value=${attrs.default_security_group || ''}
+                onChange=${(e) => setAttr('default_security_group', e.target.value)} data-testid="role-default-security-group">
+                <option value="">${t('roles.security_group_none')}</option>
+                ${groups.map((g) => html`<option value=${g.name}>${g.display_name || g.name}</option>`)}
+                ${attrs.default_security_group && !groups.some((g) => g.name === attrs.default_security_group) &&
+                html`<option value=${attrs.default_security_group}>${attrs.default_security_group}</option>`}
+              </select>`
+            : html`<input id=${ids.dsg} class="input mono" value=${attrs.default_security_group || ''}
+                onInput=${(e) => setAttr('default_security_group', e.target.value)} data-testid="role-default-security-group" />`}
         <//>
-        <${Field} label=${t('roles.allowed_security_groups')} id=${ids.asg} hint=${t('roles.allowed_security_groups_hint')}>
-          <input id=${ids.asg} class="input mono" value=${groupsText} onInput=${(e) => setGroupsText(e.target.value)}
-            data-testid="role-allowed-security-groups" />
-        <//>
+        ${groups
+          ? html`<fieldset class="fieldset" data-testid="role-allowed-security-groups">
+              <legend>${t('roles.allowed_security_groups')}</legend>
+              ${[...groups.map((g) => g.name), ...chosenGroups.filter((n) => !groups.some((g) => g.name === n))].map((n) => {
+                const g = groups.find((x) => x.name === n);
+                const cid = `${ids.asg}-${n}`;
+                return html`<div class="check">
+                  <input id=${cid} type="checkbox" checked=${chosenGroups.includes(n)} onChange=${() => toggleGroup(n)}
+                    data-testid="role-allowed-security-group" data-group=${n} />
+                  <label for=${cid}><span>${g ? g.display_name || n : n}</span>
+                    ${g && g.description && html`<span class="field__hint">${g.description}</span>`}</label>
+                </div>`;
+              })}
+              <p class="field__hint">${t('roles.allowed_security_groups_pick')}</p>
+            </fieldset>`
+          : html`<${Field} label=${t('roles.allowed_security_groups')} id=${ids.asg} hint=${t('roles.allowed_security_groups_hint')}>
+              <input id=${ids.asg} class="input mono" value=${groupsText} onInput=${(e) => setGroupsText(e.target.value)}
+                data-testid="role-allowed-security-groups" />
+            <//>`}
         <${Field} label=${t('roles.default_chat_agent')} id=${ids.agent}>
           <input id=${ids.agent} class="input mono" value=${attrs.default_chat_agent || ''}
             onInput=${(e) => setAttr('default_chat_agent', e.target.value)} data-testid="role-default-chat-agent" />

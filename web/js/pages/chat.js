@@ -11,6 +11,7 @@ import { redirect } from '../router.js';
 import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText } from '../components/form.js';
 import { Conversation, ScrollArea, formatSize } from '../components/chat-items.js';
+import { SecurityGroupControl } from '../components/security-group.js';
 import {
   useChat,
   loadConversations,
@@ -446,6 +447,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
           }} />
         <button type="button" class="icon-btn" onClick=${() => fileInput.current.click()} aria-label=${t('chat.attach')}
           title=${t('chat.attach')} data-testid="chat-attach">${Icon.attach()}</button>
+        <${SecurityGroupControl} conv=${conv} />
         ${!simple &&
         html`<label class="visually-hidden" for="chat-model">${t('chat.model')}</label>
           <select id="chat-model" class="select composer__model" value=${modelValue} onChange=${onModel}
@@ -579,7 +581,7 @@ export function ChatPage() {
     body = html`<${ScrollArea} resetKey=${`${conv.id}:${thread.sent || 0}`} busy=${running}
         label=${t('chat.messages_label', { title: titleOf(conv) })}>
       <${Conversation} thread=${thread} running=${conv.status === 'running'} simple=${simple}
-        onDecide=${(callId, decision) => decide(conv.id, callId, decision)} />
+        conversationId=${conv.id} onDecide=${(callId, decision, bypass) => decide(conv.id, callId, decision, bypass)} />
     <//>`;
   }
 

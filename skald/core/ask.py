@@ -1,0 +1,101 @@
+"""`ask_user`: the assistant asks the member a question and waits for the answer.
+
+The question becomes an Inbox item of kind `question` (its id is the call's id); the
+answer, from any client, is the tool's result. A crash while waiting is harmless: the
+call runs again on recovery (`rerun_on_recovery`), finds the same item and keeps
+waiting; an answer given before recovery asked again is kept for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.errors import InvalidInputError, NotFoundError
+from skald.llm.types import ToolSpec
+from skald.store.inbox import InboxStore
+
+__all__ = ["AskUserTool"]
+
+MAX_CHOICES = 10
+
+_SPEC = ToolSpec(
+    name="ask_user",
+    description=(
+        "Ask the user a question and wait for the answer (it appears in their Inbox). "
+        "Use it when you cannot go on without their decision; offer `choices` when the "
+        "answer is one of a few options. The answer is this tool's result."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "choices": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                "maxItems": MAX_CHOICES,
+            },
+        },
+        "required": ["question"],
+        "additionalProperties": False,
+    },
+)
+
+
+class AskUserTool(Tool):
+    spec = _SPEC
+    kind = "other"
+    concurrency_safe = False
+    rerun_on_recovery = True  # asking again finds the same Inbox item
+
+    def __init__(self, inbox: InboxStore, changed: Callable[[], Awaitable[None]]) -> None:
+        self.inbox = inbox
+        self.changed = changed
+        self._waiting: dict[str, asyncio.Future[str]] = {}
+        self._ahead: dict[str, str] = {}
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        question = str(args["question"]).strip()
+        choices = [str(c) for c in args.get("choices") or []] or None
+        if not question:
+            return ToolResult.error("The question is empty.")
+        if await self.inbox.add(
+            call_id=ctx.call_id,
+            conversation_id=ctx.conversation_id,
+            kind="question",
+            tool=self.name,
+            arguments=args,
+            reason=question,
+            choices=choices,
+        ):
+            await self.changed()
+        answer = self._ahead.pop(ctx.call_id, None)
+        if answer is None:
+            future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self._waiting[ctx.call_id] = future
+            try:
+                answer = await future
+            finally:
+                self._waiting.pop(ctx.call_id, None)
+        if await self.inbox.close(ctx.call_id, "answered"):
+            await self.changed()
+        return ToolResult(content=f"The user answered: {answer}")
+
+    async def answer(self, item_id: str, text: str) -> None:
+        """A person's answer to a pending question (from any client)."""
+        item = await self.inbox.get(item_id)
+        if item is None:
+            raise NotFoundError("no pending question with that id")
+        if item.kind != "question":
+            raise InvalidInputError("that item is an approval: approve or reject it")
+        if not text.strip():
+            raise InvalidInputError("the answer is empty")
+        future = self._waiting.get(item_id)
+        if future is not None and not future.done():
+            future.set_result(text)
+        else:  # recovery has not asked again yet: keep it for when it does
+            self._ahead[item_id] = text
+        if await self.inbox.close(item_id, "answered"):
+            await self.changed()

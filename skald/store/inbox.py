@@ -1,0 +1,153 @@
+"""The member's Inbox in their owner database: requests that wait for them, durably.
+
+An item's id is the tool call's id. A row is written when the gate first asks about a
+call and stays `pending` until a person decides (`approved`/`rejected`/`answered`) or the
+call is settled some other way (`settled`). Listing shows only pending rows whose call is
+still open in the history, so a row can never outlive its call on screen.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.registry import now_iso
+
+__all__ = ["InboxItem", "InboxStore"]
+
+Kind = Literal["approval", "question"]
+Outcome = Literal["approved", "rejected", "answered", "settled"]
+
+_OPEN = (
+    "i.status='pending' AND EXISTS (SELECT 1 FROM chat_calls k WHERE k.id=i.id "
+    "AND k.state IN ('pending', 'running', 'awaiting_approval'))"
+)
+
+
+class InboxItem(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    kind: Kind
+    conversation_id: str
+    conversation_title: str
+    tool: str
+    arguments: dict[str, Any]
+    preview: str | None
+    reason: str
+    created_at: str
+    choices: list[str] | None
+
+
+def _item(r: tuple[Any, ...]) -> InboxItem:
+    return InboxItem(
+        id=r[0],
+        kind=r[1],
+        conversation_id=r[2],
+        conversation_title=r[3] or "",
+        tool=r[4],
+        arguments=json.loads(r[5]),
+        preview=r[6],
+        reason=r[7],
+        created_at=r[8],
+        choices=None if r[9] is None else json.loads(r[9]),
+    )
+
+
+_SELECT = (
+    "SELECT i.id, i.kind, i.conversation_id, c.title, i.tool, i.arguments, i.preview, i.reason, "
+    "i.created_at, i.choices FROM inbox_items i JOIN conversations c ON c.id=i.conversation_id"
+)
+
+
+class InboxStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(
+        self,
+        *,
+        call_id: str,
+        conversation_id: str,
+        kind: Kind,
+        tool: str,
+        arguments: dict[str, Any],
+        reason: str,
+        preview: str | None = None,
+        choices: list[str] | None = None,
+    ) -> bool:
+        """Record a request; False when it was already recorded (asked again on recovery)."""
+
+        def q(c: apsw.Connection) -> bool:
+            c.execute(
+                "INSERT INTO inbox_items(id, conversation_id, kind, tool, arguments, preview, "
+                "reason, choices, created_at) VALUES (?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT(id) DO UPDATE SET status='pending', decided_at=NULL "
+                "WHERE status != 'pending'",
+                (
+                    call_id,
+                    conversation_id,
+                    kind,
+                    tool,
+                    json.dumps(arguments),
+                    preview,
+                    reason,
+                    None if choices is None else json.dumps(choices),
+                    now_iso(),
+                ),
+            )
+            return c.changes() > 0
+
+        return await self.db.transaction(q)
+
+    async def close(self, item_id: str, outcome: Outcome) -> bool:
+        """Mark a pending item decided; False when no such pending item exists."""
+
+        def q(c: apsw.Connection) -> bool:
+            c.execute(
+                "UPDATE inbox_items SET status=?, decided_at=? WHERE id=? AND status='pending'",
+                (outcome, now_iso(), item_id),
+            )
+            return c.changes() > 0
+
+        return await self.db.transaction(q)
+
+    async def pending(self) -> list[InboxItem]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, f"{_SELECT} WHERE {_OPEN} ORDER BY i.created_at, i.id")
+        )
+        return [_item(r) for r in rows]
+
+    async def get(self, item_id: str) -> InboxItem | None:
+        row = await self.db.call(
+            lambda c: fetch_one(c, f"{_SELECT} WHERE i.id=? AND {_OPEN}", (item_id,))
+        )
+        return None if row is None else _item(row)
+
+    async def count(self) -> int:
+        row = await self.db.call(
+            lambda c: fetch_one(c, f"SELECT count(*) FROM inbox_items i WHERE {_OPEN}")
+        )
+        return 0 if row is None else int(row[0])
+
+    # -- "approve for this conversation" ---------------------------------------------
+
+    async def add_bypass(self, conversation_id: str, tool: str) -> None:
+        await self.db.transaction(
+            lambda c: c.execute(
+                "INSERT INTO conversation_bypass VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                (conversation_id, tool, now_iso()),
+            )
+        )
+
+    async def bypassed(self, conversation_id: str, tool: str) -> bool:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c,
+                "SELECT 1 FROM conversation_bypass WHERE conversation_id=? AND tool=?",
+                (conversation_id, tool),
+            )
+        )
+        return row is not None

@@ -1,0 +1,211 @@
+"""The Inbox: durable approval requests, decided from any client, with bypasses."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from conftest import Client
+from fake_llm import Call, FakeLLM, Text
+from test_chat import _admin_sets_up_models, _chat, _wait_idle
+
+from skald.core.runtime import Runtime
+
+MakeClient = Callable[[], Awaitable[Client]]
+
+
+def _write(name: str) -> Call:
+    return Call("write_file", {"path": f"shared-memory/{name}.md", "content": f"# {name}"})
+
+
+async def _inbox(client: Client) -> list[dict[str, Any]]:
+    r = await client.call("GET", "/api/inbox")
+    assert r.status_code == 200, r.text
+    items: list[dict[str, Any]] = r.json()
+    return items
+
+
+async def _until_inbox(client: Client, count: int) -> list[dict[str, Any]]:
+    async with asyncio.timeout(10):
+        while True:
+            items = await _inbox(client)
+            if len(items) == count:
+                return items
+            await asyncio.sleep(0.05)
+
+
+async def test_inbox_lists_decides_and_hides_from_others(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a", [[_write("wifi")], Text("Not saved."), [_write("bins")], Text("Saved.")]
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    assert await _inbox(ada) == []
+
+    out = await _chat(ada, "save the wifi note")
+    assert out["status"] == "awaiting_approval"
+    cid = out["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    assert item["kind"] == "approval"
+    assert item["conversation_id"] == cid
+    assert item["conversation_title"]
+    assert item["tool"] == "write_file"
+    assert item["arguments"]["path"] == "shared-memory/wifi.md"
+    assert item["reason"] == "writing to the household's shared memory"
+    assert item["choices"] is None and item["created_at"]
+    assert item["preview"].startswith("--- shared-memory/wifi.md\n+++ shared-memory/wifi.md\n")
+    assert "+# wifi\n" in item["preview"]
+
+    mum = await make_client()
+    await mum.login("mum")
+    assert await _inbox(mum) == []
+    for verb in ("approve", "reject"):
+        r = await mum.call("POST", f"/api/inbox/{item['id']}/{verb}", json={})
+        assert r.status_code == 404
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "yes"})
+    assert r.status_code == 400
+
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/reject")
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert await _inbox(ada) == []
+    assert [n.path for n in await runtime.shared_memory.note_list()] == []
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "Not saved."
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={})
+    assert r.status_code == 404  # decided already
+
+    out = await _chat(ada, "save the bins note", cid)
+    [item] = await _until_inbox(ada, 1)
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve")
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert await _inbox(ada) == []
+    assert "bins" in await runtime.shared_memory.note_get("bins.md")
+
+
+async def test_bypass_for_the_conversation_covers_that_tool_only(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    edit = Call("edit_file", {"path": "shared-memory/a.md", "old_text": "# a", "new_text": "# A"})
+    fake_llm.script(
+        "model-a",
+        [[_write("a")], Text("one"), [_write("b")], Text("two"), [edit], Text("three")],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await _chat(ada, "save a"))["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "conversation"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    # the same tool in the same conversation runs without asking
+    out = await _chat(ada, "save b", cid)
+    assert out["status"] == "done" and out["reply"] == "two"
+    assert "b" in await runtime.shared_memory.note_get("b.md")
+    # another tool still asks
+    out = await _chat(ada, "edit a", cid)
+    assert out["status"] == "awaiting_approval"
+    [item] = await _until_inbox(ada, 1)
+    assert item["tool"] == "edit_file"
+    assert "-# a\n+# A\n" in item["preview"]
+    # and so does the same tool in another conversation
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/reject")
+    assert r.status_code == 204
+
+
+async def test_bypass_for_fifteen_minutes_is_kept_in_the_gate(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script("model-a", [[_write("a")], Text("one"), [_write("b")], Text("two")])
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await _chat(ada, "save a"))["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "15m"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    mine = runtime.user_runtimes[household["ada"]]
+    assert await mine.gate.bypassing(cid, "write_file")
+    assert not await mine.gate.bypassing(cid, "edit_file")
+    assert not await mine.gate.bypassing("other", "write_file")
+    out = await _chat(ada, "save b", cid)
+    assert out["status"] == "done"
+
+
+async def test_ask_user_becomes_a_question_and_the_answer_is_the_result(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    ask = Call("ask_user", {"question": "Which day for bread?", "choices": ["Sat", "Sun"]})
+    fake_llm.script("model-a", [[ask], Text("Sunday it is.")])
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
+    assert r.status_code == 202
+    [item] = await _until_inbox(ada, 1)
+    assert item["kind"] == "question" and item["tool"] == "ask_user"
+    assert item["reason"] == "Which day for bread?" and item["choices"] == ["Sat", "Sun"]
+    assert item["conversation_title"] == "Bread"
+
+    mum = await make_client()
+    await mum.login("mum")
+    r = await mum.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "Sat"})
+    assert r.status_code == 404
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={})
+    assert r.status_code == 404  # a question is answered, not approved
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "Sun"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert await _inbox(ada) == []
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "Sunday it is."
+    tool_msgs = [m for m in fake_llm.bodies("openai")[-1]["messages"] if m["role"] == "tool"]
+    assert "The user answered: Sun" in str(tool_msgs[0]["content"])
+
+
+async def test_inbox_changed_is_published_with_the_count(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+    monkeypatch: Any,
+) -> None:
+    from skald.core.events import InboxChanged
+
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script("model-a", [[_write("a")], Text("done")])
+    seen: list[tuple[str, int]] = []
+    publish = runtime.hub.publish
+
+    def record(user_id: str, event: Any) -> None:
+        if isinstance(event, InboxChanged):
+            seen.append((user_id, event.count))
+        publish(user_id, event)
+
+    monkeypatch.setattr(runtime.hub, "publish", record)
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await _chat(ada, "save a"))["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    await _until(lambda: bool(seen))  # the row is written a moment before the event
+    assert seen == [(household["ada"], 1)]
+    assert (await ada.call("POST", f"/api/inbox/{item['id']}/approve")).status_code == 204
+    await _wait_idle(ada, cid)
+    await _until(lambda: seen[-1][1] == 0)
+    assert seen[-1] == (household["ada"], 0)
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(10):
+        while True:
+            if predicate():
+                return
+            await asyncio.sleep(0.02)

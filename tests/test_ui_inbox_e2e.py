@@ -1,0 +1,237 @@
+"""The Inbox in a real browser: Debian's Chromium driven by Playwright against a real
+`skald serve`, with the fake provider (`fake_llm.FakeLLM`) as the model.
+
+A member asks, on her desktop, to keep a note in the household's shared memory. The
+model's write waits for her approval: the chat's approval card shows what the write
+would change as a diff (added lines marked as such) and offers the bypass choices. On
+her phone (a 375 px wide viewport, the same account) the Inbox badge in the header
+counts the waiting item; she opens the Inbox there, sees the same diff, approves, and the
+turn completes in the desktop chat. The badge goes away on both screens.
+
+Launch flags, the skip rule, the console and CSP watching and the screenshot folder are
+those of `test_ui_e2e.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import Call, FakeLLM, Text
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from test_ui_e2e import (
+    CHROMIUM_ARGS,
+    CSP_RECORDER,
+    PLAYWRIGHT_MISSING,
+    SHOTS,
+    Watch,
+    _browser_or_skip,
+    _login,
+    shot,
+)
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
+
+USER, USER_PW = "bea", "bea's rather long password"
+MODEL = "fake-inbox"
+SHARED_NOTE = "shared-memory/garden.md"
+NOTE_TEXT = "# Garden\nWater the tomatoes every second evening."
+ASK = "Remember for everybody how often the tomatoes need water"
+REPLY = "Done, the watering rhythm is in the household notes now"
+
+# Failed requests this scenario expects: the boot-time "who am I?" before a login.
+EXPECTED_STATUS = re.compile(r"status of 401 \(")
+
+
+class InboxWatch(Watch):
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        return bool(EXPECTED_STATUS.search(text))
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    made = srv.cli(
+        "user", "add", USER, "--role", "member", "--password-stdin", stdin=USER_PW + "\n"
+    )
+    assert made.returncode == 0, made.stderr
+    srv.start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    chromium = _browser_or_skip()
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+def _front(page: Page) -> Page:
+    """Background tabs get few animation frames; Playwright's actions wait for them."""
+    page.bring_to_front()
+    return page
+
+
+def _write_card(page: Page) -> Locator:
+    return page.locator('[data-testid="tool-card"][data-tool="write_file"]')
+
+
+def _connect_model(admin: Page, fake: FakeLLM) -> None:
+    admin.get_by_test_id("nav-admin-models").click()
+    expect(admin.get_by_test_id("models-page")).to_be_visible()
+    admin.get_by_test_id("provider-add").click()
+    box = admin.get_by_test_id("provider-dialog")
+    box.get_by_test_id("provider-name").fill("Fake provider")
+    box.get_by_test_id("provider-kind").select_option("openai_compatible")
+    box.get_by_test_id("provider-base-url").fill(fake.base_url_openai)
+    box.get_by_test_id("provider-api-key").fill("sk-inbox-test")
+    box.get_by_test_id("provider-save").click()
+    expect(box).to_have_count(0)
+    admin.get_by_test_id("model-add").click()
+    box = admin.get_by_test_id("model-dialog")
+    box.get_by_test_id("model-wire-id").fill(MODEL)
+    box.get_by_test_id("model-name").fill("Fake inbox model")
+    box.get_by_test_id("model-save").click()
+    expect(box).to_have_count(0)
+    expect(admin.get_by_test_id("model-row")).to_have_count(1)
+
+
+@pytest.mark.timeout(120)
+def test_a_write_waits_in_the_inbox_and_is_approved_from_the_phone(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    started = time.monotonic()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    watch = InboxWatch()
+    contexts: list[BrowserContext] = []
+
+    def context(**options: Any) -> BrowserContext:
+        ctx = browser.new_context(
+            locale="en-US", color_scheme="light", base_url=server.url, **options
+        )
+        ctx.set_default_timeout(10_000)
+        ctx.add_init_script(CSP_RECORDER)
+        contexts.append(ctx)
+        return ctx
+
+    try:
+        admin = _front(
+            watch.attach("admin", context(viewport={"width": 1280, "height": 860}).new_page())
+        )
+        admin.goto("/")
+        _login(admin, ADMIN, ADMIN_PW)
+        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        _connect_model(admin, fake)
+
+        # The desktop chat and the phone, both signed in as the member.
+        desk = _front(
+            watch.attach("desk", context(viewport={"width": 1280, "height": 860}).new_page())
+        )
+        desk.goto("/")
+        _login(desk, USER, USER_PW)
+        expect(desk.get_by_test_id("chat-page")).to_be_visible()
+        phone_ctx = context(viewport={"width": 375, "height": 740}, is_mobile=True, has_touch=True)
+        phone = _front(watch.attach("phone", phone_ctx.new_page()))
+        phone.goto("/")
+        _login(phone, USER, USER_PW)
+        expect(phone.get_by_test_id("chat-page")).to_be_visible()
+        expect(phone.get_by_test_id("header-inbox")).to_be_visible()
+        expect(phone.get_by_test_id("header-inbox-badge")).to_have_count(0)  # nothing waits yet
+
+        fake.script(
+            MODEL,
+            [[Call("write_file", {"path": SHARED_NOTE, "content": NOTE_TEXT})], Text(REPLY)],
+        )
+        _front(desk).get_by_test_id("chat-input").fill(ASK)
+        desk.get_by_test_id("chat-input").press("Enter")
+
+        # -- the approval card in the chat shows the diff and the bypass choices ------
+        chat = desk.get_by_test_id("chat-page")
+        expect(chat).to_have_attribute("data-status", "awaiting_approval")
+        cid = str(chat.get_attribute("data-conversation-id"))
+        card = _write_card(desk)
+        expect(card.get_by_test_id("approval-card")).to_be_visible()
+        diff = card.get_by_test_id("approval-diff")
+        expect(diff).to_be_visible()
+        added = diff.locator('[data-testid="diff-line"][data-kind="add"]')
+        expect(added.filter(has_text="Water the tomatoes")).to_have_count(1)
+        expect(diff.locator('[data-testid="diff-line"][data-kind="del"]')).to_have_count(
+            0
+        )  # a new file
+        for choice in ("approve", "approve-15m", "approve-conversation", "reject"):
+            expect(card.get_by_test_id(f"approval-{choice}")).to_be_enabled()
+        expect(desk.get_by_test_id("nav-inbox-badge")).to_have_text("1")
+        shot(desk, "inbox-01-chat-diff")
+
+        # -- the phone's header badge counts it; the Inbox shows it -------------------
+        _front(phone)
+        badge = phone.get_by_test_id("header-inbox-badge")
+        expect(badge).to_have_text("1")
+        expect(badge).to_be_in_viewport()
+        phone.get_by_test_id("header-inbox").click()
+        expect(phone.get_by_test_id("inbox-page")).to_be_visible()
+        item = phone.locator('[data-testid="inbox-item"][data-kind="approval"]')
+        expect(item).to_have_count(1)
+        expect(item).to_have_attribute("data-conversation-id", cid)
+        expect(item.get_by_test_id("inbox-item-tool")).to_have_text("write_file")
+        item_diff = item.get_by_test_id("inbox-item-diff")
+        expect(
+            item_diff.locator('[data-kind="add"]').filter(has_text="Water the tomatoes")
+        ).to_have_count(1)
+        args = item.get_by_test_id("inbox-item-arguments")
+        expect(args).not_to_have_attribute("open", "")  # folded away on a small screen
+        expect(item.get_by_test_id("inbox-open-chat")).to_have_attribute("href", f"#/?c={cid}")
+        approve = item.get_by_test_id("inbox-approve")
+        expect(approve).to_be_in_viewport()
+        box = approve.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, box
+        width = phone.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 375, f"the Inbox scrolls sideways on a phone: {width}px"
+        shot(phone, "inbox-02-phone")
+
+        approve.click()
+        expect(phone.get_by_test_id("inbox-empty")).to_be_visible()
+        expect(badge).to_have_count(0)
+
+        # -- the desktop chat completes the turn ---------------------------------------
+        _front(desk)
+        expect(_write_card(desk)).to_have_attribute("data-status", "done")
+        expect(desk.get_by_test_id("approval-card")).to_have_count(0)
+        stored = desk.locator('[data-testid="message"][data-role="assistant"][data-seq]').filter(
+            has_text=REPLY
+        )
+        expect(stored).to_have_count(1)
+        expect(chat).to_have_attribute("data-status", "idle")
+        expect(desk.get_by_test_id("nav-inbox-badge")).to_have_count(0)
+        shot(desk, "inbox-03-chat-done")
+
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    except Exception:
+        for name, page in watch.pages.items():
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(SHOTS / f"failure-inbox-{name}.png"), full_page=True)
+        print(server.log()[-4000:])
+        print("\n".join(watch.problems))
+        raise
+    finally:
+        for ctx in contexts:
+            ctx.close()
+    print(f"browser inbox scenario took {time.monotonic() - started:.1f} s")
