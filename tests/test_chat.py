@@ -443,3 +443,46 @@ async def test_the_assistant_works_on_files_in_the_members_home(
         if m["role"] == "tool" and "yeast" in m["content"] and "shopping" in m["content"]
     )
     assert grep_result
+
+
+async def test_a_role_losing_a_group_moves_open_conversations_back_to_the_default(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    admin, ada = await make_client(), await make_client()
+    await admin.login("mum")
+    await ada.login("ada")
+    assert (
+        await admin.call(
+            "POST",
+            "/api/approvals/groups",
+            json={"name": "trusted", "display_name": "Trusted", "description": ""},
+        )
+    ).status_code == 201
+    member = (await admin.call("GET", "/api/roles")).json()
+    attrs = next(r for r in member if r["name"] == "member")["attributes"]
+    attrs = {**attrs, "allowed_security_groups": ["default", "trusted"]}
+    assert (
+        await admin.call("PATCH", "/api/roles/member", json={"attributes": attrs})
+    ).status_code == 200
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "trusted"})
+    assert r.status_code == 200 and r.json()["security_group"] == "trusted"
+    seen: list[Any] = []
+    runtime.hub.publish = lambda user_id, event, _orig=runtime.hub.publish: (
+        seen.append(event),
+        _orig(user_id, event),
+    )[1]  # type: ignore[method-assign]
+
+    # The admin takes the group away: before the answer, the conversation is back on the
+    # role's default and every open tab was told.
+    attrs = {**attrs, "allowed_security_groups": ["default"]}
+    assert (
+        await admin.call("PATCH", "/api/roles/member", json={"attributes": attrs})
+    ).status_code == 200
+    conv = next(c for c in (await ada.call("GET", "/api/conversations")).json() if c["id"] == cid)
+    assert conv["security_group"] is None
+    assert any(
+        getattr(e, "conversation", None) is not None and e.conversation.id == cid for e in seen
+    )
+    r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "trusted"})
+    assert r.status_code == 400

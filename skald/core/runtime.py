@@ -281,6 +281,38 @@ class Runtime:
     def user_changed(self, user_id: str) -> None:
         self.hub.publish(user_id, UserUpdated(user_id=user_id))
 
+    async def revalidate_groups(
+        self, *, role: str | None = None, user_id: str | None = None
+    ) -> int:
+        """A role changed (its groups, or a member's role): conversations whose chosen
+        security group is no longer allowed go back to the role's default now, and every
+        open tab hears of it. Synchronous on purpose: it narrows what the assistant may
+        do. Returns how many conversations changed."""
+        changed = 0
+        for runtime in list(self.user_runtimes.values()):
+            user = await self.core.registry.get_user(runtime.user.id)
+            if (
+                user is None
+                or (role is not None and user.role != role)
+                or (user_id is not None and user.id != user_id)
+            ):
+                continue
+            current = await self.core.registry.get_role(user.role)
+            if current is None:
+                continue
+            allowed = {
+                *current.attributes.allowed_security_groups,
+                current.attributes.default_security_group,
+            }
+            for conversation in await runtime.hub.store.all():
+                if (
+                    conversation.security_group is not None
+                    and conversation.security_group not in allowed
+                ):
+                    await runtime.hub.update(conversation.id, security_group=None)
+                    changed += 1
+        return changed
+
     # -- health and shutdown ---------------------------------------------------------
 
     def health(self) -> tuple[str, list[str]]:

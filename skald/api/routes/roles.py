@@ -71,6 +71,7 @@ async def patch_role(
         attributes=attrs,
     )
     await rt.core.registry.save_role(updated, create=False)
+    await rt.revalidate_groups(role=name)
     return updated
 
 

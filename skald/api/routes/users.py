@@ -88,6 +88,8 @@ async def patch_user(
         locale=data.locale,
         profile=data.profile,
     )
+    if data.role is not None and data.role != user.role:
+        await rt.revalidate_groups(user_id=user.id)
     if data.active is False and user.active:
         _not_self(request, user, "deactivate")
         await rt.deactivate(user)
