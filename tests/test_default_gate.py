@@ -288,3 +288,17 @@ async def test_a_shared_write_ends_the_turn_awaiting_approval_then_runs_once_app
     assert resumed.status == "done"
     assert await shared.note_get("house/bins.md") == "# Bins\nMonday"
     assert gate.pending() == []
+
+
+async def test_a_fifteen_minute_bypass_covers_that_tool_only_and_expires() -> None:
+    now = [1000.0]
+    gate = DefaultGate(clock=lambda: now[0])
+    gate.grant("c1", "execute_cmd", 15 * 60)
+    assert await gate.bypassing("c1", "execute_cmd")
+    # Not another tool (a shared-memory write still asks), not another conversation.
+    assert not await gate.bypassing("c1", "write_file")
+    assert not await gate.bypassing("c2", "execute_cmd")
+    now[0] += 15 * 60 - 1
+    assert await gate.bypassing("c1", "execute_cmd")
+    now[0] += 2
+    assert not await gate.bypassing("c1", "execute_cmd")
