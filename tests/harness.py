@@ -151,6 +151,25 @@ class Api:
     def delete(self, path: str, **kw: Any) -> httpx.Response:
         return self.request("DELETE", path, **kw)
 
+    def add_model(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        kind: str = "openai_compatible",
+        api_key: str | None = None,
+    ) -> None:
+        """As an admin: a provider at `base_url` (the fake) and one model on it."""
+        body: dict[str, Any] = {"name": f"Fake {model}", "kind": kind, "base_url": base_url}
+        if api_key:
+            body["api_key"] = api_key
+        r = self.post("/api/llm/providers", json=body)
+        assert r.status_code == 201, r.text
+        r = self.post(
+            "/api/llm/models", json={"provider_id": r.json()["id"], "model": model, "name": model}
+        )
+        assert r.status_code == 201, r.text
+
     @property
     def session_cookie(self) -> str:
         return str(self.http.cookies.get("skald_session", ""))

@@ -46,20 +46,7 @@ def test_kill_9_mid_tool_round_then_resume(tmp_path: Path) -> None:
         try:
             admin = Api(srv.url)
             admin.login(ADMIN, ADMIN_PW)
-            prov = admin.post(
-                "/api/llm/providers",
-                json={
-                    "name": "Fake",
-                    "kind": "openai_compatible",
-                    "base_url": fake.base_url_openai,
-                },
-            ).json()
-            assert (
-                admin.post(
-                    "/api/llm/models", json={"provider_id": prov["id"], "model": "m", "name": "M"}
-                ).status_code
-                == 201
-            )
+            admin.add_model(fake.base_url_openai, "m")
             fake.script(
                 "m",
                 [
@@ -147,19 +134,7 @@ def test_skald_chat_cli_talks_to_the_running_server(tmp_path: Path) -> None:
         try:
             admin = Api(srv.url)
             admin.login(ADMIN, ADMIN_PW)
-            prov = admin.post(
-                "/api/llm/providers",
-                json={
-                    "name": "Fake",
-                    "kind": "anthropic",
-                    "base_url": fake.base_url_anthropic,
-                    "api_key": "k",
-                },
-            ).json()
-            admin.post(
-                "/api/llm/models",
-                json={"provider_id": prov["id"], "model": "claude-x", "name": "Claude"},
-            )
+            admin.add_model(fake.base_url_anthropic, "claude-x", kind="anthropic", api_key="k")
             fake.script("claude-x", ["Hello from the assistant."])
             r = srv.cli(
                 "chat",
@@ -214,17 +189,7 @@ def test_kill_9_with_an_approval_pending_then_approve_from_the_inbox(tmp_path: P
         try:
             admin = Api(srv.url)
             admin.login(ADMIN, ADMIN_PW)
-            prov = admin.post(
-                "/api/llm/providers",
-                json={
-                    "name": "Fake",
-                    "kind": "openai_compatible",
-                    "base_url": fake.base_url_openai,
-                },
-            ).json()
-            admin.post(
-                "/api/llm/models", json={"provider_id": prov["id"], "model": "m", "name": "M"}
-            )
+            admin.add_model(fake.base_url_openai, "m")
             write = Call("write_file", {"path": "shared-memory/bins.md", "content": "# Bins\nTue."})
             fake.script("m", [[write], Text("Saved for everyone.")])
             ada = Api(srv.url)

@@ -28,9 +28,7 @@ async def test_sessions_expire_when_idle_and_at_their_absolute_limit(
 ) -> None:
     clock = Clock()
     cfg = AuthConfig(session_idle_hours=1, session_max_days=1)
-    sessions = SessionManager(
-        runtime.sessions.store, runtime.core.registry, runtime.core.users, cfg, clock
-    )
+    sessions = SessionManager(runtime.sessions.store, runtime.core.users, cfg, clock)
     tim = await runtime.core.users.get("tim")
     token = await sessions.create(tim)
     stored = await sessions.store.get(hash_token(token))

@@ -38,17 +38,7 @@ def test_kill_9_with_a_command_pending_then_approve_runs_it_in_the_sandbox(tmp_p
         try:
             admin = Api(srv.url)
             admin.login(ADMIN, ADMIN_PW)
-            prov = admin.post(
-                "/api/llm/providers",
-                json={
-                    "name": "Fake",
-                    "kind": "openai_compatible",
-                    "base_url": fake.base_url_openai,
-                },
-            ).json()
-            admin.post(
-                "/api/llm/models", json={"provider_id": prov["id"], "model": "m", "name": "M"}
-            )
+            admin.add_model(fake.base_url_openai, "m")
             command = 'echo "made in $(. /etc/os-release; echo $VERSION_CODENAME)" > ~/ran.txt; cat ~/ran.txt'
             fake.script(
                 "m", [[Call("execute_cmd", {"command": command})], Text("The command ran.")]

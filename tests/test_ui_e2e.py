@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from harness import ServerProcess
+from prerequisites import unavailable
 
 try:
     from playwright.sync_api import (
@@ -80,10 +81,7 @@ def _browser_or_skip() -> str:
     if not missing and not os.access(CHROMIUM, os.X_OK):
         missing = f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)"
     if missing:
-        if os.environ.get("SKALD_CI"):
-            pytest.fail(f"browser tests need: {missing}")
-        print(f"skipping the browser test: {missing}")
-        pytest.skip(missing)
+        unavailable(f"browser tests need: {missing}")
     return CHROMIUM
 
 

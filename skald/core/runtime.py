@@ -44,9 +44,7 @@ class Runtime:
     def __init__(self, core: Core) -> None:
         self.core = core
         self.config = core.config
-        self.sessions = SessionManager(
-            SessionStore(core.registry.db), core.registry, core.users, core.config.auth
-        )
+        self.sessions = SessionManager(SessionStore(core.registry.db), core.users, core.config.auth)
         self.throttle = LoginThrottle(core.config.auth)
         self.hub = EventHub()
         self.llm = LlmService(

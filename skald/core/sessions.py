@@ -17,7 +17,6 @@ import msgspec
 
 from skald.config import AuthConfig
 from skald.core.users import UserManager
-from skald.store.registry import Registry
 from skald.store.rows import Role, User
 from skald.store.sessions import SessionRow, SessionStore
 
@@ -49,13 +48,11 @@ class SessionManager:
     def __init__(
         self,
         store: SessionStore,
-        registry: Registry,
         users: UserManager,
         config: AuthConfig,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
-        self.registry = registry
         self.users = users
         self.config = config
         self.clock = clock
