@@ -1,0 +1,2 @@
+"""Operator tooling that works next to (or instead of) a running server: the instance
+lock and local ops channel (`channel`), backups and restores (`backup`)."""
