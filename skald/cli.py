@@ -101,6 +101,11 @@ class Env(msgspec.Struct, kw_only=True):
     config: Config
     secrets: SecretSource
     out: TextIO
+    # The environment main() was given (commands never read os.environ themselves).
+    environ: dict[str, str] = msgspec.field(default_factory=dict)
+    # Set only for commands that tolerate a bad configuration (doctor): `config` is then
+    # the built-in defaults and this is the error.
+    config_error: str | None = None
 
 
 async def _with_core(
@@ -359,6 +364,42 @@ async def cmd_image_bootstrap_base(args: argparse.Namespace, env: Env) -> int:
     return 0
 
 
+async def cmd_doctor(args: argparse.Namespace, env: Env) -> int:
+    from skald.ops.doctor import Context, run_doctor
+
+    ctx = Context.create(env.layout, env.config, env.environ, env.config_error)
+    return await run_doctor(ctx, env.out, as_json=args.json)
+
+
+async def cmd_status(args: argparse.Namespace, env: Env) -> int:
+    from skald.ops.status import run_status
+
+    return await run_status(env.layout, env.config, env.environ, env.out, as_json=args.json)
+
+
+def run_update(args: argparse.Namespace, environ: dict[str, str]) -> int:
+    """Replace this process with `$SKALD_HOME/update.sh ARGS...` (needs no data or config,
+    so it also heals an install whose configuration or version no longer starts)."""
+    from skald.ops.install_root import InstallRoot
+
+    root = InstallRoot.from_environ(environ)
+    script = root.update_script
+    if not script.is_file():
+        raise SkaldError(
+            f"no {script}: this Skald is not installed there (running from a checkout?); "
+            f"install with: {root.installer_command()}"
+        )
+    argv = [str(script), *args.update_args]
+    if not os.access(script, os.X_OK):
+        import shutil
+
+        argv = [shutil.which("bash", path=environ.get("PATH")) or "/bin/bash", *argv]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, {**environ, "SKALD_HOME": str(root.root)})  # noqa: S606
+    return 1  # not reached
+
+
 def _raise_for_api(r: Any) -> None:
     if r.status_code >= 400:
         try:
@@ -495,6 +536,19 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument("--mirror", metavar="URL", help="Debian mirror (default: the one apt uses)")
     p.add_argument("--tag", default="skald-base:trixie", help="image name to import as")
     p.set_defaults(handler=cmd_image_bootstrap_base)
+
+    p = command("doctor", "check this machine and the data directory; say how to fix problems")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    p.set_defaults(handler=cmd_doctor, tolerate_config_error=True)
+
+    p = command("status", "service state, installed and running version, users, containers")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    p.set_defaults(handler=cmd_status)
+
+    # Everything after `update` goes to update.sh untouched (main splits it off first),
+    # so `skald update --help` shows the script's own options.
+    p = command("update", "update this installation: runs $SKALD_HOME/update.sh [ARGS...]")
+    p.set_defaults(handler=None, direct=run_update, update_args=[])
     return parser
 
 
@@ -507,6 +561,27 @@ def _run_local(name: str, out: TextIO) -> int:
     return run_selftest(out)
 
 
+_PASSTHROUGH = ("update",)
+
+
+def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`[--data DIR] update ARGS...` -> (`[--data DIR] update`, ARGS without a leading
+    `--`); (argv, None) for every other command."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--data":
+            i += 2
+        elif arg.startswith("--data="):
+            i += 1
+        elif arg in _PASSTHROUGH:
+            rest = argv[i + 1 :]
+            return argv[: i + 1], rest[1:] if rest[:1] == ["--"] else rest
+        else:
+            break
+    return argv, None
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -517,14 +592,32 @@ def main(
     env_vars = dict(os.environ if environ is None else environ)
     out = stdout or sys.stdout
     try:
-        args = build_parser().parse_args(argv)
+        head, passthrough = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
+        args = build_parser().parse_args(head)
+        if passthrough is not None:
+            args.update_args = passthrough
         if getattr(args, "local", None):
             return _run_local(args.local, out)
+        if getattr(args, "direct", None):
+            return int(args.direct(args, env_vars))
         layout = DataLayout(resolve_data_dir(args.data, env_vars))
-        config = load_config(layout.root, env_vars)
+        config_error: str | None = None
+        try:
+            config = load_config(layout.root, env_vars)
+        except ConfigError as exc:
+            if not getattr(args, "tolerate_config_error", False):
+                raise
+            config, config_error = Config(), str(exc)
         configure_logging(config.log.level, config.log.format)
         handler: Handler = args.handler
-        env = Env(layout=layout, config=config, secrets=SecretSource(stdin or sys.stdin), out=out)
+        env = Env(
+            layout=layout,
+            config=config,
+            secrets=SecretSource(stdin or sys.stdin),
+            out=out,
+            environ=env_vars,
+            config_error=config_error,
+        )
         return asyncio.run(handler(args, env))
     except UsageError as exc:
         print(f"skald: {exc}", file=sys.stderr)
