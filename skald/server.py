@@ -20,6 +20,7 @@ from skald.config import Config
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
 from skald.log import get_logger
+from skald.ops.channel import InstanceLock, remove_token, write_token
 from skald.paths import DataLayout
 
 log = get_logger("skald.server")
@@ -43,10 +44,27 @@ def _check_port(host: str, port: int) -> None:
 
 
 async def serve(layout: DataLayout, config: Config, host: str, port: int) -> int:
-    _check_port(host, port)
+    # One process per data directory, for the whole life of this one: two servers would
+    # each open the databases and hold their own keys. The lock goes with the process,
+    # so a crash or kill -9 never leaves it behind.
+    with InstanceLock(layout, "serve", host=host, port=port):
+        _check_port(host, port)
+        return await _serve_locked(layout, config, host, port)
+
+
+async def _serve_locked(layout: DataLayout, config: Config, host: str, port: int) -> int:
+    # A fresh token for the local ops channel (`skald status`, `backup`...) at every start.
+    ops_token = await asyncio.to_thread(write_token, layout)
+    try:
+        return await _run(layout, config, host, port, ops_token)
+    finally:
+        remove_token(layout, ops_token)
+
+
+async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_token: str) -> int:
     runtime = await Runtime.boot(layout, config, listen=(host, port))
     server = Server(
-        create_asgi(runtime),
+        create_asgi(runtime, ops_token=ops_token),
         address=host,
         port=port,
         interface=Interfaces.ASGINL,

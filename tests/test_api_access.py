@@ -25,6 +25,13 @@ PUBLIC = {
     ("POST", "/api/auth/login"),
 }
 PUBLIC_PREFIXES = ("/api/schema",)  # the OpenAPI document
+# The local ops channel: no session opens these, only the token in data/ops.token from a
+# loopback peer (tests/test_ops_channel.py); everyone else gets a plain 404.
+OPS = {
+    ("GET", "/api/ops/status"),
+    ("GET", "/api/ops/integrity"),
+    ("POST", "/api/ops/backup"),
+}
 STATIC = "/"  # the web UI's files
 
 
@@ -61,6 +68,12 @@ async def test_every_route_is_public_by_list_or_guarded(
     anonymous = await make_client()
     checked = 0
     for method, path, handler in _routes(runtime):
+        if handler.opt.get("ops") or (method, path) in OPS:  # type: ignore[attr-defined]
+            assert (method, path) in OPS, f"{method} {path}: an ops route not listed in OPS"
+            assert handler.opt.get("ops"), f"{method} {path}: listed in OPS but not one"  # type: ignore[attr-defined]
+            r = await anonymous.call(method, _concrete(path), json={})
+            assert r.status_code == 404, f"{method} {path} answered {r.status_code}"
+            continue
         public = bool(handler.opt.get("public"))  # type: ignore[attr-defined]
         listed = (
             (method, path) in PUBLIC
@@ -255,6 +268,10 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"group": "default", "tool": "execute_cmd", "arguments": {}},
         {"anon": 401, A: 200, M: 403, C: 403},
     ),
+    # Sessions never open the ops channel, whatever the role (no token: not even there).
+    ("GET", "/api/ops/status", None, {"anon": 404, A: 404, M: 404, C: 404}),
+    ("GET", "/api/ops/integrity", None, {"anon": 404, A: 404, M: 404, C: 404}),
+    ("POST", "/api/ops/backup", {"quick": True}, {"anon": 404, A: 404, M: 404, C: 404}),
 ]
 
 

@@ -17,7 +17,7 @@ from litestar.static_files import create_static_files_router
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
-from skald.api.routes import approvals, auth, chat, files, inbox, llm, roles, system, users
+from skald.api.routes import approvals, auth, chat, files, inbox, llm, ops, roles, system, users
 from skald.api.security import AuthMiddleware, EdgeMiddleware
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
@@ -50,6 +50,7 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
         *inbox.ROUTES,
         *files.ROUTES,
         *system.ROUTES,
+        *ops.ROUTES,
     ]
     return Litestar(
         route_handlers=[*map(document_errors, api), static],
@@ -79,5 +80,7 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
     )
 
 
-def create_asgi(runtime: Runtime, web_dir: Path | None = None) -> Any:
-    return EdgeMiddleware(create_app(runtime, web_dir))
+def create_asgi(runtime: Runtime, web_dir: Path | None = None, ops_token: str | None = None) -> Any:
+    """The app behind the edge; `/api/ops/*` answers only with `ops_token` from loopback
+    (and never when it is None)."""
+    return EdgeMiddleware(ops.OpsGate(create_app(runtime, web_dir), ops_token))

@@ -13,6 +13,7 @@ import contextlib
 import re
 import secrets
 import shutil
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,6 +248,21 @@ class UserManager:
             if owner is not None:
                 owner.forget()
                 await owner.db.aclose()
+
+    @contextlib.asynccontextmanager
+    async def held(self, user_id: str) -> AsyncIterator[tuple[Database, bytes | None] | None]:
+        """Keep the member's unlock state still for the block (backups).
+
+        Yields their open database and its raw key (None if unencrypted), or None when
+        they are locked; either way nobody unlocks or locks them until the block ends,
+        so a locked member's file is quiescent and may be copied as bytes.
+        """
+        async with self._lock_for(user_id):
+            owner = self._open.get(user_id)
+            if owner is None or owner.db.closed:
+                yield None
+            else:
+                yield owner.db, (None if owner.dek is None else bytes(owner.dek))
 
     async def lock_all(self) -> None:
         for user_id in list(self._open):

@@ -1,0 +1,127 @@
+"""What the ops channel reports about a running server: accounts, sandboxes and a
+quick integrity check of every database it can read (see `skald/api/routes/ops.py`)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from skald.sandbox.manager import LABEL_INSTANCE, LABEL_USER, SandboxUnavailable
+from skald.store.snapshot import quick_check
+
+if TYPE_CHECKING:
+    from skald.core.runtime import Runtime
+
+__all__ = [
+    "DatabaseCheck",
+    "Integrity",
+    "OpsContainer",
+    "OpsStatus",
+    "OpsUser",
+    "integrity",
+    "server_status",
+]
+
+
+class OpsUser(msgspec.Struct, frozen=True, kw_only=True):
+    username: str
+    role: str
+    active: bool
+    encrypted: bool
+    unlocked: bool
+
+
+class OpsContainer(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    user: str | None  # username (the user id if the account is gone)
+    state: str  # Docker's status: running, exited, created...
+
+
+class OpsStatus(msgspec.Struct, frozen=True, kw_only=True):
+    version: str
+    uptime_s: float
+    pid: int
+    data_dir: str
+    docker: str  # ok, starting, unreachable, image_missing or disabled
+    users: list[OpsUser]
+    containers: list[OpsContainer]  # empty when the sandbox is disabled or unavailable
+
+
+class DatabaseCheck(msgspec.Struct, frozen=True, kw_only=True):
+    name: str  # "registry" or "owner:<username>"
+    ok: bool
+    detail: str
+
+
+class Integrity(msgspec.Struct, frozen=True, kw_only=True):
+    databases: list[DatabaseCheck]
+
+
+async def _containers(rt: Runtime, names: dict[str, str]) -> list[OpsContainer]:
+    sandbox = rt.sandbox
+    if sandbox is None or sandbox.state != "ok":
+        return []
+
+    def listing() -> list[tuple[str, str | None, str]]:
+        client = sandbox.client()
+        found = client.containers.list(
+            all=True, filters={"label": [f"{LABEL_INSTANCE}={sandbox.instance_id}"]}
+        )
+        return [(str(c.name), (c.labels or {}).get(LABEL_USER), str(c.status)) for c in found]
+
+    try:
+        rows = await sandbox.call(listing)
+    except SandboxUnavailable:
+        return []
+    return [
+        OpsContainer(name=name, user=names.get(user or "", user), state=state)
+        for name, user, state in sorted(rows, key=lambda r: r[0])
+    ]
+
+
+async def server_status(rt: Runtime) -> OpsStatus:
+    users = await rt.core.registry.list_users()
+    return OpsStatus(
+        version=rt.version,
+        uptime_s=round(time.time() - rt.started_at, 1),
+        pid=os.getpid(),
+        data_dir=str(rt.core.layout.root),
+        docker=rt.docker_state,
+        users=[
+            OpsUser(
+                username=u.username,
+                role=u.role,
+                active=u.active,
+                encrypted=u.encrypted,
+                unlocked=rt.core.users.is_unlocked(u.id),
+            )
+            for u in users
+        ],
+        containers=await _containers(rt, {u.id: u.username for u in users}),
+    )
+
+
+async def integrity(rt: Runtime) -> Integrity:
+    """`PRAGMA quick_check` on the registry and on every unlocked owner database, each on
+    its own database thread (a locked one cannot be read without its member's key)."""
+    checks = []
+    try:
+        ok, detail = await rt.core.registry.db.call(quick_check)
+    except Exception as exc:
+        ok, detail = False, f"{type(exc).__name__}: {exc}"
+    checks.append(DatabaseCheck(name="registry", ok=ok, detail=detail))
+    for user in await rt.core.registry.list_users():
+        if not rt.core.users.is_unlocked(user.id):
+            continue
+        async with rt.core.users.held(user.id) as held:
+            if held is None:
+                continue
+            try:
+                ok, detail = await held[0].call(quick_check)
+            except Exception as exc:
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+        checks.append(DatabaseCheck(name=f"owner:{user.username}", ok=ok, detail=detail))
+    return Integrity(databases=checks)

@@ -1,0 +1,87 @@
+"""Consistent copies of live databases (for `skald backup`), with their encryption kept.
+
+`snapshot(conn, dest, key)` copies an open database page by page with SQLite's online
+backup API. Run it on the database's own thread (`await db.call(...)`): it holds a read
+transaction on the source for the whole copy, so the copy is one consistent state
+even while other processes write (WAL readers never block writers).
+
+The trap: with SQLite3 Multiple Ciphers, the backup API reads *decrypted* pages from
+the source and hands them to the destination connection, which encrypts them with
+*its own* key. An unkeyed destination therefore receives the member's data in clear
+text. The destination must be keyed with the same raw key (and cipher settings) as
+the source before the copy starts; `snapshot` does that, then checks the first bytes
+of the result so a mistake can never leave a clear-text copy behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import apsw
+
+from skald.errors import StorageError
+from skald.store.database import _apply_key, _touch_private
+
+__all__ = ["SQLITE_MAGIC", "header_user_version", "is_plain_sqlite", "quick_check", "snapshot"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_PAGES_PER_STEP = -1  # all at once: one read transaction, one consistent state
+
+
+def is_plain_sqlite(path: Path) -> bool:
+    """True if the file starts like an unencrypted SQLite database."""
+    with path.open("rb") as f:
+        return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
+def header_user_version(path: Path) -> int | None:
+    """`PRAGMA user_version` read from an unencrypted file's header (None otherwise)."""
+    with path.open("rb") as f:
+        head = f.read(100)
+    if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
+        return None
+    return int.from_bytes(head[60:64], "big")
+
+
+def snapshot(conn: apsw.Connection, dest: Path, key: bytes | None) -> int:
+    """Copy the open database `conn` into a new file `dest` (0600); returns its
+    `user_version`. `key` is the raw key `conn` was opened with (None: unencrypted)."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        dest.with_name(dest.name + suffix).unlink(missing_ok=True)
+    dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _touch_private(dest)
+    target = apsw.Connection(str(dest))
+    try:
+        if key is not None:
+            # Before anything reads or writes the destination: see the module docstring.
+            _apply_key(target, key)
+        with target.backup("main", conn, "main") as copy:
+            while not copy.done:
+                copy.step(_PAGES_PER_STEP)
+        value = target.execute("PRAGMA user_version").fetchall()[0][0]
+        version = value if isinstance(value, int) else 0
+        check = target.execute("PRAGMA quick_check").fetchall()
+        if [tuple(row) for row in check] != [("ok",)]:
+            raise StorageError(f"the copy of {conn.filename} failed its check: {check[:3]}")
+    except BaseException:
+        target.close()
+        with contextlib.suppress(OSError):
+            dest.unlink()
+        raise
+    target.close()
+    plain = is_plain_sqlite(dest)
+    if plain == (key is not None):
+        dest.unlink()
+        state = "clear text" if plain else "encrypted"
+        raise StorageError(f"the copy of {conn.filename} came out {state}; nothing was kept")
+    return version
+
+
+def quick_check(conn: apsw.Connection) -> tuple[bool, str]:
+    """`PRAGMA quick_check`: (True, "ok") or (False, its first complaints)."""
+    rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
+    if rows == ["ok"]:
+        return True, "ok"
+    more = f" (+{len(rows) - 5} more)" if len(rows) > 5 else ""
+    return False, "; ".join(rows[:5]) + more
