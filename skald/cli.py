@@ -317,6 +317,62 @@ async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
     return 3 if out["status"] == "awaiting_approval" else 0
 
 
+async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
+    """A backup archive, written by the running server if there is one (it holds the
+    keys of unlocked members), else directly."""
+    import time
+
+    from skald.ops.backup import backup_command
+
+    started = time.monotonic()
+    out = Path(args.out) if args.out else None
+    result, by_server = await backup_command(env.layout, env.config, quick=args.quick, out=out)
+    how = "by the running server" if by_server else "directly (no server running)"
+    env.out.write(
+        f"Backup written: {result.path}\n"
+        f"  {result.files} files, {result.bytes / 1e6:.1f} MB, "
+        f"{time.monotonic() - started:.1f} s, {how}\n"
+    )
+    if result.skipped:
+        env.out.write(
+            f"  {result.skipped} item(s) left out: listed under 'skipped' in backup.json\n"
+        )
+    return 0
+
+
+async def cmd_restore(args: argparse.Namespace, env: Env) -> int:
+    from skald.ops.backup import CheckedArchive, RestorePlan, describe, restore_command
+
+    def confirm(checked: CheckedArchive, plan: RestorePlan) -> bool:
+        env.out.write(f"Archive: {checked.path}\n  {describe(checked)}\n")
+        env.out.write(f"Restore into: {env.layout.root}\n")
+        if plan.replace:
+            env.out.write(
+                f"  moved aside to {env.layout.backups_dir}/replaced-<time>/: "
+                f"{', '.join(plan.replace)}\n"
+            )
+        env.out.flush()
+        if args.yes:
+            return True
+        try:
+            os.close(os.open("/dev/tty", os.O_RDWR))
+        except OSError:
+            raise UsageError(
+                "no terminal to confirm the restore: add --yes; nothing was changed"
+            ) from None
+        return _ask_line("Restore now? Type yes to go ahead", "no").strip().lower() == "yes"
+
+    result = await restore_command(env.layout, Path(args.archive), confirm)
+    if result is None:
+        raise SkaldError("restore cancelled; nothing was changed")
+    m = result.manifest
+    env.out.write(f"Restored the {m.kind} backup of {m.created} ({result.files} files).\n")
+    if result.replaced is not None:
+        env.out.write(f"What it replaced is kept in {result.replaced}\n")
+    env.out.write("Start Skald again: systemctl --user start skald\n")
+    return 0
+
+
 async def cmd_image_build(args: argparse.Namespace, env: Env) -> int:
     """Build the runtime image every member's sandbox runs (no data directory needed)."""
     from skald.sandbox import image
@@ -457,6 +513,25 @@ def build_parser() -> SkaldArgumentParser:
     )
     p.add_argument("--url", help="server address (default: http://127.0.0.1:<server.port>)")
     p.set_defaults(handler=cmd_chat)
+
+    p = command("backup", "write a consistent backup archive of this data directory")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="databases, keys and configuration only (no homes or shared folders)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="PATH",
+        help="archive file or folder (default: <data>/backups/skald-backup-<UTC time>.tar)",
+    )
+    p.set_defaults(handler=cmd_backup)
+
+    p = command("restore", "replace this stopped instance's data with a backup archive")
+    p.add_argument("archive", metavar="ARCHIVE", help="a file written by `skald backup`")
+    p.add_argument("--yes", action="store_true", help="restore without asking")
+    # A broken config.toml is one thing a restore may be repairing.
+    p.set_defaults(handler=cmd_restore, tolerate_config_error=True)
 
     p = command("setup", "create the first administrator")
     p.add_argument("--admin", metavar="NAME", help="administrator username (asked if omitted)")
