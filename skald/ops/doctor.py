@@ -430,8 +430,13 @@ def _docker_socket_problem(ctx: Context, url: str) -> Finding | None:
 async def check_docker(ctx: Context) -> Finding:
     from skald.sandbox.client import DockerUnavailable, connect
 
-    enabled = ctx.config.sandbox.enabled
     url = _docker_url(ctx)
+    if not ctx.config.sandbox.enabled:
+        return Finding(
+            name="docker",
+            status="skip",
+            finding="sandbox disabled (sandbox.enabled = false): Docker not needed",
+        )
     problem = await asyncio.to_thread(_docker_socket_problem, ctx, url)
     if problem is None:
         try:
@@ -449,13 +454,6 @@ async def check_docker(ctx: Context) -> Finding:
             ctx.docker_client = client
             version = await asyncio.to_thread(_docker_version, client)
             return Finding(name="docker", status="ok", finding=f"Docker {version} at {url}")
-    if not enabled:
-        return Finding(
-            name="docker",
-            status="skip",
-            finding=f"sandbox disabled (sandbox.enabled = false); Docker not needed "
-            f"({problem.finding})",
-        )
     return problem
 
 
@@ -543,7 +541,7 @@ async def check_unit(ctx: Context) -> Finding:
             name="unit",
             status="fail",
             finding=f"no systemd user unit at {path}",
-            fix=ctx.repair_command(),
+            fix=await asyncio.to_thread(ctx.repair_command),
         )
     if enabled == "masked":
         return Finding(
@@ -744,10 +742,21 @@ def registry_users(path: Path) -> list[tuple[str, str, bool]]:
         conn.close()
 
 
+def _newest_archive(backups: Path) -> Path | None:
+    try:
+        archives = [p for p in backups.glob("skald-backup-*.tar") if p.is_file()]
+    except OSError:
+        return None
+    return max(archives, key=lambda p: p.stat().st_mtime, default=None)
+
+
 def _restore_fix(ctx: Context) -> str:
+    archive = _newest_archive(ctx.layout.backups_dir)
+    if archive is not None:
+        return f"systemctl --user stop skald && skald restore {_q(archive)}"
     return (
-        "systemctl --user stop skald, then restore the last good backup "
-        f"(skald restore; backups are in {_q(ctx.layout.backups_dir)})"
+        "systemctl --user stop skald, then skald restore ARCHIVE with your last backup "
+        f"(none in {ctx.layout.backups_dir}; update snapshots are in its pre-update-* folders)"
     )
 
 
@@ -761,7 +770,7 @@ async def check_registry(ctx: Context) -> Finding:
             name="registry",
             status="fail",
             finding=f"{path} fails its integrity check: {detail}",
-            fix=_restore_fix(ctx),
+            fix=await asyncio.to_thread(_restore_fix, ctx),
         )
     with contextlib.suppress(Exception):
         ctx.registry_users = await asyncio.to_thread(registry_users, path)
@@ -769,9 +778,10 @@ async def check_registry(ctx: Context) -> Finding:
 
 
 async def check_member_databases(ctx: Context) -> Finding:
-    from skald.ops.channel import ops_request
+    from skald.ops.channel import is_serving, ops_request
 
     users = ctx.registry_users
+    ctx.serving = await asyncio.to_thread(is_serving, ctx.layout)
     if ctx.serving:
         try:
             answer = await ops_request(
@@ -793,16 +803,18 @@ async def check_member_databases(ctx: Context) -> Finding:
                     name="databases",
                     status="fail",
                     finding=f"{len(bad)} of {len(dbs)} open database(s) fail: {shown}",
-                    fix=_restore_fix(ctx),
+                    fix=await asyncio.to_thread(_restore_fix, ctx),
                 )
+            owners = [d for d in dbs if d.get("name") != "registry"]
             locked = ""
             if users is not None:
-                n_locked = max(0, len(users) - len(dbs))
+                n_locked = max(0, len(users) - len(owners))
                 locked = f"; {n_locked} locked, not checked" if n_locked else ""
             return Finding(
                 name="databases",
                 status="ok",
-                finding=f"{len(dbs)} database(s) checked by the running server{locked}",
+                finding=f"{len(dbs)} database(s) checked by the running server "
+                f"(the registry and {len(owners)} unlocked member database(s)){locked}",
             )
     if users is None:
         return Finding(name="databases", status="skip", finding="no accounts to check")
@@ -827,7 +839,7 @@ async def check_member_databases(ctx: Context) -> Finding:
             name="databases",
             status="fail",
             finding=f"{len(bad)} member database(s) fail their integrity check: {shown}",
-            fix=_restore_fix(ctx),
+            fix=await asyncio.to_thread(_restore_fix, ctx),
         )
     tail = (
         f"; {locked_count} encrypted, checked only by a running server once unlocked"
@@ -843,11 +855,16 @@ async def check_member_databases(ctx: Context) -> Finding:
 
 # -- running them -----------------------------------------------------------------------
 
+# The integrity checks come before the permission check: opening a WAL database, even
+# read-only, creates its -wal/-shm files (with the database's own mode), and the
+# permission check should see them.
 CHECKS: list[Check] = [
     check_python,
     check_config,
     check_install,
     check_data,
+    check_registry,
+    check_member_databases,
     check_permissions,
     check_disk,
     check_docker,
@@ -855,8 +872,6 @@ CHECKS: list[Check] = [
     check_unit,
     check_linger,
     check_port,
-    check_registry,
-    check_member_databases,
 ]
 
 

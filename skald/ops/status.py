@@ -79,39 +79,44 @@ def _service(environ: Mapping[str, str]) -> Service:
     return Service(installed=installed, unit=str(path), enabled=enabled, active=active)
 
 
-def _registry_facts(layout: DataLayout) -> tuple[list[UserInfo] | None, str | None]:
-    """Accounts and the instance id, read-only; (None, None) without a registry."""
+def _registry_facts(
+    layout: DataLayout,
+) -> tuple[list[UserInfo] | None, str | None, dict[str, str]]:
+    """Accounts, the instance id and user id -> username, read-only; (None, None, {})
+    without a registry."""
     import json
 
     import apsw
 
     path = layout.system_db
     if not path.is_file():
-        return None, None
+        return None, None, {}
     conn = apsw.Connection(
         "file:" + str(path) + "?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
     )
     try:
+        rows = conn.execute(
+            "SELECT id, username, role, active, encrypted FROM users ORDER BY username"
+        ).fetchall()
         users = [
             UserInfo(
-                username=str(r[0]),
-                role=str(r[1]),
-                active=bool(r[2]),
-                encrypted=bool(r[3]),
+                username=str(r[1]),
+                role=str(r[2]),
+                active=bool(r[3]),
+                encrypted=bool(r[4]),
                 unlocked=False,
             )
-            for r in conn.execute(
-                "SELECT username, role, active, encrypted FROM users ORDER BY username"
-            )
+            for r in rows
         ]
+        names = {str(r[0]): str(r[1]) for r in rows}
         row = conn.execute("SELECT value FROM config WHERE key='instance_id'").fetchone()
         instance = str(json.loads(row[0])) if row else None
     finally:
         conn.close()
-    return users, instance
+    return users, instance, names
 
 
-def _docker_containers(config: Config, instance: str) -> list[ContainerInfo]:
+def _docker_containers(config: Config, instance: str, names: dict[str, str]) -> list[ContainerInfo]:
     from skald.sandbox.client import connect
     from skald.sandbox.manager import LABEL_INSTANCE, LABEL_USER
 
@@ -120,7 +125,11 @@ def _docker_containers(config: Config, instance: str) -> list[ContainerInfo]:
         found = client.containers.list(all=True, filters={"label": f"{LABEL_INSTANCE}={instance}"})
         return sorted(
             (
-                ContainerInfo(name=str(c.name), user=c.labels.get(LABEL_USER), state=str(c.status))
+                ContainerInfo(
+                    name=str(c.name),
+                    user=names.get(c.labels.get(LABEL_USER, ""), c.labels.get(LABEL_USER)),
+                    state=str(c.status),
+                )
                 for c in found
             ),
             key=lambda c: c.name,
@@ -161,8 +170,9 @@ async def collect(layout: DataLayout, config: Config, environ: Mapping[str, str]
 
     users: list[UserInfo] | None = None
     instance: str | None = None
+    names: dict[str, str] = {}
     try:
-        users, instance = await asyncio.to_thread(_registry_facts, layout)
+        users, instance, names = await asyncio.to_thread(_registry_facts, layout)
     except Exception as exc:  # status reports what it can
         notes.append(f"cannot read the registry: {type(exc).__name__}: {exc}")
 
@@ -200,7 +210,7 @@ async def collect(layout: DataLayout, config: Config, environ: Mapping[str, str]
                 notes.append(f"a process holds the instance lock but {url} does not answer")
     if containers is None and instance and config.sandbox.enabled:
         try:
-            containers = await asyncio.to_thread(_docker_containers, config, instance)
+            containers = await asyncio.to_thread(_docker_containers, config, instance, names)
         except SkaldError as exc:
             notes.append(str(exc))
     return StatusReport(
