@@ -264,13 +264,35 @@ def test_sandbox_disabled_skips_docker(install: Install) -> None:
     assert "not needed" in checks["docker"]["finding"]
 
 
-def test_docker_socket_without_permission(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root may open any socket")
+@pytest.mark.parametrize(
+    ("dockerd", "url", "fix"),
+    [
+        (None, "unix:///nonexistent/docker.sock", "sudo apt-get install docker.io"),
+        ("/usr/bin/dockerd", "unix:///var/run/docker.sock", "sudo systemctl enable --now docker"),
+        ("/usr/bin/dockerd", "unix:///nonexistent/docker.sock", "unset DOCKER_HOST"),
+    ],
+)
+def test_missing_docker_socket_fixes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dockerd: str | None, url: str, fix: str
+) -> None:
+    monkeypatch.setattr(doctor, "_which", lambda name, environ: dockerd)
+    real_exists = Path.exists
+    monkeypatch.setattr(
+        Path, "exists", lambda self: False if "docker.sock" in str(self) else real_exists(self)
+    )
+    ctx = doctor.Context(layout=DataLayout(tmp_path), config=Config(), environ={})
+    found = doctor._docker_socket_problem(ctx, url)
+    assert found is not None and found.status == "fail"
+    assert found.fix is not None and fix in found.fix
+
+
+def test_docker_socket_without_permission(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sock = tmp_path / "docker.sock"
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(sock))
         sock.chmod(0o000)
+        if os.geteuid() == 0:  # root may open anything: pretend it may not
+            monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != sock)
         ctx = doctor.Context(
             layout=DataLayout(tmp_path / "data"),
             config=Config(),
@@ -278,7 +300,7 @@ def test_docker_socket_without_permission(tmp_path: Path) -> None:
         )
         found = doctor._docker_socket_problem(ctx, f"unix://{sock}")
     assert found is not None and found.status == "fail"
-    assert found.fix is not None and "usermod -aG docker" in found.fix
+    assert found.fix == f"sudo usermod -aG docker {ir.current_user({})}, then log out and in"
 
 
 def test_bad_config_is_a_finding_not_an_exit_78(install: Install) -> None:
