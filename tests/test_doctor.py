@@ -396,6 +396,19 @@ def test_port_served_by_this_skald_is_ok_and_databases_come_from_the_server(
     assert code == 0, checks
 
 
+def test_server_running_another_version_than_current(
+    server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `current` already switched to a newer release; the server still runs the old one.
+    root = server.root / ".local" / "share" / "skald"
+    (root / "releases" / "9.0.0").mkdir(parents=True)
+    (root / "current").symlink_to("releases/9.0.0")
+    _, checks = _doctor_for(server, tmp_path, monkeypatch)
+    assert checks["port"]["status"] == "warn", checks["port"]
+    assert "installed version is 9.0.0" in checks["port"]["finding"]
+    assert checks["port"]["fix"] == "systemctl --user restart skald"
+
+
 def test_port_held_by_another_skald(
     server: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -406,3 +419,16 @@ def test_port_held_by_another_skald(
     other.create_admin()
     _, checks = _doctor_for(other, tmp_path, monkeypatch)
     _assert_fail(checks["port"], "another Skald server", str(server.port))
+
+
+def test_running_from(install: Install, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = ir.InstallRoot(install.root)
+    assert ir.running_from(root) is None  # the tests run from the checkout
+    monkeypatch.setattr("sys.argv", [str(install.root / "current" / "skald.pyz"), "doctor"])
+    assert ir.running_from(root) == (install.root / "releases" / VERSION).resolve()
+    # An older release's pyz run by hand: noted, not a problem.
+    (install.root / "releases" / "0.0.9").mkdir()
+    monkeypatch.setattr("sys.argv", [str(install.root / "releases" / "0.0.9" / "x.pyz")])
+    _, _, checks = install.doctor()
+    assert checks["install"]["status"] == "ok"
+    assert "this command itself runs release 0.0.9" in checks["install"]["finding"]

@@ -180,7 +180,8 @@ async def check_install(ctx: Context) -> Finding:
                 finding=f"no install root at {root.root}",
                 fix=root.installer_command(),
             )
-        note = "" if running is not None else " (this command runs from outside it)"
+        here = Path(__file__).resolve().parent.parent
+        note = "" if running is not None else f" (this command itself runs from {here})"
         target = root.current_target()
         if target is None:
             return Finding(
@@ -207,12 +208,7 @@ async def check_install(ctx: Context) -> Finding:
         count = len(root.releases())
         found = f"{root.root}: current -> {target} ({count} release{'s' if count != 1 else ''})"
         if running is not None and running.name != version:
-            return Finding(
-                name="install",
-                status="warn",
-                finding=f"{found}, but this process runs release {running.name}",
-                fix="systemctl --user restart skald",
-            )
+            note = f" (this command itself runs release {running.name})"
         return Finding(name="install", status="ok", finding=found + note)
 
     return await asyncio.to_thread(probe)
@@ -667,6 +663,15 @@ async def check_port(ctx: Context) -> Finding:
         )
     version = await _skald_version_at(_probe_host(host), port)
     if version is not None and ctx.serving:
+        current = await asyncio.to_thread(ctx.install.current_version)
+        if current is not None and current != version:
+            return Finding(
+                name="port",
+                status="warn",
+                finding=f"port {port} is served by this Skald, version {version}, but the "
+                f"installed version is {current} (waiting for a restart?)",
+                fix="systemctl --user restart skald",
+            )
         return Finding(
             name="port",
             status="ok",
@@ -813,8 +818,8 @@ async def check_member_databases(ctx: Context) -> Finding:
             return Finding(
                 name="databases",
                 status="ok",
-                finding=f"{len(dbs)} database(s) checked by the running server "
-                f"(the registry and {len(owners)} unlocked member database(s)){locked}",
+                finding=f"the running server checked the registry and {len(owners)} "
+                f"unlocked member database(s){locked}",
             )
     if users is None:
         return Finding(name="databases", status="skip", finding="no accounts to check")
