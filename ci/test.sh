@@ -133,6 +133,14 @@ prepare_runtime_image() {
     echo "runtime image: $((SECONDS - start))s"
 }
 
+# The end-to-end installer tests' box (Debian trixie with systemd as PID 1, imported from a
+# debootstrap rootfs); the tests use its tag and never build it. A no-op when it exists.
+prepare_systemd_image() {
+    local start=$SECONDS
+    "$ROOT/tests/e2e/build-systemd-image.sh"
+    echo "systemd test image: $((SECONDS - start))s"
+}
+
 venv_ok() {
     [[ -x "$VENV/bin/python" && -x "$VENV/bin/pip" ]] \
         && "$VENV/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix' 2>/dev/null \
@@ -236,6 +244,7 @@ main() {
     run_prepare venv prepare_venv
     run_prepare docker prepare_docker
     run_prepare "runtime image" prepare_runtime_image
+    run_prepare "systemd image" prepare_systemd_image
 
     run_check ruff check_ruff
     run_check "ruff format" check_format
