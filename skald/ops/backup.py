@@ -545,6 +545,9 @@ async def backup_command(
 ) -> tuple[BackupResult, bool]:
     """`skald backup`: through the running server if there is one, else by itself.
     Returns the result and whether the server did the work."""
+    if not await asyncio.to_thread(layout.system_db.exists):
+        # Before any lock file: a mistyped --data must not leave a directory behind.
+        raise BackupError(f"no Skald data in {layout.root} (nothing to back up)")
     absolute = None if out is None else await asyncio.to_thread(_absolute, out)
     body = {"quick": quick, "out": None if absolute is None else str(absolute)}
     for _ in range(2):
@@ -683,17 +686,16 @@ def _check_member(path: Path, member: tarfile.TarInfo, entry: Entry | None, seen
     kind = _member_type(member)
     if kind is None:
         raise _bad(path, f"{name} is a hard link, device or other special file")
+    if kind == "symlink" and _link_escapes(name, member.linkname):
+        raise _bad(path, f"{name} is a link pointing outside the data directory")
     if entry is None:
         raise _bad(path, f"{name} is not in the manifest")
     if entry.type != kind:
         raise _bad(path, f"{name} is a {kind} but the manifest says {entry.type}")
     if kind == "file" and member.size != entry.size:
         raise _bad(path, f"{name} has the wrong size")
-    if kind == "symlink":
-        if member.linkname != entry.target:
-            raise _bad(path, f"{name} points somewhere else than the manifest says")
-        if _link_escapes(name, member.linkname):
-            raise _bad(path, f"{name} is a link pointing outside the data directory")
+    if kind == "symlink" and member.linkname != entry.target:
+        raise _bad(path, f"{name} points somewhere else than the manifest says")
 
 
 # -- restoring -------------------------------------------------------------------------
