@@ -285,6 +285,14 @@ def test_offline_backup_keeps_modes_and_links_and_skips_what_it_cannot_restore(
     assert (fresh / "data" / "shared" / "family" / "list.md").read_text() == "milk"
     assert stat.S_IMODE((fresh / "data" / "database").stat().st_mode) == 0o700
 
+    # An archive written into a backed-up folder does not try to contain itself.
+    inside = _backup(offline, "--out", str(offline.data / "homes" / "somebody"))
+    assert inside.parent == offline.data / "homes" / "somebody"
+    names = {e["path"] for e in _manifest(inside)["files"]}
+    assert f"homes/somebody/{inside.name}" not in names
+    assert not any(".partial" in n for n in names)
+    assert "homes/somebody/sub/notes.txt" in names
+
 
 def test_quick_backup_holds_databases_and_keys_only(offline: ServerProcess) -> None:
     archive = _backup(offline, "--quick")

@@ -296,6 +296,9 @@ class _Writer:
     entries: list[Entry] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     files: int = 0
+    # (device, inode) of files never to include: the archive being written, when the
+    # operator asked for it inside a backed-up folder.
+    exclude: set[tuple[int, int]] = field(default_factory=set)
 
     def _info(self, name: str, st: os.stat_result, kind: bytes) -> tarfile.TarInfo:
         info = tarfile.TarInfo(name)
@@ -317,6 +320,8 @@ class _Writer:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 self.skipped.append(f"{name}: not a regular file")
+                return
+            if (st.st_dev, st.st_ino) in self.exclude:
                 return
             info = self._info(name, st, tarfile.REGTYPE)
             if mode is not None:
@@ -450,7 +455,8 @@ def _write_archive(
     try:
         with os.fdopen(fd, "wb") as raw:
             with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                writer = _Writer(tar, skipped=skipped)
+                own = os.fstat(raw.fileno())
+                writer = _Writer(tar, skipped=skipped, exclude={(own.st_dev, own.st_ino)})
                 writer.add_dir(DATABASE_DIR, mode=0o700)
                 writer.add_dir(f"{DATABASE_DIR}/users", mode=0o700)
                 for db in dbs:
@@ -856,10 +862,14 @@ async def restore_command(
     """`skald restore`: only into a stopped instance; None if the operator declined."""
     if is_serving(layout):
         info = holder(layout)
-        what = "a Skald server" if info is None or info.role == "serve" else f"`skald {info.role}`"
+        if info is not None and info.role != "serve":
+            raise BackupError(
+                f"a `skald {info.role}` (pid {info.pid}) is using {layout.root}; try again "
+                "when it has finished; nothing was changed"
+            )
         raise BackupError(
-            f"{what} is using {layout.root}: stop it first (systemctl --user stop skald); "
-            "nothing was changed"
+            f"a Skald server is serving {layout.root}: stop it first "
+            "(systemctl --user stop skald); nothing was changed"
         )
     archive = await asyncio.to_thread(_absolute, archive)
     checked = await asyncio.to_thread(check_archive, archive)
