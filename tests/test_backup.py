@@ -16,6 +16,8 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
+import sys
 import tarfile
 import threading
 from pathlib import Path
@@ -432,7 +434,17 @@ def test_restore_without_terminal_or_yes_refuses(offline: ServerProcess, tmp_pat
     archive = _backup(offline, "--out", str(tmp_path))
     assert archive.parent == tmp_path
     before = _tree(offline.data)
-    r = offline.cli("restore", str(archive))  # no --yes, and the test has no terminal
+    # No --yes and no terminal (setsid: no controlling terminal even under a developer's
+    # shell): a refusal, not a prompt nobody can answer.
+    r = subprocess.run(
+        ["setsid", sys.executable, "-m", "skald", "--data", str(offline.data), "restore", archive],
+        capture_output=True,
+        text=True,
+        env=offline.env,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 2
     assert "add --yes" in _one_line_error(r.stderr)
     assert _tree(offline.data) == before
