@@ -17,7 +17,7 @@ set -eu
 # The release signing key (installer/release-key.pub; ci/publish.sh --stamp-key rewrites
 # this block for mirrors and tests that sign with their own key).
 RELEASE_KEY_PEM='-----BEGIN PUBLIC KEY-----
-MCowBQYDK2VwAyEAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=
+MCowBQYDK2VwAyEANB3lfY8XIZwMOZL0juxTxVB8jzIA5BNFEPpZkb6q4Sk=
 -----END PUBLIC KEY-----'
 
 # Where this script was published (ci/publish.sh --base-url stamps it); empty in a checkout.
@@ -460,15 +460,15 @@ uid() { id -u; }
 # `docker exec` and cron do not, so find it (linger may have just started the manager).
 user_systemd_ready() {
     command -v systemctl >/dev/null 2>&1 || return 1
-    if [ -z "${XDG_RUNTIME_DIR:-}" ] && [ -d "/run/user/$(uid)" ]; then
-        XDG_RUNTIME_DIR=/run/user/$(uid)
-        export XDG_RUNTIME_DIR
-    fi
-    [ -n "${XDG_RUNTIME_DIR:-}" ] || return 1
+    runtime=${XDG_RUNTIME_DIR:-/run/user/$(uid)}
+    # No manager now and no linger to start one: nothing to wait for.
+    [ -d "$runtime" ] || linger_on || return 1
     tries=0
-    while [ "$tries" -lt 20 ]; do
-        if [ -S "$XDG_RUNTIME_DIR/bus" ] && systemctl --user show-environment >/dev/null 2>&1; then
-            return 0
+    while [ "$tries" -lt 40 ]; do
+        if [ -S "$runtime/bus" ]; then
+            XDG_RUNTIME_DIR=$runtime
+            export XDG_RUNTIME_DIR
+            systemctl --user show-environment >/dev/null 2>&1 && return 0
         fi
         sleep 0.5
         tries=$((tries + 1))

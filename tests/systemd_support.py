@@ -369,8 +369,15 @@ class SystemdBox:
             argv += ["bash", "-lc", body]
         # The outer limit only guards against a hung docker CLI; `timeout` in the box
         # is what stops the command (killing the CLI would leave it running there).
+        began = time.monotonic()
         proc = _docker(*argv, input=input, timeout=24 * 3600 if timeout is None else timeout + 30)
-        if timeout is not None and proc.returncode in _TIMED_OUT:
+        # 124/137 are also what a command killed by SIGKILL (or exiting 124) returns: only
+        # a run that lasted the whole limit timed out.
+        if (
+            timeout is not None
+            and proc.returncode in _TIMED_OUT
+            and time.monotonic() - began >= timeout
+        ):
             raise subprocess.TimeoutExpired(script, timeout, proc.stdout, proc.stderr)
         if check and proc.returncode != 0:
             raise BoxCommandError(proc.returncode, script, proc.stdout, proc.stderr)
