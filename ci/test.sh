@@ -141,6 +141,12 @@ prepare_systemd_image() {
     echo "systemd test image: $((SECONDS - start))s"
 }
 
+# The linter for the installer scripts and ci/ (Debian package shellcheck).
+prepare_shellcheck() {
+    command -v shellcheck >/dev/null 2>&1 || apt_install shellcheck
+    shellcheck --version | sed -n 2p
+}
+
 venv_ok() {
     [[ -x "$VENV/bin/python" && -x "$VENV/bin/pip" ]] \
         && "$VENV/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix' 2>/dev/null \
@@ -167,6 +173,13 @@ check_ruff() {
 
 check_format() {
     "$VENV/bin/ruff" format --check .
+}
+
+# The three lifecycle scripts are POSIX sh (they run on whatever /bin/sh a household's
+# machine has); the ci/ and test scripts are bash.
+check_shellcheck() {
+    shellcheck -s sh install.sh update.sh uninstall.sh
+    shellcheck ci/*.sh tests/e2e/*.sh
 }
 
 check_mypy() {
@@ -245,10 +258,12 @@ main() {
     run_prepare docker prepare_docker
     run_prepare "runtime image" prepare_runtime_image
     run_prepare "systemd image" prepare_systemd_image
+    run_prepare shellcheck prepare_shellcheck
 
     run_check ruff check_ruff
     run_check "ruff format" check_format
     run_check mypy check_mypy
+    run_check shellcheck check_shellcheck
     run_check build check_build
     run_check pytest check_pytest "$@"
 
