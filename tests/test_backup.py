@@ -121,6 +121,8 @@ def test_backup_while_serving_and_restore_into_the_stopped_instance(tmp_path: Pa
         me = ada.login("ada", PASSWORD)
         ada_id = me["id"]
         _new_conversation(ada, MARK_BEFORE)
+        tim = Api(srv.url)  # unencrypted: his sessions survive restarts, not restores
+        tim.login("tim", PASSWORD)
         r = ada.post("/api/file", json={"path": "~/diary.txt", "content": "DIARY-BEFORE"})
         assert r.status_code == 201, r.text
 
@@ -215,6 +217,9 @@ def test_backup_while_serving_and_restore_into_the_stopped_instance(tmp_path: Pa
         r = ada.get("/api/file", params={"path": "~/diary.txt"})
         assert r.status_code == 200 and r.content == b"DIARY-BEFORE"
         ada.close()
+        # Everyone signs in again: sessions revoked after the backup stay revoked.
+        assert tim.get("/api/auth/me").status_code == 401
+        tim.close()
         mum = Api(srv.url)
         mum.login(ADMIN, ADMIN_PW)  # the locked copy opens too
         users = [u["username"] for u in mum.get("/api/users").json()]

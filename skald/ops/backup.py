@@ -55,7 +55,7 @@ from skald.ops.channel import InstanceBusyError, InstanceLock, holder, is_servin
 from skald.paths import DataLayout, validate_user_id
 from skald.store.migrations.owner import OWNER
 from skald.store.migrations.registry import REGISTRY
-from skald.store.snapshot import header_user_version, snapshot
+from skald.store.snapshot import forget_sessions, header_user_version, snapshot
 
 if TYPE_CHECKING:
     from skald.core.runtime import Runtime
@@ -824,6 +824,10 @@ def _restore_locked(
     staging.mkdir(mode=0o700)
     try:
         _extract(checked, staging)
+        try:
+            forget_sessions(staging / DATABASE_DIR / "system.db")
+        except apsw.Error as exc:
+            raise _bad(checked.path, f"its registry does not open ({exc})") from None
         replaced = layout.backups_dir / f"replaced-{stamp}"
         n = 1
         while replaced.exists():

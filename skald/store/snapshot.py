@@ -23,7 +23,14 @@ import apsw
 from skald.errors import StorageError
 from skald.store.database import _apply_key, _touch_private
 
-__all__ = ["SQLITE_MAGIC", "header_user_version", "is_plain_sqlite", "quick_check", "snapshot"]
+__all__ = [
+    "SQLITE_MAGIC",
+    "forget_sessions",
+    "header_user_version",
+    "is_plain_sqlite",
+    "quick_check",
+    "snapshot",
+]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _PAGES_PER_STEP = -1  # all at once: one read transaction, one consistent state
@@ -85,3 +92,21 @@ def quick_check(conn: apsw.Connection) -> tuple[bool, str]:
         return True, "ok"
     more = f" (+{len(rows) - 5} more)" if len(rows) > 5 else ""
     return False, "; ".join(rows[:5]) + more
+
+
+def forget_sessions(registry: Path) -> int:
+    """Sign everyone out of a restored registry (an unopened file; blocking).
+
+    Sessions revoked after the backup was made (a lost phone signed out) must not come
+    back to life with it. Returns how many were removed."""
+    conn = apsw.Connection(str(registry), flags=apsw.SQLITE_OPEN_READWRITE)
+    try:
+        has = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'"
+        ).fetchall()
+        if not has:
+            return 0
+        conn.execute("DELETE FROM sessions")
+        return conn.changes()
+    finally:
+        conn.close()
