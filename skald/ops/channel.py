@@ -27,6 +27,7 @@ API (stable; other commands build on it):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -254,6 +255,26 @@ def _address(layout: DataLayout, config: Config) -> tuple[str, int]:
     return host, port
 
 
+def _find_server(layout: DataLayout, config: Config) -> tuple[str, str, int] | None:
+    """(token, host, port) of the server holding the lock; None if nobody holds it."""
+    if not is_serving(layout):
+        return None
+    info = holder(layout)
+    if info is not None and info.role != "serve":
+        raise SkaldError(
+            f"a `skald {info.role}` (pid {info.pid}) is using this data directory; "
+            "try again when it has finished"
+        )
+    token = read_token(layout)
+    if token is None:
+        raise SkaldError(
+            f"a Skald server is serving {layout.root} but {token_path(layout)} is missing "
+            "or unreadable (is it still starting, or run by another account?)"
+        )
+    host, port = _address(layout, config)
+    return token, host, port
+
+
 async def ops_request(
     layout: DataLayout,
     config: Config,
@@ -270,21 +291,10 @@ async def ops_request(
     """
     import httpx
 
-    if not is_serving(layout):
+    found = await asyncio.to_thread(_find_server, layout, config)
+    if found is None:
         return None
-    info = holder(layout)
-    if info is not None and info.role != "serve":
-        raise SkaldError(
-            f"a `skald {info.role}` (pid {info.pid}) is using this data directory; "
-            "try again when it has finished"
-        )
-    token = read_token(layout)
-    if token is None:
-        raise SkaldError(
-            f"a Skald server is serving {layout.root} but {token_path(layout)} is missing "
-            "or unreadable (is it still starting, or run by another account?)"
-        )
-    host, port = _address(layout, config)
+    token, host, port = found
     base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     try:
         async with httpx.AsyncClient(
