@@ -362,13 +362,22 @@ async def cmd_restore(args: argparse.Namespace, env: Env) -> int:
             ) from None
         return _ask_line("Restore now? Type yes to go ahead", "no").strip().lower() == "yes"
 
-    result = await restore_command(env.layout, Path(args.archive), confirm)
+    sandbox = env.config.sandbox
+    docker_host = sandbox.docker_host if sandbox.enabled else None
+    result = await restore_command(env.layout, Path(args.archive), confirm, docker_host)
     if result is None:
         raise SkaldError("restore cancelled; nothing was changed")
     m = result.manifest
     env.out.write(f"Restored the {m.kind} backup of {m.created} ({result.files} files).\n")
     if result.replaced is not None:
         env.out.write(f"What it replaced is kept in {result.replaced}\n")
+    if result.sandboxes_stopped:
+        env.out.write(
+            f"Stopped {result.sandboxes_stopped} sandbox(es); Skald starts them again on "
+            "the restored home folders.\n"
+        )
+    if result.sandbox_warning:
+        print(f"skald: warning: {result.sandbox_warning}", file=sys.stderr)
     env.out.write("Start Skald again: systemctl --user start skald\n")
     return 0
 

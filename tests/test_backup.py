@@ -26,7 +26,7 @@ from typing import Any
 import apsw
 import pytest
 from conftest import PASSWORD
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, run_cli
 
 from skald.core.keys import TEST_KDF
 from skald.core.users import UserManager
@@ -545,3 +545,46 @@ async def test_declined_restore_changes_nothing(tmp_path: Path, offline: ServerP
     with pytest.raises(BackupError):
         await restore_command(layout, tmp_path / "nope.tar", lambda c, p: True)
     assert issubclass(BackupError, SkaldError)
+
+
+def test_restore_stops_sandboxes_still_mounting_the_replaced_homes(
+    offline: ServerProcess,
+) -> None:
+    """A running container keeps its bind mount on the old home folder (now moved under
+    backups/replaced-*); the restore stops it, and started again it sees the restored one."""
+    from sandbox_support import docker_client, remove_instance_containers
+
+    from skald.sandbox.image import image_tag
+    from skald.store.snapshot import read_instance_id
+
+    client = docker_client()
+    instance_id = read_instance_id(offline.data / "database" / "system.db")
+    assert instance_id
+    home = offline.data / "homes" / "somebody"
+    archive = _backup(offline)
+    (home / "sub" / "notes.txt").write_text("written after the backup")
+    container = client.containers.run(
+        image_tag(),
+        ["sleep", "300"],
+        detach=True,
+        labels={"skald.instance": instance_id, "skald.user": "somebody"},
+        volumes={str(home): {"bind": "/mnt/home", "mode": "rw"}},
+    )
+    try:
+
+        def seen() -> bytes:
+            out = container.exec_run(["cat", "/mnt/home/sub/notes.txt"]).output
+            return bytes(out)
+
+        assert seen() == b"written after the backup"
+        env = {**offline.env, "SKALD_SANDBOX_ENABLED": "true"}
+        r = run_cli(offline.data, env, "restore", str(archive), "--yes")
+        assert r.returncode == 0, r.stderr
+        assert "Stopped 1 sandbox(es)" in r.stdout
+        container.reload()
+        assert container.status == "exited"
+        container.start()
+        assert seen() == b"home content"
+    finally:
+        remove_instance_containers(client, instance_id)
+        client.close()

@@ -55,7 +55,12 @@ from skald.ops.channel import InstanceBusyError, InstanceLock, holder, is_servin
 from skald.paths import DataLayout, validate_user_id
 from skald.store.migrations.owner import OWNER
 from skald.store.migrations.registry import REGISTRY
-from skald.store.snapshot import forget_sessions, header_user_version, snapshot
+from skald.store.snapshot import (
+    forget_sessions,
+    header_user_version,
+    read_instance_id,
+    snapshot,
+)
 
 if TYPE_CHECKING:
     from skald.core.runtime import Runtime
@@ -814,6 +819,8 @@ class RestoreResult:
     manifest: Manifest
     replaced: Path | None
     files: int
+    sandboxes_stopped: int = 0
+    sandbox_warning: str | None = None
 
 
 def _restore_locked(
@@ -858,12 +865,59 @@ def describe(checked: CheckedArchive) -> str:
     )
 
 
+def stop_sandboxes(docker_host: str, instance_ids: set[str]) -> int:
+    """Stop the running sandbox containers of these instances (blocking); returns how
+    many. A running container keeps its bind mount on the *old* home folder, now under
+    `backups/replaced-*`; stopped, it mounts the restored one when the server starts it."""
+    from skald.sandbox.client import connect
+    from skald.sandbox.manager import LABEL_INSTANCE, STOP_GRACE_S
+
+    client = connect(docker_host, timeout_s=15)
+    try:
+        stopped = 0
+        for instance_id in sorted(instance_ids):
+            label = f"{LABEL_INSTANCE}={instance_id}"
+            for container in client.containers.list(filters={"label": label}):
+                container.stop(timeout=STOP_GRACE_S)
+                stopped += 1
+        return stopped
+    finally:
+        client.close()
+
+
+def _stop_sandboxes_after(
+    layout: DataLayout, result: RestoreResult, plan: RestorePlan, docker_host: str | None
+) -> RestoreResult:
+    if docker_host is None or "homes" not in {*plan.replace, *plan.install}:
+        return result
+    registries = [layout.system_db]
+    if result.replaced is not None:
+        registries.append(result.replaced / DATABASE_DIR / "system.db")
+    ids = {i for i in map(read_instance_id, registries) if i is not None}
+    if not ids:
+        return result
+    try:
+        result.sandboxes_stopped = stop_sandboxes(docker_host, ids)
+    except Exception as exc:
+        log.warning("sandboxes not stopped after restore", error=str(exc)[:300])
+        result.sandbox_warning = (
+            f"could not stop the sandboxes ({exc}): restart them before starting Skald "
+            "(docker restart $(docker ps -q --filter label=skald.instance)), or they keep "
+            "using the replaced home folders"
+        )
+    return result
+
+
 async def restore_command(
     layout: DataLayout,
     archive: Path,
     confirm: Callable[[CheckedArchive, RestorePlan], bool],
+    docker_host: str | None = None,
 ) -> RestoreResult | None:
-    """`skald restore`: only into a stopped instance; None if the operator declined."""
+    """`skald restore`: only into a stopped instance; None if the operator declined.
+
+    `docker_host` (None: the sandbox is disabled) is where this instance's sandboxes
+    run; when home folders were replaced they are stopped, see `stop_sandboxes`."""
     if is_serving(layout):
         info = holder(layout)
         if info is not None and info.role != "serve":
@@ -882,6 +936,7 @@ async def restore_command(
         if not confirm(checked, plan):
             return None
         try:
-            return await asyncio.to_thread(_restore_locked, layout, checked, plan)
+            result = await asyncio.to_thread(_restore_locked, layout, checked, plan)
         except OSError as exc:
             raise StorageError(f"the restore failed: {exc}") from None
+        return await asyncio.to_thread(_stop_sandboxes_after, layout, result, plan, docker_host)

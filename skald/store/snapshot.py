@@ -16,6 +16,7 @@ of the result so a mistake can never leave a clear-text copy behind.
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 
 import apsw
@@ -29,6 +30,7 @@ __all__ = [
     "header_user_version",
     "is_plain_sqlite",
     "quick_check",
+    "read_instance_id",
     "snapshot",
 ]
 
@@ -110,3 +112,24 @@ def forget_sessions(registry: Path) -> int:
         return conn.changes()
     finally:
         conn.close()
+
+
+def read_instance_id(registry: Path) -> str | None:
+    """The instance id recorded in an unopened registry file (blocking; None if none)."""
+    try:
+        conn = apsw.Connection(str(registry), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return None
+    try:
+        rows = conn.execute("SELECT value FROM config WHERE key = 'instance_id'").fetchall()
+    except apsw.Error:
+        return None
+    finally:
+        conn.close()
+    if not rows:
+        return None
+    try:
+        value = json.loads(str(rows[0][0]))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
