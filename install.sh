@@ -862,7 +862,6 @@ do_install() {
         say "service $UNIT_NAME is enabled and running"
         print_welcome
     else
-        write_unit
         say "No systemd user manager here, so Skald is not installed as a service."
         say "Start it by hand: $SKALD_HOME/bin/skald serve"
         say "(the first run prints a setup link for the first administrator)"

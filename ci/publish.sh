@@ -3,13 +3,16 @@
 # (docs/dev/installer.md): DIR/<channel dir>/<version>/..., then DIR/install.sh, then
 # DIR/<channel dir>/LATEST, last.
 #
-# Usage: ci/publish.sh --to DIR [--stamp-key] [--key PATH] PACKAGE_DIR
+# Usage: ci/publish.sh --to DIR [--stamp-key] [--key PATH] [--base-url URL] PACKAGE_DIR
 #
 #   --to DIR       the release tree (created if missing)
 #   --stamp-key    for test and mirror trees signed with their own key: rewrite the public
 #                  key embedded in the published install.sh/update.sh/uninstall.sh to the
 #                  signing key's public half, then re-digest and re-sign the manifest.
 #                  Needs the signing key (--key PATH or $SKALD_SIGNING_KEY).
+#   --base-url URL where DIR is served from: written into the served DIR/install.sh as its
+#                  default release server, so `curl -fsSL URL/install.sh | bash` needs no
+#                  SKALD_RELEASES_URL (the copy inside the version directory is unchanged)
 #   --key PATH     the signing key the package was made with (default
 #                  $SKALD_SIGNING_KEY); without --stamp-key it is only checked
 #
@@ -33,7 +36,7 @@ NIGHTLY_KEEP=3
 SCRIPTS=(install.sh update.sh uninstall.sh)
 
 usage() {
-    echo "usage: $0 --to DIR [--stamp-key] [--key PATH] PACKAGE_DIR" >&2
+    echo "usage: $0 --to DIR [--stamp-key] [--key PATH] [--base-url URL] PACKAGE_DIR" >&2
 }
 
 die() {
@@ -45,6 +48,7 @@ TREE=""
 STAMP=0
 KEY="${SKALD_SIGNING_KEY:-}"
 PKG=""
+BASE_URL=""
 
 while (($#)); do
     case "$1" in
@@ -61,6 +65,12 @@ while (($#)); do
             shift 2
             ;;
         --key=*) KEY="${1#*=}"; shift ;;
+        --base-url)
+            [[ $# -ge 2 ]] || { usage; exit 2; }
+            BASE_URL="$2"
+            shift 2
+            ;;
+        --base-url=*) BASE_URL="${1#*=}"; shift ;;
         -h | --help) usage; exit 0 ;;
         -*) echo "publish.sh: unknown argument: $1" >&2; usage; exit 2 ;;
         *)
@@ -72,6 +82,13 @@ while (($#)); do
 done
 [[ -n "$TREE" && -n "$PKG" ]] || { usage; exit 2; }
 [[ -d "$PKG" ]] || die "$PKG is not a directory"
+if [[ -n "$BASE_URL" ]]; then
+    # It ends up in a double-quoted shell assignment through sed: no quotes, $, backquote, backslash, | or &.
+    url_re='^https?://[A-Za-z0-9._~:/?#@!+,;=%-]+$'
+    [[ "$BASE_URL" =~ $url_re ]] \
+        || die "--base-url must be an http(s) URL of plain characters, got: $BASE_URL"
+    BASE_URL="${BASE_URL%/}"
+fi
 PKG="$(cd "$PKG" && pwd)"
 [[ -f "$PKG/manifest.json" && -f "$PKG/manifest.json.sig" ]] \
     || die "$PKG has no manifest.json and manifest.json.sig; make it with ci/package.sh"
@@ -317,7 +334,14 @@ put() {
 }
 
 if [[ "$CHANNEL" == stable || ! -e "$TREE/install.sh" ]]; then
-    put "$CH/$VERSION/install.sh" "$TREE/install.sh" 0755
+    served="$CH/$VERSION/install.sh"
+    if [[ -n "$BASE_URL" ]]; then
+        grep -q '^DEFAULT_RELEASES_URL=""$' "$served" \
+            || die "install.sh has no empty DEFAULT_RELEASES_URL line to stamp the base URL into"
+        sed "s|^DEFAULT_RELEASES_URL=\"\"\$|DEFAULT_RELEASES_URL=\"$BASE_URL\"|" "$served" >"$WORK/install.sh"
+        served="$WORK/install.sh"
+    fi
+    put "$served" "$TREE/install.sh" 0755
 fi
 printf '%s\n' "$VERSION" >"$WORK/LATEST"
 put "$WORK/LATEST" "$CH/LATEST" 0644

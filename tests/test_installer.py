@@ -1,0 +1,325 @@
+"""install.sh / update.sh / uninstall.sh on this machine, without systemd.
+
+The systemd lifecycle is tests/test_installer_e2e.py. Here the same scripts run as they
+would on a box without a user manager (this CI machine has none): the verification paths
+(openssl, then Python's cryptography, then refusal), the layout of the install root,
+pruning, the served installer's base URL and the scripts' error messages. The release
+tree is real (ci/package.sh + ci/publish.sh with the test key), served from 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from prerequisites import unavailable
+from release_support import (
+    RELEASE_PUB,
+    REPO,
+    TEST_KEY,
+    make_variant,
+    package,
+    package_and_publish,
+    run_script,
+    serve_tree,
+)
+
+pytestmark = pytest.mark.slow
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+PEM = re.compile(r"-----BEGIN PUBLIC KEY-----\n.*?\n-----END PUBLIC KEY-----", re.S)
+
+
+@pytest.fixture(scope="module")
+def base_pyz() -> Path:
+    value = os.environ.get("SKALD_TEST_PYZ")
+    if not value:
+        unavailable("installer tests: SKALD_TEST_PYZ is not set (build with ci/build.sh)")
+    if not Path(SYSTEM_PYTHON).is_file():
+        unavailable(f"installer tests: no {SYSTEM_PYTHON}")
+    return Path(value)
+
+
+@dataclass
+class Site:
+    """A served release tree and a scratch account to install into."""
+
+    url: str
+    tree: Path
+    base: Path
+    builds: Path
+    home: Path
+
+    @property
+    def skald_home(self) -> Path:
+        return self.home / ".local" / "share" / "skald"
+
+    def publish(self, version: str) -> Path:
+        pyz = make_variant(self.base, self.builds / version, version)
+        package_and_publish([pyz], version, "stable", self.tree)
+        return self.tree / "releases" / version / pyz.name
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("SKALD_", "SHIV_", "XDG_", "VIRTUAL_ENV", "PYTHON"))
+        }
+        venv_bin = str(Path(sys.executable).parent)
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
+        env.update(HOME=str(self.home), SKALD_PYTHON=SYSTEM_PYTHON, SKALD_RELEASES_URL=self.url)
+        env["SKALD_SANDBOX_ENABLED"] = "false"
+        env.update(extra)
+        return env
+
+    def run(self, script: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        # A new session: no controlling terminal, as under cron or a CI runner.
+        return subprocess.run(
+            ["bash", "-c", script],
+            env=self.env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            check=False,
+        )
+
+    def install(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        opts = " ".join(args)
+        return self.run(f"curl -fsSL {self.url}/install.sh | bash -s -- {opts}", **extra)
+
+
+@pytest.fixture
+def site(base_pyz: Path) -> Iterator[Site]:
+    work = Path(tempfile.mkdtemp(prefix="skald-installer-"))
+    tree = work / "tree"
+    tree.mkdir()
+    (work / "home").mkdir()
+    url, stop = serve_tree(tree)
+    try:
+        yield Site(url=url, tree=tree, base=base_pyz, builds=work / "builds", home=work / "home")
+    finally:
+        stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _no_openssl_path(tmp: Path) -> str:
+    """A PATH with every command of /usr/bin and /bin but openssl."""
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for tool in Path(d).iterdir():
+            target = bindir / tool.name
+            if tool.name != "openssl" and not target.exists():
+                target.symlink_to(tool)
+    return str(bindir)
+
+
+# -- the scripts themselves ----------------------------------------------------------------
+
+
+def test_install_sh_embeds_the_release_key() -> None:
+    text = (REPO / "install.sh").read_text()
+    blocks = PEM.findall(text)
+    assert blocks == [RELEASE_PUB.read_text().strip()]
+    # update.sh and uninstall.sh run the installed install.sh: no second copy to drift.
+    for name in ("update.sh", "uninstall.sh"):
+        script = (REPO / name).read_text()
+        assert not PEM.search(script)
+        assert "libexec/install.sh" in script
+
+
+def test_help_and_bad_options() -> None:
+    ok = subprocess.run(["sh", "install.sh", "--help"], cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0 and "--from-source" in ok.stdout
+    bad = subprocess.run(
+        ["sh", "install.sh", "--frobnicate"], cwd=REPO, capture_output=True, text=True
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == "skald-install: unknown option: --frobnicate (see --help)"
+
+
+def test_update_without_an_install_says_so(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SKALD_HOME": str(tmp_path / "s")}
+    (tmp_path / "s" / "libexec").mkdir(parents=True)
+    shutil.copy(REPO / "install.sh", tmp_path / "s" / "libexec" / "install.sh")
+    shutil.copy(REPO / "update.sh", tmp_path / "s" / "update.sh")
+    proc = subprocess.run(
+        ["sh", str(tmp_path / "s" / "update.sh")], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert "Skald is not installed in" in proc.stderr
+
+
+def test_no_release_server_is_a_clear_error(site: Site) -> None:
+    proc = site.run(f"sh {REPO}/install.sh", SKALD_RELEASES_URL="")
+    assert proc.returncode == 1
+    assert "set SKALD_RELEASES_URL" in proc.stderr
+
+
+# -- install, update, uninstall without systemd ------------------------------------------
+
+
+def test_install_update_prune_uninstall_without_systemd(site: Site) -> None:
+    site.publish("1.0.0")
+    proc = site.install()
+    assert proc.returncode == 0, proc.stderr
+    assert "No systemd user manager here" in proc.stdout
+    assert "bin/skald serve" in proc.stdout
+    root = site.skald_home
+    release = root / "releases" / "1.0.0"
+    assert (root / "current").readlink().as_posix() == "releases/1.0.0"
+    assert (release / "skald.pyz").readlink().as_posix().startswith("skald-1.0.0-")
+    names = sorted(p.name for p in release.iterdir())
+    assert "manifest.json" in names and any(n.endswith(".pyz.sig") for n in names)
+    for script in ("update.sh", "uninstall.sh", "libexec/install.sh"):
+        assert os.access(root / script, os.X_OK), script
+    assert (root / "data").stat().st_mode & 0o777 == 0o700
+    env_file = (root / "installer.env").read_text()
+    assert f"SKALD_RELEASES_URL={site.url}\n" in env_file
+    assert f"SKALD_PYTHON={SYSTEM_PYTHON}\n" in env_file
+    version = site.run(f"{root}/bin/skald version")
+    assert version.stdout.strip() == "skald 1.0.0", version.stderr
+
+    for v in ("1.1.0", "1.2.0", "1.3.0"):
+        site.publish(v)
+        proc = site.run(f"{root}/update.sh")
+        assert proc.returncode == 0, proc.stderr
+        assert "updated from" in proc.stdout and f"to {v}" in proc.stdout
+    assert (root / "current").readlink().as_posix() == "releases/1.3.0"
+    assert sorted(p.name for p in (root / "releases").iterdir()) == ["1.1.0", "1.2.0", "1.3.0"]
+    shiv = [p.name for p in (root / "data" / "cache" / "shiv").iterdir()]
+    assert shiv and not [n for n in shiv if "1.0.0" in n], shiv  # pruned with its release
+    snaps = sorted(p.name for p in (root / "data" / "backups").iterdir())
+    assert [s.split("-to-")[1].split("-")[0] for s in snaps] == ["1.1.0", "1.2.0", "1.3.0"]
+    proc = site.run(f"{root}/update.sh")
+    assert proc.returncode == 0 and "is up to date" in proc.stdout
+
+    # --purge needs a confirmation; without a terminal only --yes gives it.
+    proc = site.run(f"{root}/uninstall.sh --purge")
+    assert proc.returncode == 1 and "add --yes" in proc.stderr
+    assert (root / "current").exists()
+    proc = site.run(f"{root}/uninstall.sh")
+    assert proc.returncode == 0, proc.stderr
+    assert "Kept:" in proc.stdout
+    assert sorted(p.name for p in root.iterdir()) == ["data"]
+
+
+def test_a_tampered_build_is_refused_by_the_installer(site: Site) -> None:
+    _flip_a_byte(site.publish("1.0.0"))
+    proc = site.install()
+    assert proc.returncode == 1
+    assert "is corrupted or was altered" in proc.stderr
+    assert not (site.skald_home / "current").exists()
+    assert not (site.skald_home / "releases" / "1.0.0").exists()
+
+
+def test_a_tampered_manifest_is_refused(site: Site) -> None:
+    site.publish("1.0.0")
+    manifest = site.tree / "releases" / "1.0.0" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"min_python": "3.11"', '"min_python": "3.1"'))
+    proc = site.install()
+    assert proc.returncode == 1
+    assert "signature of manifest.json does not match" in proc.stderr
+
+
+def test_without_openssl_python_cryptography_checks_the_signatures(
+    site: Site, tmp_path: Path
+) -> None:
+    check = subprocess.run([SYSTEM_PYTHON, "-c", "import cryptography"], check=False)
+    if check.returncode != 0:
+        unavailable("installer tests: the system python lacks cryptography")
+    site.publish("1.0.0")
+    path = _no_openssl_path(tmp_path)
+    manifest = site.tree / "releases" / "1.0.0" / "manifest.json"
+    good = manifest.read_text()
+    manifest.write_text(good.replace('"min_python": "3.11"', '"min_python": "3.1"'))
+    proc = site.install(PATH=path)
+    assert proc.returncode == 1
+    assert "signature of manifest.json does not match" in proc.stderr
+    manifest.write_text(good)
+    proc = site.install(PATH=path)
+    assert proc.returncode == 0, proc.stderr
+    assert (site.skald_home / "current").readlink().as_posix() == "releases/1.0.0"
+
+
+def test_with_no_way_to_check_signatures_install_refuses_unless_told(
+    site: Site, tmp_path: Path
+) -> None:
+    site.publish("1.0.0")
+    path = _no_openssl_path(tmp_path)
+    bare = tmp_path / "bare-venv"
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = str(bare / "bin" / "python3")
+    proc = site.install(PATH=path, SKALD_PYTHON=python)
+    assert proc.returncode == 1
+    assert "cannot check signatures" in proc.stderr
+    assert not (site.skald_home / "current").exists()
+    proc = site.install("--insecure-skip-signature", PATH=path, SKALD_PYTHON=python)
+    assert proc.returncode == 0, proc.stderr
+    assert "not checking the signature" in proc.stderr
+
+
+def test_no_build_for_this_python_names_the_builds(site: Site) -> None:
+    other = os.environ.get("SKALD_TEST_PYZ_313")
+    if not other:
+        unavailable(
+            "installer tests: SKALD_TEST_PYZ_313 is not set (ci/build.sh --python-version 3.13)"
+        )
+    site.base = Path(other)
+    site.publish("1.0.0")  # a cp313 build only; the system python here is 3.11
+    proc = site.install()
+    assert proc.returncode == 1
+    assert "has no build for linux-" in proc.stderr
+    assert "-cp313" in proc.stderr and "SKALD_PYTHON" in proc.stderr
+    assert not (site.skald_home / "current").exists()
+
+
+def test_served_installer_knows_its_base_url(base_pyz: Path, tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    url, stop = serve_tree(tree)
+    try:
+        pyz = make_variant(base_pyz, tmp_path / "b", "1.0.0")
+        pkg = package([pyz], "1.0.0", "stable", tmp_path / "pkg")
+        proc = run_script(
+            REPO / "ci" / "publish.sh",
+            "--to",
+            tree,
+            "--stamp-key",
+            "--key",
+            TEST_KEY,
+            "--base-url",
+            url + "/",
+            pkg,
+        )
+        assert proc.returncode == 0, proc.stderr
+        served = (tree / "install.sh").read_text()
+        assert f'\nDEFAULT_RELEASES_URL="{url}"\n' in served
+        inner = (tree / "releases" / "1.0.0" / "install.sh").read_text()
+        assert '\nDEFAULT_RELEASES_URL=""\n' in inner  # the signed copy is untouched
+        site = Site(url=url, tree=tree, base=base_pyz, builds=tmp_path / "x", home=tmp_path)
+        proc = site.install(SKALD_RELEASES_URL="")
+        assert proc.returncode == 0, proc.stderr
+        assert (site.skald_home / "current").readlink().as_posix() == "releases/1.0.0"
+        bad = run_script(
+            REPO / "ci" / "publish.sh", "--to", tree, "--base-url", "http://x/$(id)", pkg
+        )
+        assert bad.returncode != 0 and "--base-url must be" in bad.stderr
+    finally:
+        stop()
