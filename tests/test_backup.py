@@ -250,6 +250,9 @@ def offline(tmp_path: Path) -> ServerProcess:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(home / "a-socket"))
     (srv.data / "shared" / "family").mkdir(parents=True)
+    # The operator keeps the configuration elsewhere and links it in.
+    (tmp_path / "etc-skald.toml").write_text('[log]\nlevel = "info"\n')
+    (srv.data / "config.toml").symlink_to(tmp_path / "etc-skald.toml")
     (srv.data / "shared" / "family" / "list.md").write_text("milk")
     return srv
 
@@ -291,6 +294,9 @@ def test_offline_backup_keeps_modes_and_links_and_skips_what_it_cannot_restore(
     assert stat.S_IMODE((home / "script.sh").stat().st_mode) == 0o750
     assert (fresh / "data" / "shared" / "family" / "list.md").read_text() == "milk"
     assert stat.S_IMODE((fresh / "data" / "database").stat().st_mode) == 0o700
+    config = fresh / "data" / "config.toml"
+    assert not config.is_symlink() and "level" in config.read_text()
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
 
     # An archive written into a backed-up folder does not try to contain itself.
     inside = _backup(offline, "--out", str(offline.data / "homes" / "somebody"))

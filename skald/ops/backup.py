@@ -314,10 +314,13 @@ class _Writer:
         info.uname = info.gname = ""
         return info
 
-    def add_file(self, path: Path, name: str, mode: int | None = None) -> None:
+    def add_file(
+        self, path: Path, name: str, mode: int | None = None, *, follow: bool = False
+    ) -> None:
+        # O_NONBLOCK: a pipe swapped in after the lstat must not hang the backup.
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
         try:
-            # O_NONBLOCK: a pipe swapped in after the lstat must not hang the backup.
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(path, flags)
         except PermissionError:
             self.skipped.append(f"{name}: not readable by the service account")
             return
@@ -423,7 +426,8 @@ class _BytesReader:
 
 
 def _backed_up_names(layout: DataLayout, quick: bool) -> list[str]:
-    names = [n for n in CONFIG_FILES if (layout.root / n).exists()]
+    """Top-level entries besides the databases and the config files."""
+    names: list[str] = []
     if not quick:
         names += sorted(
             child.name
@@ -468,6 +472,11 @@ def _write_archive(
                     writer.add_file(staging / db.path, db.path, mode=0o600)
                     if db.wal:
                         writer.add_file(staging / f"{db.path}-wal", f"{db.path}-wal", mode=0o600)
+                for name in CONFIG_FILES:
+                    # Followed if they are links (an operator may keep config.toml
+                    # elsewhere): the backup holds their content, restored as files.
+                    if (layout.root / name).is_file():
+                        writer.add_file(layout.root / name, name, mode=0o600, follow=True)
                 for name in _backed_up_names(layout, quick):
                     writer.add_tree(layout.root / name, name)
                 manifest = Manifest(
