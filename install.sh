@@ -441,8 +441,8 @@ wait_healthy() {
         if [ "$(health_version "$port")" = "$1" ]; then
             return 0
         fi
-        if [ "$HAVE_SYSTEMD" = yes ] && [ "$(unit_restarts)" != "$restarts_before" ]; then
-            HEALTH_FAILURE="the server exited during start (systemd restarted it)"
+        if [ "$HAVE_SYSTEMD" = yes ] && start_failed "$restarts_before"; then
+            HEALTH_FAILURE="the server exited during start"
             return 1
         fi
         sleep 1
@@ -484,6 +484,14 @@ detect_systemd() {
 }
 
 sctl() { systemctl --user "$@"; }
+
+# start_failed RESTARTS_BEFORE: the main process exited since the start (systemd is
+# waiting to restart it, gave up, or already restarted it).
+start_failed() {
+    state=$(sctl show -p ActiveState -p SubState --value "$UNIT_NAME" 2>/dev/null | tr '\n' ' ')
+    case "$state" in *failed* | *auto-restart*) return 0 ;; esac
+    [ "$(unit_restarts)" != "$1" ]
+}
 
 unit_restarts() {
     [ "$HAVE_SYSTEMD" = yes ] || { echo 0; return 0; }
@@ -883,6 +891,8 @@ do_update() {
     if command -v flock >/dev/null 2>&1; then
         flock -n 9 || die "another update is running in $SKALD_HOME"
     fi
+    # Linger first: when it was lost, turning it on again is what starts the user manager.
+    enable_linger
     detect_systemd
     recover_interrupted
     make_dirs
@@ -890,7 +900,6 @@ do_update() {
     step "checking the $CHANNEL channel at $RELEASES_URL (installed: $from)"
     checkpoint fetch
     resolve_release
-    enable_linger
     write_env_file
     write_unit
     if [ "$NEW_VERSION" = "$from" ] && [ "$FORCE" = no ]; then

@@ -196,10 +196,22 @@ def test_doctor_reports_missing_docker_without_crashing(world: World) -> None:
     assert rc in (0, 1), out
 
 
-def test_update_to_a_newer_build_keeps_data_and_snapshots(world: World) -> None:
+def test_update_to_a_newer_build_keeps_data_and_heals_the_service(world: World) -> None:
     world.publish("1.1.0")
+    # An operator's drop-in, a damaged unit and lost linger (which stops the service).
+    unit = "~/.config/systemd/user/skald.service"
+    world.alice(
+        f"mkdir -p {unit}.d && printf '[Service]\\nEnvironment=E2E_MARK=kept\\n' "
+        f">{unit}.d/override.conf && sed -i /LimitNOFILE/d {unit}"
+    )
+    world.box.exec("loginctl disable-linger alice && sleep 1")
+    assert world.health() is None
     rc, out = world.update()
     assert rc == 0, out
+    world.box.exec("test -e /var/lib/systemd/linger/alice")
+    assert "LimitNOFILE=65536" in world.alice(f"cat {unit}")[1]
+    env = world.alice("systemctl --user show -p Environment --value skald.service")[1]
+    assert "E2E_MARK=kept" in env
     assert "updated from 1.0.0 to 1.1.0" in out
     world.wait_version("1.1.0", timeout=5)
     assert world.current() == "releases/1.1.0"
