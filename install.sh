@@ -769,9 +769,15 @@ build_from_source() {
     if [ ! -x "$src/.venv/bin/python" ]; then
         "$PY" -m venv "$src/.venv" || die "cannot create $src/.venv (Debian: sudo apt-get install python3-venv)"
     fi
-    "$src/.venv/bin/pip" install -q -e "${src}[dev]" </dev/null || die "installing the build tools failed"
+    if ! "$src/.venv/bin/python" -c 'import shiv' 2>/dev/null; then
+        "$src/.venv/bin/pip" install -q -e "${src}[dev]" </dev/null || die "installing the build tools failed"
+    fi
     built=$(PYTHON=$src/.venv/bin/python "$src/ci/build.sh" --out "$STAGING/build" </dev/null) || die "the build failed"
     ARTEFACT=$(basename "$built")
+    case "$ARTEFACT" in
+        *-"$OS-$ARCH-$PYABI".pyz) ;;
+        *) die "the checkout's .venv built $ARTEFACT, which does not run on $PY ($PYABI); recreate $src/.venv with that python" ;;
+    esac
     mv "$built" "$built.sha256" "$STAGING/"
     NEW_VERSION=$("$PY" "$STAGING/$ARTEFACT" version | cut -d' ' -f2)
     mkdir -p "$STAGING/scripts"

@@ -32,6 +32,8 @@ __all__ = [
     "ServerConfig",
     "StorageConfig",
     "env_var_names",
+    "expand_path",
+    "home_dir",
     "load_config",
     "resolve_data_dir",
 ]
@@ -370,24 +372,25 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _home(environ: Mapping[str, str]) -> Path:
+def home_dir(environ: Mapping[str, str]) -> Path:
     # Prefer the caller's HOME so tests and services decide; fall back to the passwd entry.
     home = environ.get("HOME")
     return Path(home) if home else Path.home()
 
 
-def _expand(value: str, environ: Mapping[str, str]) -> Path:
+def expand_path(value: str, environ: Mapping[str, str]) -> Path:
+    """VALUE with a leading `~` taken from ENVIRON's HOME (not the process's)."""
     if value == "~" or value.startswith("~/"):
-        return _home(environ) / value[2:]
+        return home_dir(environ) / value[2:]
     return Path(value).expanduser()
 
 
 def resolve_data_dir(cli_value: str | None, environ: Mapping[str, str]) -> Path:
     """Data directory: `--data` wins, then `$SKALD_HOME/data`, then the per-user default."""
     if cli_value:
-        path = _expand(cli_value, environ)
+        path = expand_path(cli_value, environ)
     elif environ.get("SKALD_HOME"):
-        path = _expand(environ["SKALD_HOME"], environ) / "data"
+        path = expand_path(environ["SKALD_HOME"], environ) / "data"
     else:
-        path = _home(environ) / ".local" / "share" / "skald" / "data"
+        path = home_dir(environ) / ".local" / "share" / "skald" / "data"
     return path.resolve()

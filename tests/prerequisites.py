@@ -7,6 +7,7 @@ under CI (`SKALD_CI` set by ci/test.sh, which installs everything) it is a failu
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
@@ -17,3 +18,14 @@ def unavailable(reason: str) -> NoReturn:
         pytest.fail(f"{reason} (SKALD_CI is set: this must run, not skip)")
     print(f"skipping: {reason}")
     pytest.skip(reason)
+
+
+def built_pyz(variable: str = "SKALD_TEST_PYZ", what: str = "ci/build.sh") -> Path:
+    """The zipapp ci/test.sh built, from the environment variable that names it."""
+    value = os.environ.get(variable)
+    if not value:
+        unavailable(f"{variable} is not set: build it with {what} and set {variable}")
+    path = Path(value).resolve()
+    if not path.is_file():
+        pytest.fail(f"{variable}={value} does not exist or is not a file")
+    return path

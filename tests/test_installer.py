@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import prerequisites
 import pytest
 from prerequisites import unavailable
 from release_support import (
@@ -32,6 +33,8 @@ from release_support import (
     serve_tree,
 )
 
+import skald
+
 pytestmark = pytest.mark.slow
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -40,12 +43,9 @@ PEM = re.compile(r"-----BEGIN PUBLIC KEY-----\n.*?\n-----END PUBLIC KEY-----", r
 
 @pytest.fixture(scope="module")
 def base_pyz() -> Path:
-    value = os.environ.get("SKALD_TEST_PYZ")
-    if not value:
-        unavailable("installer tests: SKALD_TEST_PYZ is not set (build with ci/build.sh)")
     if not Path(SYSTEM_PYTHON).is_file():
         unavailable(f"installer tests: no {SYSTEM_PYTHON}")
-    return Path(value)
+    return prerequisites.built_pyz()
 
 
 @dataclass
@@ -276,12 +276,8 @@ def test_with_no_way_to_check_signatures_install_refuses_unless_told(
 
 
 def test_no_build_for_this_python_names_the_builds(site: Site) -> None:
-    other = os.environ.get("SKALD_TEST_PYZ_313")
-    if not other:
-        unavailable(
-            "installer tests: SKALD_TEST_PYZ_313 is not set (ci/build.sh --python-version 3.13)"
-        )
-    site.base = Path(other)
+    other = prerequisites.built_pyz("SKALD_TEST_PYZ_313", "ci/build.sh --python-version 3.13")
+    site.base = other
     site.publish("1.0.0")  # a cp313 build only; the system python here is 3.11
     proc = site.install()
     assert proc.returncode == 1
@@ -323,3 +319,22 @@ def test_served_installer_knows_its_base_url(base_pyz: Path, tmp_path: Path) -> 
         assert bad.returncode != 0 and "--base-url must be" in bad.stderr
     finally:
         stop()
+
+
+def test_from_source_installs_this_checkout_twice(tmp_path: Path) -> None:
+    if not (REPO / ".venv" / "bin" / "python").is_file():
+        unavailable(
+            "installer tests: --from-source needs the checkout's .venv (ci/test.sh makes it)"
+        )
+    site = Site(url="", tree=tmp_path, base=tmp_path, builds=tmp_path, home=tmp_path / "home")
+    site.home.mkdir()
+    for _ in range(2):  # the second run reinstalls the same version in place
+        proc = site.run(f"{REPO}/install.sh --from-source", SKALD_RELEASES_URL="")
+        assert proc.returncode == 0, proc.stderr
+        assert "building from" in proc.stdout
+        version = site.run(f"{site.skald_home}/bin/skald version").stdout.strip()
+        assert version == f"skald {skald.__version__}"
+        current = (site.skald_home / "current").readlink().as_posix()
+        assert current == f"releases/{skald.__version__}"
+    leftovers = [p.name for p in (site.skald_home / "releases").iterdir()]
+    assert leftovers == [skald.__version__], leftovers

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import httpx
+import prerequisites
 import pytest
 from prerequisites import unavailable
 from release_support import (
@@ -49,13 +50,7 @@ def _unavailable(reason: str) -> NoReturn:
 
 @pytest.fixture(scope="module")
 def built_pyz() -> Path:
-    value = os.environ.get("SKALD_TEST_PYZ")
-    if not value:
-        _unavailable("SKALD_TEST_PYZ is not set: build it with ci/build.sh and set SKALD_TEST_PYZ")
-    path = Path(value).resolve()
-    if not path.is_file():
-        pytest.fail(f"SKALD_TEST_PYZ={value} does not exist or is not a file")
-    return path
+    return prerequisites.built_pyz()
 
 
 @pytest.fixture(scope="module")

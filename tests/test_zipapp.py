@@ -9,7 +9,6 @@ leak in and hide a missing file or dependency.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -19,17 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+import prerequisites
 import pytest
 from prerequisites import unavailable
+from release_support import pyz_env
 
 import skald
 
 REPO = Path(__file__).resolve().parents[1]
-
-# Variables that must not reach the pyz: they would point it at the venv, at the
-# developer's real data or change what shiv runs.
-_STRIP_EXACT = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV"}
-_STRIP_PREFIXES = ("SHIV_", "SKALD_", "XDG_")
 
 
 def _unavailable(reason: str) -> NoReturn:
@@ -38,13 +34,7 @@ def _unavailable(reason: str) -> NoReturn:
 
 @pytest.fixture(scope="module")
 def built_pyz() -> Path:
-    value = os.environ.get("SKALD_TEST_PYZ")
-    if not value:
-        _unavailable("SKALD_TEST_PYZ is not set: build it with ci/build.sh and set SKALD_TEST_PYZ")
-    path = Path(value).resolve()
-    if not path.is_file():
-        pytest.fail(f"SKALD_TEST_PYZ={value} does not exist or is not a file")
-    return path
+    return prerequisites.built_pyz()
 
 
 @pytest.fixture(scope="module")
@@ -81,24 +71,6 @@ class Sandbox:
         )
 
 
-def _clean_env(shiv_root: Path, home: Path) -> dict[str, str]:
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in _STRIP_EXACT and not key.startswith(_STRIP_PREFIXES)
-    }
-    # Drop a venv's bin/ from PATH too, so nothing the pyz spawns finds the venv.
-    venv = os.environ.get("VIRTUAL_ENV")
-    if venv and "PATH" in env:
-        venv_bin = str(Path(venv) / "bin")
-        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
-    env["SHIV_ROOT"] = str(shiv_root)
-    env["HOME"] = str(home)
-    # These servers must not leave sandbox containers behind on a machine with Docker.
-    env["SKALD_SANDBOX_ENABLED"] = "false"
-    return env
-
-
 @pytest.fixture(scope="module")
 def sandbox(built_pyz: Path, system_python: str) -> Iterator[Sandbox]:
     with tempfile.TemporaryDirectory(prefix="skald-pyz-") as tmp:
@@ -116,7 +88,7 @@ def sandbox(built_pyz: Path, system_python: str) -> Iterator[Sandbox]:
             shiv_root=shiv_root,
             home=home,
             python=system_python,
-            env=_clean_env(shiv_root, home),
+            env=pyz_env(shiv_root, home),
         )
 
 

@@ -328,3 +328,20 @@ async def ops_request(
     if not isinstance(data, dict):
         raise SkaldError(f"the server answered {method} {path} with something else than JSON")
     return data
+
+
+async def fetch_health(host: str, port: int, wait_s: float = 3.0) -> dict[str, Any] | None:
+    """`/api/health` of whatever answers at host:port, when it looks like Skald's (has a
+    version); None when nothing answers or something else does."""
+    import httpx
+
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    try:
+        async with httpx.AsyncClient(timeout=wait_s, trust_env=False) as http:
+            r = await http.get(f"{base}/api/health")
+        data = r.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    if isinstance(data, dict) and isinstance(data.get("version"), str):
+        return data
+    return None

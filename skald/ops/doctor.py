@@ -33,6 +33,7 @@ from skald import __version__
 from skald.config import Config
 from skald.errors import SkaldError
 from skald.ops import install_root as ir
+from skald.ops.channel import fetch_health, holder, is_serving, ops_request
 from skald.paths import DIR_MODE, DataLayout
 
 __all__ = ["Finding", "Report", "run_checks", "run_doctor"]
@@ -620,21 +621,6 @@ def _probe_host(host: str) -> str:
     return host
 
 
-async def _skald_version_at(host: str, port: int) -> str | None:
-    import httpx
-
-    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    try:
-        async with httpx.AsyncClient(timeout=2.0, trust_env=False) as http:
-            r = await http.get(f"{base}/api/health")
-        data = r.json()
-    except (httpx.HTTPError, ValueError):
-        return None
-    if isinstance(data, dict) and isinstance(data.get("version"), str):
-        return str(data["version"])
-    return None
-
-
 def _free_port_near(host: str, port: int) -> int | None:
     for candidate in range(port + 1, min(port + 50, 65536)):
         if _bind_free(host, candidate) is None:
@@ -643,7 +629,6 @@ def _free_port_near(host: str, port: int) -> int | None:
 
 
 async def check_port(ctx: Context) -> Finding:
-    from skald.ops.channel import holder, is_serving
 
     host, port = ctx.config.server.host, ctx.config.server.port
     ctx.serving = await asyncio.to_thread(is_serving, ctx.layout)
@@ -661,7 +646,8 @@ async def check_port(ctx: Context) -> Finding:
             fix=f"set server.host in {_q(ctx.layout.config_file)} to an address of this machine "
             "(0.0.0.0 serves every interface)",
         )
-    version = await _skald_version_at(_probe_host(host), port)
+    health = await fetch_health(_probe_host(host), port, wait_s=2.0)
+    version = None if health is None else str(health["version"])
     if version is not None and ctx.serving:
         current = await asyncio.to_thread(ctx.install.current_version)
         if current is not None and current != version:
@@ -783,7 +769,6 @@ async def check_registry(ctx: Context) -> Finding:
 
 
 async def check_member_databases(ctx: Context) -> Finding:
-    from skald.ops.channel import is_serving, ops_request
 
     users = ctx.registry_users
     ctx.serving = await asyncio.to_thread(is_serving, ctx.layout)

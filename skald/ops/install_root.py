@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import skald
+from skald.config import expand_path, home_dir
 
 __all__ = [
     "LINGER_DIR",
@@ -32,17 +33,6 @@ UNIT_NAME = "skald.service"
 LINGER_DIR = Path("/var/lib/systemd/linger")
 
 
-def _home(environ: Mapping[str, str]) -> Path:
-    home = environ.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def _expand(value: str, environ: Mapping[str, str]) -> Path:
-    if value == "~" or value.startswith("~/"):
-        return _home(environ) / value[2:]
-    return Path(value).expanduser()
-
-
 def current_user(environ: Mapping[str, str]) -> str:
     """The account this process runs as (the passwd entry wins over $USER)."""
     try:
@@ -54,7 +44,7 @@ def current_user(environ: Mapping[str, str]) -> str:
 def unit_path(environ: Mapping[str, str]) -> Path:
     """`${XDG_CONFIG_HOME:-~/.config}/systemd/user/skald.service`, the unit we own."""
     config_home = environ.get("XDG_CONFIG_HOME")
-    base = _expand(config_home, environ) if config_home else _home(environ) / ".config"
+    base = expand_path(config_home, environ) if config_home else home_dir(environ) / ".config"
     return base / "systemd" / "user" / UNIT_NAME
 
 
@@ -72,8 +62,8 @@ class InstallRoot:
     def from_environ(cls, environ: Mapping[str, str]) -> InstallRoot:
         value = environ.get("SKALD_HOME")
         if value:
-            return cls(_expand(value, environ).absolute())
-        return cls((_home(environ) / ".local" / "share" / "skald").absolute())
+            return cls(expand_path(value, environ).absolute())
+        return cls((home_dir(environ) / ".local" / "share" / "skald").absolute())
 
     @property
     def releases_dir(self) -> Path:

@@ -19,6 +19,7 @@ import msgspec
 from skald.config import Config
 from skald.errors import SkaldError
 from skald.ops import install_root as ir
+from skald.ops.channel import fetch_health, holder, is_serving, ops_request
 from skald.paths import DataLayout
 
 __all__ = ["StatusReport", "collect", "run_status"]
@@ -138,21 +139,7 @@ def _docker_containers(config: Config, instance: str, names: dict[str, str]) -> 
         client.close()
 
 
-async def _health(host: str, port: int) -> dict[str, Any] | None:
-    import httpx
-
-    base = f"http://{host}:{port}"
-    try:
-        async with httpx.AsyncClient(timeout=3.0, trust_env=False) as http:
-            r = await http.get(f"{base}/api/health")
-        data = r.json()
-    except (httpx.HTTPError, ValueError):
-        return None
-    return data if isinstance(data, dict) and "version" in data else None
-
-
 def _url(layout: DataLayout, config: Config) -> tuple[str, int]:
-    from skald.ops.channel import holder
 
     info = holder(layout)
     port = info.port if info is not None and info.port else config.server.port
@@ -160,7 +147,6 @@ def _url(layout: DataLayout, config: Config) -> tuple[str, int]:
 
 
 async def collect(layout: DataLayout, config: Config, environ: Mapping[str, str]) -> StatusReport:
-    from skald.ops.channel import is_serving, ops_request
 
     install = ir.InstallRoot.from_environ(environ)
     notes: list[str] = []
@@ -198,7 +184,7 @@ async def collect(layout: DataLayout, config: Config, environ: Mapping[str, str]
             if isinstance(answer.get("containers"), list):
                 containers = msgspec.convert(answer["containers"], list[ContainerInfo])
         else:
-            health = await _health(host, port)
+            health = await fetch_health(host, port)
             if health is not None:
                 running = Running(
                     version=health.get("version"),
