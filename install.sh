@@ -836,7 +836,9 @@ do_install() {
         resolve_release
         if [ -n "${current:-}" ] && [ "$current" != "$NEW_VERSION" ]; then
             say "the server has $NEW_VERSION and $current is installed: updating"
-            exec sh "$SKALD_HOME/libexec/install.sh" --update
+            SKALD_RELEASES_URL=$RELEASES_URL
+            export SKALD_RELEASES_URL
+            exec sh "$SKALD_HOME/libexec/install.sh" --update --channel "$CHANNEL"
         fi
         if installed_intact; then
             say "the installed files of $NEW_VERSION are intact"
