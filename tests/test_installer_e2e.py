@@ -223,19 +223,30 @@ def test_update_to_a_newer_build_keeps_data_and_heals_the_service(world: World) 
     assert rc == 0 and "up to date" in out, out
 
 
+def test_the_installer_on_an_older_install_updates_it(world: World) -> None:
+    world.publish("1.1.1")
+    rc, out = world.install()
+    assert rc == 0, out
+    assert "updating" in out and "updated from 1.1.0 to 1.1.1" in out, out
+    world.wait_version("1.1.1", timeout=5)
+
+
 def test_update_to_a_broken_build_rolls_back(world: World) -> None:
+    before = world.current().split("/")[1]
     world.publish("1.2.0", broken=True)
     rc, out = world.update(check=False)
     assert rc != 0, out
-    assert "Rolled back to 1.1.0" in out, out
-    assert world.current() == "releases/1.1.0"
-    world.wait_version("1.1.0", timeout=30)
+    assert f"Rolled back to {before}" in out, out
+    assert "failed-update-" in world.alice(f"ls {HOME}/data/backups")[1]
+    assert world.current() == f"releases/{before}"
+    world.wait_version(before, timeout=30)
     assert world.service("is-active") == "active"
     api = _login(world)
     api.close()
 
 
 def test_a_tampered_build_is_refused_and_nothing_changes(world: World) -> None:
+    before = world.current()
     pyz = world.publish("1.3.0")
     data = bytearray(pyz.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -244,7 +255,7 @@ def test_a_tampered_build_is_refused_and_nothing_changes(world: World) -> None:
     rc, out = world.update(check=False)
     assert rc != 0
     assert "corrupted or was altered" in out, out
-    assert world.current() == "releases/1.1.0"
+    assert world.current() == before
     assert world.main_pid() == pid
     # A fresh install of the same tree refuses it too, and leaves nothing behind.
     proc = world.box.exec(
