@@ -31,6 +31,11 @@ die() {
     exit 1
 }
 
+# The JSON, zip and digest work (ci/release.py, stdlib only).
+release_py() {
+    python3 "$ROOT/ci/release.py" "$@"
+}
+
 VERSION=""
 CHANNEL=""
 KEY="${SKALD_SIGNING_KEY:-}"
@@ -101,25 +106,7 @@ for script in install.sh update.sh uninstall.sh; do
 done
 
 # Each pyz must carry the version it is named for.
-python3 - "$VERSION" "${PYZS[@]}" <<'EOF'
-import re
-import sys
-import zipfile
-from pathlib import Path
-
-version = sys.argv[1]
-VERSION_LINE = re.compile(r'^__version__ = "([^"\n]*)"$', re.M)
-for arg in sys.argv[2:]:
-    name = Path(arg).name
-    try:
-        with zipfile.ZipFile(arg) as z:
-            init = z.read("site-packages/skald/__init__.py").decode("utf-8")
-    except (zipfile.BadZipFile, KeyError) as exc:
-        sys.exit(f"package.sh: {name} is not a Skald zipapp ({exc})")
-    found = VERSION_LINE.findall(init)
-    if found != [version]:
-        sys.exit(f"package.sh: {name} carries __version__ {found}, not {version!r}")
-EOF
+release_py pyz-versions "$VERSION" "${PYZS[@]}"
 
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -188,58 +175,7 @@ done
 
 # manifest.json: artefacts from the file names and the bytes just written.
 tmp_for "$OUT/manifest.json"
-python3 - "$OUT" "$VERSION" "$CHANNEL" "$TMP" "${NAMES[@]}" <<'EOF'
-import hashlib
-import json
-import re
-import sys
-from datetime import datetime, timezone
-from pathlib import Path
-
-out, version, channel, dest = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-names = sys.argv[5:]
-NAME_RE = re.compile(r"skald-([^-]+)-([a-z0-9]+)-([A-Za-z0-9_]+)-(cp[0-9]+[a-z]*)\.pyz")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-artefacts = []
-for name in sorted(names):
-    path = out / name
-    m = NAME_RE.fullmatch(name)
-    assert m, name
-    artefacts.append(
-        {
-            "file": name,
-            "os": m.group(2),
-            "arch": m.group(3),
-            "pyabi": m.group(4),
-            "sha256": sha256(path),
-            "size": path.stat().st_size,
-        }
-    )
-
-manifest = {
-    "format": 1,
-    "version": version,
-    "channel": channel,
-    "min_python": "3.11",
-    "published": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    "artefacts": artefacts,
-    "scripts": [
-        {"file": s, "sha256": sha256(out / s)} for s in ("update.sh", "uninstall.sh", "install.sh")
-    ],
-}
-with open(dest, "w", encoding="utf-8") as f:
-    json.dump(manifest, f, indent=2, ensure_ascii=False)
-    f.write("\n")
-EOF
+release_py manifest "$OUT" "$VERSION" "$CHANNEL" "$TMP" "${NAMES[@]}"
 commit 0644 "$OUT/manifest.json"
 sign "$OUT/manifest.json"
 

@@ -93,135 +93,14 @@ PKG="$(cd "$PKG" && pwd)"
 [[ -f "$PKG/manifest.json" && -f "$PKG/manifest.json.sig" ]] \
     || die "$PKG has no manifest.json and manifest.json.sig; make it with ci/package.sh"
 
-# Helpers in python (stdlib only). Subcommands:
+# The JSON and digest work is ci/release.py (stdlib only). Its subcommands used here:
 #   check DIR              the files in DIR match manifest.json (sizes, digests, .sha256
 #                          files); prints the version, the channel, then one artefact a line
 #   embedded FILE          prints the PEM public key block embedded in FILE, if any
 #   stamp DIR PUBFILE      replaces the embedded key block in DIR's scripts with PUBFILE and
 #                          rewrites the script digests in DIR/manifest.json
-PY="$(cat <<'EOF'
-import hashlib
-import json
-import re
-import sys
-from pathlib import Path
-
-BEGIN, END = "-----BEGIN PUBLIC KEY-----", "-----END PUBLIC KEY-----"
-SCRIPTS = ("update.sh", "uninstall.sh", "install.sh")
-VERSION_RE = re.compile(r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?")
-NAME_RE = re.compile(r"skald-([^-]+)-([a-z0-9]+)-([A-Za-z0-9_]+)-(cp[0-9]+[a-z]*)\.pyz")
-
-
-def fail(message: str) -> None:
-    sys.exit(f"publish.sh: {message}")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def key_span(text: str, where: str) -> tuple[int, int] | None:
-    """Where the first BEGIN..END PUBLIC KEY block is (both markers included)."""
-    start = text.find(BEGIN)
-    if start < 0:
-        return None
-    end = text.find(END, start)
-    if end < 0:
-        fail(f"{where} has {BEGIN} but no {END} after it")
-    return start, end + len(END)
-
-
-def load(directory: Path) -> dict:
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        fail(f"cannot read {directory}/manifest.json: {exc}")
-    if not isinstance(manifest, dict) or manifest.get("format") != 1:
-        fail(f"{directory}/manifest.json is not a format 1 manifest")
-    return manifest
-
-
-def check(directory: Path) -> None:
-    m = load(directory)
-    version, channel = m.get("version"), m.get("channel")
-    if not isinstance(version, str) or not VERSION_RE.fullmatch(version):
-        fail(f"manifest version {version!r} is not a normalised PEP 440 version")
-    if channel not in ("stable", "nightly"):
-        fail(f"manifest channel {channel!r} is neither stable nor nightly")
-    artefacts = m.get("artefacts")
-    if not isinstance(artefacts, list) or not artefacts:
-        fail("the manifest lists no artefacts")
-    names = []
-    for a in artefacts:
-        name = a.get("file") if isinstance(a, dict) else None
-        match = NAME_RE.fullmatch(name) if isinstance(name, str) else None
-        if not match or match.group(1) != version:
-            fail(f"artefact {name!r} is not named skald-{version}-<os>-<arch>-<pyabi>.pyz")
-        if (a.get("os"), a.get("arch"), a.get("pyabi")) != match.group(2, 3, 4):
-            fail(f"os/arch/pyabi of {name} in the manifest do not match its name")
-        path = directory / name
-        if not path.is_file():
-            fail(f"{path} is missing")
-        if path.stat().st_size != a.get("size"):
-            fail(f"{name} is {path.stat().st_size} bytes, the manifest says {a.get('size')}")
-        digest = sha256(path)
-        if digest != a.get("sha256"):
-            fail(f"{name} does not match its sha256 in the manifest")
-        sha_file = directory / f"{name}.sha256"
-        if not sha_file.is_file() or sha_file.read_text(encoding="ascii") != f"{digest}  {name}\n":
-            fail(f"{sha_file} is missing or does not match {name}")
-        names.append(name)
-    if len(set(names)) != len(names):
-        fail("the manifest lists an artefact twice")
-    scripts = m.get("scripts")
-    listed = sorted(s.get("file") for s in scripts) if isinstance(scripts, list) else None
-    if listed != sorted(SCRIPTS):
-        fail(f"the manifest's scripts are {listed}, not {sorted(SCRIPTS)}")
-    for s in scripts:
-        path = directory / s["file"]
-        if not path.is_file() or sha256(path) != s.get("sha256"):
-            fail(f"{path} is missing or does not match its sha256 in the manifest")
-    print(version)
-    print(channel)
-    for name in names:
-        print(name)
-
-
-def embedded(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    span = key_span(text, str(path))
-    if span:
-        print(text[span[0] : span[1]])
-
-
-def stamp(directory: Path, pub: Path) -> None:
-    pem = pub.read_text(encoding="ascii").strip()
-    m = load(directory)
-    for s in m["scripts"]:
-        path = directory / s["file"]
-        text = path.read_text(encoding="utf-8")
-        span = key_span(text, str(path))
-        if span is None:
-            print(f"publish.sh: note: {s['file']} embeds no public key; published unchanged",
-                  file=sys.stderr)
-        else:
-            path.write_text(text[: span[0]] + pem + text[span[1] :], encoding="utf-8")
-        s["sha256"] = sha256(path)
-    with (directory / "manifest.json").open("w", encoding="utf-8") as f:
-        json.dump(m, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-
-
-command, args = sys.argv[1], [Path(a) for a in sys.argv[2:]]
-{"check": check, "embedded": embedded, "stamp": stamp}[command](*args)
-EOF
-)"
-py() {
-    python3 -c "$PY" "$@"
+release_py() {
+    python3 "$ROOT/ci/release.py" "$@"
 }
 
 # verify_sig PUBFILE FILE: FILE.sig is FILE's signature by PUBFILE's key.
@@ -269,7 +148,7 @@ fi
 verify_sig "$PUB" "$PKG/manifest.json" \
     || die "$PKG/manifest.json is not signed with $WHOSE; the published installer would" \
         "reject it (a test or mirror tree signed with its own key is published with --stamp-key)"
-mapfile -t INFO < <(py check "$PKG" || echo "!failed")
+mapfile -t INFO < <(release_py check "$PKG" || echo "!failed")
 [[ "${INFO[-1]}" != "!failed" ]] || exit 1
 VERSION="${INFO[0]}"
 CHANNEL="${INFO[1]}"
@@ -280,7 +159,7 @@ done
 if ((!STAMP)); then
     want="$(<"$RELEASE_PUB")"
     for script in "${SCRIPTS[@]}"; do
-        have="$(py embedded "$PKG/$script")"
+        have="$(release_py embedded "$PKG/$script")"
         if [[ -n "$have" && "$have" != "$want" ]]; then
             die "$PKG/$script embeds a public key other than installer/release-key.pub"
         fi
@@ -309,7 +188,7 @@ for script in "${SCRIPTS[@]}"; do
 done
 cp -- "$PKG/manifest.json" "$STAGE/"
 if ((STAMP)); then
-    py stamp "$STAGE" "$PUB"
+    release_py stamp "$STAGE" "$PUB"
     openssl pkeyutl -sign -rawin -inkey "$KEY" -in "$STAGE/manifest.json" -out "$STAGE/manifest.json.sig"
 else
     cp -- "$PKG/manifest.json.sig" "$STAGE/"
@@ -318,7 +197,7 @@ chmod 0644 "$STAGE/manifest.json" "$STAGE/manifest.json.sig"
 chmod 0755 "$STAGE"
 # What readers will fetch must check out before it gets its name.
 verify_sig "$PUB" "$STAGE/manifest.json" || die "the staged manifest.json does not verify"
-py check "$STAGE" >/dev/null
+release_py check "$STAGE" >/dev/null
 
 mv -T -- "$STAGE" "$CH/$VERSION" || die "could not move the staged $VERSION into $CH"
 STAGE=""

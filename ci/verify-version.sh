@@ -17,6 +17,8 @@
 # < 0.2.0.post1 < 0.2.1.
 set -euo pipefail
 
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
 usage() {
     echo "usage: $0 --builds-dir DIR [--channel stable|nightly] VERSION" >&2
     echo "       $0 --sort    (versions on stdin, printed oldest first)" >&2
@@ -27,54 +29,11 @@ die() {
     exit 1
 }
 
-# The version order, shared by both modes. argv: "sort" (versions on stdin, so the
-# program goes in with -c), or "newer CANDIDATE LATEST" (exit 0 when CANDIDATE > LATEST,
-# 1 when not, 2 when either is not a version).
-VERSION_PY="$(cat <<'EOF'
-import re
-import sys
-
-VERSION_RE = re.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?")
-
-
-def key(version: str) -> tuple:
-    m = VERSION_RE.fullmatch(version)
-    if not m:
-        raise ValueError(version)
-    release_s, phase, pre_n, post, dev = m.groups()
-    release = [int(p) for p in release_s.split(".")]
-    while len(release) > 1 and release[-1] == 0:
-        release.pop()  # 1.0 == 1.0.0
-    if phase:
-        pre = ({"a": 0, "b": 1, "rc": 2}[phase], int(pre_n))
-    elif dev is not None and post is None:
-        pre = (-1, 0)  # 1.0.dev1 sorts before 1.0a1
-    else:
-        pre = (3, 0)  # a final release sorts after its pre-releases
-    post_k = -1 if post is None else int(post)
-    dev_k = (1, 0) if dev is None else (0, int(dev))  # a dev release before its final
-    return (tuple(release), pre, post_k, dev_k)
-
-
-if sys.argv[1] == "sort":
-    names = [line.strip() for line in sys.stdin if line.strip()]
-    bad = [n for n in names if not VERSION_RE.fullmatch(n)]
-    if bad:
-        sys.exit(f"verify-version.sh: not a version: {bad[0]}")
-    for name in sorted(names, key=key):
-        print(name)
-else:
-    try:
-        newer = key(sys.argv[2]) > key(sys.argv[3])
-    except ValueError as exc:
-        print(f"verify-version.sh: not a version: {exc}", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(0 if newer else 1)
-EOF
-)"
-
+# The version order (ci/release.py, stdlib only), shared by both modes: `version_tool
+# sort-versions` (versions on stdin) or `version_tool newer CANDIDATE LATEST` (exit 0 when
+# CANDIDATE > LATEST, 1 when not, 2 when either is not a version).
 version_tool() {
-    python3 -c "$VERSION_PY" "$@"
+    python3 "$ROOT/ci/release.py" "$@"
 }
 
 VERSION_RE='^[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?$'
@@ -126,7 +85,7 @@ done
 
 if ((SORT)); then
     [[ -z "$BUILDS" && -z "$VERSION" ]] || { usage; exit 2; }
-    version_tool sort
+    version_tool sort-versions
     exit 0
 fi
 
