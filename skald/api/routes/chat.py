@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from litestar import Response, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, FromQuery, JSONBody
 
 from skald.agent import TurnResult
 from skald.agent.prompts import defuse_harness_tags, view_context_block
@@ -320,7 +320,7 @@ async def chat(
     request_max_body_size=None,  # capped while streaming, by the configured size
 )
 async def upload(
-    conversation_id: str, request: AnyRequest, rt: NamedDependency[Runtime]
+    conversation_id: FromQuery[str], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Attachment:
     """Attach a file to a conversation (multipart field `file`): it lands in the member's
     home under uploads/<conversation>/, through the path router."""

@@ -25,7 +25,7 @@ import msgspec
 from litestar import Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import JSONBody, Parameter
+from litestar.params import FromQuery, JSONBody, Parameter
 from litestar.response import Stream
 
 from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
@@ -347,7 +347,7 @@ async def read_file(
     request: AnyRequest,
     rt: NamedDependency[Runtime],
     path: PathParam,
-    download: bool = False,
+    download: FromQuery[bool] = False,
 ) -> Response[Any]:
     """The file's content with its type (`download=1`: as an attachment)."""
     router = await _router(request, rt)
@@ -487,7 +487,10 @@ async def move(
 
 @delete("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
 async def remove(
-    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam, recursive: bool = False
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    path: PathParam,
+    recursive: FromQuery[bool] = False,
 ) -> None:
     """Delete a file, a link (not what it points to) or a folder (`recursive=1` if not
     empty)."""
