@@ -189,11 +189,19 @@ def test_running_the_installer_again_is_safe(world: World) -> None:
     assert "setup?token" not in out  # an administrator exists
 
 
-def test_doctor_reports_missing_docker_without_crashing(world: World) -> None:
+def test_doctor_and_status_on_the_installed_box(world: World) -> None:
     rc, out = world.alice(f"{HOME}/bin/skald doctor", check=False)
     assert "Traceback" not in out
-    assert re.search(r"(?im)^.*docker.*$", out), out
-    assert rc in (0, 1), out
+    failed = [line.split()[1] for line in out.splitlines() if line.startswith("fail ")]
+    assert failed == ["docker"], out  # the box has no Docker; everything else is healthy
+    assert "sudo apt-get install docker.io" in out
+    assert rc == 1, out
+    for check in ("install", "unit", "linger", "port", "registry", "permissions"):
+        assert re.search(rf"(?m)^ok\s+{check}\b", out), (check, out)
+    rc, out = world.alice(f"{HOME}/bin/skald status", check=False)
+    assert rc == 0, out
+    assert re.search(r"(?m)^service\s+active, enabled", out), out
+    assert re.search(r"(?m)^running\s+1\.0\.0", out), out
 
 
 def test_update_to_a_newer_build_keeps_data_and_heals_the_service(world: World) -> None:
