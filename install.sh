@@ -784,6 +784,17 @@ build_from_source() {
     cp "$src/install.sh" "$src/update.sh" "$src/uninstall.sh" "$STAGING/scripts/"
 }
 
+# With someone at a terminal, `skald setup` asks for the first administrator there.
+first_admin_at_terminal() {
+    has_tty || return 1
+    step "creating the first administrator"
+    if "$SKALD_HOME/bin/skald" setup </dev/tty; then
+        return 0
+    fi
+    warn "setup did not finish; you can create the administrator in the browser instead"
+    return 1
+}
+
 print_welcome() {
     port=$(server_port)
     lan=$("$PY" -c 'import socket
@@ -796,13 +807,8 @@ except OSError:
     url=http://$lan:$port/
     token_file=$DATA/setup-token
     if [ -s "$token_file" ]; then
-        if has_tty; then
-            step "creating the first administrator"
-            if "$SKALD_HOME/bin/skald" setup </dev/tty; then
-                token_file=
-            else
-                warn "setup did not finish; you can create the administrator in the browser instead"
-            fi
+        if first_admin_at_terminal; then
+            token_file=
         fi
         if [ -n "$token_file" ] && [ -s "$token_file" ]; then
             say ""
@@ -879,8 +885,12 @@ do_install() {
         print_welcome
     else
         say "No systemd user manager here, so Skald is not installed as a service."
-        say "Start it by hand: $SKALD_HOME/bin/skald serve"
-        say "(the first run prints a setup link for the first administrator)"
+        if [ ! -f "$DATA/database/system.db" ] && first_admin_at_terminal; then
+            say "Start it by hand: $SKALD_HOME/bin/skald serve"
+        else
+            say "Start it by hand: $SKALD_HOME/bin/skald serve"
+            say "(while there is no administrator, it prints a setup link for the first one)"
+        fi
     fi
     rm -rf "$STAGING"
 }

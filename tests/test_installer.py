@@ -32,6 +32,7 @@ from release_support import (
     run_script,
     serve_tree,
 )
+from terminal_support import converse
 
 import skald
 
@@ -338,3 +339,22 @@ def test_from_source_installs_this_checkout_twice(tmp_path: Path) -> None:
         assert current == f"releases/{skald.__version__}"
     leftovers = [p.name for p in (site.skald_home / "releases").iterdir()]
     assert leftovers == [skald.__version__], leftovers
+
+
+def test_at_a_terminal_without_systemd_setup_asks_for_the_administrator(site: Site) -> None:
+    site.publish("1.0.0")
+    rc, seen = converse(
+        ["bash", "-c", f"curl -fsSL {site.url}/install.sh | bash"],
+        [
+            ("Administrator username", "mum"),
+            ("password for mum:", "correct horse battery staple"),
+            ("password for mum (again):", "correct horse battery staple"),
+        ],
+        timeout=300,
+        env=site.env(),
+    )
+    assert rc == 0, seen
+    assert "Recovery code for mum" in seen, seen
+    assert "Start it by hand" in seen
+    listed = site.run(f"{site.skald_home}/bin/skald user list --json")
+    assert '"mum"' in listed.stdout, listed.stderr

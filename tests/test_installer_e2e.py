@@ -28,6 +28,7 @@ from fake_llm import FakeLLM
 from harness import Api, free_port
 from release_support import build_pyz, make_variant, package_and_publish, serve_tree
 from systemd_support import SystemdBox
+from terminal_support import converse
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -326,3 +327,34 @@ def test_uninstall_keeps_data_then_purge_removes_it(world: World) -> None:
     assert rc == 0, out
     world.alice(f"test ! -e {HOME}")
     assert world.health() is None
+
+
+def test_install_at_a_terminal_creates_the_administrator(world: World) -> None:
+    port = free_port()
+    with SystemdBox() as box:
+        command = (
+            f"curl -fsSL {world.url}/install.sh | SKALD_RELEASES_URL={world.url} "
+            f"SKALD_PORT={port} bash"
+        )
+        argv = ["docker", "exec", "-it", "-u", "alice", "-e", "HOME=/home/alice"]
+        argv += ["-e", "USER=alice", box.name, "bash", "-lc", command]
+        rc, seen = converse(
+            argv,
+            [
+                ("docker.io package now", "n"),
+                ("Administrator username", "mum"),
+                ("password for mum:", PASSWORD),
+                ("password for mum (again):", PASSWORD),
+            ],
+            timeout=300,
+        )
+        assert rc == 0, seen
+        assert "Recovery code for mum" in seen, seen
+        assert "setup?token" not in seen  # made at the terminal, no link needed
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/api/auth/login",
+            json={"username": "mum", "password": PASSWORD},
+            timeout=60,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["role"] == "admin"
