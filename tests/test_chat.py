@@ -4,13 +4,17 @@ speaks the real wire formats."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import PASSWORD, Client
 from fake_llm import Call, FakeLLM, Hang, Text
 
+from skald.agent import prompts
+from skald.assets import asset_dir
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 
@@ -558,3 +562,37 @@ async def test_a_catalogue_read_racing_a_write_is_not_kept(
     await llm.store.delete_provider(model.provider_id)
     with pytest.raises(NotFoundError):
         await llm.client_for(model.provider_id)
+
+
+async def test_an_edited_agent_file_applies_to_the_next_turn(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The composed prompt is cached between turns; an edit must still apply at once.
+    monkeypatch.setattr(prompts, "SETTLED_AFTER_S", 0.0)  # keep even freshly copied files
+    root = tmp_path / "agents"
+    shutil.copytree(asset_dir("agents"), root)
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    ada = await make_client()
+    await ada.login("ada")
+    (await runtime.user_runtime(await runtime.core.users.get("ada"))).agents_root = root
+
+    def system() -> str:
+        content: str = fake_llm.bodies("openai")[-1]["messages"][0]["content"]
+        return content
+
+    fake_llm.script("model-a", ["1.", "2.", "3."])
+    cid = (await _chat(ada, "one"))["conversation_id"]
+    assert "Always answer in rhyme." not in system()
+    with (root / "assistant" / "AGENT.md").open("a") as f:
+        f.write("\nAlways answer in rhyme.\n")
+    await _chat(ada, "two", cid)
+    assert "Always answer in rhyme." in system()
+    fragment = root / "common" / "safety.md"
+    fragment.write_text(fragment.read_text() + "\nNever juggle knives.\n")
+    await _chat(ada, "three", cid)
+    assert "Always answer in rhyme." in system() and "Never juggle knives." in system()
