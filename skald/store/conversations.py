@@ -127,20 +127,24 @@ class ConversationStore:
         allowed = {"title", "open", "model_id", "status", "security_group"}
         if not set(fields) <= allowed:
             raise ValueError(f"cannot update {set(fields) - allowed}")
-        if fields:
-            assignment = ", ".join(f"{k}=?" for k in fields)
-            values = [int(v) if isinstance(v, bool) else v for v in fields.values()]
+        if not fields:
+            return await self.get(conversation_id)
+        assignment = ", ".join(f"{k}=?" for k in fields)
+        values = [int(v) if isinstance(v, bool) else v for v in fields.values()]
 
-            def q(c: apsw.Connection) -> None:
-                c.execute(
-                    f"UPDATE conversations SET {assignment}, updated_at=? WHERE id=?",
-                    (*values, now_iso(), conversation_id),
-                )
-                if c.changes() == 0:
-                    raise NotFoundError("no such conversation")
+        def q(c: apsw.Connection) -> tuple[Any, ...]:
+            # The row as written, in the same trip (this runs at least twice a turn).
+            c.execute(
+                f"UPDATE conversations SET {assignment}, updated_at=? WHERE id=?",
+                (*values, now_iso(), conversation_id),
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such conversation")
+            r = fetch_one(c, f"SELECT {_CONV} FROM conversations WHERE id=?", (conversation_id,))
+            assert r is not None
+            return r
 
-            await self.db.transaction(q)
-        return await self.get(conversation_id)
+        return _conversation(await self.db.transaction(q))
 
     async def add_usage(
         self, conversation_id: str, input_tokens: int, output_tokens: int, cost: float | None
