@@ -231,12 +231,15 @@ class ChatHub:
         content: list[ContentPart],
         attachments: list[Attachment],
         typed: str = "",
+        conversation: Conversation | None = None,
     ) -> asyncio.Future[TurnResult]:
         """Queue a user message (`typed`: what the person wrote, for the title); the future
-        resolves when its turn ends."""
+        resolves when its turn ends. `conversation`: the caller's fresh copy of it, which
+        saves reading it again."""
         if not any(isinstance(p, TextPart) and p.text.strip() for p in content) and not attachments:
             raise InvalidInputError("the message is empty")
-        conversation = await self.store.get(conversation_id)
+        if conversation is None or conversation.id != conversation_id:
+            conversation = await self.store.get(conversation_id)
         if not conversation.title:
             title = typed.strip().splitlines()[0][:60] if typed.strip() else ""
             await self.update(
