@@ -13,10 +13,12 @@ import pytest
 from conftest import PASSWORD, Client
 from fake_llm import Call, FakeLLM, Hang, Text
 
-from skald.agent import prompts
+from skald.agent import CallState, prompts
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
+from skald.llm.types import Message, TextPart, ToolCall
+from skald.store.conversations import Attachment, OwnerHistory
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -596,3 +598,35 @@ async def test_an_edited_agent_file_applies_to_the_next_turn(
     fragment.write_text(fragment.read_text() + "\nNever juggle knives.\n")
     await _chat(ada, "three", cid)
     assert "Always answer in rhyme." in system() and "Never juggle knives." in system()
+
+
+async def test_owner_history_starts_a_turn_in_one_step_unless_a_call_is_open(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await make_client()
+    await ada.login("ada")
+    mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
+    conversation = await mine.hub.new_conversation()
+    history = OwnerHistory(mine.handle.db, conversation.id)
+    photo = Attachment(
+        name="a.png", path=f"uploads/{conversation.id}/a.png", mime="image/png", size=3
+    )
+    history.pending_attachments = [photo]
+    hello = Message(role="user", content=[TextPart("hello")])
+    assert await history.start_turn(hello) == [hello] == await history.load()
+    assert history.pending_attachments == []
+    assert (await mine.hub.store.items(conversation.id))[0].attachments == [photo]
+
+    call = ToolCall(id="call_1", name="read_file", arguments={"path": "user-memory/x.md"})
+    await history.append(Message(role="assistant", tool_calls=[call]))
+    history.pending_attachments = [photo]
+    again = Message(role="user", content=[TextPart("again")])
+    # The call is still open: nothing is written, the attachments wait for the append.
+    assert await history.start_turn(again) is None
+    assert len(await history.load()) == 2 and history.pending_attachments == [photo]
+    await history.append_result(
+        Message(role="tool", content=[TextPart("ok")], tool_call_id="call_1"), CallState.DONE
+    )
+    loaded = await history.start_turn(again)
+    assert loaded is not None and loaded[-1] == again and len(loaded) == 4
+    assert (await mine.hub.store.items(conversation.id))[-1].attachments == [photo]

@@ -342,19 +342,39 @@ class OwnerHistory:
         if CallState(row[0]).finished:
             raise ValueError(f"tool call {call_id!r} already has a result")
 
+    def _load(self, c: apsw.Connection) -> list[Message]:
+        rows = fetch_all(
+            c,
+            "SELECT body, summary FROM chat_messages WHERE conversation_id=? AND hidden=0 ORDER BY seq",
+            (self._conversation_id,),
+        )
+        summaries = [r for r in rows if r[1]]
+        rest = [r for r in rows if not r[1]]
+        head = summaries[-1:]  # the latest summary stands for everything before it
+        return [_decode_message(r[0]) for r in head + rest]
+
     async def load(self) -> list[Message]:
-        def q(c: apsw.Connection) -> list[Message]:
-            rows = fetch_all(
+        return await self.db.call(self._load)
+
+    async def start_turn(self, message: Message) -> list[Message] | None:
+        attachments = self.pending_attachments
+
+        def q(c: apsw.Connection) -> list[Message] | None:
+            open_call = fetch_one(
                 c,
-                "SELECT body, summary FROM chat_messages WHERE conversation_id=? AND hidden=0 ORDER BY seq",
+                "SELECT 1 FROM chat_calls WHERE conversation_id=? "
+                "AND state IN ('pending','awaiting_approval','running') LIMIT 1",
                 (self._conversation_id,),
             )
-            summaries = [r for r in rows if r[1]]
-            rest = [r for r in rows if not r[1]]
-            head = summaries[-1:]  # the latest summary stands for everything before it
-            return [_decode_message(r[0]) for r in head + rest]
+            if open_call is not None:
+                return None
+            self._insert(c, message, attachments)
+            return self._load(c)
 
-        return await self.db.call(q)
+        loaded = await self.db.transaction(q)
+        if loaded is not None:
+            self.pending_attachments = []
+        return loaded
 
     async def unfinished_calls(self) -> list[UnfinishedCall]:
         rows = await self.db.call(
