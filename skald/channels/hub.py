@@ -266,6 +266,9 @@ class ChatHub:
                 ),
             ),
         )
+        # Let the runner take its first step (its first database read is then on its
+        # way) before the caller goes on to answer the request and write its log line.
+        await asyncio.sleep(0)
         return job.done
 
     async def resume(self, conversation_id: str) -> asyncio.Future[TurnResult]:
