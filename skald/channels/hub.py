@@ -105,7 +105,8 @@ class ConversationRunner:
                 return
 
     async def _execute(self, job: Job) -> TurnResult:
-        conversation = await self.hub.store.get(self.conversation_id)
+        # Marked running and read in one trip; a setup that fails sets it idle again.
+        conversation = await self.hub.update(self.conversation_id, status="running")
         needs_vision = any(a.mime.startswith("image/") for a in job.attachments)
         history = OwnerHistory(self.hub.db, self.conversation_id)
         history.pending_attachments = job.attachments
@@ -116,7 +117,6 @@ class ConversationRunner:
         self.awaiting_approval.clear()
         loop = AgentLoop(setup.model, setup.tools, history, setup.gate, self._sink, setup.config)
         self.loop = loop
-        await self.hub.set_status(self.conversation_id, "running")
         try:
             result = await self._run(loop, job)
         finally:
