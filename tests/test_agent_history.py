@@ -72,3 +72,13 @@ def test_projection_orders_results_fills_gaps_and_drops_orphans() -> None:
     ]
     assert out[2].text == MISSING_RESULT and out[2].is_error
     assert out[3].text == "B done"
+
+
+async def test_start_turn_stores_and_loads_at_once_unless_a_call_is_open() -> None:
+    history = MemoryHistory("c")
+    first = Message(role="user", content=[TextPart("hi")])
+    assert await history.start_turn(first) == [first]
+    await history.append(assistant_with(A))
+    # A call is open: nothing is stored, the loop settles the call first.
+    assert await history.start_turn(Message(role="user", content=[TextPart("again")])) is None
+    assert len(await history.load()) == 2

@@ -4,14 +4,21 @@ speaks the real wire formats."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import PASSWORD, Client
 from fake_llm import Call, FakeLLM, Hang, Text
 
+from skald.agent import CallState, prompts
+from skald.assets import asset_dir
 from skald.core.runtime import Runtime
+from skald.errors import NotFoundError
+from skald.llm.types import Message, TextPart, ToolCall
+from skald.store.conversations import Attachment, OwnerHistory
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -486,3 +493,140 @@ async def test_a_role_losing_a_group_moves_open_conversations_back_to_the_defaul
     )
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "trusted"})
     assert r.status_code == 400
+
+
+async def test_catalogue_changes_apply_to_the_very_next_turn(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    # The model source keeps the catalogue and the unsealed keys between turns; every
+    # change through the API must still reach the next turn.
+    admin = await _admin_sets_up_models(
+        make_client, fake_llm, [("model-a", "openai", 1), ("model-b", "openai", 2)]
+    )
+    provider = (await admin.call("GET", "/api/llm/providers")).json()[0]["id"]
+    models = {m["model"]: m["id"] for m in (await admin.call("GET", "/api/llm/models")).json()}
+    ada = await make_client()
+    await ada.login("ada")
+
+    def last_request() -> tuple[str, str]:
+        posted = [r for r in fake_llm.requests if r.method == "POST"]
+        return posted[-1].body["model"], posted[-1].headers.get("authorization", "")
+
+    fake_llm.script("model-a", ["A."])
+    out = await _chat(ada, "one")
+    cid = out["conversation_id"]
+    assert out["reply"] == "A." and last_request() == ("model-a", "Bearer sk-test-123")
+
+    # A new key is sent from the next turn on.
+    r = await admin.call("PATCH", f"/api/llm/providers/{provider}", json={"api_key": "sk-new-9"})
+    assert r.status_code == 200, r.text
+    fake_llm.script("model-a", ["A again."])
+    assert (await _chat(ada, "two", cid))["reply"] == "A again."
+    assert last_request() == ("model-a", "Bearer sk-new-9")
+
+    # A model switched off is not asked any more; the next one is.
+    r = await admin.call("PATCH", f"/api/llm/models/{models['model-a']}", json={"enabled": False})
+    assert r.status_code == 200, r.text
+    fake_llm.script("model-b", ["B."])
+    assert (await _chat(ada, "three", cid))["reply"] == "B."
+    assert last_request() == ("model-b", "Bearer sk-new-9")
+
+    # A deleted model is gone at once, and so is a deleted provider with its models.
+    assert (await admin.call("DELETE", f"/api/llm/models/{models['model-b']}")).status_code == 204
+    out = await _chat(ada, "four", cid)
+    assert out["status"] == "failed" and "no language model" in (out["error"] or "")
+    r = await admin.call("PATCH", f"/api/llm/models/{models['model-a']}", json={"enabled": True})
+    assert r.status_code == 200, r.text
+    assert (await admin.call("DELETE", f"/api/llm/providers/{provider}")).status_code == 204
+    asked = len([r for r in fake_llm.requests if r.method == "POST"])
+    out = await _chat(ada, "five", cid)
+    assert out["status"] == "failed" and "no language model" in (out["error"] or "")
+    assert len([r for r in fake_llm.requests if r.method == "POST"]) == asked
+
+
+async def test_a_catalogue_read_racing_a_write_is_not_kept(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    llm = runtime.llm
+    model = (await llm.store.models())[0]
+    # A turn reads the catalogue (nothing cached since the admin's writes) while an
+    # admin deletes the model: the read was queued first and sees it, once; it must
+    # not be kept for the turns after the delete returned.
+    racing = asyncio.create_task(llm.models())
+    await asyncio.sleep(0)
+    await llm.store.delete_model(model.id)
+    assert [m.id for m in await racing] == [model.id]
+    assert await llm.models() == []
+    # A provider's client (its key unsealed) is kept until the provider changes.
+    client = await llm.client_for(model.provider_id)
+    assert await llm.client_for(model.provider_id) is client
+    await llm.store.delete_provider(model.provider_id)
+    with pytest.raises(NotFoundError):
+        await llm.client_for(model.provider_id)
+
+
+async def test_an_edited_agent_file_applies_to_the_next_turn(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The composed prompt is cached between turns; an edit must still apply at once.
+    monkeypatch.setattr(prompts, "SETTLED_AFTER_S", 0.0)  # keep even freshly copied files
+    root = tmp_path / "agents"
+    shutil.copytree(asset_dir("agents"), root)
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    ada = await make_client()
+    await ada.login("ada")
+    (await runtime.user_runtime(await runtime.core.users.get("ada"))).agents_root = root
+
+    def system() -> str:
+        content: str = fake_llm.bodies("openai")[-1]["messages"][0]["content"]
+        return content
+
+    fake_llm.script("model-a", ["1.", "2.", "3."])
+    cid = (await _chat(ada, "one"))["conversation_id"]
+    assert "Always answer in rhyme." not in system()
+    with (root / "assistant" / "AGENT.md").open("a") as f:
+        f.write("\nAlways answer in rhyme.\n")
+    await _chat(ada, "two", cid)
+    assert "Always answer in rhyme." in system()
+    fragment = root / "common" / "safety.md"
+    fragment.write_text(fragment.read_text() + "\nNever juggle knives.\n")
+    await _chat(ada, "three", cid)
+    assert "Always answer in rhyme." in system() and "Never juggle knives." in system()
+
+
+async def test_owner_history_starts_a_turn_in_one_step_unless_a_call_is_open(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await make_client()
+    await ada.login("ada")
+    mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
+    conversation = await mine.hub.new_conversation()
+    history = OwnerHistory(mine.handle.db, conversation.id)
+    photo = Attachment(
+        name="a.png", path=f"uploads/{conversation.id}/a.png", mime="image/png", size=3
+    )
+    history.pending_attachments = [photo]
+    hello = Message(role="user", content=[TextPart("hello")])
+    assert await history.start_turn(hello) == [hello] == await history.load()
+    assert history.pending_attachments == []
+    assert (await mine.hub.store.items(conversation.id))[0].attachments == [photo]
+
+    call = ToolCall(id="call_1", name="read_file", arguments={"path": "user-memory/x.md"})
+    await history.append(Message(role="assistant", tool_calls=[call]))
+    history.pending_attachments = [photo]
+    again = Message(role="user", content=[TextPart("again")])
+    # The call is still open: nothing is written, the attachments wait for the append.
+    assert await history.start_turn(again) is None
+    assert len(await history.load()) == 2 and history.pending_attachments == [photo]
+    await history.append_result(
+        Message(role="tool", content=[TextPart("ok")], tool_call_id="call_1"), CallState.DONE
+    )
+    loaded = await history.start_turn(again)
+    assert loaded is not None and loaded[-1] == again and len(loaded) == 4
+    assert (await mine.hub.store.items(conversation.id))[-1].attachments == [photo]

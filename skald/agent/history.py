@@ -72,6 +72,12 @@ class HistoryStore(Protocol):
         """The conversation as stored (from the latest summary on), in append order."""
         ...
 
+    async def start_turn(self, message: Message) -> list[Message] | None:
+        """A new user message, when no call is open: store it and return `load()`, as one
+        atomic step (one trip to the store instead of three). With a call still open,
+        store nothing and return None: the loop settles the calls, then `append`s."""
+        ...
+
     async def unfinished_calls(self) -> list[UnfinishedCall]:
         """Calls without a result, in the order they were made."""
         ...
@@ -123,6 +129,12 @@ class MemoryHistory:
 
     async def load(self) -> list[Message]:
         return list(self.messages)
+
+    async def start_turn(self, message: Message) -> list[Message] | None:
+        if await self.unfinished_calls():
+            return None
+        await self.append(message)
+        return await self.load()
 
     async def unfinished_calls(self) -> list[UnfinishedCall]:
         return [

@@ -121,9 +121,12 @@ class AgentLoop:
         user_message = message
 
         async def body(turn: _Turn) -> TurnResult:
-            await self._repair(turn)
-            await self.history.append(user_message)
-            return await self._drive(turn)
+            # Usually no call is open: store the message and read the history at once.
+            loaded = await self.history.start_turn(user_message)
+            if loaded is None:
+                await self._repair(turn)
+                await self.history.append(user_message)
+            return await self._drive(turn, loaded)
 
         return await self._run(body, resumed=False)
 
@@ -219,10 +222,12 @@ class AgentLoop:
 
     # -- rounds -------------------------------------------------------------------------
 
-    async def _drive(self, turn: _Turn) -> TurnResult:
+    async def _drive(self, turn: _Turn, loaded: list[Message] | None = None) -> TurnResult:
+        """Rounds until the model answers; `loaded`: the history as just read, if it was."""
         while turn.rounds < self.config.max_rounds:
             turn.scope.check()
-            messages = await self._prepare(turn)
+            messages = await self._prepare(turn, loaded)
+            loaded = None
             reply = await self._ask_model(turn, messages)
             message = reply.message()
             if message.content or message.tool_calls:
@@ -268,9 +273,9 @@ class AgentLoop:
         await self.emit.usage(cfg.model, reply.usage)
         return reply
 
-    async def _prepare(self, turn: _Turn) -> list[Message]:
+    async def _prepare(self, turn: _Turn, loaded: list[Message] | None = None) -> list[Message]:
         """The projection for the next model call, compacted first when over the threshold."""
-        messages = project(await self.history.load())
+        messages = project(loaded if loaded is not None else await self.history.load())
         limit = self.config.compact_at_tokens
         if limit is None or turn.compacted:
             return messages

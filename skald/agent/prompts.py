@@ -17,7 +17,9 @@ longest unchanged prefix. For the same reason the date is given to the hour only
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -133,7 +135,25 @@ def direct_includes(text: str, path: Path) -> list[str]:
     return names
 
 
-def _expand(root: Path, text: str, path: Path, chain: tuple[str, ...]) -> list[str]:
+Stamp = tuple[int, int, int, int] | None
+
+
+def _stamp(path: Path) -> Stamp:
+    """What changes when a file is edited or replaced (None: it cannot be read)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+def _expand(
+    root: Path,
+    text: str,
+    path: Path,
+    chain: tuple[str, ...],
+    seen: list[tuple[Path, Stamp]] | None = None,
+) -> list[str]:
     out: list[str] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         name = _include_name(line, path, lineno)
@@ -152,15 +172,79 @@ def _expand(root: Path, text: str, path: Path, chain: tuple[str, ...]) -> list[s
             raise AgentDefinitionError(
                 f"{path} line {lineno}: includes {name!r} but {fragment} does not exist"
             )
+        if seen is not None:
+            seen.append((fragment, _stamp(fragment)))
         body = _read(fragment).rstrip("\n")
-        out.extend(_expand(root, body, fragment, (*chain, name)))
+        out.extend(_expand(root, body, fragment, (*chain, name), seen))
     return out
 
 
-def resolve_includes(agent: AgentDef, root: Path) -> str:
-    """The agent's AGENT.md with every include expanded (placeholders still in place)."""
+def resolve_includes(
+    agent: AgentDef, root: Path, seen: list[tuple[Path, Stamp]] | None = None
+) -> str:
+    """The agent's AGENT.md with every include expanded (placeholders still in place).
+
+    `seen` collects every file read, each stamped (`_stamp`) before it was read.
+    """
     path = root / agent.id / PROMPT_FILE
-    return "\n".join(_expand(root, _read(path), path, ())) + "\n"
+    if seen is not None:
+        seen.append((path, _stamp(path)))
+    return "\n".join(_expand(root, _read(path), path, (), seen)) + "\n"
+
+
+# A file changed this recently may change again within the same timestamp tick without
+# its stamp changing: such a text is used but not kept.
+SETTLED_AFTER_S: Final = 2.0
+
+
+class _Resolved(msgspec.Struct, frozen=True):
+    files: tuple[tuple[Path, Stamp], ...]
+    text: str
+
+
+def _resolve_stamped(agent: AgentDef, root: Path) -> tuple[str, _Resolved | None]:
+    seen: list[tuple[Path, Stamp]] = []
+    text = resolve_includes(agent, root, seen)
+    settled = time.time_ns() - int(SETTLED_AFTER_S * 1e9)
+    if any(stamp is None or stamp[0] > settled or stamp[1] > settled for _, stamp in seen):
+        return text, None
+    return text, _Resolved(tuple(seen), text)
+
+
+class PromptCache:
+    """Agents' AGENT.md with includes resolved, kept while none of their files changed.
+
+    Every use checks each file the text was made from with one `stat()` (metadata only,
+    done on the event loop: microseconds); only when one changed (edited, replaced,
+    removed) are the files read and expanded again, in a thread. So an edited AGENT.md
+    or fragment applies from the next turn on, as without the cache.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[Path, str], _Resolved] = {}
+
+    def _cached(self, key: tuple[Path, str]) -> str | None:
+        entry = self._entries.get(key)
+        if entry is None or any(_stamp(path) != stamp for path, stamp in entry.files):
+            return None
+        return entry.text
+
+    async def resolved(self, agent: AgentDef, root: Path) -> str:
+        """`resolve_includes(agent, root)`, from memory while its files are unchanged."""
+        key = (root, agent.id)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached
+        text, entry = await asyncio.to_thread(_resolve_stamped, agent, root)
+        if entry is None:
+            self._entries.pop(key, None)
+        else:
+            self._entries[key] = entry
+        return text
+
+    async def compose(self, agent: AgentDef, root: Path, values: Mapping[str, str]) -> str:
+        """`compose_prompt(agent, root, values)` through the cache."""
+        return fill_placeholders(await self.resolved(agent, root), values)
 
 
 def _load_one(root: Path, folder: Path) -> AgentDef:

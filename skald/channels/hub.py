@@ -105,7 +105,8 @@ class ConversationRunner:
                 return
 
     async def _execute(self, job: Job) -> TurnResult:
-        conversation = await self.hub.store.get(self.conversation_id)
+        # Marked running and read in one trip; a setup that fails sets it idle again.
+        conversation = await self.hub.update(self.conversation_id, status="running")
         needs_vision = any(a.mime.startswith("image/") for a in job.attachments)
         history = OwnerHistory(self.hub.db, self.conversation_id)
         history.pending_attachments = job.attachments
@@ -116,7 +117,6 @@ class ConversationRunner:
         self.awaiting_approval.clear()
         loop = AgentLoop(setup.model, setup.tools, history, setup.gate, self._sink, setup.config)
         self.loop = loop
-        await self.hub.set_status(self.conversation_id, "running")
         try:
             result = await self._run(loop, job)
         finally:
@@ -231,12 +231,15 @@ class ChatHub:
         content: list[ContentPart],
         attachments: list[Attachment],
         typed: str = "",
+        conversation: Conversation | None = None,
     ) -> asyncio.Future[TurnResult]:
         """Queue a user message (`typed`: what the person wrote, for the title); the future
-        resolves when its turn ends."""
+        resolves when its turn ends. `conversation`: the caller's fresh copy of it, which
+        saves reading it again."""
         if not any(isinstance(p, TextPart) and p.text.strip() for p in content) and not attachments:
             raise InvalidInputError("the message is empty")
-        conversation = await self.store.get(conversation_id)
+        if conversation is None or conversation.id != conversation_id:
+            conversation = await self.store.get(conversation_id)
         if not conversation.title:
             title = typed.strip().splitlines()[0][:60] if typed.strip() else ""
             await self.update(
@@ -263,6 +266,9 @@ class ChatHub:
                 ),
             ),
         )
+        # Let the runner take its first step (its first database read is then on its
+        # way) before the caller goes on to answer the request and write its log line.
+        await asyncio.sleep(0)
         return job.done
 
     async def resume(self, conversation_id: str) -> asyncio.Future[TurnResult]:

@@ -34,6 +34,12 @@ class LlmService:
         self.health = ModelHealth()
         # One pool for every provider: connections are reused across turns and users.
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
+        # The catalogue and one client per provider (its key unsealed), kept between
+        # turns. Both belong to one `store.generation`: every catalogue write bumps it
+        # before it returns, and the next read starts over from the database.
+        self._cached_at = -1
+        self._models: list[ModelRow] | None = None
+        self._clients: dict[str, ModelClient] = {}
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -104,11 +110,37 @@ class LlmService:
         )
         return await self.store.save_model(row, create=True)
 
+    def _current(self) -> int:
+        """The catalogue generation, dropping what was cached from an older one."""
+        generation = self.store.generation
+        if self._cached_at != generation:
+            self._cached_at = generation
+            self._models = None
+            self._clients = {}
+        return generation
+
+    async def models(self) -> list[ModelRow]:
+        """The catalogue, from memory while nothing in it has changed."""
+        generation = self._current()
+        if self._models is not None:
+            return self._models
+        models = await self.store.models()
+        # A write that committed while we read makes this copy stale: do not keep it.
+        if self._current() == generation:
+            self._models = models
+        return models
+
     async def client_for(self, provider_id: str) -> ModelClient:
-        provider = await self.store.provider(provider_id)
-        sealed = await self.store.sealed_key(provider_id)
+        generation = self._current()
+        client = self._clients.get(provider_id)
+        if client is not None:
+            return client
+        provider, sealed = await self.store.provider_with_key(provider_id)
         api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
-        return make_client(provider.kind, provider.base_url, api_key, self.types, self.http)
+        client = make_client(provider.kind, provider.base_url, api_key, self.types, self.http)
+        if self._current() == generation:
+            self._clients[provider_id] = client
+        return client
 
     async def source(
         self,
@@ -119,7 +151,7 @@ class LlmService:
         needs: tuple[str, ...] = (),
     ) -> FallbackClient:
         """The model source for one request: a chosen model alone, or AUTO with fallback."""
-        models = await self.store.models()
+        models = await self.models()
         chosen = [m for m in models if m.id == model_id and m.enabled] if model_id else []
         if model_id and not chosen:
             # The model picked for this conversation was removed or switched off.

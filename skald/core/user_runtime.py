@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, SubAgentTool, Tool, ToolContext
 from skald.agent.prompts import (
     AgentDef,
-    compose_prompt,
+    PromptCache,
     datetime_block,
     default_chat_agent,
     memory_index_block,
@@ -83,6 +83,8 @@ class UserRuntime:
         self.llm = llm
         self.agents = agents
         self.agents_root = agents_root
+        # AGENT.md and its includes, read again only when one of the files changed.
+        self.prompts = PromptCache()
         self.shared = shared
         self.config = config
         self.events = events
@@ -171,10 +173,7 @@ class UserRuntime:
         agent = self.agents.get(agent_id or "worker")
         if agent is None or agent.type != "task":
             return None
-        # The agent files are read from disk: off the event loop.
-        prompt = await asyncio.to_thread(
-            compose_prompt, agent, self.agents_root, await self._prompt_values()
-        )
+        prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
         config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
         return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
@@ -259,10 +258,7 @@ class UserRuntime:
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         agent = self.agent_for(conversation)
-        # The agent files are read from disk: off the event loop.
-        prompt = await asyncio.to_thread(
-            compose_prompt, agent, self.agents_root, await self._prompt_values()
-        )
+        prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(
             self.user.id,
             strength=agent.model_strength or "average",

@@ -127,20 +127,24 @@ class ConversationStore:
         allowed = {"title", "open", "model_id", "status", "security_group"}
         if not set(fields) <= allowed:
             raise ValueError(f"cannot update {set(fields) - allowed}")
-        if fields:
-            assignment = ", ".join(f"{k}=?" for k in fields)
-            values = [int(v) if isinstance(v, bool) else v for v in fields.values()]
+        if not fields:
+            return await self.get(conversation_id)
+        assignment = ", ".join(f"{k}=?" for k in fields)
+        values = [int(v) if isinstance(v, bool) else v for v in fields.values()]
 
-            def q(c: apsw.Connection) -> None:
-                c.execute(
-                    f"UPDATE conversations SET {assignment}, updated_at=? WHERE id=?",
-                    (*values, now_iso(), conversation_id),
-                )
-                if c.changes() == 0:
-                    raise NotFoundError("no such conversation")
+        def q(c: apsw.Connection) -> tuple[Any, ...]:
+            # The row as written, in the same trip (this runs at least twice a turn).
+            c.execute(
+                f"UPDATE conversations SET {assignment}, updated_at=? WHERE id=?",
+                (*values, now_iso(), conversation_id),
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such conversation")
+            r = fetch_one(c, f"SELECT {_CONV} FROM conversations WHERE id=?", (conversation_id,))
+            assert r is not None
+            return r
 
-            await self.db.transaction(q)
-        return await self.get(conversation_id)
+        return _conversation(await self.db.transaction(q))
 
     async def add_usage(
         self, conversation_id: str, input_tokens: int, output_tokens: int, cost: float | None
@@ -338,19 +342,39 @@ class OwnerHistory:
         if CallState(row[0]).finished:
             raise ValueError(f"tool call {call_id!r} already has a result")
 
+    def _load(self, c: apsw.Connection) -> list[Message]:
+        rows = fetch_all(
+            c,
+            "SELECT body, summary FROM chat_messages WHERE conversation_id=? AND hidden=0 ORDER BY seq",
+            (self._conversation_id,),
+        )
+        summaries = [r for r in rows if r[1]]
+        rest = [r for r in rows if not r[1]]
+        head = summaries[-1:]  # the latest summary stands for everything before it
+        return [_decode_message(r[0]) for r in head + rest]
+
     async def load(self) -> list[Message]:
-        def q(c: apsw.Connection) -> list[Message]:
-            rows = fetch_all(
+        return await self.db.call(self._load)
+
+    async def start_turn(self, message: Message) -> list[Message] | None:
+        attachments = self.pending_attachments
+
+        def q(c: apsw.Connection) -> list[Message] | None:
+            open_call = fetch_one(
                 c,
-                "SELECT body, summary FROM chat_messages WHERE conversation_id=? AND hidden=0 ORDER BY seq",
+                "SELECT 1 FROM chat_calls WHERE conversation_id=? "
+                "AND state IN ('pending','awaiting_approval','running') LIMIT 1",
                 (self._conversation_id,),
             )
-            summaries = [r for r in rows if r[1]]
-            rest = [r for r in rows if not r[1]]
-            head = summaries[-1:]  # the latest summary stands for everything before it
-            return [_decode_message(r[0]) for r in head + rest]
+            if open_call is not None:
+                return None
+            self._insert(c, message, attachments)
+            return self._load(c)
 
-        return await self.db.call(q)
+        loaded = await self.db.transaction(q)
+        if loaded is not None:
+            self.pending_attachments = []
+        return loaded
 
     async def unfinished_calls(self) -> list[UnfinishedCall]:
         rows = await self.db.call(

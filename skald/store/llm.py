@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 import apsw
@@ -79,6 +80,17 @@ def _unique(c: apsw.Connection, table: str, name: str, exclude_id: str | None) -
 class LlmStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        # Bumped after every write to the catalogue (providers, models, keys) has
+        # committed, before the write returns: `LlmService` drops what it cached from
+        # an older generation, so a changed key or a deleted provider is never used
+        # by a turn set up after the call that changed it.
+        self.generation = 0
+
+    async def _write(self, fn: Callable[[apsw.Connection], None]) -> None:
+        try:
+            await self.db.transaction(fn)
+        finally:
+            self.generation += 1
 
     # -- providers ------------------------------------------------------------------
 
@@ -105,6 +117,17 @@ class LlmStore:
             )
         )
         return None if r is None else r[0]
+
+    async def provider_with_key(self, provider_id: str) -> tuple[ProviderRow, str | None]:
+        """The provider and its sealed key, in one trip to the database thread."""
+        r = await self.db.call(
+            lambda c: fetch_one(
+                c, f"SELECT {_P_COLS}, api_key_sealed FROM llm_providers WHERE id=?", (provider_id,)
+            )
+        )
+        if r is None:
+            raise NotFoundError("no such provider")
+        return _provider(r), r[7]
 
     async def save_provider(
         self,
@@ -137,7 +160,7 @@ class LlmStore:
             if c.changes() == 0:
                 raise NotFoundError("no such provider")
 
-        await self.db.transaction(q)
+        await self._write(q)
         return await self.provider(provider_id)
 
     async def delete_provider(self, provider_id: str) -> None:
@@ -146,7 +169,7 @@ class LlmStore:
             if c.changes() == 0:
                 raise NotFoundError("no such provider")
 
-        await self.db.transaction(q)
+        await self._write(q)
 
     # -- models ---------------------------------------------------------------------
 
@@ -193,7 +216,7 @@ class LlmStore:
             if c.changes() == 0:
                 raise NotFoundError("no such model")
 
-        await self.db.transaction(q)
+        await self._write(q)
         return await self.model(row.id)
 
     async def delete_model(self, model_id: str) -> None:
@@ -202,7 +225,7 @@ class LlmStore:
             if c.changes() == 0:
                 raise NotFoundError("no such model")
 
-        await self.db.transaction(q)
+        await self._write(q)
 
     async def record_request(
         self,

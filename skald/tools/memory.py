@@ -20,6 +20,7 @@ commit together, and an edit's read-modify-write cannot interleave with another 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
@@ -615,10 +616,13 @@ def memory_tools(
 
 async def memory_indexes(owner: OwnerStore, shared: SharedMemoryStore) -> tuple[str, str]:
     """The two `index.md` texts (private, household) for the prompt; "" when missing."""
-    texts: list[str] = []
-    for store in (owner, shared):
+
+    async def index(store: OwnerStore | SharedMemoryStore) -> str:
         try:
-            texts.append(await store.note_get(INDEX_NOTE))
+            return await store.note_get(INDEX_NOTE)
         except NotFoundError:
-            texts.append("")
-    return texts[0], texts[1]
+            return ""
+
+    # Two databases, two threads: read both at once.
+    private, household = await asyncio.gather(index(owner), index(shared))
+    return private, household

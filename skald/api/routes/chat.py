@@ -178,22 +178,23 @@ async def send_message(
     rt: NamedDependency[Runtime],
 ) -> Response[Accepted | CommandOut]:
     mine = await _mine(request, rt)
-    await mine.hub.store.get(conversation_id)
+    conversation = await mine.hub.store.get(conversation_id)
     if _is_command(data.text) and not data.attachments:
         return Response(await _command(mine, rt, conversation_id, data.text), status_code=200)
-    await _enqueue(mine, rt, conversation_id, data.text, data.attachments, data.view_context)
+    await _enqueue(mine, rt, conversation, data.text, data.attachments, data.view_context)
     return Response(Accepted(), status_code=202)
 
 
 async def _enqueue(
     mine: UserRuntime,
     rt: Runtime,
-    conversation_id: str,
+    conversation: Conversation,
     text: str,
     paths: list[str],
     view: str | None,
 ) -> asyncio.Future[TurnResult]:
     layout = rt.core.layout
+    conversation_id = conversation.id
     attachments: list[Attachment] = [
         resolve_attachment(layout, mine.user.id, conversation_id, p) for p in dict.fromkeys(paths)
     ]
@@ -201,7 +202,9 @@ async def _enqueue(
     if view:
         body = f"{view_context_block({'page': view})}\n\n{body}"
     content = await asyncio.to_thread(content_for, layout, mine.user.id, body, attachments)
-    return await mine.hub.send(conversation_id, content, attachments, typed=text)
+    return await mine.hub.send(
+        conversation_id, content, attachments, typed=text, conversation=conversation
+    )
 
 
 COMMANDS = ("stop", "compact", "new", "cost", "model")
@@ -280,15 +283,16 @@ async def chat(
     """One turn, synchronously: for scripts and `skald chat`."""
     mine = await _mine(request, rt)
     if data.conversation_id is None:
-        conversation_id = (await mine.hub.new_conversation()).id
+        conversation = await mine.hub.new_conversation()
     else:
-        conversation_id = (await mine.hub.store.get(data.conversation_id)).id
+        conversation = await mine.hub.store.get(data.conversation_id)
+    conversation_id = conversation.id
     if _is_command(data.text):
         out = await _command(mine, rt, conversation_id, data.text)
         return ChatOut(
             conversation_id=out.conversation_id or conversation_id, reply=out.result, status="done"
         )
-    done = await _enqueue(mine, rt, conversation_id, data.text, [], None)
+    done = await _enqueue(mine, rt, conversation, data.text, [], None)
     waiting: asyncio.Future[bool] = asyncio.ensure_future(
         mine.hub.awaiting_approval(conversation_id).wait()
     )
