@@ -341,7 +341,8 @@ async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
 
 
 async def cmd_restore(args: argparse.Namespace, env: Env) -> int:
-    from skald.ops.backup import CheckedArchive, RestorePlan, describe, restore_command
+    from skald.ops.archive import CheckedArchive
+    from skald.ops.restore import RestorePlan, describe, restore_command
 
     def confirm(checked: CheckedArchive, plan: RestorePlan) -> bool:
         env.out.write(f"Archive: {checked.path}\n  {describe(checked)}\n")

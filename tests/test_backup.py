@@ -1,4 +1,5 @@
-"""`skald backup` / `skald restore` (skald/ops/backup.py, skald/store/snapshot.py).
+"""`skald backup` / `skald restore` (skald/ops/archive.py, backup.py, restore.py;
+skald/store/snapshot.py).
 
 The round trip runs against a real server with real SQLCipher files: a backup while a
 member is unlocked and writing, a restore into the stopped instance, and the member
@@ -31,13 +32,9 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess, run_cli
 from skald.core.keys import TEST_KDF
 from skald.core.users import UserManager
 from skald.errors import SkaldError, StorageError
-from skald.ops.backup import (
-    MANIFEST_NAME,
-    BackupError,
-    OfflineSnapshotter,
-    create_backup,
-    restore_command,
-)
+from skald.ops.archive import MANIFEST_NAME, BackupError
+from skald.ops.backup import OfflineSnapshotter, create_backup
+from skald.ops.restore import restore_command
 from skald.paths import DataLayout
 from skald.store.database import _apply_key
 from skald.store.registry import Registry

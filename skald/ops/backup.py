@@ -1,16 +1,6 @@
-"""`skald backup` and `skald restore`: one tar archive holds a consistent instance.
+"""`skald backup`: take consistent copies of the databases and write one archive.
 
-Archive layout (an uncompressed POSIX tar; databases do not compress after encryption):
-
-    database/system.db            the registry, copied with SQLite's online backup API
-    database/users/<id>.db        every owner database (still encrypted: see below)
-    database/users/<id>.db-wal    only for a locked database a crash left with a WAL
-    instance.key  config.toml  providers.json     when present
-    homes/ ...  and every other folder of the data directory (full backups only)
-    backup.json                   the manifest, last: format, versions, every entry's
-                                  type, mode, size and SHA-256
-
-Databases:
+The archive's format is `skald.ops.archive`. Databases:
 - open ones (the registry; an owner database while its member is unlocked in the
   server) are copied by `skald.store.snapshot` on their own thread, the copy keyed
   with the same raw key, so encrypted data stays encrypted;
@@ -21,9 +11,6 @@ Databases:
   unlock. The `-shm` index is not copied; SQLite rebuilds it.
 
 Everything slow (copies, hashing, tar) runs in threads, never on the event loop.
-A restore verifies every member against the manifest before it writes anything,
-extracts into a staging folder inside the data directory, then swaps: whatever it
-replaces is moved to `backups/replaced-<stamp>/`, never deleted.
 """
 
 from __future__ import annotations
@@ -32,90 +19,49 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import posixpath
 import secrets
 import shutil
 import stat
 import tarfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 import apsw
 import msgspec
 
 from skald import __version__
 from skald.config import Config
-from skald.errors import SkaldError, StorageError
 from skald.log import get_logger
-from skald.ops.channel import InstanceBusyError, InstanceLock, holder, is_serving, ops_request
+from skald.ops.archive import (
+    CONFIG_FILES,
+    DATABASE_DIR,
+    EXCLUDED,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    QUICK_NAMES,
+    BackupError,
+    DatabaseInfo,
+    Entry,
+    Manifest,
+    absolute_path,
+    fsync_dir,
+    link_escapes,
+    utc_stamp,
+)
+from skald.ops.channel import InstanceBusyError, InstanceLock, holder, ops_request
 from skald.paths import DataLayout, validate_user_id
 from skald.store.migrations.owner import OWNER
 from skald.store.migrations.registry import REGISTRY
-from skald.store.snapshot import (
-    forget_sessions,
-    header_user_version,
-    read_instance_id,
-    snapshot,
-)
+from skald.store.snapshot import header_user_version, snapshot
 
 if TYPE_CHECKING:
     from skald.core.runtime import Runtime
 
 log = get_logger("skald.backup")
-
-FORMAT = "skald-backup"
-FORMAT_VERSION = 1
-MANIFEST_NAME = "backup.json"
-DATABASE_DIR = "database"
-# Always in the archive (when present); everything else only in full backups.
-CONFIG_FILES = ("instance.key", "config.toml", "providers.json")
-QUICK_NAMES = frozenset({DATABASE_DIR, *CONFIG_FILES})
-# Never backed up, never restored over: runtime state, caches and the backups themselves.
-EXCLUDED = frozenset({"backups", "cache", ".serve.lock", "ops.token", "setup-token"})
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
-CHUNK = 1024 * 1024
-
-EntryType = Literal["file", "dir", "symlink"]
-
-
-class BackupError(SkaldError):
-    code = "backup_failed"
-
-
-class Entry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    path: str
-    type: EntryType
-    mode: int
-    size: int = 0
-    sha256: str | None = None
-    target: str | None = None  # symlinks
-
-
-class DatabaseInfo(msgspec.Struct, frozen=True, kw_only=True):
-    path: str
-    kind: Literal["registry", "owner"]
-    user_id: str | None = None
-    username: str | None = None
-    encrypted: bool = False
-    method: Literal["online", "copy"] = "online"
-    user_version: int | None = None  # None: not readable without the member's key
-    wal: bool = False
-
-
-class Manifest(msgspec.Struct, kw_only=True):
-    format: str
-    format_version: int
-    skald_version: str
-    created: str
-    kind: Literal["full", "quick"]
-    schema: dict[str, int]
-    databases: list[DatabaseInfo]
-    files: list[Entry]
-    skipped: list[str] = msgspec.field(default_factory=list)
 
 
 class BackupResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,10 +69,6 @@ class BackupResult(msgspec.Struct, frozen=True, kw_only=True):
     bytes: int
     files: int
     skipped: int = 0  # entries left out (listed in the manifest)
-
-
-def utc_stamp() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
 # -- taking the database copies --------------------------------------------------------
@@ -288,13 +230,6 @@ class _HashingReader:
         return data
 
 
-def _link_escapes(name: str, target: str) -> bool:
-    if not target or target.startswith("/") or "\x00" in target:
-        return True
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-    return resolved == ".." or resolved.startswith("../") or resolved.startswith("/")
-
-
 @dataclass
 class _Writer:
     tar: tarfile.TarFile
@@ -390,7 +325,7 @@ class _Writer:
 
     def _add_link(self, path: Path, name: str, st: os.stat_result) -> None:
         target = str(path.readlink())
-        if _link_escapes(name, target):
+        if link_escapes(name, target):
             self.skipped.append(f"{name}: a link to {target!r}, outside the data directory")
             return
         info = self._info(name, st, tarfile.SYMTYPE)
@@ -439,18 +374,6 @@ def _backed_up_names(layout: DataLayout, quick: bool) -> list[str]:
     return names
 
 
-def _absolute(path: Path) -> Path:
-    return path.expanduser().absolute()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_archive(
     layout: DataLayout,
     staging: Path,
@@ -495,7 +418,7 @@ def _write_archive(
             raw.flush()
             os.fsync(raw.fileno())
         tmp.replace(target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -568,7 +491,7 @@ async def backup_command(
     if not await asyncio.to_thread(layout.system_db.exists):
         # Before any lock file: a mistyped --data must not leave a directory behind.
         raise BackupError(f"no Skald data in {layout.root} (nothing to back up)")
-    absolute = None if out is None else await asyncio.to_thread(_absolute, out)
+    absolute = None if out is None else await asyncio.to_thread(absolute_path, out)
     body = {"quick": quick, "out": None if absolute is None else str(absolute)}
     for _ in range(2):
         answer = await ops_request(layout, config, "POST", "/api/ops/backup", body, timeout=3600)
@@ -584,368 +507,3 @@ async def backup_command(
                 raise
             # A server started between the two checks: ask it instead.
     raise BackupError("the server's state kept changing; try again")
-
-
-# -- reading and checking an archive ---------------------------------------------------
-
-
-@dataclass
-class CheckedArchive:
-    path: Path
-    manifest: Manifest
-    top_level: list[str]
-
-
-def _bad(path: Path, why: str) -> BackupError:
-    return BackupError(f"{path} is not a usable Skald backup: {why}; nothing was changed")
-
-
-def _safe_name(name: str) -> bool:
-    if not name or name.startswith("/") or "\\" in name or "\x00" in name:
-        return False
-    parts = name.split("/")
-    return all(p not in ("", ".", "..") for p in parts)
-
-
-def _read_manifest(tar: tarfile.TarFile, path: Path) -> Manifest:
-    members = [m for m in tar.getmembers() if m.name == MANIFEST_NAME]
-    if len(members) != 1 or not members[0].isreg():
-        raise _bad(path, f"it has no single {MANIFEST_NAME}")
-    if members[0].size > MAX_MANIFEST_BYTES:
-        raise _bad(path, f"its {MANIFEST_NAME} is implausibly large")
-    f = tar.extractfile(members[0])
-    assert f is not None
-    try:
-        manifest = msgspec.json.decode(f.read(), type=Manifest)
-    except msgspec.DecodeError as exc:
-        raise _bad(path, f"its {MANIFEST_NAME} is unreadable ({exc})") from None
-    if manifest.format != FORMAT:
-        raise _bad(path, f"unknown format {manifest.format!r}")
-    if manifest.format_version > FORMAT_VERSION:
-        raise _bad(path, f"format version {manifest.format_version} is newer than this Skald reads")
-    return manifest
-
-
-def _check_versions(path: Path, manifest: Manifest) -> None:
-    heads = {"registry": REGISTRY.head, "owner": OWNER.head}
-    for kind, head in heads.items():
-        made = manifest.schema.get(kind, 0)
-        if made > head:
-            raise BackupError(
-                f"{path} was made by a newer Skald ({manifest.skald_version}, {kind} schema "
-                f"{made} > {head}): install that version first; nothing was changed"
-            )
-    for db in manifest.databases:
-        if db.user_version is not None and db.user_version > heads[db.kind]:
-            raise BackupError(
-                f"{path}: {db.path} has schema {db.user_version}, newer than this Skald "
-                f"({heads[db.kind]}); install a newer Skald first; nothing was changed"
-            )
-
-
-def _member_type(member: tarfile.TarInfo) -> EntryType | None:
-    if member.isreg():
-        return "file"
-    if member.isdir():
-        return "dir"
-    if member.issym():
-        return "symlink"
-    return None
-
-
-def check_archive(path: Path) -> CheckedArchive:
-    """Read the whole archive and compare it with its manifest (blocking: run in a
-    thread). Raises BackupError on anything unexpected; writes nothing."""
-    if not path.is_file():
-        raise BackupError(f"{path}: no such file")
-    try:
-        with tarfile.open(path, mode="r:") as tar:
-            manifest = _read_manifest(tar, path)
-            _check_versions(path, manifest)
-            expected = {e.path: e for e in manifest.files}
-            if len(expected) != len(manifest.files):
-                raise _bad(path, "its manifest lists a path twice")
-            seen: set[str] = set()
-            for member in tar:
-                name = member.name
-                if name == MANIFEST_NAME:
-                    continue
-                _check_member(path, member, expected.get(name), seen)
-                if member.isreg():
-                    entry = expected[name]
-                    f = tar.extractfile(member)
-                    assert f is not None
-                    sha = hashlib.sha256()
-                    while chunk := f.read(CHUNK):
-                        sha.update(chunk)
-                    if sha.hexdigest() != entry.sha256:
-                        raise _bad(path, f"{name} does not match its checksum")
-            missing = sorted(set(expected) - seen)
-            if missing:
-                raise _bad(path, f"{missing[0]} is listed but missing")
-    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as exc:
-        if isinstance(exc, PermissionError):
-            raise BackupError(f"{path}: permission denied") from None
-        raise _bad(path, f"it is damaged or not a tar archive ({exc})") from None
-    tops = sorted({name.split("/", 1)[0] for name in seen})
-    if DATABASE_DIR not in tops or not any(d.kind == "registry" for d in manifest.databases):
-        raise _bad(path, "it holds no registry database")
-    return CheckedArchive(path=path, manifest=manifest, top_level=tops)
-
-
-def _check_member(path: Path, member: tarfile.TarInfo, entry: Entry | None, seen: set[str]) -> None:
-    name = member.name
-    if not _safe_name(name):
-        raise _bad(path, f"unsafe member name {name!r}")
-    top = name.split("/", 1)[0]
-    if top in EXCLUDED or top.startswith("."):
-        raise _bad(path, f"{name!r} would land where Skald keeps runtime state")
-    if name in seen:
-        raise _bad(path, f"{name} appears twice")
-    seen.add(name)
-    kind = _member_type(member)
-    if kind is None:
-        raise _bad(path, f"{name} is a hard link, device or other special file")
-    if kind == "symlink" and _link_escapes(name, member.linkname):
-        raise _bad(path, f"{name} is a link pointing outside the data directory")
-    if entry is None:
-        raise _bad(path, f"{name} is not in the manifest")
-    if entry.type != kind:
-        raise _bad(path, f"{name} is a {kind} but the manifest says {entry.type}")
-    if kind == "file" and member.size != entry.size:
-        raise _bad(path, f"{name} has the wrong size")
-    if kind == "symlink" and member.linkname != entry.target:
-        raise _bad(path, f"{name} points somewhere else than the manifest says")
-
-
-# -- restoring -------------------------------------------------------------------------
-
-
-def _mode_for(name: str, kind: EntryType, mode: int) -> int:
-    top_level = "/" not in name
-    if name == DATABASE_DIR or name.startswith(f"{DATABASE_DIR}/"):
-        return 0o700 if kind == "dir" else 0o600
-    if top_level:
-        return 0o700 if kind == "dir" else 0o600
-    mode &= 0o777
-    # Folders stay writable by the service account, so later restores can move them.
-    return mode | 0o700 if kind == "dir" else mode
-
-
-def _extract(checked: CheckedArchive, staging: Path) -> None:
-    """Write every member under `staging` (fresh, private); links last, so no file is
-    ever written through one. Hashes again: the archive may change under us."""
-    expected = {e.path: e for e in checked.manifest.files}
-    links: list[tuple[Path, str]] = []
-    dirs: list[tuple[Path, int, int]] = []
-    with tarfile.open(checked.path, mode="r:") as tar:
-        for member in tar:
-            name = member.name
-            if name == MANIFEST_NAME:
-                continue
-            entry = expected[name]
-            dest = staging.joinpath(*name.split("/"))
-            kind = _member_type(member)
-            if kind == "dir":
-                dest.mkdir(mode=0o700, parents=True, exist_ok=True)
-                dirs.append((dest, _mode_for(name, "dir", member.mode), int(member.mtime)))
-            elif kind == "symlink":
-                links.append((dest, member.linkname))
-            else:
-                dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                src = tar.extractfile(member)
-                assert src is not None
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-                fd = os.open(dest, flags, 0o600)
-                sha = hashlib.sha256()
-                with os.fdopen(fd, "wb") as out:
-                    while chunk := src.read(CHUNK):
-                        sha.update(chunk)
-                        out.write(chunk)
-                    out.flush()
-                    os.fsync(out.fileno())
-                if sha.hexdigest() != entry.sha256:
-                    raise _bad(checked.path, f"{name} changed while it was being restored")
-                dest.chmod(_mode_for(name, "file", member.mode))
-                os.utime(dest, (member.mtime, member.mtime), follow_symlinks=False)
-    for dest, target in links:
-        dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        dest.symlink_to(target)
-    # Deepest first, so setting a folder's time is not undone by writing its children.
-    for dest, mode, mtime in sorted(dirs, key=lambda d: len(d[0].parts), reverse=True):
-        dest.chmod(mode)
-        os.utime(dest, (mtime, mtime), follow_symlinks=False)
-
-
-@dataclass
-class RestorePlan:
-    replace: list[str]  # top-level names moved away (present now)
-    install: list[str]  # top-level names from the archive
-
-
-def plan_restore(layout: DataLayout, checked: CheckedArchive) -> RestorePlan:
-    """What a restore moves away: the backed-up part of the data directory, all of it,
-    so nothing newer is left mixed with the restored state."""
-    quick = checked.manifest.kind == "quick"
-    current = []
-    if layout.root.is_dir():
-        current = sorted(
-            child.name
-            for child in layout.root.iterdir()
-            if child.name not in EXCLUDED and not child.name.startswith(".")
-        )
-    replace = [n for n in current if n in checked.top_level or n in QUICK_NAMES or not quick]
-    return RestorePlan(replace=replace, install=checked.top_level)
-
-
-def _swap(layout: DataLayout, staging: Path, plan: RestorePlan, replaced: Path) -> None:
-    moved: list[str] = []
-    installed: list[str] = []
-    try:
-        if plan.replace:
-            replaced.mkdir(mode=0o700, parents=True)
-        for name in plan.replace:
-            (layout.root / name).rename(replaced / name)
-            moved.append(name)
-        for name in plan.install:
-            (staging / name).rename(layout.root / name)
-            installed.append(name)
-    except OSError:
-        # Put back what we can; the operator gets the error and both copies survive.
-        for name in installed:
-            with contextlib.suppress(OSError):
-                (layout.root / name).rename(staging / name)
-        for name in moved:
-            with contextlib.suppress(OSError):
-                (replaced / name).rename(layout.root / name)
-        raise
-    _fsync_dir(layout.root)
-
-
-@dataclass
-class RestoreResult:
-    archive: Path
-    manifest: Manifest
-    replaced: Path | None
-    files: int
-    sandboxes_stopped: int = 0
-    sandbox_warning: str | None = None
-
-
-def _restore_locked(
-    layout: DataLayout, checked: CheckedArchive, plan: RestorePlan
-) -> RestoreResult:
-    stamp = utc_stamp()
-    staging = layout.root / f".restore-{stamp}-{secrets.token_hex(4)}"
-    staging.mkdir(mode=0o700)
-    try:
-        _extract(checked, staging)
-        try:
-            forget_sessions(staging / DATABASE_DIR / "system.db")
-        except apsw.Error as exc:
-            raise _bad(checked.path, f"its registry does not open ({exc})") from None
-        replaced = layout.backups_dir / f"replaced-{stamp}"
-        n = 1
-        while replaced.exists():
-            n += 1
-            replaced = layout.backups_dir / f"replaced-{stamp}-{n}"
-        layout.backups_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _swap(layout, staging, plan, replaced)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    layout.ensure()
-    files = sum(1 for e in checked.manifest.files if e.type == "file")
-    return RestoreResult(
-        archive=checked.path,
-        manifest=checked.manifest,
-        replaced=replaced if plan.replace else None,
-        files=files,
-    )
-
-
-def describe(checked: CheckedArchive) -> str:
-    m = checked.manifest
-    owners = sum(1 for d in m.databases if d.kind == "owner")
-    files = sum(1 for e in m.files if e.type == "file")
-    size = sum(e.size for e in m.files)
-    return (
-        f"{m.kind} backup made {m.created} by Skald {m.skald_version}: "
-        f"{owners} member database(s), {files} files, {size / 1e6:.1f} MB"
-    )
-
-
-def stop_sandboxes(docker_host: str, instance_ids: set[str]) -> int:
-    """Stop the running sandbox containers of these instances (blocking); returns how
-    many. A running container keeps its bind mount on the *old* home folder, now under
-    `backups/replaced-*`; stopped, it mounts the restored one when the server starts it."""
-    from skald.sandbox.client import connect
-    from skald.sandbox.manager import LABEL_INSTANCE, STOP_GRACE_S
-
-    client = connect(docker_host, timeout_s=15)
-    try:
-        stopped = 0
-        for instance_id in sorted(instance_ids):
-            label = f"{LABEL_INSTANCE}={instance_id}"
-            for container in client.containers.list(filters={"label": label}):
-                container.stop(timeout=STOP_GRACE_S)
-                stopped += 1
-        return stopped
-    finally:
-        client.close()
-
-
-def _stop_sandboxes_after(
-    layout: DataLayout, result: RestoreResult, plan: RestorePlan, docker_host: str | None
-) -> RestoreResult:
-    if docker_host is None or "homes" not in {*plan.replace, *plan.install}:
-        return result
-    registries = [layout.system_db]
-    if result.replaced is not None:
-        registries.append(result.replaced / DATABASE_DIR / "system.db")
-    ids = {i for i in map(read_instance_id, registries) if i is not None}
-    if not ids:
-        return result
-    try:
-        result.sandboxes_stopped = stop_sandboxes(docker_host, ids)
-    except Exception as exc:
-        log.warning("sandboxes not stopped after restore", error=str(exc)[:300])
-        result.sandbox_warning = (
-            f"could not stop the sandboxes ({exc}): restart them before starting Skald "
-            "(docker restart $(docker ps -q --filter label=skald.instance)), or they keep "
-            "using the replaced home folders"
-        )
-    return result
-
-
-async def restore_command(
-    layout: DataLayout,
-    archive: Path,
-    confirm: Callable[[CheckedArchive, RestorePlan], bool],
-    docker_host: str | None = None,
-) -> RestoreResult | None:
-    """`skald restore`: only into a stopped instance; None if the operator declined.
-
-    `docker_host` (None: the sandbox is disabled) is where this instance's sandboxes
-    run; when home folders were replaced they are stopped, see `stop_sandboxes`."""
-    if is_serving(layout):
-        info = holder(layout)
-        if info is not None and info.role != "serve":
-            raise BackupError(
-                f"a `skald {info.role}` (pid {info.pid}) is using {layout.root}; try again "
-                "when it has finished; nothing was changed"
-            )
-        raise BackupError(
-            f"a Skald server is serving {layout.root}: stop it first "
-            "(systemctl --user stop skald); nothing was changed"
-        )
-    archive = await asyncio.to_thread(_absolute, archive)
-    checked = await asyncio.to_thread(check_archive, archive)
-    with InstanceLock(layout, "restore"):
-        plan = await asyncio.to_thread(plan_restore, layout, checked)
-        if not confirm(checked, plan):
-            return None
-        try:
-            result = await asyncio.to_thread(_restore_locked, layout, checked, plan)
-        except OSError as exc:
-            raise StorageError(f"the restore failed: {exc}") from None
-        return await asyncio.to_thread(_stop_sandboxes_after, layout, result, plan, docker_host)
