@@ -431,7 +431,8 @@ async def cmd_image_bootstrap_base(args: argparse.Namespace, env: Env) -> int:
 
 
 async def cmd_doctor(args: argparse.Namespace, env: Env) -> int:
-    from skald.ops.doctor import Context, run_doctor
+    from skald.ops.checks_base import Context
+    from skald.ops.doctor import run_doctor
 
     ctx = Context.create(env.layout, env.config, env.environ, env.config_error)
     return await run_doctor(ctx, env.out, as_json=args.json)

@@ -16,7 +16,7 @@ from harness import ADMIN, ADMIN_PW, ServerProcess, free_port
 
 from skald.cli import main
 from skald.config import Config
-from skald.ops import doctor
+from skald.ops import checks_base, checks_host, doctor
 from skald.ops import install_root as ir
 from skald.paths import DataLayout
 
@@ -275,13 +275,13 @@ def test_sandbox_disabled_skips_docker(install: Install) -> None:
 def test_missing_docker_socket_fixes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dockerd: str | None, url: str, fix: str
 ) -> None:
-    monkeypatch.setattr(doctor, "_which", lambda name, environ: dockerd)
+    monkeypatch.setattr(checks_host, "_which", lambda name, environ: dockerd)
     real_exists = Path.exists
     monkeypatch.setattr(
         Path, "exists", lambda self: False if "docker.sock" in str(self) else real_exists(self)
     )
-    ctx = doctor.Context(layout=DataLayout(tmp_path), config=Config(), environ={})
-    found = doctor._docker_socket_problem(ctx, url)
+    ctx = checks_base.Context(layout=DataLayout(tmp_path), config=Config(), environ={})
+    found = checks_host._docker_socket_problem(ctx, url)
     assert found is not None and found.status == "fail"
     assert found.fix is not None and fix in found.fix
 
@@ -293,12 +293,12 @@ def test_docker_socket_without_permission(tmp_path: Path, monkeypatch: pytest.Mo
         sock.chmod(0o000)
         if os.geteuid() == 0:  # root may open anything: pretend it may not
             monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != sock)
-        ctx = doctor.Context(
+        ctx = checks_base.Context(
             layout=DataLayout(tmp_path / "data"),
             config=Config(),
             environ={"HOME": str(tmp_path)},
         )
-        found = doctor._docker_socket_problem(ctx, f"unix://{sock}")
+        found = checks_host._docker_socket_problem(ctx, f"unix://{sock}")
     assert found is not None and found.status == "fail"
     assert found.fix == f"sudo usermod -aG docker {ir.current_user({})}, then log out and in"
 
@@ -331,11 +331,11 @@ def test_missing_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 async def test_a_check_that_raises_becomes_a_fail_line(tmp_path: Path) -> None:
-    async def check_exploding(ctx: doctor.Context) -> doctor.Finding:
+    async def check_exploding(ctx: checks_base.Context) -> checks_base.Finding:
         raise RuntimeError("boom")
 
-    ctx = doctor.Context(layout=DataLayout(tmp_path), config=Config(), environ={})
-    report = await doctor.run_checks(ctx, [doctor.check_python, check_exploding])
+    ctx = checks_base.Context(layout=DataLayout(tmp_path), config=Config(), environ={})
+    report = await doctor.run_checks(ctx, [checks_host.check_python, check_exploding])
     assert not report.ok
     assert report.checks[1].name == "exploding"
     assert report.checks[1].status == "fail"

@@ -73,7 +73,7 @@ class StatusReport(msgspec.Struct, kw_only=True):
 
 
 def _service(environ: Mapping[str, str]) -> Service:
-    from skald.ops.doctor import unit_state
+    from skald.ops.checks_host import unit_state
 
     path, exists, enabled, active = unit_state(environ)
     installed = exists or enabled not in (None, "not-found")

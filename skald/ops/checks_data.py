@@ -1,0 +1,342 @@
+"""`skald doctor` checks of this data directory: the configuration, the directory itself,
+its permissions and free disk space, and the integrity of the databases."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from skald.errors import SkaldError
+from skald.ops.channel import is_serving, ops_request
+from skald.ops.checks_base import Context, Finding, shell_quote
+from skald.paths import DIR_MODE, DataLayout
+
+DISK_WARN = 2 * 1024**3
+DISK_FAIL = 200 * 1024**2
+# Beyond this many offending paths, one recursive command instead of a list.
+MAX_LISTED_PATHS = 6
+
+
+# -- the configuration ----------------------------------------------------------------
+
+
+async def check_config(ctx: Context) -> Finding:
+    path = ctx.layout.config_file
+    if ctx.config_error:
+        return Finding(
+            name="config",
+            status="fail",
+            finding=ctx.config_error,
+            fix=f"correct {shell_quote(path)} (or the SKALD_* variable named), then "
+            "systemctl --user restart skald; the other checks used the defaults",
+        )
+    exists = await asyncio.to_thread(path.is_file)
+    where = str(path) if exists else "built-in defaults (no config.toml)"
+    return Finding(name="config", status="ok", finding=f"configuration valid: {where}")
+
+
+# -- the data directory -------------------------------------------------------------------
+
+
+async def check_data(ctx: Context) -> Finding:
+    layout = ctx.layout
+
+    def probe() -> Finding:
+        if not layout.root.is_dir():
+            return Finding(
+                name="data",
+                status="fail",
+                finding=f"no Skald data in {layout.root}",
+                fix="skald setup (or pass --data DIR where the data lives)",
+            )
+        if not layout.system_db.is_file():
+            return Finding(
+                name="data",
+                status="warn",
+                finding=f"{layout.root} has no registry yet (nobody has set up Skald here)",
+                fix="skald setup (or open the web setup page the server prints)",
+            )
+        return Finding(name="data", status="ok", finding=f"data directory {layout.root}")
+
+    return await asyncio.to_thread(probe)
+
+
+def _want_dirs(layout: DataLayout) -> list[Path]:
+    return [
+        layout.root,
+        layout.database_dir,
+        layout.users_db_dir,
+        layout.homes_dir,
+        layout.backups_dir,
+    ]
+
+
+def _secret_files(layout: DataLayout) -> list[Path]:
+    root = layout.root
+    files = [
+        layout.instance_key,
+        layout.config_file,
+        root / "ops.token",
+        root / "setup-token",
+        root / ".serve.lock",
+    ]
+    for tree in (layout.database_dir, layout.backups_dir):
+        with contextlib.suppress(OSError):
+            files.extend(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
+    return files
+
+
+def permission_problems(layout: DataLayout, uid: int) -> tuple[list[Path], list[Path], list[Path]]:
+    """(dirs not 0700, files readable by others, paths owned by someone else)."""
+    bad_dirs: list[Path] = []
+    bad_files: list[Path] = []
+    foreign: list[Path] = []
+    dirs = _want_dirs(layout)
+    with contextlib.suppress(OSError):
+        for tree in (layout.database_dir, layout.backups_dir):
+            dirs.extend(p for p in sorted(tree.rglob("*")) if p.is_dir() and not p.is_symlink())
+    seen: set[Path] = set()
+    for path in dirs:
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid != uid:
+            foreign.append(path)
+        if stat.S_IMODE(st.st_mode) != DIR_MODE:
+            bad_dirs.append(path)
+    for path in _secret_files(layout):
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if st.st_uid != uid:
+            foreign.append(path)
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            bad_files.append(path)
+    return bad_dirs, bad_files, foreign
+
+
+async def check_permissions(ctx: Context) -> Finding:
+    layout = ctx.layout
+    if not layout.root.is_dir():
+        return Finding(name="permissions", status="skip", finding="no data directory yet")
+    bad_dirs, bad_files, foreign = await asyncio.to_thread(
+        permission_problems, layout, os.geteuid()
+    )
+    if foreign:
+        shown = ", ".join(str(p) for p in foreign[:3]) + (" ..." if len(foreign) > 3 else "")
+        return Finding(
+            name="permissions",
+            status="fail",
+            finding=f"{len(foreign)} path(s) not owned by {ctx.user}: {shown}",
+            fix=f"sudo chown -R {ctx.user}: {shell_quote(layout.root)}",
+        )
+    if not bad_dirs and not bad_files:
+        return Finding(
+            name="permissions",
+            status="ok",
+            finding="data directories 0700, keys, config and databases 0600",
+        )
+    offending = [*bad_dirs, *bad_files]
+    shown = ", ".join(str(p) for p in offending[:3]) + (" ..." if len(offending) > 3 else "")
+    if len(offending) > MAX_LISTED_PATHS:
+        fix = f"chmod -R go-rwx {shell_quote(layout.root)}"
+        if bad_dirs:
+            fix += " && chmod 700 " + " ".join(
+                shell_quote(p) for p in _want_dirs(layout) if p.exists()
+            )
+    else:
+        parts = []
+        if bad_dirs:
+            parts.append("chmod 700 " + " ".join(shell_quote(p) for p in bad_dirs))
+        if bad_files:
+            parts.append("chmod 600 " + " ".join(shell_quote(p) for p in bad_files))
+        fix = " && ".join(parts)
+    return Finding(
+        name="permissions",
+        status="fail",
+        finding=f"{len(offending)} path(s) readable by others or not 0700: {shown}",
+        fix=fix,
+    )
+
+
+def _existing_ancestor(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path("/")
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+async def check_disk(ctx: Context) -> Finding:
+    where = await asyncio.to_thread(_existing_ancestor, ctx.layout.root)
+    usage = await asyncio.to_thread(shutil.disk_usage, where)
+    found = f"{_size(usage.free)} free on the filesystem of {where}"
+    fix = f"free some space there (du -sh {shell_quote(where)}/* shows what is large)"
+    if usage.free < DISK_FAIL:
+        return Finding(name="disk", status="fail", finding=found + " (under 200 MiB)", fix=fix)
+    if usage.free < DISK_WARN:
+        return Finding(name="disk", status="warn", finding=found + " (under 2 GiB)", fix=fix)
+    return Finding(name="disk", status="ok", finding=found)
+
+
+# -- databases ---------------------------------------------------------------------------
+
+
+def quick_check(path: Path) -> tuple[bool, str]:
+    """`PRAGMA quick_check` on a plain database opened read-only: (ok, detail)."""
+    import apsw
+
+    uri = "file:" + str(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+    try:
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    except apsw.Error as exc:
+        return False, f"cannot open: {exc}"
+    try:
+        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+    except apsw.Error as exc:
+        return False, f"{type(exc).__name__.removesuffix('Error').lower() or 'error'}: {exc}"
+    finally:
+        conn.close()
+    if rows == ["ok"]:
+        return True, "ok"
+    return False, "; ".join(rows[:3]) + (" ..." if len(rows) > 3 else "")
+
+
+def registry_users(path: Path) -> list[tuple[str, str, bool]]:
+    """(id, username, encrypted) of every account, read from the registry read-only."""
+    import apsw
+
+    conn = apsw.Connection(
+        "file:" + str(path) + "?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        rows = conn.execute("SELECT id, username, encrypted FROM users ORDER BY username")
+        return [(str(r[0]), str(r[1]), bool(r[2])) for r in rows]
+    finally:
+        conn.close()
+
+
+def _newest_archive(backups: Path) -> Path | None:
+    try:
+        archives = [p for p in backups.glob("skald-backup-*.tar") if p.is_file()]
+    except OSError:
+        return None
+    return max(archives, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def _restore_fix(ctx: Context) -> str:
+    archive = _newest_archive(ctx.layout.backups_dir)
+    if archive is not None:
+        return f"systemctl --user stop skald && skald restore {shell_quote(archive)}"
+    return (
+        "systemctl --user stop skald, then skald restore ARCHIVE with your last backup "
+        f"(none in {ctx.layout.backups_dir}; update snapshots are in its pre-update-* folders)"
+    )
+
+
+async def check_registry(ctx: Context) -> Finding:
+    path = ctx.layout.system_db
+    if not await asyncio.to_thread(path.is_file):
+        return Finding(name="registry", status="skip", finding="no registry database yet")
+    ok, detail = await asyncio.to_thread(quick_check, path)
+    if not ok:
+        return Finding(
+            name="registry",
+            status="fail",
+            finding=f"{path} fails its integrity check: {detail}",
+            fix=await asyncio.to_thread(_restore_fix, ctx),
+        )
+    with contextlib.suppress(Exception):
+        ctx.registry_users = await asyncio.to_thread(registry_users, path)
+    return Finding(name="registry", status="ok", finding=f"{path.name}: quick_check ok")
+
+
+async def check_member_databases(ctx: Context) -> Finding:
+
+    users = ctx.registry_users
+    ctx.serving = await asyncio.to_thread(is_serving, ctx.layout)
+    if ctx.serving:
+        try:
+            answer = await ops_request(
+                ctx.layout, ctx.config, "GET", "/api/ops/integrity", timeout=120
+            )
+        except SkaldError as exc:
+            return Finding(
+                name="databases",
+                status="fail",
+                finding=f"cannot ask the running server: {exc}",
+                fix="systemctl --user restart skald",
+            )
+        if answer is not None:
+            dbs = answer.get("databases") or []
+            bad = [d for d in dbs if not d.get("ok")]
+            if bad:
+                shown = "; ".join(f"{d.get('name')}: {d.get('detail')}" for d in bad[:3])
+                return Finding(
+                    name="databases",
+                    status="fail",
+                    finding=f"{len(bad)} of {len(dbs)} open database(s) fail: {shown}",
+                    fix=await asyncio.to_thread(_restore_fix, ctx),
+                )
+            owners = [d for d in dbs if d.get("name") != "registry"]
+            locked = ""
+            if users is not None:
+                n_locked = max(0, len(users) - len(owners))
+                locked = f"; {n_locked} locked, not checked" if n_locked else ""
+            return Finding(
+                name="databases",
+                status="ok",
+                finding=f"the running server checked the registry and {len(owners)} "
+                f"unlocked member database(s){locked}",
+            )
+    if users is None:
+        return Finding(name="databases", status="skip", finding="no accounts to check")
+    plain = [(uid, name) for uid, name, enc in users if not enc]
+    locked_count = len(users) - len(plain)
+
+    def check_plain() -> list[tuple[str, str]]:
+        bad: list[tuple[str, str]] = []
+        for uid, name in plain:
+            path = ctx.layout.user_db(uid)
+            if not path.is_file():
+                continue  # created on first use
+            ok, detail = quick_check(path)
+            if not ok:
+                bad.append((name, detail))
+        return bad
+
+    bad = await asyncio.to_thread(check_plain)
+    if bad:
+        shown = "; ".join(f"{name}: {detail}" for name, detail in bad[:3])
+        return Finding(
+            name="databases",
+            status="fail",
+            finding=f"{len(bad)} member database(s) fail their integrity check: {shown}",
+            fix=await asyncio.to_thread(_restore_fix, ctx),
+        )
+    tail = (
+        f"; {locked_count} encrypted, checked only by a running server once unlocked"
+        if locked_count
+        else ""
+    )
+    return Finding(
+        name="databases",
+        status="ok",
+        finding=f"{len(plain)} unencrypted member database(s) ok{tail}",
+    )

@@ -1,0 +1,434 @@
+"""`skald doctor` checks of this machine: Python, the install root, Docker and the runtime
+image, the systemd user unit and linger, and the server's port."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from skald.ops import install_root as ir
+from skald.ops.channel import fetch_health, holder, is_serving
+from skald.ops.checks_base import Context, Finding, shell_quote
+
+MIN_PYTHON = (3, 11)
+DOCKER_TIMEOUT_S = 5.0
+SUBPROCESS_TIMEOUT_S = 10.0
+
+
+def _run(argv: list[str], environ: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - fixed argv, no shell
+        argv,
+        capture_output=True,
+        text=True,
+        env=dict(environ),
+        timeout=SUBPROCESS_TIMEOUT_S,
+        check=False,
+    )
+
+
+def _which(name: str, environ: Mapping[str, str]) -> str | None:
+    path = environ.get("PATH") or os.defpath
+    return shutil.which(name, path=path + os.pathsep + "/usr/sbin:/usr/bin:/sbin:/bin")
+
+
+# -- python and the install root ------------------------------------------------------
+
+
+async def check_python(ctx: Context) -> Finding:
+    v = sys.version_info
+    version = f"{v.major}.{v.minor}.{v.micro}"
+    where = sys.executable or "(unknown interpreter)"
+    if (v.major, v.minor) < MIN_PYTHON:
+        return Finding(
+            name="python",
+            status="fail",
+            finding=f"Python {version} at {where} is too old (Skald needs 3.11 or newer)",
+            fix="install python3 3.11 or newer (Debian: sudo apt-get install python3), "
+            f"then {ctx.repair_command()}",
+        )
+    return Finding(name="python", status="ok", finding=f"Python {version} at {where}")
+
+
+async def check_install(ctx: Context) -> Finding:
+    def probe() -> Finding:
+        root = ctx.install
+        running = ir.running_from(root)
+        if not root.exists():
+            if running is None:
+                package = Path(__file__).resolve().parent.parent
+                return Finding(
+                    name="install",
+                    status="skip",
+                    finding=f"running from {package} (not an installed release); "
+                    f"no install root at {root.root}",
+                )
+            return Finding(
+                name="install",
+                status="fail",
+                finding=f"no install root at {root.root}",
+                fix=root.installer_command(),
+            )
+        here = Path(__file__).resolve().parent.parent
+        note = "" if running is not None else f" (this command itself runs from {here})"
+        target = root.current_target()
+        if target is None:
+            return Finding(
+                name="install",
+                status="fail",
+                finding=f"{root.current} is missing{note}",
+                fix=ctx.repair_command(),
+            )
+        version = root.current_version()
+        if version is None:
+            return Finding(
+                name="install",
+                status="fail",
+                finding=f"{root.current} points at {target}, which does not exist{note}",
+                fix=ctx.repair_command(),
+            )
+        if root.journal.exists():
+            return Finding(
+                name="install",
+                status="warn",
+                finding=f"an update was interrupted ({root.journal} is left over)",
+                fix=f"{shell_quote(root.update_script)} (finishes or rolls back the interrupted update)",
+            )
+        count = len(root.releases())
+        found = f"{root.root}: current -> {target} ({count} release{'s' if count != 1 else ''})"
+        if running is not None and running.name != version:
+            note = f" (this command itself runs release {running.name})"
+        return Finding(name="install", status="ok", finding=found + note)
+
+    return await asyncio.to_thread(probe)
+
+
+# -- Docker and the runtime image --------------------------------------------------------
+
+
+def _docker_url(ctx: Context) -> str:
+    from skald.sandbox.client import DEFAULT_SOCKET
+
+    return ctx.config.sandbox.docker_host or DEFAULT_SOCKET
+
+
+def _docker_socket_problem(ctx: Context, url: str) -> Finding | None:
+    """A precise finding for a unix socket that is missing or not ours to use."""
+    from skald.sandbox.client import DEFAULT_SOCKET
+
+    if not url.startswith("unix://"):
+        return None
+    sock = Path(url[len("unix://") :])
+    installed = _which("dockerd", ctx.environ) is not None
+    if not sock.exists():
+        if url != DEFAULT_SOCKET and installed:
+            return Finding(
+                name="docker",
+                status="fail",
+                finding=f"no Docker socket at {sock} (from sandbox.docker_host or DOCKER_HOST)",
+                fix="unset DOCKER_HOST (or set sandbox.docker_host) to the running daemon's "
+                f"socket, e.g. {DEFAULT_SOCKET}",
+            )
+        if installed:
+            return Finding(
+                name="docker",
+                status="fail",
+                finding=f"Docker is installed but not running (no socket at {sock})",
+                fix="sudo systemctl enable --now docker",
+            )
+        return Finding(
+            name="docker",
+            status="fail",
+            finding=f"Docker is not installed (no socket at {sock})",
+            fix="install Docker (Debian: sudo apt-get install docker.io)",
+        )
+    if not os.access(sock, os.R_OK | os.W_OK):
+        return Finding(
+            name="docker",
+            status="fail",
+            finding=f"permission denied on {sock}: {ctx.user} is not in the docker group "
+            "(or has not logged in again since joining it)",
+            fix=f"sudo usermod -aG docker {ctx.user}, then log out and in",
+        )
+    return None
+
+
+async def check_docker(ctx: Context) -> Finding:
+    from skald.sandbox.client import DockerUnavailable, connect
+
+    url = _docker_url(ctx)
+    if not ctx.config.sandbox.enabled:
+        return Finding(
+            name="docker",
+            status="skip",
+            finding="sandbox disabled (sandbox.enabled = false): Docker not needed",
+        )
+    problem = await asyncio.to_thread(_docker_socket_problem, ctx, url)
+    if problem is None:
+        try:
+            client = await asyncio.to_thread(connect, url, DOCKER_TIMEOUT_S)
+        except DockerUnavailable as exc:
+            message = str(exc)
+            if "permission denied" in message:
+                fix = f"sudo usermod -aG docker {ctx.user}, then log out and in"
+            elif "refused" in message or "no such socket" in message:
+                fix = "sudo systemctl enable --now docker"
+            else:
+                fix = "sudo systemctl restart docker (and check sandbox.docker_host / DOCKER_HOST)"
+            problem = Finding(name="docker", status="fail", finding=message, fix=fix)
+        else:
+            ctx.docker_client = client
+            version = await asyncio.to_thread(_docker_version, client)
+            return Finding(name="docker", status="ok", finding=f"Docker {version} at {url}")
+    return problem
+
+
+def _docker_version(client: Any) -> str:
+    try:
+        return str(client.version().get("Version", "?"))
+    except Exception:  # cosmetic: the daemon answered the ping already
+        return "?"
+
+
+async def check_image(ctx: Context) -> Finding:
+    from skald.sandbox.image import has_image, image_tag
+
+    image = ctx.config.sandbox.image or image_tag()
+    if not ctx.config.sandbox.enabled:
+        return Finding(name="image", status="skip", finding="sandbox disabled; no image needed")
+    if ctx.docker_client is None:
+        return Finding(name="image", status="skip", finding=f"{image}: needs Docker (see above)")
+    present = await asyncio.to_thread(has_image, ctx.docker_client, image)
+    if present:
+        return Finding(name="image", status="ok", finding=f"runtime image {image} present")
+    if ctx.config.sandbox.image:
+        fix = f"docker pull {shlex.quote(image)} (or empty sandbox.image to use the built-in one)"
+    else:
+        fix = "skald image build"
+    return Finding(
+        name="image", status="fail", finding=f"runtime image {image} is missing", fix=fix
+    )
+
+
+# -- the systemd user unit and linger ------------------------------------------------------
+
+
+def _user_manager_answers(environ: Mapping[str, str]) -> bool:
+    if _which("systemctl", environ) is None:
+        return False
+    try:
+        r = _run(["systemctl", "--user", "is-system-running"], environ)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    state = r.stdout.strip()
+    return bool(state) and state not in ("offline", "unknown")
+
+
+def _wanted_by(unit_text: str) -> list[str]:
+    targets: list[str] = []
+    section = ""
+    for raw in unit_text.splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif section == "Install" and line.startswith("WantedBy="):
+            targets.extend(line[len("WantedBy=") :].split())
+    return targets or ["default.target"]
+
+
+def unit_state(environ: Mapping[str, str]) -> tuple[Path, bool, str | None, str | None]:
+    """(unit path, file exists, is-enabled, is-active). The states are systemctl's words,
+    or None when no user manager answers (is-enabled is then read from the files)."""
+    path = ir.unit_path(environ)
+    exists = path.is_file()
+    if _user_manager_answers(environ):
+        enabled = _run(["systemctl", "--user", "is-enabled", ir.UNIT_NAME], environ)
+        active = _run(["systemctl", "--user", "is-active", ir.UNIT_NAME], environ)
+        return path, exists, enabled.stdout.strip() or None, active.stdout.strip() or None
+    if not exists:
+        return path, False, None, None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return path, True, None, None
+    unit_dir = path.parent
+    wants = [unit_dir / f"{target}.wants" / ir.UNIT_NAME for target in _wanted_by(text)]
+    return path, True, "enabled" if any(w.exists() for w in wants) else "disabled", None
+
+
+async def check_unit(ctx: Context) -> Finding:
+    if not ctx.installed:
+        return Finding(
+            name="unit", status="skip", finding="not installed as a service (no install root)"
+        )
+    path, exists, enabled, active = await asyncio.to_thread(unit_state, ctx.environ)
+    if not exists:
+        return Finding(
+            name="unit",
+            status="fail",
+            finding=f"no systemd user unit at {path}",
+            fix=await asyncio.to_thread(ctx.repair_command),
+        )
+    if enabled == "masked":
+        return Finding(
+            name="unit",
+            status="fail",
+            finding=f"{ir.UNIT_NAME} is masked",
+            fix="systemctl --user unmask skald && systemctl --user enable --now skald",
+        )
+    if enabled not in ("enabled", "enabled-runtime", "linked", "alias"):
+        return Finding(
+            name="unit",
+            status="fail",
+            finding=f"{path} is installed but not enabled ({enabled or 'unknown'})",
+            fix="systemctl --user enable --now skald",
+        )
+    if active is None:
+        return Finding(
+            name="unit",
+            status="ok",
+            finding=f"{path} installed and enabled (no user manager to ask whether it runs)",
+        )
+    if active != "active":
+        return Finding(
+            name="unit",
+            status="warn",
+            finding=f"{ir.UNIT_NAME} is enabled but {active}",
+            fix="systemctl --user restart skald (journalctl --user -u skald -e says why it stopped)",
+        )
+    return Finding(name="unit", status="ok", finding=f"{ir.UNIT_NAME} enabled and active")
+
+
+async def check_linger(ctx: Context) -> Finding:
+    if not ctx.installed:
+        return Finding(name="linger", status="skip", finding="not installed as a service")
+    user = ctx.user
+    flag = ir.linger_file(user, ctx.linger_dir)
+    if await asyncio.to_thread(flag.exists):
+        return Finding(name="linger", status="ok", finding=f"lingering enabled for {user}")
+    return Finding(
+        name="linger",
+        status="warn",
+        finding=f"lingering is off for {user}: Skald stops at logout and does not start at boot",
+        fix=f"sudo loginctl enable-linger {user}",
+    )
+
+
+# -- the port ---------------------------------------------------------------------------
+
+
+def _bind_free(host: str, port: int) -> OSError | None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        # As the server does: a port with only TIME_WAIT leftovers counts as free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc
+    return None
+
+
+_SS_USER = re.compile(r'\("(?P<name>[^"]+)",pid=(?P<pid>\d+)')
+
+
+def _listener(port: int, environ: Mapping[str, str]) -> str | None:
+    """`name (pid N)` of whoever listens on the port, when `ss` can tell."""
+    if _which("ss", environ) is None:
+        return None
+    try:
+        r = _run(["ss", "-Hltnp", f"sport = :{port}"], environ)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = _SS_USER.search(r.stdout)
+    return f"{m['name']} (pid {m['pid']})" if m else None
+
+
+def _probe_host(host: str) -> str:
+    if host in ("", "0.0.0.0", "::", "[::]"):  # noqa: S104 - comparing, not binding
+        return "127.0.0.1"
+    return host
+
+
+def _free_port_near(host: str, port: int) -> int | None:
+    for candidate in range(port + 1, min(port + 50, 65536)):
+        if _bind_free(host, candidate) is None:
+            return candidate
+    return None
+
+
+async def check_port(ctx: Context) -> Finding:
+
+    host, port = ctx.config.server.host, ctx.config.server.port
+    ctx.serving = await asyncio.to_thread(is_serving, ctx.layout)
+    info = await asyncio.to_thread(holder, ctx.layout) if ctx.serving else None
+    if info is not None and info.role == "serve" and info.port and info.port != port:
+        port = info.port  # the server was started with --port: check that one
+    error = await asyncio.to_thread(_bind_free, host, port)
+    if error is None:
+        return Finding(name="port", status="ok", finding=f"port {port} on {host} is free")
+    if error.errno not in (errno.EADDRINUSE, errno.EACCES):
+        return Finding(
+            name="port",
+            status="fail",
+            finding=f"cannot bind {host}:{port}: {error.strerror or error}",
+            fix=f"set server.host in {shell_quote(ctx.layout.config_file)} to an address of this machine "
+            "(0.0.0.0 serves every interface)",
+        )
+    health = await fetch_health(_probe_host(host), port, wait_s=2.0)
+    version = None if health is None else str(health["version"])
+    if version is not None and ctx.serving:
+        current = await asyncio.to_thread(ctx.install.current_version)
+        if current is not None and current != version:
+            return Finding(
+                name="port",
+                status="warn",
+                finding=f"port {port} is served by this Skald, version {version}, but the "
+                f"installed version is {current} (waiting for a restart?)",
+                fix="systemctl --user restart skald",
+            )
+        return Finding(
+            name="port",
+            status="ok",
+            finding=f"port {port} is served by this Skald (version {version})",
+        )
+    other = await asyncio.to_thread(_listener, port, ctx.environ)
+    spare = await asyncio.to_thread(_free_port_near, host, port)
+    move = (
+        f"set port = {spare} under [server] in {shell_quote(ctx.layout.config_file)} "
+        "(or SKALD_SERVER_PORT), then systemctl --user restart skald"
+        if spare
+        else "choose another server.port"
+    )
+    if error.errno == errno.EACCES:
+        return Finding(
+            name="port",
+            status="fail",
+            finding=f"port {port} is privileged: this account may not listen on it",
+            fix=move,
+        )
+    if version is not None:
+        who = f" ({other})" if other else ""
+        return Finding(
+            name="port",
+            status="fail",
+            finding=f"port {port} is taken by another Skald server{who}, version {version}, "
+            f"that does not serve {ctx.layout.root}",
+            fix=f"stop that server, or {move}",
+        )
+    who = other or "another program"
+    return Finding(
+        name="port",
+        status="fail",
+        finding=f"port {port} is taken by {who}, not Skald",
+        fix=f"stop {who}, or {move}",
+    )
