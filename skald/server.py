@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import signal
-import socket
 
 from granian.constants import Interfaces
 from granian.server.embed import Server
@@ -20,7 +19,7 @@ from skald.config import Config
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
 from skald.log import get_logger
-from skald.ops.channel import InstanceLock, remove_token, write_token
+from skald.ops.channel import InstanceLock, bind_error, remove_token, write_token
 from skald.paths import DataLayout
 
 log = get_logger("skald.server")
@@ -30,17 +29,12 @@ SHUTDOWN_GRACE_S = 8.0
 
 def _check_port(host: str, port: int) -> None:
     # Granian reports a busy port deep inside its worker; say it plainly up front.
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise SkaldError(
-                    f"port {port} on {host} is already in use (is Skald already running?)"
-                ) from None
-            raise SkaldError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    exc = bind_error(host, port)
+    if exc is None:
+        return
+    if exc.errno == errno.EADDRINUSE:
+        raise SkaldError(f"port {port} on {host} is already in use (is Skald already running?)")
+    raise SkaldError(f"cannot listen on {host}:{port}: {exc.strerror}")
 
 
 async def serve(layout: DataLayout, config: Config, host: str, port: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -100,20 +101,27 @@ def same_origin(scope: Any) -> bool:
     return host is not None and netloc == host
 
 
-async def _refuse_http(send: Any) -> None:
-    body = b'{"error":{"code":"cross_origin","message":"requests from other sites are refused"}}'
+async def send_json(
+    send: Any, status: int, body: bytes, extra_headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """A whole JSON answer straight on the ASGI channel, for refusals made before the app."""
     await send(
         {
             "type": "http.response.start",
-            "status": 403,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
-                *SECURITY_HEADERS,
+                *extra_headers,
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+_CROSS_ORIGIN = (
+    b'{"error":{"code":"cross_origin","message":"requests from other sites are refused"}}'
+)
 
 
 class EdgeMiddleware:
@@ -130,7 +138,7 @@ class EdgeMiddleware:
         started = time.perf_counter()
         status = 0
         if scope["method"] in UNSAFE_METHODS and not same_origin(scope):
-            await _refuse_http(send)
+            await send_json(send, 403, _CROSS_ORIGIN, SECURITY_HEADERS)
             status = 403
         else:
 

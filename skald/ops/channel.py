@@ -33,6 +33,7 @@ import fcntl
 import json
 import os
 import secrets
+import socket
 import tempfile
 from pathlib import Path
 from types import TracebackType
@@ -344,4 +345,19 @@ async def fetch_health(host: str, port: int, wait_s: float = 3.0) -> dict[str, A
         return None
     if isinstance(data, dict) and isinstance(data.get("version"), str):
         return data
+    return None
+
+
+def bind_error(host: str, port: int) -> OSError | None:
+    """Why host:port cannot be listened on now, or None when it can (blocking, quick).
+
+    SO_REUSEADDR as the server sets it: a port with only TIME_WAIT leftovers counts as free.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc
     return None

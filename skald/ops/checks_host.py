@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from skald.ops import install_root as ir
-from skald.ops.channel import fetch_health, holder, is_serving
+from skald.ops.channel import bind_error, fetch_health, holder, is_serving
 from skald.ops.checks_base import Context, Finding, shell_quote
 
 MIN_PYTHON = (3, 11)
@@ -326,18 +325,6 @@ async def check_linger(ctx: Context) -> Finding:
 # -- the port ---------------------------------------------------------------------------
 
 
-def _bind_free(host: str, port: int) -> OSError | None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        # As the server does: a port with only TIME_WAIT leftovers counts as free.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            return exc
-    return None
-
-
 _SS_USER = re.compile(r'\("(?P<name>[^"]+)",pid=(?P<pid>\d+)')
 
 
@@ -361,7 +348,7 @@ def _probe_host(host: str) -> str:
 
 def _free_port_near(host: str, port: int) -> int | None:
     for candidate in range(port + 1, min(port + 50, 65536)):
-        if _bind_free(host, candidate) is None:
+        if bind_error(host, candidate) is None:
             return candidate
     return None
 
@@ -373,7 +360,7 @@ async def check_port(ctx: Context) -> Finding:
     info = await asyncio.to_thread(holder, ctx.layout) if ctx.serving else None
     if info is not None and info.role == "serve" and info.port and info.port != port:
         port = info.port  # the server was started with --port: check that one
-    error = await asyncio.to_thread(_bind_free, host, port)
+    error = await asyncio.to_thread(bind_error, host, port)
     if error is None:
         return Finding(name="port", status="ok", finding=f"port {port} on {host} is free")
     if error.errno not in (errno.EADDRINUSE, errno.EACCES):

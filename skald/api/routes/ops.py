@@ -26,6 +26,7 @@ from litestar.exceptions import NotFoundException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import JSONBody
 
+from skald.api.security import send_json
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
 from skald.log import get_logger
@@ -76,20 +77,6 @@ def approved(scope: dict[str, Any], token: str | None) -> bool:
     return token_matches(token, sent[0].decode("latin-1"))
 
 
-async def _not_found(send: Any) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 404,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(NOT_FOUND_BODY)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": NOT_FOUND_BODY})
-
-
 class OpsGate:
     """ASGI wrapper: `/api/ops*` passes only with the ops token from loopback."""
 
@@ -101,7 +88,7 @@ class OpsGate:
         if scope["type"] in ("http", "websocket") and is_ops_path(scope.get("path", "")):
             if scope["type"] != "http" or not approved(scope, self.token):
                 if scope["type"] == "http":
-                    await _not_found(send)
+                    await send_json(send, 404, NOT_FOUND_BODY)
                 else:
                     await send({"type": "websocket.close", "code": 1008})
                 return
