@@ -70,6 +70,11 @@ class ServerProcess:
         r = self.cli("setup", "--admin", ADMIN, "--password-stdin", stdin=ADMIN_PW + "\n")
         assert r.returncode == 0, r.stderr
 
+    def add_user(self, name: str, password: str, role: str = "member") -> None:
+        """`skald user add` through the CLI (the server may be running or not)."""
+        r = self.cli("user", "add", name, "--role", role, "--password-stdin", stdin=password + "\n")
+        assert r.returncode == 0, r.stderr
+
     def start(self, timeout: float = 30.0) -> ServerProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(

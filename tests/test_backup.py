@@ -110,8 +110,7 @@ def test_backup_while_serving_and_restore_into_the_stopped_instance(tmp_path: Pa
     srv = ServerProcess(tmp_path)
     srv.create_admin()
     for name, role in (("ada", "member"), ("tim", "children")):
-        r = srv.cli("user", "add", name, "--role", role, "--password-stdin", stdin=PASSWORD + "\n")
-        assert r.returncode == 0, r.stderr
+        srv.add_user(name, PASSWORD, role)
     try:
         srv.start()
         ada = Api(srv.url)
@@ -188,10 +187,7 @@ def test_backup_while_serving_and_restore_into_the_stopped_instance(tmp_path: Pa
 
         code, _ = srv.stop()
         assert code == 0
-        r = srv.cli(
-            "user", "add", "bob", "--role", "member", "--password-stdin", stdin=PASSWORD + "\n"
-        )
-        assert r.returncode == 0, r.stderr
+        srv.add_user("bob", PASSWORD)
 
         r = srv.cli("restore", str(archive), "--yes")
         assert r.returncode == 0, r.stderr
@@ -234,8 +230,7 @@ def offline(tmp_path: Path) -> ServerProcess:
     """A data directory with an admin, a member and some home content; no server."""
     srv = ServerProcess(tmp_path)
     srv.create_admin()
-    r = srv.cli("user", "add", "ada", "--role", "member", "--password-stdin", stdin=PASSWORD + "\n")
-    assert r.returncode == 0, r.stderr
+    srv.add_user("ada", PASSWORD)
     home = srv.data / "homes" / "somebody"
     (home / "sub").mkdir(parents=True)
     (home / "sub" / "notes.txt").write_text("home content")

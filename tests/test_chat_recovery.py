@@ -36,12 +36,7 @@ def test_kill_9_mid_tool_round_then_resume(tmp_path: Path) -> None:
     with FakeLLM() as fake:
         srv = ServerProcess(tmp_path)
         srv.create_admin()
-        assert (
-            srv.cli(
-                "user", "add", "ada", "--role", "member", "--password-stdin", stdin=PW + "\n"
-            ).returncode
-            == 0
-        )
+        srv.add_user("ada", PW)
         srv.start()
         try:
             admin = Api(srv.url)
@@ -179,12 +174,7 @@ def test_kill_9_with_an_approval_pending_then_approve_from_the_inbox(tmp_path: P
     with FakeLLM() as fake:
         srv = ServerProcess(tmp_path)
         srv.create_admin()
-        assert (
-            srv.cli(
-                "user", "add", "ada", "--role", "member", "--password-stdin", stdin=PW + "\n"
-            ).returncode
-            == 0
-        )
+        srv.add_user("ada", PW)
         srv.start()
         try:
             admin = Api(srv.url)

@@ -25,8 +25,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv = ServerProcess(tmp_path)
     srv.create_admin()
     for name in ("ada", "bo"):
-        r = srv.cli("user", "add", name, "--role", "member", "--password-stdin", stdin=PW + "\n")
-        assert r.returncode == 0, r.stderr
+        srv.add_user(name, PW)
     srv.start()
     yield srv
     srv.close()

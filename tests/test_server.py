@@ -24,8 +24,7 @@ PW = "member's long password"
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv = ServerProcess(tmp_path)
     srv.create_admin()
-    r = srv.cli("user", "add", "ada", "--role", "member", "--password-stdin", stdin=PW + "\n")
-    assert r.returncode == 0, r.stderr
+    srv.add_user("ada", PW)
     srv.start()
     yield srv
     srv.close()

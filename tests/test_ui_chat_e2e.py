@@ -27,19 +27,18 @@ import pytest
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, ServerProcess
 from test_ui_e2e import (
-    CHROMIUM_ARGS,
     CSP_RECORDER,
     PLAYWRIGHT_MISSING,
     SHOTS,
     Watch,
-    _browser_or_skip,
     _hash,
     _login,
+    chromium,
     shot,
 )
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 MEMBER, MEMBER_PW = "ada", "ada's long password"
 MAIN_MODEL, SECOND_MODEL = "fake-main", "fake-second"
@@ -79,10 +78,7 @@ def fake() -> Iterator[FakeLLM]:
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv = ServerProcess(tmp_path)
     srv.create_admin()
-    added = srv.cli(
-        "user", "add", MEMBER, "--role", "member", "--password-stdin", stdin=MEMBER_PW + "\n"
-    )
-    assert added.returncode == 0, added.stderr
+    srv.add_user(MEMBER, MEMBER_PW)
     srv.start()
     yield srv
     srv.close()
@@ -90,11 +86,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    executable = _browser_or_skip()
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.mark.timeout(120)

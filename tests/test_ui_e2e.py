@@ -85,6 +85,17 @@ def _browser_or_skip() -> str:
     return CHROMIUM
 
 
+@contextlib.contextmanager
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium launched headless with the flags above (skips, or fails under
+    SKALD_CI, when it or Playwright is missing)."""
+    executable = _browser_or_skip()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
 class Watch:
     """Console errors, page errors and CSP violations of every page in the scenario."""
 
@@ -136,11 +147,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    executable = _browser_or_skip()
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.mark.timeout(120)

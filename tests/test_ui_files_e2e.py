@@ -31,13 +31,12 @@ from typing import Any
 import pytest
 from harness import ServerProcess
 from test_ui_e2e import (
-    CHROMIUM_ARGS,
     CSP_RECORDER,
     PLAYWRIGHT_MISSING,
     SHOTS,
     Watch,
-    _browser_or_skip,
     _login,
+    chromium,
     shot,
 )
 
@@ -49,7 +48,6 @@ if not PLAYWRIGHT_MISSING:
         Locator,
         Page,
         expect,
-        sync_playwright,
     )
 
 MEMBER, MEMBER_PW = "ada", "ada's long password"
@@ -132,10 +130,7 @@ class FilesWatch(Watch):
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv = ServerProcess(tmp_path)  # sandbox off: SKALD_SANDBOX_ENABLED=false (harness)
     srv.create_admin()
-    added = srv.cli(
-        "user", "add", MEMBER, "--role", "member", "--password-stdin", stdin=MEMBER_PW + "\n"
-    )
-    assert added.returncode == 0, added.stderr
+    srv.add_user(MEMBER, MEMBER_PW)
     srv.start()
     yield srv
     srv.close()
@@ -143,11 +138,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    executable = _browser_or_skip()
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.mark.timeout(120)

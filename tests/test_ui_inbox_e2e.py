@@ -25,18 +25,17 @@ import pytest
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, ServerProcess
 from test_ui_e2e import (
-    CHROMIUM_ARGS,
     CSP_RECORDER,
     PLAYWRIGHT_MISSING,
     SHOTS,
     Watch,
-    _browser_or_skip,
     _login,
+    chromium,
     shot,
 )
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
+    from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 USER, USER_PW = "bea", "bea's rather long password"
 MODEL = "fake-inbox"
@@ -65,10 +64,7 @@ def fake() -> Iterator[FakeLLM]:
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv = ServerProcess(tmp_path)
     srv.create_admin()
-    made = srv.cli(
-        "user", "add", USER, "--role", "member", "--password-stdin", stdin=USER_PW + "\n"
-    )
-    assert made.returncode == 0, made.stderr
+    srv.add_user(USER, USER_PW)
     srv.start()
     yield srv
     srv.close()
@@ -76,11 +72,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def browser() -> Iterator[Browser]:
-    chromium = _browser_or_skip()
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 def _front(page: Page) -> Page:
