@@ -79,6 +79,23 @@ class Tool(ABC):
         """
 
 
+class Reads:
+    """Mixin for a tool that only reads: safe to run beside others and to run again after
+    a crash (list it before the Tool base class)."""
+
+    kind: ToolKind = "read"
+    concurrency_safe: bool = True
+    rerun_on_recovery: bool = True
+
+
+class Writes:
+    """Mixin for a tool that changes something: runs alone and never twice by itself."""
+
+    kind: ToolKind = "write"
+    concurrency_safe: bool = False
+    rerun_on_recovery: bool = False
+
+
 ToolFunction = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
-from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
 from skald.errors import NotFoundError, SkaldError
 from skald.files.mime import sniff
 from skald.files.router import (
@@ -173,16 +173,12 @@ def _sentence(message: str) -> str:
     return message if message.endswith((".", "!", "?")) else message + "."
 
 
-class _Reading(FileTool):
-    kind = "read"
-    concurrency_safe = True
-    rerun_on_recovery = True
+class _Reading(Reads, FileTool):
+    pass
 
 
-class _Writing(FileTool):
-    kind = "write"
-    concurrency_safe = False
-    rerun_on_recovery = False
+class _Writing(Writes, FileTool):
+    pass
 
 
 # -- read_file ----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from skald.agent.note_paths import (
     parse_note_path,
     store_of,
 )
-from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolSpec
 from skald.store import notes
@@ -299,16 +299,12 @@ class NoteTool(Tool):
         """Do the work; raise `_Refusal` for anything the model must correct."""
 
 
-class _ReadTool(NoteTool):
-    kind = "read"
-    concurrency_safe = True
-    rerun_on_recovery = True
+class _ReadTool(Reads, NoteTool):
+    pass
 
 
-class _WriteTool(NoteTool):
-    kind = "write"
-    concurrency_safe = False
-    rerun_on_recovery = False
+class _WriteTool(Writes, NoteTool):
+    pass
 
 
 class ReadFileTool(_ReadTool):
