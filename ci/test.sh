@@ -182,6 +182,11 @@ check_shellcheck() {
     shellcheck ci/*.sh tests/e2e/*.sh
 }
 
+# The layer contracts of docs/dev/architecture.md ([tool.importlinter] in pyproject.toml).
+check_imports() {
+    "$VENV/bin/lint-imports" --no-cache
+}
+
 check_mypy() {
     # Packages come from [tool.mypy] in pyproject.toml.
     "$VENV/bin/mypy"
@@ -263,6 +268,7 @@ main() {
     run_check ruff check_ruff
     run_check "ruff format" check_format
     run_check mypy check_mypy
+    run_check "import layers" check_imports
     run_check shellcheck check_shellcheck
     run_check build check_build
     run_check pytest check_pytest "$@"

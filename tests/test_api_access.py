@@ -11,7 +11,7 @@ from conftest import PASSWORD, Client
 from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 
 from skald.api.app import create_app
-from skald.core.rules import Rule
+from skald.approvals.rules import Rule
 from skald.core.runtime import Runtime
 from skald.store.registry import SecurityGroup
 

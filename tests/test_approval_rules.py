@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from skald.core.approvals import default_rules
-from skald.core.rules import (
+from skald.approvals.rules import (
     NO_PATH,
     SEED_RULES,
     CallFacts,
@@ -18,6 +17,7 @@ from skald.core.rules import (
     tool_matches,
     valid_tool_pattern,
 )
+from skald.core.approvals import default_rules
 from skald.store.registry import Registry
 
 READ = frozenset({"@fs_read"})

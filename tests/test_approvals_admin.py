@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from conftest import Client
 
-from skald.core.rules import SEED_RULES
+from skald.approvals.rules import SEED_RULES
 from skald.core.runtime import Runtime
 
 MakeClient = Callable[[], Awaitable[Client]]

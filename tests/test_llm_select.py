@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.llm.errors import LlmError, error_for_status
-from skald.llm.select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.llm.types import Finished, Request, StreamEvent, TextDelta, Usage
 from skald.store.llm import ModelRow, Strength
 

@@ -9,7 +9,12 @@ from typing import Protocol
 import pytest
 from migration_helpers import build_at
 
-from skald.agent.note_paths import (
+from skald.errors import InvalidInputError, NotFoundError
+from skald.store.database import open_plain
+from skald.store.migrations import migrate
+from skald.store.migrations.owner import OWNER
+from skald.store.migrations.registry import REGISTRY
+from skald.store.note_paths import (
     INDEX_NOTE,
     MAX_DEPTH,
     MAX_NOTE_PATH_CHARS,
@@ -24,11 +29,6 @@ from skald.agent.note_paths import (
     parse_note_path,
     store_of,
 )
-from skald.errors import InvalidInputError, NotFoundError
-from skald.store.database import open_plain
-from skald.store.migrations import migrate
-from skald.store.migrations.owner import OWNER
-from skald.store.migrations.registry import REGISTRY
 from skald.store.notes import NoteHit, NoteInfo
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry

@@ -2,7 +2,7 @@
 
 `check` finds the conversation's security group (`group_of`), loads that group's rules
 (`rules`, from the registry in production; the seeded defaults when not given) and lets
-`skald.core.rules.evaluate` pick the first matching rule: allow, deny, or require with
+`skald.approvals.rules.evaluate` pick the first matching rule: allow, deny, or require with
 the rule's description as the reason shown to the person.
 
 A required call waits for a person: `wait` keeps the request in `pending()`, tells the
@@ -31,7 +31,7 @@ from skald.agent.approval import (
     Require,
 )
 from skald.agent.tools import Tool, ToolContext
-from skald.core.rules import (
+from skald.approvals.rules import (
     DEFAULT_GROUP,
     SEED_RULES,
     SHARED_WRITE_REASON,

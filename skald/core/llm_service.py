@@ -9,17 +9,16 @@ from pathlib import Path
 
 import httpx
 
+from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.core.sealing import InstanceKey
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.provider_types import ProviderType, load_provider_types, make_client
-from skald.llm.select import FallbackClient, ModelHealth, Outcome, auto_order
+from skald.llm.provider_types import BUILTIN_KINDS, ProviderType, load_provider_types, make_client
 from skald.log import get_logger
 from skald.store.llm import LlmStore, ModelCapability, ModelRow, ProviderRow, Strength
 
 log = get_logger("skald.llm")
-BUILTIN_KINDS = ("openai_compatible", "anthropic")
 
 
 def _purpose(provider_id: str) -> str:

@@ -12,9 +12,9 @@ import asyncio
 import difflib
 from typing import Any, Final
 
-from skald.agent.note_paths import SHARED_MEMORY, parse_note_path, store_of
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter, Resolved
+from skald.store.note_paths import SHARED_MEMORY, parse_note_path, store_of
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
 

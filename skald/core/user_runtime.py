@@ -25,11 +25,11 @@ from skald.agent.prompts import (
     profile_block,
     task_agents_block,
 )
-from skald.channels.hub import ChatHub, TurnSetup
 from skald.config import AssistantConfig
 from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
+from skald.core.hub import ChatHub, TurnSetup
 from skald.core.llm_service import LlmService
 from skald.core.preview import write_preview
 from skald.core.users import UnlockedUser

@@ -47,7 +47,6 @@ from typing import Final, Literal
 
 import msgspec
 
-from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, NoteStoreName
 from skald.assets import asset_dir
 from skald.errors import (
     ConflictError,
@@ -57,6 +56,7 @@ from skald.errors import (
     StorageError,
 )
 from skald.paths import DataLayout
+from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, NoteStoreName
 
 __all__ = [
     "CONTAINER_HOME",

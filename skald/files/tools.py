@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
 from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
 from skald.errors import NotFoundError, SkaldError
 from skald.files.mime import sniff
@@ -41,6 +40,7 @@ from skald.files.router import (
     write_bytes,
 )
 from skald.llm.types import ToolSpec
+from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.args import Refusal as _Refusal

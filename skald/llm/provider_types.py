@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,7 +23,7 @@ from skald.llm.openai_compat import OpenAICompatClient
 
 FILE_NAME = "providers.json"
 # Kinds implemented in code; a data entry may not shadow them.
-BUILTIN_KINDS = ("openai_compatible", "anthropic")
+BUILTIN_KINDS: Final = ("openai_compatible", "anthropic")
 
 
 class ProviderType(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -40,7 +40,7 @@ class OwnerStore:
 
     # -- memory notes ------------------------------------------------------------
     # Paths are relative to the store (`people/ada.md`); the agent-facing `user-memory/`
-    # prefix and its rules live in `skald.agent.note_paths`.
+    # prefix and its rules live in `skald.store.note_paths`.
 
     async def note_put(self, path: str, content: str) -> None:
         stamp = now_iso()

@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from skald.core.rules import DEFAULT_GROUP, SEED_RULES, Rule
+from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one, open_plain
 from skald.store.migrations import migrate

@@ -3,7 +3,7 @@
 Same operations as a member's private notes in `OwnerStore`, plus who changed a note last.
 Who may read or write is decided above this layer (capabilities and approval rules); this
 class only stores. Paths are relative to the store (`recipes/bread.md`); the agent-facing
-`shared-memory/` prefix and its rules live in `skald.agent.note_paths`.
+`shared-memory/` prefix and its rules live in `skald.store.note_paths`.
 """
 
 from __future__ import annotations

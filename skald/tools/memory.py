@@ -1,6 +1,6 @@
 """The memory note tools: the model reads, writes, edits, lists and searches its notes.
 
-Two virtual stores, named by agent paths (`skald.agent.note_paths`):
+Two virtual stores, named by agent paths (`skald.store.note_paths`):
 - `user-memory/…`: the member's private notes, in their own owner database;
 - `shared-memory/…`: the household's notes, in the registry.
 
@@ -29,7 +29,11 @@ from typing import Any, Final
 
 import apsw
 
-from skald.agent.note_paths import (
+from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
+from skald.errors import InvalidInputError, NotFoundError
+from skald.llm.types import ToolSpec
+from skald.store import notes
+from skald.store.note_paths import (
     INDEX_NOTE,
     SHARED_MEMORY,
     STORES,
@@ -41,10 +45,6 @@ from skald.agent.note_paths import (
     parse_note_path,
     store_of,
 )
-from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
-from skald.errors import InvalidInputError, NotFoundError
-from skald.llm.types import ToolSpec
-from skald.store import notes
 from skald.store.notes import PRIVATE_NOTES, SHARED_NOTES, NoteHit, NoteInfo, NoteTables
 from skald.store.owner import OwnerStore
 from skald.store.registry import now_iso

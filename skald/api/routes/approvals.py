@@ -16,8 +16,15 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
+from skald.approvals.rules import (
+    Action,
+    CallFacts,
+    Rule,
+    evaluate,
+    normalise_path,
+    valid_tool_pattern,
+)
 from skald.core.approvals import facts_of
-from skald.core.rules import Action, CallFacts, Rule, evaluate, normalise_path, valid_tool_pattern
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolCall

@@ -28,7 +28,6 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromQuery, JSONBody, Parameter
 from litestar.response import Stream
 
-from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
 from skald.api.deps import AnyRequest, requires
 from skald.api.errors import ApiError, error_response
 from skald.api.openapi import errors
@@ -47,6 +46,7 @@ from skald.files.router import (
     Resolved,
     Virtual,
 )
+from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
 from skald.store.notes import NoteInfo
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
