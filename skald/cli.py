@@ -135,7 +135,7 @@ async def cmd_setup(args: argparse.Namespace, env: Env) -> int:
     if env.layout.system_db.exists():
         # Refuse before asking for a password that would not be used.
         async def has_admin(core: Core) -> int:
-            return int(await core.registry.admin_exists())
+            return int(await core.users.admin_exists())
 
         if await _with_core(env, has_admin):
             raise SkaldError(
@@ -145,7 +145,7 @@ async def cmd_setup(args: argparse.Namespace, env: Env) -> int:
     check_password(password)
 
     async def run(core: Core) -> int:
-        if await core.registry.admin_exists():
+        if await core.users.admin_exists():
             raise SkaldError(
                 f"an administrator already exists in {env.layout.root}; nothing changed"
             )

@@ -23,6 +23,7 @@ from typing import Any, Final, TypeVar
 
 from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
 from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
+from skald.core.permissions import declare
 from skald.errors import NotFoundError, SkaldError
 from skald.files.mime import sniff
 from skald.files.router import (
@@ -72,6 +73,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# The member's files: the Files API (`api/routes/files.py`), the folder watches of the
+# event stream, and the file tools of the member's assistant (`UserRuntime._tools`).
+FILES = declare("files", "Browse and manage own files")
 
 MAX_WRITE_BYTES: Final = 10 * 1024 * 1024  # a tool argument, not a transfer channel
 MAX_EDIT_BYTES: Final = 10 * 1024 * 1024
