@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,40 @@ def test_cli_deactivate_while_a_server_runs_closes_the_members_socket_and_sessio
     r = server.cli("user", "delete", "ada", "--yes")
     assert r.returncode == 0 and "by the running server" in r.stdout, r.stderr
     assert again.get("/api/auth/me").status_code == 401
+
+
+@pytest.mark.docker
+def test_cli_deactivate_while_a_server_runs_stops_the_members_sandbox(tmp_path: Path) -> None:
+    from sandbox_support import docker_client, remove_instance_containers
+
+    from skald.sandbox.manager import LABEL_INSTANCE, LABEL_USER
+
+    docker = docker_client()
+    srv = ServerProcess(tmp_path, SKALD_SANDBOX_ENABLED="true", SKALD_SANDBOX_MEMORY_MB="512")
+    srv.create_admin()
+    srv.add_user("ada", PW)
+    instance = None
+    try:
+        srv.start()
+        me = Api(srv.url).login("ada", PW)  # the login starts and probes her sandbox
+
+        def ada_container(status: str) -> bool:
+            nonlocal instance
+            found = docker.containers.list(all=True, filters={"label": f"{LABEL_USER}={me['id']}"})
+            for container in found:
+                instance = container.labels[LABEL_INSTANCE]
+            return any(c.status == status for c in found)
+
+        deadline = time.monotonic() + 60
+        while not ada_container("running"):
+            assert time.monotonic() < deadline, srv.log()[-3000:]
+            time.sleep(0.2)
+        r = srv.cli("user", "deactivate", "ada")
+        assert r.returncode == 0 and "by the running server" in r.stdout, r.stderr
+        # Stopped before the command returned, not at some later reconciliation.
+        assert ada_container("exited"), srv.log()[-3000:]
+    finally:
+        srv.close()
+        if instance is not None:
+            remove_instance_containers(docker, instance)
+        docker.close()
