@@ -229,8 +229,8 @@ async def test_without_the_capability_every_route_tool_and_behaviour_it_guards_i
         assert await probe(only, only_rt), f"with {cap.name}: refused"
         guarded += 1
 
-    guarded += cap.name in PAGES.values()
-    assert guarded, f"{cap.name} is declared but guards no route, tool, page or behaviour"
+    # Pages do not count: hiding a page is a courtesy, the server must refuse by itself.
+    assert guarded, f"{cap.name} is declared but the server checks it nowhere"
 
 
 async def test_the_registry_offers_every_declared_capability_after_start(
