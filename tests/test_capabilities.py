@@ -249,3 +249,15 @@ async def test_the_registry_offers_every_declared_capability_after_start(
     assert await runtime.core.registry.sync_capabilities([(extra.name, extra.description)]) == 0
     rows = dict(await runtime.core.registry.list_capabilities())
     assert rows["zz.extra"] == "added by a later feature" and len(rows) == before + 1
+
+
+async def test_a_role_with_no_capability_is_refused_by_every_guarded_route(
+    runtime: Runtime, make_client: MakeClient
+) -> None:
+    nobody, _ = await _member_with(runtime, make_client, "bare", set())
+    routes = _guarded_routes(runtime)
+    assert len(routes) > 40
+    for method, path, _caps in routes:
+        r = await nobody.call(method, _concrete(path), json={})
+        assert r.status_code == 403, f"{method} {path}: {r.status_code}"
+        assert r.json()["error"]["code"] == "forbidden"
