@@ -14,17 +14,19 @@ import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, Literal, NoReturn, TextIO
 
 import msgspec
 
 from skald import __version__
 from skald.config import Config, load_config, resolve_data_dir
+from skald.core.accounts import AccountService
 from skald.core.context import Core
 from skald.core.users import check_password, check_username
 from skald.errors import ConfigError, SkaldError
 from skald.log import configure_logging, get_logger
 from skald.paths import DataLayout
+from skald.store.sessions import SessionStore
 
 log = get_logger("skald.cli")
 
@@ -135,7 +137,7 @@ async def cmd_setup(args: argparse.Namespace, env: Env) -> int:
     if env.layout.system_db.exists():
         # Refuse before asking for a password that would not be used.
         async def has_admin(core: Core) -> int:
-            return int(await core.registry.admin_exists())
+            return int(await core.users.admin_exists())
 
         if await _with_core(env, has_admin):
             raise SkaldError(
@@ -145,7 +147,7 @@ async def cmd_setup(args: argparse.Namespace, env: Env) -> int:
     check_password(password)
 
     async def run(core: Core) -> int:
-        if await core.registry.admin_exists():
+        if await core.users.admin_exists():
             raise SkaldError(
                 f"an administrator already exists in {env.layout.root}; nothing changed"
             )
@@ -243,38 +245,64 @@ async def cmd_user_recover(args: argparse.Namespace, env: Env) -> int:
     return await _with_core(env, run)
 
 
-async def cmd_user_deactivate(args: argparse.Namespace, env: Env) -> int:
+AccountAction = Literal["deactivate", "activate", "delete"]
+
+
+async def _account_action(env: Env, action: AccountAction, name: str) -> tuple[str, bool]:
+    """Run an account change through the account service: the running server's (over the
+    ops channel, so it closes the member's sessions, pages and sandbox as the web UI
+    does) or, with no server, one of our own. Returns the username and whether a server
+    did it. A server that holds the directory but cannot be asked is an error, never a
+    reason to write behind its back."""
+    from skald.ops.channel import OPS_PREFIX, ops_request
+
+    answer = await ops_request(
+        env.layout, env.config, "POST", f"{OPS_PREFIX}/users/{action}", {"username": name}
+    )
+    if answer is not None:
+        return str(answer["username"]), True
+    done: list[str] = []
+
     async def run(core: Core) -> int:
-        user = await core.users.deactivate(args.name)
-        log.info("user deactivated", username=user.username)
-        env.out.write(f"Deactivated {user.username}; their data is kept.\n")
+        accounts = AccountService(core.users, core.registry, SessionStore(core.registry.db))
+        user = await accounts.find(name)
+        if action == "deactivate":
+            await accounts.deactivate(user.id)
+        elif action == "activate":
+            await accounts.activate(user.id)
+        else:
+            await accounts.delete(user.id)
+        done.append(user.username)
         return 0
 
-    return await _with_core(env, run)
+    await _with_core(env, run)
+    return done[0], False
+
+
+def _by_server(by_server: bool) -> str:
+    return " (by the running server)" if by_server else ""
+
+
+async def cmd_user_deactivate(args: argparse.Namespace, env: Env) -> int:
+    name, by_server = await _account_action(env, "deactivate", args.name)
+    env.out.write(
+        f"Deactivated {name}; their data is kept. Their sessions are closed{_by_server(by_server)}.\n"
+    )
+    return 0
 
 
 async def cmd_user_activate(args: argparse.Namespace, env: Env) -> int:
-    async def run(core: Core) -> int:
-        user = await core.users.activate(args.name)
-        log.info("user activated", username=user.username)
-        env.out.write(f"Activated {user.username}.\n")
-        return 0
-
-    return await _with_core(env, run)
+    name, by_server = await _account_action(env, "activate", args.name)
+    env.out.write(f"Activated {name}{_by_server(by_server)}.\n")
+    return 0
 
 
 async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
     if not args.yes:
         raise UsageError("deleting an account destroys its private data: add --yes to confirm")
-
-    async def run(core: Core) -> int:
-        user = await core.users.get(args.name)
-        await core.users.delete(user.username)
-        log.info("user deleted", username=user.username)
-        env.out.write(f"Deleted {user.username} and their private data.\n")
-        return 0
-
-    return await _with_core(env, run)
+    name, by_server = await _account_action(env, "delete", args.name)
+    env.out.write(f"Deleted {name} and their private data{_by_server(by_server)}.\n")
+    return 0
 
 
 async def cmd_serve(args: argparse.Namespace, env: Env) -> int:

@@ -31,6 +31,9 @@ OPS = {
     ("GET", "/api/ops/status"),
     ("GET", "/api/ops/integrity"),
     ("POST", "/api/ops/backup"),
+    ("POST", "/api/ops/users/deactivate"),
+    ("POST", "/api/ops/users/activate"),
+    ("POST", "/api/ops/users/delete"),
 }
 STATIC = "/"  # the web UI's files
 
@@ -272,6 +275,15 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("GET", "/api/ops/status", None, {"anon": 404, A: 404, M: 404, C: 404}),
     ("GET", "/api/ops/integrity", None, {"anon": 404, A: 404, M: 404, C: 404}),
     ("POST", "/api/ops/backup", {"quick": True}, {"anon": 404, A: 404, M: 404, C: 404}),
+    *(
+        (
+            "POST",
+            f"/api/ops/users/{action}",
+            {"username": "ada"},
+            {"anon": 404, A: 404, M: 404, C: 404},
+        )
+        for action in ("deactivate", "activate", "delete")
+    ),
 ]
 
 

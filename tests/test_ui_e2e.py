@@ -274,6 +274,13 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
         "role-edit"
     ).click()
     expect(admin.get_by_test_id("role-form")).to_be_visible()
+
+    # Capabilities no feature checks yet are labelled as such; enforced ones are not.
+    def cap_row(name: str) -> Any:
+        return admin.locator(".cap", has=admin.locator(f'[data-capability="{name}"]'))
+
+    expect(cap_row("connectors.use").get_by_test_id("cap-reserved")).to_have_text("Not used yet")
+    expect(cap_row("sandbox.exec").get_by_test_id("cap-reserved")).to_have_count(0)
     admin.get_by_test_id("role-encrypted").uncheck()
     admin.get_by_test_id("role-save").click()
     expect(admin.get_by_test_id("role-error")).to_contain_text("can no longer change")

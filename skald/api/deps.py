@@ -15,21 +15,36 @@ from skald.api.schemas import Me
 from skald.api.security import SESSION_COOKIE, principal_of
 from skald.config import AuthConfig
 from skald.core.sessions import Principal, csrf_for
+from skald.permissions import Capability
 from skald.store.rows import Role, User
 
 AnyRequest = Request[Any, Any, Any]
 
 
-def requires(*capabilities: str) -> Guard:
-    """Allow the route when the caller's role holds any of `capabilities`."""
+class Requires:
+    """A route guard: the caller's role must hold one of `capabilities` (checked by `can`).
 
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    A class rather than a closure so the capability walk (tests/test_capabilities.py) can
+    read from the route table which capabilities guard which route.
+    """
+
+    def __init__(self, capabilities: tuple[Capability, ...]) -> None:
+        if not capabilities:
+            raise ValueError("a guard needs at least one capability")
+        self.capabilities = capabilities
+
+    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         principal = principal_of(connection)
-        if not any(principal.can(c) for c in capabilities):
+        if not any(principal.can(c) for c in self.capabilities):
             raise PermissionDeniedException("your role does not allow this")
 
-    guard.__qualname__ = f"requires({', '.join(capabilities)})"
-    return guard
+    def __repr__(self) -> str:
+        return f"requires({', '.join(c.name for c in self.capabilities)})"
+
+
+def requires(*capabilities: Capability) -> Guard:
+    """Allow the route when the caller's role holds any of `capabilities`."""
+    return Requires(capabilities)
 
 
 def me_of(user: User, role: Role, csrf_token: str) -> Me:

@@ -108,11 +108,6 @@ class UserPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     ) = None
 
 
-class Capability(msgspec.Struct, frozen=True):
-    name: str
-    description: str
-
-
 class RoleIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: RoleName
     display_name: DisplayName
@@ -132,7 +127,6 @@ class RolePatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 __all__ = [
-    "Capability",
     "ErrorBody",
     "ErrorDetail",
     "Health",

@@ -12,10 +12,13 @@ import time
 from collections.abc import Coroutine
 from typing import Any, TextIO
 
+import msgspec
+
 from skald import __version__
 from skald.agent.prompts import load_agents
 from skald.assets import asset_dir
 from skald.config import Config
+from skald.core.accounts import AccountService
 from skald.core.context import Core
 from skald.core.events import EventHub, RevokeCode, UserUpdated
 from skald.core.llm_service import LlmService
@@ -28,8 +31,10 @@ from skald.core.users import UnlockedUser
 from skald.errors import DatabaseClosedError, NotFoundError
 from skald.log import get_logger
 from skald.paths import DataLayout
+from skald.permissions import can, declared
 from skald.sandbox.execute import probe
 from skald.sandbox.manager import SandboxManager, SandboxState, SandboxUnavailable
+from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.llm import LlmStore
 from skald.store.rows import Role, User
 from skald.store.sessions import SessionStore
@@ -45,6 +50,7 @@ class Runtime:
         self.core = core
         self.config = core.config
         self.sessions = SessionManager(SessionStore(core.registry.db), core.users, core.config.auth)
+        self.accounts = AccountService(core.users, core.registry, self.sessions.store, live=self)
         self.throttle = LoginThrottle(core.config.auth)
         self.hub = EventHub()
         self.llm = LlmService(
@@ -85,10 +91,12 @@ class Runtime:
         return runtime
 
     async def _start(self, announce: TextIO) -> None:
+        # The capabilities the code declares, so roles can hold them (rows are only added).
+        await self.core.registry.sync_capabilities([(c.name, c.description) for c in declared()])
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()
         log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)
-        if not await self.core.registry.admin_exists():
+        if not await self.core.users.admin_exists():
             self._announce_setup(announce)
         self.supervisor.start("session-purge", self._purge_sessions_forever)
         if self.config.sandbox.enabled:
@@ -107,6 +115,10 @@ class Runtime:
         for user in await self.core.registry.list_users():
             role = await self.core.registry.get_role(user.role)
             if role is not None:
+                # Without `sandbox.exec` nothing runs there: reconciliation keeps the
+                # container stopped, as for a deactivated member (files stay in the home).
+                if not can(role, SANDBOX_EXEC):
+                    user = msgspec.structs.replace(user, active=False)
                 out.append((user, role))
         return out
 
@@ -127,6 +139,8 @@ class Runtime:
             return
         try:
             user, role = await self.member(user_id)
+            if not can(role, SANDBOX_EXEC):
+                return
             container_id = await sandbox.ensure(user, role)
             sandbox.commands[user_id] = await probe(sandbox, container_id)
         except Exception as exc:
@@ -250,20 +264,28 @@ class Runtime:
 
     async def deactivate(self, user: User) -> User:
         """Sessions, then open streams, then the data key: nothing of theirs outlives this."""
-        await self.sessions.revoke_user(user.id)
-        self.hub.revoke_user(user.id, "deactivated")
-        await self.detach(user.id)
-        updated = await self.core.users.deactivate(user.username)
-        # Their commands stop now; if Docker is down, the next reconciliation stops it.
-        await self._sandbox_do(user.id, "stop")
-        return updated
+        return await self.accounts.deactivate(user.id)
 
     async def delete(self, user: User) -> None:
-        await self.sessions.revoke_user(user.id)
-        self.hub.revoke_user(user.id, "deleted")
-        await self.detach(user.id)
-        await self.core.users.delete(user.username)
-        await self._sandbox_do(user.id, "remove")
+        await self.accounts.delete(user.id)
+
+    # `LiveAccounts` for the account service: what only the running server holds.
+
+    async def account_revoked(self, user: User, code: RevokeCode) -> None:
+        self.hub.revoke_user(user.id, code)
+        await self.lock(user.id)
+        # Their commands stop now; if Docker is down, the next reconciliation does it.
+        await self._sandbox_do(user.id, "remove" if code == "deleted" else "stop")
+
+    async def account_activated(self, user: User) -> None:
+        # As at boot: an unencrypted member's data and background work need no password.
+        if user.active and not user.encrypted:
+            await self.attach(await self.core.users.unlock_unencrypted(user))
+
+    async def account_changed(self, user: User, *, role_changed: bool) -> None:
+        if role_changed:
+            await self.revalidate_groups(user_id=user.id)
+        self.user_changed(user.id)
 
     async def _sandbox_do(self, user_id: str, action: str) -> None:
         if self.sandbox is None:

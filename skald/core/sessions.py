@@ -17,6 +17,7 @@ import msgspec
 
 from skald.config import AuthConfig
 from skald.core.users import UserManager
+from skald.permissions import Capability, can
 from skald.store.rows import Role, User
 from skald.store.sessions import SessionRow, SessionStore
 
@@ -40,8 +41,8 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     token_hash: str
     csrf_token: str
 
-    def can(self, capability: str) -> bool:
-        return capability in self.role.capabilities
+    def can(self, capability: Capability) -> bool:
+        return can(self.role, capability)
 
 
 class SessionManager:

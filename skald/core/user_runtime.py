@@ -35,16 +35,17 @@ from skald.core.preview import write_preview
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter
-from skald.files.tools import workspace_tools
+from skald.files.tools import FILES, workspace_tools
 from skald.paths import DataLayout
+from skald.permissions import can
 from skald.sandbox.execute import commands_block
 from skald.sandbox.manager import SandboxManager
-from skald.sandbox.tool import ExecuteCmdTool
+from skald.sandbox.tool import SANDBOX_EXEC, ExecuteCmdTool
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
 from skald.store.rows import Role, User
 from skald.store.shared_memory import SharedMemoryStore
-from skald.tools.memory import memory_indexes, memory_tools
+from skald.tools.memory import MEMORY_SHARED, memory_indexes, memory_tools
 
 
 def effective_group(chosen: str | None, role: Role) -> str:
@@ -113,7 +114,12 @@ class UserRuntime:
     @property
     def shared_readable(self) -> bool:
         # Roles without `memory.shared` (children by default) do not see household notes.
-        return "memory.shared" in self.role.capabilities
+        return can(self.role, MEMORY_SHARED)
+
+    @property
+    def may_execute(self) -> bool:
+        """`execute_cmd` is offered (tool and prompt block) only with `sandbox.exec`."""
+        return self._execute is not None and can(self.role, SANDBOX_EXEC)
 
     def agent_for(self, conversation: Conversation) -> AgentDef:
         agent = self.agents.get(conversation.agent_id)
@@ -136,7 +142,7 @@ class UserRuntime:
             "TASK_AGENTS": task_agents_block(self.agents.values()),
             "SANDBOX_COMMANDS": (
                 commands_block(self.sandbox.commands.get(self.user.id, []))
-                if self._execute is not None and self.sandbox is not None
+                if self.may_execute and self.sandbox is not None
                 else ""
             ),
         }
@@ -144,7 +150,7 @@ class UserRuntime:
     def _tools(self, agent: AgentDef) -> list[Tool]:
         # Members with the `files` capability work on their home and the manual too;
         # the others (children by default) keep to their notes.
-        if "files" in self.role.capabilities:
+        if can(self.role, FILES):
             base = workspace_tools(
                 self.handle.store,
                 self.shared,
@@ -157,7 +163,7 @@ class UserRuntime:
                 self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
             )
         tools: list[Tool] = [*base, self._subagents, self.ask]
-        if self._execute is not None:
+        if self._execute is not None and self.may_execute:
             tools.append(self._execute)
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
@@ -257,6 +263,9 @@ class UserRuntime:
         return effective_group(chosen, role)
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
+        # The role as it is now: a capability removed since the last turn is gone from
+        # this one's tools and prompt.
+        await self.current_role()
         agent = self.agent_for(conversation)
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(

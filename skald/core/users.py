@@ -29,12 +29,17 @@ from skald.errors import (
     NotFoundError,
 )
 from skald.paths import DataLayout
+from skald.permissions import can, declare
 from skald.store.database import Database, open_encrypted, open_plain
 from skald.store.migrations import migrate
 from skald.store.migrations.owner import OWNER
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry, now_iso
 from skald.store.rows import User
+
+# Managing accounts: the account routes, and the rule that the last active holder of it
+# cannot be deactivated or deleted (so the instance always has someone to manage it).
+ADMIN_USERS = declare("admin.users", "Manage accounts")
 
 USERNAME_RE = re.compile(r"^[a-z][a-z0-9._-]{1,31}$")
 MIN_PASSWORD = 8
@@ -122,6 +127,10 @@ class UserManager:
         if user is None:
             raise NotFoundError(f"no user named {username!r}")
         return user
+
+    async def admin_exists(self) -> bool:
+        """True when an active account can manage accounts (setup is over)."""
+        return await self.registry.holder_exists(ADMIN_USERS.name)
 
     def is_unlocked(self, user_id: str) -> bool:
         return user_id in self._open
@@ -312,9 +321,10 @@ class UserManager:
 
     # -- revocation --------------------------------------------------------------
 
-    async def _refuse_last_admin(self, user: User, action: str) -> None:
+    async def refuse_last_admin(self, user: User, action: str) -> None:
+        """ConflictError when `user` is the last active account that can manage accounts."""
         role = await self.registry.get_role(user.role)
-        if role is None or "admin.users" not in role.capabilities or not user.active:
+        if role is None or not can(role, ADMIN_USERS) or not user.active:
             return
         if not await self._other_admin_exists(user.id):
             raise ConflictError(
@@ -326,14 +336,14 @@ class UserManager:
             if other.id == user_id or not other.active:
                 continue
             role = await self.registry.get_role(other.role)
-            if role is not None and "admin.users" in role.capabilities:
+            if role is not None and can(role, ADMIN_USERS):
                 return True
         return False
 
     async def deactivate(self, username: str) -> User:
         """Synchronous revocation: when this returns, nothing of theirs is open."""
         user = await self.get(username)
-        await self._refuse_last_admin(user, "deactivate them")
+        await self.refuse_last_admin(user, "deactivate them")
         await self.registry.set_active(user.id, False)
         await self.lock(user.id)
         return await self.get(username)
@@ -346,7 +356,7 @@ class UserManager:
     async def delete(self, username: str) -> None:
         """Remove the account, its owner database and its home folder. Not undoable."""
         user = await self.get(username)
-        await self._refuse_last_admin(user, "delete them")
+        await self.refuse_last_admin(user, "delete them")
         await self.lock(user.id)
         await self.registry.delete_user(user.id)
         await asyncio.to_thread(_remove_db_files, self.layout.user_db(user.id))

@@ -40,6 +40,7 @@ from skald.files.router import (
     write_bytes,
 )
 from skald.llm.types import ToolSpec
+from skald.permissions import declare
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
@@ -72,6 +73,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# The member's files: the Files API (`api/routes/files.py`), the folder watches of the
+# event stream, and the file tools of the member's assistant (`UserRuntime._tools`).
+FILES = declare("files", "Browse and manage own files")
 
 MAX_WRITE_BYTES: Final = 10 * 1024 * 1024  # a tool argument, not a transfer channel
 MAX_EDIT_BYTES: Final = 10 * 1024 * 1024

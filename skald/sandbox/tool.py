@@ -3,6 +3,10 @@
 Nothing ever runs on the host: without a usable container the tool fails with a clear
 error. Not safe to run alongside other calls, and never re-run after a crash (its effects
 are unknown): recovery reports it as interrupted instead.
+
+Only a role holding `sandbox.exec` gets the tool (`UserRuntime._tools`), and the tool
+checks again before running, against the role as it is at that moment: a capability
+removed while a turn runs stops the very next command.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ from typing import Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult
 from skald.llm.types import ToolSpec
+from skald.permissions import can, declare
 from skald.sandbox.execute import container_workdir, describe, run_command
 from skald.sandbox.manager import SandboxManager, SandboxUnavailable
 from skald.store.rows import Role, User
+
+SANDBOX_EXEC = declare("sandbox.exec", "Let the assistant run commands in the member's sandbox")
 
 
 class ExecuteCmdTool(Tool):
@@ -72,6 +79,11 @@ class ExecuteCmdTool(Tool):
         workdir = container_workdir(args.get("workdir"))
         timeout_s = min(int(args.get("timeout_s") or self.default_timeout_s), self.max_timeout_s)
         user, role = await self._member()
+        if not can(role, SANDBOX_EXEC):
+            return ToolResult.error(
+                "The command did not run: this member's role does not allow running commands "
+                f"({SANDBOX_EXEC.name})."
+            )
         try:
             container_id = await self.manager.ensure(user, role)
             result = await run_command(

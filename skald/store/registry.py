@@ -243,6 +243,26 @@ class Registry:
 
         return await self.db.call(q)
 
+    async def sync_capabilities(self, catalogue: list[tuple[str, str]]) -> int:
+        """Add the capabilities the code declares (and refresh their descriptions).
+
+        Never deletes: a row the code no longer declares grants nothing (`can` checks the
+        declaration), and keeping it keeps the roles that hold it valid. Returns how many
+        rows were added or changed.
+        """
+
+        def q(c: apsw.Connection) -> int:
+            before = c.total_changes()
+            c.executemany(
+                "INSERT INTO capabilities(name, description) VALUES (?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET description=excluded.description "
+                "WHERE description IS NOT excluded.description",
+                catalogue,
+            )
+            return c.total_changes() - before
+
+        return await self.db.transaction(q)
+
     async def list_capabilities(self) -> list[tuple[str, str]]:
         rows = await self.db.call(
             lambda c: fetch_all(c, "SELECT name, description FROM capabilities ORDER BY name")
@@ -310,13 +330,15 @@ class Registry:
         )
         return [_user(r) for r in rows]
 
-    async def admin_exists(self) -> bool:
-        """True when an active account holds the power to manage accounts."""
+    async def holder_exists(self, capability: str) -> bool:
+        """True when an active account's role holds `capability` (by name: which one is
+        the core's business, see `UserManager.admin_exists`)."""
         row = await self.db.call(
             lambda c: fetch_one(
                 c,
                 "SELECT 1 FROM users u JOIN role_capabilities rc ON rc.role = u.role "
-                "WHERE u.active = 1 AND rc.capability = 'admin.users' LIMIT 1",
+                "WHERE u.active = 1 AND rc.capability = ? LIMIT 1",
+                (capability,),
             )
         )
         return row is not None

@@ -32,6 +32,7 @@ import apsw
 from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolSpec
+from skald.permissions import declare
 from skald.store import notes
 from skald.store.note_paths import (
     INDEX_NOTE,
@@ -70,6 +71,10 @@ __all__ = [
     "memory_tools",
     "note_summary",
 ]
+
+# Reading the household's notes: the note tools (`shared_readable`), the prompt's shared
+# index and the Files API's `shared-memory` place.
+MEMORY_SHARED = declare("memory.shared", "Read the household's shared memory")
 
 MAX_NOTE_BYTES: Final = 256 * 1024  # a note is a page of facts, not a document store
 READ_DEFAULT_LINES: Final = 2000

@@ -27,7 +27,7 @@ import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 // shells never get admin pages, whatever the capabilities say. `flush` pages
 // (the chat) fill the main area and scroll inside it.
 function matchRoute(path) {
-  if (path === '/') return { page: ChatPage, title: 'nav.chat', flush: true };
+  if (path === '/') return { page: ChatPage, title: 'nav.chat', flush: true, cap: 'chat', simpleOk: true };
   if (path === '/overview') return { page: HomePage, title: 'nav.overview', full: true };
   if (path === '/inbox') return { page: InboxPage, title: 'nav.inbox', cap: 'inbox', simpleOk: true };
   if (path === '/profile') return { page: ProfilePage, title: 'nav.profile' };

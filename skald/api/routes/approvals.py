@@ -15,6 +15,7 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
+from skald.api.routes.roles import ADMIN_ROLES
 from skald.api.security import principal_of
 from skald.approvals.rules import (
     Action,
@@ -30,7 +31,7 @@ from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolCall
 from skald.store.registry import SecurityGroup
 
-ADMIN = [requires("admin.roles")]
+ADMIN = [requires(ADMIN_ROLES)]
 GroupName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 Pattern = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 PathPattern = Annotated[str, msgspec.Meta(min_length=1, max_length=400)]

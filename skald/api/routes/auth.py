@@ -114,7 +114,7 @@ async def change_password(
 
 @get("/api/setup", opt=PUBLIC)
 async def setup_state(rt: NamedDependency[Runtime]) -> SetupState:
-    needed = not await rt.core.registry.admin_exists()
+    needed = not await rt.core.users.admin_exists()
     if not needed and rt.setup_token is not None:
         rt.setup_finished()  # an admin was made with `skald setup` meanwhile
     return SetupState(needed=needed)
@@ -126,7 +126,7 @@ async def setup(
 ) -> Response[SetupOut]:
     client = client_of(request)
     rt.throttle.check("(setup)", client)
-    if await rt.core.registry.admin_exists():
+    if await rt.core.users.admin_exists():
         raise ApiError(
             409, "already_set_up", "this Skald already has an administrator; sign in instead"
         )

@@ -24,9 +24,11 @@ from skald.core.runtime import Runtime
 from skald.core.uploads import content_for, conversation_folder, resolve_attachment
 from skald.core.user_runtime import UserRuntime
 from skald.errors import InvalidInputError
+from skald.permissions import declare
 from skald.store.conversations import Attachment, Conversation, HistoryItem
 
-CHAT = [requires("chat")]
+CHAT_CAP = declare("chat", "Talk to the assistant")
+CHAT = [requires(CHAT_CAP)]
 Text = Annotated[str, msgspec.Meta(max_length=100_000)]
 Title = Annotated[str, msgspec.Meta(max_length=200)]
 CallId = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]

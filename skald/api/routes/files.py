@@ -46,12 +46,14 @@ from skald.files.router import (
     Resolved,
     Virtual,
 )
+from skald.files.tools import FILES as FILES_CAP
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
 from skald.store.notes import NoteInfo
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
+from skald.tools.memory import MEMORY_SHARED
 
-FILES = [requires("files")]
+FILES = [requires(FILES_CAP)]
 PathParam = Annotated[str, Parameter(max_length=MAX_PATH_CHARS)]
 AgentPath = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATH_CHARS)]
 TextContent = Annotated[str, msgspec.Meta(max_length=9_000_000)]
@@ -145,7 +147,7 @@ async def _physical_for_write(
 async def _store(request: AnyRequest, rt: Runtime, note: Virtual) -> OwnerStore | SharedMemoryStore:
     principal = principal_of(request)
     if note.store == SHARED_MEMORY:
-        if not principal.can("memory.shared"):
+        if not principal.can(MEMORY_SHARED):
             raise ApiError(403, "forbidden", "your role cannot read the household's notes")
         return rt.shared_memory
     return (await rt.user_runtime(principal.user)).handle.store
@@ -288,7 +290,7 @@ async def places(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Plac
     out.append(
         Place(name=USER_MEMORY, path=USER_MEMORY, label="My notes", writable=False, virtual=True)
     )
-    if principal_of(request).can("memory.shared"):
+    if principal_of(request).can(MEMORY_SHARED):
         out.append(
             Place(
                 name=SHARED_MEMORY,

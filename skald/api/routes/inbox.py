@@ -17,9 +17,11 @@ from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
+from skald.permissions import declare
 from skald.store.inbox import InboxItem
 
-INBOX = [requires("inbox")]
+INBOX_CAP = declare("inbox", "See and answer approval requests and questions")
+INBOX = [requires(INBOX_CAP)]
 
 
 class ApproveIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

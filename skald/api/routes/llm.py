@@ -11,10 +11,13 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import requires
 from skald.api.openapi import errors
+from skald.api.routes.chat import CHAT
 from skald.core.runtime import Runtime
+from skald.permissions import declare
 from skald.store.llm import ModelCapability, ModelRow, ProviderRow, Strength
 
-ADMIN_MODELS = [requires("admin.models")]
+ADMIN_MODELS_CAP = declare("admin.models", "Manage LLM providers and models")
+ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
 Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s]{1,500}$")]
 Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
@@ -131,7 +134,7 @@ async def delete_model(model_id: FromPath[str], rt: NamedDependency[Runtime]) ->
     await rt.llm.store.delete_model(model_id)
 
 
-@get("/api/models", guards=[requires("chat")])
+@get("/api/models", guards=CHAT)
 async def chat_models(rt: NamedDependency[Runtime]) -> list[ChatModel]:
     return [
         ChatModel(id=m.id, name=m.name, strength=m.strength, capabilities=m.capabilities)

@@ -1,4 +1,4 @@
-"""`/api/ops/*`: the local operations channel (`skald status`, `doctor`, `backup`).
+"""`/api/ops/*`: the local operations channel (`skald status`, `doctor`, `backup`, `user`).
 
 Not part of the public API, and invisible to everyone else: a request reaches these
 routes only from a loopback peer carrying `X-Skald-Ops-Token` equal to the token the
@@ -33,6 +33,7 @@ from skald.log import get_logger
 from skald.ops.backup import BackupResult, ServerSnapshotter, create_backup
 from skald.ops.channel import OPS_HEADER, OPS_PREFIX, token_matches
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
+from skald.store.rows import User
 
 log = get_logger("skald.ops")
 
@@ -150,4 +151,68 @@ async def ops_backup(data: JSONBody[BackupRequest], rt: NamedDependency[Runtime]
         return await create_backup(rt.core.layout, ServerSnapshotter(rt), quick=data.quick, out=out)
 
 
-ROUTES = [ops_status, ops_integrity, ops_backup]
+# -- accounts: `skald user deactivate|activate|delete` while a server runs ----------------
+# The CLI asks the server, because only the server can close what the account holds
+# open (sockets, runtime, data key, sandbox). The operator is the actor (no "own account").
+
+
+class AccountRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    username: str
+
+
+class AccountDone(msgspec.Struct, frozen=True, kw_only=True):
+    username: str
+    user: User | None  # None after a deletion
+
+
+@post(
+    f"{OPS_PREFIX}/users/deactivate",
+    opt=OPS_OPT,
+    guards=[ops_only],
+    include_in_schema=False,
+    status_code=200,
+)
+async def ops_user_deactivate(
+    data: JSONBody[AccountRequest], rt: NamedDependency[Runtime]
+) -> AccountDone:
+    user = await rt.accounts.find(data.username)
+    return AccountDone(username=user.username, user=await rt.accounts.deactivate(user.id))
+
+
+@post(
+    f"{OPS_PREFIX}/users/activate",
+    opt=OPS_OPT,
+    guards=[ops_only],
+    include_in_schema=False,
+    status_code=200,
+)
+async def ops_user_activate(
+    data: JSONBody[AccountRequest], rt: NamedDependency[Runtime]
+) -> AccountDone:
+    user = await rt.accounts.find(data.username)
+    return AccountDone(username=user.username, user=await rt.accounts.activate(user.id))
+
+
+@post(
+    f"{OPS_PREFIX}/users/delete",
+    opt=OPS_OPT,
+    guards=[ops_only],
+    include_in_schema=False,
+    status_code=200,
+)
+async def ops_user_delete(
+    data: JSONBody[AccountRequest], rt: NamedDependency[Runtime]
+) -> AccountDone:
+    user = await rt.accounts.find(data.username)
+    await rt.accounts.delete(user.id)
+    return AccountDone(username=user.username, user=None)
+
+
+ROUTES = [
+    ops_status,
+    ops_integrity,
+    ops_backup,
+    ops_user_deactivate,
+    ops_user_activate,
+    ops_user_delete,
+]

@@ -28,6 +28,7 @@ from skald.core.events import (
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
 from skald.files.router import PathRouter
+from skald.files.tools import FILES
 from skald.files.watch import DirWatcher
 
 HEARTBEAT_S = 20.0
@@ -108,7 +109,7 @@ async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime])
     last_seen = [time.monotonic()]
     # Folder watches of the Files page, polled while the socket is open.
     watcher = None
-    if principal.can("files"):
+    if principal.can(FILES):
         router = PathRouter.for_member(rt.core.layout, principal.user.id)
         watcher = DirWatcher(router, lambda path: conn.offer(DirChanged(path=path)))
     tasks = [

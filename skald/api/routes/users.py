@@ -1,4 +1,8 @@
-"""Administration of accounts (capability `admin.users`)."""
+"""Administration of accounts (capability `admin.users`).
+
+Parse, authorise, call `Runtime.accounts` (skald/core/accounts.py, where the rules live),
+serialise. The CLI's `skald user ...` goes through the same service.
+"""
 
 from __future__ import annotations
 
@@ -7,30 +11,14 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AnyRequest, requires
-from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.api.schemas import UserCreated, UserCreateIn, UserPatch
 from skald.api.security import principal_of
 from skald.core.runtime import Runtime
-from skald.errors import InvalidInputError, NotFoundError
-from skald.log import get_logger
+from skald.core.users import ADMIN_USERS as ADMIN_USERS_CAP
 from skald.store.rows import User
 
-log = get_logger("skald.admin")
-ADMIN_USERS = [requires("admin.users")]
-
-
-async def _user(rt: NamedDependency[Runtime], user_id: str) -> User:
-    user = await rt.core.registry.get_user(user_id)
-    if user is None:
-        raise NotFoundError("no such user")
-    return user
-
-
-def _not_self(request: AnyRequest, user: User, action: str) -> None:
-    # The last door out must not be closed from the inside.
-    if principal_of(request).user.id == user.id:
-        raise ApiError(409, "own_account", f"you cannot {action} your own account")
+ADMIN_USERS = [requires(ADMIN_USERS_CAP)]
 
 
 @get("/api/users", guards=ADMIN_USERS)
@@ -42,22 +30,19 @@ async def list_users(rt: NamedDependency[Runtime]) -> list[User]:
 async def create_user(
     data: JSONBody[UserCreateIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> UserCreated:
-    created = await rt.core.users.create(data.username, data.password, data.role, data.display_name)
-    if not created.user.encrypted:
-        # Unencrypted members are always unlocked, as after a boot.
-        await rt.core.users.unlock_unencrypted(created.user)
-    log.info(
-        "user created",
-        username=created.user.username,
-        role=data.role,
-        by=principal_of(request).user.username,
+    created = await rt.accounts.create(
+        data.username,
+        data.password,
+        data.role,
+        data.display_name,
+        actor=principal_of(request).user,
     )
     return UserCreated(user=created.user, recovery_code=created.recovery_code)
 
 
 @get("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404))
 async def get_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User:
-    return await _user(rt, user_id)
+    return await rt.accounts.get(user_id)
 
 
 @patch("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404, 409))
@@ -67,36 +52,15 @@ async def patch_user(
     request: AnyRequest,
     rt: NamedDependency[Runtime],
 ) -> User:
-    user = await _user(rt, user_id)
-    if data.role is not None and data.role != user.role:
-        _not_self(request, user, "change the role of")
-        role = await rt.core.registry.get_role(data.role)
-        if role is None:
-            raise InvalidInputError(f"no role named {data.role!r}")
-        if role.attributes.encrypted != user.encrypted:
-            raise ApiError(
-                409,
-                "encryption_mismatch",
-                f"{user.username}'s data is {'encrypted' if user.encrypted else 'not encrypted'}; "
-                f"the role {data.role!r} is {'not ' if user.encrypted else ''}encrypted: moving between "
-                "the two is not supported",
-            )
-    await rt.core.registry.update_user(
-        user.id,
+    return await rt.accounts.update(
+        user_id,
+        actor=principal_of(request).user,
         display_name=data.display_name,
         role=data.role,
         locale=data.locale,
         profile=data.profile,
+        active=data.active,
     )
-    if data.role is not None and data.role != user.role:
-        await rt.revalidate_groups(user_id=user.id)
-    if data.active is False and user.active:
-        _not_self(request, user, "deactivate")
-        await rt.deactivate(user)
-    elif data.active is True and not user.active:
-        await rt.core.users.activate(user.username)
-    rt.user_changed(user.id)
-    return await _user(rt, user.id)
 
 
 @post(
@@ -108,32 +72,23 @@ async def patch_user(
 async def deactivate_user(
     user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> User:
-    user = await _user(rt, user_id)
-    _not_self(request, user, "deactivate")
-    updated = await rt.deactivate(user)
-    log.info("user deactivated", username=user.username, by=principal_of(request).user.username)
-    return updated
+    return await rt.accounts.deactivate(user_id, actor=principal_of(request).user)
 
 
 @post(
     "/api/users/{user_id:str}/activate", guards=ADMIN_USERS, status_code=200, responses=errors(404)
 )
-async def activate_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User:
-    user = await _user(rt, user_id)
-    updated = await rt.core.users.activate(user.username)
-    if not updated.encrypted:
-        await rt.core.users.unlock_unencrypted(updated)
-    return updated
+async def activate_user(
+    user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> User:
+    return await rt.accounts.activate(user_id, actor=principal_of(request).user)
 
 
 @delete("/api/users/{user_id:str}", guards=ADMIN_USERS, status_code=204, responses=errors(404, 409))
 async def delete_user(
     user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> None:
-    user = await _user(rt, user_id)
-    _not_self(request, user, "delete")
-    await rt.delete(user)
-    log.info("user deleted", username=user.username, by=principal_of(request).user.username)
+    await rt.accounts.delete(user_id, actor=principal_of(request).user)
 
 
 ROUTES = [

@@ -24,7 +24,7 @@ function InboxBadge({ count, testid }) {
 // Navigation entries; `cap` hides the entry unless the user has it. Hiding is
 // a courtesy only: the server refuses the API calls anyway.
 const NAV = [
-  { path: '/', key: 'nav.chat', icon: Icon.chat, testid: 'nav-home' },
+  { path: '/', key: 'nav.chat', icon: Icon.chat, testid: 'nav-home', cap: 'chat', simpleOk: true },
   { path: '/inbox', key: 'nav.inbox', icon: Icon.inbox, testid: 'nav-inbox', badge: true, cap: 'inbox', simpleOk: true },
   { path: '/overview', key: 'nav.overview', icon: Icon.home, testid: 'nav-overview', full: true },
   { path: '/files', key: 'nav.files', icon: Icon.folder, testid: 'nav-files', cap: 'files' },

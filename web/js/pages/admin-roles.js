@@ -239,7 +239,10 @@ function RoleEditor({ role, capabilities, onSaved }) {
               data-testid="role-cap" data-capability=${c.name} />
             <label for=${id}>
               <code>${c.name}</code>
+              ${c.reserved_for && html`<span class="badge" data-testid="cap-reserved">${t('roles.cap_reserved')}</span>`}
               ${c.description && html`<span class="muted small">${c.description}</span>`}
+              ${c.reserved_for &&
+                html`<span class="muted small">${t('roles.cap_reserved_hint', { feature: c.reserved_for })}</span>`}
             </label>
           </div>`;
         })}
