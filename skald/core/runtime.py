@@ -26,6 +26,8 @@ from skald.core.throttle import LoginThrottle
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import UnlockedUser
 from skald.errors import DatabaseClosedError, NotFoundError
+from skald.files.mounts import MemberMount
+from skald.files.router import PathRouter
 from skald.log import get_logger
 from skald.paths import DataLayout
 from skald.sandbox.execute import probe
@@ -53,6 +55,7 @@ class Runtime:
             core.layout.root,
         )
         self.supervisor = Supervisor()
+        self.plugins = core.plugins
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
@@ -98,6 +101,7 @@ class Runtime:
                 homes_dir=self.core.layout.homes_dir,
                 docs_dir=asset_dir("docs"),
                 members=self._sandbox_members,
+                mounts=self.mounts_for,
             )
             # Docker may be down: the watcher keeps trying, the server runs regardless.
             self.supervisor.start("sandbox-watcher", self.sandbox.watch_forever)
@@ -109,6 +113,13 @@ class Runtime:
             if role is not None:
                 out.append((user, role))
         return out
+
+    def mounts_for(self, user: User, role: Role) -> list[MemberMount]:
+        """The member's mounts, from every feature (the one list router and sandbox use)."""
+        return self.plugins.mounts(user, role, self.core.layout)
+
+    def router_for(self, user: User, role: Role) -> PathRouter:
+        return PathRouter(mounts=self.mounts_for(user, role))
 
     async def member(self, user_id: str) -> tuple[User, Role]:
         """The member's current row and role (read fresh: both may have changed)."""
@@ -164,6 +175,8 @@ class Runtime:
             sandbox=self.sandbox,
             member=self.member,
             rules=self.core.registry.approval_rules,
+            plugins=self.plugins,
+            router=self.router_for(handle.user, role),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime

@@ -22,8 +22,9 @@ from typing import Final
 
 import msgspec
 
+from skald.files.mounts import CONTAINER_HOME
 from skald.log import get_logger
-from skald.sandbox.manager import CONTAINER_HOME, SandboxManager
+from skald.sandbox.manager import SandboxManager
 
 log = get_logger("skald.sandbox")
 

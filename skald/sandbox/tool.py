@@ -7,10 +7,10 @@ are unknown): recovery reports it as interrupted instead.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.agent.tools import EXEC, Tool, ToolContext, ToolResult, Touches
 from skald.llm.types import ToolSpec
 from skald.sandbox.execute import container_workdir, describe, run_command
 from skald.sandbox.manager import SandboxManager, SandboxUnavailable
@@ -66,6 +66,10 @@ class ExecuteCmdTool(Tool):
                 "additionalProperties": False,
             },
         )
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        # What a command reaches cannot be told from its text: a category, no paths.
+        return Touches(categories=frozenset({EXEC}))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = str(args["command"])

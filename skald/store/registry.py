@@ -15,7 +15,7 @@ import msgspec
 from skald.core.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one, open_plain
-from skald.store.migrations import migrate
+from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.registry import REGISTRY
 from skald.store.rows import Role, RoleAttributes, User, UserSecrets
 
@@ -84,10 +84,13 @@ class Registry:
         self.db = db
 
     @classmethod
-    async def open(cls, path: Path, busy_timeout_ms: int = 5000) -> Registry:
+    async def open(
+        cls, path: Path, busy_timeout_ms: int = 5000, plan: SchemaPlan = REGISTRY
+    ) -> Registry:
+        """Open and migrate; `plan` adds plugins' features to the built-in ones."""
         db = await open_plain(path, "registry", busy_timeout_ms)
         try:
-            await db.call(lambda c: migrate(c, REGISTRY))
+            await db.call(lambda c: migrate_features(c, plan))
             await db.transaction(_ensure_instance_id)
             await db.transaction(seed_approvals)
         except BaseException:
@@ -242,6 +245,16 @@ class Registry:
             return [_role(c, r) for r in rows]
 
         return await self.db.call(q)
+
+    async def add_capabilities(self, capabilities: list[tuple[str, str]]) -> None:
+        """Mirror declared capabilities (name, description) so roles can hold them;
+        existing rows, and the roles holding them, stay as they are."""
+        await self.db.transaction(
+            lambda c: c.executemany(
+                "INSERT INTO capabilities VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
+                capabilities,
+            )
+        )
 
     async def list_capabilities(self) -> list[tuple[str, str]]:
         rows = await self.db.call(

@@ -1,0 +1,27 @@
+"""Chat: conversations and their history, the chat API and the event socket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+from skald.store.migrations.owner import CHAT
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [CHAT] if schema == "owner" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.api.routes import chat
+
+    return list(chat.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [Page(path="/", title="nav.chat"), Page(path="/overview", title="nav.overview")]

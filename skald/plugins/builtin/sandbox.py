@@ -1,0 +1,31 @@
+"""Sandbox: `execute_cmd` in the member's container, and the commands found there."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skald.plugins import hookimpl
+from skald.sandbox.execute import commands_block
+from skald.sandbox.tool import ExecuteCmdTool
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.core.user_runtime import UserRuntime
+
+
+def _runs_commands(member: UserRuntime) -> bool:
+    return member.sandbox is not None and member.can_fetch_member
+
+
+@hookimpl
+def skald_tools(member: UserRuntime) -> list[Tool] | None:
+    if member.sandbox is None or not _runs_commands(member):
+        return None
+    return [ExecuteCmdTool(member.sandbox, member.fetch_member)]
+
+
+@hookimpl
+def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+    if member.sandbox is None or not _runs_commands(member):
+        return {"SANDBOX_COMMANDS": ""}
+    return {"SANDBOX_COMMANDS": commands_block(member.sandbox.commands.get(member.user.id, []))}
