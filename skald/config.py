@@ -206,7 +206,9 @@ def _env_overlay(environ: Mapping[str, str]) -> dict[str, Any]:
         try:
             # strict=False turns "9100" into 9100 and "true" into True; lists are
             # comma-separated ("a,b").
-            given: Any = [p.strip() for p in raw.split(",") if p.strip()] if tp == list[str] else raw
+            given: Any = (
+                [p.strip() for p in raw.split(",") if p.strip()] if tp == list[str] else raw
+            )
             value = msgspec.convert(given, type=tp, strict=False)
         except msgspec.ValidationError as exc:
             detail = _humanize(_split_validation(str(exc))[0], raw, tp)

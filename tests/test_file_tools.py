@@ -13,8 +13,8 @@ from skald.agent import CancelScope, Tool, ToolContext, ToolResult
 from skald.agent.events import Event
 from skald.agent.schema import validate_arguments
 from skald.core.users import UserManager
-from skald.files import PathRouter, file_tools, workspace_tools
-from skald.files.tools import glob_regex
+from skald.files.router import PathRouter
+from skald.files.tools import file_tools, glob_regex, workspace_tools
 from skald.paths import DataLayout
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry
