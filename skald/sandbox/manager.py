@@ -215,8 +215,8 @@ class SandboxManager:
         # Made by us before Docker sees them: Docker would create missing bind sources
         # (and mountpoints inside the home, such as docs) owned by root.
         home = next(m for m in spec.mounts if m.target == CONTAINER_HOME)
-        Path(home.source).mkdir(mode=0o700, parents=True, exist_ok=True)
         for m in spec.mounts:
+            Path(m.source).mkdir(mode=0o700, parents=True, exist_ok=True)
             if m.target.startswith(CONTAINER_HOME + "/"):
                 inner = Path(home.source, m.target[len(CONTAINER_HOME) + 1 :])
                 inner.mkdir(mode=0o755, parents=True, exist_ok=True)
