@@ -269,3 +269,24 @@ def test_a_router_refuses_what_leaves_the_plugins_mount(tmp_path: Path) -> None:
     with pytest.raises(PathDeniedError):
         router.resolve("/srv/other/x")
     assert isinstance(router.resolve("user-memory/x.md"), Virtual)
+
+
+async def test_the_built_in_tools_come_first_in_their_order_then_the_plugins(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    # The order is part of every request's prefix (provider prompt caches key on it).
+    await runtime.core.users.create("tim", PASSWORD, "children")
+    names = {}
+    for who in ("ada", "tim"):
+        await (await make_client()).login(who)
+        mine = await runtime.user_runtime(await runtime.core.users.get(who))
+        names[who] = [t.name for t in mine.all_tools()]
+    assert names["ada"] == [
+        "read_file", "write_file", "edit_file", "list_files", "memory_search", "grep",
+        "glob", "show_file", "execute_task", "ask_user", "sample_stamp",
+    ]  # fmt: skip
+    # Without `files` (children): the note tools alone, from the memory feature.
+    assert names["tim"] == [
+        "read_file", "write_file", "edit_file", "list_files", "memory_search",
+        "execute_task", "ask_user", "sample_stamp",
+    ]  # fmt: skip

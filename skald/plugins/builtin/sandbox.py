@@ -13,19 +13,17 @@ if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
 
 
-def _runs_commands(member: UserRuntime) -> bool:
-    return member.sandbox is not None and member.can_fetch_member
-
-
 @hookimpl
 def skald_tools(member: UserRuntime) -> list[Tool] | None:
-    if member.sandbox is None or not _runs_commands(member):
+    # Only with sandboxes on, and a way to read the member's current row (an exec checks
+    # the account is still active).
+    if member.sandbox is None or not member.can_fetch_member:
         return None
     return [ExecuteCmdTool(member.sandbox, member.fetch_member)]
 
 
 @hookimpl
 def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
-    if member.sandbox is None or not _runs_commands(member):
+    if member.sandbox is None or not member.can_fetch_member:
         return {"SANDBOX_COMMANDS": ""}
     return {"SANDBOX_COMMANDS": commands_block(member.sandbox.commands.get(member.user.id, []))}
