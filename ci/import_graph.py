@@ -18,7 +18,7 @@ END = "<!-- import-graph:end -->"
 
 def edges(package: str = "skald") -> list[tuple[str, str]]:
     """(importer, imported) pairs between the top-level parts of `package`."""
-    graph = grimp.build_graph(package, cache_dir=None)
+    graph = grimp.build_graph(package, cache_dir=None, exclude_type_checking_imports=True)
     found: set[tuple[str, str]] = set()
     for module in graph.modules:
         parts = module.split(".")

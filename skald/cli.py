@@ -19,7 +19,7 @@ from typing import Any, Literal, NoReturn, TextIO
 import msgspec
 
 from skald import __version__
-from skald.config import Config, load_config, resolve_data_dir
+from skald.config import Config, PluginsConfig, Sections, load_config, resolve_data_dir
 from skald.core.accounts import AccountService
 from skald.core.context import Core
 from skald.core.users import check_password, check_username
@@ -696,6 +696,13 @@ def _split_passthrough(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
+def plugin_sections(plugins: PluginsConfig) -> Sections:
+    """The config sections of the plugins `[plugins]` names (and the installed ones)."""
+    from skald.plugins.manager import Plugins
+
+    return Plugins.load(plugins.modules).config_sections()
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -717,7 +724,7 @@ def main(
         layout = DataLayout(resolve_data_dir(args.data, env_vars))
         config_error: str | None = None
         try:
-            config = load_config(layout.root, env_vars)
+            config = load_config(layout.root, env_vars, plugin_sections)
         except ConfigError as exc:
             if not getattr(args, "tolerate_config_error", False):
                 raise

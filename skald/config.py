@@ -13,9 +13,9 @@ import json
 import re
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
@@ -27,6 +27,7 @@ __all__ = [
     "AuthConfig",
     "Config",
     "LogConfig",
+    "PluginsConfig",
     "SandboxConfig",
     "SecurityConfig",
     "ServerConfig",
@@ -121,6 +122,18 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     output_max_kb: Annotated[int, msgspec.Meta(ge=1, le=10240)] = 64
 
 
+# What a plugin adds to the config: section name -> its struct (the config-sections hook).
+Sections = Mapping[str, type[msgspec.Struct]]
+S = TypeVar("S", bound=msgspec.Struct)
+_NOT_TABLES: Final = frozenset({"extensions"})
+
+
+class PluginsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Python modules to load as plugins, besides the installed packages that declare a
+    # `skald` entry point, e.g. ["skald_weather"].
+    modules: list[str] = msgspec.field(default_factory=list)
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # [server]: HTTP listener.
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
@@ -136,6 +149,18 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     assistant: AssistantConfig = msgspec.field(default_factory=AssistantConfig)
     # [sandbox]: the members' command containers.
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
+    # [plugins]: more features to load.
+    plugins: PluginsConfig = msgspec.field(default_factory=PluginsConfig)
+    # Not a table of config.toml: the plugins' own sections (`[name]`), each checked by
+    # the plugin's struct. Read them with `section()`.
+    extensions: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def section(self, name: str, struct: type[S]) -> S:
+        """A plugin's section as its struct (its defaults when config.toml has none)."""
+        found = self.extensions.get(name)
+        if isinstance(found, struct):
+            return found
+        return msgspec.convert({}, type=struct)
 
 
 # --------------------------------------------------------------------------- environment
@@ -151,6 +176,8 @@ def _leaf_fields(
     """Every scalar field as (path, type), found by walking the structs, never by names."""
     out: list[tuple[tuple[str, ...], Any]] = []
     for field in msgspec.structs.fields(struct):
+        if not prefix and field.name in _NOT_TABLES:
+            continue
         path = (*prefix, field.name)
         if _is_section(field.type):
             out.extend(_leaf_fields(field.type, path))
@@ -177,8 +204,12 @@ def _env_overlay(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         raw = environ[name]
         try:
-            # strict=False turns "9100" into 9100 and "true" into True.
-            value = msgspec.convert(raw, type=tp, strict=False)
+            # strict=False turns "9100" into 9100 and "true" into True; lists are
+            # comma-separated ("a,b").
+            given: Any = (
+                [p.strip() for p in raw.split(",") if p.strip()] if tp == list[str] else raw
+            )
+            value = msgspec.convert(given, type=tp, strict=False)
         except msgspec.ValidationError as exc:
             detail = _humanize(_split_validation(str(exc))[0], raw, tp)
             raise ConfigError(f"environment variable {name}: {detail}") from None
@@ -234,10 +265,10 @@ def _humanize(message: str, value: Any, tp: Any) -> str:
     return message
 
 
-def _lookup(data: Any, path: list[str]) -> tuple[Any, Any]:
+def _lookup(data: Any, path: list[str], root: Any = Config) -> tuple[Any, Any]:
     """The value found at `path` in the parsed file and the declared type of that key."""
     value: Any = data
-    tp: Any = Config
+    tp: Any = root
     for part in path:
         value = value.get(part) if isinstance(value, dict) else None
         if _is_section(tp):
@@ -283,17 +314,23 @@ def _find_line(text: str, dotted: str) -> int | None:
     return best
 
 
-def _file_error(path: Path, text: str, data: Any, message: str) -> ConfigError:
-    msg, key_path = _split_validation(message)
+def _file_error(
+    path: Path, text: str, data: Any, message: str, section: str | None = None, root: Any = Config
+) -> ConfigError:
+    """A validation error as `file line N: key: what is wrong`; `section`: the error was
+    met validating that plugin section (`data` is the section, `root` its struct)."""
+    msg, inner = _split_validation(message)
+    key_path = inner if section is None else [section, *inner]
     unknown = _UNKNOWN.match(msg)
     if unknown:
         key_path = [*key_path, unknown["name"]]
+        inner = [*inner, unknown["name"]]
     dotted = ".".join(key_path)
     line = _find_line(text, dotted) if dotted else None
     where = f"{path} line {line}" if line else str(path)
     if unknown:
         return ConfigError(f"{where}: unknown key {dotted}")
-    value, tp = _lookup(data, key_path)
+    value, tp = _lookup(data, inner, root)
     detail = _humanize(msg, value, tp)
     return ConfigError(f"{where}: {dotted}: {detail}" if dotted else f"{where}: {detail}")
 
@@ -321,10 +358,21 @@ def _read_file(path: Path) -> tuple[str, dict[str, Any]]:
         raise ConfigError(f"{path}: invalid TOML: {message}") from None
 
 
-def load_config(data_dir: Path, environ: Mapping[str, str]) -> Config:
-    """Defaults, overlaid by `<data_dir>/config.toml` if present, overlaid by `SKALD_*`."""
+def load_config(
+    data_dir: Path,
+    environ: Mapping[str, str],
+    sections: Callable[[PluginsConfig], Sections] | None = None,
+) -> Config:
+    """Defaults, overlaid by `<data_dir>/config.toml` if present, overlaid by `SKALD_*`.
+
+    `sections` gives the plugins' own sections once `[plugins]` is known (the CLI passes
+    the plugin loader); a table of the file that neither Skald nor a plugin owns is an
+    unknown key, as before.
+    """
     path = data_dir / CONFIG_FILE_NAME
     text, data = _read_file(path) if path.is_file() else ("", {})
+    own = {f.name for f in msgspec.structs.fields(Config)} - _NOT_TABLES
+    others = {k: data.pop(k) for k in [k for k in data if k not in own]}
 
     # Validate the file on its own first, so its errors carry its line numbers and are
     # reported even when an environment variable happens to override the bad key.
@@ -332,6 +380,18 @@ def load_config(data_dir: Path, environ: Mapping[str, str]) -> Config:
         from_file = msgspec.convert(data, type=Config)
     except msgspec.ValidationError as exc:
         raise _file_error(path, text, data, str(exc)) from None
+    known = sections(from_file.plugins) if sections is not None and others else {}
+    extensions: dict[str, Any] = {}
+    for name, value in others.items():
+        struct = known.get(name)
+        if struct is None:
+            line = _find_line(text, name)
+            where = f"{path} line {line}" if line else str(path)
+            raise ConfigError(f"{where}: unknown key {name}")
+        try:
+            extensions[name] = msgspec.convert(value, type=struct)
+        except msgspec.ValidationError as exc:
+            raise _file_error(path, text, value, str(exc), section=name, root=struct) from None
     if from_file.security.kdf_profile == "test":
         line = _find_line(text, "security.kdf_profile")
         where = f"{path} line {line}" if line else str(path)
@@ -347,7 +407,7 @@ def load_config(data_dir: Path, environ: Mapping[str, str]) -> Config:
         merged = _merge(merged, {"sandbox": {"docker_host": environ["DOCKER_HOST"]}})
     config = msgspec.convert(merged, type=Config)
     _check_timezone(config.assistant.timezone, path, text)
-    return config
+    return msgspec.structs.replace(config, extensions=extensions) if extensions else config
 
 
 def _check_timezone(name: str, path: Path, text: str) -> None:

@@ -9,8 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
-__all__ = ["DataLayout", "secure_file", "validate_user_id"]
+__all__ = ["CONTAINER_HOME", "DataLayout", "secure_file", "validate_user_id"]
+
+# Where a member's home is mounted in their sandbox (its agent path is `~`); the rule
+# engine, the mounts list and the sandbox all spell the home this way.
+CONTAINER_HOME: Final = "/home/skald"
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

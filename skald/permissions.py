@@ -60,6 +60,11 @@ def declared() -> list[Capability]:
     return sorted(_DECLARED.values(), key=lambda c: c.name)
 
 
+def named(name: str) -> Capability | None:
+    """The declared capability called `name` (for data that names one, e.g. a page)."""
+    return _DECLARED.get(name)
+
+
 def can(holder: CapabilityHolder, capability: Capability) -> bool:
     """The one permission check: does this role hold `capability`? Deny by default.
 

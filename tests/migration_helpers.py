@@ -9,7 +9,7 @@ from typing import Any
 import apsw
 
 from skald.store.database import fetch_all
-from skald.store.migrations import Schema, migrate
+from skald.store.migrations import Schema, SchemaPlan, migrate
 
 Seeder = Callable[[apsw.Connection], None]
 
@@ -109,8 +109,10 @@ SEEDERS: dict[str, dict[int, Seeder]] = {
 }
 
 
-def build_at(conn: apsw.Connection, schema: Schema, version: int) -> None:
-    """Migrate an empty database step by step to `version`, seeding data on the way."""
+def build_at(conn: apsw.Connection, plan: SchemaPlan | Schema, version: int) -> None:
+    """Build a database as the Skald of historic `user_version` `version` left it (the
+    single chain, no ledger), step by step, seeding data on the way."""
+    schema = plan.historic() if isinstance(plan, SchemaPlan) else plan
     for v in range(1, version + 1):
         migrate(conn, schema, target=v)
         seeder = SEEDERS.get(schema.name, {}).get(v)

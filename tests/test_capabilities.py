@@ -19,8 +19,12 @@ from skald.assets import asset_dir
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
 from skald.permissions import Capability, can, declare, declared
+from skald.plugins.manager import Plugins
 from skald.sandbox.manager import SandboxManager
 from skald.store.rows import Role, RoleAttributes
+
+# The features declare what they enforce when their plugin is collected (as at start-up).
+Plugins.builtin().capabilities()
 
 MakeClient = Callable[[], Awaitable[Client]]
 WEB = Path(__file__).resolve().parent.parent / "web" / "js"

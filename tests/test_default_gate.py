@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -14,6 +16,7 @@ from skald.agent import (
     Approved,
     CancelScope,
     Deferred,
+    Deny,
     FunctionTool,
     Rejected,
     Require,
@@ -23,9 +26,15 @@ from skald.agent import (
     ToolResult,
 )
 from skald.agent.events import Event
-from skald.core.approvals import SHARED_WRITE_REASON, UNATTENDED_REASON, DefaultGate
+from skald.approvals.rules import Rule
+from skald.config import SandboxConfig
+from skald.core.approvals import SHARED_WRITE_REASON, UNATTENDED_REASON, DefaultGate, decide
 from skald.core.users import UserManager
+from skald.files.router import PathRouter
+from skald.files.tools import file_tools
 from skald.llm.types import ToolCall, ToolSpec
+from skald.sandbox.manager import SandboxManager
+from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry
 from skald.store.shared_memory import SharedMemoryStore
@@ -302,3 +311,52 @@ async def test_a_fifteen_minute_bypass_covers_that_tool_only_and_expires() -> No
     assert await gate.bypassing("c1", "execute_cmd")
     now[0] += 2
     assert not await gate.bypassing("c1", "execute_cmd")
+
+
+# -- the tool contract: each tool says what a call touches -----------------------------
+
+FILE_TOOLS = {t.name: t for t in file_tools(PathRouter(Path("/nonexistent/home"), None))}
+EXEC_TOOL = ExecuteCmdTool(cast(SandboxManager, SimpleNamespace(config=SandboxConfig())), None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "categories", "paths", "expected"),
+    [
+        ("read_file", {"path": "~/notes.txt"}, {"@fs_read"}, ("~/notes.txt",), ALLOW),
+        ("list_files", {}, {"@fs_read"}, (), ALLOW),
+        ("grep", {"pattern": "x", "path": "docs"}, {"@fs_read"}, ("docs",), ALLOW),
+        ("write_file", {"path": "~/a.txt", "content": "x"}, {"@fs_write"}, ("~/a.txt",), ALLOW),
+        (
+            "edit_file",
+            {"path": "shared-memory/a.md"},
+            {"@fs_write"},
+            ("shared-memory/a.md",),
+            SHARED,
+        ),
+        (
+            "write_file",
+            {"path": "/etc/x", "content": "x"},
+            {"@fs_write"},
+            ("/etc/x",),
+            "write_file",
+        ),
+    ],
+)
+async def test_file_tools_describe_their_categories_and_paths_to_the_rules(
+    tool: str, args: dict[str, Any], categories: set[str], paths: tuple[str, ...], expected: Any
+) -> None:
+    touches = FILE_TOOLS[tool].touches(args)
+    assert touches.categories == categories and touches.paths == paths
+    decision = await DefaultGate().check(
+        ToolCall(id="c", name=tool, arguments=args), FILE_TOOLS[tool], CTX
+    )
+    assert decision == (named(expected) if isinstance(expected, str) else expected)
+
+
+def test_execute_cmd_is_exec_and_names_no_path() -> None:
+    touches = EXEC_TOOL.touches({"command": "cat ~/x", "workdir": "~/y"})
+    assert touches.categories == {"@exec"} and touches.paths == ()
+    # A rule on the category decides it whatever the tool is called.
+    rule = Rule(1, "default", "@exec", None, "deny", 1, "no commands here")
+    call = ToolCall(id="c", name="execute_cmd", arguments={"command": "ls"})
+    assert decide(call, EXEC_TOOL, [rule]) == Deny("no commands here")

@@ -13,8 +13,8 @@ from skald.agent import CancelScope, Tool, ToolContext, ToolResult
 from skald.agent.events import Event
 from skald.agent.schema import validate_arguments
 from skald.core.users import UserManager
-from skald.files import PathRouter, file_tools, workspace_tools
-from skald.files.tools import glob_regex
+from skald.files.router import PathRouter
+from skald.files.tools import file_tools, glob_regex, workspace_tools
 from skald.paths import DataLayout
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry
@@ -478,3 +478,27 @@ async def test_without_household_notes_the_tools_refuse_them(
         assert result.is_error and "Tuesday" not in result.content, (name, result.content)
     home = await tools["list_files"].run({}, CTX)
     assert "user-memory/" in home.content and "shared-memory" not in home.content
+
+
+async def test_write_tools_preview_the_file_or_note_they_would_change(house: Household) -> None:
+    """The tool contract's preview: a diff of the very file (or note) the call names."""
+    tools = house.ada.tools
+    edit = await tools["edit_file"].preview(
+        {"path": "~/notes/plan.md", "old_text": "buy milk", "new_text": "buy bread"}
+    )
+    assert edit is not None and "-buy milk\n+buy bread\n" in edit
+    new = await tools["write_file"].preview({"path": "~/new.txt", "content": "hello\n"})
+    assert new is not None and "+hello\n" in new
+    await house.ada.ok("write_file", path="user-memory/a.md", content="# A\n")
+    note = await tools["write_file"].preview({"path": "user-memory/a.md", "content": "# B\n"})
+    assert note is not None and "-# A\n+# B\n" in note
+    # No preview where the call would fail, or for paths that leave the places.
+    plant(house)
+    assert await tools["write_file"].preview({"path": "~/secret_link.txt", "content": "x"}) is None
+    assert (
+        await tools["edit_file"].preview(
+            {"path": "~/notes/plan.md", "old_text": "nope", "new_text": "x"}
+        )
+        is None
+    )
+    assert await tools["read_file"].preview({"path": "~/notes/plan.md"}) is None

@@ -21,7 +21,7 @@ LINT = Path(sys.executable).with_name("lint-imports")
 def lint(tree: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     return subprocess.run(
-        [str(LINT), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        [str(LINT), str(tree / "pyproject.toml"), "--no-cache"],
         cwd=tree,
         env=env,
         capture_output=True,

@@ -1,49 +1,64 @@
-"""Every historic schema version migrates to head; migrating twice changes nothing."""
+"""Every historic schema version migrates to head; migrating twice changes nothing;
+features (built-in or a plugin's) keep their own numbering in the ledger."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import apsw
 import pytest
 from migration_helpers import build_at, contents_of, schema_of
 
 from skald.errors import StorageError
 from skald.store.database import Database, open_encrypted, open_plain
-from skald.store.migrations import Schema, migrate, user_version
+from skald.store.migrations import (
+    Feature,
+    Migration,
+    Schema,
+    SchemaPlan,
+    ledger,
+    migrate_features,
+    user_version,
+)
 from skald.store.migrations.owner import OWNER
 from skald.store.migrations.registry import REGISTRY
 
 KEY = os.urandom(32)
-CASES = [(s, v) for s in (REGISTRY, OWNER) for v in range(s.head + 1)]
+CASES = [(p, v) for p in (REGISTRY, OWNER) for v in range(len(p.history) + 1)]
 
 
-async def _open(schema: Schema, path: Path) -> Database:
+async def _open(plan: SchemaPlan, path: Path) -> Database:
     # Owner databases are encrypted in production, so migrate them encrypted here too.
-    if schema is OWNER:
+    if plan is OWNER:
         return await open_encrypted(path, "t", KEY)
     return await open_plain(path, "t")
 
 
-async def _fresh_head_schema(schema: Schema, path: Path) -> list[object]:
-    db = await _open(schema, path)
+async def _fresh_head(plan: SchemaPlan, path: Path) -> tuple[list[object], dict[str, int]]:
+    db = await _open(plan, path)
     try:
-        return await db.call(lambda c: (migrate(c, schema), schema_of(c))[1])
+        return await db.call(lambda c: (migrate_features(c, plan), schema_of(c), ledger(c))[1:])
     finally:
         await db.aclose()
 
 
-@pytest.mark.parametrize(("schema", "version"), CASES, ids=[f"{s.name}-v{v}" for s, v in CASES])
-async def test_every_version_migrates_to_head(tmp_path: Path, schema: Schema, version: int) -> None:
-    expected_schema = await _fresh_head_schema(schema, tmp_path / "fresh.db")
-    db = await _open(schema, tmp_path / "old.db")
+@pytest.mark.parametrize(("plan", "version"), CASES, ids=[f"{p.name}-v{v}" for p, v in CASES])
+async def test_every_historic_version_migrates_to_head(
+    tmp_path: Path, plan: SchemaPlan, version: int
+) -> None:
+    expected_schema, expected_ledger = await _fresh_head(plan, tmp_path / "fresh.db")
+    db = await _open(plan, tmp_path / "old.db")
     try:
-        await db.call(lambda c: build_at(c, schema, version))
+        await db.call(lambda c: build_at(c, plan, version))
+        assert await db.call(user_version) == version
         before = await db.call(contents_of)
-        applied = await db.call(lambda c: migrate(c, schema))
-        assert applied == list(range(version + 1, schema.head + 1))
-        assert await db.call(user_version) == schema.head
+        applied = await db.call(lambda c: migrate_features(c, plan))
+        # Exactly the history entries the old database had not run yet, nothing twice.
+        assert sorted(applied) == sorted((f.name, v) for f, v in plan.history[version:])
+        assert await db.call(user_version) == plan.head
         assert await db.call(schema_of) == expected_schema
+        assert await db.call(ledger) == expected_ledger
         after = await db.call(contents_of)
         for table, rows in before.items():
             if table in after and rows:
@@ -54,17 +69,25 @@ async def test_every_version_migrates_to_head(tmp_path: Path, schema: Schema, ve
         assert integrity == [("ok",)]
 
         # Twice is a no-op: nothing applied, schema, version and data unchanged.
-        assert await db.call(lambda c: migrate(c, schema)) == []
+        assert await db.call(lambda c: migrate_features(c, plan)) == []
         assert await db.call(schema_of) == expected_schema
         assert await db.call(contents_of) == after
     finally:
         await db.aclose()
 
 
+def test_the_ledger_records_each_built_in_feature_at_its_head(tmp_path: Path) -> None:
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    migrate_features(conn, REGISTRY)
+    assert ledger(conn) == {"accounts": 4, "memory": 1, "models": 1, "approvals": 1}
+    conn.close()
+
+
 async def test_fts_index_follows_notes_migrated_from_v1(tmp_path: Path) -> None:
     db = await _open(OWNER, tmp_path / "o.db")
     try:
-        await db.call(lambda c: build_at(c, OWNER, OWNER.head))
+        await db.call(lambda c: build_at(c, OWNER, len(OWNER.history)))
+        await db.call(lambda c: migrate_features(c, OWNER))
         hits = await db.call(
             lambda c: c.execute(
                 "SELECT path FROM memory_notes_fts WHERE memory_notes_fts MATCH 'sourdough'"
@@ -80,13 +103,76 @@ async def test_newer_database_is_refused(tmp_path: Path) -> None:
     try:
         await db.call(lambda c: c.execute(f"PRAGMA user_version={REGISTRY.head + 1}"))
         with pytest.raises(StorageError, match="newer than this Skald"):
-            await db.call(lambda c: migrate(c, REGISTRY))
+            await db.call(lambda c: migrate_features(c, REGISTRY))
     finally:
         await db.aclose()
 
 
-def test_versions_are_numbered_without_gaps() -> None:
-    from skald.store.migrations import Migration
+def test_a_database_from_before_features_is_refused_by_no_old_skald(tmp_path: Path) -> None:
+    # An older Skald counts user_version 1..7; the ledger's version is past it.
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    migrate_features(conn, REGISTRY)
+    assert user_version(conn) == REGISTRY.head > len(REGISTRY.history)
+    conn.close()
 
+
+PLUGIN = Feature(
+    "sample",
+    (
+        Migration(1, "widgets", "CREATE TABLE sample_widgets(id INTEGER PRIMARY KEY, name TEXT)"),
+        Migration(2, "widget colour", "ALTER TABLE sample_widgets ADD COLUMN colour TEXT"),
+    ),
+    after=("accounts",),
+)
+
+
+def test_a_plugin_feature_keeps_its_own_numbering_and_runs_once(tmp_path: Path) -> None:
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    build_at(conn, REGISTRY, 5)  # an old database, before the plugin existed
+    plan = REGISTRY.with_features([PLUGIN])
+    applied = migrate_features(conn, plan)
+    assert ("sample", 1) in applied and ("sample", 2) in applied
+    assert ledger(conn)["sample"] == 2
+    conn.execute("INSERT INTO sample_widgets(name, colour) VALUES ('w', 'red')")
+    assert migrate_features(conn, plan) == []
+    assert conn.execute("SELECT name, colour FROM sample_widgets").fetchall() == [("w", "red")]
+    conn.close()
+
+
+def test_a_feature_newer_than_the_code_is_refused(tmp_path: Path) -> None:
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    migrate_features(conn, REGISTRY.with_features([PLUGIN]))
+    older = Feature("sample", PLUGIN.migrations[:1], after=("accounts",))
+    with pytest.raises(StorageError, match="feature 'sample' is at version 2"):
+        migrate_features(conn, REGISTRY.with_features([older]))
+    conn.close()
+
+
+def test_a_removed_plugin_leaves_its_tables_and_ledger_alone(tmp_path: Path) -> None:
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    migrate_features(conn, REGISTRY.with_features([PLUGIN]))
+    assert migrate_features(conn, REGISTRY) == []
+    assert ledger(conn)["sample"] == 2
+    conn.close()
+
+
+def test_features_run_after_the_features_they_name() -> None:
+    first = Feature("zeta", (Migration(1, "z", "SELECT 1"),))
+    second = Feature("alpha", (Migration(1, "a", "SELECT 1"),), after=("zeta",))
+    plan = SchemaPlan("t", history=(), features=(second, first))
+    assert [f.name for f in plan.ordered()] == ["zeta", "alpha"]
+    with pytest.raises(ValueError, match="unknown"):
+        SchemaPlan("t", history=(), features=(second,)).ordered()
+
+
+def test_two_features_of_one_name_are_refused() -> None:
+    twin = Feature("accounts", (Migration(1, "x", "SELECT 1"),))
+    with pytest.raises(ValueError, match="two different features"):
+        REGISTRY.with_features([twin])
+
+
+def test_versions_are_numbered_without_gaps() -> None:
     with pytest.raises(ValueError, match="numbered"):
         Schema("bad", (Migration(1, "a", "SELECT 1"), Migration(3, "b", "SELECT 1")))
+    with pytest.raises(ValueError, match="numbered"):
+        Feature("bad", (Migration(2, "a", "SELECT 1"),))

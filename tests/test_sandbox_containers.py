@@ -259,7 +259,7 @@ async def test_member_uid_without_passwd_entry(
     )
     try:
         assert await manager.check()
-        await asyncio.to_thread(manager._prepare_host_dirs, user.id)
+        await asyncio.to_thread(manager._prepare_host_dirs, manager.spec_for(user, role))
         os.chown(tmp_path / "homes" / user.id, 4321, 4321)
         cid = await manager.ensure(user, role)
         r = await run_command(

@@ -11,7 +11,7 @@ from migration_helpers import build_at
 
 from skald.errors import InvalidInputError, NotFoundError
 from skald.store.database import open_plain
-from skald.store.migrations import migrate
+from skald.store.migrations import migrate_features
 from skald.store.migrations.owner import OWNER
 from skald.store.migrations.registry import REGISTRY
 from skald.store.note_paths import (
@@ -87,7 +87,7 @@ async def notes(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await reg.close()
     else:
         db = await open_plain(tmp_path / "owner.db", "owner")
-        await db.call(lambda c: migrate(c, OWNER))
+        await db.call(lambda c: migrate_features(c, OWNER))
         yield Either(OwnerStore(db), None)
         await db.aclose()
 
@@ -204,7 +204,7 @@ async def test_shared_records_who_changed_it(shared: SharedMemoryStore, registry
 async def test_shared_and_private_are_separate(shared: SharedMemoryStore, tmp_path: Path) -> None:
     db = await open_plain(tmp_path / "owner.db", "owner")
     try:
-        await db.call(lambda c: migrate(c, OWNER))
+        await db.call(lambda c: migrate_features(c, OWNER))
         private = OwnerStore(db)
         await private.note_put("index.md", "private index")
         await shared.note_put("index.md", "shared index", "u1")
@@ -219,7 +219,7 @@ async def test_shared_and_private_are_separate(shared: SharedMemoryStore, tmp_pa
 async def test_migrated_shared_notes_are_searchable(tmp_path: Path) -> None:
     db = await open_plain(tmp_path / "r.db", "r")
     try:
-        await db.call(lambda c: build_at(c, REGISTRY, REGISTRY.head))
+        await db.call(lambda c: build_at(c, REGISTRY, len(REGISTRY.history)))
         store = SharedMemoryStore(db)
         assert [h.path for h in await store.note_search("sourdough")] == ["wifi.md"]
         infos = {n.path: n.updated_by for n in await store.note_list()}

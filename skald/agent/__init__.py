@@ -49,7 +49,7 @@ from skald.agent.history import CallState, HistoryStore, MemoryHistory, Unfinish
 from skald.agent.loop import AgentLoop, LoopConfig, TurnResult
 from skald.agent.recovery import needs_resume
 from skald.agent.subagent import ChildAgent, ChildFactory, SubAgentTool
-from skald.agent.tools import FunctionTool, Tool, ToolContext, ToolKind, ToolResult
+from skald.agent.tools import FunctionTool, Tool, ToolContext, ToolKind, ToolResult, Touches
 
 __all__ = [
     "SUMMARY_PREFIX",
@@ -93,6 +93,7 @@ __all__ = [
     "ToolKind",
     "ToolOutput",
     "ToolResult",
+    "Touches",
     "TurnDone",
     "TurnResult",
     "TurnStarted",

@@ -7,6 +7,16 @@ A tool declares how the loop may treat it:
   `write` calls (their effects are unknown); approval rules may look at it too.
 - `rerun_on_recovery`: a `read`/`other` call interrupted by a crash may simply run
   again (idempotent). Off by default: re-running must be a deliberate promise.
+
+A tool also describes a call to whoever decides on it (the tool contract):
+- `touches(args)`: the categories (`FS_READ`, `FS_WRITE`, `EXEC`, or a caller's own
+  such as `@mcp:<server>`) and the paths, as written, that the call would touch. The
+  approval rules see nothing else: no table elsewhere knows tools by name or type.
+- `preview(args)`: what the call would change, for the person deciding (a diff), or
+  None. Best effort and side-effect free.
+
+Trap: a tool that touches files but leaves `touches` at its default (nothing) is matched
+by name only, so path rules never see it; declare what it reaches.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -23,6 +33,19 @@ from skald.agent.events import EventSink, ToolOutput, deliver
 from skald.llm.types import ToolSpec
 
 ToolKind = Literal["read", "write", "exec", "other"]
+
+# The categories of the tool contract; a caller may add its own (`@mcp:<server>`).
+FS_READ: Final = "@fs_read"  # reads files or notes
+FS_WRITE: Final = "@fs_write"  # writes files or notes
+EXEC: Final = "@exec"  # runs commands
+
+
+class Touches(msgspec.Struct, frozen=True, kw_only=True):
+    """What one call would touch, as its tool describes it for the given arguments."""
+
+    categories: frozenset[str] = frozenset()
+    # The path arguments as the model wrote them (any JSON value: the caller checks).
+    paths: tuple[object, ...] = ()
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +92,14 @@ class Tool(ABC):
     def name(self) -> str:
         return self.spec.name
 
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        """The categories and paths this call would touch (default: nothing declared)."""
+        return Touches()
+
+    async def preview(self, args: Mapping[str, Any]) -> str | None:
+        """What this call would change, for a person deciding on it (default: none)."""
+        return None
+
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Do the work. Arguments were already checked against `spec.parameters`.
@@ -110,12 +141,17 @@ class FunctionTool(Tool):
         concurrency_safe: bool = False,
         kind: ToolKind = "other",
         rerun_on_recovery: bool = False,
+        touches: Callable[[Mapping[str, Any]], Touches] | None = None,
     ) -> None:
         self.spec = spec
         self._fn = fn
+        self._touches = touches
         self.concurrency_safe = concurrency_safe
         self.kind = kind
         self.rerun_on_recovery = rerun_on_recovery
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        return Touches() if self._touches is None else self._touches(args)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await self._fn(args, ctx)

@@ -17,7 +17,7 @@ from litestar.static_files import create_static_files_router
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
-from skald.api.routes import approvals, auth, chat, files, inbox, llm, ops, roles, system, users
+from skald.api.routes import ops
 from skald.api.security import AuthMiddleware, EdgeMiddleware
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
@@ -40,18 +40,8 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
         cache_control=CacheControlHeader(no_cache=True),
         include_in_schema=False,
     )
-    api = [
-        *auth.ROUTES,
-        *users.ROUTES,
-        *roles.ROUTES,
-        *llm.ROUTES,
-        *approvals.ROUTES,
-        *chat.ROUTES,
-        *inbox.ROUTES,
-        *files.ROUTES,
-        *system.ROUTES,
-        *ops.ROUTES,
-    ]
+    # Every feature's routes, built-in or a plugin's, through the routes hook.
+    api = runtime.plugins.routes()
     return Litestar(
         route_handlers=[*map(document_errors, api), static],
         dependencies={"rt": Provide(provide_runtime, use_cache=True)},

@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
+from skald.agent.tools import EXEC, FS_READ, FS_WRITE
+from skald.paths import CONTAINER_HOME
+
 __all__ = [
     "ACTIONS",
     "DEFAULT_GROUP",
@@ -45,8 +48,7 @@ Action = Literal["allow", "require", "deny"]
 ACTIONS: Final[tuple[Action, ...]] = ("allow", "require", "deny")
 DEFAULT_GROUP: Final = "default"
 NO_PATH: Final = "."
-CONTAINER_HOME: Final = "/home/skald"  # the files router's spelling of the home, too
-CATEGORIES: Final = frozenset({"@fs_read", "@fs_write", "@exec"})
+CATEGORIES: Final = frozenset({FS_READ, FS_WRITE, EXEC})  # the tool contract's own
 
 
 @dataclass(frozen=True)

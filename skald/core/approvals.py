@@ -41,16 +41,15 @@ from skald.approvals.rules import (
     evaluate,
     normalise_path,
 )
-from skald.files.tools import FileTool
 from skald.llm.types import ToolCall
 from skald.log import get_logger
-from skald.tools.memory import NoteTool
 
 __all__ = [
     "SHARED_WRITE_REASON",
     "UNATTENDED_REASON",
     "Announce",
     "DefaultGate",
+    "ExtraFacts",
     "decide",
     "default_rules",
     "explain",
@@ -65,22 +64,21 @@ Announce = Callable[[ApprovalRequest], Awaitable[None] | None]
 RuleSource = Callable[[str], Awaitable[list[Rule]]]  # group -> its rules
 GroupOf = Callable[[str], Awaitable[str]]  # conversation id -> its security group
 Bypassed = Callable[[str, str], Awaitable[bool]]  # (conversation id, tool) -> skip asking?
+# Categories that plugins add to a call beyond what its tool declares (the approval-facts hook).
+ExtraFacts = Callable[[ToolCall, Tool], frozenset[str]]
 
 
-def facts_of(call: ToolCall, tool: Tool) -> CallFacts:
-    """What the rules see of a call: its name, its categories and its normalised path."""
-    categories: set[str] = set()
-    if isinstance(tool, FileTool | NoteTool):
-        if tool.kind == "read":
-            categories.add("@fs_read")
-        elif tool.kind == "write":
-            categories.add("@fs_write")
-    if tool.kind == "exec":
-        categories.add("@exec")
-    server = getattr(tool, "mcp_server", None)
-    if isinstance(server, str) and server:
-        categories.add(f"@mcp:{server}")
-    return CallFacts(call.name, frozenset(categories), normalise_path(call.arguments.get("path")))
+def facts_of(call: ToolCall, tool: Tool, extra: ExtraFacts | None = None) -> CallFacts:
+    """What the rules see of a call: its name, and the categories and path its tool says
+    it touches (`Tool.touches`), plus any categories `extra` adds.
+
+    One path per call: the first the tool names (no tool names more today); none is
+    `NO_PATH`, a malformed one matches no path pattern.
+    """
+    touches = tool.touches(call.arguments)
+    categories = touches.categories | (extra(call, tool) if extra is not None else frozenset())
+    path = normalise_path(touches.paths[0] if touches.paths else None)
+    return CallFacts(call.name, categories, path)
 
 
 def _decision(verdict: Verdict, tool_name: str) -> Decision:
@@ -101,8 +99,10 @@ def default_rules() -> list[Rule]:
     ]
 
 
-def explain(call: ToolCall, tool: Tool, rules: list[Rule], group: str) -> Verdict:
-    return evaluate(rules, group, facts_of(call, tool))
+def explain(
+    call: ToolCall, tool: Tool, rules: list[Rule], group: str, extra: ExtraFacts | None = None
+) -> Verdict:
+    return evaluate(rules, group, facts_of(call, tool, extra))
 
 
 def decide(
@@ -138,9 +138,11 @@ class DefaultGate:
         rules: RuleSource | None = None,
         group_of: GroupOf | None = None,
         bypassed: Bypassed | None = None,
+        extra_facts: ExtraFacts | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._bypassed = bypassed
+        self.extra_facts = extra_facts
         self._clock = clock
         self._timed: dict[tuple[str, str], float] = {}  # (conversation, tool) -> until
         self._announce = announce
@@ -156,7 +158,7 @@ class DefaultGate:
             DEFAULT_GROUP if self._group_of is None else await self._group_of(ctx.conversation_id)
         )
         rules = default_rules() if self._rules is None else await self._rules(group)
-        verdict = explain(call, tool, rules, group)
+        verdict = explain(call, tool, rules, group, self.extra_facts)
         log.debug("approval rule", tool=call.name, action=verdict.action, rule=verdict.rule_id)
         decision = _decision(verdict, call.name)
         if isinstance(decision, Require) and await self.bypassing(ctx.conversation_id, call.name):

@@ -9,6 +9,10 @@ from skald.core.keys import PROFILES
 from skald.core.users import UserManager
 from skald.errors import StorageError
 from skald.paths import DataLayout
+from skald.permissions import declared
+from skald.plugins.manager import Plugins
+from skald.store.migrations.owner import OWNER
+from skald.store.migrations.registry import REGISTRY
 from skald.store.registry import Registry
 
 
@@ -18,21 +22,47 @@ class Core:
     layout: DataLayout
     registry: Registry
     users: UserManager
+    plugins: Plugins
 
     @classmethod
-    async def open(cls, layout: DataLayout, config: Config, *, create: bool = False) -> Core:
-        """Open the registry (migrating it). Without `create`, a missing one is an error,
-        so a mistyped `--data` never scatters empty databases around the disk."""
+    async def open(
+        cls,
+        layout: DataLayout,
+        config: Config,
+        *,
+        create: bool = False,
+        plugins: Plugins | None = None,
+    ) -> Core:
+        """Open the registry (migrating it, every feature's migrations included). Without
+        `create`, a missing one is an error, so a mistyped `--data` never scatters empty
+        databases around the disk."""
+        plugins = plugins or Plugins.from_config(config)
         if not create and not layout.system_db.exists():
             raise StorageError(
                 f"no Skald data in {layout.root} (run `skald setup` first, or pass --data)"
             )
         layout.ensure()
-        registry = await Registry.open(layout.system_db, config.storage.busy_timeout_ms)
-        users = UserManager(
-            registry, layout, PROFILES[config.security.kdf_profile], config.storage.busy_timeout_ms
+        registry = await Registry.open(
+            layout.system_db,
+            config.storage.busy_timeout_ms,
+            REGISTRY.with_features(plugins.migrations("registry")),
         )
-        return cls(config=config, layout=layout, registry=registry, users=users)
+        users = UserManager(
+            registry,
+            layout,
+            PROFILES[config.security.kdf_profile],
+            config.storage.busy_timeout_ms,
+            OWNER.with_features(plugins.migrations("owner")),
+        )
+        try:
+            # Every capability the code declares (built-ins and plugins'), so roles can
+            # hold them; rows are only added or re-described, never deleted.
+            plugins.capabilities()
+            await registry.sync_capabilities([(c.name, c.description) for c in declared()])
+        except BaseException:
+            await registry.close()
+            raise
+        return cls(config=config, layout=layout, registry=registry, users=users, plugins=plugins)
 
     async def close(self) -> None:
         await self.users.lock_all()

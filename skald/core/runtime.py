@@ -29,9 +29,11 @@ from skald.core.throttle import LoginThrottle
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import UnlockedUser
 from skald.errors import DatabaseClosedError, NotFoundError
+from skald.files.mounts import MemberMount
+from skald.files.router import PathRouter
 from skald.log import get_logger
 from skald.paths import DataLayout
-from skald.permissions import can, declared
+from skald.permissions import can
 from skald.sandbox.execute import probe
 from skald.sandbox.manager import SandboxManager, SandboxState, SandboxUnavailable
 from skald.sandbox.tool import SANDBOX_EXEC
@@ -59,6 +61,7 @@ class Runtime:
             core.layout.root,
         )
         self.supervisor = Supervisor()
+        self.plugins = core.plugins
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
@@ -91,8 +94,6 @@ class Runtime:
         return runtime
 
     async def _start(self, announce: TextIO) -> None:
-        # The capabilities the code declares, so roles can hold them (rows are only added).
-        await self.core.registry.sync_capabilities([(c.name, c.description) for c in declared()])
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()
         log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)
@@ -106,6 +107,7 @@ class Runtime:
                 homes_dir=self.core.layout.homes_dir,
                 docs_dir=asset_dir("docs"),
                 members=self._sandbox_members,
+                mounts=self.mounts_for,
             )
             # Docker may be down: the watcher keeps trying, the server runs regardless.
             self.supervisor.start("sandbox-watcher", self.sandbox.watch_forever)
@@ -121,6 +123,13 @@ class Runtime:
                     user = msgspec.structs.replace(user, active=False)
                 out.append((user, role))
         return out
+
+    def mounts_for(self, user: User, role: Role) -> list[MemberMount]:
+        """The member's mounts, from every feature (the one list router and sandbox use)."""
+        return self.plugins.mounts(user, role, self.core.layout)
+
+    def router_for(self, user: User, role: Role) -> PathRouter:
+        return PathRouter(mounts=self.mounts_for(user, role))
 
     async def member(self, user_id: str) -> tuple[User, Role]:
         """The member's current row and role (read fresh: both may have changed)."""
@@ -178,6 +187,8 @@ class Runtime:
             sandbox=self.sandbox,
             member=self.member,
             rules=self.core.registry.approval_rules,
+            plugins=self.plugins,
+            router=self.router_for(handle.user, role),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime

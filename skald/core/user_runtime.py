@@ -10,42 +10,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Literal
-from zoneinfo import ZoneInfo
 
-from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, SubAgentTool, Tool, ToolContext
-from skald.agent.prompts import (
-    AgentDef,
-    PromptCache,
-    datetime_block,
-    default_chat_agent,
-    memory_index_block,
-    profile_block,
-    task_agents_block,
-)
+from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
+from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
 from skald.config import AssistantConfig
 from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
 from skald.core.llm_service import LlmService
-from skald.core.preview import write_preview
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter
-from skald.files.tools import FILES, workspace_tools
+from skald.log import get_logger
 from skald.paths import DataLayout
 from skald.permissions import can
-from skald.sandbox.execute import commands_block
+from skald.plugins.manager import Plugins
 from skald.sandbox.manager import SandboxManager
-from skald.sandbox.tool import SANDBOX_EXEC, ExecuteCmdTool
+from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
 from skald.store.rows import Role, User
 from skald.store.shared_memory import SharedMemoryStore
-from skald.tools.memory import MEMORY_SHARED, memory_indexes, memory_tools
+from skald.tools.memory import MEMORY_SHARED
 
 
 def effective_group(chosen: str | None, role: Role) -> str:
@@ -59,6 +48,8 @@ def effective_group(chosen: str | None, role: Role) -> str:
 
 
 BYPASS_SECONDS = 15 * 60
+
+log = get_logger("skald.user_runtime")
 
 
 class UserRuntime:
@@ -77,7 +68,11 @@ class UserRuntime:
         sandbox: SandboxManager | None = None,
         member: Callable[[str], Awaitable[tuple[User, Role]]] | None = None,
         rules: RuleSource | None = None,
+        plugins: Plugins | None = None,
+        router: PathRouter | None = None,
     ) -> None:
+        # Tools, prompt blocks and approval facts come from the features' hooks.
+        self.plugins = plugins or Plugins.builtin()
         self.handle = handle
         self.user = handle.user
         self.role = role
@@ -95,18 +90,14 @@ class UserRuntime:
             rules=rules,
             group_of=self.security_group_of,
             bypassed=self.inbox.bypassed,
+            extra_facts=self.plugins.approval_facts,
         )
         self._chores: set[asyncio.Task[None]] = set()
         self.ask = AskUserTool(self.inbox, self.inbox_changed)
-        self.router = PathRouter.for_member(layout, self.user.id)
+        # The member's mounts (home, manual, notes, plugins'), as the runtime collected them.
+        self.router = router or PathRouter.for_member(layout, self.user.id)
         self.sandbox = sandbox
         self._member = member
-        self._execute: ExecuteCmdTool | None = None
-        if sandbox is not None and member is not None:
-            user_id = self.user.id
-            self._execute = ExecuteCmdTool(sandbox, lambda: member(user_id))
-        helpers = {a.id: a.description for a in agents.values() if a.type == "task"}
-        self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
         self.hub.retire = self._retire
@@ -119,7 +110,7 @@ class UserRuntime:
     @property
     def may_execute(self) -> bool:
         """`execute_cmd` is offered (tool and prompt block) only with `sandbox.exec`."""
-        return self._execute is not None and can(self.role, SANDBOX_EXEC)
+        return self.sandbox is not None and self.can_fetch_member and can(self.role, SANDBOX_EXEC)
 
     def agent_for(self, conversation: Conversation) -> AgentDef:
         agent = self.agents.get(conversation.agent_id)
@@ -127,44 +118,25 @@ class UserRuntime:
             return default_chat_agent(self.role.attributes.default_chat_agent, self.agents)
         return agent
 
+    @property
+    def can_fetch_member(self) -> bool:
+        return self._member is not None
+
+    async def fetch_member(self) -> tuple[User, Role]:
+        """The member's row and role as they are now (read fresh on every call)."""
+        if self._member is None:
+            return self.user, self.role
+        return await self._member(self.user.id)
+
     async def _prompt_values(self) -> dict[str, str]:
-        user_index, shared_index = await memory_indexes(self.handle.store, self.shared)
-        tz = ZoneInfo(self.config.timezone)
-        return {
-            "USER_PROFILE": profile_block(
-                self.user.display_name, self.user.profile, self.user.locale
-            ),
-            "DATETIME": datetime_block(datetime.now(tz), tz),
-            "USER_MEMORY_INDEX": memory_index_block("user-memory", user_index),
-            "SHARED_MEMORY_INDEX": (
-                memory_index_block("shared-memory", shared_index) if self.shared_readable else ""
-            ),
-            "TASK_AGENTS": task_agents_block(self.agents.values()),
-            "SANDBOX_COMMANDS": (
-                commands_block(self.sandbox.commands.get(self.user.id, []))
-                if self.may_execute and self.sandbox is not None
-                else ""
-            ),
-        }
+        return await self.plugins.prompt_blocks(self)
+
+    def all_tools(self) -> list[Tool]:
+        """Every tool the features give this member, before any agent's allow-list."""
+        return self.plugins.tools(self)
 
     def _tools(self, agent: AgentDef) -> list[Tool]:
-        # Members with the `files` capability work on their home and the manual too;
-        # the others (children by default) keep to their notes.
-        if can(self.role, FILES):
-            base = workspace_tools(
-                self.handle.store,
-                self.shared,
-                self.user.id,
-                self.router,
-                shared_readable=self.shared_readable,
-            )
-        else:
-            base = memory_tools(
-                self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
-            )
-        tools: list[Tool] = [*base, self._subagents, self.ask]
-        if self._execute is not None and self.may_execute:
-            tools.append(self._execute)
+        tools = self.all_tools()
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools
@@ -174,7 +146,7 @@ class UserRuntime:
         default = default_chat_agent(self.role.attributes.default_chat_agent, self.agents)
         return next((t for t in self._tools(default) if t.name == name), None)
 
-    async def _child(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
+    async def child(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         """A sub-agent for `execute_task`: a task agent with the member's own tools."""
         agent = self.agents.get(agent_id or "worker")
         if agent is None or agent.type != "task":
@@ -195,16 +167,21 @@ class UserRuntime:
             tool=request.tool,
             arguments=request.arguments,
             reason=request.reason,
-            preview=await write_preview(
-                request.tool,
-                request.arguments,
-                owner=self.handle.store,
-                shared=self.shared,
-                router=self.router,
-            ),
+            preview=await self._preview(request),
         )
         if added:
             await self.inbox_changed()
+
+    async def _preview(self, request: ApprovalRequest) -> str | None:
+        """The tool's own preview of the call (best effort: a failure shows none)."""
+        tool = next((t for t in self.all_tools() if t.name == request.tool), None)
+        if tool is None:
+            return None
+        try:
+            return await tool.preview(request.arguments)
+        except Exception:
+            log.exception("a tool's preview failed", tool=request.tool)
+            return None
 
     async def inbox_changed(self) -> None:
         self.events.publish(self.user.id, InboxChanged(count=await self.inbox.count()))

@@ -31,7 +31,7 @@ from skald.errors import (
 from skald.paths import DataLayout
 from skald.permissions import can, declare
 from skald.store.database import Database, open_encrypted, open_plain
-from skald.store.migrations import migrate
+from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.owner import OWNER
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry, now_iso
@@ -108,8 +108,10 @@ class UserManager:
         layout: DataLayout,
         kdf: keys.KdfParams,
         busy_timeout_ms: int = 5000,
+        owner_plan: SchemaPlan = OWNER,
     ) -> None:
         self.registry = registry
+        self.owner_plan = owner_plan  # the built-in features of owner databases and plugins'
         self.layout = layout
         self.kdf = kdf
         self.busy_timeout_ms = busy_timeout_ms
@@ -174,11 +176,13 @@ class UserManager:
                 dek = keys.new_dek()
                 recovery = keys.new_recovery_code()
                 wraps = await asyncio.to_thread(self._wrap_all, dek, password, recovery, user.id)
-                await _init_owner(await open_encrypted(path, f"owner-{user.id}", dek))
+                await _init_owner(
+                    await open_encrypted(path, f"owner-{user.id}", dek), self.owner_plan
+                )
                 await self.registry.insert_user(user, None, wraps)
             else:
                 hashed = await asyncio.to_thread(keys.hash_password, password, self.kdf)
-                await _init_owner(await open_plain(path, f"owner-{user.id}"))
+                await _init_owner(await open_plain(path, f"owner-{user.id}"), self.owner_plan)
                 await self.registry.insert_user(user, hashed, {})
         except BaseException:
             await asyncio.to_thread(_remove_db_files, path)
@@ -242,7 +246,7 @@ class UserManager:
                     else open_encrypted(path, name, dek, timeout, create=False)
                 )
                 try:
-                    await db.call(lambda c: migrate(c, OWNER))
+                    await db.call(lambda c: migrate_features(c, self.owner_plan))
                 except BaseException:
                     await db.aclose()
                     raise
@@ -364,9 +368,9 @@ class UserManager:
         self._locks.pop(user.id, None)
 
 
-async def _init_owner(db: Database) -> None:
+async def _init_owner(db: Database, plan: SchemaPlan) -> None:
     try:
-        await db.call(lambda c: migrate(c, OWNER))
+        await db.call(lambda c: migrate_features(c, plan))
     finally:
         await db.aclose()
 

@@ -1,37 +1,6 @@
-"""Members' files: the path router, safe file operations, and the model's file tools.
+"""Members' files: their mounts, the path router, safe file operations, the file tools.
 
-Rules and traps: `docs/dev/files.md`.
+Rules and traps: `docs/dev/files.md`. Nothing is imported here on purpose: low layers
+(the approval rules, the sandbox) import `skald.files.mounts` alone, and re-exporting
+the tools from here would pull the stores into their import.
 """
-
-from skald.files.router import (
-    CONTAINER_HOME,
-    DOCS_MOUNT,
-    HOME_MOUNT,
-    FileEntry,
-    FileSystemError,
-    NewFile,
-    PathDeniedError,
-    PathRouter,
-    Place,
-    ReadOnlyError,
-    Resolved,
-    Virtual,
-)
-from skald.files.tools import file_tools, workspace_tools
-
-__all__ = [
-    "CONTAINER_HOME",
-    "DOCS_MOUNT",
-    "HOME_MOUNT",
-    "FileEntry",
-    "FileSystemError",
-    "NewFile",
-    "PathDeniedError",
-    "PathRouter",
-    "Place",
-    "ReadOnlyError",
-    "Resolved",
-    "Virtual",
-    "file_tools",
-    "workspace_tools",
-]

@@ -1,11 +1,14 @@
 """The path router: which place an agent path names, and safe operations on it.
 
-Places a member can reach (DESIGN.md C4):
+Places a member can reach (DESIGN.md C4) are the member's mounts (`skald.files.mounts`,
+one list shared with the sandbox, filled by the `skald_mounts` hook). Today:
 - their home `data/homes/<user_id>/` (read-write): `~`, `~/…`, relative paths,
   `uploads/…`, and `/home/skald/…` (the same folder as the sandbox sees it);
 - the manual (read-only): `docs/…`, also `~/docs/…` (the sandbox mounts it there);
 - the two virtual note stores `user-memory/…` and `shared-memory/…`: not folders at all.
   The router only reports them (`Virtual`); the note tools and the note stores own them.
+A mount's prefix names it at the top of a path (`docs/x`, `~/docs/x`), and an absolute
+path under a mount's container path names it the way the sandbox sees it.
 
 Rules (rules and traps in `docs/dev/files.md`):
 - Parsing is lexical and strict: text only, no NUL or control characters, bounded length,
@@ -55,8 +58,18 @@ from skald.errors import (
     SkaldError,
     StorageError,
 )
+from skald.files.mounts import (
+    CONTAINER_HOME,
+    DOCS_MOUNT,
+    HOME_MOUNT,
+    MemberMount,
+    check_mounts,
+    docs_mount,
+    home_mount,
+    note_mounts,
+)
 from skald.paths import DataLayout
-from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, NoteStoreName
+from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY
 
 __all__ = [
     "CONTAINER_HOME",
@@ -64,6 +77,7 @@ __all__ = [
     "HOME_MOUNT",
     "FileEntry",
     "FileSystemError",
+    "MemberMount",
     "NewFile",
     "PathDeniedError",
     "PathRouter",
@@ -73,11 +87,14 @@ __all__ = [
     "Virtual",
     "WalkItem",
     "delete",
+    "docs_mount",
     "entry_for",
     "guess_mime",
+    "home_mount",
     "is_binary",
     "list_dir",
     "make_dir",
+    "note_mounts",
     "open_read",
     "rename",
     "upload_name",
@@ -86,13 +103,6 @@ __all__ = [
     "zip_stream",
 ]
 
-HOME_MOUNT: Final = "home"
-DOCS_MOUNT: Final = "docs"
-CONTAINER_HOME: Final = "/home/skald"  # where the sandbox mounts the home
-VIRTUAL_STORES: Final[tuple[NoteStoreName, ...]] = (USER_MEMORY, SHARED_MEMORY)
-# Names at the top of the home that route elsewhere; the sandbox mounts over them, so
-# the real folders of that name in the home are invisible there, and here too.
-SHADOWED: Final = frozenset({DOCS_MOUNT, USER_MEMORY, SHARED_MEMORY})
 
 MAX_PATH_CHARS: Final = 4096  # PATH_MAX
 MAX_NAME_BYTES: Final = 255  # NAME_MAX
@@ -140,6 +150,7 @@ class Mount:
     root: Path
     writable: bool
     label: str
+    container_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,9 @@ class Resolved:
     parts: tuple[str, ...]
 
     virtual: Literal[False] = False
+    # Names at the top of the home that route to other mounts (the sandbox mounts over
+    # them): listings, walks and ZIPs of the home leave real folders of those names out.
+    shadowed: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -172,7 +186,7 @@ class Resolved:
 class Virtual:
     """A path into a note store: `agent_path` is canonical (`user-memory/people/ada.md`)."""
 
-    store: NoteStoreName
+    store: str  # the note store's name (its mount prefix)
     agent_path: str
     relative: str  # below the store, "" for the store itself; may end with "/"
 
@@ -221,24 +235,53 @@ def _inside(path: str, root: str) -> bool:
 
 
 class PathRouter:
-    """One member's view: their home, the manual, and where the note stores are.
+    """One member's view of their mounts: home, the manual, the note stores, more.
 
     Parsing (`parse`) is pure; `resolve` also asks the file system where links lead.
+    `PathRouter(home, docs)` is the built-in places alone (tests, uploads); the member's
+    full list comes from `mounts=` (the runtime collects it from the mounts hook).
     """
 
-    def __init__(self, home: Path, docs: Path | None = None) -> None:
-        self.home = Mount(HOME_MOUNT, "~", Path(home), True, "Home")
-        self.docs = (
-            Mount(DOCS_MOUNT, DOCS_MOUNT, Path(docs), False, "Manual") if docs is not None else None
+    def __init__(
+        self,
+        home: Path | None = None,
+        docs: Path | None = None,
+        *,
+        mounts: list[MemberMount] | None = None,
+    ) -> None:
+        if mounts is None:
+            if home is None:
+                raise ValueError("a router needs a home or a list of mounts")
+            mounts = [home_mount(home), *([docs_mount(docs)] if docs else []), *note_mounts()]
+        self.member_mounts = check_mounts(mounts)
+        physical = [
+            Mount(m.name, m.prefix, m.host_path, not m.read_only, m.label, m.container_path)
+            for m in self.member_mounts
+            if m.host_path is not None
+        ]
+        self.home = physical[0]
+        self._named = {m.prefix: m for m in physical[1:]}
+        self._virtual = frozenset(m.prefix for m in self.member_mounts if m.virtual)
+        self.shadowed = frozenset(m.prefix for m in self.member_mounts if not m.is_home)
+        # Absolute paths as the sandbox sees them, longest first (nested mounts win).
+        self._in_container = sorted(
+            (m for m in physical if m.container_path),
+            key=lambda m: len(m.container_path or ""),
+            reverse=True,
         )
 
     @classmethod
     def for_member(cls, layout: DataLayout, user_id: str) -> PathRouter:
+        """The built-in places only (home, manual, notes): enough for the home alone."""
         return cls(layout.home(user_id), asset_dir("docs"))
 
     @property
+    def docs(self) -> Mount | None:
+        return self._named.get(DOCS_MOUNT)
+
+    @property
     def mounts(self) -> list[Mount]:
-        return [m for m in (self.home, self.docs) if m is not None]
+        return [self.home, *self._named.values()]
 
     def places(self) -> list[Place]:
         return [
@@ -270,9 +313,14 @@ class PathRouter:
         except UnicodeEncodeError:
             raise _invalid(raw, "not valid Unicode text") from None
         text = raw.replace("\\", "/")
+        direct: Mount | None = None  # an absolute path under a mount's container path
         if text.startswith("/"):
-            if text == CONTAINER_HOME or text.startswith(CONTAINER_HOME + "/"):
-                text = text[len(CONTAINER_HOME) :]
+            for mount in self._in_container:
+                where = mount.container_path or ""
+                if text == where or text.startswith(where + "/"):
+                    text = text[len(where) :]
+                    direct = None if mount is self.home else mount
+                    break
             else:
                 raise _denied(raw, "absolute paths lead outside your places; write ~/… instead")
         elif text.startswith("~"):
@@ -287,15 +335,16 @@ class PathRouter:
         for segment in segments:
             if len(segment.encode("utf-8")) > MAX_NAME_BYTES:
                 raise _invalid(raw, f"a name is longer than {MAX_NAME_BYTES} bytes")
+        if direct is not None:
+            return direct, segments
         head = segments[0] if segments else ""
-        for store in VIRTUAL_STORES:
-            if head == store:
-                relative = "/".join(segments[1:])
-                if relative and text.endswith("/"):
-                    relative += "/"
-                return Virtual(store, f"{store}/{relative}", relative)
-        if head == DOCS_MOUNT and self.docs is not None:
-            return self.docs, segments[1:]
+        if head in self._virtual:
+            relative = "/".join(segments[1:])
+            if relative and text.endswith("/"):
+                relative += "/"
+            return Virtual(head, f"{head}/{relative}", relative)
+        if head in self._named:
+            return self._named[head], segments[1:]
         if head == DOCS_MOUNT:
             raise _denied(raw, "the manual is not available here")
         return self.home, segments
@@ -345,6 +394,7 @@ class PathRouter:
             writable=mount.writable,
             agent_path=_agent_path(mount, parts),
             parts=parts,
+            shadowed=self.shadowed if mount is self.home else frozenset(),
         )
 
     def physical(self, raw: object, *, follow_final: bool = True) -> Resolved:
@@ -603,7 +653,7 @@ def entry_for(found: Resolved) -> FileEntry:
 
 
 def _hidden_at_root(found: Resolved, parts: tuple[str, ...], name: str) -> bool:
-    return found.mount == HOME_MOUNT and not parts and name in SHADOWED
+    return found.mount == HOME_MOUNT and not parts and name in found.shadowed
 
 
 def list_dir(found: Resolved, limit: int = 10_000) -> tuple[list[FileEntry], bool]:

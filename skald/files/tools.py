@@ -17,11 +17,20 @@ import io
 import re
 import threading
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
+from skald.agent.tools import (
+    FS_READ,
+    FS_WRITE,
+    Reads,
+    Tool,
+    ToolContext,
+    ToolResult,
+    Touches,
+    Writes,
+)
 from skald.errors import NotFoundError, SkaldError
 from skald.files.mime import sniff
 from skald.files.router import (
@@ -55,8 +64,10 @@ from skald.tools.memory import (
     READ_DEFAULT_LINES,
     READ_MAX_CHARS,
     READ_MAX_LINE_CHARS,
+    NoteTool,
     memory_tools,
 )
+from skald.tools.preview import MAX_READ_BYTES, edit_preview, write_preview
 
 __all__ = [
     "EditFileTool",
@@ -143,6 +154,31 @@ class FileTool(Tool):
         self.router = router
         self.notes = notes
 
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        # Files and notes alike: the router confines both to the member's own places.
+        category = {"read": FS_READ, "write": FS_WRITE}.get(self.kind)
+        raw = args.get("path")
+        return Touches(
+            categories=frozenset() if category is None else frozenset({category}),
+            paths=() if raw is None else (raw,),
+        )
+
+    async def old_text(self, raw: object) -> str | None:
+        """The current text at `raw` for a preview: notes through their tool, files
+        through the router; "" for a new file, None when unreadable or unusual."""
+        try:
+            parsed = self.router.parse(raw)
+            if isinstance(parsed, Virtual):
+                if not isinstance(self.notes, NoteTool):
+                    return None
+                return await self.notes.old_text(parsed.agent_path)
+            found = await asyncio.to_thread(self.router.resolve, raw)
+        except SkaldError:
+            return None
+        if not isinstance(found, Resolved):
+            return None
+        return await asyncio.to_thread(_text_for_preview, found)
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
             raw = args.get("path")
@@ -168,6 +204,17 @@ class FileTool(Tool):
     @abstractmethod
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Do the work on a physical path; raise `_Refusal` / `SkaldError` to refuse."""
+
+
+def _text_for_preview(found: Resolved) -> str | None:
+    try:
+        if not found.path.exists():
+            return ""
+        if not found.path.is_file() or found.path.stat().st_size > MAX_READ_BYTES:
+            return None
+        return found.path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _sentence(message: str) -> str:
@@ -294,6 +341,10 @@ class WriteFileTool(_Writing):
         },
     )
 
+    async def preview(self, args: Mapping[str, Any]) -> str | None:
+        raw = args.get("path")
+        return write_preview(str(raw), await self.old_text(raw), args)
+
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         content = _text(args, "content")
         data = _encode(content)
@@ -336,6 +387,10 @@ class EditFileTool(_Writing):
             "additionalProperties": False,
         },
     )
+
+    async def preview(self, args: Mapping[str, Any]) -> str | None:
+        raw = args.get("path")
+        return edit_preview(str(raw), await self.old_text(raw), args)
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         old = _text(args, "old_text")

@@ -23,7 +23,8 @@ from typing import Final
 import msgspec
 
 from skald.log import get_logger
-from skald.sandbox.manager import CONTAINER_HOME, SandboxManager
+from skald.paths import CONTAINER_HOME
+from skald.sandbox.manager import SandboxManager
 
 log = get_logger("skald.sandbox")
 

@@ -31,7 +31,9 @@ import msgspec
 
 from skald.config import SandboxConfig
 from skald.errors import SkaldError
+from skald.files.mounts import MemberMount, docs_mount, home_mount
 from skald.log import get_logger
+from skald.paths import CONTAINER_HOME
 from skald.sandbox.client import DockerUnavailable, connect
 from skald.sandbox.image import has_image, image_tag
 from skald.store.rows import Role, User
@@ -40,8 +42,6 @@ log = get_logger("skald.sandbox")
 
 T = TypeVar("T")
 
-CONTAINER_HOME: Final = "/home/skald"
-CONTAINER_DOCS: Final = "/home/skald/docs"
 LABEL_INSTANCE: Final = "skald.instance"
 LABEL_USER: Final = "skald.user"
 LABEL_SPEC: Final = "skald.spec"
@@ -108,6 +108,7 @@ class SandboxManager:
         homes_dir: Path,
         docs_dir: Path,
         members: Callable[[], Awaitable[list[tuple[User, Role]]]],
+        mounts: Callable[[User, Role], list[MemberMount]] | None = None,
         uid: int | None = None,
         gid: int | None = None,
         poll_s: float = 3.0,
@@ -117,6 +118,11 @@ class SandboxManager:
         self.homes_dir = homes_dir
         self.docs_dir = docs_dir
         self.members = members
+        # The member's mounts (the runtime's: built-ins and plugins); by default the
+        # built-in home and manual alone.
+        self.mounts = mounts or (
+            lambda user, _role: [home_mount(homes_dir / user.id), docs_mount(docs_dir)]
+        )
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
         self.image = config.image or image_tag()
@@ -188,15 +194,17 @@ class SandboxManager:
     # -- the spec -------------------------------------------------------------------------
 
     def spec_for(self, user: User, role: Role) -> ContainerSpec:
-        home = self.homes_dir / user.id
         return ContainerSpec(
             name=self.container_name(user.id),
             image=self.image,
             user=self.exec_user,
             network="none" if role.attributes.sandbox_network == "none" else self.network_name,
-            mounts=(
-                Mount(source=str(home), target=CONTAINER_HOME, read_only=False),
-                Mount(source=str(self.docs_dir), target=CONTAINER_DOCS, read_only=True),
+            # Every mount of the member that has both a host folder and a container path,
+            # the home first (Docker mounts in order: nested ones must come after it).
+            mounts=tuple(
+                Mount(source=str(m.host_path), target=m.container_path, read_only=m.read_only)
+                for m in sorted(self.mounts(user, role), key=lambda m: m.container_path or "")
+                if m.host_path is not None and m.container_path is not None
             ),
             memory_mb=self.config.memory_mb,
             pids=self.config.pids,
@@ -204,12 +212,15 @@ class SandboxManager:
             start_script=START_SCRIPT,
         )
 
-    def _prepare_host_dirs(self, user_id: str) -> None:
+    def _prepare_host_dirs(self, spec: ContainerSpec) -> None:
         # Made by us before Docker sees them: Docker would create missing bind sources
-        # (and the docs mountpoint inside the home) owned by root.
-        home = self.homes_dir / user_id
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        (home / "docs").mkdir(mode=0o755, exist_ok=True)
+        # (and mountpoints inside the home, such as docs) owned by root.
+        home = next(m for m in spec.mounts if m.target == CONTAINER_HOME)
+        for m in spec.mounts:
+            Path(m.source).mkdir(mode=0o700, parents=True, exist_ok=True)
+            if m.target.startswith(CONTAINER_HOME + "/"):
+                inner = Path(home.source, m.target[len(CONTAINER_HOME) + 1 :])
+                inner.mkdir(mode=0o755, parents=True, exist_ok=True)
 
     # -- ensure / stop / remove -----------------------------------------------------------
 
@@ -223,7 +234,7 @@ class SandboxManager:
         client = self.client()
         spec = self.spec_for(user, role)
         async with self._lock(user.id):
-            await asyncio.to_thread(self._prepare_host_dirs, user.id)
+            await asyncio.to_thread(self._prepare_host_dirs, spec)
             return await self.call(self._ensure_blocking, client, spec, user.id)
 
     def _ensure_blocking(self, client: Any, spec: ContainerSpec, user_id: str) -> str:

@@ -11,10 +11,10 @@ removed while a turn runs stops the very next command.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.agent.tools import EXEC, Tool, ToolContext, ToolResult, Touches
 from skald.llm.types import ToolSpec
 from skald.permissions import can, declare
 from skald.sandbox.execute import container_workdir, describe, run_command
@@ -73,6 +73,10 @@ class ExecuteCmdTool(Tool):
                 "additionalProperties": False,
             },
         )
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        # What a command reaches cannot be told from its text: a category, no paths.
+        return Touches(categories=frozenset({EXEC}))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = str(args["command"])

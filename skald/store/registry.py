@@ -15,7 +15,7 @@ import msgspec
 from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one, open_plain
-from skald.store.migrations import migrate
+from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.registry import REGISTRY
 from skald.store.rows import Role, RoleAttributes, User, UserSecrets
 
@@ -84,10 +84,13 @@ class Registry:
         self.db = db
 
     @classmethod
-    async def open(cls, path: Path, busy_timeout_ms: int = 5000) -> Registry:
+    async def open(
+        cls, path: Path, busy_timeout_ms: int = 5000, plan: SchemaPlan = REGISTRY
+    ) -> Registry:
+        """Open and migrate; `plan` adds plugins' features to the built-in ones."""
         db = await open_plain(path, "registry", busy_timeout_ms)
         try:
-            await db.call(lambda c: migrate(c, REGISTRY))
+            await db.call(lambda c: migrate_features(c, plan))
             await db.transaction(_ensure_instance_id)
             await db.transaction(seed_approvals)
         except BaseException:

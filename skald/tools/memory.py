@@ -23,13 +23,22 @@ from __future__ import annotations
 import asyncio
 import re
 from abc import abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import apsw
 
-from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Writes
+from skald.agent.tools import (
+    FS_READ,
+    FS_WRITE,
+    Reads,
+    Tool,
+    ToolContext,
+    ToolResult,
+    Touches,
+    Writes,
+)
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolSpec
 from skald.permissions import declare
@@ -56,6 +65,7 @@ from skald.tools.args import int_arg as _int
 from skald.tools.args import plural as _plural
 from skald.tools.args import text_arg as _text
 from skald.tools.args import text_lines as _lines
+from skald.tools.preview import edit_preview, write_preview
 
 __all__ = [
     "INDEX_SEPARATOR",
@@ -288,10 +298,27 @@ _PATH_HELP = (
 
 
 class NoteTool(Tool):
-    """A tool that only ever touches the two note stores (the default gate relies on it)."""
+    """A tool that only ever touches the two note stores: it reads or writes (`kind`)
+    the note its `path` names, or, without one, only lists or searches."""
 
     def __init__(self, stores: _Notes) -> None:
         self.notes = stores
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        category = {"read": FS_READ, "write": FS_WRITE}.get(self.kind)
+        raw = args.get("path")
+        return Touches(
+            categories=frozenset() if category is None else frozenset({category}),
+            paths=() if raw is None else (raw,),
+        )
+
+    async def old_text(self, raw: object) -> str | None:
+        """The note's current text for a preview ("" when new; None when unreachable)."""
+        try:
+            note = self.notes.note(raw)
+            return await self.notes.place(note.store).get(note.path) or ""
+        except _Refusal:
+            return None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
@@ -394,6 +421,10 @@ class WriteFileTool(_WriteTool):
         },
     )
 
+    async def preview(self, args: Mapping[str, Any]) -> str | None:
+        raw = args.get("path")
+        return write_preview(str(raw), await self.old_text(raw), args)
+
     async def work(self, args: dict[str, Any]) -> ToolResult:
         note = self.notes.writable(args.get("path"))
         content = _text(args, "content")
@@ -429,6 +460,10 @@ class EditFileTool(_WriteTool):
             "additionalProperties": False,
         },
     )
+
+    async def preview(self, args: Mapping[str, Any]) -> str | None:
+        raw = args.get("path")
+        return edit_preview(str(raw), await self.old_text(raw), args)
 
     async def work(self, args: dict[str, Any]) -> ToolResult:
         note = self.notes.writable(args.get("path"))

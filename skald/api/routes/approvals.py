@@ -202,7 +202,7 @@ async def test_rules(
     call = ToolCall(id="dry-run", name=data.tool, arguments=data.arguments)
     tool = mine.tool_named(data.tool)
     facts = (
-        facts_of(call, tool)
+        facts_of(call, tool, mine.gate.extra_facts)
         if tool is not None
         else CallFacts(data.tool, frozenset(), normalise_path(data.arguments.get("path")))
     )

@@ -124,7 +124,8 @@ class Uploaded(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def _router(request: AnyRequest, rt: Runtime) -> PathRouter:
-    router = PathRouter.for_member(rt.core.layout, principal_of(request).user.id)
+    principal = principal_of(request)
+    router = rt.router_for(principal.user, principal.role)
     await asyncio.to_thread(router.ensure_home)
     return router
 

@@ -27,7 +27,6 @@ from skald.core.events import (
 )
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
-from skald.files.router import PathRouter
 from skald.files.tools import FILES
 from skald.files.watch import DirWatcher
 
@@ -110,7 +109,7 @@ async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime])
     # Folder watches of the Files page, polled while the socket is open.
     watcher = None
     if principal.can(FILES):
-        router = PathRouter.for_member(rt.core.layout, principal.user.id)
+        router = rt.router_for(principal.user, principal.role)
         watcher = DirWatcher(router, lambda path: conn.offer(DirChanged(path=path)))
     tasks = [
         asyncio.create_task(_pump_out(socket, conn)),

@@ -1,8 +1,12 @@
-"""Schema of an owner database `database/users/<id>.db` (encrypted unless the role says not)."""
+"""Schema of an owner database `database/users/<id>.db` (encrypted unless the role says not).
+
+The built-in features' own migrations of it, and the frozen history: which of them the
+old `user_version` 1..5 were (see `skald.store.migrations`).
+"""
 
 from __future__ import annotations
 
-from skald.store.migrations import Migration, Schema
+from skald.store.migrations import Feature, Migration, SchemaPlan
 
 _V1_KV = """
 CREATE TABLE kv(
@@ -114,13 +118,20 @@ CREATE TABLE conversation_bypass(
 ) WITHOUT ROWID;
 """
 
-OWNER = Schema(
+SETTINGS = Feature("settings", (Migration(1, "key/value", _V1_KV),))
+MEMORY = Feature("memory", (Migration(1, "memory notes with full-text search", _V2_NOTES),))
+CHAT = Feature("chat", (Migration(1, "conversations and chat history", _V3_CHAT),))
+CONVERSATION_GROUPS = Feature(
+    "approvals", (Migration(1, "conversation security group", _V4_SECURITY_GROUP),), after=("chat",)
+)
+INBOX = Feature(
+    "inbox",
+    (Migration(1, "inbox items and per-conversation bypasses", _V5_INBOX),),
+    after=("chat",),
+)
+
+# Frozen: the old user_version N means the first N of these ran. Never change it.
+OWNER = SchemaPlan(
     "owner",
-    (
-        Migration(1, "key/value", _V1_KV),
-        Migration(2, "memory notes with full-text search", _V2_NOTES),
-        Migration(3, "conversations and chat history", _V3_CHAT),
-        Migration(4, "conversation security group", _V4_SECURITY_GROUP),
-        Migration(5, "inbox items and per-conversation bypasses", _V5_INBOX),
-    ),
+    history=(SETTINGS[1], MEMORY[1], CHAT[1], CONVERSATION_GROUPS[1], INBOX[1]),
 )

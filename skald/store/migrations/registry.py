@@ -1,4 +1,8 @@
-"""Schema of the registry database `database/system.db` (instance-wide, unencrypted)."""
+"""Schema of the registry database `database/system.db` (instance-wide, unencrypted).
+
+The built-in features' own migrations of it, and the frozen history: which of them the
+old `user_version` 1..7 were (see `skald.store.migrations`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import json
 
 import apsw
 
-from skald.store.migrations import Migration, Schema
+from skald.store.migrations import Feature, Migration, SchemaPlan
 
 # Capabilities a role can hold. Later migrations add more; none is ever renamed.
 CAPABILITIES_V1 = {
@@ -253,15 +257,35 @@ CREATE TABLE approval_seeded(
 """
 
 
-REGISTRY = Schema(
-    "registry",
+ACCOUNTS = Feature(
+    "accounts",
     (
         Migration(1, "roles, capabilities, config", _v1_roles),
         Migration(2, "users and key wraps", _V2_USERS),
         Migration(3, "user profile", _V3_PROFILE),
         Migration(4, "login sessions", _V4_SESSIONS),
-        Migration(5, "shared memory notes with full-text search", _V5_SHARED_NOTES),
-        Migration(6, "LLM providers, models and request metadata", _V6_LLM),
-        Migration(7, "approval rules and security groups", _V7_APPROVALS),
+    ),
+)
+SHARED_MEMORY = Feature(
+    "memory",
+    (Migration(1, "shared memory notes with full-text search", _V5_SHARED_NOTES),),
+    after=("accounts",),
+)
+MODELS = Feature("models", (Migration(1, "LLM providers, models and request metadata", _V6_LLM),))
+APPROVALS = Feature(
+    "approvals", (Migration(1, "approval rules and security groups", _V7_APPROVALS),)
+)
+
+# Frozen: the old user_version N means the first N of these ran. Never change it.
+REGISTRY = SchemaPlan(
+    "registry",
+    history=(
+        ACCOUNTS[1],
+        ACCOUNTS[2],
+        ACCOUNTS[3],
+        ACCOUNTS[4],
+        SHARED_MEMORY[1],
+        MODELS[1],
+        APPROVALS[1],
     ),
 )

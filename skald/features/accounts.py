@@ -1,0 +1,58 @@
+"""Accounts: sign-in, users, roles, profiles; who the assistant is talking with."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from skald.agent.prompts import datetime_block, profile_block
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+from skald.store.migrations.owner import SETTINGS
+from skald.store.migrations.registry import ACCOUNTS
+
+if TYPE_CHECKING:
+    from skald.core.user_runtime import UserRuntime
+    from skald.permissions import Capability
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [ACCOUNTS] if schema == "registry" else [SETTINGS]
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.api.routes import auth, roles, users
+
+    return [*auth.ROUTES, *users.ROUTES, *roles.ROUTES]
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(path="/profile", title="nav.profile"),
+        Page(path="/admin/users", title="nav.users", capability="admin.users"),
+        Page(path="/admin/roles", title="nav.roles", capability="admin.roles"),
+    ]
+
+
+@hookimpl
+def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+    user = member.user
+    tz = ZoneInfo(member.config.timezone)
+    return {
+        "USER_PROFILE": profile_block(user.display_name, user.profile, user.locale),
+        "DATETIME": datetime_block(datetime.now(tz), tz),
+    }
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.api.routes.roles import ADMIN_ROLES
+    from skald.core.users import ADMIN_USERS
+
+    return [ADMIN_USERS, ADMIN_ROLES]

@@ -1,0 +1,41 @@
+"""Chat: conversations and their history, the chat API and the event socket."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+from skald.store.migrations.owner import CHAT
+
+if TYPE_CHECKING:
+    from skald.permissions import Capability
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [CHAT] if schema == "owner" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.api.routes import chat
+
+    return list(chat.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(path="/", title="nav.chat", capability="chat", simple_ok=True),
+        Page(path="/overview", title="nav.overview"),
+    ]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.api.routes.chat import CHAT_CAP
+
+    return [CHAT_CAP]

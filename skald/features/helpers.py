@@ -1,0 +1,24 @@
+"""Helpers: task agents the assistant hands work to (`execute_task`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skald.agent.prompts import task_agents_block
+from skald.agent.subagent import SubAgentTool
+from skald.plugins import hookimpl
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.core.user_runtime import UserRuntime
+
+
+@hookimpl
+def skald_tools(member: UserRuntime) -> list[Tool]:
+    helpers = {a.id: a.description for a in member.agents.values() if a.type == "task"}
+    return [SubAgentTool(member.child, agents=helpers)]
+
+
+@hookimpl
+def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+    return {"TASK_AGENTS": task_agents_block(member.agents.values())}

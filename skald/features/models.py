@@ -1,0 +1,38 @@
+"""Models: LLM providers and models, and what was asked of them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+from skald.store.migrations.registry import MODELS
+
+if TYPE_CHECKING:
+    from skald.permissions import Capability
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [MODELS] if schema == "registry" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.api.routes import llm
+
+    return list(llm.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [Page(path="/admin/models", title="nav.models", capability="admin.models")]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.api.routes.llm import ADMIN_MODELS_CAP
+
+    return [ADMIN_MODELS_CAP]

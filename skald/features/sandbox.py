@@ -1,0 +1,38 @@
+"""Sandbox: `execute_cmd` in the member's container, and the commands found there."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skald.plugins import hookimpl
+from skald.sandbox.execute import commands_block
+from skald.sandbox.tool import ExecuteCmdTool
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.core.user_runtime import UserRuntime
+    from skald.permissions import Capability
+
+
+@hookimpl
+def skald_tools(member: UserRuntime) -> list[Tool] | None:
+    # Only with sandboxes on, and a way to read the member's current row (an exec checks
+    # the account is still active).
+    if not member.may_execute or member.sandbox is None:
+        return None
+    return [ExecuteCmdTool(member.sandbox, member.fetch_member)]
+
+
+@hookimpl
+def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+    if not member.may_execute or member.sandbox is None:
+        return {"SANDBOX_COMMANDS": ""}
+    return {"SANDBOX_COMMANDS": commands_block(member.sandbox.commands.get(member.user.id, []))}
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.sandbox.tool import SANDBOX_EXEC
+
+    return [SANDBOX_EXEC]

@@ -1,0 +1,136 @@
+"""A member's mounts: every place their agent paths and their sandbox reach, in one list.
+
+Each `MemberMount` says how agent paths name it (`prefix`), where its files are on the
+host (`host_path`; None for a virtual place such as a note store), where the sandbox
+mounts it (`container_path`; None: not in the sandbox) and whether it is read-only. The
+path router (`skald.files.router`) and the sandbox (`skald.sandbox.manager`) both take
+the member's list, so adding a place is one registration (the `skald_mounts` hook,
+`skald.plugins`); nothing else keeps its own table of places.
+
+Rules:
+- Exactly one mount is the home: prefix `~`, at `CONTAINER_HOME` in the sandbox.
+- Every other prefix is one plain name (`docs`, `user-memory`). It names the mount at
+  the top of agent paths (`docs/x`, `~/docs/x`) and so shadows a home folder of that
+  name, which the sandbox hides too when it mounts something there.
+
+Trap: a container path inside the home (`/home/skald/x`) needs its mountpoint made on
+the host by us before Docker sees it, or Docker creates it as root (the manager does
+it, from this list).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+import msgspec
+
+from skald.paths import CONTAINER_HOME
+from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY
+
+__all__ = [
+    "CONTAINER_HOME",
+    "DOCS_MOUNT",
+    "HOME_MOUNT",
+    "HOME_PREFIX",
+    "MemberMount",
+    "check_mounts",
+    "docs_mount",
+    "home_mount",
+    "note_mounts",
+]
+
+HOME_MOUNT: Final = "home"
+HOME_PREFIX: Final = "~"
+DOCS_MOUNT: Final = "docs"
+
+
+class MemberMount(msgspec.Struct, frozen=True, kw_only=True):
+    """One place of a member (see the module docstring)."""
+
+    name: str  # shown in the Files API and in resolved paths: "home", "docs"
+    prefix: str  # how agent paths name its root: "~", "docs", "user-memory"
+    label: str  # for people: "Home", "Manual"
+    host_path: Path | None  # None: virtual (a note store), no folder on the host
+    container_path: str | None  # where the sandbox mounts it; None: not in the sandbox
+    read_only: bool
+
+    @property
+    def virtual(self) -> bool:
+        return self.host_path is None
+
+    @property
+    def is_home(self) -> bool:
+        return self.prefix == HOME_PREFIX
+
+
+def check_mounts(mounts: Iterable[MemberMount]) -> list[MemberMount]:
+    """The list with the home first; ValueError for a list no member could use."""
+    found = list(mounts)
+    homes = [m for m in found if m.is_home]
+    if len(homes) != 1:
+        raise ValueError(f"a member needs exactly one home mount (prefix ~), got {len(homes)}")
+    home = homes[0]
+    if home.virtual or home.container_path != CONTAINER_HOME or home.read_only:
+        raise ValueError(f"the home mount must be a writable folder at {CONTAINER_HOME}")
+    for label, values in (
+        ("name", [m.name for m in found]),
+        ("prefix", [m.prefix for m in found]),
+        ("container path", [m.container_path for m in found if m.container_path]),
+    ):
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise ValueError(f"two mounts share the {label} {', '.join(twice)}")
+    for m in found:
+        if m.is_home:
+            continue
+        if not m.prefix or "/" in m.prefix or m.prefix in (".", "..") or m.prefix[0] in "~.":
+            raise ValueError(f"mount {m.name!r}: the prefix must be one plain name")
+        if m.container_path is not None:
+            if m.virtual:
+                raise ValueError(f"mount {m.name!r} is virtual and cannot be in the sandbox")
+            norm = posixpath.normpath(m.container_path)
+            if norm != m.container_path or not norm.startswith("/") or norm == "/":
+                raise ValueError(f"mount {m.name!r}: the container path must be absolute")
+    return [home, *(m for m in found if not m.is_home)]
+
+
+def home_mount(home: Path) -> MemberMount:
+    """The member's home folder (the `files` feature registers it)."""
+    return MemberMount(
+        name=HOME_MOUNT,
+        prefix=HOME_PREFIX,
+        label="Home",
+        host_path=Path(home),
+        container_path=CONTAINER_HOME,
+        read_only=False,
+    )
+
+
+def docs_mount(docs: Path) -> MemberMount:
+    """Skald's manual, read-only (the `files` feature registers it)."""
+    return MemberMount(
+        name=DOCS_MOUNT,
+        prefix=DOCS_MOUNT,
+        label="Manual",
+        host_path=Path(docs),
+        container_path=f"{CONTAINER_HOME}/{DOCS_MOUNT}",
+        read_only=True,
+    )
+
+
+def note_mounts() -> list[MemberMount]:
+    """The two note stores, virtual (the `memory` feature registers them)."""
+    return [
+        MemberMount(
+            name=store,
+            prefix=store,
+            label=label,
+            host_path=None,
+            container_path=None,
+            read_only=False,
+        )
+        for store, label in ((USER_MEMORY, "My notes"), (SHARED_MEMORY, "Household notes"))
+    ]

@@ -1,0 +1,167 @@
+"""Loading plugins and collecting what their hooks answer.
+
+`Plugins.load(modules)` registers the built-in features (`BUILTINS`, in this order),
+then every installed package's `skald` entry points, then the modules named in
+`[plugins] modules`. The collecting methods call one hook each and merge the answers in
+registration order (built-ins first), checking what can be checked up front.
+
+Traps:
+- A module listed twice, or both by entry point and by name, is registered once.
+- A plugin that fails to import stops the server with a `ConfigError` naming it: a
+  half-loaded feature set (tools without their migrations) is worse than not starting.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import msgspec
+import pluggy
+
+from skald.config import Config
+from skald.errors import ConfigError
+from skald.plugins import PROJECT, specs
+from skald.plugins.specs import Page
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.core.user_runtime import UserRuntime
+    from skald.files.mounts import MemberMount
+    from skald.llm.types import ToolCall
+    from skald.paths import DataLayout
+    from skald.permissions import Capability
+    from skald.store.migrations import Feature
+    from skald.store.rows import Role, User
+
+__all__ = ["BUILTINS", "Plugins"]
+
+T = TypeVar("T")
+
+# The built-in features, each a plugin like any other. Order matters where answers are
+# concatenated (the model sees tools in this order; the prompt cache keys on it).
+BUILTINS: Final = (
+    "skald.features.accounts",
+    "skald.features.files",
+    "skald.features.memory",
+    "skald.features.helpers",
+    "skald.features.ask",
+    "skald.features.sandbox",
+    "skald.features.chat",
+    "skald.features.models",
+    "skald.features.approvals",
+    "skald.features.inbox",
+    "skald.features.ops",
+)
+
+
+class Plugins:
+    """One loaded set of plugins (built-ins included) and the collected hook answers."""
+
+    def __init__(self, pm: pluggy.PluginManager, config: Config | None = None) -> None:
+        self.pm = pm
+        # The whole configuration, plugins' sections included (`config.section(...)`).
+        self.config = config if config is not None else Config()
+
+    @classmethod
+    def from_config(cls, config: Config) -> Plugins:
+        """The built-ins, the installed plugins and those `[plugins] modules` names."""
+        plugins = cls.load(config.plugins.modules)
+        plugins.config = config
+        return plugins
+
+    @classmethod
+    def load(cls, modules: Sequence[str] = (), *, entry_points: bool = True) -> Plugins:
+        pm = pluggy.PluginManager(PROJECT)
+        pm.add_hookspecs(specs)
+        for name in BUILTINS:
+            pm.register(importlib.import_module(name), name)
+        if entry_points:
+            try:
+                pm.load_setuptools_entrypoints(PROJECT)
+            except Exception as exc:
+                raise ConfigError(f"a plugin installed as a package failed to load: {exc}") from exc
+        for name in modules:
+            if pm.has_plugin(name):
+                continue
+            try:
+                module = importlib.import_module(name)
+            except Exception as exc:
+                raise ConfigError(f"plugins.modules: cannot load plugin {name!r}: {exc}") from None
+            if pm.is_registered(module):
+                continue
+            pm.register(module, name)
+        pm.check_pending()  # an implementation of a hook that does not exist is a typo
+        return cls(pm)
+
+    @classmethod
+    def builtin(cls) -> Plugins:
+        """The built-in features alone (tests, tools that need no plugins)."""
+        return cls.load((), entry_points=False)
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.pm.list_name_plugin() if name is not None]
+
+    def plugin_modules(self) -> list[ModuleType]:
+        return [p for p in self.pm.get_plugins() if isinstance(p, ModuleType)]
+
+    # -- collecting --------------------------------------------------------------------
+
+    @staticmethod
+    def _in_order(answers: list[T | None]) -> list[T]:
+        # pluggy answers last-registered first; features expect registration order.
+        return [a for a in reversed(answers) if a is not None]
+
+    def _concat(self, answers: list[Iterable[T] | None]) -> list[T]:
+        return [item for answer in self._in_order(answers) for item in answer]
+
+    def capabilities(self) -> list[Capability]:
+        from skald.permissions import declare
+
+        out = []
+        for cap in self._concat(self.pm.hook.skald_capabilities()):
+            out.append(declare(cap.name, cap.description, reserved_for=cap.reserved_for))
+        return out
+
+    def config_sections(self) -> dict[str, type[msgspec.Struct]]:
+        sections: dict[str, type[msgspec.Struct]] = {}
+        for answer in self._in_order(self.pm.hook.skald_config_sections()):
+            for name, struct in answer.items():
+                if name in sections and sections[name] is not struct:
+                    raise ConfigError(f"two plugins declare the config section [{name}]")
+                sections[name] = struct
+        return sections
+
+    def migrations(self, schema: str) -> list[Feature]:
+        return self._concat(self.pm.hook.skald_migrations(schema=schema))
+
+    def routes(self) -> list[Any]:
+        return self._concat(self.pm.hook.skald_routes())
+
+    def pages(self) -> list[Page]:
+        return self._concat(self.pm.hook.skald_pages())
+
+    def mounts(self, user: User, role: Role, layout: DataLayout) -> list[MemberMount]:
+        from skald.files.mounts import check_mounts
+
+        found = self._concat(self.pm.hook.skald_mounts(user=user, role=role, layout=layout))
+        try:
+            return check_mounts(found)
+        except ValueError as exc:
+            raise ConfigError(f"the mounts of {user.username} are unusable: {exc}") from None
+
+    def tools(self, member: UserRuntime) -> list[Tool]:
+        return self._concat(self.pm.hook.skald_tools(member=member))
+
+    async def prompt_blocks(self, member: UserRuntime) -> dict[str, str]:
+        values: dict[str, str] = {}
+        for answer in self._in_order(self.pm.hook.skald_prompt_blocks(member=member)):
+            block: Mapping[str, str] = await answer if inspect.isawaitable(answer) else answer
+            values.update(block)
+        return values
+
+    def approval_facts(self, call: ToolCall, tool: Tool) -> frozenset[str]:
+        return frozenset(self._concat(self.pm.hook.skald_approval_facts(call=call, tool=tool)))

@@ -1,0 +1,84 @@
+"""The hooks Skald calls, with their arguments (documented in docs/dev/plugins.md).
+
+Every hook returns a list (or mapping) that Skald merges with the other plugins' answers;
+returning nothing (None) is the same as an empty answer. An implementation may take any
+subset of the arguments, by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from skald.plugins import hookspec
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.core.user_runtime import UserRuntime
+    from skald.files.mounts import MemberMount
+    from skald.llm.types import ToolCall
+    from skald.paths import DataLayout
+    from skald.permissions import Capability
+    from skald.store.migrations import Feature
+    from skald.store.rows import Role, User
+
+
+class Page(msgspec.Struct, frozen=True, kw_only=True):
+    """A page of the web UI and its navigation entry."""
+
+    path: str  # the hash route, e.g. "/files"
+    title: str  # an i18n key of the navigation entry, e.g. "nav.files"
+    capability: str | None = None  # needed to see it; None: every signed-in member
+    simple_ok: bool = False  # shown in the simple (children's) shell too
+    module: str | None = None  # a plugin page's ES module under the web root
+
+
+@hookspec
+def skald_capabilities() -> Iterable[Capability] | None:
+    """Capabilities this feature enforces (declared with `permissions.declare`)."""
+
+
+@hookspec
+def skald_config_sections() -> Mapping[str, type[msgspec.Struct]] | None:
+    """Config sections this feature owns: `{"name": Struct}` validates `[name]` of
+    config.toml (read it back with `Config.section(name, Struct)`)."""
+
+
+@hookspec
+def skald_migrations(schema: str) -> Iterable[Feature] | None:
+    """This feature's numbered migrations of `schema` ("registry" or "owner")."""
+
+
+@hookspec
+def skald_routes() -> Iterable[Any] | None:
+    """Litestar route handlers (each with its own guards; the API is deny-by-default)."""
+
+
+@hookspec
+def skald_pages() -> Iterable[Page] | None:
+    """Web pages and their navigation entries."""
+
+
+@hookspec
+def skald_mounts(user: User, role: Role, layout: DataLayout) -> Iterable[MemberMount] | None:
+    """Places of this member: agent path prefix, host folder, container path, read-only."""
+
+
+@hookspec
+def skald_tools(member: UserRuntime) -> Iterable[Tool] | None:
+    """Tools for this member's assistant (the agent's allow-list filters them after)."""
+
+
+@hookspec
+def skald_prompt_blocks(
+    member: UserRuntime,
+) -> Mapping[str, str] | Awaitable[Mapping[str, str]] | None:
+    """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable)."""
+
+
+@hookspec
+def skald_approval_facts(call: ToolCall, tool: Tool) -> Iterable[str] | None:
+    """Categories to add to a call beyond what its tool declares (`Tool.touches`), for
+    approval rules to match (`@after_hours`, `@mcp:<server>`)."""

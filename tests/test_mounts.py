@@ -1,0 +1,203 @@
+"""A member's mounts are one list: the path router and the sandbox both follow it, and
+isolation holds for every entry (built-ins and a plugin's read-only shelf alike)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PASSWORD, TEST_ENV
+from plugins import sample_plugin
+from sandbox_support import (
+    SANDBOX_ENV,
+    _ok,
+    docker_fixture,  # noqa: F401
+    remove_instance_containers,
+    wait_for,
+)
+
+from skald.cli import plugin_sections
+from skald.config import load_config
+from skald.core.runtime import Runtime
+from skald.errors import InvalidInputError
+from skald.files.mounts import CONTAINER_HOME, MemberMount, check_mounts
+from skald.files.router import PathDeniedError, PathRouter, Resolved, Virtual
+from skald.paths import DataLayout
+from skald.sandbox.execute import run_command
+
+CONFIG = '[plugins]\nmodules = ["plugins.sample_plugin"]\n'
+
+
+async def _boot(tmp_path: Path, env: dict[str, str]) -> Runtime:
+    layout = DataLayout(tmp_path / "data")
+    layout.root.mkdir(parents=True)
+    (layout.root / "config.toml").write_text(CONFIG)
+    return await Runtime.boot(
+        layout, load_config(layout.root, env, plugin_sections), announce=io.StringIO()
+    )
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    rt = await _boot(tmp_path, TEST_ENV)
+    yield rt
+    await rt.shutdown()
+
+
+async def _mounts(rt: Runtime, username: str) -> list[MemberMount]:
+    user = await rt.core.users.get(username)
+    user, role = await rt.member(user.id)
+    return rt.mounts_for(user, role)
+
+
+async def test_the_list_holds_home_docs_notes_and_the_plugins_shelf(runtime: Runtime) -> None:
+    await runtime.core.users.create("ada", PASSWORD, "member")
+    mounts = await _mounts(runtime, "ada")
+    assert [(m.name, m.prefix, m.container_path, m.read_only) for m in mounts] == [
+        ("home", "~", CONTAINER_HOME, False),
+        ("docs", "docs", f"{CONTAINER_HOME}/docs", True),
+        ("user-memory", "user-memory", None, False),
+        ("shared-memory", "shared-memory", None, False),
+        ("sample", "sample", sample_plugin.MOUNT_PATH, True),
+    ]
+
+
+async def test_every_mount_keeps_paths_inside_it(runtime: Runtime, tmp_path: Path) -> None:
+    ada = (await runtime.core.users.create("ada", PASSWORD, "member")).user.id
+    bob = (await runtime.core.users.create("bob", PASSWORD, "member")).user.id
+    mounts = await _mounts(runtime, "ada")
+    router = PathRouter(mounts=mounts)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not yours\n")
+    for bob_mount in await _mounts(runtime, "bob"):  # Bob's own places exist
+        if bob_mount.host_path is not None and not bob_mount.read_only:
+            bob_mount.host_path.mkdir(parents=True, exist_ok=True)
+    checked = 0
+    for m in mounts:
+        top = "~" if m.is_home else m.prefix
+        with pytest.raises(InvalidInputError):
+            router.resolve(f"{top}/../x")
+        if m.virtual:
+            assert isinstance(router.resolve(f"{m.prefix}/a.md"), Virtual), m.name
+            continue
+        assert m.host_path is not None
+        found = router.resolve(top)
+        assert isinstance(found, Resolved) and found.mount == m.name
+        if m.container_path is not None:  # the sandbox's spelling names the same place
+            inside = router.resolve(f"{m.container_path}/x")
+            assert isinstance(inside, Resolved) and inside.mount == m.name, m.name
+        if m.host_path.is_relative_to(runtime.core.layout.root):  # ours to plant links in
+            m.host_path.mkdir(parents=True, exist_ok=True)
+            (m.host_path / "escape").symlink_to(outside)
+            home_of_bob = runtime.core.layout.home(bob)
+            (m.host_path / "to-bob").symlink_to(home_of_bob)
+            for path in (f"{top}/escape/secret.txt", f"{top}/to-bob"):
+                with pytest.raises(PathDeniedError):
+                    router.resolve(path)
+            checked += 1
+    assert checked == 2  # the home and the shelf; the manual is the shipped asset folder
+    assert ada != bob
+
+
+def test_a_list_without_exactly_one_home_is_refused(tmp_path: Path) -> None:
+    shelf = MemberMount(
+        name="s", prefix="s", label="S", host_path=tmp_path, container_path=None, read_only=True
+    )
+    with pytest.raises(ValueError, match="exactly one home"):
+        check_mounts([shelf])
+    home = MemberMount(
+        name="home", prefix="~", label="H", host_path=tmp_path, container_path=CONTAINER_HOME,
+        read_only=False,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="share the name"):
+        check_mounts([home, shelf, shelf])
+    bad = MemberMount(
+        name="b", prefix="a/b", label="B", host_path=tmp_path, container_path=None, read_only=True
+    )
+    with pytest.raises(ValueError, match="one plain name"):
+        check_mounts([home, bad])
+
+
+@pytest.fixture
+async def sandbox_runtime(tmp_path: Path, docker: Any) -> AsyncIterator[Runtime]:
+    rt = await _boot(tmp_path, SANDBOX_ENV)
+    assert rt.sandbox is not None
+    rt.sandbox.poll_s = 0.3
+    instance = rt.sandbox.instance_id
+    try:
+        await wait_for(_ok(rt.sandbox), 30)
+        yield rt
+    finally:
+        await rt.shutdown()
+        await asyncio.to_thread(remove_instance_containers, docker, instance)
+
+
+async def _run(rt: Runtime, username: str, command: str) -> str:
+    assert rt.sandbox is not None
+    user = await rt.core.users.get(username)
+    user, role = await rt.member(user.id)
+    cid = await rt.sandbox.ensure(user, role)
+    result = await run_command(
+        rt.sandbox, cid, command, workdir=CONTAINER_HOME, timeout_s=30, max_bytes=65536
+    )
+    return result.output
+
+
+@pytest.mark.docker
+async def test_every_mount_is_in_the_sandbox_as_the_list_says_and_no_one_elses(
+    sandbox_runtime: Runtime,
+) -> None:
+    rt = sandbox_runtime
+    for name in ("ada", "bob"):
+        await rt.core.users.create(name, PASSWORD, "member")
+    marks: dict[str, dict[str, str]] = {"ada": {}, "bob": {}}
+    for name in marks:
+        for m in await _mounts(rt, name):
+            if m.host_path is None or not m.host_path.is_relative_to(rt.core.layout.root):
+                continue  # virtual, or the shipped manual (checked below by its README)
+            m.host_path.mkdir(parents=True, exist_ok=True)
+            mark = secrets.token_hex(12)
+            (m.host_path / f"mark-{m.name}.txt").write_text(mark + "\n")
+            marks[name][m.name] = mark
+    assert set(marks["ada"]) == {"home", "sample"}
+
+    checks = []
+    for m in await _mounts(rt, "ada"):
+        if m.container_path is None:
+            continue
+        probe = f"{m.container_path}/{'README.md' if m.name == 'docs' else f'mark-{m.name}.txt'}"
+        checks.append(
+            f"echo '== {m.name}'; head -c 200 {probe}; echo; "
+            f"touch {m.container_path}/.w 2>&1 && echo WRITABLE"
+        )
+    out = await _run(rt, "ada", "; ".join(checks))
+    sections = {block.split("\n", 1)[0].strip(): block for block in out.split("== ")[1:]}
+    for m in await _mounts(rt, "ada"):
+        if m.container_path is None:
+            assert m.name not in sections
+            continue
+        text = sections[m.name]
+        if m.name in marks["ada"]:
+            assert marks["ada"][m.name] in text, (m.name, text)
+        else:
+            assert "Skald" in text or "#" in text, (m.name, text)
+        if m.read_only:
+            assert "Read-only file system" in text and "WRITABLE" not in text, (m.name, text)
+        else:
+            assert "WRITABLE" in text, (m.name, text)
+    # None of Bob's places, by any of his marks, is anywhere in Ada's sandbox.
+    look = await _run(
+        rt,
+        "ada",
+        "grep -rslF -e "
+        + " -e ".join(marks["bob"].values())
+        + " / --exclude-dir=proc --exclude-dir=sys; echo done",
+    )
+    assert all(mark not in look for mark in marks["bob"].values())
+    assert look.strip().endswith("done") and "mark-" not in look, look

@@ -1,0 +1,292 @@
+"""A plugin adds a tool, a route, a migration, a capability, a config section, a mount
+and an approval fact through the hooks alone, and each works end to end."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import httpx
+import msgspec
+import pytest
+from conftest import PASSWORD, TEST_ENV, Client
+from fake_llm import Call, FakeLLM, Text
+from plugins import sample_plugin
+from test_chat import _admin_sets_up_models, _chat
+
+from skald.api.app import create_app
+from skald.approvals.rules import Rule
+from skald.cli import plugin_sections
+from skald.config import load_config
+from skald.core.approvals import decide
+from skald.core.runtime import Runtime
+from skald.errors import ConfigError
+from skald.files.router import PathDeniedError, ReadOnlyError, Resolved, Virtual
+from skald.llm.types import ToolCall
+from skald.paths import DataLayout
+from skald.permissions import declared
+from skald.plugins.manager import Plugins
+from skald.store.migrations import ledger
+
+MakeClient = Callable[[], Awaitable[Client]]
+MODULE = "plugins.sample_plugin"
+CONFIG = f"""
+[plugins]
+modules = ["{MODULE}"]
+
+[sample]
+greeting = "Ahoy"
+"""
+
+
+def _write_config(layout: DataLayout, text: str) -> None:
+    layout.root.mkdir(parents=True, exist_ok=True)
+    (layout.root / "config.toml").write_text(text)
+
+
+async def _boot(layout: DataLayout) -> Runtime:
+    config = load_config(layout.root, TEST_ENV, plugin_sections)
+    return await Runtime.boot(layout, config, announce=io.StringIO())
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """A runtime with the sample plugin loaded from config.toml."""
+    layout = DataLayout(tmp_path / "data")
+    _write_config(layout, CONFIG)
+    rt = await _boot(layout)
+    yield rt
+    await rt.shutdown()
+
+
+@pytest.fixture
+async def household(runtime: Runtime) -> dict[str, str]:
+    ids = {}
+    for name, role in (("mum", "admin"), ("ada", "member")):
+        ids[name] = (await runtime.core.users.create(name, PASSWORD, role)).user.id
+    return ids
+
+
+@pytest.fixture
+async def make_client(runtime: Runtime) -> AsyncIterator[MakeClient]:
+    opened: list[httpx.AsyncClient] = []
+    transport = httpx.ASGITransport(app=create_app(runtime), client=("127.0.0.1", 50000))
+
+    async def make() -> Client:
+        http = httpx.AsyncClient(transport=transport, base_url="http://testserver")
+        opened.append(http)
+        return Client(http)
+
+    yield make
+    for http in opened:
+        await http.aclose()
+
+
+async def test_the_plugins_tool_is_used_in_a_scripted_turn(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a", [[Call("sample_stamp", {"text": "bread is baked"})], Text("Stamped.")]
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "Stamp it")
+    assert out["status"] == "done" and out["reply"] == "Stamped."
+    # The model was offered the tool, and its result (with the configured greeting) went back.
+    tools = [t["function"]["name"] for t in fake_llm.bodies("openai")[0]["tools"]]
+    assert "sample_stamp" in tools and "read_file" in tools
+    items = (await ada.call("GET", f"/api/conversations/{out['conversation_id']}/messages")).json()
+    tool_message = next(i for i in items if i["role"] == "tool")
+    assert "Ahoy: bread is baked" in tool_message["text"]
+    # Its prompt block reaches the member's prompt values too.
+    mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
+    assert "sample/" in (await mine.plugins.prompt_blocks(mine))["SAMPLE_SHELF"]
+
+
+async def test_the_plugins_route_needs_sign_in_and_its_capability(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    anonymous = await make_client()
+    assert (await anonymous.call("GET", "/api/sample/widgets")).status_code == 401
+    ada = await make_client()
+    await ada.login("ada")
+    assert (await ada.call("GET", "/api/sample/widgets")).status_code == 403
+
+    # Declared by the plugin, mirrored for roles, and grantable like any capability.
+    assert sample_plugin.WIDGETS in declared()
+    assert (
+        "sample.widgets",
+        "Use the sample widgets",
+    ) in await runtime.core.registry.list_capabilities()
+    member = await runtime.core.registry.get_role("member")
+    assert member is not None
+    granted = msgspec.structs.replace(member, capabilities=[*member.capabilities, "sample.widgets"])
+    await runtime.core.registry.save_role(granted, create=False)
+    await runtime.core.registry.db.call(
+        lambda c: c.execute("INSERT INTO sample_widgets(name, colour) VALUES ('sprocket', 'red')")
+    )
+    r = await ada.call("GET", "/api/sample/widgets")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"greeting": "Ahoy", "widgets": ["sprocket"]}
+
+
+async def test_the_plugins_migration_runs_once_and_again_is_a_no_op(tmp_path: Path) -> None:
+    layout = DataLayout(tmp_path / "data")
+    rt = await Runtime.boot(layout, load_config(layout.root, TEST_ENV), announce=io.StringIO())
+    try:  # first without the plugin: a database from before it was installed
+        assert "sample" not in await rt.core.registry.db.call(ledger)
+    finally:
+        await rt.shutdown()
+    _write_config(layout, CONFIG)
+    for _ in range(2):
+        rt = await _boot(layout)
+        try:
+            assert (await rt.core.registry.db.call(ledger))["sample"] == 2
+            count = await rt.core.registry.db.call(
+                lambda c: c.execute("SELECT count(*) FROM sample_widgets").fetchall()[0][0]
+            )
+            if count == 0:
+                await rt.core.registry.db.call(
+                    lambda c: c.execute("INSERT INTO sample_widgets(name) VALUES ('kept')")
+                )
+            else:  # the second boot migrated nothing: the row is still there
+                assert count == 1
+        finally:
+            await rt.shutdown()
+
+
+def test_the_plugins_config_section_is_checked_with_a_clear_error(tmp_path: Path) -> None:
+    layout = DataLayout(tmp_path / "data")
+    _write_config(layout, CONFIG + "max_widgets = 0\n")
+    with pytest.raises(ConfigError) as bad:
+        load_config(layout.root, TEST_ENV, plugin_sections)
+    assert str(bad.value) == (
+        f"{layout.root / 'config.toml'} line 7: sample.max_widgets: expected an integer >= 1, got 0"
+    )
+    _write_config(layout, CONFIG + "colour = 'red'\n")
+    with pytest.raises(ConfigError, match=r"line 7: unknown key sample\.colour$"):
+        load_config(layout.root, TEST_ENV, plugin_sections)
+    # Without the plugin, its section is a table nobody owns, as any typo would be.
+    _write_config(layout, "[sample]\ngreeting = 'x'\n")
+    with pytest.raises(ConfigError, match=r"line 1: unknown key sample$"):
+        load_config(layout.root, TEST_ENV, plugin_sections)
+    _write_config(layout, CONFIG)
+    config = load_config(layout.root, TEST_ENV, plugin_sections)
+    assert config.section("sample", sample_plugin.SampleConfig).greeting == "Ahoy"
+
+
+def test_a_plugin_that_does_not_import_stops_with_its_name(tmp_path: Path) -> None:
+    layout = DataLayout(tmp_path / "data")
+    _write_config(layout, '[plugins]\nmodules = ["plugins.no_such_plugin"]\n[x]\na = 1\n')
+    with pytest.raises(ConfigError, match=r"cannot load plugin 'plugins\.no_such_plugin'"):
+        load_config(layout.root, TEST_ENV, plugin_sections)
+
+
+async def test_the_plugins_mount_is_reached_by_the_file_tools_read_only(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    shelf = sample_plugin.shelf(runtime.core.layout, household["ada"])
+    shelf.mkdir(parents=True)
+    (shelf / "hello.txt").write_text("on the shelf\n")
+    ada = await make_client()
+    await ada.login("ada")
+    mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
+    tools = {t.name: t for t in mine.all_tools()}
+    from skald.agent import CancelScope, ToolContext
+
+    ctx = ToolContext(conversation_id="c", call_id="x", depth=0, cancel=CancelScope(), sink=None)  # type: ignore[arg-type]
+    for path in ("sample/hello.txt", "~/sample/hello.txt", "/srv/sample/hello.txt"):
+        read = await tools["read_file"].run({"path": path}, ctx)
+        assert not read.is_error and "on the shelf" in read.content, (path, read.content)
+    write = await tools["write_file"].run({"path": "sample/new.txt", "content": "x"}, ctx)
+    assert write.is_error and "read-only" in write.content
+    assert not (shelf / "new.txt").exists()
+    with pytest.raises(ReadOnlyError):
+        mine.router.writable("sample/new.txt")
+    # The Files API lists it among the member's places, and reads it.
+    places = (await ada.call("GET", "/api/files/places")).json()
+    assert next(p for p in places if p["name"] == "sample")["writable"] is False
+    r = await ada.call("GET", "/api/file", params={"path": "sample/hello.txt"})
+    assert r.status_code == 200 and r.text == "on the shelf\n"
+
+
+async def test_the_plugins_approval_fact_reaches_the_rules(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    await (await make_client()).login("ada")
+    mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
+    read = next(t for t in mine.all_tools() if t.name == "read_file")
+    rules = [Rule(1, "default", sample_plugin.FACT, None, "deny", 1, "not on the shelf")]
+    on_shelf = ToolCall(id="1", name="read_file", arguments={"path": "sample/hello.txt"})
+    at_home = ToolCall(id="2", name="read_file", arguments={"path": "~/hello.txt"})
+    extra = mine.gate.extra_facts
+    assert extra is not None
+    assert sample_plugin.FACT in extra(on_shelf, read)
+    assert sample_plugin.FACT not in extra(at_home, read)
+    from skald.core.approvals import explain
+
+    assert explain(on_shelf, read, rules, "default", extra).action == "deny"
+    assert explain(at_home, read, rules, "default", extra).action == "require"  # no rule
+    assert decide(at_home, read).__class__.__name__ == "Allow"  # the shipped defaults
+
+
+def test_the_built_in_features_are_plugins_like_any_other() -> None:
+    plugins = Plugins.load([MODULE], entry_points=False)
+    names = plugins.names()
+    assert names[:2] == ["skald.features.accounts", "skald.features.files"]
+    assert MODULE in names
+    # Loading it twice (by name and as already registered) registers it once.
+    again = Plugins.load([MODULE, MODULE], entry_points=False)
+    assert again.names().count(MODULE) == 1
+    assert any("/api/sample/widgets" in r.paths for r in plugins.routes())
+
+
+def test_a_router_refuses_what_leaves_the_plugins_mount(tmp_path: Path) -> None:
+    layout = DataLayout(tmp_path / "data")
+    plugins = Plugins.load([MODULE], entry_points=False)
+    from skald.store.rows import Role, RoleAttributes, User
+
+    user = User(
+        id="a1", username="ada", display_name="Ada", role="member", encrypted=False,
+        active=True, locale="en", created_at="t", updated_at="t", profile={},
+    )  # fmt: skip
+    role = Role(
+        name="member", display_name="M", builtin=True, capabilities=[], attributes=RoleAttributes()
+    )
+    from skald.files.router import PathRouter
+
+    router = PathRouter(mounts=plugins.mounts(user, role, layout))
+    assert [m.name for m in router.member_mounts][:1] == ["home"]
+    shelf = sample_plugin.shelf(layout, "a1")
+    shelf.mkdir(parents=True)
+    (shelf / "link").symlink_to(layout.root)
+    found = router.resolve("/srv/sample")
+    assert isinstance(found, Resolved) and found.mount == "sample" and found.agent_path == "sample"
+    with pytest.raises(PathDeniedError):
+        router.resolve("sample/link/config.toml")
+    with pytest.raises(PathDeniedError):
+        router.resolve("/srv/other/x")
+    assert isinstance(router.resolve("user-memory/x.md"), Virtual)
+
+
+async def test_the_built_in_tools_come_first_in_their_order_then_the_plugins(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    # The order is part of every request's prefix (provider prompt caches key on it).
+    await runtime.core.users.create("tim", PASSWORD, "children")
+    names = {}
+    for who in ("ada", "tim"):
+        await (await make_client()).login(who)
+        mine = await runtime.user_runtime(await runtime.core.users.get(who))
+        names[who] = [t.name for t in mine.all_tools()]
+    assert names["ada"] == [
+        "read_file", "write_file", "edit_file", "list_files", "memory_search", "grep",
+        "glob", "show_file", "execute_task", "ask_user", "sample_stamp",
+    ]  # fmt: skip
+    # Without `files` (children): the note tools alone, from the memory feature.
+    assert names["tim"] == [
+        "read_file", "write_file", "edit_file", "list_files", "memory_search",
+        "execute_task", "ask_user", "sample_stamp",
+    ]  # fmt: skip
