@@ -39,7 +39,7 @@ from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.api.streaming import BlockingStream
 from skald.core.runtime import Runtime
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files import router as fs
 from skald.files.mime import sniff
 from skald.files.router import (
@@ -217,6 +217,15 @@ def _file_headers(name: str, download: bool, size: int | None) -> dict[str, str]
     return headers
 
 
+def _require_folder(found: Resolved) -> None:
+    kind = fs.entry_for(found).type
+    if kind == "symlink":
+        # `resolve` followed every link that stays inside: one here was swapped in since.
+        raise ConflictError(f"{found.agent_path} changed meanwhile (replaced by a link?)")
+    if kind != "dir":
+        raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
+
+
 def _file_chunks(handle: Any, size: int, stop: threading.Event) -> Generator[bytes, None, None]:
     with handle:
         left = size
@@ -266,8 +275,7 @@ async def list_folder(
 
     def listing() -> DirListing:
         assert isinstance(found, Resolved)
-        if fs.entry_for(found).type != "dir":
-            raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
+        _require_folder(found)
         entries, truncated = fs.list_dir(found, LIST_LIMIT)
         return DirListing(
             path=found.agent_path,
@@ -485,12 +493,7 @@ async def download_zip(
     if isinstance(found, Virtual):
         raise InvalidInputError("notes cannot be downloaded as a ZIP; open them one by one")
 
-    def check() -> None:
-        assert isinstance(found, Resolved)
-        if fs.entry_for(found).type != "dir":
-            raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
-
-    await asyncio.to_thread(check)
+    await asyncio.to_thread(_require_folder, found)
     if found.parts:
         name = found.parts[-1]
     else:
