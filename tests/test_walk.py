@@ -15,8 +15,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
 import time
@@ -27,6 +25,7 @@ from typing import Any
 
 import pytest
 from harness import Api, ServerProcess
+from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swapper`)
 
 from skald.files import walk as tree
 from skald.ops.backup import OfflineSnapshotter, create_backup
@@ -34,53 +33,6 @@ from skald.paths import DataLayout
 
 DECOY = b"DECOY-made-by-the-member"
 SECRET = b"MUM-SECRET-diary"
-
-# The member's side: swap ~/<name> for a link to `target` and back, as fast as it can,
-# in its own process (its own CPU, like a sandbox) until `stop` exists.
-SWAPPER = r"""
-import os, sys
-home, name, target, stop = sys.argv[1:5]
-swap = os.path.join(home, name)
-real = os.path.join(home, "." + name + "-real")
-n = 0
-while not os.path.exists(stop):
-    os.rename(swap, real)
-    os.symlink(target, swap)
-    for _ in range(20):
-        os.stat(swap)  # keep the link in place a little
-    os.unlink(swap)
-    os.rename(real, swap)
-    for _ in range(100):
-        os.stat(swap)  # mostly a folder: the walker lists it, then meets the link inside
-    n += 1
-print(n)
-"""
-
-
-Swapper = Callable[[Path, str, Path], None]
-
-
-@pytest.fixture
-def swapper(tmp_path: Path) -> Iterator[Swapper]:
-    """Start the member's swapping process on (home, folder name, link target); it is
-    stopped at the end of the test."""
-    started: list[tuple[subprocess.Popen[str], Path]] = []
-
-    def start(home: Path, name: str, target: Path) -> None:
-        stop = tmp_path / f"stop-{len(started)}"
-        proc = subprocess.Popen(
-            [sys.executable, "-c", SWAPPER, str(home), name, str(target), str(stop)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        started.append((proc, stop))
-
-    yield start
-    for proc, stop in started:
-        stop.touch()
-        out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == 0
-        assert int(out) > 0, "the swapper never swapped"
 
 
 def _mimic_data_dir(swap: Path, mum_id: str) -> None:

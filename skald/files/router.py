@@ -407,6 +407,8 @@ def os_error(exc: OSError, where: str) -> SkaldError:
         return PathDeniedError(
             f"{where}: a symbolic link is in the way, and links are not followed here"
         )
+    if code == errno.ESTALE:
+        return ConflictError(f"{where} changed while it was being used; try again")
     if code == errno.ENOTDIR:
         return InvalidInputError(f"{where}: part of the path is a file, not a folder")
     if code == errno.EISDIR:

@@ -102,10 +102,15 @@ def open_dir_at(fd: int, name: str) -> int:
     try:
         return os.open(name, DIR_FLAGS, dir_fd=fd)
     except NotADirectoryError:
-        # O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR: tell a link from a file.
+        # O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR: tell a link from a file, and
+        # both from an entry that changed since (a folder swapped to and fro).
         st = lstat_at(fd, name)
-        if st is not None and stat.S_ISLNK(st.st_mode):
+        if st is None:
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", name) from None
+        if stat.S_ISLNK(st.st_mode):
             raise OSError(errno.ELOOP, "a symbolic link is in the way", name) from None
+        if stat.S_ISDIR(st.st_mode):
+            raise OSError(errno.ESTALE, "changed while it was being opened", name) from None
         raise
 
 
