@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -269,8 +270,16 @@ async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
 
     async def run(core: Core) -> int:
         user = await core.users.get(args.name)
-        await core.users.delete(user.username)
+        left = await core.users.delete(user.username)
         log.info("user deleted", username=user.username)
+        if left:
+            home = shlex.quote(str(env.layout.home(user.id)))
+            env.out.write(
+                f"Deleted {user.username}, but {len(left)} item(s) of their home could not "
+                f"be removed (made by root in the sandbox?), e.g. {left[0]}.\n"
+                f"Remove them as root: sudo rm -rf {home}\n"
+            )
+            return 1
         env.out.write(f"Deleted {user.username} and their private data.\n")
         return 0
 

@@ -258,12 +258,14 @@ class Runtime:
         await self._sandbox_do(user.id, "stop")
         return updated
 
-    async def delete(self, user: User) -> None:
+    async def delete(self, user: User) -> list[str]:
+        """Returns what of their home could not be removed (see `UserManager.delete`)."""
         await self.sessions.revoke_user(user.id)
         self.hub.revoke_user(user.id, "deleted")
         await self.detach(user.id)
-        await self.core.users.delete(user.username)
+        left = await self.core.users.delete(user.username)
         await self._sandbox_do(user.id, "remove")
+        return left
 
     async def _sandbox_do(self, user_id: str, action: str) -> None:
         if self.sandbox is None:

@@ -24,7 +24,7 @@ from typing import Literal
 from skald.files import walk as tree
 from skald.paths import validate_user_id
 
-__all__ = ["HomeProblem", "home_problems", "remove_partial_writes"]
+__all__ = ["HomeProblem", "home_problems", "remove_home", "remove_partial_writes"]
 
 
 def _homes(homes_dir: Path) -> list[str]:
@@ -59,6 +59,21 @@ def remove_partial_writes(homes_dir: Path, before: float) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def remove_home(homes_dir: Path, user_id: str) -> list[str]:
+    """Delete a member's home, by descriptor, carrying on past what cannot be removed
+    (what root made in the sandbox, when the service account is not root). Returns what
+    is left (`<user id>/<path>: reason`); empty when the home is gone."""
+    validate_user_id(user_id)
+    try:
+        fd = tree.open_tree(homes_dir)
+    except FileNotFoundError:
+        return []
+    try:
+        return tree.remove_tree(fd, user_id)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
