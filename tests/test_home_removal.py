@@ -80,3 +80,23 @@ async def test_deleting_an_account_says_what_of_its_home_is_left(
     assert str(home) in body["fix"] and "rm -rf" in body["fix"]
     assert await runtime.core.registry.get_user(household["ada"]) is None
     assert not (home / "mine.txt").exists() and (home / "rootdir" / "tool").exists()
+
+
+async def test_a_recursive_delete_in_files_goes_as_far_as_it_can_and_says_what_is_left(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    immutable: Callable[[Path], None],
+) -> None:
+    home = runtime.core.layout.home(household["ada"])
+    (home / "proj" / "build").mkdir(parents=True)
+    (home / "proj" / "build" / "rootfile").write_text("made by root")
+    (home / "proj" / "src.txt").write_text("x")
+    immutable(home / "proj" / "build" / "rootfile")
+    ada = await make_client()
+    await ada.login("ada")
+    r = await ada.call("DELETE", "/api/file", params={"path": "proj", "recursive": "1"})
+    assert r.status_code == 409, r.text
+    message = r.json()["error"]["message"]
+    assert "partly deleted" in message and "~/proj/build/rootfile" in message
+    assert not (home / "proj" / "src.txt").exists()
