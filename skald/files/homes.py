@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,18 +40,22 @@ def _homes(homes_dir: Path) -> list[str]:
     return out
 
 
-def remove_partial_writes(homes_dir: Path, before: float) -> list[str]:
+def remove_partial_writes(
+    homes_dir: Path, before: float, stop: threading.Event | None = None
+) -> list[str]:
     """Remove the temporary files of uploads and writes cut off by a crash or kill -9
     (older than `before`, a time stamp) from every home; returns what was removed
-    (`<user id>/<path>`)."""
+    (`<user id>/<path>`). `stop` ends the sweep early (the server is shutting down)."""
     removed: list[str] = []
     for user_id in _homes(homes_dir):
+        if stop is not None and stop.is_set():
+            break
         try:
             fd = tree.open_tree(homes_dir, (user_id,))
         except OSError:
             continue  # not a folder, or a link: nothing of ours is in there
         try:
-            for entry in tree.walk(fd):
+            for entry in tree.walk(fd, stop=stop):
                 st = entry.stat
                 if entry.kind == "file" and tree.is_temp_name(entry.name) and st.st_mtime < before:
                     with contextlib.suppress(FileNotFoundError):
