@@ -8,12 +8,10 @@ outside, and the access log records the status the client really got.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import logging
 import os
-import threading
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,6 @@ from conftest import PASSWORD
 from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swapper`)
 
 from skald.api.app import create_asgi
-from skald.api.streaming import BlockingStream
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, NotFoundError
 from skald.files import router as fs
@@ -191,61 +188,3 @@ async def test_an_error_before_any_response_is_our_500_with_headers_and_logged_a
     assert r.headers["content-security-policy"]
     access = [x for x in _lines(logged) if x.get("event") == "request"]
     assert [x["status"] for x in access] == [500]
-
-
-# -- the stream adapter ---------------------------------------------------------------------
-
-
-async def test_the_stream_adapter_runs_each_step_off_the_loop_and_closes_an_abandoned_generator() -> (
-    None
-):
-    loop_thread = threading.get_ident()
-    threads: list[int] = []
-    closed = threading.Event()
-
-    def steps() -> Generator[bytes, None, None]:
-        try:
-            for n in range(1000):
-                threads.append(threading.get_ident())
-                yield str(n).encode()
-        finally:
-            closed.set()
-
-    stop = threading.Event()
-    stream = BlockingStream(steps(), stop)
-
-    async def consume_two() -> list[bytes]:
-        got = []
-        async for chunk in stream:
-            got.append(chunk)
-            if len(got) == 2:
-                break  # the client left: nobody closes the iterator
-        return got
-
-    assert await asyncio.create_task(consume_two()) == [b"0", b"1"]
-    for _ in range(200):
-        if closed.is_set():
-            break
-        await asyncio.sleep(0.01)
-    assert closed.is_set() and stop.is_set()
-    assert loop_thread not in threads
-
-
-async def test_priming_raises_the_first_steps_error_before_anything_is_sent() -> None:
-    def steps() -> Generator[bytes, None, None]:
-        raise fs.PathDeniedError("a symbolic link is in the way")
-        yield b""
-
-    stream = BlockingStream(steps(), threading.Event())
-    with pytest.raises(fs.PathDeniedError):
-        await stream.prime()
-
-    def ok() -> Generator[bytes, None, None]:
-        yield b""
-        yield b"a"
-        yield b""
-        yield b"b"
-
-    stream = BlockingStream(ok(), threading.Event())
-    await stream.prime()
-    assert [c async for c in stream] == [b"a", b"b"]
