@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -248,11 +249,13 @@ async def cmd_user_recover(args: argparse.Namespace, env: Env) -> int:
 AccountAction = Literal["deactivate", "activate", "delete"]
 
 
-async def _account_action(env: Env, action: AccountAction, name: str) -> tuple[str, bool]:
+async def _account_action(
+    env: Env, action: AccountAction, name: str
+) -> tuple[str, bool, list[str]]:
     """Run an account change through the account service: the running server's (over the
     ops channel, so it closes the member's sessions, pages and sandbox as the web UI
     does) or, with no server, one of our own. Returns the username and whether a server
-    did it. A server that holds the directory but cannot be asked is an error, never a
+    did it, and (after a deletion) what of the home could not be removed. A server that holds the directory but cannot be asked is an error, never a
     reason to write behind its back."""
     from skald.ops.channel import OPS_PREFIX, ops_request
 
@@ -260,8 +263,9 @@ async def _account_action(env: Env, action: AccountAction, name: str) -> tuple[s
         env.layout, env.config, "POST", f"{OPS_PREFIX}/users/{action}", {"username": name}
     )
     if answer is not None:
-        return str(answer["username"]), True
+        return str(answer["username"]), True, [str(item) for item in answer.get("left", [])]
     done: list[str] = []
+    left: list[str] = []
 
     async def run(core: Core) -> int:
         accounts = AccountService(core.users, core.registry, SessionStore(core.registry.db))
@@ -271,12 +275,12 @@ async def _account_action(env: Env, action: AccountAction, name: str) -> tuple[s
         elif action == "activate":
             await accounts.activate(user.id)
         else:
-            await accounts.delete(user.id)
+            left.extend(await accounts.delete(user.id))
         done.append(user.username)
         return 0
 
     await _with_core(env, run)
-    return done[0], False
+    return done[0], False, left
 
 
 def _by_server(by_server: bool) -> str:
@@ -284,7 +288,7 @@ def _by_server(by_server: bool) -> str:
 
 
 async def cmd_user_deactivate(args: argparse.Namespace, env: Env) -> int:
-    name, by_server = await _account_action(env, "deactivate", args.name)
+    name, by_server, _ = await _account_action(env, "deactivate", args.name)
     env.out.write(
         f"Deactivated {name}; their data is kept. Their sessions are closed{_by_server(by_server)}.\n"
     )
@@ -292,7 +296,7 @@ async def cmd_user_deactivate(args: argparse.Namespace, env: Env) -> int:
 
 
 async def cmd_user_activate(args: argparse.Namespace, env: Env) -> int:
-    name, by_server = await _account_action(env, "activate", args.name)
+    name, by_server, _ = await _account_action(env, "activate", args.name)
     env.out.write(f"Activated {name}{_by_server(by_server)}.\n")
     return 0
 
@@ -300,7 +304,16 @@ async def cmd_user_activate(args: argparse.Namespace, env: Env) -> int:
 async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
     if not args.yes:
         raise UsageError("deleting an account destroys its private data: add --yes to confirm")
-    name, by_server = await _account_action(env, "delete", args.name)
+    name, by_server, left = await _account_action(env, "delete", args.name)
+    if left:
+        user_id = left[0].split("/", 1)[0]
+        home = shlex.quote(str(env.layout.home(user_id)))
+        env.out.write(
+            f"Deleted {name}{_by_server(by_server)}, but {len(left)} item(s) of their home "
+            f"could not be removed (made by root in the sandbox?), e.g. {left[0]}.\n"
+            f"Remove them as root: sudo rm -rf {home}\n"
+        )
+        return 1
     env.out.write(f"Deleted {name} and their private data{_by_server(by_server)}.\n")
     return 0
 

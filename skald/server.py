@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import signal
+import threading
+import time
 
 from granian.constants import Interfaces
 from granian.server.embed import Server
@@ -18,6 +20,7 @@ from skald.api.app import create_asgi
 from skald.config import Config
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
+from skald.files.homes import remove_partial_writes
 from skald.log import get_logger
 from skald.ops.channel import InstanceLock, bind_error, remove_token, write_token
 from skald.paths import DataLayout
@@ -55,8 +58,22 @@ async def _serve_locked(layout: DataLayout, config: Config, host: str, port: int
         remove_token(layout, ops_token)
 
 
+async def _remove_partial_writes(layout: DataLayout, before: float, stop: threading.Event) -> None:
+    # Uploads and writes a kill -9 cut off; in the background: homes can be large.
+    try:
+        removed = await asyncio.to_thread(remove_partial_writes, layout.homes_dir, before, stop)
+    except OSError as exc:
+        log.warning("could not sweep partial uploads", error=str(exc))
+        return
+    if removed:
+        log.info("removed partial uploads", count=len(removed), first=removed[0])
+
+
 async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_token: str) -> int:
+    started = time.time()
     runtime = await Runtime.boot(layout, config, listen=(host, port))
+    stop_sweep = threading.Event()  # set at shutdown
+    sweep = asyncio.create_task(_remove_partial_writes(layout, started, stop_sweep))
     server = Server(
         create_asgi(runtime, ops_token=ops_token),
         address=host,
@@ -83,5 +100,7 @@ async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_tok
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        stop_sweep.set()
+        sweep.cancel()
         await runtime.shutdown()
     return 0

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import socket
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ def test_healthy_install_passes(install: Install) -> None:
         "registry": "ok",
         "databases": "ok",
         "permissions": "ok",
+        "homes": "ok",
         "disk": "ok",
         "docker": "skip",  # sandbox disabled in this test
         "image": "skip",
@@ -147,6 +149,37 @@ def test_bad_permissions_fail_and_the_fix_heals(install: Install) -> None:
     subprocess.run(["sh", "-c", check["fix"]], check=True)
     code, _, checks = install.doctor()
     assert code == 0, [c for c in checks.values() if c["status"] == "fail"]
+
+
+def test_files_root_made_in_a_home_fail_and_the_fix_heals(install: Install) -> None:
+    """What root in a sandbox leaves in its bind-mounted home (tests run as root)."""
+    home = DataLayout(install.data).home("ada1")
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "rootshell").write_bytes(b"\x7fELF")
+    (home / "bin" / "rootshell").chmod(0o4755)
+    (home / "owned").mkdir()
+    (home / "owned" / "f").write_text("x")
+    os.chown(home / "owned", 12345, 12345)
+    os.chown(home / "owned" / "f", 12345, 12345)
+    os.mkfifo(home / "a-fifo")  # ordinary (git, ssh agents): not reported
+    (home / "etc-link").symlink_to("/etc/hostname")
+    try:
+        os.mknod(home / "disk", 0o600 | stat.S_IFBLK, os.makedev(7, 0))
+        device = True
+    except PermissionError:
+        device = False
+    code, _, checks = install.doctor()
+    assert code == 1
+    check = checks["homes"]
+    _assert_fail(check, "setuid", "uid 12345", "chmod ug-s", "chown -hR")
+    if device:
+        assert "device" in check["finding"] and "-type b" in check["fix"]
+    # The test already runs as root (and may have no sudo).
+    subprocess.run(["sh", "-c", check["fix"].replace("sudo ", "")], check=True)
+    _, _, checks = install.doctor()
+    assert checks["homes"]["status"] == "ok", checks["homes"]
+    assert (home / "a-fifo").exists() and not (home / "disk").exists()
+    assert Path("/etc/hostname").stat().st_uid == 0, "the fix followed a link"
 
 
 def test_many_bad_permissions_get_one_recursive_fix(install: Install) -> None:

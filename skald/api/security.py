@@ -124,6 +124,12 @@ _CROSS_ORIGIN = (
 )
 
 
+_INTERNAL = (
+    b'{"error":{"code":"internal_error","message":"something went wrong on the server; '
+    b'it has been logged"}}'
+)
+
+
 class EdgeMiddleware:
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -137,26 +143,40 @@ class EdgeMiddleware:
             return
         started = time.perf_counter()
         status = 0
-        if scope["method"] in UNSAFE_METHODS and not same_origin(scope):
-            await send_json(send, 403, _CROSS_ORIGIN, SECURITY_HEADERS)
-            status = 403
-        else:
+        aborted = False
+        try:
+            if scope["method"] in UNSAFE_METHODS and not same_origin(scope):
+                await send_json(send, 403, _CROSS_ORIGIN, SECURITY_HEADERS)
+                status = 403
+            else:
 
-            async def send_with_headers(message: dict[str, Any]) -> None:
-                nonlocal status
-                if message["type"] == "http.response.start":
-                    status = message["status"]
-                    message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
-                await send(message)
+                async def send_with_headers(message: dict[str, Any]) -> None:
+                    nonlocal status
+                    if message["type"] == "http.response.start":
+                        status = message["status"]
+                        message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                    await send(message)
 
-            await self.app(scope, receive, send_with_headers)
-        client = scope.get("client")
-        # Path only: query strings can carry tokens, and cookies never belong in logs.
-        log.info(
-            "request",
-            method=scope["method"],
-            path=scope["path"],
-            status=status,
-            ms=round((time.perf_counter() - started) * 1000, 1),
-            client=client[0] if client else None,
-        )
+                try:
+                    await self.app(scope, receive, send_with_headers)
+                except Exception as exc:
+                    # The log must say what the client got: our own 500 (with every
+                    # header) before the response started, a cut connection after.
+                    if status:
+                        aborted = True
+                        raise
+                    log.error("unhandled error", path=scope["path"], error=repr(exc))
+                    status = 500
+                    await send_json(send, 500, _INTERNAL, SECURITY_HEADERS)
+        finally:
+            client = scope.get("client")
+            # Path only: query strings can carry tokens, and cookies never belong in logs.
+            log.info(
+                "request",
+                method=scope["method"],
+                path=scope["path"],
+                status=status,
+                ms=round((time.perf_counter() - started) * 1000, 1),
+                client=client[0] if client else None,
+                **({"aborted": True} if aborted else {}),
+            )

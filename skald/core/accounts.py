@@ -187,16 +187,20 @@ class AccountService:
             await self.live.account_activated(updated)
         return updated
 
-    async def delete(self, user_id: str, *, actor: User | None = None) -> None:
-        """Remove the account, its owner database, its home and its sandbox. Not undoable."""
+    async def delete(self, user_id: str, *, actor: User | None = None) -> list[str]:
+        """Remove the account, its owner database, its home and its sandbox. Not undoable.
+
+        Returns what of the home could not be removed (`<user id>/<path>: reason`; files
+        made by root in the sandbox), so the caller can say so instead of "done"."""
         user = await self.get(user_id)
         self._not_self(actor, user, "delete")
         await self.users.refuse_last_admin(user, "delete them")
         await self.sessions.delete_for_user(user.id)
         if self.live is not None:
             await self.live.account_revoked(user, "deleted")
-        await self.users.delete(user.username)
-        log.info("user deleted", username=user.username, by=_by(actor))
+        left = await self.users.delete(user.username)
+        log.info("user deleted", username=user.username, by=_by(actor), left_behind=len(left))
+        return left
 
 
 def _by(actor: User | None) -> str:

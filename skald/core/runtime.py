@@ -277,8 +277,9 @@ class Runtime:
         """Sessions, then open streams, then the data key: nothing of theirs outlives this."""
         return await self.accounts.deactivate(user.id)
 
-    async def delete(self, user: User) -> None:
-        await self.accounts.delete(user.id)
+    async def delete(self, user: User) -> list[str]:
+        """Returns what of their home could not be removed (see `UserManager.delete`)."""
+        return await self.accounts.delete(user.id)
 
     # `LiveAccounts` for the account service: what only the running server holds.
 

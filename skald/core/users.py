@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import re
 import secrets
-import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from skald.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from skald.files.homes import remove_home
 from skald.paths import DataLayout
 from skald.permissions import can, declare
 from skald.store.database import Database, open_encrypted, open_plain
@@ -357,15 +357,18 @@ class UserManager:
         await self.registry.set_active(user.id, True)
         return await self.get(username)
 
-    async def delete(self, username: str) -> None:
-        """Remove the account, its owner database and its home folder. Not undoable."""
+    async def delete(self, username: str) -> list[str]:
+        """Remove the account, its owner database and its home folder. Not undoable.
+        Returns what of the home could not be removed (`<id>/<path>: reason`; files
+        root made in the sandbox), empty when all is gone."""
         user = await self.get(username)
         await self.refuse_last_admin(user, "delete them")
         await self.lock(user.id)
         await self.registry.delete_user(user.id)
         await asyncio.to_thread(_remove_db_files, self.layout.user_db(user.id))
-        await asyncio.to_thread(shutil.rmtree, self.layout.home(user.id), True)
+        left = await asyncio.to_thread(remove_home, self.layout.homes_dir, user.id)
         self._locks.pop(user.id, None)
+        return left
 
 
 async def _init_owner(db: Database, plan: SchemaPlan) -> None:

@@ -33,10 +33,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import itertools
 import mimetypes
 import os
-import secrets
-import shutil
 import stat
 import threading
 import time
@@ -58,8 +57,8 @@ from skald.errors import (
     SkaldError,
     StorageError,
 )
+from skald.files import walk as tree
 from skald.files.mounts import (
-    CONTAINER_HOME,
     DOCS_MOUNT,
     HOME_MOUNT,
     MemberMount,
@@ -68,7 +67,7 @@ from skald.files.mounts import (
     home_mount,
     note_mounts,
 )
-from skald.paths import DataLayout
+from skald.paths import CONTAINER_HOME, DataLayout
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY
 
 __all__ = [
@@ -111,8 +110,7 @@ DIR_MODE: Final = 0o755
 FILE_MODE: Final = 0o644
 CHUNK: Final = 64 * 1024
 
-_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_READ_FLAGS: Final = tree.READ_FLAGS
 
 PLACES_HINT: Final = (
     "Reachable places: your home (~/…, uploads/…), the manual (docs/…, read-only) "
@@ -361,7 +359,7 @@ class PathRouter:
         root = mount.root
         if mount is self.home and root.is_symlink():
             raise PathDeniedError("the home folder is a symbolic link; refusing to use it")
-        return os.path.realpath(root)
+        return _realpath(str(root), mount.prefix)
 
     def resolve(self, raw: object, *, follow_final: bool = True) -> Resolved | Virtual:
         """Resolve `raw` (links followed) and check it stays inside its mount root.
@@ -376,9 +374,9 @@ class PathRouter:
         assert isinstance(raw, str)
         root = self._root(mount)
         if follow_final or not segments:
-            real = os.path.realpath(os.path.join(root, *segments))  # noqa: PTH118
+            real = _realpath(os.path.join(root, *segments), raw)  # noqa: PTH118
         else:
-            parent = os.path.realpath(os.path.join(root, *segments[:-1]))  # noqa: PTH118
+            parent = _realpath(os.path.join(root, *segments[:-1]), raw)  # noqa: PTH118
             if not _inside(parent, root):
                 raise _escape(raw, mount)
             real = os.path.join(parent, segments[-1])  # noqa: PTH118
@@ -414,6 +412,18 @@ class PathRouter:
         return found
 
 
+def _realpath(path: str, raw: str) -> str:
+    # Non-strict realpath still fails when a link it has just seen is gone or is a
+    # folder again by the time it reads it (a folder swapped to and fro meanwhile).
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        raise ConflictError(
+            f"{_shown(raw)} changed while it was being looked up (a folder replaced by a "
+            "link?); try again"
+        ) from None
+
+
 def _agent_path(mount: Mount, parts: tuple[str, ...]) -> str:
     if not parts:
         return mount.prefix
@@ -446,6 +456,8 @@ def os_error(exc: OSError, where: str) -> SkaldError:
         return PathDeniedError(
             f"{where}: a symbolic link is in the way, and links are not followed here"
         )
+    if code == errno.ESTALE:
+        return ConflictError(f"{where} changed while it was being used; try again")
     if code == errno.ENOTDIR:
         return InvalidInputError(f"{where}: part of the path is a file, not a folder")
     if code == errno.EISDIR:
@@ -485,15 +497,8 @@ def _fd_path(fd: int) -> str | None:
         return None
 
 
-def _open_dir_at(fd: int, name: str) -> int:
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=fd)
-    except NotADirectoryError:
-        # O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR: tell a link from a file.
-        st = _lstat_at(fd, name)
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            raise OSError(errno.ELOOP, "a symbolic link is in the way") from None
-        raise
+_open_dir_at = tree.open_dir_at
+_lstat_at = tree.lstat_at
 
 
 @contextlib.contextmanager
@@ -504,7 +509,7 @@ def _opendir(root: Path, parts: tuple[str, ...], *, create: bool = False) -> Ite
     a link raced into their place fails with ELOOP). The result is checked once more
     against the root through /proc when that is available.
     """
-    fd = os.open(root, _DIR_FLAGS)
+    fd = os.open(root, tree.DIR_FLAGS)
     try:
         for part in parts:
             if create:
@@ -519,13 +524,6 @@ def _opendir(root: Path, parts: tuple[str, ...], *, create: bool = False) -> Ite
         yield fd
     finally:
         os.close(fd)
-
-
-def _lstat_at(fd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
 
 
 def _open_regular_at(fd: int, name: str, where: str) -> tuple[int, os.stat_result]:
@@ -652,6 +650,12 @@ def entry_for(found: Resolved) -> FileEntry:
     return _entry(found.agent_path, found.parts[-1], st)
 
 
+def _shown_name(name: str) -> bool:
+    """Listed and walked: displayable, and not a write in progress (or one a killed
+    server left behind: `skald serve` removes those when it starts)."""
+    return _displayable(name) and not tree.is_temp_name(name)
+
+
 def _hidden_at_root(found: Resolved, parts: tuple[str, ...], name: str) -> bool:
     return found.mount == HOME_MOUNT and not parts and name in found.shadowed
 
@@ -663,7 +667,7 @@ def list_dir(found: Resolved, limit: int = 10_000) -> tuple[list[FileEntry], boo
     with _translated(found.agent_path), _opendir(found.root, found.parts) as fd:
         names = sorted(os.listdir(fd))  # noqa: PTH208  (by descriptor)
         for name in names:
-            if _hidden_at_root(found, found.parts, name) or not _displayable(name):
+            if _hidden_at_root(found, found.parts, name) or not _shown_name(name):
                 continue
             st = _lstat_at(fd, name)
             if st is None:
@@ -687,10 +691,6 @@ def make_dir(found: Resolved) -> FileEntry:
     return entry_for(found)
 
 
-def _temp_name() -> str:
-    return f".skald-{secrets.token_hex(8)}.tmp"
-
-
 def write_bytes(found: Resolved, data: bytes) -> tuple[FileEntry, bool]:
     """Write a whole file atomically (temporary file, then rename); True if it was new.
 
@@ -709,7 +709,7 @@ def write_bytes(found: Resolved, data: bytes) -> tuple[FileEntry, bool]:
         if existing is not None:
             _check_replaceable(existing, found.agent_path)
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else FILE_MODE
-        temp = _temp_name()
+        temp = tree.temp_name()
         tfd = os.open(
             temp,
             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -777,7 +777,7 @@ class NewFile:
         self.name = name
         self.size = 0
         self._where = f"{folder.agent_path}/{name}"
-        self._temp = _temp_name()
+        self._temp = tree.temp_name()
         with _translated(self._where):
             self._stack = contextlib.ExitStack()
             try:
@@ -861,16 +861,24 @@ def delete(found: Resolved, *, recursive: bool = False) -> None:
     name = found.parts[-1]
     with _translated(found.agent_path), _opendir(found.root, found.parts[:-1]) as parent:
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            if recursive:
-                # The fd-based rmtree: never follows a link, never leaves `parent`.
-                if not shutil.rmtree.avoids_symlink_attacks:
-                    raise FileSystemError("safe recursive delete is not available here")
-                shutil.rmtree(name, dir_fd=parent)
-            else:
-                os.rmdir(name, dir_fd=parent)
-        else:
+        if not stat.S_ISDIR(st.st_mode):
             os.unlink(name, dir_fd=parent)
+            return
+        if not recursive:
+            os.rmdir(name, dir_fd=parent)
+            return
+        # By descriptor: never follows a link, never leaves `parent`, and carries on
+        # past what it cannot remove (files root made in the sandbox) to say what is left.
+        left = tree.remove_tree(parent, name)
+    if left:
+        base = found.agent_path.rsplit("/", 1)[0]
+        shown = "; ".join(f"{base}/{item}" for item in left[:3])
+        more = f" and {len(left) - 3} more" if len(left) > 3 else ""
+        raise ConflictError(
+            f"{found.agent_path} was only partly deleted: {len(left)} item(s) could not be "
+            f"removed: {shown}{more}. Files made by root in the sandbox can be removed from "
+            "there (sudo rm), or by the administrator"
+        )
 
 
 def rename(source: Resolved, target: Resolved) -> FileEntry:
@@ -930,56 +938,22 @@ def walk(
 ) -> Generator[WalkItem, None, None]:
     """Every folder and regular file below `found`, depth first, sorted by name.
 
-    Links are never followed (nor reported), nor are special files. Each folder is
-    opened from its parent with `O_NOFOLLOW` and checked to be the one just listed, so a
-    link swapped in meanwhile is skipped. `stop` ends the walk early. Callers count
-    and cap what they take.
+    By descriptor (`skald.files.walk`): links are never followed (nor reported), nor
+    are special files; a folder swapped for a link meanwhile is skipped. `stop` ends the
+    walk early. Callers count and cap what they take.
     """
+
+    def skip(rel: tuple[str, ...], name: str) -> bool:
+        if not hidden and name.startswith("."):
+            return True
+        return _hidden_at_root(found, found.parts + rel, name) or not _shown_name(name)
+
+    depth = min(max_depth, MAX_DEPTH - len(found.parts) + 1)
     with _translated(found.agent_path), _opendir(found.root, found.parts) as top:
-        listing = sorted(os.listdir(top))  # noqa: PTH208
-        stack: list[tuple[int, tuple[str, ...], Iterator[str]]] = []
-        stack.append((os.dup(top), (), iter(listing)))
-        try:
-            while stack:
-                if stop is not None and stop.is_set():
-                    return
-                fd, rel, names = stack[-1]
-                name = next(names, None)
-                if name is None:
-                    os.close(fd)
-                    stack.pop()
-                    continue
-                if not hidden and name.startswith("."):
-                    continue
-                if _hidden_at_root(found, found.parts + rel, name) or not _displayable(name):
-                    continue
-                st = _lstat_at(fd, name)
-                if st is None:
-                    continue
-                item_rel = (*rel, name)
-                agent_path = f"{found.agent_path}/{'/'.join(item_rel)}"
-                if stat.S_ISDIR(st.st_mode):
-                    yield WalkItem(item_rel, agent_path, "dir", st, fd)
-                    if len(item_rel) >= max_depth or len(found.parts) + len(item_rel) > MAX_DEPTH:
-                        continue
-                    try:
-                        child = _open_dir_at(fd, name)
-                    except OSError:
-                        continue  # gone, or a link raced into its place
-                    if not os.path.samestat(st, os.fstat(child)):
-                        os.close(child)
-                        continue
-                    try:
-                        listing = sorted(os.listdir(child))  # noqa: PTH208
-                    except OSError:
-                        os.close(child)
-                        continue
-                    stack.append((child, item_rel, iter(listing)))
-                elif stat.S_ISREG(st.st_mode):
-                    yield WalkItem(item_rel, agent_path, "file", st, fd)
-        finally:
-            for fd, _, _ in stack:
-                os.close(fd)
+        for entry in tree.walk(top, skip=skip, max_depth=depth, stop=stop):
+            if entry.kind == "dir" or entry.kind == "file":
+                agent_path = f"{found.agent_path}/{entry.path}"
+                yield WalkItem(entry.rel, agent_path, entry.kind, entry.stat, entry.dir_fd)
 
 
 # -- a folder as a ZIP stream -----------------------------------------------------------
@@ -1043,10 +1017,23 @@ def zip_stream(
     else:
         top = found.parts[-1]
     sink = _Sink()
-    with (
-        contextlib.closing(walk(found, stop=stop)) as items,
-        zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive,
-    ):
+    with contextlib.closing(walk(found, stop=stop)) as walking:
+        # The first step opens the folder (a missing or swapped one fails here) and
+        # yields nothing: a caller can take it before the response starts.
+        first = next(walking, None)
+        yield b""
+        items = itertools.chain(() if first is None else (first,), walking)
+        yield from _zip_items(items, top, sink, chunk_size, stop)
+
+
+def _zip_items(
+    items: Iterator[WalkItem],
+    top: str,
+    sink: _Sink,
+    chunk_size: int,
+    stop: threading.Event | None,
+) -> Generator[bytes, None, None]:
+    with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
         for item in items:
             name = f"{top}/{'/'.join(item.rel)}"
             info = zipfile.ZipInfo(name + ("/" if item.kind == "dir" else ""))

@@ -34,6 +34,7 @@ import msgspec
 
 from skald import __version__
 from skald.config import Config
+from skald.files import walk as tree
 from skald.log import get_logger
 from skald.ops.archive import (
     CONFIG_FILES,
@@ -252,6 +253,7 @@ class _Writer:
     def add_file(
         self, path: Path, name: str, mode: int | None = None, *, follow: bool = False
     ) -> None:
+        """A file Skald or the operator placed (a database copy, a config file)."""
         # O_NONBLOCK: a pipe swapped in after the lstat must not hang the backup.
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
         try:
@@ -259,6 +261,9 @@ class _Writer:
         except PermissionError:
             self.skipped.append(f"{name}: not readable by the service account")
             return
+        self._add_fd(fd, name, mode)
+
+    def _add_fd(self, fd: int, name: str, mode: int | None = None) -> None:
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -294,37 +299,74 @@ class _Writer:
         self.tar.addfile(info)
         self.entries.append(Entry(path=name, type="dir", mode=info.mode))
 
-    def add_tree(self, path: Path, name: str) -> None:
-        """`path` and (for a folder) everything under it; links are kept as links."""
-        stack = [(path, name)]
-        while stack:
-            current, arc = stack.pop()
-            try:
-                arc.encode("utf-8")
-            except UnicodeEncodeError:
-                self.skipped.append(f"{arc!r}: file name is not valid UTF-8")
-                continue
-            try:
-                st = current.lstat()
-            except FileNotFoundError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                try:
-                    children = sorted(os.scandir(current), key=lambda e: e.name, reverse=True)
-                except PermissionError:
-                    self.skipped.append(f"{arc}/: not readable by the service account")
-                    continue
-                self.add_dir(arc, st)
-                stack.extend((Path(c.path), f"{arc}/{c.name}") for c in children)
-            elif stat.S_ISREG(st.st_mode):
-                self.add_file(current, arc)
-            elif stat.S_ISLNK(st.st_mode):
-                self._add_link(current, arc, st)
-            else:
-                self.skipped.append(f"{arc}: a socket, pipe or device (not backed up)")
+    def add_tree(self, root_fd: int, name: str) -> None:
+        """The entry `name` of the open folder `root_fd` and, for a folder, everything
+        under it, walked by descriptor (`skald.files.walk`): members control what is in
+        their homes and can swap a folder for a link at any moment, so no path below
+        `root_fd` is ever resolved. Links are kept as links (when they stay inside)."""
+        if self._unnamable(name):
+            return
+        st = tree.lstat_at(root_fd, name)
+        if st is None:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            self._add_entry(root_fd, name, name, st)
+            return
+        try:
+            fd = tree.open_dir_at(root_fd, name)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self.skipped.append(f"{name}/: {exc.strerror or exc}")
+            return
+        try:
+            self.add_dir(name, os.fstat(fd))
 
-    def _add_link(self, path: Path, name: str, st: os.stat_result) -> None:
-        target = str(path.readlink())
+            def skip(rel: tuple[str, ...], child: str) -> bool:
+                # Writes a killed server left half done: removed at its next start.
+                return tree.is_temp_name(child) or self._unnamable("/".join((name, *rel, child)))
+
+            def report(rel: tuple[str, ...], why: str) -> None:
+                self.skipped.append(f"{name}/{'/'.join(rel)}/: {why}")
+
+            for entry in tree.walk(fd, skip=skip, report=report):
+                self._add_entry(entry.dir_fd, entry.name, f"{name}/{entry.path}", entry.stat)
+        finally:
+            os.close(fd)
+
+    def _unnamable(self, arc: str) -> bool:
+        try:
+            arc.encode("utf-8")
+        except UnicodeEncodeError:
+            self.skipped.append(f"{arc!r}: file name is not valid UTF-8")
+            return True
+        return False
+
+    def _add_entry(self, dir_fd: int, name: str, arc: str, st: os.stat_result) -> None:
+        if stat.S_ISDIR(st.st_mode):
+            self.add_dir(arc, st)
+        elif stat.S_ISREG(st.st_mode):
+            try:
+                fd = tree.open_file_at(dir_fd, name, st)
+            except FileNotFoundError:
+                return
+            except PermissionError:
+                self.skipped.append(f"{arc}: not readable by the service account")
+                return
+            except OSError:
+                self.skipped.append(f"{arc}: replaced while it was being read")
+                return
+            self._add_fd(fd, arc)
+        elif stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(name, dir_fd=dir_fd)
+            except OSError:
+                return  # gone or replaced meanwhile
+            self._add_link(target, arc, st)
+        else:
+            self.skipped.append(f"{arc}: a socket, pipe or device (not backed up)")
+
+    def _add_link(self, target: str, name: str, st: os.stat_result) -> None:
         if link_escapes(name, target):
             self.skipped.append(f"{name}: a link to {target!r}, outside the data directory")
             return
@@ -400,8 +442,9 @@ def _write_archive(
                     # elsewhere): the backup holds their content, restored as files.
                     if (layout.root / name).is_file():
                         writer.add_file(layout.root / name, name, mode=0o600, follow=True)
-                for name in _backed_up_names(layout, quick):
-                    writer.add_tree(layout.root / name, name)
+                with tree.opened(layout.root) as root_fd:
+                    for name in _backed_up_names(layout, quick):
+                        writer.add_tree(root_fd, name)
                 manifest = Manifest(
                     format=FORMAT,
                     format_version=FORMAT_VERSION,

@@ -11,6 +11,7 @@ import stat
 from pathlib import Path
 
 from skald.errors import SkaldError
+from skald.files.homes import home_problems
 from skald.ops.channel import is_serving, ops_request
 from skald.ops.checks_base import Context, Finding, shell_quote
 from skald.paths import DIR_MODE, DataLayout
@@ -19,6 +20,7 @@ DISK_WARN = 2 * 1024**3
 DISK_FAIL = 200 * 1024**2
 # Beyond this many offending paths, one recursive command instead of a list.
 MAX_LISTED_PATHS = 6
+HOME_LIMIT = 1000  # home findings counted before the sweep stops
 
 
 # -- the configuration ----------------------------------------------------------------
@@ -165,6 +167,48 @@ async def check_permissions(ctx: Context) -> Finding:
         status="fail",
         finding=f"{len(offending)} path(s) readable by others or not 0700: {shown}",
         fix=fix,
+    )
+
+
+# -- what root made in the homes --------------------------------------------------------
+
+
+async def check_homes(ctx: Context) -> Finding:
+    """Root in a sandbox can leave setuid binaries, device nodes and root-owned files in
+    its bind-mounted home: on the host they are real (and the service account cannot
+    remove them when it deletes the account)."""
+    homes = ctx.layout.homes_dir
+    if not await asyncio.to_thread(homes.is_dir):
+        return Finding(name="homes", status="skip", finding="no homes yet")
+    problems = await asyncio.to_thread(home_problems, homes, os.geteuid(), HOME_LIMIT)
+    if not problems:
+        return Finding(
+            name="homes",
+            status="ok",
+            finding="no foreign-owned, setuid/setgid or device files in the homes",
+        )
+    names = {uid: name for uid, name, _ in ctx.registry_users or []}
+    shown = "; ".join(
+        f"{names.get(p.user_id, p.user_id)}: ~/{p.path} ({p.detail})" for p in problems[:3]
+    ) + (" ..." if len(problems) > 3 else "")
+    kinds = {p.kind for p in problems}
+    where = " ".join(
+        shell_quote(homes / user_id) for user_id in sorted({p.user_id for p in problems})
+    )
+    fixes = []
+    if "device" in kinds:
+        fixes.append(f"sudo find {where} -xdev \\( -type b -o -type c \\) -delete")
+    if "setid" in kinds:
+        fixes.append(f"sudo find {where} -xdev -type f -perm /6000 -exec chmod ug-s {{}} +")
+    if "foreign" in kinds:
+        # -h: change links themselves; a planted link must not hand /etc to the member.
+        fixes.append(f"sudo chown -hR {ctx.user}: {where}")
+    return Finding(
+        name="homes",
+        status="fail" if kinds & {"device", "setid"} else "warn",
+        finding=f"{len(problems)}{'+' if len(problems) >= HOME_LIMIT else ''} file(s) in "
+        f"the homes made by root in a sandbox: {shown}",
+        fix=" && ".join(fixes),
     )
 
 

@@ -13,11 +13,8 @@ temporary file, so their size is capped by `assistant.upload_max_mb`, not by mem
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import Generator
-from email.message import Message
-from email.utils import collapse_rfc2231_value
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
 
@@ -27,13 +24,21 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromQuery, JSONBody, Parameter
 from litestar.response import Stream
+from multipart import (
+    MultipartError,
+    MultipartSegment,
+    ParserLimitReached,
+    PushMultipartParser,
+    parse_options_header,
+)
 
 from skald.api.deps import AnyRequest, requires
 from skald.api.errors import ApiError, error_response
 from skald.api.openapi import errors
 from skald.api.security import principal_of
+from skald.api.streaming import BlockingStream
 from skald.core.runtime import Runtime
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files import router as fs
 from skald.files.mime import sniff
 from skald.files.router import (
@@ -60,7 +65,7 @@ TextContent = Annotated[str, msgspec.Meta(max_length=9_000_000)]
 
 CHUNK: Final = 64 * 1024
 LIST_LIMIT: Final = 10_000
-MAX_PART_HEADERS: Final = 16 * 1024
+MAX_PARTS: Final = 1000  # files and fields in one upload
 MULTIPART_OVERHEAD: Final = 64 * 1024  # boundaries and part headers on top of the data
 NOTE_MIME: Final = "text/markdown"
 
@@ -215,57 +220,13 @@ def _file_headers(name: str, download: bool, size: int | None) -> dict[str, str]
     return headers
 
 
-class _BlockingStream:
-    """An async iterator over a blocking generator: one step per thread hop.
-
-    Litestar stops iterating when the client goes away, without closing the iterator.
-    So the task that iterates is watched: when it ends, however it ends, the generator
-    is told to stop and closed from a worker thread once its current step is done (a
-    lock orders the two), never concurrently with it. Its files close right then, not
-    whenever the garbage collector gets to a cycle.
-    """
-
-    def __init__(self, steps: Generator[bytes, None, None], stop: threading.Event) -> None:
-        self._steps = steps
-        self._stop = stop
-        self._lock = threading.Lock()
-        self._closed = False
-        self._watched = False
-
-    def __aiter__(self) -> _BlockingStream:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if not self._watched:
-            self._watched = True
-            task = asyncio.current_task()
-            if task is not None:
-                task.add_done_callback(lambda _: self.close())
-        while True:
-            chunk = await asyncio.to_thread(self._step)
-            if chunk is None:
-                self.close()
-                raise StopAsyncIteration
-            if chunk:
-                return chunk
-
-    def _step(self) -> bytes | None:
-        with self._lock:
-            return None if self._closed else next(self._steps, None)
-
-    def _close_now(self) -> None:
-        with self._lock, contextlib.suppress(Exception):
-            self._steps.close()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._stop.set()
-        try:
-            asyncio.get_running_loop().run_in_executor(None, self._close_now)
-        except RuntimeError:  # no loop any more: the step cannot be running either
-            self._close_now()
+def _require_folder(found: Resolved) -> None:
+    kind = fs.entry_for(found).type
+    if kind == "symlink":
+        # `resolve` followed every link that stays inside: one here was swapped in since.
+        raise ConflictError(f"{found.agent_path} changed meanwhile (replaced by a link?)")
+    if kind != "dir":
+        raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
 
 
 def _file_chunks(handle: Any, size: int, stop: threading.Event) -> Generator[bytes, None, None]:
@@ -317,8 +278,7 @@ async def list_folder(
 
     def listing() -> DirListing:
         assert isinstance(found, Resolved)
-        if fs.entry_for(found).type != "dir":
-            raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
+        _require_folder(found)
         entries, truncated = fs.list_dir(found, LIST_LIMIT)
         return DirListing(
             path=found.agent_path,
@@ -375,7 +335,7 @@ async def read_file(
     handle, size, media_type = await asyncio.to_thread(open_file)
     stop = threading.Event()
     return Stream(
-        _BlockingStream(_file_chunks(handle, size, stop), stop),
+        BlockingStream(_file_chunks(handle, size, stop), stop, what="file"),
         media_type=media_type,
         headers=_file_headers(found.name, download, size),
     )
@@ -444,11 +404,15 @@ async def upload(
 
 async def receive_upload(request: AnyRequest, folder: Resolved, limit_mb: int) -> list[FileEntry]:
     """Stream a multipart body's `file` parts into `folder`, capped at `limit_mb` MiB,
-    never holding a whole file in memory (also used by the chat's attachments)."""
+    never holding a whole file in memory (also used by the chat's attachments).
+
+    `multipart.PushMultipartParser` is push-style: it holds back only what may be the
+    start of a boundary, so each piece of a part goes to disk as it arrives.
+    """
     boundary = _boundary(request.headers.get("content-type", ""))
     limit = limit_mb * 1024 * 1024
     written: list[FileEntry] = []
-    parser = _Multipart(boundary)
+    parser = PushMultipartParser(boundary, max_segment_count=MAX_PARTS)
     current: NewFile | None = None
     received = 0
     try:
@@ -456,19 +420,28 @@ async def receive_upload(request: AnyRequest, folder: Resolved, limit_mb: int) -
             received += len(chunk)
             if received > limit + MULTIPART_OVERHEAD:
                 raise ApiError(413, "too_large", f"uploads up to {limit_mb} MiB are accepted")
-            for event in parser.feed(chunk):
-                if isinstance(event, _PartStart):
+            if not chunk:
+                continue  # an empty chunk would tell the parser the body has ended
+            for event in parser.parse(chunk):
+                if isinstance(event, MultipartSegment):
                     # A file input left empty sends `filename=""`: nothing to store.
-                    if event.field == "file" and event.filename:
+                    if event.name == "file" and event.filename:
                         name = fs.upload_name(event.filename)
                         current = await asyncio.to_thread(NewFile, folder, name)
-                elif isinstance(event, _PartEnd):
+                elif event is None:
                     if current is not None:
                         written.append(await asyncio.to_thread(current.commit))
                         current = None
-                elif current is not None and event:
+                elif current is not None:
                     await asyncio.to_thread(current.write, event)
-        parser.finish()
+        try:
+            parser.close()  # raises unless the closing boundary came
+        except MultipartError:
+            raise InvalidInputError("the multipart body ended early") from None
+    except ParserLimitReached as exc:
+        raise InvalidInputError(f"the multipart body is out of bounds: {exc}") from None
+    except MultipartError as exc:
+        raise InvalidInputError(f"malformed multipart body: {exc}") from None
     finally:
         if current is not None:
             await asyncio.to_thread(current.abort)
@@ -523,19 +496,17 @@ async def download_zip(
     if isinstance(found, Virtual):
         raise InvalidInputError("notes cannot be downloaded as a ZIP; open them one by one")
 
-    def check() -> None:
-        assert isinstance(found, Resolved)
-        if fs.entry_for(found).type != "dir":
-            raise InvalidInputError(f"{found.agent_path} is a file, not a folder")
-
-    await asyncio.to_thread(check)
+    await asyncio.to_thread(_require_folder, found)
     if found.parts:
         name = found.parts[-1]
     else:
         name = "home" if found.mount == fs.HOME_MOUNT else found.mount
     stop = threading.Event()
+    body = BlockingStream(fs.zip_stream(found, stop=stop), stop, what="zip")
+    # Opens the folder now: a missing or swapped one is a clean 4xx, not a broken stream.
+    await body.prime()
     return Stream(
-        _BlockingStream(fs.zip_stream(found, stop=stop), stop),
+        body,
         media_type="application/zip",
         headers=_file_headers(f"{name}.zip", True, None),
     )
@@ -544,114 +515,14 @@ async def download_zip(
 # -- multipart, parsed as it streams ------------------------------------------------------
 
 
-class _PartStart(msgspec.Struct, frozen=True):
-    field: str | None
-    filename: str | None
-
-
-class _PartEnd(msgspec.Struct, frozen=True):
-    pass
-
-
-_Event = _PartStart | _PartEnd | bytes
-
-
-def _boundary(content_type: str) -> bytes:
-    message = Message()
-    message["content-type"] = content_type
-    if message.get_content_type() != "multipart/form-data":
+def _boundary(content_type: str) -> str:
+    kind, options = parse_options_header(content_type)
+    if kind != "multipart/form-data":
         raise InvalidInputError("send the files as multipart/form-data (field 'file')")
-    boundary = message.get_param("boundary")
-    if not isinstance(boundary, str) or not 0 < len(boundary) <= 200:
+    boundary = options.get("boundary")
+    if not isinstance(boundary, str) or not 0 < len(boundary) <= 200 or "\n" in boundary:
         raise InvalidInputError("the multipart body has no valid boundary")
-    return boundary.encode("latin-1", "replace")
-
-
-def _part_headers(raw: bytes) -> _PartStart:
-    message = Message()
-    for line in raw.decode("utf-8", "replace").split("\r\n"):
-        key, colon, value = line.partition(":")
-        if colon:
-            message[key.strip()] = value.strip()
-
-    def param(name: str) -> str | None:
-        value = message.get_param(name, header="content-disposition")
-        if value is None:
-            return None
-        return collapse_rfc2231_value(value)
-
-    return _PartStart(field=param("name"), filename=message.get_filename())
-
-
-class _Multipart:
-    """A push parser for multipart/form-data: `feed` bytes, get events back.
-
-    Events: `_PartStart` (with the part's field name and file name), the part's data as
-    `bytes` pieces, `_PartEnd`. Only a small tail is ever held back, so memory is flat.
-    """
-
-    def __init__(self, boundary: bytes) -> None:
-        self.delimiter = b"\r\n--" + boundary
-        self.buffer = b"\r\n"  # the first delimiter has no line break before it
-        self.state: Literal["preamble", "after", "headers", "body", "done"] = "preamble"
-
-    def feed(self, data: bytes) -> list[_Event]:
-        self.buffer += data
-        events: list[_Event] = []
-        keep = len(self.delimiter) + 1
-        while True:
-            if self.state == "preamble":
-                at = self.buffer.find(self.delimiter)
-                if at < 0:
-                    self.buffer = self.buffer[-keep:]
-                    return events
-                self.buffer = self.buffer[at + len(self.delimiter) :]
-                self.state = "after"
-            elif self.state == "after":
-                if len(self.buffer) < 2:
-                    return events
-                if self.buffer.startswith(b"--"):
-                    self.state = "done"
-                    self.buffer = b""
-                    return events
-                line_end = self.buffer.find(b"\r\n")
-                if line_end < 0:
-                    if len(self.buffer) > 256:
-                        raise InvalidInputError("malformed multipart body")
-                    return events
-                if self.buffer[:line_end].strip(b" \t"):
-                    raise InvalidInputError("malformed multipart body")
-                self.buffer = self.buffer[line_end + 2 :]
-                self.state = "headers"
-            elif self.state == "headers":
-                end = self.buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(self.buffer) > MAX_PART_HEADERS:
-                        raise InvalidInputError("multipart part headers are too long")
-                    return events
-                events.append(_part_headers(self.buffer[:end]))
-                self.buffer = self.buffer[end + 4 :]
-                self.state = "body"
-            elif self.state == "body":
-                at = self.buffer.find(self.delimiter)
-                if at < 0:
-                    safe = len(self.buffer) - keep
-                    if safe > 0:
-                        events.append(self.buffer[:safe])
-                        self.buffer = self.buffer[safe:]
-                    return events
-                if at:
-                    events.append(self.buffer[:at])
-                events.append(_PartEnd())
-                self.buffer = self.buffer[at + len(self.delimiter) :]
-                self.state = "after"
-            else:
-                self.buffer = b""
-                return events
-
-    def finish(self) -> None:
-        if self.state != "done":
-            raise InvalidInputError("the multipart body ended early")
+    return boundary
 
 
 ROUTES = [

@@ -163,6 +163,7 @@ class AccountRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 class AccountDone(msgspec.Struct, frozen=True, kw_only=True):
     username: str
     user: User | None  # None after a deletion
+    left: list[str] = []  # after a deletion: what of the home could not be removed
 
 
 @post(
@@ -204,8 +205,8 @@ async def ops_user_delete(
     data: JSONBody[AccountRequest], rt: NamedDependency[Runtime]
 ) -> AccountDone:
     user = await rt.accounts.find(data.username)
-    await rt.accounts.delete(user.id)
-    return AccountDone(username=user.username, user=None)
+    left = await rt.accounts.delete(user.id)
+    return AccountDone(username=user.username, user=None, left=left)
 
 
 ROUTES = [

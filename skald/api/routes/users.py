@@ -6,8 +6,12 @@ serialise. The CLI's `skald user ...` goes through the same service.
 
 from __future__ import annotations
 
-from litestar import delete, get, patch, post
+import shlex
+
+import msgspec
+from litestar import Response, delete, get, patch, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AnyRequest, requires
@@ -84,11 +88,45 @@ async def activate_user(
     return await rt.accounts.activate(user_id, actor=principal_of(request).user)
 
 
-@delete("/api/users/{user_id:str}", guards=ADMIN_USERS, status_code=204, responses=errors(404, 409))
+class LeftBehind(msgspec.Struct, frozen=True, kw_only=True):
+    """The account is deleted, but part of its home could not be removed."""
+
+    deleted: bool = True
+    count: int
+    left_behind: list[str]  # `<path in the home>: reason`, at most LEFT_SHOWN
+    fix: str
+
+
+LEFT_SHOWN = 100
+
+
+@delete(
+    "/api/users/{user_id:str}",
+    guards=ADMIN_USERS,
+    # 204 when all is gone; 200 with what is left when part of the home could not be
+    # removed (files root made in the sandbox). Litestar wants the body's status here.
+    status_code=200,
+    responses={
+        204: ResponseSpec(data_container=None, description="Deleted, home and all."),
+        **errors(404, 409),
+    },
+)
 async def delete_user(
     user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
-) -> None:
-    await rt.accounts.delete(user_id, actor=principal_of(request).user)
+) -> Response[LeftBehind | None]:
+    user = await rt.accounts.get(user_id)
+    left = await rt.accounts.delete(user_id, actor=principal_of(request).user)
+    if not left:
+        return Response(None, status_code=204)
+    home = rt.core.layout.home(user.id)
+    return Response(
+        LeftBehind(
+            count=len(left),
+            left_behind=[item.split("/", 1)[-1] for item in left[:LEFT_SHOWN]],
+            fix=f"as root on the server: rm -rf {shlex.quote(str(home))}",
+        ),
+        status_code=200,
+    )
 
 
 ROUTES = [

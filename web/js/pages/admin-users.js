@@ -201,9 +201,14 @@ export function AdminUsersPage() {
 
   const onDeleteConfirm = () =>
     runDel(async () => {
-      await api.deleteUser(deleting.id);
+      // 200 with what is left when files root made in the sandbox could not be removed.
+      const left = await api.deleteUser(deleting.id);
       setUsers((list) => list.filter((x) => x.id !== deleting.id));
-      setFlash(t('users.deleted', { username: deleting.username }));
+      setFlash(
+        left && left.count
+          ? t('users.deleted_left_behind', { username: deleting.username, count: left.count, fix: left.fix })
+          : t('users.deleted', { username: deleting.username }),
+      );
       setDeleting(null);
     });
 
