@@ -8,7 +8,7 @@ a new model or an edited agent applies from the next turn on.
 
 from __future__ import annotations
 
-import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +32,7 @@ from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.llm_service import LlmService
 from skald.core.preview import write_preview
+from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter
@@ -95,7 +96,10 @@ class UserRuntime:
             group_of=self.security_group_of,
             bypassed=self.inbox.bypassed,
         )
-        self._chores: set[asyncio.Task[None]] = set()
+        # This member's background work: recovery at unlock, Inbox chores... Stopped (and
+        # so cancelled) when their data is locked; `Runtime.service_health` reports it.
+        self.services = ServiceRunner(f"member {self.user.username}")
+        self._chore_ids = itertools.count(1)
         self.ask = AskUserTool(self.inbox, self.inbox_changed)
         self.router = PathRouter.for_member(layout, self.user.id)
         self.sandbox = sandbox
@@ -109,6 +113,11 @@ class UserRuntime:
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
         self.hub.retire = self._retire
+        self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
+
+    async def _resume(self) -> None:
+        """After a restart or an unlock: finish what a crash cut short."""
+        await self.hub.resume_interrupted()
 
     @property
     def shared_readable(self) -> bool:
@@ -211,9 +220,9 @@ class UserRuntime:
             if await self.inbox.close(call_id, "settled"):
                 await self.inbox_changed()
 
-        task = asyncio.get_running_loop().create_task(close())
-        self._chores.add(task)
-        task.add_done_callback(self._chores.discard)
+        self.services.add(
+            ServiceSpec(f"settle-{call_id}-{next(self._chore_ids)}", close, restart=False)
+        )
 
     async def decide(
         self, call_id: str, approved: bool, bypass: Literal["15m", "conversation"] | None = None
@@ -274,4 +283,5 @@ class UserRuntime:
         return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)
 
     async def close(self) -> None:
+        await self.services.stop()
         await self.hub.close()

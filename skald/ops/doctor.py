@@ -36,6 +36,7 @@ from skald.ops.checks_host import (
     check_linger,
     check_port,
     check_python,
+    check_services,
     check_unit,
 )
 
@@ -66,6 +67,7 @@ CHECKS: list[Check] = [
     check_unit,
     check_linger,
     check_port,
+    check_services,
 ]
 
 
