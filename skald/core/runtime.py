@@ -18,6 +18,7 @@ from skald.agent.prompts import load_agents
 from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.context import Core
+from skald.core.conversations import ConversationService
 from skald.core.events import EventHub, RevokeCode, UserUpdated
 from skald.core.llm_service import LlmService
 from skald.core.sealing import InstanceKey
@@ -59,6 +60,8 @@ class Runtime:
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
         self.user_runtimes: dict[str, UserRuntime] = {}
+        # What every channel (web, /api/chat, later bots and schedules) does with chats.
+        self.conversations = ConversationService(self)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
         self.started_at = time.time()
