@@ -23,9 +23,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from skald.api.errors import ApiError
 from skald.core.runtime import Runtime
 from skald.core.sessions import Principal
-from skald.log import get_logger
-
-log = get_logger("skald.http")
+from skald.log import access_line
 
 SESSION_COOKIE = "skald_session"
 CSRF_HEADER = "x-csrf-token"
@@ -125,8 +123,9 @@ _CROSS_ORIGIN = (
 
 
 class EdgeMiddleware:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, access_log: str = "all") -> None:
         self.app = app
+        self.log_all = access_log == "all"
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "websocket" and not same_origin(scope):
@@ -150,13 +149,14 @@ class EdgeMiddleware:
                 await send(message)
 
             await self.app(scope, receive, send_with_headers)
+        if status < 400 and not self.log_all:
+            return  # `log.access = "errors"`: only failures are written
         client = scope.get("client")
         # Path only: query strings can carry tokens, and cookies never belong in logs.
-        log.info(
-            "request",
-            method=scope["method"],
-            path=scope["path"],
-            status=status,
-            ms=round((time.perf_counter() - started) * 1000, 1),
-            client=client[0] if client else None,
+        access_line(
+            scope["method"],
+            scope["path"],
+            status,
+            round((time.perf_counter() - started) * 1000, 1),
+            client[0] if client else None,
         )
