@@ -90,9 +90,13 @@ class ServiceRunner:
         self._stopping = False
 
     def add(self, spec: ServiceSpec) -> None:
-        """Register a service; once the runner has started, it starts at once."""
+        """Register a service; once the runner has started, it starts at once. While
+        `stop()` runs, nothing is added (logged, not raised: a chore asked for by an event
+        that races the shutdown must not fail its caller)."""
         if self._stopping:
-            raise RuntimeError(f"{self.name}: stopping, {spec.name} not started")
+            # Shutdown or a lock is under way: what is added now would be cancelled anyway.
+            log.info("service not started: stopping", runner=self.name, service=spec.name)
+            return
         if spec.name in self._services:
             raise ValueError(f"{self.name}: a service named {spec.name!r} already exists")
         service = self._services[spec.name] = _Service(spec)
