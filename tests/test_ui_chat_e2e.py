@@ -423,6 +423,10 @@ def _scenario(
     # A slash command (the page knows it from GET /api/chat/commands) is answered as a
     # note and never shown or stored as a message.
     before = len(_messages(tab1))
+    tab1.get_by_test_id("chat-input").fill("/co")
+    hints = tab1.get_by_test_id("chat-slash-hint")
+    expect(hints).to_have_count(2)
+    assert hints.evaluate_all("els => els.map(e => e.dataset.command)") == ["/compact", "/cost"]
     tab1.get_by_test_id("chat-input").fill("/cost")
     tab1.get_by_test_id("chat-input").press("Enter")
     expect(tab1.get_by_test_id("chat-note").filter(has_text="tokens in")).to_have_count(1)
