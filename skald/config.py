@@ -60,6 +60,8 @@ class LogConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     level: Literal["debug", "info", "warning", "error"] = "info"
     # Log rendering: console (human), json (one object per line), auto (console on a TTY).
     format: Literal["auto", "console", "json"] = "auto"
+    # Access log, one line per HTTP request: "all", or "errors" (status 400 and up only).
+    access: Literal["all", "errors"] = "all"
 
 
 class SecurityConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

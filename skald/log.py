@@ -10,15 +10,25 @@ key names at any depth and scrubs secret-looking substrings from every string.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import re
 import sys
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-__all__ = ["REDACTED", "configure_logging", "get_logger", "redact", "redact_text"]
+__all__ = [
+    "REDACTED",
+    "access_line",
+    "configure_logging",
+    "get_logger",
+    "redact",
+    "redact_text",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -180,6 +190,9 @@ class _SkaldHandler(logging.StreamHandler[TextIO]):
     """Marks the root handler we own, so reconfiguring replaces it instead of adding one."""
 
 
+_NO_LOCK = contextlib.nullcontext()
+
+
 def _isatty(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
@@ -224,6 +237,8 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | N
 
     handler = _SkaldHandler(out)
     handler.setFormatter(formatter)
+    global _json_handler
+    _json_handler = None if console else handler
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _SkaldHandler)]:
         root.removeHandler(old)
@@ -250,6 +265,57 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | N
         # Not cached: a later configure_logging() call must reach loggers made earlier.
         cache_logger_on_first_use=False,
     )
+
+
+# --------------------------------------------------------------------------- the access log
+
+# The JSON handler when the log is JSON (journald), for `access_line`'s direct path.
+_json_handler: _SkaldHandler | None = None
+_http = logging.getLogger("skald.http")
+
+
+def access_line(
+    method: str, path: str, status: int, ms: float, client: str | None, *, aborted: bool = False
+) -> None:
+    """One access log line (`event: "request"`), the same JSON as the structlog chain
+    writes, at a fraction of the cost.
+
+    Every request writes one, so it skips the processor chain (the two redaction passes
+    over every key and value were most of a request's CPU): the fields are fixed and
+    known, the only free text is the path, which still goes through `redact_text`. With
+    the console format (a person at a terminal) it takes the ordinary path."""
+    if not _http.isEnabledFor(logging.INFO):
+        return
+    handler = _json_handler
+    # Not ours any more when someone (a test) swapped the root handlers since.
+    if handler is None or handler not in logging.root.handlers:
+        get_logger("skald.http").info(
+            "request",
+            method=method,
+            path=path,
+            status=status,
+            ms=ms,
+            client=client,
+            **({"aborted": True} if aborted else {}),
+        )
+        return
+    line = json.dumps(
+        {
+            "method": method,
+            "path": redact_text(path),
+            "status": status,
+            "ms": ms,
+            "client": client,
+            **({"aborted": True} if aborted else {}),
+            "event": "request",
+            "level": "info",
+            "logger": "skald.http",
+            "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        }
+    )
+    with handler.lock or _NO_LOCK:
+        handler.stream.write(line + handler.terminator)
+        handler.flush()
 
 
 def get_logger(name: str | None = None) -> structlog.stdlib.BoundLogger:

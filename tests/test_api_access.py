@@ -197,6 +197,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 400, M: 400, C: 400},
     ),
     ("GET", "/api/my/security-groups", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/chat/commands", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/conversations/{conv}/messages", None, {"anon": 401, A: 200, M: 200, C: 200}),
     (
         "POST",

@@ -266,6 +266,10 @@ async def test_slash_commands(
     fake_llm.script("model-b", ["from B"])
     ada = await make_client()
     await ada.login("ada")
+    # The one list of commands, served to the web client (which keeps no copy).
+    commands = (await ada.call("GET", "/api/chat/commands")).json()
+    assert [c["name"] for c in commands] == ["stop", "compact", "model", "cost", "new"]
+    assert all(c["usage"].startswith("/") and c["description"] for c in commands)
     cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
     r = await ada.call(
         "POST", f"/api/conversations/{cid}/messages", json={"text": "/model model-b"}

@@ -92,7 +92,8 @@ def test_environment_names_come_from_the_struct() -> None:
     assert names["SKALD_AUTH_LOGIN_BACKOFF_BASE_S"] == "auth.login_backoff_base_s"
     assert names["SKALD_SANDBOX_MEMORY_MB"] == "sandbox.memory_mb"
     assert names["SKALD_PLUGINS_MODULES"] == "plugins.modules"
-    assert len(names) == 26
+    assert names["SKALD_LOG_ACCESS"] == "log.access"
+    assert len(names) == 27
 
 
 @pytest.mark.parametrize(

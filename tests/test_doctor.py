@@ -115,6 +115,7 @@ def test_healthy_install_passes(install: Install) -> None:
         "unit": "ok",
         "linger": "ok",
         "port": "ok",
+        "services": "skip",  # no server running
     }
     assert [(name, c["status"]) for name, c in checks.items()] == list(expected.items())
     assert f"current -> releases/{VERSION}" in checks["install"]["finding"]
@@ -426,6 +427,8 @@ def test_port_served_by_this_skald_is_ok_and_databases_come_from_the_server(
     assert checks["registry"]["status"] == "ok"
     assert checks["databases"]["status"] == "ok", checks["databases"]
     assert "running server" in checks["databases"]["finding"]
+    assert checks["services"]["status"] == "ok", checks["services"]
+    assert "none degraded" in checks["services"]["finding"]
     assert code == 0, checks
 
 

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 import structlog
 
-from skald.log import REDACTED, configure_logging, get_logger, redact, redact_text
+from skald.log import (
+    REDACTED,
+    access_line,
+    configure_logging,
+    get_logger,
+    redact,
+    redact_text,
+)
 
 RECOVERY_CODE = "7K3MQ-2XR9T-ABCD5-EFGH6-JKMNP-QRST0"
 RAW_KEY = "x'" + "0f1e2d3c4b5a6978" * 4 + "'"
@@ -199,3 +206,52 @@ def test_redact_text_hides_secrets(text: str, secret: str) -> None:
 )
 def test_redact_text_leaves_ordinary_text(text: str) -> None:
     assert redact_text(text) == text
+
+
+def test_the_access_line_is_the_same_json_as_the_structlog_chain_and_its_path_is_redacted() -> None:
+    out = io.StringIO()
+    configure_logging("info", "json", out)
+    fields = {"method": "GET", "path": "/api/x", "status": 200, "ms": 1.5, "client": "10.0.0.2"}
+    get_logger("skald.http").info("request", **fields)
+    access_line("GET", "/api/x", 200, 1.5, "10.0.0.2")
+    access_line("GET", "/api/files/sk-live0123456789abcdefXYZ", 404, 0.4, None)
+    slow, fast, secret = (json.loads(line) for line in out.getvalue().splitlines())
+    assert list(fast) == list(slow)  # same keys, same order
+    assert {k: v for k, v in fast.items() if k != "timestamp"} == {
+        k: v for k, v in slow.items() if k != "timestamp"
+    }
+    assert fast["timestamp"].endswith("Z") and len(fast["timestamp"]) == len(slow["timestamp"])
+    assert "sk-live" not in secret["path"] and REDACTED in secret["path"]
+
+
+def test_the_access_line_follows_the_level_and_the_console_format() -> None:
+    out = io.StringIO()
+    configure_logging("warning", "json", out)
+    access_line("GET", "/api/x", 200, 1.0, None)
+    assert out.getvalue() == ""
+    configure_logging("info", "console", out)
+    access_line("GET", "/api/console", 200, 1.0, None)
+    assert "/api/console" in out.getvalue() and not out.getvalue().startswith("{")
+
+
+@pytest.mark.parametrize(("setting", "logged"), [("all", [200, 404, 500]), ("errors", [404, 500])])
+async def test_access_log_errors_setting_keeps_only_failures(
+    setting: str, logged: list[int]
+) -> None:
+    import httpx
+
+    from skald.api.security import EdgeMiddleware
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        status = int(scope["path"].rsplit("/", 1)[1])
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    out = io.StringIO()
+    configure_logging("info", "json", out)
+    transport = httpx.ASGITransport(app=EdgeMiddleware(app, setting))
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        for status in (200, 404, 500):
+            await http.get(f"/s/{status}")
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["status"] for line in lines if line["event"] == "request"] == logged

@@ -1,8 +1,6 @@
-"""Session expiry, the login throttle, the event hub and the service supervisor."""
+"""Session expiry, the login throttle and the event hub (services: test_services.py)."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pytest
 from conftest import PASSWORD
@@ -11,7 +9,6 @@ from skald.config import AuthConfig
 from skald.core.events import EventHub, Ping, SessionRevoked
 from skald.core.runtime import Runtime
 from skald.core.sessions import SessionManager, hash_token
-from skald.core.supervisor import Supervisor
 from skald.core.throttle import LoginThrottle, ThrottledError
 
 
@@ -111,36 +108,3 @@ async def test_hub_fans_out_and_revokes() -> None:
     for i in range(600):
         hub.publish("b", Ping(t=i))
     assert b.closed and b.revoked is None
-
-
-async def test_supervisor_restarts_a_crashed_service_and_reports_it() -> None:
-    sup = Supervisor(initial_backoff_s=0.01, max_backoff_s=0.05)
-    runs = 0
-    healthy = asyncio.Event()
-
-    async def flaky() -> None:
-        nonlocal runs
-        runs += 1
-        if runs < 3:
-            raise RuntimeError(f"boom {runs}")
-        healthy.set()
-        await asyncio.sleep(3600)
-
-    sup.start("flaky", flaky)
-    await asyncio.wait_for(healthy.wait(), 5)
-    state = sup.states["flaky"]
-    assert runs == 3 and state.restarts == 2 and state.running
-    assert state.last_error == "RuntimeError: boom 2"
-    assert sup.degraded_reasons() == []  # running again: not degraded
-    await sup.stop_all()
-
-
-async def test_health_degrades_while_a_service_is_down(runtime: Runtime) -> None:
-    async def broken() -> None:
-        raise OSError("disk on fire")
-
-    runtime.supervisor.initial_backoff_s = 30
-    runtime.supervisor.start("broken", broken)
-    await asyncio.sleep(0.05)
-    status, reasons = runtime.health()
-    assert status == "degraded" and "disk on fire" in reasons[0]

@@ -157,7 +157,11 @@ def test_sigterm_with_an_open_socket_and_a_pending_request(tmp_path: Path) -> No
         with pytest.raises(ConnectionClosed) as closed:
             _next(ws, "session_revoked")
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1012
-        assert '"event": "stopped"' in srv.log()
+        log = srv.log()
+        assert '"event": "stopped"' in log
+        # Every background service was cancelled and waited for, none abandoned.
+        assert '"event": "services stopped"' in log and "session-purge" in log
+        assert "did not stop" not in log
     finally:
         srv.close()
 

@@ -3,18 +3,24 @@ the installed update.sh."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from test_doctor import VERSION, Install
 
 from skald import __version__
 from skald.cli import main
+from skald.core.runtime import Runtime
+from skald.core.services import ServiceSpec
+from skald.ops.inspect import server_status
+from skald.ops.status import Running, ServiceInfo, _services
 
 
 @pytest.fixture
@@ -102,6 +108,10 @@ def test_status_of_a_running_server(server: ServerProcess) -> None:
         lines = dict(line.split(None, 1) for line in text.splitlines())
         assert lines["running"].startswith(f"{__version__}, pid {server.proc.pid}, up ")  # type: ignore[union-attr]
         assert lines["users"] == "1 (1 unlocked)"
+        # The server's services, and the admin's own (their data is unlocked now).
+        assert lines["services"].endswith(" ok") and "degraded" not in lines["services"]
+        names = {s["name"]: s["state"] for s in report["running"]["services"]}
+        assert names["session-purge"] == "ok"
     finally:
         api.close()
     server.stop()
@@ -145,3 +155,19 @@ def test_update_execs_the_installed_script(
     main(argv, environ=install.environ, stdout=io.StringIO())
     script = str(install.root / "update.sh")
     assert calls == [(script, [script, *passed], {**install.environ, "SKALD_HOME": script[:-10]})]
+
+
+async def test_status_names_a_degraded_service_and_its_reason(runtime: Runtime) -> None:
+    async def broken() -> None:
+        raise OSError("disk on fire")
+
+    runtime.services.initial_backoff_s = 30
+    runtime.services.add(ServiceSpec("broken", broken))
+    await asyncio.sleep(0.05)
+    services = msgspec.convert(
+        msgspec.to_builtins((await server_status(runtime)).services), list[ServiceInfo]
+    )
+    run = Running(version="x", services=services, degraded=[s.reason for s in services if s.reason])
+    line = _services(run)
+    assert line.startswith("1 degraded, 1 ok: background service broken is restarting after")
+    assert "OSError: disk on fire" in line

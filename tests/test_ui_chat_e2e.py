@@ -420,6 +420,19 @@ def _scenario(
     _wait_idle(tab1, "The second model answers now.")
     assert fake.remaining(SECOND_MODEL) == 0 and fake.remaining(MAIN_MODEL) == 1
 
+    # A slash command (the page knows it from GET /api/chat/commands) is answered as a
+    # note and never shown or stored as a message.
+    before = len(_messages(tab1))
+    tab1.get_by_test_id("chat-input").fill("/co")
+    hints = tab1.get_by_test_id("chat-slash-hint")
+    expect(hints).to_have_count(2)
+    assert hints.evaluate_all("els => els.map(e => e.dataset.command)") == ["/compact", "/cost"]
+    tab1.get_by_test_id("chat-input").fill("/cost")
+    tab1.get_by_test_id("chat-input").press("Enter")
+    expect(tab1.get_by_test_id("chat-note").filter(has_text="tokens in")).to_have_count(1)
+    assert len(_messages(tab1)) == before
+    assert not any(text == "/cost" for _, _, text in _messages(tab1))
+
     problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
     assert not problems, "\n".join(problems)
 

@@ -73,4 +73,6 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
 def create_asgi(runtime: Runtime, web_dir: Path | None = None, ops_token: str | None = None) -> Any:
     """The app behind the edge; `/api/ops/*` answers only with `ops_token` from loopback
     (and never when it is None)."""
-    return EdgeMiddleware(ops.OpsGate(create_app(runtime, web_dir), ops_token))
+    return EdgeMiddleware(
+        ops.OpsGate(create_app(runtime, web_dir), ops_token), runtime.config.log.access
+    )

@@ -23,7 +23,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from skald.api.errors import ApiError
 from skald.core.runtime import Runtime
 from skald.core.sessions import Principal
-from skald.log import get_logger
+from skald.log import access_line, get_logger
 
 log = get_logger("skald.http")
 
@@ -131,8 +131,9 @@ _INTERNAL = (
 
 
 class EdgeMiddleware:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, access_log: str = "all") -> None:
         self.app = app
+        self.log_all = access_log == "all"
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "websocket" and not same_origin(scope):
@@ -169,14 +170,15 @@ class EdgeMiddleware:
                     status = 500
                     await send_json(send, 500, _INTERNAL, SECURITY_HEADERS)
         finally:
-            client = scope.get("client")
-            # Path only: query strings can carry tokens, and cookies never belong in logs.
-            log.info(
-                "request",
-                method=scope["method"],
-                path=scope["path"],
-                status=status,
-                ms=round((time.perf_counter() - started) * 1000, 1),
-                client=client[0] if client else None,
-                **({"aborted": True} if aborted else {}),
-            )
+            # `log.access = "errors"` writes only failures (and cut responses).
+            if self.log_all or status >= 400 or aborted:
+                client = scope.get("client")
+                # Path only: query strings can carry tokens; cookies never belong in logs.
+                access_line(
+                    scope["method"],
+                    scope["path"],
+                    status,
+                    round((time.perf_counter() - started) * 1000, 1),
+                    client[0] if client else None,
+                    aborted=aborted,
+                )

@@ -9,8 +9,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Coroutine
-from typing import Any, TextIO
+from typing import TextIO
 
 import msgspec
 
@@ -20,11 +19,12 @@ from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.accounts import AccountService
 from skald.core.context import Core
+from skald.core.conversations import ConversationService
 from skald.core.events import EventHub, RevokeCode, UserUpdated
 from skald.core.llm_service import LlmService
 from skald.core.sealing import InstanceKey
+from skald.core.services import ServiceHealth, ServiceRunner, ServiceSpec
 from skald.core.sessions import SessionManager
-from skald.core.supervisor import Supervisor
 from skald.core.throttle import LoginThrottle
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import UnlockedUser
@@ -60,15 +60,17 @@ class Runtime:
             InstanceKey.load_or_create(core.layout.instance_key),
             core.layout.root,
         )
-        self.supervisor = Supervisor()
+        # Every background service of the server; a member's chores run in their own.
+        self.services = ServiceRunner("server")
         self.plugins = core.plugins
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
         self.user_runtimes: dict[str, UserRuntime] = {}
+        # What every channel (web, /api/chat, later bots and schedules) does with chats.
+        self.conversations = ConversationService(self)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
-        self._background: set[asyncio.Task[object]] = set()
         self.started_at = time.time()
         self.version = __version__
         self.setup_token: str | None = None
@@ -99,7 +101,7 @@ class Runtime:
         log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)
         if not await self.core.users.admin_exists():
             self._announce_setup(announce)
-        self.supervisor.start("session-purge", self._purge_sessions_forever)
+        self.services.add(ServiceSpec("session-purge", self._purge_sessions_forever))
         if self.config.sandbox.enabled:
             self.sandbox = SandboxManager(
                 self.config.sandbox,
@@ -110,7 +112,8 @@ class Runtime:
                 mounts=self.mounts_for,
             )
             # Docker may be down: the watcher keeps trying, the server runs regardless.
-            self.supervisor.start("sandbox-watcher", self.sandbox.watch_forever)
+            self.services.add(ServiceSpec("sandbox-watcher", self.sandbox.watch_forever, order=50))
+        await self.services.start()
 
     async def _sandbox_members(self) -> list[tuple[User, Role]]:
         out = []
@@ -192,14 +195,12 @@ class Runtime:
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime
-        self._spawn(runtime.hub.resume_interrupted())
-        self._spawn(self._probe_sandbox(handle.user.id))
+        user_id = handle.user.id
+        runtime.services.add(
+            ServiceSpec("sandbox-probe", lambda: self._probe_sandbox(user_id), restart=False)
+        )
+        await runtime.services.start()
         return runtime
-
-    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        task: asyncio.Task[object] = asyncio.create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     async def user_runtime(self, user: User) -> UserRuntime:
         runtime = self.user_runtimes.get(user.id)
@@ -347,8 +348,18 @@ class Runtime:
 
     # -- health and shutdown ---------------------------------------------------------
 
+    def service_health(self) -> list[ServiceHealth]:
+        """The server's services, then each unlocked member's (named `<username>/<name>`)."""
+        out = self.services.health()
+        for runtime in list(self.user_runtimes.values()):
+            out += [
+                msgspec.structs.replace(h, name=f"{runtime.user.username}/{h.name}")
+                for h in runtime.services.health()
+            ]
+        return out
+
     def health(self) -> tuple[str, list[str]]:
-        reasons = self.supervisor.degraded_reasons()
+        reasons = [h.reason for h in self.service_health() if h.state == "degraded" and h.reason]
         if self.sandbox is not None:
             reasons += self.sandbox.health_reasons()
         return ("degraded" if reasons else "ok"), reasons
@@ -359,13 +370,11 @@ class Runtime:
 
     async def shutdown(self) -> None:
         self.hub.close_all()
-        await self.supervisor.stop_all()
+        await self.services.stop()
         if self.sandbox is not None:
             await self.sandbox.close()
         for user_id in list(self.user_runtimes):
             await self.detach(user_id)
-        for task in list(self._background):
-            task.cancel()
         await self.llm.close()
         await self.core.close()
         log.info("stopped")

@@ -67,6 +67,8 @@ def content_for(
 ) -> list[ContentPart]:
     """The user message's parts: the text, images inlined within budget, notes for the rest."""
     parts: list[ContentPart] = [TextPart(text)] if text.strip() else []
+    if not attachments:
+        return parts  # no disk access: the caller may skip the thread for this case
     images = 0
     inlined = 0
     router = _router(layout, user_id)

@@ -8,7 +8,7 @@ a new model or an edited agent applies from the next turn on.
 
 from __future__ import annotations
 
-import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
@@ -21,6 +21,7 @@ from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
 from skald.core.llm_service import LlmService
+from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter
@@ -92,7 +93,10 @@ class UserRuntime:
             bypassed=self.inbox.bypassed,
             extra_facts=self.plugins.approval_facts,
         )
-        self._chores: set[asyncio.Task[None]] = set()
+        # This member's background work: recovery at unlock, Inbox chores... Stopped (and
+        # so cancelled) when their data is locked; `Runtime.service_health` reports it.
+        self.services = ServiceRunner(f"member {self.user.username}")
+        self._chore_ids = itertools.count(1)
         self.ask = AskUserTool(self.inbox, self.inbox_changed)
         # The member's mounts (home, manual, notes, plugins'), as the runtime collected them.
         self.router = router or PathRouter.for_member(layout, self.user.id)
@@ -101,6 +105,11 @@ class UserRuntime:
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
         self.hub.retire = self._retire
+        self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
+
+    async def _resume(self) -> None:
+        """After a restart or an unlock: finish what a crash cut short."""
+        await self.hub.resume_interrupted()
 
     @property
     def shared_readable(self) -> bool:
@@ -194,9 +203,9 @@ class UserRuntime:
             if await self.inbox.close(call_id, "settled"):
                 await self.inbox_changed()
 
-        task = asyncio.get_running_loop().create_task(close())
-        self._chores.add(task)
-        task.add_done_callback(self._chores.discard)
+        self.services.add(
+            ServiceSpec(f"settle-{call_id}-{next(self._chore_ids)}", close, restart=False)
+        )
 
     async def decide(
         self, call_id: str, approved: bool, bypass: Literal["15m", "conversation"] | None = None
@@ -260,4 +269,5 @@ class UserRuntime:
         return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)
 
     async def close(self) -> None:
+        await self.services.stop()
         await self.hub.close()

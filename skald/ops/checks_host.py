@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from skald.errors import SkaldError
 from skald.ops import install_root as ir
-from skald.ops.channel import bind_error, fetch_health, holder, is_serving
+from skald.ops.channel import bind_error, fetch_health, holder, is_serving, ops_request
 from skald.ops.checks_base import Context, Finding, shell_quote
 
 MIN_PYTHON = (3, 11)
@@ -419,3 +420,39 @@ async def check_port(ctx: Context) -> Finding:
         finding=f"port {port} is taken by {who}, not Skald",
         fix=f"stop {who}, or {move}",
     )
+
+
+async def check_services(ctx: Context) -> Finding:
+    """The running server's background services (after `check_port`, which sees it)."""
+    if not ctx.serving:
+        return Finding(name="services", status="skip", finding="no server is running")
+    try:
+        answer = await _ops_status(ctx)
+    except SkaldError as exc:
+        return Finding(
+            name="services",
+            status="warn",
+            finding=f"cannot ask the running server: {exc}",
+            fix="systemctl --user restart skald",
+        )
+    services = answer.get("services") or []
+    degraded = [s for s in services if s.get("state") == "degraded"]
+    if degraded:
+        return Finding(
+            name="services",
+            status="warn",
+            finding="; ".join(str(s.get("reason") or s.get("name")) for s in degraded),
+            fix="journalctl --user -u skald (the error is logged at every crash)",
+        )
+    return Finding(
+        name="services",
+        status="ok",
+        finding=f"{len(services)} background service(s) running, none degraded",
+    )
+
+
+async def _ops_status(ctx: Context) -> dict[str, Any]:
+    answer = await ops_request(ctx.layout, ctx.config, "GET", "/api/ops/status", timeout=15)
+    if answer is None:
+        raise SkaldError("the server did not answer on its ops channel")
+    return answer

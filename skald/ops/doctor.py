@@ -37,6 +37,7 @@ from skald.ops.checks_host import (
     check_linger,
     check_port,
     check_python,
+    check_services,
     check_unit,
 )
 
@@ -68,6 +69,7 @@ CHECKS: list[Check] = [
     check_unit,
     check_linger,
     check_port,
+    check_services,
 ]
 
 

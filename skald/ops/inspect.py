@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from skald.core.services import ServiceHealth
 from skald.sandbox.manager import LABEL_INSTANCE, LABEL_USER, SandboxUnavailable
 from skald.store.snapshot import quick_check
 
@@ -48,6 +49,8 @@ class OpsStatus(msgspec.Struct, frozen=True, kw_only=True):
     docker: str  # ok, starting, unreachable, image_missing or disabled
     users: list[OpsUser]
     containers: list[OpsContainer]  # empty when the sandbox is disabled or unavailable
+    # The server's background services, then each unlocked member's (`<username>/<name>`).
+    services: list[ServiceHealth] = []
 
 
 class DatabaseCheck(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +104,7 @@ async def server_status(rt: Runtime) -> OpsStatus:
             for u in users
         ],
         containers=await _containers(rt, {u.id: u.username for u in users}),
+        services=rt.service_health(),
     )
 
 

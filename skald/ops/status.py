@@ -34,12 +34,20 @@ class Service(msgspec.Struct, kw_only=True):
     active: str | None = None
 
 
+class ServiceInfo(msgspec.Struct, kw_only=True):
+    name: str
+    state: str  # ok, degraded or stopped
+    reason: str | None = None
+
+
 class Running(msgspec.Struct, kw_only=True):
     version: str | None = None
     pid: int | None = None
     uptime_s: float | None = None
     url: str | None = None
     source: str = "ops"  # "ops" (the ops API) or "health" (the public health route)
+    services: list[ServiceInfo] | None = None  # from the ops API only
+    degraded: list[str] = msgspec.field(default_factory=list)  # why it is degraded, if it is
 
 
 class UserInfo(msgspec.Struct, kw_only=True):
@@ -178,7 +186,9 @@ async def collect(layout: DataLayout, config: Config, environ: Mapping[str, str]
                 pid=answer.get("pid"),
                 uptime_s=answer.get("uptime_s"),
                 url=url,
+                services=msgspec.convert(answer.get("services") or [], list[ServiceInfo]),
             )
+            running.degraded = [s.reason for s in running.services or [] if s.reason]
             if isinstance(answer.get("users"), list):
                 users = msgspec.convert(answer["users"], list[UserInfo])
             if isinstance(answer.get("containers"), list):
@@ -191,6 +201,7 @@ async def collect(layout: DataLayout, config: Config, environ: Mapping[str, str]
                     uptime_s=health.get("uptime_s"),
                     url=url,
                     source="health",
+                    degraded=[str(r) for r in health.get("reasons") or []],
                 )
             else:
                 notes.append(f"a process holds the instance lock but {url} does not answer")
@@ -226,6 +237,17 @@ def _duration(seconds: float) -> str:
     return f"{s}s"
 
 
+def _services(run: Running) -> str:
+    """`4 ok` or `3 ok, 1 degraded: <reason>`: the server's background services."""
+    if run.services is None:
+        return ("degraded: " + "; ".join(run.degraded)) if run.degraded else "unknown"
+    counts: dict[str, int] = {}
+    for s in run.services:
+        counts[s.state] = counts.get(s.state, 0) + 1
+    words = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none"
+    return words + (": " + "; ".join(run.degraded) if run.degraded else "")
+
+
 def render(report: StatusReport, out: TextIO) -> None:
     rows: list[tuple[str, str]] = [("data", report.data_dir)]
     svc = report.service
@@ -255,6 +277,7 @@ def render(report: StatusReport, out: TextIO) -> None:
         rows.append(("running", ", ".join(parts)))
         if report.installed_version and run.version and run.version != report.installed_version:
             rows.append(("", "the running version differs: systemctl --user restart skald"))
+        rows.append(("services", _services(run)))
     set_up = report.users is not None
     if report.users is None:
         rows.append(("users", "unknown (no registry: not set up yet?)"))

@@ -126,6 +126,7 @@ export const api = {
     return post(`api/uploads?conversation_id=${encodeURIComponent(conversationId)}`, form);
   },
   chatModels: () => get('api/models'),
+  chatCommands: () => get('api/chat/commands'),
 
   // Inbox: approvals and questions waiting for this member (id == the tool call id).
   inbox: () => get('api/inbox'),

@@ -16,7 +16,17 @@ import { subscribe as subscribeApp, getState as getAppState } from './store.js';
 import * as ws from './ws.js';
 
 const FLUSH_MS = 66; // ~15 Hz
-export const COMMAND_NAMES = ['stop', 'compact', 'model', 'cost', 'new'];
+// The slash commands come from the server (GET /api/chat/commands), the one list.
+let commandsPromise = null;
+export function chatCommands() {
+  if (!commandsPromise) {
+    commandsPromise = api.chatCommands().catch((e) => {
+      commandsPromise = null; // try again with the next message
+      throw e;
+    });
+  }
+  return commandsPromise;
+}
 const OUTPUT_LIMIT = 64 * 1024; // streamed tool output kept per call (the end of it)
 
 function emptyChat() {
@@ -272,7 +282,10 @@ function addNote(id, text, tone = 'info') {
 export async function sendMessage(id, { text, attachments = [], viewContext = null }) {
   // Same rule as the server: a known word right after the slash ("/etc/hosts?" is a message).
   const head = text.trim().split(/\s+/)[0] || '';
-  const isCommand = attachments.length === 0 && head.startsWith('/') && COMMAND_NAMES.includes(head.slice(1));
+  const isCommand =
+    attachments.length === 0 &&
+    head.startsWith('/') &&
+    (await chatCommands()).some((c) => c.name === head.slice(1));
   const body = { text };
   if (attachments.length) body.attachments = attachments.map((a) => a.path);
   if (viewContext) body.view_context = viewContext;

@@ -46,14 +46,13 @@ async def approve(
     rt: NamedDependency[Runtime],
     data: JSONBody[ApproveIn | None] = None,
 ) -> None:
-    mine = await rt.user_runtime(principal_of(request).user)
-    await mine.decide(item_id, True, None if data is None else data.bypass)
+    bypass = None if data is None else data.bypass
+    await rt.conversations.decide(principal_of(request).user.id, item_id, True, bypass)
 
 
 @post("/api/inbox/{item_id:str}/reject", guards=INBOX, status_code=204, responses=errors(404))
 async def reject(item_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> None:
-    mine = await rt.user_runtime(principal_of(request).user)
-    await mine.decide(item_id, False)
+    await rt.conversations.decide(principal_of(request).user.id, item_id, False)
 
 
 @post("/api/inbox/{item_id:str}/answer", guards=INBOX, status_code=204, responses=errors(400, 404))

@@ -24,6 +24,7 @@ import {
   reopenConversation,
   setConversationModel,
   sendMessage,
+  chatCommands,
   stopConversation,
   decide,
   drafts,
@@ -31,13 +32,13 @@ import {
 
 const SHARE_KEY = 'skald.chat.share_view';
 
-const COMMANDS = [
-  { name: '/stop', key: 'chat.cmd_stop' },
-  { name: '/compact', key: 'chat.cmd_compact' },
-  { name: '/model', key: 'chat.cmd_model', arg: true },
-  { name: '/cost', key: 'chat.cmd_cost' },
-  { name: '/new', key: 'chat.cmd_new' },
-];
+// A slash command from the server's list (GET /api/chat/commands), as the hints show it:
+// described in the member's language when we have words for it, else as the server says.
+function commandHint(c) {
+  const key = `chat.cmd_${c.name}`;
+  const label = t(key);
+  return { name: `/${c.name}`, arg: c.usage.includes(' '), label: label === key ? c.description : label };
+}
 
 function greetingKey(date = new Date()) {
   const hour = date.getHours();
@@ -229,6 +230,17 @@ function uploadError(e) {
 function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
   const convId = conv ? conv.id : null;
   const [text, setText] = useState(() => drafts.get(convId || '') || '');
+  const [commands, setCommands] = useState([]);
+  useEffect(() => {
+    if (simple) return undefined;
+    let live = true;
+    chatCommands()
+      .then((list) => live && setCommands(list.map(commandHint)))
+      .catch(() => {}); // no hints then; sending a command still works
+    return () => {
+      live = false;
+    };
+  }, [simple]);
   const [files, setFiles] = useState([]);
   const [sending, setSending] = useState(false);
   const [error, setError] = useState(null);
@@ -385,7 +397,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
   };
 
   // Slash commands: a short list while the first word is being typed.
-  const slash = !simple && /^\/\S*$/.test(text) ? COMMANDS.filter((c) => c.name.startsWith(text)) : [];
+  const slash = !simple && /^\/\S*$/.test(text) ? commands.filter((c) => c.name.startsWith(text)) : [];
   const { locale } = getState();
   const usage = conv && !simple ? formatUsage(conv.usage, locale) : null;
   const modelList = models || [];
@@ -418,7 +430,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
             setText(c.arg ? `${c.name} ` : c.name);
             if (inputRef.current) inputRef.current.focus();
           }}>
-          <code>${c.name}${c.arg ? ` ${t('chat.cmd_model_arg')}` : ''}</code><span class="muted">${t(c.key)}</span>
+          <code>${c.name}${c.arg ? ` ${t('chat.cmd_model_arg')}` : ''}</code><span class="muted">${c.label}</span>
         </button></li>`,
       )}
     </ul>`}

@@ -1,0 +1,407 @@
+"""The conversation service: everything any channel does with a member's conversations.
+
+Channel-neutral: every method takes the member's user id, never an HTTP request or a
+session, so the web routes, `POST /api/chat` (and `skald chat` through it), and later
+Telegram, the scheduler and system agents all make the same calls: create and list
+conversations, send a message (attachments, view context), run a slash command, stop,
+decide an approval, wait for a turn or an approval, and follow the member's events.
+
+Rule: authorising is the caller's job (a route's `requires("chat")` guard, or the
+channel's own `can(role, capability)`); this service only makes sure everything
+resolves in that member's own runtime and owner database, so another member's
+conversation or call id is simply "not found".
+
+Trap: a member's runtime exists only while their data is unlocked. An encrypted member
+with no session is locked: `member()` raises `DatabaseClosedError` ("sign in again"),
+so a background caller must expect it rather than hold a key of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from skald.agent import TurnResult
+from skald.agent.prompts import defuse_harness_tags, view_context_block
+from skald.core.events import Connection, ServerEvent
+from skald.core.uploads import content_for, conversation_folder, resolve_attachment
+from skald.errors import InvalidInputError, NotFoundError
+from skald.files.router import Resolved
+from skald.store.conversations import Attachment, Conversation, HistoryItem
+
+if TYPE_CHECKING:
+    from skald.core.runtime import Runtime
+    from skald.core.user_runtime import UserRuntime
+
+__all__ = [
+    "COMMANDS",
+    "ChatReply",
+    "CommandInfo",
+    "CommandResult",
+    "ConversationService",
+    "SecurityGroupView",
+    "Sent",
+    "Subscription",
+    "is_command",
+]
+
+
+class CommandInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A slash command, as the composer offers it (`GET /api/chat/commands`)."""
+
+    name: str
+    usage: str
+    description: str
+
+
+# The one list of slash commands: the web client fetches it, it does not keep a copy.
+COMMANDS: tuple[CommandInfo, ...] = (
+    CommandInfo(name="stop", usage="/stop", description="stop the running turn"),
+    CommandInfo(
+        name="compact", usage="/compact", description="summarise older messages to save room"
+    ),
+    CommandInfo(
+        name="model",
+        usage="/model [name|auto]",
+        description="show the model in use, or choose one for this conversation",
+    ),
+    CommandInfo(name="cost", usage="/cost", description="tokens and cost of this conversation"),
+    CommandInfo(name="new", usage="/new", description="start a new conversation"),
+)
+_COMMAND_NAMES = frozenset(c.name for c in COMMANDS)
+
+
+def is_command(text: str) -> bool:
+    """`/stop`, `/model x`...: a known word right after the slash. "/etc/hosts?" is a message."""
+    head = text.strip().split(maxsplit=1)[0] if text.strip() else ""
+    return head.startswith("/") and head[1:] in _COMMAND_NAMES
+
+
+class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
+    command: str
+    result: str
+    conversation_id: str | None = None  # the new conversation, for /new
+
+
+class ChatReply(msgspec.Struct, frozen=True, kw_only=True):
+    """One turn's outcome, for a caller that waits (`POST /api/chat`, a bot, a schedule)."""
+
+    conversation_id: str
+    reply: str
+    status: Literal["done", "awaiting_approval", "failed"]
+    error: str | None = None
+
+
+class SecurityGroupView(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    display_name: str
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A queued message: `done` resolves with the turn's result when it ends."""
+
+    conversation_id: str
+    done: asyncio.Future[TurnResult]
+
+
+class Subscription:
+    """A member's live events without a web session: iterate, then `close()` (or use
+    `async with`). Lossy like a WebSocket (a reader 512 events behind is dropped and the
+    iteration ends); the owner database stays the authority. Deactivating or deleting the
+    member ends it too."""
+
+    def __init__(self, service: ConversationService, conn: Connection) -> None:
+        self._service = service
+        self._conn = conn
+
+    def __aiter__(self) -> AsyncIterator[ServerEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[ServerEvent]:
+        while True:
+            event = await self._conn.queue.get()
+            if event is None:
+                return
+            yield event
+
+    def close(self) -> None:
+        self._conn.close()
+        self._service.rt.hub.disconnect(self._conn)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ConversationService:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    async def member(self, user_id: str) -> UserRuntime:
+        """The member's live runtime (DatabaseClosedError while their data is locked)."""
+        mine = self.rt.user_runtimes.get(user_id)  # the hot path: no database trip
+        if mine is not None:
+            return mine
+        user = await self.rt.core.registry.get_user(user_id)
+        if user is None or not user.active:
+            raise NotFoundError("no such user")
+        return await self.rt.user_runtime(user)
+
+    # -- conversations ----------------------------------------------------------------
+
+    async def all(self, user_id: str) -> list[Conversation]:
+        """Every conversation of the member, open or closed."""
+        return await (await self.member(user_id)).hub.store.all()
+
+    async def create(self, user_id: str, title: str = "") -> Conversation:
+        return await (await self.member(user_id)).hub.new_conversation(title)
+
+    async def get(self, user_id: str, conversation_id: str) -> Conversation:
+        return await (await self.member(user_id)).hub.store.get(conversation_id)
+
+    async def history(self, user_id: str, conversation_id: str) -> list[HistoryItem]:
+        return await (await self.member(user_id)).hub.store.items(conversation_id)
+
+    async def update(
+        self,
+        user_id: str,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        open: bool | None = None,
+        model_id: str | msgspec.UnsetType | None = msgspec.UNSET,
+        security_group: str | msgspec.UnsetType | None = msgspec.UNSET,
+    ) -> Conversation:
+        """Change a conversation. For `model_id` and `security_group`: UNSET leaves it,
+        None goes back to AUTO / the role's default, a value must be allowed."""
+        mine = await self.member(user_id)
+        await mine.hub.store.get(conversation_id)
+        fields: dict[str, Any] = {
+            k: v for k, v in (("title", title), ("open", open)) if v is not None
+        }
+        if model_id is not msgspec.UNSET:
+            if model_id is not None:
+                await self._check_model(model_id)
+            fields["model_id"] = model_id
+        if security_group is not msgspec.UNSET:
+            if security_group is not None and security_group not in {
+                g.name for g in await self.security_groups(user_id)
+            }:
+                raise InvalidInputError("your role does not allow that security group")
+            fields["security_group"] = security_group
+        return await mine.hub.update(conversation_id, **fields)
+
+    async def _check_model(self, model_id: str) -> None:
+        if not any(m.id == model_id and m.enabled for m in await self.rt.llm.store.models()):
+            raise InvalidInputError("no such model, or it is switched off")
+
+    async def security_groups(self, user_id: str) -> list[SecurityGroupView]:
+        """The existing groups the member's role allows (its default always among them)."""
+        attrs = (await (await self.member(user_id)).current_role()).attributes
+        names = [*attrs.allowed_security_groups]
+        if attrs.default_security_group not in names:
+            names.insert(0, attrs.default_security_group)
+        known = {g.name: g for g in await self.rt.core.registry.security_groups()}
+        return [
+            SecurityGroupView(name=n, display_name=known[n].display_name)
+            for n in names
+            if n in known
+        ]
+
+    async def default_security_group(self, user_id: str) -> str:
+        return (await (await self.member(user_id)).current_role()).attributes.default_security_group
+
+    # -- messages and commands --------------------------------------------------------
+
+    async def send(
+        self,
+        user_id: str,
+        conversation_id: str,
+        text: str,
+        attachments: list[str] | tuple[str, ...] = (),
+        view_context: str | None = None,
+    ) -> Sent | CommandResult:
+        """A message from the member: a known slash command (with no attachments) runs at
+        once and is never stored; anything else is queued as a turn."""
+        mine = await self.member(user_id)
+        # One read: it proves the conversation is theirs and is handed on to the hub.
+        conversation = await mine.hub.store.get(conversation_id)
+        if not attachments and is_command(text):
+            return await self._command(mine, conversation_id, text)
+        return await self._enqueue(mine, conversation, text, attachments, view_context)
+
+    async def command(self, user_id: str, conversation_id: str, text: str) -> CommandResult:
+        """Run a slash command (`/stop`, `/model gpt`...); an unknown one is InvalidInput."""
+        mine = await self.member(user_id)
+        await mine.hub.store.get(conversation_id)
+        return await self._command(mine, conversation_id, text)
+
+    async def _enqueue(
+        self,
+        mine: UserRuntime,
+        conversation: Conversation,
+        text: str,
+        paths: list[str] | tuple[str, ...],
+        view: str | None,
+    ) -> Sent:
+        layout = self.rt.core.layout
+        conversation_id = conversation.id
+        attachments: list[Attachment] = [
+            resolve_attachment(layout, mine.user.id, conversation_id, p)
+            for p in dict.fromkeys(paths)
+        ]
+        body = defuse_harness_tags(text)
+        if view:
+            body = f"{view_context_block({'page': view})}\n\n{body}"
+        if attachments:
+            content = await asyncio.to_thread(content_for, layout, mine.user.id, body, attachments)
+        else:
+            # Text only: nothing to read from disk, so no thread hop on the turn's path.
+            content = content_for(layout, mine.user.id, body, attachments)
+        done = await mine.hub.send(
+            conversation_id, content, attachments, typed=text, conversation=conversation
+        )
+        return Sent(conversation_id=conversation_id, done=done)
+
+    async def _command(self, mine: UserRuntime, conversation_id: str, text: str) -> CommandResult:
+        name, _, arg = text.strip()[1:].partition(" ")
+        arg = arg.strip()
+        hub = mine.hub
+        if name == "stop":
+            await hub.stop(conversation_id)
+            return CommandResult(command="stop", result="stopped")
+        if name == "compact":
+            await hub.compact(conversation_id)
+            return CommandResult(command="compact", result="compacting the conversation")
+        if name == "new":
+            conversation = await hub.new_conversation()
+            return CommandResult(
+                command="new", result="new conversation", conversation_id=conversation.id
+            )
+        if name == "cost":
+            usage = (await hub.store.get(conversation_id)).usage
+            cost = "unknown" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
+            return CommandResult(
+                command="cost",
+                result=f"{usage.input_tokens} tokens in, {usage.output_tokens} tokens out, "
+                f"cost {cost}",
+            )
+        if name == "model":
+            return await self._model_command(mine, conversation_id, arg)
+        known = ", ".join(f"/{c.name}" for c in COMMANDS)
+        raise InvalidInputError(f"unknown command /{name} (known: {known})")
+
+    async def _model_command(
+        self, mine: UserRuntime, conversation_id: str, arg: str
+    ) -> CommandResult:
+        models = [m for m in await self.rt.llm.store.models() if m.enabled]
+        if not arg:
+            current = (await mine.hub.store.get(conversation_id)).model_id
+            names = ", ".join(m.name for m in models) or "none set up"
+            chosen = next((m.name for m in models if m.id == current), "AUTO")
+            return CommandResult(
+                command="model", result=f"using {chosen}; available: AUTO, {names}"
+            )
+        if arg.lower() == "auto":
+            await mine.hub.update(conversation_id, model_id=None)
+            return CommandResult(command="model", result="using AUTO")
+        match = next((m for m in models if m.name.lower() == arg.lower()), None)
+        if match is None:
+            raise InvalidInputError(f"no model named {arg!r}")
+        await mine.hub.update(conversation_id, model_id=match.id)
+        return CommandResult(command="model", result=f"using {match.name}")
+
+    async def stop(self, user_id: str, conversation_id: str) -> None:
+        """Drop what is queued and stop what runs (an idle conversation: nothing)."""
+        await (await self.member(user_id)).hub.stop(conversation_id)
+
+    async def decide(
+        self,
+        user_id: str,
+        call_id: str,
+        approved: bool,
+        bypass: Literal["15m", "conversation"] | None = None,
+    ) -> None:
+        """A person's answer to a pending approval (NotFoundError when there is none)."""
+        await (await self.member(user_id)).decide(call_id, approved, bypass)
+
+    # -- waiting ----------------------------------------------------------------------
+
+    async def wait(self, user_id: str, sent: Sent) -> ChatReply:
+        """Wait for the turn's end or for it to ask for an approval, whichever is first.
+
+        On an approval the answer is `awaiting_approval` with an empty reply while the
+        turn keeps waiting in the gate: a decision from any client continues it, and its
+        answer lands in the history only. Only the top-level agent's request counts: a
+        helper's keeps this waiting (see docs/dev/chat.md)."""
+        mine = await self.member(user_id)
+        waiting: asyncio.Future[bool] = asyncio.ensure_future(
+            mine.hub.awaiting_approval(sent.conversation_id).wait()
+        )
+        try:
+            await asyncio.wait([sent.done, waiting], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
+        finally:
+            waiting.cancel()
+        if not sent.done.done():
+            return ChatReply(
+                conversation_id=sent.conversation_id, reply="", status="awaiting_approval"
+            )
+        result = sent.done.result()
+        status: Literal["done", "awaiting_approval", "failed"] = (
+            "done"
+            if result.status in ("done", "stopped")
+            else "awaiting_approval"
+            if result.status == "awaiting_approval"
+            else "failed"
+        )
+        return ChatReply(
+            conversation_id=sent.conversation_id,
+            reply=result.text,
+            status=status,
+            error=result.error,
+        )
+
+    async def chat(self, user_id: str, text: str, conversation_id: str | None = None) -> ChatReply:
+        """One message in, one answer out: a new conversation when none is given; a
+        slash command answers `done` with its result."""
+        mine = await self.member(user_id)
+        if conversation_id is None:
+            conversation = await mine.hub.new_conversation()
+        else:
+            conversation = await mine.hub.store.get(conversation_id)
+        if is_command(text):
+            out = await self._command(mine, conversation.id, text)
+            return ChatReply(
+                conversation_id=out.conversation_id or conversation.id,
+                reply=out.result,
+                status="done",
+            )
+        sent = await self._enqueue(mine, conversation, text, (), None)
+        return await self.wait(user_id, sent)
+
+    # -- attachments and events -------------------------------------------------------
+
+    async def attachment_folder(self, user_id: str, conversation_id: str) -> Resolved:
+        """Where a file attached to this conversation is stored (made if missing)."""
+        mine = await self.member(user_id)
+        await mine.hub.store.get(conversation_id)
+        return await asyncio.to_thread(
+            conversation_folder, self.rt.core.layout, mine.user.id, conversation_id
+        )
+
+    async def attachment(self, user_id: str, conversation_id: str, path: str) -> Attachment:
+        """A stored attachment (`uploads/<conversation>/<name>`), checked through the router."""
+        return await asyncio.to_thread(
+            resolve_attachment, self.rt.core.layout, user_id, conversation_id, path
+        )
+
+    def subscribe(self, user_id: str) -> Subscription:
+        """Every event of the member from now on (chat, conversations, Inbox...)."""
+        return Subscription(self, self.rt.hub.connect(user_id, token_hash=""))
