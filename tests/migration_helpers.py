@@ -96,6 +96,13 @@ def _owner_v5(c: apsw.Connection) -> None:
     c.execute("INSERT INTO conversation_bypass VALUES ('c2', 'execute_cmd', 't')")
 
 
+def _owner_v6(c: apsw.Connection) -> None:
+    c.execute(
+        "INSERT INTO inbox_items(id, conversation_id, kind, tool, arguments, reason, created_at, "
+        "parent_call) VALUES ('call_2', 'c1', 'approval', 'write_file', '{}', 'r', 't', 'call_0')"
+    )
+
+
 # schema name -> version -> what a database at that version would typically hold.
 SEEDERS: dict[str, dict[int, Seeder]] = {
     "registry": {
@@ -105,7 +112,7 @@ SEEDERS: dict[str, dict[int, Seeder]] = {
         6: _registry_v6,
         7: _registry_v7,
     },
-    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3, 4: _owner_v4, 5: _owner_v5},
+    "owner": {1: _owner_v1, 2: _owner_v2, 3: _owner_v3, 4: _owner_v4, 5: _owner_v5, 6: _owner_v6},
 }
 
 

@@ -25,6 +25,7 @@ from skald.agent.prompts import (
     profile_block,
     task_agents_block,
 )
+from skald.agent.subagent import root_of
 from skald.channels.hub import ChatHub, TurnSetup
 from skald.config import AssistantConfig
 from skald.core.approvals import DefaultGate, RuleSource
@@ -181,10 +182,15 @@ class UserRuntime:
     # -- the Inbox ----------------------------------------------------------------------
 
     async def _on_request(self, request: ApprovalRequest) -> None:
-        """The gate asks a person: keep the request durably and tell every client."""
+        """The gate asks a person: keep the request durably and tell every client.
+
+        A helper's request goes under the conversation it works for (its own id names no
+        stored conversation), tied to the call there that started it."""
+        conversation_id, parent_call = root_of(request.conversation_id)
         added = await self.inbox.add(
             call_id=request.call_id,
-            conversation_id=request.conversation_id,
+            conversation_id=conversation_id,
+            parent_call=parent_call,
             kind="approval",
             tool=request.tool,
             arguments=request.arguments,

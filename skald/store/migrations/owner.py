@@ -114,6 +114,13 @@ CREATE TABLE conversation_bypass(
 ) WITHOUT ROWID;
 """
 
+# A helper's (sub-agent's) request: its conversation is the stored one it works for, and
+# `parent_call` the call in that conversation that started the helper (the helper's own
+# call lives only in memory, so the row stays open while that parent call is open).
+_V6_INBOX_PARENT_CALL = """
+ALTER TABLE inbox_items ADD COLUMN parent_call TEXT;
+"""
+
 OWNER = Schema(
     "owner",
     (
@@ -122,5 +129,6 @@ OWNER = Schema(
         Migration(3, "conversations and chat history", _V3_CHAT),
         Migration(4, "conversation security group", _V4_SECURITY_GROUP),
         Migration(5, "inbox items and per-conversation bypasses", _V5_INBOX),
+        Migration(6, "inbox items of helpers", _V6_INBOX_PARENT_CALL),
     ),
 )
