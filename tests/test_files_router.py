@@ -611,3 +611,22 @@ def test_a_stopped_zip_ends_early(world: World) -> None:
     rest = list(stream)
     assert time.monotonic() - started < 1
     assert len(rest) <= 2
+
+
+def test_containment_needs_the_separator_a_sibling_with_a_longer_name_is_outside(
+    world: World,
+) -> None:
+    from skald.files.router import _inside
+
+    assert _inside("/home/ab", "/home/ab") and _inside("/home/ab/c", "/home/ab")
+    assert _inside("/home/ab/c", "/home/ab/")
+    assert not _inside("/home/abc", "/home/ab")
+    assert not _inside("/home/abc/x", "/home/ab")
+    # A link in the home to a sibling folder whose name starts with the home's name.
+    sibling = world.home.parent / f"{world.home.name}x"
+    sibling.mkdir()
+    (sibling / "secret.txt").write_text(SECRET)
+    (world.home / "near").symlink_to(sibling)
+    for raw in ("near", "near/secret.txt"):
+        with pytest.raises(PathDeniedError):
+            world.router.physical(raw)
