@@ -224,6 +224,15 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a deactivated member's cookie still works",
     ),
     Mutant(
+        "S5",
+        "session revocation",
+        "skald/core/runtime.py",
+        '        await self.sessions.revoke_user(user.id)\n        self.hub.revoke_user(user.id, "deactivated")',
+        '        self.hub.revoke_user(user.id, "deactivated")',
+        SESSIONS,
+        why="deactivation leaves the sessions to a lazy check (reactivated: the cookie works)",
+    ),
+    Mutant(
         "S4",
         "session revocation",
         "skald/core/sessions.py",
@@ -240,7 +249,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "return host is not None and netloc == host",
         'return host is not None and netloc.split(":")[0].startswith(host.split(":")[0])',
         ORIGIN,
-        keyword="origin",
+        keyword="origin or edge",
         why="http://skald.lan.evil.example and another port pass",
     ),
     Mutant(
@@ -250,7 +259,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'if scope["type"] == "websocket" and not same_origin(scope):',
         "if False:",
         ORIGIN,
-        keyword="origin",
+        keyword="origin or edge",
         why="cross-site WebSockets are accepted",
     ),
     Mutant(
@@ -260,7 +269,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'if scope["method"] in UNSAFE_METHODS and not same_origin(scope):',
         "if False:",
         ORIGIN,
-        keyword="origin",
+        keyword="origin or edge",
         why="cross-site POSTs are accepted",
     ),
     # -- login throttling -------------------------------------------------------------------

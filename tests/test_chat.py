@@ -601,26 +601,33 @@ async def test_a_providers_key_never_reaches_a_new_address(
     r = await admin.call("PATCH", cloud, json={"kind": "openrouter", "api_key": "sk-or"})
     assert r.status_code == 200 and r.json()["kind"] == "openrouter"
 
-    # A key kept for an unchanged address is not kept across an address change that
-    # committed in between (the update re-checks what it read, in its transaction).
+    # A rename that read the row just before another request moved the provider (with
+    # that address's own key) must not write the old address back under the new key:
+    # the update re-checks what it read, in its transaction.
     from skald.errors import ConflictError
 
-    store = runtime.llm.store
-    stale = await store.provider(provider)
-    await store.save_provider(
-        provider, stale.name, stale.kind, "http://127.0.0.1:9/v1", None, create=False
-    )
-    with pytest.raises(ConflictError):
-        await store.save_provider(
-            provider,
-            "x",
-            stale.kind,
-            stale.base_url,
-            None,
-            create=False,
-            keep_key=True,
-            expect=stale,
-        )
+    llm, store = runtime.llm, runtime.llm.store
+    read = store.provider
+    moved_meanwhile = False
+
+    async def read_then_someone_moves_it(provider_id: str) -> Any:
+        nonlocal moved_meanwhile
+        row = await read(provider_id)
+        if not moved_meanwhile:
+            moved_meanwhile = True
+            await llm.update_provider(
+                provider_id, None, None, "http://127.0.0.1:9/v1", "sk-for-nine", False
+            )
+        return row
+
+    store.provider = read_then_someone_moves_it  # type: ignore[method-assign]
+    try:
+        with pytest.raises(ConflictError):
+            await llm.update_provider(provider, "Renamed again", None, None, None, False)
+    finally:
+        store.provider = read  # type: ignore[method-assign]
+    row = await store.provider(provider)
+    assert row.base_url == "http://127.0.0.1:9/v1" and row.name == "Renamed"
 
 
 async def test_a_catalogue_read_racing_a_write_is_not_kept(
