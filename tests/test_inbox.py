@@ -268,3 +268,34 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert items[-1]["text"] == "The helper saved it."
     assert items[1]["tool_calls"][0]["status"] == "done"
+
+
+async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_helper(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("execute_task", {"task": "plan the bread", "agent": "worker"})],
+            [Call("ask_user", {"question": "Rye or spelt?", "choices": ["rye", "spelt"]})],
+            Text("Spelt it is."),  # the helper
+            Text("The helper chose spelt."),  # the parent
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
+    assert r.status_code == 202
+    [item] = await _until_inbox(ada, 1)
+    parent = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()[1]
+    assert item["kind"] == "question" and item["conversation_id"] == cid
+    assert item["parent_call_id"] == parent["tool_calls"][0]["id"]
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "spelt"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "The helper chose spelt."
+    helper_round = fake_llm.bodies("openai")[2]["messages"]
+    assert "The user answered: spelt" in str(helper_round[-1]["content"])
