@@ -299,3 +299,33 @@ async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_h
     assert items[-1]["text"] == "The helper chose spelt."
     helper_round = fake_llm.bodies("openai")[2]["messages"]
     assert "The user answered: spelt" in str(helper_round[-1]["content"])
+
+
+async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("execute_task", {"task": "save the bins note", "agent": "worker"})],
+            [_write("bins")],
+            Text("I was not allowed to save it."),
+            Text("The helper could not save it."),
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "save the bins note")
+    assert out["status"] == "awaiting_approval"  # the helper's request ends the wait
+    cid = out["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    r = await ada.call("POST", f"/api/approvals/{item['id']}", json={"decision": "reject"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert await _inbox(ada) == []
+    assert [n.path for n in await runtime.shared_memory.note_list()] == []
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "The helper could not save it."
+    helper_round = fake_llm.bodies("openai")[2]["messages"]
+    assert "declined" in str(helper_round[-1]["content"])
