@@ -314,3 +314,41 @@ def test_a_helpers_write_waits_in_the_chat_also_in_a_tab_opened_later(
     finally:
         for ctx in contexts:
             ctx.close()
+
+
+@pytest.mark.timeout(120)
+def test_moving_a_provider_asks_for_its_key_again(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """The Models dialog does not let a stored key follow a new address."""
+    watch = InboxWatch()
+    ctx = browser.new_context(
+        locale="en-US",
+        color_scheme="light",
+        base_url=server.url,
+        viewport={"width": 1280, "height": 860},
+    )
+    ctx.set_default_timeout(10_000)
+    ctx.add_init_script(CSP_RECORDER)
+    try:
+        admin = watch.attach("admin", ctx.new_page())
+        admin.goto("/")
+        _login(admin, ADMIN, ADMIN_PW)
+        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        _connect_model(admin, fake)
+        row = admin.get_by_test_id("provider-row")
+        expect(row.get_by_test_id("provider-key-status")).to_have_attribute("data-has-key", "true")
+        row.get_by_test_id("provider-edit").click()
+        box = admin.get_by_test_id("provider-dialog")
+        box.get_by_test_id("provider-base-url").fill("http://127.0.0.1:9/v1")
+        box.get_by_test_id("provider-save").click()
+        # Said in the page's language before anything is sent (the server refuses too).
+        expect(box.get_by_test_id("provider-error")).to_contain_text("enter the API key again")
+        box.get_by_test_id("provider-clear-key").check()
+        box.get_by_test_id("provider-save").click()
+        expect(box).to_have_count(0)
+        expect(row.get_by_test_id("provider-key-status")).to_have_attribute("data-has-key", "false")
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    finally:
+        ctx.close()
