@@ -548,6 +548,92 @@ async def test_catalogue_changes_apply_to_the_very_next_turn(
     assert len([r for r in fake_llm.requests if r.method == "POST"]) == asked
 
 
+async def test_a_providers_key_never_reaches_a_new_address(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    admin = await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    provider = (await admin.call("GET", "/api/llm/providers")).json()[0]["id"]
+    ada = await make_client()
+    await ada.login("ada")
+    fake_llm.script("model-a", ["first"])
+    assert (await _chat(ada, "one"))["reply"] == "first"
+    assert fake_llm.requests[-1].headers["authorization"] == "Bearer sk-test-123"
+
+    with FakeLLM() as elsewhere:
+        path = f"/api/llm/providers/{provider}"
+        # Moving the address alone is refused while a key is stored: nothing changes.
+        r = await admin.call("PATCH", path, json={"base_url": elsewhere.base_url_openai})
+        assert r.status_code == 400 and "API key again" in r.text, r.text
+        r = await admin.call("PATCH", path, json={"base_url": elsewhere.base_url_openai + "/"})
+        assert r.status_code == 400
+        row = (await admin.call("GET", "/api/llm/providers")).json()[0]
+        assert row["base_url"] == fake_llm.base_url_openai and row["has_api_key"] is True
+        # The same address (a trailing slash aside) or a new name keeps the key.
+        r = await admin.call(
+            "PATCH", path, json={"name": "Renamed", "base_url": fake_llm.base_url_openai + "/"}
+        )
+        assert r.status_code == 200 and r.json()["has_api_key"] is True
+
+        # Moved with the key cleared: the new address gets no key at all.
+        r = await admin.call(
+            "PATCH", path, json={"base_url": elsewhere.base_url_openai, "clear_api_key": True}
+        )
+        assert r.status_code == 200 and r.json()["has_api_key"] is False, r.text
+        elsewhere.script("model-a", ["keyless"])
+        assert (await _chat(ada, "two"))["reply"] == "keyless"
+        assert "authorization" not in elsewhere.requests[-1].headers
+
+        # Moved back with a new key: that key, and only it, goes there.
+        r = await admin.call(
+            "PATCH", path, json={"base_url": fake_llm.base_url_openai, "api_key": "sk-other-7"}
+        )
+        assert r.status_code == 200 and r.json()["has_api_key"] is True
+        fake_llm.script("model-a", ["back"])
+        assert (await _chat(ada, "three"))["reply"] == "back"
+        assert fake_llm.requests[-1].headers["authorization"] == "Bearer sk-other-7"
+        seen = [r.headers.get("authorization", "") for r in elsewhere.requests]
+        assert not any("sk-" in h for h in seen), seen
+
+    # A change of kind that moves the address to the new kind's default needs the key too.
+    r = await admin.call(
+        "POST", "/api/llm/providers", json={"name": "Cloud", "kind": "openai", "api_key": "sk-c"}
+    )
+    assert r.status_code == 201, r.text
+    cloud = f"/api/llm/providers/{r.json()['id']}"
+    r = await admin.call("PATCH", cloud, json={"kind": "openrouter"})
+    assert r.status_code == 400 and "API key again" in r.text
+    r = await admin.call("PATCH", cloud, json={"kind": "openrouter", "api_key": "sk-or"})
+    assert r.status_code == 200 and r.json()["kind"] == "openrouter"
+
+    # A rename that read the row just before another request moved the provider (with
+    # that address's own key) must not write the old address back under the new key:
+    # the update re-checks what it read, in its transaction.
+    from skald.errors import ConflictError
+
+    llm, store = runtime.llm, runtime.llm.store
+    read = store.provider
+    moved_meanwhile = False
+
+    async def read_then_someone_moves_it(provider_id: str) -> Any:
+        nonlocal moved_meanwhile
+        row = await read(provider_id)
+        if not moved_meanwhile:
+            moved_meanwhile = True
+            await llm.update_provider(
+                provider_id, None, None, "http://127.0.0.1:9/v1", "sk-for-nine", False
+            )
+        return row
+
+    store.provider = read_then_someone_moves_it  # type: ignore[method-assign]
+    try:
+        with pytest.raises(ConflictError):
+            await llm.update_provider(provider, "Renamed again", None, None, None, False)
+    finally:
+        store.provider = read  # type: ignore[method-assign]
+    row = await store.provider(provider)
+    assert row.base_url == "http://127.0.0.1:9/v1" and row.name == "Renamed"
+
+
 async def test_a_catalogue_read_racing_a_write_is_not_kept(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:

@@ -360,3 +360,57 @@ def test_execute_cmd_is_exec_and_names_no_path() -> None:
     rule = Rule(1, "default", "@exec", None, "deny", 1, "no commands here")
     call = ToolCall(id="c", name="execute_cmd", arguments={"command": "ls"})
     assert decide(call, EXEC_TOOL, [rule]) == Deny("no commands here")
+
+
+def _cmd(call_id: str = "x1") -> ToolCall:
+    return ToolCall(id=call_id, name="execute_cmd", arguments={"command": "ls"})
+
+
+async def test_a_members_bypass_never_turns_an_administrators_deny_into_an_allow() -> None:
+    from skald.agent import Deny
+    from skald.approvals.rules import Rule
+
+    deny = Rule(1, "default", "execute_cmd", None, "deny", 10, "commands are off here")
+    ask = Rule(2, "default", "*", None, "require", 100, "using the tool {tool}")
+
+    async def rules_of(group: str) -> list[Rule]:
+        return rules
+
+    async def conversation_bypass(conversation_id: str, tool: str) -> bool:
+        return True  # "approve for this conversation" was chosen for every tool
+
+    rules = [deny, ask]
+    for bypassed in (None, conversation_bypass):
+        gate = DefaultGate(rules=rules_of, bypassed=bypassed)
+        gate.grant("conv", "execute_cmd", 15 * 60)  # and "approve for 15 minutes"
+        decision = await gate.check(_cmd(), OTHER_TOOLS["execute_cmd"], CTX)
+        assert decision == Deny("commands are off here")
+    # The same bypasses do skip asking where the rules only require a person.
+    rules = [ask]
+    gate = DefaultGate(rules=rules_of)
+    assert isinstance(await gate.check(_cmd(), OTHER_TOOLS["execute_cmd"], CTX), Require)
+    gate.grant("conv", "execute_cmd", 15 * 60)
+    assert await gate.check(_cmd(), OTHER_TOOLS["execute_cmd"], CTX) == ALLOW
+
+
+async def test_a_helper_is_judged_by_the_group_and_bypasses_of_the_conversation_it_works_for() -> (
+    None
+):
+    asked: list[str] = []
+
+    async def group_of(conversation_id: str) -> str:
+        asked.append(conversation_id)
+        return "default"
+
+    gate = DefaultGate(group_of=group_of)
+    helper = ToolContext(
+        conversation_id="conv/call_1/call_2",
+        call_id="call_3",
+        depth=2,
+        cancel=CancelScope(),
+        sink=ignore,
+    )
+    assert isinstance(await gate.check(_cmd(), OTHER_TOOLS["execute_cmd"], helper), Require)
+    assert asked == ["conv"]
+    gate.grant("conv", "execute_cmd", 15 * 60)
+    assert await gate.check(_cmd(), OTHER_TOOLS["execute_cmd"], helper) == ALLOW

@@ -198,6 +198,21 @@ async def test_write_and_edit(house: Household) -> None:
     assert "folder" in await ada.fails("write_file", path="notes", content="x")
 
 
+async def test_the_tools_refuse_names_with_format_characters_and_write_nfc(
+    house: Household,
+) -> None:
+    ada = house.ada
+    before = _snapshot(ada.home)
+    for path in ("notes/report\u202etxt.exe", "notes/zero\u200bwidth.md"):
+        assert "format characters" in await ada.fails("write_file", path=path, content="x")
+    assert _snapshot(ada.home) == before
+    await ada.ok("write_file", path="notes/cafe\u0301.md", content="menu\n")
+    assert (ada.home / "notes" / "caf\u00e9.md").read_text() == "menu\n"
+    assert "format characters" in await ada.fails(
+        "edit_file", path="notes/plan\u202e.md", old_text="a", new_text="b"
+    )
+
+
 async def test_the_manual_is_read_only_for_the_tools(house: Household) -> None:
     ada = house.ada
     for args in (

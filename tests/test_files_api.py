@@ -323,6 +323,40 @@ async def test_uploads_are_capped_by_the_configured_size(
     assert ok.status_code == 201
 
 
+async def test_names_that_read_differently_from_what_they_are_are_refused(
+    ada: Client, homes: dict[str, Path]
+) -> None:
+    h = homes["ada"]
+    spoof = "invoice\u202efdp.exe"  # shows as "invoiceexe.pdf"
+    for name in (spoof, "zero\u200bwidth.txt"):
+        r = await ada.http.post(
+            "/api/file/upload",
+            params={"path": "~/inbox"},
+            files={"file": (name, b"MZ", "application/octet-stream")},
+            headers={"X-CSRF-Token": ada.csrf},
+        )
+        assert r.status_code == 400 and "format characters" in r.text, r.text
+        assert "\u202e" not in r.text
+    assert not (h / "inbox").exists() or list((h / "inbox").iterdir()) == []
+    r = await ada.call("PATCH", "/api/file", json={"from": "hello.txt", "to": f"~/{spoof}"})
+    assert r.status_code == 400 and "format characters" in r.text
+    assert (h / "hello.txt").exists()
+    r = await ada.call("POST", "/api/file", json={"path": f"~/{spoof}", "content": "x"})
+    assert r.status_code == 400
+    assert sorted(p.name for p in h.iterdir() if "\u202e" in p.name) == []
+    # A decomposed name is stored composed (NFC), the form the approval rules compare.
+    r = await ada.http.post(
+        "/api/file/upload",
+        params={"path": "~/inbox"},
+        files={"file": ("cafe\u0301.txt", b"x", "text/plain")},
+        headers={"X-CSRF-Token": ada.csrf},
+    )
+    assert r.status_code == 201 and r.json()["files"][0]["path"] == "~/inbox/caf\u00e9.txt"
+    assert [p.name for p in (h / "inbox").iterdir()] == ["caf\u00e9.txt"]
+    r = await ada.call("PATCH", "/api/file", json={"from": "hello.txt", "to": "he\u0301llo.txt"})
+    assert r.status_code == 200 and (h / "h\u00e9llo.txt").exists()
+
+
 async def test_read_only_places_refuse_writes(ada: Client, homes: dict[str, Path]) -> None:
     docs_before = snapshot(Path(__file__).parent.parent / "docs")
     writes = [

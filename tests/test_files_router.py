@@ -471,12 +471,49 @@ def test_new_files_never_overwrite(world: World) -> None:
         ("..", "file"),
         ("", "file"),
         ("  spaced.txt  ", "spaced.txt"),
-        ("new\nline.txt", "newline.txt"),
         ("perché.md", "perché.md"),
     ],
 )
 def test_upload_names(raw: str, clean: str) -> None:
     assert upload_name(raw) == clean
+
+
+SPOOFING = [
+    "photo\u202egnp.exe",  # right-to-left override: shows as "photoexe.png"
+    "a\u2066b\u2069.txt",  # isolates
+    "zero\u200bwidth.txt",
+    "bom\ufeff.txt",
+    "new\nline.txt",
+    "nul\x00.txt",
+]
+
+
+@pytest.mark.parametrize("name", SPOOFING)
+def test_names_with_control_or_format_characters_are_refused_for_uploads_and_paths(
+    world: World, name: str
+) -> None:
+    with pytest.raises(InvalidInputError, match="characters") as refused:
+        upload_name(name)
+    assert "\u202e" not in str(refused.value)  # the message does not spoof either
+    for raw in (name, f"~/notes/{name}", f"user-memory/{name}"):
+        with pytest.raises(InvalidInputError, match="characters"):
+            world.router.parse(raw)
+    with pytest.raises(InvalidInputError):
+        NewFile(world.router.writable("~"), name)
+
+
+def test_names_are_normalised_to_nfc(world: World) -> None:
+    decomposed = "cafe\u0301.txt"
+    assert upload_name(decomposed) == "caf\u00e9.txt"
+    parsed = world.router.parse(f"~/notes/{decomposed}")
+    assert not isinstance(parsed, Virtual) and parsed[1] == ["notes", "caf\u00e9.txt"]
+    assert world.router.physical(f"notes/{decomposed}").agent_path == "~/notes/caf\u00e9.txt"
+
+
+def test_a_spoofing_name_planted_in_the_home_is_not_listed(world: World) -> None:
+    (world.home / "notes" / "photo\u202egnp.exe").write_text("x")
+    entries, _ = list_dir(world.router.physical("~/notes"))
+    assert all("\u202e" not in e.name for e in entries)
 
 
 def test_upload_names_are_cut_to_255_bytes_keeping_the_suffix() -> None:
@@ -574,3 +611,22 @@ def test_a_stopped_zip_ends_early(world: World) -> None:
     rest = list(stream)
     assert time.monotonic() - started < 1
     assert len(rest) <= 2
+
+
+def test_containment_needs_the_separator_a_sibling_with_a_longer_name_is_outside(
+    world: World,
+) -> None:
+    from skald.files.router import _inside
+
+    assert _inside("/home/ab", "/home/ab") and _inside("/home/ab/c", "/home/ab")
+    assert _inside("/home/ab/c", "/home/ab/")
+    assert not _inside("/home/abc", "/home/ab")
+    assert not _inside("/home/abc/x", "/home/ab")
+    # A link in the home to a sibling folder whose name starts with the home's name.
+    sibling = world.home.parent / f"{world.home.name}x"
+    sibling.mkdir()
+    (sibling / "secret.txt").write_text(SECRET)
+    (world.home / "near").symlink_to(sibling)
+    for raw in ("near", "near/secret.txt"):
+        with pytest.raises(PathDeniedError):
+            world.router.physical(raw)

@@ -209,3 +209,123 @@ async def _until(predicate: Callable[[], bool]) -> None:
             if predicate():
                 return
             await asyncio.sleep(0.02)
+
+
+async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_both_turns(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    from skald.agent import ApprovalRequested
+    from skald.core.events import ChatEvent
+
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("execute_task", {"task": "save the wifi note", "agent": "worker"})],
+            [_write("wifi")],  # the helper's first round asks for an approval
+            Text("Saved the note."),  # the helper's answer
+            Text("The helper saved it."),  # the parent's answer
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={"title": "Wifi"})).json()["id"]
+    seen: list[Any] = []
+    conn = runtime.hub.connect(household["ada"], "test-tab")
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "save it"})
+    assert r.status_code == 202
+    [item] = await _until_inbox(ada, 1)
+    # The item belongs to the conversation on screen, under the card of the helper's call.
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    parent = items[1]["tool_calls"][0]
+    assert parent["name"] == "execute_task" and parent["status"] == "running"
+    assert item["conversation_id"] == cid and item["conversation_title"] == "Wifi"
+    assert item["parent_call_id"] == parent["id"]
+    assert item["tool"] == "write_file" and item["kind"] == "approval"
+    assert item["reason"] == "writing to the household's shared memory"
+    assert "+# wifi\n" in (item["preview"] or "")
+    # The chat heard it live, and the conversation shows it is waiting.
+    while not conn.queue.empty():
+        seen.append(conn.queue.get_nowait())
+    requested = [
+        e.event for e in seen if isinstance(e, ChatEvent) and isinstance(e.event, ApprovalRequested)
+    ]
+    assert [(e.call_id, e.depth) for e in requested] == [(item["id"], 1)]
+    runtime.hub.disconnect(conn)
+    convs = {c["id"]: c for c in (await ada.call("GET", "/api/conversations")).json()}
+    assert convs[cid]["status"] == "awaiting_approval"
+    # Another member sees nothing and can decide nothing.
+    mum = await make_client()
+    await mum.login("mum")
+    assert await _inbox(mum) == []
+    assert (await mum.call("POST", f"/api/inbox/{item['id']}/approve")).status_code == 404
+
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve")
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert await _inbox(ada) == []
+    assert "wifi" in await runtime.shared_memory.note_get("wifi.md")
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "The helper saved it."
+    assert items[1]["tool_calls"][0]["status"] == "done"
+
+
+async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_helper(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("execute_task", {"task": "plan the bread", "agent": "worker"})],
+            [Call("ask_user", {"question": "Rye or spelt?", "choices": ["rye", "spelt"]})],
+            Text("Spelt it is."),  # the helper
+            Text("The helper chose spelt."),  # the parent
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
+    assert r.status_code == 202
+    [item] = await _until_inbox(ada, 1)
+    parent = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()[1]
+    assert item["kind"] == "question" and item["conversation_id"] == cid
+    assert item["parent_call_id"] == parent["tool_calls"][0]["id"]
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "spelt"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "The helper chose spelt."
+    helper_round = fake_llm.bodies("openai")[2]["messages"]
+    assert "The user answered: spelt" in str(helper_round[-1]["content"])
+
+
+async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("execute_task", {"task": "save the bins note", "agent": "worker"})],
+            [_write("bins")],
+            Text("I was not allowed to save it."),
+            Text("The helper could not save it."),
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "save the bins note")
+    assert out["status"] == "awaiting_approval"  # the helper's request ends the wait
+    cid = out["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    r = await ada.call("POST", f"/api/approvals/{item['id']}", json={"decision": "reject"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+    assert await _inbox(ada) == []
+    assert [n.path for n in await runtime.shared_memory.note_list()] == []
+    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+    assert items[-1]["text"] == "The helper could not save it."
+    helper_round = fake_llm.bodies("openai")[2]["messages"]
+    assert "declined" in str(helper_round[-1]["content"])

@@ -3,8 +3,13 @@ features (built-in or a plugin's) keep their own numbering in the ledger."""
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -54,8 +59,17 @@ async def test_every_historic_version_migrates_to_head(
         assert await db.call(user_version) == version
         before = await db.call(contents_of)
         applied = await db.call(lambda c: migrate_features(c, plan))
-        # Exactly the history entries the old database had not run yet, nothing twice.
-        assert sorted(applied) == sorted((f.name, v) for f, v in plan.history[version:])
+        # Exactly the history entries the old database had not run yet, then every
+        # feature migration newer than the history (never anything twice).
+        in_history: dict[str, int] = {}
+        for feature, v in plan.history:
+            in_history[feature.name] = max(in_history.get(feature.name, 0), v)
+        newer = [
+            (f.name, v)
+            for f in plan.features
+            for v in range(in_history.get(f.name, 0) + 1, f.head + 1)
+        ]
+        assert sorted(applied) == sorted([(f.name, v) for f, v in plan.history[version:]] + newer)
         assert await db.call(user_version) == plan.head
         assert await db.call(schema_of) == expected_schema
         assert await db.call(ledger) == expected_ledger
@@ -176,3 +190,74 @@ def test_versions_are_numbered_without_gaps() -> None:
         Schema("bad", (Migration(1, "a", "SELECT 1"), Migration(3, "b", "SELECT 1")))
     with pytest.raises(ValueError, match="numbered"):
         Feature("bad", (Migration(2, "a", "SELECT 1"),))
+
+
+# -- two processes at once ------------------------------------------------------------
+
+
+def _counted(version: int) -> Callable[[apsw.Connection], None]:
+    def step(c: apsw.Connection) -> None:
+        # Recorded outside the transaction too, so even a run rolled back would show.
+        with open(os.environ["SKALD_TEST_MIGRATION_LOG"], "a") as log:  # noqa: PTH123
+            log.write(f"{version} {os.getpid()}\n")
+        c.execute("CREATE TABLE IF NOT EXISTS runs(version INTEGER, pid INTEGER)")
+        c.execute("INSERT INTO runs VALUES (?, ?)", (version, os.getpid()))
+        time.sleep(0.05)  # widen the window in which the other process also wants it
+
+    return step
+
+
+COUNTED = SchemaPlan(
+    "counted",
+    history=(),
+    features=(
+        Feature("counted", tuple(Migration(v, f"step {v}", _counted(v)) for v in (1, 2, 3, 4))),
+    ),
+)
+
+
+def _migrate_in_a_process(path: str, log: str, start: Any, schema_name: str) -> None:
+    os.environ["SKALD_TEST_MIGRATION_LOG"] = log
+    schema = COUNTED if schema_name == "counted" else REGISTRY
+
+    async def run() -> None:
+        start.wait(120)  # both processes are up: open and migrate together
+        db = await open_plain(Path(path), "t")
+        try:
+            await db.call(lambda c: migrate_features(c, schema))
+        finally:
+            await db.aclose()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("schema_name", ["counted", "registry"])
+def test_two_processes_migrating_one_database_at_once_run_each_step_once(
+    tmp_path: Path, schema_name: str
+) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    path, log = tmp_path / "shared.db", tmp_path / "steps.log"
+    log.write_text("")
+    apsw.Connection(str(path)).close()  # the file exists: the processes only open it
+    start = ctx.Barrier(2)
+    workers = [
+        ctx.Process(target=_migrate_in_a_process, args=(str(path), str(log), start, schema_name))
+        for _ in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(180)
+    assert [w.exitcode for w in workers] == [0, 0]
+    conn = apsw.Connection(str(path))
+    try:
+        schema = COUNTED if schema_name == "counted" else REGISTRY
+        assert user_version(conn) == schema.head
+        assert ledger(conn) == {f.name: f.head for f in schema.features}
+        if schema_name == "counted":
+            runs = conn.execute("SELECT version FROM runs ORDER BY version").fetchall()
+            assert [r[0] for r in runs] == [1, 2, 3, 4]
+            steps = sorted(int(line.split()[0]) for line in log.read_text().splitlines())
+            assert steps == [1, 2, 3, 4]
+    finally:
+        conn.close()

@@ -111,6 +111,18 @@ async def test_crud(notes: Either) -> None:
     assert await s.note_search("spelt") == []
 
 
+async def test_the_index_forgets_text_edited_out_of_a_note(notes: Either) -> None:
+    s = notes.store
+    await notes.put("people/ada.md", "Ada likes rye bread and walnuts")
+    assert [h.path for h in await s.note_search("walnuts")] == ["people/ada.md"]
+    await notes.put("people/ada.md", "Ada likes spelt bread")
+    assert await s.note_search("walnuts") == []
+    assert await s.note_search("rye") == []
+    assert [h.path for h in await s.note_search("spelt")] == ["people/ada.md"]
+    # Old words do not linger as a second row either: one hit for a word in both texts.
+    assert [h.path for h in await s.note_search("bread")] == ["people/ada.md"]
+
+
 async def test_list_by_prefix(notes: Either) -> None:
     for path in ("index.md", "people/ada.md", "people/bob.md", "people0.md", "peoplex/z.md"):
         await notes.put(path, f"text of {path}")

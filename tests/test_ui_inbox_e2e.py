@@ -228,3 +228,127 @@ def test_a_write_waits_in_the_inbox_and_is_approved_from_the_phone(
         for ctx in contexts:
             ctx.close()
     print(f"browser inbox scenario took {time.monotonic() - started:.1f} s")
+
+
+HELPER_REPLY = "The helper has put the watering rhythm in the household notes"
+
+
+@pytest.mark.timeout(120)
+def test_a_helpers_write_waits_in_the_chat_also_in_a_tab_opened_later(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """A sub-agent's request shows under the card of the call that started it, in the
+    tab that sent the message and in one opened after the request was made."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    watch = InboxWatch()
+    contexts: list[BrowserContext] = []
+
+    def page_for(name: str) -> Page:
+        ctx = browser.new_context(
+            locale="en-US",
+            color_scheme="light",
+            base_url=server.url,
+            viewport={"width": 1280, "height": 860},
+        )
+        ctx.set_default_timeout(10_000)
+        ctx.add_init_script(CSP_RECORDER)
+        contexts.append(ctx)
+        return _front(watch.attach(name, ctx.new_page()))
+
+    def helper_card(page: Page) -> Locator:
+        return page.locator('[data-testid="tool-card"][data-tool="execute_task"]')
+
+    try:
+        admin = page_for("admin")
+        admin.goto("/")
+        _login(admin, ADMIN, ADMIN_PW)
+        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        _connect_model(admin, fake)
+
+        first = page_for("first")
+        first.goto("/")
+        _login(first, USER, USER_PW)
+        expect(first.get_by_test_id("chat-page")).to_be_visible()
+        fake.script(
+            MODEL,
+            [
+                [Call("execute_task", {"task": "note the watering rhythm", "agent": "worker"})],
+                [Call("write_file", {"path": SHARED_NOTE, "content": NOTE_TEXT})],
+                Text("Noted."),
+                Text(HELPER_REPLY),
+            ],
+        )
+        first.get_by_test_id("chat-input").fill(ASK)
+        first.get_by_test_id("chat-input").press("Enter")
+        card = helper_card(first).get_by_test_id("approval-card")
+        expect(card).to_be_visible()
+        expect(card).to_contain_text("helper")
+        expect(card).to_contain_text("write_file")
+        expect(card.get_by_test_id("approval-diff")).to_contain_text("Water the tomatoes")
+        cid = str(first.get_by_test_id("chat-page").get_attribute("data-conversation-id"))
+
+        later = page_for("later")
+        later.goto(f"/#/?c={cid}")
+        _login(later, USER, USER_PW)
+        card = helper_card(later).get_by_test_id("approval-card")
+        expect(card).to_be_visible()
+        expect(card.get_by_test_id("approval-diff")).to_contain_text("Water the tomatoes")
+        shot(later, "inbox-04-helper-approval")
+        card.get_by_test_id("approval-approve").click()
+
+        for page in (later, first):
+            _front(page)
+            expect(helper_card(page)).to_have_attribute("data-status", "done")
+            expect(page.get_by_test_id("approval-card")).to_have_count(0)
+            reply = page.locator('[data-testid="message"][data-role="assistant"][data-seq]')
+            expect(reply.filter(has_text=HELPER_REPLY)).to_have_count(1)
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    except Exception:
+        for name, page in watch.pages.items():
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(SHOTS / f"failure-helper-{name}.png"), full_page=True)
+        print(server.log()[-4000:])
+        print("\n".join(watch.problems))
+        raise
+    finally:
+        for ctx in contexts:
+            ctx.close()
+
+
+@pytest.mark.timeout(120)
+def test_moving_a_provider_asks_for_its_key_again(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """The Models dialog does not let a stored key follow a new address."""
+    watch = InboxWatch()
+    ctx = browser.new_context(
+        locale="en-US",
+        color_scheme="light",
+        base_url=server.url,
+        viewport={"width": 1280, "height": 860},
+    )
+    ctx.set_default_timeout(10_000)
+    ctx.add_init_script(CSP_RECORDER)
+    try:
+        admin = watch.attach("admin", ctx.new_page())
+        admin.goto("/")
+        _login(admin, ADMIN, ADMIN_PW)
+        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        _connect_model(admin, fake)
+        row = admin.get_by_test_id("provider-row")
+        expect(row.get_by_test_id("provider-key-status")).to_have_attribute("data-has-key", "true")
+        row.get_by_test_id("provider-edit").click()
+        box = admin.get_by_test_id("provider-dialog")
+        box.get_by_test_id("provider-base-url").fill("http://127.0.0.1:9/v1")
+        box.get_by_test_id("provider-save").click()
+        # Said in the page's language before anything is sent (the server refuses too).
+        expect(box.get_by_test_id("provider-error")).to_contain_text("enter the API key again")
+        box.get_by_test_id("provider-clear-key").check()
+        box.get_by_test_id("provider-save").click()
+        expect(box).to_have_count(0)
+        expect(row.get_by_test_id("provider-key-status")).to_have_attribute("data-has-key", "false")
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    finally:
+        ctx.close()

@@ -254,3 +254,35 @@ async def test_the_last_administrator_cannot_be_removed(users: UserManager) -> N
     await users.deactivate("mum")
     with pytest.raises(ConflictError):
         await users.delete("dad")
+
+
+async def test_a_key_wrap_copied_onto_another_account_does_not_open(
+    users: UserManager, registry: Registry
+) -> None:
+    ada = await users.create("ada", PW, "member")
+    bob = await users.create("bob", PW, "member")  # the same password on purpose
+    await users.unlock("bob", PW)
+    await users.lock(bob.user.id)
+
+    # Someone with write access to system.db puts Ada's password wrap on Bob's account:
+    # Bob's password would then open Ada's data key if the wrap were not bound to Ada.
+    await registry.db.call(
+        lambda c: c.execute(
+            "UPDATE key_wraps SET wrap=(SELECT wrap FROM key_wraps WHERE user_id=? "
+            "AND kind='password') WHERE user_id=? AND kind='password'",
+            (ada.user.id, bob.user.id),
+        )
+    )
+    with pytest.raises(AuthenticationError):
+        await users.unlock("bob", PW)
+    ada_wraps = (await registry.secrets(ada.user.id)).wraps
+    with pytest.raises(AuthenticationError):
+        keys.unwrap(keys.WrappedKey.from_json(ada_wraps["password"]), PW, bob.user.id, "password")
+    # Nor does a recovery wrap open as a password wrap of the same account.
+    assert ada.recovery_code
+    code = keys.normalise_recovery_code(ada.recovery_code)
+    recovery = keys.WrappedKey.from_json(ada_wraps["recovery"])
+    assert keys.unwrap(recovery, code, ada.user.id, "recovery")
+    with pytest.raises(AuthenticationError):
+        keys.unwrap(recovery, code, ada.user.id, "password")
+    assert await users.unlock("ada", PW)

@@ -6,6 +6,12 @@ reported as interrupted, never re-run), the parent call's cancellation scope (so
 `/stop` on the parent stops the child and everything under it), and the parent's event
 sink (its events carry its own conversation id and depth). Nesting stops at depth 5.
 Only synchronous delegation is offered: the parent waits for the child's answer.
+
+A child's conversation id is `<parent conversation>/<parent call id>` (nested:
+`<root>/<call>/<call>...`); `root_of` takes it apart. Trap: that id names no stored
+conversation and its calls live only in memory, so anything durable about a child (an
+Inbox row, a bypass, the security group) must be keyed by the root conversation and the
+root call that started it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,17 @@ from skald.llm.client import ModelClient
 from skald.llm.types import ToolSpec
 
 MAX_DEPTH = 5
+
+
+def child_conversation_id(conversation_id: str, call_id: str) -> str:
+    return f"{conversation_id}/{call_id}"
+
+
+def root_of(conversation_id: str) -> tuple[str, str | None]:
+    """(the stored conversation, the call in it that started this helper, or None for a
+    conversation that is not a helper's)."""
+    root, _, rest = conversation_id.partition("/")
+    return root, (rest.partition("/")[0] or None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +92,7 @@ class SubAgentTool(Tool):
         child = await self._factory(agent, ctx)
         if child is None:
             return ToolResult.error(f"There is no agent named {agent!r}.")
-        child_id = f"{ctx.conversation_id}/{ctx.call_id}"
+        child_id = child_conversation_id(ctx.conversation_id, ctx.call_id)
         base: dict[str, Any] = {
             "conversation_id": ctx.conversation_id,
             "depth": ctx.depth,

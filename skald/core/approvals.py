@@ -8,6 +8,11 @@ the rule's description as the reason shown to the person.
 A required call waits for a person: `wait` keeps the request in `pending()`, tells the
 hub through `announce` (which shows it on every client), and returns once some client's
 `resolve(call_id, …)` decides. Everything here runs on the event loop's thread.
+
+A helper (sub-agent) asks through the same gate under its own conversation id
+(`<conversation>/<call>`). Trap: rules and bypasses must use the conversation it works
+for (`root_of`), or a helper would fall back to the role's default group and ignore the
+group and bypasses chosen for the conversation on screen.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from skald.agent.approval import (
     Rejected,
     Require,
 )
+from skald.agent.subagent import root_of
 from skald.agent.tools import Tool, ToolContext
 from skald.approvals.rules import (
     DEFAULT_GROUP,
@@ -154,14 +160,14 @@ class DefaultGate:
         self._decided: dict[tuple[str, str], ApprovalOutcome] = {}
 
     async def check(self, call: ToolCall, tool: Tool, ctx: ToolContext) -> Decision:
-        group = (
-            DEFAULT_GROUP if self._group_of is None else await self._group_of(ctx.conversation_id)
-        )
+        conversation_id, _ = root_of(ctx.conversation_id)
+        group = DEFAULT_GROUP if self._group_of is None else await self._group_of(conversation_id)
         rules = default_rules() if self._rules is None else await self._rules(group)
         verdict = explain(call, tool, rules, group, self.extra_facts)
         log.debug("approval rule", tool=call.name, action=verdict.action, rule=verdict.rule_id)
         decision = _decision(verdict, call.name)
-        if isinstance(decision, Require) and await self.bypassing(ctx.conversation_id, call.name):
+        # A bypass only ever skips asking: it never turns a rule's Deny into an Allow.
+        if isinstance(decision, Require) and await self.bypassing(conversation_id, call.name):
             return Allow()
         return decision
 

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from skald.agent.subagent import root_of
 from skald.agent.tools import Tool, ToolContext, ToolResult
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolSpec
@@ -61,9 +62,13 @@ class AskUserTool(Tool):
         choices = [str(c) for c in args.get("choices") or []] or None
         if not question:
             return ToolResult.error("The question is empty.")
+        # A helper's question goes under the conversation it works for (its own id
+        # names no stored conversation), tied to the call there that started it.
+        conversation_id, parent_call = root_of(ctx.conversation_id)
         if await self.inbox.add(
             call_id=ctx.call_id,
-            conversation_id=ctx.conversation_id,
+            conversation_id=conversation_id,
+            parent_call=parent_call,
             kind="question",
             tool=self.name,
             arguments=args,

@@ -14,7 +14,13 @@ from skald.core.sealing import InstanceKey
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.provider_types import BUILTIN_KINDS, ProviderType, load_provider_types, make_client
+from skald.llm.provider_types import (
+    BUILTIN_KINDS,
+    ProviderType,
+    address,
+    load_provider_types,
+    make_client,
+)
 from skald.log import get_logger
 from skald.store.llm import LlmStore, ModelCapability, ModelRow, ProviderRow, Strength
 
@@ -78,10 +84,30 @@ class LlmService:
         base = base_url if base_url is not None else current.base_url
         self._check_kind(kind, base)
         keep = api_key is None and not clear_key
-        sealed = self.key.seal(api_key, _purpose(provider_id)) if api_key else None
-        return await self.store.save_provider(
-            provider_id, name or current.name, kind, base, sealed, create=False, keep_key=keep
+        moved = address(kind, base, self.types) != address(
+            current.kind, current.base_url, self.types
         )
+        if keep and moved and current.has_api_key:
+            # The key was given for the old address; the new one gets it only if the
+            # administrator gives it again.
+            raise InvalidInputError(
+                "the provider's address changes: give its API key again (api_key), or "
+                "clear it (clear_api_key); the stored key is never sent to a new address"
+            )
+        sealed = self.key.seal(api_key, _purpose(provider_id)) if api_key else None
+        row = await self.store.save_provider(
+            provider_id,
+            name or current.name,
+            kind,
+            base,
+            sealed,
+            create=False,
+            keep_key=keep,
+            expect=current if keep else None,
+        )
+        if moved:
+            log.info("llm provider address changed", provider=row.name, key=row.has_api_key)
+        return row
 
     async def add_model(
         self,

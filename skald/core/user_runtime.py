@@ -15,6 +15,7 @@ from typing import Literal
 
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
+from skald.agent.subagent import root_of
 from skald.config import AssistantConfig
 from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.ask import AskUserTool
@@ -168,10 +169,15 @@ class UserRuntime:
     # -- the Inbox ----------------------------------------------------------------------
 
     async def _on_request(self, request: ApprovalRequest) -> None:
-        """The gate asks a person: keep the request durably and tell every client."""
+        """The gate asks a person: keep the request durably and tell every client.
+
+        A helper's request goes under the conversation it works for (its own id names no
+        stored conversation), tied to the call there that started it."""
+        conversation_id, parent_call = root_of(request.conversation_id)
         added = await self.inbox.add(
             call_id=request.call_id,
-            conversation_id=request.conversation_id,
+            conversation_id=conversation_id,
+            parent_call=parent_call,
             kind="approval",
             tool=request.tool,
             arguments=request.arguments,

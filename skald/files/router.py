@@ -11,8 +11,12 @@ A mount's prefix names it at the top of a path (`docs/x`, `~/docs/x`), and an ab
 path under a mount's container path names it the way the sandbox sees it.
 
 Rules (rules and traps in `docs/dev/files.md`):
-- Parsing is lexical and strict: text only, no NUL or control characters, bounded length,
-  no `..` anywhere, no absolute host path, no `~other` home.
+- Parsing is lexical and strict: text only, bounded length, no `..` anywhere, no
+  absolute host path, no `~other` home. Names follow one rule, `checked_name` (used by
+  `parse` for every path and by `upload_name`): no control characters (Cc, NUL
+  included) and no format characters (Cf: U+202E and the other bidirectional overrides,
+  zero-width characters), normalised to NFC. Trap: a name made in the sandbox that is
+  not NFC is listed but cannot be reached by its decomposed spelling.
 - Every physical path is resolved with symlinks followed (`os.path.realpath`) and must
   stay inside its resolved mount root; anything else is refused, never "fixed".
 - Operations never trust that answer for long: they open the path again from the mount
@@ -85,6 +89,7 @@ __all__ = [
     "Resolved",
     "Virtual",
     "WalkItem",
+    "checked_name",
     "delete",
     "docs_mount",
     "entry_for",
@@ -228,6 +233,30 @@ def _shown(raw: str) -> str:
     return repr(text)
 
 
+_BAD_CATEGORIES: Final = frozenset({"Cc", "Cf"})
+
+
+def _bad_character(text: str) -> bool:
+    return any(unicodedata.category(ch) in _BAD_CATEGORIES for ch in text)
+
+
+def checked_name(raw: str) -> str:
+    """The one rule for file and folder names (a single name or a whole path): refuse
+    control characters and format characters, which make a name read differently from
+    what it is ("photo<U+202E>gnp.exe" shows as "photoexe.png"); return it in NFC, the
+    form the approval rules compare (`skald.approvals.rules.normalise_path`)."""
+    if _bad_character(raw):
+        raise InvalidInputError(
+            f"invalid name {_shown(raw)}: control characters (NUL included) and format "
+            "characters (such as the direction override U+202E) are not allowed"
+        )
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"invalid name {_shown(raw)}: not valid Unicode text") from None
+    return unicodedata.normalize("NFC", raw)
+
+
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -304,13 +333,7 @@ class PathRouter:
             raise _invalid(raw, f"longer than {MAX_PATH_CHARS} characters")
         if not raw:
             raise _invalid(raw, "empty; use ~ for your home")
-        if "\x00" in raw or any(unicodedata.category(ch) == "Cc" for ch in raw):
-            raise _invalid(raw, "control characters (NUL included) are not allowed")
-        try:
-            raw.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _invalid(raw, "not valid Unicode text") from None
-        text = raw.replace("\\", "/")
+        text = checked_name(raw).replace("\\", "/")
         direct: Mount | None = None  # an absolute path under a mount's container path
         if text.startswith("/"):
             for mount in self._in_container:
@@ -630,12 +653,13 @@ def _entry(agent_path: str, name: str, st: os.stat_result) -> FileEntry:
 
 
 def _displayable(name: str) -> bool:
-    """Names the API and the tools can carry: valid UTF-8 without control characters."""
+    """Names the API and the tools can carry: those `checked_name` accepts (a name made
+    in the sandbox with a direction override is left out, not shown spoofed)."""
     try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
+        checked_name(name)
+    except InvalidInputError:
         return False
-    return not any(unicodedata.category(ch) == "Cc" for ch in name)
+    return True
 
 
 def entry_for(found: Resolved) -> FileEntry:
@@ -743,11 +767,10 @@ def _check_replaceable(existing: os.stat_result, where: str) -> None:
 
 
 def upload_name(raw: str) -> str:
-    """A usable file name from what a browser sent: the last component, no control
-    characters, no leading or trailing spaces, at most 255 bytes (suffix kept)."""
-    base = raw.replace("\\", "/").rsplit("/", 1)[-1]
-    base = "".join(ch for ch in base if unicodedata.category(ch) != "Cc").strip()
-    base = base.encode("utf-8", "replace").decode("utf-8")
+    """A usable file name from what a browser sent: the last component, no leading or
+    trailing spaces, at most 255 bytes (suffix kept); `checked_name` refuses control and
+    format characters (InvalidInputError) and gives NFC."""
+    base = checked_name(raw.replace("\\", "/").rsplit("/", 1)[-1].strip())
     if base in ("", ".", ".."):
         return "file"
     while len(base.encode("utf-8")) > MAX_NAME_BYTES:

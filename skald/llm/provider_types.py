@@ -74,6 +74,17 @@ def load_provider_types(data_dir: Path | None) -> dict[str, ProviderType]:
     return types
 
 
+def address(kind: str, base_url: str | None, types: dict[str, ProviderType]) -> str | None:
+    """Where a provider's requests (and its API key) go: its base URL, else its kind's
+    default; compared without a trailing slash."""
+    if base_url:
+        return base_url.rstrip("/")
+    if kind == "anthropic":
+        return ANTHROPIC_BASE_URL.rstrip("/")
+    ptype = types.get(kind)
+    return None if ptype is None else ptype.base_url.rstrip("/")
+
+
 def make_client(
     kind: str,
     base_url: str | None,

@@ -97,6 +97,9 @@ class Database:
         _touch_private(self.path)
         conn = apsw.Connection(str(self.path))
         try:
+            # Before the first read: another process opening or migrating the same file
+            # holds a lock for a moment, and without a timeout that read fails at once.
+            conn.set_busy_timeout(busy_timeout_ms)
             if key is not None:
                 _apply_key(conn, key)
             _check_readable(conn)

@@ -4,6 +4,10 @@ An item's id is the tool call's id. A row is written when the gate first asks ab
 call and stays `pending` until a person decides (`approved`/`rejected`/`answered`) or the
 call is settled some other way (`settled`). Listing shows only pending rows whose call is
 still open in the history, so a row can never outlive its call on screen.
+
+A helper's (sub-agent's) request is stored under the conversation the helper works for,
+with `parent_call` = the call there that started it: the helper's own call is never in
+`chat_calls`, so such a row is open while its parent call is.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ Kind = Literal["approval", "question"]
 Outcome = Literal["approved", "rejected", "answered", "settled"]
 
 _OPEN = (
-    "i.status='pending' AND EXISTS (SELECT 1 FROM chat_calls k WHERE k.id=i.id "
+    "i.status='pending' AND EXISTS (SELECT 1 FROM chat_calls k "
+    "WHERE k.id=coalesce(i.parent_call, i.id) "
     "AND k.state IN ('pending', 'running', 'awaiting_approval'))"
 )
 
@@ -39,6 +44,8 @@ class InboxItem(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     created_at: str
     choices: list[str] | None
+    # A helper's request: the call of `conversation_id` that started the helper.
+    parent_call_id: str | None = None
 
 
 def _item(r: tuple[Any, ...]) -> InboxItem:
@@ -53,12 +60,13 @@ def _item(r: tuple[Any, ...]) -> InboxItem:
         reason=r[7],
         created_at=r[8],
         choices=None if r[9] is None else json.loads(r[9]),
+        parent_call_id=r[10],
     )
 
 
 _SELECT = (
     "SELECT i.id, i.kind, i.conversation_id, c.title, i.tool, i.arguments, i.preview, i.reason, "
-    "i.created_at, i.choices FROM inbox_items i JOIN conversations c ON c.id=i.conversation_id"
+    "i.created_at, i.choices, i.parent_call FROM inbox_items i JOIN conversations c ON c.id=i.conversation_id"
 )
 
 
@@ -77,13 +85,17 @@ class InboxStore:
         reason: str,
         preview: str | None = None,
         choices: list[str] | None = None,
+        parent_call: str | None = None,
     ) -> bool:
-        """Record a request; False when it was already recorded (asked again on recovery)."""
+        """Record a request; False when it was already recorded (asked again on recovery).
+
+        `parent_call`: for a helper's request, the call of `conversation_id` that started
+        the helper."""
 
         def q(c: apsw.Connection) -> bool:
             c.execute(
                 "INSERT INTO inbox_items(id, conversation_id, kind, tool, arguments, preview, "
-                "reason, choices, created_at) VALUES (?,?,?,?,?,?,?,?,?) "
+                "reason, choices, created_at, parent_call) VALUES (?,?,?,?,?,?,?,?,?,?) "
                 "ON CONFLICT(id) DO UPDATE SET status='pending', decided_at=NULL "
                 "WHERE status != 'pending'",
                 (
@@ -96,6 +108,7 @@ class InboxStore:
                     reason,
                     None if choices is None else json.dumps(choices),
                     now_iso(),
+                    parent_call,
                 ),
             )
             return c.changes() > 0

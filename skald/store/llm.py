@@ -139,7 +139,13 @@ class LlmStore:
         *,
         create: bool,
         keep_key: bool = False,
+        expect: ProviderRow | None = None,
     ) -> ProviderRow:
+        """Insert or update a provider. `expect`: the row as the caller read it; the
+        update applies only if its kind, base URL and key presence are unchanged
+        (ConflictError otherwise), so a kept key never follows a concurrent change of
+        address, and a key set meanwhile never follows this one."""
+
         def q(c: apsw.Connection) -> None:
             _unique(c, "llm_providers", name, provider_id)
             stamp = now_iso()
@@ -153,11 +159,19 @@ class LlmStore:
             params: tuple[Any, ...] = (
                 (name, kind, base_url) + (() if keep_key else (sealed,)) + (stamp, provider_id)
             )
+            where = " WHERE id=?"
+            if expect is not None:
+                where += " AND kind=? AND base_url IS ? AND (api_key_sealed IS NOT NULL)=?"
+                params += (expect.kind, expect.base_url, int(expect.has_api_key))
             c.execute(
-                f"UPDATE llm_providers SET name=?, kind=?, base_url=?{key_sql}, updated_at=? WHERE id=?",
+                f"UPDATE llm_providers SET name=?, kind=?, base_url=?{key_sql}, updated_at=?{where}",
                 params,
             )
             if c.changes() == 0:
+                if expect is not None and fetch_one(
+                    c, "SELECT 1 FROM llm_providers WHERE id=?", (provider_id,)
+                ):
+                    raise ConflictError("the provider was changed meanwhile; try again")
                 raise NotFoundError("no such provider")
 
         await self._write(q)

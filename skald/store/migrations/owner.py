@@ -124,9 +124,19 @@ CHAT = Feature("chat", (Migration(1, "conversations and chat history", _V3_CHAT)
 CONVERSATION_GROUPS = Feature(
     "approvals", (Migration(1, "conversation security group", _V4_SECURITY_GROUP),), after=("chat",)
 )
+# A helper's (sub-agent's) request: its conversation is the stored one it works for, and
+# `parent_call` the call in that conversation that started the helper (the helper's own
+# call lives only in memory, so the row stays open while that parent call is open).
+_INBOX_PARENT_CALL = """
+ALTER TABLE inbox_items ADD COLUMN parent_call TEXT;
+"""
+
 INBOX = Feature(
     "inbox",
-    (Migration(1, "inbox items and per-conversation bypasses", _V5_INBOX),),
+    (
+        Migration(1, "inbox items and per-conversation bypasses", _V5_INBOX),
+        Migration(2, "inbox items of helpers", _INBOX_PARENT_CALL),
+    ),
     after=("chat",),
 )
 

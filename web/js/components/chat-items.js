@@ -41,14 +41,14 @@ function StatusChip({ status }) {
   </span>`;
 }
 
-function ApprovalBox({ call, approval, decision, error, onDecide, conversationId }) {
+function ApprovalBox({ call, approval, decision, error, onDecide, conversationId, helper }) {
   const sent = !!decision;
   // The inbox item of this call carries the preview (a diff for writes).
   useInboxList();
   const item = conversationId ? itemForCall(conversationId, call) : null;
   const reason = (approval && approval.reason) || (item && item.reason);
   return html`<div class="approval" data-testid="approval-card" data-call-id=${call.id}>
-    <p class="approval__title">${Icon.shield()}<span>${t('chat.approval_question', { name: call.name })}</span></p>
+    <p class="approval__title">${Icon.shield()}<span>${t(helper ? 'chat.helper_approval_question' : 'chat.approval_question', { name: call.name })}</span></p>
     ${reason &&
     html`<p class="approval__reason" data-testid="approval-reason">
       ${reason.charAt(0).toUpperCase() + reason.slice(1)}</p>`}
@@ -62,6 +62,21 @@ function ApprovalBox({ call, approval, decision, error, onDecide, conversationId
   </div>`;
 }
 
+// Approvals that a helper (sub-agent) started by this call waits for. Its own calls are
+// not in the history; the Inbox keeps them under this call (parent_call_id), so a tab
+// opened after they were asked shows them too.
+function HelperApprovals({ call, thread, onDecide, conversationId }) {
+  const inbox = useInboxList();
+  const items = (inbox.items || []).filter(
+    (i) => i.kind === 'approval' && i.conversation_id === conversationId && i.parent_call_id === call.id,
+  );
+  return items.map(
+    (i) => html`<${ApprovalBox} key=${i.id} call=${{ id: i.id, name: i.tool }} helper=${true}
+      decision=${thread.decisions[i.id]} error=${thread.decisionErrors[i.id]} onDecide=${onDecide}
+      conversationId=${conversationId} />`,
+  );
+}
+
 // The Files page shows a file from its address: #/files?path=<folder>&file=<file>.
 function filesHref(path) {
   const cut = path.lastIndexOf('/');
@@ -69,7 +84,7 @@ function filesHref(path) {
   return `#/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path)}`;
 }
 
-export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide, conversationId }) {
+export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide, conversationId, thread }) {
   const status = call.status || (result ? (result.is_error ? 'error' : 'done') : 'pending');
   const waiting = status === 'awaiting_approval';
   const hasArgs = call.arguments && Object.keys(call.arguments).length > 0;
@@ -104,6 +119,8 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
     ${call.name === 'show_file' && status === 'done' && typeof call.arguments?.path === 'string' &&
     html`<a class="btn btn--small" data-testid="tool-open-file" href=${filesHref(call.arguments.path)}>
       ${t('chat.open_in_files')}</a>`}
+    ${running && call.name === 'execute_task' && thread && conversationId &&
+    html`<${HelperApprovals} call=${call} thread=${thread} onDecide=${onDecide} conversationId=${conversationId} />`}
     ${waiting &&
     html`<${ApprovalBox} call=${call} approval=${approval} decision=${decision} error=${decisionError} onDecide=${onDecide}
       conversationId=${conversationId} />`}
@@ -147,7 +164,7 @@ function AssistantMessage({ item, ctx, streaming }) {
           output=${ctx.thread.outputs[call.id]} approval=${ctx.thread.approvals[call.id]}
           decision=${ctx.thread.decisions[call.id]} decisionError=${ctx.thread.decisionErrors[call.id]}
           subtask=${!!ctx.thread.subtasks[call.id]} onDecide=${ctx.onDecide}
-          conversationId=${ctx.conversationId} />`,
+          conversationId=${ctx.conversationId} thread=${ctx.thread} />`,
       )}
     </div>
   </div>`;

@@ -46,6 +46,13 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
       setLocalError(t('models.base_url_cannot_clear'));
       return;
     }
+    // A stored key was given for the old address; the server refuses to keep it for
+    // a new one (the key would be sent there), so ask for it here already.
+    const moved = editing && (url ? url !== (provider.base_url || '') : form.kind !== provider.kind);
+    if (moved && provider.has_api_key && !form.api_key && !form.clear_api_key) {
+      setLocalError(t('models.address_needs_key'));
+      return;
+    }
     setLocalError(null);
     run(async () => {
       let saved;

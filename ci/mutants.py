@@ -1,0 +1,584 @@
+#!/usr/bin/env python3
+"""A small mutation check for Skald's security- and data-critical decisions.
+
+Outside CI's time budget: run it by hand when you change one of these modules, and write
+the score into docs/dev/security.md. Usage (from the repository root, with the venv):
+
+    python ci/mutants.py            # every mutant that needs no Docker
+    python ci/mutants.py --docker   # also the sandbox mutants (runs docker-marked tests)
+    python ci/mutants.py --only P1,K2 --list --check
+
+Each mutant is one small deliberate bug: (id, area, file, original snippet, mutated
+snippet, the test files that should notice). The script copies the working tree
+(tracked and untracked files that git does not ignore) to a temporary folder once, never
+touching the worktree; then, per mutant, it replaces the snippet in the copy, runs only
+the matching tests there (`-x`, docker-marked tests deselected unless --docker), and puts
+the file back. Tests failing (or hanging past --timeout) = killed; passing = survived.
+
+Rules of the list, and the traps:
+- A snippet must occur exactly once in its file; a missing or repeated snippet is an
+  error (the list went stale after a refactor), never a silent "survived".
+- Every test selection first runs once unmutated: a red baseline makes its mutants
+  meaningless, so they are reported as errors.
+- pytest's "no tests collected" (exit 5) and usage errors are errors, not kills.
+- Keep each mutant's selection small (a file or two, `-k` where a file is large): the
+  whole run should stay in the range of ten minutes on a laptop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    area: str
+    file: str
+    original: str
+    mutated: str
+    tests: tuple[str, ...]
+    keyword: str | None = None  # pytest -k
+    docker: bool = False
+    why: str = field(default="", compare=False)
+
+
+GATE = ("tests/test_default_gate.py",)
+ROUTER = ("tests/test_files_router.py",)
+SESSIONS = ("tests/test_runtime_parts.py", "tests/test_api_auth.py", "tests/test_accounts.py")
+THROTTLE = ("tests/test_runtime_parts.py", "tests/test_api_auth.py")
+ORIGIN = ("tests/test_server.py",)
+USERS = ("tests/test_users.py",)
+MIGRATIONS = ("tests/test_migrations.py",)
+NOTES = ("tests/test_shared_memory.py",)
+
+MUTANTS: tuple[Mutant, ...] = (
+    # -- approvals: rules, bypasses, helpers --------------------------------------------
+    Mutant(
+        "A1",
+        "approval bypass vs deny",
+        "skald/core/approvals.py",
+        "if isinstance(decision, Require) and await self.bypassing(conversation_id, call.name):",
+        "if await self.bypassing(conversation_id, call.name):",
+        GATE,
+        why="a member's bypass turns an administrator's deny into an allow",
+    ),
+    Mutant(
+        "A2",
+        "approval bypass expiry",
+        "skald/core/approvals.py",
+        "            if until > self._clock():",
+        "            if until > 0:",
+        GATE,
+        why="a 15-minute bypass never expires",
+    ),
+    Mutant(
+        "A3",
+        "approval deny",
+        "skald/core/approvals.py",
+        'return Deny(reason or f"the rules refuse the tool {tool_name}")',
+        'return Require(reason or f"the rules refuse the tool {tool_name}")',
+        GATE,
+        why="a deny rule only asks",
+    ),
+    Mutant(
+        "A4",
+        "approval unattended",
+        "skald/core/approvals.py",
+        "        if self.unattended:\n            return Rejected(UNATTENDED_REASON)",
+        "        if False:\n            return Rejected(UNATTENDED_REASON)",
+        GATE,
+        why="background runs wait for nobody instead of refusing",
+    ),
+    Mutant(
+        "A5",
+        "approval helpers",
+        "skald/core/approvals.py",
+        "conversation_id, _ = root_of(ctx.conversation_id)",
+        "conversation_id = ctx.conversation_id",
+        GATE,
+        why="a helper escapes the conversation's security group",
+    ),
+    Mutant(
+        "A6",
+        "approval rule order",
+        "skald/approvals/rules.py",
+        "key=lambda r: (r.priority, r.id))",
+        "key=lambda r: (-r.priority, r.id))",
+        ("tests/test_approval_rules.py", *GATE),
+        why="the last rule instead of the first decides",
+    ),
+    Mutant(
+        "A7",
+        "inbox helpers",
+        "skald/store/inbox.py",
+        '"WHERE k.id=coalesce(i.parent_call, i.id) "',
+        '"WHERE k.id=i.id "',
+        ("tests/test_inbox.py",),
+        keyword="helper",
+        why="a helper's request is hidden from the Inbox",
+    ),
+    # -- path containment and names -------------------------------------------------------
+    Mutant(
+        "P1",
+        "path containment",
+        "skald/files/router.py",
+        "return path == root or path.startswith(root.rstrip(os.sep) + os.sep)",
+        "return path == root or path.startswith(root.rstrip(os.sep))",
+        ROUTER,
+        why="/home/abc counts as inside /home/ab",
+    ),
+    Mutant(
+        "P2",
+        "path containment",
+        "skald/files/router.py",
+        "        if not _inside(real, root):\n            raise _escape(raw, mount)",
+        "        if False:\n            raise _escape(raw, mount)",
+        ROUTER,
+        why="a link leading out of the home is followed",
+    ),
+    Mutant(
+        "P3",
+        "path parsing",
+        "skald/files/router.py",
+        '        if ".." in segments:',
+        "        if False:",
+        ROUTER,
+        why="'..' is accepted",
+    ),
+    Mutant(
+        "P4",
+        "path parsing",
+        "skald/files/router.py",
+        '            if text != "~" and not text.startswith("~/"):',
+        "            if False:",
+        ROUTER,
+        why="~other is read as a name in the home",
+    ),
+    Mutant(
+        "P5",
+        "file names",
+        "skald/files/router.py",
+        '_BAD_CATEGORIES: Final = frozenset({"Cc", "Cf"})',
+        '_BAD_CATEGORIES: Final = frozenset({"Cc"})',
+        ROUTER,
+        why="U+202E names are accepted",
+    ),
+    Mutant(
+        "P6",
+        "file names",
+        "skald/files/router.py",
+        '    return unicodedata.normalize("NFC", raw)',
+        "    return raw",
+        ROUTER,
+        why="names are not normalised",
+    ),
+    Mutant(
+        "P7",
+        "special files",
+        "skald/files/router.py",
+        "    if not stat.S_ISREG(before.st_mode):\n        raise PathDeniedError(",
+        "    if False:\n        raise PathDeniedError(",
+        ROUTER,
+        why="a FIFO or device planted in the home is opened",
+    ),
+    # -- sessions ---------------------------------------------------------------------------
+    Mutant(
+        "S1",
+        "session expiry",
+        "skald/core/sessions.py",
+        "if row.expires_at <= now or row.last_seen_at <= now - self.idle_s:",
+        "if row.last_seen_at <= now - self.idle_s:",
+        SESSIONS,
+        keyword="expire or session",
+        why="the absolute session lifetime is ignored",
+    ),
+    Mutant(
+        "S2",
+        "session expiry",
+        "skald/core/sessions.py",
+        "if row.expires_at <= now or row.last_seen_at <= now - self.idle_s:",
+        "if row.expires_at <= now:",
+        SESSIONS,
+        keyword="expire or session",
+        why="idle sessions never end",
+    ),
+    Mutant(
+        "S3",
+        "session revocation",
+        "skald/core/sessions.py",
+        "            or not user.active\n",
+        "",
+        SESSIONS,
+        why="a deactivated member's cookie still works",
+    ),
+    Mutant(
+        "S5",
+        "session revocation",
+        "skald/core/accounts.py",
+        "        await self.registry.set_active(user.id, False)\n        await self.sessions.delete_for_user(user.id)\n",
+        "        await self.registry.set_active(user.id, False)\n",
+        SESSIONS,
+        why="deactivation leaves the sessions to a lazy check (reactivated: the cookie works)",
+    ),
+    Mutant(
+        "S4",
+        "session revocation",
+        "skald/core/sessions.py",
+        "or (user.encrypted and not self.users.is_unlocked(user.id))",
+        "or False",
+        SESSIONS,
+        why="a session outlives the locked data key",
+    ),
+    # -- same origin ------------------------------------------------------------------------
+    Mutant(
+        "O1",
+        "same-origin check",
+        "skald/api/security.py",
+        "return host is not None and netloc == host",
+        'return host is not None and netloc.split(":")[0].startswith(host.split(":")[0])',
+        ORIGIN,
+        keyword="origin or edge",
+        why="http://skald.lan.evil.example and another port pass",
+    ),
+    Mutant(
+        "O2",
+        "same-origin check",
+        "skald/api/security.py",
+        'if scope["type"] == "websocket" and not same_origin(scope):',
+        "if False:",
+        ORIGIN,
+        keyword="origin or edge",
+        why="cross-site WebSockets are accepted",
+    ),
+    Mutant(
+        "O3",
+        "same-origin check",
+        "skald/api/security.py",
+        'if scope["method"] in UNSAFE_METHODS and not same_origin(scope):',
+        "if False:",
+        ORIGIN,
+        keyword="origin or edge",
+        why="cross-site POSTs are accepted",
+    ),
+    # -- login throttling -------------------------------------------------------------------
+    Mutant(
+        "T1",
+        "throttle",
+        "skald/core/throttle.py",
+        "self._records.pop(self._keys(username, client)[0], None)",
+        "[self._records.pop(k, None) for k in self._keys(username, client)]",
+        THROTTLE,
+        keyword="throttl",
+        why="a successful sign-in clears the address's record",
+    ),
+    Mutant(
+        "T2",
+        "throttle",
+        "skald/core/throttle.py",
+        'return [f"user:{username.strip().lower()}", f"client:{client}"]',
+        'return [f"user:{username.strip()}", f"client:{client}"]',
+        THROTTLE,
+        keyword="throttl",
+        why="Ada and ada have separate counters",
+    ),
+    Mutant(
+        "T3",
+        "throttle",
+        "skald/core/throttle.py",
+        "            if over >= 0:",
+        "            if over > 0:",
+        THROTTLE,
+        keyword="throttl",
+        why="one more free attempt than configured",
+    ),
+    Mutant(
+        "T4",
+        "throttle",
+        "skald/core/throttle.py",
+        "            for key in self._keys(username, client)\n            if (rec",
+        "            for key in self._keys(username, client)[:1]\n            if (rec",
+        THROTTLE,
+        keyword="throttl",
+        why="a blocked address may go on guessing other accounts",
+    ),
+    # -- key wraps ---------------------------------------------------------------------------
+    Mutant(
+        "K1",
+        "key wrap AAD",
+        "skald/core/keys.py",
+        'return f"skald:dek:v1:{user_id}:{purpose}".encode()',
+        'return b"skald:dek:v1"',
+        USERS,
+        why="no associated data at all",
+    ),
+    Mutant(
+        "K2",
+        "key wrap AAD",
+        "skald/core/keys.py",
+        'return f"skald:dek:v1:{user_id}:{purpose}".encode()',
+        'return f"skald:dek:v1:{purpose}".encode()',
+        USERS,
+        why="a wrap opens on another account",
+    ),
+    Mutant(
+        "K3",
+        "key wrap AAD",
+        "skald/core/keys.py",
+        'return f"skald:dek:v1:{user_id}:{purpose}".encode()',
+        'return f"skald:dek:v1:{user_id}".encode()',
+        USERS,
+        why="a recovery wrap opens as a password wrap",
+    ),
+    # -- migrations --------------------------------------------------------------------------
+    Mutant(
+        "M1",
+        "migrations",
+        "skald/store/migrations/__init__.py",
+        "            if user_version(c) >= m.version:\n                return False\n",
+        "",
+        MIGRATIONS,
+        why="a concurrent migrator runs a step twice",
+    ),
+    Mutant(
+        "M2",
+        "migrations",
+        "skald/store/migrations/__init__.py",
+        "    if found > schema.head:",
+        "    if found > schema.head + 1:",
+        MIGRATIONS,
+        why="a database from a newer Skald is touched",
+    ),
+    Mutant(
+        "M3",
+        "migrations",
+        "skald/store/database.py",
+        "            conn.set_busy_timeout(busy_timeout_ms)\n            if key is not None:",
+        "            if key is not None:",
+        MIGRATIONS,
+        keyword="processes",
+        why="a second process opening the file fails at once",
+    ),
+    # -- full-text index triggers -------------------------------------------------------------
+    Mutant(
+        "F1",
+        "FTS triggers",
+        "skald/store/migrations/owner.py",
+        "CREATE TRIGGER memory_notes_au AFTER UPDATE ON memory_notes BEGIN\n"
+        "    INSERT INTO memory_notes_fts(memory_notes_fts, rowid, path, content)\n"
+        "        VALUES ('delete', old.id, old.path, old.content);\n",
+        "CREATE TRIGGER memory_notes_au AFTER UPDATE ON memory_notes BEGIN\n",
+        NOTES,
+        why="private notes keep edited-out text in the index",
+    ),
+    Mutant(
+        "F2",
+        "FTS triggers",
+        "skald/store/migrations/registry.py",
+        "ON shared_memory_notes BEGIN\n"
+        "    INSERT INTO shared_memory_notes_fts(shared_memory_notes_fts, rowid, path, content)\n"
+        "        VALUES ('delete', old.id, old.path, old.content);\n"
+        "    INSERT INTO shared_memory_notes_fts(rowid, path, content)",
+        "ON shared_memory_notes BEGIN\n    INSERT INTO shared_memory_notes_fts(rowid, path, content)",
+        NOTES,
+        why="household notes keep edited-out text in the index",
+    ),
+    Mutant(
+        "F3",
+        "FTS triggers",
+        "skald/store/migrations/owner.py",
+        "CREATE TRIGGER memory_notes_ad AFTER DELETE ON memory_notes BEGIN\n"
+        "    INSERT INTO memory_notes_fts(memory_notes_fts, rowid, path, content)\n"
+        "        VALUES ('delete', old.id, old.path, old.content);\n",
+        "CREATE TRIGGER memory_notes_ad AFTER DELETE ON memory_notes BEGIN\n    SELECT 1;\n",
+        NOTES,
+        why="deleted private notes stay searchable",
+    ),
+    # -- provider keys -------------------------------------------------------------------------
+    Mutant(
+        "L1",
+        "provider key and address",
+        "skald/core/llm_service.py",
+        "if keep and moved and current.has_api_key:",
+        "if False:",
+        ("tests/test_chat.py",),
+        keyword="address",
+        why="the stored key follows a new base_url",
+    ),
+    Mutant(
+        "L2",
+        "provider key and address",
+        "skald/core/llm_service.py",
+        "expect=current if keep else None,",
+        "expect=None,",
+        ("tests/test_chat.py",),
+        keyword="address",
+        why="a kept key survives a concurrent address change",
+    ),
+    # -- sandbox label sweep (Docker) ---------------------------------------------------------
+    Mutant(
+        "D1",
+        "sandbox label sweep",
+        "skald/sandbox/manager.py",
+        'labels = [f"{LABEL_INSTANCE}={self.instance_id}"]',
+        "labels: list[str] = []",
+        ("tests/test_sandbox_containers.py",),
+        docker=True,
+        why="a sweep touches another installation's containers",
+    ),
+    Mutant(
+        "D2",
+        "sandbox label sweep",
+        "skald/sandbox/manager.py",
+        "            if labels.get(LABEL_INSTANCE) != self.instance_id:",
+        "            if False:",
+        ("tests/test_sandbox_containers.py",),
+        docker=True,
+        why="another installation's container is adopted",
+    ),
+)
+
+
+def _copy_tree(dest: Path) -> None:
+    """The worktree's files as they are now (tracked + untracked, not ignored)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],  # noqa: S607
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for raw in listed:
+        if not raw:
+            continue
+        rel = Path(os.fsdecode(raw))
+        src = ROOT / rel
+        if not src.is_file() or src.is_symlink():
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def _check(mutants: list[Mutant], base: Path) -> list[str]:
+    problems = []
+    for m in mutants:
+        path = base / m.file
+        if not path.is_file():
+            problems.append(f"{m.id}: {m.file} does not exist")
+            continue
+        count = path.read_text(encoding="utf-8").count(m.original)
+        if count != 1:
+            problems.append(f"{m.id}: the original snippet occurs {count} times in {m.file}")
+    return problems
+
+
+def _put(path: Path, text: str) -> None:
+    """Write a source file and drop its cached bytecode: a pyc is checked by the
+    source's mtime in whole seconds and its size, which a quick same-length edit can
+    leave unchanged (the copy keeps bytecode, so the other files compile once)."""
+    path.write_text(text, encoding="utf-8")
+    for cached in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
+        cached.unlink()
+
+
+def _pytest(copy: Path, m: Mutant, docker: bool, timeout: float) -> tuple[str, float]:
+    """'pass', 'fail', 'timeout' or 'error:<code>' for one run of the mutant's tests."""
+    args = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *m.tests]
+    if not docker:
+        args += ["-m", "not docker"]
+    if m.keyword:
+        args += ["-k", m.keyword]
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(  # noqa: S603 (this interpreter, our own test files)
+            args, cwd=copy, env=env, capture_output=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - started
+    took = time.monotonic() - started
+    if done.returncode == 0:
+        return "pass", took
+    if done.returncode == 1:
+        return "fail", took
+    return f"error:{done.returncode}", took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", help="comma-separated mutant ids")
+    parser.add_argument("--docker", action="store_true", help="also the Docker mutants")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--check", action="store_true", help="only check the snippets")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per test run")
+    opts = parser.parse_args()
+
+    chosen = [m for m in MUTANTS if opts.docker or not m.docker]
+    if opts.only:
+        wanted = set(opts.only.split(","))
+        chosen = [m for m in MUTANTS if m.id in wanted]
+    if opts.list:
+        for m in chosen:
+            print(f"{m.id:3} {m.area:26} {m.file}: {m.why}")
+        return 0
+    problems = _check(chosen, ROOT)
+    if problems:
+        print("The mutant list is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    if opts.check:
+        print(f"{len(chosen)} mutants, every snippet found once")
+        return 0
+
+    # A plain `kill` still removes the copy (the context manager runs on SystemExit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryDirectory(prefix="skald-mutants-") as tmp:
+        copy = Path(tmp) / "tree"
+        _copy_tree(copy)
+        baseline: dict[tuple[tuple[str, ...], str | None], str] = {}
+        results: list[tuple[Mutant, str, float]] = []
+        for m in chosen:
+            key = (m.tests, m.keyword)
+            if key not in baseline:
+                outcome, took = _pytest(copy, m, opts.docker, opts.timeout)
+                baseline[key] = outcome
+                print(f"baseline {' '.join(m.tests)} -k {m.keyword}: {outcome} ({took:.0f} s)")
+            if baseline[key] != "pass":
+                results.append((m, f"error: baseline {baseline[key]}", 0.0))
+                continue
+            path = copy / m.file
+            original = path.read_text(encoding="utf-8")
+            _put(path, original.replace(m.original, m.mutated, 1))
+            try:
+                outcome, took = _pytest(copy, m, opts.docker, opts.timeout)
+            finally:
+                _put(path, original)
+            verdict = {"fail": "killed", "timeout": "killed (timeout)", "pass": "SURVIVED"}.get(
+                outcome, f"error: {outcome}"
+            )
+            results.append((m, verdict, took))
+            print(f"{m.id:3} {verdict:17} {took:5.0f} s  {m.area}: {m.why}", flush=True)
+
+    killed = sum(1 for _, v, _ in results if v.startswith("killed"))
+    errors = sum(1 for _, v, _ in results if v.startswith("error"))
+    survived = [m.id for m, v, _ in results if v == "SURVIVED"]
+    print(
+        f"\nscore: {killed}/{len(results)} killed"
+        + (f", {errors} errors" if errors else "")
+        + (f"; survived: {', '.join(survived)}" if survived else "")
+    )
+    return 0 if not survived and not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
