@@ -302,3 +302,38 @@ async def test_a_fifteen_minute_bypass_covers_that_tool_only_and_expires() -> No
     assert await gate.bypassing("c1", "execute_cmd")
     now[0] += 2
     assert not await gate.bypassing("c1", "execute_cmd")
+
+
+async def test_a_root_step_asks_a_person_whatever_the_rules_and_bypasses_allow() -> None:
+    from skald.core.rules import Rule
+
+    class RootStep(FunctionTool):
+        always_ask = True
+
+    async def run(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult(content="ran")
+
+    spec = ToolSpec(name="install_packages", description="x", parameters={"type": "object"})
+    tool = RootStep(spec, run, kind="exec")
+    allow_all = [Rule(1, "default", "*", None, "allow", 1, "everything")]
+    deny = [Rule(1, "default", "@exec", None, "deny", 1, "no commands here")]
+
+    async def rules_allow(group: str) -> list[Rule]:
+        return allow_all
+
+    async def rules_deny(group: str) -> list[Rule]:
+        return deny
+
+    async def bypassed(conversation: str, name: str) -> bool:
+        return True
+
+    gate = DefaultGate(rules=rules_allow, bypassed=bypassed)
+    gate.grant("conv", "install_packages", 900)
+    call_ = ToolCall(id="c", name="install_packages", arguments={"packages": ["gcc"]})
+    decision = await gate.check(call_, tool, CTX)
+    assert isinstance(decision, Require) and "root" in decision.reason
+    # An ordinary exec tool under the same rules is allowed: only the root step asks.
+    assert isinstance(await gate.check(call_, plain("execute_cmd", "exec"), CTX), Allow)
+    # An administrator's deny still denies.
+    denied = await DefaultGate(rules=rules_deny).check(call_, tool, CTX)
+    assert type(denied).__name__ == "Deny"

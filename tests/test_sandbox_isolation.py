@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import PASSWORD
+from prerequisites import unavailable
 from sandbox_support import docker_fixture, remove_instance_containers, sandbox_runtime_fixture  # noqa: F401
 
 from skald.agent.cancel import CancelScope
@@ -244,3 +245,27 @@ async def test_networks_go_with_their_member_and_sweeps_spare_other_installation
         assert docker.networks.list(names=[stranger_net.name])
     finally:
         await asyncio.to_thread(remove_instance_containers, docker, other)
+
+
+async def test_install_packages_runs_apt_as_root_and_takes_nothing_but_names(
+    sandbox_runtime: Runtime,
+) -> None:
+    from skald.sandbox.tool import InstallPackagesTool
+
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
+    tool = InstallPackagesTool(rt.sandbox, lambda: rt.member(ada))
+    assert tool.always_ask and tool.kind == "exec"
+    ctx = ToolContext(conversation_id="c", call_id="x", depth=0, cancel=CancelScope(), sink=None)  # type: ignore[arg-type]
+    for bad in (["--allow-unauthenticated"], ["./x.deb"], ["hello=2.10-3"], ["a b"], []):
+        refused = await tool.run({"packages": bad}, ctx)
+        assert refused.is_error and "package names" in refused.content, bad
+    before = await _run(rt, ada, "command -v hello || echo none")
+    assert before.output.strip() == "none"
+    result = await tool.run({"packages": ["hello"]}, ctx)
+    if result.is_error and ("Temporary failure" in result.content or "Could not" in result.content):
+        unavailable(f"no Debian mirror reachable from the sandbox: {result.content[-300:]}")
+    assert not result.is_error, result.content
+    after = await _run(rt, ada, "hello")
+    assert after.output.strip() == "Hello, world!", after.output

@@ -7,6 +7,8 @@ A tool declares how the loop may treat it:
   `write` calls (their effects are unknown); approval rules may look at it too.
 - `rerun_on_recovery`: a `read`/`other` call interrupted by a crash may simply run
   again (idempotent). Off by default: re-running must be a deliberate promise.
+- `always_ask`: a person approves every call, whatever the rules allow and whatever
+  bypass the member granted (a rule's deny still denies). For steps that run as root.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Tool(ABC):
     concurrency_safe: bool = False
     kind: ToolKind = "other"
     rerun_on_recovery: bool = False
+    always_ask: bool = False
 
     @property
     def name(self) -> str:

@@ -39,7 +39,7 @@ from skald.files.tools import workspace_tools
 from skald.paths import DataLayout
 from skald.sandbox.execute import commands_block
 from skald.sandbox.manager import SandboxManager
-from skald.sandbox.tool import ExecuteCmdTool
+from skald.sandbox.tool import ExecuteCmdTool, InstallPackagesTool
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
 from skald.store.rows import Role, User
@@ -101,9 +101,11 @@ class UserRuntime:
         self.sandbox = sandbox
         self._member = member
         self._execute: ExecuteCmdTool | None = None
+        self._install: InstallPackagesTool | None = None
         if sandbox is not None and member is not None:
             user_id = self.user.id
             self._execute = ExecuteCmdTool(sandbox, lambda: member(user_id))
+            self._install = InstallPackagesTool(sandbox, lambda: member(user_id))
         helpers = {a.id: a.description for a in agents.values() if a.type == "task"}
         self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
@@ -159,6 +161,8 @@ class UserRuntime:
         tools: list[Tool] = [*base, self._subagents, self.ask]
         if self._execute is not None:
             tools.append(self._execute)
+            if self._install is not None:
+                tools.append(self._install)
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools
