@@ -269,3 +269,23 @@ async def test_install_packages_runs_apt_as_root_and_takes_nothing_but_names(
     assert not result.is_error, result.content
     after = await _run(rt, ada, "hello")
     assert after.output.strip() == "Hello, world!", after.output
+
+
+async def test_a_pool_overlapping_a_host_route_makes_no_network_and_says_why(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    from skald.sandbox.network import host_routes
+
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    routes = [r for r in host_routes() if r.net.prefixlen <= 24]
+    assert routes, "Docker's own bridge gives this host at least one route"
+    inside = next(routes[0].net.subnets(new_prefix=24))
+    rt.sandbox.config = SandboxConfig(memory_mb=512, subnet_pool=str(inside), subnet_prefix=28)
+    ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
+    tool = ExecuteCmdTool(rt.sandbox, lambda: rt.member(ada))
+    ctx = ToolContext(conversation_id="c", call_id="x", depth=0, cancel=CancelScope(), sink=None)  # type: ignore[arg-type]
+    result = await tool.run({"command": "echo hi"}, ctx)
+    assert result.is_error and f"overlaps this host's route to {routes[0].net}" in result.content
+    assert not docker.networks.list(names=[rt.sandbox.network_name(ada)])
+    assert any("overlaps" in r for r in rt.health()[1])

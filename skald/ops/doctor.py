@@ -36,6 +36,7 @@ from skald.ops.checks_host import (
     check_linger,
     check_port,
     check_python,
+    check_sandbox_network,
     check_unit,
 )
 
@@ -63,6 +64,7 @@ CHECKS: list[Check] = [
     check_disk,
     check_docker,
     check_image,
+    check_sandbox_network,
     check_unit,
     check_linger,
     check_port,
