@@ -61,10 +61,17 @@ MUTANTS = (
         (ISOLATION, "-k", "sniff"),
     ),
     Mutant(
-        "leftovers survive the end of the call",
+        "the wrapper leaves the command's leftovers",
         "skald/sandbox/execute.py",
-        "        await _kill_marked(manager, container_id, mark)\n    if as_root:",
-        "    if as_root:",
+        '    + KILL_LOOP\n    + r"""rm -f -- "$pidfile"',
+        '    + r"""rm -f -- "$pidfile"',
+        (ISOLATION, "-k", "detached"),
+    ),
+    Mutant(
+        "no root kill after a wrapper died",
+        "skald/sandbox/execute.py",
+        "if exit_code is None or exit_code >= WRAPPER_KILLED:",
+        "if exit_code is None:",
         (ISOLATION, "-k", "detached"),
     ),
     Mutant(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import stat
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -164,6 +165,18 @@ async def test_detached_and_scrubbed_processes_end_with_their_call(
     assert result.exit_code == 0 and result.output.strip() == "3", result.output
     left = await _run(rt, ada, SLEEPERS)
     assert not left.output.strip(), left.output
+    # A command that kills its own wrapper (which would have cleaned up; only a uid-0
+    # member can, as the tests' is) still leaves nothing: Skald sees the signal's exit
+    # status and kills as root.
+    killer = await _run(
+        rt,
+        ada,
+        "env -i setsid sleep 1000 >/dev/null 2>&1 </dev/null & sleep 0.2; "
+        "pkill -KILL -f '^bash -c pidfile='",
+    )
+    assert killer.exit_code == 137, killer
+    left = await _run(rt, ada, SLEEPERS)
+    assert not left.output.strip(), left.output
 
 
 async def test_a_sandbox_that_cannot_be_made_says_why_in_health_and_chat(
@@ -289,3 +302,54 @@ async def test_a_pool_overlapping_a_host_route_makes_no_network_and_says_why(
     assert result.is_error and f"overlaps this host's route to {routes[0].net}" in result.content
     assert not docker.networks.list(names=[rt.sandbox.network_name(ada)])
     assert any("overlaps" in r for r in rt.health()[1])
+
+
+async def test_a_non_root_members_command_cannot_kill_its_wrapper_nor_keep_a_leftover(
+    sandbox_runtime: Runtime, docker: Any, tmp_path: Path
+) -> None:
+    """As installed (a normal service account), the member is not uid 0: the root wrapper
+    is out of the command's reach, and it cleans up after it."""
+    import os
+
+    from skald.sandbox.manager import SandboxManager
+
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    created = await rt.core.users.create("ada", PASSWORD, "member")
+    user, role = await rt.member(created.user.id)
+
+    async def members() -> list[Any]:
+        return [(user, role)]
+
+    manager = SandboxManager(
+        SandboxConfig(memory_mb=256),
+        instance_id=f"{rt.sandbox.instance_id}n",
+        homes_dir=tmp_path / "homes",
+        docs_dir=rt.sandbox.docs_dir,
+        members=members,
+        uid=4321,
+        gid=4321,
+    )
+    try:
+        assert await manager.check()
+        await asyncio.to_thread(manager._prepare_host_dirs, user.id)
+        os.chown(tmp_path / "homes" / user.id, 4321, 4321)
+        cid = await manager.ensure(user, role)
+        r = await run_command(
+            manager,
+            cid,
+            "env -i setsid sleep 1000 >/dev/null 2>&1 </dev/null & sleep 0.2; "
+            "pkill -KILL -f '^bash -c pidfile=' 2>&1; grep CapEff /proc/self/status",
+            workdir="/home/skald",
+            timeout_s=20,
+            max_bytes=4096,
+        )
+        assert r.exit_code == 0 and "Operation not permitted" in r.output, r.output
+        assert "CapEff:\t0000000000000000" in r.output
+        left = await asyncio.to_thread(
+            lambda: docker.containers.get(cid).exec_run(["sh", "-c", SLEEPERS]).output
+        )
+        assert not left.strip(), left
+    finally:
+        await asyncio.to_thread(remove_instance_containers, docker, manager.instance_id)
+        await manager.close()

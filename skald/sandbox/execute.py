@@ -1,14 +1,16 @@
 """Running one shell command in a member's container, with streamed output, a time
 limit, an output cap, and nothing of it left running when the call ends.
 
-The exec starts as root only to `setpriv` down to the member's uid:gid with two marker
-groups (this boot's and the command's own, `procs.py`), then `setsid bash -c WRAPPER`:
-the wrapper leads a new process group (and session), writes its pid to a file in the
-container's /tmp, and runs the command as its child.
+The exec's main process is `WRAPPER`, as root: it runs `setsid -w setpriv ... bash -c
+SESSION`, which drops to the member's uid:gid with two marker groups (this boot's and
+the command's own, `procs.py`), leads a new session and process group, writes its pid
+to a file in the container's /tmp and becomes the command.
 
-When the call ends - normally, by timeout, by runaway output or by /stop - a second exec
-as root kills the wrapper's group and session and then every process carrying the
-command's marker group. That catches `env -i setsid cmd &` too: a new session and an
+When the command ends, the wrapper kills every process still carrying the command's
+marker group (no second exec: the round trip stays one exec; the member cannot kill a
+root wrapper). When that may not have happened - timeout, runaway output, /stop, or a
+wrapper that died by a signal - a second exec as root kills the session and group and
+then every process carrying the marker group. That catches `env -i setsid cmd &` too: a new session and an
 empty environment keep the groups, and only CAP_SETGID (which members never have)
 could drop them. Long-lived work belongs to background tasks, where it is visible.
 
@@ -30,19 +32,35 @@ import msgspec
 
 from skald.log import get_logger
 from skald.sandbox.manager import CONTAINER_HOME, SandboxManager
-from skald.sandbox.procs import new_mark, run_killer
+from skald.sandbox.procs import KILL_LOOP, MARK_BASE, MARK_SPAN, new_mark, run_killer
 
 log = get_logger("skald.sandbox")
 
-# $1 pidfile, $2 working directory, $3 the command. Not `exec`: the wrapper stays the
-# group leader, removes its pidfile and hands on the command's exit status.
-WRAPPER: Final = r"""printf '%s\n' "$$" > "$1" || exit 125
-cd -- "$2" || { rm -f -- "$1"; exit 126; }
-bash -c "$3" </dev/null
+# The command's session: writes its pid (= sid = pgid), enters the directory (a missing
+# one gives exit 126 with bash's message), becomes the command. $1 pidfile, $2 dir, $3 cmd.
+SESSION: Final = r"""printf '%s\n' "$$" > "$1" || exit 125
+cd -- "$2" || exit 126
+exec bash -c "$3" </dev/null
+"""
+
+# The exec's main process, as root and without marks: $1 pidfile, $2 dir, $3 command,
+# $4 its marker group, $5 $6 the marker range, $7 SESSION, then the argv that drops to
+# the member with the marks (setpriv ... --). It runs the command's session under `setsid -w`, then
+# kills whatever the command left running and hands on its exit status. A member's
+# command cannot signal it (another uid, no CAP_KILL), so the cleanup happens; a uid-0
+# member can, and the exec then ends with a signal's status (Skald kills as root).
+WRAPPER: Final = (
+    r"""pidfile=$1 dir=$2 cmd=$3 want=$4 lo=$5 hi=$6 session=$7
+shift 7
+setsid -w "$@" bash -c "$session" skald-session "$pidfile" "$dir" "$cmd"
 rc=$?
-rm -f -- "$1"
+mode=cmd self=$$ parent=
+"""
+    + KILL_LOOP
+    + r"""rm -f -- "$pidfile"
 exit "$rc"
 """
+)
 
 # $1 the home, $2 uid, $3 gid. Run as root after a root step: nothing root made may stay
 # in the bind-mounted home as root's, setuid or setgid (on the host it would be a root
@@ -53,6 +71,8 @@ find "$1" -xdev \( -type b -o -type c \) -delete
 exit 0
 """
 
+# An exec status from here up may mean the wrapper died by a signal before cleaning up.
+WRAPPER_KILLED: Final = 128
 # If a command keeps printing far beyond the cap, it is stopped rather than drained.
 RUNAWAY_FACTOR: Final = 16
 STREAM_END_WAIT_S: Final = 3.0
@@ -109,12 +129,14 @@ async def run_command(
             "--inh-caps=-all",
             "--ambient-caps=-all",
         ]
-    argv = [*drop, "--", "setsid", "-w", "bash", "-c", WRAPPER, "skald-cmd"]
+    marks = [str(mark), str(MARK_BASE), str(MARK_BASE + MARK_SPAN)]
+    argv = ["bash", "-c", WRAPPER, "skald-cmd", pidfile, workdir, command, *marks, SESSION]
+    argv += [*drop, "--"]
     exec_id = (
         await manager.call(
             api.exec_create,
             container_id,
-            [*argv, pidfile, workdir, command],
+            argv,
             stdout=True,
             stderr=True,
             stdin=False,
@@ -193,8 +215,11 @@ async def run_command(
     if not (timed_out or runaway):
         info = await manager.call(api.exec_inspect, exec_id)
         exit_code = info.get("ExitCode")
-        # Detached leftovers (`cmd &`, `setsid`, `env -i`) end with the call.
-        await _kill_marked(manager, container_id, mark)
+        # Detached leftovers (`cmd &`, `setsid`, `env -i`) end with the call: the
+        # wrapper killed them, unless it was killed itself (a signal's exit status) or
+        # gave none; then Skald does it as root. No extra exec in the common case.
+        if exit_code is None or exit_code >= WRAPPER_KILLED:
+            await _kill_marked(manager, container_id, mark)
     if as_root:
         await _scrub_home(manager, container_id)
     return CommandResult(

@@ -6,7 +6,9 @@ descendant inherits them; dropping them needs CAP_SETGID, which a member's proce
 never have (no root, no sudo, no-new-privileges). So `env -i setsid cmd &` (a new
 session, a scrubbed environment, reparented to PID 1) still carries them, and
 
-- at the end of a call, every process with the command's group is killed;
+- at the end of a call, every process with the command's group is killed: by the
+  command's own wrapper (no extra exec, so no extra round trip), and by a root exec
+  from Skald when the wrapper may not have done it (killed, stopped, timed out, /stop);
 - at the first `ensure` of a container after a server start, every process with a
   group from the range but not this boot's is killed (a crash left it behind).
 
@@ -29,26 +31,16 @@ log = get_logger("skald.sandbox")
 MARK_BASE: Final = 3_000_000_000
 MARK_SPAN: Final = 1_000_000_000
 
-# $1 mode (cmd | stale), $2 the group (the command's, or this boot's), $3 pidfile or "".
-# cmd: kill the pidfile's process group and session, then every process in group $2.
-# stale: kill every process with a marker group but without group $2.
-KILLER: Final = r"""mode=$1 want=$2 pidfile=$3 lo=$4 hi=$5
-if [ -n "$pidfile" ]; then
-  for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-    [ -s "$pidfile" ] && break
-    sleep 0.05
-  done
-  pg=$(cat -- "$pidfile" 2>/dev/null)
-  case "$pg" in
-    ''|*[!0-9]*) ;;
-    *) kill -KILL -- "-$pg" 2>/dev/null; pkill -KILL -s "$pg" 2>/dev/null ;;
-  esac
-  rm -f -- "$pidfile"
-fi
-killed=0
+# Kills, round after round until none is left, every live process that matches:
+# mode=cmd: has group $want; mode=stale: has a marker group (lo <= g < hi) but not $want.
+# Never $self nor $parent (the wrapper running it, and `setsid -w` waiting for the
+# wrapper: it has the marks too, and its death would end the exec). Builtins only (read, kill, arithmetic): nothing
+# it forks between rounds carries the marks but `sleep`, which has ended by then.
+KILL_LOOP: Final = r"""killed=0
 for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
   found=0
   for d in /proc/[0-9]*; do
+    case "${d#/proc/}" in "$self"|"$parent") continue ;; esac
     groups='' state=''
     while read -r key value; do
       case "$key" in
@@ -72,8 +64,28 @@ for round in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
   [ "$found" = 0 ] && break
   sleep 0.05
 done
-echo "$killed"
 """
+
+# As root, from Skald: $1 mode, $2 the group, $3 pidfile or "" (cmd: kill the pidfile's
+# process group and session first, waiting briefly for a command not started yet).
+KILLER: Final = (
+    r"""mode=$1 want=$2 pidfile=$3 lo=$4 hi=$5 self=$$ parent=
+if [ -n "$pidfile" ]; then
+  for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    [ -s "$pidfile" ] && break
+    sleep 0.05
+  done
+  pg=$(cat -- "$pidfile" 2>/dev/null)
+  case "$pg" in
+    ''|*[!0-9]*) ;;
+    *) kill -KILL -- "-$pg" 2>/dev/null; pkill -KILL -s "$pg" 2>/dev/null ;;
+  esac
+  rm -f -- "$pidfile"
+fi
+"""
+    + KILL_LOOP
+    + 'echo "$killed"\n'
+)
 
 
 def new_mark(*avoid: int) -> int:
