@@ -302,6 +302,10 @@ async def test_a_pool_overlapping_a_host_route_makes_no_network_and_says_why(
     assert result.is_error and f"overlaps this host's route to {routes[0].net}" in result.content
     assert not docker.networks.list(names=[rt.sandbox.network_name(ada)])
     assert any("overlaps" in r for r in rt.health()[1])
+    # The watcher's look at the daemon finds it too, before any member asks.
+    tool.manager.failures.clear()
+    assert await rt.sandbox.check() is False  # already ok: not "just came back"
+    assert any(r.startswith("the sandbox address pool") for r in rt.health()[1])
 
 
 async def test_a_non_root_members_command_cannot_kill_its_wrapper_nor_keep_a_leftover(

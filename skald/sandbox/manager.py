@@ -156,6 +156,7 @@ class SandboxManager:
         # earlier start is a crash's leftover (procs.py).
         self.boot_mark = new_mark()
         self._cleaned: set[str] = set()  # containers swept of leftovers this boot
+        self.pool_problem: str | None = None  # the address pool against the host routes
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -208,11 +209,12 @@ class SandboxManager:
             return [f"sandbox image {self.image} is missing: run `skald image build`"]
         if self.state != "ok":
             return [f"sandboxes unavailable: {self.reason}"]
+        reasons = [] if self.pool_problem is None else [self.pool_problem]
         # Public endpoint: how many members and why, never who.
         counts: dict[str, int] = {}
         for reason in self.failures.values():
             counts[reason] = counts.get(reason, 0) + 1
-        return [
+        return reasons + [
             f"the sandbox of {n} member(s) could not be made: {reason}"
             for reason, n in sorted(counts.items())
         ]
@@ -541,7 +543,13 @@ class SandboxManager:
             log.info("docker reachable", image=self.image)
         self.state = "ok"
         self.reason = ""
+        # Known before any member needs a network (a route may appear later: a VPN).
+        self.pool_problem = await asyncio.to_thread(self._pool_problem)
         return was != "ok"
+
+    def _pool_problem(self) -> str | None:
+        pool = ipaddress.IPv4Network(self.config.subnet_pool)
+        return pool_conflict(pool, host_routes())
 
     async def watch_forever(self) -> None:
         """Supervised service: poll the daemon, reconcile at start and after each outage."""
