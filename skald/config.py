@@ -366,7 +366,10 @@ def load_config(data_dir: Path, environ: Mapping[str, str]) -> Config:
     # Docker's own variable, as every Docker client honours it, unless Skald's is set.
     if not merged.get("sandbox", {}).get("docker_host") and environ.get("DOCKER_HOST"):
         merged = _merge(merged, {"sandbox": {"docker_host": environ["DOCKER_HOST"]}})
-    config = msgspec.convert(merged, type=Config)
+    try:
+        config = msgspec.convert(merged, type=Config)
+    except msgspec.ValidationError as exc:  # a check across fields (__post_init__)
+        raise ConfigError(f"SKALD_* variables: {_split_validation(str(exc))[0]}") from None
     _check_timezone(config.assistant.timezone, path, text)
     return config
 

@@ -79,3 +79,13 @@ async def test_doctor_fails_a_pool_that_overlaps_a_route_of_this_host(tmp_path: 
         Context(layout=DataLayout(tmp_path), config=Config(), environ={})
     )
     assert ok.status == "skip" and "10.213.0.0/16" in ok.finding
+
+
+def test_a_bad_pool_in_the_environment_is_a_one_line_configuration_error(tmp_path: Path) -> None:
+    from skald.config import load_config
+    from skald.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"sandbox\.subnet_pool: 'nonsense' is not an IPv4"):
+        load_config(tmp_path, {"SKALD_SANDBOX_SUBNET_POOL": "nonsense"})
+    config = load_config(tmp_path, {"SKALD_SANDBOX_SUBNET_POOL": "10.99.0.0/20"})
+    assert config.sandbox.subnet_pool == "10.99.0.0/20"
