@@ -357,3 +357,26 @@ async def test_a_non_root_members_command_cannot_kill_its_wrapper_nor_keep_a_lef
     finally:
         await asyncio.to_thread(remove_instance_containers, docker, manager.instance_id)
         await manager.close()
+
+
+async def test_a_forged_pidfile_cannot_turn_the_stop_against_the_container(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    """The command's pidfile is the member's to write: pid 1 in it must not make Skald's
+    root killer take the whole container down (`kill -- -1`)."""
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
+    await _run(rt, ada, "true")
+    container = docker.containers.get(rt.sandbox.container_name(ada))
+    started = container.attrs["State"]["StartedAt"]
+    forged = await _run(
+        rt, ada, "for f in /tmp/.skald-cmd-*.pid; do echo 1 > $f; done; sleep 30", timeout_s=1
+    )
+    assert forged.timed_out
+    container.reload()
+    assert container.status == "running"
+    assert container.attrs["State"]["StartedAt"] == started
+    assert "sleep infinity" in await _root(rt, ada, "ps -eo args")
+    left = await _run(rt, ada, "ps -eo args | grep -c '^sleep 30' || true")
+    assert left.output.strip() == "0", left.output

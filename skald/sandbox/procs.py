@@ -77,8 +77,18 @@ if [ -n "$pidfile" ]; then
   done
   pg=$(cat -- "$pidfile" 2>/dev/null)
   case "$pg" in
-    ''|*[!0-9]*) ;;
-    *) kill -KILL -- "-$pg" 2>/dev/null; pkill -KILL -s "$pg" 2>/dev/null ;;
+    ''|*[!0-9]*) pg='' ;;
+  esac
+  # The member wrote the pidfile: its pid counts only if it carries the command's mark
+  # (`1` would make `kill -- -1` kill the whole container).
+  pgroups=''
+  if [ -n "$pg" ]; then
+    while read -r key value; do
+      [ "$key" = Groups: ] && pgroups=$value
+    done 2>/dev/null < "/proc/$pg/status"
+  fi
+  case " $pgroups " in
+    *" $want "*) kill -KILL -- "-$pg" 2>/dev/null; pkill -KILL -s "$pg" 2>/dev/null ;;
   esac
   rm -f -- "$pidfile"
 fi
