@@ -89,6 +89,13 @@ MUTANTS = (
         ("tests/test_sandbox_recovery.py", "-k", "running"),
     ),
     Mutant(
+        "the member's pidfile is trusted",
+        "skald/sandbox/procs.py",
+        '''    *" $want "*) kill -KILL -- "-$pg"''',
+        '''    *) kill -KILL -- "-$pg"''',
+        (ISOLATION, "-k", "forged"),
+    ),
+    Mutant(
         "setuid left in the home",
         "skald/sandbox/execute.py",
         'find "$1" -xdev -perm /6000 ! -type l -exec chmod ug-s {} +\n',
