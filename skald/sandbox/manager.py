@@ -277,13 +277,23 @@ class SandboxManager:
                 raise SandboxUnavailable(f"your sandbox could not be made ({reason})") from None
             self.failures.pop(user.id, None)
             if user.id not in self._cleaned:
-                # First use since this server started: a crash may have left commands
-                # running; none of them may outlive it (they are no call's any more).
-                killed = await self.call(run_killer, client, container_id, "stale", self.boot_mark)
-                if killed:
-                    log.warning("killed commands left by a crash", user_id=user.id, n=killed)
-                self._cleaned.add(user.id)
+                await self._kill_stale(client, user.id, container_id)
             return container_id
+
+    async def _kill_stale(self, client: Any, user_id: str, container_id: str) -> None:
+        """First use since this server started: a crash may have left commands running;
+        none of them may outlive it (they are no call's any more). A failure here is
+        logged and tried again at the next use, never the member's command's failure."""
+        try:
+            killed = await self.call(run_killer, client, container_id, "stale", self.boot_mark)
+        except SandboxUnavailable:
+            raise
+        except Exception as exc:
+            log.warning("leftovers of a crash not swept yet", user_id=user_id, error=_brief(exc))
+            return
+        if killed:
+            log.warning("killed commands left by a crash", user_id=user_id, n=killed)
+        self._cleaned.add(user_id)
 
     def _ensure_blocking(self, client: Any, spec: ContainerSpec, user_id: str) -> str:
         import docker.errors
