@@ -89,3 +89,44 @@ def test_a_bad_pool_in_the_environment_is_a_one_line_configuration_error(tmp_pat
         load_config(tmp_path, {"SKALD_SANDBOX_SUBNET_POOL": "nonsense"})
     config = load_config(tmp_path, {"SKALD_SANDBOX_SUBNET_POOL": "10.99.0.0/20"})
     assert config.sandbox.subnet_pool == "10.99.0.0/20"
+
+
+@pytest.mark.docker
+async def test_doctor_repeats_the_running_servers_sandbox_reasons(tmp_path: Path) -> None:
+    """What /api/health of the server at the configured address says about sandboxes
+    that could not be made shows up in `skald doctor`."""
+    import http.server
+    import json
+    import threading
+
+    from sandbox_support import docker_client
+
+    from skald.config import ServerConfig
+
+    reason = "the sandbox of 1 member(s) could not be made: the pool is exhausted"
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"status": "degraded", "version": "0", "reasons": [reason]})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    client = docker_client()
+    try:
+        config = Config(server=ServerConfig(host="127.0.0.1", port=server.server_address[1]))
+        ctx = Context(layout=DataLayout(tmp_path), config=config, environ={})
+        ctx.docker_client = client
+        finding = await check_sandbox_network(ctx)
+        assert finding.status == "warn" and reason in finding.finding, finding
+    finally:
+        server.shutdown()
+        server.server_close()
+        client.close()
