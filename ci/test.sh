@@ -221,6 +221,40 @@ check_pytest() {
     "$VENV/bin/pytest" -q "$@"
 }
 
+# What carries Skald's instance label on the engine (containers, then networks), one id
+# a line. Tests give every runtime a random instance id and must remove what they made.
+labelled_objects() {
+    docker ps -aq --no-trunc --filter label=skald.instance | sed 's/^/container /'
+    docker network ls -q --no-trunc --filter label=skald.instance | sed 's/^/network /'
+}
+
+prepare_leftover_baseline() {
+    labelled_objects | sort >"$STATE/labelled-before"
+    echo "$(wc -l <"$STATE/labelled-before") labelled object(s) before the tests"
+}
+
+# Fails when the tests left a labelled container or network behind (they add up to
+# Docker's address pools running dry); removes them, so the next run starts clean.
+check_leftovers() {
+    local left
+    left="$(labelled_objects | sort | comm -13 "$STATE/labelled-before" -)"
+    if [[ -z "$left" ]]; then
+        echo "no container or network left behind"
+        return 0
+    fi
+    echo "left behind by the tests:"
+    while read -r kind id; do
+        if [[ "$kind" == container ]]; then
+            docker inspect --format '  container {{.Name}} {{json .Config.Labels}}' "$id"
+            docker rm -f "$id" >/dev/null
+        else
+            docker network inspect --format '  network {{.Name}} {{json .Labels}}' "$id"
+            docker network rm "$id" >/dev/null
+        fi
+    done <<<"$left"
+    return 1
+}
+
 FAILED=()
 TIMES=()
 
@@ -271,7 +305,9 @@ main() {
     run_check "import layers" check_imports
     run_check shellcheck check_shellcheck
     run_check build check_build
+    run_prepare "leftover baseline" prepare_leftover_baseline
     run_check pytest check_pytest "$@"
+    run_check leftovers check_leftovers
 
     banner "summary ($((SECONDS - start))s)"
     printf '   %s\n' "${TIMES[@]}"

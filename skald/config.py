@@ -9,6 +9,7 @@ No module reads the environment on its own: callers pass the mapping (normally
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import tomllib
@@ -122,6 +123,26 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     command_timeout_max_s: Annotated[int, msgspec.Meta(ge=1)] = 1800
     # Output of one command kept for the assistant, in KiB (the rest is cut).
     output_max_kb: Annotated[int, msgspec.Meta(ge=1, le=10240)] = 64
+    # IPv4 range the members' sandbox networks are carved from (one small subnet per
+    # member with network access; Docker's default pools are never used). Must not
+    # overlap a route of this host.
+    subnet_pool: str = "10.213.0.0/16"
+    # Size of each member's subnet, as a prefix length (29 = 8 addresses; 16..29).
+    subnet_prefix: Annotated[int, msgspec.Meta(ge=16, le=29)] = 28
+
+    def __post_init__(self) -> None:
+        try:
+            pool = ipaddress.IPv4Network(self.subnet_pool)
+        except ValueError:
+            raise ValueError(
+                f"sandbox.subnet_pool: {self.subnet_pool!r} is not an IPv4 network "
+                '(e.g. "10.213.0.0/16")'
+            ) from None
+        if pool.prefixlen > self.subnet_prefix:
+            raise ValueError(
+                f"sandbox.subnet_prefix /{self.subnet_prefix} is larger than the pool "
+                f"{self.subnet_pool}"
+            )
 
 
 # What a plugin adds to the config: section name -> its struct (the config-sections hook).
@@ -407,7 +428,10 @@ def load_config(
     # Docker's own variable, as every Docker client honours it, unless Skald's is set.
     if not merged.get("sandbox", {}).get("docker_host") and environ.get("DOCKER_HOST"):
         merged = _merge(merged, {"sandbox": {"docker_host": environ["DOCKER_HOST"]}})
-    config = msgspec.convert(merged, type=Config)
+    try:
+        config = msgspec.convert(merged, type=Config)
+    except msgspec.ValidationError as exc:  # a check across fields (__post_init__)
+        raise ConfigError(f"SKALD_* variables: {_split_validation(str(exc))[0]}") from None
     _check_timezone(config.assistant.timezone, path, text)
     return msgspec.structs.replace(config, extensions=extensions) if extensions else config
 

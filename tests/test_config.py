@@ -93,7 +93,8 @@ def test_environment_names_come_from_the_struct() -> None:
     assert names["SKALD_SANDBOX_MEMORY_MB"] == "sandbox.memory_mb"
     assert names["SKALD_PLUGINS_MODULES"] == "plugins.modules"
     assert names["SKALD_LOG_ACCESS"] == "log.access"
-    assert len(names) == 27
+    assert names["SKALD_SANDBOX_SUBNET_POOL"] == "sandbox.subnet_pool"
+    assert len(names) == 29
 
 
 @pytest.mark.parametrize(

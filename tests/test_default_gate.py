@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -26,6 +27,8 @@ from skald.agent import (
     ToolResult,
 )
 from skald.agent.events import Event
+from skald.agent.tools import EXEC as EXEC_CATEGORY
+from skald.agent.tools import Touches
 from skald.approvals.rules import Rule
 from skald.config import SandboxConfig
 from skald.core.approvals import SHARED_WRITE_REASON, UNATTENDED_REASON, DefaultGate, decide
@@ -414,3 +417,41 @@ async def test_a_helper_is_judged_by_the_group_and_bypasses_of_the_conversation_
     assert asked == ["conv"]
     gate.grant("conv", "execute_cmd", 15 * 60)
     assert await gate.check(_cmd(), OTHER_TOOLS["execute_cmd"], helper) == ALLOW
+
+
+async def test_a_root_step_asks_a_person_whatever_the_rules_and_bypasses_allow() -> None:
+    from skald.approvals.rules import Rule
+
+    class RootStep(FunctionTool):
+        always_ask = True
+
+        def touches(self, args: Mapping[str, Any]) -> Touches:
+            return Touches(categories=frozenset({EXEC_CATEGORY}))
+
+    async def run(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult(content="ran")
+
+    spec = ToolSpec(name="install_packages", description="x", parameters={"type": "object"})
+    tool = RootStep(spec, run, kind="exec")
+    allow_all = [Rule(1, "default", "*", None, "allow", 1, "everything")]
+    deny = [Rule(1, "default", "@exec", None, "deny", 1, "no commands here")]
+
+    async def rules_allow(group: str) -> list[Rule]:
+        return allow_all
+
+    async def rules_deny(group: str) -> list[Rule]:
+        return deny
+
+    async def bypassed(conversation: str, name: str) -> bool:
+        return True
+
+    gate = DefaultGate(rules=rules_allow, bypassed=bypassed)
+    gate.grant("conv", "install_packages", 900)
+    call_ = ToolCall(id="c", name="install_packages", arguments={"packages": ["gcc"]})
+    decision = await gate.check(call_, tool, CTX)
+    assert isinstance(decision, Require) and "root" in decision.reason
+    # An ordinary exec tool under the same rules is allowed: only the root step asks.
+    assert isinstance(await gate.check(call_, plain("execute_cmd", "exec"), CTX), Allow)
+    # An administrator's deny still denies.
+    denied = await DefaultGate(rules=rules_deny).check(call_, tool, CTX)
+    assert type(denied).__name__ == "Deny"

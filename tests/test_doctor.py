@@ -112,6 +112,7 @@ def test_healthy_install_passes(install: Install) -> None:
         "disk": "ok",
         "docker": "skip",  # sandbox disabled in this test
         "image": "skip",
+        "sandbox network": "skip",
         "unit": "ok",
         "linger": "ok",
         "port": "ok",

@@ -1,5 +1,7 @@
 """kill -9 with a command waiting for approval: after the restart the Inbox still lists it,
-and approving runs the command in the member's container and completes the turn."""
+and approving runs the command in the member's container and completes the turn. kill -9
+with a command running: its processes (a detached one included) die at the restart.
+Each test removes the instance's containers and networks, whatever happened."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from typing import Any
 import pytest
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from sandbox_support import docker_client
+from sandbox_support import docker_client, remove_instance_containers
 from test_chat_recovery import _items, _wait_for
+
+from skald.paths import DataLayout
+from skald.store.snapshot import read_instance_id
 
 pytestmark = pytest.mark.docker
 PW = "ada's long password"
@@ -66,8 +71,71 @@ def test_kill_9_with_a_command_pending_then_approve_runs_it_in_the_sandbox(tmp_p
             assert "made in trixie" in tool_msgs[0]["content"]
         finally:
             srv.close()
-            for container in docker.containers.list(
-                all=True, filters={"label": f"skald.user={ada_id}"}
-            ):
-                container.remove(force=True)
-            docker.close()
+            _clean(docker, srv.data)
+
+
+def _clean(docker: Any, data: Path) -> None:
+    instance = read_instance_id(DataLayout(data).system_db)
+    try:
+        if instance is not None:
+            remove_instance_containers(docker, instance)
+    finally:
+        docker.close()
+
+
+def _user_id(srv: ServerProcess, name: str) -> str:
+    return str(
+        next(
+            u["id"]
+            for u in json.loads(srv.cli("user", "list", "--json").stdout)
+            if u["username"] == name
+        )
+    )
+
+
+SLEEPERS = ["sh", "-c", "ps -eo args | grep -E '^sleep (1000|1001)$' || true"]
+
+
+def test_kill_9_with_a_command_running_kills_its_processes_at_the_restart(
+    tmp_path: Path,
+) -> None:
+    docker = docker_client()
+    with FakeLLM() as fake:
+        srv = ServerProcess(tmp_path, SKALD_SANDBOX_ENABLED="true", SKALD_SANDBOX_MEMORY_MB="512")
+        srv.create_admin()
+        srv.add_user("ada", PW)
+        ada_id = _user_id(srv, "ada")
+        srv.start()
+        try:
+            admin = Api(srv.url)
+            admin.login(ADMIN, ADMIN_PW)
+            admin.add_model(fake.base_url_openai, "m")
+            command = "env -i setsid sleep 1001 >/dev/null 2>&1 < /dev/null & sleep 1000"
+            fake.script("m", [[Call("execute_cmd", {"command": command})], Text("done")])
+            ada = Api(srv.url)
+            ada.login("ada", PW)
+            cid = ada.post("/api/conversations", json={"title": "Cmd"}).json()["id"]
+            ada.post(f"/api/conversations/{cid}/messages", json={"text": "Run it"})
+            [request] = _wait_for(lambda: ada.get("/api/inbox").json(), timeout=60)
+            assert ada.post(f"/api/inbox/{request['id']}/approve", json={}).status_code == 204
+            instance = read_instance_id(DataLayout(srv.data).system_db)
+            name = f"skald-{instance}-{ada_id}"
+
+            def sleepers() -> list[str]:
+                out = docker.containers.get(name).exec_run(SLEEPERS).output.decode()
+                return sorted(out.split())
+
+            both = ["1000", "1001", "sleep", "sleep"]
+            _wait_for(lambda: sleepers() == both, timeout=60)
+            srv.stop(signal.SIGKILL)
+            # The crash killed nothing: the command and its escapee run on, unowned.
+            assert sleepers() == both
+            srv.start()
+            _wait_for(lambda: sleepers() == [], timeout=60)
+            ada = Api(srv.url)
+            ada.login("ada", PW)
+            # Recovery reports the call as interrupted rather than running it again.
+            _wait_for(lambda: "interrupted by a restart" in json.dumps(_items(ada, cid)), 60)
+        finally:
+            srv.close()
+            _clean(docker, srv.data)

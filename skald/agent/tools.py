@@ -17,6 +17,8 @@ A tool also describes a call to whoever decides on it (the tool contract):
 
 Trap: a tool that touches files but leaves `touches` at its default (nothing) is matched
 by name only, so path rules never see it; declare what it reaches.
+- `always_ask`: a person approves every call, whatever the rules allow and whatever
+  bypass the member granted (a rule's deny still denies). For steps that run as root.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ class Tool(ABC):
     concurrency_safe: bool = False
     kind: ToolKind = "other"
     rerun_on_recovery: bool = False
+    always_ask: bool = False
 
     @property
     def name(self) -> str:

@@ -166,6 +166,10 @@ class DefaultGate:
         verdict = explain(call, tool, rules, group, self.extra_facts)
         log.debug("approval rule", tool=call.name, action=verdict.action, rule=verdict.rule_id)
         decision = _decision(verdict, call.name)
+        if tool.always_ask and not isinstance(decision, Deny):
+            # Root steps: a person every time; no rule or bypass turns this into an allow.
+            reason = decision.reason if isinstance(decision, Require) else ""
+            return Require(reason or f"{call.name} runs as root in your sandbox")
         # A bypass only ever skips asking: it never turns a rule's Deny into an Allow.
         if isinstance(decision, Require) and await self.bypassing(conversation_id, call.name):
             return Allow()

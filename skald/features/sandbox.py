@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from skald.plugins import hookimpl
 from skald.sandbox.execute import commands_block
-from skald.sandbox.tool import ExecuteCmdTool
+from skald.sandbox.tool import ExecuteCmdTool, InstallPackagesTool
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -20,7 +20,10 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
     # the account is still active).
     if not member.may_execute or member.sandbox is None:
         return None
-    return [ExecuteCmdTool(member.sandbox, member.fetch_member)]
+    return [
+        ExecuteCmdTool(member.sandbox, member.fetch_member),
+        InstallPackagesTool(member.sandbox, member.fetch_member),
+    ]
 
 
 @hookimpl

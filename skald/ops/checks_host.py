@@ -18,7 +18,7 @@ from typing import Any
 from skald.errors import SkaldError
 from skald.ops import install_root as ir
 from skald.ops.channel import bind_error, fetch_health, holder, is_serving, ops_request
-from skald.ops.checks_base import Context, Finding, shell_quote
+from skald.ops.checks_base import Context, Finding, Status, shell_quote
 
 MIN_PYTHON = (3, 11)
 DOCKER_TIMEOUT_S = 5.0
@@ -216,6 +216,64 @@ async def check_image(ctx: Context) -> Finding:
         fix = "skald image build"
     return Finding(
         name="image", status="fail", finding=f"runtime image {image} is missing", fix=fix
+    )
+
+
+async def check_sandbox_network(ctx: Context) -> Finding:
+    """The members' address pool: free of this host's routes, not exhausted, and no
+    sandbox the running server could not make."""
+    import ipaddress
+
+    from skald.sandbox.network import (
+        capacity,
+        docker_subnets,
+        free_subnets,
+        host_routes,
+        pool_conflict,
+    )
+
+    cfg = ctx.config.sandbox
+    if not cfg.enabled:
+        return Finding(name="sandbox network", status="skip", finding="sandbox disabled")
+    pool = ipaddress.IPv4Network(cfg.subnet_pool)
+    routes = await asyncio.to_thread(host_routes)
+    conflict = pool_conflict(pool, routes)
+    fix = (
+        f"set subnet_pool under [sandbox] in {shell_quote(ctx.layout.config_file)} to a free range"
+    )
+    if conflict is not None:
+        return Finding(name="sandbox network", status="fail", finding=conflict, fix=fix)
+    if ctx.docker_client is None:
+        return Finding(
+            name="sandbox network", status="skip", finding=f"pool {pool}: needs Docker (see above)"
+        )
+    networks = await asyncio.to_thread(ctx.docker_client.networks.list)
+    taken = docker_subnets(networks) + [r.net for r in routes]
+    total = capacity(pool, cfg.subnet_prefix)
+    free = sum(1 for _ in free_subnets(pool, cfg.subnet_prefix, taken))
+    if free == 0:
+        return Finding(
+            name="sandbox network",
+            status="fail",
+            finding=f"the sandbox address pool {pool} is exhausted ({total} subnets of "
+            f"/{cfg.subnet_prefix} in use): new members get no sandbox",
+            fix=fix + " (or a wider one)",
+        )
+    health = await fetch_health(_probe_host(ctx.config.server.host), ctx.config.server.port, 2.0)
+    reasons = [r for r in (health or {}).get("reasons", []) if "sandbox" in str(r)]
+    if reasons:
+        return Finding(
+            name="sandbox network",
+            status="warn",
+            finding="the running server reports: " + "; ".join(map(str, reasons)),
+            fix="see the reason; `skald doctor` again once it is fixed",
+        )
+    status: Status = "warn" if free < max(1, total // 10) else "ok"
+    return Finding(
+        name="sandbox network",
+        status=status,
+        finding=f"pool {pool}: {free} of {total} member subnets (/{cfg.subnet_prefix}) free",
+        fix=fix + " (or a wider one)" if status == "warn" else None,
     )
 
 

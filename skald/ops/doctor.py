@@ -37,6 +37,7 @@ from skald.ops.checks_host import (
     check_linger,
     check_port,
     check_python,
+    check_sandbox_network,
     check_services,
     check_unit,
 )
@@ -66,6 +67,7 @@ CHECKS: list[Check] = [
     check_disk,
     check_docker,
     check_image,
+    check_sandbox_network,
     check_unit,
     check_linger,
     check_port,

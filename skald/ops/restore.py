@@ -42,7 +42,8 @@ from skald.ops.archive import (
 )
 from skald.ops.channel import InstanceLock, holder, is_serving
 from skald.paths import DataLayout
-from skald.store.snapshot import forget_sessions, read_instance_id
+from skald.store.registry import new_instance_id
+from skald.store.snapshot import forget_sessions, read_instance_id, write_instance_id
 
 # One logger for backups and restores.
 log = get_logger("skald.backup")
@@ -151,6 +152,16 @@ def _swap(layout: DataLayout, staging: Path, plan: RestorePlan, replaced: Path) 
     fsync_dir(layout.root)
 
 
+def _keep_instance_id(layout: DataLayout, restored: Path) -> None:
+    """The restored registry gets the instance id of the directory it lands in: the one
+    that lived there, or a fresh one. Never the archive's as such: the instance it came
+    from may be running next door, and its sandboxes are found by that id (a restore
+    stops this instance's, and a sweep removes what is labelled with this instance's
+    id but unknown to it)."""
+    current = read_instance_id(layout.system_db) if layout.system_db.exists() else None
+    write_instance_id(restored, current or new_instance_id())
+
+
 @dataclass
 class RestoreResult:
     archive: Path
@@ -171,6 +182,7 @@ def _restore_locked(
         _extract(checked, staging)
         try:
             forget_sessions(staging / DATABASE_DIR / "system.db")
+            _keep_instance_id(layout, staging / DATABASE_DIR / "system.db")
         except apsw.Error as exc:
             raise unusable_archive(checked.path, f"its registry does not open ({exc})") from None
         replaced = layout.backups_dir / f"replaced-{stamp}"

@@ -1,13 +1,21 @@
 """Running one shell command in a member's container, with streamed output, a time
-limit, an output cap and a stop that kills every process the command started.
+limit, an output cap, and nothing of it left running when the call ends.
 
-The command runs as `setsid bash -c WRAPPER`: the wrapper is the leader of a new process
-group (and session) and writes its pid to a file in the container's /tmp; the command is
-its child. To stop it, a second exec (as root, so processes raised with sudo die too)
-kills the group with `kill -KILL -- -<pgid>`, everything left in the session with
-`pkill -s`, and then every process whose environment carries the command's random
-SKALD_CMD_ID (inherited by all descendants, so a child that made a session of its own
-dies too; only one that also scrubbed its environment escapes).
+The exec's main process is `WRAPPER`, as root: it runs `setsid -w setpriv ... bash -c
+SESSION`, which drops to the member's uid:gid with two marker groups (this boot's and
+the command's own, `procs.py`), leads a new session and process group, writes its pid
+to a file in the container's /tmp and becomes the command.
+
+When the command ends, the wrapper kills every process still carrying the command's
+marker group (no second exec: the round trip stays one exec; the member cannot kill a
+root wrapper). When that may not have happened - timeout, runaway output, /stop, or a
+wrapper that died by a signal - a second exec as root kills the session and group and
+then every process carrying the marker group. That catches `env -i setsid cmd &` too: a new session and an
+empty environment keep the groups, and only CAP_SETGID (which members never have)
+could drop them. Long-lived work belongs to background tasks, where it is visible.
+
+`as_root=True` (only `install_packages`, always approved by a person) runs the same way
+but stays root; the home is then checked for what root left there (`HOME_SCRUB`).
 """
 
 from __future__ import annotations
@@ -25,38 +33,47 @@ import msgspec
 from skald.log import get_logger
 from skald.paths import CONTAINER_HOME
 from skald.sandbox.manager import SandboxManager
+from skald.sandbox.procs import KILL_LOOP, MARK_BASE, MARK_SPAN, new_mark, run_killer
 
 log = get_logger("skald.sandbox")
 
-# $1 pidfile, $2 working directory, $3 the command. Not `exec`: the wrapper stays the
-# group leader, removes its pidfile and hands on the command's exit status.
-WRAPPER: Final = r"""printf '%s\n' "$$" > "$1" || exit 125
-cd -- "$2" || { rm -f -- "$1"; exit 126; }
-bash -c "$3" </dev/null
-rc=$?
-rm -f -- "$1"
-exit "$rc"
+# The command's session: writes its pid (= sid = pgid), enters the directory (a missing
+# one gives exit 126 with bash's message), becomes the command. $1 pidfile, $2 dir, $3 cmd.
+SESSION: Final = r"""printf '%s\n' "$$" > "$1" || exit 125
+cd -- "$2" || exit 126
+exec bash -c "$3" </dev/null
 """
 
-# $1 pidfile, $2 the command's id. Waits briefly for a command stopped before it wrote
-# its pid.
-KILLER: Final = r"""for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-  [ -s "$1" ] && break
-  sleep 0.05
-done
-pg=$(cat -- "$1" 2>/dev/null) || exit 0
-case "$pg" in ''|*[!0-9]*) exit 0 ;; esac
-kill -KILL -- "-$pg" 2>/dev/null
-pkill -KILL -s "$pg" 2>/dev/null
-for p in /proc/[0-9]*; do
-  if grep -qzx -- "SKALD_CMD_ID=$2" "$p/environ" 2>/dev/null; then
-    kill -KILL "${p#/proc/}" 2>/dev/null
-  fi
-done
-rm -f -- "$1"
+# The exec's main process, as root and without marks: $1 pidfile, $2 dir, $3 command,
+# $4 its marker group, $5 $6 the marker range, $7 SESSION, then the argv that drops to
+# the member with the marks (setpriv ... --). It runs the command's session under `setsid -w`, then
+# kills whatever the command left running and hands on its exit status. A member's
+# command cannot signal it (another uid, no CAP_KILL), so the cleanup happens; a uid-0
+# member can, and the exec then ends with a signal's status (Skald kills as root).
+WRAPPER: Final = (
+    r"""pidfile=$1 dir=$2 cmd=$3 want=$4 lo=$5 hi=$6 session=$7
+shift 7
+setsid -w "$@" bash -c "$session" skald-session "$pidfile" "$dir" "$cmd"
+rc=$?
+mode=cmd self=$$ parent=
+"""
+    + KILL_LOOP
+    + r"""rm -f -- "$pidfile"
+exit "$rc"
+"""
+)
+
+# $1 the home, $2 uid, $3 gid. Run as root after a root step: nothing root made may stay
+# in the bind-mounted home as root's, setuid or setgid (on the host it would be a root
+# setuid file in the service account's tree). Device nodes cannot be made (no MKNOD).
+HOME_SCRUB: Final = r"""find "$1" -xdev \( ! -user "$2" -o ! -group "$3" \) -exec chown -h "$2:$3" {} +
+find "$1" -xdev -perm /6000 ! -type l -exec chmod ug-s {} +
+find "$1" -xdev \( -type b -o -type c \) -delete
 exit 0
 """
 
+# An exec status from here up may mean the wrapper died by a signal before cleaning up.
+WRAPPER_KILLED: Final = 128
 # If a command keeps printing far beyond the cap, it is stopped rather than drained.
 RUNAWAY_FACTOR: Final = 16
 STREAM_END_WAIT_S: Final = 3.0
@@ -93,23 +110,40 @@ async def run_command(
     timeout_s: float,
     max_bytes: int,
     on_output: Callable[[str], Awaitable[None]] | None = None,
+    as_root: bool = False,
 ) -> CommandResult:
-    """Run `command`; cancelling the caller kills the command's processes, then re-raises."""
+    """Run `command`; cancelling the caller kills the command's processes, then re-raises.
+    Whatever the command left running is killed before this returns."""
     client = manager.client()
     api = client.api
     token = secrets.token_hex(12)
     pidfile = f"/tmp/.skald-cmd-{token}.pid"  # noqa: S108 - inside the container
+    mark = new_mark(manager.boot_mark)
+    drop = ["setpriv", f"--groups={manager.boot_mark},{mark}"]
+    if not as_root:
+        # No capability survives, even when the service account (and so the member's
+        # uid) is 0: an empty bounding set leaves nothing for execve to grant.
+        drop += [
+            f"--reuid={manager.uid}",
+            f"--regid={manager.gid}",
+            "--bounding-set=-all",
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+        ]
+    marks = [str(mark), str(MARK_BASE), str(MARK_BASE + MARK_SPAN)]
+    argv = ["bash", "-c", WRAPPER, "skald-cmd", pidfile, workdir, command, *marks, SESSION]
+    argv += [*drop, "--"]
     exec_id = (
         await manager.call(
             api.exec_create,
             container_id,
-            ["setsid", "-w", "bash", "-c", WRAPPER, "skald-cmd", pidfile, workdir, command],
+            argv,
             stdout=True,
             stderr=True,
             stdin=False,
             tty=False,
-            user=manager.exec_user,
-            environment={"HOME": CONTAINER_HOME, "SKALD_CMD_ID": token},
+            user="0:0",
+            environment={"HOME": "/root" if as_root else CONTAINER_HOME},
         )
     )["Id"]
 
@@ -136,7 +170,7 @@ async def run_command(
     deadline = started + timeout_s
 
     async def kill() -> None:
-        await _kill_group(manager, container_id, pidfile, token)
+        await _kill_marked(manager, container_id, mark, pidfile)
         with contextlib.suppress(TimeoutError, Exception):
             await asyncio.wait_for(asyncio.shield(reader), STREAM_END_WAIT_S)
 
@@ -174,12 +208,21 @@ async def run_command(
     except BaseException:
         # /stop (cancellation) or a failure: nothing of the command may live on.
         await asyncio.shield(kill())
+        if as_root:
+            await asyncio.shield(_scrub_home(manager, container_id))
         raise
     kept.append(decoder.decode(b"", final=True))
     exit_code: int | None = None
     if not (timed_out or runaway):
         info = await manager.call(api.exec_inspect, exec_id)
         exit_code = info.get("ExitCode")
+        # Detached leftovers (`cmd &`, `setsid`, `env -i`) end with the call: the
+        # wrapper killed them, unless it was killed itself (a signal's exit status) or
+        # gave none; then Skald does it as root. No extra exec in the common case.
+        if exit_code is None or exit_code >= WRAPPER_KILLED:
+            await _kill_marked(manager, container_id, mark)
+    if as_root:
+        await _scrub_home(manager, container_id)
     return CommandResult(
         exit_code=exit_code,
         output="".join(kept),
@@ -190,19 +233,31 @@ async def run_command(
     )
 
 
-async def _kill_group(manager: SandboxManager, container_id: str, pidfile: str, token: str) -> None:
+async def _kill_marked(
+    manager: SandboxManager, container_id: str, mark: int, pidfile: str = ""
+) -> None:
+    try:
+        killed = await manager.call(
+            run_killer, manager.client(), container_id, "cmd", mark, pidfile
+        )
+    except Exception as exc:
+        log.warning("could not kill a command's processes", error=str(exc)[:300])
+        return
+    if killed:
+        log.info("killed what a command left running", n=killed)
+
+
+async def _scrub_home(manager: SandboxManager, container_id: str) -> None:
     api = manager.client().api
 
     def run() -> None:
+        argv = ["bash", "-c", HOME_SCRUB, "skald-scrub", CONTAINER_HOME]
         exec_id = api.exec_create(
-            container_id, ["bash", "-c", KILLER, "skald-kill", pidfile, token], user="0:0"
+            container_id, [*argv, str(manager.uid), str(manager.gid)], user="0:0"
         )["Id"]
         api.exec_start(exec_id)
 
-    try:
-        await manager.call(run)
-    except Exception as exc:
-        log.warning("could not kill a stopped command", error=str(exc)[:300])
+    await manager.call(run)
 
 
 PROBE_COMMANDS: Final = (
@@ -276,9 +331,9 @@ def commands_block(found: list[str]) -> str:
         "## Your sandbox\n"
         "`execute_cmd` runs shell commands in your own Linux container (Debian), as the "
         f"member, with their home at `{CONTAINER_HOME}` (`~`). Found there: {listed}. "
-        "The list is partial: other tools may be present, and `sudo apt-get install` adds "
-        "more (they last until the container is recreated). Files you want to keep belong "
-        "in the home."
+        "The list is partial: other tools may be present, and `install_packages` adds "
+        "Debian packages (a person approves it; they last until the container is "
+        "recreated). There is no sudo. Files you want to keep belong in the home."
     )
 
 

@@ -6,8 +6,16 @@
 - `ensure` compares a hash of the wanted spec (image, uid:gid, mounts, network, limits,
   start script) with the one the container was created with (label `skald.spec`): the
   same -> reuse (start it if stopped), different -> remove and recreate.
-- The container starts as root only long enough to give the host uid:gid a passwd entry
-  and a sudoers rule, then drops to that uid. Every exec names that uid explicitly.
+- The container starts as root only long enough to give the host uid:gid a passwd entry,
+  then drops to that uid. No sudo: members have no standing root. Every exec starts as
+  root only to drop to that uid with the command's marker groups (`procs.py`).
+- Capabilities: ALL dropped, then only what Skald's own root steps need (`CAP_ADD`);
+  no-new-privileges. No raw sockets (NET_RAW), no device nodes (MKNOD), no network admin.
+- A member with network access gets a bridge network of their own with a small subnet
+  from `[sandbox] subnet_pool` (`network.py`); their container is alone on it, so no
+  sandbox sees another's traffic. It goes with the container (deactivate, delete, sweep).
+- A sandbox that cannot be made is never silent: `failures` keeps the reason per member
+  for `/api/health`, and `ensure` raises it for the member's chat.
 - Docker unreachable is a state, not a crash: calls fail with `SandboxUnavailable`,
   `health_reasons()` says why, and `watch_forever` (a supervised service) reconnects and
   reconciles every active member when the daemon is back.
@@ -19,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ipaddress
 import json
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
@@ -36,6 +45,8 @@ from skald.log import get_logger
 from skald.paths import CONTAINER_HOME
 from skald.sandbox.client import DockerUnavailable, connect
 from skald.sandbox.image import has_image, image_tag
+from skald.sandbox.network import docker_subnets, free_subnets, host_routes, pool_conflict
+from skald.sandbox.procs import new_mark, run_killer
 from skald.store.rows import Role, User
 
 log = get_logger("skald.sandbox")
@@ -47,8 +58,14 @@ LABEL_USER: Final = "skald.user"
 LABEL_SPEC: Final = "skald.spec"
 STOP_GRACE_S: Final = 5
 
-# Runs as root at container start: a passwd entry and sudo for the member's uid, then the
-# idle main process as that uid. The uid/gid come positionally, never interpolated.
+# What Skald's own root steps need (the start script, the process killer, setpriv to the
+# member's uid with an empty bounding set, `install_packages` running apt and dpkg);
+# everything else is dropped. Members' commands keep none of them (execute.py).
+CAP_ADD: Final = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "SETPCAP")
+SECURITY_OPT: Final = ("no-new-privileges:true",)
+
+# Runs as root at container start: a passwd entry for the member's uid, then the idle
+# main process as that uid. The uid/gid come positionally, never interpolated.
 START_SCRIPT: Final = r"""set -eu
 uid=$1 gid=$2
 if ! getent group "$gid" >/dev/null; then groupadd -o -g "$gid" skald; fi
@@ -56,10 +73,8 @@ if ! getent passwd "$uid" >/dev/null; then
   useradd -o -M -N -u "$uid" -g "$gid" -d /home/skald -s /bin/bash skald
 fi
 host=$(cat /proc/sys/kernel/hostname)
-# Without a network Docker leaves the hostname out of /etc/hosts, and sudo complains.
+# Without a network Docker leaves the hostname out of /etc/hosts; tools then complain.
 if ! grep -qw -- "$host" /etc/hosts; then printf '127.0.1.1 %s\n' "$host" >> /etc/hosts; fi
-printf '#%s ALL=(ALL:ALL) NOPASSWD: ALL\n' "$uid" > /etc/sudoers.d/skald-member
-chmod 0440 /etc/sudoers.d/skald-member
 exec setpriv --reuid="$uid" --regid="$gid" --clear-groups sleep infinity
 """
 
@@ -84,14 +99,16 @@ class ContainerSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     image: str
     user: str  # "uid:gid" the member's commands run as
-    # "none", or this instance's own bridge network (members' sandboxes cannot reach
-    # each other on it, only the outside).
+    # "none", or the member's own bridge network (alone on it: no other sandbox sees
+    # its traffic or reaches it).
     network: str
     mounts: tuple[Mount, ...]
     memory_mb: int
     pids: int
     cpus: float
     start_script: str
+    cap_add: tuple[str, ...]
+    security_opt: tuple[str, ...]
 
     @property
     def digest(self) -> str:
@@ -139,15 +156,22 @@ class SandboxManager:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="skald-docker")
         self.stream_pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="skald-exec")
         self.reconciled = 0  # completed reconciliations (tests wait on it)
+        # Why a member's sandbox could not be made (user id -> reason), until it can.
+        self.failures: dict[str, str] = {}
+        # Marker group of every command of this server start; anything marked by an
+        # earlier start is a crash's leftover (procs.py).
+        self.boot_mark = new_mark()
+        self._cleaned: set[str] = set()  # containers swept of leftovers this boot
+        self.pool_problem: str | None = None  # the address pool against the host routes
 
     # -- plumbing -----------------------------------------------------------------------
 
     def container_name(self, user_id: str) -> str:
         return f"skald-{self.instance_id}-{user_id}"
 
-    @property
-    def network_name(self) -> str:
-        return f"skald-{self.instance_id}-net"
+    def network_name(self, user_id: str) -> str:
+        """The member's own bridge network."""
+        return f"skald-{self.instance_id}-{user_id}-net"
 
     @property
     def exec_user(self) -> str:
@@ -185,11 +209,21 @@ class SandboxManager:
         self._wake.set()
 
     def health_reasons(self) -> list[str]:
-        if self.state in ("ok", "disabled"):
+        if self.state == "disabled":
             return []
         if self.state == "image_missing":
             return [f"sandbox image {self.image} is missing: run `skald image build`"]
-        return [f"sandboxes unavailable: {self.reason}"]
+        if self.state != "ok":
+            return [f"sandboxes unavailable: {self.reason}"]
+        reasons = [] if self.pool_problem is None else [self.pool_problem]
+        # Public endpoint: how many members and why, never who.
+        counts: dict[str, int] = {}
+        for reason in self.failures.values():
+            counts[reason] = counts.get(reason, 0) + 1
+        return reasons + [
+            f"the sandbox of {n} member(s) could not be made: {reason}"
+            for reason, n in sorted(counts.items())
+        ]
 
     # -- the spec -------------------------------------------------------------------------
 
@@ -198,7 +232,9 @@ class SandboxManager:
             name=self.container_name(user.id),
             image=self.image,
             user=self.exec_user,
-            network="none" if role.attributes.sandbox_network == "none" else self.network_name,
+            network="none"
+            if role.attributes.sandbox_network == "none"
+            else self.network_name(user.id),
             # Every mount of the member that has both a host folder and a container path,
             # the home first (Docker mounts in order: nested ones must come after it).
             mounts=tuple(
@@ -210,6 +246,8 @@ class SandboxManager:
             pids=self.config.pids,
             cpus=self.config.cpus,
             start_script=START_SCRIPT,
+            cap_add=CAP_ADD,
+            security_opt=SECURITY_OPT,
         )
 
     def _prepare_host_dirs(self, spec: ContainerSpec) -> None:
@@ -235,7 +273,38 @@ class SandboxManager:
         spec = self.spec_for(user, role)
         async with self._lock(user.id):
             await asyncio.to_thread(self._prepare_host_dirs, spec)
-            return await self.call(self._ensure_blocking, client, spec, user.id)
+            try:
+                container_id = await self.call(self._ensure_blocking, client, spec, user.id)
+            except SandboxUnavailable as exc:
+                if self.state == "ok":  # the daemon is fine: this member's sandbox is not
+                    self.failures[user.id] = str(exc)
+                raise
+            except Exception as exc:
+                if _is_connection_error(exc):
+                    raise
+                reason = f"Docker refused to make it: {_brief(exc)}"
+                self.failures[user.id] = reason
+                log.error("sandbox ensure failed", user_id=user.id, error=reason)
+                raise SandboxUnavailable(f"your sandbox could not be made ({reason})") from None
+            self.failures.pop(user.id, None)
+            if user.id not in self._cleaned:
+                await self._kill_stale(client, user.id, container_id)
+            return container_id
+
+    async def _kill_stale(self, client: Any, user_id: str, container_id: str) -> None:
+        """First use since this server started: a crash may have left commands running;
+        none of them may outlive it (they are no call's any more). A failure here is
+        logged and tried again at the next use, never the member's command's failure."""
+        try:
+            killed = await self.call(run_killer, client, container_id, "stale", self.boot_mark)
+        except SandboxUnavailable:
+            raise
+        except Exception as exc:
+            log.warning("leftovers of a crash not swept yet", user_id=user_id, error=_brief(exc))
+            return
+        if killed:
+            log.warning("killed commands left by a crash", user_id=user_id, n=killed)
+        self._cleaned.add(user_id)
 
     def _ensure_blocking(self, client: Any, spec: ContainerSpec, user_id: str) -> str:
         import docker.errors
@@ -270,29 +339,54 @@ class SandboxManager:
             self.state = "image_missing"
             raise SandboxUnavailable(self.unavailable_message())
         if spec.network != "none":
-            self._ensure_network(client, spec.network)
+            self._ensure_network(client, spec.network, user_id)
         created = self._create(client, spec, user_id)
         created.start()
         log.info("sandbox created", container=spec.name, id=created.short_id)
         return str(created.id)
 
-    def _ensure_network(self, client: Any, name: str) -> None:
-        """This instance's bridge, without traffic between its containers (no ICC)."""
-        # Docker accepts two networks of one name: ensures of two members must not race.
+    def _ensure_network(self, client: Any, name: str, user_id: str) -> None:
+        """The member's own bridge, with an explicit subnet from Skald's pool."""
+        # Docker accepts two networks of one name: ensures must not race.
         with self._network_lock:
-            self._ensure_network_locked(client, name)
+            self._ensure_network_locked(client, name, user_id)
 
-    def _ensure_network_locked(self, client: Any, name: str) -> None:
+    def _ensure_network_locked(self, client: Any, name: str, user_id: str) -> None:
+        import docker.errors
+        import docker.types
+
         found = client.networks.list(names=[name], filters={"label": self._label()})
         if any(n.name == name for n in found):
             return
-        log.info("creating sandbox network", network=name)
-        client.networks.create(
-            name,
-            driver="bridge",
-            options={"com.docker.network.bridge.enable_icc": "false"},
-            labels={LABEL_INSTANCE: self.instance_id},
-            check_duplicate=True,
+        pool = ipaddress.IPv4Network(self.config.subnet_pool)
+        routes = host_routes()
+        conflict = pool_conflict(pool, routes)
+        if conflict is not None:
+            raise SandboxUnavailable(conflict)
+        taken = docker_subnets(client.networks.list()) + [r.net for r in routes]
+        for subnet in free_subnets(pool, self.config.subnet_prefix, taken):
+            ipam = docker.types.IPAMConfig(
+                pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=str(subnet[1]))]
+            )
+            try:
+                client.networks.create(
+                    name,
+                    driver="bridge",
+                    ipam=ipam,
+                    options={"com.docker.network.bridge.enable_icc": "false"},
+                    labels={LABEL_INSTANCE: self.instance_id, LABEL_USER: user_id},
+                    check_duplicate=True,
+                )
+            except docker.errors.APIError as exc:
+                if "overlap" in str(exc).lower():
+                    continue  # taken a moment ago (another instance): the next one
+                raise
+            log.info("sandbox network created", network=name, subnet=str(subnet))
+            return
+        raise SandboxUnavailable(
+            f"the sandbox address pool {pool} is exhausted (no free /"
+            f"{self.config.subnet_prefix} left); an administrator can widen "
+            "[sandbox] subnet_pool"
         )
 
     def _label(self) -> str:
@@ -320,6 +414,9 @@ class SandboxManager:
             memswap_limit=f"{spec.memory_mb}m",
             pids_limit=spec.pids,
             nano_cpus=int(spec.cpus * 1e9),
+            cap_drop=["ALL"],
+            cap_add=list(spec.cap_add),
+            security_opt=list(spec.security_opt),
             network_mode=spec.network if spec.network == "none" else None,
             network=None if spec.network == "none" else spec.network,
             mounts=[
@@ -345,14 +442,37 @@ class SandboxManager:
         return await self.call(get)
 
     async def stop(self, user_id: str) -> None:
-        """Stop the member's container (deactivation); it is kept for a later start."""
-        await self._on_container(user_id, lambda c: c.stop(timeout=STOP_GRACE_S))
-        self.commands.pop(user_id, None)
+        """Deactivation: nothing of the member's runs, and their network and its
+        addresses go back to the pool. The same as `remove`: a reactivated member gets
+        a fresh container (the home is on the host and stays)."""
+        await self.remove(user_id)
 
     async def remove(self, user_id: str) -> None:
-        """Remove the member's container (account deleted)."""
+        """Remove the member's container and network (deactivated or deleted)."""
         await self._on_container(user_id, lambda c: c.remove(force=True))
+        await self.call(self._remove_networks, self.client(), {user_id})
         self.commands.pop(user_id, None)
+        self.failures.pop(user_id, None)
+        self._cleaned.discard(user_id)
+
+    def _remove_networks(
+        self, client: Any, users: set[str] | None, keep: Collection[str] = ()
+    ) -> None:
+        """Remove this instance's networks of `users` (None: every one not in `keep`,
+        the old shared one included). One still in use stays, for the next sweep."""
+        import docker.errors
+
+        for network in client.networks.list(filters={"label": self._label()}):
+            owner = (network.attrs.get("Labels") or {}).get(LABEL_USER)
+            if (users is not None and owner not in users) or (users is None and owner in keep):
+                continue
+            try:
+                network.remove()
+                log.info("sandbox network removed", network=network.name)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                log.warning("sandbox network still in use", network=network.name, error=_brief(exc))
 
     async def _on_container(self, user_id: str, action: Callable[[Any], object]) -> None:
         import docker.errors
@@ -385,25 +505,31 @@ class SandboxManager:
             try:
                 await self.ensure(user, role)
             except SandboxUnavailable:
-                raise
+                if self.state != "ok":
+                    raise  # the daemon or the image: nobody's sandbox can be made
+                # This member's alone (recorded in `failures`): the others still get theirs.
             except Exception as exc:
                 log.error("sandbox ensure failed", user_id=user.id, error=_brief(exc))
-        await self.sweep(active, {u.id for u, _ in members})
+        networked = {
+            user.id
+            for user, role in members
+            if user.active and role.attributes.sandbox_network != "none"
+        }
+        await self.sweep(active, networked)
         self.reconciled += 1
 
-    async def sweep(self, active: set[str], known: set[str]) -> None:
-        """Stop containers of deactivated members, remove those of unknown ones
-        (this instance's label only)."""
+    async def sweep(self, active: set[str], networked: set[str] | None = None) -> None:
+        """Remove the containers of members not active (deactivated, deleted, unknown)
+        and the networks of members who should have none (this instance's label only)."""
         client = self.client()
 
         def run() -> None:
             for container in self._own(client):
                 owner = (container.labels or {}).get(LABEL_USER, "")
-                if owner not in known:
-                    log.info("removing orphan sandbox", container=container.name)
+                if owner not in active:
+                    log.info("removing sandbox of an inactive member", container=container.name)
                     container.remove(force=True)
-                elif owner not in active and container.status == "running":
-                    container.stop(timeout=STOP_GRACE_S)
+            self._remove_networks(client, None, keep=active if networked is None else networked)
 
         await self.call(run)
 
@@ -438,7 +564,13 @@ class SandboxManager:
             log.info("docker reachable", image=self.image)
         self.state = "ok"
         self.reason = ""
+        # Known before any member needs a network (a route may appear later: a VPN).
+        self.pool_problem = await asyncio.to_thread(self._pool_problem)
         return was != "ok"
+
+    def _pool_problem(self) -> str | None:
+        pool = ipaddress.IPv4Network(self.config.subnet_pool)
+        return pool_conflict(pool, host_routes())
 
     async def watch_forever(self) -> None:
         """Supervised service: poll the daemon, reconcile at start and after each outage."""

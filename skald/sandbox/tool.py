@@ -1,18 +1,25 @@
-"""`execute_cmd`: the agent tool that runs a shell command in the member's sandbox.
+"""`execute_cmd` and `install_packages`: the agent tools that run in the member's sandbox.
 
 Nothing ever runs on the host: without a usable container the tool fails with a clear
 error. Not safe to run alongside other calls, and never re-run after a crash (its effects
 are unknown): recovery reports it as interrupted instead.
 
-Only a role holding `sandbox.exec` gets the tool (`UserRuntime._tools`), and the tool
-checks again before running, against the role as it is at that moment: a capability
-removed while a turn runs stops the very next command.
+Only a role holding `sandbox.exec` gets the tools (the sandbox feature's tool hook), and
+each checks again before running, against the role as it is at that moment: a
+capability removed while a turn runs stops the very next command.
+
+`install_packages` is the only way to root in a sandbox (there is no sudo): Skald runs
+apt-get as root with package names it has checked (no options, versions or paths), a
+person approves every call whatever the rules say (`always_ask`), and afterwards the
+home is scrubbed of anything root left there (execute.py).
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from skald.agent.tools import EXEC, Tool, ToolContext, ToolResult, Touches
 from skald.llm.types import ToolSpec
@@ -111,4 +118,95 @@ class ExecuteCmdTool(Tool):
                 "duration_s": result.duration_s,
                 "workdir": workdir,
             },
+        )
+
+
+# Debian package names (policy 5.6.1), lower case; an optional :arch. No options, no
+# versions, no paths: nothing but a name reaches apt-get.
+PACKAGE_NAME: Final = r"^[a-z0-9][a-z0-9+.-]{1,100}(:[a-z0-9-]{1,20})?$"
+MAX_PACKAGES: Final = 20
+
+
+def install_command(packages: list[str]) -> str:
+    names = " ".join(shlex.quote(p) for p in packages)
+    return (
+        "export DEBIAN_FRONTEND=noninteractive; "
+        "apt-get update -qq && "
+        f"apt-get install -y -q --no-install-recommends -- {names}"
+    )
+
+
+class InstallPackagesTool(Tool):
+    concurrency_safe = False
+    kind = "exec"
+    rerun_on_recovery = False
+    always_ask = True
+
+    def __init__(
+        self, manager: SandboxManager, member: Callable[[], Awaitable[tuple[User, Role]]]
+    ) -> None:
+        self.manager = manager
+        self._member = member
+        cfg = manager.config
+        self.timeout_s = max(cfg.command_timeout_max_s, cfg.command_timeout_s)
+        self.max_bytes = cfg.output_max_kb * 1024
+        self.spec = ToolSpec(
+            name="install_packages",
+            description=(
+                "Install Debian packages into the member's sandbox (apt-get install, run as "
+                "root by Skald; there is no sudo). A person approves every call. Packages "
+                "last until the sandbox is recreated (an update or a settings change)."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "packages": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_PACKAGES,
+                        "items": {"type": "string", "pattern": PACKAGE_NAME},
+                        "description": 'Debian package names, e.g. ["pandoc", "gcc"].',
+                    },
+                },
+                "required": ["packages"],
+                "additionalProperties": False,
+            },
+        )
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        # It runs a command (as root): the exec category, so rules on `@exec` see it.
+        return Touches(categories=frozenset({EXEC}))
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        packages = [str(p) for p in args["packages"]]
+        if (
+            not packages
+            or len(packages) > MAX_PACKAGES
+            or not all(re.fullmatch(PACKAGE_NAME, p) for p in packages)
+        ):
+            return ToolResult.error("Give 1 to 20 Debian package names (no options or versions).")
+        user, role = await self._member()
+        if not can(role, SANDBOX_EXEC):
+            return ToolResult.error(
+                "Nothing was installed: this member's role does not allow running commands "
+                f"({SANDBOX_EXEC.name})."
+            )
+        try:
+            container_id = await self.manager.ensure(user, role)
+            result = await run_command(
+                self.manager,
+                container_id,
+                install_command(packages),
+                workdir="/",
+                timeout_s=self.timeout_s,
+                max_bytes=self.max_bytes,
+                on_output=ctx.output,
+                as_root=True,
+            )
+        except SandboxUnavailable as exc:
+            return ToolResult.error(f"Nothing was installed: {exc}")
+        return ToolResult(
+            content=describe(result, self.timeout_s, self.max_bytes),
+            is_error=result.exit_code != 0,
+            metadata={"exit_code": result.exit_code, "packages": packages},
         )

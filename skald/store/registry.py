@@ -442,11 +442,16 @@ def _put_wraps(c: apsw.Connection, user_id: str, wraps: Mapping[str, str]) -> No
     )
 
 
+def new_instance_id() -> str:
+    return secrets.token_hex(4)
+
+
 def _ensure_instance_id(c: apsw.Connection) -> None:
-    # Names this installation's containers and labels; never changes once set.
+    # Names this installation's containers and labels; never changes once set (a
+    # restore into another directory gives the copy its own: skald/ops/restore.py).
     c.execute(
         "INSERT INTO config(key, value) VALUES ('instance_id', ?) ON CONFLICT(key) DO NOTHING",
-        (json.dumps(secrets.token_hex(4)),),
+        (json.dumps(new_instance_id()),),
     )
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "quick_check",
     "read_instance_id",
     "snapshot",
+    "write_instance_id",
 ]
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -110,6 +111,19 @@ def forget_sessions(registry: Path) -> int:
             return 0
         conn.execute("DELETE FROM sessions")
         return conn.changes()
+    finally:
+        conn.close()
+
+
+def write_instance_id(registry: Path, instance_id: str) -> None:
+    """Set the instance id of an unopened registry file (blocking)."""
+    conn = apsw.Connection(str(registry), flags=apsw.SQLITE_OPEN_READWRITE)
+    try:
+        conn.execute(
+            "INSERT INTO config(key, value) VALUES ('instance_id', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (json.dumps(instance_id),),
+        )
     finally:
         conn.close()
 
