@@ -21,6 +21,7 @@ from skald.core.events import EventHub, RevokeCode, UserUpdated
 from skald.core.llm_service import LlmService
 from skald.core.sealing import InstanceKey
 from skald.core.sessions import SessionManager
+from skald.core.storage_guard import StorageGuard
 from skald.core.supervisor import Supervisor
 from skald.core.throttle import LoginThrottle
 from skald.core.user_runtime import UserRuntime
@@ -28,6 +29,7 @@ from skald.core.users import UnlockedUser
 from skald.errors import DatabaseClosedError, NotFoundError
 from skald.log import get_logger
 from skald.paths import DataLayout
+from skald.quota import Budget, StorageAccountant, quota_bytes
 from skald.sandbox.execute import probe
 from skald.sandbox.manager import SandboxManager, SandboxState, SandboxUnavailable
 from skald.store.llm import LlmStore
@@ -56,6 +58,8 @@ class Runtime:
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
+        self.storage = StorageAccountant(core.layout, core.config)
+        self.storage_guard = StorageGuard(self.storage, lambda: self.sandbox)
         self.user_runtimes: dict[str, UserRuntime] = {}
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
@@ -91,6 +95,7 @@ class Runtime:
         if not await self.core.registry.admin_exists():
             self._announce_setup(announce)
         self.supervisor.start("session-purge", self._purge_sessions_forever)
+        self.supervisor.start("storage-guard", self.storage_guard.run_forever)
         if self.config.sandbox.enabled:
             self.sandbox = SandboxManager(
                 self.config.sandbox,
@@ -119,6 +124,13 @@ class Runtime:
         if role is None:
             raise NotFoundError(f"the role {user.role!r} no longer exists")
         return user, role
+
+    async def budget(self, user_id: str) -> Budget:
+        """The member's storage budget: their quota from their role as it is now, and a
+        usage figure (walked once in a thread if not known yet)."""
+        _, role = await self.member(user_id)
+        await self.storage.usage(user_id)
+        return Budget(self.storage, user_id, quota_bytes(role, self.config))
 
     async def _probe_sandbox(self, user_id: str) -> None:
         """At login: start the member's container and note which commands it has."""
@@ -151,6 +163,7 @@ class Runtime:
         role = await self.core.registry.get_role(handle.user.role)
         if role is None:
             raise NotFoundError(f"the role {handle.user.role!r} no longer exists")
+        user_id = handle.user.id
         runtime = UserRuntime(
             handle,
             role,
@@ -164,6 +177,7 @@ class Runtime:
             sandbox=self.sandbox,
             member=self.member,
             rules=self.core.registry.approval_rules,
+            budget=lambda: self.budget(user_id),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime
@@ -315,6 +329,8 @@ class Runtime:
 
     def health(self) -> tuple[str, list[str]]:
         reasons = self.supervisor.degraded_reasons()
+        if self.storage.disk_low:
+            reasons.append("the disk is nearly full: writes are refused, sandboxes paused")
         if self.sandbox is not None:
             reasons += self.sandbox.health_reasons()
         return ("degraded" if reasons else "ok"), reasons

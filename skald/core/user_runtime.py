@@ -37,6 +37,7 @@ from skald.errors import NotFoundError
 from skald.files.router import PathRouter
 from skald.files.tools import workspace_tools
 from skald.paths import DataLayout
+from skald.quota import BudgetSource
 from skald.sandbox.execute import commands_block
 from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import ExecuteCmdTool
@@ -76,8 +77,10 @@ class UserRuntime:
         sandbox: SandboxManager | None = None,
         member: Callable[[str], Awaitable[tuple[User, Role]]] | None = None,
         rules: RuleSource | None = None,
+        budget: BudgetSource | None = None,
     ) -> None:
         self.handle = handle
+        self.budget = budget  # storage quota and free disk, checked by every write
         self.user = handle.user
         self.role = role
         self.llm = llm
@@ -103,7 +106,7 @@ class UserRuntime:
         self._execute: ExecuteCmdTool | None = None
         if sandbox is not None and member is not None:
             user_id = self.user.id
-            self._execute = ExecuteCmdTool(sandbox, lambda: member(user_id))
+            self._execute = ExecuteCmdTool(sandbox, lambda: member(user_id), budget)
         helpers = {a.id: a.description for a in agents.values() if a.type == "task"}
         self._subagents = SubAgentTool(self._child, agents=helpers)
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
@@ -151,10 +154,15 @@ class UserRuntime:
                 self.user.id,
                 self.router,
                 shared_readable=self.shared_readable,
+                budget=self.budget,
             )
         else:
             base = memory_tools(
-                self.handle.store, self.shared, self.user.id, shared_readable=self.shared_readable
+                self.handle.store,
+                self.shared,
+                self.user.id,
+                shared_readable=self.shared_readable,
+                budget=self.budget,
             )
         tools: list[Tool] = [*base, self._subagents, self.ask]
         if self._execute is not None:
@@ -257,6 +265,9 @@ class UserRuntime:
         return effective_group(chosen, role)
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
+        if self.budget is not None:
+            # A turn writes history rows: none starts on a full quota or a nearly full disk.
+            (await self.budget()).check(0)
         agent = self.agent_for(conversation)
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(

@@ -51,10 +51,10 @@ from skald.agent.note_paths import SHARED_MEMORY, USER_MEMORY, NoteStoreName
 from skald.assets import asset_dir
 from skald.errors import (
     ConflictError,
+    DiskFullError,
     InvalidInputError,
     NotFoundError,
     SkaldError,
-    StorageError,
 )
 from skald.paths import DataLayout
 
@@ -413,7 +413,7 @@ def os_error(exc: OSError, where: str) -> SkaldError:
     if code == errno.EINVAL:
         return InvalidInputError(f"{where}: the file system refused this (a folder into itself?)")
     if code in (errno.ENOSPC, errno.EDQUOT):
-        return StorageError("the disk is full")
+        return DiskFullError(f"{where}: the disk is full; nothing was written")
     return FileSystemError(f"{where}: {exc.strerror or 'file system error'}")
 
 

@@ -333,7 +333,8 @@ async def upload(
     folder = await asyncio.to_thread(
         conversation_folder, rt.core.layout, mine.user.id, conversation_id
     )
-    entries = await receive_upload(request, folder, rt.config.assistant.upload_max_mb)
+    limit_mb = rt.config.assistant.upload_max_mb
+    entries = await receive_upload(request, folder, limit_mb, await rt.budget(mine.user.id))
     path = f"uploads/{conversation_id}/{entries[0].name}"
     return await asyncio.to_thread(
         resolve_attachment, rt.core.layout, mine.user.id, conversation_id, path
