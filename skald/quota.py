@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from skald.agent.history import human_size
 from skald.config import Config
 from skald.errors import DiskFullError, QuotaExceededError
 from skald.paths import DataLayout
@@ -55,16 +56,6 @@ MIB: Final = 1024 * 1024
 DISK_CHECK_S: Final = 5.0  # the guard's look at the free space
 RESCAN_S: Final = 300.0  # the guard's walk of every known member's tree
 _BLOCK: Final = 512  # st_blocks is counted in 512-byte units on Linux
-
-
-def human_size(size: int) -> str:
-    """Sizes as the quota messages and the UI speak them: KiB, MiB, GiB."""
-    value = float(size)
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def quota_bytes(role: Role, config: Config) -> int:
