@@ -17,7 +17,19 @@ from litestar.static_files import create_static_files_router
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
-from skald.api.routes import approvals, auth, chat, files, inbox, llm, ops, roles, system, users
+from skald.api.routes import (
+    approvals,
+    auth,
+    chat,
+    files,
+    inbox,
+    llm,
+    ops,
+    roles,
+    storage,
+    system,
+    users,
+)
 from skald.api.security import AuthMiddleware, EdgeMiddleware
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
@@ -49,6 +61,7 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
         *chat.ROUTES,
         *inbox.ROUTES,
         *files.ROUTES,
+        *storage.ROUTES,
         *system.ROUTES,
         *ops.ROUTES,
     ]
