@@ -160,7 +160,7 @@ async def test_a_member_over_quota_gets_no_command_and_no_new_turn(
         await manager.close()
     assert result.is_error and result.content.startswith("The command did not run: quota exceeded")
     conversation = await ada.hub.store.create("c1", "assistant")
-    with pytest.raises(QuotaExceededError, match="quota exceeded: .* of 1.0 MiB used"):
+    with pytest.raises(QuotaExceededError, match=r"quota exceeded: .* of 1\.0 MiB used"):
         await ada.turn_setup(conversation, needs_vision=False)
 
 
