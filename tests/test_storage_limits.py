@@ -3,6 +3,7 @@ real (small, tmpfs) disk, and long tool arguments cut in what goes back to the m
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -18,6 +19,7 @@ import msgspec
 import pytest
 from conftest import PASSWORD, TEST_ENV, Client
 from fake_llm import Call, FakeLLM
+from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 from test_chat import MakeClient, _admin_sets_up_models, _chat
 
 from skald.agent import CancelScope, ToolContext
@@ -322,6 +324,36 @@ async def test_a_nearly_full_disk_refuses_writes_and_a_full_one_corrupts_no_data
     finally:
         await registry.close()
     assert (home / "kept.txt").read_text() == "before"
+
+
+@pytest.mark.docker
+async def test_the_guard_pauses_sandboxes_under_the_reserve_and_resumes_them_above(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    created = await rt.core.users.create("ada", PASSWORD, "member")
+    user, role = await rt.member(created.user.id)
+    container_id = await rt.sandbox.ensure(user, role)
+    ada = await member(rt, "ada")
+    failed, text = await run(ada, "execute_cmd", command="echo before")
+    assert not failed and "before" in text, text
+
+    # The disk drops under the reserve (a reserve above what is free stands for it).
+    rt.storage.reserve = await asyncio.to_thread(rt.storage.refresh_disk) + 1024 * MIB
+    await rt.storage_guard.tick()
+    assert docker.containers.get(container_id).status == "paused"
+    failed, text = await run(ada, "execute_cmd", command="echo during")
+    assert failed and text.startswith("The command did not run: the disk is nearly full")
+    # Nothing unpauses it behind the guard's back (an ensure keeps the same container).
+    assert await rt.sandbox.ensure(user, role) == container_id
+    assert docker.containers.get(container_id).status == "paused"
+
+    rt.storage.reserve = MIB
+    await rt.storage_guard.tick()
+    assert docker.containers.get(container_id).status == "running"
+    failed, text = await run(ada, "execute_cmd", command="echo after")
+    assert not failed and "after" in text, text
 
 
 # -- long tool arguments ----------------------------------------------------------------
