@@ -219,9 +219,22 @@ class Budget:
         self.accountant.check(self.user_id, self.quota, adding)
 
     def fresh_check(self, adding: int) -> None:
-        """`check` after a new look at the disk (blocking: for code already in a thread)."""
+        """`check` after a new look at the disk, and after a new walk of the member's
+        tree before refusing for the quota (the figure may be stale: files deleted from
+        the sandbox). Blocking: for code already in a thread."""
         self.accountant.refresh_disk()
-        self.check(adding)
+        try:
+            self.check(adding)
+        except QuotaExceededError:
+            self.accountant.scan(self.user_id)
+            self.check(adding)
+
+    async def recheck(self, adding: int = 0) -> None:
+        """`fresh_check` for the event loop: the blocking part runs in a thread."""
+        try:
+            self.check(adding)
+        except QuotaExceededError:
+            await asyncio.to_thread(self.fresh_check, adding)
 
     def wrote(self, delta: int) -> None:
         self.accountant.wrote(self.user_id, delta)

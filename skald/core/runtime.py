@@ -278,6 +278,7 @@ class Runtime:
         await self.detach(user.id)
         await self.core.users.delete(user.username)
         await self._sandbox_do(user.id, "remove")
+        self.storage.forget(user.id)
 
     async def _sandbox_do(self, user_id: str, action: str) -> None:
         if self.sandbox is None:

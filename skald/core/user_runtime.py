@@ -267,7 +267,7 @@ class UserRuntime:
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         if self.budget is not None:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
-            (await self.budget()).check(0)
+            await (await self.budget()).recheck()
         agent = self.agent_for(conversation)
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(

@@ -81,7 +81,7 @@ class ExecuteCmdTool(Tool):
         timeout_s = min(int(args.get("timeout_s") or self.default_timeout_s), self.max_timeout_s)
         if self._budget is not None:
             try:
-                (await self._budget()).check(0)
+                await (await self._budget()).recheck()
             except (QuotaExceededError, DiskFullError) as exc:
                 return ToolResult.error(f"The command did not run: {exc}.")
         user, role = await self._member()

@@ -511,6 +511,8 @@ async def remove(
     router = await _router(request, rt)
     found = await _physical_for_write(router, path, follow_final=False)
     await asyncio.to_thread(fs.delete, found, recursive=recursive)
+    # What was freed counts at once (a member at their quota deletes to make room).
+    await asyncio.to_thread(rt.storage.scan, principal_of(request).user.id)
 
 
 @get(
