@@ -205,7 +205,8 @@ def clip_text(text: str, limit: int) -> str:
     """`text` cut to `limit` characters plus a marker naming its whole size, if longer."""
     if len(text) <= limit:
         return text
-    size = human_size(len(text.encode("utf-8", "surrogatepass")))
+    # isascii() is O(1) in CPython (a flag of the string): no 10 MiB copy on the loop.
+    size = human_size(len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")))
     return f"{text[:limit]}\n[truncated: {size}; full text stored]"
 
 
