@@ -262,6 +262,9 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(tim_row.get_by_test_id("user-encrypted")).to_have_text("Not encrypted")
     own_row = admin.locator(f'[data-testid="user-row"][data-username="{ADMIN}"]')
     expect(own_row.get_by_test_id("user-deactivate")).to_have_count(0)
+    # Storage: amounts against the default quota, for the new members too.
+    expect(own_row.get_by_test_id("user-storage")).to_contain_text(" of 10 GB")
+    expect(ada_row.get_by_test_id("user-storage")).to_contain_text(" of 10 GB")
     shot(admin, "05-people")
 
     # -- Roles: the built-in three; a role with members keeps its encryption ---------

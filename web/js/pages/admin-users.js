@@ -184,6 +184,14 @@ export function AdminUsersPage() {
   const [runRow, rowBusy, rowError, setRowError] = useAction();
   const [runDel, delBusy, delError, setDelError] = useAction();
 
+  // Usage figures may take a moment (a first walk of each home): they come after the
+  // list, and again when someone is added.
+  const loadStorage = () =>
+    api.membersStorage().then(
+      (rows) => setStorage(Object.fromEntries(rows.map((row) => [row.user_id, row]))),
+      () => setStorage({}),
+    );
+
   const load = useCallback(async () => {
     try {
       const [u, r] = await Promise.all([api.users(), api.roles().catch(() => [])]);
@@ -193,11 +201,7 @@ export function AdminUsersPage() {
       const fallback = [...new Set(u.map((x) => x.role))].map((name) => ({ name, display_name: name }));
       setRoles(r && r.length ? r : fallback);
       setLoadError(null);
-      // Usage figures may take a moment (a first walk of each home): they come after.
-      api.membersStorage().then(
-        (rows) => setStorage(Object.fromEntries(rows.map((row) => [row.user_id, row]))),
-        () => setStorage({}),
-      );
+      loadStorage();
     } catch (e) {
       setLoadError(e);
     }
@@ -226,6 +230,7 @@ export function AdminUsersPage() {
 
   const onCreated = (result) => {
     setUsers((list) => [...(list || []), result.user]);
+    loadStorage();
     if (result.recovery_code) setRecovery(result);
     else setFlash(t('users.created_ok', { username: result.user.username }));
   };
