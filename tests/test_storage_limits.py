@@ -359,10 +359,18 @@ async def test_the_guard_pauses_sandboxes_under_the_reserve_and_resumes_them_abo
     # Nothing unpauses it behind the guard's back (an ensure keeps the same container).
     assert await rt.sandbox.ensure(user, role) == container_id
     assert docker.containers.get(container_id).status == "paused"
+    # A sandbox made while the disk is low (a login) is paused at the next look.
+    tim = await rt.core.users.create("tim", PASSWORD, "children")
+    tim_user, tim_role = await rt.member(tim.user.id)
+    tim_container = await rt.sandbox.ensure(tim_user, tim_role)
+    assert docker.containers.get(tim_container).status == "running"
+    await rt.storage_guard.tick()
+    assert docker.containers.get(tim_container).status == "paused"
 
     rt.storage.reserve = MIB
     await rt.storage_guard.tick()
     assert docker.containers.get(container_id).status == "running"
+    assert docker.containers.get(tim_container).status == "running"
     failed, text = await run(ada, "execute_cmd", command="echo after")
     assert not failed and "after" in text, text
 

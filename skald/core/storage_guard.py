@@ -45,16 +45,20 @@ class StorageGuard:
         self.ticks = 0  # completed checks (tests wait on it)
 
     async def tick(self) -> None:
-        """One look at the disk; pause or resume the sandboxes when it crossed a line."""
+        """One look at the disk; pause or resume the sandboxes when it crossed a line.
+
+        While the disk stays low every tick pauses again whatever runs (a sandbox made
+        meanwhile, at a login), which costs one container listing."""
         free = await asyncio.to_thread(self.accountant.refresh_disk)
         reserve = self.accountant.reserve
-        if self.accountant.disk_low and not self.paused:
-            log.warning(
-                "disk nearly full: writes refused, sandboxes paused",
-                free=human_size(free),
-                reserve=human_size(reserve),
-            )
-            self.paused = await self._sandboxes(pause=True)
+        if self.accountant.disk_low:
+            if not self.paused:
+                log.warning(
+                    "disk nearly full: writes refused, sandboxes paused",
+                    free=human_size(free),
+                    reserve=human_size(reserve),
+                )
+            self.paused = await self._sandboxes(pause=True) or self.paused
         elif self.paused and free >= reserve * RESUME_MARGIN:
             log.info("disk space back: sandboxes resumed", free=human_size(free))
             self.paused = not await self._sandboxes(pause=False)
@@ -70,7 +74,8 @@ class StorageGuard:
         except SandboxUnavailable as exc:
             log.warning("sandboxes not reached", pause=pause, error=str(exc))
             return False
-        log.info("sandboxes paused" if pause else "sandboxes resumed", count=count)
+        if count:
+            log.info("sandboxes paused" if pause else "sandboxes resumed", count=count)
         return True
 
     async def rescan(self) -> None:
