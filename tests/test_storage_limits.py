@@ -38,7 +38,7 @@ from skald.paths import DataLayout
 from skald.quota import MIB, tree_size
 from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import ExecuteCmdTool
-from skald.store.database import fetch_all, fetch_one
+from skald.store.database import WAL_SIZE_LIMIT, fetch_all, fetch_one, open_plain
 from skald.store.registry import Registry
 
 
@@ -91,6 +91,21 @@ def test_usage_counts_allocated_blocks_hard_links_once_and_never_follows_links(
     (home / "link").symlink_to(outside)
     grown = tree_size(home) - empty
     assert 4 * MIB <= grown < 4 * MIB + 64 * 1024
+
+
+async def test_a_large_transaction_does_not_leave_a_large_wal_behind(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    db = await open_plain(path, "x")
+    try:
+        await db.call(lambda c: c.execute("CREATE TABLE t(v BLOB)"))
+        await db.transaction(lambda c: c.execute("INSERT INTO t VALUES (?)", (b"\0" * (12 * MIB),)))
+        wal = Path(f"{path}-wal")
+        assert (await asyncio.to_thread(wal.stat)).st_size > 12 * MIB
+        await db.call(lambda c: c.execute("PRAGMA wal_checkpoint").fetchall())
+        await db.transaction(lambda c: c.execute("INSERT INTO t VALUES (x'00')"))
+        assert (await asyncio.to_thread(wal.stat)).st_size <= WAL_SIZE_LIMIT
+    finally:
+        await db.aclose()
 
 
 # -- the quota on every write path ------------------------------------------------------
