@@ -35,7 +35,7 @@ from skald.errors import DiskFullError, QuotaExceededError
 from skald.files import PathRouter, file_tools
 from skald.llm.types import Message, TextPart, ToolCall
 from skald.paths import DataLayout
-from skald.quota import MIB, tree_size
+from skald.quota import MIB, Budget, StorageAccountant, tree_size
 from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.database import WAL_SIZE_LIMIT, fetch_all, fetch_one, open_plain
@@ -106,6 +106,24 @@ async def test_a_large_transaction_does_not_leave_a_large_wal_behind(tmp_path: P
         assert (await asyncio.to_thread(wal.stat)).st_size <= WAL_SIZE_LIMIT
     finally:
         await db.aclose()
+
+
+def test_a_member_exactly_at_quota_may_not_write_more_but_may_free_space(
+    layout: DataLayout,
+) -> None:
+    config = load_config(layout.root, {**TEST_ENV, "SKALD_STORAGE_DISK_RESERVE_MB": "0"})
+    accountant = StorageAccountant(layout, config)
+    layout.home("u1").mkdir()
+    (layout.home("u1") / "a.bin").write_bytes(b"a" * 10_000)
+    used = accountant.scan("u1")
+    at_quota = Budget(accountant, "u1", quota=used)
+    with pytest.raises(QuotaExceededError, match="quota exceeded"):
+        at_quota.check(0)  # "may this member still write?": no
+    with pytest.raises(QuotaExceededError):
+        at_quota.check(1)
+    at_quota.check(-5000)  # a write that frees space is never refused
+    Budget(accountant, "u1", quota=used + 1).check(0)
+    Budget(accountant, "u1", quota=0).check(10 * MIB)  # 0: no limit
 
 
 # -- the quota on every write path ------------------------------------------------------
