@@ -208,7 +208,19 @@ async def test_a_member_over_quota_gets_no_command_and_no_new_turn(
 async def test_uploads_and_file_writes_past_the_quota_are_413_and_leave_nothing_behind(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    await set_quota(runtime, "member", 4)
+    admin = await make_client()
+    await admin.login("mum")
+    roles = (await admin.call("GET", "/api/roles")).json()
+    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
+    assert attrs["storage_quota_mb"] is None  # the instance default until set
+    bad = await admin.call(
+        "PATCH", "/api/roles/member", json={"attributes": {**attrs, "storage_quota_mb": -1}}
+    )
+    assert bad.status_code == 400, bad.text
+    r = await admin.call(
+        "PATCH", "/api/roles/member", json={"attributes": {**attrs, "storage_quota_mb": 4}}
+    )
+    assert r.status_code == 200, r.text
     ada = await make_client()
     await ada.login("ada")
     home = runtime.core.layout.home(household["ada"])
@@ -241,8 +253,6 @@ async def test_uploads_and_file_writes_past_the_quota_are_413_and_leave_nothing_
     freed = (await ada.call("GET", "/api/storage")).json()
     assert freed["used"] <= mine["used"] - MIB  # counted at once, not at the next walk
     mine = freed
-    admin = await make_client()
-    await admin.login("mum")
     rows = (await admin.call("GET", "/api/storage/members")).json()
     by_name = {row["username"]: row for row in rows}
     assert by_name["ada"]["used"] == mine["used"] and by_name["ada"]["quota"] == 4 * MIB

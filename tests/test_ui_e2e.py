@@ -277,6 +277,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
         "role-edit"
     ).click()
     expect(admin.get_by_test_id("role-form")).to_be_visible()
+    expect(admin.get_by_test_id("role-storage-quota")).to_have_value("")  # the default
     admin.get_by_test_id("role-encrypted").uncheck()
     admin.get_by_test_id("role-save").click()
     expect(admin.get_by_test_id("role-error")).to_contain_text("can no longer change")
