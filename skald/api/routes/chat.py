@@ -320,7 +320,7 @@ async def chat(
     "/api/uploads",
     guards=CHAT,
     status_code=201,
-    responses=errors(404, 413),
+    responses=errors(404, 413, 507),
     request_max_body_size=None,  # capped while streaming, by the configured size
 )
 async def upload(
