@@ -473,3 +473,10 @@ async def test_a_huge_tool_argument_is_stored_once_and_cut_in_what_the_model_get
     assert stored == [("{}",)]  # the arguments live once, in the message body
     total = await db.call(lambda c: fetch_one(c, "SELECT sum(length(body)) FROM chat_messages"))
     assert total is not None and 3 * MIB < total[0] < 3 * MIB + 64 * 1024
+
+    # Now past a 1 MiB quota: the next message gets the reason, and no model is asked.
+    await set_quota(runtime, "member", 1)
+    asked = len(posted)
+    refused = await _chat(ada, "And another one", out["conversation_id"])
+    assert refused["status"] == "failed" and "quota exceeded" in (refused["error"] or "")
+    assert len([r for r in fake_llm.requests if r.method == "POST"]) == asked
