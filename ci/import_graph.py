@@ -33,7 +33,7 @@ def edges(package: str = "skald") -> list[tuple[str, str]]:
 
 # The ground floor (errors, log, paths, config, assets) is imported by nearly everything;
 # drawing those arrows would hide the structure, so the picture leaves them out.
-GROUND = frozenset({"errors", "log", "paths", "config", "assets", "permissions"})
+GROUND = frozenset({"errors", "log", "paths", "config", "assets", "permissions", "walk"})
 
 
 def mermaid(pairs: list[tuple[str, str]]) -> str:

@@ -74,6 +74,12 @@ class SecurityConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 class StorageConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # How long SQLite waits for a lock held by another connection, in ms (>= 0).
     busy_timeout_ms: Annotated[int, msgspec.Meta(ge=0)] = 5000
+    # Storage each member may use (home, uploads and their database), in MiB; 0 means no
+    # limit. A role's `storage_quota_mb` attribute overrides it for its members.
+    member_quota_mb: Annotated[int, msgspec.Meta(ge=0)] = 10240
+    # Free space kept on the data directory's disk, in MiB: below it Skald refuses new
+    # writes and pauses the sandboxes until space is freed (0 turns the guard off).
+    disk_reserve_mb: Annotated[int, msgspec.Meta(ge=0)] = 1024
 
 
 class AuthConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -164,7 +170,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     log: LogConfig = msgspec.field(default_factory=LogConfig)
     # [security]: key-derivation cost.
     security: SecurityConfig = msgspec.field(default_factory=SecurityConfig)
-    # [storage]: SQLite tuning.
+    # [storage]: SQLite tuning, quotas and the free-disk reserve.
     storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
     # [auth]: login sessions and throttling.
     auth: AuthConfig = msgspec.field(default_factory=AuthConfig)

@@ -49,3 +49,15 @@ class AuthenticationError(SkaldError):
 
 class AccountInactiveError(SkaldError):
     code = "account_inactive"
+
+
+class QuotaExceededError(SkaldError):
+    """A write would take a member past their storage quota (HTTP 413)."""
+
+    code = "quota_exceeded"
+
+
+class DiskFullError(SkaldError):
+    """The data directory's disk is down to its reserve: new writes wait (HTTP 507)."""
+
+    code = "disk_full"

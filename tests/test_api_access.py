@@ -220,6 +220,8 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
     ("POST", "/api/auth/logout", None, {"anon": 401, A: 204, M: 204, C: 204}),
+    ("GET", "/api/storage", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/storage/members", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("GET", "/api/files/places", None, {"anon": 401, A: 200, M: 200, C: 403}),
     ("GET", "/api/pages", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/files/dir", None, {"anon": 401, A: 200, M: 200, C: 403}),

@@ -94,7 +94,7 @@ def test_environment_names_come_from_the_struct() -> None:
     assert names["SKALD_PLUGINS_MODULES"] == "plugins.modules"
     assert names["SKALD_LOG_ACCESS"] == "log.access"
     assert names["SKALD_SANDBOX_SUBNET_POOL"] == "sandbox.subnet_pool"
-    assert len(names) == 29
+    assert len(names) == 31
 
 
 @pytest.mark.parametrize(

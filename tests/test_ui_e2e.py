@@ -262,6 +262,9 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(tim_row.get_by_test_id("user-encrypted")).to_have_text("Not encrypted")
     own_row = admin.locator(f'[data-testid="user-row"][data-username="{ADMIN}"]')
     expect(own_row.get_by_test_id("user-deactivate")).to_have_count(0)
+    # Storage: amounts against the default quota, for the new members too.
+    expect(own_row.get_by_test_id("user-storage")).to_contain_text(" of 10 GB")
+    expect(ada_row.get_by_test_id("user-storage")).to_contain_text(" of 10 GB")
     shot(admin, "05-people")
 
     # -- Roles: the built-in three; a role with members keeps its encryption ---------
@@ -281,6 +284,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
 
     expect(cap_row("connectors.use").get_by_test_id("cap-reserved")).to_have_text("Not used yet")
     expect(cap_row("sandbox.exec").get_by_test_id("cap-reserved")).to_have_count(0)
+    expect(admin.get_by_test_id("role-storage-quota")).to_have_value("")  # the default
     admin.get_by_test_id("role-encrypted").uncheck()
     admin.get_by_test_id("role-save").click()
     expect(admin.get_by_test_id("role-error")).to_contain_text("can no longer change")

@@ -251,6 +251,8 @@ def _scenario(new_context: Callable[..., BrowserContext], watch: FilesWatch, hom
     expect(_row(page, "notes.md").get_by_test_id("files-size")).to_have_text(
         f"{len(NOTES_MD.encode())} B"
     )
+    # The member's usage against the default quota (10 GiB), refreshed with the listing.
+    expect(page.get_by_test_id("files-usage")).to_contain_text(" of 10 GB used")
     shot(page, "files-home")
 
     # -- live: a file written behind the page's back (as the assistant would) appears ---

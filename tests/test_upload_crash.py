@@ -19,7 +19,7 @@ import pytest
 from conftest import PASSWORD
 from harness import Api, ServerProcess
 
-from skald.files import walk as tree
+from skald import walk as tree
 from skald.files.homes import remove_partial_writes
 
 BOUNDARY = "crashtestboundary"

@@ -1,4 +1,4 @@
-"""Walking member-controlled trees by descriptor (skald/files/walk.py), and the backup
+"""Walking member-controlled trees by descriptor (skald/walk.py), and the backup
 and the ZIP download under a member who keeps swapping a folder for a link.
 
 The attack (issue 12, item 1): a member's sandbox replaces a folder of their home with a
@@ -27,7 +27,7 @@ import pytest
 from harness import Api, ServerProcess
 from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swapper`)
 
-from skald.files import walk as tree
+from skald import walk as tree
 from skald.ops.backup import OfflineSnapshotter, create_backup
 from skald.paths import DataLayout
 

@@ -167,11 +167,23 @@ class MemoryHistory:
 MISSING_RESULT = "No result was recorded for this call (it was interrupted)."
 
 
-def project(messages: Iterable[Message]) -> list[Message]:
+def project(
+    messages: Iterable[Message],
+    *,
+    max_argument_chars: int | None = None,
+    max_result_chars: int | None = None,
+) -> list[Message]:
     """A valid conversation for a model: every call followed by exactly one result.
 
     Results are placed right after their assistant message in call order; a call with
     no stored result gets an error placeholder; results without a call are dropped.
+
+    With limits, every text inside a call's arguments longer than `max_argument_chars`
+    and every result text longer than `max_result_chars` is cut, with a marker saying
+    how large it was (`clip_text`): the store keeps the whole text once, and the model
+    is not sent a 10 MiB `write_file` content again at every later round. The cut is a
+    pure function of the stored text, so the projection stays byte-stable between
+    rounds (prompt caches keep working).
     """
     messages = list(messages)
     results: dict[str, Message] = {}
@@ -182,11 +194,63 @@ def project(messages: Iterable[Message]) -> list[Message]:
     for m in messages:
         if m.role == "tool":
             continue
-        out.append(m)
+        out.append(_clip_calls(m, max_argument_chars))
         for call in m.tool_calls:
             found = results.pop(call.id, None)
-            out.append(found or _placeholder(call.id))
+            out.append(_clip_result(found, max_result_chars) if found else _placeholder(call.id))
     return out
+
+
+def clip_text(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters plus a marker naming its whole size, if longer."""
+    if len(text) <= limit:
+        return text
+    # isascii() is O(1) in CPython (a flag of the string): no 10 MiB copy on the loop.
+    size = human_size(len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")))
+    return f"{text[:limit]}\n[truncated: {size}; full text stored]"
+
+
+def clip_arguments(value: Any, limit: int) -> Any:
+    """Arguments with every text longer than `limit` clipped (nested ones included)."""
+    if isinstance(value, str):
+        return clip_text(value, limit)
+    if isinstance(value, dict):
+        return {k: clip_arguments(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip_arguments(v, limit) for v in value]
+    return value
+
+
+def _clip_calls(message: Message, limit: int | None) -> Message:
+    if limit is None or not message.tool_calls:
+        return message
+    calls = [
+        msgspec.structs.replace(call, arguments=clip_arguments(call.arguments, limit))
+        for call in message.tool_calls
+    ]
+    return msgspec.structs.replace(message, tool_calls=calls)
+
+
+def _clip_result(message: Message, limit: int | None) -> Message:
+    if limit is None or all(
+        len(p.text) <= limit for p in message.content if isinstance(p, TextPart)
+    ):
+        return message
+    content = [
+        TextPart(clip_text(p.text, limit)) if isinstance(p, TextPart) else p
+        for p in message.content
+    ]
+    return msgspec.structs.replace(message, content=content)
+
+
+def human_size(size: int) -> str:
+    """Sizes as the markers, the quota messages and the UI speak them: KiB, MiB, GiB."""
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB"):
+        if value < 1024:
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 def _placeholder(call_id: str) -> Message:

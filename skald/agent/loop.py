@@ -47,6 +47,9 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
     temperature: float | None = None
     max_parallel_calls: int = 8
     max_result_chars: int = 60_000  # longer tool output is cut (the model sees a note)
+    # Texts inside earlier calls' arguments are sent back to the model cut to this (the
+    # history keeps them whole): a 10 MiB write_file is not re-sent at every round.
+    max_argument_chars: int | None = 16_384
     model_retries: int = 1  # retriable errors before the first token
     retry_backoff_s: float = 1.0
     compact_at_tokens: int | None = None  # automatic compaction threshold (chars/4 estimate)
@@ -275,7 +278,7 @@ class AgentLoop:
 
     async def _prepare(self, turn: _Turn, loaded: list[Message] | None = None) -> list[Message]:
         """The projection for the next model call, compacted first when over the threshold."""
-        messages = project(loaded if loaded is not None else await self.history.load())
+        messages = self._project(loaded if loaded is not None else await self.history.load())
         limit = self.config.compact_at_tokens
         if limit is None or turn.compacted:
             return messages
@@ -299,7 +302,14 @@ class AgentLoop:
         if done is None:
             return messages
         await self.emit.compacted(done.dropped, done.kept)
-        return project(await self.history.load())
+        return self._project(await self.history.load())
+
+    def _project(self, messages: list[Message]) -> list[Message]:
+        return project(
+            messages,
+            max_argument_chars=self.config.max_argument_chars,
+            max_result_chars=self.config.max_result_chars,
+        )
 
     # -- recovery -----------------------------------------------------------------------
 
@@ -322,7 +332,7 @@ class AgentLoop:
             if outcome is None:
                 return turn.result("awaiting_approval")
             await turn.runner.settle(call, outcome)
-        messages = project(await self.history.load())
+        messages = self._project(await self.history.load())
         if messages and messages[-1].role not in ("user", "tool"):
             return turn.result("done")
         return await self._drive(turn)

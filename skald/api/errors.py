@@ -19,8 +19,10 @@ from skald.errors import (
     AuthenticationError,
     ConflictError,
     DatabaseClosedError,
+    DiskFullError,
     InvalidInputError,
     NotFoundError,
+    QuotaExceededError,
     SkaldError,
     StorageError,
 )
@@ -39,6 +41,8 @@ _SKALD_STATUS: list[tuple[type[SkaldError], int]] = [
     (AccountInactiveError, 403),
     (DatabaseClosedError, 401),
     (StorageError, 503),
+    (QuotaExceededError, 413),
+    (DiskFullError, 507),
 ]
 
 _HTTP_CODES = {
@@ -51,6 +55,7 @@ _HTTP_CODES = {
     413: "too_large",
     415: "unsupported_media_type",
     429: "throttled",
+    507: "disk_full",
 }
 
 

@@ -33,9 +33,11 @@ DESCRIPTIONS = {
     404: "Nothing by that name or id.",
     409: "The request conflicts with the current state (a duplicate name, or a change "
     "that would lock the household out).",
-    413: "The body is larger than the server accepts.",
+    413: "The body is larger than the server accepts, or the write would pass the "
+    "member's storage quota (`quota_exceeded`).",
     429: "Too many failed attempts; the Retry-After header says when to try again.",
     503: "Something the request needs is unavailable (storage, a provider); try again later.",
+    507: "The server's disk is nearly full: new writes are refused until space is freed.",
 }
 
 # Parameters filled in by Litestar or our dependencies, not by the caller.

@@ -25,6 +25,7 @@ from skald.core.llm_service import LlmService
 from skald.core.sealing import InstanceKey
 from skald.core.services import ServiceHealth, ServiceRunner, ServiceSpec
 from skald.core.sessions import SessionManager
+from skald.core.storage_guard import StorageGuard
 from skald.core.throttle import LoginThrottle
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import UnlockedUser
@@ -34,6 +35,7 @@ from skald.files.router import PathRouter
 from skald.log import get_logger
 from skald.paths import DataLayout
 from skald.permissions import can
+from skald.quota import Budget, StorageAccountant, quota_bytes
 from skald.sandbox.execute import probe
 from skald.sandbox.manager import SandboxManager, SandboxState, SandboxUnavailable
 from skald.sandbox.tool import SANDBOX_EXEC
@@ -66,6 +68,8 @@ class Runtime:
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
+        self.storage = StorageAccountant(core.layout, core.config)
+        self.storage_guard = StorageGuard(self.storage, lambda: self.sandbox)
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
         self.conversations = ConversationService(self)
@@ -102,6 +106,7 @@ class Runtime:
         if not await self.core.users.admin_exists():
             self._announce_setup(announce)
         self.services.add(ServiceSpec("session-purge", self._purge_sessions_forever))
+        self.services.add(ServiceSpec("storage-guard", self.storage_guard.run_forever))
         if self.config.sandbox.enabled:
             self.sandbox = SandboxManager(
                 self.config.sandbox,
@@ -144,6 +149,13 @@ class Runtime:
             raise NotFoundError(f"the role {user.role!r} no longer exists")
         return user, role
 
+    async def budget(self, user_id: str) -> Budget:
+        """The member's storage budget: their quota from their role as it is now, and a
+        usage figure (walked once in a thread if not known yet)."""
+        _, role = await self.member(user_id)
+        await self.storage.usage(user_id)
+        return Budget(self.storage, user_id, quota_bytes(role, self.config))
+
     async def _probe_sandbox(self, user_id: str) -> None:
         """At login: start the member's container and note which commands it has."""
         sandbox = self.sandbox
@@ -177,6 +189,7 @@ class Runtime:
         role = await self.core.registry.get_role(handle.user.role)
         if role is None:
             raise NotFoundError(f"the role {handle.user.role!r} no longer exists")
+        user_id = handle.user.id
         runtime = UserRuntime(
             handle,
             role,
@@ -192,6 +205,7 @@ class Runtime:
             rules=self.core.registry.approval_rules,
             plugins=self.plugins,
             router=self.router_for(handle.user, role),
+            budget=lambda: self.budget(user_id),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         self.user_runtimes[handle.user.id] = runtime
@@ -289,6 +303,8 @@ class Runtime:
         await self.lock(user.id)
         # Their commands stop now; if Docker is down, the next reconciliation does it.
         await self._sandbox_do(user.id, "remove" if code == "deleted" else "stop")
+        if code == "deleted":
+            self.storage.forget(user.id)
 
     async def account_activated(self, user: User) -> None:
         # As at boot: an unencrypted member's data and background work need no password.
@@ -360,6 +376,8 @@ class Runtime:
 
     def health(self) -> tuple[str, list[str]]:
         reasons = [h.reason for h in self.service_health() if h.state == "degraded" and h.reason]
+        if self.storage.disk_low:
+            reasons.append("the disk is nearly full: writes are refused, sandboxes paused")
         if self.sandbox is not None:
             reasons += self.sandbox.health_reasons()
         return ("degraded" if reasons else "ok"), reasons

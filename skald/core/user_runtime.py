@@ -30,6 +30,7 @@ from skald.log import get_logger
 from skald.paths import DataLayout
 from skald.permissions import can
 from skald.plugins.manager import Plugins
+from skald.quota import BudgetSource
 from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
@@ -72,10 +73,12 @@ class UserRuntime:
         rules: RuleSource | None = None,
         plugins: Plugins | None = None,
         router: PathRouter | None = None,
+        budget: BudgetSource | None = None,
     ) -> None:
         # Tools, prompt blocks and approval facts come from the features' hooks.
         self.plugins = plugins or Plugins.builtin()
         self.handle = handle
+        self.budget = budget  # storage quota and free disk, checked by every write
         self.user = handle.user
         self.role = role
         self.llm = llm
@@ -258,6 +261,9 @@ class UserRuntime:
         # The role as it is now: a capability removed since the last turn is gone from
         # this one's tools and prompt.
         await self.current_role()
+        if self.budget is not None:
+            # A turn writes history rows: none starts on a full quota or a nearly full disk.
+            await (await self.budget()).recheck()
         agent = self.agent_for(conversation)
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(

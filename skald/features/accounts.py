@@ -25,9 +25,9 @@ def skald_migrations(schema: str) -> list[Feature]:
 
 @hookimpl
 def skald_routes() -> list[Any]:
-    from skald.api.routes import auth, roles, users
+    from skald.api.routes import auth, roles, storage, users
 
-    return [*auth.ROUTES, *users.ROUTES, *roles.ROUTES]
+    return [*auth.ROUTES, *users.ROUTES, *roles.ROUTES, *storage.ROUTES]
 
 
 @hookimpl

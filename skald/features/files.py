@@ -39,6 +39,7 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
         member.user.id,
         member.router,
         shared_readable=member.shared_readable,
+        budget=member.budget,
     )
 
 

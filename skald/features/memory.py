@@ -36,7 +36,11 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
     if can(member.role, FILES):
         return None  # the file tools reach the notes too (the files feature)
     return memory_tools(
-        member.handle.store, member.shared, member.user.id, shared_readable=member.shared_readable
+        member.handle.store,
+        member.shared,
+        member.user.id,
+        shared_readable=member.shared_readable,
+        budget=member.budget,
     )
 
 

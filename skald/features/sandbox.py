@@ -21,7 +21,7 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
     if not member.may_execute or member.sandbox is None:
         return None
     return [
-        ExecuteCmdTool(member.sandbox, member.fetch_member),
+        ExecuteCmdTool(member.sandbox, member.fetch_member, member.budget),
         InstallPackagesTool(member.sandbox, member.fetch_member),
     ]
 

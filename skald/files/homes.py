@@ -2,7 +2,7 @@
 only root can have made (for `skald doctor`).
 
 Rule: homes are member-controlled trees, so both sweeps walk them by descriptor
-(`skald.files.walk`) and never follow a link. Each home is opened below the trusted
+(`skald.walk`) and never follow a link. Each home is opened below the trusted
 `homes/` folder without following a link either.
 
 Traps:
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from skald.files import walk as tree
+from skald import walk as tree
 from skald.paths import validate_user_id
 
 __all__ = ["HomeProblem", "home_problems", "remove_home", "remove_partial_writes"]

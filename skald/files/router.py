@@ -53,15 +53,15 @@ from typing import Final, Literal
 
 import msgspec
 
+from skald import walk as tree
 from skald.assets import asset_dir
 from skald.errors import (
     ConflictError,
+    DiskFullError,
     InvalidInputError,
     NotFoundError,
     SkaldError,
-    StorageError,
 )
-from skald.files import walk as tree
 from skald.files.mounts import (
     DOCS_MOUNT,
     HOME_MOUNT,
@@ -498,7 +498,7 @@ def os_error(exc: OSError, where: str) -> SkaldError:
     if code == errno.EINVAL:
         return InvalidInputError(f"{where}: the file system refused this (a folder into itself?)")
     if code in (errno.ENOSPC, errno.EDQUOT):
-        return StorageError("the disk is full")
+        return DiskFullError(f"{where}: the disk is full; nothing was written")
     return FileSystemError(f"{where}: {exc.strerror or 'file system error'}")
 
 
@@ -961,7 +961,7 @@ def walk(
 ) -> Generator[WalkItem, None, None]:
     """Every folder and regular file below `found`, depth first, sorted by name.
 
-    By descriptor (`skald.files.walk`): links are never followed (nor reported), nor
+    By descriptor (`skald.walk`): links are never followed (nor reported), nor
     are special files; a folder swapped for a link meanwhile is skipped. `stop` ends the
     walk early. Callers count and cap what they take.
     """

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import stat
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
@@ -50,6 +51,7 @@ from skald.files.router import (
 )
 from skald.llm.types import ToolSpec
 from skald.permissions import declare
+from skald.quota import Budget, BudgetSource
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
@@ -81,6 +83,7 @@ __all__ = [
     "file_tools",
     "glob_regex",
     "workspace_tools",
+    "write_within",
 ]
 
 T = TypeVar("T")
@@ -230,7 +233,37 @@ class _Reading(Reads, FileTool):
 
 
 class _Writing(Writes, FileTool):
-    pass
+    """A tool that writes into the home: every write is checked against the member's
+    quota and the free-disk reserve first (when a budget is given), then reported."""
+
+    def __init__(
+        self, router: PathRouter, notes: Tool | None = None, budget: BudgetSource | None = None
+    ) -> None:
+        super().__init__(router, notes)
+        self.budget = budget
+
+    async def current_budget(self) -> Budget | None:
+        return None if self.budget is None else await self.budget()
+
+
+def _existing_size(found: Resolved) -> int:
+    """Bytes the file at `found` holds now (0 if there is none or it is not a file)."""
+    try:
+        st = found.path.lstat()
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def write_within(budget: Budget | None, found: Resolved, data: bytes) -> tuple[FileEntry, bool]:
+    """`write_bytes` after the budget's check of what the write adds; reported after."""
+    delta = len(data) - _existing_size(found)
+    if budget is not None:
+        budget.fresh_check(delta)
+    written = write_bytes(found, data)
+    if budget is not None:
+        budget.wrote(delta)
+    return written
 
 
 # -- read_file ----------------------------------------------------------------------------
@@ -348,9 +381,10 @@ class WriteFileTool(_Writing):
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         content = _text(args, "content")
         data = _encode(content)
+        budget = await self.current_budget()
 
         def write(_: threading.Event) -> tuple[FileEntry, bool]:
-            return write_bytes(self.router.writable(raw), data)
+            return write_within(budget, self.router.writable(raw), data)
 
         entry, created = await _in_thread(write)
         verb = "Created" if created else "Replaced"
@@ -400,6 +434,7 @@ class EditFileTool(_Writing):
             raise _Refusal("old_text is empty. To write a whole file, use write_file.")
         if old == new:
             raise _Refusal("old_text and new_text are the same, so there is nothing to change.")
+        budget = await self.current_budget()
 
         def edit(_: threading.Event) -> tuple[str, int]:
             found = self.router.writable(raw)
@@ -430,7 +465,7 @@ class EditFileTool(_Writing):
                     "replace_all to true to change every occurrence."
                 )
             after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
-            write_bytes(found, _encode(after))
+            write_within(budget, found, _encode(after))
             return found.agent_path, count if replace_all else 1
 
         path, count = await _in_thread(edit)
@@ -944,12 +979,12 @@ def _shown(path: str, name: str, mime: str, size: int) -> ToolResult:
 # -- the sets -----------------------------------------------------------------------------
 
 
-def file_tools(router: PathRouter) -> list[Tool]:
+def file_tools(router: PathRouter, budget: BudgetSource | None = None) -> list[Tool]:
     """The file tools alone (no note stores): note paths are refused with a hint."""
     return [
         ReadFileTool(router),
-        WriteFileTool(router),
-        EditFileTool(router),
+        WriteFileTool(router, budget=budget),
+        EditFileTool(router, budget=budget),
         ListFilesTool(router),
         GrepTool(router),
         GlobTool(router),
@@ -965,12 +1000,14 @@ def workspace_tools(
     *,
     shared_writable: bool = True,
     shared_readable: bool = True,
+    budget: BudgetSource | None = None,
 ) -> list[Tool]:
     """One member's tools on files and notes: read_file, write_file, edit_file,
     list_files, memory_search, grep, glob, show_file.
 
     The four shared names route note paths to `memory_tools`' own implementations;
-    `shared_writable` / `shared_readable` mean what they mean there.
+    `shared_writable` / `shared_readable` mean what they mean there. `budget`: the
+    member's storage budget, checked by every write (files and notes alike).
     """
     notes = {
         t.name: t
@@ -980,12 +1017,13 @@ def workspace_tools(
             user_id,
             shared_writable=shared_writable,
             shared_readable=shared_readable,
+            budget=budget,
         )
     }
     return [
         ReadFileTool(router, notes["read_file"]),
-        WriteFileTool(router, notes["write_file"]),
-        EditFileTool(router, notes["edit_file"]),
+        WriteFileTool(router, notes["write_file"], budget),
+        EditFileTool(router, notes["edit_file"], budget),
         ListFilesTool(
             router,
             notes["list_files"],

@@ -33,8 +33,8 @@ import apsw
 import msgspec
 
 from skald import __version__
+from skald import walk as tree
 from skald.config import Config
-from skald.files import walk as tree
 from skald.log import get_logger
 from skald.ops.archive import (
     CONFIG_FILES,
@@ -301,7 +301,7 @@ class _Writer:
 
     def add_tree(self, root_fd: int, name: str) -> None:
         """The entry `name` of the open folder `root_fd` and, for a folder, everything
-        under it, walked by descriptor (`skald.files.walk`): members control what is in
+        under it, walked by descriptor (`skald.walk`): members control what is in
         their homes and can swap a folder for a link at any moment, so no path below
         `root_fd` is ever resolved. Links are kept as links (when they stay inside)."""
         if self._unnamable(name):

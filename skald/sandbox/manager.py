@@ -324,8 +324,9 @@ class SandboxManager:
                 "running",
                 "created",
                 "exited",
+                "paused",  # by the storage guard: it stays so until the disk has room
             ):
-                if container.status != "running":
+                if container.status in ("created", "exited"):
                     container.start()
                 return str(container.id)
             log.info(
@@ -492,6 +493,30 @@ class SandboxManager:
         if user_id is not None:
             labels.append(f"{LABEL_USER}={user_id}")
         return list(client.containers.list(all=True, filters={"label": labels}))
+
+    async def pause_all(self) -> int:
+        """Freeze every running container of this instance (the disk is nearly full)."""
+        return await self._each_own("running", lambda c: c.pause())
+
+    async def unpause_all(self) -> int:
+        """Thaw the containers `pause_all` froze."""
+        return await self._each_own("paused", lambda c: c.unpause())
+
+    async def _each_own(self, status: str, action: Callable[[Any], object]) -> int:
+        import docker.errors
+
+        client = self.client()
+
+        def run() -> int:
+            done = 0
+            for container in self._own(client):
+                if container.status == status:
+                    with contextlib.suppress(docker.errors.NotFound):
+                        action(container)
+                        done += 1
+            return done
+
+        return await self.call(run)
 
     # -- reconciliation and the watcher ---------------------------------------------------
 

@@ -22,8 +22,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from skald.agent.tools import EXEC, Tool, ToolContext, ToolResult, Touches
+from skald.errors import DiskFullError, QuotaExceededError
 from skald.llm.types import ToolSpec
 from skald.permissions import can, declare
+from skald.quota import BudgetSource
 from skald.sandbox.execute import container_workdir, describe, run_command
 from skald.sandbox.manager import SandboxManager, SandboxUnavailable
 from skald.store.rows import Role, User
@@ -37,10 +39,16 @@ class ExecuteCmdTool(Tool):
     rerun_on_recovery = False
 
     def __init__(
-        self, manager: SandboxManager, member: Callable[[], Awaitable[tuple[User, Role]]]
+        self,
+        manager: SandboxManager,
+        member: Callable[[], Awaitable[tuple[User, Role]]],
+        budget: BudgetSource | None = None,
     ) -> None:
         self.manager = manager
         self._member = member
+        # A command's writes cannot be metered: a member over quota (or a nearly full
+        # disk) gets no command at all until space is freed.
+        self._budget = budget
         cfg = manager.config
         self.default_timeout_s = cfg.command_timeout_s
         self.max_timeout_s = max(cfg.command_timeout_max_s, cfg.command_timeout_s)
@@ -89,6 +97,11 @@ class ExecuteCmdTool(Tool):
         command = str(args["command"])
         workdir = container_workdir(args.get("workdir"))
         timeout_s = min(int(args.get("timeout_s") or self.default_timeout_s), self.max_timeout_s)
+        if self._budget is not None:
+            try:
+                await (await self._budget()).recheck()
+            except (QuotaExceededError, DiskFullError) as exc:
+                return ToolResult.error(f"The command did not run: {exc}.")
         user, role = await self._member()
         if not can(role, SANDBOX_EXEC):
             return ToolResult.error(

@@ -17,7 +17,7 @@ import msgspec
 
 from skald.agent.history import CallState, UnfinishedCall
 from skald.errors import NotFoundError
-from skald.llm.types import Message, TextPart, ToolCall
+from skald.llm.types import Message, TextPart
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
 
@@ -281,19 +281,13 @@ class OwnerHistory:
         )
         seq = c.last_insert_rowid()
         stamp = now_iso()
+        # The arguments live once, in the message body: a 10 MiB write_file stored twice
+        # doubled the database. `chat_calls.arguments` stays '{}' for new rows.
         c.executemany(
             "INSERT INTO chat_calls(id, conversation_id, message_seq, ord, name, arguments, state, updated_at) "
-            "VALUES (?,?,?,?,?,?,'pending',?)",
+            "VALUES (?,?,?,?,?,'{}','pending',?)",
             [
-                (
-                    call.id,
-                    self._conversation_id,
-                    seq,
-                    i,
-                    call.name,
-                    json.dumps(call.arguments),
-                    stamp,
-                )
+                (call.id, self._conversation_id, seq, i, call.name, stamp)
                 for i, call in enumerate(message.tool_calls)
             ],
         )
@@ -380,16 +374,14 @@ class OwnerHistory:
         rows = await self.db.call(
             lambda c: fetch_all(
                 c,
-                "SELECT id, name, arguments, state FROM chat_calls WHERE conversation_id=? "
-                "AND state IN ('pending','awaiting_approval','running') ORDER BY message_seq, ord",
+                "SELECT k.state, k.ord, m.body FROM chat_calls k "
+                "JOIN chat_messages m ON m.seq = k.message_seq WHERE k.conversation_id=? "
+                "AND k.state IN ('pending','awaiting_approval','running') ORDER BY k.message_seq, k.ord",
                 (self._conversation_id,),
             )
         )
         return [
-            UnfinishedCall(
-                ToolCall(id=r[0], name=r[1], arguments=json.loads(r[2])), CallState(r[3])
-            )
-            for r in rows
+            UnfinishedCall(_decode_message(r[2]).tool_calls[r[1]], CallState(r[0])) for r in rows
         ]
 
     async def replace_head(self, count: int, summary: Message) -> None:

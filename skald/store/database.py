@@ -25,6 +25,10 @@ T = TypeVar("T")
 
 KEY_BYTES = 32
 DEFAULT_BUSY_TIMEOUT_MS = 5000
+# A WAL grows to the size of the largest transaction and, by default, keeps that size
+# on disk for good (a 10 MiB tool argument left a 60 MB WAL behind). Past a checkpoint
+# SQLite truncates it back to this (it counts in the member's storage quota).
+WAL_SIZE_LIMIT = 4 * 1024 * 1024
 
 
 class WrongKeyError(StorageError):
@@ -40,6 +44,7 @@ def _configure(conn: apsw.Connection, busy_timeout_ms: int) -> None:
         raise StorageError(f"could not switch {conn.filename} to WAL (got {mode})")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
 
 
 def _apply_key(conn: apsw.Connection, key: bytes) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -17,6 +17,8 @@ class RoleAttributes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     default_security_group: str = "default"
     allowed_security_groups: list[str] = msgspec.field(default_factory=lambda: ["default"])
     default_chat_agent: str = "assistant"
+    # Storage quota of each member, in MiB (0: no limit); None: `storage.member_quota_mb`.
+    storage_quota_mb: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class Role(msgspec.Struct, frozen=True, kw_only=True):

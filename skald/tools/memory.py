@@ -39,9 +39,10 @@ from skald.agent.tools import (
     Touches,
     Writes,
 )
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import DiskFullError, InvalidInputError, NotFoundError, QuotaExceededError
 from skald.llm.types import ToolSpec
 from skald.permissions import declare
+from skald.quota import Budget, BudgetSource
 from skald.store import notes
 from skald.store.note_paths import (
     INDEX_NOTE,
@@ -178,17 +179,31 @@ class _Place:
         except NotFoundError:
             return None
 
-    async def update(self, note: NotePath, change: Callable[[str | None], str]) -> _Written:
+    async def update(
+        self, note: NotePath, change: Callable[[str | None], str], budget: Budget | None = None
+    ) -> _Written:
         """Replace the note by `change(current content or None)`, and keep the index.
 
         `change` runs on the database thread inside the transaction; a `_Refusal` it
-        raises rolls everything back and reaches the caller.
+        raises rolls everything back and reaches the caller. So does a write the member's
+        storage `budget` refuses (quota or free disk), checked on what the note grows by.
         """
         t = self.tables
+        grew: list[int] = []
 
         def write(c: apsw.Connection) -> _Written:
             before = notes.get(c, t, note.path)
             after = change(before)
+            delta = _utf8_len(after) - _utf8_len(before or "")
+            if budget is not None:
+                try:
+                    budget.check(delta)
+                except (QuotaExceededError, DiskFullError) as exc:
+                    message = str(exc)
+                    raise _Refusal(
+                        f"{message[:1].upper()}{message[1:]}. {note.agent_path} was not written."
+                    ) from None
+            grew.append(delta)
             stamp = now_iso()
             notes.put(c, t, note.path, after, stamp, self.author)
             indexed = False
@@ -200,7 +215,14 @@ class _Place:
                     indexed = True
             return _Written(created=before is None, indexed=indexed)
 
-        return await self.store.db.transaction(write)
+        written = await self.store.db.transaction(write)
+        if budget is not None and self.name == USER_MEMORY:  # the member's own database
+            budget.wrote(grew[0])
+        return written
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 class _Notes:
@@ -213,8 +235,10 @@ class _Notes:
         user_id: str,
         shared_writable: bool,
         shared_readable: bool = True,
+        budget: BudgetSource | None = None,
     ) -> None:
         self.user_id = user_id
+        self.budget = budget
         self.shared_writable = shared_writable and shared_readable
         self.places: dict[NoteStoreName, _Place] = {
             USER_MEMORY: _Place(USER_MEMORY, owner, PRIVATE_NOTES, None),
@@ -247,6 +271,9 @@ class _Notes:
                 "to have it shared."
             )
         return note
+
+    async def current_budget(self) -> Budget | None:
+        return None if self.budget is None else await self.budget()
 
     def place(self, store: NoteStoreName) -> _Place:
         place = self.places.get(store)
@@ -429,7 +456,9 @@ class WriteFileTool(_WriteTool):
         note = self.notes.writable(args.get("path"))
         content = _text(args, "content")
         _check_size(note, content)
-        written = await self.notes.place(note.store).update(note, lambda _before: content)
+        written = await self.notes.place(note.store).update(
+            note, lambda _before: content, await self.notes.current_budget()
+        )
         verb = "Created" if written.created else "Replaced"
         return _written(
             f"{verb} {note.agent_path} ({_plural(len(_lines(content)), 'line')}).", note, written
@@ -500,7 +529,9 @@ class EditFileTool(_WriteTool):
             replaced.append(count if replace_all else 1)
             return after
 
-        written = await self.notes.place(note.store).update(note, change)
+        written = await self.notes.place(note.store).update(
+            note, change, await self.notes.current_budget()
+        )
         count = replaced[0]
         return _written(
             f"Edited {note.agent_path}: replaced {_plural(count, 'occurrence')}.", note, written
@@ -633,6 +664,7 @@ def memory_tools(
     *,
     shared_writable: bool = True,
     shared_readable: bool = True,
+    budget: BudgetSource | None = None,
 ) -> list[Tool]:
     """The note tools of one member: their own private store and the household's one.
 
@@ -640,7 +672,7 @@ def memory_tools(
     stay); `shared_readable=False` (a role without `memory.shared`) hides it entirely.
     Whether a write may go ahead at all is the approval gate's business.
     """
-    stores = _Notes(owner, shared, user_id, shared_writable, shared_readable)
+    stores = _Notes(owner, shared, user_id, shared_writable, shared_readable, budget)
     return [
         ReadFileTool(stores),
         WriteFileTool(stores),

@@ -107,6 +107,9 @@ export const api = {
   activateUser: (id) => post(`api/users/${encodeURIComponent(id)}/activate`),
   deleteUser: (id) => del(`api/users/${encodeURIComponent(id)}`),
   roles: () => get('api/roles'),
+  // Storage: {used, quota, disk_low} in bytes (quota 0: no limit); the admin list is counts only.
+  storage: () => get('api/storage'),
+  membersStorage: () => get('api/storage/members'),
   capabilities: () => get('api/capabilities'),
   createRole: (body) => post('api/roles', body),
   updateRole: (name, body) => patch(`api/roles/${encodeURIComponent(name)}`, body),

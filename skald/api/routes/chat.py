@@ -179,7 +179,7 @@ async def chat(
     "/api/uploads",
     guards=CHAT,
     status_code=201,
-    responses=errors(404, 413),
+    responses=errors(404, 413, 507),
     request_max_body_size=None,  # capped while streaming, by the configured size
 )
 async def upload(
@@ -189,7 +189,8 @@ async def upload(
     home under uploads/<conversation>/, through the path router."""
     me = _me(request)
     folder = await rt.conversations.attachment_folder(me, conversation_id)
-    entries = await receive_upload(request, folder, rt.config.assistant.upload_max_mb)
+    limit_mb = rt.config.assistant.upload_max_mb
+    entries = await receive_upload(request, folder, limit_mb, await rt.budget(me))
     path = f"uploads/{conversation_id}/{entries[0].name}"
     return await rt.conversations.attachment(me, conversation_id, path)
 

@@ -52,6 +52,8 @@ from skald.files.router import (
     Virtual,
 )
 from skald.files.tools import FILES as FILES_CAP
+from skald.files.tools import write_within as _write_within
+from skald.quota import Budget
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
 from skald.store.notes import NoteInfo
 from skald.store.owner import OwnerStore
@@ -351,7 +353,7 @@ async def read_file(
             data_container=FileEntry,
             description="An existing file was replaced, or the folder already existed.",
         ),
-        **errors(404, 409),
+        **errors(404, 409, 413, 507),
     },
 )
 async def write_file(
@@ -370,7 +372,8 @@ async def write_file(
         content = (data.content or "").encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError("the content is not valid Unicode text") from None
-    entry, created = await asyncio.to_thread(fs.write_bytes, found, content)
+    budget = await rt.budget(principal_of(request).user.id)
+    entry, created = await asyncio.to_thread(_write_within, budget, found, content)
     return Response(entry, status_code=201 if created else 200)
 
 
@@ -388,7 +391,7 @@ def _exists(found: Resolved) -> bool:
     exception_handlers=HANDLERS,
     status_code=201,
     request_max_body_size=None,  # capped while streaming, by the configured size
-    responses=errors(404, 413),
+    responses=errors(404, 413, 507),
 )
 async def upload(
     request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~/uploads"
@@ -399,15 +402,22 @@ async def upload(
     """
     router = await _router(request, rt)
     folder = await _physical_for_write(router, path)
-    return Uploaded(files=await receive_upload(request, folder, rt.config.assistant.upload_max_mb))
+    budget = await rt.budget(principal_of(request).user.id)
+    limit_mb = rt.config.assistant.upload_max_mb
+    return Uploaded(files=await receive_upload(request, folder, limit_mb, budget))
 
 
-async def receive_upload(request: AnyRequest, folder: Resolved, limit_mb: int) -> list[FileEntry]:
+async def receive_upload(
+    request: AnyRequest, folder: Resolved, limit_mb: int, budget: Budget | None = None
+) -> list[FileEntry]:
     """Stream a multipart body's `file` parts into `folder`, capped at `limit_mb` MiB,
     never holding a whole file in memory (also used by the chat's attachments).
 
     `multipart.PushMultipartParser` is push-style: it holds back only what may be the
     start of a boundary, so each piece of a part goes to disk as it arrives.
+
+    `budget`: the member's storage budget, asked about every chunk (bytes received so
+    far): over quota is 413 `quota_exceeded`, a nearly full disk 507 `disk_full`.
     """
     boundary = _boundary(request.headers.get("content-type", ""))
     limit = limit_mb * 1024 * 1024
@@ -422,6 +432,8 @@ async def receive_upload(request: AnyRequest, folder: Resolved, limit_mb: int) -
                 raise ApiError(413, "too_large", f"uploads up to {limit_mb} MiB are accepted")
             if not chunk:
                 continue  # an empty chunk would tell the parser the body has ended
+            if budget is not None:
+                budget.check(received)
             for event in parser.parse(chunk):
                 if isinstance(event, MultipartSegment):
                     # A file input left empty sends `filename=""`: nothing to store.
@@ -445,6 +457,8 @@ async def receive_upload(request: AnyRequest, folder: Resolved, limit_mb: int) -
     finally:
         if current is not None:
             await asyncio.to_thread(current.abort)
+        if budget is not None:
+            budget.wrote(sum(entry.size for entry in written))
     if not written:
         raise InvalidInputError("no file in the upload (send the multipart field 'file')")
     return written
@@ -473,6 +487,8 @@ async def remove(
     router = await _router(request, rt)
     found = await _physical_for_write(router, path, follow_final=False)
     await asyncio.to_thread(fs.delete, found, recursive=recursive)
+    # What was freed counts at once (a member at their quota deletes to make room).
+    await asyncio.to_thread(rt.storage.scan, principal_of(request).user.id)
 
 
 @get(

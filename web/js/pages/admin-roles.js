@@ -19,6 +19,7 @@ const DEFAULT_ATTRIBUTES = {
   default_security_group: '',
   allowed_security_groups: [],
   default_chat_agent: '',
+  storage_quota_mb: null, // null: the server's `storage.member_quota_mb`; 0: no limit
 };
 
 function useRolesData() {
@@ -89,6 +90,7 @@ function RoleEditor({ role, capabilities, onSaved }) {
   const ids = {
     name: useId('r-name'), dn: useId('r-dn'), ui: useId('r-ui'), net: useId('r-net'),
     dsg: useId('r-dsg'), asg: useId('r-asg'), agent: useId('r-agent'), enc: useId('r-enc'), auto: useId('r-auto'),
+    quota: useId('r-quota'),
   };
 
   // The catalogue may not list a capability the role already has (e.g. from
@@ -223,6 +225,12 @@ function RoleEditor({ role, capabilities, onSaved }) {
         <${Field} label=${t('roles.default_chat_agent')} id=${ids.agent}>
           <input id=${ids.agent} class="input mono" value=${attrs.default_chat_agent || ''}
             onInput=${(e) => setAttr('default_chat_agent', e.target.value)} data-testid="role-default-chat-agent" />
+        <//>
+        <${Field} label=${t('roles.storage_quota')} id=${ids.quota} hint=${t('roles.storage_quota_hint')}>
+          <input id=${ids.quota} class="input" type="number" min="0" step="1" inputmode="numeric"
+            value=${attrs.storage_quota_mb ?? ''} data-testid="role-storage-quota"
+            onInput=${(e) => setAttr('storage_quota_mb',
+              e.target.value === '' ? null : Math.max(0, Math.floor(Number(e.target.value)) || 0))} />
         <//>
       </div>
     </section>

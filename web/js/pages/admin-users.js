@@ -10,6 +10,7 @@ import { Icon } from '../components/icons.js';
 import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../components/form.js';
 import { Dialog, ConfirmDialog } from '../components/dialog.js';
 import { RecoveryCode } from '../components/recovery.js';
+import { formatSize } from './files.js';
 
 function roleLabel(roles, name) {
   const r = roles.find((x) => x.name === name);
@@ -118,7 +119,15 @@ function Badge({ kind, children, testid }) {
   return html`<span class=${`badge badge--${kind}`} data-testid=${testid}>${children}</span>`;
 }
 
-function UserRow({ user, roles, isSelf, onEdit, onToggle, onDelete, busy }) {
+// How much a member stores (counts only: the administrator never sees what).
+function storageText(usage) {
+  if (!usage) return '—';
+  return usage.quota > 0
+    ? t('users.storage_of', { used: formatSize(usage.used), quota: formatSize(usage.quota) })
+    : formatSize(usage.used);
+}
+
+function UserRow({ user, roles, usage, isSelf, onEdit, onToggle, onDelete, busy }) {
   return html`<tr class=${`user-row${user.active ? '' : ' is-inactive'}`} data-testid="user-row"
       data-username=${user.username} data-user-id=${user.id}>
     <td class="user-row__who-cell" data-label=${t('users.person')}>
@@ -141,6 +150,8 @@ function UserRow({ user, roles, isSelf, onEdit, onToggle, onDelete, busy }) {
         ? html`<${Badge} kind="ok" testid="user-active">${t('users.active')}<//>`
         : html`<${Badge} kind="off" testid="user-active">${t('users.inactive')}<//>`}
     </td>
+    <td class="small" data-label=${t('users.storage')} data-testid="user-storage"
+      data-used=${usage ? usage.used : ''}>${storageText(usage)}</td>
     <td class="muted small user-row__created" data-label=${t('users.created')}>${formatDate(user.created_at)}</td>
     <td class="user-row__actions">
       <button type="button" class="btn btn--small btn--ghost" onClick=${() => onEdit(user)} data-testid="user-edit"
@@ -164,6 +175,7 @@ export function AdminUsersPage() {
   const { me } = getState();
   const [users, setUsers] = useState(null);
   const [roles, setRoles] = useState([]);
+  const [storage, setStorage] = useState({}); // user id -> {used, quota}
   const [loadError, setLoadError] = useState(null);
   const [editing, setEditing] = useState(null);
   const [deleting, setDeleting] = useState(null);
@@ -171,6 +183,14 @@ export function AdminUsersPage() {
   const [flash, setFlash] = useFlash();
   const [runRow, rowBusy, rowError, setRowError] = useAction();
   const [runDel, delBusy, delError, setDelError] = useAction();
+
+  // Usage figures may take a moment (a first walk of each home): they come after the
+  // list, and again when someone is added.
+  const loadStorage = () =>
+    api.membersStorage().then(
+      (rows) => setStorage(Object.fromEntries(rows.map((row) => [row.user_id, row]))),
+      () => setStorage({}),
+    );
 
   const load = useCallback(async () => {
     try {
@@ -181,6 +201,7 @@ export function AdminUsersPage() {
       const fallback = [...new Set(u.map((x) => x.role))].map((name) => ({ name, display_name: name }));
       setRoles(r && r.length ? r : fallback);
       setLoadError(null);
+      loadStorage();
     } catch (e) {
       setLoadError(e);
     }
@@ -214,6 +235,7 @@ export function AdminUsersPage() {
 
   const onCreated = (result) => {
     setUsers((list) => [...(list || []), result.user]);
+    loadStorage();
     if (result.recovery_code) setRecovery(result);
     else setFlash(t('users.created_ok', { username: result.user.username }));
   };
@@ -239,13 +261,15 @@ export function AdminUsersPage() {
             <th scope="col">${t('users.role')}</th>
             <th scope="col">${t('users.encryption')}</th>
             <th scope="col">${t('users.status')}</th>
+            <th scope="col">${t('users.storage')}</th>
             <th scope="col">${t('users.created')}</th>
             <th scope="col"><span class="visually-hidden">${t('common.actions')}</span></th>
           </tr>
         </thead>
         <tbody>
           ${users.map(
-            (u) => html`<${UserRow} key=${u.id} user=${u} roles=${roles} isSelf=${u.id === me.id} busy=${rowBusy}
+            (u) => html`<${UserRow} key=${u.id} user=${u} roles=${roles} usage=${storage[u.id]}
+              isSelf=${u.id === me.id} busy=${rowBusy}
               onEdit=${(x) => {
                 setRowError(null);
                 setEditing(x);

@@ -299,6 +299,26 @@ function Places({ places, current, path }) {
   </div>`;
 }
 
+// ------------------------------------------------------------ storage
+
+// The member's usage against their quota (home, uploads and their database), and a
+// warning when the server's disk is nearly full (every write is refused then).
+function StorageMeter({ usage }) {
+  if (!usage) return null;
+  const full = usage.quota > 0 && usage.used >= usage.quota;
+  const text = usage.quota > 0
+    ? t('files.usage', { used: formatSize(usage.used), quota: formatSize(usage.quota) })
+    : t('files.usage_unlimited', { used: formatSize(usage.used) });
+  return html`<div class="files__usage stack" data-testid="files-usage" data-used=${usage.used} data-quota=${usage.quota}>
+    <p class="muted small">${text}</p>
+    ${usage.quota > 0 &&
+    html`<progress class="files__usage-bar" max=${usage.quota} value=${Math.min(usage.used, usage.quota)}
+      aria-label=${text}></progress>`}
+    ${full && html`<${Notice} kind="warning" testid="files-quota-full">${t('files.quota_full')}<//>`}
+    ${usage.disk_low && html`<${Notice} kind="warning" testid="files-disk-low">${t('files.disk_low')}<//>`}
+  </div>`;
+}
+
 // ------------------------------------------------------------ page
 
 export function FilesPage() {
@@ -308,6 +328,7 @@ export function FilesPage() {
 
   const [places, setPlaces] = useState(null);
   const [placesError, setPlacesError] = useState(null);
+  const [usage, setUsage] = useState(null); // {used, quota, disk_low}
   const [listing, setListing] = useState(null); // the DirListing of `path`
   const [loadError, setLoadError] = useState(null);
   const [dialog, setDialog] = useState(null); // { kind: 'folder' | 'rename' | 'delete', entry? }
@@ -340,6 +361,12 @@ export function FilesPage() {
     },
     [],
   );
+
+  // Every new listing (after an upload, a delete, the assistant's writes) refreshes the
+  // usage; the meter is information only, so a failed look just leaves it out.
+  useEffect(() => {
+    api.storage().then(setUsage, () => setUsage(null));
+  }, [listing]);
 
   useEffect(() => {
     setListing(null);
@@ -501,7 +528,10 @@ export function FilesPage() {
     </header>
     <${ErrorNotice} error=${placesError} testid="files-places-error" />
     <div class="files__layout">
-      ${places && html`<${Places} places=${places} current=${place} path=${path} />`}
+      <div class="files__side stack">
+        ${places && html`<${Places} places=${places} current=${place} path=${path} />`}
+        <${StorageMeter} usage=${usage} />
+      </div>
       <div class="files__main">
         <div class="files__where">
           <${Breadcrumb} place=${place} path=${path} />

@@ -1,0 +1,54 @@
+"""Storage usage: a member's own figure, and every member's for administrators.
+
+Counts only, never names or content: the administrator sees how much each member
+stores, not what. The figures are the storage accountant's (`skald/quota.py`): cached,
+walked in a thread the first time a member is asked about.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from litestar import get
+from litestar.di import NamedDependency
+
+from skald.api.deps import AnyRequest, requires
+from skald.api.security import principal_of
+from skald.core.runtime import Runtime
+from skald.core.users import ADMIN_USERS
+
+
+class StorageUsage(msgspec.Struct, frozen=True, kw_only=True):
+    used: int  # bytes: home (uploads included) and database
+    quota: int  # bytes; 0: no limit
+    disk_low: bool  # the disk is nearly full: new writes are refused for everyone
+
+
+class MemberUsage(msgspec.Struct, frozen=True, kw_only=True):
+    user_id: str
+    username: str
+    used: int
+    quota: int
+
+
+@get("/api/storage")
+async def my_storage(request: AnyRequest, rt: NamedDependency[Runtime]) -> StorageUsage:
+    """The signed-in member's storage: what they use and their quota."""
+    budget = await rt.budget(principal_of(request).user.id)
+    return StorageUsage(used=budget.used, quota=budget.quota, disk_low=rt.storage.disk_low)
+
+
+@get("/api/storage/members", guards=[requires(ADMIN_USERS)])
+async def members_storage(rt: NamedDependency[Runtime]) -> list[MemberUsage]:
+    """Every member's usage and quota (bytes), for the Users page."""
+    out = []
+    for user in await rt.core.registry.list_users():
+        budget = await rt.budget(user.id)
+        out.append(
+            MemberUsage(
+                user_id=user.id, username=user.username, used=budget.used, quota=budget.quota
+            )
+        )
+    return out
+
+
+ROUTES = [my_storage, members_storage]
