@@ -3,6 +3,7 @@ and an approval fact through the hooks alone, and each works end to end."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -290,3 +291,23 @@ async def test_the_built_in_tools_come_first_in_their_order_then_the_plugins(
         "read_file", "write_file", "edit_file", "list_files", "memory_search",
         "execute_task", "ask_user", "sample_stamp",
     ]  # fmt: skip
+
+
+async def test_the_plugins_service_runs_under_the_runner_and_stops_at_shutdown(
+    tmp_path: Path,
+) -> None:
+    sample_plugin.SERVICE_LOG.clear()
+    layout = DataLayout(tmp_path / "data")
+    _write_config(layout, CONFIG)
+    rt = await _boot(layout)
+    try:
+        for _ in range(100):
+            if sample_plugin.SERVICE_LOG:
+                break
+            await asyncio.sleep(0.01)
+        assert sample_plugin.SERVICE_LOG == ["running"]
+        health = {h.name: h.state for h in rt.service_health()}
+        assert health["sample-ticker"] == "ok"
+    finally:
+        await rt.shutdown()
+    assert sample_plugin.SERVICE_LOG == ["running", "stopped"]

@@ -105,8 +105,6 @@ class Runtime:
         log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)
         if not await self.core.users.admin_exists():
             self._announce_setup(announce)
-        self.services.add(ServiceSpec("session-purge", self._purge_sessions_forever))
-        self.services.add(ServiceSpec("storage-guard", self.storage_guard.run_forever))
         if self.config.sandbox.enabled:
             self.sandbox = SandboxManager(
                 self.config.sandbox,
@@ -116,8 +114,9 @@ class Runtime:
                 members=self._sandbox_members,
                 mounts=self.mounts_for,
             )
-            # Docker may be down: the watcher keeps trying, the server runs regardless.
-            self.services.add(ServiceSpec("sandbox-watcher", self.sandbox.watch_forever, order=50))
+        # Every feature's background work (built-ins and plugins), through the services hook.
+        for spec in self.plugins.services(self):
+            self.services.add(spec)
         await self.services.start()
 
     async def _sandbox_members(self) -> list[tuple[User, Role]]:
@@ -262,7 +261,7 @@ class Runtime:
         with contextlib.suppress(FileNotFoundError):
             (self.core.layout.root / "setup-token").unlink()
 
-    async def _purge_sessions_forever(self) -> None:
+    async def purge_sessions_forever(self) -> None:
         while True:
             removed = await self.sessions.purge_expired()
             if removed:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from skald.agent.prompts import datetime_block, profile_block
+from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
 from skald.plugins.specs import Page
 from skald.store.migrations import Feature
@@ -14,6 +15,7 @@ from skald.store.migrations.owner import SETTINGS
 from skald.store.migrations.registry import ACCOUNTS
 
 if TYPE_CHECKING:
+    from skald.core.runtime import Runtime
     from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
 
@@ -56,3 +58,9 @@ def skald_capabilities() -> list[Capability]:
     from skald.core.users import ADMIN_USERS
 
     return [ADMIN_USERS, ADMIN_ROLES]
+
+
+@hookimpl
+def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+    # Expired sign-ins are deleted hourly (the check on each request is the real gate).
+    return [ServiceSpec("session-purge", runtime.purge_sessions_forever)]

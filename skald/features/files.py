@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.assets import asset_dir
+from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount, docs_mount, home_mount
 from skald.permissions import can
 from skald.plugins import hookimpl
@@ -12,6 +13,7 @@ from skald.plugins.specs import Page
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
+    from skald.core.runtime import Runtime
     from skald.core.user_runtime import UserRuntime
     from skald.paths import DataLayout
     from skald.permissions import Capability
@@ -61,3 +63,9 @@ def skald_capabilities() -> list[Capability]:
     from skald.files.tools import FILES
 
     return [FILES]
+
+
+@hookimpl
+def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+    # Free disk and every home's usage: refuses writes and pauses sandboxes when low.
+    return [ServiceSpec("storage-guard", runtime.storage_guard.run_forever)]

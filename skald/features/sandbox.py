@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
 from skald.sandbox.execute import commands_block
 from skald.sandbox.tool import ExecuteCmdTool, InstallPackagesTool
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
+    from skald.core.runtime import Runtime
     from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
 
@@ -39,3 +41,11 @@ def skald_capabilities() -> list[Capability]:
     from skald.sandbox.tool import SANDBOX_EXEC
 
     return [SANDBOX_EXEC]
+
+
+@hookimpl
+def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+    # Docker may be down: the watcher keeps trying, the server runs regardless.
+    if runtime.sandbox is None:
+        return []
+    return [ServiceSpec("sandbox-watcher", runtime.sandbox.watch_forever, order=50)]

@@ -29,6 +29,8 @@ from skald.plugins.specs import Page
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
+    from skald.core.runtime import Runtime
+    from skald.core.services import ServiceSpec
     from skald.core.user_runtime import UserRuntime
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
@@ -162,6 +164,9 @@ class Plugins:
             block: Mapping[str, str] = await answer if inspect.isawaitable(answer) else answer
             values.update(block)
         return values
+
+    def services(self, runtime: Runtime) -> list[ServiceSpec]:
+        return self._concat(self.pm.hook.skald_services(runtime=runtime))
 
     def approval_facts(self, call: ToolCall, tool: Tool) -> frozenset[str]:
         return frozenset(self._concat(self.pm.hook.skald_approval_facts(call=call, tool=tool)))

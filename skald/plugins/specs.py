@@ -16,6 +16,8 @@ from skald.plugins import hookspec
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
+    from skald.core.runtime import Runtime
+    from skald.core.services import ServiceSpec
     from skald.core.user_runtime import UserRuntime
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
@@ -82,3 +84,12 @@ def skald_prompt_blocks(
 def skald_approval_facts(call: ToolCall, tool: Tool) -> Iterable[str] | None:
     """Categories to add to a call beyond what its tool declares (`Tool.touches`), for
     approval rules to match (`@after_hours`, `@mcp:<server>`)."""
+
+
+@hookspec
+def skald_services(runtime: Runtime) -> Iterable[ServiceSpec] | None:
+    """Background services of the server (`ServiceSpec`: a name, a coroutine function
+    that runs until cancelled, a start order, restart on crash). The service runner
+    starts them in order after the built-ins are ready, restarts a crashed one with
+    back-off (reported degraded in `/api/health`, `skald status` and `doctor`) and stops
+    them in reverse order at shutdown. Called once, at start."""

@@ -3,11 +3,12 @@
 Loaded by `tests/test_plugins.py` with `[plugins] modules = ["plugins.sample_plugin"]`.
 It adds a capability, a config section, a registry migration (two steps), a route
 guarded by its capability, a tool, a prompt block, a read-only mount (outside the home
-in the sandbox: /srv/sample) and an approval fact.
+in the sandbox: /srv/sample), an approval fact and a background service.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,6 +19,7 @@ from litestar.di import NamedDependency
 from skald.agent.tools import FS_READ, Tool, ToolContext, ToolResult, Touches
 from skald.api.deps import requires
 from skald.core.runtime import Runtime  # Litestar reads the annotation at runtime
+from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount
 from skald.llm.types import ToolCall, ToolSpec
 from skald.permissions import Capability
@@ -150,3 +152,20 @@ def skald_approval_facts(call: ToolCall, tool: Tool) -> list[str]:
     paths = tool.touches(call.arguments).paths
     on_shelf = any(isinstance(p, str) and p.split("/")[0] == "sample" for p in paths)
     return [FACT] if on_shelf else []
+
+
+# The service's life, for the test: "running" once started, "stopped" once cancelled.
+SERVICE_LOG: list[str] = []
+
+
+async def _tick_forever() -> None:
+    SERVICE_LOG.append("running")
+    try:
+        await asyncio.Event().wait()
+    finally:
+        SERVICE_LOG.append("stopped")
+
+
+@hookimpl
+def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+    return [ServiceSpec("sample-ticker", _tick_forever)]
