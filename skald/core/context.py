@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from skald.config import Config
+from skald.core.kdf_pool import KdfPool
 from skald.core.keys import PROFILES
 from skald.core.users import UserManager
 from skald.errors import StorageError
@@ -30,10 +31,15 @@ class Core:
         layout.ensure()
         registry = await Registry.open(layout.system_db, config.storage.busy_timeout_ms)
         users = UserManager(
-            registry, layout, PROFILES[config.security.kdf_profile], config.storage.busy_timeout_ms
+            registry,
+            layout,
+            PROFILES[config.security.kdf_profile],
+            config.storage.busy_timeout_ms,
+            KdfPool(config.security.kdf_workers, config.security.kdf_queue),
         )
         return cls(config=config, layout=layout, registry=registry, users=users)
 
     async def close(self) -> None:
         await self.users.lock_all()
         await self.registry.close()
+        self.users.kdf_pool.close()
