@@ -128,7 +128,11 @@ async def test_parallel_wrong_logins_cannot_pass_the_free_attempts(
 async def strict_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     """A runtime whose back-off lasts a minute (the default one forgives in 0.4 s)."""
     layout = DataLayout(tmp_path / "strict")
-    env = {**TEST_ENV, "SKALD_AUTH_LOGIN_BACKOFF_BASE_S": "60"}
+    env = {
+        **TEST_ENV,
+        "SKALD_AUTH_LOGIN_BACKOFF_BASE_S": "600",
+        "SKALD_AUTH_LOGIN_BACKOFF_MAX_S": "900",
+    }
     rt = await Runtime.boot(layout, load_config(layout.root, env), announce=io.StringIO())
     await rt.core.users.create("ada", PASSWORD, "member")
     await rt.core.users.create("tim", PASSWORD, "children")

@@ -165,9 +165,11 @@ async def test_the_kdf_pool_admits_a_bounded_number_and_refuses_the_rest_at_once
     pool = KdfPool(workers=1, queue=1)
     release = threading.Event()
     threads: list[str] = []
+    started: list[int] = []
 
     def work(n: int) -> int:
         threads.append(threading.current_thread().name)
+        started.append(n)
         release.wait(10)
         return n
 
@@ -187,6 +189,7 @@ async def test_the_kdf_pool_admits_a_bounded_number_and_refuses_the_rest_at_once
         assert pool.admitted == 3
         release.set()
         assert await asyncio.gather(running, queued, trusted) == [1, 2, 4]
+        assert started == [1, 4, 2]  # the trusted caller went ahead of the queue
         await asyncio.sleep(0.05)
         assert pool.admitted == 0
         # Never on the default executor, which serves files and databases.

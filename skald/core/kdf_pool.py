@@ -15,8 +15,10 @@ Traps: the threads run at a lower CPU priority (nice +10; on Linux a thread's ow
 attribute, inherited by the lane threads libargon2 starts), so the event loop keeps its
 core during a storm and a derivation takes longer on a busy machine. The admission count
 is taken and given back on the event loop thread only (no await between the check and
-the increment): it is the bound, the executor's own queue is not. A cancelled request
-frees its slot when its derivation really ends, not when the caller stops waiting.
+the increment). Turns are handed out here, trusted callers first, so the executor
+never holds a queue of its own (its FIFO would put a known browser behind every
+stranger). A caller that leaves while its derivation runs frees the slot only when the
+derivation really ends: the memory is held until then.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -79,8 +82,9 @@ class KdfPool:
         self.workers = workers
         self.capacity = workers + queue
         self.reserve = workers
-        self.admitted = 0
-        self.peak = 0
+        self.admitted = 0  # running or waiting
+        self.running = 0
+        self._waiting: dict[bool, deque[asyncio.Future[None]]] = {True: deque(), False: deque()}
         self._estimate_s = INITIAL_ESTIMATE_S
         self._executor = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="skald-kdf", initializer=_lower_priority
@@ -90,12 +94,20 @@ class KdfPool:
         return self._estimate_s * (self.admitted + 1) / self.workers
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(*args)` on a pool thread, or raise KdfBusyError when the pool is full."""
-        limit = self.capacity + (self.reserve if _trusted.get() else 0)
+        """Run `fn(*args)` on a pool thread, or raise KdfBusyError when the pool is full.
+
+        Waiting callers start in order, trusted ones first, so a known browser waits at
+        most for the derivations already running, not for a queue of strangers."""
+        is_trusted = _trusted.get()
+        limit = self.capacity + (self.reserve if is_trusted else 0)
         if self.admitted >= limit:
             raise KdfBusyError(self._retry_after())
         self.admitted += 1
-        self.peak = max(self.peak, self.admitted)
+        try:
+            await self._start_turn(is_trusted)
+        except BaseException:
+            self.admitted -= 1
+            raise
         loop = asyncio.get_running_loop()
         timing: list[float] = []
 
@@ -107,20 +119,46 @@ class KdfPool:
                 timing.append(time.monotonic() - started)
 
         def finished(_: object) -> None:
-            # Also called when a queued job is cancelled before it started.
             with contextlib.suppress(RuntimeError):  # the loop is already closed
                 loop.call_soon_threadsafe(self._done, timing[0] if timing else None)
 
         try:
             job = self._executor.submit(timed)
         except BaseException:
-            self.admitted -= 1
+            self._done(None)
             raise
+        # The slot is freed when the derivation really ends, even if the caller left.
         job.add_done_callback(finished)
         return await asyncio.wrap_future(job)
 
+    async def _start_turn(self, is_trusted: bool) -> None:
+        if self.running < self.workers and not any(self._waiting.values()):
+            self.running += 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[is_trusted].append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._next_turn()  # granted just as we left: pass it on
+            else:
+                self._waiting[is_trusted].remove(turn)
+            raise
+
+    def _next_turn(self) -> None:
+        self.running -= 1
+        for queue in (self._waiting[True], self._waiting[False]):
+            while queue:
+                turn = queue.popleft()
+                if not turn.done():
+                    self.running += 1
+                    turn.set_result(None)
+                    return
+
     def _done(self, elapsed: float | None) -> None:
         self.admitted -= 1
+        self._next_turn()
         if elapsed is not None:
             self._estimate_s = 0.8 * self._estimate_s + 0.2 * elapsed
 
