@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -236,10 +237,13 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(SETTLE_S)
             memory["hwm_after"] = proc_status(pid, "VmHWM")
             bo.close()
-            server.stop()
+            report(args, phases, memory)
+            try:
+                server.stop()
+            except subprocess.TimeoutExpired:
+                print("\nthe server did not stop within 15 s of SIGTERM (still busy)")
         finally:
             server.close()
-    report(args, phases, memory)
     return 0
 
 

@@ -12,6 +12,7 @@ from skald.core import kdf_pool
 from skald.core.devices import MAX_AGE_S, MAX_ENTRIES, DeviceCookies
 from skald.core.kdf_pool import KdfBusyError, KdfPool
 from skald.core.throttle import LoginThrottle, ThrottledError
+from skald.errors import AuthenticationError
 
 
 class Clock:
@@ -117,6 +118,27 @@ def test_an_attempt_without_a_verdict_is_given_back() -> None:
     throttle.release(attempt)
     throttle.failure(attempt)
     throttle.release(throttle.reserve("ada", "10.0.0.5"))
+
+
+def test_the_attempt_block_settles_by_its_outcome() -> None:
+    throttle = make(2)
+    # Anything but a wrong password gives the attempt back...
+    for _ in range(3):
+        with pytest.raises(ValueError), throttle.attempt("ada", "10.0.0.5"):
+            raise ValueError("the server broke")
+    # ...a wrong password counts...
+    for _ in range(2):
+        with pytest.raises(AuthenticationError), throttle.attempt("ada", "10.0.0.5"):
+            raise AuthenticationError("wrong password")
+    with pytest.raises(ThrottledError), throttle.attempt("ada", "10.0.0.9"):
+        pass
+    # ...and a block that ends normally is a success for the account.
+    other = make(2)
+    fail(other, "ada", "10.0.0.5")
+    with other.attempt("ada", "10.0.0.5"):
+        pass
+    fail(other, "ada", "10.0.0.6")
+    other.release(other.reserve("ada", "10.0.0.7"))
 
 
 def test_a_known_device_keeps_its_own_budget() -> None:
