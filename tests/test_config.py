@@ -91,7 +91,8 @@ def test_environment_names_come_from_the_struct() -> None:
     assert names["SKALD_STORAGE_BUSY_TIMEOUT_MS"] == "storage.busy_timeout_ms"
     assert names["SKALD_AUTH_LOGIN_BACKOFF_BASE_S"] == "auth.login_backoff_base_s"
     assert names["SKALD_SANDBOX_MEMORY_MB"] == "sandbox.memory_mb"
-    assert len(names) == 25
+    assert names["SKALD_SECURITY_KDF_WORKERS"] == "security.kdf_workers"
+    assert len(names) == 27
 
 
 @pytest.mark.parametrize(
