@@ -154,7 +154,9 @@ async def test_a_browser_that_signed_in_before_is_not_locked_out_by_a_guesser(
             body = {"username": username, "password": password}
             return (await http.post("/api/auth/login", json=body)).status_code
 
-        assert await login(laptop, "ada", PASSWORD) == 200
+        r = await laptop.post("/api/auth/login", json={"username": "ada", "password": PASSWORD})
+        set_device = next(h for h in r.headers.get_list("set-cookie") if "skald_device=" in h)
+        assert "HttpOnly" in set_device and "samesite=strict" in set_device.lower()
         device = laptop.cookies.get("skald_device")
         assert device and device.startswith("ada.")
         free = strict_runtime.config.auth.login_free_attempts

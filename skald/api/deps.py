@@ -72,11 +72,12 @@ def session_cookie(request: AnyRequest, token: str, config: AuthConfig) -> Cooki
 
 
 def device_cookie(request: AnyRequest, value: str, config: AuthConfig) -> Cookie:
-    """The device cookie (`skald.core.devices`): sent only to the sign-in routes."""
+    """The device cookie (`skald.core.devices`). Path "/" like the session cookie: behind
+    a proxy that mounts Skald under a sub-path, a narrower path would never match."""
     return Cookie(
         key=DEVICE_COOKIE,
         value=value,
-        path="/api/auth",
+        path="/",
         httponly=True,
         samesite="strict",
         secure=_secure(request, config),
