@@ -57,7 +57,7 @@ class Mutant:
 GATE = ("tests/test_default_gate.py",)
 ROUTER = ("tests/test_files_router.py",)
 SESSIONS = ("tests/test_runtime_parts.py", "tests/test_api_auth.py", "tests/test_accounts.py")
-THROTTLE = ("tests/test_runtime_parts.py", "tests/test_api_auth.py")
+THROTTLE = ("tests/test_login_throttle.py", "tests/test_api_auth.py")
 ORIGIN = ("tests/test_server.py",)
 USERS = ("tests/test_users.py",)
 MIGRATIONS = ("tests/test_migrations.py",)
@@ -277,8 +277,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "T1",
         "throttle",
         "skald/core/throttle.py",
-        "self._records.pop(self._keys(username, client)[0], None)",
-        "[self._records.pop(k, None) for k in self._keys(username, client)]",
+        '            if key.startswith("client:"):\n                continue  # the address keeps its record (see the module docstring)\n',
+        "",
         THROTTLE,
         keyword="throttl",
         why="a successful sign-in clears the address's record",
@@ -287,8 +287,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "T2",
         "throttle",
         "skald/core/throttle.py",
-        'return [f"user:{username.strip().lower()}", f"client:{client}"]',
-        'return [f"user:{username.strip()}", f"client:{client}"]',
+        'return f"user:{username.strip().lower()}"',
+        'return f"user:{username.strip()}"',
         THROTTLE,
         keyword="throttl",
         why="Ada and ada have separate counters",
@@ -307,8 +307,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "T4",
         "throttle",
         "skald/core/throttle.py",
-        "            for key in self._keys(username, client)\n            if (rec",
-        "            for key in self._keys(username, client)[:1]\n            if (rec",
+        "        keys = self._keys(username, client, device)\n        free = ",
+        "        keys = self._keys(username, client, device)[:1]\n        free = ",
         THROTTLE,
         keyword="throttl",
         why="a blocked address may go on guessing other accounts",

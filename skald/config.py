@@ -69,6 +69,10 @@ class SecurityConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     # Argon2id cost: "default" (memory-hard); "test" is light and accepted only from the
     # SKALD_SECURITY_KDF_PROFILE environment variable, never from config.toml.
     kdf_profile: Literal["default", "test"] = "default"
+    # Password checks (Argon2id) running at once (1..8); each holds 256 MiB while it runs.
+    kdf_workers: Annotated[int, msgspec.Meta(ge=1, le=8)] = 2
+    # Password checks allowed to wait for a free worker (0..64); more are refused with 503.
+    kdf_queue: Annotated[int, msgspec.Meta(ge=0, le=64)] = 8
 
 
 class StorageConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

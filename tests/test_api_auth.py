@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import io
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
-from conftest import PASSWORD, Client
+import httpx
+import pytest
+from conftest import PASSWORD, TEST_ENV, Client
 
+from skald.api.app import create_app
+from skald.config import load_config
 from skald.core.runtime import Runtime
+from skald.errors import AccountInactiveError
+from skald.paths import DataLayout
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -102,6 +110,100 @@ async def test_throttling_slows_and_then_forgives(
     # ...and accepted once the delay has passed.
     await asyncio.sleep(runtime.config.auth.login_backoff_max_s + 0.1)
     await c.login("ada")
+
+
+async def test_parallel_wrong_logins_cannot_pass_the_free_attempts(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    c = await make_client()
+    wrong = {"username": "ada", "password": "wrong password"}
+    answers = await asyncio.gather(*(c.http.post("/api/auth/login", json=wrong) for _ in range(12)))
+    statuses = sorted(r.status_code for r in answers)
+    free = runtime.config.auth.login_free_attempts
+    assert statuses == [401] * free + [429] * (12 - free)
+    assert all(int(r.headers["retry-after"]) >= 1 for r in answers if r.status_code == 429)
+
+
+@pytest.fixture
+async def strict_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """A runtime whose back-off lasts a minute (the default one forgives in 0.4 s)."""
+    layout = DataLayout(tmp_path / "strict")
+    env = {
+        **TEST_ENV,
+        "SKALD_AUTH_LOGIN_BACKOFF_BASE_S": "600",
+        "SKALD_AUTH_LOGIN_BACKOFF_MAX_S": "900",
+    }
+    rt = await Runtime.boot(layout, load_config(layout.root, env), announce=io.StringIO())
+    await rt.core.users.create("ada", PASSWORD, "member")
+    await rt.core.users.create("tim", PASSWORD, "children")
+    yield rt
+    await rt.shutdown()
+
+
+async def test_a_browser_that_signed_in_before_is_not_locked_out_by_a_guesser(
+    strict_runtime: Runtime,
+) -> None:
+    transport = httpx.ASGITransport(app=create_app(strict_runtime), client=("10.0.0.7", 5000))
+    # Both behind one address, as a household behind its router.
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as laptop,
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as guesser,
+    ):
+
+        async def login(http: httpx.AsyncClient, username: str, password: str) -> int:
+            body = {"username": username, "password": password}
+            return (await http.post("/api/auth/login", json=body)).status_code
+
+        r = await laptop.post("/api/auth/login", json={"username": "ada", "password": PASSWORD})
+        set_device = next(h for h in r.headers.get_list("set-cookie") if "skald_device=" in h)
+        assert "HttpOnly" in set_device and "samesite=strict" in set_device.lower()
+        device = laptop.cookies.get("skald_device")
+        assert device and device.startswith("ada.")
+        free = strict_runtime.config.auth.login_free_attempts
+        statuses = [await login(guesser, "Ada", "guess!!!") for _ in range(free + 2)]
+        assert statuses == [401] * free + [429] * 2
+        assert await login(guesser, "ada", PASSWORD) == 429
+        # The laptop that signed in before still gets in with the right password...
+        assert await login(laptop, "ada", PASSWORD) == 200
+        # ...but its cookie lends nothing to another account or another browser's entry.
+        assert await login(laptop, "tim", PASSWORD) == 429  # the address is used up
+        guesser.cookies.set("skald_device", device.replace("ada.", "tim.", 1))
+        assert await login(guesser, "tim", PASSWORD) == 429
+        # The laptop's own wrong guesses use up only the laptop's budget.
+        laptop_statuses = [await login(laptop, "ada", "typo typo") for _ in range(free + 1)]
+        assert laptop_statuses == [401] * free + [429]
+
+
+async def test_deactivating_an_account_deletes_its_sessions_at_once(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    admin, tim = await make_client(), await make_client()
+    await admin.login("mum")
+    # Tim's data is not encrypted: nothing but the session row stands between his old
+    # cookie and his data once he is active again.
+    await tim.login("tim")
+    assert (
+        await admin.call("POST", f"/api/users/{household['tim']}/deactivate")
+    ).status_code == 200
+    assert (await admin.call("POST", f"/api/users/{household['tim']}/activate")).status_code == 200
+    assert (await tim.call("GET", "/api/auth/me")).status_code == 401
+    # The same through the user manager alone (what `skald user deactivate` calls, from
+    # another process, with no request in between to notice).
+    await tim.login("tim")
+    await runtime.core.users.deactivate("tim")
+    assert await runtime.sessions.store.count_for_user(household["tim"]) == 0
+    await runtime.core.users.activate("tim")
+    assert (await tim.call("GET", "/api/auth/me")).status_code == 401
+
+
+async def test_a_session_is_not_created_for_an_account_deactivated_meanwhile(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    tim = await runtime.core.users.get("tim")
+    await runtime.core.users.deactivate("tim")  # after the password check, before the row
+    with pytest.raises(AccountInactiveError):
+        await runtime.sessions.create(tim)
+    assert await runtime.sessions.store.count_for_user(tim.id) == 0
 
 
 async def test_password_change_logs_out_other_devices(

@@ -94,7 +94,8 @@ def test_environment_names_come_from_the_struct() -> None:
     assert names["SKALD_PLUGINS_MODULES"] == "plugins.modules"
     assert names["SKALD_LOG_ACCESS"] == "log.access"
     assert names["SKALD_SANDBOX_SUBNET_POOL"] == "sandbox.subnet_pool"
-    assert len(names) == 31
+    assert names["SKALD_SECURITY_KDF_WORKERS"] == "security.kdf_workers"
+    assert len(names) == 33
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,14 @@
-"""Session expiry, the login throttle and the event hub (services: test_services.py)."""
+"""Session expiry and the event hub (the services: test_services.py; the login throttle:
+test_login_throttle.py)."""
 
 from __future__ import annotations
 
-import pytest
 from conftest import PASSWORD
 
 from skald.config import AuthConfig
 from skald.core.events import EventHub, Ping, SessionRevoked
 from skald.core.runtime import Runtime
 from skald.core.sessions import SessionManager, hash_token
-from skald.core.throttle import LoginThrottle, ThrottledError
 
 
 class Clock:
@@ -59,35 +58,6 @@ async def test_encrypted_session_needs_the_key_in_memory(
     assert await runtime.sessions.resolve(token) is not None
     await runtime.core.users.lock(handle.user.id)
     assert await runtime.sessions.resolve(token) is None
-
-
-def test_throttle_backs_off_per_account_and_per_address() -> None:
-    clock = Clock()
-    throttle = LoginThrottle(
-        AuthConfig(login_free_attempts=3, login_backoff_base_s=2, login_backoff_max_s=30), clock
-    )
-    for _ in range(3):
-        throttle.check("ada", "10.0.0.5")
-        throttle.failure("ada", "10.0.0.5")
-    with pytest.raises(ThrottledError) as first:
-        throttle.check("ada", "10.0.0.9")  # another address, same account
-    with pytest.raises(ThrottledError):
-        throttle.check("bob", "10.0.0.5")  # same address, another account
-    throttle.check("bob", "10.0.0.9")
-    assert first.value.retry_after == 2
-    delays = []
-    for _ in range(6):
-        clock.now += 100
-        throttle.failure("ada", "10.0.0.5")
-        with pytest.raises(ThrottledError) as exc:
-            throttle.check("ada", "10.0.0.5")
-        delays.append(exc.value.retry_after)
-    assert delays == [4, 8, 16, 30, 30, 30]
-    clock.now += 31
-    throttle.check("ada", "10.0.0.5")
-    throttle.success("ada", "10.0.0.5")
-    throttle.failure("ada", "10.0.0.5")
-    throttle.check("ada", "10.0.0.7")  # the account starts afresh after a success
 
 
 async def test_hub_fans_out_and_revokes() -> None:

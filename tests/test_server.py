@@ -96,6 +96,50 @@ def test_websocket_needs_a_session_and_the_same_origin(server: ServerProcess) ->
         ws.recv(timeout=5)
 
 
+# Host `skald.lan` (the port of the address typed in the browser is part of it).
+FOREIGN_ORIGINS = [
+    "http://skald.lan.evil.example",  # our name as a prefix of another site's
+    "http://evil.example.skald.lan.example",
+    "http://skald.lan:8081",  # our host, another port: another origin
+    "http://evil.example",
+    "null",
+]
+
+
+def test_the_same_origin_check_compares_the_whole_origin(server: ServerProcess) -> None:
+    def login_from(origin: str) -> httpx.Response:
+        return httpx.post(
+            f"{server.url}/api/auth/login",
+            json={"username": "ada", "password": "not the password"},
+            headers={"Host": "skald.lan", "Origin": origin},
+        )
+
+    api = Api(server.url)
+    api.login("ada", PW)
+
+    def ws_from(origin: str) -> ClientConnection:
+        # The Host header comes from the URI; the socket says where to connect.
+        return connect(
+            "ws://skald.lan/api/ws",
+            sock=socket.create_connection(("127.0.0.1", server.port)),
+            additional_headers={"Cookie": f"skald_session={api.session_cookie}"},
+            origin=origin,  # type: ignore[arg-type]
+            open_timeout=10,
+        )
+
+    for origin in FOREIGN_ORIGINS:
+        r = login_from(origin)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "cross_origin", origin
+        with pytest.raises((InvalidStatus, ConnectionClosed)):
+            ws = ws_from(origin)
+            ws.recv(timeout=5)
+    # The check itself lets our own origin through.
+    assert login_from("http://skald.lan").status_code == 401
+    ours = ws_from("http://skald.lan")
+    assert _next(ours, "hello")["type"] == "hello"
+    ours.close()
+
+
 def test_edge_protections(server: ServerProcess) -> None:
     api = Api(server.url)
     api.login("ada", PW)

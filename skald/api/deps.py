@@ -14,6 +14,8 @@ from litestar.types import Guard
 from skald.api.schemas import Me
 from skald.api.security import SESSION_COOKIE, principal_of
 from skald.config import AuthConfig
+from skald.core.devices import DEVICE_COOKIE
+from skald.core.devices import MAX_AGE_S as DEVICE_MAX_AGE_S
 from skald.core.sessions import Principal, csrf_for
 from skald.permissions import Capability
 from skald.store.rows import Role, User
@@ -65,10 +67,14 @@ def me_for(principal: Principal) -> Me:
     return me_of(principal.user, principal.role, principal.csrf_token)
 
 
-def session_cookie(request: AnyRequest, token: str, config: AuthConfig) -> Cookie:
-    secure = config.secure_cookies == "always" or (
+def _secure(request: AnyRequest, config: AuthConfig) -> bool:
+    return config.secure_cookies == "always" or (
         config.secure_cookies == "auto" and request.url.scheme == "https"
     )
+
+
+def session_cookie(request: AnyRequest, token: str, config: AuthConfig) -> Cookie:
+    secure = _secure(request, config)
     return Cookie(
         key=SESSION_COOKIE,
         value=token,
@@ -77,6 +83,20 @@ def session_cookie(request: AnyRequest, token: str, config: AuthConfig) -> Cooki
         samesite="strict",
         secure=secure,
         max_age=int(config.session_max_days * 86400),
+    )
+
+
+def device_cookie(request: AnyRequest, value: str, config: AuthConfig) -> Cookie:
+    """The device cookie (`skald.core.devices`). Path "/" like the session cookie: behind
+    a proxy that mounts Skald under a sub-path, a narrower path would never match."""
+    return Cookie(
+        key=DEVICE_COOKIE,
+        value=value,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request, config),
+        max_age=DEVICE_MAX_AGE_S,
     )
 
 

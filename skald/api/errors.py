@@ -13,6 +13,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from skald.api.schemas import ErrorBody, ErrorDetail
+from skald.core.kdf_pool import KdfBusyError
 from skald.core.throttle import ThrottledError
 from skald.errors import (
     AccountInactiveError,
@@ -34,6 +35,7 @@ log = get_logger("skald.api")
 _SKALD_STATUS: list[tuple[type[SkaldError], int]] = [
     (PathDeniedError, 403),
     (ThrottledError, 429),
+    (KdfBusyError, 503),
     (NotFoundError, 404),
     (ConflictError, 409),
     (InvalidInputError, 400),
@@ -80,7 +82,11 @@ def error_response(
 
 def _skald_error(_: Request[Any, Any, Any], exc: SkaldError) -> Response[Any]:
     status = next((s for cls, s in _SKALD_STATUS if isinstance(exc, cls)), 400)
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, ThrottledError) else None
+    headers = (
+        {"Retry-After": str(exc.retry_after)}
+        if isinstance(exc, ThrottledError | KdfBusyError)
+        else None
+    )
     return error_response(status, exc.code, str(exc), headers)
 
 

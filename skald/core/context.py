@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from skald.config import Config
+from skald.core.kdf_pool import KdfPool
 from skald.core.keys import PROFILES
 from skald.core.users import UserManager
 from skald.errors import StorageError
@@ -53,6 +54,7 @@ class Core:
             PROFILES[config.security.kdf_profile],
             config.storage.busy_timeout_ms,
             OWNER.with_features(plugins.migrations("owner")),
+            kdf_pool=KdfPool(config.security.kdf_workers, config.security.kdf_queue),
         )
         try:
             # Every capability the code declares (built-ins and plugins'), so roles can
@@ -67,3 +69,4 @@ class Core:
     async def close(self) -> None:
         await self.users.lock_all()
         await self.registry.close()
+        self.users.kdf_pool.close()

@@ -20,6 +20,7 @@ from skald.config import Config
 from skald.core.accounts import AccountService
 from skald.core.context import Core
 from skald.core.conversations import ConversationService
+from skald.core.devices import DeviceCookies
 from skald.core.events import EventHub, RevokeCode, UserUpdated
 from skald.core.llm_service import LlmService
 from skald.core.sealing import InstanceKey
@@ -56,6 +57,7 @@ class Runtime:
         self.sessions = SessionManager(SessionStore(core.registry.db), core.users, core.config.auth)
         self.accounts = AccountService(core.users, core.registry, self.sessions.store, live=self)
         self.throttle = LoginThrottle(core.config.auth)
+        self.devices: DeviceCookies  # its key is in the registry: set by _start
         self.hub = EventHub()
         self.llm = LlmService(
             LlmStore(core.registry.db),
@@ -100,6 +102,7 @@ class Runtime:
         return runtime
 
     async def _start(self, announce: TextIO) -> None:
+        self.devices = DeviceCookies(await self.sessions.store.device_key())
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()
         log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)

@@ -17,6 +17,7 @@ import msgspec
 
 from skald.config import AuthConfig
 from skald.core.users import UserManager
+from skald.errors import AccountInactiveError
 from skald.permissions import Capability, can
 from skald.store.rows import Role, User
 from skald.store.sessions import SessionRow, SessionStore
@@ -65,7 +66,7 @@ class SessionManager:
     async def create(self, user: User, user_agent: str = "", client: str = "") -> str:
         token = secrets.token_urlsafe(32)
         now = self.clock()
-        await self.store.insert(
+        stored = await self.store.insert(
             SessionRow(
                 token_hash=hash_token(token),
                 user_id=user.id,
@@ -76,6 +77,9 @@ class SessionManager:
                 client=client[:64],
             )
         )
+        if not stored:
+            # Deactivated (or deleted) while the password was being checked.
+            raise AccountInactiveError(f"the account {user.username!r} is deactivated")
         return token
 
     async def resolve(self, token: str) -> Principal | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import msgspec
 
 from skald.core import keys
+from skald.core.kdf_pool import KdfPool
 from skald.errors import (
     AccountInactiveError,
     AuthenticationError,
@@ -109,11 +110,14 @@ class UserManager:
         kdf: keys.KdfParams,
         busy_timeout_ms: int = 5000,
         owner_plan: SchemaPlan = OWNER,
+        kdf_pool: KdfPool | None = None,
     ) -> None:
         self.registry = registry
         self.owner_plan = owner_plan  # the built-in features of owner databases and plugins'
         self.layout = layout
         self.kdf = kdf
+        # Every Argon2 derivation runs here, bounded, never on the default executor.
+        self.kdf_pool = kdf_pool or KdfPool()
         self.busy_timeout_ms = busy_timeout_ms
         self._open: dict[str, _OpenOwner] = {}
         # Serialises unlock/lock per user so two logins don't open the file twice.
@@ -175,13 +179,13 @@ class UserManager:
             if encrypted:
                 dek = keys.new_dek()
                 recovery = keys.new_recovery_code()
-                wraps = await asyncio.to_thread(self._wrap_all, dek, password, recovery, user.id)
+                wraps = await self.kdf_pool.run(self._wrap_all, dek, password, recovery, user.id)
                 await _init_owner(
                     await open_encrypted(path, f"owner-{user.id}", dek), self.owner_plan
                 )
                 await self.registry.insert_user(user, None, wraps)
             else:
-                hashed = await asyncio.to_thread(keys.hash_password, password, self.kdf)
+                hashed = await self.kdf_pool.run(keys.hash_password, password, self.kdf)
                 await _init_owner(await open_plain(path, f"owner-{user.id}"), self.owner_plan)
                 await self.registry.insert_user(user, hashed, {})
         except BaseException:
@@ -205,16 +209,16 @@ class UserManager:
         """
         user = await self.registry.find_user(username.strip().lower())
         if user is None:
-            await asyncio.to_thread(keys.burn_time, self.kdf)
+            await self.kdf_pool.run(keys.burn_time, self.kdf)
             raise AuthenticationError("wrong username or password")
         sec = await self.registry.secrets(user.id)
         try:
             if user.encrypted:
                 wrapped = keys.WrappedKey.from_json(sec.wraps["password"])
-                dek = await asyncio.to_thread(keys.unwrap, wrapped, password, user.id, "password")
+                dek = await self.kdf_pool.run(keys.unwrap, wrapped, password, user.id, "password")
                 return user, dek
             assert sec.password_hash is not None
-            await asyncio.to_thread(keys.verify_password, sec.password_hash, password)
+            await self.kdf_pool.run(keys.verify_password, sec.password_hash, password)
         except AuthenticationError:
             raise AuthenticationError("wrong username or password") from None
         return user, None
@@ -306,21 +310,21 @@ class UserManager:
         if not user.encrypted:
             raise InvalidInputError(f"{user.username} has no recovery code (not encrypted)")
         sec = await self.registry.secrets(user.id)
-        dek = await asyncio.to_thread(
+        dek = await self.kdf_pool.run(
             keys.unwrap, keys.WrappedKey.from_json(sec.wraps["recovery"]), code, user.id, "recovery"
         )
         fresh = keys.new_recovery_code()
-        wraps = await asyncio.to_thread(self._wrap_all, dek, new, fresh, user.id)
+        wraps = await self.kdf_pool.run(self._wrap_all, dek, new, fresh, user.id)
         await self.registry.set_wraps(user.id, wraps)
         return fresh
 
     async def _store_password(self, user: User, dek: bytes | None, new: str) -> None:
         if user.encrypted:
             assert dek is not None
-            wrapped = await asyncio.to_thread(keys.wrap_with_password, dek, new, user.id, self.kdf)
+            wrapped = await self.kdf_pool.run(keys.wrap_with_password, dek, new, user.id, self.kdf)
             await self.registry.set_wraps(user.id, {"password": wrapped.to_json()})
         else:
-            hashed = await asyncio.to_thread(keys.hash_password, new, self.kdf)
+            hashed = await self.kdf_pool.run(keys.hash_password, new, self.kdf)
             await self.registry.set_password_hash(user.id, hashed)
 
     # -- revocation --------------------------------------------------------------

@@ -412,7 +412,21 @@ class Registry:
             await self._update(user_id, assignment, tuple(fields.values()))
 
     async def set_active(self, user_id: str, active: bool) -> None:
-        await self._update(user_id, "active=?", (int(active),))
+        """Deactivating deletes the member's sessions in the same transaction, whoever
+        calls it (the web API, the CLI in another process): a later reactivation must
+        not bring an old cookie back to life."""
+
+        def q(c: apsw.Connection) -> None:
+            c.execute(
+                "UPDATE users SET active=?, updated_at=? WHERE id=?",
+                (int(active), now_iso(), user_id),
+            )
+            if c.changes() == 0:
+                raise NotFoundError("no such user")
+            if not active:
+                c.execute("DELETE FROM sessions WHERE user_id=?", (user_id,))
+
+        await self.db.transaction(q)
 
     async def _update(self, user_id: str, assignment: str, params: tuple[Any, ...]) -> None:
         def q(c: apsw.Connection) -> None:

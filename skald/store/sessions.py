@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import secrets
+
 import apsw
 import msgspec
 
@@ -31,10 +34,15 @@ class SessionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def insert(self, row: SessionRow) -> None:
-        await self.db.transaction(
-            lambda c: c.execute(
-                f"INSERT INTO sessions({_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+    async def insert(self, row: SessionRow) -> bool:
+        """Store a new session, only while its user exists and is active (one statement:
+        a deactivation that commits during the sign-in leaves no session behind).
+        Returns whether it was stored."""
+
+        def q(c: apsw.Connection) -> bool:
+            c.execute(
+                f"INSERT INTO sessions({_COLUMNS}) SELECT ?,?,?,?,?,?,? "
+                "WHERE EXISTS (SELECT 1 FROM users WHERE id=? AND active=1)",
                 (
                     row.token_hash,
                     row.user_id,
@@ -43,9 +51,30 @@ class SessionStore:
                     row.expires_at,
                     row.user_agent,
                     row.client,
+                    row.user_id,
                 ),
             )
-        )
+            return c.changes() == 1
+
+        return await self.db.transaction(q)
+
+    async def device_key(self) -> bytes:
+        """The key that signs device cookies (`skald.core.devices`), made on first use.
+
+        In the registry, not in memory: devices stay trusted across restarts. A copy of
+        the registry lets someone forge a device's sign-in budget, nothing more."""
+
+        def q(c: apsw.Connection) -> bytes:
+            c.execute(
+                "INSERT INTO config(key, value) VALUES ('device_cookie_key', ?) "
+                "ON CONFLICT(key) DO NOTHING",
+                (json.dumps(secrets.token_hex(32)),),
+            )
+            r = fetch_one(c, "SELECT value FROM config WHERE key='device_cookie_key'")
+            assert r is not None
+            return bytes.fromhex(json.loads(r[0]))
+
+        return await self.db.transaction(q)
 
     async def get_with_member(
         self, token_hash: str

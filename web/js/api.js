@@ -24,7 +24,7 @@ export class ApiError extends Error {
     this.status = status; // 0 when the server could not be reached
     this.code = code;
     this.serverMessage = serverMessage; // human-readable text from the server
-    this.retryAfter = retryAfter; // seconds, from the Retry-After header (429)
+    this.retryAfter = retryAfter; // seconds, from the Retry-After header (429, 503)
   }
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from litestar import Response, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
@@ -10,6 +12,7 @@ from skald.api.deps import (
     AnyRequest,
     clear_session,
     client_of,
+    device_cookie,
     me_for,
     me_of,
     new_csrf,
@@ -19,6 +22,8 @@ from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.api.schemas import LoginIn, Me, MePatch, PasswordChangeIn, SetupIn, SetupOut, SetupState
 from skald.api.security import principal_of
+from skald.core import kdf_pool
+from skald.core.devices import DEVICE_COOKIE
 from skald.core.runtime import Runtime
 from skald.errors import AuthenticationError, NotFoundError
 from skald.log import get_logger
@@ -41,21 +46,29 @@ async def _start_session(
     return me_of(handle.user, role, new_csrf(token)), token
 
 
-@post("/api/auth/login", opt=PUBLIC, status_code=200, responses=errors(401, 429))
+@post("/api/auth/login", opt=PUBLIC, status_code=200, responses=errors(401, 429, 503))
 async def login(
     data: JSONBody[LoginIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Response[Me]:
     client = client_of(request)
-    rt.throttle.check(data.username, client)
+    cookie = request.cookies.get(DEVICE_COOKIE)
+    # A browser this account signed in from before has a budget of its own.
+    device = rt.devices.find(cookie, data.username)
+    trust = kdf_pool.trusted() if device is not None else contextlib.nullcontext()
     try:
-        me, token = await _start_session(rt, request, data.username, data.password)
+        with rt.throttle.attempt(data.username, client, device), trust:
+            me, token = await _start_session(rt, request, data.username, data.password)
     except AuthenticationError:
-        rt.throttle.failure(data.username, client)
-        log.warning("login failed", username=data.username, client=client)
+        log.warning(
+            "login failed", username=data.username, client=client, known_device=bool(device)
+        )
         raise
-    rt.throttle.success(data.username, client)
-    log.info("login", username=me.username, client=client)
-    return with_new_session(Response(me), request, token, rt.config.auth)
+    log.info("login", username=me.username, client=client, known_device=bool(device))
+    response = with_new_session(Response(me), request, token, rt.config.auth)
+    response.set_cookie(
+        device_cookie(request, rt.devices.after_sign_in(cookie, me.username), rt.config.auth)
+    )
+    return response
 
 
 @post("/api/auth/logout", status_code=204)
@@ -90,19 +103,19 @@ async def patch_me(
     return me_of(user, principal.role, principal.csrf_token)
 
 
-@post("/api/auth/password", status_code=204, responses=errors(429))
+@post("/api/auth/password", status_code=204, responses=errors(429, 503))
 async def change_password(
     data: JSONBody[PasswordChangeIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> None:
     principal = principal_of(request)
     client = client_of(request)
-    rt.throttle.check(principal.user.username, client)
     try:
-        await rt.core.users.change_password(
-            principal.user.username, data.current_password, data.new_password
-        )
+        # A signed-in member is a trusted caller of the key-derivation pool.
+        with rt.throttle.attempt(principal.user.username, client), kdf_pool.trusted():
+            await rt.core.users.change_password(
+                principal.user.username, data.current_password, data.new_password
+            )
     except AuthenticationError:
-        rt.throttle.failure(principal.user.username, client)
         # Not a 401: the session is fine, only the password typed was wrong.
         raise ApiError(400, "wrong_password", "the current password is wrong") from None
     # Whoever else was signed in with the old password is not any more.
@@ -120,21 +133,21 @@ async def setup_state(rt: NamedDependency[Runtime]) -> SetupState:
     return SetupState(needed=needed)
 
 
-@post("/api/setup", opt=PUBLIC, status_code=201, responses=errors(409, 429))
+@post("/api/setup", opt=PUBLIC, status_code=201, responses=errors(409, 429, 503))
 async def setup(
     data: JSONBody[SetupIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Response[SetupOut]:
     client = client_of(request)
-    rt.throttle.check("(setup)", client)
-    if await rt.core.users.admin_exists():
-        raise ApiError(
-            409, "already_set_up", "this Skald already has an administrator; sign in instead"
-        )
-    if not rt.setup_token_valid(data.token):
-        rt.throttle.failure("(setup)", client)
-        raise ApiError(
-            403, "bad_setup_token", "the setup token is wrong; it is printed in the server log"
-        )
+    with rt.throttle.attempt("(setup)", client) as attempt:
+        if await rt.core.users.admin_exists():
+            raise ApiError(
+                409, "already_set_up", "this Skald already has an administrator; sign in instead"
+            )
+        if not rt.setup_token_valid(data.token):
+            rt.throttle.failure(attempt)
+            raise ApiError(
+                403, "bad_setup_token", "the setup token is wrong; it is printed in the server log"
+            )
     created = await rt.core.users.create(data.username, data.password, "admin", data.display_name)
     if data.locale:
         await rt.core.registry.update_user(created.user.id, locale=data.locale)
@@ -142,7 +155,11 @@ async def setup(
     log.info("first administrator created", username=created.user.username)
     me, token = await _start_session(rt, request, created.user.username, data.password)
     out = SetupOut(me=me, recovery_code=created.recovery_code)
-    return with_new_session(Response(out, status_code=201), request, token, rt.config.auth)
+    response = with_new_session(Response(out, status_code=201), request, token, rt.config.auth)
+    response.set_cookie(
+        device_cookie(request, rt.devices.after_sign_in(None, me.username), rt.config.auth)
+    )
+    return response
 
 
 ROUTES = [login, logout, logout_all, get_me, patch_me, change_password, setup_state, setup]

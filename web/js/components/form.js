@@ -35,7 +35,9 @@ export function errorText(err) {
     const m = String(err.serverMessage);
     return m.charAt(0).toUpperCase() + m.slice(1);
   }
-  if (err.status === 429 && err.retryAfter) return t('error.retry_after', { seconds: err.retryAfter });
+  if ((err.status === 429 || err.status === 503) && err.retryAfter) {
+    return t('error.retry_after', { seconds: err.retryAfter });
+  }
   if (err.status === 403) return t('error.forbidden');
   if (err.status) return t('error.http', { status: err.status });
   return t('error.unexpected');

@@ -1,0 +1,166 @@
+"""The key-derivation pool: where the server runs every Argon2id (and recovery-code)
+derivation.
+
+Rule: a derivation at the default cost holds 256 MiB and two cores for about 0.3 s, so
+it never runs on the default executor (which serves file and database work: a login
+storm there starves every other member) and never without a bound. The pool has
+`workers` threads of its own, and admits at most `workers + queue` derivations at once;
+one more is refused at once with `KdfBusyError` (503 with Retry-After) instead of
+waiting. Memory therefore stays under `workers x memory_kib` above the idle server,
+whatever the number of sign-ins in flight. Callers on a trusted path (a browser with a
+device cookie, a signed-in member, an administrator) may use `workers` more slots, so a
+flood of strangers cannot refuse them.
+
+Traps: the threads run at a lower CPU priority (nice +10; on Linux a thread's own
+attribute, inherited by the lane threads libargon2 starts), so the event loop keeps its
+core during a storm and a derivation takes longer on a busy machine. The admission count
+is taken and given back on the event loop thread only (no await between the check and
+the increment). Turns are handed out here, trusted callers first, so the executor
+never holds a queue of its own (its FIFO would put a known browser behind every
+stranger). A caller that leaves while its derivation runs frees the slot only when the
+derivation really ends: the memory is held until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from skald.errors import SkaldError
+
+T = TypeVar("T")
+
+KDF_NICE = 10
+# Until a derivation has been timed, assume the default cost on a slow machine.
+INITIAL_ESTIMATE_S = 0.5
+
+_trusted: ContextVar[bool] = ContextVar("skald_kdf_trusted", default=False)
+
+
+class KdfBusyError(SkaldError):
+    """Too many password checks are running or waiting; nothing was tried."""
+
+    code = "busy"
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = max(1, math.ceil(retry_after))
+        super().__init__(
+            "the server is busy checking other sign-ins; try again in "
+            + (f"{self.retry_after} seconds" if self.retry_after != 1 else "1 second")
+        )
+
+
+def _lower_priority() -> None:
+    # Per thread on Linux (NPTL): only this worker (and the threads it starts) yields.
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), KDF_NICE)
+
+
+@contextlib.contextmanager
+def trusted() -> Iterator[None]:
+    """Mark the derivations of this block as coming from a trusted path (see module doc)."""
+    token = _trusted.set(True)
+    try:
+        yield
+    finally:
+        _trusted.reset(token)
+
+
+class KdfPool:
+    def __init__(self, workers: int = 2, queue: int = 8) -> None:
+        if workers < 1 or queue < 0:
+            raise ValueError("a KDF pool needs at least one worker and a queue of >= 0")
+        self.workers = workers
+        self.capacity = workers + queue
+        self.reserve = workers
+        self.admitted = 0  # running or waiting
+        self.running = 0
+        self._waiting: dict[bool, deque[asyncio.Future[None]]] = {True: deque(), False: deque()}
+        self._estimate_s = INITIAL_ESTIMATE_S
+        self._executor = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="skald-kdf", initializer=_lower_priority
+        )
+
+    def _retry_after(self) -> float:
+        return self._estimate_s * (self.admitted + 1) / self.workers
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(*args)` on a pool thread, or raise KdfBusyError when the pool is full.
+
+        Waiting callers start in order, trusted ones first, so a known browser waits at
+        most for the derivations already running, not for a queue of strangers."""
+        is_trusted = _trusted.get()
+        limit = self.capacity + (self.reserve if is_trusted else 0)
+        if self.admitted >= limit:
+            raise KdfBusyError(self._retry_after())
+        self.admitted += 1
+        try:
+            await self._start_turn(is_trusted)
+        except BaseException:
+            self.admitted -= 1
+            raise
+        loop = asyncio.get_running_loop()
+        timing: list[float] = []
+
+        def timed() -> T:
+            started = time.monotonic()
+            try:
+                return fn(*args)
+            finally:
+                timing.append(time.monotonic() - started)
+
+        def finished(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                loop.call_soon_threadsafe(self._done, timing[0] if timing else None)
+
+        try:
+            job = self._executor.submit(timed)
+        except BaseException:
+            self._done(None)
+            raise
+        # The slot is freed when the derivation really ends, even if the caller left.
+        job.add_done_callback(finished)
+        return await asyncio.wrap_future(job)
+
+    async def _start_turn(self, is_trusted: bool) -> None:
+        if self.running < self.workers and not any(self._waiting.values()):
+            self.running += 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[is_trusted].append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._next_turn()  # granted just as we left: pass it on
+            else:
+                self._waiting[is_trusted].remove(turn)
+            raise
+
+    def _next_turn(self) -> None:
+        self.running -= 1
+        for queue in (self._waiting[True], self._waiting[False]):
+            while queue:
+                turn = queue.popleft()
+                if not turn.done():
+                    self.running += 1
+                    turn.set_result(None)
+                    return
+
+    def _done(self, elapsed: float | None) -> None:
+        self.admitted -= 1
+        self._next_turn()
+        if elapsed is not None:
+            self._estimate_s = 0.8 * self._estimate_s + 0.2 * elapsed
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
