@@ -214,3 +214,33 @@ def test_cli_deactivate_while_a_server_runs_stops_the_members_sandbox(tmp_path: 
         if instance is not None:
             remove_instance_containers(docker, instance)
         docker.close()
+
+
+async def test_an_administrator_adds_a_member_while_strangers_fill_the_key_derivation_pool(
+    runtime: Runtime,
+) -> None:
+    """A flood of strangers' sign-ins takes the pool's public slots; adding a member is
+    the administrator's (trusted) work and still gets one."""
+    import asyncio
+    import threading
+
+    from skald.core.kdf_pool import KdfBusyError
+
+    pool = runtime.core.users.kdf_pool
+    release = threading.Event()
+
+    def stranger() -> None:
+        release.wait(30)
+
+    strangers = [asyncio.ensure_future(pool.run(stranger)) for _ in range(pool.capacity)]
+    try:
+        await asyncio.sleep(0)
+        with pytest.raises(KdfBusyError):
+            await pool.run(stranger)  # the public slots are all taken
+        created = asyncio.ensure_future(runtime.accounts.create("newkid", PASSWORD, "member"))
+        await asyncio.sleep(0.2)
+        release.set()
+        assert (await created).user.username == "newkid"
+    finally:
+        release.set()
+        await asyncio.gather(*strangers)

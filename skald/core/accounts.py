@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from skald.core import kdf_pool
 from skald.core.events import RevokeCode
 from skald.core.users import CreatedUser, UserManager
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
@@ -101,7 +102,10 @@ class AccountService:
         *,
         actor: User | None = None,
     ) -> CreatedUser:
-        created = await self.users.create(username, password, role, display_name)
+        # An administrator (or the operator's CLI) is a trusted caller of the key-derivation
+        # pool: a flood of strangers' sign-ins must not make adding a member answer 503.
+        with kdf_pool.trusted():
+            created = await self.users.create(username, password, role, display_name)
         if self.live is not None:
             await self.live.account_activated(created.user)
         log.info("user created", username=created.user.username, role=role, by=_by(actor))
