@@ -194,21 +194,24 @@ def test_cli_deactivate_while_a_server_runs_stops_the_members_sandbox(tmp_path: 
         srv.start()
         me = Api(srv.url).login("ada", PW)  # the login starts and probes her sandbox
 
-        def ada_container(status: str) -> bool:
+        def ada_containers() -> list[str]:
             nonlocal instance
             found = docker.containers.list(all=True, filters={"label": f"{LABEL_USER}={me['id']}"})
             for container in found:
                 instance = container.labels[LABEL_INSTANCE]
-            return any(c.status == status for c in found)
+            return [c.status for c in found]
 
         deadline = time.monotonic() + 60
-        while not ada_container("running"):
+        while "running" not in ada_containers():
             assert time.monotonic() < deadline, srv.log()[-3000:]
             time.sleep(0.2)
         r = srv.cli("user", "deactivate", "ada")
         assert r.returncode == 0 and "by the running server" in r.stdout, r.stderr
-        # Stopped before the command returned, not at some later reconciliation.
-        assert ada_container("exited"), srv.log()[-3000:]
+        # Gone (container and network: deactivation removes them) before the command
+        # returned, not at some later reconciliation.
+        assert ada_containers() == [], srv.log()[-3000:]
+        networks = docker.networks.list(filters={"label": f"{LABEL_USER}={me['id']}"})
+        assert networks == [], [n.name for n in networks]
     finally:
         srv.close()
         if instance is not None:
