@@ -350,3 +350,22 @@ async def test_the_plugins_service_runs_under_the_runner_and_stops_at_shutdown(
     finally:
         await rt.shutdown()
     assert sample_plugin.SERVICE_LOG == ["running", "stopped"]
+
+
+async def test_a_placeholder_clash_stops_the_start_and_an_undeclared_one_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    layout = DataLayout(tmp_path / "data")
+    _write_config(layout, CONFIG)
+    # Nobody reserves the shared-spaces, connector and skills names: the shipped agents
+    # that use them start all the same, and the log names what renders empty.
+    monkeypatch.setattr("skald.features.chat.RESERVED_PLACEHOLDERS", {})
+    rt = await _boot(layout)
+    await rt.shutdown()
+    out = capsys.readouterr().out
+    assert "agent uses unknown placeholders" in out and "SHARED_FOLDERS" in out
+    monkeypatch.setattr(
+        sample_plugin, "skald_placeholders", hookimpl(lambda: {"DATETIME": "another clock"})
+    )
+    with pytest.raises(ConfigError, match="two plugins declare the placeholder DATETIME"):
+        await _boot(layout)
