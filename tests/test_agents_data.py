@@ -14,25 +14,27 @@ import pytest
 from skald.agent import prompts
 from skald.agent.prompts import (
     HARNESS_TAG,
-    KNOWN_PLACEHOLDERS,
-    VIEW_HEADING,
     AgentDef,
     AgentDefinitionError,
     compose_prompt,
-    datetime_block,
     default_chat_agent,
     defuse_harness_tags,
     fill_placeholders,
     load_agents,
-    memory_index_block,
     placeholders_in,
-    profile_block,
     resolve_includes,
-    task_agents_block,
     unknown_placeholders,
-    view_context_block,
 )
 from skald.assets import asset_dir
+from skald.core.prompt_blocks import (
+    VIEW_HEADING,
+    datetime_block,
+    memory_index_block,
+    profile_block,
+    task_agents_block,
+    view_context_block,
+)
+from skald.plugins.manager import Plugins
 from skald.store.migrations.registry import ROLES_V1
 
 ROOT = asset_dir("agents")
@@ -44,10 +46,12 @@ EXPECTED = {
     "researcher": "task",
     "worker": "task",
 }
+# What the built-in features declare they fill (reserved names included).
+KNOWN = frozenset(Plugins.builtin().placeholders())
 
 
 def _all_values() -> dict[str, str]:
-    return {name: f"[{name} BLOCK]" for name in KNOWN_PLACEHOLDERS}
+    return {name: f"[{name} BLOCK]" for name in KNOWN}
 
 
 # -- the shipped agents -----------------------------------------------------------------
@@ -60,7 +64,7 @@ def test_every_expected_agent_ships_with_its_type() -> None:
 @pytest.mark.parametrize("agent_id", sorted(SHIPPED))
 def test_shipped_agent_composes_cleanly(agent_id: str) -> None:
     agent = SHIPPED[agent_id]
-    assert unknown_placeholders(agent, ROOT) == []
+    assert unknown_placeholders(agent, ROOT, KNOWN) == []
     text = resolve_includes(agent, ROOT)
     assert "{{" not in text and "}}" not in text
     # Only placeholders may look like comments: anything else would reach the model.
@@ -71,6 +75,15 @@ def test_shipped_agent_composes_cleanly(agent_id: str) -> None:
     for name in placeholders_in(text):
         assert f"[{name} BLOCK]" in full
     assert full.endswith("\n") and not full.startswith("\n")
+
+
+def test_the_agent_library_names_no_placeholder_the_product_fills() -> None:
+    # Which placeholders exist is product knowledge (the features declare them); the
+    # library only substitutes what it is handed.
+    library = Path(prompts.__file__).parent
+    for source in library.glob("*.py"):
+        words = set(re.findall(r"[A-Z][A-Z0-9_]+", source.read_text()))
+        assert not words & KNOWN, source.name
 
 
 def _placeholder_hits(text: str) -> list[str]:
@@ -290,7 +303,7 @@ def test_unknown_placeholders_render_empty_and_are_reported(tmp_path: Path) -> N
     _fragment(tmp_path, "f", "<!-- MYSTERY -->")
     _agent(tmp_path, "x", "a <!-- DATETIME --> b\n{{include:f}}\n<!-- NOPE_2 -->\nend\n")
     agent = load_agents(tmp_path)["x"]
-    assert unknown_placeholders(agent, tmp_path) == ["MYSTERY", "NOPE_2"]
+    assert unknown_placeholders(agent, tmp_path, KNOWN) == ["MYSTERY", "NOPE_2"]
     assert unknown_placeholders(agent, tmp_path, known={"MYSTERY", "NOPE_2"}) == ["DATETIME"]
     assert compose_prompt(agent, tmp_path, {"MYSTERY": "m"}) == "a  b\nm\nend\n"
 

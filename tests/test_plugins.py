@@ -21,12 +21,14 @@ from skald.approvals.rules import Rule
 from skald.cli import plugin_sections
 from skald.config import load_config
 from skald.core.approvals import decide
+from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
 from skald.core.runtime import Runtime
 from skald.errors import ConfigError
 from skald.files.router import PathDeniedError, ReadOnlyError, Resolved, Virtual
 from skald.llm.types import ToolCall
 from skald.paths import DataLayout
 from skald.permissions import declared
+from skald.plugins import hookimpl
 from skald.plugins.manager import Plugins
 from skald.store.migrations import ledger
 
@@ -101,9 +103,46 @@ async def test_the_plugins_tool_is_used_in_a_scripted_turn(
     items = (await ada.call("GET", f"/api/conversations/{out['conversation_id']}/messages")).json()
     tool_message = next(i for i in items if i["role"] == "tool")
     assert "Ahoy: bread is baked" in tool_message["text"]
-    # Its prompt block reaches the member's prompt values too.
+    # Its prompt block reaches the member's prompt values too, under a declared name.
     mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
     assert "sample/" in (await mine.plugins.prompt_blocks(mine))["SAMPLE_SHELF"]
+    assert "SAMPLE_SHELF" in mine.plugins.placeholders()
+
+
+async def test_every_placeholder_filled_is_declared_and_every_declared_one_is_filled_or_reserved(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    # An admin (who may read shared notes and run commands) and a member.
+    for name in ("mum", "ada"):
+        client = await make_client()
+        await client.login(name)
+        mine = await runtime.user_runtime(await runtime.core.users.get(name))
+        declared_names = mine.plugins.placeholders()
+        filled = await mine.plugins.prompt_blocks(mine)
+        assert set(filled) <= set(declared_names)
+        assert set(declared_names) - set(filled) == set(RESERVED_PLACEHOLDERS)
+        assert all(text.strip() for text in declared_names.values())
+
+
+def test_a_placeholder_declared_twice_or_misnamed_stops_the_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plugins = Plugins.load([MODULE], entry_points=False)
+    monkeypatch.setattr(
+        sample_plugin,
+        "skald_placeholders",
+        hookimpl(lambda: {"DATETIME": "the sample's own clock"}),
+    )
+    clash = Plugins.load([MODULE], entry_points=False)
+    with pytest.raises(ConfigError, match="two plugins declare the placeholder DATETIME"):
+        clash.placeholders()
+    monkeypatch.setattr(
+        sample_plugin, "skald_placeholders", hookimpl(lambda: {"sample-shelf": "x"})
+    )
+    misnamed = Plugins.load([MODULE], entry_points=False)
+    with pytest.raises(ConfigError, match="'sample-shelf' is not a placeholder name"):
+        misnamed.placeholders()
+    assert "SAMPLE_SHELF" in plugins.placeholders()
 
 
 async def test_the_plugins_route_needs_sign_in_and_its_capability(
@@ -311,3 +350,22 @@ async def test_the_plugins_service_runs_under_the_runner_and_stops_at_shutdown(
     finally:
         await rt.shutdown()
     assert sample_plugin.SERVICE_LOG == ["running", "stopped"]
+
+
+async def test_a_placeholder_clash_stops_the_start_and_an_undeclared_one_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    layout = DataLayout(tmp_path / "data")
+    _write_config(layout, CONFIG)
+    # Nobody reserves the shared-spaces, connector and skills names: the shipped agents
+    # that use them start all the same, and the log names what renders empty.
+    monkeypatch.setattr("skald.features.chat.RESERVED_PLACEHOLDERS", {})
+    rt = await _boot(layout)
+    await rt.shutdown()
+    out = capsys.readouterr().out
+    assert "agent uses unknown placeholders" in out and "SHARED_FOLDERS" in out
+    monkeypatch.setattr(
+        sample_plugin, "skald_placeholders", hookimpl(lambda: {"DATETIME": "another clock"})
+    )
+    with pytest.raises(ConfigError, match="two plugins declare the placeholder DATETIME"):
+        await _boot(layout)

@@ -10,9 +10,12 @@ shared fragments it includes, optional model strength and tool allow-list) and
   (heading included) or with nothing. Values are substituted in one pass, so text inside a
   value is never read as a marker. A line left empty by placeholders is dropped.
 
+Which names exist and what fills them is the caller's business (Skald's features declare
+and fill theirs, `skald/core/prompt_blocks.py`): this module knows no placeholder by name.
+
 Everything else is copied into the prompt as written, so fragments carry no comments.
 Content that changes more often belongs lower in a prompt: the provider caches the
-longest unchanged prefix. For the same reason the date is given to the hour only.
+longest unchanged prefix, so values that change often go in placeholders placed last.
 """
 
 from __future__ import annotations
@@ -20,11 +23,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Collection, Iterable, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Annotated, Final, Literal
-from zoneinfo import ZoneInfo
 
 import msgspec
 
@@ -39,32 +40,17 @@ COMMON_DIR: Final = "common"
 DEFAULT_CHAT_AGENT: Final = "assistant"
 MAX_INCLUDE_DEPTH: Final = 8
 
-# The tag Skald wraps around context it adds to a message (what the user is looking at,
-# attachments...). The fragments name it literally; `view_context_block` produces it.
+# The tag the harness wraps around context it adds to a message (attachments, what the
+# user is looking at...). The fragments name it literally; untrusted text goes through
+# `defuse_harness_tags` so that only the harness can write one.
 HARNESS_TAG: Final = "skald-context"
-VIEW_HEADING: Final = "Viewing at the time of this message:"
-
-# Every placeholder an agent may use, and what fills it. Anything else renders empty and
-# is reported by `unknown_placeholders`.
-PLACEHOLDERS: Final[Mapping[str, str]] = {
-    "USER_PROFILE": "who the agent is talking with (profile_block)",
-    "DATETIME": "the local date and the hour, with the timezone (datetime_block)",
-    "USER_MEMORY_INDEX": "the member's user-memory/index.md (memory_index_block)",
-    "SHARED_MEMORY_INDEX": "the household's shared-memory/index.md (memory_index_block)",
-    "TASK_AGENTS": "the helper agents execute_task can run (task_agents_block)",
-    "SHARED_FOLDERS": "the shared folders the member can reach",
-    "PROJECT_CONTEXT": "the project a project conversation belongs to",
-    "MCP_LIST": "the connectors (MCP servers) the member can use",
-    "SKILLS_LIST": "the installed skills",
-    "SANDBOX_COMMANDS": "the commands found in the member's sandbox",
-}
-KNOWN_PLACEHOLDERS: Final = frozenset(PLACEHOLDERS)
 
 _ID = r"^[a-z0-9][a-z0-9-]{0,47}$"
 _FRAGMENT = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 _HARNESS_TAG_TEXT = re.compile(rf"<(/?\s*{HARNESS_TAG})", re.IGNORECASE)
 _INCLUDE_LINE = re.compile(r"^\s*\{\{\s*include\s*:\s*(?P<name>[^{}]*?)\s*\}\}\s*$")
-_PLACEHOLDER = re.compile(r"<!--\s*(?P<name>[A-Z][A-Z0-9_]*)\s*-->")
+PLACEHOLDER_NAME: Final = re.compile(r"[A-Z][A-Z0-9_]*")
+_PLACEHOLDER = re.compile(rf"<!--\s*(?P<name>{PLACEHOLDER_NAME.pattern})\s*-->")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 AgentId = Annotated[str, msgspec.Meta(pattern=_ID)]
@@ -316,10 +302,9 @@ def placeholders_in(text: str) -> list[str]:
     return list(dict.fromkeys(m["name"] for m in _PLACEHOLDER.finditer(text)))
 
 
-def unknown_placeholders(
-    agent: AgentDef, root: Path, known: Collection[str] = KNOWN_PLACEHOLDERS
-) -> list[str]:
-    """Placeholders the agent uses (includes resolved) that nothing fills."""
+def unknown_placeholders(agent: AgentDef, root: Path, known: Collection[str]) -> list[str]:
+    """Placeholders the agent uses (includes resolved) that are not in `known` (the names
+    the caller fills; Skald's come from the features' `skald_placeholders`)."""
     return [n for n in placeholders_in(resolve_includes(agent, root)) if n not in known]
 
 
@@ -339,117 +324,7 @@ def compose_prompt(agent: AgentDef, root: Path, values: Mapping[str, str]) -> st
     return fill_placeholders(resolve_includes(agent, root), values)
 
 
-# -- placeholder values ------------------------------------------------------------------
-
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-
-
-def _utc_offset(offset: timedelta) -> str:
-    minutes = int(offset.total_seconds()) // 60
-    sign = "+" if minutes >= 0 else "-"
-    hours, mins = divmod(abs(minutes), 60)
-    return f"UTC{sign}{hours:02d}:{mins:02d}"
-
-
-def datetime_block(now: datetime, tz: ZoneInfo) -> str:
-    """DATETIME: the local date and hour (minutes dropped) and the timezone's name.
-
-    Dropping the minutes keeps the prompt identical for a whole hour, so the provider's
-    prompt cache keeps working; the text says so, so the model does not trust it to the
-    minute. Names are English and fixed, never the host's locale.
-    """
-    if now.tzinfo is None or now.utcoffset() is None:
-        raise ValueError("datetime_block needs a timezone-aware datetime")
-    local = now.astimezone(tz).replace(minute=0, second=0, microsecond=0)
-    offset = local.utcoffset() or timedelta(0)
-    zone = tz.key or str(tz)
-    return (
-        "## Date and time\n"
-        f"It is {_WEEKDAYS[local.weekday()]} {local.day} {_MONTHS[local.month - 1]} "
-        f"{local.year}, between {local.hour:02d}:00 and {local.hour:02d}:59, "
-        f"in the {zone} timezone ({_utc_offset(offset)}). "
-        "Times the household mentions are in this timezone unless they say otherwise."
-    )
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def profile_block(display_name: str, profile: Mapping[str, str], locale: str | None = None) -> str:
-    """USER_PROFILE: the member's name, language and free-form profile fields."""
-    lines = ["## Who you are talking with", f"- Name: {_one_line(display_name, 80)}"]
-    if locale:
-        lines.append(f"- Language of the app: {_one_line(locale, 16)}")
-    for key, value in profile.items():
-        if value.strip():
-            lines.append(f"- {_one_line(key, 40)}: {_one_line(value, 300)}")
-    return "\n".join(lines)
-
-
-_INDEX_TITLES: Final = {
-    "user-memory": "## Private notes: user-memory/index.md",
-    "shared-memory": "## Household notes: shared-memory/index.md",
-}
-
-
-def memory_index_block(
-    store: Literal["user-memory", "shared-memory"], index_text: str | None, max_chars: int = 8000
-) -> str:
-    """USER_MEMORY_INDEX / SHARED_MEMORY_INDEX: a store's index note, or "no notes yet"."""
-    body = (index_text or "").strip()
-    if not body:
-        body = "(No notes yet.)"
-    elif len(body) > max_chars:
-        cut = body[:max_chars].rsplit("\n", 1)[0]
-        body = f"{cut}\n(The index goes on; read {store}/index.md for the rest.)"
-    return f"{_INDEX_TITLES[store]}\n{body}"
-
-
-def task_agents_block(agents: Iterable[AgentDef]) -> str:
-    """TASK_AGENTS: the task agents, for sessions that offer the `execute_task` tool."""
-    helpers = sorted((a for a in agents if a.type == "task"), key=lambda a: a.id)
-    if not helpers:
-        return ""
-    lines = [
-        "## Helpers",
-        "`execute_task` hands a self-contained piece of work to one of these agents. "
-        "A helper sees only the brief you write, never this conversation, so put in it "
-        "everything it needs: the goal, the facts, where to look and what to send back.",
-    ]
-    lines += [f"- `{a.id}` ({a.name}): {_one_line(a.description, 300)}" for a in helpers]
-    return "\n".join(lines)
-
-
-def _tag_safe(text: str, limit: int) -> str:
-    # Nothing inside the block may close it early or start a fake one.
-    return _one_line(text.replace("<", "‹").replace(">", "›"), limit)
-
-
-def view_context_block(view: Mapping[str, str]) -> str:
-    """What the user is looking at, as Skald attaches it to a message (empty if nothing)."""
-    items = [(k, v) for k, v in view.items() if k.strip() and v.strip()]
-    if not items:
-        return ""
-    lines = [f"<{HARNESS_TAG}>", VIEW_HEADING]
-    lines += [f"- {_tag_safe(k, 40)}: {_tag_safe(v, 500)}" for k, v in items]
-    lines.append(f"</{HARNESS_TAG}>")
-    return "\n".join(lines)
+# -- harness hygiene -----------------------------------------------------------------
 
 
 def defuse_harness_tags(text: str) -> str:

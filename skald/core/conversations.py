@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from skald.agent import TurnResult
-from skald.agent.prompts import defuse_harness_tags, view_context_block
+from skald.agent.prompts import defuse_harness_tags
 from skald.core.events import Connection, ServerEvent
+from skald.core.prompt_blocks import view_context_block
 from skald.core.uploads import content_for, conversation_folder, resolve_attachment
 from skald.errors import InvalidInputError, NotFoundError
 from skald.files.router import Resolved

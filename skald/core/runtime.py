@@ -14,7 +14,7 @@ from typing import TextIO
 import msgspec
 
 from skald import __version__
-from skald.agent.prompts import load_agents
+from skald.agent.prompts import load_agents, unknown_placeholders
 from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.accounts import AccountService
@@ -102,6 +102,12 @@ class Runtime:
         return runtime
 
     async def _start(self, announce: TextIO) -> None:
+        # The placeholders the features declare (two declaring one name stops the start);
+        # one an agent uses that nobody declares renders empty, so say so once.
+        known = self.plugins.placeholders()
+        for agent in self.agents.values():
+            if unknown := unknown_placeholders(agent, self.agents_root, known):
+                log.warning("agent uses unknown placeholders", agent=agent.id, names=unknown)
         self.devices = DeviceCookies(await self.sessions.store.device_key())
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from skald.agent.prompts import datetime_block, profile_block
+from skald.core.prompt_blocks import datetime_block, profile_block
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
 from skald.plugins.specs import Page
@@ -39,6 +39,14 @@ def skald_pages() -> list[Page]:
         Page(path="/admin/users", title="nav.users", capability="admin.users"),
         Page(path="/admin/roles", title="nav.roles", capability="admin.roles"),
     ]
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {
+        "USER_PROFILE": "who the agent is talking with (profile_block)",
+        "DATETIME": "the local date and the hour, with the timezone (datetime_block)",
+    }
 
 
 @hookimpl

@@ -1,9 +1,11 @@
-"""Chat: conversations and their history, the chat API and the event socket."""
+"""Chat: conversations and their history, the chat API and the event socket; the
+placeholders the shipped agents use before their features exist (reserved here)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
 from skald.plugins import hookimpl
 from skald.plugins.specs import Page
 from skald.store.migrations import Feature
@@ -39,3 +41,9 @@ def skald_capabilities() -> list[Capability]:
     from skald.api.routes.chat import CHAT_CAP
 
     return [CHAT_CAP]
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    # Known (agents may use them) but filled by no feature yet: they render empty.
+    return dict(RESERVED_PLACEHOLDERS)

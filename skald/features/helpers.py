@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skald.agent.prompts import task_agents_block
 from skald.agent.subagent import SubAgentTool
+from skald.core.prompt_blocks import task_agents_block
 from skald.plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 def skald_tools(member: UserRuntime) -> list[Tool]:
     helpers = {a.id: a.description for a in member.agents.values() if a.type == "task"}
     return [SubAgentTool(member.child, agents=helpers)]
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {"TASK_AGENTS": "the helper agents execute_task can run (task_agents_block)"}
 
 
 @hookimpl

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skald.agent.prompts import memory_index_block
+from skald.core.prompt_blocks import memory_index_block
 from skald.files.mounts import MemberMount, note_mounts
 from skald.permissions import can
 from skald.plugins import hookimpl
@@ -42,6 +42,14 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
         shared_readable=member.shared_readable,
         budget=member.budget,
     )
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {
+        "USER_MEMORY_INDEX": "the member's user-memory/index.md (memory_index_block)",
+        "SHARED_MEMORY_INDEX": "the household's shared-memory/index.md (memory_index_block)",
+    }
 
 
 @hookimpl

@@ -29,6 +29,11 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
 
 
 @hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {"SANDBOX_COMMANDS": "the commands found in the member's sandbox (commands_block)"}
+
+
+@hookimpl
 def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
     if not member.may_execute or member.sandbox is None:
         return {"SANDBOX_COMMANDS": ""}

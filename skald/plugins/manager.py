@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import msgspec
 import pluggy
 
+from skald.agent.prompts import PLACEHOLDER_NAME
 from skald.config import Config
 from skald.errors import ConfigError
 from skald.plugins import PROJECT, specs
@@ -157,6 +158,18 @@ class Plugins:
 
     def tools(self, member: UserRuntime) -> list[Tool]:
         return self._concat(self.pm.hook.skald_tools(member=member))
+
+    def placeholders(self) -> dict[str, str]:
+        """Every placeholder an agent may use, with what fills it (the known set)."""
+        known: dict[str, str] = {}
+        for answer in self._in_order(self.pm.hook.skald_placeholders()):
+            for name, description in answer.items():
+                if not PLACEHOLDER_NAME.fullmatch(name):
+                    raise ConfigError(f"{name!r} is not a placeholder name (A-Z, 0-9 and _)")
+                if name in known:
+                    raise ConfigError(f"two plugins declare the placeholder {name}")
+                known[name] = description
+        return known
 
     async def prompt_blocks(self, member: UserRuntime) -> dict[str, str]:
         values: dict[str, str] = {}

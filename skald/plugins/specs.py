@@ -81,6 +81,12 @@ def skald_prompt_blocks(
 
 
 @hookspec
+def skald_placeholders() -> Mapping[str, str] | None:
+    """`{"NAME": "what fills it"}`: the `<!-- NAME -->` placeholders this feature fills
+    (with `skald_prompt_blocks`). Agents may use only declared names."""
+
+
+@hookspec
 def skald_approval_facts(call: ToolCall, tool: Tool) -> Iterable[str] | None:
     """Categories to add to a call beyond what its tool declares (`Tool.touches`), for
     approval rules to match (`@after_hours`, `@mcp:<server>`)."""

@@ -2,7 +2,7 @@
 
 Loaded by `tests/test_plugins.py` with `[plugins] modules = ["plugins.sample_plugin"]`.
 It adds a capability, a config section, a registry migration (two steps), a route
-guarded by its capability, a tool, a prompt block, a read-only mount (outside the home
+guarded by its capability, a tool, a prompt block (and its placeholder), a read-only mount (outside the home
 in the sandbox: /srv/sample), an approval fact and a background service.
 """
 
@@ -125,6 +125,11 @@ class StampTool(Tool):
 @hookimpl
 def skald_tools(member: UserRuntime) -> list[Tool]:
     return [StampTool(member.plugins.config.section("sample", SampleConfig).greeting)]
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {"SAMPLE_SHELF": "where the sample shelf is, in the files and in the sandbox"}
 
 
 @hookimpl
