@@ -80,10 +80,10 @@ export function matchPage(path, pages, simple, { NotAllowedPage, NotFoundPage })
   const listed = pages || [];
   const exact = listed.find((p) => p.path === path);
   if (exact) {
-    if (exact.module) return { page: PluginPage, titleText: pageTitle(exact), props: { entry: exact } };
-    const b = BUILTIN[exact.path];
+    const b = !exact.module && BUILTIN[exact.path];
     if (b) return { page: b.page, titleText: pageTitle(exact), flush: !!b.flush };
-    return { page: NotFoundPage, title: 'status.not_found_title' };
+    // A plugin's page (one without a module says it could not be loaded).
+    return { page: PluginPage, titleText: pageTitle(exact), props: { entry: exact } };
   }
   // A sub-path of a listed built-in page that has sub-routes (#/admin/roles/<name>).
   for (const p of listed) {
@@ -129,7 +129,7 @@ function PluginPage({ entry }) {
       if (!gone) setFailed(true);
     };
     if (!url) {
-      fail(new Error('the module is not a path under the web root'));
+      fail(new Error('the page has no module, or not one under the web root'));
       return undefined;
     }
     Promise.all([import(url), import('./api.js')])
