@@ -369,3 +369,26 @@ async def test_a_placeholder_clash_stops_the_start_and_an_undeclared_one_is_repo
     )
     with pytest.raises(ConfigError, match="two plugins declare the placeholder DATETIME"):
         await _boot(layout)
+
+
+async def test_the_plugins_pages_are_listed_after_the_built_ins_only_with_its_capability(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await make_client()
+    await ada.login("ada")
+    paths = [p["path"] for p in (await ada.call("GET", "/api/pages")).json()]
+    assert "/files" in paths and "/sample" not in paths
+    assert (await ada.call("GET", "/api/sample/page.js")).status_code == 403
+
+    member = await runtime.core.registry.get_role("member")
+    assert member is not None
+    granted = msgspec.structs.replace(member, capabilities=[*member.capabilities, "sample.widgets"])
+    await runtime.core.registry.save_role(granted, create=False)
+    pages = (await ada.call("GET", "/api/pages")).json()
+    # The navigation's order: the built-ins (order < 100) first, then the plugin's.
+    assert [p["path"] for p in pages][-2:] == ["/sample", "/sample/broken"]
+    assert pages[-2]["module"] == "api/sample/page.js"
+    module = await ada.call("GET", "/api/sample/page.js")
+    assert module.status_code == 200
+    assert module.headers["content-type"].startswith("text/javascript")
+    assert "export async function render(root, ctx)" in module.text

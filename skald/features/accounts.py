@@ -35,9 +35,9 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/profile", title="nav.profile"),
-        Page(path="/admin/users", title="nav.users", capability="admin.users"),
-        Page(path="/admin/roles", title="nav.roles", capability="admin.roles"),
+        Page(path="/profile", title="nav.profile", simple_ok=True, order=50),
+        Page(path="/admin/users", title="nav.users", capability="admin.users", order=110),
+        Page(path="/admin/roles", title="nav.roles", capability="admin.roles", order=120),
     ]
 
 

@@ -25,4 +25,6 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/admin/approvals", title="nav.approvals", capability="admin.roles")]
+    return [
+        Page(path="/admin/approvals", title="nav.approvals", capability="admin.roles", order=130)
+    ]

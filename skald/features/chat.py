@@ -30,8 +30,8 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/", title="nav.chat", capability="chat", simple_ok=True),
-        Page(path="/overview", title="nav.overview"),
+        Page(path="/", title="nav.chat", capability="chat", simple_ok=True, order=10),
+        Page(path="/overview", title="nav.overview", order=30),
     ]
 
 

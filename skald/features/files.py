@@ -54,7 +54,7 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/files", title="nav.files", capability="files")]
+    return [Page(path="/files", title="nav.files", capability="files", order=40)]
 
 
 @hookimpl

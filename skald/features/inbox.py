@@ -27,7 +27,7 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/inbox", title="nav.inbox", capability="inbox", simple_ok=True)]
+    return [Page(path="/inbox", title="nav.inbox", capability="inbox", simple_ok=True, order=20)]
 
 
 @hookimpl

@@ -27,7 +27,7 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/admin/models", title="nav.models", capability="admin.models")]
+    return [Page(path="/admin/models", title="nav.models", capability="admin.models", order=140)]
 
 
 @hookimpl

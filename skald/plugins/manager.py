@@ -145,7 +145,8 @@ class Plugins:
         return self._concat(self.pm.hook.skald_routes())
 
     def pages(self) -> list[Page]:
-        return self._concat(self.pm.hook.skald_pages())
+        # The navigation's order: by `order`, then registration (sorted() is stable).
+        return sorted(self._concat(self.pm.hook.skald_pages()), key=lambda p: p.order)
 
     def mounts(self, user: User, role: Role, layout: DataLayout) -> list[MemberMount]:
         from skald.files.mounts import check_mounts

@@ -34,7 +34,8 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     title: str  # an i18n key of the navigation entry, e.g. "nav.files"
     capability: str | None = None  # needed to see it; None: every signed-in member
     simple_ok: bool = False  # shown in the simple (children's) shell too
-    module: str | None = None  # a plugin page's ES module under the web root
+    module: str | None = None  # a plugin page's ES module, a URL relative to the web root
+    order: int = 100  # place in the navigation (ascending; ties keep registration order)
 
 
 @hookspec

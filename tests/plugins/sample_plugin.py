@@ -2,8 +2,11 @@
 
 Loaded by `tests/test_plugins.py` with `[plugins] modules = ["plugins.sample_plugin"]`.
 It adds a capability, a config section, a registry migration (two steps), a route
-guarded by its capability, a tool, a prompt block (and its placeholder), a read-only mount (outside the home
-in the sandbox: /srv/sample), an approval fact and a background service.
+guarded by its capability, a tool, a prompt block (and its placeholder), a read-only
+mount (outside the home in the sandbox: /srv/sample), an approval fact, a background
+service and a web page whose ES module it serves itself from a route guarded by its
+capability (a plugin has no files under the web root), plus a page whose module fails,
+to show the message.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from skald.files.mounts import MemberMount
 from skald.llm.types import ToolCall, ToolSpec
 from skald.permissions import Capability
 from skald.plugins import hookimpl
+from skald.plugins.specs import Page
 from skald.store.migrations import Feature, Migration
 
 if TYPE_CHECKING:
@@ -92,9 +96,52 @@ async def list_widgets(rt: NamedDependency[Runtime]) -> WidgetsOut:
     return WidgetsOut(greeting=config.greeting, widgets=[str(r[0]) for r in rows])
 
 
+# The page's module: `render(root, ctx)` (the contract in web/js/nav.js), plain DOM,
+# text nodes only; it lists the widgets through the app's API client.
+PAGE_JS = """
+export async function render(root, ctx) {
+  const p = document.createElement('p');
+  p.dataset.testid = 'sample-page-text';
+  const out = await ctx.request('GET', 'api/sample/widgets');
+  p.textContent = `${out.greeting}, ${ctx.me.username}: ${out.widgets.length} widgets`;
+  root.append(p);
+}
+"""
+BROKEN_JS = "throw new Error('this sample page is broken on purpose');\n"
+JS = "text/javascript"
+
+
+@get("/api/sample/page.js", guards=[requires(WIDGETS)], media_type=JS)
+async def page_module() -> str:
+    return PAGE_JS
+
+
+@get("/api/sample/broken.js", guards=[requires(WIDGETS)], media_type=JS)
+async def broken_module() -> str:
+    return BROKEN_JS
+
+
 @hookimpl
 def skald_routes() -> list[Any]:
-    return [list_widgets]
+    return [list_widgets, page_module, broken_module]
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(
+            path="/sample",
+            title="sample.Widgets",  # no translation: the app shows "Widgets"
+            capability=WIDGETS.name,
+            module="api/sample/page.js",
+        ),
+        Page(
+            path="/sample/broken",
+            title="Broken sample",
+            capability=WIDGETS.name,
+            module="api/sample/broken.js",
+        ),
+    ]
 
 
 class StampTool(Tool):

@@ -95,6 +95,7 @@ export const api = {
   setup: (body) => post('api/setup', body, { handle401: false }),
   login: (username, password) => post('api/auth/login', { username, password }, { handle401: false }),
   me: () => get('api/auth/me'),
+  pages: () => get('api/pages'),
   updateMe: (body) => patch('api/auth/me', body),
   logout: () => post('api/auth/logout', undefined, { handle401: false }),
   logoutAll: () => post('api/auth/logout-all'),

@@ -12,36 +12,8 @@ import { api } from './api.js';
 import { Shell } from './components/shell.js';
 import { LoginPage } from './pages/login.js';
 import { SetupPage } from './pages/setup.js';
-import { HomePage } from './pages/home.js';
-import { ChatPage } from './pages/chat.js';
-import { AdminModelsPage } from './pages/admin-models.js';
-import { ProfilePage } from './pages/profile.js';
-import { FilesPage } from './pages/files.js';
-import { AdminUsersPage } from './pages/admin-users.js';
-import { AdminRolesPage } from './pages/admin-roles.js';
-import { InboxPage } from './pages/inbox.js';
-import { AdminApprovalsPage } from './pages/admin-approvals.js';
+import { matchPage } from './nav.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
-
-// Logged-in routes. `cap` is the capability the page needs; simple-mode
-// shells never get admin pages, whatever the capabilities say. `flush` pages
-// (the chat) fill the main area and scroll inside it.
-function matchRoute(path) {
-  if (path === '/') return { page: ChatPage, title: 'nav.chat', flush: true, cap: 'chat', simpleOk: true };
-  if (path === '/overview') return { page: HomePage, title: 'nav.overview', full: true };
-  if (path === '/inbox') return { page: InboxPage, title: 'nav.inbox', cap: 'inbox', simpleOk: true };
-  if (path === '/profile') return { page: ProfilePage, title: 'nav.profile' };
-  if (path === '/files') return { page: FilesPage, title: 'nav.files', cap: 'files' };
-  if (path === '/admin/users') return { page: AdminUsersPage, title: 'nav.users', cap: 'admin.users' };
-  if (path === '/admin/roles') return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles' };
-  if (path === '/admin/approvals') return { page: AdminApprovalsPage, title: 'nav.approvals', cap: 'admin.roles' };
-  if (path === '/admin/models') return { page: AdminModelsPage, title: 'nav.models', cap: 'admin.models' };
-  const m = path.match(/^\/admin\/roles\/([^/]+)$/);
-  if (m) {
-    return { page: AdminRolesPage, title: 'nav.roles', cap: 'admin.roles', props: { roleName: decodeURIComponent(m[1]) } };
-  }
-  return { page: NotFoundPage, title: 'status.not_found_title' };
-}
 
 // Decide what to show for the current state: either a redirect or a page.
 function resolve(state) {
@@ -54,14 +26,8 @@ function resolve(state) {
     return { redirect: '/login' };
   }
   if (path === '/login' || path === '/setup') return { redirect: '/' };
-  const route = matchRoute(path);
-  if (route.full && state.me.ui_mode === 'simple') return { redirect: '/' };
-  if (route.cap) {
-    const allowed =
-      (state.me.ui_mode !== 'simple' || route.simpleOk) && (state.me.capabilities || []).includes(route.cap);
-    if (!allowed) return { page: NotAllowedPage, title: 'status.not_allowed_title' };
-  }
-  return route;
+  // Only the pages the server listed for this member (GET /api/pages, see nav.js).
+  return matchPage(path, state.pages, state.me.ui_mode === 'simple', { NotAllowedPage, NotFoundPage });
 }
 
 function App() {
@@ -74,7 +40,8 @@ function App() {
   });
 
   useEffect(() => {
-    if (view && view.title) document.title = `${t(view.title)} · Skald`;
+    const title = view && (view.titleText || (view.title && t(view.title)));
+    if (title) document.title = `${title} · Skald`;
   });
 
   // After navigating, move focus to the new page so keyboard and screen

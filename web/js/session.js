@@ -9,11 +9,23 @@ import { setLocale, normaliseLocale } from './i18n.js';
 import { redirect } from './router.js';
 import * as ws from './ws.js';
 
-// Accept a Me object from login/setup/me/PATCH me.
+// Accept a Me object from login/setup/me/PATCH me, with the pages that member
+// may see (GET /api/pages): both change with the role, so they are fetched
+// together and set at once (no flash of the old navigation).
 export async function setMe(me) {
   setCsrfToken(me.csrf_token);
   const prev = getState().me;
-  setState({ me, notice: null });
+  let pages;
+  try {
+    pages = await api.pages();
+  } catch (e) {
+    if (e.status === 401) throw e; // the session is gone; onUnauthorized handles it
+    // Unreachable for a moment: keep the list we had (none at first sign-in:
+    // the navigation is empty and every page says "not allowed" until a reload).
+    console.warn('the list of pages could not be loaded', e);
+    pages = getState().pages || [];
+  }
+  setState({ me, pages, notice: null });
   const loc = normaliseLocale(me.locale);
   if (loc && loc !== getState().locale) await setLocale(loc);
   if (!prev) startSocket();
@@ -45,7 +57,7 @@ function startSocket() {
 export function signedOut(notice) {
   ws.stop();
   setCsrfToken(null);
-  setState({ me: null, notice: notice || null });
+  setState({ me: null, pages: null, notice: notice || null });
   redirect('/login');
 }
 

@@ -8,6 +8,7 @@ const state = {
   booted: false, // true once /api/setup and /api/auth/me have been asked
   setupNeeded: false,
   me: null, // the Me object from the server, or null when logged out
+  pages: null, // GET /api/pages for that member (nav.js), fetched with me
   route: { path: '/', query: new URLSearchParams() },
   locale: 'en',
   health: null, // last /api/health answer (public), used for the version label

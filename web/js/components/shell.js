@@ -1,8 +1,9 @@
 // The logged-in frame: header, navigation, main area.
 // Two flavours, chosen by me.ui_mode (a role attribute):
-//  - full: sidebar with every page the user's capabilities allow;
-//  - simple (children): a calmer frame with only Chat and Profile, bigger
-//    targets, no admin links at all.
+//  - full: sidebar with every page the server lists for the member
+//    (GET /api/pages, see nav.js; /admin/ paths under "Household");
+//  - simple (children): a calmer frame with only the pages marked for it
+//    (Chat, Inbox, Profile), bigger targets, no admin links at all.
 // `flush` (the chat) makes the frame exactly one screen tall, with the page
 // scrolling inside its own areas instead of the whole document.
 // The sidebar turns into a slide-in menu below 860 px (phones, small tablets).
@@ -13,34 +14,13 @@ import { logout } from '../session.js';
 import { Icon, Logo } from './icons.js';
 import { ThemeToggle, LocalePicker } from './controls.js';
 import { useInbox } from '../inbox.js';
+import { navItems } from '../nav.js';
 
 // The number of inbox items waiting, as a small pill; nothing when none.
 function InboxBadge({ count, testid }) {
   if (!count) return null;
   return html`<span class="badge-count" data-testid=${testid} data-count=${count}
     aria-label=${t('inbox.badge_label', { count })}>${count > 99 ? '99+' : count}</span>`;
-}
-
-// Navigation entries; `cap` hides the entry unless the user has it. Hiding is
-// a courtesy only: the server refuses the API calls anyway.
-const NAV = [
-  { path: '/', key: 'nav.chat', icon: Icon.chat, testid: 'nav-home', cap: 'chat', simpleOk: true },
-  { path: '/inbox', key: 'nav.inbox', icon: Icon.inbox, testid: 'nav-inbox', badge: true, cap: 'inbox', simpleOk: true },
-  { path: '/overview', key: 'nav.overview', icon: Icon.home, testid: 'nav-overview', full: true },
-  { path: '/files', key: 'nav.files', icon: Icon.folder, testid: 'nav-files', cap: 'files' },
-  { path: '/profile', key: 'nav.profile', icon: Icon.user, testid: 'nav-profile' },
-  { path: '/admin/users', key: 'nav.users', icon: Icon.users, testid: 'nav-admin-users', cap: 'admin.users', admin: true },
-  { path: '/admin/roles', key: 'nav.roles', icon: Icon.shield, testid: 'nav-admin-roles', cap: 'admin.roles', admin: true },
-  { path: '/admin/approvals', key: 'nav.approvals', icon: Icon.list, testid: 'nav-admin-approvals', cap: 'admin.roles', admin: true },
-  { path: '/admin/models', key: 'nav.models', icon: Icon.cpu, testid: 'nav-admin-models', cap: 'admin.models', admin: true },
-];
-
-export function navFor(me) {
-  const simple = me.ui_mode === 'simple';
-  const caps = new Set(me.capabilities || []);
-  return NAV.filter(
-    (n) => (!n.full || !simple) && (!n.cap || ((!simple || n.simpleOk) && caps.has(n.cap))),
-  );
 }
 
 function isActive(itemPath, current) {
@@ -97,12 +77,12 @@ function UserMenu({ me }) {
 }
 
 export function Shell({ children, flush = false }) {
-  const { me, route, health } = getState();
+  const { me, route, health, pages } = getState();
   const [navOpen, setNavOpen] = useState(false);
   const simple = me.ui_mode === 'simple';
-  const items = navFor(me);
+  const items = navItems(pages);
   const { count } = useInbox();
-  const canInbox = (me.capabilities || []).includes('inbox');
+  const canInbox = (pages || []).some((p) => p.path === '/inbox');
 
   // A route change (link tapped) closes the phone menu.
   useEffect(() => setNavOpen(false), [route.path]);
@@ -118,7 +98,7 @@ export function Shell({ children, flush = false }) {
   const link = (item) => html`<li>
     <a href=${`#${item.path}`} class=${`nav__link${isActive(item.path, route.path) ? ' is-active' : ''}`}
       aria-current=${isActive(item.path, route.path) ? 'page' : undefined} data-testid=${item.testid}>
-      ${item.icon()}<span>${t(item.key)}</span>
+      ${item.icon()}<span>${item.label}</span>
       ${item.badge && html`<${InboxBadge} count=${count} testid="nav-inbox-badge" />`}
     </a>
   </li>`;
