@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -37,9 +38,23 @@ class WrongKeyError(StorageError):
     code = "wrong_key"
 
 
+def _journal_wal(conn: apsw.Connection, busy_timeout_ms: int) -> object:
+    # Switching a file to WAL escalates a read lock to an exclusive one; while another
+    # process is doing the same (two openers of one fresh file), SQLite answers BUSY at
+    # once instead of calling the busy handler (deadlock avoidance), so wait here.
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            return conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0]
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _configure(conn: apsw.Connection, busy_timeout_ms: int) -> None:
     conn.set_busy_timeout(busy_timeout_ms)
-    mode = conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0]
+    mode = _journal_wal(conn, busy_timeout_ms)
     if str(mode).lower() != "wal":
         raise StorageError(f"could not switch {conn.filename} to WAL (got {mode})")
     conn.execute("PRAGMA synchronous=NORMAL")
