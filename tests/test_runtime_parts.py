@@ -50,6 +50,20 @@ async def test_sessions_expire_when_idle_and_at_their_absolute_limit(
     assert await sessions.purge_expired() == 1
 
 
+async def test_a_session_row_left_for_a_deactivated_account_opens_nothing(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    # Deactivation deletes the rows; a row that survived anyway (a backup restored from
+    # before, a build that had that bug) must still not sign anyone in: the last gate.
+    tim = await runtime.core.users.get("tim")
+    token = await runtime.sessions.create(tim)
+    assert await runtime.sessions.resolve(token) is not None
+    await runtime.core.registry.db.call(
+        lambda c: c.execute("UPDATE users SET active=0 WHERE id=?", (tim.id,))
+    )
+    assert await runtime.sessions.resolve(token) is None
+
+
 async def test_encrypted_session_needs_the_key_in_memory(
     runtime: Runtime, household: dict[str, str]
 ) -> None:

