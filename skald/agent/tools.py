@@ -50,6 +50,17 @@ class Touches(msgspec.Struct, frozen=True, kw_only=True):
     paths: tuple[object, ...] = ()
 
 
+def file_touches(kind: str, args: Mapping[str, Any]) -> Touches:
+    """What a file-like call touches: `@fs_read`/`@fs_write` by the tool's kind, and its
+    `path` argument as written (a listing or search without one names no path)."""
+    category = {"read": FS_READ, "write": FS_WRITE}.get(kind)
+    raw = args.get("path")
+    return Touches(
+        categories=frozenset() if category is None else frozenset({category}),
+        paths=() if raw is None else (raw,),
+    )
+
+
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     """What a tool hands back: text for the model, and metadata for the UI and the store."""
 

@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from skald.agent.tools import (
-    FS_READ,
-    FS_WRITE,
     Reads,
     Tool,
     ToolContext,
     ToolResult,
     Touches,
     Writes,
+    file_touches,
 )
 from skald.errors import NotFoundError, SkaldError
 from skald.files.mime import sniff
@@ -159,12 +158,7 @@ class FileTool(Tool):
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
         # Files and notes alike: the router confines both to the member's own places.
-        category = {"read": FS_READ, "write": FS_WRITE}.get(self.kind)
-        raw = args.get("path")
-        return Touches(
-            categories=frozenset() if category is None else frozenset({category}),
-            paths=() if raw is None else (raw,),
-        )
+        return file_touches(self.kind, args)
 
     async def old_text(self, raw: object) -> str | None:
         """The current text at `raw` for a preview: notes through their tool, files

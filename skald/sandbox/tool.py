@@ -26,11 +26,35 @@ from skald.errors import DiskFullError, QuotaExceededError
 from skald.llm.types import ToolSpec
 from skald.permissions import can, declare
 from skald.quota import BudgetSource
-from skald.sandbox.execute import container_workdir, describe, run_command
+from skald.sandbox.execute import CommandResult, container_workdir, describe, run_command
 from skald.sandbox.manager import SandboxManager, SandboxUnavailable
 from skald.store.rows import Role, User
 
 SANDBOX_EXEC = declare("sandbox.exec", "Let the assistant run commands in the member's sandbox")
+
+
+async def in_sandbox(
+    manager: SandboxManager,
+    member: Callable[[], Awaitable[tuple[User, Role]]],
+    refused: str,
+    command: str,
+    **how: Any,
+) -> CommandResult | ToolResult:
+    """Run `command` (`run_command`'s keyword arguments in `how`) in the member's sandbox,
+    or say why not (`refused`: how the refusal starts) as the tool's error result.
+
+    The role is read now, not when the turn began: `sandbox.exec` taken away mid-turn
+    stops the very next command."""
+    user, role = await member()
+    if not can(role, SANDBOX_EXEC):
+        return ToolResult.error(
+            f"{refused}: this member's role does not allow running commands ({SANDBOX_EXEC.name})."
+        )
+    try:
+        container_id = await manager.ensure(user, role)
+        return await run_command(manager, container_id, command, **how)
+    except SandboxUnavailable as exc:
+        return ToolResult.error(f"{refused}: {exc}")
 
 
 class ExecuteCmdTool(Tool):
@@ -102,25 +126,18 @@ class ExecuteCmdTool(Tool):
                 await (await self._budget()).recheck()
             except (QuotaExceededError, DiskFullError) as exc:
                 return ToolResult.error(f"The command did not run: {exc}.")
-        user, role = await self._member()
-        if not can(role, SANDBOX_EXEC):
-            return ToolResult.error(
-                "The command did not run: this member's role does not allow running commands "
-                f"({SANDBOX_EXEC.name})."
-            )
-        try:
-            container_id = await self.manager.ensure(user, role)
-            result = await run_command(
-                self.manager,
-                container_id,
-                command,
-                workdir=workdir,
-                timeout_s=timeout_s,
-                max_bytes=self.max_bytes,
-                on_output=ctx.output,
-            )
-        except SandboxUnavailable as exc:
-            return ToolResult.error(f"The command did not run: {exc}")
+        result = await in_sandbox(
+            self.manager,
+            self._member,
+            "The command did not run",
+            command,
+            workdir=workdir,
+            timeout_s=timeout_s,
+            max_bytes=self.max_bytes,
+            on_output=ctx.output,
+        )
+        if isinstance(result, ToolResult):
+            return result
         return ToolResult(
             content=describe(result, timeout_s, self.max_bytes),
             is_error=result.exit_code != 0,
@@ -198,26 +215,19 @@ class InstallPackagesTool(Tool):
             or not all(re.fullmatch(PACKAGE_NAME, p) for p in packages)
         ):
             return ToolResult.error("Give 1 to 20 Debian package names (no options or versions).")
-        user, role = await self._member()
-        if not can(role, SANDBOX_EXEC):
-            return ToolResult.error(
-                "Nothing was installed: this member's role does not allow running commands "
-                f"({SANDBOX_EXEC.name})."
-            )
-        try:
-            container_id = await self.manager.ensure(user, role)
-            result = await run_command(
-                self.manager,
-                container_id,
-                install_command(packages),
-                workdir="/",
-                timeout_s=self.timeout_s,
-                max_bytes=self.max_bytes,
-                on_output=ctx.output,
-                as_root=True,
-            )
-        except SandboxUnavailable as exc:
-            return ToolResult.error(f"Nothing was installed: {exc}")
+        result = await in_sandbox(
+            self.manager,
+            self._member,
+            "Nothing was installed",
+            install_command(packages),
+            workdir="/",
+            timeout_s=self.timeout_s,
+            max_bytes=self.max_bytes,
+            on_output=ctx.output,
+            as_root=True,
+        )
+        if isinstance(result, ToolResult):
+            return result
         return ToolResult(
             content=describe(result, self.timeout_s, self.max_bytes),
             is_error=result.exit_code != 0,

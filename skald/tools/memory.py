@@ -30,14 +30,13 @@ from typing import Any, Final
 import apsw
 
 from skald.agent.tools import (
-    FS_READ,
-    FS_WRITE,
     Reads,
     Tool,
     ToolContext,
     ToolResult,
     Touches,
     Writes,
+    file_touches,
 )
 from skald.errors import DiskFullError, InvalidInputError, NotFoundError, QuotaExceededError
 from skald.llm.types import ToolSpec
@@ -332,12 +331,7 @@ class NoteTool(Tool):
         self.notes = stores
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
-        category = {"read": FS_READ, "write": FS_WRITE}.get(self.kind)
-        raw = args.get("path")
-        return Touches(
-            categories=frozenset() if category is None else frozenset({category}),
-            paths=() if raw is None else (raw,),
-        )
+        return file_touches(self.kind, args)
 
     async def old_text(self, raw: object) -> str | None:
         """The note's current text for a preview ("" when new; None when unreachable)."""
