@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Client
+from prerequisites import unavailable
 
 from skald.core.runtime import Runtime
 
@@ -26,11 +27,11 @@ def immutable() -> Iterator[Callable[[Path], None]]:
     def make(path: Path) -> None:
         r = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
         if r.returncode != 0:
-            pytest.skip(f"chattr +i is not available here: {r.stderr!r}")
+            unavailable(f"chattr +i is not available here: {r.stderr!r}")
         made.append(path)
 
     if shutil.which("chattr") is None:
-        pytest.skip("no chattr")
+        unavailable("no chattr (Debian: e2fsprogs)")
     yield make
     for path in made:
         subprocess.run(["chattr", "-i", str(path)], check=False)

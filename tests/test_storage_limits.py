@@ -19,6 +19,7 @@ import msgspec
 import pytest
 from conftest import PASSWORD, TEST_ENV, Client
 from fake_llm import Call, FakeLLM
+from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 from test_chat import MakeClient, _admin_sets_up_models, _chat
 
@@ -275,7 +276,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         check=False,
     )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+        unavailable(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
     try:
         yield mount
     finally:
