@@ -90,9 +90,10 @@ class NotificationService:
         *,
         clock: Callable[[], datetime] = _now,
         sleep: Callable[[float], object] | None = None,
+        config: NotificationsConfig | None = None,
     ) -> None:
         self._rt = runtime
-        self.config = runtime.config.section("notifications", NotificationsConfig)
+        self.config = config or runtime.config.section("notifications", NotificationsConfig)
         self.clock = clock
         self._batcher: Batcher[str, str] = Batcher(
             self._deliver,
