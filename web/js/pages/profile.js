@@ -11,6 +11,7 @@ import { Icon } from '../components/icons.js';
 import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../components/form.js';
 import { LocalePicker } from '../components/controls.js';
 import { ConfirmDialog } from '../components/dialog.js';
+import { NotificationSettings } from '../components/notification-settings.js';
 
 function AboutYou({ me, simple }) {
   const [name, setName] = useState(me.display_name || '');
@@ -175,6 +176,7 @@ export function ProfilePage() {
       <${AboutYou} me=${me} simple=${simple} />
       ${!simple && html`<${Privacy} me=${me} />`}
       <${PasswordForm} me=${me} />
+      <${NotificationSettings} />
       ${!simple && html`<${Sessions} />`}
     </div>
   </div>`;
