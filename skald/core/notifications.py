@@ -295,13 +295,13 @@ class NotificationService:
     @property
     def vapid(self) -> VapidKey:
         if self._vapid is None:
-            self._vapid = VapidKey.load_or_create(self._rt.core.layout.root / "vapid.pem")
+            self._vapid = VapidKey.load_or_create(self._rt.core.layout.vapid_key)
         return self._vapid
 
     async def public_key(self) -> str:
         if self._vapid is None:
             self._vapid = await asyncio.to_thread(
-                VapidKey.load_or_create, self._rt.core.layout.root / "vapid.pem"
+                VapidKey.load_or_create, self._rt.core.layout.vapid_key
             )
         return self._vapid.public_key
 
