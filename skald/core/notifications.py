@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -89,16 +89,16 @@ class NotificationService:
         runtime: Runtime,
         *,
         clock: Callable[[], datetime] = _now,
-        sleep: Callable[[float], object] | None = None,
+        sleep: Callable[[float], Awaitable[object]] | None = None,
         config: NotificationsConfig | None = None,
     ) -> None:
         self._rt = runtime
         self.config = config or runtime.config.section("notifications", NotificationsConfig)
         self.clock = clock
+        # One sleep for the batch windows and the held-delivery loop (tests move both).
+        self._sleep: Callable[[float], Awaitable[object]] = sleep or asyncio.sleep
         self._batcher: Batcher[str, str] = Batcher(
-            self._deliver,
-            self.config.batch_ms / 1000,
-            **({"sleep": sleep} if sleep is not None else {}),  # type: ignore[arg-type]
+            self._deliver, self.config.batch_ms / 1000, sleep=self._sleep
         )
         self._locks: dict[str, asyncio.Lock] = {}
         self._channels: dict[str, NotificationChannel] | None = None
@@ -278,7 +278,7 @@ class NotificationService:
         """The held-delivery loop (a service): every `held_check_s`, each unlocked member."""
         try:
             while True:
-                await asyncio.sleep(self.config.held_check_s)
+                await self._sleep(self.config.held_check_s)
                 for user_id in list(self._rt.user_runtimes):
                     try:
                         await self.deliver_held(user_id)
