@@ -92,19 +92,21 @@ async def test_an_expired_subscription_is_removed_and_a_disabled_one_gets_nothin
     household: dict[str, str], service: NotificationService, double: PushDouble, hand: Hand
 ) -> None:
     ada = household["ada"]
-    gone, off, live = double.subscribe(), double.subscribe(), double.subscribe()
+    gone, unknown = double.subscribe(), double.subscribe()
+    off, live = double.subscribe(), double.subscribe()
     devices = {}
-    for name, sub in (("gone", gone), ("off", off), ("live", live)):
+    for name, sub in (("gone", gone), ("unknown", unknown), ("off", off), ("live", live)):
         devices[name] = await service.subscribe(
             ada, endpoint=double.endpoint(sub), p256dh=sub.p256dh, auth=b64u(sub.auth), label=name
         )
     store = await service.store(ada)
     assert await store.set_device_enabled(devices["off"].id, False)
     gone.gone = True
+    del double.subscriptions[unknown.id]  # the push service forgot it: 404
     await service.notify(ada, title="hello")
     await _deliver(service, hand)
     assert [m["subscription"] for m in double.messages] == [live.id]
-    assert double.refusals == ["410 the subscription has expired"]
+    assert double.refusals == ["410 the subscription has expired", "404 no such subscription"]
     assert sorted(d.label for d in await store.devices()) == ["live", "off"]
 
 
@@ -203,3 +205,19 @@ async def test_subscribing_checks_the_endpoint_and_keys(
     ):
         r = await client.call("POST", "/api/notifications/push/devices", json=broken)
         assert r.status_code == 400, r.text
+    r = await client.call("POST", "/api/notifications/push/devices", json=good)
+    assert r.status_code == 201
+    device = r.json()
+    assert device["enabled"] and device["endpoint"] == good["endpoint"]
+    path = f"/api/notifications/push/devices/{device['id']}"
+    r = await client.call("PATCH", path, json={"enabled": False})
+    assert r.status_code == 200 and r.json()["enabled"] is False
+    # The same browser subscribing again is the same device, on again.
+    r = await client.call("POST", "/api/notifications/push/devices", json=good)
+    assert r.json()["id"] == device["id"] and r.json()["enabled"] is True
+    other = await make_client()
+    await other.login("tim")
+    assert (await other.call("PATCH", path, json={"enabled": False})).status_code == 404
+    assert (await other.call("DELETE", path)).status_code == 404
+    assert (await client.call("DELETE", path)).status_code == 204
+    assert (await client.call("GET", "/api/notifications/push/devices")).json() == []

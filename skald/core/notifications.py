@@ -377,9 +377,11 @@ def push_payload(delivery: Delivery) -> bytes:
             return data
         if len(items) > 1:
             items = items[:-1]
-        else:  # one item too long: its text shortened
+        elif items[0].body:  # one item too long: its text shortened
             first = items[0]
             items = [msgspec.structs.replace(first, body=first.body[: len(first.body) // 2])]
+        else:  # cannot happen within the limits; never loop forever
+            items = [msgspec.structs.replace(items[0], title=items[0].title[:100], link=None)]
 
 
 class WebChannel:
