@@ -158,6 +158,8 @@ export const api = {
   runJob: (id) => post(`api/schedule/jobs/${encodeURIComponent(id)}/run`),
   deleteJob: (id) => del(`api/schedule/jobs/${encodeURIComponent(id)}`),
   scheduleCounts: () => get('api/admin/schedule'),
+  keepKey: () => get('api/schedule/keep-key'),
+  setKeepKey: (enabled) => request('PUT', 'api/schedule/keep-key', { enabled }),
 
   // Files (capability files). Paths are agent paths: "~/notes/a.md", "docs/…".
   filePlaces: () => get('api/files/places'),

@@ -7,6 +7,7 @@ Thin: parse, authorise, call `Jobs`/`Scheduler`, serialise. Another member's job
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 import msgspec
@@ -44,6 +45,13 @@ class MemberCounts(msgspec.Struct, frozen=True, kw_only=True):
     jobs: int
     active: int
     min_interval_s: int | None
+    # A fact, not the key: this member lets their assistant work while signed out.
+    works_signed_out: bool
+
+
+class KeepKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # "Let my assistant work while I'm signed out": the key is kept, sealed, on disk.
+    enabled: bool
 
 
 class LimitsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -131,6 +139,7 @@ async def admin_counts(rt: NamedDependency[Runtime]) -> list[MemberCounts]:
                 jobs=jobs,
                 active=active,
                 min_interval_s=await get_min_interval(db, user.id),
+                works_signed_out=await asyncio.to_thread(rt.kept_keys.is_kept, user.id),
             )
         )
     return out
@@ -147,7 +156,27 @@ async def admin_limits(
     await set_min_interval(rt.core.registry.db, user_id, data.min_interval_s)
 
 
+@get("/api/schedule/keep-key", guards=MINE)
+async def get_keep_key(request: AnyRequest, rt: NamedDependency[Runtime]) -> KeepKey:
+    user = principal_of(request).user
+    return KeepKey(enabled=await asyncio.to_thread(rt.kept_keys.is_kept, user.id))
+
+
+@put("/api/schedule/keep-key", guards=MINE, responses=errors(400))
+async def put_keep_key(
+    data: JSONBody[KeepKey], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> KeepKey:
+    user = principal_of(request).user
+    if data.enabled:
+        await rt.keep_key(user)
+    else:
+        await rt.forget_key(user)
+    return KeepKey(enabled=await asyncio.to_thread(rt.kept_keys.is_kept, user.id))
+
+
 ROUTES = [
+    get_keep_key,
+    put_keep_key,
     list_jobs,
     change_job,
     run_job,

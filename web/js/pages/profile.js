@@ -11,6 +11,7 @@ import { Icon } from '../components/icons.js';
 import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../components/form.js';
 import { LocalePicker } from '../components/controls.js';
 import { ConfirmDialog } from '../components/dialog.js';
+import { KeepKeyCard } from '../components/keep-key.js';
 
 function AboutYou({ me, simple }) {
   const [name, setName] = useState(me.display_name || '');
@@ -174,6 +175,7 @@ export function ProfilePage() {
     <div class="stack stack--lg">
       <${AboutYou} me=${me} simple=${simple} />
       ${!simple && html`<${Privacy} me=${me} />`}
+      ${!simple && me.encrypted && html`<${KeepKeyCard} />`}
       <${PasswordForm} me=${me} />
       ${!simple && html`<${Sessions} />`}
     </div>
