@@ -19,7 +19,7 @@ from skald.plugins.manager import Plugins
 from skald.schedule.clock import FakeClock
 from skald.schedule.scheduler import Scheduler, scheduler_of
 
-SCHEDULE_TOML = "[schedule]\ntick_s = 86400\nmin_interval_s = 60\nmax_failures = 2\n"
+SCHEDULE_TOML = "[schedule]\ntick_s = 86400\nmin_interval_s = 60\nmax_failures = 2\nmax_tasks = 1\n"
 
 
 def write_config(root: Path, extra: str = "") -> None:

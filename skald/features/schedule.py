@@ -50,12 +50,12 @@ def skald_services(runtime: Runtime) -> list[ServiceSpec]:
 @hookimpl
 def skald_tools(member: UserRuntime) -> list[Tool] | None:
     from skald.schedule.scheduler import find_scheduler
-    from skald.schedule.tool import ScheduleTool
+    from skald.schedule.tool import BackgroundTaskTool, ScheduleTool
 
     scheduler = find_scheduler(member.plugins)
     if scheduler is None or not can(member.role, SCHEDULE_USE):
         return None
-    return [ScheduleTool(member, scheduler)]
+    return [ScheduleTool(member, scheduler), BackgroundTaskTool(member, scheduler)]
 
 
 @hookimpl

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from skald.schedule.config import ScheduleConfig
 from skald.schedule.cron import Schedule, check_zone
 from skald.schedule.jobs import SCHEDULE_USE, Jobs
 from skald.schedule.notices import notify
+from skald.schedule.tasks import Tasks
 from skald.store.schedule import Job, Run, ScheduleStore, get_min_interval, iso, parse_iso
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ class Scheduler:
         # Runs started by this process and not yet recorded as ended (`wait_run`).
         self._running: dict[str, asyncio.Event] = {}
         _BY_PLUGINS[rt.plugins] = self
+        self.tasks = Tasks(self)
 
     async def jobs(self, member: UserRuntime) -> Jobs:
         floor = await get_min_interval(self.rt.core.registry.db, member.user.id)
@@ -107,6 +110,7 @@ class Scheduler:
             left = await store.interrupt_running(now)
             if left:
                 log.warning("runs interrupted", user_id=member.user.id, count=left)
+            await self.tasks.recover(member)
         out = []
         for job in await store.due(now):
             run = await self._claim(store, job, now)
@@ -138,18 +142,25 @@ class Scheduler:
         )
 
     def _launch(self, member: UserRuntime, job: Job, run: Run) -> None:
+        self.launch_chore(member, run.id, lambda: self.execute(member, job, run))
+
+    def launch_chore(
+        self, member: UserRuntime, key: str, work: Callable[[], Awaitable[object]]
+    ) -> None:
+        """Run `work` as one of the member's chores (stopped when they are locked);
+        `wait_run(key)` waits for it."""
         from skald.core.services import ServiceSpec
 
-        ended = self._running[run.id] = asyncio.Event()
+        ended = self._running[key] = asyncio.Event()
 
         async def chore() -> None:
             try:
-                await self.execute(member, job, run)
+                await work()
             finally:
                 ended.set()
-                self._running.pop(run.id, None)
+                self._running.pop(key, None)
 
-        spec: ServiceSpec = ServiceSpec(f"job-run-{run.id}", chore, restart=False)
+        spec: ServiceSpec = ServiceSpec(f"schedule-{key}", chore, restart=False)
         member.services.add(spec)
 
     async def run_now(self, member: UserRuntime, job: Job) -> Run:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from skald.agent.subagent import root_of
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolSpec
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
     from skald.schedule.scheduler import Scheduler
 
-__all__ = ["ScheduleTool", "describe_job"]
+__all__ = ["BackgroundTaskTool", "ScheduleTool", "describe_job"]
 
 MODES = ("create", "list", "pause", "resume", "update", "run_now", "delete")
 
@@ -136,3 +137,66 @@ class ScheduleTool(Tool):
             await jobs.delete(job_id)
             return f"Deleted job {job_id}."
         raise InvalidInputError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+
+
+_TASK_SPEC = ToolSpec(
+    name="background_task",
+    description=(
+        "Hand a longer piece of work to a background helper and keep talking with the user "
+        "meanwhile. The helper works in a conversation of its own with your tools; when it "
+        "ends, its result (or failure, or cancellation) comes back into this conversation "
+        "as a message and you tell the user. Modes: start (task: everything the helper "
+        "needs, it sees nothing of this conversation; title: a few words), list, cancel "
+        "(task_id). For work you need the answer to right now, use execute_task instead."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "mode": {"type": "string", "enum": ["start", "list", "cancel"]},
+            "task": {"type": "string", "maxLength": 20000},
+            "title": {"type": "string", "maxLength": 120},
+            "task_id": {"type": "string"},
+        },
+        "required": ["mode"],
+        "additionalProperties": False,
+    },
+)
+
+
+class BackgroundTaskTool(Tool):
+    spec = _TASK_SPEC
+    kind = "other"
+    concurrency_safe = False
+
+    def __init__(self, member: UserRuntime, scheduler: Scheduler) -> None:
+        self.member = member
+        self.scheduler = scheduler
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        return Touches()
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        tasks = self.scheduler.tasks
+        mode = str(args.get("mode"))
+        try:
+            if mode == "start":
+                origin, _ = root_of(ctx.conversation_id)
+                task = await tasks.start(
+                    self.member, origin, str(args.get("title") or ""), str(args.get("task") or "")
+                )
+                return ToolResult(
+                    content=f"Started background task {task.id} ({task.title}). Its result "
+                    "will arrive in this conversation; carry on with the user meanwhile."
+                )
+            if mode == "list":
+                listed = await tasks.recent(self.member)
+                return ToolResult(
+                    content="\n".join(f"{t.id}: {t.title} [{t.state}]" for t in listed)
+                    or "No background tasks."
+                )
+            if mode == "cancel":
+                task = await tasks.cancel(self.member, str(args.get("task_id") or ""))
+                return ToolResult(content=f"Task {task.id} is {task.state}.")
+            raise InvalidInputError(f"unknown mode {mode!r}: use start, list or cancel")
+        except (InvalidInputError, NotFoundError) as exc:
+            return ToolResult.error(str(exc))

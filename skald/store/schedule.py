@@ -35,6 +35,9 @@ __all__ = [
     "Run",
     "RunOutcome",
     "ScheduleStore",
+    "Task",
+    "TaskState",
+    "TaskStore",
     "iso",
     "parse_iso",
 ]
@@ -83,6 +86,21 @@ CREATE TABLE schedule_runs(
 ) WITHOUT ROWID;
 CREATE INDEX schedule_runs_job ON schedule_runs(job_id, started_at);
 CREATE INDEX schedule_runs_running ON schedule_runs(outcome) WHERE outcome = 'running';
+CREATE TABLE schedule_tasks(
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    origin_conversation TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    state TEXT NOT NULL
+        CHECK (state IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
+    result TEXT,
+    error TEXT,
+    relayed INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    ended_at TEXT
+) WITHOUT ROWID;
+CREATE INDEX schedule_tasks_state ON schedule_tasks(state, relayed);
 """
 
 _REGISTRY_V1 = """
@@ -98,7 +116,9 @@ CREATE TABLE schedule_limits(
 ) WITHOUT ROWID;
 """
 
-JOBS_FEATURE = Feature("schedule", (Migration(1, "jobs and runs", _OWNER_V1),), after=("chat",))
+JOBS_FEATURE = Feature(
+    "schedule", (Migration(1, "jobs, runs and background tasks", _OWNER_V1),), after=("chat",)
+)
 SCHEDULE_COUNTS = Feature(
     "schedule",
     (Migration(1, "job counts and limits per member", _REGISTRY_V1),),
@@ -148,6 +168,37 @@ class Run(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int
     output_tokens: int
     conversation_id: str | None
+
+
+TaskState = Literal["queued", "running", "completed", "failed", "cancelled"]
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True):
+    """A background task: a helper's work in its own conversation, for another one."""
+
+    id: str
+    title: str
+    prompt: str
+    origin_conversation: str
+    conversation_id: str
+    state: TaskState
+    result: str | None
+    error: str | None
+    relayed: bool
+    created_at: str
+    ended_at: str | None
+
+
+_TASK_COLS = (
+    "id, title, prompt, origin_conversation, conversation_id, state, result, error, "
+    "relayed, created_at, ended_at"
+)
+
+
+def _task(r: tuple[Any, ...]) -> Task:
+    d = dict(zip(_TASK_COLS.split(", "), r, strict=True))
+    d["relayed"] = bool(d["relayed"])
+    return Task(**d)
 
 
 _JOB_COLS = (
@@ -300,6 +351,22 @@ class ScheduleStore:
 
         return await self.db.transaction(step)
 
+    async def start_task_run(self, task: Task, now: datetime) -> Run:
+        run_id = new_id()
+        values = (run_id, None, task.id, None, iso(now), None, "running", 0, None, None, 0, 0,
+                  task.conversation_id)  # fmt: skip
+
+        def step(c: apsw.Connection) -> Run:
+            c.execute(
+                f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                values,
+            )
+            row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
+            assert row is not None
+            return _run(row)
+
+        return await self.db.transaction(step)
+
     async def start_run(self, job: Job, now: datetime) -> Run:
         """A run asked for by a person (run now): the schedule does not move."""
         run_id = new_id()
@@ -393,6 +460,94 @@ class ScheduleStore:
             return c.changes()
 
         return await self.db.transaction(step)
+
+
+class TaskStore:
+    """One member's background tasks (their owner database)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(self, task: Task) -> None:
+        values = tuple(msgspec.structs.astuple(task))
+        await self.db.call(
+            lambda c: c.execute(
+                f"INSERT INTO schedule_tasks({_TASK_COLS}) VALUES ({','.join('?' * len(values))})",
+                values,
+            )
+        )
+
+    async def get(self, task_id: str) -> Task | None:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c, f"SELECT {_TASK_COLS} FROM schedule_tasks WHERE id=?", (task_id,)
+            )
+        )
+        return None if row is None else _task(row)
+
+    async def recent(self, limit: int = 50) -> list[Task]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                f"SELECT {_TASK_COLS} FROM schedule_tasks ORDER BY created_at DESC, id LIMIT ?",
+                (limit,),
+            )
+        )
+        return [_task(r) for r in rows]
+
+    async def active_count(self) -> int:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c, "SELECT count(*) FROM schedule_tasks WHERE state IN ('queued', 'running')"
+            )
+        )
+        return 0 if row is None else int(row[0])
+
+    async def move(
+        self,
+        task_id: str,
+        state: TaskState,
+        *,
+        only_from: tuple[TaskState, ...],
+        now: str | None = None,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Change the state if it is one of `only_from` (so an end is written once)."""
+        marks = ",".join("?" * len(only_from))
+
+        def step(c: apsw.Connection) -> bool:
+            c.execute(
+                f"UPDATE schedule_tasks SET state=?, result=coalesce(?, result), "
+                f"error=coalesce(?, error), ended_at=coalesce(?, ended_at) "
+                f"WHERE id=? AND state IN ({marks})",
+                (state, result, error, now, task_id, *only_from),
+            )
+            return c.changes() > 0
+
+        return await self.db.transaction(step)
+
+    async def relayed(self, task_id: str) -> None:
+        await self.db.call(
+            lambda c: c.execute("UPDATE schedule_tasks SET relayed=1 WHERE id=?", (task_id,))
+        )
+
+    async def left_over(self) -> tuple[list[Task], list[Task]]:
+        """(tasks a crash left queued or running, ended tasks never relayed)."""
+
+        def step(c: apsw.Connection) -> tuple[list[Task], list[Task]]:
+            open_ = fetch_all(
+                c,
+                f"SELECT {_TASK_COLS} FROM schedule_tasks WHERE state IN ('queued', 'running')",
+            )
+            unrelayed = fetch_all(
+                c,
+                f"SELECT {_TASK_COLS} FROM schedule_tasks "
+                "WHERE state NOT IN ('queued', 'running') AND relayed=0",
+            )
+            return [_task(r) for r in open_], [_task(r) for r in unrelayed]
+
+        return await self.db.call(step)
 
 
 def _prune(c: apsw.Connection, job_id: str, keep: int) -> None:

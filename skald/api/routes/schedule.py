@@ -24,7 +24,7 @@ from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
 from skald.schedule.jobs import SCHEDULE_USE, JobChange, Jobs
 from skald.schedule.scheduler import Scheduler, scheduler_of
-from skald.store.schedule import Job, Run, all_counts, get_min_interval, set_min_interval
+from skald.store.schedule import Job, Run, Task, all_counts, get_min_interval, set_min_interval
 
 MINE = [requires(SCHEDULE_USE)]
 ADMIN = [requires(ADMIN_USERS)]
@@ -125,6 +125,20 @@ async def recent_runs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list
     return await jobs.store.runs(None, limit=50)
 
 
+@get("/api/schedule/tasks", guards=MINE)
+async def list_tasks(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Task]:
+    scheduler, member, _ = await _jobs(request, rt)
+    return await scheduler.tasks.recent(member)
+
+
+@post("/api/schedule/tasks/{task_id:str}/cancel", guards=MINE, responses=errors(404))
+async def cancel_task(
+    task_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Task:
+    scheduler, member, _ = await _jobs(request, rt)
+    return await scheduler.tasks.cancel(member, task_id)
+
+
 @get("/api/admin/schedule", guards=ADMIN)
 async def admin_counts(rt: NamedDependency[Runtime]) -> list[MemberCounts]:
     db = rt.core.registry.db
@@ -177,6 +191,8 @@ async def put_keep_key(
 ROUTES = [
     get_keep_key,
     put_keep_key,
+    list_tasks,
+    cancel_task,
     list_jobs,
     change_job,
     run_job,

@@ -85,15 +85,50 @@ function JobItem({ job, runs, onChanged }) {
   </li>`;
 }
 
+function TaskItem({ task, onChanged }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const active = task.state === 'queued' || task.state === 'running';
+  const cancel = async () => {
+    setBusy(true);
+    try {
+      await api.cancelTask(task.id);
+      await onChanged();
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<li class="inbox-item" data-testid="task-item" data-task-id=${task.id} data-state=${task.state}>
+    <div class="inbox-item__head">
+      <span class="inbox-item__icon">${Icon.sparkle()}</span>
+      <div class="inbox-item__title">
+        <strong>${task.title}</strong>
+        <a class="inbox-item__conv small" href=${`#/?c=${encodeURIComponent(task.origin_conversation)}`}>
+          ${Icon.chat()}<span>${t('tasks.open_chat')}</span></a>
+      </div>
+      <span class="muted small" data-testid="task-item-state">${t(`tasks.task_${task.state}`)}</span>
+    </div>
+    ${task.error && html`<p class="small muted" data-testid="task-item-error">${task.error}</p>`}
+    ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
+    ${active &&
+    html`<div class="inbox-item__choices"><button type="button" class="btn btn--secondary" disabled=${busy}
+      data-testid="task-item-cancel" onClick=${cancel}>${t('tasks.cancel')}</button></div>`}
+  </li>`;
+}
+
 export function TasksPage() {
   const [jobs, setJobs] = useState(null);
   const [runs, setRuns] = useState([]);
+  const [tasks, setTasks] = useState([]);
   const [error, setError] = useState(null);
   const load = async () => {
     try {
-      const [j, r] = await Promise.all([api.jobs(), api.jobRuns()]);
+      const [j, r, k] = await Promise.all([api.jobs(), api.jobRuns(), api.tasks()]);
       setJobs(j);
       setRuns(r);
+      setTasks(k);
       setError(null);
     } catch (e) {
       setError(e);
@@ -101,6 +136,9 @@ export function TasksPage() {
   };
   useEffect(() => {
     load();
+    // A live list: background tasks change state by themselves.
+    const timer = setInterval(load, 3000);
+    return () => clearInterval(timer);
   }, []);
   let body;
   if (jobs === null && !error) {
@@ -118,6 +156,12 @@ export function TasksPage() {
       <p class="page__lead muted">${t('tasks.lead')}</p>
     </header>
     ${error && html`<${ErrorNotice} error=${error} testid="tasks-error" />`}
+    ${tasks.length > 0 &&
+    html`<h2 class="card__title">${t('tasks.background')}</h2>
+      <ul class="inbox-list" data-testid="tasks-background">
+        ${tasks.map((task) => html`<${TaskItem} key=${task.id} task=${task} onChanged=${load} />`)}
+      </ul>
+      <h2 class="card__title">${t('tasks.scheduled')}</h2>`}
     ${body}
   </section>`;
 }
