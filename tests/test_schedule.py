@@ -97,6 +97,11 @@ async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_i
     )
     assert done.started_at == "2026-06-02T05:30:05Z" and done.ended_at is not None
     assert (await store.get(job.id)).next_run == "2026-06-03T05:30:00Z"  # type: ignore[union-attr]
+    # ...and its owner is notified, once, with a link to the job's conversation.
+    notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
+    assert [(n.title, n.source, n.link) for n in notes] == [
+        ("Job ran: Train times", "schedule", f"/?c={job.conversation_id}")
+    ]
 
     # Pause (the Tasks page): the next morning passes without a run.
     client = await _signed_in(make_client, "ada")
@@ -183,6 +188,8 @@ async def test_a_job_failing_in_a_row_pauses_itself(
     current = await store.get(job.id)
     assert current is not None and (current.state, current.failures) == ("paused", 2)
     assert all(r.outcome == "failed" and r.error for r in await store.runs(job.id))
+    notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
+    assert [n.title for n in notes] == ["Job paused: flaky", "Job ran: flaky"]
     clock.set(MONDAY_9 + timedelta(hours=3, seconds=5))
     assert await scheduler.tick() == []
 

@@ -199,5 +199,6 @@ SEED_RULES: Final[tuple[SeedRule, ...]] = (
              "managing your scheduled jobs (each run's own calls pass these rules too)"),
     SeedRule("default.background-task", "background_task", None, "allow", 50,
              "handing work to a background helper (its own calls pass these rules too)"),
+    SeedRule("default.notify", "notify", None, "allow", 50, "sending you a notification"),
     SeedRule("default.catch-all", "*", None, "require", 10000, "using the tool {tool}"),
 )  # fmt: skip

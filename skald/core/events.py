@@ -16,6 +16,7 @@ import msgspec
 
 from skald.agent.events import Event as AgentEventUnion
 from skald.store.conversations import Conversation, HistoryItem
+from skald.store.notifications import Notification
 
 QUEUE_LIMIT = 512
 
@@ -100,6 +101,19 @@ class InboxChanged(msgspec.Struct, tag="inbox_changed", kw_only=True):
     count: int
 
 
+class NotificationsChanged(msgspec.Struct, tag="notifications_changed", kw_only=True):
+    """The member's notifications changed (new, read, deleted); `unread` counts them now."""
+
+    unread: int
+
+
+class Notified(msgspec.Struct, tag="notified", kw_only=True):
+    """A batch of notifications delivered to the web (oldest first): show it now."""
+
+    items: list[Notification]
+    unread: int
+
+
 ServerEvent = (
     Hello
     | Ping
@@ -112,6 +126,8 @@ ServerEvent = (
     | WatchRefused
     | DirChanged
     | InboxChanged
+    | NotificationsChanged
+    | Notified
 )
 
 

@@ -24,6 +24,7 @@ from skald.core.devices import DeviceCookies
 from skald.core.events import EventHub, RevokeCode, UserUpdated
 from skald.core.kept_keys import KeptKeys
 from skald.core.llm_service import LlmService
+from skald.core.notifications import NotificationService
 from skald.core.sealing import InstanceKey
 from skald.core.services import ServiceHealth, ServiceRunner, ServiceSpec
 from skald.core.sessions import SessionManager
@@ -75,6 +76,8 @@ class Runtime:
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
         self.conversations = ConversationService(self)
+        # Tell a member something, from any feature (skald/core/notifications.py).
+        self.notifications = NotificationService(self)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
         self.started_at = time.time()
@@ -250,6 +253,7 @@ class Runtime:
             budget=lambda: self.budget(user_id),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
+        runtime.notifications = self.notifications
         self.user_runtimes[handle.user.id] = runtime
         user_id = handle.user.id
         runtime.services.add(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
@@ -38,6 +38,9 @@ from skald.store.inbox import InboxStore
 from skald.store.rows import Role, User
 from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.memory import MEMORY_SHARED
+
+if TYPE_CHECKING:
+    from skald.core.notifications import NotificationService
 
 
 def effective_group(chosen: str | None, role: Role) -> str:
@@ -110,6 +113,8 @@ class UserRuntime:
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
         self.hub.retire = self._retire
         self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
+        # The server's notification service (set by `Runtime.attach`; None in bare tests).
+        self.notifications: NotificationService | None = None
 
     async def _resume(self) -> None:
         """After a restart or an unlock: finish what a crash cut short."""

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
+    from skald.notify.channels import NotificationChannel
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.store.migrations import Feature
@@ -58,6 +59,7 @@ BUILTINS: Final = (
     "skald.features.approvals",
     "skald.features.inbox",
     "skald.features.ops",
+    "skald.features.notifications",
     "skald.features.schedule",
 )
 
@@ -185,3 +187,6 @@ class Plugins:
 
     def approval_facts(self, call: ToolCall, tool: Tool) -> frozenset[str]:
         return frozenset(self._concat(self.pm.hook.skald_approval_facts(call=call, tool=tool)))
+
+    def notification_channels(self, runtime: Runtime) -> list[NotificationChannel]:
+        return self._concat(self.pm.hook.skald_notification_channels(runtime=runtime))

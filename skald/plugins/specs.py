@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
+    from skald.notify.channels import NotificationChannel
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.store.migrations import Feature
@@ -100,3 +101,10 @@ def skald_services(runtime: Runtime) -> Iterable[ServiceSpec] | None:
     starts them in order after the built-ins are ready, restarts a crashed one with
     back-off (reported degraded in `/api/health`, `skald status` and `doctor`) and stops
     them in reverse order at shutdown. Called once, at start."""
+
+
+@hookspec
+def skald_notification_channels(runtime: Runtime) -> Iterable[NotificationChannel] | None:
+    """Ways a member's notifications can arrive besides the web (`NotificationChannel`:
+    a `name` members choose, `available(user_id)`, `deliver(delivery)`). Collected once,
+    at the first notification; see docs/dev/notifications.md."""

@@ -83,12 +83,14 @@ class Scheduler:
         return Jobs(member, self.config, self.rt.core.registry.db, self.clock.now(), floor)
 
     async def run_forever(self) -> None:
+        # The first look is one tick after the start: by then the members unlocked at
+        # boot are attached (and a test has injected its clock).
         while True:
+            await self.clock.sleep(self.config.tick_s)
             try:
                 await self.tick()
             except Exception:
                 log.exception("scheduler tick failed")
-            await self.clock.sleep(self.config.tick_s)
 
     async def tick(self) -> list[Run]:
         """Claim and start every due job of every unlocked member; returns the runs."""
@@ -220,10 +222,18 @@ class Scheduler:
                 f"Job paused: {job.title}",
                 f"It failed {current.failures} times in a row (last: {error}). "
                 "Resume it on the Tasks page when it is fixed.",
+                link="/tasks",
+                urgency="high",
             )
         else:
             body = "done" if outcome == "succeeded" else f"{outcome}: {error or ''}".strip()
-            await notify(self.rt, user_id, f"Job ran: {job.title}", body)
+            await notify(
+                self.rt,
+                user_id,
+                f"Job ran: {job.title}",
+                body,
+                link=f"/?c={job.conversation_id}",
+            )
         return finished
 
     async def wait_run(self, run_id: str) -> None:

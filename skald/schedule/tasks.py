@@ -179,7 +179,11 @@ class Tasks:
         ended = await self.get(member, task.id)
         await self._relay(member, ended)
         await notify(
-            self.scheduler.rt, user_id, f"Task {state}: {task.title}", (result or error or "")[:300]
+            self.scheduler.rt,
+            user_id,
+            f"Task {state}: {task.title}",
+            (result or error or "")[:300],
+            link=f"/?c={task.origin_conversation}",
         )
 
     async def _relay(self, member: UserRuntime, task: Task) -> None:

@@ -1,0 +1,67 @@
+"""Quiet hours: from `start` to `end` local time (over midnight when end < start).
+
+Local time is the wall clock in the member's zone (the household's unless they chose
+one), so a 22:00-07:00 window follows daylight-saving changes. Start equal to end is
+refused (it would mean "never" or "always"; nobody means either).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from skald.errors import InvalidInputError
+from skald.store.notifications import QuietHours
+
+__all__ = ["check_quiet", "is_quiet", "quiet_ends"]
+
+_HHMM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
+
+
+def _parse(value: str, what: str) -> time:
+    m = _HHMM.fullmatch(value)
+    if m is None:
+        raise InvalidInputError(f"quiet hours: {what} must be a time such as 22:00, got {value!r}")
+    return time(int(m[1]), int(m[2]))
+
+
+def check_quiet(quiet: QuietHours) -> QuietHours:
+    """The quiet hours as given, or InvalidInputError saying what is wrong."""
+    if _parse(quiet.start, "start") == _parse(quiet.end, "end"):
+        raise InvalidInputError("quiet hours: start and end are the same time")
+    if quiet.timezone is not None:
+        try:
+            ZoneInfo(quiet.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InvalidInputError(
+                f"quiet hours: unknown timezone {quiet.timezone!r} (e.g. Europe/Rome)"
+            ) from None
+    return quiet
+
+
+def _zone(quiet: QuietHours, household: str) -> ZoneInfo:
+    return ZoneInfo(quiet.timezone or household)
+
+
+def is_quiet(quiet: QuietHours | None, now: datetime, household: str) -> bool:
+    if quiet is None:
+        return False
+    start, end = _parse(quiet.start, "start"), _parse(quiet.end, "end")
+    local = now.astimezone(_zone(quiet, household)).time().replace(tzinfo=None)
+    if start < end:
+        return start <= local < end
+    return local >= start or local < end
+
+
+def quiet_ends(quiet: QuietHours | None, now: datetime, household: str) -> datetime | None:
+    """When the quiet time around `now` ends (aware, in the member's zone), or None."""
+    if quiet is None or not is_quiet(quiet, now, household):
+        return None
+    zone = _zone(quiet, household)
+    local = now.astimezone(zone)
+    end = _parse(quiet.end, "end")
+    candidate = datetime.combine(local.date(), end, tzinfo=zone)
+    if candidate <= local:
+        candidate = datetime.combine(local.date() + timedelta(days=1), end, tzinfo=zone)
+    return candidate
