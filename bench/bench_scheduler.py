@@ -40,14 +40,14 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skald.config import load_config  # noqa: E402
-from skald.core.runtime import Runtime  # noqa: E402
-from skald.paths import DataLayout  # noqa: E402
-from skald.schedule.clock import FakeClock  # noqa: E402
-from skald.schedule.cron import Schedule  # noqa: E402
-from skald.schedule.scheduler import scheduler_of  # noqa: E402
-from skald.store.rows import Role, RoleAttributes  # noqa: E402
-from skald.store.schedule import Job, ScheduleStore, iso, new_id  # noqa: E402
+from skald.config import load_config
+from skald.core.runtime import Runtime
+from skald.paths import DataLayout
+from skald.schedule.clock import FakeClock
+from skald.schedule.cron import Schedule
+from skald.schedule.scheduler import scheduler_of
+from skald.store.rows import Role, RoleAttributes
+from skald.store.schedule import Job, ScheduleStore, iso, new_id
 
 START = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)
 
