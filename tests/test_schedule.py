@@ -218,3 +218,25 @@ async def test_limits_active_jobs_and_the_shortest_interval_an_admin_may_lower(
     mine = await _signed_in(make_client, "ada")
     r = await mine.call("PUT", f"/api/admin/schedule/{ada}/limits", json={"min_interval_s": 1})
     assert r.status_code == 403
+
+
+async def test_a_scheduled_run_cannot_ask_a_call_needing_a_person_is_refused_at_once(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    write = Call("write_file", {"path": "shared-memory/bins.md", "content": "Monday"})
+    fake_llm.script("model-a", [[write], "I could not write it."])
+    member = runtime.user_runtimes[ada]
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="note", prompt="Note the bins day", cron="0 8 * * *")
+    )
+    clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
+    (run,) = await scheduler.tick()
+    await scheduler.wait_run(run.id)
+    (done,) = await ScheduleStore(member.handle.db).runs(job.id)
+    assert done.outcome == "succeeded"
+    told = json.dumps(fake_llm.bodies()[-1]["messages"][-1])
+    assert "nobody was there to approve it" in told
+    assert await member.inbox.pending() == []
+    assert job.conversation_id not in member.unattended  # only while the run lasts

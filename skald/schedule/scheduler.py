@@ -188,21 +188,25 @@ class Scheduler:
         user_id = member.user.id
         svc = self.rt.conversations
         outcome, error, usage = "failed", None, None
+        member.unattended.add(job.conversation_id)  # nobody is there to approve
         try:
             sent = await svc.send(user_id, job.conversation_id, self._message(job, run))
             assert isinstance(sent, Sent)  # a prompt is never a slash command here
-            reply = await svc.wait(user_id, sent)
-            if reply.status == "awaiting_approval":
-                outcome, error = "needs_approval", "waiting for your approval in the Inbox"
-            else:
-                result = sent.done.result()
-                usage = result.usage
-                outcome = "succeeded" if reply.status == "done" else "failed"
-                error = reply.error
+            # Not `svc.wait`: the unattended gate refuses at once, so the turn never
+            # waits for a person; its end is what the run records.
+            result = await sent.done
+            usage = result.usage
+            outcome, error = {
+                "done": ("succeeded", None),
+                "stopped": ("cancelled", result.error or "stopped"),
+                "awaiting_approval": ("needs_approval", "waiting for an approval"),
+            }.get(result.status, ("failed", result.error or result.status))
         except DatabaseClosedError:
             raise  # locked under it: the next unlock marks the run interrupted
         except Exception as exc:
             outcome, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        finally:
+            member.unattended.discard(job.conversation_id)
         finished, current, paused = await store.finish(
             run.id,
             self.clock.now(),

@@ -146,6 +146,7 @@ class Tasks:
         run = await runs.start_task_run(task, self.now)
         user_id = member.user.id
         state, result, error, usage = "failed", None, None, None
+        member.unattended.add(task.conversation_id)  # nobody is there to approve
         try:
             done = await member.hub.send(
                 task.conversation_id, [TextPart(text=task.prompt)], [], typed=task.title
@@ -162,6 +163,8 @@ class Tasks:
             raise  # locked under it: the next unlock marks it interrupted
         except Exception as exc:
             state, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        finally:
+            member.unattended.discard(task.conversation_id)
         now = self.now
         await store.move(
             task.id, state, only_from=("running",), now=iso(now), result=result,  # type: ignore[arg-type]
