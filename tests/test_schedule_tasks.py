@@ -133,26 +133,32 @@ async def test_a_task_is_cancelled_from_the_tasks_api_and_the_limit_holds_meanwh
     assert 'The background task "tide tables" was cancelled.' in relayed
 
 
-async def test_a_task_a_crash_cut_is_failed_relayed_and_never_run_again(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+async def test_a_task_a_crash_cut_is_finished_after_the_restart_and_never_run_twice(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM, household: dict[str, str]
 ) -> None:
     scheduler, origin, task = await _start(runtime, ada, fake_llm, Hang())
+    fake_llm.script("model-a", ["High tide at 14:02."])  # after the hung answer
     member = runtime.user_runtimes[ada]
     store = TaskStore(member.handle.db)
-    # As after a kill -9: the row still says running; the restarted scheduler sees the
-    # member for the first time.
-    await member.services.stop()  # the helper's chore dies with the process
     assert (await store.get(task.id)).state == "running"  # type: ignore[union-attr]
+    # As after a kill -9: the member's runtime goes (its chores and its turns with it),
+    # the task row still says running; a new runtime resumes her conversations.
+    await runtime.detach(ada)
+    user = await runtime.core.registry.get_user(ada)
+    assert user is not None
+    member = await runtime.user_runtime(user)
+    await scheduler.tick()  # first sight of the new runtime
+    ended = await _ended(runtime, scheduler, ada, task)
+    assert (ended.state, ended.result) == ("completed", "High tide at 14:02.")
+    runs = [r for r in await ScheduleStore(member.handle.db).runs() if r.task_id == task.id]
+    assert sorted(r.outcome for r in runs) == ["interrupted", "succeeded"]
+    # The helper was given its task once; the origin heard of the end once.
+    helper = await runtime.conversations.history(ada, task.conversation_id)
+    assert [i.text for i in helper if i.role == "user"] == ["Find the tide tables for Genoa"]
+    origin_items = await runtime.conversations.history(ada, origin)
+    assert sum("is done." in i.text for i in origin_items if i.role == "user") == 1
     scheduler._seen.clear()
-    await scheduler.tick()
-    ended = await store.get(task.id)
-    assert ended is not None and ended.state == "failed" and ended.relayed
-    assert "interrupted" in (ended.error or "")
-    await scheduler.tasks.relay_turns[task.id]
-    relayed = (await runtime.conversations.history(ada, origin))[-2].text
-    assert "failed" in relayed and "interrupted" in relayed
-    # A second start-up finds nothing more to do: the helper's prompt was sent once.
-    scheduler._seen.clear()
-    await scheduler.tick()
-    sent = [b for b in fake_llm.bodies() if "Find the tide tables" in str(b["messages"][-1])]
-    assert len(sent) == 1
+    await scheduler.tick()  # another start-up finds nothing left to do
+    assert (await store.get(task.id)).relayed  # type: ignore[union-attr]
+    origin_items = await runtime.conversations.history(ada, origin)
+    assert sum("is done." in i.text for i in origin_items if i.role == "user") == 1

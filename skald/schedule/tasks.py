@@ -11,9 +11,11 @@ after the current turn).
 Rule: a task's state moves queued → running → completed|failed|cancelled once
 (`TaskStore.move` with `only_from`), and `relayed` is set only after the message is in
 the origin conversation, so a crash between the two relays at the next start instead
-of losing the result. Tasks a crash left queued or running become failed
-("interrupted") at the member's next start; their conversation is stopped so the
-chat recovery does not go on with it: nothing runs twice.
+of losing the result. After a crash, at the member's next start, a task left queued
+starts and one left running is finished: its turn is resumed exactly as the chat
+recovery resumes any turn (a tool call that had started is reported interrupted to the
+model, never run again), and its old run row is `interrupted`, a new one records the
+finish. Nothing runs twice, nothing is lost.
 
 Trap: the origin conversation may be deleted meanwhile (its tasks go with it, by the
 foreign key); the member may be locked when the task ends (the relay waits for the
@@ -138,29 +140,37 @@ class Tasks:
             await member.hub.stop(task.conversation_id)
         return await self.get(member, task_id)
 
-    async def _run(self, member: UserRuntime, task: Task) -> None:
+    async def _run(self, member: UserRuntime, task: Task, *, resume: bool = False) -> None:
+        """Run the task's turn (or, after a restart, finish it: `resume`), record how it
+        ended and relay that to the origin conversation."""
         store = TaskStore(member.handle.db)
         runs = ScheduleStore(member.handle.db)
-        if not await store.move(task.id, "running", only_from=("queued",)):
+        if not resume and not await store.move(task.id, "running", only_from=("queued",)):
             return  # cancelled while queued
         run = await runs.start_task_run(task, self.now)
         user_id = member.user.id
         state, result, error, usage = "failed", None, None, None
         member.unattended.add(task.conversation_id)  # nobody is there to approve
         try:
-            done = await member.hub.send(
-                task.conversation_id, [TextPart(text=task.prompt)], [], typed=task.title
-            )
+            if resume:
+                # The chat recovery may already be finishing the turn: this queues
+                # behind it and settles whatever is left.
+                done = await member.hub.resume(task.conversation_id)
+            else:
+                done = await member.hub.send(
+                    task.conversation_id, [TextPart(text=task.prompt)], [], typed=task.title
+                )
             outcome = await done
             usage = outcome.usage
             if outcome.status == "done":
-                state, result = "completed", outcome.text or "(no answer)"
+                text = outcome.text or await self._last_answer(member, task)
+                state, result = "completed", text or "(no answer)"
             elif outcome.status == "stopped":
                 state, error = "cancelled", outcome.error or "stopped"
             else:
                 state, error = "failed", outcome.error or outcome.status
         except DatabaseClosedError:
-            raise  # locked under it: the next unlock marks it interrupted
+            raise  # locked under it: the next unlock finishes it
         except Exception as exc:
             state, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
         finally:
@@ -189,6 +199,10 @@ class Tasks:
             link=f"/?c={task.origin_conversation}",
         )
 
+    async def _last_answer(self, member: UserRuntime, task: Task) -> str:
+        items = await member.hub.store.items(task.conversation_id)
+        return next((i.text for i in reversed(items) if i.role == "assistant" and i.text), "")
+
     async def _relay(self, member: UserRuntime, task: Task) -> None:
         """Post the task's end into the conversation that started it (a new turn)."""
         try:
@@ -200,18 +214,19 @@ class Tasks:
             log.info("task result not relayed: conversation deleted", task=task.id)
         await TaskStore(member.handle.db).relayed(task.id)
 
+    def _relaunch(self, member: UserRuntime, task: Task, *, resume: bool) -> None:
+        async def work() -> None:
+            await self._run(member, task, resume=resume)
+
+        self.scheduler.launch_chore(member, f"task-{task.id}", work)
+
     async def recover(self, member: UserRuntime) -> None:
-        """At the member's first sight after a start: end what a crash cut, relay what
-        ended unrelayed."""
+        """At the member's first sight after a start: a task a crash cut is finished
+        (queued: started; running: its turn resumed, as the chat recovery resumes any
+        turn, so no call runs twice), and every ended task not yet relayed is relayed."""
         store = TaskStore(member.handle.db)
         cut, unrelayed = await store.left_over()
-        now = iso(self.now)
         for task in cut:
-            await member.hub.stop(task.conversation_id)
-            if await store.move(
-                task.id, "failed", only_from=("queued", "running"), now=now,
-                error="interrupted: the server stopped while the task ran",
-            ):  # fmt: skip
-                unrelayed.append(await self.get(member, task.id))
+            self._relaunch(member, task, resume=task.state == "running")
         for task in unrelayed:
             await self._relay(member, task)
