@@ -240,3 +240,28 @@ async def test_a_scheduled_run_cannot_ask_a_call_needing_a_person_is_refused_at_
     assert "nobody was there to approve it" in told
     assert await member.inbox.pending() == []
     assert job.conversation_id not in member.unattended  # only while the run lasts
+
+
+async def test_a_jobs_run_history_keeps_the_last_n_runs(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    import msgspec
+
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    scheduler.config = msgspec.structs.replace(scheduler.config, keep_runs=2)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["one", "two", "three"])
+    member = runtime.user_runtimes[ada]
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="n", prompt="count", cron="0 8 * * *")
+    )
+    store = ScheduleStore(member.handle.db)
+    kept = []
+    for _ in range(3):  # three "run now"s, a minute apart
+        clock.advance(timedelta(minutes=1))
+        run = await scheduler.run_now(member, job)
+        await scheduler.wait_run(run.id)
+        kept.append(run.id)
+    runs = await store.runs(job.id)
+    assert [r.id for r in runs] == kept[:0:-1]  # the newest two, newest first
+    assert all(r.outcome == "succeeded" for r in runs)

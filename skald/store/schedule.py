@@ -432,6 +432,8 @@ class ScheduleStore:
                     c, f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (run.job_id,)
                 )
                 job = None if jr is None else _job(jr)
+            if run.task_id is not None:
+                _prune_tasks(c, keep)
             return run, job, paused
 
         return await self.db.transaction(step)
@@ -556,6 +558,22 @@ def _prune(c: apsw.Connection, job_id: str, keep: int) -> None:
         "SELECT id FROM schedule_runs WHERE job_id=? ORDER BY started_at DESC, id DESC "
         "LIMIT ?)",
         (job_id, job_id, keep),
+    )
+
+
+def _prune_tasks(c: apsw.Connection, keep: int) -> None:
+    """Background tasks' runs, and ended and relayed tasks, beyond the newest `keep`."""
+    c.execute(
+        "DELETE FROM schedule_runs WHERE job_id IS NULL AND outcome!='running' AND id NOT IN ("
+        "SELECT id FROM schedule_runs WHERE job_id IS NULL ORDER BY started_at DESC, id DESC "
+        "LIMIT ?)",
+        (keep,),
+    )
+    c.execute(
+        "DELETE FROM schedule_tasks WHERE relayed=1 AND state NOT IN ('queued', 'running') "
+        "AND id NOT IN (SELECT id FROM schedule_tasks ORDER BY created_at DESC, id DESC "
+        "LIMIT ?)",
+        (keep,),
     )
 
 
