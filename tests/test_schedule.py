@@ -265,3 +265,28 @@ async def test_a_jobs_run_history_keeps_the_last_n_runs(
     runs = await store.runs(job.id)
     assert [r.id for r in runs] == kept[:0:-1]  # the newest two, newest first
     assert all(r.outcome == "succeeded" for r in runs)
+
+
+async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use(
+    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    ada = household["ada"]
+    await runtime.core.registry.update_user(ada, profile={"timezone": "America/New_York"})
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    scheduler, _ = with_clock(runtime, MONDAY_9)
+    member = runtime.user_runtimes[ada]
+    from skald.schedule.tool import ScheduleTool
+
+    described = ScheduleTool(member, scheduler).spec.description
+    assert "America/New_York" in described and "Monday 2026-06-01 03:00" in described
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="x", prompt="y", cron="30 7 * * *")
+    )
+    assert (job.zone, job.next_run) == ("America/New_York", "2026-06-01T11:30:00Z")
+    # A name that is no time zone falls back to the household's.
+    await runtime.core.registry.update_user(household["mum"], profile={"timezone": "Mars/Base"})
+    await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
+    assert (
+        "Europe/Rome"
+        in ScheduleTool(runtime.user_runtimes[household["mum"]], scheduler).spec.description
+    )
