@@ -86,9 +86,6 @@ CONNECTORS_USE = declare(
 ADMIN_CONNECTORS = declare(
     "admin.connectors", "Install connectors and plugins", reserved_for="connectors (issue 13)"
 )
-SCHEDULE_USE = declare(
-    "schedule.use", "Schedule jobs and background tasks", reserved_for="schedules (issue 14)"
-)
 PROJECTS_USE = declare(
     "projects.use", "Create and join projects", reserved_for="projects (a later issue)"
 )

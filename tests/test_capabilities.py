@@ -35,7 +35,6 @@ WEB = Path(__file__).resolve().parent.parent / "web" / "js"
 RESERVED = {
     "connectors.use": "issue 13",
     "admin.connectors": "issue 13",
-    "schedule.use": "issue 14",
     "projects.use": "a later issue",
     "telegram.use": "a later issue",
     "admin.system": "a later issue",
@@ -46,6 +45,7 @@ PAGES = {
     "/": "chat",
     "/inbox": "inbox",
     "/files": "files",
+    "/tasks": "schedule.use",
     "/admin/users": "admin.users",
     "/admin/roles": "admin.roles",
     "/admin/approvals": "admin.roles",

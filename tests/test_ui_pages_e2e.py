@@ -103,6 +103,7 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "nav-home",
             "nav-inbox",
             "nav-overview",
+            "nav-tasks",
             "nav-files",
             "nav-profile",
             "nav-page-sample",

@@ -195,6 +195,10 @@ SEED_RULES: Final[tuple[SeedRule, ...]] = (
     SeedRule("default.execute-task", "execute_task", None, "allow", 50,
              "handing work to a helper (its own calls pass these rules too)"),
     SeedRule("default.ask-user", "ask_user", None, "allow", 50, "asking you a question"),
+    SeedRule("default.schedule", "schedule", None, "allow", 50,
+             "managing your scheduled jobs (each run's own calls pass these rules too)"),
+    SeedRule("default.background-task", "background_task", None, "allow", 50,
+             "handing work to a background helper (its own calls pass these rules too)"),
     SeedRule("default.notify", "notify", None, "allow", 50, "sending you a notification"),
     SeedRule("default.catch-all", "*", None, "require", 10000, "using the tool {tool}"),
 )  # fmt: skip

@@ -22,6 +22,7 @@ from skald.core.context import Core
 from skald.core.conversations import ConversationService
 from skald.core.devices import DeviceCookies
 from skald.core.events import EventHub, RevokeCode, UserUpdated
+from skald.core.kept_keys import KeptKeys
 from skald.core.llm_service import LlmService
 from skald.core.notifications import NotificationService
 from skald.core.sealing import InstanceKey
@@ -31,7 +32,7 @@ from skald.core.storage_guard import StorageGuard
 from skald.core.throttle import LoginThrottle
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import UnlockedUser
-from skald.errors import DatabaseClosedError, NotFoundError
+from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
 from skald.files.mounts import MemberMount
 from skald.files.router import PathRouter
 from skald.log import get_logger
@@ -60,11 +61,10 @@ class Runtime:
         self.throttle = LoginThrottle(core.config.auth)
         self.devices: DeviceCookies  # its key is in the registry: set by _start
         self.hub = EventHub()
-        self.llm = LlmService(
-            LlmStore(core.registry.db),
-            InstanceKey.load_or_create(core.layout.instance_key),
-            core.layout.root,
-        )
+        instance_key = InstanceKey.load_or_create(core.layout.instance_key)
+        self.llm = LlmService(LlmStore(core.registry.db), instance_key, core.layout.root)
+        # Members who let their assistant work while they are signed out (sealed keys).
+        self.kept_keys = KeptKeys(core.layout.root / "kept-keys", instance_key)
         # Every background service of the server; a member's chores run in their own.
         self.services = ServiceRunner("server")
         self.plugins = core.plugins
@@ -114,6 +114,7 @@ class Runtime:
         self.devices = DeviceCookies(await self.sessions.store.device_key())
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()
+        unlocked += await self._unlock_kept()
         log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)
         if not await self.core.users.admin_exists():
             self._announce_setup(announce)
@@ -189,6 +190,39 @@ class Runtime:
                 await self.attach(await self.core.users.unlock_unencrypted(user))
                 count += 1
         return count
+
+    async def _unlock_kept(self) -> int:
+        # Encrypted members who opted in: their sealed key opens their data at boot.
+        count = 0
+        for user_id in await asyncio.to_thread(self.kept_keys.kept_ids):
+            user = await self.core.registry.get_user(user_id)
+            if user is None or not user.active or not user.encrypted:
+                await asyncio.to_thread(self.kept_keys.forget, user_id)
+                continue
+            try:
+                dek = await asyncio.to_thread(self.kept_keys.open, user_id)
+                if dek is not None:
+                    await self.attach(await self.core.users.unlock_kept(user, dek))
+                    count += 1
+            except Exception as exc:
+                log.error("a kept key did not open", user_id=user_id, error=str(exc)[:300])
+        return count
+
+    async def keep_key(self, user: User) -> None:
+        """The member's opt-in: seal their key so their assistant works signed out."""
+        if not user.encrypted:
+            raise InvalidInputError(
+                "your data is not encrypted: your assistant already works while you are signed out"
+            )
+        async with self.core.users.held(user.id) as held:
+            if held is None or held[1] is None:
+                raise DatabaseClosedError("your data is locked; sign in again")
+            await asyncio.to_thread(self.kept_keys.keep, user.id, held[1])
+
+    async def forget_key(self, user: User) -> None:
+        """Revoke the opt-in: the sealed key leaves the disk before this returns."""
+        await asyncio.to_thread(self.kept_keys.forget, user.id)
+        await self._lock_if_no_sessions(user)
 
     # -- per-member runtimes ---------------------------------------------------------
 
@@ -296,8 +330,13 @@ class Runtime:
         await self._lock_if_no_sessions(user)
 
     async def _lock_if_no_sessions(self, user: User) -> None:
-        # An encrypted member's key stays in memory only while one of their sessions lives.
-        if user.encrypted and await self.sessions.store.count_for_user(user.id) == 0:
+        # An encrypted member's key stays in memory only while one of their sessions lives
+        # (or while they let their assistant work signed out: a kept key).
+        if (
+            user.encrypted
+            and not self.kept_keys.is_kept(user.id)
+            and await self.sessions.store.count_for_user(user.id) == 0
+        ):
             await self.lock(user.id)
 
     async def deactivate(self, user: User) -> User:
@@ -311,6 +350,7 @@ class Runtime:
     # `LiveAccounts` for the account service: what only the running server holds.
 
     async def account_revoked(self, user: User, code: RevokeCode) -> None:
+        await asyncio.to_thread(self.kept_keys.forget, user.id)
         self.hub.revoke_user(user.id, code)
         await self.lock(user.id)
         # Their commands stop now; if Docker is down, the next reconciliation does it.

@@ -100,6 +100,16 @@ class UserRuntime:
             bypassed=self.inbox.bypassed,
             extra_facts=self.plugins.approval_facts,
         )
+        # Conversations whose current turn nobody watches (a scheduled job's run, a
+        # background task): there a call that needs a person is refused at once.
+        self.unattended: set[str] = set()
+        self.unattended_gate = DefaultGate(
+            unattended=True,
+            rules=rules,
+            group_of=self.security_group_of,
+            bypassed=self.inbox.bypassed,
+            extra_facts=self.plugins.approval_facts,
+        )
         # This member's background work: recovery at unlock, Inbox chores... Stopped (and
         # so cancelled) when their data is locked; `Runtime.service_health` reports it.
         self.services = ServiceRunner(f"member {self.user.username}")
@@ -172,7 +182,12 @@ class UserRuntime:
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
         config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
-        return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
+        gate = self.gate_for(root_of(ctx.conversation_id)[0])
+        return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=gate)
+
+    def gate_for(self, conversation_id: str) -> DefaultGate:
+        """The unattended gate while nobody watches the conversation, else the member's."""
+        return self.unattended_gate if conversation_id in self.unattended else self.gate
 
     # -- the Inbox ----------------------------------------------------------------------
 
@@ -283,7 +298,8 @@ class UserRuntime:
             max_rounds=self.config.max_rounds,
             compact_at_tokens=self.config.compact_at_tokens or None,
         )
-        return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)
+        gate = self.gate_for(conversation.id)
+        return TurnSetup(model=model, tools=self._tools(agent), gate=gate, config=config)
 
     async def close(self) -> None:
         await self.services.stop()

@@ -237,6 +237,15 @@ class UserManager:
             raise AccountInactiveError(f"the account {user.username!r} is deactivated")
         return await self._attach(user, None)
 
+    async def unlock_kept(self, user: User, dek: bytes) -> UnlockedUser:
+        """Open an encrypted member's data with the key the server keeps for them (their
+        "work while I'm signed out" opt-in, `core/kept_keys.py`)."""
+        if not user.encrypted:
+            raise InvalidInputError(f"{user.username} is not encrypted")
+        if not user.active:
+            raise AccountInactiveError(f"the account {user.username!r} is deactivated")
+        return await self._attach(user, dek)
+
     async def _attach(self, user: User, dek: bytes | None) -> UnlockedUser:
         async with self._lock_for(user.id):
             owner = self._open.get(user.id)

@@ -60,6 +60,7 @@ BUILTINS: Final = (
     "skald.features.inbox",
     "skald.features.ops",
     "skald.features.notifications",
+    "skald.features.schedule",
 )
 
 

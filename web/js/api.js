@@ -163,6 +163,18 @@ export const api = {
   deleteApprovalRule: (id) => del(`api/approvals/rules/${encodeURIComponent(id)}`),
   testApproval: (body) => post('api/approvals/test', body),
 
+  // Scheduled jobs and their runs (schedule.use); admins see counts only.
+  jobs: () => get('api/schedule/jobs'),
+  jobRuns: () => get('api/schedule/runs'),
+  updateJob: (id, body) => patch(`api/schedule/jobs/${encodeURIComponent(id)}`, body),
+  runJob: (id) => post(`api/schedule/jobs/${encodeURIComponent(id)}/run`),
+  deleteJob: (id) => del(`api/schedule/jobs/${encodeURIComponent(id)}`),
+  tasks: () => get('api/schedule/tasks'),
+  cancelTask: (id) => post(`api/schedule/tasks/${encodeURIComponent(id)}/cancel`),
+  scheduleCounts: () => get('api/admin/schedule'),
+  keepKey: () => get('api/schedule/keep-key'),
+  setKeepKey: (enabled) => request('PUT', 'api/schedule/keep-key', { enabled }),
+
   // Files (capability files). Paths are agent paths: "~/notes/a.md", "docs/…".
   filePlaces: () => get('api/files/places'),
   listDir: (path) => get(`api/files/dir?path=${encodeURIComponent(path)}`),

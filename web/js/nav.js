@@ -17,6 +17,7 @@ import { ChatPage } from './pages/chat.js';
 import { HomePage } from './pages/home.js';
 import { InboxPage } from './pages/inbox.js';
 import { FilesPage } from './pages/files.js';
+import { TasksPage } from './pages/tasks.js';
 import { ProfilePage } from './pages/profile.js';
 import { AdminUsersPage } from './pages/admin-users.js';
 import { AdminRolesPage } from './pages/admin-roles.js';
@@ -31,6 +32,7 @@ const BUILTIN = {
   '/inbox': { page: InboxPage, icon: 'inbox', testid: 'nav-inbox', badge: true },
   '/overview': { page: HomePage, icon: 'home', testid: 'nav-overview', fullOnly: true },
   '/files': { page: FilesPage, icon: 'folder', testid: 'nav-files' },
+  '/tasks': { page: TasksPage, icon: 'clock', testid: 'nav-tasks' },
   '/profile': { page: ProfilePage, icon: 'user', testid: 'nav-profile' },
   '/admin/users': { page: AdminUsersPage, icon: 'users', testid: 'nav-admin-users' },
   '/admin/roles': {

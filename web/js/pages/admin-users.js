@@ -127,7 +127,7 @@ function storageText(usage) {
     : formatSize(usage.used);
 }
 
-function UserRow({ user, roles, usage, isSelf, onEdit, onToggle, onDelete, busy }) {
+function UserRow({ user, roles, usage, worksSignedOut, isSelf, onEdit, onToggle, onDelete, busy }) {
   return html`<tr class=${`user-row${user.active ? '' : ' is-inactive'}`} data-testid="user-row"
       data-username=${user.username} data-user-id=${user.id}>
     <td class="user-row__who-cell" data-label=${t('users.person')}>
@@ -144,6 +144,8 @@ function UserRow({ user, roles, usage, isSelf, onEdit, onToggle, onDelete, busy 
       ${user.encrypted
         ? html`<${Badge} kind="locked" testid="user-encrypted">${Icon.lock()}${t('users.encrypted')}<//>`
         : html`<${Badge} kind="plain" testid="user-encrypted">${Icon.unlock()}${t('users.not_encrypted')}<//>`}
+      ${user.encrypted && worksSignedOut &&
+      html` <span title=${t('users.works_signed_out_hint')}><${Badge} kind="plain" testid="user-works-signed-out">${t('users.works_signed_out')}<//></span>`}
     </td>
     <td data-label=${t('users.status')}>
       ${user.active
@@ -178,6 +180,7 @@ export function AdminUsersPage() {
   const [storage, setStorage] = useState({}); // user id -> {used, quota}
   const [loadError, setLoadError] = useState(null);
   const [editing, setEditing] = useState(null);
+  const [signedOut, setSignedOut] = useState({});
   const [deleting, setDeleting] = useState(null);
   const [recovery, setRecovery] = useState(null); // {user, recovery_code}
   const [flash, setFlash] = useFlash();
@@ -186,11 +189,17 @@ export function AdminUsersPage() {
 
   // Usage figures may take a moment (a first walk of each home): they come after the
   // list, and again when someone is added.
-  const loadStorage = () =>
-    api.membersStorage().then(
+  const loadStorage = () => {
+    // Who lets their assistant work signed out (a fact; schedules may be off: then none).
+    api.scheduleCounts().then(
+      (rows) => setSignedOut(Object.fromEntries(rows.map((row) => [row.user_id, row.works_signed_out]))),
+      () => setSignedOut({}),
+    );
+    return api.membersStorage().then(
       (rows) => setStorage(Object.fromEntries(rows.map((row) => [row.user_id, row]))),
       () => setStorage({}),
     );
+  };
 
   const load = useCallback(async () => {
     try {
@@ -268,7 +277,7 @@ export function AdminUsersPage() {
         </thead>
         <tbody>
           ${users.map(
-            (u) => html`<${UserRow} key=${u.id} user=${u} roles=${roles} usage=${storage[u.id]}
+            (u) => html`<${UserRow} key=${u.id} user=${u} roles=${roles} usage=${storage[u.id]} worksSignedOut=${!!signedOut[u.id]}
               isSelf=${u.id === me.id} busy=${rowBusy}
               onEdit=${(x) => {
                 setRowError(null);

@@ -1,0 +1,202 @@
+"""`schedule`: the assistant creates and manages the member's jobs from plain language.
+
+The description carries the member's time zone and current local time (built each turn,
+as the tool list is), so "every weekday at 7:30" becomes `30 7 * * 1-5` in the right
+zone and "tomorrow at 9" a correct ISO date-time. Errors come back as tool errors the
+model can correct (the cron module's messages say what a valid expression looks like).
+
+Trap: one mode per call; `job_id` is the member's own (another member's is "no such
+job", never a hint that it exists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from skald.agent.subagent import root_of
+from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
+from skald.errors import InvalidInputError, NotFoundError
+from skald.llm.types import ToolSpec
+from skald.schedule.jobs import JobChange, JobSpec
+from skald.schedule.zone import member_zone
+from skald.store.schedule import Job, parse_iso
+
+if TYPE_CHECKING:
+    from skald.core.user_runtime import UserRuntime
+    from skald.schedule.scheduler import Scheduler
+
+__all__ = ["BackgroundTaskTool", "ScheduleTool", "describe_job"]
+
+MODES = ("create", "list", "pause", "resume", "update", "run_now", "delete")
+
+
+def _spec(now_local: datetime, zone: str) -> ToolSpec:
+    return ToolSpec(
+        name="schedule",
+        description=(
+            "Create and manage the user's scheduled jobs: a prompt you will run by yourself "
+            "later, once (`at`) or repeatedly (`cron`), each run writing into the job's own "
+            "conversation. "
+            f"The user's time zone is {zone}; it is now {now_local:%A %Y-%m-%d %H:%M} there. "
+            "`cron` has 5 fields 'minute hour day-of-month month day-of-week' in that zone "
+            "(weekdays at 7:30 = '30 7 * * 1-5'; Sunday is 0), or 6 with seconds first, or 7 "
+            "with seconds first and a year last; @daily, @weekly... work too. `at` is an ISO "
+            "date-time in that zone, e.g. 2027-03-01T09:00. Write `prompt` as the instruction "
+            "to yourself at run time (e.g. 'Remind the user to put the bins out'). Modes: "
+            "create (title, prompt, cron or at), list, pause, resume, update (job_id and what "
+            "changes), run_now, delete (job_id)."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "mode": {"type": "string", "enum": list(MODES)},
+                "job_id": {"type": "string"},
+                "title": {"type": "string", "maxLength": 200},
+                "prompt": {"type": "string", "maxLength": 8000},
+                "cron": {"type": "string", "maxLength": 200},
+                "at": {"type": "string", "maxLength": 64},
+                "skip_after_minutes": {"type": "integer", "minimum": 0},
+            },
+            "required": ["mode"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def describe_job(job: Job) -> str:
+    when = f"cron '{job.cron}'" if job.cron else f"once at {job.run_at}"
+    nxt = "never again"
+    if job.next_run and job.state == "active":
+        from zoneinfo import ZoneInfo
+
+        nxt = parse_iso(job.next_run).astimezone(ZoneInfo(job.zone)).strftime("%Y-%m-%d %H:%M")
+    return f"{job.id}: {job.title} [{job.state}] {when} ({job.zone}), next run {nxt}"
+
+
+class ScheduleTool(Tool):
+    kind = "other"
+    concurrency_safe = False
+
+    def __init__(self, member: UserRuntime, scheduler: Scheduler) -> None:
+        self.member = member
+        self.scheduler = scheduler
+        zone = member_zone(member)
+        self.spec = _spec(scheduler.clock.now().astimezone(zone), zone.key)
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        return Touches()
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        mode = args.get("mode")
+        try:
+            return ToolResult(content=await self._run(str(mode), args))
+        except (InvalidInputError, NotFoundError) as exc:
+            return ToolResult.error(str(exc))
+
+    async def _run(self, mode: str, args: dict[str, Any]) -> str:
+        jobs = await self.scheduler.jobs(self.member)
+        job_id = str(args.get("job_id") or "")
+        skip = args.get("skip_after_minutes")
+        skip_s = None if skip is None else int(skip) * 60
+        if mode == "create":
+            job = await jobs.create(
+                JobSpec(
+                    title=str(args.get("title") or ""),
+                    prompt=str(args.get("prompt") or ""),
+                    cron=args.get("cron") or None,
+                    at=args.get("at") or None,
+                    skip_after_s=skip_s,
+                )
+            )
+            return f"Created job {describe_job(job)}"
+        if mode == "list":
+            listed = await jobs.list()
+            return "\n".join(describe_job(j) for j in listed) or "No jobs."
+        if not job_id:
+            raise InvalidInputError(f"mode {mode!r} needs job_id (see mode 'list')")
+        if mode == "pause":
+            return f"Paused {describe_job(await jobs.pause(job_id))}"
+        if mode == "resume":
+            return f"Resumed {describe_job(await jobs.resume(job_id))}"
+        if mode == "update":
+            change = JobChange(
+                title=args.get("title"),
+                prompt=args.get("prompt"),
+                cron=args.get("cron") or None,
+                at=args.get("at") or None,
+                skip_after_s=skip_s,
+            )
+            return f"Updated {describe_job(await jobs.change(job_id, change))}"
+        if mode == "run_now":
+            job = await jobs.get(job_id)
+            run = await self.scheduler.run_now(self.member, job)
+            return f"Started job {job.title} now (run {run.id}); it writes to its own conversation."
+        if mode == "delete":
+            await jobs.delete(job_id)
+            return f"Deleted job {job_id}."
+        raise InvalidInputError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+
+
+_TASK_SPEC = ToolSpec(
+    name="background_task",
+    description=(
+        "Hand a longer piece of work to a background helper and keep talking with the user "
+        "meanwhile. The helper works in a conversation of its own with your tools; when it "
+        "ends, its result (or failure, or cancellation) comes back into this conversation "
+        "as a message and you tell the user. Modes: start (task: everything the helper "
+        "needs, it sees nothing of this conversation; title: a few words), list, cancel "
+        "(task_id). For work you need the answer to right now, use execute_task instead."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "mode": {"type": "string", "enum": ["start", "list", "cancel"]},
+            "task": {"type": "string", "maxLength": 20000},
+            "title": {"type": "string", "maxLength": 120},
+            "task_id": {"type": "string"},
+        },
+        "required": ["mode"],
+        "additionalProperties": False,
+    },
+)
+
+
+class BackgroundTaskTool(Tool):
+    spec = _TASK_SPEC
+    kind = "other"
+    concurrency_safe = False
+
+    def __init__(self, member: UserRuntime, scheduler: Scheduler) -> None:
+        self.member = member
+        self.scheduler = scheduler
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        return Touches()
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        tasks = self.scheduler.tasks
+        mode = str(args.get("mode"))
+        try:
+            if mode == "start":
+                origin, _ = root_of(ctx.conversation_id)
+                task = await tasks.start(
+                    self.member, origin, str(args.get("title") or ""), str(args.get("task") or "")
+                )
+                return ToolResult(
+                    content=f"Started background task {task.id} ({task.title}). Its result "
+                    "will arrive in this conversation; carry on with the user meanwhile."
+                )
+            if mode == "list":
+                listed = await tasks.recent(self.member)
+                return ToolResult(
+                    content="\n".join(f"{t.id}: {t.title} [{t.state}]" for t in listed)
+                    or "No background tasks."
+                )
+            if mode == "cancel":
+                task = await tasks.cancel(self.member, str(args.get("task_id") or ""))
+                return ToolResult(content=f"Task {task.id} is {task.state}.")
+            raise InvalidInputError(f"unknown mode {mode!r}: use start, list or cancel")
+        except (InvalidInputError, NotFoundError) as exc:
+            return ToolResult.error(str(exc))

@@ -1,0 +1,621 @@
+"""Scheduled jobs and their runs, in the member's owner database; counts in the registry.
+
+A job is a prompt the assistant runs by itself, into the job's own conversation, at the
+times of a cron expression or once at a date-time. A run is one execution of a job (or
+of a background task): start, end, outcome, cost and the conversation written to.
+
+Rule: claiming a run is one transaction (`claim_due`): the run row is written
+`running` and the job's `next_run` moves past now together, so a crash after the claim
+never runs that occurrence again; start-up turns the left-over `running` rows into
+`interrupted` (`interrupt_running`). Times are UTC text `YYYY-MM-DDTHH:MM:SSZ`, so the
+due query compares strings on an index.
+
+Trap: the registry's `schedule_counts` holds numbers only (admins see counts, never
+contents); it is refreshed after every change of a member's jobs, from their open
+database, so a locked member's count is the last one written.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.migrations import Feature, Migration
+
+__all__ = [
+    "JOBS_FEATURE",
+    "SCHEDULE_COUNTS",
+    "Job",
+    "JobState",
+    "Run",
+    "RunOutcome",
+    "ScheduleStore",
+    "Task",
+    "TaskState",
+    "TaskStore",
+    "iso",
+    "parse_iso",
+]
+
+JobState = Literal["active", "paused", "done"]
+RunOutcome = Literal[
+    "running", "succeeded", "failed", "interrupted", "skipped", "cancelled", "needs_approval"
+]
+CreatedBy = Literal["member", "system"]
+
+_OWNER_V1 = """
+CREATE TABLE schedule_jobs(
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    cron TEXT,
+    run_at TEXT,
+    zone TEXT NOT NULL,
+    next_run TEXT,
+    state TEXT NOT NULL CHECK (state IN ('active', 'paused', 'done')),
+    created_by TEXT NOT NULL CHECK (created_by IN ('member', 'system')),
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    skip_after_s INTEGER NOT NULL CHECK (skip_after_s >= 0),
+    failures INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    CHECK ((cron IS NULL) != (run_at IS NULL))
+) WITHOUT ROWID;
+CREATE INDEX schedule_jobs_due ON schedule_jobs(state, next_run);
+CREATE TABLE schedule_runs(
+    id TEXT PRIMARY KEY,
+    job_id TEXT REFERENCES schedule_jobs(id) ON DELETE CASCADE,
+    task_id TEXT,
+    due_at TEXT,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    outcome TEXT NOT NULL CHECK (outcome IN ('running', 'succeeded', 'failed',
+        'interrupted', 'skipped', 'cancelled', 'needs_approval')),
+    late INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    cost_usd REAL,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    conversation_id TEXT
+) WITHOUT ROWID;
+CREATE INDEX schedule_runs_job ON schedule_runs(job_id, started_at);
+CREATE INDEX schedule_runs_running ON schedule_runs(outcome) WHERE outcome = 'running';
+CREATE TABLE schedule_tasks(
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    origin_conversation TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    state TEXT NOT NULL
+        CHECK (state IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
+    result TEXT,
+    error TEXT,
+    relayed INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    ended_at TEXT
+) WITHOUT ROWID;
+CREATE INDEX schedule_tasks_state ON schedule_tasks(state, relayed);
+"""
+
+_REGISTRY_V1 = """
+CREATE TABLE schedule_counts(
+    user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+    jobs INTEGER NOT NULL,
+    active INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE schedule_limits(
+    user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+    min_interval_s INTEGER NOT NULL CHECK (min_interval_s >= 1)
+) WITHOUT ROWID;
+"""
+
+JOBS_FEATURE = Feature(
+    "schedule", (Migration(1, "jobs, runs and background tasks", _OWNER_V1),), after=("chat",)
+)
+SCHEDULE_COUNTS = Feature(
+    "schedule",
+    (Migration(1, "job counts and limits per member", _REGISTRY_V1),),
+    after=("accounts",),
+)
+
+_FMT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def iso(at: datetime) -> str:
+    return at.astimezone(UTC).strftime(_FMT)
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, _FMT).replace(tzinfo=UTC)
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    title: str
+    prompt: str
+    agent_id: str
+    cron: str | None
+    run_at: str | None
+    zone: str
+    next_run: str | None
+    state: JobState
+    created_by: CreatedBy
+    conversation_id: str
+    skip_after_s: int
+    failures: int
+    created_at: str
+    updated_at: str
+
+
+class Run(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    job_id: str | None
+    task_id: str | None
+    due_at: str | None
+    started_at: str
+    ended_at: str | None
+    outcome: RunOutcome
+    late: bool
+    error: str | None
+    cost_usd: float | None
+    input_tokens: int
+    output_tokens: int
+    conversation_id: str | None
+
+
+TaskState = Literal["queued", "running", "completed", "failed", "cancelled"]
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True):
+    """A background task: a helper's work in its own conversation, for another one."""
+
+    id: str
+    title: str
+    prompt: str
+    origin_conversation: str
+    conversation_id: str
+    state: TaskState
+    result: str | None
+    error: str | None
+    relayed: bool
+    created_at: str
+    ended_at: str | None
+
+
+_TASK_COLS = (
+    "id, title, prompt, origin_conversation, conversation_id, state, result, error, "
+    "relayed, created_at, ended_at"
+)
+
+
+def _task(r: tuple[Any, ...]) -> Task:
+    d = dict(zip(_TASK_COLS.split(", "), r, strict=True))
+    d["relayed"] = bool(d["relayed"])
+    return Task(**d)
+
+
+_JOB_COLS = (
+    "id, title, prompt, agent_id, cron, run_at, zone, next_run, state, created_by, "
+    "conversation_id, skip_after_s, failures, created_at, updated_at"
+)
+_RUN_COLS = (
+    "id, job_id, task_id, due_at, started_at, ended_at, outcome, late, error, cost_usd, "
+    "input_tokens, output_tokens, conversation_id"
+)
+
+
+def _job(r: tuple[Any, ...]) -> Job:
+    return Job(**dict(zip(_JOB_COLS.split(", "), r, strict=True)))
+
+
+def _run(r: tuple[Any, ...]) -> Run:
+    d = dict(zip(_RUN_COLS.split(", "), r, strict=True))
+    d["late"] = bool(d["late"])
+    return Run(**d)
+
+
+def new_id() -> str:
+    return secrets.token_hex(8)
+
+
+class ScheduleStore:
+    """One member's jobs and runs (their owner database)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(self, job: Job) -> Job:
+        values = tuple(msgspec.structs.astuple(job))
+        await self.db.call(
+            lambda c: c.execute(
+                f"INSERT INTO schedule_jobs({_JOB_COLS}) VALUES ({','.join('?' * len(values))})",
+                values,
+            )
+        )
+        return job
+
+    async def get(self, job_id: str) -> Job | None:
+        row = await self.db.call(
+            lambda c: fetch_one(c, f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (job_id,))
+        )
+        return None if row is None else _job(row)
+
+    async def jobs(self) -> list[Job]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, f"SELECT {_JOB_COLS} FROM schedule_jobs ORDER BY created_at, id")
+        )
+        return [_job(r) for r in rows]
+
+    async def counts(self) -> tuple[int, int]:
+        """(jobs, active jobs)."""
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c, "SELECT count(*), coalesce(sum(state='active'), 0) FROM schedule_jobs"
+            )
+        )
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    async def update(self, job_id: str, **fields: object) -> Job | None:
+        if not fields:
+            return await self.get(job_id)
+        fields["updated_at"] = iso(datetime.now(UTC))
+        names = list(fields)
+        sets = ", ".join(f"{n}=?" for n in names)
+        params = (*fields.values(), job_id)
+
+        def step(c: apsw.Connection) -> tuple[Any, ...] | None:
+            c.execute(f"UPDATE schedule_jobs SET {sets} WHERE id=?", params)
+            return fetch_one(c, f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (job_id,))
+
+        row = await self.db.transaction(step)
+        return None if row is None else _job(row)
+
+    async def delete(self, job_id: str) -> bool:
+        def step(c: apsw.Connection) -> bool:
+            c.execute("DELETE FROM schedule_jobs WHERE id=?", (job_id,))
+            return c.changes() > 0
+
+        return await self.db.call(step)
+
+    async def due(self, now: datetime) -> list[Job]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                f"SELECT {_JOB_COLS} FROM schedule_jobs "
+                "WHERE state='active' AND next_run <= ? ORDER BY next_run",
+                (iso(now),),
+            )
+        )
+        return [_job(r) for r in rows]
+
+    async def next_due(self) -> str | None:
+        row = await self.db.call(
+            lambda c: fetch_one(c, "SELECT min(next_run) FROM schedule_jobs WHERE state='active'")
+        )
+        return None if row is None else row[0]
+
+    async def claim(
+        self,
+        job: Job,
+        now: datetime,
+        next_run: str | None,
+        *,
+        late: bool,
+        skipped: bool,
+    ) -> Run | None:
+        """Take one due occurrence: write its run and move the job on, in one transaction.
+
+        None when somebody else took it (the job changed since `job` was read)."""
+        run_id = new_id()
+        stamp = iso(now)
+        state = job.state if job.cron is not None or next_run is not None else "done"
+        outcome = "skipped" if skipped else "running"
+
+        def step(c: apsw.Connection) -> Run | None:
+            c.execute(
+                "UPDATE schedule_jobs SET next_run=?, state=?, updated_at=? "
+                "WHERE id=? AND state='active' AND next_run=?",
+                (next_run, state, stamp, job.id, job.next_run),
+            )
+            if c.changes() == 0:
+                return None
+            c.execute(
+                f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    run_id,
+                    job.id,
+                    None,
+                    job.next_run,
+                    stamp,
+                    stamp if skipped else None,
+                    outcome,
+                    int(late),
+                    "missed by more than the job's skip window" if skipped else None,
+                    None,
+                    0,
+                    0,
+                    job.conversation_id,
+                ),
+            )
+            row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
+            assert row is not None
+            return _run(row)
+
+        return await self.db.transaction(step)
+
+    async def start_task_run(self, task: Task, now: datetime) -> Run:
+        run_id = new_id()
+        values = (run_id, None, task.id, None, iso(now), None, "running", 0, None, None, 0, 0,
+                  task.conversation_id)  # fmt: skip
+
+        def step(c: apsw.Connection) -> Run:
+            c.execute(
+                f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                values,
+            )
+            row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
+            assert row is not None
+            return _run(row)
+
+        return await self.db.transaction(step)
+
+    async def start_run(self, job: Job, now: datetime) -> Run:
+        """A run asked for by a person (run now): the schedule does not move."""
+        run_id = new_id()
+        values = (run_id, job.id, None, None, iso(now), None, "running", 0, None, None, 0, 0,
+                  job.conversation_id)  # fmt: skip
+
+        def step(c: apsw.Connection) -> Run:
+            c.execute(
+                f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                values,
+            )
+            row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
+            assert row is not None
+            return _run(row)
+
+        return await self.db.transaction(step)
+
+    async def finish(
+        self,
+        run_id: str,
+        now: datetime,
+        outcome: RunOutcome,
+        *,
+        error: str | None = None,
+        cost_usd: float | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        keep: int = 50,
+        max_failures: int = 0,
+    ) -> tuple[Run, Job | None, bool]:
+        """Close a run; count the job's failures in a row; keep its last `keep` runs.
+
+        Returns the run, the job as it is now, and whether this run paused the job
+        (`max_failures` failures in a row; 0 never pauses)."""
+
+        def step(c: apsw.Connection) -> tuple[Run, Job | None, bool]:
+            c.execute(
+                "UPDATE schedule_runs SET ended_at=?, outcome=?, error=?, cost_usd=?, "
+                "input_tokens=?, output_tokens=? WHERE id=? AND outcome='running'",
+                (iso(now), outcome, error, cost_usd, input_tokens, output_tokens, run_id),
+            )
+            row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
+            assert row is not None
+            run = _run(row)
+            paused = False
+            job = None
+            if run.job_id is not None:
+                if outcome == "failed":
+                    c.execute(
+                        "UPDATE schedule_jobs SET failures=failures+1 WHERE id=?", (run.job_id,)
+                    )
+                elif outcome == "succeeded":
+                    c.execute("UPDATE schedule_jobs SET failures=0 WHERE id=?", (run.job_id,))
+                if max_failures > 0:
+                    c.execute(
+                        "UPDATE schedule_jobs SET state='paused', updated_at=? "
+                        "WHERE id=? AND state='active' AND failures>=?",
+                        (iso(now), run.job_id, max_failures),
+                    )
+                    paused = c.changes() > 0
+                _prune(c, run.job_id, keep)
+                jr = fetch_one(
+                    c, f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (run.job_id,)
+                )
+                job = None if jr is None else _job(jr)
+            if run.task_id is not None:
+                _prune_tasks(c, keep)
+            return run, job, paused
+
+        return await self.db.transaction(step)
+
+    async def runs(self, job_id: str | None = None, limit: int = 100) -> list[Run]:
+        where, params = ("WHERE job_id=?", (job_id, limit)) if job_id else ("", (limit,))
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                f"SELECT {_RUN_COLS} FROM schedule_runs {where} "
+                "ORDER BY started_at DESC, id DESC LIMIT ?",
+                params,
+            )
+        )
+        return [_run(r) for r in rows]
+
+    async def interrupt_running(self, now: datetime) -> int:
+        """At start-up (or unlock): runs a crash left `running` end as interrupted."""
+
+        def step(c: apsw.Connection) -> int:
+            c.execute(
+                "UPDATE schedule_runs SET outcome='interrupted', ended_at=?, "
+                "error='the server stopped during the run' WHERE outcome='running'",
+                (iso(now),),
+            )
+            return c.changes()
+
+        return await self.db.transaction(step)
+
+
+class TaskStore:
+    """One member's background tasks (their owner database)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(self, task: Task) -> None:
+        values = tuple(msgspec.structs.astuple(task))
+        await self.db.call(
+            lambda c: c.execute(
+                f"INSERT INTO schedule_tasks({_TASK_COLS}) VALUES ({','.join('?' * len(values))})",
+                values,
+            )
+        )
+
+    async def get(self, task_id: str) -> Task | None:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c, f"SELECT {_TASK_COLS} FROM schedule_tasks WHERE id=?", (task_id,)
+            )
+        )
+        return None if row is None else _task(row)
+
+    async def recent(self, limit: int = 50) -> list[Task]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                f"SELECT {_TASK_COLS} FROM schedule_tasks ORDER BY created_at DESC, id LIMIT ?",
+                (limit,),
+            )
+        )
+        return [_task(r) for r in rows]
+
+    async def active_count(self) -> int:
+        row = await self.db.call(
+            lambda c: fetch_one(
+                c, "SELECT count(*) FROM schedule_tasks WHERE state IN ('queued', 'running')"
+            )
+        )
+        return 0 if row is None else int(row[0])
+
+    async def move(
+        self,
+        task_id: str,
+        state: TaskState,
+        *,
+        only_from: tuple[TaskState, ...],
+        now: str | None = None,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """Change the state if it is one of `only_from` (so an end is written once)."""
+        marks = ",".join("?" * len(only_from))
+
+        def step(c: apsw.Connection) -> bool:
+            c.execute(
+                f"UPDATE schedule_tasks SET state=?, result=coalesce(?, result), "
+                f"error=coalesce(?, error), ended_at=coalesce(?, ended_at) "
+                f"WHERE id=? AND state IN ({marks})",
+                (state, result, error, now, task_id, *only_from),
+            )
+            return c.changes() > 0
+
+        return await self.db.transaction(step)
+
+    async def relayed(self, task_id: str) -> None:
+        await self.db.call(
+            lambda c: c.execute("UPDATE schedule_tasks SET relayed=1 WHERE id=?", (task_id,))
+        )
+
+    async def left_over(self) -> tuple[list[Task], list[Task]]:
+        """(tasks a crash left queued or running, ended tasks never relayed)."""
+
+        def step(c: apsw.Connection) -> tuple[list[Task], list[Task]]:
+            open_ = fetch_all(
+                c,
+                f"SELECT {_TASK_COLS} FROM schedule_tasks WHERE state IN ('queued', 'running')",
+            )
+            unrelayed = fetch_all(
+                c,
+                f"SELECT {_TASK_COLS} FROM schedule_tasks "
+                "WHERE state NOT IN ('queued', 'running') AND relayed=0",
+            )
+            return [_task(r) for r in open_], [_task(r) for r in unrelayed]
+
+        return await self.db.call(step)
+
+
+def _prune(c: apsw.Connection, job_id: str, keep: int) -> None:
+    c.execute(
+        "DELETE FROM schedule_runs WHERE job_id=? AND outcome!='running' AND id NOT IN ("
+        "SELECT id FROM schedule_runs WHERE job_id=? ORDER BY started_at DESC, id DESC "
+        "LIMIT ?)",
+        (job_id, job_id, keep),
+    )
+
+
+def _prune_tasks(c: apsw.Connection, keep: int) -> None:
+    """Background tasks' runs, and ended and relayed tasks, beyond the newest `keep`."""
+    c.execute(
+        "DELETE FROM schedule_runs WHERE job_id IS NULL AND outcome!='running' AND id NOT IN ("
+        "SELECT id FROM schedule_runs WHERE job_id IS NULL ORDER BY started_at DESC, id DESC "
+        "LIMIT ?)",
+        (keep,),
+    )
+    c.execute(
+        "DELETE FROM schedule_tasks WHERE relayed=1 AND state NOT IN ('queued', 'running') "
+        "AND id NOT IN (SELECT id FROM schedule_tasks ORDER BY created_at DESC, id DESC "
+        "LIMIT ?)",
+        (keep,),
+    )
+
+
+async def put_counts(registry_db: Database, user_id: str, jobs: int, active: int) -> None:
+    stamp = iso(datetime.now(UTC))
+    await registry_db.call(
+        lambda c: c.execute(
+            "INSERT INTO schedule_counts(user_id, jobs, active, updated_at) VALUES (?,?,?,?) "
+            "ON CONFLICT(user_id) DO UPDATE SET jobs=excluded.jobs, active=excluded.active, "
+            "updated_at=excluded.updated_at",
+            (user_id, jobs, active, stamp),
+        )
+    )
+
+
+async def all_counts(registry_db: Database) -> dict[str, tuple[int, int]]:
+    rows = await registry_db.call(
+        lambda c: fetch_all(c, "SELECT user_id, jobs, active FROM schedule_counts")
+    )
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+async def get_min_interval(registry_db: Database, user_id: str) -> int | None:
+    row = await registry_db.call(
+        lambda c: fetch_one(
+            c, "SELECT min_interval_s FROM schedule_limits WHERE user_id=?", (user_id,)
+        )
+    )
+    return None if row is None else int(row[0])
+
+
+async def set_min_interval(registry_db: Database, user_id: str, seconds: int | None) -> None:
+    """An admin's override of the shortest interval for one member (None: the default)."""
+    if seconds is None:
+        await registry_db.call(
+            lambda c: c.execute("DELETE FROM schedule_limits WHERE user_id=?", (user_id,))
+        )
+        return
+    await registry_db.call(
+        lambda c: c.execute(
+            "INSERT INTO schedule_limits(user_id, min_interval_s) VALUES (?,?) "
+            "ON CONFLICT(user_id) DO UPDATE SET min_interval_s=excluded.min_interval_s",
+            (user_id, seconds),
+        )
+    )

@@ -1,0 +1,292 @@
+"""Jobs by asking, run by the scheduler on an injected clock: a scripted model turns
+"every weekday at 7:30" into the right job, the clock moves, the job runs into its own
+conversation as its owner; pause stops it, delete removes it; a crash's left-over run is
+interrupted and never run again; a job failing in a row pauses itself; the Tasks API
+keeps to the caller's own jobs and admins see counts only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import PASSWORD, Client
+from fake_llm import Call, FakeLLM
+from schedule_support import boot, models, with_clock
+
+from skald.core.runtime import Runtime
+from skald.schedule.jobs import JobSpec
+from skald.store.schedule import ScheduleStore
+
+MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    async for rt in boot(tmp_path):
+        yield rt
+
+
+@pytest.fixture
+async def ada(runtime: Runtime, household: dict[str, str]) -> str:
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    return household["ada"]
+
+
+async def _signed_in(make_client, who: str) -> Client:  # type: ignore[no-untyped-def]
+    client: Client = await make_client()
+    await client.login(who)
+    return client
+
+
+async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_is_deleted(
+    runtime: Runtime,
+    ada: str,
+    fake_llm: FakeLLM,
+    make_client,  # type: ignore[no-untyped-def]
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    create = {
+        "mode": "create",
+        "title": "Train times",
+        "prompt": "Check the train times to Milan",
+        "cron": "30 7 * * 1-5",
+    }
+    fake_llm.script(
+        "model-a",
+        [[Call("schedule", create)], "Done: every weekday at 7:30.", "The 8:05 is on time."],
+    )
+    reply = await runtime.conversations.chat(ada, "check the train times every weekday at 7:30")
+    assert reply.status == "done", reply
+    # The model was told the member's zone and local time in the tool's description.
+    tools = fake_llm.bodies()[0]["tools"]
+    described = next(t for t in tools if t["function"]["name"] == "schedule")
+    assert "Europe/Rome" in described["function"]["description"]
+    assert "Monday 2026-06-01 09:00" in described["function"]["description"]
+
+    member = runtime.user_runtimes[ada]
+    store = ScheduleStore(member.handle.db)
+    (job,) = await store.jobs()
+    assert (job.cron, job.zone, job.state, job.created_by) == (
+        "30 7 * * 1-5", "Europe/Rome", "active", "member"
+    )  # fmt: skip
+    assert job.next_run == "2026-06-02T05:30:00Z"  # Tuesday 07:30 in Rome
+    assert job.conversation_id != reply.conversation_id
+
+    # Not yet due: nothing runs.
+    clock.set(datetime(2026, 6, 2, 5, 29, tzinfo=UTC))
+    assert await scheduler.tick() == []
+    # Due: it runs once, as ada, into the job's conversation.
+    clock.set(datetime(2026, 6, 2, 5, 30, 5, tzinfo=UTC))
+    (run,) = await scheduler.tick()
+    assert await scheduler.tick() == []  # claimed: a second tick does not run it again
+    await scheduler.wait_run(run.id)
+    history = await runtime.conversations.history(ada, job.conversation_id)
+    assert [(i.role, i.text) for i in history] == [
+        ("user", "Check the train times to Milan"),
+        ("assistant", "The 8:05 is on time."),
+    ]
+    (done,) = await store.runs(job.id)
+    assert (done.outcome, done.late, done.conversation_id) == (
+        "succeeded",
+        False,
+        job.conversation_id,
+    )
+    assert done.started_at == "2026-06-02T05:30:05Z" and done.ended_at is not None
+    assert (await store.get(job.id)).next_run == "2026-06-03T05:30:00Z"  # type: ignore[union-attr]
+    # ...and its owner is notified, once, with a link to the job's conversation.
+    notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
+    assert [(n.title, n.source, n.link) for n in notes] == [
+        ("Job ran: Train times", "schedule", f"/?c={job.conversation_id}")
+    ]
+
+    # Pause (the Tasks page): the next morning passes without a run.
+    client = await _signed_in(make_client, "ada")
+    r = await client.call("PATCH", f"/api/schedule/jobs/{job.id}", json={"state": "paused"})
+    assert r.status_code == 200 and r.json()["state"] == "paused", r.text
+    clock.set(datetime(2026, 6, 3, 5, 31, tzinfo=UTC))
+    assert await scheduler.tick() == []
+    assert len(await store.runs(job.id)) == 1
+
+    # Admins see counts, never contents.
+    admin = await _signed_in(make_client, "mum")
+    counts = {c["username"]: c for c in (await admin.call("GET", "/api/admin/schedule")).json()}
+    assert (counts["ada"]["jobs"], counts["ada"]["active"]) == (1, 0)
+    assert "Milan" not in json.dumps(counts)
+    assert (await admin.call("GET", f"/api/schedule/jobs/{job.id}/runs")).status_code == 404
+
+    # Delete: gone, its runs too, the count follows.
+    assert (await client.call("DELETE", f"/api/schedule/jobs/{job.id}")).status_code == 204
+    assert await store.jobs() == [] and await store.runs(job.id) == []
+    counts = {c["username"]: c for c in (await admin.call("GET", "/api/admin/schedule")).json()}
+    assert counts["ada"]["jobs"] == 0
+    assert (await client.call("DELETE", f"/api/schedule/jobs/{job.id}")).status_code == 404
+
+
+async def test_a_bad_expression_comes_back_to_the_model_as_an_error_it_can_correct(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    bad = {"mode": "create", "title": "x", "prompt": "y", "cron": "30 7 * * mon-fry"}
+    good = {**bad, "cron": "30 7 * * mon-fri"}
+    fake_llm.script("model-a", [[Call("schedule", bad)], [Call("schedule", good)], "ok"])
+    await runtime.conversations.chat(ada, "weekday mornings")
+    sent_back = json.dumps(fake_llm.bodies()[1]["messages"][-1])
+    assert "not valid" in sent_back and "minute hour day-of-month month day-of-week" in sent_back
+    (job,) = await ScheduleStore(runtime.user_runtimes[ada].handle.db).jobs()
+    assert job.cron == "30 7 * * mon-fri"
+
+
+async def test_a_run_left_running_by_a_crash_is_interrupted_and_the_next_time_still_runs(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["first", "second"])
+    member = runtime.user_runtimes[ada]
+    jobs = await scheduler.jobs(member)
+    job = await jobs.create(JobSpec(title="bins", prompt="Remind me of the bins", cron="0 8 * * *"))
+    store = ScheduleStore(member.handle.db)
+    # A crash right after the claim: the run row says running, the job has moved on.
+    clock.set(datetime(2026, 6, 1, 6, 0, 1, tzinfo=UTC))
+    claimed = await scheduler._claim(store, job, clock.now())
+    assert claimed is not None and claimed.outcome == "running"
+    # The restarted scheduler sees the member for the first time: interrupted.
+    scheduler._seen.clear()
+    assert await scheduler.tick() == []
+    (interrupted,) = await store.runs(job.id)
+    assert interrupted.outcome == "interrupted" and interrupted.ended_at is not None
+    # The occurrence is not run again; the next one is.
+    clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
+    (run,) = await scheduler.tick()
+    await scheduler.wait_run(run.id)
+    outcomes = sorted(r.outcome for r in await store.runs(job.id))
+    assert outcomes == ["interrupted", "succeeded"]
+    texts = [i.text for i in await runtime.conversations.history(ada, job.conversation_id)]
+    assert texts.count("Remind me of the bins") == 1
+
+
+async def test_a_job_failing_in_a_row_pauses_itself(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", [400, 400, 400, 400, 400, 400])
+    member = runtime.user_runtimes[ada]
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="flaky", prompt="do it", cron="0 * * * *")
+    )
+    store = ScheduleStore(member.handle.db)
+    for hour in (1, 2):  # max_failures = 2 in the test config
+        clock.set(MONDAY_9 + timedelta(hours=hour, seconds=5))
+        (run,) = await scheduler.tick()
+        await scheduler.wait_run(run.id)
+    current = await store.get(job.id)
+    assert current is not None and (current.state, current.failures) == ("paused", 2)
+    assert all(r.outcome == "failed" and r.error for r in await store.runs(job.id))
+    notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
+    assert [n.title for n in notes] == ["Job paused: flaky", "Job ran: flaky"]
+    clock.set(MONDAY_9 + timedelta(hours=3, seconds=5))
+    assert await scheduler.tick() == []
+
+
+async def test_limits_active_jobs_and_the_shortest_interval_an_admin_may_lower(
+    runtime: Runtime,
+    ada: str,
+    make_client,  # type: ignore[no-untyped-def]
+) -> None:
+    scheduler, _ = with_clock(runtime, MONDAY_9)
+    member = runtime.user_runtimes[ada]
+    from skald.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="shortest interval allowed is 60 s"):
+        await (await scheduler.jobs(member)).create(
+            JobSpec(title="x", prompt="y", cron="*/10 * * * * *")
+        )
+    admin = await _signed_in(make_client, "mum")
+    r = await admin.call("PUT", f"/api/admin/schedule/{ada}/limits", json={"min_interval_s": 5})
+    assert r.status_code == 204, r.text
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="x", prompt="y", cron="*/10 * * * * *")
+    )
+    assert job.state == "active"
+    # The member cannot change their own limits.
+    mine = await _signed_in(make_client, "ada")
+    r = await mine.call("PUT", f"/api/admin/schedule/{ada}/limits", json={"min_interval_s": 1})
+    assert r.status_code == 403
+
+
+async def test_a_scheduled_run_cannot_ask_a_call_needing_a_person_is_refused_at_once(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    write = Call("write_file", {"path": "shared-memory/bins.md", "content": "Monday"})
+    fake_llm.script("model-a", [[write], "I could not write it."])
+    member = runtime.user_runtimes[ada]
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="note", prompt="Note the bins day", cron="0 8 * * *")
+    )
+    clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
+    (run,) = await scheduler.tick()
+    await scheduler.wait_run(run.id)
+    (done,) = await ScheduleStore(member.handle.db).runs(job.id)
+    assert done.outcome == "succeeded"
+    told = json.dumps(fake_llm.bodies()[-1]["messages"][-1])
+    assert "nobody was there to approve it" in told
+    assert await member.inbox.pending() == []
+    assert job.conversation_id not in member.unattended  # only while the run lasts
+
+
+async def test_a_jobs_run_history_keeps_the_last_n_runs(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    import msgspec
+
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    scheduler.config = msgspec.structs.replace(scheduler.config, keep_runs=2)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["one", "two", "three"])
+    member = runtime.user_runtimes[ada]
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="n", prompt="count", cron="0 8 * * *")
+    )
+    store = ScheduleStore(member.handle.db)
+    kept = []
+    for _ in range(3):  # three "run now"s, a minute apart
+        clock.advance(timedelta(minutes=1))
+        run = await scheduler.run_now(member, job)
+        await scheduler.wait_run(run.id)
+        kept.append(run.id)
+    runs = await store.runs(job.id)
+    assert [r.id for r in runs] == kept[:0:-1]  # the newest two, newest first
+    assert all(r.outcome == "succeeded" for r in runs)
+
+
+async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use(
+    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    ada = household["ada"]
+    await runtime.core.registry.update_user(ada, profile={"timezone": "America/New_York"})
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    scheduler, _ = with_clock(runtime, MONDAY_9)
+    member = runtime.user_runtimes[ada]
+    from skald.schedule.tool import ScheduleTool
+
+    described = ScheduleTool(member, scheduler).spec.description
+    assert "America/New_York" in described and "Monday 2026-06-01 03:00" in described
+    job = await (await scheduler.jobs(member)).create(
+        JobSpec(title="x", prompt="y", cron="30 7 * * *")
+    )
+    assert (job.zone, job.next_run) == ("America/New_York", "2026-06-01T11:30:00Z")
+    # A name that is no time zone falls back to the household's.
+    await runtime.core.registry.update_user(household["mum"], profile={"timezone": "Mars/Base"})
+    await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
+    assert (
+        "Europe/Rome"
+        in ScheduleTool(runtime.user_runtimes[household["mum"]], scheduler).spec.description
+    )

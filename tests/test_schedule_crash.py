@@ -1,0 +1,163 @@
+"""kill -9 of a real `skald serve` during a job's run and during a background task: after
+the restart the cut run is interrupted, the job's next occurrence still runs, the task
+is finished, and nothing runs twice (each occurrence's prompt is in the history once, no
+due time has two runs, the task's prompt was given once and its end relayed once).
+
+The member is encrypted and has opted in ("work while I'm signed out"), so the server
+opens her data at start without a sign-in; the scheduler ticks every second."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import Call, FakeLLM, Hang
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+
+PW = "ada's long password"
+PROMPT = "Say ping to the user"
+TASK = "Find the tide tables for Genoa"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    srv.add_user("ada", PW)
+    with (srv.data / "config.toml").open("a", encoding="utf-8") as out:
+        out.write("\n[schedule]\ntick_s = 1\nmin_interval_s = 1\n")
+    srv.start()
+    yield srv
+    srv.close()
+
+
+def _until(what: Callable[[], Any], seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what.__name__}")
+
+
+def _setup(server: ServerProcess, fake: FakeLLM) -> tuple[Api, str]:
+    """Models (AUTO picks fake-a: jobs and tasks; the chat is pinned to fake-b), ada
+    signed in with the opt-in on, and her chat conversation."""
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    admin.add_model(fake.base_url_openai, "fake-a")
+    admin.add_model(fake.base_url_openai, "fake-b")
+    ada = Api(server.url)
+    ada.login("ada", PW)
+    r = ada.request("PUT", "/api/schedule/keep-key", json={"enabled": True})
+    assert r.status_code == 200 and r.json() == {"enabled": True}, r.text
+    r = ada.post("/api/chat", json={"text": "/model fake-b"})
+    assert r.status_code == 200, r.text
+    return ada, r.json()["conversation_id"]
+
+
+def _chat(ada: Api, conversation_id: str, text: str) -> str:
+    r = ada.post("/api/chat", json={"text": text, "conversation_id": conversation_id})
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+    return str(r.json()["reply"])
+
+
+def _restart(server: ServerProcess) -> Api:
+    code, _ = server.stop(signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    server.start()
+    ada = Api(server.url)
+    ada.login("ada", PW)  # only to read the API: the kept key opened her data at boot
+    return ada
+
+
+@pytest.mark.timeout(180)
+def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    ada, conversation = _setup(server, fake)
+    create = {"mode": "create", "title": "ping", "prompt": PROMPT, "cron": "*/10 * * * * *"}
+    fake.script("fake-b", [[Call("schedule", create)], "Created."])
+    fake.script("fake-a", [Hang()])
+    assert _chat(ada, conversation, "say ping every ten seconds") == "Created."
+    (job,) = ada.get("/api/schedule/jobs").json()
+
+    def running_run() -> list[dict[str, Any]]:
+        runs = ada.get("/api/schedule/runs").json()
+        hung = any(PROMPT in str(b["messages"]) for b in fake.bodies())
+        return [r for r in runs if r["outcome"] == "running"] if hung else []
+
+    (cut,) = _until(running_run)
+    fake.script("fake-a", ["pong"] * 30)
+    ada = _restart(server)
+
+    def settled() -> list[dict[str, Any]]:
+        runs = ada.get(f"/api/schedule/jobs/{job['id']}/runs").json()
+        later = [r for r in runs if r["outcome"] == "succeeded" and r["due_at"] > cut["due_at"]]
+        return runs if later else []
+
+    _until(settled)
+    r = ada.patch(f"/api/schedule/jobs/{job['id']}", json={"state": "paused"})
+    assert r.status_code == 200, r.text
+    time.sleep(0.5)  # a run claimed just before the pause ends
+    runs = ada.get(f"/api/schedule/jobs/{job['id']}/runs").json()
+    by_id = {r["id"]: r for r in runs}
+    assert by_id[cut["id"]]["outcome"] == "interrupted"
+    assert by_id[cut["id"]]["ended_at"] is not None
+    dues = [r["due_at"] for r in runs]
+    assert len(dues) == len(set(dues)), runs  # no occurrence ran twice
+    # Each occurrence's prompt went into the job's conversation exactly once.
+    items = ada.get(f"/api/conversations/{job['conversation_id']}/messages").json()
+    prompts = [i for i in items if i["role"] == "user" and PROMPT in i["text"]]
+    started = [r for r in runs if r["outcome"] != "skipped"]
+    assert len(prompts) == len(started), (prompts, runs)
+
+
+@pytest.mark.timeout(180)
+def test_kill_9_during_a_background_task_finishes_it_after_the_restart_once(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    ada, conversation = _setup(server, fake)
+    start = {"mode": "start", "title": "tides", "task": TASK}
+    fake.script("fake-b", [[Call("background_task", start)], "Started.", "The tides are in."])
+    fake.script("fake-a", [Hang()])
+    assert _chat(ada, conversation, "look up the tides in the background") == "Started."
+
+    def running_task() -> list[dict[str, Any]]:
+        tasks = ada.get("/api/schedule/tasks").json()
+        hung = any(TASK in str(b["messages"]) for b in fake.bodies())
+        return [t for t in tasks if t["state"] == "running"] if hung else []
+
+    (task,) = _until(running_task)
+    fake.script("fake-a", ["High tide at 14:02."])
+    ada = _restart(server)
+
+    def ended() -> dict[str, Any] | None:
+        (now,) = ada.get("/api/schedule/tasks").json()
+        return now if now["relayed"] else None
+
+    done = _until(ended)
+    assert (done["state"], done["result"]) == ("completed", "High tide at 14:02.")
+    runs = [r for r in ada.get("/api/schedule/runs").json() if r["task_id"] == task["id"]]
+    assert sorted(r["outcome"] for r in runs) == ["interrupted", "succeeded"]
+    helper = ada.get(f"/api/conversations/{task['conversation_id']}/messages").json()
+    assert [i["text"] for i in helper if i["role"] == "user"] == [TASK]
+
+    def relayed_answer() -> list[dict[str, Any]]:
+        items = ada.get(f"/api/conversations/{conversation}/messages").json()
+        return items if items and items[-1]["text"] == "The tides are in." else []
+
+    items = _until(relayed_answer)
+    ends = [i for i in items if i["role"] == "user" and "is done." in i["text"]]
+    assert len(ends) == 1 and "High tide at 14:02." in ends[0]["text"]
