@@ -100,3 +100,10 @@ def skald_services(runtime: Runtime) -> Iterable[ServiceSpec] | None:
     starts them in order after the built-ins are ready, restarts a crashed one with
     back-off (reported degraded in `/api/health`, `skald status` and `doctor`) and stops
     them in reverse order at shutdown. Called once, at start."""
+
+
+@hookspec
+def skald_member_services(member: UserRuntime) -> Iterable[ServiceSpec] | None:
+    """Background work of one member while their data is unlocked: added to the member's
+    own runner when it is built (unlock, or boot for unencrypted members) and stopped,
+    with it, when their data is locked or the account is deactivated."""
