@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
@@ -27,6 +27,7 @@ from skald.permissions import can, declare
 from skald.store.rows import Role, User
 
 if TYPE_CHECKING:
+    from skald.connectors.supervisor import Supervisor
     from skald.core.runtime import Runtime
     from skald.store.database import Database
 
@@ -56,7 +57,7 @@ class Connectors:
         self.store = ConnectorStore(runtime.core.registry.db)
         self.root = runtime.core.layout.root / "connectors"
         self.installer = Installer(self.store, self.root)
-        self.supervisor: Any = None  # the Supervisor, once the MCP client is in
+        self.supervisor: Supervisor | None = None
 
     def feed(self) -> Feed:
         return Feed(self.config.feed or str(DEFAULT_FEED))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.mcpserver import Context, MCPServer
 
-server = FastMCP("clock")
+server = MCPServer("clock")
 
 
 @server.tool()
