@@ -118,6 +118,34 @@ async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_run
     await inst.session.ping()
 
 
+async def test_an_elicitation_becomes_an_inbox_question_and_the_answer_returns_to_the_server(
+    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed"), "clock")
+    await _running(runtime, "", "clock")
+    await runtime.core.registry.save_rule(
+        Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
+    )
+    await _models(runtime, fake_llm)
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    fake_llm.script("m", [[Call("mcp__clock__favourite", {})], "noted"])
+    sent = await svc.send(ada, conversation.id, "ask me")
+    assert isinstance(sent, Sent)
+    mine = runtime.user_runtimes[ada]
+    for _ in range(200):
+        pending = await mine.inbox.pending()
+        if pending:
+            break
+        await asyncio.sleep(0.05)
+    assert len(pending) == 1 and "favourite colour" in pending[0].reason
+    assert pending[0].kind == "question" and pending[0].conversation_id == conversation.id
+    await mine.ask.answer(pending[0].id, "teal")
+    assert (await svc.wait(ada, sent)).reply == "noted"
+    assert _tool_results(fake_llm)[-1] == "favourite colour: teal"
+    assert await mine.inbox.pending() == []
+
+
 async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:

@@ -48,6 +48,9 @@ class ConnectorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     # Above this many usable connectors the model first sees a short catalogue and
     # activates a connector's tools when it needs them.
     catalogue_above: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 3
+    # A PEM file of extra certificate authorities trusted when connectors' dependencies
+    # install inside sandboxes (a network whose proxy inspects TLS); empty: none.
+    extra_ca_file: str = ""
 
 
 class Connectors:

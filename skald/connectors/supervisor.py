@@ -477,8 +477,9 @@ class Supervisor:
             deps_rel = f".skald/connectors/deps/{deps_hash}"
             deps = f"{CONTAINER_HOME}/{deps_rel}"
             if not (host_home / deps_rel / ".ready").exists():
+                ca = await asyncio.to_thread(self._place_ca, host_home)
                 await self._install_in_container(
-                    sandbox.exec_user, container, manifest.dependencies, in_home, deps
+                    sandbox.exec_user, container, manifest.dependencies, in_home, deps, ca
                 )
         places = {"DIR": in_home, "DEPS": deps, "HOME": CONTAINER_HOME}
         env_values = {k: expand(v, places, secrets) for k, v in manifest.env.items()}
@@ -492,8 +493,18 @@ class Supervisor:
         client_env.update(env_values)
         return Launch(argv=argv, env=client_env, secrets=list(secrets.values()))
 
+    def _place_ca(self, host_home: Path) -> str | None:
+        """The operator's extra CA bundle, copied into the home for the install step."""
+        extra = self.connectors.config.extra_ca_file
+        if not extra:
+            return None
+        dest = host_home / ".skald" / "extra-ca.pem"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(extra, dest)
+        return f"{CONTAINER_HOME}/.skald/extra-ca.pem"
+
     async def _install_in_container(
-        self, user: str, container: str, kind: str, src: str, deps: str
+        self, user: str, container: str, kind: str, src: str, deps: str, ca: str | None = None
     ) -> None:
         """Dependencies by content hash, inside the member's container, as the member."""
         staging = f"{deps}.staging"
@@ -508,11 +519,26 @@ class Supervisor:
                 deps_command("pip", f"{staging}/python", python="python3")
             )
         inner += f" && rm -rf {deps} && mv {staging} {deps} && touch {deps}/.ready"
+        ca_env = (
+            [
+                *(
+                    "-e",
+                    f"npm_config_cafile={ca}",
+                    "-e",
+                    f"PIP_CERT={ca}",
+                    "-e",
+                    f"SSL_CERT_FILE={ca}",
+                )
+            ]
+            if ca
+            else []
+        )
         proc = await asyncio.create_subprocess_exec(
             "docker",
             "exec",
             "-u",
             user,
+            *ca_env,
             container,
             "sh",
             "-c",

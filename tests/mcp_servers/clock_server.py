@@ -7,6 +7,7 @@ import asyncio
 import os
 
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
 
 server = MCPServer("clock")
 
@@ -30,6 +31,19 @@ async def slow(seconds: float, ctx: Context) -> str:  # type: ignore[type-arg]
         await ctx.report_progress(i, seconds)
         await asyncio.sleep(1)
     return "done"
+
+
+class Colour(BaseModel):
+    colour: str
+
+
+@server.tool()
+async def favourite(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask the user for their favourite colour (an elicitation) and repeat it."""
+    result = await ctx.elicit("What is your favourite colour?", Colour)
+    if result.action == "accept" and result.data is not None:
+        return f"favourite colour: {result.data.colour}"
+    return f"no answer ({result.action})"
 
 
 if __name__ == "__main__":
