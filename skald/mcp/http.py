@@ -119,7 +119,7 @@ class HttpTransport(Transport):
         if task is not None:
             task.cancel()
 
-    async def close(self) -> None:
+    async def close(self, *, grace: bool = True) -> None:
         if self._closed:
             return
         self._closed = True

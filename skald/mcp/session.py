@@ -157,6 +157,9 @@ async def connect(
     try:
         await session._start(client_info)
     except BaseException:
+        # A failed handshake: the server is broken (or we were cancelled): no grace.
+        with contextlib.suppress(Exception):
+            await session.transport.close(grace=False)
         await session.close()
         raise
     return session
@@ -286,7 +289,7 @@ class McpSession:
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
         if self._failure is not None:
-            raise self._failure
+            raise Disconnected(self.name, self._failure.reason)
         if self._closed:
             raise Disconnected(self.name, "the session was closed")
         request_id: RequestId = next(self._ids)
@@ -364,7 +367,7 @@ class McpSession:
             self._failure = Disconnected(self.name, reason)
         failure = self._failure
         with contextlib.suppress(Exception):
-            await self.transport.close()
+            await self.transport.close(grace=False)
         self._fail_pending(failure)
         return failure
 

@@ -78,8 +78,9 @@ class Transport(ABC):
     async def receive(self) -> RpcMessage: ...
 
     @abstractmethod
-    async def close(self) -> None:
-        """Release everything (idempotent): processes, connections, tasks."""
+    async def close(self, *, grace: bool = True) -> None:
+        """Release everything (idempotent): processes, connections, tasks. `grace=False`
+        when the server is already known broken: no waiting for a polite exit."""
 
     async def initialized(self, protocol_version: str) -> None:  # noqa: B027 - optional hook
         """Called once the initialize answer is in, before `notifications/initialized`
@@ -175,17 +176,16 @@ class StdioTransport(Transport):
                 return decode_message(line)
 
     def _exit_reason(self, default: str) -> str:
+        # Not the stderr lines: this text reaches the model, and a server's stderr may
+        # hold anything (tokens in a traceback); `stderr_tail` is for the admins.
         code = self._proc.returncode if self._proc else None
         if code is None:
-            reason = default
-        elif code < 0:
-            reason = f"the process was killed by signal {-code}"
-        else:
-            reason = f"the process exited with status {code}"
-        tail = self.stderr_tail(1)
-        return f"{reason} (last stderr line: {tail[0]})" if tail else reason
+            return default
+        if code < 0:
+            return f"the process was killed by signal {-code}"
+        return f"the process exited with status {code}"
 
-    async def close(self) -> None:
+    async def close(self, *, grace: bool = True) -> None:
         if self._closed:
             return
         self._closed = True
@@ -195,7 +195,7 @@ class StdioTransport(Transport):
         if proc.stdin is not None:
             with contextlib.suppress(Exception):
                 proc.stdin.close()
-        if proc.returncode is None:
+        if grace and proc.returncode is None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), EXIT_GRACE_SECONDS)
         # Whatever the leader did, its group goes: children it forked must not linger.
