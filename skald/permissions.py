@@ -80,12 +80,6 @@ def can(holder: CapabilityHolder, capability: Capability) -> bool:
 
 # -- reserved: kept in the catalogue for the features that will enforce them -------------
 
-CONNECTORS_USE = declare(
-    "connectors.use", "Use connectors (MCP servers)", reserved_for="connectors (issue 13)"
-)
-ADMIN_CONNECTORS = declare(
-    "admin.connectors", "Install connectors and plugins", reserved_for="connectors (issue 13)"
-)
 PROJECTS_USE = declare(
     "projects.use", "Create and join projects", reserved_for="projects (a later issue)"
 )

@@ -8,10 +8,13 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from conftest import PASSWORD, Client
+from connector_support import simple_feed
 from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
+from skald.connectors import service as connector_service
+from skald.connectors.service import ConnectorsConfig
 from skald.core.runtime import Runtime
 from skald.store.registry import SecurityGroup
 
@@ -338,6 +341,40 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ),
     # Sessions never open the ops channel, whatever the role (no token: not even there).
     ("GET", "/api/ops/status", None, {"anon": 404, A: 404, M: 404, C: 404}),
+    # Connectors: `clock` reaches every auto_grant member; `private` only the victim
+    # (administrators hold every connector implicitly). Another member's connector is
+    # "not found", exactly like one that does not exist.
+    ("GET", "/api/connectors", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/connectors/{clock}", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/connectors/{private}", None, {"anon": 401, A: 200, M: 404, C: 403}),
+    ("POST", "/api/connectors/{clock}/activate", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("POST", "/api/connectors/{private}/activate", None, {"anon": 401, A: 200, M: 404, C: 403}),
+    ("POST", "/api/connectors/{clock}/deactivate", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    (
+        "PUT",
+        "/api/connectors/{clock}/secrets",
+        {"values": {"api_key": "k"}},
+        {"anon": 401, A: 400, M: 400, C: 403},
+    ),
+    (
+        "PUT",
+        "/api/connectors/{private}/secrets",
+        {"values": {"api_key": "k"}},
+        {"anon": 401, A: 200, M: 404, C: 403},
+    ),
+    ("DELETE", "/api/connectors/{private}/secrets", None, {"anon": 401, A: 204, M: 404, C: 403}),
+    ("GET", "/api/connectors/{clock}/grants", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("PUT", "/api/connectors/{clock}/grants/{ada}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    (
+        "DELETE",
+        "/api/connectors/{private}/grants/{victim}",
+        None,
+        {"anon": 401, A: 204, M: 403, C: 403},
+    ),
+    ("GET", "/api/marketplace", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("POST", "/api/marketplace/{clock}/install", None, {"anon": 401, A: 409, M: 403, C: 403}),
+    ("POST", "/api/marketplace/{clock}/update", None, {"anon": 401, A: 409, M: 403, C: 403}),
+    ("DELETE", "/api/connectors/{private}", None, {"anon": 401, A: 204, M: 403, C: 403}),
     ("GET", "/api/ops/integrity", None, {"anon": 404, A: 404, M: 404, C: 404}),
     ("POST", "/api/ops/backup", {"quick": True}, {"anon": 404, A: 404, M: 404, C: 404}),
     *(
@@ -350,6 +387,23 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         for action in ("deactivate", "activate", "delete")
     ),
 ]
+
+
+async def _install_connectors(runtime: Runtime, victim_id: str) -> None:
+    """`clock` for everyone with auto_grant; `private` for the victim alone."""
+    # `private` takes an API key, so its secrets route has a field to set.
+    feed = simple_feed(
+        runtime.core.layout.root.parent / "feed",
+        ("clock", "private"),
+        private={"scope": "personal", "auth": {"type": "api_key", "fields": [{"name": "api_key"}]}},
+    )
+    c = connector_service.require(runtime.plugins)
+    c.config = ConnectorsConfig(feed=str(feed))
+    for name in ("clock", "private"):
+        await c.installer.install(c.feed(), name)
+    for user_id in await c.store.grantees("private"):
+        await c.store.revoke("private", user_id)
+    await c.store.grant("private", victim_id)
 
 
 @pytest.mark.parametrize("who", ["anon", A, M, C])
@@ -367,7 +421,10 @@ async def test_role_route_matrix(
     rule = await runtime.core.registry.save_rule(
         Rule(0, "matrix", "x", None, "allow", 1, ""), create=True
     )
+    await _install_connectors(runtime, victim.user.id)
     ids = {
+        "clock": "clock",
+        "private": "private",
         "rule": str(rule.id),
         "grp": "matrix",
         "ada": household["ada"],

@@ -33,8 +33,6 @@ WEB = Path(__file__).resolve().parent.parent / "web" / "js"
 # the feature lands (removing them by a migration would lose those edits). Adding to
 # this list is a decision: name the issue that will enforce it.
 RESERVED = {
-    "connectors.use": "issue 13",
-    "admin.connectors": "issue 13",
     "projects.use": "a later issue",
     "telegram.use": "a later issue",
     "admin.system": "a later issue",

@@ -88,6 +88,19 @@ class AskUserTool(Tool):
             await self.changed()
         return ToolResult(content=f"The user answered: {answer}")
 
+    async def wait_answer(self, item_id: str) -> str:
+        """Wait for the answer to an Inbox question another feature asked (a connector's
+        elicitation); the same `answer` route resolves it."""
+        ahead = self._ahead.pop(item_id, None)
+        if ahead is not None:
+            return ahead
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting[item_id] = future
+        try:
+            return await future
+        finally:
+            self._waiting.pop(item_id, None)
+
     async def answer(self, item_id: str, text: str) -> None:
         """A person's answer to a pending question (from any client)."""
         item = await self.inbox.get(item_id)

@@ -29,8 +29,6 @@ RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {
     # Shared folders and projects (C8, the shared spaces issue).
     "SHARED_FOLDERS": "the shared folders the member can reach",
     "PROJECT_CONTEXT": "the project a project conversation belongs to",
-    # Connectors (C6, the connector issue).
-    "MCP_LIST": "the connectors (MCP servers) the member can use",
     # Skills (the skills/ mount of C4; no issue filed yet).
     "SKILLS_LIST": "the installed skills",
 }

@@ -259,6 +259,9 @@ class Runtime:
         runtime.services.add(
             ServiceSpec("sandbox-probe", lambda: self._probe_sandbox(user_id), restart=False)
         )
+        # Each feature's work for this member (connectors...), stopped when they lock.
+        for spec in self.plugins.member_services(runtime):
+            runtime.services.add(spec)
         await runtime.services.start()
         return runtime
 

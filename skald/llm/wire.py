@@ -17,6 +17,10 @@ from typing import Any
 import httpx
 import msgspec
 
+# The decoder itself (not `EventSource`, which insists on the content type and drops a
+# last event without its blank line); pinned below 0.5 in pyproject.toml for that.
+from httpx_sse._decoders import SSEDecoder
+
 from skald.llm.errors import LlmError, error_for_status
 
 # Local models may think for minutes before the first token (a long prompt on a CPU),
@@ -31,26 +35,18 @@ class SseEvent:
 
 
 async def iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[SseEvent]:
-    """Frame `event:`/`data:` lines into events; a blank line ends an event."""
-    event = ""
-    data: list[str] = []
+    """Frame lines into events with `httpx_sse`'s decoder (the one SSE reader of Skald,
+    shared with the MCP client); events without data (only an `id:` or `retry:`) are
+    skipped: no provider means anything by them."""
+    decoder = SSEDecoder()
     async for line in lines:
-        if not line:
-            if data:
-                yield SseEvent(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
-        if line.startswith(":"):  # a comment: keep-alive pings (OpenRouter sends these)
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
+        sse = decoder.decode(line)
+        if sse is not None and sse.data:
+            yield SseEvent(sse.event or "message", sse.data)
     # A server that closes without the final blank line still meant its last event.
-    if data:
-        yield SseEvent(event or "message", "\n".join(data))
+    sse = decoder.decode("")
+    if sse is not None and sse.data:
+        yield SseEvent(sse.event or "message", sse.data)
 
 
 async def drain(events: AsyncIterator[SseEvent], seconds: float = 1.0) -> None:

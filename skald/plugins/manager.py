@@ -61,6 +61,7 @@ BUILTINS: Final = (
     "skald.features.ops",
     "skald.features.notifications",
     "skald.features.schedule",
+    "skald.features.connectors",
 )
 
 
@@ -184,6 +185,9 @@ class Plugins:
 
     def services(self, runtime: Runtime) -> list[ServiceSpec]:
         return self._concat(self.pm.hook.skald_services(runtime=runtime))
+
+    def member_services(self, member: UserRuntime) -> list[ServiceSpec]:
+        return self._concat(self.pm.hook.skald_member_services(member=member))
 
     def approval_facts(self, call: ToolCall, tool: Tool) -> frozenset[str]:
         return frozenset(self._concat(self.pm.hook.skald_approval_facts(call=call, tool=tool)))

@@ -108,3 +108,10 @@ def skald_notification_channels(runtime: Runtime) -> Iterable[NotificationChanne
     """Ways a member's notifications can arrive besides the web (`NotificationChannel`:
     a `name` members choose, `available(user_id)`, `deliver(delivery)`). Collected once,
     at the first notification; see docs/dev/notifications.md."""
+
+
+@hookspec
+def skald_member_services(member: UserRuntime) -> Iterable[ServiceSpec] | None:
+    """Background work of one member while their data is unlocked: added to the member's
+    own runner when it is built (unlock, or boot for unencrypted members) and stopped,
+    with it, when their data is locked or the account is deactivated."""

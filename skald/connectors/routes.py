@@ -1,0 +1,329 @@
+"""Connector routes: members (`connectors.use`) list, activate and sign in to what they
+are granted; administrators (`admin.connectors`) browse the feed, install, update,
+uninstall and grant.
+
+Rule: every member route resolves the connector through `Connectors.require_usable`
+(another member's or an ungranted connector is "not found", the same answer as a name
+that does not exist), and no answer ever carries a secret value: secrets are listed by
+name only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import delete, get, post, put
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from skald.api.deps import AnyRequest, requires
+from skald.api.openapi import errors
+from skald.api.security import principal_of
+from skald.connectors.feed import secret_names
+from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
+from skald.connectors.store import Connector
+from skald.core.runtime import Runtime
+from skald.errors import InvalidInputError, NotFoundError
+
+USE = [requires(CONNECTORS_USE)]
+ADMIN = [requires(ADMIN_CONNECTORS)]
+
+
+class ToolOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str
+
+
+class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    display_name: str
+    description: str
+    icon: str
+    version: int
+    transport: str
+    auth: str
+    scope: str
+    active: bool
+    state: str  # of the member's (or the household's) instance: stopped, starting, ...
+    signed_in: bool  # every secret it needs is set (always true for auth "none")
+    secret_fields: list[dict[str, str]]
+    secrets_set: list[str]
+    tools: list[ToolOut]
+    last_error: str | None = None
+    last_stderr: str | None = None  # administrators only
+
+
+class SecretsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    values: dict[
+        Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")],
+        Annotated[str, msgspec.Meta(min_length=1, max_length=8192)],
+    ]
+
+
+class MarketItem(msgspec.Struct, frozen=True, kw_only=True):
+    folder: str
+    version: int
+    name: str | None
+    display_name: str
+    description: str
+    icon: str
+    transport: str | None
+    auth: str | None
+    scope: str | None
+    installed_version: int | None
+    update: bool
+    refused: str | None = None  # why the item cannot be installed (digest, format)
+
+
+class GrantsOut(msgspec.Struct, frozen=True, kw_only=True):
+    connector: str
+    users: list[str]
+
+
+def _conn(rt: Runtime) -> Connectors:
+    return require(rt.plugins)
+
+
+async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> ConnectorOut:
+    principal = principal_of(request)
+    user = principal.user
+    admin = principal.can(ADMIN_CONNECTORS)
+    mine = await c.store.activations(user.id)
+    try:
+        handle = await c.runtime.user_runtime(user)
+        set_names = sorted((await c.secrets(handle.handle.db).values(row.name)).keys())
+    except Exception:  # locked data: no secret can be read, none is shown
+        set_names = []
+    fields = [{"name": f.name, "label": f.label or f.name} for f in _auth_fields(row)]
+    needed = _needed_secrets(row)
+    sup = c.supervisor
+    state, tools = ("stopped", [])
+    if sup is not None:
+        state, listed = sup.state_of(user.id, row)
+        tools = [ToolOut(name=t.name, description=t.description) for t in listed]
+    return ConnectorOut(
+        name=row.name,
+        display_name=row.display_name,
+        description=row.description,
+        icon=row.icon,
+        version=row.feed_version,
+        transport=row.transport,
+        auth=row.auth,
+        scope=row.scope,
+        active=row.name in mine,
+        state=state,
+        signed_in=needed <= set(set_names),
+        secret_fields=fields,
+        secrets_set=set_names,
+        tools=tools,
+        last_error=row.last_error if admin else None,
+        last_stderr=row.last_stderr if admin else None,
+    )
+
+
+def _auth_fields(row: Connector) -> list[Any]:
+    from skald.connectors.feed import Manifest
+
+    manifest = msgspec.convert(
+        {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+    )
+    return list(manifest.auth.fields)
+
+
+def _needed_secrets(row: Connector) -> set[str]:
+    from skald.connectors.feed import Manifest
+
+    manifest = msgspec.convert(
+        {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+    )
+    return secret_names(manifest)
+
+
+# -- members ------------------------------------------------------------------------------
+
+
+@get("/api/connectors", guards=USE)
+async def list_mine(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[ConnectorOut]:
+    c = _conn(rt)
+    p = principal_of(request)
+    return [await _describe(c, request, row) for row in await c.usable(p.user, p.role)]
+
+
+@get("/api/connectors/{name:str}", guards=USE, responses=errors(404))
+async def get_one(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    return await _describe(c, request, await c.require_usable(p.user, p.role, name))
+
+
+@post("/api/connectors/{name:str}/activate", guards=USE, status_code=200, responses=errors(404))
+async def activate(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    await c.store.set_active(name, p.user.id, True)
+    if c.supervisor is not None:
+        await c.supervisor.member_changed(p.user.id)
+    return await _describe(c, request, row)
+
+
+@post("/api/connectors/{name:str}/deactivate", guards=USE, status_code=200, responses=errors(404))
+async def deactivate(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    await c.deactivate(name, p.user.id)
+    return await _describe(c, request, row)
+
+
+@put("/api/connectors/{name:str}/secrets", guards=USE, responses=errors(400, 404))
+async def put_secrets(
+    name: FromPath[str],
+    data: JSONBody[SecretsIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> ConnectorOut:
+    """Store the member's secrets for this connector (in their own database); the answer
+    names which are set, never a value."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    allowed = {f.name for f in _auth_fields(row)} | _needed_secrets(row)
+    unknown = set(data.values) - allowed
+    if unknown:
+        raise InvalidInputError(f"{name} takes no secret named {sorted(unknown)[0]!r}")
+    mine = await rt.user_runtime(p.user)
+    store = c.secrets(mine.handle.db)
+    for key, value in data.values.items():
+        await store.put(name, key, value)
+    if c.supervisor is not None:
+        await c.supervisor.restart_member(p.user.id, name)
+    return await _describe(c, request, row)
+
+
+@delete("/api/connectors/{name:str}/secrets", guards=USE, status_code=204, responses=errors(404))
+async def sign_out(name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> None:
+    c = _conn(rt)
+    p = principal_of(request)
+    await c.require_usable(p.user, p.role, name)
+    mine = await rt.user_runtime(p.user)
+    await c.secrets(mine.handle.db).delete(name)
+    if c.supervisor is not None:
+        await c.supervisor.stop_member(p.user.id, name)
+
+
+# -- administrators -----------------------------------------------------------------------
+
+
+@get("/api/marketplace", guards=ADMIN)
+async def marketplace(rt: NamedDependency[Runtime]) -> list[MarketItem]:
+    c = _conn(rt)
+    installed = {row.name: row for row in await c.store.all()}
+    out = []
+    for item, manifest, refused in await c.feed().manifests():
+        have = installed.get(item.folder)
+        have_version = (
+            have.feed_version if have is not None and have.status == "installed" else None
+        )
+        out.append(
+            MarketItem(
+                folder=item.folder,
+                version=item.version,
+                name=None if manifest is None else manifest.name,
+                display_name=item.folder
+                if manifest is None
+                else (manifest.display_name or manifest.name),
+                description="" if manifest is None else manifest.description,
+                icon="" if manifest is None else manifest.icon,
+                transport=None if manifest is None else manifest.transport,
+                auth=None if manifest is None else manifest.auth.type,
+                scope=None if manifest is None else manifest.scope,
+                installed_version=have_version,
+                update=have_version is not None and item.version > have_version,
+                refused=refused,
+            )
+        )
+    return out
+
+
+@post("/api/marketplace/{folder:str}/install", guards=ADMIN, responses=errors(400, 404, 409))
+async def install(
+    folder: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    row = await c.installer.install(c.feed(), folder)
+    return await _describe(c, request, row)
+
+
+@post("/api/marketplace/{folder:str}/update", guards=ADMIN, responses=errors(400, 404, 409))
+async def update(
+    folder: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    row = await c.installer.install(c.feed(), folder, update=True)
+    if c.supervisor is not None:
+        await c.supervisor.restart_all(row.name)
+    return await _describe(c, request, row)
+
+
+@delete("/api/connectors/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
+async def uninstall(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    c = _conn(rt)
+    await c.store.require(name)
+    if c.supervisor is not None:
+        await c.supervisor.stop_all(name)
+    await c.store.remove(name)
+
+
+@get("/api/connectors/{name:str}/grants", guards=ADMIN, responses=errors(404))
+async def list_grants(name: FromPath[str], rt: NamedDependency[Runtime]) -> GrantsOut:
+    c = _conn(rt)
+    await c.store.require(name)
+    return GrantsOut(connector=name, users=await c.store.grantees(name))
+
+
+@put(
+    "/api/connectors/{name:str}/grants/{user_id:str}",
+    guards=ADMIN,
+    status_code=204,
+    responses=errors(404),
+)
+async def grant(name: FromPath[str], user_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    await _conn(rt).store.grant(name, user_id)
+
+
+@delete(
+    "/api/connectors/{name:str}/grants/{user_id:str}",
+    guards=ADMIN,
+    status_code=204,
+    responses=errors(404),
+)
+async def revoke(name: FromPath[str], user_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    c = _conn(rt)
+    if await rt.core.registry.get_user(user_id) is None:
+        raise NotFoundError("no such user")
+    await c.revoke(name, user_id)
+
+
+ROUTES = [
+    list_mine,
+    get_one,
+    activate,
+    deactivate,
+    put_secrets,
+    sign_out,
+    marketplace,
+    install,
+    update,
+    uninstall,
+    list_grants,
+    grant,
+    revoke,
+]

@@ -1,0 +1,403 @@
+"""Connector storage: the catalogue, grants and activations in the registry; each member's
+connector secrets in that member's OWN owner database.
+
+Rule: a connector reaches a member by a grant row. Rows are written when a connector is
+installed (for every member whose role has `auto_grant`) and when a member is created
+(a trigger on `users`, so the CLI and the web API write it alike); an administrator adds
+or removes rows one member at a time. Administrators (`admin.connectors`) hold every
+connector implicitly: that is decided in code (`ConnectorStore.granted`), not by rows.
+
+Rule: a secret (API key, OAuth token) lives only in the owner database of the member it
+belongs to, so it is encrypted with their key and unreadable while they are locked. The
+registry keeps no credential; `last_stderr` is shown to administrators only and is
+scrubbed of known secret values before it is stored.
+
+Trap: the trigger reads `role_attributes.auto_grant` as JSON text (`true`); a role
+without the row is `auto_grant: false` (the struct's default), which the trigger matches
+by simply finding nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from skald.errors import InvalidInputError, NotFoundError
+from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.migrations import Feature, Migration
+from skald.store.registry import now_iso
+
+Transport = Literal["stdio", "http"]
+AuthType = Literal["none", "api_key", "oauth2", "qr"]
+Scope = Literal["household", "personal"]
+Status = Literal["installing", "installed", "failed"]
+
+_REGISTRY_V1 = """
+CREATE TABLE connectors(
+    name TEXT PRIMARY KEY CHECK (name GLOB '[a-z0-9]*' AND name NOT GLOB '*[^a-z0-9-]*'
+                                AND length(name) <= 40),
+    display_name TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    icon TEXT NOT NULL DEFAULT '',
+    feed_version INTEGER NOT NULL,
+    transport TEXT NOT NULL CHECK (transport IN ('stdio', 'http')),
+    manifest TEXT NOT NULL CHECK (json_valid(manifest)),
+    auth TEXT NOT NULL CHECK (auth IN ('none', 'api_key', 'oauth2', 'qr')),
+    scope TEXT NOT NULL CHECK (scope IN ('household', 'personal')),
+    status TEXT NOT NULL CHECK (status IN ('installing', 'installed', 'failed')),
+    install_dir TEXT,
+    last_error TEXT,
+    last_stderr TEXT,
+    installed_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE connector_grants(
+    connector TEXT NOT NULL REFERENCES connectors(name) ON DELETE CASCADE,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY(connector, user_id)
+) WITHOUT ROWID;
+CREATE TABLE connector_activations(
+    connector TEXT NOT NULL REFERENCES connectors(name) ON DELETE CASCADE,
+    user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY(connector, user_id)
+) WITHOUT ROWID;
+-- A new member reaches every installed connector when their role has auto_grant.
+CREATE TRIGGER connector_grants_new_user AFTER INSERT ON users
+WHEN EXISTS (SELECT 1 FROM role_attributes
+             WHERE role = new.role AND key = 'auto_grant' AND value = 'true')
+BEGIN
+    INSERT OR IGNORE INTO connector_grants(connector, user_id, created_at)
+        SELECT name, new.id, strftime('%Y-%m-%dT%H:%M:%SZ','now') FROM connectors;
+END;
+"""
+
+_OWNER_V1 = """
+CREATE TABLE connector_secrets(
+    connector TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY(connector, name)
+) WITHOUT ROWID;
+"""
+
+REGISTRY_FEATURE = Feature(
+    "connectors",
+    (Migration(1, "connector catalogue, grants and activations", _REGISTRY_V1),),
+    after=("accounts",),
+)
+OWNER_FEATURE = Feature("connectors", (Migration(1, "each member's connector secrets", _OWNER_V1),))
+
+
+class Connector(msgspec.Struct, frozen=True, kw_only=True):
+    """An installed connector (a catalogue row). `manifest` is its connector.json."""
+
+    name: str
+    display_name: str
+    description: str
+    icon: str
+    feed_version: int
+    transport: Transport
+    manifest: dict[str, Any]
+    auth: AuthType
+    scope: Scope
+    status: Status
+    install_dir: str | None
+    last_error: str | None
+    last_stderr: str | None
+    installed_at: str
+    updated_at: str
+
+
+_COLUMNS = (
+    "name, display_name, description, icon, feed_version, transport, manifest, auth, scope, "
+    "status, install_dir, last_error, last_stderr, installed_at, updated_at"
+)
+
+
+def _row(r: tuple[Any, ...]) -> Connector:
+    return Connector(
+        name=r[0],
+        display_name=r[1],
+        description=r[2],
+        icon=r[3],
+        feed_version=r[4],
+        transport=r[5],
+        manifest=json.loads(r[6]),
+        auth=r[7],
+        scope=r[8],
+        status=r[9],
+        install_dir=r[10],
+        last_error=r[11],
+        last_stderr=r[12],
+        installed_at=r[13],
+        updated_at=r[14],
+    )
+
+
+class ConnectorStore:
+    """Registry queries of the connectors feature."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def all(self) -> list[Connector]:
+        rows = await self.db.call(
+            lambda c: fetch_all(c, f"SELECT {_COLUMNS} FROM connectors ORDER BY name")
+        )
+        return [_row(r) for r in rows]
+
+    async def get(self, name: str) -> Connector | None:
+        row = await self.db.call(
+            lambda c: fetch_one(c, f"SELECT {_COLUMNS} FROM connectors WHERE name=?", (name,))
+        )
+        return None if row is None else _row(row)
+
+    async def require(self, name: str) -> Connector:
+        found = await self.get(name)
+        if found is None:
+            raise NotFoundError(f"no connector named {name!r}")
+        return found
+
+    async def begin_install(self, connector: Connector) -> None:
+        """Write (or overwrite) the row as `installing`; a row left so by a crash is
+        simply installed again (the install is retryable)."""
+
+        def q(c: apsw.Connection) -> None:
+            existing = fetch_one(c, "SELECT status FROM connectors WHERE name=?", (connector.name,))
+            if existing is None:
+                c.execute(
+                    f"INSERT INTO connectors({_COLUMNS}) VALUES ({','.join('?' * 15)})",
+                    _params(connector),
+                )
+                # The roles with auto_grant reach it now (admins hold it implicitly).
+                c.execute(
+                    "INSERT OR IGNORE INTO connector_grants(connector, user_id, created_at) "
+                    "SELECT ?, u.id, ? FROM users u JOIN role_attributes a ON a.role = u.role "
+                    "WHERE a.key = 'auto_grant' AND a.value = 'true'",
+                    (connector.name, now_iso()),
+                )
+            else:
+                # An update keeps the running version's files until the new ones are in;
+                # only the status says an install is under way.
+                c.execute(
+                    "UPDATE connectors SET status='installing', updated_at=? WHERE name=?",
+                    (now_iso(), connector.name),
+                )
+
+        await self.db.transaction(q)
+
+    async def finish_install(self, connector: Connector) -> None:
+        """The files are in place: the row takes the new version, manifest and folder."""
+
+        def q(c: apsw.Connection) -> None:
+            c.execute(
+                "UPDATE connectors SET display_name=?, description=?, icon=?, feed_version=?, "
+                "transport=?, manifest=?, auth=?, scope=?, status='installed', install_dir=?, "
+                "last_error=NULL, last_stderr=NULL, updated_at=? WHERE name=?",
+                (
+                    connector.display_name,
+                    connector.description,
+                    connector.icon,
+                    connector.feed_version,
+                    connector.transport,
+                    json.dumps(connector.manifest),
+                    connector.auth,
+                    connector.scope,
+                    connector.install_dir,
+                    now_iso(),
+                    connector.name,
+                ),
+            )
+
+        await self.db.transaction(q)
+
+    async def set_status(
+        self,
+        name: str,
+        status: Status,
+        *,
+        error: str | None = None,
+        stderr: str | None = None,
+    ) -> None:
+        await self.db.call(
+            lambda c: c.execute(
+                "UPDATE connectors SET status=?, last_error=?, last_stderr=?, updated_at=? "
+                "WHERE name=?",
+                (status, error, stderr, now_iso(), name),
+            )
+        )
+
+    async def note_failure(self, name: str, error: str | None, stderr: str | None) -> None:
+        """The last error of a running instance (status unchanged: install state)."""
+        await self.db.call(
+            lambda c: c.execute(
+                "UPDATE connectors SET last_error=?, last_stderr=?, updated_at=? WHERE name=?",
+                (error, stderr, now_iso(), name),
+            )
+        )
+
+    async def remove(self, name: str) -> None:
+        await self.db.call(lambda c: c.execute("DELETE FROM connectors WHERE name=?", (name,)))
+
+    # -- grants and activations --------------------------------------------------------
+
+    async def grants(self, user_id: str) -> set[str]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c, "SELECT connector FROM connector_grants WHERE user_id=?", (user_id,)
+            )
+        )
+        return {r[0] for r in rows}
+
+    async def grantees(self, name: str) -> list[str]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                "SELECT user_id FROM connector_grants WHERE connector=? ORDER BY user_id",
+                (name,),
+            )
+        )
+        return [r[0] for r in rows]
+
+    async def grant(self, name: str, user_id: str) -> None:
+        def q(c: apsw.Connection) -> None:
+            if fetch_one(c, "SELECT 1 FROM users WHERE id=?", (user_id,)) is None:
+                raise NotFoundError("no such user")
+            if fetch_one(c, "SELECT 1 FROM connectors WHERE name=?", (name,)) is None:
+                raise NotFoundError(f"no connector named {name!r}")
+            c.execute(
+                "INSERT OR IGNORE INTO connector_grants(connector, user_id, created_at) "
+                "VALUES (?,?,?)",
+                (name, user_id, now_iso()),
+            )
+
+        await self.db.transaction(q)
+
+    async def revoke(self, name: str, user_id: str) -> None:
+        """Remove the grant and the member's activation with it (one transaction)."""
+
+        def q(c: apsw.Connection) -> None:
+            c.execute(
+                "DELETE FROM connector_grants WHERE connector=? AND user_id=?", (name, user_id)
+            )
+            c.execute(
+                "DELETE FROM connector_activations WHERE connector=? AND user_id=?",
+                (name, user_id),
+            )
+
+        await self.db.transaction(q)
+
+    async def activations(self, user_id: str) -> set[str]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c, "SELECT connector FROM connector_activations WHERE user_id=?", (user_id,)
+            )
+        )
+        return {r[0] for r in rows}
+
+    async def active_users(self, name: str) -> list[str]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c, "SELECT user_id FROM connector_activations WHERE connector=?", (name,)
+            )
+        )
+        return [r[0] for r in rows]
+
+    async def set_active(self, name: str, user_id: str, active: bool) -> None:
+        def q(c: apsw.Connection) -> None:
+            if not active:
+                c.execute(
+                    "DELETE FROM connector_activations WHERE connector=? AND user_id=?",
+                    (name, user_id),
+                )
+                return
+            if fetch_one(c, "SELECT 1 FROM connectors WHERE name=?", (name,)) is None:
+                raise NotFoundError(f"no connector named {name!r}")
+            c.execute(
+                "INSERT OR IGNORE INTO connector_activations(connector, user_id, created_at) "
+                "VALUES (?,?,?)",
+                (name, user_id, now_iso()),
+            )
+
+        await self.db.transaction(q)
+
+
+def _params(c: Connector) -> tuple[Any, ...]:
+    return (
+        c.name,
+        c.display_name,
+        c.description,
+        c.icon,
+        c.feed_version,
+        c.transport,
+        json.dumps(c.manifest),
+        c.auth,
+        c.scope,
+        c.status,
+        c.install_dir,
+        c.last_error,
+        c.last_stderr,
+        c.installed_at,
+        c.updated_at,
+    )
+
+
+class SecretInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What an API answer may say about a secret: its name, never its value."""
+
+    connector: str
+    name: str
+    updated_at: str
+
+
+class SecretStore:
+    """One member's connector secrets, in their own owner database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def put(self, connector: str, name: str, value: str) -> None:
+        if not value:
+            raise InvalidInputError("a secret cannot be empty")
+        await self.db.transaction(
+            lambda c: c.execute(
+                "INSERT INTO connector_secrets(connector, name, value, updated_at) "
+                "VALUES (?,?,?,?) ON CONFLICT(connector, name) "
+                "DO UPDATE SET value=excluded.value, updated_at=excluded.updated_at",
+                (connector, name, value, now_iso()),
+            )
+        )
+
+    async def values(self, connector: str) -> dict[str, str]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c, "SELECT name, value FROM connector_secrets WHERE connector=?", (connector,)
+            )
+        )
+        return {r[0]: r[1] for r in rows}
+
+    async def infos(self) -> list[SecretInfo]:
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c, "SELECT connector, name, updated_at FROM connector_secrets ORDER BY 1, 2"
+            )
+        )
+        return [SecretInfo(connector=r[0], name=r[1], updated_at=r[2]) for r in rows]
+
+    async def delete(self, connector: str, name: str | None = None) -> None:
+        if name is None:
+            await self.db.call(
+                lambda c: c.execute("DELETE FROM connector_secrets WHERE connector=?", (connector,))
+            )
+        else:
+            await self.db.call(
+                lambda c: c.execute(
+                    "DELETE FROM connector_secrets WHERE connector=? AND name=?", (connector, name)
+                )
+            )

@@ -1,0 +1,570 @@
+"""The supervisor: one MCP session per running connector instance, restarted when it dies.
+
+Rule: a household connector runs once, on the host, as the service's user, in its own
+process group (`StdioTransport`), with an environment of exactly `PATH`, `LANG` and the
+variables its manifest declares. A personal connector runs once per member, inside that
+member's container (`docker exec -i` as the sandbox user), from a copy of its files in
+the member's home, its dependencies installed there by content hash; it starts when the
+member's data is unlocked (a member service) and stops when they lock, are deactivated,
+deactivate the connector or lose its grant (`stop_member`, awaited: synchronous).
+
+Rule: a dead instance is restarted with exponential back-off (1 s doubling, capped at
+`BACKOFF_CAP_S`); after `max_restarts` failed starts in a row it is marked failed, and
+the last error and stderr lines go to the catalogue row (administrators see them).
+A start that reached "running" resets the count.
+
+Trap: secrets reach a personal connector through the environment of the `docker exec`
+client (`-e NAME` without a value makes docker copy it from there), never on a command
+line, where `ps` would show it. Known secret values are scrubbed from stderr lines
+before they are stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from skald.connectors.feed import Manifest, expand
+from skald.connectors.install import deps_command
+from skald.connectors.store import Connector
+from skald.log import get_logger
+from skald.mcp import (
+    Handlers,
+    HttpTransport,
+    LogRecord,
+    McpError,
+    McpSession,
+    StdioTransport,
+    Transport,
+    connect,
+    tool_specs,
+)
+from skald.mcp.wire import ElicitRequestParams, ElicitResult, Tool
+
+if TYPE_CHECKING:
+    from skald.connectors.service import Connectors
+    from skald.core.user_runtime import UserRuntime
+    from skald.llm.types import ToolSpec
+
+log = get_logger("skald.connectors")
+
+BACKOFF_START_S = 1.0
+BACKOFF_CAP_S = 60.0
+CLOSED_POLL_S = 0.5
+EVENTS_KEPT = 100
+STDERR_KEPT = 20
+CONTAINER_HOME = "/home/skald"
+PREPARE_TIMEOUT_S = 900.0
+
+State = Literal["starting", "running", "restarting", "failed", "stopped"]
+
+
+@dataclass
+class Event:
+    at: float
+    kind: str  # log, state, error
+    text: str
+
+
+@dataclass
+class Launch:
+    """How to reach one instance: a command (stdio) or a URL (http)."""
+
+    argv: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    secrets: list[str] = field(default_factory=list)  # values to scrub from stderr
+
+
+@dataclass
+class CallSite:
+    """The tool call an instance is serving (where an elicitation goes)."""
+
+    member: UserRuntime
+    conversation_id: str
+    call_id: str
+
+
+class Instance:
+    def __init__(self, sup: Supervisor, owner: str, connector: Connector) -> None:
+        self.sup = sup
+        self.owner = owner  # a user id; "" for a household instance
+        self.connector = connector
+        self.name = connector.name
+        self.state: State = "starting"
+        self.session: McpSession | None = None
+        self.tools: list[Tool] = []
+        self.specs: list[ToolSpec] = []
+        self.refused: list[str] = []
+        self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        self.ready = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.calls: list[CallSite] = []
+        self.secrets: list[str] = []
+        self.tools_version = 0
+
+    def note(self, kind: str, text: str) -> None:
+        self.events.append(Event(at=time.time(), kind=kind, text=self.scrub(text)[:2000]))
+
+    def scrub(self, text: str) -> str:
+        for value in self.secrets:
+            if len(value) >= 4:
+                text = text.replace(value, "***")
+        return text
+
+    async def run(self) -> None:
+        failures = 0
+        backoff = BACKOFF_START_S
+        while True:
+            self.state = "starting" if failures == 0 else "restarting"
+            error: str | None = None
+            stderr: list[str] = []
+            session: McpSession | None = None
+            transport: Transport | None = None
+            try:
+                launch = await self.sup.launch_for(self)
+                self.secrets = launch.secrets
+                transport = self._transport(launch)
+                session = await connect(transport, name=self.name, handlers=self._handlers())
+                self.session = session
+                await self._refresh_tools()
+                self.state = "running"
+                self.note("state", "running")
+                self.ready.set()
+                failures, backoff = 0, BACKOFF_START_S
+                # McpSession offers no wait-for-close; its `closed` turns true when the
+                # reader sees the server go (and it reaps the process then).
+                while not session.closed:  # noqa: ASYNC110
+                    await asyncio.sleep(CLOSED_POLL_S)
+                failure = session.failure
+                error = str(failure) if failure else "the session ended"
+                stderr = session.stderr_tail(STDERR_KEPT)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = str(exc) or type(exc).__name__
+                if transport is not None:
+                    stderr = transport.stderr_tail(STDERR_KEPT)
+            finally:
+                self.ready.clear()
+                self.session = None
+                if session is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(session.close())
+            failures += 1
+            scrubbed = self.scrub(error or "")
+            lines = "\n".join(self.scrub(s) for s in stderr)
+            self.note("error", scrubbed)
+            log.warning(
+                "connector instance stopped",
+                connector=self.name,
+                owner=self.owner or "household",
+                error=scrubbed[:300],
+                failures=failures,
+            )
+            await self.sup.connectors.store.note_failure(self.name, scrubbed, lines or None)
+            if failures > self.sup.connectors.config.max_restarts:
+                self.state = "failed"
+                self.note("state", f"failed after {failures} attempts")
+                return
+            self.state = "restarting"
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_CAP_S)
+
+    def _transport(self, launch: Launch) -> Transport:
+        if launch.url is not None:
+            return HttpTransport(launch.url, launch.headers)
+        assert launch.argv is not None
+        return StdioTransport(launch.argv, launch.env, cwd=launch.cwd)
+
+    def _handlers(self) -> Handlers:
+        return Handlers(
+            elicit=self._elicit,
+            on_tools_changed=self._tools_changed,
+            on_log=self._on_log,
+        )
+
+    async def _refresh_tools(self) -> None:
+        assert self.session is not None
+        self.tools = await self.session.list_tools()
+        self.specs, refused = tool_specs(self.name, self.tools)
+        self.refused = [str(r) for r in refused]
+        for problem in self.refused:
+            self.note("error", problem)
+        self.tools_version += 1
+
+    async def _tools_changed(self) -> None:
+        # The prompt's connector block and the tool set are built from `specs` each turn.
+        with contextlib.suppress(McpError):
+            await self._refresh_tools()
+            self.note("state", f"tool list changed: {len(self.specs)} tools")
+
+    def _on_log(self, record: LogRecord) -> None:
+        self.note("log", f"{record.level}: {record.text}")
+
+    async def _elicit(self, params: ElicitRequestParams) -> ElicitResult:
+        """The server asks the member something: an Inbox question, answered by them."""
+        if not self.calls:
+            return ElicitResult(action="decline")  # nobody to ask outside a call
+        site = self.calls[-1]
+        return await elicit_through_inbox(site, self.name, params)
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        self.state = "stopped"
+
+
+DECLINE = "Decline"
+
+
+def _fields(params: ElicitRequestParams) -> dict[str, Any]:
+    schema = params.requested_schema if isinstance(params.requested_schema, dict) else {}
+    props = schema.get("properties")
+    return props if isinstance(props, dict) else {}
+
+
+def _coerce(prop: dict[str, Any], text: str) -> Any:
+    kind = prop.get("type")
+    if kind == "boolean":
+        return text.strip().lower() in ("yes", "true", "1", "y", "sì", "si", "oui")
+    if kind == "integer":
+        return int(text.strip())
+    if kind == "number":
+        return float(text.strip())
+    return text
+
+
+async def elicit_through_inbox(
+    site: CallSite, server: str, params: ElicitRequestParams
+) -> ElicitResult:
+    """Put the request in the member's Inbox as a question and wait for the answer.
+
+    One field: the answer is its value (choices offered for booleans and enums). Several
+    fields: the answer is a JSON object, or `name: value` lines. "Decline" declines."""
+    fields = _fields(params)
+    choices: list[str] | None = None
+    if len(fields) == 1:
+        prop = next(iter(fields.values()))
+        if isinstance(prop, dict) and prop.get("type") == "boolean":
+            choices = ["yes", "no", DECLINE]
+        elif isinstance(prop, dict) and isinstance(prop.get("enum"), list):
+            choices = [*(str(v) for v in prop["enum"][:9]), DECLINE]
+    question = params.message
+    if params.mode == "url" and isinstance(params.url, str):
+        question += f'\n\nOpen: {params.url}\n(Answer "done" when finished, or {DECLINE}.)'
+        choices = ["done", DECLINE]
+    elif len(fields) > 1:
+        question += "\n\nAnswer with one line per field: " + ", ".join(
+            f"{name}: …" for name in fields
+        )
+    member = site.member
+    item_id = f"{site.call_id}.elicit.{os.urandom(3).hex()}"
+    await member.inbox.add(
+        call_id=item_id,
+        conversation_id=site.conversation_id,
+        parent_call=site.call_id,
+        kind="question",
+        tool=f"mcp__{server}",
+        arguments={"connector": server, "mode": params.mode},
+        reason=question,
+        choices=choices,
+    )
+    await member.inbox_changed()
+    answer = await member.ask.wait_answer(item_id)
+    text = answer.strip()
+    if text == DECLINE:
+        return ElicitResult(action="decline")
+    if params.mode == "url":
+        return ElicitResult(action="accept")
+    try:
+        if len(fields) == 1:
+            key, prop = next(iter(fields.items()))
+            return ElicitResult(action="accept", content={key: _coerce(prop, text)})
+        content: dict[str, Any] = {}
+        try:
+            parsed = json.loads(text)
+            content = parsed if isinstance(parsed, dict) else {}
+        except ValueError:
+            for line in text.splitlines():
+                key, sep, value = line.partition(":")
+                if sep and key.strip() in fields:
+                    content[key.strip()] = _coerce(fields[key.strip()], value.strip())
+        return ElicitResult(action="accept", content=content)
+    except (ValueError, TypeError):
+        return ElicitResult(action="decline")
+
+
+class Supervisor:
+    def __init__(self, connectors: Connectors) -> None:
+        self.connectors = connectors
+        self.instances: dict[tuple[str, str], Instance] = {}
+        self.members: dict[str, UserRuntime] = {}
+        # Per unlocked member: the connectors they switched on and may use (read by the
+        # tools hook, which cannot await; rewritten by every `member_changed`).
+        self.wanted: dict[str, set[str]] = {}
+        self._lock = asyncio.Lock()
+        self.host_env: Callable[[], dict[str, str]] = lambda: {
+            k: v for k, v in os.environ.items() if k in ("PATH", "LANG")
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def run_forever(self) -> None:
+        """The server service: household instances start when a member needs them; at
+        shutdown every instance stops (process groups killed and reaped)."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop_everything()
+
+    async def stop_everything(self) -> None:
+        for inst in list(self.instances.values()):
+            await inst.stop()
+        self.instances.clear()
+
+    async def member_loop(self, member: UserRuntime) -> None:
+        """A member service: their instances live while their data is unlocked."""
+        user_id = member.user.id
+        self.members[user_id] = member
+        try:
+            await self.member_changed(user_id)
+            await asyncio.Event().wait()
+        finally:
+            if self.members.get(user_id) is member:
+                del self.members[user_id]
+                self.wanted.pop(user_id, None)
+            for key in [k for k in self.instances if k[0] == user_id]:
+                await self.instances.pop(key).stop()
+
+    async def member_changed(self, user_id: str) -> None:
+        """Start what the member has switched on and may use; stop what they may not."""
+        member = self.members.get(user_id)
+        if member is None:
+            return
+        user, role = (
+            await member.fetch_member() if member.can_fetch_member else (member.user, member.role)
+        )
+        wanted = {c.name: c for c in await self.connectors.active(user, role)}
+        self.wanted[user_id] = set(wanted)
+        async with self._lock:
+            for key in [k for k in self.instances if k[0] == user_id and k[1] not in wanted]:
+                await self.instances.pop(key).stop()
+            for name, row in wanted.items():
+                owner = "" if row.scope == "household" else user_id
+                if (owner, name) not in self.instances:
+                    self._start(owner, row)
+
+    def _start(self, owner: str, row: Connector) -> Instance:
+        inst = Instance(self, owner, row)
+        self.instances[(owner, row.name)] = inst
+        inst.task = asyncio.get_running_loop().create_task(
+            inst.run(), name=f"connector-{row.name}-{owner or 'household'}"
+        )
+        return inst
+
+    async def stop_member(self, user_id: str, name: str) -> None:
+        """Stop the member's instance now (revocation, deactivation): their tools go with it."""
+        self.wanted.get(user_id, set()).discard(name)
+        inst = self.instances.pop((user_id, name), None)
+        if inst is not None:
+            await inst.stop()
+
+    async def restart_member(self, user_id: str, name: str) -> None:
+        await self.stop_member(user_id, name)
+        await self.member_changed(user_id)
+
+    async def restart_all(self, name: str) -> None:
+        """After an update: every instance of it starts again on the new files."""
+        row = await self.connectors.store.require(name)
+        for key in [k for k in self.instances if k[1] == name]:
+            await self.instances.pop(key).stop()
+            if key[0] == "" or key[0] in self.members:
+                self._start(key[0], row)
+
+    async def stop_all(self, name: str) -> None:
+        for key in [k for k in self.instances if k[1] == name]:
+            await self.instances.pop(key).stop()
+
+    # -- what members see ------------------------------------------------------------
+
+    def instance_for(self, user_id: str, row: Connector) -> Instance | None:
+        owner = "" if row.scope == "household" else user_id
+        return self.instances.get((owner, row.name))
+
+    def state_of(self, user_id: str, row: Connector) -> tuple[str, list[ToolSpec]]:
+        inst = self.instance_for(user_id, row)
+        if inst is None:
+            return "stopped", []
+        return inst.state, list(inst.specs)
+
+    # -- launching -----------------------------------------------------------------------
+
+    async def launch_for(self, inst: Instance) -> Launch:
+        row = await self.connectors.store.require(inst.name)
+        inst.connector = row
+        manifest = msgspec.convert(
+            {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+        )
+        secrets: dict[str, str] = {}
+        member = self.members.get(inst.owner) if inst.owner else None
+        if member is not None:
+            secrets = await self.connectors.secrets(member.handle.db).values(row.name)
+        if row.install_dir is None:
+            raise McpError(f"connector '{row.name}' is not installed")
+        deps_hash = row.manifest.get("_deps_hash")
+        if manifest.transport == "http":
+            places = {"DIR": row.install_dir, "DEPS": "", "HOME": ""}
+            assert manifest.url is not None
+            return Launch(
+                url=expand(manifest.url, places, secrets),
+                headers={k: expand(v, places, secrets) for k, v in manifest.headers.items()},
+                secrets=list(secrets.values()),
+            )
+        if not inst.owner:  # household: on the host
+            deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else ""
+            places = {"DIR": row.install_dir, "DEPS": deps, "HOME": row.install_dir}
+            env = self.host_env()
+            env.update({k: expand(v, places, secrets) for k, v in manifest.env.items()})
+            return Launch(
+                argv=[expand(a, places, secrets) for a in manifest.command],
+                env=env,
+                cwd=row.install_dir,
+                secrets=list(secrets.values()),
+            )
+        assert member is not None
+        return await self._in_container(member, row, manifest, deps_hash, secrets)
+
+    async def _in_container(
+        self,
+        member: UserRuntime,
+        row: Connector,
+        manifest: Manifest,
+        deps_hash: str | None,
+        secrets: dict[str, str],
+    ) -> Launch:
+        sandbox = member.sandbox
+        if sandbox is None:
+            raise McpError(
+                f"connector '{row.name}' runs in your sandbox, and sandboxes are off here"
+            )
+        user, role = await member.fetch_member()
+        container = await sandbox.ensure(user, role)
+        assert row.install_dir is not None
+        src = Path(row.install_dir)
+        rel = f".skald/connectors/{row.name}/{src.name}"
+        host_home = sandbox.homes_dir / user.id
+        await asyncio.to_thread(_copy_into_home, src, host_home / rel)
+        in_home = f"{CONTAINER_HOME}/{rel}"
+        deps = ""
+        if manifest.dependencies and deps_hash:
+            deps_rel = f".skald/connectors/deps/{deps_hash}"
+            deps = f"{CONTAINER_HOME}/{deps_rel}"
+            if not (host_home / deps_rel / ".ready").exists():
+                ca = await asyncio.to_thread(self._place_ca, host_home)
+                await self._install_in_container(
+                    sandbox.exec_user, container, manifest.dependencies, in_home, deps, ca
+                )
+        places = {"DIR": in_home, "DEPS": deps, "HOME": CONTAINER_HOME}
+        env_values = {k: expand(v, places, secrets) for k, v in manifest.env.items()}
+        argv = ["docker", "exec", "-i", "-u", sandbox.exec_user, "-w", in_home]
+        for key in env_values:
+            argv += ["-e", key]  # the value comes from docker's own environment
+        argv += [container, *(expand(a, places, secrets) for a in manifest.command)]
+        client_env = {
+            k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")
+        }
+        client_env.update(env_values)
+        return Launch(argv=argv, env=client_env, secrets=list(secrets.values()))
+
+    def _place_ca(self, host_home: Path) -> str | None:
+        """The operator's extra CA bundle, copied into the home for the install step."""
+        extra = self.connectors.config.extra_ca_file
+        if not extra:
+            return None
+        dest = host_home / ".skald" / "extra-ca.pem"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(extra, dest)
+        return f"{CONTAINER_HOME}/.skald/extra-ca.pem"
+
+    async def _install_in_container(
+        self, user: str, container: str, kind: str, src: str, deps: str, ca: str | None = None
+    ) -> None:
+        """Dependencies by content hash, inside the member's container, as the member."""
+        staging = f"{deps}.staging"
+        if kind == "npm":
+            inner = (
+                f"rm -rf {staging} && mkdir -p {staging} && cp {src}/package.json "
+                f"{src}/package-lock.json {staging}/ && cd {staging} && "
+                + " ".join(deps_command("npm", staging))
+            )
+        else:
+            inner = f"rm -rf {staging} && mkdir -p {staging} && cd {src} && " + " ".join(
+                deps_command("pip", f"{staging}/python", python="python3")
+            )
+        inner += f" && rm -rf {deps} && mv {staging} {deps} && touch {deps}/.ready"
+        ca_env = (
+            [
+                *(
+                    "-e",
+                    f"npm_config_cafile={ca}",
+                    "-e",
+                    f"PIP_CERT={ca}",
+                    "-e",
+                    f"SSL_CERT_FILE={ca}",
+                )
+            ]
+            if ca
+            else []
+        )
+        proc = await asyncio.create_subprocess_exec(
+            "docker",
+            "exec",
+            "-u",
+            user,
+            *ca_env,
+            container,
+            "sh",
+            "-c",
+            inner,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
+        except (TimeoutError, asyncio.CancelledError):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+        if proc.returncode != 0:
+            tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
+            raise McpError(f"installing the dependencies in your sandbox failed: {tail}")
+
+
+def _copy_into_home(src: Path, dest: Path) -> None:
+    """The connector's files, copied once per version into the member's home."""
+    if dest.is_dir():
+        return
+    staging = dest.with_name(dest.name + ".copying")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src, staging)
+    staging.rename(dest)

@@ -1,0 +1,91 @@
+"""Skald's MCP (Model Context Protocol) client: a library, like `skald.llm`.
+
+It speaks JSON-RPC 2.0 to one server over stdio (a child process) or streamable HTTP,
+and knows nothing of members, routes, Docker or storage: the product (the connectors
+supervisor) decides what to start, with which environment, and where elicitations go.
+
+    from skald.mcp import StdioTransport, Handlers, connect
+
+    session = await connect(StdioTransport(["npx", "server"], env={...}), name="notes")
+    tools = await session.list_tools()
+    result = await session.call_tool("search", {"q": "milk"}, on_progress=cb)
+    await session.close()
+
+Every failure is an `McpError` whose text names the connector; a dead or broken server
+gives `Disconnected`: "connector '<name>' disconnected: <reason>". See
+docs/dev/connectors.md for the rules and traps.
+"""
+
+from skald.mcp.errors import (
+    Disconnected,
+    McpError,
+    RemoteError,
+    RequestTimeout,
+    SchemaError,
+    TransportClosed,
+)
+from skald.mcp.http import HttpTransport
+from skald.mcp.session import (
+    CLIENT_INFO,
+    Handlers,
+    LogRecord,
+    McpSession,
+    ProgressCallback,
+    Timeouts,
+    apply_defaults,
+    connect,
+)
+from skald.mcp.tools import check_tool, model_tool_name, tool_spec, tool_specs
+from skald.mcp.transport import StdioTransport, Transport
+from skald.mcp.wire import (
+    LATEST_PROTOCOL_VERSION,
+    PROTOCOL_VERSIONS,
+    CallToolResult,
+    ContentBlock,
+    ElicitRequestParams,
+    ElicitResult,
+    Implementation,
+    Prompt,
+    Resource,
+    Root,
+    ServerCapabilities,
+    TextContent,
+    Tool,
+)
+
+__all__ = [
+    "CLIENT_INFO",
+    "LATEST_PROTOCOL_VERSION",
+    "PROTOCOL_VERSIONS",
+    "CallToolResult",
+    "ContentBlock",
+    "Disconnected",
+    "ElicitRequestParams",
+    "ElicitResult",
+    "Handlers",
+    "HttpTransport",
+    "Implementation",
+    "LogRecord",
+    "McpError",
+    "McpSession",
+    "ProgressCallback",
+    "Prompt",
+    "RemoteError",
+    "RequestTimeout",
+    "Resource",
+    "Root",
+    "SchemaError",
+    "ServerCapabilities",
+    "StdioTransport",
+    "TextContent",
+    "Timeouts",
+    "Tool",
+    "Transport",
+    "TransportClosed",
+    "apply_defaults",
+    "check_tool",
+    "connect",
+    "model_tool_name",
+    "tool_spec",
+    "tool_specs",
+]

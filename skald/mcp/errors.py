@@ -1,0 +1,67 @@
+"""What goes wrong talking to an MCP server, as exceptions whose text a model may read.
+
+Rule: every failure of a connector reaches the caller as an `McpError`; its `str()` is
+written for the model and the member, names the connector and never contains a
+secret (the transport never puts headers or environment into a message).
+
+- `Disconnected`: the session is over (the server died, wrote garbage, hung in the
+  handshake, broke the protocol). Text: exactly
+  "connector '<name>' disconnected: <reason>"; protocol violations have a reason that
+  starts with "protocol error".
+- `RemoteError`: the server answered a request with a JSON-RPC error; the session lives.
+- `RequestTimeout`: no answer in time; the request was cancelled, the session lives.
+- `SchemaError`: a tool's description cannot be offered to a model.
+
+Trap: `asyncio.CancelledError` is not an `McpError` and is never turned into one: a
+cancelled call propagates cancellation (after telling the server).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class McpError(Exception):
+    """Base of every error of the MCP client."""
+
+
+class Disconnected(McpError):
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"connector '{name}' disconnected: {reason}")
+
+
+class TransportClosed(Exception):
+    """Raised by a transport when it can carry no more messages (internal: the session
+    turns it into `Disconnected` with the connector's name)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class RemoteError(McpError):
+    def __init__(self, name: str, method: str, code: int, message: str, data: Any = None) -> None:
+        self.name = name
+        self.method = method
+        self.code = code
+        self.message = message
+        self.data = data
+        super().__init__(f"connector '{name}' refused {method}: {message} (error {code})")
+
+
+class RequestTimeout(McpError):
+    def __init__(self, name: str, method: str, seconds: float) -> None:
+        self.name = name
+        self.method = method
+        self.seconds = seconds
+        super().__init__(f"connector '{name}' did not answer {method} within {seconds:g} s")
+
+
+class SchemaError(McpError):
+    def __init__(self, name: str, tool: str, problem: str) -> None:
+        self.name = name
+        self.tool = tool
+        self.problem = problem
+        super().__init__(f"connector '{name}' tool '{tool}' cannot be offered: {problem}")

@@ -1,0 +1,622 @@
+"""One MCP session: the handshake, requests with timeouts, and what the server asks of us.
+
+Rule: `connect()` returns a ready `McpSession` or raises `Disconnected`; from then on
+every request has a timeout, and the first sign of a broken server (garbage, EOF, a
+malformed answer, a failed handshake) closes the transport (kills and reaps a process)
+and fails every waiting call with "connector '<name>' disconnected: <reason>".
+
+How calls end:
+- answered: the result struct (or `RemoteError` for a JSON-RPC error answer);
+- timed out: `notifications/cancelled` goes to the server, `RequestTimeout` is raised,
+  the session lives on;
+- the awaiting task is cancelled (the member pressed Stop): `notifications/cancelled`
+  goes to the server and the `CancelledError` propagates;
+- the server goes away: `Disconnected`.
+
+Server-to-client requests run in tasks of their own (an elicitation may wait for a
+member for minutes) and are cancelled if the server cancels them or the session ends:
+`elicitation/create` goes to `Handlers.elicit` (no handler: declined), `roots/list` is
+answered from `Handlers.roots`, `ping` is answered, `sampling/createMessage` and
+anything else are refused with a JSON-RPC error.
+
+Traps:
+- Never await a server request's handler in the reader task: the server may need our
+  answer to finish the very call we wait for (elicitation inside `tools/call`).
+- Notifications from the server must not be able to grow memory: log records live in a
+  bounded deque and are truncated; callbacks are the caller's to keep cheap.
+- Progress tokens are ours (never reused in one session) and unknown tokens are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
+
+from skald.mcp.errors import Disconnected, RemoteError, RequestTimeout, TransportClosed
+from skald.mcp.transport import Transport
+from skald.mcp.wire import (
+    INVALID_PARAMS,
+    LATEST_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSIONS,
+    CallToolResult,
+    CancelledParams,
+    ClientCapabilities,
+    ElicitationCompleteParams,
+    ElicitRequestParams,
+    ElicitResult,
+    Implementation,
+    InitializeParams,
+    InitializeResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListRootsResult,
+    ListToolsResult,
+    LoggingMessageParams,
+    LogLevel,
+    ProgressParams,
+    Prompt,
+    ReadResourceResult,
+    RequestId,
+    Resource,
+    Root,
+    RpcError,
+    RpcMessage,
+    ServerCapabilities,
+    Tool,
+    to_builtins,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CLIENT_INFO = Implementation(name="skald", version="1")
+MAX_LOG_RECORDS = 200
+MAX_LOG_CHARS = 4000
+# A server that pages forever (or loops its cursor) is broken, not large.
+MAX_PAGES = 100
+
+ProgressCallback = Callable[[float, float | None, str | None], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds. `handshake` covers starting and `initialize`; `request` every other
+    request; `tool_call` the default for `call_tool` (tools may run long)."""
+
+    handshake: float = 30.0
+    request: float = 60.0
+    tool_call: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    level: LogLevel
+    logger: str | None
+    text: str  # the data, as JSON text when it is not a string, truncated
+
+
+@dataclass(slots=True)
+class Handlers:
+    """What the caller does when the server asks or tells something. All optional.
+
+    - `elicit(params) -> ElicitResult`: form or URL elicitation (route it to a person);
+      None declines every elicitation. Cancelled when the server cancels the request.
+    - `roots() -> list[Root]`: the roots offered; None answers an empty list.
+    - `on_tools_changed()`: after `notifications/tools/list_changed` (refetch with
+      `list_tools`); `on_resources_changed`/`on_prompts_changed` likewise.
+    - `on_log(record)`: each log notification (also kept in `McpSession.logs`).
+    - `on_elicitation_complete(elicitation_id)`: a URL elicitation finished server-side.
+    Callbacks may be plain functions or coroutine functions.
+    """
+
+    elicit: Callable[[ElicitRequestParams], Awaitable[ElicitResult]] | None = None
+    roots: Callable[[], Awaitable[list[Root]]] | None = None
+    on_tools_changed: Callable[[], Any] | None = None
+    on_resources_changed: Callable[[], Any] | None = None
+    on_prompts_changed: Callable[[], Any] | None = None
+    on_log: Callable[[LogRecord], Any] | None = None
+    on_elicitation_complete: Callable[[str], Any] | None = None
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    future: asyncio.Future[dict[str, Any]]
+    progress: ProgressCallback | None = None
+    token: RequestId | None = None
+
+
+@dataclass(slots=True)
+class _State:
+    pending: dict[RequestId, _Pending] = field(default_factory=dict)
+    progress: dict[RequestId, ProgressCallback] = field(default_factory=dict)
+    serving: dict[RequestId, asyncio.Task[None]] = field(default_factory=dict)
+
+
+async def connect(
+    transport: Transport,
+    *,
+    name: str,
+    handlers: Handlers | None = None,
+    timeouts: Timeouts | None = None,
+    client_info: Implementation = CLIENT_INFO,
+) -> McpSession:
+    """Open the transport and do the handshake; `Disconnected` if either fails (the
+    transport is then closed: a process is killed and reaped)."""
+    session = McpSession(transport, name=name, handlers=handlers, timeouts=timeouts)
+    try:
+        await session._start(client_info)
+    except BaseException:
+        # A failed handshake: the server is broken (or we were cancelled): no grace.
+        with contextlib.suppress(Exception):
+            await session.transport.close(grace=False)
+        await session.close()
+        raise
+    return session
+
+
+class McpSession:
+    """A live session with one server. Build it with `connect()`."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        name: str,
+        handlers: Handlers | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> None:
+        self.name = name
+        self.transport = transport
+        self.handlers = handlers or Handlers()
+        self.timeouts = timeouts or Timeouts()
+        self.logs: deque[LogRecord] = deque(maxlen=MAX_LOG_RECORDS)
+        self.server_info: Implementation | None = None
+        self.server_capabilities = ServerCapabilities()
+        self.protocol_version: str | None = None
+        self.instructions: str | None = None
+        self._ids = itertools.count(1)
+        self._state = _State()
+        self._reader: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._failure: Disconnected | None = None
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the session is over (closed by us, or the server went away)."""
+        return self._closed or self._failure is not None
+
+    @property
+    def failure(self) -> Disconnected | None:
+        """Why the session ended, when the server ended it."""
+        return self._failure
+
+    async def _start(self, client_info: Implementation) -> None:
+        try:
+            async with asyncio.timeout(self.timeouts.handshake):
+                try:
+                    await self.transport.open()
+                except TransportClosed as exc:
+                    raise Disconnected(self.name, exc.reason) from None
+                self._reader = asyncio.create_task(self._read_loop(), name=f"mcp-{self.name}")
+                params = InitializeParams(
+                    protocol_version=LATEST_PROTOCOL_VERSION,
+                    capabilities=self._capabilities(),
+                    client_info=client_info,
+                )
+                raw = await self._request("initialize", to_builtins(params), timeout=None)
+        except TimeoutError:
+            reason = f"no answer to initialize within {self.timeouts.handshake:g} s"
+            raise self._fail(reason) from None
+        try:
+            result = msgspec.convert(raw, InitializeResult)
+        except msgspec.ValidationError as exc:
+            raise self._fail(f"protocol error: a malformed initialize answer ({exc})") from None
+        if result.protocol_version not in PROTOCOL_VERSIONS:
+            raise self._fail(
+                f"protocol error: the server speaks protocol version "
+                f"{result.protocol_version!r}, this client {', '.join(PROTOCOL_VERSIONS)}"
+            )
+        self.protocol_version = result.protocol_version
+        self.server_info = result.server_info
+        self.server_capabilities = result.capabilities
+        self.instructions = result.instructions or None
+        await self.transport.initialized(result.protocol_version)
+        await self._notify("notifications/initialized", None)
+
+    def _capabilities(self) -> ClientCapabilities:
+        caps = ClientCapabilities(roots={"listChanged": False})
+        if self.handlers.elicit is not None:
+            caps.elicitation = {"form": {}, "url": {}}
+        return caps
+
+    async def close(self) -> None:
+        """End the session: the transport is closed (process group killed and reaped,
+        HTTP session deleted), waiting calls fail with `Disconnected`."""
+        if self._closed:
+            return
+        self._closed = True
+        self._fail_pending(self._failure or Disconnected(self.name, "the session was closed"))
+        for task in [*self._state.serving.values(), *self._tasks]:
+            if task is not asyncio.current_task():
+                task.cancel()
+        if self._reader is not None and self._reader is not asyncio.current_task():
+            self._reader.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reader
+        await self.transport.close()
+
+    async def __aenter__(self) -> McpSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _fail(self, reason: str) -> Disconnected:
+        """Mark the session dead with this reason (the first reason wins)."""
+        if self._failure is None:
+            self._failure = Disconnected(self.name, reason)
+            self._fail_pending(self._failure)
+        return self._failure
+
+    def _fail_pending(self, error: Exception) -> None:
+        for pending in self._state.pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(error)
+        self._state.pending.clear()
+
+    # -- requests ----------------------------------------------------------------------
+
+    async def _request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout: float | None,  # noqa: ASYNC109 - ends in a remote cancel + RequestTimeout
+        on_progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        if self._failure is not None:
+            raise Disconnected(self.name, self._failure.reason)
+        if self._closed:
+            raise Disconnected(self.name, "the session was closed")
+        request_id: RequestId = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        pending = _Pending(method, future)
+        if on_progress is not None:
+            params = dict(params or {})
+            meta = dict(params.get("_meta") or {})
+            meta["progressToken"] = request_id
+            params["_meta"] = meta
+            pending.token = request_id
+            self._state.progress[request_id] = on_progress
+        self._state.pending[request_id] = pending
+        message = RpcMessage(id=request_id, method=method)
+        if params is not None:
+            message.params = params
+        try:
+            try:
+                await self.transport.send(message)
+            except TransportClosed as exc:
+                raise self._fail(exc.reason) from None
+            if timeout is None:
+                return await future
+            try:
+                async with asyncio.timeout(timeout):
+                    return await asyncio.shield(future)
+            except TimeoutError:
+                await self._cancel_remote(request_id, f"no answer within {timeout:g} s")
+                raise RequestTimeout(self.name, method, timeout) from None
+        except asyncio.CancelledError:
+            # The caller gave up (Stop): tell the server, unless the answer already came.
+            if not future.done():
+                await asyncio.shield(self._cancel_remote(request_id, "cancelled by the user"))
+            raise
+        finally:
+            self._state.pending.pop(request_id, None)
+            if pending.token is not None:
+                self._state.progress.pop(pending.token, None)
+            if not future.done():
+                future.cancel()
+            elif not future.cancelled():
+                future.exception()  # retrieved: no "exception never retrieved" warning
+
+    async def _cancel_remote(self, request_id: RequestId, reason: str) -> None:
+        self._state.pending.pop(request_id, None)
+        self.transport.forget(request_id)
+        if self.closed:
+            return
+        params = CancelledParams(request_id=request_id, reason=reason)
+        with contextlib.suppress(TransportClosed):
+            await self._notify("notifications/cancelled", to_builtins(params))
+
+    async def _notify(self, method: str, params: dict[str, Any] | None) -> None:
+        message = RpcMessage(method=method)
+        if params is not None:
+            message.params = params
+        try:
+            await self.transport.send(message)
+        except TransportClosed as exc:
+            raise self._fail(exc.reason) from None
+
+    async def _decode(self, raw: dict[str, Any], kind: type[T], method: str) -> T:
+        try:
+            return msgspec.convert(raw, kind)
+        except msgspec.ValidationError as exc:
+            # A well-formed envelope with a broken payload: the server is broken.
+            raise await self._abort(
+                f"protocol error: a malformed {method} answer ({exc})"
+            ) from None
+
+    async def _abort(self, reason: str) -> Disconnected:
+        """The server is broken or gone: close the transport (kill and reap), then fail
+        the waiting calls, so whoever hears of it finds the process already gone."""
+        if self._failure is None:
+            self._failure = Disconnected(self.name, reason)
+        failure = self._failure
+        with contextlib.suppress(Exception):
+            await self.transport.close(grace=False)
+        self._fail_pending(failure)
+        return failure
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - see _request
+    ) -> dict[str, Any]:
+        """Any request by name; the raw result. Prefer the typed methods below."""
+        return await self._request(method, params, timeout=timeout or self.timeouts.request)
+
+    async def ping(self) -> None:
+        await self._request("ping", None, timeout=self.timeouts.request)
+
+    async def list_tools(self) -> list[Tool]:
+        """Every tool, following `nextCursor` to the last page."""
+        tools: list[Tool] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            params = {"cursor": cursor} if cursor is not None else None
+            raw = await self._request("tools/list", params, timeout=self.timeouts.request)
+            page = await self._decode(raw, ListToolsResult, "tools/list")
+            tools.extend(page.tools)
+            if not isinstance(page.next_cursor, str) or not page.next_cursor:
+                return tools
+            cursor = page.next_cursor
+        raise await self._abort(f"protocol error: tools/list still paging after {MAX_PAGES} pages")
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - see _request
+    ) -> CallToolResult:
+        """Call a tool. `on_progress(progress, total, message)` receives the server's
+        progress notifications. A tool's own failure is a result with `is_error`; a
+        refused request raises `RemoteError`. Cancel the awaiting task to stop it."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        raw = await self._request(
+            "tools/call",
+            params,
+            timeout=timeout or self.timeouts.tool_call,
+            on_progress=on_progress,
+        )
+        return await self._decode(raw, CallToolResult, "tools/call")
+
+    async def list_resources(self) -> list[Resource]:
+        resources: list[Resource] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            params = {"cursor": cursor} if cursor is not None else None
+            raw = await self._request("resources/list", params, timeout=self.timeouts.request)
+            page = await self._decode(raw, ListResourcesResult, "resources/list")
+            resources.extend(page.resources)
+            if not isinstance(page.next_cursor, str) or not page.next_cursor:
+                return resources
+            cursor = page.next_cursor
+        raise await self._abort(
+            f"protocol error: resources/list still paging after {MAX_PAGES} pages"
+        )
+
+    async def read_resource(self, uri: str) -> ReadResourceResult:
+        raw = await self._request("resources/read", {"uri": uri}, timeout=self.timeouts.request)
+        return await self._decode(raw, ReadResourceResult, "resources/read")
+
+    async def list_prompts(self) -> list[Prompt]:
+        prompts: list[Prompt] = []
+        cursor: str | None = None
+        for _ in range(MAX_PAGES):
+            params = {"cursor": cursor} if cursor is not None else None
+            raw = await self._request("prompts/list", params, timeout=self.timeouts.request)
+            page = await self._decode(raw, ListPromptsResult, "prompts/list")
+            prompts.extend(page.prompts)
+            if not isinstance(page.next_cursor, str) or not page.next_cursor:
+                return prompts
+            cursor = page.next_cursor
+        raise await self._abort(
+            f"protocol error: prompts/list still paging after {MAX_PAGES} pages"
+        )
+
+    async def set_log_level(self, level: LogLevel) -> None:
+        """Ask the server to send log notifications from `level` up."""
+        await self._request("logging/setLevel", {"level": level}, timeout=self.timeouts.request)
+
+    def stderr_tail(self, n: int = 20) -> list[str]:
+        return self.transport.stderr_tail(n)
+
+    # -- the reader --------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                message = await self.transport.receive()
+                if message.is_response:
+                    self._on_response(message)
+                elif message.is_request:
+                    self._on_request(message)
+                else:
+                    self._on_notification(message)
+        except TransportClosed as exc:
+            reason = exc.reason
+        except Exception as exc:  # a bug here must not leave callers waiting forever
+            log.exception("mcp reader for %s failed", self.name)
+            reason = f"client error: {type(exc).__name__}: {exc}"
+        # The server is gone or broken: reap it now, not when someone calls close().
+        await self._abort(reason)
+        await self.close()
+
+    def _on_response(self, message: RpcMessage) -> None:
+        assert not isinstance(message.id, msgspec.UnsetType)
+        pending = self._state.pending.pop(message.id, None)
+        if pending is None or pending.future.done():
+            return  # late answer to a cancelled or timed-out request
+        if not isinstance(message.error, msgspec.UnsetType):
+            err = message.error
+            pending.future.set_exception(
+                RemoteError(self.name, pending.method, err.code, err.message, err.data or None)
+            )
+        elif isinstance(message.result, dict):
+            pending.future.set_result(message.result)
+        else:
+            # Valid JSON-RPC says a response has one of them; this one has neither.
+            pending.future.set_exception(
+                self._fail(f"protocol error: the answer to {pending.method} has no result")
+            )
+            self._spawn(self._abort("protocol error: an answer without a result"))
+
+    def _on_notification(self, message: RpcMessage) -> None:
+        method = message.method
+        params = message.params if isinstance(message.params, dict) else {}
+        try:
+            if method == "notifications/progress":
+                progress = msgspec.convert(params, ProgressParams)
+                callback = self._state.progress.get(progress.progress_token)
+                if callback is not None:
+                    total = progress.total if isinstance(progress.total, float | int) else None
+                    text = progress.message if isinstance(progress.message, str) else None
+                    self._call(callback, progress.progress, total, text)
+            elif method == "notifications/message":
+                entry = msgspec.convert(params, LoggingMessageParams)
+                data = entry.data
+                text = data if isinstance(data, str) else msgspec.json.encode(data).decode()
+                logger = entry.logger if isinstance(entry.logger, str) else None
+                record = LogRecord(entry.level, logger, text[:MAX_LOG_CHARS])
+                self.logs.append(record)
+                if self.handlers.on_log is not None:
+                    self._call(self.handlers.on_log, record)
+            elif method == "notifications/cancelled":
+                cancelled = msgspec.convert(params, CancelledParams)
+                task = self._state.serving.pop(cancelled.request_id, None)
+                if task is not None:
+                    task.cancel()
+            elif method == "notifications/tools/list_changed":
+                if self.handlers.on_tools_changed is not None:
+                    self._call(self.handlers.on_tools_changed)
+            elif method == "notifications/resources/list_changed":
+                if self.handlers.on_resources_changed is not None:
+                    self._call(self.handlers.on_resources_changed)
+            elif method == "notifications/prompts/list_changed":
+                if self.handlers.on_prompts_changed is not None:
+                    self._call(self.handlers.on_prompts_changed)
+            elif method == "notifications/elicitation/complete":
+                done = msgspec.convert(params, ElicitationCompleteParams)
+                if self.handlers.on_elicitation_complete is not None:
+                    self._call(self.handlers.on_elicitation_complete, done.elicitation_id)
+            # Anything else (resources/updated, a newer revision's news) is ignored.
+        except msgspec.ValidationError as exc:
+            log.warning("mcp %s: malformed %s notification: %s", self.name, method, exc)
+        except Exception:
+            log.exception("mcp %s: a %s callback failed", self.name, method)
+
+    def _call(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Run a caller's callback; a coroutine runs in a task of its own, since it may
+        well send a request whose answer this reader has to deliver (list_changed ->
+        list_tools)."""
+        result = callback(*args)
+        if asyncio.iscoroutine(result):
+            self._spawn(result)
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_request(self, message: RpcMessage) -> None:
+        assert not isinstance(message.id, msgspec.UnsetType)
+        request_id = message.id
+        task = asyncio.create_task(self._serve(message), name=f"mcp-{self.name}-serve")
+        self._state.serving[request_id] = task
+        task.add_done_callback(lambda _t: self._state.serving.pop(request_id, None))
+
+    async def _serve(self, message: RpcMessage) -> None:
+        method = message.method
+        params = message.params if isinstance(message.params, dict) else {}
+        answer = RpcMessage(id=message.id)
+        try:
+            if method == "ping":
+                answer.result = {}
+            elif method == "roots/list":
+                roots = await self.handlers.roots() if self.handlers.roots else []
+                answer.result = to_builtins(ListRootsResult(roots=roots))
+            elif method == "elicitation/create":
+                answer.result = to_builtins(await self._elicit(params))
+            elif method == "sampling/createMessage":
+                answer.error = RpcError(
+                    code=METHOD_NOT_FOUND,
+                    message="This client does not offer sampling: the household's "
+                    "assistant does not lend its model to connectors.",
+                )
+            else:
+                answer.error = RpcError(
+                    code=METHOD_NOT_FOUND, message=f"Method not supported: {method}"
+                )
+        except msgspec.ValidationError as exc:
+            answer.error = RpcError(code=INVALID_PARAMS, message=f"Invalid params: {exc}")
+        except asyncio.CancelledError:
+            return  # the server cancelled it (or we are closing): no answer is due
+        except Exception as exc:
+            log.exception("mcp %s: answering %s failed", self.name, method)
+            answer.error = RpcError(code=-32603, message=f"Internal error: {type(exc).__name__}")
+        with contextlib.suppress(TransportClosed, Disconnected):
+            if not self.closed:
+                await self.transport.send(answer)
+
+    async def _elicit(self, params: dict[str, Any]) -> ElicitResult:
+        request = msgspec.convert(params, ElicitRequestParams)
+        if self.handlers.elicit is None:
+            return ElicitResult(action="decline")
+        result = await self.handlers.elicit(request)
+        if result.action == "accept" and request.mode == "form":
+            result = ElicitResult(
+                action="accept", content=apply_defaults(request, result.content or {})
+            )
+        elif result.action != "accept" or request.mode == "url":
+            result = ElicitResult(action=result.action)  # no content outside a form accept
+        return result
+
+
+def apply_defaults(request: ElicitRequestParams, content: dict[str, Any]) -> dict[str, Any]:
+    """SEP-1034: fields the person left out take the schema's `default`."""
+    schema = request.requested_schema if isinstance(request.requested_schema, dict) else {}
+    props = schema.get("properties")
+    filled = dict(content)
+    if isinstance(props, dict):
+        for key, prop in props.items():
+            if key not in filled and isinstance(prop, dict) and "default" in prop:
+                filled[key] = prop["default"]
+    return filled

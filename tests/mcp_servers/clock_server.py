@@ -1,0 +1,50 @@
+"""A small MCP server (official Python SDK, stdio) for the connector tests: a clock, an
+echo that reveals whether a secret reached it, and a slow tool with progress."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
+
+server = MCPServer("clock")
+
+
+@server.tool()
+def now() -> str:
+    """The time on the server, as text."""
+    return "12:34"
+
+
+@server.tool()
+def has_key() -> str:
+    """Whether the API key reached the process (never the key itself)."""
+    return "key present" if os.environ.get("CLOCK_KEY") else "no key"
+
+
+@server.tool()
+async def slow(seconds: float, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Count to `seconds`, reporting progress each step."""
+    for i in range(int(seconds)):
+        await ctx.report_progress(i, seconds)
+        await asyncio.sleep(1)
+    return "done"
+
+
+class Colour(BaseModel):
+    colour: str
+
+
+@server.tool()
+async def favourite(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Ask the user for their favourite colour (an elicitation) and repeat it."""
+    result = await ctx.elicit("What is your favourite colour?", Colour)
+    if result.action == "accept" and result.data is not None:
+        return f"favourite colour: {result.data.colour}"
+    return f"no answer ({result.action})"
+
+
+if __name__ == "__main__":
+    server.run("stdio")
