@@ -39,6 +39,7 @@ import pytest
 
 __all__ = [
     "Call",
+    "Drop",
     "Error",
     "FakeLLM",
     "Hang",
@@ -99,7 +100,15 @@ class Hang:
     before_headers: bool = False  # hang without even sending the status line
 
 
-Reply = str | int | list[Call] | Text | ToolCalls | Error | Hang
+@dataclass(frozen=True)
+class Drop:
+    """Stream `text_before`, then close the connection mid-body (a crashed or restarted
+    server, a proxy timing out): the client sees the chunked body end without its end."""
+
+    text_before: str = ""
+
+
+Reply = str | int | list[Call] | Text | ToolCalls | Error | Hang | Drop
 
 
 @dataclass
@@ -116,6 +125,7 @@ class _Plan:
     chunk_delay: float = 0.0
     delay: float = 0.0
     hang: bool = False
+    drop: bool = False
     stream_error: Error | None = None
 
 
@@ -149,6 +159,8 @@ def _plan(reply: Reply) -> _Plan | Error:
         )
     if isinstance(reply, Hang):
         return _Plan(text=reply.text_before, hang=True, delay=-1.0 if reply.before_headers else 0)
+    if isinstance(reply, Drop):
+        return _Plan(text=reply.text_before, drop=True)
     if reply.in_stream:
         return _Plan(text=reply.text_before, stream_error=reply)
     return reply
@@ -645,6 +657,13 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             raise _Gone from None
 
+    def _drop(self) -> None:
+        """Hang up in the middle of the body (no final chunk, no end of stream)."""
+        with contextlib.suppress(OSError):
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        self.close_connection = True
+
     def _end_stream(self) -> None:
         try:
             self.wfile.write(b"0\r\n\r\n")
@@ -777,6 +796,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(chunk({"content": piece}), delay=delay)
         if plan.hang:
             self._pause(None)
+        if plan.drop:
+            return self._drop()
         if plan.stream_error is not None:
             err = plan.stream_error
             payload = openai_error(err.status, err.message)
@@ -873,6 +894,8 @@ class _Handler(BaseHTTPRequestHandler):
                 send("content_block_delta", {"index": 0, "delta": delta})
         if plan.hang:
             self._pause(None)
+        if plan.drop:
+            return self._drop()
         if plan.stream_error is not None:
             payload = anthropic_error(plan.stream_error.status, plan.stream_error.message)
             payload.pop("request_id")

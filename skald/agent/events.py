@@ -102,6 +102,7 @@ class SubagentFinished(AgentEvent, frozen=True, tag="subagent_finished"):
 class TurnDone(AgentEvent, frozen=True, tag="turn_done"):
     status: TurnStatus
     error: str | None = None
+    error_code: str | None = None  # failed: the kind of failure (skald.llm.errors codes)
     text: str = ""  # the final assistant text (streamed already as token deltas)
     rounds: int = 0
     input_tokens: int = 0
@@ -208,13 +209,21 @@ class Emitter:
         await self._send(Compacted(**self._base(), dropped=dropped, kept=kept))
 
     async def turn_done(
-        self, status: TurnStatus, *, error: str | None, text: str, rounds: int, usage: Usage
+        self,
+        status: TurnStatus,
+        *,
+        error: str | None,
+        text: str,
+        rounds: int,
+        usage: Usage,
+        error_code: str | None = None,
     ) -> None:
         await self._send(
             TurnDone(
                 **self._base(),
                 status=status,
                 error=error,
+                error_code=error_code,
                 text=text,
                 rounds=rounds,
                 input_tokens=usage.input_tokens,

@@ -29,7 +29,7 @@ from skald.agent.streaming import Reply, call_model, normalise_call_ids
 from skald.agent.tools import Tool
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.types import Message, Request, TextPart, Usage
+from skald.llm.types import ContentPart, Interruption, Message, Request, TextPart, Usage
 from skald.log import get_logger
 
 log = get_logger("skald.agent")
@@ -61,6 +61,7 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     status: TurnStatus
     text: str = ""  # the final assistant text
     error: str | None = None  # failed: what went wrong; stopped: the stop reason
+    error_code: str | None = None  # failed: what kind of failure (skald.llm.errors codes)
     rounds: int = 0
     usage: Usage = msgspec.field(default_factory=Usage)
 
@@ -75,9 +76,16 @@ class _Turn:
     reply: Reply | None = None  # the model answer being streamed, until it is stored
     compacted: bool = False
 
-    def result(self, status: TurnStatus, error: str | None = None) -> TurnResult:
+    def result(
+        self, status: TurnStatus, error: str | None = None, code: str | None = None
+    ) -> TurnResult:
         return TurnResult(
-            status=status, text=self.text, error=error, rounds=self.rounds, usage=self.usage
+            status=status,
+            text=self.text,
+            error=error,
+            error_code=code,
+            rounds=self.rounds,
+            usage=self.usage,
         )
 
 
@@ -173,6 +181,7 @@ class AgentLoop:
             await self.emit.turn_done(
                 result.status,
                 error=result.error,
+                error_code=result.error_code,
                 text=result.text,
                 rounds=result.rounds,
                 usage=result.usage,
@@ -185,31 +194,53 @@ class AgentLoop:
         try:
             return await body(turn)
         except Stopped as stop:
-            reason = stop.reason
+            return await self._end_stopped(turn, stop.reason)
         except LlmError as exc:
-            return turn.result("failed", error=str(exc))
+            return await self._end_failed(turn, exc.code_name, str(exc))
         except Exception as exc:
             log.exception("agent turn failed", conversation_id=self.history.conversation_id)
-            return turn.result("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+            return await self._end_failed(
+                turn, "internal", f"internal error: {type(exc).__name__}: {exc}"
+            )
+
+    async def _end_stopped(self, turn: _Turn, reason: str) -> TurnResult:
         try:
-            await self._settle_stopped(turn)
+            await self._keep_partial(turn, Interruption(code="stopped", detail=reason))
+            for open_call in await self.history.unfinished_calls():
+                await turn.runner.settle(
+                    open_call.call, interrupted("Stopped by the user before it finished.")
+                )
         except Exception as exc:
             log.exception(
                 "could not record a stopped turn", conversation_id=self.history.conversation_id
             )
-            return turn.result("failed", error=f"internal error while stopping: {exc}")
+            return turn.result(
+                "failed", error=f"internal error while stopping: {exc}", code="internal"
+            )
         return turn.result("stopped", error=reason)
 
-    async def _settle_stopped(self, turn: _Turn) -> None:
-        """Keep what the user saw, and give every open call its (interrupted) result."""
-        reply, turn.reply = turn.reply, None
-        if reply is not None and reply.text:
-            await self.history.append(Message(role="assistant", content=[TextPart(reply.text)]))
-            turn.text = reply.text
-        for open_call in await self.history.unfinished_calls():
-            await turn.runner.settle(
-                open_call.call, interrupted("Stopped by the user before it finished.")
+    async def _end_failed(self, turn: _Turn, code: str, error: str) -> TurnResult:
+        """Keep what the member saw and record the failure in the history (as the
+        interruption of the answer; an answer of nothing when nothing was said)."""
+        try:
+            if not await self.history.unfinished_calls():  # never between a call and its result
+                await self._keep_partial(turn, Interruption(code=code, detail=error), empty=True)
+        except Exception:
+            log.exception(
+                "could not record a failed turn", conversation_id=self.history.conversation_id
             )
+        return turn.result("failed", error=error, code=code)
+
+    async def _keep_partial(self, turn: _Turn, why: Interruption, *, empty: bool = False) -> None:
+        """Store the streamed text of an answer that did not finish, marked interrupted."""
+        reply, turn.reply = turn.reply, None
+        text = reply.text if reply is not None else ""
+        if not text and not empty:
+            return
+        content: list[ContentPart] = [TextPart(text)] if text else []
+        await self.history.append(Message(role="assistant", content=content, interrupted=why))
+        if text:
+            turn.text = text
 
     def _runner(self, scope: CancelScope) -> CallRunner:
         return CallRunner(

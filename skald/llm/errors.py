@@ -16,6 +16,11 @@ class LlmError(SkaldError):
         self.status = status
         self.retriable = retriable
 
+    @property
+    def code_name(self) -> str:
+        """What kind of failure this is, for the member's plain sentence."""
+        return "model_error"
+
 
 def error_for_status(status: int, provider: str, detail: str) -> LlmError:
     """401/403/404/422 and other 4xx are the caller's fault: never retried or fallen back."""

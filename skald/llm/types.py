@@ -31,6 +31,13 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     arguments: dict[str, Any]
 
 
+class Interruption(msgspec.Struct, frozen=True, kw_only=True):
+    """Why an assistant answer ended early; kept with the partial text it stopped."""
+
+    code: str  # "stopped" (by the member), or the error's code (see skald.llm.errors)
+    detail: str  # the technical text: for the model, the log and administrators
+
+
 class Message(msgspec.Struct, frozen=True, kw_only=True):
     """One message of a conversation as models see it.
 
@@ -45,6 +52,8 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
     tool_call_id: str | None = None
     is_error: bool = False
+    # An assistant answer cut short by a stop or a failure (its text is what was shown).
+    interrupted: Interruption | None = None
 
     @property
     def text(self) -> str:

@@ -159,6 +159,9 @@ function AssistantMessage({ item, ctx, streaming }) {
     <span class="msg__avatar" aria-hidden="true"><${Logo} size=${28} /></span>
     <div class="msg__body">
       ${item.text && html`<${Markdown} text=${item.text} class=${streaming ? 'is-streaming' : ''} />`}
+      ${item.text && item.interrupted &&
+      html`<p class="msg__interrupted muted small" data-testid="message-interrupted" data-code=${item.interrupted}>
+        ${t(item.interrupted === 'stopped' ? 'chat.answer_stopped' : 'chat.answer_interrupted')}</p>`}
       ${calls.map(
         (call) => html`<${ToolCard} key=${call.id} call=${call} result=${ctx.results[call.id]}
           output=${ctx.thread.outputs[call.id]} approval=${ctx.thread.approvals[call.id]}
