@@ -71,6 +71,7 @@ class Text:
     chunk_size: int = 4  # characters per streamed delta
     chunk_delay: float = 0.0  # seconds between streamed events
     delay: float = 0.0  # seconds before the response starts
+    report_usage: bool = True  # False: like servers that never send a usage chunk
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class _Plan:
     delay: float = 0.0
     hang: bool = False
     drop: bool = False
+    report_usage: bool = True
     stream_error: Error | None = None
 
 
@@ -145,6 +147,7 @@ def _plan(reply: Reply) -> _Plan | Error:
             chunk_size=reply.chunk_size,
             chunk_delay=reply.chunk_delay,
             delay=reply.delay,
+            report_usage=reply.report_usage,
         )
     if isinstance(reply, ToolCalls):
         return _Plan(
@@ -817,7 +820,7 @@ class _Handler(BaseHTTPRequestHandler):
                 part = {"index": index, "function": {"arguments": fragment}}
                 self._event(chunk({"tool_calls": [part]}), delay=delay)
         self._event(chunk({}, plan.finish), delay=delay)
-        if include_usage:
+        if include_usage and plan.report_usage:
             last = chunk({})
             last["choices"] = []
             last["usage"] = {

@@ -93,7 +93,21 @@ async def test_every_historic_version_migrates_to_head(
 def test_the_ledger_records_each_built_in_feature_at_its_head(tmp_path: Path) -> None:
     conn = apsw.Connection(str(tmp_path / "r.db"))
     migrate_features(conn, REGISTRY)
-    assert ledger(conn) == {"accounts": 4, "memory": 1, "models": 1, "approvals": 1}
+    assert ledger(conn) == {"accounts": 4, "memory": 1, "models": 2, "approvals": 1}
+
+
+def test_old_request_records_get_the_outcome_names_and_count_as_reported(
+    tmp_path: Path,
+) -> None:
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    build_at(conn, REGISTRY, 6)  # models at 1: status was ok | error
+    conn.execute(
+        "INSERT INTO llm_requests(at, user_id, model_id, status) "
+        "VALUES (1, 'u', 'm', 'ok'), (2, 'u', 'm', 'error')"
+    )
+    migrate_features(conn, REGISTRY)
+    rows = conn.execute("SELECT status, estimated FROM llm_requests ORDER BY at").fetchall()
+    assert rows == [("finished", 0), ("failed", 0)]
     conn.close()
 
 

@@ -4,12 +4,13 @@ failures real servers produce (issue 16)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from conftest import Client
-from fake_llm import Drop, FakeLLM
+from fake_llm import Drop, FakeLLM, Hang, Text
 
 from skald.core.runtime import Runtime
 
@@ -97,3 +98,55 @@ async def test_a_server_hanging_up_mid_answer_keeps_the_text_the_member_saw(
     blocks = said["content"]
     text = blocks if api == "openai" else "".join(b["text"] for b in blocks)
     assert text.startswith("The tide turns at six") and "interrupted" in text
+
+
+async def _wait_idle(client: Client, cid: str) -> None:
+    async with asyncio.timeout(10):
+        while True:
+            convs = {c["id"]: c for c in (await client.call("GET", "/api/conversations")).json()}
+            if convs[cid]["status"] == "idle":
+                return
+            await asyncio.sleep(0.05)
+
+
+async def test_every_model_request_gets_a_usage_row_with_its_outcome(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _models(make_client, fake_llm, [("model-a", "openai")])
+    fake_llm.script(
+        "model-a",
+        [
+            Text("Reported.", input_tokens=40, output_tokens=3),
+            Text("Nobody counted this answer.", report_usage=False),
+            Drop("Half an ans"),
+            Hang(text_before="A story that never ends, and "),
+        ],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "one")
+    cid = out["conversation_id"]
+    await _chat(ada, "two", cid)
+    await _chat(ada, "three", cid)
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "four"})
+    assert r.status_code == 202
+    async with asyncio.timeout(10):
+        while len(fake_llm.requests) < 4:  # noqa: ASYNC110 - the fake runs in another thread
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(0.1)  # the hanging answer's first words are on their way
+    r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/stop"})
+    assert r.status_code == 200
+    await _wait_idle(ada, cid)
+
+    rows = list(reversed(await runtime.llm.store.requests()))
+    assert [r.status for r in rows] == ["finished", "finished", "failed", "stopped"]
+    reported, unreported, broken, stopped = rows
+    assert (reported.input_tokens, reported.output_tokens, reported.estimated) == (40, 3, False)
+    assert unreported.estimated and unreported.input_tokens > 0
+    assert unreported.output_tokens == len("Nobody counted this answer.") // 4 + 1
+    assert broken.estimated and broken.output_tokens > 0 and broken.error
+    assert stopped.estimated and stopped.input_tokens > 0 and stopped.output_tokens > 0
+    # The conversation's totals count the stopped and the broken answers too.
+    conv = (await ada.call("GET", "/api/conversations")).json()[0]
+    total_out = sum(r.output_tokens for r in rows)
+    assert conv["usage"]["output_tokens"] == total_out

@@ -79,6 +79,7 @@ class UsageReport(AgentEvent, frozen=True, tag="usage"):
     input_tokens: int
     output_tokens: int
     cost_usd: float | None = None
+    estimated: bool = False  # a count is an estimate (stopped, failed, or not reported)
 
 
 class Compacted(AgentEvent, frozen=True, tag="compacted"):
@@ -202,6 +203,7 @@ class Emitter:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 cost_usd=usage.cost_usd,
+                estimated=usage.estimated,
             )
         )
 

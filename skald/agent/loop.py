@@ -27,6 +27,7 @@ from skald.agent.history import HistoryStore, project
 from skald.agent.recovery import needs_resume, recovery_action, repair_text
 from skald.agent.streaming import Reply, call_model, normalise_call_ids
 from skald.agent.tools import Tool
+from skald.llm import tokens
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
 from skald.llm.types import ContentPart, Interruption, Message, Request, TextPart, Usage
@@ -292,20 +293,31 @@ class AgentLoop:
             temperature=cfg.temperature,
         )
         reply = turn.reply = Reply()
-        await call_model(
-            self.model,
-            request,
-            reply,
-            turn.scope,
-            self.emit.token,
-            retries=cfg.model_retries,
-            backoff_s=cfg.retry_backoff_s,
-        )
+        try:
+            await call_model(
+                self.model,
+                request,
+                reply,
+                turn.scope,
+                self.emit.token,
+                retries=cfg.model_retries,
+                backoff_s=cfg.retry_backoff_s,
+            )
+        except (Stopped, LlmError) as exc:
+            # A stopped or broken answer still cost what was streamed (estimated: the
+            # server reports usage only at the end); one refused up front cost nothing.
+            if reply.started or isinstance(exc, Stopped):
+                await self._count(turn, tokens.completed(None, request, reply.text, reply.calls))
+            raise
         turn.rounds += 1
+        reply.usage = tokens.completed(reply.usage, request, reply.text, reply.calls)
         reply.calls = normalise_call_ids(reply.calls)
-        turn.usage = add_usage(turn.usage, reply.usage)
-        await self.emit.usage(cfg.model, reply.usage)
+        await self._count(turn, reply.usage)
         return reply
+
+    async def _count(self, turn: _Turn, usage: Usage) -> None:
+        turn.usage = add_usage(turn.usage, usage)
+        await self.emit.usage(self.config.model, usage)
 
     async def _prepare(self, turn: _Turn, loaded: list[Message] | None = None) -> list[Message]:
         """The projection for the next model call, compacted first when over the threshold."""
@@ -379,6 +391,7 @@ def add_usage(a: Usage, b: Usage) -> Usage:
         input_tokens=a.input_tokens + b.input_tokens,
         output_tokens=a.output_tokens + b.output_tokens,
         cost_usd=cost,
+        estimated=a.estimated or b.estimated,
     )
 
 

@@ -197,14 +197,14 @@ class LlmService:
                 log.warning("model skipped", model=m.name, error=str(exc))
 
         async def record(outcome: Outcome) -> None:
-            usage = outcome.finished.usage if outcome.finished else None
             await self.store.record_request(
                 at=time.time(),
                 user_id=user_id,
                 model_id=outcome.model.id,
-                status="ok" if outcome.ok else "error",
-                input_tokens=usage.input_tokens if usage else 0,
-                output_tokens=usage.output_tokens if usage else 0,
+                status=outcome.outcome,
+                input_tokens=outcome.usage.input_tokens,
+                output_tokens=outcome.usage.output_tokens,
+                estimated=outcome.usage.estimated,
                 latency_ms=(time.monotonic() - outcome.started) * 1000,
                 error=None if outcome.error is None else str(outcome.error)[:500],
             )

@@ -9,13 +9,24 @@ splice two answers together.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.types import Finished, Request, StreamEvent
+from skald.llm.tokens import completed
+from skald.llm.types import (
+    Finished,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    Usage,
+)
 from skald.store.llm import ModelRow, Strength
 
 _NEAREST: dict[str, tuple[Strength, ...]] = {
@@ -58,20 +69,34 @@ def auto_order(
     ]
 
 
+RequestOutcome = Literal["finished", "stopped", "failed"]
+
+
 @dataclass(frozen=True)
 class Outcome:
+    """How one request to one model ended, with the tokens it cost (reported by the
+    server, or estimated from the request and what was streamed)."""
+
     model: ModelRow
-    ok: bool
+    outcome: RequestOutcome
     error: LlmError | None
     started: float
-    finished: Finished | None
+    usage: Usage
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "finished"
 
 
 OnOutcome = Callable[[Outcome], Awaitable[None]]
 
 
 class FallbackClient:
-    """A ModelClient over several candidate models, tried in order."""
+    """A ModelClient over several candidate models, tried in order.
+
+    Every request to a candidate is reported exactly once (`on_outcome`): finished,
+    failed, or stopped when the consumer stops reading (a `/stop`, a cancelled turn).
+    """
 
     def __init__(
         self,
@@ -91,28 +116,47 @@ class FallbackClient:
 
     async def _report(self, outcome: Outcome) -> None:
         if self.on_outcome is not None:
-            await self.on_outcome(outcome)
+            # Shielded: a stop cancels the reading task, and the record must still land.
+            await asyncio.shield(self.on_outcome(outcome))
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         last_error: LlmError | None = None
         for model, client in self.candidates:
+            sent = _with_model(request, model.model)
             started = time.monotonic()
             yielded = False
+            text: list[str] = []
+            calls: list[ToolCall] = []
+            reported = False
             try:
-                async for event in client.stream(_with_model(request, model.model)):
+                async for event in client.stream(sent):
                     yielded = True
                     self.last_model = model
-                    if isinstance(event, Finished):
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                    elif isinstance(event, ToolCallReady):
+                        calls.append(event.call)
+                    elif isinstance(event, Finished):
                         self.health.succeeded(model.id)
-                        await self._report(Outcome(model, True, None, started, event))
+                        usage = completed(event.usage, sent, "".join(text), calls)
+                        event = Finished(reason=event.reason, usage=usage)
+                        reported = True
+                        await self._report(Outcome(model, "finished", None, started, usage))
                     yield event
                 return
             except LlmError as exc:
-                await self._report(Outcome(model, False, exc, started, None))
+                reported = True
+                # Refused before anything came (a bad key, an overload): no work was done.
+                usage = completed(None, sent, "".join(text), calls) if yielded else Usage()
+                await self._report(Outcome(model, "failed", exc, started, usage))
                 if not exc.retriable or yielded:
                     raise
                 self.health.failed(model.id)
                 last_error = exc
+            finally:
+                if not reported:  # the reader stopped (or something unexpected broke)
+                    usage = completed(None, sent, "".join(text), calls)
+                    await self._report(Outcome(model, "stopped", None, started, usage))
         assert last_error is not None
         raise LlmError(
             f"every model failed; the last said: {last_error}",

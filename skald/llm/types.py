@@ -70,6 +70,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    estimated: bool = False  # a count is Skald's estimate, not the server's report
 
 
 # -- streaming events a client yields, in order ---------------------------------------

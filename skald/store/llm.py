@@ -40,6 +40,20 @@ class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: str
 
 
+class RequestRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One request to a model: counts and timings, never content."""
+
+    at: float
+    user_id: str
+    model_id: str
+    status: str  # finished | stopped | failed (before models v2: ok | error)
+    input_tokens: int
+    output_tokens: int
+    estimated: bool
+    latency_ms: float
+    error: str | None
+
+
 _P_COLS = "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at"
 _M_COLS = "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, updated_at"
 
@@ -252,11 +266,49 @@ class LlmStore:
         output_tokens: int,
         latency_ms: float,
         error: str | None,
+        estimated: bool = False,
     ) -> None:
+        """One row per request to a model. `status`: finished, stopped or failed;
+        `estimated`: a token count is Skald's estimate (the server reported none)."""
         await self.db.transaction(
             lambda c: c.execute(
-                "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, output_tokens, latency_ms, error) "
-                "VALUES (?,?,?,?,?,?,?,?)",
-                (at, user_id, model_id, status, input_tokens, output_tokens, latency_ms, error),
+                "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, "
+                "output_tokens, estimated, latency_ms, error) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    at,
+                    user_id,
+                    model_id,
+                    status,
+                    input_tokens,
+                    output_tokens,
+                    int(estimated),
+                    latency_ms,
+                    error,
+                ),
             )
         )
+
+    async def requests(self, limit: int = 1000) -> list[RequestRow]:
+        """The latest request records, newest first."""
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                "SELECT at, user_id, model_id, status, input_tokens, output_tokens, estimated, "
+                "latency_ms, error FROM llm_requests ORDER BY id DESC LIMIT ?",
+                (limit,),
+            )
+        )
+        return [
+            RequestRow(
+                at=r[0],
+                user_id=r[1],
+                model_id=r[2],
+                status=r[3],
+                input_tokens=r[4],
+                output_tokens=r[5],
+                estimated=bool(r[6]),
+                latency_ms=r[7],
+                error=r[8],
+            )
+            for r in rows
+        ]

@@ -271,7 +271,22 @@ SHARED_MEMORY = Feature(
     (Migration(1, "shared memory notes with full-text search", _V5_SHARED_NOTES),),
     after=("accounts",),
 )
-MODELS = Feature("models", (Migration(1, "LLM providers, models and request metadata", _V6_LLM),))
+# Every request gets its row, stopped ones too: the outcome says how it ended, and
+# `estimated` marks token counts Skald estimated because the server reported none.
+_MODELS_V2_OUTCOMES = """
+ALTER TABLE llm_requests ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0
+    CHECK (estimated IN (0, 1));
+UPDATE llm_requests SET status = CASE status WHEN 'ok' THEN 'finished'
+    WHEN 'error' THEN 'failed' ELSE status END;
+"""
+
+MODELS = Feature(
+    "models",
+    (
+        Migration(1, "LLM providers, models and request metadata", _V6_LLM),
+        Migration(2, "request outcomes and estimated token counts", _MODELS_V2_OUTCOMES),
+    ),
+)
 APPROVALS = Feature(
     "approvals", (Migration(1, "approval rules and security groups", _V7_APPROVALS),)
 )
