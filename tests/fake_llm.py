@@ -83,6 +83,9 @@ class ToolCalls:
     output_tokens: int = 9
     chunk_delay: float = 0.0
     delay: float = 0.0
+    # Cut at the output limit: each call's argument JSON ends after this many
+    # characters and the finish reason is "length" (OpenAI) / "max_tokens" (Anthropic).
+    cut_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -150,10 +153,13 @@ def _plan(reply: Reply) -> _Plan | Error:
             report_usage=reply.report_usage,
         )
     if isinstance(reply, ToolCalls):
+        calls = reply.calls
+        if reply.cut_at is not None:
+            calls = [Call(c.name, _arguments(c)[: reply.cut_at], c.id) for c in calls]
         return _Plan(
             text=reply.text,
-            calls=reply.calls,
-            finish="tool_calls",
+            calls=calls,
+            finish="tool_calls" if reply.cut_at is None else "length",
             input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens,
             fragments=reply.fragments,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import Client
-from fake_llm import Drop, FakeLLM, Hang, Text
+from fake_llm import Call, Drop, FakeLLM, Hang, Text, ToolCalls
 
 from skald.core.runtime import Runtime
 
@@ -150,3 +150,48 @@ async def test_every_model_request_gets_a_usage_row_with_its_outcome(
     conv = (await ada.call("GET", "/api/conversations")).json()[0]
     total_out = sum(r.output_tokens for r in rows)
     assert conv["usage"]["output_tokens"] == total_out
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_call_cut_at_the_output_limit_is_not_run_over_the_real_wire(
+    api: str,
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+) -> None:
+    await _models(make_client, fake_llm, [("model-a", api)])
+    long_note = {"path": "user-memory/story.md", "content": "Once upon a time " * 40}
+    fake_llm.script(
+        "model-a",
+        [ToolCalls([Call("write_file", long_note)], cut_at=60), "Sorry, I will be brief."],
+    )
+    ada = await make_client()
+    await ada.login("ada")
+
+    out = await _chat(ada, "Write me a story into my notes")
+
+    assert out["status"] == "done"
+    items = await _items(ada, out["conversation_id"])
+    result = next(i for i in items if i["role"] == "tool")
+    assert result["is_error"] and "output limit" in result["text"]
+    store = (await runtime.user_runtime(await runtime.core.users.get("ada"))).handle.store
+    assert [n.path for n in await store.note_list()] == []  # nothing was written
+
+
+async def test_a_childs_turn_ends_at_the_roles_token_budget(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _models(make_client, fake_llm, [("model-a", "openai")])
+    look = [
+        ToolCalls([Call("read_file", {"path": f"user-memory/{n}.md"})], input_tokens=150_000)
+        for n in range(5)
+    ]
+    fake_llm.script("model-a", [*look, "never"])
+    tim = await make_client()
+    await tim.login("tim")
+
+    out = await _chat(tim, "look at everything")
+
+    assert out["status"] == "failed" and "budget for one turn (200000)" in (out["error"] or "")
+    assert fake_llm.remaining("model-a") == 4  # two calls made, 300k tokens > 200k

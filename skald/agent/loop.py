@@ -19,18 +19,26 @@ import msgspec
 
 from skald.agent import compaction
 from skald.agent.approval import ApprovalGate
-from skald.agent.calls import CallRunner, interrupted
+from skald.agent.calls import CallRunner, Outcome, interrupted
 from skald.agent.cancel import DEFAULT_GRACE_S, CancelScope, Stopped
 from skald.agent.compaction import CompactionError, CompactionResult
 from skald.agent.events import Emitter, EventSink, TurnStatus
-from skald.agent.history import HistoryStore, project
+from skald.agent.history import CallState, HistoryStore, project
 from skald.agent.recovery import needs_resume, recovery_action, repair_text
 from skald.agent.streaming import Reply, call_model, normalise_call_ids
-from skald.agent.tools import Tool
+from skald.agent.tools import Tool, ToolResult
 from skald.llm import tokens
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.types import ContentPart, Interruption, Message, Request, TextPart, Usage
+from skald.llm.types import (
+    ContentPart,
+    Interruption,
+    Message,
+    Request,
+    TextPart,
+    ToolCall,
+    Usage,
+)
 from skald.log import get_logger
 
 log = get_logger("skald.agent")
@@ -38,6 +46,22 @@ log = get_logger("skald.agent")
 ROUND_LIMIT = (
     "Stopped after {n} model calls: the limit for one turn was reached. Send a message to continue."
 )
+TURN_BUDGET_SPENT = (
+    "Stopped after {used} tokens: the budget for one turn ({limit}) was used up. "
+    "Send a message to continue."
+)
+REPEATED_FAILURE = (
+    "Stopped: the assistant tried the same failing step ({name}) {n} times in a row. "
+    "Send a message to continue, perhaps with a hint."
+)
+# What a call cut off by the output limit gets instead of running: its arguments are
+# incomplete, and running it would hide the cut behind a "missing argument" error.
+CUT_CALL = (
+    "Not run: your answer reached the output limit ({limit} tokens) while writing this "
+    "call, so its arguments are incomplete. Make it smaller: split a long text into "
+    "several calls, or write less at a time."
+)
+CUT_ANSWER = "the answer reached the output limit ({limit} tokens)"
 
 
 class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,6 +80,10 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
     compact_at_tokens: int | None = None  # automatic compaction threshold (chars/4 estimate)
     compact_keep_last: int = 8
     stop_grace_s: float = DEFAULT_GRACE_S  # time stopped work gets to unwind
+    # Guards against runaway turns: input + output tokens of all model calls of one turn
+    # (None: no limit), and how often the very same call may fail in a row.
+    max_turn_tokens: int | None = None
+    max_repeated_failures: int = 3
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,6 +104,9 @@ class _Turn:
     usage: Usage = field(default_factory=Usage)
     reply: Reply | None = None  # the model answer being streamed, until it is stored
     compacted: bool = False
+    # The last failing call (name + arguments) and how often it failed in a row.
+    failing: tuple[str, str] | None = None
+    failures: int = 0
 
     def result(
         self, status: TurnStatus, error: str | None = None, code: str | None = None
@@ -259,12 +290,21 @@ class AgentLoop:
 
     async def _drive(self, turn: _Turn, loaded: list[Message] | None = None) -> TurnResult:
         """Rounds until the model answers; `loaded`: the history as just read, if it was."""
-        while turn.rounds < self.config.max_rounds:
+        cfg = self.config
+        while turn.rounds < cfg.max_rounds:
             turn.scope.check()
+            used = turn.usage.input_tokens + turn.usage.output_tokens
+            if cfg.max_turn_tokens is not None and used >= cfg.max_turn_tokens:
+                error = TURN_BUDGET_SPENT.format(used=used, limit=cfg.max_turn_tokens)
+                return turn.result("failed", error=error, code="turn_budget")
             messages = await self._prepare(turn, loaded)
             loaded = None
             reply = await self._ask_model(turn, messages)
+            cut = reply.finish == "length"
             message = reply.message()
+            if cut and not reply.calls and message.content:
+                why = Interruption(code="cut_off", detail=CUT_ANSWER.format(limit=cfg.max_tokens))
+                message = msgspec.structs.replace(message, interrupted=why)
             if message.content or message.tool_calls:
                 await self.history.append(message)  # before any call runs
             turn.reply = None
@@ -273,10 +313,31 @@ class AgentLoop:
                 return turn.result("done")
             for call in reply.calls:
                 await self.emit.call(call, "pending")
-            if not await turn.runner.run_batch(reply.calls):
+            if cut:
+                # Cut off while writing the calls: none runs, the model is told why.
+                for call in reply.calls:
+                    text = CUT_CALL.format(limit=cfg.max_tokens)
+                    await turn.runner.settle(call, Outcome(ToolResult.error(text), CallState.ERROR))
+            elif not await turn.runner.run_batch(reply.calls):
                 return turn.result("awaiting_approval")
+            if (repeated := self._repeated_failure(turn, reply.calls)) is not None:
+                error = REPEATED_FAILURE.format(name=repeated, n=turn.failures)
+                return turn.result("failed", error=error, code="repeated_failure")
         turn.scope.check()
-        return turn.result("failed", error=ROUND_LIMIT.format(n=self.config.max_rounds))
+        return turn.result("failed", error=ROUND_LIMIT.format(n=cfg.max_rounds), code="turn_budget")
+
+    def _repeated_failure(self, turn: _Turn, calls: list[ToolCall]) -> str | None:
+        """The name of a call that just failed for the Nth time in a row with the same
+        arguments (a model stuck retrying), else None."""
+        settled = turn.runner.outcomes
+        failed = [c for c in calls if (o := settled.get(c.id)) is not None and o.result.is_error]
+        if not failed or len(failed) < len(calls):
+            turn.failing, turn.failures = None, 0  # something worked: not stuck
+            return None
+        key = (failed[0].name, msgspec.json.encode(failed[0].arguments, order="sorted").decode())
+        turn.failures = turn.failures + 1 if key == turn.failing else 1
+        turn.failing = key
+        return key[0] if turn.failures >= self.config.max_repeated_failures else None
 
     async def _ask_model(self, turn: _Turn, messages: list[Message]) -> Reply:
         cfg = self.config

@@ -166,7 +166,13 @@ class UserRuntime:
             return None
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
-        config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
+        attrs = self.role.attributes
+        config = LoopConfig(
+            model="auto",
+            system_prompt=prompt,
+            max_rounds=attrs.turn_max_rounds or self.config.max_rounds,
+            max_turn_tokens=attrs.turn_max_tokens,
+        )
         return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
 
     # -- the Inbox ----------------------------------------------------------------------
@@ -272,10 +278,12 @@ class UserRuntime:
             model_id=conversation.model_id,
             needs=("vision",) if needs_vision else (),
         )
+        attrs = self.role.attributes
         config = LoopConfig(
             model="auto",
             system_prompt=prompt,
-            max_rounds=self.config.max_rounds,
+            max_rounds=attrs.turn_max_rounds or self.config.max_rounds,
+            max_turn_tokens=attrs.turn_max_tokens,
             compact_at_tokens=self.config.compact_at_tokens or None,
         )
         return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)

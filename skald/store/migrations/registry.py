@@ -257,6 +257,26 @@ CREATE TABLE approval_seeded(
 """
 
 
+# Turn budgets of the built-in roles (the attributes are new; other roles keep none,
+# which means the instance default). A runaway turn of a weak model was seen spending
+# 99k tokens on 19 rounds of one cut-off call: children get a tighter budget.
+TURN_BUDGETS_V5: dict[str, dict[str, int]] = {
+    "admin": {"turn_max_tokens": 1_000_000},
+    "member": {"turn_max_tokens": 1_000_000},
+    "children": {"turn_max_rounds": 10, "turn_max_tokens": 200_000},
+}
+
+
+def _v5_turn_budgets(conn: apsw.Connection) -> None:
+    for role, attrs in TURN_BUDGETS_V5.items():
+        # INSERT OR IGNORE: a role renamed or deleted by the household is left alone.
+        conn.executemany(
+            "INSERT OR IGNORE INTO role_attributes(role, key, value) "
+            "SELECT name, ?, ? FROM roles WHERE name = ? AND builtin = 1",
+            [(key, json.dumps(value), role) for key, value in attrs.items()],
+        )
+
+
 ACCOUNTS = Feature(
     "accounts",
     (
@@ -264,6 +284,7 @@ ACCOUNTS = Feature(
         Migration(2, "users and key wraps", _V2_USERS),
         Migration(3, "user profile", _V3_PROFILE),
         Migration(4, "login sessions", _V4_SESSIONS),
+        Migration(5, "turn budgets of the built-in roles", _v5_turn_budgets),
     ),
 )
 SHARED_MEMORY = Feature(
