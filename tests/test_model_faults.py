@@ -195,3 +195,41 @@ async def test_a_childs_turn_ends_at_the_roles_token_budget(
 
     assert out["status"] == "failed" and "budget for one turn (200000)" in (out["error"] or "")
     assert fake_llm.remaining("model-a") == 4  # two calls made, 300k tokens > 200k
+
+
+async def test_a_provider_silent_past_its_own_timeout_fails_over_to_the_next_model(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    admin = await _models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "anthropic")])
+    providers = {p["name"]: p for p in (await admin.call("GET", "/api/llm/providers")).json()}
+    slow = providers["Fake OpenAI"]
+    assert slow["silence_timeout_s"] is None  # the kind's default until set
+    r = await admin.call("PATCH", f"/api/llm/providers/{slow['id']}", json={"silence_timeout_s": 1})
+    assert r.status_code == 200 and r.json()["silence_timeout_s"] == 1
+    bad = await admin.call(
+        "PATCH", f"/api/llm/providers/{slow['id']}", json={"silence_timeout_s": 5000}
+    )
+    assert bad.status_code == 400
+    fake_llm.script("model-a", [Hang(before_headers=True)])
+    fake_llm.script("model-b", ["B answers."])
+    ada = await make_client()
+    await ada.login("ada")
+
+    out = await _chat(ada, "hello?")
+
+    assert out["status"] == "done" and out["reply"] == "B answers."
+    failed = (await runtime.llm.store.requests())[-1]
+    assert failed.status == "failed" and "Timeout" in (failed.error or "")
+
+
+def test_hosted_kinds_wait_two_minutes_of_silence_and_local_ones_five() -> None:
+    from skald.llm.provider_types import load_provider_types, silence_default
+
+    types = load_provider_types(None)
+    assert silence_default("anthropic", types) == 120
+    assert {k: silence_default(k, types) for k in ("openai", "openrouter")} == {
+        "openai": 120,
+        "openrouter": 120,
+    }
+    assert silence_default("ollama", types) == silence_default("llamacpp", types) == 300
+    assert silence_default("openai_compatible", types) == 300

@@ -52,6 +52,11 @@ class LlmService:
     def kinds(self) -> list[str]:
         return [*BUILTIN_KINDS, *sorted(self.types)]
 
+    @staticmethod
+    def _check_silence(seconds: int | None) -> None:
+        if seconds and not 1 <= seconds <= 3600:
+            raise InvalidInputError("silence_timeout_s is 1 to 3600 seconds (0: the default)")
+
     def _check_kind(self, kind: str, base_url: str | None) -> None:
         if kind not in self.kinds():
             raise InvalidInputError(
@@ -61,12 +66,26 @@ class LlmService:
             raise InvalidInputError("an openai_compatible provider needs a base_url")
 
     async def add_provider(
-        self, name: str, kind: str, base_url: str | None, api_key: str | None
+        self,
+        name: str,
+        kind: str,
+        base_url: str | None,
+        api_key: str | None,
+        silence_timeout_s: int | None = None,
     ) -> ProviderRow:
         self._check_kind(kind, base_url)
+        self._check_silence(silence_timeout_s)
         provider_id = secrets.token_hex(6)
         sealed = self.key.seal(api_key, _purpose(provider_id)) if api_key else None
-        row = await self.store.save_provider(provider_id, name, kind, base_url, sealed, create=True)
+        row = await self.store.save_provider(
+            provider_id,
+            name,
+            kind,
+            base_url,
+            sealed,
+            create=True,
+            silence_timeout_s=silence_timeout_s or None,
+        )
         log.info("llm provider added", provider=name, kind=kind)
         return row
 
@@ -78,8 +97,12 @@ class LlmService:
         base_url: str | None,
         api_key: str | None,
         clear_key: bool,
+        silence_timeout_s: int | None = None,
     ) -> ProviderRow:
+        """`silence_timeout_s`: None keeps it, 0 goes back to the kind's default."""
+        self._check_silence(silence_timeout_s)
         current = await self.store.provider(provider_id)
+        silence = current.silence_timeout_s if silence_timeout_s is None else silence_timeout_s
         kind = kind or current.kind
         base = base_url if base_url is not None else current.base_url
         self._check_kind(kind, base)
@@ -104,6 +127,7 @@ class LlmService:
             create=False,
             keep_key=keep,
             expect=current if keep else None,
+            silence_timeout_s=silence or None,
         )
         if moved:
             log.info("llm provider address changed", provider=row.name, key=row.has_api_key)
@@ -162,7 +186,14 @@ class LlmService:
             return client
         provider, sealed = await self.store.provider_with_key(provider_id)
         api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
-        client = make_client(provider.kind, provider.base_url, api_key, self.types, self.http)
+        client = make_client(
+            provider.kind,
+            provider.base_url,
+            api_key,
+            self.types,
+            self.http,
+            silence_s=provider.silence_timeout_s,
+        )
         if self._current() == generation:
             self._clients[provider_id] = client
         return client

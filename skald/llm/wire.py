@@ -19,9 +19,21 @@ import msgspec
 
 from skald.llm.errors import LlmError, error_for_status
 
-# Local models may think for minutes before the first token (a long prompt on a CPU),
-# so the read timeout is generous; connecting should be quick or it is not there.
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
+# Silence: how long a provider may send nothing (before the first token, or between
+# two) before the request counts as failed. Local models may think for minutes before
+# the first token (a long prompt on a CPU); hosted services answer quickly or are in
+# trouble, and then the next model should get its turn. Each kind has its default
+# (`ProviderType.silence_timeout_s`), each provider may set its own; connecting should
+# be quick or it is not there.
+SILENCE_LOCAL_S = 300
+SILENCE_HOSTED_S = 120
+
+
+def timeout_for(silence_s: float) -> httpx.Timeout:
+    return httpx.Timeout(connect=10.0, read=silence_s, write=60.0, pool=30.0)
+
+
+DEFAULT_TIMEOUT = timeout_for(SILENCE_LOCAL_S)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,8 @@ class ProviderRow(msgspec.Struct, frozen=True, kw_only=True):
     has_api_key: bool
     created_at: str
     updated_at: str
+    # Seconds of silence before a request fails; None: the kind's default.
+    silence_timeout_s: int | None = None
 
 
 class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,7 +56,10 @@ class RequestRow(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
 
 
-_P_COLS = "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at"
+_P_COLS = (
+    "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at, "
+    "silence_timeout_s"
+)
 _M_COLS = "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, updated_at"
 
 
@@ -67,6 +72,7 @@ def _provider(r: tuple[Any, ...]) -> ProviderRow:
         has_api_key=bool(r[4]),
         created_at=r[5],
         updated_at=r[6],
+        silence_timeout_s=r[7],
     )
 
 
@@ -141,7 +147,7 @@ class LlmStore:
         )
         if r is None:
             raise NotFoundError("no such provider")
-        return _provider(r), r[7]
+        return _provider(r), r[8]
 
     async def save_provider(
         self,
@@ -154,6 +160,7 @@ class LlmStore:
         create: bool,
         keep_key: bool = False,
         expect: ProviderRow | None = None,
+        silence_timeout_s: int | None = None,
     ) -> ProviderRow:
         """Insert or update a provider. `expect`: the row as the caller read it; the
         update applies only if its kind, base URL and key presence are unchanged
@@ -165,20 +172,24 @@ class LlmStore:
             stamp = now_iso()
             if create:
                 c.execute(
-                    "INSERT INTO llm_providers VALUES (?,?,?,?,?,?,?)",
-                    (provider_id, name, kind, base_url, sealed, stamp, stamp),
+                    "INSERT INTO llm_providers(id, name, kind, base_url, api_key_sealed, "
+                    "created_at, updated_at, silence_timeout_s) VALUES (?,?,?,?,?,?,?,?)",
+                    (provider_id, name, kind, base_url, sealed, stamp, stamp, silence_timeout_s),
                 )
                 return
             key_sql = "" if keep_key else ", api_key_sealed=?"
             params: tuple[Any, ...] = (
-                (name, kind, base_url) + (() if keep_key else (sealed,)) + (stamp, provider_id)
+                (name, kind, base_url)
+                + (() if keep_key else (sealed,))
+                + (silence_timeout_s, stamp, provider_id)
             )
             where = " WHERE id=?"
             if expect is not None:
                 where += " AND kind=? AND base_url IS ? AND (api_key_sealed IS NOT NULL)=?"
                 params += (expect.kind, expect.base_url, int(expect.has_api_key))
             c.execute(
-                f"UPDATE llm_providers SET name=?, kind=?, base_url=?{key_sql}, updated_at=?{where}",
+                f"UPDATE llm_providers SET name=?, kind=?, base_url=?{key_sql}, "
+                f"silence_timeout_s=?, updated_at=?{where}",
                 params,
             )
             if c.changes() == 0:

@@ -23,6 +23,8 @@ Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s]{1,500}$")]
 Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
 WireId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Priority = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
+# Seconds of silence before a request fails (0 on a change: back to the kind's default).
+Silence = Annotated[int, msgspec.Meta(ge=0, le=3600)]
 
 
 class ProviderIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -30,6 +32,7 @@ class ProviderIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     kind: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
     base_url: Url | None = None
     api_key: Secret | None = None
+    silence_timeout_s: Silence | None = None
 
 
 class ProviderPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -38,6 +41,7 @@ class ProviderPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     base_url: Url | None = None
     api_key: Secret | None = None
     clear_api_key: bool = False
+    silence_timeout_s: Silence | None = None
 
 
 class ModelIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -85,7 +89,9 @@ async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderRow]:
 
 @post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201, responses=errors(409))
 async def create_provider(data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]) -> ProviderRow:
-    return await rt.llm.add_provider(data.name, data.kind, data.base_url, data.api_key)
+    return await rt.llm.add_provider(
+        data.name, data.kind, data.base_url, data.api_key, data.silence_timeout_s
+    )
 
 
 @patch("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, responses=errors(409))
@@ -93,7 +99,13 @@ async def patch_provider(
     provider_id: FromPath[str], data: JSONBody[ProviderPatch], rt: NamedDependency[Runtime]
 ) -> ProviderRow:
     return await rt.llm.update_provider(
-        provider_id, data.name, data.kind, data.base_url, data.api_key, data.clear_api_key
+        provider_id,
+        data.name,
+        data.kind,
+        data.base_url,
+        data.api_key,
+        data.clear_api_key,
+        data.silence_timeout_s,
     )
 
 

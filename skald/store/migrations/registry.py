@@ -301,11 +301,18 @@ UPDATE llm_requests SET status = CASE status WHEN 'ok' THEN 'finished'
     WHEN 'error' THEN 'failed' ELSE status END;
 """
 
+# Seconds a provider may stay silent before a request fails; NULL: its kind's default.
+_MODELS_V3_SILENCE = """
+ALTER TABLE llm_providers ADD COLUMN silence_timeout_s INTEGER
+    CHECK (silence_timeout_s IS NULL OR silence_timeout_s BETWEEN 1 AND 3600);
+"""
+
 MODELS = Feature(
     "models",
     (
         Migration(1, "LLM providers, models and request metadata", _V6_LLM),
         Migration(2, "request outcomes and estimated token counts", _MODELS_V2_OUTCOMES),
+        Migration(3, "a provider's own silence timeout", _MODELS_V3_SILENCE),
     ),
 )
 APPROVALS = Feature(

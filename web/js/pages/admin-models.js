@@ -28,10 +28,11 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
     base_url: provider ? provider.base_url || '' : '',
     api_key: '',
     clear_api_key: false,
+    silence: provider && provider.silence_timeout_s ? String(provider.silence_timeout_s) : '',
   });
   const [localError, setLocalError] = useState(null);
   const [run, busy, error] = useAction();
-  const ids = { name: useId('p-name'), kind: useId('p-kind'), url: useId('p-url'), key: useId('p-key'), clear: useId('p-clear') };
+  const ids = { name: useId('p-name'), kind: useId('p-kind'), url: useId('p-url'), key: useId('p-key'), clear: useId('p-clear'), silence: useId('p-silence') };
   const set = (key) => (e) => setForm({ ...form, [key]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
   const kindList = kinds.includes(form.kind) || !form.kind ? kinds : [...kinds, form.kind];
 
@@ -53,6 +54,12 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
       setLocalError(t('models.address_needs_key'));
       return;
     }
+    // Empty: the kind's default (sent as 0 when a stored value is cleared).
+    const silence = form.silence.trim() === '' ? 0 : Math.floor(Number(form.silence));
+    if (!Number.isFinite(silence) || silence < 0 || silence > 3600) {
+      setLocalError(t('models.silence_invalid'));
+      return;
+    }
     setLocalError(null);
     run(async () => {
       let saved;
@@ -63,11 +70,13 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
         if (url && url !== (provider.base_url || '')) body.base_url = url;
         if (form.api_key) body.api_key = form.api_key;
         else if (form.clear_api_key) body.clear_api_key = true;
+        if (silence !== (provider.silence_timeout_s || 0)) body.silence_timeout_s = silence;
         saved = Object.keys(body).length ? await api.updateProvider(provider.id, body) : provider;
       } else {
         const body = { name: form.name.trim(), kind: form.kind };
         if (url) body.base_url = url;
         if (form.api_key) body.api_key = form.api_key;
+        if (silence) body.silence_timeout_s = silence;
         saved = await api.createProvider(body);
       }
       onSaved(saved, editing);
@@ -104,6 +113,10 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
         <label for=${ids.clear}><span>${t('models.clear_key')}</span>
           <span class="field__hint">${t('models.clear_key_hint')}</span></label>
       </div>`}
+      <${Field} label=${t('models.silence')} id=${ids.silence} hint=${t('models.silence_hint')}>
+        <input id=${ids.silence} class="input" type="number" min="1" max="3600" step="1" inputmode="numeric"
+          value=${form.silence} onInput=${set('silence')} data-testid="provider-silence" />
+      <//>
       <p class="notice notice--info small">${Icon.lock()}<span>${t('models.key_sealed')}</span></p>
       <${ErrorNotice} error=${localError || error} testid="provider-error" />
       <div class="actions">
