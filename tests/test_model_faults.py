@@ -5,6 +5,7 @@ failures real servers produce (issue 16)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,6 +13,8 @@ import pytest
 from conftest import Client
 from fake_llm import Call, Drop, FakeLLM, Hang, Text, ToolCalls
 
+from skald.agent import TurnDone
+from skald.core.plain_errors import plain
 from skald.core.runtime import Runtime
 
 MakeClient = Callable[[], Awaitable[Client]]
@@ -193,7 +196,7 @@ async def test_a_childs_turn_ends_at_the_roles_token_budget(
 
     out = await _chat(tim, "look at everything")
 
-    assert out["status"] == "failed" and "budget for one turn (200000)" in (out["error"] or "")
+    assert out["status"] == "failed" and out["error_code"] == "turn_budget"
     assert fake_llm.remaining("model-a") == 4  # two calls made, 300k tokens > 200k
 
 
@@ -233,3 +236,41 @@ def test_hosted_kinds_wait_two_minutes_of_silence_and_local_ones_five() -> None:
     }
     assert silence_default("ollama", types) == silence_default("llamacpp", types) == 300
     assert silence_default("openai_compatible", types) == 300
+
+
+async def test_a_member_reads_a_plain_sentence_and_only_admins_see_the_technical_detail(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    # A provider nobody answers at (a port that was just free).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    admin = await make_client()
+    await admin.login("mum")
+    body = {"name": "Gone", "kind": "openai_compatible", "base_url": f"http://127.0.0.1:{port}/v1"}
+    provider = (await admin.call("POST", "/api/llm/providers", json=body)).json()
+    model = {"provider_id": provider["id"], "model": "m", "name": "m"}
+    assert (await admin.call("POST", "/api/llm/models", json=model)).status_code == 201
+    ada = await make_client()
+    await ada.login("ada")
+
+    async with runtime.conversations.subscribe(household["ada"]) as events:
+        out = await _chat(ada, "hello?")
+        async with asyncio.timeout(10):
+            async for event in events:
+                inner = getattr(event, "event", None)
+                if isinstance(inner, TurnDone):
+                    done = inner
+                    break
+
+    assert out["status"] == "failed" and out["error_code"] == "unreachable"
+    assert out["error"] == plain("unreachable")
+    assert out["error_detail"] is None and str(port) not in str(out)
+    assert done.error == plain("unreachable") and done.error_detail is None
+    assert str(port) not in str(done)
+    items = await _items(ada, out["conversation_id"])
+    assert items[-1]["interrupted"] == "unreachable" and str(port) not in str(items)
+    # Whoever manages the models gets the provider's own words too.
+    mine = await _chat(admin, "hello?")
+    assert mine["error"] == plain("unreachable")
+    assert mine["error_detail"] is not None and str(port) in mine["error_detail"]

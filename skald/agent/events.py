@@ -104,6 +104,8 @@ class TurnDone(AgentEvent, frozen=True, tag="turn_done"):
     status: TurnStatus
     error: str | None = None
     error_code: str | None = None  # failed: the kind of failure (skald.llm.errors codes)
+    # Set by a consumer that replaces `error` with a plain sentence: the technical text.
+    error_detail: str | None = None
     text: str = ""  # the final assistant text (streamed already as token deltas)
     rounds: int = 0
     input_tokens: int = 0

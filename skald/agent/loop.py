@@ -228,7 +228,7 @@ class AgentLoop:
         except Stopped as stop:
             return await self._end_stopped(turn, stop.reason)
         except LlmError as exc:
-            return await self._end_failed(turn, exc.code_name, str(exc))
+            return await self._end_failed(turn, exc.kind, str(exc))
         except Exception as exc:
             log.exception("agent turn failed", conversation_id=self.history.conversation_id)
             return await self._end_failed(

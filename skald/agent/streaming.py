@@ -100,7 +100,9 @@ async def _stream(model: ModelClient, request: Request, reply: Reply, on_delta: 
         if close is not None:
             await close()
     if reply.finish is None:
-        raise LlmError("the model's answer ended before it was complete", retriable=True)
+        raise LlmError(
+            "the model's answer ended before it was complete", retriable=True, kind="interrupted"
+        )
 
 
 def normalise_call_ids(calls: list[ToolCall]) -> list[ToolCall]:

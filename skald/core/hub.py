@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
+
 from skald.agent import (
     AgentLoop,
     ApprovalRequested,
@@ -30,9 +32,11 @@ from skald.agent import (
 from skald.agent.approval import ApprovalGate
 from skald.agent.tools import Tool
 from skald.core.events import ChatEvent, ConversationUpdated, EventHub, UserMessage
+from skald.core.plain_errors import plain
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
-from skald.llm.types import ContentPart, Message, TextPart
+from skald.llm.errors import LlmError
+from skald.llm.types import ContentPart, Interruption, Message, TextPart
 from skald.log import get_logger
 from skald.store.conversations import (
     Attachment,
@@ -113,7 +117,7 @@ class ConversationRunner:
         try:
             setup = await self.hub.setup_factory(conversation, needs_vision)
         except SkaldError as exc:
-            return await self._failed_before_start(history, job, str(exc))
+            return await self._failed_before_start(history, job, exc)
         self.awaiting_approval.clear()
         loop = AgentLoop(setup.model, setup.tools, history, setup.gate, self._sink, setup.config)
         self.loop = loop
@@ -128,16 +132,25 @@ class ConversationRunner:
         )
         return result
 
-    async def _failed_before_start(self, history: OwnerHistory, job: Job, error: str) -> TurnResult:
-        """No turn could start (no usable model...): keep the message, and say why to every
-        client the same way a failed turn would."""
+    async def _failed_before_start(
+        self, history: OwnerHistory, job: Job, exc: SkaldError
+    ) -> TurnResult:
+        """No turn could start (no usable model...): keep the message and the failure
+        (as an empty interrupted answer, like a failed turn), and say why to every client
+        the same way a failed turn would."""
+        error = str(exc)
+        code = exc.kind if isinstance(exc, LlmError) else exc.code
         if job.message is not None:
             await history.append(job.message)
+            why = Interruption(code=code, detail=error)
+            await history.append(Message(role="assistant", interrupted=why))
         await self._sink(
-            TurnDone(conversation_id=self.conversation_id, status="failed", error=error)
+            TurnDone(
+                conversation_id=self.conversation_id, status="failed", error=error, error_code=code
+            )
         )
         await self.hub.set_status(self.conversation_id, "idle")
-        return TurnResult(status="failed", error=error)
+        return TurnResult(status="failed", error=error, error_code=code)
 
     async def _run(self, loop: AgentLoop, job: Job) -> TurnResult:
         if job.kind == "turn":
@@ -150,6 +163,8 @@ class ConversationRunner:
         return TurnResult(status="done", text=note)
 
     async def _sink(self, event: Event) -> None:
+        if isinstance(event, TurnDone) and event.status == "failed":
+            event = self.hub.plain_failure(event)
         # Approvals and usage count at every depth: a helper's request waits for a person
         # just like the main agent's, and its tokens cost the same.
         if isinstance(event, ApprovalRequested):
@@ -204,6 +219,20 @@ class ChatHub:
         self.default_agent = default_agent
         self._runners: dict[str, ConversationRunner] = {}
         self.retire: Callable[[str], None] | None = None
+        # Whether this member may see a failure's technical detail (admin.models).
+        self.shows_detail: Callable[[], bool] = lambda: False
+
+    def plain_failure(self, done: TurnDone) -> TurnDone:
+        """A failed turn as the member reads it: the plain sentence for its code, the
+        technical text only for those who manage models (see plain_errors)."""
+        code = done.error_code or "internal"
+        detail = done.error_detail or done.error
+        return msgspec.structs.replace(
+            done,
+            error=plain(code),
+            error_code=code,
+            error_detail=detail if self.shows_detail() else None,
+        )
 
     def _runner(self, conversation_id: str) -> ConversationRunner:
         runner = self._runners.get(conversation_id)

@@ -22,9 +22,14 @@ from skald.llm.provider_types import (
     make_client,
 )
 from skald.log import get_logger
+from skald.permissions import declare
 from skald.store.llm import LlmStore, ModelCapability, ModelRow, ProviderRow, Strength
 
 log = get_logger("skald.llm")
+
+# Managing the catalogue; also what shows a failed turn's technical detail in the chat
+# (the provider, its address: members see only the plain sentence).
+ADMIN_MODELS_CAP = declare("admin.models", "Manage LLM providers and models")
 
 
 def _purpose(provider_id: str) -> str:
@@ -218,6 +223,7 @@ class LlmService:
                 "no enabled model can handle this message (it needs: "
                 f"{', '.join(needs)}); an administrator can mark one under Models",
                 retriable=False,
+                kind="no_capable_model",
             )
         candidates = []
         for m in ordered:

@@ -108,6 +108,7 @@ class FallbackClient:
             raise LlmError(
                 "no language model is set up yet: an administrator can add one under Models",
                 retriable=False,
+                kind="no_model",
             )
         self.candidates = list(candidates)
         self.health = health
@@ -162,6 +163,7 @@ class FallbackClient:
             f"every model failed; the last said: {last_error}",
             status=last_error.status,
             retriable=True,
+            kind=last_error.kind,
         )
 
 

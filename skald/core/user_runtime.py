@@ -21,7 +21,7 @@ from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
-from skald.core.llm_service import LlmService
+from skald.core.llm_service import ADMIN_MODELS_CAP, LlmService
 from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
@@ -109,6 +109,7 @@ class UserRuntime:
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
         self.hub.retire = self._retire
+        self.hub.shows_detail = lambda: can(self.role, ADMIN_MODELS_CAP)
         self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
 
     async def _resume(self) -> None:

@@ -1,25 +1,75 @@
-"""What can go wrong talking to a model, and whether trying another model may help."""
+"""What can go wrong talking to a model, and whether trying another model may help.
+
+Every `LlmError` has a `kind`: a short code for the member's plain sentence (the
+product translates it; see `skald/core/plain_errors.py`), while the message keeps the
+technical detail for the log and administrators. Trap: the kind is derived from the
+HTTP status when the raiser gave none, so a new failure path should name its kind
+rather than rely on the status.
+"""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from skald.errors import SkaldError
 
 # Worth trying again (or the next model): rate limits, provider trouble, timeouts.
 RETRIABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
+ErrorKind = Literal[
+    "unreachable",  # no connection (refused, DNS, network down)
+    "timeout",  # connected, then silence past the provider's silence timeout
+    "interrupted",  # the answer broke off (connection dropped, stream ended early)
+    "overloaded",  # busy, rate-limited, overloaded (429, 503, 529, and such 400s)
+    "auth",  # the key was refused or has no access (401, 403)
+    "billing",  # no credit left (402)
+    "not_found",  # the model id is unknown (404)
+    "context_overflow",  # the conversation is too long for the model
+    "bad_request",  # the request was refused as invalid (400, 422...)
+    "server_error",  # the provider's own failure (5xx)
+    "no_model",  # nothing is set up (or enabled) to answer
+    "no_capable_model",  # no enabled model can handle this message (a picture)
+    "model_error",  # anything else the provider reported
+]
+
+
+def kind_for_status(status: int | None) -> ErrorKind:
+    if status is None:
+        return "model_error"
+    if status in (401, 403):
+        return "auth"
+    if status == 402:
+        return "billing"
+    if status == 404:
+        return "not_found"
+    if status in (408, 504):
+        return "timeout"
+    if status == 413:
+        return "context_overflow"
+    if status in (429, 503, 529):
+        return "overloaded"
+    if status >= 500:
+        return "server_error"
+    if 400 <= status < 500:
+        return "bad_request"
+    return "model_error"
+
 
 class LlmError(SkaldError):
     code = "llm_error"
 
-    def __init__(self, message: str, *, status: int | None = None, retriable: bool) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retriable: bool,
+        kind: ErrorKind | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retriable = retriable
-
-    @property
-    def code_name(self) -> str:
-        """What kind of failure this is, for the member's plain sentence."""
-        return "model_error"
+        self.kind: ErrorKind = kind or kind_for_status(status)
 
 
 def error_for_status(status: int, provider: str, detail: str) -> LlmError:

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from skald.llm.errors import LlmError, error_for_status
+from skald.llm.errors import ErrorKind, LlmError, error_for_status
 
 # Silence: how long a provider may send nothing (before the first token, or between
 # two) before the request counts as failed. Local models may think for minutes before
@@ -106,7 +106,14 @@ def network_error(provider: str, exc: httpx.HTTPError, secrets: Iterable[str | N
     # A URL with no scheme or an unknown one will not get better by trying again.
     retriable = not isinstance(exc, httpx.UnsupportedProtocol)
     detail = redact(str(exc) or type(exc).__name__, secrets)
-    return LlmError(f"{provider}: {type(exc).__name__}: {detail}", retriable=retriable)
+    kind: ErrorKind = (
+        "timeout"
+        if isinstance(exc, httpx.TimeoutException)
+        else "interrupted"
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError)
+        else "unreachable"
+    )
+    return LlmError(f"{provider}: {type(exc).__name__}: {detail}", retriable=retriable, kind=kind)
 
 
 @asynccontextmanager
@@ -144,7 +151,9 @@ async def post_stream(
     except httpx.HTTPError as exc:
         raise network_error(provider, exc, secrets) from exc
     except httpx.InvalidURL as exc:
-        raise LlmError(f"{provider}: invalid URL: {exc}", retriable=False) from exc
+        raise LlmError(
+            f"{provider}: invalid URL: {exc}", retriable=False, kind="unreachable"
+        ) from exc
 
 
 def decode_arguments(text: str) -> dict[str, Any]:

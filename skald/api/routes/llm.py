@@ -12,11 +12,10 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.api.routes.chat import CHAT
+from skald.core.llm_service import ADMIN_MODELS_CAP
 from skald.core.runtime import Runtime
-from skald.permissions import declare
 from skald.store.llm import ModelCapability, ModelRow, ProviderRow, Strength
 
-ADMIN_MODELS_CAP = declare("admin.models", "Manage LLM providers and models")
 ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
 Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s]{1,500}$")]
