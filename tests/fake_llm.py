@@ -694,7 +694,15 @@ class _Handler(BaseHTTPRequestHandler):
                 data = [{"type": "model", "id": m, "display_name": m} for m in self.fake.models]
                 self._send_json(200, {"data": data, "has_more": False})
             else:
-                data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.fake.models]
+                data = [
+                    {
+                        "id": m,
+                        "object": "model",
+                        "owned_by": "fake",
+                        **self.fake.model_info.get(m, {}),
+                    }
+                    for m in self.fake.models
+                ]
                 self._send_json(200, {"object": "list", "data": data})
         finally:
             self.record.done.set()
@@ -978,6 +986,9 @@ class FakeLLM:
         self.api_key = api_key  # None: accept any request, like a local server
         self.echo_key = echo_key  # put the rejected key in full into the 401 message
         self.requests: list[Recorded] = []
+        # Extra fields of a model's entry in GET /v1/models, as OpenRouter, vLLM or
+        # llama.cpp report them (context_length, top_provider, meta...).
+        self.model_info: dict[str, dict[str, Any]] = {}
         self._scripts: dict[str, deque[Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()

@@ -274,3 +274,77 @@ async def test_a_member_reads_a_plain_sentence_and_only_admins_see_the_technical
     mine = await _chat(admin, "hello?")
     assert mine["error"] == plain("unreachable")
     assert mine["error_detail"] is not None and str(port) in mine["error_detail"]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_each_model_gets_its_own_longest_answer_instead_of_a_fixed_4096(
+    api: str,
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+) -> None:
+    admin = await _models(make_client, fake_llm, [("model-a", api)], max_output_tokens=777)
+    fake_llm.script("model-a", ["Short.", "Default."])
+    ada = await make_client()
+    await ada.login("ada")
+    await _chat(ada, "hi")
+    assert fake_llm.bodies(api)[-1]["max_tokens"] == 777  # type: ignore[arg-type]
+
+    model = next(m for m in (await admin.call("GET", "/api/llm/models")).json())
+    assert model["max_output_tokens"] == 777 and model["context_window"] is None
+    r = await admin.call("PATCH", f"/api/llm/models/{model['id']}", json={"max_output_tokens": 0})
+    assert r.status_code == 200 and r.json()["max_output_tokens"] is None  # unknown again
+    await _chat(ada, "hi again")
+    assert fake_llm.bodies(api)[-1]["max_tokens"] == 4096  # type: ignore[arg-type]
+
+
+async def test_limits_come_from_the_providers_model_list_where_it_reports_them(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script("vendor/big", [])
+    fake_llm.script("plain", [])
+    fake_llm.model_info["vendor/big"] = {  # OpenRouter's shape
+        "context_length": 131072,
+        "top_provider": {"context_length": 131072, "max_completion_tokens": 16384},
+        "supported_parameters": ["tools", "temperature", "reasoning"],
+        "architecture": {"input_modalities": ["text", "image"]},
+    }
+    admin = await _models(make_client, fake_llm, [])
+    body = {"name": "Fake", "kind": "openai_compatible", "base_url": fake_llm.base_url_openai}
+    provider = (await admin.call("POST", "/api/llm/providers", json=body)).json()
+
+    r = await admin.call("GET", f"/api/llm/providers/{provider['id']}/models")
+
+    assert r.status_code == 200, r.text
+    listed = {m["id"]: m for m in r.json()}
+    assert listed["vendor/big"] == {
+        "id": "vendor/big",
+        "context_window": 131072,
+        "max_output_tokens": 16384,
+        "capabilities": ["reasoning", "tools", "vision"],
+    }
+    assert listed["plain"]["context_window"] is None and listed["plain"]["capabilities"] == []
+    ada = await make_client()
+    await ada.login("ada")
+    assert (await ada.call("GET", f"/api/llm/providers/{provider['id']}/models")).status_code == 403
+
+
+async def test_compaction_starts_from_the_real_context_window(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    admin = await _models(
+        make_client, fake_llm, [("model-a", "openai")], context_window=8000, max_output_tokens=1000
+    )
+    ada = await make_client()
+    await ada.login("ada")
+    mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
+    conversation = await mine.hub.store.create("c1", "assistant")
+
+    setup = await mine.turn_setup(conversation, needs_vision=False)
+    assert setup.config.compact_at_tokens == int((8000 - 1000) * 0.8)
+
+    model = (await admin.call("GET", "/api/llm/models")).json()[0]
+    await admin.call("PATCH", f"/api/llm/models/{model['id']}", json={"context_window": 0})
+    setup = await mine.turn_setup(conversation, needs_vision=False)
+    assert setup.config.compact_at_tokens is None  # unknown window, none configured

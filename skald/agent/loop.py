@@ -57,18 +57,22 @@ REPEATED_FAILURE = (
 # What a call cut off by the output limit gets instead of running: its arguments are
 # incomplete, and running it would hide the cut behind a "missing argument" error.
 CUT_CALL = (
-    "Not run: your answer reached the output limit ({limit} tokens) while writing this "
-    "call, so its arguments are incomplete. Make it smaller: split a long text into "
-    "several calls, or write less at a time."
+    "Not run: your answer reached the output limit while writing this call, so its "
+    "arguments are incomplete. Make it smaller: split a long text into several calls, "
+    "or write less at a time."
 )
-CUT_ANSWER = "the answer reached the output limit ({limit} tokens)"
+CUT_ANSWER = "the answer reached the output limit"
+
+
+DEFAULT_MAX_TOKENS = 4096
 
 
 class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
     model: str  # the wire model id the model source expects
     system_prompt: str = ""
     max_rounds: int = 25  # model calls per turn
-    max_tokens: int = 4096
+    # The longest answer, unless the model source knows the model's own.
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     max_parallel_calls: int = 8
     max_result_chars: int = 60_000  # longer tool output is cut (the model sees a note)
@@ -303,7 +307,7 @@ class AgentLoop:
             cut = reply.finish == "length"
             message = reply.message()
             if cut and not reply.calls and message.content:
-                why = Interruption(code="cut_off", detail=CUT_ANSWER.format(limit=cfg.max_tokens))
+                why = Interruption(code="cut_off", detail=CUT_ANSWER)
                 message = msgspec.structs.replace(message, interrupted=why)
             if message.content or message.tool_calls:
                 await self.history.append(message)  # before any call runs
@@ -316,8 +320,8 @@ class AgentLoop:
             if cut:
                 # Cut off while writing the calls: none runs, the model is told why.
                 for call in reply.calls:
-                    text = CUT_CALL.format(limit=cfg.max_tokens)
-                    await turn.runner.settle(call, Outcome(ToolResult.error(text), CallState.ERROR))
+                    refused = Outcome(ToolResult.error(CUT_CALL), CallState.ERROR)
+                    await turn.runner.settle(call, refused)
             elif not await turn.runner.run_batch(reply.calls):
                 return turn.result("awaiting_approval")
             if (repeated := self._repeated_failure(turn, reply.calls)) is not None:

@@ -12,8 +12,10 @@ import httpx
 from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.core.sealing import InstanceKey
 from skald.errors import InvalidInputError, SkaldError
+from skald.llm.anthropic import API_VERSION as ANTHROPIC_API_VERSION
 from skald.llm.client import ModelClient
-from skald.llm.errors import LlmError
+from skald.llm.errors import LlmError, error_for_status
+from skald.llm.model_info import ListedModel, describe_list
 from skald.llm.provider_types import (
     BUILTIN_KINDS,
     ProviderType,
@@ -21,11 +23,13 @@ from skald.llm.provider_types import (
     load_provider_types,
     make_client,
 )
+from skald.llm.wire import error_detail, network_error, redact
 from skald.log import get_logger
 from skald.permissions import declare
 from skald.store.llm import LlmStore, ModelCapability, ModelRow, ProviderRow, Strength
 
 log = get_logger("skald.llm")
+LISTING_TIMEOUT = httpx.Timeout(10.0)  # a model list is small: slow means trouble
 
 # Managing the catalogue; also what shows a failed turn's technical detail in the chat
 # (the provider, its address: members see only the plain sentence).
@@ -147,6 +151,8 @@ class LlmService:
         capabilities: list[ModelCapability],
         priority: int,
         enabled: bool,
+        max_output_tokens: int | None = None,
+        context_window: int | None = None,
     ) -> ModelRow:
         await self.store.provider(provider_id)
         stamp = ""
@@ -161,8 +167,43 @@ class LlmService:
             enabled=enabled,
             created_at=stamp,
             updated_at=stamp,
+            max_output_tokens=max_output_tokens or None,
+            context_window=context_window or None,
         )
         return await self.store.save_model(row, create=True)
+
+    async def provider_models(self, provider_id: str) -> list[ListedModel]:
+        """The provider's own model list, with the limits and capabilities it reports
+        (a tiny real request: GET <address>/models). Raises LlmError when it fails."""
+        provider, sealed = await self.store.provider_with_key(provider_id)
+        api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
+        base = address(provider.kind, provider.base_url, self.types)
+        if base is None:
+            raise LlmError(f"no address for provider {provider.name!r}", retriable=False)
+        headers: dict[str, str] = {}
+        if provider.kind == "anthropic":
+            url = f"{base}/v1/models?limit=1000"
+            headers["anthropic-version"] = ANTHROPIC_API_VERSION
+            if api_key:
+                headers["x-api-key"] = api_key
+        else:
+            url = f"{base}/models"
+            if api_key:
+                headers["authorization"] = f"Bearer {api_key}"
+        try:
+            response = await self.http.get(url, headers=headers, timeout=LISTING_TIMEOUT)
+        except httpx.HTTPError as exc:
+            raise network_error(provider.name, exc, (api_key,)) from exc
+        if response.status_code != 200:
+            detail = redact(error_detail(response.content), (api_key,))
+            raise error_for_status(response.status_code, provider.name, detail)
+        try:
+            body = response.json()
+        except ValueError:
+            raise LlmError(
+                f"{provider.name}: the model list is not JSON", retriable=False
+            ) from None
+        return describe_list(body)
 
     def _current(self) -> int:
         """The catalogue generation, dropping what was cached from an older one."""

@@ -123,7 +123,7 @@ class FallbackClient:
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         last_error: LlmError | None = None
         for model, client in self.candidates:
-            sent = _with_model(request, model.model)
+            sent = _with_model(request, model)
             started = time.monotonic()
             yielded = False
             text: list[str] = []
@@ -167,11 +167,33 @@ class FallbackClient:
         )
 
 
-def _with_model(request: Request, wire_id: str) -> Request:
+def _with_model(request: Request, model: ModelRow) -> Request:
+    """The request as this candidate gets it: its wire id, and its own longest answer
+    (`max_output_tokens`) when the catalogue knows it, else the caller's default."""
     return Request(
-        model=wire_id,
+        model=model.model,
         messages=request.messages,
         tools=request.tools,
-        max_tokens=request.max_tokens,
+        max_tokens=model.max_output_tokens or request.max_tokens,
         temperature=request.temperature,
     )
+
+
+# Of a model's context window, what the prompt may fill before compaction: the rest is
+# its answer, and the estimate (characters / 4) is rough.
+COMPACT_SHARE = 0.8
+
+
+def compact_threshold(
+    models: Sequence[ModelRow], default_output: int, configured: int | None
+) -> int | None:
+    """Prompt tokens at which to compact, for a turn that may use any of `models`:
+    the smallest known window, less the answer's room, times COMPACT_SHARE; the
+    configured threshold when it is lower (or when no window is known)."""
+    room = [
+        int((m.context_window - (m.max_output_tokens or default_output)) * COMPACT_SHARE)
+        for m in models
+        if m.context_window
+    ]
+    limits = [x for x in (*room, configured) if x is not None and x > 0]
+    return min(limits) if limits else None

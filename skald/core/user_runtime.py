@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
+from skald.agent.loop import DEFAULT_MAX_TOKENS
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
 from skald.agent.subagent import root_of
 from skald.config import AssistantConfig
@@ -22,6 +23,7 @@ from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
 from skald.core.llm_service import ADMIN_MODELS_CAP, LlmService
+from skald.core.model_select import compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
@@ -285,7 +287,12 @@ class UserRuntime:
             system_prompt=prompt,
             max_rounds=attrs.turn_max_rounds or self.config.max_rounds,
             max_turn_tokens=attrs.turn_max_tokens,
-            compact_at_tokens=self.config.compact_at_tokens or None,
+            # The candidates' real context windows, where the catalogue knows them.
+            compact_at_tokens=compact_threshold(
+                [m for m, _ in model.candidates],
+                DEFAULT_MAX_TOKENS,
+                self.config.compact_at_tokens or None,
+            ),
         )
         return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)
 

@@ -40,6 +40,9 @@ class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool
     created_at: str
     updated_at: str
+    # Tokens: the longest answer it may write, and prompt + answer; None: unknown.
+    max_output_tokens: int | None = None
+    context_window: int | None = None
 
 
 class RequestRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,7 +63,10 @@ _P_COLS = (
     "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at, "
     "silence_timeout_s"
 )
-_M_COLS = "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, updated_at"
+_M_COLS = (
+    "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, "
+    "updated_at, max_output_tokens, context_window"
+)
 
 
 def _provider(r: tuple[Any, ...]) -> ProviderRow:
@@ -88,6 +94,8 @@ def _model(r: tuple[Any, ...]) -> ModelRow:
         enabled=bool(r[7]),
         created_at=r[8],
         updated_at=r[9],
+        max_output_tokens=r[10],
+        context_window=r[11],
     )
 
 
@@ -239,17 +247,22 @@ class LlmStore:
                 json.dumps(row.capabilities),
                 row.priority,
                 int(row.enabled),
+                row.max_output_tokens or None,
+                row.context_window or None,
                 now_iso(),
             )
             if create:
                 c.execute(
-                    "INSERT INTO llm_models VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (row.id, *values[:-1], values[-1], values[-1]),
+                    "INSERT INTO llm_models(id, provider_id, model, name, strength, capabilities, "
+                    "priority, enabled, max_output_tokens, context_window, created_at, updated_at) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (row.id, *values, values[-1]),
                 )
                 return
             c.execute(
                 "UPDATE llm_models SET provider_id=?, model=?, name=?, strength=?, capabilities=?, "
-                "priority=?, enabled=?, updated_at=? WHERE id=?",
+                "priority=?, enabled=?, max_output_tokens=?, context_window=?, updated_at=? "
+                "WHERE id=?",
                 (*values, row.id),
             )
             if c.changes() == 0:

@@ -307,12 +307,22 @@ ALTER TABLE llm_providers ADD COLUMN silence_timeout_s INTEGER
     CHECK (silence_timeout_s IS NULL OR silence_timeout_s BETWEEN 1 AND 3600);
 """
 
+# What a model can take and give: its longest answer (tokens), and its context window
+# (prompt + answer, tokens). NULL: unknown (Skald's defaults apply).
+_MODELS_V4_LIMITS = """
+ALTER TABLE llm_models ADD COLUMN max_output_tokens INTEGER
+    CHECK (max_output_tokens IS NULL OR max_output_tokens > 0);
+ALTER TABLE llm_models ADD COLUMN context_window INTEGER
+    CHECK (context_window IS NULL OR context_window > 0);
+"""
+
 MODELS = Feature(
     "models",
     (
         Migration(1, "LLM providers, models and request metadata", _V6_LLM),
         Migration(2, "request outcomes and estimated token counts", _MODELS_V2_OUTCOMES),
         Migration(3, "a provider's own silence timeout", _MODELS_V3_SILENCE),
+        Migration(4, "per-model output and context limits", _MODELS_V4_LIMITS),
     ),
 )
 APPROVALS = Feature(

@@ -164,9 +164,32 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
     strength: model ? model.strength : 'average',
     capabilities: new Set(model ? model.capabilities : ['tools']),
     enabled: model ? model.enabled : true,
+    max_output_tokens: model && model.max_output_tokens ? String(model.max_output_tokens) : '',
+    context_window: model && model.context_window ? String(model.context_window) : '',
   });
+  const [listing, setListing] = useState(null); // null | 'reading' | 'none' | 'found'
+  // Fill the limits (and capabilities) from what the provider's model list reports.
+  const readLimits = async () => {
+    setListing('reading');
+    try {
+      const listed = (await api.providerModels(form.provider_id)).find((m) => m.id === form.model.trim());
+      if (!listed) {
+        setListing('none');
+        return;
+      }
+      setForm((f) => ({
+        ...f,
+        max_output_tokens: listed.max_output_tokens ? String(listed.max_output_tokens) : f.max_output_tokens,
+        context_window: listed.context_window ? String(listed.context_window) : f.context_window,
+        capabilities: listed.capabilities.length ? new Set(listed.capabilities) : f.capabilities,
+      }));
+      setListing('found');
+    } catch (e) {
+      setListing('none');
+    }
+  };
   const [run, busy, error] = useAction();
-  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), enabled: useId('m-en') };
+  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), enabled: useId('m-en'), out: useId('m-out'), ctx: useId('m-ctx') };
   const capIds = { tools: useId('m-cap'), vision: useId('m-cap'), reasoning: useId('m-cap') };
   const set = (key) => (e) => setForm({ ...form, [key]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
   const toggleCap = (cap) => {
@@ -186,12 +209,15 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
         strength: form.strength,
         capabilities: CAPABILITIES.filter((c) => form.capabilities.has(c)),
         enabled: form.enabled,
+        // Empty: unknown (0 clears a stored value; null when nothing was stored).
+        max_output_tokens: Math.max(0, Math.floor(Number(form.max_output_tokens) || 0)),
+        context_window: Math.max(0, Math.floor(Number(form.context_window) || 0)),
       };
       let saved;
       if (editing) {
         const changes = {};
         for (const [k, v] of Object.entries(body)) {
-          if (JSON.stringify(v) !== JSON.stringify(model[k])) changes[k] = v;
+          if (JSON.stringify(v) !== JSON.stringify(model[k] ?? (k === 'max_output_tokens' || k === 'context_window' ? 0 : model[k]))) changes[k] = v;
         }
         saved = Object.keys(changes).length ? await api.updateModel(model.id, changes) : model;
       } else {
@@ -235,6 +261,23 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
           </div>`,
         )}
       </fieldset>
+      <div class="grid-2">
+        <${Field} label=${t('models.max_output_tokens')} id=${ids.out} hint=${t('models.max_output_tokens_hint')}>
+          <input id=${ids.out} class="input" type="number" min="1" step="1" inputmode="numeric"
+            value=${form.max_output_tokens} onInput=${set('max_output_tokens')} data-testid="model-max-output" />
+        <//>
+        <${Field} label=${t('models.context_window')} id=${ids.ctx} hint=${t('models.context_window_hint')}>
+          <input id=${ids.ctx} class="input" type="number" min="1" step="1" inputmode="numeric"
+            value=${form.context_window} onInput=${set('context_window')} data-testid="model-context-window" />
+        <//>
+      </div>
+      <p class="row small">
+        <button type="button" class="btn btn--small" onClick=${readLimits}
+          disabled=${!form.provider_id || !form.model.trim() || listing === 'reading'} data-testid="model-read-limits">
+          ${t('models.read_limits')}</button>
+        ${listing === 'none' && html`<span class="muted" role="status">${t('models.read_limits_none')}</span>`}
+        ${listing === 'found' && html`<span class="muted" role="status">${t('models.read_limits_found')}</span>`}
+      </p>
       <div class="check">
         <input id=${ids.enabled} type="checkbox" checked=${form.enabled} onChange=${set('enabled')} data-testid="model-enabled-input" />
         <label for=${ids.enabled}><span>${t('models.enabled')}</span>
