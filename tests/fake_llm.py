@@ -94,6 +94,7 @@ class Error:
     message: str | None = None  # defaults to what the provider says for that status
     in_stream: bool = False  # a 200 stream that fails after `text_before`
     text_before: str = ""
+    code: str | None = None  # OpenAI's error `code` (e.g. "context_length_exceeded")
 
 
 @dataclass(frozen=True)
@@ -633,7 +634,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.record.status = status
 
-    def _reject(self, status: int, message: str | None = None) -> None:
+    def _reject(self, status: int, message: str | None = None, code: str | None = None) -> None:
         self.record.error = message
         extra = {"retry-after": "1"} if status == 429 else {}
         if self.record.api == "anthropic":
@@ -641,7 +642,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(status, anthropic_error(status, message), extra)
         else:
             extra["x-request-id"] = f"req_{secrets.token_hex(16)}"
-            self._send_json(status, openai_error(status, message), extra)
+            payload = openai_error(status, message)
+            if code is not None:
+                payload["error"]["code"] = code
+            self._send_json(status, payload, extra)
 
     def _start_sse(self) -> None:
         self.send_response(200)
@@ -751,7 +755,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reject(404, f"fake_llm: no scripted reply (left) for model {model!r}")
         plan = _plan(reply)
         if isinstance(plan, Error):
-            return self._reject(plan.status, plan.message)
+            return self._reject(plan.status, plan.message, plan.code)
         if plan.delay:
             self._pause(None if plan.delay < 0 else plan.delay)
         streaming = rec.body.get("stream") is True

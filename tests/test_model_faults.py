@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from conftest import Client
-from fake_llm import Call, Drop, FakeLLM, Hang, Text, ToolCalls
+from fake_llm import Call, Drop, Error, FakeLLM, Hang, Text, ToolCalls
 
-from skald.agent import TurnDone
+from skald.agent import ModelSwitched, TokenDelta, TurnDone
 from skald.core.plain_errors import plain
 from skald.core.runtime import Runtime
 
@@ -348,3 +348,147 @@ async def test_compaction_starts_from_the_real_context_window(
     await admin.call("PATCH", f"/api/llm/models/{model['id']}", json={"context_window": 0})
     setup = await mine.turn_setup(conversation, needs_vision=False)
     assert setup.config.compact_at_tokens is None  # unknown window, none configured
+
+
+# What real providers answer when the conversation no longer fits (verbatim shapes).
+OVERFLOW = {
+    "openai": Error(
+        400,
+        "This model's maximum context length is 8192 tokens. However, your messages "
+        "resulted in 9013 tokens. Please reduce the length of the messages.",
+        code="context_length_exceeded",
+    ),
+    "anthropic": Error(400, "prompt is too long: 208310 tokens > 200000 maximum"),
+}
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_context_overflow_400_compacts_and_asks_again_once(
+    api: str,
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+) -> None:
+    await _models(make_client, fake_llm, [("model-a", api)])
+    fake_llm.script("model-a", [f"Answer {n}." for n in range(5)])
+    ada = await make_client()
+    await ada.login("ada")
+    long = "with a long explanation " * 40
+    cid = (await _chat(ada, f"Question 0 {long}"))["conversation_id"]
+    for n in range(1, 5):
+        await _chat(ada, f"Question {n} {long}", cid)
+    fake_llm.script(
+        "model-a", [OVERFLOW[api], "Summary: five questions, five answers.", "Answer 5."]
+    )
+
+    out = await _chat(ada, "Question 5", cid)
+
+    assert out["status"] == "done" and out["reply"] == "Answer 5."
+    overflowed, summary, retried = fake_llm.bodies(api)[-3:]  # type: ignore[arg-type]
+    assert "tools" not in summary  # the compaction call
+    assert len(str(retried["messages"])) < len(str(overflowed["messages"]))
+    assert "five questions" in str(retried["messages"])
+    # A second overflow in the same turn is not compacted again: it fails, in plain words.
+    fake_llm.script("model-a", [OVERFLOW[api], OVERFLOW[api]])
+    out = await _chat(ada, "Question 6", cid)
+    assert out["status"] == "failed" and out["error_code"] == "context_overflow"
+
+
+async def test_an_overload_400_falls_back_to_the_next_model(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
+    fake_llm.script("model-a", [Error(400, "Model is overloaded, please try again later.")])
+    fake_llm.script("model-b", ["B here."])
+    ada = await make_client()
+    await ada.login("ada")
+
+    out = await _chat(ada, "hello")
+
+    assert out["status"] == "done" and out["reply"] == "B here."
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_stream_that_breaks_before_any_call_starts_over_on_the_next_model(
+    api: str,
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+) -> None:
+    await _models(make_client, fake_llm, [("model-a", api), ("model-b", api)])
+    fake_llm.script("model-a", [Drop("The first half of a")])
+    fake_llm.script("model-b", ["A whole answer."])
+    ada = await make_client()
+    await ada.login("ada")
+
+    async with runtime.conversations.subscribe(household["ada"]) as events:
+        out = await _chat(ada, "hello")
+        seen: list[Any] = []
+        async with asyncio.timeout(10):
+            async for event in events:
+                inner = getattr(event, "event", None)
+                seen.append(inner)
+                if isinstance(inner, TurnDone):
+                    break
+
+    assert out["status"] == "done" and out["reply"] == "A whole answer."
+    switched = [e for e in seen if isinstance(e, ModelSwitched)]
+    assert len(switched) == 1 and switched[0].model == "model-b"
+    assert switched[0].reason == ""  # a member is not told which provider broke
+    deltas = [e.text for e in seen if isinstance(e, TokenDelta)]
+    assert deltas.index(next(d for d in deltas if "whole" in d.lower() or d == "A wh")) > 0
+    items = await _items(ada, out["conversation_id"])
+    assert [(i["role"], i["text"]) for i in items] == [
+        ("user", "hello"),
+        ("assistant", "A whole answer."),  # the void half is not stored
+    ]
+    rows = list(reversed(await runtime.llm.store.requests()))
+    assert [r.status for r in rows] == ["failed", "finished"]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "retriable"),
+    [
+        (
+            400,
+            '{"error":{"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}',
+            "context_overflow",
+            False,
+        ),  # llama.cpp
+        (
+            400,
+            '{"object":"error","message":"This model\'s maximum context length is 4096 tokens. However, you requested 5000 tokens","type":"BadRequestError"}',
+            "context_overflow",
+            False,
+        ),  # vLLM
+        (
+            413,
+            '{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}',
+            "context_overflow",
+            False,
+        ),  # Anthropic
+        (
+            400,
+            '{"error":{"message":"Model is overloaded, please try again later.","code":400}}',
+            "overloaded",
+            True,
+        ),
+        (
+            400,
+            '{"error":{"message":"messages: field required","type":"invalid_request_error"}}',
+            "bad_request",
+            False,
+        ),
+        (422, '{"detail":"temperature: must be at most 2"}', "bad_request", False),
+    ],
+)
+def test_misused_400s_are_recognised_by_their_words(
+    status: int, body: str, kind: str, retriable: bool
+) -> None:
+    from skald.llm.errors import error_for_status
+    from skald.llm.wire import error_detail
+
+    error = error_for_status(status, "Local", error_detail(body.encode()), body)
+    assert (error.kind, error.retriable) == (kind, retriable)

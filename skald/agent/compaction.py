@@ -22,7 +22,16 @@ from skald.agent.history import HistoryStore, project
 from skald.errors import SkaldError
 from skald.llm.client import ModelClient
 from skald.llm.tokens import estimate_messages
-from skald.llm.types import Finished, ImagePart, Message, Request, TextDelta, TextPart, ToolSpec
+from skald.llm.types import (
+    Finished,
+    ImagePart,
+    Message,
+    Request,
+    Restart,
+    TextDelta,
+    TextPart,
+    ToolSpec,
+)
 
 SUMMARY_PREFIX = "[Summary of the earlier part of this conversation]\n"
 
@@ -119,6 +128,8 @@ async def _collect_text(model: ModelClient, request: Request) -> str:
         async for event in events:
             if isinstance(event, TextDelta):
                 parts.append(event.text)
+            elif isinstance(event, Restart):
+                parts.clear()  # another model starts the summary over
             elif isinstance(event, Finished):
                 finished = True
     finally:

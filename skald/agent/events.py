@@ -82,6 +82,14 @@ class UsageReport(AgentEvent, frozen=True, tag="usage"):
     estimated: bool = False  # a count is an estimate (stopped, failed, or not reported)
 
 
+class ModelSwitched(AgentEvent, frozen=True, tag="model_switched"):
+    """The answer being streamed broke off and another model starts it over: clients
+    drop the text shown so far for this answer."""
+
+    model: str  # the household's name of the model that continues
+    reason: str  # technical (consumers show it only to those who manage models)
+
+
 class Compacted(AgentEvent, frozen=True, tag="compacted"):
     dropped: int  # messages replaced by the summary
     kept: int
@@ -121,6 +129,7 @@ Event = (
     | ToolFinished
     | ApprovalRequested
     | UsageReport
+    | ModelSwitched
     | Compacted
     | SubagentStarted
     | SubagentFinished
@@ -208,6 +217,9 @@ class Emitter:
                 estimated=usage.estimated,
             )
         )
+
+    async def switched(self, model: str, reason: str) -> None:
+        await self._send(ModelSwitched(**self._base(), model=model, reason=reason))
 
     async def compacted(self, dropped: int, kept: int) -> None:
         await self._send(Compacted(**self._base(), dropped=dropped, kept=kept))

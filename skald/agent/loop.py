@@ -35,6 +35,7 @@ from skald.llm.types import (
     Interruption,
     Message,
     Request,
+    Restart,
     TextPart,
     ToolCall,
     Usage,
@@ -108,6 +109,7 @@ class _Turn:
     usage: Usage = field(default_factory=Usage)
     reply: Reply | None = None  # the model answer being streamed, until it is stored
     compacted: bool = False
+    overflow_retried: bool = False  # compacted and asked again after a context overflow
     # The last failing call (name + arguments) and how often it failed in a row.
     failing: tuple[str, str] | None = None
     failures: int = 0
@@ -303,7 +305,7 @@ class AgentLoop:
                 return turn.result("failed", error=error, code="turn_budget")
             messages = await self._prepare(turn, loaded)
             loaded = None
-            reply = await self._ask_model(turn, messages)
+            reply = await self._ask_or_compact(turn, messages)
             cut = reply.finish == "length"
             message = reply.message()
             if cut and not reply.calls and message.content:
@@ -367,6 +369,7 @@ class AgentLoop:
                 self.emit.token,
                 retries=cfg.model_retries,
                 backoff_s=cfg.retry_backoff_s,
+                on_restart=lambda restart: self._restarted(turn, restart),
             )
         except (Stopped, LlmError) as exc:
             # A stopped or broken answer still cost what was streamed (estimated: the
@@ -379,6 +382,27 @@ class AgentLoop:
         reply.calls = normalise_call_ids(reply.calls)
         await self._count(turn, reply.usage)
         return reply
+
+    async def _ask_or_compact(self, turn: _Turn, messages: list[Message]) -> Reply:
+        """Ask the model; when the provider says the conversation is too long for it,
+        compact now (whatever the threshold said) and ask once more."""
+        try:
+            return await self._ask_model(turn, messages)
+        except LlmError as exc:
+            if exc.kind != "context_overflow" or turn.overflow_retried:
+                raise
+            turn.overflow_retried = True
+            log.info("context overflow; compacting and asking again", error=str(exc))
+            shorter = await self._compact_now(turn)
+            if shorter is None:
+                raise  # nothing left to cut: the member reads "too long for the model"
+            return await self._ask_model(turn, shorter)
+
+    async def _restarted(self, turn: _Turn, restart: Restart) -> None:
+        """The model source switched models mid-answer: count the void part, tell the
+        clients to drop its text."""
+        await self._count(turn, restart.usage)
+        await self.emit.switched(restart.model, restart.reason)
 
     async def _count(self, turn: _Turn, usage: Usage) -> None:
         turn.usage = add_usage(turn.usage, usage)
@@ -396,6 +420,12 @@ class AgentLoop:
         if size <= limit:
             return messages
         turn.compacted = True  # once per turn, even if it did not help
+        shorter = await self._compact_now(turn)
+        return messages if shorter is None else shorter
+
+    async def _compact_now(self, turn: _Turn) -> list[Message] | None:
+        """Compact the history; the new projection, or None when nothing was cut (or
+        the compaction failed, which is logged: the turn goes on uncompacted)."""
         try:
             done = await compaction.compact(
                 self.history,
@@ -405,10 +435,10 @@ class AgentLoop:
                 scope=turn.scope,
             )
         except (LlmError, CompactionError) as exc:
-            log.warning("automatic compaction failed", error=str(exc))
-            return messages
+            log.warning("compaction failed", error=str(exc))
+            return None
         if done is None:
-            return messages
+            return None
         await self.emit.compacted(done.dropped, done.kept)
         return self._project(await self.history.load())
 

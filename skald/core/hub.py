@@ -23,6 +23,7 @@ from skald.agent import (
     ApprovalRequested,
     Event,
     LoopConfig,
+    ModelSwitched,
     ToolCallUpdate,
     ToolFinished,
     TurnDone,
@@ -165,6 +166,8 @@ class ConversationRunner:
     async def _sink(self, event: Event) -> None:
         if isinstance(event, TurnDone) and event.status == "failed":
             event = self.hub.plain_failure(event)
+        elif isinstance(event, ModelSwitched) and not self.hub.shows_detail():
+            event = msgspec.structs.replace(event, reason="")  # may name a provider
         # Approvals and usage count at every depth: a helper's request waits for a person
         # just like the main agent's, and its tokens cost the same.
         if isinstance(event, ApprovalRequested):

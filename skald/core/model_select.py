@@ -2,9 +2,11 @@
 
 AUTO walks the enabled models of the wanted strength in priority order, then the other
 strengths nearest first. A model that just failed with a retriable error rests for a
-while so every request does not pay for its timeout again. Fallback happens only before
-the first event was streamed: once text has reached the user, switching models would
-splice two answers together.
+while so every request does not pay for its timeout again. A failure before anything
+was streamed falls back silently. A failure after text was streamed, but before any
+tool call, falls back too: the client first gets `Restart` (the text so far is void;
+the reader drops it and tells the member which model continues), never a splice of
+two answers. After a tool call, or on the last candidate, the failure is raised.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from skald.llm.tokens import completed
 from skald.llm.types import (
     Finished,
     Request,
+    Restart,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -122,7 +125,9 @@ class FallbackClient:
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         last_error: LlmError | None = None
-        for model, client in self.candidates:
+        for index, (model, client) in enumerate(self.candidates):
+            following = self.candidates[index + 1 :]
+            restart: Restart | None = None
             sent = _with_model(request, model)
             started = time.monotonic()
             yielded = False
@@ -150,14 +155,20 @@ class FallbackClient:
                 # Refused before anything came (a bad key, an overload): no work was done.
                 usage = completed(None, sent, "".join(text), calls) if yielded else Usage()
                 await self._report(Outcome(model, "failed", exc, started, usage))
-                if not exc.retriable or yielded:
+                # After the answer began, only text may be thrown away: a call may
+                # already be stored and running, and a last candidate has no successor.
+                if not exc.retriable or (yielded and (calls or not following)):
                     raise
                 self.health.failed(model.id)
                 last_error = exc
+                if yielded:
+                    restart = Restart(reason=str(exc), model=following[0][0].name, usage=usage)
             finally:
                 if not reported:  # the reader stopped (or something unexpected broke)
                     usage = completed(None, sent, "".join(text), calls)
                     await self._report(Outcome(model, "stopped", None, started, usage))
+            if restart is not None:
+                yield restart  # the reader drops what it has; the next model starts over
         assert last_error is not None
         raise LlmError(
             f"every model failed; the last said: {last_error}",

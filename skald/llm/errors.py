@@ -9,6 +9,7 @@ rather than rely on the status.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from skald.errors import SkaldError
@@ -72,9 +73,38 @@ class LlmError(SkaldError):
         self.kind: ErrorKind = kind or kind_for_status(status)
 
 
-def error_for_status(status: int, provider: str, detail: str) -> LlmError:
-    """401/403/404/422 and other 4xx are the caller's fault: never retried or fallen back."""
+# Some providers answer 400 (or 413/422) for what is not the request's fault. Matched
+# against the whole error body (message and code), case-insensitively. Documented in
+# docs/dev/agent-loop.md ("Provider errors"); add a pattern there and here together.
+CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded"  # OpenAI's code
+    r"|maximum context length"  # OpenAI, vLLM, OpenRouter: "This model's maximum context length is"
+    r"|prompt is too long"  # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
+    r"|exceeds? the (?:available )?context"  # llama.cpp: "the request exceeds the available context size"
+    r"|exceed_context_size"  # llama.cpp's error type
+    r"|context (?:window|size|length) (?:exceeded|is too small|overflow)"
+    r"|input (?:is )?too long|too many (?:input )?tokens",
+    re.IGNORECASE,
+)
+OVERLOADED = re.compile(
+    r"overloaded"  # Anthropic's overloaded_error (some proxies send it with 400)
+    r"|server is busy|service (?:is )?(?:temporarily )?unavailable|temporarily unavailable"
+    r"|no (?:available )?capacity|at capacity|too many requests|rate.?limit",
+    re.IGNORECASE,
+)
+_MISUSED_STATUSES = frozenset({400, 413, 422})
+
+
+def error_for_status(status: int, provider: str, detail: str, body: str = "") -> LlmError:
+    """401/403/404/422 and other 4xx are the caller's fault: never retried or fallen back,
+    except a 400/413/422 whose body says overload (retriable: the next model may answer)
+    or context overflow (not retriable; the loop compacts and asks again once)."""
+    message = f"{provider} answered {status}: {detail[:300]}"
+    if status in _MISUSED_STATUSES:
+        text = f"{detail}\n{body}"
+        if CONTEXT_OVERFLOW.search(text):
+            return LlmError(message, status=status, retriable=False, kind="context_overflow")
+        if OVERLOADED.search(text):
+            return LlmError(message, status=status, retriable=True, kind="overloaded")
     retriable = status in RETRIABLE_STATUSES or status >= 500
-    return LlmError(
-        f"{provider} answered {status}: {detail[:300]}", status=status, retriable=retriable
-    )
+    return LlmError(message, status=status, retriable=retriable)

@@ -93,7 +93,17 @@ class Finished(msgspec.Struct, tag="finished", frozen=True, kw_only=True):
     usage: Usage
 
 
-StreamEvent = TextDelta | ToolCallReady | Finished
+class Restart(msgspec.Struct, tag="restart", frozen=True, kw_only=True):
+    """The answer so far is void: the model source switched to another model after a
+    failure mid-stream (before any tool call); a new answer follows from the start.
+    Provider clients never send it; a model source with fallback does."""
+
+    reason: str  # the failure, technical
+    model: str  # the household's name of the model that continues
+    usage: Usage  # what the void part cost (estimated)
+
+
+StreamEvent = TextDelta | ToolCallReady | Finished | Restart
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):

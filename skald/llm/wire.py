@@ -139,8 +139,10 @@ async def post_stream(
             "POST", url, headers=headers, content=body, timeout=http_timeout
         ) as response:
             if not 200 <= response.status_code < 300:
-                detail = error_detail(await response.aread())
-                raise error_for_status(response.status_code, provider, redact(detail, secrets))
+                raw = await response.aread()
+                detail = redact(error_detail(raw), secrets)
+                whole = redact(raw.decode("utf-8", "replace")[:2000], secrets)
+                raise error_for_status(response.status_code, provider, detail, whole)
             if response.headers.get("content-type", "").startswith("application/json"):
                 # The server ignored `stream: true` or wrapped an error in a 200.
                 detail = error_detail(await response.aread())

@@ -583,6 +583,18 @@ function onChatEvent(ev) {
       loadMessages(id);
       loadConversations(); // exact usage and status
       break;
+    case 'model_switched':
+      // The answer broke off and another model starts it over: drop the text shown
+      // so far for this answer, and say which model continues.
+      flushDeltas(id);
+      updateThread(id, (th) => {
+        withTurn(th, (turn) => {
+          const last = turn.items[turn.items.length - 1];
+          if (last && last.role === 'assistant' && !(last.tool_calls || []).length) turn.items.pop();
+        });
+        th.tail = [...th.tail, { key: nextKey(), kind: 'note', text: { key: 'chat.model_switched', vars: { model: ev.model } }, tone: 'info', detail: ev.reason || null }];
+      });
+      break;
     case 'compacted':
       addNote(id, { key: 'chat.compacted', vars: { dropped: ev.dropped, kept: ev.kept } }, 'info');
       loadMessages(id);
