@@ -492,3 +492,34 @@ def test_misused_400s_are_recognised_by_their_words(
 
     error = error_for_status(status, "Local", error_detail(body.encode()), body)
     assert (error.kind, error.retriable) == (kind, retriable)
+
+
+async def test_a_message_sent_while_a_turn_runs_is_answered_in_that_turn(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await _models(make_client, fake_llm, [("model-a", "openai")])
+    note = {"path": "shared-memory/wifi.md", "content": "# Wi-Fi\nOn the fridge."}
+    fake_llm.script("model-a", [[Call("write_file", note)], "Saved, and yes: it is on the fridge."])
+    ada = await make_client()
+    await ada.login("ada")
+    out = await _chat(ada, "Tell everyone where the wifi password is")
+    assert out["status"] == "awaiting_approval"  # the turn waits for a person, still running
+    cid = out["conversation_id"]
+
+    more = {"text": "It is the one on the fridge, by the way"}
+    assert (
+        await ada.call("POST", f"/api/conversations/{cid}/messages", json=more)
+    ).status_code == 202
+    call = (await _items(ada, cid))[1]["tool_calls"][0]
+    r = await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
+    assert r.status_code == 204
+    await _wait_idle(ada, cid)
+
+    # One turn, two model calls: the second saw the message at its next step.
+    assert fake_llm.remaining("model-a") == 0 and len(fake_llm.bodies()) == 2
+    second = fake_llm.bodies()[1]["messages"]
+    assert [m["role"] for m in second][-3:] == ["assistant", "tool", "user"]
+    assert second[-1]["content"] == more["text"]
+    items = await _items(ada, cid)
+    assert [i["role"] for i in items] == ["user", "assistant", "tool", "user", "assistant"]
+    assert items[-1]["text"] == "Saved, and yes: it is on the fridge."

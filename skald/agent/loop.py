@@ -128,6 +128,8 @@ class _Turn:
 
 
 TurnBody = Callable[[_Turn], Awaitable[TurnResult]]
+# The member's messages sent while the turn runs, one at a time (None: no more now).
+JoinedMessages = Callable[[], Awaitable[Message | None]]
 
 
 class AgentLoop:
@@ -143,6 +145,7 @@ class AgentLoop:
         cancel: CancelScope | None = None,
         depth: int = 0,
         extras: Mapping[str, object] | None = None,
+        joined: JoinedMessages | None = None,
     ) -> None:
         self.model = model
         self.tools = _by_name(tools)
@@ -152,6 +155,7 @@ class AgentLoop:
         self.emit = Emitter(sink, history.conversation_id, depth)
         self.extras: Mapping[str, object] = extras or {}
         self._parent = cancel
+        self._joined = joined
         self._specs = [tool.spec for tool in self.tools.values()]
         self._scope: CancelScope | None = None  # of the running turn or compaction
 
@@ -299,6 +303,8 @@ class AgentLoop:
         cfg = self.config
         while turn.rounds < cfg.max_rounds:
             turn.scope.check()
+            if await self._take_joined():
+                loaded = None  # the history grew: read it again
             used = turn.usage.input_tokens + turn.usage.output_tokens
             if cfg.max_turn_tokens is not None and used >= cfg.max_turn_tokens:
                 error = TURN_BUDGET_SPENT.format(used=used, limit=cfg.max_turn_tokens)
@@ -316,6 +322,8 @@ class AgentLoop:
             turn.reply = None
             turn.text = reply.text
             if not reply.calls:
+                if await self._take_joined():
+                    continue  # the member wrote meanwhile: answer that in this turn
                 return turn.result("done")
             for call in reply.calls:
                 await self.emit.call(call, "pending")
@@ -331,6 +339,17 @@ class AgentLoop:
                 return turn.result("failed", error=error, code="repeated_failure")
         turn.scope.check()
         return turn.result("failed", error=ROUND_LIMIT.format(n=cfg.max_rounds), code="turn_budget")
+
+    async def _take_joined(self) -> int:
+        """Store the messages the member sent while this turn ran (between rounds, when
+        no call is open): the model sees them at its next step. How many there were."""
+        if self._joined is None:
+            return 0
+        count = 0
+        while (message := await self._joined()) is not None:
+            await self.history.append(message)
+            count += 1
+        return count
 
     def _repeated_failure(self, turn: _Turn, calls: list[ToolCall]) -> str | None:
         """The name of a call that just failed for the Nth time in a row with the same

@@ -86,6 +86,10 @@ class ConversationRunner:
         self.conversation_id = conversation_id
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self.loop: AgentLoop | None = None
+        # While a turn (or a resume) runs: messages sent meanwhile, which it takes in at
+        # its next step (`_take_joined`); None when no running turn accepts them.
+        self.joinable: list[Job] | None = None
+        self.joined: list[Job] = []  # taken in by the running turn: they end with it
         self.awaiting_approval = asyncio.Event()
         self.task = asyncio.create_task(self._consume(), name=f"chat-{conversation_id}")
 
@@ -120,12 +124,36 @@ class ConversationRunner:
         except SkaldError as exc:
             return await self._failed_before_start(history, job, exc)
         self.awaiting_approval.clear()
-        loop = AgentLoop(setup.model, setup.tools, history, setup.gate, self._sink, setup.config)
+        joins = job.kind in ("turn", "resume")
+
+        async def take_joined() -> Message | None:
+            if not self.joinable:
+                return None
+            joined = self.joinable.pop(0)
+            self.joined.append(joined)
+            history.pending_attachments = joined.attachments
+            return joined.message
+
+        loop = AgentLoop(
+            setup.model,
+            setup.tools,
+            history,
+            setup.gate,
+            self._sink,
+            setup.config,
+            joined=take_joined if joins else None,
+        )
         self.loop = loop
+        self.joinable = [] if joins else None
         try:
             result = await self._run(loop, job)
         finally:
             self.loop = None
+            self._end_joins()
+        for joined in self.joined:
+            if not joined.done.done():
+                joined.done.set_result(result)
+        self.joined = []
         # A deferred approval ends the turn but not the conversation's business.
         await self.hub.set_status(
             self.conversation_id,
@@ -188,9 +216,34 @@ class ConversationRunner:
         if isinstance(event, TurnDone) and event.depth == 0:
             self.awaiting_approval.clear()
 
+    def join_or_queue(self, job: Job) -> None:
+        """A new message: into the running turn when one takes messages and nothing is
+        queued before it (order is kept), else into the queue."""
+        if job.kind == "turn" and self.joinable is not None and self.queue.empty():
+            self.joinable.append(job)
+        else:
+            self.queue.put_nowait(job)
+
+    def _end_joins(self) -> None:
+        """The turn ended: messages it did not take in become turns of their own, ahead
+        of anything queued after them (they were sent first)."""
+        left, self.joinable = self.joinable or [], None
+        if not left:
+            return
+        later = []
+        while not self.queue.empty():
+            later.append(self.queue.get_nowait())
+        for job in [*left, *later]:
+            self.queue.put_nowait(job)
+
     def stop(self) -> int:
         """/stop: drop what is queued and stop what runs (the whole tree of sub-agents)."""
         dropped = 0
+        for job in self.joinable or []:
+            job.done.set_result(TurnResult(status="stopped", error="stopped before it started"))
+            dropped += 1
+        if self.joinable:
+            self.joinable = []
         while not self.queue.empty():
             job = self.queue.get_nowait()
             job.done.set_result(TurnResult(status="stopped", error="stopped before it started"))
@@ -281,7 +334,7 @@ class ChatHub:
             kind="turn", message=Message(role="user", content=content), attachments=attachments
         )
         runner = self._runner(conversation_id)
-        await runner.queue.put(job)
+        runner.join_or_queue(job)
         self.events.publish(
             self.user_id,
             UserMessage(
