@@ -20,6 +20,7 @@ from skald.llm.types import (
     Finished,
     Message,
     Request,
+    Restart,
     TextDelta,
     TextPart,
     ToolCall,
@@ -53,6 +54,7 @@ class Reply:
 
 
 OnDelta = Callable[[str], Awaitable[None]]
+OnRestart = Callable[[Restart], Awaitable[None]]
 
 
 async def call_model(
@@ -64,12 +66,13 @@ async def call_model(
     *,
     retries: int,
     backoff_s: float,
+    on_restart: OnRestart | None = None,
 ) -> None:
     """Fill `reply` from one model answer. Raises `LlmError` or `Stopped`."""
     attempt = 0
     while True:
         try:
-            await scope.run(_stream(model, request, reply, on_delta))
+            await scope.run(_stream(model, request, reply, on_delta, on_restart))
             return
         except LlmError as exc:
             if not exc.retriable or reply.started or attempt >= retries:
@@ -81,11 +84,25 @@ async def call_model(
         await scope.run(asyncio.sleep(backoff_s * attempt))
 
 
-async def _stream(model: ModelClient, request: Request, reply: Reply, on_delta: OnDelta) -> None:
+async def _stream(
+    model: ModelClient,
+    request: Request,
+    reply: Reply,
+    on_delta: OnDelta,
+    on_restart: OnRestart | None,
+) -> None:
     events = model.stream(request)
     try:
         async for event in events:
-            if isinstance(event, TextDelta):
+            if isinstance(event, Restart):
+                # Another model starts over: what was streamed is void (the clients
+                # were told, and replace it), and nothing of it is stored.
+                reply.parts.clear()
+                reply.calls.clear()
+                reply.started = False
+                if on_restart is not None:
+                    await on_restart(event)
+            elif isinstance(event, TextDelta):
                 reply.started = True
                 reply.parts.append(event.text)
                 await on_delta(event.text)
@@ -100,7 +117,9 @@ async def _stream(model: ModelClient, request: Request, reply: Reply, on_delta: 
         if close is not None:
             await close()
     if reply.finish is None:
-        raise LlmError("the model's answer ended before it was complete", retriable=True)
+        raise LlmError(
+            "the model's answer ended before it was complete", retriable=True, kind="interrupted"
+        )
 
 
 def normalise_call_ids(calls: list[ToolCall]) -> list[ToolCall]:
