@@ -13,6 +13,7 @@ import msgspec
 from skald.agent.compaction import estimate_tokens
 from skald.config import load_config
 from skald.core.runtime import Runtime
+from skald.llm.types import ToolSpec
 from skald.paths import DataLayout
 
 PASSWORD = "a household password"
@@ -25,6 +26,8 @@ class PromptSize(msgspec.Struct, frozen=True, kw_only=True):
     system_tokens: int
     tool_tokens: int
     tools: tuple[str, ...]
+    prompt: str = ""  # the composed system prompt
+    specs: tuple[ToolSpec, ...] = ()
 
     @property
     def total(self) -> int:
@@ -55,6 +58,8 @@ async def measure(data: Path, *, sandbox: bool = True) -> list[PromptSize]:
                         system_tokens=estimate_tokens([], system=prompt),
                         tool_tokens=estimate_tokens([], tools=specs),
                         tools=tuple(s.name for s in specs),
+                        prompt=prompt,
+                        specs=tuple(specs),
                     )
                 )
     finally:
