@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import msgspec
 
@@ -15,6 +17,8 @@ from skald.config import load_config
 from skald.core.runtime import Runtime
 from skald.llm.types import ToolSpec
 from skald.paths import DataLayout
+from skald.permissions import can
+from skald.sandbox.tool import SANDBOX_EXEC, ExecuteCmdTool, InstallPackagesTool
 
 PASSWORD = "a household password"
 ROLES = ("admin", "member", "children")
@@ -34,10 +38,18 @@ class PromptSize(msgspec.Struct, frozen=True, kw_only=True):
         return self.system_tokens + self.tool_tokens
 
 
+async def _no_member() -> Any:
+    raise AssertionError("only the tool's spec is measured")
+
+
 async def measure(data: Path, *, sandbox: bool = True) -> list[PromptSize]:
-    """Boot a Runtime in `data` (sandbox tools on when Docker answers), make one member
-    per seeded role with empty notes, and compose every agent's first request."""
-    env = {"SKALD_SECURITY_KDF_PROFILE": "test", "SKALD_SANDBOX_ENABLED": str(sandbox).lower()}
+    """Boot a Runtime in `data`, make one member per seeded role with empty notes, and
+    compose every agent's first request.
+
+    Sandboxes stay off (no container is made); with `sandbox`, the two sandbox tools a
+    member with `sandbox.exec` is offered are added from their own classes, built on the
+    configured sandbox settings, so their schemas count as in production."""
+    env = {"SKALD_SECURITY_KDF_PROFILE": "test", "SKALD_SANDBOX_ENABLED": "false"}
     layout = DataLayout(data)
     rt = await Runtime.boot(layout, load_config(layout.root, env), announce=io.StringIO())
     out: list[PromptSize] = []
@@ -48,9 +60,18 @@ async def measure(data: Path, *, sandbox: bool = True) -> list[PromptSize]:
             await rt.core.users.unlock(name, PASSWORD)
             member = await rt.user_runtime(created.user)
             values = await member.plugins.prompt_blocks(member)
+            manager: Any = SimpleNamespace(config=rt.config.sandbox)
+            exec_tools = (
+                [ExecuteCmdTool(manager, _no_member), InstallPackagesTool(manager, _no_member)]
+                if sandbox and can(member.role, SANDBOX_EXEC)
+                else []
+            )
             for agent in sorted(member.agents.values(), key=lambda a: a.id):
                 prompt = await member.prompts.compose(agent, member.agents_root, values)
-                specs = [t.spec for t in member._tools(agent)]
+                tools = member._tools(agent) + [
+                    t for t in exec_tools if agent.tools is None or t.name in agent.tools
+                ]
+                specs = [t.spec for t in tools]
                 out.append(
                     PromptSize(
                         role=role,
