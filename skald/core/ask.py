@@ -25,9 +25,8 @@ MAX_CHOICES = 10
 _SPEC = ToolSpec(
     name="ask_user",
     description=(
-        "Ask the user a question and wait for the answer (it appears in their Inbox). "
-        "Use it when you cannot go on without their decision; offer `choices` when the "
-        "answer is one of a few options. The answer is this tool's result."
+        "Ask the user a question (in their Inbox) when you cannot go on without their "
+        "decision; the answer is the result. Offer `choices` for a few options."
     ),
     parameters={
         "type": "object",

@@ -102,8 +102,15 @@ _INDEX_TITLES: Final = {
 }
 
 
+# Each index costs prompt tokens on every request of every turn (about chars / 4): a
+# long one is cut at a line and the model told to read the rest.
+MEMORY_INDEX_MAX_CHARS: Final = 3000
+
+
 def memory_index_block(
-    store: Literal["user-memory", "shared-memory"], index_text: str | None, max_chars: int = 8000
+    store: Literal["user-memory", "shared-memory"],
+    index_text: str | None,
+    max_chars: int = MEMORY_INDEX_MAX_CHARS,
 ) -> str:
     """USER_MEMORY_INDEX / SHARED_MEMORY_INDEX: a store's index note, or "no notes yet"."""
     body = (index_text or "").strip()

@@ -168,6 +168,8 @@ class UserRuntime:
 
     def _tools(self, agent: AgentDef) -> list[Tool]:
         tools = self.all_tools()
+        if agent.type == "task":
+            tools = [t for t in tools if not t.chat_only]
         if agent.tools is not None:
             tools = [t for t in tools if t.spec.name in agent.tools]
         return tools

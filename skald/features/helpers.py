@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 
 @hookimpl
 def skald_tools(member: UserRuntime) -> list[Tool]:
-    helpers = {a.id: a.description for a in member.agents.values() if a.type == "task"}
+    # The TASK_AGENTS block describes each helper; the tool names them only (no second copy).
+    helpers = {
+        a.id: "" for a in sorted(member.agents.values(), key=lambda a: a.id) if a.type == "task"
+    }
     return [SubAgentTool(member.child, agents=helpers)]
 
 

@@ -104,10 +104,10 @@ GLOB_MAX_RESULTS: Final = 2000
 WALK_MAX_ENTRIES: Final = 100_000
 BINARY_SAMPLE: Final = 8192
 
+# Shared by every file tool's `path`: one short line, sent with each tool on every request.
 _PATH_HELP = (
-    "A file or folder: ~/notes/plan.md (your home; relative paths start there too), "
-    "uploads/… (files attached in the chat), docs/… (Skald's manual, read-only), or a "
-    f"memory note such as {USER_MEMORY}/people/ada.md or {SHARED_MEMORY}/house/heating.md."
+    "~/… (home; relative paths too), uploads/… (chat attachments), docs/… (read-only), "
+    f"{USER_MEMORY}/… or {SHARED_MEMORY}/… (notes)."
 )
 
 
@@ -267,10 +267,9 @@ class ReadFileTool(_Reading):
     spec = ToolSpec(
         name="read_file",
         description=(
-            "Read a text file or a memory note. Lines come numbered like `cat -n` (the "
-            f"numbers are not part of the text); at most {READ_DEFAULT_LINES} lines at a "
-            "time: use offset_line and limit_lines to read a long file in parts. Binary "
-            "files (images, PDFs) are not shown as text; show_file shows them to the person."
+            "Read a text file or note, lines numbered like `cat -n` (numbers not part of "
+            f"the text), at most {READ_DEFAULT_LINES} lines at a time. Binary files are "
+            "not shown as text."
         ),
         parameters={
             "type": "object",
@@ -353,9 +352,8 @@ class WriteFileTool(_Writing):
     spec = ToolSpec(
         name="write_file",
         description=(
-            "Create a file or a memory note, or replace a whole one with new content "
-            "(folders on the way are created). To change part of an existing file, "
-            "prefer edit_file. docs/ is read-only."
+            "Create or replace a whole file or note (folders are created). To change "
+            "part of one, use edit_file."
         ),
         parameters={
             "type": "object",
@@ -395,10 +393,8 @@ class EditFileTool(_Writing):
     spec = ToolSpec(
         name="edit_file",
         description=(
-            "Change part of a text file or a memory note: replace old_text, which must "
-            "match exactly (spaces and line breaks included, without read_file's line "
-            "numbers), by new_text. old_text must occur exactly once unless replace_all is "
-            "true. An empty new_text deletes old_text."
+            "Replace old_text (exact, once unless replace_all; without read_file's line "
+            "numbers) by new_text in a file or note."
         ),
         parameters={
             "type": "object",
@@ -483,20 +479,14 @@ class ListFilesTool(_Reading):
 
     spec = ToolSpec(
         name="list_files",
-        description=(
-            "List a folder (files with sizes and when they changed, sub-folders marked "
-            "with a trailing /) or a memory note store or folder. Without a path, lists "
-            "your home. For a whole tree use glob; to search contents use grep or "
-            "memory_search."
-        ),
+        description=("List a folder or note folder: sizes, dates, sub-folders ending in /."),
         parameters={
             "type": "object",
             "properties": {
                 "path": {
                     "type": "string",
                     "description": (
-                        f"A folder such as ~, ~/projects, docs, uploads, {USER_MEMORY}/ "
-                        f"or {SHARED_MEMORY}/recipes/. Leave out for your home."
+                        f"~ (default), docs, uploads, {USER_MEMORY}/, {SHARED_MEMORY}/…"
                     ),
                 },
             },
@@ -646,14 +636,11 @@ class _Found:
 _SEARCH_PROPS: Final = {
     "path": {
         "type": "string",
-        "description": (
-            "The folder (or file) to search: ~ (default), ~/projects, docs, uploads. "
-            "Memory notes are searched with memory_search."
-        ),
+        "description": ("Folder or file: ~ (default), docs, uploads. Notes: use memory_search."),
     },
     "hidden": {
         "type": "boolean",
-        "description": "Include files and folders whose names start with a dot (default false).",
+        "description": "Include dot files (default false).",
     },
 }
 
@@ -663,10 +650,9 @@ class GrepTool(_Reading):
     spec = ToolSpec(
         name="grep",
         description=(
-            "Search the contents of files with a regular expression (Python syntax), "
-            "recursively below a folder, like ripgrep: binary files, files over "
-            f"{_size(GREP_MAX_FILE_BYTES)}, hidden files and symbolic links are skipped. "
-            "Returns path:line: text for each matching line."
+            "Search file contents below a folder with a Python regular expression, like "
+            f"ripgrep (skips binary, hidden, over {_size(GREP_MAX_FILE_BYTES)}). Returns "
+            "path:line: text."
         ),
         parameters={
             "type": "object",
@@ -675,26 +661,19 @@ class GrepTool(_Reading):
                 **_SEARCH_PROPS,
                 "glob": {
                     "type": "string",
-                    "description": (
-                        "Only files matching this glob: without a '/', it is matched "
-                        "against file names (*.md), else against the path below 'path' "
-                        "(notes/**/*.txt)."
-                    ),
+                    "description": ("Only files matching this glob (*.md, notes/**/*.txt)."),
                 },
                 "ignore_case": {
                     "type": "boolean",
-                    "description": "Match without regard to case (default false).",
+                    "description": "Ignore case (default false).",
                 },
                 "files_only": {
                     "type": "boolean",
-                    "description": "List only the paths of matching files (default false).",
+                    "description": "Only the paths of matching files.",
                 },
                 "max_results": {
                     "type": "integer",
-                    "description": (
-                        f"Most matching lines (or files) to return (default "
-                        f"{GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS})."
-                    ),
+                    "description": (f"Default {GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS}."),
                 },
             },
             "required": ["pattern"],
@@ -839,25 +818,20 @@ class GlobTool(_Reading):
     spec = ToolSpec(
         name="glob",
         description=(
-            "Find files and folders by name pattern below a folder: * and ? within one "
-            "name, ** across folders, [abc] and {a,b}. Example: **/*.pdf finds every PDF, "
-            "*.md only the ones directly in the folder. Folders end with /. Symbolic links "
-            "are not followed."
+            "Find files by name below a folder: * and ? in a name, ** across folders "
+            "(**/*.pdf: every PDF). Folders end with /."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "pattern": {
                     "type": "string",
-                    "description": "The pattern, relative to 'path' (for example **/*.md).",
+                    "description": "Relative to path, e.g. **/*.md.",
                 },
                 **_SEARCH_PROPS,
                 "max_results": {
                     "type": "integer",
-                    "description": (
-                        f"Most paths to return (default {GLOB_DEFAULT_RESULTS}, at most "
-                        f"{GLOB_MAX_RESULTS})."
-                    ),
+                    "description": (f"Default {GLOB_DEFAULT_RESULTS}, at most {GLOB_MAX_RESULTS}."),
                 },
             },
             "required": ["pattern"],
@@ -921,12 +895,11 @@ class _NoteReader:
 
 
 class ShowFileTool(_Reading):
+    chat_only = True  # a helper has nobody to show it to
     spec = ToolSpec(
         name="show_file",
         description=(
-            "Show a file (an image, a PDF, a document) or a memory note to the person in "
-            "the app's viewer. Use it when they asked to see something or when seeing it "
-            "helps more than describing it."
+            "Show a file (image, PDF, document) or note to the person in the app's viewer."
         ),
         parameters={
             "type": "object",

@@ -327,13 +327,10 @@ def commands_block(found: list[str]) -> str:
     if not found:
         return ""
     listed = ", ".join(f"`{c}`" for c in found)
+    # The tool descriptions already say what the container is; this adds only what it holds.
     return (
         "## Your sandbox\n"
-        "`execute_cmd` runs shell commands in your own Linux container (Debian), as the "
-        f"member, with their home at `{CONTAINER_HOME}` (`~`). Found there: {listed}. "
-        "The list is partial: other tools may be present, and `install_packages` adds "
-        "Debian packages (a person approves it; they last until the container is "
-        "recreated). There is no sudo. Files you want to keep belong in the home."
+        f"`execute_cmd` runs in a Debian container; found there (a partial list): {listed}."
     )
 
 

@@ -80,13 +80,10 @@ class ExecuteCmdTool(Tool):
         self.spec = ToolSpec(
             name="execute_cmd",
             description=(
-                "Run a shell command (bash) in the member's own sandbox: a Linux container "
-                "with their home at ~ (/home/skald), separate from the household's machine. "
-                "Output (stdout and stderr together) streams to the chat and comes back "
-                f"here, cut after {cfg.output_max_kb} KiB. The command is stopped after "
-                f"timeout_s seconds (default {self.default_timeout_s}). No input can be "
-                "typed: use non-interactive flags. Files outside the home are lost when the "
-                "sandbox is recreated."
+                "Run a bash command in the member's sandbox (a Linux container, home at ~ "
+                "= /home/skald; only the home survives a rebuild). Output (stdout+stderr, "
+                f"cut after {cfg.output_max_kb} KiB) streams to the chat. No input can be "
+                f"typed. Stopped after timeout_s (default {self.default_timeout_s})."
             ),
             parameters={
                 "type": "object",
@@ -98,8 +95,7 @@ class ExecuteCmdTool(Tool):
                     },
                     "workdir": {
                         "type": "string",
-                        "description": "Directory to run in: ~ (default), a path under the "
-                        "home such as ~/projects/x or projects/x, or an absolute path.",
+                        "description": "~ (default), a path under it, or absolute.",
                     },
                     "timeout_s": {
                         "type": "integer",
@@ -183,9 +179,8 @@ class InstallPackagesTool(Tool):
         self.spec = ToolSpec(
             name="install_packages",
             description=(
-                "Install Debian packages into the member's sandbox (apt-get install, run as "
-                "root by Skald; there is no sudo). A person approves every call. Packages "
-                "last until the sandbox is recreated (an update or a settings change)."
+                "apt-get install Debian packages into the sandbox (there is no sudo; a "
+                "person approves each call; they last until the sandbox is rebuilt)."
             ),
             parameters={
                 "type": "object",

@@ -364,9 +364,8 @@ class ReadFileTool(_ReadTool):
     spec = ToolSpec(
         name="read_file",
         description=(
-            "Read a memory note. Lines come numbered like `cat -n` (the numbers are not "
-            f"part of the text); at most {READ_DEFAULT_LINES} lines at a time: use "
-            "offset_line and limit_lines to read a long note in parts."
+            "Read a note, lines numbered like `cat -n` (numbers not part of the text), "
+            f"at most {READ_DEFAULT_LINES} lines at a time."
         ),
         parameters={
             "type": "object",
@@ -427,9 +426,8 @@ class WriteFileTool(_WriteTool):
     spec = ToolSpec(
         name="write_file",
         description=(
-            "Create a memory note, or replace a whole note with new content. To change part "
-            "of an existing note, prefer edit_file. A new note gets a line in its store's "
-            "index.md automatically; improve that line's summary if it is not clear."
+            "Create or replace a whole note (a new one gets a line in its index.md). To "
+            "change part of one, use edit_file."
         ),
         parameters={
             "type": "object",
@@ -463,10 +461,8 @@ class EditFileTool(_WriteTool):
     spec = ToolSpec(
         name="edit_file",
         description=(
-            "Change part of a memory note: replace old_text, which must match the note "
-            "exactly (spaces and line breaks included, without read_file's line numbers), "
-            "by new_text. old_text must occur exactly once unless replace_all is true. "
-            "An empty new_text deletes old_text."
+            "Replace old_text (exact, once unless replace_all; without read_file's line "
+            "numbers) by new_text in a note."
         ),
         parameters={
             "type": "object",
@@ -599,9 +595,8 @@ class MemorySearchTool(_ReadTool):
     spec = ToolSpec(
         name="memory_search",
         description=(
-            "Full-text search of the memory notes, best matches first. Every word of the "
-            "query must appear in a note (or its path). Returns paths with a short excerpt; "
-            "read_file shows the whole note."
+            "Full-text search of the notes (every word must match), best first: paths "
+            "with an excerpt."
         ),
         parameters={
             "type": "object",
@@ -614,10 +609,7 @@ class MemorySearchTool(_ReadTool):
                 },
                 "limit": {
                     "type": "integer",
-                    "description": (
-                        f"Most results to return (default {SEARCH_DEFAULT_LIMIT}, "
-                        f"at most {SEARCH_MAX_LIMIT})."
-                    ),
+                    "description": (f"Default {SEARCH_DEFAULT_LIMIT}, at most {SEARCH_MAX_LIMIT}."),
                 },
             },
             "required": ["query"],
