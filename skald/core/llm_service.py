@@ -167,6 +167,13 @@ class LlmService:
             self._clients[provider_id] = client
         return client
 
+    async def can_see_images(self, model_id: str | None) -> bool:
+        """Whether a message with a picture can go to a model that sees it: the chosen
+        model (when it is still enabled) has `vision`, or in AUTO any enabled one has."""
+        enabled = [m for m in await self.models() if m.enabled]
+        chosen = [m for m in enabled if m.id == model_id] if model_id else []
+        return any("vision" in m.capabilities for m in (chosen or enabled))
+
     async def source(
         self,
         user_id: str,
