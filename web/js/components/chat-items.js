@@ -6,7 +6,7 @@ import { t, formatDate } from '../i18n.js';
 import { Icon, Logo } from './icons.js';
 import { errorText } from './form.js';
 import { Markdown } from './markdown.js';
-import { DiffView, ApprovalButtons } from './approval.js';
+import { ApprovalSummary, ApprovalButtons } from './approval.js';
 import { useInboxList, itemForCall } from '../inbox.js';
 
 export function formatSize(bytes) {
@@ -47,12 +47,13 @@ function ApprovalBox({ call, approval, decision, error, onDecide, conversationId
   useInboxList();
   const item = conversationId ? itemForCall(conversationId, call) : null;
   const reason = (approval && approval.reason) || (item && item.reason);
+  const args = call.arguments || (item && item.arguments) || {};
   return html`<div class="approval" data-testid="approval-card" data-call-id=${call.id}>
-    <p class="approval__title">${Icon.shield()}<span>${t(helper ? 'chat.helper_approval_question' : 'chat.approval_question', { name: call.name })}</span></p>
+    <p class="approval__title">${Icon.shield()}<span>${t(helper ? 'approval.ask_helper' : 'approval.ask')}</span></p>
+    <${ApprovalSummary} tool=${call.name} args=${args} preview=${item && item.preview} />
     ${reason &&
     html`<p class="approval__reason" data-testid="approval-reason">
       ${reason.charAt(0).toUpperCase() + reason.slice(1)}</p>`}
-    ${item && item.preview && html`<${DiffView} text=${item.preview} testid="approval-diff" />`}
     ${error && html`<p class="approval__error" role="alert" data-testid="approval-error">${errorText(error)}</p>`}
     <${ApprovalButtons} disabled=${sent} prefix="approval" onDecide=${(d, bypass) => onDecide(call.id, d, bypass)} />
     ${sent &&
@@ -98,7 +99,7 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
       ${subtask && html`<span class="chip chip--subtask" data-testid="tool-subtask">
         <span class="chip__spin" aria-hidden="true"></span>${t('chat.subtask_running')}</span>`}
     </div>
-    ${hasArgs &&
+    ${hasArgs && !waiting &&
     html`<details class="tool__section" data-testid="tool-arguments">
       <summary>${t('chat.arguments')}</summary>
       <pre class="tool__pre">${prettyJson(call.arguments)}</pre>
