@@ -662,11 +662,16 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path not in ("/v1/models", "/models"):
                 self._reject(404, f"Invalid URL (GET {path})")
+            elif (error := self._auth_error()) is not None:
+                self._reject(401, error)
             elif api == "anthropic":
                 data = [{"type": "model", "id": m, "display_name": m} for m in self.fake.models]
                 self._send_json(200, {"data": data, "has_more": False})
             else:
-                data = [{"id": m, "object": "model", "owned_by": "fake"} for m in self.fake.models]
+                data = [
+                    {"id": m, "object": "model", "owned_by": "fake", **self.fake.listed.get(m, {})}
+                    for m in self.fake.models
+                ]
                 self._send_json(200, {"object": "list", "data": data})
         finally:
             self.record.done.set()
@@ -946,6 +951,9 @@ class FakeLLM:
         self.api_key = api_key  # None: accept any request, like a local server
         self.echo_key = echo_key  # put the rejected key in full into the 401 message
         self.requests: list[Recorded] = []
+        # Models `GET /v1/models` lists besides the scripted ones, with extra fields of
+        # their entry (e.g. {"context_length": 8192}), as real servers add them.
+        self.listed: dict[str, dict[str, Any]] = {}
         self._scripts: dict[str, deque[Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -964,8 +972,9 @@ class FakeLLM:
 
     @property
     def models(self) -> list[str]:
+        """What `GET /v1/models` lists: the scripted models and those in `listed`."""
         with self._lock:
-            return sorted(self._scripts)
+            return sorted({*self._scripts, *self.listed})
 
     def script(self, model: str, replies: list[Reply]) -> None:
         """Queue replies for `model`, one per request, in order (appends to earlier ones)."""

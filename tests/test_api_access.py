@@ -214,6 +214,21 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 404, M: 404, C: 404},
     ),
     ("GET", "/api/chat/search", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/instance", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("PATCH", "/api/instance", {}, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/setup/checklist", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/llm/check",
+        {"kind": "openai_compatible"},
+        {"anon": 401, A: 400, M: 403, C: 403},
+    ),
+    (
+        "POST",
+        "/api/llm/providers/{prov}/test",  # deleted by an earlier row: not found
+        {},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
     (
         "POST",
         "/api/approvals/{conv}",

@@ -22,6 +22,7 @@ from skald.core.context import Core
 from skald.core.conversations import ConversationService
 from skald.core.devices import DeviceCookies
 from skald.core.events import EventHub, RevokeCode, UserUpdated
+from skald.core.instance import Instance
 from skald.core.llm_service import LlmService
 from skald.core.sealing import InstanceKey
 from skald.core.services import ServiceHealth, ServiceRunner, ServiceSpec
@@ -75,6 +76,8 @@ class Runtime:
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
         self.conversations = ConversationService(self)
+        # The household's name, time zone and language, and the setup wizard's progress.
+        self.instance = Instance(core.registry, core.config.assistant.timezone)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
         self.started_at = time.time()
@@ -109,6 +112,7 @@ class Runtime:
             if unknown := unknown_placeholders(agent, self.agents_root, known):
                 log.warning("agent uses unknown placeholders", agent=agent.id, names=unknown)
         self.devices = DeviceCookies(await self.sessions.store.device_key())
+        await self.instance.load()
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()
         log.info("boot", version=self.version, unlocked_users=unlocked, stale_logins=purged)
@@ -207,6 +211,7 @@ class Runtime:
             shared=self.shared_memory,
             events=self.hub,
             config=self.config.assistant,
+            instance=self.instance,
             layout=self.core.layout,
             sandbox=self.sandbox,
             member=self.member,
