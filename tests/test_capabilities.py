@@ -50,7 +50,7 @@ PAGES = {
     "/admin/approvals": "admin.roles",
     "/admin/models": "admin.models",
     "/admin/settings": "admin.system",
-    "/setup": "admin.system",
+    "/welcome": "admin.system",
 }
 
 

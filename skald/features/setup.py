@@ -23,7 +23,7 @@ def skald_routes() -> list[Any]:
 def skald_pages() -> list[Page]:
     return [
         Page(path="/admin/settings", title="nav.settings", capability="admin.system", order=150),
-        Page(path="/setup", title="nav.setup", capability="admin.system", order=160),
+        Page(path="/welcome", title="nav.welcome", capability="admin.system", order=160),
     ]
 
 
