@@ -86,9 +86,5 @@ PROJECTS_USE = declare(
 TELEGRAM_USE = declare(
     "telegram.use", "Chat through Telegram", reserved_for="Telegram (a later issue)"
 )
-ADMIN_SYSTEM = declare(
-    "admin.system",
-    "Instance settings, backups and diagnostics",
-    reserved_for="the instance settings page (a later issue; backups and diagnostics "
-    "are the operator's `skald` commands today)",
-)
+# Enforced by the instance settings and setup routes (skald/api/routes/setup.py).
+ADMIN_SYSTEM = declare("admin.system", "Instance settings, backups and diagnostics")

@@ -694,17 +694,14 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path not in ("/v1/models", "/models"):
                 self._reject(404, f"Invalid URL (GET {path})")
+            elif (error := self._auth_error()) is not None:
+                self._reject(401, error)
             elif api == "anthropic":
                 data = [{"type": "model", "id": m, "display_name": m} for m in self.fake.models]
                 self._send_json(200, {"data": data, "has_more": False})
             else:
                 data = [
-                    {
-                        "id": m,
-                        "object": "model",
-                        "owned_by": "fake",
-                        **self.fake.model_info.get(m, {}),
-                    }
+                    {"id": m, "object": "model", "owned_by": "fake", **self.fake.listed.get(m, {})}
                     for m in self.fake.models
                 ]
                 self._send_json(200, {"object": "list", "data": data})
@@ -990,9 +987,11 @@ class FakeLLM:
         self.api_key = api_key  # None: accept any request, like a local server
         self.echo_key = echo_key  # put the rejected key in full into the 401 message
         self.requests: list[Recorded] = []
-        # Extra fields of a model's entry in GET /v1/models, as OpenRouter, vLLM or
-        # llama.cpp report them (context_length, top_provider, meta...).
-        self.model_info: dict[str, dict[str, Any]] = {}
+        # Models `GET /v1/models` lists besides the scripted ones, with extra fields of
+        # their entry (e.g. {"context_length": 8192}), as real servers add them.
+        self.listed: dict[str, dict[str, Any]] = {}
+        # The same dict under the name the model-limit tests use.
+        self.model_info = self.listed
         self._scripts: dict[str, deque[Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -1011,8 +1010,9 @@ class FakeLLM:
 
     @property
     def models(self) -> list[str]:
+        """What `GET /v1/models` lists: the scripted models and those in `listed`."""
         with self._lock:
-            return sorted(self._scripts)
+            return sorted({*self._scripts, *self.listed})
 
     def script(self, model: str, replies: list[Reply]) -> None:
         """Queue replies for `model`, one per request, in order (appends to earlier ones)."""

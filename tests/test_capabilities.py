@@ -35,7 +35,6 @@ WEB = Path(__file__).resolve().parent.parent / "web" / "js"
 RESERVED = {
     "projects.use": "a later issue",
     "telegram.use": "a later issue",
-    "admin.system": "a later issue",
 }
 # Pages of the web UI and the capability each needs (the pages hook, `GET /api/pages`;
 # the web app's navigation and router take them from there).
@@ -48,11 +47,14 @@ PAGES = {
     "/admin/roles": "admin.roles",
     "/admin/approvals": "admin.roles",
     "/admin/models": "admin.models",
+    "/admin/settings": "admin.system",
+    "/welcome": "admin.system",
 }
 
 
 def _concrete(path: str) -> str:
-    return re.sub(r"\{[^}]+\}", "x1", path)
+    # An int parameter gets a number, or the router answers 404 before any guard runs.
+    return re.sub(r"\{[^}]+\}", "x1", re.sub(r"\{[^}:]+:int\}", "1", path))
 
 
 def _guarded_routes(runtime: Runtime) -> list[tuple[str, str, frozenset[str]]]:

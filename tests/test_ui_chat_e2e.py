@@ -136,10 +136,13 @@ def _use(page: Page) -> Page:
 
 
 def _messages(page: Page) -> list[tuple[str, str, str]]:
-    """(role, seq, text) of every message on screen, read in one go."""
+    """(role, seq, text) of every message on screen, read in one go (without the labels
+    of its Copy/Edit/Answer again buttons)."""
     rows = page.get_by_test_id("chat-messages").get_by_test_id("message")
     found = rows.evaluate_all(
-        "els => els.map(e => [e.dataset.role || '', e.dataset.seq || '', e.innerText])"
+        "els => els.map(e => { const a = e.querySelector('.msg__actions'); "
+        "return [e.dataset.role || '', e.dataset.seq || '', "
+        "a ? e.innerText.replace(a.innerText, '') : e.innerText]; })"
     )
     return [(role, seq, " ".join(text.split())) for role, seq, text in found]
 
@@ -246,7 +249,9 @@ def _scenario(
     dialog.get_by_test_id("provider-save").click()
     expect(dialog).to_have_count(0)
     provider = admin.locator('[data-testid="provider-row"][data-provider-name="Fake OpenAI"]')
-    expect(provider.get_by_test_id("provider-kind-badge")).to_have_text("openai_compatible")
+    expect(provider.get_by_test_id("provider-kind-badge")).to_have_text(
+        "Other OpenAI-compatible server"
+    )  # the friendly name
     expect(provider.get_by_test_id("provider-key-status")).to_have_attribute("data-has-key", "true")
     assert "sk-test-secret-123" not in admin.content()  # sealed, never shown again
 

@@ -188,7 +188,7 @@ def test_a_write_waits_in_the_inbox_and_is_approved_from_the_phone(
         expect(
             item_diff.locator('[data-kind="add"]').filter(has_text="Water the tomatoes")
         ).to_have_count(1)
-        args = item.get_by_test_id("inbox-item-arguments")
+        args = item.get_by_test_id("inbox-item-details")
         expect(args).not_to_have_attribute("open", "")  # folded away on a small screen
         expect(item.get_by_test_id("inbox-open-chat")).to_have_attribute("href", f"#/?c={cid}")
         approve = item.get_by_test_id("inbox-approve")

@@ -19,7 +19,7 @@ so a background caller must expect it rather than hold a key of its own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,7 +32,16 @@ from skald.core.prompt_blocks import view_context_block
 from skald.core.uploads import content_for, conversation_folder, resolve_attachment
 from skald.errors import InvalidInputError, NotFoundError
 from skald.files.router import Resolved
-from skald.store.conversations import Attachment, Conversation, HistoryItem
+from skald.llm.types import TextPart
+from skald.store.conversations import (
+    Attachment,
+    Conversation,
+    HistoryItem,
+    SearchHit,
+    ViewItem,
+    display_text,
+    view_items,
+)
 
 if TYPE_CHECKING:
     from skald.core.runtime import Runtime
@@ -47,8 +56,16 @@ __all__ = [
     "SecurityGroupView",
     "Sent",
     "Subscription",
+    "ViewContext",
     "is_command",
 ]
+
+# What "share what I'm looking at" may carry: a few short label/value facts, bounded here
+# (the one limit; the route's schema and every channel are checked against it).
+VIEW_MAX_ITEMS = 8
+VIEW_LABEL_MAX = 40
+VIEW_VALUE_MAX = 500
+ViewContext = Sequence[ViewItem]
 
 
 class CommandInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,10 +124,35 @@ class SecurityGroupView(msgspec.Struct, frozen=True, kw_only=True):
 
 @dataclass(frozen=True)
 class Sent:
-    """A queued message: `done` resolves with the turn's result when it ends."""
+    """A queued message: `done` resolves with the turn's result when it ends.
+    `images_not_seen`: a picture was attached but no model in use can look at it, so
+    only the text (and a note about the picture) went to the model."""
 
     conversation_id: str
     done: asyncio.Future[TurnResult]
+    images_not_seen: bool = False
+
+
+def _view(view: str | ViewContext | None) -> list[ViewItem]:
+    """The view context as items, checked against the bounds (a bare string is one
+    "page" item, as older clients send it)."""
+    if view is None:
+        return []
+    items = [ViewItem("page", view)] if isinstance(view, str) else list(view)
+    if len(items) > VIEW_MAX_ITEMS:
+        raise InvalidInputError(f"the view context has at most {VIEW_MAX_ITEMS} items")
+    out = []
+    for item in items:
+        label, value = " ".join(item.label.split()), " ".join(item.value.split())
+        if not label or ":" in label or len(label) > VIEW_LABEL_MAX:
+            raise InvalidInputError(
+                f"a view context label is 1 to {VIEW_LABEL_MAX} characters without a colon"
+            )
+        if len(value) > VIEW_VALUE_MAX:
+            raise InvalidInputError(f"a view context value is at most {VIEW_VALUE_MAX} characters")
+        if value:
+            out.append(ViewItem(label, value))
+    return out
 
 
 class Subscription:
@@ -230,7 +272,7 @@ class ConversationService:
         conversation_id: str,
         text: str,
         attachments: list[str] | tuple[str, ...] = (),
-        view_context: str | None = None,
+        view_context: str | ViewContext | None = None,
     ) -> Sent | CommandResult:
         """A message from the member: a known slash command (with no attachments) runs at
         once and is never stored; anything else is queued as a turn."""
@@ -239,7 +281,32 @@ class ConversationService:
         conversation = await mine.hub.store.get(conversation_id)
         if not attachments and is_command(text):
             return await self._command(mine, conversation_id, text)
-        return await self._enqueue(mine, conversation, text, attachments, view_context)
+        view = _view(view_context)
+        paths = [
+            resolve_attachment(self.rt.core.layout, mine.user.id, conversation_id, p)
+            for p in dict.fromkeys(attachments)
+        ]
+        return await self._enqueue(mine, conversation, text, paths, view)
+
+    async def resend(
+        self, user_id: str, conversation_id: str, seq: int, text: str | None = None
+    ) -> Sent:
+        """Send one of the member's messages again, dropping it and everything after it
+        from the history: retry after a failure and regenerate (text None: as it was,
+        with its attachments and view context), or edit and resend (the new text).
+        Refused (409) while a turn runs or waits for an approval."""
+        mine = await self.member(user_id)
+        conversation = await mine.hub.store.get(conversation_id)
+        message, attachments = await mine.hub.store.rewind(conversation_id, seq)
+        await mine.hub.update(conversation_id)  # every tab re-reads the conversation
+        typed = display_text(message) if text is None else text
+        return await self._enqueue(mine, conversation, typed, attachments, view_items(message))
+
+    async def search(self, user_id: str, query: str) -> list[SearchHit]:
+        """The member's own conversations whose title or messages have the words."""
+        if len(query) > 200:
+            raise InvalidInputError("search for at most 200 characters")
+        return await (await self.member(user_id)).hub.store.search(query)
 
     async def command(self, user_id: str, conversation_id: str, text: str) -> CommandResult:
         """Run a slash command (`/stop`, `/model gpt`...); an unknown one is InvalidInput."""
@@ -252,27 +319,31 @@ class ConversationService:
         mine: UserRuntime,
         conversation: Conversation,
         text: str,
-        paths: list[str] | tuple[str, ...],
-        view: str | None,
+        attachments: list[Attachment],
+        view: list[ViewItem],
     ) -> Sent:
         layout = self.rt.core.layout
         conversation_id = conversation.id
-        attachments: list[Attachment] = [
-            resolve_attachment(layout, mine.user.id, conversation_id, p)
-            for p in dict.fromkeys(paths)
-        ]
         body = defuse_harness_tags(text)
-        if view:
-            body = f"{view_context_block({'page': view})}\n\n{body}"
+        pictures = any(a.mime.startswith("image/") for a in attachments)
+        # A picture for a model that cannot see it: send the text, tell the model (and,
+        # through `images_not_seen`, the member) instead of failing the whole message.
+        see = not pictures or await self.rt.llm.can_see_images(conversation.model_id)
         if attachments:
-            content = await asyncio.to_thread(content_for, layout, mine.user.id, body, attachments)
+            content = await asyncio.to_thread(
+                content_for, layout, mine.user.id, body, attachments, see
+            )
         else:
             # Text only: nothing to read from disk, so no thread hop on the turn's path.
             content = content_for(layout, mine.user.id, body, attachments)
+        if view:
+            # Its own part, never mixed into what was typed (the UI shows it as chips).
+            block = view_context_block({i.label: i.value for i in view})
+            content = [TextPart(block), *content]
         done = await mine.hub.send(
             conversation_id, content, attachments, typed=text, conversation=conversation
         )
-        return Sent(conversation_id=conversation_id, done=done)
+        return Sent(conversation_id=conversation_id, done=done, images_not_seen=not see)
 
     async def _command(self, mine: UserRuntime, conversation_id: str, text: str) -> CommandResult:
         name, _, arg = text.strip()[1:].partition(" ")
@@ -399,7 +470,7 @@ class ConversationService:
                 reply=out.result,
                 status="done",
             )
-        sent = await self._enqueue(mine, conversation, text, (), None)
+        sent = await self._enqueue(mine, conversation, text, [], [])
         return await self.wait(user_id, sent)
 
     # -- attachments and events -------------------------------------------------------

@@ -37,7 +37,7 @@ from skald.core.plain_errors import plain
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.types import ContentPart, Interruption, Message, TextPart
+from skald.llm.types import ContentPart, ImagePart, Interruption, Message, TextPart
 from skald.log import get_logger
 from skald.store.conversations import (
     Attachment,
@@ -116,7 +116,11 @@ class ConversationRunner:
     async def _execute(self, job: Job) -> TurnResult:
         # Marked running and read in one trip; a setup that fails sets it idle again.
         conversation = await self.hub.update(self.conversation_id, status="running")
-        needs_vision = any(a.mime.startswith("image/") for a in job.attachments)
+        # Only a picture actually inlined needs a vision model (one no model can see was
+        # sent as a note: see ConversationService._enqueue).
+        needs_vision = job.message is not None and any(
+            isinstance(p, ImagePart) for p in job.message.content
+        )
         history = OwnerHistory(self.hub.db, self.conversation_id)
         history.pending_attachments = job.attachments
         try:

@@ -8,12 +8,15 @@ import time
 from pathlib import Path
 
 import httpx
+import msgspec
 
 from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.core.sealing import InstanceKey
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.anthropic import API_VERSION as ANTHROPIC_API_VERSION
+from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
+from skald.llm.discovery import ProviderCheck, list_models, try_model
 from skald.llm.errors import LlmError, error_for_status
 from skald.llm.model_info import ListedModel, describe_list
 from skald.llm.provider_types import (
@@ -34,6 +37,21 @@ LISTING_TIMEOUT = httpx.Timeout(10.0)  # a model list is small: slow means troub
 # Managing the catalogue; also what shows a failed turn's technical detail in the chat
 # (the provider, its address: members see only the plain sentence).
 ADMIN_MODELS_CAP = declare("admin.models", "Manage LLM providers and models")
+
+
+class KindInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A provider kind as the setup screens offer it (friendly name, address default)."""
+
+    id: str
+    name: str
+    base_url: str | None  # pre-filled; None: the address must be given
+    requires_key: bool
+    docs: str = ""
+
+
+# The order people look for them in; kinds from providers.json not named here follow,
+# and "other OpenAI-compatible" comes last.
+_KIND_ORDER = ("openai", "anthropic", "openrouter", "ollama", "lmstudio", "llamacpp", "vllm")
 
 
 def _purpose(provider_id: str) -> str:
@@ -65,6 +83,66 @@ class LlmService:
     def _check_silence(seconds: int | None) -> None:
         if seconds and not 1 <= seconds <= 3600:
             raise InvalidInputError("silence_timeout_s is 1 to 3600 seconds (0: the default)")
+
+    def kind_info(self) -> list[KindInfo]:
+        info = {
+            t.id: KindInfo(
+                id=t.id, name=t.name, base_url=t.base_url, requires_key=t.requires_key, docs=t.docs
+            )
+            for t in self.types.values()
+        }
+        info["anthropic"] = KindInfo(
+            id="anthropic",
+            name="Anthropic",
+            base_url=ANTHROPIC_BASE_URL,
+            requires_key=True,
+            docs="Create a key at console.anthropic.com under API keys.",
+        )
+        ordered = [info.pop(k) for k in _KIND_ORDER if k in info]
+        ordered += sorted(info.values(), key=lambda k: k.name.lower())
+        ordered.append(
+            KindInfo(
+                id="openai_compatible",
+                name="Other OpenAI-compatible server",
+                base_url=None,
+                requires_key=False,
+                docs="Any server that speaks the OpenAI chat API; give its address (it "
+                "usually ends in /v1) and a key if it needs one.",
+            )
+        )
+        return ordered
+
+    async def check_new(
+        self, kind: str, base_url: str | None, api_key: str | None
+    ) -> ProviderCheck:
+        """Test connection before saving: the provider's model list, with guesses."""
+        self._check_kind(kind, base_url)
+        where = address(kind, base_url, self.types)
+        if where is None:
+            raise InvalidInputError("the address of the provider is required")
+        return await list_models(kind, where, api_key, self.http)
+
+    async def check_provider(self, provider_id: str, model: str | None = None) -> ProviderCheck:
+        """Test a saved provider: its model list, then a tiny real request to `model`
+        (a wire id), else to its first enabled model (if it has one)."""
+        provider, sealed = await self.store.provider_with_key(provider_id)
+        api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
+        where = address(provider.kind, provider.base_url, self.types) or ""
+        listed = await list_models(provider.kind, where, api_key, self.http)
+        if model is None:
+            mine = [m for m in await self.store.models() if m.provider_id == provider_id]
+            model = next((m.model for m in mine if m.enabled), None)
+        if model is None:
+            return listed
+        tried = await try_model(await self.client_for(provider_id), model)
+        # A server without a models list can still chat: the tiny request decides.
+        return ProviderCheck(
+            ok=tried.ok,
+            message=tried.message,
+            models=listed.models,
+            latency_ms=tried.latency_ms,
+            reply=tried.reply,
+        )
 
     def _check_kind(self, kind: str, base_url: str | None) -> None:
         if kind not in self.kinds():
@@ -243,6 +321,13 @@ class LlmService:
         if self._current() == generation:
             self._clients[provider_id] = client
         return client
+
+    async def can_see_images(self, model_id: str | None) -> bool:
+        """Whether a message with a picture can go to a model that sees it: the chosen
+        model (when it is still enabled) has `vision`, or in AUTO any enabled one has."""
+        enabled = [m for m in await self.models() if m.enabled]
+        chosen = [m for m in enabled if m.id == model_id] if model_id else []
+        return any("vision" in m.capabilities for m in (chosen or enabled))
 
     async def source(
         self,

@@ -85,9 +85,13 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def profile_block(display_name: str, profile: Mapping[str, str], locale: str | None = None) -> str:
-    """USER_PROFILE: the member's name, language and free-form profile fields."""
+def profile_block(
+    display_name: str, profile: Mapping[str, str], locale: str | None = None, household: str = ""
+) -> str:
+    """USER_PROFILE: the member's name, household, language and free-form profile fields."""
     lines = ["## Who you are talking with", f"- Name: {_one_line(display_name, 80)}"]
+    if household.strip():
+        lines.append(f"- Household: {_one_line(household, 80)}")
     if locale:
         lines.append(f"- Language of the app: {_one_line(locale, 16)}")
     for key, value in profile.items():

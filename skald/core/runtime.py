@@ -22,6 +22,7 @@ from skald.core.context import Core
 from skald.core.conversations import ConversationService
 from skald.core.devices import DeviceCookies
 from skald.core.events import EventHub, RevokeCode, UserUpdated
+from skald.core.instance import Instance
 from skald.core.kept_keys import KeptKeys
 from skald.core.llm_service import LlmService
 from skald.core.notifications import NotificationService
@@ -78,6 +79,8 @@ class Runtime:
         self.conversations = ConversationService(self)
         # Tell a member something, from any feature (skald/core/notifications.py).
         self.notifications = NotificationService(self)
+        # The household's name, time zone and language, and the setup wizard's progress.
+        self.instance = Instance(core.registry, core.config.assistant.timezone)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
         self.started_at = time.time()
@@ -112,6 +115,7 @@ class Runtime:
             if unknown := unknown_placeholders(agent, self.agents_root, known):
                 log.warning("agent uses unknown placeholders", agent=agent.id, names=unknown)
         self.devices = DeviceCookies(await self.sessions.store.device_key())
+        await self.instance.load()
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()
         unlocked += await self._unlock_kept()
@@ -244,6 +248,7 @@ class Runtime:
             shared=self.shared_memory,
             events=self.hub,
             config=self.config.assistant,
+            instance=self.instance,
             layout=self.core.layout,
             sandbox=self.sandbox,
             member=self.member,

@@ -62,10 +62,21 @@ def resolve_attachment(
     return Attachment(name=name, path=agent_path, mime=sniff(head), size=size)
 
 
+PICTURE_NOT_SEEN = (
+    " (a picture: not shown to you, the model in use cannot see pictures; if it matters, "
+    "say you could not look at it)"
+)
+
+
 def content_for(
-    layout: DataLayout, user_id: str, text: str, attachments: list[Attachment]
+    layout: DataLayout,
+    user_id: str,
+    text: str,
+    attachments: list[Attachment],
+    see_images: bool = True,
 ) -> list[ContentPart]:
-    """The user message's parts: the text, images inlined within budget, notes for the rest."""
+    """The user message's parts: the text, images inlined within budget, notes for the rest.
+    `see_images` False: no image is inlined and each picture's note says it was not seen."""
     parts: list[ContentPart] = [TextPart(text)] if text.strip() else []
     if not attachments:
         return parts  # no disk access: the caller may skip the thread for this case
@@ -74,7 +85,8 @@ def content_for(
     router = _router(layout, user_id)
     for a in attachments:
         if (
-            a.mime in IMAGE_TYPES
+            see_images
+            and a.mime in IMAGE_TYPES
             and images < MAX_IMAGES_PER_TURN
             and a.size <= MAX_IMAGE_BYTES
             and inlined + a.size <= MAX_INLINE_TOTAL
@@ -84,5 +96,6 @@ def content_for(
             parts.append(ImagePart(media_type=a.mime, data_b64=base64.b64encode(data).decode()))
             images += 1
             inlined += a.size
-        parts.append(TextPart(f"{ATTACHMENT_NOTE}{a.path} ({a.mime}, {a.size} bytes)]"))
+        unseen = PICTURE_NOT_SEEN if not see_images and a.mime.startswith("image/") else ""
+        parts.append(TextPart(f"{ATTACHMENT_NOTE}{a.path} ({a.mime}, {a.size} bytes){unseen}]"))
     return parts

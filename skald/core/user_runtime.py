@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from zoneinfo import ZoneInfo
 
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
 from skald.agent.loop import DEFAULT_MAX_TOKENS
@@ -22,6 +23,7 @@ from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
+from skald.core.instance import Instance
 from skald.core.llm_service import ADMIN_MODELS_CAP, LlmService
 from skald.core.model_select import compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
@@ -79,7 +81,10 @@ class UserRuntime:
         plugins: Plugins | None = None,
         router: PathRouter | None = None,
         budget: BudgetSource | None = None,
+        instance: Instance | None = None,
     ) -> None:
+        # The household's settings (time zone...), read afresh by every turn's prompt.
+        self.instance = instance
         # Tools, prompt blocks and approval facts come from the features' hooks.
         self.plugins = plugins or Plugins.builtin()
         self.handle = handle
@@ -158,6 +163,12 @@ class UserRuntime:
         if self._member is None:
             return self.user, self.role
         return await self._member(self.user.id)
+
+    def timezone(self) -> ZoneInfo:
+        """The household's time zone: the administrator's choice, else the config's."""
+        if self.instance is not None:
+            return self.instance.timezone()
+        return ZoneInfo(self.config.timezone)
 
     async def _prompt_values(self) -> dict[str, str]:
         return await self.plugins.prompt_blocks(self)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from skald.core.prompt_blocks import datetime_block, profile_block
 from skald.core.services import ServiceSpec
@@ -52,9 +51,12 @@ def skald_placeholders() -> dict[str, str]:
 @hookimpl
 def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
     user = member.user
-    tz = ZoneInfo(member.config.timezone)
+    tz = member.timezone()
+    household = member.instance.current.household_name if member.instance else ""
     return {
-        "USER_PROFILE": profile_block(user.display_name, user.profile, user.locale),
+        "USER_PROFILE": profile_block(
+            user.display_name, user.profile, user.locale, household=household
+        ),
         "DATETIME": datetime_block(datetime.now(tz), tz),
     }
 

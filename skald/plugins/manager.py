@@ -62,6 +62,7 @@ BUILTINS: Final = (
     "skald.features.notifications",
     "skald.features.schedule",
     "skald.features.connectors",
+    "skald.features.setup",
 )
 
 

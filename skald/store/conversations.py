@@ -16,8 +16,8 @@ import apsw
 import msgspec
 
 from skald.agent.history import CallState, UnfinishedCall
-from skald.errors import NotFoundError
-from skald.llm.types import Message, TextPart
+from skald.errors import ConflictError, NotFoundError
+from skald.llm.types import ImagePart, Message, TextPart
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
 
@@ -60,6 +60,24 @@ class CallView(msgspec.Struct, frozen=True, kw_only=True):
     status: str
 
 
+class ViewItem(msgspec.Struct, frozen=True):
+    """One fact of "share what I'm looking at" (label: value), shown as a chip."""
+
+    label: str
+    value: str
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    """A conversation found by its title or the text of one of its messages."""
+
+    conversation_id: str
+    title: str
+    open: bool
+    updated_at: str
+    snippet: str  # the matching text around the words, or "" for a title match
+    seq: int | None  # the message that matched (None: the title)
+
+
 class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     """One message as the chat UI shows it."""
 
@@ -73,6 +91,10 @@ class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     created_at: str
     # An answer cut short: "stopped", or the failure's code (the detail stays in the store).
     interrupted: str | None = None
+    # What the member shared of their view with this message (chips, never typed text).
+    view: list[ViewItem] = []
+    # A picture was attached but not shown to the model (no model in use could see it).
+    images_not_seen: bool = False
 
 
 _CONV = "id, title, agent_id, model_id, open, status, created_at, updated_at, input_tokens, output_tokens, cost_usd, security_group"
@@ -180,6 +202,105 @@ class ConversationStore:
 
         return await self.db.call(q)
 
+    async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
+        """Conversations whose title or message text has every word of `query` (prefix
+        match on the last), newest first, at most one hit each."""
+        words = [w for w in query.replace('"', " ").split() if w]
+        if not words:
+            return []
+        # Each word quoted: the member's text is never FTS syntax ("AND", "*", "-x").
+        match = " ".join(f'"{w}"' for w in words[:-1]) + f' "{words[-1]}"*'
+        like = [f"%{_like_escape(w.lower())}%" for w in words]
+
+        def q(c: apsw.Connection) -> list[SearchHit]:
+            titled = fetch_all(
+                c,
+                "SELECT id, title, open, updated_at FROM conversations WHERE "
+                + " AND ".join("lower(title) LIKE ? ESCAPE '\\'" for _ in like)
+                + " ORDER BY updated_at DESC LIMIT ?",
+                (*like, limit),
+            )
+            hits = {
+                r[0]: SearchHit(
+                    conversation_id=r[0],
+                    title=r[1],
+                    open=bool(r[2]),
+                    updated_at=r[3],
+                    snippet="",
+                    seq=None,
+                )
+                for r in titled
+            }
+            rows = fetch_all(
+                c,
+                "SELECT f.conversation_id, f.rowid, snippet(chat_messages_fts, 0, '', '', '…', 12), "
+                "k.title, k.open, k.updated_at FROM chat_messages_fts f "
+                "JOIN conversations k ON k.id = f.conversation_id "
+                "WHERE chat_messages_fts MATCH ? ORDER BY k.updated_at DESC, f.rowid DESC LIMIT ?",
+                (match, limit * 5),
+            )
+            for r in rows:
+                if r[0] not in hits:
+                    hits[r[0]] = SearchHit(
+                        conversation_id=r[0],
+                        title=r[3],
+                        open=bool(r[4]),
+                        updated_at=r[5],
+                        snippet=r[2],
+                        seq=r[1],
+                    )
+            return sorted(hits.values(), key=lambda h: h.updated_at, reverse=True)[:limit]
+
+        return await self.db.call(q)
+
+    async def rewind(self, conversation_id: str, seq: int) -> tuple[Message, list[Attachment]]:
+        """Take back a member's message and everything after it (to retry, regenerate or
+        edit it): returns the message and its attachments; the rows are deleted.
+
+        Only while nothing runs or waits, and only a message after the latest summary:
+        what a summary stands for is no longer in the history the model sees."""
+
+        def q(c: apsw.Connection) -> tuple[Message, list[Attachment]]:
+            status = fetch_one(c, "SELECT status FROM conversations WHERE id=?", (conversation_id,))
+            if status is None:
+                raise NotFoundError("no such conversation")
+            open_call = fetch_one(
+                c,
+                "SELECT 1 FROM chat_calls WHERE conversation_id=? "
+                "AND state IN ('pending','awaiting_approval','running') LIMIT 1",
+                (conversation_id,),
+            )
+            if status[0] != "idle" or open_call is not None:
+                raise ConflictError("wait until the answer is finished, or stop it first")
+            row = fetch_one(
+                c,
+                "SELECT role, body, attachments, summary, hidden FROM chat_messages "
+                "WHERE conversation_id=? AND seq=?",
+                (conversation_id, seq),
+            )
+            if row is None or row[0] != "user" or row[3]:
+                raise NotFoundError("no such message of yours in this conversation")
+            summarised = fetch_one(
+                c,
+                "SELECT 1 FROM chat_messages WHERE conversation_id=? AND summary=1 AND seq>? LIMIT 1",
+                (conversation_id, seq),
+            )
+            if row[4] or summarised is not None:
+                raise ConflictError(
+                    "this message is part of a summary now and cannot be sent again"
+                )
+            c.execute(
+                "DELETE FROM chat_calls WHERE conversation_id=? AND message_seq>=?",
+                (conversation_id, seq),
+            )
+            c.execute(
+                "DELETE FROM chat_messages WHERE conversation_id=? AND seq>=?",
+                (conversation_id, seq),
+            )
+            return _decode_message(row[1]), msgspec.json.decode(row[2], type=list[Attachment])
+
+        return await self.db.transaction(q)
+
     async def open_call(self, call_id: str) -> str | None:
         """The conversation of a call still waiting for its result, if there is one."""
         row = await self.db.call(
@@ -206,7 +327,22 @@ class ConversationStore:
 # What Skald adds to a member's message for the model (what they were looking at, notes
 # about attachments) is not what they typed: the UI shows only the latter.
 _CONTEXT_BLOCK = re.compile(r"<skald-context>.*?</skald-context>\s*", re.DOTALL)
+_VIEW_LINE = re.compile(r"^- ([^:\n]{1,40}): (.*)$", re.MULTILINE)
 ATTACHMENT_NOTE = "[attached: "
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def view_items(message: Message) -> list[ViewItem]:
+    """The view context sent with a member's message, read back from its harness block."""
+    if message.role != "user":
+        return []
+    for p in message.content:
+        if isinstance(p, TextPart) and p.text.startswith("<skald-context>"):
+            return [ViewItem(m[1], m[2]) for m in _VIEW_LINE.finditer(p.text)]
+    return []
 
 
 def display_text(message: Message) -> str:
@@ -222,11 +358,16 @@ def display_text(message: Message) -> str:
 
 def _item(r: tuple[Any, ...], states: Mapping[str, str]) -> HistoryItem:
     message = _decode_message(r[2])
+    attachments = msgspec.json.decode(r[3], type=list[Attachment])
     return HistoryItem(
+        view=view_items(message),
+        images_not_seen=message.role == "user"
+        and any(a.mime.startswith("image/") for a in attachments)
+        and not any(isinstance(p, ImagePart) for p in message.content),
         seq=r[0],
         role="summary" if r[4] else message.role,
         text=display_text(message),
-        attachments=msgspec.json.decode(r[3], type=list[Attachment]),
+        attachments=attachments,
         tool_calls=[
             CallView(
                 id=call.id,

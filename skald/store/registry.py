@@ -109,6 +109,16 @@ class Registry:
         )
         return None if row is None else json.loads(row[0])
 
+    async def set_config(self, key: str, value: Any) -> None:
+        text = json.dumps(value)
+        await self.db.transaction(
+            lambda c: c.execute(
+                "INSERT INTO config(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, text),
+            )
+        )
+
     async def instance_id(self) -> str:
         return str(await self.get_config("instance_id"))
 

@@ -122,6 +122,9 @@ export const api = {
   messages: (id) => get(`api/conversations/${encodeURIComponent(id)}/messages`),
   // 202 {accepted: true} for a message, 200 {command, result} for a slash command.
   sendMessage: (id, body) => post(`api/conversations/${encodeURIComponent(id)}/messages`, body),
+  resendMessage: (id, seq, body = {}) =>
+    post(`api/conversations/${encodeURIComponent(id)}/messages/${encodeURIComponent(seq)}/resend`, body),
+  searchChats: (q) => get(`api/chat/search?q=${encodeURIComponent(q)}`),
   stopConversation: (id) => post(`api/conversations/${encodeURIComponent(id)}/stop`),
   decideApproval: (callId, decision) => post(`api/approvals/${encodeURIComponent(callId)}`, { decision }),
   upload: (conversationId, file) => {
@@ -190,6 +193,11 @@ export const api = {
 
   // Providers and models (admin.models)
   llmKinds: () => get('api/llm/kinds'),
+  checkConnection: (body) => post('api/llm/check', body),
+  testProvider: (id, body = {}) => post(`api/llm/providers/${encodeURIComponent(id)}/test`, body),
+  instance: () => get('api/instance'),
+  updateInstance: (body) => patch('api/instance', body),
+  checklist: () => get('api/setup/checklist'),
   providers: () => get('api/llm/providers'),
   createProvider: (body) => post('api/llm/providers', body),
   updateProvider: (id, body) => patch(`api/llm/providers/${encodeURIComponent(id)}`, body),

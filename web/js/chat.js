@@ -136,10 +136,11 @@ export function loadConversations() {
 }
 
 export function loadModels() {
-  if (chat.models) return;
+  // An empty list is asked again: a model may have been added since (setup wizard).
+  if (chat.models && chat.models.length) return;
   api.chatModels().then(
     (models) => setChat({ models }),
-    () => setChat({ models: [] }),
+    () => setChat({ models: null }), // unknown: no "no model" notice on a hiccup
   );
 }
 
@@ -276,6 +277,44 @@ function addNote(id, text, tone = 'info') {
   });
 }
 
+// Send one of the member's messages again (retry after a failure, regenerate
+// the answer, or edit it: `text`); the server drops it and everything after it
+// from the history first, so the thread is cut there at once and re-read when
+// the new turn ends.
+export async function resendMessage(id, seq, text = null) {
+  const before = chat.threads[id];
+  const old = before && before.items ? before.items.find((it) => it.seq === seq) : null;
+  // Cut the thread first: a fast turn may end (and be re-read) before the answer.
+  updateThread(id, (t) => {
+    t.items = (t.items || []).filter((it) => it.seq < seq);
+    t.sent = (t.sent || 0) + 1;
+    t.tail = [
+      {
+        key: nextKey(),
+        kind: 'user',
+        pending: true,
+        item: {
+          seq: null,
+          role: 'user',
+          text: text === null ? (old ? old.text : '') : text,
+          attachments: old ? old.attachments : [],
+          tool_calls: [],
+          view: old ? old.view : [],
+        },
+      },
+    ];
+  });
+  let res;
+  try {
+    res = await api.resendMessage(id, seq, text === null ? {} : { text });
+  } catch (e) {
+    if (before) setChat({ threads: { ...chat.threads, [id]: before } });
+    throw e;
+  }
+  if (res && res.images_not_seen) addNote(id, { key: 'chat.image_not_seen' }, 'info');
+  return res;
+}
+
 // Send a message (or a slash command) to conversation `id`.
 // Returns {command, result} for commands, {accepted: true} for messages.
 // Throws the ApiError on failure (the composer keeps the text then).
@@ -296,7 +335,12 @@ export async function sendMessage(id, { text, attachments = [], viewContext = nu
       th.sent = (th.sent || 0) + 1; // the thread scrolls to the end for a new message
       th.tail = [
         ...th.tail,
-        { key, kind: 'user', pending: true, item: { seq: null, role: 'user', text, attachments, tool_calls: [] } },
+        {
+          key,
+          kind: 'user',
+          pending: true,
+          item: { seq: null, role: 'user', text, attachments, tool_calls: [], view: viewContext || [] },
+        },
       ];
     });
   }
@@ -311,6 +355,7 @@ export async function sendMessage(id, { text, attachments = [], viewContext = nu
     }
     throw e;
   }
+  if (res && res.images_not_seen) addNote(id, { key: 'chat.image_not_seen' }, 'info');
   if (res && res.command) {
     // The fixed answers are ours to word (in the user's language); answers
     // with data in them (cost, model) are shown as the server wrote them.

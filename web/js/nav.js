@@ -23,6 +23,8 @@ import { AdminUsersPage } from './pages/admin-users.js';
 import { AdminRolesPage } from './pages/admin-roles.js';
 import { AdminApprovalsPage } from './pages/admin-approvals.js';
 import { AdminModelsPage } from './pages/admin-models.js';
+import { AdminSettingsPage } from './pages/admin-settings.js';
+import { WelcomePage } from './pages/welcome.js';
 
 // Built-in paths -> how to show them. `flush` pages (the chat) fill the main
 // area and scroll inside it; `fullOnly` pages send the simple shell home
@@ -43,6 +45,8 @@ const BUILTIN = {
   },
   '/admin/approvals': { page: AdminApprovalsPage, icon: 'list', testid: 'nav-admin-approvals' },
   '/admin/models': { page: AdminModelsPage, icon: 'cpu', testid: 'nav-admin-models' },
+  '/admin/settings': { page: AdminSettingsPage, icon: 'home', testid: 'nav-admin-settings' },
+  '/welcome': { page: WelcomePage, icon: 'sparkle', testid: 'nav-welcome', fullOnly: true },
 };
 
 // The label of a page: its i18n key translated; a key nobody translated (a

@@ -21,6 +21,9 @@ from skald.api.routes.files import receive_upload
 from skald.api.security import principal_of
 from skald.core.conversations import (
     COMMANDS,
+    VIEW_LABEL_MAX,
+    VIEW_MAX_ITEMS,
+    VIEW_VALUE_MAX,
     ChatReply,
     CommandInfo,
     CommandResult,
@@ -28,7 +31,7 @@ from skald.core.conversations import (
 )
 from skald.core.runtime import Runtime
 from skald.permissions import declare
-from skald.store.conversations import Attachment, Conversation, HistoryItem
+from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
 
 CHAT_CAP = declare("chat", "Talk to the assistant")
 CHAT = [requires(CHAT_CAP)]
@@ -52,16 +55,33 @@ class ConversationPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     )
 
 
+class ViewItemIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=VIEW_LABEL_MAX)]
+    value: Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+
+
 class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     text: Text
     attachments: Annotated[
         list[Annotated[str, msgspec.Meta(max_length=400)]], msgspec.Meta(max_length=20)
     ] = []
-    view_context: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
+    # Label/value items (shown as chips); a bare string is one "page" item (older clients).
+    view_context: (
+        Annotated[list[ViewItemIn], msgspec.Meta(max_length=VIEW_MAX_ITEMS)]
+        | Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+        | None
+    ) = None
 
 
-class Accepted(msgspec.Struct, frozen=True):
+class ResendIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Absent: the message as it was (retry, regenerate); a text: edited and sent again.
+    text: Text | None = None
+
+
+class Accepted(msgspec.Struct, frozen=True, kw_only=True):
     accepted: bool = True
+    # A picture went with the message but no model in use can see it: only the text did.
+    images_not_seen: bool = False
 
 
 class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -142,12 +162,48 @@ async def send_message(
     request: AnyRequest,
     rt: NamedDependency[Runtime],
 ) -> Response[Accepted | CommandResult]:
+    view = data.view_context
     out = await rt.conversations.send(
-        _me(request), conversation_id, data.text, data.attachments, data.view_context
+        _me(request),
+        conversation_id,
+        data.text,
+        data.attachments,
+        view
+        if view is None or isinstance(view, str)
+        else [ViewItem(i.label, i.value) for i in view],
     )
     if isinstance(out, CommandResult):
         return Response(out, status_code=200)
-    return Response(Accepted(), status_code=202)
+    return Response(Accepted(images_not_seen=out.images_not_seen), status_code=202)
+
+
+@post(
+    "/api/conversations/{conversation_id:str}/messages/{seq:int}/resend",
+    guards=CHAT,
+    status_code=202,
+    responses=errors(404, 409),
+)
+async def resend_message(
+    conversation_id: FromPath[str],
+    seq: FromPath[int],
+    data: JSONBody[ResendIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Accepted:
+    """Retry, regenerate or edit: the member's message `seq` is sent again (with `text`,
+    edited), and it and everything after it leave the history first."""
+    out = await rt.conversations.resend(_me(request), conversation_id, seq, data.text)
+    return Accepted(images_not_seen=out.images_not_seen)
+
+
+@get("/api/chat/search", guards=CHAT)
+async def search_conversations(
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    q: FromQuery[str] = "",
+) -> list[SearchHit]:
+    """The caller's own conversations whose title or message text has every word of `q`."""
+    return await rt.conversations.search(_me(request), q)
 
 
 @post("/api/conversations/{conversation_id:str}/stop", guards=CHAT, status_code=204)
@@ -203,6 +259,8 @@ ROUTES = [
     chat_commands,
     list_messages,
     send_message,
+    resend_message,
+    search_conversations,
     stop,
     decide,
     chat,

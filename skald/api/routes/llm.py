@@ -12,8 +12,9 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.api.routes.chat import CHAT
-from skald.core.llm_service import ADMIN_MODELS_CAP
+from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
 from skald.core.runtime import Runtime
+from skald.llm.discovery import ProviderCheck
 from skald.llm.model_info import ListedModel
 from skald.store.llm import ModelCapability, ModelRow, ProviderRow, Strength
 
@@ -70,8 +71,23 @@ class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     context_window: Tokens | None = None
 
 
-class ProviderKinds(msgspec.Struct, frozen=True):
+class ProviderKinds(msgspec.Struct, frozen=True, kw_only=True):
     kinds: list[str]
+    # The same kinds with friendly names and address defaults, in the order to offer them.
+    details: list[KindInfo] = []
+
+
+class ConnectionIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Test connection before saving a provider."""
+
+    kind: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    base_url: Url | None = None
+    api_key: Secret | None = None
+
+
+class ProviderTestIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # The wire id to ask; absent: the provider's first enabled model (or only its list).
+    model: WireId | None = None
 
 
 class ChatModel(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,7 +101,29 @@ class ChatModel(msgspec.Struct, frozen=True, kw_only=True):
 
 @get("/api/llm/kinds", guards=ADMIN_MODELS)
 async def list_kinds(rt: NamedDependency[Runtime]) -> ProviderKinds:
-    return ProviderKinds(kinds=rt.llm.kinds())
+    return ProviderKinds(kinds=rt.llm.kinds(), details=rt.llm.kind_info())
+
+
+@post("/api/llm/check", guards=ADMIN_MODELS, status_code=200, responses=errors(400))
+async def check_connection(
+    data: JSONBody[ConnectionIn], rt: NamedDependency[Runtime]
+) -> ProviderCheck:
+    """Test connection: the provider's models list (with guessed capabilities), before
+    anything is saved. An unreachable server or a refused key is `ok: false`, not an error."""
+    return await rt.llm.check_new(data.kind, data.base_url, data.api_key)
+
+
+@post(
+    "/api/llm/providers/{provider_id:str}/test",
+    guards=ADMIN_MODELS,
+    status_code=200,
+    responses=errors(404),
+)
+async def test_provider(
+    provider_id: FromPath[str], data: JSONBody[ProviderTestIn], rt: NamedDependency[Runtime]
+) -> ProviderCheck:
+    """Test this provider: its models list and a tiny real request (a few tokens)."""
+    return await rt.llm.check_provider(provider_id, data.model)
 
 
 @get("/api/llm/providers", guards=ADMIN_MODELS)
@@ -178,6 +216,8 @@ async def chat_models(rt: NamedDependency[Runtime]) -> list[ChatModel]:
 
 ROUTES = [
     list_kinds,
+    check_connection,
+    test_provider,
     list_providers,
     create_provider,
     patch_provider,

@@ -120,7 +120,44 @@ CREATE TABLE conversation_bypass(
 
 SETTINGS = Feature("settings", (Migration(1, "key/value", _V1_KV),))
 MEMORY = Feature("memory", (Migration(1, "memory notes with full-text search", _V2_NOTES),))
-CHAT = Feature("chat", (Migration(1, "conversations and chat history", _V3_CHAT),))
+# Search over what was said: the shown text of user and assistant messages (never the
+# view context nor the attachment notes), one row per message, kept by triggers. Parts
+# are {"type": "text", "text": ...}; a harness block or an attachment note is left out.
+_CHAT_SEARCH = """
+CREATE VIRTUAL TABLE chat_messages_fts USING fts5(
+    text, conversation_id UNINDEXED, tokenize='unicode61 remove_diacritics 2'
+);
+INSERT INTO chat_messages_fts(rowid, text, conversation_id)
+    SELECT seq, (SELECT coalesce(group_concat(json_extract(p.value, '$.text'), ' '), '')
+                 FROM json_each(chat_messages.body, '$.content') AS p
+                 WHERE json_extract(p.value, '$.type') = 'text'
+                   AND json_extract(p.value, '$.text') NOT LIKE '<skald-context>%'
+                   AND json_extract(p.value, '$.text') NOT LIKE '[attached: %'),
+           conversation_id
+    FROM chat_messages WHERE role IN ('user', 'assistant') AND summary = 0;
+CREATE TRIGGER chat_messages_fts_ai AFTER INSERT ON chat_messages
+    WHEN new.role IN ('user', 'assistant') AND new.summary = 0 BEGIN
+    INSERT INTO chat_messages_fts(rowid, text, conversation_id) VALUES (
+        new.seq,
+        (SELECT coalesce(group_concat(json_extract(p.value, '$.text'), ' '), '')
+         FROM json_each(new.body, '$.content') AS p
+         WHERE json_extract(p.value, '$.type') = 'text'
+           AND json_extract(p.value, '$.text') NOT LIKE '<skald-context>%'
+           AND json_extract(p.value, '$.text') NOT LIKE '[attached: %'),
+        new.conversation_id);
+END;
+CREATE TRIGGER chat_messages_fts_ad AFTER DELETE ON chat_messages BEGIN
+    DELETE FROM chat_messages_fts WHERE rowid = old.seq;
+END;
+"""
+
+CHAT = Feature(
+    "chat",
+    (
+        Migration(1, "conversations and chat history", _V3_CHAT),
+        Migration(2, "full-text search of chat messages", _CHAT_SEARCH),
+    ),
+)
 CONVERSATION_GROUPS = Feature(
     "approvals", (Migration(1, "conversation security group", _V4_SECURITY_GROUP),), after=("chat",)
 )

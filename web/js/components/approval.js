@@ -1,6 +1,9 @@
-// Pieces shared by the chat's approval card and the Inbox page: the unified
-// diff of a write (each line a text node with an added/removed/hunk class,
-// never innerHTML) and the four approval buttons.
+// Pieces shared by the chat's approval card and the Inbox page: what a call
+// would do in plain words with its substance in view (the command, the
+// readable change of a file, the household note), the readable diff of a
+// write (each line a text node with an added/removed class, never innerHTML;
+// no @@ or ---/+++ markers), and the four approval buttons. The tool's name
+// and raw arguments stay behind "Technical details".
 import { html } from '../lib.js';
 import { t } from '../i18n.js';
 import { Icon } from './icons.js';
@@ -18,16 +21,35 @@ function lineKind(line) {
 // so a phone stays usable; the full text is in the arguments anyway.
 const MAX_LINES = 400;
 
+const SIGNS = { add: '+', del: '−', ctx: ' ' };
+
 export function DiffView({ text, testid = 'diff-preview' }) {
   if (typeof text !== 'string' || !text) return null;
   const all = text.replace(/\n$/, '').split('\n');
   const lines = all.slice(0, MAX_LINES);
   const isDiff = all.some((l) => l.startsWith('@@') || l.startsWith('+++'));
+  // Readable: the markers a person does not need go; a gap shows where a hunk starts
+  // after the first one; each line keeps a sign and an accessible word.
+  let hunks = 0;
+  const rows = [];
+  lines.forEach((line, i) => {
+    const kind = isDiff ? lineKind(line) : 'ctx';
+    if (kind === 'file' || kind === 'meta') return;
+    if (kind === 'hunk') {
+      hunks += 1;
+      if (hunks > 1) rows.push(html`<span key=${i} class="diff__line diff__line--gap" aria-hidden="true">⋯</span>`);
+      return;
+    }
+    const body = isDiff ? line.slice(1) : line;
+    rows.push(html`<span key=${i} class=${`diff__line diff__line--${kind}`} data-testid="diff-line" data-kind=${kind}>
+      <span class="diff__sign" aria-hidden="true">${SIGNS[kind]}</span>${kind !== 'ctx' &&
+      html`<span class="visually-hidden">${kind === 'add' ? t('approval.line_added') : t('approval.line_removed')} </span>`}${body || ' '}</span>`);
+  });
   return html`<div class="diff" data-testid=${testid} data-kind=${isDiff ? 'diff' : 'text'}>
-    <pre class="diff__pre">${lines.map((line) => {
-      const kind = isDiff ? lineKind(line) : 'ctx';
-      return html`<span class=${`diff__line diff__line--${kind}`} data-testid="diff-line" data-kind=${kind}>${line || ' '}</span>`;
-    })}</pre>
+    ${isDiff && html`<p class="diff__legend small muted">
+      <span class="diff__key diff__key--add">${t('approval.legend_added')}</span>
+      <span class="diff__key diff__key--del">${t('approval.legend_removed')}</span></p>`}
+    <pre class="diff__pre">${rows}</pre>
     ${all.length > MAX_LINES &&
     html`<p class="muted small">${t('inbox.diff_cut', { n: all.length - MAX_LINES })}</p>`}
   </div>`;
@@ -47,5 +69,60 @@ export function ApprovalButtons({ disabled, onDecide, prefix }) {
       onClick=${() => onDecide('approve', 'conversation')}>${Icon.chat()}<span>${t('inbox.approve_conversation')}</span></button>
     <button type="button" class="btn btn--secondary btn--small" disabled=${disabled} data-testid=${`${prefix}-reject`}
       onClick=${() => onDecide('reject')}>${Icon.close()}<span>${t('chat.reject')}</span></button>
+  </div>`;
+}
+
+const NOTE_PREFIXES = ['shared-memory/', 'user-memory/'];
+
+function noteOf(path) {
+  const p = String(path || '').replace(/^~\//, '');
+  const prefix = NOTE_PREFIXES.find((x) => p.startsWith(x));
+  return prefix ? { shared: prefix === 'shared-memory/', name: p.slice(prefix.length) } : null;
+}
+
+function prettyJson(value) {
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch (e) {
+    return String(value);
+  }
+}
+
+// What a call would do, in words and with its substance (see the module note).
+// `testid` prefixes the parts: approval-what, approval-command, approval-change,
+// approval-note, approval-details.
+export function ApprovalSummary({ tool, args, preview, prefix = 'approval' }) {
+  const a = args || {};
+  const path = typeof a.path === 'string' ? a.path : '';
+  const note = (tool === 'write_file' || tool === 'edit_file') && noteOf(path);
+  let what;
+  let substance = null;
+  if (tool === 'execute_cmd' && typeof a.command === 'string') {
+    what = a.workdir ? t('approval.run_command_in', { dir: a.workdir }) : t('approval.run_command');
+    substance = html`<pre class="approval__command" data-testid=${`${prefix}-command`}>${a.command}</pre>`;
+  } else if (tool === 'install_packages' && Array.isArray(a.packages)) {
+    what = t('approval.install_packages');
+    substance = html`<pre class="approval__command" data-testid=${`${prefix}-command`}>${a.packages.join(' ')}</pre>`;
+  } else if (note) {
+    what = t(note.shared ? 'approval.household_note' : 'approval.private_note', { name: note.name });
+    if (preview) substance = html`<${DiffView} text=${preview} testid=${`${prefix}-diff`} />`;
+    else if (typeof a.content === 'string')
+      substance = html`<pre class="approval__note" data-testid=${`${prefix}-note`}>${a.content}</pre>`;
+  } else if (tool === 'write_file' || tool === 'edit_file') {
+    what = t(tool === 'write_file' ? 'approval.write_file' : 'approval.edit_file', { path });
+    if (preview) substance = html`<${DiffView} text=${preview} testid=${`${prefix}-diff`} />`;
+    else if (typeof a.content === 'string')
+      substance = html`<pre class="approval__note" data-testid=${`${prefix}-note`}>${a.content}</pre>`;
+  } else {
+    what = t('approval.use_tool');
+  }
+  return html`<div class="approval__summary">
+    <p class="approval__what" data-testid=${`${prefix}-what`}>${what}</p>
+    ${substance}
+    <details class="approval__details" data-testid=${`${prefix}-details`}>
+      <summary>${t('approval.technical')}</summary>
+      <p class="small">${t('approval.tool')} <code data-testid=${`${prefix}-tool`}>${tool}</code></p>
+      <pre class="tool__pre">${prettyJson(a)}</pre>
+    </details>
   </div>`;
 }

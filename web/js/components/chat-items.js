@@ -6,8 +6,9 @@ import { t, formatDate } from '../i18n.js';
 import { Icon, Logo } from './icons.js';
 import { errorText } from './form.js';
 import { Markdown } from './markdown.js';
-import { DiffView, ApprovalButtons } from './approval.js';
+import { ApprovalSummary, ApprovalButtons } from './approval.js';
 import { useInboxList, itemForCall } from '../inbox.js';
+import { copyText } from './recovery.js';
 
 export function formatSize(bytes) {
   const n = Number(bytes) || 0;
@@ -47,12 +48,13 @@ function ApprovalBox({ call, approval, decision, error, onDecide, conversationId
   useInboxList();
   const item = conversationId ? itemForCall(conversationId, call) : null;
   const reason = (approval && approval.reason) || (item && item.reason);
+  const args = call.arguments || (item && item.arguments) || {};
   return html`<div class="approval" data-testid="approval-card" data-call-id=${call.id}>
-    <p class="approval__title">${Icon.shield()}<span>${t(helper ? 'chat.helper_approval_question' : 'chat.approval_question', { name: call.name })}</span></p>
+    <p class="approval__title">${Icon.shield()}<span>${t(helper ? 'approval.ask_helper' : 'approval.ask')}</span></p>
+    <${ApprovalSummary} tool=${call.name} args=${args} preview=${item && item.preview} />
     ${reason &&
     html`<p class="approval__reason" data-testid="approval-reason">
       ${reason.charAt(0).toUpperCase() + reason.slice(1)}</p>`}
-    ${item && item.preview && html`<${DiffView} text=${item.preview} testid="approval-diff" />`}
     ${error && html`<p class="approval__error" role="alert" data-testid="approval-error">${errorText(error)}</p>`}
     <${ApprovalButtons} disabled=${sent} prefix="approval" onDecide=${(d, bypass) => onDecide(call.id, d, bypass)} />
     ${sent &&
@@ -98,7 +100,7 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
       ${subtask && html`<span class="chip chip--subtask" data-testid="tool-subtask">
         <span class="chip__spin" aria-hidden="true"></span>${t('chat.subtask_running')}</span>`}
     </div>
-    ${hasArgs &&
+    ${hasArgs && !waiting &&
     html`<details class="tool__section" data-testid="tool-arguments">
       <summary>${t('chat.arguments')}</summary>
       <pre class="tool__pre">${prettyJson(call.arguments)}</pre>
@@ -140,20 +142,86 @@ function AttachmentList({ attachments }) {
   </ul>`;
 }
 
-function UserMessage({ item, pending }) {
+// Copy a message's text (falls back to a selection on plain-http addresses).
+function CopyButton({ text }) {
+  const [state, setState] = useState(null);
+  const onCopy = async (e) => {
+    const ok = await copyText(text, e.currentTarget);
+    setState(ok === false ? 'failed' : 'ok');
+    setTimeout(() => setState(null), 2000);
+  };
+  return html`<button type="button" class="msg-action" onClick=${onCopy} data-testid="message-copy"
+      data-copied=${state || undefined} aria-label=${t('chat.copy')} title=${t('chat.copy')}>
+    ${state === 'ok' ? Icon.check() : Icon.copy()}<span class="msg-action__label">${state === 'ok' ? t('chat.copied') : t('chat.copy')}</span>
+  </button>`;
+}
+
+// What the member shared of their view with the message: chips, never text.
+function ViewChips({ view }) {
+  if (!view || !view.length) return null;
+  return html`<ul class="view-chips" data-testid="message-view" aria-label=${t('chat.view_shared')}>
+    ${view.map((v) => html`<li class="view-chip" data-testid="message-view-chip">
+      <span class="view-chip__label">${t(`chat.view_${v.label}`) === `chat.view_${v.label}` ? v.label : t(`chat.view_${v.label}`)}</span>
+      <span class="view-chip__value">${v.value}</span></li>`)}
+  </ul>`;
+}
+
+function UserMessage({ item, pending, ctx }) {
+  const [editing, setEditing] = useState(false);
+  const [draft, setDraft] = useState('');
+  const stored = item.seq !== null && item.seq !== undefined;
+  const canAct = !pending && stored && ctx && ctx.idle && ctx.onResend;
+  const save = () => {
+    const text = draft.trim();
+    if (!text) return;
+    setEditing(false);
+    ctx.onResend(item.seq, text);
+  };
   return html`<div class=${`msg msg--user${pending ? ' is-pending' : ''}`} data-testid="message" data-role="user"
-      data-seq=${item.seq === null || item.seq === undefined ? undefined : item.seq} data-pending=${pending ? 'true' : undefined}
+      data-seq=${stored ? item.seq : undefined} data-pending=${pending ? 'true' : undefined}
       title=${item.created_at ? formatDate(item.created_at) : undefined}>
     <div class="msg__bubble">
-      ${item.text && html`<p class="msg__text">${item.text}</p>`}
+      ${editing
+        ? html`<div class="msg__edit">
+            <label class="visually-hidden" for=${`edit-${item.seq}`}>${t('chat.edit_label')}</label>
+            <textarea id=${`edit-${item.seq}`} class="input" rows="3" value=${draft} data-testid="message-edit-input"
+              onInput=${(e) => setDraft(e.target.value)}
+              onKeyDown=${(e) => {
+                if (e.key === 'Escape') setEditing(false);
+                if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+                  e.preventDefault();
+                  save();
+                }
+              }}></textarea>
+            <div class="actions actions--start">
+              <button type="button" class="btn btn--primary btn--small" onClick=${save} disabled=${!draft.trim()}
+                data-testid="message-edit-send">${t('chat.edit_send')}</button>
+              <button type="button" class="btn btn--ghost btn--small" onClick=${() => setEditing(false)}
+                data-testid="message-edit-cancel">${t('common.cancel')}</button>
+            </div>
+          </div>`
+        : item.text && html`<p class="msg__text">${item.text}</p>`}
+      <${ViewChips} view=${item.view} />
       <${AttachmentList} attachments=${item.attachments} />
+      ${item.images_not_seen && html`<p class="msg__note small" data-testid="message-image-not-seen">${t('chat.image_not_seen')}</p>`}
     </div>
+    ${!pending && !editing &&
+    html`<div class="msg__actions">
+      ${item.text && html`<${CopyButton} text=${item.text} />`}
+      ${canAct &&
+      html`<button type="button" class="msg-action" data-testid="message-edit" aria-label=${t('chat.edit')} title=${t('chat.edit')}
+        onClick=${() => {
+          setDraft(item.text || '');
+          setEditing(true);
+        }}>${Icon.edit()}<span class="msg-action__label">${t('chat.edit')}</span></button>`}
+    </div>`}
   </div>`;
 }
 
 function AssistantMessage({ item, ctx, streaming }) {
   const calls = item.tool_calls || [];
   if (!item.text && !calls.length) return null;
+  const last = ctx.lastAssistantSeq !== undefined && item.seq === ctx.lastAssistantSeq;
   return html`<div class="msg msg--assistant" data-testid="message" data-role="assistant"
       data-seq=${item.seq === null || item.seq === undefined ? undefined : item.seq}>
     <span class="msg__avatar" aria-hidden="true"><${Logo} size=${28} /></span>
@@ -169,6 +237,14 @@ function AssistantMessage({ item, ctx, streaming }) {
           subtask=${!!ctx.thread.subtasks[call.id]} onDecide=${ctx.onDecide}
           conversationId=${ctx.conversationId} thread=${ctx.thread} />`,
       )}
+      ${!streaming && item.text && item.seq !== undefined && item.seq !== null &&
+      html`<div class="msg__actions">
+        <${CopyButton} text=${item.text} />
+        ${last && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined &&
+        html`<button type="button" class="msg-action" data-testid="message-regenerate" aria-label=${t('chat.regenerate')}
+          title=${t('chat.regenerate')} onClick=${() => ctx.onResend(ctx.lastUserSeq)}>
+          ${Icon.sparkle()}<span class="msg-action__label">${t('chat.regenerate')}</span></button>`}
+      </div>`}
     </div>
   </div>`;
 }
@@ -194,7 +270,7 @@ function OrphanResult({ item, ctx }) {
 function renderItem(item, ctx, key, streaming = false) {
   switch (item.role) {
     case 'user':
-      return html`<${UserMessage} key=${key} item=${item} />`;
+      return html`<${UserMessage} key=${key} item=${item} ctx=${ctx} />`;
     case 'assistant':
       return html`<${AssistantMessage} key=${key} item=${item} ctx=${ctx} streaming=${streaming} />`;
     case 'summary':
@@ -222,8 +298,9 @@ function noteText(text) {
   return t(text.key, text.vars);
 }
 
-function Note({ entry }) {
+function Note({ entry, ctx }) {
   const text = noteText(entry.text);
+  const retry = entry.tone === 'error' && ctx && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined;
   const icon = entry.tone === 'command' ? Icon.sparkle() : entry.tone === 'error' ? Icon.alert() : entry.tone === 'stopped' ? Icon.stop() : Icon.info();
   return html`<div class=${`chat-note chat-note--${entry.tone}`} data-testid=${NOTE_TESTIDS[entry.tone] || 'chat-note'}
       data-code=${entry.code || undefined} role=${entry.tone === 'error' ? 'alert' : 'status'}>
@@ -232,6 +309,9 @@ function Note({ entry }) {
     html`<details class="chat-note__detail" data-testid="chat-error-detail">
       <summary>${t('chat.error_details')}</summary><pre class="tool__pre">${entry.detail}</pre>
     </details>`}
+    ${retry &&
+    html`<button type="button" class="btn btn--secondary btn--small" data-testid="chat-retry"
+      onClick=${() => ctx.onResend(ctx.lastUserSeq)}>${t('chat.retry_turn')}</button>`}
   </div>`;
 }
 
@@ -252,7 +332,7 @@ export function Typing({ simple }) {
 }
 
 // Everything shown for one conversation, in order: history, then the tail.
-export function Conversation({ thread, running, simple, onDecide, conversationId }) {
+export function Conversation({ thread, running, simple, onDecide, conversationId, onResend, idle }) {
   const items = thread.items || [];
   const turnItems = thread.tail.filter((e) => e.kind === 'turn').flatMap((e) => e.items);
   const results = {};
@@ -261,7 +341,20 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
     if (it.role === 'tool' && it.tool_call_id) results[it.tool_call_id] = it;
     for (const c of it.tool_calls || []) callIds.add(c.id);
   }
-  const ctx = { results, callIds, thread, onDecide, conversationId };
+  const stored = items.filter((it) => it.role === 'user' || it.role === 'assistant');
+  const lastUser = [...stored].reverse().find((it) => it.role === 'user');
+  const lastAssistant = [...stored].reverse().find((it) => it.role === 'assistant' && it.text);
+  const ctx = {
+    results,
+    callIds,
+    thread,
+    onDecide,
+    conversationId,
+    onResend,
+    idle: !!idle && !thread.tail.some((e) => e.kind === 'user' || (e.kind === 'turn' && !e.done)),
+    lastUserSeq: lastUser ? lastUser.seq : undefined,
+    lastAssistantSeq: lastAssistant && (!lastUser || lastAssistant.seq > lastUser.seq) ? lastAssistant.seq : undefined,
+  };
 
   // The typing dots show while the assistant works and no text is streaming.
   const openTurn = [...thread.tail].reverse().find((e) => e.kind === 'turn' && !e.done);
@@ -285,11 +378,11 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
   return html`<div class="conversation" data-testid="chat-messages">
     ${items.map((it) => [
       isFailure(it) ? (liveNote(it) ? null : html`<${FailureRecord} key=${`f${it.seq}`} item=${it} />`) : renderItem(it, ctx, `s${it.seq}`),
-      ...(pinned[it.seq] || []).map((e) => html`<${Note} key=${e.key} entry=${e} />`),
+      ...(pinned[it.seq] || []).map((e) => html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`),
     ])}
     ${thread.tail.map((e) => {
-      if (e.kind === 'user') return html`<${UserMessage} key=${e.key} item=${e.item} pending=${e.pending} />`;
-      if (e.kind === 'note') return isPinned(e) ? null : html`<${Note} key=${e.key} entry=${e} />`;
+      if (e.kind === 'user') return html`<${UserMessage} key=${e.key} item=${e.item} pending=${e.pending} ctx=${ctx} />`;
+      if (e.kind === 'note') return isPinned(e) ? null : html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`;
       return html`<div class="turn" key=${e.key} data-testid="chat-turn" data-done=${e.done ? 'true' : 'false'}>
         ${e.items.map((it, i) =>
           renderItem(it, ctx, it.key, !e.done && i === e.items.length - 1 && !(it.tool_calls || []).length),

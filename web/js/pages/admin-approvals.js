@@ -14,6 +14,106 @@ const ACTIONS = ['allow', 'require', 'deny'];
 
 const byPriority = (a, b) => a.priority - b.priority || String(a.id).localeCompare(String(b.id));
 
+// A rule in words ("Ask before writing files in the household notes"). The tool and
+// path patterns are the engine's (skald/approvals/rules.py); anything not known here
+// is named as it is. `last` marks the group's catch-all (`*`, no path, last in order).
+const TOOL_WORDS = {
+  '@fs_read': 'approvals.w_fs_read',
+  '@fs_write': 'approvals.w_fs_write',
+  '@exec': 'approvals.w_exec',
+  execute_cmd: 'approvals.w_execute_cmd',
+  install_packages: 'approvals.w_install_packages',
+  execute_task: 'approvals.w_execute_task',
+  ask_user: 'approvals.w_ask_user',
+};
+const PATH_WORDS = {
+  'user-memory/**': 'approvals.p_user_memory',
+  'shared-memory/**': 'approvals.p_shared_memory',
+  'docs/**': 'approvals.p_docs',
+  '.': 'approvals.p_no_path',
+  '**': 'approvals.p_home',
+};
+
+export function ruleWords(rule, last = false) {
+  const tp = rule.tool_pattern;
+  let what;
+  if (tp === '*') what = t(last && !rule.path_pattern ? 'approvals.w_any_other' : 'approvals.w_any');
+  else if (TOOL_WORDS[tp]) what = t(TOOL_WORDS[tp]);
+  else if (tp.startsWith('@mcp:')) what = t('approvals.w_connector', { name: tp.slice(5) });
+  else if (tp.endsWith('*')) what = t('approvals.w_prefix', { prefix: tp.slice(0, -1) });
+  else what = t('approvals.w_tool', { name: tp });
+  const pp = rule.path_pattern;
+  const where = !pp ? '' : PATH_WORDS[pp] ? t(PATH_WORDS[pp]) : t('approvals.p_other', { path: pp });
+  return t(`approvals.sentence_${rule.action}`, { what: where ? `${what} ${where}` : what });
+}
+
+// The plain examples of the "what would happen if…" tester, as the call the
+// assistant would make: a kind, one field, the tool and its arguments.
+const EXAMPLES = {
+  command: { field: 'approvals.ex_command_field', placeholder: 'ls -la', call: (v) => ['execute_cmd', { command: v }] },
+  read: { field: 'approvals.ex_path_field', placeholder: 'Documents/list.txt', call: (v) => ['read_file', { path: v }] },
+  write: { field: 'approvals.ex_path_field', placeholder: 'Documents/list.txt', call: (v) => ['write_file', { path: v, content: '' }] },
+  note: {
+    field: 'approvals.ex_note_field',
+    placeholder: 'wifi.md',
+    call: (v) => ['write_file', { path: `shared-memory/${v.replace(/^\/+/, '')}`, content: '' }],
+  },
+  install: { field: 'approvals.ex_packages_field', placeholder: 'pandoc', call: (v) => ['install_packages', { packages: v.split(/[\s,]+/).filter(Boolean) }] },
+  other: { field: 'approvals.ex_tool_field', placeholder: 'web_search', call: (v) => [v, {}] },
+};
+
+function PlainTest({ groups, initialGroup, rules }) {
+  const [group, setGroup] = useState(initialGroup || '');
+  const [kind, setKind] = useState('command');
+  const [value, setValue] = useState('');
+  const [result, setResult] = useState(null);
+  const [run, busy, error] = useAction();
+  const ids = { group: useId('pt-group'), kind: useId('pt-kind'), value: useId('pt-value') };
+  useEffect(() => {
+    if (!group && initialGroup) setGroup(initialGroup);
+  }, [initialGroup]);
+  const ex = EXAMPLES[kind];
+  const onSubmit = (e) => {
+    e.preventDefault();
+    const [tool, args] = ex.call(value.trim());
+    setResult(null);
+    run(async () => setResult(await api.testApproval({ group, tool, arguments: args })));
+  };
+  const groupRules = rules.filter((r) => r.group === group).sort(byPriority);
+  const decided = result && groupRules.find((r) => r.id === result.rule_id);
+  return html`<form class="stack" onSubmit=${onSubmit} novalidate data-testid="approval-plain-test">
+    <div class="grid-2">
+      <${Field} label=${t('approvals.test_group')} id=${ids.group}>
+        <select id=${ids.group} class="select" value=${group} onChange=${(e) => setGroup(e.target.value)} data-testid="approval-plain-group">
+          ${groups.map((g) => html`<option value=${g.name}>${g.display_name || g.name}</option>`)}
+        </select>
+      <//>
+      <${Field} label=${t('approvals.ex_kind')} id=${ids.kind}>
+        <select id=${ids.kind} class="select" value=${kind} onChange=${(e) => setKind(e.target.value)} data-testid="approval-plain-kind">
+          ${Object.keys(EXAMPLES).map((k) => html`<option value=${k}>${t(`approvals.ex_${k}`)}</option>`)}
+        </select>
+      <//>
+    </div>
+    <${Field} label=${t(ex.field)} id=${ids.value}>
+      <input id=${ids.value} class="input mono" value=${value} onInput=${(e) => setValue(e.target.value)} autocomplete="off"
+        autocapitalize="none" spellcheck="false" placeholder=${ex.placeholder} data-testid="approval-plain-value" />
+    <//>
+    <${ErrorNotice} error=${error} testid="approval-plain-error" />
+    <div class="actions">
+      <button type="submit" class="btn btn--primary" disabled=${busy || !group || !value.trim()}
+        data-testid="approval-plain-submit">${t('approvals.test_submit')}</button>
+    </div>
+    ${result &&
+    html`<div class=${`test-result test-result--${result.action}`} role="status" data-testid="approval-plain-result"
+        data-action=${result.action}>
+      <p><strong>${t(`approvals.outcome_${result.action}`)}</strong></p>
+      <p class="small" data-testid="approval-plain-why">${decided
+        ? t('approvals.outcome_because', { rule: ruleWords(decided, decided === groupRules[groupRules.length - 1]) })
+        : t('approvals.test_no_rule')}</p>
+    </div>`}
+  </form>`;
+}
+
 function GroupDialog({ group, onClose, onSaved }) {
   const editing = !!group;
   const [form, setForm] = useState({
@@ -127,20 +227,22 @@ function RuleDialog({ rule, group, nextPriority, onClose, onSaved }) {
   <//>`;
 }
 
-function RuleRow({ rule, index, count, busy, onMove, onEdit, onDelete }) {
+function RuleRow({ rule, index, count, busy, advanced, onMove, onEdit, onDelete }) {
   return html`<li class="list-row" data-testid="approval-rule-row" data-rule-id=${rule.id} data-priority=${rule.priority}
       data-action=${rule.action} data-tool-pattern=${rule.tool_pattern}>
     <div class="list-row__main">
       <div class="list-row__title">
         <span class=${`badge badge--action-${rule.action}`} data-testid="approval-rule-action-badge">
           ${t(`approvals.action_${rule.action}`)}</span>
+        <span data-testid="approval-rule-words">${ruleWords(rule, index === count - 1)}</span>
+      </div>
+      ${advanced &&
+      html`<div class="list-row__facts" data-testid="approval-rule-patterns">
         <code>${rule.tool_pattern}</code>
         ${rule.path_pattern && html`<code class="muted small">${rule.path_pattern}</code>`}
-      </div>
-      <div class="list-row__facts">
         <span class="muted small">${t('approvals.priority_n', { n: rule.priority })}</span>
-        ${rule.description && html`<span class="muted small">${rule.description}</span>`}
-      </div>
+        ${rule.description && !rule.description.includes('{') && html`<span class="muted small">${rule.description}</span>`}
+      </div>`}
     </div>
     <div class="list-row__actions">
       <span class="model-row__move">
@@ -224,6 +326,7 @@ export function AdminApprovalsPage() {
   const [flash, setFlash] = useFlash();
   const [runRow, rowBusy, rowError] = useAction();
   const [runDel, delBusy, delError, setDelError] = useAction();
+  const [advanced, setAdvanced] = useState(false);
 
   const load = async () => {
     try {
@@ -346,11 +449,17 @@ export function AdminApprovalsPage() {
         <button type="button" class="btn btn--secondary" onClick=${() => setDialog({ type: 'rule', item: null })}
           data-testid="approval-rule-new">${Icon.plus()}<span>${t('approvals.rule_new')}</span></button>
       </div>
+      <label class="check small">
+        <input type="checkbox" checked=${advanced} onChange=${(e) => setAdvanced(e.target.checked)}
+          data-testid="approval-advanced" />
+        <span>${t('approvals.advanced')}</span>
+      </label>
       ${groupRules.length === 0
         ? html`<p class="muted empty" data-testid="approval-rules-empty">${t('approvals.rules_empty')}</p>`
         : html`<ol class="list" data-testid="approval-rules-list">
             ${groupRules.map(
               (r, i) => html`<${RuleRow} key=${r.id} rule=${r} index=${i} count=${groupRules.length} busy=${rowBusy}
+                advanced=${advanced}
                 onMove=${onMove} onEdit=${(x) => setDialog({ type: 'rule', item: x })}
                 onDelete=${(x) => {
                   setDelError(null);
@@ -364,7 +473,10 @@ export function AdminApprovalsPage() {
     html`<section class="card" aria-labelledby="at-title">
       <h2 class="card__title" id="at-title">${t('approvals.test_title')}</h2>
       <p class="muted">${t('approvals.test_body')}</p>
-      <${TestForm} groups=${groups} initialGroup=${selected} />
+      <${PlainTest} groups=${groups} initialGroup=${selected} rules=${rules} />
+      ${advanced &&
+      html`<h3 class="card__subtitle">${t('approvals.test_advanced')}</h3>
+        <${TestForm} groups=${groups} initialGroup=${selected} />`}
     </section>`}
 
     ${dialog && dialog.type === 'group' &&

@@ -10,6 +10,10 @@ import { api } from '../api.js';
 import { Icon } from '../components/icons.js';
 import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../components/form.js';
 import { Dialog, ConfirmDialog } from '../components/dialog.js';
+import { ProviderSetup } from '../components/provider-setup.js';
+
+// Friendly kind names from GET /api/llm/kinds (details), kept by the page.
+let kindNames = {};
 
 const STRENGTHS = ['low', 'average', 'high'];
 const CAPABILITIES = ['tools', 'vision', 'reasoning'];
@@ -92,7 +96,7 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
       <//>
       <${Field} label=${t('models.provider_kind')} id=${ids.kind} hint=${t('models.provider_kind_hint')}>
         <select id=${ids.kind} class="select" value=${form.kind} onChange=${set('kind')} data-testid="provider-kind" required>
-          ${kindList.map((k) => html`<option value=${k}>${k}</option>`)}
+          ${kindList.map((k) => html`<option value=${k}>${kindNames[k] || k}</option>`)}
         </select>
       <//>
       <${Field} label=${t('models.base_url')} id=${ids.url}
@@ -128,13 +132,29 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
   <//>`;
 }
 
+// "Test this provider": its models list and a tiny real request (the server's
+// POST /api/llm/providers/{id}/test); the answer is shown in the row.
+function ProviderTest({ provider }) {
+  const [result, setResult] = useState(null);
+  const [run, busy, error] = useAction();
+  return html`<span class="provider-test">
+    <button type="button" class="btn btn--small btn--secondary" disabled=${busy} data-testid="provider-test"
+      onClick=${() => run(async () => setResult(await api.testProvider(provider.id)))}>
+      ${busy ? t('models.testing') : t('models.test')}</button>
+    ${result &&
+    html`<span class=${`small provider-test__result ${result.ok ? 'is-ok' : 'is-bad'}`} role="status"
+        data-testid="provider-test-result" data-ok=${result.ok ? 'true' : 'false'}>${result.message}</span>`}
+    ${error && html`<span class="small provider-test__result is-bad" role="alert">${errorText(error)}</span>`}
+  </span>`;
+}
+
 function ProviderRow({ provider, modelCount, onEdit, onDelete }) {
   return html`<li class="list-row" data-testid="provider-row" data-provider-id=${provider.id}
       data-provider-name=${provider.name}>
     <div class="list-row__main">
       <div class="list-row__title">
         <strong>${provider.name}</strong>
-        <span class="badge" data-testid="provider-kind-badge">${provider.kind}</span>
+        <span class="badge" data-testid="provider-kind-badge">${kindNames[provider.kind] || provider.kind}</span>
       </div>
       <div class="list-row__facts">
         <span class=${`muted small list-row__url${provider.base_url ? ' mono' : ''}`}>${provider.base_url || t('models.base_url_default')}</span>
@@ -145,6 +165,7 @@ function ProviderRow({ provider, modelCount, onEdit, onDelete }) {
       </div>
     </div>
     <div class="list-row__actions">
+      <${ProviderTest} provider=${provider} />
       <button type="button" class="btn btn--small btn--ghost" onClick=${() => onEdit(provider)} data-testid="provider-edit"
         aria-label=${t('models.edit_aria', { name: provider.name })}>${Icon.edit()}<span>${t('common.edit')}</span></button>
       <button type="button" class="btn btn--small btn--danger-ghost" onClick=${() => onDelete(provider)}
@@ -353,7 +374,13 @@ export function AdminModelsPage() {
       const [providers, models, kinds] = await Promise.all([
         api.providers(),
         api.llmModels(),
-        api.llmKinds().then((k) => k.kinds || [], () => []),
+        api.llmKinds().then(
+          (k) => {
+            kindNames = Object.fromEntries((k.details || []).map((d) => [d.id, d.name]));
+            return k.kinds || [];
+          },
+          () => [],
+        ),
       ]);
       setData({ providers, models: [...models].sort(byPriority), kinds });
       setLoadError(null);
@@ -444,8 +471,12 @@ export function AdminModelsPage() {
           <h2 class="card__title" id="providers-title">${t('models.providers_title')}</h2>
           <p class="muted">${t('models.providers_body')}</p>
         </div>
-        <button type="button" class="btn btn--secondary" onClick=${() => setDialog({ type: 'provider', item: null })}
-          data-testid="provider-add">${Icon.plus()}<span>${t('models.provider_add')}</span></button>
+        <span class="actions">
+          <button type="button" class="btn btn--primary" onClick=${() => setDialog({ type: 'wizard', item: null })}
+            data-testid="provider-add-from-list">${Icon.plus()}<span>${t('models.add_from_list')}</span></button>
+          <button type="button" class="btn btn--secondary" onClick=${() => setDialog({ type: 'provider', item: null })}
+            data-testid="provider-add">${Icon.plus()}<span>${t('models.provider_add')}</span></button>
+        </span>
       </div>
       ${providers.length === 0
         ? html`<p class="muted empty" data-testid="providers-empty">${t('models.providers_empty')}</p>`
@@ -492,6 +523,13 @@ export function AdminModelsPage() {
       <div class="notice notice--info small">${Icon.info()}<span>${t('models.auto_explained')}</span></div>
     </section>`}
 
+    ${dialog && dialog.type === 'wizard' &&
+    html`<${Dialog} title=${t('models.add_from_list')} onClose=${() => setDialog(null)} testid="provider-setup-dialog">
+      <${ProviderSetup} onAdded=${() => {
+        setDialog(null);
+        load();
+      }} />
+    <//>`}
     ${dialog && dialog.type === 'provider' &&
     html`<${ProviderDialog} provider=${dialog.item} kinds=${kinds} onClose=${() => setDialog(null)} onSaved=${onSaved('provider')} />`}
     ${dialog && dialog.type === 'model' &&

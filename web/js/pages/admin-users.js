@@ -24,7 +24,7 @@ function RoleSelect({ id, roles, value, onChange, testid }) {
   </select>`;
 }
 
-function CreateUser({ roles, onCreated }) {
+export function CreateUser({ roles, onCreated }) {
   const defaultRole = (roles.find((r) => r.name === 'member') || roles[0] || {}).name || '';
   const empty = { username: '', display_name: '', password: '', role: defaultRole };
   const [form, setForm] = useState(empty);

@@ -24,6 +24,7 @@ import {
   reopenConversation,
   setConversationModel,
   sendMessage,
+  resendMessage,
   chatCommands,
   stopConversation,
   decide,
@@ -68,11 +69,17 @@ function writeShare(on) {
   }
 }
 
-// What "share what I'm looking at" sends: the page title and route. The chat
-// is a page of its own today; the same hook serves a docked chat later.
+// What "share what I'm looking at" sends: label/value items (shown as chips,
+// never mixed into the typed text; the server bounds them): the page and its
+// address, and the folder and file the Files page shows.
 function viewContext() {
   const route = location.hash || '#/';
-  return `${document.title} (${route})`;
+  const items = [{ label: 'page', value: document.title.replace(/ · Skald$/, '').slice(0, 200) }];
+  const query = new URLSearchParams(route.split('?')[1] || '');
+  if (query.get('path')) items.push({ label: 'folder', value: query.get('path').slice(0, 500) });
+  if (query.get('file')) items.push({ label: 'file', value: query.get('file').slice(0, 500) });
+  items.push({ label: 'address', value: route.slice(0, 500) });
+  return items;
 }
 
 function formatUsage(usage, locale) {
@@ -151,11 +158,20 @@ function Tab({ conv, active, onSelect, onClose }) {
   </div>`;
 }
 
+// The conversation list: the closed ones (newest first) and a search over the
+// titles and messages of all the member's conversations (GET /api/chat/search,
+// the full-text index of their own database). A panel under the tabs on a wide
+// screen, the whole width on a phone.
 function HistoryMenu({ closed, onReopen }) {
   const [open, setOpen] = useState(false);
+  const [query, setQuery] = useState('');
+  const [hits, setHits] = useState(null);
+  const [error, setError] = useState(null);
   const root = useRef(null);
+  const input = useRef(null);
   useEffect(() => {
     if (!open) return undefined;
+    if (input.current) input.current.focus();
     const onDoc = (e) => root.current && !root.current.contains(e.target) && setOpen(false);
     const onKey = (e) => e.key === 'Escape' && setOpen(false);
     document.addEventListener('click', onDoc);
@@ -165,24 +181,61 @@ function HistoryMenu({ closed, onReopen }) {
       document.removeEventListener('keydown', onKey);
     };
   }, [open]);
+  useEffect(() => {
+    const q = query.trim();
+    if (!q) {
+      setHits(null);
+      return undefined;
+    }
+    let live = true;
+    const timer = setTimeout(() => {
+      api.searchChats(q).then(
+        (found) => live && (setHits(found), setError(null)),
+        (e) => live && setError(e),
+      );
+    }, 200);
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [query]);
+  const pick = (id) => {
+    setOpen(false);
+    setQuery('');
+    onReopen(id);
+  };
   const list = [...closed].sort(byRecent).slice(0, 50);
+  const day = (iso) => new Date(iso).toLocaleDateString(getState().locale, { month: 'short', day: 'numeric' });
   return html`<div class="history" ref=${root}>
     <button type="button" class="icon-btn" aria-expanded=${open ? 'true' : 'false'} aria-label=${t('chat.history')}
       title=${t('chat.history')} onClick=${() => setOpen(!open)} data-testid="chat-history-toggle">${Icon.clock()}</button>
     ${open &&
     html`<div class="history__panel" data-testid="chat-history">
-      <p class="history__title">${t('chat.history_title')}</p>
-      ${list.length === 0 && html`<p class="muted small history__empty">${t('chat.history_empty')}</p>`}
-      ${list.map(
-        (c) => html`<button type="button" class="history__item" data-testid="chat-history-item" data-conversation-id=${c.id}
-          onClick=${() => {
-            setOpen(false);
-            onReopen(c.id);
-          }}>
-          <span class="history__name">${titleOf(c)}</span>
-          <span class="muted small">${new Date(c.updated_at).toLocaleDateString(getState().locale, { month: 'short', day: 'numeric' })}</span>
-        </button>`,
-      )}
+      <label class="visually-hidden" for="chat-search">${t('chat.search_label')}</label>
+      <input id="chat-search" ref=${input} class="input history__search" type="search" value=${query}
+        placeholder=${t('chat.search_placeholder')} autocomplete="off" data-testid="chat-search"
+        onInput=${(e) => setQuery(e.target.value)} />
+      ${error && html`<p class="small history__empty" role="alert">${errorText(error)}</p>`}
+      ${hits !== null
+        ? html`<p class="history__title">${t('chat.search_results')}</p>
+          ${hits.length === 0 && html`<p class="muted small history__empty" data-testid="chat-search-empty">${t('chat.search_empty')}</p>`}
+          ${hits.map(
+            (h) => html`<button type="button" class="history__item history__item--hit" data-testid="chat-search-hit"
+                data-conversation-id=${h.conversation_id} onClick=${() => pick(h.conversation_id)}>
+              <span class="history__name">${h.title || t('chat.untitled')}</span>
+              <span class="muted small">${day(h.updated_at)}</span>
+              ${h.snippet && html`<span class="history__snippet small muted">${h.snippet}</span>`}
+            </button>`,
+          )}`
+        : html`<p class="history__title">${t('chat.history_title')}</p>
+          ${list.length === 0 && html`<p class="muted small history__empty">${t('chat.history_empty')}</p>`}
+          ${list.map(
+            (c) => html`<button type="button" class="history__item" data-testid="chat-history-item" data-conversation-id=${c.id}
+              onClick=${() => pick(c.id)}>
+              <span class="history__name">${titleOf(c)}</span>
+              <span class="muted small">${day(c.updated_at)}</span>
+            </button>`,
+          )}`}
     </div>`}
   </div>`;
 }
@@ -495,19 +548,21 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
 
 // ------------------------------------------------------------ page
 
-function EmptyState({ simple, name, onPick }) {
+function EmptyState({ simple, name, onPick, noModel }) {
   const keys = simple
     ? ['chat.suggest_simple_1', 'chat.suggest_simple_2', 'chat.suggest_simple_3']
     : ['chat.suggest_1', 'chat.suggest_2', 'chat.suggest_3'];
   return html`<div class="chat-empty" data-testid="chat-empty">
     <span class="chat-empty__icon">${Icon.sparkle()}</span>
     <h1 class="chat-empty__title" data-testid="chat-greeting">${t(greetingKey(), { name })}</h1>
-    <p class="muted chat-empty__lead">${simple ? t('chat.empty_simple') : t('chat.empty')}</p>
-    <div class="chat-empty__suggestions">
+    ${noModel
+      ? html`<p class="muted chat-empty__lead" data-testid="chat-no-model">${t('chat.no_model')}</p>`
+      : html`<p class="muted chat-empty__lead">${simple ? t('chat.empty_simple') : t('chat.empty')}</p>`}
+    ${!noModel && html`<div class="chat-empty__suggestions">
       ${keys.map(
         (k) => html`<button type="button" class="suggestion" data-testid="chat-suggestion" onClick=${() => onPick(t(k))}>${t(k)}</button>`,
       )}
-    </div>
+    </div>`}
   </div>`;
 }
 
@@ -521,7 +576,7 @@ export function ChatPage() {
 
   useEffect(() => {
     loadConversations();
-    if (!simple) loadModels();
+    loadModels(); // also tells whether any model exists (no suggestions without one)
   }, []);
 
   // On arrival, the address picks the conversation (a reload stays put);
@@ -581,7 +636,8 @@ export function ChatPage() {
       <button type="button" class="btn btn--secondary" onClick=${() => loadConversations()}>${t('chat.retry')}</button>
     </div></div>`;
   } else if (!conv || (thread && thread.items && thread.items.length === 0 && thread.tail.length === 0 && !running)) {
-    body = html`<div class="chat__thread chat__center"><${EmptyState} simple=${simple} name=${name} onPick=${prefill} /></div>`;
+    body = html`<div class="chat__thread chat__center"><${EmptyState} simple=${simple} name=${name} onPick=${prefill}
+      noModel=${Array.isArray(c.models) && c.models.length === 0} /></div>`;
   } else if (!thread || (thread.items === null && !thread.error)) {
     body = html`<div class="chat__thread chat__center" data-testid="chat-thread-loading"><span class="spinner" aria-hidden="true"></span></div>`;
   } else if (thread.error && thread.items === null) {
@@ -593,7 +649,8 @@ export function ChatPage() {
     body = html`<${ScrollArea} resetKey=${`${conv.id}:${thread.sent || 0}`} busy=${running}
         label=${t('chat.messages_label', { title: titleOf(conv) })}>
       <${Conversation} thread=${thread} running=${conv.status === 'running'} simple=${simple}
-        conversationId=${conv.id} onDecide=${(callId, decision, bypass) => decide(conv.id, callId, decision, bypass)} />
+        conversationId=${conv.id} onDecide=${(callId, decision, bypass) => decide(conv.id, callId, decision, bypass)}
+        idle=${conv.status === 'idle'} onResend=${(seq, text) => guard(() => resendMessage(conv.id, seq, text ?? null))} />
     <//>`;
   }
 

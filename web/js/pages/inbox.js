@@ -6,16 +6,8 @@ import { t, formatDate } from '../i18n.js';
 import { api } from '../api.js';
 import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText } from '../components/form.js';
-import { DiffView, ApprovalButtons } from '../components/approval.js';
+import { ApprovalSummary, ApprovalButtons } from '../components/approval.js';
 import { useInboxList, loadInbox, dropItem } from '../inbox.js';
-
-function prettyJson(value) {
-  try {
-    return JSON.stringify(value, null, 2);
-  } catch (e) {
-    return String(value);
-  }
-}
 
 const capitalise = (s) => (s ? s.charAt(0).toUpperCase() + s.slice(1) : s);
 
@@ -29,7 +21,7 @@ function ItemHead({ item }) {
     <div class="inbox-item__title">
       ${item.kind === 'question'
         ? html`<strong>${t('inbox.question_title')}</strong>`
-        : html`<strong>${t('inbox.approval_title')}</strong> <code class="inbox-item__tool" data-testid="inbox-item-tool">${item.tool}</code>`}
+        : html`<strong>${t('inbox.approval_title')}</strong>`}
       <a class="inbox-item__conv small" href=${chatHref(item)} data-testid="inbox-open-chat">
         ${Icon.chat()}<span>${item.conversation_title || t('chat.untitled')}</span></a>
     </div>
@@ -40,7 +32,6 @@ function ItemHead({ item }) {
 function ApprovalItem({ item, onDone }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
-  const hasArgs = item.arguments && Object.keys(item.arguments).length > 0;
   const decide = async (decision, bypass) => {
     setBusy(true);
     setError(null);
@@ -57,12 +48,7 @@ function ApprovalItem({ item, onDone }) {
       data-conversation-id=${item.conversation_id} data-tool=${item.tool}>
     <${ItemHead} item=${item} />
     ${item.reason && html`<p class="inbox-item__reason" data-testid="inbox-item-reason">${capitalise(item.reason)}</p>`}
-    <${DiffView} text=${item.preview} testid="inbox-item-diff" />
-    ${hasArgs &&
-    html`<details class="tool__section" data-testid="inbox-item-arguments">
-      <summary>${t('chat.arguments')}</summary>
-      <pre class="tool__pre">${prettyJson(item.arguments)}</pre>
-    </details>`}
+    <${ApprovalSummary} tool=${item.tool} args=${item.arguments} preview=${item.preview} prefix="inbox-item" />
     ${error && html`<p class="approval__error" role="alert" data-testid="inbox-item-error">${errorText(error)}</p>`}
     <${ApprovalButtons} disabled=${busy} onDecide=${decide} prefix="inbox" />
   </li>`;

@@ -38,7 +38,8 @@ export function SetupPage() {
   const finish = async (result) => {
     setState({ setupNeeded: false });
     await setMe(result.me);
-    redirect('/');
+    // On to the household's setup (name, time zone, a model, the family).
+    redirect('/welcome');
   };
 
   const onSubmit = (e) => {
@@ -98,6 +99,11 @@ export function SetupPage() {
         <p class="field__hint">${t('setup.password_hint')}</p>
       </fieldset>
       <${ErrorNotice} error=${mismatch ? t('common.password_mismatch') : error} testid="setup-error" />
+      ${busy &&
+      html`<div class="progress" role="status" data-testid="setup-progress">
+        <span class="progress__bar" aria-hidden="true"></span>
+        <span class="small">${t('setup.progress')}</span>
+      </div>`}
       <button type="submit" class="btn btn--primary btn--block"
         disabled=${busy || !form.token.trim() || !form.username.trim() || !form.password || !form.confirm}
         data-testid="setup-submit">${busy ? t('setup.submitting') : t('setup.submit')}</button>

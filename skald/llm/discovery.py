@@ -1,0 +1,186 @@
+"""What a provider offers before a model is set up: its model list (the provider's own
+models endpoint), a guess of each model's capabilities from its family name, and a tiny
+real request that proves the address and the key work ("Test connection").
+
+Rule: everything here talks to the provider only (no database, no HTTP framework), and
+answers with plain outcomes (`ProviderCheck`) rather than raising, so the setup screens
+can show "the key was refused" next to the field. The key never appears in a message.
+Trap: the guess is a default an administrator can change, never a fact: an unknown
+family gets only `tools` (most chat servers take tool schemas; a model that cannot use
+them just answers in text).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Final
+
+import httpx
+import msgspec
+
+from skald.llm.anthropic import API_VERSION
+from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
+from skald.llm.client import ModelClient
+from skald.llm.errors import LlmError
+from skald.llm.types import Finished, Message, Request, TextDelta, TextPart
+
+__all__ = ["Guess", "OfferedModel", "ProviderCheck", "guess_model", "list_models", "try_model"]
+
+TIMEOUT: Final = httpx.Timeout(20.0, connect=5.0)
+MAX_MODELS: Final = 500
+
+
+class Guess(msgspec.Struct, frozen=True, kw_only=True):
+    """Defaults for a model picked from a list (the administrator may change them)."""
+
+    capabilities: list[str]  # of "tools", "vision", "reasoning"
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+
+
+class OfferedModel(msgspec.Struct, frozen=True, kw_only=True):
+    id: str  # the provider's own id, as it goes on the wire
+    name: str
+    guess: Guess
+
+
+class ProviderCheck(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool
+    message: str  # plain words: what worked, or what went wrong and where
+    models: list[OfferedModel] = []
+    latency_ms: int | None = None
+    reply: str | None = None  # the start of the model's answer to the tiny request
+
+
+# Families by name (lower case, anywhere in the id). Order matters: the first match wins.
+_FAMILIES: Final[tuple[tuple[str, tuple[str, ...], int | None], ...]] = (
+    (r"embed|whisper|tts|dall-e|moderation|rerank", (), None),
+    (r"gpt-4o|gpt-4\.1|gpt-5|chatgpt", ("tools", "vision"), 128_000),
+    (r"\bo[134](-mini|-pro)?\b|o1-|o3-|o4-", ("tools", "vision", "reasoning"), 200_000),
+    (r"claude", ("tools", "vision"), 200_000),
+    (r"gemini", ("tools", "vision"), 1_000_000),
+    (
+        r"gemma-?3|llava|bakllava|moondream|pixtral|-vl\b|-vl-|vision|qwen2\.5-vl|minicpm-v",
+        ("tools", "vision"),
+        None,
+    ),
+    (r"deepseek-r1|deepseek-reasoner|qwq|reason|thinking|r1-distill", ("tools", "reasoning"), None),
+    (r"qwen3", ("tools", "reasoning"), None),
+)
+
+
+def guess_model(model_id: str, context_window: int | None = None) -> Guess:
+    """Capabilities and limits guessed from a model's name (and the context window the
+    provider's list reports, which wins over the family's)."""
+    name = model_id.lower()
+    for pattern, caps, window in _FAMILIES:
+        if re.search(pattern, name):
+            if "claude" in name and re.search(r"(3-7|sonnet-4|opus-4|-4-)", name):
+                caps = (*caps, "reasoning")
+            return Guess(capabilities=list(caps), context_window=context_window or window)
+    return Guess(capabilities=["tools"], context_window=context_window)
+
+
+def _window(entry: dict[str, Any]) -> int | None:
+    for key in ("context_length", "context_window", "max_context_length", "max_model_len"):
+        value = entry.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    meta = entry.get("meta")
+    if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
+        return int(meta["n_ctx_train"])
+    return None
+
+
+def _plain_http_error(where: str, exc: Exception) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return f"Nothing answers at {where}. Is the server running, and is the address right?"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{where} did not answer in time."
+    return f"{where} could not be reached ({type(exc).__name__})."
+
+
+def _status_message(status: int, where: str) -> str:
+    if status in (401, 403):
+        return f"{where} refused the key (HTTP {status}). Check the API key."
+    if status == 404:
+        return (
+            f"{where} has no models list (HTTP 404). Check the address: for most servers "
+            "it ends in /v1."
+        )
+    return f"{where} answered HTTP {status}."
+
+
+async def list_models(
+    kind: str, base_url: str, api_key: str | None, http: httpx.AsyncClient
+) -> ProviderCheck:
+    """The provider's models (its `GET …/models`), each with a guess; never raises."""
+    anthropic = kind == "anthropic"
+    root = (base_url or ANTHROPIC_BASE_URL).rstrip("/")
+    url = f"{root}/v1/models" if anthropic else f"{root}/models"
+    headers: dict[str, str] = {}
+    if anthropic:
+        headers["anthropic-version"] = API_VERSION
+        if api_key:
+            headers["x-api-key"] = api_key
+    elif api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    started = time.monotonic()
+    try:
+        response = await http.get(url, headers=headers, timeout=TIMEOUT)
+    except httpx.HTTPError as exc:
+        return ProviderCheck(ok=False, message=_plain_http_error(root, exc))
+    latency = int((time.monotonic() - started) * 1000)
+    if response.status_code != 200:
+        return ProviderCheck(ok=False, message=_status_message(response.status_code, root))
+    try:
+        data = response.json().get("data")
+        if not isinstance(data, list):
+            raise ValueError("no data list")
+    except ValueError:
+        return ProviderCheck(ok=False, message=f"{root} did not answer with a models list.")
+    models = []
+    for entry in data[:MAX_MODELS]:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:
+            ident = entry["id"]
+            name = entry.get("display_name") or entry.get("name") or ident
+            models.append(
+                OfferedModel(
+                    id=ident, name=str(name)[:80], guess=guess_model(ident, _window(entry))
+                )
+            )
+    models.sort(key=lambda m: m.id)
+    return ProviderCheck(
+        ok=True,
+        message=f"Connected: {len(models)} model{'s' if len(models) != 1 else ''} offered.",
+        models=models,
+        latency_ms=latency,
+    )
+
+
+async def try_model(client: ModelClient, model: str) -> ProviderCheck:
+    """A tiny real request to one model (a few output tokens); never raises."""
+    request = Request(
+        model=model,
+        messages=[Message(role="user", content=[TextPart("Reply with the single word: OK")])],
+        max_tokens=16,
+    )
+    started = time.monotonic()
+    text: list[str] = []
+    try:
+        async for event in client.stream(request):
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, Finished):
+                break
+    except LlmError as exc:
+        return ProviderCheck(ok=False, message=f"The model {model} did not answer: {exc}")
+    latency = int((time.monotonic() - started) * 1000)
+    reply = "".join(text).strip()[:80]
+    return ProviderCheck(
+        ok=True,
+        message=f"The model {model} answered in {latency} ms.",
+        latency_ms=latency,
+        reply=reply,
+    )

@@ -1,0 +1,259 @@
+"""Chat basics through the conversation service and its thin routes: retry, regenerate,
+edit and resend, search of the member's own conversations, the view context kept apart
+from what was typed, and a picture for a model that cannot see it. Real owner databases,
+the fake provider over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Callable
+
+import pytest
+from conftest import PASSWORD, Client
+from fake_llm import FakeLLM
+
+from skald.core.conversations import Sent
+from skald.core.runtime import Runtime
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.store.conversations import ViewItem
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+async def _models(
+    runtime: Runtime, fake: FakeLLM, *names: str, capabilities: tuple[str, ...] = ("tools",)
+) -> list[str]:
+    provider = await runtime.llm.add_provider(
+        f"Fake {names[0]}", "openai_compatible", fake.base_url_openai, "sk-test-123"
+    )
+    out = []
+    for priority, name in enumerate(names, 1):
+        row = await runtime.llm.add_model(
+            provider.id, name, name, "average", list(capabilities), priority, True
+        )
+        out.append(row.id)
+    return out
+
+
+@pytest.fixture
+async def ada(runtime: Runtime, household: dict[str, str]) -> str:
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    return household["ada"]
+
+
+async def _picture(runtime: Runtime, ada: str, conversation_id: str) -> None:
+    folder = await runtime.conversations.attachment_folder(ada, conversation_id)
+    folder.path.mkdir(parents=True, exist_ok=True)
+    (folder.path / "cat.png").write_bytes(PNG)
+
+
+async def _turn(runtime: Runtime, ada: str, sent: object) -> None:
+    assert isinstance(sent, Sent)
+    await runtime.conversations.wait(ada, sent)
+
+
+async def test_regenerate_replaces_the_last_answer_and_the_model_sees_the_message_once(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await _models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["First answer.", "Second answer."])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    await _turn(runtime, ada, await svc.send(ada, conversation.id, "name a river"))
+    first = await svc.history(ada, conversation.id)
+    await _turn(runtime, ada, await svc.resend(ada, conversation.id, first[0].seq))
+    history = await svc.history(ada, conversation.id)
+    assert [(i.role, i.text) for i in history] == [
+        ("user", "name a river"),
+        ("assistant", "Second answer."),
+    ]
+    # The second request carried the question once, without the dropped answer.
+    asked = fake_llm.bodies()[-1]["messages"]
+    texts = json.dumps(asked)
+    assert texts.count("name a river") == 1 and "First answer." not in texts
+
+
+async def test_retry_after_a_failure_sends_the_same_message_again(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await _models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", [400, "Worked this time."])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    sent = await svc.send(ada, conversation.id, "try me")
+    assert isinstance(sent, Sent)
+    assert (await svc.wait(ada, sent)).status == "failed"
+    seq = (await svc.history(ada, conversation.id))[0].seq
+    await _turn(runtime, ada, await svc.resend(ada, conversation.id, seq))
+    assert [(i.role, i.text) for i in await svc.history(ada, conversation.id)] == [
+        ("user", "try me"),
+        ("assistant", "Worked this time."),
+    ]
+
+
+async def test_edit_and_resend_drops_the_later_messages_and_keeps_the_view_context(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await _models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["A.", "B.", "C."])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    view = [ViewItem("page", "Files"), ViewItem("folder", "~/recipes")]
+    await _turn(runtime, ada, await svc.send(ada, conversation.id, "one", view_context=view))
+    await _turn(runtime, ada, await svc.send(ada, conversation.id, "two"))
+    first = (await svc.history(ada, conversation.id))[0]
+    assert first.text == "one" and first.view == view
+    await _turn(runtime, ada, await svc.resend(ada, conversation.id, first.seq, "one, edited"))
+    history = await svc.history(ada, conversation.id)
+    assert [(i.role, i.text) for i in history] == [("user", "one, edited"), ("assistant", "C.")]
+    assert history[0].view == view
+    assert "~/recipes" in json.dumps(fake_llm.bodies()[-1])
+
+
+async def test_resend_is_refused_while_a_turn_runs_and_for_an_answer_or_another_members_message(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM, household: dict[str, str]
+) -> None:
+    await _models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["Done."])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    await _turn(runtime, ada, await svc.send(ada, conversation.id, "hello"))
+    user, answer = await svc.history(ada, conversation.id)
+    with pytest.raises(NotFoundError):
+        await svc.resend(ada, conversation.id, answer.seq)
+    await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
+    with pytest.raises(NotFoundError):
+        await svc.resend(household["mum"], conversation.id, user.seq)
+    await runtime.user_runtimes[ada].hub.update(conversation.id, status="running")
+    with pytest.raises(ConflictError):
+        await svc.resend(ada, conversation.id, user.seq)
+    # Nothing was taken back by the refused attempts.
+    assert len(await svc.history(ada, conversation.id)) == 2
+
+
+async def test_search_finds_titles_and_message_text_of_the_members_own_conversations_only(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM, household: dict[str, str]
+) -> None:
+    await _models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["Gnocchi need floury potatoes.", "Fine."])
+    svc = runtime.conversations
+    recipes = await svc.create(ada, "Dinner plans")
+    await _turn(runtime, ada, await svc.send(ada, recipes.id, "how do I make gnocchi?"))
+    other = await svc.create(ada)
+    await _turn(
+        runtime,
+        ada,
+        await svc.send(
+            ada, other.id, "hi", view_context=[ViewItem("page", "potatoes-secret-view")]
+        ),
+    )
+    hits = await svc.search(ada, "potato")  # a prefix of the last word
+    assert [(h.conversation_id, h.seq is not None) for h in hits] == [(recipes.id, True)]
+    assert "potatoes" in hits[0].snippet
+    assert [h.conversation_id for h in await svc.search(ada, "dinner")] == [recipes.id]
+    # FTS syntax in the query is just text; the view context is not searchable text.
+    assert await svc.search(ada, 'gnocchi" OR "x') == []
+    assert await svc.search(ada, "potatoes-secret-view") == []
+    assert await svc.search(ada, "   ") == []
+    # Another member searches their own database only.
+    await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
+    assert await svc.search(household["mum"], "gnocchi") == []
+    with pytest.raises(InvalidInputError):
+        await svc.search(ada, "x" * 201)
+
+
+async def test_the_view_context_is_bounded_and_never_part_of_the_typed_text(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await _models(runtime, fake_llm, "model-a")
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    with pytest.raises(InvalidInputError, match="at most 8"):
+        await svc.send(ada, conversation.id, "x", view_context=[ViewItem("a", "b")] * 9)
+    with pytest.raises(InvalidInputError, match="colon"):
+        await svc.send(ada, conversation.id, "x", view_context=[ViewItem("a: b", "c")])
+    with pytest.raises(InvalidInputError, match="500"):
+        await svc.send(ada, conversation.id, "x", view_context=[ViewItem("a", "v" * 501)])
+    assert await svc.history(ada, conversation.id) == []
+
+
+async def test_a_picture_for_a_model_without_vision_sends_the_text_and_says_it_was_not_seen(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await _models(runtime, fake_llm, "text-only")
+    fake_llm.script("text-only", ["I cannot see it."])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    await _picture(runtime, ada, conversation.id)
+    path = f"uploads/{conversation.id}/cat.png"
+    sent = await svc.send(ada, conversation.id, "what is in the picture?", [path])
+    assert isinstance(sent, Sent) and sent.images_not_seen
+    reply = await svc.wait(ada, sent)
+    assert reply.status == "done" and reply.reply == "I cannot see it."
+    body = json.dumps(fake_llm.bodies()[-1])
+    assert "image_url" not in body and "cannot see pictures" in body
+    first = (await svc.history(ada, conversation.id))[0]
+    assert first.images_not_seen and first.text == "what is in the picture?"
+
+
+async def test_a_picture_goes_to_a_vision_model_in_auto(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await _models(runtime, fake_llm, "text-only")
+    await _models(runtime, fake_llm, "sees", capabilities=("tools", "vision"))
+    fake_llm.script("sees", ["A cat."])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    await _picture(runtime, ada, conversation.id)
+    sent = await svc.send(ada, conversation.id, "and now?", [f"uploads/{conversation.id}/cat.png"])
+    assert isinstance(sent, Sent) and not sent.images_not_seen
+    assert (await svc.wait(ada, sent)).reply == "A cat."
+    assert "image_url" in json.dumps(fake_llm.bodies()[-1])
+    assert not (await svc.history(ada, conversation.id))[0].images_not_seen
+
+
+async def test_the_routes_resend_and_search_for_the_signed_in_member(
+    runtime: Runtime,
+    household: dict[str, str],
+    fake_llm: FakeLLM,
+    make_client: Callable[[], Awaitable[Client]],
+) -> None:
+    await _models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["One.", "Two."])
+    client = await make_client()
+    await client.login("ada")
+    conv = (await client.call("POST", "/api/conversations", json={"title": "Trip to Lyon"})).json()
+    r = await client.call(
+        "POST",
+        f"/api/conversations/{conv['id']}/messages",
+        json={"text": "plan it", "view_context": [{"label": "page", "value": "Files"}]},
+    )
+    assert r.status_code == 202 and r.json() == {"accepted": True, "images_not_seen": False}
+    for _ in range(300):
+        items = (await client.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
+        if len(items) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert items[0]["view"] == [{"label": "page", "value": "Files"}]
+    r = await client.call(
+        "POST",
+        f"/api/conversations/{conv['id']}/messages/{items[0]['seq']}/resend",
+        json={"text": "plan"},
+    )
+    assert r.status_code == 202, r.text
+    r = await client.call(
+        "POST", f"/api/conversations/{conv['id']}/messages/999999/resend", json={}
+    )
+    assert r.status_code in (404, 409)
+    hits = (await client.call("GET", "/api/chat/search", params={"q": "lyon"})).json()
+    assert [h["conversation_id"] for h in hits] == [conv["id"]]
+    r = await client.call(
+        "POST",
+        f"/api/conversations/{conv['id']}/messages",
+        json={"text": "x", "view_context": [{}] * 9},
+    )
+    assert r.status_code == 400
