@@ -39,8 +39,40 @@ class UsageError(SkaldError):
 
 
 class SkaldArgumentParser(argparse.ArgumentParser):
+    """argparse whose mistakes are `UsageError`s naming what was wrong and where.
+
+    Trap: argparse reports an unknown option from the top parser (so `skald doctor
+    --jsn` pointed at `skald --help`), and an unknown option before the command hid
+    behind "a COMMAND is required". `parse_args` names the option and the command it
+    was given to; every command records its `prog` for that (`_prog`).
+    """
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        self._reject_unknown_leading_options(argv)
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            prog = getattr(parsed, "_prog", self.prog)
+            first = extras[0]
+            what = "unknown option" if first.startswith("-") else "unexpected argument"
+            raise UsageError(f"{what} {first!r} for `{prog}` (see `{prog} --help`)")
+        return parsed
+
+    def _reject_unknown_leading_options(self, argv: list[str]) -> None:
+        """Options before the command must be this parser's own (`--data`, `--help`)."""
+        i = 0
+        while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+            flag = argv[i].split("=", 1)[0]
+            action = self._option_string_actions.get(flag)
+            if action is None and not any(o.startswith(flag) for o in self._option_string_actions):
+                raise UsageError(f"unknown option {flag!r} (see `{self.prog} --help`)")
+            takes_value = action is not None and action.nargs != 0 and "=" not in argv[i]
+            i += 2 if takes_value else 1
 
 
 # -- reading secrets ----------------------------------------------------------------
@@ -542,6 +574,7 @@ def build_parser() -> SkaldArgumentParser:
         p = parent.add_parser(name, help=help_text, description=help_text)
         # Also accepted after the command; SUPPRESS keeps the top-level value otherwise.
         _data_option(p, argparse.SUPPRESS)
+        p.set_defaults(_prog=p.prog)  # the deepest command wins: errors name it
         return p
 
     command("version", "print the version").set_defaults(handler=None, local="version")
