@@ -34,7 +34,7 @@ async def check_config(ctx: Context) -> Finding:
             status="fail",
             finding=ctx.config_error,
             fix=f"correct {shell_quote(path)} (or the SKALD_* variable named), then "
-            "systemctl --user restart skald; the other checks used the defaults",
+            f"{ctx.restart_command()}; the other checks used the defaults",
         )
     exists = await asyncio.to_thread(path.is_file)
     where = str(path) if exists else "built-in defaults (no config.toml)"
@@ -53,14 +53,14 @@ async def check_data(ctx: Context) -> Finding:
                 name="data",
                 status="fail",
                 finding=f"no Skald data in {layout.root}",
-                fix="skald setup (or pass --data DIR where the data lives)",
+                fix=f"{ctx.skald('setup')} (or pass --data DIR where the data lives)",
             )
         if not layout.system_db.is_file():
             return Finding(
                 name="data",
                 status="warn",
                 finding=f"{layout.root} has no registry yet (nobody has set up Skald here)",
-                fix="skald setup (or open the web setup page the server prints)",
+                fix=f"{ctx.skald('setup')} (or open the web setup page the server prints)",
             )
         return Finding(name="data", status="ok", finding=f"data directory {layout.root}")
 
@@ -286,10 +286,12 @@ def _newest_archive(backups: Path) -> Path | None:
 
 def _restore_fix(ctx: Context) -> str:
     archive = _newest_archive(ctx.layout.backups_dir)
+    stop, restore = ctx.stop_command(), ctx.skald("restore")
     if archive is not None:
-        return f"systemctl --user stop skald && skald restore {shell_quote(archive)}"
+        joiner = " && " if ctx.runs_as_service else ", then "
+        return f"{stop}{joiner}{restore} {shell_quote(archive)}"
     return (
-        "systemctl --user stop skald, then skald restore ARCHIVE with your last backup "
+        f"{stop}, then {restore} ARCHIVE with your last backup "
         f"(none in {ctx.layout.backups_dir}; update snapshots are in its pre-update-* folders)"
     )
 
@@ -325,7 +327,7 @@ async def check_member_databases(ctx: Context) -> Finding:
                 name="databases",
                 status="fail",
                 finding=f"cannot ask the running server: {exc}",
-                fix="systemctl --user restart skald",
+                fix=ctx.restart_command(),
             )
         if answer is not None:
             dbs = answer.get("databases") or []

@@ -14,6 +14,7 @@ The checks are in `skald.ops.checks_host` (this machine) and `skald.ops.checks_d
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TextIO
 
@@ -77,6 +78,9 @@ CHECKS: list[Check] = [
 
 async def run_checks(ctx: Context, checks: list[Check] | None = None) -> Report:
     findings: list[Finding] = []
+    # The install's shape decides which checks apply and what the fixes say; asking
+    # systemd is a subprocess, so it happens here, once, off the loop.
+    await asyncio.to_thread(lambda: ctx.has_systemd)
     try:
         for check in checks or CHECKS:
             name = check.__name__.removeprefix("check_").replace("_", " ")
