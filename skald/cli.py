@@ -392,13 +392,17 @@ async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
 
 async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
     """A backup archive, written by the running server if there is one (it holds the
-    keys of unlocked members), else directly."""
+    keys of unlocked members), else directly; with --drill, then the restore drill."""
     import time
 
     from skald.ops.backup import backup_command
 
     started = time.monotonic()
     out = Path(args.out) if args.out else None
+    if out is None and args.drill:
+        from skald.ops.schedule import load_settings
+
+        out = load_settings(env.layout).target(env.layout)
     result, by_server = await backup_command(env.layout, env.config, quick=args.quick, out=out)
     how = "by the running server" if by_server else "directly (no server running)"
     env.out.write(
@@ -409,6 +413,19 @@ async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
     if result.skipped:
         env.out.write(
             f"  {result.skipped} item(s) left out: listed under 'skipped' in backup.json\n"
+        )
+    if args.drill:
+        from skald.ops.schedule import drill_command
+
+        drill = await drill_command(env.layout, env.config)
+        for db in drill.databases:
+            who = f" ({db.username})" if db.username else ""
+            env.out.write(f"  {db.status:<6} {db.path}{who}: {db.detail}\n")
+        if not drill.ok:
+            raise SkaldError(f"the restore drill failed: {drill.error}")
+        env.out.write(
+            f"Restore drill passed: {drill.archive}, {drill.files} files match their digests, "
+            f"{sum(d.status == 'ok' for d in drill.databases)} database(s) open and intact\n"
         )
     return 0
 
@@ -608,7 +625,14 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument(
         "--out",
         metavar="PATH",
-        help="archive file or folder (default: <data>/backups/skald-backup-<UTC time>.tar)",
+        help="archive file or folder (default: <data>/backups/skald-backup-<UTC time>.tar; "
+        "with --drill: the scheduled backups' folder)",
+    )
+    p.add_argument(
+        "--drill",
+        action="store_true",
+        help="then restore the newest backup into a scratch folder and check every database "
+        "(the monthly restore drill, now)",
     )
     p.set_defaults(handler=cmd_backup)
 

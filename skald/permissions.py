@@ -95,9 +95,6 @@ PROJECTS_USE = declare(
 TELEGRAM_USE = declare(
     "telegram.use", "Chat through Telegram", reserved_for="Telegram (a later issue)"
 )
-ADMIN_SYSTEM = declare(
-    "admin.system",
-    "Instance settings, backups and diagnostics",
-    reserved_for="the instance settings page (a later issue; backups and diagnostics "
-    "are the operator's `skald` commands today)",
-)
+# Enforced by the Backups page's routes (skald/api/routes/backups.py); the instance
+# settings page uses it too.
+ADMIN_SYSTEM = declare("admin.system", "Instance settings, backups and diagnostics")

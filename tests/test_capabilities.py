@@ -38,7 +38,6 @@ RESERVED = {
     "schedule.use": "issue 14",
     "projects.use": "a later issue",
     "telegram.use": "a later issue",
-    "admin.system": "a later issue",
 }
 # Pages of the web UI and the capability each needs (the pages hook, `GET /api/pages`;
 # the web app's navigation and router take them from there).
@@ -50,6 +49,7 @@ PAGES = {
     "/admin/roles": "admin.roles",
     "/admin/approvals": "admin.roles",
     "/admin/models": "admin.models",
+    "/admin/backups": "admin.system",
 }
 
 

@@ -19,6 +19,7 @@ from skald.cli import main
 from skald.config import Config
 from skald.ops import checks_base, checks_host, doctor
 from skald.ops import install_root as ir
+from skald.ops.archive import utc_stamp
 from skald.paths import DataLayout
 
 VERSION = "0.1.0"
@@ -82,6 +83,11 @@ class Install:
             stdout=io.StringIO(),
         )
         assert code == 0
+        # A healthy household has a recent backup (the check reads names and times).
+        backups = self.data / "backups"
+        backups.mkdir(mode=0o700, exist_ok=True)
+        (backups / f"skald-backup-{utc_stamp()}.tar").write_bytes(b"")
+        (backups / f"skald-backup-{utc_stamp()}.tar").chmod(0o600)
 
     def doctor(self, *extra: str, **env: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """Exit code, the JSON report, and its checks by name."""
@@ -124,6 +130,7 @@ def test_healthy_install_passes(install: Install) -> None:
         "linger": "ok",
         "port": "ok",
         "services": "skip",  # no server running
+        "backups": "ok",
     }
     assert [(name, c["status"]) for name, c in checks.items()] == list(expected.items())
     assert f"current -> releases/{VERSION}" in checks["install"]["finding"]
@@ -262,6 +269,8 @@ def test_port_taken_by_another_program(install: Install) -> None:
 
 
 def test_corrupted_registry(install: Install) -> None:
+    for archive in (install.data / "backups").glob("skald-backup-*.tar"):
+        archive.unlink()  # first without a backup at hand
     db = DataLayout(install.data).system_db
     raw = bytearray(db.read_bytes())
     assert len(raw) > 5 * 4096

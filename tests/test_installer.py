@@ -380,13 +380,21 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     )
     assert rc == 0, seen
 
+    # No backup yet: the fix makes one and restore-tests it at once.
+    code, checks = _doctor(site)
+    assert code == 0 and checks["backups"]["status"] == "warn", checks["backups"]
+    backup = _fix_command(checks["backups"])
+    assert backup == f"{site.skald_home}/bin/skald backup --drill", backup
+    proc = site.run(backup)
+    assert proc.returncode == 0 and "Restore drill passed" in proc.stdout, proc.stderr
+
     code, checks = _doctor(site)
     assert code == 0, checks
     for name, check in checks.items():
         assert check["status"] in ("ok", "skip"), (name, check)
         if check["status"] == "skip" and name not in ("homes", "services"):
             assert check["finding"].startswith("not applicable: "), (name, check)
-    for name in ("docker", "image", "install", "data", "registry"):
+    for name in ("docker", "image", "install", "data", "registry", "backups"):
         assert checks[name]["status"] == "ok", (name, checks[name])
     for name in ("unit", "linger"):
         assert "does not run systemd" in checks[name]["finding"], checks[name]

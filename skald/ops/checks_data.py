@@ -13,7 +13,7 @@ from pathlib import Path
 from skald.errors import SkaldError
 from skald.files.homes import home_problems
 from skald.ops.channel import is_serving, ops_request
-from skald.ops.checks_base import Context, Finding, shell_quote
+from skald.ops.checks_base import Context, Finding, not_applicable, shell_quote
 from skald.paths import DIR_MODE, DataLayout
 
 DISK_WARN = 2 * 1024**3
@@ -385,4 +385,74 @@ async def check_member_databases(ctx: Context) -> Finding:
         name="databases",
         status="ok",
         finding=f"{len(plain)} unencrypted member database(s) ok{tail}",
+    )
+
+
+# -- backups: the schedule's result and the restore drill ---------------------------------
+
+
+def _age(seconds: float) -> str:
+    hours = seconds / 3600
+    return f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
+
+
+async def check_backups(ctx: Context) -> Finding:
+    """A household's backups: a recent archive in the chosen folder, and the last restore
+    drill passed. Read from the files the server's scheduler keeps (no server needed)."""
+    from datetime import UTC, datetime
+
+    from skald.ops.schedule import archives, load_settings, load_state
+
+    layout = ctx.layout
+    if not await asyncio.to_thread(layout.system_db.is_file):
+        return not_applicable("backups", "nothing to back up yet (no registry)")
+    try:
+        settings = await asyncio.to_thread(load_settings, layout)
+    except SkaldError as exc:
+        return Finding(
+            name="backups",
+            status="fail",
+            finding=str(exc),
+            fix=f"rm {shell_quote(layout.root / 'backup-schedule.json')} (back to the defaults)",
+        )
+    state = await asyncio.to_thread(load_state, layout)
+    folder = settings.target(layout)
+    found = await asyncio.to_thread(archives, folder)
+    drill = state.last_drill
+    if drill is not None and not drill.ok:
+        where = f" of {drill.archive}" if drill.archive else ""
+        return Finding(
+            name="backups",
+            status="fail",
+            finding=f"the restore drill{where} failed on {drill.at}: {drill.error}",
+            fix=f"{ctx.skald('backup', '--drill')} (a new backup, tested at once)",
+        )
+    if not found:
+        last = state.last_backup
+        why = f" (the last scheduled one failed: {last.error})" if last and not last.ok else ""
+        return Finding(
+            name="backups",
+            status="warn",
+            finding=f"no backup in {folder} yet{why}",
+            fix=ctx.skald("backup", "--drill"),
+        )
+    newest_at, newest = found[0]
+    age = (datetime.now(UTC) - newest_at).total_seconds()
+    if settings.enabled and age > 2 * settings.every_hours * 3600:
+        last = state.last_backup
+        why = f"; the last scheduled one failed: {last.error}" if last and not last.ok else ""
+        return Finding(
+            name="backups",
+            status="warn",
+            finding=f"the newest backup, {newest.name}, is {_age(age)} old{why}",
+            fix=ctx.skald("backup", "--drill"),
+        )
+    tested = "not restore-tested yet" if drill is None else f"restore drill passed on {drill.at}"
+    schedule = (
+        f"every {settings.every_hours} h" if settings.enabled else "schedule off (by hand only)"
+    )
+    return Finding(
+        name="backups",
+        status="ok",
+        finding=f"{len(found)} backup(s) in {folder}, newest {_age(age)} old; {tested}; {schedule}",
     )

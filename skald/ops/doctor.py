@@ -23,6 +23,7 @@ import msgspec
 from skald import __version__
 from skald.ops.checks_base import Check, Context, Finding
 from skald.ops.checks_data import (
+    check_backups,
     check_config,
     check_data,
     check_disk,
@@ -73,6 +74,7 @@ CHECKS: list[Check] = [
     check_linger,
     check_port,
     check_services,
+    check_backups,
 ]
 
 

@@ -58,6 +58,7 @@ BUILTINS: Final = (
     "skald.features.approvals",
     "skald.features.inbox",
     "skald.features.ops",
+    "skald.features.backups",
 )
 
 
