@@ -140,6 +140,7 @@ load_env_file() {
             SKALD_CHANNEL) SAVED_CHANNEL=$value ;;
             SKALD_PYTHON) SAVED_PYTHON=$value ;;
             SKALD_LINGER_BY_INSTALLER) LINGER_BY_INSTALLER=$value ;;
+            SKALD_SOURCE) SAVED_SOURCE=$value ;;
         esac
     done <"$ENV_FILE"
 }
@@ -151,6 +152,9 @@ write_env_file() {
         printf 'SKALD_CHANNEL=%s\n' "$CHANNEL"
         printf 'SKALD_PYTHON=%s\n' "$PY"
         printf 'SKALD_LINGER_BY_INSTALLER=%s\n' "${LINGER_BY_INSTALLER:-no}"
+        # The checkout an --from-source install was built from: `skald doctor` points its
+        # repairs there (update.sh needs a release server, which such an install lacks).
+        printf 'SKALD_SOURCE=%s\n' "${SOURCE_DIR:-${SAVED_SOURCE:-}}"
     } >"$tmp"
     mv -f "$tmp" "$ENV_FILE"
 }
@@ -551,6 +555,8 @@ linger_on() {
 # boot. Unprivileged first (polkit allows it in many local sessions), then sudo without
 # a password, then sudo with one, only if someone is at a terminal. Never fatal.
 enable_linger() {
+    # Linger is a systemd thing: without systemd there is nothing to enable or advise.
+    [ -d /run/systemd/system ] || return 0
     command -v loginctl >/dev/null 2>&1 || return 0
     if linger_on; then
         return 0
@@ -765,6 +771,7 @@ parse_args() {
 build_from_source() {
     src=$(cd "$(dirname "$0")" && pwd)
     [ -f "$src/ci/build.sh" ] || die "--from-source must be run as ./install.sh from a Skald checkout"
+    SOURCE_DIR=$src
     step "building from $src"
     if [ ! -x "$src/.venv/bin/python" ]; then
         "$PY" -m venv "$src/.venv" || die "cannot create $src/.venv (Debian: sudo apt-get install python3-venv)"

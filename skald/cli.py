@@ -39,8 +39,40 @@ class UsageError(SkaldError):
 
 
 class SkaldArgumentParser(argparse.ArgumentParser):
+    """argparse whose mistakes are `UsageError`s naming what was wrong and where.
+
+    Trap: argparse reports an unknown option from the top parser (so `skald doctor
+    --jsn` pointed at `skald --help`), and an unknown option before the command hid
+    behind "a COMMAND is required". `parse_args` names the option and the command it
+    was given to; every command records its `prog` for that (`_prog`).
+    """
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        argv = list(sys.argv[1:] if args is None else args)
+        self._reject_unknown_leading_options(argv)
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            prog = getattr(parsed, "_prog", self.prog)
+            first = extras[0]
+            what = "unknown option" if first.startswith("-") else "unexpected argument"
+            raise UsageError(f"{what} {first!r} for `{prog}` (see `{prog} --help`)")
+        return parsed
+
+    def _reject_unknown_leading_options(self, argv: list[str]) -> None:
+        """Options before the command must be this parser's own (`--data`, `--help`)."""
+        i = 0
+        while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+            flag = argv[i].split("=", 1)[0]
+            action = self._option_string_actions.get(flag)
+            if action is None and not any(o.startswith(flag) for o in self._option_string_actions):
+                raise UsageError(f"unknown option {flag!r} (see `{self.prog} --help`)")
+            takes_value = action is not None and action.nargs != 0 and "=" not in argv[i]
+            i += 2 if takes_value else 1
 
 
 # -- reading secrets ----------------------------------------------------------------
@@ -362,13 +394,17 @@ async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
 
 async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
     """A backup archive, written by the running server if there is one (it holds the
-    keys of unlocked members), else directly."""
+    keys of unlocked members), else directly; with --drill, then the restore drill."""
     import time
 
     from skald.ops.backup import backup_command
 
     started = time.monotonic()
     out = Path(args.out) if args.out else None
+    if out is None and args.drill:
+        from skald.ops.schedule import load_settings
+
+        out = load_settings(env.layout).target(env.layout)
     result, by_server = await backup_command(env.layout, env.config, quick=args.quick, out=out)
     how = "by the running server" if by_server else "directly (no server running)"
     env.out.write(
@@ -379,6 +415,19 @@ async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
     if result.skipped:
         env.out.write(
             f"  {result.skipped} item(s) left out: listed under 'skipped' in backup.json\n"
+        )
+    if args.drill:
+        from skald.ops.schedule import drill_command
+
+        drill = await drill_command(env.layout, env.config)
+        for db in drill.databases:
+            who = f" ({db.username})" if db.username else ""
+            env.out.write(f"  {db.status:<6} {db.path}{who}: {db.detail}\n")
+        if not drill.ok:
+            raise SkaldError(f"the restore drill failed: {drill.error}")
+        env.out.write(
+            f"Restore drill passed: {drill.archive}, {drill.files} files match their digests, "
+            f"{sum(d.status == 'ok' for d in drill.databases)} database(s) open and intact\n"
         )
     return 0
 
@@ -544,6 +593,7 @@ def build_parser() -> SkaldArgumentParser:
         p = parent.add_parser(name, help=help_text, description=help_text)
         # Also accepted after the command; SUPPRESS keeps the top-level value otherwise.
         _data_option(p, argparse.SUPPRESS)
+        p.set_defaults(_prog=p.prog)  # the deepest command wins: errors name it
         return p
 
     command("version", "print the version").set_defaults(handler=None, local="version")
@@ -577,7 +627,14 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument(
         "--out",
         metavar="PATH",
-        help="archive file or folder (default: <data>/backups/skald-backup-<UTC time>.tar)",
+        help="archive file or folder (default: <data>/backups/skald-backup-<UTC time>.tar; "
+        "with --drill: the scheduled backups' folder)",
+    )
+    p.add_argument(
+        "--drill",
+        action="store_true",
+        help="then restore the newest backup into a scratch folder and check every database "
+        "(the monthly restore drill, now)",
     )
     p.set_defaults(handler=cmd_backup)
 

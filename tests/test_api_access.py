@@ -155,6 +155,15 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"display_name": "Member"},
         {"anon": 401, A: 200, M: 403, C: 403},
     ),
+    ("GET", "/api/backups", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/backups/settings",
+        {"every_hours": 24},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("POST", "/api/backups/run", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("POST", "/api/backups/drill", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("GET", "/api/llm/kinds", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("GET", "/api/llm/providers", None, {"anon": 401, A: 200, M: 403, C: 403}),
     (

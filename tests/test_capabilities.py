@@ -49,6 +49,7 @@ PAGES = {
     "/admin/models": "admin.models",
     "/admin/settings": "admin.system",
     "/welcome": "admin.system",
+    "/admin/backups": "admin.system",
 }
 
 

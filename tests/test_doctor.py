@@ -19,6 +19,7 @@ from skald.cli import main
 from skald.config import Config
 from skald.ops import checks_base, checks_host, doctor
 from skald.ops import install_root as ir
+from skald.ops.archive import utc_stamp
 from skald.paths import DataLayout
 
 VERSION = "0.1.0"
@@ -36,6 +37,10 @@ class Install:
         (release / f"skald-{VERSION}-linux-x86_64-cp311.pyz").write_bytes(b"PK")
         (release / "skald.pyz").symlink_to(f"skald-{VERSION}-linux-x86_64-cp311.pyz")
         (self.root / "current").symlink_to(f"releases/{VERSION}")
+        self.bin = self.root / "bin" / "skald"  # the wrapper install.sh writes
+        self.bin.parent.mkdir()
+        self.bin.write_text("#!/bin/sh\nexit 0\n")
+        self.bin.chmod(0o755)
         update = self.root / "update.sh"
         update.write_text("#!/bin/sh\nexit 0\n")
         update.chmod(0o755)
@@ -57,6 +62,9 @@ class Install:
         self.linger.mkdir()
         (self.linger / ir.current_user({})).touch()
         monkeypatch.setattr(ir, "LINGER_DIR", self.linger)
+        # The service shape: systemd is the init (its runtime directory exists).
+        (tmp / "run-systemd").mkdir()
+        monkeypatch.setattr(checks_base, "SYSTEMD_RUN_DIR", tmp / "run-systemd")
         self.port = free_port()
         self.environ = {
             "HOME": str(tmp),
@@ -75,6 +83,11 @@ class Install:
             stdout=io.StringIO(),
         )
         assert code == 0
+        # A healthy household has a recent backup (the check reads names and times).
+        backups = self.data / "backups"
+        backups.mkdir(mode=0o700, exist_ok=True)
+        (backups / f"skald-backup-{utc_stamp()}.tar").write_bytes(b"")
+        (backups / f"skald-backup-{utc_stamp()}.tar").chmod(0o600)
 
     def doctor(self, *extra: str, **env: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """Exit code, the JSON report, and its checks by name."""
@@ -117,6 +130,7 @@ def test_healthy_install_passes(install: Install) -> None:
         "linger": "ok",
         "port": "ok",
         "services": "skip",  # no server running
+        "backups": "ok",
     }
     assert [(name, c["status"]) for name, c in checks.items()] == list(expected.items())
     assert f"current -> releases/{VERSION}" in checks["install"]["finding"]
@@ -255,6 +269,8 @@ def test_port_taken_by_another_program(install: Install) -> None:
 
 
 def test_corrupted_registry(install: Install) -> None:
+    for archive in (install.data / "backups").glob("skald-backup-*.tar"):
+        archive.unlink()  # first without a backup at hand
     db = DataLayout(install.data).system_db
     raw = bytearray(db.read_bytes())
     assert len(raw) > 5 * 4096
@@ -271,7 +287,9 @@ def test_corrupted_registry(install: Install) -> None:
     newest.write_bytes(b"new")
     os.utime(backups / "skald-backup-20261101T000000Z.tar", (1, 1))
     _, _, checks = install.doctor()
-    assert checks["registry"]["fix"] == f"systemctl --user stop skald && skald restore {newest}"
+    assert checks["registry"]["fix"] == (
+        f"systemctl --user stop skald && {install.bin} restore {newest}"
+    )
 
 
 def test_registry_that_is_not_a_database(install: Install) -> None:
@@ -300,16 +318,26 @@ def test_sandbox_disabled_skips_docker(install: Install) -> None:
 
 
 @pytest.mark.parametrize(
-    ("dockerd", "url", "fix"),
+    ("dockerd", "url", "systemd", "fix"),
     [
-        (None, "unix:///nonexistent/docker.sock", "sudo apt-get install docker.io"),
-        ("/usr/bin/dockerd", "unix:///var/run/docker.sock", "sudo systemctl enable --now docker"),
-        ("/usr/bin/dockerd", "unix:///nonexistent/docker.sock", "unset DOCKER_HOST"),
+        (None, "unix:///nonexistent/docker.sock", True, "sudo apt-get install docker.io"),
+        ("/usr/bin/dockerd", "unix:///var/run/docker.sock", True, "sudo systemctl enable --now"),
+        ("/usr/bin/dockerd", "unix:///var/run/docker.sock", False, "sudo service docker start"),
+        ("/usr/bin/dockerd", "unix:///nonexistent/docker.sock", True, "unset DOCKER_HOST"),
     ],
 )
-def test_missing_docker_socket_fixes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dockerd: str | None, url: str, fix: str
+def test_missing_docker_socket_fixes_fit_the_machine(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dockerd: str | None,
+    url: str,
+    systemd: bool,
+    fix: str,
 ) -> None:
+    run_dir = tmp_path / "run-systemd"
+    if systemd:
+        run_dir.mkdir()
+    monkeypatch.setattr(checks_base, "SYSTEMD_RUN_DIR", run_dir)
     monkeypatch.setattr(checks_host, "_which", lambda name, environ: dockerd)
     real_exists = Path.exists
     monkeypatch.setattr(
@@ -358,10 +386,12 @@ def test_missing_data_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     )
     checks = {c["name"]: c for c in json.loads(out.getvalue())["checks"]}
     assert code == 1
-    _assert_fail(checks["data"], "skald setup")
+    # The fix names this data directory: a bare `skald setup` would set up another one.
+    _assert_fail(checks["data"], f"skald --data {tmp_path / 'nowhere'} setup")
     # Not installed here and running from a checkout: the install checks do not apply.
-    assert checks["install"]["status"] == "skip"
-    assert checks["unit"]["status"] == "skip"
+    for name in ("install", "unit", "linger"):
+        assert checks[name]["status"] == "skip"
+        assert checks[name]["finding"].startswith("not applicable: "), checks[name]
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -440,9 +470,16 @@ def test_server_running_another_version_than_current(
     root = server.root / ".local" / "share" / "skald"
     (root / "releases" / "9.0.0").mkdir(parents=True)
     (root / "current").symlink_to("releases/9.0.0")
+    # Without systemd the server is a process someone started: restart that.
+    monkeypatch.setattr(checks_base, "SYSTEMD_RUN_DIR", tmp_path / "no-systemd")
     _, checks = _doctor_for(server, tmp_path, monkeypatch)
     assert checks["port"]["status"] == "warn", checks["port"]
     assert "installed version is 9.0.0" in checks["port"]["finding"]
+    assert "systemctl" not in checks["port"]["fix"]
+    assert f"--data {server.data} serve` (Ctrl-C), then start it again" in checks["port"]["fix"]
+    (tmp_path / "systemd").mkdir()
+    monkeypatch.setattr(checks_base, "SYSTEMD_RUN_DIR", tmp_path / "systemd")
+    _, checks = _doctor_for(server, tmp_path, monkeypatch)
     assert checks["port"]["fix"] == "systemctl --user restart skald"
 
 
@@ -469,3 +506,45 @@ def test_running_from(install: Install, monkeypatch: pytest.MonkeyPatch) -> None
     _, _, checks = install.doctor()
     assert checks["install"]["status"] == "ok"
     assert "this command itself runs release 0.0.9" in checks["install"]["finding"]
+
+
+def test_without_systemd_the_service_checks_do_not_apply_and_no_fix_names_systemd(
+    install: Install, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # install.sh on a machine without systemd writes no unit and enables no linger.
+    monkeypatch.setattr(checks_base, "SYSTEMD_RUN_DIR", install.tmp / "no-systemd")
+    install.unit.unlink()
+    (install.linger / ir.current_user({})).unlink()
+    code, report, checks = install.doctor()
+    assert code == 0 and report["warnings"] == 0, checks
+    for name in ("unit", "linger"):
+        assert checks[name]["status"] == "skip"
+        assert checks[name]["finding"].startswith("not applicable: "), checks[name]
+        assert f"{install.bin} serve" in checks[name]["finding"]
+    # A broken registry: the restore fix stops the hand-started server, not a unit.
+    db = DataLayout(install.data).system_db
+    raw = bytearray(db.read_bytes())
+    raw[4096 : len(raw) - 4096] = b"\xa5" * (len(raw) - 8192)
+    db.write_bytes(bytes(raw))
+    _, _, checks = install.doctor()
+    fixes = " ".join(str(c["fix"]) for c in checks.values() if c["fix"])
+    assert "systemctl" not in fixes and "loginctl" not in fixes, fixes
+    assert f"stop the running `{install.bin} serve`" in checks["registry"]["fix"]
+
+
+def test_a_from_source_install_is_repaired_from_its_checkout_not_by_update_sh(
+    install: Install,
+) -> None:
+    source = install.tmp / "checkout"
+    (install.root / "installer.env").write_text(
+        f"SKALD_RELEASES_URL=\nSKALD_CHANNEL=stable\nSKALD_SOURCE={source}\n"
+    )
+    (install.root / "current").unlink()
+    _, _, checks = install.doctor()
+    assert checks["install"]["status"] == "fail"
+    assert checks["install"]["fix"] == f"{source}/install.sh --from-source"
+    # Without a checkout recorded and no release server, it says what to run, not update.sh.
+    (install.root / "installer.env").write_text("SKALD_RELEASES_URL=\n")
+    _, _, checks = install.doctor()
+    assert "update.sh" not in checks["install"]["fix"]
+    assert "install.sh --from-source" in checks["install"]["fix"]

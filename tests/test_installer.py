@@ -9,6 +9,7 @@ tree is real (ci/package.sh + ci/publish.sh with the test key), served from 127.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import prerequisites
 import pytest
@@ -32,6 +34,7 @@ from release_support import (
     run_script,
     serve_tree,
 )
+from sandbox_support import docker_client
 from terminal_support import converse
 
 import skald
@@ -322,21 +325,95 @@ def test_served_installer_knows_its_base_url(base_pyz: Path, tmp_path: Path) -> 
         stop()
 
 
-def test_from_source_installs_this_checkout_twice(tmp_path: Path) -> None:
+def _doctor(site: Site, skald: str | None = None, **env: str) -> tuple[int, dict[str, Any]]:
+    command = skald or f"{site.skald_home}/bin/skald"
+    proc = site.run(f"{command} doctor --json", SKALD_SANDBOX_ENABLED="true", **env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    return proc.returncode, checks
+
+
+def _fix_command(check: dict[str, Any]) -> str:
+    """The command part of a printed fix (an explanation may follow in parentheses)."""
+    fix = str(check["fix"])
+    return fix.split(" (", 1)[0]
+
+
+@pytest.mark.docker
+def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
+    tmp_path: Path,
+) -> None:
+    """The documented from-source shape on a machine without systemd, with Docker and the
+    runtime image: every check passes or says why it does not apply, and each fix the
+    doctor prints on the way (set up the data, repair the install) is run and heals."""
     if not (REPO / ".venv" / "bin" / "python").is_file():
         unavailable(
             "installer tests: --from-source needs the checkout's .venv (ci/test.sh makes it)"
         )
+    if Path("/run/systemd/system").is_dir():
+        unavailable("this test is the no-systemd shape; this machine runs systemd")
+    docker_client()  # Docker and the runtime image, or unavailable
     site = Site(url="", tree=tmp_path, base=tmp_path, builds=tmp_path, home=tmp_path / "home")
     site.home.mkdir()
-    for _ in range(2):  # the second run reinstalls the same version in place
-        proc = site.run(f"{REPO}/install.sh --from-source", SKALD_RELEASES_URL="")
-        assert proc.returncode == 0, proc.stderr
-        assert "building from" in proc.stdout
-        version = site.run(f"{site.skald_home}/bin/skald version").stdout.strip()
-        assert version == f"skald {skald.__version__}"
-        current = (site.skald_home / "current").readlink().as_posix()
-        assert current == f"releases/{skald.__version__}"
+    proc = site.run(f"{REPO}/install.sh --from-source", SKALD_RELEASES_URL="")
+    assert proc.returncode == 0, proc.stderr
+    assert "building from" in proc.stdout
+    assert "linger" not in proc.stdout + proc.stderr  # no systemd: nothing to say about it
+    version = site.run(f"{site.skald_home}/bin/skald version").stdout.strip()
+    assert version == f"skald {skald.__version__}"
+
+    # Nobody set it up yet: the fix is the installed `skald setup`, for this data.
+    code, checks = _doctor(site)
+    assert code == 0, checks
+    assert checks["data"]["status"] == "warn", checks["data"]
+    setup = _fix_command(checks["data"])
+    assert setup == f"{site.skald_home}/bin/skald setup", setup
+    rc, seen = converse(
+        ["bash", "-c", setup],
+        [
+            ("Administrator username", "mum"),
+            ("password for mum:", "correct horse battery staple"),
+            ("password for mum (again):", "correct horse battery staple"),
+        ],
+        timeout=120,
+        env=site.env(),
+    )
+    assert rc == 0, seen
+
+    # No backup yet: the fix makes one and restore-tests it at once.
+    code, checks = _doctor(site)
+    assert code == 0 and checks["backups"]["status"] == "warn", checks["backups"]
+    backup = _fix_command(checks["backups"])
+    assert backup == f"{site.skald_home}/bin/skald backup --drill", backup
+    proc = site.run(backup)
+    assert proc.returncode == 0 and "Restore drill passed" in proc.stdout, proc.stderr
+
+    code, checks = _doctor(site)
+    assert code == 0, checks
+    for name, check in checks.items():
+        assert check["status"] in ("ok", "skip"), (name, check)
+        if check["status"] == "skip" and name not in ("homes", "services"):
+            assert check["finding"].startswith("not applicable: "), (name, check)
+    for name in ("docker", "image", "install", "data", "registry", "backups"):
+        assert checks[name]["status"] == "ok", (name, checks[name])
+    for name in ("unit", "linger"):
+        assert "does not run systemd" in checks[name]["finding"], checks[name]
+
+    # A lost `current` (the installed `skald` cannot start then: the doctor runs from the
+    # checkout): the repair is this checkout's installer (no release server, so not
+    # update.sh); running it brings the install back, same version, one release.
+    (site.skald_home / "current").unlink()
+    from_checkout = f"cd {REPO} && {REPO}/.venv/bin/python -m skald"
+    code, checks = _doctor(site, from_checkout, SKALD_HOME=str(site.skald_home))
+    assert code == 1 and checks["install"]["status"] == "fail", checks["install"]
+    repair = _fix_command(checks["install"])
+    assert repair == f"{REPO}/install.sh --from-source", repair
+    proc = site.run(repair, SKALD_RELEASES_URL="")
+    assert proc.returncode == 0, proc.stderr
+    code, checks = _doctor(site)
+    assert code == 0 and checks["install"]["status"] == "ok", checks["install"]
+    current = (site.skald_home / "current").readlink().as_posix()
+    assert current == f"releases/{skald.__version__}"
     leftovers = [p.name for p in (site.skald_home / "releases").iterdir()]
     assert leftovers == [skald.__version__], leftovers
 

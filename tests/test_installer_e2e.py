@@ -13,6 +13,7 @@ The tests run in file order on one box (each builds on the state the previous on
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -203,6 +204,51 @@ def test_doctor_and_status_on_the_installed_box(world: World) -> None:
     assert rc == 0, out
     assert re.search(r"(?m)^service\s+active, enabled", out), out
     assert re.search(r"(?m)^running\s+1\.0\.0", out), out
+
+
+def _doctor_json(world: World) -> dict[str, dict[str, object]]:
+    _, out = world.alice(f"{HOME}/bin/skald doctor --json", check=False)
+    start = out.index("{")
+    report = json.loads(out[start : out.index("\n", start)] if "\n" in out[start:] else out[start:])
+    return {str(c["name"]): c for c in report["checks"]}
+
+
+def _run_fix(world: World, check: dict[str, object]) -> None:
+    """Run the command part of a printed fix (an explanation may follow in parentheses)."""
+    fix = str(check["fix"]).split(" (", 1)[0]
+    world.alice(fix)
+
+
+def test_every_fix_the_doctor_prints_on_the_systemd_box_heals_its_check(world: World) -> None:
+    """The systemd shape: each breakage an operator may meet, the doctor's fix run as
+    printed, and the check is ok again."""
+    # The unit disabled.
+    world.alice("systemctl --user disable skald.service")
+    checks = _doctor_json(world)
+    assert checks["unit"]["status"] == "fail", checks["unit"]
+    assert checks["unit"]["fix"] == "systemctl --user enable --now skald"
+    _run_fix(world, checks["unit"])
+    assert _doctor_json(world)["unit"]["status"] == "ok"
+    # Linger turned off (the service keeps running until logout; the doctor warns).
+    world.box.exec("loginctl disable-linger alice")
+    checks = _doctor_json(world)
+    assert checks["linger"]["status"] == "warn", checks["linger"]
+    assert checks["linger"]["fix"] == "sudo loginctl enable-linger alice"
+    _run_fix(world, checks["linger"])
+    world.box.wait_user_manager("alice")
+    assert _doctor_json(world)["linger"]["status"] == "ok"
+    # The unit file lost: the repair is update.sh --force (this install has a release server).
+    world.alice("rm ~/.config/systemd/user/skald.service && systemctl --user daemon-reload")
+    checks = _doctor_json(world)
+    assert checks["unit"]["status"] == "fail", checks["unit"]
+    assert checks["unit"]["fix"] == f"{HOME}/update.sh --force"
+    _run_fix(world, checks["unit"])
+    world.wait_version("1.0.0")
+    checks = _doctor_json(world)
+    assert checks["unit"]["status"] == "ok", checks["unit"]
+    # Nothing on this shape says "not applicable".
+    for name in ("install", "unit", "linger", "port", "services"):
+        assert checks[name]["status"] == "ok", (name, checks[name])
 
 
 def test_update_to_a_newer_build_keeps_data_and_heals_the_service(world: World) -> None:

@@ -276,6 +276,16 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     for role in ("admin", "member", "children"):
         expect(admin.locator(f'[data-testid="role-row"][data-role-name="{role}"]')).to_be_visible()
     shot(admin, "06-roles")
+    # A new role starts with chat and the Inbox ticked; a feature Skald lacks is out of reach.
+    admin.get_by_test_id("role-new").click()
+    expect(admin.get_by_test_id("role-form")).to_be_visible()
+    new_cap = admin.get_by_test_id("role-cap")
+    expect(new_cap.and_(admin.locator('[data-capability="chat"]'))).to_be_checked()
+    expect(new_cap.and_(admin.locator('[data-capability="inbox"]'))).to_be_checked()
+    expect(new_cap.and_(admin.locator('[data-capability="files"]'))).not_to_be_checked()
+    expect(new_cap.and_(admin.locator('[data-capability="connectors.use"]'))).to_be_disabled()
+    admin.get_by_test_id("role-cancel").click()
+    expect(admin.get_by_test_id("roles-list")).to_be_visible()
     admin.locator('[data-testid="role-row"][data-role-name="member"]').get_by_test_id(
         "role-edit"
     ).click()
@@ -283,10 +293,16 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
 
     # Capabilities no feature checks yet are labelled as such; enforced ones are not.
     def cap_row(name: str) -> Any:
-        return admin.locator(".cap", has=admin.locator(f'[data-capability="{name}"]'))
+        return admin.locator(f'[data-testid="role-cap-row"][data-capability="{name}"]')
 
-    expect(cap_row("connectors.use").get_by_test_id("cap-reserved")).to_have_text("Not used yet")
+    expect(cap_row("connectors.use").get_by_test_id("cap-reserved")).to_have_text(
+        "Not available yet"
+    )
+    expect(cap_row("connectors.use").get_by_test_id("cap-reserved-note")).to_be_visible()
     expect(cap_row("sandbox.exec").get_by_test_id("cap-reserved")).to_have_count(0)
+    # Capabilities are named in words, not by their identifiers.
+    expect(cap_row("sandbox.exec")).to_contain_text("Run commands")
+    expect(cap_row("sandbox.exec")).not_to_contain_text("sandbox.exec")
     expect(admin.get_by_test_id("role-storage-quota")).to_have_value("")  # the default
     admin.get_by_test_id("role-encrypted").uncheck()
     admin.get_by_test_id("role-save").click()
@@ -369,6 +385,20 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(admin.get_by_test_id("nav-admin-users")).to_have_text("Persone")
     expect(admin.locator("html")).to_have_attribute("lang", "it")
     shot(admin, "12-profile-italian")
+    # Built-in role names and the server's refusals read in Italian too (the server's
+    # own English words stay underneath, for whoever helps).
+    admin.get_by_test_id("nav-admin-roles").click()
+    admin_role = admin.locator('[data-testid="role-row"][data-role-name="admin"]')
+    expect(admin_role.locator(".card__title")).to_have_text("Amministratore")
+    admin.locator('[data-testid="role-row"][data-role-name="member"]').get_by_test_id(
+        "role-edit"
+    ).click()
+    expect(cap_row("sandbox.exec")).to_contain_text("Eseguire comandi")
+    admin.get_by_test_id("role-encrypted").uncheck()
+    admin.get_by_test_id("role-save").click()
+    expect(admin.get_by_test_id("role-error")).to_contain_text("La cifratura dei dati")
+    expect(admin.get_by_test_id("error-detail")).to_contain_text("can no longer change")
+    admin.get_by_test_id("nav-profile").click()
     admin.get_by_test_id("locale-picker").select_option("en")
     expect(admin.get_by_test_id("nav-profile")).to_have_text("Profile")
 

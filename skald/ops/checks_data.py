@@ -13,7 +13,7 @@ from pathlib import Path
 from skald.errors import SkaldError
 from skald.files.homes import home_problems
 from skald.ops.channel import is_serving, ops_request
-from skald.ops.checks_base import Context, Finding, shell_quote
+from skald.ops.checks_base import Context, Finding, not_applicable, shell_quote
 from skald.paths import DIR_MODE, DataLayout
 
 DISK_WARN = 2 * 1024**3
@@ -34,7 +34,7 @@ async def check_config(ctx: Context) -> Finding:
             status="fail",
             finding=ctx.config_error,
             fix=f"correct {shell_quote(path)} (or the SKALD_* variable named), then "
-            "systemctl --user restart skald; the other checks used the defaults",
+            f"{ctx.restart_command()}; the other checks used the defaults",
         )
     exists = await asyncio.to_thread(path.is_file)
     where = str(path) if exists else "built-in defaults (no config.toml)"
@@ -53,14 +53,14 @@ async def check_data(ctx: Context) -> Finding:
                 name="data",
                 status="fail",
                 finding=f"no Skald data in {layout.root}",
-                fix="skald setup (or pass --data DIR where the data lives)",
+                fix=f"{ctx.skald('setup')} (or pass --data DIR where the data lives)",
             )
         if not layout.system_db.is_file():
             return Finding(
                 name="data",
                 status="warn",
                 finding=f"{layout.root} has no registry yet (nobody has set up Skald here)",
-                fix="skald setup (or open the web setup page the server prints)",
+                fix=f"{ctx.skald('setup')} (or open the web setup page the server prints)",
             )
         return Finding(name="data", status="ok", finding=f"data directory {layout.root}")
 
@@ -287,10 +287,12 @@ def _newest_archive(backups: Path) -> Path | None:
 
 def _restore_fix(ctx: Context) -> str:
     archive = _newest_archive(ctx.layout.backups_dir)
+    stop, restore = ctx.stop_command(), ctx.skald("restore")
     if archive is not None:
-        return f"systemctl --user stop skald && skald restore {shell_quote(archive)}"
+        joiner = " && " if ctx.runs_as_service else ", then "
+        return f"{stop}{joiner}{restore} {shell_quote(archive)}"
     return (
-        "systemctl --user stop skald, then skald restore ARCHIVE with your last backup "
+        f"{stop}, then {restore} ARCHIVE with your last backup "
         f"(none in {ctx.layout.backups_dir}; update snapshots are in its pre-update-* folders)"
     )
 
@@ -326,7 +328,7 @@ async def check_member_databases(ctx: Context) -> Finding:
                 name="databases",
                 status="fail",
                 finding=f"cannot ask the running server: {exc}",
-                fix="systemctl --user restart skald",
+                fix=ctx.restart_command(),
             )
         if answer is not None:
             dbs = answer.get("databases") or []
@@ -384,4 +386,74 @@ async def check_member_databases(ctx: Context) -> Finding:
         name="databases",
         status="ok",
         finding=f"{len(plain)} unencrypted member database(s) ok{tail}",
+    )
+
+
+# -- backups: the schedule's result and the restore drill ---------------------------------
+
+
+def _age(seconds: float) -> str:
+    hours = seconds / 3600
+    return f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
+
+
+async def check_backups(ctx: Context) -> Finding:
+    """A household's backups: a recent archive in the chosen folder, and the last restore
+    drill passed. Read from the files the server's scheduler keeps (no server needed)."""
+    from datetime import UTC, datetime
+
+    from skald.ops.schedule import archives, load_settings, load_state
+
+    layout = ctx.layout
+    if not await asyncio.to_thread(layout.system_db.is_file):
+        return not_applicable("backups", "nothing to back up yet (no registry)")
+    try:
+        settings = await asyncio.to_thread(load_settings, layout)
+    except SkaldError as exc:
+        return Finding(
+            name="backups",
+            status="fail",
+            finding=str(exc),
+            fix=f"rm {shell_quote(layout.root / 'backup-schedule.json')} (back to the defaults)",
+        )
+    state = await asyncio.to_thread(load_state, layout)
+    folder = settings.target(layout)
+    found = await asyncio.to_thread(archives, folder)
+    drill = state.last_drill
+    if drill is not None and not drill.ok:
+        where = f" of {drill.archive}" if drill.archive else ""
+        return Finding(
+            name="backups",
+            status="fail",
+            finding=f"the restore drill{where} failed on {drill.at}: {drill.error}",
+            fix=f"{ctx.skald('backup', '--drill')} (a new backup, tested at once)",
+        )
+    if not found:
+        last = state.last_backup
+        why = f" (the last scheduled one failed: {last.error})" if last and not last.ok else ""
+        return Finding(
+            name="backups",
+            status="warn",
+            finding=f"no backup in {folder} yet{why}",
+            fix=ctx.skald("backup", "--drill"),
+        )
+    newest_at, newest = found[0]
+    age = (datetime.now(UTC) - newest_at).total_seconds()
+    if settings.enabled and age > 2 * settings.every_hours * 3600:
+        last = state.last_backup
+        why = f"; the last scheduled one failed: {last.error}" if last and not last.ok else ""
+        return Finding(
+            name="backups",
+            status="warn",
+            finding=f"the newest backup, {newest.name}, is {_age(age)} old{why}",
+            fix=ctx.skald("backup", "--drill"),
+        )
+    tested = "not restore-tested yet" if drill is None else f"restore drill passed on {drill.at}"
+    schedule = (
+        f"every {settings.every_hours} h" if settings.enabled else "schedule off (by hand only)"
+    )
+    return Finding(
+        name="backups",
+        status="ok",
+        finding=f"{len(found)} backup(s) in {folder}, newest {_age(age)} old; {tested}; {schedule}",
     )

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from skald.errors import SkaldError
+from skald.ops import checks_base
 from skald.ops import install_root as ir
 from skald.ops.channel import bind_error, fetch_health, holder, is_serving, ops_request
-from skald.ops.checks_base import Context, Finding, Status, shell_quote
+from skald.ops.checks_base import (
+    Context,
+    Finding,
+    Status,
+    not_applicable,
+    shell_quote,
+    user_manager_answers,
+)
 
 MIN_PYTHON = (3, 11)
 DOCKER_TIMEOUT_S = 5.0
@@ -66,10 +74,9 @@ async def check_install(ctx: Context) -> Finding:
         if not root.exists():
             if running is None:
                 package = Path(__file__).resolve().parent.parent
-                return Finding(
-                    name="install",
-                    status="skip",
-                    finding=f"running from {package} (not an installed release); "
+                return not_applicable(
+                    "install",
+                    f"running from {package} (not an installed release); "
                     f"no install root at {root.root}",
                 )
             return Finding(
@@ -121,6 +128,13 @@ def _docker_url(ctx: Context) -> str:
     return ctx.config.sandbox.docker_host or DEFAULT_SOCKET
 
 
+def docker_start_command() -> str:
+    """How this host starts the Docker daemon: systemd's unit, else the init script."""
+    if checks_base.SYSTEMD_RUN_DIR.is_dir():
+        return "sudo systemctl enable --now docker"
+    return "sudo service docker start"
+
+
 def _docker_socket_problem(ctx: Context, url: str) -> Finding | None:
     """A precise finding for a unix socket that is missing or not ours to use."""
     from skald.sandbox.client import DEFAULT_SOCKET
@@ -143,7 +157,7 @@ def _docker_socket_problem(ctx: Context, url: str) -> Finding | None:
                 name="docker",
                 status="fail",
                 finding=f"Docker is installed but not running (no socket at {sock})",
-                fix="sudo systemctl enable --now docker",
+                fix=docker_start_command(),
             )
         return Finding(
             name="docker",
@@ -181,9 +195,12 @@ async def check_docker(ctx: Context) -> Finding:
             if "permission denied" in message:
                 fix = f"sudo usermod -aG docker {ctx.user}, then log out and in"
             elif "refused" in message or "no such socket" in message:
-                fix = "sudo systemctl enable --now docker"
+                fix = docker_start_command()
             else:
-                fix = "sudo systemctl restart docker (and check sandbox.docker_host / DOCKER_HOST)"
+                fix = (
+                    docker_start_command().replace("enable --now", "restart")
+                    + " (and check sandbox.docker_host / DOCKER_HOST)"
+                )
             problem = Finding(name="docker", status="fail", finding=message, fix=fix)
         else:
             ctx.docker_client = client
@@ -213,7 +230,7 @@ async def check_image(ctx: Context) -> Finding:
     if ctx.config.sandbox.image:
         fix = f"docker pull {shlex.quote(image)} (or empty sandbox.image to use the built-in one)"
     else:
-        fix = "skald image build"
+        fix = ctx.skald("image", "build")
     return Finding(
         name="image", status="fail", finding=f"runtime image {image} is missing", fix=fix
     )
@@ -280,17 +297,6 @@ async def check_sandbox_network(ctx: Context) -> Finding:
 # -- the systemd user unit and linger ------------------------------------------------------
 
 
-def _user_manager_answers(environ: Mapping[str, str]) -> bool:
-    if _which("systemctl", environ) is None:
-        return False
-    try:
-        r = _run(["systemctl", "--user", "is-system-running"], environ)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    state = r.stdout.strip()
-    return bool(state) and state not in ("offline", "unknown")
-
-
 def _wanted_by(unit_text: str) -> list[str]:
     targets: list[str] = []
     section = ""
@@ -308,7 +314,7 @@ def unit_state(environ: Mapping[str, str]) -> tuple[Path, bool, str | None, str 
     or None when no user manager answers (is-enabled is then read from the files)."""
     path = ir.unit_path(environ)
     exists = path.is_file()
-    if _user_manager_answers(environ):
+    if user_manager_answers(environ):
         enabled = _run(["systemctl", "--user", "is-enabled", ir.UNIT_NAME], environ)
         active = _run(["systemctl", "--user", "is-active", ir.UNIT_NAME], environ)
         return path, exists, enabled.stdout.strip() or None, active.stdout.strip() or None
@@ -323,11 +329,22 @@ def unit_state(environ: Mapping[str, str]) -> tuple[Path, bool, str | None, str 
     return path, True, "enabled" if any(w.exists() for w in wants) else "disabled", None
 
 
-async def check_unit(ctx: Context) -> Finding:
+def _no_service_reason(ctx: Context) -> str | None:
+    """Why the service checks do not apply here, or None when they do."""
     if not ctx.installed:
-        return Finding(
-            name="unit", status="skip", finding="not installed as a service (no install root)"
+        return f"not installed as a service (no install root at {ctx.install.root})"
+    if not ctx.has_systemd:
+        return (
+            "this machine does not run systemd, so Skald is not a service here; "
+            f"it runs while `{ctx.skald('serve')}` runs"
         )
+    return None
+
+
+async def check_unit(ctx: Context) -> Finding:
+    reason = await asyncio.to_thread(_no_service_reason, ctx)
+    if reason is not None:
+        return not_applicable("unit", reason)
     path, exists, enabled, active = await asyncio.to_thread(unit_state, ctx.environ)
     if not exists:
         return Finding(
@@ -367,8 +384,9 @@ async def check_unit(ctx: Context) -> Finding:
 
 
 async def check_linger(ctx: Context) -> Finding:
-    if not ctx.installed:
-        return Finding(name="linger", status="skip", finding="not installed as a service")
+    reason = await asyncio.to_thread(_no_service_reason, ctx)
+    if reason is not None:
+        return not_applicable("linger", reason)
     user = ctx.user
     flag = ir.linger_file(user, ctx.linger_dir)
     if await asyncio.to_thread(flag.exists):
@@ -440,7 +458,7 @@ async def check_port(ctx: Context) -> Finding:
                 status="warn",
                 finding=f"port {port} is served by this Skald, version {version}, but the "
                 f"installed version is {current} (waiting for a restart?)",
-                fix="systemctl --user restart skald",
+                fix=ctx.restart_command(),
             )
         return Finding(
             name="port",
@@ -449,9 +467,10 @@ async def check_port(ctx: Context) -> Finding:
         )
     other = await asyncio.to_thread(_listener, port, ctx.environ)
     spare = await asyncio.to_thread(_free_port_near, host, port)
+    start = "systemctl --user restart skald" if ctx.runs_as_service else ctx.skald("serve")
     move = (
         f"set port = {spare} under [server] in {shell_quote(ctx.layout.config_file)} "
-        "(or SKALD_SERVER_PORT), then systemctl --user restart skald"
+        f"(or SKALD_SERVER_PORT), then {start}"
         if spare
         else "choose another server.port"
     )
@@ -491,7 +510,7 @@ async def check_services(ctx: Context) -> Finding:
             name="services",
             status="warn",
             finding=f"cannot ask the running server: {exc}",
-            fix="systemctl --user restart skald",
+            fix=ctx.restart_command(),
         )
     services = answer.get("services") or []
     degraded = [s for s in services if s.get("state") == "degraded"]
@@ -500,7 +519,9 @@ async def check_services(ctx: Context) -> Finding:
             name="services",
             status="warn",
             finding="; ".join(str(s.get("reason") or s.get("name")) for s in degraded),
-            fix="journalctl --user -u skald (the error is logged at every crash)",
+            fix="journalctl --user -u skald (the error is logged at every crash)"
+            if ctx.runs_as_service
+            else f"read the output of `{ctx.skald('serve')}` (the error is logged at every crash)",
         )
     return Finding(
         name="services",

@@ -14,6 +14,7 @@ The checks are in `skald.ops.checks_host` (this machine) and `skald.ops.checks_d
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TextIO
 
@@ -22,6 +23,7 @@ import msgspec
 from skald import __version__
 from skald.ops.checks_base import Check, Context, Finding
 from skald.ops.checks_data import (
+    check_backups,
     check_config,
     check_data,
     check_disk,
@@ -72,11 +74,15 @@ CHECKS: list[Check] = [
     check_linger,
     check_port,
     check_services,
+    check_backups,
 ]
 
 
 async def run_checks(ctx: Context, checks: list[Check] | None = None) -> Report:
     findings: list[Finding] = []
+    # The install's shape decides which checks apply and what the fixes say; asking
+    # systemd is a subprocess, so it happens here, once, off the loop.
+    await asyncio.to_thread(lambda: ctx.has_systemd)
     try:
         for check in checks or CHECKS:
             name = check.__name__.removeprefix("check_").replace("_", " ")

@@ -63,6 +63,7 @@ BUILTINS: Final = (
     "skald.features.schedule",
     "skald.features.connectors",
     "skald.features.setup",
+    "skald.features.backups",
 )
 
 

@@ -191,6 +191,12 @@ export const api = {
     return post(`api/file/upload?path=${encodeURIComponent(dir)}`, form);
   },
 
+  // Backups (admin.system): the schedule, the last results, the two buttons.
+  backups: () => get('api/backups'),
+  saveBackupSettings: (body) => request('PUT', 'api/backups/settings', body),
+  runBackup: () => post('api/backups/run'),
+  runDrill: () => post('api/backups/drill'),
+
   // Providers and models (admin.models)
   llmKinds: () => get('api/llm/kinds'),
   checkConnection: (body) => post('api/llm/check', body),

@@ -7,7 +7,7 @@ import { useStore, setState } from './store.js';
 import { initTheme } from './theme.js';
 import { setLocale, initialLocale, t } from './i18n.js';
 import { startRouter, redirect } from './router.js';
-import { boot, watchVisibility } from './session.js';
+import { boot, watchVisibility, noteHealth } from './session.js';
 import { api } from './api.js';
 import { Shell } from './components/shell.js';
 import { LoginPage } from './pages/login.js';
@@ -72,8 +72,16 @@ async function start() {
   const root = document.getElementById('app');
   root.textContent = '';
   render(html`<${App} />`, root);
+  // The scripts loaded and run: js/boot-check.js stops waiting for them.
+  document.documentElement.dataset.started = 'true';
   // The version label is public information; fetch it once, never block on it.
-  api.health().then((health) => setState({ health }), () => {});
+  api.health().then(
+    (health) => {
+      noteHealth(health);
+      setState({ health });
+    },
+    () => {},
+  );
   await boot();
   registerServiceWorker();
 }

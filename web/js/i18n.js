@@ -75,6 +75,32 @@ export function t(key, vars) {
   return text;
 }
 
+// Whether the loaded dictionaries hold `key` (English counts: it is the fallback).
+export function hasText(key) {
+  const loc = getState().locale;
+  return key in (dictionaries[loc] || {}) || key in (dictionaries.en || {});
+}
+
+// A role as people read it. A built-in role whose display name is still the English
+// default shows in the member's language; a name an administrator chose is theirs.
+export function roleLabel(role) {
+  if (!role) return '';
+  const key = `role_name.${role.name}`;
+  const english = (dictionaries.en || {})[key];
+  if (role.builtin !== false && english !== undefined && (!role.display_name || role.display_name === english)) {
+    return t(key);
+  }
+  return role.display_name || role.name;
+}
+
+// A capability as people read it: its label and one-line description in the member's
+// language; a capability the UI does not know (a plugin's) shows the server's text.
+export function capabilityText(cap) {
+  const key = `capability.${cap.name}`;
+  if (hasText(key)) return { label: t(key), description: hasText(`${key}.hint`) ? t(`${key}.hint`) : '' };
+  return { label: cap.description || cap.name, description: '' };
+}
+
 // Dates from the server are ISO strings; show them in the user's language.
 export function formatDate(iso) {
   if (!iso) return '';

@@ -25,6 +25,7 @@ import { AdminApprovalsPage } from './pages/admin-approvals.js';
 import { AdminModelsPage } from './pages/admin-models.js';
 import { AdminSettingsPage } from './pages/admin-settings.js';
 import { WelcomePage } from './pages/welcome.js';
+import { AdminBackupsPage } from './pages/admin-backups.js';
 
 // Built-in paths -> how to show them. `flush` pages (the chat) fill the main
 // area and scroll inside it; `fullOnly` pages send the simple shell home
@@ -47,6 +48,7 @@ const BUILTIN = {
   '/admin/models': { page: AdminModelsPage, icon: 'cpu', testid: 'nav-admin-models' },
   '/admin/settings': { page: AdminSettingsPage, icon: 'home', testid: 'nav-admin-settings' },
   '/welcome': { page: WelcomePage, icon: 'sparkle', testid: 'nav-welcome', fullOnly: true },
+  '/admin/backups': { page: AdminBackupsPage, icon: 'archive', testid: 'nav-admin-backups' },
 };
 
 // The label of a page: its i18n key translated; a key nobody translated (a

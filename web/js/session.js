@@ -31,6 +31,54 @@ export async function setMe(me) {
   if (!prev) startSocket();
 }
 
+// Restarts. The server's start time is now - uptime (GET /api/health); a different one
+// after a reconnect means Skald restarted (a systemd restart, an update, a crash), which
+// the page says (docs/web-ui.md). An encrypted member's session does not survive it
+// (the key lived in memory): the login page then says why.
+const RESTART_SLACK_S = 5; // clocks and round trips: a smaller difference is the same start
+const RESTART_BANNER_MS = 10000;
+let serverStarted = null;
+let restartedAt = 0;
+let bannerTimer = null;
+
+function startedFrom(health) {
+  return Date.now() / 1000 - Number(health.uptime_s || 0);
+}
+
+export function noteHealth(health) {
+  if (health && serverStarted === null) serverStarted = startedFrom(health);
+}
+
+async function checkRestart() {
+  let health;
+  try {
+    health = await api.health();
+  } catch (e) {
+    return false; // still unreachable
+  }
+  const started = startedFrom(health);
+  const restarted = serverStarted !== null && Math.abs(started - serverStarted) > RESTART_SLACK_S;
+  serverStarted = started;
+  if (restarted) {
+    restartedAt = Date.now();
+    setState({ health, restarted: true });
+    clearTimeout(bannerTimer);
+    bannerTimer = setTimeout(() => setState({ restarted: false }), RESTART_BANNER_MS);
+  }
+  return restarted;
+}
+
+function restartedRecently() {
+  return Date.now() - restartedAt < 60000;
+}
+
+ws.onStatus((status) => {
+  if (!getState().me) return;
+  // The banner says "reconnecting" only after the first connection of this sign-in.
+  if (status === 'closed' && ws.everConnected()) setState({ offline: true });
+  if (status === 'open') setState({ offline: false });
+});
+
 function startSocket() {
   ws.connect({
     // The server sends a code; the sentence is ours, so it is in the user's language.
@@ -43,6 +91,7 @@ function startSocket() {
     // Before reconnecting after a drop, make sure the session still exists;
     // a 401 here triggers signedOut through the api module.
     beforeReconnect: async () => {
+      await checkRestart();
       try {
         await api.me();
         return true;
@@ -57,13 +106,13 @@ function startSocket() {
 export function signedOut(notice) {
   ws.stop();
   setCsrfToken(null);
-  setState({ me: null, pages: null, notice: notice || null });
+  setState({ me: null, pages: null, notice: notice || null, offline: false, restarted: false });
   redirect('/login');
 }
 
 // Any 401 from a normal API call means the cookie is no longer valid.
 onUnauthorized(() => {
-  if (getState().me) signedOut({ key: 'auth.expired', kind: 'info' });
+  if (getState().me) signedOut({ key: restartedRecently() ? 'auth.restarted' : 'auth.expired', kind: 'info' });
   else redirect('/login');
 });
 

@@ -54,6 +54,12 @@ export function connectionStatus() {
 
 let everOpened = false;
 
+// Whether this sign-in's socket was open at least once (a drop after that is a
+// "reconnecting", not a first connection still being made).
+export function everConnected() {
+  return everOpened;
+}
+
 function setStatus(next) {
   if (next === status) return;
   const reconnected = next === 'open' && everOpened;

@@ -33,6 +33,7 @@ from skald.log import get_logger
 from skald.ops.backup import BackupResult, ServerSnapshotter, create_backup
 from skald.ops.channel import OPS_HEADER, OPS_PREFIX, token_matches
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
+from skald.ops.schedule import DrillResult, scheduler_for
 from skald.store.rows import User
 
 log = get_logger("skald.ops")
@@ -151,6 +152,18 @@ async def ops_backup(data: JSONBody[BackupRequest], rt: NamedDependency[Runtime]
         return await create_backup(rt.core.layout, ServerSnapshotter(rt), quick=data.quick, out=out)
 
 
+@post(
+    f"{OPS_PREFIX}/drill",
+    opt=OPS_OPT,
+    guards=[ops_only],
+    include_in_schema=False,
+    status_code=200,
+)
+async def ops_drill(rt: NamedDependency[Runtime]) -> DrillResult:
+    """`skald backup --drill` while a server runs: only it holds members' keys."""
+    return await scheduler_for(rt).drill_now()
+
+
 # -- accounts: `skald user deactivate|activate|delete` while a server runs ----------------
 # The CLI asks the server, because only the server can close what the account holds
 # open (sockets, runtime, data key, sandbox). The operator is the actor (no "own account").
@@ -213,6 +226,7 @@ ROUTES = [
     ops_status,
     ops_integrity,
     ops_backup,
+    ops_drill,
     ops_user_deactivate,
     ops_user_activate,
     ops_user_delete,

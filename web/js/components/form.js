@@ -1,7 +1,8 @@
 // Form building blocks shared by every page: a labelled field, notices, and a
 // hook that runs an API call while tracking "busy" and the error text.
 import { html, useState, useCallback, useRef, useEffect } from '../lib.js';
-import { t } from '../i18n.js';
+import { t, hasText } from '../i18n.js';
+import { getState } from '../store.js';
 import { Icon } from './icons.js';
 
 let fieldSeq = 0;
@@ -24,29 +25,45 @@ export function Field({ label, hint, id, children, inline = false }) {
   </div>`;
 }
 
-// Turn an ApiError (or anything thrown) into text for the user. The server's
-// message is human-readable and specific, so it wins when present.
+// Turn an ApiError (or anything thrown) into text for the user. Every error code the
+// server sends has a sentence in web/i18n (`error.code.<code>`; tests/test_translations.py
+// fails when one is missing). In English the server's own message wins (it is more
+// specific); in another language the translated sentence is shown and the server's
+// English detail goes underneath (errorDetail), so nobody gets an English-only error.
 export function errorText(err) {
   if (!err) return '';
   if (err.status === 0) return t('error.network');
-  if (err.serverMessage) {
+  const key = err.code ? `error.code.${err.code}` : null;
+  const known = key && hasText(key);
+  const english = getState().locale === 'en';
+  if (err.serverMessage && (english || !known)) {
     // Shown as sent, only starting with a capital so it reads like a sentence
     // (the server also says when to retry after a 429).
     const m = String(err.serverMessage);
     return m.charAt(0).toUpperCase() + m.slice(1);
   }
   if ((err.status === 429 || err.status === 503) && err.retryAfter) {
-    return t('error.retry_after', { seconds: err.retryAfter });
+    return `${known ? `${t(key)} ` : ''}${t('error.retry_after', { seconds: err.retryAfter })}`;
   }
+  if (known) return t(key);
   if (err.status === 403) return t('error.forbidden');
   if (err.status) return t('error.http', { status: err.status });
   return t('error.unexpected');
 }
 
+// The server's own (English) words, when errorText showed a translation instead.
+export function errorDetail(err) {
+  if (!err || typeof err === 'string' || !err.serverMessage || getState().locale === 'en') return '';
+  const key = err.code ? `error.code.${err.code}` : null;
+  return key && hasText(key) ? String(err.serverMessage) : '';
+}
+
 export function ErrorNotice({ error, testid }) {
   if (!error) return null;
+  const detail = errorDetail(error);
   return html`<div class="notice notice--error" role="alert" data-testid=${testid}>
-    ${Icon.alert()}<span>${typeof error === 'string' ? error : errorText(error)}</span>
+    ${Icon.alert()}<span>${typeof error === 'string' ? error : errorText(error)}
+      ${detail && html`<span class="notice__detail muted small" data-testid="error-detail">${detail}</span>`}</span>
   </div>`;
 }
 

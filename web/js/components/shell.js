@@ -77,8 +77,22 @@ function UserMenu({ me }) {
   </div>`;
 }
 
+// Above every page: the connection to Skald is lost (reconnecting by itself), or Skald
+// restarted and the page is connected again.
+function ConnectionBanner({ offline, restarted }) {
+  if (offline) {
+    return html`<div class="notice notice--warning conn-banner" role="status" data-testid="connection-lost">
+      ${Icon.alert()}<span>${t('conn.lost')}</span></div>`;
+  }
+  if (restarted) {
+    return html`<div class="notice notice--info conn-banner" role="status" data-testid="restart-banner">
+      ${Icon.info()}<span>${t('conn.restarted')}</span></div>`;
+  }
+  return null;
+}
+
 export function Shell({ children, flush = false }) {
-  const { me, route, health, pages } = getState();
+  const { me, route, health, pages, offline, restarted } = getState();
   const [navOpen, setNavOpen] = useState(false);
   const simple = me.ui_mode === 'simple';
   const items = navItems(pages);
@@ -140,7 +154,8 @@ export function Shell({ children, flush = false }) {
         </div>
       </nav>
       <div class="scrim" onClick=${() => setNavOpen(false)} aria-hidden="true"></div>
-      <main id="main" class=${`main${flush ? ' main--flush' : ''}`} tabindex="-1">${children}</main>
+      <main id="main" class=${`main${flush ? ' main--flush' : ''}`} tabindex="-1">
+        <${ConnectionBanner} offline=${offline} restarted=${restarted} />${children}</main>
     </div>
   </div>`;
 }

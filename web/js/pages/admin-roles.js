@@ -5,7 +5,7 @@
 // or full UI, encrypted storage, sandbox network...). The editor is a page,
 // not a dialog, because the capability list is long and phones need the room.
 import { html, useState, useEffect } from '../lib.js';
-import { t } from '../i18n.js';
+import { t, roleLabel, capabilityText } from '../i18n.js';
 import { api } from '../api.js';
 import { navigate } from '../router.js';
 import { Icon } from '../components/icons.js';
@@ -25,6 +25,9 @@ const DEFAULT_ATTRIBUTES = {
 };
 
 const countOrNull = (value, min) => (value === '' ? null : Math.max(min, Math.floor(Number(value)) || min));
+// What a new role starts with: talking to the assistant and answering its questions.
+// Everything else is a deliberate choice of the administrator.
+const DEFAULT_CAPABILITIES = ['chat', 'inbox'];
 
 function useRolesData() {
   const [data, setData] = useState({ roles: null, capabilities: [], error: null });
@@ -46,7 +49,7 @@ function RoleList({ roles }) {
       return html`<li class="card role-card" data-testid="role-row" data-role-name=${r.name}>
         <div class="role-card__main">
           <div class="role-card__title">
-            <h2 class="card__title">${r.display_name || r.name}</h2>
+            <h2 class="card__title">${roleLabel(r)}</h2>
             <code class="muted small">${r.name}</code>
             ${r.builtin && html`<span class="badge badge--plain" data-testid="role-builtin">${t('roles.builtin')}</span>`}
           </div>
@@ -59,7 +62,7 @@ function RoleList({ roles }) {
           </div>
         </div>
         <a class="btn btn--secondary btn--small" href=${`#/admin/roles/${encodeURIComponent(r.name)}`}
-          data-testid="role-edit" aria-label=${t('roles.edit_aria', { name: r.display_name || r.name })}>
+          data-testid="role-edit" aria-label=${t('roles.edit_aria', { name: roleLabel(r) })}>
           ${Icon.edit()}<span>${t('common.edit')}</span>
         </a>
       </li>`;
@@ -71,7 +74,7 @@ function RoleEditor({ role, capabilities, onSaved }) {
   const isNew = !role;
   const [name, setName] = useState('');
   const [displayName, setDisplayName] = useState(role ? role.display_name || '' : '');
-  const [caps, setCaps] = useState(new Set(role ? role.capabilities || [] : []));
+  const [caps, setCaps] = useState(new Set(role ? role.capabilities || [] : DEFAULT_CAPABILITIES));
   const [attrs, setAttrs] = useState({ ...DEFAULT_ATTRIBUTES, ...(role ? role.attributes || {} : {}) });
   const [groupsText, setGroupsText] = useState((attrs.allowed_security_groups || []).join(', '));
   // The security groups that exist (from the approvals admin); null while
@@ -258,15 +261,19 @@ function RoleEditor({ role, capabilities, onSaved }) {
       <div class="caps">
         ${allCaps.map((c) => {
           const id = `cap-${c.name.replace(/[^a-zA-Z0-9_-]/g, '_')}`;
-          return html`<div class="check cap">
+          const text = capabilityText(c);
+          // A capability of a feature Skald does not have yet grants nothing: it cannot
+          // be ticked (one a role already holds stays, so an edit does not drop it).
+          const unavailable = !!c.reserved_for;
+          return html`<div class=${`check cap${unavailable ? ' cap--unavailable' : ''}`} data-testid="role-cap-row"
+            data-capability=${c.name}>
             <input type="checkbox" id=${id} checked=${caps.has(c.name)} onChange=${() => toggleCap(c.name)}
-              data-testid="role-cap" data-capability=${c.name} />
+              disabled=${unavailable && !caps.has(c.name)} data-testid="role-cap" data-capability=${c.name} />
             <label for=${id}>
-              <code>${c.name}</code>
-              ${c.reserved_for && html`<span class="badge" data-testid="cap-reserved">${t('roles.cap_reserved')}</span>`}
-              ${c.description && html`<span class="muted small">${c.description}</span>`}
-              ${c.reserved_for &&
-                html`<span class="muted small">${t('roles.cap_reserved_hint', { feature: c.reserved_for })}</span>`}
+              <strong>${text.label}</strong>
+              ${unavailable && html`<span class="badge" data-testid="cap-reserved">${t('roles.cap_reserved')}</span>`}
+              ${text.description && html`<span class="muted small">${text.description}</span>`}
+              ${unavailable && html`<span class="muted small" data-testid="cap-reserved-note">${t('roles.cap_unavailable_hint')}</span>`}
             </label>
           </div>`;
         })}
@@ -307,7 +314,7 @@ export function AdminRolesPage({ roleName }) {
   const title = creating
     ? t('roles.create_title')
     : role
-      ? t('roles.edit_title', { name: role.display_name || role.name })
+      ? t('roles.edit_title', { name: roleLabel(role) })
       : t('roles.title');
 
   return html`<div class="page" data-testid="roles-page">

@@ -3,7 +3,7 @@
 // Creating an encrypted account returns its recovery code exactly once: it is
 // shown in a dialog that has to be acknowledged.
 import { html, useState, useEffect, useCallback } from '../lib.js';
-import { t, formatDate } from '../i18n.js';
+import { t, formatDate, roleLabel as roleText } from '../i18n.js';
 import { api } from '../api.js';
 import { getState } from '../store.js';
 import { Icon } from '../components/icons.js';
@@ -14,13 +14,13 @@ import { formatSize } from './files.js';
 
 function roleLabel(roles, name) {
   const r = roles.find((x) => x.name === name);
-  return r ? r.display_name || r.name : name;
+  return r ? roleText(r) : name;
 }
 
 function RoleSelect({ id, roles, value, onChange, testid }) {
   return html`<select id=${id} class="select" value=${value} onChange=${(e) => onChange(e.target.value)}
     data-testid=${testid} required>
-    ${roles.map((r) => html`<option value=${r.name}>${r.display_name || r.name}</option>`)}
+    ${roles.map((r) => html`<option value=${r.name}>${roleText(r)}</option>`)}
   </select>`;
 }
 

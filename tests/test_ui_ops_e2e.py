@@ -1,0 +1,159 @@
+"""Operator-facing pages and the page's own resilience, in Chromium against a real
+`skald serve`: the Backups page backs up and tests a restore; after a server restart an
+open page says "Skald restarted" and reconnects (an encrypted member, whose key did not
+survive, gets the sign-in page saying why); a page whose scripts fail to load says so
+within seconds instead of spinning.
+
+Launch flags, the skip rule and the CSP watching are those of `test_ui_e2e.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, Watch, _login, chromium
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, expect
+
+CHILD, CHILD_PW = "tim", "tim's rather long password"
+
+
+class OpsWatch(Watch):
+    """A server going away and a script blocked on purpose make expected console noise."""
+
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        return (
+            "WebSocket" in text
+            or "ERR_CONNECTION_REFUSED" in text
+            or "ERR_FAILED" in text
+            or "status of 401" in text
+            or "status of 503" in text
+            or ("status of 400" in text and url.endswith("/api/backups/settings"))
+        )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    srv.add_user(CHILD, CHILD_PW, role="children")
+    srv.start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
+
+
+def _context(browser: Browser, server: ServerProcess) -> object:
+    ctx = browser.new_context(locale="en-US", base_url=server.url)
+    ctx.set_default_timeout(15_000)
+    ctx.add_init_script(CSP_RECORDER)
+    return ctx
+
+
+@pytest.mark.timeout(180)
+def test_the_backups_page_backs_up_and_tests_a_restore(
+    server: ServerProcess, browser: Browser
+) -> None:
+    watch = OpsWatch()
+    ctx = _context(browser, server)
+    try:
+        page = watch.attach("admin", ctx.new_page())  # type: ignore[attr-defined]
+        page.goto("/")
+        _login(page, ADMIN, ADMIN_PW)
+        page.get_by_test_id("nav-admin-backups").click()
+        expect(page.get_by_test_id("backups-page")).to_be_visible()
+        expect(page.get_by_test_id("backups-last")).to_have_text("No backup has been made yet.")
+        page.get_by_test_id("backups-run").click()
+        expect(page.get_by_test_id("backups-last")).to_have_attribute("data-ok", "true")
+        expect(page.get_by_test_id("backups-archive")).to_have_count(1)
+        page.get_by_test_id("backups-drill-run").click()
+        drill = page.get_by_test_id("backups-drill")
+        expect(drill).to_have_attribute("data-ok", "true")
+        expect(drill).to_contain_text("Restore test passed")
+        # The administrator is signed in: their encrypted data was opened with their key.
+        rows = page.get_by_test_id("backups-drill-databases").locator("li")
+        expect(rows).to_have_count(3)
+        expect(rows.and_(page.locator('[data-status="ok"]'))).to_have_count(3)
+        # A folder that is not there is refused with a sentence.
+        page.get_by_test_id("backups-folder").fill("/nonexistent/disk")
+        page.get_by_test_id("backups-save").click()
+        expect(page.get_by_test_id("backups-settings-error")).to_contain_text("is not a folder")
+        assert not watch.problems, watch.problems
+        assert not watch.csp_violations()
+    finally:
+        ctx.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(240)
+def test_after_a_restart_an_open_page_says_so_and_reconnects(
+    server: ServerProcess, browser: Browser
+) -> None:
+    watch = OpsWatch()
+    ctx_child = _context(browser, server)
+    ctx_admin = _context(browser, server)
+    try:
+        child = watch.attach("child", ctx_child.new_page())  # type: ignore[attr-defined]
+        child.goto("/")
+        _login(child, CHILD, CHILD_PW)
+        expect(child.get_by_test_id("chat-page")).to_be_visible()
+        admin = watch.attach("admin", ctx_admin.new_page())  # type: ignore[attr-defined]
+        admin.goto("/")
+        _login(admin, ADMIN, ADMIN_PW)
+        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        expect(child.get_by_test_id("restart-banner")).to_have_count(0)
+
+        code, _ = server.stop()
+        assert code == 0
+        expect(child.get_by_test_id("connection-lost")).to_be_visible()
+        server.start()
+        # Children's data is not encrypted: the page reconnects and says what happened.
+        expect(child.get_by_test_id("restart-banner")).to_have_text(
+            "Skald restarted. This page is connected again.", timeout=45_000
+        )
+        expect(child.get_by_test_id("connection-lost")).to_have_count(0)
+        expect(child.get_by_test_id("chat-page")).to_be_visible()
+        # The administrator's key lived in memory: signed out, and told why.
+        expect(admin.get_by_test_id("login-notice")).to_have_text(
+            "Skald restarted, so you were signed out. Please sign in again.", timeout=45_000
+        )
+        assert not watch.problems, watch.problems
+    finally:
+        ctx_child.close()  # type: ignore[attr-defined]
+        ctx_admin.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(120)
+def test_a_page_whose_scripts_fail_to_load_says_so_within_seconds(
+    server: ServerProcess, browser: Browser
+) -> None:
+    ctx = _context(browser, server)
+    try:
+        page = ctx.new_page()  # type: ignore[attr-defined]
+        # One module of the app cannot be fetched (a half-finished update, a filter).
+        page.route("**/js/chat.js", lambda route: route.abort())
+        page.goto("/")
+        failed = page.get_by_test_id("boot-failed")
+        expect(failed).to_be_visible(timeout=5_000)
+        expect(failed).to_have_attribute("data-reason", "script")
+        expect(failed).to_contain_text("Skald could not load its page")
+        expect(page.locator(".boot .spinner")).to_be_hidden()
+        # With every script there, the message never shows.
+        page.unroute("**/js/chat.js")
+        page.goto("/")
+        page.reload()
+        expect(page.get_by_test_id("login-form")).to_be_visible()
+        expect(page.locator("html")).to_have_attribute("data-started", "true")
+        expect(page.get_by_test_id("boot-failed")).to_have_count(0)
+        assert not page.evaluate("() => window.__cspViolations || []")
+    finally:
+        ctx.close()  # type: ignore[attr-defined]
