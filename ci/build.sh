@@ -226,7 +226,15 @@ if [[ -n "$TARGET_PYTHON" ]]; then
     "$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$WHEELS" "$STAGE" >&2
     WHEEL=("$WHEELS"/skald-*.whl)
     [[ ${#WHEEL[@]} -eq 1 && -f "${WHEEL[0]}" ]] || die "pip wheel did not produce one skald wheel in $WHEELS"
+    # A pure-python dependency published only as an sdist (http_ece) has no wheel for
+    # --only-binary to find: build the host's wheels of every dependency and offer the
+    # pure (`-none-any`) ones, which fit any interpreter; binary ones still come for the target.
+    PURE="$TMPBASE/pure"
+    mkdir "$PURE"
+    "$PYTHON" -m pip wheel -q --wheel-dir "$TMPBASE/deps" "${WHEEL[0]}" >&2
+    find "$TMPBASE/deps" -name '*-none-any.whl' ! -name 'skald-*' -exec cp {} "$PURE/" \;
     PIP_ARGS+=(
+        --find-links "$PURE"
         --only-binary=:all:
         --python-version "$TARGET_PYTHON"
         --implementation cp
