@@ -415,7 +415,13 @@ function lastOpenTurn(th) {
 // turn_started (a resumed turn, or a page opened mid-turn).
 function ensureTurn(th) {
   const open = lastOpenTurn(th);
-  if (open) return open;
+  if (open) {
+    // A message the member sent during this turn joins it (the server reads it at the
+    // next step): what follows is the answer to it, so it goes below that message.
+    const at = th.tail.findIndex((e) => e.key === open.key);
+    if (!th.tail.slice(at + 1).some((e) => e.kind === 'user')) return open;
+    th.tail = th.tail.map((e) => (e.key === open.key ? { ...e, done: true, continued: true } : e));
+  }
   const turn = { key: nextKey(), kind: 'turn', items: [], done: false, status: null, error: null };
   th.tail = [...th.tail, turn];
   return turn;
