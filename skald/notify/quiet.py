@@ -8,13 +8,13 @@ refused (it would mean "never" or "always"; nobody means either).
 from __future__ import annotations
 
 import re
-from datetime import datetime, time, timedelta
+from datetime import datetime, time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from skald.errors import InvalidInputError
 from skald.store.notifications import QuietHours
 
-__all__ = ["check_quiet", "is_quiet", "quiet_ends"]
+__all__ = ["check_quiet", "is_quiet"]
 
 _HHMM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 
@@ -52,16 +52,3 @@ def is_quiet(quiet: QuietHours | None, now: datetime, household: str) -> bool:
     if start < end:
         return start <= local < end
     return local >= start or local < end
-
-
-def quiet_ends(quiet: QuietHours | None, now: datetime, household: str) -> datetime | None:
-    """When the quiet time around `now` ends (aware, in the member's zone), or None."""
-    if quiet is None or not is_quiet(quiet, now, household):
-        return None
-    zone = _zone(quiet, household)
-    local = now.astimezone(zone)
-    end = _parse(quiet.end, "end")
-    candidate = datetime.combine(local.date(), end, tzinfo=zone)
-    if candidate <= local:
-        candidate = datetime.combine(local.date() + timedelta(days=1), end, tzinfo=zone)
-    return candidate
