@@ -515,3 +515,26 @@ def test_a_daytime_quiet_window_and_the_household_zone_by_default() -> None:
     assert not is_quiet(window, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "UTC")
     assert not is_quiet(window, datetime(2026, 1, 10, 14, 30, tzinfo=UTC), "Europe/Rome")
     assert not is_quiet(None, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "UTC")
+
+
+async def test_quiet_hours_without_a_zone_use_the_members_own_then_the_households(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    hand = Hand()
+    # 12:00 UTC: 07:00 in New York (quiet 01:00-08:00 there), 12:00 in the household (UTC).
+    clock = Clock(datetime(2026, 1, 10, 12, 0, tzinfo=UTC))
+    service = _service(runtime, hand, clock)
+    rec = Recorder()
+    service.register(rec)
+    ada, mum = household["ada"], household["mum"]
+    await runtime.core.registry.update_user(ada, profile={"timezone": "America/New_York"})
+    await runtime.core.registry.update_user(mum, profile={"timezone": "Mars/Base"})
+    quiet = QuietHours(start="01:00", end="08:00")
+    for who in (ada, mum):
+        await service.save_prefs(who, NotificationPrefs(channels=["rec"], quiet=quiet))
+        await service.notify(who, title=who)
+    await hand.opened(2)  # one window per member
+    await hand.close_windows()
+    await service.settle()
+    # Ada's own zone says quiet; mum's is no zone, so the household's: not quiet.
+    assert [d.user_id for d in rec.deliveries] == [mum]

@@ -42,7 +42,7 @@ from skald.log import get_logger
 from skald.notify.batch import Batcher
 from skald.notify.channels import Delivery, NotificationChannel
 from skald.notify.config import NotificationsConfig
-from skald.notify.quiet import check_quiet, is_quiet
+from skald.notify.quiet import check_quiet, default_zone, is_quiet
 from skald.notify.tool import MAX_BODY, MAX_TITLE
 from skald.notify.webpush import MAX_PAYLOAD, PushTarget, VapidKey, check_endpoint, check_keys, send
 from skald.store.notifications import (
@@ -225,7 +225,9 @@ class NotificationService:
             if not notes:
                 return
             prefs = await store.prefs()
-            if is_quiet(prefs.quiet, self.clock(), self._rt.config.assistant.timezone):
+            user, _ = await self._rt.member(user_id)
+            zone = default_zone(user.profile.get("timezone"), self._rt.config.assistant.timezone)
+            if is_quiet(prefs.quiet, self.clock(), zone):
                 notes = [n for n in notes if n.urgency == "high"]
                 if not notes:
                     return

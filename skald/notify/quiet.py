@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from skald.errors import InvalidInputError
 from skald.store.notifications import QuietHours
 
-__all__ = ["check_quiet", "is_quiet"]
+__all__ = ["check_quiet", "default_zone", "is_quiet"]
 
 _HHMM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 
@@ -42,6 +42,20 @@ def check_quiet(quiet: QuietHours) -> QuietHours:
 
 def _zone(quiet: QuietHours, household: str) -> ZoneInfo:
     return ZoneInfo(quiet.timezone or household)
+
+
+def default_zone(profile_zone: str | None, household: str) -> str:
+    """The zone of quiet hours without one of their own: the member's (`timezone` in
+    their profile, as the scheduler reads it) when it is a real zone, else the
+    household's."""
+    name = (profile_zone or "").strip()
+    if name:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            return household
+        return name
+    return household
 
 
 def is_quiet(quiet: QuietHours | None, now: datetime, household: str) -> bool:
