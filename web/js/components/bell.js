@@ -25,6 +25,7 @@ function when(iso) {
 const SOURCES = {
   assistant: 'notifications.source_assistant',
   job: 'notifications.source_job',
+  schedule: 'notifications.source_schedule',
   task: 'notifications.source_task',
   test: 'notifications.source_test',
   system: 'notifications.source_system',
