@@ -16,11 +16,12 @@ from push_double import PushDouble, b64u
 from test_api_access import MakeClient
 from test_notifications import Hand
 
-from skald.core.notifications import NotificationService, push_payload
+from skald.core.notifications import NotificationService
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
 from skald.notify.channels import Delivery
 from skald.notify.config import NotificationsConfig
+from skald.notify.payload import push_payload
 from skald.notify.webpush import MAX_PAYLOAD, PushTarget, VapidKey, check_endpoint, send
 from skald.store.notifications import Notification
 
