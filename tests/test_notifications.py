@@ -21,6 +21,7 @@ from skald.core.runtime import Runtime
 from skald.errors import ConfigError, DatabaseClosedError, InvalidInputError
 from skald.notify.channels import Delivery
 from skald.notify.config import NotificationsConfig
+from skald.notify.quiet import is_quiet
 from skald.paths import DataLayout
 from skald.store.notifications import NotificationPrefs, QuietHours
 
@@ -482,3 +483,58 @@ def test_the_notifications_section_of_config_toml_is_checked_with_its_line(
     assert config.section("notifications", NotificationsConfig).vapid_subject == (
         "mailto:me@home.example"
     )
+
+
+@pytest.mark.parametrize(
+    ("utc", "quiet"),
+    [
+        # Rome, winter (UTC+1): 21:59 local is not quiet, 22:00 is, 06:59 is, 07:00 is not.
+        (datetime(2026, 1, 10, 20, 59, tzinfo=UTC), False),
+        (datetime(2026, 1, 10, 21, 0, tzinfo=UTC), True),
+        (datetime(2026, 1, 11, 5, 59, tzinfo=UTC), True),
+        (datetime(2026, 1, 11, 6, 0, tzinfo=UTC), False),
+        # Summer (UTC+2): the same wall-clock window, two hours before UTC.
+        (datetime(2026, 7, 10, 19, 59, tzinfo=UTC), False),
+        (datetime(2026, 7, 10, 20, 0, tzinfo=UTC), True),
+        (datetime(2026, 7, 11, 4, 59, tzinfo=UTC), True),
+        (datetime(2026, 7, 11, 5, 0, tzinfo=UTC), False),
+        # The spring-forward night (29 March 2026, 02:00 -> 03:00): quiet throughout.
+        (datetime(2026, 3, 29, 0, 59, tzinfo=UTC), True),
+        (datetime(2026, 3, 29, 1, 0, tzinfo=UTC), True),
+        (datetime(2026, 3, 29, 5, 0, tzinfo=UTC), False),  # 07:00 CEST
+    ],
+)
+def test_quiet_hours_follow_the_wall_clock_of_the_members_zone(utc: datetime, quiet: bool) -> None:
+    window = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
+    assert is_quiet(window, utc, "UTC") is quiet
+
+
+def test_a_daytime_quiet_window_and_the_household_zone_by_default() -> None:
+    window = QuietHours(start="13:00", end="15:30")  # no zone: the household's
+    assert is_quiet(window, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "Europe/Rome")
+    assert not is_quiet(window, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "UTC")
+    assert not is_quiet(window, datetime(2026, 1, 10, 14, 30, tzinfo=UTC), "Europe/Rome")
+    assert not is_quiet(None, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "UTC")
+
+
+async def test_quiet_hours_without_a_zone_use_the_members_own_then_the_households(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    hand = Hand()
+    # 12:00 UTC: 07:00 in New York (quiet 01:00-08:00 there), 12:00 in the household (UTC).
+    clock = Clock(datetime(2026, 1, 10, 12, 0, tzinfo=UTC))
+    service = _service(runtime, hand, clock)
+    rec = Recorder()
+    service.register(rec)
+    ada, mum = household["ada"], household["mum"]
+    await runtime.core.registry.update_user(ada, profile={"timezone": "America/New_York"})
+    await runtime.core.registry.update_user(mum, profile={"timezone": "Mars/Base"})
+    quiet = QuietHours(start="01:00", end="08:00")
+    for who in (ada, mum):
+        await service.save_prefs(who, NotificationPrefs(channels=["rec"], quiet=quiet))
+        await service.notify(who, title=who)
+    await hand.opened(2)  # one window per member
+    await hand.close_windows()
+    await service.settle()
+    # Ada's own zone says quiet; mum's is no zone, so the household's: not quiet.
+    assert [d.user_id for d in rec.deliveries] == [mum]

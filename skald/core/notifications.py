@@ -34,7 +34,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import httpx
-import msgspec
 
 from skald.core.events import NotificationsChanged, Notified
 from skald.errors import DatabaseClosedError, InvalidInputError
@@ -42,9 +41,10 @@ from skald.log import get_logger
 from skald.notify.batch import Batcher
 from skald.notify.channels import Delivery, NotificationChannel
 from skald.notify.config import NotificationsConfig
-from skald.notify.quiet import check_quiet, is_quiet
+from skald.notify.payload import push_payload
+from skald.notify.quiet import check_quiet, default_zone, is_quiet
 from skald.notify.tool import MAX_BODY, MAX_TITLE
-from skald.notify.webpush import MAX_PAYLOAD, PushTarget, VapidKey, check_endpoint, check_keys, send
+from skald.notify.webpush import PushTarget, VapidKey, check_endpoint, check_keys, send
 from skald.store.notifications import (
     Notification,
     NotificationPrefs,
@@ -225,7 +225,9 @@ class NotificationService:
             if not notes:
                 return
             prefs = await store.prefs()
-            if is_quiet(prefs.quiet, self.clock(), self._rt.config.assistant.timezone):
+            user, _ = await self._rt.member(user_id)
+            zone = default_zone(user.profile.get("timezone"), self._rt.config.assistant.timezone)
+            if is_quiet(prefs.quiet, self.clock(), zone):
                 notes = [n for n in notes if n.urgency == "high"]
                 if not notes:
                     return
@@ -351,37 +353,6 @@ class NotificationService:
             else:
                 log.warning("a push was not accepted", user_id=user_id, status=status)
         return sent
-
-
-class _PushItem(msgspec.Struct, frozen=True):
-    id: str
-    title: str
-    body: str
-    link: str | None
-
-
-class _PushPayload(msgspec.Struct, frozen=True):
-    count: int
-    unread: int
-    items: list[_PushItem]
-
-
-def push_payload(delivery: Delivery) -> bytes:
-    """What the service worker shows: the newest items first, cut to fit one message."""
-    items = [_PushItem(n.id, n.title, n.body, n.link) for n in reversed(delivery.items)]
-    while True:
-        data = msgspec.json.encode(
-            _PushPayload(count=len(delivery.items), unread=delivery.unread, items=items)
-        )
-        if len(data) <= MAX_PAYLOAD:
-            return data
-        if len(items) > 1:
-            items = items[:-1]
-        elif items[0].body:  # one item too long: its text shortened
-            first = items[0]
-            items = [msgspec.structs.replace(first, body=first.body[: len(first.body) // 2])]
-        else:  # cannot happen within the limits; never loop forever
-            items = [msgspec.structs.replace(items[0], title=items[0].title[:100], link=None)]
 
 
 class WebChannel:

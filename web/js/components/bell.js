@@ -11,6 +11,7 @@ import {
   markRead,
   markAllRead,
   removeNotification,
+  loadNotifications,
 } from '../notifications.js';
 
 function when(iso) {
@@ -24,6 +25,7 @@ function when(iso) {
 const SOURCES = {
   assistant: 'notifications.source_assistant',
   job: 'notifications.source_job',
+  schedule: 'notifications.source_schedule',
   task: 'notifications.source_task',
   test: 'notifications.source_test',
   system: 'notifications.source_system',
@@ -34,7 +36,7 @@ function sourceLabel(source) {
 
 function Item({ n, close }) {
   const open = async () => {
-    if (!n.read) markRead(n.id).catch(() => {});
+    if (!n.read) markRead(n.id).catch(() => loadNotifications());
     if (n.link) {
       close();
       navigate(n.link);
@@ -50,9 +52,9 @@ function Item({ n, close }) {
     <div class="notif__actions">
       ${!n.read &&
       html`<button type="button" class="icon-btn" title=${t('notifications.mark_read')} aria-label=${t('notifications.mark_read')}
-        onClick=${() => markRead(n.id).catch(() => {})} data-testid="notif-mark-read">${Icon.check()}</button>`}
+        onClick=${() => markRead(n.id).catch(() => loadNotifications())} data-testid="notif-mark-read">${Icon.check()}</button>`}
       <button type="button" class="icon-btn" title=${t('common.delete')} aria-label=${t('common.delete')}
-        onClick=${() => removeNotification(n.id).catch(() => {})} data-testid="notif-delete">${Icon.trash()}</button>
+        onClick=${() => removeNotification(n.id).catch(() => loadNotifications())} data-testid="notif-delete">${Icon.trash()}</button>
     </div>
   </li>`;
 }
@@ -93,7 +95,7 @@ export function Bell() {
       <div class="bell__head">
         <strong>${t('notifications.title')}</strong>
         <button type="button" class="btn btn--ghost btn--small" disabled=${unread === 0}
-          onClick=${() => markAllRead().catch(() => {})} data-testid="notif-mark-all">${t('notifications.mark_all_read')}</button>
+          onClick=${() => markAllRead().catch(() => loadNotifications())} data-testid="notif-mark-all">${t('notifications.mark_all_read')}</button>
       </div>
       ${s.error && html`<p class="notice notice--error" role="alert">${t('notifications.load_failed')}</p>`}
       ${!s.error && s.items !== null && items.length === 0 &&
