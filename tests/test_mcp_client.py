@@ -113,6 +113,20 @@ async def test_cancelling_the_awaiting_task_cancels_the_call_on_the_server(
     assert markers(tmp_path) == ["seen"]
 
 
+async def test_a_server_without_a_get_stream_does_not_hold_up_the_handshake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handshake waits for the GET stream to open *or fail*; were it to wait for the
+    # bound instead, this connect would hang for an hour.
+    monkeypatch.setattr("skald.mcp.http.GET_STREAM_WAIT_SECONDS", 3600.0)
+    with sdk_http(tmp_path, "http-stateless") as url:
+        session = await asyncio.wait_for(connect(HttpTransport(url, {}), name="sdk"), 60)
+        try:
+            assert len(await session.list_tools()) == 7
+        finally:
+            await session.close()
+
+
 async def test_a_request_that_times_out_is_cancelled_and_the_session_lives_on(
     tmp_path: Path,
 ) -> None:
