@@ -40,13 +40,41 @@ def _auth() -> McpOAuth:
     client = None
     if context.get("client_id"):
         client = ClientInfo(
-            client_id=context["client_id"], client_secret=context.get("client_secret")
+            client_id=context["client_id"],
+            client_secret=context.get("client_secret"),
+            private_key_pem=context.get("private_key_pem"),
+            signing_algorithm=context.get("signing_algorithm"),
         )
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+
+    async def id_jag(audience: str, resource: str) -> str:
+        """SEP-990: trade the identity provider's ID token for an ID-JAG (RFC 8693)."""
+        form = {
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "subject_token": context["idp_id_token"],
+            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+            "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+            "audience": audience,
+            "resource": resource,
+            "client_id": context["idp_client_id"],
+        }
+        async with httpx.AsyncClient() as http:
+            response = await http.post(context["idp_token_endpoint"], data=form)
+        response.raise_for_status()
+        return str(response.json()["access_token"])
+
+    grant = "authorization_code"
+    if "client-credentials" in scenario:
+        grant = "client_credentials"
+    elif "idp_id_token" in context:
+        grant = "jwt_bearer"
     return McpOAuth(
         redirect_uri=REDIRECT_URI,
         authorize=_follow_sign_in,
         client=client,
         client_metadata_url=CLIENT_METADATA_URL,
+        grant=grant,  # type: ignore[arg-type]
+        assertion=id_jag,
     )
 
 

@@ -48,22 +48,13 @@ SCENARIOS = [
     "auth/resource-mismatch",
     "auth/offline-access-scope",
     "auth/offline-access-not-supported",
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+    "auth/cross-app-access-complete-flow",
 ]
 
 # Scenario -> why it cannot apply to Skald's client (also in docs/dev/connectors.md).
-NOT_APPLICABLE: dict[str, str] = {
-    "auth/client-credentials-jwt": (
-        "extension (ext-auth) client_credentials grant with private_key_jwt: a "
-        "machine identity with no person behind it; Skald's connectors act for a member"
-    ),
-    "auth/client-credentials-basic": (
-        "extension (ext-auth) client_credentials grant: as above, no member is behind such a token"
-    ),
-    "auth/cross-app-access-complete-flow": (
-        "extension (SEP-990, enterprise-managed OAuth): token exchange at a corporate "
-        "identity provider; a household has none"
-    ),
-}
+NOT_APPLICABLE: dict[str, str] = {}
 
 PARALLEL = 4
 

@@ -37,7 +37,7 @@ import hashlib
 import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
@@ -56,8 +56,11 @@ class OAuthError(Exception):
 class ClientInfo(msgspec.Struct, kw_only=True):
     client_id: str
     client_secret: str | None = None
-    # client_secret_basic, client_secret_post or none
+    # client_secret_basic, client_secret_post, private_key_jwt or none
     token_endpoint_auth_method: str | None = None
+    # private_key_jwt (RFC 7523): a PEM private key and ES256 or RS256.
+    private_key_pem: str | None = None
+    signing_algorithm: str | None = None
 
 
 class Tokens(msgspec.Struct, kw_only=True):
@@ -96,6 +99,7 @@ class MemoryStore:
 
 
 class _Endpoints(msgspec.Struct, kw_only=True):
+    issuer: str | None = None
     authorization_endpoint: str
     token_endpoint: str
     registration_endpoint: str | None = None
@@ -116,10 +120,19 @@ class McpOAuth(httpx.Auth):
         client_metadata_url: str | None = None,
         client_name: str = "Skald",
         http: httpx.AsyncClient | None = None,
+        grant: Literal["authorization_code", "client_credentials", "jwt_bearer"] = (
+            "authorization_code"
+        ),
+        assertion: Callable[[str, str], Awaitable[str]] | None = None,
     ) -> None:
         """`client`: pre-registered credentials; `client_metadata_url`: the URL of this
         client's metadata document (used as the client id where the server supports
-        it); otherwise the flow registers dynamically."""
+        it); otherwise the flow registers dynamically. `grant="client_credentials"`:
+        no person signs in, the pre-registered client's own credentials (a secret or a
+        private key) get the token (the ext-auth extension, SEP-1046).
+        `grant="jwt_bearer"`: `assertion(audience, resource)` returns a JWT the
+        authorization server accepts as a grant (RFC 7523; SEP-990 obtains it by token
+        exchange at an identity provider), presented with the client's credentials."""
         self.redirect_uri = redirect_uri
         self.authorize = authorize
         self.store: OAuthStore = store or MemoryStore()
@@ -127,6 +140,12 @@ class McpOAuth(httpx.Auth):
         self.client_metadata_url = client_metadata_url
         self.client_name = client_name
         self._http = http
+        self.grant = grant
+        self.assertion = assertion
+        if grant != "authorization_code" and client is None:
+            raise ValueError(f"the {grant} grant needs a pre-registered client")
+        if grant == "jwt_bearer" and assertion is None:
+            raise ValueError("the jwt_bearer grant needs an assertion provider")
         self._endpoints: _Endpoints | None = None
         self._resource: str | None = None
         self._scope: str | None = None
@@ -303,6 +322,22 @@ class McpOAuth(httpx.Auth):
             self._endpoints, self._resource = endpoints, resource
             client = await self._client(http, endpoints)
             scope = challenge.get("scope") or (" ".join(scopes) if scopes else None)
+            if self.grant != "authorization_code":
+                form = {"grant_type": "client_credentials"}
+                if self.grant == "jwt_bearer":
+                    assert self.assertion is not None
+                    audience = endpoints.issuer or endpoints.token_endpoint
+                    form = {
+                        "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                        "assertion": await self.assertion(audience, resource or server_url),
+                    }
+                if scope:
+                    form["scope"] = scope
+                if resource:
+                    form["resource"] = resource
+                tokens = await self._token_request(http, endpoints, client, form, scope)
+                await self.store.save_tokens(tokens)
+                return tokens
             if previous is not None and previous.scope and scope and challenge.get("error"):
                 # Step-up: keep what we had, add what is asked for.
                 scope = " ".join(dict.fromkeys([*previous.scope.split(), *scope.split()]))
@@ -374,7 +409,12 @@ class McpOAuth(httpx.Auth):
             _preferred_method(endpoints) if client.client_secret else "none"
         )
         headers = {"accept": "application/json"}
-        if method == "client_secret_basic" and client.client_secret:
+        if client.private_key_pem:
+            audience = endpoints.issuer or endpoints.token_endpoint
+            form["client_id"] = client.client_id
+            form["client_assertion_type"] = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+            form["client_assertion"] = _client_assertion(client, audience)
+        elif method == "client_secret_basic" and client.client_secret:
             pair = f"{client.client_id}:{client.client_secret}".encode()
             headers["authorization"] = "Basic " + base64.b64encode(pair).decode()
         else:
@@ -451,6 +491,40 @@ def parse_challenge(header: str) -> dict[str, str]:
             out[name] = rest[i:end].strip()
             i = end
     return out
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _client_assertion(client: ClientInfo, audience: str) -> str:
+    """A signed JWT naming the client (RFC 7523 `private_key_jwt`), valid five minutes."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    assert client.private_key_pem
+    alg = client.signing_algorithm or "ES256"
+    key = serialization.load_pem_private_key(client.private_key_pem.encode(), password=None)
+    now = int(time.time())
+    claims = {
+        "iss": client.client_id,
+        "sub": client.client_id,
+        "aud": audience,
+        "iat": now,
+        "exp": now + 300,
+        "jti": secrets.token_urlsafe(16),
+    }
+    header = {"alg": alg, "typ": "JWT"}
+    signing_input = f"{_b64(msgspec.json.encode(header))}.{_b64(msgspec.json.encode(claims))}"
+    if alg == "ES256" and isinstance(key, ec.EllipticCurvePrivateKey):
+        r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    elif alg == "RS256" and isinstance(key, rsa.RSAPrivateKey):
+        signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    else:
+        raise OAuthError(f"cannot sign a client assertion with {alg} and this key")
+    return f"{signing_input}.{_b64(signature)}"
 
 
 def _preferred_method(endpoints: _Endpoints) -> str:
