@@ -309,3 +309,18 @@ def test_the_good_tools_of_a_server_are_offered_when_one_is_refused() -> None:
     specs, refused = tool_specs("srv", [good, bad, twin, long_name])
     assert [s.name for s in specs] == ["mcp__srv__ok", "mcp__srv__o_k"]
     assert [e.tool for e in refused] == ["bad", "x" * 70]
+
+
+async def test_fifty_failed_http_connects_leave_the_fd_count_flat() -> None:
+    from mcp_support import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with pytest.raises(Disconnected):
+        await connect(HttpTransport(url, {}), name="warm")
+    await settle()
+    fds = open_fds()
+    for _ in range(50):
+        with pytest.raises(Disconnected):
+            await connect(HttpTransport(url, {}), name="gone")
+    await settle()
+    assert open_fds() == fds
