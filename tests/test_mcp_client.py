@@ -193,6 +193,19 @@ async def test_a_server_hanging_in_the_handshake_times_out_and_its_whole_group_i
     assert not alive(grandchild)
 
 
+async def test_a_refused_initialize_is_a_disconnect_with_the_servers_words() -> None:
+    answer = '{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"unknown client"}}'
+    transport = StdioTransport(
+        ["/bin/sh", "-c", f"read line; echo '{answer}'; sleep 30"], env=child_env()
+    )
+    with pytest.raises(Disconnected) as caught:
+        await connect(transport, name="picky")
+    assert str(caught.value) == (
+        "connector 'picky' disconnected: the server refused to start a session: unknown client"
+    )
+    assert transport.pid is not None and not alive(transport.pid)
+
+
 async def test_a_command_that_does_not_exist_is_a_disconnect_naming_it() -> None:
     transport = StdioTransport(["/nonexistent/mcp-server"], env=child_env())
     with pytest.raises(Disconnected) as caught:
