@@ -10,6 +10,7 @@ Usage: python tests/mcp_servers/sdk_server.py MODE [MARKER_DIR [PORT]]
 - die: like ok, but `echo` exits the process with status 3 mid-call.
 - badversion: answers initialize with protocol version 1999-01-01, then waits.
 - http: as ok, over streamable HTTP on 127.0.0.1:PORT (path /mcp).
+- http-stateless: the same, stateless with JSON answers (it offers no GET stream).
 - hang: never answers initialize, ignores SIGTERM and starts a grandchild that sleeps
   (its pid goes to MARKER_DIR/grandchild) - only a process-group SIGKILL ends both.
 """
@@ -20,9 +21,16 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
+
+if sys.argv[1] == "hang":
+    # First thing, before the SDK's slow imports: a SIGTERM-proof process with a child.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _child = subprocess.Popen(["sleep", "600"])
+    if len(sys.argv) > 2:
+        (Path(sys.argv[2]) / "grandchild").write_text(str(_child.pid))
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -59,6 +67,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             os._exit(3)
         return _text(str(args.get("text", "")))
     if params.name == "wait":
+        if MARKERS is not None:
+            (MARKERS / f"started-{ctx.request_id}").write_text("running")
         try:
             await anyio.sleep_forever()
         finally:
@@ -102,11 +112,6 @@ async def hanging(_server: Any) -> AsyncIterator[dict[str, Any]]:
 async def main() -> None:
     if MODE == "banner":
         os.write(1, b"my-server 1.0 starting up...\n")
-    if MODE == "hang":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        child = subprocess.Popen(["sleep", "600"])  # noqa: ASYNC220 - a test server
-        if MARKERS is not None:
-            (MARKERS / "grandchild").write_text(str(child.pid))
     if MODE == "badversion":
         import mcp.server.runner as runner
 
@@ -122,12 +127,15 @@ def serve_http() -> None:
     import uvicorn
 
     server = Server("skald-test", on_list_tools=list_tools, on_call_tool=call_tool)
-    app = server.streamable_http_app(host="127.0.0.1")
+    stateless = MODE == "http-stateless"
+    app = server.streamable_http_app(
+        host="127.0.0.1", stateless_http=stateless, json_response=stateless
+    )
     uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")
 
 
 if __name__ == "__main__":
-    if MODE == "http":
+    if MODE.startswith("http"):
         serve_http()
     else:
         anyio.run(main)
