@@ -45,6 +45,7 @@ PAGES = {
     "/": "chat",
     "/inbox": "inbox",
     "/files": "files",
+    "/agents": "chat",
     "/admin/users": "admin.users",
     "/admin/roles": "admin.roles",
     "/admin/approvals": "admin.roles",

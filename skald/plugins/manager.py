@@ -59,6 +59,7 @@ BUILTINS: Final = (
     "skald.features.inbox",
     "skald.features.ops",
     "skald.features.backups",
+    "skald.features.agents",
 )
 
 

@@ -23,6 +23,7 @@ import { AdminRolesPage } from './pages/admin-roles.js';
 import { AdminApprovalsPage } from './pages/admin-approvals.js';
 import { AdminModelsPage } from './pages/admin-models.js';
 import { AdminBackupsPage } from './pages/admin-backups.js';
+import { AgentsPage } from './pages/agents.js';
 
 // Built-in paths -> how to show them. `flush` pages (the chat) fill the main
 // area and scroll inside it; `fullOnly` pages send the simple shell home
@@ -32,6 +33,7 @@ const BUILTIN = {
   '/inbox': { page: InboxPage, icon: 'inbox', testid: 'nav-inbox', badge: true },
   '/overview': { page: HomePage, icon: 'home', testid: 'nav-overview', fullOnly: true },
   '/files': { page: FilesPage, icon: 'folder', testid: 'nav-files' },
+  '/agents': { page: AgentsPage, icon: 'sparkle', testid: 'nav-agents' },
   '/profile': { page: ProfilePage, icon: 'user', testid: 'nav-profile' },
   '/admin/users': { page: AdminUsersPage, icon: 'users', testid: 'nav-admin-users' },
   '/admin/roles': {
