@@ -104,13 +104,57 @@ check_docker() {
     fi
     if docker info >/dev/null 2>&1; then
         say "Docker: reachable"
+        DOCKER_OK=yes
         return 0
     fi
     if [ -S /var/run/docker.sock ] && [ ! -w /var/run/docker.sock ]; then
         say "Docker is installed but $(id -un) may not use it. Add the account to the docker group:"
         say "  sudo usermod -aG docker $(id -un)   (then log out and in, or reboot)"
-    else
+    elif [ -d /run/systemd/system ]; then
         say "Docker is installed but not running: sudo systemctl enable --now docker"
+    else
+        say "Docker is installed but not running: sudo service docker start"
+    fi
+}
+
+# The sandboxes' runtime image, built now (with Docker's progress on the terminal) rather
+# than at a member's first command. Skipped without Docker; a failure is not fatal:
+# `skald doctor` names the fix.
+build_sandbox_image() {
+    [ "${DOCKER_OK:-no}" = yes ] || return 0
+    step "the sandbox image (a few minutes the first time; Docker's progress follows)"
+    if ! "$SKALD_HOME/bin/skald" image build --if-missing </dev/null; then
+        warn "the sandbox image could not be built; Skald runs, but commands wait for it. Fix: $SKALD_HOME/bin/skald image build"
+    fi
+}
+
+# `skald` on the operator's PATH: a link in ~/.local/bin when that folder is on PATH
+# (Debian's ~/.profile adds it once it exists); otherwise say how. A file there that is
+# not our link is left alone.
+link_on_path() {
+    bindir=$HOME/.local/bin
+    link=$bindir/skald
+    PATH_HINT=
+    case ":$PATH:" in
+        *":$bindir:"*) ;;
+        *)
+            PATH_HINT="To type just 'skald', add its folder to your PATH: echo 'export PATH=\"$SKALD_HOME/bin:\$PATH\"' >>~/.profile (then log in again)"
+            return 0
+            ;;
+    esac
+    if [ -e "$link" ] && [ ! -L "$link" ]; then
+        PATH_HINT="$link exists and is not the installer's; Skald's command is $SKALD_HOME/bin/skald"
+        return 0
+    fi
+    mkdir -p "$bindir"
+    ln -sfn "$SKALD_HOME/bin/skald" "$link"
+    say "linked $link -> $SKALD_HOME/bin/skald (type: skald doctor)"
+}
+
+unlink_from_path() {
+    link=$HOME/.local/bin/skald
+    if [ -L "$link" ] && [ "$(readlink "$link")" = "$SKALD_HOME/bin/skald" ]; then
+        rm -f "$link"
     fi
 }
 
@@ -826,6 +870,7 @@ except OSError:
     say ""
     say "Skald $NEW_VERSION is installed. Open $url on any device in your home."
     say "Update: $SKALD_HOME/update.sh    Check: $SKALD_HOME/bin/skald doctor    Remove: $SKALD_HOME/uninstall.sh"
+    [ -z "${PATH_HINT:-}" ] || say "$PATH_HINT"
 }
 
 do_install() {
@@ -869,7 +914,9 @@ do_install() {
     install_scripts "$STAGING/scripts"
     switch_current "$NEW_VERSION"
     write_wrapper
+    link_on_path
     write_initial_config
+    build_sandbox_image
     step "service"
     enable_linger
     detect_systemd
@@ -898,6 +945,7 @@ do_install() {
             say "Start it by hand: $SKALD_HOME/bin/skald serve"
             say "(while there is no administrator, it prints a setup link for the first one)"
         fi
+        [ -z "${PATH_HINT:-}" ] || say "$PATH_HINT"
     fi
     rm -rf "$STAGING"
 }
@@ -1080,6 +1128,7 @@ do_uninstall() {
     rm -rf "${home:?}/releases" "${home:?}/current" "${home:?}/bin" "${home:?}/libexec" "${home:?}/staging" \
         "$home/update.sh" "$home/.update.lock" "$JOURNAL" "$DATA/cache"
     disable_linger_if_ours
+    unlink_from_path
     rm -f "$ENV_FILE" "$SKALD_HOME/uninstall.sh"
     if [ "$PURGE" = yes ]; then
         rm -rf "$DATA"

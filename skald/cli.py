@@ -480,10 +480,16 @@ async def cmd_image_build(args: argparse.Namespace, env: Env) -> int:
     from skald.sandbox import image
     from skald.sandbox.client import connect
 
+    if args.if_missing and not env.config.sandbox.enabled:
+        env.out.write("The sandbox is turned off (sandbox.enabled = false): no image needed\n")
+        return 0
     client = await asyncio.to_thread(connect, env.config.sandbox.docker_host)
     try:
-        base = await asyncio.to_thread(image.pick_base, client, args.base)
         tag = image.image_tag()
+        if args.if_missing and await asyncio.to_thread(image.has_image, client, tag):
+            env.out.write(f"The sandbox image {tag} is already there\n")
+            return 0
+        base = await asyncio.to_thread(image.pick_base, client, args.base)
         env.out.write(f"Building {tag} from {base}\n")
         env.out.flush()
 
@@ -714,6 +720,12 @@ def build_parser() -> SkaldArgumentParser:
         metavar="IMAGE",
         help="base image (default: debian:trixie-slim, or skald-base:trixie when only that "
         "one is present)",
+    )
+    p.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="do nothing when the image is already there, or the sandbox is turned off "
+        "(the installer uses it)",
     )
     p.set_defaults(handler=cmd_image_build)
     p = command(

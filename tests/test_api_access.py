@@ -34,6 +34,7 @@ OPS = {
     ("GET", "/api/ops/status"),
     ("GET", "/api/ops/integrity"),
     ("POST", "/api/ops/backup"),
+    ("POST", "/api/ops/drill"),
     ("POST", "/api/ops/users/deactivate"),
     ("POST", "/api/ops/users/activate"),
     ("POST", "/api/ops/users/delete"),
@@ -155,6 +156,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"display_name": "Member"},
         {"anon": 401, A: 200, M: 403, C: 403},
     ),
+    ("GET", "/api/agents", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/backups", None, {"anon": 401, A: 200, M: 403, C: 403}),
     (
         "PUT",
@@ -412,6 +414,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("DELETE", "/api/connectors/{private}", None, {"anon": 401, A: 204, M: 403, C: 403}),
     ("GET", "/api/ops/integrity", None, {"anon": 404, A: 404, M: 404, C: 404}),
     ("POST", "/api/ops/backup", {"quick": True}, {"anon": 404, A: 404, M: 404, C: 404}),
+    ("POST", "/api/ops/drill", None, {"anon": 404, A: 404, M: 404, C: 404}),
     *(
         (
             "POST",

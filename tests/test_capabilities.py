@@ -43,6 +43,7 @@ PAGES = {
     "/inbox": "inbox",
     "/files": "files",
     "/tasks": "schedule.use",
+    "/agents": "chat",
     "/admin/users": "admin.users",
     "/admin/roles": "admin.roles",
     "/admin/approvals": "admin.roles",

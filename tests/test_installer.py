@@ -340,6 +340,7 @@ def _fix_command(check: dict[str, Any]) -> str:
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(900)  # two builds from the checkout, about 90 s each here
 def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     tmp_path: Path,
 ) -> None:
@@ -355,11 +356,22 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     docker_client()  # Docker and the runtime image, or unavailable
     site = Site(url="", tree=tmp_path, base=tmp_path, builds=tmp_path, home=tmp_path / "home")
     site.home.mkdir()
-    proc = site.run(f"{REPO}/install.sh --from-source", SKALD_RELEASES_URL="")
+    # ~/.local/bin is on this operator's PATH: `skald` is linked there.
+    local_bin = site.home / ".local" / "bin"
+    on_path = f"{local_bin}{os.pathsep}{site.env()['PATH']}"
+    proc = site.run(
+        f"{REPO}/install.sh --from-source",
+        SKALD_RELEASES_URL="",
+        PATH=on_path,
+        SKALD_SANDBOX_ENABLED="true",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "building from" in proc.stdout
     assert "linger" not in proc.stdout + proc.stderr  # no systemd: nothing to say about it
-    version = site.run(f"{site.skald_home}/bin/skald version").stdout.strip()
+    # The sandbox image step ran (here the image is there already: no rebuild).
+    assert "the sandbox image" in proc.stdout and "is already there" in proc.stdout, proc.stdout
+    assert (local_bin / "skald").readlink() == site.skald_home / "bin" / "skald"
+    version = site.run("skald version", PATH=on_path).stdout.strip()
     assert version == f"skald {skald.__version__}"
 
     # Nobody set it up yet: the fix is the installed `skald setup`, for this data.
@@ -410,6 +422,8 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     assert repair == f"{REPO}/install.sh --from-source", repair
     proc = site.run(repair, SKALD_RELEASES_URL="")
     assert proc.returncode == 0, proc.stderr
+    # Without ~/.local/bin on PATH, the installer says how to get `skald` there.
+    assert "add its folder to your PATH" in proc.stdout, proc.stdout
     code, checks = _doctor(site)
     assert code == 0 and checks["install"]["status"] == "ok", checks["install"]
     current = (site.skald_home / "current").readlink().as_posix()

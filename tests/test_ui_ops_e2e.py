@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, Watch, _login, chromium
 
 if not PLAYWRIGHT_MISSING:
@@ -157,3 +157,41 @@ def test_a_page_whose_scripts_fail_to_load_says_so_within_seconds(
         assert not page.evaluate("() => window.__cspViolations || []")
     finally:
         ctx.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(120)
+def test_the_agents_page_shows_who_a_member_talks_to_in_friendly_words(
+    server: ServerProcess, browser: Browser
+) -> None:
+    watch = OpsWatch()
+    ctx = _context(browser, server)
+    try:
+        page = watch.attach("admin", ctx.new_page())  # type: ignore[attr-defined]
+        page.goto("/")
+        _login(page, ADMIN, ADMIN_PW)
+        page.get_by_test_id("nav-agents").click()
+        expect(page.get_by_test_id("agents-page")).to_be_visible()
+        mine = page.get_by_test_id("agents-chat").get_by_test_id("agent-card")
+        expect(mine).to_have_count(1)
+        expect(mine).to_have_attribute("data-agent", "assistant")
+        expect(mine.locator("svg")).to_have_count(1)  # its icon
+        expect(mine.get_by_test_id("agent-description")).to_contain_text(
+            "The household's assistant"
+        )
+        helpers = page.get_by_test_id("agents-helpers").get_by_test_id("agent-card")
+        expect(helpers.and_(page.locator('[data-agent="researcher"]'))).to_contain_text(
+            "Looks things up"
+        )
+        page.get_by_test_id("locale-picker").select_option("it")
+        expect(mine.get_by_test_id("agent-description")).to_contain_text("L'assistente della casa")
+        page.get_by_test_id("locale-picker").select_option("en")
+        assert not watch.problems, watch.problems
+    finally:
+        ctx.close()  # type: ignore[attr-defined]
+    # A child talks to Skald for kids, which calls on no helpers (the children's simple
+    # interface has no Agents page; the list is the same data).
+    child = Api(server.url)
+    child.login(CHILD, CHILD_PW)
+    agents = child.get("/api/agents").json()
+    child.close()
+    assert [(a["id"], a["role"]) for a in agents] == [("kid", "chat")], agents

@@ -57,6 +57,10 @@ STATE_FILE = "backup-state.json"
 ARCHIVE_NAME = re.compile(r"^skald-backup-(\d{8}T\d{6}Z)(?:-\d+)?\.tar$")
 # How often the scheduler wakes to look at the clock and the settings (they may change).
 TICK_S = 30.0
+# The first backup of a server that never made one: soon enough that a new household
+# has one the same evening, late enough not to compete with the first sign-ins (and
+# not to appear in the middle of a short test run).
+FIRST_DELAY_S = 600.0
 # After a failed backup, the next attempt comes at most this much later.
 RETRY_S = 3600.0
 
@@ -442,7 +446,7 @@ class Scheduler:
     buttons call. A lock keeps a scheduled run and a button from overlapping.
     """
 
-    def __init__(self, runtime: Runtime, *, first_delay_s: float = 120.0) -> None:
+    def __init__(self, runtime: Runtime, *, first_delay_s: float = FIRST_DELAY_S) -> None:
         self.runtime = runtime
         self.layout = runtime.core.layout
         self.first_delay_s = first_delay_s

@@ -64,6 +64,7 @@ BUILTINS: Final = (
     "skald.features.connectors",
     "skald.features.setup",
     "skald.features.backups",
+    "skald.features.agents",
 )
 
 

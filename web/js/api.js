@@ -191,6 +191,9 @@ export const api = {
     return post(`api/file/upload?path=${encodeURIComponent(dir)}`, form);
   },
 
+  // The agents this member can talk to, and their helpers (chat).
+  agents: () => get('api/agents'),
+
   // Backups (admin.system): the schedule, the last results, the two buttons.
   backups: () => get('api/backups'),
   saveBackupSettings: (body) => request('PUT', 'api/backups/settings', body),

@@ -26,6 +26,7 @@ import { AdminModelsPage } from './pages/admin-models.js';
 import { AdminSettingsPage } from './pages/admin-settings.js';
 import { WelcomePage } from './pages/welcome.js';
 import { AdminBackupsPage } from './pages/admin-backups.js';
+import { AgentsPage } from './pages/agents.js';
 
 // Built-in paths -> how to show them. `flush` pages (the chat) fill the main
 // area and scroll inside it; `fullOnly` pages send the simple shell home
@@ -36,6 +37,7 @@ const BUILTIN = {
   '/overview': { page: HomePage, icon: 'home', testid: 'nav-overview', fullOnly: true },
   '/files': { page: FilesPage, icon: 'folder', testid: 'nav-files' },
   '/tasks': { page: TasksPage, icon: 'clock', testid: 'nav-tasks' },
+  '/agents': { page: AgentsPage, icon: 'sparkle', testid: 'nav-agents' },
   '/profile': { page: ProfilePage, icon: 'user', testid: 'nav-profile' },
   '/admin/users': { page: AdminUsersPage, icon: 'users', testid: 'nav-admin-users' },
   '/admin/roles': {
