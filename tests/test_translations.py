@@ -103,9 +103,15 @@ def test_every_key_the_web_app_names_exists_in_every_language() -> None:
     areas = {k.split(".")[0] for k in en}
     named: set[str] = set()
     patterns: set[str] = set()
+    prefixes: set[str] = set()
     for code in _js_sources().values():
         for literal in re.findall(r"'([a-z_]+\.[a-z0-9_.]+)'", code):
-            if literal.split(".")[0] in areas:
+            if literal.split(".")[0] not in areas:
+                continue
+            if literal.endswith("."):
+                # A prefix the code completes at run time ('chat.error.' + code): a family.
+                prefixes.add(literal)
+            else:
                 named.add(literal)
         named |= set(re.findall(r"\bt\(\s*'([a-z0-9_.]+)'", code))
         patterns |= set(re.findall(r"\bt\(\s*`([a-z0-9_.]+\$\{[^`]*)`", code))
@@ -116,6 +122,10 @@ def test_every_key_the_web_app_names_exists_in_every_language() -> None:
         family = {k for k in en if re.fullmatch(regex, k)}
         assert family, f"no key matches t(`{pattern}`)"
         assert not _missing(family), (pattern, _missing(family))
+    for prefix in prefixes:
+        family = {k for k in en if k.startswith(prefix)}
+        assert family, f"no key starts with '{prefix}'"
+        assert not _missing(family), (prefix, _missing(family))
 
 
 def test_navigation_titles_of_the_built_in_pages_exist_in_every_language() -> None:
