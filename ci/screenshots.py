@@ -15,8 +15,8 @@ for approval, a few files), then photographs each page of `PAGES` in Debian's Ch
 
 Rules: the page list is data; a page the server does not offer (`GET /api/pages`, a
 feature not merged yet) is skipped with a printed note, never silently. Only the
-viewport is photographed (not the full page), which keeps the files small (the whole set
-is about 2-3 MB). Names, texts and the seeded data are fixed; the times on screen are
+viewport is photographed (not the full page) and saved in 256 colours (Pillow), which
+keeps the files small (the whole set is about 1.5 MB). Names, texts and the seeded data are fixed; the times on screen are
 the real ones of the run (the server stamps them).
 
 Trap: the fake model answers from a script, in order. Every turn the seeding sends
@@ -27,8 +27,10 @@ consumes its replies; a reply too many or too few shifts everything after it, so
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -47,6 +49,8 @@ MODEL = "household-8b"
 WIDTHS = {1280: 800, 375: 812}  # width: height of the viewport
 LANGS = ("en", "it")
 OUT = ROOT / "docs" / "images"
+SCRATCH = Path(tempfile.gettempdir()) / "skald-household"
+MARKER = ".made-by-skald-screenshots"
 
 
 @dataclass(frozen=True)
@@ -317,6 +321,19 @@ def offered(server: ServerProcess, lang: str) -> set[str]:
     return paths
 
 
+def _save_small(png: bytes, path: Path) -> None:
+    """A screenshot in 256 colours without dithering: a UI's flat colours and
+    anti-aliased text lose nothing visible, and the file is about a third of Chromium's
+    (the whole set stays well under 3 MB in the repository)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as picture:
+        small = picture.convert("RGB").quantize(
+            colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+        )
+        small.save(path, "PNG", optimize=True)
+
+
 def photograph(
     browser: Any,
     server: ServerProcess,
@@ -355,7 +372,7 @@ def photograph(
             path = out / f"{shot.name}-{width}-{lang}.png"
             if shot.then is None:  # no hover left on whatever the last click was over
                 page.mouse.move(width - 1, WIDTHS[width] - 1)
-            page.screenshot(path=str(path), animations="disabled", caret="hide")
+            _save_small(page.screenshot(animations="disabled", caret="hide"), path)
             if shot.then is not None:
                 page.reload()  # close what it opened: the next page starts clean
                 expect(page.get_by_test_id(shot.ready).first).to_be_visible()
@@ -365,10 +382,28 @@ def photograph(
     return written
 
 
+def _scratch(root: Path) -> Path:
+    """A fresh folder for one household's data. Its path shows on the Backups page, so it
+    is fixed rather than random; a folder this script did not make is never deleted."""
+    if root.exists():
+        if not (root / MARKER).exists():
+            raise SystemExit(f"{root} exists and was not made by this script: pick --scratch")
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    (root / MARKER).touch()
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the PNGs")
     parser.add_argument("--pages", help="comma-separated page names (default: all)")
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        default=SCRATCH,
+        help="folder for the households' data (made and removed)",
+    )
     parser.add_argument("--widths", default="1280,375", help="comma-separated: 1280, 375")
     parser.add_argument("--langs", default=",".join(LANGS), help="comma-separated: en, it")
     args = parser.parse_args(argv)
@@ -400,8 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         for lang in langs:
-            with tempfile.TemporaryDirectory(prefix="skald-shots-") as tmp, FakeLLM() as fake:
-                server = ServerProcess(Path(tmp))
+            with FakeLLM() as fake:
+                server = ServerProcess(_scratch(args.scratch / lang))
                 try:
                     conversation = seed(server, fake, lang)
                     here = offered(server, lang)
@@ -422,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise
                 finally:
                     server.close()
+                    shutil.rmtree(server.root)
         browser.close()
     total = sum(p.stat().st_size for p in written)
     print(

@@ -39,7 +39,7 @@ def test_the_screenshot_script_writes_a_picture_of_the_asked_page_at_the_asked_s
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     done = subprocess.run(
         [sys.executable, str(ROOT / "ci" / "screenshots.py"), "--out", str(out),
-         "--pages", "files", "--widths", "375", "--langs", "it"],
+         "--scratch", str(tmp_path / "scratch"), "--pages", "files", "--widths", "375", "--langs", "it"],
         capture_output=True, text=True, env=env, timeout=170, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -48,6 +48,7 @@ def test_the_screenshot_script_writes_a_picture_of_the_asked_page_at_the_asked_s
     assert _png_size(picture) == (375, 812)
     assert picture.stat().st_size > 5_000  # a rendered page, not a blank canvas
     assert "1 screenshots" in done.stdout
+    assert not (tmp_path / "scratch" / "it").exists()  # the household is gone again
 
 
 def test_the_screenshot_script_refuses_a_page_it_does_not_know() -> None:
