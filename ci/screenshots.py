@@ -27,6 +27,7 @@ consumes its replies; a reply too many or too few shifts everything after it, so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -56,7 +57,7 @@ MARKER = ".made-by-skald-screenshots"
 @dataclass(frozen=True)
 class Shot:
     """One page to photograph: `route` is the app's hash route (`{c}`: the seeded
-    conversation), `ready` the test id that is visible once it rendered, `server_path`
+    conversation, `{docs}`: the documents folder), `ready` the test id that is visible once it rendered, `server_path`
     the path `GET /api/pages` lists when the feature exists, `then` an action before
     the picture (open a panel)."""
 
@@ -78,7 +79,7 @@ PAGES = [
     Shot("inbox", "/inbox", "inbox-page", "/inbox"),
     Shot("overview", "/overview", "home-page", "/overview"),
     Shot("tasks", "/tasks", "tasks-page", "/tasks"),
-    Shot("files", "/files", "files-page", "/files"),
+    Shot("files", "/files?path=~/{docs}", "files-page", "/files"),
     Shot("profile", "/profile", "profile-page", "/profile"),
     Shot("people", "/admin/users", "users-page", "/admin/users"),
     Shot("roles", "/admin/roles", "roles-page", "/admin/roles"),
@@ -127,6 +128,7 @@ TEXT = {
         "ask_edit": "Add to the recipe that we serve them with maple syrup",
         "old": "a pinch of salt.\n",
         "new": "a pinch of salt.\nServe with maple syrup and berries.\n",
+        "docs": "Documents",
         "list_path": "Documents/shopping-list.md",
         "list": "# Shopping\n\n- bread\n- milk\n- tomatoes\n- coffee\n",
         "files": {
@@ -155,6 +157,7 @@ TEXT = {
         "ask_edit": "Aggiungi alla ricetta che li serviamo con lo sciroppo d'acero",
         "old": "un pizzico di sale.\n",
         "new": "un pizzico di sale.\nServire con sciroppo d'acero e frutti di bosco.\n",
+        "docs": "Documenti",
         "list_path": "Documenti/lista-della-spesa.md",
         "list": "# Spesa\n\n- pane\n- latte\n- pomodori\n- caffè\n",
         "files": {
@@ -363,7 +366,7 @@ def photograph(
         page.get_by_test_id("login-submit").click()
         expect(page.get_by_test_id("chat-page")).to_be_visible()
         for shot in shots:
-            page.goto(f"/#{shot.route.format(c=conversation)}")
+            page.goto(f"/#{shot.route.format(c=conversation, docs=TEXT[lang]['docs'])}")
             expect(page.get_by_test_id(shot.ready).first).to_be_visible()
             page.wait_for_load_state("networkidle")
             page.wait_for_function(SETTLED, arg=LOADING)
@@ -459,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
                     server.close()
                     shutil.rmtree(server.root)
         browser.close()
+    with contextlib.suppress(OSError):
+        args.scratch.rmdir()  # only when empty: it may hold someone else's files
     total = sum(p.stat().st_size for p in written)
     print(
         f"{len(written)} screenshots, {total / 1e6:.2f} MB, in {time.monotonic() - started:.0f} s"
