@@ -57,9 +57,9 @@ MARKER = ".made-by-skald-screenshots"
 @dataclass(frozen=True)
 class Shot:
     """One page to photograph: `route` is the app's hash route (`{c}`: the seeded
-    conversation, `{docs}`: the documents folder), `ready` the test id that is visible once it rendered, `server_path`
-    the path `GET /api/pages` lists when the feature exists, `then` an action before
-    the picture (open a panel)."""
+    conversation, `{docs}`: the documents folder), `ready` a CSS selector that matches
+    once it rendered with its data, `server_path` the path `GET /api/pages` lists when
+    the feature exists, `then` an action before the picture (open a panel)."""
 
     name: str
     route: str
@@ -74,20 +74,24 @@ def _open_bell(page: Any) -> None:
 
 
 PAGES = [
-    Shot("chat", "/?c={c}", "chat-page", "/"),
-    Shot("notifications", "/?c={c}", "chat-page", "/", then=_open_bell),
-    Shot("inbox", "/inbox", "inbox-page", "/inbox"),
-    Shot("overview", "/overview", "home-page", "/overview"),
-    Shot("tasks", "/tasks", "tasks-page", "/tasks"),
-    Shot("files", "/files?path=~/{docs}", "files-page", "/files"),
-    Shot("profile", "/profile", "profile-page", "/profile"),
-    Shot("people", "/admin/users", "users-page", "/admin/users"),
-    Shot("roles", "/admin/roles", "roles-page", "/admin/roles"),
-    Shot("approval-rules", "/admin/approvals", "approvals-page", "/admin/approvals"),
-    Shot("models", "/admin/models", "models-page", "/admin/models"),
-    Shot("connectors", "/admin/connectors", "connectors-page", "/admin/connectors"),
-    Shot("settings", "/admin/settings", "settings-page", "/admin/settings"),
-    Shot("backups", "/admin/backups", "backups-page", "/admin/backups"),
+    Shot("chat", "/?c={c}", '[data-testid="chat-page"]', "/"),
+    Shot("notifications", "/?c={c}", '[data-testid="chat-page"]', "/", then=_open_bell),
+    Shot("inbox", "/inbox", '[data-testid="inbox-page"]', "/inbox"),
+    Shot(
+        "overview", "/overview", '[data-testid="home-page"][data-checklist="loaded"]', "/overview"
+    ),
+    Shot("tasks", "/tasks", '[data-testid="tasks-page"]', "/tasks"),
+    Shot("files", "/files?path=~/{docs}", '[data-testid="files-page"]', "/files"),
+    Shot("profile", "/profile", '[data-testid="profile-page"]', "/profile"),
+    Shot("people", "/admin/users", '[data-testid="users-page"]', "/admin/users"),
+    Shot("roles", "/admin/roles", '[data-testid="roles-page"]', "/admin/roles"),
+    Shot(
+        "approval-rules", "/admin/approvals", '[data-testid="approvals-page"]', "/admin/approvals"
+    ),
+    Shot("models", "/admin/models", '[data-testid="models-page"]', "/admin/models"),
+    Shot("connectors", "/admin/connectors", '[data-testid="connectors-page"]', "/admin/connectors"),
+    Shot("settings", "/admin/settings", '[data-testid="settings-page"]', "/admin/settings"),
+    Shot("backups", "/admin/backups", '[data-testid="backups-page"]', "/admin/backups"),
 ]
 
 # The household, per language. Passwords only need to pass the length rule.
@@ -367,7 +371,7 @@ def photograph(
         expect(page.get_by_test_id("chat-page")).to_be_visible()
         for shot in shots:
             page.goto(f"/#{shot.route.format(c=conversation, docs=TEXT[lang]['docs'])}")
-            expect(page.get_by_test_id(shot.ready).first).to_be_visible()
+            expect(page.locator(shot.ready).first).to_be_visible()
             page.wait_for_load_state("networkidle")
             page.wait_for_function(SETTLED, arg=LOADING)
             if shot.then is not None:
@@ -378,7 +382,7 @@ def photograph(
             _save_small(page.screenshot(animations="disabled", caret="hide"), path)
             if shot.then is not None:
                 page.reload()  # close what it opened: the next page starts clean
-                expect(page.get_by_test_id(shot.ready).first).to_be_visible()
+                expect(page.locator(shot.ready).first).to_be_visible()
             written.append(path)
             print(f"  {path.relative_to(out.parent) if out.parent in path.parents else path}")
         context.close()
