@@ -59,13 +59,15 @@ class Shot:
     """One page to photograph: `route` is the app's hash route (`{c}`: the seeded
     conversation, `{docs}`: the documents folder), `ready` a CSS selector that matches
     once it rendered with its data, `server_path` the path `GET /api/pages` lists when
-    the feature exists, `then` an action before the picture (open a panel)."""
+    the feature exists, `then` an action before the picture (open a panel), `who` the
+    account it is seen from."""
 
     name: str
     route: str
     ready: str
     server_path: str
     then: Callable[[Any], None] | None = None
+    who: str = "admin"  # whose account (a key of PEOPLE)
 
 
 def _open_bell(page: Any) -> None:
@@ -92,6 +94,7 @@ PAGES = [
     Shot("connectors", "/admin/connectors", '[data-testid="connectors-page"]', "/admin/connectors"),
     Shot("settings", "/admin/settings", '[data-testid="settings-page"]', "/admin/settings"),
     Shot("backups", "/admin/backups", '[data-testid="backups-page"]', "/admin/backups"),
+    Shot("child-chat", "/", '[data-testid="chat-page"]', "/", who="child"),
 ]
 
 # The household, per language. Passwords only need to pass the length rule.
@@ -341,6 +344,24 @@ def _save_small(png: bytes, path: Path) -> None:
         small.save(path, "PNG", optimize=True)
 
 
+def _photograph(page: Any, shot: Shot, route: str, path: Path) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"/#{route}")
+    expect(page.locator(shot.ready).first).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function(SETTLED, arg=LOADING)
+    if shot.then is not None:
+        shot.then(page)
+    else:  # no hover left on whatever the last click was over
+        size = page.viewport_size
+        page.mouse.move(size["width"] - 1, size["height"] - 1)
+    _save_small(page.screenshot(animations="disabled", caret="hide"), path)
+    if shot.then is not None:
+        page.reload()  # close what it opened: the next page starts clean
+        expect(page.locator(shot.ready).first).to_be_visible()
+
+
 def photograph(
     browser: Any,
     server: ServerProcess,
@@ -354,38 +375,30 @@ def photograph(
 
     written = []
     for width in widths:
-        context = browser.new_context(
-            locale="en-US" if lang == "en" else "it-IT",
-            timezone_id="Europe/Rome",
-            color_scheme="light",
-            base_url=server.url,
-            viewport={"width": width, "height": WIDTHS[width]},
-            device_scale_factor=1,
-        )
-        context.set_default_timeout(15_000)
-        page = context.new_page()
-        page.goto("/")
-        page.get_by_test_id("login-username").fill(PEOPLE[lang]["admin"][0])
-        page.get_by_test_id("login-password").fill(PASSWORD)
-        page.get_by_test_id("login-submit").click()
-        expect(page.get_by_test_id("chat-page")).to_be_visible()
-        for shot in shots:
-            page.goto(f"/#{shot.route.format(c=conversation, docs=TEXT[lang]['docs'])}")
-            expect(page.locator(shot.ready).first).to_be_visible()
-            page.wait_for_load_state("networkidle")
-            page.wait_for_function(SETTLED, arg=LOADING)
-            if shot.then is not None:
-                shot.then(page)
-            path = out / f"{shot.name}-{width}-{lang}.png"
-            if shot.then is None:  # no hover left on whatever the last click was over
-                page.mouse.move(width - 1, WIDTHS[width] - 1)
-            _save_small(page.screenshot(animations="disabled", caret="hide"), path)
-            if shot.then is not None:
-                page.reload()  # close what it opened: the next page starts clean
-                expect(page.locator(shot.ready).first).to_be_visible()
-            written.append(path)
-            print(f"  {path.relative_to(out.parent) if out.parent in path.parents else path}")
-        context.close()
+        for who in dict.fromkeys(shot.who for shot in shots):  # one sign-in per person
+            context = browser.new_context(
+                locale="en-US" if lang == "en" else "it-IT",
+                timezone_id="Europe/Rome",
+                color_scheme="light",
+                base_url=server.url,
+                viewport={"width": width, "height": WIDTHS[width]},
+                device_scale_factor=1,
+            )
+            context.set_default_timeout(15_000)
+            page = context.new_page()
+            page.goto("/")
+            page.get_by_test_id("login-username").fill(PEOPLE[lang][who][0])
+            page.get_by_test_id("login-password").fill(PASSWORD)
+            page.get_by_test_id("login-submit").click()
+            expect(page.get_by_test_id("chat-page")).to_be_visible()
+            for shot in (s for s in shots if s.who == who):
+                path = out / f"{shot.name}-{width}-{lang}.png"
+                _photograph(
+                    page, shot, shot.route.format(c=conversation, docs=TEXT[lang]["docs"]), path
+                )
+                written.append(path)
+                print(f"  {path.relative_to(out.parent) if out.parent in path.parents else path}")
+            context.close()
     return written
 
 
