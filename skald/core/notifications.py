@@ -226,7 +226,7 @@ class NotificationService:
                 return
             prefs = await store.prefs()
             user, _ = await self._rt.member(user_id)
-            zone = default_zone(user.profile.get("timezone"), self._rt.config.assistant.timezone)
+            zone = default_zone(user.profile.get("timezone"), self._rt.instance.timezone().key)
             if is_quiet(prefs.quiet, self.clock(), zone):
                 notes = [n for n in notes if n.urgency == "high"]
                 if not notes:

@@ -31,6 +31,7 @@ from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter
 from skald.log import get_logger
+from skald.notify.quiet import default_zone
 from skald.paths import DataLayout
 from skald.permissions import can
 from skald.plugins.manager import Plugins
@@ -165,10 +166,11 @@ class UserRuntime:
         return await self._member(self.user.id)
 
     def timezone(self) -> ZoneInfo:
-        """The household's time zone: the administrator's choice, else the config's."""
-        if self.instance is not None:
-            return self.instance.timezone()
-        return ZoneInfo(self.config.timezone)
+        """The member's time zone: their own (`timezone` in the profile) when it is a real
+        zone, else the household's (the administrator's choice, else the config's). The
+        one rule for the prompt's DATETIME, jobs and quiet hours."""
+        household = self.instance.timezone() if self.instance else ZoneInfo(self.config.timezone)
+        return ZoneInfo(default_zone(self.user.profile.get("timezone"), household.key))
 
     async def _prompt_values(self) -> dict[str, str]:
         return await self.plugins.prompt_blocks(self)
