@@ -23,7 +23,16 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLM, Text
 from harness import ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, SHOTS, Watch, _login, chromium, shot
+from test_ui_e2e import (
+    CSP_RECORDER,
+    PLAYWRIGHT_MISSING,
+    SHOTS,
+    Watch,
+    _hash,
+    _login,
+    chromium,
+    shot,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, BrowserContext, Page, expect
@@ -249,6 +258,33 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         # -- chat basics on a desktop and on a phone -------------------------------------
         _chat_basics(admin, fake, "desk")
         shot(admin, "onboard-05-chat-desk")
+
+        # -- the chat docked beside the Files page, sharing what is on screen ----------
+        admin.get_by_test_id("nav-files").click()
+        admin.get_by_test_id("dock-toggle").click()
+        docked = admin.get_by_test_id("docked-chat")
+        expect(docked.get_by_test_id("chat-page")).to_be_visible()
+        expect(admin.get_by_test_id("files-page")).to_be_visible()
+        docked.get_by_test_id("chat-new-tab").click()
+        share = docked.get_by_test_id("chat-share-view")
+        if share.get_attribute("aria-pressed") != "true":
+            share.click()
+        fake.script(MODEL, [Text("It is your home folder.")])
+        docked.get_by_test_id("chat-input").fill("what am I looking at?")
+        docked.get_by_test_id("chat-send").click()
+        expect(
+            docked.get_by_test_id("message").filter(has_text="It is your home folder.")
+        ).to_be_visible()
+        assert "#/files" in _hash(admin)  # the page stays; the chat is beside it
+        chips = docked.get_by_test_id("message-view-chip")
+        expect(chips.first).to_contain_text("Files")
+        typed = docked.locator('[data-testid="message"][data-role="user"] .msg__text')
+        expect(typed).to_have_text("what am I looking at?")  # the view is not in the text
+        asked = str(fake.bodies()[-1]["messages"])
+        assert "Viewing at the time of this message" in asked and "#/files" in asked
+        shot(admin, "onboard-06-docked")
+        admin.get_by_test_id("dock-toggle").click()
+        expect(admin.get_by_test_id("docked-chat")).to_have_count(0)
         phone = watch.attach(
             "phone",
             context(
@@ -259,7 +295,7 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         _login(phone, MEMBER, MEMBER_PW)
         expect(phone.get_by_test_id("chat-page")).to_be_visible()
         _chat_basics(phone, fake, "phone")
-        shot(phone, "onboard-06-chat-phone")
+        shot(phone, "onboard-07-chat-phone")
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
     except Exception:
