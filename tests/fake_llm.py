@@ -70,6 +70,9 @@ class Text:
     chunk_size: int = 4  # characters per streamed delta
     chunk_delay: float = 0.0  # seconds between streamed events
     delay: float = 0.0  # seconds before the response starts
+    # Streamed first as `reasoning_content` deltas (OpenAI-compatible streams only), as
+    # DeepSeek, vLLM and llama.cpp send a reasoning model's thinking.
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ class _Plan:
     delay: float = 0.0
     hang: bool = False
     stream_error: Error | None = None
+    reasoning: str = ""
 
 
 def _plan(reply: Reply) -> _Plan | Error:
@@ -135,6 +139,7 @@ def _plan(reply: Reply) -> _Plan | Error:
             chunk_size=reply.chunk_size,
             chunk_delay=reply.chunk_delay,
             delay=reply.delay,
+            reasoning=reply.reasoning,
         )
     if isinstance(reply, ToolCalls):
         return _Plan(
@@ -778,6 +783,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         self._start_sse()
         self._event(chunk({"role": "assistant", "content": ""}), delay=delay)
+        for piece in _pieces(plan.reasoning, plan.chunk_size):
+            self._event(chunk({"reasoning_content": piece}), delay=delay)
         for piece in _pieces(plan.text, plan.chunk_size):
             self._event(chunk({"content": piece}), delay=delay)
         if plan.hang:

@@ -91,6 +91,11 @@ def _checklist(page: Page) -> list[str]:
     return [str(items.nth(i).get_attribute("data-name")) for i in range(items.count())]
 
 
+def _shown_text(page: Page) -> str:
+    """The messages' text as shown (what is folded away is not in innerText)."""
+    return str(page.get_by_test_id("chat-messages").evaluate("e => e.innerText"))
+
+
 def _answered(page: Page, text: str) -> None:
     expect(
         page.locator('[data-testid="message"][data-role="assistant"]').filter(has_text=text)
@@ -216,7 +221,7 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         )
         admin.get_by_test_id("setup-provider-kind").select_option("openai_compatible")
         admin.get_by_test_id("setup-provider-url").fill(fake.base_url_openai)
-        fake.script(MODEL, [Text("Hello, I am ready.")])
+        fake.script(MODEL, [Text("Hello, I am ready.", reasoning="A greeting is wanted here.")])
         admin.get_by_test_id("setup-test-connection").click()
         expect(admin.get_by_test_id("setup-test-result")).to_have_attribute("data-ok", "true")
         admin.get_by_test_id("setup-model-pick").select_option("gpt-4o-mini")
@@ -252,6 +257,14 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         expect(admin.get_by_test_id("chat-suggestion").first).to_be_visible()
         _send(admin, "Hello!")
         _answered(admin, "Hello, I am ready.")
+        # The model's streamed reasoning is there, folded.
+        thought = admin.get_by_test_id("chat-reasoning")
+        expect(thought).to_have_count(1)
+        expect(thought).not_to_have_attribute("open", "")
+        expect(thought.locator(".reasoning__text")).not_to_be_visible()
+        assert "A greeting" not in _shown_text(admin)
+        thought.locator("summary").click()
+        expect(thought.locator(".reasoning__text")).to_have_text("A greeting is wanted here.")
         system = fake.bodies()[-1]["messages"][0]["content"]
         assert "Europe/Rome" in str(system) and "The Rossis" in str(system)
 

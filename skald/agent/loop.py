@@ -269,6 +269,7 @@ class AgentLoop:
             self.emit.token,
             retries=cfg.model_retries,
             backoff_s=cfg.retry_backoff_s,
+            on_reasoning=self.emit.reasoning,
         )
         turn.rounds += 1
         reply.calls = normalise_call_ids(reply.calls)

@@ -19,6 +19,7 @@ from skald.llm.errors import LlmError
 from skald.llm.types import (
     Finished,
     Message,
+    ReasoningDelta,
     Request,
     TextDelta,
     TextPart,
@@ -64,12 +65,13 @@ async def call_model(
     *,
     retries: int,
     backoff_s: float,
+    on_reasoning: OnDelta | None = None,
 ) -> None:
     """Fill `reply` from one model answer. Raises `LlmError` or `Stopped`."""
     attempt = 0
     while True:
         try:
-            await scope.run(_stream(model, request, reply, on_delta))
+            await scope.run(_stream(model, request, reply, on_delta, on_reasoning))
             return
         except LlmError as exc:
             if not exc.retriable or reply.started or attempt >= retries:
@@ -81,11 +83,21 @@ async def call_model(
         await scope.run(asyncio.sleep(backoff_s * attempt))
 
 
-async def _stream(model: ModelClient, request: Request, reply: Reply, on_delta: OnDelta) -> None:
+async def _stream(
+    model: ModelClient,
+    request: Request,
+    reply: Reply,
+    on_delta: OnDelta,
+    on_reasoning: OnDelta | None = None,
+) -> None:
     events = model.stream(request)
     try:
         async for event in events:
-            if isinstance(event, TextDelta):
+            if isinstance(event, ReasoningDelta):
+                # Shown live, never part of the reply (nor of what a retry replaces).
+                if on_reasoning is not None:
+                    await on_reasoning(event.text)
+            elif isinstance(event, TextDelta):
                 reply.started = True
                 reply.parts.append(event.text)
                 await on_delta(event.text)

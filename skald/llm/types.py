@@ -83,7 +83,15 @@ class Finished(msgspec.Struct, tag="finished", frozen=True, kw_only=True):
     usage: Usage
 
 
-StreamEvent = TextDelta | ToolCallReady | Finished
+class ReasoningDelta(msgspec.Struct, tag="reasoning_delta", frozen=True):
+    """A piece of the reasoning a model streams before its answer (`reasoning_content`
+    or `reasoning` on OpenAI-compatible servers). Shown to the member, never stored
+    nor sent back to a model."""
+
+    text: str
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | Finished
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):

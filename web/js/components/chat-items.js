@@ -281,6 +281,13 @@ function renderItem(item, ctx, key, streaming = false) {
 
 const NOTE_TESTIDS = { error: 'chat-turn-error', stopped: 'chat-turn-stopped' };
 
+function Reasoning({ text, done = true }) {
+  return html`<details class="reasoning" data-testid="chat-reasoning">
+    <summary>${Icon.sparkle()}<span>${done ? t('chat.reasoning_done') : t('chat.reasoning')}</span></summary>
+    <pre class="reasoning__text">${text}</pre>
+  </details>`;
+}
+
 function Note({ entry, ctx }) {
   const text = typeof entry.text === 'string' ? entry.text : t(entry.text.key, entry.text.vars);
   const retry = entry.tone === 'error' && ctx && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined;
@@ -342,18 +349,22 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
   const seqs = new Set(items.map((it) => it.seq));
   const isPinned = (e) => e.anchor !== undefined && seqs.has(e.anchor);
   for (const e of thread.tail) {
-    if (e.kind === 'note' && isPinned(e)) (pinned[e.anchor] = pinned[e.anchor] || []).push(e);
+    if ((e.kind === 'note' || e.kind === 'reasoning') && isPinned(e)) (pinned[e.anchor] = pinned[e.anchor] || []).push(e);
   }
 
   return html`<div class="conversation" data-testid="chat-messages">
     ${items.map((it) => [
       renderItem(it, ctx, `s${it.seq}`),
-      ...(pinned[it.seq] || []).map((e) => html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`),
+      ...(pinned[it.seq] || []).map((e) =>
+        e.kind === 'reasoning' ? html`<${Reasoning} key=${e.key} text=${e.text} />` : html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`,
+      ),
     ])}
     ${thread.tail.map((e) => {
       if (e.kind === 'user') return html`<${UserMessage} key=${e.key} item=${e.item} pending=${e.pending} ctx=${ctx} />`;
       if (e.kind === 'note') return isPinned(e) ? null : html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`;
+      if (e.kind === 'reasoning') return isPinned(e) ? null : html`<${Reasoning} key=${e.key} text=${e.text} />`;
       return html`<div class="turn" key=${e.key} data-testid="chat-turn" data-done=${e.done ? 'true' : 'false'}>
+        ${e.reasoning && html`<${Reasoning} text=${e.reasoning} done=${e.done} />`}
         ${e.items.map((it, i) =>
           renderItem(it, ctx, it.key, !e.done && i === e.items.length - 1 && !(it.tool_calls || []).length),
         )}
