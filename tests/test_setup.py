@@ -179,3 +179,21 @@ async def test_test_this_provider_makes_a_tiny_real_request(
     assert (
         await member.call("POST", f"/api/llm/providers/{provider.id}/test", json={})
     ).status_code == 403
+
+
+async def test_a_key_http_cannot_carry_is_a_plain_answer_not_a_server_error(
+    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, make_client: MakeClient
+) -> None:
+    admin = await _signed_in(make_client, "mum")
+    url = fake_llm.base_url_openai
+    # As the fuzzer sent them: accented letters, and JSON escapes of lone surrogates.
+    for key in ("\\u00e9t\\u00e9", "\\uda50\\udf0dB\\u009b"):
+        body = f'{{"kind": "openai_compatible", "base_url": "{url}", "api_key": "{key}"}}'
+        r = await admin.call(
+            "POST",
+            "/api/llm/check",
+            content=body.encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["ok"] is False and "cannot be sent" in r.json()["message"]

@@ -28,6 +28,9 @@ from skald.llm.types import Finished, Message, Request, TextDelta, TextPart
 __all__ = ["Guess", "OfferedModel", "ProviderCheck", "guess_model", "list_models", "try_model"]
 
 TIMEOUT: Final = httpx.Timeout(20.0, connect=5.0)
+UNSENDABLE: Final = (
+    "The address or the API key contains characters that cannot be sent; check them."
+)
 MAX_MODELS: Final = 500
 
 
@@ -131,6 +134,9 @@ async def list_models(
         response = await http.get(url, headers=headers, timeout=TIMEOUT)
     except httpx.HTTPError as exc:
         return ProviderCheck(ok=False, message=_plain_http_error(root, exc))
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        # A key or an address with characters HTTP cannot carry (never echoed back).
+        return ProviderCheck(ok=False, message=UNSENDABLE)
     latency = int((time.monotonic() - started) * 1000)
     if response.status_code != 200:
         return ProviderCheck(ok=False, message=_status_message(response.status_code, root))
@@ -176,6 +182,8 @@ async def try_model(client: ModelClient, model: str) -> ProviderCheck:
                 break
     except LlmError as exc:
         return ProviderCheck(ok=False, message=f"The model {model} did not answer: {exc}")
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        return ProviderCheck(ok=False, message=UNSENDABLE)
     latency = int((time.monotonic() - started) * 1000)
     reply = "".join(text).strip()[:80]
     return ProviderCheck(
