@@ -354,7 +354,9 @@ async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
         env.out.write(out["reply"].rstrip() + "\n")
     print(f"skald: conversation {out['conversation_id']}: {out['status']}", file=sys.stderr)
     if out["status"] == "failed":
-        raise SkaldError(out.get("error") or "the turn failed")
+        detail = out.get("error_detail")  # only for members who manage models
+        error = out.get("error") or "the turn failed"
+        raise SkaldError(f"{error} ({detail})" if detail else error)
     return 3 if out["status"] == "awaiting_approval" else 0
 
 

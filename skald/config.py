@@ -54,6 +54,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     host: str = "0.0.0.0"  # noqa: S104 - listening on the LAN is the product's purpose
     # TCP port of the web UI and API, 1..65535.
     port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 9000
+    # Seconds between keep-alive pings on a live connection (/api/ws); a client that
+    # answers none for 2.5 intervals is closed with code 4408.
+    heartbeat_s: Annotated[float, msgspec.Meta(ge=0.5, le=300)] = 20.0
 
 
 class LogConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

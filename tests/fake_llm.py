@@ -39,6 +39,7 @@ import pytest
 
 __all__ = [
     "Call",
+    "Drop",
     "Error",
     "FakeLLM",
     "Hang",
@@ -73,6 +74,7 @@ class Text:
     # Streamed first as `reasoning_content` deltas (OpenAI-compatible streams only), as
     # DeepSeek, vLLM and llama.cpp send a reasoning model's thinking.
     reasoning: str = ""
+    report_usage: bool = True  # False: like servers that never send a usage chunk
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ class ToolCalls:
     output_tokens: int = 9
     chunk_delay: float = 0.0
     delay: float = 0.0
+    # Cut at the output limit: each call's argument JSON ends after this many
+    # characters and the finish reason is "length" (OpenAI) / "max_tokens" (Anthropic).
+    cut_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,7 @@ class Error:
     message: str | None = None  # defaults to what the provider says for that status
     in_stream: bool = False  # a 200 stream that fails after `text_before`
     text_before: str = ""
+    code: str | None = None  # OpenAI's error `code` (e.g. "context_length_exceeded")
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,15 @@ class Hang:
     before_headers: bool = False  # hang without even sending the status line
 
 
-Reply = str | int | list[Call] | Text | ToolCalls | Error | Hang
+@dataclass(frozen=True)
+class Drop:
+    """Stream `text_before`, then close the connection mid-body (a crashed or restarted
+    server, a proxy timing out): the client sees the chunked body end without its end."""
+
+    text_before: str = ""
+
+
+Reply = str | int | list[Call] | Text | ToolCalls | Error | Hang | Drop
 
 
 @dataclass
@@ -119,6 +133,8 @@ class _Plan:
     chunk_delay: float = 0.0
     delay: float = 0.0
     hang: bool = False
+    drop: bool = False
+    report_usage: bool = True
     stream_error: Error | None = None
     reasoning: str = ""
 
@@ -140,12 +156,16 @@ def _plan(reply: Reply) -> _Plan | Error:
             chunk_delay=reply.chunk_delay,
             delay=reply.delay,
             reasoning=reply.reasoning,
+            report_usage=reply.report_usage,
         )
     if isinstance(reply, ToolCalls):
+        calls = reply.calls
+        if reply.cut_at is not None:
+            calls = [Call(c.name, _arguments(c)[: reply.cut_at], c.id) for c in calls]
         return _Plan(
             text=reply.text,
-            calls=reply.calls,
-            finish="tool_calls",
+            calls=calls,
+            finish="tool_calls" if reply.cut_at is None else "length",
             input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens,
             fragments=reply.fragments,
@@ -154,6 +174,8 @@ def _plan(reply: Reply) -> _Plan | Error:
         )
     if isinstance(reply, Hang):
         return _Plan(text=reply.text_before, hang=True, delay=-1.0 if reply.before_headers else 0)
+    if isinstance(reply, Drop):
+        return _Plan(text=reply.text_before, drop=True)
     if reply.in_stream:
         return _Plan(text=reply.text_before, stream_error=reply)
     return reply
@@ -617,7 +639,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.record.status = status
 
-    def _reject(self, status: int, message: str | None = None) -> None:
+    def _reject(self, status: int, message: str | None = None, code: str | None = None) -> None:
         self.record.error = message
         extra = {"retry-after": "1"} if status == 429 else {}
         if self.record.api == "anthropic":
@@ -625,7 +647,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(status, anthropic_error(status, message), extra)
         else:
             extra["x-request-id"] = f"req_{secrets.token_hex(16)}"
-            self._send_json(status, openai_error(status, message), extra)
+            payload = openai_error(status, message)
+            if code is not None:
+                payload["error"]["code"] = code
+            self._send_json(status, payload, extra)
 
     def _start_sse(self) -> None:
         self.send_response(200)
@@ -649,6 +674,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         except OSError:
             raise _Gone from None
+
+    def _drop(self) -> None:
+        """Hang up in the middle of the body (no final chunk, no end of stream)."""
+        with contextlib.suppress(OSError):
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        self.close_connection = True
 
     def _end_stream(self) -> None:
         try:
@@ -674,7 +706,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, {"data": data, "has_more": False})
             else:
                 data = [
-                    {"id": m, "object": "model", "owned_by": "fake", **self.fake.listed.get(m, {})}
+                    {
+                        "id": m,
+                        "object": "model",
+                        "owned_by": "fake",
+                        **self.fake.listed.get(m, {}),
+                        **self.fake.model_info.get(m, {}),
+                    }
                     for m in self.fake.models
                 ]
                 self._send_json(200, {"object": "list", "data": data})
@@ -725,7 +763,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reject(404, f"fake_llm: no scripted reply (left) for model {model!r}")
         plan = _plan(reply)
         if isinstance(plan, Error):
-            return self._reject(plan.status, plan.message)
+            return self._reject(plan.status, plan.message, plan.code)
         if plan.delay:
             self._pause(None if plan.delay < 0 else plan.delay)
         streaming = rec.body.get("stream") is True
@@ -789,6 +827,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(chunk({"content": piece}), delay=delay)
         if plan.hang:
             self._pause(None)
+        if plan.drop:
+            return self._drop()
         if plan.stream_error is not None:
             err = plan.stream_error
             payload = openai_error(err.status, err.message)
@@ -808,7 +848,7 @@ class _Handler(BaseHTTPRequestHandler):
                 part = {"index": index, "function": {"arguments": fragment}}
                 self._event(chunk({"tool_calls": [part]}), delay=delay)
         self._event(chunk({}, plan.finish), delay=delay)
-        if include_usage:
+        if include_usage and plan.report_usage:
             last = chunk({})
             last["choices"] = []
             last["usage"] = {
@@ -885,6 +925,8 @@ class _Handler(BaseHTTPRequestHandler):
                 send("content_block_delta", {"index": 0, "delta": delta})
         if plan.hang:
             self._pause(None)
+        if plan.drop:
+            return self._drop()
         if plan.stream_error is not None:
             payload = anthropic_error(plan.stream_error.status, plan.stream_error.message)
             payload.pop("request_id")
@@ -961,6 +1003,9 @@ class FakeLLM:
         # Models `GET /v1/models` lists besides the scripted ones, with extra fields of
         # their entry (e.g. {"context_length": 8192}), as real servers add them.
         self.listed: dict[str, dict[str, Any]] = {}
+        # Extra fields of a model's entry in GET /v1/models, as OpenRouter, vLLM or
+        # llama.cpp report them (context_length, top_provider, meta...).
+        self.model_info: dict[str, dict[str, Any]] = {}
         self._scripts: dict[str, deque[Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()

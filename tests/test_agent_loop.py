@@ -282,7 +282,9 @@ async def test_a_second_retriable_error_fails_the_turn() -> None:
     assert result.error == "provider answered 503"
     assert len(model.requests) == 2
     assert sink.of(TurnDone)[0].error == "provider answered 503"
-    assert [m.role for m in history.messages] == ["user"]
+    # Nothing was said: the failure is recorded, as an answer of nothing.
+    assert [m.role for m in history.messages] == ["user", "assistant"]
+    assert history.messages[1].text == "" and history.messages[1].interrupted is not None
 
 
 async def test_a_non_retriable_error_fails_at_once() -> None:
@@ -310,7 +312,8 @@ async def test_an_error_after_tokens_were_streamed_is_not_retried() -> None:
 
     assert result.status == "failed"
     assert len(model.requests) == 1
-    assert [m.role for m in history.messages] == ["user"]
+    assert [m.role for m in history.messages] == ["user", "assistant"]
+    assert history.messages[1].text == "partial"  # what the member saw is kept
 
 
 async def test_a_stream_without_finish_counts_as_an_error() -> None:

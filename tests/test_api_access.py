@@ -166,6 +166,9 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"name": "Local"},
         {"anon": 401, A: 200, M: 403, C: 403},
     ),
+    # A real request to the provider (Ollama's usual address, where nothing listens in
+    # tests): the administrator gets the connection failure as a 400.
+    ("GET", "/api/llm/providers/{prov}/models", None, {"anon": 401, A: 400, M: 403, C: 403}),
     ("GET", "/api/llm/models", None, {"anon": 401, A: 200, M: 403, C: 403}),
     (
         "POST",

@@ -140,6 +140,8 @@ async def test_fallback_on_503_but_not_on_401(
         "reply": "B here.",
         "status": "done",
         "error": None,
+        "error_code": None,
+        "error_detail": None,
     }
 
     runtime.llm.health.succeeded(
@@ -148,7 +150,9 @@ async def test_fallback_on_503_but_not_on_401(
     fake_llm.script("model-a", [401])
     fake_llm.script("model-b", ["must not be asked"])
     out = await _chat(ada, "again", out["conversation_id"])
-    assert out["status"] == "failed" and "401" in (out["error"] or "")
+    assert out["status"] == "failed" and out["error_code"] == "auth"
+    # A member reads a plain sentence; the provider's own words are for administrators.
+    assert "401" not in (out["error"] or "") and out["error_detail"] is None
     assert fake_llm.remaining("model-b") == 1
 
 
@@ -329,7 +333,7 @@ async def test_no_model_configured_is_a_clear_failure(
     ada = await make_client()
     await ada.login("ada")
     out = await _chat(ada, "hello?")
-    assert out["status"] == "failed" and "no language model" in (out["error"] or "")
+    assert out["status"] == "failed" and out["error_code"] == "no_model"
     _ = PASSWORD
 
 
@@ -353,7 +357,11 @@ async def test_a_message_without_a_usable_model_is_kept_and_answered_with_the_re
     await _wait_idle(ada, cid)
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     # Shown as typed: what Skald added for the model stays out of the bubble and the title.
-    assert [(i["role"], i["text"]) for i in items] == [("user", "Are you there?")]
+    assert [(i["role"], i["text"]) for i in items] == [
+        ("user", "Are you there?"),
+        ("assistant", ""),  # the failure, recorded
+    ]
+    assert items[1]["interrupted"] == "no_model"
     conv = (await ada.call("GET", "/api/conversations")).json()[0]
     assert conv["title"] == "Are you there?"
     ada_id = household["ada"]
@@ -538,13 +546,13 @@ async def test_catalogue_changes_apply_to_the_very_next_turn(
     # A deleted model is gone at once, and so is a deleted provider with its models.
     assert (await admin.call("DELETE", f"/api/llm/models/{models['model-b']}")).status_code == 204
     out = await _chat(ada, "four", cid)
-    assert out["status"] == "failed" and "no language model" in (out["error"] or "")
+    assert out["status"] == "failed" and out["error_code"] == "no_model"
     r = await admin.call("PATCH", f"/api/llm/models/{models['model-a']}", json={"enabled": True})
     assert r.status_code == 200, r.text
     assert (await admin.call("DELETE", f"/api/llm/providers/{provider}")).status_code == 204
     asked = len([r for r in fake_llm.requests if r.method == "POST"])
     out = await _chat(ada, "five", cid)
-    assert out["status"] == "failed" and "no language model" in (out["error"] or "")
+    assert out["status"] == "failed" and out["error_code"] == "no_model"
     assert len([r for r in fake_llm.requests if r.method == "POST"]) == asked
 
 

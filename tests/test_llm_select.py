@@ -8,7 +8,16 @@ import pytest
 
 from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.llm.errors import LlmError, error_for_status
-from skald.llm.types import Finished, Request, StreamEvent, TextDelta, Usage
+from skald.llm.types import (
+    Finished,
+    Request,
+    Restart,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    Usage,
+)
 from skald.store.llm import ModelRow, Strength
 
 
@@ -57,9 +66,12 @@ def test_auto_order_prefers_strength_then_priority_and_rests_failures() -> None:
 
 
 class Scripted:
-    def __init__(self, error: LlmError | None = None, after_text: bool = False) -> None:
+    def __init__(
+        self, error: LlmError | None = None, after_text: bool = False, after_call: bool = False
+    ) -> None:
         self.error = error
-        self.after_text = after_text
+        self.after_text = after_text or after_call
+        self.after_call = after_call
         self.seen: list[str] = []
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
@@ -67,6 +79,8 @@ class Scripted:
         if self.error and not self.after_text:
             raise self.error
         yield TextDelta("hello")
+        if self.after_call:
+            yield ToolCallReady(ToolCall(id="c", name="note", arguments={}))
         if self.error:
             raise self.error
         yield Finished(reason="stop", usage=Usage(input_tokens=3, output_tokens=1))
@@ -99,12 +113,26 @@ async def test_falls_back_on_503_and_not_on_401() -> None:
     assert exc.value.status == 401 and not exc.value.retriable and d.seen == []
 
 
-async def test_no_fallback_once_text_was_streamed() -> None:
+async def test_a_failure_after_text_starts_over_on_the_next_model_with_a_restart() -> None:
     a, b = Scripted(error_for_status(503, "A", "gone"), after_text=True), Scripted()
+    client = FallbackClient([(_m("a", "average", 1), a), (_m("b", "average", 2), b)], ModelHealth())
+    events = await _collect(client)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["TextDelta", "Restart", "TextDelta", "Finished"]
+    restart = events[1]
+    assert isinstance(restart, Restart) and restart.model == "b" and "503" in restart.reason
+    assert restart.usage.output_tokens > 0 and restart.usage.estimated
+
+
+async def test_no_fallback_once_a_call_was_streamed_or_on_the_last_model() -> None:
+    a, b = Scripted(error_for_status(503, "A", "gone"), after_call=True), Scripted()
     client = FallbackClient([(_m("a", "average", 1), a), (_m("b", "average", 2), b)], ModelHealth())
     with pytest.raises(LlmError):
         await _collect(client)
     assert b.seen == []
+    last = Scripted(error_for_status(503, "A", "gone"), after_text=True)
+    with pytest.raises(LlmError, match="gone"):
+        await _collect(FallbackClient([(_m("a", "average", 1), last)], ModelHealth()))
 
 
 async def test_all_failing_says_so_and_no_models_is_a_clear_error() -> None:

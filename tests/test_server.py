@@ -169,6 +169,33 @@ def test_edge_protections(server: ServerProcess) -> None:
     assert api.session_cookie not in log and PW not in log
 
 
+def test_a_client_that_answers_no_pings_is_closed_with_a_code_that_says_so(
+    tmp_path: Path,
+) -> None:
+    srv = ServerProcess(tmp_path, SKALD_SERVER_HEARTBEAT_S="0.5")
+    srv.create_admin()
+    srv.start()
+    try:
+        api = Api(srv.url)
+        api.login(ADMIN, ADMIN_PW)
+        answering, silent = _ws(srv, api), _ws(srv, api)
+        for ws in (answering, silent):
+            _next(ws, "hello")
+        deadline = time.monotonic() + 3.0  # six heartbeats; the silent one is gone after 2.5
+        while time.monotonic() < deadline:
+            ping = _next(answering, "ping")
+            answering.send(json.dumps({"type": "pong", "t": ping["t"]}))
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                silent.recv(timeout=5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4408
+        # The one that answered is still there.
+        ping = _next(answering, "ping")
+        answering.send(json.dumps({"type": "pong", "t": ping["t"]}))
+    finally:
+        srv.close()
+
+
 def test_sigterm_with_an_open_socket_and_a_pending_request(tmp_path: Path) -> None:
     # The memory-hard KDF makes the sign-in slow enough to still be running at SIGTERM.
     srv = ServerProcess(tmp_path, SKALD_SECURITY_KDF_PROFILE="default")

@@ -480,5 +480,6 @@ async def test_a_huge_tool_argument_is_stored_once_and_cut_in_what_the_model_get
     await set_quota(runtime, "member", 1)
     asked = len(posted)
     refused = await _chat(ada, "And another one", out["conversation_id"])
-    assert refused["status"] == "failed" and "quota exceeded" in (refused["error"] or "")
+    assert refused["status"] == "failed" and refused["error_code"] == "quota_exceeded"
+    assert refused["error"] == "Your storage is full. Delete some files to continue."
     assert len([r for r in fake_llm.requests if r.method == "POST"]) == asked

@@ -88,6 +88,7 @@ class CallRunner:
         self.extras = extras
         self.max_parallel = max(1, max_parallel)
         self.max_result_chars = max_result_chars
+        self.outcomes: dict[str, Outcome] = {}  # call id -> how it was settled (this turn)
 
     async def run_batch(self, calls: Sequence[ToolCall]) -> bool:
         """Run and settle the calls; False when an approval was deferred (turn pauses)."""
@@ -220,6 +221,7 @@ class CallRunner:
         result = outcome.result
         message = tool_result_message(call.id, result.content, is_error=result.is_error)
         await self.history.append_result(message, outcome.state, result.metadata)
+        self.outcomes[call.id] = outcome
         status = _FINAL_STATUS[outcome.state]
         await self.emit.call(call, status)
         await self.emit.result(call, status, result.content, result.is_error, result.metadata)

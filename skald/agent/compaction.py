@@ -21,7 +21,17 @@ from skald.agent.cancel import CancelScope
 from skald.agent.history import HistoryStore, project
 from skald.errors import SkaldError
 from skald.llm.client import ModelClient
-from skald.llm.types import Finished, ImagePart, Message, Request, TextDelta, TextPart, ToolSpec
+from skald.llm.tokens import estimate_messages
+from skald.llm.types import (
+    Finished,
+    ImagePart,
+    Message,
+    Request,
+    Restart,
+    TextDelta,
+    TextPart,
+    ToolSpec,
+)
 
 SUMMARY_PREFIX = "[Summary of the earlier part of this conversation]\n"
 
@@ -53,11 +63,7 @@ def estimate_tokens(
     messages: Iterable[Message], *, system: str = "", tools: Sequence[ToolSpec] = ()
 ) -> int:
     """A rough count (characters / 4) for the compaction threshold."""
-    chars = len(system) + sum(len(msgspec.json.encode(t)) for t in tools)
-    for m in messages:
-        chars += sum(len(p.text) if isinstance(p, TextPart) else 1000 for p in m.content)
-        chars += sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
-    return chars // 4
+    return estimate_messages(messages, system=system, tools=tools)
 
 
 def safe_cuts(messages: Sequence[Message]) -> list[int]:
@@ -122,6 +128,8 @@ async def _collect_text(model: ModelClient, request: Request) -> str:
         async for event in events:
             if isinstance(event, TextDelta):
                 parts.append(event.text)
+            elif isinstance(event, Restart):
+                parts.clear()  # another model starts the summary over
             elif isinstance(event, Finished):
                 finished = True
     finally:

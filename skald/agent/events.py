@@ -85,6 +85,15 @@ class UsageReport(AgentEvent, frozen=True, tag="usage"):
     input_tokens: int
     output_tokens: int
     cost_usd: float | None = None
+    estimated: bool = False  # a count is an estimate (stopped, failed, or not reported)
+
+
+class ModelSwitched(AgentEvent, frozen=True, tag="model_switched"):
+    """The answer being streamed broke off and another model starts it over: clients
+    drop the text shown so far for this answer."""
+
+    model: str  # the household's name of the model that continues
+    reason: str  # technical (consumers show it only to those who manage models)
 
 
 class Compacted(AgentEvent, frozen=True, tag="compacted"):
@@ -108,6 +117,9 @@ class SubagentFinished(AgentEvent, frozen=True, tag="subagent_finished"):
 class TurnDone(AgentEvent, frozen=True, tag="turn_done"):
     status: TurnStatus
     error: str | None = None
+    error_code: str | None = None  # failed: the kind of failure (skald.llm.errors codes)
+    # Set by a consumer that replaces `error` with a plain sentence: the technical text.
+    error_detail: str | None = None
     text: str = ""  # the final assistant text (streamed already as token deltas)
     rounds: int = 0
     input_tokens: int = 0
@@ -124,6 +136,7 @@ Event = (
     | ToolFinished
     | ApprovalRequested
     | UsageReport
+    | ModelSwitched
     | Compacted
     | SubagentStarted
     | SubagentFinished
@@ -211,20 +224,32 @@ class Emitter:
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 cost_usd=usage.cost_usd,
+                estimated=usage.estimated,
             )
         )
+
+    async def switched(self, model: str, reason: str) -> None:
+        await self._send(ModelSwitched(**self._base(), model=model, reason=reason))
 
     async def compacted(self, dropped: int, kept: int) -> None:
         await self._send(Compacted(**self._base(), dropped=dropped, kept=kept))
 
     async def turn_done(
-        self, status: TurnStatus, *, error: str | None, text: str, rounds: int, usage: Usage
+        self,
+        status: TurnStatus,
+        *,
+        error: str | None,
+        text: str,
+        rounds: int,
+        usage: Usage,
+        error_code: str | None = None,
     ) -> None:
         await self._send(
             TurnDone(
                 **self._base(),
                 status=status,
                 error=error,
+                error_code=error_code,
                 text=text,
                 rounds=rounds,
                 input_tokens=usage.input_tokens,

@@ -194,11 +194,26 @@ def project(
     for m in messages:
         if m.role == "tool":
             continue
+        if m.interrupted is not None:
+            if not m.text and not m.tool_calls:
+                continue  # only the record of a failure: nothing was said
+            m = _with_interruption_note(m)
         out.append(_clip_calls(m, max_argument_chars))
         for call in m.tool_calls:
             found = results.pop(call.id, None)
             out.append(_clip_result(found, max_result_chars) if found else _placeholder(call.id))
     return out
+
+
+INTERRUPTED_NOTE = "[This answer was interrupted: {detail}]"
+
+
+def _with_interruption_note(message: Message) -> Message:
+    """The model learns that its earlier answer was cut, and why (a stop, a failure)."""
+    assert message.interrupted is not None
+    note = INTERRUPTED_NOTE.format(detail=message.interrupted.detail)
+    content = [*message.content, TextPart(f"\n\n{note}")]
+    return msgspec.structs.replace(message, content=content, interrupted=None)
 
 
 def clip_text(text: str, limit: int) -> str:

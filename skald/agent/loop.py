@@ -19,17 +19,27 @@ import msgspec
 
 from skald.agent import compaction
 from skald.agent.approval import ApprovalGate
-from skald.agent.calls import CallRunner, interrupted
+from skald.agent.calls import CallRunner, Outcome, interrupted
 from skald.agent.cancel import DEFAULT_GRACE_S, CancelScope, Stopped
 from skald.agent.compaction import CompactionError, CompactionResult
 from skald.agent.events import Emitter, EventSink, TurnStatus
-from skald.agent.history import HistoryStore, project
+from skald.agent.history import CallState, HistoryStore, project
 from skald.agent.recovery import needs_resume, recovery_action, repair_text
 from skald.agent.streaming import Reply, call_model, normalise_call_ids
-from skald.agent.tools import Tool
+from skald.agent.tools import Tool, ToolResult
+from skald.llm import tokens
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.types import Message, Request, TextPart, Usage
+from skald.llm.types import (
+    ContentPart,
+    Interruption,
+    Message,
+    Request,
+    Restart,
+    TextPart,
+    ToolCall,
+    Usage,
+)
 from skald.log import get_logger
 
 log = get_logger("skald.agent")
@@ -37,13 +47,33 @@ log = get_logger("skald.agent")
 ROUND_LIMIT = (
     "Stopped after {n} model calls: the limit for one turn was reached. Send a message to continue."
 )
+TURN_BUDGET_SPENT = (
+    "Stopped after {used} tokens: the budget for one turn ({limit}) was used up. "
+    "Send a message to continue."
+)
+REPEATED_FAILURE = (
+    "Stopped: the assistant tried the same failing step ({name}) {n} times in a row. "
+    "Send a message to continue, perhaps with a hint."
+)
+# What a call cut off by the output limit gets instead of running: its arguments are
+# incomplete, and running it would hide the cut behind a "missing argument" error.
+CUT_CALL = (
+    "Not run: your answer reached the output limit while writing this call, so its "
+    "arguments are incomplete. Make it smaller: split a long text into several calls, "
+    "or write less at a time."
+)
+CUT_ANSWER = "the answer reached the output limit"
+
+
+DEFAULT_MAX_TOKENS = 4096
 
 
 class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
     model: str  # the wire model id the model source expects
     system_prompt: str = ""
     max_rounds: int = 25  # model calls per turn
-    max_tokens: int = 4096
+    # The longest answer, unless the model source knows the model's own.
+    max_tokens: int = DEFAULT_MAX_TOKENS
     temperature: float | None = None
     max_parallel_calls: int = 8
     max_result_chars: int = 60_000  # longer tool output is cut (the model sees a note)
@@ -55,12 +85,17 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
     compact_at_tokens: int | None = None  # automatic compaction threshold (chars/4 estimate)
     compact_keep_last: int = 8
     stop_grace_s: float = DEFAULT_GRACE_S  # time stopped work gets to unwind
+    # Guards against runaway turns: input + output tokens of all model calls of one turn
+    # (None: no limit), and how often the very same call may fail in a row.
+    max_turn_tokens: int | None = None
+    max_repeated_failures: int = 3
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     status: TurnStatus
     text: str = ""  # the final assistant text
     error: str | None = None  # failed: what went wrong; stopped: the stop reason
+    error_code: str | None = None  # failed: what kind of failure (skald.llm.errors codes)
     rounds: int = 0
     usage: Usage = msgspec.field(default_factory=Usage)
 
@@ -74,14 +109,27 @@ class _Turn:
     usage: Usage = field(default_factory=Usage)
     reply: Reply | None = None  # the model answer being streamed, until it is stored
     compacted: bool = False
+    overflow_retried: bool = False  # compacted and asked again after a context overflow
+    # The last failing call (name + arguments) and how often it failed in a row.
+    failing: tuple[str, str] | None = None
+    failures: int = 0
 
-    def result(self, status: TurnStatus, error: str | None = None) -> TurnResult:
+    def result(
+        self, status: TurnStatus, error: str | None = None, code: str | None = None
+    ) -> TurnResult:
         return TurnResult(
-            status=status, text=self.text, error=error, rounds=self.rounds, usage=self.usage
+            status=status,
+            text=self.text,
+            error=error,
+            error_code=code,
+            rounds=self.rounds,
+            usage=self.usage,
         )
 
 
 TurnBody = Callable[[_Turn], Awaitable[TurnResult]]
+# The member's messages sent while the turn runs, one at a time (None: no more now).
+JoinedMessages = Callable[[], Awaitable[Message | None]]
 
 
 class AgentLoop:
@@ -97,6 +145,7 @@ class AgentLoop:
         cancel: CancelScope | None = None,
         depth: int = 0,
         extras: Mapping[str, object] | None = None,
+        joined: JoinedMessages | None = None,
     ) -> None:
         self.model = model
         self.tools = _by_name(tools)
@@ -106,6 +155,7 @@ class AgentLoop:
         self.emit = Emitter(sink, history.conversation_id, depth)
         self.extras: Mapping[str, object] = extras or {}
         self._parent = cancel
+        self._joined = joined
         self._specs = [tool.spec for tool in self.tools.values()]
         self._scope: CancelScope | None = None  # of the running turn or compaction
 
@@ -173,6 +223,7 @@ class AgentLoop:
             await self.emit.turn_done(
                 result.status,
                 error=result.error,
+                error_code=result.error_code,
                 text=result.text,
                 rounds=result.rounds,
                 usage=result.usage,
@@ -185,31 +236,53 @@ class AgentLoop:
         try:
             return await body(turn)
         except Stopped as stop:
-            reason = stop.reason
+            return await self._end_stopped(turn, stop.reason)
         except LlmError as exc:
-            return turn.result("failed", error=str(exc))
+            return await self._end_failed(turn, exc.kind, str(exc))
         except Exception as exc:
             log.exception("agent turn failed", conversation_id=self.history.conversation_id)
-            return turn.result("failed", error=f"internal error: {type(exc).__name__}: {exc}")
+            return await self._end_failed(
+                turn, "internal", f"internal error: {type(exc).__name__}: {exc}"
+            )
+
+    async def _end_stopped(self, turn: _Turn, reason: str) -> TurnResult:
         try:
-            await self._settle_stopped(turn)
+            await self._keep_partial(turn, Interruption(code="stopped", detail=reason))
+            for open_call in await self.history.unfinished_calls():
+                await turn.runner.settle(
+                    open_call.call, interrupted("Stopped by the user before it finished.")
+                )
         except Exception as exc:
             log.exception(
                 "could not record a stopped turn", conversation_id=self.history.conversation_id
             )
-            return turn.result("failed", error=f"internal error while stopping: {exc}")
+            return turn.result(
+                "failed", error=f"internal error while stopping: {exc}", code="internal"
+            )
         return turn.result("stopped", error=reason)
 
-    async def _settle_stopped(self, turn: _Turn) -> None:
-        """Keep what the user saw, and give every open call its (interrupted) result."""
-        reply, turn.reply = turn.reply, None
-        if reply is not None and reply.text:
-            await self.history.append(Message(role="assistant", content=[TextPart(reply.text)]))
-            turn.text = reply.text
-        for open_call in await self.history.unfinished_calls():
-            await turn.runner.settle(
-                open_call.call, interrupted("Stopped by the user before it finished.")
+    async def _end_failed(self, turn: _Turn, code: str, error: str) -> TurnResult:
+        """Keep what the member saw and record the failure in the history (as the
+        interruption of the answer; an answer of nothing when nothing was said)."""
+        try:
+            if not await self.history.unfinished_calls():  # never between a call and its result
+                await self._keep_partial(turn, Interruption(code=code, detail=error), empty=True)
+        except Exception:
+            log.exception(
+                "could not record a failed turn", conversation_id=self.history.conversation_id
             )
+        return turn.result("failed", error=error, code=code)
+
+    async def _keep_partial(self, turn: _Turn, why: Interruption, *, empty: bool = False) -> None:
+        """Store the streamed text of an answer that did not finish, marked interrupted."""
+        reply, turn.reply = turn.reply, None
+        text = reply.text if reply is not None else ""
+        if not text and not empty:
+            return
+        content: list[ContentPart] = [TextPart(text)] if text else []
+        await self.history.append(Message(role="assistant", content=content, interrupted=why))
+        if text:
+            turn.text = text
 
     def _runner(self, scope: CancelScope) -> CallRunner:
         return CallRunner(
@@ -227,24 +300,69 @@ class AgentLoop:
 
     async def _drive(self, turn: _Turn, loaded: list[Message] | None = None) -> TurnResult:
         """Rounds until the model answers; `loaded`: the history as just read, if it was."""
-        while turn.rounds < self.config.max_rounds:
+        cfg = self.config
+        while turn.rounds < cfg.max_rounds:
             turn.scope.check()
+            if await self._take_joined():
+                loaded = None  # the history grew: read it again
+            used = turn.usage.input_tokens + turn.usage.output_tokens
+            if cfg.max_turn_tokens is not None and used >= cfg.max_turn_tokens:
+                error = TURN_BUDGET_SPENT.format(used=used, limit=cfg.max_turn_tokens)
+                return turn.result("failed", error=error, code="turn_budget")
             messages = await self._prepare(turn, loaded)
             loaded = None
-            reply = await self._ask_model(turn, messages)
+            reply = await self._ask_or_compact(turn, messages)
+            cut = reply.finish == "length"
             message = reply.message()
+            if cut and not reply.calls and message.content:
+                why = Interruption(code="cut_off", detail=CUT_ANSWER)
+                message = msgspec.structs.replace(message, interrupted=why)
             if message.content or message.tool_calls:
                 await self.history.append(message)  # before any call runs
             turn.reply = None
             turn.text = reply.text
             if not reply.calls:
+                if await self._take_joined():
+                    continue  # the member wrote meanwhile: answer that in this turn
                 return turn.result("done")
             for call in reply.calls:
                 await self.emit.call(call, "pending")
-            if not await turn.runner.run_batch(reply.calls):
+            if cut:
+                # Cut off while writing the calls: none runs, the model is told why.
+                for call in reply.calls:
+                    refused = Outcome(ToolResult.error(CUT_CALL), CallState.ERROR)
+                    await turn.runner.settle(call, refused)
+            elif not await turn.runner.run_batch(reply.calls):
                 return turn.result("awaiting_approval")
+            if (repeated := self._repeated_failure(turn, reply.calls)) is not None:
+                error = REPEATED_FAILURE.format(name=repeated, n=turn.failures)
+                return turn.result("failed", error=error, code="repeated_failure")
         turn.scope.check()
-        return turn.result("failed", error=ROUND_LIMIT.format(n=self.config.max_rounds))
+        return turn.result("failed", error=ROUND_LIMIT.format(n=cfg.max_rounds), code="turn_budget")
+
+    async def _take_joined(self) -> int:
+        """Store the messages the member sent while this turn ran (between rounds, when
+        no call is open): the model sees them at its next step. How many there were."""
+        if self._joined is None:
+            return 0
+        count = 0
+        while (message := await self._joined()) is not None:
+            await self.history.append(message)
+            count += 1
+        return count
+
+    def _repeated_failure(self, turn: _Turn, calls: list[ToolCall]) -> str | None:
+        """The name of a call that just failed for the Nth time in a row with the same
+        arguments (a model stuck retrying), else None."""
+        settled = turn.runner.outcomes
+        failed = [c for c in calls if (o := settled.get(c.id)) is not None and o.result.is_error]
+        if not failed or len(failed) < len(calls):
+            turn.failing, turn.failures = None, 0  # something worked: not stuck
+            return None
+        key = (failed[0].name, msgspec.json.encode(failed[0].arguments, order="sorted").decode())
+        turn.failures = turn.failures + 1 if key == turn.failing else 1
+        turn.failing = key
+        return key[0] if turn.failures >= self.config.max_repeated_failures else None
 
     async def _ask_model(self, turn: _Turn, messages: list[Message]) -> Reply:
         cfg = self.config
@@ -261,21 +379,54 @@ class AgentLoop:
             temperature=cfg.temperature,
         )
         reply = turn.reply = Reply()
-        await call_model(
-            self.model,
-            request,
-            reply,
-            turn.scope,
-            self.emit.token,
-            retries=cfg.model_retries,
-            backoff_s=cfg.retry_backoff_s,
-            on_reasoning=self.emit.reasoning,
-        )
+        try:
+            await call_model(
+                self.model,
+                request,
+                reply,
+                turn.scope,
+                self.emit.token,
+                retries=cfg.model_retries,
+                backoff_s=cfg.retry_backoff_s,
+                on_restart=lambda restart: self._restarted(turn, restart),
+                on_reasoning=self.emit.reasoning,
+            )
+        except (Stopped, LlmError) as exc:
+            # A stopped or broken answer still cost what was streamed (estimated: the
+            # server reports usage only at the end); one refused up front cost nothing.
+            if reply.started or isinstance(exc, Stopped):
+                await self._count(turn, tokens.completed(None, request, reply.text, reply.calls))
+            raise
         turn.rounds += 1
+        reply.usage = tokens.completed(reply.usage, request, reply.text, reply.calls)
         reply.calls = normalise_call_ids(reply.calls)
-        turn.usage = add_usage(turn.usage, reply.usage)
-        await self.emit.usage(cfg.model, reply.usage)
+        await self._count(turn, reply.usage)
         return reply
+
+    async def _ask_or_compact(self, turn: _Turn, messages: list[Message]) -> Reply:
+        """Ask the model; when the provider says the conversation is too long for it,
+        compact now (whatever the threshold said) and ask once more."""
+        try:
+            return await self._ask_model(turn, messages)
+        except LlmError as exc:
+            if exc.kind != "context_overflow" or turn.overflow_retried:
+                raise
+            turn.overflow_retried = True
+            log.info("context overflow; compacting and asking again", error=str(exc))
+            shorter = await self._compact_now(turn)
+            if shorter is None:
+                raise  # nothing left to cut: the member reads "too long for the model"
+            return await self._ask_model(turn, shorter)
+
+    async def _restarted(self, turn: _Turn, restart: Restart) -> None:
+        """The model source switched models mid-answer: count the void part, tell the
+        clients to drop its text."""
+        await self._count(turn, restart.usage)
+        await self.emit.switched(restart.model, restart.reason)
+
+    async def _count(self, turn: _Turn, usage: Usage) -> None:
+        turn.usage = add_usage(turn.usage, usage)
+        await self.emit.usage(self.config.model, usage)
 
     async def _prepare(self, turn: _Turn, loaded: list[Message] | None = None) -> list[Message]:
         """The projection for the next model call, compacted first when over the threshold."""
@@ -289,6 +440,12 @@ class AgentLoop:
         if size <= limit:
             return messages
         turn.compacted = True  # once per turn, even if it did not help
+        shorter = await self._compact_now(turn)
+        return messages if shorter is None else shorter
+
+    async def _compact_now(self, turn: _Turn) -> list[Message] | None:
+        """Compact the history; the new projection, or None when nothing was cut (or
+        the compaction failed, which is logged: the turn goes on uncompacted)."""
         try:
             done = await compaction.compact(
                 self.history,
@@ -298,10 +455,10 @@ class AgentLoop:
                 scope=turn.scope,
             )
         except (LlmError, CompactionError) as exc:
-            log.warning("automatic compaction failed", error=str(exc))
-            return messages
+            log.warning("compaction failed", error=str(exc))
+            return None
         if done is None:
-            return messages
+            return None
         await self.emit.compacted(done.dropped, done.kept)
         return self._project(await self.history.load())
 
@@ -349,6 +506,7 @@ def add_usage(a: Usage, b: Usage) -> Usage:
         input_tokens=a.input_tokens + b.input_tokens,
         output_tokens=a.output_tokens + b.output_tokens,
         cost_usd=cost,
+        estimated=a.estimated or b.estimated,
     )
 
 

@@ -21,6 +21,7 @@ from skald.llm.types import (
     Message,
     ReasoningDelta,
     Request,
+    Restart,
     TextDelta,
     TextPart,
     ToolCall,
@@ -54,6 +55,7 @@ class Reply:
 
 
 OnDelta = Callable[[str], Awaitable[None]]
+OnRestart = Callable[[Restart], Awaitable[None]]
 
 
 async def call_model(
@@ -66,12 +68,13 @@ async def call_model(
     retries: int,
     backoff_s: float,
     on_reasoning: OnDelta | None = None,
+    on_restart: OnRestart | None = None,
 ) -> None:
     """Fill `reply` from one model answer. Raises `LlmError` or `Stopped`."""
     attempt = 0
     while True:
         try:
-            await scope.run(_stream(model, request, reply, on_delta, on_reasoning))
+            await scope.run(_stream(model, request, reply, on_delta, on_restart, on_reasoning))
             return
         except LlmError as exc:
             if not exc.retriable or reply.started or attempt >= retries:
@@ -88,12 +91,21 @@ async def _stream(
     request: Request,
     reply: Reply,
     on_delta: OnDelta,
+    on_restart: OnRestart | None,
     on_reasoning: OnDelta | None = None,
 ) -> None:
     events = model.stream(request)
     try:
         async for event in events:
-            if isinstance(event, ReasoningDelta):
+            if isinstance(event, Restart):
+                # Another model starts over: what was streamed is void (the clients
+                # were told, and replace it), and nothing of it is stored.
+                reply.parts.clear()
+                reply.calls.clear()
+                reply.started = False
+                if on_restart is not None:
+                    await on_restart(event)
+            elif isinstance(event, ReasoningDelta):
                 # Shown live, never part of the reply (nor of what a retry replaces).
                 if on_reasoning is not None:
                     await on_reasoning(event.text)
@@ -112,7 +124,9 @@ async def _stream(
         if close is not None:
             await close()
     if reply.finish is None:
-        raise LlmError("the model's answer ended before it was complete", retriable=True)
+        raise LlmError(
+            "the model's answer ended before it was complete", retriable=True, kind="interrupted"
+        )
 
 
 def normalise_call_ids(calls: list[ToolCall]) -> list[ToolCall]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from skald.agent import TurnResult
+from skald.agent import TurnDone, TurnResult
 from skald.agent.prompts import defuse_harness_tags
 from skald.core.events import Connection, ServerEvent
 from skald.core.prompt_blocks import view_context_block
@@ -111,7 +111,10 @@ class ChatReply(msgspec.Struct, frozen=True, kw_only=True):
     conversation_id: str
     reply: str
     status: Literal["done", "awaiting_approval", "failed"]
-    error: str | None = None
+    error: str | None = None  # failed: a plain sentence for the member
+    error_code: str | None = None  # failed: what kind of failure (see plain_errors)
+    # failed: the technical text, for members who manage models only
+    error_detail: str | None = None
 
 
 class SecurityGroupView(msgspec.Struct, frozen=True, kw_only=True):
@@ -433,11 +436,23 @@ class ConversationService:
             if result.status == "awaiting_approval"
             else "failed"
         )
+        if status != "failed":
+            return ChatReply(conversation_id=sent.conversation_id, reply=result.text, status=status)
+        failure = mine.hub.plain_failure(
+            TurnDone(
+                conversation_id=sent.conversation_id,
+                status="failed",
+                error=result.error,
+                error_code=result.error_code,
+            )
+        )
         return ChatReply(
             conversation_id=sent.conversation_id,
             reply=result.text,
             status=status,
-            error=result.error,
+            error=failure.error,
+            error_code=failure.error_code,
+            error_detail=failure.error_detail,
         )
 
     async def chat(self, user_id: str, text: str, conversation_id: str | None = None) -> ChatReply:

@@ -16,11 +16,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
+
 from skald.agent import (
     AgentLoop,
     ApprovalRequested,
     Event,
     LoopConfig,
+    ModelSwitched,
     ToolCallUpdate,
     ToolFinished,
     TurnDone,
@@ -30,9 +33,11 @@ from skald.agent import (
 from skald.agent.approval import ApprovalGate
 from skald.agent.tools import Tool
 from skald.core.events import ChatEvent, ConversationUpdated, EventHub, UserMessage
+from skald.core.plain_errors import plain
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
-from skald.llm.types import ContentPart, ImagePart, Message, TextPart
+from skald.llm.errors import LlmError
+from skald.llm.types import ContentPart, ImagePart, Interruption, Message, TextPart
 from skald.log import get_logger
 from skald.store.conversations import (
     Attachment,
@@ -81,6 +86,10 @@ class ConversationRunner:
         self.conversation_id = conversation_id
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self.loop: AgentLoop | None = None
+        # While a turn (or a resume) runs: messages sent meanwhile, which it takes in at
+        # its next step (`_take_joined`); None when no running turn accepts them.
+        self.joinable: list[Job] | None = None
+        self.joined: list[Job] = []  # taken in by the running turn: they end with it
         self.awaiting_approval = asyncio.Event()
         self.task = asyncio.create_task(self._consume(), name=f"chat-{conversation_id}")
 
@@ -117,14 +126,38 @@ class ConversationRunner:
         try:
             setup = await self.hub.setup_factory(conversation, needs_vision)
         except SkaldError as exc:
-            return await self._failed_before_start(history, job, str(exc))
+            return await self._failed_before_start(history, job, exc)
         self.awaiting_approval.clear()
-        loop = AgentLoop(setup.model, setup.tools, history, setup.gate, self._sink, setup.config)
+        joins = job.kind in ("turn", "resume")
+
+        async def take_joined() -> Message | None:
+            if not self.joinable:
+                return None
+            joined = self.joinable.pop(0)
+            self.joined.append(joined)
+            history.pending_attachments = joined.attachments
+            return joined.message
+
+        loop = AgentLoop(
+            setup.model,
+            setup.tools,
+            history,
+            setup.gate,
+            self._sink,
+            setup.config,
+            joined=take_joined if joins else None,
+        )
         self.loop = loop
+        self.joinable = [] if joins else None
         try:
             result = await self._run(loop, job)
         finally:
             self.loop = None
+            self._end_joins()
+        for joined in self.joined:
+            if not joined.done.done():
+                joined.done.set_result(result)
+        self.joined = []
         # A deferred approval ends the turn but not the conversation's business.
         await self.hub.set_status(
             self.conversation_id,
@@ -132,16 +165,25 @@ class ConversationRunner:
         )
         return result
 
-    async def _failed_before_start(self, history: OwnerHistory, job: Job, error: str) -> TurnResult:
-        """No turn could start (no usable model...): keep the message, and say why to every
-        client the same way a failed turn would."""
+    async def _failed_before_start(
+        self, history: OwnerHistory, job: Job, exc: SkaldError
+    ) -> TurnResult:
+        """No turn could start (no usable model...): keep the message and the failure
+        (as an empty interrupted answer, like a failed turn), and say why to every client
+        the same way a failed turn would."""
+        error = str(exc)
+        code = exc.kind if isinstance(exc, LlmError) else exc.code
         if job.message is not None:
             await history.append(job.message)
+            why = Interruption(code=code, detail=error)
+            await history.append(Message(role="assistant", interrupted=why))
         await self._sink(
-            TurnDone(conversation_id=self.conversation_id, status="failed", error=error)
+            TurnDone(
+                conversation_id=self.conversation_id, status="failed", error=error, error_code=code
+            )
         )
         await self.hub.set_status(self.conversation_id, "idle")
-        return TurnResult(status="failed", error=error)
+        return TurnResult(status="failed", error=error, error_code=code)
 
     async def _run(self, loop: AgentLoop, job: Job) -> TurnResult:
         if job.kind == "turn":
@@ -154,6 +196,10 @@ class ConversationRunner:
         return TurnResult(status="done", text=note)
 
     async def _sink(self, event: Event) -> None:
+        if isinstance(event, TurnDone) and event.status == "failed":
+            event = self.hub.plain_failure(event)
+        elif isinstance(event, ModelSwitched) and not self.hub.shows_detail():
+            event = msgspec.structs.replace(event, reason="")  # may name a provider
         # Approvals and usage count at every depth: a helper's request waits for a person
         # just like the main agent's, and its tokens cost the same.
         if isinstance(event, ApprovalRequested):
@@ -174,9 +220,34 @@ class ConversationRunner:
         if isinstance(event, TurnDone) and event.depth == 0:
             self.awaiting_approval.clear()
 
+    def join_or_queue(self, job: Job) -> None:
+        """A new message: into the running turn when one takes messages and nothing is
+        queued before it (order is kept), else into the queue."""
+        if job.kind == "turn" and self.joinable is not None and self.queue.empty():
+            self.joinable.append(job)
+        else:
+            self.queue.put_nowait(job)
+
+    def _end_joins(self) -> None:
+        """The turn ended: messages it did not take in become turns of their own, ahead
+        of anything queued after them (they were sent first)."""
+        left, self.joinable = self.joinable or [], None
+        if not left:
+            return
+        later = []
+        while not self.queue.empty():
+            later.append(self.queue.get_nowait())
+        for job in [*left, *later]:
+            self.queue.put_nowait(job)
+
     def stop(self) -> int:
         """/stop: drop what is queued and stop what runs (the whole tree of sub-agents)."""
         dropped = 0
+        for job in self.joinable or []:
+            job.done.set_result(TurnResult(status="stopped", error="stopped before it started"))
+            dropped += 1
+        if self.joinable:
+            self.joinable = []
         while not self.queue.empty():
             job = self.queue.get_nowait()
             job.done.set_result(TurnResult(status="stopped", error="stopped before it started"))
@@ -208,6 +279,20 @@ class ChatHub:
         self.default_agent = default_agent
         self._runners: dict[str, ConversationRunner] = {}
         self.retire: Callable[[str], None] | None = None
+        # Whether this member may see a failure's technical detail (admin.models).
+        self.shows_detail: Callable[[], bool] = lambda: False
+
+    def plain_failure(self, done: TurnDone) -> TurnDone:
+        """A failed turn as the member reads it: the plain sentence for its code, the
+        technical text only for those who manage models (see plain_errors)."""
+        code = done.error_code or "internal"
+        detail = done.error_detail or done.error
+        return msgspec.structs.replace(
+            done,
+            error=plain(code),
+            error_code=code,
+            error_detail=detail if self.shows_detail() else None,
+        )
 
     def _runner(self, conversation_id: str) -> ConversationRunner:
         runner = self._runners.get(conversation_id)
@@ -253,7 +338,7 @@ class ChatHub:
             kind="turn", message=Message(role="user", content=content), attachments=attachments
         )
         runner = self._runner(conversation_id)
-        await runner.queue.put(job)
+        runner.join_or_queue(job)
         self.events.publish(
             self.user_id,
             UserMessage(

@@ -13,10 +13,12 @@ import msgspec
 from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.core.sealing import InstanceKey
 from skald.errors import InvalidInputError, SkaldError
+from skald.llm.anthropic import API_VERSION as ANTHROPIC_API_VERSION
 from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
 from skald.llm.discovery import ProviderCheck, list_models, try_model
-from skald.llm.errors import LlmError
+from skald.llm.errors import LlmError, error_for_status
+from skald.llm.model_info import ListedModel, describe_list
 from skald.llm.provider_types import (
     BUILTIN_KINDS,
     ProviderType,
@@ -24,10 +26,17 @@ from skald.llm.provider_types import (
     load_provider_types,
     make_client,
 )
+from skald.llm.wire import error_detail, network_error, redact
 from skald.log import get_logger
+from skald.permissions import declare
 from skald.store.llm import LlmStore, ModelCapability, ModelRow, ProviderRow, Strength
 
 log = get_logger("skald.llm")
+LISTING_TIMEOUT = httpx.Timeout(10.0)  # a model list is small: slow means trouble
+
+# Managing the catalogue; also what shows a failed turn's technical detail in the chat
+# (the provider, its address: members see only the plain sentence).
+ADMIN_MODELS_CAP = declare("admin.models", "Manage LLM providers and models")
 
 
 class KindInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,6 +139,11 @@ class LlmService:
             reply=tried.reply,
         )
 
+    @staticmethod
+    def _check_silence(seconds: int | None) -> None:
+        if seconds and not 1 <= seconds <= 3600:
+            raise InvalidInputError("silence_timeout_s is 1 to 3600 seconds (0: the default)")
+
     def _check_kind(self, kind: str, base_url: str | None) -> None:
         if kind not in self.kinds():
             raise InvalidInputError(
@@ -139,12 +153,26 @@ class LlmService:
             raise InvalidInputError("an openai_compatible provider needs a base_url")
 
     async def add_provider(
-        self, name: str, kind: str, base_url: str | None, api_key: str | None
+        self,
+        name: str,
+        kind: str,
+        base_url: str | None,
+        api_key: str | None,
+        silence_timeout_s: int | None = None,
     ) -> ProviderRow:
         self._check_kind(kind, base_url)
+        self._check_silence(silence_timeout_s)
         provider_id = secrets.token_hex(6)
         sealed = self.key.seal(api_key, _purpose(provider_id)) if api_key else None
-        row = await self.store.save_provider(provider_id, name, kind, base_url, sealed, create=True)
+        row = await self.store.save_provider(
+            provider_id,
+            name,
+            kind,
+            base_url,
+            sealed,
+            create=True,
+            silence_timeout_s=silence_timeout_s or None,
+        )
         log.info("llm provider added", provider=name, kind=kind)
         return row
 
@@ -156,8 +184,12 @@ class LlmService:
         base_url: str | None,
         api_key: str | None,
         clear_key: bool,
+        silence_timeout_s: int | None = None,
     ) -> ProviderRow:
+        """`silence_timeout_s`: None keeps it, 0 goes back to the kind's default."""
+        self._check_silence(silence_timeout_s)
         current = await self.store.provider(provider_id)
+        silence = current.silence_timeout_s if silence_timeout_s is None else silence_timeout_s
         kind = kind or current.kind
         base = base_url if base_url is not None else current.base_url
         self._check_kind(kind, base)
@@ -182,6 +214,7 @@ class LlmService:
             create=False,
             keep_key=keep,
             expect=current if keep else None,
+            silence_timeout_s=silence or None,
         )
         if moved:
             log.info("llm provider address changed", provider=row.name, key=row.has_api_key)
@@ -196,6 +229,8 @@ class LlmService:
         capabilities: list[ModelCapability],
         priority: int,
         enabled: bool,
+        max_output_tokens: int | None = None,
+        context_window: int | None = None,
     ) -> ModelRow:
         await self.store.provider(provider_id)
         stamp = ""
@@ -210,8 +245,43 @@ class LlmService:
             enabled=enabled,
             created_at=stamp,
             updated_at=stamp,
+            max_output_tokens=max_output_tokens or None,
+            context_window=context_window or None,
         )
         return await self.store.save_model(row, create=True)
+
+    async def provider_models(self, provider_id: str) -> list[ListedModel]:
+        """The provider's own model list, with the limits and capabilities it reports
+        (a tiny real request: GET <address>/models). Raises LlmError when it fails."""
+        provider, sealed = await self.store.provider_with_key(provider_id)
+        api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
+        base = address(provider.kind, provider.base_url, self.types)
+        if base is None:
+            raise LlmError(f"no address for provider {provider.name!r}", retriable=False)
+        headers: dict[str, str] = {}
+        if provider.kind == "anthropic":
+            url = f"{base}/v1/models?limit=1000"
+            headers["anthropic-version"] = ANTHROPIC_API_VERSION
+            if api_key:
+                headers["x-api-key"] = api_key
+        else:
+            url = f"{base}/models"
+            if api_key:
+                headers["authorization"] = f"Bearer {api_key}"
+        try:
+            response = await self.http.get(url, headers=headers, timeout=LISTING_TIMEOUT)
+        except httpx.HTTPError as exc:
+            raise network_error(provider.name, exc, (api_key,)) from exc
+        if response.status_code != 200:
+            detail = redact(error_detail(response.content), (api_key,))
+            raise error_for_status(response.status_code, provider.name, detail)
+        try:
+            body = response.json()
+        except ValueError:
+            raise LlmError(
+                f"{provider.name}: the model list is not JSON", retriable=False
+            ) from None
+        return describe_list(body)
 
     def _current(self) -> int:
         """The catalogue generation, dropping what was cached from an older one."""
@@ -240,7 +310,14 @@ class LlmService:
             return client
         provider, sealed = await self.store.provider_with_key(provider_id)
         api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
-        client = make_client(provider.kind, provider.base_url, api_key, self.types, self.http)
+        client = make_client(
+            provider.kind,
+            provider.base_url,
+            api_key,
+            self.types,
+            self.http,
+            silence_s=provider.silence_timeout_s,
+        )
         if self._current() == generation:
             self._clients[provider_id] = client
         return client
@@ -272,6 +349,7 @@ class LlmService:
                 "no enabled model can handle this message (it needs: "
                 f"{', '.join(needs)}); an administrator can mark one under Models",
                 retriable=False,
+                kind="no_capable_model",
             )
         candidates = []
         for m in ordered:
@@ -282,14 +360,14 @@ class LlmService:
                 log.warning("model skipped", model=m.name, error=str(exc))
 
         async def record(outcome: Outcome) -> None:
-            usage = outcome.finished.usage if outcome.finished else None
             await self.store.record_request(
                 at=time.time(),
                 user_id=user_id,
                 model_id=outcome.model.id,
-                status="ok" if outcome.ok else "error",
-                input_tokens=usage.input_tokens if usage else 0,
-                output_tokens=usage.output_tokens if usage else 0,
+                status=outcome.outcome,
+                input_tokens=outcome.usage.input_tokens,
+                output_tokens=outcome.usage.output_tokens,
+                estimated=outcome.usage.estimated,
                 latency_ms=(time.monotonic() - outcome.started) * 1000,
                 error=None if outcome.error is None else str(outcome.error)[:500],
             )

@@ -2,20 +2,34 @@
 
 AUTO walks the enabled models of the wanted strength in priority order, then the other
 strengths nearest first. A model that just failed with a retriable error rests for a
-while so every request does not pay for its timeout again. Fallback happens only before
-the first event was streamed: once text has reached the user, switching models would
-splice two answers together.
+while so every request does not pay for its timeout again. A failure before anything
+was streamed falls back silently. A failure after text was streamed, but before any
+tool call, falls back too: the client first gets `Restart` (the text so far is void;
+the reader drops it and tells the member which model continues), never a splice of
+two answers. After a tool call, or on the last candidate, the failure is raised.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.types import Finished, Request, StreamEvent
+from skald.llm.tokens import completed
+from skald.llm.types import (
+    Finished,
+    Request,
+    Restart,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallReady,
+    Usage,
+)
 from skald.store.llm import ModelRow, Strength
 
 _NEAREST: dict[str, tuple[Strength, ...]] = {
@@ -58,20 +72,34 @@ def auto_order(
     ]
 
 
+RequestOutcome = Literal["finished", "stopped", "failed"]
+
+
 @dataclass(frozen=True)
 class Outcome:
+    """How one request to one model ended, with the tokens it cost (reported by the
+    server, or estimated from the request and what was streamed)."""
+
     model: ModelRow
-    ok: bool
+    outcome: RequestOutcome
     error: LlmError | None
     started: float
-    finished: Finished | None
+    usage: Usage
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "finished"
 
 
 OnOutcome = Callable[[Outcome], Awaitable[None]]
 
 
 class FallbackClient:
-    """A ModelClient over several candidate models, tried in order."""
+    """A ModelClient over several candidate models, tried in order.
+
+    Every request to a candidate is reported exactly once (`on_outcome`): finished,
+    failed, or stopped when the consumer stops reading (a `/stop`, a cancelled turn).
+    """
 
     def __init__(
         self,
@@ -83,6 +111,7 @@ class FallbackClient:
             raise LlmError(
                 "no language model is set up yet: an administrator can add one under Models",
                 retriable=False,
+                kind="no_model",
             )
         self.candidates = list(candidates)
         self.health = health
@@ -91,41 +120,91 @@ class FallbackClient:
 
     async def _report(self, outcome: Outcome) -> None:
         if self.on_outcome is not None:
-            await self.on_outcome(outcome)
+            # Shielded: a stop cancels the reading task, and the record must still land.
+            await asyncio.shield(self.on_outcome(outcome))
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         last_error: LlmError | None = None
-        for model, client in self.candidates:
+        for index, (model, client) in enumerate(self.candidates):
+            following = self.candidates[index + 1 :]
+            restart: Restart | None = None
+            sent = _with_model(request, model)
             started = time.monotonic()
             yielded = False
+            text: list[str] = []
+            calls: list[ToolCall] = []
+            reported = False
             try:
-                async for event in client.stream(_with_model(request, model.model)):
+                async for event in client.stream(sent):
                     yielded = True
                     self.last_model = model
-                    if isinstance(event, Finished):
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                    elif isinstance(event, ToolCallReady):
+                        calls.append(event.call)
+                    elif isinstance(event, Finished):
                         self.health.succeeded(model.id)
-                        await self._report(Outcome(model, True, None, started, event))
+                        usage = completed(event.usage, sent, "".join(text), calls)
+                        event = Finished(reason=event.reason, usage=usage)
+                        reported = True
+                        await self._report(Outcome(model, "finished", None, started, usage))
                     yield event
                 return
             except LlmError as exc:
-                await self._report(Outcome(model, False, exc, started, None))
-                if not exc.retriable or yielded:
+                reported = True
+                # Refused before anything came (a bad key, an overload): no work was done.
+                usage = completed(None, sent, "".join(text), calls) if yielded else Usage()
+                await self._report(Outcome(model, "failed", exc, started, usage))
+                # After the answer began, only text may be thrown away: a call may
+                # already be stored and running, and a last candidate has no successor.
+                if not exc.retriable or (yielded and (calls or not following)):
                     raise
                 self.health.failed(model.id)
                 last_error = exc
+                if yielded:
+                    restart = Restart(reason=str(exc), model=following[0][0].name, usage=usage)
+            finally:
+                if not reported:  # the reader stopped (or something unexpected broke)
+                    usage = completed(None, sent, "".join(text), calls)
+                    await self._report(Outcome(model, "stopped", None, started, usage))
+            if restart is not None:
+                yield restart  # the reader drops what it has; the next model starts over
         assert last_error is not None
         raise LlmError(
             f"every model failed; the last said: {last_error}",
             status=last_error.status,
             retriable=True,
+            kind=last_error.kind,
         )
 
 
-def _with_model(request: Request, wire_id: str) -> Request:
+def _with_model(request: Request, model: ModelRow) -> Request:
+    """The request as this candidate gets it: its wire id, and its own longest answer
+    (`max_output_tokens`) when the catalogue knows it, else the caller's default."""
     return Request(
-        model=wire_id,
+        model=model.model,
         messages=request.messages,
         tools=request.tools,
-        max_tokens=request.max_tokens,
+        max_tokens=model.max_output_tokens or request.max_tokens,
         temperature=request.temperature,
     )
+
+
+# Of a model's context window, what the prompt may fill before compaction: the rest is
+# its answer, and the estimate (characters / 4) is rough.
+COMPACT_SHARE = 0.8
+
+
+def compact_threshold(
+    models: Sequence[ModelRow], default_output: int, configured: int | None
+) -> int | None:
+    """Prompt tokens at which to compact, for a turn that may use any of `models`:
+    the smallest known window, less the answer's room, times COMPACT_SHARE; the
+    configured threshold when it is lower (or when no window is known)."""
+    room = [
+        int((m.context_window - (m.max_output_tokens or default_output)) * COMPACT_SHARE)
+        for m in models
+        if m.context_window
+    ]
+    limits = [x for x in (*room, configured) if x is not None and x > 0]
+    return min(limits) if limits else None

@@ -15,6 +15,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
+from skald.agent.loop import DEFAULT_MAX_TOKENS
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
 from skald.agent.subagent import root_of
 from skald.config import AssistantConfig
@@ -23,7 +24,8 @@ from skald.core.ask import AskUserTool
 from skald.core.events import EventHub, InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
 from skald.core.instance import Instance
-from skald.core.llm_service import LlmService
+from skald.core.llm_service import ADMIN_MODELS_CAP, LlmService
+from skald.core.model_select import compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
@@ -114,6 +116,7 @@ class UserRuntime:
         default = default_chat_agent(role.attributes.default_chat_agent, agents)
         self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
         self.hub.retire = self._retire
+        self.hub.shows_detail = lambda: can(self.role, ADMIN_MODELS_CAP)
         self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
 
     async def _resume(self) -> None:
@@ -177,7 +180,13 @@ class UserRuntime:
             return None
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
-        config = LoopConfig(model="auto", system_prompt=prompt, max_rounds=self.config.max_rounds)
+        attrs = self.role.attributes
+        config = LoopConfig(
+            model="auto",
+            system_prompt=prompt,
+            max_rounds=attrs.turn_max_rounds or self.config.max_rounds,
+            max_turn_tokens=attrs.turn_max_tokens,
+        )
         return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=self.gate)
 
     # -- the Inbox ----------------------------------------------------------------------
@@ -283,11 +292,18 @@ class UserRuntime:
             model_id=conversation.model_id,
             needs=("vision",) if needs_vision else (),
         )
+        attrs = self.role.attributes
         config = LoopConfig(
             model="auto",
             system_prompt=prompt,
-            max_rounds=self.config.max_rounds,
-            compact_at_tokens=self.config.compact_at_tokens or None,
+            max_rounds=attrs.turn_max_rounds or self.config.max_rounds,
+            max_turn_tokens=attrs.turn_max_tokens,
+            # The candidates' real context windows, where the catalogue knows them.
+            compact_at_tokens=compact_threshold(
+                [m for m, _ in model.candidates],
+                DEFAULT_MAX_TOKENS,
+                self.config.compact_at_tokens or None,
+            ),
         )
         return TurnSetup(model=model, tools=self._tools(agent), gate=self.gate, config=config)
 

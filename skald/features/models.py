@@ -33,6 +33,6 @@ def skald_pages() -> list[Page]:
 @hookimpl
 def skald_capabilities() -> list[Capability]:
     # Importing the module that enforces a capability declares it.
-    from skald.api.routes.llm import ADMIN_MODELS_CAP
+    from skald.core.llm_service import ADMIN_MODELS_CAP
 
     return [ADMIN_MODELS_CAP]

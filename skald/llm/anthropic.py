@@ -285,7 +285,9 @@ class AnthropicClient:
                 event = _event_decoder.decode(sse.data)
             except msgspec.MsgspecError:
                 raise LlmError(
-                    f"{self.provider_name} sent a malformed stream event", retriable=True
+                    f"{self.provider_name} sent a malformed stream event",
+                    retriable=True,
+                    kind="interrupted",
                 ) from None
             if event.type == "message_start" and event.message is not None:
                 tally.add(event.message.usage)
@@ -316,6 +318,7 @@ class AnthropicClient:
             raise LlmError(
                 f"{self.provider_name}: the stream ended before the model finished",
                 retriable=True,
+                kind="interrupted",
             )
         for index in sorted(tools):  # blocks a proxy forgot to close
             yield ToolCallReady(tools[index].call())

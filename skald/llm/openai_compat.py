@@ -280,7 +280,9 @@ class OpenAICompatClient:
                 chunk = _chunk_decoder.decode(sse.data)
             except msgspec.MsgspecError:
                 raise LlmError(
-                    f"{self.provider_name} sent a malformed stream event", retriable=True
+                    f"{self.provider_name} sent a malformed stream event",
+                    retriable=True,
+                    kind="interrupted",
                 ) from None
             if chunk.error is not None:
                 raise self._stream_error(chunk.error)
@@ -307,6 +309,7 @@ class OpenAICompatClient:
             raise LlmError(
                 f"{self.provider_name}: the stream ended before the model finished",
                 retriable=True,
+                kind="interrupted",
             )
         for call in calls.take():
             yield ToolCallReady(call)

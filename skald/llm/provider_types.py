@@ -20,6 +20,7 @@ from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.anthropic import AnthropicClient
 from skald.llm.client import ModelClient
 from skald.llm.openai_compat import OpenAICompatClient
+from skald.llm.wire import SILENCE_HOSTED_S, SILENCE_LOCAL_S, timeout_for
 
 FILE_NAME = "providers.json"
 # Kinds implemented in code; a data entry may not shadow them.
@@ -34,6 +35,9 @@ class ProviderType(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     docs: str = ""
     # OpenAI's reasoning models refuse `max_tokens`; most compatible servers only know it.
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # Seconds of silence before a request fails (see skald.llm.wire); a provider may
+    # set its own. Hosted services: 120; local servers: 300 (the default).
+    silence_timeout_s: Annotated[int, msgspec.Meta(ge=1, le=3600)] = SILENCE_LOCAL_S
 
 
 class _ProvidersFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -85,23 +89,35 @@ def address(kind: str, base_url: str | None, types: dict[str, ProviderType]) -> 
     return None if ptype is None else ptype.base_url.rstrip("/")
 
 
+def silence_default(kind: str, types: dict[str, ProviderType]) -> int:
+    """A kind's seconds of silence before a request fails."""
+    if kind == "anthropic":
+        return SILENCE_HOSTED_S
+    ptype = types.get(kind)
+    return SILENCE_LOCAL_S if ptype is None else ptype.silence_timeout_s
+
+
 def make_client(
     kind: str,
     base_url: str | None,
     api_key: str | None,
     types: dict[str, ProviderType],
     http: httpx.AsyncClient | None = None,
+    *,
+    silence_s: int | None = None,
 ) -> ModelClient:
-    """A client for a configured provider; `kind` is a built-in kind or a type id."""
+    """A client for a configured provider; `kind` is a built-in kind or a type id.
+    `silence_s`: the provider's own silence timeout (None: its kind's)."""
+    timeout = timeout_for(silence_s or silence_default(kind, types))
     if kind == "anthropic":
         if not api_key and not base_url:
             raise ConfigError("Anthropic needs an API key")
-        return AnthropicClient(base_url or ANTHROPIC_BASE_URL, api_key, http=http)
+        return AnthropicClient(base_url or ANTHROPIC_BASE_URL, api_key, http=http, timeout=timeout)
     if kind == "openai_compatible":
         if not base_url:
             raise ConfigError("an OpenAI-compatible provider needs a base URL")
         name = urlsplit(base_url).netloc or base_url
-        return OpenAICompatClient(base_url, api_key, provider_name=name, http=http)
+        return OpenAICompatClient(base_url, api_key, provider_name=name, http=http, timeout=timeout)
     ptype = types.get(kind)
     if ptype is None:
         known = ", ".join(sorted([*BUILTIN_KINDS, *types]))
@@ -113,5 +129,6 @@ def make_client(
         api_key,
         provider_name=ptype.name,
         http=http,
+        timeout=timeout,
         max_tokens_field=ptype.max_tokens_field,
     )

@@ -31,6 +31,13 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     arguments: dict[str, Any]
 
 
+class Interruption(msgspec.Struct, frozen=True, kw_only=True):
+    """Why an assistant answer ended early; kept with the partial text it stopped."""
+
+    code: str  # "stopped" (by the member), or the error's code (see skald.llm.errors)
+    detail: str  # the technical text: for the model, the log and administrators
+
+
 class Message(msgspec.Struct, frozen=True, kw_only=True):
     """One message of a conversation as models see it.
 
@@ -45,6 +52,8 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
     tool_call_id: str | None = None
     is_error: bool = False
+    # An assistant answer cut short by a stop or a failure (its text is what was shown).
+    interrupted: Interruption | None = None
 
     @property
     def text(self) -> str:
@@ -61,6 +70,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
+    estimated: bool = False  # a count is Skald's estimate, not the server's report
 
 
 # -- streaming events a client yields, in order ---------------------------------------
@@ -91,7 +101,17 @@ class ReasoningDelta(msgspec.Struct, tag="reasoning_delta", frozen=True):
     text: str
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | Finished
+class Restart(msgspec.Struct, tag="restart", frozen=True, kw_only=True):
+    """The answer so far is void: the model source switched to another model after a
+    failure mid-stream (before any tool call); a new answer follows from the start.
+    Provider clients never send it; a model source with fallback does."""
+
+    reason: str  # the failure, technical
+    model: str  # the household's name of the model that continues
+    usage: Usage  # what the void part cost (estimated)
+
+
+StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | Finished | Restart
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):

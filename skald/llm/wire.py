@@ -17,11 +17,23 @@ from typing import Any
 import httpx
 import msgspec
 
-from skald.llm.errors import LlmError, error_for_status
+from skald.llm.errors import ErrorKind, LlmError, error_for_status
 
-# Local models may think for minutes before the first token (a long prompt on a CPU),
-# so the read timeout is generous; connecting should be quick or it is not there.
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=60.0, pool=30.0)
+# Silence: how long a provider may send nothing (before the first token, or between
+# two) before the request counts as failed. Local models may think for minutes before
+# the first token (a long prompt on a CPU); hosted services answer quickly or are in
+# trouble, and then the next model should get its turn. Each kind has its default
+# (`ProviderType.silence_timeout_s`), each provider may set its own; connecting should
+# be quick or it is not there.
+SILENCE_LOCAL_S = 300
+SILENCE_HOSTED_S = 120
+
+
+def timeout_for(silence_s: float) -> httpx.Timeout:
+    return httpx.Timeout(connect=10.0, read=silence_s, write=60.0, pool=30.0)
+
+
+DEFAULT_TIMEOUT = timeout_for(SILENCE_LOCAL_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +106,14 @@ def network_error(provider: str, exc: httpx.HTTPError, secrets: Iterable[str | N
     # A URL with no scheme or an unknown one will not get better by trying again.
     retriable = not isinstance(exc, httpx.UnsupportedProtocol)
     detail = redact(str(exc) or type(exc).__name__, secrets)
-    return LlmError(f"{provider}: {type(exc).__name__}: {detail}", retriable=retriable)
+    kind: ErrorKind = (
+        "timeout"
+        if isinstance(exc, httpx.TimeoutException)
+        else "interrupted"
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError)
+        else "unreachable"
+    )
+    return LlmError(f"{provider}: {type(exc).__name__}: {detail}", retriable=retriable, kind=kind)
 
 
 @asynccontextmanager
@@ -120,8 +139,10 @@ async def post_stream(
             "POST", url, headers=headers, content=body, timeout=http_timeout
         ) as response:
             if not 200 <= response.status_code < 300:
-                detail = error_detail(await response.aread())
-                raise error_for_status(response.status_code, provider, redact(detail, secrets))
+                raw = await response.aread()
+                detail = redact(error_detail(raw), secrets)
+                whole = redact(raw.decode("utf-8", "replace")[:2000], secrets)
+                raise error_for_status(response.status_code, provider, detail, whole)
             if response.headers.get("content-type", "").startswith("application/json"):
                 # The server ignored `stream: true` or wrapped an error in a 200.
                 detail = error_detail(await response.aread())
@@ -132,7 +153,9 @@ async def post_stream(
     except httpx.HTTPError as exc:
         raise network_error(provider, exc, secrets) from exc
     except httpx.InvalidURL as exc:
-        raise LlmError(f"{provider}: invalid URL: {exc}", retriable=False) from exc
+        raise LlmError(
+            f"{provider}: invalid URL: {exc}", retriable=False, kind="unreachable"
+        ) from exc
 
 
 def decode_arguments(text: str) -> dict[str, Any]:

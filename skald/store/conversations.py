@@ -93,6 +93,8 @@ class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     view: list[ViewItem] = []
     # A picture was attached but not shown to the model (no model in use could see it).
     images_not_seen: bool = False
+    # An answer cut short: "stopped", or the failure's code (the detail stays in the store).
+    interrupted: str | None = None
 
 
 _CONV = "id, title, agent_id, model_id, open, status, created_at, updated_at, input_tokens, output_tokens, cost_usd, security_group"
@@ -378,6 +380,7 @@ def _item(r: tuple[Any, ...], states: Mapping[str, str]) -> HistoryItem:
         tool_call_id=message.tool_call_id,
         is_error=message.is_error,
         created_at=r[5],
+        interrupted=None if message.interrupted is None else message.interrupted.code,
     )
 
 

@@ -25,6 +25,8 @@ class ProviderRow(msgspec.Struct, frozen=True, kw_only=True):
     has_api_key: bool
     created_at: str
     updated_at: str
+    # Seconds of silence before a request fails; None: the kind's default.
+    silence_timeout_s: int | None = None
 
 
 class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -38,10 +40,33 @@ class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool
     created_at: str
     updated_at: str
+    # Tokens: the longest answer it may write, and prompt + answer; None: unknown.
+    max_output_tokens: int | None = None
+    context_window: int | None = None
 
 
-_P_COLS = "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at"
-_M_COLS = "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, updated_at"
+class RequestRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One request to a model: counts and timings, never content."""
+
+    at: float
+    user_id: str
+    model_id: str
+    status: str  # finished | stopped | failed (before models v2: ok | error)
+    input_tokens: int
+    output_tokens: int
+    estimated: bool
+    latency_ms: float
+    error: str | None
+
+
+_P_COLS = (
+    "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at, "
+    "silence_timeout_s"
+)
+_M_COLS = (
+    "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, "
+    "updated_at, max_output_tokens, context_window"
+)
 
 
 def _provider(r: tuple[Any, ...]) -> ProviderRow:
@@ -53,6 +78,7 @@ def _provider(r: tuple[Any, ...]) -> ProviderRow:
         has_api_key=bool(r[4]),
         created_at=r[5],
         updated_at=r[6],
+        silence_timeout_s=r[7],
     )
 
 
@@ -68,6 +94,8 @@ def _model(r: tuple[Any, ...]) -> ModelRow:
         enabled=bool(r[7]),
         created_at=r[8],
         updated_at=r[9],
+        max_output_tokens=r[10],
+        context_window=r[11],
     )
 
 
@@ -127,7 +155,7 @@ class LlmStore:
         )
         if r is None:
             raise NotFoundError("no such provider")
-        return _provider(r), r[7]
+        return _provider(r), r[8]
 
     async def save_provider(
         self,
@@ -140,6 +168,7 @@ class LlmStore:
         create: bool,
         keep_key: bool = False,
         expect: ProviderRow | None = None,
+        silence_timeout_s: int | None = None,
     ) -> ProviderRow:
         """Insert or update a provider. `expect`: the row as the caller read it; the
         update applies only if its kind, base URL and key presence are unchanged
@@ -151,20 +180,24 @@ class LlmStore:
             stamp = now_iso()
             if create:
                 c.execute(
-                    "INSERT INTO llm_providers VALUES (?,?,?,?,?,?,?)",
-                    (provider_id, name, kind, base_url, sealed, stamp, stamp),
+                    "INSERT INTO llm_providers(id, name, kind, base_url, api_key_sealed, "
+                    "created_at, updated_at, silence_timeout_s) VALUES (?,?,?,?,?,?,?,?)",
+                    (provider_id, name, kind, base_url, sealed, stamp, stamp, silence_timeout_s),
                 )
                 return
             key_sql = "" if keep_key else ", api_key_sealed=?"
             params: tuple[Any, ...] = (
-                (name, kind, base_url) + (() if keep_key else (sealed,)) + (stamp, provider_id)
+                (name, kind, base_url)
+                + (() if keep_key else (sealed,))
+                + (silence_timeout_s, stamp, provider_id)
             )
             where = " WHERE id=?"
             if expect is not None:
                 where += " AND kind=? AND base_url IS ? AND (api_key_sealed IS NOT NULL)=?"
                 params += (expect.kind, expect.base_url, int(expect.has_api_key))
             c.execute(
-                f"UPDATE llm_providers SET name=?, kind=?, base_url=?{key_sql}, updated_at=?{where}",
+                f"UPDATE llm_providers SET name=?, kind=?, base_url=?{key_sql}, "
+                f"silence_timeout_s=?, updated_at=?{where}",
                 params,
             )
             if c.changes() == 0:
@@ -214,17 +247,22 @@ class LlmStore:
                 json.dumps(row.capabilities),
                 row.priority,
                 int(row.enabled),
+                row.max_output_tokens or None,
+                row.context_window or None,
                 now_iso(),
             )
             if create:
                 c.execute(
-                    "INSERT INTO llm_models VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (row.id, *values[:-1], values[-1], values[-1]),
+                    "INSERT INTO llm_models(id, provider_id, model, name, strength, capabilities, "
+                    "priority, enabled, max_output_tokens, context_window, created_at, updated_at) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (row.id, *values, values[-1]),
                 )
                 return
             c.execute(
                 "UPDATE llm_models SET provider_id=?, model=?, name=?, strength=?, capabilities=?, "
-                "priority=?, enabled=?, updated_at=? WHERE id=?",
+                "priority=?, enabled=?, max_output_tokens=?, context_window=?, updated_at=? "
+                "WHERE id=?",
                 (*values, row.id),
             )
             if c.changes() == 0:
@@ -252,11 +290,49 @@ class LlmStore:
         output_tokens: int,
         latency_ms: float,
         error: str | None,
+        estimated: bool = False,
     ) -> None:
+        """One row per request to a model. `status`: finished, stopped or failed;
+        `estimated`: a token count is Skald's estimate (the server reported none)."""
         await self.db.transaction(
             lambda c: c.execute(
-                "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, output_tokens, latency_ms, error) "
-                "VALUES (?,?,?,?,?,?,?,?)",
-                (at, user_id, model_id, status, input_tokens, output_tokens, latency_ms, error),
+                "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, "
+                "output_tokens, estimated, latency_ms, error) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    at,
+                    user_id,
+                    model_id,
+                    status,
+                    input_tokens,
+                    output_tokens,
+                    int(estimated),
+                    latency_ms,
+                    error,
+                ),
             )
         )
+
+    async def requests(self, limit: int = 1000) -> list[RequestRow]:
+        """The latest request records, newest first."""
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                "SELECT at, user_id, model_id, status, input_tokens, output_tokens, estimated, "
+                "latency_ms, error FROM llm_requests ORDER BY id DESC LIMIT ?",
+                (limit,),
+            )
+        )
+        return [
+            RequestRow(
+                at=r[0],
+                user_id=r[1],
+                model_id=r[2],
+                status=r[3],
+                input_tokens=r[4],
+                output_tokens=r[5],
+                estimated=bool(r[6]),
+                latency_ms=r[7],
+                error=r[8],
+            )
+            for r in rows
+        ]

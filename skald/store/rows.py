@@ -19,6 +19,10 @@ class RoleAttributes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     default_chat_agent: str = "assistant"
     # Storage quota of each member, in MiB (0: no limit); None: `storage.member_quota_mb`.
     storage_quota_mb: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # A turn's budget (runaway turns end with a clear message): model calls per turn
+    # (None: `assistant.max_rounds`), and input + output tokens per turn (None: no limit).
+    turn_max_rounds: Annotated[int, msgspec.Meta(ge=1, le=200)] | None = None
+    turn_max_tokens: Annotated[int, msgspec.Meta(ge=1000)] | None = None
 
 
 class Role(msgspec.Struct, frozen=True, kw_only=True):

@@ -180,6 +180,7 @@ export const api = {
   deleteProvider: (id) => del(`api/llm/providers/${encodeURIComponent(id)}`),
   llmModels: () => get('api/llm/models'),
   createModel: (body) => post('api/llm/models', body),
+  providerModels: (id) => get(`api/llm/providers/${encodeURIComponent(id)}/models`),
   updateModel: (id, body) => patch(`api/llm/models/${encodeURIComponent(id)}`, body),
   deleteModel: (id) => del(`api/llm/models/${encodeURIComponent(id)}`),
 };

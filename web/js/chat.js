@@ -422,7 +422,13 @@ function lastOpenTurn(th) {
 // turn_started (a resumed turn, or a page opened mid-turn).
 function ensureTurn(th) {
   const open = lastOpenTurn(th);
-  if (open) return open;
+  if (open) {
+    // A message the member sent during this turn joins it (the server reads it at the
+    // next step): what follows is the answer to it, so it goes below that message.
+    const at = th.tail.findIndex((e) => e.key === open.key);
+    if (!th.tail.slice(at + 1).some((e) => e.kind === 'user')) return open;
+    th.tail = th.tail.map((e) => (e.key === open.key ? { ...e, done: true, continued: true } : e));
+  }
   const turn = { key: nextKey(), kind: 'turn', items: [], done: false, status: null, error: null };
   th.tail = [...th.tail, turn];
   return turn;
@@ -632,14 +638,31 @@ function onChatEvent(ev) {
         // How the turn ended is not in the history: keep it as a note, which
         // outlives the turn entry when the history is fetched again.
         if (ev.status === 'failed') {
-          const text = ev.error ? { key: 'chat.turn_failed_reason', vars: { reason: ev.error } } : { key: 'chat.turn_failed' };
-          th.tail = [...th.tail, { key: nextKey(), kind: 'note', text, tone: 'error' }];
+          // The plain sentence in the member's language (by code), the server's own
+          // sentence when this page does not know the code; the technical detail
+          // comes only for those who manage models, behind a toggle.
+          const text = ev.error_code
+            ? { key: `chat.error.${ev.error_code}`, fallback: ev.error }
+            : ev.error ? { key: 'chat.turn_failed_reason', vars: { reason: ev.error } } : { key: 'chat.turn_failed' };
+          th.tail = [...th.tail, { key: nextKey(), kind: 'note', text, tone: 'error', code: ev.error_code || null, detail: ev.error_detail || null }];
         } else if (ev.status === 'stopped') {
           th.tail = [...th.tail, { key: nextKey(), kind: 'note', text: { key: 'chat.turn_stopped' }, tone: 'stopped' }];
         }
       });
       loadMessages(id);
       loadConversations(); // exact usage and status
+      break;
+    case 'model_switched':
+      // The answer broke off and another model starts it over: drop the text shown
+      // so far for this answer, and say which model continues.
+      flushDeltas(id);
+      updateThread(id, (th) => {
+        withTurn(th, (turn) => {
+          const last = turn.items[turn.items.length - 1];
+          if (last && last.role === 'assistant' && !(last.tool_calls || []).length) turn.items.pop();
+        });
+        th.tail = [...th.tail, { key: nextKey(), kind: 'note', text: { key: 'chat.model_switched', vars: { model: ev.model } }, tone: 'info', detail: ev.reason || null }];
+      });
       break;
     case 'compacted':
       addNote(id, { key: 'chat.compacted', vars: { dropped: ev.dropped, kept: ev.kept } }, 'info');

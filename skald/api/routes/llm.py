@@ -12,19 +12,22 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.api.routes.chat import CHAT
-from skald.core.llm_service import KindInfo
+from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
 from skald.core.runtime import Runtime
 from skald.llm.discovery import ProviderCheck
-from skald.permissions import declare
+from skald.llm.model_info import ListedModel
 from skald.store.llm import ModelCapability, ModelRow, ProviderRow, Strength
 
-ADMIN_MODELS_CAP = declare("admin.models", "Manage LLM providers and models")
 ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
 Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s]{1,500}$")]
 Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
 WireId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Priority = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
+# Seconds of silence before a request fails (0 on a change: back to the kind's default).
+Silence = Annotated[int, msgspec.Meta(ge=0, le=3600)]
+# Tokens (0 on a change: unknown again, Skald's defaults apply).
+Tokens = Annotated[int, msgspec.Meta(ge=0, le=100_000_000)]
 
 
 class ProviderIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -32,6 +35,7 @@ class ProviderIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     kind: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
     base_url: Url | None = None
     api_key: Secret | None = None
+    silence_timeout_s: Silence | None = None
 
 
 class ProviderPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -40,6 +44,7 @@ class ProviderPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     base_url: Url | None = None
     api_key: Secret | None = None
     clear_api_key: bool = False
+    silence_timeout_s: Silence | None = None
 
 
 class ModelIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -50,6 +55,8 @@ class ModelIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     capabilities: list[ModelCapability] = msgspec.field(default_factory=lambda: ["tools"])
     priority: Priority = 100
     enabled: bool = True
+    max_output_tokens: Tokens | None = None
+    context_window: Tokens | None = None
 
 
 class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -60,6 +67,8 @@ class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     capabilities: list[ModelCapability] | None = None
     priority: Priority | None = None
     enabled: bool | None = None
+    max_output_tokens: Tokens | None = None
+    context_window: Tokens | None = None
 
 
 class ProviderKinds(msgspec.Struct, frozen=True, kw_only=True):
@@ -124,7 +133,9 @@ async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderRow]:
 
 @post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201, responses=errors(409))
 async def create_provider(data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]) -> ProviderRow:
-    return await rt.llm.add_provider(data.name, data.kind, data.base_url, data.api_key)
+    return await rt.llm.add_provider(
+        data.name, data.kind, data.base_url, data.api_key, data.silence_timeout_s
+    )
 
 
 @patch("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, responses=errors(409))
@@ -132,8 +143,22 @@ async def patch_provider(
     provider_id: FromPath[str], data: JSONBody[ProviderPatch], rt: NamedDependency[Runtime]
 ) -> ProviderRow:
     return await rt.llm.update_provider(
-        provider_id, data.name, data.kind, data.base_url, data.api_key, data.clear_api_key
+        provider_id,
+        data.name,
+        data.kind,
+        data.base_url,
+        data.api_key,
+        data.clear_api_key,
+        data.silence_timeout_s,
     )
+
+
+@get("/api/llm/providers/{provider_id:str}/models", guards=ADMIN_MODELS, responses=errors(404))
+async def provider_models(
+    provider_id: FromPath[str], rt: NamedDependency[Runtime]
+) -> list[ListedModel]:
+    """The provider's own model list, with the limits it reports (a real request)."""
+    return await rt.llm.provider_models(provider_id)
 
 
 @delete("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, status_code=204)
@@ -156,6 +181,8 @@ async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) ->
         list(data.capabilities),
         data.priority,
         data.enabled,
+        data.max_output_tokens,
+        data.context_window,
     )
 
 
@@ -164,7 +191,12 @@ async def patch_model(
     model_id: FromPath[str], data: JSONBody[ModelPatch], rt: NamedDependency[Runtime]
 ) -> ModelRow:
     current = await rt.llm.store.model(model_id)
-    changes = {k: v for k, v in msgspec.structs.asdict(data).items() if v is not None}
+    changes: dict[str, object] = {
+        k: v for k, v in msgspec.structs.asdict(data).items() if v is not None
+    }
+    for limit in ("max_output_tokens", "context_window"):
+        if changes.get(limit) == 0:
+            changes[limit] = None  # back to unknown
     return await rt.llm.store.save_model(msgspec.structs.replace(current, **changes), create=False)
 
 
@@ -189,6 +221,7 @@ ROUTES = [
     list_providers,
     create_provider,
     patch_provider,
+    provider_models,
     delete_provider,
     list_models,
     create_model,

@@ -30,12 +30,15 @@ from skald.errors import SkaldError
 from skald.files.tools import FILES
 from skald.files.watch import DirWatcher
 
-HEARTBEAT_S = 20.0
-# A client that has not answered two heartbeats is gone (sleeping laptop, lost Wi-Fi).
-DEAD_AFTER_S = 2.5 * HEARTBEAT_S
+# A client that has not answered two heartbeats (`server.heartbeat_s`) is gone
+# (sleeping laptop, lost Wi-Fi).
+DEAD_AFTER_BEATS = 2.5
 CLOSE_REVOKED = 4401
 # "Service restart": the client should reconnect shortly.
 CLOSE_RESTART = 1012
+# The client answered no ping for too long (a "timeout", as HTTP's 408): it may
+# reconnect at once; nothing is wrong with the server.
+CLOSE_MISSED_PINGS = 4408
 
 _encode = msgspec.json.Encoder().encode
 _decode_client = msgspec.json.Decoder(ClientMessage).decode
@@ -90,12 +93,13 @@ async def _watch(watcher: DirWatcher | None, path: str) -> Watching | WatchRefus
     return Watching(path=path)
 
 
-async def _heartbeat(conn: Connection, last_seen: list[float]) -> None:
+async def _heartbeat(conn: Connection, last_seen: list[float], every_s: float) -> bool:
+    """Ping every `every_s`; returns True when the client stopped answering."""
     while True:
-        await asyncio.sleep(HEARTBEAT_S)
-        if time.monotonic() - last_seen[0] > DEAD_AFTER_S:
+        await asyncio.sleep(every_s)
+        if time.monotonic() - last_seen[0] > DEAD_AFTER_BEATS * every_s:
             conn.close()
-            return
+            return True
         conn.offer(Ping(t=time.time()))
 
 
@@ -114,7 +118,7 @@ async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime])
     tasks = [
         asyncio.create_task(_pump_out(socket, conn)),
         asyncio.create_task(_pump_in(socket, last_seen, conn, watcher)),
-        asyncio.create_task(_heartbeat(conn, last_seen)),
+        heartbeat := asyncio.create_task(_heartbeat(conn, last_seen, rt.config.server.heartbeat_s)),
     ]
     if watcher is not None:
         tasks.append(asyncio.create_task(watcher.run()))
@@ -127,7 +131,8 @@ async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime])
         if watcher is not None:
             watcher.clear()
         rt.hub.disconnect(conn)
-        code = CLOSE_REVOKED if conn.revoked else CLOSE_RESTART
+        missed = heartbeat.done() and not heartbeat.cancelled() and heartbeat.result() is True
+        code = CLOSE_REVOKED if conn.revoked else CLOSE_MISSED_PINGS if missed else CLOSE_RESTART
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
             await socket.close(code=code)
 

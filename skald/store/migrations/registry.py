@@ -257,6 +257,26 @@ CREATE TABLE approval_seeded(
 """
 
 
+# Turn budgets of the built-in roles (the attributes are new; other roles keep none,
+# which means the instance default). A runaway turn of a weak model was seen spending
+# 99k tokens on 19 rounds of one cut-off call: children get a tighter budget.
+TURN_BUDGETS_V5: dict[str, dict[str, int]] = {
+    "admin": {"turn_max_tokens": 1_000_000},
+    "member": {"turn_max_tokens": 1_000_000},
+    "children": {"turn_max_rounds": 10, "turn_max_tokens": 200_000},
+}
+
+
+def _v5_turn_budgets(conn: apsw.Connection) -> None:
+    for role, attrs in TURN_BUDGETS_V5.items():
+        # INSERT OR IGNORE: a role renamed or deleted by the household is left alone.
+        conn.executemany(
+            "INSERT OR IGNORE INTO role_attributes(role, key, value) "
+            "SELECT name, ?, ? FROM roles WHERE name = ? AND builtin = 1",
+            [(key, json.dumps(value), role) for key, value in attrs.items()],
+        )
+
+
 ACCOUNTS = Feature(
     "accounts",
     (
@@ -264,6 +284,7 @@ ACCOUNTS = Feature(
         Migration(2, "users and key wraps", _V2_USERS),
         Migration(3, "user profile", _V3_PROFILE),
         Migration(4, "login sessions", _V4_SESSIONS),
+        Migration(5, "turn budgets of the built-in roles", _v5_turn_budgets),
     ),
 )
 SHARED_MEMORY = Feature(
@@ -271,7 +292,39 @@ SHARED_MEMORY = Feature(
     (Migration(1, "shared memory notes with full-text search", _V5_SHARED_NOTES),),
     after=("accounts",),
 )
-MODELS = Feature("models", (Migration(1, "LLM providers, models and request metadata", _V6_LLM),))
+# Every request gets its row, stopped ones too: the outcome says how it ended, and
+# `estimated` marks token counts Skald estimated because the server reported none.
+_MODELS_V2_OUTCOMES = """
+ALTER TABLE llm_requests ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0
+    CHECK (estimated IN (0, 1));
+UPDATE llm_requests SET status = CASE status WHEN 'ok' THEN 'finished'
+    WHEN 'error' THEN 'failed' ELSE status END;
+"""
+
+# Seconds a provider may stay silent before a request fails; NULL: its kind's default.
+_MODELS_V3_SILENCE = """
+ALTER TABLE llm_providers ADD COLUMN silence_timeout_s INTEGER
+    CHECK (silence_timeout_s IS NULL OR silence_timeout_s BETWEEN 1 AND 3600);
+"""
+
+# What a model can take and give: its longest answer (tokens), and its context window
+# (prompt + answer, tokens). NULL: unknown (Skald's defaults apply).
+_MODELS_V4_LIMITS = """
+ALTER TABLE llm_models ADD COLUMN max_output_tokens INTEGER
+    CHECK (max_output_tokens IS NULL OR max_output_tokens > 0);
+ALTER TABLE llm_models ADD COLUMN context_window INTEGER
+    CHECK (context_window IS NULL OR context_window > 0);
+"""
+
+MODELS = Feature(
+    "models",
+    (
+        Migration(1, "LLM providers, models and request metadata", _V6_LLM),
+        Migration(2, "request outcomes and estimated token counts", _MODELS_V2_OUTCOMES),
+        Migration(3, "a provider's own silence timeout", _MODELS_V3_SILENCE),
+        Migration(4, "per-model output and context limits", _MODELS_V4_LIMITS),
+    ),
+)
 APPROVALS = Feature(
     "approvals", (Migration(1, "approval rules and security groups", _V7_APPROVALS),)
 )

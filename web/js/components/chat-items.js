@@ -227,6 +227,9 @@ function AssistantMessage({ item, ctx, streaming }) {
     <span class="msg__avatar" aria-hidden="true"><${Logo} size=${28} /></span>
     <div class="msg__body">
       ${item.text && html`<${Markdown} text=${item.text} class=${streaming ? 'is-streaming' : ''} />`}
+      ${item.text && item.interrupted &&
+      html`<p class="msg__interrupted muted small" data-testid="message-interrupted" data-code=${item.interrupted}>
+        ${t(item.interrupted === 'stopped' ? 'chat.answer_stopped' : 'chat.answer_interrupted')}</p>`}
       ${calls.map(
         (call) => html`<${ToolCard} key=${call.id} call=${call} result=${ctx.results[call.id]}
           output=${ctx.thread.outputs[call.id]} approval=${ctx.thread.approvals[call.id]}
@@ -281,6 +284,20 @@ function renderItem(item, ctx, key, streaming = false) {
 
 const NOTE_TESTIDS = { error: 'chat-turn-error', stopped: 'chat-turn-stopped' };
 
+// A failure's sentence in the member's language, by its code (see
+// skald/core/plain_errors.py); the server's sentence for a code this page lacks.
+export function errorSentence(code, fallback) {
+  const key = `chat.error.${code}`;
+  const text = t(key);
+  return text === key ? fallback || t('chat.turn_failed') : text;
+}
+
+function noteText(text) {
+  if (typeof text === 'string') return text;
+  if (text.key.startsWith('chat.error.')) return errorSentence(text.key.slice('chat.error.'.length), text.fallback);
+  return t(text.key, text.vars);
+}
+
 function Reasoning({ text, done = true }) {
   return html`<details class="reasoning" data-testid="chat-reasoning">
     <summary>${Icon.sparkle()}<span>${done ? t('chat.reasoning_done') : t('chat.reasoning')}</span></summary>
@@ -289,16 +306,26 @@ function Reasoning({ text, done = true }) {
 }
 
 function Note({ entry, ctx }) {
-  const text = typeof entry.text === 'string' ? entry.text : t(entry.text.key, entry.text.vars);
+  const text = noteText(entry.text);
   const retry = entry.tone === 'error' && ctx && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined;
   const icon = entry.tone === 'command' ? Icon.sparkle() : entry.tone === 'error' ? Icon.alert() : entry.tone === 'stopped' ? Icon.stop() : Icon.info();
   return html`<div class=${`chat-note chat-note--${entry.tone}`} data-testid=${NOTE_TESTIDS[entry.tone] || 'chat-note'}
-      role=${entry.tone === 'error' ? 'alert' : 'status'}>
+      data-code=${entry.code || undefined} role=${entry.tone === 'error' ? 'alert' : 'status'}>
     ${icon}<span>${text}</span>
+    ${entry.detail &&
+    html`<details class="chat-note__detail" data-testid="chat-error-detail">
+      <summary>${t('chat.error_details')}</summary><pre class="tool__pre">${entry.detail}</pre>
+    </details>`}
     ${retry &&
     html`<button type="button" class="btn btn--secondary btn--small" data-testid="chat-retry"
       onClick=${() => ctx.onResend(ctx.lastUserSeq)}>${t('chat.retry_turn')}</button>`}
   </div>`;
+}
+
+// A failure recorded in the history (an answer of nothing, marked interrupted): shown
+// as the error note, unless the live note of that turn already follows it.
+function FailureRecord({ item, ctx }) {
+  return html`<${Note} entry=${{ text: { key: `chat.error.${item.interrupted}` }, tone: 'error', code: item.interrupted }} ctx=${ctx} />`;
 }
 
 export function Typing({ simple }) {
@@ -352,9 +379,12 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
     if ((e.kind === 'note' || e.kind === 'reasoning') && isPinned(e)) (pinned[e.anchor] = pinned[e.anchor] || []).push(e);
   }
 
+  const isFailure = (it) => it.role === 'assistant' && it.interrupted && it.interrupted !== 'stopped' && !it.text && !(it.tool_calls || []).length;
+  const liveNote = (it) => (pinned[it.seq] || []).some((e) => e.tone === 'error');
+
   return html`<div class="conversation" data-testid="chat-messages">
     ${items.map((it) => [
-      renderItem(it, ctx, `s${it.seq}`),
+      isFailure(it) ? (liveNote(it) ? null : html`<${FailureRecord} key=${`f${it.seq}`} item=${it} ctx=${ctx} />`) : renderItem(it, ctx, `s${it.seq}`),
       ...(pinned[it.seq] || []).map((e) =>
         e.kind === 'reasoning' ? html`<${Reasoning} key=${e.key} text=${e.text} />` : html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`,
       ),

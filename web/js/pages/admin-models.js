@@ -32,10 +32,11 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
     base_url: provider ? provider.base_url || '' : '',
     api_key: '',
     clear_api_key: false,
+    silence: provider && provider.silence_timeout_s ? String(provider.silence_timeout_s) : '',
   });
   const [localError, setLocalError] = useState(null);
   const [run, busy, error] = useAction();
-  const ids = { name: useId('p-name'), kind: useId('p-kind'), url: useId('p-url'), key: useId('p-key'), clear: useId('p-clear') };
+  const ids = { name: useId('p-name'), kind: useId('p-kind'), url: useId('p-url'), key: useId('p-key'), clear: useId('p-clear'), silence: useId('p-silence') };
   const set = (key) => (e) => setForm({ ...form, [key]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
   const kindList = kinds.includes(form.kind) || !form.kind ? kinds : [...kinds, form.kind];
 
@@ -57,6 +58,12 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
       setLocalError(t('models.address_needs_key'));
       return;
     }
+    // Empty: the kind's default (sent as 0 when a stored value is cleared).
+    const silence = form.silence.trim() === '' ? 0 : Math.floor(Number(form.silence));
+    if (!Number.isFinite(silence) || silence < 0 || silence > 3600) {
+      setLocalError(t('models.silence_invalid'));
+      return;
+    }
     setLocalError(null);
     run(async () => {
       let saved;
@@ -67,11 +74,13 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
         if (url && url !== (provider.base_url || '')) body.base_url = url;
         if (form.api_key) body.api_key = form.api_key;
         else if (form.clear_api_key) body.clear_api_key = true;
+        if (silence !== (provider.silence_timeout_s || 0)) body.silence_timeout_s = silence;
         saved = Object.keys(body).length ? await api.updateProvider(provider.id, body) : provider;
       } else {
         const body = { name: form.name.trim(), kind: form.kind };
         if (url) body.base_url = url;
         if (form.api_key) body.api_key = form.api_key;
+        if (silence) body.silence_timeout_s = silence;
         saved = await api.createProvider(body);
       }
       onSaved(saved, editing);
@@ -108,6 +117,10 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
         <label for=${ids.clear}><span>${t('models.clear_key')}</span>
           <span class="field__hint">${t('models.clear_key_hint')}</span></label>
       </div>`}
+      <${Field} label=${t('models.silence')} id=${ids.silence} hint=${t('models.silence_hint')}>
+        <input id=${ids.silence} class="input" type="number" min="1" max="3600" step="1" inputmode="numeric"
+          value=${form.silence} onInput=${set('silence')} data-testid="provider-silence" />
+      <//>
       <p class="notice notice--info small">${Icon.lock()}<span>${t('models.key_sealed')}</span></p>
       <${ErrorNotice} error=${localError || error} testid="provider-error" />
       <div class="actions">
@@ -172,9 +185,32 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
     strength: model ? model.strength : 'average',
     capabilities: new Set(model ? model.capabilities : ['tools']),
     enabled: model ? model.enabled : true,
+    max_output_tokens: model && model.max_output_tokens ? String(model.max_output_tokens) : '',
+    context_window: model && model.context_window ? String(model.context_window) : '',
   });
+  const [listing, setListing] = useState(null); // null | 'reading' | 'none' | 'found'
+  // Fill the limits (and capabilities) from what the provider's model list reports.
+  const readLimits = async () => {
+    setListing('reading');
+    try {
+      const listed = (await api.providerModels(form.provider_id)).find((m) => m.id === form.model.trim());
+      if (!listed) {
+        setListing('none');
+        return;
+      }
+      setForm((f) => ({
+        ...f,
+        max_output_tokens: listed.max_output_tokens ? String(listed.max_output_tokens) : f.max_output_tokens,
+        context_window: listed.context_window ? String(listed.context_window) : f.context_window,
+        capabilities: listed.capabilities.length ? new Set(listed.capabilities) : f.capabilities,
+      }));
+      setListing('found');
+    } catch (e) {
+      setListing('none');
+    }
+  };
   const [run, busy, error] = useAction();
-  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), enabled: useId('m-en') };
+  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), enabled: useId('m-en'), out: useId('m-out'), ctx: useId('m-ctx') };
   const capIds = { tools: useId('m-cap'), vision: useId('m-cap'), reasoning: useId('m-cap') };
   const set = (key) => (e) => setForm({ ...form, [key]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
   const toggleCap = (cap) => {
@@ -194,12 +230,15 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
         strength: form.strength,
         capabilities: CAPABILITIES.filter((c) => form.capabilities.has(c)),
         enabled: form.enabled,
+        // Empty: unknown (0 clears a stored value; null when nothing was stored).
+        max_output_tokens: Math.max(0, Math.floor(Number(form.max_output_tokens) || 0)),
+        context_window: Math.max(0, Math.floor(Number(form.context_window) || 0)),
       };
       let saved;
       if (editing) {
         const changes = {};
         for (const [k, v] of Object.entries(body)) {
-          if (JSON.stringify(v) !== JSON.stringify(model[k])) changes[k] = v;
+          if (JSON.stringify(v) !== JSON.stringify(model[k] ?? (k === 'max_output_tokens' || k === 'context_window' ? 0 : model[k]))) changes[k] = v;
         }
         saved = Object.keys(changes).length ? await api.updateModel(model.id, changes) : model;
       } else {
@@ -243,6 +282,23 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
           </div>`,
         )}
       </fieldset>
+      <div class="grid-2">
+        <${Field} label=${t('models.max_output_tokens')} id=${ids.out} hint=${t('models.max_output_tokens_hint')}>
+          <input id=${ids.out} class="input" type="number" min="1" step="1" inputmode="numeric"
+            value=${form.max_output_tokens} onInput=${set('max_output_tokens')} data-testid="model-max-output" />
+        <//>
+        <${Field} label=${t('models.context_window')} id=${ids.ctx} hint=${t('models.context_window_hint')}>
+          <input id=${ids.ctx} class="input" type="number" min="1" step="1" inputmode="numeric"
+            value=${form.context_window} onInput=${set('context_window')} data-testid="model-context-window" />
+        <//>
+      </div>
+      <p class="row small">
+        <button type="button" class="btn btn--small" onClick=${readLimits}
+          disabled=${!form.provider_id || !form.model.trim() || listing === 'reading'} data-testid="model-read-limits">
+          ${t('models.read_limits')}</button>
+        ${listing === 'none' && html`<span class="muted" role="status">${t('models.read_limits_none')}</span>`}
+        ${listing === 'found' && html`<span class="muted" role="status">${t('models.read_limits_found')}</span>`}
+      </p>
       <div class="check">
         <input id=${ids.enabled} type="checkbox" checked=${form.enabled} onChange=${set('enabled')} data-testid="model-enabled-input" />
         <label for=${ids.enabled}><span>${t('models.enabled')}</span>

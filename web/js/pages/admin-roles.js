@@ -20,7 +20,11 @@ const DEFAULT_ATTRIBUTES = {
   allowed_security_groups: [],
   default_chat_agent: '',
   storage_quota_mb: null, // null: the server's `storage.member_quota_mb`; 0: no limit
+  turn_max_rounds: null, // null: the server's `assistant.max_rounds`
+  turn_max_tokens: null, // null: no token budget per turn
 };
+
+const countOrNull = (value, min) => (value === '' ? null : Math.max(min, Math.floor(Number(value)) || min));
 
 function useRolesData() {
   const [data, setData] = useState({ roles: null, capabilities: [], error: null });
@@ -91,6 +95,8 @@ function RoleEditor({ role, capabilities, onSaved }) {
     name: useId('r-name'), dn: useId('r-dn'), ui: useId('r-ui'), net: useId('r-net'),
     dsg: useId('r-dsg'), asg: useId('r-asg'), agent: useId('r-agent'), enc: useId('r-enc'), auto: useId('r-auto'),
     quota: useId('r-quota'),
+    rounds: useId('r-rounds'),
+    tokens: useId('r-tokens'),
   };
 
   // The catalogue may not list a capability the role already has (e.g. from
@@ -231,6 +237,16 @@ function RoleEditor({ role, capabilities, onSaved }) {
             value=${attrs.storage_quota_mb ?? ''} data-testid="role-storage-quota"
             onInput=${(e) => setAttr('storage_quota_mb',
               e.target.value === '' ? null : Math.max(0, Math.floor(Number(e.target.value)) || 0))} />
+        <//>
+        <${Field} label=${t('roles.turn_max_rounds')} id=${ids.rounds} hint=${t('roles.turn_max_rounds_hint')}>
+          <input id=${ids.rounds} class="input" type="number" min="1" max="200" step="1" inputmode="numeric"
+            value=${attrs.turn_max_rounds ?? ''} data-testid="role-turn-max-rounds"
+            onInput=${(e) => setAttr('turn_max_rounds', countOrNull(e.target.value, 1))} />
+        <//>
+        <${Field} label=${t('roles.turn_max_tokens')} id=${ids.tokens} hint=${t('roles.turn_max_tokens_hint')}>
+          <input id=${ids.tokens} class="input" type="number" min="1000" step="1000" inputmode="numeric"
+            value=${attrs.turn_max_tokens ?? ''} data-testid="role-turn-max-tokens"
+            onInput=${(e) => setAttr('turn_max_tokens', countOrNull(e.target.value, 1000))} />
         <//>
       </div>
     </section>
