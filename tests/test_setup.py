@@ -112,7 +112,16 @@ async def test_test_connection_lists_the_providers_models_with_guesses_and_says_
 ) -> None:
     admin = await _signed_in(make_client, "mum")
     with FakeLLM(api_key="sk-right") as fake:
-        fake.listed = {"gpt-4o-mini": {}, "qwen3:8b": {"context_length": 40960}}
+        fake.listed = {
+            "gpt-4o-mini": {},
+            "qwen3:8b": {"context_length": 40960},
+            # OpenRouter's shape: what the list says wins over the family's guess.
+            "acme/house-model": {
+                "context_length": 32768,
+                "top_provider": {"max_completion_tokens": 4096},
+                "architecture": {"input_modalities": ["text", "image"]},
+            },
+        }
         r = await admin.call(
             "POST",
             "/api/llm/check",
@@ -126,6 +135,11 @@ async def test_test_connection_lists_the_providers_models_with_guesses_and_says_
         assert r.status_code == 200 and out["ok"], out
         by_id = {m["id"]: m["guess"] for m in out["models"]}
         assert by_id["gpt-4o-mini"]["capabilities"] == ["tools", "vision"]
+        assert by_id["acme/house-model"] == {
+            "capabilities": ["tools", "vision"],
+            "context_window": 32768,
+            "max_output_tokens": 4096,
+        }
         assert by_id["qwen3:8b"] == {
             "capabilities": ["tools", "reasoning"],
             "context_window": 40960,

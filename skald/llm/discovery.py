@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Final
+from typing import Final
 
 import httpx
 import msgspec
@@ -23,6 +23,7 @@ from skald.llm.anthropic import API_VERSION
 from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
+from skald.llm.model_info import describe
 from skald.llm.types import Finished, Message, Request, TextDelta, TextPart
 
 __all__ = ["Guess", "OfferedModel", "ProviderCheck", "guess_model", "list_models", "try_model"]
@@ -32,6 +33,7 @@ UNSENDABLE: Final = (
     "The address or the API key contains characters that cannot be sent; check them."
 )
 MAX_MODELS: Final = 500
+_ORDER: Final = ("tools", "vision", "reasoning")
 
 
 class Guess(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,17 +85,6 @@ def guess_model(model_id: str, context_window: int | None = None) -> Guess:
                 caps = (*caps, "reasoning")
             return Guess(capabilities=list(caps), context_window=context_window or window)
     return Guess(capabilities=["tools"], context_window=context_window)
-
-
-def _window(entry: dict[str, Any]) -> int | None:
-    for key in ("context_length", "context_window", "max_context_length", "max_model_len"):
-        value = entry.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    meta = entry.get("meta")
-    if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
-        return int(meta["n_ctx_train"])
-    return None
 
 
 def _plain_http_error(where: str, exc: Exception) -> str:
@@ -148,14 +139,20 @@ async def list_models(
         return ProviderCheck(ok=False, message=f"{root} did not answer with a models list.")
     models = []
     for entry in data[:MAX_MODELS]:
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:
-            ident = entry["id"]
-            name = entry.get("display_name") or entry.get("name") or ident
-            models.append(
-                OfferedModel(
-                    id=ident, name=str(name)[:80], guess=guess_model(ident, _window(entry))
-                )
-            )
+        listed = describe(entry) if isinstance(entry, dict) else None
+        if listed is None:
+            continue
+        # What the list reports (limits, capabilities) wins; the family fills the rest.
+        family = guess_model(listed.id, listed.context_window)
+        guess = Guess(
+            capabilities=[
+                c for c in _ORDER if c in family.capabilities or c in listed.capabilities
+            ],
+            context_window=family.context_window,
+            max_output_tokens=listed.max_output_tokens,
+        )
+        name = entry.get("display_name") or entry.get("name") or listed.id
+        models.append(OfferedModel(id=listed.id, name=str(name)[:80], guess=guess))
     models.sort(key=lambda m: m.id)
     return ProviderCheck(
         ok=True,
