@@ -71,6 +71,9 @@ class Text:
     chunk_size: int = 4  # characters per streamed delta
     chunk_delay: float = 0.0  # seconds between streamed events
     delay: float = 0.0  # seconds before the response starts
+    # Streamed first as `reasoning_content` deltas (OpenAI-compatible streams only), as
+    # DeepSeek, vLLM and llama.cpp send a reasoning model's thinking.
+    reasoning: str = ""
     report_usage: bool = True  # False: like servers that never send a usage chunk
 
 
@@ -133,6 +136,7 @@ class _Plan:
     drop: bool = False
     report_usage: bool = True
     stream_error: Error | None = None
+    reasoning: str = ""
 
 
 def _plan(reply: Reply) -> _Plan | Error:
@@ -151,6 +155,7 @@ def _plan(reply: Reply) -> _Plan | Error:
             chunk_size=reply.chunk_size,
             chunk_delay=reply.chunk_delay,
             delay=reply.delay,
+            reasoning=reply.reasoning,
             report_usage=reply.report_usage,
         )
     if isinstance(reply, ToolCalls):
@@ -701,7 +706,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, {"data": data, "has_more": False})
             else:
                 data = [
-                    {"id": m, "object": "model", "owned_by": "fake", **self.fake.listed.get(m, {})}
+                    {
+                        "id": m,
+                        "object": "model",
+                        "owned_by": "fake",
+                        **self.fake.listed.get(m, {}),
+                        **self.fake.model_info.get(m, {}),
+                    }
                     for m in self.fake.models
                 ]
                 self._send_json(200, {"object": "list", "data": data})
@@ -810,6 +821,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         self._start_sse()
         self._event(chunk({"role": "assistant", "content": ""}), delay=delay)
+        for piece in _pieces(plan.reasoning, plan.chunk_size):
+            self._event(chunk({"reasoning_content": piece}), delay=delay)
         for piece in _pieces(plan.text, plan.chunk_size):
             self._event(chunk({"content": piece}), delay=delay)
         if plan.hang:
@@ -990,8 +1003,9 @@ class FakeLLM:
         # Models `GET /v1/models` lists besides the scripted ones, with extra fields of
         # their entry (e.g. {"context_length": 8192}), as real servers add them.
         self.listed: dict[str, dict[str, Any]] = {}
-        # The same dict under the name the model-limit tests use.
-        self.model_info = self.listed
+        # Extra fields of a model's entry in GET /v1/models, as OpenRouter, vLLM or
+        # llama.cpp report them (context_length, top_provider, meta...).
+        self.model_info: dict[str, dict[str, Any]] = {}
         self._scripts: dict[str, deque[Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()

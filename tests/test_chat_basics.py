@@ -12,9 +12,11 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from conftest import PASSWORD, Client
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, Text
 
+from skald.agent import ReasoningStreamed, TurnDone
 from skald.core.conversations import Sent
+from skald.core.events import ChatEvent
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.conversations import ViewItem
@@ -257,3 +259,27 @@ async def test_the_routes_resend_and_search_for_the_signed_in_member(
         json={"text": "x", "view_context": [{}] * 9},
     )
     assert r.status_code == 400
+
+
+async def test_streamed_reasoning_reaches_every_client_but_never_the_history_or_the_model(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await _models(runtime, fake_llm, "thinker")
+    fake_llm.script("thinker", [Text("Two.", reasoning="One plus one makes two."), Text("Fine.")])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    thoughts: list[str] = []
+    async with svc.subscribe(ada) as events:
+        await _turn(runtime, ada, await svc.send(ada, conversation.id, "1+1?"))
+        async for event in events:
+            if isinstance(event, ChatEvent) and isinstance(event.event, ReasoningStreamed):
+                thoughts.append(event.event.text)
+            if isinstance(event, ChatEvent) and isinstance(event.event, TurnDone):
+                break
+    assert "".join(thoughts) == "One plus one makes two."
+    assert [(i.role, i.text) for i in await svc.history(ada, conversation.id)] == [
+        ("user", "1+1?"),
+        ("assistant", "Two."),
+    ]
+    await _turn(runtime, ada, await svc.send(ada, conversation.id, "sure?"))
+    assert "One plus one" not in json.dumps(fake_llm.bodies()[-1])

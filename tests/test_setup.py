@@ -66,6 +66,13 @@ async def test_only_an_administrator_changes_the_instance_settings_and_the_promp
     assert r.json()["timezone"] == "Europe/Rome" and r.json()["timezone_chosen"] is True
     # Kept across a restart of the settings (read back from the registry).
     assert (await runtime.instance.load()).household_name == "The Rossis"
+    # A member added now starts in the household's language.
+    r = await admin.call(
+        "POST",
+        "/api/users",
+        json={"username": "nonna", "password": "a long password here", "role": "member"},
+    )
+    assert r.status_code == 201 and r.json()["user"]["locale"] == "it", r.text
 
     provider = await runtime.llm.add_provider(
         "Fake", "openai_compatible", fake_llm.base_url_openai, None
@@ -105,7 +112,16 @@ async def test_test_connection_lists_the_providers_models_with_guesses_and_says_
 ) -> None:
     admin = await _signed_in(make_client, "mum")
     with FakeLLM(api_key="sk-right") as fake:
-        fake.listed = {"gpt-4o-mini": {}, "qwen3:8b": {"context_length": 40960}}
+        fake.listed = {
+            "gpt-4o-mini": {},
+            "qwen3:8b": {"context_length": 40960},
+            # OpenRouter's shape: what the list says wins over the family's guess.
+            "acme/house-model": {
+                "context_length": 32768,
+                "top_provider": {"max_completion_tokens": 4096},
+                "architecture": {"input_modalities": ["text", "image"]},
+            },
+        }
         r = await admin.call(
             "POST",
             "/api/llm/check",
@@ -119,6 +135,11 @@ async def test_test_connection_lists_the_providers_models_with_guesses_and_says_
         assert r.status_code == 200 and out["ok"], out
         by_id = {m["id"]: m["guess"] for m in out["models"]}
         assert by_id["gpt-4o-mini"]["capabilities"] == ["tools", "vision"]
+        assert by_id["acme/house-model"] == {
+            "capabilities": ["tools", "vision"],
+            "context_window": 32768,
+            "max_output_tokens": 4096,
+        }
         assert by_id["qwen3:8b"] == {
             "capabilities": ["tools", "reasoning"],
             "context_window": 40960,
@@ -179,3 +200,21 @@ async def test_test_this_provider_makes_a_tiny_real_request(
     assert (
         await member.call("POST", f"/api/llm/providers/{provider.id}/test", json={})
     ).status_code == 403
+
+
+async def test_a_key_http_cannot_carry_is_a_plain_answer_not_a_server_error(
+    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, make_client: MakeClient
+) -> None:
+    admin = await _signed_in(make_client, "mum")
+    url = fake_llm.base_url_openai
+    # As the fuzzer sent them: accented letters, and JSON escapes of lone surrogates.
+    for key in ("\\u00e9t\\u00e9", "\\uda50\\udf0dB\\u009b"):
+        body = f'{{"kind": "openai_compatible", "base_url": "{url}", "api_key": "{key}"}}'
+        r = await admin.call(
+            "POST",
+            "/api/llm/check",
+            content=body.encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["ok"] is False and "cannot be sent" in r.json()["message"]

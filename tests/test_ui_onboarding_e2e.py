@@ -23,7 +23,16 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLM, Text
 from harness import ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, SHOTS, Watch, _login, chromium, shot
+from test_ui_e2e import (
+    CSP_RECORDER,
+    PLAYWRIGHT_MISSING,
+    SHOTS,
+    Watch,
+    _hash,
+    _login,
+    chromium,
+    shot,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, BrowserContext, Page, expect
@@ -80,6 +89,11 @@ def _checklist(page: Page) -> list[str]:
     expect(page.get_by_test_id("home-health")).to_be_visible()
     items = page.get_by_test_id("setup-checklist-item")
     return [str(items.nth(i).get_attribute("data-name")) for i in range(items.count())]
+
+
+def _shown_text(page: Page) -> str:
+    """The messages' text as shown (what is folded away is not in innerText)."""
+    return str(page.get_by_test_id("chat-messages").evaluate("e => e.innerText"))
 
 
 def _answered(page: Page, text: str) -> None:
@@ -207,7 +221,7 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         )
         admin.get_by_test_id("setup-provider-kind").select_option("openai_compatible")
         admin.get_by_test_id("setup-provider-url").fill(fake.base_url_openai)
-        fake.script(MODEL, [Text("Hello, I am ready.")])
+        fake.script(MODEL, [Text("Hello, I am ready.", reasoning="A greeting is wanted here.")])
         admin.get_by_test_id("setup-test-connection").click()
         expect(admin.get_by_test_id("setup-test-result")).to_have_attribute("data-ok", "true")
         admin.get_by_test_id("setup-model-pick").select_option("gpt-4o-mini")
@@ -243,12 +257,47 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         expect(admin.get_by_test_id("chat-suggestion").first).to_be_visible()
         _send(admin, "Hello!")
         _answered(admin, "Hello, I am ready.")
+        # The model's streamed reasoning is there, folded.
+        thought = admin.get_by_test_id("chat-reasoning")
+        expect(thought).to_have_count(1)
+        expect(thought).not_to_have_attribute("open", "")
+        expect(thought.locator(".reasoning__text")).not_to_be_visible()
+        assert "A greeting" not in _shown_text(admin)
+        thought.locator("summary").click()
+        expect(thought.locator(".reasoning__text")).to_have_text("A greeting is wanted here.")
         system = fake.bodies()[-1]["messages"][0]["content"]
         assert "Europe/Rome" in str(system) and "The Rossis" in str(system)
 
         # -- chat basics on a desktop and on a phone -------------------------------------
         _chat_basics(admin, fake, "desk")
         shot(admin, "onboard-05-chat-desk")
+
+        # -- the chat docked beside the Files page, sharing what is on screen ----------
+        admin.get_by_test_id("nav-files").click()
+        admin.get_by_test_id("dock-toggle").click()
+        docked = admin.get_by_test_id("docked-chat")
+        expect(docked.get_by_test_id("chat-page")).to_be_visible()
+        expect(admin.get_by_test_id("files-page")).to_be_visible()
+        docked.get_by_test_id("chat-new-tab").click()
+        share = docked.get_by_test_id("chat-share-view")
+        if share.get_attribute("aria-pressed") != "true":
+            share.click()
+        fake.script(MODEL, [Text("It is your home folder.")])
+        docked.get_by_test_id("chat-input").fill("what am I looking at?")
+        docked.get_by_test_id("chat-send").click()
+        expect(
+            docked.get_by_test_id("message").filter(has_text="It is your home folder.")
+        ).to_be_visible()
+        assert "#/files" in _hash(admin)  # the page stays; the chat is beside it
+        chips = docked.get_by_test_id("message-view-chip")
+        expect(chips.first).to_contain_text("Files")
+        typed = docked.locator('[data-testid="message"][data-role="user"] .msg__text')
+        expect(typed).to_have_text("what am I looking at?")  # the view is not in the text
+        asked = str(fake.bodies()[-1]["messages"])
+        assert "Viewing at the time of this message" in asked and "#/files" in asked
+        shot(admin, "onboard-06-docked")
+        admin.get_by_test_id("dock-toggle").click()
+        expect(admin.get_by_test_id("docked-chat")).to_have_count(0)
         phone = watch.attach(
             "phone",
             context(
@@ -259,7 +308,7 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         _login(phone, MEMBER, MEMBER_PW)
         expect(phone.get_by_test_id("chat-page")).to_be_visible()
         _chat_basics(phone, fake, "phone")
-        shot(phone, "onboard-06-chat-phone")
+        shot(phone, "onboard-07-chat-phone")
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
     except Exception:

@@ -43,6 +43,12 @@ class TokenDelta(AgentEvent, frozen=True, tag="token_delta"):
     text: str
 
 
+class ReasoningStreamed(AgentEvent, frozen=True, tag="reasoning_delta"):
+    """Reasoning the model streams before its answer: live only (never stored)."""
+
+    text: str
+
+
 class ToolCallUpdate(AgentEvent, frozen=True, tag="tool_call"):
     call_id: str
     name: str
@@ -124,6 +130,7 @@ class TurnDone(AgentEvent, frozen=True, tag="turn_done"):
 Event = (
     TurnStarted
     | TokenDelta
+    | ReasoningStreamed
     | ToolCallUpdate
     | ToolOutput
     | ToolFinished
@@ -162,6 +169,9 @@ class Emitter:
 
     async def token(self, text: str) -> None:
         await self._send(TokenDelta(**self._base(), text=text))
+
+    async def reasoning(self, text: str) -> None:
+        await self._send(ReasoningStreamed(**self._base(), text=text))
 
     async def call(self, call: ToolCall, status: CallStatus) -> None:
         await self._send(

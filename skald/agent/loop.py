@@ -389,6 +389,7 @@ class AgentLoop:
                 retries=cfg.model_retries,
                 backoff_s=cfg.retry_backoff_s,
                 on_restart=lambda restart: self._restarted(turn, restart),
+                on_reasoning=self.emit.reasoning,
             )
         except (Stopped, LlmError) as exc:
             # A stopped or broken answer still cost what was streamed (estimated: the

@@ -19,6 +19,7 @@ from skald.llm.errors import LlmError
 from skald.llm.types import (
     Finished,
     Message,
+    ReasoningDelta,
     Request,
     Restart,
     TextDelta,
@@ -66,13 +67,14 @@ async def call_model(
     *,
     retries: int,
     backoff_s: float,
+    on_reasoning: OnDelta | None = None,
     on_restart: OnRestart | None = None,
 ) -> None:
     """Fill `reply` from one model answer. Raises `LlmError` or `Stopped`."""
     attempt = 0
     while True:
         try:
-            await scope.run(_stream(model, request, reply, on_delta, on_restart))
+            await scope.run(_stream(model, request, reply, on_delta, on_restart, on_reasoning))
             return
         except LlmError as exc:
             if not exc.retriable or reply.started or attempt >= retries:
@@ -90,6 +92,7 @@ async def _stream(
     reply: Reply,
     on_delta: OnDelta,
     on_restart: OnRestart | None,
+    on_reasoning: OnDelta | None = None,
 ) -> None:
     events = model.stream(request)
     try:
@@ -102,6 +105,10 @@ async def _stream(
                 reply.started = False
                 if on_restart is not None:
                     await on_restart(event)
+            elif isinstance(event, ReasoningDelta):
+                # Shown live, never part of the reply (nor of what a retry replaces).
+                if on_reasoning is not None:
+                    await on_reasoning(event.text)
             elif isinstance(event, TextDelta):
                 reply.started = True
                 reply.parts.append(event.text)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Final
+from typing import Final
 
 import httpx
 import msgspec
@@ -23,12 +23,17 @@ from skald.llm.anthropic import API_VERSION
 from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
+from skald.llm.model_info import describe
 from skald.llm.types import Finished, Message, Request, TextDelta, TextPart
 
 __all__ = ["Guess", "OfferedModel", "ProviderCheck", "guess_model", "list_models", "try_model"]
 
 TIMEOUT: Final = httpx.Timeout(20.0, connect=5.0)
+UNSENDABLE: Final = (
+    "The address or the API key contains characters that cannot be sent; check them."
+)
 MAX_MODELS: Final = 500
+_ORDER: Final = ("tools", "vision", "reasoning")
 
 
 class Guess(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,17 +87,6 @@ def guess_model(model_id: str, context_window: int | None = None) -> Guess:
     return Guess(capabilities=["tools"], context_window=context_window)
 
 
-def _window(entry: dict[str, Any]) -> int | None:
-    for key in ("context_length", "context_window", "max_context_length", "max_model_len"):
-        value = entry.get(key)
-        if isinstance(value, int) and value > 0:
-            return value
-    meta = entry.get("meta")
-    if isinstance(meta, dict) and isinstance(meta.get("n_ctx_train"), int):
-        return int(meta["n_ctx_train"])
-    return None
-
-
 def _plain_http_error(where: str, exc: Exception) -> str:
     if isinstance(exc, httpx.ConnectError):
         return f"Nothing answers at {where}. Is the server running, and is the address right?"
@@ -131,6 +125,9 @@ async def list_models(
         response = await http.get(url, headers=headers, timeout=TIMEOUT)
     except httpx.HTTPError as exc:
         return ProviderCheck(ok=False, message=_plain_http_error(root, exc))
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        # A key or an address with characters HTTP cannot carry (never echoed back).
+        return ProviderCheck(ok=False, message=UNSENDABLE)
     latency = int((time.monotonic() - started) * 1000)
     if response.status_code != 200:
         return ProviderCheck(ok=False, message=_status_message(response.status_code, root))
@@ -142,14 +139,20 @@ async def list_models(
         return ProviderCheck(ok=False, message=f"{root} did not answer with a models list.")
     models = []
     for entry in data[:MAX_MODELS]:
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"]:
-            ident = entry["id"]
-            name = entry.get("display_name") or entry.get("name") or ident
-            models.append(
-                OfferedModel(
-                    id=ident, name=str(name)[:80], guess=guess_model(ident, _window(entry))
-                )
-            )
+        listed = describe(entry) if isinstance(entry, dict) else None
+        if listed is None:
+            continue
+        # What the list reports (limits, capabilities) wins; the family fills the rest.
+        family = guess_model(listed.id, listed.context_window)
+        guess = Guess(
+            capabilities=[
+                c for c in _ORDER if c in family.capabilities or c in listed.capabilities
+            ],
+            context_window=family.context_window,
+            max_output_tokens=listed.max_output_tokens,
+        )
+        name = entry.get("display_name") or entry.get("name") or listed.id
+        models.append(OfferedModel(id=listed.id, name=str(name)[:80], guess=guess))
     models.sort(key=lambda m: m.id)
     return ProviderCheck(
         ok=True,
@@ -176,6 +179,8 @@ async def try_model(client: ModelClient, model: str) -> ProviderCheck:
                 break
     except LlmError as exc:
         return ProviderCheck(ok=False, message=f"The model {model} did not answer: {exc}")
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        return ProviderCheck(ok=False, message=UNSENDABLE)
     latency = int((time.monotonic() - started) * 1000)
     reply = "".join(text).strip()[:80]
     return ProviderCheck(

@@ -20,6 +20,7 @@ from skald.llm.types import (
     Finished,
     ImagePart,
     Message,
+    ReasoningDelta,
     Request,
     StreamEvent,
     TextDelta,
@@ -55,6 +56,10 @@ class _ToolCallDelta(msgspec.Struct):
 
 class _Delta(msgspec.Struct):
     content: str | None = None
+    # Reasoning streamed before the answer: DeepSeek, vLLM and llama.cpp name it
+    # `reasoning_content`, OpenRouter and Ollama `reasoning`.
+    reasoning_content: str | None = None
+    reasoning: str | None = None
     tool_calls: list[_ToolCallDelta] | None = None
 
 
@@ -289,6 +294,9 @@ class OpenAICompatClient:
                 )
             for choice in (chunk.choices or [])[:1]:  # we never ask for n > 1
                 if choice.delta is not None:
+                    thought = choice.delta.reasoning_content or choice.delta.reasoning
+                    if thought:
+                        yield ReasoningDelta(thought)
                     if choice.delta.content:
                         yield TextDelta(choice.delta.content)
                     for delta in choice.delta.tool_calls or []:

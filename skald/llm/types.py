@@ -93,6 +93,14 @@ class Finished(msgspec.Struct, tag="finished", frozen=True, kw_only=True):
     usage: Usage
 
 
+class ReasoningDelta(msgspec.Struct, tag="reasoning_delta", frozen=True):
+    """A piece of the reasoning a model streams before its answer (`reasoning_content`
+    or `reasoning` on OpenAI-compatible servers). Shown to the member, never stored
+    nor sent back to a model."""
+
+    text: str
+
+
 class Restart(msgspec.Struct, tag="restart", frozen=True, kw_only=True):
     """The answer so far is void: the model source switched to another model after a
     failure mid-stream (before any tool call); a new answer follows from the start.
@@ -103,7 +111,7 @@ class Restart(msgspec.Struct, tag="restart", frozen=True, kw_only=True):
     usage: Usage  # what the void part cost (estimated)
 
 
-StreamEvent = TextDelta | ToolCallReady | Finished | Restart
+StreamEvent = TextDelta | ReasoningDelta | ToolCallReady | Finished | Restart
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,7 +2,7 @@
 // Order at start: theme (before anything paints) -> language -> router ->
 // ask the server about setup and session -> render. The route guard below is
 // the single place that decides which page a given state may see.
-import { html, render, useEffect, useLayoutEffect } from './lib.js';
+import { html, render, useEffect, useLayoutEffect, useState } from './lib.js';
 import { useStore, setState } from './store.js';
 import { initTheme } from './theme.js';
 import { setLocale, initialLocale, t } from './i18n.js';
@@ -14,6 +14,40 @@ import { LoginPage } from './pages/login.js';
 import { SetupPage } from './pages/setup.js';
 import { matchPage } from './nav.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
+import { ChatPage } from './pages/chat.js';
+import { Icon } from './components/icons.js';
+
+// The chat docked beside a page (Files, Inbox) on a wide screen, so a member can say
+// "summarise this file" while looking at it. Chosen per browser; "share what I'm
+// looking at" then describes the page beside the chat.
+const DOCK_KEY = 'skald.chat.docked';
+const WIDE = '(min-width: 1200px)';
+
+function readDock() {
+  try {
+    return localStorage.getItem(DOCK_KEY) === '1';
+  } catch (e) {
+    return false;
+  }
+}
+
+function useWide() {
+  const [wide, setWide] = useState(() => window.matchMedia(WIDE).matches);
+  useEffect(() => {
+    const mq = window.matchMedia(WIDE);
+    const on = () => setWide(mq.matches);
+    mq.addEventListener('change', on);
+    return () => mq.removeEventListener('change', on);
+  }, []);
+  return wide;
+}
+
+function DockToggle({ docked, onToggle }) {
+  return html`<button type="button" class=${`btn btn--secondary btn--small dock-toggle${docked ? ' is-on' : ''}`}
+      aria-pressed=${docked ? 'true' : 'false'} data-testid="dock-toggle" onClick=${onToggle}>
+    ${docked ? Icon.close() : Icon.chat()}<span>${docked ? t('chat.undock') : t('chat.dock')}</span>
+  </button>`;
+}
 
 // Decide what to show for the current state: either a redirect or a page.
 function resolve(state) {
@@ -33,6 +67,8 @@ function resolve(state) {
 function App() {
   const state = useStore();
   const view = state.booted ? resolve(state) : null;
+  const wide = useWide();
+  const [dock, setDock] = useState(readDock);
 
   // Redirects change the hash, which re-renders through the router.
   useLayoutEffect(() => {
@@ -61,6 +97,24 @@ function App() {
   if (view.redirect) return null;
   if (view.public) return html`<${view.public} />`;
   const Page = view.page;
+  const canChat = (state.pages || []).some((p) => p.path === '/') && state.me.ui_mode !== 'simple';
+  if (view.dock && wide && canChat) {
+    const toggle = () => {
+      try {
+        localStorage.setItem(DOCK_KEY, dock ? '0' : '1');
+      } catch (e) {
+        /* storage disabled: the choice lasts for this page only */
+      }
+      setDock(!dock);
+    };
+    if (dock) {
+      return html`<${Shell} flush=${true}><div class="docked" data-testid="docked-layout">
+        <div class="docked__page"><${DockToggle} docked=${true} onToggle=${toggle} /><${Page} ...${view.props || {}} /></div>
+        <aside class="docked__chat" data-testid="docked-chat" aria-label=${t('nav.chat')}><${ChatPage} docked=${true} /></aside>
+      </div><//>`;
+    }
+    return html`<${Shell}><${DockToggle} docked=${false} onToggle=${toggle} /><${Page} ...${view.props || {}} /><//>`;
+  }
   return html`<${Shell} flush=${!!view.flush}><${Page} ...${view.props || {}} /><//>`;
 }
 

@@ -194,6 +194,13 @@ export async function loadMessages(id, { dropRunning = false } = {}) {
       fresh.shift();
       covered.add(e.key);
     }
+    // A finished turn's reasoning (live only, never stored) stays in view, folded,
+    // after the question it answered, until the page is reloaded.
+    const lastUser = [...items].reverse().find((it) => it.role === 'user');
+    const thoughts = th.tail
+      .filter((e) => e.kind === 'turn' && cutoff.has(e.key) && e.reasoning)
+      .map((e) => ({ key: nextKey(), kind: 'reasoning', text: e.reasoning, anchor: lastUser ? lastUser.seq : undefined }));
+    th.tail = [...th.tail, ...thoughts];
     th.items = items;
     th.loading = false;
     th.error = null;
@@ -527,6 +534,17 @@ function onChatEvent(ev) {
     return;
   }
 
+  if (ev.type === 'reasoning_delta') {
+    // What a reasoning model thinks before answering: shown folded in the live turn,
+    // never stored (a re-read of the history drops it).
+    if (!chat.threads[id] || !ev.text) return;
+    updateThread(id, (th) =>
+      withTurn(th, (turn) => {
+        turn.reasoning = (turn.reasoning || '') + ev.text;
+      }),
+    );
+    return;
+  }
   if (ev.type === 'token_delta') {
     if (!chat.threads[id] || !ev.text) return;
     deltas[id] = (deltas[id] || '') + ev.text;

@@ -33,9 +33,9 @@ import { AgentsPage } from './pages/agents.js';
 // instead of refusing; `sub` maps a sub-path to the page's props.
 const BUILTIN = {
   '/': { page: ChatPage, icon: 'chat', testid: 'nav-home', flush: true },
-  '/inbox': { page: InboxPage, icon: 'inbox', testid: 'nav-inbox', badge: true },
+  '/inbox': { page: InboxPage, icon: 'inbox', testid: 'nav-inbox', badge: true, dock: true },
   '/overview': { page: HomePage, icon: 'home', testid: 'nav-overview', fullOnly: true },
-  '/files': { page: FilesPage, icon: 'folder', testid: 'nav-files' },
+  '/files': { page: FilesPage, icon: 'folder', testid: 'nav-files', dock: true },
   '/tasks': { page: TasksPage, icon: 'clock', testid: 'nav-tasks' },
   '/agents': { page: AgentsPage, icon: 'sparkle', testid: 'nav-agents' },
   '/profile': { page: ProfilePage, icon: 'user', testid: 'nav-profile' },
@@ -91,7 +91,7 @@ export function matchPage(path, pages, simple, { NotAllowedPage, NotFoundPage })
   const exact = listed.find((p) => p.path === path);
   if (exact) {
     const b = !exact.module && BUILTIN[exact.path];
-    if (b) return { page: b.page, titleText: pageTitle(exact), flush: !!b.flush };
+    if (b) return { page: b.page, titleText: pageTitle(exact), flush: !!b.flush, dock: !!b.dock };
     // A plugin's page (one without a module says it could not be loaded).
     return { page: PluginPage, titleText: pageTitle(exact), props: { entry: exact } };
   }

@@ -41,7 +41,11 @@ async def create_user(
         data.display_name,
         actor=principal_of(request).user,
     )
-    return UserCreated(user=created.user, recovery_code=created.recovery_code)
+    user = created.user
+    # A new member starts in the household's language (Settings), until they choose.
+    if (language := rt.instance.current.language) is not None and user.locale != language:
+        user = await rt.accounts.update(user.id, locale=language)
+    return UserCreated(user=user, recovery_code=created.recovery_code)
 
 
 @get("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404))

@@ -298,6 +298,13 @@ function noteText(text) {
   return t(text.key, text.vars);
 }
 
+function Reasoning({ text, done = true }) {
+  return html`<details class="reasoning" data-testid="chat-reasoning">
+    <summary>${Icon.sparkle()}<span>${done ? t('chat.reasoning_done') : t('chat.reasoning')}</span></summary>
+    <pre class="reasoning__text">${text}</pre>
+  </details>`;
+}
+
 function Note({ entry, ctx }) {
   const text = noteText(entry.text);
   const retry = entry.tone === 'error' && ctx && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined;
@@ -317,8 +324,8 @@ function Note({ entry, ctx }) {
 
 // A failure recorded in the history (an answer of nothing, marked interrupted): shown
 // as the error note, unless the live note of that turn already follows it.
-function FailureRecord({ item }) {
-  return html`<${Note} entry=${{ text: { key: `chat.error.${item.interrupted}` }, tone: 'error', code: item.interrupted }} />`;
+function FailureRecord({ item, ctx }) {
+  return html`<${Note} entry=${{ text: { key: `chat.error.${item.interrupted}` }, tone: 'error', code: item.interrupted }} ctx=${ctx} />`;
 }
 
 export function Typing({ simple }) {
@@ -369,7 +376,7 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
   const seqs = new Set(items.map((it) => it.seq));
   const isPinned = (e) => e.anchor !== undefined && seqs.has(e.anchor);
   for (const e of thread.tail) {
-    if (e.kind === 'note' && isPinned(e)) (pinned[e.anchor] = pinned[e.anchor] || []).push(e);
+    if ((e.kind === 'note' || e.kind === 'reasoning') && isPinned(e)) (pinned[e.anchor] = pinned[e.anchor] || []).push(e);
   }
 
   const isFailure = (it) => it.role === 'assistant' && it.interrupted && it.interrupted !== 'stopped' && !it.text && !(it.tool_calls || []).length;
@@ -377,13 +384,17 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
 
   return html`<div class="conversation" data-testid="chat-messages">
     ${items.map((it) => [
-      isFailure(it) ? (liveNote(it) ? null : html`<${FailureRecord} key=${`f${it.seq}`} item=${it} />`) : renderItem(it, ctx, `s${it.seq}`),
-      ...(pinned[it.seq] || []).map((e) => html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`),
+      isFailure(it) ? (liveNote(it) ? null : html`<${FailureRecord} key=${`f${it.seq}`} item=${it} ctx=${ctx} />`) : renderItem(it, ctx, `s${it.seq}`),
+      ...(pinned[it.seq] || []).map((e) =>
+        e.kind === 'reasoning' ? html`<${Reasoning} key=${e.key} text=${e.text} />` : html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`,
+      ),
     ])}
     ${thread.tail.map((e) => {
       if (e.kind === 'user') return html`<${UserMessage} key=${e.key} item=${e.item} pending=${e.pending} ctx=${ctx} />`;
       if (e.kind === 'note') return isPinned(e) ? null : html`<${Note} key=${e.key} entry=${e} ctx=${ctx} />`;
+      if (e.kind === 'reasoning') return isPinned(e) ? null : html`<${Reasoning} key=${e.key} text=${e.text} />`;
       return html`<div class="turn" key=${e.key} data-testid="chat-turn" data-done=${e.done ? 'true' : 'false'}>
+        ${e.reasoning && html`<${Reasoning} text=${e.reasoning} done=${e.done} />`}
         ${e.items.map((it, i) =>
           renderItem(it, ctx, it.key, !e.done && i === e.items.length - 1 && !(it.tool_calls || []).length),
         )}

@@ -62,12 +62,17 @@ export function ProviderSetup({ onAdded }) {
   const onAdd = () =>
     runAdd(async () => {
       const provider = await api.createProvider({ name: kind ? kind.name : form.kind, ...body() });
-      const model = await api.createModel({
+      const offered = check.models.find((m) => m.id === picked);
+      const modelBody = {
         provider_id: provider.id,
         model: picked,
         name: picked.slice(0, 80),
         capabilities: CAPABILITIES.filter((c) => caps.has(c)),
-      });
+      };
+      // The limits the provider's list reported (or the family's window), kept per model.
+      if (offered && offered.guess.context_window) modelBody.context_window = offered.guess.context_window;
+      if (offered && offered.guess.max_output_tokens) modelBody.max_output_tokens = offered.guess.max_output_tokens;
+      const model = await api.createModel(modelBody);
       onAdded(provider, model);
     });
 

@@ -566,13 +566,14 @@ function EmptyState({ simple, name, onPick, noModel }) {
   </div>`;
 }
 
-export function ChatPage() {
+export function ChatPage({ docked = false }) {
   const { me, route } = getState();
   const simple = me.ui_mode === 'simple';
   const c = useChat();
   const inputRef = useRef(null);
   const [tabError, setTabError] = useState(null);
-  const wanted = route.query.get('c');
+  // Docked beside another page, the address belongs to that page: never read or set it.
+  const wanted = docked ? null : route.query.get('c');
 
   useEffect(() => {
     loadConversations();
@@ -593,6 +594,7 @@ export function ChatPage() {
   }, [c.loaded]);
 
   useEffect(() => {
+    if (docked) return;
     if (c.activeId && c.activeId !== wanted) redirect(`/?c=${encodeURIComponent(c.activeId)}`);
     if (!c.activeId && wanted && c.loaded) redirect('/');
   }, [c.activeId]);
@@ -654,9 +656,9 @@ export function ChatPage() {
     <//>`;
   }
 
-  return html`<div class=${`chat${simple ? ' chat--simple' : ''}`} data-testid="chat-page"
+  return html`<div class=${`chat${simple ? ' chat--simple' : ''}${docked ? ' chat--docked' : ''}`} data-testid="chat-page"
       data-conversation-id=${conv ? conv.id : undefined} data-status=${conv ? conv.status : undefined}>
-    <h1 class="visually-hidden">${t('nav.chat')}</h1>
+    ${docked ? html`<h2 class="visually-hidden">${t('nav.chat')}</h2>` : html`<h1 class="visually-hidden">${t('nav.chat')}</h1>`}
     ${c.loaded && !c.loadError &&
     html`<${Tabs} conversations=${c.conversations} activeId=${c.activeId} onSelect=${onSelect} onNew=${onNew}
       onClose=${(id) => guard(() => closeConversation(id))} onReopen=${(id) => guard(() => reopenConversation(id))} />`}
