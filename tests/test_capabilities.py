@@ -48,6 +48,8 @@ PAGES = {
     "/admin/roles": "admin.roles",
     "/admin/approvals": "admin.roles",
     "/admin/models": "admin.models",
+    "/connectors": "connectors.use",
+    "/admin/marketplace": "admin.connectors",
 }
 
 

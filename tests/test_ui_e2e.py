@@ -282,7 +282,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     def cap_row(name: str) -> Any:
         return admin.locator(".cap", has=admin.locator(f'[data-capability="{name}"]'))
 
-    expect(cap_row("connectors.use").get_by_test_id("cap-reserved")).to_have_text("Not used yet")
+    expect(cap_row("projects.use").get_by_test_id("cap-reserved")).to_have_text("Not used yet")
     expect(cap_row("sandbox.exec").get_by_test_id("cap-reserved")).to_have_count(0)
     expect(admin.get_by_test_id("role-storage-quota")).to_have_value("")  # the default
     admin.get_by_test_id("role-encrypted").uncheck()

@@ -22,6 +22,7 @@ import { AdminUsersPage } from './pages/admin-users.js';
 import { AdminRolesPage } from './pages/admin-roles.js';
 import { AdminApprovalsPage } from './pages/admin-approvals.js';
 import { AdminModelsPage } from './pages/admin-models.js';
+import { ConnectorsPage, MarketplacePage } from './pages/connectors.js';
 
 // Built-in paths -> how to show them. `flush` pages (the chat) fill the main
 // area and scroll inside it; `fullOnly` pages send the simple shell home
@@ -41,6 +42,8 @@ const BUILTIN = {
   },
   '/admin/approvals': { page: AdminApprovalsPage, icon: 'list', testid: 'nav-admin-approvals' },
   '/admin/models': { page: AdminModelsPage, icon: 'cpu', testid: 'nav-admin-models' },
+  '/connectors': { page: ConnectorsPage, icon: 'tool', testid: 'nav-connectors' },
+  '/admin/marketplace': { page: MarketplacePage, icon: 'archive', testid: 'nav-admin-marketplace' },
 };
 
 // The label of a page: its i18n key translated; a key nobody translated (a
