@@ -146,6 +146,24 @@ async def test_an_elicitation_becomes_an_inbox_question_and_the_answer_returns_t
     assert await mine.inbox.pending() == []
 
 
+async def test_an_update_restarts_the_running_instance_on_the_new_version(
+    runtime: Runtime, household: dict[str, str], tmp_path: Path
+) -> None:
+    feed = simple_feed(tmp_path / "feed")
+    await _setup(runtime, household, feed, "clock")
+    before = await _running(runtime, "", "clock")
+    c = service.require(runtime.plugins)
+    sup = c.supervisor
+    assert sup is not None
+    write_index(feed, bump=("clock",))
+    row = await c.installer.install(c.feed(), "clock", update=True)
+    assert row.feed_version == 2
+    await sup.restart_all("clock")
+    assert before.state == "stopped" and before.session is None
+    after = await _running(runtime, "", "clock")
+    assert after is not before and after.connector.feed_version == 2
+
+
 async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
