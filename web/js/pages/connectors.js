@@ -23,9 +23,32 @@ function StateBadge({ state }) {
     data-testid="connector-state">${t(`connectors.state_${state}`)}</span>`;
 }
 
+function OAuthSignIn({ connector, onChanged }) {
+  const [run, busy, error] = useAction();
+  const start = () => run(async () => {
+    const flow = await request('POST', `api/connectors/${enc(connector.name)}/oauth/start`);
+    window.location.assign(flow.url); // the service sends the browser back to Skald
+  });
+  const signOut = () => run(async () => {
+    await request('DELETE', `api/connectors/${enc(connector.name)}/secrets`);
+    onChanged(await request('GET', `api/connectors/${enc(connector.name)}`));
+  });
+  return html`<div class="connector__signin" data-testid="connector-oauth">
+    <p class="small muted">${connector.signed_in ? t('connectors.oauth_signed_in') : t('connectors.oauth_lead')}</p>
+    <div class="row">
+      <button type="button" class="btn btn--primary" disabled=${busy} onClick=${start}
+        data-testid="connector-oauth-start">${t('connectors.oauth_start')}</button>
+      ${connector.signed_in && html`<button type="button" class="btn btn--secondary" disabled=${busy}
+        onClick=${signOut} data-testid="connector-sign-out">${t('connectors.sign_out')}</button>`}
+    </div>
+    ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
+  </div>`;
+}
+
 function SignIn({ connector, onChanged }) {
   const [values, setValues] = useState({});
   const [run, busy, error] = useAction();
+  if (connector.auth === 'oauth2') return html`<${OAuthSignIn} connector=${connector} onChanged=${onChanged} />`;
   if (!connector.secret_fields.length) return null;
   const save = (e) => {
     e.preventDefault();
