@@ -206,11 +206,11 @@ async def settle() -> None:
 
 
 @contextlib.contextmanager
-def sdk_http(markers: Path) -> Iterator[str]:
+def sdk_http(markers: Path, mode: str = "http") -> Iterator[str]:
     """tests/mcp_servers/sdk_server.py over streamable HTTP on a free port; yields its URL."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(SDK_SERVER), "http", str(markers), str(port)],
+        [sys.executable, str(SDK_SERVER), mode, str(markers), str(port)],
         env=child_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

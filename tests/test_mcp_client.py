@@ -113,6 +113,20 @@ async def test_cancelling_the_awaiting_task_cancels_the_call_on_the_server(
     assert markers(tmp_path) == ["seen"]
 
 
+async def test_a_server_without_a_get_stream_does_not_hold_up_the_handshake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The handshake waits for the GET stream to open *or fail*; were it to wait for the
+    # bound instead, this connect would hang for an hour.
+    monkeypatch.setattr("skald.mcp.http.GET_STREAM_WAIT_SECONDS", 3600.0)
+    with sdk_http(tmp_path, "http-stateless") as url:
+        session = await asyncio.wait_for(connect(HttpTransport(url, {}), name="sdk"), 60)
+        try:
+            assert len(await session.list_tools()) == 7
+        finally:
+            await session.close()
+
+
 async def test_a_request_that_times_out_is_cancelled_and_the_session_lives_on(
     tmp_path: Path,
 ) -> None:
@@ -177,6 +191,19 @@ async def test_a_server_hanging_in_the_handshake_times_out_and_its_whole_group_i
             break
         await asyncio.sleep(0.05)
     assert not alive(grandchild)
+
+
+async def test_a_refused_initialize_is_a_disconnect_with_the_servers_words() -> None:
+    answer = '{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"unknown client"}}'
+    transport = StdioTransport(
+        ["/bin/sh", "-c", f"read line; echo '{answer}'; sleep 30"], env=child_env()
+    )
+    with pytest.raises(Disconnected) as caught:
+        await connect(transport, name="picky")
+    assert str(caught.value) == (
+        "connector 'picky' disconnected: the server refused to start a session: unknown client"
+    )
+    assert transport.pid is not None and not alive(transport.pid)
 
 
 async def test_a_command_that_does_not_exist_is_a_disconnect_naming_it() -> None:
@@ -295,3 +322,18 @@ def test_the_good_tools_of_a_server_are_offered_when_one_is_refused() -> None:
     specs, refused = tool_specs("srv", [good, bad, twin, long_name])
     assert [s.name for s in specs] == ["mcp__srv__ok", "mcp__srv__o_k"]
     assert [e.tool for e in refused] == ["bad", "x" * 70]
+
+
+async def test_fifty_failed_http_connects_leave_the_fd_count_flat() -> None:
+    from mcp_support import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with pytest.raises(Disconnected):
+        await connect(HttpTransport(url, {}), name="warm")
+    await settle()
+    fds = open_fds()
+    for _ in range(50):
+        with pytest.raises(Disconnected):
+            await connect(HttpTransport(url, {}), name="gone")
+    await settle()
+    assert open_fds() == fds

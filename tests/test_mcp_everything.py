@@ -17,10 +17,11 @@ from skald.mcp import (
     HttpTransport,
     LogRecord,
     McpSession,
+    RemoteError,
     connect,
     tool_specs,
 )
-from skald.mcp.wire import CancelledParams, to_builtins
+from skald.mcp.wire import URL_ELICITATION_REQUIRED, CancelledParams, to_builtins
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -154,3 +155,21 @@ async def test_the_servers_log_notifications_are_recorded(kind: str) -> None:
 async def test_the_cancelled_notification_names_the_request_and_says_why() -> None:
     params = CancelledParams(request_id=7, reason="cancelled by the user")
     assert to_builtins(params) == {"requestId": 7, "reason": "cancelled by the user"}
+
+
+async def test_a_url_elicitation_reaches_the_handler_with_its_url_and_the_answer_returns() -> None:
+    seen = Seen()
+    async with everything("stdio", seen) as (session, _):
+        await asyncio.wait_for(seen.tools_changed.wait(), 30)
+        args = {"url": "https://example.org/sign-in", "elicitationId": "el-1"}
+        result = await session.call_tool("trigger-url-elicitation", args)
+        [asked] = seen.elicitations
+        assert (asked.mode, asked.url, asked.elicitation_id) == ("url", args["url"], "el-1")
+        assert "accept" in result.text()
+        # The error path: the call is refused with -32042 and the URL to open in `data`.
+        with pytest.raises(RemoteError) as caught:
+            await session.call_tool(
+                "trigger-url-elicitation", {**args, "errorPath": True, "elicitationId": "el-2"}
+            )
+        assert caught.value.code == URL_ELICITATION_REQUIRED
+        assert "elicitations" in caught.value.data

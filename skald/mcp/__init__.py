@@ -25,6 +25,7 @@ from skald.mcp.errors import (
     TransportClosed,
 )
 from skald.mcp.http import HttpTransport
+from skald.mcp.oauth import ClientInfo, McpOAuth, MemoryStore, OAuthError, OAuthStore, Tokens
 from skald.mcp.session import (
     CLIENT_INFO,
     Handlers,
@@ -58,6 +59,7 @@ __all__ = [
     "LATEST_PROTOCOL_VERSION",
     "PROTOCOL_VERSIONS",
     "CallToolResult",
+    "ClientInfo",
     "ContentBlock",
     "Disconnected",
     "ElicitRequestParams",
@@ -67,7 +69,11 @@ __all__ = [
     "Implementation",
     "LogRecord",
     "McpError",
+    "McpOAuth",
     "McpSession",
+    "MemoryStore",
+    "OAuthError",
+    "OAuthStore",
     "ProgressCallback",
     "Prompt",
     "RemoteError",
@@ -79,6 +85,7 @@ __all__ = [
     "StdioTransport",
     "TextContent",
     "Timeouts",
+    "Tokens",
     "Tool",
     "Transport",
     "TransportClosed",

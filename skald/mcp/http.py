@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import httpx
@@ -34,8 +35,11 @@ import msgspec
 from httpx_sse import EventSource, ServerSentEvent
 
 from skald.mcp.errors import TransportClosed
+from skald.mcp.oauth import OAuthError
 from skald.mcp.transport import MAX_MESSAGE_BYTES, Transport, decode_message
 from skald.mcp.wire import INTERNAL_ERROR, RpcError, RpcMessage
+
+log = logging.getLogger(__name__)
 
 DEFAULT_RETRY_MS = 1000
 # Reconnections of one stream in a row that bring no event before we give up on it.
@@ -111,7 +115,9 @@ class HttpTransport(Transport):
         task = self._spawn(self._get_stream(established))
         # Bounded: a server slow to open the stream must not stall the handshake.
         waiter = asyncio.ensure_future(established.wait())
-        await asyncio.wait({task, waiter}, timeout=GET_STREAM_WAIT_SECONDS)
+        await asyncio.wait(
+            {task, waiter}, timeout=GET_STREAM_WAIT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
         waiter.cancel()
 
     def forget(self, request_id: int | str) -> None:
@@ -217,6 +223,13 @@ class HttpTransport(Transport):
         except httpx.HTTPError as exc:
             self._die(self._network_reason(exc))
             return
+        except OAuthError as exc:
+            self._die(f"sign-in failed: {exc}")
+            return
+        except Exception as exc:  # a bug must not leave the request waiting forever
+            log.exception("mcp http request failed")
+            self._die(f"client error: {type(exc).__name__}")
+            return
         if not data.strip():
             self._fail_request(request_id, "the server answered with an empty body")
             return
@@ -275,7 +288,7 @@ class HttpTransport(Transport):
                         failures = MAX_RESUMPTIONS  # the server cannot resume: give up
                         continue
                     await self._read_events(response, state, request_id)
-            except httpx.HTTPError:
+            except (httpx.HTTPError, OAuthError):
                 pass
             failures = 0 if state.events > before else failures + 1
 
@@ -302,7 +315,7 @@ class HttpTransport(Transport):
             except TransportClosed as exc:
                 self._die(exc.reason)
                 return
-            except httpx.HTTPError:
+            except (httpx.HTTPError, OAuthError):
                 pass
             failures = 0 if state.events > before else failures + 1
             if failures >= MAX_RESUMPTIONS:

@@ -221,6 +221,9 @@ class McpSession:
         except TimeoutError:
             reason = f"no answer to initialize within {self.timeouts.handshake:g} s"
             raise self._fail(reason) from None
+        except RemoteError as exc:
+            # connect() promises a session or Disconnected, whatever the refusal was.
+            raise self._fail(f"the server refused to start a session: {exc.message}") from None
         try:
             result = msgspec.convert(raw, InitializeResult)
         except msgspec.ValidationError as exc:

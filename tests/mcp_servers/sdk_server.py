@@ -10,6 +10,7 @@ Usage: python tests/mcp_servers/sdk_server.py MODE [MARKER_DIR [PORT]]
 - die: like ok, but `echo` exits the process with status 3 mid-call.
 - badversion: answers initialize with protocol version 1999-01-01, then waits.
 - http: as ok, over streamable HTTP on 127.0.0.1:PORT (path /mcp).
+- http-stateless: the same, stateless with JSON answers (it offers no GET stream).
 - hang: never answers initialize, ignores SIGTERM and starts a grandchild that sleeps
   (its pid goes to MARKER_DIR/grandchild) - only a process-group SIGKILL ends both.
 """
@@ -122,12 +123,15 @@ def serve_http() -> None:
     import uvicorn
 
     server = Server("skald-test", on_list_tools=list_tools, on_call_tool=call_tool)
-    app = server.streamable_http_app(host="127.0.0.1")
+    stateless = MODE == "http-stateless"
+    app = server.streamable_http_app(
+        host="127.0.0.1", stateless_http=stateless, json_response=stateless
+    )
     uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")
 
 
 if __name__ == "__main__":
-    if MODE == "http":
+    if MODE.startswith("http"):
         serve_http()
     else:
         anyio.run(main)
