@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
-from conftest import PASSWORD
+from conftest import PASSWORD, Client
 from connector_support import simple_feed
 from fake_llm import Call, FakeLLM
 
@@ -20,6 +21,8 @@ from skald.connectors.service import ConnectorsConfig
 from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+
+MakeClient = Callable[[], Awaitable[Client]]
 
 
 async def _models(runtime: Runtime, fake: FakeLLM) -> None:
@@ -186,7 +189,7 @@ async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
 
 
 async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr(
-    runtime: Runtime, household: dict[str, str], tmp_path: Path
+    runtime: Runtime, household: dict[str, str], tmp_path: Path, make_client: MakeClient
 ) -> None:
     feed = tmp_path / "feed"
     folder = feed / "broken"
@@ -220,6 +223,17 @@ async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr
     row = await c.store.require("broken")
     assert row.last_error and "exited with status 3" in row.last_error
     assert row.last_stderr and "boom" in row.last_stderr
+    # The card says so: administrators see the stderr lines and the events, members not.
+    mum = await make_client()
+    await mum.login("mum")
+    card = (await mum.call("GET", "/api/connectors/broken")).json()
+    assert card["state"] == "failed" and "boom" in card["last_stderr"]
+    assert [e["kind"] for e in card["events"]][-1] == "state"
+    ada = await make_client()
+    await ada.login("ada")
+    card = (await ada.call("GET", "/api/connectors/broken")).json()
+    assert card["state"] == "failed"
+    assert card["last_stderr"] is None and card["last_error"] is None and card["events"] == []
 
 
 async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activates_tools(

@@ -37,6 +37,12 @@ class ToolOut(msgspec.Struct, frozen=True, kw_only=True):
     description: str
 
 
+class EventOut(msgspec.Struct, frozen=True, kw_only=True):
+    at: float
+    kind: str  # log, state, error
+    text: str
+
+
 class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     display_name: str
@@ -54,6 +60,9 @@ class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
     tools: list[ToolOut]
     last_error: str | None = None
     last_stderr: str | None = None  # administrators only
+    # The instance's recent events (its log notifications, restarts, errors): the
+    # member's own instance; a household one's only for administrators.
+    events: list[EventOut] = msgspec.field(default_factory=list)
 
 
 class SecretsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -100,10 +109,13 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
     fields = [{"name": f.name, "label": f.label or f.name} for f in _auth_fields(row)]
     needed = _needed_secrets(row) | ({oauth.ACCESS} if row.auth == "oauth2" else set())
     sup = c.supervisor
-    state, tools = ("stopped", [])
+    state, tools, events = ("stopped", [], [])
     if sup is not None:
         state, listed = sup.state_of(user.id, row)
         tools = [ToolOut(name=t.name, description=t.description) for t in listed]
+        inst = sup.instance_for(user.id, row)
+        if inst is not None and (inst.owner == user.id or admin):
+            events = [EventOut(at=e.at, kind=e.kind, text=e.text) for e in list(inst.events)[-50:]]
     return ConnectorOut(
         name=row.name,
         display_name=row.display_name,
@@ -121,6 +133,7 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
         tools=tools,
         last_error=row.last_error if admin else None,
         last_stderr=row.last_stderr if admin else None,
+        events=events,
     )
 
 

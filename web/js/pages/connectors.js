@@ -5,7 +5,7 @@
 // #/admin/marketplace — administrators browse the feed, install and update.
 // Built for a phone: one column of cards, folded details.
 import { html, useState, useEffect, useCallback } from '../lib.js';
-import { t } from '../i18n.js';
+import { t, formatDate } from '../i18n.js';
 import { request } from '../api.js';
 import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText, useAction } from '../components/form.js';
@@ -129,6 +129,11 @@ function ConnectorCard({ connector, onChanged }) {
       <summary>${t('connectors.tools', { count: connector.tools.length })}</summary>
       <ul class="plain-list">${connector.tools.map((tool) => html`<li data-testid="connector-tool" data-tool=${tool.name}>
         <code>${tool.name}</code><br /><span class="small muted">${tool.description}</span></li>`)}</ul>
+    </details>`}
+    ${connector.events && connector.events.length > 0 && html`<details class="tool__section" data-testid="connector-events">
+      <summary>${t('connectors.events', { count: connector.events.length })}</summary>
+      <ul class="plain-list small">${connector.events.slice().reverse().map((e) => html`<li data-kind=${e.kind}>
+        <time class="muted">${formatDate(new Date(e.at * 1000).toISOString())}</time> ${e.text}</li>`)}</ul>
     </details>`}
     ${(connector.last_error || connector.last_stderr) && html`<details class="tool__section" data-testid="connector-error">
       <summary>${t('connectors.last_error')}</summary>
