@@ -98,7 +98,9 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
 async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_running(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed"), "clock")
+    mark = tmp_path / "cancelled"
+    feed = simple_feed(tmp_path / "feed", clock={"env": {"CANCEL_MARK": str(mark)}})
+    ada = await _setup(runtime, household, feed, "clock")
     inst = await _running(runtime, "", "clock")
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
@@ -117,6 +119,12 @@ async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_run
     await svc.command(ada, conversation.id, "/stop")
     await asyncio.wait_for(sent.done, 10)
     assert not inst.calls
+    # The server saw the cancellation (its handler was cancelled, not left running).
+    for _ in range(100):
+        if mark.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert mark.read_text() == "cancelled"
     assert inst.state == "running" and inst.session is not None
     await inst.session.ping()
 
