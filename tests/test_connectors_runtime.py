@@ -14,12 +14,14 @@ from conftest import PASSWORD, Client
 from connector_support import simple_feed
 from fake_llm import Call, FakeLLM
 
+from skald.agent.events import ToolOutput
 from skald.approvals.rules import Rule
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
 from skald.connectors.service import ConnectorsConfig
 from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
+from skald.core.events import ChatEvent
 from skald.core.runtime import Runtime
 
 MakeClient = Callable[[], Awaitable[Client]]
@@ -109,12 +111,19 @@ async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_run
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake_llm.script("m", [[Call("mcp__clock__slow", {"seconds": 60})]])
+    subscription = svc.subscribe(ada)
     sent = await svc.send(ada, conversation.id, "count")
     assert isinstance(sent, Sent)
-    for _ in range(200):
-        if inst.calls:
-            break
-        await asyncio.sleep(0.05)
+    # The server's progress notifications reach every client as the call's output.
+    progress = []
+    async with asyncio.timeout(20):
+        async for event in subscription:
+            if isinstance(event, ChatEvent) and isinstance(event.event, ToolOutput):
+                progress.append(event.event.chunk)
+                if len(progress) == 2:
+                    break
+    subscription.close()
+    assert progress[0].startswith("progress: 0/60") and progress[1].startswith("progress: 1/60")
     assert inst.calls, "the call never reached the connector"
     await svc.command(ada, conversation.id, "/stop")
     await asyncio.wait_for(sent.done, 10)
