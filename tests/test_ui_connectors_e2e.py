@@ -1,7 +1,8 @@
 """Connectors in a real browser (Debian's Chromium through Playwright, phone width)
 against a real `skald serve` whose feed is a local directory: the administrator installs
 a connector from the Marketplace page, switches it on in the Connectors page, and its
-tools, listed by the running server process, appear there.
+tools, listed by the running server process, appear there; on the People page a
+member's grant is shown and revoked.
 
 Launch flags, the skip rule, the console and CSP watching are those of `test_ui_e2e.py`.
 """
@@ -27,6 +28,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.data.mkdir(parents=True, exist_ok=True)
     (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\n')
     srv.create_admin()
+    srv.add_user("bea", "bea's rather long password")
     srv.start()
     yield srv
     srv.close()
@@ -70,6 +72,17 @@ def test_an_admin_installs_from_the_feed_switches_the_connector_on_and_sees_its_
         expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=60_000)
         card.get_by_test_id("connector-tools").locator("summary").click()
         expect(card.locator('[data-tool="mcp__clock__now"]')).to_be_visible()
+        # Grants on the People page: bea (a member, auto_grant) has it; unticking revokes.
+        page.goto("/#/admin/users")
+        row = page.get_by_test_id("user-row").filter(has_text="@bea")
+        row.get_by_test_id("user-edit").click()
+        grant = page.locator('[data-testid="user-connector-grant"][data-connector="clock"]')
+        expect(grant).to_be_checked()
+        grant.uncheck()
+        expect(grant).not_to_be_checked()
+        page.get_by_test_id("user-edit-dialog").get_by_role("button", name="Cancel").click()
+        row.get_by_test_id("user-edit").click()
+        expect(grant).not_to_be_checked()
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
     finally:

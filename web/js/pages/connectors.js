@@ -105,6 +105,37 @@ function Grants({ connector }) {
   </details>`;
 }
 
+// On the People page (a member's edit dialog, administrators with admin.connectors):
+// the installed connectors, ticked where that member is granted. Unticking stops the
+// member's copy at once (the server does it before answering).
+export function UserConnectorGrants({ user }) {
+  const [rows, setRows] = useState(null);
+  const [run, busy, error] = useAction();
+  useEffect(() => {
+    if (!isAdmin()) return;
+    run(async () => {
+      const list = await request('GET', 'api/connectors');
+      const out = [];
+      for (const c of list) {
+        const grants = await request('GET', `api/connectors/${enc(c.name)}/grants`);
+        out.push({ name: c.name, label: c.display_name, on: grants.users.includes(user.id) });
+      }
+      setRows(out);
+    });
+  }, [user.id]);
+  if (!isAdmin() || !rows || rows.length === 0) return null;
+  const toggle = (row) => run(async () => {
+    await request(row.on ? 'DELETE' : 'PUT', `api/connectors/${enc(row.name)}/grants/${enc(user.id)}`);
+    setRows(rows.map((r) => (r.name === row.name ? { ...r, on: !r.on } : r)));
+  });
+  return html`<fieldset class="stack" data-testid="user-connector-grants">
+    <legend>${t('connectors.grants_for_user')}</legend>
+    ${rows.map((r) => html`<label><input type="checkbox" checked=${r.on} disabled=${busy}
+      onChange=${() => toggle(r)} data-testid="user-connector-grant" data-connector=${r.name} /> ${r.label}</label>`)}
+    ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
+  </fieldset>`;
+}
+
 function ConnectorCard({ connector, onChanged }) {
   const [run, busy, error] = useAction();
   const toggle = () => run(async () => {
