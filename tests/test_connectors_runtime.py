@@ -91,6 +91,8 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
     reply = await svc.wait(ada, sent)
     assert reply.reply == "It is 12:34."
     assert "12:34" in _tool_results(fake_llm)[-1]
+    # The server's log notification during the call is recorded with the instance.
+    assert any(e.kind == "log" and "the clock was read" in e.text for e in inst.events)
     # The prompt names the connector; the tool came from the server's schema.
     body = fake_llm.bodies()[-1]
     assert "## Connectors" in body["messages"][0]["content"]

@@ -14,8 +14,9 @@ server = MCPServer("clock")
 
 
 @server.tool()
-def now() -> str:
+async def now(ctx: Context) -> str:  # type: ignore[type-arg]
     """The time on the server, as text."""
+    await ctx.info("the clock was read")
     return "12:34"
 
 
