@@ -163,8 +163,10 @@ class Instance:
                 self.ready.clear()
                 self.session = None
                 if session is not None:
+                    # Awaited even when this task is being cancelled (`stop`): the process
+                    # is killed and reaped before `stop` returns (revocation is synchronous).
                     with contextlib.suppress(Exception):
-                        await asyncio.shield(session.close())
+                        await session.close()
             failures += 1
             scrubbed = self.scrub(error or "")
             lines = "\n".join(self.scrub(s) for s in stderr)
