@@ -190,8 +190,8 @@ def markers(folder: Path, pattern: str = "cancelled-*") -> list[str]:
 
 
 async def wait_markers(folder: Path, pattern: str = "cancelled-*") -> list[str]:
-    """The markers, once at least one is there (or after ten seconds)."""
-    for _ in range(200):
+    """The markers, once at least one is there (or after thirty seconds)."""
+    for _ in range(600):
         found = markers(folder, pattern)
         if found:
             return found

@@ -93,8 +93,8 @@ async def test_cancelling_the_awaiting_task_cancels_the_call_on_the_server(
         session = await connect(session_transport, name="sdk")
         try:
             call = asyncio.create_task(session.call_tool("wait", {}))
-            # The server's handler runs once the request is in; then Stop is pressed.
-            await asyncio.sleep(0.3)
+            # Once the server's handler runs, Stop is pressed.
+            assert await wait_markers(tmp_path, "started-*") == ["running"]
             call.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await call
@@ -133,8 +133,9 @@ async def test_a_request_that_times_out_is_cancelled_and_the_session_lives_on(
     session = await connect(sdk_stdio("ok", tmp_path), name="sdk")
     try:
         with pytest.raises(RequestTimeout) as caught:
-            await session.call_tool("wait", {}, timeout=0.5)
-        assert str(caught.value) == "connector 'sdk' did not answer tools/call within 0.5 s"
+            await session.call_tool("wait", {}, timeout=2)
+        assert str(caught.value) == "connector 'sdk' did not answer tools/call within 2 s"
+        assert markers(tmp_path, "started-*") == ["running"]
         assert (await session.call_tool("echo", {"text": "still here"})).text() == "still here"
         assert await wait_markers(tmp_path) == ["seen"]
     finally:
@@ -153,6 +154,20 @@ async def test_a_server_that_dies_mid_call_fails_the_call_with_the_disconnect_te
     assert not alive(pid)
     with pytest.raises(Disconnected, match=r"^connector 'notes' disconnected: "):
         await session.list_tools()
+
+
+async def test_a_supervisor_can_wait_for_a_session_to_end_and_learn_why() -> None:
+    session = await connect(sdk_stdio("die"), name="notes")
+    waiter = asyncio.create_task(session.wait_closed())
+    with pytest.raises(Disconnected):
+        await session.call_tool("echo", {"text": "x"})
+    failure = await asyncio.wait_for(waiter, 30)
+    assert str(failure) == "connector 'notes' disconnected: the process exited with status 3"
+
+    session = await connect(sdk_stdio("ok"), name="notes")
+    waiter = asyncio.create_task(session.wait_closed())
+    await session.close()
+    assert await asyncio.wait_for(waiter, 30) is None  # closed by us: no failure
 
 
 async def test_garbage_on_stdout_is_a_protocol_error_and_the_server_is_killed() -> None:
@@ -181,8 +196,8 @@ async def test_a_server_hanging_in_the_handshake_times_out_and_its_whole_group_i
 ) -> None:
     transport = sdk_stdio("hang", tmp_path)
     with pytest.raises(Disconnected) as caught:
-        await connect(transport, name="stuck", timeouts=Timeouts(handshake=4))
-    assert str(caught.value) == "connector 'stuck' disconnected: no answer to initialize within 4 s"
+        await connect(transport, name="stuck", timeouts=Timeouts(handshake=6))
+    assert str(caught.value) == "connector 'stuck' disconnected: no answer to initialize within 6 s"
     # It ignored SIGTERM and started a child of its own: both are gone.
     assert transport.pid is not None and not alive(transport.pid)
     grandchild = int(markers(tmp_path, "grandchild")[0])

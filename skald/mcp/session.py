@@ -191,6 +191,7 @@ class McpSession:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._failure: Disconnected | None = None
         self._closed = False
+        self._ended = asyncio.Event()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -198,6 +199,12 @@ class McpSession:
     def closed(self) -> bool:
         """True once the session is over (closed by us, or the server went away)."""
         return self._closed or self._failure is not None
+
+    async def wait_closed(self) -> Disconnected | None:
+        """Wait until the session is over (the server went away or `close()` was
+        called); returns why when the server ended it. For supervisors."""
+        await self._ended.wait()
+        return self._failure
 
     @property
     def failure(self) -> Disconnected | None:
@@ -252,6 +259,7 @@ class McpSession:
         if self._closed:
             return
         self._closed = True
+        self._ended.set()
         self._fail_pending(self._failure or Disconnected(self.name, "the session was closed"))
         for task in [*self._state.serving.values(), *self._tasks]:
             if task is not asyncio.current_task():
@@ -273,6 +281,7 @@ class McpSession:
         if self._failure is None:
             self._failure = Disconnected(self.name, reason)
             self._fail_pending(self._failure)
+        self._ended.set()
         return self._failure
 
     def _fail_pending(self, error: Exception) -> None:
@@ -372,6 +381,7 @@ class McpSession:
         with contextlib.suppress(Exception):
             await self.transport.close(grace=False)
         self._fail_pending(failure)
+        self._ended.set()
         return failure
 
     async def request(

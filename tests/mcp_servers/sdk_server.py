@@ -21,9 +21,16 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
+
+if sys.argv[1] == "hang":
+    # First thing, before the SDK's slow imports: a SIGTERM-proof process with a child.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _child = subprocess.Popen(["sleep", "600"])
+    if len(sys.argv) > 2:
+        (Path(sys.argv[2]) / "grandchild").write_text(str(_child.pid))
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -60,6 +67,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             os._exit(3)
         return _text(str(args.get("text", "")))
     if params.name == "wait":
+        if MARKERS is not None:
+            (MARKERS / f"started-{ctx.request_id}").write_text("running")
         try:
             await anyio.sleep_forever()
         finally:
@@ -103,11 +112,6 @@ async def hanging(_server: Any) -> AsyncIterator[dict[str, Any]]:
 async def main() -> None:
     if MODE == "banner":
         os.write(1, b"my-server 1.0 starting up...\n")
-    if MODE == "hang":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        child = subprocess.Popen(["sleep", "600"])  # noqa: ASYNC220 - a test server
-        if MARKERS is not None:
-            (MARKERS / "grandchild").write_text(str(child.pid))
     if MODE == "badversion":
         import mcp.server.runner as runner
 
