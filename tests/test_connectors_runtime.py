@@ -81,6 +81,7 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
     assert isinstance(sent, Sent)
     assert (await svc.wait(ada, sent)).status == "awaiting_approval"
     await svc.stop(ada, conversation.id)
+    await asyncio.wait_for(sent.done, 10)  # the stopped turn has ended
     # With an allow rule on `@mcp:clock` the call goes through.
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
@@ -89,7 +90,7 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
     sent = await svc.send(ada, conversation.id, "and now?")
     assert isinstance(sent, Sent)
     reply = await svc.wait(ada, sent)
-    assert reply.reply == "It is 12:34."
+    assert reply.reply == "It is 12:34.", (reply, _tool_results(fake_llm))
     assert "12:34" in _tool_results(fake_llm)[-1]
     # The server's log notification during the call is recorded with the instance.
     assert any(e.kind == "log" and "the clock was read" in e.text for e in inst.events)

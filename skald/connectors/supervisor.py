@@ -62,7 +62,6 @@ log = get_logger("skald.connectors")
 
 BACKOFF_START_S = 1.0
 BACKOFF_CAP_S = 60.0
-CLOSED_POLL_S = 0.5
 EVENTS_KEPT = 100
 STDERR_KEPT = 20
 CONTAINER_HOME = "/home/skald"
@@ -146,11 +145,7 @@ class Instance:
                 self.note("state", "running")
                 self.ready.set()
                 failures, backoff = 0, BACKOFF_START_S
-                # McpSession offers no wait-for-close; its `closed` turns true when the
-                # reader sees the server go (and it reaps the process then).
-                while not session.closed:  # noqa: ASYNC110
-                    await asyncio.sleep(CLOSED_POLL_S)
-                failure = session.failure
+                failure = await session.wait_closed()
                 error = str(failure) if failure else "the session ended"
                 stderr = session.stderr_tail(STDERR_KEPT)
             except asyncio.CancelledError:
