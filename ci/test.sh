@@ -293,6 +293,23 @@ FAILED=()
 TIMES=()
 
 # run_prepare NAME FUNCTION [ARGS...]: a failure stops the whole run (set -e).
+# The default feed's server-everything dependencies, installed by the product's own host
+# installer (npm ci by lock hash) into the cache the connector tests read
+# (SKALD_TEST_CACHE); a warm run reinstalls nothing.
+prepare_connector_deps() {
+    export SKALD_TEST_CACHE="${SKALD_CI_CACHE:-/var/cache/skald-ci}/skald-tests"
+    "$VENV/bin/python" - <<'PY'
+import asyncio, os
+from pathlib import Path
+from skald.connectors.install import Installer
+from skald.connectors.service import DEFAULT_FEED
+folder = DEFAULT_FEED / "everything"
+files = {n: (folder / n).read_bytes() for n in ("package.json", "package-lock.json")}
+root = Path(os.environ["SKALD_TEST_CACHE"]) / "connectors"
+print(asyncio.run(Installer(None, root).install_deps_on_host("npm", files)))
+PY
+}
+
 run_prepare() {
     local name="$1"
     shift
@@ -334,6 +351,7 @@ main() {
     run_prepare shellcheck prepare_shellcheck
     run_prepare "mcp npm" prepare_mcp_npm
     run_prepare "real model" prepare_real_model
+    run_prepare "connector deps" prepare_connector_deps
 
     run_check ruff check_ruff
     run_check "ruff format" check_format

@@ -408,6 +408,21 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         None,
         {"anon": 401, A: 204, M: 403, C: 403},
     ),
+    # OAuth sign-in: neither connector signs in with OAuth (400); another member's is 404.
+    ("POST", "/api/connectors/{clock}/oauth/start", None, {"anon": 401, A: 400, M: 400, C: 403}),
+    (
+        "POST",
+        "/api/connectors/{private}/oauth/start",
+        None,
+        {"anon": 401, A: 400, M: 404, C: 403},
+    ),
+    (
+        "POST",
+        "/api/connectors/{clock}/oauth/code",
+        {"state": "guess", "code": "c"},
+        {"anon": 401, A: 404, M: 404, C: 403},
+    ),
+    ("GET", "/api/connector-oauth/callback", None, {"anon": 401, A: 400, M: 400, C: 403}),
     ("GET", "/api/marketplace", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("POST", "/api/marketplace/{clock}/install", None, {"anon": 401, A: 409, M: 403, C: 403}),
     ("POST", "/api/marketplace/{clock}/update", None, {"anon": 401, A: 409, M: 403, C: 403}),

@@ -51,6 +51,8 @@ PAGES = {
     "/admin/settings": "admin.system",
     "/welcome": "admin.system",
     "/admin/backups": "admin.system",
+    "/connectors": "connectors.use",
+    "/admin/marketplace": "admin.connectors",
 }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import apsw
+import pytest
 from conftest import PASSWORD, Client
 from connector_support import simple_feed
 
@@ -124,7 +125,11 @@ async def test_update_appears_only_for_a_higher_version_and_installs_the_new_fil
 
 
 async def test_secrets_are_kept_in_the_members_own_database_and_never_answered(
-    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+    runtime: Runtime,
+    make_client: MakeClient,
+    household: dict[str, str],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     key = "sk-live-VERYSECRET-1234567890"
     feed = simple_feed(
@@ -158,6 +163,10 @@ async def test_secrets_are_kept_in_the_members_own_database_and_never_answered(
     for path in owner_files:
         assert key.encode() not in path.read_bytes(), path
     assert key.encode() not in registry.read_bytes()
+    # Nothing of it reached the log (the structured log goes to the process's output).
+    out, err = capfd.readouterr()
+    assert "connector installed" in out + err
+    assert key not in out + err
 
 
 async def test_a_member_cannot_reach_a_connector_they_were_not_granted(

@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
-from conftest import PASSWORD
+from conftest import PASSWORD, Client
 from connector_support import simple_feed
 from fake_llm import Call, FakeLLM
 
+from skald.agent.events import ToolOutput
 from skald.approvals.rules import Rule
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
 from skald.connectors.service import ConnectorsConfig
 from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
+from skald.core.events import ChatEvent
 from skald.core.runtime import Runtime
+
+MakeClient = Callable[[], Awaitable[Client]]
 
 
 async def _models(runtime: Runtime, fake: FakeLLM) -> None:
@@ -76,6 +81,7 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
     assert isinstance(sent, Sent)
     assert (await svc.wait(ada, sent)).status == "awaiting_approval"
     await svc.stop(ada, conversation.id)
+    await asyncio.wait_for(sent.done, 10)  # the stopped turn has ended
     # With an allow rule on `@mcp:clock` the call goes through.
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
@@ -84,8 +90,10 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
     sent = await svc.send(ada, conversation.id, "and now?")
     assert isinstance(sent, Sent)
     reply = await svc.wait(ada, sent)
-    assert reply.reply == "It is 12:34."
+    assert reply.reply == "It is 12:34.", (reply, _tool_results(fake_llm))
     assert "12:34" in _tool_results(fake_llm)[-1]
+    # The server's log notification during the call is recorded with the instance.
+    assert any(e.kind == "log" and "the clock was read" in e.text for e in inst.events)
     # The prompt names the connector; the tool came from the server's schema.
     body = fake_llm.bodies()[-1]
     assert "## Connectors" in body["messages"][0]["content"]
@@ -95,7 +103,9 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
 async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_running(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed"), "clock")
+    mark = tmp_path / "cancelled"
+    feed = simple_feed(tmp_path / "feed", clock={"env": {"CANCEL_MARK": str(mark)}})
+    ada = await _setup(runtime, household, feed, "clock")
     inst = await _running(runtime, "", "clock")
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
@@ -104,16 +114,29 @@ async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_run
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake_llm.script("m", [[Call("mcp__clock__slow", {"seconds": 60})]])
+    subscription = svc.subscribe(ada)
     sent = await svc.send(ada, conversation.id, "count")
     assert isinstance(sent, Sent)
-    for _ in range(200):
-        if inst.calls:
-            break
-        await asyncio.sleep(0.05)
+    # The server's progress notifications reach every client as the call's output.
+    progress = []
+    async with asyncio.timeout(20):
+        async for event in subscription:
+            if isinstance(event, ChatEvent) and isinstance(event.event, ToolOutput):
+                progress.append(event.event.chunk)
+                if len(progress) == 2:
+                    break
+    subscription.close()
+    assert progress[0].startswith("progress: 0/60") and progress[1].startswith("progress: 1/60")
     assert inst.calls, "the call never reached the connector"
     await svc.command(ada, conversation.id, "/stop")
     await asyncio.wait_for(sent.done, 10)
     assert not inst.calls
+    # The server saw the cancellation (its handler was cancelled, not left running).
+    for _ in range(100):
+        if mark.exists():
+            break
+        await asyncio.sleep(0.05)
+    assert mark.read_text() == "cancelled"
     assert inst.state == "running" and inst.session is not None
     await inst.session.ping()
 
@@ -146,6 +169,24 @@ async def test_an_elicitation_becomes_an_inbox_question_and_the_answer_returns_t
     assert await mine.inbox.pending() == []
 
 
+async def test_an_update_restarts_the_running_instance_on_the_new_version(
+    runtime: Runtime, household: dict[str, str], tmp_path: Path
+) -> None:
+    feed = simple_feed(tmp_path / "feed")
+    await _setup(runtime, household, feed, "clock")
+    before = await _running(runtime, "", "clock")
+    c = service.require(runtime.plugins)
+    sup = c.supervisor
+    assert sup is not None
+    write_index(feed, bump=("clock",))
+    row = await c.installer.install(c.feed(), "clock", update=True)
+    assert row.feed_version == 2
+    await sup.restart_all("clock")
+    assert before.state == "stopped" and before.session is None
+    after = await _running(runtime, "", "clock")
+    assert after is not before and after.connector.feed_version == 2
+
+
 async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
@@ -168,7 +209,7 @@ async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
 
 
 async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr(
-    runtime: Runtime, household: dict[str, str], tmp_path: Path
+    runtime: Runtime, household: dict[str, str], tmp_path: Path, make_client: MakeClient
 ) -> None:
     feed = tmp_path / "feed"
     folder = feed / "broken"
@@ -202,6 +243,17 @@ async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr
     row = await c.store.require("broken")
     assert row.last_error and "exited with status 3" in row.last_error
     assert row.last_stderr and "boom" in row.last_stderr
+    # The card says so: administrators see the stderr lines and the events, members not.
+    mum = await make_client()
+    await mum.login("mum")
+    card = (await mum.call("GET", "/api/connectors/broken")).json()
+    assert card["state"] == "failed" and "boom" in card["last_stderr"]
+    assert [e["kind"] for e in card["events"]][-1] == "state"
+    ada = await make_client()
+    await ada.login("ada")
+    card = (await ada.call("GET", "/api/connectors/broken")).json()
+    assert card["state"] == "failed"
+    assert card["last_stderr"] is None and card["last_error"] is None and card["events"] == []
 
 
 async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activates_tools(

@@ -105,6 +105,7 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "nav-overview",
             "nav-tasks",
             "nav-files",
+            "nav-connectors",
             "nav-profile",
             "nav-page-sample",
             "nav-page-sample-broken",

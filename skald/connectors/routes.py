@@ -15,12 +15,14 @@ from typing import Annotated, Any
 import msgspec
 from litestar import delete, get, post, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.response import Redirect
 
 from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
-from skald.connectors.feed import secret_names
+from skald.connectors import oauth
+from skald.connectors.feed import Manifest, OAuthSpec, secret_names
 from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.connectors.store import Connector
 from skald.core.runtime import Runtime
@@ -33,6 +35,12 @@ ADMIN = [requires(ADMIN_CONNECTORS)]
 class ToolOut(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     description: str
+
+
+class EventOut(msgspec.Struct, frozen=True, kw_only=True):
+    at: float
+    kind: str  # log, state, error
+    text: str
 
 
 class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +60,9 @@ class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
     tools: list[ToolOut]
     last_error: str | None = None
     last_stderr: str | None = None  # administrators only
+    # The instance's recent events (its log notifications, restarts, errors): the
+    # member's own instance; a household one's only for administrators.
+    events: list[EventOut] = msgspec.field(default_factory=list)
 
 
 class SecretsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -96,12 +107,15 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
     except Exception:  # locked data: no secret can be read, none is shown
         set_names = []
     fields = [{"name": f.name, "label": f.label or f.name} for f in _auth_fields(row)]
-    needed = _needed_secrets(row)
+    needed = _needed_secrets(row) | ({oauth.ACCESS} if row.auth == "oauth2" else set())
     sup = c.supervisor
-    state, tools = ("stopped", [])
+    state, tools, events = ("stopped", [], [])
     if sup is not None:
         state, listed = sup.state_of(user.id, row)
         tools = [ToolOut(name=t.name, description=t.description) for t in listed]
+        inst = sup.instance_for(user.id, row)
+        if inst is not None and (inst.owner == user.id or admin):
+            events = [EventOut(at=e.at, kind=e.kind, text=e.text) for e in list(inst.events)[-50:]]
     return ConnectorOut(
         name=row.name,
         display_name=row.display_name,
@@ -119,6 +133,7 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
         tools=tools,
         last_error=row.last_error if admin else None,
         last_stderr=row.last_stderr if admin else None,
+        events=events,
     )
 
 
@@ -217,6 +232,99 @@ async def sign_out(name: FromPath[str], request: AnyRequest, rt: NamedDependency
     await c.secrets(mine.handle.db).delete(name)
     if c.supervisor is not None:
         await c.supervisor.stop_member(p.user.id, name)
+
+
+# -- OAuth 2 sign-in (PKCE) -------------------------------------------------------------
+
+
+class OAuthStartOut(msgspec.Struct, frozen=True, kw_only=True):
+    url: str  # open it; the service sends the browser back to the callback route
+    state: str
+
+
+class OAuthCodeIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    state: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    code: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
+
+
+def _oauth_spec(row: Connector) -> OAuthSpec:
+    manifest = msgspec.convert(
+        {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+    )
+    if manifest.auth.type != "oauth2" or manifest.auth.oauth is None:
+        raise InvalidInputError(f"{row.name} does not sign in with OAuth")
+    return manifest.auth.oauth
+
+
+def _callback_url(request: AnyRequest) -> str:
+    return str(request.base_url).rstrip("/") + CALLBACK
+
+
+async def _finish(
+    rt: Runtime, request: AnyRequest, state: str, code: str, name: str | None = None
+) -> Connector:
+    c = _conn(rt)
+    p = principal_of(request)
+    pending = c.oauth.take(state, p.user.id)
+    if name is not None and pending.connector != name:
+        raise NotFoundError("this sign-in belongs to another connector")
+    row = await c.require_usable(p.user, p.role, pending.connector)
+    tokens = await oauth.exchange(_oauth_spec(row), code, pending)
+    mine = await rt.user_runtime(p.user)
+    store = c.secrets(mine.handle.db)
+    for key, value in tokens.items():
+        await store.put(row.name, key, value)
+    if c.supervisor is not None:
+        await c.supervisor.restart_member(p.user.id, row.name)
+    return row
+
+
+CALLBACK = "/api/connector-oauth/callback"
+
+
+@post(
+    "/api/connectors/{name:str}/oauth/start",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404),
+)
+async def oauth_start(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> OAuthStartOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    url = c.oauth.start(p.user.id, row.name, _oauth_spec(row), _callback_url(request))
+    state = url.split("state=", 1)[1].split("&", 1)[0]
+    return OAuthStartOut(url=url, state=state)
+
+
+@get(CALLBACK, guards=USE, responses=errors(400, 404))
+async def oauth_callback(
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    flow: Annotated[str, QueryParameter(name="state", max_length=200)] = "",
+    code: Annotated[str, QueryParameter(name="code", max_length=4000)] = "",
+) -> Redirect:
+    """The service sends the member's browser here with the code; back to the page."""
+    if not flow or not code:
+        raise InvalidInputError("the sign-in service sent no code")
+    row = await _finish(rt, request, flow, code)
+    return Redirect(path=f"/#/connectors?signed_in={row.name}")
+
+
+@post(
+    "/api/connectors/{name:str}/oauth/code", guards=USE, status_code=200, responses=errors(400, 404)
+)
+async def oauth_code(
+    name: FromPath[str],
+    data: JSONBody[OAuthCodeIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> ConnectorOut:
+    """A code pasted back by the member (when the callback cannot reach this server)."""
+    row = await _finish(rt, request, data.state, data.code, name)
+    return await _describe(_conn(rt), request, row)
 
 
 # -- administrators -----------------------------------------------------------------------
@@ -326,4 +434,7 @@ ROUTES = [
     list_grants,
     grant,
     revoke,
+    oauth_start,
+    oauth_callback,
+    oauth_code,
 ]

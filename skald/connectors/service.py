@@ -21,6 +21,7 @@ import msgspec
 
 from skald.connectors.feed import Feed
 from skald.connectors.install import Installer
+from skald.connectors.oauth import OAuthFlows
 from skald.connectors.store import Connector, ConnectorStore, SecretStore
 from skald.errors import NotFoundError
 from skald.permissions import can, declare
@@ -61,6 +62,7 @@ class Connectors:
         self.root = runtime.core.layout.root / "connectors"
         self.installer = Installer(self.store, self.root)
         self.supervisor: Supervisor | None = None
+        self.oauth = OAuthFlows()
 
     def feed(self) -> Feed:
         return Feed(self.config.feed or str(DEFAULT_FEED))

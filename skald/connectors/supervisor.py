@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from skald.connectors.feed import Manifest, expand
+from skald.connectors import oauth
+from skald.connectors.feed import Manifest, OAuthSpec, expand
 from skald.connectors.install import deps_command
 from skald.connectors.store import Connector
 from skald.log import get_logger
@@ -61,7 +62,6 @@ log = get_logger("skald.connectors")
 
 BACKOFF_START_S = 1.0
 BACKOFF_CAP_S = 60.0
-CLOSED_POLL_S = 0.5
 EVENTS_KEPT = 100
 STDERR_KEPT = 20
 CONTAINER_HOME = "/home/skald"
@@ -145,11 +145,7 @@ class Instance:
                 self.note("state", "running")
                 self.ready.set()
                 failures, backoff = 0, BACKOFF_START_S
-                # McpSession offers no wait-for-close; its `closed` turns true when the
-                # reader sees the server go (and it reaps the process then).
-                while not session.closed:  # noqa: ASYNC110
-                    await asyncio.sleep(CLOSED_POLL_S)
-                failure = session.failure
+                failure = await session.wait_closed()
                 error = str(failure) if failure else "the session ended"
                 stderr = session.stderr_tail(STDERR_KEPT)
             except asyncio.CancelledError:
@@ -162,8 +158,10 @@ class Instance:
                 self.ready.clear()
                 self.session = None
                 if session is not None:
+                    # Awaited even when this task is being cancelled (`stop`): the process
+                    # is killed and reaped before `stop` returns (revocation is synchronous).
                     with contextlib.suppress(Exception):
-                        await asyncio.shield(session.close())
+                        await session.close()
             failures += 1
             scrubbed = self.scrub(error or "")
             lines = "\n".join(self.scrub(s) for s in stderr)
@@ -425,7 +423,13 @@ class Supervisor:
         secrets: dict[str, str] = {}
         member = self.members.get(inst.owner) if inst.owner else None
         if member is not None:
-            secrets = await self.connectors.secrets(member.handle.db).values(row.name)
+            store = self.connectors.secrets(member.handle.db)
+            secrets = await store.values(row.name)
+            if manifest.auth.type == "oauth2" and manifest.auth.oauth is not None:
+                manifest, secrets = await _with_oauth(manifest, manifest.auth.oauth, secrets)
+                for key in (oauth.ACCESS, oauth.REFRESH, oauth.EXPIRES):
+                    if key in secrets:
+                        await store.put(row.name, key, secrets[key])
         if row.install_dir is None:
             raise McpError(f"connector '{row.name}' is not installed")
         deps_hash = row.manifest.get("_deps_hash")
@@ -568,3 +572,18 @@ def _copy_into_home(src: Path, dest: Path) -> None:
     staging.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(src, staging)
     staging.rename(dest)
+
+
+async def _with_oauth(
+    manifest: Manifest, spec: OAuthSpec, secrets: dict[str, str]
+) -> tuple[Manifest, dict[str, str]]:
+    """The access token delivered as the manifest says (refreshed first when it expires
+    within a minute); without one, the launch fails asking to sign in."""
+    if oauth.ACCESS in secrets and oauth.needs_refresh(secrets):
+        secrets = {**secrets, **await oauth.refresh(spec, secrets)}
+    token = "{SECRET:" + oauth.ACCESS + "}"
+    if spec.deliver == "header":
+        headers = {**manifest.headers, spec.target: f"Bearer {token}"}
+        return msgspec.structs.replace(manifest, headers=headers), secrets
+    env = {**manifest.env, spec.target: token}
+    return msgspec.structs.replace(manifest, env=env), secrets

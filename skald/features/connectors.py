@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from skald.core.services import ServiceSpec
 from skald.permissions import can
 from skald.plugins import hookimpl
+from skald.plugins.specs import Page
 from skald.store.migrations import Feature
 
 if TYPE_CHECKING:
@@ -39,6 +40,19 @@ def skald_routes() -> list[Any]:
     from skald.connectors import routes
 
     return list(routes.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(path="/connectors", title="nav.connectors", capability="connectors.use", order=40),
+        Page(
+            path="/admin/marketplace",
+            title="nav.marketplace",
+            capability="admin.connectors",
+            order=135,
+        ),
+    ]
 
 
 @hookimpl

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
@@ -13,8 +14,9 @@ server = MCPServer("clock")
 
 
 @server.tool()
-def now() -> str:
+async def now(ctx: Context) -> str:  # type: ignore[type-arg]
     """The time on the server, as text."""
+    await ctx.info("the clock was read")
     return "12:34"
 
 
@@ -27,9 +29,16 @@ def has_key() -> str:
 @server.tool()
 async def slow(seconds: float, ctx: Context) -> str:  # type: ignore[type-arg]
     """Count to `seconds`, reporting progress each step."""
-    for i in range(int(seconds)):
-        await ctx.report_progress(i, seconds)
-        await asyncio.sleep(1)
+    try:
+        for i in range(int(seconds)):
+            await ctx.report_progress(i, seconds)
+            await asyncio.sleep(1)
+    except asyncio.CancelledError:
+        # The client's notifications/cancelled reached the server: say so for the test.
+        mark = os.environ.get("CANCEL_MARK")
+        if mark:
+            Path(mark).write_text("cancelled")  # noqa: ASYNC240 - a test server, tiny write
+        raise
     return "done"
 
 

@@ -27,6 +27,7 @@ import { AdminSettingsPage } from './pages/admin-settings.js';
 import { WelcomePage } from './pages/welcome.js';
 import { AdminBackupsPage } from './pages/admin-backups.js';
 import { AgentsPage } from './pages/agents.js';
+import { ConnectorsPage, MarketplacePage } from './pages/connectors.js';
 
 // Built-in paths -> how to show them. `flush` pages (the chat) fill the main
 // area and scroll inside it; `fullOnly` pages send the simple shell home
@@ -51,6 +52,8 @@ const BUILTIN = {
   '/admin/settings': { page: AdminSettingsPage, icon: 'home', testid: 'nav-admin-settings' },
   '/welcome': { page: WelcomePage, icon: 'sparkle', testid: 'nav-welcome', fullOnly: true },
   '/admin/backups': { page: AdminBackupsPage, icon: 'archive', testid: 'nav-admin-backups' },
+  '/connectors': { page: ConnectorsPage, icon: 'tool', testid: 'nav-connectors' },
+  '/admin/marketplace': { page: MarketplacePage, icon: 'archive', testid: 'nav-admin-marketplace' },
 };
 
 // The label of a page: its i18n key translated; a key nobody translated (a

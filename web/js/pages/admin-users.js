@@ -11,6 +11,7 @@ import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } fro
 import { Dialog, ConfirmDialog } from '../components/dialog.js';
 import { RecoveryCode } from '../components/recovery.js';
 import { formatSize } from './files.js';
+import { UserConnectorGrants } from './connectors.js';
 
 function roleLabel(roles, name) {
   const r = roles.find((x) => x.name === name);
@@ -104,6 +105,7 @@ function EditUser({ user, roles, onClose, onSaved }) {
         <${RoleSelect} id=${ids.role} roles=${roles} value=${form.role} testid="user-edit-role"
           onChange=${(v) => setForm({ ...form, role: v })} />
       <//>
+      <${UserConnectorGrants} user=${user} />
       <${ErrorNotice} error=${error} testid="user-edit-error" />
       <div class="actions">
         <button type="button" class="btn btn--ghost" onClick=${onClose}>${t('common.cancel')}</button>

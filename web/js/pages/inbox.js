@@ -74,6 +74,8 @@ function QuestionItem({ item, onDone }) {
   return html`<li class="inbox-item inbox-item--question" data-testid="inbox-item" data-item-id=${item.id}
       data-kind="question" data-conversation-id=${item.conversation_id}>
     <${ItemHead} item=${item} />
+    ${item.tool && item.tool.startsWith('mcp__') && html`<p class="small muted" data-testid="inbox-item-connector">
+      ${t('inbox.from_connector', { name: item.tool.slice(5) })}</p>`}
     ${item.reason && html`<p class="inbox-item__question" data-testid="inbox-item-question">${item.reason}</p>`}
     ${item.choices && item.choices.length > 0 &&
     html`<div class="inbox-item__choices" data-testid="inbox-item-choices">
