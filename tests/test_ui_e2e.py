@@ -295,9 +295,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     def cap_row(name: str) -> Any:
         return admin.locator(f'[data-testid="role-cap-row"][data-capability="{name}"]')
 
-    expect(cap_row("projects.use").get_by_test_id("cap-reserved")).to_have_text(
-        "Not available yet"
-    )
+    expect(cap_row("projects.use").get_by_test_id("cap-reserved")).to_have_text("Not available yet")
     expect(cap_row("projects.use").get_by_test_id("cap-reserved-note")).to_be_visible()
     expect(cap_row("sandbox.exec").get_by_test_id("cap-reserved")).to_have_count(0)
     # Capabilities are named in words, not by their identifiers.
