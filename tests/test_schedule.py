@@ -290,3 +290,19 @@ async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use
         "Europe/Rome"
         in ScheduleTool(runtime.user_runtimes[household["mum"]], scheduler).spec.description
     )
+
+
+async def test_deleting_a_job_while_it_runs_ends_cleanly(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["done"])
+    member = runtime.user_runtimes[ada]
+    jobs = await scheduler.jobs(member)
+    job = await jobs.create(JobSpec(title="d", prompt="do", cron="0 8 * * *"))
+    store = ScheduleStore(member.handle.db)
+    run = await store.start_run(job, clock.now())
+    await jobs.delete(job.id)  # its runs go with it, the running one included
+    assert await scheduler.execute(member, job, run) is None
+    assert await store.runs() == []

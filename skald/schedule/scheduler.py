@@ -182,7 +182,7 @@ class Scheduler:
             )
         return text
 
-    async def execute(self, member: UserRuntime, job: Job, run: Run) -> Run:
+    async def execute(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
         """Run the job's turn and record how it ended (the chore behind a claimed run)."""
         store = ScheduleStore(member.handle.db)
         user_id = member.user.id
