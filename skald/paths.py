@@ -67,6 +67,11 @@ class DataLayout:
         return self.root / "instance.key"
 
     @property
+    def vapid_key(self) -> Path:
+        """The instance's Web Push (VAPID) signing key, PEM, 0600."""
+        return self.root / "vapid.pem"
+
+    @property
     def homes_dir(self) -> Path:
         return self.root / "homes"
 

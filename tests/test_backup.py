@@ -32,6 +32,7 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess, run_cli
 from skald.core.keys import TEST_KDF
 from skald.core.users import UserManager
 from skald.errors import SkaldError, StorageError
+from skald.notify.webpush import VapidKey
 from skald.ops.archive import MANIFEST_NAME, BackupError
 from skald.ops.backup import OfflineSnapshotter, create_backup
 from skald.ops.restore import restore_command
@@ -300,16 +301,20 @@ def test_offline_backup_keeps_modes_and_links_and_skips_what_it_cannot_restore(
 
 
 def test_quick_backup_holds_databases_and_keys_only(offline: ServerProcess) -> None:
+    # The Web Push key is one of the instance's keys: devices' subscriptions are bound to it.
+    vapid = VapidKey.load_or_create(offline.data / "vapid.pem")
     archive = _backup(offline, "--quick")
     manifest = _manifest(archive)
     assert manifest["kind"] == "quick"
     tops = {e["path"].split("/", 1)[0] for e in manifest["files"]}
-    assert tops <= {"database", "instance.key", "config.toml", "providers.json"}
+    assert tops <= {"database", "instance.key", "config.toml", "providers.json", "vapid.pem"}
+    assert "vapid.pem" in tops
     # A quick restore puts the databases back and leaves the homes alone.
     (offline.data / "homes" / "somebody" / "sub" / "notes.txt").write_text("newer")
     r = offline.cli("restore", str(archive), "--yes")
     assert r.returncode == 0, r.stderr
     assert (offline.data / "homes" / "somebody" / "sub" / "notes.txt").read_text() == "newer"
+    assert VapidKey.load_or_create(offline.data / "vapid.pem").public_key == vapid.public_key
 
 
 def _rewrite(archive: Path, dest: Path, edit: Any) -> Path:

@@ -5,17 +5,24 @@ sleep and the service's clock are injected, nothing here sleeps or measures time
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, Client
+from conftest import PASSWORD, TEST_ENV, Client
 from test_api_access import MakeClient
 
+from skald.config import load_config
 from skald.core.events import NotificationsChanged, Notified, ServerEvent
 from skald.core.notifications import NotificationService
 from skald.core.runtime import Runtime
-from skald.errors import DatabaseClosedError, InvalidInputError
+from skald.errors import ConfigError, DatabaseClosedError, InvalidInputError
 from skald.notify.channels import Delivery
+from skald.notify.config import NotificationsConfig
+from skald.notify.quiet import is_quiet
+from skald.paths import DataLayout
 from skald.store.notifications import NotificationPrefs, QuietHours
 
 pytestmark = pytest.mark.timeout(60)
@@ -40,12 +47,21 @@ class Hand:
         self.windows.append(future)
         await future
 
+    async def opened(self, count: int) -> None:
+        """Until `count` windows were opened in all (a bounded wait for an event)."""
+        for _ in range(1000):
+            if len(self.windows) >= count:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"only {len(self.windows)} of {count} windows were opened")
+
     async def close_windows(self) -> None:
-        # The batch task starts on the loop's next turns: let it open its window first.
-        for _ in range(100):
+        # The batch task starts on the loop's next turns (after database calls in threads):
+        # let it open its window first (a bounded wait for an event, not a timing).
+        for _ in range(1000):
             if any(not f.done() for f in self.windows):
                 break
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
         for future in self.windows:
             if not future.done():
                 future.set_result(None)
@@ -356,3 +372,169 @@ async def test_settings_round_trip(
     assert r.status_code == 200, r.text
     r = await ada.call("GET", "/api/notifications/settings")
     assert r.json()["quiet"] == {"start": "22:30", "end": "06:45", "timezone": None}
+
+
+class Waiting(Recorder):
+    """A recorder the test can wait on (an event, not a clock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = asyncio.Event()
+
+    async def deliver(self, delivery: Delivery) -> bool:
+        await super().deliver(delivery)
+        self.arrived.set()
+        return True
+
+
+async def test_the_held_loop_sends_what_quiet_hours_held_once_they_are_over(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    hand = Hand()
+    clock = Clock(datetime(2026, 12, 1, 22, 0, tzinfo=UTC))  # 23:00 in Rome
+    service = _service(runtime, hand, clock)
+    rec = Waiting()
+    service.register(rec)
+    ada = household["ada"]
+    quiet = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
+    await service.save_prefs(ada, NotificationPrefs(channels=["rec"], quiet=quiet))
+    loop = asyncio.create_task(service.run())
+    try:
+        await hand.opened(1)  # the loop waits for its first round
+        await service.notify(ada, title="overnight")
+        await hand.opened(2)  # the batch window
+        await hand.close_windows()  # both: the batch is held, the loop's round finds it quiet
+        await service.settle()
+        await hand.opened(3)  # the loop waits again
+        assert rec.deliveries == []
+        clock.now = datetime(2026, 12, 2, 6, 30, tzinfo=UTC)  # 07:30 in Rome
+        await hand.close_windows()  # the loop's next round
+        await asyncio.wait_for(rec.arrived.wait(), 10)
+        assert [n.title for d in rec.deliveries for n in d.items] == ["overnight"]
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+
+
+async def test_held_notifications_survive_a_lock_and_go_out_after_the_unlock(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    hand = Hand()
+    clock = Clock(datetime(2026, 12, 1, 22, 0, tzinfo=UTC))
+    service = _service(runtime, hand, clock)
+    rec = Recorder()
+    service.register(rec)
+    ada = household["ada"]
+    quiet = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
+    await service.save_prefs(ada, NotificationPrefs(channels=["rec"], quiet=quiet))
+    await service.notify(ada, title="while you sleep")
+    await hand.close_windows()
+    await service.settle()
+    await runtime.lock(ada)  # signed out everywhere: the key leaves memory
+    clock.now = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
+    await service.deliver_held(ada)  # nothing can be read: nothing happens, no error
+    assert rec.deliveries == []
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    await service.deliver_held(ada)
+    assert [n.title for d in rec.deliveries for n in d.items] == ["while you sleep"]
+
+
+async def test_a_notification_cut_off_by_a_restart_is_delivered_after_it(
+    tmp_path: Path,
+) -> None:
+    layout = DataLayout(tmp_path / "data")
+    config = load_config(layout.root, TEST_ENV)
+    first = await Runtime.boot(layout, config, announce=io.StringIO())
+    try:
+        ada = (await first.core.users.create("ada", PASSWORD, "member")).user.id
+        await first.attach(await first.core.users.unlock("ada", PASSWORD))
+        service = _service(first, Hand())  # its window never closes: the "crash" comes first
+        await service.notify(ada, title="before the restart")
+    finally:
+        await first.shutdown()
+    second = await Runtime.boot(layout, config, announce=io.StringIO())
+    try:
+        await second.attach(await second.core.users.unlock("ada", PASSWORD))
+        clock = Clock(datetime.now(UTC) + timedelta(minutes=1))
+        service = _service(second, Hand(), clock)
+        rec = Recorder()
+        service.register(rec)
+        await service.save_prefs(ada, NotificationPrefs(channels=["rec"]))
+        await service.deliver_held(ada)
+        await service.deliver_held(ada)
+        assert [n.title for d in rec.deliveries for n in d.items] == ["before the restart"]
+    finally:
+        await second.shutdown()
+
+
+def test_the_notifications_section_of_config_toml_is_checked_with_its_line(
+    tmp_path: Path,
+) -> None:
+    from skald.plugins.manager import Plugins
+
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "config.toml").write_text("[notifications]\nbatch_ms = 200\nheld_check_s = 0\n")
+    with pytest.raises(ConfigError, match=r"line 3.*held_check_s"):
+        load_config(root, TEST_ENV, lambda _: Plugins.builtin().config_sections())
+    (root / "config.toml").write_text('[notifications]\nvapid_subject = "mailto:me@home.example"\n')
+    config = load_config(root, TEST_ENV, lambda _: Plugins.builtin().config_sections())
+    assert config.section("notifications", NotificationsConfig).vapid_subject == (
+        "mailto:me@home.example"
+    )
+
+
+@pytest.mark.parametrize(
+    ("utc", "quiet"),
+    [
+        # Rome, winter (UTC+1): 21:59 local is not quiet, 22:00 is, 06:59 is, 07:00 is not.
+        (datetime(2026, 1, 10, 20, 59, tzinfo=UTC), False),
+        (datetime(2026, 1, 10, 21, 0, tzinfo=UTC), True),
+        (datetime(2026, 1, 11, 5, 59, tzinfo=UTC), True),
+        (datetime(2026, 1, 11, 6, 0, tzinfo=UTC), False),
+        # Summer (UTC+2): the same wall-clock window, two hours before UTC.
+        (datetime(2026, 7, 10, 19, 59, tzinfo=UTC), False),
+        (datetime(2026, 7, 10, 20, 0, tzinfo=UTC), True),
+        (datetime(2026, 7, 11, 4, 59, tzinfo=UTC), True),
+        (datetime(2026, 7, 11, 5, 0, tzinfo=UTC), False),
+        # The spring-forward night (29 March 2026, 02:00 -> 03:00): quiet throughout.
+        (datetime(2026, 3, 29, 0, 59, tzinfo=UTC), True),
+        (datetime(2026, 3, 29, 1, 0, tzinfo=UTC), True),
+        (datetime(2026, 3, 29, 5, 0, tzinfo=UTC), False),  # 07:00 CEST
+    ],
+)
+def test_quiet_hours_follow_the_wall_clock_of_the_members_zone(utc: datetime, quiet: bool) -> None:
+    window = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
+    assert is_quiet(window, utc, "UTC") is quiet
+
+
+def test_a_daytime_quiet_window_and_the_household_zone_by_default() -> None:
+    window = QuietHours(start="13:00", end="15:30")  # no zone: the household's
+    assert is_quiet(window, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "Europe/Rome")
+    assert not is_quiet(window, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "UTC")
+    assert not is_quiet(window, datetime(2026, 1, 10, 14, 30, tzinfo=UTC), "Europe/Rome")
+    assert not is_quiet(None, datetime(2026, 1, 10, 12, 0, tzinfo=UTC), "UTC")
+
+
+async def test_quiet_hours_without_a_zone_use_the_members_own_then_the_households(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    hand = Hand()
+    # 12:00 UTC: 07:00 in New York (quiet 01:00-08:00 there), 12:00 in the household (UTC).
+    clock = Clock(datetime(2026, 1, 10, 12, 0, tzinfo=UTC))
+    service = _service(runtime, hand, clock)
+    rec = Recorder()
+    service.register(rec)
+    ada, mum = household["ada"], household["mum"]
+    await runtime.core.registry.update_user(ada, profile={"timezone": "America/New_York"})
+    await runtime.core.registry.update_user(mum, profile={"timezone": "Mars/Base"})
+    quiet = QuietHours(start="01:00", end="08:00")
+    for who in (ada, mum):
+        await service.save_prefs(who, NotificationPrefs(channels=["rec"], quiet=quiet))
+        await service.notify(who, title=who)
+    await hand.opened(2)  # one window per member
+    await hand.close_windows()
+    await service.settle()
+    # Ada's own zone says quiet; mum's is no zone, so the household's: not quiet.
+    assert [d.user_id for d in rec.deliveries] == [mum]

@@ -393,3 +393,21 @@ async def test_the_plugins_pages_are_listed_after_the_built_ins_only_with_its_ca
     assert module.status_code == 200
     assert module.headers["content-type"].startswith("text/javascript")
     assert "export async function render(root, ctx)" in module.text
+
+
+async def test_the_plugins_notification_channel_carries_a_members_batch(
+    runtime: Runtime, make_client: MakeClient
+) -> None:
+    await runtime.core.users.create("ada", PASSWORD, "member")
+    ada = await make_client()
+    await ada.login("ada")
+    r = await ada.call("GET", "/api/notifications/settings")
+    assert r.json()["available"] == ["web", "pigeon"]
+    r = await ada.call("PUT", "/api/notifications/settings", json={"channels": ["pigeon"]})
+    assert r.status_code == 200, r.text
+    user_id = (await runtime.core.users.get("ada")).id
+    await runtime.notifications.notify(user_id, title="coo", source="sample")
+    await runtime.notifications.flush()
+    pigeon = runtime.notifications.channels["pigeon"]
+    assert isinstance(pigeon, sample_plugin.PigeonChannel)
+    assert [[n.title for n in d.items] for d in pigeon.deliveries] == [["coo"]]

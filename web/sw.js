@@ -38,3 +38,44 @@ self.addEventListener('fetch', (event) => {
       .catch(() => caches.match(req).then((hit) => hit || caches.match(scope.href))),
   );
 });
+
+// Web Push (docs/dev/notifications.md). The server sends, encrypted, the JSON
+// {count, unread, items: [{id, title, body, link}]} (newest first). One batch
+// is one system notification; a newer one replaces it (same tag).
+self.addEventListener('push', (event) => {
+  let data = null;
+  try {
+    data = event.data ? event.data.json() : null;
+  } catch (e) {
+    data = null;
+  }
+  const items = (data && Array.isArray(data.items) && data.items) || [];
+  const first = items[0] || { title: 'Skald', body: '' };
+  const count = (data && data.count) || items.length || 1;
+  const title = count > 1 ? `Skald (${count})` : first.title;
+  const body = count > 1 ? items.map((i) => `• ${i.title}`).join('\n') : first.body || '';
+  event.waitUntil(
+    self.registration.showNotification(title, {
+      body,
+      tag: 'skald-notifications',
+      renotify: true,
+      icon: 'icons/icon-192.png',
+      badge: 'icons/icon-192.png',
+      data: { link: typeof first.link === 'string' && first.link.startsWith('/') && !first.link.startsWith('//') ? first.link : '/' },
+    }),
+  );
+});
+
+// A tap opens the app (an open window if there is one) at the notification's page.
+self.addEventListener('notificationclick', (event) => {
+  event.notification.close();
+  const link = (event.notification.data && event.notification.data.link) || '/';
+  const url = new URL(`#${link}`, self.registration.scope).href;
+  event.waitUntil(
+    self.clients.matchAll({ type: 'window', includeUncontrolled: true }).then((wins) => {
+      const win = wins.find((w) => w.url.startsWith(self.registration.scope));
+      if (win) return win.navigate(url).then((w) => (w || win).focus());
+      return self.clients.openWindow(url);
+    }),
+  );
+});

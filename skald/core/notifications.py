@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -42,7 +42,7 @@ from skald.log import get_logger
 from skald.notify.batch import Batcher
 from skald.notify.channels import Delivery, NotificationChannel
 from skald.notify.config import NotificationsConfig
-from skald.notify.quiet import check_quiet, is_quiet
+from skald.notify.quiet import check_quiet, default_zone, is_quiet
 from skald.notify.tool import MAX_BODY, MAX_TITLE
 from skald.notify.webpush import MAX_PAYLOAD, PushTarget, VapidKey, check_endpoint, check_keys, send
 from skald.store.notifications import (
@@ -89,15 +89,16 @@ class NotificationService:
         runtime: Runtime,
         *,
         clock: Callable[[], datetime] = _now,
-        sleep: Callable[[float], object] | None = None,
+        sleep: Callable[[float], Awaitable[object]] | None = None,
+        config: NotificationsConfig | None = None,
     ) -> None:
         self._rt = runtime
-        self.config = runtime.config.section("notifications", NotificationsConfig)
+        self.config = config or runtime.config.section("notifications", NotificationsConfig)
         self.clock = clock
+        # One sleep for the batch windows and the held-delivery loop (tests move both).
+        self._sleep: Callable[[float], Awaitable[object]] = sleep or asyncio.sleep
         self._batcher: Batcher[str, str] = Batcher(
-            self._deliver,
-            self.config.batch_ms / 1000,
-            **({"sleep": sleep} if sleep is not None else {}),  # type: ignore[arg-type]
+            self._deliver, self.config.batch_ms / 1000, sleep=self._sleep
         )
         self._locks: dict[str, asyncio.Lock] = {}
         self._channels: dict[str, NotificationChannel] | None = None
@@ -224,7 +225,9 @@ class NotificationService:
             if not notes:
                 return
             prefs = await store.prefs()
-            if is_quiet(prefs.quiet, self.clock(), self._rt.config.assistant.timezone):
+            user, _ = await self._rt.member(user_id)
+            zone = default_zone(user.profile.get("timezone"), self._rt.config.assistant.timezone)
+            if is_quiet(prefs.quiet, self.clock(), zone):
                 notes = [n for n in notes if n.urgency == "high"]
                 if not notes:
                     return
@@ -277,7 +280,7 @@ class NotificationService:
         """The held-delivery loop (a service): every `held_check_s`, each unlocked member."""
         try:
             while True:
-                await asyncio.sleep(self.config.held_check_s)
+                await self._sleep(self.config.held_check_s)
                 for user_id in list(self._rt.user_runtimes):
                     try:
                         await self.deliver_held(user_id)
@@ -294,13 +297,13 @@ class NotificationService:
     @property
     def vapid(self) -> VapidKey:
         if self._vapid is None:
-            self._vapid = VapidKey.load_or_create(self._rt.core.layout.root / "vapid.pem")
+            self._vapid = VapidKey.load_or_create(self._rt.core.layout.vapid_key)
         return self._vapid
 
     async def public_key(self) -> str:
         if self._vapid is None:
             self._vapid = await asyncio.to_thread(
-                VapidKey.load_or_create, self._rt.core.layout.root / "vapid.pem"
+                VapidKey.load_or_create, self._rt.core.layout.vapid_key
             )
         return self._vapid.public_key
 
@@ -376,9 +379,11 @@ def push_payload(delivery: Delivery) -> bytes:
             return data
         if len(items) > 1:
             items = items[:-1]
-        else:  # one item too long: its text shortened
+        elif items[0].body:  # one item too long: its text shortened
             first = items[0]
             items = [msgspec.structs.replace(first, body=first.body[: len(first.body) // 2])]
+        else:  # cannot happen within the limits; never loop forever
+            items = [msgspec.structs.replace(items[0], title=items[0].title[:100], link=None)]
 
 
 class WebChannel:

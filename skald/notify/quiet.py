@@ -8,13 +8,13 @@ refused (it would mean "never" or "always"; nobody means either).
 from __future__ import annotations
 
 import re
-from datetime import datetime, time, timedelta
+from datetime import datetime, time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from skald.errors import InvalidInputError
 from skald.store.notifications import QuietHours
 
-__all__ = ["check_quiet", "is_quiet", "quiet_ends"]
+__all__ = ["check_quiet", "default_zone", "is_quiet"]
 
 _HHMM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 
@@ -44,6 +44,20 @@ def _zone(quiet: QuietHours, household: str) -> ZoneInfo:
     return ZoneInfo(quiet.timezone or household)
 
 
+def default_zone(profile_zone: str | None, household: str) -> str:
+    """The zone of quiet hours without one of their own: the member's (`timezone` in
+    their profile, as the scheduler reads it) when it is a real zone, else the
+    household's."""
+    name = (profile_zone or "").strip()
+    if name:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            return household
+        return name
+    return household
+
+
 def is_quiet(quiet: QuietHours | None, now: datetime, household: str) -> bool:
     if quiet is None:
         return False
@@ -52,16 +66,3 @@ def is_quiet(quiet: QuietHours | None, now: datetime, household: str) -> bool:
     if start < end:
         return start <= local < end
     return local >= start or local < end
-
-
-def quiet_ends(quiet: QuietHours | None, now: datetime, household: str) -> datetime | None:
-    """When the quiet time around `now` ends (aware, in the member's zone), or None."""
-    if quiet is None or not is_quiet(quiet, now, household):
-        return None
-    zone = _zone(quiet, household)
-    local = now.astimezone(zone)
-    end = _parse(quiet.end, "end")
-    candidate = datetime.combine(local.date(), end, tzinfo=zone)
-    if candidate <= local:
-        candidate = datetime.combine(local.date() + timedelta(days=1), end, tzinfo=zone)
-    return candidate

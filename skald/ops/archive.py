@@ -5,7 +5,7 @@ An archive is an uncompressed POSIX tar (databases do not compress after encrypt
     database/system.db            the registry, copied with SQLite's online backup API
     database/users/<id>.db        every owner database (still encrypted: see `skald.ops.backup`)
     database/users/<id>.db-wal    only for a locked database a crash left with a WAL
-    instance.key  config.toml  providers.json     when present
+    instance.key  config.toml  providers.json  vapid.pem     when present
     homes/ ...  and every other folder of the data directory (full backups only)
     backup.json                   the manifest, last: format, versions, every entry's
                                   type, mode, size and SHA-256
@@ -37,7 +37,8 @@ FORMAT_VERSION = 1
 MANIFEST_NAME = "backup.json"
 DATABASE_DIR = "database"
 # Always in the archive (when present); everything else only in full backups.
-CONFIG_FILES = ("instance.key", "config.toml", "providers.json")
+# vapid.pem: browsers' push subscriptions are bound to its public key.
+CONFIG_FILES = ("instance.key", "config.toml", "providers.json", "vapid.pem")
 QUICK_NAMES = frozenset({DATABASE_DIR, *CONFIG_FILES})
 # Never backed up, never restored over: runtime state, caches and the backups themselves.
 EXCLUDED = frozenset({"backups", "cache", ".serve.lock", "ops.token", "setup-token"})

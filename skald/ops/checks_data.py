@@ -81,6 +81,7 @@ def _secret_files(layout: DataLayout) -> list[Path]:
     root = layout.root
     files = [
         layout.instance_key,
+        layout.vapid_key,
         layout.config_file,
         root / "ops.token",
         root / "setup-token",

@@ -4,7 +4,8 @@ Loaded by `tests/test_plugins.py` with `[plugins] modules = ["plugins.sample_plu
 It adds a capability, a config section, a registry migration (two steps), a route
 guarded by its capability, a tool, a prompt block (and its placeholder), a read-only
 mount (outside the home in the sandbox: /srv/sample), an approval fact, a background
-service and a web page whose ES module it serves itself from a route guarded by its
+service, a notification channel ("pigeon", as the Telegram bridge will add itself) and
+a web page whose ES module it serves itself from a route guarded by its
 capability (a plugin has no files under the web root), plus a page whose module fails,
 to show the message.
 """
@@ -32,6 +33,7 @@ from skald.store.migrations import Feature, Migration
 
 if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
+    from skald.notify.channels import Delivery
     from skald.paths import DataLayout
     from skald.store.rows import User
 
@@ -221,3 +223,24 @@ async def _tick_forever() -> None:
 @hookimpl
 def skald_services(runtime: Runtime) -> list[ServiceSpec]:
     return [ServiceSpec("sample-ticker", _tick_forever)]
+
+
+class PigeonChannel:
+    """A notification channel: every batch it gets, kept for the test."""
+
+    name = "pigeon"
+
+    def __init__(self) -> None:
+        self.deliveries: list[Delivery] = []
+
+    async def available(self, user_id: str) -> bool:
+        return True
+
+    async def deliver(self, delivery: Delivery) -> bool:
+        self.deliveries.append(delivery)
+        return True
+
+
+@hookimpl
+def skald_notification_channels(runtime: Runtime) -> list[PigeonChannel]:
+    return [PigeonChannel()]

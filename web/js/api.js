@@ -134,6 +134,18 @@ export const api = {
 
   // Inbox: approvals and questions waiting for this member (id == the tool call id).
   inbox: () => get('api/inbox'),
+  notifications: () => get('api/notifications'),
+  notificationsRead: (ids) => post('api/notifications/read', { ids }),
+  notificationsReadAll: () => post('api/notifications/read-all'),
+  notificationDelete: (id) => del(`api/notifications/${encodeURIComponent(id)}`),
+  notificationSettings: () => get('api/notifications/settings'),
+  saveNotificationSettings: (body) => request('PUT', 'api/notifications/settings', body),
+  notificationTest: () => post('api/notifications/test'),
+  pushKey: () => get('api/notifications/push/key'),
+  pushDevices: () => get('api/notifications/push/devices'),
+  pushSubscribe: (body) => post('api/notifications/push/devices', body),
+  pushDevice: (id, enabled) => patch(`api/notifications/push/devices/${encodeURIComponent(id)}`, { enabled }),
+  pushRemove: (id) => del(`api/notifications/push/devices/${encodeURIComponent(id)}`),
   inboxApprove: (id, bypass) =>
     post(`api/inbox/${encodeURIComponent(id)}/approve`, bypass ? { bypass } : {}),
   inboxReject: (id) => post(`api/inbox/${encodeURIComponent(id)}/reject`),

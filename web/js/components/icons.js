@@ -54,6 +54,7 @@ export const Icon = {
   upload: () => svg(html`<path d="M12 15.5v-11M7 9l5-5 5 5" /><path d="M5 19.5h14" />`, 18),
   archive: () => svg(html`<rect x="4" y="4.5" width="16" height="15" rx="2" /><path d="M12 4.5v2M12 8.5v2M12 12.5v2" /><rect x="10.5" y="14.5" width="3" height="3" rx="0.8" />`, 18),
   back: () => svg(html`<path d="M19 12H5.5M11 6l-6 6 6 6" />`, 18),
+  bell: () => svg(html`<path d="M6 16.5V11a6 6 0 0 1 12 0v5.5l1.5 2h-15z" /><path d="M10 20.5a2 2 0 0 0 4 0" />`),
   inbox: () => svg(html`<path d="M4 13.5l2.5-8h11l2.5 8v5a1.5 1.5 0 0 1-1.5 1.5h-13A1.5 1.5 0 0 1 4 18.5z" /><path d="M4 13.5h4.5l1 2h5l1-2H20" />`),
   list: () => svg(html`<path d="M9 7h11M9 12h11M9 17h11M4.5 7h.01M4.5 12h.01M4.5 17h.01" />`),
   chat: () => svg(html`<path d="M5 5.5h14a1.5 1.5 0 0 1 1.5 1.5v8.5A1.5 1.5 0 0 1 19 17h-8l-4.5 3.5V17H5a1.5 1.5 0 0 1-1.5-1.5V7A1.5 1.5 0 0 1 5 5.5z" />`),

@@ -15,6 +15,7 @@ import { Icon, Logo } from './icons.js';
 import { ThemeToggle, LocalePicker } from './controls.js';
 import { useInbox } from '../inbox.js';
 import { navItems } from '../nav.js';
+import { Bell } from './bell.js';
 
 // The number of inbox items waiting, as a small pill; nothing when none.
 function InboxBadge({ count, testid }) {
@@ -118,6 +119,7 @@ export function Shell({ children, flush = false }) {
         ${canInbox &&
         html`<a href="#/inbox" class="icon-btn header__inbox" aria-label=${t('nav.inbox')} title=${t('nav.inbox')}
           data-testid="header-inbox">${Icon.inbox()}<${InboxBadge} count=${count} testid="header-inbox-badge" /></a>`}
+        <${Bell} />
         <${ThemeToggle} />
         <${LocalePicker} />
         <${UserMenu} me=${me} />

@@ -12,6 +12,7 @@ import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } fro
 import { LocalePicker } from '../components/controls.js';
 import { ConfirmDialog } from '../components/dialog.js';
 import { KeepKeyCard } from '../components/keep-key.js';
+import { NotificationSettings } from '../components/notification-settings.js';
 
 function AboutYou({ me, simple }) {
   const [name, setName] = useState(me.display_name || '');
@@ -177,6 +178,7 @@ export function ProfilePage() {
       ${!simple && html`<${Privacy} me=${me} />`}
       ${!simple && me.encrypted && html`<${KeepKeyCard} />`}
       <${PasswordForm} me=${me} />
+      <${NotificationSettings} />
       ${!simple && html`<${Sessions} />`}
     </div>
   </div>`;
