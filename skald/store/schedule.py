@@ -310,6 +310,7 @@ class ScheduleStore:
         *,
         late: bool,
         skipped: bool,
+        reason: str = "missed by more than the job's skip window",
     ) -> Run | None:
         """Take one due occurrence: write its run and move the job on, in one transaction.
 
@@ -338,7 +339,7 @@ class ScheduleStore:
                     stamp if skipped else None,
                     outcome,
                     int(late),
-                    "missed by more than the job's skip window" if skipped else None,
+                    reason if skipped else None,
                     None,
                     0,
                     0,
