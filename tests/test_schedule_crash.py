@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_llm import Call, FakeLLM, Hang
+from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 
 PW = "ada's long password"
 PROMPT = "Say ping to the user"
 TASK = "Find the tide tables for Genoa"
+# The answer the killed server waits for: still "thinking" when the kill comes.
+SLOW = Text("too late", delay=60.0)
 
 
 @pytest.fixture
@@ -92,7 +94,7 @@ def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once
     ada, conversation = _setup(server, fake)
     create = {"mode": "create", "title": "ping", "prompt": PROMPT, "cron": "*/10 * * * * *"}
     fake.script("fake-b", [[Call("schedule", create)], "Created."])
-    fake.script("fake-a", [Hang()])
+    fake.script("fake-a", [SLOW])
     assert _chat(ada, conversation, "say ping every ten seconds") == "Created."
     (job,) = ada.get("/api/schedule/jobs").json()
 
@@ -135,7 +137,7 @@ def test_kill_9_during_a_background_task_finishes_it_after_the_restart_once(
     ada, conversation = _setup(server, fake)
     start = {"mode": "start", "title": "tides", "task": TASK}
     fake.script("fake-b", [[Call("background_task", start)], "Started.", "The tides are in."])
-    fake.script("fake-a", [Hang()])
+    fake.script("fake-a", [SLOW])
     assert _chat(ada, conversation, "look up the tides in the background") == "Started."
 
     def running_task() -> list[dict[str, Any]]:
