@@ -290,3 +290,39 @@ async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use
         "Europe/Rome"
         in ScheduleTool(runtime.user_runtimes[household["mum"]], scheduler).spec.description
     )
+
+
+async def test_deleting_a_job_while_it_runs_ends_cleanly(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["done"])
+    member = runtime.user_runtimes[ada]
+    jobs = await scheduler.jobs(member)
+    job = await jobs.create(JobSpec(title="d", prompt="do", cron="0 8 * * *"))
+    store = ScheduleStore(member.handle.db)
+    run = await store.start_run(job, clock.now())
+    await jobs.delete(job.id)  # its runs go with it, the running one included
+    assert await scheduler.execute(member, job, run) is None
+    assert await store.runs() == []
+
+
+async def test_an_occurrence_due_while_the_previous_run_goes_on_is_skipped_not_piled_up(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    from fake_llm import Hang
+
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", [Hang()])
+    member = runtime.user_runtimes[ada]
+    await (await scheduler.jobs(member)).create(
+        JobSpec(title="slow", prompt="take your time", cron="*/5 * * * *")
+    )
+    clock.set(datetime(2026, 6, 1, 7, 5, 1, tzinfo=UTC))
+    (first,) = await scheduler.tick()
+    assert first.outcome == "running"
+    clock.set(datetime(2026, 6, 1, 7, 10, 1, tzinfo=UTC))
+    (second,) = await scheduler.tick()
+    assert second.outcome == "skipped" and second.error == "the previous run had not finished"

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_llm import Call, FakeLLM, Hang
+from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 
 PW = "ada's long password"
 PROMPT = "Say ping to the user"
 TASK = "Find the tide tables for Genoa"
+# The answer the killed server waits for: still "thinking" when the kill comes.
+SLOW = Text("too late", delay=60.0)
 
 
 @pytest.fixture
@@ -39,16 +41,19 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.start()
     yield srv
     srv.close()
+    # Shown only when the test fails: the server's own lines, not the request log.
+    lines = [line for line in srv.log().splitlines() if '"skald.http"' not in line]
+    print("\n".join(lines[-80:]))
 
 
-def _until(what: Callable[[], Any], seconds: float = 60.0) -> Any:
+def _until(what: Callable[[], Any], seconds: float = 120.0, show: Callable[[], Any] = list) -> Any:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         found = what()
         if found:
             return found
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what.__name__}")
+    raise AssertionError(f"timed out waiting for {what.__name__}: {show()}")
 
 
 def _setup(server: ServerProcess, fake: FakeLLM) -> tuple[Api, str]:
@@ -82,14 +87,14 @@ def _restart(server: ServerProcess) -> Api:
     return ada
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once(
     server: ServerProcess, fake: FakeLLM
 ) -> None:
     ada, conversation = _setup(server, fake)
     create = {"mode": "create", "title": "ping", "prompt": PROMPT, "cron": "*/10 * * * * *"}
     fake.script("fake-b", [[Call("schedule", create)], "Created."])
-    fake.script("fake-a", [Hang()])
+    fake.script("fake-a", [SLOW])
     assert _chat(ada, conversation, "say ping every ten seconds") == "Created."
     (job,) = ada.get("/api/schedule/jobs").json()
 
@@ -100,6 +105,7 @@ def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once
 
     (cut,) = _until(running_run)
     fake.script("fake-a", ["pong"] * 30)
+    fake.script("fake-b", ["pong"] * 30)  # AUTO's fallback, should fake-a fail once
     ada = _restart(server)
 
     def settled() -> list[dict[str, Any]]:
@@ -107,7 +113,7 @@ def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once
         later = [r for r in runs if r["outcome"] == "succeeded" and r["due_at"] > cut["due_at"]]
         return runs if later else []
 
-    _until(settled)
+    _until(settled, show=lambda: ada.get(f"/api/schedule/jobs/{job['id']}/runs").json())
     r = ada.patch(f"/api/schedule/jobs/{job['id']}", json={"state": "paused"})
     assert r.status_code == 200, r.text
     time.sleep(0.5)  # a run claimed just before the pause ends
@@ -124,14 +130,14 @@ def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once
     assert len(prompts) == len(started), (prompts, runs)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_kill_9_during_a_background_task_finishes_it_after_the_restart_once(
     server: ServerProcess, fake: FakeLLM
 ) -> None:
     ada, conversation = _setup(server, fake)
     start = {"mode": "start", "title": "tides", "task": TASK}
     fake.script("fake-b", [[Call("background_task", start)], "Started.", "The tides are in."])
-    fake.script("fake-a", [Hang()])
+    fake.script("fake-a", [SLOW])
     assert _chat(ada, conversation, "look up the tides in the background") == "Started."
 
     def running_task() -> list[dict[str, Any]]:

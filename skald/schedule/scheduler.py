@@ -75,6 +75,8 @@ class Scheduler:
         self._seen: dict[str, UserRuntime] = {}
         # Runs started by this process and not yet recorded as ended (`wait_run`).
         self._running: dict[str, asyncio.Event] = {}
+        # Jobs with a run going on now: their next occurrence is skipped, not piled up.
+        self._busy_jobs: set[str] = set()
         _BY_PLUGINS[rt.plugins] = self
         self.tasks = Tasks(self)
 
@@ -135,16 +137,28 @@ class Scheduler:
                 log.error("job has a bad schedule", job=job.id, error=str(exc))
                 found = None
             next_run = None if found is None else iso(found)
+        busy = job.id in self._busy_jobs
         return await store.claim(
             job,
             now,
             next_run,
             late=missed_by > self.config.late_after_s,
-            skipped=missed_by > job.skip_after_s and job.skip_after_s > 0,
+            skipped=busy or (missed_by > job.skip_after_s and job.skip_after_s > 0),
+            reason="the previous run had not finished"
+            if busy
+            else "missed by more than the job's skip window",
         )
 
     def _launch(self, member: UserRuntime, job: Job, run: Run) -> None:
-        self.launch_chore(member, run.id, lambda: self.execute(member, job, run))
+        self._busy_jobs.add(job.id)
+
+        async def work() -> None:
+            try:
+                await self.execute(member, job, run)
+            finally:
+                self._busy_jobs.discard(job.id)
+
+        self.launch_chore(member, run.id, work)
 
     def launch_chore(
         self, member: UserRuntime, key: str, work: Callable[[], Awaitable[object]]
@@ -182,7 +196,7 @@ class Scheduler:
             )
         return text
 
-    async def execute(self, member: UserRuntime, job: Job, run: Run) -> Run:
+    async def execute(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
         """Run the job's turn and record how it ended (the chore behind a claimed run)."""
         store = ScheduleStore(member.handle.db)
         user_id = member.user.id

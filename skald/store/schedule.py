@@ -310,6 +310,7 @@ class ScheduleStore:
         *,
         late: bool,
         skipped: bool,
+        reason: str = "missed by more than the job's skip window",
     ) -> Run | None:
         """Take one due occurrence: write its run and move the job on, in one transaction.
 
@@ -338,7 +339,7 @@ class ScheduleStore:
                     stamp if skipped else None,
                     outcome,
                     int(late),
-                    "missed by more than the job's skip window" if skipped else None,
+                    reason if skipped else None,
                     None,
                     0,
                     0,
@@ -396,20 +397,22 @@ class ScheduleStore:
         output_tokens: int = 0,
         keep: int = 50,
         max_failures: int = 0,
-    ) -> tuple[Run, Job | None, bool]:
+    ) -> tuple[Run | None, Job | None, bool]:
         """Close a run; count the job's failures in a row; keep its last `keep` runs.
 
-        Returns the run, the job as it is now, and whether this run paused the job
-        (`max_failures` failures in a row; 0 never pauses)."""
+        Returns the run (None: its job was deleted meanwhile, and its runs with it), the
+        job as it is now, and whether this run paused the job (`max_failures` failures
+        in a row; 0 never pauses)."""
 
-        def step(c: apsw.Connection) -> tuple[Run, Job | None, bool]:
+        def step(c: apsw.Connection) -> tuple[Run | None, Job | None, bool]:
             c.execute(
                 "UPDATE schedule_runs SET ended_at=?, outcome=?, error=?, cost_usd=?, "
                 "input_tokens=?, output_tokens=? WHERE id=? AND outcome='running'",
                 (iso(now), outcome, error, cost_usd, input_tokens, output_tokens, run_id),
             )
             row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
-            assert row is not None
+            if row is None:
+                return None, None, False
             run = _run(row)
             paused = False
             job = None
