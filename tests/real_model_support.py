@@ -28,9 +28,9 @@ import httpx
 from real_model.prepare import MODEL_FILE, cache_dir
 
 HERE = Path(__file__).resolve().parent / "real_model"
-# Each answer ends at this many tokens (the server's cap, whatever a request asks for):
-# enough for a write_file call, small enough for two cores.
-MAX_TOKENS = 48
+# The most tokens one answer may have (the model's `max_output_tokens` in Skald, and the
+# server's default): room for a write_file call (~45 tokens), small enough for two cores.
+MAX_TOKENS = 64
 # The base model never ends its turn by itself after a tool call; llama.cpp stops there.
 STOPS = ("</tool_call>",)
 

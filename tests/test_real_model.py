@@ -11,8 +11,9 @@ Skald's robustness, never what the model says. Everything talks to 127.0.0.1 onl
 Cost on two cores: the first request of each server start reads the whole prompt (the
 system prompt and, with `hermes-tools`, the tool schemas); later requests of the same
 member reuse llama.cpp's prompt cache. Hence one Skald and one llama server for the
-module, answers capped by the model's `max_output_tokens`, and only two server starts
-that must read the whole prompt again (after the kill, and for the tool template).
+module, answers capped by the model's `max_output_tokens`, and one restart (after the
+kill, straight onto the tool template) that must read the whole prompt again. The tests
+run in file order and build on each other.
 Marked `real_model`; missing prerequisites fail under SKALD_CI (ci/test.sh prepares them).
 """
 
@@ -226,7 +227,9 @@ def test_the_server_down_then_back(household: Household) -> None:
     assert r.status_code == 200, r.text
     down = r.json()
     assert down["status"] == "failed" and down["error"], down
-    h.llama.start("plain")
+    # Back, with the tool template the next tests need (each start reads the whole
+    # prompt once more: one start less on two cores).
+    h.llama.start("hermes-tools")
     r = h.ada.post(
         "/api/chat", json={"text": "And now?", "conversation_id": down["conversation_id"]}
     )
@@ -237,8 +240,7 @@ def test_the_server_down_then_back(household: Household) -> None:
 
 def test_a_tool_turn_writes_a_note(household: Household) -> None:
     h = household
-    h.llama.kill()
-    h.llama.start("hermes-tools")
+    assert h.llama.template == "hermes-tools"
     r = h.ada.post("/api/chat", json={"text": "Remember that Ada likes sourdough bread."})
     assert r.status_code == 200, r.text
     out = r.json()

@@ -41,8 +41,8 @@ def main() -> None:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.warmup = False
-    # Defaults for every request: stop strings, and the most tokens one answer may have
-    # (the server keeps to it whatever max_tokens the request asks for).
+    # Defaults for every request: stop strings, and the most tokens of an answer when the
+    # request names none (a request's max_tokens wins: Skald sends the model's limit).
     params.antiprompt = args.stop
     params.n_predict = args.max_tokens
     params.endpoint_props = True
