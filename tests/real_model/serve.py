@@ -34,6 +34,9 @@ def main() -> None:
     params.port = args.port
     params.n_ctx = args.ctx
     params.n_parallel = 1  # one slot: its prompt cache serves the next turn
+    # Gemma 3 uses sliding-window attention: without a full-size cache llama.cpp cannot
+    # reuse a cached prefix longer than the window and reads the whole prompt every time.
+    params.swa_full = True
     params.use_jinja = True
     params.chat_template = args.template.read_text()
     params.sampling.temp = 0.0
