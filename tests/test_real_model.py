@@ -71,11 +71,21 @@ class Household:
         return out
 
 
+def _recv(ws: ClientConnection, deadline: float) -> dict[str, Any]:
+    """The next event, answering the server's pings as the web client does (a socket that
+    misses them is closed: a turn on a slow model outlasts several)."""
+    while True:
+        event: dict[str, Any] = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+        if event["type"] != "ping":
+            return event
+        ws.send(json.dumps({"type": "pong", "t": event["t"]}))
+
+
 def _next(ws: ClientConnection, kind: str, cid: str | None = None) -> dict[str, Any]:
     """The next event of `kind` (for conversation `cid`, at depth 0)."""
     deadline = time.monotonic() + TURN_S
     while True:
-        event: dict[str, Any] = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+        event = _recv(ws, deadline)
         if event["type"] != kind:
             continue
         if cid is None or (event.get("conversation_id") == cid and event.get("depth", 0) == 0):
@@ -87,7 +97,7 @@ def _until_done(ws: ClientConnection, cid: str) -> tuple[str, dict[str, Any]]:
     text = ""
     deadline = time.monotonic() + TURN_S
     while True:
-        event: dict[str, Any] = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+        event = _recv(ws, deadline)
         if event.get("conversation_id") != cid or event.get("depth", 0) != 0:
             continue
         if event["type"] == "token_delta":
