@@ -76,6 +76,9 @@ def _recv(ws: ClientConnection, deadline: float) -> dict[str, Any]:
     misses them is closed: a turn on a slow model outlasts several)."""
     while True:
         event: dict[str, Any] = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+        if event["type"] == "chat":  # the agent loop's events come wrapped
+            inner: dict[str, Any] = event["event"]
+            return inner
         if event["type"] != "ping":
             return event
         ws.send(json.dumps({"type": "pong", "t": event["t"]}))
