@@ -28,11 +28,13 @@ import httpx
 from real_model.prepare import MODEL_FILE, cache_dir
 
 HERE = Path(__file__).resolve().parent / "real_model"
-# Each answer ends at this many tokens (the server's cap, whatever a request asks for):
-# enough for a write_file call, small enough for two cores.
-MAX_TOKENS = 48
-# The base model never ends its turn by itself after a tool call; llama.cpp stops there.
-STOPS = ("</tool_call>",)
+# The most tokens one answer may have (the model's `max_output_tokens` in Skald, and the
+# server's default): room for a write_file call (~45 tokens), small enough for two cores.
+MAX_TOKENS = 64
+# The base model never ends its turn by itself: llama.cpp stops it after a tool call,
+# and before a call that follows text (it copies its earlier calls round after round;
+# an answer is then either one call or text).
+STOPS = ("</tool_call>", "\n<tool_call>")
 
 
 def prepared() -> Path | None:

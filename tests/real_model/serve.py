@@ -34,6 +34,9 @@ def main() -> None:
     params.port = args.port
     params.n_ctx = args.ctx
     params.n_parallel = 1  # one slot: its prompt cache serves the next turn
+    # Gemma 3 uses sliding-window attention: without a full-size cache llama.cpp cannot
+    # reuse a cached prefix longer than the window and reads the whole prompt every time.
+    params.swa_full = True
     params.use_jinja = True
     params.chat_template = args.template.read_text()
     params.sampling.temp = 0.0
@@ -41,8 +44,8 @@ def main() -> None:
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.warmup = False
-    # Defaults for every request: stop strings, and the most tokens one answer may have
-    # (the server keeps to it whatever max_tokens the request asks for).
+    # Defaults for every request: stop strings, and the most tokens of an answer when the
+    # request names none (a request's max_tokens wins: Skald sends the model's limit).
     params.antiprompt = args.stop
     params.n_predict = args.max_tokens
     params.endpoint_props = True
