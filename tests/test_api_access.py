@@ -422,6 +422,18 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"state": "guess", "code": "c"},
         {"anon": 401, A: 404, M: 404, C: 403},
     ),
+    # QR/device sign-in: neither connector signs in with a code (400); another member's
+    # is 404, whoever asks.
+    *(
+        (
+            "POST",
+            f"/api/connectors/{{{name}}}/{action}",
+            None,
+            {"anon": 401, A: 400, M: 400 if name == "clock" else 404, C: 403},
+        )
+        for name in ("clock", "private")
+        for action in ("login-status", "logout")
+    ),
     ("GET", "/api/connector-oauth/callback", None, {"anon": 401, A: 400, M: 400, C: 403}),
     ("GET", "/api/marketplace", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("POST", "/api/marketplace/{clock}/install", None, {"anon": 401, A: 409, M: 403, C: 403}),

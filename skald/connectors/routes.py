@@ -26,7 +26,8 @@ from skald.connectors.feed import Manifest, OAuthSpec, secret_names
 from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.connectors.store import Connector
 from skald.core.runtime import Runtime
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.mcp.wire import CallToolResult, ImageContent, TextContent
 
 USE = [requires(CONNECTORS_USE)]
 ADMIN = [requires(ADMIN_CONNECTORS)]
@@ -234,6 +235,85 @@ async def sign_out(name: FromPath[str], request: AnyRequest, rt: NamedDependency
         await c.supervisor.stop_member(p.user.id, name)
 
 
+# -- QR/device sign-in (`login_status` / `logout` tools) ---------------------------------
+
+
+class DeviceImage(msgspec.Struct, frozen=True, kw_only=True):
+    mime_type: str
+    data: str  # base64, shown as a data: URL
+
+
+class DeviceStatusOut(msgspec.Struct, frozen=True, kw_only=True):
+    signed_in: bool
+    text: str  # the tool's text (a pairing code, a URL, "signed in as ...")
+    images: list[DeviceImage]
+    is_error: bool = False
+
+
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_IMAGE_MAX_CHARS = 2 * 1024 * 1024
+
+
+def _device_status(result: CallToolResult) -> DeviceStatusOut:
+    """The tool's answer for the page. Signed in: `structuredContent.signed_in` when the
+    server gives it, else text starting with "signed in" (what such servers say)."""
+    texts = [b.text for b in result.content if isinstance(b, TextContent)]
+    # Only raster images of a sane size: the page renders them as a data: URL (never SVG,
+    # which could carry script).
+    images = [
+        DeviceImage(mime_type=b.mime_type, data=b.data)
+        for b in result.content
+        if isinstance(b, ImageContent)
+        and b.mime_type in _IMAGE_TYPES
+        and len(b.data) <= _IMAGE_MAX_CHARS
+    ]
+    text = "\n".join(texts).strip()
+    structured = result.structured_content
+    if isinstance(structured, dict) and isinstance(structured.get("signed_in"), bool):
+        signed_in = bool(structured["signed_in"])
+    else:
+        signed_in = not result.is_error and text.lower().startswith("signed in")
+    return DeviceStatusOut(
+        signed_in=signed_in, text=text[:4000], images=images, is_error=result.is_error
+    )
+
+
+async def _device(rt: Runtime, request: AnyRequest, name: str, tool: str) -> DeviceStatusOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    if row.auth != "qr":
+        raise InvalidInputError(f"{name} does not sign in with a code")
+    if c.supervisor is None:
+        raise ConflictError("connectors are not running on this server")
+    return _device_status(await c.supervisor.device_call(p.user.id, row, tool))
+
+
+@post(
+    "/api/connectors/{name:str}/login-status",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404, 409),
+)
+async def login_status(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> DeviceStatusOut:
+    """Ask the member's instance whether it is signed in; if not, what to scan or enter."""
+    return await _device(rt, request, name, "login_status")
+
+
+@post(
+    "/api/connectors/{name:str}/logout",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404, 409),
+)
+async def device_logout(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> DeviceStatusOut:
+    return await _device(rt, request, name, "logout")
+
+
 # -- OAuth 2 sign-in (PKCE) -------------------------------------------------------------
 
 
@@ -437,4 +517,6 @@ ROUTES = [
     oauth_start,
     oauth_callback,
     oauth_code,
+    login_status,
+    device_logout,
 ]

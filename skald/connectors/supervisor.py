@@ -17,6 +17,10 @@ Trap: secrets reach a personal connector through the environment of the `docker 
 client (`-e NAME` without a value makes docker copy it from there), never on a command
 line, where `ps` would show it. Known secret values are scrubbed from stderr lines
 before they are stored.
+
+Rule: a `qr` connector's `login_status` and `logout` tools are dropped from the tool
+list the model is offered (`_refresh_tools`, the one place `tools`/`specs` are built);
+only `device_call` reaches them, for the member's own instance.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from skald.connectors import oauth
 from skald.connectors.feed import Manifest, OAuthSpec, expand
 from skald.connectors.install import deps_command
 from skald.connectors.store import Connector
+from skald.errors import ConflictError, InvalidInputError
 from skald.log import get_logger
 from skald.mcp import (
     Handlers,
@@ -51,7 +56,7 @@ from skald.mcp import (
     connect,
     tool_specs,
 )
-from skald.mcp.wire import ElicitRequestParams, ElicitResult, Tool
+from skald.mcp.wire import CallToolResult, ElicitRequestParams, ElicitResult, Tool
 
 if TYPE_CHECKING:
     from skald.connectors.service import Connectors
@@ -66,6 +71,9 @@ EVENTS_KEPT = 100
 STDERR_KEPT = 20
 CONTAINER_HOME = "/home/skald"
 PREPARE_TIMEOUT_S = 900.0
+# A `qr` connector's sign-in tools: called from the Connectors page, hidden from the model.
+DEVICE_TOOLS = frozenset({"login_status", "logout"})
+DEVICE_WAIT_S = 30.0
 
 State = Literal["starting", "running", "restarting", "failed", "stopped"]
 
@@ -197,7 +205,12 @@ class Instance:
 
     async def _refresh_tools(self) -> None:
         assert self.session is not None
-        self.tools = await self.session.list_tools()
+        listed = await self.session.list_tools()
+        if self.connector.auth == "qr":
+            # The sign-in tools are the member's, through the Connectors page; the model
+            # must neither log the member out nor read their QR code.
+            listed = [t for t in listed if t.name not in DEVICE_TOOLS]
+        self.tools = listed
         self.specs, refused = tool_specs(self.name, self.tools)
         self.refused = [str(r) for r in refused]
         for problem in self.refused:
@@ -411,6 +424,26 @@ class Supervisor:
         if inst is None:
             return "stopped", []
         return inst.state, list(inst.specs)
+
+    async def device_call(self, user_id: str, row: Connector, tool: str) -> CallToolResult:
+        """Call a QR/device sign-in tool (`login_status`, `logout`) on the member's own
+        instance, for the Connectors page; never offered to the model."""
+        if row.auth != "qr" or tool not in DEVICE_TOOLS:
+            raise InvalidInputError(f"{row.name} does not sign in with a code")
+        inst = self.instance_for(user_id, row)
+        if inst is None or inst.owner != user_id:
+            raise ConflictError(f"switch {row.name} on first")
+        try:
+            await asyncio.wait_for(inst.ready.wait(), DEVICE_WAIT_S)
+        except TimeoutError:
+            raise ConflictError(f"{row.name} is not running ({inst.state})") from None
+        session = inst.session
+        if session is None:
+            raise ConflictError(f"{row.name} is not running ({inst.state})")
+        try:
+            return await session.call_tool(tool, {}, timeout=DEVICE_WAIT_S)
+        except McpError as exc:
+            raise ConflictError(inst.scrub(str(exc))) from exc
 
     # -- launching -----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import { request } from '../api.js';
 import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText, useAction } from '../components/form.js';
 import { getState } from '../store.js';
+import { Dialog } from '../components/dialog.js';
 
 const enc = encodeURIComponent;
 
@@ -45,10 +46,75 @@ function OAuthSignIn({ connector, onChanged }) {
   </div>`;
 }
 
+// QR/device sign-in: the connector's own `login_status` tool (called by the server on
+// the member's instance) answers a QR image, a code or a URL, or "signed in as ...".
+// The dialog asks again every few seconds until the connector reports signed in.
+const DEVICE_POLL_MS = 3000;
+
+function DeviceStatus({ status }) {
+  if (!status) return html`<p class="small muted">${t('connectors.device_waiting')}</p>`;
+  return html`<div data-testid="connector-device-status" data-signed-in=${String(status.signed_in)}>
+    ${status.images.map((img) => html`<img class="connector__qr" alt=${t('connectors.device_qr_alt')}
+      data-testid="connector-device-qr" src=${`data:${img.mime_type};base64,${img.data}`} />`)}
+    ${status.text && html`<p class="small" style="white-space: pre-wrap">${status.text}</p>`}
+  </div>`;
+}
+
+function DeviceSignIn({ connector }) {
+  const [open, setOpen] = useState(false);
+  const [status, setStatus] = useState(null);
+  const [pollError, setPollError] = useState(null);
+  const [run, busy, error] = useAction();
+  const url = (what) => `api/connectors/${enc(connector.name)}/${what}`;
+  useEffect(() => {
+    if (!open) return undefined;
+    let stopped = false;
+    let timer = null;
+    const poll = async () => {
+      try {
+        const got = await request('POST', url('login-status'));
+        if (stopped) return;
+        setStatus(got);
+        setPollError(null);
+        if (got.signed_in) return; // done: stop asking
+      } catch (e) {
+        if (stopped) return;
+        setPollError(e);
+      }
+      timer = setTimeout(poll, DEVICE_POLL_MS);
+    };
+    poll();
+    return () => { stopped = true; if (timer) clearTimeout(timer); };
+  }, [open, connector.name]);
+  const signOut = () => run(async () => { setStatus(await request('POST', url('logout'))); });
+  const close = () => { setOpen(false); setStatus(null); setPollError(null); };
+  return html`<div class="connector__signin" data-testid="connector-device">
+    <p class="small muted">${connector.active ? t('connectors.device_lead') : t('connectors.device_needs_on')}</p>
+    <div class="row">
+      <button type="button" class="btn btn--primary" disabled=${busy || !connector.active}
+        onClick=${() => setOpen(true)} data-testid="connector-device-start">${t('connectors.device_start')}</button>
+      <button type="button" class="btn btn--secondary" disabled=${busy || !connector.active}
+        onClick=${signOut} data-testid="connector-device-sign-out">${t('connectors.sign_out')}</button>
+    </div>
+    ${status && !open && html`<p class="small" data-testid="connector-device-result">${status.text}</p>`}
+    ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
+    ${open && html`<${Dialog} title=${t('connectors.device_title', { name: connector.display_name })}
+        onClose=${close} testid="connector-device-dialog">
+      <${DeviceStatus} status=${status} />
+      ${pollError && html`<p class="approval__error" role="alert">${errorText(pollError)}</p>`}
+      <div class="row">
+        <button type="button" class="btn btn--secondary" onClick=${close}
+          data-testid="connector-device-done">${status && status.signed_in ? t('common.close') : t('common.cancel')}</button>
+      </div>
+    <//>`}
+  </div>`;
+}
+
 function SignIn({ connector, onChanged }) {
   const [values, setValues] = useState({});
   const [run, busy, error] = useAction();
   if (connector.auth === 'oauth2') return html`<${OAuthSignIn} connector=${connector} onChanged=${onChanged} />`;
+  if (connector.auth === 'qr') return html`<${DeviceSignIn} connector=${connector} />`;
   if (!connector.secret_fields.length) return null;
   const save = (e) => {
     e.preventDefault();

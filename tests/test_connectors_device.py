@@ -1,0 +1,120 @@
+"""QR/device sign-in of a connector (`auth: qr`) against a real MCP server built with
+the official Python SDK (tests/mcp_servers/device_server.py, streamable HTTP on
+127.0.0.1): the member's Connectors page calls the connector's `login_status` and
+`logout` tools through the supervisor, on the member's own instance; the model is never
+offered those two tools."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+from conftest import Client
+from connector_support import SERVERS, simple_feed
+from mcp_support import child_env, free_port, wait_listening
+
+from skald.connectors import service
+from skald.connectors.supervisor import Instance
+from skald.core.runtime import Runtime
+
+MakeClient = Callable[[], Awaitable[Client]]
+PENDING = 2  # login_status answers a QR code twice, then "signed in as ada"
+
+
+@contextmanager
+def device_server() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVERS / "device_server.py"), str(port), str(PENDING)],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_listening(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
+    sup = service.require(runtime.plugins).supervisor
+    assert sup is not None
+    for _ in range(300):
+        inst = sup.instances.get((owner, name))
+        if inst is not None and inst.state == "running":
+            return inst
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
+
+
+async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_sees_the_tools(
+    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+) -> None:
+    with device_server() as url:
+        feed = simple_feed(
+            tmp_path / "feed",
+            ("phone",),
+            phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
+        )
+        c = service.require(runtime.plugins)
+        c.config = msgspec.structs.replace(c.config, feed=str(feed))
+        await c.installer.install(c.feed(), "phone")
+        ada = await make_client()
+        await ada.login("ada")
+        r = await ada.call("POST", "/api/connectors/phone/activate")
+        assert r.status_code == 200, r.text
+        inst = await _running(runtime, household["ada"], "phone")
+
+        # The model: the connector's ordinary tool, never the sign-in ones.
+        assert [t.name for t in inst.tools] == ["whoami"]
+        mine = runtime.user_runtimes[household["ada"]]
+        model_tools = {t.name for t in mine.all_tools() if t.name.startswith("mcp__phone")}
+        assert model_tools == {"mcp__phone__whoami"}
+        listed = (await ada.call("GET", "/api/connectors/phone")).json()
+        assert listed["auth"] == "qr" and [t["name"] for t in listed["tools"]] == [
+            "mcp__phone__whoami"
+        ]
+
+        # The page: a QR code (a real PNG) and a pairing code, until the server says signed in.
+        for _ in range(PENDING):
+            r = await ada.call("POST", "/api/connectors/phone/login-status")
+            assert r.status_code == 200, r.text
+            status = r.json()
+            assert status["signed_in"] is False
+            assert "4242-ABCD" in status["text"]
+            [image] = status["images"]
+            assert image["mime_type"] == "image/png"
+            assert base64.b64decode(image["data"]).startswith(b"\x89PNG\r\n\x1a\n")
+        # Another member (here an administrator, who may use every connector) reaches no
+        # instance of ada's: nothing is called, her sign-in does not advance.
+        mum = await make_client()
+        await mum.login("mum")
+        r = await mum.call("POST", "/api/connectors/phone/login-status")
+        assert r.status_code == 409 and "switch phone on" in r.text
+        status = (await ada.call("POST", "/api/connectors/phone/login-status")).json()
+        assert status == {
+            "signed_in": True,
+            "text": "signed in as ada",
+            "images": [],
+            "is_error": False,
+        }
+
+        # Sign out: the connector's own logout; the next status asks for a code again.
+        r = await ada.call("POST", "/api/connectors/phone/logout")
+        assert r.status_code == 200 and r.json()["text"] == "signed out"
+        again = (await ada.call("POST", "/api/connectors/phone/login-status")).json()
+        assert again["signed_in"] is False and len(again["images"]) == 1
+
+        # Switched off, there is no instance to ask.
+        await ada.call("POST", "/api/connectors/phone/deactivate")
+        r = await ada.call("POST", "/api/connectors/phone/login-status")
+        assert r.status_code == 409
