@@ -87,3 +87,61 @@ def test_an_admin_installs_from_the_feed_switches_the_connector_on_and_sees_its_
         assert not watch.csp_violations()
     finally:
         ctx.close()
+
+
+@pytest.mark.timeout(180)
+def test_qr_sign_in_shows_the_code_in_a_dialog_until_the_connector_says_signed_in(
+    tmp_path: Path, browser: Browser
+) -> None:
+    from test_connectors_device import PENDING, device_server
+
+    with device_server() as url:
+        feed = simple_feed(
+            tmp_path / "feed",
+            ("phone",),
+            phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
+        )
+        srv = ServerProcess(tmp_path)
+        srv.data.mkdir(parents=True, exist_ok=True)
+        (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\n')
+        srv.create_admin()
+        srv.start()
+        watch = Watch()
+        ctx = browser.new_context(
+            locale="en-US", base_url=srv.url, viewport={"width": 375, "height": 812}
+        )
+        ctx.set_default_timeout(20_000)
+        ctx.add_init_script(CSP_RECORDER)
+        try:
+            page = watch.attach("admin", ctx.new_page())
+            page.goto("/")
+            _login(page, ADMIN, ADMIN_PW)
+            expect(page.get_by_test_id("chat-page")).to_be_visible()
+            page.goto("/#/admin/marketplace")
+            item = page.get_by_test_id("market-item").filter(has_text="Phone")
+            item.get_by_test_id("market-install").click()
+            expect(item.get_by_test_id("market-installed")).to_be_visible(timeout=60_000)
+            page.goto("/#/connectors")
+            card = page.locator('[data-testid="connector"][data-name="phone"]')
+            card.get_by_test_id("connector-toggle").click()
+            expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=60_000)
+            card.get_by_test_id("connector-device-start").click()
+            dialog = page.get_by_test_id("connector-device-dialog")
+            # The QR code is a real image the browser decoded, with the pairing code.
+            qr = dialog.get_by_test_id("connector-device-qr")
+            expect(qr).to_be_visible()
+            assert qr.evaluate("img => img.complete && img.naturalWidth") == 2
+            expect(dialog.get_by_test_id("connector-device-text")).to_contain_text("4242-ABCD")
+            # The dialog asks again by itself until the connector reports signed in.
+            status = dialog.get_by_test_id("connector-device-status")
+            expect(status).to_have_attribute("data-signed-in", "true", timeout=10_000 * PENDING)
+            expect(dialog.get_by_test_id("connector-device-text")).to_have_text("signed in as ada")
+            expect(qr).to_have_count(0)
+            dialog.get_by_test_id("connector-device-done").click()
+            card.get_by_test_id("connector-device-sign-out").click()
+            expect(card.get_by_test_id("connector-device-result")).to_have_text("signed out")
+            assert not watch.problems, watch.problems
+            assert not watch.csp_violations()
+        finally:
+            ctx.close()
+            srv.close()

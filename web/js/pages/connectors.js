@@ -56,7 +56,7 @@ function DeviceStatus({ status }) {
   return html`<div data-testid="connector-device-status" data-signed-in=${String(status.signed_in)}>
     ${status.images.map((img) => html`<img class="connector__qr" alt=${t('connectors.device_qr_alt')}
       data-testid="connector-device-qr" src=${`data:${img.mime_type};base64,${img.data}`} />`)}
-    ${status.text && html`<p class="small" style="white-space: pre-wrap">${status.text}</p>`}
+    ${status.text && html`<p class="small connector__device-text" data-testid="connector-device-text">${status.text}</p>`}
   </div>`;
 }
 
