@@ -19,12 +19,19 @@ from conftest import Client
 from connector_support import SERVERS, simple_feed
 from mcp_support import child_env, free_port, wait_listening
 
+from skald.agent import CancelScope, ToolContext
+from skald.agent.events import Event
 from skald.connectors import service
 from skald.connectors.supervisor import Instance
+from skald.connectors.tools import tools_for
 from skald.core.runtime import Runtime
 
 MakeClient = Callable[[], Awaitable[Client]]
 PENDING = 2  # login_status answers a QR code twice, then "signed in as ada"
+
+
+def _ignore(event: Event) -> None:
+    pass
 
 
 @contextmanager
@@ -79,6 +86,16 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
         mine = runtime.user_runtimes[household["ada"]]
         model_tools = {t.name for t in mine.all_tools() if t.name.startswith("mcp__phone")}
         assert model_tools == {"mcp__phone__whoami"}
+        # The catalogue shape (many connectors) hides them too: not listed, not callable.
+        activate, call = tools_for({"phone": inst}, mine, catalogue_above=0)
+        ctx = ToolContext(
+            conversation_id="conv", call_id="c", depth=0, cancel=CancelScope(), sink=_ignore
+        )
+        listing = (await activate.run({"connector": "phone"}, ctx)).content
+        assert "whoami" in listing and "login_status" not in listing and "logout" not in listing
+        for hidden in ("login_status", "logout"):
+            refused = await call.run({"connector": "phone", "tool": hidden, "arguments": {}}, ctx)
+            assert refused.is_error and "has no tool" in refused.content
         listed = (await ada.call("GET", "/api/connectors/phone")).json()
         assert listed["auth"] == "qr" and [t["name"] for t in listed["tools"]] == [
             "mcp__phone__whoami"
