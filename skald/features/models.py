@@ -20,9 +20,9 @@ def skald_migrations(schema: str) -> list[Feature]:
 
 @hookimpl
 def skald_routes() -> list[Any]:
-    from skald.api.routes import llm
+    from skald.api.routes import llm, voice
 
-    return list(llm.ROUTES)
+    return [*llm.ROUTES, *voice.ROUTES]
 
 
 @hookimpl
