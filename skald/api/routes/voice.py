@@ -9,12 +9,13 @@ in), and the sniffed type is what goes to the provider.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import msgspec
-from litestar import post
+from litestar import Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import JSONBody
+from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 
 from skald.api.deps import AnyRequest
@@ -24,6 +25,7 @@ from skald.api.routes.chat import CHAT, _me
 from skald.core.llm_service import Transcript
 from skald.core.plain_errors import plain
 from skald.core.runtime import Runtime
+from skald.core.uploads import read_picture
 from skald.errors import InvalidInputError
 from skald.files.mime import sniff
 from skald.llm.errors import LlmError
@@ -101,4 +103,19 @@ def _unavailable(exc: LlmError) -> ApiError:
     return ApiError(503 if exc.kind == "no_model" else 502, "llm_error", message)
 
 
-ROUTES = [transcribe, speech]
+@get("/api/pictures/{conversation_id:str}/{name:str}", guards=CHAT, responses=errors(404))
+async def picture(
+    conversation_id: FromPath[str],
+    name: FromPath[str],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Response[bytes]:
+    """A picture among the member's own uploads of a conversation (drawn by
+    `generate_image`, or attached), for the chat to show."""
+    data, mime = await asyncio.to_thread(
+        read_picture, rt.core.layout, _me(request), conversation_id, name
+    )
+    return Response(data, media_type=mime, headers={"cache-control": "private, max-age=3600"})
+
+
+ROUTES = [transcribe, speech, picture]
