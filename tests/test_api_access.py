@@ -257,7 +257,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/chat", {"text": "hello"}, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("POST", "/api/voice/transcribe", {"not": "audio"}, {"anon": 401, A: 415, M: 415, C: 415}),
-    ("POST", "/api/voice/speech", {"text": "hi"}, {"anon": 401, A: 503, M: 503, C: 503}),
+    ("POST", "/api/voice/speech", {"text": "hi"}, {"anon": 401, A: 409, M: 409, C: 409}),
     ("GET", "/api/pictures/{conv}/none.png", None, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
     ("POST", "/api/auth/logout", None, {"anon": 401, A: 204, M: 204, C: 204}),

@@ -133,7 +133,7 @@ async def test_a_recording_is_refused_when_it_is_not_audio_or_too_long_or_nobody
     r = await ada.call(
         "POST", "/api/voice/transcribe", content=clip, headers={"content-type": "audio/wav"}
     )
-    assert r.status_code == 503 and "speech-to-text" in r.json()["error"]["message"], r.text
+    assert r.status_code == 409 and "speech-to-text" in r.json()["error"]["message"], r.text
     await _catalogue(make_client, [(engines.base_url, "sphinx-en", "transcription")])
     r = await ada.call(
         "POST", "/api/voice/transcribe", content=clip, headers={"content-type": "text/plain"}

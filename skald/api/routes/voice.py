@@ -54,7 +54,7 @@ class SpeechIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     "/api/voice/transcribe",
     guards=CHAT,
     status_code=200,
-    responses=errors(413, 415, 502, 503),
+    responses=errors(400, 409, 413, 415, 502),
     request_max_body_size=MAX_CLIP_BYTES,
 )
 async def transcribe(request: AnyRequest, rt: NamedDependency[Runtime]) -> Transcript:
@@ -84,7 +84,7 @@ async def transcribe(request: AnyRequest, rt: NamedDependency[Runtime]) -> Trans
         raise _unavailable(exc) from None
 
 
-@post("/api/voice/speech", guards=CHAT, status_code=200, responses=errors(502, 503))
+@post("/api/voice/speech", guards=CHAT, status_code=200, responses=errors(409, 502))
 async def speech(
     data: JSONBody[SpeechIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Stream:
@@ -100,10 +100,12 @@ def _unavailable(exc: LlmError) -> ApiError:
     """A model failure as the member reads it (the detail is in the log and the usage
     rows): nothing set up says which kind is missing; the rest is the plain sentence."""
     message = str(exc) if exc.kind == "no_model" else plain(exc.kind)
-    return ApiError(503 if exc.kind == "no_model" else 502, "llm_error", message)
+    # Nothing set up is the household's state, not a server failure: 409, like any
+    # request the current state refuses.
+    return ApiError(409 if exc.kind == "no_model" else 502, "llm_error", message)
 
 
-@get("/api/pictures/{conversation_id:str}/{name:str}", guards=CHAT, responses=errors(404))
+@get("/api/pictures/{conversation_id:str}/{name:str}", guards=CHAT, responses=errors(400, 404))
 async def picture(
     conversation_id: FromPath[str],
     name: FromPath[str],
