@@ -141,6 +141,13 @@ prepare_systemd_image() {
     echo "systemd test image: $((SECONDS - start))s"
 }
 
+# The real speech synthesiser of the voice tests (tests/voice_engines.py; Debian
+# package espeak-ng). The recogniser, pocketsphinx, is a dev dependency with its model.
+prepare_voice() {
+    command -v espeak-ng >/dev/null 2>&1 || apt_install espeak-ng
+    espeak-ng --version
+}
+
 # The linter for the installer scripts and ci/ (Debian package shellcheck).
 prepare_shellcheck() {
     command -v shellcheck >/dev/null 2>&1 || apt_install shellcheck
@@ -349,6 +356,7 @@ main() {
     run_prepare "runtime image" prepare_runtime_image
     run_prepare "systemd image" prepare_systemd_image
     run_prepare shellcheck prepare_shellcheck
+    run_prepare voice prepare_voice
     run_prepare "mcp npm" prepare_mcp_npm
     run_prepare "real model" prepare_real_model
     run_prepare "connector deps" prepare_connector_deps

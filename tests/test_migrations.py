@@ -95,7 +95,7 @@ async def test_every_historic_version_migrates_to_head(
 def test_the_ledger_records_each_built_in_feature_at_its_head(tmp_path: Path) -> None:
     conn = apsw.Connection(str(tmp_path / "r.db"))
     migrate_features(conn, REGISTRY)
-    assert ledger(conn) == {"accounts": 5, "memory": 1, "models": 4, "approvals": 1}
+    assert ledger(conn) == {"accounts": 5, "memory": 1, "models": 5, "approvals": 1}
 
 
 def test_old_request_records_get_the_outcome_names_and_count_as_reported(
@@ -110,6 +110,24 @@ def test_old_request_records_get_the_outcome_names_and_count_as_reported(
     migrate_features(conn, REGISTRY)
     rows = conn.execute("SELECT status, estimated FROM llm_requests ORDER BY at").fetchall()
     assert rows == [("finished", 0), ("failed", 0)]
+    conn.close()
+
+
+def test_models_from_before_kinds_are_chat_models_and_kinds_are_checked(
+    tmp_path: Path,
+) -> None:
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    build_at(conn, REGISTRY, 6)  # models at 1: no kinds
+    conn.execute(
+        "INSERT INTO llm_providers(id, name, kind, created_at, updated_at) "
+        "VALUES ('p', 'P', 'openai', 'x', 'x');"
+        "INSERT INTO llm_models(id, provider_id, model, name, strength, created_at, updated_at) "
+        "VALUES ('m', 'p', 'gpt', 'GPT', 'average', 'x', 'x')"
+    )
+    migrate_features(conn, REGISTRY)
+    assert conn.execute("SELECT kind FROM llm_models WHERE id = 'm'").fetchall() == [("chat",)]
+    with pytest.raises(apsw.ConstraintError):
+        conn.execute("UPDATE llm_models SET kind = 'video'")
     conn.close()
 
 

@@ -40,6 +40,7 @@ ToolKind = Literal["read", "write", "exec", "other"]
 FS_READ: Final = "@fs_read"  # reads files or notes
 FS_WRITE: Final = "@fs_write"  # writes files or notes
 EXEC: Final = "@exec"  # runs commands
+PAID: Final = "@paid"  # a request a provider may bill (a picture from an image model)
 
 
 class Touches(msgspec.Struct, frozen=True, kw_only=True):

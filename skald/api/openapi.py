@@ -35,7 +35,9 @@ DESCRIPTIONS = {
     "that would lock the household out).",
     413: "The body is larger than the server accepts, or the write would pass the "
     "member's storage quota (`quota_exceeded`).",
+    415: "The body is not of a type the endpoint takes (a recording must be audio).",
     429: "Too many failed attempts; the Retry-After header says when to try again.",
+    502: "The model service failed; the message is a sentence a member can read.",
     503: "Something the request needs is unavailable (storage, a provider); try again later.",
     507: "The server's disk is nearly full: new writes are refused until space is freed.",
 }

@@ -34,6 +34,7 @@ UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The SPA needs nothing inline and nothing from elsewhere; keep it that way.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "media-src 'self' blob:; "  # read aloud: the answer's audio, fetched then played
     "connect-src 'self'; manifest-src 'self'; worker-src 'self'; object-src 'none'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )

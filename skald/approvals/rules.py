@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
-from skald.agent.tools import EXEC, FS_READ, FS_WRITE
+from skald.agent.tools import EXEC, FS_READ, FS_WRITE, PAID
 from skald.paths import CONTAINER_HOME
 
 __all__ = [
@@ -48,7 +48,7 @@ Action = Literal["allow", "require", "deny"]
 ACTIONS: Final[tuple[Action, ...]] = ("allow", "require", "deny")
 DEFAULT_GROUP: Final = "default"
 NO_PATH: Final = "."
-CATEGORIES: Final = frozenset({FS_READ, FS_WRITE, EXEC})  # the tool contract's own
+CATEGORIES: Final = frozenset({FS_READ, FS_WRITE, EXEC, PAID})  # the tool contract's own
 
 
 @dataclass(frozen=True)
@@ -200,5 +200,7 @@ SEED_RULES: Final[tuple[SeedRule, ...]] = (
     SeedRule("default.background-task", "background_task", None, "allow", 50,
              "handing work to a background helper (its own calls pass these rules too)"),
     SeedRule("default.notify", "notify", None, "allow", 50, "sending you a notification"),
+    SeedRule("default.paid", "@paid", None, "require", 45,
+             "a request the model provider may bill, such as drawing a picture"),
     SeedRule("default.catch-all", "*", None, "require", 10000, "using the tool {tool}"),
 )  # fmt: skip

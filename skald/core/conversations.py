@@ -245,7 +245,10 @@ class ConversationService:
         return await mine.hub.update(conversation_id, **fields)
 
     async def _check_model(self, model_id: str) -> None:
-        if not any(m.id == model_id and m.enabled for m in await self.rt.llm.store.models()):
+        if not any(
+            m.id == model_id and m.enabled and m.kind == "chat"
+            for m in await self.rt.llm.store.models()
+        ):
             raise InvalidInputError("no such model, or it is switched off")
 
     async def security_groups(self, user_id: str) -> list[SecurityGroupView]:
@@ -376,7 +379,7 @@ class ConversationService:
     async def _model_command(
         self, mine: UserRuntime, conversation_id: str, arg: str
     ) -> CommandResult:
-        models = [m for m in await self.rt.llm.store.models() if m.enabled]
+        models = [m for m in await self.rt.llm.store.models() if m.enabled and m.kind == "chat"]
         if not arg:
             current = (await mine.hub.store.get(conversation_id)).model_id
             names = ", ".join(m.name for m in models) or "none set up"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import msgspec
@@ -13,11 +15,13 @@ import msgspec
 from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_order
 from skald.core.sealing import InstanceKey
 from skald.errors import InvalidInputError, SkaldError
+from skald.llm import media
 from skald.llm.anthropic import API_VERSION as ANTHROPIC_API_VERSION
 from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
 from skald.llm.discovery import ProviderCheck, list_models, try_model
 from skald.llm.errors import LlmError, error_for_status
+from skald.llm.media import Endpoint
 from skald.llm.model_info import ListedModel, describe_list
 from skald.llm.provider_types import (
     BUILTIN_KINDS,
@@ -29,9 +33,17 @@ from skald.llm.provider_types import (
 from skald.llm.wire import error_detail, network_error, redact
 from skald.log import get_logger
 from skald.permissions import declare
-from skald.store.llm import LlmStore, ModelCapability, ModelRow, ProviderRow, Strength
+from skald.store.llm import (
+    LlmStore,
+    ModelCapability,
+    ModelKind,
+    ModelRow,
+    ProviderRow,
+    Strength,
+)
 
 log = get_logger("skald.llm")
+T = TypeVar("T")
 LISTING_TIMEOUT = httpx.Timeout(10.0)  # a model list is small: slow means trouble
 
 # Managing the catalogue; also what shows a failed turn's technical detail in the chat
@@ -130,7 +142,11 @@ class LlmService:
         where = address(provider.kind, provider.base_url, self.types) or ""
         listed = await list_models(provider.kind, where, api_key, self.http)
         if model is None:
-            mine = [m for m in await self.store.models() if m.provider_id == provider_id]
+            mine = [
+                m
+                for m in await self.store.models()
+                if m.provider_id == provider_id and m.kind == "chat"
+            ]
             model = next((m.model for m in mine if m.enabled), None)
         if model is None:
             return listed
@@ -231,6 +247,7 @@ class LlmService:
         enabled: bool,
         max_output_tokens: int | None = None,
         context_window: int | None = None,
+        kind: ModelKind = "chat",
     ) -> ModelRow:
         await self.store.provider(provider_id)
         stamp = ""
@@ -247,6 +264,7 @@ class LlmService:
             updated_at=stamp,
             max_output_tokens=max_output_tokens or None,
             context_window=context_window or None,
+            kind=kind,
         )
         return await self.store.save_model(row, create=True)
 
@@ -325,7 +343,7 @@ class LlmService:
     async def can_see_images(self, model_id: str | None) -> bool:
         """Whether a message with a picture can go to a model that sees it: the chosen
         model (when it is still enabled) has `vision`, or in AUTO any enabled one has."""
-        enabled = [m for m in await self.models() if m.enabled]
+        enabled = [m for m in await self.models() if m.enabled and m.kind == "chat"]
         chosen = [m for m in enabled if m.id == model_id] if model_id else []
         return any("vision" in m.capabilities for m in (chosen or enabled))
 
@@ -339,7 +357,11 @@ class LlmService:
     ) -> FallbackClient:
         """The model source for one request: a chosen model alone, or AUTO with fallback."""
         models = await self.models()
-        chosen = [m for m in models if m.id == model_id and m.enabled] if model_id else []
+        chosen = (
+            [m for m in models if m.id == model_id and m.enabled and m.kind == "chat"]
+            if model_id
+            else []
+        )
         if model_id and not chosen:
             # The model picked for this conversation was removed or switched off.
             log.warning("chosen model unavailable; using AUTO", model_id=model_id)
@@ -377,3 +399,122 @@ class LlmService:
                 )
 
         return FallbackClient(candidates, self.health, record)
+
+    # -- voice and pictures -----------------------------------------------------------
+
+    async def _endpoint(self, provider_id: str) -> Endpoint:
+        provider, sealed = await self.store.provider_with_key(provider_id)
+        if provider.kind == "anthropic":
+            raise LlmError(
+                f"{provider.name}: Anthropic has no speech or picture models",
+                retriable=False,
+                kind="bad_request",
+            )
+        base = address(provider.kind, provider.base_url, self.types)
+        if base is None:
+            raise LlmError(f"no address for provider {provider.name!r}", retriable=False)
+        api_key = self.key.open(sealed, _purpose(provider_id)) if sealed else None
+        return Endpoint(name=provider.name, base_url=base, api_key=api_key)
+
+    async def _media(
+        self,
+        user_id: str,
+        kind: ModelKind,
+        call: Callable[[ModelRow, Endpoint], Awaitable[T]],
+    ) -> tuple[ModelRow, T]:
+        """Run `call` on the models of `kind` in AUTO order, falling back on a retriable
+        failure; every request gets its usage row (no tokens: these are not chats)."""
+        ordered = auto_order(await self.models(), "average", self.health, kind=kind)
+        if not ordered:
+            raise LlmError(
+                f"no {_KIND_WORDS[kind]} model is set up yet: an administrator can add one "
+                "under Models",
+                retriable=False,
+                kind="no_model",
+            )
+        last: LlmError | None = None
+        for model in ordered:
+            started = time.monotonic()
+            error: LlmError | None = None
+            try:
+                result = await call(model, await self._endpoint(model.provider_id))
+            except LlmError as exc:
+                error = exc
+            await self.store.record_request(
+                at=time.time(),
+                user_id=user_id,
+                model_id=model.id,
+                status="finished" if error is None else "failed",
+                input_tokens=0,
+                output_tokens=0,
+                latency_ms=(time.monotonic() - started) * 1000,
+                error=None if error is None else str(error)[:500],
+            )
+            if error is None:
+                self.health.succeeded(model.id)
+                return model, result
+            log.warning("model failed", model=model.name, error=str(error)[:200])
+            if not error.retriable:
+                raise error
+            self.health.failed(model.id)
+            last = error
+        assert last is not None
+        raise LlmError(
+            f"every {_KIND_WORDS[kind]} model failed; the last said: {last}",
+            status=last.status,
+            retriable=True,
+            kind=last.kind,
+        )
+
+    async def transcribe(
+        self, user_id: str, audio: bytes, filename: str, content_type: str
+    ) -> Transcript:
+        """Speech to text with the household's transcription models (AUTO, fallback).
+        For the chat's microphone and any channel's voice notes alike."""
+        if not audio:
+            raise InvalidInputError("the recording is empty")
+
+        async def call(model: ModelRow, where: Endpoint) -> str:
+            return await media.transcribe(
+                self.http, where, model.model, audio, filename, content_type
+            )
+
+        model, text = await self._media(user_id, "transcription", call)
+        return Transcript(text=text, model=model.name)
+
+    async def speak(self, user_id: str, text: str) -> tuple[str, AsyncIterator[bytes]]:
+        """Text to speech: the audio's content type and its bytes as they come."""
+        if not text.strip():
+            raise InvalidInputError("there is nothing to read aloud")
+
+        async def call(model: ModelRow, where: Endpoint) -> tuple[str, AsyncIterator[bytes]]:
+            return await media.speak(
+                self.http, where, model.model, text, SPEECH_VOICE, SPEECH_FORMAT
+            )
+
+        return (await self._media(user_id, "speech", call))[1]
+
+    async def generate_image(self, user_id: str, prompt: str, size: str) -> bytes:
+        """One picture for `prompt` from the household's image models (AUTO, fallback)."""
+
+        async def call(model: ModelRow, where: Endpoint) -> bytes:
+            return await media.generate_image(self.http, where, model.model, prompt, size)
+
+        return (await self._media(user_id, "image", call))[1]
+
+
+class Transcript(msgspec.Struct, frozen=True, kw_only=True):
+    text: str
+    model: str  # the household's name of the model that heard it
+
+
+_KIND_WORDS: dict[ModelKind, str] = {
+    "chat": "language",
+    "transcription": "speech-to-text",
+    "speech": "read-aloud",
+    "image": "picture",
+}
+# OpenAI's default voice name (other servers ignore or map it) and a format every
+# browser plays.
+SPEECH_VOICE = "alloy"
+SPEECH_FORMAT = "mp3"

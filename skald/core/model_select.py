@@ -30,7 +30,7 @@ from skald.llm.types import (
     ToolCallReady,
     Usage,
 )
-from skald.store.llm import ModelRow, Strength
+from skald.store.llm import ModelKind, ModelRow, Strength
 
 _NEAREST: dict[str, tuple[Strength, ...]] = {
     "low": ("low", "average", "high"),
@@ -58,9 +58,18 @@ class ModelHealth:
 
 
 def auto_order(
-    models: Sequence[ModelRow], strength: Strength, health: ModelHealth, needs: Sequence[str] = ()
+    models: Sequence[ModelRow],
+    strength: Strength,
+    health: ModelHealth,
+    needs: Sequence[str] = (),
+    kind: ModelKind = "chat",
 ) -> list[ModelRow]:
-    usable = [m for m in models if m.enabled and all(n in m.capabilities for n in needs)]
+    """The enabled models of one kind that have `needs`, in the order AUTO tries them."""
+    usable = [
+        m
+        for m in models
+        if m.enabled and m.kind == kind and all(n in m.capabilities for n in needs)
+    ]
     ordered = [
         m
         for s in _NEAREST[strength]

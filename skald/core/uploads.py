@@ -99,3 +99,20 @@ def content_for(
         unseen = PICTURE_NOT_SEEN if not see_images and a.mime.startswith("image/") else ""
         parts.append(TextPart(f"{ATTACHMENT_NOTE}{a.path} ({a.mime}, {a.size} bytes){unseen}]"))
     return parts
+
+
+MAX_PICTURE_BYTES = 20 * 1024 * 1024
+
+
+def read_picture(
+    layout: DataLayout, user_id: str, conversation_id: str, name: str
+) -> tuple[bytes, str]:
+    """A picture among the member's own uploads of a conversation (a drawn one, or one
+    they attached), with its sniffed type, for the chat to show. In a thread."""
+    found = resolve_attachment(
+        layout, user_id, conversation_id, f"uploads/{conversation_id}/{name}"
+    )
+    if found.mime not in IMAGE_TYPES:
+        raise InvalidInputError(f"{found.path!r} is not a picture")
+    data, _ = _read_upload(_router(layout, user_id), found.path, MAX_PICTURE_BYTES)
+    return data, found.mime

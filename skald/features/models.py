@@ -10,6 +10,8 @@ from skald.store.migrations import Feature
 from skald.store.migrations.registry import MODELS
 
 if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
 
 
@@ -20,9 +22,17 @@ def skald_migrations(schema: str) -> list[Feature]:
 
 @hookimpl
 def skald_routes() -> list[Any]:
-    from skald.api.routes import llm
+    from skald.api.routes import llm, voice
 
-    return list(llm.ROUTES)
+    return [*llm.ROUTES, *voice.ROUTES]
+
+
+@hookimpl
+def skald_tools(member: UserRuntime) -> list[Tool]:
+    # Offered to every chat: the tool says plainly when no image model is set up.
+    from skald.core.pictures import GenerateImageTool
+
+    return [GenerateImageTool(member)]
 
 
 @hookimpl

@@ -8,11 +8,14 @@ _MAGIC: list[tuple[bytes, int, str]] = [
     (b"GIF87a", 0, "image/gif"),
     (b"GIF89a", 0, "image/gif"),
     (b"WEBP", 8, "image/webp"),
+    (b"WAVE", 8, "audio/wav"),
     (b"%PDF-", 0, "application/pdf"),
     (b"PK\x03\x04", 0, "application/zip"),
     (b"ID3", 0, "audio/mpeg"),
     (b"OggS", 0, "audio/ogg"),
     (b"ftyp", 4, "video/mp4"),
+    (b"fLaC", 0, "audio/flac"),
+    (b"\x1aE\xdf\xa3", 0, "video/webm"),  # Matroska/WebM: what browsers record
 ]
 
 

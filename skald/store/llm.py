@@ -15,6 +15,9 @@ from skald.store.registry import now_iso
 
 Strength = Literal["low", "average", "high"]
 ModelCapability = Literal["tools", "vision", "reasoning"]
+# What a model is for; AUTO picks among models of one kind only.
+ModelKind = Literal["chat", "transcription", "speech", "image"]
+MODEL_KINDS: tuple[ModelKind, ...] = ("chat", "transcription", "speech", "image")
 
 
 class ProviderRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +46,7 @@ class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
     # Tokens: the longest answer it may write, and prompt + answer; None: unknown.
     max_output_tokens: int | None = None
     context_window: int | None = None
+    kind: ModelKind = "chat"
 
 
 class RequestRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,7 +69,7 @@ _P_COLS = (
 )
 _M_COLS = (
     "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, "
-    "updated_at, max_output_tokens, context_window"
+    "updated_at, max_output_tokens, context_window, kind"
 )
 
 
@@ -96,6 +100,7 @@ def _model(r: tuple[Any, ...]) -> ModelRow:
         updated_at=r[9],
         max_output_tokens=r[10],
         context_window=r[11],
+        kind=r[12],
     )
 
 
@@ -249,19 +254,20 @@ class LlmStore:
                 int(row.enabled),
                 row.max_output_tokens or None,
                 row.context_window or None,
+                row.kind,
                 now_iso(),
             )
             if create:
                 c.execute(
                     "INSERT INTO llm_models(id, provider_id, model, name, strength, capabilities, "
-                    "priority, enabled, max_output_tokens, context_window, created_at, updated_at) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "priority, enabled, max_output_tokens, context_window, kind, created_at, "
+                    "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (row.id, *values, values[-1]),
                 )
                 return
             c.execute(
                 "UPDATE llm_models SET provider_id=?, model=?, name=?, strength=?, capabilities=?, "
-                "priority=?, enabled=?, max_output_tokens=?, context_window=?, updated_at=? "
+                "priority=?, enabled=?, max_output_tokens=?, context_window=?, kind=?, updated_at=? "
                 "WHERE id=?",
                 (*values, row.id),
             )

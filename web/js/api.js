@@ -74,6 +74,20 @@ export async function request(method, path, body, { handle401 = true } = {}) {
   return data;
 }
 
+// A raw fetch's answer: JSON (json) or a Blob, or the ApiError its error body names.
+async function readOrThrow(res, json) {
+  if (!res.ok) {
+    let err = {};
+    try {
+      err = (await res.json()).error || {};
+    } catch (e) {
+      err = {};
+    }
+    throw new ApiError(res.status, err.code || `http_${res.status}`, err.message || null, null);
+  }
+  return json ? res.json() : res.blob();
+}
+
 // Retry-After is either a number of seconds or an HTTP date.
 function parseRetryAfter(value) {
   if (!value) return null;
@@ -127,6 +141,25 @@ export const api = {
   searchChats: (q) => get(`api/chat/search?q=${encodeURIComponent(q)}`),
   stopConversation: (id) => post(`api/conversations/${encodeURIComponent(id)}/stop`),
   decideApproval: (callId, decision) => post(`api/approvals/${encodeURIComponent(callId)}`, { decision }),
+  // Voice: a recorded clip (a Blob) to its transcript; text to an audio Blob.
+  transcribe: async (clip) => {
+    const res = await fetch('api/voice/transcribe', {
+      method: 'POST',
+      headers: { 'Content-Type': clip.type || 'audio/wav', Accept: 'application/json', 'X-CSRF-Token': csrfToken || '' },
+      body: clip,
+      credentials: 'same-origin',
+    });
+    return readOrThrow(res, true);
+  },
+  speech: async (text) => {
+    const res = await fetch('api/voice/speech', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrfToken || '' },
+      body: JSON.stringify({ text: text.slice(0, 4000) }),
+      credentials: 'same-origin',
+    });
+    return readOrThrow(res, false);
+  },
   upload: (conversationId, file) => {
     const form = new FormData();
     form.append('file', file, file.name);

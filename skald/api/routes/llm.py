@@ -16,7 +16,7 @@ from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
 from skald.core.runtime import Runtime
 from skald.llm.discovery import ProviderCheck
 from skald.llm.model_info import ListedModel
-from skald.store.llm import ModelCapability, ModelRow, ProviderRow, Strength
+from skald.store.llm import ModelCapability, ModelKind, ModelRow, ProviderRow, Strength
 
 ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
@@ -57,6 +57,8 @@ class ModelIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     enabled: bool = True
     max_output_tokens: Tokens | None = None
     context_window: Tokens | None = None
+    # chat, or transcription / speech / image (voice and pictures; AUTO per kind).
+    kind: ModelKind = "chat"
 
 
 class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -69,6 +71,7 @@ class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     enabled: bool | None = None
     max_output_tokens: Tokens | None = None
     context_window: Tokens | None = None
+    kind: ModelKind | None = None
 
 
 class ProviderKinds(msgspec.Struct, frozen=True, kw_only=True):
@@ -183,6 +186,7 @@ async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) ->
         data.enabled,
         data.max_output_tokens,
         data.context_window,
+        data.kind,
     )
 
 
@@ -210,7 +214,7 @@ async def chat_models(rt: NamedDependency[Runtime]) -> list[ChatModel]:
     return [
         ChatModel(id=m.id, name=m.name, strength=m.strength, capabilities=m.capabilities)
         for m in await rt.llm.store.models()
-        if m.enabled
+        if m.enabled and m.kind == "chat"
     ]
 
 

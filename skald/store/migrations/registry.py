@@ -316,6 +316,14 @@ ALTER TABLE llm_models ADD COLUMN context_window INTEGER
     CHECK (context_window IS NULL OR context_window > 0);
 """
 
+# What a model is for: chat (the default, and every model before), transcription
+# (speech to text), speech (text to speech) or image (pictures from a prompt). Each
+# kind has its own priority order and fallback; AUTO never mixes kinds.
+_MODELS_V5_KINDS = """
+ALTER TABLE llm_models ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat'
+    CHECK (kind IN ('chat', 'transcription', 'speech', 'image'));
+"""
+
 MODELS = Feature(
     "models",
     (
@@ -323,6 +331,7 @@ MODELS = Feature(
         Migration(2, "request outcomes and estimated token counts", _MODELS_V2_OUTCOMES),
         Migration(3, "a provider's own silence timeout", _MODELS_V3_SILENCE),
         Migration(4, "per-model output and context limits", _MODELS_V4_LIMITS),
+        Migration(5, "model kinds: chat, transcription, speech, image", _MODELS_V5_KINDS),
     ),
 )
 APPROVALS = Feature(

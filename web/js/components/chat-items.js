@@ -9,6 +9,7 @@ import { Markdown } from './markdown.js';
 import { ApprovalSummary, ApprovalButtons } from './approval.js';
 import { useInboxList, itemForCall } from '../inbox.js';
 import { copyText } from './recovery.js';
+import { ReadAloudButton } from './voice.js';
 
 export function formatSize(bytes) {
   const n = Number(bytes) || 0;
@@ -80,6 +81,12 @@ function HelperApprovals({ call, thread, onDecide, conversationId }) {
 }
 
 // The Files page shows a file from its address: #/files?path=<folder>&file=<file>.
+// The file generate_image saved for this call (skald/core/pictures.py picture_path).
+function picturePath(callId) {
+  const safe = String(callId).replace(/[^A-Za-z0-9_-]/g, '').slice(0, 64) || 'picture';
+  return `picture-${safe}.png`;
+}
+
 function filesHref(path) {
   const cut = path.lastIndexOf('/');
   const dir = cut > 0 ? path.slice(0, cut) : '~';
@@ -118,6 +125,9 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
       <summary>${result.is_error ? t('chat.result_error') : t('chat.result')}</summary>
       <pre class="tool__pre">${result.text || t('chat.result_empty')}</pre>
     </details>`}
+    ${call.name === 'generate_image' && status === 'done' && conversationId &&
+    html`<img class="tool__picture" data-testid="tool-picture" alt=${String(call.arguments?.prompt || '')}
+      src=${`api/pictures/${encodeURIComponent(conversationId)}/${encodeURIComponent(picturePath(call.id))}`} />`}
     ${call.name === 'show_file' && status === 'done' && typeof call.arguments?.path === 'string' &&
     html`<a class="btn btn--small" data-testid="tool-open-file" href=${filesHref(call.arguments.path)}>
       ${t('chat.open_in_files')}</a>`}
@@ -240,6 +250,7 @@ function AssistantMessage({ item, ctx, streaming }) {
       ${!streaming && item.text && item.seq !== undefined && item.seq !== null &&
       html`<div class="msg__actions">
         <${CopyButton} text=${item.text} />
+        <${ReadAloudButton} text=${item.text} />
         ${last && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined &&
         html`<button type="button" class="msg-action" data-testid="message-regenerate" aria-label=${t('chat.regenerate')}
           title=${t('chat.regenerate')} onClick=${() => ctx.onResend(ctx.lastUserSeq)}>

@@ -35,6 +35,8 @@ export const Icon = {
   plus: () => svg(html`<path d="M12 5v14M5 12h14" />`),
   edit: () => svg(html`<path d="M4.5 19.5l1-4L16 5a2 2 0 0 1 3 3L8.5 18.5z" />`, 18),
   attach: () => svg(html`<path d="M20 11.5l-7.8 7.8a5 5 0 0 1-7.1-7.1l8.2-8.2a3.3 3.3 0 0 1 4.7 4.7l-8.1 8.1a1.6 1.6 0 0 1-2.3-2.3l7.4-7.4" />`),
+  mic: () => svg(html`<rect x="9" y="3.5" width="6" height="11" rx="3" /><path d="M5.5 11a6.5 6.5 0 0 0 13 0M12 17.5v3" />`),
+  speaker: () => svg(html`<path d="M4.5 9.5h3l4.5-4v13l-4.5-4h-3z" /><path d="M15.5 9a4 4 0 0 1 0 6M18 6.5a7.5 7.5 0 0 1 0 11" />`),
   send: () => svg(html`<path d="M4.5 12L19.5 4.5 15 19.5l-3.2-6.3z" /><path d="M11.8 13.2L19.5 4.5" />`),
   stop: () => svg(html`<rect x="6.5" y="6.5" width="11" height="11" rx="2" />`),
   eye: () => svg(html`<path d="M2.5 12S6 5.5 12 5.5 21.5 12 21.5 12 18 18.5 12 18.5 2.5 12 2.5 12z" /><circle cx="12" cy="12" r="3" />`),

@@ -16,6 +16,8 @@ import { ProviderSetup } from '../components/provider-setup.js';
 let kindNames = {};
 
 const STRENGTHS = ['low', 'average', 'high'];
+// What a model is for; AUTO picks among models of one kind (docs/models.md).
+const MODEL_KINDS = ['chat', 'transcription', 'speech', 'image'];
 const CAPABILITIES = ['tools', 'vision', 'reasoning'];
 const MAX_PRIORITY = 100000;
 const URL_RE = /^https?:\/\/\S+$/;
@@ -182,6 +184,7 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
     provider_id: model ? model.provider_id : (providers[0] || {}).id || '',
     model: model ? model.model : '',
     name: model ? model.name : '',
+    kind: model ? model.kind || 'chat' : 'chat',
     strength: model ? model.strength : 'average',
     capabilities: new Set(model ? model.capabilities : ['tools']),
     enabled: model ? model.enabled : true,
@@ -210,7 +213,7 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
     }
   };
   const [run, busy, error] = useAction();
-  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), enabled: useId('m-en'), out: useId('m-out'), ctx: useId('m-ctx') };
+  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), kind: useId('m-kind'), enabled: useId('m-en'), out: useId('m-out'), ctx: useId('m-ctx') };
   const capIds = { tools: useId('m-cap'), vision: useId('m-cap'), reasoning: useId('m-cap') };
   const set = (key) => (e) => setForm({ ...form, [key]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
   const toggleCap = (cap) => {
@@ -227,6 +230,7 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
         provider_id: form.provider_id,
         model: form.model.trim(),
         name: form.name.trim(),
+        kind: form.kind,
         strength: form.strength,
         capabilities: CAPABILITIES.filter((c) => form.capabilities.has(c)),
         enabled: form.enabled,
@@ -266,6 +270,11 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
             onInput=${set('name')} data-testid="model-name" />
         <//>
       </div>
+      <${Field} label=${t('models.kind')} id=${ids.kind} hint=${t('models.kind_hint')}>
+        <select id=${ids.kind} class="select" value=${form.kind} onChange=${set('kind')} data-testid="model-kind">
+          ${MODEL_KINDS.map((k) => html`<option value=${k}>${t(`models.kind_${k}`)}</option>`)}
+        </select>
+      <//>
       <${Field} label=${t('models.strength')} id=${ids.strength} hint=${t('models.strength_hint')}>
         <select id=${ids.strength} class="select" value=${form.strength} onChange=${set('strength')} data-testid="model-strength">
           ${STRENGTHS.map((s) => html`<option value=${s}>${t(`models.strength_${s}`)}</option>`)}
@@ -327,6 +336,8 @@ function ModelRow({ model, index, count, providerName, busy, onMove, onToggle, o
       </div>
       <div class="list-row__facts">
         <span class="muted small">${providerName}</span>
+        ${model.kind && model.kind !== 'chat' && html`<span class="badge" data-testid="model-kind-badge" data-kind=${model.kind}>
+          ${t(`models.kind_${model.kind}`)}</span>`}
         <span class=${`badge badge--strength-${model.strength}`} data-testid="model-strength-badge" data-strength=${model.strength}>
           ${t(`models.strength_${model.strength}`)}</span>
         ${model.capabilities.map(

@@ -12,6 +12,7 @@ import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText } from '../components/form.js';
 import { Conversation, ScrollArea, formatSize } from '../components/chat-items.js';
 import { SecurityGroupControl } from '../components/security-group.js';
+import { MicButton } from '../components/voice.js';
 import {
   useChat,
   loadConversations,
@@ -392,14 +393,16 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
     });
   };
 
-  const submit = async () => {
-    if (!canSend) return;
+  // `spoken`: a transcript from the microphone, sent as it is (the input shows it).
+  const submit = async (spoken) => {
+    const said = typeof spoken === 'string' ? spoken.trim() : null;
+    if (said === null ? !canSend : !said || sending || uploading) return;
     setSending(true);
     setError(null);
     try {
       const id = await targetId();
       await sendMessage(id, {
-        text: text.trim(),
+        text: said === null ? text.trim() : said,
         attachments: ready.map(({ name, path, mime, size }) => ({ name, path, mime, size })),
         viewContext: share && !simple ? viewContext() : null,
       });
@@ -512,6 +515,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
           }} />
         <button type="button" class="icon-btn" onClick=${() => fileInput.current.click()} aria-label=${t('chat.attach')}
           title=${t('chat.attach')} data-testid="chat-attach">${Icon.attach()}</button>
+        <${MicButton} disabled=${sending} onText=${setText} onSend=${submit} />
         <${SecurityGroupControl} conv=${conv} />
         ${!simple &&
         html`<label class="visually-hidden" for="chat-model">${t('chat.model')}</label>
