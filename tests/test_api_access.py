@@ -260,7 +260,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("POST", "/api/voice/transcribe", {"not": "audio"}, {"anon": 401, A: 415, M: 415, C: 415}),
     ("POST", "/api/voice/speech", {"text": "hi"}, {"anon": 401, A: 409, M: 409, C: 409}),
-    ("GET", "/api/pictures/{conv}/none.png", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("GET", "/api/pictures/{conv}/{picture}", None, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/auth/logout-all", None, {"anon": 401, A: 204, M: 204, C: 204}),
     ("POST", "/api/auth/logout", None, {"anon": 401, A: 204, M: 204, C: 204}),
     ("GET", "/api/storage", None, {"anon": 401, A: 200, M: 200, C: 200}),
@@ -501,6 +501,7 @@ async def test_role_route_matrix(
         "prov": provider.id,
         "model": model.id,
         "seq": "1",
+        "picture": "none.png",
     }
     if who != "anon":
         owner = await make_client()

@@ -326,3 +326,24 @@ async def test_an_occurrence_due_while_the_previous_run_goes_on_is_skipped_not_p
     clock.set(datetime(2026, 6, 1, 7, 10, 1, tzinfo=UTC))
     (second,) = await scheduler.tick()
     assert second.outcome == "skipped" and second.error == "the previous run had not finished"
+
+
+async def test_the_tool_is_told_the_hour_not_the_minute_and_in_minutes_counts_from_now(
+    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    """The description stays the same for an hour (a per-minute one would make providers
+    re-read the tools and the conversation every turn); 'in 10 minutes' still lands on
+    the minute, through `in_minutes`."""
+    from skald.schedule.tool import ScheduleTool
+
+    ada = household["ada"]
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    scheduler, clock = with_clock(runtime, MONDAY_9 + timedelta(minutes=17))
+    member = runtime.user_runtimes[ada]
+    tool = ScheduleTool(member, scheduler)
+    assert "Monday 2026-06-01 09:00" in tool.spec.description
+    assert "09:17" not in tool.spec.description
+    create = {"mode": "create", "title": "tea", "prompt": "Say the tea is ready", "in_minutes": 10}
+    assert (await tool._run("create", create)).startswith("Created job")
+    (job,) = await (await scheduler.jobs(member)).list()
+    assert job.run_at == "2026-06-01T07:27:00Z" and job.cron is None

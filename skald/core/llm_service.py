@@ -321,6 +321,13 @@ class LlmService:
             self._models = models
         return models
 
+    def offers(self, kind: ModelKind) -> bool:
+        """An enabled model of `kind` is in the catalogue as last read (sync, for the tool
+        list: each turn's model choice has just read it). Unknown (nothing read since a
+        change) answers False: the tool is offered from the next turn on."""
+        self._current()
+        return any(m.enabled and m.kind == kind for m in self._models or [])
+
     async def client_for(self, provider_id: str) -> ModelClient:
         generation = self._current()
         client = self._clients.get(provider_id)

@@ -29,10 +29,11 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_tools(member: UserRuntime) -> list[Tool]:
-    # Offered to every chat: the tool says plainly when no image model is set up.
+    # Offered only while an image model is enabled (its schema costs every request ~90
+    # tokens); the catalogue is the one this turn's model choice just read.
     from skald.core.pictures import GenerateImageTool
 
-    return [GenerateImageTool(member)]
+    return [GenerateImageTool(member)] if member.llm.offers("image") else []
 
 
 @hookimpl

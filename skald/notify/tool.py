@@ -24,11 +24,9 @@ Notify = Callable[..., Awaitable[object]]
 _SPEC = ToolSpec(
     name="notify",
     description=(
-        "Send the user a notification: it appears in their notification centre (the bell) "
-        "and on their devices, even when they are not looking at this chat. Use it for "
-        "things they asked to be told about (a reminder, a finished piece of work), not "
-        "for ordinary replies. Keep the title short. `link` may be a page of the app such "
-        "as /tasks; `urgency` high is for what cannot wait."
+        "Notify the user (the bell and their devices, even away from this chat) of what "
+        "they asked to be told about, never for ordinary replies. Short title; `link`: an "
+        "app page such as /tasks; `urgency` high only for what cannot wait."
     ),
     parameters={
         "type": "object",

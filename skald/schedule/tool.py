@@ -12,7 +12,7 @@ job", never a hint that it exists).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from skald.agent.subagent import root_of
@@ -36,17 +36,18 @@ def _spec(now_local: datetime, zone: str) -> ToolSpec:
     return ToolSpec(
         name="schedule",
         description=(
-            "Create and manage the user's scheduled jobs: a prompt you will run by yourself "
-            "later, once (`at`) or repeatedly (`cron`), each run writing into the job's own "
-            "conversation. "
-            f"The user's time zone is {zone}; it is now {now_local:%A %Y-%m-%d %H:%M} there. "
-            "`cron` has 5 fields 'minute hour day-of-month month day-of-week' in that zone "
-            "(weekdays at 7:30 = '30 7 * * 1-5'; Sunday is 0), or 6 with seconds first, or 7 "
-            "with seconds first and a year last; @daily, @weekly... work too. `at` is an ISO "
-            "date-time in that zone, e.g. 2027-03-01T09:00. Write `prompt` as the instruction "
-            "to yourself at run time (e.g. 'Remind the user to put the bins out'). Modes: "
-            "create (title, prompt, cron or at), list, pause, resume, update (job_id and what "
-            "changes), run_now, delete (job_id)."
+            "The user's scheduled jobs: a prompt you run by yourself later, once (`at`) or "
+            "repeatedly (`cron`), each run in the job's own conversation. "
+            # To the hour, as the prompt's DATETIME: a description that changed every minute
+            # would make providers re-read the tools and the conversation each turn.
+            f"The user's time zone is {zone}; it is {now_local:%A %Y-%m-%d %H}:00 there "
+            "(to the hour: for 'in N minutes' give `in_minutes` instead of `at`). "
+            "`cron`: 'minute hour day-of-month month day-of-week' in that zone (weekdays at "
+            "7:30 = '30 7 * * 1-5', Sunday 0; optional seconds first, year last; @daily...). "
+            "`at`: local ISO date-time, e.g. 2027-03-01T09:00. `prompt`: your instruction at "
+            "run time ('Remind the user to put the bins out'). Modes: create (title, prompt, "
+            "cron/at/in_minutes), list, pause, resume, update (job_id + changes), run_now, "
+            "delete (job_id)."
         ),
         parameters={
             "type": "object",
@@ -57,6 +58,7 @@ def _spec(now_local: datetime, zone: str) -> ToolSpec:
                 "prompt": {"type": "string", "maxLength": 8000},
                 "cron": {"type": "string", "maxLength": 200},
                 "at": {"type": "string", "maxLength": 64},
+                "in_minutes": {"type": "integer", "minimum": 1, "maximum": 527040},
                 "skip_after_minutes": {"type": "integer", "minimum": 0},
             },
             "required": ["mode"],
@@ -100,6 +102,8 @@ class ScheduleTool(Tool):
         job_id = str(args.get("job_id") or "")
         skip = args.get("skip_after_minutes")
         skip_s = None if skip is None else int(skip) * 60
+        if args.get("in_minutes") and not args.get("at"):
+            args = {**args, "at": self._minutes_from_now(int(args["in_minutes"]))}
         if mode == "create":
             job = await jobs.create(
                 JobSpec(
@@ -138,16 +142,20 @@ class ScheduleTool(Tool):
             return f"Deleted job {job_id}."
         raise InvalidInputError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
 
+    def _minutes_from_now(self, minutes: int) -> str:
+        """`in_minutes` as the local ISO date-time `at` takes (the scheduler's clock)."""
+        zone = member_zone(self.member)
+        when = self.scheduler.clock.now().astimezone(zone) + timedelta(minutes=minutes)
+        return when.strftime("%Y-%m-%dT%H:%M:%S")
+
 
 _TASK_SPEC = ToolSpec(
     name="background_task",
     description=(
-        "Hand a longer piece of work to a background helper and keep talking with the user "
-        "meanwhile. The helper works in a conversation of its own with your tools; when it "
-        "ends, its result (or failure, or cancellation) comes back into this conversation "
-        "as a message and you tell the user. Modes: start (task: everything the helper "
-        "needs, it sees nothing of this conversation; title: a few words), list, cancel "
-        "(task_id). For work you need the answer to right now, use execute_task instead."
+        "Hand longer work to a background helper and keep talking. It sees nothing of this "
+        "conversation, so `task` must say everything; its result, failure or cancellation "
+        "comes back here as a message for you to relay. Modes: start (task, title), list, "
+        "cancel (task_id). For an answer needed now use execute_task."
     ),
     parameters={
         "type": "object",
