@@ -12,6 +12,7 @@ import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText } from '../components/form.js';
 import { Conversation, ScrollArea, formatSize } from '../components/chat-items.js';
 import { SecurityGroupControl } from '../components/security-group.js';
+import { TaskStrip } from '../components/task-strip.js';
 import {
   useChat,
   loadConversations,
@@ -671,6 +672,7 @@ export function ChatPage({ docked = false }) {
       <span class="chip__spin" aria-hidden="true"></span><span>${t('chat.reconnecting')}</span>
     </div>`}
     ${body}
+    ${conv && html`<${TaskStrip} conversationId=${conv.id} />`}
     ${!c.loadError &&
     html`<${Composer} conv=${conv} simple=${simple} running=${running} models=${c.models} inputRef=${inputRef}
       onEnsure=${() => newConversation()} />`}
