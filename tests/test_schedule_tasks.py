@@ -162,3 +162,35 @@ async def test_a_task_a_crash_cut_is_finished_after_the_restart_and_never_run_tw
     assert (await store.get(task.id)).relayed  # type: ignore[union-attr]
     origin_items = await runtime.conversations.history(ada, origin)
     assert sum("is done." in i.text for i in origin_items if i.role == "user") == 1
+
+
+async def test_a_tasks_state_changes_reach_only_its_owners_open_clients(
+    runtime: Runtime, ada: str, household: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    from skald.core.events import Connection, TasksChanged
+
+    ada_tab = runtime.hub.connect(ada, "ada-token")
+    mum_tab = runtime.hub.connect(household["mum"], "mum-token")
+    scheduler, origin, task = await _start(runtime, ada, fake_llm, Hang())
+    await scheduler.tasks.cancel(runtime.user_runtimes[ada], task.id)
+    await _ended(runtime, scheduler, ada, task)
+
+    def drained(conn: Connection) -> list[object]:
+        out = []
+        while not conn.queue.empty():
+            out.append(conn.queue.get_nowait())
+        return out
+
+    seen = [
+        (e.task_id, e.state, e.origin_conversation)
+        for e in drained(ada_tab)
+        if isinstance(e, TasksChanged)
+    ]
+    assert seen == [
+        (task.id, "queued", origin),
+        (task.id, "running", origin),
+        (task.id, "cancelled", origin),
+    ]
+    # Another member's socket sees nothing of ada's task, not even that it exists.
+    assert [e for e in drained(mum_tab) if isinstance(e, TasksChanged)] == []
+    assert task.id not in repr(drained(mum_tab))

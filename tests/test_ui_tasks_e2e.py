@@ -3,7 +3,9 @@ Chromium driven by Playwright against a real `skald serve`, the fake provider as
 model. ada asks for a background task; the assistant says it started and the chat goes
 idle; when the helper fails, its error text arrives in the open tab and the assistant
 answers without anyone typing. A second task is cancelled from the Tasks page in
-another tab, and the cancellation arrives the same way.
+another tab, and the cancellation arrives the same way; a third, on a phone-sized
+window, is cancelled from the chat's task strip above the composer. Both lists are
+live through the `tasks_changed` event.
 
 Launch flags, the skip rule (and its failure under `SKALD_CI`) and the console and CSP
 watching are those of `test_ui_e2e.py`.
@@ -122,6 +124,10 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         expect(relay).to_have_count(1)
         expect(relay).to_contain_text("the tide service is closed")
         _idle_after(chat, "Sorry: the tide lookup failed, the tide service is closed.")
+        # The chat's task strip says how it ended, with no Cancel left.
+        failed = chat.locator('[data-testid="chat-task"][data-state="failed"]')
+        expect(failed).to_contain_text("tides")
+        expect(failed.get_by_test_id("chat-task-cancel")).to_have_count(0)
 
         # 2. A helper that never finishes, cancelled from the Tasks page in another tab.
         long = {"mode": "start", "title": "long job", "task": "Count the stars"}
@@ -131,10 +137,17 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
              "The long job was cancelled, as you asked."],
         )  # fmt: skip
         fake.script("fake-a", [Hang()])
-        _send(chat, "count the stars in the background")
-        _idle_after(chat, "Started the long job.")
+        # The Tasks page is open before the task exists: the `tasks_changed` event (not
+        # its slow poll, 30 s, longer than the 15 s wait) brings the task in.
         tasks = watch.attach("tasks", context.new_page())
         tasks.goto("/#/tasks")
+        expect(tasks.get_by_test_id("tasks-page")).to_be_visible()
+        chat.bring_to_front()
+        _send(chat, "count the stars in the background")
+        _idle_after(chat, "Started the long job.")
+        running = chat.locator('[data-testid="chat-task"][data-state="running"]')
+        expect(running).to_contain_text("long job")
+        tasks.bring_to_front()
         item = tasks.locator('[data-testid="task-item"][data-state="running"]')
         expect(item).to_have_count(1)
         item.get_by_test_id("task-item-cancel").click()
@@ -142,6 +155,36 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         chat.bring_to_front()
         expect(_user(chat, 'The background task "long job" was cancelled.')).to_have_count(1)
         _idle_after(chat, "The long job was cancelled, as you asked.")
+        # The other tab's cancel reached the chat's strip too.
+        cancelled = chat.locator('[data-testid="chat-task"][data-state="cancelled"]')
+        expect(cancelled).to_contain_text("long job")
+
+        # 3. On a phone (375 px): cancelled from the strip above the composer.
+        chat.set_viewport_size({"width": 375, "height": 740})
+        slow = {"mode": "start", "title": "slow job", "task": "Sort the library"}
+        fake.script(
+            "fake-b",
+            [[Call("background_task", slow)], "Started the slow job.",
+             "The slow job was cancelled from the chat."],
+        )  # fmt: skip
+        fake.script("fake-a", [Hang()])
+        _send(chat, "sort the library in the background")
+        _idle_after(chat, "Started the slow job.")
+        strip_item = chat.locator('[data-testid="chat-task"][data-state="running"]')
+        expect(strip_item).to_contain_text("slow job")
+        cancel = strip_item.get_by_test_id("chat-task-cancel")
+        expect(cancel).to_be_in_viewport()
+        assert chat.evaluate("document.documentElement.scrollWidth") <= 375
+        cancel.click()
+        expect(
+            chat.locator('[data-testid="chat-task"][data-state="cancelled"]').filter(
+                has_text="slow job"
+            )
+        ).to_have_count(1)
+        expect(_user(chat, 'The background task "slow job" was cancelled.')).to_have_count(1)
+        _idle_after(chat, "The slow job was cancelled from the chat.")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        chat.screenshot(path=str(SHOTS / "chat-task-strip-375.png"))
         assert not watch.problems, watch.problems
     except Exception:
         SHOTS.mkdir(parents=True, exist_ok=True)

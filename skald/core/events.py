@@ -17,6 +17,7 @@ import msgspec
 from skald.agent.events import Event as AgentEventUnion
 from skald.store.conversations import Conversation, HistoryItem
 from skald.store.notifications import Notification
+from skald.store.schedule import TaskState
 
 QUEUE_LIMIT = 512
 
@@ -114,6 +115,15 @@ class Notified(msgspec.Struct, tag="notified", kw_only=True):
     unread: int
 
 
+class TasksChanged(msgspec.Struct, tag="tasks_changed", kw_only=True):
+    """One of the member's background tasks changed state: clients read the list again
+    (`origin_conversation` lets a chat view ignore other conversations' tasks)."""
+
+    task_id: str
+    state: TaskState
+    origin_conversation: str
+
+
 ServerEvent = (
     Hello
     | Ping
@@ -128,6 +138,7 @@ ServerEvent = (
     | InboxChanged
     | NotificationsChanged
     | Notified
+    | TasksChanged
 )
 
 

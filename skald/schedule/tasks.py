@@ -17,6 +17,9 @@ recovery resumes any turn (a tool call that had started is reported interrupted 
 model, never run again), and its old run row is `interrupted`, a new one records the
 finish. Nothing runs twice, nothing is lost.
 
+Every state write goes through `Tasks._move` (and the first one through `start`), which
+tells the owner's open clients (`tasks_changed`); nothing else writes a task's state.
+
 Trap: the origin conversation may be deleted meanwhile (its tasks go with it, by the
 foreign key); the member may be locked when the task ends (the relay waits for the
 next unlock, as above).
@@ -30,12 +33,12 @@ from typing import TYPE_CHECKING
 
 from skald.agent import TurnResult
 from skald.agent.prompts import HARNESS_TAG, defuse_harness_tags
-from skald.core.events import ConversationUpdated
+from skald.core.events import ConversationUpdated, TasksChanged
 from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
 from skald.llm.types import TextPart
 from skald.log import get_logger
 from skald.schedule.notices import notify
-from skald.store.schedule import ScheduleStore, Task, TaskStore, iso, new_id
+from skald.store.schedule import ScheduleStore, Task, TaskState, TaskStore, iso, new_id
 
 if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
@@ -115,6 +118,7 @@ class Tasks:
             ended_at=None,
         )
         await store.add(task)
+        self._changed(member, task, "queued")
         self.scheduler.launch_chore(member, f"task-{task.id}", lambda: self._run(member, task))
         return task
 
@@ -129,9 +133,8 @@ class Tasks:
 
     async def cancel(self, member: UserRuntime, task_id: str) -> Task:
         task = await self.get(member, task_id)
-        store = TaskStore(member.handle.db)
-        if task.state == "queued" and await store.move(
-            task.id, "cancelled", only_from=("queued",), now=iso(self.now),
+        if task.state == "queued" and await self._move(
+            member, task, "cancelled", only_from=("queued",), now=iso(self.now),
             error="cancelled before it started",
         ):  # fmt: skip
             await self._relay(member, await self.get(member, task_id))
@@ -140,12 +143,40 @@ class Tasks:
             await member.hub.stop(task.conversation_id)
         return await self.get(member, task_id)
 
+    async def _move(
+        self,
+        member: UserRuntime,
+        task: Task,
+        state: TaskState,
+        *,
+        only_from: tuple[TaskState, ...],
+        now: str | None = None,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> bool:
+        """The one place a task's state is written: move it once, then tell the owner."""
+        moved = await TaskStore(member.handle.db).move(
+            task.id, state, only_from=only_from, now=now, result=result, error=error
+        )
+        if moved:
+            self._changed(member, task, state)
+        return moved
+
+    @staticmethod
+    def _changed(member: UserRuntime, task: Task, state: TaskState) -> None:
+        # Only the owner's connections: a task is in their database, nobody else's.
+        member.events.publish(
+            member.user.id,
+            TasksChanged(
+                task_id=task.id, state=state, origin_conversation=task.origin_conversation
+            ),
+        )
+
     async def _run(self, member: UserRuntime, task: Task, *, resume: bool = False) -> None:
         """Run the task's turn (or, after a restart, finish it: `resume`), record how it
         ended and relay that to the origin conversation."""
-        store = TaskStore(member.handle.db)
         runs = ScheduleStore(member.handle.db)
-        if not resume and not await store.move(task.id, "running", only_from=("queued",)):
+        if not resume and not await self._move(member, task, "running", only_from=("queued",)):
             return  # cancelled while queued
         run = await runs.start_task_run(task, self.now)
         user_id = member.user.id
@@ -176,8 +207,8 @@ class Tasks:
         finally:
             member.unattended.discard(task.conversation_id)
         now = self.now
-        await store.move(
-            task.id, state, only_from=("running",), now=iso(now), result=result,  # type: ignore[arg-type]
+        await self._move(
+            member, task, state, only_from=("running",), now=iso(now), result=result,  # type: ignore[arg-type]
             error=error,
         )  # fmt: skip
         await runs.finish(

@@ -13,6 +13,7 @@ import { ErrorNotice, errorText } from '../components/form.js';
 import { Conversation, ScrollArea, formatSize } from '../components/chat-items.js';
 import { SecurityGroupControl } from '../components/security-group.js';
 import { MicButton } from '../components/voice.js';
+import { TaskStrip } from '../components/task-strip.js';
 import {
   useChat,
   loadConversations,
@@ -675,6 +676,7 @@ export function ChatPage({ docked = false }) {
       <span class="chip__spin" aria-hidden="true"></span><span>${t('chat.reconnecting')}</span>
     </div>`}
     ${body}
+    ${conv && html`<${TaskStrip} conversationId=${conv.id} />`}
     ${!c.loadError &&
     html`<${Composer} conv=${conv} simple=${simple} running=${running} models=${c.models} inputRef=${inputRef}
       onEnsure=${() => newConversation()} />`}

@@ -6,8 +6,11 @@
 import { html, useEffect, useState } from '../lib.js';
 import { t, formatDate } from '../i18n.js';
 import { api } from '../api.js';
+import * as ws from '../ws.js';
 import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText } from '../components/form.js';
+
+const JOB_REFRESH_MS = 30000;
 
 function when(iso) {
   if (!iso) return t('tasks.never');
@@ -136,9 +139,21 @@ export function TasksPage() {
   };
   useEffect(() => {
     load();
-    // A live list: background tasks change state by themselves.
-    const timer = setInterval(load, 3000);
-    return () => clearInterval(timer);
+    // A live list: background tasks change state by themselves, and the server
+    // says so ("tasks_changed"); after a reconnect, read what may have been missed.
+    const offMessage = ws.onMessage((msg) => {
+      if (msg.type === 'tasks_changed') load();
+    });
+    const offStatus = ws.onStatus((status, { reconnected }) => {
+      if (status === 'open' && reconnected) load();
+    });
+    // Scheduled runs have no event yet: their outcome and next time are read now and then.
+    const timer = setInterval(load, JOB_REFRESH_MS);
+    return () => {
+      offMessage();
+      offStatus();
+      clearInterval(timer);
+    };
   }, []);
   let body;
   if (jobs === null && !error) {
