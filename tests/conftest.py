@@ -86,6 +86,16 @@ class Client:
         return await self.http.request(method, path, headers=headers, **kw)
 
 
+MakeClient = Callable[[], Awaitable[Client]]
+
+
+async def signed_in(make_client: MakeClient, username: str, password: str = PASSWORD) -> Client:
+    """A new client (from the `make_client` fixture) signed in as `username`."""
+    client = await make_client()
+    await client.login(username, password)
+    return client
+
+
 @pytest.fixture
 async def make_client(runtime: Runtime) -> AsyncIterator[Callable[[], Awaitable[Client]]]:
     # httpx's ASGI transport runs the app on this test's own loop, where the runtime lives

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client
+from conftest import PASSWORD, TEST_ENV, signed_in
 from test_api_access import MakeClient
 
 from skald.config import load_config
@@ -301,17 +301,11 @@ async def test_a_locked_member_cannot_be_notified_and_the_caller_is_told(
 # -- the API ----------------------------------------------------------------------------
 
 
-async def _signed_in(make_client: MakeClient, name: str) -> Client:
-    client = await make_client()
-    await client.login(name, PASSWORD)
-    return client
-
-
 async def test_the_api_lists_marks_and_deletes_only_the_callers_own(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await _signed_in(make_client, "ada")
-    tim = await _signed_in(make_client, "tim")
+    ada = await signed_in(make_client, "ada")
+    tim = await signed_in(make_client, "tim")
     first = await runtime.notifications.notify(household["ada"], title="one", source="job")
     second = await runtime.notifications.notify(household["ada"], title="two", link="/tasks")
     r = await ada.call("GET", "/api/notifications")
@@ -339,7 +333,7 @@ async def test_the_api_lists_marks_and_deletes_only_the_callers_own(
 async def test_the_api_refuses_bad_requests_with_4xx(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     for method, path, body in (
         ("POST", "/api/notifications/read", {"ids": []}),
         ("POST", "/api/notifications/read", {"ids": ["x"] * 201}),
@@ -370,7 +364,7 @@ async def test_the_api_refuses_bad_requests_with_4xx(
 async def test_settings_round_trip(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     r = await ada.call("GET", "/api/notifications/settings")
     assert r.json()["channels"] == ["web"] and r.json()["quiet"] is None
     assert r.json()["available"] == ["web"]
