@@ -96,6 +96,19 @@ async def signed_in(make_client: MakeClient, username: str, password: str = PASS
     return client
 
 
+async def post_chat(
+    client: Client, text: str, conversation_id: str | None = None
+) -> dict[str, Any]:
+    """`POST /api/chat` (a new conversation unless `conversation_id`); its 200 answer."""
+    body: dict[str, Any] = {"text": text}
+    if conversation_id:
+        body["conversation_id"] = conversation_id
+    r = await client.call("POST", "/api/chat", json=body)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
 @pytest.fixture
 async def make_client(runtime: Runtime) -> AsyncIterator[Callable[[], Awaitable[Client]]]:
     # httpx's ASGI transport runs the app on this test's own loop, where the runtime lives
