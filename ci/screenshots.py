@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     shots = [s for s in PAGES if s.name in wanted]
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from test_ui_e2e import CHROMIUM, CHROMIUM_ARGS, PLAYWRIGHT_MISSING
+    from ui_support import CHROMIUM, CHROMIUM_ARGS, PLAYWRIGHT_MISSING
 
     if PLAYWRIGHT_MISSING or not os.access(CHROMIUM, os.X_OK):
         print(

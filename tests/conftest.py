@@ -86,6 +86,29 @@ class Client:
         return await self.http.request(method, path, headers=headers, **kw)
 
 
+MakeClient = Callable[[], Awaitable[Client]]
+
+
+async def signed_in(make_client: MakeClient, username: str, password: str = PASSWORD) -> Client:
+    """A new client (from the `make_client` fixture) signed in as `username`."""
+    client = await make_client()
+    await client.login(username, password)
+    return client
+
+
+async def post_chat(
+    client: Client, text: str, conversation_id: str | None = None
+) -> dict[str, Any]:
+    """`POST /api/chat` (a new conversation unless `conversation_id`); its 200 answer."""
+    body: dict[str, Any] = {"text": text}
+    if conversation_id:
+        body["conversation_id"] = conversation_id
+    r = await client.call("POST", "/api/chat", json=body)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
 @pytest.fixture
 async def make_client(runtime: Runtime) -> AsyncIterator[Callable[[], Awaitable[Client]]]:
     # httpx's ASGI transport runs the app on this test's own loop, where the runtime lives

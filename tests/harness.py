@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +125,23 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextlib.contextmanager
+def household(
+    root: Path, *people: tuple[str, str], role: str = "member", **env_extra: str
+) -> Iterator[ServerProcess]:
+    """A running server with the administrator (`ADMIN`) and `people` (name, password)
+    in `role`; killed afterwards. The shape of most browser tests' `server` fixture."""
+    srv = ServerProcess(root, **env_extra)
+    srv.create_admin()
+    for name, password in people:
+        srv.add_user(name, password, role)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.close()
 
 
 class Api:

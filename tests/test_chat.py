@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PASSWORD, Client
+from conftest import PASSWORD, Client, post_chat
 from fake_llm import Call, FakeLLM, Hang, Text
 
 from skald.agent import CallState, prompts
@@ -66,16 +66,6 @@ async def _admin_sets_up_models(
     return admin
 
 
-async def _chat(client: Client, text: str, conversation_id: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"text": text}
-    if conversation_id:
-        body["conversation_id"] = conversation_id
-    r = await client.call("POST", "/api/chat", json=body)
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
-
-
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 async def test_two_round_turn_with_a_tool_is_persisted(
     api: str,
@@ -99,7 +89,7 @@ async def test_two_round_turn_with_a_tool_is_persisted(
     )
     ada = await make_client()
     await ada.login("ada")
-    out = await _chat(ada, "Remember that I like sourdough bread")
+    out = await post_chat(ada, "Remember that I like sourdough bread")
     assert out["status"] == "done" and out["reply"] == "Noted: you like sourdough."
 
     # The second request carried the tool result after its call (the fake checks that).
@@ -134,7 +124,7 @@ async def test_fallback_on_503_but_not_on_401(
     fake_llm.script("model-b", ["B here."])
     ada = await make_client()
     await ada.login("ada")
-    out = await _chat(ada, "hello")
+    out = await post_chat(ada, "hello")
     assert out == {
         "conversation_id": out["conversation_id"],
         "reply": "B here.",
@@ -149,7 +139,7 @@ async def test_fallback_on_503_but_not_on_401(
     )
     fake_llm.script("model-a", [401])
     fake_llm.script("model-b", ["must not be asked"])
-    out = await _chat(ada, "again", out["conversation_id"])
+    out = await post_chat(ada, "again", out["conversation_id"])
     assert out["status"] == "failed" and out["error_code"] == "auth"
     # A member reads a plain sentence; the provider's own words are for administrators.
     assert "401" not in (out["error"] or "") and out["error_detail"] is None
@@ -170,7 +160,7 @@ async def test_shared_memory_write_needs_approval(
     ada = await make_client()
     await ada.login("ada")
 
-    out = await _chat(ada, "Tell the household where the wifi password is")
+    out = await post_chat(ada, "Tell the household where the wifi password is")
     assert out["status"] == "awaiting_approval"
     cid = out["conversation_id"]
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
@@ -189,7 +179,7 @@ async def test_shared_memory_write_needs_approval(
     await _wait_idle(ada, cid)
     assert [n.path for n in await runtime.shared_memory.note_list()] == []
 
-    out = await _chat(ada, "Please, save it after all", cid)
+    out = await post_chat(ada, "Please, save it after all", cid)
     assert out["status"] == "awaiting_approval"
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     call = next(c for i in items for c in i["tool_calls"] if c["status"] == "awaiting_approval")
@@ -219,7 +209,7 @@ async def test_members_cannot_reach_each_others_chats(
     ada, tim = await make_client(), await make_client()
     await ada.login("ada")
     await tim.login("tim")
-    cid = (await _chat(ada, "hello"))["conversation_id"]
+    cid = (await post_chat(ada, "hello"))["conversation_id"]
     r = await ada.http.post(
         f"/api/uploads?conversation_id={cid}",
         files={"file": ("note.txt", b"secret plans")},
@@ -279,7 +269,7 @@ async def test_slash_commands(
         "POST", f"/api/conversations/{cid}/messages", json={"text": "/model model-b"}
     )
     assert r.status_code == 200 and r.json()["result"] == "using model-b"
-    out = await _chat(ada, "hi", cid)
+    out = await post_chat(ada, "hi", cid)
     assert out["reply"] == "from B"
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/cost"})
     assert "tokens in" in r.json()["result"]
@@ -287,7 +277,7 @@ async def test_slash_commands(
     assert r.json()["conversation_id"] and r.json()["conversation_id"] != cid
     # Only known commands are commands: anything else starting with "/" is a message.
     fake_llm.script("model-b", ["It is a file of host names."])
-    out = await _chat(ada, "/etc/hosts: what is it?", cid)
+    out = await post_chat(ada, "/etc/hosts: what is it?", cid)
     assert out["reply"] == "It is a file of host names."
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"model_id": None, "open": False})
     assert r.json()["model_id"] is None and r.json()["open"] is False
@@ -323,7 +313,7 @@ async def test_stop_reaches_a_sub_agent(
     await _wait_idle(ada, cid)
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert items[1]["tool_calls"][0]["status"] in ("interrupted", "error")
-    out = await _chat(ada, "still there?", cid)
+    out = await post_chat(ada, "still there?", cid)
     assert out["reply"] == "Usable again."
 
 
@@ -332,7 +322,7 @@ async def test_no_model_configured_is_a_clear_failure(
 ) -> None:
     ada = await make_client()
     await ada.login("ada")
-    out = await _chat(ada, "hello?")
+    out = await post_chat(ada, "hello?")
     assert out["status"] == "failed" and out["error_code"] == "no_model"
     _ = PASSWORD
 
@@ -399,7 +389,7 @@ async def test_children_do_not_see_the_households_notes(
     )
     tim = await make_client()
     await tim.login("tim")
-    out = await _chat(tim, "what is the wifi password?")
+    out = await post_chat(tim, "what is the wifi password?")
     assert out["reply"] == "I cannot see that."
     second = fake_llm.requests[1].body
     tool_result = next(m for m in second["messages"] if m["role"] == "tool")
@@ -451,7 +441,7 @@ async def test_the_assistant_works_on_files_in_the_members_home(
     )
     ada = await make_client()
     await ada.login("ada")
-    out = await _chat(ada, "Start a shopping list with flour and yeast")
+    out = await post_chat(ada, "Start a shopping list with flour and yeast")
     # Own home: no approval needed, and the file is really there.
     assert out["status"] == "done" and out["reply"] == "Your list has yeast on it."
     home = runtime.core.layout.home(household["ada"])
@@ -525,7 +515,7 @@ async def test_catalogue_changes_apply_to_the_very_next_turn(
         return posted[-1].body["model"], posted[-1].headers.get("authorization", "")
 
     fake_llm.script("model-a", ["A."])
-    out = await _chat(ada, "one")
+    out = await post_chat(ada, "one")
     cid = out["conversation_id"]
     assert out["reply"] == "A." and last_request() == ("model-a", "Bearer sk-test-123")
 
@@ -533,25 +523,25 @@ async def test_catalogue_changes_apply_to_the_very_next_turn(
     r = await admin.call("PATCH", f"/api/llm/providers/{provider}", json={"api_key": "sk-new-9"})
     assert r.status_code == 200, r.text
     fake_llm.script("model-a", ["A again."])
-    assert (await _chat(ada, "two", cid))["reply"] == "A again."
+    assert (await post_chat(ada, "two", cid))["reply"] == "A again."
     assert last_request() == ("model-a", "Bearer sk-new-9")
 
     # A model switched off is not asked any more; the next one is.
     r = await admin.call("PATCH", f"/api/llm/models/{models['model-a']}", json={"enabled": False})
     assert r.status_code == 200, r.text
     fake_llm.script("model-b", ["B."])
-    assert (await _chat(ada, "three", cid))["reply"] == "B."
+    assert (await post_chat(ada, "three", cid))["reply"] == "B."
     assert last_request() == ("model-b", "Bearer sk-new-9")
 
     # A deleted model is gone at once, and so is a deleted provider with its models.
     assert (await admin.call("DELETE", f"/api/llm/models/{models['model-b']}")).status_code == 204
-    out = await _chat(ada, "four", cid)
+    out = await post_chat(ada, "four", cid)
     assert out["status"] == "failed" and out["error_code"] == "no_model"
     r = await admin.call("PATCH", f"/api/llm/models/{models['model-a']}", json={"enabled": True})
     assert r.status_code == 200, r.text
     assert (await admin.call("DELETE", f"/api/llm/providers/{provider}")).status_code == 204
     asked = len([r for r in fake_llm.requests if r.method == "POST"])
-    out = await _chat(ada, "five", cid)
+    out = await post_chat(ada, "five", cid)
     assert out["status"] == "failed" and out["error_code"] == "no_model"
     assert len([r for r in fake_llm.requests if r.method == "POST"]) == asked
 
@@ -564,7 +554,7 @@ async def test_a_providers_key_never_reaches_a_new_address(
     ada = await make_client()
     await ada.login("ada")
     fake_llm.script("model-a", ["first"])
-    assert (await _chat(ada, "one"))["reply"] == "first"
+    assert (await post_chat(ada, "one"))["reply"] == "first"
     assert fake_llm.requests[-1].headers["authorization"] == "Bearer sk-test-123"
 
     with FakeLLM() as elsewhere:
@@ -588,7 +578,7 @@ async def test_a_providers_key_never_reaches_a_new_address(
         )
         assert r.status_code == 200 and r.json()["has_api_key"] is False, r.text
         elsewhere.script("model-a", ["keyless"])
-        assert (await _chat(ada, "two"))["reply"] == "keyless"
+        assert (await post_chat(ada, "two"))["reply"] == "keyless"
         assert "authorization" not in elsewhere.requests[-1].headers
 
         # Moved back with a new key: that key, and only it, goes there.
@@ -597,7 +587,7 @@ async def test_a_providers_key_never_reaches_a_new_address(
         )
         assert r.status_code == 200 and r.json()["has_api_key"] is True
         fake_llm.script("model-a", ["back"])
-        assert (await _chat(ada, "three"))["reply"] == "back"
+        assert (await post_chat(ada, "three"))["reply"] == "back"
         assert fake_llm.requests[-1].headers["authorization"] == "Bearer sk-other-7"
         seen = [r.headers.get("authorization", "") for r in elsewhere.requests]
         assert not any("sk-" in h for h in seen), seen
@@ -686,15 +676,15 @@ async def test_an_edited_agent_file_applies_to_the_next_turn(
         return content
 
     fake_llm.script("model-a", ["1.", "2.", "3."])
-    cid = (await _chat(ada, "one"))["conversation_id"]
+    cid = (await post_chat(ada, "one"))["conversation_id"]
     assert "Always answer in rhyme." not in system()
     with (root / "assistant" / "AGENT.md").open("a") as f:
         f.write("\nAlways answer in rhyme.\n")
-    await _chat(ada, "two", cid)
+    await post_chat(ada, "two", cid)
     assert "Always answer in rhyme." in system()
     fragment = root / "common" / "safety.md"
     fragment.write_text(fragment.read_text() + "\nNever juggle knives.\n")
-    await _chat(ada, "three", cid)
+    await post_chat(ada, "three", cid)
     assert "Always answer in rhyme." in system() and "Never juggle knives." in system()
 
 

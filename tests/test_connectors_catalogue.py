@@ -15,7 +15,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from conftest import PASSWORD, Client
+from conftest import PASSWORD, Client, signed_in
 from connector_support import simple_feed
 
 from skald.connectors import service
@@ -32,27 +32,21 @@ def _use_feed(runtime: Runtime, feed: Path | str) -> service.Connectors:
     return c
 
 
-async def _signed_in(make_client: MakeClient, name: str) -> Client:
-    client = await make_client()
-    await client.login(name)
-    return client
-
-
 async def test_an_installed_connector_reaches_auto_grant_members_now_and_later_never_children(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     _use_feed(runtime, simple_feed(tmp_path / "feed"))
-    mum = await _signed_in(make_client, "mum")
+    mum = await signed_in(make_client, "mum")
     r = await mum.call("POST", "/api/marketplace/clock/install")
     assert r.status_code == 201, r.text
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     assert [c["name"] for c in (await ada.call("GET", "/api/connectors")).json()] == ["clock"]
     # A member created after the install is granted by the row the trigger writes.
     await runtime.core.users.create("bob", PASSWORD, "member")
-    bob = await _signed_in(make_client, "bob")
+    bob = await signed_in(make_client, "bob")
     assert [c["name"] for c in (await bob.call("GET", "/api/connectors")).json()] == ["clock"]
     # A child's role has neither connectors.use nor auto_grant.
-    tim = await _signed_in(make_client, "tim")
+    tim = await signed_in(make_client, "tim")
     assert (await tim.call("GET", "/api/connectors")).status_code == 403
     grants = (await mum.call("GET", "/api/connectors/clock/grants")).json()["users"]
     assert household["tim"] not in grants and household["ada"] in grants
@@ -62,9 +56,9 @@ async def test_a_revoked_member_no_longer_sees_or_activates_the_connector_and_ad
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     _use_feed(runtime, simple_feed(tmp_path / "feed"))
-    mum = await _signed_in(make_client, "mum")
+    mum = await signed_in(make_client, "mum")
     assert (await mum.call("POST", "/api/marketplace/clock/install")).status_code == 201
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     assert (await ada.call("POST", "/api/connectors/clock/activate")).json()["active"] is True
     r = await mum.call("DELETE", f"/api/connectors/clock/grants/{household['ada']}")
     assert r.status_code == 204
@@ -89,7 +83,7 @@ async def test_a_tampered_file_refuses_the_whole_item_and_nothing_is_installed(
     feed = simple_feed(tmp_path / "feed", ("clock", "other"))
     (feed / "clock" / "clock_server.py").write_text("print('not what was pinned')\n")
     _use_feed(runtime, feed)
-    mum = await _signed_in(make_client, "mum")
+    mum = await signed_in(make_client, "mum")
     listing = {i["folder"]: i for i in (await mum.call("GET", "/api/marketplace")).json()}
     assert "does not match its digest" in listing["clock"]["refused"]
     assert listing["other"]["refused"] is None
@@ -104,7 +98,7 @@ async def test_update_appears_only_for_a_higher_version_and_installs_the_new_fil
 ) -> None:
     feed = simple_feed(tmp_path / "feed")
     _use_feed(runtime, feed)
-    mum = await _signed_in(make_client, "mum")
+    mum = await signed_in(make_client, "mum")
     await mum.call("POST", "/api/marketplace/clock/install")
     item = (await mum.call("GET", "/api/marketplace")).json()[0]
     assert (item["installed_version"], item["update"]) == (1, False)
@@ -141,9 +135,9 @@ async def test_secrets_are_kept_in_the_members_own_database_and_never_answered(
         },
     )
     _use_feed(runtime, feed)
-    mum = await _signed_in(make_client, "mum")
+    mum = await signed_in(make_client, "mum")
     assert (await mum.call("POST", "/api/marketplace/clock/install")).status_code == 201
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     before = (await ada.call("GET", "/api/connectors/clock")).json()
     assert before["signed_in"] is False and before["secret_fields"][0]["name"] == "api_key"
     r = await ada.call("PUT", "/api/connectors/clock/secrets", json={"values": {"api_key": key}})
@@ -173,10 +167,10 @@ async def test_a_member_cannot_reach_a_connector_they_were_not_granted(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     _use_feed(runtime, simple_feed(tmp_path / "feed"))
-    mum = await _signed_in(make_client, "mum")
+    mum = await signed_in(make_client, "mum")
     await mum.call("POST", "/api/marketplace/clock/install")
     await mum.call("DELETE", f"/api/connectors/clock/grants/{household['ada']}")
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     for method, path, body in (
         ("GET", "/api/connectors/clock", None),
         ("POST", "/api/connectors/clock/activate", None),

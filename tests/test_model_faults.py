@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from conftest import Client
+from conftest import Client, post_chat, signed_in
 from fake_llm import Call, Drop, Error, FakeLLM, Hang, Text, ToolCalls
 
 from skald.agent import ModelSwitched, TokenDelta, TurnDone
@@ -24,8 +24,7 @@ async def _models(
     make_client: MakeClient, fake: FakeLLM, models: list[tuple[str, str]], **extra: Any
 ) -> Client:
     """An admin adds the fake as a provider and these (wire id, api) models, in order."""
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     providers: dict[str, str] = {}
     for api in dict.fromkeys(api for _, api in models):
         body = (
@@ -55,16 +54,6 @@ async def _models(
     return admin
 
 
-async def _chat(client: Client, text: str, conversation_id: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"text": text}
-    if conversation_id:
-        body["conversation_id"] = conversation_id
-    r = await client.call("POST", "/api/chat", json=body)
-    assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
-
-
 async def _items(client: Client, cid: str) -> list[dict[str, Any]]:
     r = await client.call("GET", f"/api/conversations/{cid}/messages")
     assert r.status_code == 200, r.text
@@ -82,10 +71,9 @@ async def test_a_server_hanging_up_mid_answer_keeps_the_text_the_member_saw(
 ) -> None:
     await _models(make_client, fake_llm, [("model-a", api)])
     fake_llm.script("model-a", [Drop("The tide turns at six"), "Six o'clock."])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
-    out = await _chat(ada, "When does the tide turn?")
+    out = await post_chat(ada, "When does the tide turn?")
 
     assert out["status"] == "failed"
     items = await _items(ada, out["conversation_id"])
@@ -95,7 +83,7 @@ async def test_a_server_hanging_up_mid_answer_keeps_the_text_the_member_saw(
     ]
     assert items[1]["interrupted"] not in (None, "stopped")
     # The next request tells the model its answer broke off.
-    await _chat(ada, "Go on", out["conversation_id"])
+    await post_chat(ada, "Go on", out["conversation_id"])
     last = fake_llm.bodies(api)[-1]["messages"]  # type: ignore[arg-type]
     said = next(m for m in last if m["role"] == "assistant")
     blocks = said["content"]
@@ -125,12 +113,11 @@ async def test_every_model_request_gets_a_usage_row_with_its_outcome(
             Hang(text_before="A story that never ends, and "),
         ],
     )
-    ada = await make_client()
-    await ada.login("ada")
-    out = await _chat(ada, "one")
+    ada = await signed_in(make_client, "ada")
+    out = await post_chat(ada, "one")
     cid = out["conversation_id"]
-    await _chat(ada, "two", cid)
-    await _chat(ada, "three", cid)
+    await post_chat(ada, "two", cid)
+    await post_chat(ada, "three", cid)
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "four"})
     assert r.status_code == 202
     async with asyncio.timeout(10):
@@ -169,10 +156,9 @@ async def test_a_call_cut_at_the_output_limit_is_not_run_over_the_real_wire(
         "model-a",
         [ToolCalls([Call("write_file", long_note)], cut_at=60), "Sorry, I will be brief."],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
-    out = await _chat(ada, "Write me a story into my notes")
+    out = await post_chat(ada, "Write me a story into my notes")
 
     assert out["status"] == "done"
     items = await _items(ada, out["conversation_id"])
@@ -191,10 +177,9 @@ async def test_a_childs_turn_ends_at_the_roles_token_budget(
         for n in range(5)
     ]
     fake_llm.script("model-a", [*look, "never"])
-    tim = await make_client()
-    await tim.login("tim")
+    tim = await signed_in(make_client, "tim")
 
-    out = await _chat(tim, "look at everything")
+    out = await post_chat(tim, "look at everything")
 
     assert out["status"] == "failed" and out["error_code"] == "turn_budget"
     assert fake_llm.remaining("model-a") == 4  # two calls made, 300k tokens > 200k
@@ -215,10 +200,9 @@ async def test_a_provider_silent_past_its_own_timeout_fails_over_to_the_next_mod
     assert bad.status_code == 400
     fake_llm.script("model-a", [Hang(before_headers=True)])
     fake_llm.script("model-b", ["B answers."])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
-    out = await _chat(ada, "hello?")
+    out = await post_chat(ada, "hello?")
 
     assert out["status"] == "done" and out["reply"] == "B answers."
     failed = (await runtime.llm.store.requests())[-1]
@@ -245,17 +229,15 @@ async def test_a_member_reads_a_plain_sentence_and_only_admins_see_the_technical
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     body = {"name": "Gone", "kind": "openai_compatible", "base_url": f"http://127.0.0.1:{port}/v1"}
     provider = (await admin.call("POST", "/api/llm/providers", json=body)).json()
     model = {"provider_id": provider["id"], "model": "m", "name": "m"}
     assert (await admin.call("POST", "/api/llm/models", json=model)).status_code == 201
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
     async with runtime.conversations.subscribe(household["ada"]) as events:
-        out = await _chat(ada, "hello?")
+        out = await post_chat(ada, "hello?")
         async with asyncio.timeout(10):
             async for event in events:
                 inner = getattr(event, "event", None)
@@ -271,7 +253,7 @@ async def test_a_member_reads_a_plain_sentence_and_only_admins_see_the_technical
     items = await _items(ada, out["conversation_id"])
     assert items[-1]["interrupted"] == "unreachable" and str(port) not in str(items)
     # Whoever manages the models gets the provider's own words too.
-    mine = await _chat(admin, "hello?")
+    mine = await post_chat(admin, "hello?")
     assert mine["error"] == plain("unreachable")
     assert mine["error_detail"] is not None and str(port) in mine["error_detail"]
 
@@ -286,16 +268,15 @@ async def test_each_model_gets_its_own_longest_answer_instead_of_a_fixed_4096(
 ) -> None:
     admin = await _models(make_client, fake_llm, [("model-a", api)], max_output_tokens=777)
     fake_llm.script("model-a", ["Short.", "Default."])
-    ada = await make_client()
-    await ada.login("ada")
-    await _chat(ada, "hi")
+    ada = await signed_in(make_client, "ada")
+    await post_chat(ada, "hi")
     assert fake_llm.bodies(api)[-1]["max_tokens"] == 777  # type: ignore[arg-type]
 
     model = next(m for m in (await admin.call("GET", "/api/llm/models")).json())
     assert model["max_output_tokens"] == 777 and model["context_window"] is None
     r = await admin.call("PATCH", f"/api/llm/models/{model['id']}", json={"max_output_tokens": 0})
     assert r.status_code == 200 and r.json()["max_output_tokens"] is None  # unknown again
-    await _chat(ada, "hi again")
+    await post_chat(ada, "hi again")
     assert fake_llm.bodies(api)[-1]["max_tokens"] == 4096  # type: ignore[arg-type]
 
 
@@ -325,8 +306,7 @@ async def test_limits_come_from_the_providers_model_list_where_it_reports_them(
         "capabilities": ["reasoning", "tools", "vision"],
     }
     assert listed["plain"]["context_window"] is None and listed["plain"]["capabilities"] == []
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     assert (await ada.call("GET", f"/api/llm/providers/{provider['id']}/models")).status_code == 403
 
 
@@ -336,8 +316,7 @@ async def test_compaction_starts_from_the_real_context_window(
     admin = await _models(
         make_client, fake_llm, [("model-a", "openai")], context_window=8000, max_output_tokens=1000
     )
-    ada = await make_client()
-    await ada.login("ada")
+    await signed_in(make_client, "ada")  # her data is unlocked by the login
     mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
     conversation = await mine.hub.store.create("c1", "assistant")
 
@@ -372,17 +351,16 @@ async def test_a_context_overflow_400_compacts_and_asks_again_once(
 ) -> None:
     await _models(make_client, fake_llm, [("model-a", api)])
     fake_llm.script("model-a", [f"Answer {n}." for n in range(5)])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     long = "with a long explanation " * 40
-    cid = (await _chat(ada, f"Question 0 {long}"))["conversation_id"]
+    cid = (await post_chat(ada, f"Question 0 {long}"))["conversation_id"]
     for n in range(1, 5):
-        await _chat(ada, f"Question {n} {long}", cid)
+        await post_chat(ada, f"Question {n} {long}", cid)
     fake_llm.script(
         "model-a", [OVERFLOW[api], "Summary: five questions, five answers.", "Answer 5."]
     )
 
-    out = await _chat(ada, "Question 5", cid)
+    out = await post_chat(ada, "Question 5", cid)
 
     assert out["status"] == "done" and out["reply"] == "Answer 5."
     overflowed, summary, retried = fake_llm.bodies(api)[-3:]  # type: ignore[arg-type]
@@ -391,7 +369,7 @@ async def test_a_context_overflow_400_compacts_and_asks_again_once(
     assert "five questions" in str(retried["messages"])
     # A second overflow in the same turn is not compacted again: it fails, in plain words.
     fake_llm.script("model-a", [OVERFLOW[api], OVERFLOW[api]])
-    out = await _chat(ada, "Question 6", cid)
+    out = await post_chat(ada, "Question 6", cid)
     assert out["status"] == "failed" and out["error_code"] == "context_overflow"
 
 
@@ -401,10 +379,9 @@ async def test_an_overload_400_falls_back_to_the_next_model(
     await _models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
     fake_llm.script("model-a", [Error(400, "Model is overloaded, please try again later.")])
     fake_llm.script("model-b", ["B here."])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
-    out = await _chat(ada, "hello")
+    out = await post_chat(ada, "hello")
 
     assert out["status"] == "done" and out["reply"] == "B here."
 
@@ -420,11 +397,10 @@ async def test_a_stream_that_breaks_before_any_call_starts_over_on_the_next_mode
     await _models(make_client, fake_llm, [("model-a", api), ("model-b", api)])
     fake_llm.script("model-a", [Drop("The first half of a")])
     fake_llm.script("model-b", ["A whole answer."])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
     async with runtime.conversations.subscribe(household["ada"]) as events:
-        out = await _chat(ada, "hello")
+        out = await post_chat(ada, "hello")
         seen: list[Any] = []
         async with asyncio.timeout(10):
             async for event in events:
@@ -500,9 +476,8 @@ async def test_a_message_sent_while_a_turn_runs_is_answered_in_that_turn(
     await _models(make_client, fake_llm, [("model-a", "openai")])
     note = {"path": "shared-memory/wifi.md", "content": "# Wi-Fi\nOn the fridge."}
     fake_llm.script("model-a", [[Call("write_file", note)], "Saved, and yes: it is on the fridge."])
-    ada = await make_client()
-    await ada.login("ada")
-    out = await _chat(ada, "Tell everyone where the wifi password is")
+    ada = await signed_in(make_client, "ada")
+    out = await post_chat(ada, "Tell everyone where the wifi password is")
     assert out["status"] == "awaiting_approval"  # the turn waits for a person, still running
     cid = out["conversation_id"]
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client
+from conftest import PASSWORD, TEST_ENV, signed_in
 from test_api_access import MakeClient
 
 from skald.config import load_config
@@ -99,6 +99,28 @@ def _service(runtime: Runtime, hand: Hand, clock: Clock | None = None) -> Notifi
     return service
 
 
+# 23:00 in Rome (UTC+1 in December): inside the quiet hours below.
+ROME_NIGHT = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
+NIGHT = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
+
+
+async def _recorded(
+    runtime: Runtime,
+    hand: Hand,
+    user_id: str,
+    clock: Clock | None = None,
+    *,
+    quiet: QuietHours | None = None,
+    rec: Recorder | None = None,
+) -> tuple[NotificationService, Recorder]:
+    """A service whose one channel for `user_id` is a `Recorder` (`rec`, or a new one)."""
+    service = _service(runtime, hand, clock)
+    rec = Recorder() if rec is None else rec
+    service.register(rec)
+    await service.save_prefs(user_id, NotificationPrefs(channels=["rec"], quiet=quiet))
+    return service, rec
+
+
 def _events(runtime: Runtime, user_id: str) -> list[ServerEvent]:
     out = []
     for conn in runtime.hub.connections(user_id):
@@ -113,11 +135,8 @@ async def test_a_burst_of_twenty_notify_calls_arrives_as_one_delivery(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
     hand = Hand()
-    service = _service(runtime, hand)
-    rec = Recorder()
-    service.register(rec)
     ada = household["ada"]
-    await service.save_prefs(ada, NotificationPrefs(channels=["rec"]))
+    service, rec = await _recorded(runtime, hand, ada)
     for i in range(20):
         await service.notify(ada, title=f"burst {i}", source="job")
     assert len(hand.windows) == 1, "the first call opens the only window"
@@ -192,14 +211,9 @@ async def test_quiet_hours_hold_deliveries_and_send_them_after_in_one_batch(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
     hand = Hand()
-    # 23:00 in Rome (UTC+1 in December): inside 22:00-07:00.
-    clock = Clock(datetime(2026, 12, 1, 22, 0, tzinfo=UTC))
-    service = _service(runtime, hand, clock)
-    rec = Recorder()
-    service.register(rec)
+    clock = Clock(ROME_NIGHT)
     ada = household["ada"]
-    quiet = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
-    await service.save_prefs(ada, NotificationPrefs(channels=["rec"], quiet=quiet))
+    service, rec = await _recorded(runtime, hand, ada, clock, quiet=NIGHT)
     for i in range(3):
         await service.notify(ada, title=f"night {i}")
     await hand.close_windows()
@@ -224,13 +238,9 @@ async def test_high_urgency_goes_through_quiet_hours(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
     hand = Hand()
-    clock = Clock(datetime(2026, 12, 1, 22, 0, tzinfo=UTC))
-    service = _service(runtime, hand, clock)
-    rec = Recorder()
-    service.register(rec)
+    clock = Clock(ROME_NIGHT)
     ada = household["ada"]
-    quiet = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
-    await service.save_prefs(ada, NotificationPrefs(channels=["rec"], quiet=quiet))
+    service, rec = await _recorded(runtime, hand, ada, clock, quiet=NIGHT)
     await service.notify(ada, title="can wait")
     await service.notify(ada, title="the alarm", urgency="high")
     await hand.close_windows()
@@ -243,11 +253,8 @@ async def test_held_rows_of_a_crash_are_delivered_by_the_loop_but_not_a_fresh_ba
 ) -> None:
     hand = Hand()
     clock = Clock(datetime.now(UTC))
-    service = _service(runtime, hand, clock)
-    rec = Recorder()
-    service.register(rec)
     ada = household["ada"]
-    await service.save_prefs(ada, NotificationPrefs(channels=["rec"]))
+    service, rec = await _recorded(runtime, hand, ada, clock)
     await service.notify(ada, title="in its window")
     await service.deliver_held(ada)
     assert rec.deliveries == [], "a row younger than the grace belongs to its batch"
@@ -294,17 +301,11 @@ async def test_a_locked_member_cannot_be_notified_and_the_caller_is_told(
 # -- the API ----------------------------------------------------------------------------
 
 
-async def _signed_in(make_client: MakeClient, name: str) -> Client:
-    client = await make_client()
-    await client.login(name, PASSWORD)
-    return client
-
-
 async def test_the_api_lists_marks_and_deletes_only_the_callers_own(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await _signed_in(make_client, "ada")
-    tim = await _signed_in(make_client, "tim")
+    ada = await signed_in(make_client, "ada")
+    tim = await signed_in(make_client, "tim")
     first = await runtime.notifications.notify(household["ada"], title="one", source="job")
     second = await runtime.notifications.notify(household["ada"], title="two", link="/tasks")
     r = await ada.call("GET", "/api/notifications")
@@ -332,7 +333,7 @@ async def test_the_api_lists_marks_and_deletes_only_the_callers_own(
 async def test_the_api_refuses_bad_requests_with_4xx(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     for method, path, body in (
         ("POST", "/api/notifications/read", {"ids": []}),
         ("POST", "/api/notifications/read", {"ids": ["x"] * 201}),
@@ -363,7 +364,7 @@ async def test_the_api_refuses_bad_requests_with_4xx(
 async def test_settings_round_trip(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await _signed_in(make_client, "ada")
+    ada = await signed_in(make_client, "ada")
     r = await ada.call("GET", "/api/notifications/settings")
     assert r.json()["channels"] == ["web"] and r.json()["quiet"] is None
     assert r.json()["available"] == ["web"]
@@ -391,13 +392,10 @@ async def test_the_held_loop_sends_what_quiet_hours_held_once_they_are_over(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
     hand = Hand()
-    clock = Clock(datetime(2026, 12, 1, 22, 0, tzinfo=UTC))  # 23:00 in Rome
-    service = _service(runtime, hand, clock)
-    rec = Waiting()
-    service.register(rec)
+    clock = Clock(ROME_NIGHT)
     ada = household["ada"]
-    quiet = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
-    await service.save_prefs(ada, NotificationPrefs(channels=["rec"], quiet=quiet))
+    rec = Waiting()
+    service, _ = await _recorded(runtime, hand, ada, clock, quiet=NIGHT, rec=rec)
     loop = asyncio.create_task(service.run())
     try:
         await hand.opened(1)  # the loop waits for its first round
@@ -421,13 +419,9 @@ async def test_held_notifications_survive_a_lock_and_go_out_after_the_unlock(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
     hand = Hand()
-    clock = Clock(datetime(2026, 12, 1, 22, 0, tzinfo=UTC))
-    service = _service(runtime, hand, clock)
-    rec = Recorder()
-    service.register(rec)
+    clock = Clock(ROME_NIGHT)
     ada = household["ada"]
-    quiet = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
-    await service.save_prefs(ada, NotificationPrefs(channels=["rec"], quiet=quiet))
+    service, rec = await _recorded(runtime, hand, ada, clock, quiet=NIGHT)
     await service.notify(ada, title="while you sleep")
     await hand.close_windows()
     await service.settle()
@@ -457,10 +451,7 @@ async def test_a_notification_cut_off_by_a_restart_is_delivered_after_it(
     try:
         await second.attach(await second.core.users.unlock("ada", PASSWORD))
         clock = Clock(datetime.now(UTC) + timedelta(minutes=1))
-        service = _service(second, Hand(), clock)
-        rec = Recorder()
-        service.register(rec)
-        await service.save_prefs(ada, NotificationPrefs(channels=["rec"]))
+        service, rec = await _recorded(second, Hand(), ada, clock)
         await service.deliver_held(ada)
         await service.deliver_held(ada)
         assert [n.title for d in rec.deliveries for n in d.items] == ["before the restart"]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, Client
+from conftest import PASSWORD, signed_in
 from fake_llm import Call, FakeLLM
 from schedule_support import boot, models, with_clock
 
@@ -33,12 +33,6 @@ async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
 async def ada(runtime: Runtime, household: dict[str, str]) -> str:
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     return household["ada"]
-
-
-async def _signed_in(make_client, who: str) -> Client:  # type: ignore[no-untyped-def]
-    client: Client = await make_client()
-    await client.login(who)
-    return client
 
 
 async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_is_deleted(
@@ -104,7 +98,7 @@ async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_i
     ]
 
     # Pause (the Tasks page): the next morning passes without a run.
-    client = await _signed_in(make_client, "ada")
+    client = await signed_in(make_client, "ada")
     r = await client.call("PATCH", f"/api/schedule/jobs/{job.id}", json={"state": "paused"})
     assert r.status_code == 200 and r.json()["state"] == "paused", r.text
     clock.set(datetime(2026, 6, 3, 5, 31, tzinfo=UTC))
@@ -112,7 +106,7 @@ async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_i
     assert len(await store.runs(job.id)) == 1
 
     # Admins see counts, never contents.
-    admin = await _signed_in(make_client, "mum")
+    admin = await signed_in(make_client, "mum")
     counts = {c["username"]: c for c in (await admin.call("GET", "/api/admin/schedule")).json()}
     assert (counts["ada"]["jobs"], counts["ada"]["active"]) == (1, 0)
     assert "Milan" not in json.dumps(counts)
@@ -207,7 +201,7 @@ async def test_limits_active_jobs_and_the_shortest_interval_an_admin_may_lower(
         await (await scheduler.jobs(member)).create(
             JobSpec(title="x", prompt="y", cron="*/10 * * * * *")
         )
-    admin = await _signed_in(make_client, "mum")
+    admin = await signed_in(make_client, "mum")
     r = await admin.call("PUT", f"/api/admin/schedule/{ada}/limits", json={"min_interval_s": 5})
     assert r.status_code == 204, r.text
     job = await (await scheduler.jobs(member)).create(
@@ -215,7 +209,7 @@ async def test_limits_active_jobs_and_the_shortest_interval_an_admin_may_lower(
     )
     assert job.state == "active"
     # The member cannot change their own limits.
-    mine = await _signed_in(make_client, "ada")
+    mine = await signed_in(make_client, "ada")
     r = await mine.call("PUT", f"/api/admin/schedule/{ada}/limits", json={"min_interval_s": 1})
     assert r.status_code == 403
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_ui_e2e import _browser_or_skip
+from ui_support import browser_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -33,7 +33,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 def test_the_screenshot_script_writes_a_picture_of_the_asked_page_at_the_asked_size(
     tmp_path: Path,
 ) -> None:
-    _browser_or_skip()
+    browser_or_skip()
     out = tmp_path / "images"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)

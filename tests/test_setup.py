@@ -9,7 +9,7 @@ import json
 import socket
 from collections.abc import Awaitable, Callable
 
-from conftest import Client
+from conftest import Client, signed_in
 from fake_llm import FakeLLM
 
 from skald.core.runtime import Runtime
@@ -19,12 +19,6 @@ from skald.ops.checks_setup import SETUP_CHECKS, check_backup, check_models
 from skald.ops.doctor import CHECKS
 
 MakeClient = Callable[[], Awaitable[Client]]
-
-
-async def _signed_in(make_client: MakeClient, who: str) -> Client:
-    client = await make_client()
-    await client.login(who)
-    return client
 
 
 def test_capabilities_are_guessed_from_known_model_families() -> None:
@@ -49,8 +43,8 @@ def test_the_checklist_runs_the_doctors_own_docker_and_image_checks() -> None:
 async def test_only_an_administrator_changes_the_instance_settings_and_the_prompt_uses_its_time_zone(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    admin = await _signed_in(make_client, "mum")
-    member = await _signed_in(make_client, "ada")
+    admin = await signed_in(make_client, "mum")
+    member = await signed_in(make_client, "ada")
     r = await member.call("GET", "/api/instance")
     assert r.status_code == 200 and r.json()["timezone_chosen"] is False
     r = await member.call("PATCH", "/api/instance", json={"timezone": "Europe/Rome"})
@@ -88,8 +82,8 @@ async def test_only_an_administrator_changes_the_instance_settings_and_the_promp
 async def test_the_checklist_empties_as_a_model_and_a_backup_arrive(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    admin = await _signed_in(make_client, "mum")
-    member = await _signed_in(make_client, "ada")
+    admin = await signed_in(make_client, "mum")
+    member = await signed_in(make_client, "ada")
     assert (await member.call("GET", "/api/setup/checklist")).status_code == 403
     first = (await admin.call("GET", "/api/setup/checklist")).json()
     names = [i["name"] for i in first["items"]]
@@ -110,7 +104,7 @@ async def test_the_checklist_empties_as_a_model_and_a_backup_arrive(
 async def test_test_connection_lists_the_providers_models_with_guesses_and_says_what_went_wrong(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    admin = await _signed_in(make_client, "mum")
+    admin = await signed_in(make_client, "mum")
     with FakeLLM(api_key="sk-right") as fake:
         fake.listed = {
             "gpt-4o-mini": {},
@@ -181,7 +175,7 @@ async def test_test_connection_lists_the_providers_models_with_guesses_and_says_
 async def test_test_this_provider_makes_a_tiny_real_request(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    admin = await _signed_in(make_client, "mum")
+    admin = await signed_in(make_client, "mum")
     provider = await runtime.llm.add_provider(
         "Fake", "openai_compatible", fake_llm.base_url_openai, "sk-x"
     )
@@ -196,7 +190,7 @@ async def test_test_this_provider_makes_a_tiny_real_request(
     assert failed["ok"] is False and "did not answer" in failed["message"]
     r = await admin.call("POST", "/api/llm/providers/nope/test", json={})
     assert r.status_code == 404
-    member = await _signed_in(make_client, "ada")
+    member = await signed_in(make_client, "ada")
     assert (
         await member.call("POST", f"/api/llm/providers/{provider.id}/test", json={})
     ).status_code == 403
@@ -205,7 +199,7 @@ async def test_test_this_provider_makes_a_tiny_real_request(
 async def test_a_key_http_cannot_carry_is_a_plain_answer_not_a_server_error(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    admin = await _signed_in(make_client, "mum")
+    admin = await signed_in(make_client, "mum")
     url = fake_llm.base_url_openai
     # As the fuzzer sent them: accented letters, and JSON escapes of lone surrogates.
     for key in ("\\u00e9t\\u00e9", "\\uda50\\udf0dB\\u009b"):

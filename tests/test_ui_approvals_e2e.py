@@ -13,15 +13,23 @@ those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, SHOTS, Watch, _login, chromium, shot
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SHOTS,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    open_context,
+    report_failure,
+    shot,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Locator, Page, expect
@@ -43,19 +51,6 @@ WORDS = {
         "details": "Dettagli tecnici",
     },
 }
-EXPECTED = re.compile(r"status of 401 \(")
-
-
-class ApprovalWatch(Watch):
-    @staticmethod
-    def expected(text: str, url: str) -> bool:
-        return bool(EXPECTED.search(text))
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
 
 
 @pytest.fixture
@@ -71,12 +66,6 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.start()
     yield srv
     srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def _waiting_card(page: Page, tool: str) -> Locator:
@@ -117,9 +106,7 @@ def _cards_in(page: Page, lang: str, fake: FakeLLM, server: ServerProcess) -> No
             Text(f"Nothing was done ({lang})."),
         ],
     )
-    page.goto("/")
-    _login(page, name, password)
-    expect(page.get_by_test_id("chat-page")).to_be_visible()
+    sign_in(page, name, password)
     page.get_by_test_id("chat-input").fill("Tidy up, please")
     page.get_by_test_id("chat-send").click()
 
@@ -211,24 +198,21 @@ def test_approval_cards_show_the_command_and_the_readable_change_in_english_and_
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(LIST)
 
-    watch = ApprovalWatch()
+    watch = SignedInWatch()
     try:
         for lang in ("en", "it"):
-            ctx = browser.new_context(
+            ctx = open_context(
+                browser,
+                server,
                 locale="en-US" if lang == "en" else "it-IT",
                 color_scheme="light",
-                base_url=server.url,
                 viewport={"width": 1280, "height": 900},
+                timeout=15_000,
             )
-            ctx.set_default_timeout(15_000)
-            ctx.add_init_script(CSP_RECORDER)
             page = watch.attach(lang, ctx.new_page())
             _cards_in(page, lang, fake, server)
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
     except Exception:
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(SHOTS / f"failure-approvals-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
+        report_failure(server, watch, "approvals")
         raise

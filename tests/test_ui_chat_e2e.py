@@ -25,16 +25,18 @@ from typing import Any
 
 import pytest
 from fake_llm import Call, FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, ServerProcess
-from test_ui_e2e import (
-    CSP_RECORDER,
+from harness import ADMIN, ADMIN_PW, ServerProcess, household
+from ui_support import (
     PLAYWRIGHT_MISSING,
     SHOTS,
-    Watch,
-    _hash,
-    _login,
-    chromium,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    login,
+    open_context,
+    report_failure,
     shot,
+    url_hash,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -56,38 +58,11 @@ ANSWER = (
 ANSWER_STREAM = Text(ANSWER, chunk_size=6, chunk_delay=0.05)  # about 2.5 s on the wire
 ANSWER_HEAD = ANSWER[:6]  # the first streamed piece
 
-# The only failed requests in this scenario: the boot-time "who am I?" before a login.
-EXPECTED_STATUS = re.compile(r"status of 401 \(")
-
-
-class ChatWatch(Watch):
-    """`Watch` of the walkthrough, allowing only this scenario's expected status."""
-
-    @staticmethod
-    def expected(text: str, url: str) -> bool:
-        return bool(EXPECTED_STATUS.search(text))
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
-
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user(MEMBER, MEMBER_PW)
-    srv.start()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
+    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
+        yield srv
 
 
 @pytest.mark.timeout(120)
@@ -98,26 +73,18 @@ def test_chat_in_two_tabs_and_models_in_the_browser(
     SHOTS.mkdir(parents=True, exist_ok=True)
     for stale in SHOTS.glob("failure-chat-*.png"):
         stale.unlink()
-    watch = ChatWatch()
+    watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 
     def new_context(**options: Any) -> BrowserContext:
-        context = browser.new_context(
-            locale="en-US", color_scheme="light", base_url=server.url, **options
-        )
-        context.set_default_timeout(10_000)
-        context.add_init_script(CSP_RECORDER)
+        context = open_context(browser, server, color_scheme="light", **options)
         contexts.append(context)
         return context
 
     try:
         _scenario(server, fake, new_context, watch)
     except Exception:
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):  # a crashed page must not hide the error
-                page.screenshot(path=str(SHOTS / f"failure-chat-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
-        print("\n".join(watch.problems))  # a page error often explains a timeout
+        report_failure(server, watch, "chat")
         raise
     finally:
         for context in contexts:
@@ -224,7 +191,7 @@ def _scenario(
     server: ServerProcess,
     fake: FakeLLM,
     new_context: Callable[..., BrowserContext],
-    watch: ChatWatch,
+    watch: SignedInWatch,
 ) -> None:
     desktop = {"viewport": {"width": 1280, "height": 860}}
 
@@ -232,7 +199,7 @@ def _scenario(
     admin = _use(watch.attach("admin", new_context(**desktop).new_page()))
     admin.goto("/")
     expect(admin.get_by_test_id("login-form")).to_be_visible()
-    _login(admin, ADMIN, ADMIN_PW)
+    login(admin, ADMIN, ADMIN_PW)
     expect(admin.get_by_test_id("chat-page")).to_be_visible()
     admin.get_by_test_id("nav-admin-models").click()
     expect(admin.get_by_test_id("models-page")).to_be_visible()
@@ -266,7 +233,7 @@ def _scenario(
     tab1 = _use(watch.attach("tab1", member.new_page()))
     tab1.goto("/")
     expect(tab1.get_by_test_id("login-form")).to_be_visible()
-    _login(tab1, MEMBER, MEMBER_PW)
+    login(tab1, MEMBER, MEMBER_PW)
     expect(tab1.get_by_test_id("chat-page")).to_be_visible()
     expect(tab1.get_by_test_id("chat-greeting")).to_contain_text(re.compile("ada", re.I))
     tab2 = _use(watch.attach("tab2", member.new_page()))
@@ -285,7 +252,7 @@ def _scenario(
     expect(page1).to_have_attribute("data-conversation-id", re.compile(r"\S"))
     cid = str(page1.get_attribute("data-conversation-id"))
     expect(tab1.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
-    assert _hash(tab1) == f"#/?c={cid}"
+    assert url_hash(tab1) == f"#/?c={cid}"
 
     # The other tab learns of the new conversation over its WebSocket and shows it.
     expect(_tab(tab2, cid)).to_be_visible()
@@ -293,7 +260,7 @@ def _scenario(
     _use(tab2)
     _tab(tab2, cid).get_by_test_id("chat-tab-select").click()
     expect(tab2.get_by_test_id("chat-page")).to_have_attribute("data-conversation-id", cid)
-    assert _hash(tab2) == f"#/?c={cid}"
+    assert url_hash(tab2) == f"#/?c={cid}"
 
     # The write to the shared notes waits for the member, in both tabs.
     for tab in (tab1, tab2):
@@ -350,7 +317,7 @@ def _scenario(
     _wait_idle(tab1, ANSWER)
     expect(_tool_card(tab1, "write_file")).to_have_attribute("data-status", "done")
     assert _messages(tab1) == before
-    assert _hash(tab1) == f"#/?c={cid}"
+    assert url_hash(tab1) == f"#/?c={cid}"
 
     # -- a new tab, then back: the first conversation is intact -----------------------
     tab1.get_by_test_id("chat-new-tab").click()
@@ -390,7 +357,7 @@ def _scenario(
     phone = _use(watch.attach("phone", handheld.new_page()))
     phone.goto(f"/#/?c={cid}")
     expect(phone.get_by_test_id("login-form")).to_be_visible()
-    _login(phone, MEMBER, MEMBER_PW)
+    login(phone, MEMBER, MEMBER_PW)
     expect(phone.get_by_test_id("chat-page")).to_have_attribute("data-conversation-id", cid)
     _wait_idle(phone, reply)
     assert _messages(phone) == _messages(tab1)
@@ -414,7 +381,7 @@ def _scenario(
     admin.reload()
     expect(admin.get_by_test_id("models-page")).to_be_visible()
     _expect_order(admin, [("Fake second", "10"), ("Fake main", "20")])
-    assert _hash(admin) == "#/admin/models"
+    assert url_hash(admin) == "#/admin/models"
     shot(admin, "chat-04-models-page")
 
     # ... and AUTO now asks the second model first.

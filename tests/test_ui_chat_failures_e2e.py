@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 from fake_llm import Drop, Error, FakeLLM
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from test_ui_chat_e2e import ChatWatch
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, _login, chromium
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    open_context,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -25,12 +31,6 @@ MEMBER, MEMBER_PW = "ada", "ada's long password"
 # The Italian sentences the page must show (web/i18n/it.json, chat.error.<code>).
 IT_INTERRUPTED = "Il servizio del modello si è fermato a metà della risposta. Riprova."
 IT_NOT_FOUND = "Il servizio del modello non conosce questo modello."
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
 
 
 @pytest.fixture
@@ -49,26 +49,16 @@ def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
     srv.close()
 
 
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.mark.timeout(90)
 def test_a_broken_answer_keeps_its_text_and_failures_read_as_plain_words(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     fake.script("fake-main", [Drop("Il gatto dorme sul"), Error(404)])
-    context = browser.new_context(locale="it-IT", base_url=server.url)
-    context.set_default_timeout(10_000)
-    context.add_init_script(CSP_RECORDER)
-    watch = ChatWatch()
+    context = open_context(browser, server, locale="it-IT")
+    watch = SignedInWatch()
     try:
         page = watch.attach("ada", context.new_page())
-        page.goto("/")
-        _login(page, MEMBER, MEMBER_PW)
-        expect(page.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(page, MEMBER, MEMBER_PW)
 
         page.get_by_test_id("chat-input").fill("Dove dorme il gatto?")
         page.get_by_test_id("chat-send").click()

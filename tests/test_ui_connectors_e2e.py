@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 from connector_support import simple_feed
 from harness import ADMIN, ADMIN_PW, ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, Watch, _login, chromium
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    Watch,
+    browser_fixture,  # noqa: F401
+    open_context,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -34,31 +40,22 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.close()
 
 
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.mark.timeout(180)
 def test_an_admin_installs_from_the_feed_switches_the_connector_on_and_sees_its_tools(
     server: ServerProcess, browser: Browser
 ) -> None:
     watch = Watch()
-    ctx = browser.new_context(
-        locale="en-US",
-        base_url=server.url,
+    ctx = open_context(
+        browser,
+        server,
         viewport={"width": 375, "height": 812},
         is_mobile=True,
         has_touch=True,
+        timeout=20_000,
     )
-    ctx.set_default_timeout(20_000)
-    ctx.add_init_script(CSP_RECORDER)
     try:
         page = watch.attach("admin", ctx.new_page())
-        page.goto("/")
-        _login(page, ADMIN, ADMIN_PW)
-        expect(page.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(page, ADMIN, ADMIN_PW)
         page.goto("/#/admin/marketplace")
         expect(page.get_by_test_id("marketplace-page")).to_be_visible()
         item = page.get_by_test_id("market-item").filter(has_text="Clock")

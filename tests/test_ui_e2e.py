@@ -9,15 +9,13 @@ shell (no overview page; Chat and Profile always in view), language and theme, a
 admin pausing the member whose open page must drop to the login page on its own. Every page is watched for console errors and CSP
 violations. Screenshots land in `test-artifacts/screenshots/` for a human to look at.
 
-Only the system Chromium is used (never a browser downloaded by Playwright). When it or
-the `playwright` package is missing the test skips, except under `SKALD_CI`, where it
-fails.
+The browser plumbing every UI test shares (the system Chromium only, the skip rule and
+its failure under `SKALD_CI`, the console and CSP watching, signing in) is in
+`ui_support.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -26,115 +24,26 @@ from typing import Any
 
 import pytest
 from harness import ServerProcess
-from prerequisites import unavailable
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SHOTS,
+    Watch,
+    browser_fixture,  # noqa: F401
+    login,
+    open_context,
+    report_failure,
+    shot,
+    url_hash,
+)
 
-try:
-    from playwright.sync_api import (
-        Browser,
-        BrowserContext,
-        ConsoleMessage,
-        Page,
-        expect,
-        sync_playwright,
-    )
-
-    PLAYWRIGHT_MISSING = ""
-except ImportError as exc:  # pragma: no cover - depends on the machine
-    PLAYWRIGHT_MISSING = f"the Python package 'playwright' is not installed ({exc})"
-
-CHROMIUM = os.environ.get("SKALD_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 ADMIN, ADMIN_PW = "mum", "mum's long password"
 MEMBER, MEMBER_PW = "ada", "ada's long password"
 CHILD, CHILD_PW = "tim", "tim's long password"
 
-# Chromium logs every failed fetch as a console error. These are the expected answers
-# of the scenario: 401/403 anywhere (no session yet, wrong password, refused admin calls,
-# a paused account) and the 409 of the deliberate attempt to unencrypt a used role.
-EXPECTED_STATUS = re.compile(r"status of (401|403) \(")
-EXPECTED_CONFLICT = re.compile(r"status of 409 \(")
-CONFLICT_URL = "/api/roles/member"
 RECOVERY_CODE = re.compile(r"^[0-9A-Z]{5}(-[0-9A-Z]{5}){5}$")
-
-# Runs in every document before the app: CSP violations are recorded here as well as
-# in the console, so the check does not depend on how Chromium words its messages.
-CSP_RECORDER = """
-window.__cspViolations = [];
-document.addEventListener('securitypolicyviolation', (e) => {
-  window.__cspViolations.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline'));
-});
-"""
-
-
-def _browser_or_skip() -> str:
-    """The Chromium to use; skip (or, under SKALD_CI, fail) when something is missing."""
-    missing = PLAYWRIGHT_MISSING
-    if not missing and not os.access(CHROMIUM, os.X_OK):
-        missing = f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)"
-    if missing:
-        unavailable(f"browser tests need: {missing}")
-    return CHROMIUM
-
-
-@contextlib.contextmanager
-def chromium() -> Iterator[Browser]:
-    """Debian's Chromium launched headless with the flags above (skips, or fails under
-    SKALD_CI, when it or Playwright is missing)."""
-    executable = _browser_or_skip()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
-
-
-class Watch:
-    """Console errors, page errors and CSP violations of every page in the scenario."""
-
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-        self.pages: dict[str, Page] = {}
-
-    def attach(self, name: str, page: Page) -> Page:
-        self.pages[name] = page
-
-        def on_console(msg: ConsoleMessage) -> None:
-            text = msg.text
-            if "Content Security Policy" in text:
-                self.problems.append(f"{name}: CSP: {text}")
-            elif msg.type == "error" and not self.expected(text, msg.location.get("url", "")):
-                self.problems.append(f"{name}: console error: {text} ({msg.location})")
-
-        page.on("console", on_console)
-        page.on("pageerror", lambda err: self.problems.append(f"{name}: page error: {err}"))
-        return page
-
-    @staticmethod
-    def expected(text: str, url: str) -> bool:
-        if EXPECTED_STATUS.search(text):
-            return True
-        return bool(EXPECTED_CONFLICT.search(text)) and url.endswith(CONFLICT_URL)
-
-    def csp_violations(self) -> list[str]:
-        found = []
-        for name, page in self.pages.items():
-            if page.is_closed():
-                continue
-            for v in page.evaluate("() => window.__cspViolations || []"):
-                found.append(f"{name}: {v}")
-        return found
-
-
-def shot(page: Page, name: str) -> None:
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture
@@ -143,12 +52,6 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.start()
     yield srv
     srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.mark.timeout(120)
@@ -161,37 +64,19 @@ def test_household_walkthrough_in_the_browser(server: ServerProcess, browser: Br
     contexts: list[BrowserContext] = []
 
     def open_page(name: str, **options: Any) -> Page:
-        context = browser.new_context(
-            locale="en-US", color_scheme="light", base_url=server.url, **options
-        )
-        context.set_default_timeout(10_000)
-        context.add_init_script(CSP_RECORDER)
+        context = open_context(browser, server, color_scheme="light", **options)
         contexts.append(context)
         return watch.attach(name, context.new_page())
 
     try:
         _scenario(server, open_page, watch)
     except Exception:
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):  # a crashed page must not hide the error
-                page.screenshot(path=str(SHOTS / f"failure-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
+        report_failure(server, watch, "walkthrough")
         raise
     finally:
         for context in contexts:
             context.close()
     print(f"browser walkthrough took {time.monotonic() - started:.1f} s")
-
-
-def _hash(page: Page) -> str:
-    # The app routes with location.replace(); Playwright's page.url can lag behind it.
-    return str(page.evaluate("() => location.hash"))
-
-
-def _login(page: Page, username: str, password: str) -> None:
-    page.get_by_test_id("login-username").fill(username)
-    page.get_by_test_id("login-password").fill(password)
-    page.get_by_test_id("login-submit").click()
 
 
 def _create_user(page: Page, username: str, display: str, password: str, role: str) -> None:
@@ -226,7 +111,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
 
     # The home page is the chat; with no conversation yet it greets the admin.
     expect(admin.get_by_test_id("chat-page")).to_be_visible()
-    assert _hash(admin) == "#/"
+    assert url_hash(admin) == "#/"
     expect(admin.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "full")
     expect(admin.get_by_test_id("chat-greeting")).to_contain_text("Mum")
     expect(admin.get_by_test_id("nav-admin-users")).to_be_visible()
@@ -235,7 +120,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     # The old home content, server health included, is the overview page.
     admin.get_by_test_id("nav-overview").click()
     expect(admin.get_by_test_id("home-page")).to_be_visible()
-    assert _hash(admin) == "#/overview"
+    assert url_hash(admin) == "#/overview"
     expect(admin.get_by_test_id("home-greeting")).to_contain_text("Mum")
     expect(admin.get_by_test_id("home-health")).to_have_attribute("data-status", "ok")
     expect(admin.get_by_test_id("home-link-users")).to_be_visible()
@@ -312,12 +197,12 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     member = open_page("member", viewport={"width": 1280, "height": 860})
     member.goto("/")
     expect(member.get_by_test_id("login-form")).to_be_visible()
-    assert _hash(member) == "#/login"
+    assert url_hash(member) == "#/login"
     shot(member, "07-login")
-    _login(member, MEMBER, "not the password")
+    login(member, MEMBER, "not the password")
     expect(member.get_by_test_id("login-error")).to_contain_text("Wrong username or password")
     shot(member, "08-login-wrong-password")
-    _login(member, MEMBER, MEMBER_PW)
+    login(member, MEMBER, MEMBER_PW)
     expect(member.get_by_test_id("chat-page")).to_be_visible()
     expect(member.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "full")
     for testid in ("nav-admin-users", "nav-admin-roles", "nav-admin-models"):
@@ -353,7 +238,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     )
     child.goto("/")
     expect(child.get_by_test_id("login-form")).to_be_visible()
-    _login(child, CHILD, CHILD_PW)
+    login(child, CHILD, CHILD_PW)
     expect(child.get_by_test_id("chat-page")).to_be_visible()
     expect(child.get_by_test_id("app-shell")).to_have_attribute("data-ui-mode", "simple")
     expect(child.get_by_test_id("chat-greeting")).to_contain_text("Tim")
@@ -363,7 +248,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     shot(child, "09-child-chat-375")
     child.goto("/#/overview")  # no overview in the simple shell: back to the chat
     expect(child.get_by_test_id("chat-page")).to_be_visible()
-    assert _hash(child) == "#/"
+    assert url_hash(child) == "#/"
     expect(child.get_by_test_id("home-page")).to_have_count(0)
     # The simple shell has no drawer: Chat and Profile are always in view.
     expect(child.get_by_test_id("nav-toggle")).to_be_hidden()
@@ -419,10 +304,10 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(member.get_by_test_id("login-notice")).to_contain_text(
         "your account has been paused by an administrator"
     )
-    assert _hash(member) == "#/login"
+    assert url_hash(member) == "#/login"
     shot(member, "15-login-revoked")
     assert member.context.request.get("/api/auth/me").status == 401
-    _login(member, MEMBER, MEMBER_PW)
+    login(member, MEMBER, MEMBER_PW)
     expect(member.get_by_test_id("login-error")).to_contain_text("deactivated")
 
     problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]

@@ -16,7 +16,6 @@ watching and the screenshot folder are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
@@ -30,14 +29,16 @@ from typing import Any
 
 import pytest
 from harness import ServerProcess
-from test_ui_e2e import (
-    CSP_RECORDER,
+from ui_support import (
     PLAYWRIGHT_MISSING,
     SHOTS,
     Watch,
-    _login,
-    chromium,
+    browser_fixture,  # noqa: F401
+    login,
+    open_context,
+    report_failure,
     shot,
+    sign_in,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -136,12 +137,6 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.close()
 
 
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.mark.timeout(120)
 def test_files_page_in_the_browser(server: ServerProcess, browser: Browser) -> None:
     started = time.monotonic()
@@ -152,15 +147,9 @@ def test_files_page_in_the_browser(server: ServerProcess, browser: Browser) -> N
     contexts: list[BrowserContext] = []
 
     def new_context(**options: Any) -> BrowserContext:
-        context = browser.new_context(
-            locale="en-US",
-            color_scheme="light",
-            base_url=server.url,
-            accept_downloads=True,
-            **options,
+        context = open_context(
+            browser, server, color_scheme="light", accept_downloads=True, **options
         )
-        context.set_default_timeout(10_000)
-        context.add_init_script(CSP_RECORDER)
         contexts.append(context)
         return context
 
@@ -169,11 +158,7 @@ def test_files_page_in_the_browser(server: ServerProcess, browser: Browser) -> N
     try:
         _scenario(new_context, watch, home)
     except Exception:
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):  # a crashed page must not hide the error
-                page.screenshot(path=str(SHOTS / f"failure-files-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
-        print("\n".join(watch.problems))
+        report_failure(server, watch, "files")
         raise
     finally:
         for context in contexts:
@@ -227,7 +212,7 @@ def _scenario(new_context: Callable[..., BrowserContext], watch: FilesWatch, hom
     page = watch.attach("member", new_context(viewport={"width": 1280, "height": 860}).new_page())
     page.goto("/")
     expect(page.get_by_test_id("login-form")).to_be_visible()
-    _login(page, MEMBER, MEMBER_PW)
+    login(page, MEMBER, MEMBER_PW)
     expect(page.get_by_test_id("chat-page")).to_be_visible()
 
     # -- Files from the sidebar: the home, writable ------------------------------------
@@ -418,9 +403,7 @@ def _scenario(new_context: Callable[..., BrowserContext], watch: FilesWatch, hom
     phone = watch.attach(
         "phone", new_context(viewport={"width": 375, "height": 740}, is_mobile=True).new_page()
     )
-    phone.goto("/")
-    _login(phone, MEMBER, MEMBER_PW)
-    expect(phone.get_by_test_id("chat-page")).to_be_visible()
+    sign_in(phone, MEMBER, MEMBER_PW)
     phone.goto("/#/files")
     _listing(phone, "~")
     expect(phone.get_by_test_id("files-places")).to_be_hidden()

@@ -14,8 +14,6 @@ those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-import contextlib
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,15 +21,18 @@ from typing import Any
 
 import pytest
 from fake_llm import Call, FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, ServerProcess
-from test_ui_e2e import (
-    CSP_RECORDER,
+from harness import ADMIN, ADMIN_PW, ServerProcess, household
+from ui_support import (
     PLAYWRIGHT_MISSING,
     SHOTS,
-    Watch,
-    _login,
-    chromium,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    login,
+    open_context,
+    report_failure,
     shot,
+    sign_in,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -44,36 +45,11 @@ NOTE_TEXT = "# Garden\nWater the tomatoes every second evening."
 ASK = "Remember for everybody how often the tomatoes need water"
 REPLY = "Done, the watering rhythm is in the household notes now"
 
-# Failed requests this scenario expects: the boot-time "who am I?" before a login.
-EXPECTED_STATUS = re.compile(r"status of 401 \(")
-
-
-class InboxWatch(Watch):
-    @staticmethod
-    def expected(text: str, url: str) -> bool:
-        return bool(EXPECTED_STATUS.search(text))
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
-
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user(USER, USER_PW)
-    srv.start()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
+    with household(tmp_path, (USER, USER_PW)) as srv:
+        yield srv
 
 
 def _front(page: Page) -> Page:
@@ -112,15 +88,11 @@ def test_a_write_waits_in_the_inbox_and_is_approved_from_the_phone(
 ) -> None:
     started = time.monotonic()
     SHOTS.mkdir(parents=True, exist_ok=True)
-    watch = InboxWatch()
+    watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 
     def context(**options: Any) -> BrowserContext:
-        ctx = browser.new_context(
-            locale="en-US", color_scheme="light", base_url=server.url, **options
-        )
-        ctx.set_default_timeout(10_000)
-        ctx.add_init_script(CSP_RECORDER)
+        ctx = open_context(browser, server, color_scheme="light", **options)
         contexts.append(ctx)
         return ctx
 
@@ -128,23 +100,17 @@ def test_a_write_waits_in_the_inbox_and_is_approved_from_the_phone(
         admin = _front(
             watch.attach("admin", context(viewport={"width": 1280, "height": 860}).new_page())
         )
-        admin.goto("/")
-        _login(admin, ADMIN, ADMIN_PW)
-        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(admin, ADMIN, ADMIN_PW)
         _connect_model(admin, fake)
 
         # The desktop chat and the phone, both signed in as the member.
         desk = _front(
             watch.attach("desk", context(viewport={"width": 1280, "height": 860}).new_page())
         )
-        desk.goto("/")
-        _login(desk, USER, USER_PW)
-        expect(desk.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(desk, USER, USER_PW)
         phone_ctx = context(viewport={"width": 375, "height": 740}, is_mobile=True, has_touch=True)
         phone = _front(watch.attach("phone", phone_ctx.new_page()))
-        phone.goto("/")
-        _login(phone, USER, USER_PW)
-        expect(phone.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(phone, USER, USER_PW)
         expect(phone.get_by_test_id("header-inbox")).to_be_visible()
         expect(phone.get_by_test_id("header-inbox-badge")).to_have_count(0)  # nothing waits yet
 
@@ -218,11 +184,7 @@ def test_a_write_waits_in_the_inbox_and_is_approved_from_the_phone(
         problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
         assert not problems, "\n".join(problems)
     except Exception:
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(SHOTS / f"failure-inbox-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
-        print("\n".join(watch.problems))
+        report_failure(server, watch, "inbox")
         raise
     finally:
         for ctx in contexts:
@@ -240,18 +202,13 @@ def test_a_helpers_write_waits_in_the_chat_also_in_a_tab_opened_later(
     """A sub-agent's request shows under the card of the call that started it, in the
     tab that sent the message and in one opened after the request was made."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    watch = InboxWatch()
+    watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 
     def page_for(name: str) -> Page:
-        ctx = browser.new_context(
-            locale="en-US",
-            color_scheme="light",
-            base_url=server.url,
-            viewport={"width": 1280, "height": 860},
+        ctx = open_context(
+            browser, server, color_scheme="light", viewport={"width": 1280, "height": 860}
         )
-        ctx.set_default_timeout(10_000)
-        ctx.add_init_script(CSP_RECORDER)
         contexts.append(ctx)
         return _front(watch.attach(name, ctx.new_page()))
 
@@ -260,15 +217,11 @@ def test_a_helpers_write_waits_in_the_chat_also_in_a_tab_opened_later(
 
     try:
         admin = page_for("admin")
-        admin.goto("/")
-        _login(admin, ADMIN, ADMIN_PW)
-        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(admin, ADMIN, ADMIN_PW)
         _connect_model(admin, fake)
 
         first = page_for("first")
-        first.goto("/")
-        _login(first, USER, USER_PW)
-        expect(first.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(first, USER, USER_PW)
         fake.script(
             MODEL,
             [
@@ -289,7 +242,7 @@ def test_a_helpers_write_waits_in_the_chat_also_in_a_tab_opened_later(
 
         later = page_for("later")
         later.goto(f"/#/?c={cid}")
-        _login(later, USER, USER_PW)
+        login(later, USER, USER_PW)
         card = helper_card(later).get_by_test_id("approval-card")
         expect(card).to_be_visible()
         expect(card.get_by_test_id("approval-diff")).to_contain_text("Water the tomatoes")
@@ -305,11 +258,7 @@ def test_a_helpers_write_waits_in_the_chat_also_in_a_tab_opened_later(
         problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
         assert not problems, "\n".join(problems)
     except Exception:
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(SHOTS / f"failure-helper-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
-        print("\n".join(watch.problems))
+        report_failure(server, watch, "helper")
         raise
     finally:
         for ctx in contexts:
@@ -321,20 +270,13 @@ def test_moving_a_provider_asks_for_its_key_again(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     """The Models dialog does not let a stored key follow a new address."""
-    watch = InboxWatch()
-    ctx = browser.new_context(
-        locale="en-US",
-        color_scheme="light",
-        base_url=server.url,
-        viewport={"width": 1280, "height": 860},
+    watch = SignedInWatch()
+    ctx = open_context(
+        browser, server, color_scheme="light", viewport={"width": 1280, "height": 860}
     )
-    ctx.set_default_timeout(10_000)
-    ctx.add_init_script(CSP_RECORDER)
     try:
         admin = watch.attach("admin", ctx.new_page())
-        admin.goto("/")
-        _login(admin, ADMIN, ADMIN_PW)
-        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(admin, ADMIN, ADMIN_PW)
         _connect_model(admin, fake)
         row = admin.get_by_test_id("provider-row")
         expect(row.get_by_test_id("provider-key-status")).to_have_attribute("data-has-key", "true")

@@ -9,7 +9,6 @@ are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections.abc import Iterator
@@ -17,8 +16,18 @@ from pathlib import Path
 
 import pytest
 from fake_llm import Call, FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, SHOTS, Watch, _login, chromium, shot
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SHOTS,
+    Watch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    open_context,
+    report_failure,
+    shot,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -37,25 +46,9 @@ class NotifyWatch(Watch):
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
-
-
-@pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user(USER, USER_PW)
-    srv.start()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
+    with household(tmp_path, (USER, USER_PW)) as srv:
+        yield srv
 
 
 @pytest.mark.timeout(120)
@@ -69,19 +62,12 @@ def test_a_notify_call_shows_in_the_centre_with_its_badge_and_mark_read_clears_i
     admin.add_model(fake.base_url_openai, MODEL, api_key="sk-notify-test")
     admin.close()
     watch = NotifyWatch()
-    ctx = browser.new_context(
-        locale="en-US",
-        color_scheme="light",
-        base_url=server.url,
-        viewport={"width": 1280, "height": 860},
+    ctx = open_context(
+        browser, server, color_scheme="light", viewport={"width": 1280, "height": 860}
     )
-    ctx.set_default_timeout(10_000)
-    ctx.add_init_script(CSP_RECORDER)
     page = watch.attach("bea", ctx.new_page())
     try:
-        page.goto("/")
-        _login(page, USER, USER_PW)
-        expect(page.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(page, USER, USER_PW)
         expect(page.get_by_test_id("notif-bell")).to_be_visible()
         expect(page.get_by_test_id("notif-badge")).to_have_count(0)
 
@@ -119,10 +105,7 @@ def test_a_notify_call_shows_in_the_centre_with_its_badge_and_mark_read_clears_i
         problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
         assert not problems, "\n".join(problems)
     except Exception:
-        with contextlib.suppress(Exception):
-            page.screenshot(path=str(SHOTS / "failure-notifications.png"), full_page=True)
-        print(server.log()[-4000:])
-        print("\n".join(watch.problems))
+        report_failure(server, watch, "notifications")
         raise
     finally:
         ctx.close()
@@ -137,17 +120,11 @@ def test_the_profile_keeps_quiet_hours_and_the_service_worker_shows_a_push(
     worker (Chromium's DevTools protocol stands in for the push service) becomes a system
     notification with the batch's text and the link's page."""
     watch = NotifyWatch()
-    ctx = browser.new_context(
-        locale="en-US", base_url=server.url, viewport={"width": 1280, "height": 860}
-    )
-    ctx.set_default_timeout(10_000)
-    ctx.add_init_script(CSP_RECORDER)
+    ctx = open_context(browser, server, viewport={"width": 1280, "height": 860})
     ctx.grant_permissions(["notifications"], origin=server.url)
     page = watch.attach("bea", ctx.new_page())
     try:
-        page.goto("/")
-        _login(page, USER, USER_PW)
-        expect(page.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(page, USER, USER_PW)
         page.goto("/#/profile")
         card = page.get_by_test_id("notif-settings")
         expect(card).to_be_visible()
@@ -212,10 +189,7 @@ def test_the_profile_keeps_quiet_hours_and_the_service_worker_shows_a_push(
         problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
         assert not problems, "\n".join(problems)
     except Exception:
-        with contextlib.suppress(Exception):
-            page.screenshot(path=str(SHOTS / "failure-notifications-settings.png"), full_page=True)
-        print(server.log()[-4000:])
-        print("\n".join(watch.problems))
+        report_failure(server, watch, "notifications-settings")
         raise
     finally:
         ctx.close()

@@ -13,8 +13,6 @@ those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-import contextlib
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,15 +21,16 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLM, Text
 from harness import ServerProcess
-from test_ui_e2e import (
-    CSP_RECORDER,
+from ui_support import (
     PLAYWRIGHT_MISSING,
     SHOTS,
-    Watch,
-    _hash,
-    _login,
-    chromium,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    open_context,
+    report_failure,
     shot,
+    sign_in,
+    url_hash,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -40,9 +39,6 @@ if not PLAYWRIGHT_MISSING:
 ADMIN, ADMIN_PW = "mum", "mum's long enough password"
 MEMBER, MEMBER_PW = "bea", "bea's rather long password"
 MODEL = "fake-onboard"
-# A failed turn (HTTP 400 from the provider) logs nothing in the browser; the
-# boot-time "who am I?" before a login is a 401.
-EXPECTED = re.compile(r"status of 401 \(")
 
 # Records every data-testid that ever appeared, so a short-lived element (the progress
 # while the first account is created) can be checked after it is gone.
@@ -52,12 +48,6 @@ new MutationObserver(() => {
   document.querySelectorAll('[data-testid]').forEach((el) => window.__seen.add(el.dataset.testid));
 }).observe(document, { childList: true, subtree: true });
 """
-
-
-class OnboardWatch(Watch):
-    @staticmethod
-    def expected(text: str, url: str) -> bool:
-        return bool(EXPECTED.search(text))
 
 
 @pytest.fixture
@@ -73,12 +63,6 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.start()
     yield srv
     srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def _checklist(page: Page) -> list[str]:
@@ -166,20 +150,19 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
 ) -> None:
     started = time.monotonic()
     SHOTS.mkdir(parents=True, exist_ok=True)
-    watch = OnboardWatch()
+    watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 
     def context(**options: Any) -> BrowserContext:
-        ctx = browser.new_context(
-            locale="en-US",
+        ctx = open_context(
+            browser,
+            server,
             color_scheme="light",
-            base_url=server.url,
             timezone_id="Europe/Rome",
             permissions=["clipboard-read", "clipboard-write"],
+            timeout=15_000,
             **options,
         )
-        ctx.set_default_timeout(15_000)
-        ctx.add_init_script(CSP_RECORDER)
         ctx.add_init_script(SEEN_RECORDER)
         contexts.append(ctx)
         return ctx
@@ -288,7 +271,7 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         expect(
             docked.get_by_test_id("message").filter(has_text="It is your home folder.")
         ).to_be_visible()
-        assert "#/files" in _hash(admin)  # the page stays; the chat is beside it
+        assert "#/files" in url_hash(admin)  # the page stays; the chat is beside it
         chips = docked.get_by_test_id("message-view-chip")
         expect(chips.first).to_contain_text("Files")
         typed = docked.locator('[data-testid="message"][data-role="user"] .msg__text')
@@ -304,18 +287,13 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
                 viewport={"width": 375, "height": 740}, is_mobile=True, has_touch=True
             ).new_page(),
         )
-        phone.goto("/")
-        _login(phone, MEMBER, MEMBER_PW)
-        expect(phone.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(phone, MEMBER, MEMBER_PW)
         _chat_basics(phone, fake, "phone")
         shot(phone, "onboard-07-chat-phone")
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
     except Exception:
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(SHOTS / f"failure-onboard-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
+        report_failure(server, watch, "onboard")
         raise
     finally:
         for ctx in contexts:

@@ -13,8 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, Watch, _login, chromium
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    Watch,
+    browser_fixture,  # noqa: F401
+    login,
+    open_context,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -39,25 +46,8 @@ class OpsWatch(Watch):
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user(CHILD, CHILD_PW, role="children")
-    srv.start()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-def _context(browser: Browser, server: ServerProcess) -> object:
-    ctx = browser.new_context(locale="en-US", base_url=server.url)
-    ctx.set_default_timeout(15_000)
-    ctx.add_init_script(CSP_RECORDER)
-    return ctx
+    with household(tmp_path, (CHILD, CHILD_PW), role="children") as srv:
+        yield srv
 
 
 @pytest.mark.timeout(180)
@@ -65,11 +55,11 @@ def test_the_backups_page_backs_up_and_tests_a_restore(
     server: ServerProcess, browser: Browser
 ) -> None:
     watch = OpsWatch()
-    ctx = _context(browser, server)
+    ctx = open_context(browser, server, timeout=15_000)
     try:
-        page = watch.attach("admin", ctx.new_page())  # type: ignore[attr-defined]
+        page = watch.attach("admin", ctx.new_page())
         page.goto("/")
-        _login(page, ADMIN, ADMIN_PW)
+        login(page, ADMIN, ADMIN_PW)
         page.get_by_test_id("nav-admin-backups").click()
         expect(page.get_by_test_id("backups-page")).to_be_visible()
         expect(page.get_by_test_id("backups-last")).to_have_text("No backup has been made yet.")
@@ -91,7 +81,7 @@ def test_the_backups_page_backs_up_and_tests_a_restore(
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
     finally:
-        ctx.close()  # type: ignore[attr-defined]
+        ctx.close()
 
 
 @pytest.mark.timeout(240)
@@ -99,17 +89,13 @@ def test_after_a_restart_an_open_page_says_so_and_reconnects(
     server: ServerProcess, browser: Browser
 ) -> None:
     watch = OpsWatch()
-    ctx_child = _context(browser, server)
-    ctx_admin = _context(browser, server)
+    ctx_child = open_context(browser, server, timeout=15_000)
+    ctx_admin = open_context(browser, server, timeout=15_000)
     try:
-        child = watch.attach("child", ctx_child.new_page())  # type: ignore[attr-defined]
-        child.goto("/")
-        _login(child, CHILD, CHILD_PW)
-        expect(child.get_by_test_id("chat-page")).to_be_visible()
-        admin = watch.attach("admin", ctx_admin.new_page())  # type: ignore[attr-defined]
-        admin.goto("/")
-        _login(admin, ADMIN, ADMIN_PW)
-        expect(admin.get_by_test_id("chat-page")).to_be_visible()
+        child = watch.attach("child", ctx_child.new_page())
+        sign_in(child, CHILD, CHILD_PW)
+        admin = watch.attach("admin", ctx_admin.new_page())
+        sign_in(admin, ADMIN, ADMIN_PW)
         expect(child.get_by_test_id("restart-banner")).to_have_count(0)
 
         code, _ = server.stop()
@@ -128,17 +114,17 @@ def test_after_a_restart_an_open_page_says_so_and_reconnects(
         )
         assert not watch.problems, watch.problems
     finally:
-        ctx_child.close()  # type: ignore[attr-defined]
-        ctx_admin.close()  # type: ignore[attr-defined]
+        ctx_child.close()
+        ctx_admin.close()
 
 
 @pytest.mark.timeout(120)
 def test_a_page_whose_scripts_fail_to_load_says_so_within_seconds(
     server: ServerProcess, browser: Browser
 ) -> None:
-    ctx = _context(browser, server)
+    ctx = open_context(browser, server, timeout=15_000)
     try:
-        page = ctx.new_page()  # type: ignore[attr-defined]
+        page = ctx.new_page()
         # One module of the app cannot be fetched (a half-finished update, a filter).
         page.route("**/js/chat.js", lambda route: route.abort())
         page.goto("/")
@@ -156,7 +142,7 @@ def test_a_page_whose_scripts_fail_to_load_says_so_within_seconds(
         expect(page.get_by_test_id("boot-failed")).to_have_count(0)
         assert not page.evaluate("() => window.__cspViolations || []")
     finally:
-        ctx.close()  # type: ignore[attr-defined]
+        ctx.close()
 
 
 @pytest.mark.timeout(120)
@@ -164,11 +150,11 @@ def test_the_agents_page_shows_who_a_member_talks_to_in_friendly_words(
     server: ServerProcess, browser: Browser
 ) -> None:
     watch = OpsWatch()
-    ctx = _context(browser, server)
+    ctx = open_context(browser, server, timeout=15_000)
     try:
-        page = watch.attach("admin", ctx.new_page())  # type: ignore[attr-defined]
+        page = watch.attach("admin", ctx.new_page())
         page.goto("/")
-        _login(page, ADMIN, ADMIN_PW)
+        login(page, ADMIN, ADMIN_PW)
         page.get_by_test_id("nav-agents").click()
         expect(page.get_by_test_id("agents-page")).to_be_visible()
         mine = page.get_by_test_id("agents-chat").get_by_test_id("agent-card")
@@ -187,7 +173,7 @@ def test_the_agents_page_shows_who_a_member_talks_to_in_friendly_words(
         page.get_by_test_id("locale-picker").select_option("en")
         assert not watch.problems, watch.problems
     finally:
-        ctx.close()  # type: ignore[attr-defined]
+        ctx.close()
     # A child talks to Skald for kids, which calls on no helpers (the children's simple
     # interface has no Agents page; the list is the same data).
     child = Api(server.url)

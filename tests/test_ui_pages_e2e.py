@@ -20,7 +20,13 @@ from pathlib import Path
 
 import pytest
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, Watch, _login, chromium
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    Watch,
+    browser_fixture,  # noqa: F401
+    open_context,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -52,25 +58,15 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv.close()
 
 
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
 @pytest.mark.timeout(120)
 def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
     server: ServerProcess, browser: Browser
 ) -> None:
     watch = PagesWatch()
-    ctx = browser.new_context(locale="en-US", base_url=server.url)
-    ctx.set_default_timeout(10_000)
-    ctx.add_init_script(CSP_RECORDER)
+    ctx = open_context(browser, server)
     try:
         page = watch.attach("bea", ctx.new_page())
-        page.goto("/")
-        _login(page, USER, USER_PW)
-        expect(page.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(page, USER, USER_PW)
         expect(page.get_by_test_id("nav-files")).to_be_visible()
         expect(page.get_by_test_id("nav-page-sample")).to_have_count(0)
         expect(page.get_by_test_id("nav-page-sample-broken")).to_have_count(0)

@@ -13,49 +13,32 @@ watching are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fake_llm import Call, Error, FakeLLM, Hang, ToolCalls
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from test_ui_e2e import CSP_RECORDER, PLAYWRIGHT_MISSING, SHOTS, Watch, _login, chromium
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    open_context,
+    report_failure,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
 
 PW = "ada's long password"
-EXPECTED_STATUS = re.compile(r"status of 401 \(")
-
-
-class TasksWatch(Watch):
-    @staticmethod
-    def expected(text: str, url: str) -> bool:
-        return bool(EXPECTED_STATUS.search(text))
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user("ada", PW)
-    srv.start()
-    yield srv
-    srv.close()
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
+    with household(tmp_path, ("ada", PW)) as srv:
+        yield srv
 
 
 def _assistant(page: Page, text: str):  # type: ignore[no-untyped-def]
@@ -91,15 +74,11 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
     r = ada.post("/api/chat", json={"text": "/model fake-b"})
     conversation = r.json()["conversation_id"]
 
-    watch = TasksWatch()
-    context = browser.new_context(locale="en-US", base_url=server.url)
-    context.set_default_timeout(15_000)
-    context.add_init_script(CSP_RECORDER)
+    watch = SignedInWatch()
+    context = open_context(browser, server, timeout=15_000)
     try:
         chat = watch.attach("chat", context.new_page())
-        chat.goto("/")
-        _login(chat, "ada", PW)
-        expect(chat.get_by_test_id("chat-page")).to_be_visible()
+        sign_in(chat, "ada", PW)
         chat.goto(f"/#/?c={conversation}")
         expect(chat.get_by_test_id("chat-page")).to_have_attribute(
             "data-conversation-id", conversation
@@ -187,12 +166,7 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         chat.screenshot(path=str(SHOTS / "chat-task-strip-375.png"))
         assert not watch.problems, watch.problems
     except Exception:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        for name, page in watch.pages.items():
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(SHOTS / f"failure-tasks-{name}.png"), full_page=True)
-        print(server.log()[-4000:])
-        print("\n".join(watch.problems))
+        report_failure(server, watch, "tasks")
         raise
     finally:
         context.close()

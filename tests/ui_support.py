@@ -1,0 +1,199 @@
+"""What every browser test shares: Debian's Chromium through Playwright, a browser
+context that records CSP violations, signing in through the login form, watching the
+console, and the screenshots a failure leaves behind.
+
+The rule: a change in how the app is launched or signed into is made here, once. Only
+the system Chromium is used (`SKALD_CHROMIUM`, never a browser downloaded by
+Playwright); when it or the `playwright` package is missing a test skips, except under
+`SKALD_CI`, where it fails (`prerequisites.unavailable`).
+
+The trap: Playwright is optional, so its names exist only when `PLAYWRIGHT_MISSING` is
+empty; modules import them under `if not PLAYWRIGHT_MISSING:` and use them in
+annotations only (postponed by `from __future__ import annotations`). The fixtures are
+imported under their own names (`from ui_support import browser_fixture  # noqa:
+F401`), like `fake_llm_fixture`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import FakeLLM
+from harness import ServerProcess
+from prerequisites import unavailable
+
+try:
+    from playwright.sync_api import (
+        Browser,
+        BrowserContext,
+        ConsoleMessage,
+        Page,
+        expect,
+        sync_playwright,
+    )
+
+    PLAYWRIGHT_MISSING = ""
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    PLAYWRIGHT_MISSING = f"the Python package 'playwright' is not installed ({exc})"
+
+CHROMIUM = os.environ.get("SKALD_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+
+# Chromium logs every failed fetch as a console error. `Watch` lets through those of the
+# household walkthrough (test_ui_e2e.py): 401/403 anywhere (no session yet, wrong
+# password, refused admin calls, a paused account) and the 409 of the deliberate attempt
+# to unencrypt a used role. `SignedInWatch` lets through only the boot-time 401.
+EXPECTED_STATUS = re.compile(r"status of (401|403) \(")
+EXPECTED_CONFLICT = re.compile(r"status of 409 \(")
+CONFLICT_URL = "/api/roles/member"
+BOOT_401 = re.compile(r"status of 401 \(")
+
+# Runs in every document before the app: CSP violations are recorded here as well as
+# in the console, so the check does not depend on how Chromium words its messages.
+CSP_RECORDER = """
+window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__cspViolations.push(e.violatedDirective + ' ' + (e.blockedURI || 'inline'));
+});
+"""
+
+
+def browser_or_skip() -> str:
+    """The Chromium to use; skip (or, under SKALD_CI, fail) when something is missing."""
+    missing = PLAYWRIGHT_MISSING
+    if not missing and not os.access(CHROMIUM, os.X_OK):
+        missing = f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)"
+    if missing:
+        unavailable(f"browser tests need: {missing}")
+    return CHROMIUM
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium launched headless with the flags above (skips, or fails under
+    SKALD_CI, when it or Playwright is missing)."""
+    executable = browser_or_skip()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(name="browser")
+def browser_fixture() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture(name="fake")
+def fake_fixture() -> Iterator[FakeLLM]:
+    """The fake provider under the name the browser tests use (see `fake_llm_fixture`)."""
+    with FakeLLM() as llm:
+        yield llm
+
+
+class Watch:
+    """Console errors, page errors and CSP violations of every page in the scenario."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.pages: dict[str, Page] = {}
+
+    def attach(self, name: str, page: Page) -> Page:
+        self.pages[name] = page
+
+        def on_console(msg: ConsoleMessage) -> None:
+            text = msg.text
+            if "Content Security Policy" in text:
+                self.problems.append(f"{name}: CSP: {text}")
+            elif msg.type == "error" and not self.expected(text, msg.location.get("url", "")):
+                self.problems.append(f"{name}: console error: {text} ({msg.location})")
+
+        page.on("console", on_console)
+        page.on("pageerror", lambda err: self.problems.append(f"{name}: page error: {err}"))
+        return page
+
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        if EXPECTED_STATUS.search(text):
+            return True
+        return bool(EXPECTED_CONFLICT.search(text)) and url.endswith(CONFLICT_URL)
+
+    def csp_violations(self) -> list[str]:
+        found = []
+        for name, page in self.pages.items():
+            if page.is_closed():
+                continue
+            for v in page.evaluate("() => window.__cspViolations || []"):
+                found.append(f"{name}: {v}")
+        return found
+
+
+class SignedInWatch(Watch):
+    """`Watch` allowing only the boot-time "who am I?" (a 401) before a login."""
+
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        return bool(BOOT_401.search(text))
+
+
+def open_context(
+    browser: Browser, server: ServerProcess, *, timeout: float = 10_000, **options: Any
+) -> BrowserContext:
+    """A context on `server` in English (unless `locale` says otherwise) whose pages
+    record CSP violations; `options` go to `Browser.new_context`."""
+    options.setdefault("locale", "en-US")
+    context = browser.new_context(base_url=server.url, **options)
+    context.set_default_timeout(timeout)
+    context.add_init_script(CSP_RECORDER)
+    return context
+
+
+def login(page: Page, username: str, password: str) -> None:
+    """Fill in and send the login form shown on `page`."""
+    page.get_by_test_id("login-username").fill(username)
+    page.get_by_test_id("login-password").fill(password)
+    page.get_by_test_id("login-submit").click()
+
+
+def sign_in(page: Page, username: str, password: str) -> Page:
+    """Open the app, log in through the form and wait for the chat (the home page)."""
+    page.goto("/")
+    login(page, username, password)
+    expect(page.get_by_test_id("chat-page")).to_be_visible()
+    return page
+
+
+def url_hash(page: Page) -> str:
+    # The app routes with location.replace(); Playwright's page.url can lag behind it.
+    return str(page.evaluate("() => location.hash"))
+
+
+def shot(page: Page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def report_failure(server: ServerProcess, watch: Watch, prefix: str) -> None:
+    """For an `except` block before `raise`: a screenshot of every watched page
+    (`failure-<prefix>-<page>.png`), the server's log tail and the console problems (a
+    page error often explains a timeout)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for name, page in watch.pages.items():
+        with contextlib.suppress(Exception):  # a crashed page must not hide the error
+            page.screenshot(path=str(SHOTS / f"failure-{prefix}-{name}.png"), full_page=True)
+    print(server.log()[-4000:])
+    print("\n".join(watch.problems))
