@@ -42,6 +42,7 @@ __all__ = [
     "Drop",
     "Error",
     "FakeLLM",
+    "Gate",
     "Hang",
     "Recorded",
     "Text",
@@ -116,7 +117,18 @@ class Drop:
     text_before: str = ""
 
 
-Reply = str | int | list[Call] | Text | ToolCalls | Error | Hang | Drop
+@dataclass(frozen=True)
+class Gate:
+    """Hold the request until the test sets `event` (at most `timeout` s), then answer
+    `then`: a reply that must not arrive before something else has happened, without a
+    sleep."""
+
+    event: threading.Event
+    then: Reply
+    timeout: float = 60.0
+
+
+Reply = str | int | list[Call] | Text | ToolCalls | Error | Hang | Drop | Gate
 
 
 @dataclass
@@ -1080,7 +1092,12 @@ class FakeLLM:
     def _next_reply(self, model: str) -> Reply | None:
         with self._lock:
             queue = self._scripts.get(model)
-            return queue.popleft() if queue else None
+            reply = queue.popleft() if queue else None
+        if isinstance(reply, Gate):  # waited for outside the lock: other models go on
+            if not reply.event.wait(reply.timeout):
+                raise AssertionError("a Gate reply was never opened by the test")
+            return reply.then
+        return reply
 
 
 # Imported under its own name (`from fake_llm import fake_llm_fixture`), tests can take a

@@ -332,7 +332,7 @@ async def test_the_tool_is_told_the_hour_not_the_minute_and_in_minutes_counts_fr
 
     ada = household["ada"]
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    scheduler, clock = with_clock(runtime, MONDAY_9 + timedelta(minutes=17))
+    scheduler, _ = with_clock(runtime, MONDAY_9 + timedelta(minutes=17))
     member = runtime.user_runtimes[ada]
     tool = ScheduleTool(member, scheduler)
     assert "Monday 2026-06-01 09:00" in tool.spec.description

@@ -6,13 +6,14 @@ relayed, never run again."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from conftest import PASSWORD, Client
-from fake_llm import Call, Error, FakeLLM, Hang
+from fake_llm import Call, Error, FakeLLM, Gate, Hang
 from schedule_support import boot, models, with_clock
 
 from skald.core.runtime import Runtime
@@ -43,11 +44,16 @@ async def _start(
     await models(runtime, fake, "model-a", "model-b")
     start = {"mode": "start", "title": "tide tables", "task": "Find the tide tables for Genoa"}
     fake.script("model-b", [[Call("background_task", start)], "I've started it.", "Relayed."])
-    fake.script("model-a", [helper_reply])
+    # The helper answers only once the starting turn is over: a result that arrived
+    # during it would join that turn (messages join a running turn) instead of waking
+    # an idle conversation, which is what these tests are about.
+    started = threading.Event()
+    fake.script("model-a", [Gate(started, helper_reply)])  # type: ignore[arg-type]
     svc = runtime.conversations
     conversation = await svc.create(ada, "plans")
     await svc.command(ada, conversation.id, "/model model-b")
     reply = await svc.chat(ada, "look up the tides in the background", conversation.id)
+    started.set()
     assert (reply.status, reply.reply) == ("done", "I've started it.")
     (task,) = await TaskStore(runtime.user_runtimes[ada].handle.db).recent()
     return scheduler, conversation.id, task

@@ -104,16 +104,10 @@ def test_qr_sign_in_shows_the_code_in_a_dialog_until_the_connector_says_signed_i
         srv.create_admin()
         srv.start()
         watch = Watch()
-        ctx = browser.new_context(
-            locale="en-US", base_url=srv.url, viewport={"width": 375, "height": 812}
-        )
-        ctx.set_default_timeout(20_000)
-        ctx.add_init_script(CSP_RECORDER)
+        ctx = open_context(browser, srv, viewport={"width": 375, "height": 812}, timeout=20_000)
         try:
             page = watch.attach("admin", ctx.new_page())
-            page.goto("/")
-            _login(page, ADMIN, ADMIN_PW)
-            expect(page.get_by_test_id("chat-page")).to_be_visible()
+            sign_in(page, ADMIN, ADMIN_PW)
             page.goto("/#/admin/marketplace")
             item = page.get_by_test_id("market-item").filter(has_text="Phone")
             item.get_by_test_id("market-install").click()

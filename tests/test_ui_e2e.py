@@ -168,7 +168,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(new_cap.and_(admin.locator('[data-capability="chat"]'))).to_be_checked()
     expect(new_cap.and_(admin.locator('[data-capability="inbox"]'))).to_be_checked()
     expect(new_cap.and_(admin.locator('[data-capability="files"]'))).not_to_be_checked()
-    expect(new_cap.and_(admin.locator('[data-capability="connectors.use"]'))).to_be_disabled()
+    expect(new_cap.and_(admin.locator('[data-capability="projects.use"]'))).to_be_disabled()
     admin.get_by_test_id("role-cancel").click()
     expect(admin.get_by_test_id("roles-list")).to_be_visible()
     admin.locator('[data-testid="role-row"][data-role-name="member"]').get_by_test_id(

@@ -102,6 +102,7 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "nav-tasks",
             "nav-files",
             "nav-connectors",
+            "nav-agents",
             "nav-profile",
             "nav-page-sample",
             "nav-page-sample-broken",

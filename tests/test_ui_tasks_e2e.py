@@ -21,6 +21,7 @@ from fake_llm import Call, Error, FakeLLM, Hang, ToolCalls
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
+    SHOTS,
     SignedInWatch,
     browser_fixture,  # noqa: F401
     fake_fixture,  # noqa: F401

@@ -45,7 +45,7 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/connectors", title="nav.connectors", capability="connectors.use", order=40),
+        Page(path="/connectors", title="nav.connectors", capability="connectors.use", order=42),
         Page(
             path="/admin/marketplace",
             title="nav.marketplace",

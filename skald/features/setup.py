@@ -22,7 +22,7 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/admin/settings", title="nav.settings", capability="admin.system", order=150),
+        Page(path="/admin/settings", title="nav.settings", capability="admin.system", order=155),
         Page(path="/welcome", title="nav.welcome", capability="admin.system", order=160),
     ]
 
