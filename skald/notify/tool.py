@@ -46,6 +46,7 @@ class NotifyTool(Tool):
     spec = _SPEC
     kind = "other"
     concurrency_safe = False
+    chat_only = True  # a helper's result comes back to the chat, which tells the member
     rerun_on_recovery = False  # a second notification after a crash is worse than none
 
     def __init__(self, notify: Notify) -> None:

@@ -80,6 +80,7 @@ def describe_job(job: Job) -> str:
 class ScheduleTool(Tool):
     kind = "other"
     concurrency_safe = False
+    chat_only = True  # jobs are the member's conversation's business, not a helper's
 
     def __init__(self, member: UserRuntime, scheduler: Scheduler) -> None:
         self.member = member
@@ -175,6 +176,7 @@ class BackgroundTaskTool(Tool):
     spec = _TASK_SPEC
     kind = "other"
     concurrency_safe = False
+    chat_only = True  # a helper does its work itself rather than handing it on again
 
     def __init__(self, member: UserRuntime, scheduler: Scheduler) -> None:
         self.member = member
