@@ -19,7 +19,7 @@ from skald.llm import media
 from skald.llm.anthropic import API_VERSION as ANTHROPIC_API_VERSION
 from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
-from skald.llm.discovery import ProviderCheck, list_models, try_model
+from skald.llm.discovery import UNSENDABLE, ProviderCheck, list_models, try_model
 from skald.llm.errors import LlmError, error_for_status
 from skald.llm.media import Endpoint
 from skald.llm.model_info import ListedModel, describe_list
@@ -290,6 +290,9 @@ class LlmService:
             response = await self.http.get(url, headers=headers, timeout=LISTING_TIMEOUT)
         except httpx.HTTPError as exc:
             raise network_error(provider.name, exc, (api_key,)) from exc
+        except (httpx.InvalidURL, UnicodeError, ValueError):
+            # A key or an address with characters HTTP cannot carry (never echoed back).
+            raise LlmError(f"{provider.name}: {UNSENDABLE}", retriable=False) from None
         if response.status_code != 200:
             detail = redact(error_detail(response.content), (api_key,))
             raise error_for_status(response.status_code, provider.name, detail)

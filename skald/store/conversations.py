@@ -205,7 +205,10 @@ class ConversationStore:
     async def search(self, query: str, limit: int = 50) -> list[SearchHit]:
         """Conversations whose title or message text has every word of `query` (prefix
         match on the last), newest first, at most one hit each."""
-        words = [w for w in query.replace('"', " ").split() if w]
+        # Control and unprintable characters are no search words, and a NUL would end
+        # the FTS5 query string early (an SQLite error, not an empty answer).
+        printable = "".join(ch if ch.isprintable() else " " for ch in query)
+        words = [w for w in printable.replace('"', " ").split() if w]
         if not words:
             return []
         # Each word quoted: the member's text is never FTS syntax ("AND", "*", "-x").
