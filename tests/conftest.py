@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import structlog
 from fake_llm import fake_llm_fixture  # noqa: F401  (registers the `fake_llm` fixture)
 
 from skald.api.app import create_app
@@ -17,6 +19,7 @@ from skald.config import load_config
 from skald.core.keys import TEST_KDF
 from skald.core.runtime import Runtime
 from skald.core.users import UserManager
+from skald.log import configure_logging
 from skald.paths import DataLayout
 from skald.store.registry import Registry
 
@@ -134,3 +137,18 @@ async def household(runtime: Runtime) -> dict[str, str]:
         created = await runtime.core.users.create(name, PASSWORD, role)
         ids[name] = created.user.id
     return ids
+
+
+@pytest.fixture
+def logged() -> Iterator[io.StringIO]:
+    """The JSON log lines written during the test (logging is process-wide state: other
+    tests may have pointed it elsewhere, so capturing the process's output proves
+    nothing; it is put back afterwards)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    buffer = io.StringIO()
+    configure_logging("info", "json", buffer)
+    yield buffer
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()

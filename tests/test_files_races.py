@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import os
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import structlog
 from conftest import PASSWORD
 from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swapper`)
 
@@ -26,7 +24,6 @@ from skald.api.app import create_asgi
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, NotFoundError
 from skald.files import router as fs
-from skald.log import configure_logging
 
 SECRET = b"OUTSIDE-SECRET"
 CLEAN = {200, 201, 204, 403, 404, 409}
@@ -40,19 +37,6 @@ async def ada(runtime: Runtime, household: dict[str, str]) -> AsyncIterator[http
         assert r.status_code == 200, r.text
         http.headers["X-CSRF-Token"] = r.json()["csrf_token"]
         yield http
-
-
-@pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    """The JSON log lines written during the test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    buffer = io.StringIO()
-    configure_logging("info", "json", buffer)
-    yield buffer
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
 
 
 def _lines(buffer: io.StringIO) -> list[dict[str, Any]]:
