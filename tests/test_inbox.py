@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from conftest import Client
+from conftest import Client, post_chat
 from fake_llm import Call, FakeLLM, Text
-from test_chat import _admin_sets_up_models, _chat, _wait_idle
+from test_chat import _admin_sets_up_models, _wait_idle
 
 from skald.core.runtime import Runtime
 
@@ -46,7 +46,7 @@ async def test_inbox_lists_decides_and_hides_from_others(
     await ada.login("ada")
     assert await _inbox(ada) == []
 
-    out = await _chat(ada, "save the wifi note")
+    out = await post_chat(ada, "save the wifi note")
     assert out["status"] == "awaiting_approval"
     cid = out["conversation_id"]
     [item] = await _until_inbox(ada, 1)
@@ -79,7 +79,7 @@ async def test_inbox_lists_decides_and_hides_from_others(
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={})
     assert r.status_code == 404  # decided already
 
-    out = await _chat(ada, "save the bins note", cid)
+    out = await post_chat(ada, "save the bins note", cid)
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve")
     assert r.status_code == 204
@@ -99,17 +99,17 @@ async def test_bypass_for_the_conversation_covers_that_tool_only(
     )
     ada = await make_client()
     await ada.login("ada")
-    cid = (await _chat(ada, "save a"))["conversation_id"]
+    cid = (await post_chat(ada, "save a"))["conversation_id"]
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "conversation"})
     assert r.status_code == 204
     await _wait_idle(ada, cid)
     # the same tool in the same conversation runs without asking
-    out = await _chat(ada, "save b", cid)
+    out = await post_chat(ada, "save b", cid)
     assert out["status"] == "done" and out["reply"] == "two"
     assert "b" in await runtime.shared_memory.note_get("b.md")
     # another tool still asks
-    out = await _chat(ada, "edit a", cid)
+    out = await post_chat(ada, "edit a", cid)
     assert out["status"] == "awaiting_approval"
     [item] = await _until_inbox(ada, 1)
     assert item["tool"] == "edit_file"
@@ -126,7 +126,7 @@ async def test_bypass_for_fifteen_minutes_is_kept_in_the_gate(
     fake_llm.script("model-a", [[_write("a")], Text("one"), [_write("b")], Text("two")])
     ada = await make_client()
     await ada.login("ada")
-    cid = (await _chat(ada, "save a"))["conversation_id"]
+    cid = (await post_chat(ada, "save a"))["conversation_id"]
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "15m"})
     assert r.status_code == 204
@@ -135,7 +135,7 @@ async def test_bypass_for_fifteen_minutes_is_kept_in_the_gate(
     assert await mine.gate.bypassing(cid, "write_file")
     assert not await mine.gate.bypassing(cid, "edit_file")
     assert not await mine.gate.bypassing("other", "write_file")
-    out = await _chat(ada, "save b", cid)
+    out = await post_chat(ada, "save b", cid)
     assert out["status"] == "done"
 
 
@@ -193,7 +193,7 @@ async def test_inbox_changed_is_published_with_the_count(
     monkeypatch.setattr(runtime.hub, "publish", record)
     ada = await make_client()
     await ada.login("ada")
-    cid = (await _chat(ada, "save a"))["conversation_id"]
+    cid = (await post_chat(ada, "save a"))["conversation_id"]
     [item] = await _until_inbox(ada, 1)
     await _until(lambda: bool(seen))  # the row is written a moment before the event
     assert seen == [(household["ada"], 1)]
@@ -316,7 +316,7 @@ async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
     )
     ada = await make_client()
     await ada.login("ada")
-    out = await _chat(ada, "save the bins note")
+    out = await post_chat(ada, "save the bins note")
     assert out["status"] == "awaiting_approval"  # the helper's request ends the wait
     cid = out["conversation_id"]
     [item] = await _until_inbox(ada, 1)

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client
+from conftest import PASSWORD, TEST_ENV, Client, post_chat
 from fake_llm import Call, FakeLLM, Text
 from plugins import sample_plugin
-from test_chat import _admin_sets_up_models, _chat
+from test_chat import _admin_sets_up_models
 
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
@@ -95,7 +95,7 @@ async def test_the_plugins_tool_is_used_in_a_scripted_turn(
     )
     ada = await make_client()
     await ada.login("ada")
-    out = await _chat(ada, "Stamp it")
+    out = await post_chat(ada, "Stamp it")
     assert out["status"] == "done" and out["reply"] == "Stamped."
     # The model was offered the tool, and its result (with the configured greeting) went back.
     tools = [t["function"]["name"] for t in fake_llm.bodies("openai")[0]["tools"]]

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from conftest import post_chat
 from fake_llm import Call, FakeLLM, Text
 from sandbox_support import docker_fixture, sandbox_runtime_fixture, wait_for  # noqa: F401
-from test_chat import MakeClient, _admin_sets_up_models, _chat, _wait_idle
+from test_chat import MakeClient, _admin_sets_up_models, _wait_idle
 
 from skald.core.runtime import Runtime
 
@@ -62,7 +63,7 @@ async def test_model_runs_a_command_after_approval(
         return bool(sandbox.commands.get(household["ada"]))
 
     await wait_for(probed, 20)  # the login started the container and probed it
-    out = await _chat(ada, "Which Debian does your sandbox run?")
+    out = await post_chat(ada, "Which Debian does your sandbox run?")
     system = fake_llm.bodies("openai")[0]["messages"][0]["content"]
     assert "## Your sandbox" in system and "`python3`" in system and "`tesseract`" in system
     assert out["status"] == "awaiting_approval"

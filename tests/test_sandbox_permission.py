@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PASSWORD
+from conftest import PASSWORD, post_chat
 from fake_llm import Call, FakeLLM, Text
-from test_chat import MakeClient, _admin_sets_up_models, _chat
+from test_chat import MakeClient, _admin_sets_up_models
 
 from skald.agent import ToolContext
 from skald.agent.cancel import CancelScope
@@ -69,7 +69,7 @@ async def test_without_sandbox_exec_execute_cmd_is_not_offered_and_a_call_is_ref
     fake_llm.script("model-a", [Text("hello Ada")])
     ada = await make_client()
     await ada.login("ada")
-    await _chat(ada, "hi")
+    await post_chat(ada, "hi")
     body = fake_llm.bodies("openai")[-1]
     assert "execute_cmd" in _tool_names(body)
     assert "## Your sandbox" in _system(body)
@@ -82,7 +82,7 @@ async def test_without_sandbox_exec_execute_cmd_is_not_offered_and_a_call_is_ref
     client = await make_client()
     await client.login("eve")
     seen = len(fake_llm.bodies("openai"))
-    out = await _chat(client, "run touch ~/pwned for me")
+    out = await post_chat(client, "run touch ~/pwned for me")
     first, second = fake_llm.bodies("openai")[seen:]
     assert "execute_cmd" not in _tool_names(first) and "read_file" in _tool_names(first)
     assert "execute_cmd" not in _system(first) and "## Your sandbox" not in _system(first)
@@ -106,7 +106,7 @@ async def test_taking_sandbox_exec_from_a_role_applies_to_the_members_next_turn(
     fake_llm.script("model-a", [Text("one"), Text("two")])
     ada = await make_client()
     await ada.login("ada")
-    cid = (await _chat(ada, "first"))["conversation_id"]
+    cid = (await post_chat(ada, "first"))["conversation_id"]
     assert "execute_cmd" in _tool_names(fake_llm.bodies("openai")[-1])
 
     role = (await admin.call("GET", "/api/roles")).json()
@@ -117,7 +117,7 @@ async def test_taking_sandbox_exec_from_a_role_applies_to_the_members_next_turn(
         json={"capabilities": [c for c in caps if c != SANDBOX_EXEC.name]},
     )
     assert r.status_code == 200, r.text
-    await _chat(ada, "second", cid)
+    await post_chat(ada, "second", cid)
     assert "execute_cmd" not in _tool_names(fake_llm.bodies("openai")[-1])
 
 

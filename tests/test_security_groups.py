@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from conftest import Client
+from conftest import Client, post_chat
 from fake_llm import Call, FakeLLM, Text
-from test_chat import _admin_sets_up_models, _chat
+from test_chat import _admin_sets_up_models
 
 from skald.core.runtime import Runtime
 
@@ -56,7 +56,7 @@ async def test_a_conversation_runs_under_its_group_while_the_role_allows_it(
         ],
         "default": "default",
     }
-    cid = (await _chat(ada, "hello"))["conversation_id"]
+    cid = (await post_chat(ada, "hello"))["conversation_id"]
     convs = (await ada.call("GET", "/api/conversations")).json()
     assert convs[0]["security_group"] is None  # the role's default
 
@@ -70,13 +70,13 @@ async def test_a_conversation_runs_under_its_group_while_the_role_allows_it(
     r = await mum.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "default"})
     assert r.status_code == 404
 
-    out = await _chat(ada, "save the wifi note", cid)
+    out = await post_chat(ada, "save the wifi note", cid)
     assert out["status"] == "done" and out["reply"] == "Saved."
     assert await runtime.shared_memory.note_get("wifi.md") == "fridge"
 
     # The role stops allowing the group: the very next call falls back to the default.
     await _allow_groups(runtime, "member", ["default"])
-    out = await _chat(ada, "save it again", cid)
+    out = await post_chat(ada, "save it again", cid)
     assert out["status"] == "awaiting_approval"
     await _wait_idle_or_waiting(ada, cid)
     groups = (await ada.call("GET", "/api/my/security-groups")).json()

@@ -17,11 +17,11 @@ import apsw
 import httpx
 import msgspec
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client
+from conftest import PASSWORD, TEST_ENV, Client, post_chat
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
-from test_chat import MakeClient, _admin_sets_up_models, _chat
+from test_chat import MakeClient, _admin_sets_up_models
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
@@ -457,7 +457,7 @@ async def test_a_huge_tool_argument_is_stored_once_and_cut_in_what_the_model_get
     )
     ada = await make_client()
     await ada.login("ada")
-    out = await _chat(ada, "Write a big file")
+    out = await post_chat(ada, "Write a big file")
     assert out["status"] == "done", out
     home = runtime.core.layout.home(household["ada"])
     assert (home / "big.txt").stat().st_size == 3 * MIB
@@ -479,7 +479,7 @@ async def test_a_huge_tool_argument_is_stored_once_and_cut_in_what_the_model_get
     # Now past a 1 MiB quota: the next message gets the reason, and no model is asked.
     await set_quota(runtime, "member", 1)
     asked = len(posted)
-    refused = await _chat(ada, "And another one", out["conversation_id"])
+    refused = await post_chat(ada, "And another one", out["conversation_id"])
     assert refused["status"] == "failed" and refused["error_code"] == "quota_exceeded"
     assert refused["error"] == "Your storage is full. Delete some files to continue."
     assert len([r for r in fake_llm.requests if r.method == "POST"]) == asked

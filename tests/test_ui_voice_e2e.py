@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fake_llm import FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from test_ui_e2e import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, _browser_or_skip, _login
+from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, login
 from voice_engines import Engines, synthesise
 
 if not PLAYWRIGHT_MISSING:
@@ -72,7 +72,7 @@ def _catalogue(server: ServerProcess, fake: FakeLLM, engines: Engines) -> None:
 def test_a_spoken_message_is_transcribed_sent_and_its_answer_read_aloud_on_a_phone(
     server: ServerProcess, engines: Engines, tmp_path: Path
 ) -> None:
-    executable = _browser_or_skip()
+    executable = browser_or_skip()
     clip = tmp_path / "phrase.wav"
     clip.write_bytes(synthesise("one two three four five"))
     with FakeLLM() as fake:
@@ -96,7 +96,7 @@ def test_a_spoken_message_is_transcribed_sent_and_its_answer_read_aloud_on_a_pho
                 context.set_default_timeout(20_000)
                 page = context.new_page()
                 page.goto("/")
-                _login(page, MEMBER, MEMBER_PW)
+                login(page, MEMBER, MEMBER_PW)
                 expect(page.get_by_test_id("chat-page")).to_be_visible()
                 mic = page.get_by_test_id("chat-mic")
                 expect(mic).to_be_visible()
