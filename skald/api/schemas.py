@@ -33,6 +33,9 @@ class Health(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["ok", "degraded"]
     version: str
     uptime_s: float
+    # When this server process started (its own clock, epoch seconds): a page that sees
+    # another value after a reconnect knows Skald restarted, however soon.
+    started_at: float
     reasons: list[str]
     # The sandboxes' Docker: ok, starting, unreachable, image_missing or disabled.
     docker: str = "disabled"

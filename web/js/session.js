@@ -31,18 +31,19 @@ export async function setMe(me) {
   if (!prev) startSocket();
 }
 
-// Restarts. The server's start time is now - uptime (GET /api/health); a different one
-// after a reconnect means Skald restarted (a systemd restart, an update, a crash), which
-// the page says (docs/web-ui.md). An encrypted member's session does not survive it
-// (the key lived in memory): the login page then says why.
-const RESTART_SLACK_S = 5; // clocks and round trips: a smaller difference is the same start
+// Restarts. The server says when it started (`started_at` of GET /api/health, its own
+// clock); a different value after a reconnect means Skald restarted (a systemd restart,
+// an update, a crash), which the page says (docs/web-ui.md). Trap: do not derive it
+// from the page's clock minus `uptime_s`: that needed a slack, and a restart within the
+// slack went unseen. An encrypted member's session does not survive it (the key lived in
+// memory): the login page then says why.
 const RESTART_BANNER_MS = 10000;
 let serverStarted = null;
 let restartedAt = 0;
 let bannerTimer = null;
 
 function startedFrom(health) {
-  return Date.now() / 1000 - Number(health.uptime_s || 0);
+  return Number(health.started_at);
 }
 
 export function noteHealth(health) {
@@ -57,10 +58,12 @@ async function checkRestart() {
     return false; // still unreachable
   }
   const started = startedFrom(health);
-  const restarted = serverStarted !== null && Math.abs(started - serverStarted) > RESTART_SLACK_S;
+  const restarted = serverStarted !== null && started !== serverStarted;
   serverStarted = started;
   if (restarted) {
     restartedAt = Date.now();
+    // Kept after the banner goes (10 s): when the page last saw Skald restart.
+    document.documentElement.dataset.restartedAt = String(restartedAt);
     setState({ health, restarted: true });
     clearTimeout(bannerTimer);
     bannerTimer = setTimeout(() => setState({ restarted: false }), RESTART_BANNER_MS);

@@ -51,6 +51,7 @@ async def health(rt: NamedDependency[Runtime]) -> Health:
         status="ok" if status == "ok" else "degraded",
         version=rt.version,
         uptime_s=round(time.time() - rt.started_at, 1),
+        started_at=rt.started_at,
         reasons=reasons,
         docker=rt.docker_state,
     )
