@@ -513,7 +513,7 @@ class Supervisor:
         if manifest.dependencies and deps_hash:
             deps_rel = f".skald/connectors/deps/{deps_hash}"
             deps = f"{CONTAINER_HOME}/{deps_rel}"
-            if not (host_home / deps_rel / ".ready").exists():
+            if not await asyncio.to_thread((host_home / deps_rel / ".ready").exists):
                 ca = await asyncio.to_thread(self._place_ca, host_home)
                 await self._install_in_container(
                     sandbox.exec_user, container, manifest.dependencies, in_home, deps, ca
