@@ -172,6 +172,6 @@ async def test_server_everything_over_stdio_inside_the_members_container(
     container_id = await runtime.sandbox.container_id(ada)
     assert container_id is not None and container_id in argv
     container = docker.containers.get(container_id)
-    top = json.dumps(container.top())
+    top = json.dumps(container.top(ps_args="-eww -o pid,args"))
     assert "server-everything" in top
     assert "hello there" in await _echo_turn(runtime, ada, fake_llm)
