@@ -6,6 +6,10 @@ opened from its parent's descriptor with `O_DIRECTORY | O_NOFOLLOW`, checked wit
 `dir_fd=` and without following links. Symbolic links, FIFOs, sockets and device nodes
 are reported as what they are and never followed or opened; files are opened with
 `O_NOFOLLOW | O_NONBLOCK` and `fstat`ed to be the regular file that was listed.
+Writes below such a folder (`makedirs_at`, `write_file_at`, `copy_tree_into`) work the
+same way: folders are made with `mkdir(dir_fd=)` and reopened without following, files
+are created `O_EXCL | O_NOFOLLOW` under a temporary name and renamed into place by
+descriptor (a rename replaces a link in the way; it never writes through it).
 
 Why: a member has root in a sandbox whose home is bind-mounted from the host, and can
 swap any folder of it for a link (to the data directory, to another home) at any moment.
@@ -43,9 +47,11 @@ __all__ = [
     "Entry",
     "Kind",
     "Usage",
+    "copy_tree_into",
     "is_temp_name",
     "kind_of",
     "lstat_at",
+    "makedirs_at",
     "open_dir_at",
     "open_file_at",
     "open_tree",
@@ -54,6 +60,7 @@ __all__ = [
     "temp_name",
     "usage",
     "walk",
+    "write_file_at",
 ]
 
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -435,3 +442,107 @@ def opened(base: Path, parts: Sequence[str] = ()) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+# -- writing ----------------------------------------------------------------------------
+
+WRITE_FLAGS: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+COPY_CHUNK: Final = 1 << 20
+
+
+def makedirs_at(fd: int, parts: Sequence[str], mode: int = 0o755) -> int:
+    """The folder `parts` below the open folder `fd`, made where missing, each level
+    reopened without following a link (ELOOP if one is in the way). `fd` stays the
+    caller's; the returned descriptor is the caller's to close."""
+    here = os.dup(fd)
+    try:
+        for part in parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, mode, dir_fd=here)
+            child = open_dir_at(here, part)
+            os.close(here)
+            here = child
+    except BaseException:
+        os.close(here)
+        raise
+    return here
+
+
+def _write_all(fd: int, data: bytes | io.RawIOBase | io.BufferedIOBase) -> None:
+    if isinstance(data, bytes):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view[:COPY_CHUNK]) :]
+        return
+    while chunk := data.read(COPY_CHUNK):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def write_file_at(
+    fd: int, name: str, data: bytes | io.RawIOBase | io.BufferedIOBase, mode: int = 0o644
+) -> None:
+    """`name` in the open folder `fd` becomes a regular file holding `data`, atomically:
+    written to a fresh temporary file (`O_EXCL | O_NOFOLLOW`), then renamed over `name`
+    by descriptor. A link at `name` is replaced, never written through; a folder there
+    is an error (EISDIR)."""
+    temp = temp_name()
+    tfd = os.open(temp, WRITE_FLAGS, mode, dir_fd=fd)
+    try:
+        _write_all(tfd, data)
+        os.fchmod(tfd, mode)
+        os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=fd)
+        raise
+    finally:
+        os.close(tfd)
+
+
+def copy_tree_into(src_fd: int, dest_fd: int, *, max_depth: int = DEFAULT_MAX_DEPTH) -> int:
+    """Copy the content of the open folder `src_fd` into the open, empty folder
+    `dest_fd`, both by descriptor: folders and regular files (with their permission
+    bits) only; a link, special file or unreadable folder in the source is an error.
+    Nothing is ever opened in the destination by a path: a link the member puts there
+    meanwhile makes the copy fail (EEXIST, ELOOP), it is never followed. Returns the
+    number of files copied."""
+    problems: list[str] = []
+
+    def note(rel: tuple[str, ...], why: str) -> None:
+        problems.append(f"{'/'.join(rel)}: {why}")
+
+    # The destination folders open along the walk's current branch (depth first).
+    branch: list[tuple[tuple[str, ...], int]] = [((), os.dup(dest_fd))]
+    copied = 0
+    try:
+        for entry in walk(src_fd, report=note, max_depth=max_depth):
+            while branch[-1][0] != entry.rel[:-1]:
+                os.close(branch.pop()[1])
+            parent = branch[-1][1]
+            perms = stat.S_IMODE(entry.stat.st_mode) & 0o755
+            if entry.kind == "dir":
+                os.mkdir(entry.name, perms | 0o700, dir_fd=parent)
+                branch.append((entry.rel, open_dir_at(parent, entry.name)))
+            elif entry.kind == "file":
+                with entry.open() as source:
+                    _copy_new(parent, entry.name, source, perms | 0o600)
+                copied += 1
+            else:
+                raise OSError(errno.EINVAL, f"not a file or folder: {entry.path}")
+    finally:
+        for _, fd in branch:
+            os.close(fd)
+    if problems:
+        raise OSError(errno.EIO, "could not copy " + "; ".join(problems[:3]))
+    return copied
+
+
+def _copy_new(fd: int, name: str, source: io.RawIOBase, mode: int) -> None:
+    out = os.open(name, WRITE_FLAGS, mode, dir_fd=fd)
+    try:
+        _write_all(out, source)
+        os.fchmod(out, mode)
+    finally:
+        os.close(out)

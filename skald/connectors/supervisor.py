@@ -4,7 +4,8 @@ Rule: a household connector runs once, on the host, as the service's user, in it
 process group (`StdioTransport`), with an environment of exactly `PATH`, `LANG` and the
 variables its manifest declares. A personal connector runs once per member, inside that
 member's container (`docker exec -i` as the sandbox user), from a copy of its files in
-the member's home, its dependencies installed there by content hash; it starts when the
+the member's home (written by descriptor, never through a link she planted there:
+`home_files`), its dependencies installed there by content hash; it starts when the
 member's data is unlocked (a member service) and stops when they lock, are deactivated,
 deactivate the connector or lose its grant (`stop_member`, awaited: synchronous).
 
@@ -29,7 +30,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import time
 from collections import deque
 from collections.abc import Callable
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from skald.connectors import oauth
+from skald.connectors import home_files, oauth
 from skald.connectors.feed import Manifest, OAuthSpec, expand
 from skald.connectors.install import deps_command
 from skald.connectors.store import Connector
@@ -504,17 +504,17 @@ class Supervisor:
         user, role = await member.fetch_member()
         container = await sandbox.ensure(user, role)
         assert row.install_dir is not None
-        src = Path(row.install_dir)
-        rel = f".skald/connectors/{row.name}/{src.name}"
-        host_home = sandbox.homes_dir / user.id
-        await asyncio.to_thread(_copy_into_home, src, host_home / rel)
+        # Written by descriptor, never through a link the member put in her home.
+        homes = sandbox.homes_dir
+        rel = await asyncio.to_thread(
+            home_files.place_files, homes, user.id, row.name, Path(row.install_dir)
+        )
         in_home = f"{CONTAINER_HOME}/{rel}"
         deps = ""
         if manifest.dependencies and deps_hash:
-            deps_rel = f".skald/connectors/deps/{deps_hash}"
-            deps = f"{CONTAINER_HOME}/{deps_rel}"
-            if not await asyncio.to_thread((host_home / deps_rel / ".ready").exists):
-                ca = await asyncio.to_thread(self._place_ca, host_home)
+            deps = f"{CONTAINER_HOME}/.skald/connectors/deps/{deps_hash}"
+            if not await asyncio.to_thread(home_files.deps_ready, homes, user.id, deps_hash):
+                ca = await asyncio.to_thread(self._place_ca, homes, user.id)
                 await self._install_in_container(
                     sandbox.exec_user, container, manifest.dependencies, in_home, deps, ca
                 )
@@ -530,15 +530,12 @@ class Supervisor:
         client_env.update(env_values)
         return Launch(argv=argv, env=client_env, secrets=list(secrets.values()))
 
-    def _place_ca(self, host_home: Path) -> str | None:
+    def _place_ca(self, homes_dir: Path, user_id: str) -> str | None:
         """The operator's extra CA bundle, copied into the home for the install step."""
         extra = self.connectors.config.extra_ca_file
         if not extra:
             return None
-        dest = host_home / ".skald" / "extra-ca.pem"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(extra, dest)
-        return f"{CONTAINER_HOME}/.skald/extra-ca.pem"
+        return f"{CONTAINER_HOME}/{home_files.place_ca(homes_dir, user_id, Path(extra))}"
 
     async def _install_in_container(
         self, user: str, container: str, kind: str, src: str, deps: str, ca: str | None = None
@@ -594,17 +591,6 @@ class Supervisor:
         if proc.returncode != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
             raise McpError(f"installing the dependencies in your sandbox failed: {tail}")
-
-
-def _copy_into_home(src: Path, dest: Path) -> None:
-    """The connector's files, copied once per version into the member's home."""
-    if dest.is_dir():
-        return
-    staging = dest.with_name(dest.name + ".copying")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(src, staging)
-    staging.rename(dest)
 
 
 async def _with_oauth(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from skald import walk as tree
 from skald.agent.tools import (
     Reads,
     Tool,
@@ -204,14 +205,21 @@ class FileTool(Tool):
 
 
 def _text_for_preview(found: Resolved) -> str | None:
+    """By descriptor through the router (`open_read`), like every read below a home:
+    `found.path` is a path string, and a folder on it may be a link by now."""
     try:
-        if not found.path.exists():
-            return ""
-        if not found.path.is_file() or found.path.stat().st_size > MAX_READ_BYTES:
-            return None
-        return found.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        handle, st = open_read(found)
+    except NotFoundError:
+        return ""
+    except SkaldError:
         return None
+    with handle:
+        if st.st_size > MAX_READ_BYTES:
+            return None
+        try:
+            return handle.read(MAX_READ_BYTES + 1).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
 
 
 def _sentence(message: str) -> str:
@@ -241,12 +249,17 @@ class _Writing(Writes, FileTool):
 
 
 def _existing_size(found: Resolved) -> int:
-    """Bytes the file at `found` holds now (0 if there is none or it is not a file)."""
+    """Bytes the file at `found` holds now (0 if there is none or it is not a file),
+    looked at by descriptor: through a folder swapped for a link, another member's big
+    file would pass for the one replaced and credit the quota."""
+    if found.is_root:
+        return 0
     try:
-        st = found.path.lstat()
+        with tree.opened(found.root, found.parts[:-1]) as parent:
+            st = tree.lstat_at(parent, found.parts[-1])
     except OSError:
         return 0
-    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else 0
 
 
 def write_within(budget: Budget | None, found: Resolved, data: bytes) -> tuple[FileEntry, bool]:

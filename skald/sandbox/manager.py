@@ -38,6 +38,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
+from skald import walk
 from skald.config import SandboxConfig
 from skald.errors import SkaldError
 from skald.files.mounts import MemberMount, docs_mount, home_mount
@@ -253,12 +254,21 @@ class SandboxManager:
     def _prepare_host_dirs(self, spec: ContainerSpec) -> None:
         # Made by us before Docker sees them: Docker would create missing bind sources
         # (and mountpoints inside the home, such as docs) owned by root.
+        # A mount point inside the home is made by descriptor: the member may have put a
+        # link there (`walk.makedirs_at` refuses it with ELOOP instead of following it).
         home = next(m for m in spec.mounts if m.target == CONTAINER_HOME)
         for m in spec.mounts:
             Path(m.source).mkdir(mode=0o700, parents=True, exist_ok=True)
             if m.target.startswith(CONTAINER_HOME + "/"):
-                inner = Path(home.source, m.target[len(CONTAINER_HOME) + 1 :])
-                inner.mkdir(mode=0o755, parents=True, exist_ok=True)
+                inner = m.target[len(CONTAINER_HOME) + 1 :]
+                try:
+                    with walk.opened(Path(home.source)) as fd:
+                        os.close(walk.makedirs_at(fd, inner.split("/")))
+                except OSError as exc:
+                    raise SandboxUnavailable(
+                        f"~/{inner} in your home is a symbolic link or not a folder "
+                        f"({exc.strerror}); remove it (Files page) and try again"
+                    ) from None
 
     # -- ensure / stop / remove -----------------------------------------------------------
 
