@@ -62,6 +62,7 @@ ORIGIN = ("tests/test_server.py",)
 USERS = ("tests/test_users.py",)
 MIGRATIONS = ("tests/test_migrations.py",)
 NOTES = ("tests/test_shared_memory.py",)
+HOME_LINKS = ("tests/test_home_links.py",)
 
 MUTANTS: tuple[Mutant, ...] = (
     # -- approvals: rules, bypasses, helpers --------------------------------------------
@@ -822,6 +823,100 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="wal",
         docker=False,
         why="a storage-limit decision",
+    ),
+    # -- CL: server writes in a member's home go by descriptor (issue 20, item 1) -------
+    Mutant(
+        "CL1",
+        "home writes by descriptor",
+        "skald/walk.py",
+        "            child = open_dir_at(here, part)\n            os.close(here)",
+        "            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "
+        "dir_fd=here)\n            os.close(here)",
+        HOME_LINKS,
+        why="makedirs_at without O_NOFOLLOW: a folder the member made a link is followed",
+    ),
+    Mutant(
+        "CL2",
+        "home writes by descriptor",
+        "skald/walk.py",
+        "    tfd = os.open(temp, WRITE_FLAGS, mode, dir_fd=fd)\n",
+        "    temp = name\n    tfd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode, "
+        "dir_fd=fd)\n",
+        HOME_LINKS,
+        why="write_file_at writes in place: a link at the file's name is written through",
+    ),
+    Mutant(
+        "CL3",
+        "home writes by descriptor",
+        "skald/connectors/home_files.py",
+        "        fd = walk.makedirs_at(home, parts)\n",
+        "        Path(homes_dir, user_id, *parts).mkdir(parents=True, exist_ok=True)\n"
+        "        fd = os.open(Path(homes_dir, user_id, *parts), os.O_RDONLY)\n",
+        HOME_LINKS,
+        why="back to path strings: ~/.skald/connectors/<name> reached through links",
+    ),
+    Mutant(
+        "CL4",
+        "home writes by descriptor",
+        "skald/connectors/home_files.py",
+        'if walk.kind_of(there.st_mode) != "dir":',
+        "if there.st_mode is None:",
+        HOME_LINKS,
+        why="a link at the version folder passes for the placed files",
+    ),
+    Mutant(
+        "CL5",
+        "home writes by descriptor",
+        "skald/connectors/home_files.py",
+        "        with walk.opened(homes_dir, (user_id, *parts)) as fd:\n"
+        '            return walk.lstat_at(fd, ".ready") is not None',
+        '        return (homes_dir / user_id / Path(*parts) / ".ready").exists()',
+        HOME_LINKS,
+        why="the dependency check follows links (another home's .ready is taken for hers)",
+    ),
+    Mutant(
+        "CL6",
+        "home writes by descriptor",
+        "skald/sandbox/manager.py",
+        '                        os.close(walk.makedirs_at(fd, inner.split("/")))',
+        "                        Path(home.source, inner).mkdir(mode=0o755, parents=True, "
+        "exist_ok=True)",
+        HOME_LINKS,
+        keyword="mount_point",
+        why="the sandbox's mount point in the home made through a link",
+    ),
+    Mutant(
+        "CL7",
+        "home writes by descriptor",
+        "skald/files/tools.py",
+        "    try:\n        handle, st = open_read(found)\n    except NotFoundError:",
+        '    try:\n        handle, st = open(found.path, "rb"), found.path.stat()\n'
+        "    except FileNotFoundError:",
+        HOME_LINKS,
+        keyword="preview",
+        why="the write preview reads by path string, through a folder swapped for a link",
+    ),
+    Mutant(
+        "CL8",
+        "home writes by descriptor",
+        "skald/files/tools.py",
+        "        with tree.opened(found.root, found.parts[:-1]) as parent:\n"
+        "            st = tree.lstat_at(parent, found.parts[-1])",
+        "        st = found.path.lstat()",
+        HOME_LINKS,
+        keyword="quota",
+        why="another member's file passes for the one a write replaces (quota credit)",
+    ),
+    Mutant(
+        "CL9",
+        "home writes by descriptor",
+        "skald/connectors/supervisor.py",
+        '        return f"{CONTAINER_HOME}/{home_files.place_ca(homes_dir, user_id, Path(extra))}"',
+        '        __import__("shutil").copyfile(extra, homes_dir / user_id / ".skald" / '
+        '"extra-ca.pem")\n        return f"{CONTAINER_HOME}/.skald/extra-ca.pem"',
+        ("tests/test_home_links_docker.py",),
+        docker=True,
+        why="the supervisor copies the CA by path string again",
     ),
 )
 
