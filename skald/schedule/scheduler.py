@@ -75,8 +75,6 @@ class Scheduler:
         self._seen: dict[str, UserRuntime] = {}
         # Runs started by this process and not yet recorded as ended (`wait_run`).
         self._running: dict[str, asyncio.Event] = {}
-        # Jobs with a run going on now: their next occurrence is skipped, not piled up.
-        self._busy_jobs: set[str] = set()
         _BY_PLUGINS[rt.plugins] = self
         self.tasks = Tasks(self)
 
@@ -137,28 +135,17 @@ class Scheduler:
                 log.error("job has a bad schedule", job=job.id, error=str(exc))
                 found = None
             next_run = None if found is None else iso(found)
-        busy = job.id in self._busy_jobs
+        # A run still going on makes this one `skipped` too: the store sees it.
         return await store.claim(
             job,
             now,
             next_run,
             late=missed_by > self.config.late_after_s,
-            skipped=busy or (missed_by > job.skip_after_s and job.skip_after_s > 0),
-            reason="the previous run had not finished"
-            if busy
-            else "missed by more than the job's skip window",
+            skipped=missed_by > job.skip_after_s and job.skip_after_s > 0,
         )
 
     def _launch(self, member: UserRuntime, job: Job, run: Run) -> None:
-        self._busy_jobs.add(job.id)
-
-        async def work() -> None:
-            try:
-                await self.execute(member, job, run)
-            finally:
-                self._busy_jobs.discard(job.id)
-
-        self.launch_chore(member, run.id, work)
+        self.launch_chore(member, run.id, lambda: self.execute(member, job, run))
 
     def launch_chore(
         self, member: UserRuntime, key: str, work: Callable[[], Awaitable[object]]
@@ -180,8 +167,12 @@ class Scheduler:
         member.services.add(spec)
 
     async def run_now(self, member: UserRuntime, job: Job) -> Run:
-        """A person's "run now": a run outside the schedule, which does not move."""
-        run = await ScheduleStore(member.handle.db).start_run(job, self.clock.now())
+        """A person's "run now": a run outside the schedule, which does not move.
+
+        Refused while the job runs and within the member's minimum interval of its last
+        start (`RunRefusedError`): a job cannot be made to run back to back."""
+        spacing = (await self.jobs(member)).min_interval_s
+        run = await ScheduleStore(member.handle.db).start_run(job, self.clock.now(), spacing)
         self._launch(member, job, run)
         return run
 
