@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from skald.core.conversations import Sent
+from skald.core.unattended import CallPacer
 from skald.errors import DatabaseClosedError
 from skald.log import get_logger
 from skald.permissions import can
@@ -75,8 +76,21 @@ class Scheduler:
         self._seen: dict[str, UserRuntime] = {}
         # Runs started by this process and not yet recorded as ended (`wait_run`).
         self._running: dict[str, asyncio.Event] = {}
+        # Each member's pace of unattended model calls, kept across their unlocks.
+        self._pacers: dict[str, CallPacer] = {}
         _BY_PLUGINS[rt.plugins] = self
         self.tasks = Tasks(self)
+
+    def pacer(self, member: UserRuntime) -> CallPacer:
+        """The member's one budget of model calls in runs and tasks (on the scheduler's
+        clock, which a test moves)."""
+        pacer = self._pacers.get(member.user.id)
+        if pacer is None:
+            pacer = CallPacer(
+                self.config.background_calls_per_min, lambda: self.clock.now().timestamp()
+            )
+            self._pacers[member.user.id] = pacer
+        return pacer
 
     async def jobs(self, member: UserRuntime) -> Jobs:
         floor = await get_min_interval(self.rt.core.registry.db, member.user.id)
@@ -193,7 +207,8 @@ class Scheduler:
         user_id = member.user.id
         svc = self.rt.conversations
         outcome, error, usage = "failed", None, None
-        member.unattended.add(job.conversation_id)  # nobody is there to approve
+        # Nobody is there to approve, and the model calls are paced.
+        member.unattended.add(job.conversation_id, self.pacer(member))
         try:
             sent = await svc.send(user_id, job.conversation_id, self._message(job, run))
             assert isinstance(sent, Sent)  # a prompt is never a slash command here
