@@ -210,3 +210,23 @@ async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_a
     await scheduler.wait_run(again.id)
     outcomes = [r.outcome for r in await ScheduleStore(member.handle.db).runs(job.id)]
     assert outcomes == ["succeeded", "failed"]
+
+
+async def test_a_helper_inside_an_unattended_run_spends_the_same_per_minute_budget(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    """The run's own request and its helper's (`execute_task`) count alike: with 2 a
+    minute, the run's request after the helper's answer is refused."""
+    scheduler, _ = with_clock(runtime, MONDAY_9)
+    scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=2)
+    await models(runtime, fake_llm, "model-a")
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    delegate = Call("execute_task", {"task": "count the bins", "agent": "worker"})
+    fake_llm.script("model-a", [[delegate], "three bins", "never asked"])
+    run = await scheduler.run_now(member, job)
+    await scheduler.wait_run(run.id)
+    (failed,) = await ScheduleStore(member.handle.db).runs(job.id)
+    assert failed.outcome == "failed", failed
+    assert failed.error is not None and "at most 2 times a minute" in failed.error
+    assert len(fake_llm.bodies()) == 2
