@@ -98,7 +98,6 @@ async def main(members: int, jobs_per: int, reps: int) -> None:
                 mine = await rt.attach(await rt.core.users.unlock_unencrypted(created.user))
                 ids.append(created.user.id)
                 store = ScheduleStore(mine.handle.db)
-                conversation = await mine.hub.new_conversation("bench")
                 for j in range(jobs_per):
                     expr = f"{rnd.randint(0, 59)} {rnd.randint(0, 23)} * * {rnd.randint(0, 6)}"
                     first = Schedule(expr).next_after(START + timedelta(days=1), zone)
@@ -116,12 +115,14 @@ async def main(members: int, jobs_per: int, reps: int) -> None:
                             next_run=iso(START) if j == 0 else iso(first),
                             state="active",
                             created_by="member",
-                            conversation_id=conversation.id,
+                            conversation_id=new_id(),
                             skip_after_s=0,
                             failures=0,
                             created_at=stamp,
                             updated_at=stamp,
-                        )
+                        ),
+                        active_limit=jobs_per,
+                        conversation_title=f"job {j}",
                     )
             created_s = time.perf_counter() - t0
             rss_jobs = rss_mib()

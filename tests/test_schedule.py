@@ -296,7 +296,7 @@ async def test_deleting_a_job_while_it_runs_ends_cleanly(
     jobs = await scheduler.jobs(member)
     job = await jobs.create(JobSpec(title="d", prompt="do", cron="0 8 * * *"))
     store = ScheduleStore(member.handle.db)
-    run = await store.start_run(job, clock.now())
+    run = await store.start_run(job, clock.now(), 60)
     await jobs.delete(job.id)  # its runs go with it, the running one included
     assert await scheduler.execute(member, job, run) is None
     assert await store.runs() == []

@@ -42,6 +42,10 @@ PLAIN: Final[dict[str, str]] = {
         "An administrator can mark a model that sees pictures under Models."
     ),
     "model_error": "The model service reported a problem. Try again, or pick another model.",
+    "background_limit": (
+        "Scheduled jobs and background tasks asked the assistant too often this minute, "
+        "so this run stopped. The next run starts afresh."
+    ),
     "cut_off": "The answer was too long for the model and was cut off.",
     "turn_budget": ("The assistant used up what one answer may use. Send a message to continue."),
     "repeated_failure": (

@@ -27,9 +27,11 @@ from skald.core.instance import Instance
 from skald.core.llm_service import ADMIN_MODELS_CAP, LlmService
 from skald.core.model_select import compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
+from skald.core.unattended import PacedClient, Unattended
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
 from skald.files.router import PathRouter
+from skald.llm.client import ModelClient
 from skald.log import get_logger
 from skald.notify.quiet import default_zone
 from skald.paths import DataLayout
@@ -109,8 +111,9 @@ class UserRuntime:
             extra_facts=self.plugins.approval_facts,
         )
         # Conversations whose current turn nobody watches (a scheduled job's run, a
-        # background task): there a call that needs a person is refused at once.
-        self.unattended: set[str] = set()
+        # background task): there a call that needs a person is refused at once, and
+        # model requests are paced (core/unattended.py).
+        self.unattended = Unattended()
         self.unattended_gate = DefaultGate(
             unattended=True,
             rules=rules,
@@ -198,7 +201,8 @@ class UserRuntime:
         if agent is None or agent.type != "task":
             return None
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
-        model = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
+        root = root_of(ctx.conversation_id)[0]
+        source = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
         attrs = self.role.attributes
         config = LoopConfig(
             model="auto",
@@ -206,8 +210,16 @@ class UserRuntime:
             max_rounds=attrs.turn_max_rounds or self.config.max_rounds,
             max_turn_tokens=attrs.turn_max_tokens,
         )
-        gate = self.gate_for(root_of(ctx.conversation_id)[0])
-        return ChildAgent(model=model, config=config, tools=self._tools(agent), gate=gate)
+        gate = self.gate_for(root)
+        return ChildAgent(
+            model=self.paced(root, source), config=config, tools=self._tools(agent), gate=gate
+        )
+
+    def paced(self, conversation_id: str, source: ModelClient) -> ModelClient:
+        """The model source a turn or helper in this conversation gets (both pass here):
+        paced by the member's pacer while the conversation is unattended."""
+        pacer = self.unattended.pacer(conversation_id)
+        return source if pacer is None else PacedClient(source, pacer)
 
     def gate_for(self, conversation_id: str) -> DefaultGate:
         """The unattended gate while nobody watches the conversation, else the member's."""
@@ -330,7 +342,12 @@ class UserRuntime:
             ),
         )
         gate = self.gate_for(conversation.id)
-        return TurnSetup(model=model, tools=self._tools(agent), gate=gate, config=config)
+        return TurnSetup(
+            model=self.paced(conversation.id, model),
+            tools=self._tools(agent),
+            gate=gate,
+            config=config,
+        )
 
     async def close(self) -> None:
         await self.services.stop()

@@ -30,6 +30,7 @@ ErrorKind = Literal[
     "server_error",  # the provider's own failure (5xx)
     "no_model",  # nothing is set up (or enabled) to answer
     "no_capable_model",  # no enabled model can handle this message (a picture)
+    "background_limit",  # a member's unattended runs asked too often this minute
     "model_error",  # anything else the provider reported
 ]
 

@@ -21,6 +21,9 @@ class ScheduleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     min_interval_s: Annotated[int, msgspec.Meta(ge=1)] = 300
     # Background tasks one member may have queued or running at once (>= 1).
     max_tasks: Annotated[int, msgspec.Meta(ge=1)] = 3
+    # Model requests one member's scheduled runs and background tasks may make in any
+    # minute, all together (>= 1); beyond, the run fails with a clear error.
+    background_calls_per_min: Annotated[int, msgspec.Meta(ge=1)] = 30
     # A job failing this many times in a row pauses itself (0 = never).
     max_failures: Annotated[int, msgspec.Meta(ge=0)] = 3
     # A run that starts this many seconds after its time is marked late (>= 1).

@@ -127,14 +127,6 @@ class Jobs:
             raise InvalidInputError(f"{at!r} is in the past (it is now {local} in {zone.key})")
         return None, iso(when), iso(when)
 
-    async def _check_active_limit(self, adding: int = 1) -> None:
-        _, active = await self.store.counts()
-        if active + adding > self.config.max_active_jobs:
-            raise InvalidInputError(
-                f"you have {active} active jobs, the most allowed is "
-                f"{self.config.max_active_jobs}: pause or delete one first"
-            )
-
     async def create(self, spec: JobSpec) -> Job:
         title = spec.title.strip()[:MAX_TITLE]
         prompt = spec.prompt.strip()
@@ -144,7 +136,6 @@ class Jobs:
             raise InvalidInputError(f"the prompt is longer than {MAX_PROMPT} characters")
         zone = check_zone(spec.zone) if spec.zone else member_zone(self.member)
         cron, run_at, next_run = self._when(spec.cron, spec.at, zone)
-        await self._check_active_limit()
         agent_id = spec.agent_id or self.member.hub.default_agent
         agent = self.member.agents.get(agent_id)
         if agent is None or agent.type != "chat":
@@ -152,9 +143,6 @@ class Jobs:
         skip = self.config.default_skip_after_s if spec.skip_after_s is None else spec.skip_after_s
         if skip < 0:
             raise InvalidInputError("skip_after_s cannot be negative")
-        # The job's own conversation, with the job's agent: every run writes there.
-        conversation = await self.member.hub.store.create(new_id(), agent_id, f"⏰ {title}")
-        self.member.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
         stamp = iso(self.now)
         job = Job(
             id=new_id(),
@@ -167,13 +155,19 @@ class Jobs:
             next_run=next_run,
             state="active",
             created_by=spec.created_by,
-            conversation_id=conversation.id,
+            conversation_id=new_id(),
             skip_after_s=skip,
             failures=0,
             created_at=stamp,
             updated_at=stamp,
         )
-        await self.store.add(job)
+        # The job's own conversation, with the job's agent, every run writes there: it is
+        # written with the job, after the active-jobs limit, in one transaction.
+        await self.store.add(
+            job, active_limit=self.config.max_active_jobs, conversation_title=f"⏰ {title}"
+        )
+        conversation = await self.member.hub.store.get(job.conversation_id)
+        self.member.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
         await self.counts_changed()
         return job
 
@@ -198,9 +192,14 @@ class Jobs:
             raise InvalidInputError(
                 "this one-off job's time has passed: give it a new time with `at`"
             )
-        await self._check_active_limit()
         next_run = next_run_of(job.cron, job.run_at, zone, self.now)
-        updated = await self.store.update(job_id, state="active", next_run=next_run, failures=0)
+        updated = await self.store.update(
+            job_id,
+            active_limit=self.config.max_active_jobs,
+            state="active",
+            next_run=next_run,
+            failures=0,
+        )
         await self.counts_changed()
         assert updated is not None
         return updated
@@ -230,7 +229,10 @@ class Jobs:
                 fields.update(next_run=next_run, state="active")
             else:
                 fields["next_run"] = next_run
-        updated = await self.store.update(job_id, **fields)
+        # A finished one-off job given a new time becomes active: held to the limit.
+        updated = await self.store.update(
+            job_id, active_limit=self.config.max_active_jobs, **fields
+        )
         await self.counts_changed()
         assert updated is not None
         return updated

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from skald.core.conversations import Sent
+from skald.core.unattended import CallPacer
 from skald.errors import DatabaseClosedError
 from skald.log import get_logger
 from skald.permissions import can
@@ -75,10 +76,21 @@ class Scheduler:
         self._seen: dict[str, UserRuntime] = {}
         # Runs started by this process and not yet recorded as ended (`wait_run`).
         self._running: dict[str, asyncio.Event] = {}
-        # Jobs with a run going on now: their next occurrence is skipped, not piled up.
-        self._busy_jobs: set[str] = set()
+        # Each member's pace of unattended model calls, kept across their unlocks.
+        self._pacers: dict[str, CallPacer] = {}
         _BY_PLUGINS[rt.plugins] = self
         self.tasks = Tasks(self)
+
+    def pacer(self, member: UserRuntime) -> CallPacer:
+        """The member's one budget of model calls in runs and tasks (on the scheduler's
+        clock, which a test moves)."""
+        pacer = self._pacers.get(member.user.id)
+        if pacer is None:
+            pacer = CallPacer(
+                self.config.background_calls_per_min, lambda: self.clock.now().timestamp()
+            )
+            self._pacers[member.user.id] = pacer
+        return pacer
 
     async def jobs(self, member: UserRuntime) -> Jobs:
         floor = await get_min_interval(self.rt.core.registry.db, member.user.id)
@@ -137,28 +149,17 @@ class Scheduler:
                 log.error("job has a bad schedule", job=job.id, error=str(exc))
                 found = None
             next_run = None if found is None else iso(found)
-        busy = job.id in self._busy_jobs
+        # A run still going on makes this one `skipped` too: the store sees it.
         return await store.claim(
             job,
             now,
             next_run,
             late=missed_by > self.config.late_after_s,
-            skipped=busy or (missed_by > job.skip_after_s and job.skip_after_s > 0),
-            reason="the previous run had not finished"
-            if busy
-            else "missed by more than the job's skip window",
+            skipped=missed_by > job.skip_after_s and job.skip_after_s > 0,
         )
 
     def _launch(self, member: UserRuntime, job: Job, run: Run) -> None:
-        self._busy_jobs.add(job.id)
-
-        async def work() -> None:
-            try:
-                await self.execute(member, job, run)
-            finally:
-                self._busy_jobs.discard(job.id)
-
-        self.launch_chore(member, run.id, work)
+        self.launch_chore(member, run.id, lambda: self.execute(member, job, run))
 
     def launch_chore(
         self, member: UserRuntime, key: str, work: Callable[[], Awaitable[object]]
@@ -180,8 +181,12 @@ class Scheduler:
         member.services.add(spec)
 
     async def run_now(self, member: UserRuntime, job: Job) -> Run:
-        """A person's "run now": a run outside the schedule, which does not move."""
-        run = await ScheduleStore(member.handle.db).start_run(job, self.clock.now())
+        """A person's "run now": a run outside the schedule, which does not move.
+
+        Refused while the job runs and within the member's minimum interval of its last
+        start (`RunRefusedError`): a job cannot be made to run back to back."""
+        spacing = (await self.jobs(member)).min_interval_s
+        run = await ScheduleStore(member.handle.db).start_run(job, self.clock.now(), spacing)
         self._launch(member, job, run)
         return run
 
@@ -202,7 +207,8 @@ class Scheduler:
         user_id = member.user.id
         svc = self.rt.conversations
         outcome, error, usage = "failed", None, None
-        member.unattended.add(job.conversation_id)  # nobody is there to approve
+        # Nobody is there to approve, and the model calls are paced.
+        member.unattended.add(job.conversation_id, self.pacer(member))
         try:
             sent = await svc.send(user_id, job.conversation_id, self._message(job, run))
             assert isinstance(sent, Sent)  # a prompt is never a slash command here

@@ -181,7 +181,8 @@ class Tasks:
         run = await runs.start_task_run(task, self.now)
         user_id = member.user.id
         state, result, error, usage = "failed", None, None, None
-        member.unattended.add(task.conversation_id)  # nobody is there to approve
+        # Nobody is there to approve, and the model calls are paced.
+        member.unattended.add(task.conversation_id, self.scheduler.pacer(member))
         try:
             if resume:
                 # The chat recovery may already be finishing the turn: this queues

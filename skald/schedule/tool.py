@@ -5,6 +5,9 @@ as the tool list is), so "every weekday at 7:30" becomes `30 7 * * 1-5` in the r
 zone and "tomorrow at 9" a correct ISO date-time. Errors come back as tool errors the
 model can correct (the cron module's messages say what a valid expression looks like).
 
+Rule: `run_now` is refused in unattended conversations (a job's run, a background task):
+a run that starts runs would restart itself without end.
+
 Trap: one mode per call; `job_id` is the member's own (another member's is "no such
 job", never a hint that it exists).
 """
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.agent.subagent import root_of
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
-from skald.errors import InvalidInputError, NotFoundError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.llm.types import ToolSpec
 from skald.schedule.jobs import JobChange, JobSpec
 from skald.schedule.zone import member_zone
@@ -30,6 +33,11 @@ if TYPE_CHECKING:
 __all__ = ["BackgroundTaskTool", "ScheduleTool", "describe_job"]
 
 MODES = ("create", "list", "pause", "resume", "update", "run_now", "delete")
+UNATTENDED_RUN_NOW = (
+    "run_now is not available in a scheduled job's run or a background task: nobody is "
+    "here to watch what it starts. Do not try again; if a job should run now, tell the "
+    "user, who can start it from the Tasks page or ask for it in a chat."
+)
 
 
 def _spec(now_local: datetime, zone: str) -> ToolSpec:
@@ -93,9 +101,13 @@ class ScheduleTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         mode = args.get("mode")
+        if mode == "run_now" and root_of(ctx.conversation_id)[0] in self.member.unattended:
+            # A run that starts runs (its own job, or any) would run without end and
+            # without anybody watching: only a person starts one.
+            return ToolResult.error(UNATTENDED_RUN_NOW)
         try:
             return ToolResult(content=await self._run(str(mode), args))
-        except (InvalidInputError, NotFoundError) as exc:
+        except (InvalidInputError, NotFoundError, ConflictError) as exc:
             return ToolResult.error(str(exc))
 
     async def _run(self, mode: str, args: dict[str, Any]) -> str:

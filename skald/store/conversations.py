@@ -115,17 +115,25 @@ def _conversation(r: tuple[Any, ...]) -> Conversation:
     )
 
 
+def insert_conversation(
+    c: apsw.Connection, conversation_id: str, agent_id: str, title: str
+) -> None:
+    """A new, empty conversation: inside a caller's transaction (a scheduled job's own
+    conversation is written with the job, or neither is)."""
+    stamp = now_iso()
+    c.execute(
+        "INSERT INTO conversations(id, title, agent_id, created_at, updated_at) VALUES (?,?,?,?,?)",
+        (conversation_id, title, agent_id, stamp, stamp),
+    )
+
+
 class ConversationStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
     async def create(self, conversation_id: str, agent_id: str, title: str = "") -> Conversation:
-        stamp = now_iso()
         await self.db.transaction(
-            lambda c: c.execute(
-                "INSERT INTO conversations(id, title, agent_id, created_at, updated_at) VALUES (?,?,?,?,?)",
-                (conversation_id, title, agent_id, stamp, stamp),
-            )
+            lambda c: insert_conversation(c, conversation_id, agent_id, title)
         )
         return await self.get(conversation_id)
 

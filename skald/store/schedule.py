@@ -18,22 +18,27 @@ database, so a locked member's count is the last one written.
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 import apsw
 import msgspec
 
+from skald.errors import ConflictError, InvalidInputError
+from skald.store.conversations import insert_conversation
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 
 __all__ = [
     "JOBS_FEATURE",
     "SCHEDULE_COUNTS",
+    "ActiveLimitError",
     "Job",
     "JobState",
     "Run",
     "RunOutcome",
+    "RunRefusedError",
     "ScheduleStore",
     "Task",
     "TaskState",
@@ -116,8 +121,17 @@ CREATE TABLE schedule_limits(
 ) WITHOUT ROWID;
 """
 
+# Every write that changes what a claim would do bumps `version` (member changes, claims,
+# the pause after failures), so a claim made with a copy read before it records nothing.
+_OWNER_V2_VERSION = "ALTER TABLE schedule_jobs ADD COLUMN version INTEGER NOT NULL DEFAULT 0;"
+
 JOBS_FEATURE = Feature(
-    "schedule", (Migration(1, "jobs, runs and background tasks", _OWNER_V1),), after=("chat",)
+    "schedule",
+    (
+        Migration(1, "jobs, runs and background tasks", _OWNER_V1),
+        Migration(2, "a version per job, checked by the claim", _OWNER_V2_VERSION),
+    ),
+    after=("chat",),
 )
 SCHEDULE_COUNTS = Feature(
     "schedule",
@@ -152,6 +166,8 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     failures: int
     created_at: str
     updated_at: str
+    # Bumped by every change a claim depends on (`ScheduleStore.claim` checks it).
+    version: int = 0
 
 
 class Run(msgspec.Struct, frozen=True, kw_only=True):
@@ -203,7 +219,7 @@ def _task(r: tuple[Any, ...]) -> Task:
 
 _JOB_COLS = (
     "id, title, prompt, agent_id, cron, run_at, zone, next_run, state, created_by, "
-    "conversation_id, skip_after_s, failures, created_at, updated_at"
+    "conversation_id, skip_after_s, failures, created_at, updated_at, version"
 )
 _RUN_COLS = (
     "id, job_id, task_id, due_at, started_at, ended_at, outcome, late, error, cost_usd, "
@@ -225,20 +241,48 @@ def new_id() -> str:
     return secrets.token_hex(8)
 
 
+class ActiveLimitError(InvalidInputError):
+    """The member's active-jobs limit is reached (checked in the write's own statement)."""
+
+    def __init__(self, active: int, limit: int) -> None:
+        super().__init__(
+            f"you have {active} active jobs, the most allowed is {limit}: pause or delete one first"
+        )
+
+
+class RunRefusedError(ConflictError):
+    """A "run now" the job's state refuses: a run is going on, or one started too lately."""
+
+
+_ACTIVE = "SELECT count(*) FROM schedule_jobs WHERE state='active'"
+
+
+def _active(c: apsw.Connection) -> int:
+    row = fetch_one(c, _ACTIVE)
+    return 0 if row is None else int(row[0])
+
+
 class ScheduleStore:
     """One member's jobs and runs (their owner database)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def add(self, job: Job) -> Job:
+    async def add(self, job: Job, *, active_limit: int, conversation_title: str) -> Job:
+        """Write the job and its own new conversation, in one transaction that first
+        counts the active jobs: parallel creates cannot both take the last place."""
         values = tuple(msgspec.structs.astuple(job))
-        await self.db.call(
-            lambda c: c.execute(
+
+        def step(c: apsw.Connection) -> None:
+            if job.state == "active" and (active := _active(c)) >= active_limit:
+                raise ActiveLimitError(active, active_limit)
+            insert_conversation(c, job.conversation_id, job.agent_id, conversation_title)
+            c.execute(
                 f"INSERT INTO schedule_jobs({_JOB_COLS}) VALUES ({','.join('?' * len(values))})",
                 values,
             )
-        )
+
+        await self.db.transaction(step)
         return job
 
     async def get(self, job_id: str) -> Job | None:
@@ -263,17 +307,31 @@ class ScheduleStore:
         assert row is not None
         return int(row[0]), int(row[1])
 
-    async def update(self, job_id: str, **fields: object) -> Job | None:
+    async def update(
+        self, job_id: str, *, active_limit: int | None = None, **fields: object
+    ) -> Job | None:
+        """Change a job (None: no such job). A change that makes it active is held to
+        `active_limit` in the UPDATE's own WHERE, so two parallel ones cannot both pass."""
         if not fields:
             return await self.get(job_id)
+        activating = fields.get("state") == "active"
+        if activating and active_limit is None:
+            raise TypeError("a change that makes a job active needs the active_limit")
         fields["updated_at"] = iso(datetime.now(UTC))
-        names = list(fields)
-        sets = ", ".join(f"{n}=?" for n in names)
-        params = (*fields.values(), job_id)
+        sets = ", ".join(f"{n}=?" for n in fields)
+        where, params = "id=?", (*fields.values(), job_id)
+        if activating:
+            where += f" AND (state='active' OR ({_ACTIVE}) < ?)"
+            params = (*params, active_limit)
 
         def step(c: apsw.Connection) -> tuple[Any, ...] | None:
-            c.execute(f"UPDATE schedule_jobs SET {sets} WHERE id=?", params)
-            return fetch_one(c, f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (job_id,))
+            c.execute(f"UPDATE schedule_jobs SET {sets}, version=version+1 WHERE {where}", params)
+            changed = c.changes()
+            row = fetch_one(c, f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (job_id,))
+            if row is not None and changed == 0:
+                assert active_limit is not None
+                raise ActiveLimitError(_active(c), active_limit)
+            return row
 
         row = await self.db.transaction(step)
         return None if row is None else _job(row)
@@ -303,31 +361,27 @@ class ScheduleStore:
         return None if row is None else row[0]
 
     async def claim(
-        self,
-        job: Job,
-        now: datetime,
-        next_run: str | None,
-        *,
-        late: bool,
-        skipped: bool,
-        reason: str = "missed by more than the job's skip window",
+        self, job: Job, now: datetime, next_run: str | None, *, late: bool, skipped: bool
     ) -> Run | None:
         """Take one due occurrence: write its run and move the job on, in one transaction.
 
-        None when somebody else took it (the job changed since `job` was read)."""
+        None when the job changed since `job` was read (its `version`: a concurrent
+        claim, an edit, a pause and resume): the copy is out of date, nothing is written.
+        The run is `skipped` past the skip window, and while another run of the job is
+        still `running` (a job never has two runs at once)."""
         run_id = new_id()
         stamp = iso(now)
         state = job.state if job.cron is not None or next_run is not None else "done"
-        outcome = "skipped" if skipped else "running"
 
         def step(c: apsw.Connection) -> Run | None:
             c.execute(
-                "UPDATE schedule_jobs SET next_run=?, state=?, updated_at=? "
-                "WHERE id=? AND state='active' AND next_run=?",
-                (next_run, state, stamp, job.id, job.next_run),
+                "UPDATE schedule_jobs SET next_run=?, state=?, updated_at=?, version=version+1 "
+                "WHERE id=? AND version=? AND state='active' AND next_run=?",
+                (next_run, state, stamp, job.id, job.version, job.next_run),
             )
             if c.changes() == 0:
                 return None
+            reason = BUSY if _running(c, job.id) else SKIPPED if skipped else None
             c.execute(
                 f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
@@ -336,19 +390,17 @@ class ScheduleStore:
                     None,
                     job.next_run,
                     stamp,
-                    stamp if skipped else None,
-                    outcome,
+                    None if reason is None else stamp,
+                    "running" if reason is None else "skipped",
                     int(late),
-                    reason if skipped else None,
+                    reason,
                     None,
                     0,
                     0,
                     job.conversation_id,
                 ),
             )
-            row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
-            assert row is not None
-            return _run(row)
+            return _fetch_run(c, run_id)
 
         return await self.db.transaction(step)
 
@@ -368,20 +420,37 @@ class ScheduleStore:
 
         return await self.db.transaction(step)
 
-    async def start_run(self, job: Job, now: datetime) -> Run:
-        """A run asked for by a person (run now): the schedule does not move."""
+    async def start_run(self, job: Job, now: datetime, spacing_s: int) -> Run:
+        """A run asked for by a person (run now): the schedule does not move.
+
+        Refused (`RunRefusedError`), in the same transaction as the write, while a run
+        of the job is going on, and within `spacing_s` of the start of its last run
+        that was not skipped: parallel requests cannot start two runs."""
         run_id = new_id()
         values = (run_id, job.id, None, None, iso(now), None, "running", 0, None, None, 0, 0,
                   job.conversation_id)  # fmt: skip
 
         def step(c: apsw.Connection) -> Run:
+            if _running(c, job.id):
+                raise RunRefusedError(f"{job.title!r} is running now: wait for that run to end")
+            last = fetch_one(
+                c,
+                "SELECT max(started_at) FROM schedule_runs WHERE job_id=? AND outcome!='skipped'",
+                (job.id,),
+            )
+            if last is not None and last[0] is not None:
+                again = parse_iso(last[0]) + timedelta(seconds=spacing_s)
+                if now < again:
+                    local = again.astimezone(ZoneInfo(job.zone)).strftime("%H:%M:%S")
+                    raise RunRefusedError(
+                        f"{job.title!r} ran less than {spacing_s} s ago: it can run again "
+                        f"from {local} ({job.zone})"
+                    )
             c.execute(
                 f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 values,
             )
-            row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
-            assert row is not None
-            return _run(row)
+            return _fetch_run(c, run_id)
 
         return await self.db.transaction(step)
 
@@ -425,8 +494,8 @@ class ScheduleStore:
                     c.execute("UPDATE schedule_jobs SET failures=0 WHERE id=?", (run.job_id,))
                 if max_failures > 0:
                     c.execute(
-                        "UPDATE schedule_jobs SET state='paused', updated_at=? "
-                        "WHERE id=? AND state='active' AND failures>=?",
+                        "UPDATE schedule_jobs SET state='paused', updated_at=?, "
+                        "version=version+1 WHERE id=? AND state='active' AND failures>=?",
                         (iso(now), run.job_id, max_failures),
                     )
                     paused = c.changes() > 0
@@ -553,6 +622,23 @@ class TaskStore:
             return [_task(r) for r in open_], [_task(r) for r in unrelayed]
 
         return await self.db.call(step)
+
+
+BUSY = "the previous run had not finished"
+SKIPPED = "missed by more than the job's skip window"
+
+
+def _running(c: apsw.Connection, job_id: str) -> bool:
+    return (
+        fetch_one(c, "SELECT 1 FROM schedule_runs WHERE job_id=? AND outcome='running'", (job_id,))
+        is not None
+    )
+
+
+def _fetch_run(c: apsw.Connection, run_id: str) -> Run:
+    row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
+    assert row is not None
+    return _run(row)
 
 
 def _prune(c: apsw.Connection, job_id: str, keep: int) -> None:

@@ -1,0 +1,232 @@
+"""A job cannot restart itself: `run_now` is refused in unattended runs (a job's run, a
+background task), a job never has two runs at once (the store's claim and run-now say
+so), a person's run-now keeps the minimum interval from the job's last start, and a
+member's unattended model requests are paced per minute with a clear failure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import msgspec
+import pytest
+from conftest import PASSWORD, signed_in
+from fake_llm import Call, FakeLLM, Hang
+from schedule_support import boot, models, with_clock
+
+from skald.core.runtime import Runtime
+from skald.core.user_runtime import UserRuntime
+from skald.schedule.jobs import JobSpec
+from skald.schedule.scheduler import Scheduler
+from skald.store.schedule import Job, RunRefusedError, ScheduleStore, TaskStore
+
+MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
+REFUSED = "run_now is not available in a scheduled job's run or a background task"
+
+
+@pytest.fixture
+async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
+    async for rt in boot(tmp_path):
+        yield rt
+
+
+@pytest.fixture
+async def ada(runtime: Runtime, household: dict[str, str]) -> str:
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    return household["ada"]
+
+
+async def _job(
+    scheduler: Scheduler, member: UserRuntime, title: str = "news", cron: str = "0 8 * * *"
+) -> Job:
+    return await (await scheduler.jobs(member)).create(
+        JobSpec(title=title, prompt=f"do {title}", cron=cron)
+    )
+
+
+def _told(fake: FakeLLM) -> str:
+    """Everything the model was sent, as text."""
+    return json.dumps(fake.bodies())
+
+
+async def test_a_scheduled_run_that_calls_run_now_on_its_own_job_is_refused_and_runs_once(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    other = await _job(scheduler, member, "other", cron="0 12 * * 0")
+    again = [Call("schedule", {"mode": "run_now", "job_id": j.id}) for j in (job, other)]
+    fake_llm.script("model-a", [again, "I could not start them.", "spare", "spare"])
+    clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
+    (run,) = await scheduler.tick()
+    await scheduler.wait_run(run.id)
+    store = ScheduleStore(member.handle.db)
+    assert [r.id for r in await store.runs(job.id)] == [run.id]
+    assert await store.runs(other.id) == []
+    assert fake_llm.remaining("model-a") == 2  # nothing else asked the model
+    assert _told(fake_llm).count(REFUSED) == 2
+
+
+async def test_a_background_task_cannot_start_a_job_and_a_person_in_a_chat_can(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, _ = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    run_now = Call("schedule", {"mode": "run_now", "job_id": job.id})
+    fake_llm.script("model-a", [[run_now], "could not", "relayed"])
+    origin = await runtime.conversations.create(ada, "plans")
+    task = await scheduler.tasks.start(member, origin.id, "kick", "start the news job")
+    await scheduler.wait_run(f"task-{task.id}")
+    await scheduler.tasks.relay_turns[task.id]
+    assert await ScheduleStore(member.handle.db).runs(job.id) == []
+    assert REFUSED in _told(fake_llm)
+    ended = await TaskStore(member.handle.db).get(task.id)
+    assert ended is not None and ended.state == "completed"
+    # In a chat somebody is there: the same call starts the job.
+    fake_llm.script("model-a", [[run_now], "Started.", "the news"])
+    reply = await runtime.conversations.chat(ada, "run the news job now")
+    assert reply.status == "done"
+    (started,) = await ScheduleStore(member.handle.db).runs(job.id)
+    await scheduler.wait_run(started.id)
+
+
+async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
+    runtime: Runtime,
+    ada: str,
+    fake_llm: FakeLLM,
+    make_client,  # type: ignore[no-untyped-def]
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", [Hang()])
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    store = ScheduleStore(member.handle.db)
+    first = await scheduler.run_now(member, job)
+    # An hour later the first run still goes on: a second "run now" is refused...
+    clock.advance(timedelta(hours=1))
+    with pytest.raises(RunRefusedError, match="is running now"):
+        await scheduler.run_now(member, job)
+    client = await signed_in(make_client, "ada")
+    r = await client.call("POST", f"/api/schedule/jobs/{job.id}/run")
+    assert r.status_code == 409 and "is running now" in r.text, r.text
+    # ...and the due occurrence is claimed as skipped, by the store's own look at the
+    # runs (another scheduler object knows nothing of this one's chores).
+    clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
+    fresh = Scheduler(runtime, scheduler.config, clock)
+    (due,) = await store.due(clock.now())
+    second = await fresh._claim(store, due, clock.now())
+    assert second is not None
+    assert (second.outcome, second.error) == ("skipped", "the previous run had not finished")
+    assert [r.id for r in await store.runs(job.id) if r.outcome == "running"] == [first.id]
+
+
+async def test_parallel_run_nows_start_one_run(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, _ = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["one", "two", "three"])
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    results = await asyncio.gather(
+        *(scheduler.run_now(member, job) for _ in range(3)), return_exceptions=True
+    )
+    started = [r for r in results if not isinstance(r, BaseException)]
+    assert len(started) == 1, results
+    assert all(isinstance(r, RunRefusedError) for r in results if r not in started)
+    await scheduler.wait_run(started[0].id)
+    assert len(await ScheduleStore(member.handle.db).runs(job.id)) == 1
+
+
+async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    """The test config's floor is 60 s: 59 s after the last start is refused, 60 s not."""
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    await models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["one", "two"])
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    run = await scheduler.run_now(member, job)
+    await scheduler.wait_run(run.id)  # ended: only the spacing is left to hold it
+    clock.advance(timedelta(seconds=59))
+    with pytest.raises(
+        RunRefusedError, match=r"less than 60 s ago: it can run again from 09:01:00"
+    ):
+        await scheduler.run_now(member, job)
+    clock.advance(timedelta(seconds=1))
+    again = await scheduler.run_now(member, job)
+    await scheduler.wait_run(again.id)
+    # A scheduled start counts as a start too.
+    clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
+    fake_llm.script("model-a", ["scheduled"])
+    (scheduled,) = await scheduler.tick()
+    await scheduler.wait_run(scheduled.id)
+    with pytest.raises(RunRefusedError, match="less than 60 s ago"):
+        await scheduler.run_now(member, job)
+    outcomes = [r.outcome for r in await ScheduleStore(member.handle.db).runs(job.id)]
+    assert outcomes == ["succeeded"] * 3
+
+
+async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_are_not(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=3)
+    await models(runtime, fake_llm, "model-a")
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    listing = [Call("schedule", {"mode": "list"})]
+    fake_llm.script("model-a", [listing, listing, listing, "never asked"])
+    run = await scheduler.run_now(member, job)
+    await scheduler.wait_run(run.id)
+    (failed,) = await ScheduleStore(member.handle.db).runs(job.id)
+    assert failed.outcome == "failed"
+    assert failed.error is not None and "at most 3 times a minute" in failed.error
+    assert len(fake_llm.bodies()) == 3  # the fourth request never left
+    # A chat is somebody's: not paced.
+    reply = await runtime.conversations.chat(ada, "hello")
+    assert (reply.status, reply.reply) == ("done", "never asked")
+    # A background task in the same minute shares the member's budget: refused at once.
+    fake_llm.script("model-a", ["task done", "relayed"])
+    origin = await runtime.conversations.create(ada, "plans")
+    task = await scheduler.tasks.start(member, origin.id, "t", "something")
+    await scheduler.wait_run(f"task-{task.id}")
+    ended = await TaskStore(member.handle.db).get(task.id)
+    assert ended is not None and ended.state == "failed"
+    assert ended.error is not None and "at most 3 times a minute" in ended.error
+    # A minute after those calls, the next run asks again.
+    clock.advance(timedelta(seconds=60))
+    fake_llm.script("model-a", ["fine"])
+    again = await scheduler.run_now(member, job)
+    await scheduler.wait_run(again.id)
+    outcomes = [r.outcome for r in await ScheduleStore(member.handle.db).runs(job.id)]
+    assert outcomes == ["succeeded", "failed"]
+
+
+async def test_a_helper_inside_an_unattended_run_spends_the_same_per_minute_budget(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    """The run's own request and its helper's (`execute_task`) count alike: with 2 a
+    minute, the run's request after the helper's answer is refused."""
+    scheduler, _ = with_clock(runtime, MONDAY_9)
+    scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=2)
+    await models(runtime, fake_llm, "model-a")
+    member = runtime.user_runtimes[ada]
+    job = await _job(scheduler, member)
+    delegate = Call("execute_task", {"task": "count the bins", "agent": "worker"})
+    fake_llm.script("model-a", [[delegate], "three bins", "never asked"])
+    run = await scheduler.run_now(member, job)
+    await scheduler.wait_run(run.id)
+    (failed,) = await ScheduleStore(member.handle.db).runs(job.id)
+    assert failed.outcome == "failed", failed
+    assert failed.error is not None and "at most 2 times a minute" in failed.error
+    assert len(fake_llm.bodies()) == 2
