@@ -823,6 +823,40 @@ MUTANTS: tuple[Mutant, ...] = (
         docker=False,
         why="a storage-limit decision",
     ),
+    # -- connector processes (issue 20 item 6): marked like commands, killed with them ---
+    Mutant(
+        "CP1",
+        "connector processes",
+        "skald/connectors/supervisor.py",
+        "                    await launch.group.kill()",
+        "                    pass",
+        ("tests/test_connectors_procs.py",),
+        keyword="switching or locking",
+        docker=True,
+        why="a connector's escaped children outlive the switch-off and the lock",
+    ),
+    Mutant(
+        "CP2",
+        "connector processes",
+        "skald/connectors/procgroup.py",
+        "        marks = (self.manager.boot_mark, self.mark)",
+        "        marks = (self.manager.boot_mark,)",
+        ("tests/test_connectors_procs.py",),
+        keyword="switching or locking",
+        docker=True,
+        why="the connector's processes carry no mark of their own: the kill finds none",
+    ),
+    Mutant(
+        "CP3",
+        "connector processes",
+        "skald/connectors/procgroup.py",
+        '        argv = ["docker", "exec", "-i", "-u", "0:0", "-w", workdir, "-e", f"HOME={home}"]',
+        '        argv = ["docker", "exec", "-i", "-w", workdir, "-e", f"HOME={home}"]\n'
+        "        return [*argv, self.container, *command]",
+        ("tests/test_connectors_procs.py",),
+        docker=True,
+        why="the connector runs unmarked (as before): neither the kill nor the crash sweep sees it",
+    ),
 )
 
 

@@ -3,7 +3,8 @@
 Rule: a household connector runs once, on the host, as the service's user, in its own
 process group (`StdioTransport`), with an environment of exactly `PATH`, `LANG` and the
 variables its manifest declares. A personal connector runs once per member, inside that
-member's container (`docker exec -i` as the sandbox user), from a copy of its files in
+member's container (`docker exec -i`, dropped to the sandbox user under a marker group
+of its own: `procgroup.py`), from a copy of its files in
 the member's home, its dependencies installed there by content hash; it starts when the
 member's data is unlocked (a member service) and stops when they lock, are deactivated,
 deactivate the connector or lose its grant (`stop_member`, awaited: synchronous).
@@ -42,6 +43,7 @@ import msgspec
 from skald.connectors import oauth
 from skald.connectors.feed import Manifest, OAuthSpec, expand
 from skald.connectors.install import deps_command
+from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.store import Connector
 from skald.errors import ConflictError, InvalidInputError
 from skald.log import get_logger
@@ -95,6 +97,8 @@ class Launch:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     secrets: list[str] = field(default_factory=list)  # values to scrub from stderr
+    # In a container: its processes, killed when this launch's process ends (procgroup.py).
+    group: MarkedGroup | None = None
 
 
 @dataclass
@@ -142,6 +146,7 @@ class Instance:
             stderr: list[str] = []
             session: McpSession | None = None
             transport: Transport | None = None
+            launch: Launch | None = None
             try:
                 launch = await self.sup.launch_for(self)
                 self.secrets = launch.secrets
@@ -170,6 +175,9 @@ class Instance:
                     # is killed and reaped before `stop` returns (revocation is synchronous).
                     with contextlib.suppress(Exception):
                         await session.close()
+                if launch is not None and launch.group is not None:
+                    # The docker client is gone; what it started in the container is not.
+                    await launch.group.kill()
             failures += 1
             scrubbed = self.scrub(error or "")
             lines = "\n".join(self.scrub(s) for s in stderr)
@@ -520,15 +528,12 @@ class Supervisor:
                 )
         places = {"DIR": in_home, "DEPS": deps, "HOME": CONTAINER_HOME}
         env_values = {k: expand(v, places, secrets) for k, v in manifest.env.items()}
-        argv = ["docker", "exec", "-i", "-u", sandbox.exec_user, "-w", in_home]
-        for key in env_values:
-            argv += ["-e", key]  # the value comes from docker's own environment
-        argv += [container, *(expand(a, places, secrets) for a in manifest.command)]
-        client_env = {
-            k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")
-        }
+        group = MarkedGroup.new(sandbox, container)
+        command = [expand(a, places, secrets) for a in manifest.command]
+        argv = group.exec_argv(in_home, list(env_values), command, CONTAINER_HOME)
+        client_env = docker_client_env()
         client_env.update(env_values)
-        return Launch(argv=argv, env=client_env, secrets=list(secrets.values()))
+        return Launch(argv=argv, env=client_env, secrets=list(secrets.values()), group=group)
 
     def _place_ca(self, host_home: Path) -> str | None:
         """The operator's extra CA bundle, copied into the home for the install step."""
@@ -594,6 +599,11 @@ class Supervisor:
         if proc.returncode != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
             raise McpError(f"installing the dependencies in your sandbox failed: {tail}")
+
+
+def docker_client_env() -> dict[str, str]:
+    """The `docker` client's environment before the connector's declared variables."""
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
 
 
 def _copy_into_home(src: Path, dest: Path) -> None:
