@@ -34,7 +34,11 @@ from skald.store.snapshot import read_instance_id
 
 pytestmark = pytest.mark.docker
 
-PERSONAL = {"command": ["python3", "{DIR}/escape_server.py"], "scope": "personal"}
+PERSONAL = {
+    "command": ["python3", "{DIR}/escape_server.py"],
+    "scope": "personal",
+    "env": {"ESCAPE": "1"},
+}
 
 
 def escape_feed(root: Path) -> Path:

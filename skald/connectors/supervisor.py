@@ -1,8 +1,9 @@
 """The supervisor: one MCP session per running connector instance, restarted when it dies.
 
-Rule: a household connector runs once, on the host, as the service's user, in its own
-process group (`StdioTransport`), with an environment of exactly `PATH`, `LANG` and the
-variables its manifest declares. A personal connector runs once per member, inside that
+Rule: a stdio household connector runs once, in a container of its own
+(`household_box.py`; on the host as the service's user, in its own process group, only
+with `[connectors] household_on_host`), with an environment of exactly the variables its
+manifest declares (and `PATH`, `LANG` on the host). A personal connector runs once per member, inside that
 member's container (`docker exec -i`, dropped to the sandbox user under a marker group
 of its own: `procgroup.py`), from a copy of its files in
 the member's home, its dependencies installed there by content hash; it starts when the
@@ -42,6 +43,7 @@ import msgspec
 
 from skald.connectors import oauth
 from skald.connectors.feed import Manifest, OAuthSpec, expand
+from skald.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, HouseholdBoxes
 from skald.connectors.install import deps_command
 from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.store import Connector
@@ -127,6 +129,7 @@ class Instance:
         self.calls: list[CallSite] = []
         self.secrets: list[str] = []
         self.tools_version = 0
+        self.boxes: HouseholdBoxes | None = None  # set when it runs in a box of its own
 
     def note(self, kind: str, text: str) -> None:
         self.events.append(Event(at=time.time(), kind=kind, text=self.scrub(text)[:2000]))
@@ -247,6 +250,8 @@ class Instance:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        if self.boxes is not None:
+            await self.boxes.remove(self.name)
         self.state = "stopped"
 
 
@@ -482,7 +487,9 @@ class Supervisor:
                 headers={k: expand(v, places, secrets) for k, v in manifest.headers.items()},
                 secrets=list(secrets.values()),
             )
-        if not inst.owner:  # household: on the host
+        if not inst.owner and not self.connectors.config.household_on_host:
+            return await self._in_box(inst, row, manifest, deps_hash)
+        if not inst.owner:  # household, on the host by the operator's choice
             deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else ""
             places = {"DIR": row.install_dir, "DEPS": deps, "HOME": row.install_dir}
             env = self.host_env()
@@ -495,6 +502,27 @@ class Supervisor:
             )
         assert member is not None
         return await self._in_container(member, row, manifest, deps_hash, secrets)
+
+    async def _in_box(
+        self, inst: Instance, row: Connector, manifest: Manifest, deps_hash: str | None
+    ) -> Launch:
+        """A stdio household connector, in a container of its own (household_box.py)."""
+        sandbox = self.connectors.runtime.sandbox
+        if sandbox is None:
+            raise McpError(
+                f"connector '{row.name}' runs in a container of its own, and sandboxes are "
+                "off here (an administrator can set [connectors] household_on_host)"
+            )
+        assert row.install_dir is not None
+        inst.boxes = HouseholdBoxes(sandbox)
+        deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else None
+        container = await inst.boxes.ensure(row.name, row.install_dir, deps, manifest.network)
+        places = {"DIR": BOX_DIR, "DEPS": BOX_DEPS if deps else "", "HOME": BOX_DIR}
+        env_values = {k: expand(v, places, {}) for k, v in manifest.env.items()}
+        group = MarkedGroup.new(sandbox, container)
+        command = [expand(a, places, {}) for a in manifest.command]
+        argv = group.exec_argv(BOX_DIR, list(env_values), command, BOX_HOME)
+        return Launch(argv=argv, env={**docker_client_env(), **env_values}, group=group)
 
     async def _in_container(
         self,

@@ -1,7 +1,7 @@
 """An MCP server (stdio, standard library only: it runs with the runtime image's python3,
 which has no MCP SDK) for the tests of connector processes (never the product).
 
-At start it leaves a grandchild behind that hides like a member's escapee: `env -i
+At start (when its environment has `ESCAPE=1`) it leaves a grandchild behind that hides like a member's escapee: `env -i
 setsid sleep 1000` from a shell that exits at once (a new session, an empty environment,
 reparented to the container's init). Tools:
 
@@ -15,6 +15,7 @@ reparented to the container's init). Tools:
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,8 @@ def _answer(message: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def main() -> None:
-    subprocess.run(["sh", "-c", ESCAPE], check=True)
+    if os.environ.get("ESCAPE") == "1":
+        subprocess.run(["sh", "-c", ESCAPE], check=True)
     for line in sys.stdin:
         if not line.strip():
             continue
