@@ -923,6 +923,17 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="marketplace",
         why="the Marketplace hides that a household connector runs as Skald itself",
     ),
+    Mutant(
+        "CH7",
+        "household connector box",
+        "skald/connectors/household_box.py",
+        "            client, spec, owner, read_only=True, tmpfs=self._scratch()",
+        "            client, spec, owner, tmpfs=self._scratch()",
+        ("tests/test_connectors_household_box.py",),
+        keyword="sees_neither",
+        docker=True,
+        why="a household connector fills the disk through its container's writable layer",
+    ),
 )
 
 

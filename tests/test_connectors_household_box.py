@@ -20,7 +20,7 @@ from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F40
 
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
-from skald.connectors.household_box import LABEL_CONNECTOR
+from skald.connectors.household_box import BOX_SCRATCH_MB, LABEL_CONNECTOR
 from skald.connectors.service import ConnectorsConfig
 from skald.connectors.supervisor import Instance, Supervisor
 from skald.core.runtime import Runtime
@@ -120,6 +120,12 @@ async def test_a_household_connector_sees_neither_the_data_directory_nor_other_c
     keeper = sup.instances[("", "keeper")]
     assert "KEEPER" in await _text(keeper, "peek", {"paths": []})
     assert "KEEPER" not in seen, seen
+    # It cannot fill the disk: the root is read-only, its scratch places are small.
+    assert "errno 30" in await _text(spy, "fill", {"path": "/var/tmp/big", "mib": 1})
+    assert "errno 30" in await _text(spy, "fill", {"path": "/connector/big", "mib": 1})
+    for scratch in ("/tmp/big", "/home/skald/big"):
+        said = await _text(spy, "fill", {"path": scratch, "mib": BOX_SCRATCH_MB + 16})
+        assert said.startswith("stopped after") and "errno 28" in said, said
     # What the boxes are: only the connector's own folder, read-only; no network for the
     # spy, a network of its own for the keeper (never the member's).
     assert runtime.sandbox is not None

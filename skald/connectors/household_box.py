@@ -12,6 +12,9 @@ under a marker group (`procgroup.py`). It sees
   (`{DIR}`, `{HOME}` and `{DEPS}` of its manifest point there); nothing of the data
   directory (no key, no database, no member's home, no other connector);
 - the variables its manifest declares, given to its own process only (`docker exec -e`);
+- a read-only root filesystem; `/tmp` and its `HOME` are memory-backed scratch of
+  `BOX_SCRATCH_MB` each, so a box cannot fill the disk (Docker's storage is outside
+  the storage guard, which pauses members' sandboxes only);
 - a bridge network of its own with a subnet from the sandbox pool (the internet and the
   LAN, never a member's network nor another box's), or none when its manifest says
   `"network": false`.
@@ -40,7 +43,6 @@ from skald.sandbox.manager import (
     LABEL_INSTANCE,
     LABEL_SPEC,
     SECURITY_OPT,
-    START_SCRIPT,
     ContainerSpec,
     Mount,
     SandboxUnavailable,
@@ -55,6 +57,14 @@ LABEL_CONNECTOR: Final = "skald.connector"
 BOX_DIR: Final = "/connector"
 BOX_DEPS: Final = "/deps"
 BOX_HOME: Final = "/home/skald"
+# The only writable places of a box: memory-backed, this size each (and charged to the
+# box's memory limit). The root filesystem is read-only, so the box cannot fill the disk.
+BOX_SCRATCH_MB: Final = 64
+# The box's main process: idle, as the service's uid (no passwd entry: the root is
+# read-only, and the connector runs by number).
+BOX_START: Final = r"""set -eu
+exec setpriv --reuid="$1" --regid="$2" --clear-groups sleep infinity
+"""
 
 
 def reach(scope: str, transport: str, network: bool, on_host: bool) -> str:
@@ -91,7 +101,7 @@ class HouseholdBoxes:
             memory_mb=m.config.memory_mb,
             pids=m.config.pids,
             cpus=m.config.cpus,
-            start_script=START_SCRIPT,
+            start_script=BOX_START,
             cap_add=CAP_ADD,
             security_opt=SECURITY_OPT,
         )
@@ -127,10 +137,17 @@ class HouseholdBoxes:
         owner = self._owner(connector)
         if spec.network != "none":
             self.manager.ensure_network(client, spec.network, owner)
-        created = self.manager.create_container(client, spec, owner)
+        created = self.manager.create_container(
+            client, spec, owner, read_only=True, tmpfs=self._scratch()
+        )
         created.start()
         log.info("household connector box created", container=spec.name)
         return str(created.id)
+
+    def _scratch(self) -> dict[str, str]:
+        size = f"size={BOX_SCRATCH_MB}m"
+        owner = f"uid={self.manager.uid},gid={self.manager.gid},mode=0700"
+        return {"/tmp": f"{size},mode=1777", BOX_HOME: f"{size},{owner}"}  # noqa: S108
 
     async def remove(self, connector: str) -> None:
         """The box and its network go: nothing of the connector is left running."""

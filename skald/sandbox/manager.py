@@ -398,9 +398,12 @@ class SandboxManager:
     def _label(self) -> str:
         return f"{LABEL_INSTANCE}={self.instance_id}"
 
-    def create_container(self, client: Any, spec: ContainerSpec, owner: dict[str, str]) -> Any:
+    def create_container(
+        self, client: Any, spec: ContainerSpec, owner: dict[str, str], **extra: Any
+    ) -> Any:
         """Create (not start) a container from `spec`, labelled with this instance, the
-        spec's digest and `owner` (`skald.user`, or `skald.boot` for a box)."""
+        spec's digest and `owner` (`skald.user`, or `skald.boot` for a box). `extra`:
+        more of Docker's create options (a box's read-only root and scratch tmpfs)."""
         from docker.types import Mount as DockerMount
 
         uid, gid = spec.user.split(":")
@@ -429,6 +432,7 @@ class SandboxManager:
             ],
             stdin_open=False,
             tty=False,
+            **extra,
         )
 
     async def container_id(self, user_id: str) -> str | None:
