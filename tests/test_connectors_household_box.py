@@ -62,6 +62,11 @@ async def test_the_marketplace_says_in_plain_words_what_a_household_connector_ca
     c.config = ConnectorsConfig(feed=str(feed), household_on_host=True)
     items = {i["folder"]: i for i in (await mum.call("GET", "/api/marketplace")).json()}
     assert items["spy"]["reach"] == "host"
+    # A member sees the same words on the connector's card.
+    await c.installer.install(c.feed(), "spy")
+    ada = await signed_in(make_client, "ada")
+    [card] = (await ada.call("GET", "/api/connectors")).json()
+    assert card["reach"] == "host"
     en = json.loads((Path(__file__).parents[1] / "web" / "i18n" / "en.json").read_text())
     assert "all of the household's data" in en["marketplace.reach_host"]
     assert "none of the household's data" in en["marketplace.reach_box_offline"]

@@ -54,6 +54,7 @@ class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
     transport: str
     auth: str
     scope: str
+    reach: str  # what it can reach (`household_box.reach`)
     active: bool
     state: str  # of the member's (or the household's) instance: stopped, starting, ...
     signed_in: bool  # every secret it needs is set (always true for auth "none")
@@ -130,6 +131,12 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
         transport=row.transport,
         auth=row.auth,
         scope=row.scope,
+        reach=reach(
+            row.scope,
+            row.transport,
+            bool(row.manifest.get("network", True)),
+            c.config.household_on_host,
+        ),
         active=row.name in mine,
         state=state,
         signed_in=needed <= set(set_names),

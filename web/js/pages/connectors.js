@@ -216,6 +216,7 @@ function ConnectorCard({ connector, onChanged }) {
       ${connector.active && html`<${StateBadge} state=${connector.state} />`}
     </div>
     <p class="small">${connector.description}</p>
+    ${connector.reach && html`<p class="small muted" data-testid="connector-reach">${t(`marketplace.reach_${connector.reach}`)}</p>`}
     <div class="row">
       <button type="button" class=${`btn ${connector.active ? 'btn--secondary' : 'btn--primary'}`} disabled=${busy}
         onClick=${toggle} data-testid="connector-toggle">
