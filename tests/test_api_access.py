@@ -466,7 +466,7 @@ async def _install_connectors(runtime: Runtime, victim_id: str) -> None:
         private={"scope": "personal", "auth": {"type": "api_key", "fields": [{"name": "api_key"}]}},
     )
     c = connector_service.require(runtime.plugins)
-    c.config = ConnectorsConfig(feed=str(feed))
+    c.config = ConnectorsConfig(feed=str(feed), household_on_host=True)
     for name in ("clock", "private"):
         await c.installer.install(c.feed(), name)
     for user_id in await c.store.grantees("private"):

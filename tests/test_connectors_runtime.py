@@ -49,7 +49,8 @@ async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
 
 async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, *names: str) -> str:
     c = service.require(runtime.plugins)
-    c.config = msgspec.structs.replace(c.config, feed=str(feed))
+    # The test servers run with this Python (its MCP SDK): on the host, as chosen here.
+    c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
     for name in names:
         await c.installer.install(c.feed(), name)
         await c.store.set_active(name, household["ada"], True)
@@ -230,7 +231,7 @@ async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr
     )
     write_index(feed, 1)
     c = service.require(runtime.plugins)
-    c.config = ConnectorsConfig(feed=str(feed), max_restarts=1)
+    c.config = ConnectorsConfig(feed=str(feed), max_restarts=1, household_on_host=True)
     await _setup(runtime, household, feed, "broken")
     sup = c.supervisor
     assert sup is not None
@@ -261,7 +262,7 @@ async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activat
 ) -> None:
     names = tuple(f"c{i:02d}" for i in range(11))
     c = service.require(runtime.plugins)
-    c.config = ConnectorsConfig(catalogue_above=3)
+    c.config = ConnectorsConfig(catalogue_above=3, household_on_host=True)
     ada = await _setup(runtime, household, simple_feed(tmp_path / "feed", names), *names)
     for name in names:
         await _running(runtime, "", name)
@@ -287,7 +288,7 @@ async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activat
     body = fake_llm.bodies()[0]
     catalogue = len(json.dumps(body["tools"])) + len(body["messages"][0]["content"])
     # The same connectors offered directly, for comparison.
-    c.config = ConnectorsConfig(catalogue_above=100)
+    c.config = ConnectorsConfig(catalogue_above=100, household_on_host=True)
     fake_llm.script("m", ["ok"])
     sent = await svc.send(ada, conversation.id, "again")
     assert isinstance(sent, Sent)

@@ -32,7 +32,9 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     feed = simple_feed(tmp_path / "feed")
     srv = ServerProcess(tmp_path)
     srv.data.mkdir(parents=True, exist_ok=True)
-    (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\n')
+    (srv.data / "config.toml").write_text(
+        f'[connectors]\nfeed = "{feed}"\nhousehold_on_host = true\n'
+    )
     srv.create_admin()
     srv.add_user("bea", "bea's rather long password")
     srv.start()

@@ -85,6 +85,8 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     headers: dict[str, str] = msgspec.field(default_factory=dict)  # http only
     auth: AuthSpec = msgspec.field(default_factory=AuthSpec)
     scope: Scope = "personal"
+    # A stdio household connector's box: a network of its own (true) or none at all.
+    network: bool = True
 
 
 class FeedItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

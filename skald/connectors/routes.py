@@ -23,6 +23,7 @@ from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.connectors import oauth
 from skald.connectors.feed import Manifest, OAuthSpec, secret_names
+from skald.connectors.household_box import reach
 from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.connectors.store import Connector
 from skald.core.runtime import Runtime
@@ -53,6 +54,7 @@ class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
     transport: str
     auth: str
     scope: str
+    reach: str  # what it can reach (`household_box.reach`)
     active: bool
     state: str  # of the member's (or the household's) instance: stopped, starting, ...
     signed_in: bool  # every secret it needs is set (always true for auth "none")
@@ -83,6 +85,9 @@ class MarketItem(msgspec.Struct, frozen=True, kw_only=True):
     transport: str | None
     auth: str | None
     scope: str | None
+    # What it can reach once installed (`household_box.reach`): personal, remote, host,
+    # box_network, box_offline.
+    reach: str | None
     installed_version: int | None
     update: bool
     refused: str | None = None  # why the item cannot be installed (digest, format)
@@ -126,6 +131,12 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
         transport=row.transport,
         auth=row.auth,
         scope=row.scope,
+        reach=reach(
+            row.scope,
+            row.transport,
+            bool(row.manifest.get("network", True)),
+            c.config.household_on_host,
+        ),
         active=row.name in mine,
         state=state,
         signed_in=needed <= set(set_names),
@@ -433,6 +444,14 @@ async def marketplace(rt: NamedDependency[Runtime]) -> list[MarketItem]:
                 transport=None if manifest is None else manifest.transport,
                 auth=None if manifest is None else manifest.auth.type,
                 scope=None if manifest is None else manifest.scope,
+                reach=None
+                if manifest is None
+                else reach(
+                    manifest.scope,
+                    manifest.transport,
+                    manifest.network,
+                    c.config.household_on_host,
+                ),
                 installed_version=have_version,
                 update=have_version is not None and item.version > have_version,
                 refused=refused,

@@ -52,6 +52,10 @@ class ConnectorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     # A PEM file of extra certificate authorities trusted when connectors' dependencies
     # install inside sandboxes (a network whose proxy inspects TLS); empty: none.
     extra_ca_file: str = ""
+    # Run stdio household connectors on the host as Skald's own account (they can then
+    # read every file Skald can) instead of each in a container of its own; for hosts
+    # without Docker, by an operator's explicit choice.
+    household_on_host: bool = False
 
 
 class Connectors:

@@ -1,10 +1,12 @@
 """The supervisor: one MCP session per running connector instance, restarted when it dies.
 
-Rule: a household connector runs once, on the host, as the service's user, in its own
-process group (`StdioTransport`), with an environment of exactly `PATH`, `LANG` and the
-variables its manifest declares. A personal connector runs once per member, inside that
-member's container (`docker exec -i` as the sandbox user), from a copy of its files in
-the member's home (written by descriptor, never through a link she planted there:
+Rule: a stdio household connector runs once, in a container of its own
+(`household_box.py`; on the host as the service's user, in its own process group, only
+with `[connectors] household_on_host`), with an environment of exactly the variables its
+manifest declares (and `PATH`, `LANG` on the host). A personal connector runs once per
+member, inside that member's container (`docker exec -i`, dropped to the sandbox user
+under a marker group of its own: `procgroup.py`), from a copy of its files in the
+member's home (written by descriptor, never through a link she planted there:
 `home_files`), its dependencies installed there by content hash; it starts when the
 member's data is unlocked (a member service) and stops when they lock, are deactivated,
 deactivate the connector or lose its grant (`stop_member`, awaited: synchronous).
@@ -41,7 +43,9 @@ import msgspec
 
 from skald.connectors import home_files, oauth
 from skald.connectors.feed import Manifest, OAuthSpec, expand
+from skald.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, HouseholdBoxes
 from skald.connectors.install import deps_command
+from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.store import Connector
 from skald.errors import ConflictError, InvalidInputError
 from skald.log import get_logger
@@ -95,6 +99,8 @@ class Launch:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     secrets: list[str] = field(default_factory=list)  # values to scrub from stderr
+    # In a container: its processes, killed when this launch's process ends (procgroup.py).
+    group: MarkedGroup | None = None
 
 
 @dataclass
@@ -123,6 +129,7 @@ class Instance:
         self.calls: list[CallSite] = []
         self.secrets: list[str] = []
         self.tools_version = 0
+        self.boxes: HouseholdBoxes | None = None  # set when it runs in a box of its own
 
     def note(self, kind: str, text: str) -> None:
         self.events.append(Event(at=time.time(), kind=kind, text=self.scrub(text)[:2000]))
@@ -142,6 +149,7 @@ class Instance:
             stderr: list[str] = []
             session: McpSession | None = None
             transport: Transport | None = None
+            launch: Launch | None = None
             try:
                 launch = await self.sup.launch_for(self)
                 self.secrets = launch.secrets
@@ -170,6 +178,9 @@ class Instance:
                     # is killed and reaped before `stop` returns (revocation is synchronous).
                     with contextlib.suppress(Exception):
                         await session.close()
+                if launch is not None and launch.group is not None:
+                    # The docker client is gone; what it started in the container is not.
+                    await launch.group.kill()
             failures += 1
             scrubbed = self.scrub(error or "")
             lines = "\n".join(self.scrub(s) for s in stderr)
@@ -239,6 +250,8 @@ class Instance:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        if self.boxes is not None:
+            await self.boxes.remove(self.name)
         self.state = "stopped"
 
 
@@ -474,7 +487,9 @@ class Supervisor:
                 headers={k: expand(v, places, secrets) for k, v in manifest.headers.items()},
                 secrets=list(secrets.values()),
             )
-        if not inst.owner:  # household: on the host
+        if not inst.owner and not self.connectors.config.household_on_host:
+            return await self._in_box(inst, row, manifest, deps_hash)
+        if not inst.owner:  # household, on the host by the operator's choice
             deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else ""
             places = {"DIR": row.install_dir, "DEPS": deps, "HOME": row.install_dir}
             env = self.host_env()
@@ -487,6 +502,27 @@ class Supervisor:
             )
         assert member is not None
         return await self._in_container(member, row, manifest, deps_hash, secrets)
+
+    async def _in_box(
+        self, inst: Instance, row: Connector, manifest: Manifest, deps_hash: str | None
+    ) -> Launch:
+        """A stdio household connector, in a container of its own (household_box.py)."""
+        sandbox = self.connectors.runtime.sandbox
+        if sandbox is None:
+            raise McpError(
+                f"connector '{row.name}' runs in a container of its own, and sandboxes are "
+                "off here (an administrator can set [connectors] household_on_host)"
+            )
+        assert row.install_dir is not None
+        inst.boxes = HouseholdBoxes(sandbox)
+        deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else None
+        container = await inst.boxes.ensure(row.name, row.install_dir, deps, manifest.network)
+        places = {"DIR": BOX_DIR, "DEPS": BOX_DEPS if deps else "", "HOME": BOX_DIR}
+        env_values = {k: expand(v, places, {}) for k, v in manifest.env.items()}
+        group = MarkedGroup.new(sandbox, container)
+        command = [expand(a, places, {}) for a in manifest.command]
+        argv = group.exec_argv(BOX_DIR, list(env_values), command, BOX_HOME)
+        return Launch(argv=argv, env={**docker_client_env(), **env_values}, group=group)
 
     async def _in_container(
         self,
@@ -520,15 +556,12 @@ class Supervisor:
                 )
         places = {"DIR": in_home, "DEPS": deps, "HOME": CONTAINER_HOME}
         env_values = {k: expand(v, places, secrets) for k, v in manifest.env.items()}
-        argv = ["docker", "exec", "-i", "-u", sandbox.exec_user, "-w", in_home]
-        for key in env_values:
-            argv += ["-e", key]  # the value comes from docker's own environment
-        argv += [container, *(expand(a, places, secrets) for a in manifest.command)]
-        client_env = {
-            k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")
-        }
+        group = MarkedGroup.new(sandbox, container)
+        command = [expand(a, places, secrets) for a in manifest.command]
+        argv = group.exec_argv(in_home, list(env_values), command, CONTAINER_HOME)
+        client_env = docker_client_env()
         client_env.update(env_values)
-        return Launch(argv=argv, env=client_env, secrets=list(secrets.values()))
+        return Launch(argv=argv, env=client_env, secrets=list(secrets.values()), group=group)
 
     def _place_ca(self, homes_dir: Path, user_id: str) -> str | None:
         """The operator's extra CA bundle, copied into the home for the install step."""
@@ -591,6 +624,11 @@ class Supervisor:
         if proc.returncode != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
             raise McpError(f"installing the dependencies in your sandbox failed: {tail}")
+
+
+def docker_client_env() -> dict[str, str]:
+    """The `docker` client's environment before the connector's declared variables."""
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
 
 
 async def _with_oauth(

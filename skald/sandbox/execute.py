@@ -33,7 +33,7 @@ import msgspec
 from skald.log import get_logger
 from skald.paths import CONTAINER_HOME
 from skald.sandbox.manager import SandboxManager
-from skald.sandbox.procs import KILL_LOOP, MARK_BASE, MARK_SPAN, new_mark, run_killer
+from skald.sandbox.procs import KILL_LOOP, MARK_BASE, MARK_SPAN, drop_argv, new_mark, run_killer
 
 log = get_logger("skald.sandbox")
 
@@ -119,17 +119,8 @@ async def run_command(
     token = secrets.token_hex(12)
     pidfile = f"/tmp/.skald-cmd-{token}.pid"  # noqa: S108 - inside the container
     mark = new_mark(manager.boot_mark)
-    drop = ["setpriv", f"--groups={manager.boot_mark},{mark}"]
-    if not as_root:
-        # No capability survives, even when the service account (and so the member's
-        # uid) is 0: an empty bounding set leaves nothing for execve to grant.
-        drop += [
-            f"--reuid={manager.uid}",
-            f"--regid={manager.gid}",
-            "--bounding-set=-all",
-            "--inh-caps=-all",
-            "--ambient-caps=-all",
-        ]
+    who = (None, None) if as_root else (manager.uid, manager.gid)
+    drop = drop_argv((manager.boot_mark, mark), *who)
     marks = [str(mark), str(MARK_BASE), str(MARK_BASE + MARK_SPAN)]
     argv = ["bash", "-c", WRAPPER, "skald-cmd", pidfile, workdir, command, *marks, SESSION]
     argv += [*drop, "--"]

@@ -57,6 +57,10 @@ T = TypeVar("T")
 LABEL_INSTANCE: Final = "skald.instance"
 LABEL_USER: Final = "skald.user"
 LABEL_SPEC: Final = "skald.spec"
+# A container or network of this instance that is no member's sandbox (a household
+# connector's box) carries the boot mark of the server start that made it instead of
+# `skald.user`: the reconcile at start removes those of earlier starts (a crash's).
+LABEL_BOOT: Final = "skald.boot"
 STOP_GRACE_S: Final = 5
 
 # What Skald's own root steps need (the start script, the process killer, setpriv to the
@@ -350,19 +354,20 @@ class SandboxManager:
             self.state = "image_missing"
             raise SandboxUnavailable(self.unavailable_message())
         if spec.network != "none":
-            self._ensure_network(client, spec.network, user_id)
-        created = self._create(client, spec, user_id)
+            self.ensure_network(client, spec.network, {LABEL_USER: user_id})
+        created = self.create_container(client, spec, {LABEL_USER: user_id})
         created.start()
         log.info("sandbox created", container=spec.name, id=created.short_id)
         return str(created.id)
 
-    def _ensure_network(self, client: Any, name: str, user_id: str) -> None:
-        """The member's own bridge, with an explicit subnet from Skald's pool."""
+    def ensure_network(self, client: Any, name: str, owner: dict[str, str]) -> None:
+        """A bridge of its own (a member's, or a box's: `owner` labels say whose), with an
+        explicit subnet from Skald's pool."""
         # Docker accepts two networks of one name: ensures must not race.
         with self._network_lock:
-            self._ensure_network_locked(client, name, user_id)
+            self._ensure_network_locked(client, name, owner)
 
-    def _ensure_network_locked(self, client: Any, name: str, user_id: str) -> None:
+    def _ensure_network_locked(self, client: Any, name: str, owner: dict[str, str]) -> None:
         import docker.errors
         import docker.types
 
@@ -385,7 +390,7 @@ class SandboxManager:
                     driver="bridge",
                     ipam=ipam,
                     options={"com.docker.network.bridge.enable_icc": "false"},
-                    labels={LABEL_INSTANCE: self.instance_id, LABEL_USER: user_id},
+                    labels={LABEL_INSTANCE: self.instance_id, **owner},
                     check_duplicate=True,
                 )
             except docker.errors.APIError as exc:
@@ -403,7 +408,12 @@ class SandboxManager:
     def _label(self) -> str:
         return f"{LABEL_INSTANCE}={self.instance_id}"
 
-    def _create(self, client: Any, spec: ContainerSpec, user_id: str) -> Any:
+    def create_container(
+        self, client: Any, spec: ContainerSpec, owner: dict[str, str], **extra: Any
+    ) -> Any:
+        """Create (not start) a container from `spec`, labelled with this instance, the
+        spec's digest and `owner` (`skald.user`, or `skald.boot` for a box). `extra`:
+        more of Docker's create options (a box's read-only root and scratch tmpfs)."""
         from docker.types import Mount as DockerMount
 
         uid, gid = spec.user.split(":")
@@ -411,11 +421,7 @@ class SandboxManager:
             spec.image,
             command=["sh", "-c", spec.start_script, "skald-start", uid, gid],
             name=spec.name,
-            labels={
-                LABEL_INSTANCE: self.instance_id,
-                LABEL_USER: user_id,
-                LABEL_SPEC: spec.digest,
-            },
+            labels={LABEL_INSTANCE: self.instance_id, LABEL_SPEC: spec.digest, **owner},
             user="0:0",
             environment={"HOME": CONTAINER_HOME, "USER": "skald", "LANG": "C.UTF-8"},
             working_dir=CONTAINER_HOME,
@@ -436,6 +442,7 @@ class SandboxManager:
             ],
             stdin_open=False,
             tty=False,
+            **extra,
         )
 
     async def container_id(self, user_id: str) -> str | None:
@@ -474,7 +481,13 @@ class SandboxManager:
         import docker.errors
 
         for network in client.networks.list(filters={"label": self._label()}):
-            owner = (network.attrs.get("Labels") or {}).get(LABEL_USER)
+            labels = network.attrs.get("Labels") or {}
+            # A box's network goes with its box; here only when a crash left it.
+            if LABEL_BOOT in labels and (
+                users is not None or labels[LABEL_BOOT] == str(self.boot_mark)
+            ):
+                continue
+            owner = labels.get(LABEL_USER)
             if (users is not None and owner not in users) or (users is None and owner in keep):
                 continue
             try:
@@ -499,9 +512,10 @@ class SandboxManager:
             await self.call(run)
 
     def _own(self, client: Any, user_id: str | None = None) -> list[Any]:
+        """This instance's members' sandboxes (all of them, or one member's); boxes are
+        not among them (no `skald.user` label)."""
         labels = [f"{LABEL_INSTANCE}={self.instance_id}"]
-        if user_id is not None:
-            labels.append(f"{LABEL_USER}={user_id}")
+        labels.append(LABEL_USER if user_id is None else f"{LABEL_USER}={user_id}")
         return list(client.containers.list(all=True, filters={"label": labels}))
 
     async def pause_all(self) -> int:
@@ -554,8 +568,9 @@ class SandboxManager:
         self.reconciled += 1
 
     async def sweep(self, active: set[str], networked: set[str] | None = None) -> None:
-        """Remove the containers of members not active (deactivated, deleted, unknown)
-        and the networks of members who should have none (this instance's label only)."""
+        """Remove the containers of members not active (deactivated, deleted, unknown),
+        the networks of members who should have none, and the boxes (and networks) an
+        earlier server start left (`skald.boot`; this instance's label only)."""
         client = self.client()
 
         def run() -> None:
@@ -563,6 +578,11 @@ class SandboxManager:
                 owner = (container.labels or {}).get(LABEL_USER, "")
                 if owner not in active:
                     log.info("removing sandbox of an inactive member", container=container.name)
+                    container.remove(force=True)
+            boxes = client.containers.list(all=True, filters={"label": [self._label(), LABEL_BOOT]})
+            for container in boxes:
+                if (container.labels or {}).get(LABEL_BOOT) != str(self.boot_mark):
+                    log.info("removing a box left by an earlier start", container=container.name)
                     container.remove(force=True)
             self._remove_networks(client, None, keep=active if networked is None else networked)
 

@@ -106,6 +106,22 @@ def new_mark(*avoid: int) -> int:
             return mark
 
 
+def drop_argv(marks: tuple[int, ...], uid: int | None = None, gid: int | None = None) -> list[str]:
+    """`setpriv` with the marker groups, to uid:gid (None: stays root) with no capability
+    left: an empty bounding set leaves nothing for execve to grant, even when the service
+    account (and so the member's uid) is 0. The argv continues with `--` and the command."""
+    argv = ["setpriv", "--groups=" + ",".join(str(m) for m in marks)]
+    if uid is not None and gid is not None:
+        argv += [
+            f"--reuid={uid}",
+            f"--regid={gid}",
+            "--bounding-set=-all",
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+        ]
+    return argv
+
+
 def killer_argv(mode: str, group: int, pidfile: str = "") -> list[str]:
     return [
         "bash",

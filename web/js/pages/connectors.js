@@ -216,6 +216,7 @@ function ConnectorCard({ connector, onChanged }) {
       ${connector.active && html`<${StateBadge} state=${connector.state} />`}
     </div>
     <p class="small">${connector.description}</p>
+    ${connector.reach && html`<p class="small muted" data-testid="connector-reach">${t(`marketplace.reach_${connector.reach}`)}</p>`}
     <div class="row">
       <button type="button" class=${`btn ${connector.active ? 'btn--secondary' : 'btn--primary'}`} disabled=${busy}
         onClick=${toggle} data-testid="connector-toggle">
@@ -288,6 +289,7 @@ function MarketItem({ item, onDone }) {
       ? html`<p class="approval__error" data-testid="market-refused">${t('marketplace.refused')}: ${item.refused}</p>`
       : html`<p class="small muted">${item.scope === 'household' ? t('marketplace.scope_household') : t('marketplace.scope_personal')}
           · ${t(`marketplace.auth_${item.auth}`)}</p>
+        ${item.reach && html`<p class="small" data-testid="market-reach">${t(`marketplace.reach_${item.reach}`)}</p>`}
         <div class="row">
           ${item.installed_version === null
             ? html`<button type="button" class="btn btn--primary" disabled=${busy} onClick=${() => act('install')}
