@@ -17,6 +17,7 @@ from skald.mcp import (
     HttpTransport,
     LogRecord,
     McpSession,
+    Related,
     RemoteError,
     connect,
     tool_specs,
@@ -35,7 +36,7 @@ class Seen:
         self.log_arrived = asyncio.Event()
         self.elicitations: list[ElicitRequestParams] = []
 
-    async def elicit(self, params: ElicitRequestParams) -> ElicitResult:
+    async def elicit(self, params: ElicitRequestParams, _related: Related) -> ElicitResult:
         self.elicitations.append(params)
         return ElicitResult(action="accept", content={"name": "Ada Lovelace"})
 

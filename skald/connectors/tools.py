@@ -63,7 +63,7 @@ async def _call(
     site = CallSite(member=member, conversation_id=ctx.conversation_id, call_id=ctx.call_id)
     inst.calls.append(site)
     try:
-        result = await session.call_tool(tool, args, on_progress=progress)
+        result = await session.call_tool(tool, args, on_progress=progress, context=site)
     except McpError as exc:
         return ToolResult.error(inst.scrub(str(exc)))
     finally:
