@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Literal
+from types import SimpleNamespace
+from typing import Literal, cast
 
 import pytest
 from connector_support import simple_feed
@@ -17,8 +18,12 @@ from test_connectors_runtime import _models, _running, _setup, _tool_results
 from skald.approvals.rules import Rule
 from skald.connectors import service
 from skald.connectors.service import ConnectorsConfig
+from skald.connectors.supervisor import Instance
+from skald.connectors.tools import ConnectorCall, offered
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.core.user_runtime import UserRuntime
+from skald.mcp import Tool, tool_specs
 
 Outcome = Literal["ran", "refused", "asked"]
 Answer = Literal["reject", "approve", "conversation", "15m"]
@@ -58,6 +63,7 @@ class Chat:
             [item] = pending
             # The Inbox shows (and a bypass is kept for) the real tool, in both shapes.
             assert item.tool == f"mcp__{connector}__{tool}"
+            assert item.preview == f"{connector} → {tool}({{}})"
             bypass: Literal["15m", "conversation"] | None = None
             if answer == "15m" or answer == "conversation":
                 bypass = answer
@@ -157,3 +163,17 @@ async def test_a_rule_for_a_connector_covers_its_tools_and_no_other_connectors(
     assert await chat.attempt(conversation, "c0", "now") == "ran"
     assert await chat.attempt(conversation, "c0", "has_key") == "ran"
     assert await chat.attempt(conversation, "c1", "now") == "asked"
+
+
+def test_two_tool_names_that_sanitise_alike_are_never_judged_as_one() -> None:
+    # `a.b` and `a_b` both become `mcp__x__a_b`: only the first is offered (as the
+    # direct shape offers it), so an approval of that name never covers the other tool.
+    tools = [Tool(name=n, input_schema={"type": "object"}) for n in ("a.b", "a_b", "c")]
+    specs, refused = tool_specs("x", tools)
+    inst = cast("Instance", SimpleNamespace(name="x", tools=tools, specs=specs))
+    assert len(refused) == 1
+    assert offered(inst) == {"a.b": "mcp__x__a_b", "c": "mcp__x__c"}
+    call = ConnectorCall({"x": inst}, cast("UserRuntime", None))
+    assert call.touches({"connector": "x", "tool": "a.b"}).acts_as == "mcp__x__a_b"
+    assert call.touches({"connector": "x", "tool": "a_b"}).acts_as is None
+    assert call.touches({"connector": "y", "tool": "c"}).acts_as is None
