@@ -16,7 +16,14 @@ import sys
 
 import httpx
 
-from skald.mcp import ElicitRequestParams, ElicitResult, Handlers, HttpTransport, connect
+from skald.mcp import (
+    ElicitRequestParams,
+    ElicitResult,
+    Handlers,
+    HttpTransport,
+    Related,
+    connect,
+)
 from skald.mcp.oauth import ClientInfo, McpOAuth
 
 # The suite's CIMD scenario expects this URL as the client id (its own test constant).
@@ -78,7 +85,7 @@ def _auth() -> McpOAuth:
     )
 
 
-async def _accept_defaults(_params: ElicitRequestParams) -> ElicitResult:
+async def _accept_defaults(_params: ElicitRequestParams, _related: Related) -> ElicitResult:
     # A person who accepts without typing anything: the schema's defaults must fill in.
     return ElicitResult(action="accept", content={})
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from prerequisites import unavailable
 
 from skald.mcp import HttpTransport, StdioTransport, Transport
+from skald.mcp.transport import Origin
 from skald.mcp.wire import RpcMessage
 
 HERE = Path(__file__).resolve().parent
@@ -144,9 +145,12 @@ class Recorder(Transport):
         await self.inner.send(message)
 
     async def receive(self) -> RpcMessage:
-        message = await self.inner.receive()
+        return (await self.receive_with_origin())[0]
+
+    async def receive_with_origin(self) -> tuple[RpcMessage, Origin]:
+        message, origin = await self.inner.receive_with_origin()
         self.received.append(message)
-        return message
+        return message, origin
 
     async def close(self, *, grace: bool = True) -> None:
         await self.inner.close(grace=grace)

@@ -28,6 +28,7 @@ from skald.mcp import (
     ElicitResult,
     Handlers,
     HttpTransport,
+    Related,
     RequestTimeout,
     Root,
     SchemaError,
@@ -42,7 +43,7 @@ from skald.mcp import (
 pytestmark = pytest.mark.timeout(180)
 
 
-async def _ask(_params: ElicitRequestParams) -> ElicitResult:
+async def _ask(_params: ElicitRequestParams, _related: Related) -> ElicitResult:
     return ElicitResult(action="accept", content={"colour": "teal"})
 
 

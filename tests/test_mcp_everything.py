@@ -17,6 +17,7 @@ from skald.mcp import (
     HttpTransport,
     LogRecord,
     McpSession,
+    Related,
     RemoteError,
     connect,
     tool_specs,
@@ -34,9 +35,11 @@ class Seen:
         self.logs: list[LogRecord] = []
         self.log_arrived = asyncio.Event()
         self.elicitations: list[ElicitRequestParams] = []
+        self.related: list[Related] = []
 
-    async def elicit(self, params: ElicitRequestParams) -> ElicitResult:
+    async def elicit(self, params: ElicitRequestParams, related: Related) -> ElicitResult:
         self.elicitations.append(params)
+        self.related.append(related)
         return ElicitResult(action="accept", content={"name": "Ada Lovelace"})
 
     def on_log(self, record: LogRecord) -> None:
@@ -131,8 +134,12 @@ async def test_an_elicitation_reaches_the_handler_and_the_answer_returns_to_the_
     seen = Seen()
     async with everything(kind, seen) as (session, _):
         await asyncio.wait_for(seen.tools_changed.wait(), 30)
-        result = await session.call_tool("trigger-elicitation-request", {})
+        result = await session.call_tool("trigger-elicitation-request", {}, context="the call")
         assert len(seen.elicitations) == 1
+        # HTTP: the reference server sends it on the call's own stream, so it is known to
+        # belong to that call; stdio cannot tell (the product then must not guess).
+        expected = Related(known=True, context="the call") if kind == "http" else Related(False)
+        assert seen.related == [expected]
         assert seen.elicitations[0].mode == "form"
         assert "name" in seen.elicitations[0].requested_schema["properties"]  # type: ignore[index]
         # The server reports what it received: our answer made the round trip.

@@ -55,11 +55,12 @@ ApprovalOutcome = Approved | Rejected | Deferred
 class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     conversation_id: str
     call_id: str
-    tool: str
+    tool: str  # the tool the person approves: the one really run (`judged_name`)
     arguments: dict[str, Any]
     kind: str
     reason: str
     depth: int
+    via: str | None = None  # the offered tool that dispatches to `tool` (`connector_call`)
 
 
 class ApprovalGate(Protocol):

@@ -32,7 +32,7 @@ from skald.agent.cancel import CancelScope, Stopped
 from skald.agent.events import CallStatus, Emitter
 from skald.agent.history import CallState, HistoryStore, tool_result_message
 from skald.agent.schema import validate_arguments
-from skald.agent.tools import Tool, ToolContext, ToolResult
+from skald.agent.tools import Tool, ToolContext, ToolResult, judged_name
 from skald.llm.types import ToolCall
 from skald.log import get_logger
 
@@ -181,10 +181,12 @@ class CallRunner:
         await self.history.mark_call(call.id, CallState.AWAITING_APPROVAL)
         await self.emit.call(call, "awaiting_approval")
         await self.emit.approval(call, tool.kind, decision.reason)
+        judged = judged_name(call.name, tool.touches(call.arguments))
         request = ApprovalRequest(
             conversation_id=ctx.conversation_id,
             call_id=call.id,
-            tool=call.name,
+            tool=judged,
+            via=None if judged == call.name else call.name,
             arguments=call.arguments,
             kind=tool.kind,
             reason=decision.reason,

@@ -14,6 +14,10 @@ A tool also describes a call to whoever decides on it (the tool contract):
   approval rules see nothing else: no table elsewhere knows tools by name or type.
 - `preview(args)`: what the call would change, for the person deciding (a diff), or
   None. Best effort and side-effect free.
+- `Touches.acts_as`: a tool that only dispatches to another (`connector_call` runs
+  `mcp__<server>__<tool>`) names the tool it really runs; rules, bypasses and the Inbox
+  judge that name (`judged_name`). Trap: judged by the dispatcher's own name, one
+  "approve for this conversation" approved every tool it can reach.
 
 Trap: a tool that touches files but leaves `touches` at its default (nothing) is matched
 by name only, so path rules never see it; declare what it reaches.
@@ -49,6 +53,13 @@ class Touches(msgspec.Struct, frozen=True, kw_only=True):
     categories: frozenset[str] = frozenset()
     # The path arguments as the model wrote them (any JSON value: the caller checks).
     paths: tuple[object, ...] = ()
+    # The tool this call really runs, when the offered tool only dispatches to it.
+    acts_as: str | None = None
+
+
+def judged_name(name: str, touches: Touches) -> str:
+    """The name approvals judge a call by: the tool it really runs (see `acts_as`)."""
+    return touches.acts_as or name
 
 
 def file_touches(kind: str, args: Mapping[str, Any]) -> Touches:

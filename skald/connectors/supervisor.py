@@ -55,6 +55,7 @@ from skald.mcp import (
     LogRecord,
     McpError,
     McpSession,
+    Related,
     StdioTransport,
     Transport,
     connect,
@@ -237,12 +238,26 @@ class Instance:
     def _on_log(self, record: LogRecord) -> None:
         self.note("log", f"{record.level}: {record.text}")
 
-    async def _elicit(self, params: ElicitRequestParams) -> ElicitResult:
+    async def _elicit(self, params: ElicitRequestParams, related: Related) -> ElicitResult:
         """The server asks the member something: an Inbox question, answered by them."""
-        if not self.calls:
-            return ElicitResult(action="decline")  # nobody to ask outside a call
-        site = self.calls[-1]
+        site = self.asker(related)
+        if site is None:
+            self.note("log", "an elicitation was declined: no single call it belongs to")
+            return ElicitResult(action="decline")
         return await elicit_through_inbox(site, self.name, params)
+
+    def asker(self, related: Related) -> CallSite | None:
+        """The call an elicitation belongs to, or None: then it is declined, nobody asked.
+
+        The transport's word when it has one (HTTP: the call whose stream carried it;
+        none, e.g. the GET stream: decline). Otherwise (stdio) only a single call in
+        flight, or several of one member (the latest: the same person answers), is
+        unambiguous. Trap: the latest call of any member put alice's question in bob's
+        Inbox and let bob's answer decide her call."""
+        if related.known:
+            return related.context if isinstance(related.context, CallSite) else None
+        members = {site.member.user.id for site in self.calls}
+        return self.calls[-1] if len(members) == 1 else None
 
     async def stop(self) -> None:
         task, self.task = self.task, None

@@ -5,8 +5,13 @@ directly, described from the server's schema (checked by `skald.mcp.tool_spec`; 
 malformed or oversized one is refused and shown to administrators). With more, the
 model sees only one line per connector in the prompt and two tools: `activate_tools`
 (returns a connector's tools with their parameters) and `connector_call` (calls one).
-Either way every call carries the `@mcp:<server>` category, so approval rules written
-for a server apply to both shapes.
+Either way every call carries the `@mcp:<server>` category and is judged by the name
+`mcp__<server>__<tool>` (`connector_call` says so in `Touches.acts_as`), so rules,
+"approve for this conversation" and the Inbox see the same tool in both shapes.
+
+Trap: judged by its own name, `connector_call` was one tool for every connector: one
+approval for this conversation let any other connector's tools run without asking, and
+a rule naming `mcp__<server>__<tool>` never matched it.
 
 Trap: the agent loop's tool set is fixed for a turn (and `skald_tools` does not know the
 conversation), so "activating" cannot add real tools mid-turn; it hands the model the
@@ -58,7 +63,7 @@ async def _call(
     site = CallSite(member=member, conversation_id=ctx.conversation_id, call_id=ctx.call_id)
     inst.calls.append(site)
     try:
-        result = await session.call_tool(tool, args, on_progress=progress)
+        result = await session.call_tool(tool, args, on_progress=progress, context=site)
     except McpError as exc:
         return ToolResult.error(inst.scrub(str(exc)))
     finally:
@@ -143,8 +148,9 @@ class ActivateTools(Tool):
                 + ", ".join(sorted(self.instances))
             )
         lines = [f"Tools of {inst.name} (call them with connector_call):"]
+        names = offered(inst)
         for tool in inst.tools:
-            if any(s.name.endswith("__" + tool.name) for s in inst.specs):
+            if tool.name in names:
                 schema = json.dumps(tool.input_schema, separators=(",", ":"))
                 lines.append(f"- {tool.name}: {tool.description.strip()[:500]}\n  {schema}")
         return ToolResult(content="\n".join(lines))
@@ -159,7 +165,13 @@ class ConnectorCall(Tool):
         self.member = member
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
-        return Touches(categories=frozenset({category(str(args.get("connector", "")))}))
+        inst = self.instances.get(str(args.get("connector", "")))
+        tool = str(args.get("tool", ""))
+        return Touches(
+            categories=frozenset({category(str(args.get("connector", "")))}),
+            # Unknown connector or tool: judged as `connector_call` (the call will fail).
+            acts_as=None if inst is None else offered(inst).get(tool),
+        )
 
     async def preview(self, args: Mapping[str, Any]) -> str | None:
         body = json.dumps(args.get("arguments") or {})[:500]
@@ -169,10 +181,27 @@ class ConnectorCall(Tool):
         inst = self.instances.get(str(args["connector"]))
         if inst is None:
             return ToolResult.error(f"no connector named {args['connector']!r}")
-        names = {t.name for t in inst.tools}
-        if args["tool"] not in names:
+        if args["tool"] not in offered(inst):
             return ToolResult.error(f"{inst.name} has no tool {args['tool']!r}")
         return await _call(inst, self.member, str(args["tool"]), args.get("arguments") or {}, ctx)
+
+
+def offered(inst: Instance) -> dict[str, str]:
+    """The server's tool names that are offered, each with its `mcp__<server>__<tool>`.
+
+    Only tools whose schema passed (`inst.specs`), and of two names that sanitise alike
+    only the first (as `tool_specs` offers it): one judged name never stands for two."""
+    unclaimed = {s.name for s in inst.specs}
+    out = {}
+    for tool in inst.tools:
+        try:
+            name = model_tool_name(inst.name, tool.name)
+        except McpError:
+            continue
+        if name in unclaimed:
+            unclaimed.discard(name)
+            out[tool.name] = name
+    return out
 
 
 def member_instances(sup: Supervisor, user_id: str, names: set[str]) -> dict[str, Instance]:
@@ -190,7 +219,7 @@ def tools_for(
         return [ActivateTools(instances), ConnectorCall(instances, member)]
     out: list[Tool] = []
     for inst in instances.values():
-        by_model_name = {model_tool_name(inst.name, t.name): t.name for t in inst.tools}
+        by_model_name = {name: tool for tool, name in offered(inst).items()}
         for spec in inst.specs:
             tool = by_model_name.get(spec.name)
             if tool is not None:

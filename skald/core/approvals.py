@@ -36,7 +36,7 @@ from skald.agent.approval import (
     Require,
 )
 from skald.agent.subagent import root_of
-from skald.agent.tools import Tool, ToolContext
+from skald.agent.tools import Tool, ToolContext, judged_name
 from skald.approvals.rules import (
     DEFAULT_GROUP,
     SEED_RULES,
@@ -75,8 +75,9 @@ ExtraFacts = Callable[[ToolCall, Tool], frozenset[str]]
 
 
 def facts_of(call: ToolCall, tool: Tool, extra: ExtraFacts | None = None) -> CallFacts:
-    """What the rules see of a call: its name, and the categories and path its tool says
-    it touches (`Tool.touches`), plus any categories `extra` adds.
+    """What the rules see of a call: its name (the tool it really runs: `judged_name`),
+    and the categories and path its tool says it touches (`Tool.touches`), plus any
+    categories `extra` adds.
 
     One path per call: the first the tool names (no tool names more today); none is
     `NO_PATH`, a malformed one matches no path pattern.
@@ -84,7 +85,7 @@ def facts_of(call: ToolCall, tool: Tool, extra: ExtraFacts | None = None) -> Cal
     touches = tool.touches(call.arguments)
     categories = touches.categories | (extra(call, tool) if extra is not None else frozenset())
     path = normalise_path(touches.paths[0] if touches.paths else None)
-    return CallFacts(call.name, categories, path)
+    return CallFacts(judged_name(call.name, touches), categories, path)
 
 
 def _decision(verdict: Verdict, tool_name: str) -> Decision:
@@ -115,9 +116,8 @@ def decide(
     call: ToolCall, tool: Tool, rules: list[Rule] | None = None, group: str = DEFAULT_GROUP
 ) -> Decision:
     """The rules' decision, without any waiting (the shipped defaults unless given)."""
-    return _decision(
-        explain(call, tool, default_rules() if rules is None else rules, group), call.name
-    )
+    verdict = explain(call, tool, default_rules() if rules is None else rules, group)
+    return _decision(verdict, judged_name(call.name, tool.touches(call.arguments)))
 
 
 @dataclass
@@ -163,15 +163,17 @@ class DefaultGate:
         conversation_id, _ = root_of(ctx.conversation_id)
         group = DEFAULT_GROUP if self._group_of is None else await self._group_of(conversation_id)
         rules = default_rules() if self._rules is None else await self._rules(group)
-        verdict = explain(call, tool, rules, group, self.extra_facts)
-        log.debug("approval rule", tool=call.name, action=verdict.action, rule=verdict.rule_id)
-        decision = _decision(verdict, call.name)
+        facts = facts_of(call, tool, self.extra_facts)
+        verdict = evaluate(rules, group, facts)
+        log.debug("approval rule", tool=facts.tool, action=verdict.action, rule=verdict.rule_id)
+        decision = _decision(verdict, facts.tool)
         if tool.always_ask and not isinstance(decision, Deny):
             # Root steps: a person every time; no rule or bypass turns this into an allow.
             reason = decision.reason if isinstance(decision, Require) else ""
             return Require(reason or f"{call.name} runs as root in your sandbox")
-        # A bypass only ever skips asking: it never turns a rule's Deny into an Allow.
-        if isinstance(decision, Require) and await self.bypassing(conversation_id, call.name):
+        # A bypass only ever skips asking: it never turns a rule's Deny into an Allow. It
+        # is keyed on the tool really run (`connector_call` is no tool of its own here).
+        if isinstance(decision, Require) and await self.bypassing(conversation_id, facts.tool):
             return Allow()
         return decision
 

@@ -248,7 +248,8 @@ class UserRuntime:
 
     async def _preview(self, request: ApprovalRequest) -> str | None:
         """The tool's own preview of the call (best effort: a failure shows none)."""
-        tool = next((t for t in self.all_tools() if t.name == request.tool), None)
+        offered = request.via or request.tool  # `connector_call` previews its own calls
+        tool = next((t for t in self.all_tools() if t.name == offered), None)
         if tool is None:
             return None
         try:

@@ -36,7 +36,7 @@ from httpx_sse import EventSource, ServerSentEvent
 
 from skald.mcp.errors import TransportClosed
 from skald.mcp.oauth import OAuthError
-from skald.mcp.transport import MAX_MESSAGE_BYTES, Transport, decode_message
+from skald.mcp.transport import MAX_MESSAGE_BYTES, Origin, Transport, decode_message
 from skald.mcp.wire import INTERNAL_ERROR, RpcError, RpcMessage
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ class HttpTransport(Transport):
         self._auth = auth
         self._own_http = http is None
         self._http = http or httpx.AsyncClient(timeout=DEFAULT_HTTP_TIMEOUT)
-        self._inbox: asyncio.Queue[RpcMessage | TransportClosed] = asyncio.Queue()
+        # Each message with the request whose stream brought it (None: the GET stream).
+        self._inbox: asyncio.Queue[tuple[RpcMessage, Origin] | TransportClosed] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._by_request: dict[int | str, asyncio.Task[None]] = {}
         self.session_id: str | None = None
@@ -103,6 +104,9 @@ class HttpTransport(Transport):
             await self._post_other(body)
 
     async def receive(self) -> RpcMessage:
+        return (await self.receive_with_origin())[0]
+
+    async def receive_with_origin(self) -> tuple[RpcMessage, Origin]:
         item = await self._inbox.get()
         if isinstance(item, TransportClosed):
             self._inbox.put_nowait(item)  # every later receive fails the same way
@@ -175,7 +179,7 @@ class HttpTransport(Transport):
 
     def _fail_request(self, request_id: int | str, message: str) -> None:
         error = RpcError(code=INTERNAL_ERROR, message=message)
-        self._inbox.put_nowait(RpcMessage(id=request_id, error=error))
+        self._inbox.put_nowait((RpcMessage(id=request_id, error=error), Origin(True, request_id)))
 
     def _network_reason(self, exc: httpx.HTTPError) -> str:
         # str(exc) of httpx errors names the URL at most, never headers.
@@ -235,7 +239,7 @@ class HttpTransport(Transport):
             return
         try:
             for message in _decode_body(data):
-                self._inbox.put_nowait(message)
+                self._inbox.put_nowait((message, Origin(True, request_id)))
         except TransportClosed as exc:
             self._die(exc.reason)
 
@@ -255,7 +259,8 @@ class HttpTransport(Transport):
             state.events += 1
             if request_id is not None and message.is_response and message.id == request_id:
                 state.answered = True
-            self._inbox.put_nowait(message)
+            # A request's stream (and its resumption) relates what it carries to it.
+            self._inbox.put_nowait((message, Origin(True, request_id)))
             if state.answered:
                 return
 

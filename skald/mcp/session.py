@@ -19,6 +19,12 @@ member for minutes) and are cancelled if the server cancels them or the session 
 answered from `Handlers.roots`, `ping` is answered, `sampling/createMessage` and
 anything else are refused with a JSON-RPC error.
 
+Which call asked: `Handlers.elicit` gets a `Related` naming the `context` of the
+request the elicitation came with (`call_tool(context=...)`), where the transport can
+tell (streamable HTTP: the request's POST stream; the GET stream relates to none).
+stdio cannot tell (`known=False`): the caller decides, and must not guess between
+several calls in flight.
+
 Traps:
 - Never await a server request's handler in the reader task: the server may need our
   answer to finish the very call we wait for (elicitation inside `tools/call`).
@@ -41,7 +47,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from skald.mcp.errors import Disconnected, RemoteError, RequestTimeout, TransportClosed
-from skald.mcp.transport import Transport
+from skald.mcp.transport import Origin, Transport
 from skald.mcp.wire import (
     INVALID_PARAMS,
     LATEST_PROTOCOL_VERSION,
@@ -109,8 +115,9 @@ class LogRecord:
 class Handlers:
     """What the caller does when the server asks or tells something. All optional.
 
-    - `elicit(params) -> ElicitResult`: form or URL elicitation (route it to a person);
-      None declines every elicitation. Cancelled when the server cancels the request.
+    - `elicit(params, related) -> ElicitResult`: form or URL elicitation (route it to
+      the person whose call `related` names); None declines every elicitation.
+      Cancelled when the server cancels the request.
     - `roots() -> list[Root]`: the roots offered; None answers an empty list.
     - `on_tools_changed()`: after `notifications/tools/list_changed` (refetch with
       `list_tools`); `on_resources_changed`/`on_prompts_changed` likewise.
@@ -119,7 +126,7 @@ class Handlers:
     Callbacks may be plain functions or coroutine functions.
     """
 
-    elicit: Callable[[ElicitRequestParams], Awaitable[ElicitResult]] | None = None
+    elicit: Callable[[ElicitRequestParams, Related], Awaitable[ElicitResult]] | None = None
     roots: Callable[[], Awaitable[list[Root]]] | None = None
     on_tools_changed: Callable[[], Any] | None = None
     on_resources_changed: Callable[[], Any] | None = None
@@ -128,11 +135,24 @@ class Handlers:
     on_elicitation_complete: Callable[[str], Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Related:
+    """The request of ours a server request came with, as far as the transport knows.
+
+    `known` False (stdio): nothing tells. `known` True: `context` is what that request
+    was given (`call_tool(context=...)`), None when it came with none of our requests
+    (the GET stream) or with one given no context."""
+
+    known: bool
+    context: object | None = None
+
+
 @dataclass(slots=True)
 class _Pending:
     method: str
     future: asyncio.Future[dict[str, Any]]
     progress: ProgressCallback | None = None
+    context: object | None = None
     token: RequestId | None = None
 
 
@@ -299,6 +319,7 @@ class McpSession:
         *,
         timeout: float | None,  # noqa: ASYNC109 - ends in a remote cancel + RequestTimeout
         on_progress: ProgressCallback | None = None,
+        context: object | None = None,
     ) -> dict[str, Any]:
         if self._failure is not None:
             raise Disconnected(self.name, self._failure.reason)
@@ -306,7 +327,7 @@ class McpSession:
             raise Disconnected(self.name, "the session was closed")
         request_id: RequestId = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        pending = _Pending(method, future)
+        pending = _Pending(method, future, context=context)
         if on_progress is not None:
             params = dict(params or {})
             meta = dict(params.get("_meta") or {})
@@ -418,16 +439,19 @@ class McpSession:
         *,
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - see _request
+        context: object | None = None,
     ) -> CallToolResult:
         """Call a tool. `on_progress(progress, total, message)` receives the server's
         progress notifications. A tool's own failure is a result with `is_error`; a
-        refused request raises `RemoteError`. Cancel the awaiting task to stop it."""
+        refused request raises `RemoteError`. Cancel the awaiting task to stop it.
+        `context` is handed to `Handlers.elicit` for what the server asks within it."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         raw = await self._request(
             "tools/call",
             params,
             timeout=timeout or self.timeouts.tool_call,
             on_progress=on_progress,
+            context=context,
         )
         return await self._decode(raw, CallToolResult, "tools/call")
 
@@ -477,11 +501,11 @@ class McpSession:
     async def _read_loop(self) -> None:
         try:
             while True:
-                message = await self.transport.receive()
+                message, origin = await self.transport.receive_with_origin()
                 if message.is_response:
                     self._on_response(message)
                 elif message.is_request:
-                    self._on_request(message)
+                    self._on_request(message, self._related(origin))
                 else:
                     self._on_notification(message)
         except TransportClosed as exc:
@@ -569,14 +593,21 @@ class McpSession:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _on_request(self, message: RpcMessage) -> None:
+    def _related(self, origin: Origin) -> Related:
+        """Looked up now, while the related request still waits for its answer."""
+        if not origin.known:
+            return Related(known=False)
+        pending = None if origin.request_id is None else self._state.pending.get(origin.request_id)
+        return Related(known=True, context=None if pending is None else pending.context)
+
+    def _on_request(self, message: RpcMessage, related: Related) -> None:
         assert not isinstance(message.id, msgspec.UnsetType)
         request_id = message.id
-        task = asyncio.create_task(self._serve(message), name=f"mcp-{self.name}-serve")
+        task = asyncio.create_task(self._serve(message, related), name=f"mcp-{self.name}-serve")
         self._state.serving[request_id] = task
         task.add_done_callback(lambda _t: self._state.serving.pop(request_id, None))
 
-    async def _serve(self, message: RpcMessage) -> None:
+    async def _serve(self, message: RpcMessage, related: Related) -> None:
         method = message.method
         params = message.params if isinstance(message.params, dict) else {}
         answer = RpcMessage(id=message.id)
@@ -587,7 +618,7 @@ class McpSession:
                 roots = await self.handlers.roots() if self.handlers.roots else []
                 answer.result = to_builtins(ListRootsResult(roots=roots))
             elif method == "elicitation/create":
-                answer.result = to_builtins(await self._elicit(params))
+                answer.result = to_builtins(await self._elicit(params, related))
             elif method == "sampling/createMessage":
                 answer.error = RpcError(
                     code=METHOD_NOT_FOUND,
@@ -609,11 +640,11 @@ class McpSession:
             if not self.closed:
                 await self.transport.send(answer)
 
-    async def _elicit(self, params: dict[str, Any]) -> ElicitResult:
+    async def _elicit(self, params: dict[str, Any], related: Related) -> ElicitResult:
         request = msgspec.convert(params, ElicitRequestParams)
         if self.handlers.elicit is None:
             return ElicitResult(action="decline")
-        result = await self.handlers.elicit(request)
+        result = await self.handlers.elicit(request, related)
         if result.action == "accept" and request.mode == "form":
             result = ElicitResult(
                 action="accept", content=apply_defaults(request, result.content or {})

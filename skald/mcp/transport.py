@@ -27,6 +27,8 @@ import os
 import signal
 from abc import ABC, abstractmethod
 from collections import deque
+from dataclasses import dataclass
+from typing import Final
 
 import msgspec
 
@@ -61,6 +63,21 @@ def decode_message(data: bytes | str) -> RpcMessage:
     return message
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Which of our requests a server message came with, as far as the transport knows.
+
+    `known`: the transport can tell (streamable HTTP: a message on a request's POST
+    stream relates to that request, one on the GET stream to none); stdio cannot.
+    `request_id`: the related request, None for none."""
+
+    known: bool
+    request_id: int | str | None = None
+
+
+UNKNOWN_ORIGIN: Final = Origin(known=False)
+
+
 class Transport(ABC):
     """Carries JSON-RPC messages to and from one server.
 
@@ -76,6 +93,10 @@ class Transport(ABC):
 
     @abstractmethod
     async def receive(self) -> RpcMessage: ...
+
+    async def receive_with_origin(self) -> tuple[RpcMessage, Origin]:
+        """`receive`, and which request of ours the message came with (`Origin`)."""
+        return await self.receive(), UNKNOWN_ORIGIN
 
     @abstractmethod
     async def close(self, *, grace: bool = True) -> None:

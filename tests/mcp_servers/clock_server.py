@@ -1,5 +1,6 @@
-"""A small MCP server (official Python SDK, stdio) for the connector tests: a clock, an
-echo that reveals whether a secret reached it, and a slow tool with progress."""
+"""A small MCP server (official Python SDK, stdio; `http PORT` for streamable HTTP) for
+the connector tests: a clock, an echo that reveals whether a secret reached it, a slow
+tool with progress, and elicitations (at once, or once a test creates a file)."""
 
 from __future__ import annotations
 
@@ -55,5 +56,29 @@ async def favourite(ctx: Context) -> str:  # type: ignore[type-arg]
     return f"no answer ({result.action})"
 
 
+async def _until(gate: str) -> None:
+    while not Path(gate).exists():  # noqa: ASYNC110, ASYNC240 - a test server polls a file
+        await asyncio.sleep(0.02)
+
+
+@server.tool()
+async def ask_when(gate: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Once the file `gate` exists, ask for a favourite colour (an elicitation)."""
+    await _until(gate)
+    return await favourite(ctx)
+
+
+@server.tool()
+async def hold(gate: str) -> str:
+    """Wait until the file `gate` exists."""
+    await _until(gate)
+    return "released"
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    import sys
+
+    if sys.argv[1:2] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
