@@ -19,8 +19,9 @@ say why, the model's prompt line says "refused", and nothing of the list is kept
 
 Trap: secrets reach a personal connector through the environment of the `docker exec`
 client (`-e NAME` without a value makes docker copy it from there), never on a command
-line, where `ps` would show it. Known secret values are scrubbed from stderr lines
-before they are stored.
+line, where `ps` would show it. Known secret values (in every spelling, and heads cut
+off by a truncation: `redact.py`) are scrubbed from stderr lines, errors, events and
+log lines before they are stored, shown or logged.
 
 Rule: a `qr` connector's `login_status` and `logout` tools are dropped from the tool
 list the model is offered (`_refresh_tools`, the one place `tools`/`specs` are built);
@@ -46,6 +47,7 @@ import msgspec
 from skald.connectors import oauth
 from skald.connectors.feed import Manifest, OAuthSpec, expand
 from skald.connectors.install import deps_command
+from skald.connectors.redact import redact
 from skald.connectors.store import Connector
 from skald.errors import ConflictError, InvalidInputError
 from skald.log import get_logger
@@ -143,10 +145,7 @@ class Instance:
         self.events.append(Event(at=time.time(), kind=kind, text=self.scrub(text)[:2000]))
 
     def scrub(self, text: str) -> str:
-        for value in self.secrets:
-            if len(value) >= 4:
-                text = text.replace(value, "***")
-        return text
+        return redact(text, self.secrets)
 
     async def run(self) -> None:
         failures = 0
@@ -508,11 +507,14 @@ class Supervisor:
         if member is not None:
             store = self.connectors.secrets(member.handle.db)
             secrets = await store.values(row.name)
+            # From now on: a launch that fails below (a refresh, an install) is scrubbed too.
+            inst.secrets = list(secrets.values())
             if manifest.auth.type == "oauth2" and manifest.auth.oauth is not None:
                 manifest, secrets = await _with_oauth(manifest, manifest.auth.oauth, secrets)
                 for key in (oauth.ACCESS, oauth.REFRESH, oauth.EXPIRES):
                     if key in secrets:
                         await store.put(row.name, key, secrets[key])
+                inst.secrets = list(secrets.values())
         if row.install_dir is None:
             raise McpError(f"connector '{row.name}' is not installed")
         deps_hash = row.manifest.get("_deps_hash")
