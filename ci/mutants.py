@@ -922,16 +922,6 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a household connector's own children outlive it",
     ),
     Mutant(
-        "CM11",
-        "connector stop",
-        "skald/mcp/transport.py",
-        "            transport.close()\n        if cancelled:",
-        "            pass\n        if cancelled:",
-        ("tests/test_connectors_stop.py",),
-        keyword="household_stdio",
-        why="a stopped connector's pipes stay open until garbage collection",
-    ),
-    Mutant(
         "CM12",
         "connector secrets",
         "skald/connectors/redact.py",

@@ -51,7 +51,7 @@ _decode_client = msgspec.json.Decoder(ClientMessage).decode
 async def health(
     rt: NamedDependency[Runtime],
     request: AnyRequest,
-    details: Annotated[bool, QueryParameter(default=False)] = False,
+    details: Annotated[bool, QueryParameter()] = False,
 ) -> Health:
     """Public: status, version, reasons (counts only). `?details=true` from a signed-in
     administrator adds the features' figures; the session is only looked at then, so
