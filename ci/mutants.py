@@ -949,6 +949,16 @@ MUTANTS: tuple[Mutant, ...] = (
         docker=True,
         why="a connector's secret reaches stderr, errors, events and the log",
     ),
+    Mutant(
+        "CM15",
+        "connector list limits",
+        "skald/connectors/tools.py",
+        "    if inst.refusal is not None:\n        return ToolResult.error(",
+        "    if False:\n        return ToolResult.error(",
+        ("tests/test_connectors_limits.py",),
+        keyword="growing",
+        why="a call to a refused connector waits and answers 'not running' instead of why",
+    ),
 )
 
 

@@ -16,11 +16,14 @@ from conftest import PASSWORD, Client
 from connector_support import python_connector
 from fake_llm import FakeLLM
 
+from skald.agent import CancelScope, ToolContext
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
 from skald.connectors.supervisor import Instance
+from skald.connectors.tools import ConnectorTool
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.llm.types import ToolSpec
 
 MakeClient = Callable[[], Awaitable[Client]]
 REFUSED = "connector 'flood' refused: it lists more than 512 tools (the limit)"
@@ -149,3 +152,12 @@ async def test_a_connector_growing_past_the_limit_while_running_is_refused(
     assert flood.tools == [] and flood.specs == [] and flood.retained_bytes == 0
     assert REFUSED in [e.text for e in flood.events]
     assert session.closed
+    # A call the model made from an earlier turn's tool list gets a short answer at once.
+    member = runtime.user_runtimes[household["ada"]]
+    ctx = ToolContext(conversation_id="c", call_id="k", depth=0, cancel=CancelScope(), sink=print)
+    spec = ToolSpec(name="mcp__flood__t1", description="", parameters={"type": "object"})
+    result = await ConnectorTool(spec, flood, "t1", member).run({}, ctx)
+    assert result.is_error
+    assert result.content == (
+        "connector 'flood' is refused: it lists more than 512 tools (the limit)"
+    )
