@@ -540,3 +540,20 @@ async def test_role_route_matrix(
         and not r[1].startswith("/{")
     } - in_matrix
     assert not missing, f"routes without a row in the matrix: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("who", ["anon", A, M, C])
+async def test_health_details_are_for_administrators_only(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, who: str
+) -> None:
+    client = await make_client()
+    if who != "anon":
+        await client.login({"admin": "mum", "member": "ada", "child": "tim"}[who])
+    r = await client.call("GET", "/api/health?details=true")
+    assert r.status_code == 200
+    details = r.json()["admin"]
+    if who == A:
+        assert details["connectors"] == {"instances": 0, "retained_bytes": 0, "members": []}
+    else:
+        assert details is None
+    assert (await client.call("GET", "/api/health")).json()["admin"] is None

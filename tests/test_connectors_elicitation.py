@@ -119,7 +119,7 @@ async def home(
     try:
         feed = simple_feed(tmp_path / "feed", clock=extra)
         c = service.require(runtime.plugins)
-        c.config = msgspec.structs.replace(c.config, feed=str(feed))
+        c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
         await c.installer.install(c.feed(), "clock")
         for name in ("ada", "mum"):
             await c.store.set_active("clock", household[name], True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -39,6 +39,9 @@ class Health(msgspec.Struct, frozen=True, kw_only=True):
     reasons: list[str]
     # The sandboxes' Docker: ok, starting, unreachable, image_missing or disabled.
     docker: str = "disabled"
+    # Only for `?details=true` from a signed-in administrator (`admin.system`): the
+    # features' figures (`skald_health_details`), e.g. connectors' retained memory.
+    admin: dict[str, Any] | None = None
 
 
 class Me(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,12 +14,17 @@ deactivate the connector or lose its grant (`stop_member`, awaited: synchronous)
 Rule: a dead instance is restarted with exponential back-off (1 s doubling, capped at
 `BACKOFF_CAP_S`); after `max_restarts` failed starts in a row it is marked failed, and
 the last error and stderr lines go to the catalogue row (administrators see them).
-A start that reached "running" resets the count.
+A start that reached "running" resets the count. A connector whose tool list is over
+the client's limits (`skald.mcp.Limits`: 512 tools, 4 MiB) is refused at once, without
+restarts (`ListTooLarge`; also when it grows there later): the card and the catalogue row
+say why, the model's prompt line says "refused", and nothing of the list is kept.
+`Supervisor.retained()` sums what the running instances keep, per member.
 
 Trap: secrets reach a personal connector through the environment of the `docker exec`
 client (`-e NAME` without a value makes docker copy it from there), never on a command
-line, where `ps` would show it. Known secret values are scrubbed from stderr lines
-before they are stored.
+line, where `ps` would show it. Known secret values (in every spelling, and heads cut
+off by a truncation: `redact.py`) are scrubbed from stderr lines, errors, events and
+log lines before they are stored, shown or logged.
 
 Rule: a `qr` connector's `login_status` and `logout` tools are dropped from the tool
 list the model is offered (`_refresh_tools`, the one place `tools`/`specs` are built);
@@ -46,12 +51,14 @@ from skald.connectors.feed import Manifest, OAuthSpec, expand
 from skald.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, HouseholdBoxes
 from skald.connectors.install import deps_command
 from skald.connectors.procgroup import MarkedGroup
+from skald.connectors.redact import redact
 from skald.connectors.store import Connector
 from skald.errors import ConflictError, InvalidInputError
 from skald.log import get_logger
 from skald.mcp import (
     Handlers,
     HttpTransport,
+    ListTooLarge,
     LogRecord,
     McpError,
     McpSession,
@@ -122,6 +129,7 @@ class Instance:
         self.state: State = "starting"
         self.session: McpSession | None = None
         self.tools: list[Tool] = []
+        self.listed_bytes = 0  # JSON bytes of `tools` as the server sent them
         self.specs: list[ToolSpec] = []
         self.refused: list[str] = []
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
@@ -131,15 +139,21 @@ class Instance:
         self.secrets: list[str] = []
         self.tools_version = 0
         self.boxes: HouseholdBoxes | None = None  # set when it runs in a box of its own
+        # Why the connector was refused (its tool list over the limits): a short text
+        # for the model's prompt line; None while it is not.
+        self.refusal: ListTooLarge | None = None
+
+    @property
+    def retained_bytes(self) -> int:
+        """What this instance keeps of its server's lists, as JSON bytes (the tool list
+        and its schemas): the figure `/api/health` sums per member for administrators."""
+        return self.listed_bytes if self.tools else 0
 
     def note(self, kind: str, text: str) -> None:
         self.events.append(Event(at=time.time(), kind=kind, text=self.scrub(text)[:2000]))
 
     def scrub(self, text: str) -> str:
-        for value in self.secrets:
-            if len(value) >= 4:
-                text = text.replace(value, "***")
-        return text
+        return redact(text, self.secrets)
 
     async def run(self) -> None:
         failures = 0
@@ -163,10 +177,16 @@ class Instance:
                 self.ready.set()
                 failures, backoff = 0, BACKOFF_START_S
                 failure = await session.wait_closed()
+                if self.refusal is not None:
+                    raise self.refusal  # the list grew past the limits (`_tools_changed`)
                 error = str(failure) if failure else "the session ended"
                 stderr = session.stderr_tail(STDERR_KEPT)
             except asyncio.CancelledError:
                 raise
+            except ListTooLarge as exc:
+                # Not a crash: the same files list the same again; no restarts.
+                await self._refuse(exc)
+                return
             except Exception as exc:
                 error = str(exc) or type(exc).__name__
                 if transport is not None:
@@ -202,6 +222,16 @@ class Instance:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_CAP_S)
 
+    async def _refuse(self, exc: ListTooLarge) -> None:
+        self.ready.clear()
+        self.refusal = exc
+        self.tools, self.specs, self.listed_bytes = [], [], 0
+        text = self.scrub(str(exc))
+        self.note("error", text)
+        self.state = "failed"
+        log.warning("connector refused", connector=self.name, owner=self.owner or "household")
+        await self.sup.connectors.store.note_failure(self.name, text, None)
+
     def _transport(self, launch: Launch) -> Transport:
         if launch.url is not None:
             return HttpTransport(launch.url, launch.headers)
@@ -223,6 +253,7 @@ class Instance:
             # must neither log the member out nor read their QR code.
             listed = [t for t in listed if t.name not in DEVICE_TOOLS]
         self.tools = listed
+        self.listed_bytes = self.session.listed.get("tools/list", (0, 0))[1]
         self.specs, refused = tool_specs(self.name, self.tools)
         self.refused = [str(r) for r in refused]
         for problem in self.refused:
@@ -231,9 +262,18 @@ class Instance:
 
     async def _tools_changed(self) -> None:
         # The prompt's connector block and the tool set are built from `specs` each turn.
-        with contextlib.suppress(McpError):
+        try:
             await self._refresh_tools()
-            self.note("state", f"tool list changed: {len(self.specs)} tools")
+        except ListTooLarge as exc:
+            # Grown past the limits: end the session; `run` refuses the connector.
+            self.refusal = exc
+            self.tools, self.specs, self.listed_bytes = [], [], 0
+            if self.session is not None:
+                await self.session.close()
+            return
+        except McpError:
+            return
+        self.note("state", f"tool list changed: {len(self.specs)} tools")
 
     def _on_log(self, record: LogRecord) -> None:
         self.note("log", f"{record.level}: {record.text}")
@@ -443,6 +483,15 @@ class Supervisor:
 
     # -- what members see ------------------------------------------------------------
 
+    def retained(self) -> dict[str, tuple[int, int]]:
+        """Per owner (a user id; "" for the household): (instances, JSON bytes of the
+        tool lists they keep). For administrators, in `/api/health`."""
+        out: dict[str, tuple[int, int]] = {}
+        for (owner, _name), inst in self.instances.items():
+            count, size = out.get(owner, (0, 0))
+            out[owner] = (count + 1, size + inst.retained_bytes)
+        return out
+
     def instance_for(self, user_id: str, row: Connector) -> Instance | None:
         owner = "" if row.scope == "household" else user_id
         return self.instances.get((owner, row.name))
@@ -486,11 +535,14 @@ class Supervisor:
         if member is not None:
             store = self.connectors.secrets(member.handle.db)
             secrets = await store.values(row.name)
+            # From now on: a launch that fails below (a refresh, an install) is scrubbed too.
+            inst.secrets = list(secrets.values())
             if manifest.auth.type == "oauth2" and manifest.auth.oauth is not None:
                 manifest, secrets = await _with_oauth(manifest, manifest.auth.oauth, secrets)
                 for key in (oauth.ACCESS, oauth.REFRESH, oauth.EXPIRES):
                     if key in secrets:
                         await store.put(row.name, key, secrets[key])
+                inst.secrets = list(secrets.values())
         if row.install_dir is None:
             raise McpError(f"connector '{row.name}' is not installed")
         deps_hash = row.manifest.get("_deps_hash")

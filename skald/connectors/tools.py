@@ -46,6 +46,8 @@ async def _call(
 ) -> ToolResult:
     from skald.connectors.supervisor import CallSite
 
+    if inst.refusal is not None:
+        return ToolResult.error(f"connector '{inst.name}' is refused: {inst.refusal.problem}")
     try:
         await asyncio.wait_for(inst.ready.wait(), START_WAIT_S)
     except TimeoutError:
@@ -237,6 +239,8 @@ def prompt_block(instances: dict[str, Instance], catalogue_above: int) -> str:
         inst = instances[name]
         about = " ".join(inst.connector.description.split())[:160]
         state = "" if inst.state == "running" else f" ({inst.state})"
+        if inst.refusal is not None:
+            state = f" (refused: {inst.refusal.problem})"
         lines.append(f"- {name}{state}: {about} [{len(inst.specs)} tools]")
     lines.append("")
     if catalogue:

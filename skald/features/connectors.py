@@ -75,6 +75,30 @@ def skald_services(runtime: Runtime) -> list[ServiceSpec]:
 
 
 @hookimpl
+def skald_health_details(runtime: Runtime) -> dict[str, Any] | None:
+    """What running connectors keep of their servers' tool lists, per member."""
+    from skald.connectors.service import of
+
+    connectors = of(runtime.plugins)
+    if connectors is None or connectors.supervisor is None:
+        return None
+    members = []
+    for owner, (count, size) in sorted(connectors.supervisor.retained().items()):
+        member = runtime.user_runtimes.get(owner)
+        name = member.user.username if member is not None else None
+        members.append(
+            {"user_id": owner or None, "username": name, "instances": count, "retained_bytes": size}
+        )
+    return {
+        "connectors": {
+            "instances": sum(m["instances"] for m in members),
+            "retained_bytes": sum(m["retained_bytes"] for m in members),
+            "members": members,  # user_id None: the household's own instances
+        }
+    }
+
+
+@hookimpl
 def skald_member_services(member: UserRuntime) -> list[ServiceSpec]:
     from skald.connectors.service import of
 

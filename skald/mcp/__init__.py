@@ -18,6 +18,7 @@ docs/dev/connectors.md for the rules and traps.
 
 from skald.mcp.errors import (
     Disconnected,
+    ListTooLarge,
     McpError,
     RemoteError,
     RequestTimeout,
@@ -29,6 +30,7 @@ from skald.mcp.oauth import ClientInfo, McpOAuth, MemoryStore, OAuthError, OAuth
 from skald.mcp.session import (
     CLIENT_INFO,
     Handlers,
+    Limits,
     LogRecord,
     McpSession,
     ProgressCallback,
@@ -68,6 +70,8 @@ __all__ = [
     "Handlers",
     "HttpTransport",
     "Implementation",
+    "Limits",
+    "ListTooLarge",
     "LogRecord",
     "McpError",
     "McpOAuth",

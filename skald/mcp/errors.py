@@ -11,6 +11,9 @@ secret (the transport never puts headers or environment into a message).
 - `RemoteError`: the server answered a request with a JSON-RPC error; the session lives.
 - `RequestTimeout`: no answer in time; the request was cancelled, the session lives.
 - `SchemaError`: a tool's description cannot be offered to a model.
+- `ListTooLarge`: a list (tools, resources, prompts) goes past the session's `Limits`;
+  nothing of it is kept. The session lives; the caller decides (the supervisor refuses
+  the connector).
 
 Trap: `asyncio.CancelledError` is not an `McpError` and is never turned into one: a
 cancelled call propagates cancellation (after telling the server).
@@ -65,3 +68,13 @@ class SchemaError(McpError):
         self.tool = tool
         self.problem = problem
         super().__init__(f"connector '{name}' tool '{tool}' cannot be offered: {problem}")
+
+
+class ListTooLarge(McpError):
+    """A server's list is over a limit (`Limits`); `problem` is short, for a prompt line."""
+
+    def __init__(self, name: str, method: str, problem: str) -> None:
+        self.name = name
+        self.method = method
+        self.problem = problem
+        super().__init__(f"connector '{name}' refused: {problem}")

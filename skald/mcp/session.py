@@ -30,6 +30,9 @@ Traps:
   answer to finish the very call we wait for (elicitation inside `tools/call`).
 - Notifications from the server must not be able to grow memory: log records live in a
   bounded deque and are truncated; callbacks are the caller's to keep cheap.
+- Lists are bounded across pages too (`Limits`: 512 entries, 4 MiB of JSON), checked on
+  each page before it joins the list: the page limit alone (100 pages of up to 16 MiB)
+  let a server make us keep gigabytes.
 - Progress tokens are ours (never reused in one session) and unknown tokens are ignored.
 """
 
@@ -46,7 +49,13 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from skald.mcp.errors import Disconnected, RemoteError, RequestTimeout, TransportClosed
+from skald.mcp.errors import (
+    Disconnected,
+    ListTooLarge,
+    RemoteError,
+    RequestTimeout,
+    TransportClosed,
+)
 from skald.mcp.transport import Origin, Transport
 from skald.mcp.wire import (
     INVALID_PARAMS,
@@ -90,6 +99,11 @@ MAX_LOG_RECORDS = 200
 MAX_LOG_CHARS = 4000
 # A server that pages forever (or loops its cursor) is broken, not large.
 MAX_PAGES = 100
+# What one list (tools, resources, prompts) may hold, across its pages: a connector's
+# files may be a member's (personal connectors), and what we keep of its lists stays in
+# the server's memory while it runs (issue 20, item 5: 150 000 tools kept 205 MiB).
+MAX_LIST_ITEMS = 512
+MAX_LIST_BYTES = 4 * 1024 * 1024
 
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 
@@ -102,6 +116,15 @@ class Timeouts:
     handshake: float = 30.0
     request: float = 60.0
     tool_call: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a list may hold across its pages: `list_items` entries and `list_bytes` of
+    JSON (its entries as the server sent them). Past either: `ListTooLarge`."""
+
+    list_items: int = MAX_LIST_ITEMS
+    list_bytes: int = MAX_LIST_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,10 +193,11 @@ async def connect(
     handlers: Handlers | None = None,
     timeouts: Timeouts | None = None,
     client_info: Implementation = CLIENT_INFO,
+    limits: Limits | None = None,
 ) -> McpSession:
     """Open the transport and do the handshake; `Disconnected` if either fails (the
     transport is then closed: a process is killed and reaped)."""
-    session = McpSession(transport, name=name, handlers=handlers, timeouts=timeouts)
+    session = McpSession(transport, name=name, handlers=handlers, timeouts=timeouts, limits=limits)
     try:
         await session._start(client_info)
     except BaseException:
@@ -195,11 +219,16 @@ class McpSession:
         name: str,
         handlers: Handlers | None = None,
         timeouts: Timeouts | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
         self.transport = transport
         self.handlers = handlers or Handlers()
         self.timeouts = timeouts or Timeouts()
+        self.limits = limits or Limits()
+        # Per list method, the last complete listing: (entries, bytes of JSON). What a
+        # caller keeps of it is its own; this is the figure to account it by.
+        self.listed: dict[str, tuple[int, int]] = {}
         self.logs: deque[LogRecord] = deque(maxlen=MAX_LOG_RECORDS)
         self.server_info: Implementation | None = None
         self.server_capabilities = ServerCapabilities()
@@ -419,18 +448,41 @@ class McpSession:
         await self._request("ping", None, timeout=self.timeouts.request)
 
     async def list_tools(self) -> list[Tool]:
-        """Every tool, following `nextCursor` to the last page."""
-        tools: list[Tool] = []
+        """Every tool, following `nextCursor` to the last page (`ListTooLarge` past the
+        limits)."""
+        return await self._list_all("tools/list", ListToolsResult, "tools", "tools")
+
+    async def _list_all(self, method: str, kind: type[Any], key: str, noun: str) -> list[Any]:
+        """Every page of a list, counted and measured page by page, before a page joins
+        what is kept: a server cannot make us hold more than `Limits` of it."""
+        items: list[Any] = []
+        size = 0
         cursor: str | None = None
         for _ in range(MAX_PAGES):
             params = {"cursor": cursor} if cursor is not None else None
-            raw = await self._request("tools/list", params, timeout=self.timeouts.request)
-            page = await self._decode(raw, ListToolsResult, "tools/list")
-            tools.extend(page.tools)
+            raw = await self._request(method, params, timeout=self.timeouts.request)
+            listed = raw.get(key)
+            if isinstance(listed, list):
+                size += len(msgspec.json.encode(listed))
+                self._check_list(method, noun, len(items) + len(listed), size)
+            page = await self._decode(raw, kind, method)
+            items.extend(getattr(page, key))
             if not isinstance(page.next_cursor, str) or not page.next_cursor:
-                return tools
+                self.listed[method] = (len(items), size)
+                return items
             cursor = page.next_cursor
-        raise await self._abort(f"protocol error: tools/list still paging after {MAX_PAGES} pages")
+        raise await self._abort(f"protocol error: {method} still paging after {MAX_PAGES} pages")
+
+    def _check_list(self, method: str, noun: str, count: int, size: int) -> None:
+        limits = self.limits
+        if count > limits.list_items:
+            problem = f"it lists more than {limits.list_items} {noun} (the limit)"
+        elif size > limits.list_bytes:
+            problem = f"its {noun} list is over {limits.list_bytes // 1024} KiB (the limit)"
+        else:
+            return
+        self.listed.pop(method, None)
+        raise ListTooLarge(self.name, method, problem)
 
     async def call_tool(
         self,
@@ -456,38 +508,14 @@ class McpSession:
         return await self._decode(raw, CallToolResult, "tools/call")
 
     async def list_resources(self) -> list[Resource]:
-        resources: list[Resource] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            params = {"cursor": cursor} if cursor is not None else None
-            raw = await self._request("resources/list", params, timeout=self.timeouts.request)
-            page = await self._decode(raw, ListResourcesResult, "resources/list")
-            resources.extend(page.resources)
-            if not isinstance(page.next_cursor, str) or not page.next_cursor:
-                return resources
-            cursor = page.next_cursor
-        raise await self._abort(
-            f"protocol error: resources/list still paging after {MAX_PAGES} pages"
-        )
+        return await self._list_all("resources/list", ListResourcesResult, "resources", "resources")
 
     async def read_resource(self, uri: str) -> ReadResourceResult:
         raw = await self._request("resources/read", {"uri": uri}, timeout=self.timeouts.request)
         return await self._decode(raw, ReadResourceResult, "resources/read")
 
     async def list_prompts(self) -> list[Prompt]:
-        prompts: list[Prompt] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):
-            params = {"cursor": cursor} if cursor is not None else None
-            raw = await self._request("prompts/list", params, timeout=self.timeouts.request)
-            page = await self._decode(raw, ListPromptsResult, "prompts/list")
-            prompts.extend(page.prompts)
-            if not isinstance(page.next_cursor, str) or not page.next_cursor:
-                return prompts
-            cursor = page.next_cursor
-        raise await self._abort(
-            f"protocol error: prompts/list still paging after {MAX_PAGES} pages"
-        )
+        return await self._list_all("prompts/list", ListPromptsResult, "prompts", "prompts")
 
     async def set_log_level(self, level: LogLevel) -> None:
         """Ask the server to send log notifications from `level` up."""

@@ -216,9 +216,16 @@ class StdioTransport(Transport):
         if proc.stdin is not None:
             with contextlib.suppress(Exception):
                 proc.stdin.close()
+        cancelled = False
         if grace and proc.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), EXIT_GRACE_SECONDS)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), EXIT_GRACE_SECONDS)
+            except asyncio.CancelledError:
+                # A stop arriving while an instance closes a session of its own: finish
+                # the close first (kill, reap, pipes), then let the cancellation go on;
+                # else the process outlives the connector with its pipes open.
+                cancelled = True
         # Whatever the leader did, its group goes: children it forked must not linger.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -230,3 +237,5 @@ class StdioTransport(Transport):
         transport = getattr(proc, "_transport", None)
         if transport is not None:
             transport.close()
+        if cancelled:
+            raise asyncio.CancelledError

@@ -197,3 +197,9 @@ class Plugins:
 
     def notification_channels(self, runtime: Runtime) -> list[NotificationChannel]:
         return self._concat(self.pm.hook.skald_notification_channels(runtime=runtime))
+
+    def health_details(self, runtime: Runtime) -> dict[str, Any]:
+        details: dict[str, Any] = {}
+        for answer in self._in_order(self.pm.hook.skald_health_details(runtime=runtime)):
+            details.update(answer)
+        return details

@@ -115,3 +115,10 @@ def skald_member_services(member: UserRuntime) -> Iterable[ServiceSpec] | None:
     """Background work of one member while their data is unlocked: added to the member's
     own runner when it is built (unlock, or boot for unencrypted members) and stopped,
     with it, when their data is locked or the account is deactivated."""
+
+
+@hookspec
+def skald_health_details(runtime: Runtime) -> Mapping[str, Any] | None:
+    """Figures for administrators in `GET /api/health?details=true` (`admin`, one key
+    per feature, e.g. `{"connectors": {...}}`): counts and sizes, never names of files or
+    secret values. Called per request; keep it cheap and synchronous."""

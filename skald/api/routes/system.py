@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import WebSocket, get, websocket
 from litestar.di import NamedDependency
 from litestar.exceptions import WebSocketDisconnect
+from litestar.params import QueryParameter
 
+from skald.api.deps import AnyRequest
 from skald.api.schemas import Health
-from skald.api.security import principal_of
+from skald.api.security import SESSION_COOKIE, principal_of
 from skald.core.events import (
     ClientMessage,
     Connection,
@@ -29,6 +31,7 @@ from skald.core.runtime import Runtime
 from skald.errors import SkaldError
 from skald.files.tools import FILES
 from skald.files.watch import DirWatcher
+from skald.permissions import ADMIN_SYSTEM
 
 # A client that has not answered two heartbeats (`server.heartbeat_s`) is gone
 # (sleeping laptop, lost Wi-Fi).
@@ -45,8 +48,16 @@ _decode_client = msgspec.json.Decoder(ClientMessage).decode
 
 
 @get("/api/health", opt={"public": True})
-async def health(rt: NamedDependency[Runtime]) -> Health:
+async def health(
+    rt: NamedDependency[Runtime],
+    request: AnyRequest,
+    details: Annotated[bool, QueryParameter()] = False,
+) -> Health:
+    """Public: status, version, reasons (counts only). `?details=true` from a signed-in
+    administrator adds the features' figures; the session is only looked at then, so
+    the page's polling never touches (and so never keeps alive) an idle session."""
     status, reasons = rt.health()
+    admin = await _admin_details(rt, request) if details else None
     return Health(
         status="ok" if status == "ok" else "degraded",
         version=rt.version,
@@ -54,7 +65,16 @@ async def health(rt: NamedDependency[Runtime]) -> Health:
         started_at=rt.started_at,
         reasons=reasons,
         docker=rt.docker_state,
+        admin=admin,
     )
+
+
+async def _admin_details(rt: Runtime, request: AnyRequest) -> dict[str, Any] | None:
+    token = request.cookies.get(SESSION_COOKIE)
+    principal = await rt.sessions.resolve(token) if token else None
+    if principal is None or not principal.can(ADMIN_SYSTEM):
+        return None  # the public answer, as without `details`
+    return rt.plugins.health_details(rt)
 
 
 async def _pump_out(socket: WebSocket[Any, Any, Any], conn: Connection) -> None:
