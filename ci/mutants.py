@@ -62,6 +62,8 @@ ORIGIN = ("tests/test_server.py",)
 USERS = ("tests/test_users.py",)
 MIGRATIONS = ("tests/test_migrations.py",)
 NOTES = ("tests/test_shared_memory.py",)
+KEPT = ("tests/test_kept_keys.py",)
+PUSH = ("tests/test_push_endpoints.py", "tests/test_webpush.py")
 
 MUTANTS: tuple[Mutant, ...] = (
     # -- approvals: rules, bypasses, helpers --------------------------------------------
@@ -822,6 +824,116 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="wal",
         docker=False,
         why="a storage-limit decision",
+    ),
+    # -- misc (issues 20 and 32): kept keys (KK) ------------------------------------------------
+    Mutant(
+        "KK1",
+        "kept keys",
+        "skald/core/kept_keys.py",
+        "            if old is not None:\n                _wipe(old)\n",
+        "",
+        KEPT,
+        why="keeping again leaves the replaced sealed copy's bytes on the disk",
+    ),
+    Mutant(
+        "KK2",
+        "kept keys",
+        "skald/core/kept_keys.py",
+        "        for path in leftovers:\n            _wipe_path(path)\n",
+        "",
+        KEPT,
+        why="a temporary copy a crashed keep left survives the revoke",
+    ),
+    Mutant(
+        "KK3",
+        "kept keys",
+        "skald/core/kept_keys.py",
+        '    os.pwrite(fd, b"\\0" * os.fstat(fd).st_size, 0)',
+        "    os.ftruncate(fd, 0)",
+        KEPT,
+        why="truncating instead of overwriting leaves the bytes in free blocks",
+    ),
+    Mutant(
+        "KK4",
+        "kept keys",
+        "skald/core/kept_keys.py",
+        "    try:\n        _wipe(fd)\n    finally:",
+        "    try:\n        pass\n    finally:",
+        KEPT,
+        why="revoking only unlinks the sealed file",
+    ),
+    # -- misc (issues 20 and 32): Web Push endpoints (W) ----------------------------------------
+    Mutant(
+        "W1",
+        "push endpoints",
+        "skald/notify/pinned.py",
+        '_NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")',
+        '_NUMERIC_LABEL = re.compile(r"[0-9]+")',
+        PUSH,
+        why="a hex spelling (0x7f.1, 0xa9fea9fe) of a private address passes",
+    ),
+    Mutant(
+        "W2",
+        "push endpoints",
+        "skald/notify/pinned.py",
+        "    if not address.is_global or address.is_multicast:",
+        "    if not address.is_global:",
+        PUSH,
+        why="multicast counts as public (is_global says so on 3.11)",
+    ),
+    Mutant(
+        "W3",
+        "push endpoints",
+        "skald/notify/pinned.py",
+        "        return all(is_public(inner) for inner in _embedded(address))",
+        "        return True",
+        PUSH,
+        why="loopback carried in a 6to4 / NAT64 / mapped IPv6 address passes",
+    ),
+    Mutant(
+        "W4",
+        "push endpoints",
+        "skald/notify/pinned.py",
+        "        if not addresses or not all(self._permit(a) for a in addresses):",
+        "        if not addresses or not self._permit(addresses[0]):",
+        PUSH,
+        why="only the first resolved address is checked",
+    ),
+    Mutant(
+        "W5",
+        "push endpoints",
+        "skald/notify/pinned.py",
+        "                    str(address), port, timeout, local_address, socket_options",
+        "                    host, port, timeout, local_address, socket_options",
+        PUSH,
+        why="the connection looks the name up again (DNS rebinding)",
+    ),
+    Mutant(
+        "W6",
+        "push endpoints",
+        "skald/core/notifications.py",
+        "(lambda _a: True) if allow else is_public",
+        "(lambda _a: True)",
+        PUSH,
+        why="the service's client connects wherever a name resolves",
+    ),
+    Mutant(
+        "W7",
+        "push endpoints",
+        "skald/notify/webpush.py",
+        "    except (EndpointRefusedError, httpx.InvalidURL):\n",
+        "    except EndpointRefusedError:\n",
+        PUSH,
+        why="one device's invalid URL stops the member's other devices",
+    ),
+    Mutant(
+        "W8",
+        "push endpoints",
+        "skald/notify/pinned.py",
+        "        if canonical != host:\n",
+        "        if False:\n",
+        PUSH,
+        why="a numeric spelling (2130706433, 127.1, 0) is resolved instead of refused",
     ),
 )
 
