@@ -868,6 +868,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="unknown_name",
         why="plain accounts' checks are not sampled",
     ),
+    Mutant(
+        "LS5",
+        "login storm",
+        "skald/core/kdf_pool.py",
+        "            loop.call_later(max(0.0, end - loop.time()), self._done, None)",
+        "            self._done(None)",
+        ("tests/test_login_throttle.py",),
+        keyword="imitat or unknown_name",
+        why="a cancelled imitation frees its slot at once, unlike a derivation",
+    ),
     # -- misc (issues 20 and 32): look-alike names (NM) -----------------------------------------
     Mutant(
         "NM1",

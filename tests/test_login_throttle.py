@@ -331,3 +331,24 @@ async def test_an_imitation_waits_a_measured_duration_and_derives_nothing() -> N
         assert len(set(sleep.asked)) > 1  # drawn from the sample, not one fixed figure
     finally:
         pool.close()
+
+
+async def test_a_cancelled_imitation_keeps_its_slot_until_its_drawn_end_like_a_derivation() -> None:
+    """A derivation whose caller left holds its slot until it ends; so does an imitation
+    (else a client that disconnects would free slots only for unknown names)."""
+    sleep = HeldSleep()  # never returns by itself: the caller leaves first
+    pool = KdfPool(workers=1, queue=0, sleep=sleep)
+    try:
+        fake = asyncio.ensure_future(pool.imitate(_sampled(0.2), lambda: None))
+        await asyncio.sleep(0)
+        assert sleep.asked == [0.2]
+        fake.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await fake
+        assert pool.admitted == 1
+        with pytest.raises(KdfBusyError):
+            await pool.imitate(_sampled(0.2), lambda: None)
+        await asyncio.sleep(0.4)  # a timer due after the 0.2 s one: runs after it
+        assert pool.admitted == 0 and pool.running == 0
+    finally:
+        pool.close()
