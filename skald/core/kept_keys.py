@@ -59,19 +59,20 @@ class KeptKeys:
         sealed = self._key.seal(dek.hex(), _purpose(user_id)).encode()
         target = self.path(user_id)
         tmp = self.folder / f".{target.name}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         old = _open_for_wipe(target)  # the copy the rename replaces, wiped after it
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(sealed)
-                out.flush()
-                os.fsync(out.fileno())
-            tmp.replace(target)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(sealed)
+                    out.flush()
+                    os.fsync(out.fileno())
+                tmp.replace(target)
+            except BaseException:
+                _wipe_path(tmp)
+                raise
             if old is not None:
                 _wipe(old)
-        except BaseException:
-            _wipe_path(tmp)
-            raise
         finally:
             if old is not None:
                 os.close(old)
