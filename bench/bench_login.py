@@ -21,6 +21,11 @@ the benchmark records each latency:
    127.0.1.i (127.0.0.0/8 is all loopback), so no per-account or per-address budget
    stops it: only the key-derivation pool's bound does.
 
+Before the phases, five members are signed in (so five are unlocked, as in a household in
+the evening), and the "timing" line compares sign-ins, one at a time from addresses of
+their own, for a name that does not exist and for a member with a wrong password
+(median, 10th and 90th percentile): the two must not be told apart.
+
 During each storm a browser that signed `bo` in before (it holds the device cookie)
 signs in once more with the right password; the table shows its answer and time. A
 thread reads the server's VmRSS every 20 ms; VmHWM is read at the end. The table gives
@@ -53,6 +58,12 @@ from bench_web import Connection, percentile, proc_cpu_s, proc_status
 from harness import Api, ServerProcess
 
 MEMBER_PW = "a member's long password"
+# Signed in before the phases: five members unlocked. The last three also take the wrong
+# passwords of the timing comparison (five free attempts each, so no 429; `ada` is left
+# for the one-address storm).
+MEMBERS = ("bo", "ada", "cy", "di", "ed")
+TIMING_ACCOUNTS = MEMBERS[2:]
+TIMING_ROUNDS = 15  # 5 per account
 ATTACKERS = 100
 LIST_PATH = "/api/files/dir?path=~"
 GAP_S = 0.02
@@ -173,6 +184,36 @@ async def known_browser_login(url: str, device: str | None, after_s: float) -> s
         return f"{r.status_code} in {time.perf_counter() - t0:.2f} s"
 
 
+def sign_in_times(url: str, rounds: int) -> dict[str, list[float]]:
+    """Alternate a name that does not exist and a wrong password, each from its own address."""
+    times: dict[str, list[float]] = {"unknown name": [], "wrong password": []}
+    for i in range(rounds):
+        for kind, username, third in (
+            ("unknown name", f"nobody-{i}", 2),
+            ("wrong password", TIMING_ACCOUNTS[i % len(TIMING_ACCOUNTS)], 3),
+        ):
+            transport = httpx.HTTPTransport(local_address=f"127.0.{third}.{i + 1}")
+            with httpx.Client(transport=transport, timeout=60) as http:
+                t0 = time.perf_counter()
+                r = http.post(
+                    f"{url}/api/auth/login", json={"username": username, "password": "wrong!"}
+                )
+                elapsed = time.perf_counter() - t0
+            if r.status_code != 401:
+                raise SystemExit(f"timing: {username} got {r.status_code}, not 401")
+            times[kind].append(elapsed)
+    return times
+
+
+def report_times(times: dict[str, list[float]]) -> None:
+    for kind, values in times.items():
+        ms = sorted(v * 1000 for v in values)
+        print(
+            f"  timing, {kind:<15} n={len(ms):<3} p10 {percentile(ms, 10):7.1f} ms  "
+            f"median {statistics.median(ms):7.1f} ms  p90 {percentile(ms, 90):7.1f} ms"
+        )
+
+
 def report(args: argparse.Namespace, phases: list[Phase], memory: dict[str, int]) -> None:
     print(f"skald login storm benchmark, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}")
     print(
@@ -216,17 +257,21 @@ def main(argv: list[str] | None = None) -> int:
         server = ServerProcess(Path(tmp), SKALD_SECURITY_KDF_PROFILE="default")
         try:
             server.create_admin()
-            server.add_user("bo", MEMBER_PW)
-            server.add_user("ada", MEMBER_PW)
+            for name in MEMBERS:
+                server.add_user(name, MEMBER_PW)
             server.start()
             assert server.proc is not None
             pid = server.proc.pid
-            bo = Api(server.url)
-            bo.login("bo", MEMBER_PW)
+            signed_in = {name: Api(server.url) for name in MEMBERS}
+            for name, api in signed_in.items():
+                api.login(name, MEMBER_PW)
+            bo = signed_in["bo"]
             cookie = bo.session_cookie
             device = bo.http.cookies.get("skald_device")
             time.sleep(SETTLE_S)
             memory = {"rest": proc_status(pid, "VmRSS"), "hwm_before": proc_status(pid, "VmHWM")}
+            times = sign_in_times(server.url, 6 if args.quick else TIMING_ROUNDS)
+            time.sleep(SETTLE_S)
             phases = [
                 Phase("idle"),
                 Phase("storm, one address"),
@@ -236,8 +281,10 @@ def main(argv: list[str] | None = None) -> int:
                 asyncio.run(run_phase(server.url, pid, cookie, device, phase, storm, args.seconds))
                 time.sleep(SETTLE_S)
             memory["hwm_after"] = proc_status(pid, "VmHWM")
-            bo.close()
+            for api in signed_in.values():
+                api.close()
             report(args, phases, memory)
+            report_times(times)
             try:
                 server.stop()
             except subprocess.TimeoutExpired:

@@ -28,6 +28,7 @@ import hmac
 import json
 import os
 import secrets
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -169,16 +170,24 @@ def decrypt(body: bytes, sub: Subscription) -> bytes:
 
 
 class PushDouble:
-    def __init__(self, server_key: str) -> None:
+    """`tls` (a server context) and `name` make it an https service for that host name;
+    `hosts` and `sni` record the Host headers and TLS server names it was sent."""
+
+    def __init__(
+        self, server_key: str, *, tls: ssl.SSLContext | None = None, name: str = "127.0.0.1"
+    ) -> None:
         self.server_key = server_key
         self.subscriptions: dict[str, Subscription] = {}
         self.messages: list[dict[str, Any]] = []  # accepted, decrypted
         self.refusals: list[str] = []
+        self.hosts: list[str] = []
+        self.sni: list[str | None] = []
         self._lock = threading.Lock()
         double = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                double.hosts.append(self.headers.get("Host") or "")
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 status, reason = double.receive(self.path, self.headers, body)
@@ -193,7 +202,12 @@ class PushDouble:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            scheme = "https"
+            tls.sni_callback = lambda _sock, server_name, _ctx: self.sni.append(server_name)
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.origin = f"{scheme}://{name}:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> PushDouble:

@@ -323,6 +323,28 @@ async def test_uploads_are_capped_by_the_configured_size(
     assert ok.status_code == 201
 
 
+async def test_look_alike_names_are_refused_with_a_400_that_names_the_character(
+    ada: Client, homes: dict[str, Path]
+) -> None:
+    h = homes["ada"]
+    for name, why in (
+        ("p\u0430ypal.pdf", "U+0430 CYRILLIC SMALL LETTER A"),
+        ("report\u2024pdf", "U+2024 ONE DOT LEADER looks like '.'"),
+        ("a\u2028b.txt", "U+2028 LINE SEPARATOR"),
+    ):
+        r = await ada.http.post(
+            "/api/file/upload",
+            params={"path": "~/inbox"},
+            files={"file": (name, b"%PDF", "application/pdf")},
+            headers={"X-CSRF-Token": ada.csrf},
+        )
+        assert r.status_code == 400 and why in r.json()["error"]["message"], r.text
+        r = await ada.call("PATCH", "/api/file", json={"from": "hello.txt", "to": f"~/{name}"})
+        assert r.status_code == 400 and why in r.text, r.text
+    assert (h / "hello.txt").exists()
+    assert not (h / "inbox").exists() or list((h / "inbox").iterdir()) == []
+
+
 async def test_names_that_read_differently_from_what_they_are_are_refused(
     ada: Client, homes: dict[str, Path]
 ) -> None:

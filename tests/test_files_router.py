@@ -502,6 +502,59 @@ def test_names_with_control_or_format_characters_are_refused_for_uploads_and_pat
         NewFile(world.router.writable("~"), name)
 
 
+LOOK_ALIKES = [
+    ("report\u2028.pdf", "U+2028"),  # line separator (Zl)
+    ("report\u2029.pdf", "U+2029"),  # paragraph separator (Zp)
+    ("a\u034fb.txt", "U+034F"),  # combining grapheme joiner (default-ignorable)
+    ("\u3164.txt", "U+3164"),  # Hangul filler
+    ("\u115fx.txt", "U+115F"),  # Hangul choseong filler
+    ("\u1160x.txt", "U+1160"),  # Hangul jungseong filler
+    ("\uffa0x.txt", "U+FFA0"),  # halfwidth Hangul filler
+    ("\u2800.txt", "U+2800"),  # braille blank
+    ("a\ufe0fb.txt", "U+FE0F"),  # variation selector
+    ("a\U000e0100b.txt", "U+E0100"),  # variation selector supplement
+    ("report\u2024pdf", "U+2024"),  # one dot leader: reads as report.pdf
+    ("bills\u2215march.pdf", "U+2215"),  # division slash: reads as bills/march.pdf
+    ("p\u0430ypal.pdf", "U+0430"),  # Cyrillic а in a Latin word
+    ("\u03c1\u0430ypal.pdf", "U+"),  # Greek, Cyrillic and Latin in one word
+    ("\u0456nvoice.pdf", "U+0456"),  # Cyrillic і
+]
+READ_AS_WRITTEN = [
+    "\u041e\u0442\u0447\u0451\u0442 report.pdf",  # a Cyrillic word and a Latin word
+    "\u65e5\u672c\u8a9e\u306e\u30d5\u30a1\u30a4\u30eb.txt",  # Han, Hiragana, Katakana
+    "\ud55c\uad6d\uc5b4 \ud30c\uc77c.hwp",
+    "\u0627\u0644\u0639\u0631\u0628\u064a\u0629 \u0662\u0660\u0662\u0664.pdf",
+    "\u0395\u03bb\u03bb\u03b7\u03bd\u03b9\u03ba\u03ac.txt",
+    "\u00dcbung\u2013L\u00f6sung (final).pdf",
+    "caf\u00e9 \u00b7 50%.txt",
+    "x\u3002y.txt",  # the ideographic full stop is not in the confusables data as "."
+    "\uff52\uff45\uff50\uff4f\uff52\uff54.pdf",  # fullwidth Latin: one script
+]
+
+
+@pytest.mark.parametrize(("name", "code"), LOOK_ALIKES)
+def test_names_with_invisible_or_look_alike_characters_are_refused_naming_the_character(
+    world: World, name: str, code: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=code.replace("+", "\\+")):
+        upload_name(name)
+    for raw in (name, f"~/notes/{name}", f"user-memory/{name}"):
+        with pytest.raises(InvalidInputError, match="invalid name"):
+            world.router.parse(raw)
+    (world.home / "notes" / name).write_text("x")  # made in the sandbox: not listed
+    entries, _ = list_dir(world.router.physical("~/notes"))
+    assert name not in [e.name for e in entries]
+
+
+@pytest.mark.parametrize("name", READ_AS_WRITTEN)
+def test_names_in_one_script_per_word_and_ordinary_punctuation_are_accepted(
+    world: World, name: str
+) -> None:
+    assert upload_name(name) == name
+    parsed = world.router.parse(f"~/notes/{name}")
+    assert not isinstance(parsed, Virtual) and parsed[1] == ["notes", name]
+
+
 def test_names_are_normalised_to_nfc(world: World) -> None:
     decomposed = "cafe\u0301.txt"
     assert upload_name(decomposed) == "caf\u00e9.txt"

@@ -1,7 +1,8 @@
 """A login storm against a real server with the real (256 MiB) Argon2id parameters:
 parallel wrong passwords meet the throttle before any password work, strangers beyond
 the key-derivation pool are refused at once, memory stays under the documented ceiling
-(docs/security.md), and a browser that signed in before still gets in."""
+(docs/security.md), names that do not exist cost no Argon2 memory at all, and a browser
+that signed in before still gets in."""
 
 from __future__ import annotations
 
@@ -46,6 +47,27 @@ def in_parallel(count: int, request: Callable[[int], httpx.Response]) -> list[ht
         t.join(300)
     assert all(a is not None for a in answers)
     return [a for a in answers if a is not None]
+
+
+class RssPeak(threading.Thread):
+    """The highest VmRSS seen while it runs (read every 10 ms)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_kib, self.stop = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.peak_kib = max(self.peak_kib, proc_kib(self.pid, "VmRSS"))
+            self.stop.wait(0.01)
+
+    def __enter__(self) -> RssPeak:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(5)
 
 
 @pytest.fixture
@@ -101,7 +123,14 @@ def test_a_login_storm_is_throttled_bounded_and_spares_known_browsers(
                 json={"username": f"stranger{i}", "password": "wrong guess"},
             )
 
-    answers = in_parallel(100, stranger)
+    with RssPeak(pid) as strangers_rss:
+        answers = in_parallel(100, stranger)
+    # Names that do not exist wait as long as a check but derive nothing: not even one
+    # derivation's memory on top of the server at rest.
+    assert strangers_rss.peak_kib <= rest_kib + MARGIN_MIB * 1024, (
+        strangers_rss.peak_kib // 1024,
+        rest_kib // 1024,
+    )
     by_status: dict[int, int] = {}
     for r in answers:
         by_status[r.status_code] = by_status.get(r.status_code, 0) + 1

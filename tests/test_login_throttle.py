@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
 from skald.config import AuthConfig
 from skald.core import kdf_pool
 from skald.core.devices import MAX_AGE_S, MAX_ENTRIES, DeviceCookies
-from skald.core.kdf_pool import KdfBusyError, KdfPool
+from skald.core.kdf_pool import Durations, KdfBusyError, KdfPool
 from skald.core.throttle import LoginThrottle, ThrottledError
 from skald.errors import AuthenticationError
 
@@ -237,4 +238,117 @@ async def test_a_cancelled_waiting_derivation_gives_its_slot_back() -> None:
         assert pool.admitted == 0
     finally:
         release.set()
+        pool.close()
+
+
+class HeldSleep:
+    """An imitation's wait, recorded and held until released (no wall-clock)."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        await self.release.wait()
+
+
+def _sampled(*seconds: float) -> Durations:
+    sample = Durations()
+    for s in seconds:
+        sample.add(s)
+    return sample
+
+
+async def test_an_unknown_name_is_admitted_and_refused_exactly_like_a_real_check() -> None:
+    """The 503 busy answer must not tell an unknown name from a known one."""
+    sleep = HeldSleep()
+    pool = KdfPool(workers=1, queue=1, sleep=sleep)
+    release = threading.Event()
+    sample = _sampled(0.3)
+    try:
+        real = asyncio.ensure_future(pool.run(release.wait, 10))
+        fake = asyncio.ensure_future(pool.imitate(sample, lambda: None))
+        await asyncio.sleep(0)
+        assert pool.admitted == 2
+        for attempt in (lambda: pool.run(release.wait, 10), lambda: pool.imitate(sample, print)):
+            with pytest.raises(KdfBusyError):
+                await attempt()
+        with kdf_pool.trusted():  # the trusted reserve counts imitations the same way
+            trusted_fake = asyncio.ensure_future(pool.imitate(sample, lambda: None))
+            await asyncio.sleep(0)
+            assert pool.admitted == 3
+        # The imitations wait for a turn like derivations: none has started its wait yet.
+        assert sleep.asked == []
+        release.set()
+        await real
+        await asyncio.sleep(0.05)
+        assert sleep.asked == [0.3]  # the trusted one took the turn first, as with run
+        sleep.release.set()
+        await asyncio.gather(fake, trusted_fake)
+        assert pool.admitted == 0 and pool.running == 0
+    finally:
+        release.set()
+        sleep.release.set()
+        pool.close()
+
+
+async def test_an_imitation_holds_its_turn_so_a_real_check_waits_behind_it() -> None:
+    sleep = HeldSleep()
+    pool = KdfPool(workers=1, queue=2, sleep=sleep)
+    try:
+        fake = asyncio.ensure_future(pool.imitate(_sampled(0.4), lambda: None))
+        await asyncio.sleep(0)
+        real = asyncio.ensure_future(pool.run(lambda: "checked"))
+        await asyncio.sleep(0.05)
+        assert not real.done() and pool.running == 1
+        sleep.release.set()
+        await fake
+        assert await real == "checked"
+    finally:
+        sleep.release.set()
+        pool.close()
+
+
+async def test_an_imitation_waits_a_measured_duration_and_derives_nothing() -> None:
+    sleep = HeldSleep()
+    sleep.release.set()
+    pool = KdfPool(workers=1, queue=1, sleep=sleep)
+    sample = Durations()
+    calibrations: list[int] = []
+    try:
+        # Nothing measured yet: the imitation does the real check once, and samples it.
+        await pool.imitate(sample, lambda: calibrations.append(1))
+        assert calibrations == [1] and len(sample) == 1 and pool.derivations == 1
+        for _ in range(5):
+            await pool.run(time.sleep, 0.01, sample=sample)
+        assert len(sample) == 6 and pool.derivations == 6
+        measured = set(sample.values())
+        for _ in range(20):
+            await pool.imitate(sample, lambda: calibrations.append(1))
+        assert calibrations == [1] and pool.derivations == 6 and len(sample) == 6
+        assert len(sleep.asked) == 20 and set(sleep.asked) <= measured
+        assert len(set(sleep.asked)) > 1  # drawn from the sample, not one fixed figure
+    finally:
+        pool.close()
+
+
+async def test_a_cancelled_imitation_keeps_its_slot_until_its_drawn_end_like_a_derivation() -> None:
+    """A derivation whose caller left holds its slot until it ends; so does an imitation
+    (else a client that disconnects would free slots only for unknown names)."""
+    sleep = HeldSleep()  # never returns by itself: the caller leaves first
+    pool = KdfPool(workers=1, queue=0, sleep=sleep)
+    try:
+        fake = asyncio.ensure_future(pool.imitate(_sampled(0.2), lambda: None))
+        await asyncio.sleep(0)
+        assert sleep.asked == [0.2]
+        fake.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await fake
+        assert pool.admitted == 1
+        with pytest.raises(KdfBusyError):
+            await pool.imitate(_sampled(0.2), lambda: None)
+        await asyncio.sleep(0.4)  # a timer due after the 0.2 s one: runs after it
+        assert pool.admitted == 0 and pool.running == 0
+    finally:
         pool.close()

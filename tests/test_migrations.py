@@ -226,6 +226,49 @@ def test_versions_are_numbered_without_gaps() -> None:
         Feature("bad", (Migration(2, "a", "SELECT 1"),))
 
 
+def _recorded(version: int) -> Callable[[apsw.Connection], None]:
+    def step(c: apsw.Connection) -> None:
+        c.execute("CREATE TABLE IF NOT EXISTS steps(version INTEGER)")
+        c.execute("INSERT INTO steps VALUES (?)", (version,))
+
+    return step
+
+
+def _plan(upto: int) -> SchemaPlan:
+    steps = tuple(Migration(v, f"step {v}", _recorded(v)) for v in range(1, upto + 1))
+    return SchemaPlan("t", history=(), features=(Feature("recorded", steps),))
+
+
+def test_a_step_another_migrator_ran_after_the_ledger_was_read_is_not_run_again(
+    tmp_path: Path,
+) -> None:
+    """Deterministic interleaving: `migrate_features` reads the ledger, then waits for the
+    write lock; meanwhile another connection runs the same steps. The waiting one must
+    read the ledger again inside its transaction and run nothing."""
+    path = str(tmp_path / "r.db")
+    mine, other = apsw.Connection(path), apsw.Connection(path)
+    try:
+        migrate_features(mine, _plan(1))  # bridged, at step 1; steps 2 and 3 are new
+        other.execute("BEGIN IMMEDIATE")  # the other migrator holds the write lock
+        interleaved: list[int] = []
+
+        def busy(_tries: int) -> bool:
+            if not interleaved:  # once: the other migrator finishes and lets go
+                other.execute("ROLLBACK")
+                interleaved.extend(v for _, v in migrate_features(other, _plan(3)))
+            return True
+
+        mine.set_busy_handler(busy)
+        assert migrate_features(mine, _plan(3)) == []
+        assert interleaved == [2, 3]
+        steps = [v for (v,) in mine.execute("SELECT version FROM steps ORDER BY rowid")]
+        assert steps == [1, 2, 3]
+        assert ledger(mine) == {"recorded": 3}
+    finally:
+        mine.close()
+        other.close()
+
+
 # -- two processes at once ------------------------------------------------------------
 
 

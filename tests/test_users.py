@@ -11,6 +11,7 @@ import pytest
 import sqlcipher3
 
 from skald.core import keys
+from skald.core.kdf_pool import KdfPool
 from skald.core.users import UserManager
 from skald.errors import (
     AccountInactiveError,
@@ -87,6 +88,33 @@ async def test_wrong_password_and_unknown_user_fail_alike(users: UserManager) ->
     for name, pw in (("ada", "wrong password"), ("tim", "wrong password"), ("nobody", PW)):
         with pytest.raises(AuthenticationError, match="wrong username or password"):
             await users.unlock(name, pw)
+
+
+async def test_an_unknown_name_waits_as_long_as_a_measured_check_without_deriving(
+    registry: Registry, layout: DataLayout
+) -> None:
+    asked: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        asked.append(seconds)
+
+    users = UserManager(registry, layout, keys.TEST_KDF, kdf_pool=KdfPool(sleep=sleep))
+    try:
+        await users.create("ada", PW, "member")
+        await users.create("tim", PW, "children")
+        for name in ("ada", "tim", "ada"):  # encrypted and plain checks feed the sample
+            with pytest.raises(AuthenticationError):
+                await users.unlock(name, "wrong password")
+        assert len(users.checks) == 3
+        derived = users.kdf_pool.derivations
+        for _ in range(4):
+            with pytest.raises(AuthenticationError, match="wrong username or password"):
+                await users.unlock("nobody", PW)
+        assert users.kdf_pool.derivations == derived  # no Argon2 for a name that is not there
+        assert len(asked) == 4 and set(asked) <= set(users.checks.values())
+    finally:
+        await users.lock_all()
+        users.kdf_pool.close()
 
 
 async def test_unencrypted_role_gets_a_plain_file_and_a_hash(

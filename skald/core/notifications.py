@@ -42,9 +42,17 @@ from skald.notify.batch import Batcher
 from skald.notify.channels import Delivery, NotificationChannel
 from skald.notify.config import NotificationsConfig
 from skald.notify.payload import push_payload
+from skald.notify.pinned import PinnedTransport, Resolver, is_public, system_resolve
 from skald.notify.quiet import check_quiet, default_zone, is_quiet
 from skald.notify.tool import MAX_BODY, MAX_TITLE
-from skald.notify.webpush import PushTarget, VapidKey, check_endpoint, check_keys, send
+from skald.notify.webpush import (
+    PushOutcome,
+    PushTarget,
+    VapidKey,
+    check_endpoint,
+    check_keys,
+    send,
+)
 from skald.store.notifications import (
     Notification,
     NotificationPrefs,
@@ -91,8 +99,10 @@ class NotificationService:
         clock: Callable[[], datetime] = _now,
         sleep: Callable[[float], Awaitable[object]] | None = None,
         config: NotificationsConfig | None = None,
+        resolve: Resolver = system_resolve,
     ) -> None:
         self._rt = runtime
+        self._resolve = resolve  # how push hosts are looked up (tests answer for a name)
         self.config = config or runtime.config.section("notifications", NotificationsConfig)
         self.clock = clock
         # One sleep for the batch windows and the held-delivery loop (tests move both).
@@ -321,8 +331,16 @@ class NotificationService:
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
+            # The transport looks each host up once, refuses it unless every address is
+            # public (or the operator allows private ones) and connects to that address.
+            allow = self.config.push_allow_private
             self._http = httpx.AsyncClient(
-                timeout=self.config.push_timeout_s, follow_redirects=False, trust_env=False
+                transport=PinnedTransport(
+                    (lambda _a: True) if allow else is_public, resolve=self._resolve
+                ),
+                timeout=self.config.push_timeout_s,
+                follow_redirects=False,
+                trust_env=False,
             )
         return self._http
 
@@ -335,24 +353,35 @@ class NotificationService:
         await self.public_key()
         payload = push_payload(delivery)
         sent = 0
-        for device in devices:
-            outcome, status = await send(
-                self._client(),
-                PushTarget(device.endpoint, device.p256dh, device.auth),
-                payload,
-                key=self.vapid,
-                subject=self.config.vapid_subject,
-                ttl=self.config.push_ttl_s,
-                urgency=delivery.urgency,
-            )
+        for device in devices:  # one device's bad endpoint never stops the others
+            outcome, status = await self._push_one(device, payload, delivery.urgency)
             if outcome == "sent":
                 sent += 1
             elif outcome == "gone":
                 await store.remove_endpoint(device.endpoint)
                 log.info("push subscription expired, removed", user_id=user_id, status=status)
+            elif outcome == "refused":
+                log.warning("a push endpoint was refused", user_id=user_id, device=device.id)
             else:
                 log.warning("a push was not accepted", user_id=user_id, status=status)
         return sent
+
+    async def _push_one(
+        self, device: PushDevice, payload: bytes, urgency: str
+    ) -> tuple[PushOutcome, int | None]:
+        try:  # rows stored before today's checks are checked again
+            check_endpoint(device.endpoint, allow_private=self.config.push_allow_private)
+        except InvalidInputError:
+            return "refused", None
+        return await send(
+            self._client(),
+            PushTarget(device.endpoint, device.p256dh, device.auth),
+            payload,
+            key=self.vapid,
+            subject=self.config.vapid_subject,
+            ttl=self.config.push_ttl_s,
+            urgency=urgency,
+        )
 
 
 class WebChannel:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import secrets
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from skald.core import keys
-from skald.core.kdf_pool import KdfPool
+from skald.core.kdf_pool import Durations, KdfPool
 from skald.errors import (
     AccountInactiveError,
     AuthenticationError,
@@ -118,6 +119,8 @@ class UserManager:
         self.kdf = kdf
         # Every Argon2 derivation runs here, bounded, never on the default executor.
         self.kdf_pool = kdf_pool or KdfPool()
+        # How long this server's password checks take: what an unknown name waits.
+        self.checks = Durations()
         self.busy_timeout_ms = busy_timeout_ms
         self._open: dict[str, _OpenOwner] = {}
         # Serialises unlock/lock per user so two logins don't open the file twice.
@@ -209,16 +212,20 @@ class UserManager:
         """
         user = await self.registry.find_user(username.strip().lower())
         if user is None:
-            await self.kdf_pool.run(keys.burn_time, self.kdf)
+            # The time and the pool slot of a real check, not its 256 MiB (kdf_pool.py).
+            await self.kdf_pool.imitate(self.checks, functools.partial(keys.burn_time, self.kdf))
             raise AuthenticationError("wrong username or password")
         sec = await self.registry.secrets(user.id)
+        pool, checks = self.kdf_pool, self.checks
         try:
             if user.encrypted:
                 wrapped = keys.WrappedKey.from_json(sec.wraps["password"])
-                dek = await self.kdf_pool.run(keys.unwrap, wrapped, password, user.id, "password")
+                dek = await pool.run(
+                    keys.unwrap, wrapped, password, user.id, "password", sample=checks
+                )
                 return user, dek
             assert sec.password_hash is not None
-            await self.kdf_pool.run(keys.verify_password, sec.password_hash, password)
+            await pool.run(keys.verify_password, sec.password_hash, password, sample=checks)
         except AuthenticationError:
             raise AuthenticationError("wrong username or password") from None
         return user, None

@@ -62,6 +62,7 @@ from skald.errors import (
     NotFoundError,
     SkaldError,
 )
+from skald.files.lookalike import look_alike_reason
 from skald.files.mounts import (
     DOCS_MOUNT,
     HOME_MOUNT,
@@ -254,7 +255,11 @@ def checked_name(raw: str) -> str:
         raw.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError(f"invalid name {_shown(raw)}: not valid Unicode text") from None
-    return unicodedata.normalize("NFC", raw)
+    name = unicodedata.normalize("NFC", raw)
+    reason = look_alike_reason(name)  # invisible characters, look-alikes (lookalike.py)
+    if reason is not None:
+        raise InvalidInputError(f"invalid name {_shown(raw)}: {reason}")
+    return name
 
 
 def _inside(path: str, root: str) -> bool:

@@ -15,9 +15,11 @@ Rules:
   it. Anything else that is not 2xx is a failed attempt, logged, the device kept.
 
 Trap: an endpoint is a URL a member gave us, and the server will POST to it. Only https
-endpoints on public host names are accepted (`check_endpoint`) unless the operator allows
-private ones (`notifications.push_allow_private`, for tests and LAN push services). A
-public name that resolves to a private address is not caught here.
+endpoints on host names or canonically written public addresses are accepted
+(`check_endpoint`) unless the operator allows private ones
+(`notifications.push_allow_private`, for tests and LAN push services). What a name
+resolves to is checked when the message goes out, by the client's transport
+(`pinned.PinnedTransport`), which also connects to the address it checked.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02
 
 from skald.errors import InvalidInputError
+from skald.notify.pinned import EndpointRefusedError, check_host, is_public
 
 __all__ = [
     "JWT_LIFETIME_S",
@@ -55,7 +58,9 @@ __all__ = [
 MAX_PAYLOAD = 3993
 JWT_LIFETIME_S = 12 * 3600
 
-PushOutcome = Literal["sent", "gone", "failed"]
+# "refused": the endpoint is not one the server posts to (not a valid URL for httpx, or
+# its host resolved to an address that is not public); the device stays, nothing sent.
+PushOutcome = Literal["sent", "gone", "failed", "refused"]
 
 
 def b64url(data: bytes) -> str:
@@ -127,6 +132,7 @@ def check_endpoint(endpoint: str, *, allow_private: bool) -> str:
         raise InvalidInputError("the push endpoint is not a valid URL") from None
     if parts.scheme not in ("https", "http") or not host or parts.username or parts.password:
         raise InvalidInputError("the push endpoint must be an https URL")
+    check_host(host)
     if allow_private:
         return endpoint
     if parts.scheme != "https":
@@ -136,8 +142,8 @@ def check_endpoint(endpoint: str, *, allow_private: bool) -> str:
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        return endpoint
-    if not address.is_global:
+        return endpoint  # a name: what it resolves to is checked when sending
+    if not is_public(address):
         raise InvalidInputError("the push endpoint must be a public push service")
     return endpoint
 
@@ -190,6 +196,8 @@ async def send(
     }
     try:
         r = await client.post(target.endpoint, content=encrypt(payload, target), headers=headers)
+    except (EndpointRefusedError, httpx.InvalidURL):
+        return "refused", None
     except httpx.HTTPError:
         return "failed", None
     if r.status_code in (404, 410):
