@@ -7,6 +7,7 @@ the score into docs/dev/security.md. Usage (from the repository root, with the v
     python ci/mutants.py            # every mutant that needs no Docker
     python ci/mutants.py --docker   # also the sandbox mutants (runs docker-marked tests)
     python ci/mutants.py --only P1,K2 --list --check
+    python ci/mutants.py --docker --jobs 2   # two at a time, each in its own tree copy
 
 Each mutant is one small deliberate bug: (id, area, file, original snippet, mutated
 snippet, the test files that should notice). The script copies the working tree
@@ -29,16 +30,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -1710,6 +1716,58 @@ def _pytest(copy: Path, m: Mutant, docker: bool, timeout: float) -> tuple[str, f
     return f"error:{done.returncode}", took
 
 
+def _in_a_copy(copies: queue.Queue[Path], work: Callable[[Path], _T]) -> _T:
+    """Run `work` in a tree copy no other worker is using, then give the copy back."""
+    copy = copies.get()
+    try:
+        return work(copy)
+    finally:
+        copies.put(copy)
+
+
+def _run_all(
+    chosen: list[Mutant], copies: queue.Queue[Path], opts: argparse.Namespace
+) -> list[tuple[Mutant, str, float]]:
+    """Baselines first (one per test selection), then every mutant, `--jobs` at a time,
+    each in a copy of its own: a mutant edits its copy's file, so two never share one."""
+    keys = list(dict.fromkeys((m.tests, m.keyword) for m in chosen))
+    by_key = {(m.tests, m.keyword): m for m in chosen}
+    jobs = max(1, opts.jobs)
+
+    def baseline_of(key: tuple[tuple[str, ...], str | None]) -> str:
+        m = by_key[key]
+        outcome, took = _in_a_copy(copies, lambda c: _pytest(c, m, opts.docker, opts.timeout))
+        print(f"baseline {' '.join(m.tests)} -k {m.keyword}: {outcome} ({took:.0f} s)", flush=True)
+        return outcome
+
+    with ThreadPoolExecutor(jobs) as pool:
+        baseline = dict(zip(keys, pool.map(baseline_of, keys), strict=True))
+
+    def one(m: Mutant) -> tuple[Mutant, str, float]:
+        base = baseline[(m.tests, m.keyword)]
+        if base != "pass":
+            return m, f"error: baseline {base}", 0.0
+
+        def mutated(copy: Path) -> tuple[str, float]:
+            path = copy / m.file
+            original = path.read_text(encoding="utf-8")
+            _put(path, original.replace(m.original, m.mutated, 1))
+            try:
+                return _pytest(copy, m, opts.docker, opts.timeout)
+            finally:
+                _put(path, original)
+
+        outcome, took = _in_a_copy(copies, mutated)
+        verdict = {"fail": "killed", "timeout": "killed (timeout)", "pass": "SURVIVED"}.get(
+            outcome, f"error: {outcome}"
+        )
+        print(f"{m.id:4} {verdict:17} {took:5.0f} s  {m.area}: {m.why}", flush=True)
+        return m, verdict, took
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(one, chosen))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="comma-separated mutant ids")
@@ -1717,6 +1775,9 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--check", action="store_true", help="only check the snippets")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per test run")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="mutants run at once, each in its own tree copy"
+    )
     opts = parser.parse_args()
 
     chosen = [m for m in MUTANTS if opts.docker or not m.docker]
@@ -1738,31 +1799,12 @@ def main() -> int:
     # A plain `kill` still removes the copy (the context manager runs on SystemExit).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="skald-mutants-") as tmp:
-        copy = Path(tmp) / "tree"
-        _copy_tree(copy)
-        baseline: dict[tuple[tuple[str, ...], str | None], str] = {}
-        results: list[tuple[Mutant, str, float]] = []
-        for m in chosen:
-            key = (m.tests, m.keyword)
-            if key not in baseline:
-                outcome, took = _pytest(copy, m, opts.docker, opts.timeout)
-                baseline[key] = outcome
-                print(f"baseline {' '.join(m.tests)} -k {m.keyword}: {outcome} ({took:.0f} s)")
-            if baseline[key] != "pass":
-                results.append((m, f"error: baseline {baseline[key]}", 0.0))
-                continue
-            path = copy / m.file
-            original = path.read_text(encoding="utf-8")
-            _put(path, original.replace(m.original, m.mutated, 1))
-            try:
-                outcome, took = _pytest(copy, m, opts.docker, opts.timeout)
-            finally:
-                _put(path, original)
-            verdict = {"fail": "killed", "timeout": "killed (timeout)", "pass": "SURVIVED"}.get(
-                outcome, f"error: {outcome}"
-            )
-            results.append((m, verdict, took))
-            print(f"{m.id:3} {verdict:17} {took:5.0f} s  {m.area}: {m.why}", flush=True)
+        copies: queue.Queue[Path] = queue.Queue()
+        for n in range(max(1, opts.jobs)):
+            copy = Path(tmp) / f"tree{n}"
+            _copy_tree(copy)
+            copies.put(copy)
+        results = _run_all(chosen, copies, opts)
 
     killed = sum(1 for _, v, _ in results if v.startswith("killed"))
     errors = sum(1 for _, v, _ in results if v.startswith("error"))
