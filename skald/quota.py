@@ -11,7 +11,8 @@ The traps:
   member's tree is walked once (in a thread, `tree_size`, by descriptor) and then kept current by the
   writes Skald reports; the storage guard walks again every `RESCAN_S` to catch what the
   sandbox wrote (container writes reach the bind-mounted home without passing through
-  Skald). Between two walks a member can be over quota by what their commands wrote.
+  Skald). While a member's command runs, `CommandWatch` looks much more often and stops
+  it once she is over quota; what it wrote until then (the measured overshoot) stays.
 - Sizes are allocated blocks (`st_blocks`), not `st_size`: `fallocate` takes space
   without writing, and a sparse file claims a size it does not occupy. A file with
   several hard links counts once.
