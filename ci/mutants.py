@@ -880,6 +880,17 @@ MUTANTS: tuple[Mutant, ...] = (
         docker=True,
         why="the usage figure is left stale after a command",
     ),
+    Mutant(
+        "SQ6",
+        "sandbox quota",
+        "skald/sandbox/manager.py",
+        "            if labels.get(LABEL_INSTANCE) != self.instance_id:\n",
+        "            if not labels.get(LABEL_INSTANCE):\n",
+        ("tests/test_sandbox_containers.py",),
+        keyword="never_adopted",
+        docker=True,
+        why="a container of another installation with our name is adopted",
+    ),
 )
 
 
