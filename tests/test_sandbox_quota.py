@@ -57,14 +57,22 @@ async def test_a_command_writing_past_the_quota_is_stopped_and_the_member_refuse
     ada_tool, bob_tool = await _tool(rt, ada), await _tool(rt, bob)
     home = rt.core.layout.home(ada)
 
+    # Under the quota a command runs as always, and what it wrote counts at once (not
+    # at the guard's next walk, minutes later).
+    before = (await rt.budget(ada)).used
+    fits = await ada_tool.run({"command": "head -c 2097152 /dev/zero > fits.bin"}, CTX)
+    assert not fits.is_error, fits.content
+    assert (await rt.budget(ada)).used >= before + 2 * MIB
+
     result = await ada_tool.run({"command": WRITERS[writer], "timeout_s": 120}, CTX)
     assert result.is_error and "[stopped: storage quota reached: " in result.content, result.content
     assert "further writes are refused until space is freed" in result.content
+    figure = (await rt.budget(ada)).used
     used = await asyncio.to_thread(rt.storage.scan, ada)
     assert QUOTA_MB * MIB < used < QUOTA_MB * MIB + OVERSHOOT, used / MIB
-    # The figure is current at once (not at the guard's next walk), and nothing of the
-    # command goes on writing once it is stopped.
-    assert (await rt.budget(ada)).used == used
+    # The figure is current at once, and nothing of the command goes on writing once it
+    # is stopped.
+    assert figure == used
     await asyncio.sleep(1)
     assert await asyncio.to_thread(rt.storage.scan, ada) == used
 
