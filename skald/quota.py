@@ -59,6 +59,7 @@ DISK_CHECK_S: Final = 5.0  # the guard's look at the free space
 RESCAN_S: Final = 300.0  # the guard's walk of every known member's tree
 LOOK_S: Final = 0.1  # while a member's command runs: the free space of the home's disk
 WALK_S: Final = 2.0  # ... and a walk of their tree at least this often
+SLOW_WALK_S: Final = 0.05  # a walk longer than this spaces out the next ones (a big home)
 _BLOCK: Final = 512  # st_blocks is counted in 512-byte units on Linux
 
 
@@ -236,8 +237,8 @@ class CommandWatch:
     Cheap first: `statvfs` of the home's disk every `look_s`; the member's tree is walked
     only when the disk lost at least the room the member had left since the last walk
     (whoever wrote it), or when `walk_s` has passed (deletions elsewhere can hide a
-    member's growth from the disk figure). A walk that costs more spaces the next one
-    out (4 x its duration) so a huge home does not keep a core busy.
+    member's growth from the disk figure). After a slow walk (a big home) the next one
+    waits as long as it took, so a huge home on a busy disk does not keep a core busy.
 
     Trap: detection is not prevention. What the command writes between two looks, and
     until it is killed, lands: the overshoot is the write rate times that delay
@@ -274,7 +275,7 @@ class CommandWatch:
         if self._free_at_walk is None:
             await self.start()
         walked = loop.time()
-        spacing = self.walk_s
+        cost = 0.0  # the last walk's duration
         while True:
             await asyncio.sleep(self.look_s)
             free = await asyncio.to_thread(self._free)
@@ -286,12 +287,18 @@ class CommandWatch:
             if quota <= 0:
                 continue
             lost = (self._free_at_walk or free) - free
-            if lost < quota - self.budget.used and loop.time() - walked < spacing:
+            since = loop.time() - walked
+            # A busy disk (other writers) must not keep a large home's walk running:
+            # after a slow walk, never more than half of the time walking (not less:
+            # a pause after a walk that found the member just under is overshoot).
+            if cost > SLOW_WALK_S and since < cost:
+                continue
+            if lost < quota - self.budget.used and since < max(self.walk_s, 4 * cost):
                 continue
             began = loop.time()
             used, free = await asyncio.to_thread(self._walk)
             walked = loop.time()
-            spacing = max(self.walk_s, 4 * (walked - began))
+            cost = walked - began
             if used > quota:
                 return f"storage quota reached: {human_size(used)} of {human_size(quota)} used"
 
