@@ -142,6 +142,9 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     subnet_pool: str = "10.213.0.0/16"
     # Size of each member's subnet, as a prefix length (29 = 8 addresses; 16..29).
     subnet_prefix: Annotated[int, msgspec.Meta(ge=16, le=29)] = 28
+    # Let the sandboxes reach Skald's own web server (through their network's gateway,
+    # from addresses of subnet_pool); false: such requests are refused with 403.
+    allow_skald_access: bool = False
 
     def __post_init__(self) -> None:
         try:

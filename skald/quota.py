@@ -11,7 +11,8 @@ The traps:
   member's tree is walked once (in a thread, `tree_size`, by descriptor) and then kept current by the
   writes Skald reports; the storage guard walks again every `RESCAN_S` to catch what the
   sandbox wrote (container writes reach the bind-mounted home without passing through
-  Skald). Between two walks a member can be over quota by what their commands wrote.
+  Skald). While a member's command runs, `CommandWatch` looks much more often and stops
+  it once she is over quota; what it wrote until then (the measured overshoot) stays.
 - Sizes are allocated blocks (`st_blocks`), not `st_size`: `fallocate` takes space
   without writing, and a sparse file claims a size it does not occupy. A file with
   several hard links counts once.
@@ -46,6 +47,7 @@ __all__ = [
     "RESCAN_S",
     "Budget",
     "BudgetSource",
+    "CommandWatch",
     "StorageAccountant",
     "human_size",
     "quota_bytes",
@@ -55,6 +57,9 @@ __all__ = [
 MIB: Final = 1024 * 1024
 DISK_CHECK_S: Final = 5.0  # the guard's look at the free space
 RESCAN_S: Final = 300.0  # the guard's walk of every known member's tree
+LOOK_S: Final = 0.1  # while a member's command runs: the free space of the home's disk
+WALK_S: Final = 2.0  # ... and a walk of their tree at least this often
+SLOW_WALK_S: Final = 0.05  # a walk longer than this spaces out the next ones (a big home)
 _BLOCK: Final = 512  # st_blocks is counted in 512-byte units on Linux
 
 
@@ -223,3 +228,83 @@ class Budget:
 
 # What the tools hold: a budget built at each call, so a role edit applies at once.
 BudgetSource = Callable[[], Awaitable[Budget]]
+
+
+class CommandWatch:
+    """The quota while one of the member's sandbox commands runs (container writes reach
+    the bind-mounted home without passing through Skald).
+
+    Cheap first: `statvfs` of the home's disk every `look_s`; the member's tree is walked
+    only when the disk lost at least the room the member had left since the last walk
+    (whoever wrote it), or when `walk_s` has passed (deletions elsewhere can hide a
+    member's growth from the disk figure). After a slow walk (a big home) the next one
+    waits as long as it took, so a huge home on a busy disk does not keep a core busy.
+
+    Trap: detection is not prevention. What the command writes between two looks, and
+    until it is killed, lands: the overshoot is the write rate times that delay
+    (measured in docs/dev/security.md). A command's files are bounded one by one by
+    the file-size limit the command runs under (`ulimit -f`, the quota)."""
+
+    def __init__(self, budget: Budget, *, look_s: float = LOOK_S, walk_s: float = WALK_S) -> None:
+        self.budget = budget
+        self.look_s = look_s
+        self.walk_s = walk_s
+        # The homes' disk (the home itself may not exist before the first command).
+        self._disk = budget.accountant.layout.homes_dir
+        self._free_at_walk: int | None = None  # the disk's free space when last walked
+
+    def _free(self) -> int:
+        st = os.statvfs(self._disk)
+        return st.f_bavail * st.f_frsize
+
+    def _walk(self) -> tuple[int, int]:
+        free = self._free()
+        used = self.budget.accountant.scan(self.budget.user_id)
+        self._free_at_walk = free
+        return used, free
+
+    async def start(self) -> None:
+        """The disk as the command starts (the member's figure is the cached one)."""
+        self._free_at_walk = await asyncio.to_thread(self._free)
+
+    async def until_over(self) -> str:
+        """Returns why the command must stop (over quota, or the disk under the
+        reserve) as soon as it is seen; runs until cancelled otherwise."""
+        accountant, quota = self.budget.accountant, self.budget.quota
+        loop = asyncio.get_running_loop()
+        if self._free_at_walk is None:
+            await self.start()
+        walked = loop.time()
+        cost = 0.0  # the last walk's duration
+        while True:
+            await asyncio.sleep(self.look_s)
+            free = await asyncio.to_thread(self._free)
+            if accountant.reserve > 0 and free < accountant.reserve:
+                return (
+                    f"the disk is nearly full ({human_size(free)} free, "
+                    f"{human_size(accountant.reserve)} kept in reserve)"
+                )
+            if quota <= 0:
+                continue
+            lost = (self._free_at_walk or free) - free
+            since = loop.time() - walked
+            # A busy disk (other writers) must not keep a large home's walk running:
+            # after a slow walk, never more than half of the time walking (not less:
+            # a pause after a walk that found the member just under is overshoot).
+            if cost > SLOW_WALK_S and since < cost:
+                continue
+            if lost < quota - self.budget.used and since < max(self.walk_s, 4 * cost):
+                continue
+            began = loop.time()
+            used, free = await asyncio.to_thread(self._walk)
+            walked = loop.time()
+            cost = walked - began
+            if used > quota:
+                return f"storage quota reached: {human_size(used)} of {human_size(quota)} used"
+
+    async def settle(self) -> None:
+        """After the command: walk once more, so the figure (and `/api/storage`) shows
+        what the command left. Always: the disk's free space cannot tell (other writers
+        and deletions on the same disk hide a command's growth). About 80 ms for a home
+        of 10 000 files on a loaded machine."""
+        await asyncio.to_thread(self._walk)

@@ -56,9 +56,10 @@ def run_cli(
 
 
 class ServerProcess:
-    def __init__(self, root: Path, **env_extra: str) -> None:
+    def __init__(self, root: Path, host: str = "127.0.0.1", **env_extra: str) -> None:
         self.root = root
         self.data = root / "data"
+        self.host = host  # what it listens on; the tests reach it on 127.0.0.1
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = skald_env(root, **env_extra)
@@ -88,7 +89,7 @@ class ServerProcess:
                 str(self.data),
                 "serve",
                 "--host",
-                "127.0.0.1",
+                self.host,
                 "--port",
                 str(self.port),
             ],

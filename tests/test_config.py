@@ -95,7 +95,8 @@ def test_environment_names_come_from_the_struct() -> None:
     assert names["SKALD_LOG_ACCESS"] == "log.access"
     assert names["SKALD_SANDBOX_SUBNET_POOL"] == "sandbox.subnet_pool"
     assert names["SKALD_SECURITY_KDF_WORKERS"] == "security.kdf_workers"
-    assert len(names) == 34
+    assert names["SKALD_SANDBOX_ALLOW_SKALD_ACCESS"] == "sandbox.allow_skald_access"
+    assert len(names) == 35
 
 
 @pytest.mark.parametrize(

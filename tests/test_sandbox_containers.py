@@ -14,6 +14,7 @@ import pytest
 from conftest import PASSWORD
 from docker import errors as docker_errors
 from sandbox_support import docker_fixture, remove_instance_containers, sandbox_runtime_fixture  # noqa: F401
+from test_storage_limits import CTX
 
 from skald.config import SandboxConfig
 from skald.core.runtime import Runtime
@@ -21,6 +22,7 @@ from skald.sandbox.execute import CommandResult, probe, run_command
 from skald.sandbox.image import dockerfile_path, image_tag
 from skald.sandbox.manager import (
     LABEL_INSTANCE,
+    LABEL_SPEC,
     LABEL_USER,
     SandboxManager,
     SandboxUnavailable,
@@ -247,6 +249,49 @@ async def test_deactivate_stops_delete_removes_sweep_spares_others(
     finally:
         stranger.remove(force=True)
         plain.remove(force=True)
+
+
+async def test_a_container_with_this_instances_name_but_another_installations_label_is_never_adopted(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    rt = sandbox_runtime
+    assert rt.sandbox is not None
+    ada = (await rt.core.users.create("ada", PASSWORD, "member")).user
+    user, role = await rt.member(ada.id)
+    spec = rt.sandbox.spec_for(user, role)
+    # Everything matches but the installation: our name, the member, even the spec hash.
+    foreign = docker.containers.create(
+        rt.sandbox.image,
+        ["sleep", "60"],
+        name=spec.name,
+        labels={
+            LABEL_INSTANCE: "another-installation",
+            LABEL_USER: ada.id,
+            LABEL_SPEC: spec.digest,
+        },
+    )
+    try:
+        for _ in range(2):  # a login's ensure, then the reconciliation
+            with pytest.raises(SandboxUnavailable, match="exists but is not this Skald's"):
+                await rt.sandbox.ensure(user, role)
+            await rt.sandbox.reconcile()
+            foreign.reload()
+            assert foreign.status == "created"  # neither started, nor removed, nor relabelled
+            assert foreign.labels[LABEL_INSTANCE] == "another-installation"
+        reason = rt.sandbox.failures[ada.id]
+        assert spec.name in reason and "remove or rename it" in reason
+        assert any("not this Skald's" in r for r in rt.sandbox.health_reasons())
+        ur = await rt.attach(await rt.core.users.unlock("ada", PASSWORD))
+        tool = ur.tool_named("execute_cmd")
+        assert tool is not None
+        result = await tool.run({"command": "echo never"}, CTX)
+        assert result.is_error and "not this Skald's" in result.content, result.content
+        assert "never" not in result.content
+    finally:
+        foreign.remove(force=True)
+    # Once the stranger is gone, the member's own sandbox is made.
+    assert await rt.sandbox.ensure(user, role)
+    assert ada.id not in rt.sandbox.failures
 
 
 async def test_member_uid_without_passwd_entry(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,9 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
 def create_asgi(runtime: Runtime, web_dir: Path | None = None, ops_token: str | None = None) -> Any:
     """The app behind the edge; `/api/ops/*` answers only with `ops_token` from loopback
     (and never when it is None)."""
+    sandbox = runtime.config.sandbox
+    # Sandboxes reach this host through their gateway: Skald itself refuses them.
+    refused = None if sandbox.allow_skald_access else ipaddress.IPv4Network(sandbox.subnet_pool)
     return EdgeMiddleware(
-        ops.OpsGate(create_app(runtime, web_dir), ops_token), runtime.config.log.access
+        ops.OpsGate(create_app(runtime, web_dir), ops_token), runtime.config.log.access, refused
     )

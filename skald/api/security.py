@@ -4,11 +4,18 @@
 reachable anonymously only when its handler says `opt={"public": True}`. It also checks
 the CSRF token of cookie-authenticated writes. `EdgeMiddleware` wraps the whole ASGI
 app (so it covers 404s and static files too): same-origin checks, security headers and
-the access log.
+the access log, and the refusal of requests from the sandboxes' addresses (`refused`:
+a sandbox reaches the host through its network's gateway, and with the default
+`server.host` Skald listens there too).
+
+Trap: the peer address is the TCP peer. Behind a reverse proxy on this host, every
+request comes from the proxy's address (not from the pool); the proxy itself is then
+what a sandbox reaches, and the doctor lists it if it listens on all addresses.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import time
 from collections.abc import Sequence
@@ -24,6 +31,7 @@ from skald.api.errors import ApiError
 from skald.core.runtime import Runtime
 from skald.core.sessions import Principal
 from skald.log import access_line, get_logger
+from skald.sandbox.network import in_pool
 
 log = get_logger("skald.http")
 
@@ -125,6 +133,12 @@ _CROSS_ORIGIN = (
 )
 
 
+_FROM_SANDBOX = (
+    b'{"error":{"code":"from_sandbox","message":"sandboxes may not reach Skald itself '
+    b'(an administrator can allow it: [sandbox] allow_skald_access)"}}'
+)
+
+
 _INTERNAL = (
     b'{"error":{"code":"internal_error","message":"something went wrong on the server; '
     b'it has been logged"}}'
@@ -132,11 +146,24 @@ _INTERNAL = (
 
 
 class EdgeMiddleware:
-    def __init__(self, app: Any, access_log: str = "all") -> None:
+    def __init__(
+        self,
+        app: Any,
+        access_log: str = "all",
+        refused: ipaddress.IPv4Network | None = None,
+    ) -> None:
         self.app = app
         self.log_all = access_log == "all"
+        self.refused = refused  # the sandboxes' pool, when they may not reach Skald
+
+    def _from_sandbox(self, scope: dict[str, Any]) -> bool:
+        client = scope.get("client")
+        return self.refused is not None and in_pool(client[0] if client else None, self.refused)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and self._from_sandbox(scope):
+            await send({"type": "websocket.close", "code": 4403, "reason": "from a sandbox"})
+            return
         if scope["type"] == "websocket" and not same_origin(scope):
             await send({"type": "websocket.close", "code": 4403, "reason": "cross-origin"})
             return
@@ -147,7 +174,10 @@ class EdgeMiddleware:
         status = 0
         aborted = False
         try:
-            if scope["method"] in UNSAFE_METHODS and not same_origin(scope):
+            if self._from_sandbox(scope):
+                await send_json(send, 403, _FROM_SANDBOX, SECURITY_HEADERS)
+                status = 403
+            elif scope["method"] in UNSAFE_METHODS and not same_origin(scope):
                 await send_json(send, 403, _CROSS_ORIGIN, SECURITY_HEADERS)
                 status = 403
             else:

@@ -7,8 +7,9 @@ sandboxes resume once free space is back above the reserve plus `RESUME_MARGIN`,
 disk hovering at the threshold does not flap them.
 
 Trap: the container writes into the bind-mounted home without passing through Skald, so
-no write path can stop it; pausing is the only brake, and it acts `DISK_CHECK_S` late at
-worst. A command already past the reserve (`fallocate -l 3G`) still lands; SQLite then
+no write path can stop it; a running command is stopped by its own `CommandWatch`
+(quota.py), anything else (a connector's programs) only by this pause, which acts
+`DISK_CHECK_S` late at worst. What lands before either acts still lands; SQLite then
 meets ENOSPC as SQLITE_FULL and rolls back, which the tests check with a full tmpfs.
 """
 

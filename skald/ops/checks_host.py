@@ -294,6 +294,34 @@ async def check_sandbox_network(ctx: Context) -> Finding:
     )
 
 
+async def check_host_listeners(ctx: Context) -> Finding:
+    """Services of this host listening on all addresses: every sandbox with a network
+    reaches them through its gateway. Skald's own port is left out while Skald refuses
+    the sandboxes itself (`[sandbox] allow_skald_access` false)."""
+    from skald.sandbox.network import listening_on_all_addresses
+
+    name = "host listeners"
+    cfg = ctx.config.sandbox
+    if not cfg.enabled:
+        return Finding(name=name, status="skip", finding="sandbox disabled")
+    ports = await asyncio.to_thread(listening_on_all_addresses)
+    own = ctx.config.server.port
+    if not cfg.allow_skald_access:
+        ports = [p for p in ports if p != own]
+    if not ports:
+        return Finding(name=name, status="ok", finding="no other service listens on all addresses")
+    listed = ", ".join(map(str, ports))
+    return Finding(
+        name=name,
+        status="warn",
+        finding=f"TCP port(s) {listed} listen on all addresses: the sandboxes reach them "
+        f"through their network's gateway (addresses from {cfg.subnet_pool})",
+        fix=f"bind those services to 127.0.0.1 or to your home network's address, or drop "
+        f"traffic from the sandboxes to this host: sudo iptables -I INPUT -s "
+        f"{cfg.subnet_pool} -j REJECT",
+    )
+
+
 # -- the systemd user unit and linger ------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ from skald.ops.checks_data import (
 )
 from skald.ops.checks_host import (
     check_docker,
+    check_host_listeners,
     check_image,
     check_install,
     check_linger,
@@ -70,6 +71,7 @@ CHECKS: list[Check] = [
     check_docker,
     check_image,
     check_sandbox_network,
+    check_host_listeners,
     check_unit,
     check_linger,
     check_port,

@@ -33,27 +33,38 @@ import msgspec
 from skald.log import get_logger
 from skald.paths import CONTAINER_HOME
 from skald.sandbox.manager import SandboxManager
-from skald.sandbox.procs import KILL_LOOP, MARK_BASE, MARK_SPAN, drop_argv, new_mark, run_killer
+from skald.sandbox.procs import (
+    KILL_LOOP,
+    MARK_BASE,
+    MARK_SPAN,
+    drop_argv,
+    kill_marked_here,
+    new_mark,
+    run_killer,
+)
 
 log = get_logger("skald.sandbox")
 
 # The command's session: writes its pid (= sid = pgid), enters the directory (a missing
-# one gives exit 126 with bash's message), becomes the command. $1 pidfile, $2 dir, $3 cmd.
+# one gives exit 126 with bash's message), takes the file-size limit (KiB; 0: none; set
+# hard as the member, who has no CAP_SYS_RESOURCE to raise it again), becomes the
+# command. $1 pidfile, $2 dir, $3 cmd, $4 the limit.
 SESSION: Final = r"""printf '%s\n' "$$" > "$1" || exit 125
 cd -- "$2" || exit 126
+if [ "$4" -gt 0 ]; then ulimit -f "$4" || exit 125; fi
 exec bash -c "$3" </dev/null
 """
 
 # The exec's main process, as root and without marks: $1 pidfile, $2 dir, $3 command,
-# $4 its marker group, $5 $6 the marker range, $7 SESSION, then the argv that drops to
-# the member with the marks (setpriv ... --). It runs the command's session under `setsid -w`, then
+# $4 its marker group, $5 $6 the marker range, $7 SESSION, $8 the file-size limit, then
+# the argv that drops to the member with the marks (setpriv ... --). It runs the command's session under `setsid -w`, then
 # kills whatever the command left running and hands on its exit status. A member's
 # command cannot signal it (another uid, no CAP_KILL), so the cleanup happens; a uid-0
 # member can, and the exec then ends with a signal's status (Skald kills as root).
 WRAPPER: Final = (
-    r"""pidfile=$1 dir=$2 cmd=$3 want=$4 lo=$5 hi=$6 session=$7
-shift 7
-setsid -w "$@" bash -c "$session" skald-session "$pidfile" "$dir" "$cmd"
+    r"""pidfile=$1 dir=$2 cmd=$3 want=$4 lo=$5 hi=$6 session=$7 fsize=$8
+shift 8
+setsid -w "$@" bash -c "$session" skald-session "$pidfile" "$dir" "$cmd" "$fsize"
 rc=$?
 mode=cmd self=$$ parent=
 """
@@ -85,6 +96,7 @@ class CommandResult(msgspec.Struct, frozen=True, kw_only=True):
     truncated: bool = False
     timed_out: bool = False
     runaway: bool = False
+    stopped: str = ""  # why Skald stopped it (`stop_when`), e.g. the storage quota
     duration_s: float = 0.0
 
 
@@ -111,9 +123,16 @@ async def run_command(
     max_bytes: int,
     on_output: Callable[[str], Awaitable[None]] | None = None,
     as_root: bool = False,
+    max_file_bytes: int = 0,
+    stop_when: Callable[[], Awaitable[str]] | None = None,
 ) -> CommandResult:
     """Run `command`; cancelling the caller kills the command's processes, then re-raises.
-    Whatever the command left running is killed before this returns."""
+    Whatever the command left running is killed before this returns.
+
+    `max_file_bytes` (> 0) is the largest file the command's processes may write
+    (RLIMIT_FSIZE; a write past it fails, `SIGXFSZ` ends the writer). `stop_when`
+    returns a reason when the command must be stopped (the member's storage quota):
+    the command is then killed like a timed-out one and the reason is its result."""
     client = manager.client()
     api = client.api
     token = secrets.token_hex(12)
@@ -122,7 +141,9 @@ async def run_command(
     who = (None, None) if as_root else (manager.uid, manager.gid)
     drop = drop_argv((manager.boot_mark, mark), *who)
     marks = [str(mark), str(MARK_BASE), str(MARK_BASE + MARK_SPAN)]
+    fsize = str(-(-max_file_bytes // 1024) if max_file_bytes > 0 else 0)  # KiB, rounded up
     argv = ["bash", "-c", WRAPPER, "skald-cmd", pidfile, workdir, command, *marks, SESSION]
+    argv += [fsize]
     argv += [*drop, "--"]
     exec_id = (
         await manager.call(
@@ -139,7 +160,7 @@ async def run_command(
     )["Id"]
 
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+    queue: asyncio.Queue[bytes | BaseException | _Stop | None] = asyncio.Queue()
 
     def pump() -> None:
         try:
@@ -151,13 +172,21 @@ async def run_command(
         finally:
             loop.call_soon_threadsafe(queue.put_nowait, None)
 
+    async def watch(when: Callable[[], Awaitable[str]]) -> None:
+        try:
+            queue.put_nowait(_Stop(await when()))
+        except Exception as exc:  # a watch that fails stops the command: never unwatched
+            queue.put_nowait(exc)
+
     started = loop.time()
     reader = loop.run_in_executor(manager.stream_pool, pump)
+    watcher = None if stop_when is None else asyncio.ensure_future(watch(stop_when))
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     kept: list[str] = []
     kept_bytes = 0
     seen_bytes = 0
     truncated = timed_out = runaway = False
+    stopped = ""
     deadline = started + timeout_s
 
     async def kill() -> None:
@@ -177,6 +206,13 @@ async def run_command(
             except TimeoutError:
                 continue
             if item is None:
+                break
+            if isinstance(item, _Stop):
+                stopped = item.reason
+                # Every moment counts (the command may be writing the disk full): the
+                # marked processes die from here first, then by the root killer as always.
+                await asyncio.to_thread(kill_marked_here, mark)
+                await kill()
                 break
             if isinstance(item, BaseException):
                 raise item
@@ -202,9 +238,12 @@ async def run_command(
         if as_root:
             await asyncio.shield(_scrub_home(manager, container_id))
         raise
+    finally:
+        if watcher is not None:
+            watcher.cancel()
     kept.append(decoder.decode(b"", final=True))
     exit_code: int | None = None
-    if not (timed_out or runaway):
+    if not (timed_out or runaway or stopped):
         info = await manager.call(api.exec_inspect, exec_id)
         exit_code = info.get("ExitCode")
         # Detached leftovers (`cmd &`, `setsid`, `env -i`) end with the call: the
@@ -220,8 +259,13 @@ async def run_command(
         truncated=truncated,
         timed_out=timed_out,
         runaway=runaway,
+        stopped=stopped,
         duration_s=round(loop.time() - started, 3),
     )
+
+
+class _Stop(msgspec.Struct, frozen=True):
+    reason: str
 
 
 async def _kill_marked(
@@ -328,7 +372,9 @@ def commands_block(found: list[str]) -> str:
 def describe(result: CommandResult, timeout_s: float, max_bytes: int) -> str:
     """The tool result text for the model."""
     lines: list[str] = []
-    if result.timed_out:
+    if result.stopped:
+        lines.append(f"[stopped: {result.stopped}]")
+    elif result.timed_out:
         lines.append(f"[stopped: the command ran longer than {timeout_s:g} s]")
     elif result.runaway:
         lines.append("[stopped: the command printed far more than the output limit]")

@@ -14,6 +14,11 @@ everything else on the host) are never used.
 
 Trap: routes *inside* the pool are normal (Docker adds one per bridge, ours and other
 instances'); they only mark those subnets as taken.
+
+The gateway of a member's bridge is this host: a sandbox reaches every service of the
+host that listens on all addresses. Skald's own server refuses requests from the pool
+(`in_pool`, used by the API's edge) unless `[sandbox] allow_skald_access`; the others
+are listed by `skald doctor` (`listening_on_all_addresses`, from /proc/net/tcp{,6}).
 """
 
 from __future__ import annotations
@@ -95,3 +100,40 @@ def free_subnets(pool: Net, prefix: int, taken: Iterable[Net]) -> Iterable[Net]:
 
 def capacity(pool: Net, prefix: int) -> int:
     return 1 << (prefix - pool.prefixlen)
+
+
+def in_pool(client_host: str | None, pool: Net) -> bool:
+    """Whether a peer address (as the server saw it; an IPv4-mapped IPv6 spelling
+    included) is in the sandboxes' pool. Anything unparsable is not."""
+    if not client_host:
+        return False
+    try:
+        address = ipaddress.ip_address(client_host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return isinstance(address, ipaddress.IPv4Address) and address in pool
+
+
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's `st` column
+_ANY = {"00000000", "00000000000000000000000000000000", "0000000000000000FFFF000000000000"}
+
+
+def listening_on_all_addresses(proc_net: Path = Path("/proc/net")) -> list[int]:
+    """TCP ports of this host (its network namespace) listening on 0.0.0.0 or ::, so
+    reachable from every sandbox through its gateway; sorted, each once."""
+    ports: set[int] = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (proc_net / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != _LISTEN:
+                continue
+            address, _, port = fields[1].partition(":")
+            if address.upper() in _ANY:
+                ports.add(int(port, 16))
+    return sorted(ports)

@@ -25,7 +25,7 @@ from skald.agent.tools import EXEC, Tool, ToolContext, ToolResult, Touches
 from skald.errors import DiskFullError, QuotaExceededError
 from skald.llm.types import ToolSpec
 from skald.permissions import can, declare
-from skald.quota import BudgetSource
+from skald.quota import BudgetSource, CommandWatch
 from skald.sandbox.execute import CommandResult, container_workdir, describe, run_command
 from skald.sandbox.manager import SandboxManager, SandboxUnavailable
 from skald.store.rows import Role, User
@@ -70,8 +70,10 @@ class ExecuteCmdTool(Tool):
     ) -> None:
         self.manager = manager
         self._member = member
-        # A command's writes cannot be metered: a member over quota (or a nearly full
-        # disk) gets no command at all until space is freed.
+        # A member over quota (or a nearly full disk) gets no command at all until space
+        # is freed; a running command's writes are watched (`CommandWatch`): it is
+        # stopped once the member is over quota, and each of its files is capped at
+        # the quota (RLIMIT_FSIZE).
         self._budget = budget
         cfg = manager.config
         self.default_timeout_s = cfg.command_timeout_s
@@ -117,11 +119,15 @@ class ExecuteCmdTool(Tool):
         command = str(args["command"])
         workdir = container_workdir(args.get("workdir"))
         timeout_s = min(int(args.get("timeout_s") or self.default_timeout_s), self.max_timeout_s)
+        watch: CommandWatch | None = None
         if self._budget is not None:
+            budget = await self._budget()
             try:
-                await (await self._budget()).recheck()
+                await budget.recheck()
             except (QuotaExceededError, DiskFullError) as exc:
                 return ToolResult.error(f"The command did not run: {exc}.")
+            watch = CommandWatch(budget)
+            await watch.start()
         result = await in_sandbox(
             self.manager,
             self._member,
@@ -131,9 +137,19 @@ class ExecuteCmdTool(Tool):
             timeout_s=timeout_s,
             max_bytes=self.max_bytes,
             on_output=ctx.output,
+            max_file_bytes=0 if watch is None else watch.budget.quota,
+            stop_when=None if watch is None else watch.until_over,
         )
+        if watch is not None:
+            await watch.settle()
         if isinstance(result, ToolResult):
             return result
+        if result.stopped:
+            return ToolResult.error(
+                f"{describe(result, timeout_s, self.max_bytes)}\n"
+                "The command was stopped and further writes are refused until space is "
+                "freed: delete files you no longer need."
+            )
         return ToolResult(
             content=describe(result, timeout_s, self.max_bytes),
             is_error=result.exit_code != 0,
