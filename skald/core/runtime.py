@@ -157,18 +157,19 @@ class Runtime:
 
     async def member(self, user_id: str) -> tuple[User, Role]:
         """The member's current row and role (read fresh: both may have changed)."""
-        user = await self.core.registry.get_user(user_id)
+        user, role = await self.core.registry.user_with_role(user_id)
         if user is None:
             raise NotFoundError("no such user")
-        role = await self.core.registry.get_role(user.role)
         if role is None:
             raise NotFoundError(f"the role {user.role!r} no longer exists")
         return user, role
 
-    async def budget(self, user_id: str) -> Budget:
+    async def budget(self, user_id: str, role: Role | None = None) -> Budget:
         """The member's storage budget: their quota from their role as it is now, and a
-        usage figure (walked once in a thread if not known yet)."""
-        _, role = await self.member(user_id)
+        usage figure (walked once in a thread if not known yet). `role`: the member's
+        role just read by the caller (a turn's setup), so it is not read twice."""
+        if role is None:
+            _, role = await self.member(user_id)
         await self.storage.usage(user_id)
         return Budget(self.storage, user_id, quota_bytes(role, self.config))
 
@@ -255,7 +256,7 @@ class Runtime:
             rules=self.core.registry.approval_rules,
             plugins=self.plugins,
             router=self.router_for(handle.user, role),
-            budget=lambda: self.budget(user_id),
+            budget=lambda role=None: self.budget(user_id, role),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         runtime.notifications = self.notifications
