@@ -16,6 +16,7 @@ import time
 from granian.constants import Interfaces
 from granian.server.embed import Server
 
+import skald.lean  # noqa: F401  (first: httpx and structlog without their CLI extras)
 from skald.api.app import create_asgi
 from skald.config import Config
 from skald.core.runtime import Runtime

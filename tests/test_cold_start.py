@@ -1,0 +1,54 @@
+"""What a cold start loads (issue 22, goal 3): counted in a fresh interpreter, never timed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRAS = ["click", "pygments", "rich"]
+
+
+def _fresh(code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_server_and_cli_load_no_command_line_extras_of_their_libraries() -> None:
+    # httpx's CLI and structlog's dev module pull these in when installed; Skald uses none.
+    loaded = _fresh(
+        "import sys, json, skald.server, skald.cli;"
+        f"print(json.dumps([m for m in {EXTRAS!r} if m in sys.modules]))"
+    )
+    assert json.loads(loaded) == []
+
+
+def test_the_hidden_extras_are_real_modules_for_whoever_imports_them_later() -> None:
+    out = _fresh(
+        "import skald.server, rich.console, click, pygments.lexers;"
+        "print(rich.console.Console.__name__, click.command.__name__)"
+    )
+    assert out == "Console command"
+
+
+def test_console_logging_still_prints_a_redacted_traceback_after_a_lean_start() -> None:
+    out = _fresh(
+        "import io, skald.server\n"
+        "from skald.log import configure_logging, get_logger\n"
+        "buf = io.StringIO()\n"
+        "configure_logging('info', 'console', buf)\n"
+        "try:\n"
+        "    raise ValueError('token=sk-abcdefghijklmnopqrstuvwxyz0123')\n"
+        "except ValueError:\n"
+        "    get_logger('t').exception('failed')\n"
+        "print(buf.getvalue())"
+    )
+    assert "failed" in out and "Traceback" in out and "ValueError" in out
+    assert "sk-abcdefghijklmnopqrstuvwxyz0123" not in out
