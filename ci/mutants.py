@@ -823,6 +823,52 @@ MUTANTS: tuple[Mutant, ...] = (
         docker=False,
         why="a storage-limit decision",
     ),
+    # -- speed: turn round trips and a lean start (issue 22) ---------------------------
+    Mutant(
+        "SP1",
+        "speed",
+        "skald/core/user_runtime.py",
+        "await (await self.budget(role)).recheck()",
+        "await (await self.budget()).recheck()",
+        ("tests/test_turn_round_trips.py",),
+        why="the turn's budget reads the member again (two more trips)",
+    ),
+    Mutant(
+        "SP2",
+        "speed",
+        "skald/core/runtime.py",
+        "        if role is None:\n            _, role = await self.member(user_id)",
+        "        if True:\n            _, role = await self.member(user_id)",
+        ("tests/test_turn_round_trips.py",),
+        why="the role a caller passes is ignored",
+    ),
+    Mutant(
+        "SP3",
+        "speed",
+        "skald/lean.py",
+        'EXTRAS = ("click", "rich", "pygments")',
+        'EXTRAS = ("click", "pygments")',
+        ("tests/test_cold_start.py",),
+        why="structlog loads rich again",
+    ),
+    Mutant(
+        "SP4",
+        "speed",
+        "skald/lean.py",
+        'if sys.modules.get(name, "") is None:',
+        "if False:",
+        ("tests/test_cold_start.py",),
+        why="the hidden extras stay hidden for everyone after the start",
+    ),
+    Mutant(
+        "SP5",
+        "speed",
+        "skald/agent/prompts.py",
+        'if "<!--" not in line:',
+        'if "<!-- " not in line:',
+        ("tests/test_agents_data.py", "tests/test_agent_prompt_cache.py"),
+        why="the fast path skips a placeholder written without a space",
+    ),
 )
 
 
