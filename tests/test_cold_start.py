@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from conftest import TEST_ENV
+
+from skald.config import load_config
+from skald.core.runtime import Runtime
+from skald.paths import DataLayout
+from skald.sandbox.manager import SandboxManager
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRAS = ["click", "pygments", "rich"]
@@ -52,3 +62,32 @@ def test_console_logging_still_prints_a_redacted_traceback_after_a_lean_start() 
     )
     assert "failed" in out and "Traceback" in out and "ValueError" in out
     assert "sk-abcdefghijklmnopqrstuvwxyz0123" not in out
+
+
+async def test_the_first_look_at_docker_waits_until_the_web_app_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks: list[str] = []
+
+    async def check(self: SandboxManager) -> bool:
+        looks.append(self.state)
+        return False
+
+    monkeypatch.setattr(SandboxManager, "check", check)
+    env = {**TEST_ENV, "SKALD_SANDBOX_ENABLED": "true"}
+    layout = DataLayout(tmp_path / "data")
+    config = load_config(layout.root, env)
+    # As `skald serve` boots it: with an address, the app still to be built.
+    rt = await Runtime.boot(layout, config, announce=io.StringIO(), listen=("127.0.0.1", 1))
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert rt.sandbox is not None and looks == []
+        rt.app_built.set()
+        for _ in range(200):
+            if looks:
+                break
+            await asyncio.sleep(0.01)
+        assert looks == ["starting"]
+    finally:
+        await rt.shutdown()

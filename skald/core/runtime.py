@@ -83,6 +83,10 @@ class Runtime:
         self.instance = Instance(core.registry, core.config.assistant.timezone)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
+        # Set once the web app is built (`skald serve`), or at boot when there is no web
+        # server: start-up work that can wait (the first look at Docker) waits for it,
+        # so it does not take the one core Python gets from building the app.
+        self.app_built = asyncio.Event()
         self.started_at = time.time()
         self.version = __version__
         self.setup_token: str | None = None
@@ -100,6 +104,8 @@ class Runtime:
         runtime = cls(core)
         if listen is not None:
             runtime.listen = listen
+        else:
+            runtime.app_built.set()
         try:
             await runtime._start(announce or sys.stderr)
         except BaseException:

@@ -51,6 +51,14 @@ def skald_capabilities() -> list[Capability]:
 @hookimpl
 def skald_services(runtime: Runtime) -> list[ServiceSpec]:
     # Docker may be down: the watcher keeps trying, the server runs regardless.
-    if runtime.sandbox is None:
+    sandbox = runtime.sandbox
+    if sandbox is None:
         return []
-    return [ServiceSpec("sandbox-watcher", runtime.sandbox.watch_forever, order=50)]
+
+    async def watch() -> None:
+        # The first look (the Docker SDK's import, a ping, reconciliation) after the web
+        # app is built: it would otherwise share the start's one core (the GIL).
+        await runtime.app_built.wait()
+        await sandbox.watch_forever()
+
+    return [ServiceSpec("sandbox-watcher", watch, order=50)]
