@@ -869,6 +869,33 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_agents_data.py", "tests/test_agent_prompt_cache.py"),
         why="the fast path skips a placeholder written without a space",
     ),
+    Mutant(
+        "SP6",
+        "speed",
+        "skald/features/sandbox.py",
+        "sandbox.watch_forever(runtime.app_built)",
+        "sandbox.watch_forever()",
+        ("tests/test_cold_start.py",),
+        why="Docker is probed while the app is being built again",
+    ),
+    Mutant(
+        "SP7",
+        "speed",
+        "skald/sandbox/manager.py",
+        "        await self.first_look()\n        client = self.client()",
+        "        client = self.client()",
+        ("tests/test_cold_start.py",),
+        why="a sandbox use right after a start is refused with 'connecting to Docker'",
+    ),
+    Mutant(
+        "SP8",
+        "speed",
+        "skald/sandbox/manager.py",
+        "        finally:\n            self._looked.set()",
+        "        finally:\n            pass",
+        ("tests/test_cold_start.py",),
+        why="callers waiting for the first look wait out the whole bound",
+    ),
 )
 
 

@@ -16,7 +16,7 @@ from conftest import TEST_ENV
 from skald.config import load_config
 from skald.core.runtime import Runtime
 from skald.paths import DataLayout
-from skald.sandbox.manager import SandboxManager
+from skald.sandbox.manager import SandboxManager, SandboxUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRAS = ["click", "pygments", "rich"]
@@ -64,30 +64,36 @@ def test_console_logging_still_prints_a_redacted_traceback_after_a_lean_start() 
     assert "sk-abcdefghijklmnopqrstuvwxyz0123" not in out
 
 
-async def test_the_first_look_at_docker_waits_until_the_web_app_is_built(
+async def test_the_first_look_at_docker_waits_until_the_web_app_is_built_and_callers_wait_for_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     looks: list[str] = []
 
-    async def check(self: SandboxManager) -> bool:
+    async def look(self: SandboxManager) -> bool:
         looks.append(self.state)
+        self._lost("no daemon in this test")
         return False
 
-    monkeypatch.setattr(SandboxManager, "check", check)
+    monkeypatch.setattr(SandboxManager, "_check", look)
     env = {**TEST_ENV, "SKALD_SANDBOX_ENABLED": "true"}
     layout = DataLayout(tmp_path / "data")
     config = load_config(layout.root, env)
     # As `skald serve` boots it: with an address, the app still to be built.
     rt = await Runtime.boot(layout, config, announce=io.StringIO(), listen=("127.0.0.1", 1))
     try:
+        assert rt.sandbox is not None
+        created = await rt.core.users.create("ada", "a household password", "member")
+        user, role = await rt.member(created.user.id)
+        # A sandbox user meanwhile (a sign-in's probe, a connector) waits for the look
+        # instead of being refused with "connecting to Docker".
+        waiting = asyncio.create_task(rt.sandbox.ensure(user, role))
         for _ in range(20):
             await asyncio.sleep(0)
-        assert rt.sandbox is not None and looks == []
+        assert looks == [] and not waiting.done()
         rt.app_built.set()
-        for _ in range(200):
-            if looks:
-                break
-            await asyncio.sleep(0.01)
-        assert looks == ["starting"]
+        with pytest.raises(SandboxUnavailable) as refused:
+            await asyncio.wait_for(waiting, 10)
+        assert looks == ["starting"] and rt.sandbox.state == "unreachable"
+        assert "no daemon in this test" in str(refused.value)
     finally:
         await rt.shutdown()

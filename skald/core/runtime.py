@@ -182,7 +182,10 @@ class Runtime:
     async def _probe_sandbox(self, user_id: str) -> None:
         """At login: start the member's container and note which commands it has."""
         sandbox = self.sandbox
-        if sandbox is None or sandbox.state != "ok":
+        if sandbox is None:
+            return
+        await sandbox.first_look()  # a sign-in right after a start
+        if sandbox.state != "ok":
             return
         try:
             user, role = await self.member(user_id)

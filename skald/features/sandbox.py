@@ -54,11 +54,8 @@ def skald_services(runtime: Runtime) -> list[ServiceSpec]:
     sandbox = runtime.sandbox
     if sandbox is None:
         return []
-
-    async def watch() -> None:
-        # The first look (the Docker SDK's import, a ping, reconciliation) after the web
-        # app is built: it would otherwise share the start's one core (the GIL).
-        await runtime.app_built.wait()
-        await sandbox.watch_forever()
-
-    return [ServiceSpec("sandbox-watcher", watch, order=50)]
+    # The first look (the Docker SDK's import, a ping, reconciliation) once the web app
+    # is built: it would otherwise share the start's one core (the GIL).
+    return [
+        ServiceSpec("sandbox-watcher", lambda: sandbox.watch_forever(runtime.app_built), order=50)
+    ]
