@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import pytest
@@ -31,25 +32,30 @@ def _kind(name: str) -> str:
 
 class TripCounter:
     """Counts `Database._submit` (the one way work reaches a database thread) by
-    database, and notes the count when the model request leaves."""
+    database, and notes the count when the model request leaves.
+
+    Only work done in the context where `counting` was set is counted: the request runs
+    in the test's task (httpx's ASGI transport), and the tasks it starts (the
+    conversation's runner, the memory indexes' reads) copy that context; the server's
+    background services (scheduler ticks, purges) run in their own and are not counted."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.trips: Counter[str] = Counter()
         self.callers: list[str] = []
         self.at_request: list[Counter[str]] = []
-        self.counting = False
+        self.counting: ContextVar[bool] = ContextVar("counting", default=False)
         submit = Database._submit
         post_stream = openai_compat.post_stream
 
         def counted(db: Database, fn: Any) -> Any:
-            if self.counting:
+            if self.counting.get():
                 self.trips[_kind(db.name)] += 1
                 self.callers.append(f"{_kind(db.name)}: {getattr(fn, '__qualname__', fn)}")
             return submit(db, fn)
 
         @asynccontextmanager
         async def noted(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            if self.counting:
+            if self.counting.get():
                 self.at_request.append(Counter(self.trips))
             async with post_stream(*args, **kwargs) as response:
                 yield response
@@ -97,9 +103,9 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     conversation_id = (await post_chat(ada, "one"))["conversation_id"]
     await post_chat(ada, "two", conversation_id)
     counter = TripCounter(monkeypatch)
-    counter.counting = True
+    counting = counter.counting.set(True)
     reply = await post_chat(ada, "three", conversation_id)
-    counter.counting = False
+    counter.counting.reset(counting)
     assert reply["status"] == "done" and reply["reply"] == "hello"
     trace = "\n".join(counter.callers)
     assert len(counter.at_request) == 1, trace
