@@ -19,7 +19,10 @@ is warm after the first round, as it is on a server that restarts):
    connect, ping, image lookup), skipped without a Docker engine;
 4. `skald serve` from exec to the first 200 of `/api/health` (polled every 10 ms), on a
    fresh data directory and again on the same (existing) one, with the environment of
-   tests/harness.py (test KDF profile, sandbox off).
+   tests/harness.py (test KDF profile, sandbox off; `--sandbox`: on, so the start
+   includes the sandbox watcher's first look at Docker).
+
+`--only PART` runs one of imports, database, docker, serve.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -161,7 +165,7 @@ def docker(rounds: int) -> None:
     print(f"  {statistics.median(times) * 1000:7.1f} ms (state: {state})")
 
 
-def _serve_once(root: Path) -> dict[str, float]:
+def _serve_once(root: Path, sandbox: bool = False) -> dict[str, float]:
     """Exec `skald serve` and poll `/api/health` every 10 ms until it answers 200; the
     server's own log lines ("boot", "listening") split the time."""
     port = free_port()
@@ -172,7 +176,7 @@ def _serve_once(root: Path) -> dict[str, float]:
     with log_path.open("wb") as log:
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
             [sys.executable, "-m", "skald", *argv],
-            env=skald_env(root),
+            env=skald_env(root, SKALD_SANDBOX_ENABLED="true" if sandbox else "false"),
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -208,13 +212,14 @@ def _serve_once(root: Path) -> dict[str, float]:
     }
 
 
-def serve(rounds: int) -> None:
+def serve(rounds: int, sandbox: bool = False) -> None:
     runs: dict[str, list[dict[str, float]]] = {"fresh": [], "existing": []}
     for _ in range(rounds):
         with tempfile.TemporaryDirectory() as tmp:
-            runs["fresh"].append(_serve_once(Path(tmp)))
-            runs["existing"].append(_serve_once(Path(tmp)))
-    print(f"`skald serve` exec -> first 200 of /api/health (sandbox off), median of {rounds}:")
+            runs["fresh"].append(_serve_once(Path(tmp), sandbox))
+            runs["existing"].append(_serve_once(Path(tmp), sandbox))
+    where = "on: Docker probed during the start" if sandbox else "off"
+    print(f"`skald serve` exec -> first 200 of /api/health (sandbox {where}), median of {rounds}:")
     for kind, results in runs.items():
         print(f"  {kind} data directory:")
         for key in results[0]:
@@ -225,17 +230,26 @@ def serve(rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="serve with the sandbox on (needs Docker and the runtime image)",
+    )
+    parser.add_argument("--only", choices=["imports", "database", "docker", "serve"])
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"skald cold start, python {sys.version.split()[0]}, load average {load:.2f}\n")
-    imports(args.rounds)
-    print()
-    database(args.rounds)
-    print()
-    docker(args.rounds)
-    print()
-    serve(args.rounds)
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    parts: dict[str, Callable[[], None]] = {
+        "imports": lambda: imports(args.rounds),
+        "database": lambda: database(args.rounds),
+        "docker": lambda: docker(args.rounds),
+        "serve": lambda: serve(args.rounds, args.sandbox),
+    }
+    for name, part in parts.items():
+        if args.only in (None, name):
+            part()
+            print()
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

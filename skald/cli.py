@@ -19,6 +19,7 @@ from typing import Any, Literal, NoReturn, TextIO
 
 import msgspec
 
+import skald.lean  # noqa: F401  (first: httpx and structlog without their CLI extras)
 from skald import __version__
 from skald.config import Config, PluginsConfig, Sections, load_config, resolve_data_dir
 from skald.core.accounts import AccountService

@@ -30,10 +30,10 @@ import asyncio
 import os
 import stat
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from skald import walk
 from skald.agent.history import human_size
@@ -226,8 +226,12 @@ class Budget:
         self.accountant.wrote(self.user_id, delta)
 
 
-# What the tools hold: a budget built at each call, so a role edit applies at once.
-BudgetSource = Callable[[], Awaitable[Budget]]
+class BudgetSource(Protocol):
+    """What the tools hold: a budget built at each call, so a role edit applies at once.
+    A caller that has just read the member's role passes it (a turn's setup), else the
+    role is read afresh."""
+
+    def __call__(self, role: Role | None = None) -> Awaitable[Budget]: ...
 
 
 class CommandWatch:

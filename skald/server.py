@@ -16,6 +16,7 @@ import time
 from granian.constants import Interfaces
 from granian.server.embed import Server
 
+import skald.lean  # noqa: F401  (first: httpx and structlog without their CLI extras)
 from skald.api.app import create_asgi
 from skald.config import Config
 from skald.core.runtime import Runtime
@@ -74,8 +75,10 @@ async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_tok
     runtime = await Runtime.boot(layout, config, listen=(host, port))
     stop_sweep = threading.Event()  # set at shutdown
     sweep = asyncio.create_task(_remove_partial_writes(layout, started, stop_sweep))
+    app = create_asgi(runtime, ops_token=ops_token)
+    runtime.app_built.set()
     server = Server(
-        create_asgi(runtime, ops_token=ops_token),
+        app,
         address=host,
         port=port,
         interface=Interfaces.ASGINL,

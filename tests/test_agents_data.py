@@ -403,3 +403,11 @@ def test_agent_def_is_frozen_and_strict() -> None:
     assert isinstance(agent, AgentDef)
     with pytest.raises(AttributeError):
         agent.name = "x"  # type: ignore[misc]
+
+
+def test_placeholders_are_filled_however_they_are_spaced_and_other_lines_stay_as_they_are() -> None:
+    # Lines without a placeholder skip the regex (every turn fills the prompt): the
+    # result must be what one pass over every line gives.
+    text = "Intro  \n<!--DATETIME-->\n<!--   PROFILE -->\nA <!-- DATETIME --> B\n<!-- a comment\n"
+    filled = fill_placeholders(text, {"DATETIME": "now", "PROFILE": "me"})
+    assert filled == "Intro  \nnow\nme\nA now B\n<!-- a comment\n"

@@ -312,6 +312,9 @@ def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
     """Substitute placeholders in one pass; missing or unknown ones become empty."""
     lines = []
     for line in text.split("\n"):
+        if "<!--" not in line:  # most lines: no placeholder, no regex (every turn runs this)
+            lines.append(line)
+            continue
         filled = _PLACEHOLDER.sub(lambda m: values.get(m["name"], ""), line)
         if filled != line and not filled.strip() and not _PLACEHOLDER.sub("", line).strip():
             continue  # a line of placeholders that all rendered empty

@@ -83,6 +83,10 @@ class Runtime:
         self.instance = Instance(core.registry, core.config.assistant.timezone)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
         self.sandbox: SandboxManager | None = None
+        # Set once the web app is built (`skald serve`), or at boot when there is no web
+        # server: start-up work that can wait (the first look at Docker) waits for it,
+        # so it does not take the one core Python gets from building the app.
+        self.app_built = asyncio.Event()
         self.started_at = time.time()
         self.version = __version__
         self.setup_token: str | None = None
@@ -100,6 +104,8 @@ class Runtime:
         runtime = cls(core)
         if listen is not None:
             runtime.listen = listen
+        else:
+            runtime.app_built.set()
         try:
             await runtime._start(announce or sys.stderr)
         except BaseException:
@@ -157,25 +163,29 @@ class Runtime:
 
     async def member(self, user_id: str) -> tuple[User, Role]:
         """The member's current row and role (read fresh: both may have changed)."""
-        user = await self.core.registry.get_user(user_id)
+        user, role = await self.core.registry.user_with_role(user_id)
         if user is None:
             raise NotFoundError("no such user")
-        role = await self.core.registry.get_role(user.role)
         if role is None:
             raise NotFoundError(f"the role {user.role!r} no longer exists")
         return user, role
 
-    async def budget(self, user_id: str) -> Budget:
+    async def budget(self, user_id: str, role: Role | None = None) -> Budget:
         """The member's storage budget: their quota from their role as it is now, and a
-        usage figure (walked once in a thread if not known yet)."""
-        _, role = await self.member(user_id)
+        usage figure (walked once in a thread if not known yet). `role`: the member's
+        role just read by the caller (a turn's setup), so it is not read twice."""
+        if role is None:
+            _, role = await self.member(user_id)
         await self.storage.usage(user_id)
         return Budget(self.storage, user_id, quota_bytes(role, self.config))
 
     async def _probe_sandbox(self, user_id: str) -> None:
         """At login: start the member's container and note which commands it has."""
         sandbox = self.sandbox
-        if sandbox is None or sandbox.state != "ok":
+        if sandbox is None:
+            return
+        await sandbox.first_look()  # a sign-in right after a start
+        if sandbox.state != "ok":
             return
         try:
             user, role = await self.member(user_id)
@@ -255,7 +265,7 @@ class Runtime:
             rules=self.core.registry.approval_rules,
             plugins=self.plugins,
             router=self.router_for(handle.user, role),
-            budget=lambda: self.budget(user_id),
+            budget=lambda role=None: self.budget(user_id, role),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         runtime.notifications = self.notifications

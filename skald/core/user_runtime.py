@@ -317,10 +317,10 @@ class UserRuntime:
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         # The role as it is now: a capability removed since the last turn is gone from
         # this one's tools and prompt.
-        await self.current_role()
+        role = await self.current_role()
         if self.budget is not None:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
-            await (await self.budget()).recheck()
+            await (await self.budget(role)).recheck()
         agent = self.agent_for(conversation)
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(

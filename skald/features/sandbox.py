@@ -51,6 +51,11 @@ def skald_capabilities() -> list[Capability]:
 @hookimpl
 def skald_services(runtime: Runtime) -> list[ServiceSpec]:
     # Docker may be down: the watcher keeps trying, the server runs regardless.
-    if runtime.sandbox is None:
+    sandbox = runtime.sandbox
+    if sandbox is None:
         return []
-    return [ServiceSpec("sandbox-watcher", runtime.sandbox.watch_forever, order=50)]
+    # The first look (the Docker SDK's import, a ping, reconciliation) once the web app
+    # is built: it would otherwise share the start's one core (the GIL).
+    return [
+        ServiceSpec("sandbox-watcher", lambda: sandbox.watch_forever(runtime.app_built), order=50)
+    ]

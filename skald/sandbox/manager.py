@@ -62,6 +62,9 @@ LABEL_SPEC: Final = "skald.spec"
 # `skald.user`: the reconcile at start removes those of earlier starts (a crash's).
 LABEL_BOOT: Final = "skald.boot"
 STOP_GRACE_S: Final = 5
+# How long a caller waits for the watcher's first look at Docker (right after a start)
+# before it is told the sandbox is not available.
+FIRST_LOOK_WAIT_S: Final = 20.0
 
 # What Skald's own root steps need (the start script, the process killer, setpriv to the
 # member's uid with an empty bounding set, `install_packages` running apt and dpkg);
@@ -156,6 +159,9 @@ class SandboxManager:
         self._locks: dict[str, asyncio.Lock] = {}
         self._network_lock = threading.Lock()
         self._wake = asyncio.Event()
+        # The watcher's first look: until then the state is "starting" (see `first_look`).
+        self._watching = False
+        self._looked = asyncio.Event()
         # Control calls and long output streams get separate pools, so a few long-running
         # commands can never hold up an `ensure` or a kill.
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="skald-docker")
@@ -279,10 +285,20 @@ class SandboxManager:
     def _lock(self, user_id: str) -> asyncio.Lock:
         return self._locks.setdefault(user_id, asyncio.Lock())
 
+    async def first_look(self) -> None:
+        """While the watcher has not yet looked at Docker (the first moments after a
+        start: it looks once the web app is built), wait for that look, so a call then
+        is not refused with "connecting to Docker". Bounded; without a watcher (tests
+        that drive `check` themselves) there is nothing to wait for."""
+        if self.state == "starting" and self._watching:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._looked.wait(), FIRST_LOOK_WAIT_S)
+
     async def ensure(self, user: User, role: Role) -> str:
         """The member's container, running and matching its spec; returns its id."""
         if not user.active:
             raise SandboxUnavailable(f"{user.username}'s account is deactivated")
+        await self.first_look()
         client = self.client()
         spec = self.spec_for(user, role)
         async with self._lock(user.id):
@@ -597,6 +613,12 @@ class SandboxManager:
 
     async def check(self) -> bool:
         """One look at the daemon and the image; True when the sandbox just came back."""
+        try:
+            return await self._check()
+        finally:
+            self._looked.set()
+
+    async def _check(self) -> bool:
         was = self.state
         try:
             await self._connect()
@@ -627,8 +649,14 @@ class SandboxManager:
         pool = ipaddress.IPv4Network(self.config.subnet_pool)
         return pool_conflict(pool, host_routes())
 
-    async def watch_forever(self) -> None:
-        """Supervised service: poll the daemon, reconcile at start and after each outage."""
+    async def watch_forever(self, after: asyncio.Event | None = None) -> None:
+        """Supervised service: poll the daemon, reconcile at start and after each outage.
+        `after`: the first look waits for it (the server sets it once the web app is
+        built, so the Docker SDK's import and the ping do not slow the start down);
+        callers meanwhile wait in `first_look`."""
+        self._watching = True
+        if after is not None:
+            await after.wait()
         backoff = self.poll_s
         while True:
             came_back = await self.check()

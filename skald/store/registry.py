@@ -329,6 +329,16 @@ class Registry:
     async def get_user(self, user_id: str) -> User | None:
         return await self.db.call(lambda c: user_in(c, user_id))
 
+    async def user_with_role(self, user_id: str) -> tuple[User | None, Role | None]:
+        """The user row and its role as they are now, in one trip to the database
+        thread (every turn and every tool call's approval check reads both)."""
+
+        def q(c: apsw.Connection) -> tuple[User | None, Role | None]:
+            user = user_in(c, user_id)
+            return user, None if user is None else role_in(c, user.role)
+
+        return await self.db.call(q)
+
     async def find_user(self, username: str) -> User | None:
         row = await self.db.call(
             lambda c: fetch_one(

@@ -1,0 +1,46 @@
+"""httpx and structlog, imported without the command-line extras they load on their own.
+
+Rule: the entry points (`skald.cli`, `skald.server`) import this module before anything
+else of Skald's. `httpx` imports its command-line client (`httpx._main`: click, rich,
+pygments) whenever those are installed, and `structlog` imports `structlog.dev`, which
+imports rich for the console renderer's tracebacks; Litestar installs rich and click,
+so every start paid for all three (about a tenth of a cold start) and used none: Skald
+has no httpx command line, and its logging turns tracebacks into text
+(`format_exc_info`) before the renderer sees them. So the three are hidden from the
+import system while httpx and structlog load (`import rich` raises ImportError, which
+both catch), and put back at once.
+
+Trap: this works only if nothing imported httpx or structlog before (a test run's
+conftest does; then nothing changes, which is harmless). Whoever imports rich, click
+or pygments later gets the real module: they are hidden only during these two imports.
+`httpx.main` is then httpx's stub that says the extras are missing.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# The optional extras, not dependencies of Skald: only the libraries' own tools use them.
+EXTRAS = ("click", "rich", "pygments")
+
+
+@contextmanager
+def hidden(names: tuple[str, ...]) -> Iterator[None]:
+    """Make `import name` fail for these modules inside the block (not yet imported ones
+    only: a module already loaded stays as it is)."""
+    hide = [name for name in names if name not in sys.modules]
+    for name in hide:
+        sys.modules[name] = None  # type: ignore[assignment]  # the import system's "absent"
+    try:
+        yield
+    finally:
+        for name in hide:
+            if sys.modules.get(name, "") is None:
+                del sys.modules[name]
+
+
+with hidden(EXTRAS):
+    import httpx  # noqa: F401
+    import structlog  # noqa: F401

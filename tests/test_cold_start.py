@@ -1,0 +1,99 @@
+"""What a cold start loads (issue 22, goal 3): counted in a fresh interpreter, never timed."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TEST_ENV
+
+from skald.config import load_config
+from skald.core.runtime import Runtime
+from skald.paths import DataLayout
+from skald.sandbox.manager import SandboxManager, SandboxUnavailable
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRAS = ["click", "pygments", "rich"]
+
+
+def _fresh(code: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_server_and_cli_load_no_command_line_extras_of_their_libraries() -> None:
+    # httpx's CLI and structlog's dev module pull these in when installed; Skald uses none.
+    loaded = _fresh(
+        "import sys, json, skald.server, skald.cli;"
+        f"print(json.dumps([m for m in {EXTRAS!r} if m in sys.modules]))"
+    )
+    assert json.loads(loaded) == []
+
+
+def test_the_hidden_extras_are_real_modules_for_whoever_imports_them_later() -> None:
+    out = _fresh(
+        "import skald.server, rich.console, click, pygments.lexers;"
+        "print(rich.console.Console.__name__, click.command.__name__)"
+    )
+    assert out == "Console command"
+
+
+def test_console_logging_still_prints_a_redacted_traceback_after_a_lean_start() -> None:
+    out = _fresh(
+        "import io, skald.server\n"
+        "from skald.log import configure_logging, get_logger\n"
+        "buf = io.StringIO()\n"
+        "configure_logging('info', 'console', buf)\n"
+        "try:\n"
+        "    raise ValueError('token=sk-abcdefghijklmnopqrstuvwxyz0123')\n"
+        "except ValueError:\n"
+        "    get_logger('t').exception('failed')\n"
+        "print(buf.getvalue())"
+    )
+    assert "failed" in out and "Traceback" in out and "ValueError" in out
+    assert "sk-abcdefghijklmnopqrstuvwxyz0123" not in out
+
+
+async def test_the_first_look_at_docker_waits_until_the_web_app_is_built_and_callers_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks: list[str] = []
+
+    async def look(self: SandboxManager) -> bool:
+        looks.append(self.state)
+        self._lost("no daemon in this test")
+        return False
+
+    monkeypatch.setattr(SandboxManager, "_check", look)
+    env = {**TEST_ENV, "SKALD_SANDBOX_ENABLED": "true"}
+    layout = DataLayout(tmp_path / "data")
+    config = load_config(layout.root, env)
+    # As `skald serve` boots it: with an address, the app still to be built.
+    rt = await Runtime.boot(layout, config, announce=io.StringIO(), listen=("127.0.0.1", 1))
+    try:
+        assert rt.sandbox is not None
+        created = await rt.core.users.create("ada", "a household password", "member")
+        user, role = await rt.member(created.user.id)
+        # A sandbox user meanwhile (a sign-in's probe, a connector) waits for the look
+        # instead of being refused with "connecting to Docker".
+        waiting = asyncio.create_task(rt.sandbox.ensure(user, role))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert looks == [] and not waiting.done()
+        rt.app_built.set()
+        with pytest.raises(SandboxUnavailable) as refused:
+            await asyncio.wait_for(waiting, 10)
+        assert looks == ["starting"] and rt.sandbox.state == "unreachable"
+        assert "no daemon in this test" in str(refused.value)
+    finally:
+        await rt.shutdown()

@@ -1,0 +1,119 @@
+"""How many trips to the database threads one chat turn makes (issue 22, goal 4).
+
+Every `db.call` / `db.transaction` is a hand-off to a database thread and back; under
+load each costs a GIL and an event-loop wait, and a turn's setup pays them one after
+the other. These tests pin the number, per database, so a change that adds a trip (a
+re-read of the member, a second status write...) fails here instead of going unseen
+until the next benchmark. They count, they never time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import pytest
+from conftest import Client, post_chat
+from fake_llm import FakeLLM, Text
+
+import skald.llm.openai_compat as openai_compat
+from skald.core.runtime import Runtime
+from skald.store.database import Database
+
+MakeClient = Callable[[], Awaitable[Client]]
+
+
+def _kind(name: str) -> str:
+    return "owner" if name.startswith("owner-") else name
+
+
+class TripCounter:
+    """Counts `Database._submit` (the one way work reaches a database thread) by
+    database, and notes the count when the model request leaves.
+
+    Only work done in the context where `counting` was set is counted: the request runs
+    in the test's task (httpx's ASGI transport), and the tasks it starts (the
+    conversation's runner, the memory indexes' reads) copy that context; the server's
+    background services (scheduler ticks, purges) run in their own and are not counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.trips: Counter[str] = Counter()
+        self.callers: list[str] = []
+        self.at_request: list[Counter[str]] = []
+        self.counting: ContextVar[bool] = ContextVar("counting", default=False)
+        submit = Database._submit
+        post_stream = openai_compat.post_stream
+
+        def counted(db: Database, fn: Any) -> Any:
+            if self.counting.get():
+                self.trips[_kind(db.name)] += 1
+                self.callers.append(f"{_kind(db.name)}: {getattr(fn, '__qualname__', fn)}")
+            return submit(db, fn)
+
+        @asynccontextmanager
+        async def noted(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            if self.counting.get():
+                self.at_request.append(Counter(self.trips))
+            async with post_stream(*args, **kwargs) as response:
+                yield response
+
+        monkeypatch.setattr(Database, "_submit", counted)
+        monkeypatch.setattr(openai_compat, "post_stream", noted)
+
+
+async def _ada_with_a_model(make_client: MakeClient, fake: FakeLLM) -> Client:
+    admin = await make_client()
+    await admin.login("mum")
+    r = await admin.call(
+        "POST",
+        "/api/llm/providers",
+        json={
+            "name": "Fake",
+            "kind": "openai_compatible",
+            "base_url": fake.base_url_openai,
+            "api_key": "sk-test-123",
+        },
+    )
+    assert r.status_code == 201, r.text
+    r = await admin.call(
+        "POST",
+        "/api/llm/models",
+        json={"provider_id": r.json()["id"], "model": "m", "name": "m", "priority": 1},
+    )
+    assert r.status_code == 201, r.text
+    ada = await make_client()
+    await ada.login("ada")
+    return ada
+
+
+async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ada = await _ada_with_a_model(make_client, fake_llm)
+    fake_llm.script("m", [Text("hello")] * 3)
+    # Two turns first: the catalogue, the prompt text and the storage figure are kept
+    # between turns, so the third is a member's ordinary turn.
+    conversation_id = (await post_chat(ada, "one"))["conversation_id"]
+    await post_chat(ada, "two", conversation_id)
+    counter = TripCounter(monkeypatch)
+    counting = counter.counting.set(True)
+    reply = await post_chat(ada, "three", conversation_id)
+    counter.counting.reset(counting)
+    assert reply["status"] == "done" and reply["reply"] == "hello"
+    trace = "\n".join(counter.callers)
+    assert len(counter.at_request) == 1, trace
+    # Before the model request: the session (1), the member and role as they are now
+    # (1), the household's memory index (1, at the same time as the member's); the
+    # conversation read by the route (1), the running mark (1), the member's memory
+    # index (1) and the user message stored with the history read back (1).
+    assert counter.at_request[0] == Counter(registry=3, owner=4), trace
+    # The whole turn adds the usage row in each database and the answer and the idle
+    # status in the member's.
+    assert counter.trips == Counter(registry=4, owner=7), trace
