@@ -16,7 +16,14 @@ from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
 from skald.core.runtime import Runtime
 from skald.llm.discovery import ProviderCheck
 from skald.llm.model_info import ListedModel
-from skald.store.llm import ModelCapability, ModelKind, ModelRow, ProviderRow, Strength
+from skald.store.llm import (
+    ModelCapability,
+    ModelKind,
+    ModelRow,
+    PromptProfile,
+    ProviderRow,
+    Strength,
+)
 
 ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
@@ -59,6 +66,8 @@ class ModelIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     context_window: Tokens | None = None
     # chat, or transcription / speech / image (voice and pictures; AUTO per kind).
     kind: ModelKind = "chat"
+    # auto: the compact profile when the context window is small (model_profile.py).
+    prompt_profile: PromptProfile = "auto"
 
 
 class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -72,6 +81,7 @@ class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     max_output_tokens: Tokens | None = None
     context_window: Tokens | None = None
     kind: ModelKind | None = None
+    prompt_profile: PromptProfile | None = None
 
 
 class ProviderKinds(msgspec.Struct, frozen=True, kw_only=True):
@@ -187,6 +197,7 @@ async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) ->
         data.max_output_tokens,
         data.context_window,
         data.kind,
+        data.prompt_profile,
     )
 
 
