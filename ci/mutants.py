@@ -967,6 +967,36 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_model_profile.py",),
         why="a tool-less prompt still describes helpers and connectors",
     ),
+    Mutant(
+        "HH6",
+        "form errors in words",
+        "skald/llm/provider_types.py",
+        "    return ip.is_private or ip.is_loopback or ip.is_link_local",
+        "    return ip.is_loopback",
+        ("tests/test_invalid_input.py",),
+        keyword="scheme",
+        why="a provider on the home network is sent to https:// it does not serve",
+    ),
+    Mutant(
+        "HH7",
+        "form errors in words",
+        "skald/api/errors.py",
+        '        sentence(str(item.get("key") or ""), str(item.get("message") or ""))',
+        '        str(item.get("message") or "")',
+        ("tests/test_invalid_input.py",),
+        keyword="sentence",
+        why="validation errors reach the page as msgspec wrote them",
+    ),
+    Mutant(
+        "HH8",
+        "form errors in words",
+        "skald/api/invalid_input.py",
+        '    (re.compile(r"^Expected `[^`]*` matching regex"), _pattern),\n',
+        "",
+        ("tests/test_invalid_input.py",),
+        keyword="another_scheme",
+        why="a bad address no longer says what an address looks like",
+    ),
 )
 
 

@@ -29,8 +29,9 @@ TurnProfile = Literal["full", "compact", "no_tools"]
 
 # The context window (tokens) at and below which `auto` means compact.
 COMPACT_WINDOW: Final = 8192
-# What a small model is shown with their schemas: files and reminders.
-CORE_TOOLS: Final = frozenset({"read_file", "write_file", "list_files", "schedule"})
+# What a small model is shown with their schemas: reading and writing files and notes,
+# and reminders (each schema costs a small model seconds of reading on every first turn).
+CORE_TOOLS: Final = frozenset({"read_file", "write_file", "schedule"})
 # Prompt blocks that describe tools (connectors, helpers, commands): a compact or
 # tool-less prompt leaves them out.
 TOOL_BLOCKS: Final = frozenset({"MCP_LIST", "TASK_AGENTS", "SANDBOX_COMMANDS", "SKILLS_LIST"})
@@ -71,10 +72,7 @@ class MoreTools(Reads, Tool):
 
     spec = ToolSpec(
         name=MORE_TOOLS,
-        description=(
-            "More tools: with no arguments, their names and what each does; with `names`, "
-            "their parameters. Then call them by name like any other tool."
-        ),
+        description=("Lists more tools (with `names`: their parameters); then call them by name."),
         parameters={
             "type": "object",
             "properties": {

@@ -23,7 +23,8 @@ const CAPABILITIES = ['tools', 'vision', 'reasoning'];
 // context window of at most 8192 tokens.
 const PROFILES = ['auto', 'full', 'compact'];
 const MAX_PRIORITY = 100000;
-const URL_RE = /^https?:\/\/\S+$/;
+// http(s):// or no scheme (the server adds one: http:// on the home network); no other.
+const URL_RE = /^(?:https?:\/\/)?(?![a-z][a-z0-9+.-]*:\/\/)\S+$/i;
 
 const byPriority = (a, b) => a.priority - b.priority || a.name.localeCompare(b.name);
 
