@@ -669,6 +669,7 @@ export function ChatPage({ docked = false }) {
     body = html`<${ScrollArea} resetKey=${`${conv.id}:${thread.sent || 0}`} busy=${running}
         label=${t('chat.messages_label', { title: titleOf(conv) })}>
       <${Conversation} thread=${thread} running=${conv.status === 'running'} simple=${simple}
+        canSpeak=${!!(c.voice && c.voice.speech)}
         conversationId=${conv.id} onDecide=${(callId, decision, bypass) => decide(conv.id, callId, decision, bypass)}
         idle=${conv.status === 'idle'} onResend=${(seq, text) => guard(() => resendMessage(conv.id, seq, text ?? null))} />
     <//>`;
