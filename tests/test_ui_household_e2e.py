@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_llm import FakeLLM, Text
@@ -20,7 +21,7 @@ from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, login
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import expect, sync_playwright
 
-PHONE = {"width": 375, "height": 740}
+PHONE: Any = {"width": 375, "height": 740}
 NO_MODEL_TITLE = {
     "en": "Almost there: the chat needs a model",
     "it": "Quasi pronto: la chat ha bisogno di un modello",
