@@ -2,7 +2,7 @@
 `skald serve` and the fake provider: the wizard's last step after the model step was
 skipped says the chat needs a model and leads to the Models page (en, it, fr); a model
 without the `tools` capability gets the chat's one-line notice; and with no speech model
-an answer has no read-aloud button.
+an answer has no read-aloud button; the Models page sets what a model is given.
 
 Launch flags and the skip rule are those of `test_ui_e2e.py`.
 """
@@ -105,6 +105,15 @@ def test_a_skipped_model_step_a_tool_less_model_and_no_speech_model_are_said_pla
             expect(answer).to_contain_text("Hello there.")
             expect(answer.get_by_test_id("message-copy")).to_be_visible()
             expect(answer.get_by_test_id("message-read-aloud")).to_have_count(0)
+
+            # The Models page edits what the model is given.
+            page.goto("/#/admin/models")
+            page.get_by_test_id("model-edit").first.click()
+            page.get_by_test_id("model-profile").select_option("compact")
+            page.get_by_test_id("model-save").click()
+            expect(page.get_by_test_id("model-dialog")).to_have_count(0)
+            [row] = admin.get("/api/llm/models").json()
+            assert row["prompt_profile"] == "compact", row
             context.close()
         finally:
             browser.close()
