@@ -954,12 +954,17 @@ do_update() {
     detect_platform
     set_paths
     [ -L "$SKALD_HOME/current" ] || die "Skald is not installed in $SKALD_HOME (install it with install.sh)"
-    SAVED_URL='' SAVED_CHANNEL='' SAVED_PYTHON='' LINGER_BY_INSTALLER=no
+    SAVED_URL='' SAVED_CHANNEL='' SAVED_PYTHON='' SAVED_SOURCE='' LINGER_BY_INSTALLER=no
     load_env_file
     SKALD_PYTHON=${SKALD_PYTHON:-$SAVED_PYTHON}
     find_python
     RELEASES_URL=${SKALD_RELEASES_URL:-${SAVED_URL:-$DEFAULT_RELEASES_URL}}
     CHANNEL=${SKALD_CHANNEL:-${SAVED_CHANNEL:-stable}}
+    # Built from a checkout, with no release server to update from: the checkout is
+    # where the new version is, so say how to install it from there.
+    if [ -z "$RELEASES_URL" ] && [ -n "$SAVED_SOURCE" ]; then
+        die "this Skald was installed from the source checkout $SAVED_SOURCE, not from a release server. To update: bring that checkout up to date (for example: cd $SAVED_SOURCE && git pull), then run ./install.sh --from-source again from it. Your data stays as it is."
+    fi
     exec 9>"$SKALD_HOME/.update.lock"
     if command -v flock >/dev/null 2>&1; then
         flock -n 9 || die "another update is running in $SKALD_HOME"

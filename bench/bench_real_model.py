@@ -21,6 +21,9 @@ it):
    prompt and tools) the server's prompt cache already holds. Printed with the ratio
    second / first: how much of the first wait was reading the fixed prompt. Both
    requests are ended after their first token.
+4. The same for the compact profile (skald/core/model_profile.py: short fragments, core
+   tools and `more_tools`), on a fresh server of its own, side by side with the full
+   prompt, and the ratio of the two first requests (`--quick`: first requests only).
 """
 
 from __future__ import annotations
@@ -133,6 +136,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", default=BEFORE, help="the revision to compare with")
     parser.add_argument("--no-server", action="store_true", help="only the prompt sizes")
+    parser.add_argument(
+        "--quick", action="store_true", help="first requests only (no cache-hit request)"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,7 +153,31 @@ def main() -> None:
     root = prepared()
     if root is None:
         sys.exit("the real model is not prepared: run tests/real_model/prepare.py first")
-    assistant = next(s for s in after if s.role == "member" and s.agent == "assistant")
+    with tempfile.TemporaryDirectory() as tmp:
+        compact = asyncio.run(measure(Path(tmp) / "data", profile="compact"))
+    figures = {}
+    for name, sizes in (("full", after), ("compact", compact)):
+        assistant = next(s for s in sizes if s.role == "member" and s.agent == "assistant")
+        figures[name] = (assistant, *time_first_tokens(root, assistant, warm=not args.quick))
+    for name, (assistant, tokens, cold, warm) in figures.items():
+        print(
+            f"\nMember's assistant, {name} profile, first request: {tokens} real tokens "
+            f"({assistant.total} estimated; chars/4 vs tokenizer: {tokens / assistant.total:.2f})"
+        )
+        print("Time to first token (llama.cpp, gemma-3-270m Q4_K_M, 2 threads):")
+        print(f"  first request (cold)        {cold:8.2f} s")
+        if warm is not None:
+            print(f"  second request (cache hit)  {warm:8.2f} s")
+            print(f"  second / first              {warm / cold:8.2f}")
+    full_cold, compact_cold = figures["full"][2], figures["compact"][2]
+    print(f"\nFirst request, compact / full: {compact_cold / full_cold:.2f}")
+
+
+def time_first_tokens(
+    root: Path, assistant: PromptSize, *, warm: bool
+) -> tuple[int, float, float | None]:
+    """Real prompt tokens and the time to first token of a first request on a fresh
+    server (and of a second one, whose prefix the server's cache holds, with `warm`)."""
     with tempfile.TemporaryDirectory() as tmp:
         server = LlamaServer(root, Path(tmp) / "llama.log", port=free_port())
         server.start("hermes-tools")
@@ -156,17 +186,10 @@ def main() -> None:
             second = request_body(assistant, "Thanks. And what is the weather like?")
             tokens = server.prompt_tokens(first)
             cold = first_token_s(server, first)
-            warm = first_token_s(server, second)
+            again = first_token_s(server, second) if warm else None
         finally:
             server.close()
-    print(
-        f"\nMember's assistant, first request: {tokens} real tokens "
-        f"({assistant.total} estimated; chars/4 vs tokenizer: {tokens / assistant.total:.2f})"
-    )
-    print("Time to first token (llama.cpp, gemma-3-270m Q4_K_M, 2 threads):")
-    print(f"  first request (cold)        {cold:8.2f} s")
-    print(f"  second request (cache hit)  {warm:8.2f} s")
-    print(f"  second / first              {warm / cold:8.2f}")
+    return tokens, cold, again
 
 
 if __name__ == "__main__":

@@ -104,13 +104,21 @@ class SecretSource:
         return self.line(what) if from_stdin else self.prompt(what, confirm=confirm)
 
 
+# Without a terminal, the flag that gives the command what it would have asked for.
+_FLAG_FOR: tuple[tuple[str, str], ...] = (
+    ("recovery code", "--recovery-code-stdin"),
+    ("password", "--password-stdin"),
+    ("username", "--admin NAME"),
+)
+
+
 def _require_tty(what: str) -> None:
     try:
         fd = os.open("/dev/tty", os.O_RDWR)
     except OSError:
-        raise UsageError(
-            f"no terminal to ask for the {what}: pass it with the -stdin flag"
-        ) from None
+        flag = next((f for word, f in _FLAG_FOR if word in what.lower()), None)
+        how = f"pass it with {flag}" if flag else "run the command in a terminal"
+        raise UsageError(f"no terminal to ask for the {what}: {how}") from None
     os.close(fd)
 
 

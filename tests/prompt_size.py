@@ -42,13 +42,16 @@ async def _no_member() -> Any:
     raise AssertionError("only the tool's spec is measured")
 
 
-async def measure(data: Path, *, sandbox: bool = True) -> list[PromptSize]:
+async def measure(data: Path, *, sandbox: bool = True, profile: str = "full") -> list[PromptSize]:
     """Boot a Runtime in `data`, make one member per seeded role with empty notes, and
     compose every agent's first request.
 
     Sandboxes stay off (no container is made); with `sandbox`, the two sandbox tools a
     member with `sandbox.exec` is offered are added from their own classes, built on the
-    configured sandbox settings, so their schemas count as in production."""
+    configured sandbox settings, so their schemas count as in production. `profile`: as
+    a turn to a model with that profile composes it (skald/core/model_profile.py; the
+    bench also runs this against older trees, which have no profiles: "full" touches
+    nothing new)."""
     env = {"SKALD_SECURITY_KDF_PROFILE": "test", "SKALD_SANDBOX_ENABLED": "false"}
     layout = DataLayout(data)
     rt = await Runtime.boot(layout, load_config(layout.root, env), announce=io.StringIO())
@@ -67,11 +70,14 @@ async def measure(data: Path, *, sandbox: bool = True) -> list[PromptSize]:
                 else []
             )
             for agent in sorted(member.agents.values(), key=lambda a: a.id):
-                prompt = await member.prompts.compose(agent, member.agents_root, values)
                 tools = member._tools(agent) + [
                     t for t in exec_tools if agent.tools is None or t.name in agent.tools
                 ]
-                specs = [t.spec for t in tools]
+                if profile == "full":
+                    prompt = await member.prompts.compose(agent, member.agents_root, values)
+                    specs = [t.spec for t in tools]
+                else:
+                    prompt, specs = await _in_profile(member, agent, values, tools, profile)
                 out.append(
                     PromptSize(
                         role=role,
@@ -86,6 +92,18 @@ async def measure(data: Path, *, sandbox: bool = True) -> list[PromptSize]:
     finally:
         await rt.shutdown()
     return out
+
+
+async def _in_profile(
+    member: Any, agent: Any, values: dict[str, str], tools: list[Any], profile: Any
+) -> tuple[str, list[ToolSpec]]:
+    from skald.core.model_profile import VARIANTS, offered, prompt_values
+
+    prompt = await member.prompts.compose(
+        agent, member.agents_root, prompt_values(profile, values), VARIANTS[profile]
+    )
+    held, names = offered(profile, tools)
+    return prompt, [t.spec for t in held if names is None or t.name in names]
 
 
 def table(sizes: list[PromptSize]) -> str:

@@ -262,3 +262,5 @@ def test_entry_point_exit_codes_and_help(tmp_path: Path) -> None:
         timeout=60,
     )
     assert r.returncode == 2 and "no terminal" in r.stderr, r.stderr
+    # It names the flag that works (it said "the -stdin flag", which does not exist).
+    assert "pass it with --password-stdin" in r.stderr, r.stderr

@@ -170,6 +170,33 @@ def test_update_without_an_install_says_so(tmp_path: Path) -> None:
     assert "Skald is not installed in" in proc.stderr
 
 
+def test_update_of_a_from_source_install_says_to_run_the_checkouts_installer_again(
+    tmp_path: Path,
+) -> None:
+    """Installed with `install.sh --from-source` (no release server recorded): update.sh
+    names the checkout and the command, not "no release server"."""
+    home = tmp_path / "s"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SKALD_HOME": str(home)}
+    (home / "libexec").mkdir(parents=True)
+    (home / "releases" / "0.1.0").mkdir(parents=True)
+    (home / "current").symlink_to("releases/0.1.0")
+    shutil.copy(REPO / "install.sh", home / "libexec" / "install.sh")
+    shutil.copy(REPO / "update.sh", home / "update.sh")
+    checkout = tmp_path / "skald checkout"
+    (home / "installer.env").write_text(
+        f"SKALD_RELEASES_URL=\nSKALD_CHANNEL=stable\nSKALD_PYTHON={sys.executable}\n"
+        f"SKALD_LINGER_BY_INSTALLER=no\nSKALD_SOURCE={checkout}\n"
+    )
+    proc = subprocess.run(
+        ["sh", str(home / "update.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1, proc.stdout
+    assert "no release server" not in proc.stderr, proc.stderr
+    assert f"installed from the source checkout {checkout}" in proc.stderr, proc.stderr
+    assert "run ./install.sh --from-source again" in proc.stderr, proc.stderr
+    assert not (home / ".update.lock").exists()  # refused before anything started
+
+
 def test_no_release_server_is_a_clear_error(site: Site) -> None:
     proc = site.run(f"sh {REPO}/install.sh", SKALD_RELEASES_URL="")
     assert proc.returncode == 1

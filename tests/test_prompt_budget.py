@@ -30,6 +30,12 @@ BUDGET = {
     "kid": 2450,
 }
 
+# The compact profile (skald/core/model_profile.py) for small models: at most a third of
+# the full assistant's tokens, so the first token comes in a third of the time
+# (bench/bench_real_model.py). Measured: assistant 1183, kid 1375 (its own safety text
+# stays whole), project-coordinator 1260.
+COMPACT_BUDGET = 1400
+
 # Placeholders whose values change while a conversation goes on (a note written, the hour).
 VOLATILE = {"USER_PROFILE", "USER_MEMORY_INDEX", "SHARED_MEMORY_INDEX", "DATETIME"}
 
@@ -40,6 +46,21 @@ async def test_every_agent_in_every_role_stays_within_its_prompt_budget(tmp_path
     assert {s.agent for s in sizes} == set(BUDGET)
     over = [s for s in sizes if s.total > BUDGET[s.agent]]
     assert not over, "\n".join(f"{s.role}/{s.agent}: {s.total} > {BUDGET[s.agent]}" for s in over)
+
+
+async def test_the_compact_profile_stays_within_a_third_of_the_full_assistant(
+    tmp_path: Path,
+) -> None:
+    compact = await measure(tmp_path / "data", profile="compact")
+    print(table(compact))
+    over = [s for s in compact if s.total > COMPACT_BUDGET]
+    assert not over, "\n".join(f"{s.role}/{s.agent}: {s.total}" for s in over)
+    full = await measure(tmp_path / "full")
+    pick = [
+        next(s for s in sizes if s.role == "member" and s.agent == "assistant")
+        for sizes in (full, compact)
+    ]
+    assert pick[1].total * 3 <= pick[0].total, (pick[0].total, pick[1].total)
 
 
 async def test_helpers_are_not_offered_the_viewer_or_delegation(tmp_path: Path) -> None:

@@ -178,3 +178,24 @@ async def test_read_aloud_answers_real_speech_from_the_speech_model(
     assert (row.user_id, row.model_id, row.status) == (household["ada"], tts["id"], "finished")
     r = await ada.call("POST", "/api/voice/speech", json={"text": ""})
     assert r.status_code == 400
+
+
+async def test_the_chat_learns_which_voice_models_exist_so_read_aloud_hides_without_one(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await make_client()
+    await ada.login("ada")
+    r = await ada.call("GET", "/api/voice")
+    assert r.status_code == 200 and r.json() == {"transcription": False, "speech": False}
+    admin, rows = await _catalogue(
+        make_client,
+        [
+            ("http://127.0.0.1:9/v1", "chat-model", "chat"),
+            ("http://127.0.0.1:9/v1", "tts", "speech"),
+        ],
+    )
+    assert (await ada.call("GET", "/api/voice")).json() == {"transcription": False, "speech": True}
+    speech = next(row for row in rows if row["kind"] == "speech")
+    r = await admin.call("PATCH", f"/api/llm/models/{speech['id']}", json={"enabled": False})
+    assert r.status_code == 200, r.text
+    assert (await ada.call("GET", "/api/voice")).json()["speech"] is False

@@ -89,6 +89,11 @@ class LoopConfig(msgspec.Struct, frozen=True, kw_only=True):
     # (None: no limit), and how often the very same call may fail in a row.
     max_turn_tokens: int | None = None
     max_repeated_failures: int = 3
+    # The tools whose schemas go with every request (None: all of them). The others
+    # still run when the model calls them by name, so a catalogue tool can describe
+    # them on demand (the compact profile for small models); the gate sees each call
+    # under its real name either way.
+    offered_tools: frozenset[str] | None = None
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,7 +161,8 @@ class AgentLoop:
         self.extras: Mapping[str, object] = extras or {}
         self._parent = cancel
         self._joined = joined
-        self._specs = [tool.spec for tool in self.tools.values()]
+        offered = config.offered_tools
+        self._specs = [t.spec for t in self.tools.values() if offered is None or t.name in offered]
         self._scope: CancelScope | None = None  # of the running turn or compaction
 
     @property

@@ -5,7 +5,10 @@ shared fragments it includes, optional model strength and tool allow-list) and
 `AGENT.md` (its instructions). Two kinds of markers may appear in the Markdown:
 
 - `{{include:NAME}}` alone on a line pulls in `agents/common/NAME.md`. Fragments may
-  include other fragments; a cycle is an error. Includes are resolved first.
+  include other fragments; a cycle is an error. Includes are resolved first. A prompt
+  may be composed in variants (Skald's compact profile for small models), folders
+  under `common/` tried in order: `common/<variant>/NAME.md` stands in for `NAME.md`
+  where it exists (an empty one drops the fragment); AGENT.md is the same in all.
 - `<!-- NAME -->` (upper-case) is a placeholder filled at run time with a complete block
   (heading included) or with nothing. Values are substituted in one pass, so text inside a
   value is never read as a marker. A line left empty by placeholders is dropped.
@@ -133,12 +136,25 @@ def _stamp(path: Path) -> Stamp:
     return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
+Variants = tuple[str, ...]
+
+
+def _fragment(root: Path, name: str, variants: Variants) -> Path:
+    """The file an include of `name` reads: the first variant's own, else the plain one."""
+    for variant in variants:
+        own = root / COMMON_DIR / variant / f"{name}.md"
+        if own.is_file():
+            return own
+    return root / COMMON_DIR / f"{name}.md"
+
+
 def _expand(
     root: Path,
     text: str,
     path: Path,
     chain: tuple[str, ...],
     seen: list[tuple[Path, Stamp]] | None = None,
+    variants: Variants = (),
 ) -> list[str]:
     out: list[str] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -153,7 +169,7 @@ def _expand(
             raise AgentDefinitionError(
                 f"{path} line {lineno}: includes nested deeper than {MAX_INCLUDE_DEPTH}"
             )
-        fragment = root / COMMON_DIR / f"{name}.md"
+        fragment = _fragment(root, name, variants)
         if not fragment.is_file():
             raise AgentDefinitionError(
                 f"{path} line {lineno}: includes {name!r} but {fragment} does not exist"
@@ -161,21 +177,27 @@ def _expand(
         if seen is not None:
             seen.append((fragment, _stamp(fragment)))
         body = _read(fragment).rstrip("\n")
-        out.extend(_expand(root, body, fragment, (*chain, name), seen))
+        if body:
+            out.extend(_expand(root, body, fragment, (*chain, name), seen, variants))
     return out
 
 
 def resolve_includes(
-    agent: AgentDef, root: Path, seen: list[tuple[Path, Stamp]] | None = None
+    agent: AgentDef,
+    root: Path,
+    seen: list[tuple[Path, Stamp]] | None = None,
+    variants: Variants = (),
 ) -> str:
     """The agent's AGENT.md with every include expanded (placeholders still in place).
 
-    `seen` collects every file read, each stamped (`_stamp`) before it was read.
+    `seen` collects every file read, each stamped (`_stamp`) before it was read. Trap:
+    a variant's fragment added later is not noticed by the cache (it watches only the
+    files it read): the variants ship with the release.
     """
     path = root / agent.id / PROMPT_FILE
     if seen is not None:
         seen.append((path, _stamp(path)))
-    return "\n".join(_expand(root, _read(path), path, (), seen)) + "\n"
+    return "\n".join(_expand(root, _read(path), path, (), seen, variants)) + "\n"
 
 
 # A file changed this recently may change again within the same timestamp tick without
@@ -188,9 +210,11 @@ class _Resolved(msgspec.Struct, frozen=True):
     text: str
 
 
-def _resolve_stamped(agent: AgentDef, root: Path) -> tuple[str, _Resolved | None]:
+def _resolve_stamped(
+    agent: AgentDef, root: Path, variants: Variants
+) -> tuple[str, _Resolved | None]:
     seen: list[tuple[Path, Stamp]] = []
-    text = resolve_includes(agent, root, seen)
+    text = resolve_includes(agent, root, seen, variants)
     settled = time.time_ns() - int(SETTLED_AFTER_S * 1e9)
     if any(stamp is None or stamp[0] > settled or stamp[1] > settled for _, stamp in seen):
         return text, None
@@ -207,30 +231,37 @@ class PromptCache:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[Path, str], _Resolved] = {}
+        self._entries: dict[tuple[Path, str, Variants], _Resolved] = {}
 
-    def _cached(self, key: tuple[Path, str]) -> str | None:
+    def _cached(self, key: tuple[Path, str, Variants]) -> str | None:
         entry = self._entries.get(key)
         if entry is None or any(_stamp(path) != stamp for path, stamp in entry.files):
             return None
         return entry.text
 
-    async def resolved(self, agent: AgentDef, root: Path) -> str:
-        """`resolve_includes(agent, root)`, from memory while its files are unchanged."""
-        key = (root, agent.id)
+    async def resolved(self, agent: AgentDef, root: Path, variants: Variants = ()) -> str:
+        """`resolve_includes(agent, root, variants=variants)`, from memory while its
+        files are unchanged."""
+        key = (root, agent.id, variants)
         cached = self._cached(key)
         if cached is not None:
             return cached
-        text, entry = await asyncio.to_thread(_resolve_stamped, agent, root)
+        text, entry = await asyncio.to_thread(_resolve_stamped, agent, root, variants)
         if entry is None:
             self._entries.pop(key, None)
         else:
             self._entries[key] = entry
         return text
 
-    async def compose(self, agent: AgentDef, root: Path, values: Mapping[str, str]) -> str:
-        """`compose_prompt(agent, root, values)` through the cache."""
-        return fill_placeholders(await self.resolved(agent, root), values)
+    async def compose(
+        self,
+        agent: AgentDef,
+        root: Path,
+        values: Mapping[str, str],
+        variants: Variants = (),
+    ) -> str:
+        """`compose_prompt(agent, root, values)` through the cache (in `variants`)."""
+        return fill_placeholders(await self.resolved(agent, root, variants), values)
 
 
 def _load_one(root: Path, folder: Path) -> AgentDef:

@@ -12,6 +12,7 @@ from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from skald.api.invalid_input import sentence
 from skald.api.schemas import ErrorBody, ErrorDetail
 from skald.core.kdf_pool import KdfBusyError
 from skald.core.throttle import ThrottledError
@@ -91,26 +92,29 @@ def _skald_error(_: Request[Any, Any, Any], exc: SkaldError) -> Response[Any]:
 
 
 def _validation_message(exc: ValidationException) -> str:
+    """What was wrong, as sentences (skald/api/invalid_input.py): the page shows it."""
     extra = exc.extra if isinstance(exc.extra, list) else []
-    parts = []
-    for item in extra:
-        if isinstance(item, dict):
-            where = item.get("key") or item.get("source") or ""
-            parts.append(f"{where}: {item.get('message', '')}".strip(": "))
-    detail = "; ".join(p for p in parts if p) or str(exc.detail)
-    return f"invalid request: {detail}"
+    parts = [
+        sentence(str(item.get("key") or ""), str(item.get("message") or ""))
+        for item in extra
+        if isinstance(item, dict)
+    ]
+    return " ".join(dict.fromkeys(parts)) or sentence("", str(exc.detail))
 
 
 def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     if isinstance(exc, ValidationException):
         return error_response(400, "invalid_input", _validation_message(exc))
     code = exc.code if isinstance(exc, ApiError) else _HTTP_CODES.get(exc.status_code, "error")
+    detail = str(exc.detail)
+    if exc.status_code == 400 and detail.startswith("JSON is malformed"):
+        detail = sentence("", detail)  # the decoder's byte offsets mean nothing on a page
     if exc.status_code >= 500:
         log.error("server error", status=exc.status_code, detail=exc.detail)
     headers = {
         k: v for k, v in (exc.headers or {}).items() if k.lower() in ("allow", "retry-after")
     }
-    return error_response(exc.status_code, code, str(exc.detail), headers or None)
+    return error_response(exc.status_code, code, detail, headers or None)
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -128,7 +132,7 @@ def _recursion(request: Request[Any, Any, Any], exc: RecursionError) -> Response
     # The JSON decoder gives up on absurdly nested bodies (`[[[[...` thousands deep) with a
     # RecursionError, not a decode error: that is bad input. Any other recursion is a bug.
     if "deserializ" in str(exc):
-        return error_response(400, "invalid_input", "invalid request: JSON nested too deeply")
+        return error_response(400, "invalid_input", "The request is nested too deeply.")
     return _unexpected(request, exc)
 
 

@@ -38,6 +38,7 @@ from skald.store.llm import (
     ModelCapability,
     ModelKind,
     ModelRow,
+    PromptProfile,
     ProviderRow,
     Strength,
 )
@@ -248,6 +249,7 @@ class LlmService:
         max_output_tokens: int | None = None,
         context_window: int | None = None,
         kind: ModelKind = "chat",
+        prompt_profile: PromptProfile = "auto",
     ) -> ModelRow:
         await self.store.provider(provider_id)
         stamp = ""
@@ -265,6 +267,7 @@ class LlmService:
             max_output_tokens=max_output_tokens or None,
             context_window=context_window or None,
             kind=kind,
+            prompt_profile=prompt_profile,
         )
         return await self.store.save_model(row, create=True)
 

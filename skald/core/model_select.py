@@ -188,12 +188,14 @@ class FallbackClient:
 
 
 def _with_model(request: Request, model: ModelRow) -> Request:
-    """The request as this candidate gets it: its wire id, and its own longest answer
-    (`max_output_tokens`) when the catalogue knows it, else the caller's default."""
+    """The request as this candidate gets it: its wire id, its own longest answer
+    (`max_output_tokens`) when the catalogue knows it, else the caller's default, and no
+    tools for a model not marked able to use them (a fallback in a turn that has them:
+    many local servers reject or garble a tools list the model cannot handle)."""
     return Request(
         model=model.model,
         messages=request.messages,
-        tools=request.tools,
+        tools=request.tools if "tools" in model.capabilities else [],
         max_tokens=model.max_output_tokens or request.max_tokens,
         temperature=request.temperature,
     )

@@ -25,6 +25,7 @@ from skald.core.events import EventHub, InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
 from skald.core.instance import Instance
 from skald.core.llm_service import ADMIN_MODELS_CAP, LlmService
+from skald.core.model_profile import VARIANTS, offered, prompt_values, turn_profile
 from skald.core.model_select import compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.unattended import PacedClient, Unattended
@@ -322,17 +323,22 @@ class UserRuntime:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
             await (await self.budget(role)).recheck()
         agent = self.agent_for(conversation)
-        prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         model = await self.llm.source(
             self.user.id,
             strength=agent.model_strength or "average",
             model_id=conversation.model_id,
             needs=("vision",) if needs_vision else (),
         )
+        # The model that answers unless it fails decides what the turn offers.
+        profile = turn_profile(model.candidates[0][0])
+        values = prompt_values(profile, await self._prompt_values())
+        prompt = await self.prompts.compose(agent, self.agents_root, values, VARIANTS[profile])
+        tools, offered_names = offered(profile, self._tools(agent))
         attrs = self.role.attributes
         config = LoopConfig(
             model="auto",
             system_prompt=prompt,
+            offered_tools=offered_names,
             max_rounds=attrs.turn_max_rounds or self.config.max_rounds,
             max_turn_tokens=attrs.turn_max_tokens,
             # The candidates' real context windows, where the catalogue knows them.
@@ -344,10 +350,7 @@ class UserRuntime:
         )
         gate = self.gate_for(conversation.id)
         return TurnSetup(
-            model=self.paced(conversation.id, model),
-            tools=self._tools(agent),
-            gate=gate,
-            config=config,
+            model=self.paced(conversation.id, model), tools=tools, gate=gate, config=config
         )
 
     async def close(self) -> None:

@@ -7,6 +7,7 @@ or replace shipped ones by id, so a new compatible service needs no release.
 
 from __future__ import annotations
 
+import ipaddress
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Final, Literal
@@ -87,6 +88,27 @@ def address(kind: str, base_url: str | None, types: dict[str, ProviderType]) -> 
         return ANTHROPIC_BASE_URL.rstrip("/")
     ptype = types.get(kind)
     return None if ptype is None else ptype.base_url.rstrip("/")
+
+
+def with_scheme(raw: str | None) -> str | None:
+    """An address typed without its scheme gets one: http:// for this machine and the home
+    network (a local server rarely has a certificate), https:// for anything else.
+
+    Private means loopback, private and link-local IP addresses, `localhost`, names without
+    a dot (a container or a machine on the LAN) and `.local` / `.lan` / `.home.arpa`."""
+    if raw is None or "://" in raw:
+        return raw
+    text = raw.strip()
+    host = (urlsplit("//" + text).hostname or "").lower()
+    return ("http://" if _private_host(host) else "https://") + text
+
+
+def _private_host(host: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host or host.endswith((".local", ".lan", ".home.arpa", ".localhost"))
+    return ip.is_private or ip.is_loopback or ip.is_link_local
 
 
 def silence_default(kind: str, types: dict[str, ProviderType]) -> int:

@@ -18,6 +18,9 @@ ModelCapability = Literal["tools", "vision", "reasoning"]
 # What a model is for; AUTO picks among models of one kind only.
 ModelKind = Literal["chat", "transcription", "speech", "image"]
 MODEL_KINDS: tuple[ModelKind, ...] = ("chat", "transcription", "speech", "image")
+# How much a chat model is given per turn: auto (compact for a small context window),
+# the full prompt and every tool, or the compact profile (skald/core/model_profile.py).
+PromptProfile = Literal["auto", "full", "compact"]
 
 
 class ProviderRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +50,7 @@ class ModelRow(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: int | None = None
     context_window: int | None = None
     kind: ModelKind = "chat"
+    prompt_profile: PromptProfile = "auto"
 
 
 class RequestRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,7 +73,8 @@ _P_COLS = (
 )
 _M_COLS = (
     "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, "
-    "updated_at, max_output_tokens, context_window, kind"
+    "updated_at, max_output_tokens, context_window, kind, "
+    "prompt_profile"
 )
 
 
@@ -101,6 +106,7 @@ def _model(r: tuple[Any, ...]) -> ModelRow:
         max_output_tokens=r[10],
         context_window=r[11],
         kind=r[12],
+        prompt_profile=r[13],
     )
 
 
@@ -255,20 +261,21 @@ class LlmStore:
                 row.max_output_tokens or None,
                 row.context_window or None,
                 row.kind,
+                row.prompt_profile,
                 now_iso(),
             )
             if create:
                 c.execute(
                     "INSERT INTO llm_models(id, provider_id, model, name, strength, capabilities, "
-                    "priority, enabled, max_output_tokens, context_window, kind, created_at, "
-                    "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "priority, enabled, max_output_tokens, context_window, kind, prompt_profile, "
+                    "created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (row.id, *values, values[-1]),
                 )
                 return
             c.execute(
                 "UPDATE llm_models SET provider_id=?, model=?, name=?, strength=?, capabilities=?, "
-                "priority=?, enabled=?, max_output_tokens=?, context_window=?, kind=?, updated_at=? "
-                "WHERE id=?",
+                "priority=?, enabled=?, max_output_tokens=?, context_window=?, kind=?, "
+                "prompt_profile=?, updated_at=? WHERE id=?",
                 (*values, row.id),
             )
             if c.changes() == 0:

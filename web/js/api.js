@@ -166,6 +166,7 @@ export const api = {
     return post(`api/uploads?conversation_id=${encodeURIComponent(conversationId)}`, form);
   },
   chatModels: () => get('api/models'),
+  voiceOffer: () => get('api/voice'),
   chatCommands: () => get('api/chat/commands'),
 
   // Inbox: approvals and questions waiting for this member (id == the tool call id).

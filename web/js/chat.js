@@ -37,6 +37,7 @@ function emptyChat() {
     activeId: null,
     threads: {}, // conversation id -> thread (see newThread)
     models: null, // [{id, name, strength, capabilities}] for the picker, or null
+    voice: null, // {transcription, speech}: which voice models exist, or null (unknown)
     offline: false, // the socket dropped and has not come back yet
   };
 }
@@ -136,6 +137,8 @@ export function loadConversations() {
 }
 
 export function loadModels() {
+  // Read aloud shows only with a speech model behind it (asked once per page load).
+  if (!chat.voice) api.voiceOffer().then((voice) => setChat({ voice }), () => {});
   // An empty list is asked again: a model may have been added since (setup wizard).
   if (chat.models && chat.models.length) return;
   api.chatModels().then(

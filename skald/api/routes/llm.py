@@ -16,11 +16,22 @@ from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
 from skald.core.runtime import Runtime
 from skald.llm.discovery import ProviderCheck
 from skald.llm.model_info import ListedModel
-from skald.store.llm import ModelCapability, ModelKind, ModelRow, ProviderRow, Strength
+from skald.llm.provider_types import with_scheme
+from skald.store.llm import (
+    ModelCapability,
+    ModelKind,
+    ModelRow,
+    PromptProfile,
+    ProviderRow,
+    Strength,
+)
 
 ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
-Url = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s]{1,500}$")]
+# http(s)://, or no scheme at all (`with_scheme` adds one); never another scheme.
+Url = Annotated[
+    str, msgspec.Meta(pattern=r"^(?:https?://)?(?![A-Za-z][A-Za-z0-9+.-]*://)[^\s]{1,500}$")
+]
 Secret = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
 WireId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Priority = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
@@ -59,6 +70,8 @@ class ModelIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     context_window: Tokens | None = None
     # chat, or transcription / speech / image (voice and pictures; AUTO per kind).
     kind: ModelKind = "chat"
+    # auto: the compact profile when the context window is small (model_profile.py).
+    prompt_profile: PromptProfile = "auto"
 
 
 class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -72,6 +85,7 @@ class ModelPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     max_output_tokens: Tokens | None = None
     context_window: Tokens | None = None
     kind: ModelKind | None = None
+    prompt_profile: PromptProfile | None = None
 
 
 class ProviderKinds(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,7 +127,7 @@ async def check_connection(
 ) -> ProviderCheck:
     """Test connection: the provider's models list (with guessed capabilities), before
     anything is saved. An unreachable server or a refused key is `ok: false`, not an error."""
-    return await rt.llm.check_new(data.kind, data.base_url, data.api_key)
+    return await rt.llm.check_new(data.kind, with_scheme(data.base_url), data.api_key)
 
 
 @post(
@@ -137,7 +151,7 @@ async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderRow]:
 @post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201, responses=errors(409))
 async def create_provider(data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]) -> ProviderRow:
     return await rt.llm.add_provider(
-        data.name, data.kind, data.base_url, data.api_key, data.silence_timeout_s
+        data.name, data.kind, with_scheme(data.base_url), data.api_key, data.silence_timeout_s
     )
 
 
@@ -149,7 +163,7 @@ async def patch_provider(
         provider_id,
         data.name,
         data.kind,
-        data.base_url,
+        with_scheme(data.base_url),
         data.api_key,
         data.clear_api_key,
         data.silence_timeout_s,
@@ -187,6 +201,7 @@ async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) ->
         data.max_output_tokens,
         data.context_window,
         data.kind,
+        data.prompt_profile,
     )
 
 

@@ -46,6 +46,20 @@ _DECLARED = {"video/webm", "video/mp4", "application/ogg"}
 MAX_READ_CHARS = 4000
 
 
+class VoiceOffer(msgspec.Struct, frozen=True, kw_only=True):
+    """Which voice controls the chat shows: a button without a model behind it only
+    ever fails."""
+
+    transcription: bool
+    speech: bool
+
+
+@get("/api/voice", guards=CHAT)
+async def voice_offer(rt: NamedDependency[Runtime]) -> VoiceOffer:
+    kinds = {m.kind for m in await rt.llm.models() if m.enabled}
+    return VoiceOffer(transcription="transcription" in kinds, speech="speech" in kinds)
+
+
 class SpeechIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     text: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_READ_CHARS)]
 
@@ -120,4 +134,4 @@ async def picture(
     return Response(data, media_type=mime, headers={"cache-control": "private, max-age=3600"})
 
 
-ROUTES = [transcribe, speech, picture]
+ROUTES = [voice_offer, transcribe, speech, picture]

@@ -324,6 +324,13 @@ ALTER TABLE llm_models ADD COLUMN kind TEXT NOT NULL DEFAULT 'chat'
     CHECK (kind IN ('chat', 'transcription', 'speech', 'image'));
 """
 
+# How much a chat model is given per turn: 'auto' (the compact profile when its context
+# window is small), 'full' (the whole prompt, every tool) or 'compact'.
+_MODELS_V6_PROFILE = """
+ALTER TABLE llm_models ADD COLUMN prompt_profile TEXT NOT NULL DEFAULT 'auto'
+    CHECK (prompt_profile IN ('auto', 'full', 'compact'));
+"""
+
 MODELS = Feature(
     "models",
     (
@@ -332,6 +339,7 @@ MODELS = Feature(
         Migration(3, "a provider's own silence timeout", _MODELS_V3_SILENCE),
         Migration(4, "per-model output and context limits", _MODELS_V4_LIMITS),
         Migration(5, "model kinds: chat, transcription, speech, image", _MODELS_V5_KINDS),
+        Migration(6, "per-model prompt profile: auto, full, compact", _MODELS_V6_PROFILE),
     ),
 )
 APPROVALS = Feature(

@@ -250,7 +250,7 @@ function AssistantMessage({ item, ctx, streaming }) {
       ${!streaming && item.text && item.seq !== undefined && item.seq !== null &&
       html`<div class="msg__actions">
         <${CopyButton} text=${item.text} />
-        <${ReadAloudButton} text=${item.text} />
+        ${ctx.canSpeak && html`<${ReadAloudButton} text=${item.text} />`}
         ${last && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined &&
         html`<button type="button" class="msg-action" data-testid="message-regenerate" aria-label=${t('chat.regenerate')}
           title=${t('chat.regenerate')} onClick=${() => ctx.onResend(ctx.lastUserSeq)}>
@@ -350,7 +350,7 @@ export function Typing({ simple }) {
 }
 
 // Everything shown for one conversation, in order: history, then the tail.
-export function Conversation({ thread, running, simple, onDecide, conversationId, onResend, idle }) {
+export function Conversation({ thread, running, simple, onDecide, conversationId, onResend, idle, canSpeak }) {
   const items = thread.items || [];
   const turnItems = thread.tail.filter((e) => e.kind === 'turn').flatMap((e) => e.items);
   const results = {};
@@ -369,6 +369,7 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
     onDecide,
     conversationId,
     onResend,
+    canSpeak: !!canSpeak,
     idle: !!idle && !thread.tail.some((e) => e.kind === 'user' || (e.kind === 'turn' && !e.done)),
     lastUserSeq: lastUser ? lastUser.seq : undefined,
     lastAssistantSeq: lastAssistant && (!lastUser || lastAssistant.seq > lastUser.seq) ? lastAssistant.seq : undefined,

@@ -19,8 +19,12 @@ const STRENGTHS = ['low', 'average', 'high'];
 // What a model is for; AUTO picks among models of one kind (docs/models.md).
 const MODEL_KINDS = ['chat', 'transcription', 'speech', 'image'];
 const CAPABILITIES = ['tools', 'vision', 'reasoning'];
+// What a chat turn offers the model (skald/core/model_profile.py): auto is compact for a
+// context window of at most 8192 tokens.
+const PROFILES = ['auto', 'full', 'compact'];
 const MAX_PRIORITY = 100000;
-const URL_RE = /^https?:\/\/\S+$/;
+// http(s):// or no scheme (the server adds one: http:// on the home network); no other.
+const URL_RE = /^(?:https?:\/\/)?(?![a-z][a-z0-9+.-]*:\/\/)\S+$/i;
 
 const byPriority = (a, b) => a.priority - b.priority || a.name.localeCompare(b.name);
 
@@ -190,6 +194,7 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
     enabled: model ? model.enabled : true,
     max_output_tokens: model && model.max_output_tokens ? String(model.max_output_tokens) : '',
     context_window: model && model.context_window ? String(model.context_window) : '',
+    prompt_profile: model ? model.prompt_profile || 'auto' : 'auto',
   });
   const [listing, setListing] = useState(null); // null | 'reading' | 'none' | 'found'
   // Fill the limits (and capabilities) from what the provider's model list reports.
@@ -213,7 +218,7 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
     }
   };
   const [run, busy, error] = useAction();
-  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), kind: useId('m-kind'), enabled: useId('m-en'), out: useId('m-out'), ctx: useId('m-ctx') };
+  const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), kind: useId('m-kind'), enabled: useId('m-en'), out: useId('m-out'), ctx: useId('m-ctx'), profile: useId('m-prof') };
   const capIds = { tools: useId('m-cap'), vision: useId('m-cap'), reasoning: useId('m-cap') };
   const set = (key) => (e) => setForm({ ...form, [key]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
   const toggleCap = (cap) => {
@@ -237,6 +242,7 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
         // Empty: unknown (0 clears a stored value; null when nothing was stored).
         max_output_tokens: Math.max(0, Math.floor(Number(form.max_output_tokens) || 0)),
         context_window: Math.max(0, Math.floor(Number(form.context_window) || 0)),
+        prompt_profile: form.prompt_profile,
       };
       let saved;
       if (editing) {
@@ -301,6 +307,11 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
             value=${form.context_window} onInput=${set('context_window')} data-testid="model-context-window" />
         <//>
       </div>
+      ${form.kind === 'chat' && html`<${Field} label=${t('models.profile')} id=${ids.profile} hint=${t('models.profile_hint')}>
+        <select id=${ids.profile} class="select" value=${form.prompt_profile} onChange=${set('prompt_profile')} data-testid="model-profile">
+          ${PROFILES.map((p) => html`<option value=${p}>${t(`models.profile_${p}`)}</option>`)}
+        </select>
+      <//>`}
       <p class="row small">
         <button type="button" class="btn btn--small" onClick=${readLimits}
           disabled=${!form.provider_id || !form.model.trim() || listing === 'reading'} data-testid="model-read-limits">

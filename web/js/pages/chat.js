@@ -282,6 +282,16 @@ function uploadError(e) {
   return errorText(e);
 }
 
+// The turn goes to a model that cannot use tools (skald/core/model_profile.py): the
+// chosen one, or under AUTO every model there is. Say so before the member asks for a
+// reminder it cannot set.
+function withoutTools(conv, models) {
+  if (!Array.isArray(models) || models.length === 0) return false;
+  const lacks = (m) => !(m.capabilities || []).includes('tools');
+  const chosen = conv && conv.model_id ? models.find((m) => m.id === conv.model_id) : null;
+  return chosen ? lacks(chosen) : models.every(lacks);
+}
+
 function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
   const convId = conv ? conv.id : null;
   const [text, setText] = useState(() => drafts.get(convId || '') || '');
@@ -492,6 +502,9 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
       )}
     </ul>`}
     <${ErrorNotice} error=${error} testid="chat-send-error" />
+    ${withoutTools(conv, models) &&
+    html`<p class="composer__notice muted small" role="note" data-testid="chat-no-tools">${t('chat.no_tools')}
+      <a href="#/tasks">${t('chat.no_tools_tasks')}</a></p>`}
     <div class="composer__box">
       ${files.length > 0 && html`<ul class="composer__files" data-testid="chat-attachments">
         ${files.map((f) => html`<${FileChip} key=${f.key} file=${f} onRemove=${removeFile} />`)}
@@ -656,6 +669,7 @@ export function ChatPage({ docked = false }) {
     body = html`<${ScrollArea} resetKey=${`${conv.id}:${thread.sent || 0}`} busy=${running}
         label=${t('chat.messages_label', { title: titleOf(conv) })}>
       <${Conversation} thread=${thread} running=${conv.status === 'running'} simple=${simple}
+        canSpeak=${!!(c.voice && c.voice.speech)}
         conversationId=${conv.id} onDecide=${(callId, decision, bypass) => decide(conv.id, callId, decision, bypass)}
         idle=${conv.status === 'idle'} onResend=${(seq, text) => guard(() => resendMessage(conv.id, seq, text ?? null))} />
     <//>`;

@@ -122,6 +122,34 @@ function Members({ onNext }) {
   </div>`;
 }
 
+// The last step: "ready" only when the chat has a model to answer with; a skipped
+// model step says what is missing and leads to the Models page instead.
+function Done() {
+  const [models, setModels] = useState(null);
+  useEffect(() => {
+    api.chatModels().then(setModels, () => setModels([]));
+  }, []);
+  if (models === null) return html`<section class="card" data-testid="welcome-done" data-ready=""><span class="spinner" aria-hidden="true"></span></section>`;
+  if (models.length === 0) {
+    return html`<section class="card card--accent" data-testid="welcome-done" data-ready="no-model">
+      <h2 class="card__title">${t('setup.done_no_model_title')}</h2>
+      <p>${t('setup.done_no_model_body')}</p>
+      <div class="actions actions--start">
+        <a class="btn btn--primary" href="#/admin/models" data-testid="welcome-add-model">${t('setup.go_to_models')}</a>
+        <a class="btn btn--secondary" href="#/overview" data-testid="welcome-overview">${t('setup.see_overview')}</a>
+      </div>
+    </section>`;
+  }
+  return html`<section class="card card--accent" data-testid="welcome-done" data-ready="yes">
+    <h2 class="card__title">${t('setup.done_title')}</h2>
+    <p>${t('setup.done_body')}</p>
+    <div class="actions actions--start">
+      <a class="btn btn--primary" href="#/" data-testid="welcome-start-chat">${t('setup.start_chat')}</a>
+      <a class="btn btn--secondary" href="#/overview" data-testid="welcome-overview">${t('setup.see_overview')}</a>
+    </div>
+  </section>`;
+}
+
 export function WelcomePage() {
   const [instance, setInstance] = useState(null);
   const [loadError, setLoadError] = useState(null);
@@ -155,14 +183,7 @@ export function WelcomePage() {
       <${Members} onNext=${() => go('done')} />
     </section>`;
   } else if (step === 'done') {
-    body = html`<section class="card card--accent" data-testid="welcome-done">
-      <h2 class="card__title">${t('setup.done_title')}</h2>
-      <p>${t('setup.done_body')}</p>
-      <div class="actions actions--start">
-        <a class="btn btn--primary" href="#/" data-testid="welcome-start-chat">${t('setup.start_chat')}</a>
-        <a class="btn btn--secondary" href="#/overview" data-testid="welcome-overview">${t('setup.see_overview')}</a>
-      </div>
-    </section>`;
+    body = html`<${Done} />`;
   }
   const next = step && STEPS[Math.min(STEPS.indexOf(step) + 1, STEPS.length - 1)];
   return html`<div class="page wizard" data-testid="welcome-page" data-step=${step || ''}>

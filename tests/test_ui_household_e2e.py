@@ -1,0 +1,119 @@
+"""Household round 2 in a real browser (Debian's Chromium) at 375 px, against a real
+`skald serve` and the fake provider: the wizard's last step after the model step was
+skipped says the chat needs a model and leads to the Models page (en, it, fr); a model
+without the `tools` capability gets the chat's one-line notice; and with no speech model
+an answer has no read-aloud button; the Models page sets what a model is given.
+
+Launch flags and the skip rule are those of `test_ui_e2e.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import FakeLLM, Text
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, login
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import expect, sync_playwright
+
+PHONE: Any = {"width": 375, "height": 740}
+NO_MODEL_TITLE = {
+    "en": "Almost there: the chat needs a model",
+    "it": "Quasi pronto: la chat ha bisogno di un modello",
+    "fr": "Presque prêt : la discussion a besoin d'un modèle",
+}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    srv.start()
+    yield srv
+    srv.close()
+
+
+@pytest.mark.timeout(180)
+def test_a_skipped_model_step_a_tool_less_model_and_no_speech_model_are_said_plainly(
+    server: ServerProcess,
+) -> None:
+    executable = browser_or_skip()
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    assert admin.patch("/api/instance", json={"setup_step": "done"}).status_code == 200
+    with FakeLLM() as fake, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        try:
+            # The wizard's end with no model, in each language.
+            for locale, title in NO_MODEL_TITLE.items():
+                context = browser.new_context(base_url=server.url, locale=locale, viewport=PHONE)
+                context.set_default_timeout(20_000)
+                page = context.new_page()
+                page.goto("/")
+                login(page, ADMIN, ADMIN_PW)
+                expect(page.get_by_test_id("app-shell")).to_be_visible()
+                assert admin.patch("/api/auth/me", json={"locale": locale}).status_code == 200
+                page.goto("/#/welcome")
+                page.reload()
+                done = page.get_by_test_id("welcome-done")
+                expect(done).to_have_attribute("data-ready", "no-model")
+                expect(done).to_contain_text(title)
+                expect(page.get_by_test_id("welcome-start-chat")).to_have_count(0)
+                page.get_by_test_id("welcome-add-model").click()
+                expect(page.get_by_test_id("models-page")).to_be_visible()
+                context.close()
+            assert admin.patch("/api/auth/me", json={"locale": "en"}).status_code == 200
+
+            # A chat model without tools: the notice, and an answer without read aloud.
+            r = admin.post(
+                "/api/llm/providers",
+                json={
+                    "name": "Fake",
+                    "kind": "openai_compatible",
+                    "base_url": fake.base_url_openai,
+                },
+            )
+            assert r.status_code == 201, r.text
+            r = admin.post(
+                "/api/llm/models",
+                json={
+                    "provider_id": r.json()["id"],
+                    "model": "fake-plain",
+                    "name": "Plain",
+                    "capabilities": [],
+                },
+            )
+            assert r.status_code == 201, r.text
+            fake.script("fake-plain", [Text("Hello there.")])
+            context = browser.new_context(base_url=server.url, locale="en-US", viewport=PHONE)
+            context.set_default_timeout(20_000)
+            page = context.new_page()
+            page.goto("/")
+            login(page, ADMIN, ADMIN_PW)
+            expect(page.get_by_test_id("chat-page")).to_be_visible()
+            notice = page.get_by_test_id("chat-no-tools")
+            expect(notice).to_contain_text("This model cannot use tools")
+            expect(notice.get_by_role("link")).to_have_attribute("href", "#/tasks")
+            page.get_by_test_id("chat-input").fill("hello")
+            page.get_by_test_id("chat-send").click()
+            answer = page.locator('[data-testid="message"][data-role="assistant"]').first
+            expect(answer).to_contain_text("Hello there.")
+            expect(answer.get_by_test_id("message-copy")).to_be_visible()
+            expect(answer.get_by_test_id("message-read-aloud")).to_have_count(0)
+
+            # The Models page edits what the model is given.
+            page.goto("/#/admin/models")
+            page.get_by_test_id("model-edit").first.click()
+            page.get_by_test_id("model-profile").select_option("compact")
+            page.get_by_test_id("model-save").click()
+            expect(page.get_by_test_id("model-dialog")).to_have_count(0)
+            [row] = admin.get("/api/llm/models").json()
+            assert row["prompt_profile"] == "compact", row
+            context.close()
+        finally:
+            browser.close()
