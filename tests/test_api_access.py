@@ -367,6 +367,18 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/schedule/tasks/{conv}/cancel", None, {"anon": 401, A: 404, M: 404, C: 403}),
     ("GET", "/api/schedule/keep-key", None, {"anon": 401, A: 200, M: 200, C: 403}),
     (
+        "POST",
+        "/api/schedule/preview",
+        {"in_minutes": 5},
+        {"anon": 401, A: 200, M: 200, C: 403},
+    ),
+    (
+        "POST",
+        "/api/schedule/jobs",
+        {"prompt": "the oven", "at": "2020-01-01T10:00"},
+        {"anon": 401, A: 400, M: 400, C: 403},
+    ),
+    (
         "PUT",
         "/api/schedule/keep-key",
         {"enabled": False},
