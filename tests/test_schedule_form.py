@@ -218,6 +218,14 @@ async def test_a_job_runs_with_its_own_model_and_notifies_its_answer_and_the_pag
     r = await client.call("POST", "/api/schedule/jobs", json=body)
     assert r.status_code == 201, r.text
     job = r.json()
+    r = await client.call(
+        "POST", "/api/schedule/jobs", json={"prompt": "Bins", "cron": "0 19 * * 1"}
+    )
+    assert r.status_code == 201, r.text
+    listed = {
+        j["title"]: j["when_text"] for j in (await client.call("GET", "/api/schedule/jobs")).json()
+    }
+    assert listed == {"Tell me the weather": "once, today at 9:05", "Bins": "every Monday at 19:00"}
     assert (job["title"], job["model_id"], job["kind"]) == (
         "Tell me the weather",
         model_b,

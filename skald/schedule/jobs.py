@@ -187,6 +187,16 @@ class Jobs:
             zone=zone.key,
         )
 
+    def words(self, job: Job, lang: str) -> str:
+        """When `job` runs, in words ("every weekday at 7:30", "once, tomorrow at 9:00")."""
+        if job.cron is not None:
+            return describe(job.cron, lang)
+        if job.run_at is None:
+            return ""
+        zone = check_zone(job.zone)
+        at = when_text(parse_iso(job.run_at).astimezone(zone), self.now.astimezone(zone), lang)
+        return phrase(lang, "once", w=at)
+
     def _when(
         self, cron: str | None, at: str | None, zone: ZoneInfo
     ) -> tuple[str | None, str | None, str | None]:

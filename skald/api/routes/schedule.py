@@ -103,10 +103,19 @@ async def _jobs(request: AnyRequest, rt: Runtime) -> tuple[Scheduler, UserRuntim
     return scheduler, member, await scheduler.jobs(member)
 
 
+class JobView(Job, frozen=True, kw_only=True):
+    # When it runs, in words, in the caller's language ("every weekday at 7:30").
+    when_text: str = ""
+
+
 @get("/api/schedule/jobs", guards=MINE)
-async def list_jobs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Job]:
+async def list_jobs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[JobView]:
     _, _, jobs = await _jobs(request, rt)
-    return await jobs.list()
+    lang = _lang(request)
+    return [
+        JobView(**msgspec.structs.asdict(job), when_text=jobs.words(job, lang))
+        for job in await jobs.list()
+    ]
 
 
 def _lang(request: AnyRequest) -> str:

@@ -50,7 +50,7 @@ function JobItem({ job, runs, onChanged }) {
       <span class="muted small" data-testid="task-job-state">${t(`tasks.state_${job.state}`)}</span>
     </div>
     <p class="small">
-      <code data-testid="task-job-when">${job.cron || when(job.run_at)}</code> · ${job.zone} ·
+      <span data-testid="task-job-when" title=${job.cron || ''}>${job.when_text || job.cron || when(job.run_at)}</span> · ${job.zone} ·
       ${t('tasks.next_run')}: <span data-testid="task-job-next">${job.state === 'active' ? when(job.next_run) : '—'}</span>
     </p>
     ${last && html`<p class="small muted" data-testid="task-job-last">
