@@ -188,7 +188,8 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
 ) -> None:
     """No model is set up at all: the Tasks page still makes a reminder. Each change of
     the time picker shows the server's preview (in words, the next runs); a bad cron
-    shows its refusal before Save; nothing overflows a phone's width."""
+    shows its refusal before Save; nothing overflows a phone's width. Then `/remind` in
+    the chat answers with a confirmation line and the reminder is on the Tasks page."""
     watch = _PreviewRefusals()
     context = open_context(browser, server, timeout=15_000)
     try:
@@ -225,6 +226,14 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             expect(job).to_have_count(1)
             expect(job.get_by_test_id("task-job-kind")).to_have_text("Just remind me")
             expect(page.get_by_test_id("job-form")).to_have_count(0)
+        # The chat's /remind, with no model set up either: a confirmation line.
+        page.goto("/#/")
+        page.get_by_test_id("chat-input").fill("/remind in 5 minutes make the tea")
+        page.get_by_test_id("chat-input").press("Enter")
+        note = page.get_by_test_id("chat-note").filter(has_text="make the tea")
+        expect(note).to_contain_text("Reminder set for ")
+        page.goto("/#/tasks")
+        expect(page.get_by_test_id("task-job").filter(has_text="make the tea")).to_have_count(1)
         assert fake.bodies() == []  # no model anywhere in this
         assert not watch.problems, watch.problems
     except Exception:
