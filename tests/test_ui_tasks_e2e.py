@@ -226,6 +226,16 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             expect(job).to_have_count(1)
             expect(job.get_by_test_id("task-job-kind")).to_have_text("Just remind me")
             expect(page.get_by_test_id("job-form")).to_have_count(0)
+        # Edit: the form opens with the job's time (its preview too); made a prompt.
+        grandma = page.get_by_test_id("task-job").filter(has_text="call grandma")
+        grandma.get_by_test_id("task-job-edit").click()
+        edit = grandma.get_by_test_id("job-form")
+        expect(edit.get_by_test_id("job-form-mode")).to_have_value("at")
+        expect(edit.get_by_test_id("job-form-preview-text")).to_contain_text("once, ")
+        edit.get_by_test_id("job-form-kind").select_option("prompt")
+        expect(edit.get_by_test_id("job-form-model")).to_have_value("")  # Automatic
+        edit.get_by_test_id("job-form-save").click()
+        expect(grandma.get_by_test_id("task-job-kind")).to_have_text("Ask the assistant")
         # The chat's /remind, with no model set up either: a confirmation line.
         page.goto("/#/")
         page.get_by_test_id("chat-input").fill("/remind in 5 minutes make the tea")
