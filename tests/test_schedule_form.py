@@ -37,6 +37,10 @@ async def ada(runtime: Runtime, household: dict[str, str]) -> str:
     return household["ada"]
 
 
+def store_of(runtime: Runtime, user_id: str) -> ScheduleStore:
+    return ScheduleStore(runtime.user_runtimes[user_id].handle.db)
+
+
 async def _notes(runtime: Runtime, user_id: str) -> list[tuple[str, str]]:
     notes, _ = await (await runtime.notifications.store(user_id)).page(limit=10)
     return [(n.title, n.body) for n in notes]
@@ -163,8 +167,22 @@ async def test_remind_in_the_chat_sets_a_reminder_whose_run_notifies_its_text_wi
     assert r.status_code == 400 and "/remind in 10 minutes check the oven" in r.text, r.text
     r = await client.call("POST", send, json={"text": "/remind at 25:99 x"})
     assert r.status_code == 400, r.text
+    # In the language the member chose since signing in, the answer too.
+    r = await client.call("PATCH", "/api/auth/me", json={"locale": "it"})
+    assert r.status_code == 200, r.text
+    r = await client.call("POST", send, json={"text": "/remind domani alle 7 sveglia"})
+    assert r.json()["result"] == "Promemoria per domani alle 7:00: sveglia", r.text
+    r = await client.call("POST", send, json={"text": "/remind il forno"})
+    assert r.status_code == 400 and "/remind tra 10 minuti" in r.text, r.text
+    r = await client.call("POST", "/api/schedule/preview", json={"cron": "0 8 * * 6"})
+    assert (
+        r.json()["description"]
+        == "ogni sabato alle 8:00, la prossima volta sabato 6 giugno alle 8:00"
+    )
+    sveglia = next(j for j in await store_of(runtime, ada).jobs() if j.prompt == "sveglia")
+    await (await scheduler.jobs(runtime.user_runtimes[ada])).delete(sveglia.id)
 
-    store = ScheduleStore(runtime.user_runtimes[ada].handle.db)
+    store = store_of(runtime, ada)
     (job,) = await store.jobs()
     assert (job.kind, job.prompt, job.run_at, job.state) == (
         "reminder", "check the oven", "2026-06-01T07:02:00Z", "active"

@@ -98,8 +98,12 @@ async def remind_command(member: UserRuntime, conversation_id: str, arg: str) ->
     it a prompt); returns the confirmation line the chat shows."""
     from skald.schedule.scheduler import scheduler_of
 
-    jobs = await scheduler_of(member.plugins).jobs(member)
-    lang = lang_of(member.user.locale)
+    scheduler = scheduler_of(member.plugins)
+    jobs = await scheduler.jobs(member)
+    # The row as it is now: `member.user` is the one read at unlock (a language chosen
+    # since would not count).
+    user, _ = await scheduler.rt.member(member.user.id)
+    lang = lang_of(user.locale)
     zone = member_zone(member)
     now = jobs.now.astimezone(zone)
     at, text = parse_remind(arg, now, lang)
