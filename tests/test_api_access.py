@@ -258,6 +258,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/inbox/{conv}/answer", {"answer": "x"}, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/chat", {"text": "hello"}, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
+    ("GET", "/api/voice", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/voice/transcribe", {"not": "audio"}, {"anon": 401, A: 415, M: 415, C: 415}),
     ("POST", "/api/voice/speech", {"text": "hi"}, {"anon": 401, A: 409, M: 409, C: 409}),
     ("GET", "/api/pictures/{conv}/{picture}", None, {"anon": 401, A: 404, M: 404, C: 404}),
@@ -366,6 +367,18 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("DELETE", "/api/schedule/jobs/{conv}", None, {"anon": 401, A: 404, M: 404, C: 403}),
     ("POST", "/api/schedule/tasks/{conv}/cancel", None, {"anon": 401, A: 404, M: 404, C: 403}),
     ("GET", "/api/schedule/keep-key", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    (
+        "POST",
+        "/api/schedule/preview",
+        {"in_minutes": 5},
+        {"anon": 401, A: 200, M: 200, C: 403},
+    ),
+    (
+        "POST",
+        "/api/schedule/jobs",
+        {"prompt": "the oven", "at": "2020-01-01T10:00"},
+        {"anon": 401, A: 400, M: 400, C: 403},
+    ),
     (
         "PUT",
         "/api/schedule/keep-key",

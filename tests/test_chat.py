@@ -262,7 +262,8 @@ async def test_slash_commands(
     await ada.login("ada")
     # The one list of commands, served to the web client (which keeps no copy).
     commands = (await ada.call("GET", "/api/chat/commands")).json()
-    assert [c["name"] for c in commands] == ["stop", "compact", "model", "cost", "new"]
+    # ...with the features' ones the member may run (the schedule's /remind).
+    assert [c["name"] for c in commands] == ["stop", "compact", "model", "cost", "new", "remind"]
     assert all(c["usage"].startswith("/") and c["description"] for c in commands)
     cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
     r = await ada.call(

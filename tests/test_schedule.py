@@ -93,8 +93,9 @@ async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_i
     assert (await store.get(job.id)).next_run == "2026-06-03T05:30:00Z"  # type: ignore[union-attr]
     # ...and its owner is notified, once, with a link to the job's conversation.
     notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
-    assert [(n.title, n.source, n.link) for n in notes] == [
-        ("Job ran: Train times", "schedule", f"/?c={job.conversation_id}")
+    # The notice carries the job's own answer, under the job's title (not "Job ran: done").
+    assert [(n.title, n.body, n.source, n.link) for n in notes] == [
+        ("Train times", "The 8:05 is on time.", "schedule", f"/?c={job.conversation_id}")
     ]
 
     # Pause (the Tasks page): the next morning passes without a run.
@@ -183,7 +184,7 @@ async def test_a_job_failing_in_a_row_pauses_itself(
     assert current is not None and (current.state, current.failures) == ("paused", 2)
     assert all(r.outcome == "failed" and r.error for r in await store.runs(job.id))
     notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
-    assert [n.title for n in notes] == ["Job paused: flaky", "Job ran: flaky"]
+    assert [n.title for n in notes] == ["Job paused: flaky", "flaky"]
     clock.set(MONDAY_9 + timedelta(hours=3, seconds=5))
     assert await scheduler.tick() == []
 
@@ -338,6 +339,7 @@ async def test_the_tool_is_told_the_hour_not_the_minute_and_in_minutes_counts_fr
     assert "Monday 2026-06-01 09:00" in tool.spec.description
     assert "09:17" not in tool.spec.description
     create = {"mode": "create", "title": "tea", "prompt": "Say the tea is ready", "in_minutes": 10}
-    assert (await tool._run("create", create)).startswith("Created job")
+    asked_in = await runtime.conversations.create(ada)
+    assert (await tool._run("create", create, asked_in.id)).startswith("Created job")
     (job,) = await (await scheduler.jobs(member)).list()
     assert job.run_at == "2026-06-01T07:27:00Z" and job.cron is None

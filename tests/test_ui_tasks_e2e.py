@@ -171,3 +171,83 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         raise
     finally:
         context.close()
+
+
+class _PreviewRefusals(SignedInWatch):
+    """Also the one 400 the scenario asks for: the preview refusing a bad cron."""
+
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        refused = "status of 400" in text and url.endswith("/api/schedule/preview")
+        return refused or SignedInWatch.expected(text, url)
+
+
+@pytest.mark.timeout(120)
+def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk_widths(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """No model is set up at all: the Tasks page still makes a reminder. Each change of
+    the time picker shows the server's preview (in words, the next runs); a bad cron
+    shows its refusal before Save; nothing overflows a phone's width. Then `/remind` in
+    the chat answers with a confirmation line and the reminder is on the Tasks page."""
+    watch = _PreviewRefusals()
+    context = open_context(browser, server, timeout=15_000)
+    try:
+        page = watch.attach("tasks", context.new_page())
+        sign_in(page, "ada", PW)
+        for width, text in ((375, "check the oven"), (1280, "call grandma")):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.goto("/#/tasks")
+            page.get_by_test_id("tasks-new").click()
+            form = page.get_by_test_id("job-form")
+            form.get_by_test_id("job-form-text").fill(text)
+            # Every weekday at 7:30: the sentence and three next runs, from the server.
+            form.get_by_test_id("job-form-mode").select_option("weekdays")
+            form.get_by_test_id("job-form-time").fill("07:30")
+            expect(form.get_by_test_id("job-form-preview-text")).to_contain_text(
+                "every weekday at 7:30, next "
+            )
+            expect(form.get_by_test_id("job-form-preview-run")).to_have_count(3)
+            # A bad expression: the server's refusal shows and Save waits.
+            form.get_by_test_id("job-form-mode").select_option("cron")
+            form.get_by_test_id("job-form-cron").fill("61 * * * *")
+            expect(form.get_by_test_id("job-form-preview-error")).to_contain_text("not valid")
+            expect(form.get_by_test_id("job-form-save")).to_be_disabled()
+            # In 2 minutes, once: saved, and listed as a plain reminder.
+            form.get_by_test_id("job-form-mode").select_option("in")
+            form.get_by_test_id("job-form-minutes").fill("2")
+            expect(form.get_by_test_id("job-form-preview-text")).to_contain_text("once, ")
+            expect(form.get_by_test_id("job-form-preview-run")).to_have_count(1)
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"tasks-new-reminder-{width}.png"))
+            form.get_by_test_id("job-form-save").click()
+            job = page.get_by_test_id("task-job").filter(has_text=text)
+            expect(job).to_have_count(1)
+            expect(job.get_by_test_id("task-job-kind")).to_have_text("Just remind me")
+            expect(page.get_by_test_id("job-form")).to_have_count(0)
+        # Edit: the form opens with the job's time (its preview too); made a prompt.
+        grandma = page.get_by_test_id("task-job").filter(has_text="call grandma")
+        grandma.get_by_test_id("task-job-edit").click()
+        edit = grandma.get_by_test_id("job-form")
+        expect(edit.get_by_test_id("job-form-mode")).to_have_value("at")
+        expect(edit.get_by_test_id("job-form-preview-text")).to_contain_text("once, ")
+        edit.get_by_test_id("job-form-kind").select_option("prompt")
+        expect(edit.get_by_test_id("job-form-model")).to_have_value("")  # Automatic
+        edit.get_by_test_id("job-form-save").click()
+        expect(grandma.get_by_test_id("task-job-kind")).to_have_text("Ask the assistant")
+        # The chat's /remind, with no model set up either: a confirmation line.
+        page.goto("/#/")
+        page.get_by_test_id("chat-input").fill("/remind in 5 minutes make the tea")
+        page.get_by_test_id("chat-input").press("Enter")
+        note = page.get_by_test_id("chat-note").filter(has_text="make the tea")
+        expect(note).to_contain_text("Reminder set for ")
+        page.goto("/#/tasks")
+        expect(page.get_by_test_id("task-job").filter(has_text="make the tea")).to_have_count(1)
+        assert fake.bodies() == []  # no model anywhere in this
+        assert not watch.problems, watch.problems
+    except Exception:
+        report_failure(server, watch, "tasks-form")
+        raise
+    finally:
+        context.close()

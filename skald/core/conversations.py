@@ -33,6 +33,7 @@ from skald.core.uploads import content_for, conversation_folder, resolve_attachm
 from skald.errors import InvalidInputError, NotFoundError
 from skald.files.router import Resolved
 from skald.llm.types import TextPart
+from skald.permissions import CapabilityHolder, can
 from skald.store.conversations import (
     Attachment,
     Conversation,
@@ -282,7 +283,7 @@ class ConversationService:
         mine = await self.member(user_id)
         # One read: it proves the conversation is theirs and is handed on to the hub.
         conversation = await mine.hub.store.get(conversation_id)
-        if not attachments and is_command(text):
+        if not attachments and self.is_command(text):
             return await self._command(mine, conversation_id, text)
         view = _view(view_context)
         paths = [
@@ -310,6 +311,24 @@ class ConversationService:
         if len(query) > 200:
             raise InvalidInputError("search for at most 200 characters")
         return await (await self.member(user_id)).hub.store.search(query)
+
+    def commands(self, role: CapabilityHolder) -> list[CommandInfo]:
+        """The built-in slash commands, then the features' ones this role may run."""
+        extra = [
+            CommandInfo(name=c.name, usage=c.usage, description=c.description)
+            for c in self.rt.plugins.chat_commands()
+            if c.name not in _COMMAND_NAMES and (c.capability is None or can(role, c.capability))
+        ]
+        return [*COMMANDS, *extra]
+
+    def is_command(self, text: str) -> bool:
+        """`is_command`, with the features' commands (whoever may run them: a member
+        without the capability gets "not allowed", not a model turn)."""
+        if is_command(text):
+            return True
+        head = text.strip().split(maxsplit=1)[0] if text.strip() else ""
+        names = {c.name for c in self.rt.plugins.chat_commands()}
+        return head.startswith("/") and head[1:] in names
 
     async def command(self, user_id: str, conversation_id: str, text: str) -> CommandResult:
         """Run a slash command (`/stop`, `/model gpt`...); an unknown one is InvalidInput."""
@@ -373,7 +392,12 @@ class ConversationService:
             )
         if name == "model":
             return await self._model_command(mine, conversation_id, arg)
-        known = ", ".join(f"/{c.name}" for c in COMMANDS)
+        feature = next((c for c in self.rt.plugins.chat_commands() if c.name == name), None)
+        if feature is not None and name not in _COMMAND_NAMES:
+            if feature.capability is not None and not can(mine.role, feature.capability):
+                raise InvalidInputError(f"/{name} is not available to you")
+            return CommandResult(command=name, result=await feature.run(mine, conversation_id, arg))
+        known = ", ".join(f"/{c.name}" for c in self.commands(mine.role))
         raise InvalidInputError(f"unknown command /{name} (known: {known})")
 
     async def _model_command(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from skald.core.services import ServiceSpec
 from skald.permissions import can
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import ChatCommand, Page
 from skald.schedule.config import ScheduleConfig
 from skald.schedule.jobs import SCHEDULE_USE
 from skald.store.schedule import JOBS_FEATURE, SCHEDULE_COUNTS
@@ -56,6 +56,21 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
     if scheduler is None or not can(member.role, SCHEDULE_USE):
         return None
     return [ScheduleTool(member, scheduler), BackgroundTaskTool(member, scheduler)]
+
+
+@hookimpl
+def skald_chat_commands() -> list[ChatCommand]:
+    from skald.schedule.remind import remind_command
+
+    return [
+        ChatCommand(
+            name="remind",
+            usage="/remind in 10 minutes check the oven",
+            description="set a reminder, no model needed (in N minutes, at 18:30, tomorrow 9:00)",
+            capability=SCHEDULE_USE,
+            run=remind_command,
+        )
+    ]
 
 
 @hookimpl

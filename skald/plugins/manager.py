@@ -26,7 +26,7 @@ from skald.agent.prompts import PLACEHOLDER_NAME
 from skald.config import Config
 from skald.errors import ConfigError
 from skald.plugins import PROJECT, specs
-from skald.plugins.specs import Page
+from skald.plugins.specs import ChatCommand, Page
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -188,6 +188,9 @@ class Plugins:
 
     def services(self, runtime: Runtime) -> list[ServiceSpec]:
         return self._concat(self.pm.hook.skald_services(runtime=runtime))
+
+    def chat_commands(self) -> list[ChatCommand]:
+        return self._concat(self.pm.hook.skald_chat_commands())
 
     def member_services(self, member: UserRuntime) -> list[ServiceSpec]:
         return self._concat(self.pm.hook.skald_member_services(member=member))

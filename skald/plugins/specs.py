@@ -7,7 +7,8 @@ subset of the arguments, by name.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -26,6 +27,20 @@ if TYPE_CHECKING:
     from skald.permissions import Capability
     from skald.store.migrations import Feature
     from skald.store.rows import Role, User
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatCommand:
+    """A slash command a feature adds to the chat (`/remind ...`): offered by the
+    composer to members holding `capability`, run by the conversation service with no
+    model: `run(member, conversation_id, argument)` returns the line the chat shows, or
+    raises InvalidInputError with a sentence (and an example) for the member."""
+
+    name: str
+    usage: str
+    description: str
+    capability: Capability | None
+    run: Callable[[UserRuntime, str, str], Awaitable[str]]
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,6 +123,12 @@ def skald_notification_channels(runtime: Runtime) -> Iterable[NotificationChanne
     """Ways a member's notifications can arrive besides the web (`NotificationChannel`:
     a `name` members choose, `available(user_id)`, `deliver(delivery)`). Collected once,
     at the first notification; see docs/dev/notifications.md."""
+
+
+@hookspec
+def skald_chat_commands() -> Iterable[ChatCommand] | None:
+    """Slash commands beyond the built-in ones (`ChatCommand`); a name of a built-in
+    command or of another plugin's is refused at the first use."""
 
 
 @hookspec

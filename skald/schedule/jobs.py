@@ -12,7 +12,7 @@ that hour, so the sample starts now and covers 48 runs.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
@@ -23,33 +23,49 @@ from skald.errors import InvalidInputError, NotFoundError
 from skald.permissions import declare
 from skald.schedule.config import ScheduleConfig
 from skald.schedule.cron import Schedule, check_zone, min_interval_s, parse_when
+from skald.schedule.words import describe, phrase, when_text
 from skald.schedule.zone import member_zone
-from skald.store.schedule import Job, ScheduleStore, iso, new_id, put_counts
+from skald.store.schedule import (
+    ActiveLimitError,
+    Job,
+    JobKind,
+    ScheduleStore,
+    iso,
+    new_id,
+    parse_iso,
+    put_counts,
+)
 
 if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
     from skald.store.database import Database
 
-__all__ = ["SCHEDULE_USE", "JobChange", "JobSpec", "Jobs", "next_run_of"]
+__all__ = ["SCHEDULE_USE", "JobChange", "JobSpec", "Jobs", "Preview", "next_run_of"]
 
 # Jobs, background tasks, the Tasks page and the `schedule` tool.
 SCHEDULE_USE = declare("schedule.use", "Schedule jobs and background tasks")
 
 MAX_PROMPT = 8000
 MAX_TITLE = 200
+MAX_IN_MINUTES = 366 * 24 * 60
+PREVIEW_RUNS = 3
 
 
 class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A new job: exactly one of `cron` and `at` (ISO date-time, local if no offset)."""
+    """A new job: exactly one of `cron`, `at` (ISO date-time, local if no offset) and
+    `in_minutes` (from now); `model_id` None: AUTO."""
 
     title: str
     prompt: str
     cron: str | None = None
     at: str | None = None
+    in_minutes: int | None = None
     zone: str | None = None
     agent_id: str | None = None
     skip_after_s: int | None = None
     created_by: Literal["member", "system"] = "member"
+    kind: JobKind = "prompt"
+    model_id: str | None = None
 
 
 class JobChange(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,8 +73,22 @@ class JobChange(msgspec.Struct, frozen=True, kw_only=True):
     prompt: str | None = None
     cron: str | None = None
     at: str | None = None
+    in_minutes: int | None = None
     zone: str | None = None
     skip_after_s: int | None = None
+    kind: JobKind | None = None
+    # "" : back to AUTO; None: unchanged.
+    model_id: str | None = None
+
+
+class Preview(msgspec.Struct, frozen=True, kw_only=True):
+    """When a job would run, for people: the rule and its next runs in the member's
+    language and the job's zone (`next_runs` are the same instants, UTC)."""
+
+    description: str
+    next_runs: list[str]
+    next_runs_text: list[str]
+    zone: str
 
 
 def next_run_of(
@@ -102,6 +132,71 @@ class Jobs:
             raise NotFoundError("no such job")
         return job
 
+    def _at_in(self, minutes: int | None, at: str | None, zone: ZoneInfo) -> str | None:
+        """`in_minutes` as the local date-time `at` takes (on the scheduler's clock)."""
+        if minutes is None:
+            return at
+        if at is not None:
+            raise InvalidInputError("give either `at` or `in_minutes`, not both")
+        if not 1 <= minutes <= MAX_IN_MINUTES:
+            raise InvalidInputError(f"`in_minutes` must be 1 to {MAX_IN_MINUTES}")
+        when = (self.now + timedelta(minutes=minutes)).astimezone(zone)
+        return when.replace(tzinfo=None).isoformat(timespec="seconds")
+
+    async def model_of(self, model_id: str | None) -> str | None:
+        """A model a job may run with (an enabled chat model), or None for AUTO."""
+        if not model_id:
+            return None
+        models = await self.member.llm.store.models()
+        if not any(m.id == model_id and m.enabled and m.kind == "chat" for m in models):
+            raise InvalidInputError(f"no chat model {model_id!r} is set up")
+        return model_id
+
+    async def preview(self, spec: JobSpec, lang: str, *, count_limit: bool = True) -> Preview:
+        """When `spec` would run, with the checks `create` makes of its time and limits
+        (nothing written): the Tasks page shows it before saving."""
+        zone = check_zone(spec.zone) if spec.zone else member_zone(self.member)
+        at = self._at_in(spec.in_minutes, spec.at, zone)
+        cron, _, first = self._when(spec.cron, at, zone)
+        _, active = await self.store.counts()
+        if count_limit and active >= self.config.max_active_jobs:
+            raise ActiveLimitError(active, self.config.max_active_jobs)
+        await self.model_of(spec.model_id)
+        return self.preview_of(cron, first, zone, lang)
+
+    def preview_of(self, cron: str | None, first: str | None, zone: ZoneInfo, lang: str) -> Preview:
+        runs = [] if first is None else [parse_iso(first)]
+        if cron is not None:
+            schedule = Schedule(cron)
+            while runs and len(runs) < PREVIEW_RUNS:
+                found = schedule.next_after(runs[-1], zone)
+                if found is None:
+                    break
+                runs.append(found)
+        now = self.now.astimezone(zone)
+        texts = [when_text(r.astimezone(zone), now, lang) for r in runs]
+        if cron is None:
+            words = phrase(lang, "once", w=texts[0]) if texts else ""
+        else:
+            rule = describe(cron, lang)
+            words = phrase(lang, "next", d=rule, w=texts[0]) if texts else rule
+        return Preview(
+            description=words,
+            next_runs=[iso(r) for r in runs],
+            next_runs_text=texts,
+            zone=zone.key,
+        )
+
+    def words(self, job: Job, lang: str) -> str:
+        """When `job` runs, in words ("every weekday at 7:30", "once, tomorrow at 9:00")."""
+        if job.cron is not None:
+            return describe(job.cron, lang)
+        if job.run_at is None:
+            return ""
+        zone = check_zone(job.zone)
+        at = when_text(parse_iso(job.run_at).astimezone(zone), self.now.astimezone(zone), lang)
+        return phrase(lang, "once", w=at)
+
     def _when(
         self, cron: str | None, at: str | None, zone: ZoneInfo
     ) -> tuple[str | None, str | None, str | None]:
@@ -135,7 +230,9 @@ class Jobs:
         if len(prompt) > MAX_PROMPT:
             raise InvalidInputError(f"the prompt is longer than {MAX_PROMPT} characters")
         zone = check_zone(spec.zone) if spec.zone else member_zone(self.member)
-        cron, run_at, next_run = self._when(spec.cron, spec.at, zone)
+        at = self._at_in(spec.in_minutes, spec.at, zone)
+        cron, run_at, next_run = self._when(spec.cron, at, zone)
+        model_id = await self.model_of(spec.model_id)
         agent_id = spec.agent_id or self.member.hub.default_agent
         agent = self.member.agents.get(agent_id)
         if agent is None or agent.type != "chat":
@@ -160,6 +257,8 @@ class Jobs:
             failures=0,
             created_at=stamp,
             updated_at=stamp,
+            kind=spec.kind,
+            model_id=model_id,
         )
         # The job's own conversation, with the job's agent, every run writes there: it is
         # written with the job, after the active-jobs limit, in one transaction.
@@ -219,10 +318,15 @@ class Jobs:
             if change.skip_after_s < 0:
                 raise InvalidInputError("skip_after_s cannot be negative")
             fields["skip_after_s"] = change.skip_after_s
+        if change.kind is not None:
+            fields["kind"] = change.kind
+        if change.model_id is not None:
+            fields["model_id"] = await self.model_of(change.model_id)
         zone = check_zone(change.zone) if change.zone else check_zone(job.zone)
-        if change.cron is not None or change.at is not None or change.zone is not None:
-            cron = change.cron if (change.cron or change.at) else job.cron
-            at = change.at if (change.cron or change.at) else job.run_at
+        new_at = self._at_in(change.in_minutes, change.at, zone)
+        if change.cron is not None or new_at is not None or change.zone is not None:
+            cron = change.cron if (change.cron or new_at) else job.cron
+            at = new_at if (change.cron or new_at) else job.run_at
             cron, run_at, next_run = self._when(cron, at, zone)
             fields.update(cron=cron, run_at=run_at, zone=zone.key)
             if job.state != "paused":

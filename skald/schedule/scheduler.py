@@ -202,20 +202,24 @@ class Scheduler:
         return text
 
     async def execute(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
-        """Run the job's turn and record how it ended (the chore behind a claimed run)."""
+        """Run the job's turn and record how it ended (the chore behind a claimed run).
+        A reminder is no turn: its run is the notice with its own text."""
+        if job.kind == "reminder":
+            return await self._remind(member, job, run)
         store = ScheduleStore(member.handle.db)
         user_id = member.user.id
         svc = self.rt.conversations
-        outcome, error, usage = "failed", None, None
+        outcome, error, usage, answer = "failed", None, None, ""
         # Nobody is there to approve, and the model calls are paced.
         member.unattended.add(job.conversation_id, self.pacer(member))
         try:
+            await self._use_model(member, job)
             sent = await svc.send(user_id, job.conversation_id, self._message(job, run))
             assert isinstance(sent, Sent)  # a prompt is never a slash command here
             # Not `svc.wait`: the unattended gate refuses at once, so the turn never
             # waits for a person; its end is what the run records.
             result = await sent.done
-            usage = result.usage
+            usage, answer = result.usage, result.text
             outcome, error = {
                 "done": ("succeeded", None),
                 "stopped": ("cancelled", result.error or "stopped"),
@@ -250,14 +254,31 @@ class Scheduler:
                 urgency="high",
             )
         else:
-            body = "done" if outcome == "succeeded" else f"{outcome}: {error or ''}".strip()
-            await notify(
-                self.rt,
-                user_id,
-                f"Job ran: {job.title}",
-                body,
-                link=f"/?c={job.conversation_id}",
-            )
+            # The job's own words: its answer, or what went wrong (never "done").
+            body = answer.strip() or job.prompt
+            if outcome != "succeeded":
+                body = f"{outcome}: {error or ''}".strip()
+            await notify(self.rt, user_id, job.title, body, link=f"/?c={job.conversation_id}")
+        return finished
+
+    async def _use_model(self, member: UserRuntime, job: Job) -> None:
+        """The job's conversation runs with the job's model (the one it was made with,
+        or chosen on the Tasks page; None: AUTO), whatever `/model` said there since."""
+        conversation = await member.hub.store.get(job.conversation_id)
+        if conversation.model_id != job.model_id:
+            await member.hub.update(job.conversation_id, model_id=job.model_id)
+
+    async def _remind(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
+        """A reminder's run: the member is told its text, as written; no model call."""
+        finished, _, _ = await ScheduleStore(member.handle.db).finish(
+            run.id, self.clock.now(), "succeeded", keep=self.config.keep_runs
+        )
+        body = job.prompt
+        if run.late and run.due_at is not None:
+            due = parse_iso(run.due_at).astimezone(check_zone(job.zone)).strftime("%H:%M")
+            body = f"{body} ({due})"
+        await notify(self.rt, member.user.id, f"⏰ {job.title}", body, link="/tasks",
+                     urgency="high")  # fmt: skip
         return finished
 
     async def wait_run(self, run_id: str) -> None:

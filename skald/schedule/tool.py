@@ -106,11 +106,11 @@ class ScheduleTool(Tool):
             # without anybody watching: only a person starts one.
             return ToolResult.error(UNATTENDED_RUN_NOW)
         try:
-            return ToolResult(content=await self._run(str(mode), args))
+            return ToolResult(content=await self._run(str(mode), args, ctx.conversation_id))
         except (InvalidInputError, NotFoundError, ConflictError) as exc:
             return ToolResult.error(str(exc))
 
-    async def _run(self, mode: str, args: dict[str, Any]) -> str:
+    async def _run(self, mode: str, args: dict[str, Any], conversation_id: str) -> str:
         jobs = await self.scheduler.jobs(self.member)
         job_id = str(args.get("job_id") or "")
         skip = args.get("skip_after_minutes")
@@ -118,6 +118,8 @@ class ScheduleTool(Tool):
         if args.get("in_minutes") and not args.get("at"):
             args = {**args, "at": self._minutes_from_now(int(args["in_minutes"]))}
         if mode == "create":
+            # The job runs with the model of the conversation it was asked for in.
+            origin = await self.member.hub.store.get(root_of(conversation_id)[0])
             job = await jobs.create(
                 JobSpec(
                     title=str(args.get("title") or ""),
@@ -125,6 +127,7 @@ class ScheduleTool(Tool):
                     cron=args.get("cron") or None,
                     at=args.get("at") or None,
                     skip_after_s=skip_s,
+                    model_id=origin.model_id,
                 )
             )
             return f"Created job {describe_job(job)}"

@@ -35,6 +35,7 @@ __all__ = [
     "SCHEDULE_COUNTS",
     "ActiveLimitError",
     "Job",
+    "JobKind",
     "JobState",
     "Run",
     "RunOutcome",
@@ -52,6 +53,7 @@ RunOutcome = Literal[
     "running", "succeeded", "failed", "interrupted", "skipped", "cancelled", "needs_approval"
 ]
 CreatedBy = Literal["member", "system"]
+JobKind = Literal["prompt", "reminder"]
 
 _OWNER_V1 = """
 CREATE TABLE schedule_jobs(
@@ -125,11 +127,20 @@ CREATE TABLE schedule_limits(
 # the pause after failures), so a claim made with a copy read before it records nothing.
 _OWNER_V2_VERSION = "ALTER TABLE schedule_jobs ADD COLUMN version INTEGER NOT NULL DEFAULT 0;"
 
+# A job's kind ('prompt': a turn of the assistant; 'reminder': the text is notified as
+# it is, no model) and the model it runs with (NULL: AUTO), chosen where it was made.
+_OWNER_V3_KIND_MODEL = """
+ALTER TABLE schedule_jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'prompt'
+    CHECK (kind IN ('prompt', 'reminder'));
+ALTER TABLE schedule_jobs ADD COLUMN model_id TEXT;
+"""
+
 JOBS_FEATURE = Feature(
     "schedule",
     (
         Migration(1, "jobs, runs and background tasks", _OWNER_V1),
         Migration(2, "a version per job, checked by the claim", _OWNER_V2_VERSION),
+        Migration(3, "a job's kind (prompt or reminder) and its model", _OWNER_V3_KIND_MODEL),
     ),
     after=("chat",),
 )
@@ -168,6 +179,10 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: str
     # Bumped by every change a claim depends on (`ScheduleStore.claim` checks it).
     version: int = 0
+    # 'reminder': a run notifies the member with `prompt` as it is, with no model call.
+    kind: JobKind = "prompt"
+    # The model its runs use (the one of the conversation it was made in); None: AUTO.
+    model_id: str | None = None
 
 
 class Run(msgspec.Struct, frozen=True, kw_only=True):
@@ -219,7 +234,7 @@ def _task(r: tuple[Any, ...]) -> Task:
 
 _JOB_COLS = (
     "id, title, prompt, agent_id, cron, run_at, zone, next_run, state, created_by, "
-    "conversation_id, skip_after_s, failures, created_at, updated_at, version"
+    "conversation_id, skip_after_s, failures, created_at, updated_at, version, kind, model_id"
 )
 _RUN_COLS = (
     "id, job_id, task_id, due_at, started_at, ended_at, outcome, late, error, cost_usd, "

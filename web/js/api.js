@@ -202,6 +202,8 @@ export const api = {
 
   // Scheduled jobs and their runs (schedule.use); admins see counts only.
   jobs: () => get('api/schedule/jobs'),
+  createJob: (body) => post('api/schedule/jobs', body),
+  previewSchedule: (body) => post('api/schedule/preview', body),
   jobRuns: () => get('api/schedule/runs'),
   updateJob: (id, body) => patch(`api/schedule/jobs/${encodeURIComponent(id)}`, body),
   runJob: (id) => post(`api/schedule/jobs/${encodeURIComponent(id)}/run`),

@@ -20,7 +20,6 @@ from skald.api.openapi import errors
 from skald.api.routes.files import receive_upload
 from skald.api.security import principal_of
 from skald.core.conversations import (
-    COMMANDS,
     VIEW_LABEL_MAX,
     VIEW_MAX_ITEMS,
     VIEW_VALUE_MAX,
@@ -143,9 +142,10 @@ async def my_security_groups(request: AnyRequest, rt: NamedDependency[Runtime]) 
 
 
 @get("/api/chat/commands", guards=CHAT)
-async def chat_commands() -> list[CommandInfo]:
-    """The slash commands the composer recognises (the one list, kept on the server)."""
-    return list(COMMANDS)
+async def chat_commands(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[CommandInfo]:
+    """The slash commands the composer recognises (the one list, kept on the server):
+    the built-in ones and the features' ones the caller may run."""
+    return rt.conversations.commands(principal_of(request).role)
 
 
 @get("/api/conversations/{conversation_id:str}/messages", guards=CHAT)

@@ -22,21 +22,59 @@ from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
-from skald.schedule.jobs import SCHEDULE_USE, JobChange, Jobs
+from skald.schedule.jobs import SCHEDULE_USE, JobChange, Jobs, JobSpec, Preview
 from skald.schedule.scheduler import Scheduler, scheduler_of
+from skald.schedule.words import lang_of
 from skald.store.schedule import Job, Run, Task, all_counts, get_min_interval, set_min_interval
 
 MINE = [requires(SCHEDULE_USE)]
 ADMIN = [requires(ADMIN_USERS)]
 
 
+Title = Annotated[str, msgspec.Meta(max_length=200)]
+Prompt = Annotated[str, msgspec.Meta(max_length=8000)]
+Cron = Annotated[str, msgspec.Meta(max_length=200)]
+At = Annotated[str, msgspec.Meta(max_length=64)]
+InMinutes = Annotated[int, msgspec.Meta(ge=1, le=527040)]
+ModelId = Annotated[str, msgspec.Meta(max_length=100)]
+Kind = Literal["prompt", "reminder"]
+
+
 class JobPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     state: Literal["active", "paused"] | None = None
-    title: Annotated[str, msgspec.Meta(max_length=200)] | None = None
-    prompt: Annotated[str, msgspec.Meta(max_length=8000)] | None = None
-    cron: Annotated[str, msgspec.Meta(max_length=200)] | None = None
-    at: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    title: Title | None = None
+    prompt: Prompt | None = None
+    cron: Cron | None = None
+    at: At | None = None
+    in_minutes: InMinutes | None = None
     skip_after_s: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    kind: Kind | None = None
+    # "": AUTO.
+    model_id: ModelId | None = None
+
+
+class JobIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A job made on the Tasks page: what to do, and exactly one of `cron`, `at` (local
+    date-time in the member's zone) and `in_minutes`. Title: the text's start if empty."""
+
+    prompt: Prompt
+    title: Title = ""
+    kind: Kind = "reminder"
+    cron: Cron | None = None
+    at: At | None = None
+    in_minutes: InMinutes | None = None
+    model_id: ModelId | None = None
+
+
+class WhenIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A schedule to preview: the time fields of `JobIn` (and the model it would use)."""
+
+    cron: Cron | None = None
+    at: At | None = None
+    in_minutes: InMinutes | None = None
+    model_id: ModelId | None = None
+    # Editing this job: it already holds its place if active (not counted twice).
+    job_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
 
 
 class MemberCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -65,10 +103,71 @@ async def _jobs(request: AnyRequest, rt: Runtime) -> tuple[Scheduler, UserRuntim
     return scheduler, member, await scheduler.jobs(member)
 
 
+class JobView(Job, frozen=True, kw_only=True):
+    # When it runs, in words, in the caller's language ("every weekday at 7:30").
+    when_text: str = ""
+
+
 @get("/api/schedule/jobs", guards=MINE)
-async def list_jobs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Job]:
+async def list_jobs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[JobView]:
     _, _, jobs = await _jobs(request, rt)
-    return await jobs.list()
+    lang = _lang(request)
+    return [
+        JobView(**msgspec.structs.asdict(job), when_text=jobs.words(job, lang))
+        for job in await jobs.list()
+    ]
+
+
+def _lang(request: AnyRequest) -> str:
+    return lang_of(principal_of(request).user.locale)
+
+
+def _title(data: JobIn) -> str:
+    """The given title, else the first line of what to do (cut at 60 characters)."""
+    lines = data.prompt.strip().splitlines()
+    title = data.title.strip() or (lines[0] if lines else "")
+    return title if len(title) <= 60 else title[:59].rstrip() + "…"
+
+
+@post("/api/schedule/preview", guards=MINE, status_code=200, responses=errors(400))
+async def preview_schedule(
+    data: JSONBody[WhenIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Preview:
+    """When a job with this schedule would run (the next 3 runs and a plain sentence,
+    in the caller's zone and language), with the checks of creating it: a time in the
+    past, a bad cron, an interval under the minimum, the active-jobs limit: 400."""
+    _, _, jobs = await _jobs(request, rt)
+    spec = JobSpec(
+        title="-",
+        prompt="-",
+        cron=data.cron or None,
+        at=data.at or None,
+        in_minutes=data.in_minutes,
+        model_id=data.model_id or None,
+    )
+    counted = True
+    if data.job_id:
+        counted = (await jobs.get(data.job_id)).state != "active"
+    return await jobs.preview(spec, _lang(request), count_limit=counted)
+
+
+@post("/api/schedule/jobs", guards=MINE, status_code=201, responses=errors(400))
+async def create_job(
+    data: JSONBody[JobIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Job:
+    """A job from the Tasks page (a `reminder` notifies its text; a `prompt` is a turn)."""
+    _, _, jobs = await _jobs(request, rt)
+    return await jobs.create(
+        JobSpec(
+            title=_title(data),
+            prompt=data.prompt,
+            kind=data.kind,
+            cron=data.cron or None,
+            at=data.at or None,
+            in_minutes=data.in_minutes,
+            model_id=data.model_id or None,
+        )
+    )
 
 
 @patch("/api/schedule/jobs/{job_id:str}", guards=MINE, responses=errors(400, 404))
@@ -86,7 +185,10 @@ async def change_job(
             prompt=data.prompt,
             cron=data.cron,
             at=data.at,
+            in_minutes=data.in_minutes,
             skip_after_s=data.skip_after_s,
+            kind=data.kind,
+            model_id=data.model_id,
         ),
     )
     if data.state == "paused":
@@ -194,6 +296,8 @@ ROUTES = [
     list_tasks,
     cancel_task,
     list_jobs,
+    preview_schedule,
+    create_job,
     change_job,
     run_job,
     delete_job,

@@ -40,7 +40,11 @@ const SHARE_KEY = 'skald.chat.share_view';
 function commandHint(c) {
   const key = `chat.cmd_${c.name}`;
   const label = t(key);
-  return { name: `/${c.name}`, arg: c.usage.includes(' '), label: label === key ? c.description : label };
+  // What follows the name: ours to word when we have words for it, else the server's usage.
+  const argKey = `chat.cmd_${c.name}_arg`;
+  const argText = t(argKey);
+  const arg = !c.usage.includes(' ') ? '' : argText === argKey ? c.usage.slice(c.usage.indexOf(' ') + 1) : argText;
+  return { name: `/${c.name}`, arg, label: label === key ? c.description : label };
 }
 
 function greetingKey(date = new Date()) {
@@ -497,7 +501,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
             setText(c.arg ? `${c.name} ` : c.name);
             if (inputRef.current) inputRef.current.focus();
           }}>
-          <code>${c.name}${c.arg ? ` ${t('chat.cmd_model_arg')}` : ''}</code><span class="muted">${c.label}</span>
+          <code>${c.name}${c.arg ? ` ${c.arg}` : ''}</code><span class="muted">${c.label}</span>
         </button></li>`,
       )}
     </ul>`}

@@ -1,6 +1,7 @@
 // #/tasks — the member's scheduled jobs (and, below, their recent runs):
-// pause, resume, run now, change the time, delete. The assistant creates
-// jobs from chat (the `schedule` tool); this page manages them.
+// create and edit (JobForm: no model needed to set a reminder), pause, resume,
+// run now, delete. The assistant also creates jobs from chat (the `schedule`
+// tool, or `/remind` with no model).
 // Rule: the server is the authority (GET /api/schedule/jobs and /runs);
 // every action reloads the list rather than guessing the new state.
 import { html, useEffect, useState } from '../lib.js';
@@ -9,6 +10,7 @@ import { api } from '../api.js';
 import * as ws from '../ws.js';
 import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText } from '../components/form.js';
+import { JobForm } from '../components/job-form.js';
 
 const JOB_REFRESH_MS = 30000;
 
@@ -23,7 +25,6 @@ function JobItem({ job, runs, onChanged }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
   const [editing, setEditing] = useState(false);
-  const [timeText, setTimeText] = useState(job.cron || job.run_at || '');
   const act = async (fn) => {
     setBusy(true);
     setError(null);
@@ -36,39 +37,28 @@ function JobItem({ job, runs, onChanged }) {
       setBusy(false);
     }
   };
-  const saveTime = (e) => {
-    e.preventDefault();
-    const text = timeText.trim();
-    const body = /^\d{4}-\d{2}-\d{2}/.test(text) ? { at: text } : { cron: text };
-    act(async () => {
-      await api.updateJob(job.id, body);
-      setEditing(false);
-    });
-  };
   const last = runs.find((r) => r.job_id === job.id);
   return html`<li class="inbox-item" data-testid="task-job" data-job-id=${job.id} data-state=${job.state}>
     <div class="inbox-item__head">
       <span class="inbox-item__icon">${Icon.clock()}</span>
       <div class="inbox-item__title">
         <strong data-testid="task-job-title">${job.title}</strong>
+        <span class="muted small" data-testid="task-job-kind">${t(`tasks.kind_${job.kind || 'prompt'}`)}</span>
         <a class="inbox-item__conv small" href=${`#/?c=${encodeURIComponent(job.conversation_id)}`}
           data-testid="task-job-chat">${Icon.chat()}<span>${t('tasks.open_chat')}</span></a>
       </div>
       <span class="muted small" data-testid="task-job-state">${t(`tasks.state_${job.state}`)}</span>
     </div>
     <p class="small">
-      <code data-testid="task-job-when">${job.cron || when(job.run_at)}</code> · ${job.zone} ·
+      <span data-testid="task-job-when" title=${job.cron || ''}>${job.when_text || job.cron || when(job.run_at)}</span> · ${job.zone} ·
       ${t('tasks.next_run')}: <span data-testid="task-job-next">${job.state === 'active' ? when(job.next_run) : '—'}</span>
     </p>
     ${last && html`<p class="small muted" data-testid="task-job-last">
       ${t('tasks.last_run')}: ${when(last.started_at)} — ${t(`tasks.outcome_${last.outcome}`)}${last.late ? ` (${t('tasks.late')})` : ''}
       ${last.error ? html` · <span>${last.error}</span>` : ''}</p>`}
     ${editing &&
-    html`<form class="inbox-item__answer" onSubmit=${saveTime}>
-      <input class="input" value=${timeText} onInput=${(e) => setTimeText(e.target.value)}
-        aria-label=${t('tasks.time_label')} placeholder="30 7 * * 1-5" data-testid="task-job-time" />
-      <button type="submit" class="btn btn--primary" disabled=${busy} data-testid="task-job-save">${t('common.save')}</button>
-    </form>`}
+    html`<${JobForm} job=${job} onCancel=${() => setEditing(false)}
+      onSaved=${async () => { setEditing(false); await onChanged(); }} />`}
     ${error && html`<p class="approval__error" role="alert" data-testid="task-job-error">${errorText(error)}</p>`}
     <div class="inbox-item__choices">
       ${job.state === 'active' &&
@@ -80,7 +70,7 @@ function JobItem({ job, runs, onChanged }) {
       <button type="button" class="btn btn--secondary" disabled=${busy} data-testid="task-job-run"
         onClick=${() => act(() => api.runJob(job.id))}>${t('tasks.run_now')}</button>
       <button type="button" class="btn btn--secondary" disabled=${busy} data-testid="task-job-edit"
-        onClick=${() => setEditing(!editing)}>${Icon.edit()}<span>${t('tasks.edit_time')}</span></button>
+        onClick=${() => setEditing(!editing)}>${Icon.edit()}<span>${t('common.edit')}</span></button>
       <button type="button" class="btn btn--secondary" disabled=${busy} data-testid="task-job-delete"
         onClick=${() => window.confirm(t('tasks.delete_confirm')) && act(() => api.deleteJob(job.id))}>
         ${Icon.trash()}<span>${t('tasks.delete')}</span></button>
@@ -126,6 +116,7 @@ export function TasksPage() {
   const [runs, setRuns] = useState([]);
   const [tasks, setTasks] = useState([]);
   const [error, setError] = useState(null);
+  const [creating, setCreating] = useState(false);
   const load = async () => {
     try {
       const [j, r, k] = await Promise.all([api.jobs(), api.jobRuns(), api.tasks()]);
@@ -171,6 +162,10 @@ export function TasksPage() {
       <p class="page__lead muted">${t('tasks.lead')}</p>
     </header>
     ${error && html`<${ErrorNotice} error=${error} testid="tasks-error" />`}
+    ${creating
+      ? html`<${JobForm} onCancel=${() => setCreating(false)} onSaved=${async () => { setCreating(false); await load(); }} />`
+      : html`<div class="actions actions--start"><button type="button" class="btn btn--primary" data-testid="tasks-new"
+          onClick=${() => setCreating(true)}>${Icon.clock()}<span>${t('tasks.new')}</span></button></div>`}
     ${tasks.length > 0 &&
     html`<h2 class="card__title">${t('tasks.background')}</h2>
       <ul class="inbox-list" data-testid="tasks-background">
