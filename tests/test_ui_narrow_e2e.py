@@ -126,6 +126,10 @@ def check_panels(page: Page, lang: str) -> list[str]:
     page.get_by_test_id("notif-bell").click()
     expect(page.get_by_test_id("notif-panel")).to_be_visible()
     problems += outside(page, "notif-panel", f"{lang} notifications")
+    # ...and wide enough to read: across the screen, not squeezed under the bell.
+    notif = page.get_by_test_id("notif-panel").bounding_box()
+    if not notif or notif["width"] < WIDTH - 40:
+        problems.append(f"{lang} notifications: a narrow panel ({notif})")
     page.keyboard.press("Escape")
     page.get_by_test_id("chat-history-toggle").click()
     expect(page.get_by_test_id("chat-history")).to_be_visible()
