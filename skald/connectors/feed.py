@@ -65,12 +65,31 @@ class AuthSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     oauth: OAuthSpec | None = None
 
 
+class Localized(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An item's name and description in one language (`i18n.<locale>`); an empty field
+    falls back to the English one."""
+
+    display_name: str = ""
+    description: str = ""
+
+
+# A language code as the web UI names its languages ("it", "fr"; "pt-BR").
+LOCALE = r"^[a-z]{2}(-[A-Z]{2})?$"
+
+
 class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """`<folder>/connector.json`."""
 
     name: Annotated[str, msgspec.Meta(pattern=NAME)]
     display_name: str = ""
     description: str = ""
+    # Translations of the two fields above, by language: {"it": {"display_name": ...}}.
+    i18n: dict[Annotated[str, msgspec.Meta(pattern=LOCALE)], Localized] = msgspec.field(
+        default_factory=dict
+    )
+    # "developers": a tool for trying connectors out (the MCP reference server), listed on
+    # the Marketplace only behind its "For developers" switch.
+    audience: Literal["everyone", "developers"] = "everyone"
     icon: str = ""  # an emoji or a short text
     transport: Transport
     # stdio: the command and its arguments; `{DIR}` is the connector's folder, `{DEPS}`

@@ -22,7 +22,7 @@ from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.connectors import oauth
-from skald.connectors.feed import Manifest, OAuthSpec, secret_names
+from skald.connectors.feed import Localized, Manifest, OAuthSpec, secret_names
 from skald.connectors.household_box import reach
 from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.connectors.store import Connector
@@ -91,6 +91,10 @@ class MarketItem(msgspec.Struct, frozen=True, kw_only=True):
     installed_version: int | None
     update: bool
     refused: str | None = None  # why the item cannot be installed (digest, format)
+    # The page shows the member's language from `i18n`, and hides "developers" items
+    # behind a switch (feed.Manifest).
+    audience: str = "everyone"
+    i18n: dict[str, Localized] = msgspec.field(default_factory=dict)
 
 
 class GrantsOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -455,6 +459,8 @@ async def marketplace(rt: NamedDependency[Runtime]) -> list[MarketItem]:
                 installed_version=have_version,
                 update=have_version is not None and item.version > have_version,
                 refused=refused,
+                audience="everyone" if manifest is None else manifest.audience,
+                i18n={} if manifest is None else manifest.i18n,
             )
         )
     return out

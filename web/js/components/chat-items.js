@@ -10,6 +10,7 @@ import { ApprovalSummary, ApprovalButtons } from './approval.js';
 import { useInboxList, itemForCall } from '../inbox.js';
 import { copyText } from './recovery.js';
 import { ReadAloudButton } from './voice.js';
+import { toolTitle, resultSaid } from './tool-text.js';
 
 export function formatSize(bytes) {
   const n = Number(bytes) || 0;
@@ -98,19 +99,23 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
   const waiting = status === 'awaiting_approval';
   const hasArgs = call.arguments && Object.keys(call.arguments).length > 0;
   const running = status === 'running' || status === 'pending';
+  // A failure is told in words; the text the model got stays under Technical details.
+  const said = resultSaid(result);
   return html`<div class=${`tool tool--${status}${waiting ? ' tool--approval' : ''}`} data-testid="tool-card"
       data-call-id=${call.id} data-status=${status} data-tool=${call.name}>
     <div class="tool__head">
       <span class="tool__icon">${Icon.tool()}</span>
-      <code class="tool__name" data-testid="tool-name">${call.name}</code>
+      <span class="tool__name" data-testid="tool-name">${toolTitle(call.name)}</span>
       <${StatusChip} status=${status} />
       ${subtask && html`<span class="chip chip--subtask" data-testid="tool-subtask">
         <span class="chip__spin" aria-hidden="true"></span>${t('chat.subtask_running')}</span>`}
     </div>
-    ${hasArgs && !waiting &&
+    ${said && html`<p class="tool__said" data-testid="tool-said">${said}</p>`}
+    ${!waiting &&
     html`<details class="tool__section" data-testid="tool-arguments">
       <summary>${t('chat.arguments')}</summary>
-      <pre class="tool__pre">${prettyJson(call.arguments)}</pre>
+      <p class="small muted">${t('approval.tool')} <code data-testid="tool-id">${call.name}</code></p>
+      ${hasArgs && html`<pre class="tool__pre">${prettyJson(call.arguments)}</pre>`}
     </details>`}
     ${output &&
     (running
@@ -120,9 +125,8 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
             <pre class="tool__pre tool__output" data-testid="tool-output">${output}</pre></details>`
         : null)}
     ${result &&
-    html`<details class=${`tool__section${result.is_error ? ' tool__section--error' : ''}`} data-testid="tool-result"
-        open=${result.is_error ? true : undefined}>
-      <summary>${result.is_error ? t('chat.result_error') : t('chat.result')}</summary>
+    html`<details class=${`tool__section${result.is_error ? ' tool__section--error' : ''}`} data-testid="tool-result">
+      <summary>${result.is_error ? t('approval.technical') : t('chat.result')}</summary>
       <pre class="tool__pre">${result.text || t('chat.result_empty')}</pre>
     </details>`}
     ${call.name === 'generate_image' && status === 'done' && conversationId &&

@@ -80,7 +80,19 @@ export function MicButton({ onText, onSend, disabled }) {
   const [error, setError] = useState(null);
   const stop = useRef(null);
   useEffect(() => () => stop.current && stop.current(), []);
+  const [why, setWhy] = useState(false);
   const supported = !!(navigator.mediaDevices && navigator.mediaDevices.getUserMedia);
+  // Browsers give the microphone only to https pages and to localhost: over plain http
+  // on the home network the button stays, greyed, and a tap says why (docs/install.md
+  // explains serving Skald over https). A browser without recording at all shows nothing.
+  if (!supported && !window.isSecureContext) {
+    return html`<span class="mic">
+      <button type="button" class="icon-btn is-unavailable" aria-expanded=${why ? 'true' : 'false'}
+        aria-label=${t('chat.mic_needs_https')} title=${t('chat.mic_needs_https')} onClick=${() => setWhy(!why)}
+        data-testid="chat-mic" data-state="unavailable">${Icon.mic()}</button>
+      ${why && html`<span class="mic__why small" role="status" data-testid="chat-mic-why">${t('chat.mic_needs_https')}</span>`}
+    </span>`;
+  }
   if (!supported) return null;
   const toggle = async () => {
     setError(null);

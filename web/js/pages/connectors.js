@@ -272,8 +272,16 @@ export function ConnectorsPage() {
   </section>`;
 }
 
+// An item's name and description in the member's language (the feed's `i18n` map),
+// English when the feed has no translation (docs/dev/connectors.md).
+function localized(item) {
+  const mine = (item.i18n || {})[getState().locale] || {};
+  return { name: mine.display_name || item.display_name, description: mine.description || item.description };
+}
+
 function MarketItem({ item, onDone }) {
   const [run, busy, error] = useAction();
+  const text = localized(item);
   const act = (what) => run(async () => {
     await request('POST', `api/marketplace/${enc(item.folder)}/${what}`);
     onDone();
@@ -281,10 +289,10 @@ function MarketItem({ item, onDone }) {
   return html`<li class="inbox-item" data-testid="market-item" data-folder=${item.folder}>
     <div class="inbox-item__head">
       <span class="inbox-item__icon" aria-hidden="true">${item.icon || Icon.tool()}</span>
-      <div class="inbox-item__title"><strong>${item.display_name}</strong>
+      <div class="inbox-item__title"><strong data-testid="market-name">${text.name}</strong>
         <span class="small muted"> v${item.version}</span></div>
     </div>
-    <p class="small">${item.description}</p>
+    <p class="small" data-testid="market-description">${text.description}</p>
     ${item.refused
       ? html`<p class="approval__error" data-testid="market-refused">${t('marketplace.refused')}: ${item.refused}</p>`
       : html`<p class="small muted">${item.scope === 'household' ? t('marketplace.scope_household') : t('marketplace.scope_personal')}
@@ -316,6 +324,12 @@ export function MarketplacePage() {
     }
   }, []);
   useEffect(() => { load(); }, [load]);
+  // Tools for developers (the MCP test server) stay out of a household's list until
+  // asked for; an installed one is always listed, so it can be updated.
+  const [dev, setDev] = useState(false);
+  const forDev = (i) => i.audience === 'developers' && i.installed_version === null;
+  const hidden = items ? items.filter(forDev).length : 0;
+  const shown = items ? items.filter((i) => dev || !forDev(i)) : [];
   return html`<section class="page page--narrow" data-testid="marketplace-page">
     <header class="page__head">
       <h1 class="page__title">${t('nav.marketplace')}</h1>
@@ -323,6 +337,10 @@ export function MarketplacePage() {
     </header>
     ${error && html`<${ErrorNotice} error=${error} testid="marketplace-error" />`}
     ${items === null && !error && html`<span class="spinner" aria-hidden="true"></span>`}
-    ${items && html`<ul class="inbox-list">${items.map((i) => html`<${MarketItem} key=${i.folder} item=${i} onDone=${load} />`)}</ul>`}
+    ${items && html`<ul class="inbox-list">${shown.map((i) => html`<${MarketItem} key=${i.folder} item=${i} onDone=${load} />`)}</ul>`}
+    ${hidden > 0 &&
+    html`<label class="check small">
+      <input type="checkbox" checked=${dev} onChange=${(e) => setDev(e.target.checked)} data-testid="market-developers" />
+      <span>${t('marketplace.show_developers', { n: hidden })}</span></label>`}
   </section>`;
 }

@@ -1,0 +1,193 @@
+"""Every page on a phone (375 px wide) in English, Italian and French: nothing wider
+than the screen. One Chromium, one `skald serve`, the administrator (who sees every
+page) walking the pages listed by `GET /api/pages` in each language, plus the login
+page, the notification panel, the conversation search and the language picker.
+
+The rule: at 375 px `document.documentElement.scrollWidth <= innerWidth` on every
+page, and an opened panel (notifications, conversation search) lies inside the
+viewport. The trap: overflow shows only in the longer languages (a French button
+row, an Italian label), so a check in English alone passes while the page scrolls
+sideways in fr; and a panel positioned `absolute` does not widen the document when
+its parent clips it, so panels are measured by their own box.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_llm import FakeLLM
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    open_context,
+    report_failure,
+    sign_in,
+)
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, Page, expect
+
+WIDTH = 375
+LANGS = ("en", "it", "fr")
+LOADING = re.compile(r"^\S+…$")
+# Where the page is wider than the screen, and the widest element that causes it.
+OVERFLOW = """() => {
+  const w = window.innerWidth;
+  const doc = document.documentElement.scrollWidth;
+  if (doc <= w) return null;
+  let worst = null;
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.right > w + 0.5 && (!worst || r.right > worst.right)) {
+      worst = { right: r.right, what: el.tagName + '.' + el.className + ' ' + (el.dataset.testid || '') };
+    }
+  }
+  // Text wider than its box (a long unbroken word) widens the page without any box doing so.
+  const spill = [...document.querySelectorAll('body *')].filter(
+    (el) => el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0 && getComputedStyle(el).overflowX === 'visible'
+  ).map((el) => el.tagName + '.' + el.className).slice(-3);
+  return { doc, w, worst, spill };
+}"""
+# An element's box against the viewport (null when inside).
+OUTSIDE = """(el) => {
+  const r = el.getBoundingClientRect();
+  const inside = r.left >= -0.5 && r.top >= -0.5 && r.right <= innerWidth + 0.5 && r.bottom <= innerHeight + 0.5;
+  return inside ? null : { left: r.left, top: r.top, right: r.right, bottom: r.bottom, w: innerWidth, h: innerHeight };
+}"""
+# A <select> whose chosen text is cut: the widest option against the select's inner box.
+CLIPPED_SELECT = """(el) => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = getComputedStyle(el).font;
+  const text = el.options[el.selectedIndex].text;
+  const cs = getComputedStyle(el);
+  const room = el.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  const need = ctx.measureText(text).width;
+  return need > room + 0.5 ? { text, need, room } : null;
+}"""
+
+
+class NarrowWatch(SignedInWatch):
+    """Also lets through Chromium's ERR_NETWORK_CHANGED: another test's Docker network
+    appearing on the machine aborts a fetch in flight (not the page's doing)."""
+
+    @staticmethod
+    def expected(text: str, url: str) -> bool:
+        return SignedInWatch.expected(text, url) or "ERR_NETWORK_CHANGED" in text
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    srv.start()
+    yield srv
+    srv.close()
+
+
+def settle(page: Page, path: str) -> None:
+    """The page at `path` shown and loaded: its navigation entry current, no request in
+    flight and no "Loading…" left (every language's word for it ends with "…")."""
+    nav = page.locator(f'#sidebar a[href="#{path}"]')
+    expect(nav).to_have_attribute("aria-current", "page")
+    page.wait_for_load_state("networkidle")
+    expect(page.locator("main p.muted").filter(has_text=LOADING)).to_have_count(0)
+
+
+def overflow(page: Page, where: str) -> list[str]:
+    found = page.evaluate(OVERFLOW)
+    return (
+        [f"{where}: page {found['doc']} px wide > {found['w']}: {found['worst']} {found['spill']}"]
+        if found
+        else []
+    )
+
+
+def outside(page: Page, testid: str, where: str) -> list[str]:
+    found = page.get_by_test_id(testid).evaluate(OUTSIDE)
+    return [f"{where}: {testid} outside the screen: {found}"] if found else []
+
+
+def clipped(page: Page, testid: str, where: str) -> list[str]:
+    found = page.get_by_test_id(testid).evaluate(CLIPPED_SELECT)
+    return [f"{where}: {testid} cuts its text: {found}"] if found else []
+
+
+def check_panels(page: Page, lang: str) -> list[str]:
+    """The chat page's panels: the notification panel and the conversation search."""
+    problems = []
+    page.goto("/#/")
+    expect(page.get_by_test_id("chat-page")).to_be_visible()
+    page.get_by_test_id("notif-bell").click()
+    expect(page.get_by_test_id("notif-panel")).to_be_visible()
+    problems += outside(page, "notif-panel", f"{lang} notifications")
+    # ...and wide enough to read: across the screen, not squeezed under the bell.
+    notif = page.get_by_test_id("notif-panel").bounding_box()
+    if not notif or notif["width"] < WIDTH - 40:
+        problems.append(f"{lang} notifications: a narrow panel ({notif})")
+    page.keyboard.press("Escape")
+    page.get_by_test_id("chat-history-toggle").click()
+    expect(page.get_by_test_id("chat-history")).to_be_visible()
+    problems += outside(page, "chat-history", f"{lang} conversation search")
+    # It opens under the tabs, above the message box, never beneath it.
+    panel = page.get_by_test_id("chat-history").bounding_box()
+    box = page.locator(".composer__box").bounding_box()
+    assert panel and box
+    if panel["y"] >= box["y"]:
+        problems.append(f"{lang} conversation search: opens below the composer ({panel}, {box})")
+    page.keyboard.press("Escape")
+    return problems
+
+
+@pytest.mark.timeout(240)
+def test_every_page_fits_a_phone_screen_in_every_language(
+    server: ServerProcess, browser: Browser, fake: FakeLLM
+) -> None:
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    # Pages with content: a model (its row of buttons) and a backup (its table).
+    admin.add_model(fake.base_url_openai, "a-rather-long-local-model-name")
+    assert admin.post("/api/backups/run").status_code == 200
+    paths = [p["path"] for p in admin.get("/api/pages").json() if not p.get("module")]
+    assert "/admin/backups" in paths and "/admin/models" in paths, paths
+    watch = NarrowWatch()
+    ctx = open_context(browser, server, viewport={"width": WIDTH, "height": 740})
+    problems: list[str] = []
+    try:
+        page = watch.attach("admin", ctx.new_page())
+        for lang in LANGS:
+            # The login page before a session, in the browser's language.
+            page.goto("/")
+            expect(page.get_by_test_id("login-username")).to_be_visible()
+            page.evaluate(f"localStorage.setItem('skald.locale', '{lang}')")
+            page.reload()
+            expect(page.get_by_test_id("login-username")).to_be_visible()
+            problems += overflow(page, f"{lang} login")
+            problems += clipped(page, "locale-picker", f"{lang} login")
+            assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+            sign_in(page, ADMIN, ADMIN_PW)
+            assert page.evaluate("document.documentElement.lang") == lang
+            for path in paths:
+                page.goto(f"/#{path}")
+                settle(page, path)
+                problems += overflow(page, f"{lang} {path}")
+            page.get_by_test_id("nav-toggle").click()
+            problems += clipped(page, "locale-picker", f"{lang} sidebar")
+            page.get_by_test_id("nav-toggle").click()
+            problems += check_panels(page, lang)
+            page.get_by_test_id("nav-toggle").click()
+            page.get_by_test_id("nav-logout").click()
+            expect(page.get_by_test_id("login-username")).to_be_visible()
+        assert not problems, "\n".join(problems)
+        assert not watch.problems, watch.problems
+    except BaseException:
+        report_failure(server, watch, "narrow")
+        raise
+    finally:
+        ctx.close()
+        admin.close()

@@ -1,0 +1,120 @@
+"""Tool cards in a real browser speak to the person, in their language: a plain title
+per tool (a connector's tool titled from its server's and tool's names), and for a step
+that failed or did not run a sentence about what happened, with the raw tool id and the
+text the model was given behind "Details" / "Technical details" (closed).
+
+A real `skald serve` and the fake provider: the model first writes a `write_file` call
+cut at the output limit (the server answers it "Not run: your answer reached the output
+limit..."), then calls a connector tool that does not exist (an error), then answers.
+The same conversation is read in English, Italian and French after a reload.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_llm import Call, FakeLLM, ToolCalls
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    fake_fixture,  # noqa: F401
+    open_context,
+    report_failure,
+    sign_in,
+)
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, Locator, Page, expect
+
+CONNECTOR_TOOL = "mcp__weather_station__get_forecast"
+# (language, title of write_file, the cut call's sentence, the failure's sentence)
+EXPECTED = {
+    "en": ("Write a file", "answer was cut off", "This step did not work."),
+    "it": ("Scrivere un file", "si è interrotta", "Questo passo non ha funzionato."),
+    "fr": ("Écrire un fichier", "a été coupée", "Cette étape n'a pas fonctionné."),
+}
+TECHNICAL = {"en": "Technical details", "it": "Dettagli tecnici", "fr": "Détails techniques"}
+
+
+@pytest.fixture
+def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    srv.start()
+    admin = Api(srv.url)
+    admin.login(ADMIN, ADMIN_PW)
+    admin.add_model(fake.base_url_openai, "fake-main")
+    admin.close()
+    yield srv
+    srv.close()
+
+
+def card(page: Page, tool: str) -> Locator:
+    return page.locator(f'[data-testid="tool-card"][data-tool="{tool}"]')
+
+
+def check_cards(page: Page, lang: str) -> None:
+    title, cut, failed = EXPECTED[lang]
+    cut_card = card(page, "write_file")
+    expect(cut_card.get_by_test_id("tool-name")).to_have_text(title)
+    expect(cut_card.get_by_test_id("tool-said")).to_contain_text(cut)
+    tech = cut_card.get_by_test_id("tool-result")
+    expect(tech.locator("summary")).to_have_text(TECHNICAL[lang])
+    expect(tech).not_to_have_attribute("open", "")  # the model's words stay folded away
+    expect(tech.locator("pre")).to_contain_text(
+        "Not run: your answer reached the output limit", use_inner_text=False
+    )
+    expect(cut_card.get_by_test_id("tool-id")).to_have_text("write_file", use_inner_text=False)
+
+    conn = card(page, CONNECTOR_TOOL)
+    expect(conn.get_by_test_id("tool-name")).to_have_text("Get forecast · Weather station")
+    expect(conn.get_by_test_id("tool-said")).to_have_text(re.compile(re.escape(failed)))
+    expect(conn.get_by_test_id("tool-id")).to_have_text(CONNECTOR_TOOL, use_inner_text=False)
+    for name in page.get_by_test_id("tool-name").all_inner_texts():
+        assert "_" not in name, name  # no raw id as a title
+
+
+@pytest.mark.timeout(120)
+def test_tool_cards_show_plain_titles_and_sentences_with_the_model_text_behind_details(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    fake.script(
+        "fake-main",
+        [
+            ToolCalls(
+                [Call("write_file", {"path": "notes/list.md", "content": "milk, eggs " * 20})],
+                cut_at=25,
+            ),
+            ToolCalls([Call(CONNECTOR_TOOL, {"city": "Oslo"})]),
+            "All done.",
+        ],
+    )
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    context = open_context(browser, server)
+    watch = SignedInWatch()
+    try:
+        page = watch.attach("admin", context.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.get_by_test_id("chat-input").fill("Save my shopping list")
+        page.get_by_test_id("chat-send").click()
+        expect(
+            page.locator('[data-testid="message"][data-seq]').filter(has_text="All done.")
+        ).to_have_count(1)
+        for lang in ("en", "it", "fr"):
+            assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+            page.reload()
+            expect(card(page, CONNECTOR_TOOL)).to_have_count(1)
+            check_cards(page, lang)
+        assert not watch.problems, watch.problems
+    except BaseException:
+        report_failure(server, watch, "toolcards")
+        raise
+    finally:
+        context.close()
+        admin.close()
