@@ -1426,6 +1426,47 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="growing",
         why="a call to a refused connector waits and answers 'not running' instead of why",
     ),
+    # -- connector recovery (issue 23 items 2, 7, 8): prefix CR -------------------------
+    Mutant(
+        "CR1",
+        "connector recovery",
+        "skald/connectors/supervisor.py",
+        '        why = f": {self.last_error}" if self.last_error else ""',
+        '        why = ""',
+        ("tests/test_connectors_recovery.py",),
+        keyword="at_once",
+        why="a call to a failed connector answers without the reason",
+    ),
+    Mutant(
+        "CR2",
+        "connector recovery",
+        "skald/connectors/supervisor.py",
+        "            await self.start_household()\n",
+        "            pass\n",
+        ("tests/test_connectors_recovery.py",),
+        keyword="starts_with_the_server",
+        why="household connectors wait for a member's sign-in to start",
+    ),
+    Mutant(
+        "CR3",
+        "connector recovery",
+        "skald/connectors/routes.py",
+        "        await c.supervisor.retry(p.user.id, row)\n",
+        "        pass\n",
+        ("tests/test_connectors_recovery.py",),
+        keyword="at_once",
+        why="switching a failed household connector off and on leaves it failed",
+    ),
+    Mutant(
+        "CR4",
+        "connector recovery",
+        "skald/connectors/supervisor.py",
+        '        if inst is None or inst.state != "failed":\n            return False',
+        "        if inst is None:\n            return False",
+        ("tests/test_connectors_recovery.py",),
+        keyword="at_once",
+        why="Retry restarts a running connector (and its calls in flight)",
+    ),
 )
 
 

@@ -53,7 +53,7 @@ from skald.connectors.install import deps_command
 from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.redact import redact
 from skald.connectors.store import Connector
-from skald.errors import ConflictError, InvalidInputError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.log import get_logger
 from skald.mcp import (
     Handlers,
@@ -142,6 +142,8 @@ class Instance:
         # Why the connector was refused (its tool list over the limits): a short text
         # for the model's prompt line; None while it is not.
         self.refusal: ListTooLarge | None = None
+        # The last failure (scrubbed): what a call answers at once while it is not running.
+        self.last_error: str | None = None
 
     @property
     def retained_bytes(self) -> int:
@@ -154,6 +156,18 @@ class Instance:
 
     def scrub(self, text: str) -> str:
         return redact(text, self.secrets)
+
+    def unavailable(self) -> str:
+        """Why a call cannot go through now: answered at once, never after a wait (a
+        model waiting 30 s on a failed connector learnt nothing more than now)."""
+        why = f": {self.last_error}" if self.last_error else ""
+        if self.state == "failed":
+            return (
+                f"connector '{self.name}' failed{why}; it can be retried from the Connectors page"
+            )
+        if self.state in ("starting", "restarting"):
+            return f"connector '{self.name}' is {self.state}{why}; try again in a moment"
+        return f"connector '{self.name}' is not running ({self.state})"
 
     async def run(self) -> None:
         failures = 0
@@ -204,6 +218,7 @@ class Instance:
                     await launch.group.kill()
             failures += 1
             scrubbed = self.scrub(error or "")
+            self.last_error = scrubbed[:500]
             lines = "\n".join(self.scrub(s) for s in stderr)
             self.note("error", scrubbed)
             log.warning(
@@ -227,6 +242,7 @@ class Instance:
         self.refusal = exc
         self.tools, self.specs, self.listed_bytes = [], [], 0
         text = self.scrub(str(exc))
+        self.last_error = text[:500]
         self.note("error", text)
         self.state = "failed"
         log.warning("connector refused", connector=self.name, owner=self.owner or "household")
@@ -406,9 +422,11 @@ class Supervisor:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def run_forever(self) -> None:
-        """The server service: household instances start when a member needs them; at
-        shutdown every instance stops (process groups killed and reaped)."""
+        """The server service: household instances someone switched on start with the
+        server (not at that member's first sign-in); at shutdown every instance stops
+        (process groups killed and reaped)."""
         try:
+            await self.start_household()
             await asyncio.Event().wait()
         finally:
             await self.stop_everything()
@@ -417,6 +435,26 @@ class Supervisor:
         for inst in list(self.instances.values()):
             await inst.stop()
         self.instances.clear()
+
+    async def start_household(self) -> None:
+        """Start every household connector that a member who may use it has switched on.
+
+        Trap: waiting for such a member's sign-in left the household's connector down
+        (and its card "stopped") for everyone until then."""
+        runtime = self.connectors.runtime
+        for row in await self.connectors.store.all():
+            if row.scope != "household" or row.status != "installed":
+                continue
+            for user_id in await self.connectors.store.active_users(row.name):
+                try:
+                    user, role = await runtime.member(user_id)
+                except NotFoundError:
+                    continue
+                if row.name in {c.name for c in await self.connectors.usable(user, role)}:
+                    async with self._lock:
+                        if ("", row.name) not in self.instances:
+                            self._start("", row)
+                    break
 
     async def member_loop(self, member: UserRuntime) -> None:
         """A member service: their instances live while their data is unlocked."""
@@ -464,6 +502,24 @@ class Supervisor:
         inst = self.instances.pop((user_id, name), None)
         if inst is not None:
             await inst.stop()
+
+    async def retry(self, user_id: str, row: Connector) -> bool:
+        """Start a failed instance again now (the card's Retry, switching it on again):
+        its restart count starts afresh. False when it is not failed (nothing to do).
+
+        Trap: a household instance outlives one member's switch-off (others use it), so
+        off/on alone left it failed after its server was back."""
+        inst = self.instance_for(user_id, row)
+        if inst is None or inst.state != "failed":
+            return False
+        async with self._lock:
+            key = (inst.owner, row.name)
+            if self.instances.get(key) is not inst:
+                return False  # stopped or replaced meanwhile
+            del self.instances[key]
+            await inst.stop()
+            self._start(inst.owner, row)
+        return True
 
     async def restart_member(self, user_id: str, name: str) -> None:
         await self.stop_member(user_id, name)

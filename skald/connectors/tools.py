@@ -20,7 +20,6 @@ schemas and the call goes through `connector_call`, which the server validates.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from skald.connectors.supervisor import Instance, Supervisor
     from skald.core.user_runtime import UserRuntime
 
-START_WAIT_S = 30.0
 RESULT_CHARS = 50_000
 
 
@@ -48,15 +46,9 @@ async def _call(
 
     if inst.refusal is not None:
         return ToolResult.error(f"connector '{inst.name}' is refused: {inst.refusal.problem}")
-    try:
-        await asyncio.wait_for(inst.ready.wait(), START_WAIT_S)
-    except TimeoutError:
-        return ToolResult.error(
-            f"connector '{inst.name}' is not running ({inst.state}); try again later"
-        )
     session = inst.session
-    if session is None:
-        return ToolResult.error(f"connector '{inst.name}' is not running ({inst.state})")
+    if inst.state != "running" or session is None:
+        return ToolResult.error(inst.unavailable())
 
     async def progress(done: float, total: float | None, message: str | None) -> None:
         of = f"/{total:g}" if total else ""
