@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import PASSWORD, TEST_ENV, Client
 from connector_support import SERVERS, simple_feed
+from mcp_session_double import session_double
 from mcp_support import child_env, free_port, wait_listening
 
 from skald.agent import CancelScope, ToolContext
@@ -173,3 +174,54 @@ async def test_a_household_connector_starts_with_the_server_before_anyone_signs_
         assert {s.name for s in inst.specs} >= {"mcp__clock__now"}
     finally:
         await second.shutdown()
+
+
+async def test_a_server_restarted_while_idle_is_shown_down_and_then_called_on_a_new_session(
+    runtime: Runtime,
+    make_client: MakeClient,
+    household: dict[str, str],
+    tmp_path: Path,
+    clock: ClockServer,
+) -> None:
+    clock.start()
+    await _install_http(runtime, tmp_path, clock.url)
+    c = service.require(runtime.plugins)
+    c.config = ConnectorsConfig(feed=c.config.feed, max_restarts=50)
+    ada = await make_client()
+    await ada.login("ada")
+    assert (await ada.call("POST", "/api/connectors/clock/activate")).status_code == 200
+    inst = await _state(runtime, "clock", "running")
+    old = inst.session
+    assert await _call_now(runtime, household["ada"], inst) == (False, "12:34")
+    clock.kill()  # dies while idle: no call is in flight
+    # Noticed without a call (its event stream finds nobody): the card says so.
+    for _ in range(600):
+        card = (await ada.call("GET", "/api/connectors/clock")).json()
+        if card["state"] != "running":
+            break
+        await asyncio.sleep(0.05)
+    assert card["state"] == "restarting", card
+    assert inst.last_error is not None and "cannot reach" in inst.last_error
+    clock.start()  # back, on the same port, knowing no session
+    inst = await _state(runtime, "clock", "running")
+    assert inst.session is not old
+    assert await _call_now(runtime, household["ada"], inst) == (False, "12:34")
+
+
+async def test_a_call_refused_for_a_forgotten_session_runs_once_on_a_new_session(
+    runtime: Runtime, household: dict[str, str], tmp_path: Path
+) -> None:
+    with session_double() as double:
+        await _install_http(runtime, tmp_path, double.url)
+        c = service.require(runtime.plugins)
+        await c.store.set_active("clock", household["ada"], True)
+        await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+        inst = await _state(runtime, "clock", "running")
+        double.forget_all()  # restarted in between: the next request meets a 404
+        assert await _call_now(runtime, household["ada"], inst) == (False, "ran on s2")
+        # The 404'd call was not run and never sent again on the dead id; it ran once,
+        # on the new session, after a fresh initialize.
+        assert [m for m, _ in double.sent_on("s1")][-1] == "tools/call"
+        assert double.sent_on("s1")[-1] == ("tools/call", 404)
+        assert [m for m, _ in double.sent_on("s2")].count("tools/call") == 1
+        assert [carried for m, carried, _ in double.seen if m == "initialize"] == [None, None]

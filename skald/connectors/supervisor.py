@@ -144,6 +144,8 @@ class Instance:
         self.refusal: ListTooLarge | None = None
         # The last failure (scrubbed): what a call answers at once while it is not running.
         self.last_error: str | None = None
+        # Set at every change that `next_session` waits for (running, failed, stopped).
+        self._changed = asyncio.Event()
 
     @property
     def retained_bytes(self) -> int:
@@ -156,6 +158,25 @@ class Instance:
 
     def scrub(self, text: str) -> str:
         return redact(text, self.secrets)
+
+    def _moved(self, state: State) -> None:
+        self.state = state
+        self._changed.set()
+
+    async def next_session(self, old: McpSession, seconds: float) -> McpSession | None:
+        """The session after `old` once it runs; None when the instance failed, stopped
+        or did not get there within `seconds` (then `unavailable()` says why)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while True:
+                    session = self.session
+                    if session is not None and session is not old and self.state == "running":
+                        return session
+                    if self.state in ("failed", "stopped"):
+                        return None
+                    self._changed.clear()
+                    await self._changed.wait()
+        return None
 
     def unavailable(self) -> str:
         """Why a call cannot go through now: answered at once, never after a wait (a
@@ -186,7 +207,7 @@ class Instance:
                 session = await connect(transport, name=self.name, handlers=self._handlers())
                 self.session = session
                 await self._refresh_tools()
-                self.state = "running"
+                self._moved("running")
                 self.note("state", "running")
                 self.ready.set()
                 failures, backoff = 0, BACKOFF_START_S
@@ -230,7 +251,7 @@ class Instance:
             )
             await self.sup.connectors.store.note_failure(self.name, scrubbed, lines or None)
             if failures > self.sup.connectors.config.max_restarts:
-                self.state = "failed"
+                self._moved("failed")
                 self.note("state", f"failed after {failures} attempts")
                 return
             self.state = "restarting"
@@ -244,7 +265,7 @@ class Instance:
         text = self.scrub(str(exc))
         self.last_error = text[:500]
         self.note("error", text)
-        self.state = "failed"
+        self._moved("failed")
         log.warning("connector refused", connector=self.name, owner=self.owner or "household")
         await self.sup.connectors.store.note_failure(self.name, text, None)
 
@@ -323,7 +344,7 @@ class Instance:
                 await task
         if self.boxes is not None:
             await self.boxes.remove(self.name)
-        self.state = "stopped"
+        self._moved("stopped")
 
 
 DECLINE = "Decline"

@@ -26,13 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.llm.types import ToolSpec
-from skald.mcp import McpError, model_tool_name
+from skald.mcp import McpError, SessionExpired, model_tool_name
 
 if TYPE_CHECKING:
     from skald.connectors.supervisor import Instance, Supervisor
     from skald.core.user_runtime import UserRuntime
 
 RESULT_CHARS = 50_000
+# How long a call the server refused for an unknown session waits for the new session.
+RESESSION_WAIT_S = 30.0
 
 
 def category(server: str) -> str:
@@ -57,7 +59,15 @@ async def _call(
     site = CallSite(member=member, conversation_id=ctx.conversation_id, call_id=ctx.call_id)
     inst.calls.append(site)
     try:
-        result = await session.call_tool(tool, args, on_progress=progress, context=site)
+        try:
+            result = await session.call_tool(tool, args, on_progress=progress, context=site)
+        except SessionExpired:
+            # The server forgot the session and did not run the call: once more, on the
+            # session the supervisor starts next (a fresh initialize), never on the old id.
+            fresh = await inst.next_session(session, RESESSION_WAIT_S)
+            if fresh is None:
+                return ToolResult.error(inst.unavailable())
+            result = await fresh.call_tool(tool, args, on_progress=progress, context=site)
     except McpError as exc:
         return ToolResult.error(inst.scrub(str(exc)))
     finally:
