@@ -1507,6 +1507,26 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="in_flight",
         why="a call in flight that may have run is marked not run (and would run twice)",
     ),
+    Mutant(
+        "CR9",
+        "connector recovery",
+        "skald/connectors/supervisor.py",
+        'script = f"mkdir -p {parent} && exec flock {deps}.lock sh -c {shlex.quote(locked)}"',
+        'script = f"mkdir -p {parent} && exec sh -c {shlex.quote(locked)}"',
+        ("tests/test_connectors_procs.py",),
+        keyword="take_turns",
+        why="two installs of one dependency folder write into one staging folder at once",
+    ),
+    Mutant(
+        "CR10",
+        "connector recovery",
+        "skald/connectors/supervisor.py",
+        "            await asyncio.shield(group.kill())",
+        "            pass",
+        ("tests/test_connectors_procs.py",),
+        keyword="cut_by_a_lock",
+        why="an install cut by a lock or a stop runs on in the member's container",
+    ),
 )
 
 

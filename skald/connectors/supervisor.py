@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
     from skald.connectors.service import Connectors
     from skald.core.user_runtime import UserRuntime
     from skald.llm.types import ToolSpec
+    from skald.sandbox.manager import SandboxManager
 
 log = get_logger("skald.connectors")
 
@@ -696,7 +698,7 @@ class Supervisor:
             if not await asyncio.to_thread(home_files.deps_ready, homes, user.id, deps_hash):
                 ca = await asyncio.to_thread(self._place_ca, homes, user.id)
                 await self._install_in_container(
-                    sandbox.exec_user, container, manifest.dependencies, in_home, deps, ca
+                    sandbox, container, manifest.dependencies, in_home, deps, ca
                 )
         places = {"DIR": in_home, "DEPS": deps, "HOME": CONTAINER_HOME}
         env_values = {k: expand(v, places, secrets) for k, v in manifest.env.items()}
@@ -715,56 +717,58 @@ class Supervisor:
         return f"{CONTAINER_HOME}/{home_files.place_ca(homes_dir, user_id, Path(extra))}"
 
     async def _install_in_container(
-        self, user: str, container: str, kind: str, src: str, deps: str, ca: str | None = None
+        self,
+        sandbox: SandboxManager,
+        container: str,
+        kind: str,
+        src: str,
+        deps: str,
+        ca: str | None = None,
     ) -> None:
-        """Dependencies by content hash, inside the member's container, as the member."""
+        """Dependencies by content hash, inside the member's container, as the member.
+
+        Rule: the install runs under a marker group of its own (`procgroup.py`), killed
+        when it ends, fails, times out or is cancelled (the member locks, Skald stops), and
+        under `flock <deps>.lock` in the container: a second install of the same folder
+        waits, then finds `.ready` and does nothing. Trap: killing the host's `docker exec`
+        client left pip/npm running in the container, writing into the staging folder
+        the next install had just emptied."""
         staging = f"{deps}.staging"
         if kind == "npm":
-            inner = (
+            steps = (
                 f"rm -rf {staging} && mkdir -p {staging} && cp {src}/package.json "
                 f"{src}/package-lock.json {staging}/ && cd {staging} && "
                 + " ".join(deps_command("npm", staging))
             )
         else:
-            inner = f"rm -rf {staging} && mkdir -p {staging} && cd {src} && " + " ".join(
+            steps = f"rm -rf {staging} && mkdir -p {staging} && cd {src} && " + " ".join(
                 deps_command("pip", f"{staging}/python", python="python3")
             )
-        inner += f" && rm -rf {deps} && mv {staging} {deps} && touch {deps}/.ready"
-        ca_env = (
-            [
-                *(
-                    "-e",
-                    f"npm_config_cafile={ca}",
-                    "-e",
-                    f"PIP_CERT={ca}",
-                    "-e",
-                    f"SSL_CERT_FILE={ca}",
-                )
-            ]
-            if ca
-            else []
-        )
-        proc = await asyncio.create_subprocess_exec(
-            "docker",
-            "exec",
-            "-u",
-            user,
-            *ca_env,
-            container,
-            "sh",
-            "-c",
-            inner,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
+        steps += f" && rm -rf {deps} && mv {staging} {deps} && touch {deps}/.ready"
+        locked = f"[ -e {deps}/.ready ] || {{ {steps}; }}"  # done while we waited: nothing
+        parent = deps.rsplit("/", 1)[0]
+        script = f"mkdir -p {parent} && exec flock {deps}.lock sh -c {shlex.quote(locked)}"
+        env_values = {"npm_config_cafile": ca, "PIP_CERT": ca, "SSL_CERT_FILE": ca} if ca else {}
+        group = MarkedGroup.new(sandbox, container)
+        argv = group.exec_argv(src, list(env_values), ["sh", "-c", script], CONTAINER_HOME)
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
-        except (TimeoutError, asyncio.CancelledError):
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                env={**docker_client_env(), **env_values},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
+            except (TimeoutError, asyncio.CancelledError):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                raise
+        finally:
+            # Shielded: a cancelled start (lock, shutdown) still kills what it started.
+            await asyncio.shield(group.kill())
         if proc.returncode != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
             raise McpError(f"installing the dependencies in your sandbox failed: {tail}")
