@@ -1527,6 +1527,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="cut_by_a_lock",
         why="an install cut by a lock or a stop runs on in the member's container",
     ),
+    Mutant(
+        "CR11",
+        "connector recovery",
+        "skald/connectors/supervisor.py",
+        '        if inst.state == "failed":\n            raise ConflictError(inst.unavailable())',
+        "        if False:\n            raise ConflictError(inst.unavailable())",
+        ("tests/test_connectors_recovery.py",),
+        keyword="sign_in_status",
+        why="the page's sign-in status of a failed connector waits 30 s and says nothing",
+    ),
 )
 
 

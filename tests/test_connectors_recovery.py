@@ -225,3 +225,29 @@ async def test_a_call_refused_for_a_forgotten_session_runs_once_on_a_new_session
         assert double.sent_on("s1")[-1] == ("tools/call", 404)
         assert [m for m, _ in double.sent_on("s2")].count("tools/call") == 1
         assert [carried for m, carried, _ in double.seen if m == "initialize"] == [None, None]
+
+
+async def test_the_sign_in_status_of_a_failed_connector_answers_why_at_once(
+    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"  # nobody listens
+    feed = simple_feed(
+        tmp_path / "feed",
+        ("phone",),
+        phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
+    )
+    c = service.require(runtime.plugins)
+    c.config = ConnectorsConfig(feed=str(feed), max_restarts=0)
+    await c.installer.install(c.feed(), "phone")
+    ada = await make_client()
+    await ada.login("ada")
+    assert (await ada.call("POST", "/api/connectors/phone/activate")).status_code == 200
+    sup = c.supervisor
+    assert sup is not None
+    for _ in range(600):
+        inst = sup.instances.get((household["ada"], "phone"))
+        if inst is not None and inst.state == "failed":
+            break
+        await asyncio.sleep(0.05)
+    r = await ada.call("POST", "/api/connectors/phone/login-status")
+    assert r.status_code == 409 and "failed" in r.text and "cannot reach" in r.text, r.text

@@ -589,6 +589,8 @@ class Supervisor:
         inst = self.instance_for(user_id, row)
         if inst is None or inst.owner != user_id:
             raise ConflictError(f"switch {row.name} on first")
+        if inst.state == "failed":
+            raise ConflictError(inst.unavailable())  # at once: no start is coming
         try:
             await asyncio.wait_for(inst.ready.wait(), DEVICE_WAIT_S)
         except TimeoutError:
