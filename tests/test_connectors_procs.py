@@ -152,3 +152,136 @@ def _safe_leftovers(docker: Any, name: str) -> list[str]:
         return leftovers(docker, name)
     except NotFound:  # the container is being made
         return []
+
+
+# A local package whose build (an in-tree PEP 517 backend: nothing to download) stalls
+# the first time, until killed; the second time it builds at once.
+_BACKEND = """
+import os, time, zipfile
+
+FLAG = os.path.expanduser("~/slow-install-started")
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    if not os.path.exists(FLAG):
+        open(FLAG, "w").close()
+        time.sleep(600)
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    name = "slowpkg-1.0-py3-none-any.whl"
+    info = "slowpkg-1.0.dist-info/"
+    files = {
+        "slowpkg.py": "",
+        info + "METADATA": "Metadata-Version: 2.1\\nName: slowpkg\\nVersion: 1.0\\n",
+        info + "WHEEL": "Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+    }
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+        z.writestr(info + "RECORD", "".join(f"{p},,\\n" for p in [*files, info + "RECORD"]))
+    return name
+"""
+
+
+def slow_deps_feed(root: Path, names: tuple[str, ...] = ("slowdeps",)) -> Path:
+    """Connectors with the same requirements (so the same dependency folder)."""
+    for name in names:
+        folder = python_connector(
+            root, name, "escape_server.py", extra={**PERSONAL, "dependencies": "pip"}
+        )
+        pkg = folder / "slowpkg"
+        pkg.mkdir()
+        (pkg / "slowbackend.py").write_text(_BACKEND)
+        (pkg / "pyproject.toml").write_text(
+            '[build-system]\nrequires = []\nbuild-backend = "slowbackend"\nbackend-path = ["."]\n'
+        )
+        (pkg / "__init__.py").write_text("")
+        (folder / "requirements.txt").write_text("./slowpkg\n")
+    write_index(root, 1)
+    return root
+
+
+def installing(docker: Any, container: str) -> list[str]:
+    """The install's processes in the container (pip, its build backend, the lock)."""
+    out = docker.containers.get(container).exec_run(["ps", "-eww", "-o", "args"]).output
+    return [
+        line.strip()
+        for line in out.decode().splitlines()
+        if "pip install" in line or "_in_process" in line or "flock" in line
+    ]
+
+
+def started(docker: Any, container: str) -> bool:
+    probe = ["test", "-e", "/home/skald/slow-install-started"]
+    return bool(docker.containers.get(container).exec_run(probe).exit_code == 0)
+
+
+async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_one_finishes(
+    sandbox_runtime: Runtime, tmp_path: Path, docker: Any
+) -> None:
+    runtime = sandbox_runtime
+    ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
+    c = service.require(runtime.plugins)
+    c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed")))
+    await c.installer.install(c.feed(), "slowdeps")
+    await c.store.set_active("slowdeps", ada, True)
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    assert runtime.sandbox is not None
+    container = None
+    async with asyncio.timeout(120):
+        while container is None:
+            container = await runtime.sandbox.container_id(ada)
+            await asyncio.sleep(0.2)
+    await _until(lambda: started(docker, container), seconds=120)
+    assert await asyncio.to_thread(installing, docker, container) != []
+    # The member locks mid-install: the install dies with her instance, in the container.
+    await runtime.lock(ada)
+    assert await asyncio.to_thread(installing, docker, container) == []
+    # Signing in again installs afresh (no leftover writes into its staging folder).
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    await _running(runtime, ada, "slowdeps")
+    deps_hash = (await c.store.require("slowdeps")).manifest["_deps_hash"]
+    ready = ["test", "-e", f"/home/skald/.skald/connectors/deps/{deps_hash}/.ready"]
+    assert docker.containers.get(container).exec_run(ready).exit_code == 0
+
+
+async def test_two_installs_of_one_dependency_folder_take_turns_under_its_lock(
+    sandbox_runtime: Runtime, tmp_path: Path, docker: Any
+) -> None:
+    runtime = sandbox_runtime
+    names = ("slowdeps", "slowtwin")
+    ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
+    c = service.require(runtime.plugins)
+    c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed", names)))
+    for name in names:
+        await c.installer.install(c.feed(), name)
+        await c.store.set_active(name, ada, True)
+    hashes = {(await c.store.require(n)).manifest["_deps_hash"] for n in names}
+    assert len(hashes) == 1  # the same requirements: one folder
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    assert runtime.sandbox is not None
+    container = None
+    async with asyncio.timeout(120):
+        while container is None:
+            container = await runtime.sandbox.container_id(ada)
+            await asyncio.sleep(0.2)
+    await _until(lambda: started(docker, container), seconds=120)
+
+    def both_at_the_lock() -> bool:
+        return sum(line.startswith("flock") for line in installing(docker, container)) >= 2
+
+    # The second install waits at the lock while the first builds: one pip, no .ready.
+    await _until(both_at_the_lock, seconds=60)
+    running = installing(docker, container)
+    assert sum(line.startswith("python3 -m pip install") for line in running) == 1
+    ready = ["test", "-e", f"/home/skald/.skald/connectors/deps/{hashes.pop()}/.ready"]
+    assert docker.containers.get(container).exec_run(ready).exit_code != 0
+    await runtime.lock(ada)
+    assert await asyncio.to_thread(installing, docker, container) == []
+    # Next time one installs, the other finds it done; both run.
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    for name in names:
+        await _running(runtime, ada, name)
+    assert docker.containers.get(container).exec_run(ready).exit_code == 0

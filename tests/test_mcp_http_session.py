@@ -1,135 +1,99 @@
 """The streamable-HTTP session id: taken from the initialize answer only, and a 404 on a
-request carrying it ends the session (no silent retry on a dead id).
+request carrying it ends the session: nothing is sent on the dead id again, and only the
+request that met the 404 (the server did not run it) is marked `SessionExpired`, so the
+caller may send it once more on a new session, after a fresh initialize.
 
-The server is a small scripted HTTP double on 127.0.0.1 (a real socket, a real httpx
-client): the cases need a server that misbehaves in one exact way, which the SDK's own
-server never does on purpose.
-"""
+The server is a small scripted HTTP double on 127.0.0.1 (tests/mcp_session_double.py: a
+real socket, a real httpx client)."""
 
 from __future__ import annotations
 
-import json
-import threading
+import asyncio
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
+from mcp_session_double import SessionDouble, session_double
 
-from skald.mcp import Disconnected, HttpTransport, connect
-from skald.mcp.wire import LATEST_PROTOCOL_VERSION
-
-
-class _Double(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        # Every POST seen: (JSON-RPC method, the mcp-session-id header it carried).
-        self.seen: list[tuple[str, str | None]] = []
-        self.later_id: str | None = None  # a session id put on answers after initialize
-        self.gone = False  # the server forgot the session: 404 to every request with an id
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Double
-
-    def log_message(self, *_args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: dict[str, Any] | None, session: str | None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
-        self.send_response(status)
-        if body is not None:
-            self.send_header("content-type", "application/json")
-        if session is not None:
-            self.send_header("mcp-session-id", session)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._send(405, None, None)  # no stream for unprompted messages
-
-    def do_DELETE(self) -> None:
-        self._send(200, None, None)
-
-    def do_POST(self) -> None:
-        message = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        method, carried = message.get("method", "(response)"), self.headers.get("mcp-session-id")
-        self.server.seen.append((method, carried))
-        if method == "initialize":
-            result = {
-                "protocolVersion": LATEST_PROTOCOL_VERSION,
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "double", "version": "1"},
-            }
-            self._send(200, {"jsonrpc": "2.0", "id": message["id"], "result": result}, "first")
-        elif "id" not in message:
-            self._send(202, None, None)
-        elif self.server.gone and carried is not None:
-            self._send(404, {"jsonrpc": "2.0", "error": {"code": -32001, "message": "gone"}}, None)
-        else:
-            result = {"tools": []} if method == "tools/list" else {}
-            answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-            self._send(200, answer, self.server.later_id)
+from skald.mcp import Disconnected, HttpTransport, SessionExpired, connect
 
 
 @pytest.fixture
-def double() -> Iterator[_Double]:
-    server = _Double()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+def double() -> Iterator[SessionDouble]:
+    with session_double() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
-def _url(server: _Double) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}/mcp"
 
 
 async def test_the_session_id_is_the_initialize_answers_and_a_later_one_never_replaces_it(
-    double: _Double,
+    double: SessionDouble,
 ) -> None:
-    transport = HttpTransport(_url(double))
+    transport = HttpTransport(double.url)
     session = await connect(transport, name="double")
     try:
         double.later_id = "second"  # every later answer names another session
         await session.list_tools()
         await session.ping()
         await session.ping()
-        assert transport.session_id == "first"
+        assert transport.session_id == "s1"
         after = double.seen[1:]
-        assert [m for m, _ in after] == [
+        assert [m for m, _, _ in after] == [
             "notifications/initialized",
             "tools/list",
             "ping",
             "ping",
         ]
-        assert {carried for _, carried in after} == {"first"}
+        assert {carried for _, carried, _ in after} == {"s1"}
     finally:
         await session.close()
 
 
-async def test_a_404_on_a_request_with_the_session_id_ends_the_session_without_a_retry(
-    double: _Double,
+async def test_a_404_ends_the_session_and_nothing_is_sent_again_on_the_dead_id(
+    double: SessionDouble,
 ) -> None:
-    session = await connect(HttpTransport(_url(double)), name="double")
+    session = await connect(HttpTransport(double.url), name="double")
     try:
         await session.ping()
-        double.gone = True
-        with pytest.raises(Disconnected, match="HTTP 404"):
-            await session.list_tools()
+        double.forget_all()
+        # The request that met the 404 was not run: it says so (a caller may resend it).
+        with pytest.raises(SessionExpired, match="HTTP 404"):
+            await session.call_tool("now", {})
         failure = await session.wait_closed()
         assert failure is not None and "ended the session (HTTP 404)" in failure.reason
+        assert not isinstance(failure, SessionExpired)  # the session's end is a plain one
         # Nothing more goes to the dead id: the next call fails here, at once.
-        with pytest.raises(Disconnected):
+        with pytest.raises(Disconnected) as later:
             await session.ping()
-        assert [m for m, _ in double.seen if m == "tools/list"] == ["tools/list"]
-        assert [m for m, _ in double.seen].count("ping") == 1
+        assert not isinstance(later.value, SessionExpired)
+        assert double.sent_on("s1")[-1] == ("tools/call", 404)
+        assert [m for m, _ in double.sent_on("s1")].count("ping") == 1
     finally:
+        await session.close()
+    # A new session starts with a fresh initialize (no id) and gets a new id.
+    fresh = await connect(HttpTransport(double.url), name="double")
+    try:
+        result = await fresh.call_tool("now", {})
+        assert result.text() == "ran on s2"
+        initializes = [carried for m, carried, _ in double.seen if m == "initialize"]
+        assert initializes == [None, None]
+        assert double.sent_on("s1")[-1] == ("tools/call", 404)  # still nothing after it
+    finally:
+        await fresh.close()
+
+
+async def test_a_call_in_flight_when_another_meets_the_404_is_not_marked_as_not_run(
+    double: SessionDouble,
+) -> None:
+    """It may have run (tool calls are not idempotent): only the refused one may be resent."""
+    session = await connect(HttpTransport(double.url), name="double")
+    try:
+        held = asyncio.create_task(session.call_tool("hold", {}))
+        while "hold" not in double.arrived:  # noqa: ASYNC110 - the server thread appends
+            await asyncio.sleep(0.01)
+        double.forget_all()
+        with pytest.raises(SessionExpired):
+            await session.call_tool("now", {})
+        with pytest.raises(Disconnected) as in_flight:
+            await held
+        assert not isinstance(in_flight.value, SessionExpired)
+    finally:
+        double.release.set()
         await session.close()

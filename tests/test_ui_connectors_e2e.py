@@ -138,3 +138,41 @@ def test_qr_sign_in_shows_the_code_in_a_dialog_until_the_connector_says_signed_i
         finally:
             ctx.close()
             srv.close()
+
+
+@pytest.mark.timeout(180)
+def test_a_failed_connector_card_offers_retry_and_runs_again_once_its_server_is_back(
+    tmp_path: Path, browser: Browser
+) -> None:
+    from harness import Api
+    from test_connectors_recovery import ClockServer
+
+    clock = ClockServer()  # not started yet: nobody listens on its port
+    feed = simple_feed(tmp_path / "feed", ("clock",), clock={"transport": "http", "url": clock.url})
+    srv = ServerProcess(tmp_path)
+    srv.data.mkdir(parents=True, exist_ok=True)
+    (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\nmax_restarts = 0\n')
+    srv.create_admin()
+    srv.start()
+    watch = Watch()
+    ctx = open_context(browser, srv, viewport={"width": 1280, "height": 900}, timeout=20_000)
+    try:
+        admin = Api(srv.url)
+        admin.login(ADMIN, ADMIN_PW)
+        assert admin.post("/api/marketplace/clock/install", json={}).status_code in (200, 201)
+        page = watch.attach("admin", ctx.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.goto("/#/connectors")
+        card = page.locator('[data-testid="connector"][data-name="clock"]')
+        card.get_by_test_id("connector-toggle").click()
+        expect(card.get_by_test_id("connector-state")).to_have_text("Failed", timeout=60_000)
+        clock.start()
+        card.get_by_test_id("connector-retry").click()
+        expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=60_000)
+        expect(card.get_by_test_id("connector-retry")).to_have_count(0)
+        assert not watch.problems, watch.problems
+        assert not watch.csp_violations()
+    finally:
+        ctx.close()
+        srv.close()
+        clock.kill()

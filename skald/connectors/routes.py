@@ -200,6 +200,23 @@ async def activate(
     await c.store.set_active(name, p.user.id, True)
     if c.supervisor is not None:
         await c.supervisor.member_changed(p.user.id)
+        # Switching a failed one on again is a retry (a household one outlives a switch-off).
+        await c.supervisor.retry(p.user.id, row)
+    return await _describe(c, request, row)
+
+
+@post("/api/connectors/{name:str}/retry", guards=USE, status_code=200, responses=errors(404, 409))
+async def retry(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    """Start a failed connector again now (its restart count starts afresh); 409 when it
+    is not failed."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    if c.supervisor is None or not await c.supervisor.retry(p.user.id, row):
+        state = "stopped" if c.supervisor is None else c.supervisor.state_of(p.user.id, row)[0]
+        raise ConflictError(f"{name} is {state}: there is nothing to retry")
     return await _describe(c, request, row)
 
 
@@ -529,6 +546,7 @@ ROUTES = [
     list_mine,
     get_one,
     activate,
+    retry,
     deactivate,
     put_secrets,
     sign_out,

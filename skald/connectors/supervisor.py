@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import time
 from collections import deque
 from collections.abc import Callable
@@ -53,7 +54,7 @@ from skald.connectors.install import deps_command
 from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.redact import redact
 from skald.connectors.store import Connector
-from skald.errors import ConflictError, InvalidInputError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.log import get_logger
 from skald.mcp import (
     Handlers,
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
     from skald.connectors.service import Connectors
     from skald.core.user_runtime import UserRuntime
     from skald.llm.types import ToolSpec
+    from skald.sandbox.manager import SandboxManager
 
 log = get_logger("skald.connectors")
 
@@ -142,6 +144,10 @@ class Instance:
         # Why the connector was refused (its tool list over the limits): a short text
         # for the model's prompt line; None while it is not.
         self.refusal: ListTooLarge | None = None
+        # The last failure (scrubbed): what a call answers at once while it is not running.
+        self.last_error: str | None = None
+        # Set at every change that `next_session` waits for (running, failed, stopped).
+        self._changed = asyncio.Event()
 
     @property
     def retained_bytes(self) -> int:
@@ -154,6 +160,37 @@ class Instance:
 
     def scrub(self, text: str) -> str:
         return redact(text, self.secrets)
+
+    def _moved(self, state: State) -> None:
+        self.state = state
+        self._changed.set()
+
+    async def next_session(self, old: McpSession, seconds: float) -> McpSession | None:
+        """The session after `old` once it runs; None when the instance failed, stopped
+        or did not get there within `seconds` (then `unavailable()` says why)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while True:
+                    session = self.session
+                    if session is not None and session is not old and self.state == "running":
+                        return session
+                    if self.state in ("failed", "stopped"):
+                        return None
+                    self._changed.clear()
+                    await self._changed.wait()
+        return None
+
+    def unavailable(self) -> str:
+        """Why a call cannot go through now: answered at once, never after a wait (a
+        model waiting 30 s on a failed connector learnt nothing more than now)."""
+        why = f": {self.last_error}" if self.last_error else ""
+        if self.state == "failed":
+            return (
+                f"connector '{self.name}' failed{why}; it can be retried from the Connectors page"
+            )
+        if self.state in ("starting", "restarting"):
+            return f"connector '{self.name}' is {self.state}{why}; try again in a moment"
+        return f"connector '{self.name}' is not running ({self.state})"
 
     async def run(self) -> None:
         failures = 0
@@ -172,7 +209,7 @@ class Instance:
                 session = await connect(transport, name=self.name, handlers=self._handlers())
                 self.session = session
                 await self._refresh_tools()
-                self.state = "running"
+                self._moved("running")
                 self.note("state", "running")
                 self.ready.set()
                 failures, backoff = 0, BACKOFF_START_S
@@ -204,6 +241,7 @@ class Instance:
                     await launch.group.kill()
             failures += 1
             scrubbed = self.scrub(error or "")
+            self.last_error = scrubbed[:500]
             lines = "\n".join(self.scrub(s) for s in stderr)
             self.note("error", scrubbed)
             log.warning(
@@ -215,7 +253,7 @@ class Instance:
             )
             await self.sup.connectors.store.note_failure(self.name, scrubbed, lines or None)
             if failures > self.sup.connectors.config.max_restarts:
-                self.state = "failed"
+                self._moved("failed")
                 self.note("state", f"failed after {failures} attempts")
                 return
             self.state = "restarting"
@@ -227,8 +265,9 @@ class Instance:
         self.refusal = exc
         self.tools, self.specs, self.listed_bytes = [], [], 0
         text = self.scrub(str(exc))
+        self.last_error = text[:500]
         self.note("error", text)
-        self.state = "failed"
+        self._moved("failed")
         log.warning("connector refused", connector=self.name, owner=self.owner or "household")
         await self.sup.connectors.store.note_failure(self.name, text, None)
 
@@ -307,7 +346,7 @@ class Instance:
                 await task
         if self.boxes is not None:
             await self.boxes.remove(self.name)
-        self.state = "stopped"
+        self._moved("stopped")
 
 
 DECLINE = "Decline"
@@ -406,9 +445,11 @@ class Supervisor:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def run_forever(self) -> None:
-        """The server service: household instances start when a member needs them; at
-        shutdown every instance stops (process groups killed and reaped)."""
+        """The server service: household instances someone switched on start with the
+        server (not at that member's first sign-in); at shutdown every instance stops
+        (process groups killed and reaped)."""
         try:
+            await self.start_household()
             await asyncio.Event().wait()
         finally:
             await self.stop_everything()
@@ -417,6 +458,26 @@ class Supervisor:
         for inst in list(self.instances.values()):
             await inst.stop()
         self.instances.clear()
+
+    async def start_household(self) -> None:
+        """Start every household connector that a member who may use it has switched on.
+
+        Trap: waiting for such a member's sign-in left the household's connector down
+        (and its card "stopped") for everyone until then."""
+        runtime = self.connectors.runtime
+        for row in await self.connectors.store.all():
+            if row.scope != "household" or row.status != "installed":
+                continue
+            for user_id in await self.connectors.store.active_users(row.name):
+                try:
+                    user, role = await runtime.member(user_id)
+                except NotFoundError:
+                    continue
+                if row.name in {c.name for c in await self.connectors.usable(user, role)}:
+                    async with self._lock:
+                        if ("", row.name) not in self.instances:
+                            self._start("", row)
+                    break
 
     async def member_loop(self, member: UserRuntime) -> None:
         """A member service: their instances live while their data is unlocked."""
@@ -465,6 +526,24 @@ class Supervisor:
         if inst is not None:
             await inst.stop()
 
+    async def retry(self, user_id: str, row: Connector) -> bool:
+        """Start a failed instance again now (the card's Retry, switching it on again):
+        its restart count starts afresh. False when it is not failed (nothing to do).
+
+        Trap: a household instance outlives one member's switch-off (others use it), so
+        off/on alone left it failed after its server was back."""
+        inst = self.instance_for(user_id, row)
+        if inst is None or inst.state != "failed":
+            return False
+        async with self._lock:
+            key = (inst.owner, row.name)
+            if self.instances.get(key) is not inst:
+                return False  # stopped or replaced meanwhile
+            del self.instances[key]
+            await inst.stop()
+            self._start(inst.owner, row)
+        return True
+
     async def restart_member(self, user_id: str, name: str) -> None:
         await self.stop_member(user_id, name)
         await self.member_changed(user_id)
@@ -510,6 +589,8 @@ class Supervisor:
         inst = self.instance_for(user_id, row)
         if inst is None or inst.owner != user_id:
             raise ConflictError(f"switch {row.name} on first")
+        if inst.state == "failed":
+            raise ConflictError(inst.unavailable())  # at once: no start is coming
         try:
             await asyncio.wait_for(inst.ready.wait(), DEVICE_WAIT_S)
         except TimeoutError:
@@ -619,7 +700,7 @@ class Supervisor:
             if not await asyncio.to_thread(home_files.deps_ready, homes, user.id, deps_hash):
                 ca = await asyncio.to_thread(self._place_ca, homes, user.id)
                 await self._install_in_container(
-                    sandbox.exec_user, container, manifest.dependencies, in_home, deps, ca
+                    sandbox, container, manifest.dependencies, in_home, deps, ca
                 )
         places = {"DIR": in_home, "DEPS": deps, "HOME": CONTAINER_HOME}
         env_values = {k: expand(v, places, secrets) for k, v in manifest.env.items()}
@@ -638,56 +719,58 @@ class Supervisor:
         return f"{CONTAINER_HOME}/{home_files.place_ca(homes_dir, user_id, Path(extra))}"
 
     async def _install_in_container(
-        self, user: str, container: str, kind: str, src: str, deps: str, ca: str | None = None
+        self,
+        sandbox: SandboxManager,
+        container: str,
+        kind: str,
+        src: str,
+        deps: str,
+        ca: str | None = None,
     ) -> None:
-        """Dependencies by content hash, inside the member's container, as the member."""
+        """Dependencies by content hash, inside the member's container, as the member.
+
+        Rule: the install runs under a marker group of its own (`procgroup.py`), killed
+        when it ends, fails, times out or is cancelled (the member locks, Skald stops), and
+        under `flock <deps>.lock` in the container: a second install of the same folder
+        waits, then finds `.ready` and does nothing. Trap: killing the host's `docker exec`
+        client left pip/npm running in the container, writing into the staging folder
+        the next install had just emptied."""
         staging = f"{deps}.staging"
         if kind == "npm":
-            inner = (
+            steps = (
                 f"rm -rf {staging} && mkdir -p {staging} && cp {src}/package.json "
                 f"{src}/package-lock.json {staging}/ && cd {staging} && "
                 + " ".join(deps_command("npm", staging))
             )
         else:
-            inner = f"rm -rf {staging} && mkdir -p {staging} && cd {src} && " + " ".join(
+            steps = f"rm -rf {staging} && mkdir -p {staging} && cd {src} && " + " ".join(
                 deps_command("pip", f"{staging}/python", python="python3")
             )
-        inner += f" && rm -rf {deps} && mv {staging} {deps} && touch {deps}/.ready"
-        ca_env = (
-            [
-                *(
-                    "-e",
-                    f"npm_config_cafile={ca}",
-                    "-e",
-                    f"PIP_CERT={ca}",
-                    "-e",
-                    f"SSL_CERT_FILE={ca}",
-                )
-            ]
-            if ca
-            else []
-        )
-        proc = await asyncio.create_subprocess_exec(
-            "docker",
-            "exec",
-            "-u",
-            user,
-            *ca_env,
-            container,
-            "sh",
-            "-c",
-            inner,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
+        steps += f" && rm -rf {deps} && mv {staging} {deps} && touch {deps}/.ready"
+        locked = f"[ -e {deps}/.ready ] || {{ {steps}; }}"  # done while we waited: nothing
+        parent = deps.rsplit("/", 1)[0]
+        script = f"mkdir -p {parent} && exec flock {deps}.lock sh -c {shlex.quote(locked)}"
+        env_values = {"npm_config_cafile": ca, "PIP_CERT": ca, "SSL_CERT_FILE": ca} if ca else {}
+        group = MarkedGroup.new(sandbox, container)
+        argv = group.exec_argv(src, list(env_values), ["sh", "-c", script], CONTAINER_HOME)
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
-        except (TimeoutError, asyncio.CancelledError):
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                env={**docker_client_env(), **env_values},
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
+            except (TimeoutError, asyncio.CancelledError):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                raise
+        finally:
+            # Shielded: a cancelled start (lock, shutdown) still kills what it started.
+            await asyncio.shield(group.kill())
         if proc.returncode != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
             raise McpError(f"installing the dependencies in your sandbox failed: {tail}")

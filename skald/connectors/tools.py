@@ -20,21 +20,21 @@ schemas and the call goes through `connector_call`, which the server validates.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.llm.types import ToolSpec
-from skald.mcp import McpError, model_tool_name
+from skald.mcp import McpError, SessionExpired, model_tool_name
 
 if TYPE_CHECKING:
     from skald.connectors.supervisor import Instance, Supervisor
     from skald.core.user_runtime import UserRuntime
 
-START_WAIT_S = 30.0
 RESULT_CHARS = 50_000
+# How long a call the server refused for an unknown session waits for the new session.
+RESESSION_WAIT_S = 30.0
 
 
 def category(server: str) -> str:
@@ -48,15 +48,9 @@ async def _call(
 
     if inst.refusal is not None:
         return ToolResult.error(f"connector '{inst.name}' is refused: {inst.refusal.problem}")
-    try:
-        await asyncio.wait_for(inst.ready.wait(), START_WAIT_S)
-    except TimeoutError:
-        return ToolResult.error(
-            f"connector '{inst.name}' is not running ({inst.state}); try again later"
-        )
     session = inst.session
-    if session is None:
-        return ToolResult.error(f"connector '{inst.name}' is not running ({inst.state})")
+    if inst.state != "running" or session is None:
+        return ToolResult.error(inst.unavailable())
 
     async def progress(done: float, total: float | None, message: str | None) -> None:
         of = f"/{total:g}" if total else ""
@@ -65,7 +59,15 @@ async def _call(
     site = CallSite(member=member, conversation_id=ctx.conversation_id, call_id=ctx.call_id)
     inst.calls.append(site)
     try:
-        result = await session.call_tool(tool, args, on_progress=progress, context=site)
+        try:
+            result = await session.call_tool(tool, args, on_progress=progress, context=site)
+        except SessionExpired:
+            # The server forgot the session and did not run the call: once more, on the
+            # session the supervisor starts next (a fresh initialize), never on the old id.
+            fresh = await inst.next_session(session, RESESSION_WAIT_S)
+            if fresh is None:
+                return ToolResult.error(inst.unavailable())
+            result = await fresh.call_tool(tool, args, on_progress=progress, context=site)
     except McpError as exc:
         return ToolResult.error(inst.scrub(str(exc)))
     finally:

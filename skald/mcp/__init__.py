@@ -23,6 +23,7 @@ from skald.mcp.errors import (
     RemoteError,
     RequestTimeout,
     SchemaError,
+    SessionExpired,
     TransportClosed,
 )
 from skald.mcp.http import HttpTransport
@@ -88,6 +89,7 @@ __all__ = [
     "Root",
     "SchemaError",
     "ServerCapabilities",
+    "SessionExpired",
     "StdioTransport",
     "TextContent",
     "Timeouts",

@@ -8,6 +8,8 @@ secret (the transport never puts headers or environment into a message).
   handshake, broke the protocol). Text: exactly
   "connector '<name>' disconnected: <reason>"; protocol violations have a reason that
   starts with "protocol error".
+- `SessionExpired` (a `Disconnected`): the request met "unknown session" (HTTP 404),
+  so the server did not run it; a new session may send it again, once.
 - `RemoteError`: the server answered a request with a JSON-RPC error; the session lives.
 - `RequestTimeout`: no answer in time; the request was cancelled, the session lives.
 - `SchemaError`: a tool's description cannot be offered to a model.
@@ -35,12 +37,21 @@ class Disconnected(McpError):
         super().__init__(f"connector '{name}' disconnected: {reason}")
 
 
+class SessionExpired(Disconnected):
+    """The server no longer knows the session (streamable HTTP: 404 on a request carrying
+    its id), so this request was not run: the caller may start a new session and send it
+    once more. Only the request that met the 404 gets this; others in flight on the same
+    session get a plain `Disconnected` (they may have run)."""
+
+
 class TransportClosed(Exception):
     """Raised by a transport when it can carry no more messages (internal: the session
-    turns it into `Disconnected` with the connector's name)."""
+    turns it into `Disconnected` with the connector's name). `not_run`: the request the
+    server refused because it forgot the session (it did not run it)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, not_run: int | str | None = None) -> None:
         self.reason = reason
+        self.not_run = not_run
         super().__init__(reason)
 
 

@@ -18,8 +18,11 @@ Traps:
 - Events with an empty `data:` are priming events (they carry an id to resume from).
 - One SSE reader (`httpx_sse`) parses every stream here and in `skald/llm/wire.py`.
 - An HTTP error on a request fails that request (as a JSON-RPC error), not the session;
-  404 with a session id means the server forgot the session: disconnected. Network
-  errors (nobody listening) disconnect.
+  404 with a session id means the server forgot the session: disconnected, and that
+  request (only it: it was not run) fails with `SessionExpired`, so the caller may send
+  it once more on a new session. Nothing is ever sent again on the dead id. Network
+  errors (nobody listening) disconnect, on the GET stream too: its reconnection finding
+  nobody is how a server that died while idle is noticed.
 - Headers (they may hold credentials) never go into an error message.
 """
 
@@ -172,9 +175,9 @@ class HttpTransport(Transport):
             headers["last-event-id"] = last_event_id
         return headers
 
-    def _die(self, reason: str) -> None:
+    def _die(self, reason: str, not_run: int | str | None = None) -> None:
         if self._dead is None:
-            self._dead = TransportClosed(reason)
+            self._dead = TransportClosed(reason, not_run)
             self._inbox.put_nowait(self._dead)
 
     def _fail_request(self, request_id: int | str, message: str) -> None:
@@ -207,7 +210,8 @@ class HttpTransport(Transport):
                 if initialize and response.headers.get("mcp-session-id"):
                     self.session_id = response.headers["mcp-session-id"]
                 if response.status_code == 404 and self.session_id is not None and not initialize:
-                    self._die("the server ended the session (HTTP 404)")
+                    # The server did not run it: the caller may send it on a new session.
+                    self._die("the server ended the session (HTTP 404)", not_run=request_id)
                     return
                 if not 200 <= response.status_code < 300:
                     detail = (await _read_limited(response)).decode("utf-8", "replace")
@@ -319,6 +323,11 @@ class HttpTransport(Transport):
                     await self._read_events(response, state, None)
             except TransportClosed as exc:
                 self._die(exc.reason)
+                return
+            except httpx.ConnectError as exc:
+                # Nobody listens any more: the server died while idle. Say so now (the
+                # supervisor shows it and reconnects) rather than at the next call.
+                self._die(self._network_reason(exc))
                 return
             except (httpx.HTTPError, OAuthError):
                 pass

@@ -54,6 +54,7 @@ from skald.mcp.errors import (
     ListTooLarge,
     RemoteError,
     RequestTimeout,
+    SessionExpired,
     TransportClosed,
 )
 from skald.mcp.transport import Origin, Transport
@@ -333,9 +334,15 @@ class McpSession:
         self._ended.set()
         return self._failure
 
-    def _fail_pending(self, error: Exception) -> None:
-        for pending in self._state.pending.values():
-            if not pending.future.done():
+    def _fail_pending(self, error: Exception, not_run: RequestId | None = None) -> None:
+        """Fail every waiting request; `not_run` (the request the server refused for an
+        unknown session) gets `SessionExpired`: only it is known not to have run."""
+        for request_id, pending in self._state.pending.items():
+            if pending.future.done():
+                continue
+            if request_id == not_run and isinstance(error, Disconnected):
+                pending.future.set_exception(SessionExpired(self.name, error.reason))
+            else:
                 pending.future.set_exception(error)
         self._state.pending.clear()
 
@@ -422,7 +429,7 @@ class McpSession:
                 f"protocol error: a malformed {method} answer ({exc})"
             ) from None
 
-    async def _abort(self, reason: str) -> Disconnected:
+    async def _abort(self, reason: str, not_run: RequestId | None = None) -> Disconnected:
         """The server is broken or gone: close the transport (kill and reap), then fail
         the waiting calls, so whoever hears of it finds the process already gone."""
         if self._failure is None:
@@ -430,7 +437,7 @@ class McpSession:
         failure = self._failure
         with contextlib.suppress(Exception):
             await self.transport.close(grace=False)
-        self._fail_pending(failure)
+        self._fail_pending(failure, not_run)
         self._ended.set()
         return failure
 
@@ -537,12 +544,12 @@ class McpSession:
                 else:
                     self._on_notification(message)
         except TransportClosed as exc:
-            reason = exc.reason
+            reason, not_run = exc.reason, exc.not_run
         except Exception as exc:  # a bug here must not leave callers waiting forever
             log.exception("mcp reader for %s failed", self.name)
-            reason = f"client error: {type(exc).__name__}: {exc}"
+            reason, not_run = f"client error: {type(exc).__name__}: {exc}", None
         # The server is gone or broken: reap it now, not when someone calls close().
-        await self._abort(reason)
+        await self._abort(reason, not_run)
         await self.close()
 
     def _on_response(self, message: RpcMessage) -> None:

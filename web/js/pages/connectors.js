@@ -208,6 +208,9 @@ function ConnectorCard({ connector, onChanged }) {
     const action = connector.active ? 'deactivate' : 'activate';
     onChanged(await request('POST', `api/connectors/${enc(connector.name)}/${action}`));
   });
+  const retry = () => run(async () => {
+    onChanged(await request('POST', `api/connectors/${enc(connector.name)}/retry`));
+  });
   return html`<li class="inbox-item connector" data-testid="connector" data-name=${connector.name}>
     <div class="inbox-item__head">
       <span class="inbox-item__icon" aria-hidden="true">${connector.icon || Icon.tool()}</span>
@@ -221,6 +224,8 @@ function ConnectorCard({ connector, onChanged }) {
       <button type="button" class=${`btn ${connector.active ? 'btn--secondary' : 'btn--primary'}`} disabled=${busy}
         onClick=${toggle} data-testid="connector-toggle">
         ${connector.active ? t('connectors.deactivate') : t('connectors.activate')}</button>
+      ${connector.active && connector.state === 'failed' && html`<button type="button" class="btn btn--primary"
+        disabled=${busy} onClick=${retry} data-testid="connector-retry">${t('connectors.retry')}</button>`}
     </div>
     <${SignIn} connector=${connector} onChanged=${onChanged} />
     ${connector.tools.length > 0 && html`<details class="tool__section" data-testid="connector-tools">
