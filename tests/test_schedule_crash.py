@@ -57,7 +57,8 @@ def _until(what: Callable[[], Any], seconds: float = 120.0, show: Callable[[], A
 
 
 def _setup(server: ServerProcess, fake: FakeLLM) -> tuple[Api, str]:
-    """Models (AUTO picks fake-a: jobs and tasks; the chat is pinned to fake-b), ada
+    """Models (AUTO picks fake-a: background tasks; the chat, and so the jobs it asks
+    for, are pinned to fake-b), ada
     signed in with the opt-in on, and her chat conversation."""
     admin = Api(server.url)
     admin.login(ADMIN, ADMIN_PW)
@@ -93,7 +94,8 @@ def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once
 ) -> None:
     ada, conversation = _setup(server, fake)
     create = {"mode": "create", "title": "ping", "prompt": PROMPT, "cron": "*/10 * * * * *"}
-    fake.script("fake-b", [[Call("schedule", create)], "Created."])
+    # The job keeps the model of the conversation that asked for it (fake-b).
+    fake.script("fake-b", [[Call("schedule", create)], "Created.", SLOW])
     fake.script("fake-a", [SLOW])
     assert _chat(ada, conversation, "say ping every ten seconds") == "Created."
     (job,) = ada.get("/api/schedule/jobs").json()
@@ -105,7 +107,7 @@ def test_kill_9_during_a_job_run_interrupts_it_and_the_next_occurrence_runs_once
 
     (cut,) = _until(running_run)
     fake.script("fake-a", ["pong"] * 30)
-    fake.script("fake-b", ["pong"] * 30)  # AUTO's fallback, should fake-a fail once
+    fake.script("fake-b", ["pong"] * 30)
     ada = _restart(server)
 
     def settled() -> list[dict[str, Any]]:
