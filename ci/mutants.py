@@ -1363,7 +1363,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "connector list limits",
         "skald/connectors/tools.py",
         '            state = f" (refused: {inst.refusal.problem})"\n',
-        "",
+        "            pass\n",
         ("tests/test_connectors_limits.py",),
         keyword="513",
         why="the model is not told a connector is refused",
