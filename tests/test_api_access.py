@@ -403,6 +403,8 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/connectors/{clock}/activate", None, {"anon": 401, A: 200, M: 200, C: 403}),
     ("POST", "/api/connectors/{private}/activate", None, {"anon": 401, A: 200, M: 404, C: 403}),
     ("POST", "/api/connectors/{clock}/deactivate", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("POST", "/api/connectors/{clock}/retry", None, {"anon": 401, A: 409, M: 409, C: 403}),
+    ("POST", "/api/connectors/{private}/retry", None, {"anon": 401, A: 409, M: 404, C: 403}),
     (
         "PUT",
         "/api/connectors/{clock}/secrets",

@@ -430,6 +430,12 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     code, checks = _doctor(site)
     assert code == 0, checks
     for name, check in checks.items():
+        if name == "host listeners":
+            # It reports the machine's other services (CI machines have some listening on
+            # all addresses), which this test does not control; tests/test_doctor.py
+            # covers the check itself.
+            assert check["status"] in ("ok", "warn"), check
+            continue
         assert check["status"] in ("ok", "skip"), (name, check)
         if check["status"] == "skip" and name not in ("homes", "services"):
             assert check["finding"].startswith("not applicable: "), (name, check)

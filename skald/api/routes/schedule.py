@@ -129,7 +129,7 @@ def _title(data: JobIn) -> str:
     return title if len(title) <= 60 else title[:59].rstrip() + "…"
 
 
-@post("/api/schedule/preview", guards=MINE, status_code=200, responses=errors(400))
+@post("/api/schedule/preview", guards=MINE, status_code=200, responses=errors(400, 404))
 async def preview_schedule(
     data: JSONBody[WhenIn], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> Preview:
@@ -198,7 +198,9 @@ async def change_job(
     return job
 
 
-@post("/api/schedule/jobs/{job_id:str}/run", guards=MINE, status_code=202, responses=errors(404))
+@post(
+    "/api/schedule/jobs/{job_id:str}/run", guards=MINE, status_code=202, responses=errors(404, 409)
+)
 async def run_job(job_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> Run:
     scheduler, member, jobs = await _jobs(request, rt)
     return await scheduler.run_now(member, await jobs.get(job_id))
