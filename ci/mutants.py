@@ -2159,6 +2159,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'script = f"mkdir -p {parent} && exec sh -c {shlex.quote(locked)}"',
         ("tests/test_connectors_procs.py",),
         keyword="take_turns",
+        docker=True,
         why="two installs of one dependency folder write into one staging folder at once",
     ),
     Mutant(
@@ -2169,6 +2170,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            pass",
         ("tests/test_connectors_procs.py",),
         keyword="cut_by_a_lock",
+        docker=True,
         why="an install cut by a lock or a stop runs on in the member's container",
     ),
     Mutant(
