@@ -253,6 +253,12 @@ async def test_the_routes_resend_and_search_for_the_signed_in_member(
         "POST", f"/api/conversations/{conv['id']}/messages/999999/resend", json={}
     )
     assert r.status_code in (404, 409)
+    # Past SQLite's 64-bit integers (found by the fuzzer: an overflow answered 500).
+    for seq in (2**63, 2**64 + 1, -1):
+        r = await client.call(
+            "POST", f"/api/conversations/{conv['id']}/messages/{seq}/resend", json={}
+        )
+        assert r.status_code == 404 and "no such message" in r.json()["error"]["message"]
     hits = (await client.call("GET", "/api/chat/search", params={"q": "lyon"})).json()
     assert [h["conversation_id"] for h in hits] == [conv["id"]]
     r = await client.call(

@@ -29,6 +29,7 @@ from skald.core.conversations import (
     SecurityGroupView,
 )
 from skald.core.runtime import Runtime
+from skald.errors import NotFoundError
 from skald.permissions import declare
 from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
 
@@ -37,6 +38,9 @@ CHAT = [requires(CHAT_CAP)]
 Text = Annotated[str, msgspec.Meta(max_length=100_000)]
 Title = Annotated[str, msgspec.Meta(max_length=200)]
 CallId = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+
+# The largest sequence number SQLite stores (a signed 64-bit integer).
+MAX_SEQ = 2**63 - 1
 
 
 class ConversationIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -192,6 +196,9 @@ async def resend_message(
 ) -> Accepted:
     """Retry, regenerate or edit: the member's message `seq` is sent again (with `text`,
     edited), and it and everything after it leave the history first."""
+    if not 0 <= seq <= MAX_SEQ:
+        # No message has it, and SQLite cannot even bind it (an overflow was a 500).
+        raise NotFoundError("no such message of yours in this conversation")
     out = await rt.conversations.resend(_me(request), conversation_id, seq, data.text)
     return Accepted(images_not_seen=out.images_not_seen)
 
