@@ -226,3 +226,30 @@ def sdk_http(markers: Path, mode: str = "http") -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait()
+
+
+RICH_SERVER = HERE / "mcp_servers" / "rich_server.py"
+
+
+@contextlib.contextmanager
+def rich_http(mode: str = "sse") -> Iterator[str]:
+    """tests/mcp_servers/rich_server.py on a free port: `sse` (the legacy HTTP+SSE
+    transport; yields its /sse URL) or `http` (streamable HTTP; its /mcp URL)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(RICH_SERVER), mode, str(port)],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_listening(port, proc)
+        yield f"http://127.0.0.1:{port}/{'sse' if mode == 'sse' else 'mcp'}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def rich_stdio() -> StdioTransport:
+    return StdioTransport([sys.executable, str(RICH_SERVER), "stdio"], env=child_env())

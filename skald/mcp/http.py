@@ -24,6 +24,8 @@ Traps:
   errors (nobody listening) disconnect, on the GET stream too: its reconnection finding
   nobody is how a server that died while idle is noticed.
 - Headers (they may hold credentials) never go into an error message.
+- A 4xx (not 401/403) on the first POST falls back to the legacy HTTP+SSE transport on
+  the same URL (`skald/mcp/sse.py`); from then on every message goes that way.
 """
 
 from __future__ import annotations
@@ -39,7 +41,14 @@ from httpx_sse import EventSource, ServerSentEvent
 
 from skald.mcp.errors import TransportClosed
 from skald.mcp.oauth import OAuthError
-from skald.mcp.transport import MAX_MESSAGE_BYTES, Origin, Transport, decode_message
+from skald.mcp.sse import LegacyStream, falls_back
+from skald.mcp.transport import (
+    MAX_MESSAGE_BYTES,
+    UNKNOWN_ORIGIN,
+    Origin,
+    Transport,
+    decode_message,
+)
 from skald.mcp.wire import INTERNAL_ERROR, RpcError, RpcMessage
 
 log = logging.getLogger(__name__)
@@ -80,6 +89,8 @@ class HttpTransport(Transport):
         self._protocol_version: str | None = None
         self._closed = False
         self._dead: TransportClosed | None = None
+        # Set when the server turned out to speak the legacy HTTP+SSE transport.
+        self.legacy: LegacyStream | None = None
 
     # -- Transport ------------------------------------------------------------------------
 
@@ -93,7 +104,12 @@ class HttpTransport(Transport):
         if self._closed:
             raise TransportClosed("the transport is closed")
         body = msgspec.json.encode(message)
-        if message.is_request:
+        if self.legacy is not None:
+            answer_to = message.id if message.is_request else None
+            await self._legacy_post(
+                None if isinstance(answer_to, msgspec.UnsetType) else answer_to, body
+            )
+        elif message.is_request:
             assert not isinstance(message.id, msgspec.UnsetType)
             # The answer may take as long as the tool runs: read it in a task of its own.
             request_id: int | str = message.id
@@ -118,6 +134,8 @@ class HttpTransport(Transport):
 
     async def initialized(self, protocol_version: str) -> None:
         self._protocol_version = protocol_version
+        if self.legacy is not None:
+            return  # its one stream is open already
         established = asyncio.Event()
         task = self._spawn(self._get_stream(established))
         # Bounded: a server slow to open the stream must not stall the handshake.
@@ -141,6 +159,8 @@ class HttpTransport(Transport):
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
+        if self.legacy is not None:
+            await self.legacy.close()  # ending the stream ends the session
         if self.session_id is not None:
             # Politeness: a server that does not know DELETE answers 405; no matter.
             with contextlib.suppress(httpx.HTTPError):
@@ -202,29 +222,8 @@ class HttpTransport(Transport):
             self._die("the server ended the session (HTTP 404)")
 
     async def _post_request(self, request_id: int | str, body: bytes, initialize: bool) -> None:
-        headers = {**self._headers(f"{_JSON}, {_SSE}"), "content-type": _JSON}
         try:
-            async with self._http.stream(
-                "POST", self.url, content=body, headers=headers, auth=self._auth_arg()
-            ) as response:
-                if initialize and response.headers.get("mcp-session-id"):
-                    self.session_id = response.headers["mcp-session-id"]
-                if response.status_code == 404 and self.session_id is not None and not initialize:
-                    # The server did not run it: the caller may send it on a new session.
-                    self._die("the server ended the session (HTTP 404)", not_run=request_id)
-                    return
-                if not 200 <= response.status_code < 300:
-                    detail = (await _read_limited(response)).decode("utf-8", "replace")
-                    self._fail_request(request_id, _http_error(response.status_code, detail))
-                    return
-                ctype = response.headers.get("content-type", "").partition(";")[0].strip()
-                if ctype == _SSE:
-                    state = _StreamState()
-                    await self._read_events(response, state, request_id)
-                    if not state.answered:
-                        await self._resume(request_id, state)
-                    return
-                data = await _read_limited(response)
+            outcome = await self._exchange(request_id, body, initialize)
         except TransportClosed as exc:
             self._die(exc.reason)
             return
@@ -238,14 +237,89 @@ class HttpTransport(Transport):
             log.exception("mcp http request failed")
             self._die(f"client error: {type(exc).__name__}")
             return
-        if not data.strip():
+        if isinstance(outcome, _Refused):
+            await self._fall_back(request_id, body, outcome.error)
+            return
+        if outcome is None:
+            return
+        if not outcome.strip():
             self._fail_request(request_id, "the server answered with an empty body")
             return
         try:
-            for message in _decode_body(data):
+            for message in _decode_body(outcome):
                 self._inbox.put_nowait((message, Origin(True, request_id)))
         except TransportClosed as exc:
             self._die(exc.reason)
+
+    async def _exchange(
+        self, request_id: int | str, body: bytes, initialize: bool
+    ) -> bytes | _Refused | None:
+        """POST one request: its JSON body, None when it was dealt with here (a stream
+        read into the inbox, an error answered), `_Refused` for the legacy fallback."""
+        headers = {**self._headers(f"{_JSON}, {_SSE}"), "content-type": _JSON}
+        async with self._http.stream(
+            "POST", self.url, content=body, headers=headers, auth=self._auth_arg()
+        ) as response:
+            if initialize and response.headers.get("mcp-session-id"):
+                self.session_id = response.headers["mcp-session-id"]
+            if response.status_code == 404 and self.session_id is not None and not initialize:
+                # The server did not run it: the caller may send it on a new session.
+                self._die("the server ended the session (HTTP 404)", not_run=request_id)
+                return None
+            if not 200 <= response.status_code < 300:
+                detail = (await _read_limited(response)).decode("utf-8", "replace")
+                error = _http_error(response.status_code, detail)
+                if initialize and falls_back(response.status_code):
+                    return _Refused(error)
+                self._fail_request(request_id, error)
+                return None
+            if _is_sse(response):
+                state = _StreamState()
+                await self._read_events(response, state, request_id)
+                if not state.answered:
+                    await self._resume(request_id, state)
+                return None
+            return await _read_limited(response)
+
+    async def _fall_back(self, request_id: int | str, body: bytes, error: str) -> None:
+        """The first POST met a 4xx: maybe a legacy HTTP+SSE server (spec: backwards
+        compatibility). Open its stream; the initialize goes to its endpoint."""
+        legacy = LegacyStream(
+            self._http,
+            self.url,
+            dict(self.headers),
+            self._auth_arg(),
+            deliver=lambda message: self._inbox.put_nowait((message, UNKNOWN_ORIGIN)),
+            die=self._die,
+        )
+        try:
+            await legacy.open()
+        except TransportClosed as exc:
+            await legacy.close()
+            self._fail_request(
+                request_id, f"{error} (and not a legacy HTTP+SSE server: {exc.reason})"
+            )
+            return
+        self.legacy = legacy
+        await self._legacy_post(request_id, body)
+
+    async def _legacy_post(self, request_id: int | str | None, body: bytes) -> None:
+        """One message to the legacy endpoint; its answer (if any) comes on the stream."""
+        assert self.legacy is not None
+        try:
+            response = await self.legacy.post(body)
+        except httpx.HTTPError as exc:
+            self._die(self._network_reason(exc))
+            return
+        except OAuthError as exc:
+            self._die(f"sign-in failed: {exc}")
+            return
+        if 200 <= response.status_code < 300:
+            return
+        if response.status_code == 404:
+            self._die("the server ended the session (HTTP 404)")
+        elif request_id is not None:
+            self._fail_request(request_id, _http_error(response.status_code, response.text))
 
     async def _read_events(
         self, response: httpx.Response, state: _StreamState, request_id: int | str | None
@@ -335,6 +409,16 @@ class HttpTransport(Transport):
             if failures >= MAX_RESUMPTIONS:
                 return
             await asyncio.sleep(state.retry_ms / 1000)
+
+
+class _Refused:
+    """The first POST's 4xx that sends us to the legacy transport (its text, in case
+    that fails too)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
 
 
 class _StreamState:
