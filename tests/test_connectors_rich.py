@@ -8,20 +8,32 @@ SSE transport or streamable HTTP on 127.0.0.1, so a `personal` connector needs n
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import re
+import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from conftest import Client
 from connector_support import simple_feed
+from fake_llm import Call, FakeLLM, check_openai
 from mcp_support import rich_http
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
+from skald.agent.history import tool_result_message
+from skald.approvals.rules import Rule
 from skald.connectors import service
+from skald.connectors.content import SAVE_ABOVE
 from skald.connectors.supervisor import Instance
+from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.llm.openai_compat import wire_messages
+from skald.llm.types import ImagePart, Message, TextPart, ToolCall
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -81,3 +93,122 @@ async def test_a_legacy_sse_server_lists_and_calls_tools_through_a_connector(
             {"text": "ciao"}, ctx()
         )
         assert not result.is_error and result.content == "ciao"
+
+
+async def _models(runtime: Runtime, fake: FakeLLM, api: str, capabilities: list[str]) -> None:
+    if api == "openai":
+        provider = await runtime.llm.add_provider(
+            "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
+        )
+    else:
+        provider = await runtime.llm.add_provider(
+            "Fake", "anthropic", fake.base_url_anthropic, "sk-ant-test"
+        )
+    await runtime.llm.add_model(provider.id, "m", "m", "average", capabilities, 1, True)
+
+
+def _pictures(api: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (media type, base64) of every picture the request carries after a tool call,
+    in the provider's own shape."""
+    found = []
+    for m in body["messages"]:
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if api == "openai" and part.get("type") == "image_url":
+                head, _, data = part["image_url"]["url"].partition(";base64,")
+                found.append((head.removeprefix("data:"), data))
+            if api == "anthropic" and part.get("type") == "tool_result":
+                for block in part.get("content") or []:
+                    if isinstance(block, dict) and block.get("type") == "image":
+                        found.append((block["source"]["media_type"], block["source"]["data"]))
+    return found
+
+
+async def _turn(runtime: Runtime, owner: str, fake: FakeLLM, size: str) -> tuple[str, str]:
+    await runtime.core.registry.save_rule(
+        Rule(0, "default", "@mcp:notes", None, "allow", 5, "notes"), create=True
+    )
+    svc = runtime.conversations
+    conversation = await svc.create(owner)
+    fake.script("m", [[Call("mcp__notes__picture", {"size": size})], "A grey square."])
+    sent = await svc.send(owner, conversation.id, "draw me something")
+    assert isinstance(sent, Sent)
+    reply = await svc.wait(owner, sent)
+    assert reply.reply == "A grey square.", reply
+    return conversation.id, reply.reply
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+async def test_a_tools_png_reaches_a_vision_model_as_an_image_part(
+    api: str,
+    runtime: Runtime,
+    make_client: MakeClient,
+    household: dict[str, str],
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+) -> None:
+    with rich_http("http") as url:
+        ada = await make_client()
+        await ada.login("ada")
+        await switch_on(runtime, ada, tmp_path, url)
+        await running(runtime, household["ada"], "notes")
+        await _models(runtime, fake_llm, api, ["tools", "vision"])
+        await _turn(runtime, household["ada"], fake_llm, "small")
+    first, second = fake_llm.bodies(api)  # type: ignore[arg-type]
+    assert _pictures(api, first) == []
+    [(mime, data)] = _pictures(api, second)
+    assert mime == "image/png"
+    picture = base64.b64decode(data)  # the server's 2x2 PNG, as it sent it
+    assert picture.startswith(b"\x89PNG\r\n\x1a\n")
+    assert struct.unpack(">II", picture[16:24]) == (2, 2)
+    assert "[image image/png, " in json.dumps(second) and "shown to you" in json.dumps(second)
+
+
+async def test_a_model_that_cannot_see_gets_a_note_and_a_large_picture_is_saved(
+    runtime: Runtime,
+    make_client: MakeClient,
+    household: dict[str, str],
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+) -> None:
+    with rich_http("http") as url:
+        ada = await make_client()
+        await ada.login("ada")
+        await switch_on(runtime, ada, tmp_path, url)
+        await running(runtime, household["ada"], "notes")
+        await _models(runtime, fake_llm, "openai", ["tools"])
+        conversation_id, _ = await _turn(runtime, household["ada"], fake_llm, "large")
+    second = fake_llm.bodies("openai")[1]
+    assert _pictures("openai", second) == []
+    [result] = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    assert "cannot see pictures" in result
+    # Large: saved in ada's uploads of the conversation, and the text names the file.
+    path = re.search(r"saved as (uploads/\S+\.png)", result)
+    assert path is not None and path[1].startswith(f"uploads/{conversation_id}/notes-")
+    mine = runtime.user_runtimes[household["ada"]]
+    saved = mine.router.physical(path[1]).path.read_bytes()
+    assert saved.startswith(b"\x89PNG") and len(saved) > SAVE_ABOVE
+
+
+def test_pictures_of_a_batch_of_tool_results_follow_the_whole_batch_on_openai() -> None:
+    """OpenAI takes no picture in a tool message, nor a user message between two tool
+    messages of one batch: the pictures follow the batch (the fake checks as the API)."""
+    picture = ImagePart(media_type="image/png", data_b64=base64.b64encode(b"x" * 8).decode())
+    messages = [
+        Message(role="user", content=[TextPart("two things")]),
+        Message(
+            role="assistant",
+            tool_calls=[
+                ToolCall(id="a", name="t", arguments={}),
+                ToolCall(id="b", name="t", arguments={}),
+            ],
+        ),
+        tool_result_message("a", "one", is_error=False, images=[picture]),
+        tool_result_message("b", "two", is_error=False),
+    ]
+    wire = wire_messages(messages)
+    assert [m["role"] for m in wire] == ["user", "assistant", "tool", "tool", "user"]
+    assert check_openai({"model": "m", "messages": wire}) is None
+    assert wire[-1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")

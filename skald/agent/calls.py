@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import msgspec
+
 from skald.agent.approval import (
     Allow,
     ApprovalGate,
@@ -221,7 +223,9 @@ class CallRunner:
     async def settle(self, call: ToolCall, outcome: Outcome) -> None:
         """Persist the one result of `call`, then tell the clients."""
         result = outcome.result
-        message = tool_result_message(call.id, result.content, is_error=result.is_error)
+        message = tool_result_message(
+            call.id, result.content, is_error=result.is_error, images=result.images
+        )
         await self.history.append_result(message, outcome.state, result.metadata)
         self.outcomes[call.id] = outcome
         status = _FINAL_STATUS[outcome.state]
@@ -243,4 +247,4 @@ class CallRunner:
             return result
         cut = result.content[: self.max_result_chars]
         note = f"\n\n[output truncated: {len(result.content)} characters, the first {self.max_result_chars} shown]"
-        return ToolResult(content=cut + note, is_error=result.is_error, metadata=result.metadata)
+        return msgspec.structs.replace(result, content=cut + note)

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from skald.llm.types import Message, TextPart, ToolCall
+from skald.llm.types import ImagePart, Message, TextPart, ToolCall
 
 
 class CallState(StrEnum):
@@ -274,8 +274,12 @@ def _placeholder(call_id: str) -> Message:
     )
 
 
-def tool_result_message(call_id: str, text: str, *, is_error: bool) -> Message:
-    return Message(role="tool", content=[TextPart(text)], tool_call_id=call_id, is_error=is_error)
+def tool_result_message(
+    call_id: str, text: str, *, is_error: bool, images: Iterable[ImagePart] = ()
+) -> Message:
+    return Message(
+        role="tool", content=[TextPart(text), *images], tool_call_id=call_id, is_error=is_error
+    )
 
 
 def call_ids(messages: Iterable[Message]) -> set[str]:

@@ -36,7 +36,7 @@ import msgspec
 
 from skald.agent.cancel import CancelScope
 from skald.agent.events import EventSink, ToolOutput, deliver
-from skald.llm.types import ToolSpec
+from skald.llm.types import ImagePart, ToolSpec
 
 ToolKind = Literal["read", "write", "exec", "other"]
 
@@ -79,6 +79,9 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     is_error: bool = False
     metadata: dict[str, Any] | None = None
+    # Pictures for the model (a connector's image result): they follow the text in the
+    # tool message; a model not marked `vision` gets a note instead (`model_select`).
+    images: tuple[ImagePart, ...] = ()
 
     @classmethod
     def error(cls, message: str) -> ToolResult:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
+from skald.connectors.content import render
 from skald.llm.types import ToolSpec
 from skald.mcp import McpError, SessionExpired, model_tool_name
 
@@ -72,8 +73,17 @@ async def _call(
         return ToolResult.error(inst.scrub(str(exc)))
     finally:
         inst.calls.remove(site)
-    text = inst.scrub(result.text())[:RESULT_CHARS]
-    return ToolResult(content=text or "(no output)", is_error=result.is_error)
+    shown = await render(
+        result,
+        server=inst.name,
+        member=member,
+        conversation_id=ctx.conversation_id,
+        call_id=ctx.call_id,
+    )
+    text = inst.scrub(shown.text)[:RESULT_CHARS]
+    return ToolResult(
+        content=text or "(no output)", is_error=result.is_error, images=tuple(shown.images)
+    )
 
 
 class ConnectorTool(Tool):

@@ -17,15 +17,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
+
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
 from skald.llm.tokens import completed
 from skald.llm.types import (
     Finished,
+    ImagePart,
+    Message,
     Request,
     Restart,
     StreamEvent,
     TextDelta,
+    TextPart,
     ToolCall,
     ToolCallReady,
     Usage,
@@ -191,14 +196,35 @@ def _with_model(request: Request, model: ModelRow) -> Request:
     """The request as this candidate gets it: its wire id, its own longest answer
     (`max_output_tokens`) when the catalogue knows it, else the caller's default, and no
     tools for a model not marked able to use them (a fallback in a turn that has them:
-    many local servers reject or garble a tools list the model cannot handle)."""
+    many local servers reject or garble a tools list the model cannot handle), and no
+    pictures in tool results for a model not marked `vision` (a note says so)."""
     return Request(
         model=model.model,
-        messages=request.messages,
+        messages=request.messages if "vision" in model.capabilities else _unseen(request.messages),
         tools=request.tools if "tools" in model.capabilities else [],
         max_tokens=model.max_output_tokens or request.max_tokens,
         temperature=request.temperature,
     )
+
+
+TOOL_PICTURE_NOT_SEEN = (
+    "[a picture the tool returned: not shown to you, the model in use cannot see pictures]"
+)
+
+
+def _unseen(messages: list[Message]) -> list[Message]:
+    """Tool results' pictures replaced by a note (a user's picture already chose a vision
+    model for the turn: `needs=("vision",)`)."""
+    out = []
+    for m in messages:
+        if m.role == "tool" and any(isinstance(p, ImagePart) for p in m.content):
+            parts = [
+                TextPart(TOOL_PICTURE_NOT_SEEN) if isinstance(p, ImagePart) else p
+                for p in m.content
+            ]
+            m = msgspec.structs.replace(m, content=parts)
+        out.append(m)
+    return out
 
 
 # Of a model's context window, what the prompt may fill before compaction: the rest is

@@ -19,6 +19,7 @@ import msgspec
 from skald.llm.errors import LlmError, error_for_status
 from skald.llm.types import (
     Finished,
+    ImagePart,
     Message,
     Request,
     StreamEvent,
@@ -163,10 +164,19 @@ def _tool_id(raw: str | None) -> str:
     return _BAD_ID_CHARS.sub("_", raw or "") or "toolu_unknown"
 
 
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": part.media_type, "data": part.data_b64}
+    return {"type": "image", "source": source}
+
+
 def _blocks(m: Message) -> list[dict[str, Any]]:
     if m.role == "tool":
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(m.tool_call_id)}
-        if m.text:
+        images = [p for p in m.content if isinstance(p, ImagePart)]
+        if images:  # a tool result may hold image blocks after its text
+            text = [{"type": "text", "text": m.text}] if m.text.strip() else []
+            result["content"] = text + [_image_block(p) for p in images]
+        elif m.text:
             result["content"] = m.text
         if m.is_error:
             result["is_error"] = True
@@ -177,8 +187,7 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
             if part.text.strip():  # empty or blank text blocks are refused
                 blocks.append({"type": "text", "text": part.text})
         else:
-            source = {"type": "base64", "media_type": part.media_type, "data": part.data_b64}
-            blocks.append({"type": "image", "source": source})
+            blocks.append(_image_block(part))
     if m.role == "assistant":
         blocks.extend(
             {"type": "tool_use", "id": _tool_id(c.id), "name": c.name, "input": c.arguments}

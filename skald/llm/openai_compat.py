@@ -162,7 +162,13 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     # (llama.cpp, vLLM) refuse a system message anywhere else.
     system = "\n\n".join(m.text for m in messages if m.role == "system" and m.text)
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    # Pictures a tool returned: this format takes only text in a tool message, so they
+    # follow the batch of tool messages as one user message (none may come in between).
+    pictures: list[TextPart | ImagePart] = []
     for m in messages:
+        if m.role != "tool" and pictures:
+            out.append({"role": "user", "content": _user_content(pictures)})
+            pictures = []
         if m.role == "user":
             out.append({"role": "user", "content": _user_content(m.content)})
         elif m.role == "assistant":
@@ -187,6 +193,12 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
             # This format has no error flag on a tool result; say it in the text.
             text = f"ERROR: {m.text}" if m.is_error else m.text
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": text})
+            images = [p for p in m.content if isinstance(p, ImagePart)]
+            if images:
+                note = f"The pictures the tool call {m.tool_call_id} returned:"
+                pictures += [TextPart(note), *images]
+    if pictures:
+        out.append({"role": "user", "content": _user_content(pictures)})
     return out
 
 

@@ -10,8 +10,8 @@ Usage: python tests/mcp_servers/rich_server.py MODE [PORT]
   stream whose first event (`endpoint`) names where to POST (/messages/?session_id=...);
   a POST to /sse is refused with 405, as such servers do.
 
-Tools: `echo` (text), `picture` (a PNG: `size` "small" is 2x2, "large" is 256x256
-noise, ~200 KB), `note` (sets note://shopping and tells subscribers). Resources:
+Tools: `echo` (text), `picture` (a PNG: `size` "small" is 2x2, "large" is 400x400
+noise, ~160 KB), `note` (sets note://shopping and tells subscribers). Resources:
 note://shopping (text), file:///logo.png (a PNG blob); template note://{name}; prompt
 `greet` (argument `name`).
 """
@@ -75,7 +75,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if params.name == "echo":
         return _text(str(args.get("text", "")))
     if params.name == "picture":
-        data = png(2) if args.get("size", "small") == "small" else png(256, noise=True)
+        data = png(2) if args.get("size", "small") == "small" else png(400, noise=True)
         encoded = base64.b64encode(data).decode()
         return types.CallToolResult(
             content=[
