@@ -69,11 +69,13 @@ from skald.mcp.wire import (
     ElicitationCompleteParams,
     ElicitRequestParams,
     ElicitResult,
+    GetPromptResult,
     Implementation,
     InitializeParams,
     InitializeResult,
     ListPromptsResult,
     ListResourcesResult,
+    ListResourceTemplatesResult,
     ListRootsResult,
     ListToolsResult,
     LoggingMessageParams,
@@ -83,6 +85,8 @@ from skald.mcp.wire import (
     ReadResourceResult,
     RequestId,
     Resource,
+    ResourceTemplate,
+    ResourceUpdatedParams,
     Root,
     RpcError,
     RpcMessage,
@@ -145,6 +149,7 @@ class Handlers:
     - `roots() -> list[Root]`: the roots offered; None answers an empty list.
     - `on_tools_changed()`: after `notifications/tools/list_changed` (refetch with
       `list_tools`); `on_resources_changed`/`on_prompts_changed` likewise.
+    - `on_resource_updated(uri)`: a resource we subscribed to changed (read it again).
     - `on_log(record)`: each log notification (also kept in `McpSession.logs`).
     - `on_elicitation_complete(elicitation_id)`: a URL elicitation finished server-side.
     Callbacks may be plain functions or coroutine functions.
@@ -155,6 +160,7 @@ class Handlers:
     on_tools_changed: Callable[[], Any] | None = None
     on_resources_changed: Callable[[], Any] | None = None
     on_prompts_changed: Callable[[], Any] | None = None
+    on_resource_updated: Callable[[str], Any] | None = None
     on_log: Callable[[LogRecord], Any] | None = None
     on_elicitation_complete: Callable[[str], Any] | None = None
 
@@ -459,7 +465,9 @@ class McpSession:
         limits)."""
         return await self._list_all("tools/list", ListToolsResult, "tools", "tools")
 
-    async def _list_all(self, method: str, kind: type[Any], key: str, noun: str) -> list[Any]:
+    async def _list_all(
+        self, method: str, kind: type[Any], key: str, noun: str, wire_key: str | None = None
+    ) -> list[Any]:
         """Every page of a list, counted and measured page by page, before a page joins
         what is kept: a server cannot make us hold more than `Limits` of it."""
         items: list[Any] = []
@@ -468,7 +476,7 @@ class McpSession:
         for _ in range(MAX_PAGES):
             params = {"cursor": cursor} if cursor is not None else None
             raw = await self._request(method, params, timeout=self.timeouts.request)
-            listed = raw.get(key)
+            listed = raw.get(wire_key or key)  # the JSON's name (camelCase) is counted
             if isinstance(listed, list):
                 size += len(msgspec.json.encode(listed))
                 self._check_list(method, noun, len(items) + len(listed), size)
@@ -517,12 +525,41 @@ class McpSession:
     async def list_resources(self) -> list[Resource]:
         return await self._list_all("resources/list", ListResourcesResult, "resources", "resources")
 
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        return await self._list_all(
+            "resources/templates/list",
+            ListResourceTemplatesResult,
+            "resource_templates",
+            "resource templates",
+            wire_key="resourceTemplates",
+        )
+
     async def read_resource(self, uri: str) -> ReadResourceResult:
         raw = await self._request("resources/read", {"uri": uri}, timeout=self.timeouts.request)
         return await self._decode(raw, ReadResourceResult, "resources/read")
 
+    @property
+    def can_subscribe(self) -> bool:
+        """Whether the server announced `resources.subscribe`."""
+        caps = self.server_capabilities.resources
+        return isinstance(caps, dict) and caps.get("subscribe") is True
+
+    async def subscribe(self, uri: str) -> None:
+        """`notifications/resources/updated` for `uri` then reach `on_resource_updated`."""
+        await self._request("resources/subscribe", {"uri": uri}, timeout=self.timeouts.request)
+
+    async def unsubscribe(self, uri: str) -> None:
+        await self._request("resources/unsubscribe", {"uri": uri}, timeout=self.timeouts.request)
+
     async def list_prompts(self) -> list[Prompt]:
         return await self._list_all("prompts/list", ListPromptsResult, "prompts", "prompts")
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None = None
+    ) -> GetPromptResult:
+        params = {"name": name, "arguments": arguments or {}}
+        raw = await self._request("prompts/get", params, timeout=self.timeouts.request)
+        return await self._decode(raw, GetPromptResult, "prompts/get")
 
     async def set_log_level(self, level: LogLevel) -> None:
         """Ask the server to send log notifications from `level` up."""
@@ -605,11 +642,15 @@ class McpSession:
             elif method == "notifications/prompts/list_changed":
                 if self.handlers.on_prompts_changed is not None:
                     self._call(self.handlers.on_prompts_changed)
+            elif method == "notifications/resources/updated":
+                updated = msgspec.convert(params, ResourceUpdatedParams)
+                if self.handlers.on_resource_updated is not None:
+                    self._call(self.handlers.on_resource_updated, updated.uri)
             elif method == "notifications/elicitation/complete":
                 done = msgspec.convert(params, ElicitationCompleteParams)
                 if self.handlers.on_elicitation_complete is not None:
                     self._call(self.handlers.on_elicitation_complete, done.elicitation_id)
-            # Anything else (resources/updated, a newer revision's news) is ignored.
+            # Anything else (a newer revision's news) is ignored.
         except msgspec.ValidationError as exc:
             log.warning("mcp %s: malformed %s notification: %s", self.name, method, exc)
         except Exception:

@@ -221,8 +221,25 @@ class ListResourcesResult(_Wire):
     next_cursor: str | UnsetType = UNSET
 
 
+class ResourceTemplate(_Wire):
+    uri_template: str
+    name: str = ""
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    mime_type: str | UnsetType = UNSET
+
+
+class ListResourceTemplatesResult(_Wire):
+    resource_templates: list[ResourceTemplate]
+    next_cursor: str | UnsetType = UNSET
+
+
 class ReadResourceResult(_Wire):
     contents: list[ResourceContents]
+
+
+class ResourceUpdatedParams(_Wire):
+    uri: str
 
 
 class PromptArgument(_Wire):
@@ -242,6 +259,16 @@ class Prompt(_Wire):
 class ListPromptsResult(_Wire):
     prompts: list[Prompt]
     next_cursor: str | UnsetType = UNSET
+
+
+class PromptMessage(_Wire):
+    role: Literal["user", "assistant"]
+    content: ContentBlock
+
+
+class GetPromptResult(_Wire):
+    messages: list[PromptMessage]
+    description: str | UnsetType = UNSET
 
 
 # -- notifications ---------------------------------------------------------------------------
