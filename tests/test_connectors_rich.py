@@ -26,10 +26,12 @@ from mcp_support import rich_http
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
 from skald.agent.history import tool_result_message
+from skald.agent.tools import judged_name
 from skald.approvals.rules import Rule
 from skald.connectors import service
 from skald.connectors.content import SAVE_ABOVE
 from skald.connectors.supervisor import Instance
+from skald.connectors.tools import tools_for
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 from skald.llm.openai_compat import wire_messages
@@ -212,3 +214,127 @@ def test_pictures_of_a_batch_of_tool_results_follow_the_whole_batch_on_openai() 
     assert [m["role"] for m in wire] == ["user", "assistant", "tool", "tool", "user"]
     assert check_openai({"model": "m", "messages": wire}) is None
     assert wire[-1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def _tool_texts(fake: FakeLLM) -> list[str]:
+    return [
+        m.get("content") or ""
+        for body in fake.bodies("openai")
+        for m in body["messages"]
+        if m.get("role") == "tool"
+    ]
+
+
+async def test_the_model_reads_a_resource_through_a_tool_and_the_page_lists_them(
+    runtime: Runtime,
+    make_client: MakeClient,
+    household: dict[str, str],
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+) -> None:
+    with rich_http("sse") as url:
+        ada = await make_client()
+        await ada.login("ada")
+        await switch_on(runtime, ada, tmp_path, url)
+        inst = await running(runtime, household["ada"], "notes")
+        await _models(runtime, fake_llm, "openai", ["tools", "vision"])
+        # Reads of this server's resources (and listings) are allowed without asking.
+        for pattern in ("mcp__notes__read_resource", "connector_resources"):
+            await runtime.core.registry.save_rule(
+                Rule(0, "default", pattern, None, "allow", 5, "notes"), create=True
+            )
+        svc = runtime.conversations
+        owner = household["ada"]
+        conversation = await svc.create(owner)
+        fake_llm.script(
+            "m",
+            [
+                [Call("connector_resources", {"connector": "notes"})],
+                [Call("connector_read_resource", {"connector": "notes", "uri": "note://shopping"})],
+                "You need milk and eggs.",
+            ],
+        )
+        sent = await svc.send(owner, conversation.id, "what is on my shopping list?")
+        assert isinstance(sent, Sent)
+        reply = await svc.wait(owner, sent)
+        assert reply.reply == "You need milk and eggs.", (reply, _tool_texts(fake_llm))
+        listing, read = _tool_texts(fake_llm)[-2:]
+        assert "note://shopping: shopping - Shopping list (text/plain)" in listing
+        assert "note://{name}" in listing
+        assert read == "milk, eggs"
+        prompt = fake_llm.bodies("openai")[0]["messages"][0]["content"]
+        assert "[3 tools, 3 resources]" in prompt and "connector_read_resource" in prompt
+
+        # The page: resources, templates and prompts of the running instance.
+        page = (await ada.call("GET", "/api/connectors/notes")).json()
+        assert [r["uri"] for r in page["resources"]] == ["note://shopping", "file:///logo.png"]
+        assert page["resources"][0]["title"] == "Shopping list"
+        assert [t["uri"] for t in page["templates"]] == ["note://{name}"]
+        assert page["prompts"] == [
+            {
+                "name": "greet",
+                "title": "",
+                "description": "a greeting",
+                "arguments": [{"name": "name", "description": "who", "required": True}],
+            }
+        ]
+
+        # Subscribed where the server supports it: an update becomes an event.
+        result = await model_tool(runtime, owner, "mcp__notes__note").run({"text": "bread"}, ctx())
+        assert result.content == "noted"
+        for _ in range(100):
+            if any(e.kind == "resource" for e in inst.events):
+                break
+            await asyncio.sleep(0.05)
+        assert [e.text for e in inst.events if e.kind == "resource"] == ["updated: note://shopping"]
+        events = (await ada.call("GET", "/api/connectors/notes")).json()["events"]
+        assert {"kind": "resource", "text": "updated: note://shopping"}.items() <= events[
+            -1
+        ].items()
+
+
+async def test_a_prompt_is_filled_in_for_the_composer(
+    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+) -> None:
+    with rich_http("http") as url:
+        ada = await make_client()
+        await ada.login("ada")
+        await switch_on(runtime, ada, tmp_path, url)
+        await running(runtime, household["ada"], "notes")
+        r = await ada.call(
+            "POST", "/api/connectors/notes/prompts/greet", json={"arguments": {"name": "Ada"}}
+        )
+        assert r.status_code == 200, r.text
+        assert r.json() == {"text": "Say hello to Ada in Italian."}
+        r = await ada.call("POST", "/api/connectors/notes/prompts/nothing", json={})
+        assert r.status_code == 404
+        r = await ada.call("POST", "/api/connectors/notes/prompts/greet", json={"arguments": 3})
+        assert r.status_code == 400
+        # Another member who has not switched it on has no instance to ask.
+        bo = await make_client()
+        await bo.login("mum")
+        r = await bo.call("POST", "/api/connectors/notes/prompts/greet", json={})
+        assert r.status_code == 409
+
+
+async def test_resource_reads_are_judged_per_connector_in_both_tool_shapes(
+    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+) -> None:
+    """The approval facts see the real server behind the generic pair (issue 23 item 1
+    stays closed): `mcp__<server>__read_resource` and `@mcp:<server>`."""
+    with rich_http("http") as url:
+        ada = await make_client()
+        await ada.login("ada")
+        await switch_on(runtime, ada, tmp_path, url)
+        inst = await running(runtime, household["ada"], "notes")
+        mine = runtime.user_runtimes[household["ada"]]
+        for above in (3, 0):  # direct tools, then the catalogue
+            tools = {t.name: t for t in tools_for({"notes": inst}, mine, catalogue_above=above)}
+            read = tools["connector_read_resource"]
+            touches = read.touches({"connector": "notes", "uri": "note://shopping"})
+            assert judged_name(read.name, touches) == "mcp__notes__read_resource"
+            assert touches.categories == frozenset({"@mcp:notes"})
+            other = read.touches({"connector": "tz", "uri": "x"})
+            assert other.categories == frozenset({"@mcp:tz"}) and other.acts_as is None
+            listing = tools["connector_resources"].touches({"connector": "notes"})
+            assert listing.categories == frozenset({"@mcp:notes"})

@@ -24,10 +24,12 @@ from skald.api.security import principal_of
 from skald.connectors import oauth
 from skald.connectors.feed import Localized, Manifest, OAuthSpec, secret_names
 from skald.connectors.household_box import reach
+from skald.connectors.resources import Catalog, prompt_text
 from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.connectors.store import Connector
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.mcp import McpError, Prompt, Resource, ResourceTemplate
 from skald.mcp.wire import CallToolResult, ImageContent, TextContent
 
 USE = [requires(CONNECTORS_USE)]
@@ -37,6 +39,38 @@ ADMIN = [requires(ADMIN_CONNECTORS)]
 class ToolOut(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     description: str
+
+
+class ResourceOut(msgspec.Struct, frozen=True, kw_only=True):
+    uri: str  # a URI template for a template
+    name: str
+    title: str = ""
+    description: str = ""
+    mime_type: str = ""
+
+
+class PromptArgOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str = ""
+    required: bool = False
+
+
+class PromptOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    title: str = ""
+    description: str = ""
+    arguments: list[PromptArgOut] = msgspec.field(default_factory=list)
+
+
+class PromptIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    arguments: dict[
+        Annotated[str, msgspec.Meta(min_length=1, max_length=100)],
+        Annotated[str, msgspec.Meta(max_length=4000)],
+    ] = msgspec.field(default_factory=dict)
+
+
+class PromptTextOut(msgspec.Struct, frozen=True, kw_only=True):
+    text: str  # for the chat composer
 
 
 class EventOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,6 +100,10 @@ class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
     # The instance's recent events (its log notifications, restarts, errors): the
     # member's own instance; a household one's only for administrators.
     events: list[EventOut] = msgspec.field(default_factory=list)
+    # What the running instance offers besides tools (issue 23 item 4).
+    resources: list[ResourceOut] = msgspec.field(default_factory=list)
+    templates: list[ResourceOut] = msgspec.field(default_factory=list)
+    prompts: list[PromptOut] = msgspec.field(default_factory=list)
 
 
 class SecretsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -120,12 +158,15 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
     needed = _needed_secrets(row) | ({oauth.ACCESS} if row.auth == "oauth2" else set())
     sup = c.supervisor
     state, tools, events = ("stopped", [], [])
+    catalog = Catalog()
     if sup is not None:
         state, listed = sup.state_of(user.id, row)
         tools = [ToolOut(name=t.name, description=t.description) for t in listed]
         inst = sup.instance_for(user.id, row)
         if inst is not None and (inst.owner == user.id or admin):
             events = [EventOut(at=e.at, kind=e.kind, text=e.text) for e in list(inst.events)[-50:]]
+        if inst is not None:
+            catalog = inst.catalog
     return ConnectorOut(
         name=row.name,
         display_name=row.display_name,
@@ -150,6 +191,35 @@ async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> Conne
         last_error=row.last_error if admin else None,
         last_stderr=row.last_stderr if admin else None,
         events=events,
+        resources=[_resource_out(r.uri, r) for r in catalog.resources],
+        templates=[_resource_out(t.uri_template, t) for t in catalog.templates],
+        prompts=[_prompt_out(p) for p in catalog.prompts],
+    )
+
+
+def _text(value: object, limit: int = 500) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _resource_out(uri: str, r: Resource | ResourceTemplate) -> ResourceOut:
+    return ResourceOut(
+        uri=uri[:2000],
+        name=r.name[:200],
+        title=_text(r.title, 200),
+        description=_text(r.description),
+        mime_type=_text(r.mime_type, 100),
+    )
+
+
+def _prompt_out(p: Prompt) -> PromptOut:
+    return PromptOut(
+        name=p.name[:200],
+        title=_text(p.title, 200),
+        description=_text(p.description),
+        arguments=[
+            PromptArgOut(name=a.name[:100], description=_text(a.description), required=a.required)
+            for a in p.arguments
+        ],
     )
 
 
@@ -344,6 +414,35 @@ async def device_logout(
     name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
 ) -> DeviceStatusOut:
     return await _device(rt, request, name, "logout")
+
+
+@post(
+    "/api/connectors/{name:str}/prompts/{prompt:str}",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404, 409),
+)
+async def get_prompt(
+    name: FromPath[str],
+    prompt: FromPath[str],
+    data: JSONBody[PromptIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> PromptTextOut:
+    """One of the connector's prompts, filled in, as text for the member's composer."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    inst = None if c.supervisor is None else c.supervisor.instance_for(p.user.id, row)
+    if inst is None or inst.session is None or inst.state != "running":
+        raise ConflictError(f"switch {name} on first" if inst is None else inst.unavailable())
+    if prompt not in {x.name for x in inst.catalog.prompts}:
+        raise NotFoundError(f"{name} has no prompt {prompt[:100]!r}")
+    try:
+        got = await inst.session.get_prompt(prompt, dict(data.arguments))
+    except McpError as exc:
+        raise InvalidInputError(inst.scrub(str(exc))[:500]) from exc
+    return PromptTextOut(text=inst.scrub(prompt_text(got.messages))[:20_000])
 
 
 # -- OAuth 2 sign-in (PKCE) -------------------------------------------------------------
@@ -562,4 +661,5 @@ ROUTES = [
     oauth_code,
     login_status,
     device_logout,
+    get_prompt,
 ]

@@ -53,6 +53,7 @@ from skald.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, Househol
 from skald.connectors.install import deps_command
 from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.redact import redact
+from skald.connectors.resources import Catalog
 from skald.connectors.store import Connector
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.log import get_logger
@@ -140,6 +141,8 @@ class Instance:
         self.calls: list[CallSite] = []
         self.secrets: list[str] = []
         self.tools_version = 0
+        # Its resources, templates and prompts (`resources.py`), anew for each session.
+        self.catalog = Catalog()
         self.boxes: HouseholdBoxes | None = None  # set when it runs in a box of its own
         # Why the connector was refused (its tool list over the limits): a short text
         # for the model's prompt line; None while it is not.
@@ -153,7 +156,7 @@ class Instance:
     def retained_bytes(self) -> int:
         """What this instance keeps of its server's lists, as JSON bytes (the tool list
         and its schemas): the figure `/api/health` sums per member for administrators."""
-        return self.listed_bytes if self.tools else 0
+        return (self.listed_bytes if self.tools else 0) + self.catalog.listed_bytes
 
     def note(self, kind: str, text: str) -> None:
         self.events.append(Event(at=time.time(), kind=kind, text=self.scrub(text)[:2000]))
@@ -209,6 +212,8 @@ class Instance:
                 session = await connect(transport, name=self.name, handlers=self._handlers())
                 self.session = session
                 await self._refresh_tools()
+                self.catalog = Catalog()
+                await self.catalog.refresh(session, self.note)
                 self._moved("running")
                 self.note("state", "running")
                 self.ready.set()
@@ -281,8 +286,18 @@ class Instance:
         return Handlers(
             elicit=self._elicit,
             on_tools_changed=self._tools_changed,
+            on_resources_changed=self._catalog_changed,
+            on_prompts_changed=self._catalog_changed,
+            on_resource_updated=self._resource_updated,
             on_log=self._on_log,
         )
+
+    async def _catalog_changed(self) -> None:
+        if self.session is not None:
+            await self.catalog.refresh(self.session, self.note)
+
+    def _resource_updated(self, uri: str) -> None:
+        self.note("resource", f"updated: {uri}")
 
     async def _refresh_tools(self) -> None:
         assert self.session is not None

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.connectors.content import render
+from skald.connectors.resources import resource_tools
 from skald.llm.types import ToolSpec
 from skald.mcp import McpError, SessionExpired, model_tool_name
 
@@ -229,9 +230,10 @@ def member_instances(sup: Supervisor, user_id: str, names: set[str]) -> dict[str
 def tools_for(
     instances: dict[str, Instance], member: UserRuntime, catalogue_above: int
 ) -> list[Tool]:
+    # Resources: one generic pair in both shapes (judged per server: `resources.py`).
+    out: list[Tool] = resource_tools(instances, member)
     if len(instances) > catalogue_above:
-        return [ActivateTools(instances), ConnectorCall(instances, member)]
-    out: list[Tool] = []
+        return [ActivateTools(instances), ConnectorCall(instances, member), *out]
     for inst in instances.values():
         by_model_name = {name: tool for tool, name in offered(inst).items()}
         for spec in inst.specs:
@@ -253,7 +255,9 @@ def prompt_block(instances: dict[str, Instance], catalogue_above: int) -> str:
         state = "" if inst.state == "running" else f" ({inst.state})"
         if inst.refusal is not None:
             state = f" (refused: {inst.refusal.problem})"
-        lines.append(f"- {name}{state}: {about} [{len(inst.specs)} tools]")
+        readable = len(inst.catalog.resources) + len(inst.catalog.templates)
+        extra = f", {readable} resources" if readable else ""
+        lines.append(f"- {name}{state}: {about} [{len(inst.specs)} tools{extra}]")
     lines.append("")
     if catalogue:
         lines.append(
@@ -262,4 +266,9 @@ def prompt_block(instances: dict[str, Instance], catalogue_above: int) -> str:
         )
     else:
         lines.append("Their tools are named `mcp__<connector>__<tool>`.")
+    if any(inst.catalog.readable for inst in instances.values()):
+        lines.append(
+            "Those with resources: `connector_resources` lists them, "
+            "`connector_read_resource` reads one."
+        )
     return "\n".join(lines)
