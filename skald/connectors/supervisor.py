@@ -269,6 +269,7 @@ class Instance:
         self.ready.clear()
         self.refusal = exc
         self.tools, self.specs, self.listed_bytes = [], [], 0
+        self.catalog = Catalog()
         text = self.scrub(str(exc))
         self.last_error = text[:500]
         self.note("error", text)
