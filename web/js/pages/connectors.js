@@ -11,6 +11,8 @@ import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText, useAction } from '../components/form.js';
 import { getState } from '../store.js';
 import { Dialog } from '../components/dialog.js';
+import { drafts, getChat } from '../chat.js';
+import { navigate } from '../router.js';
 
 const enc = encodeURIComponent;
 
@@ -202,6 +204,60 @@ export function UserConnectorGrants({ user }) {
   </fieldset>`;
 }
 
+// What the server offers to read (the assistant reads them with
+// connector_read_resource): resources and URI templates.
+function Resources({ connector }) {
+  const all = [...(connector.resources || []), ...(connector.templates || [])];
+  if (all.length === 0) return null;
+  return html`<details class="tool__section" data-testid="connector-resources">
+    <summary>${t('connectors.resources', { count: all.length })}</summary>
+    <ul class="plain-list">${all.map((r) => html`<li data-testid="connector-resource" data-uri=${r.uri}>
+      <strong>${r.title || r.name}</strong> <code class="small">${r.uri}</code>
+      ${(r.description || r.mime_type) && html`<br /><span class="small muted">${[r.description, r.mime_type].filter(Boolean).join(' · ')}</span>`}</li>`)}</ul>
+  </details>`;
+}
+
+// A prompt of the server: filled in, it goes into the chat composer (the
+// member reads it and sends it, or not).
+function PromptItem({ connector, prompt }) {
+  const [run, busy, error] = useAction();
+  const [values, setValues] = useState({});
+  const use = (e) => {
+    e.preventDefault();
+    run(async () => {
+      const url = `api/connectors/${enc(connector.name)}/prompts/${enc(prompt.name)}`;
+      const filled = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== ''));
+      const got = await request('POST', url, { arguments: filled });
+      drafts.set(getChat().activeId || '', got.text);
+      navigate('/');
+    });
+  };
+  return html`<li data-testid="connector-prompt" data-prompt=${prompt.name}>
+    <form onSubmit=${use}>
+      <strong>${prompt.title || prompt.name}</strong>
+      ${prompt.description && html`<br /><span class="small muted">${prompt.description}</span>`}
+      ${prompt.arguments.map((a) => html`<label class="field">
+        <span class="field__label">${a.name}${a.required ? ' *' : ''}</span>
+        <input class="input" name=${a.name} required=${a.required} placeholder=${a.description}
+          data-testid="connector-prompt-arg" data-arg=${a.name}
+          value=${values[a.name] || ''} onInput=${(e) => setValues({ ...values, [a.name]: e.target.value })} />
+      </label>`)}
+      <button type="submit" class="btn btn--secondary" disabled=${busy} data-testid="connector-prompt-use">
+        ${t('connectors.prompt_use')}</button>
+      ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
+    </form>
+  </li>`;
+}
+
+function Prompts({ connector }) {
+  const prompts = connector.prompts || [];
+  if (prompts.length === 0) return null;
+  return html`<details class="tool__section" data-testid="connector-prompts">
+    <summary>${t('connectors.prompts', { count: prompts.length })}</summary>
+    <ul class="plain-list">${prompts.map((p) => html`<${PromptItem} key=${p.name} connector=${connector} prompt=${p} />`)}</ul>
+  </details>`;
+}
+
 function ConnectorCard({ connector, onChanged }) {
   const [run, busy, error] = useAction();
   const toggle = () => run(async () => {
@@ -233,6 +289,8 @@ function ConnectorCard({ connector, onChanged }) {
       <ul class="plain-list">${connector.tools.map((tool) => html`<li data-testid="connector-tool" data-tool=${tool.name}>
         <code>${tool.name}</code><br /><span class="small muted">${tool.description}</span></li>`)}</ul>
     </details>`}
+    <${Resources} connector=${connector} />
+    <${Prompts} connector=${connector} />
     ${connector.events && connector.events.length > 0 && html`<details class="tool__section" data-testid="connector-events">
       <summary>${t('connectors.events', { count: connector.events.length })}</summary>
       <ul class="plain-list small">${connector.events.slice().reverse().map((e) => html`<li data-kind=${e.kind}>
