@@ -6,9 +6,9 @@ within the client's list limits; the model reads them through one generic pair o
 offered in both tool shapes whenever a switched-on connector has any. A read is judged
 as `mcp__<server>__read_resource` with `@mcp:<server>` (`Touches.acts_as`), so rules,
 bypasses and "approve for this conversation" see the real server, never one grant for
-every connector. Where the server supports it, the listed resources are subscribed to
-(the first `SUBSCRIBE_MAX`), and each update becomes an instance event. Prompts are the
-member's: the page lists them and inserts one into the chat composer.
+every connector. Where the server supports it, a resource the model read is subscribed
+to (up to `SUBSCRIBE_MAX` per session), and its updates become instance events. Prompts
+are the member's: the page lists them and inserts one into the chat composer.
 
 Traps:
 - A server without templates (or prompts) may answer "method not found" although it
@@ -16,6 +16,9 @@ Traps:
 - Too long a list (`ListTooLarge`) drops that list with an event; the tools still work.
 - A resource's contents are the server's: pictures and blobs go through the same
   rendering as a tool's result (`content.render`), text is clipped.
+- Not every listed resource is subscribed: servers such as server-everything send an
+  update for each every few seconds, which would push every other event out. The
+  same update again within `UPDATE_QUIET_S` is not noted twice.
 - A server tool that is itself named `read_resource` is judged by the same name as a
   resource read of that server: one "for this conversation" covers both (same server).
 """
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
 
 SUBSCRIBE_MAX = 20
+UPDATE_QUIET_S = 60.0
 LISTED_IN_TOOL = 100  # resources named by `connector_resources`
 RESULT_CHARS = 50_000
 
@@ -49,6 +53,7 @@ class Catalog:
     templates: list[ResourceTemplate] = field(default_factory=list)
     prompts: list[Prompt] = field(default_factory=list)
     subscribed: set[str] = field(default_factory=set)
+    updates: dict[str, float] = field(default_factory=dict)  # uri -> when last noted
     listed_bytes: int = 0
 
     @property
@@ -62,7 +67,6 @@ class Catalog:
             self.templates = await _listed(
                 session.list_resource_templates, "resource templates", note
             )
-            await self._subscribe(session, note)
         if isinstance(caps.prompts, dict):
             self.prompts = await _listed(session.list_prompts, "prompts", note)
         self.listed_bytes = sum(
@@ -70,18 +74,24 @@ class Catalog:
             for m in ("resources/list", "resources/templates/list", "prompts/list")
         )
 
-    async def _subscribe(self, session: McpSession, note: Callable[[str, str], None]) -> None:
-        if not session.can_subscribe:
+    async def watch(self, session: McpSession, uri: str, note: Callable[[str, str], None]) -> None:
+        """Subscribe to a resource that was read, where the server supports it."""
+        if not session.can_subscribe or uri in self.subscribed:
             return
-        for resource in self.resources[:SUBSCRIBE_MAX]:
-            if resource.uri in self.subscribed:
-                continue
-            try:
-                await session.subscribe(resource.uri)
-            except McpError as exc:
-                note("error", f"cannot subscribe to {resource.uri}: {exc}")
-                return
-            self.subscribed.add(resource.uri)
+        if len(self.subscribed) >= SUBSCRIBE_MAX:
+            return
+        try:
+            await session.subscribe(uri)
+        except McpError as exc:
+            note("error", f"cannot subscribe to {uri}: {exc}")
+            return
+        self.subscribed.add(uri)
+
+    def updated(self, uri: str, now: float) -> bool:
+        """Whether an update of `uri` is worth an event (not the same one just now)."""
+        last = self.updates.get(uri)
+        self.updates[uri] = now
+        return last is None or now - last >= UPDATE_QUIET_S
 
 
 async def _listed(fetch: Callable[[], Any], noun: str, note: Callable[[str, str], None]) -> Any:
@@ -201,6 +211,7 @@ class ReadResource(Tool):
             read = await session.read_resource(str(args["uri"]))
         except McpError as exc:
             return ToolResult.error(inst.scrub(str(exc)))
+        await inst.catalog.watch(session, str(args["uri"]), inst.note)
         # The contents as embedded resources: one rendering for pictures and blobs.
         result = CallToolResult(content=[EmbeddedResource(resource=c) for c in read.contents])
         shown = await render(

@@ -298,7 +298,8 @@ class Instance:
             await self.catalog.refresh(self.session, self.note)
 
     def _resource_updated(self, uri: str) -> None:
-        self.note("resource", f"updated: {uri}")
+        if self.catalog.updated(uri, time.monotonic()):
+            self.note("resource", f"updated: {uri}")
 
     async def _refresh_tools(self) -> None:
         assert self.session is not None
