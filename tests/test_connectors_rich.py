@@ -337,3 +337,66 @@ async def test_resource_reads_are_judged_per_connector_in_both_tool_shapes(
             assert other.categories == frozenset({"@mcp:tz"}) and other.acts_as is None
             listing = tools["connector_resources"].touches({"connector": "notes"})
             assert listing.categories == frozenset({"@mcp:notes"})
+
+
+async def _read(
+    runtime: Runtime, fake: FakeLLM, owner: str, conversation: str, server: str, answer: str
+) -> str:
+    """The model reads note://shopping of `server`: "ran", or "asked" (then `answer`:
+    approve, or "conversation" for the rest of the conversation)."""
+    svc = runtime.conversations
+    call = Call("connector_read_resource", {"connector": server, "uri": "note://shopping"})
+    fake.script("m", [[call], "ok"])
+    sent = await svc.send(owner, conversation, f"read {server}")
+    assert isinstance(sent, Sent)
+    reply = await svc.wait(owner, sent)
+    if reply.status != "awaiting_approval":
+        await asyncio.wait_for(sent.done, 20)
+        assert _tool_texts(fake)[-1] == "milk, eggs"
+        return "ran"
+    mine = runtime.user_runtimes[owner]
+    pending: list[Any] = []
+    for _ in range(500):
+        pending = await mine.inbox.pending()
+        if pending:
+            break
+        await asyncio.sleep(0.02)
+    [item] = pending
+    # The Inbox names the server's read, never the generic tool.
+    assert item.tool == f"mcp__{server}__read_resource"
+    assert item.preview == f"{server} → read note://shopping"
+    await svc.decide(owner, item.id, True, "conversation" if answer == "conversation" else None)
+    await asyncio.wait_for(sent.done, 20)
+    return "asked"
+
+
+@pytest.mark.parametrize("above", [3, 0], ids=["direct", "catalogue"])
+async def test_approving_one_connectors_reads_for_the_conversation_approves_no_other(
+    above: int,
+    runtime: Runtime,
+    make_client: MakeClient,
+    household: dict[str, str],
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+) -> None:
+    with rich_http("sse") as first, rich_http("http") as second:
+        c = service.require(runtime.plugins)
+        c.config = msgspec.structs.replace(c.config, catalogue_above=above)
+        ada = await make_client()
+        await ada.login("ada")
+        await switch_on(runtime, ada, tmp_path / "a", first, "notes")
+        await switch_on(runtime, ada, tmp_path / "b", second, "memo")
+        owner = household["ada"]
+        await running(runtime, owner, "notes")
+        await running(runtime, owner, "memo")
+        await _models(runtime, fake_llm, "openai", ["tools"])
+        conversation = (await runtime.conversations.create(owner)).id
+        assert (
+            await _read(runtime, fake_llm, owner, conversation, "notes", "conversation") == "asked"
+        )
+        offered = {t["function"]["name"] for t in fake_llm.bodies("openai")[-1]["tools"]}
+        assert ("connector_call" in offered) is (above == 0)
+        assert await _read(runtime, fake_llm, owner, conversation, "notes", "") == "ran"
+        # Not another connector's reads, in the same conversation.
+        assert await _read(runtime, fake_llm, owner, conversation, "memo", "approve") == "asked"
+        assert await _read(runtime, fake_llm, owner, conversation, "memo", "") == "asked"
