@@ -400,3 +400,22 @@ async def test_approving_one_connectors_reads_for_the_conversation_approves_no_o
         # Not another connector's reads, in the same conversation.
         assert await _read(runtime, fake_llm, owner, conversation, "memo", "approve") == "asked"
         assert await _read(runtime, fake_llm, owner, conversation, "memo", "") == "asked"
+
+
+async def test_the_page_opens_a_listed_resource_and_nothing_else(
+    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+) -> None:
+    with rich_http("sse") as url:
+        ada = await make_client()
+        await ada.login("ada")
+        await switch_on(runtime, ada, tmp_path, url)
+        await running(runtime, household["ada"], "notes")
+        base = "/api/connectors/notes/resource?uri="
+        r = await ada.call("GET", base + "note://shopping")
+        assert r.status_code == 200, r.text
+        assert r.json()["text"] == "milk, eggs" and r.json()["image"] is None
+        logo = (await ada.call("GET", base + "file:///logo.png")).json()
+        assert logo["mime_type"] == "image/png" and logo["text"] is None
+        assert base64.b64decode(logo["image"]).startswith(b"\x89PNG")
+        # Only what the server listed (a template filled in is the model's business).
+        assert (await ada.call("GET", base + "note://other")).status_code == 404

@@ -1,7 +1,8 @@
 """A connector's resources and prompts on the Connectors page, in a real browser (Debian's
 Chromium through Playwright) at phone and desktop width, against a real `skald serve`
 and a legacy HTTP+SSE MCP server (tests/mcp_servers/rich_server.py): the card lists the
-resources and templates, and a prompt filled in lands in the chat composer.
+resources and templates and opens one (text, picture), and a prompt filled in lands
+in the chat composer.
 
 Launch flags, the skip rule, the console and CSP watching are those of `test_ui_e2e.py`.
 """
@@ -60,6 +61,15 @@ def test_the_card_lists_resources_and_a_prompt_goes_into_the_composer(
                 "Shopping list"
             )
             expect(resources.locator('[data-uri="note://{name}"]')).to_be_visible()
+            # A listed resource opens on the page: its text, and a picture as a picture.
+            shopping = resources.locator('[data-uri="note://shopping"]')
+            shopping.get_by_test_id("connector-resource-open").click()
+            expect(shopping.get_by_test_id("connector-resource-content")).to_have_text("milk, eggs")
+            logo = resources.locator('[data-uri="file:///logo.png"]')
+            logo.get_by_test_id("connector-resource-open").click()
+            image = logo.get_by_test_id("connector-resource-content").locator("img")
+            expect(image).to_be_visible()
+            assert image.evaluate("img => img.complete && img.naturalWidth") == 2
             prompts = card.get_by_test_id("connector-prompts")
             prompts.locator("summary").click()
             greet = prompts.locator('[data-prompt="greet"]')

@@ -10,6 +10,8 @@ name only.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated, Any
 
 import msgspec
@@ -29,6 +31,7 @@ from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connector
 from skald.connectors.store import Connector
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.files.mime import sniff
 from skald.mcp import McpError, Prompt, Resource, ResourceTemplate
 from skald.mcp.wire import CallToolResult, ImageContent, TextContent
 
@@ -67,6 +70,14 @@ class PromptIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         Annotated[str, msgspec.Meta(min_length=1, max_length=100)],
         Annotated[str, msgspec.Meta(max_length=4000)],
     ] = msgspec.field(default_factory=dict)
+
+
+class ResourceContentOut(msgspec.Struct, frozen=True, kw_only=True):
+    uri: str
+    mime_type: str
+    text: str | None = None  # text contents (clipped)
+    image: str | None = None  # a raster picture, base64 (the page shows a data: URL)
+    size: int = 0  # bytes of a blob shown neither way
 
 
 class PromptTextOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -433,9 +444,7 @@ async def get_prompt(
     c = _conn(rt)
     p = principal_of(request)
     row = await c.require_usable(p.user, p.role, name)
-    inst = None if c.supervisor is None else c.supervisor.instance_for(p.user.id, row)
-    if inst is None or inst.session is None or inst.state != "running":
-        raise ConflictError(f"switch {name} on first" if inst is None else inst.unavailable())
+    inst = _running_instance(c, p.user.id, row)
     if prompt not in {x.name for x in inst.catalog.prompts}:
         raise NotFoundError(f"{name} has no prompt {prompt[:100]!r}")
     try:
@@ -443,6 +452,54 @@ async def get_prompt(
     except McpError as exc:
         raise InvalidInputError(inst.scrub(str(exc))[:500]) from exc
     return PromptTextOut(text=inst.scrub(prompt_text(got.messages))[:20_000])
+
+
+def _sniff_base64(data: str) -> str:
+    try:
+        head = base64.b64decode(data[:88], validate=True)
+    except (binascii.Error, ValueError):
+        return "application/octet-stream"
+    return sniff(head)
+
+
+def _running_instance(c: Connectors, user_id: str, row: Connector) -> Any:
+    inst = None if c.supervisor is None else c.supervisor.instance_for(user_id, row)
+    if inst is None or inst.session is None or inst.state != "running":
+        raise ConflictError(f"switch {row.name} on first" if inst is None else inst.unavailable())
+    return inst
+
+
+@get("/api/connectors/{name:str}/resource", guards=USE, responses=errors(400, 404, 409))
+async def read_resource(
+    name: FromPath[str],
+    uri: Annotated[str, QueryParameter(max_length=2000)],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> ResourceContentOut:
+    """One listed resource of the connector, for the member to look at on the page."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    inst = _running_instance(c, p.user.id, row)
+    if uri not in {r.uri for r in inst.catalog.resources}:
+        raise NotFoundError(f"{name} lists no resource {uri[:200]!r}")
+    try:
+        read = await inst.session.read_resource(uri)
+    except McpError as exc:
+        raise InvalidInputError(inst.scrub(str(exc))[:500]) from exc
+    if not read.contents:
+        return ResourceContentOut(uri=uri, mime_type="text/plain", text="")
+    first = read.contents[0]
+    mime = first.mime_type if isinstance(first.mime_type, str) else "text/plain"
+    if isinstance(first.text, str):
+        return ResourceContentOut(uri=uri, mime_type=mime, text=inst.scrub(first.text)[:100_000])
+    blob = first.blob if isinstance(first.blob, str) else ""
+    # Only raster pictures (by their bytes, not the server's word) of a sane size: never
+    # SVG, which could carry script.
+    sniffed = _sniff_base64(blob)
+    if sniffed in _IMAGE_TYPES and len(blob) <= _IMAGE_MAX_CHARS:
+        return ResourceContentOut(uri=uri, mime_type=sniffed, image=blob)
+    return ResourceContentOut(uri=uri, mime_type=mime, size=len(blob) * 3 // 4)
 
 
 # -- OAuth 2 sign-in (PKCE) -------------------------------------------------------------
@@ -662,4 +719,5 @@ ROUTES = [
     login_status,
     device_logout,
     get_prompt,
+    read_resource,
 ]

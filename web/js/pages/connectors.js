@@ -207,13 +207,28 @@ export function UserConnectorGrants({ user }) {
 // What the server offers to read (the assistant reads them with
 // connector_read_resource): resources and URI templates.
 function Resources({ connector }) {
-  const all = [...(connector.resources || []), ...(connector.templates || [])];
+  const [run, busy, error] = useAction();
+  const [shown, setShown] = useState(null);
+  const listed = connector.resources || [];
+  const all = [...listed, ...(connector.templates || [])];
   if (all.length === 0) return null;
+  const open = (uri) => run(async () => {
+    setShown(await request('GET', `api/connectors/${enc(connector.name)}/resource?uri=${enc(uri)}`));
+  });
   return html`<details class="tool__section" data-testid="connector-resources">
     <summary>${t('connectors.resources', { count: all.length })}</summary>
     <ul class="plain-list">${all.map((r) => html`<li data-testid="connector-resource" data-uri=${r.uri}>
-      <strong>${r.title || r.name}</strong> <code class="small">${r.uri}</code>
-      ${(r.description || r.mime_type) && html`<br /><span class="small muted">${[r.description, r.mime_type].filter(Boolean).join(' · ')}</span>`}</li>`)}</ul>
+      ${listed.includes(r)
+        ? html`<button type="button" class="btn btn--ghost btn--small" disabled=${busy} onClick=${() => open(r.uri)}
+            data-testid="connector-resource-open"><strong>${r.title || r.name}</strong></button>`
+        : html`<strong>${r.title || r.name}</strong>`} <code class="small">${r.uri}</code>
+      ${(r.description || r.mime_type) && html`<br /><span class="small muted">${[r.description, r.mime_type].filter(Boolean).join(' · ')}</span>`}
+      ${shown && shown.uri === r.uri && html`<div data-testid="connector-resource-content">
+        ${shown.text !== null && html`<pre class="tool__pre">${shown.text}</pre>`}
+        ${shown.image && html`<img alt=${r.title || r.name} src=${`data:${shown.mime_type};base64,${shown.image}`} />`}
+        ${shown.text === null && !shown.image && html`<p class="small muted">${shown.mime_type}, ${shown.size} B</p>`}
+      </div>`}</li>`)}</ul>
+    ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
   </details>`;
 }
 
