@@ -2183,6 +2183,44 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="sign_in_status",
         why="the page's sign-in status of a failed connector waits 30 s and says nothing",
     ),
+    # -- oneof: one file-tool family over files and note mounts ---------------------------
+    Mutant(
+        "OO1",
+        "note mount rules",
+        "skald/files/mounts.py",
+        "            indexed=True,",
+        "            indexed=False,",
+        ("tests/test_memory_tools.py", "tests/test_file_tools.py"),
+        why="a new note gets no line in its store's index.md",
+    ),
+    Mutant(
+        "OO2",
+        "note mount rules",
+        "skald/files/mounts.py",
+        "            approval=store == SHARED_MEMORY,",
+        "            approval=False,",
+        ("tests/test_mounts.py",),
+        keyword="approval",
+        why="the shared-memory mount no longer says its writes wait for a yes",
+    ),
+    Mutant(
+        "OO3",
+        "file tools on notes",
+        "skald/files/tools.py",
+        '        return await self._on_note({**args, "path": note.agent_path})',
+        "        return await self._on_note(args)",
+        ("tests/test_file_tools.py",),
+        why="a note path reaches the note stores as written, not in its canonical form",
+    ),
+    Mutant(
+        "OO4",
+        "file tools on notes",
+        "skald/tools/memory.py",
+        "        more = self.last < total",
+        "        more = False",
+        ("tests/test_memory_tools.py", "tests/test_file_tools.py"),
+        why="a read cut at its limit does not say where to read on",
+    ),
 )
 
 
