@@ -2221,6 +2221,16 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_memory_tools.py", "tests/test_file_tools.py"),
         why="a read cut at its limit does not say where to read on",
     ),
+    Mutant(
+        "OO5",
+        "one models-list reader",
+        "skald/llm/discovery.py",
+        '    entries = body.get("data") if isinstance(body, dict) else body',
+        '    entries = body.get("data")',
+        ("tests/test_setup.py",),
+        keyword="same_way",
+        why="a provider whose models list is a bare array breaks Test connection (500)",
+    ),
 )
 
 
