@@ -1,0 +1,53 @@
+"""One row shape: the columns a query selects and how each row becomes a struct.
+
+`Columns(Struct, "id", "name", Col("enabled", read=bool), ...)` gives `.names` (the SQL
+list for SELECT and INSERT) and `.row(r)` (the struct), from one declaration, so a
+column added to the table is added once and cannot land in the wrong field.
+
+Rule: the columns come in the order the SQL lists them; `Col(field, sql=…)` selects an
+expression (`api_key_sealed IS NOT NULL`) into a field of another name, `read=` turns
+the stored value into the field's (`bool`, `json.loads`). Trap: a query may select
+more after `.names` (`SELECT {names}, secret`): `.row` reads its own part only, and the
+rest is `r[len(columns)]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Col", "Columns"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column: the struct's `field`, the SQL (default: the field's name) and how to
+    read the stored value (default: as it is)."""
+
+    field: str
+    sql: str | None = None
+    read: Callable[[Any], Any] | None = None
+
+
+class Columns(Generic[T]):
+    """The columns of one row type, in SQL order (see the module docstring)."""
+
+    def __init__(self, make: Callable[..., T], *columns: str | Col) -> None:
+        self.make = make
+        self.columns = tuple(Col(c) if isinstance(c, str) else c for c in columns)
+        self.names = ", ".join(c.sql or c.field for c in self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def row(self, r: tuple[Any, ...]) -> T:
+        """The struct of one fetched row (extra values after the columns are left out)."""
+        return self.make(
+            **{
+                c.field: value if c.read is None else c.read(value)
+                for c, value in zip(self.columns, r[: len(self.columns)], strict=True)
+            }
+        )
