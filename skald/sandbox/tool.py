@@ -24,6 +24,7 @@ from typing import Any, Final
 from skald.agent.tools import EXEC, Tool, ToolContext, ToolResult, Touches
 from skald.errors import DiskFullError, QuotaExceededError
 from skald.llm.types import ToolSpec
+from skald.paths import CONTAINER_HOME
 from skald.permissions import can, declare
 from skald.quota import BudgetSource, CommandWatch
 from skald.sandbox.execute import CommandResult, container_workdir, describe, run_command
@@ -83,7 +84,7 @@ class ExecuteCmdTool(Tool):
             name="execute_cmd",
             description=(
                 "Run a bash command in the member's sandbox (a Linux container, home at ~ "
-                "= /home/skald; only the home survives a rebuild). Output (stdout+stderr, "
+                f"= {CONTAINER_HOME}; only the home survives a rebuild). Output (stdout+stderr, "
                 f"cut after {cfg.output_max_kb} KiB) streams to the chat. No input can be "
                 f"typed. Stopped after timeout_s (default {self.default_timeout_s})."
             ),

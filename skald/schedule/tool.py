@@ -22,7 +22,7 @@ from skald.agent.subagent import root_of
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.llm.types import ToolSpec
-from skald.schedule.jobs import JobChange, JobSpec
+from skald.schedule.jobs import MAX_TITLE, JobChange, JobSpec
 from skald.schedule.zone import member_zone
 from skald.store.schedule import Job, parse_iso
 
@@ -62,7 +62,7 @@ def _spec(now_local: datetime, zone: str) -> ToolSpec:
             "properties": {
                 "mode": {"type": "string", "enum": list(MODES)},
                 "job_id": {"type": "string"},
-                "title": {"type": "string", "maxLength": 200},
+                "title": {"type": "string", "maxLength": MAX_TITLE},
                 "prompt": {"type": "string", "maxLength": 8000},
                 "cron": {"type": "string", "maxLength": 200},
                 "at": {"type": "string", "maxLength": 64},
