@@ -54,7 +54,7 @@ from skald.files.router import (
     walk,
     write_bytes,
 )
-from skald.llm.types import ToolSpec
+from skald.llm.types import ToolSpec, tool_spec
 from skald.permissions import declare
 from skald.quota import Budget, BudgetSource
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY
@@ -129,16 +129,6 @@ _NOTE_PATH_HELP = (
 )
 
 
-def _spec(
-    name: str, description: str, properties: dict[str, Any], required: tuple[str, ...]
-) -> ToolSpec:
-    parameters: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        parameters["required"] = list(required)
-    parameters["additionalProperties"] = False
-    return ToolSpec(name=name, description=description, parameters=parameters)
-
-
 def _path(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
@@ -154,12 +144,12 @@ def _read_spec(description: str, path_help: str) -> ToolSpec:
             "description": f"How many lines to show (default {READ_DEFAULT_LINES}).",
         },
     }
-    return _spec("read_file", description, {"path": _path(path_help), **lines}, ("path",))
+    return tool_spec("read_file", description, {"path": _path(path_help), **lines}, ["path"])
 
 
 def _write_spec(description: str, path_help: str, content: str) -> ToolSpec:
     properties = {"path": _path(path_help), "content": _path(content)}
-    return _spec("write_file", description, properties, ("path", "content"))
+    return tool_spec("write_file", description, properties, ["path", "content"])
 
 
 def _edit_spec(what: str, path_help: str) -> ToolSpec:
@@ -176,11 +166,11 @@ def _edit_spec(what: str, path_help: str) -> ToolSpec:
         "Replace old_text (exact, once unless replace_all; without read_file's line "
         f"numbers) by new_text in a {what}."
     )
-    return _spec("edit_file", description, properties, ("path", "old_text", "new_text"))
+    return tool_spec("edit_file", description, properties, ["path", "old_text", "new_text"])
 
 
 def _list_spec(description: str, path_help: str) -> ToolSpec:
-    return _spec("list_files", description, {"path": _path(path_help)}, ())
+    return tool_spec("list_files", description, {"path": _path(path_help)})
 
 
 NOTE_SPECS: Final = {
@@ -704,38 +694,32 @@ _SEARCH_PROPS: Final = {
 
 class GrepTool(_Reading):
     path_required = False
-    spec = ToolSpec(
-        name="grep",
-        description=(
-            "Search file contents below a folder with a Python regular expression, like "
-            f"ripgrep (skips binary, hidden, over {_size(GREP_MAX_FILE_BYTES)}). Returns "
-            "path:line: text."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The regular expression."},
-                **_SEARCH_PROPS,
-                "glob": {
-                    "type": "string",
-                    "description": ("Only files matching this glob (*.md, notes/**/*.txt)."),
-                },
-                "ignore_case": {
-                    "type": "boolean",
-                    "description": "Ignore case (default false).",
-                },
-                "files_only": {
-                    "type": "boolean",
-                    "description": "Only the paths of matching files.",
-                },
-                "max_results": {
-                    "type": "integer",
-                    "description": (f"Default {GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS}."),
-                },
+    spec = tool_spec(
+        "grep",
+        "Search file contents below a folder with a Python regular expression, like "
+        f"ripgrep (skips binary, hidden, over {_size(GREP_MAX_FILE_BYTES)}). Returns "
+        "path:line: text.",
+        {
+            "pattern": {"type": "string", "description": "The regular expression."},
+            **_SEARCH_PROPS,
+            "glob": {
+                "type": "string",
+                "description": ("Only files matching this glob (*.md, notes/**/*.txt)."),
             },
-            "required": ["pattern"],
-            "additionalProperties": False,
+            "ignore_case": {
+                "type": "boolean",
+                "description": "Ignore case (default false).",
+            },
+            "files_only": {
+                "type": "boolean",
+                "description": "Only the paths of matching files.",
+            },
+            "max_results": {
+                "type": "integer",
+                "description": (f"Default {GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS}."),
+            },
         },
+        ["pattern"],
     )
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -872,28 +856,22 @@ def _grep_text(found: Resolved, source: str, result: _Found, files_only: bool, l
 
 class GlobTool(_Reading):
     path_required = False
-    spec = ToolSpec(
-        name="glob",
-        description=(
-            "Find files by name below a folder: * and ? in a name, ** across folders "
-            "(**/*.pdf: every PDF). Folders end with /."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": "Relative to path, e.g. **/*.md.",
-                },
-                **_SEARCH_PROPS,
-                "max_results": {
-                    "type": "integer",
-                    "description": (f"Default {GLOB_DEFAULT_RESULTS}, at most {GLOB_MAX_RESULTS}."),
-                },
+    spec = tool_spec(
+        "glob",
+        "Find files by name below a folder: * and ? in a name, ** across folders "
+        "(**/*.pdf: every PDF). Folders end with /.",
+        {
+            "pattern": {
+                "type": "string",
+                "description": "Relative to path, e.g. **/*.md.",
             },
-            "required": ["pattern"],
-            "additionalProperties": False,
+            **_SEARCH_PROPS,
+            "max_results": {
+                "type": "integer",
+                "description": (f"Default {GLOB_DEFAULT_RESULTS}, at most {GLOB_MAX_RESULTS}."),
+            },
         },
+        ["pattern"],
     )
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -940,17 +918,11 @@ class GlobTool(_Reading):
 
 class ShowFileTool(_Reading):
     chat_only = True  # a helper has nobody to show it to
-    spec = ToolSpec(
-        name="show_file",
-        description=(
-            "Show a file (image, PDF, document) or note to the person in the app's viewer."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": _PATH_HELP}},
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+    spec = tool_spec(
+        "show_file",
+        "Show a file (image, PDF, document) or note to the person in the app's viewer.",
+        {"path": {"type": "string", "description": _PATH_HELP}},
+        ["path"],
     )
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

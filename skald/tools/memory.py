@@ -41,7 +41,7 @@ from skald.agent.tools import (
     file_touches,
 )
 from skald.errors import DiskFullError, InvalidInputError, NotFoundError, QuotaExceededError
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
 from skald.permissions import declare
 from skald.quota import Budget, BudgetSource
 from skald.store import notes
@@ -510,29 +510,22 @@ def _written(message: str, note: NotePath, written: _Written) -> ToolResult:
 class MemorySearchTool(Reads, Tool):
     """`memory_search`: the note stores' own full-text search (no path, so it names none)."""
 
-    spec = ToolSpec(
-        name="memory_search",
-        description=(
-            "Full-text search of the notes (every word must match), best first: paths "
-            "with an excerpt."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Words to look for."},
-                "store": {
-                    "type": "string",
-                    "enum": [USER_MEMORY, SHARED_MEMORY, "both"],
-                    "description": "Which notes to search (default both).",
-                },
-                "limit": {
-                    "type": "integer",
-                    "description": (f"Default {SEARCH_DEFAULT_LIMIT}, at most {SEARCH_MAX_LIMIT}."),
-                },
+    spec = tool_spec(
+        "memory_search",
+        "Full-text search of the notes (every word must match), best first: paths with an excerpt.",
+        {
+            "query": {"type": "string", "description": "Words to look for."},
+            "store": {
+                "type": "string",
+                "enum": [USER_MEMORY, SHARED_MEMORY, "both"],
+                "description": "Which notes to search (default both).",
             },
-            "required": ["query"],
-            "additionalProperties": False,
+            "limit": {
+                "type": "integer",
+                "description": (f"Default {SEARCH_DEFAULT_LIMIT}, at most {SEARCH_MAX_LIMIT}."),
+            },
         },
+        ["query"],
     )
 
     def __init__(self, stores: NoteStores) -> None:
