@@ -638,18 +638,8 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _kind(mode: int) -> Literal["file", "dir", "symlink", "other"]:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "other"
-
-
 def _entry(agent_path: str, name: str, st: os.stat_result) -> FileEntry:
-    kind = _kind(st.st_mode)
+    kind = tree.kind_of(st.st_mode)
     return FileEntry(
         name=name,
         path=agent_path,
