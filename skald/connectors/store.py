@@ -142,10 +142,7 @@ class ConnectorStore:
         self.db = db
 
     async def all(self) -> list[Connector]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_COLUMNS.names} FROM connectors ORDER BY name")
-        )
-        return [_COLUMNS.row(r) for r in rows]
+        return await _COLUMNS.many(self.db, "FROM connectors ORDER BY name")
 
     async def get(self, name: str) -> Connector | None:
         row = await self.db.call(

@@ -2,7 +2,8 @@
 
 `Columns(Struct, "id", "name", Col("enabled", read=bool), ...)` gives `.names` (the SQL
 list for SELECT and INSERT) and `.row(r)` (the struct), from one declaration, so a
-column added to the table is added once and cannot land in the wrong field.
+column added to the table is added once and cannot land in the wrong field; `.one` and
+`.many` run `SELECT <names> <rest>` on a database and map what it finds.
 
 Rule: the columns come in the order the SQL lists them; `Col(field, sql=…)` selects an
 expression (`api_key_sealed IS NOT NULL`) into a field of another name, `read=` turns
@@ -15,7 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from skald.errors import NotFoundError
+from skald.store.database import fetch_all, fetch_one
+
+if TYPE_CHECKING:
+    from skald.store.database import Database
 
 __all__ = ["Col", "Columns"]
 
@@ -51,3 +58,15 @@ class Columns(Generic[T]):
                 for c, value in zip(self.columns, r[: len(self.columns)], strict=True)
             }
         )
+
+    async def one(self, db: Database, rest: str, params: Any, missing: str) -> T:
+        """The struct of the row `SELECT <names> <rest>` finds; NotFoundError(missing)."""
+        found = await db.call(lambda c: fetch_one(c, f"SELECT {self.names} {rest}", params))
+        if found is None:
+            raise NotFoundError(missing)
+        return self.row(found)
+
+    async def many(self, db: Database, rest: str, params: Any = ()) -> list[T]:
+        """The structs of the rows `SELECT <names> <rest>` finds, in its order."""
+        rows = await db.call(lambda c: fetch_all(c, f"SELECT {self.names} {rest}", params))
+        return [self.row(r) for r in rows]

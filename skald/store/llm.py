@@ -11,7 +11,7 @@ import msgspec
 
 from skald.errors import ConflictError, NotFoundError
 from skald.store.columns import Col, Columns
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database, fetch_one
 from skald.store.registry import now_iso
 
 Strength = Literal["low", "average", "high"]
@@ -134,20 +134,11 @@ class LlmStore:
     # -- providers ------------------------------------------------------------------
 
     async def providers(self) -> list[ProviderRow]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_PROVIDER.names} FROM llm_providers ORDER BY name")
-        )
-        return [_PROVIDER.row(r) for r in rows]
+        return await _PROVIDER.many(self.db, "FROM llm_providers ORDER BY name")
 
     async def provider(self, provider_id: str) -> ProviderRow:
-        r = await self.db.call(
-            lambda c: fetch_one(
-                c, f"SELECT {_PROVIDER.names} FROM llm_providers WHERE id=?", (provider_id,)
-            )
-        )
-        if r is None:
-            raise NotFoundError("no such provider")
-        return _PROVIDER.row(r)
+        where = "FROM llm_providers WHERE id=?"
+        return await _PROVIDER.one(self.db, where, (provider_id,), "no such provider")
 
     async def sealed_key(self, provider_id: str) -> str | None:
         r = await self.db.call(
@@ -234,18 +225,10 @@ class LlmStore:
     # -- models ---------------------------------------------------------------------
 
     async def models(self) -> list[ModelRow]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_MODEL.names} FROM llm_models ORDER BY priority, name")
-        )
-        return [_MODEL.row(r) for r in rows]
+        return await _MODEL.many(self.db, "FROM llm_models ORDER BY priority, name")
 
     async def model(self, model_id: str) -> ModelRow:
-        r = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_MODEL.names} FROM llm_models WHERE id=?", (model_id,))
-        )
-        if r is None:
-            raise NotFoundError("no such model")
-        return _MODEL.row(r)
+        return await _MODEL.one(self.db, "FROM llm_models WHERE id=?", (model_id,), "no such model")
 
     async def save_model(self, row: ModelRow, *, create: bool) -> ModelRow:
         def q(c: apsw.Connection) -> None:
@@ -329,11 +312,4 @@ class LlmStore:
 
     async def requests(self, limit: int = 1000) -> list[RequestRow]:
         """The latest request records, newest first."""
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_REQUEST.names} FROM llm_requests ORDER BY id DESC LIMIT ?",
-                (limit,),
-            )
-        )
-        return [_REQUEST.row(r) for r in rows]
+        return await _REQUEST.many(self.db, "FROM llm_requests ORDER BY id DESC LIMIT ?", (limit,))
