@@ -26,7 +26,7 @@ import apsw
 import msgspec
 
 from skald.errors import InvalidInputError, NotFoundError
-from skald.store.columns import Col, Columns
+from skald.store.columns import Col, Columns, first_column
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
@@ -240,22 +240,12 @@ class ConnectorStore:
     # -- grants and activations --------------------------------------------------------
 
     async def grants(self, user_id: str) -> set[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT connector FROM connector_grants WHERE user_id=?", (user_id,)
-            )
-        )
-        return {r[0] for r in rows}
+        sql = "SELECT connector FROM connector_grants WHERE user_id=?"
+        return set(await first_column(self.db, sql, (user_id,)))
 
     async def grantees(self, name: str) -> list[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT user_id FROM connector_grants WHERE connector=? ORDER BY user_id",
-                (name,),
-            )
-        )
-        return [r[0] for r in rows]
+        sql = "SELECT user_id FROM connector_grants WHERE connector=? ORDER BY user_id"
+        return await first_column(self.db, sql, (name,))
 
     async def grant(self, name: str, user_id: str) -> None:
         def q(c: apsw.Connection) -> None:
@@ -286,20 +276,12 @@ class ConnectorStore:
         await self.db.transaction(q)
 
     async def activations(self, user_id: str) -> set[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT connector FROM connector_activations WHERE user_id=?", (user_id,)
-            )
-        )
-        return {r[0] for r in rows}
+        sql = "SELECT connector FROM connector_activations WHERE user_id=?"
+        return set(await first_column(self.db, sql, (user_id,)))
 
     async def active_users(self, name: str) -> list[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT user_id FROM connector_activations WHERE connector=?", (name,)
-            )
-        )
-        return [r[0] for r in rows]
+        sql = "SELECT user_id FROM connector_activations WHERE connector=?"
+        return await first_column(self.db, sql, (name,))
 
     async def set_active(self, name: str, user_id: str, active: bool) -> None:
         def q(c: apsw.Connection) -> None:

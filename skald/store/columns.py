@@ -24,7 +24,7 @@ from skald.store.database import fetch_all, fetch_one
 if TYPE_CHECKING:
     from skald.store.database import Database
 
-__all__ = ["Col", "Columns"]
+__all__ = ["Col", "Columns", "first_column"]
 
 T = TypeVar("T")
 
@@ -70,3 +70,9 @@ class Columns(Generic[T]):
         """The structs of the rows `SELECT <names> <rest>` finds, in its order."""
         rows = await db.call(lambda c: fetch_all(c, f"SELECT {self.names} {rest}", params))
         return [self.row(r) for r in rows]
+
+
+async def first_column(db: Database, sql: str, params: Any = ()) -> list[Any]:
+    """The first value of each row `sql` finds, in its order (a list of ids, names)."""
+    rows = await db.call(lambda c: fetch_all(c, sql, params))
+    return [r[0] for r in rows]
