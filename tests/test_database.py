@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 import threading
 from pathlib import Path
 
 import apsw
+import msgspec
 import pytest
 
 from skald.errors import DatabaseClosedError
+from skald.store.columns import Col, Columns
 from skald.store.database import WrongKeyError, open_encrypted, open_plain
 
 
@@ -99,3 +102,23 @@ async def test_wrong_key_fails_cleanly(tmp_path: Path) -> None:
     db = await open_encrypted(tmp_path / "e.db", "e", key)
     assert await db.call(lambda c: c.execute("SELECT count(*) FROM t").fetchall()) == [(0,)]
     await db.aclose()
+
+
+class _Pet(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    tags: list[str]
+    indoor: bool
+
+
+def test_a_row_shape_selects_and_reads_its_columns_in_one_order(tmp_path: Path) -> None:
+    shape = Columns(
+        _Pet, "name", Col("tags", read=json.loads), Col("indoor", sql="flat IS NOT NULL", read=bool)
+    )
+    conn = apsw.Connection(str(tmp_path / "pets.db"))
+    conn.execute("CREATE TABLE pets(name TEXT, tags TEXT, flat TEXT, secret TEXT)")
+    conn.execute("INSERT INTO pets VALUES ('Tom', '[\"cat\"]', 'top floor', 's3')")
+    (row,) = conn.execute(f"SELECT {shape.names}, secret FROM pets").fetchall()
+    assert shape.row(row) == _Pet(name="Tom", tags=["cat"], indoor=True)
+    assert row[len(shape)] == "s3"  # what the query selects after the shape is the caller's
+    with pytest.raises(ValueError):
+        shape.row(row[:2])  # a short row is refused, never read into the wrong fields

@@ -34,14 +34,13 @@ from skald.config import SandboxConfig
 from skald.core.approvals import SHARED_WRITE_REASON, UNATTENDED_REASON, DefaultGate, decide
 from skald.core.users import UserManager
 from skald.files.router import PathRouter
-from skald.files.tools import file_tools
+from skald.files.tools import file_tools, memory_tools
 from skald.llm.types import ToolCall, ToolSpec
 from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry
 from skald.store.shared_memory import SharedMemoryStore
-from skald.tools import memory_tools
 
 
 def ignore(event: Event) -> None:

@@ -11,10 +11,11 @@ from skald.agent import CancelScope, Tool, ToolContext, ToolResult
 from skald.agent.events import Event
 from skald.agent.schema import validate_arguments
 from skald.core.users import UserManager
+from skald.files.tools import memory_tools
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry
 from skald.store.shared_memory import SharedMemoryStore
-from skald.tools import memory_indexes, memory_tools
+from skald.tools import memory_indexes
 from skald.tools.memory import MAX_NOTE_BYTES, READ_MAX_CHARS, note_summary
 
 PW = "correct horse battery"

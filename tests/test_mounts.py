@@ -21,6 +21,7 @@ from sandbox_support import (
     wait_for,
 )
 
+from skald.approvals.rules import SEED_RULES
 from skald.cli import plugin_sections
 from skald.config import load_config
 from skald.core.runtime import Runtime
@@ -122,6 +123,42 @@ def test_a_list_without_exactly_one_home_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="one plain name"):
         check_mounts([home, bad])
+
+
+async def test_the_mounts_whose_writes_need_approval_are_those_the_seeded_rules_require(
+    runtime: Runtime,
+) -> None:
+    await runtime.core.users.create("ada", PASSWORD, "member")
+    mounts = await _mounts(runtime, "ada")
+    required = {
+        r.path_pattern
+        for r in SEED_RULES
+        if r.tool_pattern == "@fs_write" and r.action == "require" and r.path_pattern
+    }
+    assert {f"{m.prefix}/**" for m in mounts if m.approval} == required
+    assert [m.name for m in mounts if m.approval] == ["shared-memory"]
+
+
+def test_only_a_note_store_keeps_an_index(tmp_path: Path) -> None:
+    home = MemberMount(
+        name="home",
+        prefix="~",
+        label="Home",
+        host_path=tmp_path,
+        container_path=CONTAINER_HOME,
+        read_only=False,
+    )
+    shelf = MemberMount(
+        name="shelf",
+        prefix="shelf",
+        label="Shelf",
+        host_path=tmp_path,
+        container_path=None,
+        read_only=True,
+        indexed=True,
+    )
+    with pytest.raises(ValueError, match="only a note store keeps an index"):
+        check_mounts([home, shelf])
 
 
 @pytest.fixture

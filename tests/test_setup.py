@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Awaitable, Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest import Client, signed_in
 from fake_llm import FakeLLM
@@ -170,6 +172,42 @@ async def test_test_connection_lists_the_providers_models_with_guesses_and_says_
     assert names[:2] == ["OpenAI", "Anthropic"] and names[-1] == "Other OpenAI-compatible server"
     assert next(k for k in kinds if k["id"] == "openai_compatible")["base_url"] is None
     assert next(k for k in kinds if k["id"] == "ollama")["base_url"].startswith("http://127.0.0.1")
+
+
+class _BareList(BaseHTTPRequestHandler):
+    """A server whose `GET /v1/models` is a bare JSON array (some local servers)."""
+
+    def do_GET(self) -> None:
+        body = json.dumps([{"id": "house-7b", "context_length": 8192}]).encode()
+        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_test_connection_and_the_models_list_read_a_providers_list_the_same_way(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _BareList)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        admin = await signed_in(make_client, "mum")
+        r = await admin.call("POST", "/api/llm/check", json={"kind": "ollama", "base_url": base})
+        assert r.status_code == 200 and r.json()["ok"], r.text
+        assert [(m["id"], m["guess"]["context_window"]) for m in r.json()["models"]] == [
+            ("house-7b", 8192)
+        ]
+        provider = await runtime.llm.add_provider("House", "ollama", base, None)
+        listed = await runtime.llm.provider_models(provider.id)
+        assert [(m.id, m.context_window) for m in listed] == [("house-7b", 8192)]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 async def test_test_this_provider_makes_a_tiny_real_request(

@@ -26,6 +26,7 @@ import apsw
 import msgspec
 
 from skald.errors import InvalidInputError, NotFoundError
+from skald.store.columns import Col, Columns, first_column
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
@@ -114,30 +115,24 @@ class Connector(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: str
 
 
-_COLUMNS = (
-    "name, display_name, description, icon, feed_version, transport, manifest, auth, scope, "
-    "status, install_dir, last_error, last_stderr, installed_at, updated_at"
+_COLUMNS = Columns(
+    Connector,
+    "name",
+    "display_name",
+    "description",
+    "icon",
+    "feed_version",
+    "transport",
+    Col("manifest", read=json.loads),
+    "auth",
+    "scope",
+    "status",
+    "install_dir",
+    "last_error",
+    "last_stderr",
+    "installed_at",
+    "updated_at",
 )
-
-
-def _row(r: tuple[Any, ...]) -> Connector:
-    return Connector(
-        name=r[0],
-        display_name=r[1],
-        description=r[2],
-        icon=r[3],
-        feed_version=r[4],
-        transport=r[5],
-        manifest=json.loads(r[6]),
-        auth=r[7],
-        scope=r[8],
-        status=r[9],
-        install_dir=r[10],
-        last_error=r[11],
-        last_stderr=r[12],
-        installed_at=r[13],
-        updated_at=r[14],
-    )
 
 
 class ConnectorStore:
@@ -147,16 +142,13 @@ class ConnectorStore:
         self.db = db
 
     async def all(self) -> list[Connector]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_COLUMNS} FROM connectors ORDER BY name")
-        )
-        return [_row(r) for r in rows]
+        return await _COLUMNS.many(self.db, "FROM connectors ORDER BY name")
 
     async def get(self, name: str) -> Connector | None:
         row = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_COLUMNS} FROM connectors WHERE name=?", (name,))
+            lambda c: fetch_one(c, f"SELECT {_COLUMNS.names} FROM connectors WHERE name=?", (name,))
         )
-        return None if row is None else _row(row)
+        return None if row is None else _COLUMNS.row(row)
 
     async def require(self, name: str) -> Connector:
         found = await self.get(name)
@@ -172,7 +164,7 @@ class ConnectorStore:
             existing = fetch_one(c, "SELECT status FROM connectors WHERE name=?", (connector.name,))
             if existing is None:
                 c.execute(
-                    f"INSERT INTO connectors({_COLUMNS}) VALUES ({','.join('?' * 15)})",
+                    f"INSERT INTO connectors({_COLUMNS.names}) VALUES ({','.join('?' * len(_COLUMNS))})",
                     _params(connector),
                 )
                 # The roles with auto_grant reach it now (admins hold it implicitly).
@@ -248,22 +240,12 @@ class ConnectorStore:
     # -- grants and activations --------------------------------------------------------
 
     async def grants(self, user_id: str) -> set[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT connector FROM connector_grants WHERE user_id=?", (user_id,)
-            )
-        )
-        return {r[0] for r in rows}
+        sql = "SELECT connector FROM connector_grants WHERE user_id=?"
+        return set(await first_column(self.db, sql, (user_id,)))
 
     async def grantees(self, name: str) -> list[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT user_id FROM connector_grants WHERE connector=? ORDER BY user_id",
-                (name,),
-            )
-        )
-        return [r[0] for r in rows]
+        sql = "SELECT user_id FROM connector_grants WHERE connector=? ORDER BY user_id"
+        return await first_column(self.db, sql, (name,))
 
     async def grant(self, name: str, user_id: str) -> None:
         def q(c: apsw.Connection) -> None:
@@ -294,20 +276,12 @@ class ConnectorStore:
         await self.db.transaction(q)
 
     async def activations(self, user_id: str) -> set[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT connector FROM connector_activations WHERE user_id=?", (user_id,)
-            )
-        )
-        return {r[0] for r in rows}
+        sql = "SELECT connector FROM connector_activations WHERE user_id=?"
+        return set(await first_column(self.db, sql, (user_id,)))
 
     async def active_users(self, name: str) -> list[str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT user_id FROM connector_activations WHERE connector=?", (name,)
-            )
-        )
-        return [r[0] for r in rows]
+        sql = "SELECT user_id FROM connector_activations WHERE connector=?"
+        return await first_column(self.db, sql, (name,))
 
     async def set_active(self, name: str, user_id: str, active: bool) -> None:
         def q(c: apsw.Connection) -> None:

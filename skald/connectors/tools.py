@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.connectors.content import render
 from skald.connectors.resources import resource_tools
-from skald.llm.types import ToolSpec
+from skald.llm.types import ToolSpec, tool_spec
 from skald.mcp import McpError, SessionExpired, model_tool_name
 
 if TYPE_CHECKING:
@@ -109,36 +109,24 @@ class ConnectorTool(Tool):
         return await _call(self.inst, self.member, self.tool, args, ctx)
 
 
-_ACTIVATE = ToolSpec(
-    name="activate_tools",
-    description=(
-        "List a connector's tools with their parameters (the connectors are named in the "
-        "system prompt). Call it before `connector_call` for that connector."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {"connector": {"type": "string", "minLength": 1, "maxLength": 40}},
-        "required": ["connector"],
-        "additionalProperties": False,
-    },
+_ACTIVATE = tool_spec(
+    "activate_tools",
+    "List a connector's tools with their parameters (the connectors are named in the "
+    "system prompt). Call it before `connector_call` for that connector.",
+    {"connector": {"type": "string", "minLength": 1, "maxLength": 40}},
+    ["connector"],
 )
 
-_CALL = ToolSpec(
-    name="connector_call",
-    description=(
-        "Call one tool of a connector, after `activate_tools` listed it: `connector`, "
-        "`tool` (its name as listed) and `arguments` (an object matching its parameters)."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "connector": {"type": "string", "minLength": 1, "maxLength": 40},
-            "tool": {"type": "string", "minLength": 1, "maxLength": 128},
-            "arguments": {"type": "object"},
-        },
-        "required": ["connector", "tool"],
-        "additionalProperties": False,
+_CALL = tool_spec(
+    "connector_call",
+    "Call one tool of a connector, after `activate_tools` listed it: `connector`, "
+    "`tool` (its name as listed) and `arguments` (an object matching its parameters).",
+    {
+        "connector": {"type": "string", "minLength": 1, "maxLength": 40},
+        "tool": {"type": "string", "minLength": 1, "maxLength": 128},
+        "arguments": {"type": "object"},
     },
+    ["connector", "tool"],
 )
 
 

@@ -15,32 +15,26 @@ from typing import Any
 from skald.agent.subagent import root_of
 from skald.agent.tools import Tool, ToolContext, ToolResult
 from skald.errors import InvalidInputError, NotFoundError
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
 from skald.store.inbox import InboxStore
 
 __all__ = ["AskUserTool"]
 
 MAX_CHOICES = 10
 
-_SPEC = ToolSpec(
-    name="ask_user",
-    description=(
-        "Ask the user a question (in their Inbox) when you cannot go on without their "
-        "decision; the answer is the result. Offer `choices` for a few options."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "question": {"type": "string", "minLength": 1, "maxLength": 2000},
-            "choices": {
-                "type": "array",
-                "items": {"type": "string", "minLength": 1, "maxLength": 200},
-                "maxItems": MAX_CHOICES,
-            },
+_SPEC = tool_spec(
+    "ask_user",
+    "Ask the user a question (in their Inbox) when you cannot go on without their "
+    "decision; the answer is the result. Offer `choices` for a few options.",
+    {
+        "question": {"type": "string", "minLength": 1, "maxLength": 2000},
+        "choices": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 200},
+            "maxItems": MAX_CHOICES,
         },
-        "required": ["question"],
-        "additionalProperties": False,
     },
+    ["question"],
 )
 
 

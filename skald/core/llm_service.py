@@ -16,13 +16,19 @@ from skald.core.model_select import FallbackClient, ModelHealth, Outcome, auto_o
 from skald.core.sealing import InstanceKey
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm import media
-from skald.llm.anthropic import API_VERSION as ANTHROPIC_API_VERSION
 from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
-from skald.llm.discovery import UNSENDABLE, ProviderCheck, list_models, try_model
+from skald.llm.discovery import (
+    UNSENDABLE,
+    ListedModel,
+    ModelListError,
+    ProviderCheck,
+    fetch_models,
+    list_models,
+    try_model,
+)
 from skald.llm.errors import LlmError, error_for_status
 from skald.llm.media import Endpoint
-from skald.llm.model_info import ListedModel, describe_list
 from skald.llm.provider_types import (
     BUILTIN_KINDS,
     ProviderType,
@@ -279,33 +285,21 @@ class LlmService:
         base = address(provider.kind, provider.base_url, self.types)
         if base is None:
             raise LlmError(f"no address for provider {provider.name!r}", retriable=False)
-        headers: dict[str, str] = {}
-        if provider.kind == "anthropic":
-            url = f"{base}/v1/models?limit=1000"
-            headers["anthropic-version"] = ANTHROPIC_API_VERSION
-            if api_key:
-                headers["x-api-key"] = api_key
-        else:
-            url = f"{base}/models"
-            if api_key:
-                headers["authorization"] = f"Bearer {api_key}"
         try:
-            response = await self.http.get(url, headers=headers, timeout=LISTING_TIMEOUT)
+            listed = await fetch_models(provider.kind, base, api_key, self.http, LISTING_TIMEOUT)
         except httpx.HTTPError as exc:
             raise network_error(provider.name, exc, (api_key,)) from exc
         except (httpx.InvalidURL, UnicodeError, ValueError):
             # A key or an address with characters HTTP cannot carry (never echoed back).
             raise LlmError(f"{provider.name}: {UNSENDABLE}", retriable=False) from None
-        if response.status_code != 200:
-            detail = redact(error_detail(response.content), (api_key,))
-            raise error_for_status(response.status_code, provider.name, detail)
-        try:
-            body = response.json()
-        except ValueError:
-            raise LlmError(
-                f"{provider.name}: the model list is not JSON", retriable=False
-            ) from None
-        return describe_list(body)
+        except ModelListError as exc:
+            if exc.status == 200:
+                raise LlmError(
+                    f"{provider.name}: the model list is not JSON", retriable=False
+                ) from None
+            detail = redact(error_detail(exc.content), (api_key,))
+            raise error_for_status(exc.status, provider.name, detail) from None
+        return [described for _entry, described in listed or []]
 
     def _current(self) -> int:
         """The catalogue generation, dropping what was cached from an older one."""

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 from skald.agent.tools import FS_READ, Reads, Tool, ToolContext, ToolResult, Touches
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
 from skald.store.llm import ModelRow
 
 TurnProfile = Literal["full", "compact", "no_tools"]
@@ -70,19 +70,15 @@ def _first_sentence(text: str) -> str:
 class MoreTools(Reads, Tool):
     """The catalogue of the tools a compact turn does not describe up front."""
 
-    spec = ToolSpec(
-        name=MORE_TOOLS,
-        description=("Lists more tools (with `names`: their parameters); then call them by name."),
-        parameters={
-            "type": "object",
-            "properties": {
-                "names": {
-                    "type": "array",
-                    "items": {"type": "string", "minLength": 1, "maxLength": 128},
-                    "maxItems": 10,
-                }
-            },
-            "additionalProperties": False,
+    spec = tool_spec(
+        MORE_TOOLS,
+        "Lists more tools (with `names`: their parameters); then call them by name.",
+        {
+            "names": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 128},
+                "maxItems": 10,
+            }
         },
     )
 

@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 
 from skald.core.prompt_blocks import memory_index_block
 from skald.files.mounts import MemberMount, note_mounts
+from skald.files.tools import memory_tools
 from skald.permissions import can
 from skald.plugins import hookimpl
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import MEMORY
 from skald.store.migrations.registry import SHARED_MEMORY
-from skald.tools.memory import memory_indexes, memory_tools
+from skald.tools.memory import memory_indexes
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -41,6 +42,7 @@ def skald_tools(member: UserRuntime) -> list[Tool] | None:
         member.user.id,
         shared_readable=member.shared_readable,
         budget=member.budget,
+        mounts=member.router.member_mounts,
     )
 
 

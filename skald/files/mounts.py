@@ -56,6 +56,14 @@ class MemberMount(msgspec.Struct, frozen=True, kw_only=True):
     host_path: Path | None  # None: virtual (a note store), no folder on the host
     container_path: str | None  # where the sandbox mounts it; None: not in the sandbox
     read_only: bool
+    # The rules of a note store (virtual mounts; the file tools follow them):
+    # `indexed`: a write keeps the store's index.md, appending a line for a new note (the
+    # full-text index moves with every write in the same transaction, in the store).
+    indexed: bool = False
+    # `approval`: every write waits for a member's yes. The seeded approval rules say so
+    # for this prefix (`skald.approvals.rules`, default.shared-memory-write);
+    # tests/test_mounts.py checks that the two agree.
+    approval: bool = False
 
     @property
     def virtual(self) -> bool:
@@ -88,6 +96,8 @@ def check_mounts(mounts: Iterable[MemberMount]) -> list[MemberMount]:
             continue
         if not m.prefix or "/" in m.prefix or m.prefix in (".", "..") or m.prefix[0] in "~.":
             raise ValueError(f"mount {m.name!r}: the prefix must be one plain name")
+        if m.indexed and not m.virtual:
+            raise ValueError(f"mount {m.name!r}: only a note store keeps an index")
         if m.container_path is not None:
             if m.virtual:
                 raise ValueError(f"mount {m.name!r} is virtual and cannot be in the sandbox")
@@ -131,6 +141,8 @@ def note_mounts() -> list[MemberMount]:
             host_path=None,
             container_path=None,
             read_only=False,
+            indexed=True,
+            approval=store == SHARED_MEMORY,
         )
         for store, label in ((USER_MEMORY, "My notes"), (SHARED_MEMORY, "Household notes"))
     ]

@@ -475,36 +475,39 @@ def require_writable(found: Resolved | Virtual) -> None:
 # -- errors from the file system -------------------------------------------------------
 
 
+# What each errno means for the caller: the error type and its text ({where}: the path).
+_OS_ERRORS: Final[dict[int, tuple[type[SkaldError], str]]] = {
+    errno.ENOENT: (NotFoundError, "nothing at {where}"),
+    errno.ELOOP: (
+        PathDeniedError,
+        "{where}: a symbolic link is in the way, and links are not followed here",
+    ),
+    errno.ESTALE: (ConflictError, "{where} changed while it was being used; try again"),
+    errno.ENOTDIR: (InvalidInputError, "{where}: part of the path is a file, not a folder"),
+    errno.EISDIR: (InvalidInputError, "{where} is a folder"),
+    errno.EACCES: (PathDeniedError, "{where}: the file system refused access"),
+    errno.EEXIST: (ConflictError, "{where} already exists"),
+    errno.ENOTEMPTY: (ConflictError, "{where} is a folder that is not empty"),
+    errno.ENAMETOOLONG: (InvalidInputError, "{where}: the path is too long"),
+    errno.EXDEV: (InvalidInputError, "{where}: cannot move between different places"),
+    errno.EINVAL: (
+        InvalidInputError,
+        "{where}: the file system refused this (a folder into itself?)",
+    ),
+    errno.ENOSPC: (DiskFullError, "{where}: the disk is full; nothing was written"),
+}
+_OS_ERRORS[errno.EMLINK] = _OS_ERRORS[errno.ELOOP]
+_OS_ERRORS[errno.EPERM] = _OS_ERRORS[errno.EROFS] = _OS_ERRORS[errno.EACCES]
+_OS_ERRORS[errno.EDQUOT] = _OS_ERRORS[errno.ENOSPC]
+
+
 def os_error(exc: OSError, where: str) -> SkaldError:
     """A clear SkaldError for an OSError met while working on `where` (an agent path)."""
-    code = exc.errno
-    if code == errno.ENOENT:
-        return NotFoundError(f"nothing at {where}")
-    if code == errno.ELOOP or code == errno.EMLINK:
-        return PathDeniedError(
-            f"{where}: a symbolic link is in the way, and links are not followed here"
-        )
-    if code == errno.ESTALE:
-        return ConflictError(f"{where} changed while it was being used; try again")
-    if code == errno.ENOTDIR:
-        return InvalidInputError(f"{where}: part of the path is a file, not a folder")
-    if code == errno.EISDIR:
-        return InvalidInputError(f"{where} is a folder")
-    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return PathDeniedError(f"{where}: the file system refused access")
-    if code == errno.EEXIST:
-        return ConflictError(f"{where} already exists")
-    if code == errno.ENOTEMPTY:
-        return ConflictError(f"{where} is a folder that is not empty")
-    if code == errno.ENAMETOOLONG:
-        return InvalidInputError(f"{where}: the path is too long")
-    if code == errno.EXDEV:
-        return InvalidInputError(f"{where}: cannot move between different places")
-    if code == errno.EINVAL:
-        return InvalidInputError(f"{where}: the file system refused this (a folder into itself?)")
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFullError(f"{where}: the disk is full; nothing was written")
-    return FileSystemError(f"{where}: {exc.strerror or 'file system error'}")
+    known = _OS_ERRORS.get(exc.errno) if exc.errno is not None else None
+    if known is None:
+        return FileSystemError(f"{where}: {exc.strerror or 'file system error'}")
+    kind, text = known
+    return kind(text.format(where=where))
 
 
 @contextlib.contextmanager
@@ -635,18 +638,8 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _kind(mode: int) -> Literal["file", "dir", "symlink", "other"]:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "other"
-
-
 def _entry(agent_path: str, name: str, st: os.stat_result) -> FileEntry:
-    kind = _kind(st.st_mode)
+    kind = tree.kind_of(st.st_mode)
     return FileEntry(
         name=name,
         path=agent_path,
@@ -738,26 +731,7 @@ def write_bytes(found: Resolved, data: bytes) -> tuple[FileEntry, bool]:
         if existing is not None:
             _check_replaceable(existing, found.agent_path)
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else FILE_MODE
-        temp = tree.temp_name()
-        tfd = os.open(
-            temp,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            mode,
-            dir_fd=parent,
-        )
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(tfd, view[:CHUNK])
-                view = view[written:]
-            os.fchmod(tfd, mode)
-            os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=parent)
-            raise
-        finally:
-            os.close(tfd)
+        tree.write_file_at(parent, name, data, mode)
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
     return _entry(found.agent_path, name, st), existing is None
 

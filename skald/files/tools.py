@@ -1,10 +1,14 @@
-"""The file tools of the model: one set for real files and memory notes alike.
+"""The file tools of the model: one family for real files and memory notes alike.
 
 `read_file`, `write_file`, `edit_file` and `list_files` dispatch by path: a path into
-`user-memory/…` or `shared-memory/…` goes to the note tools of `skald.tools.memory`
-(unchanged, with the path in its canonical form); anything else goes through the
-member's `PathRouter` to their home or the read-only manual. `grep`, `glob` and
-`show_file` work on files; `memory_search` is the note store's own search.
+a note mount (`user-memory/…`, `shared-memory/…`) goes to the note stores
+(`skald.tools.memory.NoteStores`, with the path in its canonical form); anything else
+goes through the member's `PathRouter` to their home or the read-only manual. `grep`,
+`glob` and `show_file` work on files; `memory_search` is the note store's own search.
+
+Two sets are built from the same classes: `workspace_tools` (files and notes) and
+`memory_tools` (notes only, for a member without `files`: no router, and the tools
+described for notes with `NOTE_SPECS`, so that member's prompt stays what it was).
 
 Bad input never raises out of a tool: it becomes an error result naming what to fix.
 Blocking file work runs in a thread; `grep` and `glob` stop when the turn is stopped.
@@ -18,7 +22,7 @@ import re
 import stat
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -34,6 +38,7 @@ from skald.agent.tools import (
 )
 from skald.errors import NotFoundError, SkaldError
 from skald.files.mime import sniff
+from skald.files.mounts import MemberMount, note_mounts
 from skald.files.router import (
     HOME_MOUNT,
     FileEntry,
@@ -49,10 +54,10 @@ from skald.files.router import (
     walk,
     write_bytes,
 )
-from skald.llm.types import ToolSpec
+from skald.llm.types import ToolSpec, tool_spec
 from skald.permissions import declare
 from skald.quota import Budget, BudgetSource
-from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_path
+from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY
 from skald.store.owner import OwnerStore
 from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.args import Refusal as _Refusal
@@ -64,10 +69,10 @@ from skald.tools.args import text_arg as _text
 from skald.tools.args import text_lines
 from skald.tools.memory import (
     READ_DEFAULT_LINES,
-    READ_MAX_CHARS,
-    READ_MAX_LINE_CHARS,
-    NoteTool,
-    memory_tools,
+    MemorySearchTool,
+    NoteStores,
+    NumberedRows,
+    replaced_text,
 )
 from skald.tools.preview import MAX_READ_BYTES, edit_preview, write_preview
 
@@ -82,6 +87,7 @@ __all__ = [
     "WriteFileTool",
     "file_tools",
     "glob_regex",
+    "memory_tools",
     "workspace_tools",
     "write_within",
 ]
@@ -110,6 +116,86 @@ _PATH_HELP = (
     "~/… (home; relative paths too), uploads/… (chat attachments), docs/… (read-only), "
     f"{USER_MEMORY}/… or {SHARED_MEMORY}/… (notes)."
 )
+
+
+# -- the tool descriptions ------------------------------------------------------------------
+# One schema per tool, described for files and notes (`workspace_tools`) or for notes
+# alone (`NOTE_SPECS`, `memory_tools`). Every character is part of the prompt a member's
+# model gets: tests/test_prompt_snapshot.py holds them.
+
+_NOTE_PATH_HELP = (
+    f"A note path such as {USER_MEMORY}/people/ada.md (your private notes) or "
+    f"{SHARED_MEMORY}/house/heating.md (the household's notes)."
+)
+
+
+def _path(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _read_spec(description: str, path_help: str) -> ToolSpec:
+    lines = {
+        "offset_line": {
+            "type": "integer",
+            "description": "First line to show, counting from 1 (default 1).",
+        },
+        "limit_lines": {
+            "type": "integer",
+            "description": f"How many lines to show (default {READ_DEFAULT_LINES}).",
+        },
+    }
+    return tool_spec("read_file", description, {"path": _path(path_help), **lines}, ["path"])
+
+
+def _write_spec(description: str, path_help: str, content: str) -> ToolSpec:
+    properties = {"path": _path(path_help), "content": _path(content)}
+    return tool_spec("write_file", description, properties, ["path", "content"])
+
+
+def _edit_spec(what: str, path_help: str) -> ToolSpec:
+    properties = {
+        "path": _path(path_help),
+        "old_text": _path("The exact text to replace."),
+        "new_text": _path("The text to put in its place."),
+        "replace_all": {
+            "type": "boolean",
+            "description": "Replace every occurrence (default false).",
+        },
+    }
+    description = (
+        "Replace old_text (exact, once unless replace_all; without read_file's line "
+        f"numbers) by new_text in a {what}."
+    )
+    return tool_spec("edit_file", description, properties, ["path", "old_text", "new_text"])
+
+
+def _list_spec(description: str, path_help: str) -> ToolSpec:
+    return tool_spec("list_files", description, {"path": _path(path_help)})
+
+
+NOTE_SPECS: Final = {
+    spec.name: spec
+    for spec in (
+        _read_spec(
+            "Read a note, lines numbered like `cat -n` (numbers not part of the text), "
+            f"at most {READ_DEFAULT_LINES} lines at a time.",
+            _NOTE_PATH_HELP,
+        ),
+        _write_spec(
+            "Create or replace a whole note (a new one gets a line in its index.md). To "
+            "change part of one, use edit_file.",
+            _NOTE_PATH_HELP,
+            "The whole note, in Markdown.",
+        ),
+        _edit_spec("note", _NOTE_PATH_HELP),
+        _list_spec(
+            "List the memory notes in a store or folder, with their sizes and when they "
+            f"last changed. Without a path, lists both {USER_MEMORY}/ and {SHARED_MEMORY}/.",
+            f"A store or folder, such as {USER_MEMORY}/ or "
+            f"{SHARED_MEMORY}/recipes/. Leave out to list both stores.",
+        ),
+    )
+}
 
 
 # -- small helpers ------------------------------------------------------------------------
@@ -149,25 +235,39 @@ async def _in_thread(fn: Callable[[threading.Event], T]) -> T:
 
 
 class FileTool(Tool):
-    """A tool on files through the router; note paths go to `notes` when there is one."""
+    """A tool on files through the router; note paths go to `notes` when there is one.
+
+    Without a router (`memory_tools`) every path must name a note: anything else is
+    refused the note stores' way, naming the two places that exist."""
 
     path_required: bool = True
 
-    def __init__(self, router: PathRouter, notes: Tool | None = None) -> None:
+    def __init__(
+        self,
+        router: PathRouter | None,
+        notes: NoteStores | None = None,
+        budget: BudgetSource | None = None,
+        spec: ToolSpec | None = None,
+    ) -> None:
         self.router = router
         self.notes = notes
+        self.budget = budget
+        if spec is not None:
+            self.spec = spec
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
         # Files and notes alike: the router confines both to the member's own places.
         return file_touches(self.kind, args)
 
     async def old_text(self, raw: object) -> str | None:
-        """The current text at `raw` for a preview: notes through their tool, files
+        """The current text at `raw` for a preview: notes through their stores, files
         through the router; "" for a new file, None when unreadable or unusual."""
+        if self.router is None:
+            return None if self.notes is None else await self.notes.old_text(raw)
         try:
             parsed = self.router.parse(raw)
             if isinstance(parsed, Virtual):
-                if not isinstance(self.notes, NoteTool):
+                if self.notes is None:
                     return None
                 return await self.notes.old_text(parsed.agent_path)
             found = await asyncio.to_thread(self.router.resolve, raw)
@@ -178,6 +278,8 @@ class FileTool(Tool):
         return await asyncio.to_thread(_text_for_preview, found)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if self.router is None:
+            return await self._on_note(args)
         try:
             raw = args.get("path")
             if raw is None and not self.path_required:
@@ -197,11 +299,34 @@ class FileTool(Tool):
                 f"{note.agent_path} is a memory note, which this tool cannot reach; "
                 "use memory_search, or read_file and list_files on notes."
             )
-        return await self.notes.run({**args, "path": note.agent_path}, ctx)
+        return await self._on_note({**args, "path": note.agent_path})
+
+    async def _on_note(self, args: dict[str, Any]) -> ToolResult:
+        # The note stores' refusals are already sentences for the model: word for word.
+        try:
+            return await self.note(args)
+        except _Refusal as refusal:
+            return ToolResult.error(str(refusal))
+
+    async def note(self, args: dict[str, Any]) -> ToolResult:
+        """Do the work on a note (`args["path"]` names it; `self.notes` is set)."""
+        raise _Refusal(f"{self.name} works on files, not on memory notes.")
 
     @abstractmethod
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Do the work on a physical path; raise `_Refusal` / `SkaldError` to refuse."""
+
+    @property
+    def paths(self) -> PathRouter:
+        """The router, for `work` (only ever called when there is one)."""
+        assert self.router is not None, "file work without a router"
+        return self.router
+
+    @property
+    def stores(self) -> NoteStores:
+        """The note stores, for `note` (only ever called when there are some)."""
+        assert self.notes is not None, "note work without note stores"
+        return self.notes
 
 
 def _text_for_preview(found: Resolved) -> str | None:
@@ -238,12 +363,6 @@ class _Writing(Writes, FileTool):
     """A tool that writes into the home: every write is checked against the member's
     quota and the free-disk reserve first (when a budget is given), then reported."""
 
-    def __init__(
-        self, router: PathRouter, notes: Tool | None = None, budget: BudgetSource | None = None
-    ) -> None:
-        super().__init__(router, notes)
-        self.budget = budget
-
     async def current_budget(self) -> Budget | None:
         return None if self.budget is None else await self.budget()
 
@@ -277,35 +396,20 @@ def write_within(budget: Budget | None, found: Resolved, data: bytes) -> tuple[F
 
 
 class ReadFileTool(_Reading):
-    spec = ToolSpec(
-        name="read_file",
-        description=(
-            "Read a text file or note, lines numbered like `cat -n` (numbers not part of "
-            f"the text), at most {READ_DEFAULT_LINES} lines at a time. Binary files are "
-            "not shown as text."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": _PATH_HELP},
-                "offset_line": {
-                    "type": "integer",
-                    "description": "First line to show, counting from 1 (default 1).",
-                },
-                "limit_lines": {
-                    "type": "integer",
-                    "description": f"How many lines to show (default {READ_DEFAULT_LINES}).",
-                },
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+    spec = _read_spec(
+        "Read a text file or note, lines numbered like `cat -n` (numbers not part of "
+        f"the text), at most {READ_DEFAULT_LINES} lines at a time. Binary files are "
+        "not shown as text.",
+        _PATH_HELP,
     )
+
+    async def note(self, args: dict[str, Any]) -> ToolResult:
+        return await self.stores.read(args)
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         offset = _int(args, "offset_line", 1, 1)
         limit = _int(args, "limit_lines", READ_DEFAULT_LINES, 1)
-        found = await asyncio.to_thread(self.router.physical, raw)
+        found = await asyncio.to_thread(self.paths.physical, raw)
         text = await asyncio.to_thread(_read_lines, found, offset, limit)
         return ToolResult(content=text, metadata={"path": found.agent_path})
 
@@ -318,9 +422,7 @@ def _read_lines(found: Resolved, offset: int, limit: int) -> str:
             raise _Refusal(_binary_note(found, st.st_size, head))
         handle.seek(0)
         reader = io.BufferedReader(handle, buffer_size=64 * 1024)
-        shown: list[str] = []
-        used = 0
-        last = offset - 1
+        rows = NumberedRows(offset)
         total = 0
         counted_all = True
         scanned = 0
@@ -330,58 +432,32 @@ def _read_lines(found: Resolved, offset: int, limit: int) -> str:
             scanned += len(raw_line)
             if offset <= number < offset + limit and not full:
                 line = raw_line.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
-                if len(line) > READ_MAX_LINE_CHARS:
-                    line = line[:READ_MAX_LINE_CHARS] + " … (line cut)"
-                row = f"{number:6d}\t{line}"
-                if shown and used + len(row) + 1 > READ_MAX_CHARS:
-                    full = True
-                else:
-                    shown.append(row)
-                    used += len(row) + 1
-                    last = number
+                full = not rows.add(number, line)
             elif number >= offset + limit or full:
                 full = True
                 if scanned > COUNT_LINES_UP_TO:
                     counted_all = False
                     break
-    if total == 0:
-        return f"{found.agent_path} is empty."
-    if offset > total:
-        raise _Refusal(
-            f"{found.agent_path} has {_plural(total, 'line')}; offset_line must be at most {total}."
-        )
-    more = last < total
-    if offset > 1 or more:
-        of = f" of {total}" if counted_all else ""
-        tail = f"; read on with offset_line={last + 1}" if more else ""
-        shown.append(f"(lines {offset}-{last}{of}{tail})")
-    return "\n".join(shown)
+    return rows.text(found.agent_path, total, counted_all)
 
 
 # -- write_file and edit_file ---------------------------------------------------------------
 
 
 class WriteFileTool(_Writing):
-    spec = ToolSpec(
-        name="write_file",
-        description=(
-            "Create or replace a whole file or note (folders are created). To change "
-            "part of one, use edit_file."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": _PATH_HELP},
-                "content": {"type": "string", "description": "The whole content, as text."},
-            },
-            "required": ["path", "content"],
-            "additionalProperties": False,
-        },
+    spec = _write_spec(
+        "Create or replace a whole file or note (folders are created). To change "
+        "part of one, use edit_file.",
+        _PATH_HELP,
+        "The whole content, as text.",
     )
 
     async def preview(self, args: Mapping[str, Any]) -> str | None:
         raw = args.get("path")
         return write_preview(str(raw), await self.old_text(raw), args)
+
+    async def note(self, args: dict[str, Any]) -> ToolResult:
+        return await self.stores.write(args)
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         content = _text(args, "content")
@@ -389,7 +465,7 @@ class WriteFileTool(_Writing):
         budget = await self.current_budget()
 
         def write(_: threading.Event) -> tuple[FileEntry, bool]:
-            return write_within(budget, self.router.writable(raw), data)
+            return write_within(budget, self.paths.writable(raw), data)
 
         entry, created = await _in_thread(write)
         verb = "Created" if created else "Replaced"
@@ -403,31 +479,14 @@ class WriteFileTool(_Writing):
 
 
 class EditFileTool(_Writing):
-    spec = ToolSpec(
-        name="edit_file",
-        description=(
-            "Replace old_text (exact, once unless replace_all; without read_file's line "
-            "numbers) by new_text in a file or note."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": _PATH_HELP},
-                "old_text": {"type": "string", "description": "The exact text to replace."},
-                "new_text": {"type": "string", "description": "The text to put in its place."},
-                "replace_all": {
-                    "type": "boolean",
-                    "description": "Replace every occurrence (default false).",
-                },
-            },
-            "required": ["path", "old_text", "new_text"],
-            "additionalProperties": False,
-        },
-    )
+    spec = _edit_spec("file or note", _PATH_HELP)
 
     async def preview(self, args: Mapping[str, Any]) -> str | None:
         raw = args.get("path")
         return edit_preview(str(raw), await self.old_text(raw), args)
+
+    async def note(self, args: dict[str, Any]) -> ToolResult:
+        return await self.stores.edit(args)
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         old = _text(args, "old_text")
@@ -440,7 +499,7 @@ class EditFileTool(_Writing):
         budget = await self.current_budget()
 
         def edit(_: threading.Event) -> tuple[str, int]:
-            found = self.router.writable(raw)
+            found = self.paths.writable(raw)
             handle, st = open_read(found)
             with handle:
                 if st.st_size > MAX_EDIT_BYTES:
@@ -455,21 +514,9 @@ class EditFileTool(_Writing):
                 before = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise _Refusal(f"{found.agent_path} is not UTF-8 text.") from None
-            count = before.count(old)
-            if count == 0:
-                raise _Refusal(
-                    f"old_text was not found in {found.agent_path}. Read the file and copy "
-                    "the text exactly, spaces and line breaks included."
-                )
-            if count > 1 and not replace_all:
-                raise _Refusal(
-                    f"old_text occurs {count} times in {found.agent_path}. Include more of "
-                    "the surrounding text so that it matches exactly once, or set "
-                    "replace_all to true to change every occurrence."
-                )
-            after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
+            after, count = replaced_text(before, old, new, replace_all, found.agent_path, "file")
             write_within(budget, found, _encode(after))
-            return found.agent_path, count if replace_all else 1
+            return found.agent_path, count
 
         path, count = await _in_thread(edit)
         return ToolResult(
@@ -484,37 +531,24 @@ class EditFileTool(_Writing):
 class ListFilesTool(_Reading):
     path_required = False
 
-    def __init__(
-        self, router: PathRouter, notes: Tool | None = None, note_places: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(router, notes)
-        self.note_places = note_places
-
-    spec = ToolSpec(
-        name="list_files",
-        description=("List a folder or note folder: sizes, dates, sub-folders ending in /."),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": (
-                        f"~ (default), docs, uploads, {USER_MEMORY}/, {SHARED_MEMORY}/…"
-                    ),
-                },
-            },
-            "additionalProperties": False,
-        },
+    spec = _list_spec(
+        "List a folder or note folder: sizes, dates, sub-folders ending in /.",
+        f"~ (default), docs, uploads, {USER_MEMORY}/, {SHARED_MEMORY}/…",
     )
 
+    async def note(self, args: dict[str, Any]) -> ToolResult:
+        return await self.stores.listing(args)
+
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        notes = () if self.notes is None else self.notes.stores
+
         def listing(_: threading.Event) -> str:
-            found = self.router.physical(raw)
+            found = self.paths.physical(raw)
             entry = entry_for(found)
             if entry.type != "dir":
                 return _entry_line(entry)
             entries, truncated = list_dir(found, LIST_MAX_ENTRIES)
-            return _listing_text(found, entries, truncated, notes=self.note_places)
+            return _listing_text(found, entries, truncated, notes=notes)
 
         return ToolResult(content=await _in_thread(listing))
 
@@ -660,38 +694,32 @@ _SEARCH_PROPS: Final = {
 
 class GrepTool(_Reading):
     path_required = False
-    spec = ToolSpec(
-        name="grep",
-        description=(
-            "Search file contents below a folder with a Python regular expression, like "
-            f"ripgrep (skips binary, hidden, over {_size(GREP_MAX_FILE_BYTES)}). Returns "
-            "path:line: text."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The regular expression."},
-                **_SEARCH_PROPS,
-                "glob": {
-                    "type": "string",
-                    "description": ("Only files matching this glob (*.md, notes/**/*.txt)."),
-                },
-                "ignore_case": {
-                    "type": "boolean",
-                    "description": "Ignore case (default false).",
-                },
-                "files_only": {
-                    "type": "boolean",
-                    "description": "Only the paths of matching files.",
-                },
-                "max_results": {
-                    "type": "integer",
-                    "description": (f"Default {GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS}."),
-                },
+    spec = tool_spec(
+        "grep",
+        "Search file contents below a folder with a Python regular expression, like "
+        f"ripgrep (skips binary, hidden, over {_size(GREP_MAX_FILE_BYTES)}). Returns "
+        "path:line: text.",
+        {
+            "pattern": {"type": "string", "description": "The regular expression."},
+            **_SEARCH_PROPS,
+            "glob": {
+                "type": "string",
+                "description": ("Only files matching this glob (*.md, notes/**/*.txt)."),
             },
-            "required": ["pattern"],
-            "additionalProperties": False,
+            "ignore_case": {
+                "type": "boolean",
+                "description": "Ignore case (default false).",
+            },
+            "files_only": {
+                "type": "boolean",
+                "description": "Only the paths of matching files.",
+            },
+            "max_results": {
+                "type": "integer",
+                "description": (f"Default {GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS}."),
+            },
         },
+        ["pattern"],
     )
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -721,7 +749,7 @@ class GrepTool(_Reading):
         limit = _int(args, "max_results", GREP_DEFAULT_RESULTS, 1, GREP_MAX_RESULTS)
 
         def search(stop: threading.Event) -> tuple[Resolved, _Found]:
-            found = self.router.physical(raw)
+            found = self.paths.physical(raw)
             result = _Found()
             if entry_for(found).type == "file":
                 handle, st = open_read(found)
@@ -828,28 +856,22 @@ def _grep_text(found: Resolved, source: str, result: _Found, files_only: bool, l
 
 class GlobTool(_Reading):
     path_required = False
-    spec = ToolSpec(
-        name="glob",
-        description=(
-            "Find files by name below a folder: * and ? in a name, ** across folders "
-            "(**/*.pdf: every PDF). Folders end with /."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "pattern": {
-                    "type": "string",
-                    "description": "Relative to path, e.g. **/*.md.",
-                },
-                **_SEARCH_PROPS,
-                "max_results": {
-                    "type": "integer",
-                    "description": (f"Default {GLOB_DEFAULT_RESULTS}, at most {GLOB_MAX_RESULTS}."),
-                },
+    spec = tool_spec(
+        "glob",
+        "Find files by name below a folder: * and ? in a name, ** across folders "
+        "(**/*.pdf: every PDF). Folders end with /.",
+        {
+            "pattern": {
+                "type": "string",
+                "description": "Relative to path, e.g. **/*.md.",
             },
-            "required": ["pattern"],
-            "additionalProperties": False,
+            **_SEARCH_PROPS,
+            "max_results": {
+                "type": "integer",
+                "description": (f"Default {GLOB_DEFAULT_RESULTS}, at most {GLOB_MAX_RESULTS}."),
+            },
         },
+        ["pattern"],
     )
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -865,7 +887,7 @@ class GlobTool(_Reading):
         limit = _int(args, "max_results", GLOB_DEFAULT_RESULTS, 1, GLOB_MAX_RESULTS)
 
         def find(stop: threading.Event) -> tuple[Resolved, list[str], bool, bool]:
-            found = self.router.physical(raw)
+            found = self.paths.physical(raw)
             if entry_for(found).type != "dir":
                 raise _Refusal(f"{found.agent_path} is not a folder; glob searches below a folder.")
             paths: list[str] = []
@@ -894,43 +916,20 @@ class GlobTool(_Reading):
 # -- show_file ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _NoteReader:
-    owner: OwnerStore
-    shared: SharedMemoryStore | None  # None: the role cannot see household notes
-
-    async def size(self, agent_path: str) -> int:
-        note = parse_note_path(agent_path)
-        if note.is_shared and self.shared is None:
-            raise _Refusal(f"{SHARED_MEMORY}/ is not available to you.")
-        store = self.shared if note.is_shared and self.shared is not None else self.owner
-        return len((await store.note_get(note.path)).encode("utf-8"))
-
-
 class ShowFileTool(_Reading):
     chat_only = True  # a helper has nobody to show it to
-    spec = ToolSpec(
-        name="show_file",
-        description=(
-            "Show a file (image, PDF, document) or note to the person in the app's viewer."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": _PATH_HELP}},
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+    spec = tool_spec(
+        "show_file",
+        "Show a file (image, PDF, document) or note to the person in the app's viewer.",
+        {"path": {"type": "string", "description": _PATH_HELP}},
+        ["path"],
     )
 
-    def __init__(self, router: PathRouter, notes: _NoteReader | None = None) -> None:
-        super().__init__(router)
-        self.note_reader = notes
-
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        if self.note_reader is None:
+        if self.notes is None:
             raise _Refusal(f"{note.agent_path} is a memory note, which this tool cannot reach.")
         try:
-            size = await self.note_reader.size(note.agent_path)
+            size = await self.notes.size(note.agent_path)
         except NotFoundError:
             raise _Refusal(f"There is no note at {note.agent_path}.") from None
         name = note.agent_path.rsplit("/", 1)[-1]
@@ -938,7 +937,7 @@ class ShowFileTool(_Reading):
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         def look(_: threading.Event) -> tuple[FileEntry, str]:
-            found = self.router.physical(raw)
+            found = self.paths.physical(raw)
             entry = entry_for(found)
             if entry.type == "dir":
                 raise _Refusal(f"{found.agent_path} is a folder; show_file shows one file.")
@@ -985,32 +984,61 @@ def workspace_tools(
     """One member's tools on files and notes: read_file, write_file, edit_file,
     list_files, memory_search, grep, glob, show_file.
 
-    The four shared names route note paths to `memory_tools`' own implementations;
-    `shared_writable` / `shared_readable` mean what they mean there. `budget`: the
-    member's storage budget, checked by every write (files and notes alike).
+    The four shared names reach the note mounts through `NoteStores`; `shared_writable` /
+    `shared_readable` mean what they mean for `memory_tools`. `budget`: the member's
+    storage budget, checked by every write (files and notes alike).
     """
-    notes = {
-        t.name: t
-        for t in memory_tools(
-            owner,
-            shared,
-            user_id,
-            shared_writable=shared_writable,
-            shared_readable=shared_readable,
-            budget=budget,
-        )
-    }
+    notes = NoteStores(
+        owner,
+        shared,
+        user_id,
+        shared_writable,
+        shared_readable,
+        budget,
+        _indexed(router.member_mounts),
+    )
     return [
-        ReadFileTool(router, notes["read_file"]),
-        WriteFileTool(router, notes["write_file"], budget),
-        EditFileTool(router, notes["edit_file"], budget),
-        ListFilesTool(
-            router,
-            notes["list_files"],
-            (USER_MEMORY, SHARED_MEMORY) if shared_readable else (USER_MEMORY,),
-        ),
-        notes["memory_search"],
+        ReadFileTool(router, notes),
+        WriteFileTool(router, notes, budget),
+        EditFileTool(router, notes, budget),
+        ListFilesTool(router, notes),
+        MemorySearchTool(notes),
         GrepTool(router),
         GlobTool(router),
-        ShowFileTool(router, _NoteReader(owner, shared if shared_readable else None)),
+        ShowFileTool(router, notes),
     ]
+
+
+def memory_tools(
+    owner: OwnerStore,
+    shared: SharedMemoryStore,
+    user_id: str,
+    *,
+    shared_writable: bool = True,
+    shared_readable: bool = True,
+    budget: BudgetSource | None = None,
+    mounts: Sequence[MemberMount] | None = None,
+) -> list[Tool]:
+    """The note tools of a member without files: the same family on their own private
+    store and the household's one, described for notes alone.
+
+    `shared_writable=False` turns writes to `shared-memory/` into error results (reads
+    stay); `shared_readable=False` (a role without `memory.shared`) hides it entirely.
+    Whether a write may go ahead at all is the approval gate's business. `mounts`: the
+    member's (default: the built-in note mounts), whose rules the note stores follow.
+    """
+    notes = NoteStores(
+        owner, shared, user_id, shared_writable, shared_readable, budget, _indexed(mounts)
+    )
+    return [
+        ReadFileTool(None, notes, spec=NOTE_SPECS["read_file"]),
+        WriteFileTool(None, notes, spec=NOTE_SPECS["write_file"]),
+        EditFileTool(None, notes, spec=NOTE_SPECS["edit_file"]),
+        ListFilesTool(None, notes, spec=NOTE_SPECS["list_files"]),
+        MemorySearchTool(notes),
+    ]
+
+
+def _indexed(mounts: Sequence[MemberMount] | None) -> frozenset[str]:
+    """The note stores whose mount keeps an index (`MemberMount.indexed`)."""
+    return frozenset(m.name for m in (note_mounts() if mounts is None else mounts) if m.indexed)

@@ -1,6 +1,15 @@
-"""What a provider offers before a model is set up: its model list (the provider's own
-models endpoint), a guess of each model's capabilities from its family name, and a tiny
-real request that proves the address and the key work ("Test connection").
+"""What a provider offers: its model list (the provider's own models endpoint, read by
+`fetch_models` alone, for "Test connection" and the Models page's list), what that list
+says about each model (`describe`), a guess of each model's capabilities from its family
+name, and a tiny real request that proves the address and the key work.
+
+What the list reports is taken as it is (OpenRouter: `context_length`,
+`top_provider.max_completion_tokens`, `supported_parameters`,
+`architecture.input_modalities`; vLLM: `max_model_len`; LM Studio:
+`max_context_length`; llama.cpp: `meta.n_ctx_train`; others under the usual names);
+anything missing stays None, and the administrator fills it in. Trap: llama.cpp's
+`n_ctx_train` is what the model was trained for, not what the server was started with
+(`--ctx-size`), so it is an upper bound; say so where it is shown.
 
 Rule: everything here talks to the provider only (no database, no HTTP framework), and
 answers with plain outcomes (`ProviderCheck`) rather than raising, so the setup screens
@@ -14,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Final
+from typing import Any, Final
 
 import httpx
 import msgspec
@@ -23,10 +32,20 @@ from skald.llm.anthropic import API_VERSION
 from skald.llm.anthropic import DEFAULT_BASE_URL as ANTHROPIC_BASE_URL
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.model_info import describe
 from skald.llm.types import Finished, Message, Request, TextDelta, TextPart
 
-__all__ = ["Guess", "OfferedModel", "ProviderCheck", "guess_model", "list_models", "try_model"]
+__all__ = [
+    "Guess",
+    "ListedModel",
+    "ModelListError",
+    "OfferedModel",
+    "ProviderCheck",
+    "describe",
+    "fetch_models",
+    "guess_model",
+    "list_models",
+    "try_model",
+]
 
 TIMEOUT: Final = httpx.Timeout(20.0, connect=5.0)
 UNSENDABLE: Final = (
@@ -56,6 +75,62 @@ class ProviderCheck(msgspec.Struct, frozen=True, kw_only=True):
     models: list[OfferedModel] = []
     latency_ms: int | None = None
     reply: str | None = None  # the start of the model's answer to the tiny request
+
+
+# -- what a listed model says about itself ------------------------------------------------
+
+_WINDOW_KEYS = ("context_window", "context_length", "max_model_len", "max_context_length")
+_OUTPUT_KEYS = ("max_output_tokens", "max_completion_tokens", "max_tokens")
+
+
+class ListedModel(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    capabilities: list[str] = msgspec.field(default_factory=list)  # tools, vision, reasoning
+
+
+def _positive(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if value > 0 else None
+
+
+def _first(entry: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        found = _positive(entry.get(key))
+        if found is not None:
+            return found
+    return None
+
+
+def describe(entry: dict[str, Any]) -> ListedModel | None:
+    """One entry of a `/models` list (OpenAI-compatible or Anthropic), or None."""
+    model_id = entry.get("id")
+    if not isinstance(model_id, str) or not model_id:
+        return None
+    window = _first(entry, _WINDOW_KEYS)
+    output = _first(entry, _OUTPUT_KEYS)
+    top = entry.get("top_provider")
+    if isinstance(top, dict):
+        window = window or _first(top, ("context_length",))
+        output = output or _first(top, ("max_completion_tokens",))
+    meta = entry.get("meta")
+    if isinstance(meta, dict):
+        window = window or _first(meta, ("n_ctx", "n_ctx_train"))
+    caps: set[str] = set()
+    params = entry.get("supported_parameters")
+    if isinstance(params, list):
+        if "tools" in params:
+            caps.add("tools")
+        if "reasoning" in params or "include_reasoning" in params:
+            caps.add("reasoning")
+    arch = entry.get("architecture")
+    if isinstance(arch, dict) and "image" in (arch.get("input_modalities") or []):
+        caps.add("vision")
+    return ListedModel(
+        id=model_id, context_window=window, max_output_tokens=output, capabilities=sorted(caps)
+    )
 
 
 # Families by name (lower case, anywhere in the id). Order matters: the first match wins.
@@ -106,53 +181,84 @@ def _status_message(status: int, where: str) -> str:
     return f"{where} answered HTTP {status}."
 
 
-async def list_models(
-    kind: str, base_url: str, api_key: str | None, http: httpx.AsyncClient
-) -> ProviderCheck:
-    """The provider's models (its `GET …/models`), each with a guess; never raises."""
-    anthropic = kind == "anthropic"
-    root = (base_url or ANTHROPIC_BASE_URL).rstrip("/")
-    url = f"{root}/v1/models" if anthropic else f"{root}/models"
+class ModelListError(Exception):
+    """The models endpoint answered, but not with a list: HTTP `status` (not 200, with
+    its `content`), or a 200 whose body is not JSON."""
+
+    def __init__(self, status: int, content: bytes = b"") -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.content = content
+
+
+async def fetch_models(
+    kind: str,
+    base: str,
+    api_key: str | None,
+    http: httpx.AsyncClient,
+    wait: httpx.Timeout = TIMEOUT,
+) -> list[tuple[dict[str, Any], ListedModel]] | None:
+    """`GET <base>/models` (Anthropic: `<base>/v1/models`): each entry with what it says
+    (`describe`); None when the JSON holds no list. The one reader of a provider's list.
+
+    Raises `httpx.HTTPError` (nothing answered), `httpx.InvalidURL` / `UnicodeError` /
+    `ValueError` (a key or an address HTTP cannot carry: never echo it) and
+    `ModelListError`; each caller words them its own way."""
     headers: dict[str, str] = {}
-    if anthropic:
+    if kind == "anthropic":
+        url = f"{base}/v1/models?limit=1000"
         headers["anthropic-version"] = API_VERSION
         if api_key:
             headers["x-api-key"] = api_key
-    elif api_key:
-        headers["authorization"] = f"Bearer {api_key}"
+    else:
+        url = f"{base}/models"
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+    response = await http.get(url, headers=headers, timeout=wait)
+    if response.status_code != 200:
+        raise ModelListError(response.status_code, response.content)
+    try:
+        body = response.json()
+    except ValueError:
+        raise ModelListError(200) from None
+    entries = body.get("data") if isinstance(body, dict) else body
+    if not isinstance(entries, list):
+        return None
+    return [(e, m) for e in entries if isinstance(e, dict) and (m := describe(e)) is not None]
+
+
+async def list_models(
+    kind: str, base_url: str, api_key: str | None, http: httpx.AsyncClient
+) -> ProviderCheck:
+    """The provider's models (`fetch_models`), each with a guess; never raises."""
+    root = (base_url or ANTHROPIC_BASE_URL).rstrip("/")
     started = time.monotonic()
     try:
-        response = await http.get(url, headers=headers, timeout=TIMEOUT)
+        listed = await fetch_models(kind, root, api_key, http)
     except httpx.HTTPError as exc:
         return ProviderCheck(ok=False, message=_plain_http_error(root, exc))
     except (httpx.InvalidURL, UnicodeError, ValueError):
-        # A key or an address with characters HTTP cannot carry (never echoed back).
         return ProviderCheck(ok=False, message=UNSENDABLE)
+    except ModelListError as exc:
+        if exc.status != 200:
+            return ProviderCheck(ok=False, message=_status_message(exc.status, root))
+        listed = None
     latency = int((time.monotonic() - started) * 1000)
-    if response.status_code != 200:
-        return ProviderCheck(ok=False, message=_status_message(response.status_code, root))
-    try:
-        data = response.json().get("data")
-        if not isinstance(data, list):
-            raise ValueError("no data list")
-    except ValueError:
+    if listed is None:
         return ProviderCheck(ok=False, message=f"{root} did not answer with a models list.")
     models = []
-    for entry in data[:MAX_MODELS]:
-        listed = describe(entry) if isinstance(entry, dict) else None
-        if listed is None:
-            continue
+    for entry, described in listed[:MAX_MODELS]:
         # What the list reports (limits, capabilities) wins; the family fills the rest.
-        family = guess_model(listed.id, listed.context_window)
+        family = guess_model(described.id, described.context_window)
         guess = Guess(
             capabilities=[
-                c for c in _ORDER if c in family.capabilities or c in listed.capabilities
+                c for c in _ORDER if c in family.capabilities or c in described.capabilities
             ],
             context_window=family.context_window,
-            max_output_tokens=listed.max_output_tokens,
+            max_output_tokens=described.max_output_tokens,
         )
-        name = entry.get("display_name") or entry.get("name") or listed.id
-        models.append(OfferedModel(id=listed.id, name=str(name)[:80], guess=guess))
+        name = entry.get("display_name") or entry.get("name") or described.id
+        models.append(OfferedModel(id=described.id, name=str(name)[:80], guess=guess))
     models.sort(key=lambda m: m.id)
     return ProviderCheck(
         ok=True,

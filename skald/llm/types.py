@@ -66,6 +66,19 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     parameters: dict[str, Any]  # JSON Schema of the arguments object
 
 
+def tool_spec(
+    name: str, description: str, properties: dict[str, Any], required: list[str] | None = None
+) -> ToolSpec:
+    """A tool whose arguments are one object of `properties` and nothing else: the shape
+    of every built-in tool. The keys keep their order (type, properties, required,
+    additionalProperties): the schema is part of the prompt providers cache."""
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:
+        parameters["required"] = required
+    parameters["additionalProperties"] = False
+    return ToolSpec(name=name, description=description, parameters=parameters)
+
+
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int = 0
     output_tokens: int = 0

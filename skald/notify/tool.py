@@ -12,7 +12,7 @@ from typing import Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult
 from skald.errors import InvalidInputError
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
 
 __all__ = ["MAX_BODY", "MAX_TITLE", "NotifyTool"]
 
@@ -21,24 +21,18 @@ MAX_BODY = 2000
 
 Notify = Callable[..., Awaitable[object]]
 
-_SPEC = ToolSpec(
-    name="notify",
-    description=(
-        "Notify the user (the bell and their devices, even away from this chat) of what "
-        "they asked to be told about, never for ordinary replies. Short title; `link`: an "
-        "app page such as /tasks; `urgency` high only for what cannot wait."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE},
-            "body": {"type": "string", "maxLength": MAX_BODY},
-            "link": {"type": "string", "maxLength": 500},
-            "urgency": {"type": "string", "enum": ["low", "normal", "high"]},
-        },
-        "required": ["title"],
-        "additionalProperties": False,
+_SPEC = tool_spec(
+    "notify",
+    "Notify the user (the bell and their devices, even away from this chat) of what "
+    "they asked to be told about, never for ordinary replies. Short title; `link`: an "
+    "app page such as /tasks; `urgency` high only for what cannot wait.",
+    {
+        "title": {"type": "string", "minLength": 1, "maxLength": MAX_TITLE},
+        "body": {"type": "string", "maxLength": MAX_BODY},
+        "link": {"type": "string", "maxLength": 500},
+        "urgency": {"type": "string", "enum": ["low", "normal", "high"]},
     },
+    ["title"],
 )
 
 

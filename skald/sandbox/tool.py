@@ -23,7 +23,8 @@ from typing import Any, Final
 
 from skald.agent.tools import EXEC, Tool, ToolContext, ToolResult, Touches
 from skald.errors import DiskFullError, QuotaExceededError
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
+from skald.paths import CONTAINER_HOME
 from skald.permissions import can, declare
 from skald.quota import BudgetSource, CommandWatch
 from skald.sandbox.execute import CommandResult, container_workdir, describe, run_command
@@ -79,36 +80,30 @@ class ExecuteCmdTool(Tool):
         self.default_timeout_s = cfg.command_timeout_s
         self.max_timeout_s = max(cfg.command_timeout_max_s, cfg.command_timeout_s)
         self.max_bytes = cfg.output_max_kb * 1024
-        self.spec = ToolSpec(
-            name="execute_cmd",
-            description=(
-                "Run a bash command in the member's sandbox (a Linux container, home at ~ "
-                "= /home/skald; only the home survives a rebuild). Output (stdout+stderr, "
-                f"cut after {cfg.output_max_kb} KiB) streams to the chat. No input can be "
-                f"typed. Stopped after timeout_s (default {self.default_timeout_s})."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "The command line, run with bash -c.",
-                    },
-                    "workdir": {
-                        "type": "string",
-                        "description": "~ (default), a path under it, or absolute.",
-                    },
-                    "timeout_s": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": self.max_timeout_s,
-                        "description": "Time limit in seconds.",
-                    },
+        self.spec = tool_spec(
+            "execute_cmd",
+            "Run a bash command in the member's sandbox (a Linux container, home at ~ "
+            f"= {CONTAINER_HOME}; only the home survives a rebuild). Output (stdout+stderr, "
+            f"cut after {cfg.output_max_kb} KiB) streams to the chat. No input can be "
+            f"typed. Stopped after timeout_s (default {self.default_timeout_s}).",
+            {
+                "command": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "The command line, run with bash -c.",
                 },
-                "required": ["command"],
-                "additionalProperties": False,
+                "workdir": {
+                    "type": "string",
+                    "description": "~ (default), a path under it, or absolute.",
+                },
+                "timeout_s": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": self.max_timeout_s,
+                    "description": "Time limit in seconds.",
+                },
             },
+            ["command"],
         )
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
@@ -192,26 +187,20 @@ class InstallPackagesTool(Tool):
         cfg = manager.config
         self.timeout_s = max(cfg.command_timeout_max_s, cfg.command_timeout_s)
         self.max_bytes = cfg.output_max_kb * 1024
-        self.spec = ToolSpec(
-            name="install_packages",
-            description=(
-                "apt-get install Debian packages into the sandbox (there is no sudo; a "
-                "person approves each call; they last until the sandbox is rebuilt)."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "packages": {
-                        "type": "array",
-                        "minItems": 1,
-                        "maxItems": MAX_PACKAGES,
-                        "items": {"type": "string", "pattern": PACKAGE_NAME},
-                        "description": 'Debian package names, e.g. ["pandoc", "gcc"].',
-                    },
+        self.spec = tool_spec(
+            "install_packages",
+            "apt-get install Debian packages into the sandbox (there is no sudo; a "
+            "person approves each call; they last until the sandbox is rebuilt).",
+            {
+                "packages": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_PACKAGES,
+                    "items": {"type": "string", "pattern": PACKAGE_NAME},
+                    "description": 'Debian package names, e.g. ["pandoc", "gcc"].',
                 },
-                "required": ["packages"],
-                "additionalProperties": False,
             },
+            ["packages"],
         )
 
     def touches(self, args: Mapping[str, Any]) -> Touches:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from skald.errors import DatabaseClosedError, InvalidInputError
 from skald.log import get_logger
+from skald.notify.tool import MAX_BODY, MAX_TITLE
 
 if TYPE_CHECKING:
     from skald.core.runtime import Runtime
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
 log = get_logger("skald.schedule")
 
 __all__ = ["notify"]
-
-# The notification service's own limits (skald/core/notifications.py refuses longer).
-_TITLE, _BODY = 200, 2000
 
 
 async def notify(
@@ -37,8 +35,8 @@ async def notify(
     try:
         await rt.notifications.notify(
             user_id,
-            title=title[:_TITLE],
-            body=body[:_BODY],
+            title=title[:MAX_TITLE],
+            body=body[:MAX_BODY],  # the service's own limits: it refuses longer
             link=link,
             source=source,
             urgency=urgency,

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from skald.agent.subagent import root_of
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
-from skald.llm.types import ToolSpec
-from skald.schedule.jobs import JobChange, JobSpec
+from skald.llm.types import ToolSpec, tool_spec
+from skald.schedule.jobs import MAX_TITLE, JobChange, JobSpec
 from skald.schedule.zone import member_zone
 from skald.store.schedule import Job, parse_iso
 
@@ -41,37 +41,31 @@ UNATTENDED_RUN_NOW = (
 
 
 def _spec(now_local: datetime, zone: str) -> ToolSpec:
-    return ToolSpec(
-        name="schedule",
-        description=(
-            "The user's scheduled jobs: a prompt you run by yourself later, once (`at`) or "
-            "repeatedly (`cron`), each run in the job's own conversation. "
-            # To the hour, as the prompt's DATETIME: a description that changed every minute
-            # would make providers re-read the tools and the conversation each turn.
-            f"The user's time zone is {zone}; it is {now_local:%A %Y-%m-%d %H}:00 there "
-            "(to the hour: for 'in N minutes' give `in_minutes` instead of `at`). "
-            "`cron`: 'minute hour day-of-month month day-of-week' in that zone (weekdays at "
-            "7:30 = '30 7 * * 1-5', Sunday 0; optional seconds first, year last; @daily...). "
-            "`at`: local ISO date-time, e.g. 2027-03-01T09:00. `prompt`: your instruction at "
-            "run time ('Remind the user to put the bins out'). Modes: create (title, prompt, "
-            "cron/at/in_minutes), list, pause, resume, update (job_id + changes), run_now, "
-            "delete (job_id)."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "mode": {"type": "string", "enum": list(MODES)},
-                "job_id": {"type": "string"},
-                "title": {"type": "string", "maxLength": 200},
-                "prompt": {"type": "string", "maxLength": 8000},
-                "cron": {"type": "string", "maxLength": 200},
-                "at": {"type": "string", "maxLength": 64},
-                "in_minutes": {"type": "integer", "minimum": 1, "maximum": 527040},
-                "skip_after_minutes": {"type": "integer", "minimum": 0},
-            },
-            "required": ["mode"],
-            "additionalProperties": False,
+    return tool_spec(
+        "schedule",
+        "The user's scheduled jobs: a prompt you run by yourself later, once (`at`) or "
+        "repeatedly (`cron`), each run in the job's own conversation. "
+        # To the hour, as the prompt's DATETIME: a description that changed every minute
+        # would make providers re-read the tools and the conversation each turn.
+        f"The user's time zone is {zone}; it is {now_local:%A %Y-%m-%d %H}:00 there "
+        "(to the hour: for 'in N minutes' give `in_minutes` instead of `at`). "
+        "`cron`: 'minute hour day-of-month month day-of-week' in that zone (weekdays at "
+        "7:30 = '30 7 * * 1-5', Sunday 0; optional seconds first, year last; @daily...). "
+        "`at`: local ISO date-time, e.g. 2027-03-01T09:00. `prompt`: your instruction at "
+        "run time ('Remind the user to put the bins out'). Modes: create (title, prompt, "
+        "cron/at/in_minutes), list, pause, resume, update (job_id + changes), run_now, "
+        "delete (job_id).",
+        {
+            "mode": {"type": "string", "enum": list(MODES)},
+            "job_id": {"type": "string"},
+            "title": {"type": "string", "maxLength": MAX_TITLE},
+            "prompt": {"type": "string", "maxLength": 8000},
+            "cron": {"type": "string", "maxLength": 200},
+            "at": {"type": "string", "maxLength": 64},
+            "in_minutes": {"type": "integer", "minimum": 1, "maximum": 527040},
+            "skip_after_minutes": {"type": "integer", "minimum": 0},
         },
+        ["mode"],
     )
 
 
@@ -165,25 +159,19 @@ class ScheduleTool(Tool):
         return when.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-_TASK_SPEC = ToolSpec(
-    name="background_task",
-    description=(
-        "Hand longer work to a background helper and keep talking. It sees nothing of this "
-        "conversation, so `task` must say everything; its result, failure or cancellation "
-        "comes back here as a message for you to relay. Modes: start (task, title), list, "
-        "cancel (task_id). For an answer needed now use execute_task."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "mode": {"type": "string", "enum": ["start", "list", "cancel"]},
-            "task": {"type": "string", "maxLength": 20000},
-            "title": {"type": "string", "maxLength": 120},
-            "task_id": {"type": "string"},
-        },
-        "required": ["mode"],
-        "additionalProperties": False,
+_TASK_SPEC = tool_spec(
+    "background_task",
+    "Hand longer work to a background helper and keep talking. It sees nothing of this "
+    "conversation, so `task` must say everything; its result, failure or cancellation "
+    "comes back here as a message for you to relay. Modes: start (task, title), list, "
+    "cancel (task_id). For an answer needed now use execute_task.",
+    {
+        "mode": {"type": "string", "enum": ["start", "list", "cancel"]},
+        "task": {"type": "string", "maxLength": 20000},
+        "title": {"type": "string", "maxLength": 120},
+        "task_id": {"type": "string"},
     },
+    ["mode"],
 )
 
 

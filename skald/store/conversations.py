@@ -18,6 +18,7 @@ import msgspec
 from skald.agent.history import CallState, UnfinishedCall
 from skald.errors import ConflictError, NotFoundError
 from skald.llm.types import ImagePart, Message, TextPart
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
 
@@ -97,22 +98,30 @@ class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     images_not_seen: bool = False
 
 
-_CONV = "id, title, agent_id, model_id, open, status, created_at, updated_at, input_tokens, output_tokens, cost_usd, security_group"
-
-
-def _conversation(r: tuple[Any, ...]) -> Conversation:
-    return Conversation(
-        id=r[0],
-        title=r[1],
-        agent_id=r[2],
-        model_id=r[3],
-        open=bool(r[4]),
-        status=r[5],
-        created_at=r[6],
-        updated_at=r[7],
-        usage=ConversationUsage(input_tokens=r[8], output_tokens=r[9], cost_usd=r[10]),
-        security_group=r[11],
+def _conversation(
+    *, input_tokens: int, output_tokens: int, cost_usd: float | None, **fields: Any
+) -> Conversation:
+    usage = ConversationUsage(
+        input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost_usd
     )
+    return Conversation(usage=usage, **fields)
+
+
+_CONV = Columns(
+    _conversation,
+    "id",
+    "title",
+    "agent_id",
+    "model_id",
+    Col("open", read=bool),
+    "status",
+    "created_at",
+    "updated_at",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "security_group",
+)
 
 
 def insert_conversation(
@@ -138,20 +147,11 @@ class ConversationStore:
         return await self.get(conversation_id)
 
     async def get(self, conversation_id: str) -> Conversation:
-        r = await self.db.call(
-            lambda c: fetch_one(
-                c, f"SELECT {_CONV} FROM conversations WHERE id=?", (conversation_id,)
-            )
-        )
-        if r is None:
-            raise NotFoundError("no such conversation")
-        return _conversation(r)
+        where = "FROM conversations WHERE id=?"
+        return await _CONV.one(self.db, where, (conversation_id,), "no such conversation")
 
     async def all(self) -> list[Conversation]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_CONV} FROM conversations ORDER BY created_at, id")
-        )
-        return [_conversation(r) for r in rows]
+        return await _CONV.many(self.db, "FROM conversations ORDER BY created_at, id")
 
     async def update(self, conversation_id: str, **fields: Any) -> Conversation:
         """Set `title`, `open`, `model_id`, `status` or `security_group` (a `model_id` of
@@ -172,11 +172,13 @@ class ConversationStore:
             )
             if c.changes() == 0:
                 raise NotFoundError("no such conversation")
-            r = fetch_one(c, f"SELECT {_CONV} FROM conversations WHERE id=?", (conversation_id,))
+            r = fetch_one(
+                c, f"SELECT {_CONV.names} FROM conversations WHERE id=?", (conversation_id,)
+            )
             assert r is not None
             return r
 
-        return _conversation(await self.db.transaction(q))
+        return _CONV.row(await self.db.transaction(q))
 
     async def add_usage(
         self, conversation_id: str, input_tokens: int, output_tokens: int, cost: float | None

@@ -10,7 +10,8 @@ import apsw
 import msgspec
 
 from skald.errors import ConflictError, NotFoundError
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.columns import Col, Columns
+from skald.store.database import Database, fetch_one
 from skald.store.registry import now_iso
 
 Strength = Literal["low", "average", "high"]
@@ -67,47 +68,46 @@ class RequestRow(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
 
 
-_P_COLS = (
-    "id, name, kind, base_url, api_key_sealed IS NOT NULL, created_at, updated_at, "
-    "silence_timeout_s"
+_PROVIDER = Columns(
+    ProviderRow,
+    "id",
+    "name",
+    "kind",
+    "base_url",
+    Col("has_api_key", sql="api_key_sealed IS NOT NULL", read=bool),
+    "created_at",
+    "updated_at",
+    "silence_timeout_s",
 )
-_M_COLS = (
-    "id, provider_id, model, name, strength, capabilities, priority, enabled, created_at, "
-    "updated_at, max_output_tokens, context_window, kind, "
-    "prompt_profile"
+_REQUEST = Columns(
+    RequestRow,
+    "at",
+    "user_id",
+    "model_id",
+    "status",
+    "input_tokens",
+    "output_tokens",
+    Col("estimated", read=bool),
+    "latency_ms",
+    "error",
 )
-
-
-def _provider(r: tuple[Any, ...]) -> ProviderRow:
-    return ProviderRow(
-        id=r[0],
-        name=r[1],
-        kind=r[2],
-        base_url=r[3],
-        has_api_key=bool(r[4]),
-        created_at=r[5],
-        updated_at=r[6],
-        silence_timeout_s=r[7],
-    )
-
-
-def _model(r: tuple[Any, ...]) -> ModelRow:
-    return ModelRow(
-        id=r[0],
-        provider_id=r[1],
-        model=r[2],
-        name=r[3],
-        strength=r[4],
-        capabilities=json.loads(r[5]),
-        priority=r[6],
-        enabled=bool(r[7]),
-        created_at=r[8],
-        updated_at=r[9],
-        max_output_tokens=r[10],
-        context_window=r[11],
-        kind=r[12],
-        prompt_profile=r[13],
-    )
+_MODEL = Columns(
+    ModelRow,
+    "id",
+    "provider_id",
+    "model",
+    "name",
+    "strength",
+    Col("capabilities", read=json.loads),
+    "priority",
+    Col("enabled", read=bool),
+    "created_at",
+    "updated_at",
+    "max_output_tokens",
+    "context_window",
+    "kind",
+    "prompt_profile",
+)
 
 
 def _unique(c: apsw.Connection, table: str, name: str, exclude_id: str | None) -> None:
@@ -134,20 +134,11 @@ class LlmStore:
     # -- providers ------------------------------------------------------------------
 
     async def providers(self) -> list[ProviderRow]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_P_COLS} FROM llm_providers ORDER BY name")
-        )
-        return [_provider(r) for r in rows]
+        return await _PROVIDER.many(self.db, "FROM llm_providers ORDER BY name")
 
     async def provider(self, provider_id: str) -> ProviderRow:
-        r = await self.db.call(
-            lambda c: fetch_one(
-                c, f"SELECT {_P_COLS} FROM llm_providers WHERE id=?", (provider_id,)
-            )
-        )
-        if r is None:
-            raise NotFoundError("no such provider")
-        return _provider(r)
+        where = "FROM llm_providers WHERE id=?"
+        return await _PROVIDER.one(self.db, where, (provider_id,), "no such provider")
 
     async def sealed_key(self, provider_id: str) -> str | None:
         r = await self.db.call(
@@ -161,12 +152,14 @@ class LlmStore:
         """The provider and its sealed key, in one trip to the database thread."""
         r = await self.db.call(
             lambda c: fetch_one(
-                c, f"SELECT {_P_COLS}, api_key_sealed FROM llm_providers WHERE id=?", (provider_id,)
+                c,
+                f"SELECT {_PROVIDER.names}, api_key_sealed FROM llm_providers WHERE id=?",
+                (provider_id,),
             )
         )
         if r is None:
             raise NotFoundError("no such provider")
-        return _provider(r), r[8]
+        return _PROVIDER.row(r), r[len(_PROVIDER)]
 
     async def save_provider(
         self,
@@ -232,18 +225,10 @@ class LlmStore:
     # -- models ---------------------------------------------------------------------
 
     async def models(self) -> list[ModelRow]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_M_COLS} FROM llm_models ORDER BY priority, name")
-        )
-        return [_model(r) for r in rows]
+        return await _MODEL.many(self.db, "FROM llm_models ORDER BY priority, name")
 
     async def model(self, model_id: str) -> ModelRow:
-        r = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_M_COLS} FROM llm_models WHERE id=?", (model_id,))
-        )
-        if r is None:
-            raise NotFoundError("no such model")
-        return _model(r)
+        return await _MODEL.one(self.db, "FROM llm_models WHERE id=?", (model_id,), "no such model")
 
     async def save_model(self, row: ModelRow, *, create: bool) -> ModelRow:
         def q(c: apsw.Connection) -> None:
@@ -327,25 +312,4 @@ class LlmStore:
 
     async def requests(self, limit: int = 1000) -> list[RequestRow]:
         """The latest request records, newest first."""
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT at, user_id, model_id, status, input_tokens, output_tokens, estimated, "
-                "latency_ms, error FROM llm_requests ORDER BY id DESC LIMIT ?",
-                (limit,),
-            )
-        )
-        return [
-            RequestRow(
-                at=r[0],
-                user_id=r[1],
-                model_id=r[2],
-                status=r[3],
-                input_tokens=r[4],
-                output_tokens=r[5],
-                estimated=bool(r[6]),
-                latency_ms=r[7],
-                error=r[8],
-            )
-            for r in rows
-        ]
+        return await _REQUEST.many(self.db, "FROM llm_requests ORDER BY id DESC LIMIT ?", (limit,))

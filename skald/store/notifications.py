@@ -18,6 +18,7 @@ from typing import Any, Literal
 import apsw
 import msgspec
 
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
@@ -111,33 +112,33 @@ class PushDevice(msgspec.Struct, frozen=True, kw_only=True):
     created_at: str
 
 
-_COLS = "id, created_at, title, body, link, source, urgency, read_at, delivered_at"
+def _stamped(at: str | None) -> bool:
+    """A `read_at` / `delivered_at` column: set once it happened."""
+    return at is not None
 
 
-def _row(r: tuple[Any, ...]) -> Notification:
-    return Notification(
-        id=r[0],
-        created_at=r[1],
-        title=r[2],
-        body=r[3],
-        link=r[4],
-        source=r[5],
-        urgency=r[6],
-        read=r[7] is not None,
-        delivered=r[8] is not None,
-    )
-
-
-def _device(r: tuple[Any, ...]) -> PushDevice:
-    return PushDevice(
-        id=r[0],
-        endpoint=r[1],
-        p256dh=r[2],
-        auth=r[3],
-        label=r[4],
-        enabled=bool(r[5]),
-        created_at=r[6],
-    )
+_NOTE = Columns(
+    Notification,
+    "id",
+    "created_at",
+    "title",
+    "body",
+    "link",
+    "source",
+    "urgency",
+    Col("read", sql="read_at", read=_stamped),
+    Col("delivered", sql="delivered_at", read=_stamped),
+)
+_DEVICE = Columns(
+    PushDevice,
+    "id",
+    "endpoint",
+    "p256dh",
+    "auth",
+    "label",
+    Col("enabled", read=bool),
+    "created_at",
+)
 
 
 def _unread(c: apsw.Connection) -> int:
@@ -169,12 +170,12 @@ class NotificationStore:
                 "ORDER BY read_at IS NULL, seq DESC LIMIT -1 OFFSET ?)",
                 (KEEP,),
             )
-            row = fetch_one(c, f"SELECT {_COLS} FROM notifications WHERE id=?", (note_id,))
+            row = fetch_one(c, f"SELECT {_NOTE.names} FROM notifications WHERE id=?", (note_id,))
             assert row is not None
             return row, _unread(c)
 
         row, unread = await self.db.transaction(q)
-        return _row(row), unread
+        return _NOTE.row(row), unread
 
     async def page(
         self, *, limit: int, before: str | None = None, unread_only: bool = False
@@ -188,14 +189,14 @@ class NotificationStore:
             if before is not None:
                 where.append("seq < (SELECT seq FROM notifications WHERE id=?)")
                 args.append(before)
-            sql = f"SELECT {_COLS} FROM notifications"
+            sql = f"SELECT {_NOTE.names} FROM notifications"
             if where:
                 sql += " WHERE " + " AND ".join(where)
             sql += " ORDER BY seq DESC LIMIT ?"
             return fetch_all(c, sql, (*args, limit)), _unread(c)
 
         rows, unread = await self.db.call(q)
-        return [_row(r) for r in rows], unread
+        return [_NOTE.row(r) for r in rows], unread
 
     async def get_many(self, ids: list[str]) -> list[Notification]:
         if not ids:
@@ -204,11 +205,11 @@ class NotificationStore:
         rows = await self.db.call(
             lambda c: fetch_all(
                 c,
-                f"SELECT {_COLS} FROM notifications WHERE id IN ({marks}) ORDER BY seq",
+                f"SELECT {_NOTE.names} FROM notifications WHERE id IN ({marks}) ORDER BY seq",
                 tuple(ids),
             )
         )
-        return [_row(r) for r in rows]
+        return [_NOTE.row(r) for r in rows]
 
     async def unread(self) -> int:
         return await self.db.call(_unread)
@@ -306,24 +307,22 @@ class NotificationStore:
             )
             row = fetch_one(
                 c,
-                "SELECT id, endpoint, p256dh, auth, label, enabled, created_at "
-                "FROM push_subscriptions WHERE endpoint=?",
+                f"SELECT {_DEVICE.names} FROM push_subscriptions WHERE endpoint=?",
                 (endpoint,),
             )
             assert row is not None
             return row
 
-        return _device(await self.db.transaction(q))
+        return _DEVICE.row(await self.db.transaction(q))
 
     async def devices(self) -> list[PushDevice]:
         rows = await self.db.call(
             lambda c: fetch_all(
                 c,
-                "SELECT id, endpoint, p256dh, auth, label, enabled, created_at "
-                "FROM push_subscriptions ORDER BY created_at, id",
+                f"SELECT {_DEVICE.names} FROM push_subscriptions ORDER BY created_at, id",
             )
         )
-        return [_device(r) for r in rows]
+        return [_DEVICE.row(r) for r in rows]
 
     async def set_device_enabled(self, device_id: str, enabled: bool) -> bool:
         def q(c: apsw.Connection) -> bool:

@@ -1,23 +1,7 @@
-"""The tools Skald hands to the agent loop (memory notes now; files, commands, MCP later)."""
+"""What the tools share below the files layer: the memory notes' side of the file tools
+(`skald.tools.memory`), argument checks (`args`) and previews (`preview`). The tool
+family itself is `skald.files.tools`."""
 
-from skald.tools.memory import (
-    EditFileTool,
-    ListFilesTool,
-    MemorySearchTool,
-    NoteTool,
-    ReadFileTool,
-    WriteFileTool,
-    memory_indexes,
-    memory_tools,
-)
+from skald.tools.memory import MemorySearchTool, NoteStores, memory_indexes
 
-__all__ = [
-    "EditFileTool",
-    "ListFilesTool",
-    "MemorySearchTool",
-    "NoteTool",
-    "ReadFileTool",
-    "WriteFileTool",
-    "memory_indexes",
-    "memory_tools",
-]
+__all__ = ["MemorySearchTool", "NoteStores", "memory_indexes"]

@@ -1,4 +1,8 @@
-"""The memory note tools: the model reads, writes, edits, lists and searches its notes.
+"""The memory notes as the file tools reach them: reads, writes, edits, listings, search.
+
+The tools themselves are the one family of `skald.files.tools` (`read_file`, `write_file`,
+`edit_file`, `list_files` dispatch a note path to `NoteStores` here); `memory_search` is
+the stores' own. This module keeps what is particular to notes.
 
 Two virtual stores, named by agent paths (`skald.store.note_paths`):
 - `user-memory/…`: the member's private notes, in their own owner database;
@@ -22,8 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,11 +38,10 @@ from skald.agent.tools import (
     ToolContext,
     ToolResult,
     Touches,
-    Writes,
     file_touches,
 )
 from skald.errors import DiskFullError, InvalidInputError, NotFoundError, QuotaExceededError
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
 from skald.permissions import declare
 from skald.quota import Budget, BudgetSource
 from skald.store import notes
@@ -65,21 +67,17 @@ from skald.tools.args import int_arg as _int
 from skald.tools.args import plural as _plural
 from skald.tools.args import text_arg as _text
 from skald.tools.args import text_lines as _lines
-from skald.tools.preview import edit_preview, write_preview
 
 __all__ = [
     "INDEX_SEPARATOR",
     "MAX_NOTE_BYTES",
-    "EditFileTool",
-    "ListFilesTool",
     "MemorySearchTool",
-    "NoteTool",
-    "ReadFileTool",
-    "WriteFileTool",
+    "NoteStores",
+    "NumberedRows",
     "index_line",
     "memory_indexes",
-    "memory_tools",
     "note_summary",
+    "replaced_text",
 ]
 
 # Reading the household's notes: the note tools (`shared_readable`), the prompt's shared
@@ -171,6 +169,7 @@ class _Place:
     store: OwnerStore | SharedMemoryStore
     tables: NoteTables
     author: str | None  # recorded as `updated_by` on household notes
+    indexed: bool  # its mount's rule: a new note gets a line in index.md
 
     async def get(self, path: str) -> str | None:
         try:
@@ -206,7 +205,7 @@ class _Place:
             stamp = now_iso()
             notes.put(c, t, note.path, after, stamp, self.author)
             indexed = False
-            if not note.is_index:
+            if self.indexed and not note.is_index:
                 index = notes.get(c, t, INDEX_NOTE) or ""
                 if not _mentions(index, note):
                     line = index_line(note.path, after)
@@ -235,15 +234,18 @@ class _Notes:
         shared_writable: bool,
         shared_readable: bool = True,
         budget: BudgetSource | None = None,
+        indexed: Collection[str] = STORES,
     ) -> None:
         self.user_id = user_id
         self.budget = budget
         self.shared_writable = shared_writable and shared_readable
         self.places: dict[NoteStoreName, _Place] = {
-            USER_MEMORY: _Place(USER_MEMORY, owner, PRIVATE_NOTES, None),
+            USER_MEMORY: _Place(USER_MEMORY, owner, PRIVATE_NOTES, None, USER_MEMORY in indexed),
         }
         if shared_readable:
-            self.places[SHARED_MEMORY] = _Place(SHARED_MEMORY, shared, SHARED_NOTES, user_id)
+            self.places[SHARED_MEMORY] = _Place(
+                SHARED_MEMORY, shared, SHARED_NOTES, user_id, SHARED_MEMORY in indexed
+            )
 
     @property
     def stores(self) -> tuple[NoteStoreName, ...]:
@@ -314,82 +316,37 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-# -- the tools ----------------------------------------------------------------------------
+# -- what the note stores do for the file tools ---------------------------------------------
 
 
-_PATH_HELP = (
-    f"A note path such as {USER_MEMORY}/people/ada.md (your private notes) or "
-    f"{SHARED_MEMORY}/house/heating.md (the household's notes)."
-)
+class NoteStores(_Notes):
+    """The note stores as the file tools reach them (`skald.files.tools`): each method
+    takes the tool's arguments with `path` naming a note, and answers the tool's result.
 
-
-class NoteTool(Tool):
-    """A tool that only ever touches the two note stores: it reads or writes (`kind`)
-    the note its `path` names, or, without one, only lists or searches."""
-
-    def __init__(self, stores: _Notes) -> None:
-        self.notes = stores
-
-    def touches(self, args: Mapping[str, Any]) -> Touches:
-        return file_touches(self.kind, args)
+    A `_Refusal` raised here is for the model to correct; the tool turns it into an
+    error result, word for word."""
 
     async def old_text(self, raw: object) -> str | None:
         """The note's current text for a preview ("" when new; None when unreachable)."""
         try:
-            note = self.notes.note(raw)
-            return await self.notes.place(note.store).get(note.path) or ""
+            note = self.note(raw)
+            return await self.place(note.store).get(note.path) or ""
         except _Refusal:
             return None
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        try:
-            return await self.work(args)
-        except _Refusal as refusal:
-            return ToolResult.error(str(refusal))
+    async def size(self, agent_path: str) -> int:
+        """Bytes of the note at a canonical `agent_path`; NotFoundError when none."""
+        note = parse_note_path(agent_path)
+        place = self.places.get(note.store)
+        if place is None:
+            raise _Refusal(f"{SHARED_MEMORY}/ is not available to you.")
+        return len((await place.store.note_get(note.path)).encode("utf-8"))
 
-    @abstractmethod
-    async def work(self, args: dict[str, Any]) -> ToolResult:
-        """Do the work; raise `_Refusal` for anything the model must correct."""
-
-
-class _ReadTool(Reads, NoteTool):
-    pass
-
-
-class _WriteTool(Writes, NoteTool):
-    pass
-
-
-class ReadFileTool(_ReadTool):
-    spec = ToolSpec(
-        name="read_file",
-        description=(
-            "Read a note, lines numbered like `cat -n` (numbers not part of the text), "
-            f"at most {READ_DEFAULT_LINES} lines at a time."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": _PATH_HELP},
-                "offset_line": {
-                    "type": "integer",
-                    "description": "First line to show, counting from 1 (default 1).",
-                },
-                "limit_lines": {
-                    "type": "integer",
-                    "description": f"How many lines to show (default {READ_DEFAULT_LINES}).",
-                },
-            },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
-    )
-
-    async def work(self, args: dict[str, Any]) -> ToolResult:
-        note = self.notes.note(args.get("path"))
+    async def read(self, args: dict[str, Any]) -> ToolResult:
+        note = self.note(args.get("path"))
         offset = _int(args, "offset_line", 1, 1)
         limit = _int(args, "limit_lines", READ_DEFAULT_LINES, 1)
-        content = await self.notes.place(note.store).get(note.path)
+        content = await self.place(note.store).get(note.path)
         if content is None:
             raise _Refusal(
                 f"There is no note at {note.agent_path}. "
@@ -398,94 +355,28 @@ class ReadFileTool(_ReadTool):
         lines = _lines(content)
         if not lines:
             return ToolResult(content=f"{note.agent_path} is empty.")
-        if offset > len(lines):
-            raise _Refusal(
-                f"{note.agent_path} has {_plural(len(lines), 'line')}; "
-                f"offset_line must be at most {len(lines)}."
-            )
-        shown: list[str] = []
-        used = 0
-        last = offset - 1
+        rows = NumberedRows(offset)
         for number in range(offset, min(len(lines), offset + limit - 1) + 1):
-            line = lines[number - 1]
-            if len(line) > READ_MAX_LINE_CHARS:
-                line = line[:READ_MAX_LINE_CHARS] + " … (line cut)"
-            row = f"{number:6d}\t{line}"
-            if shown and used + len(row) + 1 > READ_MAX_CHARS:
+            if not rows.add(number, lines[number - 1]):
                 break
-            shown.append(row)
-            used += len(row) + 1
-            last = number
-        if offset > 1 or last < len(lines):
-            more = f"; read on with offset_line={last + 1}" if last < len(lines) else ""
-            shown.append(f"(lines {offset}-{last} of {len(lines)}{more})")
-        return ToolResult(content="\n".join(shown), metadata={"path": note.agent_path})
+        return ToolResult(
+            content=rows.text(note.agent_path, len(lines)), metadata={"path": note.agent_path}
+        )
 
-
-class WriteFileTool(_WriteTool):
-    spec = ToolSpec(
-        name="write_file",
-        description=(
-            "Create or replace a whole note (a new one gets a line in its index.md). To "
-            "change part of one, use edit_file."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": _PATH_HELP},
-                "content": {"type": "string", "description": "The whole note, in Markdown."},
-            },
-            "required": ["path", "content"],
-            "additionalProperties": False,
-        },
-    )
-
-    async def preview(self, args: Mapping[str, Any]) -> str | None:
-        raw = args.get("path")
-        return write_preview(str(raw), await self.old_text(raw), args)
-
-    async def work(self, args: dict[str, Any]) -> ToolResult:
-        note = self.notes.writable(args.get("path"))
+    async def write(self, args: dict[str, Any]) -> ToolResult:
+        note = self.writable(args.get("path"))
         content = _text(args, "content")
         _check_size(note, content)
-        written = await self.notes.place(note.store).update(
-            note, lambda _before: content, await self.notes.current_budget()
+        written = await self.place(note.store).update(
+            note, lambda _before: content, await self.current_budget()
         )
         verb = "Created" if written.created else "Replaced"
         return _written(
             f"{verb} {note.agent_path} ({_plural(len(_lines(content)), 'line')}).", note, written
         )
 
-
-class EditFileTool(_WriteTool):
-    spec = ToolSpec(
-        name="edit_file",
-        description=(
-            "Replace old_text (exact, once unless replace_all; without read_file's line "
-            "numbers) by new_text in a note."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": _PATH_HELP},
-                "old_text": {"type": "string", "description": "The exact text to replace."},
-                "new_text": {"type": "string", "description": "The text to put in its place."},
-                "replace_all": {
-                    "type": "boolean",
-                    "description": "Replace every occurrence (default false).",
-                },
-            },
-            "required": ["path", "old_text", "new_text"],
-            "additionalProperties": False,
-        },
-    )
-
-    async def preview(self, args: Mapping[str, Any]) -> str | None:
-        raw = args.get("path")
-        return edit_preview(str(raw), await self.old_text(raw), args)
-
-    async def work(self, args: dict[str, Any]) -> ToolResult:
-        note = self.notes.writable(args.get("path"))
+    async def edit(self, args: dict[str, Any]) -> ToolResult:
+        note = self.writable(args.get("path"))
         old = _text(args, "old_text")
         new = _text(args, "new_text")
         replace_all = args.get("replace_all", False)
@@ -502,84 +393,38 @@ class EditFileTool(_WriteTool):
                 raise _Refusal(
                     f"There is no note at {note.agent_path}. Use write_file to create it."
                 )
-            count = before.count(old)
-            if count == 0:
-                raise _Refusal(
-                    f"old_text was not found in {note.agent_path}. Read the note and copy "
-                    "the text exactly, spaces and line breaks included."
-                )
-            if count > 1 and not replace_all:
-                raise _Refusal(
-                    f"old_text occurs {count} times in {note.agent_path}. Include more of "
-                    "the surrounding text so that it matches exactly once, or set "
-                    "replace_all to true to change every occurrence."
-                )
-            after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
+            after, count = replaced_text(before, old, new, replace_all, note.agent_path, "note")
             _check_size(note, after)
-            replaced.append(count if replace_all else 1)
+            replaced.append(count)
             return after
 
-        written = await self.notes.place(note.store).update(
-            note, change, await self.notes.current_budget()
-        )
+        written = await self.place(note.store).update(note, change, await self.current_budget())
         count = replaced[0]
         return _written(
             f"Edited {note.agent_path}: replaced {_plural(count, 'occurrence')}.", note, written
         )
 
-
-def _written(message: str, note: NotePath, written: _Written) -> ToolResult:
-    if written.indexed:
-        message += (
-            f" Added a line for it to {note.store}/{INDEX_NOTE}; "
-            "improve its summary there if it is not clear."
-        )
-    return ToolResult(content=message, metadata={"path": note.agent_path})
-
-
-class ListFilesTool(_ReadTool):
-    spec = ToolSpec(
-        name="list_files",
-        description=(
-            "List the memory notes in a store or folder, with their sizes and when they "
-            f"last changed. Without a path, lists both {USER_MEMORY}/ and {SHARED_MEMORY}/."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {
-                    "type": "string",
-                    "description": (
-                        f"A store or folder, such as {USER_MEMORY}/ or "
-                        f"{SHARED_MEMORY}/recipes/. Leave out to list both stores."
-                    ),
-                },
-            },
-            "additionalProperties": False,
-        },
-    )
-
-    async def work(self, args: dict[str, Any]) -> ToolResult:
+    async def listing(self, args: dict[str, Any]) -> ToolResult:
         raw = args.get("path")
         if raw is None or (isinstance(raw, str) and not raw.strip()):
-            folders = [NoteFolder(store, "") for store in self.notes.stores]
+            folders = [NoteFolder(store, "") for store in self.stores]
         else:
-            folders = [self.notes.folder(raw)]
+            folders = [self.folder(raw)]
         sections = []
         for folder in folders:
-            infos = await self.notes.place(folder.store).store.note_list(folder.prefix)
+            infos = await self.place(folder.store).store.note_list(folder.prefix)
             sections.append(self._section(folder, infos))
         return ToolResult(content="\n\n".join(sections))
 
     def _section(self, folder: NoteFolder, infos: Sequence[NoteInfo]) -> str:
-        read_only = folder.store == SHARED_MEMORY and not self.notes.shared_writable
+        read_only = folder.store == SHARED_MEMORY and not self.shared_writable
         note_text = ", read-only for you" if read_only else ""
         if not infos:
             empty = "no notes yet" if not folder.prefix else "no notes"
             return f"{folder.agent_path} has {empty}{note_text}."
         rows = [f"{folder.agent_path} ({_plural(len(infos), 'note')}{note_text}):"]
         for info in infos[:LIST_MAX_ENTRIES]:
-            by_you = ", by you" if info.updated_by == self.notes.user_id else ""
+            by_you = ", by you" if info.updated_by == self.user_id else ""
             rows.append(
                 f"- {folder.store}/{info.path}  {_size(info.size)}, "
                 f"updated {info.updated_at}{by_you}"
@@ -591,33 +436,111 @@ class ListFilesTool(_ReadTool):
         return "\n".join(rows)
 
 
-class MemorySearchTool(_ReadTool):
-    spec = ToolSpec(
-        name="memory_search",
-        description=(
-            "Full-text search of the notes (every word must match), best first: paths "
-            "with an excerpt."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Words to look for."},
-                "store": {
-                    "type": "string",
-                    "enum": [USER_MEMORY, SHARED_MEMORY, "both"],
-                    "description": "Which notes to search (default both).",
-                },
-                "limit": {
-                    "type": "integer",
-                    "description": (f"Default {SEARCH_DEFAULT_LIMIT}, at most {SEARCH_MAX_LIMIT}."),
-                },
+class NumberedRows:
+    """The rows `read_file` shows, numbered like `cat -n`: long lines cut, and no more
+    rows once they would pass `READ_MAX_CHARS` (notes and files alike)."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.rows: list[str] = []
+        self.used = 0
+        self.last = offset - 1  # the number of the last row shown
+
+    def add(self, number: int, line: str) -> bool:
+        """Add line `number`; False (and nothing added) once the rows are full."""
+        if len(line) > READ_MAX_LINE_CHARS:
+            line = line[:READ_MAX_LINE_CHARS] + " … (line cut)"
+        row = f"{number:6d}\t{line}"
+        if self.rows and self.used + len(row) + 1 > READ_MAX_CHARS:
+            return False
+        self.rows.append(row)
+        self.used += len(row) + 1
+        self.last = number
+        return True
+
+    def text(self, agent_path: str, total: int, counted_all: bool = True) -> str:
+        """The rows and where to read on, for a text of `total` lines (at least, when
+        not `counted_all`)."""
+        if total == 0:
+            return f"{agent_path} is empty."
+        if self.offset > total:
+            raise _Refusal(
+                f"{agent_path} has {_plural(total, 'line')}; offset_line must be at most {total}."
+            )
+        shown = list(self.rows)
+        more = self.last < total
+        if self.offset > 1 or more:
+            of = f" of {total}" if counted_all else ""
+            tail = f"; read on with offset_line={self.last + 1}" if more else ""
+            shown.append(f"(lines {self.offset}-{self.last}{of}{tail})")
+        return "\n".join(shown)
+
+
+def replaced_text(
+    before: str, old: str, new: str, replace_all: bool, agent_path: str, what: str
+) -> tuple[str, int]:
+    """`before` with `old` replaced by `new` (once unless `replace_all`), and how many
+    were replaced; a `_Refusal` naming `what` ("note", "file") when `old` is not there
+    exactly once (or at all, with `replace_all`)."""
+    count = before.count(old)
+    if count == 0:
+        raise _Refusal(
+            f"old_text was not found in {agent_path}. Read the {what} and copy "
+            "the text exactly, spaces and line breaks included."
+        )
+    if count > 1 and not replace_all:
+        raise _Refusal(
+            f"old_text occurs {count} times in {agent_path}. Include more of "
+            "the surrounding text so that it matches exactly once, or set "
+            "replace_all to true to change every occurrence."
+        )
+    after = before.replace(old, new) if replace_all else before.replace(old, new, 1)
+    return after, count
+
+
+def _written(message: str, note: NotePath, written: _Written) -> ToolResult:
+    if written.indexed:
+        message += (
+            f" Added a line for it to {note.store}/{INDEX_NOTE}; "
+            "improve its summary there if it is not clear."
+        )
+    return ToolResult(content=message, metadata={"path": note.agent_path})
+
+
+class MemorySearchTool(Reads, Tool):
+    """`memory_search`: the note stores' own full-text search (no path, so it names none)."""
+
+    spec = tool_spec(
+        "memory_search",
+        "Full-text search of the notes (every word must match), best first: paths with an excerpt.",
+        {
+            "query": {"type": "string", "description": "Words to look for."},
+            "store": {
+                "type": "string",
+                "enum": [USER_MEMORY, SHARED_MEMORY, "both"],
+                "description": "Which notes to search (default both).",
             },
-            "required": ["query"],
-            "additionalProperties": False,
+            "limit": {
+                "type": "integer",
+                "description": (f"Default {SEARCH_DEFAULT_LIMIT}, at most {SEARCH_MAX_LIMIT}."),
+            },
         },
+        ["query"],
     )
 
-    async def work(self, args: dict[str, Any]) -> ToolResult:
+    def __init__(self, stores: NoteStores) -> None:
+        self.notes = stores
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        return file_touches(self.kind, args)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            return await self.search(args)
+        except _Refusal as refusal:
+            return ToolResult.error(str(refusal))
+
+    async def search(self, args: dict[str, Any]) -> ToolResult:
         query = _text(args, "query").strip()
         if not query:
             raise _Refusal("The query is empty; give the words to look for.")
@@ -641,31 +564,6 @@ class MemorySearchTool(_ReadTool):
         rows = [f"{_plural(len(hits), 'note')} found for {query!r}:"]
         rows += [f"- {store}/{hit.path}: {_one_line(hit.snippet)}" for store, hit in hits]
         return ToolResult(content="\n".join(rows))
-
-
-def memory_tools(
-    owner: OwnerStore,
-    shared: SharedMemoryStore,
-    user_id: str,
-    *,
-    shared_writable: bool = True,
-    shared_readable: bool = True,
-    budget: BudgetSource | None = None,
-) -> list[Tool]:
-    """The note tools of one member: their own private store and the household's one.
-
-    `shared_writable=False` turns writes to `shared-memory/` into error results (reads
-    stay); `shared_readable=False` (a role without `memory.shared`) hides it entirely.
-    Whether a write may go ahead at all is the approval gate's business.
-    """
-    stores = _Notes(owner, shared, user_id, shared_writable, shared_readable, budget)
-    return [
-        ReadFileTool(stores),
-        WriteFileTool(stores),
-        EditFileTool(stores),
-        ListFilesTool(stores),
-        MemorySearchTool(stores),
-    ]
 
 
 async def memory_indexes(owner: OwnerStore, shared: SharedMemoryStore) -> tuple[str, str]:

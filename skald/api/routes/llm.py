@@ -14,8 +14,7 @@ from skald.api.openapi import errors
 from skald.api.routes.chat import CHAT
 from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
 from skald.core.runtime import Runtime
-from skald.llm.discovery import ProviderCheck
-from skald.llm.model_info import ListedModel
+from skald.llm.discovery import ListedModel, ProviderCheck
 from skald.llm.provider_types import with_scheme
 from skald.store.llm import (
     ModelCapability,

@@ -22,7 +22,7 @@ from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
-from skald.schedule.jobs import SCHEDULE_USE, JobChange, Jobs, JobSpec, Preview
+from skald.schedule.jobs import MAX_TITLE, SCHEDULE_USE, JobChange, Jobs, JobSpec, Preview
 from skald.schedule.scheduler import Scheduler, scheduler_of
 from skald.schedule.words import lang_of
 from skald.store.schedule import Job, Run, Task, all_counts, get_min_interval, set_min_interval
@@ -31,7 +31,7 @@ MINE = [requires(SCHEDULE_USE)]
 ADMIN = [requires(ADMIN_USERS)]
 
 
-Title = Annotated[str, msgspec.Meta(max_length=200)]
+Title = Annotated[str, msgspec.Meta(max_length=MAX_TITLE)]
 Prompt = Annotated[str, msgspec.Meta(max_length=8000)]
 Cron = Annotated[str, msgspec.Meta(max_length=200)]
 At = Annotated[str, msgspec.Meta(max_length=64)]
