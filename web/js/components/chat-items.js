@@ -82,7 +82,7 @@ function HelperApprovals({ call, thread, onDecide, conversationId }) {
 }
 
 // The Files page shows a file from its address: #/files?path=<folder>&file=<file>.
-// The file generate_image saved for this call (skald/core/pictures.py picture_path).
+// The file generate_image saved for this call (skald/features/models/pictures.py picture_path).
 function picturePath(callId) {
   const safe = String(callId).replace(/[^A-Za-z0-9_-]/g, '').slice(0, 64) || 'picture';
   return `picture-${safe}.png`;
