@@ -452,6 +452,15 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         for name in ("clock", "private")
         for action in ("login-status", "logout")
     ),
+    # A resource or a prompt of a connector: the query/body is checked first (400), and
+    # a child never gets that far.
+    ("GET", "/api/connectors/{clock}/resource", None, {"anon": 401, A: 400, M: 400, C: 403}),
+    (
+        "POST",
+        "/api/connectors/{private}/prompts/{seq}",
+        {"arguments": {}},
+        {"anon": 401, A: 409, M: 404, C: 403},
+    ),
     ("GET", "/api/connector-oauth/callback", None, {"anon": 401, A: 400, M: 400, C: 403}),
     ("GET", "/api/marketplace", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("POST", "/api/marketplace/{clock}/install", None, {"anon": 401, A: 409, M: 403, C: 403}),
