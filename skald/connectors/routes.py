@@ -11,6 +11,7 @@ name only.
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 from litestar import delete, get, post, put
@@ -22,12 +23,13 @@ from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.connectors import oauth
-from skald.connectors.feed import Localized, Manifest, OAuthSpec, secret_names
+from skald.connectors.feed import Localized, Manifest, expand, secret_names
 from skald.connectors.household_box import reach
 from skald.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.connectors.store import Connector
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.mcp.oauth import OAuthError as McpOAuthError
 from skald.mcp.wire import CallToolResult, ImageContent, TextContent
 
 USE = [requires(CONNECTORS_USE)]
@@ -359,13 +361,31 @@ class OAuthCodeIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     code: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
 
 
-def _oauth_spec(row: Connector) -> OAuthSpec:
-    manifest = msgspec.convert(
+def _manifest(row: Connector) -> Manifest:
+    return msgspec.convert(
         {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
     )
-    if manifest.auth.type != "oauth2" or manifest.auth.oauth is None:
+
+
+async def _begin(c: Connectors, rt: Runtime, request: AnyRequest, row: Connector) -> str:
+    """Start a sign-in: the URL the member opens (the flow stays on the server)."""
+    p = principal_of(request)
+    manifest = _manifest(row)
+    if manifest.auth.type != "oauth2":
         raise InvalidInputError(f"{row.name} does not sign in with OAuth")
-    return manifest.auth.oauth
+    if manifest.auth.oauth is not None:
+        return c.oauth.start(p.user.id, row.name, manifest.auth.oauth, _callback_url(request))
+    # MCP's own authorization: discovery and registration at the server's URL.
+    mine = await rt.user_runtime(p.user)
+    secrets = c.secrets(mine.handle.db)
+    flow = oauth.mcp_flow(secrets, row.name, _callback_url(request))
+    places = {"DIR": "", "DEPS": "", "HOME": ""}
+    url = expand(manifest.url or "", places, await secrets.values(row.name))
+    try:
+        started = await flow.begin(url)
+    except McpOAuthError as exc:
+        raise oauth.OAuthError(str(exc)) from None
+    return c.oauth.keep(p.user.id, row.name, started)
 
 
 def _callback_url(request: AnyRequest) -> str:
@@ -381,7 +401,7 @@ async def _finish(
     if name is not None and pending.connector != name:
         raise NotFoundError("this sign-in belongs to another connector")
     row = await c.require_usable(p.user, p.role, pending.connector)
-    tokens = await oauth.exchange(_oauth_spec(row), code, pending)
+    tokens = await oauth.exchange(pending, code)
     mine = await rt.user_runtime(p.user)
     store = c.secrets(mine.handle.db)
     for key, value in tokens.items():
@@ -406,8 +426,8 @@ async def oauth_start(
     c = _conn(rt)
     p = principal_of(request)
     row = await c.require_usable(p.user, p.role, name)
-    url = c.oauth.start(p.user.id, row.name, _oauth_spec(row), _callback_url(request))
-    state = url.split("state=", 1)[1].split("&", 1)[0]
+    url = await _begin(c, rt, request, row)
+    state = parse_qs(urlsplit(url).query)["state"][0]
     return OAuthStartOut(url=url, state=state)
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import httpx
 import msgspec
 
 from skald.connectors import home_files, oauth
@@ -53,7 +54,7 @@ from skald.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, Househol
 from skald.connectors.install import deps_command
 from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.redact import redact
-from skald.connectors.store import Connector
+from skald.connectors.store import Connector, SecretStore
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.log import get_logger
 from skald.mcp import (
@@ -111,6 +112,8 @@ class Launch:
     secrets: list[str] = field(default_factory=list)  # values to scrub from stderr
     # In a container: its processes, killed when this launch's process ends (procgroup.py).
     group: MarkedGroup | None = None
+    # http with MCP's own OAuth: sends the member's token, refreshes it (oauth.mcp_flow).
+    auth: httpx.Auth | None = None
 
 
 @dataclass
@@ -273,7 +276,7 @@ class Instance:
 
     def _transport(self, launch: Launch) -> Transport:
         if launch.url is not None:
-            return HttpTransport(launch.url, launch.headers)
+            return HttpTransport(launch.url, launch.headers, auth=launch.auth)
         assert launch.argv is not None
         return StdioTransport(launch.argv, launch.env, cwd=launch.cwd)
 
@@ -612,6 +615,7 @@ class Supervisor:
             {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
         )
         secrets: dict[str, str] = {}
+        auth: httpx.Auth | None = None
         member = self.members.get(inst.owner) if inst.owner else None
         if member is not None:
             store = self.connectors.secrets(member.handle.db)
@@ -624,6 +628,9 @@ class Supervisor:
                     if key in secrets:
                         await store.put(row.name, key, secrets[key])
                 inst.secrets = list(secrets.values())
+            elif manifest.auth.type == "oauth2" and manifest.transport == "http":
+                # Tokens it refreshes join the values scrubbed from what the server says.
+                auth = _mcp_oauth(store, row.name, secrets, inst.secrets)
         if row.install_dir is None:
             raise McpError(f"connector '{row.name}' is not installed")
         deps_hash = row.manifest.get("_deps_hash")
@@ -633,7 +640,8 @@ class Supervisor:
             return Launch(
                 url=expand(manifest.url, places, secrets),
                 headers={k: expand(v, places, secrets) for k, v in manifest.headers.items()},
-                secrets=list(secrets.values()),
+                secrets=inst.secrets if auth is not None else list(secrets.values()),
+                auth=auth,
             )
         if not inst.owner and not self.connectors.config.household_on_host:
             return await self._in_box(inst, row, manifest, deps_hash)
@@ -779,6 +787,16 @@ class Supervisor:
 def docker_client_env() -> dict[str, str]:
     """The `docker` client's environment before the connector's declared variables."""
     return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
+
+
+def _mcp_oauth(
+    store: SecretStore, name: str, secrets: dict[str, str], scrub: list[str]
+) -> httpx.Auth:
+    """MCP's own OAuth: the member's stored sign-in, refreshed by the client (before it
+    expires and once on a 401); none yet fails the start with where to sign in."""
+    if oauth.ACCESS not in secrets:
+        raise McpError(f"sign in to {name} from the Connectors page")
+    return oauth.mcp_flow(store, name, scrub=scrub)
 
 
 async def _with_oauth(
