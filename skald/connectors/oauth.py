@@ -52,24 +52,30 @@ class Pending:
     connector: str
     request: AuthorizationRequest
     expires: float
+    popup: bool = False  # the page opened it in a popup, which closes itself at the end
 
 
 class OAuthFlows:
     def __init__(self) -> None:
         self._pending: dict[str, Pending] = {}
 
-    def keep(self, user_id: str, connector: str, request: AuthorizationRequest) -> str:
+    def keep(
+        self, user_id: str, connector: str, request: AuthorizationRequest, popup: bool = False
+    ) -> str:
         """Keep a started sign-in until its code comes back; the URL the member opens."""
         now = time.monotonic()
         self._pending = {k: p for k, p in self._pending.items() if p.expires > now}
-        self._pending[request.state] = Pending(user_id, connector, request, now + FLOW_TTL_S)
+        pending = Pending(user_id, connector, request, now + FLOW_TTL_S, popup)
+        self._pending[request.state] = pending
         return request.url
 
-    def start(self, user_id: str, connector: str, spec: OAuthSpec, redirect_uri: str) -> str:
+    def start(
+        self, user_id: str, connector: str, spec: OAuthSpec, redirect_uri: str, popup: bool = False
+    ) -> str:
         """The authorization URL the member opens (a feed that names its endpoints)."""
         scope = " ".join(spec.scopes) or None
         request = client.start_authorization(_endpoints(spec), _client(spec), redirect_uri, scope)
-        return self.keep(user_id, connector, request)
+        return self.keep(user_id, connector, request, popup)
 
     def take(self, state: str, user_id: str) -> Pending:
         """The pending flow for `state`, once; another member's or an expired one is

@@ -367,14 +367,17 @@ def _manifest(row: Connector) -> Manifest:
     )
 
 
-async def _begin(c: Connectors, rt: Runtime, request: AnyRequest, row: Connector) -> str:
+async def _begin(
+    c: Connectors, rt: Runtime, request: AnyRequest, row: Connector, popup: bool
+) -> str:
     """Start a sign-in: the URL the member opens (the flow stays on the server)."""
     p = principal_of(request)
     manifest = _manifest(row)
     if manifest.auth.type != "oauth2":
         raise InvalidInputError(f"{row.name} does not sign in with OAuth")
     if manifest.auth.oauth is not None:
-        return c.oauth.start(p.user.id, row.name, manifest.auth.oauth, _callback_url(request))
+        spec = manifest.auth.oauth
+        return c.oauth.start(p.user.id, row.name, spec, _callback_url(request), popup)
     # MCP's own authorization: discovery and registration at the server's URL.
     mine = await rt.user_runtime(p.user)
     secrets = c.secrets(mine.handle.db)
@@ -385,7 +388,7 @@ async def _begin(c: Connectors, rt: Runtime, request: AnyRequest, row: Connector
         started = await flow.begin(url)
     except McpOAuthError as exc:
         raise oauth.OAuthError(str(exc)) from None
-    return c.oauth.keep(p.user.id, row.name, started)
+    return c.oauth.keep(p.user.id, row.name, started, popup)
 
 
 def _callback_url(request: AnyRequest) -> str:
@@ -394,7 +397,7 @@ def _callback_url(request: AnyRequest) -> str:
 
 async def _finish(
     rt: Runtime, request: AnyRequest, state: str, code: str, name: str | None = None
-) -> Connector:
+) -> tuple[Connector, oauth.Pending]:
     c = _conn(rt)
     p = principal_of(request)
     pending = c.oauth.take(state, p.user.id)
@@ -408,7 +411,7 @@ async def _finish(
         await store.put(row.name, key, value)
     if c.supervisor is not None:
         await c.supervisor.restart_member(p.user.id, row.name)
-    return row
+    return row, pending
 
 
 CALLBACK = "/api/connector-oauth/callback"
@@ -421,12 +424,17 @@ CALLBACK = "/api/connector-oauth/callback"
     responses=errors(400, 404),
 )
 async def oauth_start(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    popup: Annotated[bool, QueryParameter(name="popup")] = False,
 ) -> OAuthStartOut:
+    """`?popup=true`: the page opened a popup for it; the callback's redirect then asks
+    the popup to close itself (its opener lost it: cross-origin-opener-policy)."""
     c = _conn(rt)
     p = principal_of(request)
     row = await c.require_usable(p.user, p.role, name)
-    url = await _begin(c, rt, request, row)
+    url = await _begin(c, rt, request, row, popup)
     state = parse_qs(urlsplit(url).query)["state"][0]
     return OAuthStartOut(url=url, state=state)
 
@@ -441,8 +449,9 @@ async def oauth_callback(
     """The service sends the member's browser here with the code; back to the page."""
     if not flow or not code:
         raise InvalidInputError("the sign-in service sent no code")
-    row = await _finish(rt, request, flow, code)
-    return Redirect(path=f"/#/connectors?signed_in={row.name}")
+    row, pending = await _finish(rt, request, flow, code)
+    popup = "&popup=1" if pending.popup else ""
+    return Redirect(path=f"/#/connectors?signed_in={row.name}{popup}")
 
 
 @post(
@@ -455,7 +464,7 @@ async def oauth_code(
     rt: NamedDependency[Runtime],
 ) -> ConnectorOut:
     """A code pasted back by the member (when the callback cannot reach this server)."""
-    row = await _finish(rt, request, data.state, data.code, name)
+    row, _ = await _finish(rt, request, data.state, data.code, name)
     return await _describe(_conn(rt), request, row)
 
 
