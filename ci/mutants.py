@@ -2183,6 +2183,58 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="sign_in_status",
         why="the page's sign-in status of a failed connector waits 30 s and says nothing",
     ),
+    # -- one OAuth client, remote MCP servers with MCP's own OAuth (issue 21, issue 23
+    # item 5): prefix OA ------------------------------------------------------------------
+    Mutant(
+        "OA1",
+        "oauth client",
+        "skald/mcp/oauth.py",
+        "                response.status_code == 401\n",
+        "                response.status_code == 999\n",
+        ("tests/test_connectors_oauth.py",),
+        keyword="signed_in_from_the_page",
+        why="a token the server refuses is not refreshed on the 401",
+    ),
+    Mutant(
+        "OA2",
+        "oauth client",
+        "skald/mcp/oauth.py",
+        '        query["resource"] = resource\n',
+        "        pass\n",
+        ("tests/test_connectors_oauth.py",),
+        keyword="signed_in_from_the_page",
+        why="the sign-in does not name the server the token is for (RFC 8707)",
+    ),
+    Mutant(
+        "OA3",
+        "oauth client",
+        "skald/mcp/oauth.py",
+        "    return tokens.expires_at is not None and tokens.expires_at - EXPIRY_MARGIN_SECONDS",
+        "    return False and tokens.expires_at - EXPIRY_MARGIN_SECONDS",
+        ("tests/test_connectors_oauth.py",),
+        keyword="about_to_expire",
+        why="a token about to expire is sent as it is instead of refreshed first",
+    ),
+    Mutant(
+        "OA4",
+        "oauth client",
+        "skald/mcp/oauth.py",
+        "        await self.store.save_tokens(fresh)\n",
+        "        pass\n",
+        ("tests/test_connectors_oauth.py",),
+        keyword="signed_in_from_the_page",
+        why="a refreshed token is not written to the member's database",
+    ),
+    Mutant(
+        "OA5",
+        "oauth client",
+        "skald/connectors/routes.py",
+        '    popup = "&popup=1" if pending.popup else ""',
+        '    popup = ""',
+        ("tests/test_ui_connectors_e2e.py",),
+        keyword="popup and 375",
+        why="the sign-in popup stays open on Skald's page at the end",
+    ),
 )
 
 
