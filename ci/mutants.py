@@ -2235,6 +2235,26 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="popup and 375",
         why="the sign-in popup stays open on Skald's page at the end",
     ),
+    Mutant(
+        "OA6",
+        "tls inspection",
+        "skald/sandbox/trust.py",
+        "    if not cert_failure(tail):\n",
+        "    if True:\n",
+        ("tests/test_sandbox_trust.py",),
+        keyword="names_extra_ca_file",
+        why="a certificate failure of an in-sandbox install shows only npm's last lines",
+    ),
+    Mutant(
+        "OA7",
+        "tls inspection",
+        "skald/sandbox/trust.py",
+        "    return len(certificates(host) - certificates(image) - certificates(extra))",
+        "    return len(certificates(host) - certificates(image))",
+        ("tests/test_sandbox_trust.py",),
+        keyword="by_certificate",
+        why="doctor ignores the authorities extra_ca_file already hands to the sandboxes",
+    ),
 )
 
 

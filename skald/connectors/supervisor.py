@@ -71,6 +71,7 @@ from skald.mcp import (
     tool_specs,
 )
 from skald.mcp.wire import CallToolResult, ElicitRequestParams, ElicitResult, Tool
+from skald.sandbox import trust
 
 if TYPE_CHECKING:
     from skald.connectors.service import Connectors
@@ -781,7 +782,8 @@ class Supervisor:
             await asyncio.shield(group.kill())
         if proc.returncode != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
-            raise McpError(f"installing the dependencies in your sandbox failed: {tail}")
+            # A certificate that did not verify: say what to set (a TLS-inspecting network).
+            raise McpError(trust.install_failure(tail, self.connectors.config.extra_ca_file))
 
 
 def docker_client_env() -> dict[str, str]:
