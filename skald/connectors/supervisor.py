@@ -11,10 +11,15 @@ member's home (written by descriptor, never through a link she planted there:
 member's data is unlocked (a member service) and stops when they lock, are deactivated,
 deactivate the connector or lose its grant (`stop_member`, awaited: synchronous).
 
-Rule: a dead instance is restarted with exponential back-off (1 s doubling, capped at
-`BACKOFF_CAP_S`); after `max_restarts` failed starts in a row it is marked failed, and
-the last error and stderr lines go to the catalogue row (administrators see them).
-A start that reached "running" resets the count. A connector whose tool list is over
+Rule: an instance is a service of the one background mechanism (`skald/core/services.py`,
+issue 21): `connector:<name>` on the member's runner (personal) or the server's
+(household), order 61 so it stops before the `connectors` service that started it. One
+start is one `Instance.run`; a dead instance raises `Restart` and the runner starts it
+again after its back-off (1 s doubling, capped at 60 s), and its health shows it
+degraded meanwhile; after `max_restarts` failed starts in a row it raises `GiveUp`
+(marked failed; the last error and stderr lines go to the catalogue row, which
+administrators see). A start that reached "running" resets the count and the back-off
+(`ServiceRunner.ready`). Stopping one instance is `ServiceRunner.remove`. A connector whose tool list is over
 the client's limits (`skald.mcp.Limits`: 512 tools, 4 MiB) is refused at once, without
 restarts (`ListTooLarge`; also when it grows there later): the card and the catalogue row
 say why, the model's prompt line says "refused", and nothing of the list is kept.
@@ -55,6 +60,7 @@ from skald.connectors.install import deps_command
 from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.redact import redact
 from skald.connectors.store import Connector, SecretStore
+from skald.core.services import GiveUp, Restart, ServiceRunner, ServiceSpec
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.log import get_logger
 from skald.mcp import (
@@ -81,8 +87,7 @@ if TYPE_CHECKING:
 
 log = get_logger("skald.connectors")
 
-BACKOFF_START_S = 1.0
-BACKOFF_CAP_S = 60.0
+INSTANCE_ORDER = 61  # the member's `connectors` service is 60: instances stop first
 EVENTS_KEPT = 100
 STDERR_KEPT = 20
 CONTAINER_HOME = "/home/skald"
@@ -140,7 +145,9 @@ class Instance:
         self.refused: list[str] = []
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.ready = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.failures = 0  # failed starts in a row (reset once it runs)
+        self.started = False  # a service of `runner()` until `stop`
+        self.service_runner: ServiceRunner | None = None
         self.calls: list[CallSite] = []
         self.secrets: list[str] = []
         self.tools_version = 0
@@ -196,73 +203,92 @@ class Instance:
             return f"connector '{self.name}' is {self.state}{why}; try again in a moment"
         return f"connector '{self.name}' is not running ({self.state})"
 
-    async def run(self) -> None:
-        failures = 0
-        backoff = BACKOFF_START_S
-        while True:
-            self.state = "starting" if failures == 0 else "restarting"
-            error: str | None = None
-            stderr: list[str] = []
-            session: McpSession | None = None
-            transport: Transport | None = None
-            launch: Launch | None = None
-            try:
-                launch = await self.sup.launch_for(self)
-                self.secrets = launch.secrets
-                transport = self._transport(launch)
-                session = await connect(transport, name=self.name, handlers=self._handlers())
-                self.session = session
-                await self._refresh_tools()
-                self._moved("running")
-                self.note("state", "running")
-                self.ready.set()
-                failures, backoff = 0, BACKOFF_START_S
-                failure = await session.wait_closed()
-                if self.refusal is not None:
-                    raise self.refusal  # the list grew past the limits (`_tools_changed`)
-                error = str(failure) if failure else "the session ended"
-                stderr = session.stderr_tail(STDERR_KEPT)
-            except asyncio.CancelledError:
-                raise
-            except ListTooLarge as exc:
-                # Not a crash: the same files list the same again; no restarts.
-                await self._refuse(exc)
-                return
-            except Exception as exc:
-                error = str(exc) or type(exc).__name__
-                if transport is not None:
-                    stderr = transport.stderr_tail(STDERR_KEPT)
-            finally:
-                self.ready.clear()
-                self.session = None
-                if session is not None:
-                    # Awaited even when this task is being cancelled (`stop`): the process
-                    # is killed and reaped before `stop` returns (revocation is synchronous).
-                    with contextlib.suppress(Exception):
-                        await session.close()
-                if launch is not None and launch.group is not None:
-                    # The docker client is gone; what it started in the container is not.
-                    await launch.group.kill()
-            failures += 1
-            scrubbed = self.scrub(error or "")
-            self.last_error = scrubbed[:500]
-            lines = "\n".join(self.scrub(s) for s in stderr)
-            self.note("error", scrubbed)
-            log.warning(
-                "connector instance stopped",
-                connector=self.name,
-                owner=self.owner or "household",
-                error=scrubbed[:300],
-                failures=failures,
+    @property
+    def service_name(self) -> str:
+        return f"connector:{self.name}"
+
+    def runner(self) -> ServiceRunner:
+        """Where this instance runs: the member's runner (personal; stopped with their
+        data) or the server's (household)."""
+        if self.service_runner is None:
+            self.service_runner = (
+                self.sup.members[self.owner].services
+                if self.owner
+                else self.sup.connectors.runtime.services
             )
-            await self.sup.connectors.store.note_failure(self.name, scrubbed, lines or None)
-            if failures > self.sup.connectors.config.max_restarts:
-                self._moved("failed")
-                self.note("state", f"failed after {failures} attempts")
-                return
-            self.state = "restarting"
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_CAP_S)
+        return self.service_runner
+
+    async def run(self) -> None:
+        """One start of the instance, as a service of `runner()`: the runner restarts it
+        with its back-off (1 s doubling to 60 s) when this raises `Restart`; after
+        `max_restarts` failed starts in a row it raises `GiveUp` (state `failed`)."""
+        self.state = "starting" if self.failures == 0 else "restarting"
+        error: str | None = None
+        stderr: list[str] = []
+        session: McpSession | None = None
+        transport: Transport | None = None
+        launch: Launch | None = None
+        try:
+            launch = await self.sup.launch_for(self)
+            self.secrets = launch.secrets
+            transport = self._transport(launch)
+            session = await connect(transport, name=self.name, handlers=self._handlers())
+            self.session = session
+            await self._refresh_tools()
+            self._moved("running")
+            self.note("state", "running")
+            self.ready.set()
+            self.failures = 0
+            self.runner().ready(self.service_name)
+            failure = await session.wait_closed()
+            if self.refusal is not None:
+                raise self.refusal  # the list grew past the limits (`_tools_changed`)
+            error = str(failure) if failure else "the session ended"
+            stderr = session.stderr_tail(STDERR_KEPT)
+        except asyncio.CancelledError:
+            raise
+        except ListTooLarge as exc:
+            # Not a crash: the same files list the same again; no restarts.
+            await self._refuse(exc)
+            raise GiveUp(self.last_error or "refused") from None
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+            if transport is not None:
+                stderr = transport.stderr_tail(STDERR_KEPT)
+        finally:
+            self.ready.clear()
+            self.session = None
+            if session is not None:
+                # Awaited even when this task is being cancelled (`stop`): the process
+                # is killed and reaped before `stop` returns (revocation is synchronous).
+                with contextlib.suppress(Exception):
+                    await session.close()
+            if launch is not None and launch.group is not None:
+                # The docker client is gone; what it started in the container is not.
+                await launch.group.kill()
+        await self._failed_once(error, stderr)
+
+    async def _failed_once(self, error: str | None, stderr: list[str]) -> None:
+        """Record a failed start or a session that ended; restart or give up."""
+        self.failures += 1
+        scrubbed = self.scrub(error or "")
+        self.last_error = scrubbed[:500]
+        lines = "\n".join(self.scrub(s) for s in stderr)
+        self.note("error", scrubbed)
+        log.warning(
+            "connector instance stopped",
+            connector=self.name,
+            owner=self.owner or "household",
+            error=scrubbed[:300],
+            failures=self.failures,
+        )
+        await self.sup.connectors.store.note_failure(self.name, scrubbed, lines or None)
+        if self.failures > self.sup.connectors.config.max_restarts:
+            self._moved("failed")
+            self.note("state", f"failed after {self.failures} attempts")
+            raise GiveUp(self.last_error)
+        self.state = "restarting"
+        raise Restart(self.last_error)
 
     async def _refuse(self, exc: ListTooLarge) -> None:
         self.ready.clear()
@@ -343,11 +369,9 @@ class Instance:
         return self.calls[-1] if len(members) == 1 else None
 
     async def stop(self) -> None:
-        task, self.task = self.task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        if self.started:
+            self.started = False
+            await self.runner().remove(self.service_name)
         if self.boxes is not None:
             await self.boxes.remove(self.name)
         self._moved("stopped")
@@ -516,11 +540,13 @@ class Supervisor:
                     self._start(owner, row)
 
     def _start(self, owner: str, row: Connector) -> Instance:
+        """The instance as a service of its runner (ordering, back-off, health; issue 21):
+        order 61, after the member's `connectors` service (60), so a lock or shutdown
+        stops the instances first."""
         inst = Instance(self, owner, row)
         self.instances[(owner, row.name)] = inst
-        inst.task = asyncio.get_running_loop().create_task(
-            inst.run(), name=f"connector-{row.name}-{owner or 'household'}"
-        )
+        inst.started = True
+        inst.runner().add(ServiceSpec(inst.service_name, inst.run, order=INSTANCE_ORDER))
         return inst
 
     async def stop_member(self, user_id: str, name: str) -> None:
