@@ -1094,8 +1094,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "CP1",
         "connector processes",
         "skald/connectors/supervisor.py",
-        "                    await launch.group.kill()",
-        "                    pass",
+        "                await launch.group.kill()",
+        "                pass",
         ("tests/test_connectors_procs.py",),
         keyword="switching or locking",
         docker=True,
@@ -1104,7 +1104,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CP2",
         "connector processes",
-        "skald/connectors/procgroup.py",
+        "skald/sandbox/procgroup.py",
         "        marks = (self.manager.boot_mark, self.mark)",
         "        marks = (self.manager.boot_mark,)",
         ("tests/test_connectors_procs.py",),
@@ -1115,7 +1115,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CP3",
         "connector processes",
-        "skald/connectors/procgroup.py",
+        "skald/sandbox/procgroup.py",
         '        argv = ["docker", "exec", "-i", "-u", "0:0", "-w", workdir, "-e", f"HOME={home}"]',
         '        argv = ["docker", "exec", "-i", "-w", workdir, "-e", f"HOME={home}"]\n'
         "        return [*argv, self.container, *command]",
@@ -1351,8 +1351,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "CM6",
         "connector list limits",
         "skald/connectors/supervisor.py",
-        "                if self.refusal is not None:\n"
-        "                    raise self.refusal  # the list grew past the limits (`_tools_changed`)\n",
+        "            if self.refusal is not None:\n"
+        "                raise self.refusal  # the list grew past the limits (`_tools_changed`)\n",
         "",
         ("tests/test_connectors_limits.py",),
         keyword="growing",
@@ -2165,9 +2165,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR10",
         "connector recovery",
-        "skald/connectors/supervisor.py",
-        "            await asyncio.shield(group.kill())",
-        "            pass",
+        "skald/sandbox/procgroup.py",
+        "        await asyncio.shield(group.kill())",
+        "        pass",
         ("tests/test_connectors_procs.py",),
         keyword="cut_by_a_lock",
         docker=True,

@@ -5,7 +5,7 @@ Rule: a stdio household connector runs once, in a container of its own
 with `[connectors] household_on_host`), with an environment of exactly the variables its
 manifest declares (and `PATH`, `LANG` on the host). A personal connector runs once per
 member, inside that member's container (`docker exec -i`, dropped to the sandbox user
-under a marker group of its own: `procgroup.py`), from a copy of its files in the
+under a marker group of its own: `skald/sandbox/procgroup.py`), from a copy of its files in the
 member's home (written by descriptor, never through a link she planted there:
 `home_files`), its dependencies installed there by content hash; it starts when the
 member's data is unlocked (a member service) and stops when they lock, are deactivated,
@@ -57,7 +57,6 @@ from skald.connectors import home_files, oauth
 from skald.connectors.feed import Manifest, OAuthSpec, expand
 from skald.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, HouseholdBoxes
 from skald.connectors.install import deps_command
-from skald.connectors.procgroup import MarkedGroup
 from skald.connectors.redact import redact
 from skald.connectors.store import Connector, SecretStore
 from skald.core.services import GiveUp, Restart, ServiceRunner, ServiceSpec
@@ -78,6 +77,7 @@ from skald.mcp import (
 )
 from skald.mcp.wire import CallToolResult, ElicitRequestParams, ElicitResult, Tool
 from skald.sandbox import trust
+from skald.sandbox.procgroup import MarkedGroup, docker_client_env, run_marked
 
 if TYPE_CHECKING:
     from skald.connectors.service import Connectors
@@ -116,7 +116,7 @@ class Launch:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     secrets: list[str] = field(default_factory=list)  # values to scrub from stderr
-    # In a container: its processes, killed when this launch's process ends (procgroup.py).
+    # In a container: its processes, killed when this launch's process ends (sandbox/procgroup.py).
     group: MarkedGroup | None = None
     # http with MCP's own OAuth: sends the member's token, refreshes it (oauth.mcp_flow).
     auth: httpx.Auth | None = None
@@ -764,7 +764,7 @@ class Supervisor:
     ) -> None:
         """Dependencies by content hash, inside the member's container, as the member.
 
-        Rule: the install runs under a marker group of its own (`procgroup.py`), killed
+        Rule: the install runs under a marker group of its own (`run_marked`), killed
         when it ends, fails, times out or is cancelled (the member locks, Skald stops), and
         under `flock <deps>.lock` in the container: a second install of the same folder
         waits, then finds `.ready` and does nothing. Trap: killing the host's `docker exec`
@@ -786,35 +786,19 @@ class Supervisor:
         parent = deps.rsplit("/", 1)[0]
         script = f"mkdir -p {parent} && exec flock {deps}.lock sh -c {shlex.quote(locked)}"
         env_values = {"npm_config_cafile": ca, "PIP_CERT": ca, "SSL_CERT_FILE": ca} if ca else {}
-        group = MarkedGroup.new(sandbox, container)
-        argv = group.exec_argv(src, list(env_values), ["sh", "-c", script], CONTAINER_HOME)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                env={**docker_client_env(), **env_values},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
-            except (TimeoutError, asyncio.CancelledError):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                raise
-        finally:
-            # Shielded: a cancelled start (lock, shutdown) still kills what it started.
-            await asyncio.shield(group.kill())
-        if proc.returncode != 0:
+        code, out = await run_marked(
+            sandbox,
+            container,
+            src,
+            env_values,
+            ["sh", "-c", script],
+            CONTAINER_HOME,
+            PREPARE_TIMEOUT_S,
+        )
+        if code != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
             # A certificate that did not verify: say what to set (a TLS-inspecting network).
             raise McpError(trust.install_failure(tail, self.connectors.config.extra_ca_file))
-
-
-def docker_client_env() -> dict[str, str]:
-    """The `docker` client's environment before the connector's declared variables."""
-    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
 
 
 def _mcp_oauth(
