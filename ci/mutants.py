@@ -2255,6 +2255,43 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="by_certificate",
         why="doctor ignores the authorities extra_ca_file already hands to the sandboxes",
     ),
+    Mutant(
+        "OA8",
+        "connector services",
+        "skald/connectors/supervisor.py",
+        "            self.failures = 0\n",
+        "            pass\n",
+        ("tests/test_connectors_services.py",),
+        why="deaths of a server that ran each time add up to 'failed'",
+    ),
+    Mutant(
+        "OA9",
+        "connector services",
+        "skald/connectors/supervisor.py",
+        "            raise GiveUp(self.last_error)\n",
+        "            raise Restart(self.last_error)\n",
+        ("tests/test_connectors_runtime.py",),
+        keyword="marked_failed",
+        why="a connector that keeps failing is restarted forever, never marked failed",
+    ),
+    Mutant(
+        "OA10",
+        "connector services",
+        "skald/connectors/supervisor.py",
+        "            await self.runner().remove(self.service_name)\n",
+        "            pass\n",
+        ("tests/test_connectors_services.py",),
+        why="stopping an instance leaves its service running",
+    ),
+    Mutant(
+        "OA11",
+        "connector services",
+        "skald/connectors/supervisor.py",
+        "            self.runner().ready(self.service_name)\n",
+        "            pass\n",
+        ("tests/test_connectors_services.py",),
+        why="a connector running again stays degraded in the health for the settle time",
+    ),
 )
 
 
