@@ -2270,8 +2270,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "skald/connectors/supervisor.py",
         "            raise GiveUp(self.last_error)\n",
         "            raise Restart(self.last_error)\n",
-        ("tests/test_connectors_runtime.py",),
-        keyword="marked_failed",
+        ("tests/test_connectors_services.py",),
+        keyword="gives_up",
         why="a connector that keeps failing is restarted forever, never marked failed",
     ),
     Mutant(

@@ -73,3 +73,30 @@ async def test_a_killed_connector_comes_back_each_time_as_a_service_of_the_runne
     await sup.stop_all("clock")
     assert "connector:clock" not in runtime.services
     assert inst.state == "stopped"
+
+
+async def test_a_connector_that_keeps_failing_gives_up_and_its_service_says_why(
+    runtime: Runtime, household: dict[str, str], tmp_path: Path
+) -> None:
+    c = service.require(runtime.plugins)
+    broken = {"command": ["python3", "-c", "import sys; sys.exit(3)"]}
+    feed = simple_feed(tmp_path / "feed", ("clock",), clock=broken)
+    c.config = msgspec.structs.replace(
+        c.config, feed=str(feed), household_on_host=True, max_restarts=1
+    )
+    await c.installer.install(c.feed(), "clock")
+    await c.store.set_active("clock", household["ada"], True)
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    sup = c.supervisor
+    assert sup is not None
+    for _ in range(300):
+        inst = sup.instances.get(("", "clock"))
+        if inst is not None and inst.state == "failed":
+            break
+        await asyncio.sleep(0.1)
+    assert inst is not None and inst.state == "failed"
+    # Not restarted any more: the runner says it stopped, and why; nothing is degraded.
+    [health] = [h for h in runtime.service_health() if h.name == "connector:clock"]
+    assert health.state == "stopped" and health.reason is not None
+    assert "exited with status 3" in health.reason
+    assert inst.failures == 2 and runtime.health()[0] == "ok"
