@@ -121,12 +121,12 @@ def from_secrets(stored: dict[str, str]) -> Tokens | None:
     )
 
 
-async def exchange(pending: Pending, code: str) -> dict[str, str]:
-    """The code traded for tokens, as the member's secrets."""
+async def exchange(pending: Pending, code: str) -> Tokens:
+    """The code traded for tokens (`SecretOAuthStore.save_tokens` keeps them)."""
     if not code.strip():
         raise InvalidInputError("the code is empty")
     try:
-        return as_secrets(await client.exchange_code(pending.request, code.strip()))
+        return await client.exchange_code(pending.request, code.strip())
     except client.OAuthError as exc:
         raise OAuthError(str(exc)) from None
 
@@ -186,7 +186,7 @@ class SecretOAuthStore:
             return
         stored = as_secrets(tokens)
         self.scrub.extend(v for k, v in stored.items() if k != EXPIRES)
-        for key in (REFRESH, EXPIRES):
+        for key in (REFRESH, EXPIRES):  # none of the old sign-in's is left behind
             if key not in stored:
                 await self.secrets.delete(self.connector, key)
         for key, value in stored.items():

@@ -406,9 +406,7 @@ async def _finish(
     row = await c.require_usable(p.user, p.role, pending.connector)
     tokens = await oauth.exchange(pending, code)
     mine = await rt.user_runtime(p.user)
-    store = c.secrets(mine.handle.db)
-    for key, value in tokens.items():
-        await store.put(row.name, key, value)
+    await oauth.SecretOAuthStore(c.secrets(mine.handle.db), row.name).save_tokens(tokens)
     if c.supervisor is not None:
         await c.supervisor.restart_member(p.user.id, row.name)
     return row, pending
