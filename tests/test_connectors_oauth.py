@@ -21,10 +21,10 @@ from mcp_support import child_env, free_port, wait_listening
 from oauth_double import CLIENT_ID, OAuthDouble
 
 from skald.agent import CancelScope, ToolContext
-from skald.connectors import service
-from skald.connectors.service import ConnectorsConfig
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.service import ConnectorsConfig
+from skald.features.connectors.supervisor import ConnectorInstance
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -102,7 +102,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
         sup = c.supervisor
         assert sup is not None
         row = await c.store.require("cal")
-        inst = Instance(sup, household["ada"], row)
+        inst = ConnectorInstance(sup, household["ada"], row)
         sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]])
         launch = await sup.launch_for(inst)
         assert launch.headers["Authorization"] == "Bearer at-2"
@@ -159,7 +159,7 @@ def oauth_mcp_server(issuer: str) -> Iterator[str]:
         proc.wait()
 
 
-async def _state(runtime: Runtime, owner: str, name: str, *states: str) -> Instance:
+async def _state(runtime: Runtime, owner: str, name: str, *states: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

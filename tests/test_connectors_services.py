@@ -15,12 +15,12 @@ import msgspec
 from conftest import PASSWORD
 from connector_support import simple_feed
 
-from skald.connectors import service
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.supervisor import ConnectorInstance
 
 
-async def _running(runtime: Runtime, old_pid: int | None = None) -> Instance:
+async def _running(runtime: Runtime, old_pid: int | None = None) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None
@@ -33,7 +33,7 @@ async def _running(runtime: Runtime, old_pid: int | None = None) -> Instance:
     raise AssertionError(f"clock never ran again: {inst and list(inst.events)}")
 
 
-def _pid(inst: Instance) -> int:
+def _pid(inst: ConnectorInstance) -> int:
     assert inst.session is not None
     pid = inst.session.transport.pid  # type: ignore[attr-defined]
     assert isinstance(pid, int)

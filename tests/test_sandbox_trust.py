@@ -21,9 +21,9 @@ from cryptography.x509.oid import NameOID
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.config import Config
-from skald.connectors import service
-from skald.connectors.service import DEFAULT_FEED, ConnectorsConfig
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.service import DEFAULT_FEED, ConnectorsConfig
 from skald.ops.checks_base import Context
 from skald.ops.checks_host import check_sandbox_trust
 from skald.paths import DataLayout

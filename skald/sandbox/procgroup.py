@@ -39,7 +39,7 @@ from skald.sandbox.procs import drop_argv, new_mark, run_killer
 if TYPE_CHECKING:
     from skald.sandbox.manager import SandboxManager
 
-log = get_logger("skald.connectors")
+log = get_logger("skald.features.connectors")
 
 
 @dataclass(frozen=True)
