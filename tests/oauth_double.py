@@ -1,7 +1,14 @@
 """A local OAuth 2 authorization server (a real HTTP server on 127.0.0.1) for the
 connector sign-in tests: authorization code with PKCE S256, refresh tokens. It checks
 what a real provider checks (client id, redirect URI, the verifier against the
-challenge, one use per code) and records the token requests."""
+challenge, one use per code) and records the token requests.
+
+For MCP's own authorization it also serves its metadata (RFC 8414, at
+`/.well-known/oauth-authorization-server`), dynamic client registration (RFC 7591,
+`/register`) and token introspection (RFC 7662, `/introspect`: how the test MCP server
+`tests/mcp_servers/oauth_server.py` checks a bearer token, and the `resource` it was
+minted for). `revoke_access()` makes every access token inactive (a server-side expiry
+the client cannot see coming)."""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import hashlib
 import json
 import secrets
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -24,6 +32,9 @@ class OAuthDouble:
         self.refresh_tokens: set[str] = set()
         self.token_requests: list[dict[str, str]] = []
         self.issued = 0
+        self.registered: dict[str, list[str]] = {}  # client id -> redirect URIs
+        # access token -> (expires at, resource it was minted for)
+        self.access: dict[str, tuple[float, str]] = {}
         double = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,7 +52,14 @@ class OAuthDouble:
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 q = {k: v[0] for k, v in parse_qs(url.query).items()}
-                if url.path != "/authorize" or q.get("client_id") != CLIENT_ID:
+                if url.path == "/.well-known/oauth-authorization-server":
+                    self._json(200, double.metadata())
+                    return
+                client = q.get("client_id", "")
+                known = client == CLIENT_ID or q.get("redirect_uri") in double.registered.get(
+                    client, []
+                )
+                if url.path != "/authorize" or not known:
                     self._json(400, {"error": "invalid_request"})
                     return
                 if q.get("response_type") != "code" or q.get("code_challenge_method") != "S256":
@@ -51,6 +69,7 @@ class OAuthDouble:
                 double.codes[code] = {
                     "challenge": q["code_challenge"],
                     "redirect_uri": q["redirect_uri"],
+                    "resource": q.get("resource", ""),
                 }
                 target = q["redirect_uri"] + "?" + urlencode({"code": code, "state": q["state"]})
                 self.send_response(302)
@@ -59,9 +78,19 @@ class OAuthDouble:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
-                form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+                raw = self.rfile.read(length).decode()
+                if self.path == "/register":
+                    self._json(201, double.register(json.loads(raw)))
+                    return
+                form = {k: v[0] for k, v in parse_qs(raw).items()}
+                if self.path == "/introspect":
+                    self._json(200, double.introspect(form.get("token", "")))
+                    return
                 double.token_requests.append(form)
-                if self.path != "/token" or form.get("client_id") != CLIENT_ID:
+                client = form.get("client_id", "")
+                if self.path != "/token" or (
+                    client != CLIENT_ID and client not in double.registered
+                ):
                     self._json(400, {"error": "invalid_client"})
                     return
                 if form.get("grant_type") == "authorization_code":
@@ -81,10 +110,13 @@ class OAuthDouble:
                         self._json(400, {"error": "invalid_grant"})
                         return
                     double.refresh_tokens.discard(form["refresh_token"])
+                    issued = None
                 else:
                     self._json(400, {"error": "unsupported_grant_type"})
                     return
                 double.issued += 1
+                resource = form.get("resource") or (issued or {}).get("resource", "")
+                double.access[f"at-{double.issued}"] = (time.time() + double.expires_in, resource)
                 refresh = f"rt-{double.issued}-{secrets.token_hex(4)}"
                 double.refresh_tokens.add(refresh)
                 self._json(
@@ -100,6 +132,33 @@ class OAuthDouble:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "issuer": self.base,
+            "authorization_endpoint": f"{self.base}/authorize",
+            "token_endpoint": f"{self.base}/token",
+            "registration_endpoint": f"{self.base}/register",
+            "introspection_endpoint": f"{self.base}/introspect",
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none"],
+        }
+
+    def register(self, body: dict[str, Any]) -> dict[str, Any]:
+        client_id = f"dyn-{len(self.registered) + 1}"
+        self.registered[client_id] = list(body.get("redirect_uris", []))
+        return {**body, "client_id": client_id, "token_endpoint_auth_method": "none"}
+
+    def introspect(self, token: str) -> dict[str, Any]:
+        expires, resource = self.access.get(token, (0.0, ""))
+        if expires < time.time():
+            return {"active": False}
+        return {"active": True, "client_id": "any", "exp": int(expires), "aud": resource}
+
+    def revoke_access(self) -> None:
+        self.access.clear()
 
     def __enter__(self) -> OAuthDouble:
         self.thread.start()

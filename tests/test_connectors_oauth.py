@@ -5,16 +5,22 @@ connector as a header, refreshed when it expires; tokens never in an API answer.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import msgspec
 from conftest import Client
-from connector_support import simple_feed
+from connector_support import SERVERS, simple_feed
+from mcp_support import child_env, free_port, wait_listening
 from oauth_double import CLIENT_ID, OAuthDouble
 
+from skald.agent import CancelScope, ToolContext
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.service import ConnectorsConfig
@@ -129,3 +135,136 @@ async def test_a_pasted_back_code_signs_in_and_a_wrong_one_is_refused(
         )
         assert r.status_code == 200 and r.json()["signed_in"] is True
         assert code not in r.text
+
+
+# -- a remote MCP server that uses MCP's own authorization (issue 23 item 5) ----------
+
+
+@contextmanager
+def oauth_mcp_server(issuer: str) -> Iterator[str]:
+    """tests/mcp_servers/oauth_server.py: the official SDK, bearer tokens required."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVERS / "oauth_server.py"), str(port), issuer],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_listening(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def _state(runtime: Runtime, owner: str, name: str, *states: str) -> ConnectorInstance:
+    sup = service.require(runtime.plugins).supervisor
+    assert sup is not None
+    inst = None
+    for _ in range(300):
+        inst = sup.instances.get((owner, name))
+        if inst is not None and inst.state in states:
+            return inst
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never reached {states}: {inst and list(inst.events)}")
+
+
+async def _whoami(runtime: Runtime, owner: str) -> str:
+    """The model's call: the connector's tool as the member's assistant is offered it."""
+    mine = runtime.user_runtimes[owner]
+    [tool] = [t for t in mine.all_tools() if t.name == "mcp__remote__whoami"]
+    ctx = ToolContext(
+        conversation_id="conv", call_id="c", depth=0, cancel=CancelScope(), sink=lambda e: None
+    )
+    result = await tool.run({}, ctx)
+    assert not result.is_error, result.content
+    return result.content
+
+
+async def test_a_remote_server_with_mcp_oauth_is_signed_in_from_the_page_and_called(
+    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+) -> None:
+    with OAuthDouble() as provider, oauth_mcp_server(provider.base) as url:
+        feed = simple_feed(
+            tmp_path / "feed",
+            ("remote",),
+            remote={
+                "scope": "personal",
+                "transport": "http",
+                "url": url,
+                "auth": {"type": "oauth2"},
+            },
+        )
+        c = service.require(runtime.plugins)
+        c.config = msgspec.structs.replace(c.config, feed=str(feed), max_restarts=0)
+        await c.installer.install(c.feed(), "remote")
+        ada = await make_client()
+        await ada.login("ada")
+        assert (await ada.call("POST", "/api/connectors/remote/activate")).status_code == 200
+        # Not signed in yet: the card says where to sign in, not "HTTP 401".
+        inst = await _state(runtime, household["ada"], "remote", "failed")
+        assert inst.last_error == "sign in to remote from the Connectors page"
+        card = (await ada.call("GET", "/api/connectors/remote")).json()
+        assert card["auth"] == "oauth2" and card["signed_in"] is False
+
+        # The page's sign-in: discovery from the server's 401 metadata, a dynamic
+        # registration with our callback, PKCE S256 and the server as `resource`.
+        start = (await ada.call("POST", "/api/connectors/remote/oauth/start")).json()
+        q = {k: v[0] for k, v in parse_qs(urlsplit(start["url"]).query).items()}
+        assert start["url"].startswith(f"{provider.base}/authorize?")
+        assert q["client_id"] in provider.registered and q["resource"] == url
+        assert q["redirect_uri"].endswith("/api/connector-oauth/callback")
+        assert q["code_challenge_method"] == "S256"
+        location, _ = await _authorize(start["url"])
+        r = await ada.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
+        assert r.status_code in (301, 302, 303, 307), r.text
+        card = (await ada.call("GET", "/api/connectors/remote")).json()
+        assert card["signed_in"] is True and "at-1" not in str(card)
+
+        # Running with the token, and called the way the model calls it.
+        await _state(runtime, household["ada"], "remote", "running")
+        assert await _whoami(runtime, household["ada"]) == "called with token 1"
+
+        # The server stops accepting the token before it expires: one refresh on the
+        # 401, the call goes through, the new tokens are in ada's own database.
+        provider.revoke_access()
+        assert await _whoami(runtime, household["ada"]) == "called with token 2"
+        assert provider.token_requests[-1]["grant_type"] == "refresh_token"
+        assert provider.token_requests[-1]["resource"] == url
+        mine = runtime.user_runtimes[household["ada"]]
+        stored = await c.secrets(mine.handle.db).values("remote")
+        assert stored["oauth_access_token"] == "at-2"
+        assert provider.registered.keys() == {q["client_id"]}  # registered once
+
+
+async def test_an_access_token_about_to_expire_is_refreshed_before_the_request(
+    runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
+) -> None:
+    # 20 s of life is inside the client's 30 s margin: every request refreshes first.
+    with OAuthDouble(expires_in=20) as provider, oauth_mcp_server(provider.base) as url:
+        feed = simple_feed(
+            tmp_path / "feed",
+            ("remote",),
+            remote={
+                "scope": "personal",
+                "transport": "http",
+                "url": url,
+                "auth": {"type": "oauth2"},
+            },
+        )
+        c = service.require(runtime.plugins)
+        c.config = msgspec.structs.replace(c.config, feed=str(feed))
+        await c.installer.install(c.feed(), "remote")
+        ada = await make_client()
+        await ada.login("ada")
+        start = (await ada.call("POST", "/api/connectors/remote/oauth/start")).json()
+        location, _ = await _authorize(start["url"])
+        await ada.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
+        assert (await ada.call("POST", "/api/connectors/remote/activate")).status_code == 200
+        await _state(runtime, household["ada"], "remote", "running")
+        before = len(provider.token_requests)
+        text = await _whoami(runtime, household["ada"])
+        assert provider.token_requests[before]["grant_type"] == "refresh_token"
+        assert text == f"called with token {provider.issued}"

@@ -126,6 +126,7 @@ def test_healthy_install_passes(install: Install) -> None:
         "docker": "skip",  # sandbox disabled in this test
         "image": "skip",
         "sandbox network": "skip",
+        "sandbox trust": "skip",
         "host listeners": "skip",
         "unit": "ok",
         "linger": "ok",

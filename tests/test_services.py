@@ -8,7 +8,7 @@ import pytest
 from conftest import PASSWORD
 
 from skald.core.runtime import Runtime
-from skald.core.services import ServiceRunner, ServiceSpec
+from skald.core.services import GiveUp, Restart, ServiceRunner, ServiceSpec
 
 
 class Recorder:
@@ -115,6 +115,66 @@ async def test_a_chore_runs_once_and_is_forgotten_and_its_crash_does_not_degrade
     assert runner.health() == [] and runner.degraded_reasons() == []
     # Its name is free again.
     runner.add(ServiceSpec("chore", chore, restart=False))
+    await runner.stop()
+
+
+async def test_a_service_that_reports_ready_restarts_its_back_off_and_may_give_up_for_good() -> (
+    None
+):
+    """The connector instances' contract (issue 21): `Restart` is an expected failure
+    (back-off, no traceback), `ready` starts the back-off afresh and clears the degraded
+    state, `GiveUp` ends it (stopped with its reason, not degraded, not restarted)."""
+    backoff = Recorder()
+    runner = ServiceRunner(initial_backoff_s=1, max_backoff_s=8, settle_s=3600, sleep=backoff)
+    runs = 0
+    gone = asyncio.Event()
+
+    async def instance() -> None:
+        nonlocal runs
+        runs += 1
+        if runs == 3:
+            runner.ready("inst")  # this start worked for a while, then the server died
+            assert [h.state for h in runner.health()] == ["ok"]
+        if runs == 5:
+            gone.set()
+            raise GiveUp("failed after 2 attempts")
+        raise Restart(f"died {runs}")
+
+    runner.add(ServiceSpec("inst", instance))
+    await runner.start()
+    await asyncio.wait_for(gone.wait(), 5)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert runs == 5 and backoff.delays == [1, 2, 1, 2]  # afresh after `ready`
+    [state] = runner.health()
+    assert state.state == "stopped" and state.reason == "failed after 2 attempts"
+    assert runner.degraded_reasons() == []
+    await runner.stop()
+
+
+async def test_removing_one_service_stops_it_and_frees_its_name_while_others_run() -> None:
+    runner = ServiceRunner()
+    stopped: list[str] = []
+
+    def idle(name: str) -> ServiceSpec:
+        async def run() -> None:
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                stopped.append(name)
+
+        return ServiceSpec(name, run)
+
+    runner.add(idle("a"))
+    runner.add(idle("b"))
+    await runner.start()
+    await asyncio.sleep(0)
+    await runner.remove("a")
+    assert stopped == ["a"] and "a" not in runner and "b" in runner
+    runner.add(idle("a"))  # the name is free again; started at once (the runner runs)
+    await asyncio.sleep(0)
+    assert {h.name: h.state for h in runner.health()} == {"a": "ok", "b": "ok"}
+    await runner.remove("missing")  # nothing to do
     await runner.stop()
 
 

@@ -176,3 +176,61 @@ def test_a_failed_connector_card_offers_retry_and_runs_again_once_its_server_is_
         ctx.close()
         srv.close()
         clock.kill()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("width", [375, 1280])
+def test_a_remote_server_with_mcp_oauth_is_signed_in_in_a_popup_from_its_card(
+    tmp_path: Path, browser: Browser, width: int
+) -> None:
+    from harness import Api
+    from oauth_double import OAuthDouble
+    from test_connectors_oauth import oauth_mcp_server
+
+    with OAuthDouble() as provider, oauth_mcp_server(provider.base) as url:
+        feed = simple_feed(
+            tmp_path / "feed",
+            ("remote",),
+            remote={
+                "scope": "personal",
+                "transport": "http",
+                "url": url,
+                "auth": {"type": "oauth2"},
+            },
+        )
+        srv = ServerProcess(tmp_path)
+        srv.data.mkdir(parents=True, exist_ok=True)
+        (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\nmax_restarts = 0\n')
+        srv.create_admin()
+        srv.start()
+        watch = Watch()
+        ctx = open_context(browser, srv, viewport={"width": width, "height": 900}, timeout=20_000)
+        try:
+            admin = Api(srv.url)
+            admin.login(ADMIN, ADMIN_PW)
+            assert admin.post("/api/marketplace/remote/install", json={}).status_code in (200, 201)
+            page = watch.attach("admin", ctx.new_page())
+            sign_in(page, ADMIN, ADMIN_PW)
+            page.goto("/#/connectors")
+            card = page.locator('[data-testid="connector"][data-name="remote"]')
+            card.get_by_test_id("connector-toggle").click()
+            # Not signed in: the start fails saying so (not a bare HTTP 401).
+            expect(card.get_by_test_id("connector-state")).to_have_text("Failed", timeout=60_000)
+            with page.expect_popup() as opened:
+                card.get_by_test_id("connector-oauth-start").click()
+            popup = opened.value
+            # The service sends the popup back to Skald; the page closes it and reads
+            # the card again: signed in, and the connector starts with the token.
+            try:
+                popup.wait_for_event("close", timeout=15_000)
+            except Exception:
+                raise AssertionError(f"{popup.url} {page.url} {card.inner_text()}") from None
+            expect(card.get_by_test_id("connector-oauth")).to_contain_text("Signed in")
+            expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=60_000)
+            assert page.url.endswith("#/connectors")  # the page kept its place
+            assert provider.token_requests[-1]["grant_type"] == "authorization_code"
+            assert not watch.problems, watch.problems
+            assert not watch.csp_violations()
+        finally:
+            ctx.close()
+            srv.close()

@@ -14,6 +14,13 @@ their own runner (`UserRuntime.services`), stopped when their data is locked. Ta
 that belong to one object and die with it are not services: the chat hub's consumer
 per conversation (`ChatHub.close`) and a WebSocket's pumps.
 
+A service that knows its own failures (a connector instance: issue 21, "one background
+mechanism") tells the runner three things: `Restart(reason)` (an expected failure it
+already reported: restarted after the back-off, logged without a traceback), `GiveUp(reason)`
+(not restarted; health says `stopped` with the reason, not degraded) and `ready(name)`
+(it reached its working state: the back-off starts afresh and it is healthy at once).
+`remove(name)` stops one service and forgets it (revocation, a retry, an update).
+
 Trap: `stop()` cancels, it does not ask. A service must treat `CancelledError` as "the
 server stops now": clean up in `finally` and let the cancellation through. One that
 swallows it is abandoned after `stop_timeout_s` (logged) so shutdown still finishes.
@@ -32,11 +39,19 @@ import msgspec
 
 from skald.log import get_logger
 
-__all__ = ["ServiceHealth", "ServiceRunner", "ServiceSpec", "ServiceState"]
+__all__ = ["GiveUp", "Restart", "ServiceHealth", "ServiceRunner", "ServiceSpec", "ServiceState"]
 
 log = get_logger("skald.services")
 
 ServiceState = Literal["ok", "degraded", "stopped"]
+
+
+class Restart(Exception):
+    """An expected failure the service reported itself: restart it after the back-off."""
+
+
+class GiveUp(Exception):
+    """The service must not run again (it failed too often, or was refused)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,8 @@ class _Service:
         # monotonic time of the last crash; cleared once a run has lasted settle_s.
         self.crashed_at: float | None = None
         self.started_at = 0.0
+        self.gave_up: str | None = None  # why it ended for good (GiveUp)
+        self.fresh = False  # `ready` since the last crash: the back-off starts afresh
 
 
 class ServiceRunner:
@@ -135,6 +152,13 @@ class ServiceRunner:
                     service.last_error = "it returned"
                 except asyncio.CancelledError:
                     raise
+                except GiveUp as exc:
+                    service.gave_up = str(exc) or "it gave up"
+                    service.crashed_at = None
+                    log.warning("service gave up", service=spec.name, runner=self.name)
+                    return
+                except Restart as exc:
+                    service.last_error = str(exc) or "it ended"
                 except Exception as exc:
                     service.last_error = f"{type(exc).__name__}: {exc}"
                     log.error(
@@ -148,9 +172,11 @@ class ServiceRunner:
                         return
                 service.running = False
                 service.restarts += 1
-                # A service that ran for a while before failing starts its back-off afresh.
-                if time.monotonic() - service.started_at > self.max_backoff_s:
+                # A service that ran for a while (or said it was ready) before failing
+                # starts its back-off afresh.
+                if service.fresh or time.monotonic() - service.started_at > self.max_backoff_s:
                     backoff = self.initial_backoff_s
+                service.fresh = False
                 service.crashed_at = time.monotonic()
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
@@ -158,6 +184,28 @@ class ServiceRunner:
             service.running = False
             if not spec.restart and self._services.get(spec.name) is service:
                 del self._services[spec.name]
+
+    def ready(self, name: str) -> None:
+        """The service reached its working state: healthy now, and a later failure's
+        back-off starts from the beginning."""
+        service = self._services.get(name)
+        if service is not None:
+            service.crashed_at = None
+            service.fresh = True
+
+    async def remove(self, name: str) -> None:
+        """Stop one service (cancelled, awaited up to `stop_timeout_s`) and forget it."""
+        service = self._services.pop(name, None)
+        task = service.task if service is not None else None
+        if task is None or task.done():
+            return
+        task.cancel()
+        _, pending = await asyncio.wait([task], timeout=self.stop_timeout_s)
+        if pending:
+            log.error("service did not stop; abandoned", task=task.get_name())
+        elif not task.cancelled():
+            with contextlib.suppress(Exception):
+                task.result()
 
     def health(self) -> list[ServiceHealth]:
         now = time.monotonic()
@@ -175,7 +223,11 @@ class ServiceRunner:
                 )
             else:
                 state: ServiceState = "ok" if s.running else "stopped"
-                out.append(ServiceHealth(name=s.spec.name, state=state, restarts=s.restarts))
+                out.append(
+                    ServiceHealth(
+                        name=s.spec.name, state=state, reason=s.gave_up, restarts=s.restarts
+                    )
+                )
         return out
 
     def degraded_reasons(self) -> list[str]:

@@ -28,6 +28,14 @@ Traps:
 - An authorization server that does not list S256 in its metadata is refused (PKCE is
   mandatory); without any metadata (2025-03-26 fallback) S256 is used regardless.
 - The `state` coming back must be ours; tokens and secrets never go into error texts.
+
+The same module is the one OAuth 2 client of the product (issue 21): the pieces the
+flow is made of are public, so a caller that cannot wait inside `authorize` (a web
+route: the member signs in in a popup, the code comes back to another request) runs
+them in two steps: `McpOAuth.begin(url)` (discovery, registration, the PKCE pair and the
+URL, an `AuthorizationRequest` to keep on the server) and `exchange_code(request, code)`.
+A connector whose feed names the endpoints and client id skips discovery
+(`start_authorization(Endpoints(...), ClientInfo(...), ...)`); `refresh` is shared too.
 """
 
 from __future__ import annotations
@@ -98,7 +106,7 @@ class MemoryStore:
         self.client = client
 
 
-class _Endpoints(msgspec.Struct, kw_only=True):
+class Endpoints(msgspec.Struct, kw_only=True):
     issuer: str | None = None
     authorization_endpoint: str
     token_endpoint: str
@@ -109,12 +117,106 @@ class _Endpoints(msgspec.Struct, kw_only=True):
     scopes_supported: list[str] | None = None
 
 
+class AuthorizationRequest(msgspec.Struct, kw_only=True):
+    """One sign-in in progress: what the person opens (`url`) and what the code's
+    exchange needs later (kept by the caller on its side, never sent to the browser
+    except `url`, whose `state` names it)."""
+
+    url: str
+    state: str
+    verifier: str
+    redirect_uri: str
+    endpoints: Endpoints
+    client: ClientInfo
+    resource: str | None = None
+    scope: str | None = None
+
+
+def challenge_of(verifier: str) -> str:
+    """S256: base64url(sha256(verifier)) without padding (RFC 7636)."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def start_authorization(
+    endpoints: Endpoints,
+    client: ClientInfo,
+    redirect_uri: str,
+    scope: str | None = None,
+    resource: str | None = None,
+) -> AuthorizationRequest:
+    """A fresh `state` and PKCE pair and the authorization URL that carries them."""
+    verifier = secrets.token_urlsafe(48)  # 64 characters, within RFC 7636's 43..128
+    state = secrets.token_urlsafe(24)
+    query = {
+        "response_type": "code",
+        "client_id": client.client_id,
+        "redirect_uri": redirect_uri,
+        "state": state,
+        "code_challenge": challenge_of(verifier),
+        "code_challenge_method": "S256",
+    }
+    if scope:
+        query["scope"] = scope
+    if resource:
+        query["resource"] = resource
+    separator = "&" if "?" in endpoints.authorization_endpoint else "?"
+    url = f"{endpoints.authorization_endpoint}{separator}{urlencode(query)}"
+    return AuthorizationRequest(
+        url=url,
+        state=state,
+        verifier=verifier,
+        redirect_uri=redirect_uri,
+        endpoints=endpoints,
+        client=client,
+        resource=resource,
+        scope=scope,
+    )
+
+
+async def exchange_code(
+    request: AuthorizationRequest, code: str, http: httpx.AsyncClient | None = None
+) -> Tokens:
+    """The code the browser came back with, traded for tokens (with the verifier)."""
+    form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": request.redirect_uri,
+        "code_verifier": request.verifier,
+    }
+    if request.resource:
+        form["resource"] = request.resource
+    async with _session(http) as client:
+        return await token_request(client, request.endpoints, request.client, form, request.scope)
+
+
+async def refresh(
+    endpoints: Endpoints,
+    client: ClientInfo,
+    tokens: Tokens,
+    resource: str | None = None,
+    http: httpx.AsyncClient | None = None,
+) -> Tokens:
+    """New tokens for `tokens.refresh_token`; the old refresh token is kept when the
+    server does not send a new one (it stays valid then)."""
+    if not tokens.refresh_token:
+        raise OAuthError("the sign-in has expired: sign in again")
+    form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
+    if resource:
+        form["resource"] = resource
+    async with _session(http) as session:
+        fresh = await token_request(session, endpoints, client, form, tokens.scope)
+    if fresh.refresh_token is None:
+        fresh.refresh_token = tokens.refresh_token
+    return fresh
+
+
 class McpOAuth(httpx.Auth):
     def __init__(
         self,
         *,
         redirect_uri: str,
-        authorize: Callable[[str], Awaitable[str]],
+        authorize: Callable[[str], Awaitable[str]] | None,
         store: OAuthStore | None = None,
         client: ClientInfo | None = None,
         client_metadata_url: str | None = None,
@@ -124,6 +226,7 @@ class McpOAuth(httpx.Auth):
             "authorization_code"
         ),
         assertion: Callable[[str, str], Awaitable[str]] | None = None,
+        sign_in_needed: str = "a sign-in is needed",
     ) -> None:
         """`client`: pre-registered credentials; `client_metadata_url`: the URL of this
         client's metadata document (used as the client id where the server supports
@@ -132,7 +235,10 @@ class McpOAuth(httpx.Auth):
         private key) get the token (the ext-auth extension, SEP-1046).
         `grant="jwt_bearer"`: `assertion(audience, resource)` returns a JWT the
         authorization server accepts as a grant (RFC 7523; SEP-990 obtains it by token
-        exchange at an identity provider), presented with the client's credentials."""
+        exchange at an identity provider), presented with the client's credentials.
+        `authorize=None`: nobody can sign in now (a background session): the stored
+        tokens are used and refreshed, and a request that needs a new sign-in fails
+        with `OAuthError(sign_in_needed)` before any discovery or registration."""
         self.redirect_uri = redirect_uri
         self.authorize = authorize
         self.store: OAuthStore = store or MemoryStore()
@@ -142,11 +248,12 @@ class McpOAuth(httpx.Auth):
         self._http = http
         self.grant = grant
         self.assertion = assertion
+        self.sign_in_needed = sign_in_needed
         if grant != "authorization_code" and client is None:
             raise ValueError(f"the {grant} grant needs a pre-registered client")
         if grant == "jwt_bearer" and assertion is None:
             raise ValueError("the jwt_bearer grant needs an assertion provider")
-        self._endpoints: _Endpoints | None = None
+        self._endpoints: Endpoints | None = None
         self._resource: str | None = None
         self._scope: str | None = None
 
@@ -205,7 +312,7 @@ class McpOAuth(httpx.Auth):
 
     async def _discover(
         self, http: httpx.AsyncClient, server_url: str, challenge: dict[str, str]
-    ) -> tuple[_Endpoints, str | None, list[str] | None]:
+    ) -> tuple[Endpoints, str | None, list[str] | None]:
         """The authorization server's endpoints, the resource to ask for, its scopes."""
         parts = urlsplit(server_url)
         origin = f"{parts.scheme}://{parts.netloc}"
@@ -246,7 +353,7 @@ class McpOAuth(httpx.Auth):
             resource = server_url
         return endpoints, resource, scopes
 
-    async def _authorization_server(self, http: httpx.AsyncClient, issuer: str) -> _Endpoints:
+    async def _authorization_server(self, http: httpx.AsyncClient, issuer: str) -> Endpoints:
         parts = urlsplit(issuer)
         origin = f"{parts.scheme}://{parts.netloc}"
         path = parts.path.rstrip("/")
@@ -266,7 +373,7 @@ class McpOAuth(httpx.Auth):
             if data is None:
                 continue
             try:
-                endpoints = msgspec.convert(data, _Endpoints)
+                endpoints = msgspec.convert(data, Endpoints)
             except msgspec.ValidationError as exc:
                 raise OAuthError(f"malformed authorization server metadata ({exc})") from None
             methods = endpoints.code_challenge_methods_supported
@@ -274,13 +381,13 @@ class McpOAuth(httpx.Auth):
                 raise OAuthError("the authorization server does not support PKCE with S256")
             return endpoints
         # 2025-03-26 fallback: the default endpoints at the issuer's root.
-        return _Endpoints(
+        return Endpoints(
             authorization_endpoint=f"{origin}/authorize",
             token_endpoint=f"{origin}/token",
             registration_endpoint=f"{origin}/register",
         )
 
-    async def _client(self, http: httpx.AsyncClient, endpoints: _Endpoints) -> ClientInfo:
+    async def _client(self, http: httpx.AsyncClient, endpoints: Endpoints) -> ClientInfo:
         if self.preregistered is not None:
             return self.preregistered
         stored = await self.store.load_client()
@@ -314,69 +421,71 @@ class McpOAuth(httpx.Auth):
 
     # -- the authorization code flow ------------------------------------------------------
 
+    async def begin(
+        self,
+        server_url: str,
+        challenge: dict[str, str] | None = None,
+        previous: Tokens | None = None,
+    ) -> AuthorizationRequest:
+        """Discovery, a client id and the authorization URL for `server_url`: the first
+        half of a sign-in, for a caller whose person answers in another request."""
+        challenge = challenge or {}
+        async with self._session() as http:
+            endpoints, resource, scopes = await self._discover(http, server_url, challenge)
+            self._endpoints, self._resource = endpoints, resource
+            client = await self._client(http, endpoints)
+        scope = challenge.get("scope") or (" ".join(scopes) if scopes else None)
+        if previous is not None and previous.scope and scope and challenge.get("error"):
+            # Step-up: keep what we had, add what is asked for.
+            scope = " ".join(dict.fromkeys([*previous.scope.split(), *scope.split()]))
+        self._scope = scope
+        return start_authorization(endpoints, client, self.redirect_uri, scope, resource)
+
+    async def finish(self, request: AuthorizationRequest, code: str) -> Tokens:
+        """The second half: the code traded for tokens, which the store keeps."""
+        async with self._session() as http:
+            tokens = await exchange_code(request, code, http)
+        await self.store.save_tokens(tokens)
+        return tokens
+
     async def _authorize(
         self, server_url: str, challenge: dict[str, str], previous: Tokens | None
     ) -> Tokens:
+        if self.grant != "authorization_code":
+            return await self._without_person(server_url, challenge)
+        if self.authorize is None:
+            raise OAuthError(self.sign_in_needed)
+        request = await self.begin(server_url, challenge, previous)
+        back = parse_qs(urlsplit(await self.authorize(request.url)).query)
+        if back.get("state", [""])[0] != request.state:
+            raise OAuthError("the sign-in answer does not match the request (state)")
+        if "error" in back:
+            raise OAuthError(f"sign-in refused: {back['error'][0][:100]}")
+        code = back.get("code", [""])[0]
+        if not code:
+            raise OAuthError("the sign-in answer has no code")
+        return await self.finish(request, code)
+
+    async def _without_person(self, server_url: str, challenge: dict[str, str]) -> Tokens:
+        """client_credentials / jwt_bearer: the client's own credentials get the token."""
         async with self._session() as http:
             endpoints, resource, scopes = await self._discover(http, server_url, challenge)
             self._endpoints, self._resource = endpoints, resource
             client = await self._client(http, endpoints)
             scope = challenge.get("scope") or (" ".join(scopes) if scopes else None)
-            if self.grant != "authorization_code":
-                form = {"grant_type": "client_credentials"}
-                if self.grant == "jwt_bearer":
-                    assert self.assertion is not None
-                    audience = endpoints.issuer or endpoints.token_endpoint
-                    form = {
-                        "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
-                        "assertion": await self.assertion(audience, resource or server_url),
-                    }
-                if scope:
-                    form["scope"] = scope
-                if resource:
-                    form["resource"] = resource
-                tokens = await self._token_request(http, endpoints, client, form, scope)
-                await self.store.save_tokens(tokens)
-                return tokens
-            if previous is not None and previous.scope and scope and challenge.get("error"):
-                # Step-up: keep what we had, add what is asked for.
-                scope = " ".join(dict.fromkeys([*previous.scope.split(), *scope.split()]))
-            self._scope = scope
-            verifier = secrets.token_urlsafe(48)
-            digest = hashlib.sha256(verifier.encode()).digest()
-            code_challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-            state = secrets.token_urlsafe(24)
-            query = {
-                "response_type": "code",
-                "client_id": client.client_id,
-                "redirect_uri": self.redirect_uri,
-                "state": state,
-                "code_challenge": code_challenge,
-                "code_challenge_method": "S256",
-            }
+            form = {"grant_type": "client_credentials"}
+            if self.grant == "jwt_bearer":
+                assert self.assertion is not None
+                audience = endpoints.issuer or endpoints.token_endpoint
+                form = {
+                    "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                    "assertion": await self.assertion(audience, resource or server_url),
+                }
             if scope:
-                query["scope"] = scope
-            if resource:
-                query["resource"] = resource
-            separator = "&" if "?" in endpoints.authorization_endpoint else "?"
-            url = f"{endpoints.authorization_endpoint}{separator}{urlencode(query)}"
-            back = parse_qs(urlsplit(await self.authorize(url)).query)
-            if back.get("state", [""])[0] != state:
-                raise OAuthError("the sign-in answer does not match the request (state)")
-            if "error" in back:
-                raise OAuthError(f"sign-in refused: {back['error'][0][:100]}")
-            code = back.get("code", [""])[0]
-            if not code:
-                raise OAuthError("the sign-in answer has no code")
-            form = {
-                "grant_type": "authorization_code",
-                "code": code,
-                "redirect_uri": self.redirect_uri,
-                "code_verifier": verifier,
-            }
+                form["scope"] = scope
             if resource:
                 form["resource"] = resource
-            tokens = await self._token_request(http, endpoints, client, form, scope)
+            tokens = await token_request(http, endpoints, client, form, scope)
         await self.store.save_tokens(tokens)
         return tokens
 
@@ -388,65 +497,78 @@ class McpOAuth(httpx.Auth):
                 endpoints, self._resource, _ = await self._discover(http, server_url, {})
                 self._endpoints = endpoints
             client = await self._client(http, endpoints)
-            form = {"grant_type": "refresh_token", "refresh_token": tokens.refresh_token}
-            if self._resource:
-                form["resource"] = self._resource
-            fresh = await self._token_request(http, endpoints, client, form, tokens.scope)
-        if fresh.refresh_token is None:
-            fresh.refresh_token = tokens.refresh_token  # the server keeps the old one valid
+            fresh = await refresh(endpoints, client, tokens, self._resource, http)
         await self.store.save_tokens(fresh)
         return fresh
 
-    async def _token_request(
-        self,
-        http: httpx.AsyncClient,
-        endpoints: _Endpoints,
-        client: ClientInfo,
-        form: dict[str, str],
-        scope: str | None,
-    ) -> Tokens:
-        method = client.token_endpoint_auth_method or (
-            _preferred_method(endpoints) if client.client_secret else "none"
-        )
-        headers = {"accept": "application/json"}
-        if client.private_key_pem:
-            audience = endpoints.issuer or endpoints.token_endpoint
-            form["client_id"] = client.client_id
-            form["client_assertion_type"] = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
-            form["client_assertion"] = _client_assertion(client, audience)
-        elif method == "client_secret_basic" and client.client_secret:
-            pair = f"{client.client_id}:{client.client_secret}".encode()
-            headers["authorization"] = "Basic " + base64.b64encode(pair).decode()
-        else:
-            form["client_id"] = client.client_id
-            if method == "client_secret_post" and client.client_secret:
-                form["client_secret"] = client.client_secret
-        try:
-            response = await http.post(endpoints.token_endpoint, data=form, headers=headers)
-        except httpx.HTTPError as exc:
-            raise OAuthError(f"the token request failed: {type(exc).__name__}") from None
-        if response.status_code != 200:
-            raise OAuthError(f"the token request was refused (HTTP {response.status_code})")
-        try:
-            data = msgspec.json.decode(response.content)
-            token = str(data["access_token"])
-        except (msgspec.DecodeError, KeyError, TypeError):
-            raise OAuthError("malformed token answer") from None
-        expires = data.get("expires_in")
-        return Tokens(
-            access_token=token,
-            token_type=str(data.get("token_type", "Bearer")),
-            refresh_token=data.get("refresh_token")
-            if isinstance(data.get("refresh_token"), str)
-            else None,
-            expires_at=time.time() + float(expires) if isinstance(expires, int | float) else None,
-            scope=data.get("scope") if isinstance(data.get("scope"), str) else scope,
-        )
-
     def _session(self) -> httpx.AsyncClient:
-        if self._http is not None:
-            return _Borrowed(self._http)  # type: ignore[return-value]
-        return httpx.AsyncClient(timeout=_TIMEOUT)
+        return _session(self._http)
+
+
+async def token_request(
+    http: httpx.AsyncClient,
+    endpoints: Endpoints,
+    client: ClientInfo,
+    form: dict[str, str],
+    scope: str | None,
+) -> Tokens:
+    """POST `form` to the token endpoint with the client's authentication."""
+    method = client.token_endpoint_auth_method or (
+        _preferred_method(endpoints) if client.client_secret else "none"
+    )
+    headers = {"accept": "application/json"}
+    if client.private_key_pem:
+        audience = endpoints.issuer or endpoints.token_endpoint
+        form["client_id"] = client.client_id
+        form["client_assertion_type"] = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        form["client_assertion"] = _client_assertion(client, audience)
+    elif method == "client_secret_basic" and client.client_secret:
+        pair = f"{client.client_id}:{client.client_secret}".encode()
+        headers["authorization"] = "Basic " + base64.b64encode(pair).decode()
+    else:
+        form["client_id"] = client.client_id
+        if method == "client_secret_post" and client.client_secret:
+            form["client_secret"] = client.client_secret
+    try:
+        response = await http.post(endpoints.token_endpoint, data=form, headers=headers)
+    except httpx.HTTPError as exc:
+        raise OAuthError(
+            f"the sign-in service could not be reached: {type(exc).__name__}"
+        ) from None
+    if response.status_code != 200:
+        # The body's `error` only (never the rest: it may echo the code or the verifier).
+        raise OAuthError(f"the sign-in service refused: {_error_of(response)}")
+    try:
+        data = msgspec.json.decode(response.content)
+        token = str(data["access_token"])
+    except (msgspec.DecodeError, KeyError, TypeError):
+        raise OAuthError("malformed token answer") from None
+    expires = data.get("expires_in")
+    return Tokens(
+        access_token=token,
+        token_type=str(data.get("token_type", "Bearer")),
+        refresh_token=data.get("refresh_token")
+        if isinstance(data.get("refresh_token"), str)
+        else None,
+        expires_at=time.time() + float(expires) if isinstance(expires, int | float) else None,
+        scope=data.get("scope") if isinstance(data.get("scope"), str) else scope,
+    )
+
+
+def _error_of(response: httpx.Response) -> str:
+    try:
+        error = msgspec.json.decode(response.content).get("error")
+    except (msgspec.DecodeError, AttributeError):
+        error = None
+    if isinstance(error, str) and error.replace("_", "").isalnum():
+        return error[:60]
+    return f"HTTP {response.status_code}"
+
+
+def _session(http: httpx.AsyncClient | None) -> httpx.AsyncClient:
+    if http is not None:
+        return _Borrowed(http)  # type: ignore[return-value]
+    return httpx.AsyncClient(timeout=_TIMEOUT)
 
 
 class _Borrowed:
@@ -527,7 +649,7 @@ def _client_assertion(client: ClientInfo, audience: str) -> str:
     return f"{signing_input}.{_b64(signature)}"
 
 
-def _preferred_method(endpoints: _Endpoints) -> str:
+def _preferred_method(endpoints: Endpoints) -> str:
     supported = endpoints.token_endpoint_auth_methods_supported or ["client_secret_basic"]
     for method in ("client_secret_basic", "client_secret_post", "none"):
         if method in supported:

@@ -236,6 +236,49 @@ async def check_image(ctx: Context) -> Finding:
     )
 
 
+async def check_sandbox_trust(ctx: Context) -> Finding:
+    """The certificate authorities the host trusts and the sandboxes would not (a
+    TLS-inspecting network: in-sandbox installs fail), and `[connectors] extra_ca_file`
+    itself. Compares files only: no container runs, nothing goes to the internet."""
+    from skald.sandbox import trust
+    from skald.sandbox.image import has_image, image_tag
+
+    name = "sandbox trust"
+    if not ctx.config.sandbox.enabled:
+        return Finding(name=name, status="skip", finding="sandbox disabled")
+    extra = str(getattr(ctx.config.extensions.get("connectors"), "extra_ca_file", "") or "")
+    where = f"under [connectors] in {shell_quote(ctx.layout.config_file)}"
+    if extra:
+        problem = await asyncio.to_thread(trust.extra_problem, extra)
+        if problem is not None:
+            fix = f"point extra_ca_file {where} at a readable PEM bundle, then {ctx.restart_command()}"
+            return Finding(name=name, status="fail", finding=problem, fix=fix)
+    host = trust.host_bundle(ctx.environ)
+    image = ctx.config.sandbox.image or image_tag()
+    if ctx.docker_client is None or host is None:
+        why = "needs Docker (see above)" if host is None else "no CA bundle on this host"
+        return Finding(name=name, status="skip", finding=why)
+    if not await asyncio.to_thread(has_image, ctx.docker_client, image):
+        return Finding(name=name, status="skip", finding=f"{image}: missing (see above)")
+    in_image = await asyncio.to_thread(trust.image_bundle, ctx.docker_client, image)
+    if in_image is None:
+        return Finding(name=name, status="skip", finding=f"{image} has no {trust.IMAGE_BUNDLE}")
+    host_pem = await asyncio.to_thread(host.read_bytes)
+    extra_pem = await asyncio.to_thread(Path(extra).read_bytes) if extra else b""
+    missing = trust.untrusted_in_image(host_pem, in_image, extra_pem)
+    if missing:
+        fix = f'set extra_ca_file = "{host}" {where}, then {ctx.restart_command()}'
+        finding = (
+            f"this host trusts {missing} certificate authorit{'y' if missing == 1 else 'ies'} "
+            "that the sandboxes do not (a TLS-inspecting network?): connector installs in "
+            f"sandboxes may fail with a certificate error until {trust.SETTING} is set"
+        )
+        return Finding(name=name, status="warn", finding=finding, fix=fix)
+    with_extra = f" (with {trust.SETTING})" if extra else ""
+    finding = f"the sandboxes trust every certificate authority this host does{with_extra}"
+    return Finding(name=name, status="ok", finding=finding)
+
+
 async def check_sandbox_network(ctx: Context) -> Finding:
     """The members' address pool: free of this host's routes, not exhausted, and no
     sandbox the running server could not make."""

@@ -41,6 +41,7 @@ from skald.ops.checks_host import (
     check_port,
     check_python,
     check_sandbox_network,
+    check_sandbox_trust,
     check_services,
     check_unit,
 )
@@ -71,6 +72,7 @@ CHECKS: list[Check] = [
     check_docker,
     check_image,
     check_sandbox_network,
+    check_sandbox_trust,
     check_host_listeners,
     check_unit,
     check_linger,

@@ -154,8 +154,13 @@ def check_manifest(manifest: Manifest, item: FeedItem) -> None:
         raise FeedError(f"{manifest.name}: a stdio connector needs a command")
     if manifest.transport == "http" and not manifest.url:
         raise FeedError(f"{manifest.name}: an http connector needs a url")
-    if manifest.auth.type == "oauth2" and manifest.auth.oauth is None:
-        raise FeedError(f"{manifest.name}: oauth2 needs an `oauth` section")
+    if (
+        manifest.auth.type == "oauth2"
+        and manifest.auth.oauth is None
+        and manifest.transport != "http"
+    ):
+        # Without the section: MCP's own authorization, which only a remote server has.
+        raise FeedError(f"{manifest.name}: oauth2 over stdio needs an `oauth` section")
     if manifest.scope == "household" and manifest.auth.type != "none":
         # Household connectors run once for everyone: a member's credential has no place.
         raise FeedError(f"{manifest.name}: a household connector cannot need a sign-in")

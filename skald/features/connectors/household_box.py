@@ -6,7 +6,7 @@ keeps connectors' secrets apart; each sees only its own processes). A box is mad
 sandbox manager's own code (`create_container`, `ensure_network`) from the runtime image,
 with the sandboxes' limits, ALL capabilities dropped but Skald's root steps', and
 no-new-privileges; the connector itself runs as the service's uid with no capability,
-under a marker group (`procgroup.py`). It sees
+under a marker group (`skald/sandbox/procgroup.py`). It sees
 
 - its own files read-only at `/connector` and its dependencies read-only at `/deps`
   (`{DIR}`, `{HOME}` and `{DEPS}` of its manifest point there); nothing of the data

@@ -1,12 +1,18 @@
-"""OAuth 2 sign-in for connectors: authorization code with PKCE (S256), refresh tokens.
+"""OAuth 2 sign-in for connectors, on the one OAuth client (`skald.mcp.oauth`).
 
 Rule: the flow's state lives on the server only (`OAuthFlows`, in memory, ten minutes,
 bound to the member who started it and used once); the browser carries just the opaque
 `state`. The code comes back to the callback route or is pasted back by the member.
+Two kinds of connector sign in this way: one whose feed names the endpoints and client
+id (`auth.oauth`, the token delivered as the environment variable or header it names)
+and a remote MCP server that uses MCP's own authorization (`auth.type = "oauth2"`
+without an `oauth` section: discovery, dynamic registration, PKCE and `resource`,
+the token sent by the client as `Authorization: Bearer`, refreshed before it expires
+and once on a 401: `McpOAuth` with `SecretOAuthStore`).
+
 Tokens are secrets of the member (`oauth_access_token`, `oauth_refresh_token`,
-`oauth_expires_at` in their owner database) and reach the connector as the environment
-variable or header the manifest names (`Bearer <token>` for a header), refreshed at
-launch when they expire within a minute.
+`oauth_expires_at`, and for MCP's own OAuth `oauth_client`, the registration) in their
+owner database, encrypted with their key.
 
 Trap: a restart forgets pending flows (the member starts again); tokens already stored
 are kept. The token endpoint's error text is shown without the request's body: it may
@@ -15,22 +21,25 @@ echo the code or the verifier.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import secrets
 import time
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from typing import TYPE_CHECKING
 
-import httpx
+import msgspec
 
 from skald.errors import InvalidInputError, NotFoundError, SkaldError
 from skald.features.connectors.feed import OAuthSpec
+from skald.mcp import oauth as client
+from skald.mcp.oauth import AuthorizationRequest, ClientInfo, Endpoints, Tokens
+
+if TYPE_CHECKING:
+    from skald.features.connectors.store import SecretStore
 
 FLOW_TTL_S = 600.0
 REFRESH_MARGIN_S = 60.0
-TIMEOUT_S = 20.0
 ACCESS, REFRESH, EXPIRES = "oauth_access_token", "oauth_refresh_token", "oauth_expires_at"
+CLIENT = "oauth_client"  # MCP's own OAuth: the dynamic registration (JSON)
+KEYS = (ACCESS, REFRESH, EXPIRES, CLIENT)
 
 
 class OAuthError(SkaldError):
@@ -41,40 +50,32 @@ class OAuthError(SkaldError):
 class Pending:
     user_id: str
     connector: str
-    verifier: str
-    redirect_uri: str
+    request: AuthorizationRequest
     expires: float
-
-
-def challenge(verifier: str) -> str:
-    """S256: base64url(sha256(verifier)) without padding (RFC 7636)."""
-    digest = hashlib.sha256(verifier.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+    popup: bool = False  # the page opened it in a popup, which closes itself at the end
 
 
 class OAuthFlows:
     def __init__(self) -> None:
         self._pending: dict[str, Pending] = {}
 
-    def start(self, user_id: str, connector: str, spec: OAuthSpec, redirect_uri: str) -> str:
-        """The authorization URL the member opens."""
+    def keep(
+        self, user_id: str, connector: str, request: AuthorizationRequest, popup: bool = False
+    ) -> str:
+        """Keep a started sign-in until its code comes back; the URL the member opens."""
         now = time.monotonic()
         self._pending = {k: p for k, p in self._pending.items() if p.expires > now}
-        state = secrets.token_urlsafe(24)
-        verifier = secrets.token_urlsafe(48)  # 64 characters, within RFC 7636's 43..128
-        self._pending[state] = Pending(user_id, connector, verifier, redirect_uri, now + FLOW_TTL_S)
-        query = {
-            "response_type": "code",
-            "client_id": spec.client_id,
-            "redirect_uri": redirect_uri,
-            "state": state,
-            "code_challenge": challenge(verifier),
-            "code_challenge_method": "S256",
-        }
-        if spec.scopes:
-            query["scope"] = " ".join(spec.scopes)
-        sep = "&" if "?" in spec.authorize_url else "?"
-        return spec.authorize_url + sep + urlencode(query)
+        pending = Pending(user_id, connector, request, now + FLOW_TTL_S, popup)
+        self._pending[request.state] = pending
+        return request.url
+
+    def start(
+        self, user_id: str, connector: str, spec: OAuthSpec, redirect_uri: str, popup: bool = False
+    ) -> str:
+        """The authorization URL the member opens (a feed that names its endpoints)."""
+        scope = " ".join(spec.scopes) or None
+        request = client.start_authorization(_endpoints(spec), _client(spec), redirect_uri, scope)
+        return self.keep(user_id, connector, request, popup)
 
     def take(self, state: str, user_id: str) -> Pending:
         """The pending flow for `state`, once; another member's or an expired one is
@@ -88,40 +89,46 @@ class OAuthFlows:
         return pending
 
 
-async def _token_request(spec: OAuthSpec, form: dict[str, str]) -> dict[str, str]:
-    try:
-        async with httpx.AsyncClient(timeout=TIMEOUT_S) as http:
-            r = await http.post(spec.token_url, data=form, headers={"Accept": "application/json"})
-    except httpx.HTTPError as exc:
-        raise OAuthError(f"the sign-in service could not be reached: {type(exc).__name__}") from exc
-    try:
-        body = r.json()
-    except ValueError:
-        body = {}
-    if r.status_code != 200 or not isinstance(body, dict) or "access_token" not in body:
-        what = body.get("error") if isinstance(body, dict) else None
-        raise OAuthError(f"the sign-in service refused: {what or f'HTTP {r.status_code}'}")
-    out = {ACCESS: str(body["access_token"])}
-    if body.get("refresh_token"):
-        out[REFRESH] = str(body["refresh_token"])
-    if isinstance(body.get("expires_in"), int | float):
-        out[EXPIRES] = str(int(time.time() + float(body["expires_in"])))
+def _endpoints(spec: OAuthSpec) -> Endpoints:
+    return Endpoints(
+        authorization_endpoint=spec.authorize_url,
+        token_endpoint=spec.token_url,
+        code_challenge_methods_supported=["S256"],
+    )
+
+
+def _client(spec: OAuthSpec) -> ClientInfo:
+    return ClientInfo(client_id=spec.client_id, token_endpoint_auth_method="none")  # noqa: S106
+
+
+def as_secrets(tokens: Tokens) -> dict[str, str]:
+    out = {ACCESS: tokens.access_token}
+    if tokens.refresh_token:
+        out[REFRESH] = tokens.refresh_token
+    if tokens.expires_at is not None:
+        out[EXPIRES] = str(int(tokens.expires_at))
     return out
 
 
-async def exchange(spec: OAuthSpec, code: str, pending: Pending) -> dict[str, str]:
+def from_secrets(stored: dict[str, str]) -> Tokens | None:
+    if not stored.get(ACCESS):
+        return None
+    expires = stored.get(EXPIRES)
+    return Tokens(
+        access_token=stored[ACCESS],
+        refresh_token=stored.get(REFRESH) or None,
+        expires_at=float(expires) if expires else None,
+    )
+
+
+async def exchange(pending: Pending, code: str) -> Tokens:
+    """The code traded for tokens (`SecretOAuthStore.save_tokens` keeps them)."""
     if not code.strip():
         raise InvalidInputError("the code is empty")
-    return await _token_request(
-        spec,
-        {
-            "grant_type": "authorization_code",
-            "code": code.strip(),
-            "redirect_uri": pending.redirect_uri,
-            "client_id": spec.client_id,
-            "code_verifier": pending.verifier,
-        },
-    )
+    try:
+        return await client.exchange_code(pending.request, code.strip())
+    except client.OAuthError as exc:
+        raise OAuthError(str(exc)) from None
 
 
 def needs_refresh(stored: dict[str, str]) -> bool:
@@ -130,11 +137,69 @@ def needs_refresh(stored: dict[str, str]) -> bool:
 
 
 async def refresh(spec: OAuthSpec, stored: dict[str, str]) -> dict[str, str]:
-    token = stored.get(REFRESH)
-    if not token:
+    tokens = from_secrets(stored)
+    if tokens is None or not tokens.refresh_token:
         raise OAuthError("the sign-in has expired: sign in again")
-    fresh = await _token_request(
-        spec, {"grant_type": "refresh_token", "refresh_token": token, "client_id": spec.client_id}
+    try:
+        return as_secrets(await client.refresh(_endpoints(spec), _client(spec), tokens))
+    except client.OAuthError as exc:
+        raise OAuthError(str(exc)) from None
+
+
+def mcp_flow(
+    secrets: SecretStore, connector: str, redirect_uri: str = "", scrub: list[str] | None = None
+) -> client.McpOAuth:
+    """MCP's own authorization for one member's connector, tokens in their database.
+
+    At launch (`redirect_uri` empty) it only sends and refreshes what the member's
+    sign-in stored: a server that wants a new sign-in fails the call with a text that
+    says where to sign in, never a bare `HTTP 401`. `begin`/`finish` run the sign-in
+    itself from the routes."""
+    return client.McpOAuth(
+        redirect_uri=redirect_uri,
+        authorize=None,
+        store=SecretOAuthStore(secrets, connector, scrub),
+        sign_in_needed=f"sign in to {connector} from the Connectors page",
     )
-    fresh.setdefault(REFRESH, token)  # a server may keep the same refresh token
-    return fresh
+
+
+class SecretOAuthStore:
+    """`skald.mcp.OAuthStore` on one connector's secrets in the member's own database:
+    what `McpOAuth` refreshes or registers is written there, encrypted with their key.
+    `scrub`: the instance's list of values redacted from what its server says; a
+    refreshed token joins it."""
+
+    def __init__(
+        self, secrets: SecretStore, connector: str, scrub: list[str] | None = None
+    ) -> None:
+        self.secrets = secrets
+        self.connector = connector
+        self.scrub = scrub if scrub is not None else []
+
+    async def load_tokens(self) -> Tokens | None:
+        return from_secrets(await self.secrets.values(self.connector))
+
+    async def save_tokens(self, tokens: Tokens | None) -> None:
+        if tokens is None:
+            for key in (ACCESS, REFRESH, EXPIRES):
+                await self.secrets.delete(self.connector, key)
+            return
+        stored = as_secrets(tokens)
+        self.scrub.extend(v for k, v in stored.items() if k != EXPIRES)
+        for key in (REFRESH, EXPIRES):  # none of the old sign-in's is left behind
+            if key not in stored:
+                await self.secrets.delete(self.connector, key)
+        for key, value in stored.items():
+            await self.secrets.put(self.connector, key, value)
+
+    async def load_client(self) -> ClientInfo | None:
+        raw = (await self.secrets.values(self.connector)).get(CLIENT)
+        if not raw:
+            return None
+        try:
+            return msgspec.json.decode(raw, type=ClientInfo)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None  # registered again at the next sign-in
+
+    async def save_client(self, info: ClientInfo) -> None:
+        await self.secrets.put(self.connector, CLIENT, msgspec.json.encode(info).decode())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 from typing import Annotated, Any
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 from litestar import delete, get, post, put
@@ -26,13 +27,14 @@ from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.connectors import oauth
-from skald.features.connectors.feed import Localized, Manifest, OAuthSpec, secret_names
+from skald.features.connectors.feed import Localized, Manifest, expand, secret_names
 from skald.features.connectors.household_box import reach
 from skald.features.connectors.resources import Catalog, prompt_text
 from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.features.connectors.store import Connector
 from skald.files.mime import sniff
 from skald.mcp import McpError, Prompt, Resource, ResourceTemplate
+from skald.mcp.oauth import OAuthError as McpOAuthError
 from skald.mcp.wire import CallToolResult, ImageContent, TextContent
 
 USE = [requires(CONNECTORS_USE)]
@@ -515,13 +517,34 @@ class OAuthCodeIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     code: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
 
 
-def _oauth_spec(row: Connector) -> OAuthSpec:
-    manifest = msgspec.convert(
+def _manifest(row: Connector) -> Manifest:
+    return msgspec.convert(
         {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
     )
-    if manifest.auth.type != "oauth2" or manifest.auth.oauth is None:
+
+
+async def _begin(
+    c: Connectors, rt: Runtime, request: AnyRequest, row: Connector, popup: bool
+) -> str:
+    """Start a sign-in: the URL the member opens (the flow stays on the server)."""
+    p = principal_of(request)
+    manifest = _manifest(row)
+    if manifest.auth.type != "oauth2":
         raise InvalidInputError(f"{row.name} does not sign in with OAuth")
-    return manifest.auth.oauth
+    if manifest.auth.oauth is not None:
+        spec = manifest.auth.oauth
+        return c.oauth.start(p.user.id, row.name, spec, _callback_url(request), popup)
+    # MCP's own authorization: discovery and registration at the server's URL.
+    mine = await rt.user_runtime(p.user)
+    secrets = c.secrets(mine.handle.db)
+    flow = oauth.mcp_flow(secrets, row.name, _callback_url(request))
+    places = {"DIR": "", "DEPS": "", "HOME": ""}
+    url = expand(manifest.url or "", places, await secrets.values(row.name))
+    try:
+        started = await flow.begin(url)
+    except McpOAuthError as exc:
+        raise oauth.OAuthError(str(exc)) from None
+    return c.oauth.keep(p.user.id, row.name, started, popup)
 
 
 def _callback_url(request: AnyRequest) -> str:
@@ -530,21 +553,19 @@ def _callback_url(request: AnyRequest) -> str:
 
 async def _finish(
     rt: Runtime, request: AnyRequest, state: str, code: str, name: str | None = None
-) -> Connector:
+) -> tuple[Connector, oauth.Pending]:
     c = _conn(rt)
     p = principal_of(request)
     pending = c.oauth.take(state, p.user.id)
     if name is not None and pending.connector != name:
         raise NotFoundError("this sign-in belongs to another connector")
     row = await c.require_usable(p.user, p.role, pending.connector)
-    tokens = await oauth.exchange(_oauth_spec(row), code, pending)
+    tokens = await oauth.exchange(pending, code)
     mine = await rt.user_runtime(p.user)
-    store = c.secrets(mine.handle.db)
-    for key, value in tokens.items():
-        await store.put(row.name, key, value)
+    await oauth.SecretOAuthStore(c.secrets(mine.handle.db), row.name).save_tokens(tokens)
     if c.supervisor is not None:
         await c.supervisor.restart_member(p.user.id, row.name)
-    return row
+    return row, pending
 
 
 CALLBACK = "/api/connector-oauth/callback"
@@ -557,13 +578,18 @@ CALLBACK = "/api/connector-oauth/callback"
     responses=errors(400, 404),
 )
 async def oauth_start(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    popup: Annotated[bool, QueryParameter(name="popup")] = False,
 ) -> OAuthStartOut:
+    """`?popup=true`: the page opened a popup for it; the callback's redirect then asks
+    the popup to close itself (its opener lost it: cross-origin-opener-policy)."""
     c = _conn(rt)
     p = principal_of(request)
     row = await c.require_usable(p.user, p.role, name)
-    url = c.oauth.start(p.user.id, row.name, _oauth_spec(row), _callback_url(request))
-    state = url.split("state=", 1)[1].split("&", 1)[0]
+    url = await _begin(c, rt, request, row, popup)
+    state = parse_qs(urlsplit(url).query)["state"][0]
     return OAuthStartOut(url=url, state=state)
 
 
@@ -577,8 +603,9 @@ async def oauth_callback(
     """The service sends the member's browser here with the code; back to the page."""
     if not flow or not code:
         raise InvalidInputError("the sign-in service sent no code")
-    row = await _finish(rt, request, flow, code)
-    return Redirect(path=f"/#/connectors?signed_in={row.name}")
+    row, pending = await _finish(rt, request, flow, code)
+    popup = "&popup=1" if pending.popup else ""
+    return Redirect(path=f"/#/connectors?signed_in={row.name}{popup}")
 
 
 @post(
@@ -591,7 +618,7 @@ async def oauth_code(
     rt: NamedDependency[Runtime],
 ) -> ConnectorOut:
     """A code pasted back by the member (when the callback cannot reach this server)."""
-    row = await _finish(rt, request, data.state, data.code, name)
+    row, _ = await _finish(rt, request, data.state, data.code, name)
     return await _describe(_conn(rt), request, row)
 
 

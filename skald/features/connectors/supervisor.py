@@ -5,16 +5,21 @@ Rule: a stdio household connector runs once, in a container of its own
 with `[connectors] household_on_host`), with an environment of exactly the variables its
 manifest declares (and `PATH`, `LANG` on the host). A personal connector runs once per
 member, inside that member's container (`docker exec -i`, dropped to the sandbox user
-under a marker group of its own: `procgroup.py`), from a copy of its files in the
+under a marker group of its own: `skald/sandbox/procgroup.py`), from a copy of its files in the
 member's home (written by descriptor, never through a link she planted there:
 `home_files`), its dependencies installed there by content hash; it starts when the
 member's data is unlocked (a member service) and stops when they lock, are deactivated,
 deactivate the connector or lose its grant (`stop_member`, awaited: synchronous).
 
-Rule: a dead instance is restarted with exponential back-off (1 s doubling, capped at
-`BACKOFF_CAP_S`); after `max_restarts` failed starts in a row it is marked failed, and
-the last error and stderr lines go to the catalogue row (administrators see them).
-A start that reached "running" resets the count. A connector whose tool list is over
+Rule: an instance is a service of the one background mechanism (`skald/core/services.py`,
+issue 21): `connector:<name>` on the member's runner (personal) or the server's
+(household), order 61 so it stops before the `connectors` service that started it. One
+start is one `ConnectorInstance.run`; a dead instance raises `Restart` and the runner starts it
+again after its back-off (1 s doubling, capped at 60 s), and its health shows it
+degraded meanwhile; after `max_restarts` failed starts in a row it raises `GiveUp`
+(marked failed; the last error and stderr lines go to the catalogue row, which
+administrators see). A start that reached "running" resets the count and the back-off
+(`ServiceRunner.ready`). Stopping one instance is `ServiceRunner.remove`. A connector whose tool list is over
 the client's limits (`skald.mcp.Limits`: 512 tools, 4 MiB) is refused at once, without
 restarts (`ListTooLarge`; also when it grows there later): the card and the catalogue row
 say why, the model's prompt line says "refused", and nothing of the list is kept.
@@ -45,17 +50,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import httpx
 import msgspec
 
+from skald.core.services import GiveUp, Restart, ServiceRunner, ServiceSpec
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.connectors import home_files, oauth
 from skald.features.connectors.feed import Manifest, OAuthSpec, expand
 from skald.features.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, HouseholdBoxes
 from skald.features.connectors.install import deps_command
-from skald.features.connectors.procgroup import MarkedGroup
 from skald.features.connectors.redact import redact
 from skald.features.connectors.resources import Catalog
-from skald.features.connectors.store import Connector
+from skald.features.connectors.store import Connector, SecretStore
 from skald.log import get_logger
 from skald.mcp import (
     Handlers,
@@ -71,6 +77,8 @@ from skald.mcp import (
     tool_specs,
 )
 from skald.mcp.wire import CallToolResult, ElicitRequestParams, ElicitResult, Tool
+from skald.sandbox import trust
+from skald.sandbox.procgroup import MarkedGroup, docker_client_env, run_marked
 
 if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
@@ -80,8 +88,7 @@ if TYPE_CHECKING:
 
 log = get_logger("skald.features.connectors")
 
-BACKOFF_START_S = 1.0
-BACKOFF_CAP_S = 60.0
+INSTANCE_ORDER = 61  # the member's `connectors` service is 60: instances stop first
 EVENTS_KEPT = 100
 STDERR_KEPT = 20
 CONTAINER_HOME = "/home/skald"
@@ -110,8 +117,10 @@ class Launch:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     secrets: list[str] = field(default_factory=list)  # values to scrub from stderr
-    # In a container: its processes, killed when this launch's process ends (procgroup.py).
+    # In a container: its processes, killed when this launch's process ends (sandbox/procgroup.py).
     group: MarkedGroup | None = None
+    # http with MCP's own OAuth: sends the member's token, refreshes it (oauth.mcp_flow).
+    auth: httpx.Auth | None = None
 
 
 @dataclass
@@ -137,7 +146,9 @@ class ConnectorInstance:
         self.refused: list[str] = []
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.ready = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.failures = 0  # failed starts in a row (reset once it runs)
+        self.started = False  # a service of `runner()` until `stop`
+        self.service_runner: ServiceRunner | None = None
         self.calls: list[CallSite] = []
         self.secrets: list[str] = []
         self.tools_version = 0
@@ -195,75 +206,94 @@ class ConnectorInstance:
             return f"connector '{self.name}' is {self.state}{why}; try again in a moment"
         return f"connector '{self.name}' is not running ({self.state})"
 
-    async def run(self) -> None:
-        failures = 0
-        backoff = BACKOFF_START_S
-        while True:
-            self.state = "starting" if failures == 0 else "restarting"
-            error: str | None = None
-            stderr: list[str] = []
-            session: McpSession | None = None
-            transport: Transport | None = None
-            launch: Launch | None = None
-            try:
-                launch = await self.sup.launch_for(self)
-                self.secrets = launch.secrets
-                transport = self._transport(launch)
-                session = await connect(transport, name=self.name, handlers=self._handlers())
-                self.session = session
-                await self._refresh_tools()
-                self.catalog = Catalog()
-                await self.catalog.refresh(session, self.note)
-                self._moved("running")
-                self.note("state", "running")
-                self.ready.set()
-                failures, backoff = 0, BACKOFF_START_S
-                failure = await session.wait_closed()
-                if self.refusal is not None:
-                    raise self.refusal  # the list grew past the limits (`_tools_changed`)
-                error = str(failure) if failure else "the session ended"
-                stderr = session.stderr_tail(STDERR_KEPT)
-            except asyncio.CancelledError:
-                raise
-            except ListTooLarge as exc:
-                # Not a crash: the same files list the same again; no restarts.
-                await self._refuse(exc)
-                return
-            except Exception as exc:
-                error = str(exc) or type(exc).__name__
-                if transport is not None:
-                    stderr = transport.stderr_tail(STDERR_KEPT)
-            finally:
-                self.ready.clear()
-                self.session = None
-                if session is not None:
-                    # Awaited even when this task is being cancelled (`stop`): the process
-                    # is killed and reaped before `stop` returns (revocation is synchronous).
-                    with contextlib.suppress(Exception):
-                        await session.close()
-                if launch is not None and launch.group is not None:
-                    # The docker client is gone; what it started in the container is not.
-                    await launch.group.kill()
-            failures += 1
-            scrubbed = self.scrub(error or "")
-            self.last_error = scrubbed[:500]
-            lines = "\n".join(self.scrub(s) for s in stderr)
-            self.note("error", scrubbed)
-            log.warning(
-                "connector instance stopped",
-                connector=self.name,
-                owner=self.owner or "household",
-                error=scrubbed[:300],
-                failures=failures,
+    @property
+    def service_name(self) -> str:
+        return f"connector:{self.name}"
+
+    def runner(self) -> ServiceRunner:
+        """Where this instance runs: the member's runner (personal; stopped with their
+        data) or the server's (household)."""
+        if self.service_runner is None:
+            self.service_runner = (
+                self.sup.members[self.owner].services
+                if self.owner
+                else self.sup.connectors.runtime.services
             )
-            await self.sup.connectors.store.note_failure(self.name, scrubbed, lines or None)
-            if failures > self.sup.connectors.config.max_restarts:
-                self._moved("failed")
-                self.note("state", f"failed after {failures} attempts")
-                return
-            self.state = "restarting"
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_CAP_S)
+        return self.service_runner
+
+    async def run(self) -> None:
+        """One start of the instance, as a service of `runner()`: the runner restarts it
+        with its back-off (1 s doubling to 60 s) when this raises `Restart`; after
+        `max_restarts` failed starts in a row it raises `GiveUp` (state `failed`)."""
+        self.state = "starting" if self.failures == 0 else "restarting"
+        error: str | None = None
+        stderr: list[str] = []
+        session: McpSession | None = None
+        transport: Transport | None = None
+        launch: Launch | None = None
+        try:
+            launch = await self.sup.launch_for(self)
+            self.secrets = launch.secrets
+            transport = self._transport(launch)
+            session = await connect(transport, name=self.name, handlers=self._handlers())
+            self.session = session
+            await self._refresh_tools()
+            self.catalog = Catalog()
+            await self.catalog.refresh(session, self.note)
+            self._moved("running")
+            self.note("state", "running")
+            self.ready.set()
+            self.failures = 0
+            self.runner().ready(self.service_name)
+            failure = await session.wait_closed()
+            if self.refusal is not None:
+                raise self.refusal  # the list grew past the limits (`_tools_changed`)
+            error = str(failure) if failure else "the session ended"
+            stderr = session.stderr_tail(STDERR_KEPT)
+        except asyncio.CancelledError:
+            raise
+        except ListTooLarge as exc:
+            # Not a crash: the same files list the same again; no restarts.
+            await self._refuse(exc)
+            raise GiveUp(self.last_error or "refused") from None
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+            if transport is not None:
+                stderr = transport.stderr_tail(STDERR_KEPT)
+        finally:
+            self.ready.clear()
+            self.session = None
+            if session is not None:
+                # Awaited even when this task is being cancelled (`stop`): the process
+                # is killed and reaped before `stop` returns (revocation is synchronous).
+                with contextlib.suppress(Exception):
+                    await session.close()
+            if launch is not None and launch.group is not None:
+                # The docker client is gone; what it started in the container is not.
+                await launch.group.kill()
+        await self._failed_once(error, stderr)
+
+    async def _failed_once(self, error: str | None, stderr: list[str]) -> None:
+        """Record a failed start or a session that ended; restart or give up."""
+        self.failures += 1
+        scrubbed = self.scrub(error or "")
+        self.last_error = scrubbed[:500]
+        lines = "\n".join(self.scrub(s) for s in stderr)
+        self.note("error", scrubbed)
+        log.warning(
+            "connector instance stopped",
+            connector=self.name,
+            owner=self.owner or "household",
+            error=scrubbed[:300],
+            failures=self.failures,
+        )
+        await self.sup.connectors.store.note_failure(self.name, scrubbed, lines or None)
+        if self.failures > self.sup.connectors.config.max_restarts:
+            self._moved("failed")
+            self.note("state", f"failed after {self.failures} attempts")
+            raise GiveUp(self.last_error)
+        self.state = "restarting"
+        raise Restart(self.last_error)
 
     async def _refuse(self, exc: ListTooLarge) -> None:
         self.ready.clear()
@@ -279,7 +309,7 @@ class ConnectorInstance:
 
     def _transport(self, launch: Launch) -> Transport:
         if launch.url is not None:
-            return HttpTransport(launch.url, launch.headers)
+            return HttpTransport(launch.url, launch.headers, auth=launch.auth)
         assert launch.argv is not None
         return StdioTransport(launch.argv, launch.env, cwd=launch.cwd)
 
@@ -356,11 +386,9 @@ class ConnectorInstance:
         return self.calls[-1] if len(members) == 1 else None
 
     async def stop(self) -> None:
-        task, self.task = self.task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        if self.started:
+            self.started = False
+            await self.runner().remove(self.service_name)
         if self.boxes is not None:
             await self.boxes.remove(self.name)
         self._moved("stopped")
@@ -529,11 +557,13 @@ class Supervisor:
                     self._start(owner, row)
 
     def _start(self, owner: str, row: Connector) -> ConnectorInstance:
+        """The instance as a service of its runner (ordering, back-off, health; issue 21):
+        order 61, after the member's `connectors` service (60), so a lock or shutdown
+        stops the instances first."""
         inst = ConnectorInstance(self, owner, row)
         self.instances[(owner, row.name)] = inst
-        inst.task = asyncio.get_running_loop().create_task(
-            inst.run(), name=f"connector-{row.name}-{owner or 'household'}"
-        )
+        inst.started = True
+        inst.runner().add(ServiceSpec(inst.service_name, inst.run, order=INSTANCE_ORDER))
         return inst
 
     async def stop_member(self, user_id: str, name: str) -> None:
@@ -629,6 +659,7 @@ class Supervisor:
             {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
         )
         secrets: dict[str, str] = {}
+        auth: httpx.Auth | None = None
         member = self.members.get(inst.owner) if inst.owner else None
         if member is not None:
             store = self.connectors.secrets(member.handle.db)
@@ -641,6 +672,9 @@ class Supervisor:
                     if key in secrets:
                         await store.put(row.name, key, secrets[key])
                 inst.secrets = list(secrets.values())
+            elif manifest.auth.type == "oauth2" and manifest.transport == "http":
+                # Tokens it refreshes join the values scrubbed from what the server says.
+                auth = _mcp_oauth(store, row.name, secrets, inst.secrets)
         if row.install_dir is None:
             raise McpError(f"connector '{row.name}' is not installed")
         deps_hash = row.manifest.get("_deps_hash")
@@ -650,7 +684,8 @@ class Supervisor:
             return Launch(
                 url=expand(manifest.url, places, secrets),
                 headers={k: expand(v, places, secrets) for k, v in manifest.headers.items()},
-                secrets=list(secrets.values()),
+                secrets=inst.secrets if auth is not None else list(secrets.values()),
+                auth=auth,
             )
         if not inst.owner and not self.connectors.config.household_on_host:
             return await self._in_box(inst, row, manifest, deps_hash)
@@ -746,7 +781,7 @@ class Supervisor:
     ) -> None:
         """Dependencies by content hash, inside the member's container, as the member.
 
-        Rule: the install runs under a marker group of its own (`procgroup.py`), killed
+        Rule: the install runs under a marker group of its own (`run_marked`), killed
         when it ends, fails, times out or is cancelled (the member locks, Skald stops), and
         under `flock <deps>.lock` in the container: a second install of the same folder
         waits, then finds `.ready` and does nothing. Trap: killing the host's `docker exec`
@@ -768,34 +803,29 @@ class Supervisor:
         parent = deps.rsplit("/", 1)[0]
         script = f"mkdir -p {parent} && exec flock {deps}.lock sh -c {shlex.quote(locked)}"
         env_values = {"npm_config_cafile": ca, "PIP_CERT": ca, "SSL_CERT_FILE": ca} if ca else {}
-        group = MarkedGroup.new(sandbox, container)
-        argv = group.exec_argv(src, list(env_values), ["sh", "-c", script], CONTAINER_HOME)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                env={**docker_client_env(), **env_values},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
-            except (TimeoutError, asyncio.CancelledError):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                raise
-        finally:
-            # Shielded: a cancelled start (lock, shutdown) still kills what it started.
-            await asyncio.shield(group.kill())
-        if proc.returncode != 0:
+        code, out = await run_marked(
+            sandbox,
+            container,
+            src,
+            env_values,
+            ["sh", "-c", script],
+            CONTAINER_HOME,
+            PREPARE_TIMEOUT_S,
+        )
+        if code != 0:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
-            raise McpError(f"installing the dependencies in your sandbox failed: {tail}")
+            # A certificate that did not verify: say what to set (a TLS-inspecting network).
+            raise McpError(trust.install_failure(tail, self.connectors.config.extra_ca_file))
 
 
-def docker_client_env() -> dict[str, str]:
-    """The `docker` client's environment before the connector's declared variables."""
-    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
+def _mcp_oauth(
+    store: SecretStore, name: str, secrets: dict[str, str], scrub: list[str]
+) -> httpx.Auth:
+    """MCP's own OAuth: the member's stored sign-in, refreshed by the client (before it
+    expires and once on a 401); none yet fails the start with where to sign in."""
+    if oauth.ACCESS not in secrets:
+        raise McpError(f"sign in to {name} from the Connectors page")
+    return oauth.mcp_flow(store, name, scrub=scrub)
 
 
 async def _with_oauth(

@@ -10,6 +10,7 @@ import { request } from '../api.js';
 import { Icon } from '../components/icons.js';
 import { ErrorNotice, errorText, useAction } from '../components/form.js';
 import { getState } from '../store.js';
+import { parseHash } from '../router.js';
 import { Dialog } from '../components/dialog.js';
 import { drafts, getChat } from '../chat.js';
 import { navigate } from '../router.js';
@@ -26,11 +27,24 @@ function StateBadge({ state }) {
     data-testid="connector-state">${t(`connectors.state_${state}`)}</span>`;
 }
 
+// The service's sign-in opens in a popup, so the page keeps its place (it reads the
+// cards again every few seconds). The service sends the popup to the callback, which
+// sends it to `#/connectors?signed_in=<name>&popup=1`, where it closes itself: its
+// opener cannot (our cross-origin-opener-policy cut the link when it left for the
+// service). A blocked popup: the whole page goes to the service and comes back.
 function OAuthSignIn({ connector, onChanged }) {
   const [run, busy, error] = useAction();
   const start = () => run(async () => {
-    const flow = await request('POST', `api/connectors/${enc(connector.name)}/oauth/start`);
-    window.location.assign(flow.url); // the service sends the browser back to Skald
+    // Opened in the click itself: one opened after an await may be blocked.
+    const popup = window.open('', 'skald-sign-in', 'popup,width=520,height=720');
+    try {
+      const flow = await request('POST', `api/connectors/${enc(connector.name)}/oauth/start?popup=${popup ? 'true' : 'false'}`);
+      if (popup) popup.location.href = flow.url;
+      else window.location.assign(flow.url);
+    } catch (e) {
+      if (popup) popup.close();
+      throw e;
+    }
   });
   const signOut = () => run(async () => {
     await request('DELETE', `api/connectors/${enc(connector.name)}/secrets`);
@@ -321,7 +335,14 @@ function ConnectorCard({ connector, onChanged }) {
   </li>`;
 }
 
+// The end of a sign-in in a popup (see OAuthSignIn): nothing more to show there.
+function closeSignInPopup() {
+  const query = parseHash(location.hash).query;
+  if (query.get('popup') === '1' && query.get('signed_in')) window.close();
+}
+
 export function ConnectorsPage() {
+  useEffect(closeSignInPopup, []);
   const [items, setItems] = useState(null);
   const [error, setError] = useState(null);
   const load = useCallback(async () => {

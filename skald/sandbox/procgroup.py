@@ -17,11 +17,19 @@ has). So
 Trap: killing the host's `docker exec` client does not end the process in the container
 (Docker does not signal an exec's process when its client goes): without the kill here a
 connector's children, and often the connector itself, live on in the container.
+
+This is the connectors' `docker exec` code, kept with the sandbox it reaches into
+(issue 21): the command line (`MarkedGroup.exec_argv`), the client's environment
+(`docker_client_env`), one command run to its end under a group of its own
+(`run_marked`: a dependency install) and the kill.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,3 +79,44 @@ class MarkedGroup:
         if killed:
             log.info("killed a connector's processes", n=killed)
         return killed
+
+
+def docker_client_env() -> dict[str, str]:
+    """The `docker` client's environment before the connector's declared variables."""
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
+
+
+async def run_marked(
+    manager: SandboxManager,
+    container: str,
+    workdir: str,
+    env: Mapping[str, str],
+    command: Sequence[str],
+    home: str,
+    seconds: float,
+) -> tuple[int, bytes]:
+    """Run `command` in the container under a marker group of its own, to its end:
+    (exit code, stdout and stderr together). The group is killed when it ends, fails,
+    times out (`seconds`) or is cancelled (the member locks, Skald stops); a timeout raises
+    `TimeoutError`. `env` values reach the process through the client's environment."""
+    group = MarkedGroup.new(manager, container)
+    argv = group.exec_argv(workdir, list(env), command, home)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            env={**docker_client_env(), **env},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), seconds)
+        except (TimeoutError, asyncio.CancelledError):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+    finally:
+        # Shielded: a cancelled start (lock, shutdown) still kills what it started.
+        await asyncio.shield(group.kill())
+    return proc.returncode if proc.returncode is not None else -1, out
