@@ -2046,7 +2046,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "UP4",
         "marketplace audience",
-        "web/js/pages/connectors.js",
+        "skald/features/connectors/web/connectors.js",
         "  const forDev = (i) => i.audience === 'developers' && i.installed_version === null;",
         "  const forDev = (i) => i.installed_version === 0;",
         ("tests/test_ui_marketplace_e2e.py",),
