@@ -10,13 +10,21 @@ broken file stops the start with a message naming the files.
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
+from conftest import PASSWORD, TEST_ENV, Client
 
+from skald.api.app import create_app
+from skald.config import load_config
+from skald.core.runtime import Runtime
 from skald.errors import ConfigError
+from skald.paths import DataLayout
 from skald.plugins.manager import Plugins
 from skald.plugins.specs import WebFiles, feature_folder
 from skald.plugins.web import Catalogues, check_names, collect
@@ -91,3 +99,52 @@ def test_a_features_folder_is_found_before_and_after_it_becomes_a_package(tmp_pa
     assert feature_folder(str(features / "chat.py"), "chat") == features / "chat"
     assert feature_folder(str(features / "chat" / "__init__.py"), "chat") == features / "chat"
     assert feature_folder(str(features / "chat" / "hooks.py"), "chat") == features / "chat"
+
+
+@pytest.fixture
+async def plugged(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """A runtime with the sample plugin, and a household: mum (admin), ada, tim (child)."""
+    layout = DataLayout(tmp_path / "data")
+    env = {**TEST_ENV, "SKALD_PLUGINS_MODULES": "plugins.sample_plugin"}
+    rt = await Runtime.boot(layout, load_config(layout.root, env), announce=io.StringIO())
+    for name, role in (("mum", "admin"), ("ada", "member"), ("tim", "children")):
+        await rt.core.users.create(name, PASSWORD, role)
+    yield rt
+    await rt.shutdown()
+
+
+async def test_only_built_in_pages_a_member_may_not_see_say_not_allowed(plugged: Runtime) -> None:
+    transport = httpx.ASGITransport(app=create_app(plugged), client=("127.0.0.1", 50000))
+    for who in ("ada", "tim"):
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            client = Client(http)
+            await client.login(who)
+            visible = {p["path"] for p in (await client.call("GET", "/api/pages")).json()}
+            r = await client.call("GET", "/api/pages/hidden")
+            hidden = {h["path"]: h["full_only"] for h in r.json()}
+        assert "/admin/users" in hidden and not hidden["/admin/users"]
+        assert not visible & set(hidden)
+        # A plugin's page (no `say_not_allowed`) stays "not found" for who may not see it.
+        assert not {"/sample", "/sample/hello"} & set(hidden)
+        assert hidden["/welcome"] is True  # the simple shell goes home, the full one refuses
+    assert "/overview" in hidden and hidden["/overview"] is True  # tim: the simple shell
+
+
+async def test_the_app_serves_a_plugins_translations_merged_and_its_files(plugged: Runtime) -> None:
+    transport = httpx.ASGITransport(app=create_app(plugged), client=("127.0.0.1", 50000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+        r = await http.get("/i18n/it.json")  # public: the login page needs it
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+        strings = r.json()
+        assert strings["sample.hello_title"] == "Pagina di saluto"
+        assert strings["nav.files"] and strings["common.loading"]
+        again = await http.get("/i18n/it.json", headers={"If-None-Match": r.headers["etag"]})
+        assert again.status_code == 304
+        assert (await http.get("/i18n/xx.json")).status_code == 404
+        icon = await http.get("/plugins/sample/icon.svg")
+        assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg")
+        page = await http.get("/plugins/files/files.js")
+        assert page.status_code == 200 and "export function FilesPage" in page.text
+        # Only the folder's web/ is served, never its translations' source or anything above.
+        assert (await http.get("/plugins/sample/i18n/it.json")).status_code == 404
+        assert (await http.get("/plugins/sample/../sample_plugin.py")).status_code == 404
