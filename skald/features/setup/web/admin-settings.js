@@ -1,7 +1,7 @@
 // #/admin/settings (capability admin.system) — the household's settings: its
 // name, the time zone the assistant tells time in (the prompt's DATETIME), and
 // the language new members start with. The setup wizard's first step is the
-// same form (pages/welcome.js).
+// same form (welcome.js).
 import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
