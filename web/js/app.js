@@ -12,7 +12,7 @@ import { api } from './api.js';
 import { Shell } from './components/shell.js';
 import { LoginPage } from './pages/login.js';
 import { SetupPage } from './pages/setup.js';
-import { matchPage, PageView, warmPages } from './nav.js';
+import { matchPage, PageView, preloadLanding, warmPages } from './nav.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 import { Icon } from './components/icons.js';
 
@@ -124,6 +124,7 @@ function App() {
 }
 
 async function start() {
+  preloadLanding();
   initTheme();
   await setLocale(initialLocale());
   startRouter();

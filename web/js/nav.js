@@ -100,6 +100,16 @@ function importPage(entry) {
   });
 }
 
+// The landing page's module, named by index.html (`<link rel="modulepreload"
+// data-page>`), is imported at once, beside the boot requests: its own imports are
+// fetched too (a preload hint alone fetches one file), so the chat paints as soon as
+// the list of pages arrives instead of starting its imports then.
+export function preloadLanding() {
+  for (const link of document.querySelectorAll('link[rel="modulepreload"][data-page]')) {
+    import(link.href).then((mod) => loaded.set(link.href, mod), () => {});
+  }
+}
+
 // Once the first page is up, fetch the other listed pages' modules while the browser
 // is idle: opening one is then instant, and the service worker has them for a moment
 // offline (it caches what was fetched). A failure here is reported when the page opens.
