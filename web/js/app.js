@@ -124,7 +124,9 @@ function App() {
 }
 
 async function start() {
-  preloadLanding();
+  // The landing page's modules could not be loaded: js/boot-check.js says so; starting
+  // would replace its message with a page that cannot be shown.
+  if (!(await preloadLanding())) return;
   initTheme();
   await setLocale(initialLocale());
   startRouter();

@@ -100,14 +100,20 @@ function importPage(entry) {
   });
 }
 
-// The landing page's module, named by index.html (`<link rel="modulepreload"
-// data-page>`), is imported at once, beside the boot requests: its own imports are
-// fetched too (a preload hint alone fetches one file), so the chat paints as soon as
-// the list of pages arrives instead of starting its imports then.
+// The landing page's module is a <script type="module" data-page> of index.html: it
+// loads with the app's own modules, in parallel (and a failure to fetch it or its
+// imports says so like any of the app's scripts, js/boot-check.js). Keep its handle,
+// so the chat renders at once when the list of pages arrives. Resolves false when it
+// failed: module scripts run in document order, so it has already failed (and
+// boot-check shown its message, which starting the app would wipe) by now.
 export function preloadLanding() {
-  for (const link of document.querySelectorAll('link[rel="modulepreload"][data-page]')) {
-    import(link.href).then((mod) => loaded.set(link.href, mod), () => {});
-  }
+  const scripts = [...document.querySelectorAll('script[type="module"][data-page]')];
+  return Promise.all(
+    scripts.map((script) => import(script.src).then((mod) => loaded.set(script.src, mod))),
+  ).then(
+    () => true,
+    () => false,
+  );
 }
 
 // Once the first page is up, fetch the other listed pages' modules while the browser
