@@ -1,0 +1,77 @@
+"""Chat: conversations and their history, the chat API and the event socket; the
+placeholders the shipped agents use before their features exist (reserved here)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.store.migrations import Feature
+from skald.store.migrations.owner import CHAT
+
+if TYPE_CHECKING:
+    from skald.permissions import Capability
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [CHAT] if schema == "owner" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.chat import routes as chat
+
+    return list(chat.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(
+            path="/",
+            title="nav.chat",
+            capability="chat",
+            simple_ok=True,
+            order=10,
+            module="plugins/chat/chat.js",
+            component="ChatPage",
+            icon="chat",
+            testid="nav-home",
+            flush=True,
+            say_not_allowed=True,
+        ),
+        Page(
+            path="/overview",
+            title="nav.overview",
+            order=30,
+            module="plugins/chat/home.js",
+            component="HomePage",
+            icon="home",
+            testid="nav-overview",
+            full_only=True,
+            say_not_allowed=True,
+        ),
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in chat/web/ and the translations in chat/i18n/ beside this module.
+    return [WebFiles("chat", feature_folder(__file__, "chat"))]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.features.chat.routes import CHAT_CAP
+
+    return [CHAT_CAP]
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    # Known (agents may use them) but filled by no feature yet: they render empty.
+    return dict(RESERVED_PLACEHOLDERS)
