@@ -84,7 +84,25 @@ def _assets() -> str:
     agents = load_agents(asset_dir("agents"))
     if "assistant" not in agents:
         raise RuntimeError("the assistant agent is missing")
-    return f"web UI and {len(agents)} agents present"
+    pages = _feature_pages(asset_dir("web"))
+    return f"web UI, {pages} feature pages and {len(agents)} agents present"
+
+
+def _feature_pages(web: Path) -> int:
+    # Each feature ships its pages and translations beside its module (package data):
+    # every built-in page's module is there, and the translations merge cleanly.
+    from skald.plugins.manager import Plugins
+    from skald.plugins.web import Catalogues
+
+    plugins = Plugins.builtin()
+    parts = {part.name: part.folder / "web" for part in plugins.web_files()}
+    Catalogues(web, list(plugins.web_files()))
+    pages = plugins.pages()
+    for page in pages:
+        _, name, file = (page.module or "//").split("/", 2)
+        if name not in parts or not (parts[name] / file).is_file():
+            raise RuntimeError(f"the module of page {page.path} is missing ({page.module})")
+    return len(pages)
 
 
 def run_selftest(out: TextIO) -> int:

@@ -18,6 +18,7 @@ from granian.server.embed import Server
 
 import skald.lean  # noqa: F401  (first: httpx and structlog without their CLI extras)
 from skald.api.app import create_asgi
+from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
@@ -25,6 +26,7 @@ from skald.files.homes import remove_partial_writes
 from skald.log import get_logger
 from skald.ops.channel import InstanceLock, bind_error, remove_token, write_token
 from skald.paths import DataLayout
+from skald.plugins.web import Catalogues
 
 log = get_logger("skald.server")
 
@@ -73,9 +75,17 @@ async def _remove_partial_writes(layout: DataLayout, before: float, stop: thread
 async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_token: str) -> int:
     started = time.time()
     runtime = await Runtime.boot(layout, config, listen=(host, port))
+    # The translations of every feature, read off the loop before anything is served
+    # (a broken file stops the start with a ConfigError naming it).
+    try:
+        parts = runtime.plugins.web_files()
+        catalogues = await asyncio.to_thread(Catalogues, asset_dir("web"), parts)
+    except BaseException:
+        await runtime.shutdown()
+        raise
     stop_sweep = threading.Event()  # set at shutdown
     sweep = asyncio.create_task(_remove_partial_writes(layout, started, stop_sweep))
-    app = create_asgi(runtime, ops_token=ops_token)
+    app = create_asgi(runtime, ops_token=ops_token, catalogues=catalogues)
     runtime.app_built.set()
     server = Server(
         app,

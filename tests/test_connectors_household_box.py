@@ -67,7 +67,9 @@ async def test_the_marketplace_says_in_plain_words_what_a_household_connector_ca
     ada = await signed_in(make_client, "ada")
     [card] = (await ada.call("GET", "/api/connectors")).json()
     assert card["reach"] == "host"
-    en = json.loads((Path(__file__).parents[1] / "web" / "i18n" / "en.json").read_text())
+    en = json.loads(
+        (Path(__file__).parents[1] / "skald/features/connectors/i18n/en.json").read_text()
+    )
     assert "all of the household's data" in en["marketplace.reach_host"]
     assert "none of the household's data" in en["marketplace.reach_box_offline"]
 

@@ -1,7 +1,8 @@
 """Every string a member can see exists in English, Italian and French.
 
 The rule (docs/dev/web.md, "Translations"): the web app shows no text that is not in
-web/i18n, and every error code the server can answer with has a sentence there
+web/i18n (the app shell's keys) and the features' `i18n/` folders (collected by
+`skald.plugins.web`, as the server serves them), and every error code the server can answer with has a sentence there
 (`error.code.<code>`), so the UI can say it in the member's language. Role names of the
 built-in roles (`role_name.<name>`) and every built-in capability (`capability.<name>`,
 with `capability.<name>.hint`) too.
@@ -20,6 +21,9 @@ import json
 import re
 from pathlib import Path
 
+from skald.plugins.specs import WebFiles
+from skald.plugins.web import collect
+
 ROOT = Path(__file__).resolve().parent.parent
 WEB = ROOT / "web"
 LOCALES = ("en", "it", "fr")
@@ -28,14 +32,26 @@ LOCALES = ("en", "it", "fr")
 NOT_WORDS = {"Skald", "&file=", "https://…", "write_file"}
 
 
+def _parts() -> list[WebFiles]:
+    from skald.plugins.manager import Plugins
+
+    return Plugins.builtin().web_files()
+
+
 def _strings(locale: str) -> dict[str, str]:
-    data: dict[str, str] = json.loads((WEB / "i18n" / f"{locale}.json").read_text("utf-8"))
-    return data
+    """The catalogue the server serves: the shell's file and every feature's."""
+    return collect(WEB, _parts(), locale)
+
+
+def _js_files() -> list[Path]:
+    """The app's scripts: the shell's and every feature's pages."""
+    found = sorted((WEB / "js").rglob("*.js"))
+    return found + sorted(js for part in _parts() for js in (part.folder / "web").rglob("*.js"))
 
 
 def _js_sources() -> dict[Path, str]:
     out = {}
-    for js in sorted((WEB / "js").rglob("*.js")):
+    for js in _js_files():
         lines = js.read_text(encoding="utf-8").splitlines()
         out[js] = "\n".join(line for line in lines if not line.lstrip().startswith("//"))
     return out
@@ -178,3 +194,19 @@ def test_built_in_roles_and_capabilities_have_names_in_every_language() -> None:
     for name, (display, _caps, _attrs) in ROLES_V1.items():
         # The UI recognises an untouched built-in name by its English text.
         assert en[f"role_name.{name}"] == display, name
+
+
+def test_a_feature_page_names_only_its_own_keys_or_the_shells() -> None:
+    """A key a feature's page uses lives in that feature's `i18n/` or in the shell's
+    file, never only in another feature's (which a plugin set without it would lack)."""
+    shell = json.loads((WEB / "i18n" / "en.json").read_text("utf-8"))
+    wrong = []
+    for part in _parts():
+        own_file = part.folder / "i18n" / "en.json"
+        own = json.loads(own_file.read_text("utf-8")) if own_file.is_file() else {}
+        for js in (part.folder / "web").rglob("*.js"):
+            code = _js_sources()[js]
+            for key in set(re.findall(r"\bt\(\s*'([a-z0-9_.]+)'", code)):
+                if key not in own and key not in shell:
+                    wrong.append((part.name, js.name, key))
+    assert not wrong, wrong

@@ -7,18 +7,39 @@ import json
 import re
 from pathlib import Path
 
+from skald.plugins.specs import WebFiles
+from skald.plugins.web import collect
+
 WEB = Path(__file__).resolve().parent.parent / "web"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
+def _parts() -> list[WebFiles]:
+    from skald.plugins.manager import Plugins
+
+    return Plugins.builtin().web_files()
+
+
 def _strings(locale: str) -> dict[str, str]:
-    data: dict[str, str] = json.loads((WEB / "i18n" / f"{locale}.json").read_text(encoding="utf-8"))
-    return data
+    # What the server serves at /i18n/<locale>.json: the shell's keys and every feature's.
+    return collect(WEB, _parts(), locale)
+
+
+def _web_files(pattern: str) -> list[Path]:
+    return [*WEB.rglob(pattern), *(f for p in _parts() for f in (p.folder / "web").rglob(pattern))]
 
 
 def test_the_three_languages_have_the_same_keys_and_placeholders() -> None:
     en, it, fr = _strings("en"), _strings("it"), _strings("fr")
     assert set(en) == set(it) == set(fr)
+    # File by file too: a feature's key is in its own three files, not elsewhere.
+    for folder in [WEB, *(p.folder for p in _parts())]:
+        keys = [
+            set(json.loads(f.read_text(encoding="utf-8")))
+            for f in (folder / "i18n" / f"{loc}.json" for loc in ("en", "it", "fr"))
+            if f.is_file()
+        ]
+        assert all(k == keys[0] for k in keys), folder
     for key, text in en.items():
         want = sorted(PLACEHOLDER.findall(text))
         for other in (it, fr):
@@ -29,7 +50,7 @@ def test_the_three_languages_have_the_same_keys_and_placeholders() -> None:
 def test_every_key_used_in_the_code_exists() -> None:
     en = _strings("en")
     used: set[str] = set()
-    for js in (WEB / "js").rglob("*.js"):
+    for js in _web_files("*.js"):
         code = "\n".join(
             line
             for line in js.read_text(encoding="utf-8").splitlines()
@@ -41,7 +62,7 @@ def test_every_key_used_in_the_code_exists() -> None:
 
 
 def test_nothing_is_loaded_from_another_site() -> None:
-    for path in [WEB / "index.html", *WEB.rglob("*.js"), *WEB.rglob("*.css")]:
+    for path in [WEB / "index.html", *_web_files("*.js"), *_web_files("*.css")]:
         if "vendor" in path.parts:
             continue
         text = path.read_text(encoding="utf-8")

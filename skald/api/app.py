@@ -19,22 +19,34 @@ from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
 from skald.api.security import AuthMiddleware, EdgeMiddleware
+from skald.api.web_parts import static_routers, translations
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
 from skald.features.ops import routes as ops
+from skald.plugins.web import Catalogues
 
 OPENAPI_PATH = "/api/schema"
 
 
-def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
-    """The Litestar app alone (tests drive it directly); `create_asgi` adds the edge."""
+def create_app(
+    runtime: Runtime, web_dir: Path | None = None, catalogues: Catalogues | None = None
+) -> Litestar:
+    """The Litestar app alone (tests drive it directly); `create_asgi` adds the edge.
+    `catalogues`: the translations, read in a thread by the server (built here if None)."""
 
     async def provide_runtime() -> Runtime:
         return runtime
 
+    web_root = web_dir or asset_dir("web")
+    parts = runtime.plugins.web_files()
+    merged = catalogues or Catalogues(web_root, parts)
+
+    async def provide_catalogues() -> Catalogues:
+        return merged
+
     static = create_static_files_router(
         path="/",
-        directories=[web_dir or asset_dir("web")],
+        directories=[web_root],
         html_mode=True,
         opt={"public": True},
         # The UI is not versioned by file name: revalidate every time (cheap with ETags).
@@ -44,8 +56,11 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
     # Every feature's routes, built-in or a plugin's, through the routes hook.
     api = runtime.plugins.routes()
     return Litestar(
-        route_handlers=[*map(document_errors, api), static],
-        dependencies={"rt": Provide(provide_runtime, use_cache=True)},
+        route_handlers=[*map(document_errors, api), translations, *static_routers(parts), static],
+        dependencies={
+            "rt": Provide(provide_runtime, use_cache=True),
+            "catalogues": Provide(provide_catalogues, use_cache=True),
+        },
         middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
         exception_handlers=EXCEPTION_HANDLERS,
         compression_config=CompressionConfig(
@@ -71,12 +86,19 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
     )
 
 
-def create_asgi(runtime: Runtime, web_dir: Path | None = None, ops_token: str | None = None) -> Any:
+def create_asgi(
+    runtime: Runtime,
+    web_dir: Path | None = None,
+    ops_token: str | None = None,
+    catalogues: Catalogues | None = None,
+) -> Any:
     """The app behind the edge; `/api/ops/*` answers only with `ops_token` from loopback
     (and never when it is None)."""
     sandbox = runtime.config.sandbox
     # Sandboxes reach this host through their gateway: Skald itself refuses them.
     refused = None if sandbox.allow_skald_access else ipaddress.IPv4Network(sandbox.subnet_pool)
     return EdgeMiddleware(
-        ops.OpsGate(create_app(runtime, web_dir), ops_token), runtime.config.log.access, refused
+        ops.OpsGate(create_app(runtime, web_dir, catalogues), ops_token),
+        runtime.config.log.access,
+        refused,
     )

@@ -26,7 +26,7 @@ from skald.agent.prompts import PLACEHOLDER_NAME
 from skald.config import Config
 from skald.errors import ConfigError
 from skald.plugins import PROJECT, specs
-from skald.plugins.specs import ChatCommand, Page
+from skald.plugins.specs import ChatCommand, Page, WebFiles
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -154,6 +154,12 @@ class Plugins:
     def pages(self) -> list[Page]:
         # The navigation's order: by `order`, then registration (sorted() is stable).
         return sorted(self._concat(self.pm.hook.skald_pages()), key=lambda p: p.order)
+
+    def web_files(self) -> list[WebFiles]:
+        """Every feature's and plugin's web folder, in registration order (names checked)."""
+        from skald.plugins.web import check_names
+
+        return check_names(self._concat(self.pm.hook.skald_web_files()))
 
     def mounts(self, user: User, role: Role, layout: DataLayout) -> list[MemberMount]:
         from skald.files.mounts import check_mounts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -44,14 +45,52 @@ class ChatCommand:
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
-    """A page of the web UI and its navigation entry."""
+    """A page of the web UI and its navigation entry: everything the app needs to show
+    it (the app has no table of its own; built-in pages are described here too)."""
 
     path: str  # the hash route, e.g. "/files"
     title: str  # an i18n key of the navigation entry, e.g. "nav.files"
     capability: str | None = None  # needed to see it; None: every signed-in member
     simple_ok: bool = False  # shown in the simple (children's) shell too
-    module: str | None = None  # a plugin page's ES module, a URL relative to the web root
+    # The page's ES module, a URL relative to the web root ("plugins/files/files.js",
+    # served from the feature's `WebFiles`); None: the page cannot be shown.
+    module: str | None = None
+    # The module's export that is a Preact component (given the sub-path props); None:
+    # the module exports `render(root, ctx)` (the plain-DOM contract, docs/dev/plugins.md).
+    component: str | None = None
     order: int = 100  # place in the navigation (ascending; ties keep registration order)
+    # The entry's icon: a name of the app's icon set ("folder") or an image URL relative
+    # to the web root ("plugins/sample/icon.svg"); None: the generic one.
+    icon: str | None = None
+    testid: str | None = None  # the entry's data-testid; None: "nav-page-<path as words>"
+    flush: bool = False  # fills the main area and scrolls inside it (the chat)
+    dock: bool = False  # the chat can be docked beside it on a wide screen
+    badge: bool = False  # the entry shows the Inbox's unread count
+    # Typing its address without the right to see it says "not allowed" (a built-in
+    # page) rather than "not found"; `full_only`: the simple shell is sent home instead.
+    say_not_allowed: bool = False
+    full_only: bool = False
+    # `#/<path>/<rest>` shows this page with the prop named here set to `rest`
+    # (decoded): "roleName" for `#/admin/roles/<name>`; None: no sub-paths.
+    sub: str | None = None
+
+
+@dataclass(frozen=True)
+class WebFiles:
+    """The web files of a feature or plugin: `folder/web/` is served under
+    `/plugins/<name>/` (page modules, icons, styles) and `folder/i18n/<locale>.json`
+    (flat `"area.key": "text"`, any of en/it/fr) joins the app's translations."""
+
+    name: str  # [a-z0-9_-]+, unique: the URL segment
+    folder: Path
+
+
+def feature_folder(module_file: str, name: str) -> Path:
+    """The folder of feature `name` holding `web/` and `i18n/`, from its hooks module's
+    `__file__`: the package `features/<name>/` whichever of its modules asks, or, while
+    the feature is still a module `features/<name>.py`, the folder of that name beside it."""
+    here = Path(module_file).resolve().parent
+    return here if here.name == name else here / name
 
 
 @hookspec
@@ -78,6 +117,12 @@ def skald_routes() -> Iterable[Any] | None:
 @hookspec
 def skald_pages() -> Iterable[Page] | None:
     """Web pages and their navigation entries."""
+
+
+@hookspec
+def skald_web_files() -> Iterable[WebFiles] | None:
+    """Folders of static web files and translations (`WebFiles`): served under
+    `/plugins/<name>/`, their `i18n/<locale>.json` merged into `/i18n/<locale>.json`."""
 
 
 @hookspec

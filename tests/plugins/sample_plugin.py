@@ -244,3 +244,32 @@ class PigeonChannel:
 @hookimpl
 def skald_notification_channels(runtime: Runtime) -> list[PigeonChannel]:
     return [PigeonChannel()]
+
+
+# --- Web files (docs/dev/plugins.md, "Web files"): `sample_plugin_web/` beside this module
+# holds a page module and an icon (served under /plugins/sample/) and the page's
+# translations (i18n/{en,it,fr}.json, merged into the app's). A second `skald_pages`
+# answer through `specname`, so this part stands apart from the rest of the sample.
+@hookimpl(specname="skald_web_files")
+def sample_web_files() -> list[Any]:
+    from pathlib import Path
+
+    from skald.plugins.specs import WebFiles
+
+    return [WebFiles("sample", Path(__file__).parent / "sample_plugin_web")]
+
+
+@hookimpl(specname="skald_pages")
+def sample_web_pages() -> list[Page]:
+    # For administrators only, and before the widget pages (order 99), so the pages a
+    # member sees once granted `sample.widgets` stay the two of tests/test_ui_pages_e2e.py.
+    return [
+        Page(
+            path="/sample/hello",
+            title="sample.hello_title",
+            capability="admin.system",
+            order=99,
+            module="plugins/sample/hello.js",
+            icon="plugins/sample/icon.svg",
+        )
+    ]

@@ -110,6 +110,7 @@ export const api = {
   login: (username, password) => post('api/auth/login', { username, password }, { handle401: false }),
   me: () => get('api/auth/me'),
   pages: () => get('api/pages'),
+  hiddenPages: () => get('api/pages/hidden'),
   updateMe: (body) => patch('api/auth/me', body),
   logout: () => post('api/auth/logout', undefined, { handle401: false }),
   logoutAll: () => post('api/auth/logout-all'),

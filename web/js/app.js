@@ -12,9 +12,8 @@ import { api } from './api.js';
 import { Shell } from './components/shell.js';
 import { LoginPage } from './pages/login.js';
 import { SetupPage } from './pages/setup.js';
-import { matchPage } from './nav.js';
+import { matchPage, PageView, preloadLanding, warmPages } from './nav.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
-import { ChatPage } from './pages/chat.js';
 import { Icon } from './components/icons.js';
 
 // The chat docked beside a page (Files, Inbox) on a wide screen, so a member can say
@@ -61,7 +60,7 @@ function resolve(state) {
   }
   if (path === '/login' || path === '/setup') return { redirect: '/' };
   // Only the pages the server listed for this member (GET /api/pages, see nav.js).
-  return matchPage(path, state.pages, state.me.ui_mode === 'simple', { NotAllowedPage, NotFoundPage });
+  return matchPage(path, state.pages, state.me.ui_mode === 'simple', { NotAllowedPage, NotFoundPage }, state.hiddenPages);
 }
 
 function App() {
@@ -69,6 +68,10 @@ function App() {
   const view = state.booted ? resolve(state) : null;
   const wide = useWide();
   const [dock, setDock] = useState(readDock);
+
+  useEffect(() => {
+    if (state.pages) warmPages(state.pages);
+  }, [state.pages]);
 
   // Redirects change the hash, which re-renders through the router.
   useLayoutEffect(() => {
@@ -97,7 +100,9 @@ function App() {
   if (view.redirect) return null;
   if (view.public) return html`<${view.public} />`;
   const Page = view.page;
-  const canChat = (state.pages || []).some((p) => p.path === '/') && state.me.ui_mode !== 'simple';
+  // The chat page (the '/' entry) docks beside a page that allows it.
+  const chat = (state.pages || []).find((p) => p.path === '/');
+  const canChat = !!chat && state.me.ui_mode !== 'simple';
   if (view.dock && wide && canChat) {
     const toggle = () => {
       try {
@@ -110,7 +115,7 @@ function App() {
     if (dock) {
       return html`<${Shell} flush=${true}><div class="docked" data-testid="docked-layout">
         <div class="docked__page"><${DockToggle} docked=${true} onToggle=${toggle} /><${Page} ...${view.props || {}} /></div>
-        <aside class="docked__chat" data-testid="docked-chat" aria-label=${t('nav.chat')}><${ChatPage} docked=${true} /></aside>
+        <aside class="docked__chat" data-testid="docked-chat" aria-label=${t('nav.chat')}><${PageView} entry=${chat} props=${{ docked: true }} /></aside>
       </div><//>`;
     }
     return html`<${Shell}><${DockToggle} docked=${false} onToggle=${toggle} /><${Page} ...${view.props || {}} /><//>`;
@@ -119,6 +124,9 @@ function App() {
 }
 
 async function start() {
+  // The landing page's modules could not be loaded: js/boot-check.js says so; starting
+  // would replace its message with a page that cannot be shown.
+  if (!(await preloadLanding())) return;
   initTheme();
   await setLocale(initialLocale());
   startRouter();

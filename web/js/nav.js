@@ -1,11 +1,13 @@
 // The pages of the app and their navigation entries come from the server
 // (GET /api/pages: the pages hook of every feature and plugin, already filtered
-// by the member's capabilities and the simple shell). This module only adds
-// what the browser needs to show them: the component, icon and test id of
-// each built-in path, and the loader of a plugin page's ES module.
+// by the member's capabilities and the simple shell). Each entry says all the
+// browser needs: its ES module (loaded with import(), built-in or a plugin's),
+// the export that is its component, icon, test id and layout flags. Nothing here
+// lists the built-in pages (docs/dev/plugins.md, "Pages").
 //
-// Rule: a path the server did not list is never shown — a built-in one gets
-// the "not allowed" view, anything else "not found". Hiding is a courtesy:
+// Rule: a path the server did not list is never shown — one of the pages it
+// says are hidden from this member (GET /api/pages/hidden: the built-in ones)
+// gets the "not allowed" view, anything else "not found". Hiding is a courtesy:
 // the server refuses the data anyway.
 // Trap: the list is refreshed with /api/auth/me (session.js setMe), so a role
 // change shows the new entries at once; never cache it across members.
@@ -13,48 +15,6 @@ import { html, useEffect, useRef, useState } from './lib.js';
 import { t } from './i18n.js';
 import { getState } from './store.js';
 import { Icon } from './components/icons.js';
-import { ChatPage } from './pages/chat.js';
-import { HomePage } from './pages/home.js';
-import { InboxPage } from './pages/inbox.js';
-import { FilesPage } from './pages/files.js';
-import { TasksPage } from './pages/tasks.js';
-import { ProfilePage } from './pages/profile.js';
-import { AdminUsersPage } from './pages/admin-users.js';
-import { AdminRolesPage } from './pages/admin-roles.js';
-import { AdminApprovalsPage } from './pages/admin-approvals.js';
-import { AdminModelsPage } from './pages/admin-models.js';
-import { AdminSettingsPage } from './pages/admin-settings.js';
-import { WelcomePage } from './pages/welcome.js';
-import { AdminBackupsPage } from './pages/admin-backups.js';
-import { AgentsPage } from './pages/agents.js';
-import { ConnectorsPage, MarketplacePage } from './pages/connectors.js';
-
-// Built-in paths -> how to show them. `flush` pages (the chat) fill the main
-// area and scroll inside it; `fullOnly` pages send the simple shell home
-// instead of refusing; `sub` maps a sub-path to the page's props.
-const BUILTIN = {
-  '/': { page: ChatPage, icon: 'chat', testid: 'nav-home', flush: true },
-  '/inbox': { page: InboxPage, icon: 'inbox', testid: 'nav-inbox', badge: true, dock: true },
-  '/overview': { page: HomePage, icon: 'home', testid: 'nav-overview', fullOnly: true },
-  '/files': { page: FilesPage, icon: 'folder', testid: 'nav-files', dock: true },
-  '/tasks': { page: TasksPage, icon: 'clock', testid: 'nav-tasks' },
-  '/agents': { page: AgentsPage, icon: 'sparkle', testid: 'nav-agents' },
-  '/profile': { page: ProfilePage, icon: 'user', testid: 'nav-profile' },
-  '/admin/users': { page: AdminUsersPage, icon: 'users', testid: 'nav-admin-users' },
-  '/admin/roles': {
-    page: AdminRolesPage,
-    icon: 'shield',
-    testid: 'nav-admin-roles',
-    sub: (rest) => ({ roleName: decodeURIComponent(rest) }),
-  },
-  '/admin/approvals': { page: AdminApprovalsPage, icon: 'list', testid: 'nav-admin-approvals' },
-  '/admin/models': { page: AdminModelsPage, icon: 'cpu', testid: 'nav-admin-models' },
-  '/admin/settings': { page: AdminSettingsPage, icon: 'home', testid: 'nav-admin-settings' },
-  '/welcome': { page: WelcomePage, icon: 'sparkle', testid: 'nav-welcome', fullOnly: true },
-  '/admin/backups': { page: AdminBackupsPage, icon: 'archive', testid: 'nav-admin-backups' },
-  '/connectors': { page: ConnectorsPage, icon: 'tool', testid: 'nav-connectors' },
-  '/admin/marketplace': { page: MarketplacePage, icon: 'archive', testid: 'nav-admin-marketplace' },
-};
 
 // The label of a page: its i18n key translated; a key nobody translated (a
 // plugin's) shows its last dot-separated segment, so a plugin gives a plain
@@ -71,82 +31,163 @@ function slug(path) {
   return path.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '');
 }
 
+// An entry's icon: a name of the app's icon set, or an image under the web root.
+function entryIcon(icon) {
+  if (icon && Icon[icon]) return Icon[icon];
+  const url = icon && sameOriginUrl(icon);
+  if (url) return () => html`<img class="icon nav__image" src=${url} alt="" width="20" height="20" />`;
+  return Icon.sparkle;
+}
+
 // The navigation entries for the pages the server listed, in its order.
 // Paths under /admin/ go to the "Household" section.
 export function navItems(pages) {
-  return (pages || []).map((p) => {
-    const b = p.module ? null : BUILTIN[p.path];
-    return {
-      path: p.path,
-      label: pageTitle(p),
-      icon: Icon[b ? b.icon : 'sparkle'],
-      testid: b ? b.testid : `nav-page-${slug(p.path)}`,
-      badge: !!(b && b.badge),
-      admin: p.path.startsWith('/admin/'),
-    };
-  });
+  return (pages || []).map((p) => ({
+    path: p.path,
+    label: pageTitle(p),
+    icon: entryIcon(p.icon),
+    testid: p.testid || `nav-page-${slug(p.path)}`,
+    badge: !!p.badge,
+    admin: p.path.startsWith('/admin/'),
+  }));
 }
 
 // What to show at `path` for a signed-in member: { page, title, props, flush },
 // { redirect } or a refusal. Only pages the server listed are ever shown.
-export function matchPage(path, pages, simple, { NotAllowedPage, NotFoundPage }) {
+export function matchPage(path, pages, simple, { NotAllowedPage, NotFoundPage }, hidden) {
   const listed = pages || [];
   const exact = listed.find((p) => p.path === path);
   if (exact) {
-    const b = !exact.module && BUILTIN[exact.path];
-    if (b) return { page: b.page, titleText: pageTitle(exact), flush: !!b.flush, dock: !!b.dock };
-    // A plugin's page (one without a module says it could not be loaded).
-    return { page: PluginPage, titleText: pageTitle(exact), props: { entry: exact } };
+    return { page: PageView, titleText: pageTitle(exact), flush: !!exact.flush, dock: !!exact.dock, props: { entry: exact } };
   }
-  // A sub-path of a listed built-in page that has sub-routes (#/admin/roles/<name>).
+  // A sub-path of a listed page that has sub-routes (#/admin/roles/<name>).
   for (const p of listed) {
-    const b = !p.module && BUILTIN[p.path];
-    if (b && b.sub && path.startsWith(`${p.path}/`) && path.length > p.path.length + 1) {
+    if (p.sub && path.startsWith(`${p.path}/`) && path.length > p.path.length + 1) {
       const rest = path.slice(p.path.length + 1);
-      if (!rest.includes('/')) return { page: b.page, titleText: pageTitle(p), props: b.sub(rest) };
+      if (!rest.includes('/')) {
+        const props = { [p.sub]: decodeURIComponent(rest) };
+        return { page: PageView, titleText: pageTitle(p), props: { entry: p, props } };
+      }
     }
   }
-  const base = Object.keys(BUILTIN).find((k) => path === k || (k !== '/' && path.startsWith(`${k}/`)));
-  if (base) {
-    if (simple && BUILTIN[base].fullOnly) return { redirect: '/' };
+  const refused = (hidden || []).find((h) => path === h.path || (h.path !== '/' && path.startsWith(`${h.path}/`)));
+  if (refused) {
+    if (simple && refused.full_only) return { redirect: '/' };
     return { page: NotAllowedPage, title: 'status.not_allowed_title' };
   }
   return { page: NotFoundPage, title: 'status.not_found_title' };
 }
 
-// A plugin page's module is a URL relative to the web root ("api/sample/page.js");
-// anything that would leave this origin is refused before import().
-function moduleUrl(module) {
+// A page's module (or icon) is a URL relative to the web root
+// ("plugins/files/files.js"); anything that would leave this origin is refused
+// before import().
+function sameOriginUrl(module) {
   if (typeof module !== 'string' || !module || /^[a-z][a-z0-9+.-]*:|^\/\//i.test(module)) return null;
   const url = new URL(module.replace(/^\/+/, ''), document.baseURI);
   return url.origin === location.origin ? url.href : null;
 }
 
-// A plugin page. Its module must export `render(root, ctx)`: `root` is an empty
-// element the page owns, `ctx` is { path, query, me, locale, t, request } where
-// `request(method, path, body)` is the app's API client (cookie, CSRF token,
-// error shape). `render` may return a function called when the page goes away.
-// A module that cannot be loaded, or has no `render`, shows a clear message.
-function PluginPage({ entry }) {
+// Modules already imported, by URL: a page shown again renders at once, without a
+// frame of "Loading…" (the browser keeps the module itself; this keeps our handle).
+const loaded = new Map();
+
+function importPage(entry) {
+  const url = sameOriginUrl(entry.module);
+  if (!url) return Promise.reject(new Error('the page has no module, or not one under the web root'));
+  return import(url).then((mod) => {
+    loaded.set(url, mod);
+    return mod;
+  });
+}
+
+// The landing page's module is a <script type="module" data-page> of index.html: it
+// loads with the app's own modules, in parallel (and a failure to fetch it or its
+// imports says so like any of the app's scripts, js/boot-check.js). Keep its handle,
+// so the chat renders at once when the list of pages arrives. Resolves false when it
+// failed: module scripts run in document order, so it has already failed (and
+// boot-check shown its message, which starting the app would wipe) by now.
+export function preloadLanding() {
+  const scripts = [...document.querySelectorAll('script[type="module"][data-page]')];
+  return Promise.all(
+    scripts.map((script) => import(script.src).then((mod) => loaded.set(script.src, mod))),
+  ).then(
+    () => true,
+    () => false,
+  );
+}
+
+// Once the first page is up, fetch the other listed pages' modules while the browser
+// is idle: opening one is then instant, and the service worker has them for a moment
+// offline (it caches what was fetched). A failure here is reported when the page opens.
+export function warmPages(pages) {
+  const later = window.requestIdleCallback || ((fn) => setTimeout(fn, 200));
+  later(() => (pages || []).forEach((p) => p.module && importPage(p).catch(() => {})));
+}
+
+// A page the server listed. A module naming `component` renders that Preact
+// component with the sub-path props; otherwise it must export `render(root, ctx)`.
+// A module that cannot be loaded, or lacks what the entry names, shows a clear
+// message where the page would be; the rest of the app goes on.
+export function PageView({ entry, props }) {
+  const url = sameOriginUrl(entry.module);
+  const key = `${entry.path} ${entry.module}`;
+  // Read from `loaded` on every render, so a new entry never meets the last one's module.
+  const mod = (url && loaded.get(url)) || null;
+  const [, setLoadedKey] = useState(null);
+  const [failedKey, setFailedKey] = useState(null);
+  const failed = failedKey === key;
+  useEffect(() => {
+    let gone = false;
+    if (!mod) {
+      importPage(entry)
+        .then(() => !gone && setLoadedKey(key))
+        .catch((e) => {
+          console.warn(`page ${entry.path}: module ${entry.module} could not be loaded`, e);
+          if (!gone) setFailedKey(key);
+        });
+    }
+    return () => {
+      gone = true;
+    };
+  }, [key]);
+  const Component = entry.component && mod ? mod[entry.component] : null;
+  if (entry.component && !failed && (!mod || typeof Component === 'function')) {
+    if (!mod) {
+      return html`<div class="page" role="status" data-testid="page-loading" data-path=${entry.path}>
+        <span class="visually-hidden">${t('common.loading')}</span></div>`;
+    }
+    return html`<${Component} ...${props || {}} />`;
+  }
+  if (entry.component || failed) {
+    if (mod) console.warn(`page ${entry.path}: module ${entry.module} exports no ${entry.component}`);
+    return html`<div class="page" data-testid="plugin-page" data-path=${entry.path}>
+      <h1 class="page__title">${pageTitle(entry)}</h1>
+      <div class="notice notice--error" role="alert" data-testid="plugin-page-error">${t('status.page_failed')}</div>
+    </div>`;
+  }
+  return html`<${RenderPage} entry=${entry} mod=${mod} />`;
+}
+
+// A page whose module exports `render(root, ctx)`: `root` is an empty element the
+// page owns, `ctx` is { path, query, me, locale, t, request } where
+// `request(method, path, body)` is the app's API client (cookie, CSRF token, error
+// shape). `render` may return a function called when the page goes away.
+function RenderPage({ entry, mod }) {
   const root = useRef(null);
   const [failed, setFailed] = useState(false);
   useEffect(() => {
     let gone = false;
     let cleanup = null;
     setFailed(false);
-    // The same component shows every plugin page: nothing of the last one stays.
+    // The same component shows every such page: nothing of the last one stays.
     root.current.textContent = '';
-    const url = moduleUrl(entry.module);
+    if (!mod) return undefined;
     const fail = (e) => {
       console.warn(`page ${entry.path}: module ${entry.module} could not be loaded`, e);
       if (!gone) setFailed(true);
     };
-    if (!url) {
-      fail(new Error('the page has no module, or not one under the web root'));
-      return undefined;
-    }
-    Promise.all([import(url), import('./api.js')])
-      .then(async ([mod, api]) => {
+    import('./api.js')
+      .then(async (api) => {
         if (gone) return;
         if (typeof mod.render !== 'function') throw new Error('the module exports no render(root, ctx)');
         const { me, route, locale } = getState();
@@ -163,7 +204,7 @@ function PluginPage({ entry }) {
       gone = true;
       if (cleanup) cleanup();
     };
-  }, [entry.path, entry.module]);
+  }, [entry.path, entry.module, mod]);
   return html`<div class="page" data-testid="plugin-page" data-path=${entry.path}>
     <h1 class="page__title">${pageTitle(entry)}</h1>
     ${failed &&

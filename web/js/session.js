@@ -16,16 +16,18 @@ export async function setMe(me) {
   setCsrfToken(me.csrf_token);
   const prev = getState().me;
   let pages;
+  let hiddenPages;
   try {
-    pages = await api.pages();
+    [pages, hiddenPages] = await Promise.all([api.pages(), api.hiddenPages()]);
   } catch (e) {
     if (e.status === 401) throw e; // the session is gone; onUnauthorized handles it
     // Unreachable for a moment: keep the list we had (none at first sign-in:
     // the navigation is empty and every page says "not allowed" until a reload).
     console.warn('the list of pages could not be loaded', e);
     pages = getState().pages || [];
+    hiddenPages = getState().hiddenPages || [];
   }
-  setState({ me, pages, notice: null });
+  setState({ me, pages, hiddenPages, notice: null });
   const loc = normaliseLocale(me.locale);
   if (loc && loc !== getState().locale) await setLocale(loc);
   if (!prev) startSocket();
@@ -109,7 +111,7 @@ function startSocket() {
 export function signedOut(notice) {
   ws.stop();
   setCsrfToken(null);
-  setState({ me: null, pages: null, notice: notice || null, offline: false, restarted: false });
+  setState({ me: null, pages: null, hiddenPages: null, notice: notice || null, offline: false, restarted: false });
   redirect('/login');
 }
 

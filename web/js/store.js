@@ -9,6 +9,7 @@ const state = {
   setupNeeded: false,
   me: null, // the Me object from the server, or null when logged out
   pages: null, // GET /api/pages for that member (nav.js), fetched with me
+  hiddenPages: null, // GET /api/pages/hidden: the pages refused as 'not allowed' (nav.js)
   route: { path: '/', query: new URLSearchParams() },
   locale: 'en',
   health: null, // last /api/health answer (public), used for the version label

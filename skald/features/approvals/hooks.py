@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import CONVERSATION_GROUPS
 from skald.store.migrations.registry import APPROVALS
@@ -26,5 +26,21 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/admin/approvals", title="nav.approvals", capability="admin.roles", order=130)
+        Page(
+            path="/admin/approvals",
+            title="nav.approvals",
+            capability="admin.roles",
+            order=130,
+            module="plugins/approvals/admin-approvals.js",
+            component="AdminApprovalsPage",
+            icon="list",
+            testid="nav-admin-approvals",
+            say_not_allowed=True,
+        )
     ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in approvals/web/ and the translations in approvals/i18n/ beside this module.
+    return [WebFiles("approvals", feature_folder(__file__, "approvals"))]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
     from skald.core.runtime import Runtime
@@ -22,7 +22,25 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/admin/backups", title="nav.backups", capability="admin.system", order=150)]
+    return [
+        Page(
+            path="/admin/backups",
+            title="nav.backups",
+            capability="admin.system",
+            order=150,
+            module="plugins/backups/admin-backups.js",
+            component="AdminBackupsPage",
+            icon="archive",
+            testid="nav-admin-backups",
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in backups/web/ and the translations in backups/i18n/ beside this module.
+    return [WebFiles("backups", feature_folder(__file__, "backups"))]
 
 
 @hookimpl

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import CHAT
 
@@ -30,9 +30,37 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/", title="nav.chat", capability="chat", simple_ok=True, order=10),
-        Page(path="/overview", title="nav.overview", order=30),
+        Page(
+            path="/",
+            title="nav.chat",
+            capability="chat",
+            simple_ok=True,
+            order=10,
+            module="plugins/chat/chat.js",
+            component="ChatPage",
+            icon="chat",
+            testid="nav-home",
+            flush=True,
+            say_not_allowed=True,
+        ),
+        Page(
+            path="/overview",
+            title="nav.overview",
+            order=30,
+            module="plugins/chat/home.js",
+            component="HomePage",
+            icon="home",
+            testid="nav-overview",
+            full_only=True,
+            say_not_allowed=True,
+        ),
     ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in chat/web/ and the translations in chat/i18n/ beside this module.
+    return [WebFiles("chat", feature_folder(__file__, "chat"))]
 
 
 @hookimpl

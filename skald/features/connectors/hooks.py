@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from skald.core.services import ServiceSpec
 from skald.permissions import can
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 from skald.store.migrations import Feature
 
 if TYPE_CHECKING:
@@ -45,14 +45,35 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/connectors", title="nav.connectors", capability="connectors.use", order=42),
+        Page(
+            path="/connectors",
+            title="nav.connectors",
+            capability="connectors.use",
+            order=42,
+            module="plugins/connectors/connectors.js",
+            component="ConnectorsPage",
+            icon="tool",
+            testid="nav-connectors",
+            say_not_allowed=True,
+        ),
         Page(
             path="/admin/marketplace",
             title="nav.marketplace",
             capability="admin.connectors",
             order=135,
+            module="plugins/connectors/connectors.js",
+            component="MarketplacePage",
+            icon="archive",
+            testid="nav-admin-marketplace",
+            say_not_allowed=True,
         ),
     ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in connectors/web/ and the translations in connectors/i18n/ beside this module.
+    return [WebFiles("connectors", feature_folder(__file__, "connectors"))]
 
 
 @hookimpl

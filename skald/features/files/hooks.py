@@ -9,7 +9,7 @@ from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount, docs_mount, home_mount
 from skald.permissions import can
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -54,7 +54,26 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/files", title="nav.files", capability="files", order=40)]
+    return [
+        Page(
+            path="/files",
+            title="nav.files",
+            capability="files",
+            order=40,
+            module="plugins/files/files.js",
+            component="FilesPage",
+            icon="folder",
+            testid="nav-files",
+            dock=True,
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in files/web/ and the translations in files/i18n/ beside this module.
+    return [WebFiles("files", feature_folder(__file__, "files"))]
 
 
 @hookimpl

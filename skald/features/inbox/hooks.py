@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import INBOX
 
@@ -27,7 +27,28 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/inbox", title="nav.inbox", capability="inbox", simple_ok=True, order=20)]
+    return [
+        Page(
+            path="/inbox",
+            title="nav.inbox",
+            capability="inbox",
+            simple_ok=True,
+            order=20,
+            module="plugins/inbox/inbox.js",
+            component="InboxPage",
+            icon="inbox",
+            testid="nav-inbox",
+            badge=True,
+            dock=True,
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in inbox/web/ and the translations in inbox/i18n/ beside this module.
+    return [WebFiles("inbox", feature_folder(__file__, "inbox"))]
 
 
 @hookimpl

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 from skald.store.migrations import Feature
 from skald.store.migrations.registry import MODELS
 
@@ -39,7 +39,25 @@ def skald_tools(member: UserRuntime) -> list[Tool]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/admin/models", title="nav.models", capability="admin.models", order=140)]
+    return [
+        Page(
+            path="/admin/models",
+            title="nav.models",
+            capability="admin.models",
+            order=140,
+            module="plugins/models/admin-models.js",
+            component="AdminModelsPage",
+            icon="cpu",
+            testid="nav-admin-models",
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in models/web/ and the translations in models/i18n/ beside this module.
+    return [WebFiles("models", feature_folder(__file__, "models"))]
 
 
 @hookimpl

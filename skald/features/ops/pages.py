@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from litestar import get
 from litestar.di import NamedDependency
 
@@ -19,11 +20,30 @@ async def list_pages(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[
     (children's) shell gets only those marked for it."""
     principal = principal_of(request)
     simple = principal.role.attributes.ui_mode == "simple"
+    return [p for p in rt.plugins.pages() if _shown(principal, simple, p)]
+
+
+class HiddenPage(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    full_only: bool  # the simple shell is sent home rather than told "not allowed"
+
+
+@get("/api/pages/hidden")
+async def hidden_pages(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[HiddenPage]:
+    """The pages the caller may not see whose address answers "not allowed" rather than
+    "not found" (`Page.say_not_allowed`: the built-in ones), so the app refuses politely
+    without a table of its own."""
+    principal = principal_of(request)
+    simple = principal.role.attributes.ui_mode == "simple"
     return [
-        p
+        HiddenPage(path=p.path, full_only=p.full_only)
         for p in rt.plugins.pages()
-        if _may_see(principal, p.capability) and (p.simple_ok or not simple)
+        if p.say_not_allowed and not _shown(principal, simple, p)
     ]
+
+
+def _shown(principal: Principal, simple: bool, page: Page) -> bool:
+    return _may_see(principal, page.capability) and (page.simple_ok or not simple)
 
 
 def _may_see(principal: Principal, capability: str | None) -> bool:
@@ -34,4 +54,4 @@ def _may_see(principal: Principal, capability: str | None) -> bool:
     return cap is not None and principal.can(cap)
 
 
-ROUTES = [list_pages]
+ROUTES = [list_pages, hidden_pages]

@@ -11,7 +11,7 @@ from skald.features.schedule.jobs import SCHEDULE_USE
 from skald.features.schedule.store import JOBS_FEATURE, SCHEDULE_COUNTS
 from skald.permissions import can
 from skald.plugins import hookimpl
-from skald.plugins.specs import ChatCommand, Page
+from skald.plugins.specs import ChatCommand, Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
     import msgspec
@@ -82,4 +82,22 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_pages() -> list[Page]:
-    return [Page(path="/tasks", title="nav.tasks", capability="schedule.use", order=35)]
+    return [
+        Page(
+            path="/tasks",
+            title="nav.tasks",
+            capability="schedule.use",
+            order=35,
+            module="plugins/schedule/tasks.js",
+            component="TasksPage",
+            icon="clock",
+            testid="nav-tasks",
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in schedule/web/ and the translations in schedule/i18n/ beside this module.
+    return [WebFiles("schedule", feature_folder(__file__, "schedule"))]

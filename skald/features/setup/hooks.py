@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page
+from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
     from skald.permissions import Capability
@@ -22,9 +22,36 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_pages() -> list[Page]:
     return [
-        Page(path="/admin/settings", title="nav.settings", capability="admin.system", order=155),
-        Page(path="/welcome", title="nav.welcome", capability="admin.system", order=160),
+        Page(
+            path="/admin/settings",
+            title="nav.settings",
+            capability="admin.system",
+            order=155,
+            module="plugins/setup/admin-settings.js",
+            component="AdminSettingsPage",
+            icon="home",
+            testid="nav-admin-settings",
+            say_not_allowed=True,
+        ),
+        Page(
+            path="/welcome",
+            title="nav.welcome",
+            capability="admin.system",
+            order=160,
+            module="plugins/setup/welcome.js",
+            component="WelcomePage",
+            icon="sparkle",
+            testid="nav-welcome",
+            full_only=True,
+            say_not_allowed=True,
+        ),
     ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The page modules in setup/web/ and the translations in setup/i18n/ beside this module.
+    return [WebFiles("setup", feature_folder(__file__, "setup"))]
 
 
 @hookimpl

@@ -1,0 +1,166 @@
+// #/admin/backups (capability admin.system): the household's backups.
+// The server backs up on a schedule into the folder chosen here, keeps what the
+// retention rules say, and once a month restores the newest backup into a scratch
+// folder to prove it opens (the "restore drill"). This page shows the last results,
+// the archives in the folder, and two buttons: back up now, test a restore now.
+import { html, useState, useEffect } from '../../js/lib.js';
+import { t } from '../../js/i18n.js';
+import { api } from '../../js/api.js';
+import { getState } from '../../js/store.js';
+import { Icon } from '../../js/components/icons.js';
+import { Field, ErrorNotice, Notice, useAction, useFlash, useId } from '../../js/components/form.js';
+import { formatSize } from '../files/files.js';
+
+function when(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  return d.toLocaleString(getState().locale, { dateStyle: 'medium', timeStyle: 'short' });
+}
+
+function LastBackup({ run }) {
+  if (!run) return html`<p class="muted" data-testid="backups-last">${t('backups.never')}</p>`;
+  return html`<div data-testid="backups-last" data-ok=${run.ok ? 'true' : 'false'}>
+    ${run.ok
+      ? html`<${Notice} kind="success">${t('backups.last_ok', { when: when(run.at), size: formatSize(run.bytes) })}<//>`
+      : html`<${Notice} kind="warning">${t('backups.last_failed', { when: when(run.at) })}
+          <span class="notice__detail muted small">${run.error}</span><//>`}
+  </div>`;
+}
+
+const VERDICT_KEYS = { ok: 'backups.db_ok', failed: 'backups.db_failed', locked: 'backups.db_locked' };
+
+function LastDrill({ drill }) {
+  if (!drill) return html`<p class="muted" data-testid="backups-drill">${t('backups.drill_never')}</p>`;
+  return html`<div class="stack" data-testid="backups-drill" data-ok=${drill.ok ? 'true' : 'false'}>
+    ${drill.ok
+      ? html`<${Notice} kind="success">${t('backups.drill_ok', { when: when(drill.at), files: drill.files })}<//>`
+      : html`<${Notice} kind="warning">${t('backups.drill_failed', { when: when(drill.at) })}
+          <span class="notice__detail muted small">${drill.error}</span><//>`}
+    ${drill.databases && drill.databases.length > 0 &&
+    html`<ul class="plain-list" data-testid="backups-drill-databases">
+      ${drill.databases.map((d) => html`<li data-status=${d.status}>
+        <span class=${`badge badge--${d.status === 'ok' ? 'plain' : 'locked'}`}>${t(VERDICT_KEYS[d.status] || 'backups.db_failed')}</span>
+        <span>${d.username ? t('backups.db_member', { name: d.username }) : t('backups.db_household')}</span>
+      </li>`)}
+    </ul>`}
+  </div>`;
+}
+
+function SettingsForm({ view, onSaved }) {
+  const [form, setForm] = useState({ ...view.settings });
+  const [run, busy, error] = useAction();
+  const [saved, setSaved] = useFlash();
+  const ids = {
+    enabled: useId('b-en'), folder: useId('b-folder'), every: useId('b-every'), daily: useId('b-daily'),
+    weekly: useId('b-weekly'), monthly: useId('b-monthly'), drill: useId('b-drill'), quick: useId('b-quick'),
+  };
+  const num = (key) => (e) => setForm({ ...form, [key]: Math.max(0, Math.floor(Number(e.target.value)) || 0) });
+  const onSubmit = (e) => {
+    e.preventDefault();
+    run(async () => {
+      const result = await api.saveBackupSettings({ ...form, folder: form.folder.trim() });
+      setSaved(true);
+      onSaved(result);
+    });
+  };
+  return html`<form class="card stack" onSubmit=${onSubmit} data-testid="backups-settings" novalidate>
+    <h2 class="card__title">${t('backups.schedule')}</h2>
+    <div class="check">
+      <input type="checkbox" id=${ids.enabled} checked=${form.enabled} data-testid="backups-enabled"
+        onChange=${(e) => setForm({ ...form, enabled: e.target.checked })} />
+      <label for=${ids.enabled}><strong>${t('backups.enabled')}</strong>
+        <span class="muted small">${t('backups.enabled_hint')}</span></label>
+    </div>
+    <${Field} label=${t('backups.folder')} id=${ids.folder} hint=${t('backups.folder_hint', { folder: view.folder })}>
+      <input id=${ids.folder} class="input mono" value=${form.folder} spellcheck="false" autocapitalize="none"
+        placeholder=${view.folder} onInput=${(e) => setForm({ ...form, folder: e.target.value })}
+        data-testid="backups-folder" />
+    <//>
+    <div class="grid-2">
+      <${Field} label=${t('backups.every_hours')} id=${ids.every}>
+        <input id=${ids.every} class="input" type="number" min="1" value=${form.every_hours}
+          onInput=${num('every_hours')} data-testid="backups-every" />
+      <//>
+      <${Field} label=${t('backups.drill_every_days')} id=${ids.drill}>
+        <input id=${ids.drill} class="input" type="number" min="1" value=${form.drill_every_days}
+          onInput=${num('drill_every_days')} data-testid="backups-drill-every" />
+      <//>
+      <${Field} label=${t('backups.keep_daily')} id=${ids.daily}>
+        <input id=${ids.daily} class="input" type="number" min="0" value=${form.keep_daily} onInput=${num('keep_daily')} />
+      <//>
+      <${Field} label=${t('backups.keep_weekly')} id=${ids.weekly}>
+        <input id=${ids.weekly} class="input" type="number" min="0" value=${form.keep_weekly} onInput=${num('keep_weekly')} />
+      <//>
+      <${Field} label=${t('backups.keep_monthly')} id=${ids.monthly} hint=${t('backups.keep_hint')}>
+        <input id=${ids.monthly} class="input" type="number" min="0" value=${form.keep_monthly} onInput=${num('keep_monthly')} />
+      <//>
+    </div>
+    <div class="check">
+      <input type="checkbox" id=${ids.quick} checked=${form.quick} onChange=${(e) => setForm({ ...form, quick: e.target.checked })} />
+      <label for=${ids.quick}><strong>${t('backups.quick')}</strong>
+        <span class="muted small">${t('backups.quick_hint')}</span></label>
+    </div>
+    <${ErrorNotice} error=${error} testid="backups-settings-error" />
+    ${saved && html`<${Notice} kind="success" testid="backups-saved">${t('common.saved')}<//>`}
+    <div class="actions">
+      <button type="submit" class="btn btn--primary" disabled=${busy} data-testid="backups-save">
+        ${busy ? t('common.saving') : t('common.save')}</button>
+    </div>
+  </form>`;
+}
+
+export function AdminBackupsPage() {
+  const [view, setView] = useState(null);
+  const [loadError, setLoadError] = useState(null);
+  const [run, busy, error] = useAction();
+  const reload = () => api.backups().then(setView, setLoadError);
+  useEffect(() => {
+    reload();
+  }, []);
+  const act = (fn) => run(async () => {
+    await fn();
+    await reload();
+  });
+
+  let body;
+  if (loadError && !view) body = html`<${ErrorNotice} error=${loadError} testid="backups-error" />`;
+  else if (!view) body = html`<p class="muted">${t('common.loading')}</p>`;
+  else {
+    body = html`<div class="stack stack--lg">
+      <section class="card stack">
+        <h2 class="card__title">${t('backups.status')}</h2>
+        <${LastBackup} run=${view.state.last_backup} />
+        <${LastDrill} drill=${view.state.last_drill} />
+        <${ErrorNotice} error=${error} testid="backups-action-error" />
+        <div class="actions">
+          <button type="button" class="btn btn--primary" disabled=${busy} data-testid="backups-run"
+            onClick=${() => act(api.runBackup)}>${Icon.archive()}<span>${busy ? t('backups.working') : t('backups.run_now')}</span></button>
+          <button type="button" class="btn btn--secondary" disabled=${busy || view.archives.length === 0}
+            data-testid="backups-drill-run" onClick=${() => act(api.runDrill)}>
+            ${Icon.check()}<span>${t('backups.drill_now')}</span></button>
+        </div>
+      </section>
+      <${SettingsForm} key=${JSON.stringify(view.settings)} view=${view} onSaved=${() => reload()} />
+      <section class="card stack">
+        <h2 class="card__title">${t('backups.archives', { folder: view.folder })}</h2>
+        ${view.archives.length === 0
+          ? html`<p class="muted">${t('backups.no_archives')}</p>`
+          : html`<ul class="plain-list" data-testid="backups-archives">
+              ${view.archives.map((a) => html`<li data-testid="backups-archive">
+                <span>${when(a.created)}</span> <span class="muted small">${formatSize(a.bytes)}</span>
+                <code class="muted small">${a.name}</code>
+              </li>`)}
+            </ul>`}
+        <p class="muted small">${t('backups.restore_hint')}</p>
+      </section>
+    </div>`;
+  }
+  return html`<div class="page" data-testid="backups-page">
+    <header class="page__head">
+      <h1 class="page__title">${t('backups.title')}</h1>
+      <p class="page__lead muted">${t('backups.lead')}</p>
+    </header>
+    ${body}
+  </div>`;
+}

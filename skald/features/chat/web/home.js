@@ -1,0 +1,125 @@
+// #/overview — a quiet page of shortcuts for full-mode accounts: the chat,
+// the profile, the household pages the account may use and, for admins, the
+// server's health. (The home page itself, #/, is the chat.)
+import { html, useEffect, useState } from '../../js/lib.js';
+import { t } from '../../js/i18n.js';
+import { api } from '../../js/api.js';
+import { getState } from '../../js/store.js';
+import { Icon } from '../../js/components/icons.js';
+
+function greetingKey(date = new Date()) {
+  const h = date.getHours();
+  if (h < 5) return 'home.greeting_evening';
+  if (h < 12) return 'home.greeting_morning';
+  if (h < 18) return 'home.greeting_afternoon';
+  return 'home.greeting_evening';
+}
+
+// What an administrator still has to do before the household can use Skald,
+// from the same checks as `skald doctor` (GET /api/setup/checklist). Each item
+// says what is missing and how to fix it; the list goes away when it is empty.
+const CHECK_LINKS = { models: '#/admin/models' };
+
+function Checklist({ list }) {
+  if (!list || list.items.length === 0) return null;
+  return html`<section class="card checklist" data-testid="setup-checklist" aria-labelledby="checklist-title">
+    <h2 class="card__title" id="checklist-title">${t('checklist.title')}</h2>
+    <p class="muted">${t('checklist.lead')}</p>
+    <ul class="checklist__items">
+      ${list.items.map(
+        (i) => html`<li class=${`checklist__item checklist__item--${i.status}`} data-testid="setup-checklist-item" data-name=${i.name}>
+          <strong>${t(`checklist.item_${i.name}`)}</strong>
+          <span class="muted small">${i.finding}</span>
+          ${i.fix && html`<span class="small">${t('checklist.fix')} <code>${i.fix}</code></span>`}
+          ${CHECK_LINKS[i.name] && html`<a class="small" href=${CHECK_LINKS[i.name]}>${t('checklist.open')}</a>`}
+        </li>`,
+      )}
+    </ul>
+    <a class="btn btn--secondary btn--small" href="#/welcome" data-testid="setup-checklist-wizard">${t('setup.resume')}</a>
+  </section>`;
+}
+
+// Admins see whether the server is healthy; everyone else does not need to.
+// "Everything is working" only when the chat can work (a model is set up).
+function HealthCard({ list }) {
+  const [health, setHealth] = useState(getState().health);
+  useEffect(() => {
+    api.health().then(setHealth, () => setHealth({ status: 'unreachable', reasons: [] }));
+  }, []);
+  if (!health) return null;
+  const ok = health.status === 'ok' && (!list || list.chat_ready);
+  return html`<section class=${`card health ${ok ? 'health--ok' : 'health--bad'}`} data-testid="home-health"
+      data-status=${health.status}>
+    <h2 class="card__title">${t('home.health_title')}</h2>
+    <p class="health__status">
+      <span class="dot" aria-hidden="true"></span>
+      ${ok
+        ? t('home.health_ok')
+        : health.status === 'ok'
+          ? t('checklist.not_ready')
+          : health.status === 'degraded'
+            ? t('home.health_degraded')
+            : t('error.network')}
+    </p>
+    ${health.reasons && health.reasons.length > 0 &&
+    html`<ul class="health__reasons">${health.reasons.map((r) => html`<li>${r}</li>`)}</ul>`}
+    ${health.version && html`<p class="muted small">${t('home.version', { version: health.version })}</p>`}
+  </section>`;
+}
+
+export function HomePage() {
+  const { me } = getState();
+  const simple = me.ui_mode === 'simple';
+  const caps = new Set(me.capabilities || []);
+  const name = me.display_name || me.username;
+  const isAdmin = !simple && (caps.has('admin.users') || caps.has('admin.roles') || caps.has('admin.models'));
+  const [list, setList] = useState(null);
+  useEffect(() => {
+    if (!simple && caps.has('admin.system')) api.checklist().then(setList, () => setList(null));
+  }, []);
+
+  return html`<div class="page" data-testid="home-page" data-checklist=${list ? 'loaded' : 'none'}>
+    <header class="page__head">
+      <h1 class="page__title" data-testid="home-greeting">${t(greetingKey(), { name })}</h1>
+      <p class="page__lead muted">${simple ? t('home.lead_simple') : t('home.lead')}</p>
+    </header>
+
+    <${Checklist} list=${list} />
+
+    <a class="card card--accent card--link-row coming" href="#/" data-testid="home-link-chat">
+      <span class="coming__icon">${Icon.chat()}</span>
+      <div>
+        <h2 class="card__title">${t('home.chat_title')}</h2>
+        <p>${t('home.chat_body')}</p>
+      </div>
+    </a>
+
+    <div class="cards">
+      <a class="card card--link" href="#/profile" data-testid="home-link-profile">
+        <span class="card__icon">${me.encrypted ? Icon.lock() : Icon.user()}</span>
+        <span class="card__title">${t('nav.profile')}</span>
+        <span class="muted">${simple ? t('home.profile_simple') : me.encrypted ? t('home.profile_encrypted') : t('home.profile_plain')}</span>
+      </a>
+      ${!simple && caps.has('admin.users') &&
+      html`<a class="card card--link" href="#/admin/users" data-testid="home-link-users">
+        <span class="card__icon">${Icon.users()}</span>
+        <span class="card__title">${t('nav.users')}</span>
+        <span class="muted">${t('home.users_body')}</span>
+      </a>`}
+      ${!simple && caps.has('admin.roles') &&
+      html`<a class="card card--link" href="#/admin/roles" data-testid="home-link-roles">
+        <span class="card__icon">${Icon.shield()}</span>
+        <span class="card__title">${t('nav.roles')}</span>
+        <span class="muted">${t('home.roles_body')}</span>
+      </a>`}
+      ${!simple && caps.has('admin.models') &&
+      html`<a class="card card--link" href="#/admin/models" data-testid="home-link-models">
+        <span class="card__icon">${Icon.cpu()}</span>
+        <span class="card__title">${t('nav.models')}</span>
+        <span class="muted">${t('home.models_body')}</span>
+      </a>`}
+    </div>
+
+    ${isAdmin && html`<${HealthCard} list=${list} />`}
+  </div>`;
+}

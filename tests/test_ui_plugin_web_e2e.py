@@ -1,0 +1,80 @@
+"""A plugin's own web files in a real browser: Debian's Chromium driven by Playwright
+against a real `skald serve` with the sample plugin (`tests/plugins/sample_plugin.py`).
+
+The plugin ships, in `tests/plugins/sample_plugin_web/`, a page module and an icon
+(served under `/plugins/sample/`) and the page's translations (merged into the app's
+`/i18n/<locale>.json`). An administrator who speaks Italian sees the entry titled in
+Italian with the plugin's icon loaded, and the page says its text in Italian.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    open_context,
+    sign_in,
+)
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, expect
+
+TESTS = Path(__file__).resolve().parent
+CONFIG = '[plugins]\nmodules = ["plugins.sample_plugin"]\n'
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
+    srv = ServerProcess(tmp_path, PYTHONPATH=path)
+    srv.data.mkdir(parents=True, exist_ok=True)
+    (srv.data / "config.toml").write_text(CONFIG)
+    srv.create_admin()
+    srv.start()
+    yield srv
+    srv.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_plugin_page_shows_in_italian_with_its_own_translations_and_icon(
+    server: ServerProcess, browser: Browser
+) -> None:
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    assert admin.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
+    admin.close()
+    watch = SignedInWatch()
+    ctx = open_context(browser, server, locale="it-IT")
+    try:
+        page = watch.attach("admin", ctx.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        entry = page.get_by_test_id("nav-page-sample-hello")
+        expect(entry).to_have_text("Pagina di saluto")
+        icon = entry.locator("img")
+        expect(icon).to_have_attribute("src", f"{server.url}/plugins/sample/icon.svg")
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth > 0", arg=icon.element_handle()
+        )
+        entry.click()
+        expect(page.get_by_test_id("sample-hello-text")).to_have_text(
+            f"Ciao, {ADMIN}: questa pagina è arrivata con il suo plugin."
+        )
+        shown = page.get_by_test_id("sample-hello-icon")
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth > 0", arg=shown.element_handle()
+        )
+        assert page.title() == "Pagina di saluto · Skald"
+        # A built-in page still comes from its feature's folder, in Italian too.
+        page.get_by_test_id("nav-files").click()
+        expect(page.get_by_test_id("files-page")).to_be_visible()
+        assert not watch.problems, watch.problems
+        assert not watch.csp_violations()
+    finally:
+        ctx.close()
