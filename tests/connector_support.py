@@ -1,4 +1,5 @@
-"""Building connector feeds for tests: folders of real files and their connectors.json."""
+"""Building connector feeds for tests: folders of real files and their connectors.json;
+the runtime's connectors service set up for a test (`on_host`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+from conftest import PASSWORD
+
+from skald.connectors import service
 from skald.connectors.feedtool import write_index
+from skald.core.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "mcp_servers"
@@ -40,3 +46,28 @@ def simple_feed(root: Path, names: tuple[str, ...] = ("clock",), **extra: Any) -
         python_connector(root, name, "clock_server.py", extra=extra.get(name))
     write_index(root, 1)
     return root
+
+
+def on_host(runtime: Runtime, feed: Path | str | None = None, **fields: Any) -> service.Connectors:
+    """The runtime's connectors service for a test that does not test boxes: household
+    connectors run on the host (`household_on_host`; the test servers need this Python's
+    MCP SDK, see docs/dev/connectors.md), from `feed`, with any other `[connectors]`
+    `fields` given."""
+    c = service.require(runtime.plugins)
+    if feed is not None:
+        fields["feed"] = str(feed)
+    c.config = msgspec.structs.replace(c.config, household_on_host=True, **fields)
+    return c
+
+
+async def installed_for_ada(
+    runtime: Runtime, household: dict[str, str], feed: Path, *names: str
+) -> str:
+    """`names` installed from `feed` (on the host, `on_host`) and switched on for ada,
+    whose data is then unlocked; her user id."""
+    c = on_host(runtime, feed)
+    for name in names:
+        await c.installer.install(c.feed(), name)
+        await c.store.set_active(name, household["ada"], True)
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    return household["ada"]

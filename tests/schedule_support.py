@@ -1,6 +1,6 @@
 """Shared by the schedule tests: a server with a `[schedule]` section in config.toml
 (the scheduler's own loop ticks once at start, then only when a test calls `tick()`),
-a fake clock injected into its scheduler, and models on the fake provider."""
+a fake clock injected into its scheduler."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from datetime import datetime
 from pathlib import Path
 
 from conftest import TEST_ENV
-from fake_llm import FakeLLM
 
 from skald.config import load_config
 from skald.core.runtime import Runtime
@@ -50,11 +49,3 @@ def with_clock(rt: Runtime, start: datetime) -> tuple[Scheduler, FakeClock]:
     clock = FakeClock(start)
     scheduler.clock = clock
     return scheduler, clock
-
-
-async def models(runtime: Runtime, fake: FakeLLM, *names: str) -> None:
-    provider = await runtime.llm.add_provider(
-        "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    for priority, name in enumerate(names, 1):
-        await runtime.llm.add_model(provider.id, name, name, "average", ["tools"], priority, True)

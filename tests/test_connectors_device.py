@@ -10,12 +10,12 @@ import asyncio
 import base64
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
-from conftest import Client
+from conftest import MakeClient, signed_in
 from connector_support import SERVERS, simple_feed
 from mcp_support import child_env, free_port, wait_listening
 
@@ -26,7 +26,6 @@ from skald.connectors.supervisor import Instance
 from skald.connectors.tools import tools_for
 from skald.core.runtime import Runtime
 
-MakeClient = Callable[[], Awaitable[Client]]
 PENDING = 2  # login_status answers a QR code twice, then "signed in as ada"
 
 
@@ -75,8 +74,7 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
         c = service.require(runtime.plugins)
         c.config = msgspec.structs.replace(c.config, feed=str(feed))
         await c.installer.install(c.feed(), "phone")
-        ada = await make_client()
-        await ada.login("ada")
+        ada = await signed_in(make_client, "ada")
         r = await ada.call("POST", "/api/connectors/phone/activate")
         assert r.status_code == 200, r.text
         inst = await _running(runtime, household["ada"], "phone")
@@ -113,8 +111,7 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
             assert base64.b64decode(image["data"]).startswith(b"\x89PNG\r\n\x1a\n")
         # Another member (here an administrator, who may use every connector) reaches no
         # instance of ada's: nothing is called, her sign-in does not advance.
-        mum = await make_client()
-        await mum.login("mum")
+        mum = await signed_in(make_client, "mum")
         r = await mum.call("POST", "/api/connectors/phone/login-status")
         assert r.status_code == 409 and "switch phone on" in r.text
         status = (await ada.call("POST", "/api/connectors/phone/login-status")).json()

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import PASSWORD
+from conftest import PASSWORD, add_models
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
@@ -81,13 +81,6 @@ def everything_http(everything_js: Path) -> Iterator[str]:
         proc.wait()
 
 
-async def _models(runtime: Runtime, fake: FakeLLM) -> None:
-    provider = await runtime.llm.add_provider(
-        "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    await runtime.llm.add_model(provider.id, "m", "m", "average", ["tools"], 1, True)
-
-
 async def _running(runtime: Runtime, owner: str, name: str, seconds: float = 60) -> Instance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
@@ -104,7 +97,7 @@ async def _echo_turn(runtime: Runtime, ada: str, fake: FakeLLM) -> str:
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:everything", None, "allow", 5, "test server"), create=True
     )
-    await _models(runtime, fake)
+    await add_models(runtime, fake, "m")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake.script("m", [[Call("mcp__everything__echo", {"message": "hello there"})], "echoed"])

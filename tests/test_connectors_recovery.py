@@ -13,11 +13,11 @@ import asyncio
 import io
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client
+from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
 from connector_support import SERVERS, simple_feed
 from mcp_session_double import session_double
 from mcp_support import child_env, free_port, wait_listening
@@ -32,8 +32,6 @@ from skald.connectors.tools import ConnectorTool
 from skald.core.runtime import Runtime
 from skald.llm.types import ToolSpec
 from skald.paths import DataLayout
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 class ClockServer:
@@ -116,10 +114,8 @@ async def test_a_failed_connector_answers_why_at_once_and_retry_or_off_on_starts
     clock: ClockServer,
 ) -> None:
     await _install_http(runtime, tmp_path, clock.url)  # nobody listens yet
-    ada = await make_client()
-    await ada.login("ada")
-    mum = await make_client()
-    await mum.login("mum")
+    ada = await signed_in(make_client, "ada")
+    mum = await signed_in(make_client, "mum")
     r = await ada.call("POST", "/api/connectors/clock/activate")
     assert r.status_code == 200, r.text
     inst = await _state(runtime, "clock", "failed")
@@ -187,8 +183,7 @@ async def test_a_server_restarted_while_idle_is_shown_down_and_then_called_on_a_
     await _install_http(runtime, tmp_path, clock.url)
     c = service.require(runtime.plugins)
     c.config = ConnectorsConfig(feed=c.config.feed, max_restarts=50)
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     assert (await ada.call("POST", "/api/connectors/clock/activate")).status_code == 200
     inst = await _state(runtime, "clock", "running")
     old = inst.session
@@ -239,8 +234,7 @@ async def test_the_sign_in_status_of_a_failed_connector_answers_why_at_once(
     c = service.require(runtime.plugins)
     c.config = ConnectorsConfig(feed=str(feed), max_restarts=0)
     await c.installer.install(c.feed(), "phone")
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     assert (await ada.call("POST", "/api/connectors/phone/activate")).status_code == 200
     sup = c.supervisor
     assert sup is not None

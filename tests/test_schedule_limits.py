@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import PASSWORD, signed_in
+from conftest import add_models, signed_in
 from fake_llm import Call, FakeLLM
-from schedule_support import boot, models, with_clock
+from schedule_support import boot, with_clock
 
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
@@ -32,12 +32,6 @@ LIMIT = "the most allowed is 2"
 async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
     async for rt in boot(tmp_path):
         yield rt
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 def _limit_two(runtime: Runtime) -> Scheduler:
@@ -60,7 +54,7 @@ async def _finished_one_off(
     runtime: Runtime, scheduler: Scheduler, member: UserRuntime, fake_llm: FakeLLM
 ) -> Job:
     """A one-off job that has run: `done`, no longer counted as active."""
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["done"])
     job = await _create(scheduler, member, "once", at="2026-06-01T10:00")
     scheduler.clock.set(MONDAY_9 + timedelta(hours=1, seconds=1))  # type: ignore[attr-defined]

@@ -18,8 +18,6 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
     open_context,
     sign_in,
 )

@@ -18,7 +18,6 @@ from harness import ADMIN, ADMIN_PW, ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
     Watch,
-    browser_fixture,  # noqa: F401
     open_context,
     sign_in,
 )

@@ -9,11 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
     open_context,
     report_failure,
     sign_in,
@@ -32,11 +31,8 @@ NAMES = {
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path) as srv:
+        yield srv
 
 
 @pytest.mark.timeout(90)

@@ -18,7 +18,6 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
     Watch,
-    browser_fixture,  # noqa: F401
     login,
     open_context,
     sign_in,
