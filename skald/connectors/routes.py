@@ -18,9 +18,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Redirect
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.connectors import oauth
 from skald.connectors.feed import Localized, Manifest, OAuthSpec, secret_names
 from skald.connectors.household_box import reach
@@ -106,8 +105,8 @@ def _conn(rt: Runtime) -> Connectors:
     return require(rt.plugins)
 
 
-async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> ConnectorOut:
-    principal = principal_of(request)
+async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> ConnectorOut:
+    principal = request.user
     user = principal.user
     admin = principal.can(ADMIN_CONNECTORS)
     mine = await c.store.activations(user.id)
@@ -175,27 +174,27 @@ def _needed_secrets(row: Connector) -> set[str]:
 
 
 @get("/api/connectors", guards=USE)
-async def list_mine(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[ConnectorOut]:
+async def list_mine(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[ConnectorOut]:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     return [await _describe(c, request, row) for row in await c.usable(p.user, p.role)]
 
 
 @get("/api/connectors/{name:str}", guards=USE, responses=errors(404))
 async def get_one(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     return await _describe(c, request, await c.require_usable(p.user, p.role, name))
 
 
 @post("/api/connectors/{name:str}/activate", guards=USE, status_code=200, responses=errors(404))
 async def activate(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     await c.store.set_active(name, p.user.id, True)
     if c.supervisor is not None:
@@ -207,12 +206,12 @@ async def activate(
 
 @post("/api/connectors/{name:str}/retry", guards=USE, status_code=200, responses=errors(404, 409))
 async def retry(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     """Start a failed connector again now (its restart count starts afresh); 409 when it
     is not failed."""
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     if c.supervisor is None or not await c.supervisor.retry(p.user.id, row):
         state = "stopped" if c.supervisor is None else c.supervisor.state_of(p.user.id, row)[0]
@@ -222,10 +221,10 @@ async def retry(
 
 @post("/api/connectors/{name:str}/deactivate", guards=USE, status_code=200, responses=errors(404))
 async def deactivate(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     await c.deactivate(name, p.user.id)
     return await _describe(c, request, row)
@@ -235,13 +234,13 @@ async def deactivate(
 async def put_secrets(
     name: FromPath[str],
     data: JSONBody[SecretsIn],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> ConnectorOut:
     """Store the member's secrets for this connector (in their own database); the answer
     names which are set, never a value."""
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     allowed = {f.name for f in _auth_fields(row)} | _needed_secrets(row)
     unknown = set(data.values) - allowed
@@ -257,9 +256,9 @@ async def put_secrets(
 
 
 @delete("/api/connectors/{name:str}/secrets", guards=USE, status_code=204, responses=errors(404))
-async def sign_out(name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> None:
+async def sign_out(name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]) -> None:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     await c.require_usable(p.user, p.role, name)
     mine = await rt.user_runtime(p.user)
     await c.secrets(mine.handle.db).delete(name)
@@ -310,9 +309,9 @@ def _device_status(result: CallToolResult) -> DeviceStatusOut:
     )
 
 
-async def _device(rt: Runtime, request: AnyRequest, name: str, tool: str) -> DeviceStatusOut:
+async def _device(rt: Runtime, request: AuthRequest, name: str, tool: str) -> DeviceStatusOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     if row.auth != "qr":
         raise InvalidInputError(f"{name} does not sign in with a code")
@@ -373,10 +372,10 @@ def _callback_url(request: AnyRequest) -> str:
 
 
 async def _finish(
-    rt: Runtime, request: AnyRequest, state: str, code: str, name: str | None = None
+    rt: Runtime, request: AuthRequest, state: str, code: str, name: str | None = None
 ) -> Connector:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     pending = c.oauth.take(state, p.user.id)
     if name is not None and pending.connector != name:
         raise NotFoundError("this sign-in belongs to another connector")
@@ -401,10 +400,10 @@ CALLBACK = "/api/connector-oauth/callback"
     responses=errors(400, 404),
 )
 async def oauth_start(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> OAuthStartOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     url = c.oauth.start(p.user.id, row.name, _oauth_spec(row), _callback_url(request))
     state = url.split("state=", 1)[1].split("&", 1)[0]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from litestar import get
 from litestar.di import NamedDependency
 
-from skald.api.deps import AnyRequest
-from skald.api.security import principal_of
+from skald.api.deps import AuthRequest
 from skald.core.runtime import Runtime
 from skald.core.sessions import Principal
 from skald.permissions import named
@@ -14,10 +13,10 @@ from skald.plugins.specs import Page
 
 
 @get("/api/pages")
-async def list_pages(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Page]:
+async def list_pages(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[Page]:
     """Pages of every feature whose capability the caller's role holds; the simple
     (children's) shell gets only those marked for it."""
-    principal = principal_of(request)
+    principal = request.user
     simple = principal.role.attributes.ui_mode == "simple"
     return [
         p
