@@ -20,13 +20,7 @@ from pathlib import Path
 import pytest
 from fake_llm import FakeLLM
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    open_context,
-    report_failure,
-    sign_in,
-)
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect

@@ -17,14 +17,7 @@ from pathlib import Path
 import pytest
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    Watch,
-    open_context,
-    report_failure,
-    shot,
-    sign_in,
-)
+from ui_support import PLAYWRIGHT_MISSING, Watch, open_context, report_failure, shot, sign_in
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
