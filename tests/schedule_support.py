@@ -1,6 +1,6 @@
 """Shared by the schedule tests: a server with a `[schedule]` section in config.toml
 (the scheduler's own loop ticks once at start, then only when a test calls `tick()`),
-a fake clock injected into its scheduler."""
+as the `runtime` fixture of the modules that import `runtime_fixture`, a fake clock injected into its scheduler."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from conftest import TEST_ENV
 
 from skald.config import load_config
@@ -42,6 +43,14 @@ async def boot(tmp_path: Path) -> AsyncIterator[Runtime]:
         yield rt
     finally:
         await rt.shutdown()
+
+
+@pytest.fixture(name="runtime")
+async def runtime_fixture(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """`runtime` for a schedule test module (imported there as `runtime_fixture  # noqa:
+    F401`): booted by `boot`, so conftest's clients and `ada` use this one."""
+    async for rt in boot(tmp_path):
+        yield rt
 
 
 def with_clock(rt: Runtime, start: datetime) -> tuple[Scheduler, FakeClock]:

@@ -7,26 +7,21 @@ keeps to the caller's own jobs and admins see counts only."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from conftest import PASSWORD, add_models, signed_in
 from fake_llm import Call, FakeLLM
-from schedule_support import boot, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.schedule.jobs import JobSpec
 from skald.store.schedule import ScheduleStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
 
 
 async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_is_deleted(

@@ -6,15 +6,16 @@ never calls a model; a job runs with the model it was made with, editable."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
 from conftest import MakeClient, add_models, signed_in
 from fake_llm import FakeLLM
-from schedule_support import boot, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
@@ -23,12 +24,6 @@ from skald.schedule.words import describe, when_text
 from skald.store.schedule import ScheduleStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
 
 
 def store_of(runtime: Runtime, user_id: str) -> ScheduleStore:

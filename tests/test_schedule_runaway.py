@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
 from conftest import add_models, signed_in
 from fake_llm import Call, FakeLLM, Hang
-from schedule_support import boot, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
@@ -25,12 +26,6 @@ from skald.store.schedule import Job, RunRefusedError, ScheduleStore, TaskStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 REFUSED = "run_now is not available in a scheduled job's run or a background task"
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
 
 
 async def _job(

@@ -7,26 +7,21 @@ relayed, never run again."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from conftest import Client, add_models, signed_in
 from fake_llm import Call, Error, FakeLLM, Gate, Hang
-from schedule_support import boot, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.schedule.scheduler import Scheduler
 from skald.store.schedule import ScheduleStore, Task, TaskStore
 
 NOW = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
 
 
 async def _start(
