@@ -3,6 +3,7 @@ the runtime's connectors service set up for a test (`on_host`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
@@ -14,6 +15,7 @@ from conftest import PASSWORD
 
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
+from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent
@@ -71,3 +73,32 @@ async def installed_for_ada(
         await c.store.set_active(name, household["ada"], True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     return household["ada"]
+
+
+async def in_state(
+    runtime: Runtime, owner: str, name: str, *states: str, seconds: float = 30.0
+) -> Instance:
+    """The supervisor's instance of connector `name` for `owner` ("" for a household
+    one) once its state is one of `states`; an AssertionError with its events after
+    `seconds`."""
+    sup = service.require(runtime.plugins).supervisor
+    assert sup is not None
+    inst = None
+    for _ in range(int(seconds * 10)):
+        inst = sup.instances.get((owner, name))
+        if inst is not None and inst.state in states:
+            return inst
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never {states}: {inst and (inst.state, list(inst.events))}")
+
+
+async def running(
+    runtime: Runtime, owner: str, name: str, seconds: float = 30.0, *, failed_ends: bool = False
+) -> Instance:
+    """`in_state(..., "running")`; with `failed_ends`, a failed instance ends the wait at
+    once (an AssertionError with its events)."""
+    states = ("running", "failed") if failed_ends else ("running",)
+    inst = await in_state(runtime, owner, name, *states, seconds=seconds)
+    if inst.state == "failed":
+        raise AssertionError(f"{name} failed: {list(inst.events)}")
+    return inst

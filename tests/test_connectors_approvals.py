@@ -12,9 +12,9 @@ from typing import Literal, cast
 
 import pytest
 from conftest import add_models
-from connector_support import installed_for_ada, simple_feed
+from connector_support import installed_for_ada, running, simple_feed
 from fake_llm import Call, FakeLLM
-from test_connectors_runtime import _running, _tool_results
+from test_connectors_runtime import _tool_results
 
 from skald.approvals.rules import Rule
 from skald.connectors import service
@@ -91,7 +91,7 @@ async def chat(
     c = service.require(runtime.plugins)
     c.config = ConnectorsConfig(catalogue_above=3)
     ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed", names), *names)
-    await asyncio.gather(*(_running(runtime, "", n) for n in names))
+    await asyncio.gather(*(running(runtime, "", n, failed_ends=True) for n in names))
     await add_models(runtime, fake_llm, "m")
     catalogue = request.param > 3
     fake_llm.script("m", ["hello"])

@@ -6,7 +6,6 @@ offered those two tools."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import subprocess
 import sys
@@ -16,13 +15,12 @@ from pathlib import Path
 
 import msgspec
 from conftest import MakeClient, signed_in
-from connector_support import SERVERS, simple_feed
+from connector_support import SERVERS, running, simple_feed
 from mcp_support import child_env, free_port, wait_listening
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
 from skald.connectors import service
-from skald.connectors.supervisor import Instance
 from skald.connectors.tools import tools_for
 from skald.core.runtime import Runtime
 
@@ -51,17 +49,6 @@ def device_server() -> Iterator[str]:
         proc.wait()
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    for _ in range(300):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
 async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_sees_the_tools(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
@@ -77,7 +64,7 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
         ada = await signed_in(make_client, "ada")
         r = await ada.call("POST", "/api/connectors/phone/activate")
         assert r.status_code == 200, r.text
-        inst = await _running(runtime, household["ada"], "phone")
+        inst = await running(runtime, household["ada"], "phone")
 
         # The model: the connector's ordinary tool, never the sign-in ones.
         assert [t.name for t in inst.tools] == ["whoami"]

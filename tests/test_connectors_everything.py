@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 from conftest import PASSWORD, add_models
+from connector_support import running
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
@@ -28,7 +29,6 @@ from skald.connectors import service
 from skald.connectors.feedtool import write_index
 from skald.connectors.install import Installer
 from skald.connectors.service import DEFAULT_FEED
-from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 
@@ -81,18 +81,6 @@ def everything_http(everything_js: Path) -> Iterator[str]:
         proc.wait()
 
 
-async def _running(runtime: Runtime, owner: str, name: str, seconds: float = 60) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(int(seconds * 10)):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
 async def _echo_turn(runtime: Runtime, ada: str, fake: FakeLLM) -> str:
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:everything", None, "allow", 5, "test server"), create=True
@@ -135,7 +123,7 @@ async def test_server_everything_over_streamable_http_on_the_host(
     ada = household["ada"]
     await c.store.set_active("everything", ada, True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    inst = await _running(runtime, "", "everything")
+    inst = await running(runtime, "", "everything", 60)
     # Listed across pages: more tools than one page of the server holds.
     assert len(inst.tools) >= 10 and "mcp__everything__echo" in {s.name for s in inst.specs}
     assert "hello there" in await _echo_turn(runtime, ada, fake_llm)
@@ -155,7 +143,7 @@ async def test_server_everything_over_stdio_inside_the_members_container(
     ada = created.user.id
     await c.store.set_active("everything", ada, True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    inst = await _running(runtime, ada, "everything", seconds=600)
+    inst = await running(runtime, ada, "everything", seconds=600)
     assert "mcp__everything__echo" in {s.name for s in inst.specs}
     # The process runs in the container (docker exec), not as a node process of ours.
     assert inst.session is not None

@@ -7,17 +7,15 @@ per member, in `/api/health?details=true`."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from conftest import MakeClient, add_models, signed_in
-from connector_support import installed_for_ada, python_connector
+from connector_support import in_state, installed_for_ada, python_connector
 from fake_llm import FakeLLM
 
 from skald.agent import CancelScope, ToolContext
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
 from skald.connectors.tools import ConnectorTool
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
@@ -31,18 +29,6 @@ def _feed(root: Path, **connectors: dict[str, str]) -> Path:
         python_connector(root, name, "flood_server.py", extra={"env": env})
     write_index(root, 1)
     return root
-
-
-async def _settled(runtime: Runtime, name: str, state: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(600):
-        inst = sup.instances.get(("", name))
-        if inst is not None and inst.state == state:
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never became {state}: {inst and list(inst.events)}")
 
 
 async def _system_prompt(runtime: Runtime, ada: str, fake: FakeLLM) -> str:
@@ -69,9 +55,9 @@ async def test_a_connector_listing_513_tools_is_refused_at_once_and_one_with_512
         flood={"FLOOD_TOOLS": "513", "FLOOD_PAGE": "100"},
     )
     ada = await installed_for_ada(runtime, household, feed, "wide", "flood")
-    wide = await _settled(runtime, "wide", "running")
+    wide = await in_state(runtime, "", "wide", "running", seconds=60)
     assert len(wide.specs) == 512 and wide.retained_bytes > 512 * 50
-    flood = await _settled(runtime, "flood", "failed")
+    flood = await in_state(runtime, "", "flood", "failed", seconds=60)
     # Refused once, not restarted: the same files would list the same again.
     errors = [e.text for e in flood.events if e.kind == "error"]
     assert errors == [REFUSED]
@@ -114,7 +100,7 @@ async def test_a_tool_list_over_4_mib_is_refused(
         flood={"FLOOD_TOOLS": "140", "FLOOD_PAGE": "20", "FLOOD_PAD": "30000"},
     )
     await installed_for_ada(runtime, household, feed, "flood")
-    flood = await _settled(runtime, "flood", "failed")
+    flood = await in_state(runtime, "", "flood", "failed", seconds=60)
     assert [e.text for e in flood.events if e.kind == "error"] == [
         "connector 'flood' refused: its tools list is over 4096 KiB (the limit)"
     ]
@@ -125,12 +111,12 @@ async def test_a_connector_growing_past_the_limit_while_running_is_refused(
 ) -> None:
     feed = _feed(tmp_path / "feed", flood={"FLOOD_TOOLS": "3", "FLOOD_GROW": "600"})
     await installed_for_ada(runtime, household, feed, "flood")
-    flood = await _settled(runtime, "flood", "running")
+    flood = await in_state(runtime, "", "flood", "running", seconds=60)
     assert len(flood.specs) == 3
     session = flood.session
     assert session is not None
     await session.call_tool("grow")  # lists 600 tools and says its list changed
-    await _settled(runtime, "flood", "failed")
+    await in_state(runtime, "", "flood", "failed", seconds=60)
     assert flood.tools == [] and flood.specs == [] and flood.retained_bytes == 0
     assert REFUSED in [e.text for e in flood.events]
     assert session.closed

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 from conftest import PASSWORD
-from connector_support import python_connector
+from connector_support import python_connector, running
 from docker.errors import NotFound
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from sandbox_support import (  # noqa: F401
@@ -27,7 +27,6 @@ from test_chat_recovery import _wait_for
 
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
 from skald.paths import DataLayout
 from skald.store.snapshot import read_instance_id
@@ -57,18 +56,6 @@ def leftovers(docker: Any, container: str) -> list[str]:
     )
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(600):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
 async def _switched_on(runtime: Runtime, tmp_path: Path, docker: Any) -> tuple[str, str]:
     """ada's escape connector running in her container; (her id, the container)."""
     created = await runtime.core.users.create("ada", PASSWORD, "admin")
@@ -78,7 +65,7 @@ async def _switched_on(runtime: Runtime, tmp_path: Path, docker: Any) -> tuple[s
     await c.installer.install(c.feed(), "escape")
     await c.store.set_active("escape", ada, True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    await _running(runtime, ada, "escape")
+    await running(runtime, ada, "escape", 60)
     assert runtime.sandbox is not None
     container = await runtime.sandbox.container_id(ada)
     assert container is not None
@@ -241,7 +228,7 @@ async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_
     assert await asyncio.to_thread(installing, docker, container) == []
     # Signing in again installs afresh (no leftover writes into its staging folder).
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    await _running(runtime, ada, "slowdeps")
+    await running(runtime, ada, "slowdeps", 60)
     deps_hash = (await c.store.require("slowdeps")).manifest["_deps_hash"]
     ready = ["test", "-e", f"/home/skald/.skald/connectors/deps/{deps_hash}/.ready"]
     assert docker.containers.get(container).exec_run(ready).exit_code == 0
@@ -283,5 +270,5 @@ async def test_two_installs_of_one_dependency_folder_take_turns_under_its_lock(
     # Next time one installs, the other finds it done; both run.
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     for name in names:
-        await _running(runtime, ada, name)
+        await running(runtime, ada, name, 60)
     assert docker.containers.get(container).exec_run(ready).exit_code == 0

@@ -9,30 +9,16 @@ import json
 from pathlib import Path
 
 from conftest import MakeClient, add_models, signed_in
-from connector_support import installed_for_ada, on_host, simple_feed
+from connector_support import installed_for_ada, on_host, running, simple_feed
 from fake_llm import Call, FakeLLM
 
 from skald.agent.events import ToolOutput
 from skald.approvals.rules import Rule
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
 from skald.core.events import ChatEvent
 from skald.core.runtime import Runtime
-
-
-async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    for _ in range(300):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        if inst is not None and inst.state == "failed":
-            raise AssertionError(f"{name} failed: {list(inst.events)}")
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
 
 
 def _tool_results(fake: FakeLLM) -> list[str]:
@@ -48,7 +34,7 @@ async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed"), "clock")
-    inst = await _running(runtime, "", "clock")
+    inst = await running(runtime, "", "clock", failed_ends=True)
     assert {s.name for s in inst.specs} >= {"mcp__clock__now", "mcp__clock__slow"}
     await add_models(runtime, fake_llm, "m")
     svc = runtime.conversations
@@ -84,7 +70,7 @@ async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_run
     mark = tmp_path / "cancelled"
     feed = simple_feed(tmp_path / "feed", clock={"env": {"CANCEL_MARK": str(mark)}})
     ada = await installed_for_ada(runtime, household, feed, "clock")
-    inst = await _running(runtime, "", "clock")
+    inst = await running(runtime, "", "clock", failed_ends=True)
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
     )
@@ -123,7 +109,7 @@ async def test_an_elicitation_becomes_an_inbox_question_and_the_answer_returns_t
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed"), "clock")
-    await _running(runtime, "", "clock")
+    await running(runtime, "", "clock", failed_ends=True)
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
     )
@@ -152,7 +138,7 @@ async def test_an_update_restarts_the_running_instance_on_the_new_version(
 ) -> None:
     feed = simple_feed(tmp_path / "feed")
     await installed_for_ada(runtime, household, feed, "clock")
-    before = await _running(runtime, "", "clock")
+    before = await running(runtime, "", "clock", failed_ends=True)
     c = service.require(runtime.plugins)
     sup = c.supervisor
     assert sup is not None
@@ -161,7 +147,7 @@ async def test_an_update_restarts_the_running_instance_on_the_new_version(
     assert row.feed_version == 2
     await sup.restart_all("clock")
     assert before.state == "stopped" and before.session is None
-    after = await _running(runtime, "", "clock")
+    after = await running(runtime, "", "clock", failed_ends=True)
     assert after is not before and after.connector.feed_version == 2
 
 
@@ -238,7 +224,7 @@ async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activat
     on_host(runtime, catalogue_above=3)
     ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed", names), *names)
     for name in names:
-        await _running(runtime, "", name)
+        await running(runtime, "", name, failed_ends=True)
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:c07", None, "allow", 5, "c07"), create=True
     )

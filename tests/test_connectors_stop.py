@@ -11,29 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from connector_support import installed_for_ada, python_connector, simple_feed
+from connector_support import installed_for_ada, python_connector, running, simple_feed
 from mcp_support import alive, child_env, settle
 
 from skald.connectors import service
 from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 from skald.mcp import StdioTransport
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def _running(runtime: Runtime, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(300):
-        inst = sup.instances.get(("", name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
 
 
 def _pipes(transport: StdioTransport) -> set[str]:
@@ -66,7 +53,7 @@ async def test_a_deactivated_members_connectors_are_unusable_at_once(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
     ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed"), "clock")
-    await _running(runtime, "clock")
+    await running(runtime, "", "clock")
     c = service.require(runtime.plugins)
     sup = c.supervisor
     assert sup is not None
@@ -98,7 +85,7 @@ async def test_stopping_a_household_stdio_connector_kills_its_group_and_reaps_it
     python_connector(feed, "clock", "clock_server.py", extra={"command": ["sh", "-c", command]})
     write_index(feed, 1)
     await installed_for_ada(runtime, household, feed, "clock")
-    inst = await _running(runtime, "clock")
+    inst = await running(runtime, "", "clock")
     assert inst.session is not None
     transport = inst.session.transport
     assert isinstance(transport, StdioTransport) and transport.pid is not None
