@@ -13,10 +13,10 @@ from typing import Any
 import msgspec
 from conftest import PASSWORD
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.supervisor import ConnectorInstance
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "mcp_servers"
@@ -77,7 +77,7 @@ async def installed_for_ada(
 
 async def in_state(
     runtime: Runtime, owner: str, name: str, *states: str, seconds: float = 30.0
-) -> Instance:
+) -> ConnectorInstance:
     """The supervisor's instance of connector `name` for `owner` ("" for a household
     one) once its state is one of `states`; an AssertionError with its events after
     `seconds`."""
@@ -94,7 +94,7 @@ async def in_state(
 
 async def running(
     runtime: Runtime, owner: str, name: str, seconds: float = 30.0, *, failed_ends: bool = False
-) -> Instance:
+) -> ConnectorInstance:
     """`in_state(..., "running")`; with `failed_ends`, a failed instance ends the wait at
     once (an AssertionError with its events)."""
     states = ("running", "failed") if failed_ends else ("running",)

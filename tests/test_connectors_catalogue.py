@@ -17,9 +17,9 @@ import apsw
 from conftest import PASSWORD, MakeClient, signed_in
 from connector_support import on_host, simple_feed
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
 
 
 def _use_feed(runtime: Runtime, feed: Path | str) -> service.Connectors:
@@ -179,9 +179,9 @@ _INSTALL = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from skald.connectors.feed import Feed
-    from skald.connectors.install import Installer
-    from skald.connectors.store import ConnectorStore
+    from skald.features.connectors.feed import Feed
+    from skald.features.connectors.install import Installer
+    from skald.features.connectors.store import ConnectorStore
     from skald.store.registry import Registry
 
     async def main():

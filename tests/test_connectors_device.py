@@ -20,9 +20,9 @@ from mcp_support import child_env, free_port, wait_listening
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
-from skald.connectors import service
-from skald.connectors.tools import tools_for
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.tools import tools_for
 
 PENDING = 2  # login_status answers a QR code twice, then "signed in as ada"
 

@@ -25,12 +25,12 @@ from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.install import Installer
-from skald.connectors.service import DEFAULT_FEED
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.install import Installer
+from skald.features.connectors.service import DEFAULT_FEED
 
 CACHE = Path(os.environ.get("SKALD_TEST_CACHE", Path.home() / ".cache" / "skald-tests"))
 

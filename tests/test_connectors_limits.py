@@ -14,11 +14,11 @@ from connector_support import in_state, installed_for_ada, python_connector
 from fake_llm import FakeLLM
 
 from skald.agent import CancelScope, ToolContext
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.tools import ConnectorTool
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.tools import ConnectorTool
 from skald.llm.types import ToolSpec
 
 REFUSED = "connector 'flood' refused: it lists more than 512 tools (the limit)"

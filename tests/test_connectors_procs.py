@@ -26,9 +26,9 @@ from sandbox_support import (  # noqa: F401
 )
 from test_chat_recovery import _wait_for
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
 from skald.paths import DataLayout
 from skald.store.snapshot import read_instance_id
 

@@ -14,11 +14,11 @@ from fake_llm import Call, FakeLLM
 
 from skald.agent.events import ToolOutput
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
 from skald.core.conversations import Sent
 from skald.core.events import ChatEvent
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
 
 
 def _tool_results(fake: FakeLLM) -> list[str]:

@@ -23,11 +23,11 @@ from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F40
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.redact import MASK, redact
-from skald.connectors.tools import ConnectorTool, tools_for
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.redact import MASK, redact
+from skald.features.connectors.tools import ConnectorTool, tools_for
 
 TOKEN = "tok_5f3a9c2e7b1d4608a9e2c4f1"
 # A password with a quote and a backslash: escaped differently by JSON and by repr.

@@ -14,10 +14,10 @@ import pytest
 from connector_support import installed_for_ada, python_connector, running, simple_feed
 from mcp_support import alive, child_env, settle
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
 from skald.mcp import StdioTransport
 
 pytestmark = pytest.mark.timeout(120)
