@@ -2454,6 +2454,37 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_ui_plugin_web_e2e.py",),
         why="a plugin's own icon is never shown (the generic one instead)",
     ),
+    # -- API layers: Router groups and Provide dependencies (tests engineer, issue 21) --
+    Mutant(
+        "TS1",
+        "api layers",
+        "skald/features/ops/routes.py",
+        "        guards=[ops_only],\n",
+        "",
+        ("tests/test_api_access.py",),
+        keyword="public_by_list",
+        why="the ops router loses its guard: ops routes answer without the gate's mark",
+    ),
+    Mutant(
+        "TS2",
+        "api layers",
+        "skald/features/chat/routes.py",
+        'dependencies={"me": Provide(_me, sync_to_thread=False)}',
+        'dependencies={"me": Provide(_me, sync_to_thread=False, use_cache=True)}',
+        ("tests/test_chat.py",),
+        keyword="members_cannot_reach",
+        why="the caller's id is cached once for all: members reach the first caller's chats",
+    ),
+    Mutant(
+        "TS3",
+        "api layers",
+        "skald/api/deps.py",
+        'return Router("/", route_handlers=[document_errors(h) for h in handlers], **layer)',
+        'return Router("/", route_handlers=list(handlers), **layer)',
+        ("tests/test_fuzz_api.py",),
+        keyword="documented_as_error_body",
+        why="grouped routes lose their documented error answers (401, 403, 400, 404)",
+    ),
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import os
@@ -12,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 import structlog
-from fake_llm import fake_llm_fixture  # noqa: F401  (registers the `fake_llm` fixture)
+from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401  (registers the `fake_llm` fixture)
+from ui_support import browser_fixture, fake_fixture  # noqa: F401  (the browser tests' `browser`, `fake`)
 
 from skald.api.app import create_app
 from skald.config import load_config
@@ -99,6 +101,59 @@ async def signed_in(make_client: MakeClient, username: str, password: str = PASS
     return client
 
 
+async def add_models(
+    runtime: Runtime, fake: FakeLLM, *names: str, capabilities: tuple[str, ...] = ("tools",)
+) -> list[str]:
+    """The fake as one OpenAI-compatible provider and these models, priority in order
+    (straight through the LLM service, for tests that do not test the admin API); ids."""
+    provider = await runtime.llm.add_provider(
+        f"Fake {names[0]}", "openai_compatible", fake.base_url_openai, "sk-test-123"
+    )
+    out = []
+    for priority, name in enumerate(names, 1):
+        row = await runtime.llm.add_model(
+            provider.id, name, name, "average", list(capabilities), priority, True
+        )
+        out.append(row.id)
+    return out
+
+
+async def admin_adds_models(
+    make_client: MakeClient,
+    fake: FakeLLM,
+    models: list[tuple[str, str]],
+    capabilities: tuple[str, ...] = ("tools", "vision"),
+    **extra: Any,
+) -> Client:
+    """The admin `mum` adds the fake as a provider per api ("openai"|"anthropic") and these
+    (wire model id, api) models through the API, priority in order; her client."""
+    admin = await signed_in(make_client, "mum")
+    providers: dict[str, str] = {}
+    for api in dict.fromkeys(api for _, api in models):
+        name, kind, url = (
+            ("Fake OpenAI", "openai_compatible", fake.base_url_openai)
+            if api == "openai"
+            else ("Fake Anthropic", "anthropic", fake.base_url_anthropic)
+        )
+        body = {"name": name, "kind": kind, "base_url": url, "api_key": "sk-test-123"}
+        r = await admin.call("POST", "/api/llm/providers", json=body)
+        assert r.status_code == 201, r.text
+        assert "sk-" not in r.text and r.json()["has_api_key"] is True
+        providers[api] = r.json()["id"]
+    for priority, (wire, api) in enumerate(models, start=1):
+        body = {
+            "provider_id": providers[api],
+            "model": wire,
+            "name": wire,
+            "priority": priority,
+            "capabilities": list(capabilities),
+            **extra,
+        }
+        r = await admin.call("POST", "/api/llm/models", json=body)
+        assert r.status_code == 201, r.text
+    return admin
+
+
 async def post_chat(
     client: Client, text: str, conversation_id: str | None = None
 ) -> dict[str, Any]:
@@ -110,6 +165,16 @@ async def post_chat(
     assert r.status_code == 200, r.text
     out: dict[str, Any] = r.json()
     return out
+
+
+async def wait_idle(client: Client, cid: str) -> None:
+    """Until the conversation `cid` is idle (its turn, and any resumed one, ended)."""
+    async with asyncio.timeout(10):
+        while True:
+            convs = {c["id"]: c for c in (await client.call("GET", "/api/conversations")).json()}
+            if convs[cid]["status"] == "idle":
+                return
+            await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -137,6 +202,13 @@ async def household(runtime: Runtime) -> dict[str, str]:
         created = await runtime.core.users.create(name, PASSWORD, role)
         ids[name] = created.user.id
     return ids
+
+
+@pytest.fixture
+async def ada(runtime: Runtime, household: dict[str, str]) -> str:
+    """ada's user id, with her data unlocked (as a sign-in would leave it)."""
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    return household["ada"]
 
 
 @pytest.fixture

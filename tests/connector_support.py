@@ -1,14 +1,22 @@
-"""Building connector feeds for tests: folders of real files and their connectors.json."""
+"""Building connector feeds for tests: folders of real files and their connectors.json;
+the runtime's connectors service set up for a test (`on_host`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+from conftest import PASSWORD
+
+from skald.core.runtime import Runtime
+from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.supervisor import ConnectorInstance
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "mcp_servers"
@@ -40,3 +48,57 @@ def simple_feed(root: Path, names: tuple[str, ...] = ("clock",), **extra: Any) -
         python_connector(root, name, "clock_server.py", extra=extra.get(name))
     write_index(root, 1)
     return root
+
+
+def on_host(runtime: Runtime, feed: Path | str | None = None, **fields: Any) -> service.Connectors:
+    """The runtime's connectors service for a test that does not test boxes: household
+    connectors run on the host (`household_on_host`; the test servers need this Python's
+    MCP SDK, see docs/dev/connectors.md), from `feed`, with any other `[connectors]`
+    `fields` given."""
+    c = service.require(runtime.plugins)
+    if feed is not None:
+        fields["feed"] = str(feed)
+    c.config = msgspec.structs.replace(c.config, household_on_host=True, **fields)
+    return c
+
+
+async def installed_for_ada(
+    runtime: Runtime, household: dict[str, str], feed: Path, *names: str
+) -> str:
+    """`names` installed from `feed` (on the host, `on_host`) and switched on for ada,
+    whose data is then unlocked; her user id."""
+    c = on_host(runtime, feed)
+    for name in names:
+        await c.installer.install(c.feed(), name)
+        await c.store.set_active(name, household["ada"], True)
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    return household["ada"]
+
+
+async def in_state(
+    runtime: Runtime, owner: str, name: str, *states: str, seconds: float = 30.0
+) -> ConnectorInstance:
+    """The supervisor's instance of connector `name` for `owner` ("" for a household
+    one) once its state is one of `states`; an AssertionError with its events after
+    `seconds`."""
+    sup = service.require(runtime.plugins).supervisor
+    assert sup is not None
+    inst = None
+    for _ in range(int(seconds * 10)):
+        inst = sup.instances.get((owner, name))
+        if inst is not None and inst.state in states:
+            return inst
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never {states}: {inst and (inst.state, list(inst.events))}")
+
+
+async def running(
+    runtime: Runtime, owner: str, name: str, seconds: float = 30.0, *, failed_ends: bool = False
+) -> ConnectorInstance:
+    """`in_state(..., "running")`; with `failed_ends`, a failed instance ends the wait at
+    once (an AssertionError with its events)."""
+    states = ("running", "failed") if failed_ends else ("running",)
+    inst = await in_state(runtime, owner, name, *states, seconds=seconds)
+    if inst.state == "failed":
+        raise AssertionError(f"{name} failed: {list(inst.events)}")
+    return inst

@@ -1,6 +1,6 @@
 """Shared by the schedule tests: a server with a `[schedule]` section in config.toml
 (the scheduler's own loop ticks once at start, then only when a test calls `tick()`),
-a fake clock injected into its scheduler, and models on the fake provider."""
+as the `runtime` fixture of the modules that import `runtime_fixture`, a fake clock injected into its scheduler."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 from conftest import TEST_ENV
-from fake_llm import FakeLLM
 
 from skald.config import load_config
 from skald.core.runtime import Runtime
@@ -45,16 +45,16 @@ async def boot(tmp_path: Path) -> AsyncIterator[Runtime]:
         await rt.shutdown()
 
 
+@pytest.fixture(name="runtime")
+async def runtime_fixture(tmp_path: Path) -> AsyncIterator[Runtime]:
+    """`runtime` for a schedule test module (imported there as `runtime_fixture  # noqa:
+    F401`): booted by `boot`, so conftest's clients and `ada` use this one."""
+    async for rt in boot(tmp_path):
+        yield rt
+
+
 def with_clock(rt: Runtime, start: datetime) -> tuple[Scheduler, FakeClock]:
     scheduler = scheduler_of(rt.plugins)
     clock = FakeClock(start)
     scheduler.clock = clock
     return scheduler, clock
-
-
-async def models(runtime: Runtime, fake: FakeLLM, *names: str) -> None:
-    provider = await runtime.llm.add_provider(
-        "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    for priority, name in enumerate(names, 1):
-        await runtime.llm.add_model(provider.id, name, name, "average", ["tools"], priority, True)

@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, TEST_ENV
+from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
 from harness import Api, ServerProcess
-from test_chat import MakeClient
 from test_server import _next, _ws
 from websockets.exceptions import ConnectionClosed
 
@@ -42,8 +41,7 @@ async def test_patch_active_true_and_post_activate_leave_the_same_state(
 ) -> None:
     one = await runtime.core.users.create("one", PASSWORD, role)
     two = await runtime.core.users.create("two", PASSWORD, role)
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     for created in (one, two):
         r = await admin.call("POST", f"/api/users/{created.user.id}/deactivate")
         assert r.status_code == 200 and r.json()["active"] is False
@@ -59,9 +57,8 @@ async def test_patch_active_true_and_post_activate_leave_the_same_state(
 async def test_deactivation_deletes_sessions_at_once_and_reactivation_revives_no_cookie(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    admin, tim = await make_client(), await make_client()
-    await admin.login("mum")
-    await tim.login("tim")
+    admin = await signed_in(make_client, "mum")
+    tim = await signed_in(make_client, "tim")
     r = await admin.call("PATCH", f"/api/users/{household['tim']}", json={"active": False})
     assert r.status_code == 200
     assert await runtime.sessions.store.count_for_user(household["tim"]) == 0
@@ -73,8 +70,7 @@ async def test_deactivation_deletes_sessions_at_once_and_reactivation_revives_no
 async def test_a_refused_account_change_changes_nothing(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     r = await admin.call(
         "PATCH", f"/api/users/{household['mum']}", json={"display_name": "Gone", "active": False}
     )

@@ -4,21 +4,16 @@ gets exactly the status it should from every route."""
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 
 import pytest
-from conftest import PASSWORD, Client
-from connector_support import simple_feed
+from conftest import PASSWORD, MakeClient
+from connector_support import on_host, simple_feed
 from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
 from skald.core.runtime import Runtime
-from skald.features.connectors import service as connector_service
-from skald.features.connectors.service import ConnectorsConfig
 from skald.store.registry import SecurityGroup
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 # Reachable without signing in. Adding to this list is a security decision.
 PUBLIC = {
@@ -493,8 +488,7 @@ async def _install_connectors(runtime: Runtime, victim_id: str) -> None:
         ("clock", "private"),
         private={"scope": "personal", "auth": {"type": "api_key", "fields": [{"name": "api_key"}]}},
     )
-    c = connector_service.require(runtime.plugins)
-    c.config = ConnectorsConfig(feed=str(feed), household_on_host=True)
+    c = on_host(runtime, feed)
     for name in ("clock", "private"):
         await c.installer.install(c.feed(), name)
     for user_id in await c.store.grantees("private"):
@@ -575,7 +569,7 @@ async def test_role_route_matrix(
 
 @pytest.mark.parametrize("who", ["anon", A, M, C])
 async def test_health_details_are_for_administrators_only(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, who: str
+    household: dict[str, str], make_client: MakeClient, who: str
 ) -> None:
     client = await make_client()
     if who != "anon":

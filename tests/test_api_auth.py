@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client
+from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
 
 from skald.api.app import create_app
 from skald.config import load_config
 from skald.core.runtime import Runtime
 from skald.errors import AccountInactiveError
 from skald.paths import DataLayout
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 async def test_first_run_setup_with_the_token(runtime: Runtime, make_client: MakeClient) -> None:
@@ -76,8 +74,7 @@ async def test_child_gets_the_simple_interface(
 async def test_csrf_token_required_for_cookie_writes(
     household: dict[str, str], make_client: MakeClient
 ) -> None:
-    c = await make_client()
-    await c.login("ada")
+    c = await signed_in(make_client, "ada")
     r = await c.http.patch("/api/auth/me", json={"locale": "fr"})
     assert r.status_code == 403 and r.json()["error"]["code"] == "csrf"
     r = await c.http.patch(
@@ -207,11 +204,10 @@ async def test_a_session_is_not_created_for_an_account_deactivated_meanwhile(
 
 
 async def test_password_change_logs_out_other_devices(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+    household: dict[str, str], make_client: MakeClient
 ) -> None:
-    phone, laptop = await make_client(), await make_client()
-    await phone.login("ada")
-    await laptop.login("ada")
+    phone = await signed_in(make_client, "ada")
+    laptop = await signed_in(make_client, "ada")
     r = await laptop.call(
         "POST",
         "/api/auth/password",
@@ -232,9 +228,8 @@ async def test_password_change_logs_out_other_devices(
 async def test_logout_all_locks_the_encrypted_data(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    a, b = await make_client(), await make_client()
-    await a.login("ada")
-    await b.login("ada")
+    a = await signed_in(make_client, "ada")
+    b = await signed_in(make_client, "ada")
     assert runtime.core.users.is_unlocked(household["ada"])
     assert (await a.call("POST", "/api/auth/logout-all")).status_code == 204
     assert (await b.call("GET", "/api/auth/me")).status_code == 401
@@ -311,8 +306,7 @@ async def test_admin_cannot_lock_themself_out(
 
 
 async def test_roles_crud(household: dict[str, str], make_client: MakeClient) -> None:
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     caps = {c["name"] for c in (await admin.call("GET", "/api/capabilities")).json()}
     assert {"chat", "admin.users"} <= caps
     body = {
@@ -347,8 +341,7 @@ async def test_roles_crud(household: dict[str, str], make_client: MakeClient) ->
 
 
 async def test_bad_input_is_a_clear_4xx(household: dict[str, str], make_client: MakeClient) -> None:
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     cases = [
         ("POST", "/api/users", {"username": "x"}, 400),
         ("POST", "/api/users", {"username": "ok_name", "password": "short", "role": "member"}, 400),

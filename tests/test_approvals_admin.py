@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from conftest import Client
+from conftest import MakeClient, signed_in
 
 from skald.approvals.rules import SEED_RULES
 from skald.core.runtime import Runtime
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 async def test_rules_and_groups_round_trip(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     rules = (await mum.call("GET", "/api/approvals/rules")).json()
     assert len(rules) == len(SEED_RULES)
     assert set(rules[0]) == {

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, Client
+from conftest import PASSWORD, Client, MakeClient
 from litestar.handlers import HTTPRouteHandler
 
 from skald.api.app import create_app
@@ -26,7 +26,6 @@ from skald.store.rows import Role, RoleAttributes
 # The features declare what they enforce when their plugin is collected (as at start-up).
 Plugins.builtin().capabilities()
 
-MakeClient = Callable[[], Awaitable[Client]]
 WEB = Path(__file__).resolve().parent.parent / "web" / "js"
 
 # Declared but checked by nothing yet: kept so administrators' role edits survive until

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PASSWORD, Client, post_chat
+from conftest import (
+    PASSWORD,
+    MakeClient,
+    admin_adds_models,
+    post_chat,
+    signed_in,
+    wait_idle,
+)
 from fake_llm import Call, FakeLLM, Hang, Text
 
 from skald.agent import CallState, prompts
@@ -19,51 +25,6 @@ from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 from skald.llm.types import Message, TextPart, ToolCall
 from skald.store.conversations import Attachment, OwnerHistory
-
-MakeClient = Callable[[], Awaitable[Client]]
-
-
-async def _admin_sets_up_models(
-    make_client: MakeClient, fake: FakeLLM, models: list[tuple[str, str, int]]
-) -> Client:
-    """models: (wire model id, api "openai"|"anthropic", priority)."""
-    admin = await make_client()
-    await admin.login("mum")
-    providers: dict[str, str] = {}
-    for api in {api for _, api, _ in models}:
-        body = (
-            {
-                "name": "Fake OpenAI",
-                "kind": "openai_compatible",
-                "base_url": fake.base_url_openai,
-                "api_key": "sk-test-123",
-            }
-            if api == "openai"
-            else {
-                "name": "Fake Anthropic",
-                "kind": "anthropic",
-                "base_url": fake.base_url_anthropic,
-                "api_key": "sk-ant-test",
-            }
-        )
-        r = await admin.call("POST", "/api/llm/providers", json=body)
-        assert r.status_code == 201, r.text
-        assert "sk-" not in r.text and r.json()["has_api_key"] is True
-        providers[api] = r.json()["id"]
-    for wire, api, priority in models:
-        r = await admin.call(
-            "POST",
-            "/api/llm/models",
-            json={
-                "provider_id": providers[api],
-                "model": wire,
-                "name": wire,
-                "priority": priority,
-                "capabilities": ["tools", "vision"],
-            },
-        )
-        assert r.status_code == 201, r.text
-    return admin
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
@@ -74,7 +35,7 @@ async def test_two_round_turn_with_a_tool_is_persisted(
     make_client: MakeClient,
     fake_llm: FakeLLM,
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", api, 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", api)])
     fake_llm.script(
         "model-a",
         [
@@ -87,8 +48,7 @@ async def test_two_round_turn_with_a_tool_is_persisted(
             Text("Noted: you like sourdough."),
         ],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "Remember that I like sourdough bread")
     assert out["status"] == "done" and out["reply"] == "Noted: you like sourdough."
 
@@ -117,13 +77,10 @@ async def test_two_round_turn_with_a_tool_is_persisted(
 async def test_fallback_on_503_but_not_on_401(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(
-        make_client, fake_llm, [("model-a", "openai", 1), ("model-b", "openai", 2)]
-    )
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
     fake_llm.script("model-a", [503])
     fake_llm.script("model-b", ["B here."])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "hello")
     assert out == {
         "conversation_id": out["conversation_id"],
@@ -149,7 +106,7 @@ async def test_fallback_on_503_but_not_on_401(
 async def test_shared_memory_write_needs_approval(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     write = Call(
         "write_file",
         {"path": "shared-memory/wifi.md", "content": "# Wi-Fi\nThe password is on the fridge."},
@@ -157,8 +114,7 @@ async def test_shared_memory_write_needs_approval(
     fake_llm.script(
         "model-a", [[write], Text("I could not save it."), [write], Text("Saved for everyone.")]
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
     out = await post_chat(ada, "Tell the household where the wifi password is")
     assert out["status"] == "awaiting_approval"
@@ -167,8 +123,7 @@ async def test_shared_memory_write_needs_approval(
     call = items[1]["tool_calls"][0]
     assert call["status"] == "awaiting_approval"
     # Another member can neither see nor decide it.
-    dad = await make_client()
-    await dad.login("mum")
+    dad = await signed_in(make_client, "mum")
     assert (
         await dad.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
     ).status_code == 404
@@ -176,7 +131,7 @@ async def test_shared_memory_write_needs_approval(
 
     r = await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "reject"})
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert [n.path for n in await runtime.shared_memory.note_list()] == []
 
     out = await post_chat(ada, "Please, save it after all", cid)
@@ -186,29 +141,19 @@ async def test_shared_memory_write_needs_approval(
     assert (
         await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
     ).status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert "fridge" in await runtime.shared_memory.note_get("wifi.md")
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert items[-1]["text"] == "Saved for everyone."
 
 
-async def _wait_idle(client: Client, cid: str) -> None:
-    async with asyncio.timeout(10):
-        while True:
-            convs = {c["id"]: c for c in (await client.call("GET", "/api/conversations")).json()}
-            if convs[cid]["status"] == "idle":
-                return
-            await asyncio.sleep(0.05)
-
-
 async def test_members_cannot_reach_each_others_chats(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script("model-a", ["hi Ada"])
-    ada, tim = await make_client(), await make_client()
-    await ada.login("ada")
-    await tim.login("tim")
+    ada = await signed_in(make_client, "ada")
+    tim = await signed_in(make_client, "tim")
     cid = (await post_chat(ada, "hello"))["conversation_id"]
     r = await ada.http.post(
         f"/api/uploads?conversation_id={cid}",
@@ -252,14 +197,11 @@ async def test_members_cannot_reach_each_others_chats(
 
 
 async def test_slash_commands(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(
-        make_client, fake_llm, [("model-a", "openai", 1), ("model-b", "openai", 2)]
-    )
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
     fake_llm.script("model-b", ["from B"])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     # The one list of commands, served to the web client (which keeps no copy).
     commands = (await ada.call("GET", "/api/chat/commands")).json()
     # ...with the features' ones the member may run (the schedule's /remind).
@@ -285,9 +227,9 @@ async def test_slash_commands(
 
 
 async def test_stop_reaches_a_sub_agent(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script(
         "model-a",
         [
@@ -296,8 +238,7 @@ async def test_stop_reaches_a_sub_agent(
             "Usable again.",
         ],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
     r = await ada.call(
         "POST", f"/api/conversations/{cid}/messages", json={"text": "research bread"}
@@ -311,7 +252,7 @@ async def test_stop_reaches_a_sub_agent(
     assert "research bread" in str(child_request["messages"][-1])
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/stop"})
     assert r.status_code == 200
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert items[1]["tool_calls"][0]["status"] in ("interrupted", "error")
     out = await post_chat(ada, "still there?", cid)
@@ -321,8 +262,7 @@ async def test_stop_reaches_a_sub_agent(
 async def test_no_model_configured_is_a_clear_failure(
     household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "hello?")
     assert out["status"] == "failed" and out["error_code"] == "no_model"
     _ = PASSWORD
@@ -331,8 +271,7 @@ async def test_no_model_configured_is_a_clear_failure(
 async def test_a_message_without_a_usable_model_is_kept_and_answered_with_the_reason(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
     body = {"text": "Are you there?", "view_context": "Profile page"}
     assert (
@@ -345,7 +284,7 @@ async def test_a_message_without_a_usable_model_is_kept_and_answered_with_the_re
             if (await ada.call("GET", f"/api/conversations/{cid}/messages")).json():
                 break
             await asyncio.sleep(0.05)
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     # Shown as typed: what Skald added for the model stays out of the bubble and the title.
     assert [(i["role"], i["text"]) for i in items] == [
@@ -365,8 +304,7 @@ async def test_a_message_without_a_usable_model_is_kept_and_answered_with_the_re
 async def test_uploads_above_the_old_10_mb_limit_are_accepted(
     household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
     big = b"\x89PNG\r\n\x1a\n" + b"\0" * (12 * 1024 * 1024)
     r = await ada.http.post(
@@ -384,12 +322,11 @@ async def test_children_do_not_see_the_households_notes(
     await runtime.shared_memory.note_put(
         "wifi.md", "the wifi password is on the fridge", household["mum"]
     )
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script(
         "model-a", [[Call("read_file", {"path": "shared-memory/wifi.md"})], "I cannot see that."]
     )
-    tim = await make_client()
-    await tim.login("tim")
+    tim = await signed_in(make_client, "tim")
     out = await post_chat(tim, "what is the wifi password?")
     assert out["reply"] == "I cannot see that."
     second = fake_llm.requests[1].body
@@ -403,8 +340,7 @@ async def test_links_planted_in_the_home_do_not_reach_another_members_files(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
     layout = runtime.core.layout
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
     mum_home = layout.home(household["mum"])
     (mum_home / "uploads" / cid).mkdir(parents=True)
@@ -431,7 +367,7 @@ async def test_links_planted_in_the_home_do_not_reach_another_members_files(
 async def test_the_assistant_works_on_files_in_the_members_home(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script(
         "model-a",
         [
@@ -440,8 +376,7 @@ async def test_the_assistant_works_on_files_in_the_members_home(
             "Your list has yeast on it.",
         ],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "Start a shopping list with flour and yeast")
     # Own home: no approval needed, and the file is really there.
     assert out["status"] == "done" and out["reply"] == "Your list has yeast on it."
@@ -458,9 +393,8 @@ async def test_the_assistant_works_on_files_in_the_members_home(
 async def test_a_role_losing_a_group_moves_open_conversations_back_to_the_default(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    admin, ada = await make_client(), await make_client()
-    await admin.login("mum")
-    await ada.login("ada")
+    admin = await signed_in(make_client, "mum")
+    ada = await signed_in(make_client, "ada")
     assert (
         await admin.call(
             "POST",
@@ -499,17 +433,16 @@ async def test_a_role_losing_a_group_moves_open_conversations_back_to_the_defaul
 
 
 async def test_catalogue_changes_apply_to_the_very_next_turn(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
     # The model source keeps the catalogue and the unsealed keys between turns; every
     # change through the API must still reach the next turn.
-    admin = await _admin_sets_up_models(
-        make_client, fake_llm, [("model-a", "openai", 1), ("model-b", "openai", 2)]
+    admin = await admin_adds_models(
+        make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")]
     )
     provider = (await admin.call("GET", "/api/llm/providers")).json()[0]["id"]
     models = {m["model"]: m["id"] for m in (await admin.call("GET", "/api/llm/models")).json()}
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
     def last_request() -> tuple[str, str]:
         posted = [r for r in fake_llm.requests if r.method == "POST"]
@@ -550,10 +483,9 @@ async def test_catalogue_changes_apply_to_the_very_next_turn(
 async def test_a_providers_key_never_reaches_a_new_address(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    admin = await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    admin = await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     provider = (await admin.call("GET", "/api/llm/providers")).json()[0]["id"]
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     fake_llm.script("model-a", ["first"])
     assert (await post_chat(ada, "one"))["reply"] == "first"
     assert fake_llm.requests[-1].headers["authorization"] == "Bearer sk-test-123"
@@ -636,7 +568,7 @@ async def test_a_providers_key_never_reaches_a_new_address(
 async def test_a_catalogue_read_racing_a_write_is_not_kept(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     llm = runtime.llm
     model = (await llm.store.models())[0]
     # A turn reads the catalogue (nothing cached since the admin's writes) while an
@@ -667,9 +599,8 @@ async def test_an_edited_agent_file_applies_to_the_next_turn(
     monkeypatch.setattr(prompts, "SETTLED_AFTER_S", 0.0)  # keep even freshly copied files
     root = tmp_path / "agents"
     shutil.copytree(asset_dir("agents"), root)
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
-    ada = await make_client()
-    await ada.login("ada")
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
+    ada = await signed_in(make_client, "ada")
     (await runtime.user_runtime(await runtime.core.users.get("ada"))).agents_root = root
 
     def system() -> str:
@@ -692,8 +623,7 @@ async def test_an_edited_agent_file_applies_to_the_next_turn(
 async def test_owner_history_starts_a_turn_in_one_step_unless_a_call_is_open(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await make_client()
-    await ada.login("ada")
+    await signed_in(make_client, "ada")  # her sign-in unlocks her data
     mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
     conversation = await mine.hub.new_conversation()
     history = OwnerHistory(mine.handle.db, conversation.id)

@@ -11,7 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 
 import pytest
-from conftest import PASSWORD, Client
+from conftest import PASSWORD, Client, add_models, signed_in
 from fake_llm import FakeLLM, Text
 
 from skald.agent import ReasoningStreamed, TurnDone
@@ -24,27 +24,6 @@ from skald.store.conversations import ViewItem
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
-
-
-async def _models(
-    runtime: Runtime, fake: FakeLLM, *names: str, capabilities: tuple[str, ...] = ("tools",)
-) -> list[str]:
-    provider = await runtime.llm.add_provider(
-        f"Fake {names[0]}", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    out = []
-    for priority, name in enumerate(names, 1):
-        row = await runtime.llm.add_model(
-            provider.id, name, name, "average", list(capabilities), priority, True
-        )
-        out.append(row.id)
-    return out
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 async def _picture(runtime: Runtime, ada: str, conversation_id: str) -> None:
@@ -61,7 +40,7 @@ async def _turn(runtime: Runtime, ada: str, sent: object) -> None:
 async def test_regenerate_replaces_the_last_answer_and_the_model_sees_the_message_once(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["First answer.", "Second answer."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
@@ -82,7 +61,7 @@ async def test_regenerate_replaces_the_last_answer_and_the_model_sees_the_messag
 async def test_retry_after_a_failure_sends_the_same_message_again(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [400, "Worked this time."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
@@ -100,7 +79,7 @@ async def test_retry_after_a_failure_sends_the_same_message_again(
 async def test_edit_and_resend_drops_the_later_messages_and_keeps_the_view_context(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["A.", "B.", "C."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
@@ -119,7 +98,7 @@ async def test_edit_and_resend_drops_the_later_messages_and_keeps_the_view_conte
 async def test_resend_is_refused_while_a_turn_runs_and_for_an_answer_or_another_members_message(
     runtime: Runtime, ada: str, fake_llm: FakeLLM, household: dict[str, str]
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["Done."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
@@ -140,7 +119,7 @@ async def test_resend_is_refused_while_a_turn_runs_and_for_an_answer_or_another_
 async def test_search_finds_titles_and_message_text_of_the_members_own_conversations_only(
     runtime: Runtime, ada: str, fake_llm: FakeLLM, household: dict[str, str]
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["Gnocchi need floury potatoes.", "Fine."])
     svc = runtime.conversations
     recipes = await svc.create(ada, "Dinner plans")
@@ -173,7 +152,7 @@ async def test_search_finds_titles_and_message_text_of_the_members_own_conversat
 async def test_the_view_context_is_bounded_and_never_part_of_the_typed_text(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     with pytest.raises(InvalidInputError, match="at most 8"):
@@ -188,7 +167,7 @@ async def test_the_view_context_is_bounded_and_never_part_of_the_typed_text(
 async def test_a_picture_for_a_model_without_vision_sends_the_text_and_says_it_was_not_seen(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "text-only")
+    await add_models(runtime, fake_llm, "text-only")
     fake_llm.script("text-only", ["I cannot see it."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
@@ -207,8 +186,8 @@ async def test_a_picture_for_a_model_without_vision_sends_the_text_and_says_it_w
 async def test_a_picture_goes_to_a_vision_model_in_auto(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "text-only")
-    await _models(runtime, fake_llm, "sees", capabilities=("tools", "vision"))
+    await add_models(runtime, fake_llm, "text-only")
+    await add_models(runtime, fake_llm, "sees", capabilities=("tools", "vision"))
     fake_llm.script("sees", ["A cat."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
@@ -226,10 +205,9 @@ async def test_the_routes_resend_and_search_for_the_signed_in_member(
     fake_llm: FakeLLM,
     make_client: Callable[[], Awaitable[Client]],
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["One.", "Two."])
-    client = await make_client()
-    await client.login("ada")
+    client = await signed_in(make_client, "ada")
     conv = (await client.call("POST", "/api/conversations", json={"title": "Trip to Lyon"})).json()
     r = await client.call(
         "POST",
@@ -272,7 +250,7 @@ async def test_the_routes_resend_and_search_for_the_signed_in_member(
 async def test_streamed_reasoning_reaches_every_client_but_never_the_history_or_the_model(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "thinker")
+    await add_models(runtime, fake_llm, "thinker")
     fake_llm.script("thinker", [Text("Two.", reasoning="One plus one makes two."), Text("Fine.")])
     svc = runtime.conversations
     conversation = await svc.create(ada)

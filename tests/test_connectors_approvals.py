@@ -11,9 +11,10 @@ from types import SimpleNamespace
 from typing import Literal, cast
 
 import pytest
-from connector_support import simple_feed
+from conftest import add_models
+from connector_support import installed_for_ada, running, simple_feed
 from fake_llm import Call, FakeLLM
-from test_connectors_runtime import _models, _running, _setup, _tool_results
+from test_connectors_runtime import _tool_results
 
 from skald.approvals.rules import Rule
 from skald.core.conversations import Sent
@@ -89,9 +90,9 @@ async def chat(
     names = tuple(f"c{i}" for i in range(request.param))
     c = service.require(runtime.plugins)
     c.config = ConnectorsConfig(catalogue_above=3)
-    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed", names), *names)
-    await asyncio.gather(*(_running(runtime, "", n) for n in names))
-    await _models(runtime, fake_llm)
+    ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed", names), *names)
+    await asyncio.gather(*(running(runtime, "", n, failed_ends=True) for n in names))
+    await add_models(runtime, fake_llm, "m")
     catalogue = request.param > 3
     fake_llm.script("m", ["hello"])
     conversation = await runtime.conversations.create(ada)

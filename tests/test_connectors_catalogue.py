@@ -11,24 +11,19 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import apsw
-from conftest import PASSWORD, Client, signed_in
-from connector_support import simple_feed
+from conftest import PASSWORD, MakeClient, signed_in
+from connector_support import on_host, simple_feed
 
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
-from skald.features.connectors.service import ConnectorsConfig
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 def _use_feed(runtime: Runtime, feed: Path | str) -> service.Connectors:
-    c = service.require(runtime.plugins)
-    c.config = ConnectorsConfig(feed=str(feed), household_on_host=True)
+    c = on_host(runtime, feed)
     return c
 
 

@@ -6,27 +6,24 @@ offered those two tools."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
-from conftest import Client
-from connector_support import SERVERS, simple_feed
+from conftest import MakeClient, signed_in
+from connector_support import SERVERS, running, simple_feed
 from mcp_support import child_env, free_port, wait_listening
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
-from skald.features.connectors.supervisor import ConnectorInstance
 from skald.features.connectors.tools import tools_for
 
-MakeClient = Callable[[], Awaitable[Client]]
 PENDING = 2  # login_status answers a QR code twice, then "signed in as ada"
 
 
@@ -52,17 +49,6 @@ def device_server() -> Iterator[str]:
         proc.wait()
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    for _ in range(300):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
 async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_sees_the_tools(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
@@ -75,11 +61,10 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
         c = service.require(runtime.plugins)
         c.config = msgspec.structs.replace(c.config, feed=str(feed))
         await c.installer.install(c.feed(), "phone")
-        ada = await make_client()
-        await ada.login("ada")
+        ada = await signed_in(make_client, "ada")
         r = await ada.call("POST", "/api/connectors/phone/activate")
         assert r.status_code == 200, r.text
-        inst = await _running(runtime, household["ada"], "phone")
+        inst = await running(runtime, household["ada"], "phone")
 
         # The model: the connector's ordinary tool, never the sign-in ones.
         assert [t.name for t in inst.tools] == ["whoami"]
@@ -113,8 +98,7 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
             assert base64.b64decode(image["data"]).startswith(b"\x89PNG\r\n\x1a\n")
         # Another member (here an administrator, who may use every connector) reaches no
         # instance of ada's: nothing is called, her sign-in does not advance.
-        mum = await make_client()
-        await mum.login("mum")
+        mum = await signed_in(make_client, "mum")
         r = await mum.call("POST", "/api/connectors/phone/login-status")
         assert r.status_code == 409 and "switch phone on" in r.text
         status = (await ada.call("POST", "/api/connectors/phone/login-status")).json()

@@ -17,19 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
 import pytest
-from conftest import PASSWORD
-from connector_support import SERVERS, simple_feed
+from conftest import PASSWORD, add_models
+from connector_support import SERVERS, on_host, simple_feed
 from fake_llm import Call, FakeLLM
 from mcp_support import child_env, free_port, wait_listening
-from test_connectors_runtime import _models, _tool_results
+from test_connectors_runtime import _tool_results
 
 from skald.approvals.rules import Rule
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
-from skald.features.connectors import service
 from skald.features.connectors.supervisor import ConnectorInstance
 from skald.store.inbox import InboxItem
 
@@ -118,8 +116,7 @@ async def home(
         extra = {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp"}
     try:
         feed = simple_feed(tmp_path / "feed", clock=extra)
-        c = service.require(runtime.plugins)
-        c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
+        c = on_host(runtime, feed)
         await c.installer.install(c.feed(), "clock")
         for name in ("ada", "mum"):
             await c.store.set_active("clock", household[name], True)
@@ -136,7 +133,7 @@ async def home(
         await runtime.core.registry.save_rule(
             Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
         )
-        await _models(runtime, fake_llm)
+        await add_models(runtime, fake_llm, "m")
         yield Household(
             runtime,
             fake_llm,

@@ -18,7 +18,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import PASSWORD
+from conftest import PASSWORD, add_models
+from connector_support import running
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
@@ -30,7 +31,6 @@ from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
 from skald.features.connectors.install import Installer
 from skald.features.connectors.service import DEFAULT_FEED
-from skald.features.connectors.supervisor import ConnectorInstance
 
 CACHE = Path(os.environ.get("SKALD_TEST_CACHE", Path.home() / ".cache" / "skald-tests"))
 
@@ -81,32 +81,11 @@ def everything_http(everything_js: Path) -> Iterator[str]:
         proc.wait()
 
 
-async def _models(runtime: Runtime, fake: FakeLLM) -> None:
-    provider = await runtime.llm.add_provider(
-        "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    await runtime.llm.add_model(provider.id, "m", "m", "average", ["tools"], 1, True)
-
-
-async def _running(
-    runtime: Runtime, owner: str, name: str, seconds: float = 60
-) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(int(seconds * 10)):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
 async def _echo_turn(runtime: Runtime, ada: str, fake: FakeLLM) -> str:
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:everything", None, "allow", 5, "test server"), create=True
     )
-    await _models(runtime, fake)
+    await add_models(runtime, fake, "m")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake.script("m", [[Call("mcp__everything__echo", {"message": "hello there"})], "echoed"])
@@ -144,7 +123,7 @@ async def test_server_everything_over_streamable_http_on_the_host(
     ada = household["ada"]
     await c.store.set_active("everything", ada, True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    inst = await _running(runtime, "", "everything")
+    inst = await running(runtime, "", "everything", 60)
     # Listed across pages: more tools than one page of the server holds.
     assert len(inst.tools) >= 10 and "mcp__everything__echo" in {s.name for s in inst.specs}
     assert "hello there" in await _echo_turn(runtime, ada, fake_llm)
@@ -164,7 +143,7 @@ async def test_server_everything_over_stdio_inside_the_members_container(
     ada = created.user.id
     await c.store.set_active("everything", ada, True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    inst = await _running(runtime, ada, "everything", seconds=600)
+    inst = await running(runtime, ada, "everything", seconds=600)
     assert "mcp__everything__echo" in {s.name for s in inst.specs}
     # The process runs in the container (docker exec), not as a node process of ours.
     assert inst.session is not None

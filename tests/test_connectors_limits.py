@@ -7,13 +7,10 @@ per member, in `/api/health?details=true`."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import msgspec
-from conftest import PASSWORD, Client
-from connector_support import python_connector
+from conftest import MakeClient, add_models, signed_in
+from connector_support import in_state, installed_for_ada, python_connector
 from fake_llm import FakeLLM
 
 from skald.agent import CancelScope, ToolContext
@@ -21,11 +18,9 @@ from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
-from skald.features.connectors.supervisor import ConnectorInstance
 from skald.features.connectors.tools import ConnectorTool
 from skald.llm.types import ToolSpec
 
-MakeClient = Callable[[], Awaitable[Client]]
 REFUSED = "connector 'flood' refused: it lists more than 512 tools (the limit)"
 
 
@@ -36,33 +31,8 @@ def _feed(root: Path, **connectors: dict[str, str]) -> Path:
     return root
 
 
-async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, *names: str) -> str:
-    c = service.require(runtime.plugins)
-    c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
-    for name in names:
-        await c.installer.install(c.feed(), name)
-        await c.store.set_active(name, household["ada"], True)
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
-
-
-async def _settled(runtime: Runtime, name: str, state: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(600):
-        inst = sup.instances.get(("", name))
-        if inst is not None and inst.state == state:
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never became {state}: {inst and list(inst.events)}")
-
-
 async def _system_prompt(runtime: Runtime, ada: str, fake: FakeLLM) -> str:
-    provider = await runtime.llm.add_provider(
-        "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    await runtime.llm.add_model(provider.id, "m", "m", "average", ["tools"], 1, True)
+    await add_models(runtime, fake, "m")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake.script("m", ["ok"])
@@ -84,10 +54,10 @@ async def test_a_connector_listing_513_tools_is_refused_at_once_and_one_with_512
         wide={"FLOOD_TOOLS": "512", "FLOOD_PAGE": "100"},
         flood={"FLOOD_TOOLS": "513", "FLOOD_PAGE": "100"},
     )
-    ada = await _setup(runtime, household, feed, "wide", "flood")
-    wide = await _settled(runtime, "wide", "running")
+    ada = await installed_for_ada(runtime, household, feed, "wide", "flood")
+    wide = await in_state(runtime, "", "wide", "running", seconds=60)
     assert len(wide.specs) == 512 and wide.retained_bytes > 512 * 50
-    flood = await _settled(runtime, "flood", "failed")
+    flood = await in_state(runtime, "", "flood", "failed", seconds=60)
     # Refused once, not restarted: the same files would list the same again.
     errors = [e.text for e in flood.events if e.kind == "error"]
     assert errors == [REFUSED]
@@ -95,8 +65,7 @@ async def test_a_connector_listing_513_tools_is_refused_at_once_and_one_with_512
     row = await service.require(runtime.plugins).store.require("flood")
     assert row.last_error == REFUSED
     # The administrator's card says why; the model's prompt line says it is refused.
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     card = (await mum.call("GET", "/api/connectors/flood")).json()
     assert card["state"] == "failed" and card["last_error"] == REFUSED
     assert REFUSED in [e["text"] for e in card["events"]]
@@ -118,8 +87,7 @@ async def test_a_connector_listing_513_tools_is_refused_at_once_and_one_with_512
             "retained_bytes": wide.retained_bytes,
         }
     ]
-    member = await make_client()
-    await member.login("ada")
+    member = await signed_in(make_client, "ada")
     assert (await member.call("GET", "/api/health?details=true")).json()["admin"] is None
 
 
@@ -131,8 +99,8 @@ async def test_a_tool_list_over_4_mib_is_refused(
         tmp_path / "feed",
         flood={"FLOOD_TOOLS": "140", "FLOOD_PAGE": "20", "FLOOD_PAD": "30000"},
     )
-    await _setup(runtime, household, feed, "flood")
-    flood = await _settled(runtime, "flood", "failed")
+    await installed_for_ada(runtime, household, feed, "flood")
+    flood = await in_state(runtime, "", "flood", "failed", seconds=60)
     assert [e.text for e in flood.events if e.kind == "error"] == [
         "connector 'flood' refused: its tools list is over 4096 KiB (the limit)"
     ]
@@ -142,13 +110,13 @@ async def test_a_connector_growing_past_the_limit_while_running_is_refused(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
     feed = _feed(tmp_path / "feed", flood={"FLOOD_TOOLS": "3", "FLOOD_GROW": "600"})
-    await _setup(runtime, household, feed, "flood")
-    flood = await _settled(runtime, "flood", "running")
+    await installed_for_ada(runtime, household, feed, "flood")
+    flood = await in_state(runtime, "", "flood", "running", seconds=60)
     assert len(flood.specs) == 3
     session = flood.session
     assert session is not None
     await session.call_tool("grow")  # lists 600 tools and says its list changed
-    await _settled(runtime, "flood", "failed")
+    await in_state(runtime, "", "flood", "failed", seconds=60)
     assert flood.tools == [] and flood.specs == [] and flood.retained_bytes == 0
     assert REFUSED in [e.text for e in flood.events]
     assert session.closed

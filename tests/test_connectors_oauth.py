@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import msgspec
-from conftest import Client
+from conftest import MakeClient, signed_in
 from connector_support import SERVERS, simple_feed
 from mcp_support import child_env, free_port, wait_listening
 from oauth_double import CLIENT_ID, OAuthDouble
@@ -25,8 +25,6 @@ from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.service import ConnectorsConfig
 from skald.features.connectors.supervisor import ConnectorInstance
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 def _feed(tmp_path: Path, base: str) -> Path:
@@ -69,8 +67,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
         c = service.require(runtime.plugins)
         c.config = ConnectorsConfig(feed=str(_feed(tmp_path, provider.base)))
         await c.installer.install(c.feed(), "cal")
-        ada = await make_client()
-        await ada.login("ada")
+        ada = await signed_in(make_client, "ada")
         before = (await ada.call("GET", "/api/connectors/cal")).json()
         assert before["signed_in"] is False and before["auth"] == "oauth2"
 
@@ -80,8 +77,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
         assert q["scope"] == "calendar.read" and "verifier" not in start["url"]
         location, _ = await _authorize(start["url"])
         # Another member cannot finish ada's sign-in with her state.
-        mum = await make_client()
-        await mum.login("mum")
+        mum = await signed_in(make_client, "mum")
         r = await mum.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
         assert r.status_code == 404
         # The browser lands on the callback with ada's session: tokens stored, back to the page.
@@ -119,8 +115,7 @@ async def test_a_pasted_back_code_signs_in_and_a_wrong_one_is_refused(
         c = service.require(runtime.plugins)
         c.config = msgspec.structs.replace(c.config, feed=str(_feed(tmp_path, provider.base)))
         await c.installer.install(c.feed(), "cal")
-        ada = await make_client()
-        await ada.login("ada")
+        ada = await signed_in(make_client, "ada")
         start = (await ada.call("POST", "/api/connectors/cal/oauth/start")).json()
         _, code = await _authorize(start["url"])
         r = await ada.call(

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 from conftest import PASSWORD
 from connector_support import python_connector
+from connector_support import running as until_running
 from docker.errors import NotFound
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from sandbox_support import (  # noqa: F401
@@ -28,7 +29,6 @@ from test_chat_recovery import _wait_for
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
-from skald.features.connectors.supervisor import ConnectorInstance
 from skald.paths import DataLayout
 from skald.store.snapshot import read_instance_id
 
@@ -57,18 +57,6 @@ def leftovers(docker: Any, container: str) -> list[str]:
     )
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(600):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
 async def _switched_on(runtime: Runtime, tmp_path: Path, docker: Any) -> tuple[str, str]:
     """ada's escape connector running in her container; (her id, the container)."""
     created = await runtime.core.users.create("ada", PASSWORD, "admin")
@@ -78,7 +66,7 @@ async def _switched_on(runtime: Runtime, tmp_path: Path, docker: Any) -> tuple[s
     await c.installer.install(c.feed(), "escape")
     await c.store.set_active("escape", ada, True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    await _running(runtime, ada, "escape")
+    await until_running(runtime, ada, "escape", 60)
     assert runtime.sandbox is not None
     container = await runtime.sandbox.container_id(ada)
     assert container is not None
@@ -241,7 +229,7 @@ async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_
     assert await asyncio.to_thread(installing, docker, container) == []
     # Signing in again installs afresh (no leftover writes into its staging folder).
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    await _running(runtime, ada, "slowdeps")
+    await until_running(runtime, ada, "slowdeps", 60)
     deps_hash = (await c.store.require("slowdeps")).manifest["_deps_hash"]
     ready = ["test", "-e", f"/home/skald/.skald/connectors/deps/{deps_hash}/.ready"]
     assert docker.containers.get(container).exec_run(ready).exit_code == 0
@@ -283,5 +271,5 @@ async def test_two_installs_of_one_dependency_folder_take_turns_under_its_lock(
     # Next time one installs, the other finds it done; both run.
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     for name in names:
-        await _running(runtime, ada, name)
+        await until_running(runtime, ada, name, 60)
     assert docker.containers.get(container).exec_run(ready).exit_code == 0

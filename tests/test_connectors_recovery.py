@@ -13,12 +13,12 @@ import asyncio
 import io
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client
-from connector_support import SERVERS, simple_feed
+from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
+from connector_support import SERVERS, in_state, simple_feed
 from mcp_session_double import session_double
 from mcp_support import child_env, free_port, wait_listening
 
@@ -32,8 +32,6 @@ from skald.features.connectors.supervisor import ConnectorInstance
 from skald.features.connectors.tools import ConnectorTool
 from skald.llm.types import ToolSpec
 from skald.paths import DataLayout
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 class ClockServer:
@@ -80,18 +78,6 @@ def _ignore(event: Event) -> None:
 CTX = ToolContext(conversation_id="conv", call_id="c", depth=0, cancel=CancelScope(), sink=_ignore)
 
 
-async def _state(runtime: Runtime, name: str, *wanted: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(600):
-        inst = sup.instances.get(("", name))
-        if inst is not None and inst.state in wanted:
-            return inst
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{name} never {wanted}: {inst and (inst.state, list(inst.events))}")
-
-
 async def _install_http(runtime: Runtime, tmp_path: Path, url: str) -> None:
     feed = simple_feed(tmp_path / "feed", ("clock",), clock={"transport": "http", "url": url})
     c = service.require(runtime.plugins)
@@ -116,13 +102,11 @@ async def test_a_failed_connector_answers_why_at_once_and_retry_or_off_on_starts
     clock: ClockServer,
 ) -> None:
     await _install_http(runtime, tmp_path, clock.url)  # nobody listens yet
-    ada = await make_client()
-    await ada.login("ada")
-    mum = await make_client()
-    await mum.login("mum")
+    ada = await signed_in(make_client, "ada")
+    mum = await signed_in(make_client, "mum")
     r = await ada.call("POST", "/api/connectors/clock/activate")
     assert r.status_code == 200, r.text
-    inst = await _state(runtime, "clock", "failed")
+    inst = await in_state(runtime, "", "clock", "failed", seconds=30)
     # A call answers at once with the reason (not "not running; try again later" after 30 s).
     is_error, text = await _call_now(runtime, household["ada"], inst)
     assert is_error and "failed" in text and "cannot reach" in text, text
@@ -131,7 +115,7 @@ async def test_a_failed_connector_answers_why_at_once_and_retry_or_off_on_starts
     # The card's Retry starts it again now.
     r = await ada.call("POST", "/api/connectors/clock/retry")
     assert r.status_code == 200, r.text
-    inst = await _state(runtime, "clock", "running")
+    inst = await in_state(runtime, "", "clock", "running", seconds=30)
     assert await _call_now(runtime, household["ada"], inst) == (False, "12:34")
     # Nothing to retry while it runs: a clear 409.
     r = await ada.call("POST", "/api/connectors/clock/retry")
@@ -144,12 +128,12 @@ async def test_a_failed_connector_answers_why_at_once_and_retry_or_off_on_starts
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     await sup.restart_all("clock")
-    await _state(runtime, "clock", "failed")
+    await in_state(runtime, "", "clock", "failed", seconds=30)
     clock.start()
     assert (await ada.call("POST", "/api/connectors/clock/deactivate")).status_code == 200
     r = await ada.call("POST", "/api/connectors/clock/activate")
     assert r.status_code == 200, r.text
-    inst = await _state(runtime, "clock", "running")
+    inst = await in_state(runtime, "", "clock", "running", seconds=30)
     assert await _call_now(runtime, household["ada"], inst) == (False, "12:34")
 
 
@@ -170,7 +154,7 @@ async def test_a_household_connector_starts_with_the_server_before_anyone_signs_
     second = await Runtime.boot(layout, load_config(layout.root, TEST_ENV), announce=io.StringIO())
     try:
         assert not second.user_runtimes  # nobody signed in
-        inst = await _state(second, "clock", "running")
+        inst = await in_state(second, "", "clock", "running", seconds=30)
         assert {s.name for s in inst.specs} >= {"mcp__clock__now"}
     finally:
         await second.shutdown()
@@ -187,10 +171,9 @@ async def test_a_server_restarted_while_idle_is_shown_down_and_then_called_on_a_
     await _install_http(runtime, tmp_path, clock.url)
     c = service.require(runtime.plugins)
     c.config = ConnectorsConfig(feed=c.config.feed, max_restarts=50)
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     assert (await ada.call("POST", "/api/connectors/clock/activate")).status_code == 200
-    inst = await _state(runtime, "clock", "running")
+    inst = await in_state(runtime, "", "clock", "running", seconds=30)
     old = inst.session
     assert await _call_now(runtime, household["ada"], inst) == (False, "12:34")
     clock.kill()  # dies while idle: no call is in flight
@@ -203,7 +186,7 @@ async def test_a_server_restarted_while_idle_is_shown_down_and_then_called_on_a_
     assert card["state"] == "restarting", card
     assert inst.last_error is not None and "cannot reach" in inst.last_error
     clock.start()  # back, on the same port, knowing no session
-    inst = await _state(runtime, "clock", "running")
+    inst = await in_state(runtime, "", "clock", "running", seconds=30)
     assert inst.session is not old
     assert await _call_now(runtime, household["ada"], inst) == (False, "12:34")
 
@@ -216,7 +199,7 @@ async def test_a_call_refused_for_a_forgotten_session_runs_once_on_a_new_session
         c = service.require(runtime.plugins)
         await c.store.set_active("clock", household["ada"], True)
         await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-        inst = await _state(runtime, "clock", "running")
+        inst = await in_state(runtime, "", "clock", "running", seconds=30)
         double.forget_all()  # restarted in between: the next request meets a 404
         assert await _call_now(runtime, household["ada"], inst) == (False, "ran on s2")
         # The 404'd call was not run and never sent again on the dead id; it ran once,
@@ -239,8 +222,7 @@ async def test_the_sign_in_status_of_a_failed_connector_answers_why_at_once(
     c = service.require(runtime.plugins)
     c.config = ConnectorsConfig(feed=str(feed), max_restarts=0)
     await c.installer.install(c.feed(), "phone")
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     assert (await ada.call("POST", "/api/connectors/phone/activate")).status_code == 200
     sup = c.supervisor
     assert sup is not None

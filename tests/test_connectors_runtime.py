@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import msgspec
-from conftest import PASSWORD, Client
-from connector_support import simple_feed
+from conftest import MakeClient, add_models, signed_in
+from connector_support import installed_for_ada, on_host, running, simple_feed
 from fake_llm import Call, FakeLLM
 
 from skald.agent.events import ToolOutput
@@ -21,41 +19,6 @@ from skald.core.events import ChatEvent
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
-from skald.features.connectors.service import ConnectorsConfig
-from skald.features.connectors.supervisor import ConnectorInstance
-
-MakeClient = Callable[[], Awaitable[Client]]
-
-
-async def _models(runtime: Runtime, fake: FakeLLM) -> None:
-    provider = await runtime.llm.add_provider(
-        "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    await runtime.llm.add_model(provider.id, "m", "m", "average", ["tools"], 1, True)
-
-
-async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    for _ in range(300):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        if inst is not None and inst.state == "failed":
-            raise AssertionError(f"{name} failed: {list(inst.events)}")
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
-async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, *names: str) -> str:
-    c = service.require(runtime.plugins)
-    # The test servers run with this Python (its MCP SDK): on the host, as chosen here.
-    c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
-    for name in names:
-        await c.installer.install(c.feed(), name)
-        await c.store.set_active(name, household["ada"], True)
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 def _tool_results(fake: FakeLLM) -> list[str]:
@@ -70,10 +33,10 @@ def _tool_results(fake: FakeLLM) -> list[str]:
 async def test_a_household_connector_is_called_by_the_model_under_its_mcp_rule(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed"), "clock")
-    inst = await _running(runtime, "", "clock")
+    ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed"), "clock")
+    inst = await running(runtime, "", "clock", failed_ends=True)
     assert {s.name for s in inst.specs} >= {"mcp__clock__now", "mcp__clock__slow"}
-    await _models(runtime, fake_llm)
+    await add_models(runtime, fake_llm, "m")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     # Without a rule for the server the catch-all asks.
@@ -106,12 +69,12 @@ async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_run
 ) -> None:
     mark = tmp_path / "cancelled"
     feed = simple_feed(tmp_path / "feed", clock={"env": {"CANCEL_MARK": str(mark)}})
-    ada = await _setup(runtime, household, feed, "clock")
-    inst = await _running(runtime, "", "clock")
+    ada = await installed_for_ada(runtime, household, feed, "clock")
+    inst = await running(runtime, "", "clock", failed_ends=True)
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
     )
-    await _models(runtime, fake_llm)
+    await add_models(runtime, fake_llm, "m")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake_llm.script("m", [[Call("mcp__clock__slow", {"seconds": 60})]])
@@ -145,12 +108,12 @@ async def test_stop_cancels_a_running_connector_call_and_the_connector_keeps_run
 async def test_an_elicitation_becomes_an_inbox_question_and_the_answer_returns_to_the_server(
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed"), "clock")
-    await _running(runtime, "", "clock")
+    ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed"), "clock")
+    await running(runtime, "", "clock", failed_ends=True)
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
     )
-    await _models(runtime, fake_llm)
+    await add_models(runtime, fake_llm, "m")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake_llm.script("m", [[Call("mcp__clock__favourite", {})], "noted"])
@@ -174,8 +137,8 @@ async def test_an_update_restarts_the_running_instance_on_the_new_version(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
     feed = simple_feed(tmp_path / "feed")
-    await _setup(runtime, household, feed, "clock")
-    before = await _running(runtime, "", "clock")
+    await installed_for_ada(runtime, household, feed, "clock")
+    before = await running(runtime, "", "clock", failed_ends=True)
     c = service.require(runtime.plugins)
     sup = c.supervisor
     assert sup is not None
@@ -184,7 +147,7 @@ async def test_an_update_restarts_the_running_instance_on_the_new_version(
     assert row.feed_version == 2
     await sup.restart_all("clock")
     assert before.state == "stopped" and before.session is None
-    after = await _running(runtime, "", "clock")
+    after = await running(runtime, "", "clock", failed_ends=True)
     assert after is not before and after.connector.feed_version == 2
 
 
@@ -197,7 +160,7 @@ async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
     assert sup is not None
     # Personal connectors run in the member's sandbox; here (no Docker in this test) the
     # instance keeps failing to start, which is enough to see it go on revocation.
-    await _setup(runtime, household, feed, "clock")
+    await installed_for_ada(runtime, household, feed, "clock")
     for _ in range(100):
         if (household["ada"], "clock") in sup.instances:
             break
@@ -230,9 +193,8 @@ async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr
         )
     )
     write_index(feed, 1)
-    c = service.require(runtime.plugins)
-    c.config = ConnectorsConfig(feed=str(feed), max_restarts=1, household_on_host=True)
-    await _setup(runtime, household, feed, "broken")
+    c = on_host(runtime, feed, max_restarts=1)
+    await installed_for_ada(runtime, household, feed, "broken")
     sup = c.supervisor
     assert sup is not None
     for _ in range(300):
@@ -245,13 +207,11 @@ async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr
     assert row.last_error and "exited with status 3" in row.last_error
     assert row.last_stderr and "boom" in row.last_stderr
     # The card says so: administrators see the stderr lines and the events, members not.
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     card = (await mum.call("GET", "/api/connectors/broken")).json()
     assert card["state"] == "failed" and "boom" in card["last_stderr"]
     assert [e["kind"] for e in card["events"]][-1] == "state"
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     card = (await ada.call("GET", "/api/connectors/broken")).json()
     assert card["state"] == "failed"
     assert card["last_stderr"] is None and card["last_error"] is None and card["events"] == []
@@ -261,15 +221,14 @@ async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activat
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     names = tuple(f"c{i:02d}" for i in range(11))
-    c = service.require(runtime.plugins)
-    c.config = ConnectorsConfig(catalogue_above=3, household_on_host=True)
-    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed", names), *names)
+    on_host(runtime, catalogue_above=3)
+    ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed", names), *names)
     for name in names:
-        await _running(runtime, "", name)
+        await running(runtime, "", name, failed_ends=True)
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:c07", None, "allow", 5, "c07"), create=True
     )
-    await _models(runtime, fake_llm)
+    await add_models(runtime, fake_llm, "m")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     fake_llm.script(
@@ -288,7 +247,7 @@ async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activat
     body = fake_llm.bodies()[0]
     catalogue = len(json.dumps(body["tools"])) + len(body["messages"][0]["content"])
     # The same connectors offered directly, for comparison.
-    c.config = ConnectorsConfig(catalogue_above=100, household_on_host=True)
+    on_host(runtime, catalogue_above=100)
     fake_llm.script("m", ["ok"])
     sent = await svc.send(ada, conversation.id, "again")
     assert isinstance(sent, Sent)

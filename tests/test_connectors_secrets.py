@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 from conftest import PASSWORD
-from connector_support import python_connector
+from connector_support import python_connector, running
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.agent import CancelScope, ToolContext
@@ -27,7 +27,6 @@ from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
 from skald.features.connectors.redact import MASK, redact
-from skald.features.connectors.supervisor import ConnectorInstance
 from skald.features.connectors.tools import ConnectorTool, tools_for
 
 TOKEN = "tok_5f3a9c2e7b1d4608a9e2c4f1"
@@ -71,18 +70,6 @@ def _ignore(event: Event) -> None:
     pass
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(1200):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
-
-
 def _leaky_feed(root: Path) -> Path:
     python_connector(
         root,
@@ -115,7 +102,7 @@ async def test_a_connectors_leaked_secret_never_reaches_errors_stderr_events_or_
     await c.secrets(handle.db).put("leaky", "token", TOKEN)
     await c.secrets(handle.db).put("leaky", "password", SECRET_PASSWORD)
     await runtime.attach(handle)
-    inst = await _running(runtime, ada, "leaky")
+    inst = await running(runtime, ada, "leaky", 120)
     member = runtime.user_runtimes[ada]
     tools = {
         t.tool: t for t in tools_for({"leaky": inst}, member, 3) if isinstance(t, ConnectorTool)

@@ -10,41 +10,17 @@ import asyncio
 import sys
 from pathlib import Path
 
-import msgspec
 import pytest
-from conftest import PASSWORD
-from connector_support import python_connector, simple_feed
+from connector_support import installed_for_ada, python_connector, running, simple_feed
 from mcp_support import alive, child_env, settle
 
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
-from skald.features.connectors.supervisor import ConnectorInstance
 from skald.mcp import StdioTransport
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, name: str) -> str:
-    c = service.require(runtime.plugins)
-    c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
-    await c.installer.install(c.feed(), name)
-    await c.store.set_active(name, household["ada"], True)
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
-
-
-async def _running(runtime: Runtime, name: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(300):
-        inst = sup.instances.get(("", name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
 
 
 def _pipes(transport: StdioTransport) -> set[str]:
@@ -76,8 +52,8 @@ def _held() -> set[str]:
 async def test_a_deactivated_members_connectors_are_unusable_at_once(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
-    ada = await _setup(runtime, household, simple_feed(tmp_path / "feed"), "clock")
-    await _running(runtime, "clock")
+    ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed"), "clock")
+    await running(runtime, "", "clock")
     c = service.require(runtime.plugins)
     sup = c.supervisor
     assert sup is not None
@@ -108,8 +84,8 @@ async def test_stopping_a_household_stdio_connector_kills_its_group_and_reaps_it
     command = f"sleep 600 & echo $! > {grandchild}; exec {sys.executable} {{DIR}}/clock_server.py"
     python_connector(feed, "clock", "clock_server.py", extra={"command": ["sh", "-c", command]})
     write_index(feed, 1)
-    await _setup(runtime, household, feed, "clock")
-    inst = await _running(runtime, "clock")
+    await installed_for_ada(runtime, household, feed, "clock")
+    inst = await running(runtime, "", "clock")
     assert inst.session is not None
     transport = inst.session.transport
     assert isinstance(transport, StdioTransport) and transport.pid is not None

@@ -7,7 +7,7 @@ import asyncio
 import json
 
 import pytest
-from conftest import PASSWORD
+from conftest import PASSWORD, add_models
 from fake_llm import Call, FakeLLM, Text
 
 from skald.agent import TurnDone
@@ -23,25 +23,10 @@ from skald.core.runtime import Runtime
 from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
 
 
-async def _models(runtime: Runtime, fake: FakeLLM, *names: str) -> None:
-    provider = await runtime.llm.add_provider(
-        "Fake", "openai_compatible", fake.base_url_openai, "sk-test-123"
-    )
-    for priority, name in enumerate(names, 1):
-        await runtime.llm.add_model(provider.id, name, name, "average", ["tools"], priority, True)
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    """ada's user id, with her data unlocked (as a sign-in would leave it)."""
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
-
-
 async def test_a_turn_runs_from_a_user_id_alone_and_its_answer_is_waited_for(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["Hello from the service."])
     svc = runtime.conversations
     conversation = await svc.create(ada, "from a bot")
@@ -62,7 +47,7 @@ async def test_a_turn_runs_from_a_user_id_alone_and_its_answer_is_waited_for(
 async def test_the_view_context_reaches_the_model_but_not_the_shown_text(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["ok"])
     svc = runtime.conversations
     conversation = await svc.create(ada)
@@ -79,7 +64,7 @@ async def test_the_view_context_reaches_the_model_but_not_the_shown_text(
 async def test_slash_commands_run_in_the_service_and_are_never_stored(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a", "model-b")
+    await add_models(runtime, fake_llm, "model-a", "model-b")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     out = await svc.send(ada, conversation.id, "/model model-b")
@@ -106,7 +91,7 @@ async def test_slash_commands_run_in_the_service_and_are_never_stored(
 async def test_chat_answers_awaiting_approval_and_a_decision_by_user_id_continues_the_turn(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     write = Call("write_file", {"path": "shared-memory/wifi.md", "content": "on the fridge"})
     fake_llm.script("model-a", [[write], Text("Saved for everyone.")])
     svc = runtime.conversations
@@ -133,7 +118,7 @@ async def test_chat_answers_awaiting_approval_and_a_decision_by_user_id_continue
 async def test_a_subscription_follows_the_members_events_without_a_session(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    await _models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["Streamed."])
     svc = runtime.conversations
     seen: list[ServerEvent] = []

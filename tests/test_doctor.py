@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ADMIN, ADMIN_PW, ServerProcess, free_port
+from harness import ADMIN, ADMIN_PW, ServerProcess, free_port, household
 
 from skald.cli import main
 from skald.config import Config
@@ -434,11 +434,8 @@ def test_install_root_parsing(tmp_path: Path) -> None:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Any:
-    srv = ServerProcess(tmp_path / "srv")
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path / "srv") as srv:
+        yield srv
 
 
 def _doctor_for(srv: ServerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:

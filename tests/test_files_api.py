@@ -6,26 +6,18 @@ import asyncio
 import io
 import os
 import zipfile
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import msgspec
 import pytest
-from conftest import Client
+from conftest import Client, MakeClient, signed_in
 
 from skald.api.app import create_app
 from skald.core.runtime import Runtime
 
-MakeClient = Callable[[], Awaitable[Client]]
 SECRET = "MUM-SECRET-0815"
-
-
-async def signed_in(make_client: MakeClient, name: str) -> Client:
-    client = await make_client()
-    await client.login(name)
-    return client
 
 
 def home(runtime: Runtime, user_id: str) -> Path:

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Client
+from conftest import Client, MakeClient, signed_in
 from prerequisites import unavailable
 
 from skald.core.runtime import Runtime
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 @pytest.fixture
@@ -38,8 +36,7 @@ def immutable() -> Iterator[Callable[[Path], None]]:
 
 
 async def _admin(make_client: MakeClient) -> Client:
-    client = await make_client()
-    await client.login("mum")
+    client = await signed_in(make_client, "mum")
     return client
 
 
@@ -94,8 +91,7 @@ async def test_a_recursive_delete_in_files_goes_as_far_as_it_can_and_says_what_i
     (home / "proj" / "build" / "rootfile").write_text("made by root")
     (home / "proj" / "src.txt").write_text("x")
     immutable(home / "proj" / "build" / "rootfile")
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     r = await ada.call("DELETE", "/api/file", params={"path": "proj", "recursive": "1"})
     assert r.status_code == 409, r.text
     message = r.json()["error"]["message"]

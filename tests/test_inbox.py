@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from conftest import Client, post_chat
+from conftest import Client, MakeClient, admin_adds_models, post_chat, signed_in, wait_idle
 from fake_llm import Call, FakeLLM, Text
-from test_chat import _admin_sets_up_models, _wait_idle
 
 from skald.core.runtime import Runtime
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 def _write(name: str) -> Call:
@@ -38,12 +35,11 @@ async def _until_inbox(client: Client, count: int) -> list[dict[str, Any]]:
 async def test_inbox_lists_decides_and_hides_from_others(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script(
         "model-a", [[_write("wifi")], Text("Not saved."), [_write("bins")], Text("Saved.")]
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     assert await _inbox(ada) == []
 
     out = await post_chat(ada, "save the wifi note")
@@ -60,8 +56,7 @@ async def test_inbox_lists_decides_and_hides_from_others(
     assert item["preview"].startswith("--- shared-memory/wifi.md\n+++ shared-memory/wifi.md\n")
     assert "+# wifi\n" in item["preview"]
 
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     assert await _inbox(mum) == []
     for verb in ("approve", "reject"):
         r = await mum.call("POST", f"/api/inbox/{item['id']}/{verb}", json={})
@@ -71,7 +66,7 @@ async def test_inbox_lists_decides_and_hides_from_others(
 
     r = await ada.call("POST", f"/api/inbox/{item['id']}/reject")
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert await _inbox(ada) == []
     assert [n.path for n in await runtime.shared_memory.note_list()] == []
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
@@ -83,7 +78,7 @@ async def test_inbox_lists_decides_and_hides_from_others(
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve")
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert await _inbox(ada) == []
     assert "bins" in await runtime.shared_memory.note_get("bins.md")
 
@@ -91,19 +86,18 @@ async def test_inbox_lists_decides_and_hides_from_others(
 async def test_bypass_for_the_conversation_covers_that_tool_only(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     edit = Call("edit_file", {"path": "shared-memory/a.md", "old_text": "# a", "new_text": "# A"})
     fake_llm.script(
         "model-a",
         [[_write("a")], Text("one"), [_write("b")], Text("two"), [edit], Text("three")],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await post_chat(ada, "save a"))["conversation_id"]
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "conversation"})
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     # the same tool in the same conversation runs without asking
     out = await post_chat(ada, "save b", cid)
     assert out["status"] == "done" and out["reply"] == "two"
@@ -122,15 +116,14 @@ async def test_bypass_for_the_conversation_covers_that_tool_only(
 async def test_bypass_for_fifteen_minutes_is_kept_in_the_gate(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script("model-a", [[_write("a")], Text("one"), [_write("b")], Text("two")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await post_chat(ada, "save a"))["conversation_id"]
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "15m"})
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     mine = runtime.user_runtimes[household["ada"]]
     assert await mine.gate.bypassing(cid, "write_file")
     assert not await mine.gate.bypassing(cid, "edit_file")
@@ -140,13 +133,12 @@ async def test_bypass_for_fifteen_minutes_is_kept_in_the_gate(
 
 
 async def test_ask_user_becomes_a_question_and_the_answer_is_the_result(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     ask = Call("ask_user", {"question": "Which day for bread?", "choices": ["Sat", "Sun"]})
     fake_llm.script("model-a", [[ask], Text("Sunday it is.")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
     assert r.status_code == 202
@@ -155,15 +147,14 @@ async def test_ask_user_becomes_a_question_and_the_answer_is_the_result(
     assert item["reason"] == "Which day for bread?" and item["choices"] == ["Sat", "Sun"]
     assert item["conversation_title"] == "Bread"
 
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     r = await mum.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "Sat"})
     assert r.status_code == 404
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={})
     assert r.status_code == 404  # a question is answered, not approved
     r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "Sun"})
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert await _inbox(ada) == []
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert items[-1]["text"] == "Sunday it is."
@@ -180,7 +171,7 @@ async def test_inbox_changed_is_published_with_the_count(
 ) -> None:
     from skald.core.events import InboxChanged
 
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script("model-a", [[_write("a")], Text("done")])
     seen: list[tuple[str, int]] = []
     publish = runtime.events.publish
@@ -191,14 +182,13 @@ async def test_inbox_changed_is_published_with_the_count(
         publish(user_id, event)
 
     monkeypatch.setattr(runtime.events, "publish", record)
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await post_chat(ada, "save a"))["conversation_id"]
     [item] = await _until_inbox(ada, 1)
     await _until(lambda: bool(seen))  # the row is written a moment before the event
     assert seen == [(household["ada"], 1)]
     assert (await ada.call("POST", f"/api/inbox/{item['id']}/approve")).status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     await _until(lambda: seen[-1][1] == 0)
     assert seen[-1] == (household["ada"], 0)
 
@@ -217,7 +207,7 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
     from skald.agent import ApprovalRequested
     from skald.core.events import ChatEvent
 
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script(
         "model-a",
         [
@@ -227,8 +217,7 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
             Text("The helper saved it."),  # the parent's answer
         ],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Wifi"})).json()["id"]
     seen: list[Any] = []
     conn = runtime.events.connect(household["ada"], "test-tab")
@@ -255,14 +244,13 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
     convs = {c["id"]: c for c in (await ada.call("GET", "/api/conversations")).json()}
     assert convs[cid]["status"] == "awaiting_approval"
     # Another member sees nothing and can decide nothing.
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     assert await _inbox(mum) == []
     assert (await mum.call("POST", f"/api/inbox/{item['id']}/approve")).status_code == 404
 
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve")
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert await _inbox(ada) == []
     assert "wifi" in await runtime.shared_memory.note_get("wifi.md")
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
@@ -271,9 +259,9 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
 
 
 async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_helper(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script(
         "model-a",
         [
@@ -283,8 +271,7 @@ async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_h
             Text("The helper chose spelt."),  # the parent
         ],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
     assert r.status_code == 202
@@ -294,7 +281,7 @@ async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_h
     assert item["parent_call_id"] == parent["tool_calls"][0]["id"]
     r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "spelt"})
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert items[-1]["text"] == "The helper chose spelt."
     helper_round = fake_llm.bodies("openai")[2]["messages"]
@@ -304,7 +291,7 @@ async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_h
 async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script(
         "model-a",
         [
@@ -314,15 +301,14 @@ async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
             Text("The helper could not save it."),
         ],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "save the bins note")
     assert out["status"] == "awaiting_approval"  # the helper's request ends the wait
     cid = out["conversation_id"]
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/approvals/{item['id']}", json={"decision": "reject"})
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert await _inbox(ada) == []
     assert [n.path for n in await runtime.shared_memory.note_list()] == []
     items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()

@@ -5,53 +5,20 @@ failures real servers produce (issue 16)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from conftest import Client, post_chat, signed_in
+from conftest import Client, MakeClient, admin_adds_models, post_chat, signed_in, wait_idle
 from fake_llm import Call, Drop, Error, FakeLLM, Hang, Text, ToolCalls
 
 from skald.agent import ModelSwitched, TokenDelta, TurnDone
 from skald.core.plain_errors import plain
 from skald.core.runtime import Runtime
 
-MakeClient = Callable[[], Awaitable[Client]]
-
-
-async def _models(
-    make_client: MakeClient, fake: FakeLLM, models: list[tuple[str, str]], **extra: Any
-) -> Client:
-    """An admin adds the fake as a provider and these (wire id, api) models, in order."""
-    admin = await signed_in(make_client, "mum")
-    providers: dict[str, str] = {}
-    for api in dict.fromkeys(api for _, api in models):
-        body = (
-            {"name": "Fake OpenAI", "kind": "openai_compatible", "base_url": fake.base_url_openai}
-            if api == "openai"
-            else {
-                "name": "Fake Anthropic",
-                "kind": "anthropic",
-                "base_url": fake.base_url_anthropic,
-                "api_key": "sk-ant-test",
-            }
-        )
-        r = await admin.call("POST", "/api/llm/providers", json=body)
-        assert r.status_code == 201, r.text
-        providers[api] = r.json()["id"]
-    for priority, (wire, api) in enumerate(models, start=1):
-        body = {
-            "provider_id": providers[api],
-            "model": wire,
-            "name": wire,
-            "priority": priority,
-            "capabilities": ["tools"],
-            **extra,
-        }
-        r = await admin.call("POST", "/api/llm/models", json=body)
-        assert r.status_code == 201, r.text
-    return admin
+# These tests add models with the tools capability only.
+_models = functools.partial(admin_adds_models, capabilities=("tools",))
 
 
 async def _items(client: Client, cid: str) -> list[dict[str, Any]]:
@@ -64,7 +31,6 @@ async def _items(client: Client, cid: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 async def test_a_server_hanging_up_mid_answer_keeps_the_text_the_member_saw(
     api: str,
-    runtime: Runtime,
     household: dict[str, str],
     make_client: MakeClient,
     fake_llm: FakeLLM,
@@ -89,15 +55,6 @@ async def test_a_server_hanging_up_mid_answer_keeps_the_text_the_member_saw(
     blocks = said["content"]
     text = blocks if api == "openai" else "".join(b["text"] for b in blocks)
     assert text.startswith("The tide turns at six") and "interrupted" in text
-
-
-async def _wait_idle(client: Client, cid: str) -> None:
-    async with asyncio.timeout(10):
-        while True:
-            convs = {c["id"]: c for c in (await client.call("GET", "/api/conversations")).json()}
-            if convs[cid]["status"] == "idle":
-                return
-            await asyncio.sleep(0.05)
 
 
 async def test_every_model_request_gets_a_usage_row_with_its_outcome(
@@ -126,7 +83,7 @@ async def test_every_model_request_gets_a_usage_row_with_its_outcome(
     await asyncio.sleep(0.1)  # the hanging answer's first words are on their way
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "/stop"})
     assert r.status_code == 200
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
 
     rows = list(reversed(await runtime.llm.store.requests()))
     assert [r.status for r in rows] == ["finished", "finished", "failed", "stopped"]
@@ -169,7 +126,7 @@ async def test_a_call_cut_at_the_output_limit_is_not_run_over_the_real_wire(
 
 
 async def test_a_childs_turn_ends_at_the_roles_token_budget(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
     await _models(make_client, fake_llm, [("model-a", "openai")])
     look = [
@@ -261,7 +218,6 @@ async def test_a_member_reads_a_plain_sentence_and_only_admins_see_the_technical
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 async def test_each_model_gets_its_own_longest_answer_instead_of_a_fixed_4096(
     api: str,
-    runtime: Runtime,
     household: dict[str, str],
     make_client: MakeClient,
     fake_llm: FakeLLM,
@@ -281,7 +237,7 @@ async def test_each_model_gets_its_own_longest_answer_instead_of_a_fixed_4096(
 
 
 async def test_limits_come_from_the_providers_model_list_where_it_reports_them(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
     fake_llm.script("vendor/big", [])
     fake_llm.script("plain", [])
@@ -344,7 +300,6 @@ OVERFLOW = {
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 async def test_a_context_overflow_400_compacts_and_asks_again_once(
     api: str,
-    runtime: Runtime,
     household: dict[str, str],
     make_client: MakeClient,
     fake_llm: FakeLLM,
@@ -374,7 +329,7 @@ async def test_a_context_overflow_400_compacts_and_asks_again_once(
 
 
 async def test_an_overload_400_falls_back_to_the_next_model(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
     await _models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
     fake_llm.script("model-a", [Error(400, "Model is overloaded, please try again later.")])
@@ -471,7 +426,7 @@ def test_misused_400s_are_recognised_by_their_words(
 
 
 async def test_a_message_sent_while_a_turn_runs_is_answered_in_that_turn(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
     await _models(make_client, fake_llm, [("model-a", "openai")])
     note = {"path": "shared-memory/wifi.md", "content": "# Wi-Fi\nOn the fridge."}
@@ -488,7 +443,7 @@ async def test_a_message_sent_while_a_turn_runs_is_answered_in_that_turn(
     call = (await _items(ada, cid))[1]["tool_calls"][0]
     r = await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
     assert r.status_code == 204
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
 
     # One turn, two model calls: the second saw the message at its next step.
     assert fake_llm.remaining("model-a") == 0 and len(fake_llm.bodies()) == 2

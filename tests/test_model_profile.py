@@ -8,19 +8,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-from conftest import PASSWORD, MakeClient, signed_in
+from conftest import MakeClient, signed_in
 from fake_llm import Call, FakeLLM
 
 from skald.core.conversations import Sent
 from skald.core.model_profile import CORE_TOOLS, MORE_TOOLS
 from skald.core.runtime import Runtime
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 async def _model(

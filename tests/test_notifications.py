@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, TEST_ENV, signed_in
-from test_api_access import MakeClient
+from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
 
 from skald.config import load_config
 from skald.core.events import NotificationsChanged, Notified, ServerEvent
@@ -331,7 +330,7 @@ async def test_the_api_lists_marks_and_deletes_only_the_callers_own(
 
 
 async def test_the_api_refuses_bad_requests_with_4xx(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+    household: dict[str, str], make_client: MakeClient
 ) -> None:
     ada = await signed_in(make_client, "ada")
     for method, path, body in (
@@ -361,9 +360,7 @@ async def test_the_api_refuses_bad_requests_with_4xx(
         assert set(r.json()) == {"error"}
 
 
-async def test_settings_round_trip(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient
-) -> None:
+async def test_settings_round_trip(household: dict[str, str], make_client: MakeClient) -> None:
     ada = await signed_in(make_client, "ada")
     r = await ada.call("GET", "/api/notifications/settings")
     assert r.json()["channels"] == ["web"] and r.json()["quiet"] is None

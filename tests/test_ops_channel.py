@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import PASSWORD, TEST_ENV
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, free_port
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, free_port, household
 
 from skald.api.app import create_asgi
 from skald.config import load_config
@@ -210,11 +210,8 @@ async def test_backup_route_validates_its_body(ops_app: Runtime, tmp_path: Path)
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path) as srv:
+        yield srv
 
 
 def test_second_serve_on_one_data_dir_refuses(server: ServerProcess) -> None:

@@ -5,19 +5,16 @@ requester's own uploads, nowhere else."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import Client
+from conftest import Client, MakeClient, signed_in, wait_idle
 from fake_llm import Call, FakeLLM, Text
 from test_storage_limits import set_quota
 from voice_engines import Engines, tiny_png
 
 from skald.core.runtime import Runtime
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 @pytest.fixture
@@ -29,8 +26,7 @@ async def engines() -> AsyncIterator[Engines]:
 
 async def _setup(make_client: MakeClient, fake: FakeLLM, engines: Engines) -> str:
     """A chat model on the fake and an image model on the engines; the image model's id."""
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     ids = []
     for name, base, wire, kind in (
         ("Chat", fake.base_url_openai, "model-a", "chat"),
@@ -69,15 +65,6 @@ async def _approve(client: Client, cid: str) -> str:
     return str(call["id"])
 
 
-async def _wait_idle(client: Client, cid: str) -> None:
-    async with asyncio.timeout(10):
-        while True:
-            convs = {c["id"]: c for c in (await client.call("GET", "/api/conversations")).json()}
-            if convs[cid]["status"] == "idle":
-                return
-            await asyncio.sleep(0.05)
-
-
 async def test_a_drawn_picture_is_approved_like_a_paid_call_and_lands_in_the_requesters_uploads(
     runtime: Runtime,
     household: dict[str, str],
@@ -88,8 +75,7 @@ async def test_a_drawn_picture_is_approved_like_a_paid_call_and_lands_in_the_req
     image_model = await _setup(make_client, fake_llm, engines)
     draw = Call("generate_image", {"prompt": "a red square", "size": "256x256"})
     fake_llm.script("model-a", [[draw], Text("Here is your picture.")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
     out = await _chat(ada, "Draw me a red square")
     # Seeded rule: a request the provider may bill waits for a person.
@@ -97,7 +83,7 @@ async def test_a_drawn_picture_is_approved_like_a_paid_call_and_lands_in_the_req
     assert engines.requests == []
     cid = out["conversation_id"]
     call_id = await _approve(ada, cid)
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     name = f"picture-{call_id}.png"
 
     (sent,) = engines.requests
@@ -115,8 +101,7 @@ async def test_a_drawn_picture_is_approved_like_a_paid_call_and_lands_in_the_req
     ada_home = runtime.core.layout.home(household["ada"])
     assert (ada_home / "uploads" / cid / name).read_bytes() == tiny_png()
     # Another member cannot reach it, and nothing was written into their home.
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     assert (await mum.call("GET", url)).status_code == 404
     mum_home = runtime.core.layout.home(household["mum"])
     assert not list(mum_home.glob("uploads/**/picture-*"))
@@ -138,8 +123,7 @@ async def test_a_picture_past_the_storage_quota_is_not_saved(
     await _setup(make_client, fake_llm, engines)
     draw = Call("generate_image", {"prompt": "a red square"})
     fake_llm.script("model-a", [[draw], Text("No room.")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     out = await _chat(ada, "Draw me a red square")
     cid = out["conversation_id"]
     # While the call waits for its approval, the member's storage fills up.
@@ -149,7 +133,7 @@ async def test_a_picture_past_the_storage_quota_is_not_saved(
     (ada_home / "filler.bin").write_bytes(b"\1" * (1024 * 1024))  # the whole MiB, on disk
     (await runtime.budget(household["ada"])).wrote(1024 * 1024)
     call_id = await _approve(ada, cid)
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
     assert not (ada_home / "uploads" / cid / f"picture-{call_id}.png").exists()
     tool_said = fake_llm.bodies("openai")[-1]["messages"][-1]  # type: ignore[index]
     assert (

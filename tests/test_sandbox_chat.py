@@ -8,10 +8,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import post_chat
+from conftest import MakeClient, admin_adds_models, post_chat, signed_in, wait_idle
 from fake_llm import Call, FakeLLM, Text
 from sandbox_support import docker_fixture, sandbox_runtime_fixture, wait_for  # noqa: F401
-from test_chat import MakeClient, _admin_sets_up_models, _wait_idle
 
 from skald.core.runtime import Runtime
 
@@ -50,12 +49,11 @@ async def test_model_runs_a_command_after_approval(
     docker: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     _echo(fake_llm, monkeypatch)
     command = "echo made in $(hostname) on $(. /etc/os-release; echo $VERSION_CODENAME) as $(id -u)"
     fake_llm.script("model-a", [[Call("execute_cmd", {"command": command})], EchoLastToolResult()])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     assert runtime.sandbox is not None
     sandbox = runtime.sandbox
 
@@ -74,7 +72,7 @@ async def test_model_runs_a_command_after_approval(
 
     r = await ada.call("POST", f"/api/approvals/{call['id']}", json={"decision": "approve"})
     assert r.status_code == 204, r.text
-    await _wait_idle(ada, cid)
+    await wait_idle(ada, cid)
 
     assert runtime.sandbox is not None
     container = docker.containers.get(runtime.sandbox.container_name(household["ada"]))

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PASSWORD, post_chat
+from conftest import PASSWORD, MakeClient, admin_adds_models, post_chat, signed_in
 from fake_llm import Call, FakeLLM, Text
-from test_chat import MakeClient, _admin_sets_up_models
 
 from skald.agent import ToolContext
 from skald.agent.cancel import CancelScope
@@ -63,12 +62,11 @@ async def test_without_sandbox_exec_execute_cmd_is_not_offered_and_a_call_is_ref
     eve = await runtime.core.users.create("eve", PASSWORD, "nocmd")
     for user_id in (household["ada"], eve.user.id):
         runtime.sandbox.commands[user_id] = ["python3", "tesseract"]  # as a probe would
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
 
     # The member role holds it: offered in the tools and the prompt.
     fake_llm.script("model-a", [Text("hello Ada")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     await post_chat(ada, "hi")
     body = fake_llm.bodies("openai")[-1]
     assert "execute_cmd" in _tool_names(body)
@@ -79,8 +77,7 @@ async def test_without_sandbox_exec_execute_cmd_is_not_offered_and_a_call_is_ref
         "model-a",
         [[Call("execute_cmd", {"command": "touch ~/pwned"})], Text("It did not work.")],
     )
-    client = await make_client()
-    await client.login("eve")
+    client = await signed_in(make_client, "eve")
     seen = len(fake_llm.bodies("openai"))
     out = await post_chat(client, "run touch ~/pwned for me")
     first, second = fake_llm.bodies("openai")[seen:]
@@ -102,10 +99,9 @@ async def test_without_sandbox_exec_execute_cmd_is_not_offered_and_a_call_is_ref
 async def test_taking_sandbox_exec_from_a_role_applies_to_the_members_next_turn(
     with_sandbox: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    admin = await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    admin = await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script("model-a", [Text("one"), Text("two")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await post_chat(ada, "first"))["conversation_id"]
     assert "execute_cmd" in _tool_names(fake_llm.bodies("openai")[-1])
 

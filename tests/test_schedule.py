@@ -7,32 +7,21 @@ keeps to the caller's own jobs and admins see counts only."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, signed_in
+from conftest import PASSWORD, add_models, signed_in
 from fake_llm import Call, FakeLLM
-from schedule_support import boot, models, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.features.schedule.jobs import JobSpec
 from skald.features.schedule.store import ScheduleStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_is_deleted(
@@ -42,7 +31,7 @@ async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_i
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     create = {
         "mode": "create",
         "title": "Train times",
@@ -125,7 +114,7 @@ async def test_a_bad_expression_comes_back_to_the_model_as_an_error_it_can_corre
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     bad = {"mode": "create", "title": "x", "prompt": "y", "cron": "30 7 * * mon-fry"}
     good = {**bad, "cron": "30 7 * * mon-fri"}
     fake_llm.script("model-a", [[Call("schedule", bad)], [Call("schedule", good)], "ok"])
@@ -140,7 +129,7 @@ async def test_a_run_left_running_by_a_crash_is_interrupted_and_the_next_time_st
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["first", "second"])
     member = runtime.user_runtimes[ada]
     jobs = await scheduler.jobs(member)
@@ -169,7 +158,7 @@ async def test_a_job_failing_in_a_row_pauses_itself(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [400, 400, 400, 400, 400, 400])
     member = runtime.user_runtimes[ada]
     job = await (await scheduler.jobs(member)).create(
@@ -219,7 +208,7 @@ async def test_a_scheduled_run_cannot_ask_a_call_needing_a_person_is_refused_at_
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     write = Call("write_file", {"path": "shared-memory/bins.md", "content": "Monday"})
     fake_llm.script("model-a", [[write], "I could not write it."])
     member = runtime.user_runtimes[ada]
@@ -244,7 +233,7 @@ async def test_a_jobs_run_history_keeps_the_last_n_runs(
 
     scheduler, clock = with_clock(runtime, MONDAY_9)
     scheduler.config = msgspec.structs.replace(scheduler.config, keep_runs=2)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["one", "two", "three"])
     member = runtime.user_runtimes[ada]
     job = await (await scheduler.jobs(member)).create(
@@ -291,7 +280,7 @@ async def test_deleting_a_job_while_it_runs_ends_cleanly(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["done"])
     member = runtime.user_runtimes[ada]
     jobs = await scheduler.jobs(member)
@@ -309,7 +298,7 @@ async def test_an_occurrence_due_while_the_previous_run_goes_on_is_skipped_not_p
     from fake_llm import Hang
 
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [Hang()])
     member = runtime.user_runtimes[ada]
     await (await scheduler.jobs(member)).create(

@@ -6,15 +6,16 @@ never calls a model; a job runs with the model it was made with, editable."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import PASSWORD, MakeClient, signed_in
+from conftest import MakeClient, add_models, signed_in
 from fake_llm import FakeLLM
-from schedule_support import boot, models, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
@@ -23,18 +24,6 @@ from skald.features.schedule.store import ScheduleStore
 from skald.features.schedule.words import describe, when_text
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 def store_of(runtime: Runtime, user_id: str) -> ScheduleStore:
@@ -150,7 +139,7 @@ async def test_remind_in_the_chat_sets_a_reminder_whose_run_notifies_its_text_wi
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
     # A model is set up and scripted: had anything called it, the requests would show.
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["I should never be asked"])
     client = await signed_in(make_client, "ada")
     conversation = (await client.call("POST", "/api/conversations", json={})).json()["id"]
@@ -205,7 +194,7 @@ async def test_remind_is_neither_offered_to_nor_run_for_a_member_who_may_not_sch
     make_client: MakeClient,
 ) -> None:
     with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     tim = await signed_in(make_client, "tim")  # the children's role: no schedule.use
     commands = (await tim.call("GET", "/api/chat/commands")).json()
     assert "remind" not in [c["name"] for c in commands]
@@ -227,7 +216,7 @@ async def test_a_job_runs_with_its_own_model_and_notifies_its_answer_and_the_pag
     make_client: MakeClient,
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a", "model-b")  # model-a first: AUTO's pick
+    await add_models(runtime, fake_llm, "model-a", "model-b")  # model-a first: AUTO's pick
     client = await signed_in(make_client, "ada")
     listed = (await client.call("GET", "/api/models")).json()
     model_b = next(m["id"] for m in listed if m["name"] == "model-b")
@@ -280,7 +269,7 @@ async def test_a_job_asked_for_in_a_conversation_keeps_that_conversations_model(
     from fake_llm import Call
 
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a", "model-b")
+    await add_models(runtime, fake_llm, "model-a", "model-b")
     chosen = (await runtime.conversations.create(ada)).id
     await runtime.conversations.command(ada, chosen, "/model model-b")
     create = {"mode": "create", "title": "Plants", "prompt": "Water the plants", "in_minutes": 3}

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, Client
+from conftest import PASSWORD, Client, add_models, signed_in
 from fake_llm import FakeLLM
-from schedule_support import config_for, models, with_clock, write_config
+from schedule_support import config_for, with_clock, write_config
 
 from skald.core.runtime import Runtime
 from skald.features.schedule.jobs import JobSpec
@@ -36,7 +36,7 @@ async def _first_life(layout: DataLayout, fake: FakeLLM, *, keep: bool) -> tuple
     try:
         ada = (await rt.core.users.create("ada", PASSWORD, "member")).user
         assert ada.encrypted
-        await models(rt, fake, "model-a")
+        await add_models(rt, fake, "model-a")
         await rt.attach(await rt.core.users.unlock("ada", PASSWORD))
         scheduler, _ = with_clock(rt, MONDAY_9)
         job = await (await scheduler.jobs(rt.user_runtimes[ada.id])).create(
@@ -151,8 +151,7 @@ async def test_the_opt_in_is_the_members_own_and_admins_see_it_as_a_fact(
     household: dict[str, str],
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
-    ada: Client = await make_client()
-    await ada.login("ada")
+    ada: Client = await signed_in(make_client, "ada")
     assert (await ada.call("GET", "/api/schedule/keep-key")).json() == {"enabled": False}
     r = await ada.call("PUT", "/api/schedule/keep-key", json={"enabled": True})
     assert r.status_code == 200 and r.json() == {"enabled": True}, r.text
@@ -161,8 +160,7 @@ async def test_the_opt_in_is_the_members_own_and_admins_see_it_as_a_fact(
     assert (
         await tim.call("PUT", "/api/schedule/keep-key", json={"enabled": True})
     ).status_code == 403
-    mum: Client = await make_client()
-    await mum.login("mum")
+    mum: Client = await signed_in(make_client, "mum")
     facts = {
         c["username"]: c["works_signed_out"]
         for c in (await mum.call("GET", "/api/admin/schedule")).json()
@@ -172,8 +170,7 @@ async def test_the_opt_in_is_the_members_own_and_admins_see_it_as_a_fact(
     await ada.call("POST", "/api/auth/logout")
     assert runtime.core.users.is_unlocked(household["ada"])
     # ...and revoking it (from another sign-in) does not lock a member who is signed in.
-    again: Client = await make_client()
-    await again.login("ada")
+    again: Client = await signed_in(make_client, "ada")
     r = await again.call("PUT", "/api/schedule/keep-key", json={"enabled": False})
     assert r.json() == {"enabled": False}
     assert runtime.core.users.is_unlocked(household["ada"])

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import PASSWORD, signed_in
+from conftest import add_models, signed_in
 from fake_llm import Call, FakeLLM
-from schedule_support import boot, models, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
@@ -26,18 +27,6 @@ from skald.features.schedule.store import Job, ScheduleStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 LIMIT = "the most allowed is 2"
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 def _limit_two(runtime: Runtime) -> Scheduler:
@@ -60,7 +49,7 @@ async def _finished_one_off(
     runtime: Runtime, scheduler: Scheduler, member: UserRuntime, fake_llm: FakeLLM
 ) -> Job:
     """A one-off job that has run: `done`, no longer counted as active."""
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["done"])
     job = await _create(scheduler, member, "once", at="2026-06-01T10:00")
     scheduler.clock.set(MONDAY_9 + timedelta(hours=1, seconds=1))  # type: ignore[attr-defined]
@@ -71,18 +60,27 @@ async def _finished_one_off(
     return done
 
 
-async def test_the_third_active_job_is_refused_whatever_path_makes_it_active(
-    runtime: Runtime,
-    ada: str,
-    fake_llm: FakeLLM,
-    make_client,  # type: ignore[no-untyped-def]
-) -> None:
+async def _one_slot_left(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> tuple[Scheduler, UserRuntime, Job, Job]:
+    """ada at a limit of two active jobs with one active: a finished one-off (`done`), a
+    paused job and one active job; returns the scheduler, her runtime, done and paused."""
     scheduler = _limit_two(runtime)
     member = runtime.user_runtimes[ada]
     done = await _finished_one_off(runtime, scheduler, member, fake_llm)
     paused = await _create(scheduler, member, "paused", cron="0 8 * * *")
     await (await scheduler.jobs(member)).pause(paused.id)
     await _create(scheduler, member, "first", cron="0 9 * * *")
+    return scheduler, member, done, paused
+
+
+async def test_the_third_active_job_is_refused_whatever_path_makes_it_active(
+    runtime: Runtime,
+    ada: str,
+    fake_llm: FakeLLM,
+    make_client,  # type: ignore[no-untyped-def]
+) -> None:
+    scheduler, member, done, paused = await _one_slot_left(runtime, ada, fake_llm)
     second = await _create(scheduler, member, "second", cron="0 10 * * *")  # the edge: 2 of 2
     assert await _active(member) == 2
 
@@ -129,12 +127,7 @@ async def test_parallel_requests_cannot_both_take_the_last_active_slot(
     fake_llm: FakeLLM,
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
-    scheduler = _limit_two(runtime)
-    member = runtime.user_runtimes[ada]
-    done = await _finished_one_off(runtime, scheduler, member, fake_llm)
-    paused = await _create(scheduler, member, "paused", cron="0 8 * * *")
-    await (await scheduler.jobs(member)).pause(paused.id)
-    await _create(scheduler, member, "first", cron="0 9 * * *")
+    scheduler, member, done, paused = await _one_slot_left(runtime, ada, fake_llm)
     client = await signed_in(make_client, "ada")
     store = ScheduleStore(member.handle.db)
 

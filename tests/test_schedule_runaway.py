@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import PASSWORD, signed_in
+from conftest import add_models, signed_in
 from fake_llm import Call, FakeLLM, Hang
-from schedule_support import boot, models, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
@@ -25,18 +26,6 @@ from skald.features.schedule.store import Job, RunRefusedError, ScheduleStore, T
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 REFUSED = "run_now is not available in a scheduled job's run or a background task"
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
 
 
 async def _job(
@@ -56,7 +45,7 @@ async def test_a_scheduled_run_that_calls_run_now_on_its_own_job_is_refused_and_
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada]
     job = await _job(scheduler, member)
     other = await _job(scheduler, member, "other", cron="0 12 * * 0")
@@ -76,7 +65,7 @@ async def test_a_background_task_cannot_start_a_job_and_a_person_in_a_chat_can(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     scheduler, _ = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada]
     job = await _job(scheduler, member)
     run_now = Call("schedule", {"mode": "run_now", "job_id": job.id})
@@ -104,7 +93,7 @@ async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [Hang()])
     member = runtime.user_runtimes[ada]
     job = await _job(scheduler, member)
@@ -132,7 +121,7 @@ async def test_parallel_run_nows_start_one_run(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
     scheduler, _ = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["one", "two", "three"])
     member = runtime.user_runtimes[ada]
     job = await _job(scheduler, member)
@@ -151,7 +140,7 @@ async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
 ) -> None:
     """The test config's floor is 60 s: 59 s after the last start is refused, 60 s not."""
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["one", "two"])
     member = runtime.user_runtimes[ada]
     job = await _job(scheduler, member)
@@ -181,7 +170,7 @@ async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_a
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=3)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada]
     job = await _job(scheduler, member)
     listing = [Call("schedule", {"mode": "list"})]
@@ -219,7 +208,7 @@ async def test_a_helper_inside_an_unattended_run_spends_the_same_per_minute_budg
     minute, the run's request after the helper's answer is refused."""
     scheduler, _ = with_clock(runtime, MONDAY_9)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=2)
-    await models(runtime, fake_llm, "model-a")
+    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada]
     job = await _job(scheduler, member)
     delegate = Call("execute_task", {"task": "count the bins", "agent": "worker"})

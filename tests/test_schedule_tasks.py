@@ -7,14 +7,15 @@ relayed, never run again."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, Client
+from conftest import Client, add_models, signed_in
 from fake_llm import Call, Error, FakeLLM, Gate, Hang
-from schedule_support import boot, models, with_clock
+from schedule_support import (
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    with_clock,
+)
 
 from skald.core.runtime import Runtime
 from skald.features.schedule.scheduler import Scheduler
@@ -23,25 +24,13 @@ from skald.features.schedule.store import ScheduleStore, Task, TaskStore
 NOW = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-async def runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async for rt in boot(tmp_path):
-        yield rt
-
-
-@pytest.fixture
-async def ada(runtime: Runtime, household: dict[str, str]) -> str:
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    return household["ada"]
-
-
 async def _start(
     runtime: Runtime, ada: str, fake: FakeLLM, helper_reply: object
 ) -> tuple[Scheduler, str, Task]:
     """ada's conversation (on model-b) asks for a background task; the helper (AUTO:
     model-a) answers `helper_reply`. Returns the origin conversation and the task."""
     scheduler, _ = with_clock(runtime, NOW)
-    await models(runtime, fake, "model-a", "model-b")
+    await add_models(runtime, fake, "model-a", "model-b")
     start = {"mode": "start", "title": "tide tables", "task": "Find the tide tables for Genoa"}
     fake.script("model-b", [[Call("background_task", start)], "I've started it.", "Relayed."])
     # The helper answers only once the starting turn is over: a result that arrived
@@ -112,8 +101,7 @@ async def test_a_task_is_cancelled_from_the_tasks_api_and_the_limit_holds_meanwh
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
     scheduler, origin, task = await _start(runtime, ada, fake_llm, Hang())
-    client: Client = await make_client()
-    await client.login("ada")
+    client: Client = await signed_in(make_client, "ada")
     r = await client.call("GET", "/api/schedule/tasks")
     assert r.status_code == 200, r.text
     listed = r.json()
@@ -127,8 +115,7 @@ async def test_a_task_is_cancelled_from_the_tasks_api_and_the_limit_holds_meanwh
     with pytest.raises(InvalidInputError, match="already queued or running"):
         await scheduler.tasks.start(member, origin, "more", "another task")
     # Someone else cannot see or cancel it.
-    mum: Client = await make_client()
-    await mum.login("mum")
+    mum: Client = await signed_in(make_client, "mum")
     r = await mum.call("POST", f"/api/schedule/tasks/{task.id}/cancel")
     assert r.status_code == 404
     r = await client.call("POST", f"/api/schedule/tasks/{task.id}/cancel")

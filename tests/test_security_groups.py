@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 
-from conftest import Client, post_chat
+from conftest import Client, MakeClient, admin_adds_models, post_chat, signed_in
 from fake_llm import Call, FakeLLM, Text
-from test_chat import _admin_sets_up_models
 
 from skald.core.runtime import Runtime
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 async def _allow_groups(runtime: Runtime, role: str, groups: list[str]) -> None:
@@ -39,13 +35,12 @@ async def _add_trusted_group(runtime: Runtime) -> None:
 async def test_a_conversation_runs_under_its_group_while_the_role_allows_it(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     await _add_trusted_group(runtime)
     await _allow_groups(runtime, "member", ["default", "trusted"])
     write = Call("write_file", {"path": "shared-memory/wifi.md", "content": "fridge"})
     fake_llm.script("model-a", [Text("hi"), [write], Text("Saved."), [write], Text("Saved?")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
 
     r = await ada.call("GET", "/api/my/security-groups")
     assert r.status_code == 200
@@ -65,8 +60,7 @@ async def test_a_conversation_runs_under_its_group_while_the_role_allows_it(
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "trusted"})
     assert r.status_code == 200 and r.json()["security_group"] == "trusted"
     # another member cannot touch it
-    mum = await make_client()
-    await mum.login("mum")
+    mum = await signed_in(make_client, "mum")
     r = await mum.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "default"})
     assert r.status_code == 404
 
@@ -89,10 +83,9 @@ async def _wait_idle_or_waiting(client: Client, cid: str) -> None:
 
 
 async def test_null_goes_back_to_the_role_default(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+    household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "t"})).json()["id"]
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "default"})
     assert r.json()["security_group"] == "default"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -22,12 +22,8 @@ PW = "member's long password"
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user("ada", PW)
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path, ("ada", PW)) as srv:
+        yield srv
 
 
 def _ws(srv: ServerProcess, api: Api, origin: str | None = None) -> ClientConnection:

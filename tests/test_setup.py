@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Awaitable, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from conftest import Client, signed_in
+from conftest import MakeClient, signed_in
 from fake_llm import FakeLLM
 
 from skald.core.runtime import Runtime
@@ -19,8 +18,6 @@ from skald.llm.discovery import guess_model
 from skald.ops.checks_host import check_docker, check_image
 from skald.ops.checks_setup import SETUP_CHECKS, check_backup, check_models
 from skald.ops.doctor import CHECKS
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 def test_capabilities_are_guessed_from_known_model_families() -> None:

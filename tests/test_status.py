@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from test_doctor import VERSION, Install
 
 from skald import __version__
@@ -73,11 +73,8 @@ def test_status_without_install_or_data(tmp_path: Path) -> None:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Any:
-    srv = ServerProcess(tmp_path / "srv")
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path / "srv") as srv:
+        yield srv
 
 
 def test_status_of_a_running_server(server: ServerProcess) -> None:

@@ -17,11 +17,10 @@ import apsw
 import httpx
 import msgspec
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client, post_chat
+from conftest import PASSWORD, TEST_ENV, Client, MakeClient, admin_adds_models, post_chat, signed_in
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
-from test_chat import MakeClient, _admin_sets_up_models
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
@@ -210,8 +209,7 @@ async def test_a_member_over_quota_gets_no_command_and_no_new_turn(
 async def test_uploads_and_file_writes_past_the_quota_are_413_and_leave_nothing_behind(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     roles = (await admin.call("GET", "/api/roles")).json()
     attrs = next(r for r in roles if r["name"] == "member")["attributes"]
     assert attrs["storage_quota_mb"] is None  # the instance default until set
@@ -223,8 +221,7 @@ async def test_uploads_and_file_writes_past_the_quota_are_413_and_leave_nothing_
         "PATCH", "/api/roles/member", json={"attributes": {**attrs, "storage_quota_mb": 4}}
     )
     assert r.status_code == 200, r.text
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     home = runtime.core.layout.home(household["ada"])
     r = await ada.http.post(
         "/api/file/upload",
@@ -449,14 +446,13 @@ def test_the_projection_cuts_long_argument_and_result_texts_the_same_way_every_t
 async def test_a_huge_tool_argument_is_stored_once_and_cut_in_what_the_model_gets_back(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     big = "x" * (3 * MIB)
     fake_llm.script(
         "model-a",
         [[Call("write_file", {"path": "~/big.txt", "content": big})], "Written."],
     )
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "Write a big file")
     assert out["status"] == "done", out
     home = runtime.core.layout.home(household["ada"])

@@ -10,20 +10,18 @@ until the next benchmark. They count, they never time.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
 import pytest
-from conftest import Client, post_chat
+from conftest import Client, MakeClient, post_chat, signed_in
 from fake_llm import FakeLLM, Text
 
 import skald.llm.openai_compat as openai_compat
 from skald.core.runtime import Runtime
 from skald.store.database import Database
-
-MakeClient = Callable[[], Awaitable[Client]]
 
 
 def _kind(name: str) -> str:
@@ -65,8 +63,7 @@ class TripCounter:
 
 
 async def _ada_with_a_model(make_client: MakeClient, fake: FakeLLM) -> Client:
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     r = await admin.call(
         "POST",
         "/api/llm/providers",
@@ -84,8 +81,7 @@ async def _ada_with_a_model(make_client: MakeClient, fake: FakeLLM) -> Client:
         json={"provider_id": r.json()["id"], "model": "m", "name": "m", "priority": 1},
     )
     assert r.status_code == 201, r.text
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     return ada
 
 

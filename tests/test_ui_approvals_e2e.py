@@ -21,10 +21,7 @@ from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SHOTS,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
     open_context,
     report_failure,
     shot,
@@ -170,7 +167,6 @@ def _home_file(server: ServerProcess, username: str) -> Path:
 def test_approval_cards_show_the_command_and_the_readable_change_in_english_and_italian(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
     admin = Api(server.url)
     admin.login(ADMIN, ADMIN_PW)
     admin.add_model(fake.base_url_openai, MODEL)

@@ -28,10 +28,8 @@ from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SHOTS,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
+    clear_failure_shots,
     login,
     open_context,
     report_failure,
@@ -70,9 +68,7 @@ def test_chat_in_two_tabs_and_models_in_the_browser(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     started = time.monotonic()
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for stale in SHOTS.glob("failure-chat-*.png"):
-        stale.unlink()
+    clear_failure_shots("chat-")
     watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 

@@ -15,14 +15,7 @@ from pathlib import Path
 import pytest
 from fake_llm import Drop, Error, FakeLLM
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
-    open_context,
-    sign_in,
-)
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, sign_in
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect

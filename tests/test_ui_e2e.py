@@ -26,9 +26,8 @@ import pytest
 from harness import ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SHOTS,
     Watch,
-    browser_fixture,  # noqa: F401
+    clear_failure_shots,
     login,
     open_context,
     report_failure,
@@ -57,9 +56,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 @pytest.mark.timeout(120)
 def test_household_walkthrough_in_the_browser(server: ServerProcess, browser: Browser) -> None:
     started = time.monotonic()
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for stale in SHOTS.glob("failure-*.png"):
-        stale.unlink()
+    clear_failure_shots("")
     watch = Watch()
     contexts: list[BrowserContext] = []
 

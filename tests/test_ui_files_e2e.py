@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import ServerProcess
+from harness import ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SHOTS,
     Watch,
-    browser_fixture,  # noqa: F401
+    clear_failure_shots,
     login,
     open_context,
     report_failure,
@@ -129,20 +128,16 @@ class FilesWatch(Watch):
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)  # sandbox off: SKALD_SANDBOX_ENABLED=false (harness)
-    srv.create_admin()
-    srv.add_user(MEMBER, MEMBER_PW)
-    srv.start()
-    yield srv
-    srv.close()
+    with household(
+        tmp_path, (MEMBER, MEMBER_PW)
+    ) as srv:  # sandbox off: SKALD_SANDBOX_ENABLED=false (harness)
+        yield srv
 
 
 @pytest.mark.timeout(120)
 def test_files_page_in_the_browser(server: ServerProcess, browser: Browser) -> None:
     started = time.monotonic()
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for stale in SHOTS.glob("failure-files-*.png"):
-        stale.unlink()
+    clear_failure_shots("files-")
     watch = FilesWatch()
     contexts: list[BrowserContext] = []
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fake_llm import FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, login
 
 if not PLAYWRIGHT_MISSING:
@@ -31,11 +31,8 @@ NO_MODEL_TITLE = {
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path) as srv:
+        yield srv
 
 
 @pytest.mark.timeout(180)

@@ -24,10 +24,7 @@ from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SHOTS,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
     login,
     open_context,
     report_failure,
@@ -87,7 +84,6 @@ def test_a_write_waits_in_the_inbox_and_is_approved_from_the_phone(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     started = time.monotonic()
-    SHOTS.mkdir(parents=True, exist_ok=True)
     watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 
@@ -201,7 +197,6 @@ def test_a_helpers_write_waits_in_the_chat_also_in_a_tab_opened_later(
 ) -> None:
     """A sub-agent's request shows under the card of the call that started it, in the
     tab that sent the message and in one opened after the request was made."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
     watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 

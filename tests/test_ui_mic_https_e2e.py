@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import (
     CHROMIUM_ARGS,
     CSP_RECORDER,
@@ -46,11 +46,8 @@ class LanWatch(SignedInWatch):
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path) as srv:
+        yield srv
 
 
 @pytest.mark.timeout(120)

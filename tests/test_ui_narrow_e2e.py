@@ -19,16 +19,8 @@ from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLM
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
-    open_context,
-    report_failure,
-    sign_in,
-)
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
@@ -83,11 +75,8 @@ class NarrowWatch(SignedInWatch):
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path) as srv:
+        yield srv
 
 
 def settle(page: Page, path: str) -> None:

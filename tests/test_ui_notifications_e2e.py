@@ -17,17 +17,7 @@ from pathlib import Path
 import pytest
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SHOTS,
-    Watch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
-    open_context,
-    report_failure,
-    shot,
-    sign_in,
-)
+from ui_support import PLAYWRIGHT_MISSING, Watch, open_context, report_failure, shot, sign_in
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -56,7 +46,6 @@ def test_a_notify_call_shows_in_the_centre_with_its_badge_and_mark_read_clears_i
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     started = time.monotonic()
-    SHOTS.mkdir(parents=True, exist_ok=True)
     admin = Api(server.url)
     admin.login(ADMIN, ADMIN_PW)
     admin.add_model(fake.base_url_openai, MODEL, api_key="sk-notify-test")

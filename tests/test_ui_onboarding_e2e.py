@@ -23,9 +23,7 @@ from fake_llm import FakeLLM, Text
 from harness import ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SHOTS,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
     open_context,
     report_failure,
     shot,
@@ -149,7 +147,6 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     started = time.monotonic()
-    SHOTS.mkdir(parents=True, exist_ok=True)
     watch = SignedInWatch()
     contexts: list[BrowserContext] = []
 

@@ -20,13 +20,7 @@ from pathlib import Path
 
 import pytest
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    Watch,
-    browser_fixture,  # noqa: F401
-    open_context,
-    sign_in,
-)
+from ui_support import PLAYWRIGHT_MISSING, Watch, open_context, sign_in
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect

@@ -23,8 +23,6 @@ from ui_support import (
     PLAYWRIGHT_MISSING,
     SHOTS,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
     open_context,
     report_failure,
     sign_in,

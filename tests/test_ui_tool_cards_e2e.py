@@ -18,15 +18,7 @@ from pathlib import Path
 import pytest
 from fake_llm import Call, FakeLLM, ToolCalls
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    fake_fixture,  # noqa: F401
-    open_context,
-    report_failure,
-    sign_in,
-)
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Locator, Page, expect

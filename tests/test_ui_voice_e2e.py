@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, login
 from voice_engines import Engines, synthesise
 
@@ -37,12 +37,8 @@ def engines() -> Iterator[Engines]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user(MEMBER, MEMBER_PW)
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
+        yield srv
 
 
 def _catalogue(server: ServerProcess, fake: FakeLLM, engines: Engines) -> None:

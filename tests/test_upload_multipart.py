@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Client
+from conftest import Client, signed_in
 
 from skald.api.app import create_app
 from skald.core.runtime import Runtime
@@ -20,8 +20,7 @@ BOUNDARY = "----skaldtestboundary7MA4YWxk"
 
 @pytest.fixture
 async def ada(make_client: Any, household: dict[str, str]) -> Client:
-    client: Client = await make_client()
-    await client.login("ada")
+    client: Client = await signed_in(make_client, "ada")
     return client
 
 

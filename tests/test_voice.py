@@ -4,16 +4,15 @@ are transcription and speech kinds in the catalogue, chosen by AUTO per kind."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import Client
+from conftest import Client, MakeClient, signed_in
 from voice_engines import Engines, loudness, synthesise
 
 from skald.core.runtime import Runtime
 
-MakeClient = Callable[[], Awaitable[Client]]
 # Digits decode reliably: espeak-ng's "one two three four five" comes back from
 # pocketsphinx as at least "two three four five" (its first word is often "well").
 PHRASE = "one two three four five"
@@ -31,8 +30,7 @@ async def _catalogue(
     make_client: MakeClient, models: list[tuple[str, str, str]]
 ) -> tuple[Client, list[dict[str, Any]]]:
     """An admin adds one provider per base URL and these (base URL, wire id, kind)."""
-    admin = await make_client()
-    await admin.login("mum")
+    admin = await signed_in(make_client, "mum")
     providers: dict[str, str] = {}
     rows = []
     for priority, (base, wire, kind) in enumerate(models, start=1):
@@ -69,8 +67,7 @@ async def test_a_phrase_spoken_by_espeak_comes_back_as_text_through_skald(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, engines: Engines
 ) -> None:
     _, (stt,) = await _catalogue(make_client, [(engines.base_url, "sphinx-en", "transcription")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     clip = synthesise(PHRASE)
     r = await ada.call(
         "POST", "/api/voice/transcribe", content=clip, headers={"content-type": "audio/wav"}
@@ -103,8 +100,7 @@ async def test_transcription_falls_back_to_the_next_model_of_its_kind_only(
                 (engines.base_url, "sphinx-en", "transcription"),
             ],
         )
-        ada = await make_client()
-        await ada.login("ada")
+        ada = await signed_in(make_client, "ada")
         r = await ada.call(
             "POST",
             "/api/voice/transcribe",
@@ -127,8 +123,7 @@ async def test_transcription_falls_back_to_the_next_model_of_its_kind_only(
 async def test_a_recording_is_refused_when_it_is_not_audio_or_too_long_or_nobody_listens(
     household: dict[str, str], make_client: MakeClient, engines: Engines
 ) -> None:
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     clip = synthesise("one")
     r = await ada.call(
         "POST", "/api/voice/transcribe", content=clip, headers={"content-type": "audio/wav"}
@@ -160,8 +155,7 @@ async def test_read_aloud_answers_real_speech_from_the_speech_model(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, engines: Engines
 ) -> None:
     _, (tts,) = await _catalogue(make_client, [(engines.base_url, "espeak", "speech")])
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     r = await ada.call("POST", "/api/voice/speech", json={"text": "Dinner is at seven."})
     assert r.status_code == 200, r.text
     audio = r.content
@@ -181,10 +175,9 @@ async def test_read_aloud_answers_real_speech_from_the_speech_model(
 
 
 async def test_the_chat_learns_which_voice_models_exist_so_read_aloud_hides_without_one(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+    household: dict[str, str], make_client: MakeClient
 ) -> None:
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     r = await ada.call("GET", "/api/voice")
     assert r.status_code == 200 and r.json() == {"transcription": False, "speech": False}
     admin, rows = await _catalogue(

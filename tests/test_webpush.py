@@ -11,9 +11,8 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-from conftest import PASSWORD
+from conftest import PASSWORD, MakeClient, signed_in
 from push_double import PushDouble, b64u
-from test_api_access import MakeClient
 from test_notifications import Hand
 
 from skald.core.runtime import Runtime
@@ -67,7 +66,6 @@ async def _deliver(service: NotificationService, hand: Hand) -> None:
 
 
 async def test_a_burst_reaches_the_push_double_as_one_valid_encrypted_message(
-    runtime: Runtime,
     household: dict[str, str],
     service: NotificationService,
     double: PushDouble,
@@ -75,8 +73,7 @@ async def test_a_burst_reaches_the_push_double_as_one_valid_encrypted_message(
     make_client: MakeClient,
 ) -> None:
     sub = double.subscribe()
-    ada = await make_client()
-    await ada.login("ada")
+    ada = await signed_in(make_client, "ada")
     body = {**double.browser_json(sub), "label": "Ada's phone"}
     r = await ada.call("POST", "/api/notifications/push/devices", json=body)
     assert r.status_code == 201, r.text
@@ -150,8 +147,7 @@ async def test_the_double_refuses_what_a_real_push_service_would(
 async def test_the_vapid_key_is_made_once_per_instance_and_kept_private(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    client = await make_client()
-    await client.login("tim")
+    client = await signed_in(make_client, "tim")
     first = (await client.call("GET", "/api/notifications/push/key")).json()["public_key"]
     path = runtime.core.layout.root / "vapid.pem"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -202,10 +198,9 @@ async def test_a_batch_too_big_for_one_push_is_cut_to_fit_and_still_decrypts(
 
 
 async def test_subscribing_checks_the_endpoint_and_keys(
-    household: dict[str, str], runtime: Runtime, make_client: MakeClient, double: PushDouble
+    household: dict[str, str], make_client: MakeClient, double: PushDouble
 ) -> None:
-    client = await make_client()
-    await client.login("ada")
+    client = await signed_in(make_client, "ada")
     sub = double.subscribe()
     good = double.browser_json(sub)
     for broken in (
@@ -225,8 +220,7 @@ async def test_subscribing_checks_the_endpoint_and_keys(
     # The same browser subscribing again is the same device, on again.
     r = await client.call("POST", "/api/notifications/push/devices", json=good)
     assert r.json()["id"] == device["id"] and r.json()["enabled"] is True
-    other = await make_client()
-    await other.login("tim")
+    other = await signed_in(make_client, "tim")
     assert (await other.call("PATCH", path, json={"enabled": False})).status_code == 404
     assert (await other.call("DELETE", path)).status_code == 404
     assert (await client.call("DELETE", path)).status_code == 204

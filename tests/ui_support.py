@@ -9,9 +9,8 @@ Playwright); when it or the `playwright` package is missing a test skips, except
 
 The trap: Playwright is optional, so its names exist only when `PLAYWRIGHT_MISSING` is
 empty; modules import them under `if not PLAYWRIGHT_MISSING:` and use them in
-annotations only (postponed by `from __future__ import annotations`). The fixtures are
-imported under their own names (`from ui_support import browser_fixture  # noqa:
-F401`), like `fake_llm_fixture`.
+annotations only (postponed by `from __future__ import annotations`). The fixtures
+(`browser`, `fake`) are imported once, by tests/conftest.py, like `fake_llm_fixture`.
 """
 
 from __future__ import annotations
@@ -184,7 +183,16 @@ def url_hash(page: Page) -> str:
 
 
 def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def clear_failure_shots(prefix: str) -> None:
+    """Remove the `failure-<prefix>…png` screenshots a previous failed run left, so the
+    folder shows only this run's."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for stale in SHOTS.glob(f"failure-{prefix}*.png"):
+        stale.unlink()
 
 
 def report_failure(server: ServerProcess, watch: Watch, prefix: str) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, Response
+from litestar import Request, Response, Router, WebSocket
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.exceptions import PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import Guard
 
+from skald.api.openapi import document_errors
 from skald.api.schemas import Me
 from skald.api.security import SESSION_COOKIE, principal_of
 from skald.config import AuthConfig
@@ -21,6 +22,10 @@ from skald.permissions import Capability
 from skald.store.rows import Role, User
 
 AnyRequest = Request[Any, Any, Any]
+# A request on a route that is not public: `AuthMiddleware` has set `request.user` to the
+# caller (on a public route it is unset, and reading it is a server error).
+AuthRequest = Request[Principal, str, Any]
+AuthSocket = WebSocket[Principal, str, Any]
 
 
 class Requires:
@@ -47,6 +52,14 @@ class Requires:
 def requires(*capabilities: Capability) -> Guard:
     """Allow the route when the caller's role holds any of `capabilities`."""
     return Requires(capabilities)
+
+
+def group(*handlers: BaseRouteHandler, **layer: Any) -> Router:
+    """Route handlers that share a layer (`dependencies`, `opt`, `guards`) as one Litestar
+    `Router` at "/": their paths stay whole, and each is documented (`document_errors`)
+    as `create_app` does for a lone handler. Guards that a capability walk must see stay
+    on the handlers (`Requires` is read from `handler.guards`)."""
+    return Router("/", route_handlers=[document_errors(h) for h in handlers], **layer)
 
 
 def me_of(user: User, role: Role, csrf_token: str) -> Me:

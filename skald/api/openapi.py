@@ -42,8 +42,11 @@ DESCRIPTIONS = {
     507: "The server's disk is nearly full: new writes are refused until space is freed.",
 }
 
-# Parameters filled in by Litestar or our dependencies, not by the caller.
-_INJECTED = frozenset({"request", "rt", "socket", "state", "scope", "headers", "cookies"})
+# Parameters filled in by Litestar or our dependencies, not by the caller (`me`, `mine`:
+# the `Provide` dependencies of the chat and schedule route groups).
+_INJECTED = frozenset(
+    {"request", "rt", "socket", "state", "scope", "headers", "cookies", "me", "mine"}
+)
 
 
 def errors(*statuses: int) -> dict[int, ResponseSpec]:

@@ -10,6 +10,7 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import (
     AnyRequest,
+    AuthRequest,
     clear_session,
     client_of,
     device_cookie,
@@ -21,7 +22,6 @@ from skald.api.deps import (
 from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.api.schemas import LoginIn, Me, MePatch, PasswordChangeIn, SetupIn, SetupOut, SetupState
-from skald.api.security import principal_of
 from skald.core import kdf_pool
 from skald.core.devices import DEVICE_COOKIE
 from skald.core.runtime import Runtime
@@ -72,29 +72,29 @@ async def login(
 
 
 @post("/api/auth/logout", status_code=204)
-async def logout(request: AnyRequest, rt: NamedDependency[Runtime]) -> Response[None]:
-    principal = principal_of(request)
+async def logout(request: AuthRequest, rt: NamedDependency[Runtime]) -> Response[None]:
+    principal = request.user
     await rt.log_out(principal.user, principal.token_hash)
     return clear_session(Response(None, status_code=204))
 
 
 @post("/api/auth/logout-all", status_code=204)
-async def logout_all(request: AnyRequest, rt: NamedDependency[Runtime]) -> Response[None]:
-    principal = principal_of(request)
+async def logout_all(request: AuthRequest, rt: NamedDependency[Runtime]) -> Response[None]:
+    principal = request.user
     await rt.log_out_everywhere(principal.user)
     return clear_session(Response(None, status_code=204))
 
 
 @get("/api/auth/me")
-async def get_me(request: AnyRequest) -> Me:
-    return me_for(principal_of(request))
+async def get_me(request: AuthRequest) -> Me:
+    return me_for(request.user)
 
 
 @patch("/api/auth/me")
 async def patch_me(
-    data: JSONBody[MePatch], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[MePatch], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> Me:
-    principal = principal_of(request)
+    principal = request.user
     await rt.core.registry.update_user(
         principal.user.id, display_name=data.display_name, locale=data.locale
     )
@@ -105,9 +105,9 @@ async def patch_me(
 
 @post("/api/auth/password", status_code=204, responses=errors(429, 503))
 async def change_password(
-    data: JSONBody[PasswordChangeIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[PasswordChangeIn], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> None:
-    principal = principal_of(request)
+    principal = request.user
     client = client_of(request)
     try:
         # A signed-in member is a trusted caller of the key-derivation pool.

@@ -11,8 +11,7 @@ import msgspec
 from litestar import get
 from litestar.di import NamedDependency
 
-from skald.api.deps import AnyRequest, requires
-from skald.api.security import principal_of
+from skald.api.deps import AuthRequest, requires
 from skald.core.runtime import Runtime
 from skald.core.users import ADMIN_USERS
 
@@ -31,9 +30,9 @@ class MemberUsage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/storage")
-async def my_storage(request: AnyRequest, rt: NamedDependency[Runtime]) -> StorageUsage:
+async def my_storage(request: AuthRequest, rt: NamedDependency[Runtime]) -> StorageUsage:
     """The signed-in member's storage: what they use and their quota."""
-    budget = await rt.budget(principal_of(request).user.id)
+    budget = await rt.budget(request.user.user.id)
     return StorageUsage(used=budget.used, quota=budget.quota, disk_low=rt.storage.disk_low)
 
 

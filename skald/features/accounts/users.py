@@ -14,10 +14,9 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AuthRequest, requires
 from skald.api.openapi import errors
 from skald.api.schemas import UserCreated, UserCreateIn, UserPatch
-from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.core.users import ADMIN_USERS as ADMIN_USERS_CAP
 from skald.store.rows import User
@@ -32,14 +31,14 @@ async def list_users(rt: NamedDependency[Runtime]) -> list[User]:
 
 @post("/api/users", guards=ADMIN_USERS, status_code=201, responses=errors(409))
 async def create_user(
-    data: JSONBody[UserCreateIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[UserCreateIn], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> UserCreated:
     created = await rt.accounts.create(
         data.username,
         data.password,
         data.role,
         data.display_name,
-        actor=principal_of(request).user,
+        actor=request.user.user,
     )
     user = created.user
     # A new member starts in the household's language (Settings), until they choose.
@@ -57,12 +56,12 @@ async def get_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User
 async def patch_user(
     user_id: FromPath[str],
     data: JSONBody[UserPatch],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> User:
     return await rt.accounts.update(
         user_id,
-        actor=principal_of(request).user,
+        actor=request.user.user,
         display_name=data.display_name,
         role=data.role,
         locale=data.locale,
@@ -78,18 +77,18 @@ async def patch_user(
     responses=errors(404, 409),
 )
 async def deactivate_user(
-    user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    user_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> User:
-    return await rt.accounts.deactivate(user_id, actor=principal_of(request).user)
+    return await rt.accounts.deactivate(user_id, actor=request.user.user)
 
 
 @post(
     "/api/users/{user_id:str}/activate", guards=ADMIN_USERS, status_code=200, responses=errors(404)
 )
 async def activate_user(
-    user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    user_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> User:
-    return await rt.accounts.activate(user_id, actor=principal_of(request).user)
+    return await rt.accounts.activate(user_id, actor=request.user.user)
 
 
 class LeftBehind(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,10 +115,10 @@ LEFT_SHOWN = 100
     },
 )
 async def delete_user(
-    user_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    user_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> Response[LeftBehind | None]:
     user = await rt.accounts.get(user_id)
-    left = await rt.accounts.delete(user_id, actor=principal_of(request).user)
+    left = await rt.accounts.delete(user_id, actor=request.user.user)
     if not left:
         return Response(None, status_code=204)
     home = rt.core.layout.home(user.id)

@@ -12,8 +12,7 @@ from litestar import get
 from litestar.di import NamedDependency
 
 from skald.agent.prompts import default_chat_agent
-from skald.api.deps import AnyRequest, requires
-from skald.api.security import principal_of
+from skald.api.deps import AuthRequest, requires
 from skald.core.runtime import Runtime
 from skald.features.chat.routes import CHAT_CAP
 
@@ -26,8 +25,8 @@ class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/agents", guards=[requires(CHAT_CAP)])
-async def list_agents(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[AgentInfo]:
-    principal = principal_of(request)
+async def list_agents(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[AgentInfo]:
+    principal = request.user
     mine = default_chat_agent(principal.role.attributes.default_chat_agent, rt.agents)
     out = [AgentInfo(id=mine.id, name=mine.name, description=mine.description, role="chat")]
     # Helpers are task agents the chat agent starts (`execute_task`); an agent with a

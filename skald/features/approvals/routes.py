@@ -13,9 +13,8 @@ from litestar import delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AuthRequest, requires
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.approvals.rules import (
     Action,
     CallFacts,
@@ -195,10 +194,10 @@ async def delete_group(name: FromPath[str], rt: NamedDependency[Runtime]) -> Non
 
 @post("/api/approvals/test", guards=ADMIN, status_code=200)
 async def test_rules(
-    data: JSONBody[TestIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[TestIn], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> TestOut:
     """What the rules of `group` would decide for this call (nothing runs)."""
-    mine = await rt.user_runtime(principal_of(request).user)
+    mine = await rt.user_runtime(request.user.user)
     call = ToolCall(id="dry-run", name=data.tool, arguments=data.arguments)
     tool = mine.tool_named(data.tool)
     facts = (

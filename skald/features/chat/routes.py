@@ -12,12 +12,11 @@ from typing import Annotated, Literal
 
 import msgspec
 from litestar import Response, get, patch, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.core.conversations import (
     VIEW_LABEL_MAX,
     VIEW_MAX_ITEMS,
@@ -101,33 +100,34 @@ class MySecurityGroups(msgspec.Struct, frozen=True, kw_only=True):
     default: str
 
 
-def _me(request: AnyRequest) -> str:
-    return principal_of(request).user.id
+def _me(request: AuthRequest) -> str:
+    """The caller's user id: the `me` dependency of every chat route."""
+    return request.user.user.id
 
 
 @get("/api/conversations", guards=CHAT)
 async def list_conversations(
-    request: AnyRequest, rt: NamedDependency[Runtime]
+    me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> list[Conversation]:
-    return await rt.conversations.all(_me(request))
+    return await rt.conversations.all(me)
 
 
 @post("/api/conversations", guards=CHAT, status_code=201)
 async def create_conversation(
-    data: JSONBody[ConversationIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[ConversationIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> Conversation:
-    return await rt.conversations.create(_me(request), data.title)
+    return await rt.conversations.create(me, data.title)
 
 
 @patch("/api/conversations/{conversation_id:str}", guards=CHAT)
 async def patch_conversation(
     conversation_id: FromPath[str],
     data: JSONBody[ConversationPatch],
-    request: AnyRequest,
+    me: NamedDependency[str],
     rt: NamedDependency[Runtime],
 ) -> Conversation:
     return await rt.conversations.update(
-        _me(request),
+        me,
         conversation_id,
         title=data.title,
         open=data.open,
@@ -137,8 +137,9 @@ async def patch_conversation(
 
 
 @get("/api/my/security-groups", guards=CHAT)
-async def my_security_groups(request: AnyRequest, rt: NamedDependency[Runtime]) -> MySecurityGroups:
-    me = _me(request)
+async def my_security_groups(
+    me: NamedDependency[str], rt: NamedDependency[Runtime]
+) -> MySecurityGroups:
     return MySecurityGroups(
         allowed=await rt.conversations.security_groups(me),
         default=await rt.conversations.default_security_group(me),
@@ -146,29 +147,29 @@ async def my_security_groups(request: AnyRequest, rt: NamedDependency[Runtime]) 
 
 
 @get("/api/chat/commands", guards=CHAT)
-async def chat_commands(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[CommandInfo]:
+async def chat_commands(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[CommandInfo]:
     """The slash commands the composer recognises (the one list, kept on the server):
     the built-in ones and the features' ones the caller may run."""
-    return rt.conversations.commands(principal_of(request).role)
+    return rt.conversations.commands(request.user.role)
 
 
 @get("/api/conversations/{conversation_id:str}/messages", guards=CHAT)
 async def list_messages(
-    conversation_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    conversation_id: FromPath[str], me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> list[HistoryItem]:
-    return await rt.conversations.history(_me(request), conversation_id)
+    return await rt.conversations.history(me, conversation_id)
 
 
 @post("/api/conversations/{conversation_id:str}/messages", guards=CHAT, status_code=202)
 async def send_message(
     conversation_id: FromPath[str],
     data: JSONBody[MessageIn],
-    request: AnyRequest,
+    me: NamedDependency[str],
     rt: NamedDependency[Runtime],
 ) -> Response[Accepted | CommandResult]:
     view = data.view_context
     out = await rt.conversations.send(
-        _me(request),
+        me,
         conversation_id,
         data.text,
         data.attachments,
@@ -191,7 +192,7 @@ async def resend_message(
     conversation_id: FromPath[str],
     seq: FromPath[int],
     data: JSONBody[ResendIn],
-    request: AnyRequest,
+    me: NamedDependency[str],
     rt: NamedDependency[Runtime],
 ) -> Accepted:
     """Retry, regenerate or edit: the member's message `seq` is sent again (with `text`,
@@ -199,43 +200,43 @@ async def resend_message(
     if not 0 <= seq <= MAX_SEQ:
         # No message has it, and SQLite cannot even bind it (an overflow was a 500).
         raise NotFoundError("no such message of yours in this conversation")
-    out = await rt.conversations.resend(_me(request), conversation_id, seq, data.text)
+    out = await rt.conversations.resend(me, conversation_id, seq, data.text)
     return Accepted(images_not_seen=out.images_not_seen)
 
 
 @get("/api/chat/search", guards=CHAT)
 async def search_conversations(
-    request: AnyRequest,
+    me: NamedDependency[str],
     rt: NamedDependency[Runtime],
     q: FromQuery[str] = "",
 ) -> list[SearchHit]:
     """The caller's own conversations whose title or message text has every word of `q`."""
-    return await rt.conversations.search(_me(request), q)
+    return await rt.conversations.search(me, q)
 
 
 @post("/api/conversations/{conversation_id:str}/stop", guards=CHAT, status_code=204)
 async def stop(
-    conversation_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    conversation_id: FromPath[str], me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> None:
-    await rt.conversations.stop(_me(request), conversation_id)
+    await rt.conversations.stop(me, conversation_id)
 
 
 @post("/api/approvals/{call_id:str}", guards=CHAT, status_code=204)
 async def decide(
     call_id: FromPath[str],
     data: JSONBody[ApprovalIn],
-    request: AnyRequest,
+    me: NamedDependency[str],
     rt: NamedDependency[Runtime],
 ) -> None:
-    await rt.conversations.decide(_me(request), call_id, data.decision == "approve")
+    await rt.conversations.decide(me, call_id, data.decision == "approve")
 
 
 @post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
 async def chat(
-    data: JSONBody[ChatIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> ChatReply:
     """One turn, synchronously: for scripts and `skald chat`."""
-    return await rt.conversations.chat(_me(request), data.text, data.conversation_id)
+    return await rt.conversations.chat(me, data.text, data.conversation_id)
 
 
 @post(
@@ -246,11 +247,13 @@ async def chat(
     request_max_body_size=None,  # capped while streaming, by the configured size
 )
 async def upload(
-    conversation_id: FromQuery[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    conversation_id: FromQuery[str],
+    request: AuthRequest,
+    me: NamedDependency[str],
+    rt: NamedDependency[Runtime],
 ) -> Attachment:
     """Attach a file to a conversation (multipart field `file`): it lands in the member's
     home under uploads/<conversation>/, through the path router."""
-    me = _me(request)
     folder = await rt.conversations.attachment_folder(me, conversation_id)
     limit_mb = rt.config.assistant.upload_max_mb
     entries = await receive_upload(request, folder, limit_mb, await rt.budget(me))
@@ -259,17 +262,20 @@ async def upload(
 
 
 ROUTES = [
-    list_conversations,
-    create_conversation,
-    patch_conversation,
-    my_security_groups,
-    chat_commands,
-    list_messages,
-    send_message,
-    resend_message,
-    search_conversations,
-    stop,
-    decide,
-    chat,
-    upload,
+    group(
+        list_conversations,
+        create_conversation,
+        patch_conversation,
+        my_security_groups,
+        chat_commands,
+        list_messages,
+        send_message,
+        resend_message,
+        search_conversations,
+        stop,
+        decide,
+        chat,
+        upload,
+        dependencies={"me": Provide(_me, sync_to_thread=False)},
+    )
 ]

@@ -21,9 +21,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Redirect
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.connectors import oauth
@@ -157,8 +156,8 @@ def _conn(rt: Runtime) -> Connectors:
     return require(rt.plugins)
 
 
-async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> ConnectorOut:
-    principal = principal_of(request)
+async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> ConnectorOut:
+    principal = request.user
     user = principal.user
     admin = principal.can(ADMIN_CONNECTORS)
     mine = await c.store.activations(user.id)
@@ -258,27 +257,27 @@ def _needed_secrets(row: Connector) -> set[str]:
 
 
 @get("/api/connectors", guards=USE)
-async def list_mine(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[ConnectorOut]:
+async def list_mine(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[ConnectorOut]:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     return [await _describe(c, request, row) for row in await c.usable(p.user, p.role)]
 
 
 @get("/api/connectors/{name:str}", guards=USE, responses=errors(404))
 async def get_one(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     return await _describe(c, request, await c.require_usable(p.user, p.role, name))
 
 
 @post("/api/connectors/{name:str}/activate", guards=USE, status_code=200, responses=errors(404))
 async def activate(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     await c.store.set_active(name, p.user.id, True)
     if c.supervisor is not None:
@@ -290,12 +289,12 @@ async def activate(
 
 @post("/api/connectors/{name:str}/retry", guards=USE, status_code=200, responses=errors(404, 409))
 async def retry(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     """Start a failed connector again now (its restart count starts afresh); 409 when it
     is not failed."""
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     if c.supervisor is None or not await c.supervisor.retry(p.user.id, row):
         state = "stopped" if c.supervisor is None else c.supervisor.state_of(p.user.id, row)[0]
@@ -305,10 +304,10 @@ async def retry(
 
 @post("/api/connectors/{name:str}/deactivate", guards=USE, status_code=200, responses=errors(404))
 async def deactivate(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     await c.deactivate(name, p.user.id)
     return await _describe(c, request, row)
@@ -318,13 +317,13 @@ async def deactivate(
 async def put_secrets(
     name: FromPath[str],
     data: JSONBody[SecretsIn],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> ConnectorOut:
     """Store the member's secrets for this connector (in their own database); the answer
     names which are set, never a value."""
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     allowed = {f.name for f in _auth_fields(row)} | _needed_secrets(row)
     unknown = set(data.values) - allowed
@@ -340,9 +339,9 @@ async def put_secrets(
 
 
 @delete("/api/connectors/{name:str}/secrets", guards=USE, status_code=204, responses=errors(404))
-async def sign_out(name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> None:
+async def sign_out(name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]) -> None:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     await c.require_usable(p.user, p.role, name)
     mine = await rt.user_runtime(p.user)
     await c.secrets(mine.handle.db).delete(name)
@@ -393,9 +392,9 @@ def _device_status(result: CallToolResult) -> DeviceStatusOut:
     )
 
 
-async def _device(rt: Runtime, request: AnyRequest, name: str, tool: str) -> DeviceStatusOut:
+async def _device(rt: Runtime, request: AuthRequest, name: str, tool: str) -> DeviceStatusOut:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     if row.auth != "qr":
         raise InvalidInputError(f"{name} does not sign in with a code")
@@ -411,7 +410,7 @@ async def _device(rt: Runtime, request: AnyRequest, name: str, tool: str) -> Dev
     responses=errors(400, 404, 409),
 )
 async def login_status(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> DeviceStatusOut:
     """Ask the member's instance whether it is signed in; if not, what to scan or enter."""
     return await _device(rt, request, name, "login_status")
@@ -424,7 +423,7 @@ async def login_status(
     responses=errors(400, 404, 409),
 )
 async def device_logout(
-    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> DeviceStatusOut:
     return await _device(rt, request, name, "logout")
 
@@ -439,12 +438,12 @@ async def get_prompt(
     name: FromPath[str],
     prompt: FromPath[str],
     data: JSONBody[PromptIn],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> PromptTextOut:
     """One of the connector's prompts, filled in, as text for the member's composer."""
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     inst = _running_instance(c, p.user.id, row)
     if prompt not in {x.name for x in inst.catalog.prompts}:
@@ -475,12 +474,12 @@ def _running_instance(c: Connectors, user_id: str, row: Connector) -> Any:
 async def read_resource(
     name: FromPath[str],
     uri: Annotated[str, QueryParameter(max_length=2000)],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> ResourceContentOut:
     """One listed resource of the connector, for the member to look at on the page."""
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     inst = _running_instance(c, p.user.id, row)
     if uri not in {r.uri for r in inst.catalog.resources}:
@@ -524,10 +523,10 @@ def _manifest(row: Connector) -> Manifest:
 
 
 async def _begin(
-    c: Connectors, rt: Runtime, request: AnyRequest, row: Connector, popup: bool
+    c: Connectors, rt: Runtime, request: AuthRequest, row: Connector, popup: bool
 ) -> str:
     """Start a sign-in: the URL the member opens (the flow stays on the server)."""
-    p = principal_of(request)
+    p = request.user
     manifest = _manifest(row)
     if manifest.auth.type != "oauth2":
         raise InvalidInputError(f"{row.name} does not sign in with OAuth")
@@ -552,10 +551,10 @@ def _callback_url(request: AnyRequest) -> str:
 
 
 async def _finish(
-    rt: Runtime, request: AnyRequest, state: str, code: str, name: str | None = None
+    rt: Runtime, request: AuthRequest, state: str, code: str, name: str | None = None
 ) -> tuple[Connector, oauth.Pending]:
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     pending = c.oauth.take(state, p.user.id)
     if name is not None and pending.connector != name:
         raise NotFoundError("this sign-in belongs to another connector")
@@ -579,14 +578,14 @@ CALLBACK = "/api/connector-oauth/callback"
 )
 async def oauth_start(
     name: FromPath[str],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
     popup: Annotated[bool, QueryParameter(name="popup")] = False,
 ) -> OAuthStartOut:
     """`?popup=true`: the page opened a popup for it; the callback's redirect then asks
     the popup to close itself (its opener lost it: cross-origin-opener-policy)."""
     c = _conn(rt)
-    p = principal_of(request)
+    p = request.user
     row = await c.require_usable(p.user, p.role, name)
     url = await _begin(c, rt, request, row, popup)
     state = parse_qs(urlsplit(url).query)["state"][0]
@@ -595,7 +594,7 @@ async def oauth_start(
 
 @get(CALLBACK, guards=USE, responses=errors(400, 404))
 async def oauth_callback(
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
     flow: Annotated[str, QueryParameter(name="state", max_length=200)] = "",
     code: Annotated[str, QueryParameter(name="code", max_length=4000)] = "",
@@ -614,7 +613,7 @@ async def oauth_callback(
 async def oauth_code(
     name: FromPath[str],
     data: JSONBody[OAuthCodeIn],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> ConnectorOut:
     """A code pasted back by the member (when the callback cannot reach this server)."""
@@ -668,7 +667,7 @@ async def marketplace(rt: NamedDependency[Runtime]) -> list[MarketItem]:
 
 @post("/api/marketplace/{folder:str}/install", guards=ADMIN, responses=errors(400, 404, 409))
 async def install(
-    folder: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    folder: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
     row = await c.installer.install(c.feed(), folder)
@@ -677,7 +676,7 @@ async def install(
 
 @post("/api/marketplace/{folder:str}/update", guards=ADMIN, responses=errors(400, 404, 409))
 async def update(
-    folder: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    folder: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
     row = await c.installer.install(c.feed(), folder, update=True)

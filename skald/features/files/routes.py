@@ -32,10 +32,9 @@ from multipart import (
     parse_options_header,
 )
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.errors import ApiError, error_response
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.api.streaming import BlockingStream
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
@@ -130,8 +129,8 @@ class Uploaded(msgspec.Struct, frozen=True, kw_only=True):
 # -- helpers ------------------------------------------------------------------------------
 
 
-async def _router(request: AnyRequest, rt: Runtime) -> PathRouter:
-    principal = principal_of(request)
+async def _router(request: AuthRequest, rt: Runtime) -> PathRouter:
+    principal = request.user
     router = rt.router_for(principal.user, principal.role)
     await asyncio.to_thread(router.ensure_home)
     return router
@@ -152,8 +151,10 @@ async def _physical_for_write(
     return found
 
 
-async def _store(request: AnyRequest, rt: Runtime, note: Virtual) -> OwnerStore | SharedMemoryStore:
-    principal = principal_of(request)
+async def _store(
+    request: AuthRequest, rt: Runtime, note: Virtual
+) -> OwnerStore | SharedMemoryStore:
+    principal = request.user
     if note.store == SHARED_MEMORY:
         if not principal.can(MEMORY_SHARED):
             raise ApiError(403, "forbidden", "your role cannot read the household's notes")
@@ -246,7 +247,7 @@ def _file_chunks(handle: Any, size: int, stop: threading.Event) -> Generator[byt
 
 
 @get("/api/files/places", guards=FILES)
-async def places(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Place]:
+async def places(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[Place]:
     """The places the caller can reach: home (read-write), the manual (read-only), and
     their note stores (read-only here: the assistant edits notes)."""
     router = await _router(request, rt)
@@ -254,7 +255,7 @@ async def places(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Plac
     out.append(
         Place(name=USER_MEMORY, path=USER_MEMORY, label="My notes", writable=False, virtual=True)
     )
-    if principal_of(request).can(MEMORY_SHARED):
+    if request.user.can(MEMORY_SHARED):
         out.append(
             Place(
                 name=SHARED_MEMORY,
@@ -357,7 +358,7 @@ async def read_file(
     },
 )
 async def write_file(
-    data: JSONBody[FileWrite], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[FileWrite], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> Response[FileEntry]:
     """Write a text file (`content`, replacing it) or create a folder (`mkdir`)."""
     if data.mkdir and data.content is not None:
@@ -372,7 +373,7 @@ async def write_file(
         content = (data.content or "").encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError("the content is not valid Unicode text") from None
-    budget = await rt.budget(principal_of(request).user.id)
+    budget = await rt.budget(request.user.user.id)
     entry, created = await asyncio.to_thread(_write_within, budget, found, content)
     return Response(entry, status_code=201 if created else 200)
 
@@ -394,7 +395,7 @@ def _exists(found: Resolved) -> bool:
     responses=errors(404, 413, 507),
 )
 async def upload(
-    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~/uploads"
+    request: AuthRequest, rt: NamedDependency[Runtime], path: PathParam = "~/uploads"
 ) -> Uploaded:
     """Upload files (multipart field `file`, one or more) into the folder `path`.
 
@@ -402,7 +403,7 @@ async def upload(
     """
     router = await _router(request, rt)
     folder = await _physical_for_write(router, path)
-    budget = await rt.budget(principal_of(request).user.id)
+    budget = await rt.budget(request.user.user.id)
     limit_mb = rt.config.assistant.upload_max_mb
     return Uploaded(files=await receive_upload(request, folder, limit_mb, budget))
 
@@ -477,7 +478,7 @@ async def move(
 
 @delete("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
 async def remove(
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
     path: PathParam,
     recursive: FromQuery[bool] = False,
@@ -488,7 +489,7 @@ async def remove(
     found = await _physical_for_write(router, path, follow_final=False)
     await asyncio.to_thread(fs.delete, found, recursive=recursive)
     # What was freed counts at once (a member at their quota deletes to make room).
-    await asyncio.to_thread(rt.storage.scan, principal_of(request).user.id)
+    await asyncio.to_thread(rt.storage.scan, request.user.user.id)
 
 
 @get(

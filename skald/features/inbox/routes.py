@@ -13,9 +13,8 @@ from litestar import get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AuthRequest, requires
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.permissions import declare
 from skald.store.inbox import InboxItem
@@ -34,35 +33,37 @@ class AnswerIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 @get("/api/inbox", guards=INBOX)
-async def list_inbox(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[InboxItem]:
-    mine = await rt.user_runtime(principal_of(request).user)
+async def list_inbox(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[InboxItem]:
+    mine = await rt.user_runtime(request.user.user)
     return await mine.inbox.pending()
 
 
 @post("/api/inbox/{item_id:str}/approve", guards=INBOX, status_code=204, responses=errors(404))
 async def approve(
     item_id: FromPath[str],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
     data: JSONBody[ApproveIn | None] = None,
 ) -> None:
     bypass = None if data is None else data.bypass
-    await rt.conversations.decide(principal_of(request).user.id, item_id, True, bypass)
+    await rt.conversations.decide(request.user.user.id, item_id, True, bypass)
 
 
 @post("/api/inbox/{item_id:str}/reject", guards=INBOX, status_code=204, responses=errors(404))
-async def reject(item_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> None:
-    await rt.conversations.decide(principal_of(request).user.id, item_id, False)
+async def reject(
+    item_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+) -> None:
+    await rt.conversations.decide(request.user.user.id, item_id, False)
 
 
 @post("/api/inbox/{item_id:str}/answer", guards=INBOX, status_code=204, responses=errors(400, 404))
 async def answer(
     item_id: FromPath[str],
     data: JSONBody[AnswerIn],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> None:
-    mine = await rt.user_runtime(principal_of(request).user)
+    mine = await rt.user_runtime(request.user.user)
     await mine.ask.answer(item_id, data.answer)
 
 

@@ -14,9 +14,8 @@ from litestar import delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
-from skald.api.deps import AnyRequest
+from skald.api.deps import AuthRequest
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 from skald.features.notifications.store import (
@@ -101,39 +100,39 @@ def _device(d: PushDevice) -> DeviceOut:
 
 @get("/api/notifications")
 async def list_notifications(
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
     before: Annotated[str | None, QueryParameter(max_length=64)] = None,
     unread_only: FromQuery[bool] = False,
 ) -> NotificationPage:
     """The caller's notifications, newest first (`before`: the last id of the previous page)."""
-    store = await rt.notifications.store(principal_of(request).user.id)
+    store = await rt.notifications.store(request.user.user.id)
     items, unread = await store.page(limit=limit, before=before, unread_only=unread_only)
     return NotificationPage(items=items, unread=unread)
 
 
 @post("/api/notifications/read", status_code=200, responses=errors(400, 404))
 async def mark_read(
-    data: JSONBody[MarkReadIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[MarkReadIn], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> Unread:
     """Mark these notifications read (404 when none of them is the caller's)."""
-    found, unread = await rt.notifications.mark_read(principal_of(request).user.id, data.ids)
+    found, unread = await rt.notifications.mark_read(request.user.user.id, data.ids)
     if found == 0:
         raise NotFoundError("no such notification")
     return Unread(unread=unread)
 
 
 @post("/api/notifications/read-all", status_code=200)
-async def mark_all_read(request: AnyRequest, rt: NamedDependency[Runtime]) -> Unread:
-    return Unread(unread=await rt.notifications.mark_all_read(principal_of(request).user.id))
+async def mark_all_read(request: AuthRequest, rt: NamedDependency[Runtime]) -> Unread:
+    return Unread(unread=await rt.notifications.mark_all_read(request.user.user.id))
 
 
 @delete("/api/notifications/{note_id:str}", status_code=204, responses=errors(404))
 async def delete_notification(
-    note_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    note_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> None:
-    if not await rt.notifications.delete(principal_of(request).user.id, note_id):
+    if not await rt.notifications.delete(request.user.user.id, note_id):
         raise NotFoundError("no such notification")
 
 
@@ -147,30 +146,30 @@ async def _prefs_out(rt: Runtime, prefs: NotificationPrefs) -> PrefsOut:
 
 
 @get("/api/notifications/settings")
-async def get_settings(request: AnyRequest, rt: NamedDependency[Runtime]) -> PrefsOut:
-    store = await rt.notifications.store(principal_of(request).user.id)
+async def get_settings(request: AuthRequest, rt: NamedDependency[Runtime]) -> PrefsOut:
+    store = await rt.notifications.store(request.user.user.id)
     return await _prefs_out(rt, await store.prefs())
 
 
 @put("/api/notifications/settings", responses=errors(400))
 async def put_settings(
-    data: JSONBody[PrefsIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[PrefsIn], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> PrefsOut:
     """Where notifications arrive (in order) and the quiet hours (null: none)."""
     quiet = None
     if data.quiet is not None:
         quiet = QuietHours(start=data.quiet.start, end=data.quiet.end, timezone=data.quiet.timezone)
     prefs = await rt.notifications.save_prefs(
-        principal_of(request).user.id, NotificationPrefs(channels=data.channels, quiet=quiet)
+        request.user.user.id, NotificationPrefs(channels=data.channels, quiet=quiet)
     )
     return await _prefs_out(rt, prefs)
 
 
 @post("/api/notifications/test", status_code=201)
-async def send_test(request: AnyRequest, rt: NamedDependency[Runtime]) -> Notification:
+async def send_test(request: AuthRequest, rt: NamedDependency[Runtime]) -> Notification:
     """A notification to oneself, to see where it arrives (the settings' test button)."""
     return await rt.notifications.notify(
-        principal_of(request).user.id,
+        request.user.user.id,
         title="Test notification",
         body="If you can read this, notifications reach you here.",
         link="/profile",
@@ -184,18 +183,18 @@ async def push_key(rt: NamedDependency[Runtime]) -> PushKey:
 
 
 @get("/api/notifications/push/devices")
-async def list_devices(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[DeviceOut]:
-    store = await rt.notifications.store(principal_of(request).user.id)
+async def list_devices(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[DeviceOut]:
+    store = await rt.notifications.store(request.user.user.id)
     return [_device(d) for d in await store.devices()]
 
 
 @post("/api/notifications/push/devices", status_code=201, responses=errors(400))
 async def subscribe(
-    data: JSONBody[SubscribeIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[SubscribeIn], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> DeviceOut:
     """Register this browser's push subscription (the same endpoint again: updated)."""
     device = await rt.notifications.subscribe(
-        principal_of(request).user.id,
+        request.user.user.id,
         endpoint=data.endpoint,
         p256dh=data.keys.p256dh,
         auth=data.keys.auth,
@@ -208,11 +207,11 @@ async def subscribe(
 async def patch_device(
     device_id: FromPath[str],
     data: JSONBody[DevicePatch],
-    request: AnyRequest,
+    request: AuthRequest,
     rt: NamedDependency[Runtime],
 ) -> DeviceOut:
     """Push on or off for one device."""
-    store = await rt.notifications.store(principal_of(request).user.id)
+    store = await rt.notifications.store(request.user.user.id)
     if not await store.set_device_enabled(device_id, data.enabled):
         raise NotFoundError("no such device")
     device = next(d for d in await store.devices() if d.id == device_id)
@@ -221,9 +220,9 @@ async def patch_device(
 
 @delete("/api/notifications/push/devices/{device_id:str}", status_code=204, responses=errors(404))
 async def remove_device(
-    device_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    device_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> None:
-    store = await rt.notifications.store(principal_of(request).user.id)
+    store = await rt.notifications.store(request.user.user.id)
     if not await store.remove_device(device_id):
         raise NotFoundError("no such device")
 

@@ -6,8 +6,7 @@ import msgspec
 from litestar import get
 from litestar.di import NamedDependency
 
-from skald.api.deps import AnyRequest
-from skald.api.security import principal_of
+from skald.api.deps import AuthRequest
 from skald.core.runtime import Runtime
 from skald.core.sessions import Principal
 from skald.permissions import named
@@ -15,10 +14,10 @@ from skald.plugins.specs import Page
 
 
 @get("/api/pages")
-async def list_pages(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Page]:
+async def list_pages(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[Page]:
     """Pages of every feature whose capability the caller's role holds; the simple
     (children's) shell gets only those marked for it."""
-    principal = principal_of(request)
+    principal = request.user
     simple = principal.role.attributes.ui_mode == "simple"
     return [p for p in rt.plugins.pages() if _shown(principal, simple, p)]
 
@@ -29,11 +28,11 @@ class HiddenPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/pages/hidden")
-async def hidden_pages(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[HiddenPage]:
+async def hidden_pages(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[HiddenPage]:
     """The pages the caller may not see whose address answers "not allowed" rather than
     "not found" (`Page.say_not_allowed`: the built-in ones), so the app refuses politely
     without a table of its own."""
-    principal = principal_of(request)
+    principal = request.user
     simple = principal.role.attributes.ui_mode == "simple"
     return [
         HiddenPage(path=p.path, full_only=p.full_only)

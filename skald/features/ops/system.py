@@ -13,9 +13,9 @@ from litestar.di import NamedDependency
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import QueryParameter
 
-from skald.api.deps import AnyRequest
+from skald.api.deps import AnyRequest, AuthSocket
 from skald.api.schemas import Health
-from skald.api.security import SESSION_COOKIE, principal_of
+from skald.api.security import SESSION_COOKIE
 from skald.core.events import (
     ClientMessage,
     Connection,
@@ -125,8 +125,8 @@ async def _heartbeat(conn: Connection, last_seen: list[float], every_s: float) -
 
 
 @websocket("/api/ws")
-async def events(socket: WebSocket[Any, Any, Any], rt: NamedDependency[Runtime]) -> None:
-    principal = principal_of(socket)
+async def events(socket: AuthSocket, rt: NamedDependency[Runtime]) -> None:
+    principal = socket.user
     await socket.accept()
     conn = rt.events.connect(principal.user.id, principal.token_hash)
     conn.offer(Hello(user_id=principal.user.id, version=rt.version))

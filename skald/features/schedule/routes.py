@@ -12,12 +12,11 @@ from typing import Annotated, Literal
 
 import msgspec
 from litestar import delete, get, patch, post, put
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
-from skald.api.security import principal_of
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import ADMIN_USERS
@@ -104,9 +103,13 @@ class LimitsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     min_interval_s: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
-async def _jobs(request: AnyRequest, rt: Runtime) -> tuple[Scheduler, UserRuntime, Jobs]:
+# The caller's scheduler, runtime and jobs: the `mine` dependency of the member's routes.
+Mine = tuple[Scheduler, UserRuntime, Jobs]
+
+
+async def _jobs(request: AuthRequest, rt: NamedDependency[Runtime]) -> Mine:
     scheduler = scheduler_of(rt.plugins)
-    member = await rt.user_runtime(principal_of(request).user)
+    member = await rt.user_runtime(request.user.user)
     return scheduler, member, await scheduler.jobs(member)
 
 
@@ -116,8 +119,10 @@ class JobView(Job, frozen=True, kw_only=True):
 
 
 @get("/api/schedule/jobs", guards=MINE)
-async def list_jobs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[JobView]:
-    _, _, jobs = await _jobs(request, rt)
+async def list_jobs(
+    request: AuthRequest, mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
+) -> list[JobView]:
+    _, _, jobs = mine
     lang = _lang(request)
     return [
         JobView(**msgspec.structs.asdict(job), when_text=jobs.words(job, lang))
@@ -125,8 +130,8 @@ async def list_jobs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[J
     ]
 
 
-def _lang(request: AnyRequest) -> str:
-    return lang_of(principal_of(request).user.locale)
+def _lang(request: AuthRequest) -> str:
+    return lang_of(request.user.user.locale)
 
 
 def _title(data: JobIn) -> str:
@@ -138,12 +143,15 @@ def _title(data: JobIn) -> str:
 
 @post("/api/schedule/preview", guards=MINE, status_code=200, responses=errors(400, 404))
 async def preview_schedule(
-    data: JSONBody[WhenIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[WhenIn],
+    request: AuthRequest,
+    mine: NamedDependency[Mine],
+    rt: NamedDependency[Runtime],
 ) -> Preview:
     """When a job with this schedule would run (the next 3 runs and a plain sentence,
     in the caller's zone and language), with the checks of creating it: a time in the
     past, a bad cron, an interval under the minimum, the active-jobs limit: 400."""
-    _, _, jobs = await _jobs(request, rt)
+    _, _, jobs = mine
     spec = JobSpec(
         title="-",
         prompt="-",
@@ -160,10 +168,10 @@ async def preview_schedule(
 
 @post("/api/schedule/jobs", guards=MINE, status_code=201, responses=errors(400))
 async def create_job(
-    data: JSONBody[JobIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[JobIn], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
 ) -> Job:
     """A job from the Tasks page (a `reminder` notifies its text; a `prompt` is a turn)."""
-    _, _, jobs = await _jobs(request, rt)
+    _, _, jobs = mine
     return await jobs.create(
         JobSpec(
             title=_title(data),
@@ -181,10 +189,10 @@ async def create_job(
 async def change_job(
     job_id: FromPath[str],
     data: JSONBody[JobPatch],
-    request: AnyRequest,
+    mine: NamedDependency[Mine],
     rt: NamedDependency[Runtime],
 ) -> Job:
-    _, _, jobs = await _jobs(request, rt)
+    _, _, jobs = mine
     job = await jobs.change(
         job_id,
         JobChange(
@@ -208,45 +216,47 @@ async def change_job(
 @post(
     "/api/schedule/jobs/{job_id:str}/run", guards=MINE, status_code=202, responses=errors(404, 409)
 )
-async def run_job(job_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> Run:
-    scheduler, member, jobs = await _jobs(request, rt)
+async def run_job(
+    job_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
+) -> Run:
+    scheduler, member, jobs = mine
     return await scheduler.run_now(member, await jobs.get(job_id))
 
 
 @delete("/api/schedule/jobs/{job_id:str}", guards=MINE, status_code=204, responses=errors(404))
 async def delete_job(
-    job_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    job_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
 ) -> None:
-    _, _, jobs = await _jobs(request, rt)
+    _, _, jobs = mine
     await jobs.delete(job_id)
 
 
 @get("/api/schedule/jobs/{job_id:str}/runs", guards=MINE, responses=errors(404))
 async def job_runs(
-    job_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    job_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
 ) -> list[Run]:
-    _, _, jobs = await _jobs(request, rt)
+    _, _, jobs = mine
     await jobs.get(job_id)
     return await jobs.store.runs(job_id)
 
 
 @get("/api/schedule/runs", guards=MINE)
-async def recent_runs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Run]:
-    _, _, jobs = await _jobs(request, rt)
+async def recent_runs(mine: NamedDependency[Mine], rt: NamedDependency[Runtime]) -> list[Run]:
+    _, _, jobs = mine
     return await jobs.store.runs(None, limit=50)
 
 
 @get("/api/schedule/tasks", guards=MINE)
-async def list_tasks(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Task]:
-    scheduler, member, _ = await _jobs(request, rt)
+async def list_tasks(mine: NamedDependency[Mine], rt: NamedDependency[Runtime]) -> list[Task]:
+    scheduler, member, _ = mine
     return await scheduler.tasks.recent(member)
 
 
 @post("/api/schedule/tasks/{task_id:str}/cancel", guards=MINE, responses=errors(404))
 async def cancel_task(
-    task_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+    task_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
 ) -> Task:
-    scheduler, member, _ = await _jobs(request, rt)
+    scheduler, member, _ = mine
     return await scheduler.tasks.cancel(member, task_id)
 
 
@@ -282,16 +292,16 @@ async def admin_limits(
 
 
 @get("/api/schedule/keep-key", guards=MINE)
-async def get_keep_key(request: AnyRequest, rt: NamedDependency[Runtime]) -> KeepKey:
-    user = principal_of(request).user
+async def get_keep_key(request: AuthRequest, rt: NamedDependency[Runtime]) -> KeepKey:
+    user = request.user.user
     return KeepKey(enabled=await asyncio.to_thread(rt.kept_keys.is_kept, user.id))
 
 
 @put("/api/schedule/keep-key", guards=MINE, responses=errors(400))
 async def put_keep_key(
-    data: JSONBody[KeepKey], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[KeepKey], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> KeepKey:
-    user = principal_of(request).user
+    user = request.user.user
     if data.enabled:
         await rt.keep_key(user)
     else:
@@ -300,18 +310,21 @@ async def put_keep_key(
 
 
 ROUTES = [
-    get_keep_key,
-    put_keep_key,
-    list_tasks,
-    cancel_task,
-    list_jobs,
-    preview_schedule,
-    create_job,
-    change_job,
-    run_job,
-    delete_job,
-    job_runs,
-    recent_runs,
-    admin_counts,
-    admin_limits,
+    group(
+        get_keep_key,
+        put_keep_key,
+        list_tasks,
+        cancel_task,
+        list_jobs,
+        preview_schedule,
+        create_job,
+        change_job,
+        run_job,
+        delete_job,
+        job_runs,
+        recent_runs,
+        admin_counts,
+        admin_limits,
+        dependencies={"mine": Provide(_jobs)},
+    )
 ]
