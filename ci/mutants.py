@@ -2183,6 +2183,37 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="sign_in_status",
         why="the page's sign-in status of a failed connector waits 30 s and says nothing",
     ),
+    # -- household: the guided restore of the Backups page (skald/ops/restart.py) --------
+    Mutant(
+        "HH9",
+        "guided restore",
+        "skald/ops/restart.py",
+        "    path.unlink()\n",
+        "",
+        ("tests/test_restore_web.py",),
+        keyword="restarts_the_same_process",
+        why="a restore request stays behind and is acted on again at the next stop",
+    ),
+    Mutant(
+        "HH10",
+        "guided restore",
+        "skald/api/routes/backups.py",
+        "    check_archive(path)  # every member",
+        "    read_manifest(path)  # every member",
+        ("tests/test_restore_web.py",),
+        keyword="only_an_administrator",
+        why="a damaged archive stops the server and fails mid-restart instead of being refused",
+    ),
+    Mutant(
+        "HH11",
+        "guided restore",
+        "skald/server.py",
+        "        if await restore_on_request(layout, docker_host) is not None:\n            return RESTART",
+        "        if await restore_on_request(layout, docker_host) is None:\n            return RESTART",
+        ("tests/test_restore_web.py",),
+        keyword="restarts_the_same_process",
+        why="the server restores but does not start again",
+    ),
 )
 
 

@@ -360,11 +360,15 @@ async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
 
 
 async def cmd_serve(args: argparse.Namespace, env: Env) -> int:
+    from skald.ops.restart import RESTART, exec_again
     from skald.server import serve
 
     host = args.host or env.config.server.host
     port = args.port or env.config.server.port
-    return await serve(env.layout, env.config, host, port)
+    code = await serve(env.layout, env.config, host, port)
+    if code == RESTART:  # restored a backup on request: start afresh, config and all
+        exec_again()
+    return code
 
 
 async def cmd_chat(args: argparse.Namespace, env: Env) -> int:

@@ -166,6 +166,13 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ),
     ("POST", "/api/backups/run", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("POST", "/api/backups/drill", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/backups/archives/none.tar", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/backups/archives/none.tar/restore",
+        {"confirm": True},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
     ("GET", "/api/llm/kinds", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("GET", "/api/llm/providers", None, {"anon": 401, A: 200, M: 403, C: 403}),
     (
