@@ -166,10 +166,10 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ),
     ("POST", "/api/backups/run", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("POST", "/api/backups/drill", None, {"anon": 401, A: 200, M: 403, C: 403}),
-    ("GET", "/api/backups/archives/none.tar", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    ("GET", "/api/backups/archives/{archive}", None, {"anon": 401, A: 404, M: 403, C: 403}),
     (
         "POST",
-        "/api/backups/archives/none.tar/restore",
+        "/api/backups/archives/{archive}/restore",
         {"confirm": True},
         {"anon": 401, A: 404, M: 403, C: 403},
     ),
@@ -524,6 +524,7 @@ async def test_role_route_matrix(
         "model": model.id,
         "seq": "1",
         "picture": "none.png",
+        "archive": "none.tar",
     }
     if who != "anon":
         owner = await make_client()
