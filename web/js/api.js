@@ -235,6 +235,9 @@ export const api = {
   saveBackupSettings: (body) => request('PUT', 'api/backups/settings', body),
   runBackup: () => post('api/backups/run'),
   runDrill: () => post('api/backups/drill'),
+  // The guided restore: what an archive holds, then the restart into it.
+  backupContents: (name) => get(`api/backups/archives/${encodeURIComponent(name)}`),
+  restoreBackup: (name) => post(`api/backups/archives/${encodeURIComponent(name)}/restore`, { confirm: true }),
 
   // Providers and models (admin.models)
   llmKinds: () => get('api/llm/kinds'),
