@@ -2214,6 +2214,37 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="restarts_the_same_process",
         why="the server restores but does not start again",
     ),
+    # -- household: "Answer again" keeps the earlier answers (skald/store/conversations.py)
+    Mutant(
+        "HH12",
+        "earlier answers",
+        "skald/core/conversations.py",
+        "            conversation_id, seq, keep_answers=text is None",
+        "            conversation_id, seq, keep_answers=False",
+        ("tests/test_chat_basics.py",),
+        keyword="answer_again",
+        why="Answer again throws the earlier answer away",
+    ),
+    Mutant(
+        "HH13",
+        "earlier answers",
+        "skald/core/conversations.py",
+        "            conversation_id, seq, keep_answers=text is None",
+        "            conversation_id, seq, keep_answers=True",
+        ("tests/test_chat_basics.py",),
+        keyword="answer_again",
+        why="an edited question shows the answers to the question it replaced",
+    ),
+    Mutant(
+        "HH14",
+        "earlier answers",
+        "skald/store/conversations.py",
+        '    return [*kept, "\\n\\n".join(texts)] if texts else kept',
+        "    return kept",
+        ("tests/test_chat_basics.py",),
+        keyword="answer_again",
+        why="only the first earlier answer is ever kept",
+    ),
 )
 
 

@@ -5,7 +5,7 @@ wizard (household and time zone, a provider added with Test connection and a mod
 picked from the fake provider's `/v1/models`, a family member with the recovery-code
 step), the Overview's "to finish setting up" list emptying step by step, and the first
 chat answered. Then the chat basics at 1280 px and at 375 px: retry after a failure,
-regenerate, edit and resend, copy, and search.
+regenerate (the earlier answer kept: ‹1/2›), edit and resend, copy, and search.
 
 Launch flags, the skip rule, the console and CSP watching and the screenshot folder are
 those of `test_ui_e2e.py`.
@@ -116,7 +116,17 @@ def _chat_basics(page: Page, fake: FakeLLM, tag: str) -> None:
     page.get_by_test_id("message-regenerate").click()
     _answered(page, f"Boil them first {tag}")
     assistant = page.locator('[data-testid="message"][data-role="assistant"]')
-    expect(assistant).to_have_count(1)  # the first answer was replaced
+    expect(assistant).to_have_count(1)  # the first answer was replaced, and kept: ‹ 2/2 ›
+    label = assistant.get_by_test_id("message-version-label")
+    expect(label).to_have_text("2/2")
+    assistant.get_by_test_id("message-version-prev").click()
+    expect(label).to_have_text("1/2")
+    expect(assistant).to_contain_text(f"Gnocchi need floury potatoes {tag}")
+    expect(assistant).not_to_contain_text(f"Boil them first {tag}")
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    assistant.get_by_test_id("message-version-next").click()
+    expect(label).to_have_text("2/2")
+    expect(assistant).to_contain_text(f"Boil them first {tag}")
 
     fake.script(MODEL, [Text(f"Ricotta gnocchi are lighter {tag}")])
     user = page.locator('[data-testid="message"][data-role="user"]')
@@ -126,6 +136,7 @@ def _chat_basics(page: Page, fake: FakeLLM, tag: str) -> None:
     _answered(page, f"Ricotta gnocchi are lighter {tag}")
     expect(user).to_have_count(1)
     expect(user).to_contain_text(f"ricotta gnocchi {tag}")
+    expect(assistant.get_by_test_id("message-versions")).to_have_count(0)  # another question
     sent = [b for b in fake.bodies() if b and b.get("model") == MODEL][-1]
     assert sum("gnocchi" in str(m.get("content")) for m in sent["messages"]) == 1
 
