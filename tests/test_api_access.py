@@ -157,6 +157,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 200, M: 403, C: 403},
     ),
     ("GET", "/api/agents", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/instance/timezones", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/backups", None, {"anon": 401, A: 200, M: 403, C: 403}),
     (
         "PUT",

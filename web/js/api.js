@@ -231,6 +231,8 @@ export const api = {
   agents: () => get('api/agents'),
 
   // Backups (admin.system): the schedule, the last results, the two buttons.
+  // Every time zone name the server accepts (old names too), for the searchable field.
+  timeZones: () => get('api/instance/timezones'),
   backups: () => get('api/backups'),
   saveBackupSettings: (body) => request('PUT', 'api/backups/settings', body),
   runBackup: () => post('api/backups/run'),
