@@ -253,9 +253,14 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
 
         # -- the first chat --------------------------------------------------------------
         admin.get_by_test_id("nav-home").click()
-        expect(admin.get_by_test_id("chat-suggestion").first).to_be_visible()
-        _send(admin, "Hello!")
+        # A suggestion tapped is sent at once.
+        suggestion = admin.get_by_test_id("chat-suggestion").first
+        expect(suggestion).to_have_text("Help me plan dinners for this week")
+        suggestion.click()
         _answered(admin, "Hello, I am ready.")
+        asked = admin.locator('[data-testid="message"][data-role="user"]')
+        expect(asked).to_contain_text("Help me plan dinners for this week")
+        expect(admin.get_by_test_id("chat-input")).to_have_value("")
         # The model's streamed reasoning is there, folded.
         thought = admin.get_by_test_id("chat-reasoning")
         expect(thought).to_have_count(1)

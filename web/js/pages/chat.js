@@ -359,7 +359,7 @@ function withoutTools(conv, models) {
   return chosen ? lacks(chosen) : models.every(lacks);
 }
 
-function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
+function Composer({ conv, simple, running, models, onEnsure, inputRef, submitRef }) {
   const convId = conv ? conv.id : null;
   const [text, setText] = useState(() => drafts.get(convId || '') || '');
   const [commands, setCommands] = useState([]);
@@ -496,6 +496,9 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
       if (inputRef.current) inputRef.current.focus();
     }
   };
+
+  // The page's suggestions send through here (with the model, files and sharing as set).
+  if (submitRef) submitRef.current = submit;
 
   const onKeyDown = (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
@@ -656,6 +659,7 @@ export function ChatPage({ docked = false }) {
   const simple = me.ui_mode === 'simple';
   const c = useChat();
   const inputRef = useRef(null);
+  const submitRef = useRef(null);
   const [tabError, setTabError] = useState(null);
   // Docked beside another page, the address belongs to that page: never read or set it.
   const wanted = docked ? null : route.query.get('c');
@@ -703,13 +707,9 @@ export function ChatPage({ docked = false }) {
       if (inputRef.current) inputRef.current.focus();
     });
 
-  const prefill = (text) => {
-    const el = inputRef.current;
-    if (!el) return;
-    // Go through the input event so the composer's state follows.
-    el.value = text;
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-    el.focus();
+  // A suggestion tapped is sent at once, as if typed and sent (the input shows it).
+  const pickSuggestion = (text) => {
+    if (submitRef.current) submitRef.current(text);
   };
 
   const name = me.display_name || me.username;
@@ -723,7 +723,7 @@ export function ChatPage({ docked = false }) {
       <button type="button" class="btn btn--secondary" onClick=${() => loadConversations()}>${t('chat.retry')}</button>
     </div></div>`;
   } else if (!conv || (thread && thread.items && thread.items.length === 0 && thread.tail.length === 0 && !running)) {
-    body = html`<div class="chat__thread chat__center"><${EmptyState} simple=${simple} name=${name} onPick=${prefill}
+    body = html`<div class="chat__thread chat__center"><${EmptyState} simple=${simple} name=${name} onPick=${pickSuggestion}
       noModel=${Array.isArray(c.models) && c.models.length === 0} /></div>`;
   } else if (!thread || (thread.items === null && !thread.error)) {
     body = html`<div class="chat__thread chat__center" data-testid="chat-thread-loading"><span class="spinner" aria-hidden="true"></span></div>`;
@@ -760,6 +760,6 @@ export function ChatPage({ docked = false }) {
     ${conv && html`<${TaskStrip} conversationId=${conv.id} />`}
     ${!c.loadError &&
     html`<${Composer} conv=${conv} simple=${simple} running=${running} models=${c.models} inputRef=${inputRef}
-      onEnsure=${() => newConversation()} />`}
+      submitRef=${submitRef} onEnsure=${() => newConversation()} />`}
   </div>`;
 }
