@@ -309,6 +309,13 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
             ).new_page(),
         )
         sign_in(phone, MEMBER, MEMBER_PW)
+        # On a phone too, a suggestion tapped is sent at once.
+        fake.script(MODEL, [Text("Monday: minestrone.")])
+        phone.get_by_test_id("chat-suggestion").first.tap()
+        _answered(phone, "Monday: minestrone.")
+        expect(phone.locator('[data-testid="message"][data-role="user"]')).to_contain_text(
+            "Help me plan dinners for this week"
+        )
         _chat_basics(phone, fake, "phone")
         shot(phone, "onboard-07-chat-phone")
         assert not watch.problems, watch.problems
