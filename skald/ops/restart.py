@@ -119,8 +119,12 @@ async def restore_on_request(layout: DataLayout, docker_host: str | None) -> Res
 
 
 def exec_again() -> NoReturn:
-    """Replace this process with a fresh `skald` of the same arguments and environment."""
-    argv = [sys.executable, "-m", "skald", *sys.argv[1:]]
+    """Replace this process with a fresh `skald` of the same arguments and environment.
+
+    The interpreter's own command line (`sys.orig_argv`), not `python -m skald`: an
+    installed Skald runs as `python skald.pyz serve`, whose packages only that zipapp's
+    bootstrap puts on the path."""
+    argv = [sys.executable, *sys.orig_argv[1:]]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(argv[0], argv)  # noqa: S606
