@@ -2245,6 +2245,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="answer_again",
         why="only the first earlier answer is ever kept",
     ),
+    Mutant(
+        "HH15",
+        "guided restore",
+        "skald/ops/restart.py",
+        "    argv = [sys.executable, *sys.orig_argv[1:]]",
+        '    argv = [sys.executable, "-m", "skald", *sys.argv[1:]]',
+        ("tests/test_restore_web.py",),
+        keyword="launcher",
+        why="an installed Skald (python skald.pyz serve) dies at the restart into a backup",
+    ),
 )
 
 

@@ -6,6 +6,8 @@ damaged archive is refused before anything stops)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,18 @@ from pathlib import Path
 import httpx
 import pytest
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+
+import skald
+
+REPO = Path(skald.__file__).resolve().parents[1]
+# How an installed Skald starts: a launcher that puts the package on the path itself
+# (as the zipapp's bootstrap does), with nothing in PYTHONPATH; `python -m skald` would
+# not find it.
+LAUNCHER = f"""import sys
+sys.path.insert(0, {str(REPO)!r})
+from skald.cli import main
+sys.exit(main())
+"""
 
 MEMBER, MEMBER_PW = "ada", "ada's rather long password"
 
@@ -124,3 +138,31 @@ def test_only_an_administrator_restores_and_only_a_sound_archive_listed_in_the_f
     assert not (server.data / ".restore-request").exists()
     assert server.proc is not None and server.proc.poll() is None
     assert api.get("/api/backups").status_code == 200  # still signed in: no restart
+
+
+@pytest.mark.timeout(180)
+def test_an_installed_skald_started_by_a_launcher_starts_again_the_same_way(
+    tmp_path: Path,
+) -> None:
+    srv = ServerProcess(tmp_path)
+    srv.env.pop("PYTHONPATH", None)
+    srv.create_admin()
+    launcher = tmp_path / "skald-launcher.py"
+    launcher.write_text(LAUNCHER)
+    cmd = [sys.executable, str(launcher), "--data", str(srv.data), "serve"]
+    cmd += ["--host", "127.0.0.1", "--port", str(srv.port)]
+    with srv.log_path.open("ab") as log:
+        srv.proc = subprocess.Popen(  # elsewhere than the checkout: not importable from "."
+            cmd, env=srv.env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path
+        )
+    try:
+        _wait_for_new_start(srv, before=-1.0)
+        api = _admin(srv)
+        name = _backup(api)
+        before = httpx.get(f"{srv.url}/api/health").json()["started_at"]
+        r = api.post(f"/api/backups/archives/{name}/restore", json={"confirm": True})
+        assert r.status_code == 202, r.text
+        _wait_for_new_start(srv, before)
+        assert _admin(srv).get("/api/backups").json()["last_restore"]["ok"] is True
+    finally:
+        srv.close()
