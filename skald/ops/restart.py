@@ -26,9 +26,9 @@ from typing import NoReturn
 import msgspec
 
 from skald.errors import SkaldError
+from skald.features.backups.restore import restore_held
+from skald.features.backups.scheduler import _write_private
 from skald.log import get_logger
-from skald.ops.restore import restore_held
-from skald.ops.schedule import _write_private
 from skald.paths import DataLayout
 
 log = get_logger("skald.backup")
