@@ -117,38 +117,43 @@ check_docker() {
     fi
 }
 
-# The sandboxes' runtime image, built now (with Docker's progress on the terminal) rather
-# than at a member's first command. Skipped without Docker; a failure is not fatal:
-# `skald doctor` names the fix.
+# The sandboxes' runtime image, built now rather than at a member's first command: one
+# progress line (step, time, estimate), Docker's whole output in a log file. Skipped
+# without Docker; a failure is not fatal: `skald doctor` names the fix.
 build_sandbox_image() {
     [ "${DOCKER_OK:-no}" = yes ] || return 0
-    step "the sandbox image (a few minutes the first time; Docker's progress follows)"
-    if ! "$SKALD_HOME/bin/skald" image build --if-missing </dev/null; then
-        warn "the sandbox image could not be built; Skald runs, but commands wait for it. Fix: $SKALD_HOME/bin/skald image build"
+    build_log=$SKALD_HOME/image-build.log
+    step "the sandbox image (5 to 15 minutes the first time; Docker's whole output: $build_log)"
+    if ! "$SKALD_HOME/bin/skald" image build --if-missing --log "$build_log" </dev/null; then
+        warn "the sandbox image could not be built (see $build_log); Skald runs, but commands wait for it. Fix: $SKALD_HOME/bin/skald image build"
     fi
 }
 
-# `skald` on the operator's PATH: a link in ~/.local/bin when that folder is on PATH
-# (Debian's ~/.profile adds it once it exists); otherwise say how. A file there that is
-# not our link is left alone.
+# `skald` on the operator's PATH: a link in ~/.local/bin, made even when that folder is
+# not there yet (a fresh Debian account): Debian's ~/.profile puts it on the PATH at the
+# next login once it exists, so then the operator is told to log in again. A file there
+# that is not our link is left alone.
 link_on_path() {
     bindir=$HOME/.local/bin
     link=$bindir/skald
     PATH_HINT=
-    case ":$PATH:" in
-        *":$bindir:"*) ;;
-        *)
-            PATH_HINT="To type just 'skald', add its folder to your PATH: echo 'export PATH=\"$SKALD_HOME/bin:\$PATH\"' >>~/.profile (then log in again)"
-            return 0
-            ;;
-    esac
     if [ -e "$link" ] && [ ! -L "$link" ]; then
         PATH_HINT="$link exists and is not the installer's; Skald's command is $SKALD_HOME/bin/skald"
         return 0
     fi
     mkdir -p "$bindir"
     ln -sfn "$SKALD_HOME/bin/skald" "$link"
-    say "linked $link -> $SKALD_HOME/bin/skald (type: skald doctor)"
+    case ":$PATH:" in
+        *":$bindir:"*)
+            say "linked $link -> $SKALD_HOME/bin/skald (type: skald doctor)"
+            return 0
+            ;;
+    esac
+    if grep -qs '\.local/bin' "$HOME/.profile"; then
+        PATH_HINT="'skald' is in $bindir, which your ~/.profile puts on the PATH at login: log in again (or run: . ~/.profile), then type: skald doctor"
+    else
+        PATH_HINT="'skald' is in $bindir, which is not on your PATH: echo 'export PATH=\"\$HOME/.local/bin:\$PATH\"' >>~/.profile, then log in again"
+    fi
 }
 
 unlink_from_path() {
@@ -846,8 +851,8 @@ first_admin_at_terminal() {
     return 1
 }
 
-print_welcome() {
-    port=$(server_port)
+# The address to open from another device in the home (the LAN address, else 127.0.0.1).
+home_url() {
     lan=$("$PY" -c 'import socket
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
@@ -855,7 +860,11 @@ try:
     print(s.getsockname()[0])
 except OSError:
     print("127.0.0.1")' 2>/dev/null || echo 127.0.0.1)
-    url=http://$lan:$port/
+    printf 'http://%s:%s/\n' "$lan" "$(server_port)"
+}
+
+print_welcome() {
+    url=$(home_url)
     token_file=$DATA/setup-token
     if [ -s "$token_file" ]; then
         if first_admin_at_terminal; then
@@ -939,11 +948,14 @@ do_install() {
         print_welcome
     else
         say "No systemd user manager here, so Skald is not installed as a service."
+        url=$(home_url)
         if [ ! -f "$DATA/database/system.db" ] && first_admin_at_terminal; then
             say "Start it by hand: $SKALD_HOME/bin/skald serve"
+            say "then open $url on any device in your home."
         else
             say "Start it by hand: $SKALD_HOME/bin/skald serve"
-            say "(while there is no administrator, it prints a setup link for the first one)"
+            say "then open $url on any device in your home; while there is no administrator,"
+            say "skald serve prints the setup link for the first one (${url}#/setup?token=...)."
         fi
         [ -z "${PATH_HINT:-}" ] || say "$PATH_HINT"
     fi
@@ -1134,7 +1146,7 @@ do_uninstall() {
         "$home/update.sh" "$home/.update.lock" "$JOURNAL" "$DATA/cache"
     disable_linger_if_ours
     unlink_from_path
-    rm -f "$ENV_FILE" "$SKALD_HOME/uninstall.sh"
+    rm -f "$ENV_FILE" "$SKALD_HOME/uninstall.sh" "$SKALD_HOME/image-build.log"
     if [ "$PURGE" = yes ]; then
         rm -rf "$DATA"
         rmdir "$SKALD_HOME" 2>/dev/null || true

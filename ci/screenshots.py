@@ -75,6 +75,15 @@ def _open_bell(page: Any) -> None:
     page.get_by_test_id("notif-item").first.wait_for()
 
 
+def _open_restore(page: Any) -> None:
+    """The Backups page's Restore dialog, on a backup made through the page."""
+    if page.get_by_test_id("backups-archive").count() == 0:
+        page.get_by_test_id("backups-run").click()
+        page.get_by_test_id("backups-archive").first.wait_for()
+    page.get_by_test_id("backups-restore").first.click()
+    page.get_by_test_id("restore-contents").wait_for()
+
+
 PAGES = [
     Shot("chat", "/?c={c}", '[data-testid="chat-page"]', "/"),
     Shot("notifications", "/?c={c}", '[data-testid="chat-page"]', "/", then=_open_bell),
@@ -94,6 +103,13 @@ PAGES = [
     Shot("connectors", "/admin/connectors", '[data-testid="connectors-page"]', "/admin/connectors"),
     Shot("settings", "/admin/settings", '[data-testid="settings-page"]', "/admin/settings"),
     Shot("backups", "/admin/backups", '[data-testid="backups-page"]', "/admin/backups"),
+    Shot(
+        "backups-restore",
+        "/admin/backups",
+        '[data-testid="backups-page"]',
+        "/admin/backups",
+        then=_open_restore,
+    ),
     Shot("child-chat", "/", '[data-testid="chat-page"]', "/", who="child"),
 ]
 

@@ -360,11 +360,15 @@ async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
 
 
 async def cmd_serve(args: argparse.Namespace, env: Env) -> int:
+    from skald.features.backups.restart import RESTART, exec_again
     from skald.server import serve
 
     host = args.host or env.config.server.host
     port = args.port or env.config.server.port
-    return await serve(env.layout, env.config, host, port)
+    code = await serve(env.layout, env.config, host, port)
+    if code == RESTART:  # restored a backup on request: start afresh, config and all
+        exec_again()
+    return code
 
 
 async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
@@ -501,6 +505,9 @@ async def cmd_image_build(args: argparse.Namespace, env: Env) -> int:
         base = await asyncio.to_thread(image.pick_base, client, args.base)
         env.out.write(f"Building {tag} from {base}\n")
         env.out.flush()
+        if args.log:
+            await _build_logged(image, client, base, tag, Path(args.log), env.out)
+            return 0
 
         def progress(line: str) -> None:
             env.out.write(line if line.endswith("\n") else line + "\n")
@@ -511,6 +518,28 @@ async def cmd_image_build(args: argparse.Namespace, env: Env) -> int:
         client.close()
     env.out.write(f"Built {tag}\n")
     return 0
+
+
+async def _build_logged(
+    image: Any, client: Any, base: str, tag: str, log_path: Path, out: TextIO
+) -> None:
+    """The build with Docker's output in `log_path` and one progress line on `out`."""
+    from skald.ops.build_progress import ProgressLine
+
+    def build() -> None:
+        with log_path.open("a", encoding="utf-8") as log:
+            line = ProgressLine(out, log, tty=out.isatty())
+            try:
+                image.build_image(client, base=base, tag=tag, progress=line.feed)
+            except BaseException:
+                line.close(ok=False)
+                raise
+            line.close(ok=True)
+
+    try:
+        await asyncio.to_thread(build)
+    except SkaldError as exc:
+        raise SkaldError(f"{exc} (the whole build output is in {log_path})") from None
 
 
 async def cmd_image_bootstrap_base(args: argparse.Namespace, env: Env) -> int:
@@ -735,6 +764,11 @@ def build_parser() -> SkaldArgumentParser:
         action="store_true",
         help="do nothing when the image is already there, or the sandbox is turned off "
         "(the installer uses it)",
+    )
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        help="write Docker's whole output to FILE and show one progress line instead",
     )
     p.set_defaults(handler=cmd_image_build)
     p = command(

@@ -22,6 +22,7 @@ from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
+from skald.features.backups.restart import RESTART, restore_on_request
 from skald.files.homes import remove_partial_writes
 from skald.log import get_logger
 from skald.ops.channel import InstanceLock, bind_error, remove_token, write_token
@@ -49,7 +50,12 @@ async def serve(layout: DataLayout, config: Config, host: str, port: int) -> int
     # so a crash or kill -9 never leaves it behind.
     with InstanceLock(layout, "serve", host=host, port=port):
         _check_port(host, port)
-        return await _serve_locked(layout, config, host, port)
+        code = await _serve_locked(layout, config, host, port)
+        # Still locked: a restore asked for on the Backups page runs now (skald.features.backups.restart).
+        docker_host = config.sandbox.docker_host if config.sandbox.enabled else None
+        if await restore_on_request(layout, docker_host) is not None:
+            return RESTART
+        return code
 
 
 async def _serve_locked(layout: DataLayout, config: Config, host: str, port: int) -> int:
@@ -107,6 +113,12 @@ async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_tok
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop, sig.name)
+
+    async def stop_when_asked() -> None:
+        await runtime.stop_requested.wait()
+        stop("restore")
+
+    asked = asyncio.create_task(stop_when_asked())
     log.info("listening", url=f"http://{host}:{port}/", data=str(layout.root))
     try:
         await server.serve()
@@ -115,5 +127,6 @@ async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_tok
             loop.remove_signal_handler(sig)
         stop_sweep.set()
         sweep.cancel()
+        asked.cancel()
         await runtime.shutdown()
     return 0

@@ -152,6 +152,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 200, M: 403, C: 403},
     ),
     ("GET", "/api/agents", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/instance/timezones", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/backups", None, {"anon": 401, A: 200, M: 403, C: 403}),
     (
         "PUT",
@@ -161,6 +162,13 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ),
     ("POST", "/api/backups/run", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("POST", "/api/backups/drill", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/backups/archives/{archive}", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "POST",
+        "/api/backups/archives/{archive}/restore",
+        {"confirm": True},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
     ("GET", "/api/llm/kinds", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("GET", "/api/llm/providers", None, {"anon": 401, A: 200, M: 403, C: 403}),
     (
@@ -525,6 +533,7 @@ async def test_role_route_matrix(
         "seq": "1",
         "picture": "none.png",
         "lang": "it.json",
+        "archive": "none.tar",
     }
     if who != "anon":
         owner = await make_client()

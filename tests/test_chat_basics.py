@@ -58,6 +58,32 @@ async def test_regenerate_replaces_the_last_answer_and_the_model_sees_the_messag
     assert texts.count("name a river") == 1 and "First answer." not in texts
 
 
+async def test_answer_again_keeps_the_earlier_answers_under_the_message_and_an_edit_drops_them(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    await add_models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["Rhine.", "Danube.", "Po.", "Seine."])
+    svc = runtime.conversations
+    conversation = await svc.create(ada)
+    await _turn(runtime, ada, await svc.send(ada, conversation.id, "name a river"))
+    for _ in range(2):
+        seq = (await svc.history(ada, conversation.id))[0].seq
+        await _turn(runtime, ada, await svc.resend(ada, conversation.id, seq))
+    history = await svc.history(ada, conversation.id)
+    assert [(i.role, i.text) for i in history] == [
+        ("user", "name a river"),
+        ("assistant", "Po."),
+    ]
+    assert history[0].earlier_answers == ["Rhine.", "Danube."]
+    # The model never sees them: the last request had the question once, no old answer.
+    texts = json.dumps(fake_llm.bodies()[-1]["messages"])
+    assert texts.count("name a river") == 1 and "Rhine." not in texts and "Danube." not in texts
+    # An edit is another question: its answers start afresh.
+    await _turn(runtime, ada, await svc.resend(ada, conversation.id, history[0].seq, "a sea?"))
+    history = await svc.history(ada, conversation.id)
+    assert [(i.text, i.earlier_answers) for i in history] == [("a sea?", []), ("Seine.", [])]
+
+
 async def test_retry_after_a_failure_sends_the_same_message_again(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:

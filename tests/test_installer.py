@@ -212,7 +212,14 @@ def test_install_update_prune_uninstall_without_systemd(site: Site) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "No systemd user manager here" in proc.stdout
     assert "bin/skald serve" in proc.stdout
+    # It ends with the address to open and where the setup link will be.
+    assert re.search(r"then open http://[\d.]+:\d+/ on any device", proc.stdout), proc.stdout
+    assert "#/setup?token=" in proc.stdout
+    # A fresh account has no ~/.local/bin: made, `skald` linked there, and a new login
+    # is what puts it on the PATH (here ~/.profile does not mention it: say how).
     root = site.skald_home
+    assert (site.home / ".local" / "bin" / "skald").readlink() == root / "bin" / "skald"
+    assert "which is not on your PATH" in proc.stdout and "log in again" in proc.stdout
     release = root / "releases" / "1.0.0"
     assert (root / "current").readlink().as_posix() == "releases/1.0.0"
     assert (release / "skald.pyz").readlink().as_posix().startswith("skald-1.0.0-")
@@ -456,7 +463,7 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     proc = site.run(repair, SKALD_RELEASES_URL="")
     assert proc.returncode == 0, proc.stderr
     # Without ~/.local/bin on PATH, the installer says how to get `skald` there.
-    assert "add its folder to your PATH" in proc.stdout, proc.stdout
+    assert "which is not on your PATH" in proc.stdout, proc.stdout
     code, checks = _doctor(site)
     assert code == 0 and checks["install"]["status"] == "ok", checks["install"]
     current = (site.skald_home / "current").readlink().as_posix()
@@ -467,6 +474,10 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
 
 def test_at_a_terminal_without_systemd_setup_asks_for_the_administrator(site: Site) -> None:
     site.publish("1.0.0")
+    # Debian's own ~/.profile: ~/.local/bin joins the PATH at the next login.
+    (site.home / ".profile").write_text(
+        'if [ -d "$HOME/.local/bin" ] ; then\n    PATH="$HOME/.local/bin:$PATH"\nfi\n'
+    )
     rc, seen = converse(
         ["bash", "-c", f"curl -fsSL {site.url}/install.sh | bash"],
         [
@@ -480,5 +491,6 @@ def test_at_a_terminal_without_systemd_setup_asks_for_the_administrator(site: Si
     assert rc == 0, seen
     assert "Recovery code for mum" in seen, seen
     assert "Start it by hand" in seen
+    assert "your ~/.profile puts on the PATH at login: log in again" in seen, seen
     listed = site.run(f"{site.skald_home}/bin/skald user list --json")
     assert '"mum"' in listed.stdout, listed.stderr

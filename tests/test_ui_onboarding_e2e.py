@@ -5,7 +5,7 @@ wizard (household and time zone, a provider added with Test connection and a mod
 picked from the fake provider's `/v1/models`, a family member with the recovery-code
 step), the Overview's "to finish setting up" list emptying step by step, and the first
 chat answered. Then the chat basics at 1280 px and at 375 px: retry after a failure,
-regenerate, edit and resend, copy, and search.
+regenerate (the earlier answer kept: ‹1/2›), edit and resend, copy, and search.
 
 Launch flags, the skip rule, the console and CSP watching and the screenshot folder are
 those of `test_ui_e2e.py`.
@@ -114,7 +114,17 @@ def _chat_basics(page: Page, fake: FakeLLM, tag: str) -> None:
     page.get_by_test_id("message-regenerate").click()
     _answered(page, f"Boil them first {tag}")
     assistant = page.locator('[data-testid="message"][data-role="assistant"]')
-    expect(assistant).to_have_count(1)  # the first answer was replaced
+    expect(assistant).to_have_count(1)  # the first answer was replaced, and kept: ‹ 2/2 ›
+    label = assistant.get_by_test_id("message-version-label")
+    expect(label).to_have_text("2/2")
+    assistant.get_by_test_id("message-version-prev").click()
+    expect(label).to_have_text("1/2")
+    expect(assistant).to_contain_text(f"Gnocchi need floury potatoes {tag}")
+    expect(assistant).not_to_contain_text(f"Boil them first {tag}")
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    assistant.get_by_test_id("message-version-next").click()
+    expect(label).to_have_text("2/2")
+    expect(assistant).to_contain_text(f"Boil them first {tag}")
 
     fake.script(MODEL, [Text(f"Ricotta gnocchi are lighter {tag}")])
     user = page.locator('[data-testid="message"][data-role="user"]')
@@ -124,6 +134,7 @@ def _chat_basics(page: Page, fake: FakeLLM, tag: str) -> None:
     _answered(page, f"Ricotta gnocchi are lighter {tag}")
     expect(user).to_have_count(1)
     expect(user).to_contain_text(f"ricotta gnocchi {tag}")
+    expect(assistant.get_by_test_id("message-versions")).to_have_count(0)  # another question
     sent = [b for b in fake.bodies() if b and b.get("model") == MODEL][-1]
     assert sum("gnocchi" in str(m.get("content")) for m in sent["messages"]) == 1
 
@@ -226,17 +237,27 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
 
         # The checklist lost its model item; a backup empties it.
         assert _checklist(admin) == ["backup"]
-        backup = server.cli("backup")
-        assert backup.returncode == 0, backup.stderr
+        # Its item leads to the Backups page (no command to type).
+        item = admin.get_by_test_id("setup-checklist-item")
+        expect(item.locator("code")).to_have_count(0)
+        item.get_by_test_id("setup-checklist-open").click()
+        expect(admin.get_by_test_id("backups-page")).to_be_visible()
+        admin.get_by_test_id("backups-run").click()
+        expect(admin.get_by_test_id("backups-last")).to_have_attribute("data-ok", "true")
         assert _checklist(admin) == []
         expect(admin.get_by_test_id("setup-checklist")).to_have_count(0)
         expect(admin.get_by_test_id("home-health")).to_contain_text("Everything")
 
         # -- the first chat --------------------------------------------------------------
         admin.get_by_test_id("nav-home").click()
-        expect(admin.get_by_test_id("chat-suggestion").first).to_be_visible()
-        _send(admin, "Hello!")
+        # A suggestion tapped is sent at once.
+        suggestion = admin.get_by_test_id("chat-suggestion").first
+        expect(suggestion).to_have_text("Help me plan dinners for this week")
+        suggestion.click()
         _answered(admin, "Hello, I am ready.")
+        asked = admin.locator('[data-testid="message"][data-role="user"]')
+        expect(asked).to_contain_text("Help me plan dinners for this week")
+        expect(admin.get_by_test_id("chat-input")).to_have_value("")
         # The model's streamed reasoning is there, folded.
         thought = admin.get_by_test_id("chat-reasoning")
         expect(thought).to_have_count(1)
@@ -285,6 +306,13 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
             ).new_page(),
         )
         sign_in(phone, MEMBER, MEMBER_PW)
+        # On a phone too, a suggestion tapped is sent at once.
+        fake.script(MODEL, [Text("Monday: minestrone.")])
+        phone.get_by_test_id("chat-suggestion").first.tap()
+        _answered(phone, "Monday: minestrone.")
+        expect(phone.locator('[data-testid="message"][data-role="user"]')).to_contain_text(
+            "Help me plan dinners for this week"
+        )
         _chat_basics(phone, fake, "phone")
         shot(phone, "onboard-07-chat-phone")
         assert not watch.problems, watch.problems

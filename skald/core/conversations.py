@@ -301,7 +301,10 @@ class ConversationService:
         Refused (409) while a turn runs or waits for an approval."""
         mine = await self.member(user_id)
         conversation = await mine.hub.store.get(conversation_id)
-        message, attachments = await mine.hub.store.rewind(conversation_id, seq)
+        # Answer again (no new text) keeps the answers it replaces; an edit does not.
+        message, attachments = await mine.hub.store.rewind(
+            conversation_id, seq, keep_answers=text is None
+        )
         await mine.hub.update(conversation_id)  # every tab re-reads the conversation
         typed = display_text(message) if text is None else text
         return await self._enqueue(mine, conversation, typed, attachments, view_items(message))

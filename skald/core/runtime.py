@@ -87,6 +87,8 @@ class Runtime:
         # server: start-up work that can wait (the first look at Docker) waits for it,
         # so it does not take the one core Python gets from building the app.
         self.app_built = asyncio.Event()
+        # Set to stop the web server from inside (a restore asked for on the Backups page).
+        self.stop_requested = asyncio.Event()
         self.started_at = time.time()
         self.version = __version__
         self.setup_token: str | None = None

@@ -96,6 +96,8 @@ class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     view: list[ViewItem] = []
     # A picture was attached but not shown to the model (no model in use could see it).
     images_not_seen: bool = False
+    # A member's message: the answers "Answer again" replaced, oldest first (the UI's ‹1/2›).
+    earlier_answers: list[str] = []
 
 
 def _conversation(
@@ -208,7 +210,21 @@ class ConversationStore:
                 "WHERE conversation_id=? ORDER BY seq",
                 (conversation_id,),
             )
-            return [_item(r, states) for r in rows]
+            earlier: dict[int, list[str]] = {}
+            for seq, text in fetch_all(
+                c,
+                "SELECT seq, text FROM chat_earlier_answers WHERE conversation_id=? "
+                "AND seq IS NOT NULL ORDER BY id",
+                (conversation_id,),
+            ):
+                earlier.setdefault(seq, []).append(text)
+            items = [_item(r, states) for r in rows]
+            return [
+                msgspec.structs.replace(i, earlier_answers=earlier[i.seq])
+                if i.seq in earlier
+                else i
+                for i in items
+            ]
 
         return await self.db.call(q)
 
@@ -266,9 +282,13 @@ class ConversationStore:
 
         return await self.db.call(q)
 
-    async def rewind(self, conversation_id: str, seq: int) -> tuple[Message, list[Attachment]]:
+    async def rewind(
+        self, conversation_id: str, seq: int, keep_answers: bool = False
+    ) -> tuple[Message, list[Attachment]]:
         """Take back a member's message and everything after it (to retry, regenerate or
-        edit it): returns the message and its attachments; the rows are deleted.
+        edit it): returns the message and its attachments; the rows are deleted. With
+        `keep_answers` (Answer again) the answer's text and those it had replaced wait
+        for the message sent again (`_insert` gives them its seq); else they go too.
 
         Only while nothing runs or waits, and only a message after the latest summary:
         what a summary stands for is no longer in the history the model sees."""
@@ -302,6 +322,16 @@ class ConversationStore:
                 raise ConflictError(
                     "this message is part of a summary now and cannot be sent again"
                 )
+            kept = _answers_to_keep(c, conversation_id, seq) if keep_answers else []
+            c.execute(
+                "DELETE FROM chat_earlier_answers WHERE conversation_id=? AND (seq>=? OR seq IS NULL)",
+                (conversation_id, seq),
+            )
+            c.executemany(
+                "INSERT INTO chat_earlier_answers(conversation_id, seq, text, created_at) "
+                "VALUES (?, NULL, ?, ?)",
+                [(conversation_id, text, now_iso()) for text in kept],
+            )
             c.execute(
                 "DELETE FROM chat_calls WHERE conversation_id=? AND message_seq>=?",
                 (conversation_id, seq),
@@ -367,6 +397,33 @@ def display_text(message: Message) -> str:
         if isinstance(p, TextPart) and not p.text.startswith(ATTACHMENT_NOTE)
     )
     return _CONTEXT_BLOCK.sub("", typed)
+
+
+def _answers_to_keep(c: apsw.Connection, conversation_id: str, seq: int) -> list[str]:
+    """The answers to message `seq` as shown: those it kept before, then the current
+    one (its assistant texts up to the next message of the member), if it has text."""
+    kept = [
+        str(r[0])
+        for r in fetch_all(
+            c,
+            "SELECT text FROM chat_earlier_answers WHERE conversation_id=? AND seq=? ORDER BY id",
+            (conversation_id, seq),
+        )
+    ]
+    texts = []
+    for role, body in fetch_all(
+        c,
+        "SELECT role, body FROM chat_messages WHERE conversation_id=? AND seq>? AND summary=0 "
+        "ORDER BY seq",
+        (conversation_id, seq),
+    ):
+        if role == "user":
+            break
+        if role == "assistant":
+            text = display_text(_decode_message(body)).strip()
+            if text:
+                texts.append(text)
+    return [*kept, "\n\n".join(texts)] if texts else kept
 
 
 def _item(r: tuple[Any, ...], states: Mapping[str, str]) -> HistoryItem:
@@ -437,6 +494,11 @@ class OwnerHistory:
             ),
         )
         seq = c.last_insert_rowid()
+        if message.role == "user":  # a message sent again takes the answers kept for it
+            c.execute(
+                "UPDATE chat_earlier_answers SET seq=? WHERE conversation_id=? AND seq IS NULL",
+                (seq, self._conversation_id),
+            )
         stamp = now_iso()
         # The arguments live once, in the message body: a 10 MiB write_file stored twice
         # doubled the database. `chat_calls.arguments` stays '{}' for new rows.

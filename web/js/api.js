@@ -232,10 +232,15 @@ export const api = {
   agents: () => get('api/agents'),
 
   // Backups (admin.system): the schedule, the last results, the two buttons.
+  // Every time zone name the server accepts (old names too), for the searchable field.
+  timeZones: () => get('api/instance/timezones'),
   backups: () => get('api/backups'),
   saveBackupSettings: (body) => request('PUT', 'api/backups/settings', body),
   runBackup: () => post('api/backups/run'),
   runDrill: () => post('api/backups/drill'),
+  // The guided restore: what an archive holds, then the restart into it.
+  backupContents: (name) => get(`api/backups/archives/${encodeURIComponent(name)}`),
+  restoreBackup: (name) => post(`api/backups/archives/${encodeURIComponent(name)}/restore`, { confirm: true }),
 
   // Providers and models (admin.models)
   llmKinds: () => get('api/llm/kinds'),

@@ -83,6 +83,24 @@ export function hasText(key) {
 
 // A role as people read it. A built-in role whose display name is still the English
 // default shows in the member's language; a name an administrator chose is theirs.
+// A built-in security group's name and description in the reader's language, as long
+// as they are still the seeded English (a renamed group keeps the household's words).
+function seeded(kind, item, field) {
+  const key = `${kind}.${item.name}`;
+  const english = (dictionaries.en || {})[key];
+  return english !== undefined && (!item[field] || item[field] === english) ? t(key) : null;
+}
+
+export function groupLabel(group) {
+  if (!group) return '';
+  return seeded('group_name', group, 'display_name') || group.display_name || group.name;
+}
+
+export function groupDescription(group) {
+  if (!group) return '';
+  return seeded('group_description', group, 'description') || group.description || '';
+}
+
 export function roleLabel(role) {
   if (!role) return '';
   const key = `role_name.${role.name}`;

@@ -169,6 +169,18 @@ def _check_versions(path: Path, manifest: Manifest) -> None:
             )
 
 
+def read_manifest(path: Path) -> Manifest:
+    """The manifest alone, version-checked, without hashing the members (blocking):
+    what the Backups page shows before a restore; `check_archive` checks the rest."""
+    try:
+        with tarfile.open(path, mode="r:") as tar:
+            manifest = _read_manifest(tar, path)
+    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as exc:
+        raise unusable_archive(path, f"it is damaged or not a tar archive ({exc})") from None
+    _check_versions(path, manifest)
+    return manifest
+
+
 def member_type(member: tarfile.TarInfo) -> EntryType | None:
     if member.isreg():
         return "file"

@@ -285,8 +285,23 @@ async def restore_command(
         plan = await asyncio.to_thread(plan_restore, layout, checked)
         if not confirm(checked, plan):
             return None
-        try:
-            result = await asyncio.to_thread(_restore_locked, layout, checked, plan)
-        except OSError as exc:
-            raise StorageError(f"the restore failed: {exc}") from None
-        return await asyncio.to_thread(_stop_sandboxes_after, layout, result, plan, docker_host)
+        return await _apply(layout, checked, plan, docker_host)
+
+
+async def _apply(
+    layout: DataLayout, checked: CheckedArchive, plan: RestorePlan, docker_host: str | None
+) -> RestoreResult:
+    try:
+        result = await asyncio.to_thread(_restore_locked, layout, checked, plan)
+    except OSError as exc:
+        raise StorageError(f"the restore failed: {exc}") from None
+    return await asyncio.to_thread(_stop_sandboxes_after, layout, result, plan, docker_host)
+
+
+async def restore_held(layout: DataLayout, archive: Path, docker_host: str | None) -> RestoreResult:
+    """The restore for a caller that already holds the instance lock: the serve loop,
+    between stopping and starting again (`skald.features.backups.restart`). Checks the archive again:
+    it may have changed since the person confirmed."""
+    checked = await asyncio.to_thread(check_archive, archive)
+    plan = await asyncio.to_thread(plan_restore, layout, checked)
+    return await _apply(layout, checked, plan, docker_host)

@@ -1,18 +1,26 @@
 """The Backups page's API (capability `admin.system`): the schedule, the last results,
-the archives in the chosen folder, and the two buttons (back up now, test a restore)."""
+the archives in the chosen folder, the two buttons (back up now, test a restore), and
+the guided restore: what an archive holds, then a restart into it (skald.features.backups.restart).
+An archive is named by its file name, and only one listed in the folder is accepted."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import msgspec
-from litestar import get, post, put
+from litestar import Response, get, post, put
+from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
-from litestar.params import JSONBody
+from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import requires
+from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
+from skald.api.security import principal_of
 from skald.core.runtime import Runtime
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.features.backups.archive import check_archive, read_manifest
+from skald.features.backups.restart import REQUEST_FILE, RestoreOutcome, load_outcome, write_request
 from skald.features.backups.scheduler import (
     BackupSettings,
     BackupState,
@@ -40,6 +48,32 @@ class BackupsView(msgspec.Struct, kw_only=True):
     folder: str  # where backups go now (the default when settings.folder is empty)
     state: BackupState
     archives: list[Archive]
+    last_restore: RestoreOutcome | None = None  # the last restore asked for here
+
+
+class ArchiveMember(msgspec.Struct, kw_only=True):
+    username: str
+    encrypted: bool
+
+
+class ArchiveContents(msgspec.Struct, kw_only=True):
+    """What the page shows before a restore: read from the manifest alone."""
+
+    name: str
+    kind: str  # "full" or "quick" (a quick backup leaves out the home folders)
+    created: str
+    skald_version: str
+    members: list[ArchiveMember]  # whose data it holds (the household's always)
+    files: int
+    bytes: int
+
+
+class RestoreConfirm(msgspec.Struct, kw_only=True):
+    confirm: bool  # must be true: the page asked the person first
+
+
+class Restarting(msgspec.Struct, kw_only=True):
+    restarting: bool
 
 
 def _view(rt: Runtime) -> BackupsView:
@@ -54,8 +88,49 @@ def _view(rt: Runtime) -> BackupsView:
             continue
         listed.append(Archive(name=path.name, created=when.isoformat(), bytes=size))
     return BackupsView(
-        settings=settings, folder=str(folder), state=load_state(layout), archives=listed
+        settings=settings,
+        folder=str(folder),
+        state=load_state(layout),
+        archives=listed,
+        last_restore=load_outcome(layout),
     )
+
+
+def _archive(rt: Runtime, name: str) -> Path:
+    """The archive of that file name in the backup folder; nothing else (no paths)."""
+    folder = load_settings(rt.core.layout).target(rt.core.layout)
+    for _, path in archives(folder):
+        if path.name == name:
+            return path
+    raise NotFoundError(f"there is no backup called {name!r} in {folder}")
+
+
+def _contents(rt: Runtime, name: str) -> ArchiveContents:
+    path = _archive(rt, name)
+    m = read_manifest(path)
+    members = [
+        ArchiveMember(username=d.username or "", encrypted=d.encrypted)
+        for d in m.databases
+        if d.kind == "owner"
+    ]
+    return ArchiveContents(
+        name=path.name,
+        kind=m.kind,
+        created=m.created,
+        skald_version=m.skald_version,
+        members=sorted(members, key=lambda x: x.username.casefold()),
+        files=sum(1 for e in m.files if e.type == "file"),
+        bytes=sum(e.size for e in m.files),
+    )
+
+
+def _ask_restore(rt: Runtime, name: str, by: str) -> None:
+    layout = rt.core.layout
+    if (layout.root / REQUEST_FILE).exists():
+        raise ConflictError("a restore is already under way; Skald is restarting")
+    path = _archive(rt, name)
+    check_archive(path)  # every member against the manifest: refuse now, not mid-restart
+    write_request(layout, path, by)
 
 
 @get("/api/backups", guards=GUARD)
@@ -80,4 +155,35 @@ async def drill_now(rt: NamedDependency[Runtime]) -> DrillResult:
     return await scheduler_for(rt).drill_now()
 
 
-ROUTES = [backups_view, put_settings, backup_now, drill_now]
+@get("/api/backups/archives/{name:str}", guards=GUARD, responses=errors(400, 404))
+async def archive_contents(name: FromPath[str], rt: NamedDependency[Runtime]) -> ArchiveContents:
+    return await asyncio.to_thread(_contents, rt, name)
+
+
+@post(
+    "/api/backups/archives/{name:str}/restore",
+    guards=GUARD,
+    status_code=202,
+    responses=errors(400, 404, 409),
+)
+async def restore_archive(
+    name: FromPath[str],
+    data: JSONBody[RestoreConfirm],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Response[Restarting]:
+    """Check the archive, leave the request, and stop once this answer is sent: the
+    serve loop restores and starts again. Everyone is signed out (sessions are not
+    restored); the page waits for the new start."""
+    if not data.confirm:
+        raise InvalidInputError("confirm the restore first: nothing was changed")
+    by = principal_of(request).user.username
+    await asyncio.to_thread(_ask_restore, rt, name, by)
+    return Response(Restarting(restarting=True), background=BackgroundTask(_stop, rt))
+
+
+async def _stop(rt: Runtime) -> None:
+    rt.stop_requested.set()
+
+
+ROUTES = [backups_view, put_settings, backup_now, drill_now, archive_contents, restore_archive]

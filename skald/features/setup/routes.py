@@ -8,8 +8,10 @@ Thin: parse, authorise, call `Runtime.instance` or the checks, serialise.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Annotated, Literal
+from zoneinfo import available_timezones
 
 import msgspec
 from litestar import get, patch
@@ -73,6 +75,17 @@ async def get_instance(rt: NamedDependency[Runtime]) -> InstanceOut:
     return _out(rt)
 
 
+def _zones() -> list[str]:
+    return sorted(available_timezones() | {"UTC"})
+
+
+@get("/api/instance/timezones")
+async def time_zones() -> list[str]:
+    """Every time zone name the server accepts, the old ones too ("Asia/Calcutta",
+    "US/Eastern"): browsers list only the current names, and may report an old one."""
+    return await asyncio.to_thread(_zones)
+
+
 @patch("/api/instance", guards=ADMIN, responses=errors(400))
 async def patch_instance(
     data: JSONBody[InstancePatch], rt: NamedDependency[Runtime]
@@ -104,4 +117,4 @@ async def checklist(rt: NamedDependency[Runtime]) -> Checklist:
     )
 
 
-ROUTES = [get_instance, patch_instance, checklist]
+ROUTES = [get_instance, time_zones, patch_instance, checklist]

@@ -151,11 +151,25 @@ CREATE TRIGGER chat_messages_fts_ad AFTER DELETE ON chat_messages BEGIN
 END;
 """
 
+# "Answer again" keeps the answers it replaces: their text, under the member's message
+# they answered (`seq`; NULL between the rewind and the message sent again).
+_CHAT_EARLIER_ANSWERS = """
+CREATE TABLE chat_earlier_answers(
+    id INTEGER PRIMARY KEY,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    seq INTEGER,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX chat_earlier_answers_by_message ON chat_earlier_answers(conversation_id, seq, id);
+"""
+
 CHAT = Feature(
     "chat",
     (
         Migration(1, "conversations and chat history", _V3_CHAT),
         Migration(2, "full-text search of chat messages", _CHAT_SEARCH),
+        Migration(3, "earlier answers kept by Answer again", _CHAT_EARLIER_ANSWERS),
     ),
 )
 CONVERSATION_GROUPS = Feature(

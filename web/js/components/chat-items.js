@@ -232,19 +232,37 @@ function UserMessage({ item, pending, ctx }) {
   </div>`;
 }
 
+// "Answer again" keeps the answers it replaced (the member's message carries them as
+// earlier_answers); the answer shown last gets ‹ n/N › to flip back to them.
+function Versions({ index, count, onPick }) {
+  return html`<div class="msg-versions" data-testid="message-versions" role="group" aria-label=${t('chat.versions_label')}>
+    <button type="button" class="msg-action" data-testid="message-version-prev" disabled=${index === 0}
+      aria-label=${t('chat.version_prev')} title=${t('chat.version_prev')} onClick=${() => onPick(index - 1)}>‹</button>
+    <span class="small" data-testid="message-version-label">${t('chat.version_of', { n: index + 1, count })}</span>
+    <button type="button" class="msg-action" data-testid="message-version-next" disabled=${index === count - 1}
+      aria-label=${t('chat.version_next')} title=${t('chat.version_next')} onClick=${() => onPick(index + 1)}>›</button>
+  </div>`;
+}
+
 function AssistantMessage({ item, ctx, streaming }) {
   const calls = item.tool_calls || [];
+  const earlier = (ctx.earlier && item.seq !== null && item.seq !== undefined && ctx.earlier[item.seq]) || null;
+  const [picked, setPicked] = useState(null);
   if (!item.text && !calls.length) return null;
+  const versions = earlier ? [...earlier, item.text] : null;
+  const index = versions ? (picked === null || picked >= versions.length ? versions.length - 1 : picked) : 0;
+  const current = !versions || index === versions.length - 1;
+  const text = versions ? versions[index] : item.text;
   const last = ctx.lastAssistantSeq !== undefined && item.seq === ctx.lastAssistantSeq;
   return html`<div class="msg msg--assistant" data-testid="message" data-role="assistant"
       data-seq=${item.seq === null || item.seq === undefined ? undefined : item.seq}>
     <span class="msg__avatar" aria-hidden="true"><${Logo} size=${28} /></span>
     <div class="msg__body">
-      ${item.text && html`<${Markdown} text=${item.text} class=${streaming ? 'is-streaming' : ''} />`}
-      ${item.text && item.interrupted &&
+      ${text && html`<${Markdown} text=${text} class=${streaming ? 'is-streaming' : ''} />`}
+      ${current && item.text && item.interrupted &&
       html`<p class="msg__interrupted muted small" data-testid="message-interrupted" data-code=${item.interrupted}>
         ${t(item.interrupted === 'stopped' ? 'chat.answer_stopped' : 'chat.answer_interrupted')}</p>`}
-      ${calls.map(
+      ${current && calls.map(
         (call) => html`<${ToolCard} key=${call.id} call=${call} result=${ctx.results[call.id]}
           output=${ctx.thread.outputs[call.id]} approval=${ctx.thread.approvals[call.id]}
           decision=${ctx.thread.decisions[call.id]} decisionError=${ctx.thread.decisionErrors[call.id]}
@@ -253,8 +271,9 @@ function AssistantMessage({ item, ctx, streaming }) {
       )}
       ${!streaming && item.text && item.seq !== undefined && item.seq !== null &&
       html`<div class="msg__actions">
-        <${CopyButton} text=${item.text} />
-        ${ctx.canSpeak && html`<${ReadAloudButton} text=${item.text} />`}
+        ${versions && html`<${Versions} index=${index} count=${versions.length} onPick=${setPicked} />`}
+        <${CopyButton} text=${text} />
+        ${ctx.canSpeak && html`<${ReadAloudButton} text=${text} />`}
         ${last && ctx.idle && ctx.onResend && ctx.lastUserSeq !== undefined &&
         html`<button type="button" class="msg-action" data-testid="message-regenerate" aria-label=${t('chat.regenerate')}
           title=${t('chat.regenerate')} onClick=${() => ctx.onResend(ctx.lastUserSeq)}>
@@ -366,7 +385,18 @@ export function Conversation({ thread, running, simple, onDecide, conversationId
   const stored = items.filter((it) => it.role === 'user' || it.role === 'assistant');
   const lastUser = [...stored].reverse().find((it) => it.role === 'user');
   const lastAssistant = [...stored].reverse().find((it) => it.role === 'assistant' && it.text);
+  // Earlier answers go with the last answer with text before the member's next message.
+  const earlier = {};
+  stored.forEach((it, i) => {
+    if (it.role !== 'user' || !(it.earlier_answers || []).length) return;
+    let answer = null;
+    for (let j = i + 1; j < stored.length && stored[j].role !== 'user'; j += 1) {
+      if (stored[j].text) answer = stored[j];
+    }
+    if (answer) earlier[answer.seq] = it.earlier_answers;
+  });
   const ctx = {
+    earlier,
     results,
     callIds,
     thread,

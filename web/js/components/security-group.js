@@ -3,7 +3,7 @@
 // member's role allows more than one group. Other tabs and devices follow
 // through the conversation_updated event the server sends after the change.
 import { html, useEffect, useState } from '../lib.js';
-import { t } from '../i18n.js';
+import { t, groupLabel } from '../i18n.js';
 import { api } from '../api.js';
 import { Icon } from './icons.js';
 import { errorText } from './form.js';
@@ -59,8 +59,8 @@ export function SecurityGroupControl({ conv }) {
     <label class="visually-hidden" for="chat-security-group">${t('chat.security_group')}</label>
     <select id="chat-security-group" class="select shield-picker__select" value=${value} disabled=${busy}
         onChange=${onChange} data-testid="chat-security-group-select"
-        aria-description=${current ? current.display_name : undefined}>
-      ${allowed.map((g) => html`<option value=${g.name}>${g.display_name || g.name}</option>`)}
+        aria-description=${current ? groupLabel(current) : undefined}>
+      ${allowed.map((g) => html`<option value=${g.name}>${groupLabel(g)}</option>`)}
       ${!current && html`<option value=${value}>${value}</option>`}
     </select>
   </span>`;

@@ -5,7 +5,7 @@
 // or full UI, encrypted storage, sandbox network...). The editor is a page,
 // not a dialog, because the capability list is long and phones need the room.
 import { html, useState, useEffect } from '../../js/lib.js';
-import { t, roleLabel, capabilityText } from '../../js/i18n.js';
+import { t, roleLabel, capabilityText, groupLabel } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { navigate } from '../../js/router.js';
 import { Icon } from '../../js/components/icons.js';
@@ -50,7 +50,6 @@ function RoleList({ roles }) {
         <div class="role-card__main">
           <div class="role-card__title">
             <h2 class="card__title">${roleLabel(r)}</h2>
-            <code class="muted small">${r.name}</code>
             ${r.builtin && html`<span class="badge badge--plain" data-testid="role-builtin">${t('roles.builtin')}</span>`}
           </div>
           <div class="role-card__facts">
@@ -205,7 +204,7 @@ function RoleEditor({ role, capabilities, onSaved }) {
             ? html`<select id=${ids.dsg} class="select" value=${attrs.default_security_group || ''}
                 onChange=${(e) => setAttr('default_security_group', e.target.value)} data-testid="role-default-security-group">
                 <option value="">${t('roles.security_group_none')}</option>
-                ${groups.map((g) => html`<option value=${g.name}>${g.display_name || g.name}</option>`)}
+                ${groups.map((g) => html`<option value=${g.name}>${groupLabel(g)}</option>`)}
                 ${attrs.default_security_group && !groups.some((g) => g.name === attrs.default_security_group) &&
                 html`<option value=${attrs.default_security_group}>${attrs.default_security_group}</option>`}
               </select>`
@@ -221,7 +220,7 @@ function RoleEditor({ role, capabilities, onSaved }) {
                 return html`<div class="check">
                   <input id=${cid} type="checkbox" checked=${chosenGroups.includes(n)} onChange=${() => toggleGroup(n)}
                     data-testid="role-allowed-security-group" data-group=${n} />
-                  <label for=${cid}><span>${g ? g.display_name || n : n}</span>
+                  <label for=${cid}><span>${g ? groupLabel(g) : n}</span>
                     ${g && g.description && html`<span class="field__hint">${g.description}</span>`}</label>
                 </div>`;
               })}

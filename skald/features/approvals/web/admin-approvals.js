@@ -4,7 +4,8 @@
 // tried in priority order, lowest number first; the first match decides.
 // A "test a call" form asks the server what it would decide and why.
 import { html, useEffect, useState } from '../../js/lib.js';
-import { t } from '../../js/i18n.js';
+import { t, groupLabel, groupDescription } from '../../js/i18n.js';
+import { toolTitle } from '../../js/components/tool-text.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
@@ -18,6 +19,10 @@ const byPriority = (a, b) => a.priority - b.priority || String(a.id).localeCompa
 // path patterns are the engine's (skald/approvals/rules.py); anything not known here
 // is named as it is. `last` marks the group's catch-all (`*`, no path, last in order).
 const TOOL_WORDS = {
+  '@paid': 'approvals.w_paid',
+  schedule: 'approvals.w_schedule',
+  background_task: 'approvals.w_background_task',
+  notify: 'approvals.w_notify',
   '@fs_read': 'approvals.w_fs_read',
   '@fs_write': 'approvals.w_fs_write',
   '@exec': 'approvals.w_exec',
@@ -41,7 +46,7 @@ export function ruleWords(rule, last = false) {
   else if (TOOL_WORDS[tp]) what = t(TOOL_WORDS[tp]);
   else if (tp.startsWith('@mcp:')) what = t('approvals.w_connector', { name: tp.slice(5) });
   else if (tp.endsWith('*')) what = t('approvals.w_prefix', { prefix: tp.slice(0, -1) });
-  else what = t('approvals.w_tool', { name: tp });
+  else what = t('approvals.w_tool', { name: toolTitle(tp) }); // a built-in's title, else its id in words
   const pp = rule.path_pattern;
   const where = !pp ? '' : PATH_WORDS[pp] ? t(PATH_WORDS[pp]) : t('approvals.p_other', { path: pp });
   return t(`approvals.sentence_${rule.action}`, { what: where ? `${what} ${where}` : what });
@@ -85,7 +90,7 @@ function PlainTest({ groups, initialGroup, rules }) {
     <div class="grid-2">
       <${Field} label=${t('approvals.test_group')} id=${ids.group}>
         <select id=${ids.group} class="select" value=${group} onChange=${(e) => setGroup(e.target.value)} data-testid="approval-plain-group">
-          ${groups.map((g) => html`<option value=${g.name}>${g.display_name || g.name}</option>`)}
+          ${groups.map((g) => html`<option value=${g.name}>${groupLabel(g)}</option>`)}
         </select>
       <//>
       <${Field} label=${t('approvals.ex_kind')} id=${ids.kind}>
@@ -287,7 +292,7 @@ function TestForm({ groups, initialGroup }) {
     <div class="grid-2">
       <${Field} label=${t('approvals.test_group')} id=${ids.group}>
         <select id=${ids.group} class="select" value=${form.group} onChange=${set('group')} data-testid="approval-test-group">
-          ${groups.map((g) => html`<option value=${g.name}>${g.display_name || g.name}</option>`)}
+          ${groups.map((g) => html`<option value=${g.name}>${groupLabel(g)}</option>`)}
         </select>
       <//>
       <${Field} label=${t('approvals.test_tool')} id=${ids.tool}>
@@ -369,7 +374,7 @@ export function AdminApprovalsPage() {
     if (type === 'group') {
       setGroups((gs) => (editing ? gs.map((g) => (g.name === item.name ? item : g)) : [...gs, item]));
       if (!editing) setSelected(item.name);
-      setFlash(t('approvals.group_saved', { name: item.display_name || item.name }));
+      setFlash(t('approvals.group_saved', { name: groupLabel(item) }));
     } else {
       setRules((rs) => (editing ? rs.map((r) => (r.id === item.id ? item : r)) : [...rs, item]));
       setFlash(t('approvals.rule_saved'));
@@ -418,9 +423,8 @@ export function AdminApprovalsPage() {
           (g) => html`<li class=${`list-row${g.name === selected ? ' is-selected' : ''}`} data-testid="approval-group-row"
               data-group=${g.name} data-selected=${g.name === selected ? 'true' : 'false'}>
             <div class="list-row__main">
-              <div class="list-row__title"><strong>${g.display_name || g.name}</strong>
-                <code class="muted small">${g.name}</code></div>
-              ${g.description && html`<div class="list-row__facts"><span class="muted small">${g.description}</span></div>`}
+              <div class="list-row__title"><strong>${groupLabel(g)}</strong></div>
+              ${g.description && html`<div class="list-row__facts"><span class="muted small">${groupDescription(g)}</span></div>`}
             </div>
             <div class="list-row__actions">
               <button type="button" class="btn btn--small btn--secondary" onClick=${() => setSelected(g.name)}
@@ -443,7 +447,7 @@ export function AdminApprovalsPage() {
     html`<section class="card" aria-labelledby="ar-title" data-testid="approval-rules" data-group=${current.name}>
       <div class="section-head">
         <div>
-          <h2 class="card__title" id="ar-title">${t('approvals.rules_title', { group: current.display_name || current.name })}</h2>
+          <h2 class="card__title" id="ar-title">${t('approvals.rules_title', { group: groupLabel(current) })}</h2>
           <p class="muted">${t('approvals.rules_body')}</p>
         </div>
         <button type="button" class="btn btn--secondary" onClick=${() => setDialog({ type: 'rule', item: null })}

@@ -3,12 +3,16 @@
 // retention rules say, and once a month restores the newest backup into a scratch
 // folder to prove it opens (the "restore drill"). This page shows the last results,
 // the archives in the folder, and two buttons: back up now, test a restore now.
+// Each archive has "Restore…": a dialog shows what it holds and, confirmed, the server
+// restores it and restarts (skald/features/backups/restart.py); the page then follows the restart
+// like any other (connection lost, then the sign-in page: sessions are not restored).
 import { html, useState, useEffect } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { Icon } from '../../js/components/icons.js';
 import { Field, ErrorNotice, Notice, useAction, useFlash, useId } from '../../js/components/form.js';
+import { Dialog } from '../../js/components/dialog.js';
 import { formatSize } from '../files/files.js';
 
 function when(iso) {
@@ -45,6 +49,66 @@ function LastDrill({ drill }) {
       </li>`)}
     </ul>`}
   </div>`;
+}
+
+function LastRestore({ outcome }) {
+  if (!outcome) return null;
+  return html`<div data-testid="backups-restored" data-ok=${outcome.ok ? 'true' : 'false'}>
+    ${outcome.ok
+      ? html`<${Notice} kind="success">${t('backups.restored_ok', { created: when(outcome.created), when: when(outcome.at), name: outcome.by })}
+          ${outcome.replaced && html`<span class="notice__detail muted small">${t('backups.restored_kept', { folder: outcome.replaced })}</span>`}<//>`
+      : html`<${Notice} kind="warning">${t('backups.restored_failed', { when: when(outcome.at) })}
+          <span class="notice__detail muted small">${outcome.error}</span><//>`}
+  </div>`;
+}
+
+function Contents({ c }) {
+  const names = c.members.map((m) => m.username).filter(Boolean);
+  return html`<ul class="plain-list" data-testid="restore-contents">
+    <li>${t('backups.contents_made', { when: when(c.created), version: c.skald_version })}</li>
+    <li data-kind=${c.kind}>${t(c.kind === 'quick' ? 'backups.contents_quick' : 'backups.contents_full')}</li>
+    <li data-testid="restore-members">${names.length
+      ? t('backups.contents_members', { names: names.join(', ') })
+      : t('backups.contents_household')}</li>
+    <li>${t('backups.contents_size', { files: c.files, size: formatSize(c.bytes) })}</li>
+  </ul>`;
+}
+
+// Choose → see what it holds → confirm. After the 202 the server is already stopping:
+// the dialog stays, saying so, until the page's own restart handling takes over.
+function RestoreDialog({ archive, onClose }) {
+  const [contents, setContents] = useState(null);
+  const [loadError, setLoadError] = useState(null);
+  const [restarting, setRestarting] = useState(false);
+  const [run, busy, error] = useAction();
+  useEffect(() => {
+    api.backupContents(archive.name).then(setContents, setLoadError);
+  }, [archive.name]);
+  const confirm = () => run(async () => {
+    await api.restoreBackup(archive.name);
+    setRestarting(true);
+  });
+  let body;
+  if (restarting) {
+    body = html`<${Notice} kind="info" testid="restore-restarting">${t('backups.restarting')}<//>`;
+  } else if (loadError) {
+    body = html`<${ErrorNotice} error=${loadError} testid="restore-load-error" />`;
+  } else if (!contents) {
+    body = html`<p class="muted">${t('common.loading')}</p>`;
+  } else {
+    body = html`<div class="stack">
+      <${Contents} c=${contents} />
+      <${Notice} kind="warning" testid="restore-warning">${t('backups.restore_warning')}<//>
+      <${ErrorNotice} error=${error} testid="restore-error" />
+      <div class="actions">
+        <button type="button" class="btn btn--ghost" onClick=${onClose} data-testid="restore-cancel">${t('common.cancel')}</button>
+        <button type="button" class="btn btn--danger" disabled=${busy} onClick=${confirm} data-testid="restore-confirm">
+          ${busy ? t('backups.checking') : t('backups.restore_confirm')}</button>
+      </div>
+    </div>`;
+  }
+  return html`<${Dialog} title=${t('backups.restore_title', { when: when(archive.created) })} onClose=${onClose}
+      testid="restore-dialog" dismissable=${!restarting}>${body}<//>`;
 }
 
 function SettingsForm({ view, onSaved }) {
@@ -114,6 +178,7 @@ export function AdminBackupsPage() {
   const [view, setView] = useState(null);
   const [loadError, setLoadError] = useState(null);
   const [run, busy, error] = useAction();
+  const [restoring, setRestoring] = useState(null);
   const reload = () => api.backups().then(setView, setLoadError);
   useEffect(() => {
     reload();
@@ -132,6 +197,7 @@ export function AdminBackupsPage() {
         <h2 class="card__title">${t('backups.status')}</h2>
         <${LastBackup} run=${view.state.last_backup} />
         <${LastDrill} drill=${view.state.last_drill} />
+        <${LastRestore} outcome=${view.last_restore} />
         <${ErrorNotice} error=${error} testid="backups-action-error" />
         <div class="actions">
           <button type="button" class="btn btn--primary" disabled=${busy} data-testid="backups-run"
@@ -147,9 +213,11 @@ export function AdminBackupsPage() {
         ${view.archives.length === 0
           ? html`<p class="muted">${t('backups.no_archives')}</p>`
           : html`<ul class="plain-list" data-testid="backups-archives">
-              ${view.archives.map((a) => html`<li data-testid="backups-archive">
+              ${view.archives.map((a) => html`<li data-testid="backups-archive" class="backups-archive">
                 <span>${when(a.created)}</span> <span class="muted small">${formatSize(a.bytes)}</span>
                 <code class="muted small">${a.name}</code>
+                <button type="button" class="btn btn--secondary btn--small" data-testid="backups-restore"
+                  onClick=${() => setRestoring(a)}>${t('backups.restore')}</button>
               </li>`)}
             </ul>`}
         <p class="muted small">${t('backups.restore_hint')}</p>
@@ -162,5 +230,6 @@ export function AdminBackupsPage() {
       <p class="page__lead muted">${t('backups.lead')}</p>
     </header>
     ${body}
+    ${restoring && html`<${RestoreDialog} archive=${restoring} onClose=${() => setRestoring(null)} />`}
   </div>`;
 }

@@ -164,11 +164,80 @@ function Tab({ conv, active, onSelect, onClose }) {
   </div>`;
 }
 
-// The conversation list: the closed ones (newest first) and a search over the
+// When a conversation was last used: the time today, else the date.
+function lastUsed(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '';
+  const locale = getState().locale;
+  if (d.toDateString() === new Date().toDateString()) {
+    return d.toLocaleTimeString(locale, { hour: '2-digit', minute: '2-digit' });
+  }
+  return d.toLocaleDateString(locale, { month: 'short', day: 'numeric' });
+}
+
+// One conversation of the list: open it, or rename it (the tabs' double-click
+// does not exist on a phone; this pencil does).
+function HistoryRow({ conv, onPick }) {
+  const [editing, setEditing] = useState(false);
+  const [value, setValue] = useState('');
+  const [error, setError] = useState(null);
+  const input = useRef(null);
+  useEffect(() => {
+    if (editing && input.current) {
+      input.current.focus();
+      input.current.select();
+    }
+  }, [editing]);
+  const save = async () => {
+    const title = value.trim();
+    setEditing(false);
+    if (!title || title === conv.title) return;
+    try {
+      await renameConversation(conv.id, title);
+      setError(null);
+    } catch (e) {
+      setError(e);
+    }
+  };
+  const title = titleOf(conv);
+  return html`<div class="history__row" data-testid="chat-history-item" data-conversation-id=${conv.id}
+      data-open=${conv.open ? 'true' : 'false'}>
+    ${editing
+      ? html`<input ref=${input} class="input history__rename" value=${value} maxlength="200"
+          aria-label=${t('chat.rename_label')} data-testid="chat-history-rename-input"
+          onInput=${(e) => setValue(e.target.value)} onBlur=${save}
+          onClick=${(e) => e.stopPropagation()}
+          onKeyDown=${(e) => {
+            if (e.key === 'Enter') {
+              e.preventDefault();
+              save();
+            } else if (e.key === 'Escape') {
+              e.preventDefault();
+              e.stopPropagation();
+              setEditing(false);
+            }
+          }} />`
+      : html`<button type="button" class="history__item" onClick=${() => onPick(conv.id)} data-testid="chat-history-pick">
+          <span class="history__name">${title}</span>
+          <span class="muted small history__when">${conv.open && html`<span class="badge badge--plain" data-testid="chat-history-open">${t('chat.history_open')}</span>`}
+            ${lastUsed(conv.updated_at)}</span>
+        </button>
+        <button type="button" class="icon-btn history__edit" aria-label=${t('chat.rename_named', { title })}
+          title=${t('chat.rename_named', { title })} data-testid="chat-history-rename"
+          onClick=${() => {
+            setValue(conv.title || '');
+            setEditing(true);
+          }}>${Icon.edit()}</button>`}
+    ${error && html`<p class="small history__empty" role="alert">${errorText(error)}</p>`}
+  </div>`;
+}
+
+// The conversation list: every conversation, newest first, with when it was last
+// used (the open ones marked: they are the tabs), renamable; and a search over the
 // titles and messages of all the member's conversations (GET /api/chat/search,
 // the full-text index of their own database). A panel under the tabs on a wide
 // screen, the whole width on a phone.
-function HistoryMenu({ closed, onReopen }) {
+function HistoryMenu({ conversations, onReopen }) {
   const [open, setOpen] = useState(false);
   const [query, setQuery] = useState('');
   const [hits, setHits] = useState(null);
@@ -178,7 +247,9 @@ function HistoryMenu({ closed, onReopen }) {
   useEffect(() => {
     if (!open) return undefined;
     if (input.current) input.current.focus();
-    const onDoc = (e) => root.current && !root.current.contains(e.target) && setOpen(false);
+    // The event's path, not contains(): a click that swaps its own button (rename) has
+    // a target no longer in the document by the time this runs.
+    const onDoc = (e) => root.current && !e.composedPath().includes(root.current) && setOpen(false);
     const onKey = (e) => e.key === 'Escape' && setOpen(false);
     document.addEventListener('click', onDoc);
     document.addEventListener('keydown', onKey);
@@ -210,8 +281,7 @@ function HistoryMenu({ closed, onReopen }) {
     setQuery('');
     onReopen(id);
   };
-  const list = [...closed].sort(byRecent).slice(0, 50);
-  const day = (iso) => new Date(iso).toLocaleDateString(getState().locale, { month: 'short', day: 'numeric' });
+  const list = [...conversations].sort(byRecent).slice(0, 50);
   return html`<div class="history" ref=${root}>
     <button type="button" class="icon-btn" aria-expanded=${open ? 'true' : 'false'} aria-label=${t('chat.history')}
       title=${t('chat.history')} onClick=${() => setOpen(!open)} data-testid="chat-history-toggle">${Icon.clock()}</button>
@@ -229,33 +299,26 @@ function HistoryMenu({ closed, onReopen }) {
             (h) => html`<button type="button" class="history__item history__item--hit" data-testid="chat-search-hit"
                 data-conversation-id=${h.conversation_id} onClick=${() => pick(h.conversation_id)}>
               <span class="history__name">${h.title || t('chat.untitled')}</span>
-              <span class="muted small">${day(h.updated_at)}</span>
+              <span class="muted small">${lastUsed(h.updated_at)}</span>
               ${h.snippet && html`<span class="history__snippet small muted">${h.snippet}</span>`}
             </button>`,
           )}`
         : html`<p class="history__title">${t('chat.history_title')}</p>
           ${list.length === 0 && html`<p class="muted small history__empty">${t('chat.history_empty')}</p>`}
-          ${list.map(
-            (c) => html`<button type="button" class="history__item" data-testid="chat-history-item" data-conversation-id=${c.id}
-              onClick=${() => pick(c.id)}>
-              <span class="history__name">${titleOf(c)}</span>
-              <span class="muted small">${day(c.updated_at)}</span>
-            </button>`,
-          )}`}
+          ${list.map((c) => html`<${HistoryRow} key=${c.id} conv=${c} onPick=${pick} />`)}`}
     </div>`}
   </div>`;
 }
 
 function Tabs({ conversations, activeId, onSelect, onNew, onClose, onReopen }) {
   const open = conversations.filter((c) => c.open);
-  const closed = conversations.filter((c) => !c.open);
   return html`<div class="tabs-bar">
     <nav class="tabs" aria-label=${t('chat.tabs_label')} data-testid="chat-tabs">
       ${open.map((c) => html`<${Tab} key=${c.id} conv=${c} active=${c.id === activeId} onSelect=${onSelect} onClose=${onClose} />`)}
     </nav>
     <button type="button" class="icon-btn tabs-bar__new" onClick=${onNew} aria-label=${t('chat.new_tab')} title=${t('chat.new_tab')}
       data-testid="chat-new-tab">${Icon.plus()}</button>
-    <${HistoryMenu} closed=${closed} onReopen=${onReopen} />
+    <${HistoryMenu} conversations=${conversations} onReopen=${onReopen} />
   </div>`;
 }
 
@@ -296,7 +359,7 @@ function withoutTools(conv, models) {
   return chosen ? lacks(chosen) : models.every(lacks);
 }
 
-function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
+function Composer({ conv, simple, running, models, onEnsure, inputRef, submitRef }) {
   const convId = conv ? conv.id : null;
   const [text, setText] = useState(() => drafts.get(convId || '') || '');
   const [commands, setCommands] = useState([]);
@@ -433,6 +496,9 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef }) {
       if (inputRef.current) inputRef.current.focus();
     }
   };
+
+  // The page's suggestions send through here (with the model, files and sharing as set).
+  if (submitRef) submitRef.current = submit;
 
   const onKeyDown = (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
@@ -593,6 +659,7 @@ export function ChatPage({ docked = false }) {
   const simple = me.ui_mode === 'simple';
   const c = useChat();
   const inputRef = useRef(null);
+  const submitRef = useRef(null);
   const [tabError, setTabError] = useState(null);
   // Docked beside another page, the address belongs to that page: never read or set it.
   const wanted = docked ? null : route.query.get('c');
@@ -640,13 +707,9 @@ export function ChatPage({ docked = false }) {
       if (inputRef.current) inputRef.current.focus();
     });
 
-  const prefill = (text) => {
-    const el = inputRef.current;
-    if (!el) return;
-    // Go through the input event so the composer's state follows.
-    el.value = text;
-    el.dispatchEvent(new Event('input', { bubbles: true }));
-    el.focus();
+  // A suggestion tapped is sent at once, as if typed and sent (the input shows it).
+  const pickSuggestion = (text) => {
+    if (submitRef.current) submitRef.current(text);
   };
 
   const name = me.display_name || me.username;
@@ -660,7 +723,7 @@ export function ChatPage({ docked = false }) {
       <button type="button" class="btn btn--secondary" onClick=${() => loadConversations()}>${t('chat.retry')}</button>
     </div></div>`;
   } else if (!conv || (thread && thread.items && thread.items.length === 0 && thread.tail.length === 0 && !running)) {
-    body = html`<div class="chat__thread chat__center"><${EmptyState} simple=${simple} name=${name} onPick=${prefill}
+    body = html`<div class="chat__thread chat__center"><${EmptyState} simple=${simple} name=${name} onPick=${pickSuggestion}
       noModel=${Array.isArray(c.models) && c.models.length === 0} /></div>`;
   } else if (!thread || (thread.items === null && !thread.error)) {
     body = html`<div class="chat__thread chat__center" data-testid="chat-thread-loading"><span class="spinner" aria-hidden="true"></span></div>`;
@@ -697,6 +760,6 @@ export function ChatPage({ docked = false }) {
     ${conv && html`<${TaskStrip} conversationId=${conv.id} />`}
     ${!c.loadError &&
     html`<${Composer} conv=${conv} simple=${simple} running=${running} models=${c.models} inputRef=${inputRef}
-      onEnsure=${() => newConversation()} />`}
+      submitRef=${submitRef} onEnsure=${() => newConversation()} />`}
   </div>`;
 }

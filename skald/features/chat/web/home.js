@@ -17,8 +17,9 @@ function greetingKey(date = new Date()) {
 
 // What an administrator still has to do before the household can use Skald,
 // from the same checks as `skald doctor` (GET /api/setup/checklist). Each item
-// says what is missing and how to fix it; the list goes away when it is empty.
-const CHECK_LINKS = { models: '#/admin/models' };
+// says what is missing and how to fix it (a link to the page that does it, else the
+// command); the list goes away when it is empty.
+const CHECK_LINKS = { models: '#/admin/models', backup: '#/admin/backups' };
 
 function Checklist({ list }) {
   if (!list || list.items.length === 0) return null;
@@ -30,8 +31,9 @@ function Checklist({ list }) {
         (i) => html`<li class=${`checklist__item checklist__item--${i.status}`} data-testid="setup-checklist-item" data-name=${i.name}>
           <strong>${t(`checklist.item_${i.name}`)}</strong>
           <span class="muted small">${i.finding}</span>
-          ${i.fix && html`<span class="small">${t('checklist.fix')} <code>${i.fix}</code></span>`}
-          ${CHECK_LINKS[i.name] && html`<a class="small" href=${CHECK_LINKS[i.name]}>${t('checklist.open')}</a>`}
+          ${CHECK_LINKS[i.name]
+            ? html`<a class="small" href=${CHECK_LINKS[i.name]} data-testid="setup-checklist-open">${t('checklist.open')}</a>`
+            : i.fix && html`<span class="small">${t('checklist.fix')} <code>${i.fix}</code></span>`}
         </li>`,
       )}
     </ul>

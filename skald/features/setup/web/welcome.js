@@ -35,6 +35,21 @@ export function timeZones(current) {
   return [...new Set([current, 'UTC', ...zones])].filter(Boolean);
 }
 
+// What was typed into the time-zone field, as a name from the list: "rome",
+// "europe/rome" or "New York" find "Europe/Rome" and "America/New_York" (a city
+// that names one zone only); anything else goes to the server as typed, which
+// answers with a sentence.
+export function resolveZone(typed, zones) {
+  const value = typed.trim();
+  if (zones.includes(value)) return value;
+  const norm = (z) => z.toLowerCase().replace(/[\s_]+/g, '_');
+  const want = norm(value);
+  const full = zones.filter((z) => norm(z) === want);
+  if (full.length === 1) return full[0];
+  const city = zones.filter((z) => norm(z.split('/').pop()) === want);
+  return city.length === 1 ? city[0] : value;
+}
+
 // The household's name, time zone and language: the wizard's first step and
 // the Settings page share it. `onSaved(instance)` after the server took it.
 export function HouseholdForm({ instance, extra = {}, submitLabel, onSaved, testid = 'household-form' }) {
@@ -44,11 +59,19 @@ export function HouseholdForm({ instance, extra = {}, submitLabel, onSaved, test
     language: instance.language || getState().locale || 'en',
   });
   const [run, busy, error] = useAction();
-  const ids = { name: useId('hh-name'), tz: useId('hh-tz'), lang: useId('hh-lang') };
+  // The server's list (old names too); the browser's until it arrives.
+  const [zones, setZones] = useState(() => timeZones(form.timezone));
+  useEffect(() => {
+    api.timeZones().then(setZones, () => {});
+  }, []);
+  const ids = { name: useId('hh-name'), tz: useId('hh-tz'), lang: useId('hh-lang'), zones: useId('hh-zones') };
   const onSubmit = (e) => {
     e.preventDefault();
     run(async () => {
-      const saved = await api.updateInstance({ ...form, household_name: form.household_name.trim(), ...extra });
+      const timezone = resolveZone(form.timezone, zones);
+      setForm((f) => ({ ...f, timezone }));
+      const body = { ...form, timezone, household_name: form.household_name.trim(), ...extra };
+      const saved = await api.updateInstance(body);
       if (form.language !== getState().locale) await setLocale(form.language);
       onSaved(saved);
     });
@@ -60,10 +83,12 @@ export function HouseholdForm({ instance, extra = {}, submitLabel, onSaved, test
     <//>
     <div class="grid-2">
       <${Field} label=${t('setup.timezone')} id=${ids.tz} hint=${t('setup.timezone_hint')}>
-        <select id=${ids.tz} class="select" value=${form.timezone} onChange=${(e) => setForm({ ...form, timezone: e.target.value })}
-          data-testid="household-timezone">
-          ${timeZones(form.timezone).map((z) => html`<option value=${z}>${z}</option>`)}
-        </select>
+        <input id=${ids.tz} class="input" list=${ids.zones} value=${form.timezone} autocomplete="off" spellcheck="false"
+          autocapitalize="none" onInput=${(e) => setForm({ ...form, timezone: e.target.value })}
+          data-testid="household-timezone" />
+        <datalist id=${ids.zones} data-testid="household-timezones">
+          ${zones.map((z) => html`<option value=${z}></option>`)}
+        </datalist>
       <//>
       <${Field} label=${t('setup.language')} id=${ids.lang} hint=${t('setup.language_hint')}>
         <select id=${ids.lang} class="select" value=${form.language} onChange=${(e) => setForm({ ...form, language: e.target.value })}
@@ -80,12 +105,19 @@ export function HouseholdForm({ instance, extra = {}, submitLabel, onSaved, test
   </form>`;
 }
 
-function Steps({ current }) {
+// The steps along the top; a step already passed is a button back to it.
+function Steps({ current, onGo }) {
+  const at = STEPS.indexOf(current);
   return html`<ol class="wizard__steps" data-testid="welcome-steps">
-    ${STEPS.map(
-      (s, i) => html`<li class=${`wizard__step${s === current ? ' is-current' : ''}${STEPS.indexOf(current) > i ? ' is-done' : ''}`}
-        aria-current=${s === current ? 'step' : undefined}>${t(`setup.step_${s}`)}</li>`,
-    )}
+    ${STEPS.map((s, i) => {
+      const cls = `wizard__step${s === current ? ' is-current' : ''}${at > i ? ' is-done' : ''}`;
+      return html`<li class=${cls} aria-current=${s === current ? 'step' : undefined} data-step=${s}>
+        ${at > i
+          ? html`<button type="button" class="wizard__back" data-testid="welcome-step-back" data-step=${s}
+              onClick=${() => onGo(s)}>${t(`setup.step_${s}`)}</button>`
+          : t(`setup.step_${s}`)}
+      </li>`;
+    })}
   </ol>`;
 }
 
@@ -192,7 +224,7 @@ export function WelcomePage() {
       <p class="page__lead muted">${t('setup.welcome_lead')}</p>
     </header>
     <${ErrorNotice} error=${loadError || error} testid="welcome-error" />
-    ${step && html`<${Steps} current=${step} />`}
+    ${step && html`<${Steps} current=${step} onGo=${go} />`}
     ${body}
     ${step && step !== 'done' &&
     html`<div class="actions actions--start">

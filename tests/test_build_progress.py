@@ -1,0 +1,58 @@
+"""The installer's image build shows one progress line (step n/N, time, an estimate) and
+keeps Docker's whole output in a log file: on a terminal the line is rewritten in place,
+elsewhere it is one line per step, never the build's thousands of lines."""
+
+from __future__ import annotations
+
+import io
+
+from skald.ops.build_progress import FIRST_BUILD, ProgressLine
+
+BUILD = [
+    "Step 1/4 : ARG BASE",
+    "Step 2/4 : FROM debian:trixie-slim",
+    " ---> 1234abcd",
+    "Step 3/4 : RUN apt-get update && apt-get install -y --no-install-recommends python3 git curl",
+    *[f"Get:{i} http://deb.example/debian trixie/main amd64 pkg{i}" for i in range(500)],
+    "Step 4/4 : LABEL skald.runtime=1",
+    "Successfully built 5678ef",
+]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _run(tty: bool) -> tuple[str, str]:
+    out, log, clock = io.StringIO(), io.StringIO(), Clock()
+    line = ProgressLine(out, log, tty=tty, clock=clock)
+    for text in BUILD:
+        clock.now += 60 if text.startswith("Step") else 0.5
+        line.feed(text)
+    line.close(ok=True)
+    return out.getvalue(), log.getvalue()
+
+
+def test_without_a_terminal_the_build_is_one_line_per_step_and_the_log_has_everything() -> None:
+    shown, logged = _run(tty=False)
+    lines = shown.splitlines()
+    assert len(lines) == 5, lines  # four steps and the end
+    assert lines[0].startswith("Building the sandbox image: step 1/4, ARG BASE")
+    assert FIRST_BUILD in lines[1]  # no estimate from fewer than two finished steps
+    assert "step 4/4" in lines[3] and "min left" in lines[3]
+    assert lines[-1].startswith("Built the sandbox image in ")
+    assert all(len(x) <= 79 for x in lines), lines
+    assert logged.splitlines() == BUILD
+
+
+def test_on_a_terminal_the_line_is_rewritten_in_place() -> None:
+    shown, _ = _run(tty=True)
+    assert shown.count("\n") == 1 and shown.endswith("\n")  # one line, ended once
+    frames = shown.split("\r")[1:]
+    assert any("step 3/4, RUN apt-get" in f for f in frames)
+    assert "Get:" not in shown
+    assert all(len(f.rstrip("\n").rstrip()) <= 79 for f in frames)
