@@ -17,7 +17,7 @@ from skald.core.runtime import Runtime
 from skald.paths import DataLayout
 from skald.plugins.manager import Plugins
 from skald.schedule.clock import FakeClock
-from skald.schedule.scheduler import Scheduler, scheduler_of
+from skald.schedule.scheduler import Scheduler
 
 SCHEDULE_TOML = "[schedule]\ntick_s = 86400\nmin_interval_s = 60\nmax_failures = 2\nmax_tasks = 1\n"
 
@@ -46,7 +46,7 @@ async def boot(tmp_path: Path) -> AsyncIterator[Runtime]:
 
 
 def with_clock(rt: Runtime, start: datetime) -> tuple[Scheduler, FakeClock]:
-    scheduler = scheduler_of(rt.plugins)
+    scheduler = rt.server.state(Scheduler)
     clock = FakeClock(start)
     scheduler.clock = clock
     return scheduler, clock

@@ -480,7 +480,7 @@ async def _install_connectors(runtime: Runtime, victim_id: str) -> None:
         ("clock", "private"),
         private={"scope": "personal", "auth": {"type": "api_key", "fields": [{"name": "api_key"}]}},
     )
-    c = connector_service.require(runtime.plugins)
+    c = connector_service.require(runtime.server)
     c.config = ConnectorsConfig(feed=str(feed), household_on_host=True)
     for name in ("clock", "private"):
         await c.installer.install(c.feed(), name)

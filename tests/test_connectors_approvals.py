@@ -87,7 +87,7 @@ async def chat(
     tmp_path: Path,
 ) -> Chat:
     names = tuple(f"c{i}" for i in range(request.param))
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(catalogue_above=3)
     ada = await _setup(runtime, household, simple_feed(tmp_path / "feed", names), *names)
     await asyncio.gather(*(_running(runtime, "", n) for n in names))

@@ -27,7 +27,7 @@ MakeClient = Callable[[], Awaitable[Client]]
 
 
 def _use_feed(runtime: Runtime, feed: Path | str) -> service.Connectors:
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(feed=str(feed), household_on_host=True)
     return c
 

@@ -53,7 +53,7 @@ def device_server() -> Iterator[str]:
 
 
 async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     for _ in range(300):
         inst = sup.instances.get((owner, name))
@@ -72,7 +72,7 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
             ("phone",),
             phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
         )
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(feed))
         await c.installer.install(c.feed(), "phone")
         ada = await make_client()

@@ -118,7 +118,7 @@ async def home(
         extra = {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp"}
     try:
         feed = simple_feed(tmp_path / "feed", clock=extra)
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
         await c.installer.install(c.feed(), "clock")
         for name in ("ada", "mum"):

@@ -37,7 +37,7 @@ def _feed(root: Path, **connectors: dict[str, str]) -> Path:
 
 
 async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, *names: str) -> str:
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
     for name in names:
         await c.installer.install(c.feed(), name)
@@ -47,7 +47,7 @@ async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, *names
 
 
 async def _settled(runtime: Runtime, name: str, state: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     inst = None
     for _ in range(600):
@@ -92,7 +92,7 @@ async def test_a_connector_listing_513_tools_is_refused_at_once_and_one_with_512
     errors = [e.text for e in flood.events if e.kind == "error"]
     assert errors == [REFUSED]
     assert flood.tools == [] and flood.specs == [] and flood.retained_bytes == 0
-    row = await service.require(runtime.plugins).store.require("flood")
+    row = await service.require(runtime.server).store.require("flood")
     assert row.last_error == REFUSED
     # The administrator's card says why; the model's prompt line says it is refused.
     mum = await make_client()

@@ -60,7 +60,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     with OAuthDouble(expires_in=30) as provider:
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = ConnectorsConfig(feed=str(_feed(tmp_path, provider.base)))
         await c.installer.install(c.feed(), "cal")
         ada = await make_client()
@@ -110,7 +110,7 @@ async def test_a_pasted_back_code_signs_in_and_a_wrong_one_is_refused(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     with OAuthDouble() as provider:
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(_feed(tmp_path, provider.base)))
         await c.installer.install(c.feed(), "cal")
         ada = await make_client()

@@ -35,7 +35,7 @@ async def _models(runtime: Runtime, fake: FakeLLM) -> None:
 
 
 async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     for _ in range(300):
         inst = sup.instances.get((owner, name))
@@ -48,7 +48,7 @@ async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
 
 
 async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, *names: str) -> str:
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     # The test servers run with this Python (its MCP SDK): on the host, as chosen here.
     c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
     for name in names:
@@ -176,7 +176,7 @@ async def test_an_update_restarts_the_running_instance_on_the_new_version(
     feed = simple_feed(tmp_path / "feed")
     await _setup(runtime, household, feed, "clock")
     before = await _running(runtime, "", "clock")
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     sup = c.supervisor
     assert sup is not None
     write_index(feed, bump=("clock",))
@@ -192,7 +192,7 @@ async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
     feed = simple_feed(tmp_path / "feed", clock={"scope": "personal"})
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     sup = c.supervisor
     assert sup is not None
     # Personal connectors run in the member's sandbox; here (no Docker in this test) the
@@ -230,7 +230,7 @@ async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr
         )
     )
     write_index(feed, 1)
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(feed=str(feed), max_restarts=1, household_on_host=True)
     await _setup(runtime, household, feed, "broken")
     sup = c.supervisor
@@ -261,7 +261,7 @@ async def test_with_many_connectors_the_model_sees_a_short_catalogue_and_activat
     runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     names = tuple(f"c{i:02d}" for i in range(11))
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(catalogue_above=3, household_on_host=True)
     ada = await _setup(runtime, household, simple_feed(tmp_path / "feed", names), *names)
     for name in names:

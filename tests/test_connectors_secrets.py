@@ -72,7 +72,7 @@ def _ignore(event: Event) -> None:
 
 
 async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     inst = None
     for _ in range(1200):
@@ -107,7 +107,7 @@ async def test_a_connectors_leaked_secret_never_reaches_errors_stderr_events_or_
     runtime = sandbox_runtime
     created = await runtime.core.users.create("ada", PASSWORD, "member")
     ada = created.user.id
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(_leaky_feed(tmp_path / "feed")))
     await c.installer.install(c.feed(), "leaky")
     await c.store.set_active("leaky", ada, True)

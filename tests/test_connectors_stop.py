@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, name: str) -> str:
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(feed), household_on_host=True)
     await c.installer.install(c.feed(), name)
     await c.store.set_active(name, household["ada"], True)
@@ -36,7 +36,7 @@ async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, name: 
 
 
 async def _running(runtime: Runtime, name: str) -> Instance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     inst = None
     for _ in range(300):
@@ -78,7 +78,7 @@ async def test_a_deactivated_members_connectors_are_unusable_at_once(
 ) -> None:
     ada = await _setup(runtime, household, simple_feed(tmp_path / "feed"), "clock")
     await _running(runtime, "clock")
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     sup = c.supervisor
     assert sup is not None
     mine = runtime.user_runtimes[ada]
@@ -116,7 +116,7 @@ async def test_stopping_a_household_stdio_connector_kills_its_group_and_reaps_it
     pid, sleeper = transport.pid, int(grandchild.read_text())
     pipes = _pipes(transport)
     assert alive(pid) and alive(sleeper) and pipes <= _held()
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     await sup.stop_all("clock")  # what uninstalling does
     await settle()

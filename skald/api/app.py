@@ -22,6 +22,7 @@ from skald.api.routes import ops
 from skald.api.security import AuthMiddleware, EdgeMiddleware
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
+from skald.plugins.facade import Server
 
 OPENAPI_PATH = "/api/schema"
 
@@ -31,6 +32,9 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
 
     async def provide_runtime() -> Runtime:
         return runtime
+
+    async def provide_server() -> Server:
+        return runtime.server  # what a feature's route uses (skald/plugins/facade.py)
 
     static = create_static_files_router(
         path="/",
@@ -45,7 +49,10 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
     api = runtime.plugins.routes()
     return Litestar(
         route_handlers=[*map(document_errors, api), static],
-        dependencies={"rt": Provide(provide_runtime, use_cache=True)},
+        dependencies={
+            "rt": Provide(provide_runtime, use_cache=True),
+            "server": Provide(provide_server, use_cache=True),
+        },
         middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
         exception_handlers=EXCEPTION_HANDLERS,
         compression_config=CompressionConfig(

@@ -396,7 +396,9 @@ class ConversationService:
         if feature is not None and name not in _COMMAND_NAMES:
             if feature.capability is not None and not can(mine.role, feature.capability):
                 raise InvalidInputError(f"/{name} is not available to you")
-            return CommandResult(command=name, result=await feature.run(mine, conversation_id, arg))
+            return CommandResult(
+                command=name, result=await feature.run(mine.facade, conversation_id, arg)
+            )
         known = ", ".join(f"/{c.name}" for c in self.commands(mine.role))
         raise InvalidInputError(f"unknown command /{name} (known: {known})")
 

@@ -123,7 +123,7 @@ class NotificationService:
         """The registry: built-in web, then the hook's answers (collected on first use)."""
         if self._channels is None:
             found: dict[str, NotificationChannel] = {"web": WebChannel(self)}
-            for channel in self._rt.plugins.notification_channels(self._rt):
+            for channel in self._rt.plugins.notification_channels(self._rt.server):
                 self._add(found, channel)
             self._channels = found
         return self._channels

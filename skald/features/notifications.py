@@ -17,8 +17,7 @@ from skald.store.notifications import NOTIFICATIONS
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
-    from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member, Server
 
 
 @hookimpl
@@ -39,13 +38,10 @@ def skald_routes() -> list[Any]:
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool]:
-    service = member.notifications
-    if service is None:  # a bare member runtime (tests) has no server around it
-        return []
-    return [NotifyTool(partial(service.notify, member.user.id))]
+def skald_tools(member: Member) -> list[Tool]:
+    return [NotifyTool(partial(member.server.notifications.notify, member.id))]
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
-    return [ServiceSpec("notifications", runtime.notifications.run)]
+def skald_services(server: Server) -> list[ServiceSpec]:
+    return [ServiceSpec("notifications", server.notifications.run)]

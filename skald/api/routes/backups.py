@@ -14,6 +14,7 @@ from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.core.runtime import Runtime
 from skald.ops.schedule import (
+    BackupScheduler,
     BackupSettings,
     BackupState,
     DrillResult,
@@ -22,7 +23,6 @@ from skald.ops.schedule import (
     load_settings,
     load_state,
     save_settings,
-    scheduler_for,
 )
 from skald.permissions import ADMIN_SYSTEM
 
@@ -72,12 +72,12 @@ async def put_settings(
 
 @post("/api/backups/run", guards=GUARD, status_code=200)
 async def backup_now(rt: NamedDependency[Runtime]) -> RunResult:
-    return await scheduler_for(rt).backup_now()
+    return await rt.server.state(BackupScheduler).backup_now()
 
 
 @post("/api/backups/drill", guards=GUARD, status_code=200)
 async def drill_now(rt: NamedDependency[Runtime]) -> DrillResult:
-    return await scheduler_for(rt).drill_now()
+    return await rt.server.state(BackupScheduler).drill_now()
 
 
 ROUTES = [backups_view, put_settings, backup_now, drill_now]

@@ -11,10 +11,8 @@ approve, in case some spelling of a path reaches the router without passing the 
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import re
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ from skald.log import get_logger
 from skald.ops.backup import BackupResult, ServerSnapshotter, create_backup
 from skald.ops.channel import OPS_HEADER, OPS_PREFIX, token_matches
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
-from skald.ops.schedule import DrillResult, scheduler_for
+from skald.ops.schedule import BackupScheduler, DrillResult
 from skald.store.rows import User
 
 log = get_logger("skald.ops")
@@ -131,9 +129,6 @@ async def ops_integrity(rt: NamedDependency[Runtime]) -> Integrity:
     return await integrity(rt)
 
 
-_backup_locks: weakref.WeakKeyDictionary[Runtime, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
 @post(
     f"{OPS_PREFIX}/backup",
     opt=OPS_OPT,
@@ -147,8 +142,7 @@ async def ops_backup(data: JSONBody[BackupRequest], rt: NamedDependency[Runtime]
         out = Path(data.out)
         if not out.is_absolute():
             raise InvalidInputError("out must be an absolute path")
-    lock = _backup_locks.setdefault(rt, asyncio.Lock())
-    async with lock:  # one at a time: each already uses every database thread
+    async with rt.server.state(BackupScheduler).ops_lock:  # one at a time
         return await create_backup(rt.core.layout, ServerSnapshotter(rt), quick=data.quick, out=out)
 
 
@@ -161,7 +155,7 @@ async def ops_backup(data: JSONBody[BackupRequest], rt: NamedDependency[Runtime]
 )
 async def ops_drill(rt: NamedDependency[Runtime]) -> DrillResult:
     """`skald backup --drill` while a server runs: only it holds members' keys."""
-    return await scheduler_for(rt).drill_now()
+    return await rt.server.state(BackupScheduler).drill_now()
 
 
 # -- accounts: `skald user deactivate|activate|delete` while a server runs ----------------

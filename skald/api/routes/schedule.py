@@ -23,7 +23,7 @@ from skald.core.user_runtime import UserRuntime
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
 from skald.schedule.jobs import SCHEDULE_USE, JobChange, Jobs, JobSpec, Preview
-from skald.schedule.scheduler import Scheduler, scheduler_of
+from skald.schedule.scheduler import Scheduler
 from skald.schedule.words import lang_of
 from skald.store.schedule import Job, Run, Task, all_counts, get_min_interval, set_min_interval
 
@@ -98,7 +98,7 @@ class LimitsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 async def _jobs(request: AnyRequest, rt: Runtime) -> tuple[Scheduler, UserRuntime, Jobs]:
-    scheduler = scheduler_of(rt.plugins)
+    scheduler = rt.server.state(Scheduler)
     member = await rt.user_runtime(principal_of(request).user)
     return scheduler, member, await scheduler.jobs(member)
 
