@@ -6,7 +6,7 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-from litestar import Litestar, Router
+from litestar import Litestar, Request, Router
 from litestar.config.compression import CompressionConfig
 from litestar.datastructures import CacheControlHeader
 from litestar.di import Provide
@@ -19,10 +19,10 @@ from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
 from skald.api.routes import ops
-from skald.api.security import AuthMiddleware, EdgeMiddleware
+from skald.api.security import AuthMiddleware, EdgeMiddleware, principal_of
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
-from skald.plugins.facade import Server
+from skald.plugins.facade import Member, Server
 
 OPENAPI_PATH = "/api/schema"
 
@@ -35,6 +35,10 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
 
     async def provide_server() -> Server:
         return runtime.server  # what a feature's route uses (skald/plugins/facade.py)
+
+    async def provide_member(request: Request[Any, Any, Any]) -> Member:
+        # The signed-in caller as a feature sees them (their data must be unlocked).
+        return await runtime.server.open_member(principal_of(request).user)
 
     static = create_static_files_router(
         path="/",
@@ -52,6 +56,7 @@ def create_app(runtime: Runtime, web_dir: Path | None = None) -> Litestar:
         dependencies={
             "rt": Provide(provide_runtime, use_cache=True),
             "server": Provide(provide_server, use_cache=True),
+            "member": Provide(provide_member),
         },
         middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
         exception_handlers=EXCEPTION_HANDLERS,
