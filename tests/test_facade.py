@@ -182,6 +182,58 @@ async def test_two_features_keeping_one_type_stop_the_start(
         await _boot(tmp_path / "data", '[plugins]\nmodules = ["plugins.sample_plugin"]\n')
 
 
+# -- events and channels per feature ------------------------------------------------------
+
+
+async def test_a_features_event_types_are_registered_and_no_others_are_published(
+    runtime: Runtime,
+) -> None:
+    from skald.core.events import Ping
+
+    events = runtime.server.events
+    conn = events.connect("u1", "t1")
+    events.publish("u1", sample_plugin.WidgetsChanged(count=3))
+    assert conn.queue.get_nowait() == sample_plugin.WidgetsChanged(count=3)
+
+    class Stray(sample_plugin.msgspec.Struct, tag="stray"):
+        pass
+
+    with pytest.raises(TypeError, match="Stray is not a registered event type"):
+        events.publish("u1", Stray())
+    events.publish("u1", Ping(t=1.0))  # the server's own need no registration
+
+
+async def test_two_event_types_with_one_tag_stop_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skald.notify.events import Notified
+
+    class Mine(sample_plugin.msgspec.Struct, tag="notified"):
+        pass
+
+    assert Notified.__struct_config__.tag == "notified"
+    monkeypatch.setattr(sample_plugin, "skald_event_types", hookimpl(lambda: [Mine]))
+    with pytest.raises(ConfigError, match="two event types are tagged 'notified'"):
+        await _boot(tmp_path / "data", '[plugins]\nmodules = ["plugins.sample_plugin"]\n')
+
+
+def test_the_core_events_import_no_feature() -> None:
+    # The chat's own (conversations, history) stay: the stream is the chat's first.
+    features = ("skald.store.notifications", "skald.store.schedule", "skald.schedule")
+    imported = _imports(SKALD / "core" / "events.py")
+    assert {
+        n for n in imported if n.startswith((*features, "skald.notify", "skald.connectors"))
+    } == set()
+
+
+async def test_the_web_notification_channel_comes_through_the_hook_like_any_other(
+    runtime: Runtime,
+) -> None:
+    assert list(runtime.notifications.channels) == ["web", "pigeon"]
+    answered = runtime.plugins.notification_channels(runtime.server)
+    assert [c.name for c in answered] == ["web", "pigeon"]
+
+
 # -- a feature is one folder ----------------------------------------------------------------
 
 

@@ -15,12 +15,13 @@ from conftest import PASSWORD, TEST_ENV, signed_in
 from test_api_access import MakeClient
 
 from skald.config import load_config
-from skald.core.events import NotificationsChanged, Notified, ServerEvent
+from skald.core.events import ServerEvent
 from skald.core.notifications import NotificationService
 from skald.core.runtime import Runtime
 from skald.errors import ConfigError, DatabaseClosedError, InvalidInputError
 from skald.notify.channels import Delivery
 from skald.notify.config import NotificationsConfig
+from skald.notify.events import NotificationsChanged, Notified
 from skald.notify.quiet import is_quiet
 from skald.paths import DataLayout
 from skald.store.notifications import NotificationPrefs, QuietHours

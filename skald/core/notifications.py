@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from skald.core.events import NotificationsChanged, Notified
+from skald.core.events import EventHub
 from skald.errors import DatabaseClosedError, InvalidInputError
 from skald.log import get_logger
 from skald.notify.batch import Batcher
 from skald.notify.channels import Delivery, NotificationChannel
 from skald.notify.config import NotificationsConfig
+from skald.notify.events import NotificationsChanged, Notified
 from skald.notify.payload import push_payload
 from skald.notify.pinned import PinnedTransport, Resolver, is_public, system_resolve
 from skald.notify.quiet import check_quiet, default_zone, is_quiet
@@ -120,9 +121,10 @@ class NotificationService:
 
     @property
     def channels(self) -> dict[str, NotificationChannel]:
-        """The registry: built-in web, then the hook's answers (collected on first use)."""
+        """The registry: the hook's answers, the notifications feature's web channel first
+        (collected on first use)."""
         if self._channels is None:
-            found: dict[str, NotificationChannel] = {"web": WebChannel(self)}
+            found: dict[str, NotificationChannel] = {}
             for channel in self._rt.plugins.notification_channels(self._rt.server):
                 self._add(found, channel)
             self._channels = found
@@ -389,18 +391,21 @@ class WebChannel:
 
     name = "web"
 
-    def __init__(self, service: NotificationService) -> None:
-        self._service = service
+    def __init__(
+        self, events: EventHub, push: Callable[[str, Delivery], Awaitable[object]]
+    ) -> None:
+        self._events = events
+        self._push = push
 
     async def available(self, user_id: str) -> bool:
         return True
 
     async def deliver(self, delivery: Delivery) -> bool:
-        self._service._rt.hub.publish(
+        self._events.publish(
             delivery.user_id, Notified(items=delivery.items, unread=delivery.unread)
         )
         try:
-            await self._service.push(delivery.user_id, delivery)
+            await self._push(delivery.user_id, delivery)
         except Exception:
             log.exception("web push failed")
         return True

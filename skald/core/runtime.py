@@ -60,7 +60,8 @@ class Runtime:
         self.accounts = AccountService(core.users, core.registry, self.sessions.store, live=self)
         self.throttle = LoginThrottle(core.config.auth)
         self.devices: DeviceCookies  # its key is in the registry: set by _start
-        self.hub = EventHub()
+        # Members' event streams: the built-in events and those the features register.
+        self.hub = EventHub(core.plugins.event_types())
         instance_key = InstanceKey.load_or_create(core.layout.instance_key)
         self.llm = LlmService(LlmStore(core.registry.db), instance_key, core.layout.root)
         # Members who let their assistant work while they are signed out (sealed keys).

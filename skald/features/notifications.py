@@ -17,12 +17,20 @@ from skald.store.notifications import NOTIFICATIONS
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
+    from skald.notify.channels import NotificationChannel
     from skald.plugins.facade import Member, Server
 
 
 @hookimpl
 def skald_migrations(schema: str) -> list[Feature]:
     return [NOTIFICATIONS] if schema == "owner" else []
+
+
+@hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    from skald.notify.events import NotificationsChanged, Notified
+
+    return [NotificationsChanged, Notified]
 
 
 @hookimpl
@@ -40,6 +48,15 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_tools(member: Member) -> list[Tool]:
     return [NotifyTool(partial(member.server.notifications.notify, member.id))]
+
+
+@hookimpl
+def skald_notification_channels(server: Server) -> list[NotificationChannel]:
+    # The web (live event and Web Push) is a channel like any other, and the fallback.
+    from skald.core.notifications import WebChannel
+
+    service = server.notifications
+    return [WebChannel(server.events, service.push)]
 
 
 @hookimpl

@@ -27,6 +27,13 @@ def skald_migrations(schema: str) -> list[Feature]:
 
 
 @hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    from skald.schedule.events import TasksChanged
+
+    return [TasksChanged]
+
+
+@hookimpl
 def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
     return {"schedule": ScheduleConfig}
 

@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING
 
 from skald.agent import TurnResult
 from skald.agent.prompts import HARNESS_TAG, defuse_harness_tags
-from skald.core.events import ConversationUpdated, TasksChanged
+from skald.core.events import ConversationUpdated
 from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
 from skald.llm.types import TextPart
 from skald.log import get_logger
+from skald.schedule.events import TasksChanged
 from skald.schedule.notices import notify
 from skald.store.schedule import ScheduleStore, Task, TaskState, TaskStore, iso, new_id
 

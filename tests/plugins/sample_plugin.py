@@ -5,7 +5,7 @@ It adds a capability, a config section, a registry migration (two steps), a rout
 guarded by its capability, a tool, a prompt block (and its placeholder), a read-only
 mount (outside the home in the sandbox: /srv/sample), an approval fact, a background
 service, a notification channel ("pigeon", as the Telegram bridge will add itself), a
-server state slot and a member one, and a web page whose ES module it serves itself
+server state slot and a member one, an event type for members' streams, and a web page whose ES module it serves itself
 from a route guarded by its capability (a plugin has no files under the web root), plus
 a page whose module fails, to show the message. It sees Skald through the facade only
 (`Server`, `Member`: skald/plugins/facade.py), never the runtimes behind it.
@@ -253,6 +253,17 @@ def skald_server_state() -> list[object]:
 @hookimpl
 def skald_member_state(member: Member) -> list[object]:
     return [StampPad(member.id)]
+
+
+class WidgetsChanged(msgspec.Struct, tag="sample_widgets_changed", kw_only=True):
+    """An event on the member's stream: the widgets changed, clients read them again."""
+
+    count: int
+
+
+@hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    return [WidgetsChanged]
 
 
 class PigeonChannel:
