@@ -94,7 +94,7 @@ class Recorder:
 
 def _service(runtime: Runtime, hand: Hand, clock: Clock | None = None) -> NotificationService:
     service = NotificationService(
-        runtime, sleep=hand.sleep, clock=clock or Clock(datetime.now(UTC))
+        runtime.server, runtime.plugins, sleep=hand.sleep, clock=clock or Clock(datetime.now(UTC))
     )
     runtime.notifications = service
     return service

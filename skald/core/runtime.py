@@ -79,9 +79,16 @@ class Runtime:
         # services features run for the server, found by type (`server.state(T)`).
         self.server = Server(self, self.sessions, self.storage_guard)
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
-        self.conversations = ConversationService(self)
+        self.conversations = ConversationService(
+            layout=core.layout,
+            registry=core.registry,
+            llm=self.llm,
+            events=self.hub,
+            plugins=self.plugins,
+            members=self,
+        )
         # Tell a member something, from any feature (skald/core/notifications.py).
-        self.notifications = NotificationService(self)
+        self.notifications = NotificationService(self.server, self.plugins)
         # The household's name, time zone and language, and the setup wizard's progress.
         self.instance = Instance(core.registry, core.config.assistant.timezone)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
