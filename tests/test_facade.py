@@ -113,6 +113,29 @@ def test_features_and_the_sample_plugin_see_the_facade_never_the_runtimes() -> N
     assert not _reaches_behind(SAMPLE)
 
 
+# What the composition used to patch on after construction (one level: `x.attr = ...`).
+WIRED_LATE = {"runtime.notifications", "connectors.supervisor", "inst.boxes", "runtime.listen"}
+WIRED_LATE |= {"plugins.config", "runtime.hub", "hub.retire", "hub.shows_detail"}
+
+
+def _late_wiring(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for t in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    # `self.hub.retire = ...`: setting what another object owns.
+                    nested = isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)
+                    if nested or (isinstance(t, ast.Attribute) and ast.unparse(t) in WIRED_LATE):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(t)}")
+    return found
+
+
+def test_no_collaborator_is_patched_onto_an_object_after_construction() -> None:
+    assert [hit for p in sorted(SKALD.rglob("*.py")) for hit in _late_wiring(p)] == []
+
+
 # -- the facade is documented ---------------------------------------------------------------
 
 
