@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["Member", "Server", "StateSlots"]
 
 T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
 
 
 class _Required(enum.Enum):
@@ -58,7 +59,6 @@ class _Required(enum.Enum):
 
 
 _REQUIRED = _Required.REQUIRED  # `state(T)` without a default: absent is an error
-S = TypeVar("S", bound=msgspec.Struct)
 
 
 class StateSlots:
