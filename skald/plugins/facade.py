@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import msgspec
 
 from skald.errors import ConfigError
+from skald.permissions import Capability, can
 
 if TYPE_CHECKING:
     import asyncio
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout
-    from skald.permissions import Capability
     from skald.quota import BudgetSource
     from skald.sandbox.manager import SandboxManager
     from skald.store.database import Database
@@ -138,8 +138,6 @@ class Server:
 
     @staticmethod
     def can(role: Role, capability: Capability) -> bool:
-        from skald.permissions import can
-
         return can(role, capability)
 
     # -- services -----------------------------------------------------------------------
@@ -210,8 +208,6 @@ class Member:
         return self._live.role
 
     def can(self, capability: Capability) -> bool:
-        from skald.permissions import can
-
         return can(self._live.role, capability)
 
     async def fetch(self) -> tuple[User, Role]:
