@@ -19,8 +19,8 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 
 from skald.cli import main
 from skald.errors import InvalidInputError
-from skald.ops import schedule
-from skald.ops.schedule import (
+from skald.features.backups import scheduler as schedule
+from skald.features.backups.scheduler import (
     BackupSettings,
     BackupState,
     RunResult,

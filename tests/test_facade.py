@@ -229,7 +229,7 @@ async def test_a_features_event_types_are_registered_and_no_others_are_published
 async def test_two_event_types_with_one_tag_stop_the_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from skald.notify.events import Notified
+    from skald.features.notifications.events import Notified
 
     class Mine(sample_plugin.msgspec.Struct, tag="notified"):
         pass
@@ -242,10 +242,16 @@ async def test_two_event_types_with_one_tag_stop_the_start(
 
 def test_the_core_events_import_no_feature() -> None:
     # The chat's own (conversations, history) stay: the stream is the chat's first.
-    features = ("skald.store.notifications", "skald.store.schedule", "skald.schedule")
+    features = (
+        "skald.features.notifications.store",
+        "skald.features.schedule.store",
+        "skald.features.schedule",
+    )
     imported = _imports(SKALD / "core" / "events.py")
     assert {
-        n for n in imported if n.startswith((*features, "skald.notify", "skald.connectors"))
+        n
+        for n in imported
+        if n.startswith((*features, "skald.features.notifications", "skald.features.connectors"))
     } == set()
 
 

@@ -29,10 +29,10 @@ from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.unattended import PacedClient, Unattended
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
+from skald.features.notifications.quiet import default_zone
 from skald.files.router import PathRouter
 from skald.llm.client import ModelClient
 from skald.log import get_logger
-from skald.notify.quiet import default_zone
 from skald.permissions import can
 from skald.plugins.facade import Member
 from skald.plugins.manager import Plugins

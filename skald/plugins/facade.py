@@ -35,10 +35,10 @@ if TYPE_CHECKING:
     from skald.core.hub import ChatHub
     from skald.core.instance import Instance
     from skald.core.llm_service import LlmService
-    from skald.core.notifications import NotificationService
     from skald.core.runtime import Runtime
     from skald.core.services import ServiceRunner
     from skald.core.user_runtime import UserRuntime
+    from skald.features.notifications.service import NotificationService
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout

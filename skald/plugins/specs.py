@@ -19,9 +19,9 @@ from skald.plugins import hookspec
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
     from skald.core.services import ServiceSpec
+    from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
-    from skald.notify.channels import NotificationChannel
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server

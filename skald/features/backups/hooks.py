@@ -1,0 +1,47 @@
+"""Backups: the schedule and the monthly restore drill (a service), the Backups page."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.core.services import ServiceSpec
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+
+if TYPE_CHECKING:
+    from skald.permissions import Capability
+    from skald.plugins.facade import Server
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.backups import routes as backups
+
+    return list(backups.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [Page(path="/admin/backups", title="nav.backups", capability="admin.system", order=150)]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    from skald.permissions import ADMIN_SYSTEM
+
+    return [ADMIN_SYSTEM]
+
+
+@hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    # The one backup scheduler (the service and the Backups page's buttons share it).
+    from skald.features.backups.scheduler import BackupScheduler
+
+    return [BackupScheduler(server._live)]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.backups.scheduler import BackupScheduler
+
+    return [ServiceSpec("backup-schedule", server.state(BackupScheduler).run_forever, order=200)]

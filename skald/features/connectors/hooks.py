@@ -1,0 +1,148 @@
+"""Connectors (MCP servers): catalogue, grants, secrets, marketplace and their routes
+(`skald/features/connectors/`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.core.services import ServiceSpec
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from skald.agent.tools import Tool
+    from skald.features.connectors.supervisor import ConnectorInstance
+    from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    from skald.features.connectors.store import OWNER_FEATURE, REGISTRY_FEATURE
+
+    return [REGISTRY_FEATURE] if schema == "registry" else [OWNER_FEATURE]
+
+
+@hookimpl
+def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
+    from skald.features.connectors.service import ConnectorsConfig
+
+    return {"connectors": ConnectorsConfig}
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.connectors import routes
+
+    return list(routes.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(path="/connectors", title="nav.connectors", capability="connectors.use", order=42),
+        Page(
+            path="/admin/marketplace",
+            title="nav.marketplace",
+            capability="admin.connectors",
+            order=135,
+        ),
+    ]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE
+
+    return [CONNECTORS_USE, ADMIN_CONNECTORS]
+
+
+@hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    from skald.features.connectors.service import Connectors, ConnectorsConfig
+
+    return [Connectors(server, server.section("connectors", ConnectorsConfig))]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.connectors.service import Connectors
+
+    return [ServiceSpec("connectors", server.state(Connectors).supervisor.run_forever, order=60)]
+
+
+@hookimpl
+def skald_health_details(server: Server) -> dict[str, Any] | None:
+    """What running connectors keep of their servers' tool lists, per member."""
+    from skald.features.connectors.service import Connectors
+
+    connectors = server.state(Connectors, None)
+    if connectors is None:
+        return None
+    members = []
+    for owner, (count, size) in sorted(connectors.supervisor.retained().items()):
+        member = server.member(owner)
+        name = member.user.username if member is not None else None
+        members.append(
+            {"user_id": owner or None, "username": name, "instances": count, "retained_bytes": size}
+        )
+    return {
+        "connectors": {
+            "instances": sum(m["instances"] for m in members),
+            "retained_bytes": sum(m["retained_bytes"] for m in members),
+            "members": members,  # user_id None: the household's own instances
+        }
+    }
+
+
+@hookimpl
+def skald_member_services(member: Member) -> list[ServiceSpec]:
+    from skald.features.connectors.service import Connectors
+
+    connectors = member.server.state(Connectors, None)
+    if connectors is None:  # a member unlocked at boot, before the server's state
+        return []
+    sup, live = connectors.supervisor, member._live  # the supervisor still keeps runtimes
+    return [ServiceSpec("connectors", lambda: sup.member_loop(live), order=60)]
+
+
+def _instances(member: Member) -> tuple[dict[str, ConnectorInstance], int] | None:
+    from skald.features.connectors.service import CONNECTORS_USE, Connectors
+    from skald.features.connectors.tools import member_instances
+
+    connectors = member.server.state(Connectors, None)
+    if connectors is None or not member.can(CONNECTORS_USE):
+        return None
+    sup = connectors.supervisor
+    names = sup.wanted.get(member.id, set())
+    return member_instances(sup, member.id, names), connectors.config.catalogue_above
+
+
+@hookimpl
+def skald_tools(member: Member) -> list[Tool] | None:
+    from skald.features.connectors.tools import tools_for
+
+    found = _instances(member)
+    if found is None:
+        return None
+    # The connector tools ask through the member's Inbox: they still take the runtime.
+    return tools_for(found[0], member._live, found[1])
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {
+        "MCP_LIST": "the connectors the member switched on (skald/features/connectors/tools.py)"
+    }
+
+
+@hookimpl
+def skald_prompt_blocks(member: Member) -> dict[str, str]:
+    from skald.features.connectors.tools import prompt_block
+
+    found = _instances(member)
+    return {"MCP_LIST": "" if found is None else prompt_block(found[0], found[1])}

@@ -1,0 +1,64 @@
+"""Notifications: the member's bell (store, routes, page), the `notify` tool, the
+held-delivery loop and the `[notifications]` config section (docs/dev/notifications.md)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from skald.core.services import ServiceSpec
+from skald.features.notifications.config import NotificationsConfig
+from skald.features.notifications.store import NOTIFICATIONS
+from skald.features.notifications.tool import NotifyTool
+from skald.plugins import hookimpl
+from skald.store.migrations import Feature
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.features.notifications.channels import NotificationChannel
+    from skald.plugins.facade import Member, Server
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [NOTIFICATIONS] if schema == "owner" else []
+
+
+@hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    from skald.features.notifications.events import NotificationsChanged, Notified
+
+    return [NotificationsChanged, Notified]
+
+
+@hookimpl
+def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
+    return {"notifications": NotificationsConfig}
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.notifications import routes as notifications
+
+    return list(notifications.ROUTES)
+
+
+@hookimpl
+def skald_tools(member: Member) -> list[Tool]:
+    return [NotifyTool(partial(member.server.notifications.notify, member.id))]
+
+
+@hookimpl
+def skald_notification_channels(server: Server) -> list[NotificationChannel]:
+    # The web (live event and Web Push) is a channel like any other, and the fallback.
+    from skald.features.notifications.service import WebChannel
+
+    service = server.notifications
+    return [WebChannel(server.events, service.push)]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    return [ServiceSpec("notifications", server.notifications.run)]

@@ -1,0 +1,102 @@
+"""Schedules: jobs the assistant runs by itself, their runs, the scheduler service, the
+`schedule` tool, the Tasks page and the `[schedule]` config section."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.core.services import ServiceSpec
+from skald.features.schedule.config import ScheduleConfig
+from skald.features.schedule.jobs import SCHEDULE_USE
+from skald.features.schedule.store import JOBS_FEATURE, SCHEDULE_COUNTS
+from skald.plugins import hookimpl
+from skald.plugins.specs import ChatCommand, Page
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from skald.agent.tools import Tool
+    from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
+    from skald.store.migrations import Feature
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [SCHEDULE_COUNTS] if schema == "registry" else [JOBS_FEATURE]
+
+
+@hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    from skald.features.schedule.events import TasksChanged
+
+    return [TasksChanged]
+
+
+@hookimpl
+def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
+    return {"schedule": ScheduleConfig}
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    return [SCHEDULE_USE]
+
+
+@hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    from skald.features.schedule.scheduler import Scheduler
+
+    # The scheduler works on members' live runtimes (jobs, runs, tasks): not moved yet.
+    return [Scheduler(server._live, server.section("schedule", ScheduleConfig))]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.schedule.scheduler import Scheduler
+
+    return [ServiceSpec("scheduler", server.state(Scheduler).run_forever, order=60)]
+
+
+@hookimpl
+def skald_tools(member: Member) -> list[Tool] | None:
+    from skald.features.schedule.scheduler import Scheduler
+    from skald.features.schedule.tool import BackgroundTaskTool, ScheduleTool
+
+    scheduler = member.server.state(Scheduler, None)
+    if scheduler is None or not member.can(SCHEDULE_USE):
+        return None
+    return [ScheduleTool(member._live, scheduler), BackgroundTaskTool(member._live, scheduler)]
+
+
+async def _remind(member: Member, conversation_id: str, argument: str) -> str:
+    from skald.features.schedule.remind import remind_command
+    from skald.features.schedule.scheduler import Scheduler
+
+    scheduler = member.server.state(Scheduler)
+    return await remind_command(scheduler, member._live, conversation_id, argument)
+
+
+@hookimpl
+def skald_chat_commands() -> list[ChatCommand]:
+    return [
+        ChatCommand(
+            name="remind",
+            usage="/remind in 10 minutes check the oven",
+            description="set a reminder, no model needed (in N minutes, at 18:30, tomorrow 9:00)",
+            capability=SCHEDULE_USE,
+            run=_remind,
+        )
+    ]
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.schedule import routes as schedule
+
+    return list(schedule.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [Page(path="/tasks", title="nav.tasks", capability="schedule.use", order=35)]
