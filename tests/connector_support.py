@@ -55,7 +55,7 @@ def on_host(runtime: Runtime, feed: Path | str | None = None, **fields: Any) -> 
     connectors run on the host (`household_on_host`; the test servers need this Python's
     MCP SDK, see docs/dev/connectors.md), from `feed`, with any other `[connectors]`
     `fields` given."""
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     if feed is not None:
         fields["feed"] = str(feed)
     c.config = msgspec.structs.replace(c.config, household_on_host=True, **fields)
@@ -81,7 +81,7 @@ async def in_state(
     """The supervisor's instance of connector `name` for `owner` ("" for a household
     one) once its state is one of `states`; an AssertionError with its events after
     `seconds`."""
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     inst = None
     for _ in range(int(seconds * 10)):

@@ -15,7 +15,7 @@ from conftest import TEST_ENV
 from skald.config import load_config
 from skald.core.runtime import Runtime
 from skald.features.schedule.clock import FakeClock
-from skald.features.schedule.scheduler import Scheduler, scheduler_of
+from skald.features.schedule.scheduler import Scheduler
 from skald.paths import DataLayout
 from skald.plugins.manager import Plugins
 
@@ -54,7 +54,7 @@ async def runtime_fixture(tmp_path: Path) -> AsyncIterator[Runtime]:
 
 
 def with_clock(rt: Runtime, start: datetime) -> tuple[Scheduler, FakeClock]:
-    scheduler = scheduler_of(rt.plugins)
+    scheduler = rt.server.state(Scheduler)
     clock = FakeClock(start)
     scheduler.clock = clock
     return scheduler, clock

@@ -88,7 +88,7 @@ async def chat(
     tmp_path: Path,
 ) -> Chat:
     names = tuple(f"c{i}" for i in range(request.param))
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(catalogue_above=3)
     ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed", names), *names)
     await asyncio.gather(*(running(runtime, "", n, failed_ends=True) for n in names))

@@ -58,7 +58,7 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
             ("phone",),
             phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
         )
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(feed))
         await c.installer.install(c.feed(), "phone")
         ada = await signed_in(make_client, "ada")

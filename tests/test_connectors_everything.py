@@ -117,7 +117,7 @@ async def test_server_everything_over_streamable_http_on_the_host(
         )
     )
     write_index(feed, 1)
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(feed))
     await c.installer.install(c.feed(), "everything")
     ada = household["ada"]
@@ -135,7 +135,7 @@ async def test_server_everything_over_stdio_inside_the_members_container(
 ) -> None:
     runtime = sandbox_runtime
     created = await runtime.core.users.create("ada", PASSWORD, "member")
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     # This machine's network inspects TLS: its CA reaches the install in the container.
     ca = os.environ.get("NODE_EXTRA_CA_CERTS") or os.environ.get("SSL_CERT_FILE") or ""
     c.config = msgspec.structs.replace(c.config, feed=str(DEFAULT_FEED), extra_ca_file=ca)

@@ -49,7 +49,7 @@ async def test_the_marketplace_says_in_plain_words_what_a_household_connector_ca
     feed = _feed(tmp_path / "feed")
     python_connector(feed, "mine", "escape_server.py", extra={"scope": "personal"})
     write_index(feed, 1)
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(feed=str(feed))
     mum = await signed_in(make_client, "mum")
     items = {i["folder"]: i for i in (await mum.call("GET", "/api/marketplace")).json()}
@@ -86,7 +86,7 @@ async def _running(sup: Supervisor, name: str) -> ConnectorInstance:
 
 async def _two_running(runtime: Runtime, tmp_path: Path) -> tuple[Supervisor, str]:
     created = await runtime.core.users.create("ada", PASSWORD, "admin")
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(_feed(tmp_path / "feed")))
     for name in ("spy", "keeper"):
         await c.installer.install(c.feed(), name)

@@ -62,7 +62,7 @@ async def test_a_connector_listing_513_tools_is_refused_at_once_and_one_with_512
     errors = [e.text for e in flood.events if e.kind == "error"]
     assert errors == [REFUSED]
     assert flood.tools == [] and flood.specs == [] and flood.retained_bytes == 0
-    row = await service.require(runtime.plugins).store.require("flood")
+    row = await service.require(runtime.server).store.require("flood")
     assert row.last_error == REFUSED
     # The administrator's card says why; the model's prompt line says it is refused.
     mum = await signed_in(make_client, "mum")

@@ -64,7 +64,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     with OAuthDouble(expires_in=30) as provider:
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = ConnectorsConfig(feed=str(_feed(tmp_path, provider.base)))
         await c.installer.install(c.feed(), "cal")
         ada = await signed_in(make_client, "ada")
@@ -112,7 +112,7 @@ async def test_a_pasted_back_code_signs_in_and_a_wrong_one_is_refused(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     with OAuthDouble() as provider:
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(_feed(tmp_path, provider.base)))
         await c.installer.install(c.feed(), "cal")
         ada = await signed_in(make_client, "ada")
@@ -155,7 +155,7 @@ def oauth_mcp_server(issuer: str) -> Iterator[str]:
 
 
 async def _state(runtime: Runtime, owner: str, name: str, *states: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     inst = None
     for _ in range(300):
@@ -192,7 +192,7 @@ async def test_a_remote_server_with_mcp_oauth_is_signed_in_from_the_page_and_cal
                 "auth": {"type": "oauth2"},
             },
         )
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(feed), max_restarts=0)
         await c.installer.install(c.feed(), "remote")
         ada = await make_client()
@@ -249,7 +249,7 @@ async def test_an_access_token_about_to_expire_is_refreshed_before_the_request(
                 "auth": {"type": "oauth2"},
             },
         )
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(feed))
         await c.installer.install(c.feed(), "remote")
         ada = await make_client()

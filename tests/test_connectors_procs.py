@@ -61,7 +61,7 @@ async def _switched_on(runtime: Runtime, tmp_path: Path, docker: Any) -> tuple[s
     """ada's escape connector running in her container; (her id, the container)."""
     created = await runtime.core.users.create("ada", PASSWORD, "admin")
     ada = created.user.id
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(escape_feed(tmp_path / "feed")))
     await c.installer.install(c.feed(), "escape")
     await c.store.set_active("escape", ada, True)
@@ -85,7 +85,7 @@ async def test_switching_a_connector_off_kills_every_process_it_started_in_the_c
     sandbox_runtime: Runtime, tmp_path: Path, docker: Any
 ) -> None:
     ada, container = await _switched_on(sandbox_runtime, tmp_path, docker)
-    await service.require(sandbox_runtime.plugins).deactivate("escape", ada)
+    await service.require(sandbox_runtime.server).deactivate("escape", ada)
     # Synchronous: nothing is left when the switch-off returns.
     assert await asyncio.to_thread(leftovers, docker, container) == []
 
@@ -211,7 +211,7 @@ async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_
 ) -> None:
     runtime = sandbox_runtime
     ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed")))
     await c.installer.install(c.feed(), "slowdeps")
     await c.store.set_active("slowdeps", ada, True)
@@ -241,7 +241,7 @@ async def test_two_installs_of_one_dependency_folder_take_turns_under_its_lock(
     runtime = sandbox_runtime
     names = ("slowdeps", "slowtwin")
     ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed", names)))
     for name in names:
         await c.installer.install(c.feed(), name)

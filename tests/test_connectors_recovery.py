@@ -80,7 +80,7 @@ CTX = ToolContext(conversation_id="conv", call_id="c", depth=0, cancel=CancelSco
 
 async def _install_http(runtime: Runtime, tmp_path: Path, url: str) -> None:
     feed = simple_feed(tmp_path / "feed", ("clock",), clock={"transport": "http", "url": url})
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(feed=str(feed), max_restarts=1)
     await c.installer.install(c.feed(), "clock")
 
@@ -125,7 +125,7 @@ async def test_a_failed_connector_answers_why_at_once_and_retry_or_off_on_starts
     # ada's switch-off (mum uses it too): switching it on again retries it.
     await mum.call("POST", "/api/connectors/clock/activate")
     clock.kill()
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     await sup.restart_all("clock")
     await in_state(runtime, "", "clock", "failed", seconds=30)
@@ -146,7 +146,7 @@ async def test_a_household_connector_starts_with_the_server_before_anyone_signs_
     try:
         ada = await first.core.users.create("ada", PASSWORD, "member")
         await _install_http(first, tmp_path, clock.url)
-        c = service.require(first.plugins)
+        c = service.require(first.server)
         await c.store.grant("clock", ada.user.id)
         await c.store.set_active("clock", ada.user.id, True)
     finally:
@@ -169,7 +169,7 @@ async def test_a_server_restarted_while_idle_is_shown_down_and_then_called_on_a_
 ) -> None:
     clock.start()
     await _install_http(runtime, tmp_path, clock.url)
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(feed=c.config.feed, max_restarts=50)
     ada = await signed_in(make_client, "ada")
     assert (await ada.call("POST", "/api/connectors/clock/activate")).status_code == 200
@@ -196,7 +196,7 @@ async def test_a_call_refused_for_a_forgotten_session_runs_once_on_a_new_session
 ) -> None:
     with session_double() as double:
         await _install_http(runtime, tmp_path, double.url)
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         await c.store.set_active("clock", household["ada"], True)
         await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
         inst = await in_state(runtime, "", "clock", "running", seconds=30)
@@ -219,7 +219,7 @@ async def test_the_sign_in_status_of_a_failed_connector_answers_why_at_once(
         ("phone",),
         phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
     )
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = ConnectorsConfig(feed=str(feed), max_restarts=0)
     await c.installer.install(c.feed(), "phone")
     ada = await signed_in(make_client, "ada")

@@ -51,7 +51,7 @@ def ctx(conversation: str = "conv") -> ToolContext:
 
 
 async def running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     inst = None
     for _ in range(300):
@@ -68,7 +68,7 @@ async def switch_on(
     feed = simple_feed(
         tmp_path / "feed", (name,), **{name: {"scope": "personal", "transport": "http", "url": url}}
     )
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(feed))
     await c.installer.install(c.feed(), name)
     r = await client.call("POST", f"/api/connectors/{name}/activate")
@@ -380,7 +380,7 @@ async def test_approving_one_connectors_reads_for_the_conversation_approves_no_o
     tmp_path: Path,
 ) -> None:
     with rich_http("sse") as first, rich_http("http") as second:
-        c = service.require(runtime.plugins)
+        c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, catalogue_above=above)
         ada = await make_client()
         await ada.login("ada")

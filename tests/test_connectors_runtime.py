@@ -139,7 +139,7 @@ async def test_an_update_restarts_the_running_instance_on_the_new_version(
     feed = simple_feed(tmp_path / "feed")
     await installed_for_ada(runtime, household, feed, "clock")
     before = await running(runtime, "", "clock", failed_ends=True)
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     sup = c.supervisor
     assert sup is not None
     write_index(feed, bump=("clock",))
@@ -155,7 +155,7 @@ async def test_revoking_the_grant_stops_the_members_instance_before_it_returns(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
     feed = simple_feed(tmp_path / "feed", clock={"scope": "personal"})
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     sup = c.supervisor
     assert sup is not None
     # Personal connectors run in the member's sandbox; here (no Docker in this test) the

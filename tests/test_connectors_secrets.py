@@ -94,7 +94,7 @@ async def test_a_connectors_leaked_secret_never_reaches_errors_stderr_events_or_
     runtime = sandbox_runtime
     created = await runtime.core.users.create("ada", PASSWORD, "member")
     ada = created.user.id
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(_leaky_feed(tmp_path / "feed")))
     await c.installer.install(c.feed(), "leaky")
     await c.store.set_active("leaky", ada, True)

@@ -21,7 +21,7 @@ from skald.features.connectors.supervisor import ConnectorInstance
 
 
 async def _running(runtime: Runtime, old_pid: int | None = None) -> ConnectorInstance:
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     inst = None
     for _ in range(300):
@@ -43,7 +43,7 @@ def _pid(inst: ConnectorInstance) -> int:
 async def test_a_killed_connector_comes_back_each_time_as_a_service_of_the_runner(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     feed = simple_feed(tmp_path / "feed")
     # One failed start in a row is allowed: three deaths of a server that ran each time
     # must not add up to "failed".
@@ -78,7 +78,7 @@ async def test_a_killed_connector_comes_back_each_time_as_a_service_of_the_runne
 async def test_a_connector_that_keeps_failing_gives_up_and_its_service_says_why(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     broken = {"command": ["python3", "-c", "import sys; sys.exit(3)"]}
     feed = simple_feed(tmp_path / "feed", ("clock",), clock=broken)
     c.config = msgspec.structs.replace(

@@ -54,7 +54,7 @@ async def test_a_deactivated_members_connectors_are_unusable_at_once(
 ) -> None:
     ada = await installed_for_ada(runtime, household, simple_feed(tmp_path / "feed"), "clock")
     await running(runtime, "", "clock")
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     sup = c.supervisor
     assert sup is not None
     mine = runtime.user_runtimes[ada]
@@ -92,7 +92,7 @@ async def test_stopping_a_household_stdio_connector_kills_its_group_and_reaps_it
     pid, sleeper = transport.pid, int(grandchild.read_text())
     pipes = _pipes(transport)
     assert alive(pid) and alive(sleeper) and pipes <= _held()
-    sup = service.require(runtime.plugins).supervisor
+    sup = service.require(runtime.server).supervisor
     assert sup is not None
     await sup.stop_all("clock")  # what uninstalling does
     await settle()

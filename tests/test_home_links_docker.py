@@ -73,7 +73,7 @@ async def test_a_personal_connector_start_never_writes_through_links_in_the_home
     write_index(feed, 1)
     ca = tmp_path / "ca.pem"
     ca.write_bytes(CA)
-    c = service.require(rt.plugins)
+    c = service.require(rt.server)
     c.config = msgspec.structs.replace(c.config, feed=str(feed), extra_ca_file=str(ca))
     row = await c.installer.install(c.feed(), "clock")
     sup = c.supervisor

@@ -14,11 +14,12 @@ import pytest
 from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
 
 from skald.config import load_config
-from skald.core.events import NotificationsChanged, Notified, ServerEvent
+from skald.core.events import ServerEvent
 from skald.core.runtime import Runtime
 from skald.errors import ConfigError, DatabaseClosedError, InvalidInputError
 from skald.features.notifications.channels import Delivery
 from skald.features.notifications.config import NotificationsConfig
+from skald.features.notifications.events import NotificationsChanged, Notified
 from skald.features.notifications.quiet import is_quiet
 from skald.features.notifications.service import NotificationService
 from skald.features.notifications.store import NotificationPrefs, QuietHours
@@ -92,7 +93,7 @@ class Recorder:
 
 def _service(runtime: Runtime, hand: Hand, clock: Clock | None = None) -> NotificationService:
     service = NotificationService(
-        runtime, sleep=hand.sleep, clock=clock or Clock(datetime.now(UTC))
+        runtime.server, runtime.plugins, sleep=hand.sleep, clock=clock or Clock(datetime.now(UTC))
     )
     runtime.notifications = service
     return service

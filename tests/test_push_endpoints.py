@@ -207,7 +207,11 @@ async def test_the_service_refuses_a_public_name_that_resolves_to_loopback(
     hand = Hand()
     config = NotificationsConfig(push_allow_private=False, vapid_subject="mailto:a@b.test")
     service = NotificationService(
-        runtime, sleep=hand.sleep, config=config, resolve=Resolver(["127.0.0.1"])
+        runtime.server,
+        runtime.plugins,
+        sleep=hand.sleep,
+        config=config,
+        resolve=Resolver(["127.0.0.1"]),
     )
     runtime.notifications = service
     ada = household["ada"]
@@ -227,7 +231,7 @@ async def test_one_device_whose_endpoint_cannot_be_sent_to_never_stops_the_membe
 ) -> None:
     hand = Hand()
     config = NotificationsConfig(push_allow_private=True, vapid_subject="mailto:a@b.test")
-    service = NotificationService(runtime, sleep=hand.sleep, config=config)
+    service = NotificationService(runtime.server, runtime.plugins, sleep=hand.sleep, config=config)
     runtime.notifications = service
     ada = household["ada"]
     with PushDouble(await service.public_key()) as double:

@@ -141,7 +141,7 @@ async def test_an_install_in_the_sandbox_that_meets_tls_inspection_says_to_set_e
         pytest.skip("this network does not inspect TLS: the install would succeed")
     runtime = sandbox_runtime
     created = await runtime.core.users.create("ada", PASSWORD, "member")
-    c = service.require(runtime.plugins)
+    c = service.require(runtime.server)
     c.config = msgspec.structs.replace(c.config, feed=str(DEFAULT_FEED), max_restarts=0)
     await c.installer.install(c.feed(), "everything")
     ada = created.user.id

@@ -160,7 +160,8 @@ async def test_a_task_a_crash_cut_is_finished_after_the_restart_and_never_run_tw
 async def test_a_tasks_state_changes_reach_only_its_owners_open_clients(
     runtime: Runtime, ada: str, household: dict[str, str], fake_llm: FakeLLM
 ) -> None:
-    from skald.core.events import Connection, TasksChanged
+    from skald.core.events import Connection
+    from skald.features.schedule.events import TasksChanged
 
     ada_tab = runtime.events.connect(ada, "ada-token")
     mum_tab = runtime.events.connect(household["mum"], "mum-token")

@@ -49,7 +49,7 @@ def hand() -> Hand:
 
 @pytest.fixture
 async def service(runtime: Runtime, hand: Hand) -> NotificationService:
-    svc = NotificationService(runtime, sleep=hand.sleep, config=CONFIG)
+    svc = NotificationService(runtime.server, runtime.plugins, sleep=hand.sleep, config=CONFIG)
     runtime.notifications = svc
     return svc
 

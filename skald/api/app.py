@@ -6,7 +6,7 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
-from litestar import Litestar, Router
+from litestar import Litestar, Request, Router
 from litestar.config.compression import CompressionConfig
 from litestar.datastructures import CacheControlHeader
 from litestar.di import Provide
@@ -18,11 +18,12 @@ from litestar.static_files import create_static_files_router
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
-from skald.api.security import AuthMiddleware, EdgeMiddleware
+from skald.api.security import AuthMiddleware, EdgeMiddleware, principal_of
 from skald.api.web_parts import static_routers, translations
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
 from skald.features.ops import routes as ops
+from skald.plugins.facade import Member, Server
 from skald.plugins.web import Catalogues
 
 OPENAPI_PATH = "/api/schema"
@@ -44,6 +45,13 @@ def create_app(
     async def provide_catalogues() -> Catalogues:
         return merged
 
+    async def provide_server() -> Server:
+        return runtime.server  # what a feature's route uses (skald/plugins/facade.py)
+
+    async def provide_member(request: Request[Any, Any, Any]) -> Member:
+        # The signed-in caller as a feature sees them (their data must be unlocked).
+        return await runtime.server.open_member(principal_of(request).user)
+
     static = create_static_files_router(
         path="/",
         directories=[web_root],
@@ -60,6 +68,8 @@ def create_app(
         dependencies={
             "rt": Provide(provide_runtime, use_cache=True),
             "catalogues": Provide(provide_catalogues, use_cache=True),
+            "server": Provide(provide_server, use_cache=True),
+            "member": Provide(provide_member),
         },
         middleware=[DefineMiddleware(AuthMiddleware, runtime=runtime)],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
@@ -45,8 +45,13 @@ from skald.store.conversations import (
 )
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
+    from skald.core.events import EventHub
+    from skald.core.llm_service import LlmService
     from skald.core.user_runtime import UserRuntime
+    from skald.paths import DataLayout
+    from skald.plugins.manager import Plugins
+    from skald.store.registry import Registry
+    from skald.store.rows import User
 
 __all__ = [
     "COMMANDS",
@@ -178,7 +183,7 @@ class Subscription:
 
     def close(self) -> None:
         self._conn.close()
-        self._service.rt.events.disconnect(self._conn)
+        self._service.events.disconnect(self._conn)
 
     async def __aenter__(self) -> Subscription:
         return self
@@ -187,19 +192,41 @@ class Subscription:
         self.close()
 
 
+class LiveMembers(Protocol):
+    """The unlocked members' runtimes (`Runtime` is one)."""
+
+    user_runtimes: dict[str, UserRuntime]
+
+    async def user_runtime(self, user: User) -> UserRuntime: ...
+
+
 class ConversationService:
-    def __init__(self, rt: Runtime) -> None:
-        self.rt = rt
+    def __init__(
+        self,
+        *,
+        layout: DataLayout,
+        registry: Registry,
+        llm: LlmService,
+        events: EventHub,
+        plugins: Plugins,
+        members: LiveMembers,
+    ) -> None:
+        self.layout = layout
+        self.registry = registry
+        self.llm = llm
+        self.events = events
+        self.plugins = plugins  # the features' chat commands
+        self.members = members
 
     async def member(self, user_id: str) -> UserRuntime:
         """The member's live runtime (DatabaseClosedError while their data is locked)."""
-        mine = self.rt.user_runtimes.get(user_id)  # the hot path: no database trip
+        mine = self.members.user_runtimes.get(user_id)  # the hot path: no database trip
         if mine is not None:
             return mine
-        user = await self.rt.core.registry.get_user(user_id)
+        user = await self.registry.get_user(user_id)
         if user is None or not user.active:
             raise NotFoundError("no such user")
-        return await self.rt.user_runtime(user)
+        return await self.members.user_runtime(user)
 
     # -- conversations ----------------------------------------------------------------
 
@@ -248,7 +275,7 @@ class ConversationService:
     async def _check_model(self, model_id: str) -> None:
         if not any(
             m.id == model_id and m.enabled and m.kind == "chat"
-            for m in await self.rt.llm.store.models()
+            for m in await self.llm.store.models()
         ):
             raise InvalidInputError("no such model, or it is switched off")
 
@@ -258,7 +285,7 @@ class ConversationService:
         names = [*attrs.allowed_security_groups]
         if attrs.default_security_group not in names:
             names.insert(0, attrs.default_security_group)
-        known = {g.name: g for g in await self.rt.core.registry.security_groups()}
+        known = {g.name: g for g in await self.registry.security_groups()}
         return [
             SecurityGroupView(name=n, display_name=known[n].display_name)
             for n in names
@@ -287,7 +314,7 @@ class ConversationService:
             return await self._command(mine, conversation_id, text)
         view = _view(view_context)
         paths = [
-            resolve_attachment(self.rt.core.layout, mine.user.id, conversation_id, p)
+            resolve_attachment(self.layout, mine.user.id, conversation_id, p)
             for p in dict.fromkeys(attachments)
         ]
         return await self._enqueue(mine, conversation, text, paths, view)
@@ -319,7 +346,7 @@ class ConversationService:
         """The built-in slash commands, then the features' ones this role may run."""
         extra = [
             CommandInfo(name=c.name, usage=c.usage, description=c.description)
-            for c in self.rt.plugins.chat_commands()
+            for c in self.plugins.chat_commands()
             if c.name not in _COMMAND_NAMES and (c.capability is None or can(role, c.capability))
         ]
         return [*COMMANDS, *extra]
@@ -330,7 +357,7 @@ class ConversationService:
         if is_command(text):
             return True
         head = text.strip().split(maxsplit=1)[0] if text.strip() else ""
-        names = {c.name for c in self.rt.plugins.chat_commands()}
+        names = {c.name for c in self.plugins.chat_commands()}
         return head.startswith("/") and head[1:] in names
 
     async def command(self, user_id: str, conversation_id: str, text: str) -> CommandResult:
@@ -347,13 +374,13 @@ class ConversationService:
         attachments: list[Attachment],
         view: list[ViewItem],
     ) -> Sent:
-        layout = self.rt.core.layout
+        layout = self.layout
         conversation_id = conversation.id
         body = defuse_harness_tags(text)
         pictures = any(a.mime.startswith("image/") for a in attachments)
         # A picture for a model that cannot see it: send the text, tell the model (and,
         # through `images_not_seen`, the member) instead of failing the whole message.
-        see = not pictures or await self.rt.llm.can_see_images(conversation.model_id)
+        see = not pictures or await self.llm.can_see_images(conversation.model_id)
         if attachments:
             content = await asyncio.to_thread(
                 content_for, layout, mine.user.id, body, attachments, see
@@ -395,18 +422,20 @@ class ConversationService:
             )
         if name == "model":
             return await self._model_command(mine, conversation_id, arg)
-        feature = next((c for c in self.rt.plugins.chat_commands() if c.name == name), None)
+        feature = next((c for c in self.plugins.chat_commands() if c.name == name), None)
         if feature is not None and name not in _COMMAND_NAMES:
             if feature.capability is not None and not can(mine.role, feature.capability):
                 raise InvalidInputError(f"/{name} is not available to you")
-            return CommandResult(command=name, result=await feature.run(mine, conversation_id, arg))
+            return CommandResult(
+                command=name, result=await feature.run(mine.facade, conversation_id, arg)
+            )
         known = ", ".join(f"/{c.name}" for c in self.commands(mine.role))
         raise InvalidInputError(f"unknown command /{name} (known: {known})")
 
     async def _model_command(
         self, mine: UserRuntime, conversation_id: str, arg: str
     ) -> CommandResult:
-        models = [m for m in await self.rt.llm.store.models() if m.enabled and m.kind == "chat"]
+        models = [m for m in await self.llm.store.models() if m.enabled and m.kind == "chat"]
         if not arg:
             current = (await mine.hub.store.get(conversation_id)).model_id
             names = ", ".join(m.name for m in models) or "none set up"
@@ -510,15 +539,15 @@ class ConversationService:
         mine = await self.member(user_id)
         await mine.hub.store.get(conversation_id)
         return await asyncio.to_thread(
-            conversation_folder, self.rt.core.layout, mine.user.id, conversation_id
+            conversation_folder, self.layout, mine.user.id, conversation_id
         )
 
     async def attachment(self, user_id: str, conversation_id: str, path: str) -> Attachment:
         """A stored attachment (`uploads/<conversation>/<name>`), checked through the router."""
         return await asyncio.to_thread(
-            resolve_attachment, self.rt.core.layout, user_id, conversation_id, path
+            resolve_attachment, self.layout, user_id, conversation_id, path
         )
 
     def subscribe(self, user_id: str) -> Subscription:
         """Every event of the member from now on (chat, conversations, Inbox...)."""
-        return Subscription(self, self.rt.events.connect(user_id, token_hash=""))
+        return Subscription(self, self.events.connect(user_id, token_hash=""))

@@ -1,6 +1,8 @@
 """Per-user event streams: every open tab or device of a member gets every event.
 
-Events are msgspec tagged unions; the WebSocket layer only serialises them. Revocation
+Events are tagged msgspec Structs; the WebSocket layer only serialises them. The ones
+here are the server's own; a feature registers its own types (`skald_event_types`,
+e.g. the notifications' and the tasks'), so this module imports no feature. Revocation
 does not ride the stream as an ordinary event that might be dropped: `revoke_*` marks
 each affected connection closed right away, before the caller responds.
 """
@@ -10,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Annotated, Literal
 
 import msgspec
 
 from skald.agent.events import Event as AgentEventUnion
-from skald.features.notifications.store import Notification
-from skald.features.schedule.store import TaskState
+from skald.errors import ConfigError
 from skald.store.conversations import Conversation, HistoryItem
 
 QUEUE_LIMIT = 512
@@ -102,44 +104,36 @@ class InboxChanged(msgspec.Struct, tag="inbox_changed", kw_only=True):
     count: int
 
 
-class NotificationsChanged(msgspec.Struct, tag="notifications_changed", kw_only=True):
-    """The member's notifications changed (new, read, deleted); `unread` counts them now."""
+# Any event a member's stream carries: the built-in ones below, and those the features
+# register (`skald_event_types`); the socket encodes each by its tag.
+ServerEvent = msgspec.Struct
 
-    unread: int
-
-
-class Notified(msgspec.Struct, tag="notified", kw_only=True):
-    """A batch of notifications delivered to the web (oldest first): show it now."""
-
-    items: list[Notification]
-    unread: int
-
-
-class TasksChanged(msgspec.Struct, tag="tasks_changed", kw_only=True):
-    """One of the member's background tasks changed state: clients read the list again
-    (`origin_conversation` lets a chat view ignore other conversations' tasks)."""
-
-    task_id: str
-    state: TaskState
-    origin_conversation: str
-
-
-ServerEvent = (
-    Hello
-    | Ping
-    | SessionRevoked
-    | UserUpdated
-    | ChatEvent
-    | UserMessage
-    | ConversationUpdated
-    | Watching
-    | WatchRefused
-    | DirChanged
-    | InboxChanged
-    | NotificationsChanged
-    | Notified
-    | TasksChanged
+# The server's own events: the socket's, the chat's, the Files page's watches, the Inbox.
+CORE_EVENTS: tuple[type[msgspec.Struct], ...] = (
+    Hello,
+    Ping,
+    SessionRevoked,
+    UserUpdated,
+    ChatEvent,
+    UserMessage,
+    ConversationUpdated,
+    Watching,
+    WatchRefused,
+    DirChanged,
+    InboxChanged,
 )
+
+
+def event_kinds(registered: Iterable[type[msgspec.Struct]]) -> frozenset[type[msgspec.Struct]]:
+    """The built-in events and the features' ones: each a tagged Struct, each tag once."""
+    tags: dict[str, type[msgspec.Struct]] = {}
+    for kind in (*CORE_EVENTS, *registered):
+        tag = kind.__struct_config__.tag
+        if not isinstance(tag, str):
+            raise ConfigError(f"the event type {kind.__name__} has no tag")
+        if tags.setdefault(tag, kind) is not kind:
+            raise ConfigError(f"two event types are tagged {tag!r}")
+    return frozenset(tags.values())
 
 
 class Pong(msgspec.Struct, tag="pong"):
@@ -203,8 +197,10 @@ class Connection:
 
 
 class EventHub:
-    def __init__(self) -> None:
+    def __init__(self, kinds: Iterable[type[msgspec.Struct]] = ()) -> None:
         self._by_user: dict[str, set[Connection]] = defaultdict(set)
+        # What may be published: a type nobody registered is a bug, found at its first use.
+        self._kinds = event_kinds(kinds)
 
     def connect(self, user_id: str, token_hash: str) -> Connection:
         conn = Connection(user_id, token_hash)
@@ -219,6 +215,10 @@ class EventHub:
                 del self._by_user[conn.user_id]
 
     def publish(self, user_id: str, event: ServerEvent) -> None:
+        if type(event) not in self._kinds:
+            raise TypeError(
+                f"{type(event).__name__} is not a registered event type (skald_event_types)"
+            )
         for conn in list(self._by_user.get(user_id, ())):
             conn.offer(event)
 

@@ -270,6 +270,9 @@ class ChatHub:
         events: EventHub,
         setup_factory: SetupFactory,
         default_agent: str,
+        *,
+        retire: Callable[[str], None] | None = None,
+        shows_detail: Callable[[], bool] = lambda: False,
     ) -> None:
         self.user_id = user_id
         self.db = db
@@ -278,9 +281,10 @@ class ChatHub:
         self.setup_factory = setup_factory
         self.default_agent = default_agent
         self._runners: dict[str, ConversationRunner] = {}
-        self.retire: Callable[[str], None] | None = None
+        # A call settled without a decision here: the member's Inbox closes its item.
+        self.retire = retire
         # Whether this member may see a failure's technical detail (admin.models).
-        self.shows_detail: Callable[[], bool] = lambda: False
+        self.shows_detail = shows_detail
 
     def plain_failure(self, done: TurnDone) -> TurnDone:
         """A failed turn as the member reads it: the plain sentence for its code, the

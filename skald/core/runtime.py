@@ -39,6 +39,7 @@ from skald.files.router import PathRouter
 from skald.log import get_logger
 from skald.paths import DataLayout
 from skald.permissions import can
+from skald.plugins.facade import Server
 from skald.quota import Budget, StorageAccountant, quota_bytes
 from skald.sandbox.execute import probe
 from skald.sandbox.manager import SandboxManager, SandboxState, SandboxUnavailable
@@ -50,18 +51,17 @@ from skald.store.shared_memory import SharedMemoryStore
 
 log = get_logger("skald.runtime")
 
-SESSION_PURGE_INTERVAL_S = 600.0
-
 
 class Runtime:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, listen: tuple[str, int] | None = None) -> None:
         self.core = core
         self.config = core.config
         self.sessions = SessionManager(SessionStore(core.registry.db), core.users, core.config.auth)
         self.accounts = AccountService(core.users, core.registry, self.sessions.store, live=self)
         self.throttle = LoginThrottle(core.config.auth)
         self.devices: DeviceCookies  # its key is in the registry: set by _start
-        self.events = EventHub()
+        # Members' event streams: the built-in events and those the features register.
+        self.events = EventHub(core.plugins.event_types())
         instance_key = InstanceKey.load_or_create(core.layout.instance_key)
         self.llm = LlmService(LlmStore(core.registry.db), instance_key, core.layout.root)
         # Members who let their assistant work while they are signed out (sealed keys).
@@ -75,10 +75,20 @@ class Runtime:
         self.storage = StorageAccountant(core.layout, core.config)
         self.storage_guard = StorageGuard(self.storage, lambda: self.sandbox)
         self.user_runtimes: dict[str, UserRuntime] = {}
+        # What the features see of the server (hooks get it, never this object); the
+        # services features run for the server, found by type (`server.state(T)`).
+        self.server = Server(self, self.sessions, self.storage_guard)
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
-        self.conversations = ConversationService(self)
+        self.conversations = ConversationService(
+            layout=core.layout,
+            registry=core.registry,
+            llm=self.llm,
+            events=self.events,
+            plugins=self.plugins,
+            members=self,
+        )
         # Tell a member something, from any feature (skald/features/notifications/service.py).
-        self.notifications = NotificationService(self)
+        self.notifications = NotificationService(self.server, self.plugins)
         # The household's name, time zone and language, and the setup wizard's progress.
         self.instance = Instance(core.registry, core.config.assistant.timezone)
         # Built at start (it needs the instance id); None when [sandbox] is disabled.
@@ -92,7 +102,7 @@ class Runtime:
         self.started_at = time.time()
         self.version = __version__
         self.setup_token: str | None = None
-        self.listen = (core.config.server.host, core.config.server.port)
+        self.listen = listen or (core.config.server.host, core.config.server.port)
 
     @classmethod
     async def boot(
@@ -103,10 +113,8 @@ class Runtime:
         listen: tuple[str, int] | None = None,
     ) -> Runtime:
         core = await Core.open(layout, config, create=True)
-        runtime = cls(core)
-        if listen is not None:
-            runtime.listen = listen
-        else:
+        runtime = cls(core, listen)
+        if listen is None:
             runtime.app_built.set()
         try:
             await runtime._start(announce or sys.stderr)
@@ -139,8 +147,9 @@ class Runtime:
                 members=self._sandbox_members,
                 mounts=self.mounts_for,
             )
-        # Every feature's background work (built-ins and plugins), through the services hook.
-        for spec in self.plugins.services(self):
+        # Each feature's own objects (`server.state(T)`), then its background work.
+        self.server._state.fill(self.plugins.server_state(self.server))
+        for spec in self.plugins.services(self.server):
             self.services.add(spec)
         await self.services.start()
 
@@ -254,30 +263,22 @@ class Runtime:
         runtime = UserRuntime(
             handle,
             role,
-            llm=self.llm,
-            agents=self.agents,
-            agents_root=self.agents_root,
-            shared=self.shared_memory,
-            events=self.events,
-            config=self.config.assistant,
-            instance=self.instance,
-            layout=self.core.layout,
-            sandbox=self.sandbox,
-            member=self.member,
-            rules=self.core.registry.approval_rules,
+            server=self.server,
             plugins=self.plugins,
+            agents_root=self.agents_root,
+            rules=self.core.registry.approval_rules,
             router=self.router_for(handle.user, role),
             budget=lambda role=None: self.budget(user_id, role),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
-        runtime.notifications = self.notifications
+        # Each feature's object for this member (`member.state(T)`), before its services.
+        runtime.facade._state.fill(self.plugins.member_state(runtime.facade))
         self.user_runtimes[handle.user.id] = runtime
-        user_id = handle.user.id
         runtime.services.add(
             ServiceSpec("sandbox-probe", lambda: self._probe_sandbox(user_id), restart=False)
         )
         # Each feature's work for this member (connectors...), stopped when they lock.
-        for spec in self.plugins.member_services(runtime):
+        for spec in self.plugins.member_services(runtime.facade):
             runtime.services.add(spec)
         await runtime.services.start()
         return runtime
@@ -327,13 +328,6 @@ class Runtime:
         self.setup_token = None
         with contextlib.suppress(FileNotFoundError):
             (self.core.layout.root / "setup-token").unlink()
-
-    async def purge_sessions_forever(self) -> None:
-        while True:
-            removed = await self.sessions.purge_expired()
-            if removed:
-                log.info("expired sessions removed", count=removed)
-            await asyncio.sleep(SESSION_PURGE_INTERVAL_S)
 
     # -- revocation: synchronous, complete before the caller answers -----------------
 

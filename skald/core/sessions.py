@@ -7,6 +7,7 @@ storage and dies with the session.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -18,12 +19,16 @@ import msgspec
 from skald.config import AuthConfig
 from skald.core.users import UserManager
 from skald.errors import AccountInactiveError
+from skald.log import get_logger
 from skald.permissions import Capability, can
 from skald.store.rows import Role, User
 from skald.store.sessions import SessionRow, SessionStore
 
 # Writing last_seen on every request would turn every read into a write.
 TOUCH_INTERVAL_S = 60.0
+SESSION_PURGE_INTERVAL_S = 600.0
+
+log = get_logger("skald.runtime")
 
 
 def hash_token(token: str) -> str:
@@ -115,3 +120,11 @@ class SessionManager:
 
     async def purge_expired(self) -> int:
         return await self.store.purge(self.clock(), self.idle_s)
+
+    async def purge_forever(self) -> None:
+        """The accounts feature's service: expired sign-ins deleted every ten minutes."""
+        while True:
+            removed = await self.purge_expired()
+            if removed:
+                log.info("expired sessions removed", count=removed)
+            await asyncio.sleep(SESSION_PURGE_INTERVAL_S)

@@ -18,13 +18,11 @@ from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolConte
 from skald.agent.loop import DEFAULT_MAX_TOKENS
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
 from skald.agent.subagent import root_of
-from skald.config import AssistantConfig
 from skald.core.approvals import DefaultGate, RuleSource
 from skald.core.ask import AskUserTool
-from skald.core.events import EventHub, InboxChanged
+from skald.core.events import InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
-from skald.core.instance import Instance
-from skald.core.llm_service import ADMIN_MODELS_CAP, LlmService
+from skald.core.llm_service import ADMIN_MODELS_CAP
 from skald.core.model_profile import VARIANTS, offered, prompt_values, turn_profile
 from skald.core.model_select import compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
@@ -35,20 +33,18 @@ from skald.features.notifications.quiet import default_zone
 from skald.files.router import PathRouter
 from skald.llm.client import ModelClient
 from skald.log import get_logger
-from skald.paths import DataLayout
 from skald.permissions import can
+from skald.plugins.facade import Member
 from skald.plugins.manager import Plugins
 from skald.quota import BudgetSource
-from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
 from skald.store.rows import Role, User
-from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.memory import MEMORY_SHARED
 
 if TYPE_CHECKING:
-    from skald.features.notifications.service import NotificationService
+    from skald.plugins.facade import Server
 
 
 def effective_group(chosen: str | None, role: Role) -> str:
@@ -72,37 +68,31 @@ class UserRuntime:
         handle: UnlockedUser,
         role: Role,
         *,
-        llm: LlmService,
-        agents: dict[str, AgentDef],
+        server: Server,
+        plugins: Plugins,
         agents_root: Path,
-        shared: SharedMemoryStore,
-        events: EventHub,
-        config: AssistantConfig,
-        layout: DataLayout,
-        sandbox: SandboxManager | None = None,
-        member: Callable[[str], Awaitable[tuple[User, Role]]] | None = None,
+        router: PathRouter,
         rules: RuleSource | None = None,
-        plugins: Plugins | None = None,
-        router: PathRouter | None = None,
         budget: BudgetSource | None = None,
-        instance: Instance | None = None,
     ) -> None:
-        # The household's settings (time zone...), read afresh by every turn's prompt.
-        self.instance = instance
+        # What the server offers every member (models, agents, events, the household's
+        # settings...), through the same facade the features see.
+        self.server = server
+        self.instance = server.instance
         # Tools, prompt blocks and approval facts come from the features' hooks.
-        self.plugins = plugins or Plugins.builtin()
+        self.plugins = plugins
         self.handle = handle
         self.budget = budget  # storage quota and free disk, checked by every write
         self.user = handle.user
         self.role = role
-        self.llm = llm
-        self.agents = agents
+        self.llm = server.llm
+        self.agents = server.agents
         self.agents_root = agents_root
         # AGENT.md and its includes, read again only when one of the files changed.
         self.prompts = PromptCache()
-        self.shared = shared
-        self.config = config
-        self.events = events
+        self.shared = server.shared_memory
+        self.config = server.config.assistant
+        self.events = server.events
         self.inbox = InboxStore(handle.db)
         self.gate = DefaultGate(
             self._on_request,
@@ -128,16 +118,25 @@ class UserRuntime:
         self._chore_ids = itertools.count(1)
         self.ask = AskUserTool(self.inbox, self.inbox_changed)
         # The member's mounts (home, manual, notes, plugins'), as the runtime collected them.
-        self.router = router or PathRouter.for_member(layout, self.user.id)
-        self.sandbox = sandbox
-        self._member = member
-        default = default_chat_agent(role.attributes.default_chat_agent, agents)
-        self.hub = ChatHub(self.user.id, handle.db, events, self.turn_setup, default.id)
-        self.hub.retire = self._retire
-        self.hub.shows_detail = lambda: can(self.role, ADMIN_MODELS_CAP)
+        self.router = router
+        # The sandbox manager as it was when they unlocked (None before it is built).
+        self.sandbox = server.sandbox
+        self._member: Callable[[str], Awaitable[tuple[User, Role]]] | None = server.fetch
+        default = default_chat_agent(role.attributes.default_chat_agent, self.agents)
+        self.hub = ChatHub(
+            self.user.id,
+            handle.db,
+            self.events,
+            self.turn_setup,
+            default.id,
+            retire=self._retire,
+            shows_detail=lambda: can(self.role, ADMIN_MODELS_CAP),
+        )
         self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
-        # The server's notification service (set by `Runtime.attach`; None in bare tests).
-        self.notifications: NotificationService | None = None
+        # What the features see of this member (their hooks get it, never this object).
+        self.facade = Member(self, server)
+        # The Inbox's question tool: the ask feature offers it, the Inbox answers it.
+        self.facade._state.put(self.ask)
 
     async def _resume(self) -> None:
         """After a restart or an unlock: finish what a crash cut short."""

@@ -26,18 +26,18 @@ from skald.agent.prompts import PLACEHOLDER_NAME
 from skald.config import Config
 from skald.errors import ConfigError
 from skald.plugins import PROJECT, specs
+from skald.plugins.facade import as_member
 from skald.plugins.specs import ChatCommand, Page, WebFiles
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
     from skald.core.services import ServiceSpec
-    from skald.core.user_runtime import UserRuntime
     from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
     from skald.paths import DataLayout
     from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
     from skald.store.migrations import Feature
     from skald.store.rows import Role, User
 
@@ -79,12 +79,12 @@ class Plugins:
     @classmethod
     def from_config(cls, config: Config) -> Plugins:
         """The built-ins, the installed plugins and those `[plugins] modules` names."""
-        plugins = cls.load(config.plugins.modules)
-        plugins.config = config
-        return plugins
+        return cls.load(config.plugins.modules, config=config)
 
     @classmethod
-    def load(cls, modules: Sequence[str] = (), *, entry_points: bool = True) -> Plugins:
+    def load(
+        cls, modules: Sequence[str] = (), *, entry_points: bool = True, config: Config | None = None
+    ) -> Plugins:
         pm = pluggy.PluginManager(PROJECT)
         pm.add_hookspecs(specs)
         for name in BUILTINS:
@@ -105,7 +105,7 @@ class Plugins:
                 continue
             pm.register(module, name)
         pm.check_pending()  # an implementation of a hook that does not exist is a typo
-        return cls(pm)
+        return cls(pm, config)
 
     @classmethod
     def builtin(cls) -> Plugins:
@@ -170,8 +170,8 @@ class Plugins:
         except ValueError as exc:
             raise ConfigError(f"the mounts of {user.username} are unusable: {exc}") from None
 
-    def tools(self, member: UserRuntime) -> list[Tool]:
-        return self._concat(self.pm.hook.skald_tools(member=member))
+    def tools(self, member: Member | Any) -> list[Tool]:
+        return self._concat(self.pm.hook.skald_tools(member=as_member(member)))
 
     def placeholders(self) -> dict[str, str]:
         """Every placeholder an agent may use, with what fills it (the known set)."""
@@ -185,30 +185,40 @@ class Plugins:
                 known[name] = description
         return known
 
-    async def prompt_blocks(self, member: UserRuntime) -> dict[str, str]:
+    async def prompt_blocks(self, member: Member | Any) -> dict[str, str]:
         values: dict[str, str] = {}
-        for answer in self._in_order(self.pm.hook.skald_prompt_blocks(member=member)):
+        hook = self.pm.hook.skald_prompt_blocks
+        for answer in self._in_order(hook(member=as_member(member))):
             block: Mapping[str, str] = await answer if inspect.isawaitable(answer) else answer
             values.update(block)
         return values
 
-    def services(self, runtime: Runtime) -> list[ServiceSpec]:
-        return self._concat(self.pm.hook.skald_services(runtime=runtime))
+    def services(self, server: Server) -> list[ServiceSpec]:
+        return self._concat(self.pm.hook.skald_services(server=server))
+
+    def server_state(self, server: Server) -> list[object]:
+        return self._concat(self.pm.hook.skald_server_state(server=server))
+
+    def member_state(self, member: Member) -> list[object]:
+        return self._concat(self.pm.hook.skald_member_state(member=member))
+
+    def event_types(self) -> list[type[msgspec.Struct]]:
+        return self._concat(self.pm.hook.skald_event_types())
 
     def chat_commands(self) -> list[ChatCommand]:
         return self._concat(self.pm.hook.skald_chat_commands())
 
-    def member_services(self, member: UserRuntime) -> list[ServiceSpec]:
+    def member_services(self, member: Member) -> list[ServiceSpec]:
         return self._concat(self.pm.hook.skald_member_services(member=member))
 
     def approval_facts(self, call: ToolCall, tool: Tool) -> frozenset[str]:
         return frozenset(self._concat(self.pm.hook.skald_approval_facts(call=call, tool=tool)))
 
-    def notification_channels(self, runtime: Runtime) -> list[NotificationChannel]:
-        return self._concat(self.pm.hook.skald_notification_channels(runtime=runtime))
+    def notification_channels(self, server: Server) -> list[NotificationChannel]:
+        return self._concat(self.pm.hook.skald_notification_channels(server=server))
 
-    def health_details(self, runtime: Runtime) -> dict[str, Any]:
+    def health_details(self, server: Server) -> dict[str, Any]:
         details: dict[str, Any] = {}
-        for answer in self._in_order(self.pm.hook.skald_health_details(runtime=runtime)):
+        for answer in self._in_order(self.pm.hook.skald_health_details(server=server)):
             details.update(answer)
         return details

@@ -2,7 +2,8 @@
 
 Every hook returns a list (or mapping) that Skald merges with the other plugins' answers;
 returning nothing (None) is the same as an empty answer. An implementation may take any
-subset of the arguments, by name.
+subset of the arguments, by name. Hooks about the server get the `Server` facade,
+hooks about one member the `Member` facade (skald/plugins/facade.py), never the runtimes.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from skald.plugins import hookspec
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
     from skald.core.services import ServiceSpec
-    from skald.core.user_runtime import UserRuntime
     from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
     from skald.paths import DataLayout
     from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
     from skald.store.migrations import Feature
     from skald.store.rows import Role, User
 
@@ -41,7 +41,7 @@ class ChatCommand:
     usage: str
     description: str
     capability: Capability | None
-    run: Callable[[UserRuntime, str, str], Awaitable[str]]
+    run: Callable[[Member, str, str], Awaitable[str]]
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,13 +131,13 @@ def skald_mounts(user: User, role: Role, layout: DataLayout) -> Iterable[MemberM
 
 
 @hookspec
-def skald_tools(member: UserRuntime) -> Iterable[Tool] | None:
+def skald_tools(member: Member) -> Iterable[Tool] | None:
     """Tools for this member's assistant (the agent's allow-list filters them after)."""
 
 
 @hookspec
 def skald_prompt_blocks(
-    member: UserRuntime,
+    member: Member,
 ) -> Mapping[str, str] | Awaitable[Mapping[str, str]] | None:
     """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable)."""
 
@@ -155,7 +155,7 @@ def skald_approval_facts(call: ToolCall, tool: Tool) -> Iterable[str] | None:
 
 
 @hookspec
-def skald_services(runtime: Runtime) -> Iterable[ServiceSpec] | None:
+def skald_services(server: Server) -> Iterable[ServiceSpec] | None:
     """Background services of the server (`ServiceSpec`: a name, a coroutine function
     that runs until cancelled, a start order, restart on crash). The service runner
     starts them in order after the built-ins are ready, restarts a crashed one with
@@ -164,7 +164,7 @@ def skald_services(runtime: Runtime) -> Iterable[ServiceSpec] | None:
 
 
 @hookspec
-def skald_notification_channels(runtime: Runtime) -> Iterable[NotificationChannel] | None:
+def skald_notification_channels(server: Server) -> Iterable[NotificationChannel] | None:
     """Ways a member's notifications can arrive besides the web (`NotificationChannel`:
     a `name` members choose, `available(user_id)`, `deliver(delivery)`). Collected once,
     at the first notification; see docs/dev/notifications.md."""
@@ -177,14 +177,33 @@ def skald_chat_commands() -> Iterable[ChatCommand] | None:
 
 
 @hookspec
-def skald_member_services(member: UserRuntime) -> Iterable[ServiceSpec] | None:
+def skald_member_services(member: Member) -> Iterable[ServiceSpec] | None:
     """Background work of one member while their data is unlocked: added to the member's
     own runner when it is built (unlock, or boot for unencrypted members) and stopped,
     with it, when their data is locked or the account is deactivated."""
 
 
 @hookspec
-def skald_health_details(runtime: Runtime) -> Mapping[str, Any] | None:
+def skald_health_details(server: Server) -> Mapping[str, Any] | None:
     """Figures for administrators in `GET /api/health?details=true` (`admin`, one key
     per feature, e.g. `{"connectors": {...}}`): counts and sizes, never names of files or
     secret values. Called per request; keep it cheap and synchronous."""
+
+
+@hookspec
+def skald_server_state(server: Server) -> Iterable[object] | None:
+    """Objects this feature keeps for the server's lifetime (its service, its locks),
+    found again by type: `server.state(Scheduler)`. Called once at start, after the
+    sandbox manager is built and before the services hook; one object per type."""
+
+
+@hookspec
+def skald_member_state(member: Member) -> Iterable[object] | None:
+    """Objects this feature keeps per unlocked member, found again with
+    `member.state(Type)`; built when the member's runtime is, dropped when they lock."""
+
+
+@hookspec
+def skald_event_types() -> Iterable[type[msgspec.Struct]] | None:
+    """The server events this feature publishes to members' streams (`msgspec.Struct`s
+    with a `tag`): the event socket encodes exactly these and the built-in ones."""

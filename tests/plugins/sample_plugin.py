@@ -4,10 +4,11 @@ Loaded by `tests/test_plugins.py` with `[plugins] modules = ["plugins.sample_plu
 It adds a capability, a config section, a registry migration (two steps), a route
 guarded by its capability, a tool, a prompt block (and its placeholder), a read-only
 mount (outside the home in the sandbox: /srv/sample), an approval fact, a background
-service, a notification channel ("pigeon", as the Telegram bridge will add itself) and
-a web page whose ES module it serves itself from a route guarded by its
-capability (a plugin has no files under the web root), plus a page whose module fails,
-to show the message.
+service, a notification channel ("pigeon", as the Telegram bridge will add itself), a
+server state slot and a member one, an event type for members' streams, and a web page whose ES module it serves itself
+from a route guarded by its capability (a plugin has no files under the web root), plus
+a page whose module fails, to show the message. It sees Skald through the facade only
+(`Server`, `Member`: skald/plugins/facade.py), never the runtimes behind it.
 """
 
 from __future__ import annotations
@@ -22,17 +23,16 @@ from litestar.di import NamedDependency
 
 from skald.agent.tools import FS_READ, Tool, ToolContext, ToolResult, Touches
 from skald.api.deps import requires
-from skald.core.runtime import Runtime  # Litestar reads the annotation at runtime
 from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount
 from skald.llm.types import ToolCall, ToolSpec
 from skald.permissions import Capability
 from skald.plugins import hookimpl
+from skald.plugins.facade import Member, Server  # Litestar reads the route's annotation
 from skald.plugins.specs import Page
 from skald.store.migrations import Feature, Migration
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.notifications.channels import Delivery
     from skald.paths import DataLayout
     from skald.store.rows import User
@@ -88,9 +88,9 @@ class WidgetsOut(msgspec.Struct, frozen=True):
 
 
 @get("/api/sample/widgets", guards=[requires(WIDGETS)])
-async def list_widgets(rt: NamedDependency[Runtime]) -> WidgetsOut:
-    config = rt.config.section("sample", SampleConfig)
-    rows = await rt.core.registry.db.call(
+async def list_widgets(server: NamedDependency[Server]) -> WidgetsOut:
+    config = server.section("sample", SampleConfig)
+    rows = await server.db.call(
         lambda c: c.execute(
             "SELECT name FROM sample_widgets ORDER BY id LIMIT ?", (config.max_widgets,)
         ).fetchall()
@@ -161,19 +161,24 @@ class StampTool(Tool):
     )
     kind = "read"
 
-    def __init__(self, greeting: str) -> None:
+    def __init__(self, greeting: str, tally: Tally, pad: StampPad) -> None:
         self.greeting = greeting
+        self.tally = tally
+        self.pad = pad
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
         return Touches(categories=frozenset({FS_READ}))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        self.tally.stamps += 1
+        self.pad.stamps += 1
         return ToolResult(content=f"{self.greeting}: {args['text']}")
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool]:
-    return [StampTool(member.plugins.config.section("sample", SampleConfig).greeting)]
+def skald_tools(member: Member) -> list[Tool]:
+    greeting = member.server.section("sample", SampleConfig).greeting
+    return [StampTool(greeting, member.server.state(Tally), member.state(StampPad))]
 
 
 @hookimpl
@@ -182,7 +187,7 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
-def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+def skald_prompt_blocks(member: Member) -> dict[str, str]:
     return {"SAMPLE_SHELF": f"The sample shelf is at sample/ ({MOUNT_PATH} in the sandbox)."}
 
 
@@ -221,8 +226,44 @@ async def _tick_forever() -> None:
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+def skald_services(server: Server) -> list[ServiceSpec]:
     return [ServiceSpec("sample-ticker", _tick_forever)]
+
+
+class Tally:
+    """The server's state slot: stamps made in this server's life, by anyone."""
+
+    def __init__(self) -> None:
+        self.stamps = 0
+
+
+class StampPad:
+    """A member's state slot: their own stamps since they unlocked."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.stamps = 0
+
+
+@hookimpl
+def skald_server_state() -> list[object]:
+    return [Tally()]
+
+
+@hookimpl
+def skald_member_state(member: Member) -> list[object]:
+    return [StampPad(member.id)]
+
+
+class WidgetsChanged(msgspec.Struct, tag="sample_widgets_changed", kw_only=True):
+    """An event on the member's stream: the widgets changed, clients read them again."""
+
+    count: int
+
+
+@hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    return [WidgetsChanged]
 
 
 class PigeonChannel:
@@ -242,7 +283,7 @@ class PigeonChannel:
 
 
 @hookimpl
-def skald_notification_channels(runtime: Runtime) -> list[PigeonChannel]:
+def skald_notification_channels(server: Server) -> list[PigeonChannel]:
     return [PigeonChannel()]
 
 

@@ -14,9 +14,8 @@ from skald.store.migrations.owner import SETTINGS
 from skald.store.migrations.registry import ACCOUNTS
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
-    from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
 
 
 @hookimpl
@@ -86,10 +85,10 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
-def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+def skald_prompt_blocks(member: Member) -> dict[str, str]:
     user = member.user
     tz = member.timezone()
-    household = member.instance.current.household_name if member.instance else ""
+    household = member.server.instance.current.household_name
     return {
         "USER_PROFILE": profile_block(
             user.display_name, user.profile, user.locale, household=household
@@ -108,6 +107,8 @@ def skald_capabilities() -> list[Capability]:
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+def skald_services(server: Server) -> list[ServiceSpec]:
     # Expired sign-ins are deleted hourly (the check on each request is the real gate).
-    return [ServiceSpec("session-purge", runtime.purge_sessions_forever)]
+    from skald.core.sessions import SessionManager
+
+    return [ServiceSpec("session-purge", server.state(SessionManager).purge_forever)]

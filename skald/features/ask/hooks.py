@@ -8,10 +8,12 @@ from skald.plugins import hookimpl
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool]:
+def skald_tools(member: Member) -> list[Tool]:
     # One instance per member: it keeps the answers that arrive before recovery asks.
-    return [member.ask]
+    from skald.core.ask import AskUserTool
+
+    return [member.state(AskUserTool)]

@@ -9,8 +9,8 @@ from skald.plugins import hookimpl
 from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
     from skald.permissions import Capability
+    from skald.plugins.facade import Server
 
 
 @hookimpl
@@ -51,7 +51,15 @@ def skald_capabilities() -> list[Capability]:
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
-    from skald.features.backups.scheduler import scheduler_for
+def skald_server_state(server: Server) -> list[object]:
+    # The one backup scheduler (the service and the Backups page's buttons share it).
+    from skald.features.backups.scheduler import BackupScheduler
 
-    return [ServiceSpec("backup-schedule", scheduler_for(runtime).run_forever, order=200)]
+    return [BackupScheduler(server._live)]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.backups.scheduler import BackupScheduler
+
+    return [ServiceSpec("backup-schedule", server.state(BackupScheduler).run_forever, order=200)]

@@ -22,6 +22,7 @@ from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.backups.archive import check_archive, read_manifest
 from skald.features.backups.restart import REQUEST_FILE, RestoreOutcome, load_outcome, write_request
 from skald.features.backups.scheduler import (
+    BackupScheduler,
     BackupSettings,
     BackupState,
     DrillResult,
@@ -30,7 +31,6 @@ from skald.features.backups.scheduler import (
     load_settings,
     load_state,
     save_settings,
-    scheduler_for,
 )
 from skald.permissions import ADMIN_SYSTEM
 
@@ -147,12 +147,12 @@ async def put_settings(
 
 @post("/api/backups/run", guards=GUARD, status_code=200)
 async def backup_now(rt: NamedDependency[Runtime]) -> RunResult:
-    return await scheduler_for(rt).backup_now()
+    return await rt.server.state(BackupScheduler).backup_now()
 
 
 @post("/api/backups/drill", guards=GUARD, status_code=200)
 async def drill_now(rt: NamedDependency[Runtime]) -> DrillResult:
-    return await scheduler_for(rt).drill_now()
+    return await rt.server.state(BackupScheduler).drill_now()
 
 
 @get("/api/backups/archives/{name:str}", guards=GUARD, responses=errors(400, 404))

@@ -30,7 +30,6 @@ import re
 import shutil
 import tempfile
 import time
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -78,7 +77,6 @@ __all__ = [
     "no_keys",
     "retention_keeps",
     "save_settings",
-    "scheduler_for",
 ]
 
 
@@ -442,7 +440,7 @@ def _parse(at: str) -> datetime:
 class BackupScheduler:
     """Backups on schedule, retention after each, and the monthly drill.
 
-    One per server (`Runtime`); `backup_now`/`drill_now` are what the Backups page's
+    One per server (its state slot: `server.state(BackupScheduler)`); `backup_now`/`drill_now` are what the Backups page's
     buttons call. A lock keeps a scheduled run and a button from overlapping.
     """
 
@@ -451,6 +449,9 @@ class BackupScheduler:
         self.layout = runtime.core.layout
         self.first_delay_s = first_delay_s
         self._lock = asyncio.Lock()
+        # `skald backup` through the ops channel: one at a time (each already uses every
+        # database thread); apart from `_lock`, as before.
+        self.ops_lock = asyncio.Lock()
         self._started = time.monotonic()
 
     async def backup_now(self) -> RunResult:
@@ -531,17 +532,6 @@ class BackupScheduler:
                 await self.drill_now()
             else:
                 await asyncio.sleep(TICK_S)
-
-
-_SCHEDULERS: weakref.WeakKeyDictionary[Runtime, BackupScheduler] = weakref.WeakKeyDictionary()
-
-
-def scheduler_for(runtime: Runtime) -> BackupScheduler:
-    """The server's one scheduler (the service and the Backups page share it)."""
-    found = _SCHEDULERS.get(runtime)
-    if found is None:
-        found = _SCHEDULERS[runtime] = BackupScheduler(runtime)
-    return found
 
 
 async def drill_command(layout: DataLayout, config: Config) -> DrillResult:

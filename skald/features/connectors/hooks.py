@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
-from skald.permissions import can
 from skald.plugins import hookimpl
 from skald.plugins.specs import Page, WebFiles, feature_folder
 from skald.store.migrations import Feature
@@ -15,10 +14,9 @@ if TYPE_CHECKING:
     import msgspec
 
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
-    from skald.core.user_runtime import UserRuntime
     from skald.features.connectors.supervisor import ConnectorInstance
     from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
 
 
 @hookimpl
@@ -85,27 +83,30 @@ def skald_capabilities() -> list[Capability]:
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
-    from skald.features.connectors.service import Connectors, ConnectorsConfig, attach
-    from skald.features.connectors.supervisor import Supervisor
+def skald_server_state(server: Server) -> list[object]:
+    from skald.features.connectors.service import Connectors, ConnectorsConfig
 
-    connectors = Connectors(runtime, runtime.config.section("connectors", ConnectorsConfig))
-    connectors.supervisor = sup = Supervisor(connectors)
-    attach(runtime, connectors)
-    return [ServiceSpec("connectors", sup.run_forever, order=60)]
+    return [Connectors(server, server.section("connectors", ConnectorsConfig))]
 
 
 @hookimpl
-def skald_health_details(runtime: Runtime) -> dict[str, Any] | None:
-    """What running connectors keep of their servers' tool lists, per member."""
-    from skald.features.connectors.service import of
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.connectors.service import Connectors
 
-    connectors = of(runtime.plugins)
-    if connectors is None or connectors.supervisor is None:
+    return [ServiceSpec("connectors", server.state(Connectors).supervisor.run_forever, order=60)]
+
+
+@hookimpl
+def skald_health_details(server: Server) -> dict[str, Any] | None:
+    """What running connectors keep of their servers' tool lists, per member."""
+    from skald.features.connectors.service import Connectors
+
+    connectors = server.state(Connectors, None)
+    if connectors is None:
         return None
     members = []
     for owner, (count, size) in sorted(connectors.supervisor.retained().items()):
-        member = runtime.user_runtimes.get(owner)
+        member = server.member(owner)
         name = member.user.username if member is not None else None
         members.append(
             {"user_id": owner or None, "username": name, "instances": count, "retained_bytes": size}
@@ -120,36 +121,37 @@ def skald_health_details(runtime: Runtime) -> dict[str, Any] | None:
 
 
 @hookimpl
-def skald_member_services(member: UserRuntime) -> list[ServiceSpec]:
-    from skald.features.connectors.service import of
+def skald_member_services(member: Member) -> list[ServiceSpec]:
+    from skald.features.connectors.service import Connectors
 
-    connectors = of(member.plugins)
-    if connectors is None or connectors.supervisor is None:
+    connectors = member.server.state(Connectors, None)
+    if connectors is None:  # a member unlocked at boot, before the server's state
         return []
-    sup = connectors.supervisor
-    return [ServiceSpec("connectors", lambda: sup.member_loop(member), order=60)]
+    sup, live = connectors.supervisor, member._live  # the supervisor still keeps runtimes
+    return [ServiceSpec("connectors", lambda: sup.member_loop(live), order=60)]
 
 
-def _instances(member: UserRuntime) -> tuple[dict[str, ConnectorInstance], int] | None:
-    from skald.features.connectors.service import CONNECTORS_USE, of
+def _instances(member: Member) -> tuple[dict[str, ConnectorInstance], int] | None:
+    from skald.features.connectors.service import CONNECTORS_USE, Connectors
     from skald.features.connectors.tools import member_instances
 
-    connectors = of(member.plugins)
-    if connectors is None or connectors.supervisor is None or not can(member.role, CONNECTORS_USE):
+    connectors = member.server.state(Connectors, None)
+    if connectors is None or not member.can(CONNECTORS_USE):
         return None
     sup = connectors.supervisor
-    names = sup.wanted.get(member.user.id, set())
-    return member_instances(sup, member.user.id, names), connectors.config.catalogue_above
+    names = sup.wanted.get(member.id, set())
+    return member_instances(sup, member.id, names), connectors.config.catalogue_above
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool] | None:
+def skald_tools(member: Member) -> list[Tool] | None:
     from skald.features.connectors.tools import tools_for
 
     found = _instances(member)
     if found is None:
         return None
-    return tools_for(found[0], member, found[1])
+    # The connector tools ask through the member's Inbox: they still take the runtime.
+    return tools_for(found[0], member._live, found[1])
 
 
 @hookimpl
@@ -160,7 +162,7 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
-def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+def skald_prompt_blocks(member: Member) -> dict[str, str]:
     from skald.features.connectors.tools import prompt_block
 
     found = _instances(member)

@@ -153,7 +153,7 @@ class GrantsOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _conn(rt: Runtime) -> Connectors:
-    return require(rt.plugins)
+    return require(rt.server)
 
 
 async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> ConnectorOut:
@@ -162,8 +162,8 @@ async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> Conn
     admin = principal.can(ADMIN_CONNECTORS)
     mine = await c.store.activations(user.id)
     try:
-        handle = await c.runtime.user_runtime(user)
-        set_names = sorted((await c.secrets(handle.handle.db).values(row.name)).keys())
+        member = await c.server.open_member(user)
+        set_names = sorted((await c.secrets(member.db).values(row.name)).keys())
     except Exception:  # locked data: no secret can be read, none is shown
         set_names = []
     fields = [{"name": f.name, "label": f.label or f.name} for f in _auth_fields(row)]

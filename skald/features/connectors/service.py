@@ -6,14 +6,13 @@ and either holds `admin.connectors` (administrators hold every connector implici
 has a grant row. Listing, activating, setting secrets, the tools and the prompt block all
 ask `usable()`; revoking a grant stops the member's instance before it returns.
 
-Trap: the state hangs off the server's `Plugins` instance (`attach`/`of`), the one object
-both a `Runtime` and each of its `UserRuntime`s hold; tests build one server each, so a
-module-level singleton would leak between them.
+Trap: the state is the feature's server state slot (`server.state(Connectors)`, declared
+by `skald_server_state`): tests build one server each, so a module-level singleton would
+leak between them.
 """
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,8 +27,7 @@ from skald.permissions import can, declare
 from skald.store.rows import Role, User
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
-    from skald.features.connectors.supervisor import Supervisor
+    from skald.plugins.facade import Server
     from skald.store.database import Database
 
 # Enforced here (`usable`) and by the routes' guards.
@@ -59,13 +57,15 @@ class ConnectorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
 
 class Connectors:
-    def __init__(self, runtime: Runtime, config: ConnectorsConfig) -> None:
-        self.runtime = runtime
+    def __init__(self, server: Server, config: ConnectorsConfig) -> None:
+        from skald.features.connectors.supervisor import Supervisor
+
+        self.server = server
         self.config = config
-        self.store = ConnectorStore(runtime.core.registry.db)
-        self.root = runtime.core.layout.root / "connectors"
+        self.store = ConnectorStore(server.db)
+        self.root = server.layout.root / "connectors"
         self.installer = Installer(self.store, self.root)
-        self.supervisor: Supervisor | None = None
+        self.supervisor = Supervisor(self)
         self.oauth = OAuthFlows()
 
     def feed(self) -> Feed:
@@ -110,20 +110,8 @@ class Connectors:
             await self.supervisor.stop_member(user_id, name)
 
 
-_BY_PLUGINS: weakref.WeakKeyDictionary[object, Connectors] = weakref.WeakKeyDictionary()
-
-
-def attach(runtime: Runtime, connectors: Connectors) -> None:
-    _BY_PLUGINS[runtime.plugins] = connectors
-
-
-def of(plugins: object) -> Connectors | None:
-    """The server's connectors state, from its `Plugins` (None: no server, e.g. a CLI)."""
-    return _BY_PLUGINS.get(plugins)
-
-
-def require(plugins: object) -> Connectors:
-    found = of(plugins)
+def require(server: Server) -> Connectors:
+    found = server.state(Connectors, None)
     if found is None:
         raise NotFoundError("connectors are not available in this process")
     return found

@@ -154,7 +154,7 @@ class ConnectorInstance:
         self.tools_version = 0
         # Its resources, templates and prompts (`resources.py`), anew for each session.
         self.catalog = Catalog()
-        self.boxes: HouseholdBoxes | None = None  # set when it runs in a box of its own
+        self.boxes: HouseholdBoxes | None = None  # while it runs in a box of its own
         # Why the connector was refused (its tool list over the limits): a short text
         # for the model's prompt line; None while it is not.
         self.refusal: ListTooLarge | None = None
@@ -217,7 +217,7 @@ class ConnectorInstance:
             self.service_runner = (
                 self.sup.members[self.owner].services
                 if self.owner
-                else self.sup.connectors.runtime.services
+                else self.sup.connectors.server.services
             )
         return self.service_runner
 
@@ -385,6 +385,11 @@ class ConnectorInstance:
         members = {site.member.user.id for site in self.calls}
         return self.calls[-1] if len(members) == 1 else None
 
+    def in_box(self, boxes: HouseholdBoxes) -> HouseholdBoxes:
+        """Run in a box of its own: `stop` removes the box too."""
+        self.boxes = boxes
+        return boxes
+
     async def stop(self) -> None:
         if self.started:
             self.started = False
@@ -509,13 +514,13 @@ class Supervisor:
 
         Trap: waiting for such a member's sign-in left the household's connector down
         (and its card "stopped") for everyone until then."""
-        runtime = self.connectors.runtime
+        server = self.connectors.server
         for row in await self.connectors.store.all():
             if row.scope != "household" or row.status != "installed":
                 continue
             for user_id in await self.connectors.store.active_users(row.name):
                 try:
-                    user, role = await runtime.member(user_id)
+                    user, role = await server.fetch(user_id)
                 except NotFoundError:
                     continue
                 if row.name in {c.name for c in await self.connectors.usable(user, role)}:
@@ -707,16 +712,16 @@ class Supervisor:
         self, inst: ConnectorInstance, row: Connector, manifest: Manifest, deps_hash: str | None
     ) -> Launch:
         """A stdio household connector, in a container of its own (household_box.py)."""
-        sandbox = self.connectors.runtime.sandbox
+        sandbox = self.connectors.server.sandbox
         if sandbox is None:
             raise McpError(
                 f"connector '{row.name}' runs in a container of its own, and sandboxes are "
                 "off here (an administrator can set [connectors] household_on_host)"
             )
         assert row.install_dir is not None
-        inst.boxes = HouseholdBoxes(sandbox)
+        boxes = inst.in_box(HouseholdBoxes(sandbox))
         deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else None
-        container = await inst.boxes.ensure(row.name, row.install_dir, deps, manifest.network)
+        container = await boxes.ensure(row.name, row.install_dir, deps, manifest.network)
         places = {"DIR": BOX_DIR, "DEPS": BOX_DEPS if deps else "", "HOME": BOX_DIR}
         env_values = {k: expand(v, places, {}) for k, v in manifest.env.items()}
         group = MarkedGroup.new(sandbox, container)

@@ -7,16 +7,14 @@ from typing import TYPE_CHECKING, Any
 from skald.assets import asset_dir
 from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount, docs_mount, home_mount
-from skald.permissions import can
 from skald.plugins import hookimpl
 from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
-    from skald.core.user_runtime import UserRuntime
     from skald.paths import DataLayout
     from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
     from skald.store.rows import User
 
 
@@ -26,21 +24,23 @@ def skald_mounts(user: User, layout: DataLayout) -> list[MemberMount]:
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool] | None:
+def skald_tools(member: Member) -> list[Tool] | None:
     # Members with the `files` capability work on their home and the manual too; the
     # others (children by default) keep to their notes (the memory feature's tools).
     from skald.files.tools import FILES
 
-    if not can(member.role, FILES):
+    if not member.can(FILES):
         return None
     from skald.files.tools import workspace_tools
+    from skald.store.owner import OwnerStore
+    from skald.tools.memory import MEMORY_SHARED
 
     return workspace_tools(
-        member.handle.store,
-        member.shared,
-        member.user.id,
+        OwnerStore(member.db),
+        member.server.shared_memory,
+        member.id,
         member.router,
-        shared_readable=member.shared_readable,
+        shared_readable=member.can(MEMORY_SHARED),
         budget=member.budget,
     )
 
@@ -85,6 +85,8 @@ def skald_capabilities() -> list[Capability]:
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+def skald_services(server: Server) -> list[ServiceSpec]:
     # Free disk and every home's usage: refuses writes and pauses sandboxes when low.
-    return [ServiceSpec("storage-guard", runtime.storage_guard.run_forever)]
+    from skald.core.storage_guard import StorageGuard
+
+    return [ServiceSpec("storage-guard", server.state(StorageGuard).run_forever)]

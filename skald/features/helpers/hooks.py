@@ -10,16 +10,16 @@ from skald.plugins import hookimpl
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool]:
+def skald_tools(member: Member) -> list[Tool]:
     # The TASK_AGENTS block describes each helper; the tool names them only (no second copy).
     helpers = {
         a.id: "" for a in sorted(member.agents.values(), key=lambda a: a.id) if a.type == "task"
     }
-    return [SubAgentTool(member.child, agents=helpers)]
+    return [SubAgentTool(member.helper, agents=helpers)]
 
 
 @hookimpl
@@ -28,5 +28,5 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
-def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
+def skald_prompt_blocks(member: Member) -> dict[str, str]:
     return {"TASK_AGENTS": task_agents_block(member.agents.values())}

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING
 from skald.core.prompt_blocks import memory_index_block
 from skald.files.mounts import MemberMount, note_mounts
 from skald.files.tools import memory_tools
-from skald.permissions import can
 from skald.plugins import hookimpl
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import MEMORY
 from skald.store.migrations.registry import SHARED_MEMORY
-from skald.tools.memory import memory_indexes
+from skald.store.owner import OwnerStore
+from skald.tools.memory import MEMORY_SHARED, memory_indexes
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
+    from skald.plugins.facade import Member
 
 
 @hookimpl
@@ -31,16 +31,16 @@ def skald_mounts() -> list[MemberMount]:
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool] | None:
+def skald_tools(member: Member) -> list[Tool] | None:
     from skald.files.tools import FILES
 
-    if can(member.role, FILES):
+    if member.can(FILES):
         return None  # the file tools reach the notes too (the files feature)
     return memory_tools(
-        member.handle.store,
-        member.shared,
-        member.user.id,
-        shared_readable=member.shared_readable,
+        OwnerStore(member.db),
+        member.server.shared_memory,
+        member.id,
+        shared_readable=member.can(MEMORY_SHARED),
         budget=member.budget,
         mounts=member.router.member_mounts,
     )
@@ -55,12 +55,13 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
-async def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
-    user_index, shared_index = await memory_indexes(member.handle.store, member.shared)
+async def skald_prompt_blocks(member: Member) -> dict[str, str]:
+    owner = OwnerStore(member.db)
+    user_index, shared_index = await memory_indexes(owner, member.server.shared_memory)
     return {
         "USER_MEMORY_INDEX": memory_index_block("user-memory", user_index),
         "SHARED_MEMORY_INDEX": (
-            memory_index_block("shared-memory", shared_index) if member.shared_readable else ""
+            memory_index_block("shared-memory", shared_index) if member.can(MEMORY_SHARED) else ""
         ),
     }
 
@@ -68,6 +69,4 @@ async def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
 @hookimpl
 def skald_capabilities() -> list[Capability]:
     # Importing the module that enforces a capability declares it.
-    from skald.tools.memory import MEMORY_SHARED
-
     return [MEMORY_SHARED]

@@ -11,8 +11,8 @@ from skald.store.migrations.registry import MODELS
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
+    from skald.plugins.facade import Member
 
 
 @hookimpl
@@ -29,12 +29,12 @@ def skald_routes() -> list[Any]:
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool]:
+def skald_tools(member: Member) -> list[Tool]:
     # Offered only while an image model is enabled (its schema costs every request ~90
     # tokens); the catalogue is the one this turn's model choice just read.
     from skald.features.models.pictures import GenerateImageTool
 
-    return [GenerateImageTool(member)] if member.llm.offers("image") else []
+    return [GenerateImageTool(member)] if member.server.llm.offers("image") else []
 
 
 @hookimpl

@@ -27,7 +27,7 @@ from skald.llm.errors import LlmError
 from skald.llm.types import ToolSpec
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member
 
 SIZES: Final = ("256x256", "512x512", "1024x1024")
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
@@ -58,7 +58,7 @@ class GenerateImageTool(Tool):
     kind = "write"
     chat_only = True
 
-    def __init__(self, member: UserRuntime) -> None:
+    def __init__(self, member: Member) -> None:
         self.member = member
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
@@ -73,7 +73,7 @@ class GenerateImageTool(Tool):
             return ToolResult.error(f"size is one of {', '.join(SIZES)}")
         member = self.member
         try:
-            data = await member.llm.generate_image(member.user.id, prompt, size)
+            data = await member.server.llm.generate_image(member.id, prompt, size)
         except LlmError as exc:
             return ToolResult.error(f"no picture: {exc}")
         mime = sniff(data[:64])

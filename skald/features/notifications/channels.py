@@ -1,8 +1,8 @@
 """Where a batch of notifications goes: the channel contract and what a channel gets.
 
 A channel is anything with a `name`, `available(user_id)` and `deliver(delivery)`: the
-web (the live event and Web Push, built in) now, the Telegram bridge later. Channels
-come from the `skald_notification_channels(runtime)` hook or
+web (the live event and Web Push, the notifications feature's) now, the Telegram bridge
+later. Channels come from the `skald_notification_channels(server)` hook or
 `runtime.notifications.register(channel)`; each member lists the ones they want, in
 order (`NotificationPrefs.channels`). Every available chosen channel gets the batch; when
 none of them took it, the web does (the fallback), so nothing goes nowhere.

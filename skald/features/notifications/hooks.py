@@ -17,13 +17,20 @@ from skald.store.migrations import Feature
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
-    from skald.core.user_runtime import UserRuntime
+    from skald.features.notifications.channels import NotificationChannel
+    from skald.plugins.facade import Member, Server
 
 
 @hookimpl
 def skald_migrations(schema: str) -> list[Feature]:
     return [NOTIFICATIONS] if schema == "owner" else []
+
+
+@hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    from skald.features.notifications.events import NotificationsChanged, Notified
+
+    return [NotificationsChanged, Notified]
 
 
 @hookimpl
@@ -39,13 +46,19 @@ def skald_routes() -> list[Any]:
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool]:
-    service = member.notifications
-    if service is None:  # a bare member runtime (tests) has no server around it
-        return []
-    return [NotifyTool(partial(service.notify, member.user.id))]
+def skald_tools(member: Member) -> list[Tool]:
+    return [NotifyTool(partial(member.server.notifications.notify, member.id))]
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
-    return [ServiceSpec("notifications", runtime.notifications.run)]
+def skald_notification_channels(server: Server) -> list[NotificationChannel]:
+    # The web (live event and Web Push) is a channel like any other, and the fallback.
+    from skald.features.notifications.service import WebChannel
+
+    service = server.notifications
+    return [WebChannel(server.events, service.push)]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    return [ServiceSpec("notifications", server.notifications.run)]

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from skald.core.events import NotificationsChanged, Notified
+from skald.core.events import EventHub
 from skald.errors import DatabaseClosedError, InvalidInputError
 from skald.features.notifications.batch import Batcher
 from skald.features.notifications.channels import Delivery, NotificationChannel
 from skald.features.notifications.config import NotificationsConfig
+from skald.features.notifications.events import NotificationsChanged, Notified
 from skald.features.notifications.payload import push_payload
 from skald.features.notifications.pinned import PinnedTransport, Resolver, is_public, system_resolve
 from skald.features.notifications.quiet import check_quiet, default_zone, is_quiet
@@ -62,7 +63,8 @@ from skald.features.notifications.webpush import (
 from skald.log import get_logger
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
+    from skald.plugins.facade import Server
+    from skald.plugins.manager import Plugins
 
 __all__ = ["HELD_GRACE_S", "NotificationService", "WebChannel", "check_link"]
 
@@ -94,16 +96,18 @@ def _now() -> datetime:
 class NotificationService:
     def __init__(
         self,
-        runtime: Runtime,
+        server: Server,
+        plugins: Plugins,
         *,
         clock: Callable[[], datetime] = _now,
         sleep: Callable[[float], Awaitable[object]] | None = None,
         config: NotificationsConfig | None = None,
         resolve: Resolver = system_resolve,
     ) -> None:
-        self._rt = runtime
+        self._server = server
+        self._plugins = plugins  # the features' channels, collected at first use
         self._resolve = resolve  # how push hosts are looked up (tests answer for a name)
-        self.config = config or runtime.config.section("notifications", NotificationsConfig)
+        self.config = config or server.section("notifications", NotificationsConfig)
         self.clock = clock
         # One sleep for the batch windows and the held-delivery loop (tests move both).
         self._sleep: Callable[[float], Awaitable[object]] = sleep or asyncio.sleep
@@ -120,10 +124,11 @@ class NotificationService:
 
     @property
     def channels(self) -> dict[str, NotificationChannel]:
-        """The registry: built-in web, then the hook's answers (collected on first use)."""
+        """The registry: the hook's answers, the notifications feature's web channel first
+        (collected on first use)."""
         if self._channels is None:
-            found: dict[str, NotificationChannel] = {"web": WebChannel(self)}
-            for channel in self._rt.plugins.notification_channels(self._rt):
+            found: dict[str, NotificationChannel] = {}
+            for channel in self._plugins.notification_channels(self._server):
                 self._add(found, channel)
             self._channels = found
         return self._channels
@@ -144,14 +149,14 @@ class NotificationService:
 
     async def store(self, user_id: str) -> NotificationStore:
         """The member's store; DatabaseClosedError while their data is locked."""
-        user, _ = await self._rt.member(user_id)
+        user, _ = await self._server.fetch(user_id)
         if not user.active:
             raise DatabaseClosedError(f"{user.username}'s account is deactivated")
-        mine = await self._rt.user_runtime(user)
-        return NotificationStore(mine.handle.db)
+        mine = await self._server.open_member(user)
+        return NotificationStore(mine.db)
 
     def _changed(self, user_id: str, unread: int) -> None:
-        self._rt.events.publish(user_id, NotificationsChanged(unread=unread))
+        self._server.events.publish(user_id, NotificationsChanged(unread=unread))
 
     # -- notify --------------------------------------------------------------------------
 
@@ -235,8 +240,8 @@ class NotificationService:
             if not notes:
                 return
             prefs = await store.prefs()
-            user, _ = await self._rt.member(user_id)
-            zone = default_zone(user.profile.get("timezone"), self._rt.instance.timezone().key)
+            user, _ = await self._server.fetch(user_id)
+            zone = default_zone(user.profile.get("timezone"), self._server.instance.timezone().key)
             if is_quiet(prefs.quiet, self.clock(), zone):
                 notes = [n for n in notes if n.urgency == "high"]
                 if not notes:
@@ -291,7 +296,7 @@ class NotificationService:
         try:
             while True:
                 await self._sleep(self.config.held_check_s)
-                for user_id in list(self._rt.user_runtimes):
+                for user_id in [m.id for m in self._server.unlocked()]:
                     try:
                         await self.deliver_held(user_id)
                     except Exception:
@@ -307,13 +312,13 @@ class NotificationService:
     @property
     def vapid(self) -> VapidKey:
         if self._vapid is None:
-            self._vapid = VapidKey.load_or_create(self._rt.core.layout.vapid_key)
+            self._vapid = VapidKey.load_or_create(self._server.layout.vapid_key)
         return self._vapid
 
     async def public_key(self) -> str:
         if self._vapid is None:
             self._vapid = await asyncio.to_thread(
-                VapidKey.load_or_create, self._rt.core.layout.vapid_key
+                VapidKey.load_or_create, self._server.layout.vapid_key
             )
         return self._vapid.public_key
 
@@ -389,18 +394,21 @@ class WebChannel:
 
     name = "web"
 
-    def __init__(self, service: NotificationService) -> None:
-        self._service = service
+    def __init__(
+        self, events: EventHub, push: Callable[[str, Delivery], Awaitable[object]]
+    ) -> None:
+        self._events = events
+        self._push = push
 
     async def available(self, user_id: str) -> bool:
         return True
 
     async def deliver(self, delivery: Delivery) -> bool:
-        self._service._rt.events.publish(
+        self._events.publish(
             delivery.user_id, Notified(items=delivery.items, unread=delivery.unread)
         )
         try:
-            await self._service.push(delivery.user_id, delivery)
+            await self._push(delivery.user_id, delivery)
         except Exception:
             log.exception("web push failed")
         return True

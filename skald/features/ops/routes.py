@@ -11,10 +11,8 @@ approve, in case some spelling of a path reaches the router without passing the 
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import re
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ from skald.api.security import send_json
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
 from skald.features.backups.backup import BackupResult, ServerSnapshotter, create_backup
-from skald.features.backups.scheduler import DrillResult, scheduler_for
+from skald.features.backups.scheduler import BackupScheduler, DrillResult
 from skald.log import get_logger
 from skald.ops.channel import OPS_HEADER, OPS_PREFIX, token_matches
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
@@ -131,9 +129,6 @@ async def ops_integrity(rt: NamedDependency[Runtime]) -> Integrity:
     return await integrity(rt)
 
 
-_backup_locks: weakref.WeakKeyDictionary[Runtime, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
 @post("/backup", status_code=200)
 async def ops_backup(data: JSONBody[BackupRequest], rt: NamedDependency[Runtime]) -> BackupResult:
     out = None
@@ -141,15 +136,14 @@ async def ops_backup(data: JSONBody[BackupRequest], rt: NamedDependency[Runtime]
         out = Path(data.out)
         if not out.is_absolute():
             raise InvalidInputError("out must be an absolute path")
-    lock = _backup_locks.setdefault(rt, asyncio.Lock())
-    async with lock:  # one at a time: each already uses every database thread
+    async with rt.server.state(BackupScheduler).ops_lock:  # one at a time
         return await create_backup(rt.core.layout, ServerSnapshotter(rt), quick=data.quick, out=out)
 
 
 @post("/drill", status_code=200)
 async def ops_drill(rt: NamedDependency[Runtime]) -> DrillResult:
     """`skald backup --drill` while a server runs: only it holds members' keys."""
-    return await scheduler_for(rt).drill_now()
+    return await rt.server.state(BackupScheduler).drill_now()
 
 
 # -- accounts: `skald user deactivate|activate|delete` while a server runs ----------------

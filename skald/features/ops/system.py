@@ -74,7 +74,7 @@ async def _admin_details(rt: Runtime, request: AnyRequest) -> dict[str, Any] | N
     principal = await rt.sessions.resolve(token) if token else None
     if principal is None or not principal.can(ADMIN_SYSTEM):
         return None  # the public answer, as without `details`
-    return rt.plugins.health_details(rt)
+    return rt.plugins.health_details(rt.server)
 
 
 async def _pump_out(socket: WebSocket[Any, Any, Any], conn: Connection) -> None:

@@ -7,24 +7,31 @@ from typing import TYPE_CHECKING
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
 from skald.sandbox.execute import commands_block
-from skald.sandbox.tool import ExecuteCmdTool, InstallPackagesTool
+from skald.sandbox.tool import SANDBOX_EXEC, ExecuteCmdTool, InstallPackagesTool
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
-    from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
+    from skald.sandbox.manager import SandboxManager
+
+
+def _sandbox(member: Member) -> SandboxManager | None:
+    # The manager as it was when the member unlocked (None before it is built), and
+    # only for members holding `sandbox.exec`.
+    sandbox = member.sandbox
+    return sandbox if sandbox is not None and member.can(SANDBOX_EXEC) else None
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool] | None:
-    # Only with sandboxes on, and a way to read the member's current row (an exec checks
-    # the account is still active).
-    if not member.may_execute or member.sandbox is None:
+def skald_tools(member: Member) -> list[Tool] | None:
+    # Only with sandboxes on; an exec checks the account is still active (member.fetch).
+    sandbox = _sandbox(member)
+    if sandbox is None:
         return None
     return [
-        ExecuteCmdTool(member.sandbox, member.fetch_member, member.budget),
-        InstallPackagesTool(member.sandbox, member.fetch_member),
+        ExecuteCmdTool(sandbox, member.fetch, member.budget),
+        InstallPackagesTool(sandbox, member.fetch),
     ]
 
 
@@ -34,28 +41,27 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
-def skald_prompt_blocks(member: UserRuntime) -> dict[str, str]:
-    if not member.may_execute or member.sandbox is None:
+def skald_prompt_blocks(member: Member) -> dict[str, str]:
+    sandbox = _sandbox(member)
+    if sandbox is None:
         return {"SANDBOX_COMMANDS": ""}
-    return {"SANDBOX_COMMANDS": commands_block(member.sandbox.commands.get(member.user.id, []))}
+    return {"SANDBOX_COMMANDS": commands_block(sandbox.commands.get(member.id, []))}
 
 
 @hookimpl
 def skald_capabilities() -> list[Capability]:
     # Importing the module that enforces a capability declares it.
-    from skald.sandbox.tool import SANDBOX_EXEC
-
     return [SANDBOX_EXEC]
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+def skald_services(server: Server) -> list[ServiceSpec]:
     # Docker may be down: the watcher keeps trying, the server runs regardless.
-    sandbox = runtime.sandbox
+    sandbox = server.sandbox
     if sandbox is None:
         return []
     # The first look (the Docker SDK's import, a ping, reconciliation) once the web app
     # is built: it would otherwise share the start's one core (the GIL).
     return [
-        ServiceSpec("sandbox-watcher", lambda: sandbox.watch_forever(runtime.app_built), order=50)
+        ServiceSpec("sandbox-watcher", lambda: sandbox.watch_forever(server.app_built), order=50)
     ]

@@ -9,7 +9,6 @@ from skald.core.services import ServiceSpec
 from skald.features.schedule.config import ScheduleConfig
 from skald.features.schedule.jobs import SCHEDULE_USE
 from skald.features.schedule.store import JOBS_FEATURE, SCHEDULE_COUNTS
-from skald.permissions import can
 from skald.plugins import hookimpl
 from skald.plugins.specs import ChatCommand, Page, WebFiles, feature_folder
 
@@ -17,15 +16,21 @@ if TYPE_CHECKING:
     import msgspec
 
     from skald.agent.tools import Tool
-    from skald.core.runtime import Runtime
-    from skald.core.user_runtime import UserRuntime
     from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
     from skald.store.migrations import Feature
 
 
 @hookimpl
 def skald_migrations(schema: str) -> list[Feature]:
     return [SCHEDULE_COUNTS] if schema == "registry" else [JOBS_FEATURE]
+
+
+@hookimpl
+def skald_event_types() -> list[type[msgspec.Struct]]:
+    from skald.features.schedule.events import TasksChanged
+
+    return [TasksChanged]
 
 
 @hookimpl
@@ -39,36 +44,48 @@ def skald_capabilities() -> list[Capability]:
 
 
 @hookimpl
-def skald_services(runtime: Runtime) -> list[ServiceSpec]:
+def skald_server_state(server: Server) -> list[object]:
     from skald.features.schedule.scheduler import Scheduler
 
-    config = runtime.plugins.config.section("schedule", ScheduleConfig)
-    scheduler = Scheduler(runtime, config)
-    return [ServiceSpec("scheduler", scheduler.run_forever, order=60)]
+    # The scheduler works on members' live runtimes (jobs, runs, tasks): not moved yet.
+    return [Scheduler(server._live, server.section("schedule", ScheduleConfig))]
 
 
 @hookimpl
-def skald_tools(member: UserRuntime) -> list[Tool] | None:
-    from skald.features.schedule.scheduler import find_scheduler
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.schedule.scheduler import Scheduler
+
+    return [ServiceSpec("scheduler", server.state(Scheduler).run_forever, order=60)]
+
+
+@hookimpl
+def skald_tools(member: Member) -> list[Tool] | None:
+    from skald.features.schedule.scheduler import Scheduler
     from skald.features.schedule.tool import BackgroundTaskTool, ScheduleTool
 
-    scheduler = find_scheduler(member.plugins)
-    if scheduler is None or not can(member.role, SCHEDULE_USE):
+    scheduler = member.server.state(Scheduler, None)
+    if scheduler is None or not member.can(SCHEDULE_USE):
         return None
-    return [ScheduleTool(member, scheduler), BackgroundTaskTool(member, scheduler)]
+    return [ScheduleTool(member._live, scheduler), BackgroundTaskTool(member._live, scheduler)]
+
+
+async def _remind(member: Member, conversation_id: str, argument: str) -> str:
+    from skald.features.schedule.remind import remind_command
+    from skald.features.schedule.scheduler import Scheduler
+
+    scheduler = member.server.state(Scheduler)
+    return await remind_command(scheduler, member._live, conversation_id, argument)
 
 
 @hookimpl
 def skald_chat_commands() -> list[ChatCommand]:
-    from skald.features.schedule.remind import remind_command
-
     return [
         ChatCommand(
             name="remind",
             usage="/remind in 10 minutes check the oven",
             description="set a reminder, no model needed (in N minutes, at 18:30, tomorrow 9:00)",
             capability=SCHEDULE_USE,
-            run=remind_command,
+            run=_remind,
         )
     ]
 

@@ -29,6 +29,7 @@ from skald.features.schedule.zone import member_zone
 
 if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
+    from skald.features.schedule.scheduler import Scheduler
 
 __all__ = ["MAX_AHEAD", "parse_remind", "remind_command"]
 
@@ -92,13 +93,12 @@ def parse_remind(arg: str, now: datetime, lang: str) -> tuple[datetime, str]:
     raise bad
 
 
-async def remind_command(member: UserRuntime, conversation_id: str, arg: str) -> str:
+async def remind_command(
+    scheduler: Scheduler, member: UserRuntime, conversation_id: str, arg: str
+) -> str:
     """`/remind <when> <text>` in a conversation: a one-off reminder job with that
     conversation's model (a reminder needs none, but an edit on the Tasks page may make
     it a prompt); returns the confirmation line the chat shows."""
-    from skald.features.schedule.scheduler import scheduler_of
-
-    scheduler = scheduler_of(member.plugins)
     jobs = await scheduler.jobs(member)
     # The row as it is now: `member.user` is the one read at unlock (a language chosen
     # since would not count).

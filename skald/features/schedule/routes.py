@@ -22,7 +22,7 @@ from skald.core.user_runtime import UserRuntime
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
 from skald.features.schedule.jobs import MAX_TITLE, SCHEDULE_USE, JobChange, Jobs, JobSpec, Preview
-from skald.features.schedule.scheduler import Scheduler, scheduler_of
+from skald.features.schedule.scheduler import Scheduler
 from skald.features.schedule.store import (
     Job,
     Run,
@@ -108,7 +108,7 @@ Mine = tuple[Scheduler, UserRuntime, Jobs]
 
 
 async def _jobs(request: AuthRequest, rt: NamedDependency[Runtime]) -> Mine:
-    scheduler = scheduler_of(rt.plugins)
+    scheduler = rt.server.state(Scheduler)
     member = await rt.user_runtime(request.user.user)
     return scheduler, member, await scheduler.jobs(member)
 

@@ -22,7 +22,6 @@ the previous unlock was cancelled with their chores when they were locked.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -44,27 +43,10 @@ if TYPE_CHECKING:
     from skald.core.runtime import Runtime
     from skald.core.services import ServiceSpec
     from skald.core.user_runtime import UserRuntime
-    from skald.plugins.manager import Plugins
 
-__all__ = ["Scheduler", "find_scheduler", "scheduler_of"]
+__all__ = ["Scheduler"]
 
 log = get_logger("skald.features.schedule")
-
-# The scheduler of each running server, found from its plugin set (a member's tools see
-# only their own runtime, which shares the server's `Plugins`).
-_BY_PLUGINS: weakref.WeakKeyDictionary[Plugins, Scheduler] = weakref.WeakKeyDictionary()
-
-
-def find_scheduler(plugins: Plugins) -> Scheduler | None:
-    """The scheduler of the server these plugins belong to (None before it starts)."""
-    return _BY_PLUGINS.get(plugins)
-
-
-def scheduler_of(plugins: Plugins) -> Scheduler:
-    scheduler = _BY_PLUGINS.get(plugins)
-    if scheduler is None:
-        raise RuntimeError("the scheduler is not running in this server")
-    return scheduler
 
 
 class Scheduler:
@@ -78,7 +60,6 @@ class Scheduler:
         self._running: dict[str, asyncio.Event] = {}
         # Each member's pace of unattended model calls, kept across their unlocks.
         self._pacers: dict[str, CallPacer] = {}
-        _BY_PLUGINS[rt.plugins] = self
         self.tasks = Tasks(self)
 
     def pacer(self, member: UserRuntime) -> CallPacer:

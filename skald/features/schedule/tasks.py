@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 
 from skald.agent import TurnResult
 from skald.agent.prompts import HARNESS_TAG, defuse_harness_tags
-from skald.core.events import ConversationUpdated, TasksChanged
+from skald.core.events import ConversationUpdated
 from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
+from skald.features.schedule.events import TasksChanged
 from skald.features.schedule.notices import notify
 from skald.features.schedule.store import ScheduleStore, Task, TaskState, TaskStore, iso, new_id
 from skald.llm.types import TextPart

@@ -1,0 +1,273 @@
+"""What a feature may use: `Server` (the household) and `Member` (one unlocked member).
+
+Rule: hooks receive these two, never the runtime objects behind them; every public
+attribute is documented in docs/dev/plugins.md (tests/test_facade.py fails on one that
+is not). A feature's own long-lived object is a *state slot*: declared once through
+`skald_server_state(server)` (or `skald_member_state(member)`, per unlocked member) and
+found again by its type, `server.state(Scheduler)`; a feature that needs another's
+service asks by type the same way. No module-level registry keeps them.
+
+Trap: the live runtimes behind the facades (`_live`) are no part of the contract. Only
+the built-in features listed in tests/test_facade.py still hand them to internals that
+have not moved onto the facade yet; a plugin reaching for `_live` breaks on any release.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import msgspec
+
+from skald.errors import ConfigError
+from skald.permissions import Capability, can
+
+if TYPE_CHECKING:
+    import asyncio
+    from zoneinfo import ZoneInfo
+
+    from skald.agent import ChildAgent, ToolContext
+    from skald.agent.prompts import AgentDef
+    from skald.config import Config
+    from skald.core.conversations import ConversationService
+    from skald.core.events import EventHub
+    from skald.core.hub import ChatHub
+    from skald.core.instance import Instance
+    from skald.core.llm_service import LlmService
+    from skald.core.runtime import Runtime
+    from skald.core.services import ServiceRunner
+    from skald.core.user_runtime import UserRuntime
+    from skald.features.notifications.service import NotificationService
+    from skald.files.mounts import MemberMount
+    from skald.files.router import PathRouter
+    from skald.paths import DataLayout
+    from skald.quota import BudgetSource
+    from skald.sandbox.manager import SandboxManager
+    from skald.store.database import Database
+    from skald.store.rows import Role, User
+    from skald.store.shared_memory import SharedMemoryStore
+
+__all__ = ["Member", "Server", "StateSlots"]
+
+T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+class _Required(enum.Enum):
+    REQUIRED = enum.auto()
+
+
+_REQUIRED = _Required.REQUIRED  # `state(T)` without a default: absent is an error
+
+
+class StateSlots:
+    """Objects kept for a lifetime (the server's, or a member's unlock), one per type."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+        self._by_type: dict[type, object] = {}
+
+    def put(self, obj: object) -> None:
+        kind = type(obj)
+        if kind in self._by_type:
+            raise ConfigError(f"two features keep a {kind.__name__} in the {self._owner} state")
+        self._by_type[kind] = obj
+
+    def fill(self, objects: Iterable[object]) -> None:
+        for obj in objects:
+            self.put(obj)
+
+    def get(self, kind: type[T]) -> T:
+        found = self._by_type.get(kind)
+        if found is None:
+            raise LookupError(f"no feature keeps a {kind.__name__} in the {self._owner} state")
+        return found  # type: ignore[return-value]  # put() keys each object by its type
+
+    def find(self, kind: type[T]) -> T | None:
+        return self._by_type.get(kind)  # type: ignore[return-value]
+
+
+class Server:
+    """The household as a feature sees it: built once by `Runtime`, handed to hooks."""
+
+    def __init__(self, live: Runtime, *kept: object) -> None:
+        self._live = live
+        self._state = StateSlots("server")
+        self._state.fill(kept)  # the core's own services a feature runs (sessions...)
+
+    # -- configuration and storage ------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        return self._live.config
+
+    def section(self, name: str, struct: type[S]) -> S:
+        return self._live.config.section(name, struct)
+
+    @property
+    def layout(self) -> DataLayout:
+        return self._live.core.layout
+
+    @property
+    def db(self) -> Database:
+        return self._live.core.registry.db
+
+    @property
+    def shared_memory(self) -> SharedMemoryStore:
+        return self._live.shared_memory
+
+    @property
+    def instance(self) -> Instance:
+        return self._live.instance
+
+    # -- members and permissions --------------------------------------------------------
+
+    def member(self, user_id: str) -> Member | None:
+        live = self._live.user_runtimes.get(user_id)
+        return None if live is None else live.facade
+
+    def unlocked(self) -> list[Member]:
+        return [live.facade for live in list(self._live.user_runtimes.values())]
+
+    async def fetch(self, user_id: str) -> tuple[User, Role]:
+        return await self._live.member(user_id)
+
+    async def open_member(self, user: User) -> Member:
+        return (await self._live.user_runtime(user)).facade
+
+    @staticmethod
+    def can(role: Role, capability: Capability) -> bool:
+        return can(role, capability)
+
+    # -- services -----------------------------------------------------------------------
+
+    @property
+    def conversations(self) -> ConversationService:
+        return self._live.conversations
+
+    @property
+    def notifications(self) -> NotificationService:
+        return self._live.notifications
+
+    @property
+    def services(self) -> ServiceRunner:
+        return self._live.services
+
+    @property
+    def events(self) -> EventHub:
+        return self._live.events
+
+    @property
+    def sandbox(self) -> SandboxManager | None:
+        return self._live.sandbox
+
+    @property
+    def llm(self) -> LlmService:
+        return self._live.llm
+
+    @property
+    def agents(self) -> dict[str, AgentDef]:
+        return self._live.agents
+
+    @property
+    def app_built(self) -> asyncio.Event:
+        return self._live.app_built
+
+    # -- state slots --------------------------------------------------------------------
+
+    @overload
+    def state(self, kind: type[T]) -> T: ...
+    @overload
+    def state(self, kind: type[T], default: None) -> T | None: ...
+    def state(self, kind: type[T], default: _Required | None = _REQUIRED) -> T | None:
+        return self._state.get(kind) if default is _REQUIRED else self._state.find(kind)
+
+
+class Member:
+    """One unlocked member as a feature sees it: built with their live runtime, lives
+    until their data is locked."""
+
+    def __init__(self, live: UserRuntime, server: Server) -> None:
+        self._live = live
+        self.server = server
+        self._state = StateSlots(f"member {live.user.username}")
+
+    # -- who ----------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._live.user.id
+
+    @property
+    def user(self) -> User:
+        return self._live.user
+
+    @property
+    def role(self) -> Role:
+        return self._live.role
+
+    def can(self, capability: Capability) -> bool:
+        return can(self._live.role, capability)
+
+    async def fetch(self) -> tuple[User, Role]:
+        return await self._live.fetch_member()
+
+    @property
+    def locale(self) -> str:
+        return self._live.user.locale
+
+    def timezone(self) -> ZoneInfo:
+        return self._live.timezone()
+
+    # -- their data ---------------------------------------------------------------------
+
+    @property
+    def db(self) -> Database:
+        return self._live.handle.db
+
+    @property
+    def router(self) -> PathRouter:
+        return self._live.router
+
+    @property
+    def mounts(self) -> list[MemberMount]:
+        return list(self._live.router.member_mounts)
+
+    @property
+    def budget(self) -> BudgetSource | None:
+        return self._live.budget
+
+    @property
+    def conversations(self) -> ChatHub:
+        return self._live.hub
+
+    @property
+    def services(self) -> ServiceRunner:
+        return self._live.services
+
+    @property
+    def agents(self) -> dict[str, AgentDef]:
+        return self._live.agents
+
+    @property
+    def sandbox(self) -> SandboxManager | None:
+        return self._live.sandbox
+
+    async def helper(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
+        return await self._live.child(agent_id, ctx)
+
+    # -- state slots --------------------------------------------------------------------
+
+    @overload
+    def state(self, kind: type[T]) -> T: ...
+    @overload
+    def state(self, kind: type[T], default: None) -> T | None: ...
+    def state(self, kind: type[T], default: _Required | None = _REQUIRED) -> T | None:
+        return self._state.get(kind) if default is _REQUIRED else self._state.find(kind)
+
+
+# What `Plugins` hands to the member hooks: the facade, also when a caller below the
+# facade passes the live runtime (`member.plugins.prompt_blocks(member)` in tests).
+def as_member(member: Member | Any) -> Member:
+    return member if isinstance(member, Member) else member.facade
