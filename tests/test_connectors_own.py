@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -21,17 +22,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Client, signed_in
+from conftest import PASSWORD, Client, signed_in
 from connector_support import SERVERS, simple_feed
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
+from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.approvals.rules import Rule
 from skald.connectors import service
+from skald.connectors.own import OwnIn, build
 from skald.connectors.service import DEFAULT_FEED, ConnectorsConfig
 from skald.connectors.supervisor import Instance
+from skald.connectors.trial import trial
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.errors import ConflictError
 
 MakeClient = Callable[[], Awaitable[Client]]
 MEMORY = "@modelcontextprotocol/server-memory@2026.8.31"
@@ -133,6 +138,12 @@ async def test_a_stdio_command_and_a_url_are_tested_saved_and_listed_with_their_
     ada = await signed_in(make_client, "ada")
     assert [c["name"] for c in (await ada.call("GET", "/api/connectors")).json()] == ["clock"]
     assert (await ada.call("POST", "/api/connectors/clock/activate")).json()["active"] is True
+    await _running(runtime, "", "clock")
+    # Saved again: the next version, installed over the old one.
+    again = _clock(display_name="Tick tock")
+    r = await mum.call("POST", "/api/connector-items", json=again)
+    assert r.status_code == 201, r.text
+    assert (r.json()["version"], r.json()["display_name"]) == (2, "Tick tock")
     await _running(runtime, "", "clock")
     # Removing it uninstalls it and drops it from the household's feed.
     assert (await mum.call("DELETE", "/api/connector-items/clock")).status_code == 204
@@ -246,3 +257,43 @@ async def test_secrets_become_member_fields_and_never_come_back_from_a_test(
     assert secret not in r.text
     assert secret not in (await mum.call("GET", "/api/connectors/remote")).text
     assert secret not in json.dumps((await mum.call("GET", "/api/marketplace")).json())
+
+
+@pytest.mark.docker
+async def test_a_personal_item_is_tested_inside_the_admins_own_container(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    """The Test of a personal npm item installs and runs it in the administrator's
+    container, as a member's first start does, and leaves nothing running there."""
+    if shutil.which("npm") is None:
+        unavailable("npm is required to resolve server-memory")
+    runtime = sandbox_runtime
+    created = await runtime.core.users.create("mum", PASSWORD, "admin")
+    c = service.require(runtime.plugins)
+    ca = os.environ.get("NODE_EXTRA_CA_CERTS") or os.environ.get("SSL_CERT_FILE") or ""
+    c.config = ConnectorsConfig(extra_ca_file=ca)
+    await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
+    manifest, files = await build(
+        OwnIn(name="memory", kind="npm", package=MEMORY, scope="personal")
+    )
+    out = await trial(c, created.user.id, manifest, files, {})
+    assert out.ok, out
+    assert "read_graph" in {t.name for t in out.tools}
+    assert runtime.sandbox is not None
+    deps = runtime.sandbox.homes_dir / created.user.id / ".skald" / "connectors" / "deps"
+    assert any(
+        (d / "node_modules" / "@modelcontextprotocol" / "server-memory").is_dir()
+        for d in deps.iterdir()
+    )
+    container = docker.containers.get(await runtime.sandbox.container_id(created.user.id))
+    assert "server-memory" not in json.dumps(container.top(ps_args="-eww -o pid,args"))
+    assert list((c.root / ".trials").iterdir()) == []
+
+
+async def test_a_personal_test_while_the_admins_data_is_locked_is_a_409_not_a_crash(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    c = _config(runtime)
+    manifest, files = await build(OwnIn(name="tick", kind="command", command="node x.js"))
+    with pytest.raises(ConflictError, match="locked"):
+        await trial(c, household["mum"], manifest, files, {})
