@@ -297,3 +297,24 @@ async def test_a_personal_test_while_the_admins_data_is_locked_is_a_409_not_a_cr
     manifest, files = await build(OwnIn(name="tick", kind="command", command="node x.js"))
     with pytest.raises(ConflictError, match="locked"):
         await trial(c, household["mum"], manifest, files, {})
+
+
+async def test_a_pypi_package_runs_as_its_module_from_the_dependencies_folder() -> None:
+    manifest, files = await build(
+        OwnIn(
+            name="time",
+            kind="pip",
+            package="mcp-server-time==2025.9.25",
+            args="--local-timezone UTC",
+        )
+    )
+    assert manifest.command == ["python3", "-m", "mcp_server_time", "--local-timezone", "UTC"]
+    assert manifest.env == {"PYTHONPATH": "{DEPS}/python"}
+    assert (manifest.dependencies, files) == (
+        "pip",
+        {"requirements.txt": b"mcp-server-time==2025.9.25\n"},
+    )
+    named, _ = await build(
+        OwnIn(name="git", kind="pip", package="mcp-server-git", module="mcp_server_git.cli")
+    )
+    assert named.command == ["python3", "-m", "mcp_server_git.cli"]
