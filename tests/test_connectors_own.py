@@ -30,6 +30,7 @@ from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F40
 
 from skald.approvals.rules import Rule
 from skald.connectors import service
+from skald.connectors.household_box import LABEL_CONNECTOR
 from skald.connectors.own import OwnIn, build
 from skald.connectors.service import DEFAULT_FEED, ConnectorsConfig
 from skald.connectors.supervisor import Instance
@@ -37,6 +38,7 @@ from skald.connectors.trial import trial
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError
+from skald.sandbox.manager import LABEL_INSTANCE
 
 MakeClient = Callable[[], Awaitable[Client]]
 MEMORY = "@modelcontextprotocol/server-memory@2026.8.31"
@@ -318,3 +320,24 @@ async def test_a_pypi_package_runs_as_its_module_from_the_dependencies_folder() 
         OwnIn(name="git", kind="pip", package="mcp-server-git", module="mcp_server_git.cli")
     )
     assert named.command == ["python3", "-m", "mcp_server_git.cli"]
+
+
+@pytest.mark.docker
+async def test_a_household_item_is_tested_in_a_box_of_its_own_that_is_gone_afterwards(
+    sandbox_runtime: Runtime, docker: Any
+) -> None:
+    if shutil.which("npm") is None:
+        unavailable("npm is required to resolve server-memory")
+    runtime = sandbox_runtime
+    created = await runtime.core.users.create("mum", PASSWORD, "admin")
+    c = service.require(runtime.plugins)
+    c.config = ConnectorsConfig()  # household stdio connectors in boxes
+    manifest, files = await build(
+        OwnIn(name="memory", kind="npm", package=MEMORY, scope="household")
+    )
+    out = await trial(c, created.user.id, manifest, files, {})
+    assert out.ok, out
+    assert "read_graph" in {t.name for t in out.tools}
+    assert runtime.sandbox is not None
+    labels = [f"{LABEL_INSTANCE}={runtime.sandbox.instance_id}", LABEL_CONNECTOR]
+    assert docker.containers.list(all=True, filters={"label": labels}) == []
