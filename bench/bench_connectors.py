@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from connector_support import simple_feed
 
 from skald.config import load_config
-from skald.connectors import service
-from skald.connectors.service import ConnectorsConfig
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.service import ConnectorsConfig
 from skald.paths import DataLayout
 
 MEMBERS = 5

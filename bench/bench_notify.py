@@ -36,9 +36,9 @@ import httpx  # noqa: E402
 from push_double import PushDouble, b64u  # noqa: E402
 
 from skald.config import load_config  # noqa: E402
-from skald.core.notifications import NotificationService  # noqa: E402
 from skald.core.runtime import Runtime  # noqa: E402
-from skald.notify.webpush import PushTarget, send  # noqa: E402
+from skald.features.notifications.service import NotificationService  # noqa: E402
+from skald.features.notifications.webpush import PushTarget, send  # noqa: E402
 from skald.paths import DataLayout  # noqa: E402
 
 ENV = {"SKALD_SECURITY_KDF_PROFILE": "test", "SKALD_SANDBOX_ENABLED": "false"}

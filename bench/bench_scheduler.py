@@ -42,12 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from skald.config import load_config
 from skald.core.runtime import Runtime
+from skald.features.schedule.clock import FakeClock
+from skald.features.schedule.cron import Schedule
+from skald.features.schedule.scheduler import scheduler_of
+from skald.features.schedule.store import Job, ScheduleStore, iso, new_id
 from skald.paths import DataLayout
-from skald.schedule.clock import FakeClock
-from skald.schedule.cron import Schedule
-from skald.schedule.scheduler import scheduler_of
 from skald.store.rows import Role, RoleAttributes
-from skald.store.schedule import Job, ScheduleStore, iso, new_id
 
 START = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)
 

@@ -616,7 +616,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "X15",
         "sandbox",
-        "skald/ops/restore.py",
+        "skald/features/backups/restore.py",
         '            _keep_instance_id(layout, staging / DATABASE_DIR / "system.db")\n',
         "",
         ("tests/test_restore_instance.py",),
@@ -661,7 +661,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "Q3",
         "storage limits",
-        "skald/api/routes/files.py",
+        "skald/features/files/routes.py",
         "                budget.check(received)\n",
         "                pass\n",
         ("tests/test_storage_limits.py",),
@@ -672,7 +672,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "Q4",
         "storage limits",
-        "skald/api/routes/files.py",
+        "skald/features/files/routes.py",
         "    await asyncio.to_thread(rt.storage.scan, principal_of(request).user.id)\n",
         "",
         ("tests/test_storage_limits.py",),
@@ -858,7 +858,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CL3",
         "home writes by descriptor",
-        "skald/connectors/home_files.py",
+        "skald/features/connectors/home_files.py",
         "        fd = walk.makedirs_at(home, parts)\n",
         "        Path(homes_dir, user_id, *parts).mkdir(parents=True, exist_ok=True)\n"
         "        fd = os.open(Path(homes_dir, user_id, *parts), os.O_RDONLY)\n",
@@ -868,7 +868,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CL4",
         "home writes by descriptor",
-        "skald/connectors/home_files.py",
+        "skald/features/connectors/home_files.py",
         'if walk.kind_of(there.st_mode) != "dir":',
         "if there.st_mode is None:",
         HOME_LINKS,
@@ -877,7 +877,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CL5",
         "home writes by descriptor",
-        "skald/connectors/home_files.py",
+        "skald/features/connectors/home_files.py",
         "        with walk.opened(homes_dir, (user_id, *parts)) as fd:\n"
         '            return walk.lstat_at(fd, ".ready") is not None',
         '        return (homes_dir / user_id / Path(*parts) / ".ready").exists()',
@@ -920,7 +920,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CL9",
         "home writes by descriptor",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         '        return f"{CONTAINER_HOME}/{home_files.place_ca(homes_dir, user_id, Path(extra))}"',
         '        __import__("shutil").copyfile(extra, homes_dir / user_id / ".skald" / '
         '"extra-ca.pem")\n        return f"{CONTAINER_HOME}/.skald/extra-ca.pem"',
@@ -932,7 +932,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J1",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         "        if activating:\n            where +=",
         "        if False:\n            where +=",
         ("tests/test_schedule_limits.py",),
@@ -942,7 +942,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J2",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         "({_ACTIVE}) < ?)",
         "({_ACTIVE}) <= ?)",
         ("tests/test_schedule_limits.py",),
@@ -952,7 +952,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J3",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         'if job.state == "active" and (active := _active(c)) >= active_limit:',
         'if job.state == "active" and (active := _active(c)) > active_limit:',
         ("tests/test_schedule_limits.py",),
@@ -962,7 +962,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J4",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         'if job.state == "active" and (active := _active(c)) >= active_limit:',
         "if False:",
         ("tests/test_schedule_limits.py",),
@@ -972,7 +972,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J5",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         "AND version=? AND state='active' AND next_run=?",
         "AND version>=? AND state='active' AND next_run=?",
         ("tests/test_schedule_limits.py",),
@@ -982,7 +982,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J6",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         "SET {sets}, version=version+1 WHERE {where}",
         "SET {sets} WHERE {where}",
         ("tests/test_schedule_limits.py",),
@@ -992,7 +992,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J7",
         "schedules",
-        "skald/schedule/tool.py",
+        "skald/features/schedule/tool.py",
         'if mode == "run_now" and root_of(ctx.conversation_id)[0] in self.member.unattended:',
         "if False:",
         ("tests/test_schedule_runaway.py",),
@@ -1002,7 +1002,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J8",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         "reason = BUSY if _running(c, job.id) else SKIPPED if skipped else None",
         "reason = SKIPPED if skipped else None",
         ("tests/test_schedule_runaway.py",),
@@ -1012,7 +1012,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J9",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         "            if _running(c, job.id):\n                raise RunRefusedError(",
         "            if False:\n                raise RunRefusedError(",
         ("tests/test_schedule_runaway.py",),
@@ -1022,7 +1022,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J10",
         "schedules",
-        "skald/store/schedule.py",
+        "skald/features/schedule/store.py",
         "                if now < again:",
         "                if now <= again:",
         ("tests/test_schedule_runaway.py",),
@@ -1052,7 +1052,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J13",
         "schedules",
-        "skald/schedule/scheduler.py",
+        "skald/features/schedule/scheduler.py",
         "            self._pacers[member.user.id] = pacer\n",
         "",
         ("tests/test_schedule_runaway.py",),
@@ -1062,7 +1062,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J14",
         "schedules",
-        "skald/schedule/jobs.py",
+        "skald/features/schedule/jobs.py",
         "            if gap < self.min_interval_s:",
         "            if gap <= self.min_interval_s:",
         ("tests/test_schedule_limits.py",),
@@ -1072,7 +1072,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "J15",
         "schedules",
-        "skald/schedule/jobs.py",
+        "skald/features/schedule/jobs.py",
         "            if gap < self.min_interval_s:",
         "            if gap < self.min_interval_s and len(schedule.cron.split()) == 5:",
         ("tests/test_schedule_limits.py",),
@@ -1093,7 +1093,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CP1",
         "connector processes",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "                    await launch.group.kill()",
         "                    pass",
         ("tests/test_connectors_procs.py",),
@@ -1104,7 +1104,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CP2",
         "connector processes",
-        "skald/connectors/procgroup.py",
+        "skald/features/connectors/procgroup.py",
         "        marks = (self.manager.boot_mark, self.mark)",
         "        marks = (self.manager.boot_mark,)",
         ("tests/test_connectors_procs.py",),
@@ -1115,7 +1115,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CP3",
         "connector processes",
-        "skald/connectors/procgroup.py",
+        "skald/features/connectors/procgroup.py",
         '        argv = ["docker", "exec", "-i", "-u", "0:0", "-w", workdir, "-e", f"HOME={home}"]',
         '        argv = ["docker", "exec", "-i", "-w", workdir, "-e", f"HOME={home}"]\n'
         "        return [*argv, self.container, *command]",
@@ -1127,7 +1127,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CH1",
         "household connector box",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "        if not inst.owner and not self.connectors.config.household_on_host:",
         "        if False:",
         ("tests/test_connectors_household_box.py",),
@@ -1138,7 +1138,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CH2",
         "household connector box",
-        "skald/connectors/household_box.py",
+        "skald/features/connectors/household_box.py",
         "        mounts = [Mount(source=folder, target=BOX_DIR, read_only=True)]",
         "        mounts = [Mount(source=folder, target=BOX_DIR, read_only=False)]",
         ("tests/test_connectors_household_box.py",),
@@ -1149,7 +1149,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CH3",
         "household connector box",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "            await self.boxes.remove(self.name)",
         "            pass",
         ("tests/test_connectors_household_box.py",),
@@ -1182,7 +1182,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CH6",
         "household connector box",
-        "skald/connectors/household_box.py",
+        "skald/features/connectors/household_box.py",
         '    if on_host:\n        return "host"',
         '    if on_host:\n        return "box_network"',
         ("tests/test_connectors_household_box.py",),
@@ -1192,7 +1192,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CH7",
         "household connector box",
-        "skald/connectors/household_box.py",
+        "skald/features/connectors/household_box.py",
         "            client, spec, owner, read_only=True, tmpfs=self._scratch()",
         "            client, spec, owner, tmpfs=self._scratch()",
         ("tests/test_connectors_household_box.py",),
@@ -1205,7 +1205,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA1",
         "connector approvals",
-        "skald/connectors/tools.py",
+        "skald/features/connectors/tools.py",
         "            acts_as=None if inst is None else offered(inst).get(tool),",
         "            acts_as=None,",
         ("tests/test_connectors_approvals.py",),
@@ -1235,7 +1235,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA4",
         "connector approvals",
-        "skald/connectors/tools.py",
+        "skald/features/connectors/tools.py",
         "            unclaimed.discard(name)",
         "            pass",
         ("tests/test_connectors_approvals.py",),
@@ -1245,7 +1245,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CE1",
         "connector elicitation",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "        return self.calls[-1] if len(members) == 1 else None",
         "        return self.calls[-1] if self.calls else None",
         ("tests/test_connectors_elicitation.py",),
@@ -1265,7 +1265,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CE3",
         "connector elicitation",
-        "skald/connectors/tools.py",
+        "skald/features/connectors/tools.py",
         "session.call_tool(tool, args, on_progress=progress, context=site)",
         "session.call_tool(tool, args, on_progress=progress)",
         ("tests/test_connectors_elicitation.py",),
@@ -1275,7 +1275,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CE4",
         "connector elicitation",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "            return related.context if isinstance(related.context, CallSite) else None",
         "            return self.calls[-1] if self.calls else None",
         ("tests/test_connectors_elicitation.py",),
@@ -1340,7 +1340,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM5",
         "connector list limits",
-        "skald/api/routes/system.py",
+        "skald/features/ops/system.py",
         "if principal is None or not principal.can(ADMIN_SYSTEM):",
         "if principal is None:",
         ("tests/test_connectors_limits.py",),
@@ -1350,7 +1350,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM6",
         "connector list limits",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "                if self.refusal is not None:\n"
         "                    raise self.refusal  # the list grew past the limits (`_tools_changed`)\n",
         "",
@@ -1361,7 +1361,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM7",
         "connector list limits",
-        "skald/connectors/tools.py",
+        "skald/features/connectors/tools.py",
         '            state = f" (refused: {inst.refusal.problem})"\n',
         "            pass\n",
         ("tests/test_connectors_limits.py",),
@@ -1371,7 +1371,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM8",
         "connector access",
-        "skald/connectors/service.py",
+        "skald/features/connectors/service.py",
         "if not user.active or not can(role, CONNECTORS_USE):",
         "if not can(role, CONNECTORS_USE):",
         ("tests/test_connectors_stop.py",),
@@ -1401,7 +1401,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM12",
         "connector secrets",
-        "skald/connectors/redact.py",
+        "skald/features/connectors/redact.py",
         "        for form in sorted(spellings(value), key=len, reverse=True):",
         "        for form in [value]:",
         ("tests/test_connectors_secrets.py",),
@@ -1410,7 +1410,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM13",
         "connector secrets",
-        "skald/connectors/redact.py",
+        "skald/features/connectors/redact.py",
         "    head = form[:PIECE]",
         "    head = form",
         ("tests/test_connectors_secrets.py",),
@@ -1419,7 +1419,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM14",
         "connector secrets",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "        return redact(text, self.secrets)",
         "        return text",
         ("tests/test_connectors_secrets.py",),
@@ -1429,7 +1429,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CM15",
         "connector list limits",
-        "skald/connectors/tools.py",
+        "skald/features/connectors/tools.py",
         "    if inst.refusal is not None:\n        return ToolResult.error(",
         "    if False:\n        return ToolResult.error(",
         ("tests/test_connectors_limits.py",),
@@ -1579,7 +1579,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W1",
         "push endpoints",
-        "skald/notify/pinned.py",
+        "skald/features/notifications/pinned.py",
         '_NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")',
         '_NUMERIC_LABEL = re.compile(r"[0-9]+")',
         PUSH,
@@ -1588,7 +1588,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W2",
         "push endpoints",
-        "skald/notify/pinned.py",
+        "skald/features/notifications/pinned.py",
         "    if not address.is_global or address.is_multicast:",
         "    if not address.is_global:",
         PUSH,
@@ -1597,7 +1597,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W3",
         "push endpoints",
-        "skald/notify/pinned.py",
+        "skald/features/notifications/pinned.py",
         "        return all(is_public(inner) for inner in _embedded(address))",
         "        return True",
         PUSH,
@@ -1606,7 +1606,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W4",
         "push endpoints",
-        "skald/notify/pinned.py",
+        "skald/features/notifications/pinned.py",
         "        if not addresses or not all(self._permit(a) for a in addresses):",
         "        if not addresses or not self._permit(addresses[0]):",
         PUSH,
@@ -1615,7 +1615,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W5",
         "push endpoints",
-        "skald/notify/pinned.py",
+        "skald/features/notifications/pinned.py",
         "                    str(address), port, timeout, local_address, socket_options",
         "                    host, port, timeout, local_address, socket_options",
         PUSH,
@@ -1624,7 +1624,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W6",
         "push endpoints",
-        "skald/core/notifications.py",
+        "skald/features/notifications/service.py",
         "(lambda _a: True) if allow else is_public",
         "(lambda _a: True)",
         PUSH,
@@ -1633,7 +1633,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W7",
         "push endpoints",
-        "skald/notify/webpush.py",
+        "skald/features/notifications/webpush.py",
         "    except (EndpointRefusedError, httpx.InvalidURL):\n",
         "    except EndpointRefusedError:\n",
         PUSH,
@@ -1642,7 +1642,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W8",
         "push endpoints",
-        "skald/notify/pinned.py",
+        "skald/features/notifications/pinned.py",
         "        if canonical != host:\n",
         "        if False:\n",
         PUSH,
@@ -1810,7 +1810,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "SP6",
         "speed",
-        "skald/features/sandbox.py",
+        "skald/features/sandbox/hooks.py",
         "sandbox.watch_forever(runtime.app_built)",
         "sandbox.watch_forever()",
         ("tests/test_cold_start.py",),
@@ -1918,7 +1918,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK1",
         "tasks-ui",
-        "skald/schedule/scheduler.py",
+        "skald/features/schedule/scheduler.py",
         "        if conversation.model_id != job.model_id:",
         "        if False:",
         ("tests/test_schedule_form.py",),
@@ -1928,7 +1928,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK2",
         "tasks-ui",
-        "skald/schedule/tool.py",
+        "skald/features/schedule/tool.py",
         "                    model_id=origin.model_id,",
         "                    model_id=None,",
         ("tests/test_schedule_form.py",),
@@ -1938,7 +1938,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK3",
         "tasks-ui",
-        "skald/schedule/scheduler.py",
+        "skald/features/schedule/scheduler.py",
         '        if job.kind == "reminder":',
         "        if False:",
         ("tests/test_schedule_form.py",),
@@ -1948,7 +1948,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK4",
         "tasks-ui",
-        "skald/schedule/jobs.py",
+        "skald/features/schedule/jobs.py",
         "        if count_limit and active >= self.config.max_active_jobs:",
         "        if count_limit and active > self.config.max_active_jobs:",
         ("tests/test_schedule_form.py",),
@@ -1958,7 +1958,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK5",
         "tasks-ui",
-        "skald/schedule/remind.py",
+        "skald/features/schedule/remind.py",
         "            at += timedelta(days=1)  # already past today: the next one",
         "            at += timedelta(days=0)",
         ("tests/test_schedule_form.py",),
@@ -1988,7 +1988,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK8",
         "tasks-ui",
-        "skald/schedule/scheduler.py",
+        "skald/features/schedule/scheduler.py",
         "            body = answer.strip() or job.prompt",
         '            body = "done"',
         ("tests/test_schedule_form.py",),
@@ -1998,7 +1998,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK9",
         "tasks-ui",
-        "skald/schedule/jobs.py",
+        "skald/features/schedule/jobs.py",
         'if not any(m.id == model_id and m.enabled and m.kind == "chat" for m in models):',
         "if not models:",
         ("tests/test_schedule_form.py",),
@@ -2008,7 +2008,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "TK10",
         "tasks-ui",
-        "skald/schedule/words.py",
+        "skald/features/schedule/words.py",
         "        days.append((int(part) - 1) % 7)",
         "        days.append(int(part) % 7)",
         ("tests/test_schedule_form.py",),
@@ -2055,7 +2055,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "UP5",
         "feed translations",
-        "skald/connectors/feed.py",
+        "skald/features/connectors/feed.py",
         '    display_name: str = ""\n    description: str = ""\n\n\n# A language code',
         '    display_name: str = ""\n    description: str = ""\n    command: list[str] = []\n\n\n# A language code',
         ("tests/test_connectors_feed_i18n.py",),
@@ -2074,7 +2074,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR1",
         "connector recovery",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         '        why = f": {self.last_error}" if self.last_error else ""',
         '        why = ""',
         ("tests/test_connectors_recovery.py",),
@@ -2084,7 +2084,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR2",
         "connector recovery",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "            await self.start_household()\n",
         "            pass\n",
         ("tests/test_connectors_recovery.py",),
@@ -2094,7 +2094,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR3",
         "connector recovery",
-        "skald/connectors/routes.py",
+        "skald/features/connectors/routes.py",
         "        await c.supervisor.retry(p.user.id, row)\n",
         "        pass\n",
         ("tests/test_connectors_recovery.py",),
@@ -2104,7 +2104,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR4",
         "connector recovery",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         '        if inst is None or inst.state != "failed":\n            return False',
         "        if inst is None:\n            return False",
         ("tests/test_connectors_recovery.py",),
@@ -2134,7 +2134,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR7",
         "connector recovery",
-        "skald/connectors/tools.py",
+        "skald/features/connectors/tools.py",
         "            fresh = await inst.next_session(session, RESESSION_WAIT_S)",
         "            fresh = session",
         ("tests/test_connectors_recovery.py",),
@@ -2154,7 +2154,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR9",
         "connector recovery",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         'script = f"mkdir -p {parent} && exec flock {deps}.lock sh -c {shlex.quote(locked)}"',
         'script = f"mkdir -p {parent} && exec sh -c {shlex.quote(locked)}"',
         ("tests/test_connectors_procs.py",),
@@ -2165,7 +2165,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR10",
         "connector recovery",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         "            await asyncio.shield(group.kill())",
         "            pass",
         ("tests/test_connectors_procs.py",),
@@ -2176,7 +2176,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CR11",
         "connector recovery",
-        "skald/connectors/supervisor.py",
+        "skald/features/connectors/supervisor.py",
         '        if inst.state == "failed":\n            raise ConflictError(inst.unavailable())',
         "        if False:\n            raise ConflictError(inst.unavailable())",
         ("tests/test_connectors_recovery.py",),
@@ -2205,7 +2205,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "MP3",
         "connector resources",
-        "skald/connectors/resources.py",
+        "skald/features/connectors/resources.py",
         "            acts_as=read_name(server) if server in self.instances else None,",
         "            acts_as=None,",
         ("tests/test_connectors_rich.py",),
@@ -2235,7 +2235,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "MP6",
         "tool pictures",
-        "skald/connectors/content.py",
+        "skald/features/connectors/content.py",
         "        if len(data) > SAVE_ABOVE:",
         "        if False:",
         ("tests/test_connectors_rich.py",),
@@ -2246,7 +2246,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA11",
         "own connectors",
-        "skald/connectors/routes.py",
+        "skald/features/connectors/routes.py",
         "    if source is not None and source.label != LABEL:",
         "    if False:",
         ("tests/test_connectors_own.py",),
@@ -2256,7 +2256,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA12",
         "own connectors",
-        "skald/connectors/own.py",
+        "skald/features/connectors/own.py",
         '"version=version+1, manifest=excluded.manifest',
         '"version=version, manifest=excluded.manifest',
         ("tests/test_connectors_own.py",),
@@ -2266,7 +2266,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA13",
         "own connectors",
-        "skald/connectors/trial.py",
+        "skald/features/connectors/trial.py",
         "        error = redact(str(exc) or type(exc).__name__, values)[:1000]",
         "        error = (str(exc) or type(exc).__name__)[:1000]",
         ("tests/test_connectors_own.py",),
@@ -2276,7 +2276,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA14",
         "own connectors",
-        "skald/connectors/routes.py",
+        "skald/features/connectors/routes.py",
         "            if item.folder in seen:",
         "            if False:",
         ("tests/test_connectors_own.py",),
@@ -2286,7 +2286,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA15",
         "own connectors",
-        "skald/connectors/routes.py",
+        "skald/features/connectors/routes.py",
         '@post("/api/connector-items/test", guards=ADMIN,',
         '@post("/api/connector-items/test", guards=USE,',
         ("tests/test_connectors_own.py",),
@@ -2296,7 +2296,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "CA16",
         "own connectors",
-        "skald/connectors/trial.py",
+        "skald/features/connectors/trial.py",
         '    personal_stdio = manifest.scope == "personal" and manifest.transport == "stdio"',
         "    personal_stdio = False",
         ("tests/test_connectors_own.py",),

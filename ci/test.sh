@@ -335,8 +335,8 @@ prepare_connector_deps() {
     "$VENV/bin/python" - <<'PY'
 import asyncio, os
 from pathlib import Path
-from skald.connectors.install import Installer
-from skald.connectors.service import DEFAULT_FEED
+from skald.features.connectors.install import Installer
+from skald.features.connectors.service import DEFAULT_FEED
 folder = DEFAULT_FEED / "everything"
 files = {n: (folder / n).read_bytes() for n in ("package.json", "package-lock.json")}
 root = Path(os.environ["SKALD_TEST_CACHE"]) / "connectors"

@@ -406,12 +406,12 @@ async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
     keys of unlocked members), else directly; with --drill, then the restore drill."""
     import time
 
-    from skald.ops.backup import backup_command
+    from skald.features.backups.backup import backup_command
 
     started = time.monotonic()
     out = Path(args.out) if args.out else None
     if out is None and args.drill:
-        from skald.ops.schedule import load_settings
+        from skald.features.backups.scheduler import load_settings
 
         out = load_settings(env.layout).target(env.layout)
     result, by_server = await backup_command(env.layout, env.config, quick=args.quick, out=out)
@@ -426,7 +426,7 @@ async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
             f"  {result.skipped} item(s) left out: listed under 'skipped' in backup.json\n"
         )
     if args.drill:
-        from skald.ops.schedule import drill_command
+        from skald.features.backups.scheduler import drill_command
 
         drill = await drill_command(env.layout, env.config)
         for db in drill.databases:
@@ -442,8 +442,8 @@ async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
 
 
 async def cmd_restore(args: argparse.Namespace, env: Env) -> int:
-    from skald.ops.archive import CheckedArchive
-    from skald.ops.restore import RestorePlan, describe, restore_command
+    from skald.features.backups.archive import CheckedArchive
+    from skald.features.backups.restore import RestorePlan, describe, restore_command
 
     def confirm(checked: CheckedArchive, plan: RestorePlan) -> bool:
         env.out.write(f"Archive: {checked.path}\n  {describe(checked)}\n")

@@ -86,6 +86,6 @@ PROJECTS_USE = declare(
 TELEGRAM_USE = declare(
     "telegram.use", "Chat through Telegram", reserved_for="Telegram (a later issue)"
 )
-# Enforced by the instance settings and setup routes (skald/api/routes/setup.py) and the
-# Backups page's routes (skald/api/routes/backups.py).
+# Enforced by the instance settings and setup routes (skald/features/setup/routes.py) and the
+# Backups page's routes (skald/features/backups/routes.py).
 ADMIN_SYSTEM = declare("admin.system", "Instance settings, backups and diagnostics")

@@ -92,7 +92,7 @@ async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_tok
         log.info("stopping", signal=signame)
         # Sockets first: Granian waits for open connections, and a WebSocket never ends
         # on its own.
-        runtime.hub.close_all()
+        runtime.events.close_all()
         server.stop()  # type: ignore[no-untyped-call]
 
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from skald.connectors.feedtool import write_index
+from skald.features.connectors.feedtool import write_index
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "mcp_servers"

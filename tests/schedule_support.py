@@ -14,10 +14,10 @@ from fake_llm import FakeLLM
 
 from skald.config import load_config
 from skald.core.runtime import Runtime
+from skald.features.schedule.clock import FakeClock
+from skald.features.schedule.scheduler import Scheduler, scheduler_of
 from skald.paths import DataLayout
 from skald.plugins.manager import Plugins
-from skald.schedule.clock import FakeClock
-from skald.schedule.scheduler import Scheduler, scheduler_of
 
 SCHEDULE_TOML = "[schedule]\ntick_s = 86400\nmin_interval_s = 60\nmax_failures = 2\nmax_tasks = 1\n"
 

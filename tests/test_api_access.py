@@ -13,9 +13,9 @@ from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
-from skald.connectors import service as connector_service
-from skald.connectors.service import ConnectorsConfig
 from skald.core.runtime import Runtime
+from skald.features.connectors import service as connector_service
+from skald.features.connectors.service import ConnectorsConfig
 from skald.store.registry import SecurityGroup
 
 MakeClient = Callable[[], Awaitable[Client]]

@@ -1,4 +1,4 @@
-"""`skald backup` / `skald restore` (skald/ops/archive.py, backup.py, restore.py;
+"""`skald backup` / `skald restore` (skald/features/backups/archive.py, backup.py, restore.py;
 skald/store/snapshot.py).
 
 The round trip runs against a real server with real SQLCipher files: a backup while a
@@ -32,10 +32,10 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess, run_cli
 from skald.core.keys import TEST_KDF
 from skald.core.users import UserManager
 from skald.errors import SkaldError, StorageError
-from skald.notify.webpush import VapidKey
-from skald.ops.archive import MANIFEST_NAME, BackupError
-from skald.ops.backup import OfflineSnapshotter, create_backup
-from skald.ops.restore import restore_command
+from skald.features.backups.archive import MANIFEST_NAME, BackupError
+from skald.features.backups.backup import OfflineSnapshotter, create_backup
+from skald.features.backups.restore import restore_command
+from skald.features.notifications.webpush import VapidKey
 from skald.paths import DataLayout
 from skald.store.database import _apply_key
 from skald.store.registry import Registry

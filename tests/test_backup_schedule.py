@@ -19,8 +19,8 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 
 from skald.cli import main
 from skald.errors import InvalidInputError
-from skald.ops import schedule
-from skald.ops.schedule import (
+from skald.features.backups import scheduler as schedule
+from skald.features.backups.scheduler import (
     BackupSettings,
     BackupState,
     RunResult,
@@ -91,7 +91,7 @@ def test_settings_are_checked_before_they_are_saved(tmp_path: Path) -> None:
 
 
 def test_a_backup_is_due_daily_a_failed_one_is_retried_sooner_and_the_drill_monthly() -> None:
-    sched = schedule.Scheduler.__new__(schedule.Scheduler)
+    sched = schedule.BackupScheduler.__new__(schedule.BackupScheduler)
     sched.first_delay_s = 0
     sched._started = 0.0
     now = datetime(2026, 6, 1, 12, tzinfo=UTC)

@@ -478,7 +478,7 @@ async def test_a_role_losing_a_group_moves_open_conversations_back_to_the_defaul
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"security_group": "trusted"})
     assert r.status_code == 200 and r.json()["security_group"] == "trusted"
     seen: list[Any] = []
-    runtime.hub.publish = lambda user_id, event, _orig=runtime.hub.publish: (
+    runtime.events.publish = lambda user_id, event, _orig=runtime.events.publish: (
         seen.append(event),
         _orig(user_id, event),
     )[1]  # type: ignore[method-assign]

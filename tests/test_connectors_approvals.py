@@ -16,13 +16,13 @@ from fake_llm import Call, FakeLLM
 from test_connectors_runtime import _models, _running, _setup, _tool_results
 
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.service import ConnectorsConfig
-from skald.connectors.supervisor import Instance
-from skald.connectors.tools import ConnectorCall, offered
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
+from skald.features.connectors import service
+from skald.features.connectors.service import ConnectorsConfig
+from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.tools import ConnectorCall, offered
 from skald.mcp import Tool, tool_specs
 
 Outcome = Literal["ran", "refused", "asked"]
@@ -170,7 +170,7 @@ def test_two_tool_names_that_sanitise_alike_are_never_judged_as_one() -> None:
     # direct shape offers it), so an approval of that name never covers the other tool.
     tools = [Tool(name=n, input_schema={"type": "object"}) for n in ("a.b", "a_b", "c")]
     specs, refused = tool_specs("x", tools)
-    inst = cast("Instance", SimpleNamespace(name="x", tools=tools, specs=specs))
+    inst = cast("ConnectorInstance", SimpleNamespace(name="x", tools=tools, specs=specs))
     assert len(refused) == 1
     assert offered(inst) == {"a.b": "mcp__x__a_b", "c": "mcp__x__c"}
     call = ConnectorCall({"x": inst}, cast("UserRuntime", None))

@@ -18,10 +18,10 @@ import apsw
 from conftest import PASSWORD, Client, signed_in
 from connector_support import simple_feed
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.service import ConnectorsConfig
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.service import ConnectorsConfig
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -184,9 +184,9 @@ _INSTALL = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from skald.connectors.feed import Feed
-    from skald.connectors.install import Installer
-    from skald.connectors.store import ConnectorStore
+    from skald.features.connectors.feed import Feed
+    from skald.features.connectors.install import Installer
+    from skald.features.connectors.store import ConnectorStore
     from skald.store.registry import Registry
 
     async def main():

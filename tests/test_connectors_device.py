@@ -21,10 +21,10 @@ from mcp_support import child_env, free_port, wait_listening
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
-from skald.connectors import service
-from skald.connectors.supervisor import Instance
-from skald.connectors.tools import tools_for
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.tools import tools_for
 
 MakeClient = Callable[[], Awaitable[Client]]
 PENDING = 2  # login_status answers a QR code twice, then "signed in as ada"
@@ -52,7 +52,7 @@ def device_server() -> Iterator[str]:
         proc.wait()
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
+async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     for _ in range(300):

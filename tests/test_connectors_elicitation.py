@@ -26,11 +26,11 @@ from mcp_support import child_env, free_port, wait_listening
 from test_connectors_runtime import _models, _tool_results
 
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
+from skald.features.connectors import service
+from skald.features.connectors.supervisor import ConnectorInstance
 from skald.store.inbox import InboxItem
 
 Wire = Literal["stdio", "http"]
@@ -49,7 +49,7 @@ class Turn:
 class Household:
     runtime: Runtime
     fake: FakeLLM
-    inst: Instance
+    inst: ConnectorInstance
     ada: UserRuntime
     mum: UserRuntime
     tmp: Path

@@ -24,13 +24,13 @@ from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.install import Installer
-from skald.connectors.service import DEFAULT_FEED
-from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.install import Installer
+from skald.features.connectors.service import DEFAULT_FEED
+from skald.features.connectors.supervisor import ConnectorInstance
 
 CACHE = Path(os.environ.get("SKALD_TEST_CACHE", Path.home() / ".cache" / "skald-tests"))
 
@@ -88,7 +88,9 @@ async def _models(runtime: Runtime, fake: FakeLLM) -> None:
     await runtime.llm.add_model(provider.id, "m", "m", "average", ["tools"], 1, True)
 
 
-async def _running(runtime: Runtime, owner: str, name: str, seconds: float = 60) -> Instance:
+async def _running(
+    runtime: Runtime, owner: str, name: str, seconds: float = 60
+) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

@@ -15,8 +15,8 @@ import json
 import msgspec
 import pytest
 
-from skald.connectors.feed import Feed, Manifest
-from skald.connectors.service import DEFAULT_FEED
+from skald.features.connectors.feed import Feed, Manifest
+from skald.features.connectors.service import DEFAULT_FEED
 
 BASE = {"name": "clock", "transport": "stdio", "command": ["clock"]}
 

@@ -18,12 +18,12 @@ from conftest import PASSWORD, Client, signed_in
 from connector_support import python_connector
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.household_box import BOX_SCRATCH_MB, LABEL_CONNECTOR
-from skald.connectors.service import ConnectorsConfig
-from skald.connectors.supervisor import Instance, Supervisor
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.household_box import BOX_SCRATCH_MB, LABEL_CONNECTOR
+from skald.features.connectors.service import ConnectorsConfig
+from skald.features.connectors.supervisor import ConnectorInstance, Supervisor
 from skald.sandbox.manager import LABEL_INSTANCE
 from skald.sandbox.procs import new_mark
 
@@ -72,7 +72,7 @@ async def test_the_marketplace_says_in_plain_words_what_a_household_connector_ca
     assert "none of the household's data" in en["marketplace.reach_box_offline"]
 
 
-async def _running(sup: Supervisor, name: str) -> Instance:
+async def _running(sup: Supervisor, name: str) -> ConnectorInstance:
     inst = None
     for _ in range(600):
         inst = sup.instances.get(("", name))
@@ -96,7 +96,7 @@ async def _two_running(runtime: Runtime, tmp_path: Path) -> tuple[Supervisor, st
     return c.supervisor, created.user.id
 
 
-async def _text(inst: Instance, tool: str, args: dict[str, Any]) -> str:
+async def _text(inst: ConnectorInstance, tool: str, args: dict[str, Any]) -> str:
     assert inst.session is not None
     result = await inst.session.call_tool(tool, args, timeout=30)
     return "\n".join(getattr(part, "text", "") for part in result.content)

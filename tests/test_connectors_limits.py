@@ -17,12 +17,12 @@ from connector_support import python_connector
 from fake_llm import FakeLLM
 
 from skald.agent import CancelScope, ToolContext
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
-from skald.connectors.tools import ConnectorTool
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.tools import ConnectorTool
 from skald.llm.types import ToolSpec
 
 MakeClient = Callable[[], Awaitable[Client]]
@@ -46,7 +46,7 @@ async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, *names
     return household["ada"]
 
 
-async def _settled(runtime: Runtime, name: str, state: str) -> Instance:
+async def _settled(runtime: Runtime, name: str, state: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

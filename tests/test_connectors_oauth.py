@@ -15,10 +15,10 @@ from conftest import Client
 from connector_support import simple_feed
 from oauth_double import CLIENT_ID, OAuthDouble
 
-from skald.connectors import service
-from skald.connectors.service import ConnectorsConfig
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.service import ConnectorsConfig
+from skald.features.connectors.supervisor import ConnectorInstance
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -96,7 +96,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
         sup = c.supervisor
         assert sup is not None
         row = await c.store.require("cal")
-        inst = Instance(sup, household["ada"], row)
+        inst = ConnectorInstance(sup, household["ada"], row)
         sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]])
         launch = await sup.launch_for(inst)
         assert launch.headers["Authorization"] == "Bearer at-2"

@@ -29,15 +29,15 @@ from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.household_box import LABEL_CONNECTOR
-from skald.connectors.own import OwnIn, build
-from skald.connectors.service import DEFAULT_FEED, ConnectorsConfig
-from skald.connectors.supervisor import Instance
-from skald.connectors.trial import trial
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError
+from skald.features.connectors import service
+from skald.features.connectors.household_box import LABEL_CONNECTOR
+from skald.features.connectors.own import OwnIn, build
+from skald.features.connectors.service import DEFAULT_FEED, ConnectorsConfig
+from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.trial import trial
 from skald.sandbox.manager import LABEL_INSTANCE
 
 MakeClient = Callable[[], Awaitable[Client]]
@@ -55,7 +55,9 @@ def _clock(name: str = "clock", **fields: Any) -> dict[str, Any]:
     return {"name": name, "kind": "command", "command": line, "scope": "household", **fields}
 
 
-async def _running(runtime: Runtime, owner: str, name: str, seconds: float = 120) -> Instance:
+async def _running(
+    runtime: Runtime, owner: str, name: str, seconds: float = 120
+) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

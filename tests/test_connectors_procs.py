@@ -25,10 +25,10 @@ from sandbox_support import (  # noqa: F401
 )
 from test_chat_recovery import _wait_for
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.supervisor import ConnectorInstance
 from skald.paths import DataLayout
 from skald.store.snapshot import read_instance_id
 
@@ -57,7 +57,7 @@ def leftovers(docker: Any, container: str) -> list[str]:
     )
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
+async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

@@ -25,11 +25,11 @@ from mcp_support import child_env, free_port, wait_listening
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
 from skald.config import load_config
-from skald.connectors import service
-from skald.connectors.service import ConnectorsConfig
-from skald.connectors.supervisor import Instance
-from skald.connectors.tools import ConnectorTool
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.service import ConnectorsConfig
+from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.tools import ConnectorTool
 from skald.llm.types import ToolSpec
 from skald.paths import DataLayout
 
@@ -80,7 +80,7 @@ def _ignore(event: Event) -> None:
 CTX = ToolContext(conversation_id="conv", call_id="c", depth=0, cancel=CancelScope(), sink=_ignore)
 
 
-async def _state(runtime: Runtime, name: str, *wanted: str) -> Instance:
+async def _state(runtime: Runtime, name: str, *wanted: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None
@@ -99,7 +99,7 @@ async def _install_http(runtime: Runtime, tmp_path: Path, url: str) -> None:
     await c.installer.install(c.feed(), "clock")
 
 
-async def _call_now(runtime: Runtime, user_id: str, inst: Instance) -> tuple[bool, str]:
+async def _call_now(runtime: Runtime, user_id: str, inst: ConnectorInstance) -> tuple[bool, str]:
     """`mcp__clock__now` as the model calls it (a turn's tools are fixed when it starts:
     the instance may have failed since)."""
     spec = ToolSpec(name="mcp__clock__now", description="now", parameters={"type": "object"})

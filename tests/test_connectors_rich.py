@@ -28,12 +28,12 @@ from skald.agent.events import Event
 from skald.agent.history import tool_result_message
 from skald.agent.tools import judged_name
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.content import SAVE_ABOVE
-from skald.connectors.supervisor import Instance
-from skald.connectors.tools import tools_for
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.content import SAVE_ABOVE
+from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.tools import tools_for
 from skald.llm.openai_compat import wire_messages
 from skald.llm.types import ImagePart, Message, TextPart, ToolCall
 
@@ -50,7 +50,7 @@ def ctx(conversation: str = "conv") -> ToolContext:
     )
 
 
-async def running(runtime: Runtime, owner: str, name: str) -> Instance:
+async def running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

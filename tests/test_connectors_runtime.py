@@ -16,13 +16,13 @@ from fake_llm import Call, FakeLLM
 
 from skald.agent.events import ToolOutput
 from skald.approvals.rules import Rule
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.service import ConnectorsConfig
-from skald.connectors.supervisor import Instance
 from skald.core.conversations import Sent
 from skald.core.events import ChatEvent
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.service import ConnectorsConfig
+from skald.features.connectors.supervisor import ConnectorInstance
 
 MakeClient = Callable[[], Awaitable[Client]]
 
@@ -34,7 +34,7 @@ async def _models(runtime: Runtime, fake: FakeLLM) -> None:
     await runtime.llm.add_model(provider.id, "m", "m", "average", ["tools"], 1, True)
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
+async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     for _ in range(300):

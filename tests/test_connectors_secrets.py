@@ -23,12 +23,12 @@ from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F40
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.redact import MASK, redact
-from skald.connectors.supervisor import Instance
-from skald.connectors.tools import ConnectorTool, tools_for
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.redact import MASK, redact
+from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.tools import ConnectorTool, tools_for
 
 TOKEN = "tok_5f3a9c2e7b1d4608a9e2c4f1"
 # A password with a quote and a backslash: escaped differently by JSON and by repr.
@@ -71,7 +71,7 @@ def _ignore(event: Event) -> None:
     pass
 
 
-async def _running(runtime: Runtime, owner: str, name: str) -> Instance:
+async def _running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

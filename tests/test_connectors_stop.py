@@ -16,11 +16,11 @@ from conftest import PASSWORD
 from connector_support import python_connector, simple_feed
 from mcp_support import alive, child_env, settle
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.supervisor import Instance
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.supervisor import ConnectorInstance
 from skald.mcp import StdioTransport
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,7 +35,7 @@ async def _setup(runtime: Runtime, household: dict[str, str], feed: Path, name: 
     return household["ada"]
 
 
-async def _running(runtime: Runtime, name: str) -> Instance:
+async def _running(runtime: Runtime, name: str) -> ConnectorInstance:
     sup = service.require(runtime.plugins).supervisor
     assert sup is not None
     inst = None

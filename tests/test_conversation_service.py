@@ -148,7 +148,7 @@ async def test_a_subscription_follows_the_members_events_without_a_session(
     assert isinstance(seen[0], ConversationUpdated)
     assert any(isinstance(e, UserMessage) and e.item.text == "hello" for e in seen)
     # Closed with the block: nothing is delivered to it any more.
-    assert all(c.token_hash for c in runtime.hub.connections(ada))
+    assert all(c.token_hash for c in runtime.events.connections(ada))
 
 
 async def test_a_subscription_ends_when_the_member_is_deactivated(

@@ -17,9 +17,9 @@ from harness import ADMIN, ADMIN_PW, ServerProcess, free_port
 
 from skald.cli import main
 from skald.config import Config
+from skald.features.backups.archive import utc_stamp
 from skald.ops import checks_base, checks_host, doctor
 from skald.ops import install_root as ir
-from skald.ops.archive import utc_stamp
 from skald.paths import DataLayout
 
 VERSION = "0.1.0"

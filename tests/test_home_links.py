@@ -28,7 +28,7 @@ from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swa
 
 from skald import walk
 from skald.config import SandboxConfig
-from skald.connectors import home_files
+from skald.features.connectors import home_files
 from skald.files import router as fs
 from skald.files import tools as file_tools
 from skald.paths import DataLayout

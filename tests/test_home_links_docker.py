@@ -16,11 +16,11 @@ from conftest import PASSWORD
 from connector_support import python_connector
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
-from skald.connectors import service
-from skald.connectors.feedtool import write_index
-from skald.connectors.home_files import HomeLinkError
-from skald.connectors.supervisor import Instance, Supervisor
 from skald.core.runtime import Runtime
+from skald.features.connectors import service
+from skald.features.connectors.feedtool import write_index
+from skald.features.connectors.home_files import HomeLinkError
+from skald.features.connectors.supervisor import ConnectorInstance, Supervisor
 from skald.paths import DataLayout
 
 CA = b"-----BEGIN CERTIFICATE-----\nOPERATOR-CA\n-----END CERTIFICATE-----\n"
@@ -80,7 +80,7 @@ async def test_a_personal_connector_start_never_writes_through_links_in_the_home
     assert sup is not None
     await rt.attach(await rt.core.users.unlock("ada", PASSWORD))
     await _member_known(sup, ada)
-    inst = Instance(sup, ada, row)
+    inst = ConnectorInstance(sup, ada, row)
     home = layout.home(ada)
     home.mkdir(exist_ok=True)
     before = _outside(layout, bob)

@@ -183,14 +183,14 @@ async def test_inbox_changed_is_published_with_the_count(
     await _admin_sets_up_models(make_client, fake_llm, [("model-a", "openai", 1)])
     fake_llm.script("model-a", [[_write("a")], Text("done")])
     seen: list[tuple[str, int]] = []
-    publish = runtime.hub.publish
+    publish = runtime.events.publish
 
     def record(user_id: str, event: Any) -> None:
         if isinstance(event, InboxChanged):
             seen.append((user_id, event.count))
         publish(user_id, event)
 
-    monkeypatch.setattr(runtime.hub, "publish", record)
+    monkeypatch.setattr(runtime.events, "publish", record)
     ada = await make_client()
     await ada.login("ada")
     cid = (await post_chat(ada, "save a"))["conversation_id"]
@@ -231,7 +231,7 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
     await ada.login("ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Wifi"})).json()["id"]
     seen: list[Any] = []
-    conn = runtime.hub.connect(household["ada"], "test-tab")
+    conn = runtime.events.connect(household["ada"], "test-tab")
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "save it"})
     assert r.status_code == 202
     [item] = await _until_inbox(ada, 1)
@@ -251,7 +251,7 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
         e.event for e in seen if isinstance(e, ChatEvent) and isinstance(e.event, ApprovalRequested)
     ]
     assert [(e.call_id, e.depth) for e in requested] == [(item["id"], 1)]
-    runtime.hub.disconnect(conn)
+    runtime.events.disconnect(conn)
     convs = {c["id"]: c for c in (await ada.call("GET", "/api/conversations")).json()}
     assert convs[cid]["status"] == "awaiting_approval"
     # Another member sees nothing and can decide nothing.

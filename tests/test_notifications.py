@@ -16,14 +16,14 @@ from test_api_access import MakeClient
 
 from skald.config import load_config
 from skald.core.events import NotificationsChanged, Notified, ServerEvent
-from skald.core.notifications import NotificationService
 from skald.core.runtime import Runtime
 from skald.errors import ConfigError, DatabaseClosedError, InvalidInputError
-from skald.notify.channels import Delivery
-from skald.notify.config import NotificationsConfig
-from skald.notify.quiet import is_quiet
+from skald.features.notifications.channels import Delivery
+from skald.features.notifications.config import NotificationsConfig
+from skald.features.notifications.quiet import is_quiet
+from skald.features.notifications.service import NotificationService
+from skald.features.notifications.store import NotificationPrefs, QuietHours
 from skald.paths import DataLayout
-from skald.store.notifications import NotificationPrefs, QuietHours
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -123,7 +123,7 @@ async def _recorded(
 
 def _events(runtime: Runtime, user_id: str) -> list[ServerEvent]:
     out = []
-    for conn in runtime.hub.connections(user_id):
+    for conn in runtime.events.connections(user_id):
         while not conn.queue.empty():
             event = conn.queue.get_nowait()
             if event is not None:
@@ -160,7 +160,7 @@ async def test_the_web_gets_the_batch_live_and_the_badge_count_at_each_write(
     hand = Hand()
     service = _service(runtime, hand)
     ada = household["ada"]
-    runtime.hub.connect(ada, "tab")
+    runtime.events.connect(ada, "tab")
     for i in range(3):
         await service.notify(ada, title=f"n{i}")
     changed = [e for e in _events(runtime, ada) if isinstance(e, NotificationsChanged)]
@@ -177,7 +177,7 @@ async def test_one_member_never_gets_another_members_notifications(
     hand = Hand()
     service = _service(runtime, hand)
     ada, tim = household["ada"], household["tim"]
-    runtime.hub.connect(tim, "tims-tab")
+    runtime.events.connect(tim, "tims-tab")
     note = await service.notify(ada, title="for ada only")
     await hand.close_windows()
     await service.settle()
@@ -199,7 +199,7 @@ async def test_a_member_whose_channels_cannot_take_it_gets_it_on_the_web(
     service.register(away)
     ada = household["ada"]
     await service.save_prefs(ada, NotificationPrefs(channels=["telegram"]))
-    runtime.hub.connect(ada, "tab")
+    runtime.events.connect(ada, "tab")
     await service.notify(ada, title="falls back")
     await hand.close_windows()
     await service.settle()

@@ -275,7 +275,7 @@ async def test_the_plugins_approval_fact_reaches_the_rules(
 def test_the_built_in_features_are_plugins_like_any_other() -> None:
     plugins = Plugins.load([MODULE], entry_points=False)
     names = plugins.names()
-    assert names[:2] == ["skald.features.accounts", "skald.features.files"]
+    assert names[:2] == ["skald.features.accounts.hooks", "skald.features.files.hooks"]
     assert MODULE in names
     # Loading it twice (by name and as already registered) registers it once.
     again = Plugins.load([MODULE, MODULE], entry_points=False)
@@ -360,7 +360,7 @@ async def test_a_placeholder_clash_stops_the_start_and_an_undeclared_one_is_repo
     _write_config(layout, CONFIG)
     # Nobody reserves the shared-spaces, connector and skills names: the shipped agents
     # that use them start all the same, and the log names what renders empty.
-    monkeypatch.setattr("skald.features.chat.RESERVED_PLACEHOLDERS", {})
+    monkeypatch.setattr("skald.features.chat.hooks.RESERVED_PLACEHOLDERS", {})
     rt = await _boot(layout)
     await rt.shutdown()
     out = capsys.readouterr().out

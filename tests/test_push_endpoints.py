@@ -23,12 +23,12 @@ from push_double import PushDouble, b64u
 from test_notifications import Hand
 from test_webpush import household  # noqa: F401  (the fixture: every member unlocked)
 
-from skald.core.notifications import NotificationService
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
-from skald.notify.config import NotificationsConfig
-from skald.notify.pinned import PinnedTransport, is_public
-from skald.notify.webpush import PushTarget, VapidKey, check_endpoint, send
+from skald.features.notifications.config import NotificationsConfig
+from skald.features.notifications.pinned import PinnedTransport, is_public
+from skald.features.notifications.service import NotificationService
+from skald.features.notifications.webpush import PushTarget, VapidKey, check_endpoint, send
 
 pytestmark = pytest.mark.timeout(60)
 

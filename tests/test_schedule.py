@@ -17,8 +17,8 @@ from fake_llm import Call, FakeLLM
 from schedule_support import boot, models, with_clock
 
 from skald.core.runtime import Runtime
-from skald.schedule.jobs import JobSpec
-from skald.store.schedule import ScheduleStore
+from skald.features.schedule.jobs import JobSpec
+from skald.features.schedule.store import ScheduleStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 
@@ -270,7 +270,7 @@ async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     scheduler, _ = with_clock(runtime, MONDAY_9)
     member = runtime.user_runtimes[ada]
-    from skald.schedule.tool import ScheduleTool
+    from skald.features.schedule.tool import ScheduleTool
 
     described = ScheduleTool(member, scheduler).spec.description
     assert "America/New_York" in described and "Monday 2026-06-01 03:00" in described
@@ -329,7 +329,7 @@ async def test_the_tool_is_told_the_hour_not_the_minute_and_in_minutes_counts_fr
     """The description stays the same for an hour (a per-minute one would make providers
     re-read the tools and the conversation every turn); 'in 10 minutes' still lands on
     the minute, through `in_minutes`."""
-    from skald.schedule.tool import ScheduleTool
+    from skald.features.schedule.tool import ScheduleTool
 
     ada = household["ada"]
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))

@@ -19,7 +19,7 @@ import pytest
 from croniter import croniter
 
 from skald.errors import InvalidInputError
-from skald.schedule.cron import Schedule, min_interval_s, parse_when
+from skald.features.schedule.cron import Schedule, min_interval_s, parse_when
 
 ZONES = ("Europe/Rome", "America/New_York", "Australia/Lord_Howe")
 # Local noon two days before each 2026 transition, and one ordinary day.

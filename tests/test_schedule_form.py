@@ -18,9 +18,9 @@ from schedule_support import boot, models, with_clock
 
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
-from skald.schedule.remind import parse_remind
-from skald.schedule.words import describe, when_text
-from skald.store.schedule import ScheduleStore
+from skald.features.schedule.remind import parse_remind
+from skald.features.schedule.store import ScheduleStore
+from skald.features.schedule.words import describe, when_text
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 

@@ -16,10 +16,10 @@ from fake_llm import FakeLLM
 from schedule_support import config_for, models, with_clock, write_config
 
 from skald.core.runtime import Runtime
+from skald.features.schedule.jobs import JobSpec
+from skald.features.schedule.store import Job, ScheduleStore
 from skald.paths import DataLayout
-from skald.schedule.jobs import JobSpec
 from skald.store.database import WrongKeyError, open_plain
-from skald.store.schedule import Job, ScheduleStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome
 TUESDAY_8 = datetime(2026, 6, 2, 6, 0, 5, tzinfo=UTC)  # just after 08:00 in Rome

@@ -20,9 +20,9 @@ from schedule_support import boot, models, with_clock
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
 from skald.errors import InvalidInputError
-from skald.schedule.jobs import JobChange, JobSpec
-from skald.schedule.scheduler import Scheduler
-from skald.store.schedule import Job, ScheduleStore
+from skald.features.schedule.jobs import JobChange, JobSpec
+from skald.features.schedule.scheduler import Scheduler
+from skald.features.schedule.store import Job, ScheduleStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 LIMIT = "the most allowed is 2"

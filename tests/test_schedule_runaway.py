@@ -19,9 +19,9 @@ from schedule_support import boot, models, with_clock
 
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
-from skald.schedule.jobs import JobSpec
-from skald.schedule.scheduler import Scheduler
-from skald.store.schedule import Job, RunRefusedError, ScheduleStore, TaskStore
+from skald.features.schedule.jobs import JobSpec
+from skald.features.schedule.scheduler import Scheduler
+from skald.features.schedule.store import Job, RunRefusedError, ScheduleStore, TaskStore
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 REFUSED = "run_now is not available in a scheduled job's run or a background task"

@@ -17,8 +17,8 @@ from fake_llm import Call, Error, FakeLLM, Gate, Hang
 from schedule_support import boot, models, with_clock
 
 from skald.core.runtime import Runtime
-from skald.schedule.scheduler import Scheduler
-from skald.store.schedule import ScheduleStore, Task, TaskStore
+from skald.features.schedule.scheduler import Scheduler
+from skald.features.schedule.store import ScheduleStore, Task, TaskStore
 
 NOW = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)
 
@@ -175,8 +175,8 @@ async def test_a_tasks_state_changes_reach_only_its_owners_open_clients(
 ) -> None:
     from skald.core.events import Connection, TasksChanged
 
-    ada_tab = runtime.hub.connect(ada, "ada-token")
-    mum_tab = runtime.hub.connect(household["mum"], "mum-token")
+    ada_tab = runtime.events.connect(ada, "ada-token")
+    mum_tab = runtime.events.connect(household["mum"], "mum-token")
     scheduler, origin, task = await _start(runtime, ada, fake_llm, Hang())
     await scheduler.tasks.cancel(runtime.user_runtimes[ada], task.id)
     await _ended(runtime, scheduler, ada, task)

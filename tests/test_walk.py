@@ -29,7 +29,7 @@ from prerequisites import unavailable
 from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swapper`)
 
 from skald import walk as tree
-from skald.ops.backup import OfflineSnapshotter, create_backup
+from skald.features.backups.backup import OfflineSnapshotter, create_backup
 from skald.paths import DataLayout
 
 DECOY = b"DECOY-made-by-the-member"

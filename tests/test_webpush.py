@@ -16,14 +16,20 @@ from push_double import PushDouble, b64u
 from test_api_access import MakeClient
 from test_notifications import Hand
 
-from skald.core.notifications import NotificationService
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
-from skald.notify.channels import Delivery
-from skald.notify.config import NotificationsConfig
-from skald.notify.payload import push_payload
-from skald.notify.webpush import MAX_PAYLOAD, PushTarget, VapidKey, check_endpoint, send
-from skald.store.notifications import Notification
+from skald.features.notifications.channels import Delivery
+from skald.features.notifications.config import NotificationsConfig
+from skald.features.notifications.payload import push_payload
+from skald.features.notifications.service import NotificationService
+from skald.features.notifications.store import Notification
+from skald.features.notifications.webpush import (
+    MAX_PAYLOAD,
+    PushTarget,
+    VapidKey,
+    check_endpoint,
+    send,
+)
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -18,10 +18,10 @@ from litestar.static_files import create_static_files_router
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
-from skald.api.routes import ops
 from skald.api.security import AuthMiddleware, EdgeMiddleware
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
+from skald.features.ops import routes as ops
 
 OPENAPI_PATH = "/api/schema"
 

@@ -1,7 +1,7 @@
 """The account service: the rules of creating, changing, (de)activating and deleting an
 account, for every caller.
 
-Rule: the web API (`api/routes/users.py`) and the CLI (`skald user ...`) both go through
+Rule: the web API (`features/accounts/users.py`) and the CLI (`skald user ...`) both go through
 `AccountService`; their handlers only parse, authorise and serialise. While a server
 serves the data directory, the CLI asks *that server's* service over the ops channel
 (`/api/ops/users/*`), because only the server holds what a deactivation must close: the

@@ -178,7 +178,7 @@ class Subscription:
 
     def close(self) -> None:
         self._conn.close()
-        self._service.rt.hub.disconnect(self._conn)
+        self._service.rt.events.disconnect(self._conn)
 
     async def __aenter__(self) -> Subscription:
         return self
@@ -518,4 +518,4 @@ class ConversationService:
 
     def subscribe(self, user_id: str) -> Subscription:
         """Every event of the member from now on (chat, conversations, Inbox...)."""
-        return Subscription(self, self.rt.hub.connect(user_id, token_hash=""))
+        return Subscription(self, self.rt.events.connect(user_id, token_hash=""))

@@ -15,9 +15,9 @@ from typing import Annotated, Literal
 import msgspec
 
 from skald.agent.events import Event as AgentEventUnion
+from skald.features.notifications.store import Notification
+from skald.features.schedule.store import TaskState
 from skald.store.conversations import Conversation, HistoryItem
-from skald.store.notifications import Notification
-from skald.store.schedule import TaskState
 
 QUEUE_LIMIT = 512
 

@@ -56,7 +56,7 @@ JobKind = Literal["turn", "resume", "compact"]
 
 
 @dataclass
-class Job:
+class TurnJob:
     kind: JobKind
     message: Message | None = None
     attachments: list[Attachment] = field(default_factory=list)
@@ -84,12 +84,12 @@ class ConversationRunner:
     def __init__(self, hub: ChatHub, conversation_id: str) -> None:
         self.hub = hub
         self.conversation_id = conversation_id
-        self.queue: asyncio.Queue[Job] = asyncio.Queue()
+        self.queue: asyncio.Queue[TurnJob] = asyncio.Queue()
         self.loop: AgentLoop | None = None
         # While a turn (or a resume) runs: messages sent meanwhile, which it takes in at
         # its next step (`_take_joined`); None when no running turn accepts them.
-        self.joinable: list[Job] | None = None
-        self.joined: list[Job] = []  # taken in by the running turn: they end with it
+        self.joinable: list[TurnJob] | None = None
+        self.joined: list[TurnJob] = []  # taken in by the running turn: they end with it
         self.awaiting_approval = asyncio.Event()
         self.task = asyncio.create_task(self._consume(), name=f"chat-{conversation_id}")
 
@@ -113,7 +113,7 @@ class ConversationRunner:
                 self.hub.forget_runner(self)
                 return
 
-    async def _execute(self, job: Job) -> TurnResult:
+    async def _execute(self, job: TurnJob) -> TurnResult:
         # Marked running and read in one trip; a setup that fails sets it idle again.
         conversation = await self.hub.update(self.conversation_id, status="running")
         # Only a picture actually inlined needs a vision model (one no model can see was
@@ -166,7 +166,7 @@ class ConversationRunner:
         return result
 
     async def _failed_before_start(
-        self, history: OwnerHistory, job: Job, exc: SkaldError
+        self, history: OwnerHistory, job: TurnJob, exc: SkaldError
     ) -> TurnResult:
         """No turn could start (no usable model...): keep the message and the failure
         (as an empty interrupted answer, like a failed turn), and say why to every client
@@ -185,7 +185,7 @@ class ConversationRunner:
         await self.hub.set_status(self.conversation_id, "idle")
         return TurnResult(status="failed", error=error, error_code=code)
 
-    async def _run(self, loop: AgentLoop, job: Job) -> TurnResult:
+    async def _run(self, loop: AgentLoop, job: TurnJob) -> TurnResult:
         if job.kind == "turn":
             assert job.message is not None
             return await loop.run_turn(job.message)
@@ -220,7 +220,7 @@ class ConversationRunner:
         if isinstance(event, TurnDone) and event.depth == 0:
             self.awaiting_approval.clear()
 
-    def join_or_queue(self, job: Job) -> None:
+    def join_or_queue(self, job: TurnJob) -> None:
         """A new message: into the running turn when one takes messages and nothing is
         queued before it (order is kept), else into the queue."""
         if job.kind == "turn" and self.joinable is not None and self.queue.empty():
@@ -334,7 +334,7 @@ class ChatHub:
             await self.update(
                 conversation_id, title=title or (attachments[0].name if attachments else "Chat")
             )
-        job = Job(
+        job = TurnJob(
             kind="turn", message=Message(role="user", content=content), attachments=attachments
         )
         runner = self._runner(conversation_id)
@@ -361,13 +361,13 @@ class ChatHub:
         return job.done
 
     async def resume(self, conversation_id: str) -> asyncio.Future[TurnResult]:
-        job = Job(kind="resume")
+        job = TurnJob(kind="resume")
         await self._runner(conversation_id).queue.put(job)
         return job.done
 
     async def compact(self, conversation_id: str) -> asyncio.Future[TurnResult]:
         await self.store.get(conversation_id)
-        job = Job(kind="compact")
+        job = TurnJob(kind="compact")
         await self._runner(conversation_id).queue.put(job)
         return job.done
 

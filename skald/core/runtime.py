@@ -25,7 +25,6 @@ from skald.core.events import EventHub, RevokeCode, UserUpdated
 from skald.core.instance import Instance
 from skald.core.kept_keys import KeptKeys
 from skald.core.llm_service import LlmService
-from skald.core.notifications import NotificationService
 from skald.core.sealing import InstanceKey
 from skald.core.services import ServiceHealth, ServiceRunner, ServiceSpec
 from skald.core.sessions import SessionManager
@@ -34,6 +33,7 @@ from skald.core.throttle import LoginThrottle
 from skald.core.user_runtime import UserRuntime
 from skald.core.users import UnlockedUser
 from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
+from skald.features.notifications.service import NotificationService
 from skald.files.mounts import MemberMount
 from skald.files.router import PathRouter
 from skald.log import get_logger
@@ -61,7 +61,7 @@ class Runtime:
         self.accounts = AccountService(core.users, core.registry, self.sessions.store, live=self)
         self.throttle = LoginThrottle(core.config.auth)
         self.devices: DeviceCookies  # its key is in the registry: set by _start
-        self.hub = EventHub()
+        self.events = EventHub()
         instance_key = InstanceKey.load_or_create(core.layout.instance_key)
         self.llm = LlmService(LlmStore(core.registry.db), instance_key, core.layout.root)
         # Members who let their assistant work while they are signed out (sealed keys).
@@ -77,7 +77,7 @@ class Runtime:
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
         self.conversations = ConversationService(self)
-        # Tell a member something, from any feature (skald/core/notifications.py).
+        # Tell a member something, from any feature (skald/features/notifications/service.py).
         self.notifications = NotificationService(self)
         # The household's name, time zone and language, and the setup wizard's progress.
         self.instance = Instance(core.registry, core.config.assistant.timezone)
@@ -256,7 +256,7 @@ class Runtime:
             agents=self.agents,
             agents_root=self.agents_root,
             shared=self.shared_memory,
-            events=self.hub,
+            events=self.events,
             config=self.config.assistant,
             instance=self.instance,
             layout=self.core.layout,
@@ -337,14 +337,14 @@ class Runtime:
 
     async def log_out(self, user: User, token_hash: str) -> None:
         await self.sessions.revoke(token_hash)
-        self.hub.revoke_sessions({token_hash}, "signed_out")
+        self.events.revoke_sessions({token_hash}, "signed_out")
         await self._lock_if_no_sessions(user)
 
     async def log_out_everywhere(
         self, user: User, keep: str | None = None, reason: RevokeCode = "signed_out_everywhere"
     ) -> None:
         removed = await self.sessions.revoke_user(user.id, keep)
-        self.hub.revoke_sessions(set(removed), reason)
+        self.events.revoke_sessions(set(removed), reason)
         await self._lock_if_no_sessions(user)
 
     async def _lock_if_no_sessions(self, user: User) -> None:
@@ -369,7 +369,7 @@ class Runtime:
 
     async def account_revoked(self, user: User, code: RevokeCode) -> None:
         await asyncio.to_thread(self.kept_keys.forget, user.id)
-        self.hub.revoke_user(user.id, code)
+        self.events.revoke_user(user.id, code)
         await self.lock(user.id)
         # Their commands stop now; if Docker is down, the next reconciliation does it.
         await self._sandbox_do(user.id, "remove" if code == "deleted" else "stop")
@@ -398,7 +398,7 @@ class Runtime:
             log.warning("sandbox left for the next reconciliation", user_id=user_id, error=str(exc))
 
     def user_changed(self, user_id: str) -> None:
-        self.hub.publish(user_id, UserUpdated(user_id=user_id))
+        self.events.publish(user_id, UserUpdated(user_id=user_id))
 
     async def revalidate_groups(
         self, *, role: str | None = None, user_id: str | None = None
@@ -457,7 +457,7 @@ class Runtime:
         return "disabled" if self.sandbox is None else self.sandbox.state
 
     async def shutdown(self) -> None:
-        self.hub.close_all()
+        self.events.close_all()
         await self.services.stop()
         if self.sandbox is not None:
             await self.sandbox.close()

@@ -31,10 +31,10 @@ from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.unattended import PacedClient, Unattended
 from skald.core.users import UnlockedUser
 from skald.errors import NotFoundError
+from skald.features.notifications.quiet import default_zone
 from skald.files.router import PathRouter
 from skald.llm.client import ModelClient
 from skald.log import get_logger
-from skald.notify.quiet import default_zone
 from skald.paths import DataLayout
 from skald.permissions import can
 from skald.plugins.manager import Plugins
@@ -48,7 +48,7 @@ from skald.store.shared_memory import SharedMemoryStore
 from skald.tools.memory import MEMORY_SHARED
 
 if TYPE_CHECKING:
-    from skald.core.notifications import NotificationService
+    from skald.features.notifications.service import NotificationService
 
 
 def effective_group(chosen: str | None, role: Role) -> str:

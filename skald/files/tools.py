@@ -88,7 +88,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-# The member's files: the Files API (`api/routes/files.py`), the folder watches of the
+# The member's files: the Files API (`features/files/routes.py`), the folder watches of the
 # event stream, and the file tools of the member's assistant (`UserRuntime._tools`).
 FILES = declare("files", "Browse and manage own files")
 

@@ -402,7 +402,7 @@ async def check_backups(ctx: Context) -> Finding:
     drill passed. Read from the files the server's scheduler keeps (no server needed)."""
     from datetime import UTC, datetime
 
-    from skald.ops.schedule import archives, load_settings, load_state
+    from skald.features.backups.scheduler import archives, load_settings, load_state
 
     layout = ctx.layout
     if not await asyncio.to_thread(layout.system_db.is_file):

@@ -1,5 +1,5 @@
 """What the ops channel reports about a running server: accounts, sandboxes and a
-quick integrity check of every database it can read (see `skald/api/routes/ops.py`)."""
+quick integrity check of every database it can read (see `skald/features/ops/routes.py`)."""
 
 from __future__ import annotations
 

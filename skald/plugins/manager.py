@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from skald.core.runtime import Runtime
     from skald.core.services import ServiceSpec
     from skald.core.user_runtime import UserRuntime
+    from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
-    from skald.notify.channels import NotificationChannel
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.store.migrations import Feature
@@ -48,23 +48,23 @@ T = TypeVar("T")
 # The built-in features, each a plugin like any other. Order matters where answers are
 # concatenated (the model sees tools in this order; the prompt cache keys on it).
 BUILTINS: Final = (
-    "skald.features.accounts",
-    "skald.features.files",
-    "skald.features.memory",
-    "skald.features.helpers",
-    "skald.features.ask",
-    "skald.features.sandbox",
-    "skald.features.chat",
-    "skald.features.models",
-    "skald.features.approvals",
-    "skald.features.inbox",
-    "skald.features.ops",
-    "skald.features.notifications",
-    "skald.features.schedule",
-    "skald.features.connectors",
-    "skald.features.setup",
-    "skald.features.backups",
-    "skald.features.agents",
+    "skald.features.accounts.hooks",
+    "skald.features.files.hooks",
+    "skald.features.memory.hooks",
+    "skald.features.helpers.hooks",
+    "skald.features.ask.hooks",
+    "skald.features.sandbox.hooks",
+    "skald.features.chat.hooks",
+    "skald.features.models.hooks",
+    "skald.features.approvals.hooks",
+    "skald.features.inbox.hooks",
+    "skald.features.ops.hooks",
+    "skald.features.notifications.hooks",
+    "skald.features.schedule.hooks",
+    "skald.features.connectors.hooks",
+    "skald.features.setup.hooks",
+    "skald.features.backups.hooks",
+    "skald.features.agents.hooks",
 )
 
 

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from skald.core.runtime import Runtime
     from skald.core.services import ServiceSpec
     from skald.core.user_runtime import UserRuntime
+    from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
-    from skald.notify.channels import NotificationChannel
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.store.migrations import Feature

@@ -482,7 +482,7 @@ def new_instance_id() -> str:
 
 def _ensure_instance_id(c: apsw.Connection) -> None:
     # Names this installation's containers and labels; never changes once set (a
-    # restore into another directory gives the copy its own: skald/ops/restore.py).
+    # restore into another directory gives the copy its own: skald/features/backups/restore.py).
     c.execute(
         "INSERT INTO config(key, value) VALUES ('instance_id', ?) ON CONFLICT(key) DO NOTHING",
         (json.dumps(new_instance_id()),),

@@ -33,7 +33,7 @@ from skald.store.migrations import Feature, Migration
 
 if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
-    from skald.notify.channels import Delivery
+    from skald.features.notifications.channels import Delivery
     from skald.paths import DataLayout
     from skald.store.rows import User
 

@@ -1,0 +1,1 @@
+"""The approvals feature: its hooks (`hooks.py`) and the modules they register."""

@@ -1,0 +1,30 @@
+"""Approvals: rules and security groups (admin), and each conversation's group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+from skald.store.migrations.owner import CONVERSATION_GROUPS
+from skald.store.migrations.registry import APPROVALS
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [APPROVALS] if schema == "registry" else [CONVERSATION_GROUPS]
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.approvals import routes as approvals
+
+    return list(approvals.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(path="/admin/approvals", title="nav.approvals", capability="admin.roles", order=130)
+    ]

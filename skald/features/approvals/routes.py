@@ -1,0 +1,223 @@
+"""Approval rules and security groups, and a dry run of the rules (capability `admin.roles`).
+
+The per-call decision route (`POST /api/approvals/{call_id}`) lives with the chat routes;
+the static paths here take precedence over it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from skald.api.deps import AnyRequest, requires
+from skald.api.openapi import errors
+from skald.api.security import principal_of
+from skald.approvals.rules import (
+    Action,
+    CallFacts,
+    Rule,
+    evaluate,
+    normalise_path,
+    valid_tool_pattern,
+)
+from skald.core.approvals import facts_of
+from skald.core.runtime import Runtime
+from skald.errors import InvalidInputError, NotFoundError
+from skald.features.accounts.roles import ADMIN_ROLES
+from skald.llm.types import ToolCall
+from skald.store.registry import SecurityGroup
+
+ADMIN = [requires(ADMIN_ROLES)]
+GroupName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+Pattern = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+PathPattern = Annotated[str, msgspec.Meta(min_length=1, max_length=400)]
+Text = Annotated[str, msgspec.Meta(max_length=500)]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+
+
+class RuleOut(msgspec.Struct, frozen=True, kw_only=True):
+    id: int
+    group: str
+    tool_pattern: str
+    path_pattern: str | None
+    action: Action
+    priority: int
+    description: str
+
+
+class RuleIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    group: GroupName
+    tool_pattern: Pattern
+    path_pattern: PathPattern | None = None
+    action: Action
+    priority: int = 100
+    description: Text = ""
+
+
+class RulePatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    group: GroupName | None = None
+    tool_pattern: Pattern | None = None
+    # Absent: unchanged; null: any path.
+    path_pattern: PathPattern | msgspec.UnsetType | None = msgspec.UNSET
+    action: Action | None = None
+    priority: int | None = None
+    description: Text | None = None
+
+
+class GroupIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: GroupName
+    display_name: Name
+    description: Text = ""
+
+
+class GroupPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    display_name: Name | None = None
+    description: Text | None = None
+
+
+class TestIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    group: GroupName
+    tool: Name
+    arguments: dict[str, Any] = {}
+
+
+class TestOut(msgspec.Struct, frozen=True, kw_only=True):
+    action: Action
+    rule_id: int | None
+    explanation: str
+
+
+def _out(rule: Rule) -> RuleOut:
+    return RuleOut(
+        id=rule.id,
+        group=rule.group,
+        tool_pattern=rule.tool_pattern,
+        path_pattern=rule.path_pattern,
+        action=rule.action,
+        priority=rule.priority,
+        description=rule.description,
+    )
+
+
+def _check(rule: Rule) -> Rule:
+    if not valid_tool_pattern(rule.tool_pattern):
+        raise InvalidInputError(
+            "tool_pattern must be a tool name, a prefix ending in *, *, @fs_read, @fs_write, "
+            "@exec or @mcp:<server>"
+        )
+    return rule
+
+
+@get("/api/approvals/rules", guards=ADMIN)
+async def list_rules(rt: NamedDependency[Runtime]) -> list[RuleOut]:
+    return [_out(r) for r in await rt.core.registry.approval_rules()]
+
+
+@post("/api/approvals/rules", guards=ADMIN, status_code=201, responses=errors(400))
+async def create_rule(data: JSONBody[RuleIn], rt: NamedDependency[Runtime]) -> RuleOut:
+    rule = Rule(
+        0, data.group, data.tool_pattern, data.path_pattern, data.action, data.priority,
+        data.description,
+    )  # fmt: skip
+    return _out(await rt.core.registry.save_rule(_check(rule), create=True))
+
+
+def _rule_id(raw: str) -> int:
+    if not raw.isdigit() or len(raw) > 18:
+        raise NotFoundError("no such rule")
+    return int(raw)
+
+
+@patch("/api/approvals/rules/{rule_id:str}", guards=ADMIN, responses=errors(400, 404))
+async def patch_rule(
+    rule_id: FromPath[str], data: JSONBody[RulePatch], rt: NamedDependency[Runtime]
+) -> RuleOut:
+    old = await rt.core.registry.get_rule(_rule_id(rule_id))
+    if old is None:
+        raise NotFoundError("no such rule")
+    rule = Rule(
+        old.id,
+        data.group or old.group,
+        data.tool_pattern or old.tool_pattern,
+        old.path_pattern if data.path_pattern is msgspec.UNSET else data.path_pattern,
+        data.action or old.action,
+        old.priority if data.priority is None else data.priority,
+        old.description if data.description is None else data.description,
+    )
+    return _out(await rt.core.registry.save_rule(_check(rule), create=False))
+
+
+@delete("/api/approvals/rules/{rule_id:str}", guards=ADMIN, status_code=204, responses=errors(404))
+async def delete_rule(rule_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    await rt.core.registry.delete_rule(_rule_id(rule_id))
+
+
+@get("/api/approvals/groups", guards=ADMIN)
+async def list_groups(rt: NamedDependency[Runtime]) -> list[SecurityGroup]:
+    return await rt.core.registry.security_groups()
+
+
+@post("/api/approvals/groups", guards=ADMIN, status_code=201, responses=errors(409))
+async def create_group(data: JSONBody[GroupIn], rt: NamedDependency[Runtime]) -> SecurityGroup:
+    group = SecurityGroup(
+        name=data.name, display_name=data.display_name, description=data.description
+    )
+    await rt.core.registry.save_group(group, create=True)
+    return group
+
+
+@patch("/api/approvals/groups/{name:str}", guards=ADMIN, responses=errors(404))
+async def patch_group(
+    name: FromPath[str], data: JSONBody[GroupPatch], rt: NamedDependency[Runtime]
+) -> SecurityGroup:
+    old = next((g for g in await rt.core.registry.security_groups() if g.name == name), None)
+    if old is None:
+        raise NotFoundError(f"no security group named {name!r}")
+    group = SecurityGroup(
+        name=name,
+        display_name=data.display_name or old.display_name,
+        description=old.description if data.description is None else data.description,
+    )
+    await rt.core.registry.save_group(group, create=False)
+    return group
+
+
+@delete(
+    "/api/approvals/groups/{name:str}", guards=ADMIN, status_code=204, responses=errors(404, 409)
+)
+async def delete_group(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    await rt.core.registry.delete_group(name)
+
+
+@post("/api/approvals/test", guards=ADMIN, status_code=200)
+async def test_rules(
+    data: JSONBody[TestIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> TestOut:
+    """What the rules of `group` would decide for this call (nothing runs)."""
+    mine = await rt.user_runtime(principal_of(request).user)
+    call = ToolCall(id="dry-run", name=data.tool, arguments=data.arguments)
+    tool = mine.tool_named(data.tool)
+    facts = (
+        facts_of(call, tool, mine.gate.extra_facts)
+        if tool is not None
+        else CallFacts(data.tool, frozenset(), normalise_path(data.arguments.get("path")))
+    )
+    verdict = evaluate(await rt.core.registry.approval_rules(data.group), data.group, facts)
+    return TestOut(action=verdict.action, rule_id=verdict.rule_id, explanation=verdict.explanation)
+
+
+ROUTES = [
+    list_rules,
+    create_rule,
+    patch_rule,
+    delete_rule,
+    list_groups,
+    create_group,
+    patch_group,
+    delete_group,
+    test_rules,
+]

@@ -1,0 +1,1 @@
+"""The ask feature: its hooks (`hooks.py`) and the modules they register."""

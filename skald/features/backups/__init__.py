@@ -1,0 +1,1 @@
+"""The backups feature: its hooks (`hooks.py`) and the modules they register."""

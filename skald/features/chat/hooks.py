@@ -1,0 +1,49 @@
+"""Chat: conversations and their history, the chat API and the event socket; the
+placeholders the shipped agents use before their features exist (reserved here)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+from skald.store.migrations.owner import CHAT
+
+if TYPE_CHECKING:
+    from skald.permissions import Capability
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [CHAT] if schema == "owner" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.chat import routes as chat
+
+    return list(chat.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(path="/", title="nav.chat", capability="chat", simple_ok=True, order=10),
+        Page(path="/overview", title="nav.overview", order=30),
+    ]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.features.chat.routes import CHAT_CAP
+
+    return [CHAT_CAP]
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    # Known (agents may use them) but filled by no feature yet: they render empty.
+    return dict(RESERVED_PLACEHOLDERS)

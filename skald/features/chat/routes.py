@@ -1,0 +1,275 @@
+"""Conversations, messages, slash commands, approvals and uploads (capability `chat`).
+
+Thin: parse, authorise (the `chat` guard), call the conversation service
+(`skald/core/conversations.py`) with the caller's user id, serialise. Everything
+resolves in the caller's own runtime and owner database: another member's
+conversation or call id is simply not found.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from litestar import Response, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, JSONBody
+
+from skald.api.deps import AnyRequest, requires
+from skald.api.openapi import errors
+from skald.api.security import principal_of
+from skald.core.conversations import (
+    VIEW_LABEL_MAX,
+    VIEW_MAX_ITEMS,
+    VIEW_VALUE_MAX,
+    ChatReply,
+    CommandInfo,
+    CommandResult,
+    SecurityGroupView,
+)
+from skald.core.runtime import Runtime
+from skald.errors import NotFoundError
+from skald.features.files.routes import receive_upload
+from skald.permissions import declare
+from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
+
+CHAT_CAP = declare("chat", "Talk to the assistant")
+CHAT = [requires(CHAT_CAP)]
+Text = Annotated[str, msgspec.Meta(max_length=100_000)]
+Title = Annotated[str, msgspec.Meta(max_length=200)]
+CallId = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+
+# The largest sequence number SQLite stores (a signed 64-bit integer).
+MAX_SEQ = 2**63 - 1
+
+
+class ConversationIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    title: Title = ""
+
+
+class ConversationPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    title: Title | None = None
+    open: bool | None = None
+    # Absent: unchanged; null: AUTO; an id: that model.
+    model_id: Annotated[str, msgspec.Meta(max_length=64)] | msgspec.UnsetType | None = msgspec.UNSET
+    # Absent: unchanged; null: the role's default; a name: that group (the role must allow it).
+    security_group: Annotated[str, msgspec.Meta(max_length=32)] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
+
+
+class ViewItemIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=VIEW_LABEL_MAX)]
+    value: Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+
+
+class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    text: Text
+    attachments: Annotated[
+        list[Annotated[str, msgspec.Meta(max_length=400)]], msgspec.Meta(max_length=20)
+    ] = []
+    # Label/value items (shown as chips); a bare string is one "page" item (older clients).
+    view_context: (
+        Annotated[list[ViewItemIn], msgspec.Meta(max_length=VIEW_MAX_ITEMS)]
+        | Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+        | None
+    ) = None
+
+
+class ResendIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # Absent: the message as it was (retry, regenerate); a text: edited and sent again.
+    text: Text | None = None
+
+
+class Accepted(msgspec.Struct, frozen=True, kw_only=True):
+    accepted: bool = True
+    # A picture went with the message but no model in use can see it: only the text did.
+    images_not_seen: bool = False
+
+
+class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    decision: Literal["approve", "reject"]
+
+
+class ChatIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    text: Text
+    conversation_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+
+
+class MySecurityGroups(msgspec.Struct, frozen=True, kw_only=True):
+    allowed: list[SecurityGroupView]
+    default: str
+
+
+def _me(request: AnyRequest) -> str:
+    return principal_of(request).user.id
+
+
+@get("/api/conversations", guards=CHAT)
+async def list_conversations(
+    request: AnyRequest, rt: NamedDependency[Runtime]
+) -> list[Conversation]:
+    return await rt.conversations.all(_me(request))
+
+
+@post("/api/conversations", guards=CHAT, status_code=201)
+async def create_conversation(
+    data: JSONBody[ConversationIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Conversation:
+    return await rt.conversations.create(_me(request), data.title)
+
+
+@patch("/api/conversations/{conversation_id:str}", guards=CHAT)
+async def patch_conversation(
+    conversation_id: FromPath[str],
+    data: JSONBody[ConversationPatch],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Conversation:
+    return await rt.conversations.update(
+        _me(request),
+        conversation_id,
+        title=data.title,
+        open=data.open,
+        model_id=data.model_id,
+        security_group=data.security_group,
+    )
+
+
+@get("/api/my/security-groups", guards=CHAT)
+async def my_security_groups(request: AnyRequest, rt: NamedDependency[Runtime]) -> MySecurityGroups:
+    me = _me(request)
+    return MySecurityGroups(
+        allowed=await rt.conversations.security_groups(me),
+        default=await rt.conversations.default_security_group(me),
+    )
+
+
+@get("/api/chat/commands", guards=CHAT)
+async def chat_commands(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[CommandInfo]:
+    """The slash commands the composer recognises (the one list, kept on the server):
+    the built-in ones and the features' ones the caller may run."""
+    return rt.conversations.commands(principal_of(request).role)
+
+
+@get("/api/conversations/{conversation_id:str}/messages", guards=CHAT)
+async def list_messages(
+    conversation_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> list[HistoryItem]:
+    return await rt.conversations.history(_me(request), conversation_id)
+
+
+@post("/api/conversations/{conversation_id:str}/messages", guards=CHAT, status_code=202)
+async def send_message(
+    conversation_id: FromPath[str],
+    data: JSONBody[MessageIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Response[Accepted | CommandResult]:
+    view = data.view_context
+    out = await rt.conversations.send(
+        _me(request),
+        conversation_id,
+        data.text,
+        data.attachments,
+        view
+        if view is None or isinstance(view, str)
+        else [ViewItem(i.label, i.value) for i in view],
+    )
+    if isinstance(out, CommandResult):
+        return Response(out, status_code=200)
+    return Response(Accepted(images_not_seen=out.images_not_seen), status_code=202)
+
+
+@post(
+    "/api/conversations/{conversation_id:str}/messages/{seq:int}/resend",
+    guards=CHAT,
+    status_code=202,
+    responses=errors(404, 409),
+)
+async def resend_message(
+    conversation_id: FromPath[str],
+    seq: FromPath[int],
+    data: JSONBody[ResendIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Accepted:
+    """Retry, regenerate or edit: the member's message `seq` is sent again (with `text`,
+    edited), and it and everything after it leave the history first."""
+    if not 0 <= seq <= MAX_SEQ:
+        # No message has it, and SQLite cannot even bind it (an overflow was a 500).
+        raise NotFoundError("no such message of yours in this conversation")
+    out = await rt.conversations.resend(_me(request), conversation_id, seq, data.text)
+    return Accepted(images_not_seen=out.images_not_seen)
+
+
+@get("/api/chat/search", guards=CHAT)
+async def search_conversations(
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    q: FromQuery[str] = "",
+) -> list[SearchHit]:
+    """The caller's own conversations whose title or message text has every word of `q`."""
+    return await rt.conversations.search(_me(request), q)
+
+
+@post("/api/conversations/{conversation_id:str}/stop", guards=CHAT, status_code=204)
+async def stop(
+    conversation_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> None:
+    await rt.conversations.stop(_me(request), conversation_id)
+
+
+@post("/api/approvals/{call_id:str}", guards=CHAT, status_code=204)
+async def decide(
+    call_id: FromPath[str],
+    data: JSONBody[ApprovalIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> None:
+    await rt.conversations.decide(_me(request), call_id, data.decision == "approve")
+
+
+@post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
+async def chat(
+    data: JSONBody[ChatIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ChatReply:
+    """One turn, synchronously: for scripts and `skald chat`."""
+    return await rt.conversations.chat(_me(request), data.text, data.conversation_id)
+
+
+@post(
+    "/api/uploads",
+    guards=CHAT,
+    status_code=201,
+    responses=errors(404, 413, 507),
+    request_max_body_size=None,  # capped while streaming, by the configured size
+)
+async def upload(
+    conversation_id: FromQuery[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Attachment:
+    """Attach a file to a conversation (multipart field `file`): it lands in the member's
+    home under uploads/<conversation>/, through the path router."""
+    me = _me(request)
+    folder = await rt.conversations.attachment_folder(me, conversation_id)
+    limit_mb = rt.config.assistant.upload_max_mb
+    entries = await receive_upload(request, folder, limit_mb, await rt.budget(me))
+    path = f"uploads/{conversation_id}/{entries[0].name}"
+    return await rt.conversations.attachment(me, conversation_id, path)
+
+
+ROUTES = [
+    list_conversations,
+    create_conversation,
+    patch_conversation,
+    my_security_groups,
+    chat_commands,
+    list_messages,
+    send_message,
+    resend_message,
+    search_conversations,
+    stop,
+    decide,
+    chat,
+    upload,
+]

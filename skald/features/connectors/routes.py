@@ -1,0 +1,801 @@
+"""Connector routes: members (`connectors.use`) list, activate and sign in to what they
+are granted; administrators (`admin.connectors`) browse the feed, install, update,
+uninstall and grant.
+
+Rule: every member route resolves the connector through `Connectors.require_usable`
+(another member's or an ungranted connector is "not found", the same answer as a name
+that does not exist), and no answer ever carries a secret value: secrets are listed by
+name only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+import msgspec
+from litestar import delete, get, post, put
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.response import Redirect
+
+from skald.api.deps import AnyRequest, requires
+from skald.api.openapi import errors
+from skald.api.security import principal_of
+from skald.core.runtime import Runtime
+from skald.errors import ConflictError, InvalidInputError, NotFoundError, SkaldError
+from skald.features.connectors import oauth
+from skald.features.connectors.feed import FeedItem, Localized, Manifest, OAuthSpec, secret_names
+from skald.features.connectors.household_box import reach
+from skald.features.connectors.own import LABEL, OwnFeed, OwnIn, build
+from skald.features.connectors.resources import Catalog, prompt_text
+from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
+from skald.features.connectors.store import Connector
+from skald.features.connectors.trial import TrialOut, trial
+from skald.files.mime import sniff
+from skald.mcp import McpError, Prompt, Resource, ResourceTemplate
+from skald.mcp.wire import CallToolResult, ImageContent, TextContent
+
+USE = [requires(CONNECTORS_USE)]
+ADMIN = [requires(ADMIN_CONNECTORS)]
+
+
+class ToolOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str
+
+
+class ResourceOut(msgspec.Struct, frozen=True, kw_only=True):
+    uri: str  # a URI template for a template
+    name: str
+    title: str = ""
+    description: str = ""
+    mime_type: str = ""
+
+
+class PromptArgOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    description: str = ""
+    required: bool = False
+
+
+class PromptOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    title: str = ""
+    description: str = ""
+    arguments: list[PromptArgOut] = msgspec.field(default_factory=list)
+
+
+class PromptIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    arguments: dict[
+        Annotated[str, msgspec.Meta(min_length=1, max_length=100)],
+        Annotated[str, msgspec.Meta(max_length=4000)],
+    ] = msgspec.field(default_factory=dict)
+
+
+class ResourceContentOut(msgspec.Struct, frozen=True, kw_only=True):
+    uri: str
+    mime_type: str
+    text: str | None = None  # text contents (clipped)
+    image: str | None = None  # a raster picture, base64 (the page shows a data: URL)
+    size: int = 0  # bytes of a blob shown neither way
+
+
+class PromptTextOut(msgspec.Struct, frozen=True, kw_only=True):
+    text: str  # for the chat composer
+
+
+class EventOut(msgspec.Struct, frozen=True, kw_only=True):
+    at: float
+    kind: str  # log, state, error
+    text: str
+
+
+class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    display_name: str
+    description: str
+    icon: str
+    version: int
+    transport: str
+    auth: str
+    scope: str
+    reach: str  # what it can reach (`household_box.reach`)
+    active: bool
+    state: str  # of the member's (or the household's) instance: stopped, starting, ...
+    signed_in: bool  # every secret it needs is set (always true for auth "none")
+    secret_fields: list[dict[str, str]]
+    secrets_set: list[str]
+    tools: list[ToolOut]
+    last_error: str | None = None
+    last_stderr: str | None = None  # administrators only
+    # The instance's recent events (its log notifications, restarts, errors): the
+    # member's own instance; a household one's only for administrators.
+    events: list[EventOut] = msgspec.field(default_factory=list)
+    # What the running instance offers besides tools (issue 23 item 4).
+    resources: list[ResourceOut] = msgspec.field(default_factory=list)
+    templates: list[ResourceOut] = msgspec.field(default_factory=list)
+    prompts: list[PromptOut] = msgspec.field(default_factory=list)
+
+
+class SecretsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    values: dict[
+        Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")],
+        Annotated[str, msgspec.Meta(min_length=1, max_length=8192)],
+    ]
+
+
+class MarketItem(msgspec.Struct, frozen=True, kw_only=True):
+    folder: str
+    version: int
+    name: str | None
+    display_name: str
+    description: str
+    icon: str
+    transport: str | None
+    auth: str | None
+    scope: str | None
+    # What it can reach once installed (`household_box.reach`): personal, remote, host,
+    # box_network, box_offline.
+    reach: str | None
+    installed_version: int | None
+    update: bool
+    refused: str | None = None  # why the item cannot be installed (digest, format)
+    # The page shows the member's language from `i18n`, and hides "developers" items
+    # behind a switch (feed.Manifest).
+    audience: str = "everyone"
+    i18n: dict[str, Localized] = msgspec.field(default_factory=dict)
+    # Where it comes from: "shipped", "household" (added by hand) or the feed's location.
+    source: str = "shipped"
+
+
+class TrialIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    item: OwnIn
+    # Values for the item's {SECRET:name} for this one run: never stored or answered.
+    secrets: dict[str, Annotated[str, msgspec.Meta(max_length=4000)]] = msgspec.field(
+        default_factory=dict
+    )
+
+
+class GrantsOut(msgspec.Struct, frozen=True, kw_only=True):
+    connector: str
+    users: list[str]
+
+
+def _conn(rt: Runtime) -> Connectors:
+    return require(rt.plugins)
+
+
+async def _describe(c: Connectors, request: AnyRequest, row: Connector) -> ConnectorOut:
+    principal = principal_of(request)
+    user = principal.user
+    admin = principal.can(ADMIN_CONNECTORS)
+    mine = await c.store.activations(user.id)
+    try:
+        handle = await c.runtime.user_runtime(user)
+        set_names = sorted((await c.secrets(handle.handle.db).values(row.name)).keys())
+    except Exception:  # locked data: no secret can be read, none is shown
+        set_names = []
+    fields = [{"name": f.name, "label": f.label or f.name} for f in _auth_fields(row)]
+    needed = _needed_secrets(row) | ({oauth.ACCESS} if row.auth == "oauth2" else set())
+    sup = c.supervisor
+    state, tools, events = ("stopped", [], [])
+    catalog = Catalog()
+    if sup is not None:
+        state, listed = sup.state_of(user.id, row)
+        tools = [ToolOut(name=t.name, description=t.description) for t in listed]
+        inst = sup.instance_for(user.id, row)
+        if inst is not None and (inst.owner == user.id or admin):
+            events = [EventOut(at=e.at, kind=e.kind, text=e.text) for e in list(inst.events)[-50:]]
+        if inst is not None:
+            catalog = inst.catalog
+    return ConnectorOut(
+        name=row.name,
+        display_name=row.display_name,
+        description=row.description,
+        icon=row.icon,
+        version=row.feed_version,
+        transport=row.transport,
+        auth=row.auth,
+        scope=row.scope,
+        reach=reach(
+            row.scope,
+            row.transport,
+            bool(row.manifest.get("network", True)),
+            c.config.household_on_host,
+        ),
+        active=row.name in mine,
+        state=state,
+        signed_in=needed <= set(set_names),
+        secret_fields=fields,
+        secrets_set=set_names,
+        tools=tools,
+        last_error=row.last_error if admin else None,
+        last_stderr=row.last_stderr if admin else None,
+        events=events,
+        resources=[_resource_out(r.uri, r) for r in catalog.resources],
+        templates=[_resource_out(t.uri_template, t) for t in catalog.templates],
+        prompts=[_prompt_out(p) for p in catalog.prompts],
+    )
+
+
+def _text(value: object, limit: int = 500) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _resource_out(uri: str, r: Resource | ResourceTemplate) -> ResourceOut:
+    return ResourceOut(
+        uri=uri[:2000],
+        name=r.name[:200],
+        title=_text(r.title, 200),
+        description=_text(r.description),
+        mime_type=_text(r.mime_type, 100),
+    )
+
+
+def _prompt_out(p: Prompt) -> PromptOut:
+    return PromptOut(
+        name=p.name[:200],
+        title=_text(p.title, 200),
+        description=_text(p.description),
+        arguments=[
+            PromptArgOut(name=a.name[:100], description=_text(a.description), required=a.required)
+            for a in p.arguments
+        ],
+    )
+
+
+def _auth_fields(row: Connector) -> list[Any]:
+    from skald.features.connectors.feed import Manifest
+
+    manifest = msgspec.convert(
+        {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+    )
+    return list(manifest.auth.fields)
+
+
+def _needed_secrets(row: Connector) -> set[str]:
+    from skald.features.connectors.feed import Manifest
+
+    manifest = msgspec.convert(
+        {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+    )
+    return secret_names(manifest)
+
+
+# -- members ------------------------------------------------------------------------------
+
+
+@get("/api/connectors", guards=USE)
+async def list_mine(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[ConnectorOut]:
+    c = _conn(rt)
+    p = principal_of(request)
+    return [await _describe(c, request, row) for row in await c.usable(p.user, p.role)]
+
+
+@get("/api/connectors/{name:str}", guards=USE, responses=errors(404))
+async def get_one(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    return await _describe(c, request, await c.require_usable(p.user, p.role, name))
+
+
+@post("/api/connectors/{name:str}/activate", guards=USE, status_code=200, responses=errors(404))
+async def activate(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    await c.store.set_active(name, p.user.id, True)
+    if c.supervisor is not None:
+        await c.supervisor.member_changed(p.user.id)
+        # Switching a failed one on again is a retry (a household one outlives a switch-off).
+        await c.supervisor.retry(p.user.id, row)
+    return await _describe(c, request, row)
+
+
+@post("/api/connectors/{name:str}/retry", guards=USE, status_code=200, responses=errors(404, 409))
+async def retry(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    """Start a failed connector again now (its restart count starts afresh); 409 when it
+    is not failed."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    if c.supervisor is None or not await c.supervisor.retry(p.user.id, row):
+        state = "stopped" if c.supervisor is None else c.supervisor.state_of(p.user.id, row)[0]
+        raise ConflictError(f"{name} is {state}: there is nothing to retry")
+    return await _describe(c, request, row)
+
+
+@post("/api/connectors/{name:str}/deactivate", guards=USE, status_code=200, responses=errors(404))
+async def deactivate(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    await c.deactivate(name, p.user.id)
+    return await _describe(c, request, row)
+
+
+@put("/api/connectors/{name:str}/secrets", guards=USE, responses=errors(400, 404))
+async def put_secrets(
+    name: FromPath[str],
+    data: JSONBody[SecretsIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> ConnectorOut:
+    """Store the member's secrets for this connector (in their own database); the answer
+    names which are set, never a value."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    allowed = {f.name for f in _auth_fields(row)} | _needed_secrets(row)
+    unknown = set(data.values) - allowed
+    if unknown:
+        raise InvalidInputError(f"{name} takes no secret named {sorted(unknown)[0]!r}")
+    mine = await rt.user_runtime(p.user)
+    store = c.secrets(mine.handle.db)
+    for key, value in data.values.items():
+        await store.put(name, key, value)
+    if c.supervisor is not None:
+        await c.supervisor.restart_member(p.user.id, name)
+    return await _describe(c, request, row)
+
+
+@delete("/api/connectors/{name:str}/secrets", guards=USE, status_code=204, responses=errors(404))
+async def sign_out(name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> None:
+    c = _conn(rt)
+    p = principal_of(request)
+    await c.require_usable(p.user, p.role, name)
+    mine = await rt.user_runtime(p.user)
+    await c.secrets(mine.handle.db).delete(name)
+    if c.supervisor is not None:
+        await c.supervisor.stop_member(p.user.id, name)
+
+
+# -- QR/device sign-in (`login_status` / `logout` tools) ---------------------------------
+
+
+class DeviceImage(msgspec.Struct, frozen=True, kw_only=True):
+    mime_type: str
+    data: str  # base64, shown as a data: URL
+
+
+class DeviceStatusOut(msgspec.Struct, frozen=True, kw_only=True):
+    signed_in: bool
+    text: str  # the tool's text (a pairing code, a URL, "signed in as ...")
+    images: list[DeviceImage]
+    is_error: bool = False
+
+
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_IMAGE_MAX_CHARS = 2 * 1024 * 1024
+
+
+def _device_status(result: CallToolResult) -> DeviceStatusOut:
+    """The tool's answer for the page. Signed in: `structuredContent.signed_in` when the
+    server gives it, else text starting with "signed in" (what such servers say)."""
+    texts = [b.text for b in result.content if isinstance(b, TextContent)]
+    # Only raster images of a sane size: the page renders them as a data: URL (never SVG,
+    # which could carry script).
+    images = [
+        DeviceImage(mime_type=b.mime_type, data=b.data)
+        for b in result.content
+        if isinstance(b, ImageContent)
+        and b.mime_type in _IMAGE_TYPES
+        and len(b.data) <= _IMAGE_MAX_CHARS
+    ]
+    text = "\n".join(texts).strip()
+    structured = result.structured_content
+    if isinstance(structured, dict) and isinstance(structured.get("signed_in"), bool):
+        signed_in = bool(structured["signed_in"])
+    else:
+        signed_in = not result.is_error and text.lower().startswith("signed in")
+    return DeviceStatusOut(
+        signed_in=signed_in, text=text[:4000], images=images, is_error=result.is_error
+    )
+
+
+async def _device(rt: Runtime, request: AnyRequest, name: str, tool: str) -> DeviceStatusOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    if row.auth != "qr":
+        raise InvalidInputError(f"{name} does not sign in with a code")
+    if c.supervisor is None:
+        raise ConflictError("connectors are not running on this server")
+    return _device_status(await c.supervisor.device_call(p.user.id, row, tool))
+
+
+@post(
+    "/api/connectors/{name:str}/login-status",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404, 409),
+)
+async def login_status(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> DeviceStatusOut:
+    """Ask the member's instance whether it is signed in; if not, what to scan or enter."""
+    return await _device(rt, request, name, "login_status")
+
+
+@post(
+    "/api/connectors/{name:str}/logout",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404, 409),
+)
+async def device_logout(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> DeviceStatusOut:
+    return await _device(rt, request, name, "logout")
+
+
+@post(
+    "/api/connectors/{name:str}/prompts/{prompt:str}",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404, 409),
+)
+async def get_prompt(
+    name: FromPath[str],
+    prompt: FromPath[str],
+    data: JSONBody[PromptIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> PromptTextOut:
+    """One of the connector's prompts, filled in, as text for the member's composer."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    inst = _running_instance(c, p.user.id, row)
+    if prompt not in {x.name for x in inst.catalog.prompts}:
+        raise NotFoundError(f"{name} has no prompt {prompt[:100]!r}")
+    try:
+        got = await inst.session.get_prompt(prompt, dict(data.arguments))
+    except McpError as exc:
+        raise InvalidInputError(inst.scrub(str(exc))[:500]) from exc
+    return PromptTextOut(text=inst.scrub(prompt_text(got.messages))[:20_000])
+
+
+def _sniff_base64(data: str) -> str:
+    try:
+        head = base64.b64decode(data[:88], validate=True)
+    except (binascii.Error, ValueError):
+        return "application/octet-stream"
+    return sniff(head)
+
+
+def _running_instance(c: Connectors, user_id: str, row: Connector) -> Any:
+    inst = None if c.supervisor is None else c.supervisor.instance_for(user_id, row)
+    if inst is None or inst.session is None or inst.state != "running":
+        raise ConflictError(f"switch {row.name} on first" if inst is None else inst.unavailable())
+    return inst
+
+
+@get("/api/connectors/{name:str}/resource", guards=USE, responses=errors(400, 404, 409))
+async def read_resource(
+    name: FromPath[str],
+    uri: Annotated[str, QueryParameter(max_length=2000)],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> ResourceContentOut:
+    """One listed resource of the connector, for the member to look at on the page."""
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    inst = _running_instance(c, p.user.id, row)
+    if uri not in {r.uri for r in inst.catalog.resources}:
+        raise NotFoundError(f"{name} lists no resource {uri[:200]!r}")
+    try:
+        read = await inst.session.read_resource(uri)
+    except McpError as exc:
+        raise InvalidInputError(inst.scrub(str(exc))[:500]) from exc
+    if not read.contents:
+        return ResourceContentOut(uri=uri, mime_type="text/plain", text="")
+    first = read.contents[0]
+    mime = first.mime_type if isinstance(first.mime_type, str) else "text/plain"
+    if isinstance(first.text, str):
+        return ResourceContentOut(uri=uri, mime_type=mime, text=inst.scrub(first.text)[:100_000])
+    blob = first.blob if isinstance(first.blob, str) else ""
+    # Only raster pictures (by their bytes, not the server's word) of a sane size: never
+    # SVG, which could carry script.
+    sniffed = _sniff_base64(blob)
+    if sniffed in _IMAGE_TYPES and len(blob) <= _IMAGE_MAX_CHARS:
+        return ResourceContentOut(uri=uri, mime_type=sniffed, image=blob)
+    return ResourceContentOut(uri=uri, mime_type=mime, size=len(blob) * 3 // 4)
+
+
+# -- OAuth 2 sign-in (PKCE) -------------------------------------------------------------
+
+
+class OAuthStartOut(msgspec.Struct, frozen=True, kw_only=True):
+    url: str  # open it; the service sends the browser back to the callback route
+    state: str
+
+
+class OAuthCodeIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    state: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    code: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
+
+
+def _oauth_spec(row: Connector) -> OAuthSpec:
+    manifest = msgspec.convert(
+        {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+    )
+    if manifest.auth.type != "oauth2" or manifest.auth.oauth is None:
+        raise InvalidInputError(f"{row.name} does not sign in with OAuth")
+    return manifest.auth.oauth
+
+
+def _callback_url(request: AnyRequest) -> str:
+    return str(request.base_url).rstrip("/") + CALLBACK
+
+
+async def _finish(
+    rt: Runtime, request: AnyRequest, state: str, code: str, name: str | None = None
+) -> Connector:
+    c = _conn(rt)
+    p = principal_of(request)
+    pending = c.oauth.take(state, p.user.id)
+    if name is not None and pending.connector != name:
+        raise NotFoundError("this sign-in belongs to another connector")
+    row = await c.require_usable(p.user, p.role, pending.connector)
+    tokens = await oauth.exchange(_oauth_spec(row), code, pending)
+    mine = await rt.user_runtime(p.user)
+    store = c.secrets(mine.handle.db)
+    for key, value in tokens.items():
+        await store.put(row.name, key, value)
+    if c.supervisor is not None:
+        await c.supervisor.restart_member(p.user.id, row.name)
+    return row
+
+
+CALLBACK = "/api/connector-oauth/callback"
+
+
+@post(
+    "/api/connectors/{name:str}/oauth/start",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404),
+)
+async def oauth_start(
+    name: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> OAuthStartOut:
+    c = _conn(rt)
+    p = principal_of(request)
+    row = await c.require_usable(p.user, p.role, name)
+    url = c.oauth.start(p.user.id, row.name, _oauth_spec(row), _callback_url(request))
+    state = url.split("state=", 1)[1].split("&", 1)[0]
+    return OAuthStartOut(url=url, state=state)
+
+
+@get(CALLBACK, guards=USE, responses=errors(400, 404))
+async def oauth_callback(
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+    flow: Annotated[str, QueryParameter(name="state", max_length=200)] = "",
+    code: Annotated[str, QueryParameter(name="code", max_length=4000)] = "",
+) -> Redirect:
+    """The service sends the member's browser here with the code; back to the page."""
+    if not flow or not code:
+        raise InvalidInputError("the sign-in service sent no code")
+    row = await _finish(rt, request, flow, code)
+    return Redirect(path=f"/#/connectors?signed_in={row.name}")
+
+
+@post(
+    "/api/connectors/{name:str}/oauth/code", guards=USE, status_code=200, responses=errors(400, 404)
+)
+async def oauth_code(
+    name: FromPath[str],
+    data: JSONBody[OAuthCodeIn],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> ConnectorOut:
+    """A code pasted back by the member (when the callback cannot reach this server)."""
+    row = await _finish(rt, request, data.state, data.code, name)
+    return await _describe(_conn(rt), request, row)
+
+
+# -- administrators -----------------------------------------------------------------------
+
+
+@get("/api/marketplace", guards=ADMIN)
+async def marketplace(rt: NamedDependency[Runtime]) -> list[MarketItem]:
+    """Every feed's items, in feed order; a name an earlier feed offers is shown refused."""
+    c = _conn(rt)
+    installed = {row.name: row for row in await c.store.all()}
+    out: list[MarketItem] = []
+    seen: dict[str, str] = {}
+    for n, source in enumerate(c.sources()):
+        try:
+            listed = await source.manifests()
+        except SkaldError:
+            if n == 0:
+                raise
+            continue  # an unreachable extra feed hides its items, not everyone's
+        for item, manifest, refused in listed:
+            if item.folder in seen:
+                refused = f"{seen[item.folder]} already offers {item.folder}"
+            seen.setdefault(item.folder, source.label)
+            out.append(_market_item(c, installed.get(item.folder), item, manifest, refused))
+            out[-1] = msgspec.structs.replace(out[-1], source=source.label)
+    return out
+
+
+def _market_item(
+    c: Connectors,
+    have: Connector | None,
+    item: FeedItem,
+    manifest: Manifest | None,
+    refused: str | None,
+) -> MarketItem:
+    have_version = have.feed_version if have is not None and have.status == "installed" else None
+    return MarketItem(
+        folder=item.folder,
+        version=item.version,
+        name=None if manifest is None else manifest.name,
+        display_name=item.folder if manifest is None else (manifest.display_name or manifest.name),
+        description="" if manifest is None else manifest.description,
+        icon="" if manifest is None else manifest.icon,
+        transport=None if manifest is None else manifest.transport,
+        auth=None if manifest is None else manifest.auth.type,
+        scope=None if manifest is None else manifest.scope,
+        reach=None
+        if manifest is None
+        else reach(
+            manifest.scope, manifest.transport, manifest.network, c.config.household_on_host
+        ),
+        installed_version=have_version,
+        update=have_version is not None and item.version > have_version and refused is None,
+        refused=refused,
+        audience="everyone" if manifest is None else manifest.audience,
+        i18n={} if manifest is None else manifest.i18n,
+    )
+
+
+@post("/api/marketplace/{folder:str}/install", guards=ADMIN, responses=errors(400, 404, 409))
+async def install(
+    folder: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    row = await c.installer.install(await c.source_of(folder), folder)
+    return await _describe(c, request, row)
+
+
+@post("/api/marketplace/{folder:str}/update", guards=ADMIN, responses=errors(400, 404, 409))
+async def update(
+    folder: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    c = _conn(rt)
+    row = await c.installer.install(await c.source_of(folder), folder, update=True)
+    if c.supervisor is not None:
+        await c.supervisor.restart_all(row.name)
+    return await _describe(c, request, row)
+
+
+# -- the household's own items (issue 23 item 6) ------------------------------------------
+
+
+@post("/api/connector-items/test", guards=ADMIN, status_code=200, responses=errors(400, 409))
+async def test_item(
+    data: JSONBody[TrialIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> TrialOut:
+    """Start the item unsaved with the isolation a real one gets, list its tools, stop it."""
+    manifest, files = await build(data.item)
+    user = principal_of(request).user
+    return await trial(_conn(rt), user.id, manifest, files, dict(data.secrets))
+
+
+@post("/api/connector-items", guards=ADMIN, status_code=201, responses=errors(400, 409))
+async def add_item(
+    data: JSONBody[OwnIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    """Store the item in the household's own feed and install it (a saved item of the same
+    name is replaced by its next version, and running instances restart on it)."""
+    c = _conn(rt)
+    manifest, files = await build(data)
+    try:
+        source = await c.source_of(data.name)
+    except NotFoundError:
+        source = None
+    if source is not None and source.label != LABEL:
+        raise ConflictError(f"{source.label} already offers a connector named {data.name!r}")
+    existing = await c.store.get(data.name)
+    if existing is not None and source is None and existing.status == "installed":
+        raise ConflictError(f"a connector named {data.name!r} is installed from another feed")
+    saved = await c.own.put(manifest, files, principal_of(request).user.id)
+    row = await c.installer.install(OwnFeed(c.own), saved.name, update=existing is not None)
+    if existing is not None and c.supervisor is not None:
+        await c.supervisor.restart_all(row.name)
+    return await _describe(c, request, row)
+
+
+@delete("/api/connector-items/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
+async def remove_item(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    """Uninstall the item (its instances stop) and drop it from the household's feed."""
+    c = _conn(rt)
+    if await c.own.get(name) is None:
+        raise NotFoundError(f"the household added no connector named {name!r}")
+    if await c.store.get(name) is not None:
+        if c.supervisor is not None:
+            await c.supervisor.stop_all(name)
+        await c.store.remove(name)
+    await c.own.remove(name)
+
+
+@delete("/api/connectors/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
+async def uninstall(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    c = _conn(rt)
+    await c.store.require(name)
+    if c.supervisor is not None:
+        await c.supervisor.stop_all(name)
+    await c.store.remove(name)
+
+
+@get("/api/connectors/{name:str}/grants", guards=ADMIN, responses=errors(404))
+async def list_grants(name: FromPath[str], rt: NamedDependency[Runtime]) -> GrantsOut:
+    c = _conn(rt)
+    await c.store.require(name)
+    return GrantsOut(connector=name, users=await c.store.grantees(name))
+
+
+@put(
+    "/api/connectors/{name:str}/grants/{user_id:str}",
+    guards=ADMIN,
+    status_code=204,
+    responses=errors(404),
+)
+async def grant(name: FromPath[str], user_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    await _conn(rt).store.grant(name, user_id)
+
+
+@delete(
+    "/api/connectors/{name:str}/grants/{user_id:str}",
+    guards=ADMIN,
+    status_code=204,
+    responses=errors(404),
+)
+async def revoke(name: FromPath[str], user_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    c = _conn(rt)
+    if await rt.core.registry.get_user(user_id) is None:
+        raise NotFoundError("no such user")
+    await c.revoke(name, user_id)
+
+
+ROUTES = [
+    list_mine,
+    get_one,
+    activate,
+    retry,
+    deactivate,
+    put_secrets,
+    sign_out,
+    marketplace,
+    install,
+    update,
+    uninstall,
+    list_grants,
+    grant,
+    revoke,
+    oauth_start,
+    oauth_callback,
+    oauth_code,
+    login_status,
+    device_logout,
+    get_prompt,
+    read_resource,
+    test_item,
+    add_item,
+    remove_item,
+]

@@ -1,0 +1,1 @@
+"""The helpers feature: its hooks (`hooks.py`) and the modules they register."""

@@ -1,0 +1,1 @@
+"""The memory feature: its hooks (`hooks.py`) and the modules they register."""

@@ -1,0 +1,50 @@
+"""Models: LLM providers and models, and what was asked of them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page
+from skald.store.migrations import Feature
+from skald.store.migrations.registry import MODELS
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.core.user_runtime import UserRuntime
+    from skald.permissions import Capability
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [MODELS] if schema == "registry" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.models import routes as llm
+    from skald.features.models import voice
+
+    return [*llm.ROUTES, *voice.ROUTES]
+
+
+@hookimpl
+def skald_tools(member: UserRuntime) -> list[Tool]:
+    # Offered only while an image model is enabled (its schema costs every request ~90
+    # tokens); the catalogue is the one this turn's model choice just read.
+    from skald.features.models.pictures import GenerateImageTool
+
+    return [GenerateImageTool(member)] if member.llm.offers("image") else []
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [Page(path="/admin/models", title="nav.models", capability="admin.models", order=140)]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    # Importing the module that enforces a capability declares it.
+    from skald.core.llm_service import ADMIN_MODELS_CAP
+
+    return [ADMIN_MODELS_CAP]

@@ -1,0 +1,317 @@
+"""The Tasks page's API: the caller's jobs and their runs (capability `schedule.use`),
+and the counts and limits admins see (`admin.users`; never a job's content).
+
+Thin: parse, authorise, call `Jobs`/`Scheduler`, serialise. Another member's job id is
+"not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Literal
+
+import msgspec
+from litestar import delete, get, patch, post, put
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from skald.api.deps import AnyRequest, requires
+from skald.api.openapi import errors
+from skald.api.security import principal_of
+from skald.core.runtime import Runtime
+from skald.core.user_runtime import UserRuntime
+from skald.core.users import ADMIN_USERS
+from skald.errors import NotFoundError
+from skald.features.schedule.jobs import SCHEDULE_USE, JobChange, Jobs, JobSpec, Preview
+from skald.features.schedule.scheduler import Scheduler, scheduler_of
+from skald.features.schedule.store import (
+    Job,
+    Run,
+    Task,
+    all_counts,
+    get_min_interval,
+    set_min_interval,
+)
+from skald.features.schedule.words import lang_of
+
+MINE = [requires(SCHEDULE_USE)]
+ADMIN = [requires(ADMIN_USERS)]
+
+
+Title = Annotated[str, msgspec.Meta(max_length=200)]
+Prompt = Annotated[str, msgspec.Meta(max_length=8000)]
+Cron = Annotated[str, msgspec.Meta(max_length=200)]
+At = Annotated[str, msgspec.Meta(max_length=64)]
+InMinutes = Annotated[int, msgspec.Meta(ge=1, le=527040)]
+ModelId = Annotated[str, msgspec.Meta(max_length=100)]
+Kind = Literal["prompt", "reminder"]
+
+
+class JobPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    state: Literal["active", "paused"] | None = None
+    title: Title | None = None
+    prompt: Prompt | None = None
+    cron: Cron | None = None
+    at: At | None = None
+    in_minutes: InMinutes | None = None
+    skip_after_s: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    kind: Kind | None = None
+    # "": AUTO.
+    model_id: ModelId | None = None
+
+
+class JobIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A job made on the Tasks page: what to do, and exactly one of `cron`, `at` (local
+    date-time in the member's zone) and `in_minutes`. Title: the text's start if empty."""
+
+    prompt: Prompt
+    title: Title = ""
+    kind: Kind = "reminder"
+    cron: Cron | None = None
+    at: At | None = None
+    in_minutes: InMinutes | None = None
+    model_id: ModelId | None = None
+
+
+class WhenIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A schedule to preview: the time fields of `JobIn` (and the model it would use)."""
+
+    cron: Cron | None = None
+    at: At | None = None
+    in_minutes: InMinutes | None = None
+    model_id: ModelId | None = None
+    # Editing this job: it already holds its place if active (not counted twice).
+    job_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+
+
+class MemberCounts(msgspec.Struct, frozen=True, kw_only=True):
+    user_id: str
+    username: str
+    jobs: int
+    active: int
+    min_interval_s: int | None
+    # A fact, not the key: this member lets their assistant work while signed out.
+    works_signed_out: bool
+
+
+class KeepKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # "Let my assistant work while I'm signed out": the key is kept, sealed, on disk.
+    enabled: bool
+
+
+class LimitsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    # The shortest interval this member's repeating jobs may have; null: the default.
+    min_interval_s: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+async def _jobs(request: AnyRequest, rt: Runtime) -> tuple[Scheduler, UserRuntime, Jobs]:
+    scheduler = scheduler_of(rt.plugins)
+    member = await rt.user_runtime(principal_of(request).user)
+    return scheduler, member, await scheduler.jobs(member)
+
+
+class JobView(Job, frozen=True, kw_only=True):
+    # When it runs, in words, in the caller's language ("every weekday at 7:30").
+    when_text: str = ""
+
+
+@get("/api/schedule/jobs", guards=MINE)
+async def list_jobs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[JobView]:
+    _, _, jobs = await _jobs(request, rt)
+    lang = _lang(request)
+    return [
+        JobView(**msgspec.structs.asdict(job), when_text=jobs.words(job, lang))
+        for job in await jobs.list()
+    ]
+
+
+def _lang(request: AnyRequest) -> str:
+    return lang_of(principal_of(request).user.locale)
+
+
+def _title(data: JobIn) -> str:
+    """The given title, else the first line of what to do (cut at 60 characters)."""
+    lines = data.prompt.strip().splitlines()
+    title = data.title.strip() or (lines[0] if lines else "")
+    return title if len(title) <= 60 else title[:59].rstrip() + "…"
+
+
+@post("/api/schedule/preview", guards=MINE, status_code=200, responses=errors(400, 404))
+async def preview_schedule(
+    data: JSONBody[WhenIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Preview:
+    """When a job with this schedule would run (the next 3 runs and a plain sentence,
+    in the caller's zone and language), with the checks of creating it: a time in the
+    past, a bad cron, an interval under the minimum, the active-jobs limit: 400."""
+    _, _, jobs = await _jobs(request, rt)
+    spec = JobSpec(
+        title="-",
+        prompt="-",
+        cron=data.cron or None,
+        at=data.at or None,
+        in_minutes=data.in_minutes,
+        model_id=data.model_id or None,
+    )
+    counted = True
+    if data.job_id:
+        counted = (await jobs.get(data.job_id)).state != "active"
+    return await jobs.preview(spec, _lang(request), count_limit=counted)
+
+
+@post("/api/schedule/jobs", guards=MINE, status_code=201, responses=errors(400))
+async def create_job(
+    data: JSONBody[JobIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Job:
+    """A job from the Tasks page (a `reminder` notifies its text; a `prompt` is a turn)."""
+    _, _, jobs = await _jobs(request, rt)
+    return await jobs.create(
+        JobSpec(
+            title=_title(data),
+            prompt=data.prompt,
+            kind=data.kind,
+            cron=data.cron or None,
+            at=data.at or None,
+            in_minutes=data.in_minutes,
+            model_id=data.model_id or None,
+        )
+    )
+
+
+@patch("/api/schedule/jobs/{job_id:str}", guards=MINE, responses=errors(400, 404))
+async def change_job(
+    job_id: FromPath[str],
+    data: JSONBody[JobPatch],
+    request: AnyRequest,
+    rt: NamedDependency[Runtime],
+) -> Job:
+    _, _, jobs = await _jobs(request, rt)
+    job = await jobs.change(
+        job_id,
+        JobChange(
+            title=data.title,
+            prompt=data.prompt,
+            cron=data.cron,
+            at=data.at,
+            in_minutes=data.in_minutes,
+            skip_after_s=data.skip_after_s,
+            kind=data.kind,
+            model_id=data.model_id,
+        ),
+    )
+    if data.state == "paused":
+        job = await jobs.pause(job_id)
+    elif data.state == "active":
+        job = await jobs.resume(job_id)
+    return job
+
+
+@post(
+    "/api/schedule/jobs/{job_id:str}/run", guards=MINE, status_code=202, responses=errors(404, 409)
+)
+async def run_job(job_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]) -> Run:
+    scheduler, member, jobs = await _jobs(request, rt)
+    return await scheduler.run_now(member, await jobs.get(job_id))
+
+
+@delete("/api/schedule/jobs/{job_id:str}", guards=MINE, status_code=204, responses=errors(404))
+async def delete_job(
+    job_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> None:
+    _, _, jobs = await _jobs(request, rt)
+    await jobs.delete(job_id)
+
+
+@get("/api/schedule/jobs/{job_id:str}/runs", guards=MINE, responses=errors(404))
+async def job_runs(
+    job_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> list[Run]:
+    _, _, jobs = await _jobs(request, rt)
+    await jobs.get(job_id)
+    return await jobs.store.runs(job_id)
+
+
+@get("/api/schedule/runs", guards=MINE)
+async def recent_runs(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Run]:
+    _, _, jobs = await _jobs(request, rt)
+    return await jobs.store.runs(None, limit=50)
+
+
+@get("/api/schedule/tasks", guards=MINE)
+async def list_tasks(request: AnyRequest, rt: NamedDependency[Runtime]) -> list[Task]:
+    scheduler, member, _ = await _jobs(request, rt)
+    return await scheduler.tasks.recent(member)
+
+
+@post("/api/schedule/tasks/{task_id:str}/cancel", guards=MINE, responses=errors(404))
+async def cancel_task(
+    task_id: FromPath[str], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> Task:
+    scheduler, member, _ = await _jobs(request, rt)
+    return await scheduler.tasks.cancel(member, task_id)
+
+
+@get("/api/admin/schedule", guards=ADMIN)
+async def admin_counts(rt: NamedDependency[Runtime]) -> list[MemberCounts]:
+    db = rt.core.registry.db
+    counts = await all_counts(db)
+    out = []
+    for user in await rt.core.registry.list_users():
+        jobs, active = counts.get(user.id, (0, 0))
+        out.append(
+            MemberCounts(
+                user_id=user.id,
+                username=user.username,
+                jobs=jobs,
+                active=active,
+                min_interval_s=await get_min_interval(db, user.id),
+                works_signed_out=await asyncio.to_thread(rt.kept_keys.is_kept, user.id),
+            )
+        )
+    return out
+
+
+@put(
+    "/api/admin/schedule/{user_id:str}/limits", guards=ADMIN, status_code=204, responses=errors(404)
+)
+async def admin_limits(
+    user_id: FromPath[str], data: JSONBody[LimitsIn], rt: NamedDependency[Runtime]
+) -> None:
+    if await rt.core.registry.get_user(user_id) is None:
+        raise NotFoundError("no such user")
+    await set_min_interval(rt.core.registry.db, user_id, data.min_interval_s)
+
+
+@get("/api/schedule/keep-key", guards=MINE)
+async def get_keep_key(request: AnyRequest, rt: NamedDependency[Runtime]) -> KeepKey:
+    user = principal_of(request).user
+    return KeepKey(enabled=await asyncio.to_thread(rt.kept_keys.is_kept, user.id))
+
+
+@put("/api/schedule/keep-key", guards=MINE, responses=errors(400))
+async def put_keep_key(
+    data: JSONBody[KeepKey], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> KeepKey:
+    user = principal_of(request).user
+    if data.enabled:
+        await rt.keep_key(user)
+    else:
+        await rt.forget_key(user)
+    return KeepKey(enabled=await asyncio.to_thread(rt.kept_keys.is_kept, user.id))
+
+
+ROUTES = [
+    get_keep_key,
+    put_keep_key,
+    list_tasks,
+    cancel_task,
+    list_jobs,
+    preview_schedule,
+    create_job,
+    change_job,
+    run_job,
+    delete_job,
+    job_runs,
+    recent_runs,
+    admin_counts,
+    admin_limits,
+]

@@ -1,0 +1,1 @@
+"""The setup feature: its hooks (`hooks.py`) and the modules they register."""
