@@ -9,6 +9,7 @@ Launch flags, the skip rule, the console and CSP watching are those of `test_ui_
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +229,47 @@ def test_a_remote_server_with_mcp_oauth_is_signed_in_in_a_popup_from_its_card(
         finally:
             ctx.close()
             srv.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("width", [375, 1280])
+def test_an_admin_adds_server_memory_by_package_name_tests_it_saves_it_and_switches_it_on(
+    server: ServerProcess, browser: Browser, width: int
+) -> None:
+    """Issue 23 item 6: "Add a server" on the Marketplace page, by npm package name; the
+    Test lists the server's own tools before anything is saved."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node and npm are required for server-memory")
+    watch = Watch()
+    ctx = open_context(browser, server, viewport={"width": width, "height": 900}, timeout=20_000)
+    try:
+        page = watch.attach("admin", ctx.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.goto("/#/admin/marketplace")
+        page.get_by_test_id("connector-add").click()
+        form = page.get_by_test_id("connector-add-form")
+        form.get_by_test_id("connector-add-kind").select_option("npm")
+        form.get_by_test_id("connector-add-name").fill("memory")
+        form.get_by_test_id("connector-add-package").fill(
+            "@modelcontextprotocol/server-memory@2026.8.31"
+        )
+        form.get_by_test_id("connector-add-scope").select_option("household")
+        form.get_by_test_id("connector-add-test").click()
+        expect(
+            form.locator('[data-testid="connector-add-tool"][data-tool="read_graph"]')
+        ).to_be_visible(timeout=180_000)
+        form.get_by_test_id("connector-add-save").click()
+        expect(page.get_by_test_id("connector-add-dialog")).to_have_count(0, timeout=180_000)
+        item = page.locator('[data-testid="market-item"][data-folder="memory"]')
+        expect(item.get_by_test_id("market-installed")).to_be_visible()
+        expect(item.get_by_test_id("market-source")).to_have_attribute("data-source", "household")
+        page.goto("/#/connectors")
+        card = page.locator('[data-testid="connector"][data-name="memory"]')
+        card.get_by_test_id("connector-toggle").click()
+        expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=120_000)
+        card.get_by_test_id("connector-tools").locator("summary").click()
+        expect(card.locator('[data-tool="mcp__memory__read_graph"]')).to_be_visible()
+        assert not watch.problems, watch.problems
+        assert not watch.csp_violations()
+    finally:
+        ctx.close()

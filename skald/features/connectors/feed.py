@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import re
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -172,8 +172,23 @@ def check_manifest(manifest: Manifest, item: FeedItem) -> None:
         raise FeedError(f"{manifest.name}: pip dependencies need requirements.txt")
 
 
+class Source(Protocol):
+    """What the installer and the Marketplace read: a `Feed`, or the household's own
+    items (`own.OwnFeed`, rows of the registry)."""
+
+    label: str  # where its items come from, shown on each item
+
+    async def index(self) -> FeedIndex: ...
+
+    async def fetch(self, item: FeedItem) -> FetchedItem: ...
+
+    async def manifests(self) -> list[tuple[FeedItem, Manifest | None, str | None]]: ...
+
+
 class Feed:
     """A feed at a directory path or an https base URL."""
+
+    label: str
 
     def __init__(self, source: str) -> None:
         self.source = source.strip()
@@ -188,6 +203,7 @@ class Feed:
             self.base = self.source.rstrip("/") + "/"
         elif parts.scheme:
             raise InvalidInputError(f"unsupported feed location {self.source!r}")
+        self.label = self.source
 
     async def _read(self, name: str) -> bytes:
         name = _safe_relative(name)

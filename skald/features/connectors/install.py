@@ -34,7 +34,7 @@ from pathlib import Path
 import msgspec
 
 from skald.errors import ConflictError, NotFoundError, SkaldError
-from skald.features.connectors.feed import Feed, FetchedItem
+from skald.features.connectors.feed import FetchedItem, Source
 from skald.features.connectors.store import Connector, ConnectorStore
 from skald.log import get_logger
 from skald.store.registry import now_iso
@@ -118,7 +118,7 @@ class Installer:
     def deps_folder(self, kind: str, files: dict[str, bytes]) -> Path:
         return self.root / "deps" / deps_hash(kind, files)
 
-    async def install(self, feed: Feed, folder: str, *, update: bool = False) -> Connector:
+    async def install(self, feed: Source, folder: str, *, update: bool = False) -> Connector:
         """Install (or update) the item in `folder` of the feed. Admin only (caller)."""
         index = await feed.index()
         item = next((i for i in index.connectors if i.folder == folder), None)

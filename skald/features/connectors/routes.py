@@ -23,14 +23,23 @@ from litestar.response import Redirect
 
 from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.openapi import errors
+from skald.api.security import principal_of
 from skald.core.runtime import Runtime
-from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError, SkaldError
 from skald.features.connectors import oauth
-from skald.features.connectors.feed import Localized, Manifest, expand, secret_names
+from skald.features.connectors.feed import (
+    FeedItem,
+    Localized,
+    Manifest,
+    expand,
+    secret_names,
+)
 from skald.features.connectors.household_box import reach
+from skald.features.connectors.own import LABEL, OwnFeed, OwnIn, build
 from skald.features.connectors.resources import Catalog, prompt_text
 from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.features.connectors.store import Connector
+from skald.features.connectors.trial import TrialOut, trial
 from skald.files.mime import sniff
 from skald.mcp import McpError, Prompt, Resource, ResourceTemplate
 from skald.mcp.oauth import OAuthError as McpOAuthError
@@ -145,6 +154,16 @@ class MarketItem(msgspec.Struct, frozen=True, kw_only=True):
     # behind a switch (feed.Manifest).
     audience: str = "everyone"
     i18n: dict[str, Localized] = msgspec.field(default_factory=dict)
+    # Where it comes from: "shipped", "household" (added by hand) or the feed's location.
+    source: str = "shipped"
+
+
+class TrialIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    item: OwnIn
+    # Values for the item's {SECRET:name} for this one run: never stored or answered.
+    secrets: dict[str, Annotated[str, msgspec.Meta(max_length=4000)]] = msgspec.field(
+        default_factory=dict
+    )
 
 
 class GrantsOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -626,43 +645,56 @@ async def oauth_code(
 
 @get("/api/marketplace", guards=ADMIN)
 async def marketplace(rt: NamedDependency[Runtime]) -> list[MarketItem]:
+    """Every feed's items, in feed order; a name an earlier feed offers is shown refused."""
     c = _conn(rt)
     installed = {row.name: row for row in await c.store.all()}
-    out = []
-    for item, manifest, refused in await c.feed().manifests():
-        have = installed.get(item.folder)
-        have_version = (
-            have.feed_version if have is not None and have.status == "installed" else None
-        )
-        out.append(
-            MarketItem(
-                folder=item.folder,
-                version=item.version,
-                name=None if manifest is None else manifest.name,
-                display_name=item.folder
-                if manifest is None
-                else (manifest.display_name or manifest.name),
-                description="" if manifest is None else manifest.description,
-                icon="" if manifest is None else manifest.icon,
-                transport=None if manifest is None else manifest.transport,
-                auth=None if manifest is None else manifest.auth.type,
-                scope=None if manifest is None else manifest.scope,
-                reach=None
-                if manifest is None
-                else reach(
-                    manifest.scope,
-                    manifest.transport,
-                    manifest.network,
-                    c.config.household_on_host,
-                ),
-                installed_version=have_version,
-                update=have_version is not None and item.version > have_version,
-                refused=refused,
-                audience="everyone" if manifest is None else manifest.audience,
-                i18n={} if manifest is None else manifest.i18n,
-            )
-        )
+    out: list[MarketItem] = []
+    seen: dict[str, str] = {}
+    for n, source in enumerate(c.sources()):
+        try:
+            listed = await source.manifests()
+        except SkaldError:
+            if n == 0:
+                raise
+            continue  # an unreachable extra feed hides its items, not everyone's
+        for item, manifest, refused in listed:
+            if item.folder in seen:
+                refused = f"{seen[item.folder]} already offers {item.folder}"
+            seen.setdefault(item.folder, source.label)
+            out.append(_market_item(c, installed.get(item.folder), item, manifest, refused))
+            out[-1] = msgspec.structs.replace(out[-1], source=source.label)
     return out
+
+
+def _market_item(
+    c: Connectors,
+    have: Connector | None,
+    item: FeedItem,
+    manifest: Manifest | None,
+    refused: str | None,
+) -> MarketItem:
+    have_version = have.feed_version if have is not None and have.status == "installed" else None
+    return MarketItem(
+        folder=item.folder,
+        version=item.version,
+        name=None if manifest is None else manifest.name,
+        display_name=item.folder if manifest is None else (manifest.display_name or manifest.name),
+        description="" if manifest is None else manifest.description,
+        icon="" if manifest is None else manifest.icon,
+        transport=None if manifest is None else manifest.transport,
+        auth=None if manifest is None else manifest.auth.type,
+        scope=None if manifest is None else manifest.scope,
+        reach=None
+        if manifest is None
+        else reach(
+            manifest.scope, manifest.transport, manifest.network, c.config.household_on_host
+        ),
+        installed_version=have_version,
+        update=have_version is not None and item.version > have_version and refused is None,
+        refused=refused,
+        audience="everyone" if manifest is None else manifest.audience,
+        i18n={} if manifest is None else manifest.i18n,
+    )
 
 
 @post("/api/marketplace/{folder:str}/install", guards=ADMIN, responses=errors(400, 404, 409))
@@ -670,7 +702,7 @@ async def install(
     folder: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    row = await c.installer.install(c.feed(), folder)
+    row = await c.installer.install(await c.source_of(folder), folder)
     return await _describe(c, request, row)
 
 
@@ -679,10 +711,60 @@ async def update(
     folder: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
 ) -> ConnectorOut:
     c = _conn(rt)
-    row = await c.installer.install(c.feed(), folder, update=True)
+    row = await c.installer.install(await c.source_of(folder), folder, update=True)
     if c.supervisor is not None:
         await c.supervisor.restart_all(row.name)
     return await _describe(c, request, row)
+
+
+# -- the household's own items (issue 23 item 6) ------------------------------------------
+
+
+@post("/api/connector-items/test", guards=ADMIN, status_code=200, responses=errors(400, 409))
+async def test_item(
+    data: JSONBody[TrialIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> TrialOut:
+    """Start the item unsaved with the isolation a real one gets, list its tools, stop it."""
+    manifest, files = await build(data.item)
+    user = principal_of(request).user
+    return await trial(_conn(rt), user.id, manifest, files, dict(data.secrets))
+
+
+@post("/api/connector-items", guards=ADMIN, status_code=201, responses=errors(400, 409))
+async def add_item(
+    data: JSONBody[OwnIn], request: AnyRequest, rt: NamedDependency[Runtime]
+) -> ConnectorOut:
+    """Store the item in the household's own feed and install it (a saved item of the same
+    name is replaced by its next version, and running instances restart on it)."""
+    c = _conn(rt)
+    manifest, files = await build(data)
+    try:
+        source = await c.source_of(data.name)
+    except NotFoundError:
+        source = None
+    if source is not None and source.label != LABEL:
+        raise ConflictError(f"{source.label} already offers a connector named {data.name!r}")
+    existing = await c.store.get(data.name)
+    if existing is not None and source is None and existing.status == "installed":
+        raise ConflictError(f"a connector named {data.name!r} is installed from another feed")
+    saved = await c.own.put(manifest, files, principal_of(request).user.id)
+    row = await c.installer.install(OwnFeed(c.own), saved.name, update=existing is not None)
+    if existing is not None and c.supervisor is not None:
+        await c.supervisor.restart_all(row.name)
+    return await _describe(c, request, row)
+
+
+@delete("/api/connector-items/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
+async def remove_item(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    """Uninstall the item (its instances stop) and drop it from the household's feed."""
+    c = _conn(rt)
+    if await c.own.get(name) is None:
+        raise NotFoundError(f"the household added no connector named {name!r}")
+    if await c.store.get(name) is not None:
+        if c.supervisor is not None:
+            await c.supervisor.stop_all(name)
+        await c.store.remove(name)
+    await c.own.remove(name)
 
 
 @delete("/api/connectors/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
@@ -746,4 +828,7 @@ ROUTES = [
     device_logout,
     get_prompt,
     read_resource,
+    test_item,
+    add_item,
+    remove_item,
 ]

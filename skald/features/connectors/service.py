@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
-from skald.errors import NotFoundError
-from skald.features.connectors.feed import Feed
+from skald.errors import NotFoundError, SkaldError
+from skald.features.connectors.feed import Feed, Source
 from skald.features.connectors.install import Installer
 from skald.features.connectors.oauth import OAuthFlows
+from skald.features.connectors.own import OwnFeed, OwnStore
 from skald.features.connectors.store import Connector, ConnectorStore, SecretStore
 from skald.permissions import can, declare
 from skald.store.rows import Role, User
@@ -42,6 +43,9 @@ class ConnectorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 
     # A directory or an https base URL; empty: the feed shipped with Skald.
     feed: str = ""
+    # More feeds (directories or https base URLs) listed after it, before the
+    # household's own items.
+    feeds: list[str] = msgspec.field(default_factory=list)
     # Restarts of a dead connector before it is marked failed.
     max_restarts: Annotated[int, msgspec.Meta(ge=0, le=100)] = 5
     # Above this many usable connectors the model first sees a short catalogue and
@@ -67,9 +71,31 @@ class Connectors:
         self.installer = Installer(self.store, self.root)
         self.supervisor = Supervisor(self)
         self.oauth = OAuthFlows()
+        self.own = OwnStore(server.db)
 
     def feed(self) -> Feed:
-        return Feed(self.config.feed or str(DEFAULT_FEED))
+        feed = Feed(self.config.feed or str(DEFAULT_FEED))
+        if not self.config.feed:
+            feed.label = "shipped"
+        return feed
+
+    def sources(self) -> list[Source]:
+        """Every feed, in order: the main one, the configured extra ones, the household's
+        own items. A name offered by two of them is installed from the first."""
+        return [self.feed(), *(Feed(f) for f in self.config.feeds), OwnFeed(self.own)]
+
+    async def source_of(self, folder: str) -> Source:
+        """The first feed that lists `folder` (an unreadable extra feed is skipped)."""
+        for n, source in enumerate(self.sources()):
+            try:
+                index = await source.index()
+            except SkaldError:
+                if n == 0:
+                    raise
+                continue
+            if any(i.folder == folder for i in index.connectors):
+                return source
+        raise NotFoundError(f"no feed offers a connector {folder!r}")
 
     @staticmethod
     def secrets(db: Database) -> SecretStore:

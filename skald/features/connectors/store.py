@@ -87,9 +87,26 @@ CREATE TABLE connector_secrets(
 ) WITHOUT ROWID;
 """
 
+# The household's own feed (issue 23 item 6): items an administrator added by hand.
+# `files` maps a file name to its text (package.json and its lock, requirements.txt).
+_REGISTRY_V2 = """
+CREATE TABLE connector_own_items(
+    name TEXT PRIMARY KEY CHECK (name GLOB '[a-z0-9]*' AND name NOT GLOB '*[^a-z0-9-]*'
+                                AND length(name) <= 40),
+    version INTEGER NOT NULL CHECK (version >= 1),
+    manifest TEXT NOT NULL CHECK (json_valid(manifest)),
+    files TEXT NOT NULL CHECK (json_valid(files)),
+    added_by TEXT,
+    added_at TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
 REGISTRY_FEATURE = Feature(
     "connectors",
-    (Migration(1, "connector catalogue, grants and activations", _REGISTRY_V1),),
+    (
+        Migration(1, "connector catalogue, grants and activations", _REGISTRY_V1),
+        Migration(2, "the household's own connector feed", _REGISTRY_V2),
+    ),
     after=("accounts",),
 )
 OWNER_FEATURE = Feature("connectors", (Migration(1, "each member's connector secrets", _OWNER_V1),))

@@ -13,6 +13,7 @@ import { getState } from '../../js/store.js';
 import { Dialog } from '../../js/components/dialog.js';
 import { parseHash, navigate } from '../../js/router.js';
 import { drafts, getChat } from '../../js/chat.js';
+import { AddServer } from './connector-add.js';
 
 const enc = encodeURIComponent;
 
@@ -365,6 +366,7 @@ export function ConnectorsPage() {
       <p class="page__lead muted">${t('connectors.lead')}</p>
     </header>
     ${error && html`<${ErrorNotice} error=${error} testid="connectors-error" />`}
+    ${isAdmin() && html`<${AddServer} onDone=${load} />`}
     ${items && items.length === 0 && html`<p class="muted" data-testid="connectors-empty">${t('connectors.empty')}</p>`}
     ${items && html`<ul class="inbox-list">${items.map((c) => html`<${ConnectorCard} key=${c.name} connector=${c} onChanged=${replace} />`)}</ul>`}
   </section>`;
@@ -384,6 +386,11 @@ function MarketItem({ item, onDone }) {
     await request('POST', `api/marketplace/${enc(item.folder)}/${what}`);
     onDone();
   });
+  const remove = () => run(async () => {
+    await request('DELETE', `api/connector-items/${enc(item.folder)}`);
+    onDone();
+  });
+  const own = item.source === 'household';
   return html`<li class="inbox-item" data-testid="market-item" data-folder=${item.folder}>
     <div class="inbox-item__head">
       <span class="inbox-item__icon" aria-hidden="true">${item.icon || Icon.tool()}</span>
@@ -391,6 +398,8 @@ function MarketItem({ item, onDone }) {
         <span class="small muted"> v${item.version}</span></div>
     </div>
     <p class="small" data-testid="market-description">${text.description}</p>
+    <p class="small muted" data-testid="market-source" data-source=${item.source}>${own || item.source === 'shipped'
+      ? t(`marketplace.source_${item.source}`) : t('marketplace.source_feed', { feed: item.source })}</p>
     ${item.refused
       ? html`<p class="approval__error" data-testid="market-refused">${t('marketplace.refused')}: ${item.refused}</p>`
       : html`<p class="small muted">${item.scope === 'household' ? t('marketplace.scope_household') : t('marketplace.scope_personal')}
@@ -404,6 +413,8 @@ function MarketItem({ item, onDone }) {
               ? html`<button type="button" class="btn btn--primary" disabled=${busy} onClick=${() => act('update')}
                   data-testid="market-update">${t('marketplace.update', { version: item.version })}</button>`
               : html`<span class="small" data-testid="market-installed">${t('marketplace.installed')}</span>`}
+          ${own && html`<button type="button" class="btn btn--ghost" disabled=${busy} onClick=${remove}
+            data-testid="market-remove">${t('marketplace.remove')}</button>`}
         </div>`}
     ${busy && html`<p class="small muted">${t('marketplace.installing')}</p>`}
     ${error && html`<p class="approval__error" role="alert" data-testid="market-error">${errorText(error)}</p>`}
@@ -434,8 +445,9 @@ export function MarketplacePage() {
       <p class="page__lead muted">${t('marketplace.lead')}</p>
     </header>
     ${error && html`<${ErrorNotice} error=${error} testid="marketplace-error" />`}
+    <${AddServer} onDone=${load} />
     ${items === null && !error && html`<span class="spinner" aria-hidden="true"></span>`}
-    ${items && html`<ul class="inbox-list">${shown.map((i) => html`<${MarketItem} key=${i.folder} item=${i} onDone=${load} />`)}</ul>`}
+    ${items && html`<ul class="inbox-list">${shown.map((i) => html`<${MarketItem} key=${`${i.source}/${i.folder}`} item=${i} onDone=${load} />`)}</ul>`}
     ${hidden > 0 &&
     html`<label class="check small">
       <input type="checkbox" checked=${dev} onChange=${(e) => setDev(e.target.checked)} data-testid="market-developers" />
