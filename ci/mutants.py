@@ -2454,6 +2454,16 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_ui_plugin_web_e2e.py",),
         why="a plugin's own icon is never shown (the generic one instead)",
     ),
+    # -- repeated code folded into shared helpers (issue 21 section 3): prefix DD ---------
+    Mutant(
+        "DD1",
+        "store helpers",
+        "skald/store/database.py",
+        "    if conn.changes() == 0:\n        raise NotFoundError(missing)",
+        "    if conn.changes() < 0:\n        raise NotFoundError(missing)",
+        ("tests/test_approvals_admin.py",),
+        why="editing or deleting a rule or group that does not exist answers 200, not 404",
+    ),
 )
 
 
