@@ -2688,6 +2688,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="locked",
         why="a personal Test by an admin whose data is locked fails inside the supervisor",
     ),
+    # -- repeated code folded into shared helpers (issue 21 section 3): prefix DD ---------
+    Mutant(
+        "DD1",
+        "store helpers",
+        "skald/store/database.py",
+        "    if conn.changes() == 0:\n        raise NotFoundError(missing)",
+        "    if conn.changes() < 0:\n        raise NotFoundError(missing)",
+        ("tests/test_approvals_admin.py",),
+        why="editing or deleting a rule or group that does not exist answers 200, not 404",
+    ),
 )
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
@@ -361,12 +362,7 @@ class HttpTransport(Transport):
             await asyncio.sleep(state.retry_ms / 1000)
             before = state.events
             try:
-                async with self._http.stream(
-                    "GET",
-                    self.url,
-                    headers=self._headers(_SSE, state.last_event_id),
-                    auth=self._auth_arg(),
-                ) as response:
+                async with self._get_events(state) as response:
                     if response.status_code != 200 or not _is_sse(response):
                         failures = MAX_RESUMPTIONS  # the server cannot resume: give up
                         continue
@@ -375,6 +371,11 @@ class HttpTransport(Transport):
                 pass
             failures = 0 if state.events > before else failures + 1
 
+    def _get_events(self, state: _StreamState) -> AbstractAsyncContextManager[httpx.Response]:
+        """GET the event stream, resuming after the last event id the state saw."""
+        headers = self._headers(_SSE, state.last_event_id)
+        return self._http.stream("GET", self.url, headers=headers, auth=self._auth_arg())
+
     async def _get_stream(self, established: asyncio.Event) -> None:
         """What the server sends unprompted; reconnects while it keeps working."""
         state = _StreamState()
@@ -382,12 +383,7 @@ class HttpTransport(Transport):
         while not self._closed:
             before = state.events
             try:
-                async with self._http.stream(
-                    "GET",
-                    self.url,
-                    headers=self._headers(_SSE, state.last_event_id),
-                    auth=self._auth_arg(),
-                ) as response:
+                async with self._get_events(state) as response:
                     if response.status_code == 404 and self.session_id is not None:
                         self._die("the server ended the session (HTTP 404)")
                         return

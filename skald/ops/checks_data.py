@@ -397,6 +397,13 @@ def _age(seconds: float) -> str:
     return f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
 
 
+def _backup_warning(ctx: Context, finding: str) -> Finding:
+    """No recent backup: the fix is always the same, a new one tested at once."""
+    return Finding(
+        name="backups", status="warn", finding=finding, fix=ctx.skald("backup", "--drill")
+    )
+
+
 async def check_backups(ctx: Context) -> Finding:
     """A household's backups: a recent archive in the chosen folder, and the last restore
     drill passed. Read from the files the server's scheduler keeps (no server needed)."""
@@ -428,26 +435,16 @@ async def check_backups(ctx: Context) -> Finding:
             finding=f"the restore drill{where} failed on {drill.at}: {drill.error}",
             fix=f"{ctx.skald('backup', '--drill')} (a new backup, tested at once)",
         )
+    last = state.last_backup
+    failed = f"the last scheduled one failed: {last.error}" if last and not last.ok else ""
     if not found:
-        last = state.last_backup
-        why = f" (the last scheduled one failed: {last.error})" if last and not last.ok else ""
-        return Finding(
-            name="backups",
-            status="warn",
-            finding=f"no backup in {folder} yet{why}",
-            fix=ctx.skald("backup", "--drill"),
-        )
+        why = f" ({failed})" if failed else ""
+        return _backup_warning(ctx, f"no backup in {folder} yet{why}")
     newest_at, newest = found[0]
     age = (datetime.now(UTC) - newest_at).total_seconds()
     if settings.enabled and age > 2 * settings.every_hours * 3600:
-        last = state.last_backup
-        why = f"; the last scheduled one failed: {last.error}" if last and not last.ok else ""
-        return Finding(
-            name="backups",
-            status="warn",
-            finding=f"the newest backup, {newest.name}, is {_age(age)} old{why}",
-            fix=ctx.skald("backup", "--drill"),
-        )
+        why = f"; {failed}" if failed else ""
+        return _backup_warning(ctx, f"the newest backup, {newest.name}, is {_age(age)} old{why}")
     tested = "not restore-tested yet" if drill is None else f"restore drill passed on {drill.at}"
     schedule = (
         f"every {settings.every_hours} h" if settings.enabled else "schedule off (by hand only)"

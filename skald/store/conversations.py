@@ -19,7 +19,7 @@ from skald.agent.history import CallState, UnfinishedCall
 from skald.errors import ConflictError, NotFoundError
 from skald.llm.types import ImagePart, Message, TextPart
 from skald.store.columns import Col, Columns
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database, change_one, fetch_all, fetch_one
 from skald.store.registry import now_iso
 
 _encode = msgspec.json.Encoder().encode
@@ -168,12 +168,12 @@ class ConversationStore:
 
         def q(c: apsw.Connection) -> tuple[Any, ...]:
             # The row as written, in the same trip (this runs at least twice a turn).
-            c.execute(
+            change_one(
+                c,
                 f"UPDATE conversations SET {assignment}, updated_at=? WHERE id=?",
                 (*values, now_iso(), conversation_id),
+                "no such conversation",
             )
-            if c.changes() == 0:
-                raise NotFoundError("no such conversation")
             r = fetch_one(
                 c, f"SELECT {_CONV.names} FROM conversations WHERE id=?", (conversation_id,)
             )

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import apsw
 
-from skald.errors import DatabaseClosedError, StorageError
+from skald.errors import DatabaseClosedError, NotFoundError, StorageError
 
 T = TypeVar("T")
 
@@ -245,3 +245,10 @@ def fetch_one(conn: apsw.Connection, sql: str, params: Any = ()) -> tuple[Any, .
     for row in conn.execute(sql, params):
         return tuple(row)
     return None
+
+
+def change_one(conn: apsw.Connection, sql: str, params: Any, missing: str) -> None:
+    """Run an UPDATE/DELETE of one row by its key; NotFoundError(missing) if none matched."""
+    conn.execute(sql, params)
+    if conn.changes() == 0:
+        raise NotFoundError(missing)

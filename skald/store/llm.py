@@ -11,7 +11,7 @@ import msgspec
 
 from skald.errors import ConflictError, NotFoundError
 from skald.store.columns import Col, Columns
-from skald.store.database import Database, fetch_one
+from skald.store.database import Database, change_one, fetch_one
 from skald.store.registry import now_iso
 
 Strength = Literal["low", "average", "high"]
@@ -215,12 +215,8 @@ class LlmStore:
         return await self.provider(provider_id)
 
     async def delete_provider(self, provider_id: str) -> None:
-        def q(c: apsw.Connection) -> None:
-            c.execute("DELETE FROM llm_providers WHERE id=?", (provider_id,))
-            if c.changes() == 0:
-                raise NotFoundError("no such provider")
-
-        await self._write(q)
+        sql = "DELETE FROM llm_providers WHERE id=?"
+        await self._write(lambda c: change_one(c, sql, (provider_id,), "no such provider"))
 
     # -- models ---------------------------------------------------------------------
 
@@ -257,25 +253,21 @@ class LlmStore:
                     (row.id, *values, values[-1]),
                 )
                 return
-            c.execute(
+            change_one(
+                c,
                 "UPDATE llm_models SET provider_id=?, model=?, name=?, strength=?, capabilities=?, "
                 "priority=?, enabled=?, max_output_tokens=?, context_window=?, kind=?, "
                 "prompt_profile=?, updated_at=? WHERE id=?",
                 (*values, row.id),
+                "no such model",
             )
-            if c.changes() == 0:
-                raise NotFoundError("no such model")
 
         await self._write(q)
         return await self.model(row.id)
 
     async def delete_model(self, model_id: str) -> None:
-        def q(c: apsw.Connection) -> None:
-            c.execute("DELETE FROM llm_models WHERE id=?", (model_id,))
-            if c.changes() == 0:
-                raise NotFoundError("no such model")
-
-        await self._write(q)
+        sql = "DELETE FROM llm_models WHERE id=?"
+        await self._write(lambda c: change_one(c, sql, (model_id,), "no such model"))
 
     async def record_request(
         self,

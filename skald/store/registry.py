@@ -14,7 +14,7 @@ import msgspec
 
 from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
-from skald.store.database import Database, fetch_all, fetch_one, open_plain
+from skald.store.database import Database, change_one, fetch_all, fetch_one, open_plain
 from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.registry import REGISTRY
 from skald.store.rows import Role, RoleAttributes, User, UserSecrets
@@ -183,13 +183,13 @@ class Registry:
                     values,
                 )
                 return int(c.last_insert_rowid())
-            c.execute(
+            change_one(
+                c,
                 "UPDATE approval_rules SET grp=?, tool_pattern=?, path_pattern=?, action=?, "
                 "priority=?, description=? WHERE id=?",
                 (*values, rule.id),
+                "no such rule",
             )
-            if c.changes() == 0:
-                raise NotFoundError("no such rule")
             return rule.id
 
         rule_id = await self.db.transaction(q)
@@ -198,12 +198,8 @@ class Registry:
         return saved
 
     async def delete_rule(self, rule_id: int) -> None:
-        def q(c: apsw.Connection) -> None:
-            c.execute("DELETE FROM approval_rules WHERE id=?", (rule_id,))
-            if c.changes() == 0:
-                raise NotFoundError("no such rule")
-
-        await self.db.transaction(q)
+        sql = "DELETE FROM approval_rules WHERE id=?"
+        await self.db.transaction(lambda c: change_one(c, sql, (rule_id,), "no such rule"))
 
     async def save_group(self, group: SecurityGroup, *, create: bool) -> None:
         def q(c: apsw.Connection) -> None:
@@ -215,12 +211,12 @@ class Registry:
                     (group.name, group.display_name, group.description),
                 )
                 return
-            c.execute(
+            change_one(
+                c,
                 "UPDATE security_groups SET display_name=?, description=? WHERE name=?",
                 (group.display_name, group.description, group.name),
+                f"no security group named {group.name!r}",
             )
-            if c.changes() == 0:
-                raise NotFoundError(f"no security group named {group.name!r}")
 
         await self.db.transaction(q)
 
@@ -238,9 +234,8 @@ class Registry:
                 raise ConflictError(
                     f"the role {users[0][0]!r} uses {name!r} as its default security group"
                 )
-            c.execute("DELETE FROM security_groups WHERE name=?", (name,))
-            if c.changes() == 0:
-                raise NotFoundError(f"no security group named {name!r}")
+            sql = "DELETE FROM security_groups WHERE name=?"
+            change_one(c, sql, (name,), f"no security group named {name!r}")
 
         await self.db.transaction(q)
 
@@ -437,35 +432,25 @@ class Registry:
         not bring an old cookie back to life."""
 
         def q(c: apsw.Connection) -> None:
-            c.execute(
+            change_one(
+                c,
                 "UPDATE users SET active=?, updated_at=? WHERE id=?",
                 (int(active), now_iso(), user_id),
+                "no such user",
             )
-            if c.changes() == 0:
-                raise NotFoundError("no such user")
             if not active:
                 c.execute("DELETE FROM sessions WHERE user_id=?", (user_id,))
 
         await self.db.transaction(q)
 
     async def _update(self, user_id: str, assignment: str, params: tuple[Any, ...]) -> None:
-        def q(c: apsw.Connection) -> None:
-            c.execute(
-                f"UPDATE users SET {assignment}, updated_at=? WHERE id=?",
-                (*params, now_iso(), user_id),
-            )
-            if c.changes() == 0:
-                raise NotFoundError("no such user")
-
-        await self.db.transaction(q)
+        sql = f"UPDATE users SET {assignment}, updated_at=? WHERE id=?"
+        values = (*params, now_iso(), user_id)
+        await self.db.transaction(lambda c: change_one(c, sql, values, "no such user"))
 
     async def delete_user(self, user_id: str) -> None:
-        def q(c: apsw.Connection) -> None:
-            c.execute("DELETE FROM users WHERE id=?", (user_id,))
-            if c.changes() == 0:
-                raise NotFoundError("no such user")
-
-        await self.db.transaction(q)
+        sql = "DELETE FROM users WHERE id=?"
+        await self.db.transaction(lambda c: change_one(c, sql, (user_id,), "no such user"))
 
 
 def _put_wraps(c: apsw.Connection, user_id: str, wraps: Mapping[str, str]) -> None:

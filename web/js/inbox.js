@@ -3,10 +3,10 @@
 // the Inbox page and the chat's approval cards (which look up the diff
 // preview here). The server says "inbox_changed" with the new count; the
 // list itself is read again only when someone shows it.
-import { useEffect, useState } from './lib.js';
+import { useEffect } from './lib.js';
 import { api } from './api.js';
 import * as ws from './ws.js';
-import { getState as getAppState, subscribe } from './store.js';
+import { getState as getAppState, sharedModel, subscribe } from './store.js';
 
 const inbox = {
   count: null, // null until the first answer
@@ -14,7 +14,7 @@ const inbox = {
   error: null,
   loading: false,
 };
-const listeners = new Set();
+const { set, use: useInboxModel } = sharedModel(inbox);
 let wantList = 0; // how many views show the list (page, chat cards)
 let generation = 0;
 
@@ -22,20 +22,8 @@ export function getInbox() {
   return inbox;
 }
 
-function set(patch) {
-  Object.assign(inbox, patch);
-  for (const fn of [...listeners]) fn(inbox);
-}
-
 export function useInbox() {
-  const [, bump] = useState(0);
-  useEffect(() => {
-    const fn = () => bump((n) => n + 1);
-    listeners.add(fn);
-    fn(); // catch up with a change between render and subscription
-    return () => listeners.delete(fn);
-  }, []);
-  return inbox;
+  return useInboxModel();
 }
 
 // Read the list (and so the count) again. Answers that arrive after a newer

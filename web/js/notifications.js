@@ -5,10 +5,10 @@
 // is read again only while someone shows it.
 // Rule: every member has notifications (no capability); the server answers
 // from the caller's own database only.
-import { useEffect, useState } from './lib.js';
+import { useEffect } from './lib.js';
 import { api } from './api.js';
 import * as ws from './ws.js';
-import { subscribe } from './store.js';
+import { sharedModel, subscribe } from './store.js';
 
 const state = {
   unread: null, // null until the first answer
@@ -17,24 +17,12 @@ const state = {
   loading: false,
   latest: null, // the last batch delivered live (for a short announcement)
 };
-const listeners = new Set();
+const { set, use: useModel } = sharedModel(state);
 let showing = 0; // how many views show the list
 let generation = 0;
 
-function set(patch) {
-  Object.assign(state, patch);
-  for (const fn of [...listeners]) fn(state);
-}
-
 export function useNotifications() {
-  const [, bump] = useState(0);
-  useEffect(() => {
-    const fn = () => bump((n) => n + 1);
-    listeners.add(fn);
-    fn();
-    return () => listeners.delete(fn);
-  }, []);
-  return state;
+  return useModel();
 }
 
 export async function loadNotifications() {

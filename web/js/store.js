@@ -34,6 +34,29 @@ export function subscribe(fn) {
   return () => listeners.delete(fn);
 }
 
+// A shared model of a feature's own (the inbox, the notifications), outside the app
+// state: `set(patch)` merges and tells the views, `use()` re-renders the calling
+// component at each change. Trap: a change can land between render and subscription,
+// so `use` re-renders once as it subscribes to catch up.
+export function sharedModel(model) {
+  const views = new Set();
+  const set = (patch) => {
+    Object.assign(model, patch);
+    for (const fn of [...views]) fn(model);
+  };
+  const use = () => {
+    const [, bump] = useState(0);
+    useEffect(() => {
+      const fn = () => bump((n) => n + 1);
+      views.add(fn);
+      fn();
+      return () => views.delete(fn);
+    }, []);
+    return model;
+  };
+  return { set, use };
+}
+
 // Re-render the calling component whenever the shared state changes.
 // Effects run after paint, so a change can land between this component's
 // render and its subscription (e.g. the boot requests answering quickly);

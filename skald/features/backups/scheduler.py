@@ -41,7 +41,7 @@ import msgspec
 
 from skald.config import Config
 from skald.errors import InvalidInputError, SkaldError
-from skald.features.backups.archive import check_archive
+from skald.features.backups.archive import DatabaseInfo, check_archive
 from skald.features.backups.backup import ServerSnapshotter, create_backup
 from skald.log import get_logger
 from skald.paths import DataLayout
@@ -293,43 +293,29 @@ def _restore_and_check(
     scratch = Path(tempfile.mkdtemp(prefix=".drill-", dir=scratch_parent))
     try:
         _extract(checked, scratch)
-        verdicts = []
-        for db in checked.manifest.databases:
-            path = scratch.joinpath(*db.path.split("/"))
-            who = db.username
-            if not path.is_file():
-                verdicts.append(
-                    DrillDatabase(
-                        path=db.path,
-                        username=who,
-                        status="failed",
-                        detail="missing after the restore",
-                    )
-                )
-                continue
-            key: bytes | None = None
-            if db.kind == "owner" and db.encrypted:
-                held = keys.get(db.user_id or "")
-                if held is None or held.value is None:
-                    verdicts.append(
-                        DrillDatabase(
-                            path=db.path,
-                            username=who,
-                            status="locked",
-                            detail="encrypted; its owner is not signed in, so Skald holds no key",
-                        )
-                    )
-                    continue
-                key = held.value
-            ok, detail = _integrity(path, key)
-            verdicts.append(
-                DrillDatabase(
-                    path=db.path, username=who, status="ok" if ok else "failed", detail=detail
-                )
-            )
+        verdicts = [_check_restored(db, scratch, keys) for db in checked.manifest.databases]
         return len(checked.manifest.files), verdicts
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _check_restored(db: DatabaseInfo, scratch: Path, keys: dict[str, _Key]) -> DrillDatabase:
+    """Blocking: one restored database opened and checked (locked without its key)."""
+
+    def verdict(status: DatabaseVerdict, detail: str) -> DrillDatabase:
+        return DrillDatabase(path=db.path, username=db.username, status=status, detail=detail)
+
+    path = scratch.joinpath(*db.path.split("/"))
+    if not path.is_file():
+        return verdict("failed", "missing after the restore")
+    key: bytes | None = None
+    if db.kind == "owner" and db.encrypted:
+        held = keys.get(db.user_id or "")
+        if held is None or held.value is None:
+            return verdict("locked", "encrypted; its owner is not signed in, so Skald holds no key")
+        key = held.value
+    ok, detail = _integrity(path, key)
+    return verdict("ok" if ok else "failed", detail)
 
 
 async def no_keys(user_ids: list[str]) -> dict[str, bytes | None]:

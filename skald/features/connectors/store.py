@@ -268,13 +268,7 @@ class ConnectorStore:
         def q(c: apsw.Connection) -> None:
             if fetch_one(c, "SELECT 1 FROM users WHERE id=?", (user_id,)) is None:
                 raise NotFoundError("no such user")
-            if fetch_one(c, "SELECT 1 FROM connectors WHERE name=?", (name,)) is None:
-                raise NotFoundError(f"no connector named {name!r}")
-            c.execute(
-                "INSERT OR IGNORE INTO connector_grants(connector, user_id, created_at) "
-                "VALUES (?,?,?)",
-                (name, user_id, now_iso()),
-            )
+            _link(c, "connector_grants", name, user_id)
 
         await self.db.transaction(q)
 
@@ -282,13 +276,8 @@ class ConnectorStore:
         """Remove the grant and the member's activation with it (one transaction)."""
 
         def q(c: apsw.Connection) -> None:
-            c.execute(
-                "DELETE FROM connector_grants WHERE connector=? AND user_id=?", (name, user_id)
-            )
-            c.execute(
-                "DELETE FROM connector_activations WHERE connector=? AND user_id=?",
-                (name, user_id),
-            )
+            _unlink(c, "connector_grants", name, user_id)
+            _unlink(c, "connector_activations", name, user_id)
 
         await self.db.transaction(q)
 
@@ -302,21 +291,30 @@ class ConnectorStore:
 
     async def set_active(self, name: str, user_id: str, active: bool) -> None:
         def q(c: apsw.Connection) -> None:
-            if not active:
-                c.execute(
-                    "DELETE FROM connector_activations WHERE connector=? AND user_id=?",
-                    (name, user_id),
-                )
-                return
-            if fetch_one(c, "SELECT 1 FROM connectors WHERE name=?", (name,)) is None:
-                raise NotFoundError(f"no connector named {name!r}")
-            c.execute(
-                "INSERT OR IGNORE INTO connector_activations(connector, user_id, created_at) "
-                "VALUES (?,?,?)",
-                (name, user_id, now_iso()),
-            )
+            if active:
+                _link(c, "connector_activations", name, user_id)
+            else:
+                _unlink(c, "connector_activations", name, user_id)
 
         await self.db.transaction(q)
+
+
+# The two tables that tie a member to a connector (both keyed connector, user_id).
+_Links = Literal["connector_grants", "connector_activations"]
+
+
+def _link(c: apsw.Connection, table: _Links, name: str, user_id: str) -> None:
+    """Tie the member to an existing connector; tying twice changes nothing."""
+    if fetch_one(c, "SELECT 1 FROM connectors WHERE name=?", (name,)) is None:
+        raise NotFoundError(f"no connector named {name!r}")
+    c.execute(
+        f"INSERT OR IGNORE INTO {table}(connector, user_id, created_at) VALUES (?,?,?)",
+        (name, user_id, now_iso()),
+    )
+
+
+def _unlink(c: apsw.Connection, table: _Links, name: str, user_id: str) -> None:
+    c.execute(f"DELETE FROM {table} WHERE connector=? AND user_id=?", (name, user_id))
 
 
 def _params(c: Connector) -> tuple[Any, ...]:

@@ -2,9 +2,10 @@
 // centre as a panel under it (newest first; mark one or all read; delete).
 // A notification's link is an in-app path (the server refuses anything else),
 // opened as a route of this app.
-import { html, useEffect, useRef, useState } from '../lib.js';
+import { html, useRef, useState } from '../lib.js';
 import { t, formatDate } from '../i18n.js';
 import { Icon } from './icons.js';
+import { useDismiss } from './dismiss.js';
 import { navigate } from '../router.js';
 import {
   useNotificationList,
@@ -65,19 +66,9 @@ export function Bell() {
   const s = useNotificationList(open);
   const close = () => setOpen(false);
 
-  useEffect(() => {
-    if (!open) return undefined;
-    // pointerdown, not click: a button the click re-renders away (mark read) is no
-    // longer inside the panel when the click reaches the document.
-    const onDoc = (e) => root.current && !root.current.contains(e.target) && setOpen(false);
-    const onKey = (e) => e.key === 'Escape' && setOpen(false);
-    document.addEventListener('pointerdown', onDoc);
-    document.addEventListener('keydown', onKey);
-    return () => {
-      document.removeEventListener('pointerdown', onDoc);
-      document.removeEventListener('keydown', onKey);
-    };
-  }, [open]);
+  // pointerdown, not click: a button the click re-renders away (mark read) is no
+  // longer inside the panel when the click reaches the document.
+  useDismiss(open, close, root, 'pointerdown');
 
   const unread = s.unread || 0;
   const items = s.items || [];

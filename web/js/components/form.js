@@ -95,6 +95,14 @@ export function useAction() {
   return [run, busy, error, setError];
 }
 
+// The head every page opens with: its title and, below it, one lead line.
+export function PageHead({ title, lead }) {
+  return html`<header class="page__head">
+      <h1 class="page__title">${title}</h1>
+      <p class="page__lead muted">${lead}</p>
+    </header>`;
+}
+
 // A small "Saved" confirmation that fades after a few seconds.
 export function useFlash(ms = 4000) {
   const [flash, setFlash] = useState(null);

@@ -13,6 +13,7 @@ import { getState } from '../store.js';
 import { logout } from '../session.js';
 import { Icon, Logo } from './icons.js';
 import { ThemeToggle, LocalePicker } from './controls.js';
+import { useDismiss } from './dismiss.js';
 import { useInbox } from '../inbox.js';
 import { navItems } from '../nav.js';
 import { Bell } from './bell.js';
@@ -40,18 +41,7 @@ function UserMenu({ me }) {
   const [open, setOpen] = useState(false);
   const root = useRef(null);
 
-  // Close on a click outside or Escape, like any menu people know.
-  useEffect(() => {
-    if (!open) return undefined;
-    const onDoc = (e) => root.current && !root.current.contains(e.target) && setOpen(false);
-    const onKey = (e) => e.key === 'Escape' && setOpen(false);
-    document.addEventListener('click', onDoc);
-    document.addEventListener('keydown', onKey);
-    return () => {
-      document.removeEventListener('click', onDoc);
-      document.removeEventListener('keydown', onKey);
-    };
-  }, [open]);
+  useDismiss(open, () => setOpen(false), root);
 
   return html`<div class="user-menu" ref=${root}>
     <button type="button" class="user-menu__button" aria-expanded=${open ? 'true' : 'false'}

@@ -12,7 +12,7 @@ import { api } from '../api.js';
 import * as ws from '../ws.js';
 import { getState } from '../store.js';
 import { Icon } from './icons.js';
-import { errorText } from './form.js';
+import { errorText, useAction } from './form.js';
 
 // How long an ended task stays in the strip (the origin conversation has its
 // result message by then; the Tasks page keeps the history).
@@ -24,22 +24,20 @@ function visible(task, now) {
   return Number.isFinite(ended) && now - ended < RECENT_MS;
 }
 
-function StripItem({ task, onChanged }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState(null);
+// A task's Cancel action, the same in the strip and on the Tasks page.
+export function useCancelTask(task, onChanged) {
+  const [run, busy, error] = useAction();
   const active = task.state === 'queued' || task.state === 'running';
-  const cancel = async () => {
-    setBusy(true);
-    setError(null);
-    try {
+  const cancel = () =>
+    run(async () => {
       await api.cancelTask(task.id);
       await onChanged();
-    } catch (e) {
-      setError(e);
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
+  return { active, busy, error, cancel };
+}
+
+function StripItem({ task, onChanged }) {
+  const { active, busy, error, cancel } = useCancelTask(task, onChanged);
   return html`<li class=${`task-strip__item task-strip__item--${task.state}`} data-testid="chat-task"
       data-task-id=${task.id} data-state=${task.state}>
     <a class="task-strip__title" href=${`#/?c=${encodeURIComponent(task.conversation_id)}`}

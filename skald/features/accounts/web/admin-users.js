@@ -7,7 +7,7 @@ import { t, formatDate, roleLabel as roleText } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../../js/components/form.js';
+import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText, PageHead } from '../../js/components/form.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
 import { RecoveryCode } from '../../js/components/recovery.js';
 import { formatSize } from '../files/files.js';
@@ -252,10 +252,7 @@ export function AdminUsersPage() {
   };
 
   return html`<div class="page" data-testid="users-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('users.title')}</h1>
-      <p class="page__lead muted">${t('users.lead')}</p>
-    </header>
+    <${PageHead} title=${t('users.title')} lead=${t('users.lead')} />
 
     ${flash && html`<${Notice} kind="success" testid="users-flash">${flash}<//>`}
     <${ErrorNotice} error=${rowError} testid="users-action-error" />

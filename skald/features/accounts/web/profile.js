@@ -8,7 +8,7 @@ import { getState } from '../../js/store.js';
 import { setMe, signedOut } from '../../js/session.js';
 import { storedTheme, setTheme, onThemeChange } from '../../js/theme.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../../js/components/form.js';
+import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText, PageHead } from '../../js/components/form.js';
 import { LocalePicker } from '../../js/components/controls.js';
 import { ConfirmDialog } from '../../js/components/dialog.js';
 import { NotificationSettings } from '../../js/components/notification-settings.js';
@@ -169,10 +169,7 @@ export function ProfilePage() {
   const { me } = getState();
   const simple = me.ui_mode === 'simple';
   return html`<div class="page page--narrow" data-testid="profile-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('profile.title')}</h1>
-      <p class="page__lead muted">${t('profile.signed_in_as', { username: me.username })}</p>
-    </header>
+    <${PageHead} title=${t('profile.title')} lead=${t('profile.signed_in_as', { username: me.username })} />
     <div class="stack stack--lg">
       <${AboutYou} me=${me} simple=${simple} />
       ${!simple && html`<${Privacy} me=${me} />`}

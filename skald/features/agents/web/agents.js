@@ -6,7 +6,7 @@ import { html, useState, useEffect } from '../../js/lib.js';
 import { t, hasText } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice } from '../../js/components/form.js';
+import { ErrorNotice, PageHead } from '../../js/components/form.js';
 
 const ICONS = {
   assistant: 'sparkle',
@@ -62,10 +62,7 @@ export function AgentsPage() {
     </div>`;
   }
   return html`<div class="page" data-testid="agents-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('agents.title')}</h1>
-      <p class="page__lead muted">${t('agents.lead')}</p>
-    </header>
+    <${PageHead} title=${t('agents.title')} lead=${t('agents.lead')} />
     ${body}
   </div>`;
 }

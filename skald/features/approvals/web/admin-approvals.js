@@ -9,7 +9,7 @@ import { toolTitle } from '../../js/components/tool-text.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
-import { Field, ErrorNotice, Notice, errorText, useAction, useFlash, useId } from '../../js/components/form.js';
+import { Field, ErrorNotice, Notice, errorText, useAction, useFlash, useId, PageHead } from '../../js/components/form.js';
 
 const ACTIONS = ['allow', 'require', 'deny'];
 
@@ -399,10 +399,7 @@ export function AdminApprovalsPage() {
   const current = loaded ? groups.find((g) => g.name === selected) : null;
 
   return html`<div class="page" data-testid="approvals-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('approvals.title')}</h1>
-      <p class="page__lead muted">${t('approvals.lead')}</p>
-    </header>
+    <${PageHead} title=${t('approvals.title')} lead=${t('approvals.lead')} />
     ${flash && html`<${Notice} kind="success" testid="approvals-flash">${flash}<//>`}
     <${ErrorNotice} error=${rowError} testid="approvals-action-error" />
     <${ErrorNotice} error=${loadError} testid="approvals-error" />

@@ -11,7 +11,7 @@ import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId } from '../../js/components/form.js';
+import { Field, ErrorNotice, Notice, useAction, useFlash, useId, PageHead } from '../../js/components/form.js';
 import { Dialog } from '../../js/components/dialog.js';
 import { formatSize } from '../files/files.js';
 
@@ -225,10 +225,7 @@ export function AdminBackupsPage() {
     </div>`;
   }
   return html`<div class="page" data-testid="backups-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('backups.title')}</h1>
-      <p class="page__lead muted">${t('backups.lead')}</p>
-    </header>
+    <${PageHead} title=${t('backups.title')} lead=${t('backups.lead')} />
     ${body}
     ${restoring && html`<${RestoreDialog} archive=${restoring} onClose=${() => setRestoring(null)} />`}
   </div>`;

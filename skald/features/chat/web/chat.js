@@ -9,6 +9,7 @@ import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { redirect } from '../../js/router.js';
 import { Icon } from '../../js/components/icons.js';
+import { useDismiss } from '../../js/components/dismiss.js';
 import { ErrorNotice, errorText } from '../../js/components/form.js';
 import { Conversation, ScrollArea, formatSize } from '../../js/components/chat-items.js';
 import { SecurityGroupControl } from '../../js/components/security-group.js';
@@ -244,19 +245,9 @@ function HistoryMenu({ conversations, onReopen }) {
   const [error, setError] = useState(null);
   const root = useRef(null);
   const input = useRef(null);
+  useDismiss(open, () => setOpen(false), root);
   useEffect(() => {
-    if (!open) return undefined;
-    if (input.current) input.current.focus();
-    // The event's path, not contains(): a click that swaps its own button (rename) has
-    // a target no longer in the document by the time this runs.
-    const onDoc = (e) => root.current && !e.composedPath().includes(root.current) && setOpen(false);
-    const onKey = (e) => e.key === 'Escape' && setOpen(false);
-    document.addEventListener('click', onDoc);
-    document.addEventListener('keydown', onKey);
-    return () => {
-      document.removeEventListener('click', onDoc);
-      document.removeEventListener('keydown', onKey);
-    };
+    if (open && input.current) input.current.focus();
   }, [open]);
   useEffect(() => {
     const q = query.trim();

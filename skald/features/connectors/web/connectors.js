@@ -8,7 +8,7 @@ import { html, useState, useEffect, useCallback } from '../../js/lib.js';
 import { t, formatDate } from '../../js/i18n.js';
 import { request } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
 import { getState } from '../../js/store.js';
 import { Dialog } from '../../js/components/dialog.js';
 import { parseHash, navigate } from '../../js/router.js';
@@ -361,10 +361,7 @@ export function ConnectorsPage() {
   }, [load]);
   const replace = (c) => setItems((list) => (list || []).map((x) => (x.name === c.name ? c : x)));
   return html`<section class="page page--narrow" data-testid="connectors-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('nav.connectors')}</h1>
-      <p class="page__lead muted">${t('connectors.lead')}</p>
-    </header>
+    <${PageHead} title=${t('nav.connectors')} lead=${t('connectors.lead')} />
     ${error && html`<${ErrorNotice} error=${error} testid="connectors-error" />`}
     ${isAdmin() && html`<${AddServer} onDone=${load} />`}
     ${items && items.length === 0 && html`<p class="muted" data-testid="connectors-empty">${t('connectors.empty')}</p>`}
@@ -440,10 +437,7 @@ export function MarketplacePage() {
   const hidden = items ? items.filter(forDev).length : 0;
   const shown = items ? items.filter((i) => dev || !forDev(i)) : [];
   return html`<section class="page page--narrow" data-testid="marketplace-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('nav.marketplace')}</h1>
-      <p class="page__lead muted">${t('marketplace.lead')}</p>
-    </header>
+    <${PageHead} title=${t('nav.marketplace')} lead=${t('marketplace.lead')} />
     ${error && html`<${ErrorNotice} error=${error} testid="marketplace-error" />`}
     <${AddServer} onDone=${load} />
     ${items === null && !error && html`<span class="spinner" aria-hidden="true"></span>`}

@@ -5,7 +5,7 @@ import { html, useState } from '../../js/lib.js';
 import { t, formatDate } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText } from '../../js/components/form.js';
+import { ErrorNotice, errorText, PageHead } from '../../js/components/form.js';
 import { ApprovalSummary, ApprovalButtons } from '../../js/components/approval.js';
 import { useInboxList, loadInbox, dropItem } from '../../js/inbox.js';
 
@@ -125,10 +125,7 @@ export function InboxPage() {
     </ul>`;
   }
   return html`<section class="page page--narrow inbox-page" data-testid="inbox-page" data-count=${items ? items.length : undefined}>
-    <header class="page__head">
-      <h1 class="page__title">${t('nav.inbox')}</h1>
-      <p class="page__lead muted">${t('inbox.lead')}</p>
-    </header>
+    <${PageHead} title=${t('nav.inbox')} lead=${t('inbox.lead')} />
     ${items !== null && inbox.error && html`<${ErrorNotice} error=${inbox.error} testid="inbox-error" />`}
     ${body}
   </section>`;

@@ -8,7 +8,7 @@ import { html, useState, useEffect, useCallback } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../../js/components/form.js';
+import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText, PageHead } from '../../js/components/form.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
 import { ProviderSetup } from '../../js/components/provider-setup.js';
 
@@ -476,10 +476,7 @@ export function AdminModelsPage() {
   const loaded = providers !== null && models !== null;
 
   return html`<div class="page" data-testid="models-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('models.title')}</h1>
-      <p class="page__lead muted">${t('models.lead')}</p>
-    </header>
+    <${PageHead} title=${t('models.title')} lead=${t('models.lead')} />
 
     ${flash && html`<${Notice} kind="success" testid="models-flash">${flash}<//>`}
     <${ErrorNotice} error=${rowError} testid="models-action-error" />

@@ -9,8 +9,9 @@ import { t, formatDate } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import * as ws from '../../js/ws.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
 import { JobForm } from '../../js/components/job-form.js';
+import { useCancelTask } from '../../js/components/task-strip.js';
 
 const JOB_REFRESH_MS = 30000;
 
@@ -22,21 +23,13 @@ function when(iso) {
 }
 
 function JobItem({ job, runs, onChanged }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState(null);
+  const [run, busy, error] = useAction();
   const [editing, setEditing] = useState(false);
-  const act = async (fn) => {
-    setBusy(true);
-    setError(null);
-    try {
+  const act = (fn) =>
+    run(async () => {
       await fn();
       await onChanged();
-    } catch (e) {
-      setError(e);
-    } finally {
-      setBusy(false);
-    }
-  };
+    });
   const last = runs.find((r) => r.job_id === job.id);
   return html`<li class="inbox-item" data-testid="task-job" data-job-id=${job.id} data-state=${job.state}>
     <div class="inbox-item__head">
@@ -79,20 +72,7 @@ function JobItem({ job, runs, onChanged }) {
 }
 
 function TaskItem({ task, onChanged }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState(null);
-  const active = task.state === 'queued' || task.state === 'running';
-  const cancel = async () => {
-    setBusy(true);
-    try {
-      await api.cancelTask(task.id);
-      await onChanged();
-    } catch (e) {
-      setError(e);
-    } finally {
-      setBusy(false);
-    }
-  };
+  const { active, busy, error, cancel } = useCancelTask(task, onChanged);
   return html`<li class="inbox-item" data-testid="task-item" data-task-id=${task.id} data-state=${task.state}>
     <div class="inbox-item__head">
       <span class="inbox-item__icon">${Icon.sparkle()}</span>
@@ -157,10 +137,7 @@ export function TasksPage() {
     </ul>`;
   }
   return html`<section class="page page--narrow" data-testid="tasks-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('nav.tasks')}</h1>
-      <p class="page__lead muted">${t('tasks.lead')}</p>
-    </header>
+    <${PageHead} title=${t('nav.tasks')} lead=${t('tasks.lead')} />
     ${error && html`<${ErrorNotice} error=${error} testid="tasks-error" />`}
     ${creating
       ? html`<${JobForm} onCancel=${() => setCreating(false)} onSaved=${async () => { setCreating(false); await load(); }} />`

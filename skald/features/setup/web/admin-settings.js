@@ -5,7 +5,7 @@
 import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
-import { ErrorNotice, Notice, useFlash } from '../../js/components/form.js';
+import { ErrorNotice, Notice, useFlash, PageHead } from '../../js/components/form.js';
 import { HouseholdForm } from './welcome.js';
 
 export function AdminSettingsPage() {
@@ -16,10 +16,7 @@ export function AdminSettingsPage() {
     api.instance().then(setInstance, setError);
   }, []);
   return html`<div class="page" data-testid="settings-page">
-    <header class="page__head">
-      <h1 class="page__title">${t('settings.title')}</h1>
-      <p class="page__lead muted">${t('settings.lead')}</p>
-    </header>
+    <${PageHead} title=${t('settings.title')} lead=${t('settings.lead')} />
     ${flash && html`<${Notice} kind="success" testid="settings-flash">${flash}<//>`}
     <${ErrorNotice} error=${error} testid="settings-error" />
     ${instance &&

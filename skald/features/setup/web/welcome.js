@@ -10,7 +10,7 @@ import { t, setLocale, LOCALES, LOCALE_NAMES } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { redirect } from '../../js/router.js';
-import { Field, ErrorNotice, useAction, useId } from '../../js/components/form.js';
+import { Field, ErrorNotice, useAction, useId, PageHead } from '../../js/components/form.js';
 import { RecoveryCode } from '../../js/components/recovery.js';
 import { ProviderSetup } from '../../js/components/provider-setup.js';
 import { CreateUser } from '../accounts/admin-users.js';
@@ -219,10 +219,7 @@ export function WelcomePage() {
   }
   const next = step && STEPS[Math.min(STEPS.indexOf(step) + 1, STEPS.length - 1)];
   return html`<div class="page wizard" data-testid="welcome-page" data-step=${step || ''}>
-    <header class="page__head">
-      <h1 class="page__title">${t('setup.welcome_title')}</h1>
-      <p class="page__lead muted">${t('setup.welcome_lead')}</p>
-    </header>
+    <${PageHead} title=${t('setup.welcome_title')} lead=${t('setup.welcome_lead')} />
     <${ErrorNotice} error=${loadError || error} testid="welcome-error" />
     ${step && html`<${Steps} current=${step} onGo=${go} />`}
     ${body}
