@@ -80,7 +80,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             whole = found[0] if found else path
             groups.update(dict.fromkeys(module_items, whole))
     for item, group in groups.items():
-        if group:
+        # A test that names its own group (a resource only it and its peers share) keeps it.
+        if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
     if hasattr(config, "workerinput"):
         # On a worker (the controller schedules in this order, ci/test.sh turns off
