@@ -66,6 +66,23 @@ def _has_module_fixture(item: pytest.Item, path: str) -> bool:
     return any(d[-1].scope == "module" and d[-1].baseid == path for d in defs if d)
 
 
+def _tag_group(item: pytest.Item, group: str) -> None:
+    """Give the test id the `@group` suffix through which `--dist loadgroup` tells the
+    controller a test's group. xdist 3.8 writes `item._nodeid`, which pytest 9.2 no
+    longer reads (pytest-xdist issue #1386): every group would silently spread over the
+    workers. So it is done here, and checked; xdist's own suffix on an older pytest makes
+    `id@g@g`, whose group (the part after the last `@`) is the same."""
+    tagged = f"{item.nodeid}@{group}"
+    if hasattr(item, "_id"):  # pytest >= 9.2: a structured id
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(tagged)
+    else:
+        item._nodeid = tagged
+    if item.nodeid != tagged:
+        raise pytest.UsageError(f"cannot give {item.nodeid} its xdist group {group}")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.pluginmanager.hasplugin("xdist"):
@@ -79,10 +96,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             found = [g for i in module_items if (g := groups[i])]
             whole = found[0] if found else path
             groups.update(dict.fromkeys(module_items, whole))
+    loadgroup = getattr(config.option, "loadgroup", False)  # set on the workers only
     for item, group in groups.items():
         # A test that names its own group (a resource only it and its peers share) keeps it.
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
+        if loadgroup and (mark := item.get_closest_marker("xdist_group")):
+            _tag_group(item, str(mark.args[0] if mark.args else mark.kwargs["name"]))
     if hasattr(config, "workerinput"):
         # On a worker (the controller schedules in this order, ci/test.sh turns off
         # xdist's reordering by size): the longest groups start first, the many short
