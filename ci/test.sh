@@ -3,6 +3,7 @@
 # machine (CI) or as a developer; running it twice is fine.
 #
 # Usage: ci/test.sh [PYTEST ARGS...]     extra arguments go to pytest
+#        SKALD_TEST_WORKERS=N ci/test.sh  pytest workers (default 2; 0 or 1: one process)
 #
 # Layout: "prepare_*" functions get the machine ready and stop everything on failure;
 # "check_*" functions are the checks proper: each runs (fail-fast inside itself), all of
@@ -285,8 +286,20 @@ check_pytest() {
     else
         unset SKALD_TEST_PYZ_313
     fi
+    # pytest-xdist workers (2 measured best on 2 cores; bench/README.md, "CI"). Tests of
+    # one resource (Docker, Chromium, the systemd box, llama.cpp) share an xdist_group
+    # (tests/conftest.py) and so one worker; conftest.py puts the longest groups first,
+    # so xdist's own reordering by group size is off.
+    local workers="${SKALD_TEST_WORKERS:-2}" parallel=()
+    if [[ ! "$workers" =~ ^[0-9]+$ ]]; then
+        echo "SKALD_TEST_WORKERS must be a number of workers, not '$workers'"
+        return 1
+    fi
+    if ((workers > 1)); then
+        parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+    fi
     # The slowest 30 tests every run, to see where the suite's time goes.
-    "$VENV/bin/pytest" -q --durations=30 "$@"
+    "$VENV/bin/pytest" -q --durations=30 "${parallel[@]}" "$@"
 }
 
 # What carries Skald's instance label on the engine (containers, then networks), one id

@@ -1,4 +1,10 @@
-"""Shared fixtures: a data directory, the registry and a user manager on the light KDF."""
+"""Shared fixtures: a data directory, the registry and a user manager on the light KDF;
+and the pytest-xdist groups (`pytest -n 2 --dist loadgroup`, see `xdist_group_of`).
+
+The rule: a test that uses a machine-wide resource runs on one worker with every other
+test of that resource, so two never fight over it. The trap: a module-scoped fixture is
+built once per worker that runs a test of the module, so such a module stays whole on
+one worker (two workers would build it twice, and write its shared cache at once)."""
 
 from __future__ import annotations
 
@@ -24,6 +30,87 @@ from skald.core.users import UserManager
 from skald.log import configure_logging
 from skald.paths import DataLayout
 from skald.store.registry import Registry
+
+# -- pytest-xdist groups ----------------------------------------------------------------
+
+# Checked in this order: a test in a systemd-box module is also marked `docker`, but the
+# box is its own (long) group; a browser test that starts a container is a Docker test.
+SYSTEMD_BOX, DOCKER, BROWSER, REAL_MODEL = "systemd_box", "docker", "browser", "real_model"
+_FIRST = {SYSTEMD_BOX: 0, DOCKER: 1, BROWSER: 2, REAL_MODEL: 3}
+
+
+def _uses_support(item: pytest.Item, support: str) -> bool:
+    """Whether the test's module imported something from the helper module `support`."""
+    module = getattr(item, "module", None)
+    return any(getattr(v, "__module__", None) == support for v in vars(module or {}).values())
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The resource group of one test, or None when it may run beside anything: one
+    llama.cpp (two threads of the 2 cores), one systemd box at a time, the Docker engine
+    (one runtime image, its address pools, the leftover check's label baseline), one
+    Chromium (its memory)."""
+    if item.get_closest_marker("real_model"):
+        return REAL_MODEL
+    if _uses_support(item, "systemd_support"):
+        return SYSTEMD_BOX
+    if item.get_closest_marker("docker"):
+        return DOCKER
+    if _uses_support(item, "ui_support"):
+        return BROWSER
+    return None
+
+
+def _has_module_fixture(item: pytest.Item, path: str) -> bool:
+    """Whether the test uses a module-scoped fixture of its own module (not a plugin's)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info else ()
+    return any(d[-1].scope == "module" and d[-1].baseid == path for d in defs if d)
+
+
+def _tag_group(item: pytest.Item, group: str) -> None:
+    """Give the test id the `@group` suffix through which `--dist loadgroup` tells the
+    controller a test's group. xdist 3.8 writes `item._nodeid`, which pytest 9.2 no
+    longer reads (pytest-xdist issue #1386): every group would silently spread over the
+    workers. So it is done here, and checked; xdist's own suffix on an older pytest makes
+    `id@g@g`, whose group (the part after the last `@`) is the same."""
+    tagged = f"{item.nodeid}@{group}"
+    if hasattr(item, "_id"):  # pytest >= 9.2: a structured id
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(tagged)
+    else:
+        item._nodeid = tagged
+    if item.nodeid != tagged:
+        raise pytest.UsageError(f"cannot give {item.nodeid} its xdist group {group}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    groups = {item: xdist_group_of(item) for item in items}
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::")[0], []).append(item)
+    for path, module_items in by_module.items():
+        if any(_has_module_fixture(i, path) for i in module_items):
+            found = [g for i in module_items if (g := groups[i])]
+            whole = found[0] if found else path
+            groups.update(dict.fromkeys(module_items, whole))
+    loadgroup = getattr(config.option, "loadgroup", False)  # set on the workers only
+    for item, group in groups.items():
+        # A test that names its own group (a resource only it and its peers share) keeps it.
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+        if loadgroup and (mark := item.get_closest_marker("xdist_group")):
+            _tag_group(item, str(mark.args[0] if mark.args else mark.kwargs["name"]))
+    if hasattr(config, "workerinput"):
+        # On a worker (the controller schedules in this order, ci/test.sh turns off
+        # xdist's reordering by size): the longest groups start first, the many short
+        # plain tests fill the gaps at the end.
+        items.sort(key=lambda item: _FIRST.get(groups[item] or "", 5 if groups[item] else 6))
+
 
 # The memory-hard default KDF would make every test take a second; the CLI and server
 # read this variable through the config loader, like any other setting.
