@@ -2557,6 +2557,15 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="launcher",
         why="an installed Skald (python skald.pyz serve) dies at the restart into a backup",
     ),
+    Mutant(
+        "HH16",
+        "install progress",
+        "skald/cli.py",
+        '        raise SkaldError(f"{exc} (the whole build output is in {log_path})") from None',
+        "        raise",
+        ("tests/test_build_progress.py",),
+        why="a failed image build does not say where its whole output is",
+    ),
     # -- the feature facade (issue 21 section 2): state slots, events, channels (FA) ---------
     Mutant(
         "FA1",

@@ -4,7 +4,11 @@ elsewhere it is one line per step, never the build's thousands of lines."""
 
 from __future__ import annotations
 
+import asyncio
 import io
+from pathlib import Path
+
+import pytest
 
 from skald.ops.build_progress import FIRST_BUILD, ProgressLine
 
@@ -56,3 +60,46 @@ def test_on_a_terminal_the_line_is_rewritten_in_place() -> None:
     assert any("step 3/4, RUN apt-get" in f for f in frames)
     assert "Get:" not in shown
     assert all(len(f.rstrip("\n").rstrip()) <= 79 for f in frames)
+
+
+class _Image:
+    """What `cli._build_logged` calls: `build_image(client, base, tag, progress)` (the
+    real one streams Docker's build lines into `progress`)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+
+    def build_image(self, client: object, *, base: str, tag: str, progress: object) -> None:
+        assert callable(progress)
+        for text in BUILD:
+            progress(text)
+        if self.fail:
+            from skald.errors import SkaldError
+
+            raise SkaldError("the build failed at step 3")
+
+
+def test_the_image_build_command_keeps_dockers_lines_in_the_log_and_shows_steps(
+    tmp_path: Path,
+) -> None:
+    from skald.cli import _build_logged
+
+    out, log_path = io.StringIO(), tmp_path / "image-build.log"
+    asyncio.run(_build_logged(_Image(), None, "base", "tag", log_path, out))
+    assert log_path.read_text(encoding="utf-8").splitlines() == BUILD
+    shown = out.getvalue().splitlines()
+    assert len(shown) == 5 and shown[-1].startswith("Built the sandbox image in "), shown
+    assert not any("Get:" in x for x in shown)
+
+
+def test_a_failed_image_build_names_the_log_that_holds_the_whole_output(
+    tmp_path: Path,
+) -> None:
+    from skald.cli import _build_logged
+    from skald.errors import SkaldError
+
+    out, log_path = io.StringIO(), tmp_path / "image-build.log"
+    with pytest.raises(SkaldError) as caught:
+        asyncio.run(_build_logged(_Image(fail=True), None, "base", "tag", log_path, out))
+    assert str(log_path) in str(caught.value) and "step 3" in str(caught.value)
+    assert log_path.read_text(encoding="utf-8").splitlines() == BUILD
