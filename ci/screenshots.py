@@ -17,7 +17,7 @@ launch it) at every width.
 Rules: the page list is data; a page the server does not offer (`GET /api/pages`, a
 feature not merged yet) is skipped with a printed note, never silently. Only the
 viewport is photographed (not the full page) and saved in 256 colours (Pillow), which
-keeps the files small (the whole set is about 2.4 MB). Names, texts and the seeded data
+keeps the files small (the whole set is about 2.8 MB). Names, texts and the seeded data
 are fixed; the times on screen are the real ones of the run (the server stamps them).
 
 Trap: the fake model answers from a script, in order. Every turn the seeding sends
@@ -103,9 +103,22 @@ def _open_add_server(page: Any) -> None:
     page.get_by_test_id("connector-add-form").wait_for()
 
 
+def _open_history(page: Any) -> None:
+    """The chat's list of conversations (the button at the end of the tabs)."""
+    page.get_by_test_id("chat-history-toggle").click()
+    page.get_by_test_id("chat-history-item").first.wait_for()
+
+
+def _open_model(page: Any) -> None:
+    """The Models page's dialog of the seeded model, down to "What the model is given"."""
+    page.get_by_test_id("model-edit").first.click()
+    page.get_by_test_id("model-profile").scroll_into_view_if_needed()
+
+
 PAGES = [
     Shot("chat", "/?c={c}", '[data-testid="chat-page"]', "/"),
     Shot("notifications", "/?c={c}", '[data-testid="chat-page"]', "/", then=_open_bell),
+    Shot("chat-history", "/?c={c}", '[data-testid="chat-page"]', "/", then=_open_history),
     Shot("inbox", "/inbox", '[data-testid="inbox-page"]', "/inbox"),
     Shot(
         "overview", "/overview", '[data-testid="home-page"][data-checklist="loaded"]', "/overview"
@@ -120,6 +133,13 @@ PAGES = [
         "approval-rules", "/admin/approvals", '[data-testid="approvals-page"]', "/admin/approvals"
     ),
     Shot("models", "/admin/models", '[data-testid="models-page"]', "/admin/models"),
+    Shot(
+        "models-edit",
+        "/admin/models",
+        '[data-testid="model-edit"]',
+        "/admin/models",
+        then=_open_model,
+    ),
     Shot("connectors", "/connectors", '[data-testid="connectors-page"]', "/connectors"),
     Shot("marketplace", "/admin/marketplace", '[data-testid="market-item"]', "/admin/marketplace"),
     Shot(
@@ -395,6 +415,8 @@ def _photograph(page: Any, shot: Shot, route: str, path: Path) -> None:
     from playwright.sync_api import expect
 
     page.goto(f"/#{route}")
+    if "?c=" in route:  # the chat reads the address on arrival only: a hash change is
+        page.reload()  # no arrival while the chat is already open (after the sign-in)
     expect(page.locator(shot.ready).first).to_be_visible()
     page.wait_for_load_state("networkidle")
     page.wait_for_function(SETTLED, arg=LOADING)
