@@ -370,6 +370,8 @@ def seed(server: ServerProcess, fake: FakeLLM, lang: str) -> str:
     )
     first = _turn(api, fake, conversation, words["ask_note"])
     if first["status"] == "awaiting_approval":
+        # The turn reports the wait before its Inbox item is listed: look until it is.
+        _wait("the approval in the Inbox", lambda: bool(_ok(api.get("/api/inbox"))))
         (item,) = _ok(api.get("/api/inbox"))
         _ok(api.post(f"/api/inbox/{item['id']}/approve"))
         _wait("the note to be written", lambda: fake.remaining(MODEL) == 5)
@@ -460,6 +462,9 @@ def photograph(
             page.get_by_test_id("login-password").fill(PASSWORD)
             page.get_by_test_id("login-submit").click()
             expect(page.get_by_test_id("chat-page")).to_be_visible()
+            # The chat then opens a tab and redirects to it; a route changed before that
+            # redirect would be undone by it.
+            page.wait_for_load_state("networkidle")
             for shot in (s for s in shots if s.who == who):
                 path = out / f"{shot.name}-{width}-{lang}.png"
                 _photograph(
