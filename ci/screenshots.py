@@ -8,16 +8,17 @@
 For each language it starts a real `skald serve` on a scratch data directory on
 127.0.0.1 (the test harness, `tests/harness.py`), with the scripted fake provider
 (`tests/fake_llm.py`) as the model, seeds a household in that language through the API
-(an administrator, a family member, a child, a model, a conversation with a household
-note written after an approval, a scheduled job, a notification and a change waiting
-for approval, a few files), then photographs each page of `PAGES` in Debian's Chromium
-(Playwright, `SKALD_CHROMIUM`, as the browser tests launch it) at every width.
+(an administrator, a family member, a child, a model, the shipped clock connector, a
+conversation with a household note written after an approval, a scheduled job, a
+notification and a change waiting for approval, a few files), then photographs each
+page of `PAGES` in Debian's Chromium (Playwright, `SKALD_CHROMIUM`, as the browser tests
+launch it) at every width.
 
 Rules: the page list is data; a page the server does not offer (`GET /api/pages`, a
 feature not merged yet) is skipped with a printed note, never silently. Only the
 viewport is photographed (not the full page) and saved in 256 colours (Pillow), which
-keeps the files small (the whole set is about 1.5 MB). Names, texts and the seeded data are fixed; the times on screen are
-the real ones of the run (the server stamps them).
+keeps the files small (the whole set is about 2.8 MB). Names, texts and the seeded data
+are fixed; the times on screen are the real ones of the run (the server stamps them).
 
 Trap: the fake model answers from a script, in order. Every turn the seeding sends
 consumes its replies; a reply too many or too few shifts everything after it, so each
@@ -84,14 +85,46 @@ def _open_restore(page: Any) -> None:
     page.get_by_test_id("restore-contents").wait_for()
 
 
+def _open_job_form(page: Any) -> None:
+    """The Tasks page's form for a reminder, filled in: every weekday at 7:30, with the
+    server's preview of the next runs."""
+    page.get_by_test_id("tasks-new").click()
+    lang = "it" if page.evaluate("document.documentElement.lang").startswith("it") else "en"
+    page.get_by_test_id("job-form-text").fill(TEXT[lang]["reminder"])
+    page.get_by_test_id("job-form-mode").select_option("weekdays")
+    page.get_by_test_id("job-form-time").fill("07:30")
+    page.get_by_test_id("job-form-preview-run").first.wait_for()
+    page.evaluate("document.activeElement.blur()")  # no caret or selected hour
+
+
+def _open_add_server(page: Any) -> None:
+    """The "Add a server" dialog of the Marketplace page."""
+    page.get_by_test_id("connector-add").click()
+    page.get_by_test_id("connector-add-form").wait_for()
+
+
+def _open_history(page: Any) -> None:
+    """The chat's list of conversations (the button at the end of the tabs)."""
+    page.get_by_test_id("chat-history-toggle").click()
+    page.get_by_test_id("chat-history-item").first.wait_for()
+
+
+def _open_model(page: Any) -> None:
+    """The Models page's dialog of the seeded model, down to "What the model is given"."""
+    page.get_by_test_id("model-edit").first.click()
+    page.get_by_test_id("model-profile").scroll_into_view_if_needed()
+
+
 PAGES = [
     Shot("chat", "/?c={c}", '[data-testid="chat-page"]', "/"),
     Shot("notifications", "/?c={c}", '[data-testid="chat-page"]', "/", then=_open_bell),
+    Shot("chat-history", "/?c={c}", '[data-testid="chat-page"]', "/", then=_open_history),
     Shot("inbox", "/inbox", '[data-testid="inbox-page"]', "/inbox"),
     Shot(
         "overview", "/overview", '[data-testid="home-page"][data-checklist="loaded"]', "/overview"
     ),
     Shot("tasks", "/tasks", '[data-testid="tasks-page"]', "/tasks"),
+    Shot("tasks-new", "/tasks", '[data-testid="tasks-page"]', "/tasks", then=_open_job_form),
     Shot("files", "/files?path=~/{docs}", '[data-testid="files-page"]', "/files"),
     Shot("profile", "/profile", '[data-testid="profile-page"]', "/profile"),
     Shot("people", "/admin/users", '[data-testid="users-page"]', "/admin/users"),
@@ -100,7 +133,22 @@ PAGES = [
         "approval-rules", "/admin/approvals", '[data-testid="approvals-page"]', "/admin/approvals"
     ),
     Shot("models", "/admin/models", '[data-testid="models-page"]', "/admin/models"),
-    Shot("connectors", "/admin/connectors", '[data-testid="connectors-page"]', "/admin/connectors"),
+    Shot(
+        "models-edit",
+        "/admin/models",
+        '[data-testid="model-edit"]',
+        "/admin/models",
+        then=_open_model,
+    ),
+    Shot("connectors", "/connectors", '[data-testid="connectors-page"]', "/connectors"),
+    Shot("marketplace", "/admin/marketplace", '[data-testid="market-item"]', "/admin/marketplace"),
+    Shot(
+        "connector-add",
+        "/admin/marketplace",
+        '[data-testid="market-item"]',
+        "/admin/marketplace",
+        then=_open_add_server,
+    ),
     Shot("settings", "/admin/settings", '[data-testid="settings-page"]', "/admin/settings"),
     Shot("backups", "/admin/backups", '[data-testid="backups-page"]', "/admin/backups"),
     Shot(
@@ -149,6 +197,7 @@ TEXT = {
         "notify_body": "Someone needs to be at home to let him in.",
         "notify_done": "I have sent you a notification about the plumber.",
         "ask_edit": "Add to the recipe that we serve them with maple syrup",
+        "reminder": "Take the vitamins",
         "old": "a pinch of salt.\n",
         "new": "a pinch of salt.\nServe with maple syrup and berries.\n",
         "docs": "Documents",
@@ -178,6 +227,7 @@ TEXT = {
         "notify_body": "Qualcuno deve essere a casa per aprirgli.",
         "notify_done": "Ti ho mandato una notifica per l'idraulico.",
         "ask_edit": "Aggiungi alla ricetta che li serviamo con lo sciroppo d'acero",
+        "reminder": "Prendere le vitamine",
         "old": "un pizzico di sale.\n",
         "new": "un pizzico di sale.\nServire con sciroppo d'acero e frutti di bosco.\n",
         "docs": "Documenti",
@@ -273,6 +323,7 @@ def seed(server: ServerProcess, fake: FakeLLM, lang: str) -> str:
     )
     for folder in words["folders"]:
         _ok(api.post("/api/file", json={"path": f"~/{folder}", "mkdir": True}))
+    _ok(api.post("/api/marketplace/time/install"))  # a card on the Connectors page
     for path, content in {words["list_path"]: words["list"], **words["files"]}.items():
         _ok(api.post("/api/file", json={"path": f"~/{path}", "content": content}))
 
@@ -319,6 +370,8 @@ def seed(server: ServerProcess, fake: FakeLLM, lang: str) -> str:
     )
     first = _turn(api, fake, conversation, words["ask_note"])
     if first["status"] == "awaiting_approval":
+        # The turn reports the wait before its Inbox item is listed: look until it is.
+        _wait("the approval in the Inbox", lambda: bool(_ok(api.get("/api/inbox"))))
         (item,) = _ok(api.get("/api/inbox"))
         _ok(api.post(f"/api/inbox/{item['id']}/approve"))
         _wait("the note to be written", lambda: fake.remaining(MODEL) == 5)
@@ -350,7 +403,7 @@ def offered(server: ServerProcess, lang: str) -> set[str]:
 def _save_small(png: bytes, path: Path) -> None:
     """A screenshot in 256 colours without dithering: a UI's flat colours and
     anti-aliased text lose nothing visible, and the file is about a third of Chromium's
-    (the whole set stays well under 3 MB in the repository)."""
+    (the whole set stays under 3 MB in the repository)."""
     from PIL import Image
 
     with Image.open(io.BytesIO(png)) as picture:
@@ -364,6 +417,8 @@ def _photograph(page: Any, shot: Shot, route: str, path: Path) -> None:
     from playwright.sync_api import expect
 
     page.goto(f"/#{route}")
+    if "?c=" in route:  # the chat reads the address on arrival only: a hash change is
+        page.reload()  # no arrival while the chat is already open (after the sign-in)
     expect(page.locator(shot.ready).first).to_be_visible()
     page.wait_for_load_state("networkidle")
     page.wait_for_function(SETTLED, arg=LOADING)
@@ -407,6 +462,9 @@ def photograph(
             page.get_by_test_id("login-password").fill(PASSWORD)
             page.get_by_test_id("login-submit").click()
             expect(page.get_by_test_id("chat-page")).to_be_visible()
+            # The chat then opens a tab and redirects to it; a route changed before that
+            # redirect would be undone by it.
+            page.wait_for_load_state("networkidle")
             for shot in (s for s in shots if s.who == who):
                 path = out / f"{shot.name}-{width}-{lang}.png"
                 _photograph(
