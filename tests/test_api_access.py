@@ -473,8 +473,6 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/marketplace/{clock}/install", None, {"anon": 401, A: 409, M: 403, C: 403}),
     ("POST", "/api/marketplace/{clock}/update", None, {"anon": 401, A: 409, M: 403, C: 403}),
     ("DELETE", "/api/connectors/{private}", None, {"anon": 401, A: 204, M: 403, C: 403}),
-    ("GET", "/api/connectors/{clock}/resource", None, {"anon": 401, A: 400, M: 400, C: 403}),
-    ("POST", "/api/connectors/{clock}/prompts/{clock}", {}, {"anon": 401, A: 409, M: 409, C: 403}),
     # The household's own items: administrators only (bad input is 400, not a 500).
     (
         "POST",

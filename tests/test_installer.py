@@ -437,10 +437,11 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     code, checks = _doctor(site)
     assert code == 0, checks
     for name, check in checks.items():
-        if name == "host listeners":
-            # It reports the machine's other services (CI machines have some listening on
-            # all addresses), which this test does not control; tests/test_doctor.py
-            # covers the check itself.
+        if name in ("host listeners", "sandbox trust"):
+            # They report the machine itself (its other services listening on all
+            # addresses; certificate authorities it trusts and the image does not, as on
+            # a TLS-inspecting network), which this test does not control;
+            # tests/test_doctor.py and tests/test_sandbox_trust.py cover the checks.
             assert check["status"] in ("ok", "warn"), check
             continue
         assert check["status"] in ("ok", "skip"), (name, check)

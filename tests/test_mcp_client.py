@@ -277,8 +277,10 @@ async def test_two_hundred_failed_starts_leave_fd_and_child_counts_flat() -> Non
             await connect(StdioTransport(argv, env=child_env()), name="bad")
         reasons.add(caught.value.reason[:30])
     await settle()
-    assert open_fds() == fds
-    assert child_pids() == children
+    # Never more than before: a leak grows the counts. (Fewer is fine: in a test worker
+    # that ran other tests first, their leftovers may close or be reaped meanwhile.)
+    assert open_fds() <= fds
+    assert child_pids() <= children
     assert len(reasons) == 4  # every kind of failure was really exercised
 
 
@@ -352,4 +354,4 @@ async def test_fifty_failed_http_connects_leave_the_fd_count_flat() -> None:
         with pytest.raises(Disconnected):
             await connect(HttpTransport(url, {}), name="gone")
     await settle()
-    assert open_fds() == fds
+    assert open_fds() <= fds  # fewer: another test's leftovers closed meanwhile

@@ -100,7 +100,10 @@ def _service(runtime: Runtime, hand: Hand, clock: Clock | None = None) -> Notifi
 
 
 # 23:00 in Rome (UTC+1 in December): inside the quiet hours below.
-ROME_NIGHT = datetime(2026, 12, 1, 22, 0, tzinfo=UTC)
+# Far ahead of the real clock: a notification's row is stamped with the real time, and
+# held rows go out only once the service's clock is past it (these tests failed once
+# the real date passed the night they played).
+ROME_NIGHT = datetime(2036, 12, 1, 22, 0, tzinfo=UTC)
 NIGHT = QuietHours(start="22:00", end="07:00", timezone="Europe/Rome")
 
 
@@ -222,11 +225,11 @@ async def test_quiet_hours_hold_deliveries_and_send_them_after_in_one_batch(
     stored, unread = await (await service.store(ada)).page(limit=50)
     assert unread == 3 and not any(n.delivered for n in stored), "the in-app store has them"
     # Still quiet at 06:59 local: the held loop leaves them.
-    clock.now = datetime(2026, 12, 2, 5, 59, tzinfo=UTC)
+    clock.now = datetime(2036, 12, 2, 5, 59, tzinfo=UTC)
     await service.deliver_held(ada)
     assert rec.deliveries == []
     # 07:00 local: quiet is over, one delivery with all three.
-    clock.now = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
+    clock.now = datetime(2036, 12, 2, 6, 0, tzinfo=UTC)
     await service.deliver_held(ada)
     assert len(rec.deliveries) == 1
     assert [n.title for n in rec.deliveries[0].items] == ["night 0", "night 1", "night 2"]
@@ -403,7 +406,7 @@ async def test_the_held_loop_sends_what_quiet_hours_held_once_they_are_over(
         await service.settle()
         await hand.opened(3)  # the loop waits again
         assert rec.deliveries == []
-        clock.now = datetime(2026, 12, 2, 6, 30, tzinfo=UTC)  # 07:30 in Rome
+        clock.now = datetime(2036, 12, 2, 6, 30, tzinfo=UTC)  # 07:30 in Rome
         await hand.close_windows()  # the loop's next round
         await asyncio.wait_for(rec.arrived.wait(), 10)
         assert [n.title for d in rec.deliveries for n in d.items] == ["overnight"]
@@ -424,7 +427,7 @@ async def test_held_notifications_survive_a_lock_and_go_out_after_the_unlock(
     await hand.close_windows()
     await service.settle()
     await runtime.lock(ada)  # signed out everywhere: the key leaves memory
-    clock.now = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
+    clock.now = datetime(2036, 12, 2, 7, 0, tzinfo=UTC)
     await service.deliver_held(ada)  # nothing can be read: nothing happens, no error
     assert rec.deliveries == []
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))

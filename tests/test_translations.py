@@ -29,7 +29,14 @@ WEB = ROOT / "web"
 LOCALES = ("en", "it", "fr")
 
 # Text in a template that is not a sentence: the product's name, URL fragments, examples.
-NOT_WORDS = {"Skald", "&file=", "https://…", "write_file"}
+# Not words: a name, URL parts, a tool id, an HTTP header written as it is sent.
+NOT_WORDS = {
+    "Skald",
+    "&file=",
+    "https://…",
+    "write_file",
+    "Authorization: Bearer {SECRET:TOKEN}",
+}
 
 
 def _parts() -> list[WebFiles]:

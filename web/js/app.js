@@ -12,7 +12,7 @@ import { api } from './api.js';
 import { Shell } from './components/shell.js';
 import { LoginPage } from './pages/login.js';
 import { SetupPage } from './pages/setup.js';
-import { matchPage, PageView, preloadLanding, warmPages } from './nav.js';
+import { matchPage, PageView, preloadLanding } from './nav.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 import { Icon } from './components/icons.js';
 
@@ -68,10 +68,6 @@ function App() {
   const view = state.booted ? resolve(state) : null;
   const wide = useWide();
   const [dock, setDock] = useState(readDock);
-
-  useEffect(() => {
-    if (state.pages) warmPages(state.pages);
-  }, [state.pages]);
 
   // Redirects change the hash, which re-renders through the router.
   useLayoutEffect(() => {

@@ -116,14 +116,6 @@ export function preloadLanding() {
   );
 }
 
-// Once the first page is up, fetch the other listed pages' modules while the browser
-// is idle: opening one is then instant, and the service worker has them for a moment
-// offline (it caches what was fetched). A failure here is reported when the page opens.
-export function warmPages(pages) {
-  const later = window.requestIdleCallback || ((fn) => setTimeout(fn, 200));
-  later(() => (pages || []).forEach((p) => p.module && importPage(p).catch(() => {})));
-}
-
 // A page the server listed. A module naming `component` renders that Preact
 // component with the sub-path props; otherwise it must export `render(root, ctx)`.
 // A module that cannot be loaded, or lacks what the entry names, shows a clear
