@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from connector_support import simple_feed
 from harness import ADMIN, ADMIN_PW, ServerProcess
+from prerequisites import unavailable
 from ui_support import PLAYWRIGHT_MISSING, Watch, open_context, sign_in
 
 if not PLAYWRIGHT_MISSING:
@@ -239,7 +240,7 @@ def test_an_admin_adds_server_memory_by_package_name_tests_it_saves_it_and_switc
     """Issue 23 item 6: "Add a server" on the Marketplace page, by npm package name; the
     Test lists the server's own tools before anything is saved."""
     if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("node and npm are required for server-memory")
+        unavailable("node and npm are required for server-memory")
     watch = Watch()
     ctx = open_context(browser, server, viewport={"width": width, "height": 900}, timeout=20_000)
     try:
