@@ -194,27 +194,43 @@ class Installer:
         staging = await asyncio.to_thread(_write_folder, deps_root, {n: files[n] for n in wanted})
         target = staging / "python" if kind == "pip" else staging
         cmd = deps_command(kind, str(target))
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-        proc = await asyncio.create_subprocess_exec(
-            *cmd,
-            cwd=staging,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), DEPS_TIMEOUT_S)
+            code, out = await run_in_group(cmd, staging, DEPS_TIMEOUT_S, host_env())
         except (TimeoutError, asyncio.CancelledError):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            await proc.wait()
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        if proc.returncode != 0:
+        if code != 0:
             shutil.rmtree(staging, ignore_errors=True)
             tail = out.decode(errors="replace").strip().splitlines()[-5:]
             raise InstallError(f"installing {kind} dependencies failed: " + " | ".join(tail))
         await asyncio.to_thread(_publish, staging, final)
         return final
+
+
+def host_env() -> dict[str, str]:
+    """The little of Skald's environment a host-side package tool needs (no secrets)."""
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+
+
+async def run_in_group(
+    cmd: list[str], cwd: Path, seconds: float, env: dict[str, str]
+) -> tuple[int, bytes]:
+    """A host command in a session of its own: (exit code, what it said). On a timeout or
+    a cancellation its whole process group is killed and reaped (npm leaves children)."""
+    proc = await asyncio.create_subprocess_exec(
+        *cmd,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), seconds)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        await proc.wait()
+        raise
+    return proc.returncode or 0, out

@@ -18,7 +18,6 @@ becomes a field every member fills with their own value.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
@@ -45,6 +44,7 @@ from skald.features.connectors.feed import (
     check_manifest,
     secret_names,
 )
+from skald.features.connectors.install import host_env, run_in_group
 from skald.features.connectors.store import Scope
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
@@ -152,25 +152,10 @@ async def _run(cmd: list[str], cwd: Path) -> str | None:
     """None when the command succeeded, else the tail of what it said."""
     if shutil.which(cmd[0]) is None:
         return f"{cmd[0]} is not installed on this server"
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env = host_env()
     env.update({k: v for k, v in os.environ.items() if k.startswith("npm_config_")})
-    proc = await asyncio.create_subprocess_exec(
-        *cmd,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), NPM_TIMEOUT_S)
-    except (TimeoutError, asyncio.CancelledError):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        await proc.wait()
-        raise
-    if proc.returncode == 0:
+    code, out = await run_in_group(cmd, cwd, NPM_TIMEOUT_S, env)
+    if code == 0:
         return None
     return " | ".join(out.decode(errors="replace").strip().splitlines()[-3:])[:500]
 
