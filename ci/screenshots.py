@@ -92,7 +92,8 @@ def _open_job_form(page: Any) -> None:
     lang = "it" if page.evaluate("document.documentElement.lang").startswith("it") else "en"
     page.get_by_test_id("job-form-text").fill(TEXT[lang]["reminder"])
     page.get_by_test_id("job-form-mode").select_option("weekdays")
-    page.get_by_test_id("job-form-time").fill("07:30")
+    page.get_by_test_id("job-form-hour").select_option("7")
+    page.get_by_test_id("job-form-minute").select_option("30")
     page.get_by_test_id("job-form-preview-run").first.wait_for()
     page.evaluate("document.activeElement.blur()")  # no caret or selected hour
 

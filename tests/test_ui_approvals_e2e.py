@@ -40,12 +40,16 @@ WORDS = {
         "edit": "Change the file Documents/list.txt",
         "note": "Write to the household notes",
         "details": "Technical details",
+        "why_command": "Running a command in your sandbox",
+        "why_note": "Writing to the household's shared memory",
     },
     "it": {
         "command": "Eseguire questo comando nella tua sandbox",
         "edit": "Modificare il file Documents/list.txt",
         "note": "Scrivere nelle note della famiglia",
         "details": "Dettagli tecnici",
+        "why_command": "Eseguire un comando nella tua sandbox",
+        "why_note": "Scrivere nella memoria condivisa della famiglia",
     },
 }
 
@@ -116,6 +120,8 @@ def _cards_in(page: Page, lang: str, fake: FakeLLM, server: ServerProcess) -> No
         command.evaluate("e => getComputedStyle(e).fontFamily").lower()
     )
     _folded(card, words, "execute_cmd")
+    # Why it asks: a seeded rule's reason in the reader's language.
+    expect(card.get_by_test_id("approval-reason")).to_have_text(words["why_command"])
     shot(page, f"approval-{lang}-command")
     card.get_by_test_id("approval-reject").click()
 
@@ -133,6 +139,8 @@ def _cards_in(page: Page, lang: str, fake: FakeLLM, server: ServerProcess) -> No
     expect(diff).not_to_contain_text("@@")
     expect(diff).not_to_contain_text("+++")
     _folded(card, words, "edit_file")
+    # A rule the household wrote keeps its own words.
+    expect(card.get_by_test_id("approval-reason")).to_have_text("Changing documents")
     shot(page, f"approval-{lang}-edit")
     card.get_by_test_id("approval-reject").click()
 
@@ -143,6 +151,7 @@ def _cards_in(page: Page, lang: str, fake: FakeLLM, server: ServerProcess) -> No
     expect(note).to_be_visible()
     expect(note.locator('[data-kind="add"]')).to_contain_text(["# Garden", "Water the tomatoes."])
     _folded(card, words, "write_file")
+    expect(card.get_by_test_id("approval-reason")).to_have_text(words["why_note"])
     shot(page, f"approval-{lang}-note")
     card.get_by_test_id("approval-reject").click()
 

@@ -1,10 +1,11 @@
 """Every page on a phone (375 px wide) in English, Italian and French: nothing wider
 than the screen. One Chromium, one `skald serve`, the administrator (who sees every
 page) walking the pages listed by `GET /api/pages` in each language, plus the login
-page, the notification panel, the conversation search and the language picker.
+page, the notification panel, the conversation search, the composer while an answer
+runs and the language picker.
 
 The rule: at 375 px `document.documentElement.scrollWidth <= innerWidth` on every
-page, and an opened panel (notifications, conversation search) lies inside the
+page, no box of the page cut off at the left edge, and an opened panel (notifications, conversation search) lies inside the
 viewport. The trap: overflow shows only in the longer languages (a French button
 row, an Italian label), so a check in English alone passes while the page scrolls
 sideways in fr; and a panel positioned `absolute` does not widen the document when
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, Hang
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
 
@@ -26,13 +27,20 @@ if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
 
 WIDTH = 375
+MODEL = "a-rather-long-local-model-name"
 LANGS = ("en", "it", "fr")
 LOADING = re.compile(r"^\S+…$")
 # Where the page is wider than the screen, and the widest element that causes it.
 OVERFLOW = """() => {
   const w = window.innerWidth;
   const doc = document.documentElement.scrollWidth;
-  if (doc <= w) return null;
+  // A box pushed past the LEFT edge (a flex row wider than its parent with its items
+  // aligned to the end) is cut off without widening the page: scrollWidth misses it.
+  const cut = [...document.querySelectorAll('main *, header *')].filter((el) => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.right > 0 && r.left < -0.5 && getComputedStyle(el).visibility !== 'hidden';
+  }).map((el) => el.tagName + '.' + el.className + ' ' + (el.dataset.testid || '') + ' left=' + Math.round(el.getBoundingClientRect().left));
+  if (doc <= w && !cut.length) return null;
   let worst = null;
   for (const el of document.querySelectorAll('body *')) {
     const r = el.getBoundingClientRect();
@@ -44,7 +52,7 @@ OVERFLOW = """() => {
   const spill = [...document.querySelectorAll('body *')].filter(
     (el) => el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0 && getComputedStyle(el).overflowX === 'visible'
   ).map((el) => el.tagName + '.' + el.className).slice(-3);
-  return { doc, w, worst, spill };
+  return { doc, w, worst, spill, cut: cut.slice(0, 3) };
 }"""
 # An element's box against the viewport (null when inside).
 OUTSIDE = """(el) => {
@@ -84,14 +92,25 @@ def settle(page: Page, path: str) -> None:
     flight and no "Loading…" left (every language's word for it ends with "…")."""
     nav = page.locator(f'#sidebar a[href="#{path}"]')
     expect(nav).to_have_attribute("aria-current", "page")
+    # The page's module loaded and the page drawn (before that `main` holds only a
+    # placeholder, so every measure passed on an empty page).
+    expect(page.get_by_test_id("page-loading")).to_have_count(0)
+    expect(page.locator("main h1, main h2").first).to_be_visible()
     page.wait_for_load_state("networkidle")
     expect(page.locator("main p.muted").filter(has_text=LOADING)).to_have_count(0)
+    # The last render laid out: fonts in, two frames drawn (a measure taken between a
+    # fetch's answer and its paint saw the Models page before its buttons were placed).
+    page.evaluate(
+        "document.fonts.ready.then(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))"
+    )
 
 
 def overflow(page: Page, where: str) -> list[str]:
     found = page.evaluate(OVERFLOW)
     return (
-        [f"{where}: page {found['doc']} px wide > {found['w']}: {found['worst']} {found['spill']}"]
+        [
+            f"{where}: page {found['doc']} px wide (screen {found['w']}): {found['worst']} {found['spill']} cut at the left: {found['cut']}"
+        ]
         if found
         else []
     )
@@ -133,6 +152,25 @@ def check_panels(page: Page, lang: str) -> list[str]:
     return problems
 
 
+def check_composer(page: Page, fake: FakeLLM, lang: str) -> list[str]:
+    """While an answer runs, Stop sits beside Send: the composer's buttons stay on one
+    row (at 375 px Send used to drop to a line of its own under the others)."""
+    fake.script(MODEL, [Hang("…")])
+    page.get_by_test_id("chat-input").fill("ciao")
+    page.get_by_test_id("chat-send").click()
+    expect(page.get_by_test_id("chat-stop")).to_be_visible()
+    middles = {}
+    for testid in ("chat-attach", "chat-model-picker", "chat-stop", "chat-send"):
+        box = page.get_by_test_id(testid).bounding_box()
+        assert box, testid
+        middles[testid] = round(box["y"] + box["height"] / 2)
+    page.get_by_test_id("chat-stop").click()
+    expect(page.get_by_test_id("chat-stop")).to_have_count(0)
+    if max(middles.values()) - min(middles.values()) > 8:
+        return [f"{lang} composer: its buttons wrap onto two rows {middles}"]
+    return []
+
+
 @pytest.mark.timeout(240)
 def test_every_page_fits_a_phone_screen_in_every_language(
     server: ServerProcess, browser: Browser, fake: FakeLLM
@@ -140,7 +178,7 @@ def test_every_page_fits_a_phone_screen_in_every_language(
     admin = Api(server.url)
     admin.login(ADMIN, ADMIN_PW)
     # Pages with content: a model (its row of buttons) and a backup (its table).
-    admin.add_model(fake.base_url_openai, "a-rather-long-local-model-name")
+    admin.add_model(fake.base_url_openai, MODEL)
     assert admin.post("/api/backups/run").status_code == 200
     paths = [p["path"] for p in admin.get("/api/pages").json()]
     assert "/admin/backups" in paths and "/admin/models" in paths, paths
@@ -169,6 +207,7 @@ def test_every_page_fits_a_phone_screen_in_every_language(
             problems += clipped(page, "locale-picker", f"{lang} sidebar")
             page.get_by_test_id("nav-toggle").click()
             problems += check_panels(page, lang)
+            problems += check_composer(page, fake, lang)
             page.get_by_test_id("nav-toggle").click()
             page.get_by_test_id("nav-logout").click()
             expect(page.get_by_test_id("login-username")).to_be_visible()

@@ -201,7 +201,11 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             form.get_by_test_id("job-form-text").fill(text)
             # Every weekday at 7:30: the sentence and three next runs, from the server.
             form.get_by_test_id("job-form-mode").select_option("weekdays")
-            form.get_by_test_id("job-form-time").fill("07:30")
+            form.get_by_test_id("job-form-hour").select_option("7")
+            form.get_by_test_id("job-form-minute").select_option("30")
+            expect(form.get_by_test_id("job-form-hour").locator("option:checked")).to_have_text(
+                "7 AM"
+            )
             expect(form.get_by_test_id("job-form-preview-text")).to_contain_text(
                 "every weekday at 7:30, next "
             )
@@ -242,6 +246,14 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
         expect(note).to_contain_text("Reminder set for ")
         page.goto("/#/tasks")
         expect(page.get_by_test_id("task-job").filter(has_text="make the tea")).to_have_count(1)
+        # In Italian the hours read 0-23 whatever the device's language (the browser's
+        # own time field followed the device and asked an Italian page for "07:30 PM").
+        page.get_by_test_id("locale-picker").select_option("it")
+        expect(page.locator("html")).to_have_attribute("lang", "it")
+        page.get_by_test_id("tasks-new").click()
+        page.get_by_test_id("job-form-mode").select_option("daily")
+        page.get_by_test_id("job-form-hour").select_option("19")
+        expect(page.get_by_test_id("job-form-hour").locator("option:checked")).to_have_text("19")
         assert fake.bodies() == []  # no model anywhere in this
         assert not watch.problems, watch.problems
     except Exception:

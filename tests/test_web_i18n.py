@@ -68,3 +68,48 @@ def test_nothing_is_loaded_from_another_site() -> None:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"""(src|href)=["']https?://""", text), path
         assert ("<script>" not in text and "style=" not in text) or path.suffix != ".html", path
+
+
+SEPARATOR_AT_A_BREAK = re.compile(r"^\s+[·—]\s|\s[·—]\s*$")
+
+
+def test_no_separator_dot_starts_or_ends_a_template_line() -> None:
+    # htm drops the whitespace around a line break inside a template, so "zone ·" at
+    # the end of a line rendered as "zone ·Next run" (the Tasks and Marketplace cards).
+    found = [
+        f"{path.name}:{n}: {line.strip()}"
+        for path in _web_files("*.js")
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if SEPARATOR_AT_A_BREAK.search(line) and not line.lstrip().startswith("//")
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_every_provider_kind_and_setup_check_has_words_in_every_language() -> None:
+    # The server's provider list and checks speak English (the CLI shares them); the
+    # page shows its own words for each, so a new provider or check needs its keys.
+    from skald.ops.checks_setup import SETUP_CHECKS
+
+    kinds = {
+        p["id"]
+        for p in json.loads((WEB.parent / "skald/llm/providers.json").read_text())["providers"]
+    }
+    kinds |= {"anthropic", "openai_compatible"}  # added by LlmService.kinds()
+    checks = {c.__name__.removeprefix("check_") for c in SETUP_CHECKS}
+    for locale in ("en", "it", "fr"):
+        strings = _strings(locale)
+        missing = sorted(k for k in kinds if f"providers.docs_{k}" not in strings)
+        missing += sorted(c for c in checks if f"checklist.why_{c}" not in strings)
+        assert not missing, f"{locale}: {missing}"
+
+
+def test_every_seeded_rule_that_asks_a_person_has_its_reason_translated() -> None:
+    from skald.approvals.rules import SEED_RULES
+
+    js = (WEB / "js/components/approval.js").read_text()
+    asked = [r.description for r in SEED_RULES if r.action == "require"]
+    for reason in asked:
+        if "{tool}" in reason:
+            assert "using the tool (.+)" in js, reason
+        else:
+            assert json.dumps(reason) in js or f"'{reason}'" in js, f"no translation for {reason!r}"

@@ -23,6 +23,25 @@ const MAX_LINES = 400;
 
 const SIGNS = { add: '+', del: '−', ctx: ' ' };
 
+// Why a call waits, in the reader's language. The reason is the matching rule's
+// description: the seeded rules' descriptions are English constants (SEED_RULES in
+// skald/approvals/rules.py), so those are translated here; a rule a household wrote
+// keeps its own words.
+const SEEDED_REASONS = {
+  "writing to the household's shared memory": 'approval.reason_shared_write',
+  'running a command in your sandbox': 'approval.reason_command',
+  'a request the model provider may bill, such as drawing a picture': 'approval.reason_paid',
+};
+const TOOL_REASON = /^using the tool (.+)$/;
+
+export function reasonText(reason) {
+  if (!reason) return '';
+  if (SEEDED_REASONS[reason]) return t(SEEDED_REASONS[reason]);
+  const tool = TOOL_REASON.exec(reason);
+  if (tool) return t('approval.reason_tool', { tool: tool[1] });
+  return reason.charAt(0).toUpperCase() + reason.slice(1);
+}
+
 export function DiffView({ text, testid = 'diff-preview' }) {
   if (typeof text !== 'string' || !text) return null;
   const all = text.replace(/\n$/, '').split('\n');

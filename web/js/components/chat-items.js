@@ -6,7 +6,7 @@ import { t, formatDate } from '../i18n.js';
 import { Icon, Logo } from './icons.js';
 import { errorText } from './form.js';
 import { Markdown } from './markdown.js';
-import { ApprovalSummary, ApprovalButtons } from './approval.js';
+import { ApprovalSummary, ApprovalButtons, reasonText } from './approval.js';
 import { useInboxList, itemForCall } from '../inbox.js';
 import { copyText } from './recovery.js';
 import { ReadAloudButton } from './voice.js';
@@ -56,7 +56,7 @@ function ApprovalBox({ call, approval, decision, error, onDecide, conversationId
     <${ApprovalSummary} tool=${call.name} args=${args} preview=${item && item.preview} />
     ${reason &&
     html`<p class="approval__reason" data-testid="approval-reason">
-      ${reason.charAt(0).toUpperCase() + reason.slice(1)}</p>`}
+      ${reasonText(reason)}</p>`}
     ${error && html`<p class="approval__error" role="alert" data-testid="approval-error">${errorText(error)}</p>`}
     <${ApprovalButtons} disabled=${sent} prefix="approval" onDecide=${(d, bypass) => onDecide(call.id, d, bypass)} />
     ${sent &&

@@ -73,6 +73,33 @@ function whenOf(f) {
   }
 }
 
+// Hour and minute as two lists written the page's way (13:00 in Italian and French,
+// 1 PM in English). The browser's own time field follows the device's language
+// instead, so an Italian page on an English phone asked for "07:30 AM".
+const HOURS = Array.from({ length: 24 }, (_, h) => h);
+const MINUTES = Array.from({ length: 60 }, (_, m) => m);
+
+function hourLabel(h) {
+  const lang = document.documentElement.lang || 'en';
+  return new Intl.DateTimeFormat(lang, { hour: 'numeric', timeZone: 'UTC' }).format(Date.UTC(2020, 0, 1, h));
+}
+
+function TimePicker({ id, value, onChange }) {
+  const [h, m] = (value || '08:00').split(':').map((x) => Number(x));
+  const put = (hour, minute) => onChange(`${pad(hour)}:${pad(minute)}`);
+  return html`<span class="time-picker" data-testid="job-form-time">
+    <select id=${id} class="select" aria-label=${t('tasks.form_hour')} value=${String(h)}
+      onChange=${(e) => put(Number(e.target.value), m)} data-testid="job-form-hour">
+      ${HOURS.map((x) => html`<option value=${String(x)}>${hourLabel(x)}</option>`)}
+    </select>
+    <span aria-hidden="true">:</span>
+    <select class="select" aria-label=${t('tasks.form_minute')} value=${String(m)}
+      onChange=${(e) => put(h, Number(e.target.value))} data-testid="job-form-minute">
+      ${MINUTES.map((x) => html`<option value=${String(x)}>${pad(x)}</option>`)}
+    </select>
+  </span>`;
+}
+
 export function JobForm({ job = null, onSaved, onCancel }) {
   const [f, setF] = useState(() => (job ? fromJob(job) : blank()));
   const [models, setModels] = useState([]);
@@ -133,7 +160,7 @@ export function JobForm({ job = null, onSaved, onCancel }) {
   };
 
   const timeField = html`<${Field} label=${t('tasks.form_time')} id=${ids.time}>
-    <input id=${ids.time} class="input" type="time" required value=${f.time} onInput=${set('time')} data-testid="job-form-time" />
+    <${TimePicker} id=${ids.time} value=${f.time} onChange=${(time) => setF((old) => ({ ...old, time }))} />
   <//>`;
   return html`<form class="stack card" onSubmit=${onSubmit} data-testid="job-form" novalidate>
     <${Field} label=${t('tasks.form_text')} id=${ids.text} hint=${t(f.kind === 'reminder' ? 'tasks.form_text_hint_reminder' : 'tasks.form_text_hint_prompt')}>

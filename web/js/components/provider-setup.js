@@ -6,11 +6,23 @@
 // wizard (#/welcome) and the Models page. The server does the talking
 // (POST /api/llm/check); the key goes to the server only.
 import { html, useEffect, useState } from '../lib.js';
-import { t } from '../i18n.js';
+import { hasText, t } from '../i18n.js';
 import { api } from '../api.js';
 import { Field, ErrorNotice, useAction, useId } from './form.js';
 
 const CAPABILITIES = ['tools', 'vision', 'reasoning'];
+
+// The server's provider list speaks English (it is also the CLI's); the names of
+// services stay as they are, the words around them come in the reader's language.
+function kindName(kind) {
+  const key = `providers.name_${kind.id}`;
+  return hasText(key) ? t(key) : kind.name;
+}
+
+function kindDocs(kind) {
+  const key = `providers.docs_${kind.id}`;
+  return hasText(key) ? t(key) : kind.docs;
+}
 
 export function ProviderSetup({ onAdded }) {
   const [kinds, setKinds] = useState(null);
@@ -61,7 +73,7 @@ export function ProviderSetup({ onAdded }) {
     });
   const onAdd = () =>
     runAdd(async () => {
-      const provider = await api.createProvider({ name: kind ? kind.name : form.kind, ...body() });
+      const provider = await api.createProvider({ name: kind ? kindName(kind) : form.kind, ...body() });
       const offered = check.models.find((m) => m.id === picked);
       const modelBody = {
         provider_id: provider.id,
@@ -82,7 +94,7 @@ export function ProviderSetup({ onAdded }) {
       <${Field} label=${t('setup.kind')} id=${ids.kind}>
         <select id=${ids.kind} class="select" value=${form.kind} onChange=${(e) => chooseKind(e.target.value)}
           data-testid="setup-provider-kind">
-          ${kinds.map((k) => html`<option value=${k.id}>${k.name}</option>`)}
+          ${kinds.map((k) => html`<option value=${k.id}>${kindName(k)}</option>`)}
         </select>
       <//>
       <${Field} label=${t('setup.address')} id=${ids.url}
@@ -97,7 +109,7 @@ export function ProviderSetup({ onAdded }) {
       <input id=${ids.key} class="input mono" type="password" value=${form.api_key} autocomplete="off"
         onInput=${(e) => setForm({ ...form, api_key: e.target.value })} data-testid="setup-provider-key" />
     <//>
-    ${kind && kind.docs && html`<p class="muted small">${kind.docs}</p>`}
+    ${kind && kind.docs && html`<p class="muted small" data-testid="setup-provider-docs">${kindDocs(kind)}</p>`}
     <div class="actions actions--start">
       <button type="button" class="btn btn--secondary" onClick=${onTest}
         disabled=${busy || (addressRequired && !form.base_url.trim()) || (kind && kind.requires_key && !form.api_key.trim())}

@@ -2,7 +2,7 @@
 // the profile, the household pages the account may use and, for admins, the
 // server's health. (The home page itself, #/, is the chat.)
 import { html, useEffect, useState } from '../../js/lib.js';
-import { t } from '../../js/i18n.js';
+import { hasText, t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { Icon } from '../../js/components/icons.js';
@@ -30,7 +30,9 @@ function Checklist({ list }) {
       ${list.items.map(
         (i) => html`<li class=${`checklist__item checklist__item--${i.status}`} data-testid="setup-checklist-item" data-name=${i.name}>
           <strong>${t(`checklist.item_${i.name}`)}</strong>
-          <span class="muted small">${i.finding}</span>
+          <span class="muted small" data-testid="setup-checklist-why">${hasText(`checklist.why_${i.name}`) ? t(`checklist.why_${i.name}`) : i.finding}</span>
+          ${hasText(`checklist.why_${i.name}`) &&
+          html`<details class="small muted"><summary>${t('approval.technical')}</summary><span>${i.finding}</span></details>`}
           ${CHECK_LINKS[i.name]
             ? html`<a class="small" href=${CHECK_LINKS[i.name]} data-testid="setup-checklist-open">${t('checklist.open')}</a>`
             : i.fix && html`<span class="small">${t('checklist.fix')} <code>${i.fix}</code></span>`}

@@ -400,7 +400,7 @@ function MarketItem({ item, onDone }) {
     ${item.refused
       ? html`<p class="approval__error" data-testid="market-refused">${t('marketplace.refused')}: ${item.refused}</p>`
       : html`<p class="small muted">${item.scope === 'household' ? t('marketplace.scope_household') : t('marketplace.scope_personal')}
-          · ${t(`marketplace.auth_${item.auth}`)}</p>
+          ${' · '}${t(`marketplace.auth_${item.auth}`)}</p>
         ${item.reach && html`<p class="small" data-testid="market-reach">${t(`marketplace.reach_${item.reach}`)}</p>`}
         <div class="row">
           ${item.installed_version === null

@@ -6,10 +6,8 @@ import { t, formatDate } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
 import { ErrorNotice, errorText, PageHead } from '../../js/components/form.js';
-import { ApprovalSummary, ApprovalButtons } from '../../js/components/approval.js';
+import { ApprovalSummary, ApprovalButtons, reasonText } from '../../js/components/approval.js';
 import { useInboxList, loadInbox, dropItem } from '../../js/inbox.js';
-
-const capitalise = (s) => (s ? s.charAt(0).toUpperCase() + s.slice(1) : s);
 
 function chatHref(item) {
   return `#/?c=${encodeURIComponent(item.conversation_id)}`;
@@ -47,7 +45,7 @@ function ApprovalItem({ item, onDone }) {
   return html`<li class="inbox-item" data-testid="inbox-item" data-item-id=${item.id} data-kind="approval"
       data-conversation-id=${item.conversation_id} data-tool=${item.tool}>
     <${ItemHead} item=${item} />
-    ${item.reason && html`<p class="inbox-item__reason" data-testid="inbox-item-reason">${capitalise(item.reason)}</p>`}
+    ${item.reason && html`<p class="inbox-item__reason" data-testid="inbox-item-reason">${reasonText(item.reason)}</p>`}
     <${ApprovalSummary} tool=${item.tool} args=${item.arguments} preview=${item.preview} prefix="inbox-item" />
     ${error && html`<p class="approval__error" role="alert" data-testid="inbox-item-error">${errorText(error)}</p>`}
     <${ApprovalButtons} disabled=${busy} onDecide=${decide} prefix="inbox" />

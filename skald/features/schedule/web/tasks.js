@@ -43,8 +43,8 @@ function JobItem({ job, runs, onChanged }) {
       <span class="muted small" data-testid="task-job-state">${t(`tasks.state_${job.state}`)}</span>
     </div>
     <p class="small">
-      <span data-testid="task-job-when" title=${job.cron || ''}>${job.when_text || job.cron || when(job.run_at)}</span> · ${job.zone} ·
-      ${t('tasks.next_run')}: <span data-testid="task-job-next">${job.state === 'active' ? when(job.next_run) : '—'}</span>
+      <span data-testid="task-job-when" title=${job.cron || ''}>${job.when_text || job.cron || when(job.run_at)}</span> · ${job.zone}
+      ${' · '}${t('tasks.next_run')}: <span data-testid="task-job-next">${job.state === 'active' ? when(job.next_run) : '—'}</span>
     </p>
     ${last && html`<p class="small muted" data-testid="task-job-last">
       ${t('tasks.last_run')}: ${when(last.started_at)} — ${t(`tasks.outcome_${last.outcome}`)}${last.late ? ` (${t('tasks.late')})` : ''}
