@@ -14,7 +14,7 @@ const CAPABILITIES = ['tools', 'vision', 'reasoning'];
 
 // The server's provider list speaks English (it is also the CLI's); the names of
 // services stay as they are, the words around them come in the reader's language.
-function kindName(kind) {
+export function kindName(kind) {
   const key = `providers.name_${kind.id}`;
   return hasText(key) ? t(key) : kind.name;
 }

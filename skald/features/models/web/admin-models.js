@@ -10,7 +10,7 @@ import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
 import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText, PageHead } from '../../js/components/form.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
-import { ProviderSetup } from '../../js/components/provider-setup.js';
+import { ProviderSetup, kindName } from '../../js/components/provider-setup.js';
 
 // Friendly kind names from GET /api/llm/kinds (details), kept by the page.
 let kindNames = {};
@@ -398,7 +398,7 @@ export function AdminModelsPage() {
         api.llmModels(),
         api.llmKinds().then(
           (k) => {
-            kindNames = Object.fromEntries((k.details || []).map((d) => [d.id, d.name]));
+            kindNames = Object.fromEntries((k.details || []).map((d) => [d.id, kindName(d)]));
             return k.kinds || [];
           },
           () => [],
