@@ -2,7 +2,7 @@
 than the screen. One Chromium, one `skald serve`, the administrator (who sees every
 page) walking the pages listed by `GET /api/pages` in each language, plus the login
 page, the notification panel, the conversation search, the composer while an answer
-runs and the language picker.
+runs and the language picker; in Italian and French, no English words on a page.
 
 The rule: at 375 px `document.documentElement.scrollWidth <= innerWidth` on every
 page, no box of the page cut off at the left edge, and an opened panel (notifications, conversation search) lies inside the
@@ -116,6 +116,22 @@ def overflow(page: Page, where: str) -> list[str]:
     )
 
 
+# English words no Italian or French sentence uses: text left untranslated on a page.
+ENGLISH = re.compile(r"\b(the|your|you|with|this|that|and|are|is|yet|will|can't|cannot)\b", re.I)
+# The page's own words, without what people typed or named (code, addresses, names).
+PAGE_TEXT = """() => {
+  const main = document.querySelector('main').cloneNode(true);
+  for (const el of main.querySelectorAll('code, pre, .mono, input, textarea, select, [data-user-text]')) el.remove();
+  return main.innerText;
+}"""
+
+
+def english(page: Page, where: str) -> list[str]:
+    text = page.evaluate(PAGE_TEXT)
+    found = [text[max(0, m.start() - 30) : m.end() + 30] for m in ENGLISH.finditer(text)]
+    return [f"{where}: English on the page: {found[:4]}"] if found else []
+
+
 def outside(page: Page, testid: str, where: str) -> list[str]:
     found = page.get_by_test_id(testid).evaluate(OUTSIDE)
     return [f"{where}: {testid} outside the screen: {found}"] if found else []
@@ -203,6 +219,8 @@ def test_every_page_fits_a_phone_screen_in_every_language(
                 page.goto(f"/#{path}")
                 settle(page, path)
                 problems += overflow(page, f"{lang} {path}")
+                if lang != "en":
+                    problems += english(page, f"{lang} {path}")
             page.get_by_test_id("nav-toggle").click()
             problems += clipped(page, "locale-picker", f"{lang} sidebar")
             page.get_by_test_id("nav-toggle").click()
