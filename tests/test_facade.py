@@ -266,23 +266,28 @@ async def test_the_web_notification_channel_comes_through_the_hook_like_any_othe
 # -- a feature is one folder ----------------------------------------------------------------
 
 
-def _walkthrough() -> tuple[str, str]:
-    """The two files of 'Adding a feature: one folder' in docs/dev/plugins.md."""
+def _walkthrough() -> tuple[dict[str, str], str]:
+    """The files of 'Adding a feature: one folder' in docs/dev/plugins.md: the package's
+    files by their path inside `skald_jar/`, and `config.toml`."""
     doc = PLUGINS_DOC.read_text(encoding="utf-8")
     section = doc.split("## Adding a feature: one folder", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"`skald_jar/__init__\.py`:\n\n```python\n(.*?)```", section, re.DOTALL)
+    files = dict(
+        re.findall(r"`skald_jar/([\w./]+)`[^\n]*:\n\n```\w+\n(.*?)```", section, re.DOTALL)
+    )
     config = re.search(r"`config\.toml`:\n\n```toml\n(.*?)```", section, re.DOTALL)
-    assert code is not None and config is not None
-    return code.group(1), config.group(1)
+    assert config is not None
+    assert {"__init__.py", "web/jar.js", "i18n/en.json", "i18n/it.json"} <= set(files), files
+    return files, config.group(1)
 
 
 async def test_the_documented_one_folder_feature_works_from_a_temporary_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, config = _walkthrough()
+    files, config = _walkthrough()
     folder = tmp_path / "features" / "skald_jar"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text(code)
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
     monkeypatch.syspath_prepend(str(folder.parent))
     monkeypatch.delitem(sys.modules, "skald_jar", raising=False)
     rt = await _boot(tmp_path / "data", config)
@@ -314,6 +319,12 @@ async def _use_the_jar(rt: Runtime) -> None:
         assert r.status_code == 200 and r.json() == {"coins": 1}, r.text
         pages = (await ada.call("GET", "/api/pages")).json()
         assert any(p["path"] == "/jar" for p in pages), pages
+        # Its page module is served from its own folder, its words join the app's.
+        page = await ada.call("GET", "/plugins/jar/jar.js")
+        assert page.status_code == 200 and "export async function render" in page.text
+        italian = (await ada.call("GET", "/i18n/it.json")).json()
+        assert italian["jar.title"] == "Salvadanaio", italian.get("jar.title")
+        assert italian["nav.files"]  # beside the app's own
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
         tim = Client(http)
         await tim.login("tim")
