@@ -105,7 +105,7 @@ async def test_the_prompt_shows_the_age_computed_today_and_unknown_when_unset(
     mum = await signed_in(make_client, "mum")
     await signed_in(make_client, "tim")  # unlocks tim
     block = await _user_profile_block(runtime, "tim")
-    assert "- Date of birth: unknown (age unknown)" in block.splitlines()
+    assert "- Date of birth: unknown" in block.splitlines()
     assert "- Sex: not specified" in block.splitlines()
     assert "Notes" not in block
 

@@ -125,7 +125,7 @@ def profile_block(
 def _directory_lines(directory: Directory, today: date | None) -> list[str]:
     born = directory.date_of_birth
     if born is None:
-        birth = "unknown (age unknown)"
+        birth = "unknown"
     else:
         age = age_on(born, today or date.today())
         birth = f"{born.isoformat()} (age {age})"
