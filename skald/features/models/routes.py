@@ -12,10 +12,10 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
-from skald.core.runtime import Runtime
 from skald.features.chat.routes import CHAT
 from skald.llm.discovery import ListedModel, ProviderCheck
 from skald.llm.provider_types import with_scheme
+from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.llm import (
     ModelCapability,
     ModelKind,
@@ -116,17 +116,17 @@ class ChatModel(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/llm/kinds", guards=ADMIN_MODELS)
-async def list_kinds(rt: NamedDependency[Runtime]) -> ProviderKinds:
-    return ProviderKinds(kinds=rt.llm.kinds(), details=rt.llm.kind_info())
+async def list_kinds(server: NamedDependency[Server]) -> ProviderKinds:
+    return ProviderKinds(kinds=server.llm.kinds(), details=server.llm.kind_info())
 
 
 @post("/api/llm/check", guards=ADMIN_MODELS, status_code=200, responses=errors(400))
 async def check_connection(
-    data: JSONBody[ConnectionIn], rt: NamedDependency[Runtime]
+    data: JSONBody[ConnectionIn], server: NamedDependency[Server]
 ) -> ProviderCheck:
     """Test connection: the provider's models list (with guessed capabilities), before
     anything is saved. An unreachable server or a refused key is `ok: false`, not an error."""
-    return await rt.llm.check_new(data.kind, with_scheme(data.base_url), data.api_key)
+    return await server.llm.check_new(data.kind, with_scheme(data.base_url), data.api_key)
 
 
 @post(
@@ -136,29 +136,31 @@ async def check_connection(
     responses=errors(404),
 )
 async def test_provider(
-    provider_id: FromPath[str], data: JSONBody[ProviderTestIn], rt: NamedDependency[Runtime]
+    provider_id: FromPath[str], data: JSONBody[ProviderTestIn], server: NamedDependency[Server]
 ) -> ProviderCheck:
     """Test this provider: its models list and a tiny real request (a few tokens)."""
-    return await rt.llm.check_provider(provider_id, data.model)
+    return await server.llm.check_provider(provider_id, data.model)
 
 
 @get("/api/llm/providers", guards=ADMIN_MODELS)
-async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderRow]:
-    return await rt.llm.store.providers()
+async def list_providers(server: NamedDependency[Server]) -> list[ProviderRow]:
+    return await server.llm.store.providers()
 
 
 @post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201, responses=errors(409))
-async def create_provider(data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]) -> ProviderRow:
-    return await rt.llm.add_provider(
+async def create_provider(
+    data: JSONBody[ProviderIn], server: NamedDependency[Server]
+) -> ProviderRow:
+    return await server.llm.add_provider(
         data.name, data.kind, with_scheme(data.base_url), data.api_key, data.silence_timeout_s
     )
 
 
 @patch("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, responses=errors(409))
 async def patch_provider(
-    provider_id: FromPath[str], data: JSONBody[ProviderPatch], rt: NamedDependency[Runtime]
+    provider_id: FromPath[str], data: JSONBody[ProviderPatch], server: NamedDependency[Server]
 ) -> ProviderRow:
-    return await rt.llm.update_provider(
+    return await server.llm.update_provider(
         provider_id,
         data.name,
         data.kind,
@@ -171,25 +173,25 @@ async def patch_provider(
 
 @get("/api/llm/providers/{provider_id:str}/models", guards=ADMIN_MODELS, responses=errors(404))
 async def provider_models(
-    provider_id: FromPath[str], rt: NamedDependency[Runtime]
+    provider_id: FromPath[str], server: NamedDependency[Server]
 ) -> list[ListedModel]:
     """The provider's own model list, with the limits it reports (a real request)."""
-    return await rt.llm.provider_models(provider_id)
+    return await server.llm.provider_models(provider_id)
 
 
 @delete("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, status_code=204)
-async def delete_provider(provider_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
-    await rt.llm.store.delete_provider(provider_id)
+async def delete_provider(provider_id: FromPath[str], server: NamedDependency[Server]) -> None:
+    await server.llm.store.delete_provider(provider_id)
 
 
 @get("/api/llm/models", guards=ADMIN_MODELS)
-async def list_models(rt: NamedDependency[Runtime]) -> list[ModelRow]:
-    return await rt.llm.store.models()
+async def list_models(server: NamedDependency[Server]) -> list[ModelRow]:
+    return await server.llm.store.models()
 
 
 @post("/api/llm/models", guards=ADMIN_MODELS, status_code=201, responses=errors(404, 409))
-async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) -> ModelRow:
-    return await rt.llm.add_model(
+async def create_model(data: JSONBody[ModelIn], server: NamedDependency[Server]) -> ModelRow:
+    return await server.llm.add_model(
         data.provider_id,
         data.model,
         data.name,
@@ -206,28 +208,30 @@ async def create_model(data: JSONBody[ModelIn], rt: NamedDependency[Runtime]) ->
 
 @patch("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS, responses=errors(409))
 async def patch_model(
-    model_id: FromPath[str], data: JSONBody[ModelPatch], rt: NamedDependency[Runtime]
+    model_id: FromPath[str], data: JSONBody[ModelPatch], server: NamedDependency[Server]
 ) -> ModelRow:
-    current = await rt.llm.store.model(model_id)
+    current = await server.llm.store.model(model_id)
     changes: dict[str, object] = {
         k: v for k, v in msgspec.structs.asdict(data).items() if v is not None
     }
     for limit in ("max_output_tokens", "context_window"):
         if changes.get(limit) == 0:
             changes[limit] = None  # back to unknown
-    return await rt.llm.store.save_model(msgspec.structs.replace(current, **changes), create=False)
+    return await server.llm.store.save_model(
+        msgspec.structs.replace(current, **changes), create=False
+    )
 
 
 @delete("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS, status_code=204)
-async def delete_model(model_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
-    await rt.llm.store.delete_model(model_id)
+async def delete_model(model_id: FromPath[str], server: NamedDependency[Server]) -> None:
+    await server.llm.store.delete_model(model_id)
 
 
 @get("/api/models", guards=CHAT)
-async def chat_models(rt: NamedDependency[Runtime]) -> list[ChatModel]:
+async def chat_models(server: NamedDependency[Server]) -> list[ChatModel]:
     return [
         ChatModel(id=m.id, name=m.name, strength=m.strength, capabilities=m.capabilities)
-        for m in await rt.llm.store.models()
+        for m in await server.llm.store.models()
         if m.enabled and m.kind == "chat"
     ]
 

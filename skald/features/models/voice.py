@@ -23,12 +23,12 @@ from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.core.llm_service import Transcript
 from skald.core.plain_errors import plain
-from skald.core.runtime import Runtime
 from skald.core.uploads import read_picture
 from skald.errors import InvalidInputError
 from skald.features.chat.routes import CHAT, _me
 from skald.files.mime import sniff
 from skald.llm.errors import LlmError
+from skald.plugins.facade import Server  # Litestar reads the annotations
 
 # A minute or two of speech in any of the recorded formats; longer is not a message.
 MAX_CLIP_BYTES = 10 * 1024 * 1024
@@ -55,8 +55,8 @@ class VoiceOffer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/voice", guards=CHAT)
-async def voice_offer(rt: NamedDependency[Runtime]) -> VoiceOffer:
-    kinds = {m.kind for m in await rt.llm.models() if m.enabled}
+async def voice_offer(server: NamedDependency[Server]) -> VoiceOffer:
+    kinds = {m.kind for m in await server.llm.models() if m.enabled}
     return VoiceOffer(transcription="transcription" in kinds, speech="speech" in kinds)
 
 
@@ -71,7 +71,7 @@ class SpeechIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     responses=errors(400, 409, 413, 415, 502),
     request_max_body_size=MAX_CLIP_BYTES,
 )
-async def transcribe(request: AnyRequest, rt: NamedDependency[Runtime]) -> Transcript:
+async def transcribe(request: AnyRequest, server: NamedDependency[Server]) -> Transcript:
     """A recorded clip (the raw body, Content-Type audio/…) → its transcript."""
     declared = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
     if not (declared.startswith("audio/") or declared in _DECLARED):
@@ -93,18 +93,18 @@ async def transcribe(request: AnyRequest, rt: NamedDependency[Runtime]) -> Trans
             f"the recording is not an audio format Skald knows ({known})",
         )
     try:
-        return await rt.llm.transcribe(_me(request), audio, f"clip.{ext}", kind)
+        return await server.llm.transcribe(_me(request), audio, f"clip.{ext}", kind)
     except LlmError as exc:
         raise _unavailable(exc) from None
 
 
 @post("/api/voice/speech", guards=CHAT, status_code=200, responses=errors(409, 502))
 async def speech(
-    data: JSONBody[SpeechIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[SpeechIn], request: AnyRequest, server: NamedDependency[Server]
 ) -> Stream:
     """Read `text` aloud: the audio, streamed as the speech model produces it."""
     try:
-        content_type, chunks = await rt.llm.speak(_me(request), data.text)
+        content_type, chunks = await server.llm.speak(_me(request), data.text)
     except LlmError as exc:
         raise _unavailable(exc) from None
     return Stream(chunks, media_type=content_type, headers={"cache-control": "no-store"})
@@ -124,12 +124,12 @@ async def picture(
     conversation_id: FromPath[str],
     name: FromPath[str],
     request: AnyRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> Response[bytes]:
     """A picture among the member's own uploads of a conversation (drawn by
     `generate_image`, or attached), for the chat to show."""
     data, mime = await asyncio.to_thread(
-        read_picture, rt.core.layout, _me(request), conversation_id, name
+        read_picture, server.layout, _me(request), conversation_id, name
     )
     return Response(data, media_type=mime, headers={"cache-control": "private, max-age=3600"})
 

@@ -16,7 +16,6 @@ from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from skald.api.deps import AuthRequest
 from skald.api.openapi import errors
-from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 from skald.features.notifications.store import (
     Notification,
@@ -24,6 +23,7 @@ from skald.features.notifications.store import (
     PushDevice,
     QuietHours,
 )
+from skald.plugins.facade import Server  # Litestar reads the annotations
 
 MAX_PAGE = 200
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
@@ -101,74 +101,74 @@ def _device(d: PushDevice) -> DeviceOut:
 @get("/api/notifications")
 async def list_notifications(
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE)] = 50,
     before: Annotated[str | None, QueryParameter(max_length=64)] = None,
     unread_only: FromQuery[bool] = False,
 ) -> NotificationPage:
     """The caller's notifications, newest first (`before`: the last id of the previous page)."""
-    store = await rt.notifications.store(request.user.user.id)
+    store = await server.notifications.store(request.user.user.id)
     items, unread = await store.page(limit=limit, before=before, unread_only=unread_only)
     return NotificationPage(items=items, unread=unread)
 
 
 @post("/api/notifications/read", status_code=200, responses=errors(400, 404))
 async def mark_read(
-    data: JSONBody[MarkReadIn], request: AuthRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[MarkReadIn], request: AuthRequest, server: NamedDependency[Server]
 ) -> Unread:
     """Mark these notifications read (404 when none of them is the caller's)."""
-    found, unread = await rt.notifications.mark_read(request.user.user.id, data.ids)
+    found, unread = await server.notifications.mark_read(request.user.user.id, data.ids)
     if found == 0:
         raise NotFoundError("no such notification")
     return Unread(unread=unread)
 
 
 @post("/api/notifications/read-all", status_code=200)
-async def mark_all_read(request: AuthRequest, rt: NamedDependency[Runtime]) -> Unread:
-    return Unread(unread=await rt.notifications.mark_all_read(request.user.user.id))
+async def mark_all_read(request: AuthRequest, server: NamedDependency[Server]) -> Unread:
+    return Unread(unread=await server.notifications.mark_all_read(request.user.user.id))
 
 
 @delete("/api/notifications/{note_id:str}", status_code=204, responses=errors(404))
 async def delete_notification(
-    note_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    note_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> None:
-    if not await rt.notifications.delete(request.user.user.id, note_id):
+    if not await server.notifications.delete(request.user.user.id, note_id):
         raise NotFoundError("no such notification")
 
 
-async def _prefs_out(rt: Runtime, prefs: NotificationPrefs) -> PrefsOut:
+async def _prefs_out(server: Server, prefs: NotificationPrefs) -> PrefsOut:
     return PrefsOut(
         channels=prefs.channels,
         quiet=prefs.quiet,
-        available=list(rt.notifications.channels),
-        household_timezone=rt.config.assistant.timezone,
+        available=list(server.notifications.channels),
+        household_timezone=server.config.assistant.timezone,
     )
 
 
 @get("/api/notifications/settings")
-async def get_settings(request: AuthRequest, rt: NamedDependency[Runtime]) -> PrefsOut:
-    store = await rt.notifications.store(request.user.user.id)
-    return await _prefs_out(rt, await store.prefs())
+async def get_settings(request: AuthRequest, server: NamedDependency[Server]) -> PrefsOut:
+    store = await server.notifications.store(request.user.user.id)
+    return await _prefs_out(server, await store.prefs())
 
 
 @put("/api/notifications/settings", responses=errors(400))
 async def put_settings(
-    data: JSONBody[PrefsIn], request: AuthRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[PrefsIn], request: AuthRequest, server: NamedDependency[Server]
 ) -> PrefsOut:
     """Where notifications arrive (in order) and the quiet hours (null: none)."""
     quiet = None
     if data.quiet is not None:
         quiet = QuietHours(start=data.quiet.start, end=data.quiet.end, timezone=data.quiet.timezone)
-    prefs = await rt.notifications.save_prefs(
+    prefs = await server.notifications.save_prefs(
         request.user.user.id, NotificationPrefs(channels=data.channels, quiet=quiet)
     )
-    return await _prefs_out(rt, prefs)
+    return await _prefs_out(server, prefs)
 
 
 @post("/api/notifications/test", status_code=201)
-async def send_test(request: AuthRequest, rt: NamedDependency[Runtime]) -> Notification:
+async def send_test(request: AuthRequest, server: NamedDependency[Server]) -> Notification:
     """A notification to oneself, to see where it arrives (the settings' test button)."""
-    return await rt.notifications.notify(
+    return await server.notifications.notify(
         request.user.user.id,
         title="Test notification",
         body="If you can read this, notifications reach you here.",
@@ -178,22 +178,22 @@ async def send_test(request: AuthRequest, rt: NamedDependency[Runtime]) -> Notif
 
 
 @get("/api/notifications/push/key")
-async def push_key(rt: NamedDependency[Runtime]) -> PushKey:
-    return PushKey(public_key=await rt.notifications.public_key())
+async def push_key(server: NamedDependency[Server]) -> PushKey:
+    return PushKey(public_key=await server.notifications.public_key())
 
 
 @get("/api/notifications/push/devices")
-async def list_devices(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[DeviceOut]:
-    store = await rt.notifications.store(request.user.user.id)
+async def list_devices(request: AuthRequest, server: NamedDependency[Server]) -> list[DeviceOut]:
+    store = await server.notifications.store(request.user.user.id)
     return [_device(d) for d in await store.devices()]
 
 
 @post("/api/notifications/push/devices", status_code=201, responses=errors(400))
 async def subscribe(
-    data: JSONBody[SubscribeIn], request: AuthRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[SubscribeIn], request: AuthRequest, server: NamedDependency[Server]
 ) -> DeviceOut:
     """Register this browser's push subscription (the same endpoint again: updated)."""
-    device = await rt.notifications.subscribe(
+    device = await server.notifications.subscribe(
         request.user.user.id,
         endpoint=data.endpoint,
         p256dh=data.keys.p256dh,
@@ -208,10 +208,10 @@ async def patch_device(
     device_id: FromPath[str],
     data: JSONBody[DevicePatch],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> DeviceOut:
     """Push on or off for one device."""
-    store = await rt.notifications.store(request.user.user.id)
+    store = await server.notifications.store(request.user.user.id)
     if not await store.set_device_enabled(device_id, data.enabled):
         raise NotFoundError("no such device")
     device = next(d for d in await store.devices() if d.id == device_id)
@@ -220,9 +220,9 @@ async def patch_device(
 
 @delete("/api/notifications/push/devices/{device_id:str}", status_code=204, responses=errors(404))
 async def remove_device(
-    device_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    device_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> None:
-    store = await rt.notifications.store(request.user.user.id)
+    store = await server.notifications.store(request.user.user.id)
     if not await store.remove_device(device_id):
         raise NotFoundError("no such device")
 
