@@ -78,6 +78,12 @@ def can(holder: CapabilityHolder, capability: Capability) -> bool:
     )
 
 
+# -- shared: checked by more than one feature (each feature imports them from here) ------
+
+CHAT = declare("chat", "Talk to the assistant")
+ADMIN_ROLES = declare("admin.roles", "Manage roles and their capabilities")
+
+
 # -- reserved: kept in the catalogue for the features that will enforce them -------------
 
 PROJECTS_USE = declare(

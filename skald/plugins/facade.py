@@ -174,6 +174,11 @@ class Server:
     def app_built(self) -> asyncio.Event:
         return self._live.app_built
 
+    def request_stop(self) -> None:
+        """Stop the server as SIGTERM would (the service manager starts it again): a
+        restore waiting for the next start uses it."""
+        self._live.stop_requested.set()
+
     # -- state slots --------------------------------------------------------------------
 
     @overload

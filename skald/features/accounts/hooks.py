@@ -96,7 +96,7 @@ def skald_prompt_blocks(member: Member) -> dict[str, str]:
 def skald_capabilities() -> list[Capability]:
     # Importing the module that enforces a capability declares it.
     from skald.core.users import ADMIN_USERS
-    from skald.features.accounts.roles import ADMIN_ROLES
+    from skald.permissions import ADMIN_ROLES
 
     return [ADMIN_USERS, ADMIN_ROLES]
 

@@ -13,10 +13,9 @@ from skald.api.schemas import RoleIn, RolePatch
 from skald.core.runtime import Runtime
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
-from skald.permissions import Capability, declare, declared
+from skald.permissions import ADMIN_ROLES, Capability, declared
 from skald.store.rows import Role
 
-ADMIN_ROLES = declare("admin.roles", "Manage roles and their capabilities")
 ADMIN = [requires(ADMIN_ROLES)]
 # Without these the admin role could lock every administrator out of the instance.
 ADMIN_KEEPS = (ADMIN_USERS, ADMIN_ROLES)

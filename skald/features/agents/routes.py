@@ -14,7 +14,7 @@ from litestar.di import NamedDependency
 from skald.agent.prompts import default_chat_agent
 from skald.api.deps import AuthRequest, requires
 from skald.core.runtime import Runtime
-from skald.features.chat.routes import CHAT_CAP
+from skald.permissions import CHAT as CHAT_CAP
 
 
 class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):

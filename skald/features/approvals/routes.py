@@ -26,8 +26,8 @@ from skald.approvals.rules import (
 from skald.core.approvals import facts_of
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError, NotFoundError
-from skald.features.accounts.roles import ADMIN_ROLES
 from skald.llm.types import ToolCall
+from skald.permissions import ADMIN_ROLES
 from skald.store.registry import SecurityGroup
 
 ADMIN = [requires(ADMIN_ROLES)]

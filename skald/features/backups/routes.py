@@ -17,7 +17,6 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
-from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.backups.archive import check_archive, read_manifest
 from skald.features.backups.restart import REQUEST_FILE, RestoreOutcome, load_outcome, write_request
@@ -33,6 +32,7 @@ from skald.features.backups.scheduler import (
     save_settings,
 )
 from skald.permissions import ADMIN_SYSTEM
+from skald.plugins.facade import Server  # Litestar reads the annotations
 
 GUARD = [requires(ADMIN_SYSTEM)]
 
@@ -76,8 +76,8 @@ class Restarting(msgspec.Struct, kw_only=True):
     restarting: bool
 
 
-def _view(rt: Runtime) -> BackupsView:
-    layout = rt.core.layout
+def _view(server: Server) -> BackupsView:
+    layout = server.layout
     settings = load_settings(layout)
     folder = settings.target(layout)
     listed = []
@@ -96,17 +96,17 @@ def _view(rt: Runtime) -> BackupsView:
     )
 
 
-def _archive(rt: Runtime, name: str) -> Path:
+def _archive(server: Server, name: str) -> Path:
     """The archive of that file name in the backup folder; nothing else (no paths)."""
-    folder = load_settings(rt.core.layout).target(rt.core.layout)
+    folder = load_settings(server.layout).target(server.layout)
     for _, path in archives(folder):
         if path.name == name:
             return path
     raise NotFoundError(f"there is no backup called {name!r} in {folder}")
 
 
-def _contents(rt: Runtime, name: str) -> ArchiveContents:
-    path = _archive(rt, name)
+def _contents(server: Server, name: str) -> ArchiveContents:
+    path = _archive(server, name)
     m = read_manifest(path)
     members = [
         ArchiveMember(username=d.username or "", encrypted=d.encrypted)
@@ -124,40 +124,40 @@ def _contents(rt: Runtime, name: str) -> ArchiveContents:
     )
 
 
-def _ask_restore(rt: Runtime, name: str, by: str) -> None:
-    layout = rt.core.layout
+def _ask_restore(server: Server, name: str, by: str) -> None:
+    layout = server.layout
     if (layout.root / REQUEST_FILE).exists():
         raise ConflictError("a restore is already under way; Skald is restarting")
-    path = _archive(rt, name)
+    path = _archive(server, name)
     check_archive(path)  # every member against the manifest: refuse now, not mid-restart
     write_request(layout, path, by)
 
 
 @get("/api/backups", guards=GUARD)
-async def backups_view(rt: NamedDependency[Runtime]) -> BackupsView:
-    return await asyncio.to_thread(_view, rt)
+async def backups_view(server: NamedDependency[Server]) -> BackupsView:
+    return await asyncio.to_thread(_view, server)
 
 
 @put("/api/backups/settings", guards=GUARD, responses=errors(400))
 async def put_settings(
-    data: JSONBody[BackupSettings], rt: NamedDependency[Runtime]
+    data: JSONBody[BackupSettings], server: NamedDependency[Server]
 ) -> BackupSettings:
-    return await asyncio.to_thread(save_settings, rt.core.layout, data)
+    return await asyncio.to_thread(save_settings, server.layout, data)
 
 
 @post("/api/backups/run", guards=GUARD, status_code=200)
-async def backup_now(rt: NamedDependency[Runtime]) -> RunResult:
-    return await rt.server.state(BackupScheduler).backup_now()
+async def backup_now(server: NamedDependency[Server]) -> RunResult:
+    return await server.state(BackupScheduler).backup_now()
 
 
 @post("/api/backups/drill", guards=GUARD, status_code=200)
-async def drill_now(rt: NamedDependency[Runtime]) -> DrillResult:
-    return await rt.server.state(BackupScheduler).drill_now()
+async def drill_now(server: NamedDependency[Server]) -> DrillResult:
+    return await server.state(BackupScheduler).drill_now()
 
 
 @get("/api/backups/archives/{name:str}", guards=GUARD, responses=errors(400, 404))
-async def archive_contents(name: FromPath[str], rt: NamedDependency[Runtime]) -> ArchiveContents:
-    return await asyncio.to_thread(_contents, rt, name)
+async def archive_contents(name: FromPath[str], server: NamedDependency[Server]) -> ArchiveContents:
+    return await asyncio.to_thread(_contents, server, name)
 
 
 @post(
@@ -170,7 +170,7 @@ async def restore_archive(
     name: FromPath[str],
     data: JSONBody[RestoreConfirm],
     request: AnyRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> Response[Restarting]:
     """Check the archive, leave the request, and stop once this answer is sent: the
     serve loop restores and starts again. Everyone is signed out (sessions are not
@@ -178,12 +178,12 @@ async def restore_archive(
     if not data.confirm:
         raise InvalidInputError("confirm the restore first: nothing was changed")
     by = principal_of(request).user.username
-    await asyncio.to_thread(_ask_restore, rt, name, by)
-    return Response(Restarting(restarting=True), background=BackgroundTask(_stop, rt))
+    await asyncio.to_thread(_ask_restore, server, name, by)
+    return Response(Restarting(restarting=True), background=BackgroundTask(_stop, server))
 
 
-async def _stop(rt: Runtime) -> None:
-    rt.stop_requested.set()
+async def _stop(server: Server) -> None:
+    server.request_stop()
 
 
 ROUTES = [backups_view, put_settings, backup_now, drill_now, archive_contents, restore_archive]

@@ -29,10 +29,10 @@ from skald.core.conversations import (
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 from skald.features.files.routes import receive_upload
-from skald.permissions import declare
+from skald.permissions import CHAT as CHAT_USE
 from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
 
-CHAT_CAP = declare("chat", "Talk to the assistant")
+CHAT_CAP = CHAT_USE
 CHAT = [requires(CHAT_CAP)]
 Text = Annotated[str, msgspec.Meta(max_length=100_000)]
 Title = Annotated[str, msgspec.Meta(max_length=200)]

@@ -12,9 +12,9 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
-from skald.features.chat.routes import CHAT
 from skald.llm.discovery import ListedModel, ProviderCheck
 from skald.llm.provider_types import with_scheme
+from skald.permissions import CHAT as CHAT_CAP
 from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.llm import (
     ModelCapability,
@@ -26,6 +26,7 @@ from skald.store.llm import (
 )
 
 ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
+CHAT = [requires(CHAT_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
 # http(s)://, or no scheme at all (`with_scheme` adds one); never another scheme.
 Url = Annotated[

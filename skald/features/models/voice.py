@@ -18,18 +18,19 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from litestar.response import Stream
 
-from skald.api.deps import AnyRequest
+from skald.api.deps import AnyRequest, requires
 from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.core.llm_service import Transcript
 from skald.core.plain_errors import plain
 from skald.core.uploads import read_picture
 from skald.errors import InvalidInputError
-from skald.features.chat.routes import CHAT, _me
 from skald.files.mime import sniff
 from skald.llm.errors import LlmError
+from skald.permissions import CHAT as CHAT_CAP
 from skald.plugins.facade import Server  # Litestar reads the annotations
 
+CHAT = [requires(CHAT_CAP)]
 # A minute or two of speech in any of the recorded formats; longer is not a message.
 MAX_CLIP_BYTES = 10 * 1024 * 1024
 # What a recorded clip may be (sniffed type → file extension the provider sees).
@@ -93,7 +94,7 @@ async def transcribe(request: AnyRequest, server: NamedDependency[Server]) -> Tr
             f"the recording is not an audio format Skald knows ({known})",
         )
     try:
-        return await server.llm.transcribe(_me(request), audio, f"clip.{ext}", kind)
+        return await server.llm.transcribe(request.user.user.id, audio, f"clip.{ext}", kind)
     except LlmError as exc:
         raise _unavailable(exc) from None
 
@@ -104,7 +105,7 @@ async def speech(
 ) -> Stream:
     """Read `text` aloud: the audio, streamed as the speech model produces it."""
     try:
-        content_type, chunks = await server.llm.speak(_me(request), data.text)
+        content_type, chunks = await server.llm.speak(request.user.user.id, data.text)
     except LlmError as exc:
         raise _unavailable(exc) from None
     return Stream(chunks, media_type=content_type, headers={"cache-control": "no-store"})
@@ -129,7 +130,7 @@ async def picture(
     """A picture among the member's own uploads of a conversation (drawn by
     `generate_image`, or attached), for the chat to show."""
     data, mime = await asyncio.to_thread(
-        read_picture, server.layout, _me(request), conversation_id, name
+        read_picture, server.layout, request.user.user.id, conversation_id, name
     )
     return Response(data, media_type=mime, headers={"cache-control": "private, max-age=3600"})
 

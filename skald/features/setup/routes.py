@@ -3,7 +3,7 @@ language, the wizard's step; capability `admin.system` to change them) and the
 Overview's "to finish setting up" list, made of the same checks as `skald doctor`
 (`skald.ops.checks_setup.SETUP_CHECKS`).
 
-Thin: parse, authorise, call `Runtime.instance` or the checks, serialise.
+Thin: parse, authorise, call `Server.instance` or the checks, serialise.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from litestar.params import JSONBody
 
 from skald.api.deps import requires
 from skald.api.openapi import errors
-from skald.core.runtime import Runtime
 from skald.ops.checks_base import Context, Status
 from skald.ops.checks_setup import SETUP_CHECKS
 from skald.ops.doctor import run_checks
 from skald.permissions import ADMIN_SYSTEM
+from skald.plugins.facade import Server  # Litestar reads the annotations
 
 ADMIN = [requires(ADMIN_SYSTEM)]
 
@@ -57,11 +57,11 @@ class Checklist(msgspec.Struct, frozen=True, kw_only=True):
     complete: bool  # nothing left to do
 
 
-def _out(rt: Runtime) -> InstanceOut:
-    current = rt.instance.current
+def _out(server: Server) -> InstanceOut:
+    current = server.instance.current
     return InstanceOut(
         household_name=current.household_name,
-        timezone=current.timezone or rt.config.assistant.timezone,
+        timezone=current.timezone or server.config.assistant.timezone,
         timezone_chosen=current.timezone is not None,
         language=current.language,
         setup_step=current.setup_step,
@@ -69,10 +69,10 @@ def _out(rt: Runtime) -> InstanceOut:
 
 
 @get("/api/instance")
-async def get_instance(rt: NamedDependency[Runtime]) -> InstanceOut:
+async def get_instance(server: NamedDependency[Server]) -> InstanceOut:
     """The household's settings, for every signed-in member (the name, the greeting's
     time zone, the default language)."""
-    return _out(rt)
+    return _out(server)
 
 
 def _zones() -> list[str]:
@@ -88,21 +88,21 @@ async def time_zones() -> list[str]:
 
 @patch("/api/instance", guards=ADMIN, responses=errors(400))
 async def patch_instance(
-    data: JSONBody[InstancePatch], rt: NamedDependency[Runtime]
+    data: JSONBody[InstancePatch], server: NamedDependency[Server]
 ) -> InstanceOut:
-    await rt.instance.update(
+    await server.instance.update(
         household_name=data.household_name,
         timezone=data.timezone,
         language=data.language,
         setup_step=data.setup_step,
     )
-    return _out(rt)
+    return _out(server)
 
 
 @get("/api/setup/checklist", guards=ADMIN)
-async def checklist(rt: NamedDependency[Runtime]) -> Checklist:
+async def checklist(server: NamedDependency[Server]) -> Checklist:
     """What is still missing for a household to use Skald, by the doctor's own checks."""
-    ctx = Context.create(rt.core.layout, rt.config, dict(os.environ))
+    ctx = Context.create(server.layout, server.config, dict(os.environ))
     ctx.serving = True
     report = await run_checks(ctx, SETUP_CHECKS)
     items = [
