@@ -499,6 +499,23 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         )
         for action in ("deactivate", "activate", "delete")
     ),
+    # Usage (issue 30): one's own figures for everyone, everyone's and the caps for admins.
+    ("GET", "/api/usage/stats", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/usage/stats?everyone=true", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/usage/limits", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/usage/caps", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/usage/caps/{user_kind}/{victim}",
+        {"turns_day": 5},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    (
+        "DELETE",
+        "/api/usage/caps/{role_kind}/{role_name}",
+        None,
+        {"anon": 401, A: 204, M: 403, C: 403},
+    ),
 ]
 
 
@@ -548,6 +565,8 @@ async def test_role_route_matrix(
         "picture": "none.png",
         "lang": "it.json",
         "archive": "none.tar",
+        "user_kind": "user",
+        "role_kind": "role",
     }
     if who != "anon":
         owner = await make_client()

@@ -361,6 +361,7 @@ class LlmService:
         strength: Strength = "average",
         model_id: str | None = None,
         needs: tuple[str, ...] = (),
+        origin: str | None = None,
     ) -> FallbackClient:
         """The model source for one request: a chosen model alone, or AUTO with fallback."""
         models = await self.models()
@@ -399,6 +400,8 @@ class LlmService:
                 estimated=outcome.usage.estimated,
                 latency_ms=(time.monotonic() - outcome.started) * 1000,
                 error=None if outcome.error is None else str(outcome.error)[:500],
+                cost_usd=outcome.usage.cost_usd,
+                origin=origin,
             )
             if outcome.error is not None:
                 log.warning(

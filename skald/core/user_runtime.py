@@ -202,7 +202,9 @@ class UserRuntime:
             return None
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         root = root_of(ctx.conversation_id)[0]
-        source = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
+        source = await self.llm.source(
+            self.user.id, strength=agent.model_strength or "average", origin=root
+        )
         attrs = self.role.attributes
         config = LoopConfig(
             model="auto",
@@ -321,12 +323,15 @@ class UserRuntime:
         if self.budget is not None:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
             await (await self.budget(role)).recheck()
+        # Before any model is chosen or called: a feature may refuse the turn (caps).
+        await self.plugins.turn_starting(self, conversation.id)
         agent = self.agent_for(conversation)
         model = await self.llm.source(
             self.user.id,
             strength=agent.model_strength or "average",
             model_id=conversation.model_id,
             needs=("vision",) if needs_vision else (),
+            origin=conversation.id,
         )
         # The model that answers unless it fails decides what the turn offers.
         profile = turn_profile(model.candidates[0][0])

@@ -65,6 +65,7 @@ BUILTINS: Final = (
     "skald.features.setup.hooks",
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
+    "skald.features.usage.hooks",
 )
 
 
@@ -216,6 +217,14 @@ class Plugins:
 
     def notification_channels(self, server: Server) -> list[NotificationChannel]:
         return self._concat(self.pm.hook.skald_notification_channels(server=server))
+
+    async def turn_starting(self, member: Member | Any, conversation_id: str) -> None:
+        hook = self.pm.hook.skald_turn_starting
+        for answer in self._in_order(
+            hook(member=as_member(member), conversation_id=conversation_id)
+        ):
+            if inspect.isawaitable(answer):
+                await answer
 
     def health_details(self, server: Server) -> dict[str, Any]:
         details: dict[str, Any] = {}

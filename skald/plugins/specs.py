@@ -184,6 +184,14 @@ def skald_member_services(member: Member) -> Iterable[ServiceSpec] | None:
 
 
 @hookspec
+def skald_turn_starting(member: Member, conversation_id: str) -> Awaitable[None] | None:
+    """Called at the start of every turn of the member (any channel: the web, the API,
+    a scheduled job, a task), before a model is chosen; may be awaitable. Raise a
+    `SkaldError` to refuse the turn: its message is what the member reads (spending
+    caps). Keep it cheap: it runs on every turn."""
+
+
+@hookspec
 def skald_health_details(server: Server) -> Mapping[str, Any] | None:
     """Figures for administrators in `GET /api/health?details=true` (`admin`, one key
     per feature, e.g. `{"connectors": {...}}`): counts and sizes, never names of files or

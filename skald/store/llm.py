@@ -281,13 +281,19 @@ class LlmStore:
         latency_ms: float,
         error: str | None,
         estimated: bool = False,
+        cost_usd: float | None = None,
+        origin: str | None = None,
     ) -> None:
         """One row per request to a model. `status`: finished, stopped or failed;
-        `estimated`: a token count is Skald's estimate (the server reported none)."""
+        `estimated`: a token count is Skald's estimate (the server reported none);
+        `cost_usd`: as the provider reported it (None: not reported); `origin`: the
+        conversation the request served. The usage feature's trigger adds the row to
+        its hourly aggregate in the same transaction."""
         await self.db.transaction(
             lambda c: c.execute(
                 "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, "
-                "output_tokens, estimated, latency_ms, error) VALUES (?,?,?,?,?,?,?,?,?)",
+                "output_tokens, estimated, latency_ms, error, cost_usd, origin) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     at,
                     user_id,
@@ -298,6 +304,8 @@ class LlmStore:
                     int(estimated),
                     latency_ms,
                     error,
+                    cost_usd,
+                    origin,
                 ),
             )
         )
