@@ -516,6 +516,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         None,
         {"anon": 401, A: 204, M: 403, C: 403},
     ),
+    ("GET", "/api/dashboard/health", None, {"anon": 401, A: 200, M: 403, C: 403}),
 ]
 
 

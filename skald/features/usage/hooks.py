@@ -25,9 +25,10 @@ def skald_migrations(schema: str) -> list[Feature]:
 
 @hookimpl
 def skald_routes() -> list[Any]:
+    from skald.features.usage.health import dashboard_health
     from skald.features.usage.routes import ROUTES
 
-    return list(ROUTES)
+    return [*ROUTES, dashboard_health]
 
 
 @hookimpl
@@ -57,7 +58,7 @@ def skald_pages() -> list[Page]:
             order=35,
             module="plugins/usage/usage.js",
             component="UsagePage",
-            icon="chart",
+            icon="plugins/usage/chart.svg",
             testid="nav-usage",
             full_only=True,
             say_not_allowed=True,
