@@ -517,6 +517,10 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 204, M: 403, C: 403},
     ),
     ("GET", "/api/dashboard/health", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    # The request log: one's own rows (a request of nobody's: 404), counts for admins.
+    ("GET", "/api/requests", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/requests/{no_request}", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("GET", "/api/admin/requests", None, {"anon": 401, A: 200, M: 403, C: 403}),
 ]
 
 
@@ -568,6 +572,7 @@ async def test_role_route_matrix(
         "archive": "none.tar",
         "user_kind": "user",
         "role_kind": "role",
+        "no_request": "987654321",
     }
     if who != "anon":
         owner = await make_client()

@@ -66,6 +66,7 @@ BUILTINS: Final = (
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
     "skald.features.usage.hooks",
+    "skald.features.requestlog.hooks",
 )
 
 
