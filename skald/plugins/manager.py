@@ -67,6 +67,7 @@ BUILTINS: Final = (
     "skald.features.agents.hooks",
     "skald.features.usage.hooks",
     "skald.features.requestlog.hooks",
+    "skald.features.privacy.hooks",
 )
 
 

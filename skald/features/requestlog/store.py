@@ -110,14 +110,3 @@ class RequestLog:
             )
             for r in rows
         ]
-
-    async def providers_of(self, user_id: str, since: float) -> list[str]:
-        """The providers a member's requests went to since `since` (the privacy page)."""
-        sql = (
-            "SELECT DISTINCT coalesce(p.name, '(removed)') FROM llm_requests r "
-            "LEFT JOIN llm_models m ON m.id = r.model_id "
-            "LEFT JOIN llm_providers p ON p.id = m.provider_id "
-            "WHERE r.user_id = ? AND r.at >= ? ORDER BY 1"
-        )
-        rows = await self.db.call(lambda c: c.execute(sql, (user_id, since)).fetchall())
-        return [str(r[0]) for r in rows]
