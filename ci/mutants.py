@@ -2762,6 +2762,33 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_usage_caps.py",),
         why="a refused turn loses the reset time (the code's generic sentence instead)",
     ),
+    Mutant(
+        "DB7",
+        "privacy check",
+        "skald/features/privacy/check.py",
+        "    if head == SQLITE_HEADER:",
+        "    if head == SQLITE_HEADER[:15]:",
+        ("tests/test_privacy.py",),
+        why="a plain SQLite file in place of a member's database reads as encrypted",
+    ),
+    Mutant(
+        "DB8",
+        "request log",
+        "skald/features/requestlog/payloads.py",
+        "            if not settings.keep_payloads:",
+        "            if settings is None:",
+        ("tests/test_requestlog.py",),
+        why="requests and answers are kept without the member's opt-in",
+    ),
+    Mutant(
+        "DB9",
+        "request log",
+        "skald/features/requestlog/store.py",
+        "        sql = f\"{_SELECT} WHERE r.id = ? AND r.user_id = ?\"",
+        "        sql = f\"{_SELECT} WHERE r.id = ? AND ? IS NOT NULL\"",
+        ("tests/test_requestlog.py",),
+        why="a member opens another member's request",
+    ),
 )
 
 

@@ -522,6 +522,14 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("GET", "/api/requests/{no_request}", None, {"anon": 401, A: 404, M: 404, C: 404}),
     ("GET", "/api/admin/requests", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("GET", "/api/privacy", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/requests/settings", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    (
+        "PUT",
+        "/api/requests/settings",
+        {"keep_payloads": False},
+        {"anon": 401, A: 200, M: 200, C: 200},
+    ),
+    ("GET", "/api/requests/{no_request}/payload", None, {"anon": 401, A: 404, M: 404, C: 404}),
 ]
 
 

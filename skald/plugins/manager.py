@@ -228,6 +228,14 @@ class Plugins:
             if inspect.isawaitable(answer):
                 await answer
 
+    async def request_recorded(self, member: Member | Any, request_id: int, outcome: Any) -> None:
+        hook = self.pm.hook.skald_request_recorded
+        for answer in self._in_order(
+            hook(member=as_member(member), request_id=request_id, outcome=outcome)
+        ):
+            if inspect.isawaitable(answer):
+                await answer
+
     def health_details(self, server: Server) -> dict[str, Any]:
         details: dict[str, Any] = {}
         for answer in self._in_order(self.pm.hook.skald_health_details(server=server)):

@@ -19,6 +19,7 @@ from skald.plugins import hookspec
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
+    from skald.core.model_select import Outcome
     from skald.core.services import ServiceSpec
     from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
@@ -189,6 +190,15 @@ def skald_turn_starting(member: Member, conversation_id: str) -> Awaitable[None]
     a scheduled job, a task), before a model is chosen; may be awaitable. Raise a
     `SkaldError` to refuse the turn: its message is what the member reads (spending
     caps). Keep it cheap: it runs on every turn."""
+
+
+@hookspec
+def skald_request_recorded(
+    member: Member, request_id: int, outcome: Outcome
+) -> Awaitable[None] | None:
+    """After a request of the member's turn to a model is recorded (`llm_requests` row
+    `request_id`): `outcome` has what was sent and what came back. May be awaitable; a
+    failure is logged, never the turn's. Used by the opt-in request log."""
 
 
 @hookspec

@@ -9,14 +9,17 @@ from skald.plugins import hookimpl
 from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
+    from skald.core.model_select import Outcome
+    from skald.plugins.facade import Member
     from skald.store.migrations import Feature
 
 
 @hookimpl
 def skald_migrations(schema: str) -> list[Feature]:
+    from skald.features.requestlog.payloads import OWNER_SCHEMA
     from skald.features.requestlog.store import SCHEMA
 
-    return [SCHEMA] if schema == "registry" else []
+    return {"registry": [SCHEMA], "owner": [OWNER_SCHEMA]}.get(schema, [])
 
 
 @hookimpl
@@ -47,3 +50,22 @@ def skald_pages() -> list[Page]:
 @hookimpl
 def skald_web_files() -> list[WebFiles]:
     return [WebFiles("requestlog", feature_folder(__file__, "requestlog"))]
+
+
+@hookimpl
+async def skald_request_recorded(member: Member, request_id: int, outcome: Outcome) -> None:
+    """On the member's opt-in: what was sent and what came back, into their own database."""
+    from skald.features.requestlog.payloads import Payloads
+
+    headers = {
+        "content-type": "application/json",
+        "authorization": "(the API key: never stored)",
+        "x-model": outcome.model.model,
+    }
+    response = {
+        "outcome": outcome.outcome,
+        "text": outcome.text,
+        "tool_calls": list(outcome.calls),
+        "error": None if outcome.error is None else str(outcome.error)[:2000],
+    }
+    await Payloads(member.db).keep(request_id, headers, outcome.request, response)

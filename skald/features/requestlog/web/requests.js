@@ -16,9 +16,11 @@ function cost(c) {
 
 function Detail({ id }) {
   const [item, setItem] = useState(null);
+  const [payload, setPayload] = useState(null);
   const [error, setError] = useState(null);
   useEffect(() => {
     request('GET', `api/requests/${encodeURIComponent(id)}`).then(setItem, setError);
+    request('GET', `api/requests/${encodeURIComponent(id)}/payload`).then(setPayload, () => setPayload(false));
   }, [id]);
   return html`<div class="page" data-testid="request-detail">
     <${PageHead} title=${t('requests.detail_title')} lead=${t('requests.detail_lead')} />
@@ -33,8 +35,32 @@ function Detail({ id }) {
       <dt>${t('requests.outcome')}</dt><dd data-testid="request-outcome">${t(`requests.outcome_${item.outcome}`)}</dd>
       <dt>${t('requests.origin')}</dt><dd>${item.origin ? html`<a href=${`#/?c=${encodeURIComponent(item.origin)}`}>${t('requests.open_conversation')}</a>` : '—'}</dd>
     </dl></section>`}
+    ${payload === false && html`<p class="muted small" data-testid="request-no-payload">${t('requests.no_payload')}</p>`}
+    ${payload && html`<section class="card" data-testid="request-payload">
+      <details><summary>${t('requests.sent')}</summary><pre class="tool__pre">${JSON.stringify({ headers: payload.headers, body: payload.request }, null, 2)}</pre></details>
+      <details><summary>${t('requests.received')}</summary><pre class="tool__pre">${JSON.stringify(payload.response, null, 2)}</pre></details>
+    </section>`}
     <a href="#/requests">${t('requests.back')}</a>
   </div>`;
+}
+
+// Keep the full requests and answers: off by default; in the member's own encrypted
+// database only; turning it off deletes what was kept.
+function KeepPayloads() {
+  const [settings, setSettings] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    request('GET', 'api/requests/settings').then(setSettings, setError);
+  }, []);
+  if (!settings) return html`<${ErrorNotice} error=${error} />`;
+  const flip = (e) =>
+    request('PUT', 'api/requests/settings', { ...settings, keep_payloads: e.target.checked }).then(setSettings, setError);
+  return html`<section class="card" data-testid="requests-keep">
+    <label><input type="checkbox" checked=${settings.keep_payloads} onChange=${flip} data-testid="requests-keep-toggle" />
+      ${' '}${t('requests.keep')}</label>
+    <p class="muted small">${t('requests.keep_hint', { days: settings.max_days })}</p>
+    <${ErrorNotice} error=${error} />
+  </section>`;
 }
 
 export function RequestsPage({ requestId }) {
@@ -52,6 +78,7 @@ export function RequestsPage({ requestId }) {
   if (requestId) return html`<${Detail} id=${requestId} />`;
   return html`<div class="page" data-testid="requests-page">
     <${PageHead} title=${t('nav.requests')} lead=${t('requests.lead')} />
+    <${KeepPayloads} />
     <${ErrorNotice} error=${error} />
     ${items && items.length === 0 && html`<p class="muted">${t('requests.none')}</p>`}
     ${items && items.length > 0 && html`<ul class="inbox-list">
