@@ -60,6 +60,7 @@ function Waiting() {
 function Guide() {
   const [fresh, setFresh] = useState(false);
   useEffect(() => {
+    if (!caps().has('chat')) return; // no chat, no conversations to count
     request('GET', 'api/conversations').then((c) => setFresh(c.length === 0), () => setFresh(false));
   }, []);
   if (!fresh) return null;
