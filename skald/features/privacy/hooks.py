@@ -21,7 +21,7 @@ def skald_pages() -> list[Page]:
         Page(
             path="/privacy",
             title="nav.privacy",
-            order=37,
+            order=57,
             module="plugins/privacy/privacy.js",
             component="PrivacyPage",
             icon="shield",

@@ -35,7 +35,7 @@ def skald_pages() -> list[Page]:
         Page(
             path="/requests",
             title="nav.requests",
-            order=36,
+            order=56,
             module="plugins/requestlog/requests.js",
             component="RequestsPage",
             icon="list",

@@ -55,7 +55,7 @@ def skald_pages() -> list[Page]:
         Page(
             path="/usage",
             title="nav.usage",
-            order=35,
+            order=55,
             module="plugins/usage/usage.js",
             component="UsagePage",
             icon="plugins/usage/chart.svg",
