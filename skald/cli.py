@@ -240,6 +240,26 @@ async def cmd_user_list(args: argparse.Namespace, env: Env) -> int:
     return await _with_core(env, run)
 
 
+async def cmd_privacy(args: argparse.Namespace, env: Env) -> int:
+    """A member's privacy self-check as an administrator sees it: counts only (no
+    provider or connector names of theirs), each line read from the files now."""
+    from skald.features.privacy.check import gather
+
+    async def run(core: Core) -> int:
+        user = await core.registry.find_user(args.name)
+        if user is None:
+            raise SkaldError(f"no user named {args.name!r}")
+        facts = await gather(core.registry.db, env.layout, user.id, detail=False)
+        if args.json:
+            env.out.write(msgspec.json.encode(facts).decode() + "\n")
+            return 0
+        for f in facts:
+            env.out.write(f"[{f.status}] {f.sentence}\n    how we checked: {f.how}\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
 def _yn(flag: bool) -> str:
     return "yes" if flag else "no"
 
@@ -777,6 +797,11 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument("--mirror", metavar="URL", help="Debian mirror (default: the one apt uses)")
     p.add_argument("--tag", default="skald-base:trixie", help="image name to import as")
     p.set_defaults(handler=cmd_image_bootstrap_base)
+
+    p = command("privacy", "a member's privacy self-check, read from the files (counts only)")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    p.set_defaults(handler=cmd_privacy)
 
     p = command("doctor", "check this machine and the data directory; say how to fix problems")
     p.add_argument("--json", action="store_true", help="print JSON instead of lines")

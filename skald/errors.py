@@ -57,6 +57,12 @@ class QuotaExceededError(SkaldError):
     code = "quota_exceeded"
 
 
+class LimitReachedError(SkaldError):
+    """A spending cap is reached: the message says which and when it resets (HTTP 429)."""
+
+    code = "limit_reached"
+
+
 class DiskFullError(SkaldError):
     """The data directory's disk is down to its reserve: new writes wait (HTTP 507)."""
 

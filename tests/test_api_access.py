@@ -512,6 +512,37 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("GET", "/api/people/links", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("PUT", "/api/people/links/{ada}/{victim}", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("DELETE", "/api/people/links/{ada}/{victim}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    # Usage (issue 30): one's own figures for everyone, everyone's and the caps for admins.
+    ("GET", "/api/usage/stats", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/usage/stats?everyone=true", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/usage/limits", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/usage/caps", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/usage/caps/{user_kind}/{victim}",
+        {"turns_day": 5},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    (
+        "DELETE",
+        "/api/usage/caps/{role_kind}/{role_name}",
+        None,
+        {"anon": 401, A: 204, M: 403, C: 403},
+    ),
+    ("GET", "/api/dashboard/health", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    # The request log: one's own rows (a request of nobody's: 404), counts for admins.
+    ("GET", "/api/requests", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/requests/{no_request}", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("GET", "/api/admin/requests", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/privacy", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/requests/settings", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    (
+        "PUT",
+        "/api/requests/settings",
+        {"keep_payloads": False},
+        {"anon": 401, A: 200, M: 200, C: 200},
+    ),
+    ("GET", "/api/requests/{no_request}/payload", None, {"anon": 401, A: 404, M: 404, C: 404}),
 ]
 
 
@@ -561,6 +592,9 @@ async def test_role_route_matrix(
         "picture": "none.png",
         "lang": "it.json",
         "archive": "none.tar",
+        "user_kind": "user",
+        "role_kind": "role",
+        "no_request": "987654321",
     }
     if who != "anon":
         owner = await make_client()

@@ -98,6 +98,9 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "nav-connectors",
             "nav-agents",
             "nav-profile",
+            "nav-usage",
+            "nav-requests",
+            "nav-privacy",
             "nav-page-sample",
             "nav-page-sample-broken",
         ]

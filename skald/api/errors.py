@@ -23,6 +23,7 @@ from skald.errors import (
     DatabaseClosedError,
     DiskFullError,
     InvalidInputError,
+    LimitReachedError,
     NotFoundError,
     QuotaExceededError,
     SkaldError,
@@ -46,6 +47,7 @@ _SKALD_STATUS: list[tuple[type[SkaldError], int]] = [
     (StorageError, 503),
     (QuotaExceededError, 413),
     (DiskFullError, 507),
+    (LimitReachedError, 429),
 ]
 
 _HTTP_CODES = {

@@ -33,7 +33,7 @@ from skald.agent import (
 from skald.agent.approval import ApprovalGate
 from skald.agent.tools import Tool
 from skald.core.events import ChatEvent, ConversationUpdated, EventHub, UserMessage
-from skald.core.plain_errors import plain
+from skald.core.plain_errors import OWN_WORDS, plain
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
@@ -291,9 +291,10 @@ class ChatHub:
         technical text only for those who manage models (see plain_errors)."""
         code = done.error_code or "internal"
         detail = done.error_detail or done.error
+        own = code in OWN_WORDS and done.error
         return msgspec.structs.replace(
             done,
-            error=plain(code),
+            error=done.error if own else plain(code),
             error_code=code,
             error_detail=detail if self.shows_detail() else None,
         )

@@ -361,6 +361,8 @@ class LlmService:
         strength: Strength = "average",
         model_id: str | None = None,
         needs: tuple[str, ...] = (),
+        origin: str | None = None,
+        on_recorded: Callable[[int, Outcome], Awaitable[None]] | None = None,
     ) -> FallbackClient:
         """The model source for one request: a chosen model alone, or AUTO with fallback."""
         models = await self.models()
@@ -389,7 +391,7 @@ class LlmService:
                 log.warning("model skipped", model=m.name, error=str(exc))
 
         async def record(outcome: Outcome) -> None:
-            await self.store.record_request(
+            request_id = await self.store.record_request(
                 at=time.time(),
                 user_id=user_id,
                 model_id=outcome.model.id,
@@ -399,7 +401,14 @@ class LlmService:
                 estimated=outcome.usage.estimated,
                 latency_ms=(time.monotonic() - outcome.started) * 1000,
                 error=None if outcome.error is None else str(outcome.error)[:500],
+                cost_usd=outcome.usage.cost_usd,
+                origin=origin,
             )
+            if on_recorded is not None:
+                try:
+                    await on_recorded(request_id, outcome)
+                except Exception as exc:  # a member's request log must not fail a turn
+                    log.warning("request log not written", error=type(exc).__name__)
             if outcome.error is not None:
                 log.warning(
                     "model failed", model=outcome.model.name, error=str(outcome.error)[:200]

@@ -99,6 +99,11 @@ class Outcome:
     error: LlmError | None
     started: float
     usage: Usage
+    # What was sent and what came back (for a member's opt-in request log; never
+    # written anywhere else): the request as handed to the provider's client.
+    request: Request | None = None
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -161,14 +166,27 @@ class FallbackClient:
                         usage = completed(event.usage, sent, "".join(text), calls)
                         event = Finished(reason=event.reason, usage=usage)
                         reported = True
-                        await self._report(Outcome(model, "finished", None, started, usage))
+                        await self._report(
+                            Outcome(
+                                model,
+                                "finished",
+                                None,
+                                started,
+                                usage,
+                                sent,
+                                "".join(text),
+                                tuple(calls),
+                            )
+                        )
                     yield event
                 return
             except LlmError as exc:
                 reported = True
                 # Refused before anything came (a bad key, an overload): no work was done.
                 usage = completed(None, sent, "".join(text), calls) if yielded else Usage()
-                await self._report(Outcome(model, "failed", exc, started, usage))
+                await self._report(
+                    Outcome(model, "failed", exc, started, usage, sent, "".join(text), tuple(calls))
+                )
                 # After the answer began, only text may be thrown away: a call may
                 # already be stored and running, and a last candidate has no successor.
                 if not exc.retriable or (yielded and (calls or not following)):
@@ -180,7 +198,18 @@ class FallbackClient:
             finally:
                 if not reported:  # the reader stopped (or something unexpected broke)
                     usage = completed(None, sent, "".join(text), calls)
-                    await self._report(Outcome(model, "stopped", None, started, usage))
+                    await self._report(
+                        Outcome(
+                            model,
+                            "stopped",
+                            None,
+                            started,
+                            usage,
+                            sent,
+                            "".join(text),
+                            tuple(calls),
+                        )
+                    )
             if restart is not None:
                 yield restart  # the reader drops what it has; the next model starts over
         assert last_error is not None

@@ -61,6 +61,11 @@ PLAIN: Final[dict[str, str]] = {
 }
 
 
+# Failures whose own message is already written for the member (a spending cap names
+# the limit and when it resets): shown as they are, never replaced by the code's sentence.
+OWN_WORDS: Final = frozenset({"limit_reached"})
+
+
 def plain(code: str | None) -> str:
     """The member's sentence for a failure code (an unknown code reads as internal)."""
     return PLAIN.get(code or "internal", PLAIN["internal"])

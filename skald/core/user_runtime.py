@@ -24,7 +24,7 @@ from skald.core.events import InboxChanged
 from skald.core.hub import ChatHub, TurnSetup
 from skald.core.llm_service import ADMIN_MODELS_CAP
 from skald.core.model_profile import VARIANTS, offered, prompt_values, turn_profile
-from skald.core.model_select import compact_threshold
+from skald.core.model_select import Outcome, compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.unattended import PacedClient, Unattended
 from skald.core.users import UnlockedUser
@@ -202,7 +202,12 @@ class UserRuntime:
             return None
         prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         root = root_of(ctx.conversation_id)[0]
-        source = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
+        source = await self.llm.source(
+            self.user.id,
+            strength=agent.model_strength or "average",
+            origin=root,
+            on_recorded=self._recorded,
+        )
         attrs = self.role.attributes
         config = LoopConfig(
             model="auto",
@@ -314,6 +319,11 @@ class UserRuntime:
             chosen = None
         return effective_group(chosen, role)
 
+    async def _recorded(self, request_id: int, outcome: Outcome) -> None:
+        # A request of this member's recorded: the features may keep more of it (the
+        # opt-in request log writes it into this member's own database).
+        await self.plugins.request_recorded(self, request_id, outcome)
+
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         # The role as it is now: a capability removed since the last turn is gone from
         # this one's tools and prompt.
@@ -321,12 +331,16 @@ class UserRuntime:
         if self.budget is not None:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
             await (await self.budget(role)).recheck()
+        # Before any model is chosen or called: a feature may refuse the turn (caps).
+        await self.plugins.turn_starting(self, conversation.id)
         agent = self.agent_for(conversation)
         model = await self.llm.source(
             self.user.id,
             strength=agent.model_strength or "average",
             model_id=conversation.model_id,
             needs=("vision",) if needs_vision else (),
+            origin=conversation.id,
+            on_recorded=self._recorded,
         )
         # The model that answers unless it fails decides what the turn offers.
         profile = turn_profile(model.candidates[0][0])

@@ -66,6 +66,9 @@ BUILTINS: Final = (
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
     "skald.features.people.hooks",
+    "skald.features.usage.hooks",
+    "skald.features.requestlog.hooks",
+    "skald.features.privacy.hooks",
 )
 
 
@@ -217,6 +220,22 @@ class Plugins:
 
     def notification_channels(self, server: Server) -> list[NotificationChannel]:
         return self._concat(self.pm.hook.skald_notification_channels(server=server))
+
+    async def turn_starting(self, member: Member | Any, conversation_id: str) -> None:
+        hook = self.pm.hook.skald_turn_starting
+        for answer in self._in_order(
+            hook(member=as_member(member), conversation_id=conversation_id)
+        ):
+            if inspect.isawaitable(answer):
+                await answer
+
+    async def request_recorded(self, member: Member | Any, request_id: int, outcome: Any) -> None:
+        hook = self.pm.hook.skald_request_recorded
+        for answer in self._in_order(
+            hook(member=as_member(member), request_id=request_id, outcome=outcome)
+        ):
+            if inspect.isawaitable(answer):
+                await answer
 
     def health_details(self, server: Server) -> dict[str, Any]:
         details: dict[str, Any] = {}

@@ -19,6 +19,7 @@ from skald.plugins import hookspec
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
+    from skald.core.model_select import Outcome
     from skald.core.services import ServiceSpec
     from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
@@ -181,6 +182,23 @@ def skald_member_services(member: Member) -> Iterable[ServiceSpec] | None:
     """Background work of one member while their data is unlocked: added to the member's
     own runner when it is built (unlock, or boot for unencrypted members) and stopped,
     with it, when their data is locked or the account is deactivated."""
+
+
+@hookspec
+def skald_turn_starting(member: Member, conversation_id: str) -> Awaitable[None] | None:
+    """Called at the start of every turn of the member (any channel: the web, the API,
+    a scheduled job, a task), before a model is chosen; may be awaitable. Raise a
+    `SkaldError` to refuse the turn: its message is what the member reads (spending
+    caps). Keep it cheap: it runs on every turn."""
+
+
+@hookspec
+def skald_request_recorded(
+    member: Member, request_id: int, outcome: Outcome
+) -> Awaitable[None] | None:
+    """After a request of the member's turn to a model is recorded (`llm_requests` row
+    `request_id`): `outcome` has what was sent and what came back. May be awaitable; a
+    failure is logged, never the turn's. Used by the opt-in request log."""
 
 
 @hookspec

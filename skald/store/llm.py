@@ -281,26 +281,38 @@ class LlmStore:
         latency_ms: float,
         error: str | None,
         estimated: bool = False,
-    ) -> None:
+        cost_usd: float | None = None,
+        origin: str | None = None,
+    ) -> int:
         """One row per request to a model. `status`: finished, stopped or failed;
-        `estimated`: a token count is Skald's estimate (the server reported none)."""
-        await self.db.transaction(
-            lambda c: c.execute(
-                "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, "
-                "output_tokens, estimated, latency_ms, error) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    at,
-                    user_id,
-                    model_id,
-                    status,
-                    input_tokens,
-                    output_tokens,
-                    int(estimated),
-                    latency_ms,
-                    error,
-                ),
-            )
+        `estimated`: a token count is Skald's estimate (the server reported none);
+        `cost_usd`: as the provider reported it (None: not reported); `origin`: the
+        conversation the request served. The usage feature's trigger adds the row to
+        its hourly aggregate in the same transaction. Returns the row's id."""
+        row = (
+            at,
+            user_id,
+            model_id,
+            status,
+            input_tokens,
+            output_tokens,
+            int(estimated),
+            latency_ms,
+            error,
+            cost_usd,
+            origin,
         )
+
+        def q(c: apsw.Connection) -> int:
+            c.execute(
+                "INSERT INTO llm_requests(at, user_id, model_id, status, input_tokens, "
+                "output_tokens, estimated, latency_ms, error, cost_usd, origin) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                row,
+            )
+            return int(c.last_insert_rowid())
+
+        return await self.db.transaction(q)
 
     async def requests(self, limit: int = 1000) -> list[RequestRow]:
         """The latest request records, newest first."""

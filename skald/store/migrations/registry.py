@@ -331,6 +331,14 @@ ALTER TABLE llm_models ADD COLUMN prompt_profile TEXT NOT NULL DEFAULT 'auto'
     CHECK (prompt_profile IN ('auto', 'full', 'compact'));
 """
 
+# What a request cost (as the provider reported it; NULL: not reported, a local model)
+# and where it came from (the conversation of a turn, a job's, a task's), for the
+# request log (issue 30). Counts and ids only, never content.
+_MODELS_V7_COST_ORIGIN = """
+ALTER TABLE llm_requests ADD COLUMN cost_usd REAL;
+ALTER TABLE llm_requests ADD COLUMN origin TEXT;
+"""
+
 MODELS = Feature(
     "models",
     (
@@ -340,6 +348,7 @@ MODELS = Feature(
         Migration(4, "per-model output and context limits", _MODELS_V4_LIMITS),
         Migration(5, "model kinds: chat, transcription, speech, image", _MODELS_V5_KINDS),
         Migration(6, "per-model prompt profile: auto, full, compact", _MODELS_V6_PROFILE),
+        Migration(7, "request cost and origin", _MODELS_V7_COST_ORIGIN),
     ),
 )
 APPROVALS = Feature(

@@ -71,6 +71,16 @@ function HealthCard({ list }) {
   </section>`;
 }
 
+// The usage feature's dashboard (health, charts, what waits, the first steps), when
+// its module loads; a module that fails leaves the Overview as it was.
+function FeatureDashboard() {
+  const [Dash, setDash] = useState(null);
+  useEffect(() => {
+    import('../usage/dashboard.js').then((m) => setDash(() => m.Dashboard), () => setDash(null));
+  }, []);
+  return Dash ? html`<${Dash} />` : null;
+}
+
 export function HomePage() {
   const { me } = getState();
   const simple = me.ui_mode === 'simple';
@@ -89,6 +99,7 @@ export function HomePage() {
     </header>
 
     <${Checklist} list=${list} />
+    <${FeatureDashboard} />
 
     <a class="card card--accent card--link-row coming" href="#/" data-testid="home-link-chat">
       <span class="coming__icon">${Icon.chat()}</span>

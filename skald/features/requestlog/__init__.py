@@ -1,0 +1,1 @@
+"""The request log: each member's own model requests, metadata only (issue 30)."""

@@ -1,0 +1,71 @@
+"""Usage: the hourly aggregate of model requests, the charts' numbers, spending caps.
+
+Rule: the aggregate is written by a trigger in the registry (store.py), the caps are
+checked at every turn's start (caps.py), the figures are counts, never content.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page, WebFiles, feature_folder
+
+if TYPE_CHECKING:
+    from skald.plugins.facade import Member, Server
+    from skald.store.migrations import Feature
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    from skald.features.usage.store import SCHEMA
+
+    return [SCHEMA] if schema == "registry" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.usage.health import dashboard_health
+    from skald.features.usage.routes import ROUTES
+
+    return [*ROUTES, dashboard_health]
+
+
+@hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    from skald.features.usage.caps import CapGate
+    from skald.features.usage.store import UsageStore
+
+    return [CapGate(UsageStore(server.db), server.notifications.notify)]
+
+
+@hookimpl
+async def skald_turn_starting(member: Member, conversation_id: str) -> None:
+    from skald.features.usage.caps import CapGate
+
+    gate = member.server.state(CapGate, None)
+    if gate is not None:
+        # member.role is the role this turn read (UserRuntime.turn_setup reads it first).
+        await gate.check(member.id, member.role.name, member.timezone())
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(
+            path="/usage",
+            title="nav.usage",
+            order=55,
+            module="plugins/usage/usage.js",
+            component="UsagePage",
+            icon="plugins/usage/chart.svg",
+            testid="nav-usage",
+            full_only=True,
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    return [WebFiles("usage", feature_folder(__file__, "usage"))]
