@@ -65,6 +65,7 @@ BUILTINS: Final = (
     "skald.features.setup.hooks",
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
+    "skald.features.telegram.hooks",
 )
 
 
