@@ -51,6 +51,8 @@ PAGES = {
     "/admin/backups": "admin.system",
     "/connectors": "connectors.use",
     "/admin/marketplace": "admin.connectors",
+    "/telegram": "telegram.use",
+    "/admin/telegram": "admin.system",
 }
 
 
