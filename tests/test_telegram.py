@@ -5,66 +5,20 @@ running (the bridge's poller among them); the model is the scripted fake."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
-
 import pytest
-from conftest import PASSWORD, Client, MakeClient, add_models, signed_in
+from conftest import Client, MakeClient, add_models, signed_in
 from fake_llm import Call, FakeLLM, Text
 from fake_llm import fake_llm_fixture as fake_llm_fixture
 from telegram_double import TelegramDouble
+from telegram_support import ADA_TG, GROUP, MUM_TG, STRANGER_TG, TIM_TG, code_in, pair, until
+from telegram_support import bot as bot
+from telegram_support import double as double
 
 from skald.core.runtime import Runtime
 from skald.features.telegram.bridge import UNAVAILABLE, Bridge
 from skald.features.telegram.store import CODE_TTL_S
 
 pytestmark = pytest.mark.timeout(90)
-
-ADA_TG, MUM_TG, TIM_TG, STRANGER_TG = 1001, 1002, 1003, 1009
-GROUP = -5001
-
-
-@pytest.fixture
-def double() -> Iterator[TelegramDouble]:
-    with TelegramDouble() as server:
-        yield server
-
-
-async def until(double: TelegramDouble, check: Any, seconds: float = 20.0) -> Any:
-    return await asyncio.to_thread(double.wait_for, check, seconds)
-
-
-@pytest.fixture
-async def bot(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, double: TelegramDouble
-) -> AsyncIterator[Client]:
-    """The admin switched Telegram on against the double; her client. ada and mum unlocked."""
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    mum = await signed_in(make_client, "mum")
-    r = await mum.call(
-        "PUT",
-        "/api/telegram/settings",
-        json={"enabled": True, "base_url": double.url, "token": double.token},
-    )
-    assert r.status_code == 200, r.text
-    assert double.token not in r.text
-    bridge = runtime.server.state(Bridge)
-    async with asyncio.timeout(10):
-        await bridge.connected.wait()
-    yield mum
-
-
-def _code_in(text: str) -> str:
-    return text.split("enter this code: ", 1)[1].split()[0]
-
-
-async def _pair(double: TelegramDouble, client: Client, tg: int) -> None:
-    before = len(double.to(tg))
-    double.says(tg, "hello")
-    first = await until(double, lambda: [s for s in double.to(tg)[before:] if "code:" in s.text])
-    r = await client.call("POST", "/api/telegram/pair", json={"code": _code_in(first[0].text)})
-    assert r.status_code == 200, r.text
 
 
 async def test_an_unpaired_chat_gets_a_code_which_it_keeps_and_pairs_from_the_web_page(
@@ -77,8 +31,8 @@ async def test_an_unpaired_chat_gets_a_code_which_it_keeps_and_pairs_from_the_we
         double,
         lambda: len(x := [s for s in double.to(STRANGER_TG) if "code:" in s.text]) == 2 and x,
     )
-    code = _code_in(first[0].text)
-    assert _code_in(both[1].text) == code  # the same chat reuses its pending code
+    code = code_in(first[0].text)
+    assert code_in(both[1].text) == code  # the same chat reuses its pending code
     ada = await signed_in(make_client, "ada")
     wrong = await ada.call("POST", "/api/telegram/pair", json={"code": "ZZZZZZZZ"})
     assert wrong.status_code == 400
@@ -135,11 +89,11 @@ async def test_unbinding_from_the_web_or_with_unpair_ends_the_link(
     runtime: Runtime, bot: Client, make_client: MakeClient, double: TelegramDouble
 ) -> None:
     ada = await signed_in(make_client, "ada")
-    await _pair(double, ada, ADA_TG)
+    await pair(double, ada, ADA_TG)
     assert (await ada.call("DELETE", "/api/telegram/me")).status_code == 204
     assert (await ada.call("GET", "/api/telegram/me")).json()["links"] == []
     assert (await ada.call("DELETE", "/api/telegram/me")).status_code == 404
-    await _pair(double, ada, ADA_TG)
+    await pair(double, ada, ADA_TG)
     double.says(ADA_TG, "/unpair")
     await until(double, lambda: [s for s in double.to(ADA_TG) if "no longer paired" in s.text])
     assert (await ada.call("GET", "/api/telegram/me")).json()["links"] == []
@@ -157,7 +111,7 @@ async def test_a_paired_member_chats_approves_with_a_button_and_sees_it_on_the_w
     write = Call("write_file", {"path": "shared-memory/bread.md", "content": "# Bread"})
     fake_llm.script("model-a", [[write], Text("Saved the **bread** note.")])
     ada = await signed_in(make_client, "ada")
-    await _pair(double, ada, ADA_TG)
+    await pair(double, ada, ADA_TG)
     double.says(ADA_TG, "save a bread note")
     asked = await until(double, lambda: [s for s in double.to(ADA_TG) if s.reply_markup])
     buttons = asked[0].reply_markup["inline_keyboard"][0]  # type: ignore[index]
@@ -176,7 +130,7 @@ async def test_a_paired_member_chats_approves_with_a_button_and_sees_it_on_the_w
     # Another member's chat reaches only their own conversations.
     mum_tg_turn = Text("Hello mum.")
     fake_llm.script("model-a", [mum_tg_turn])
-    await _pair(double, bot, MUM_TG)
+    await pair(double, bot, MUM_TG)
     double.says(MUM_TG, "hi")
     await until(double, lambda: [s for s in double.to(MUM_TG) if s.text == "Hello mum."])
     assert len((await ada.call("GET", "/api/conversations")).json()) == 1
@@ -204,7 +158,7 @@ async def test_in_a_group_the_bot_answers_a_mention_a_reply_or_the_prefix_only(
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [Text("one"), Text("two"), Text("three")])
     ada = await signed_in(make_client, "ada")
-    await _pair(double, ada, ADA_TG)
+    await pair(double, ada, ADA_TG)
     r = await bot.call("PUT", f"/api/telegram/groups/{GROUP}", json={"prefix": "skald,"})
     assert r.status_code == 200, r.text
     double.says(ADA_TG, "just chatting among us", chat=GROUP)

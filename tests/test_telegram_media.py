@@ -1,0 +1,180 @@
+"""Telegram files and answers: a photo and a voice note land in the member's uploads (the
+voice note transcribed by the real recogniser of tests/voice_engines.py), the
+`send_attachment` tool's limits, long answers split at Telegram's limit, the plain-text
+fallback, 429 flood waits, notifications to the home chat, and the offset kept."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import Client, MakeClient, add_models, signed_in
+from fake_llm import Call, FakeLLM, Text
+from fake_llm import fake_llm_fixture as fake_llm_fixture
+from telegram_double import TelegramDouble
+from telegram_support import ADA_TG, pair, until
+from telegram_support import bot as bot
+from telegram_support import double as double
+from voice_engines import Engines, synthesise
+
+from skald.core.runtime import Runtime
+from skald.features.telegram.bridge import Bridge
+from skald.features.telegram.render import LIMIT
+
+pytestmark = pytest.mark.timeout(120)
+
+DIGITS = {"one", "two", "three", "four", "five"}
+
+
+async def _ada(runtime: Runtime, make_client: MakeClient, double: TelegramDouble) -> Client:
+    ada = await signed_in(make_client, "ada")
+    await pair(double, ada, ADA_TG)
+    return ada
+
+
+async def test_a_photo_and_a_voice_note_land_in_uploads_and_the_voice_is_transcribed(
+    runtime: Runtime,
+    bot: Client,
+    make_client: MakeClient,
+    double: TelegramDouble,
+    fake_llm: FakeLLM,
+) -> None:
+    engines = Engines().start()
+    try:
+        await add_models(runtime, fake_llm, "model-a")
+        r = await bot.call(
+            "POST",
+            "/api/llm/providers",
+            json={"name": "engines", "kind": "openai_compatible", "base_url": engines.base_url},
+        )
+        body = {
+            "provider_id": r.json()["id"],
+            "model": "sphinx-en",
+            "name": "sphinx",
+            "priority": 1,
+            "capabilities": [],
+            "kind": "transcription",
+        }
+        assert (await bot.call("POST", "/api/llm/models", json=body)).status_code == 201
+        fake_llm.script("model-a", [Text("Nice photo."), Text("Heard you.")])
+        ada = await _ada(runtime, make_client, double)
+        double.sends_file(ADA_TG, "photo", "x.jpg", b"\xff\xd8\xff\xe0" + b"1" * 500, "image/jpeg")
+        await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Nice photo."])
+        clip = synthesise("one two three four five")
+        double.sends_file(ADA_TG, "voice", "v.wav", clip, "audio/wav")
+        shown = await until(double, lambda: [s for s in double.to(ADA_TG) if "🎤" in s.text])
+        assert len(set(shown[0].text.split()) & DIGITS) >= 3, shown[0].text
+        await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Heard you."])
+    finally:
+        engines.stop()
+    (conv,) = (await ada.call("GET", "/api/conversations")).json()
+    history = (await ada.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
+    users = [m for m in history if m["role"] == "user"]
+    names = [a["name"] for m in users for a in m["attachments"]]
+    assert any(n.startswith("photo-") and n.endswith(".jpg") for n in names), names
+    assert any(n.startswith("voice-") for n in names), names
+    assert len(set(users[1]["text"].split()) & DIGITS) >= 3  # the transcript reached the model
+
+
+async def test_send_attachment_refuses_60_mb_and_sends_a_12_mb_photo_as_a_document(
+    runtime: Runtime,
+    bot: Client,
+    make_client: MakeClient,
+    double: TelegramDouble,
+    fake_llm: FakeLLM,
+    household: dict[str, str],
+) -> None:
+    await add_models(runtime, fake_llm, "model-a")
+    ada = await _ada(runtime, make_client, double)
+    member = runtime.server.member(household["ada"])
+    assert member is not None
+    home = member.router.resolve("~").path  # type: ignore[union-attr]
+    with (home / "big.bin").open("wb") as f:
+        f.truncate(60 * 1024 * 1024)  # sparse: the tool must refuse before reading
+    (home / "holiday.jpg").write_bytes(b"\xff\xd8\xff\xe0" + os.urandom(12 * 1024 * 1024))
+    (home / "small.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 100)
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("send_attachment", {"path": "big.bin"})],
+            [Call("send_attachment", {"path": "holiday.jpg", "caption": "Beach"})],
+            [Call("send_attachment", {"path": "small.png"})],
+            [Call("send_attachment", {"path": "user-memory/x.md"})],
+            Text("Sent what I could."),
+        ],
+    )
+    double.says(ADA_TG, "send me the files")
+    await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Sent what I could."])
+    files = [(s.kind, s.file_name, s.caption) for s in double.to(ADA_TG) if s.kind != "text"]
+    assert files == [("document", "holiday.jpg", "Beach"), ("photo", "small.png", "")]
+    (conv,) = (await ada.call("GET", "/api/conversations")).json()
+    history = (await ada.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
+    results = [m["text"] for m in history if m["role"] == "tool"]
+    assert "at most 50 MB" in results[0]
+    assert "Notes cannot be sent" in results[3]
+
+
+async def test_a_long_answer_is_split_and_refused_html_falls_back_to_plain_text(
+    runtime: Runtime,
+    bot: Client,
+    make_client: MakeClient,
+    double: TelegramDouble,
+    fake_llm: FakeLLM,
+) -> None:
+    await add_models(runtime, fake_llm, "model-a")
+    await _ada(runtime, make_client, double)
+    long = " ".join(f"word{i}" for i in range(1500))  # ~11,000 characters
+    fake_llm.script("model-a", [Text(long), Text("**bold** and <tags>")])
+    double.says(ADA_TG, "tell me a lot")
+    pieces = await until(
+        double,
+        lambda: (
+            (x := [s.text for s in double.to(ADA_TG) if s.text.startswith("word")])
+            and x[-1].endswith("word1499")
+            and x
+        ),
+    )
+    assert " ".join(pieces) == long
+    assert all(len(p) <= LIMIT for p in pieces)
+    double.refuse_html = True
+    double.says(ADA_TG, "again")
+    plain = await until(double, lambda: [s for s in double.to(ADA_TG) if "bold" in s.text])
+    assert (plain[-1].text, plain[-1].parse_mode) == ("**bold** and <tags>", None)
+
+
+async def test_a_flood_wait_is_honoured_and_the_offset_survives_a_reload(
+    runtime: Runtime, bot: Client, make_client: MakeClient, double: TelegramDouble
+) -> None:
+    double.flood("sendMessage", 1)
+    double.says(4242, "hello")
+    await until(double, lambda: [s for s in double.to(4242) if "code:" in s.text])
+    assert double.state.calls.count("sendMessage") == 2  # refused once, then sent
+    bridge = runtime.server.state(Bridge)
+    offset = (await bridge.store.settings()).update_offset
+    assert offset == double.state.next_update  # past the one update
+    bridge.reload()  # reconnects from the stored offset: nothing is seen twice
+    double.says(4242, "hello again")
+    await until(double, lambda: len([s for s in double.to(4242) if "code:" in s.text]) == 2)
+    assert len([s for s in double.to(4242) if "code:" in s.text]) == 2
+
+
+async def test_notifications_reach_the_home_chat_set_with_sethome(
+    runtime: Runtime,
+    bot: Client,
+    make_client: MakeClient,
+    double: TelegramDouble,
+    household: dict[str, str],
+) -> None:
+    ada = await _ada(runtime, make_client, double)
+    r = await ada.call(
+        "PUT", "/api/notifications/settings", json={"channels": ["telegram"], "quiet": None}
+    )
+    assert r.status_code == 200, r.text
+    double.says(ADA_TG, "/sethome", chat=-777)
+    # In a group, /sethome must be aimed at the bot.
+    double.says(ADA_TG, "/sethome@skald_test_bot", chat=-777)
+    await until(double, lambda: [s for s in double.to(-777) if "Notifications" in s.text])
+    await runtime.notifications.notify(household["ada"], title="Bins out", body="It is Monday")
+    await runtime.notifications.flush()
+    got = await until(double, lambda: [s for s in double.to(-777) if "Bins out" in s.text])
+    assert got[0].text == "Bins out\nIt is Monday"
