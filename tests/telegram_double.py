@@ -46,6 +46,7 @@ class Sent:
     file_name: str = ""
     file_size: int = 0
     caption: str = ""
+    reply_to: int | None = None  # the message this one answers (reply_parameters)
 
 
 @dataclass
@@ -209,7 +210,11 @@ class TelegramDouble:
         if mode == "HTML" and (self.refuse_html or not _html_ok(text)):
             raise _Refused(400, "Bad Request: can't parse entities")
         sent = self._message(
-            int(params["chat_id"]), text, parse_mode=mode, reply_markup=params.get("reply_markup")
+            int(params["chat_id"]),
+            text,
+            parse_mode=mode,
+            reply_markup=params.get("reply_markup"),
+            reply_to=(params.get("reply_parameters") or {}).get("message_id"),
         )
         return {"message_id": sent.message_id, "chat": {"id": sent.chat_id}, "text": text}
 
@@ -293,7 +298,8 @@ class TelegramDouble:
         reply_to_bot: bool = False,
         **extra: Any,
     ) -> int:
-        """A user writes: in their private chat (chat None) or in the group `chat`."""
+        """A user writes: in their private chat (chat None) or in the group `chat`; the
+        message's id."""
         chat_id = user if chat is None else chat
         with self.cond:
             message_id = self.state.next_message
@@ -309,7 +315,8 @@ class TelegramDouble:
             message["caption" if _has_file(extra) else "text"] = text
         if reply_to_bot:
             message["reply_to_message"] = {"message_id": 1, "from": BOT, "text": "earlier"}
-        return self._update(message=message)
+        self._update(message=message)
+        return message_id
 
     def sends_file(
         self,

@@ -72,7 +72,8 @@ CREATE TABLE telegram_updates(
     payload TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'new' CHECK (state IN ('new', 'sent')),
     conversation_id TEXT,
-    base_seq INTEGER
+    base_seq INTEGER,
+    reply_message_id INTEGER
 );
 """
 TELEGRAM_REGISTRY = Feature(
@@ -106,6 +107,7 @@ class Pending:
     state: str
     conversation_id: str | None
     base_seq: int | None
+    reply_message_id: int | None  # the answer's message, once its first words went out
 
 
 def new_code() -> str:
@@ -192,11 +194,20 @@ class TelegramStore:
     async def pending(self) -> list[Pending]:
         rows = await self.db.call(
             lambda c: c.execute(
-                "SELECT update_id, payload, state, conversation_id, base_seq "
+                "SELECT update_id, payload, state, conversation_id, base_seq, reply_message_id "
                 "FROM telegram_updates ORDER BY update_id"
             ).fetchall()
         )
-        return [Pending(r[0], msgspec.json.decode(r[1]), r[2], r[3], r[4]) for r in rows]
+        return [Pending(r[0], msgspec.json.decode(r[1]), *r[2:]) for r in rows]
+
+    async def replying_in(self, update_id: int, message_id: int) -> None:
+        """The answer to this update is being written into that Telegram message."""
+        await self.db.call(
+            lambda c: c.execute(
+                "UPDATE telegram_updates SET reply_message_id=? WHERE update_id=?",
+                (message_id, update_id),
+            )
+        )
 
     async def mark_sent(self, update_id: int, conversation_id: str, base_seq: int) -> None:
         await self.db.call(

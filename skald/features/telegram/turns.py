@@ -102,9 +102,13 @@ class Replier:
 class Stream:
     """The answer as it is written: one message, edited at most once per interval."""
 
-    def __init__(self, replier: Replier) -> None:
+    def __init__(self, replier: Replier, update_id: int | None = None) -> None:
         self.replier = replier
         self.bridge = replier.bridge
+        self.update_id = update_id
+        # Held while a message goes out: the turn's end waits for it rather than cancel a
+        # send Telegram may already have taken (its id would be lost: a second message).
+        self.sending = asyncio.Lock()
         self.message_id: int | None = None
         self.text = ""
         self.shown = ""
@@ -119,12 +123,19 @@ class Stream:
         self.text = ""  # a new round, or another model starts the answer over
 
     async def _show(self) -> None:
+        async with self.sending:
+            await self._show_now()
+
+    async def _show_now(self) -> None:
         piece = split(self.text)[0]
         if not piece.strip() or piece == self.shown:
             return
         if self.message_id is None:
             sent = await self.replier.plain(piece)
             self.message_id = int(sent["message_id"])
+            if self.update_id is not None:
+                # A restart answers in this message instead of a second one (bridge.py).
+                await self.bridge.store.replying_in(self.update_id, self.message_id)
         else:
             with contextlib.suppress(TelegramError):
                 await self.replier.api.call(
@@ -214,15 +225,16 @@ class Messages:
                     await self.store.set_conversation(self.chat_id, self.tg, sent.conversation_id)
                 await self.replier.plain(sent.result)
                 return
-            await self._follow(sent, events)
+            await self._follow(sent, events, row.update_id)
 
-    async def _follow(self, sent: Sent, events: Subscription) -> None:
-        stream = Stream(self.replier)
+    async def _follow(self, sent: Sent, events: Subscription, update_id: int) -> None:
+        stream = Stream(self.replier, update_id)
         pump = asyncio.ensure_future(self._pump(sent.conversation_id, events, stream))
         try:
             await asyncio.shield(sent.done)
         finally:
-            pump.cancel()
+            async with stream.sending:
+                pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
         reply = await self.chats.wait(self.user_id, sent)
@@ -279,7 +291,7 @@ class Messages:
             async with self.chats.subscribe(self.user_id) as events:
                 sent = await self.chats.send(self.user_id, cid, text)
                 if isinstance(sent, Sent):
-                    await self._follow(sent, events)
+                    await self._follow(sent, events, row.update_id)
             return
         async with self.chats.subscribe(self.user_id) as events:
             if (await self.chats.get(self.user_id, cid)).status != "idle":
@@ -295,7 +307,7 @@ class Messages:
             for i in after
             if i.role == "assistant" and i.text and (nxt is None or i.seq < nxt)
         ]
-        await self.replier.answer(answers[-1] if answers else "(no answer)")
+        await self.replier.answer(answers[-1] if answers else "(no answer)", row.reply_message_id)
 
     async def _media(self, message: dict[str, Any], cid: str) -> tuple[list[str], str]:
         """The message's file in the member's uploads (path list), and a voice note's words."""
