@@ -400,7 +400,8 @@ def _params(ctype: str, body: bytes) -> tuple[dict[str, Any], dict[str, tuple[st
         for part in parsed.iter_parts():
             name = part.get_param("name", header="content-disposition")
             filename = part.get_filename()
-            payload = part.get_payload(decode=True) or b""
+            payload = part.get_payload(decode=True)
+            assert isinstance(payload, bytes)
             if filename is not None:
                 files[str(name)] = (filename, payload)
             else:

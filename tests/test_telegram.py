@@ -114,7 +114,7 @@ async def test_a_paired_member_chats_approves_with_a_button_and_sees_it_on_the_w
     await pair(double, ada, ADA_TG)
     double.says(ADA_TG, "save a bread note")
     asked = await until(double, lambda: [s for s in double.to(ADA_TG) if s.reply_markup])
-    buttons = asked[0].reply_markup["inline_keyboard"][0]  # type: ignore[index]
+    buttons = asked[0].reply_markup["inline_keyboard"][0]
     assert [b["text"] for b in buttons] == ["Approve", "Reject"]
     double.press(STRANGER_TG, asked[0], buttons[0]["callback_data"])  # not theirs to press
     await until(double, lambda: double.state.answers)

@@ -110,6 +110,11 @@ class Pending:
     reply_message_id: int | None  # the answer's message, once its first words went out
 
 
+def _link(row: Any) -> Link:
+    home = row[3]
+    return Link(int(row[0]), str(row[1]), float(row[2]), None if home is None else int(home))
+
+
 def new_code() -> str:
     return "".join(secrets.choice(_CODE_ALPHABET) for _ in range(8))
 
@@ -130,6 +135,7 @@ class TelegramStore:
                 "SELECT enabled, base_url, token_sealed, bot_username, web_url, update_offset "
                 "FROM telegram_settings WHERE id = 1"
             ).fetchone()
+            assert row is not None  # migration 1 inserts it; nothing deletes it
             return Settings(
                 enabled=bool(row[0]),
                 base_url=row[1],
@@ -192,13 +198,23 @@ class TelegramStore:
         await self.db.transaction(write)
 
     async def pending(self) -> list[Pending]:
-        rows = await self.db.call(
+        rows: list[Any] = await self.db.call(
             lambda c: c.execute(
                 "SELECT update_id, payload, state, conversation_id, base_seq, reply_message_id "
                 "FROM telegram_updates ORDER BY update_id"
             ).fetchall()
         )
-        return [Pending(r[0], msgspec.json.decode(r[1]), *r[2:]) for r in rows]
+        return [
+            Pending(
+                int(r[0]),
+                msgspec.json.decode(str(r[1])),
+                str(r[2]),
+                None if r[3] is None else str(r[3]),
+                None if r[4] is None else int(r[4]),
+                None if r[5] is None else int(r[5]),
+            )
+            for r in rows
+        ]
 
     async def replying_in(self, update_id: int, message_id: int) -> None:
         """The answer to this update is being written into that Telegram message."""
@@ -269,13 +285,15 @@ class TelegramStore:
         self, code: str, user_id: str, now: float | None = None
     ) -> int | None:
         """The member typed a code the bot gave: link that Telegram user to them."""
-        return await self._redeem(normal_code(code), "tg_user_id", user_id, None, now)
+        found = await self._redeem(normal_code(code), "tg_user_id", user_id, None, now)
+        return None if found is None else int(found)
 
     async def redeem_member_code(
         self, code: str, tg_user_id: int, now: float | None = None
     ) -> str | None:
         """The Telegram user typed a code the web page gave: link them to its member."""
-        return await self._redeem(normal_code(code), "user_id", None, tg_user_id, now)
+        found = await self._redeem(normal_code(code), "user_id", None, tg_user_id, now)
+        return None if found is None else str(found)
 
     async def _redeem(
         self,
@@ -315,7 +333,7 @@ class TelegramStore:
                 (tg_user_id,),
             ).fetchone()
         )
-        return None if row is None else Link(*row)
+        return None if row is None else _link(row)
 
     async def links_of(self, user_id: str) -> list[Link]:
         rows = await self.db.call(
@@ -325,7 +343,7 @@ class TelegramStore:
                 (user_id,),
             ).fetchall()
         )
-        return [Link(*r) for r in rows]
+        return [_link(r) for r in rows]
 
     async def unlink(self, *, tg_user_id: int | None = None, user_id: str | None = None) -> int:
         def write(c: apsw.Connection) -> int:
@@ -408,8 +426,8 @@ class TelegramStore:
 
     async def counts(self) -> dict[str, int]:
         def read(c: apsw.Connection) -> dict[str, int]:
-            links = c.execute("SELECT count(*) FROM telegram_links").fetchone()[0]
-            waiting = c.execute("SELECT count(*) FROM telegram_updates").fetchone()[0]
+            links: Any = c.execute("SELECT count(*) FROM telegram_links").fetchall()[0][0]
+            waiting: Any = c.execute("SELECT count(*) FROM telegram_updates").fetchall()[0][0]
             return {"links": int(links), "pending_updates": int(waiting)}
 
         return await self.db.call(read)
