@@ -23,6 +23,7 @@ import email.parser
 import email.policy
 import html.parser
 import json
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -128,7 +129,7 @@ class TelegramDouble:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -378,6 +379,13 @@ class TelegramDouble:
                 if left <= 0:
                     raise TimeoutError(f"the double never saw it; sent: {self.state.sent}")
                 self.cond.wait(min(left, 0.2))
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A long poll whose client went away (a restart, kill -9, shutdown): expected.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Refused(Exception):

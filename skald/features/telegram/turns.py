@@ -146,6 +146,8 @@ class Stream:
         self.last = self.bridge.clock()
 
     async def finish(self, text: str) -> None:
+        if self.message_id is not None and self.shown == text and to_html(text) == text:
+            return  # already shown exactly, nothing to format: no edit needed
         if self.message_id is not None:
             wait = self.last + self.bridge.edit_interval_s - self.bridge.clock()
             if wait > 0:
