@@ -76,6 +76,7 @@ class Bridge:
         self.edit_interval_s = edit_interval_s
         self.backoff_max_s = backoff_max_s
         self.poll_timeout_s = poll_timeout_s
+        self.idle_pause_s = 0.2
         self.clock = clock
         self.api: BotApi | None = None
         self.connected = asyncio.Event()  # set while polling works with a token
@@ -177,6 +178,10 @@ class Bridge:
                 await self.store.take_updates(updates)
                 offset = max(int(u["update_id"]) for u in updates) + 1
                 await self._dispatch(api)
+            else:
+                # Telegram answers an empty poll only after `timeout`; a server that
+                # answers at once (an emulator, a proxy) is not asked in a tight loop.
+                await self._sleep(self.idle_pause_s)
 
     async def _until_changed(self, work: Awaitable[Any]) -> Any:
         """`work`'s answer, or None when the settings change first (it is cancelled)."""
