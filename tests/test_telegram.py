@@ -119,6 +119,13 @@ async def test_a_paired_member_chats_approves_with_a_button_and_sees_it_on_the_w
     double.press(STRANGER_TG, asked[0], buttons[0]["callback_data"])  # not theirs to press
     await until(double, lambda: double.state.answers)
     assert "no longer waiting" in double.state.answers[0]["text"]
+    # Unpaired meanwhile: the same Telegram user's press decides nothing.
+    assert (await ada.call("DELETE", "/api/telegram/me")).status_code == 204
+    double.press(ADA_TG, asked[0], buttons[0]["callback_data"])
+    await until(double, lambda: len(double.state.answers) == 2)
+    assert "no longer waiting" in double.state.answers[1]["text"]
+    store = runtime.server.state(Bridge).store
+    await store.redeem_chat_code(await store.code_for_chat(ADA_TG), household["ada"])
     double.press(ADA_TG, asked[0], buttons[0]["callback_data"])
     final = await until(double, lambda: [s for s in double.to(ADA_TG) if "bread</b>" in s.text])
     assert final[0].text == "Saved the <b>bread</b> note." and final[0].parse_mode == "HTML"
