@@ -2818,6 +2818,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="long_answer",
         why="an answer over 4096 characters goes as one message (Telegram refuses it)",
     ),
+    Mutant(
+        "TG12",
+        "telegram answers",
+        "skald/features/telegram/turns.py",
+        "        if self.bridge.clock() - self.last >= self.bridge.edit_interval_s:",
+        "        if True:",
+        ("tests/test_telegram_media.py",),
+        keyword="streamed",
+        why="a streamed answer is edited at every token (Telegram throttles the bot)",
+    ),
 )
 
 

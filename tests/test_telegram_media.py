@@ -18,8 +18,10 @@ from telegram_support import double as double
 from voice_engines import Engines, synthesise
 
 from skald.core.runtime import Runtime
+from skald.features.telegram.botapi import BotApi
 from skald.features.telegram.bridge import Bridge
 from skald.features.telegram.render import LIMIT
+from skald.features.telegram.turns import Replier, Stream
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -178,3 +180,48 @@ async def test_notifications_reach_the_home_chat_set_with_sethome(
     await runtime.notifications.flush()
     got = await until(double, lambda: [s for s in double.to(-777) if "Bins out" in s.text])
     assert got[0].text == "Bins out\nIt is Monday"
+
+
+async def test_a_streamed_answer_is_edited_at_most_once_a_second_and_ends_exact(
+    runtime: Runtime, double: TelegramDouble
+) -> None:
+    now = [100.0]  # the bridge's clock, moved by hand: no timing in the test
+    bridge = Bridge(runtime.server, clock=lambda: now[0])
+    api = BotApi(double.url, double.token)
+    try:
+        stream = Stream(Replier(api, 42, None, bridge))
+        for piece in ("Hel", "lo ", "wor", "ld"):  # 0.3 s apart: one send, no edit
+            await stream.add(piece)
+            now[0] += 0.3
+        assert [(s.text, s.edits) for s in double.to(42)] == [("Hel", 0)]
+        now[0] += 0.2  # a second after the send
+        await stream.add(", **all**")
+        assert [(s.text, s.edits) for s in double.to(42)] == [("Hello world, **all**", 1)]
+        now[0] += 0.9  # the final edit waits out the rest of the second (0.1 s)
+        await stream.finish("Hello world, **all**!")
+    finally:
+        await api.aclose()
+    (shown,) = double.to(42)
+    assert (shown.text, shown.parse_mode, shown.edits) == ("Hello world, <b>all</b>!", "HTML", 2)
+
+
+async def test_new_starts_another_conversation_and_compact_answers_at_once(
+    runtime: Runtime,
+    bot: Client,
+    make_client: MakeClient,
+    double: TelegramDouble,
+    fake_llm: FakeLLM,
+) -> None:
+    await add_models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", [Text("first"), Text("second")])
+    ada = await _ada(runtime, make_client, double)
+    double.says(ADA_TG, "one")
+    await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "first"])
+    double.says(ADA_TG, "/new")
+    await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "new conversation"])
+    double.says(ADA_TG, "two")
+    await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "second"])
+    convs = (await ada.call("GET", "/api/conversations")).json()
+    assert len(convs) == 2
+    double.says(ADA_TG, "/compact")
+    await until(double, lambda: [s for s in double.to(ADA_TG) if "compact" in s.text])
