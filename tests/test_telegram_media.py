@@ -5,7 +5,10 @@ fallback, 429 flood waits, notifications to the home chat, and the offset kept."
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
+import socket
 
 import pytest
 from conftest import Client, MakeClient, add_models, signed_in
@@ -225,3 +228,36 @@ async def test_new_starts_another_conversation_and_compact_answers_at_once(
     assert len(convs) == 2
     double.says(ADA_TG, "/compact")
     await until(double, lambda: [s for s in double.to(ADA_TG) if "compact" in s.text])
+
+
+async def test_an_unreachable_bot_api_is_retried_and_shown_without_the_token_in_logs(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    double: TelegramDouble,
+    logged: io.StringIO,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    mum = await signed_in(make_client, "mum")
+    body = {"enabled": True, "base_url": closed, "token": double.token}
+    assert (await mum.call("PUT", "/api/telegram/settings", json=body)).status_code == 200
+    for _ in range(400):  # the first failed getMe is logged at once (then it backs off)
+        if "telegram unreachable" in logged.getvalue():
+            break
+        await asyncio.sleep(0.05)
+    shown = (await mum.call("GET", "/api/telegram/settings")).json()
+    assert shown["problems"] == ["Telegram cannot be reached (Telegram getMe: ConnectError)"]
+    assert shown["has_token"] is True and double.token not in str(shown)
+    # The address is fixed: the bridge connects without a restart.
+    body = {"enabled": True, "base_url": double.url}
+    assert (await mum.call("PUT", "/api/telegram/settings", json=body)).status_code == 200
+    await asyncio.wait_for(runtime.server.state(Bridge).connected.wait(), 10)
+    assert (await mum.call("GET", "/api/telegram/settings")).json()["problems"] == []
+    secret = double.token.split(":", 1)[1]
+    assert secret not in logged.getvalue()
+    sealed = await runtime.server.db.call(
+        lambda c: c.execute("SELECT token_sealed FROM telegram_settings").fetchall()
+    )
+    assert secret not in str(sealed)

@@ -142,6 +142,7 @@ class Bridge:
                         return
                     self.bot_username = str(me.get("username", ""))
                     self.api = api
+                    self.connection_problem = None
                     self.connected.set()
                     await self._dispatch(api)  # what a restart left unanswered
                 updates = await self._until_changed(
