@@ -9,10 +9,11 @@ import asyncio
 import io
 import os
 import socket
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import Client, MakeClient, add_models, signed_in
-from fake_llm import Call, FakeLLM, Text
+from fake_llm import Call, FakeLLM, Hang, Text
 from fake_llm import fake_llm_fixture as fake_llm_fixture
 from telegram_double import TelegramDouble
 from telegram_support import ADA_TG, pair, until
@@ -261,3 +262,50 @@ async def test_an_unreachable_bot_api_is_retried_and_shown_without_the_token_in_
         lambda c: c.execute("SELECT token_sealed FROM telegram_settings").fetchall()
     )
     assert secret not in str(sealed)
+
+
+async def test_stop_from_telegram_stops_the_running_answer(
+    runtime: Runtime,
+    bot: Client,
+    make_client: MakeClient,
+    double: TelegramDouble,
+    fake_llm: FakeLLM,
+) -> None:
+    await add_models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", [Hang(text_before="Thinking hard")])
+    ada = await _ada(runtime, make_client, double)
+    double.says(ADA_TG, "think forever")
+    await until(double, lambda: [s for s in double.to(ADA_TG) if s.text.startswith("Thin")])
+    double.says(ADA_TG, "/stop")  # not queued behind the running turn
+    await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Stopped."])
+    (conv,) = (await ada.call("GET", "/api/conversations")).json()
+    for _ in range(200):
+        if (await ada.call("GET", "/api/conversations")).json()[0]["status"] == "idle":
+            break
+        await asyncio.sleep(0.05)
+    assert (await ada.call("GET", "/api/conversations")).json()[0]["status"] == "idle"
+    assert conv["title"] == "Telegram"
+
+
+async def test_quiet_hours_hold_telegram_notifications_except_urgent_ones(
+    runtime: Runtime,
+    bot: Client,
+    make_client: MakeClient,
+    double: TelegramDouble,
+    household: dict[str, str],
+) -> None:
+    ada = await _ada(runtime, make_client, double)
+    now = datetime.now(UTC)
+    quiet = {
+        "start": (now - timedelta(hours=2)).strftime("%H:%M"),
+        "end": (now + timedelta(hours=2)).strftime("%H:%M"),
+        "timezone": "UTC",
+    }
+    body = {"channels": ["telegram"], "quiet": quiet}
+    assert (await ada.call("PUT", "/api/notifications/settings", json=body)).status_code == 200
+    await runtime.notifications.notify(household["ada"], title="Bins out")
+    await runtime.notifications.notify(household["ada"], title="Smoke alarm", urgency="high")
+    await runtime.notifications.flush()
+    got = await until(double, lambda: [s for s in double.to(ADA_TG) if "Smoke" in s.text])
+    assert got[0].text == "Smoke alarm"
+    assert not [s for s in double.to(ADA_TG) if "Bins" in s.text]
