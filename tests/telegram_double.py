@@ -309,7 +309,9 @@ class TelegramDouble:
             "message_id": message_id,
             "date": int(time.time()),
             "from": {"id": user, "is_bot": False, "first_name": f"user{user}"},
-            "chat": {"id": chat_id, "type": "private" if chat is None else "group"},
+            "chat": {"id": chat_id, "type": "private"}
+            if chat is None
+            else {"id": chat_id, "type": "group", "title": f"Family {-chat_id}"},
             **extra,
         }
         if text:

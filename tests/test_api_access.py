@@ -502,6 +502,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     # Telegram: the bridge's settings are the admin's; pairing is per member (telegram.use).
     ("GET", "/api/telegram/settings", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("PUT", "/api/telegram/settings", {"enabled": False}, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/telegram/groups", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("PUT", "/api/telegram/groups/{chat}", {"prefix": "x"}, {"anon": 401, A: 200, M: 403, C: 403}),
     ("GET", "/api/telegram/me", None, {"anon": 401, A: 200, M: 200, C: 403}),
     ("POST", "/api/telegram/pair", {"code": "ZZZZZZZZ"}, {"anon": 401, A: 400, M: 400, C: 403}),

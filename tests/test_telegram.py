@@ -5,6 +5,8 @@ running (the bridge's poller among them); the model is the scripted fake."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from conftest import Client, MakeClient, add_models, signed_in
 from fake_llm import Call, FakeLLM, Text
@@ -166,9 +168,16 @@ async def test_in_a_group_the_bot_answers_a_mention_a_reply_or_the_prefix_only(
     fake_llm.script("model-a", [Text("one"), Text("two"), Text("three")])
     ada = await signed_in(make_client, "ada")
     await pair(double, ada, ADA_TG)
+    double.says(ADA_TG, "just chatting among us", chat=GROUP)
+    for _ in range(200):  # the group is listed once the bot has seen a message there
+        groups = (await bot.call("GET", "/api/telegram/groups")).json()
+        if groups:
+            break
+        await asyncio.sleep(0.05)
+    assert groups == [{"chat_id": GROUP, "title": "Family 5001", "prefix": "", "media": False}]
     r = await bot.call("PUT", f"/api/telegram/groups/{GROUP}", json={"prefix": "skald,"})
     assert r.status_code == 200, r.text
-    double.says(ADA_TG, "just chatting among us", chat=GROUP)
+    assert (await bot.call("GET", "/api/telegram/groups")).json()[0]["prefix"] == "skald,"
     double.says(ADA_TG, "@skald_test_bot what time is it", chat=GROUP)
     await until(double, lambda: [s for s in double.to(GROUP) if s.text == "one"])
     double.says(ADA_TG, "and now?", chat=GROUP, reply_to_bot=True)

@@ -73,6 +73,20 @@ def test_the_admin_switches_telegram_on_and_a_member_pairs_in_italian(
             page.get_by_test_id("telegram-unpair").click()
             expect(page.get_by_test_id("telegram-linked")).to_have_count(0)
             assert admin.get("/api/telegram/me").json()["links"] == []
+            # A group the bot has seen is listed for the administrator, who sets its prefix.
+            double.says(TG, "ciao a tutti", chat=-6001)
+            page.goto("/#/admin/telegram")
+            for _ in range(100):
+                if admin.get("/api/telegram/groups").json():
+                    break
+                page.wait_for_timeout(100)
+            page.reload()
+            row = page.get_by_test_id("admin-telegram-group")
+            expect(row).to_contain_text("Family 6001")
+            row.get_by_test_id("admin-telegram-group-prefix").fill("skald,")
+            row.get_by_role("button").click()
+            expect(page.get_by_test_id("admin-telegram-flash")).to_be_visible()
+            assert admin.get("/api/telegram/groups").json()[0]["prefix"] == "skald,"
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
     finally:

@@ -264,7 +264,7 @@ class Bridge:
         text = str(message.get("text") or message.get("caption") or "")
         media_ok = True
         if not private:
-            prefix, media_ok = await self.store.group(chat_id)
+            prefix, media_ok = await self.store.group(chat_id, str(chat.get("title") or ""))
             addressed, text = _addressed(message, text, prefix, self.bot_username)
             if not addressed:
                 return

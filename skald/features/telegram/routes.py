@@ -53,6 +53,13 @@ class GroupIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     media: bool = False
 
 
+class GroupView(msgspec.Struct, frozen=True, kw_only=True):
+    chat_id: int
+    title: str
+    prefix: str
+    media: bool
+
+
 class PairIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     code: Code
 
@@ -126,6 +133,15 @@ async def save_settings(
     return await _view(bridge)
 
 
+@get("/api/telegram/groups", guards=ADMIN)
+async def list_groups(server: NamedDependency[Server]) -> list[GroupView]:
+    """The groups the bot has seen a message in, with their settings."""
+    return [
+        GroupView(chat_id=g[0], title=g[1], prefix=g[2], media=g[3])
+        for g in await server.state(Bridge).store.groups()
+    ]
+
+
 @put("/api/telegram/groups/{chat_id:int}", guards=ADMIN)
 async def save_group(
     server: NamedDependency[Server], chat_id: FromPath[int], data: JSONBody[GroupIn]
@@ -188,4 +204,13 @@ async def unpair(request: AuthRequest, server: NamedDependency[Server]) -> None:
         raise NotFoundError("no paired Telegram chat")
 
 
-ROUTES = [read_settings, save_settings, save_group, my_telegram, pair, member_code, unpair]
+ROUTES = [
+    read_settings,
+    save_settings,
+    list_groups,
+    save_group,
+    my_telegram,
+    pair,
+    member_code,
+    unpair,
+]

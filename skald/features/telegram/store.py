@@ -64,6 +64,7 @@ CREATE TABLE telegram_codes(
 );
 CREATE TABLE telegram_groups(
     chat_id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
     prefix TEXT NOT NULL DEFAULT '',
     media INTEGER NOT NULL DEFAULT 0
 );
@@ -407,19 +408,38 @@ class TelegramStore:
         )
         return None if row is None else int(row[0])
 
-    async def group(self, chat_id: int) -> tuple[str, bool]:
-        """A group's prefix ('' = none) and whether media are taken there."""
-        row = await self.db.call(
-            lambda c: c.execute(
+    async def group(self, chat_id: int, title: str = "") -> tuple[str, bool]:
+        """A group's prefix ('' = none) and whether media are taken there; a group seen
+        for the first time is listed for the administrator (its title kept fresh)."""
+
+        def write(c: apsw.Connection) -> tuple[str, bool]:
+            c.execute(
+                "INSERT INTO telegram_groups(chat_id, title) VALUES (?, ?) "
+                "ON CONFLICT(chat_id) DO UPDATE SET title=excluded.title "
+                "WHERE excluded.title != '' AND excluded.title != telegram_groups.title",
+                (chat_id, title),
+            )
+            row = c.execute(
                 "SELECT prefix, media FROM telegram_groups WHERE chat_id=?", (chat_id,)
-            ).fetchone()
+            ).fetchall()[0]
+            return str(row[0]), bool(row[1])
+
+        return await self.db.transaction(write)
+
+    async def groups(self) -> list[tuple[int, str, str, bool]]:
+        """Every group the bot has seen: (chat id, title, prefix, media)."""
+        rows: list[Any] = await self.db.call(
+            lambda c: c.execute(
+                "SELECT chat_id, title, prefix, media FROM telegram_groups ORDER BY title, chat_id"
+            ).fetchall()
         )
-        return ("", False) if row is None else (str(row[0]), bool(row[1]))
+        return [(int(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
 
     async def set_group(self, chat_id: int, prefix: str, media: bool) -> None:
         await self.db.call(
             lambda c: c.execute(
-                "INSERT OR REPLACE INTO telegram_groups(chat_id, prefix, media) VALUES (?, ?, ?)",
+                "INSERT INTO telegram_groups(chat_id, prefix, media) VALUES (?, ?, ?) "
+                "ON CONFLICT(chat_id) DO UPDATE SET prefix=excluded.prefix, media=excluded.media",
                 (chat_id, prefix, int(media)),
             )
         )

@@ -6,6 +6,41 @@ import { t } from '../../js/i18n.js';
 import { request } from '../../js/api.js';
 import { ErrorNotice, Field, Notice, PageHead, useAction, useFlash, useId } from '../../js/components/form.js';
 
+function GroupRow({ group, onSaved }) {
+  const [prefix, setPrefix] = useState(group.prefix);
+  const [media, setMedia] = useState(group.media);
+  const [run, busy, error] = useAction();
+  const save = (e) => {
+    e.preventDefault();
+    run(async () => {
+      await request('PUT', `api/telegram/groups/${group.chat_id}`, { prefix, media });
+      onSaved();
+    });
+  };
+  return html`<form class="card stack" onSubmit=${save} data-testid="admin-telegram-group">
+    <strong>${group.title || group.chat_id}</strong>
+    <${ErrorNotice} error=${error} />
+    <label>${t('telegram.group_prefix')} <input class="input" value=${prefix} maxlength="40"
+      onInput=${(e) => setPrefix(e.currentTarget.value)} data-testid="admin-telegram-group-prefix" /></label>
+    <label class="field--inline"><input type="checkbox" checked=${media}
+      onChange=${(e) => setMedia(e.currentTarget.checked)} /> ${t('telegram.group_media')}</label>
+    <button class="btn" type="submit" disabled=${busy}>${t('common.save')}</button>
+  </form>`;
+}
+
+function Groups({ onSaved }) {
+  const [groups, setGroups] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => { request('GET', 'api/telegram/groups').then(setGroups, setError); }, []);
+  return html`<section class="stack" data-testid="admin-telegram-groups">
+    <h2 class="card__title">${t('telegram.groups')}</h2>
+    <p class="muted">${t('telegram.groups_lead')}</p>
+    <${ErrorNotice} error=${error} />
+    ${groups && groups.length === 0 && html`<p class="muted">${t('telegram.no_groups')}</p>`}
+    ${groups && groups.map((g) => html`<${GroupRow} key=${g.chat_id} group=${g} onSaved=${onSaved} />`)}
+  </section>`;
+}
+
 export function AdminTelegramPage() {
   const [settings, setSettings] = useState(null);
   const [form, setForm] = useState(null);
@@ -51,5 +86,6 @@ export function AdminTelegramPage() {
       <//>
       <button class="btn btn--primary" type="submit" disabled=${busy} data-testid="admin-telegram-save">${t('common.save')}</button>
     </form>`}
+    ${settings && html`<${Groups} onSaved=${() => setFlash(t('common.saved'))} />`}
   </div>`;
 }
