@@ -38,7 +38,12 @@ async def bot(
     r = await mum.call(
         "PUT",
         "/api/telegram/settings",
-        json={"enabled": True, "base_url": double.url, "token": double.token},
+        json={
+            "enabled": True,
+            "base_url": double.url,
+            "token": double.token,
+            "web_url": "https://skald.home.example/",
+        },
     )
     assert r.status_code == 200, r.text
     assert double.token not in r.text

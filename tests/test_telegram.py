@@ -118,6 +118,8 @@ async def test_a_paired_member_chats_approves_with_a_button_and_sees_it_on_the_w
     asked = await until(double, lambda: [s for s in double.to(ADA_TG) if s.reply_markup])
     buttons = asked[0].reply_markup["inline_keyboard"][0]
     assert [b["text"] for b in buttons] == ["Approve", "Reject"]
+    (details,) = asked[0].reply_markup["inline_keyboard"][1]
+    assert details == {"text": "See details", "url": "https://skald.home.example/#/inbox"}
     double.press(STRANGER_TG, asked[0], buttons[0]["callback_data"])  # not theirs to press
     await until(double, lambda: double.state.answers)
     assert "no longer waiting" in double.state.answers[0]["text"]
