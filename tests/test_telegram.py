@@ -6,6 +6,7 @@ running (the bridge's poller among them); the model is the scripted fake."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from conftest import Client, MakeClient, add_models, signed_in
@@ -19,6 +20,7 @@ from telegram_support import double as double
 from skald.core.runtime import Runtime
 from skald.features.telegram.bridge import UNAVAILABLE, Bridge
 from skald.features.telegram.store import CODE_TTL_S
+from skald.features.telegram.texts import TEXTS
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -197,3 +199,32 @@ async def test_in_a_group_the_bot_answers_a_mention_a_reply_or_the_prefix_only(
     assert b"photo-" not in said  # media in this group are not taken
     ada_files = await ada.call("GET", "/api/files/list", params={"path": "uploads"})
     assert "photo-" not in ada_files.text
+
+
+def test_the_bots_texts_have_every_key_and_placeholder_in_every_language() -> None:
+    english = TEXTS["en"]
+    for lang, texts in TEXTS.items():
+        assert texts.keys() == english.keys(), lang
+        for key, text in texts.items():
+            assert re.findall(r"\{(\w+)\}", text) == re.findall(r"\{(\w+)\}", english[key])
+
+
+async def test_the_bot_speaks_the_members_language_and_before_pairing_the_users(
+    runtime: Runtime, bot: Client, make_client: MakeClient, double: TelegramDouble
+) -> None:
+    italian = {"id": 2002, "is_bot": False, "first_name": "Lia", "language_code": "it-IT"}
+    double.says(2002, "ciao", **{"from": italian})
+    said = await until(double, lambda: double.to(2002))
+    assert "inserisci questo codice: " in said[0].text
+    ada = await signed_in(make_client, "ada")
+    assert (await ada.call("PATCH", "/api/auth/me", json={"locale": "fr"})).status_code == 200
+    await pair(double, ada, ADA_TG)
+    double.says(ADA_TG, "/sethome")
+    await until(
+        double,
+        lambda: [
+            s
+            for s in double.to(ADA_TG)
+            if s.text == "Les notifications arriveront dans cette discussion."
+        ],
+    )

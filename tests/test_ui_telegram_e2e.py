@@ -69,7 +69,7 @@ def test_the_admin_switches_telegram_on_and_a_member_pairs_in_italian(
             expect(page.get_by_test_id("telegram-linked")).to_contain_text(
                 "Chat Telegram abbinate: 1."
             )
-            double.wait_for(lambda: [s for s in double.to(TG) if s.text.startswith("Paired")])
+            double.wait_for(lambda: [s for s in double.to(TG) if s.text.startswith("Abbinato")])
             page.get_by_test_id("telegram-unpair").click()
             expect(page.get_by_test_id("telegram-linked")).to_have_count(0)
             assert admin.get("/api/telegram/me").json()["links"] == []

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from skald.errors import DatabaseClosedError, NotFoundError, SkaldError
 from skald.features.telegram.botapi import BotApi, NetworkDown, TelegramError
 from skald.features.telegram.store import Pending, TelegramStore, normal_code
+from skald.features.telegram.texts import lang_of, say
 from skald.features.telegram.turns import Messages, Replier
 from skald.log import get_logger
 from skald.permissions import TELEGRAM_USE, can
@@ -46,8 +47,7 @@ __all__ = ["PURPOSE", "UNAVAILABLE", "Bridge"]
 log = get_logger("skald.telegram")
 
 PURPOSE = "telegram-bot-token"  # the sealing purpose: a provider key never opens as this
-UNAVAILABLE = "Pairing is unavailable right now. Please try again later."
-NOT_ALLOWED = "Telegram is not available to your account. Ask an administrator."
+UNAVAILABLE = say("en", "unavailable")
 _STORE_BROKEN = "the pairing store cannot be read"
 
 
@@ -56,6 +56,7 @@ class _Approval:
     tg_user_id: int
     user_id: str
     call_id: str
+    lang: str
 
 
 class Bridge:
@@ -260,7 +261,8 @@ class Bridge:
         sender = (message.get("from") or {}).get("id")
         if sender is None or (message.get("from") or {}).get("is_bot"):
             return
-        replier = Replier(api, chat_id, message.get("message_id"), self)
+        sender_lang = lang_of((message.get("from") or {}).get("language_code"))
+        replier = Replier(api, chat_id, message.get("message_id"), self, sender_lang)
         text = str(message.get("text") or message.get("caption") or "")
         media_ok = True
         if not private:
@@ -272,31 +274,30 @@ class Bridge:
             link = await self.store.link(int(sender))
         except Exception:
             self._store_broken()
-            await replier.plain(UNAVAILABLE)
+            await replier.plain(say(replier.lang, "unavailable"))
             return
         if link is None:
             if private:
                 await self._pair(replier, int(sender), text)
             else:
-                await replier.plain("Write to me in a private chat first to pair your account.")
+                await replier.plain(say(replier.lang, "private_first"))
             return
         user_id = link.user_id
         try:
             user, role = await self.server.fetch(user_id)
         except NotFoundError:
             await self.store.unlink(tg_user_id=int(sender))
-            await replier.plain("This chat is no longer paired.")
+            await replier.plain(say(replier.lang, "gone"))
             return
+        replier.lang = lang_of(user.locale)
         if not user.active or not can(role, TELEGRAM_USE):
-            await replier.plain(NOT_ALLOWED)
+            await replier.plain(say(replier.lang, "not_allowed"))
             return
         turns = Messages(self, api, replier, user_id, chat_id, int(sender))
         try:
             await turns.handle(row, message, text, media_ok=media_ok or private)
         except DatabaseClosedError:
-            await replier.plain(
-                "Your data is locked: sign in to Skald on the web once, then write again."
-            )
+            await replier.plain(say(replier.lang, "locked"))
         except SkaldError as exc:
             await replier.plain(str(exc))
 
@@ -307,46 +308,42 @@ class Bridge:
                 member = await self.store.redeem_member_code(candidate, tg_user_id)
             except Exception:
                 self._store_broken()
-                await replier.plain(UNAVAILABLE)
+                await replier.plain(say(replier.lang, "unavailable"))
                 return
             if member is not None:
-                await replier.plain("Paired. Write to me and your assistant answers.")
+                await replier.plain(say(replier.lang, "paired"))
                 return
-            await replier.plain("That code is not valid or has expired.")
+            await replier.plain(say(replier.lang, "bad_code"))
         try:
             code = await self.store.code_for_chat(tg_user_id)
         except Exception:
             # Never hand out a code that was not stored: the member could not use it.
             self._store_broken()
-            await replier.plain(UNAVAILABLE)
+            await replier.plain(say(replier.lang, "unavailable"))
             return
         self.store_problem = None
-        await replier.plain(
-            f"To pair this chat with your Skald account, open Skald, go to Telegram and "
-            f"enter this code: {code}\nIt is valid for 24 hours. Or type the code the "
-            "Telegram page shows you here."
-        )
+        await replier.plain(say(replier.lang, "code", code=code))
 
     def _store_broken(self) -> None:
         self.store_problem = _STORE_BROKEN
         log.exception("telegram pairing store unreadable")
 
-    async def notify_paired(self, tg_user_id: int) -> None:
+    async def notify_paired(self, tg_user_id: int, lang: str) -> None:
         """Tell the chat the web page paired it (best effort: the link stands anyway)."""
         if self.api is None:
             return
         with contextlib.suppress(TelegramError, NetworkDown):
             await self.api.call(
                 "sendMessage",
-                {"chat_id": tg_user_id, "text": "Paired. Write to me and your assistant answers."},
+                {"chat_id": tg_user_id, "text": say(lang, "paired")},
             )
 
     # -- approvals ----------------------------------------------------------------------
 
-    def approval_token(self, tg_user_id: int, user_id: str, call_id: str) -> str:
+    def approval_token(self, tg_user_id: int, user_id: str, call_id: str, lang: str) -> str:
         """A short id for a button (Telegram allows 64 bytes of callback data)."""
         token = secrets.token_urlsafe(9)
-        self._approvals[token] = _Approval(tg_user_id, user_id, call_id)
+        self._approvals[token] = _Approval(tg_user_id, user_id, call_id, lang)
         return token
 
     async def _button(self, api: BotApi, row: Pending) -> None:
@@ -354,7 +351,8 @@ class Bridge:
         answer, _, token = str(query.get("data", "")).partition(":")
         sender = int((query.get("from") or {}).get("id", 0))
         approval = self._approvals.get(token)
-        note = "This request is no longer waiting. Open the Inbox on the web."
+        lang = "en" if approval is None else approval.lang
+        note = say(lang, "not_waiting")
         if approval is not None and approval.tg_user_id == sender and answer in ("y", "n"):
             link = await self.store.link(sender)
             if link is not None and link.user_id == approval.user_id:
@@ -362,7 +360,7 @@ class Bridge:
                     await self.server.conversations.decide(
                         approval.user_id, approval.call_id, approved=answer == "y"
                     )
-                    note = "Approved." if answer == "y" else "Rejected."
+                    note = say(lang, "approved" if answer == "y" else "rejected")
                 except NotFoundError:
                     pass
                 self._approvals.pop(token, None)

@@ -182,7 +182,7 @@ async def pair(
         raise StorageError(_BROKEN) from None
     if tg is None:
         raise InvalidInputError("that code is not valid or has expired")
-    await bridge.notify_paired(int(tg))
+    await bridge.notify_paired(int(tg), request.user.user.locale)
     return await _mine(bridge, request.user.user.id)
 
 

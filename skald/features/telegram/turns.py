@@ -30,6 +30,7 @@ from skald.errors import SkaldError
 from skald.features.telegram.botapi import BotApi, TelegramError
 from skald.features.telegram.render import LIMIT, split, to_html, utf16_len
 from skald.features.telegram.store import Pending
+from skald.features.telegram.texts import say
 from skald.files.router import NewFile, upload_name
 from skald.log import get_logger
 
@@ -47,7 +48,10 @@ DOWNLOAD_MAX = 20 * 1024 * 1024  # what the Bot API lets a bot download
 class Replier:
     """Sends into one chat, replying to the message being answered."""
 
-    def __init__(self, api: BotApi, chat_id: int, reply_to: int | None, bridge: Bridge) -> None:
+    def __init__(
+        self, api: BotApi, chat_id: int, reply_to: int | None, bridge: Bridge, lang: str = "en"
+    ) -> None:
+        self.lang = lang  # the member's, once known (texts.py)
         self.api = api
         self.chat_id = chat_id
         self.reply_to = reply_to
@@ -188,28 +192,26 @@ class Messages:
             return
         command = text.strip().split(" ", 1)[0]
         name = command[1:].split("@", 1)[0].lower() if command.startswith("/") else ""
+        lang = self.replier.lang
         if name in ("start", "help"):
-            await self.replier.plain(
-                "Paired. Write to me and your assistant answers. "
-                "Commands: /new, /stop, /compact, /sethome, /unpair."
-            )
+            await self.replier.plain(say(lang, "help"))
             return
         if name == "unpair":
             await self.store.unlink(tg_user_id=self.tg)
-            await self.replier.plain("This chat is no longer paired with your account.")
+            await self.replier.plain(say(lang, "unpaired"))
             return
         if name == "sethome":
             await self.store.set_home(self.tg, self.chat_id)
-            await self.replier.plain("Notifications will come to this chat.")
+            await self.replier.plain(say(lang, "sethome"))
             return
         cid = await self.conversation()
         if name == "stop":
             await self.chats.stop(self.user_id, cid)
-            await self.replier.plain("Stopped.")
+            await self.replier.plain(say(lang, "stopped"))
             return
         attachments, heard = await self._media(message, cid) if media_ok else ([], "")
         if _has_media(message) and not media_ok and not text.strip():
-            await self.replier.plain("Files are not taken in this group.")
+            await self.replier.plain(say(lang, "no_media"))
             return
         if heard:
             await self.replier.plain(f"🎤 {heard}")
@@ -241,11 +243,11 @@ class Messages:
                 await pump
         reply = await self.chats.wait(self.user_id, sent)
         if reply.status == "failed":
-            text = reply.reply or reply.error or "The answer failed."
+            text = reply.reply or reply.error or say(self.replier.lang, "failed")
         elif reply.status == "awaiting_approval":
-            text = reply.reply or "Waiting for your decision in the Inbox."
+            text = reply.reply or say(self.replier.lang, "waiting")
         else:
-            text = reply.reply or "(no answer)"
+            text = reply.reply or say(self.replier.lang, "no_answer")
         await stream.finish(text)
 
     async def _pump(self, cid: str, events: Subscription, stream: Stream) -> None:
@@ -263,20 +265,26 @@ class Messages:
                 stream.restart()
 
     async def _ask(self, request: ApprovalRequested) -> None:
-        token = self.bridge.approval_token(self.tg, self.user_id, request.call_id)
+        lang = self.replier.lang
+        token = self.bridge.approval_token(self.tg, self.user_id, request.call_id, lang)
         keyboard: list[list[dict[str, str]]] = [
             [
-                {"text": "Approve", "callback_data": f"y:{token}"},
-                {"text": "Reject", "callback_data": f"n:{token}"},
+                {"text": say(lang, "approve"), "callback_data": f"y:{token}"},
+                {"text": say(lang, "reject"), "callback_data": f"n:{token}"},
             ]
         ]
         if self.bridge.web_url:
             keyboard.append(
-                [{"text": "See details", "url": f"{self.bridge.web_url.rstrip('/')}/#/inbox"}]
+                [
+                    {
+                        "text": say(lang, "details"),
+                        "url": f"{self.bridge.web_url.rstrip('/')}/#/inbox",
+                    }
+                ]
             )
         why = f"\n{request.reason}" if request.reason else ""
         await self.replier.plain(
-            f"Approve {request.name}?{why}", reply_markup={"inline_keyboard": keyboard}
+            say(lang, "ask", name=request.name) + why, reply_markup={"inline_keyboard": keyboard}
         )
 
     async def _recover(self, row: Pending) -> None:
@@ -309,7 +317,8 @@ class Messages:
             for i in after
             if i.role == "assistant" and i.text and (nxt is None or i.seq < nxt)
         ]
-        await self.replier.answer(answers[-1] if answers else "(no answer)", row.reply_message_id)
+        fallback = say(self.replier.lang, "no_answer")
+        await self.replier.answer(answers[-1] if answers else fallback, row.reply_message_id)
 
     async def _media(self, message: dict[str, Any], cid: str) -> tuple[list[str], str]:
         """The message's file in the member's uploads (path list), and a voice note's words."""
@@ -319,7 +328,7 @@ class Messages:
         file_id, name, mime, voice = found
         info = await self.api.call("getFile", {"file_id": file_id})
         if int(info.get("file_size") or 0) > DOWNLOAD_MAX:
-            await self.replier.plain("That file is too large for a bot to receive (20 MB).")
+            await self.replier.plain(say(self.replier.lang, "too_large"))
             return [], ""
         data = await self.api.download(str(info["file_path"]), DOWNLOAD_MAX)
         folder = await self.chats.attachment_folder(self.user_id, cid)
