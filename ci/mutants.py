@@ -2732,7 +2732,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "TG3",
         "telegram pairing",
         "skald/features/telegram/bridge.py",
-        "            self._store_broken()\n            await replier.plain(UNAVAILABLE)\n"
+        "            self._store_broken()\n"
+        '            await replier.plain(say(replier.lang, "unavailable"))\n'
         "            return\n        self.store_problem = None",
         '            code = "ABCD2345"\n        self.store_problem = None',
         ("tests/test_telegram.py",),
