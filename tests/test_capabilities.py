@@ -33,7 +33,6 @@ WEB = Path(__file__).resolve().parent.parent / "web" / "js"
 # this list is a decision: name the issue that will enforce it.
 RESERVED = {
     "projects.use": "a later issue",
-    "telegram.use": "a later issue",
 }
 # Pages of the web UI and the capability each needs (the pages hook, `GET /api/pages`;
 # the web app's navigation and router take them from there).
@@ -52,6 +51,8 @@ PAGES = {
     "/admin/backups": "admin.system",
     "/connectors": "connectors.use",
     "/admin/marketplace": "admin.connectors",
+    "/telegram": "telegram.use",
+    "/admin/telegram": "admin.system",
 }
 
 

@@ -258,9 +258,9 @@ def test_the_core_events_import_no_feature() -> None:
 async def test_the_web_notification_channel_comes_through_the_hook_like_any_other(
     runtime: Runtime,
 ) -> None:
-    assert list(runtime.notifications.channels) == ["web", "pigeon"]
+    assert list(runtime.notifications.channels) == ["web", "telegram", "pigeon"]
     answered = runtime.plugins.notification_channels(runtime.server)
-    assert [c.name for c in answered] == ["web", "pigeon"]
+    assert [c.name for c in answered] == ["web", "telegram", "pigeon"]
 
 
 # -- a feature is one folder ----------------------------------------------------------------

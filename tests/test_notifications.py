@@ -198,10 +198,10 @@ async def test_a_member_whose_channels_cannot_take_it_gets_it_on_the_web(
 ) -> None:
     hand = Hand()
     service = _service(runtime, hand)
-    away = Recorder("telegram", reachable=False)
+    away = Recorder("pager", reachable=False)
     service.register(away)
     ada = household["ada"]
-    await service.save_prefs(ada, NotificationPrefs(channels=["telegram"]))
+    await service.save_prefs(ada, NotificationPrefs(channels=["pager"]))
     runtime.events.connect(ada, "tab")
     await service.notify(ada, title="falls back")
     await hand.close_windows()
@@ -368,7 +368,7 @@ async def test_settings_round_trip(household: dict[str, str], make_client: MakeC
     ada = await signed_in(make_client, "ada")
     r = await ada.call("GET", "/api/notifications/settings")
     assert r.json()["channels"] == ["web"] and r.json()["quiet"] is None
-    assert r.json()["available"] == ["web"]
+    assert r.json()["available"] == ["web", "telegram"]
     body = {"channels": ["web"], "quiet": {"start": "22:30", "end": "06:45", "timezone": None}}
     r = await ada.call("PUT", "/api/notifications/settings", json=body)
     assert r.status_code == 200, r.text

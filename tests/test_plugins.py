@@ -379,7 +379,7 @@ async def test_the_plugins_notification_channel_carries_a_members_batch(
     await runtime.core.users.create("ada", PASSWORD, "member")
     ada = await signed_in(make_client, "ada")
     r = await ada.call("GET", "/api/notifications/settings")
-    assert r.json()["available"] == ["web", "pigeon"]
+    assert r.json()["available"] == ["web", "telegram", "pigeon"]
     r = await ada.call("PUT", "/api/notifications/settings", json={"channels": ["pigeon"]})
     assert r.status_code == 200, r.text
     user_id = (await runtime.core.users.get("ada")).id

@@ -69,6 +69,7 @@ BUILTINS: Final = (
     "skald.features.usage.hooks",
     "skald.features.requestlog.hooks",
     "skald.features.privacy.hooks",
+    "skald.features.telegram.hooks",
 )
 
 
