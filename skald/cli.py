@@ -243,7 +243,7 @@ async def cmd_user_list(args: argparse.Namespace, env: Env) -> int:
 async def cmd_privacy(args: argparse.Namespace, env: Env) -> int:
     """A member's privacy self-check as an administrator sees it: counts only (no
     provider or connector names of theirs), each line read from the files now."""
-    from skald.features.privacy.check import gather
+    from skald.features.privacy.check import gather, render, words
 
     async def run(core: Core) -> int:
         user = await core.registry.find_user(args.name)
@@ -253,8 +253,11 @@ async def cmd_privacy(args: argparse.Namespace, env: Env) -> int:
         if args.json:
             env.out.write(msgspec.json.encode(facts).decode() + "\n")
             return 0
+        # The page's English, from the same keys and values (one wording, not two).
+        english = await asyncio.to_thread(words, "en")
         for f in facts:
-            env.out.write(f"[{f.status}] {f.sentence}\n    how we checked: {f.how}\n")
+            says, how = render(f.sentence, english), render(f.how, english)
+            env.out.write(f"[{f.status}] {says}\n    how we checked: {how}\n")
         return 0
 
     return await _with_core(env, run)

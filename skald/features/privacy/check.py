@@ -6,7 +6,11 @@ database's first 16 bytes (a plain SQLite file starts with `SQLite format 3\\0`;
 SQLCipher file with a random salt); "kept key" is the sealed file under
 `data/kept-keys/`; the key wraps are the registry's rows, their Argon2 cost read from
 the wrap itself; providers come from the request log's metadata; backups from the
-archives on disk (the doctor's own check).
+archives on disk (the doctor's own check); supervision from the registry's links.
+Each line is a `Line`: a key of this feature's `i18n/` and its values, never a sentence,
+so the page says it in the reader's language and `skald privacy` in English through
+`render` (one wording). Trap: keys are literal `_fact(key, status, say, how)` parts;
+tests/test_privacy.py reads them from this source to check every language has them.
 Trap: `detail=False` (an administrator asking about someone else, `skald privacy`) gives
 counts only: no provider or connector names of theirs.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 
@@ -24,17 +29,56 @@ from skald.config import Config
 from skald.ops.checks_base import Context
 from skald.ops.checks_setup import check_backup
 from skald.paths import DataLayout
+from skald.plugins.specs import feature_folder
+from skald.store import people
 from skald.store.database import Database
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 DAYS = 30
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+class Line(msgspec.Struct, frozen=True):
+    """A sentence as a translation key of this feature and its values; a list value is
+    a list of lines, shown joined ("A, B and C") in the reader's language."""
+
+    key: str
+    vars: dict[str, str | int | list[Line]] = {}
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True):
-    key: str  # encryption | keys | kept_key | notes | admins | connectors | providers | backup
+    key: str  # encryption | keys | kept_key | supervisors | supervising | notes | admins | ...
     status: str  # good | warn | info
-    sentence: str
-    how: str
+    sentence: Line
+    how: Line
+
+
+def _names(names: list[str]) -> list[Line]:
+    return [Line("privacy.name", {"name": n}) for n in names]
+
+
+def words(locale: str = "en") -> dict[str, str]:
+    """This feature's translations (the page's own), read from its `i18n/` folder."""
+    path = feature_folder(__file__, "privacy") / "i18n" / f"{locale}.json"
+    loaded: dict[str, str] = json.loads(path.read_text("utf-8"))
+    return loaded
+
+
+def render(line: Line, table: dict[str, str]) -> str:
+    """The line in the language of `table` (the same rule as the page's `say`)."""
+    values = {
+        k: _join([render(i, table) for i in v], table) if isinstance(v, list) else str(v)
+        for k, v in line.vars.items()
+    }
+    return _PLACEHOLDER.sub(lambda m: values.get(m[1], m[0]), table[line.key])
+
+
+def _join(items: list[str], table: dict[str, str]) -> str:
+    if len(items) < 2:
+        return "".join(items)
+    return render(
+        Line("privacy.list_and", {"rest": ", ".join(items[:-1]), "last": items[-1]}), table
+    )
 
 
 def _header(path: Path) -> bytes | None:
@@ -45,38 +89,37 @@ def _header(path: Path) -> bytes | None:
         return None
 
 
+def _fact(key: str, status: str, say: str, how: str, **values: str | int | list[Line]) -> Fact:
+    """A fact whose sentence and detail are `privacy.<key>.<say>` / `.<how>`; both get
+    every value (a translation uses the ones it needs)."""
+    return Fact(
+        key=key,
+        status=status,
+        sentence=Line(f"privacy.{key}.{say}", values),
+        how=Line(f"privacy.{key}.{how}", values),
+    )
+
+
 def encryption(layout: DataLayout, user_id: str, wrap: dict[str, object] | None) -> Fact:
     path = layout.user_db(user_id)
     head = _header(path)
     where = f"{path.parent.name}/{path.name}"
     if head is None:
-        return Fact(key="encryption", status="warn", sentence="Your database file was not found.",
-                    how=f"Looked for {where}: it does not exist.")  # fmt: skip
+        return _fact("encryption", "warn", "missing", "missing_how", file=where)
     if head == SQLITE_HEADER:
-        return Fact(
-            key="encryption",
-            status="warn",
-            sentence="Your database is NOT encrypted: anyone who can read the server's files "
-            "can read your conversations and notes.",
-            how=f"Read the first 16 bytes of {where}: they are the plain SQLite header "
-            "'SQLite format 3'.",
-        )
-    params = (wrap or {}).get("params") or {}
-    kdf = (
-        f"Argon2id with {int(params['memory_kib']) // 1024} MiB of memory, "  # type: ignore[index]
-        f"{params['time_cost']} passes, {params['parallelism']} lanes"  # type: ignore[index]
-        if params
-        else "no password key found"
-    )
-    return Fact(
-        key="encryption",
-        status="good",
-        sentence="Your database is encrypted: SQLCipher 4 (AES-256 in CBC mode with an "
-        "HMAC-SHA512 check on every page) under a random 256-bit key of yours; that key "
-        f"is itself locked by your password through {kdf}.",
-        how=f"Read the first 16 bytes of {where}: not the SQLite header, as an encrypted "
-        "file starts with a random salt. The key's cost was read from your password's "
-        "key wrap in the registry.",
+        return _fact("encryption", "warn", "plain", "plain_how", file=where)
+    params = (wrap or {}).get("params")
+    if not isinstance(params, dict) or not params:
+        return _fact("encryption", "good", "no_kdf", "good_how", file=where)
+    return _fact(
+        "encryption",
+        "good",
+        "good",
+        "good_how",
+        file=where,
+        memory_mib=int(params["memory_kib"]) // 1024,
+        passes=int(params["time_cost"]),
+        lanes=int(params["parallelism"]),
     )
 
 
@@ -97,21 +140,11 @@ async def gather(db: Database, layout: DataLayout, user_id: str, *, detail: bool
     kept = layout.root / "kept-keys" / f"{user_id}.sealed"
     is_kept = await asyncio.to_thread(kept.exists)
     facts.append(
-        Fact(
-            key="kept_key",
-            status="info" if is_kept else "good",
-            sentence=(
-                '"Work while I\'m signed out" is on: the server keeps your key, sealed with '
-                "the server's own key, so your scheduled jobs run while you are away. "
-                "Someone holding the whole data folder (or a full backup) could use it."
-                if is_kept
-                else '"Work while I\'m signed out" is off: when you sign out, the server '
-                "forgets your key and nothing of yours can be read until you sign in."
-            ),
-            how=f"Looked for the sealed key file kept-keys/{user_id}.sealed: "
-            + ("it exists." if is_kept else "there is none."),
-        )
+        _fact("kept_key", "info", "on", "on_how", file=f"kept-keys/{user_id}.sealed")
+        if is_kept
+        else _fact("kept_key", "good", "off", "off_how", file=f"kept-keys/{user_id}.sealed")
     )
+    facts.extend(await _supervision(db, user_id, detail=detail))
     # Encrypted as the file header says, not as the account row says.
     encrypted = facts[0].status == "good"
     facts.extend(await _readers(db, user_id, detail=detail, encrypted=encrypted))
@@ -121,24 +154,41 @@ async def gather(db: Database, layout: DataLayout, user_id: str, *, detail: bool
 
 
 def _keys(wraps: dict[str, dict[str, object]]) -> Fact:
-    holders = []
+    kinds = ", ".join(sorted(wraps)) or "-"
+    if "password" in wraps and "recovery" in wraps:
+        return _fact("keys", "good", "both", "how", kinds=kinds)
     if "password" in wraps:
-        holders.append("your password")
+        return _fact("keys", "good", "password", "how", kinds=kinds)
     if "recovery" in wraps:
-        holders.append("your recovery code")
-    sentence = (
-        f"Your key can be opened with {' and '.join(holders)}, and nothing else."
-        if holders
-        else "Your account has no key of its own: its data is not encrypted."
-    )
-    return Fact(
-        key="keys",
-        status="good" if holders else "warn",
-        sentence=sentence,
-        how="Listed your key wraps in the registry (kinds: "
-        + (", ".join(sorted(wraps)) or "none")
-        + "); each opens only with its secret.",
-    )
+        return _fact("keys", "good", "recovery", "how", kinds=kinds)
+    return _fact("keys", "warn", "none", "how", kinds=kinds)
+
+
+async def _display_names(db: Database, ids: list[str]) -> list[str]:
+    rows = await _rows(db, "SELECT id, coalesce(nullif(display_name, ''), username) FROM users")
+    named = {str(r[0]): str(r[1]) for r in rows}
+    return [named[i] for i in ids if i in named]
+
+
+async def _supervision(db: Database, user_id: str, *, detail: bool) -> list[Fact]:
+    """Who gets reports about this member's conversations, and about whose they get
+    theirs: the registry's links now (`skald.store.people`)."""
+    above = await _display_names(db, await people.supervisors_of(db, user_id))
+    below = await _display_names(db, await people.supervised_by(db, user_id))
+    facts = [
+        _fact("supervisors", "info", "none", "how")
+        if not above
+        else _fact("supervisors", "info", "named", "how", names=_names(above))
+        if detail
+        else _fact("supervisors", "info", "count", "how", count=len(above))
+    ]
+    if below:
+        facts.append(
+            _fact("supervising", "info", "named", "how", names=_names(below))
+            if detail
+            else _fact("supervising", "info", "count", "how", count=len(below))
+        )
+    return facts
 
 
 async def _readers(db: Database, user_id: str, *, detail: bool, encrypted: bool) -> list[Fact]:
@@ -156,45 +206,19 @@ async def _readers(db: Database, user_id: str, *, detail: bool, encrypted: bool)
         db, "SELECT connector FROM connector_grants WHERE user_id=? ORDER BY 1", (user_id,)
     )
     names = [str(r[0]) for r in granted]
-    limits = (
-        "they cannot read your conversations, notes or files: those are in your encrypted "
-        "database, and only your key opens it"
-        if encrypted
-        else "your data is not encrypted, so someone with access to the server's files "
-        "could read it"
-    )
     connectors = (
-        (
-            f"Connectors you may use: {', '.join(names)}. "
-            if detail
-            else f"{len(names)} connector(s) granted. "
-        )
-        + "A connector sees only what the assistant sends it in a conversation of yours."
-        if names
-        else "No connector is granted to you."
+        _fact("connectors", "info", "none", "how")
+        if not names
+        else _fact("connectors", "info", "named", "how", names=_names(names))
+        if detail
+        else _fact("connectors", "info", "count", "how", count=len(names))
     )
     return [
-        Fact(
-            key="notes",
-            status="info",
-            sentence=f"What you save in the household notes can be read by the {shared[0][0]} "
-            "people whose role allows household notes; your own notes are yours only.",
-            how="Counted the active accounts whose role holds 'memory.shared'.",
-        ),
-        Fact(
-            key="admins",
-            status="good" if encrypted else "warn",
-            sentence=f"{admins[0][0]} administrator(s) can deactivate or delete your account "
-            f"and see counts (usage, requests per provider); {limits}.",
-            how="Counted the active accounts whose role holds 'admin.users', and read the "
-            "database file's header (the first line).",
-        ),
-        Fact(
-            key="connectors",
-            status="info",
-            sentence=connectors,
-            how="Read your connector grants in the registry.",
-        ),
+        _fact("notes", "info", "shared", "how", count=int(str(shared[0][0]))),
+        _fact("admins", "good", "encrypted", "how", count=int(str(admins[0][0])))
+        if encrypted
+        else _fact("admins", "warn", "plain", "how", count=int(str(admins[0][0]))),
+        connectors,
     ]
 
 
@@ -208,38 +232,23 @@ async def _providers(db: Database, user_id: str, *, detail: bool) -> Fact:
         (user_id, time.time() - DAYS * 86400),
     )
     if not rows:
-        sentence = f"None of your messages went to a model service in the last {DAYS} days."
-    elif detail:
-        listed = ", ".join(f"{name} ({count} requests)" for name, count in rows)
-        sentence = f"In the last {DAYS} days your messages went to: {listed}."
-    else:
-        sentence = f"In the last {DAYS} days their messages went to {len(rows)} provider(s)."
-    return Fact(
-        key="providers",
-        status="info",
-        sentence=sentence,
-        how="Read the request log's metadata (which model, hence which provider) for "
-        f"your requests of the last {DAYS} days; no message text is kept there.",
-    )
+        return _fact("providers", "info", "none", "how", days=DAYS)
+    if not detail:
+        return _fact("providers", "info", "count", "how", days=DAYS, count=len(rows))
+    listed = [
+        Line("privacy.providers.item", {"name": str(name), "count": int(str(count))})
+        for name, count in rows
+    ]
+    return _fact("providers", "info", "named", "how", days=DAYS, providers=listed)
 
 
 async def _backup(layout: DataLayout, *, encrypted: bool) -> Fact:
     ctx = Context.create(layout, Config(), {})  # the check reads only the layout
     found = await check_backup(ctx)
-    inside = (
-        "Your database is copied as it is, still encrypted with your key; the archive "
-        "itself is not encrypted (the household's names and settings in it are readable "
-        "by whoever holds it)."
-        if encrypted
-        else "Your database is copied as it is, and it is not encrypted: whoever holds "
-        "the archive can read it."
-    )
+    folder = layout.backups_dir.name
     if found.status != "ok":
-        return Fact(key="backup", status="warn", sentence="No backup has been taken yet.",
-                    how=f"Looked for backup archives: {found.finding}.")  # fmt: skip
-    return Fact(
-        key="backup",
-        status="good",
-        sentence=f"Your data was last backed up in {found.finding.removeprefix('latest backup: ')}. {inside}",
-        how=f"Looked for backup archives in {layout.backups_dir.name}/ (the newest by name).",
-    )
+        return _fact("backup", "warn", "none", "none_how", folder=folder)
+    archive = found.finding.removeprefix("latest backup: ")
+    if encrypted:
+        return _fact("backup", "good", "encrypted", "how", folder=folder, archive=archive)
+    return _fact("backup", "good", "plain", "how", folder=folder, archive=archive)
