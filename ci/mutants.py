@@ -2707,6 +2707,37 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_approvals_admin.py",),
         why="editing or deleting a rule or group that does not exist answers 200, not 404",
     ),
+    # -- the assistant's hands (issue 31): prefix HD ----------------------------------
+    Mutant(
+        "HD1",
+        "line tools",
+        "skald/files/tools.py",
+        "        if [line.rstrip() for line in now] != [line.rstrip() for line in text_lines(old)]:",
+        "        if len(now) != len(text_lines(old)):",
+        ("tests/test_line_tools.py",),
+        keyword="stale",
+        why="replace_lines applies a stale range to whatever moved there",
+    ),
+    Mutant(
+        "HD2",
+        "line tools",
+        "skald/files/tools.py",
+        "        return Touches(categories=written.categories | {FS_APPEND}, paths=written.paths)",
+        "        return Touches(categories=frozenset({FS_APPEND}), paths=written.paths)",
+        ("tests/test_line_tools.py",),
+        keyword="appending",
+        why="append_file escapes every write rule (a deny on writes no longer stops it)",
+    ),
+    Mutant(
+        "HD3",
+        "line tools",
+        "skald/files/tools.py",
+        "        lines[at - 1 : at - 1] = added",
+        "        lines[at : at] = added",
+        ("tests/test_line_tools.py",),
+        keyword="insert",
+        why="insert_at_line puts the text after the line read_file numbered, not before",
+    ),
 )
 
 

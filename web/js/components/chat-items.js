@@ -94,6 +94,31 @@ function filesHref(path) {
   return `#/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path)}`;
 }
 
+// get_outline's result (skald/files/text_tools.py): a heading line, then one entry a
+// line, indented two spaces a level, "<start>-<end> <kind> <name>". Shown as a list with
+// the line ranges; anything else in the text is left to the result section.
+const OUTLINE_ROW = /^((?:  )*)(\d+)-(\d+) (.+)$/;
+
+function OutlineView({ text }) {
+  const rows = String(text || '')
+    .split('\n')
+    .slice(1)
+    .map((line) => OUTLINE_ROW.exec(line))
+    .filter(Boolean);
+  if (!rows.length) return null;
+  return html`<div class="tool__outline" data-testid="tool-outline">
+    <p class="tool__outline-title">${t('chat.outline')}</p>
+    <ul>
+      ${rows.map(
+        ([, indent, start, end, name]) => html`<li class=${`tool__outline-d${Math.min(indent.length / 2, 5)}`}
+            data-testid="tool-outline-entry">
+          <code>${name}</code> <span class="muted small">${t('chat.outline_lines', { start, end })}</span>
+        </li>`,
+      )}
+    </ul>
+  </div>`;
+}
+
 export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide, conversationId, thread }) {
   const status = call.status || (result ? (result.is_error ? 'error' : 'done') : 'pending');
   const waiting = status === 'awaiting_approval';
@@ -132,6 +157,7 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
     ${call.name === 'generate_image' && status === 'done' && conversationId &&
     html`<img class="tool__picture" data-testid="tool-picture" alt=${String(call.arguments?.prompt || '')}
       src=${`api/pictures/${encodeURIComponent(conversationId)}/${encodeURIComponent(picturePath(call.id))}`} />`}
+    ${call.name === 'get_outline' && status === 'done' && result && html`<${OutlineView} text=${result.text} />`}
     ${call.name === 'show_file' && status === 'done' && typeof call.arguments?.path === 'string' &&
     html`<a class="btn btn--small" data-testid="tool-open-file" href=${filesHref(call.arguments.path)}>
       ${t('chat.open_in_files')}</a>`}
