@@ -2738,6 +2738,28 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="insert",
         why="insert_at_line puts the text after the line read_file numbered, not before",
     ),
+    Mutant(
+        "HD4",
+        "container paths",
+        "skald/files/router.py",
+        '            if text == where or text.startswith(where + "/"):\n                return None',
+        "            if text == where:\n                return None",
+        ("tests/test_container_paths.py",),
+        keyword="paused",
+        docker=True,
+        why="a mounted path (/home/skald/…) goes through the container, not the host",
+    ),
+    Mutant(
+        "HD5",
+        "container paths",
+        "skald/sandbox/files.py",
+        "        if not can(role, SANDBOX_EXEC):",
+        "        if False:",
+        ("tests/test_container_paths.py",),
+        keyword="another",
+        docker=True,
+        why="a role without sandbox.exec still reaches a container through the file tools",
+    ),
 )
 
 

@@ -38,6 +38,7 @@ from skald.agent.tools import (
     file_touches,
 )
 from skald.errors import NotFoundError, SkaldError
+from skald.files.container import ContainerEntry, ContainerPathMissing, ContainerPaths
 from skald.files.lines import (
     is_crlf,
     joined,
@@ -264,10 +265,13 @@ class FileTool(Tool):
         notes: NoteStores | None = None,
         budget: BudgetSource | None = None,
         spec: ToolSpec | None = None,
+        container: ContainerPaths | None = None,
     ) -> None:
         self.router = router
         self.notes = notes
         self.budget = budget
+        # The member's sandbox, for absolute paths outside every mount (None: no sandbox).
+        self.container = container
         if spec is not None:
             self.spec = spec
 
@@ -302,6 +306,9 @@ class FileTool(Tool):
                 raw = "~"
             if raw is None:
                 raise _Refusal(f"'path' is required. {_PATH_HELP}")
+            inside = None if self.container is None else self.router.container_only(raw)
+            if inside is not None:
+                return await self.in_container(inside, args, ctx)
             parsed = self.router.parse(raw)
             if isinstance(parsed, Virtual):
                 return await self.virtual(parsed, args, ctx)
@@ -327,6 +334,36 @@ class FileTool(Tool):
     async def note(self, args: dict[str, Any]) -> ToolResult:
         """Do the work on a note (`args["path"]` names it; `self.notes` is set)."""
         raise _Refusal(f"{self.name} works on files, not on memory notes.")
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Do the work on a path only the member's container has (`self.box` is set)."""
+        raise _Refusal(
+            f"{path} is inside your sandbox, which {self.name} does not reach; use execute_cmd."
+        )
+
+    @property
+    def box(self) -> ContainerPaths:
+        """The member's container, for `in_container` (only called when there is one)."""
+        assert self.container is not None, "container work without a container"
+        return self.container
+
+    async def box_text(self, path: str, missing_ok: bool = False) -> str | None:
+        """The text of a container file (None when missing and `missing_ok`)."""
+        try:
+            data = await self.box.read(path, MAX_EDIT_BYTES)
+        except ContainerPathMissing:
+            if missing_ok:
+                return None
+            raise
+        if is_binary(data[:BINARY_SAMPLE]):
+            mime = guess_mime(path.rsplit("/", 1)[-1]) or sniff(data[:512])
+            raise _Refusal(
+                f"{path} is a binary file ({mime}, {_size(len(data))}); the file tools show text only."
+            )
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Refusal(f"{path} is not UTF-8 text.") from None
 
     @abstractmethod
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -429,6 +466,14 @@ class ReadFileTool(_Reading):
         text = await asyncio.to_thread(_read_lines, found, offset, limit)
         return ToolResult(content=text, metadata={"path": found.agent_path})
 
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        offset = _int(args, "offset_line", 1, 1)
+        limit = _int(args, "limit_lines", READ_DEFAULT_LINES, 1)
+        text = await self.box_text(path)
+        assert text is not None
+        reader = io.BytesIO(text.encode("utf-8"))
+        return ToolResult(content=_rows_of(reader, path, offset, limit), metadata={"path": path})
+
 
 def _read_lines(found: Resolved, offset: int, limit: int) -> str:
     handle, st = open_read(found)
@@ -438,23 +483,27 @@ def _read_lines(found: Resolved, offset: int, limit: int) -> str:
             raise _Refusal(_binary_note(found, st.st_size, head))
         handle.seek(0)
         reader = io.BufferedReader(handle, buffer_size=64 * 1024)
-        rows = NumberedRows(offset)
-        total = 0
-        counted_all = True
-        scanned = 0
-        full = False
-        for number, raw_line in enumerate(reader, start=1):
-            total = number
-            scanned += len(raw_line)
-            if offset <= number < offset + limit and not full:
-                line = raw_line.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
-                full = not rows.add(number, line)
-            elif number >= offset + limit or full:
-                full = True
-                if scanned > COUNT_LINES_UP_TO:
-                    counted_all = False
-                    break
-    return rows.text(found.agent_path, total, counted_all)
+        return _rows_of(reader, found.agent_path, offset, limit)
+
+
+def _rows_of(reader: io.BufferedIOBase, agent_path: str, offset: int, limit: int) -> str:
+    rows = NumberedRows(offset)
+    total = 0
+    counted_all = True
+    scanned = 0
+    full = False
+    for number, raw_line in enumerate(reader, start=1):
+        total = number
+        scanned += len(raw_line)
+        if offset <= number < offset + limit and not full:
+            line = raw_line.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
+            full = not rows.add(number, line)
+        elif number >= offset + limit or full:
+            full = True
+            if scanned > COUNT_LINES_UP_TO:
+                counted_all = False
+                break
+    return rows.text(agent_path, total, counted_all)
 
 
 # -- write_file and edit_file ---------------------------------------------------------------
@@ -484,14 +533,20 @@ class WriteFileTool(_Writing):
             return write_within(budget, self.paths.writable(raw), data)
 
         entry, created = await _in_thread(write)
-        verb = "Created" if created else "Replaced"
-        return ToolResult(
-            content=(
-                f"{verb} {entry.path} ({_plural(len(text_lines(content)), 'line')}, "
-                f"{_size(entry.size)})."
-            ),
-            metadata={"path": entry.path},
-        )
+        return _wrote(entry.path, created, content, entry.size)
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        content = _text(args, "content")
+        data = _encode(content)
+        return _wrote(path, await self.box.write(path, data), content, len(data))
+
+
+def _wrote(path: str, created: bool, content: str, size: int) -> ToolResult:
+    verb = "Created" if created else "Replaced"
+    return ToolResult(
+        content=(f"{verb} {path} ({_plural(len(text_lines(content)), 'line')}, {_size(size)})."),
+        metadata={"path": path},
+    )
 
 
 class EditFileTool(_Writing):
@@ -505,13 +560,7 @@ class EditFileTool(_Writing):
         return await self.stores.edit(args)
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        old = _text(args, "old_text")
-        new = _text(args, "new_text")
-        replace_all = _flag(args, "replace_all")
-        if not old:
-            raise _Refusal("old_text is empty. To write a whole file, use write_file.")
-        if old == new:
-            raise _Refusal("old_text and new_text are the same, so there is nothing to change.")
+        old, new, replace_all = _edit_args(args)
         budget = await self.current_budget()
 
         def edit(_: threading.Event) -> tuple[str, int]:
@@ -535,10 +584,32 @@ class EditFileTool(_Writing):
             return found.agent_path, count
 
         path, count = await _in_thread(edit)
-        return ToolResult(
-            content=f"Edited {path}: replaced {_plural(count, 'occurrence')}.",
-            metadata={"path": path},
-        )
+        return _edited(path, count)
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        old, new, replace_all = _edit_args(args)
+        before = await self.box_text(path)
+        assert before is not None
+        after, count = replaced_text(before, old, new, replace_all, path, "file")
+        await self.box.write(path, _encode(after))
+        return _edited(path, count)
+
+
+def _edit_args(args: dict[str, Any]) -> tuple[str, str, bool]:
+    old = _text(args, "old_text")
+    new = _text(args, "new_text")
+    replace_all = _flag(args, "replace_all")
+    if not old:
+        raise _Refusal("old_text is empty. To write a whole file, use write_file.")
+    if old == new:
+        raise _Refusal("old_text and new_text are the same, so there is nothing to change.")
+    return old, new, replace_all
+
+
+def _edited(path: str, count: int) -> ToolResult:
+    return ToolResult(
+        content=f"Edited {path}: replaced {_plural(count, 'occurrence')}.", metadata={"path": path}
+    )
 
 
 # -- list_files ---------------------------------------------------------------------------
@@ -567,6 +638,25 @@ class ListFilesTool(_Reading):
             return _listing_text(found, entries, truncated, notes=notes)
 
         return ToolResult(content=await _in_thread(listing))
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        top, rows, cut = await self.box.listing(path, LIST_MAX_ENTRIES)
+        if top.kind != "dir":
+            return ToolResult(content=_entry_line(_box_entry(path, top)))
+        if not rows:
+            return ToolResult(content=f"{path} is empty (inside your sandbox).")
+        folder = path.rstrip("/")
+        lines = [f"{path} (inside your sandbox, {_plural(len(rows), 'entry')}):"]
+        lines += [_entry_line(_box_entry(f"{folder}/{r.name}", r)) for r in rows]
+        if cut:
+            lines.append(f"… and more; only the first {LIST_MAX_ENTRIES} are shown.")
+        return ToolResult(content="\n".join(lines))
+
+
+def _box_entry(path: str, entry: ContainerEntry) -> FileEntry:
+    return FileEntry(
+        name=entry.name, path=path, type=entry.kind, size=entry.size, mtime=entry.mtime, mime=None
+    )
 
 
 def _entry_line(entry: FileEntry) -> str:
@@ -974,17 +1064,20 @@ def _shown(path: str, name: str, mime: str, size: int) -> ToolResult:
 # -- the sets -----------------------------------------------------------------------------
 
 
-def file_tools(router: PathRouter, budget: BudgetSource | None = None) -> list[Tool]:
-    """The file tools alone (no note stores): note paths are refused with a hint."""
+def file_tools(
+    router: PathRouter, budget: BudgetSource | None = None, container: ContainerPaths | None = None
+) -> list[Tool]:
+    """The file tools alone (no note stores): note paths are refused with a hint.
+    `container`: the member's sandbox, for paths only it has (`skald.files.container`)."""
     return [
-        ReadFileTool(router),
-        WriteFileTool(router, budget=budget),
-        EditFileTool(router, budget=budget),
-        ListFilesTool(router),
-        GrepTool(router),
-        GlobTool(router),
-        ShowFileTool(router),
-        *text_tools(router, budget=budget),
+        ReadFileTool(router, container=container),
+        WriteFileTool(router, budget=budget, container=container),
+        EditFileTool(router, budget=budget, container=container),
+        ListFilesTool(router, container=container),
+        GrepTool(router, container=container),
+        GlobTool(router, container=container),
+        ShowFileTool(router, container=container),
+        *text_tools(router, budget=budget, container=container),
     ]
 
 
@@ -997,6 +1090,7 @@ def workspace_tools(
     shared_writable: bool = True,
     shared_readable: bool = True,
     budget: BudgetSource | None = None,
+    container: ContainerPaths | None = None,
 ) -> list[Tool]:
     """One member's tools on files and notes: read_file, write_file, edit_file,
     list_files, memory_search, grep, glob, show_file, and the line tools
@@ -1005,7 +1099,8 @@ def workspace_tools(
 
     The four shared names reach the note mounts through `NoteStores`; `shared_writable` /
     `shared_readable` mean what they mean for `memory_tools`. `budget`: the member's
-    storage budget, checked by every write (files and notes alike).
+    storage budget, checked by every write (files and notes alike). `container`: the
+    member's sandbox, for paths only it has (`skald.files.container`).
     """
     notes = NoteStores(
         owner,
@@ -1017,15 +1112,15 @@ def workspace_tools(
         _indexed(router.member_mounts),
     )
     return [
-        ReadFileTool(router, notes),
-        WriteFileTool(router, notes, budget),
-        EditFileTool(router, notes, budget),
-        ListFilesTool(router, notes),
+        ReadFileTool(router, notes, container=container),
+        WriteFileTool(router, notes, budget, container=container),
+        EditFileTool(router, notes, budget, container=container),
+        ListFilesTool(router, notes, container=container),
         MemorySearchTool(notes),
-        GrepTool(router),
-        GlobTool(router),
-        ShowFileTool(router, notes),
-        *text_tools(router, notes, budget),
+        GrepTool(router, container=container),
+        GlobTool(router, container=container),
+        ShowFileTool(router, notes, container=container),
+        *text_tools(router, notes, budget, container),
     ]
 
 
@@ -1142,6 +1237,14 @@ class _LineChange(_Writing):
         path, said = await _in_thread(change)
         return ToolResult(content=said, metadata={"path": path})
 
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        before = await self.box_text(path, missing_ok=self.creates)
+        if before is None and not self.creates:
+            raise _Refusal(self._missing(path))
+        after, said = self.changed(before, args, path)
+        await self.box.write(path, _encode(after))
+        return ToolResult(content=said, metadata={"path": path})
+
 
 class _TextRead(_Reading):
     """A read of one whole text file or note (`answer` works on its text)."""
@@ -1163,6 +1266,11 @@ class _TextRead(_Reading):
 
         path, said = await _in_thread(read)
         return ToolResult(content=said, metadata={"path": path})
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        text = await self.box_text(path)
+        assert text is not None
+        return ToolResult(content=self.answer(text, args, path), metadata={"path": path})
 
 
 def _str(description: str) -> dict[str, Any]:
@@ -1363,14 +1471,17 @@ class GetOutlineTool(_TextRead):
 
 
 def text_tools(
-    router: PathRouter | None, notes: NoteStores | None = None, budget: BudgetSource | None = None
+    router: PathRouter | None,
+    notes: NoteStores | None = None,
+    budget: BudgetSource | None = None,
+    container: ContainerPaths | None = None,
 ) -> list[FileTool]:
-    """The line tools of one member, on the same router, note stores and budget as the
-    rest of the family (`skald.files.tools.workspace_tools`, `file_tools`)."""
+    """The line tools of one member, on the same router, note stores, budget and sandbox
+    as the rest of the family (`workspace_tools`, `file_tools`)."""
     return [
-        AppendFileTool(router, notes, budget),
-        InsertAtLineTool(router, notes, budget),
-        ReplaceLinesTool(router, notes, budget),
-        SearchFileTool(router, notes),
-        GetOutlineTool(router, notes),
+        AppendFileTool(router, notes, budget, container=container),
+        InsertAtLineTool(router, notes, budget, container=container),
+        ReplaceLinesTool(router, notes, budget, container=container),
+        SearchFileTool(router, notes, container=container),
+        GetOutlineTool(router, notes, container=container),
     ]
