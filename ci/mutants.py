@@ -2760,6 +2760,15 @@ MUTANTS: tuple[Mutant, ...] = (
         docker=True,
         why="a role without sandbox.exec still reaches a container through the file tools",
     ),
+    Mutant(
+        "HD6",
+        "video",
+        "skald/core/conversations.py",
+        "        watch = videos and await self.llm.can_watch_videos(conversation.model_id)",
+        "        watch = videos",
+        ("tests/test_chat_video.py",),
+        why="a video goes to a model that cannot watch videos (the request fails)",
+    ),
 )
 
 

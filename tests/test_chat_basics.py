@@ -240,7 +240,8 @@ async def test_the_routes_resend_and_search_for_the_signed_in_member(
         f"/api/conversations/{conv['id']}/messages",
         json={"text": "plan it", "view_context": [{"label": "page", "value": "Files"}]},
     )
-    assert r.status_code == 202 and r.json() == {"accepted": True, "images_not_seen": False}
+    assert r.status_code == 202
+    assert r.json() == {"accepted": True, "images_not_seen": False, "videos_not_seen": False}
     for _ in range(300):
         items = (await client.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
         if len(items) == 2:

@@ -29,7 +29,7 @@ from skald.agent import TurnDone, TurnResult
 from skald.agent.prompts import defuse_harness_tags
 from skald.core.events import Connection, ServerEvent
 from skald.core.prompt_blocks import view_context_block
-from skald.core.uploads import content_for, conversation_folder, resolve_attachment
+from skald.core.uploads import VIDEO_TYPES, content_for, conversation_folder, resolve_attachment
 from skald.errors import InvalidInputError, NotFoundError
 from skald.files.router import Resolved
 from skald.llm.types import TextPart
@@ -137,6 +137,7 @@ class Sent:
     conversation_id: str
     done: asyncio.Future[TurnResult]
     images_not_seen: bool = False
+    videos_not_seen: bool = False  # the same for a video and a model not marked `video`
 
 
 def _view(view: str | ViewContext | None) -> list[ViewItem]:
@@ -381,9 +382,11 @@ class ConversationService:
         # A picture for a model that cannot see it: send the text, tell the model (and,
         # through `images_not_seen`, the member) instead of failing the whole message.
         see = not pictures or await self.llm.can_see_images(conversation.model_id)
+        videos = any(a.mime in VIDEO_TYPES for a in attachments)
+        watch = videos and await self.llm.can_watch_videos(conversation.model_id)
         if attachments:
             content = await asyncio.to_thread(
-                content_for, layout, mine.user.id, body, attachments, see
+                content_for, layout, mine.user.id, body, attachments, see, watch
             )
         else:
             # Text only: nothing to read from disk, so no thread hop on the turn's path.
@@ -395,7 +398,12 @@ class ConversationService:
         done = await mine.hub.send(
             conversation_id, content, attachments, typed=text, conversation=conversation
         )
-        return Sent(conversation_id=conversation_id, done=done, images_not_seen=not see)
+        return Sent(
+            conversation_id=conversation_id,
+            done=done,
+            images_not_seen=not see,
+            videos_not_seen=videos and not watch,
+        )
 
     async def _command(self, mine: UserRuntime, conversation_id: str, text: str) -> CommandResult:
         name, _, arg = text.strip()[1:].partition(" ")

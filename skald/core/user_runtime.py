@@ -314,7 +314,10 @@ class UserRuntime:
             chosen = None
         return effective_group(chosen, role)
 
-    async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
+    async def turn_setup(
+        self, conversation: Conversation, needs: tuple[str, ...] = ()
+    ) -> TurnSetup:
+        """`needs`: the capabilities the message's parts call for ("vision", "video")."""
         # The role as it is now: a capability removed since the last turn is gone from
         # this one's tools and prompt.
         role = await self.current_role()
@@ -326,7 +329,7 @@ class UserRuntime:
             self.user.id,
             strength=agent.model_strength or "average",
             model_id=conversation.model_id,
-            needs=("vision",) if needs_vision else (),
+            needs=needs,
         )
         # The model that answers unless it fails decides what the turn offers.
         profile = turn_profile(model.candidates[0][0])

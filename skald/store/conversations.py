@@ -17,7 +17,7 @@ import msgspec
 
 from skald.agent.history import CallState, UnfinishedCall
 from skald.errors import ConflictError, NotFoundError
-from skald.llm.types import ImagePart, Message, TextPart
+from skald.llm.types import ImagePart, Message, TextPart, VideoPart
 from skald.store.columns import Col, Columns
 from skald.store.database import Database, change_one, fetch_all, fetch_one
 from skald.store.registry import now_iso
@@ -96,6 +96,8 @@ class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     view: list[ViewItem] = []
     # A picture was attached but not shown to the model (no model in use could see it).
     images_not_seen: bool = False
+    # A video was attached but not shown to the model (the model in use cannot watch them).
+    videos_not_seen: bool = False
     # A member's message: the answers "Answer again" replaced, oldest first (the UI's ‹1/2›).
     earlier_answers: list[str] = []
 
@@ -434,6 +436,9 @@ def _item(r: tuple[Any, ...], states: Mapping[str, str]) -> HistoryItem:
         images_not_seen=message.role == "user"
         and any(a.mime.startswith("image/") for a in attachments)
         and not any(isinstance(p, ImagePart) for p in message.content),
+        videos_not_seen=message.role == "user"
+        and any(a.mime.startswith("video/") for a in attachments)
+        and not any(isinstance(p, VideoPart) for p in message.content),
         seq=r[0],
         role="summary" if r[4] else message.role,
         text=display_text(message),

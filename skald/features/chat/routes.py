@@ -84,6 +84,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True):
     accepted: bool = True
     # A picture went with the message but no model in use can see it: only the text did.
     images_not_seen: bool = False
+    # A video went with it but the model in use cannot watch videos: only its name did.
+    videos_not_seen: bool = False
 
 
 class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -179,7 +181,8 @@ async def send_message(
     )
     if isinstance(out, CommandResult):
         return Response(out, status_code=200)
-    return Response(Accepted(images_not_seen=out.images_not_seen), status_code=202)
+    seen = Accepted(images_not_seen=out.images_not_seen, videos_not_seen=out.videos_not_seen)
+    return Response(seen, status_code=202)
 
 
 @post(
@@ -201,7 +204,7 @@ async def resend_message(
         # No message has it, and SQLite cannot even bind it (an overflow was a 500).
         raise NotFoundError("no such message of yours in this conversation")
     out = await rt.conversations.resend(me, conversation_id, seq, data.text)
-    return Accepted(images_not_seen=out.images_not_seen)
+    return Accepted(images_not_seen=out.images_not_seen, videos_not_seen=out.videos_not_seen)
 
 
 @get("/api/chat/search", guards=CHAT)

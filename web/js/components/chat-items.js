@@ -244,6 +244,7 @@ function UserMessage({ item, pending, ctx }) {
       <${ViewChips} view=${item.view} />
       <${AttachmentList} attachments=${item.attachments} />
       ${item.images_not_seen && html`<p class="msg__note small" data-testid="message-image-not-seen">${t('chat.image_not_seen')}</p>`}
+      ${item.videos_not_seen && html`<p class="msg__note small" data-testid="message-video-not-seen">${t('chat.video_not_seen')}</p>`}
     </div>
     ${!pending && !editing &&
     html`<div class="msg__actions">
