@@ -2769,6 +2769,24 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_chat_video.py",),
         why="a video goes to a model that cannot watch videos (the request fails)",
     ),
+    Mutant(
+        "HD7",
+        "operator agents",
+        "skald/agent/prompts.py",
+        "            if agent.id in shipped:",
+        "            if agent.id in found:",
+        ("tests/test_agents_operator.py",),
+        why="an operator's agent replaces a shipped one of the same id",
+    ),
+    Mutant(
+        "HD8",
+        "operator agents",
+        "skald/core/user_runtime.py",
+        "        if note.is_shared and not self.shared_readable:",
+        "        if False:",
+        ("tests/test_agents_operator.py",),
+        why="a child's agent injects household notes the role may not read",
+    ),
 )
 
 
