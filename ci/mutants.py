@@ -2787,6 +2787,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_agents_operator.py",),
         why="a child's agent injects household notes the role may not read",
     ),
+    Mutant(
+        "HD9",
+        "locale chain",
+        "skald/store/rows.py",
+        '    return own or household or "en"',
+        '    return own or "en"',
+        ("tests/test_locale_chain.py",),
+        why="a member without a language of their own gets English, not the household's",
+    ),
 )
 
 

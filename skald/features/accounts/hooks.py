@@ -91,7 +91,7 @@ def skald_prompt_blocks(member: Member) -> dict[str, str]:
     household = member.server.instance.current.household_name
     return {
         "USER_PROFILE": profile_block(
-            user.display_name, user.profile, user.locale, household=household
+            user.display_name, user.profile, member.locale, household=household
         ),
         "DATETIME": datetime_block(datetime.now(tz), tz),
     }
