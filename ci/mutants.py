@@ -2796,6 +2796,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_locale_chain.py",),
         why="a member without a language of their own gets English, not the household's",
     ),
+    Mutant(
+        "HD10",
+        "the eye",
+        "skald/core/conversations.py",
+        "        room = max(0, min(VIEW_VALUE_MAX, VIEW_TOTAL_MAX - used))",
+        "        room = VIEW_VALUE_MAX",
+        ("tests/test_view_context.py",),
+        why="the view context's total bound is not kept (5 full values pass whole)",
+    ),
 )
 
 

@@ -372,7 +372,7 @@ class ConversationStore:
 # What Skald adds to a member's message for the model (what they were looking at, notes
 # about attachments) is not what they typed: the UI shows only the latter.
 _CONTEXT_BLOCK = re.compile(r"<skald-context>.*?</skald-context>\s*", re.DOTALL)
-_VIEW_LINE = re.compile(r"^- ([^:\n]{1,40}): (.*)$", re.MULTILINE)
+_VIEW_LINE = re.compile(r"^- ([^:\n]{1,120}):(?: (.*))?$")
 ATTACHMENT_NOTE = "[attached: "
 
 
@@ -386,8 +386,22 @@ def view_items(message: Message) -> list[ViewItem]:
         return []
     for p in message.content:
         if isinstance(p, TextPart) and p.text.startswith("<skald-context>"):
-            return [ViewItem(m[1], m[2]) for m in _VIEW_LINE.finditer(p.text)]
+            return _view_lines(p.text)
     return []
+
+
+def _view_lines(block: str) -> list[ViewItem]:
+    """`- label: value` lines, a value going on over lines indented by two spaces."""
+    items: list[ViewItem] = []
+    for line in block.split("\n"):
+        found = _VIEW_LINE.match(line)
+        if found:
+            items.append(ViewItem(found[1], found[2] or ""))
+        elif line.startswith("  ") and items:
+            last = items[-1]
+            value = f"{last.value}\n{line[2:]}" if last.value else line[2:]
+            items[-1] = ViewItem(last.label, value)
+    return items
 
 
 def display_text(message: Message) -> str:

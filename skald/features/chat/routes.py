@@ -18,9 +18,9 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.core.conversations import (
-    VIEW_LABEL_MAX,
-    VIEW_MAX_ITEMS,
-    VIEW_VALUE_MAX,
+    VIEW_INPUT_CHARS,
+    VIEW_INPUT_ITEMS,
+    VIEW_INPUT_LABEL,
     ChatReply,
     CommandInfo,
     CommandResult,
@@ -58,8 +58,9 @@ class ConversationPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
 
 class ViewItemIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    label: Annotated[str, msgspec.Meta(min_length=1, max_length=VIEW_LABEL_MAX)]
-    value: Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+    # Generous: the service trims to its bounds with a note (never a refusal for length).
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=VIEW_INPUT_LABEL)]
+    value: Annotated[str, msgspec.Meta(max_length=VIEW_INPUT_CHARS)]
 
 
 class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -69,8 +70,8 @@ class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     ] = []
     # Label/value items (shown as chips); a bare string is one "page" item (older clients).
     view_context: (
-        Annotated[list[ViewItemIn], msgspec.Meta(max_length=VIEW_MAX_ITEMS)]
-        | Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+        Annotated[list[ViewItemIn], msgspec.Meta(max_length=VIEW_INPUT_ITEMS)]
+        | Annotated[str, msgspec.Meta(max_length=VIEW_INPUT_CHARS)]
         | None
     ) = None
 

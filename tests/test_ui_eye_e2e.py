@@ -1,0 +1,93 @@
+"""The eye (issue 31), in Chromium: on by default; a passage highlighted in a file on the
+Files page reaches the model with its line numbers when the docked chat asks "rewrite
+this", once; the sent message's chips show what it carried (a real `skald serve`, the
+fake provider)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_llm import FakeLLM
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, expect
+
+STORY = "Once upon a time\nthere was a fox\nwho ran fast\nand jumped high\nthe end\n"
+
+# Select lines 2-4 of the code view's text, as a member's mouse would.
+SELECT = """() => {
+  const code = document.querySelector('.code-view__code code');
+  const at = (offset) => {
+    const walk = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    let node;
+    while ((node = walk.nextNode())) {
+      if (offset <= node.length) return [node, offset];
+      offset -= node.length;
+    }
+    throw new Error('offset past the text');
+  };
+  const all = code.textContent;
+  const range = document.createRange();
+  range.setStart(...at(all.indexOf('there was')));
+  range.setEnd(...at(all.indexOf('the end')));
+  const sel = document.getSelection();
+  sel.removeAllRanges();
+  sel.addRange(range);
+}"""
+
+
+@pytest.fixture
+def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    srv.start()
+    admin = Api(srv.url)
+    admin.login(ADMIN, ADMIN_PW)
+    admin.add_model(fake.base_url_openai, "fake-main")
+    assert admin.post("/api/file", json={"path": "story.txt", "content": STORY}).status_code < 300
+    admin.close()
+    yield srv
+    srv.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_highlighted_passage_of_a_file_reaches_the_model_with_line_numbers(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    fake.script("fake-main", ["Rewritten.", "Plain answer."])
+    context = open_context(browser, server)
+    watch = SignedInWatch()
+    try:
+        page = watch.attach("admin", context.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.get_by_test_id("nav-files").click()
+        page.get_by_test_id("dock-toggle").click()
+        docked = page.get_by_test_id("docked-chat")
+        expect(docked.get_by_test_id("chat-page")).to_be_visible()
+        page.goto(f"{server.url}/#/files?path=~&file=~/story.txt")
+        expect(page.get_by_test_id("files-viewer-code")).to_contain_text("there was a fox")
+        expect(docked.get_by_test_id("chat-share-view")).to_have_attribute("aria-pressed", "true")
+        page.evaluate(SELECT)
+        docked.get_by_test_id("chat-input").fill("rewrite this")
+        docked.get_by_test_id("chat-send").click()
+        expect(docked.get_by_test_id("message").filter(has_text="Rewritten.")).to_be_visible()
+        asked = str(fake.bodies()[-1]["messages"])
+        assert "selection (lines 2-4):" in asked, asked
+        assert "     2\\tthere was a fox" in asked and "     4\\tand jumped high" in asked
+        chips = docked.get_by_test_id("message-view-chip")
+        expect(chips.filter(has_text="lines 2-4")).to_have_count(1)
+        # Sent once: the next message carries no passage.
+        docked.get_by_test_id("chat-input").fill("and now?")
+        docked.get_by_test_id("chat-send").click()
+        expect(docked.get_by_test_id("message").filter(has_text="Plain answer.")).to_be_visible()
+        assert "selection" not in str(fake.bodies()[-1]["messages"][-1])
+        assert not watch.problems, watch.problems
+    except BaseException:
+        report_failure(server, watch, "eye")
+        raise
+    finally:
+        context.close()
