@@ -1,7 +1,8 @@
-"""The eye (issue 31), in Chromium: on by default; a passage highlighted in a file on the
-Files page reaches the model with its line numbers when the docked chat asks "rewrite
-this", once; the sent message's chips show what it carried (a real `skald serve`, the
-fake provider)."""
+"""The eye and the dock (issue 31), in Chromium: the eye is on by default; a passage
+highlighted in a file on the Files page reaches the model with its line numbers when
+the docked chat asks "rewrite this", once; the sent message's chips show what it
+carried; the chat docks beside the Files, Tasks and Settings pages and keeps its draft
+from one to the next (a real `skald serve`, the fake provider)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,41 @@ def test_a_highlighted_passage_of_a_file_reaches_the_model_with_line_numbers(
         assert not watch.problems, watch.problems
     except BaseException:
         report_failure(server, watch, "eye")
+        raise
+    finally:
+        context.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_docked_chat_keeps_its_draft_across_files_tasks_and_settings(
+    server: ServerProcess, browser: Browser
+) -> None:
+    context = open_context(browser, server)
+    watch = SignedInWatch()
+    try:
+        page = watch.attach("admin", context.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.get_by_test_id("nav-files").click()
+        page.get_by_test_id("dock-toggle").click()
+        docked = page.get_by_test_id("docked-chat")
+        docked.get_by_test_id("chat-input").fill("half a thought")
+        for route, testid in (
+            ("#/tasks", "tasks-page"),
+            ("#/admin/settings", None),
+            ("#/files", "files-page"),
+        ):
+            page.goto(f"{server.url}/{route}")
+            if testid:
+                expect(page.get_by_test_id(testid)).to_be_visible()
+            expect(docked).to_be_visible()
+            expect(docked.get_by_test_id("chat-input")).to_have_value("half a thought")
+        # The chat page itself never docks beside itself.
+        page.goto(f"{server.url}/#/")
+        expect(page.get_by_test_id("chat-page")).to_be_visible()
+        expect(page.get_by_test_id("docked-chat")).to_have_count(0)
+        assert not watch.problems, watch.problems
+    except BaseException:
+        report_failure(server, watch, "dock")
         raise
     finally:
         context.close()

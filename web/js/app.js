@@ -16,7 +16,7 @@ import { matchPage, PageView, preloadLanding } from './nav.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 import { Icon } from './components/icons.js';
 
-// The chat docked beside a page (Files, Inbox) on a wide screen, so a member can say
+// The chat docked beside any page but the chat itself on a wide screen, so a member can say
 // "summarise this file" while looking at it. Chosen per browser; "share what I'm
 // looking at" then describes the page beside the chat.
 const DOCK_KEY = 'skald.chat.docked';
@@ -96,10 +96,14 @@ function App() {
   if (view.redirect) return null;
   if (view.public) return html`<${view.public} />`;
   const Page = view.page;
-  // The chat page (the '/' entry) docks beside a page that allows it.
+  // The chat page (the '/' entry) docks beside every other page of the app (issue 31);
+  // the conversation and the draft live in chat.js's module state, so they survive
+  // moving from page to page.
   const chat = (state.pages || []).find((p) => p.path === '/');
   const canChat = !!chat && state.me.ui_mode !== 'simple';
-  if (view.dock && wide && canChat) {
+  const entry = view.props && view.props.entry;
+  const dockable = view.dock || (!!entry && entry.path !== '/');
+  if (dockable && wide && canChat) {
     const toggle = () => {
       try {
         localStorage.setItem(DOCK_KEY, dock ? '0' : '1');
