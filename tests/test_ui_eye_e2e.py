@@ -80,12 +80,18 @@ def test_a_highlighted_passage_of_a_file_reaches_the_model_with_line_numbers(
         assert "selection (lines 2-4):" in asked, asked
         assert "     2\\tthere was a fox" in asked and "     4\\tand jumped high" in asked
         chips = docked.get_by_test_id("message-view-chip")
-        expect(chips.filter(has_text="lines 2-4")).to_have_count(1)
-        # Sent once: the next message carries no passage.
+        passage = chips.filter(has_text="lines 2-4")
+        expect(passage).to_have_count(1)
+        # A hover shows the whole passage it carried.
+        expect(passage).to_have_attribute(
+            "title", "     2\tthere was a fox\n     3\twho ran fast\n     4\tand jumped high"
+        )
+        # Sent once, and the same view is not sent again: the next message carries none.
         docked.get_by_test_id("chat-input").fill("and now?")
         docked.get_by_test_id("chat-send").click()
         expect(docked.get_by_test_id("message").filter(has_text="Plain answer.")).to_be_visible()
-        assert "selection" not in str(fake.bodies()[-1]["messages"][-1])
+        last = str(fake.bodies()[-1]["messages"][-1])
+        assert "selection" not in last and "Viewing at the time" not in last, last
         assert not watch.problems, watch.problems
     except BaseException:
         report_failure(server, watch, "eye")

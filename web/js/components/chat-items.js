@@ -197,12 +197,19 @@ function CopyButton({ text }) {
 }
 
 // What the member shared of their view with the message: chips, never text.
+// A passage can be long: the chip shows its start, a hover (title) the whole of it.
+function chipText(value) {
+  const first = String(value).split('\n')[0].trim();
+  const short = first.length > 60 ? `${first.slice(0, 59)}…` : first;
+  return String(value).includes('\n') ? `${short} …` : short;
+}
+
 function ViewChips({ view }) {
   if (!view || !view.length) return null;
   return html`<ul class="view-chips" data-testid="message-view" aria-label=${t('chat.view_shared')}>
-    ${view.map((v) => html`<li class="view-chip" data-testid="message-view-chip">
+    ${view.map((v) => html`<li class="view-chip" data-testid="message-view-chip" title=${v.value}>
       <span class="view-chip__label">${t(`chat.view_${v.label}`) === `chat.view_${v.label}` ? v.label : t(`chat.view_${v.label}`)}</span>
-      <span class="view-chip__value">${v.value}</span></li>`)}
+      <span class="view-chip__value">${chipText(v.value)}</span></li>`)}
   </ul>`;
 }
 

@@ -122,6 +122,19 @@ function viewContext() {
   return items;
 }
 
+// What was last shared in each conversation: the same view is not sent again (issue 31;
+// agents/common/view-context.md tells the model it comes only when the view changes).
+const lastShared = new Map();
+
+function freshView(conversationId) {
+  const items = viewContext();
+  const passage = items.some((i) => i.label.startsWith('selection'));
+  const key = JSON.stringify(items.filter((i) => !i.label.startsWith('selection')));
+  if (!passage && lastShared.get(conversationId) === key) return null;
+  lastShared.set(conversationId, key);
+  return items;
+}
+
 function formatUsage(usage, locale) {
   const nf = new Intl.NumberFormat(locale, { notation: 'compact', maximumFractionDigits: 1 });
   const u = usage || { input_tokens: 0, output_tokens: 0, cost_usd: null };
@@ -506,7 +519,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef, submitRef
       await sendMessage(id, {
         text: said === null ? text.trim() : said,
         attachments: ready.map(({ name, path, mime, size }) => ({ name, path, mime, size })),
-        viewContext: share && !simple ? viewContext() : null,
+        viewContext: share && !simple ? freshView(id) : null,
       });
       setText('');
       drafts.delete(id);
