@@ -6,6 +6,7 @@ from one to the next (a real `skald serve`, the fake provider)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,8 @@ def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
     admin.login(ADMIN, ADMIN_PW)
     admin.add_model(fake.base_url_openai, "fake-main")
     assert admin.post("/api/file", json={"path": "story.txt", "content": STORY}).status_code < 300
+    long = {"path": "long.txt", "content": "z" * 20_000 + "\n"}
+    assert admin.post("/api/file", json=long).status_code < 300
     admin.close()
     yield srv
     srv.close()
@@ -130,6 +133,48 @@ def test_the_docked_chat_keeps_its_draft_across_files_tasks_and_settings(
         assert not watch.problems, watch.problems
     except BaseException:
         report_failure(server, watch, "dock")
+        raise
+    finally:
+        context.close()
+
+
+SELECT_ALL = """() => {
+  const code = document.querySelector('.code-view__code code');
+  const range = document.createRange();
+  range.selectNodeContents(code);
+  const sel = document.getSelection();
+  sel.removeAllRanges();
+  sel.addRange(range);
+}"""
+
+
+@pytest.mark.timeout(120)
+def test_a_20000_character_passage_is_trimmed_with_a_note_not_refused(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    fake.script("fake-main", ["Trimmed."])
+    context = open_context(browser, server)
+    watch = SignedInWatch()
+    try:
+        page = watch.attach("admin", context.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.get_by_test_id("nav-files").click()
+        page.get_by_test_id("dock-toggle").click()
+        docked = page.get_by_test_id("docked-chat")
+        page.goto(f"{server.url}/#/files?path=~&file=~/long.txt")
+        expect(page.get_by_test_id("files-viewer-code")).to_contain_text("zzzz")
+        page.evaluate(SELECT_ALL)
+        docked.get_by_test_id("chat-input").fill("shorten this")
+        docked.get_by_test_id("chat-send").click()
+        expect(docked.get_by_test_id("message").filter(has_text="Trimmed.")).to_be_visible()
+        asked = str(fake.bodies()[-1]["messages"][-1])
+        assert "selection (lines 1-1):" in asked and "characters left out]" in asked, asked[-300:]
+        assert asked.count("z") < 5000
+        passage = docked.get_by_test_id("message-view-chip").filter(has_text="lines 1-1")
+        expect(passage).to_have_attribute("title", re.compile(r"characters left out\]$"))
+        assert not watch.problems, watch.problems
+    except BaseException:
+        report_failure(server, watch, "eye-trim")
         raise
     finally:
         context.close()
