@@ -1,8 +1,8 @@
 """The eye and the dock (issue 31), in Chromium: the eye is on by default; a passage
 highlighted in a file on the Files page reaches the model with its line numbers when
 the docked chat asks "rewrite this", once; the sent message's chips show what it
-carried; the chat docks beside the Files, Tasks and Settings pages and keeps its draft
-from one to the next (a real `skald serve`, the fake provider)."""
+carried; the chat docks beside the Files, Tasks and Settings pages, resizable, and
+keeps its draft and width from one to the next (a real `skald serve`, the fake provider)."""
 
 from __future__ import annotations
 
@@ -115,6 +115,16 @@ def test_the_docked_chat_keeps_its_draft_across_files_tasks_and_settings(
         page.get_by_test_id("nav-files").click()
         page.get_by_test_id("dock-toggle").click()
         docked = page.get_by_test_id("docked-chat")
+        # Resizable: its left edge dragged 120 pixels to the left widens it, and stays.
+        before = docked.bounding_box()
+        handle = page.get_by_test_id("dock-handle").bounding_box()
+        assert before is not None and handle is not None
+        page.mouse.move(handle["x"] + 3, handle["y"] + 100)
+        page.mouse.down()
+        page.mouse.move(handle["x"] - 117, handle["y"] + 100, steps=5)
+        page.mouse.up()
+        wider = docked.bounding_box()
+        assert wider is not None and wider["width"] > before["width"] + 100, (before, wider)
         docked.get_by_test_id("chat-input").fill("half a thought")
         for route, testid in (
             ("#/tasks", "tasks-page"),
@@ -126,6 +136,8 @@ def test_the_docked_chat_keeps_its_draft_across_files_tasks_and_settings(
                 expect(page.get_by_test_id(testid)).to_be_visible()
             expect(docked).to_be_visible()
             expect(docked.get_by_test_id("chat-input")).to_have_value("half a thought")
+            kept = docked.bounding_box()
+            assert kept is not None and abs(kept["width"] - wider["width"]) < 2
         # The chat page itself never docks beside itself.
         page.goto(f"{server.url}/#/")
         expect(page.get_by_test_id("chat-page")).to_be_visible()
