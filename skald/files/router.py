@@ -345,7 +345,7 @@ class PathRouter:
         if len(text) > MAX_PATH_CHARS or "\0" in text:
             raise _invalid(raw, f"NUL or longer than {MAX_PATH_CHARS} characters")
         segments = [s for s in text.split("/") if s not in ("", ".")]
-        if ".." in segments:
+        if any(s == ".." for s in segments):
             raise _invalid(raw, "'..' is not allowed; write the whole path")
         return "/" + "/".join(segments)
 

@@ -1176,11 +1176,12 @@ CONTEXT_MAX: Final = 20
 def _whole_text(found: Resolved, missing_ok: bool) -> str | None:
     """The file's text (None when it does not exist and `missing_ok`), by descriptor."""
     try:
-        handle, st = open_read(found)
+        opened = open_read(found)
     except NotFoundError:
         if missing_ok:
             return None
         raise
+    handle, st = opened
     with handle:
         if st.st_size > MAX_EDIT_BYTES:
             raise _Refusal(
