@@ -179,13 +179,27 @@ def _tag_safe(text: str, limit: int) -> str:
     return _one_line(text.replace("<", "‹").replace(">", "›"), limit)
 
 
-def view_context_block(view: Mapping[str, str]) -> str:
+def view_context_block(view: Mapping[str, str] | Sequence[tuple[str, str]]) -> str:
     """What the member is looking at in the app, as Skald attaches it to a message
-    (empty if nothing). The fragment `agents/common/view-context.md` names the heading."""
-    items = [(k, v) for k, v in view.items() if k.strip() and v.strip()]
+    (empty if nothing), items in their order, repeats kept. A value of several lines (a
+    passage with its line numbers) follows its label on lines indented by two spaces. The
+    fragment `agents/common/view-context.md` names the heading."""
+    pairs = list(view.items()) if isinstance(view, Mapping) else list(view)
+    items = [(k, v) for k, v in pairs if k.strip() and v.strip()]
     if not items:
         return ""
     lines = [f"<{HARNESS_TAG}>", VIEW_HEADING]
-    lines += [f"- {_tag_safe(k, 40)}: {_tag_safe(v, 500)}" for k, v in items]
+    for k, v in items:
+        if "\n" not in v:
+            lines.append(f"- {_tag_safe(k, 120)}: {_tag_safe(v, 4096)}")
+            continue
+        lines.append(f"- {_tag_safe(k, 120)}:")
+        lines += [f"  {_line_safe(line)}" for line in v.split("\n")]
     lines.append(f"</{HARNESS_TAG}>")
     return "\n".join(lines)
+
+
+def _line_safe(line: str) -> str:
+    # One line of a passage: tabs and spacing kept, nothing that closes or opens a block.
+    kept = "".join(ch if ch == "\t" or ch >= " " else " " for ch in line)
+    return kept.replace("<", "‹").replace(">", "›")[:4096]

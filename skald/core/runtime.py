@@ -14,7 +14,7 @@ from typing import TextIO
 import msgspec
 
 from skald import __version__
-from skald.agent.prompts import load_agents, unknown_placeholders
+from skald.agent.prompts import load_agents, load_operator_agents, unknown_placeholders
 from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.accounts import AccountService
@@ -71,6 +71,12 @@ class Runtime:
         self.plugins = core.plugins
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
+        # The operator's own agents (data/agents/), checked the same way; a broken one is
+        # left out and logged at start (`_start`), never stopping it.
+        added, self.broken_agents = load_operator_agents(
+            self.agents_root, core.layout.agents_dir, self.agents
+        )
+        self.agents = {**self.agents, **added}
         self.shared_memory = SharedMemoryStore(core.registry.db)
         self.storage = StorageAccountant(core.layout, core.config)
         self.storage_guard = StorageGuard(self.storage, lambda: self.sandbox)
@@ -127,6 +133,8 @@ class Runtime:
         # The placeholders the features declare (two declaring one name stops the start);
         # one an agent uses that nobody declares renders empty, so say so once.
         known = self.plugins.placeholders()
+        for broken in self.broken_agents:
+            log.error("operator agent left out", reason=str(broken))
         for agent in self.agents.values():
             if unknown := unknown_placeholders(agent, self.agents_root, known):
                 log.warning("agent uses unknown placeholders", agent=agent.id, names=unknown)

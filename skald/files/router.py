@@ -330,6 +330,25 @@ class PathRouter:
 
     # -- lexical ----------------------------------------------------------------------
 
+    def container_only(self, raw: object) -> str | None:
+        """`raw` as a path inside the member's container when it is absolute and outside
+        every mount's container path (`skald.files.container`); None otherwise. Any
+        character but NUL may be in it (it is only ever an argument, never shell text);
+        `..` is refused, as everywhere."""
+        if not isinstance(raw, str) or not raw.replace("\\", "/").startswith("/"):
+            return None
+        text = raw.replace("\\", "/")
+        for mount in self._in_container:
+            where = mount.container_path or ""
+            if text == where or text.startswith(where + "/"):
+                return None
+        if len(text) > MAX_PATH_CHARS or "\0" in text:
+            raise _invalid(raw, f"NUL or longer than {MAX_PATH_CHARS} characters")
+        segments = [s for s in text.split("/") if s not in ("", ".")]
+        if any(s == ".." for s in segments):
+            raise _invalid(raw, "'..' is not allowed; write the whole path")
+        return "/" + "/".join(segments)
+
     def parse(self, raw: object) -> tuple[Mount, list[str]] | Virtual:
         """Which place `raw` names and the components below its root (no I/O)."""
         if not isinstance(raw, str):

@@ -22,6 +22,7 @@ import msgspec
 
 from skald.errors import ConfigError
 from skald.permissions import Capability, can
+from skald.store.rows import effective_locale
 
 if TYPE_CHECKING:
     import asyncio
@@ -220,7 +221,11 @@ class Member:
 
     @property
     def locale(self) -> str:
-        return self._live.user.locale
+        """The member's language: their own, else the household's now."""
+        instance = self._live.instance
+        return effective_locale(
+            self._live.user.locale, instance.current.language if instance else None
+        )
 
     def timezone(self) -> ZoneInfo:
         return self._live.timezone()
