@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout
+    from skald.plugins.specs import SystemAgent
     from skald.quota import BudgetSource
     from skald.sandbox.manager import SandboxManager
     from skald.store.database import Database
@@ -173,6 +174,12 @@ class Server:
     @property
     def app_built(self) -> asyncio.Event:
         return self._live.app_built
+
+    def system_agents(self) -> list[SystemAgent]:
+        return self._live.plugins.system_agents(self)
+
+    def works_signed_out(self, user_id: str) -> bool:
+        return self._live.kept_keys.is_kept(user_id)
 
     # -- state slots --------------------------------------------------------------------
 

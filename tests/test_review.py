@@ -1,0 +1,180 @@
+"""The nightly conversation review, end to end on real SQLCipher files with a scripted
+model: a worrying day writes exactly one report that both parents (and nobody else) can
+read; a quiet day writes none; a second pass the same night does nothing; third
+parties' phone numbers and e-mail addresses never reach the stored report, and an
+answer that keeps one is not stored at all; a locked parent is skipped and served when
+they unlock; the child sees a plain line for every read of their messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import signed_in
+from fake_llm import FakeLLM
+from review_support import (
+    REPORT,
+    WORRY,
+    child_says,
+    family,
+    reports,
+    runner,
+    runtime_fixture,  # noqa: F401  (the `runtime` fixture)
+    sign_in,
+    with_model,
+)
+
+from skald.core.runtime import Runtime
+from skald.features.review.store import ReviewStore
+from skald.features.system_agents.household import reader
+from skald.features.system_agents.store import RunLog
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+async def test_a_worrying_day_writes_one_report_both_parents_read_and_nobody_else(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    make_client,  # type: ignore[no-untyped-def]
+) -> None:
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "mum")
+    await sign_in(runtime, "dad")
+    await child_says(runtime, fake_llm, ids["tim"], "help me with fractions", WORRY)
+    fake_llm.script("model-a", [REPORT])
+
+    assert await runner(runtime).pass_once() == 1
+    review = fake_llm.bodies()[-1]
+    assert "tools" not in review or review["tools"] == []  # no tools at all
+    transcript = review["messages"][-1]["content"]
+    assert WORRY in transcript and "help me with fractions" in transcript
+    assert "- Age: unknown" in review["messages"][0]["content"]
+
+    store = reports(runtime)
+    for name in ("mum", "dad"):
+        (only,) = await store.readable(await reader(runtime.server.db, ids[name]))
+        assert only.title == "Tim felt nobody would notice him"
+        assert (only.severity, only.audience, only.subject_name) == ("alert", "supervisors", "tim")
+    for name in ("tim", "ada"):
+        assert await store.readable(await reader(runtime.server.db, ids[name])) == []
+
+    # Through the API: dad's badge counts it, opening it clears the badge; ada and tim
+    # are told it does not exist.
+    dad = await signed_in(make_client, "dad")
+    assert (await dad.call("GET", "/api/reports/unread")).json() == {"count": 1}
+    (listed,) = (await dad.call("GET", "/api/reports")).json()
+    r = await dad.call("GET", f"/api/reports/{listed['id']}")
+    assert r.status_code == 200 and "## Worth your attention" in r.json()["body"], r.text
+    assert (await dad.call("GET", "/api/reports/unread")).json() == {"count": 0}
+    mum = await signed_in(make_client, "mum")
+    assert (await mum.call("GET", "/api/reports/unread")).json() == {"count": 1}  # per reader
+    for name in ("tim", "ada"):
+        other = await signed_in(make_client, name)
+        assert (await other.call("GET", f"/api/reports/{listed['id']}")).status_code == 404
+        assert (await other.call("GET", "/api/reports")).json() == []
+
+    # The alert reached both parents' notifications, nobody else's.
+    for name in ("mum", "dad"):
+        notes, _ = await (await runtime.notifications.store(ids[name])).page(limit=10)
+        assert [n.link for n in notes] == [f"/reports?r={listed['id']}"]
+    for name in ("tim", "ada"):
+        notes, _ = await (await runtime.notifications.store(ids[name])).page(limit=10)
+        assert notes == []
+
+    # The child sees a plain line for the read, with no content.
+    tim = await signed_in(make_client, "tim")
+    lines = (await tim.call("GET", "/api/review/lines")).json()
+    assert [p["name"] for p in lines["reviewed_for"]] == ["mum", "dad"]
+    (audit,) = lines["audit"]
+    assert (audit["reader_name"], audit["messages"]) == ("mum", 4)
+    assert WORRY not in json.dumps(lines)
+
+    # mum's run log has one completed run with counters; a second pass tonight does nothing.
+    (run,) = await RunLog(runtime.user_runtimes[ids["mum"]].handle.db).runs()
+    assert (run.status, run.stats["reports"], run.stats["messages"]) == ("completed", 1, 4)
+    requests = len(fake_llm.bodies())
+    assert await runner(runtime).pass_once(force=True) == 0
+    assert len(fake_llm.bodies()) == requests
+    assert len(await RunLog(runtime.user_runtimes[ids["mum"]].handle.db).runs()) == 1
+
+
+async def test_a_quiet_day_writes_no_report_and_moves_the_coverage(
+    runtime: Runtime, fake_llm: FakeLLM
+) -> None:
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "dad")
+    await child_says(runtime, fake_llm, ids["tim"], "what is 7 times 8?")
+    fake_llm.script("model-a", ["NOTHING_TO_REPORT"])
+
+    assert await runner(runtime).pass_once() == 1
+    assert await reports(runtime).readable(await reader(runtime.server.db, ids["dad"])) == []
+    (run,) = await RunLog(runtime.user_runtimes[ids["dad"]].handle.db).runs()
+    assert (run.status, run.stats["quiet"], run.stats["reports"]) == ("completed", 1, 0)
+    assert await ReviewStore(runtime.server.db).covered_through(ids["tim"]) is not None
+
+
+async def test_third_party_phone_and_email_never_reach_the_stored_report(
+    runtime: Runtime, fake_llm: FakeLLM
+) -> None:
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "mum")
+    planted = "he said text me on +39 347 555 0199 or luca.rossi@example.com"
+    await child_says(runtime, fake_llm, ids["tim"], planted)
+    keeps = REPORT + "\nHe gave +39 347 555 0199 and luca.rossi@example.com."
+    fake_llm.script("model-a", [keeps])
+
+    assert await runner(runtime).pass_once() == 1
+    (only,) = await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))
+    opened = await reports(runtime).open(await reader(runtime.server.db, ids["mum"]), only.id)
+    assert "[phone number]" in opened.body and "[e-mail address]" in opened.body
+    raw = runtime.core.layout.system_db.read_bytes()
+    wal = runtime.core.layout.system_db.with_name(runtime.core.layout.system_db.name + "-wal")
+    raw += wal.read_bytes() if wal.exists() else b""
+    assert b"[phone number]" in raw  # the report is in these bytes...
+    assert b"555 0199" not in raw and b"5550199" not in raw  # ...and the identifiers are not
+    assert b"luca.rossi" not in raw
+
+
+async def test_a_model_answer_that_keeps_an_identifier_in_disguise_fails_closed(
+    runtime: Runtime, fake_llm: FakeLLM
+) -> None:
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "mum")
+    await child_says(runtime, fake_llm, ids["tim"], "write to luca.rossi@example.com, 3475550199")
+    fake_llm.script(
+        "model-a", [REPORT + "\nWrite to luca.rossi at example dot com, or 347 555, then 0199."]
+    )
+
+    assert await runner(runtime).pass_once() == 1
+    assert await reports(runtime).readable(await reader(runtime.server.db, ids["mum"])) == []
+    (run,) = await RunLog(runtime.user_runtimes[ids["mum"]].handle.db).runs()
+    assert run.status == "failed"
+    assert run.error is not None and "e-mail address from the conversations" in run.error
+    assert "phone number from the conversations" in run.error
+    assert "luca" not in run.error and "5550199" not in run.error
+    # Not covered: the next pass reviews the same window again.
+    assert await ReviewStore(runtime.server.db).covered_through(ids["tim"]) is None
+
+
+async def test_a_locked_parent_is_skipped_quietly_and_served_at_unlock(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    logged,  # type: ignore[no-untyped-def]
+) -> None:
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    await child_says(runtime, fake_llm, ids["tim"], WORRY)
+    assert runtime.user_runtimes.get(ids["mum"]) is None  # encrypted, locked
+
+    assert await runner(runtime).pass_once() == 0
+    assert "system agent skipped: member locked" in logged.getvalue()
+    assert len(fake_llm.bodies()) == 1  # only the child's turn
+
+    await sign_in(runtime, "mum")
+    fake_llm.script("model-a", [REPORT])
+    assert await runner(runtime).pass_once() == 1
+    assert len(await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))) == 1
