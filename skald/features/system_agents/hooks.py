@@ -61,7 +61,7 @@ def skald_pages() -> list[Page]:
             component="ReportsPage",
             icon="inbox",
             testid="nav-reports",
-            count="api/reports/unread",
+            count="/api/reports/unread",
         ),
         Page(
             path="/system-agents",
