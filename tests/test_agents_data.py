@@ -133,10 +133,12 @@ def test_kid_agent_is_safe_and_honest_with_children() -> None:
         "not their fault",
         "emergency number",
         "never promise to keep a secret",
-        "can see these conversations",
+        "get short reports about these conversations, not every message",
         "hurt themselves",
     ):
         assert needle in text, needle
+    # What the product does not do is not promised (issue 25: grown-ups get reports).
+    assert "can see these conversations" not in text and "may read this" not in text
 
 
 def test_the_seeded_roles_name_shipped_chat_agents() -> None:

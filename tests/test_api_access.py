@@ -503,6 +503,19 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         )
         for action in ("deactivate", "activate", "delete")
     ),
+    # People: each member reads their own directory profile and links; the People page's
+    # routes (profiles, supervision links) are administrators' only.
+    ("GET", "/api/people/me", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/people/{victim}/profile", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/people/{victim}/profile",
+        {"date_of_birth": "2015-06-01", "sex": "girl"},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("GET", "/api/people/links", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("PUT", "/api/people/links/{ada}/{victim}", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("DELETE", "/api/people/links/{ada}/{victim}", None, {"anon": 401, A: 204, M: 403, C: 403}),
     # System agents and reports (issue 25): runs are the caller's own, health and
     # settings are for admins; a report about tim for his supervisors (mum) is "not
     # found" for everyone else, tim included.

@@ -14,12 +14,13 @@ minute) and must keep one field per line, so a member's profile cannot forge a h
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime, timedelta
 from typing import Final, Literal
 from zoneinfo import ZoneInfo
 
 from skald.agent.prompts import HARNESS_TAG, AgentDef
+from skald.store.people import Directory, age_on
 
 # Placeholders the shipped agents already use whose features are not built yet: they
 # render empty until then. Each comment names what will fill it (C-numbers: the design's
@@ -86,18 +87,50 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def profile_block(
-    display_name: str, profile: Mapping[str, str], locale: str | None = None, household: str = ""
+    display_name: str,
+    profile: Mapping[str, str],
+    locale: str | None = None,
+    household: str = "",
+    *,
+    directory: Directory | None = None,
+    today: date | None = None,
+    supervisors: Sequence[str] = (),
 ) -> str:
-    """USER_PROFILE: the member's name, household, language and free-form profile fields."""
+    """USER_PROFILE: the member's name, household, directory profile (date of birth with
+    the age on `today`, sex, notes), language, the remaining free-form profile fields and
+    who supervises them. Unset directory values say so (`unknown`, `not specified`) so the
+    model never guesses; the notes line is left out when there are none."""
     lines = ["## Who you are talking with", f"- Name: {_one_line(display_name, 80)}"]
     if household.strip():
         lines.append(f"- Household: {_one_line(household, 80)}")
-    if locale:
-        lines.append(f"- Language of the app: {_one_line(locale, 16)}")
+    if directory is not None:
+        lines += _directory_lines(directory, today)
+    lines.append(f"- Preferred language: {_one_line(locale, 16) if locale else 'not specified'}")
     for key, value in profile.items():
         if value.strip():
             lines.append(f"- {_one_line(key, 40)}: {_one_line(value, 300)}")
+    if directory is not None and directory.notes.strip():
+        lines.append(
+            f"- Notes from the household's administrator: {_one_line(directory.notes, 2000)}"
+        )
+    if supervisors:
+        names = ", ".join(_one_line(n, 80) for n in supervisors)
+        lines.append(
+            f"- Supervised by: {names}. These grown-ups can get short reports about "
+            "what this member talks about here, not every message."
+        )
     return "\n".join(lines)
+
+
+def _directory_lines(directory: Directory, today: date | None) -> list[str]:
+    born = directory.date_of_birth
+    if born is None:
+        birth = "unknown"
+    else:
+        age = age_on(born, today or date.today())
+        birth = f"{born.isoformat()} (age {age})"
+    sex = _one_line(directory.sex, 40) if directory.sex.strip() else "not specified"
+    return [f"- Date of birth: {birth}", f"- Sex: {sex}"]
 
 
 _INDEX_TITLES: Final = {

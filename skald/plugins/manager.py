@@ -66,6 +66,7 @@ BUILTINS: Final = (
     "skald.features.setup.hooks",
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
+    "skald.features.people.hooks",
     "skald.features.system_agents.hooks",
     "skald.features.review.hooks",
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from skald.core.prompt_blocks import datetime_block, profile_block
+from skald.core.prompt_blocks import datetime_block
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
 from skald.plugins.specs import Page, WebFiles, feature_folder
@@ -79,20 +79,15 @@ def skald_web_files() -> list[WebFiles]:
 @hookimpl
 def skald_placeholders() -> dict[str, str]:
     return {
-        "USER_PROFILE": "who the agent is talking with (profile_block)",
         "DATETIME": "the local date and the hour, with the timezone (datetime_block)",
     }
 
 
 @hookimpl
 def skald_prompt_blocks(member: Member) -> dict[str, str]:
-    user = member.user
+    # USER_PROFILE (who the member is) is the people feature's.
     tz = member.timezone()
-    household = member.server.instance.current.household_name
     return {
-        "USER_PROFILE": profile_block(
-            user.display_name, user.profile, user.locale, household=household
-        ),
         "DATETIME": datetime_block(datetime.now(tz), tz),
     }
 

@@ -1,0 +1,73 @@
+"""People: the directory profile, supervision links, and who the assistant is talking with
+(`USER_PROFILE`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from skald.core.prompt_blocks import profile_block
+from skald.plugins import hookimpl
+from skald.plugins.specs import WebFiles, feature_folder
+from skald.store import people
+from skald.store.database import fetch_all
+
+if TYPE_CHECKING:
+    from skald.plugins.facade import Member
+    from skald.store.migrations import Feature
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    from skald.features.people.schema import PEOPLE
+
+    return [PEOPLE] if schema == "registry" else []
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.people.routes import ROUTES
+
+    return list(ROUTES)
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # web/people.js (the People page's editor, the profile's supervision line) and i18n/.
+    return [WebFiles("people", feature_folder(__file__, "people"))]
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {"USER_PROFILE": "who the agent is talking with (profile_block)"}
+
+
+@hookimpl
+async def skald_prompt_blocks(member: Member) -> dict[str, str]:
+    user, _ = await member.fetch()
+    db = member.server.db
+    directory = await people.directory_of(db, user.id)
+    supervisors = await db.call(lambda c: _supervisor_names(c, user.id))
+    household = member.server.instance.current.household_name
+    block = profile_block(
+        user.display_name,
+        user.profile,
+        user.locale,
+        household=household,
+        directory=directory,
+        # The member's own date: the age changes on their birthday where they are.
+        today=datetime.now(member.timezone()).date(),
+        supervisors=supervisors,
+    )
+    return {"USER_PROFILE": block}
+
+
+def _supervisor_names(c: Any, user_id: str) -> list[str]:
+    rows = fetch_all(
+        c,
+        "SELECT u.display_name, u.username FROM people_supervision s "
+        "JOIN users u ON u.id = s.supervisor_id WHERE s.supervised_id = ? "
+        "ORDER BY s.created_at, s.supervisor_id",
+        (user_id,),
+    )
+    return [str(name or username) for name, username in rows]

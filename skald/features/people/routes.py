@@ -1,0 +1,142 @@
+"""The People API: directory profiles and supervision links (administrators, capability
+`admin.users`), and each member's own view of both (`/api/people/me`, any signed-in member).
+
+Thin: parse, authorise, call `skald.store.people`, serialise. A member reads only their
+own profile and links; every other route is the People page's and needs `admin.users`.
+
+Trap: the notes are shown to the member they are about (on their profile and, through
+the prompt, by their assistant): an administrator writes nothing there they would not
+tell them.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import msgspec
+from litestar import Response, delete, get, put
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from skald.api.deps import AuthRequest, requires
+from skald.api.openapi import errors
+from skald.core.users import ADMIN_USERS
+from skald.plugins.facade import Server  # Litestar reads the routes' annotations
+from skald.store import people
+from skald.store.database import fetch_all
+
+ADMIN = [requires(ADMIN_USERS)]
+
+
+class ProfileIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A directory profile as the People page saves it: the whole of it (None / "": unset).
+    Lengths and dates are checked by `check_profile`, for a message that says which."""
+
+    date_of_birth: str | None = None
+    sex: str = ""
+    notes: str = ""
+
+
+class ProfileOut(msgspec.Struct, frozen=True, kw_only=True):
+    user_id: str
+    date_of_birth: str | None
+    age: int | None  # on the household's date today; None: unknown
+    sex: str
+    notes: str
+
+
+class Person(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    username: str
+    display_name: str
+
+
+class LinkOut(msgspec.Struct, frozen=True, kw_only=True):
+    supervisor_id: str
+    supervised_id: str
+    created_at: str
+
+
+class MineOut(msgspec.Struct, frozen=True, kw_only=True):
+    """The caller's own directory profile, who supervises them, and whom they supervise."""
+
+    profile: ProfileOut
+    supervised_by: list[Person]
+    supervising: list[Person]
+
+
+def household_today(server: Server) -> date:
+    return datetime.now(server.instance.timezone()).date()
+
+
+def _profile_out(p: people.MemberProfile) -> ProfileOut:
+    born = p.date_of_birth.isoformat() if p.date_of_birth else None
+    return ProfileOut(user_id=p.user_id, date_of_birth=born, age=p.age, sex=p.sex, notes=p.notes)
+
+
+async def _people(server: Server, ids: list[str]) -> list[Person]:
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = await server.db.call(
+        lambda c: fetch_all(
+            c, f"SELECT id, username, display_name FROM users WHERE id IN ({marks})", ids
+        )
+    )
+    by_id = {r[0]: Person(id=r[0], username=r[1], display_name=r[2] or r[1]) for r in rows}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+@get("/api/people/me")
+async def my_people(request: AuthRequest, server: NamedDependency[Server]) -> MineOut:
+    me = request.user.user.id
+    profile = await people.profile_of(server.db, me, household_today(server))
+    return MineOut(
+        profile=_profile_out(profile),
+        supervised_by=await _people(server, await people.supervisors_of(server.db, me)),
+        supervising=await _people(server, await people.supervised_by(server.db, me)),
+    )
+
+
+@get("/api/people/{user_id:str}/profile", guards=ADMIN, responses=errors(404))
+async def get_profile(user_id: FromPath[str], server: NamedDependency[Server]) -> ProfileOut:
+    return _profile_out(await people.profile_of(server.db, user_id, household_today(server)))
+
+
+@put("/api/people/{user_id:str}/profile", guards=ADMIN, responses=errors(400, 404))
+async def put_profile(
+    user_id: FromPath[str], data: JSONBody[ProfileIn], server: NamedDependency[Server]
+) -> ProfileOut:
+    today = household_today(server)
+    checked = people.check_profile(data.date_of_birth, data.sex, data.notes, today)
+    await people.set_directory(server.db, user_id, checked)
+    return _profile_out(await people.profile_of(server.db, user_id, today))
+
+
+@get("/api/people/links", guards=ADMIN)
+async def list_links(server: NamedDependency[Server]) -> list[LinkOut]:
+    return [LinkOut(**vars(link)) for link in await people.links(server.db)]
+
+
+@put(
+    "/api/people/links/{supervisor_id:str}/{supervised_id:str}",
+    guards=ADMIN,
+    responses=errors(400, 404),
+)
+async def put_link(
+    supervisor_id: FromPath[str], supervised_id: FromPath[str], server: NamedDependency[Server]
+) -> LinkOut:
+    """Idempotent: linking again answers the existing link."""
+    return LinkOut(**vars(await people.link(server.db, supervisor_id, supervised_id)))
+
+
+@delete("/api/people/links/{supervisor_id:str}/{supervised_id:str}", guards=ADMIN, status_code=204)
+async def delete_link(
+    supervisor_id: FromPath[str], supervised_id: FromPath[str], server: NamedDependency[Server]
+) -> Response[None]:
+    """Idempotent: no link (any more) is 204 too."""
+    await people.unlink(server.db, supervisor_id, supervised_id)
+    return Response(None, status_code=204)
+
+
+ROUTES = [my_people, get_profile, put_profile, list_links, put_link, delete_link]
