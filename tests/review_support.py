@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,16 +23,13 @@ from skald.store import people
 WORRY = "nobody would even notice if I was gone. a man from the game wants my address"
 
 
-def env() -> dict[str, str]:
-    extra = {k: v for k, v in os.environ.items() if k == "SKALD_PLUGINS_MODULES"}
-    return {**TEST_ENV, **extra}
-
-
 async def boot(root: Path, toml: str = "") -> Runtime:
     layout = DataLayout(root)
     await asyncio.to_thread(layout.ensure)
     await asyncio.to_thread((root / "config.toml").write_text, toml, encoding="utf-8")
-    config = load_config(root, env(), sections=lambda p: Plugins.load(p.modules).config_sections())
+    config = load_config(
+        root, TEST_ENV, sections=lambda p: Plugins.load(p.modules).config_sections()
+    )
     return await Runtime.boot(layout, config, announce=io.StringIO())
 
 
