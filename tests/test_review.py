@@ -28,6 +28,7 @@ from skald.core.runtime import Runtime
 from skald.features.review.store import ReviewStore
 from skald.features.system_agents.household import reader
 from skald.features.system_agents.store import RunLog
+from skald.store import people
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -178,3 +179,57 @@ async def test_a_locked_parent_is_skipped_quietly_and_served_at_unlock(
     fake_llm.script("model-a", [REPORT])
     assert await runner(runtime).pass_once() == 1
     assert len(await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))) == 1
+
+
+async def test_an_encrypted_adult_is_reviewed_only_with_their_own_opt_in(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    make_client,  # type: ignore[no-untyped-def]
+) -> None:
+    ids = await family(runtime)
+    await people.link(runtime.server.db, ids["mum"], ids["ada"])  # ada: an encrypted adult
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "mum")
+    await child_says(runtime, fake_llm, ids["ada"], WORRY)  # she is signed in, not opted in
+    fake_llm.script("model-a", [REPORT])
+    tim_fake = len(fake_llm.bodies())
+    assert await runner(runtime).pass_once() == 0  # tim said nothing; ada is not readable
+    assert len(fake_llm.bodies()) == tim_fake
+    ada = await signed_in(make_client, "ada")
+    mine = (await ada.call("GET", "/api/review/lines")).json()
+    assert (mine["reviewed"], [p["name"] for p in mine["reviewed_for"]]) == (False, ["mum"])
+    mum = await signed_in(make_client, "mum")
+    theirs = {
+        p["name"]: p["reviewed"]
+        for p in (await mum.call("GET", "/api/review/lines")).json()["receives"]
+    }
+    assert theirs == {"tim": True, "ada": False}
+
+    user, _ = await runtime.member(ids["ada"])
+    await runtime.keep_key(user)  # "let my assistant work while I'm signed out"
+    assert (await ada.call("GET", "/api/review/lines")).json()["reviewed"] is True
+    assert await runner(runtime).pass_once(force=True) == 1
+    assert len(await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))) == 1
+    assert await reports(runtime).readable(await reader(runtime.server.db, ids["ada"])) == []
+
+
+async def test_a_parent_linked_later_reads_past_reports_and_admins_can_review_again(
+    runtime: Runtime, fake_llm: FakeLLM
+) -> None:
+    ids = await family(runtime)
+    await people.unlink(runtime.server.db, ids["dad"], ids["tim"])
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "mum")
+    await child_says(runtime, fake_llm, ids["tim"], WORRY)
+    fake_llm.script("model-a", [REPORT])
+    assert await runner(runtime).pass_once() == 1
+    assert await reports(runtime).readable(await reader(runtime.server.db, ids["dad"])) == []
+    await people.link(runtime.server.db, ids["dad"], ids["tim"])
+    assert len(await reports(runtime).readable(await reader(runtime.server.db, ids["dad"]))) == 1
+
+    # "Review again from the beginning": the same messages are read once more.
+    store = ReviewStore(runtime.server.db)
+    assert await store.clear(ids["tim"]) is True
+    fake_llm.script("model-a", ["NOTHING_TO_REPORT"])
+    assert await runner(runtime).pass_once(force=True) == 1
+    assert WORRY in fake_llm.bodies()[-1]["messages"][-1]["content"]
