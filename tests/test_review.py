@@ -7,6 +7,7 @@ they unlock; the child sees a plain line for every read of their messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -28,6 +29,7 @@ from skald.core.runtime import Runtime
 from skald.features.review.store import ReviewStore
 from skald.features.system_agents.household import reader
 from skald.features.system_agents.store import RunLog
+from skald.plugins.specs import NewReport
 from skald.store import people
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -233,3 +235,25 @@ async def test_a_parent_linked_later_reads_past_reports_and_admins_can_review_ag
     fake_llm.script("model-a", ["NOTHING_TO_REPORT"])
     assert await runner(runtime).pass_once(force=True) == 1
     assert WORRY in fake_llm.bodies()[-1]["messages"][-1]["content"]
+
+
+async def test_nobody_reads_a_report_about_themselves_unless_it_is_their_own(
+    runtime: Runtime,
+) -> None:
+    ids = await family(runtime)
+    store = reports(runtime)
+
+    async def about_mum(audience: str) -> str:
+        report = NewReport(title=audience, summary="s", body="b", audience=audience)
+        report = dataclasses.replace(report, subject_id=ids["mum"])
+        return await store.add(
+            report, owner_id=ids["mum"], subject_name="mum", producer="t", run_id="r"
+        )
+
+    for audience in ("admins", "supervisors", "owner"):
+        await about_mum(audience)
+    await people.link(runtime.server.db, ids["dad"], ids["mum"])
+    mum = await reader(runtime.server.db, ids["mum"])  # an admin, yet the subject
+    assert [r.title for r in await store.readable(mum)] == ["owner"]
+    dad = await reader(runtime.server.db, ids["dad"])  # supervises mum, not an admin
+    assert [r.title for r in await store.readable(dad)] == ["supervisors"]
