@@ -12,6 +12,7 @@ import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
 import { RecoveryCode } from '../../js/components/recovery.js';
 import { formatSize } from '../files/files.js';
 import { UserConnectorGrants } from '../connectors/connectors.js';
+import { PeopleDialog } from '../people/people.js';
 
 function roleLabel(roles, name) {
   const r = roles.find((x) => x.name === name);
@@ -129,7 +130,7 @@ function storageText(usage) {
     : formatSize(usage.used);
 }
 
-function UserRow({ user, roles, usage, worksSignedOut, isSelf, onEdit, onToggle, onDelete, busy }) {
+function UserRow({ user, roles, usage, worksSignedOut, isSelf, onEdit, onPeople, onToggle, onDelete, busy }) {
   return html`<tr class=${`user-row${user.active ? '' : ' is-inactive'}`} data-testid="user-row"
       data-username=${user.username} data-user-id=${user.id}>
     <td class="user-row__who-cell" data-label=${t('users.person')}>
@@ -160,6 +161,8 @@ function UserRow({ user, roles, usage, worksSignedOut, isSelf, onEdit, onToggle,
     <td class="user-row__actions">
       <button type="button" class="btn btn--small btn--ghost" onClick=${() => onEdit(user)} data-testid="user-edit"
         aria-label=${t('users.edit_aria', { username: user.username })}>${Icon.edit()}<span>${t('common.edit')}</span></button>
+      <button type="button" class="btn btn--small btn--ghost" onClick=${() => onPeople(user)} data-testid="user-people"
+        aria-label=${t('people.open_aria', { username: user.username })}>${t('people.open')}</button>
       ${!isSelf &&
       (user.active
         ? html`<button type="button" class="btn btn--small btn--ghost" disabled=${busy} onClick=${() => onToggle(user)}
@@ -182,6 +185,7 @@ export function AdminUsersPage() {
   const [storage, setStorage] = useState({}); // user id -> {used, quota}
   const [loadError, setLoadError] = useState(null);
   const [editing, setEditing] = useState(null);
+  const [peopleOf, setPeopleOf] = useState(null); // the row whose profile and supervisors are open
   const [signedOut, setSignedOut] = useState({});
   const [deleting, setDeleting] = useState(null);
   const [recovery, setRecovery] = useState(null); // {user, recovery_code}
@@ -282,6 +286,7 @@ export function AdminUsersPage() {
                 setRowError(null);
                 setEditing(x);
               }}
+              onPeople=${setPeopleOf}
               onToggle=${onToggle}
               onDelete=${(x) => {
                 setDelError(null);
@@ -303,6 +308,8 @@ export function AdminUsersPage() {
         setEditing(null);
         setFlash(t('common.saved'));
       }} />`}
+
+    ${peopleOf && html`<${PeopleDialog} user=${peopleOf} users=${users || []} onClose=${() => setPeopleOf(null)} />`}
 
     ${deleting &&
     html`<${ConfirmDialog} danger title=${t('users.delete_title', { username: deleting.username })}

@@ -13,6 +13,7 @@ import { LocalePicker } from '../../js/components/controls.js';
 import { ConfirmDialog } from '../../js/components/dialog.js';
 import { NotificationSettings } from '../../js/components/notification-settings.js';
 import { KeepKeyCard } from '../../js/components/keep-key.js';
+import { MyPeople } from '../people/people.js';
 
 function AboutYou({ me, simple }) {
   const [name, setName] = useState(me.display_name || '');
@@ -172,6 +173,7 @@ export function ProfilePage() {
     <${PageHead} title=${t('profile.title')} lead=${t('profile.signed_in_as', { username: me.username })} />
     <div class="stack stack--lg">
       <${AboutYou} me=${me} simple=${simple} />
+      <${MyPeople} />
       ${!simple && html`<${Privacy} me=${me} />`}
       ${!simple && me.encrypted && html`<${KeepKeyCard} />`}
       <${PasswordForm} me=${me} />
