@@ -3,7 +3,8 @@ against a real `skald serve`: the child's worrying message, the review run by th
 admin's "Run now" with the fake provider as the model; mum on a phone (375 px) in
 Italian, dad on a desktop (1280 px) in English. Each sees the unread count on the
 Reports entry, opens the report, reads it, and the count is gone; each reader's count
-is their own. Launch flags, the skip rule and the console/CSP watching are those of
+is their own. The child's Profile says for whom and when their conversations were
+read. Launch flags, the skip rule and the console/CSP watching are those of
 `test_ui_e2e.py`."""
 
 from __future__ import annotations
@@ -93,3 +94,23 @@ def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
             raise
         finally:
             context.close()
+
+    # The child's profile says, in plain words, for whom and when they were read.
+    context = open_context(browser, server, viewport={"width": 375, "height": 800})
+    try:
+        page = watch.attach("tim", context.new_page())
+        sign_in(page, "tim", PW)
+        page.goto("/#/profile")
+        expect(page.get_by_test_id("review-reviewed-for")).to_contain_text(
+            "Your conversations are reviewed each night for mum, dad"
+        )
+        expect(page.get_by_test_id("review-audit-line")).to_contain_text(
+            "Your conversations from the beginning to"
+        )
+        expect(page.get_by_test_id("review-audit-line")).to_contain_text("reviewed for mum")
+        assert not watch.problems, watch.problems
+    except Exception:
+        report_failure(server, watch, "reports-tim")
+        raise
+    finally:
+        context.close()

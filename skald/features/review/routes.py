@@ -31,6 +31,7 @@ class Person(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AuditOut(msgspec.Struct, frozen=True, kw_only=True):
+    subject_id: str
     subject_name: str
     reader_name: str
     window_start: str | None
@@ -74,6 +75,7 @@ async def lines(server: NamedDependency[Server], member: NamedDependency[Member]
     audit_rows = await store.audit_lines(None if member.can(ADMIN_USERS) else member.id)
     audit = [
         AuditOut(
+            subject_id=a.subject_id,
             subject_name=await _name(server, a.subject_id),
             reader_name=await _name(server, a.reader_id),
             window_start=a.window_start,

@@ -67,7 +67,6 @@ def skald_pages() -> list[Page]:
             path="/system-agents",
             title="nav.system_agents",
             order=38,
-            simple_ok=True,  # a child's plain lines (who reads their conversations) are here
             module="plugins/system_agents/system-agents.js",
             component="SystemAgentsPage",
             icon="clock",

@@ -4,17 +4,11 @@
 // content) and change the settings. Below, the review's plain lines: whom your
 // conversations are reviewed for and when they were read, whose reviews you receive.
 import { html, useEffect, useState } from '../../js/lib.js';
-import { t, formatDate } from '../../js/i18n.js';
+import { t } from '../../js/i18n.js';
 import { get, request } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { ErrorNotice, PageHead, useAction } from '../../js/components/form.js';
-
-function when(iso) {
-  if (!iso) return t('reports.beginning');
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return iso;
-  return `${formatDate(iso)} ${d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}`;
-}
+import { ReviewLines, when } from './review-lines.js';
 
 const slug = (id) => id.replace(/[^a-z0-9]/g, '_');
 const agentName = (id) => t(`sysagents.agent.${slug(id)}`);
@@ -51,23 +45,6 @@ function Runs({ runs }) {
     <div class="muted small">${Object.entries(r.stats).map(([k, v]) => `${t(`sysagents.count_${k}`)}: ${v}`).join(' · ')}</div>
     ${r.error && html`<div class="muted small" data-testid="sysagent-run-error">${r.error}</div>`}
   </li>`)}</ul>`;
-}
-
-function ReviewLines({ lines }) {
-  const who = (people) => people.map((p) => p.name).join(', ');
-  return html`<section class="stack" data-testid="review-lines">
-    <h2 class="card__title">${t('sysagents.privacy')}</h2>
-    ${lines.reviewed_for.length > 0 && html`<p data-testid="review-reviewed-for">${lines.reviewed
-      ? t('sysagents.reviewed_for', { names: who(lines.reviewed_for) })
-      : t('sysagents.not_reviewed_encrypted', { names: who(lines.reviewed_for) })}</p>`}
-    ${lines.receives.map((p) => html`<p data-testid="review-receives">${p.reviewed
-      ? t('sysagents.receives', { name: p.name })
-      : t('sysagents.receives_not_opted_in', { name: p.name })}</p>`)}
-    ${lines.reviewed_for.length === 0 && lines.receives.length === 0 && html`<p class="muted">${t('sysagents.no_review')}</p>`}
-    <ul class="stack" data-testid="review-audit">${lines.audit.map((a) => html`<li class="muted small" data-testid="review-audit-line">
-      ${t('sysagents.audit_line', { name: a.subject_name, from: when(a.window_start), to: when(a.window_end), reader: a.reader_name, at: when(a.at) })}
-    </li>`)}</ul>
-  </section>`;
 }
 
 export function SystemAgentsPage() {
