@@ -2808,6 +2808,33 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="themselves",
         why="an admin (or a member supervising themselves) reads the reports about them",
     ),
+    Mutant(
+        "RV11",
+        "review transcript: synthetic",
+        "skald/features/review/transcript.py",
+        "        _OPEN in t and not t.startswith(_OPEN) for t in _texts(message)",
+        "        _OPEN in t and t.startswith(_OPEN) for t in _texts(message)",
+        ("tests/test_review_transcript.py",),
+        why="a background task's machine-written result is reported as the child's words",
+    ),
+    Mutant(
+        "RV12",
+        "review transcript: budget",
+        "skald/features/review/transcript.py",
+        "ORDER BY m.created_at DESC, m.seq DESC",
+        "ORDER BY m.created_at ASC, m.seq ASC",
+        ("tests/test_review_transcript.py",),
+        why="over budget, the oldest messages are kept and last night's are dropped",
+    ),
+    Mutant(
+        "RV13",
+        "review transcript: top level",
+        "skald/features/review/transcript.py",
+        "    return f\"AND m.conversation_id NOT IN ({' UNION '.join(parts)})\" if parts else \"\"",
+        "    return \"\"",
+        ("tests/test_review_transcript.py",),
+        why="a background task's own conversation (nobody typed it) is read as the child's",
+    ),
 )
 
 
