@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import apsw
 import pytest
 from conftest import signed_in
 from fake_llm import FakeLLM
@@ -257,3 +258,15 @@ async def test_nobody_reads_a_report_about_themselves_unless_it_is_their_own(
     assert [r.title for r in await store.readable(mum)] == ["owner"]
     dad = await reader(runtime.server.db, ids["dad"])  # supervises mum, not an admin
     assert [r.title for r in await store.readable(dad)] == ["supervisors"]
+
+
+async def test_a_report_is_never_changed_once_written(runtime: Runtime) -> None:
+    ids = await family(runtime)
+    report_id = await reports(runtime).add(
+        NewReport(title="t", summary="s", body="b"), owner_id=ids["mum"], subject_name=None,
+        producer="t", run_id="r",
+    )  # fmt: skip
+    with pytest.raises(apsw.ConstraintError, match="never changed"):
+        await runtime.server.db.call(
+            lambda c: c.execute("UPDATE reports SET body='x' WHERE id=?", (report_id,))
+        )
