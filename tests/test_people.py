@@ -205,6 +205,8 @@ async def test_the_supervised_member_sees_who_supervises_them_on_their_profile(
     mine = (await tim.call("GET", "/api/people/me")).json()
     assert [p["username"] for p in mine["supervised_by"]] == ["mum", "ada"]
     assert mine["supervising"] == [] and mine["profile"]["user_id"] == household["tim"]
+    subject = await people.profile_of(runtime.core.registry.db, household["tim"], _today())
+    assert (subject.age, subject.directory) == (None, people.Directory())
     mums = (await mum.call("GET", "/api/people/me")).json()
     assert [p["username"] for p in mums["supervising"]] == ["tim"]
     # ...and their assistant is told, in plain words.

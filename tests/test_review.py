@@ -53,7 +53,7 @@ async def test_a_worrying_day_writes_one_report_both_parents_read_and_nobody_els
     assert "tools" not in review or review["tools"] == []  # no tools at all
     transcript = review["messages"][-1]["content"]
     assert WORRY in transcript and "help me with fractions" in transcript
-    assert "- Age: unknown" in review["messages"][0]["content"]
+    assert "- Date of birth: unknown" in review["messages"][0]["content"]
 
     store = reports(runtime)
     for name in ("mum", "dad"):

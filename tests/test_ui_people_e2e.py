@@ -30,6 +30,7 @@ if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
 
 PW = "a long family password"
+NO_OVERFLOW = "() => document.documentElement.scrollWidth <= window.innerWidth"
 CASES = [("en", 375, "Dad looks after you here"), ("it", 1280, "Dad si occupa di te qui")]
 
 
@@ -97,6 +98,7 @@ def _admin_links(
     expect(dialog.get_by_test_id("people-supervisor")).to_have_attribute(
         "data-user-id", users["dad"]["id"]
     )
+    assert page.evaluate(NO_OVERFLOW), "the People dialog is wider than the screen"
     dialog.get_by_test_id("people-dialog-done").click()
     expect(dialog).to_have_count(0)
     context.close()
@@ -118,5 +120,6 @@ def _child_sees(
     page.goto("/#/profile")
     expect(page.get_by_test_id("supervision-line")).to_contain_text(line)
     age = age_on(date(2016, 5, 1), date.today())
+    assert page.evaluate(NO_OVERFLOW), "the profile is wider than the screen"
     expect(page.get_by_test_id("my-date-of-birth")).to_contain_text(str(age))
     context.close()

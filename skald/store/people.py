@@ -59,6 +59,11 @@ class MemberProfile:
     sex: str
     notes: str
 
+    @property
+    def directory(self) -> Directory:
+        """The stored part, for `profile_block(..., directory=p.directory, today=...)`."""
+        return Directory(self.date_of_birth, self.sex, self.notes)
+
 
 @dataclass(frozen=True)
 class Link:

@@ -20,10 +20,11 @@ what fits in the model's context, not the month.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 
 from skald.core.model_select import compact_threshold
+from skald.core.prompt_blocks import profile_block
 from skald.errors import SkaldError
 from skald.features.review.redact import find_identifiers, leaks, redact
 from skald.features.review.store import AuditLine, ReviewStore
@@ -61,18 +62,11 @@ class Subject:
     member: Member
 
 
-def profile_block(p: MemberProfile) -> str:
-    age = "unknown" if p.age is None else str(p.age)
-    born = p.date_of_birth.isoformat() if p.date_of_birth else "unknown"
-    lines = [
-        f"- Name: {p.display_name}",
-        f"- Age: {age} (date of birth: {born})",
-        f"- Sex: {p.sex or 'not specified'}",
-        f"- Preferred language: {p.locale or 'not specified'}",
-    ]
-    if p.notes:
-        lines.append(f"- Notes from the household: {p.notes}")
-    return "\n".join(lines)
+def subject_block(p: MemberProfile, today: date) -> str:
+    """The subject as the member's own prompt describes them (the same `profile_block`),
+    without its heading: the reviewer is not talking with them."""
+    block = profile_block(p.display_name, {}, p.locale, directory=p.directory, today=today)
+    return block.split("\n", 1)[1]
 
 
 def parse_report(answer: str) -> tuple[str, str, str, bool] | None:
@@ -163,7 +157,7 @@ class ConversationReview:
         )
         today = datetime.now(subject.member.timezone()).date()
         profile = await profile_of(self.server.db, subject.id, today)
-        answer = await self._ask(source, profile, since, until, transcript)
+        answer = await self._ask(source, subject_block(profile, today), since, until, transcript)
         parsed = parse_report(answer)
         if parsed is None:
             stats["quiet"] += 1
@@ -180,12 +174,12 @@ class ConversationReview:
     async def _ask(
         self,
         source: ModelClient,
-        profile: MemberProfile,
+        subject: str,
         since: str | None,
         until: str,
         transcript: Transcript,
     ) -> str:
-        system = PROMPT.replace("{SUBJECT_PROFILE}", profile_block(profile))
+        system = PROMPT.replace("{SUBJECT_PROFILE}", subject)
         window = f"from {since or 'their first message'} to {until} (UTC)"
         trigger = f"The window under review: {window}.\n\n---\n\n{render(transcript)}"
         request = Request(
