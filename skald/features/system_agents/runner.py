@@ -113,7 +113,15 @@ class SystemAgents:
                         )
                         continue
                     interval = setting.overrides.get(person.id, setting.interval_s)
-                    opened += await self._serve(agent, member, interval, force)
+                    try:
+                        opened += await self._serve(agent, member, interval, force)
+                    except DatabaseClosedError:
+                        # They locked during the pass: the row it left `running` is swept
+                        # (and the pass due again) when they next unlock.
+                        self._swept.discard(person.id)
+                        log.info(
+                            "system agent stopped: member locked", agent=agent.id, user_id=person.id
+                        )
             return opened
 
     def _who(self, agent: SystemAgent, everyone: list[Person]) -> list[Person]:
