@@ -2905,6 +2905,16 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_review_transcript.py",),
         why="a background task's own conversation (nobody typed it) is read as the child's",
     ),
+    Mutant(
+        "RV14",
+        "runner: a member locks",
+        "skald/features/system_agents/runner.py",
+        "                    except DatabaseClosedError:\n                        # They locked",
+        "                    except LookupError:\n                        # They locked",
+        ("tests/test_review.py",),
+        keyword="locking",
+        why="a parent signing out during the pass crashes the runner's loop",
+    ),
 )
 
 

@@ -7,13 +7,14 @@ they unlock; the child sees a plain line for every read of their messages."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 
 import apsw
 import pytest
 from conftest import signed_in
-from fake_llm import FakeLLM
+from fake_llm import FakeLLM, Text
 from review_support import (
     REPORT,
     WORRY,
@@ -270,3 +271,31 @@ async def test_a_report_is_never_changed_once_written(runtime: Runtime) -> None:
         await runtime.server.db.call(
             lambda c: c.execute("UPDATE reports SET body='x' WHERE id=?", (report_id,))
         )
+
+
+async def test_a_parent_locking_during_the_pass_stops_it_quietly_and_it_is_swept_at_unlock(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    logged,  # type: ignore[no-untyped-def]
+) -> None:
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "mum")
+    await child_says(runtime, fake_llm, ids["tim"], WORRY)
+    fake_llm.script("model-a", [Text(REPORT, delay=1.0)])
+    asked = len(fake_llm.bodies())
+    pass_ = asyncio.create_task(runner(runtime).pass_once())
+    async with asyncio.timeout(20):
+        while True:  # until the model is answering
+            if len(fake_llm.bodies()) > asked:
+                break
+            await asyncio.sleep(0.05)
+    await runtime.lock(ids["mum"])
+    assert await pass_ == 0  # no crash of the runner
+    assert "system agent stopped: member locked" in logged.getvalue()
+
+    await sign_in(runtime, "mum")
+    assert await runner(runtime).pass_once() == 0  # the report was stored: nothing left
+    (run,) = await RunLog(runtime.user_runtimes[ids["mum"]].handle.db).runs()
+    assert run.status == "failed"  # swept: it never closed
+    assert len(await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))) == 1
