@@ -3,6 +3,7 @@ gets exactly the status it should from every route."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -13,6 +14,9 @@ from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
 from skald.core.runtime import Runtime
+from skald.features.system_agents.runner import SystemAgents
+from skald.plugins.specs import NewReport
+from skald.store import people
 from skald.store.registry import SecurityGroup
 
 # Reachable without signing in. Adding to this list is a security decision.
@@ -552,6 +556,30 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/telegram/pair", {"code": "ZZZZZZZZ"}, {"anon": 401, A: 400, M: 400, C: 403}),
     ("POST", "/api/telegram/code", None, {"anon": 401, A: 200, M: 200, C: 403}),
     ("DELETE", "/api/telegram/me", None, {"anon": 401, A: 404, M: 404, C: 403}),
+    # System agents and reports (issue 25): runs are the caller's own, health and
+    # settings are for admins; a report about tim for his supervisors (mum) is "not
+    # found" for everyone else, tim included.
+    ("GET", "/api/system-agents", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/system-agents/runs", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/system-agents/health", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/system-agents/{agent}",
+        {"enabled": True, "interval_s": 86400},
+        {"anon": 401, A: 204, M: 403, C: 403},
+    ),
+    (
+        "PUT",
+        "/api/system-agents/{agent}/members/{ada}",
+        {"interval_s": 3600},
+        {"anon": 401, A: 204, M: 403, C: 403},
+    ),
+    ("POST", "/api/system-agents/{agent}/run", None, {"anon": 401, A: 202, M: 403, C: 403}),
+    ("GET", "/api/reports", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/reports/unread", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("GET", "/api/reports/{report}", None, {"anon": 401, A: 200, M: 404, C: 404}),
+    ("GET", "/api/review/lines", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("POST", "/api/review/{victim}/restart", None, {"anon": 401, A: 204, M: 403, C: 403}),
 ]
 
 
@@ -569,6 +597,16 @@ async def _install_connectors(runtime: Runtime, victim_id: str) -> None:
     for user_id in await c.store.grantees("private"):
         await c.store.revoke("private", user_id)
     await c.store.grant("private", victim_id)
+
+
+async def _report_about_tim(runtime: Runtime, household: dict[str, str]) -> str:
+    """mum supervises tim; a review report about him, for his supervisors."""
+    await people.link(runtime.server.db, household["mum"], household["tim"])
+    report = NewReport(title="t", summary="s", body="b", audience="supervisors")
+    report = dataclasses.replace(report, subject_id=household["tim"])
+    return await runtime.server.state(SystemAgents).reports.add(
+        report, owner_id=household["mum"], subject_name="tim", producer="test", run_id="r"
+    )
 
 
 @pytest.mark.parametrize("who", ["anon", A, M, C])
@@ -605,6 +643,8 @@ async def test_role_route_matrix(
         "role_kind": "role",
         "no_request": "987654321",
         "chat": "-5",
+        "agent": "conversation-review",
+        "report": await _report_about_tim(runtime, household),
     }
     if who != "anon":
         owner = await make_client()

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout
+    from skald.plugins.specs import SystemAgent
     from skald.quota import BudgetSource
     from skald.sandbox.manager import SandboxManager
     from skald.store.database import Database
@@ -179,6 +180,12 @@ class Server:
         """Stop the server as SIGTERM would (the service manager starts it again): a
         restore waiting for the next start uses it."""
         self._live.stop_requested.set()
+
+    def system_agents(self) -> list[SystemAgent]:
+        return self._live.plugins.system_agents(self)
+
+    def works_signed_out(self, user_id: str) -> bool:
+        return self._live.kept_keys.is_kept(user_id)
 
     # -- state slots --------------------------------------------------------------------
 

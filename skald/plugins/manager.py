@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
+    from skald.plugins.specs import SystemAgent
     from skald.store.migrations import Feature
     from skald.store.rows import Role, User
 
@@ -70,6 +71,8 @@ BUILTINS: Final = (
     "skald.features.requestlog.hooks",
     "skald.features.privacy.hooks",
     "skald.features.telegram.hooks",
+    "skald.features.system_agents.hooks",
+    "skald.features.review.hooks",
 )
 
 
@@ -243,3 +246,6 @@ class Plugins:
         for answer in self._in_order(self.pm.hook.skald_health_details(server=server)):
             details.update(answer)
         return details
+
+    def system_agents(self, server: Server) -> list[SystemAgent]:
+        return self._concat(self.pm.hook.skald_system_agents(server=server))
