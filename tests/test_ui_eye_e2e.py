@@ -2,7 +2,7 @@
 highlighted in a file on the Files page reaches the model with its line numbers when
 the docked chat asks "rewrite this", once; the sent message's chips show what it
 carried; the chat docks beside the Files, Tasks and Settings pages, resizable, and
-keeps its draft and width from one to the next (a real `skald serve`, the fake provider)."""
+keeps its draft, width and place in the conversation from one to the next (a real `skald serve`, the fake provider)."""
 
 from __future__ import annotations
 
@@ -104,8 +104,8 @@ def test_a_highlighted_passage_of_a_file_reaches_the_model_with_line_numbers(
 
 
 @pytest.mark.timeout(120)
-def test_the_docked_chat_keeps_its_draft_across_files_tasks_and_settings(
-    server: ServerProcess, browser: Browser
+def test_the_docked_chat_keeps_its_draft_and_scroll_across_files_tasks_and_settings(
+    server: ServerProcess, browser: Browser, fake: FakeLLM
 ) -> None:
     context = open_context(browser, server)
     watch = SignedInWatch()
@@ -125,6 +125,14 @@ def test_the_docked_chat_keeps_its_draft_across_files_tasks_and_settings(
         page.mouse.up()
         wider = docked.bounding_box()
         assert wider is not None and wider["width"] > before["width"] + 100, (before, wider)
+        # A long answer, read from its top: the place is kept from page to page.
+        fake.script("fake-main", ["".join(f"line {n} of a long answer\n\n" for n in range(120))])
+        docked.get_by_test_id("chat-input").fill("tell me a long story")
+        docked.get_by_test_id("chat-send").click()
+        expect(docked.get_by_test_id("message").filter(has_text="line 119 of")).to_be_visible()
+        expect(docked.get_by_test_id("chat-stop")).to_have_count(0)
+        scroll = docked.get_by_test_id("chat-scroll")
+        scroll.evaluate("el => { el.scrollTop = 200; el.dispatchEvent(new Event('scroll')); }")
         docked.get_by_test_id("chat-input").fill("half a thought")
         for route, testid in (
             ("#/tasks", "tasks-page"),
@@ -136,6 +144,9 @@ def test_the_docked_chat_keeps_its_draft_across_files_tasks_and_settings(
                 expect(page.get_by_test_id(testid)).to_be_visible()
             expect(docked).to_be_visible()
             expect(docked.get_by_test_id("chat-input")).to_have_value("half a thought")
+            expect(docked.get_by_test_id("message").filter(has_text="line 119 of")).to_be_attached()
+            top = scroll.evaluate("el => el.scrollTop")
+            assert abs(top - 200) < 30, f"{route}: the docked chat scrolled to {top}, not 200"
             kept = docked.bounding_box()
             assert kept is not None and abs(kept["width"] - wider["width"]) < 2
         # The chat page itself never docks beside itself.
