@@ -13,6 +13,7 @@ from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
 from skald.core.runtime import Runtime
+from skald.features.shared_folders.store import SharedFolders
 from skald.store.registry import SecurityGroup
 
 # Reachable without signing in. Adding to this list is a security decision.
@@ -499,6 +500,30 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         )
         for action in ("deactivate", "activate", "delete")
     ),
+    # Shared folders: `folders.manage` (administrators by default).
+    ("GET", "/api/shared-folders", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("POST", "/api/shared-folders", {"name": "F {role}"}, {"anon": 401, A: 201, M: 403, C: 403}),
+    (
+        "PATCH",
+        "/api/shared-folders/{folder}",
+        {"description": "d"},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    (
+        "PUT",
+        "/api/shared-folders/{folder}/members/{ada}",
+        {"access": "read"},
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    (
+        "DELETE",
+        "/api/shared-folders/{folder}/members/{ada}",
+        None,
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("POST", "/api/shared-folders/{folder}/restore", None, {"anon": 401, A: 409, M: 403, C: 403}),
+    ("DELETE", "/api/shared-folders/{folder}/trash", None, {"anon": 401, A: 409, M: 403, C: 403}),
+    ("DELETE", "/api/shared-folders/{folder}", None, {"anon": 401, A: 204, M: 403, C: 403}),
 ]
 
 
@@ -534,6 +559,7 @@ async def test_role_route_matrix(
         Rule(0, "matrix", "x", None, "allow", 1, ""), create=True
     )
     await _install_connectors(runtime, victim.user.id)
+    await runtime.server.state(SharedFolders).create("Folder")
     ids = {
         "clock": "clock",
         "private": "private",
@@ -548,6 +574,7 @@ async def test_role_route_matrix(
         "picture": "none.png",
         "lang": "it.json",
         "archive": "none.tar",
+        "folder": "folder",
     }
     if who != "anon":
         owner = await make_client()

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import PASSWORD, TEST_ENV
 from plugins import sample_plugin
@@ -118,11 +119,18 @@ def test_a_list_without_exactly_one_home_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     with pytest.raises(ValueError, match="share the name"):
         check_mounts([home, shelf, shelf])
-    bad = MemberMount(
-        name="b", prefix="a/b", label="B", host_path=tmp_path, container_path=None, read_only=True
-    )
-    with pytest.raises(ValueError, match="one plain name"):
-        check_mounts([home, bad])
+    for prefix in ("a/../b", "a//b", "a/.b", "a/b/c/d"):
+        bad = MemberMount(
+            name="b", prefix=prefix, label="B", host_path=tmp_path, container_path=None,
+            read_only=True,
+        )  # fmt: skip
+        with pytest.raises(ValueError, match="one plain name"):
+            check_mounts([home, bad])
+    # A grouped prefix (`shared/photos`) is fine, but never one inside another mount's.
+    grouped = msgspec.structs.replace(shelf, name="g", prefix="s/photos")
+    assert check_mounts([home, grouped])[1].prefix == "s/photos"
+    with pytest.raises(ValueError, match="lies inside it"):
+        check_mounts([home, shelf, grouped])
 
 
 async def test_the_mounts_whose_writes_need_approval_are_those_the_seeded_rules_require(

@@ -65,6 +65,7 @@ BUILTINS: Final = (
     "skald.features.setup.hooks",
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
+    "skald.features.shared_folders.hooks",
 )
 
 
@@ -161,10 +162,14 @@ class Plugins:
 
         return check_names(self._concat(self.pm.hook.skald_web_files()))
 
-    def mounts(self, user: User, role: Role, layout: DataLayout) -> list[MemberMount]:
+    def mounts(
+        self, user: User, role: Role, layout: DataLayout, server: Server | None = None
+    ) -> list[MemberMount]:
         from skald.files.mounts import check_mounts
 
-        found = self._concat(self.pm.hook.skald_mounts(user=user, role=role, layout=layout))
+        found = self._concat(
+            self.pm.hook.skald_mounts(user=user, role=role, layout=layout, server=server)
+        )
         try:
             return check_mounts(found)
         except ValueError as exc:

@@ -126,8 +126,13 @@ def skald_web_files() -> Iterable[WebFiles] | None:
 
 
 @hookspec
-def skald_mounts(user: User, role: Role, layout: DataLayout) -> Iterable[MemberMount] | None:
-    """Places of this member: agent path prefix, host folder, container path, read-only."""
+def skald_mounts(
+    user: User, role: Role, layout: DataLayout, server: Server | None
+) -> Iterable[MemberMount] | None:
+    """Places of this member: agent path prefix, host folder, container path, read-only.
+
+    Synchronous and called at every path a member's router parses: answer from memory
+    (`server` is None only where no server runs, e.g. a one-off router in a test)."""
 
 
 @hookspec

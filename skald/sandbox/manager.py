@@ -31,7 +31,7 @@ import ipaddress
 import json
 import os
 import threading
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
@@ -87,6 +87,14 @@ exec setpriv --reuid="$uid" --regid="$gid" --clear-groups sleep infinity
 """
 
 SandboxState = Literal["disabled", "starting", "ok", "unreachable", "image_missing"]
+
+
+class _Busy(Exception):
+    """The container must be made again, but a command runs there (`ensure` waits)."""
+
+    def __init__(self, container_id: str) -> None:
+        super().__init__(container_id)
+        self.container_id = container_id
 
 
 class SandboxUnavailable(SkaldError):
@@ -174,6 +182,10 @@ class SandboxManager:
         self.boot_mark = new_mark()
         self._cleaned: set[str] = set()  # containers swept of leftovers this boot
         self.pool_problem: str | None = None  # the address pool against the host routes
+        # Commands running per member (`running`): a container whose mounts changed is
+        # made again only once none runs there (never in the middle of one).
+        self._running: dict[str, int] = {}
+        self._idle: dict[str, asyncio.Event] = {}
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -294,7 +306,7 @@ class SandboxManager:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._looked.wait(), FIRST_LOOK_WAIT_S)
 
-    async def ensure(self, user: User, role: Role) -> str:
+    async def ensure(self, user: User, role: Role, *, wait: bool = True) -> str:
         """The member's container, running and matching its spec; returns its id."""
         if not user.active:
             raise SandboxUnavailable(f"{user.username}'s account is deactivated")
@@ -304,7 +316,7 @@ class SandboxManager:
         async with self._lock(user.id):
             await asyncio.to_thread(self._prepare_host_dirs, spec)
             try:
-                container_id = await self.call(self._ensure_blocking, client, spec, user.id)
+                container_id = await self._ensure_between_commands(client, spec, user.id, wait)
             except SandboxUnavailable as exc:
                 if self.state == "ok":  # the daemon is fine: this member's sandbox is not
                     self.failures[user.id] = str(exc)
@@ -321,6 +333,39 @@ class SandboxManager:
                 await self._kill_stale(client, user.id, container_id)
             return container_id
 
+    async def _ensure_between_commands(
+        self, client: Any, spec: ContainerSpec, user_id: str, wait: bool
+    ) -> str:
+        """`_ensure_blocking`, but a container that must be made again while a command
+        runs there is kept until the member's commands end (`wait`), or kept as it is
+        for now (`wait=False`: reconciliation, which comes back later)."""
+        while True:
+            busy = bool(self._running.get(user_id))
+            try:
+                return await self.call(self._ensure_blocking, client, spec, user_id, busy)
+            except _Busy as kept:
+                if not wait:
+                    return kept.container_id
+                log.info("sandbox remade once its commands end", user_id=user_id)
+                await self._idle.setdefault(user_id, asyncio.Event()).wait()
+
+    @contextlib.asynccontextmanager
+    async def running(self, user: User, role: Role) -> AsyncIterator[str]:
+        """The member's container, counted as busy while the block runs a command in it:
+        a change of mounts meanwhile waits for the block to end."""
+        container_id = await self.ensure(user, role)
+        # No await between the ensure and the count: nothing can remake it in between.
+        self._running[user.id] = self._running.get(user.id, 0) + 1
+        self._idle.setdefault(user.id, asyncio.Event()).clear()
+        try:
+            yield container_id
+        finally:
+            left = self._running.pop(user.id, 1) - 1
+            if left:
+                self._running[user.id] = left
+            else:
+                self._idle[user.id].set()
+
     async def _kill_stale(self, client: Any, user_id: str, container_id: str) -> None:
         """First use since this server started: a crash may have left commands running;
         none of them may outlive it (they are no call's any more). A failure here is
@@ -336,7 +381,9 @@ class SandboxManager:
             log.warning("killed commands left by a crash", user_id=user_id, n=killed)
         self._cleaned.add(user_id)
 
-    def _ensure_blocking(self, client: Any, spec: ContainerSpec, user_id: str) -> str:
+    def _ensure_blocking(
+        self, client: Any, spec: ContainerSpec, user_id: str, busy: bool = False
+    ) -> str:
         import docker.errors
 
         try:
@@ -359,6 +406,8 @@ class SandboxManager:
                 if container.status in ("created", "exited"):
                     container.start()
                 return str(container.id)
+            if busy and container.status in ("running", "paused"):
+                raise _Busy(str(container.id))  # a command runs there: not now
             log.info(
                 "recreating sandbox",
                 container=spec.name,
@@ -568,7 +617,7 @@ class SandboxManager:
             if not user.active:
                 continue
             try:
-                await self.ensure(user, role)
+                await self.ensure(user, role, wait=False)
             except SandboxUnavailable:
                 if self.state != "ok":
                     raise  # the daemon or the image: nobody's sandbox can be made
