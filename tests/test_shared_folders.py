@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import MakeClient, signed_in
+from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swapper`)
 
 from skald.agent.cancel import CancelScope
 from skald.agent.tools import ToolContext, ToolResult
@@ -208,3 +209,33 @@ async def test_a_link_planted_in_a_shared_folder_is_refused_for_every_member(
         z = await client.call("GET", "/api/files/zip?path=shared/photos")
         assert z.status_code == 200 and b"S3CRET" not in z.content
     assert (mum_home / "diary.txt").read_text() == "S3CRET"
+
+
+async def test_a_zip_of_a_shared_folder_never_leaks_while_a_folder_in_it_swaps_with_a_link(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    swapper: Swapper,
+    tmp_path: Path,
+) -> None:
+    sf = folders(runtime)
+    await sf.create("Photos")
+    await sf.set_member("photos", household["ada"], "write")
+    shared = runtime.core.layout.root / "shared/photos"
+    (shared / "f" / "sub").mkdir(parents=True)
+    (shared / "f" / "a.txt").write_text("a")
+    (shared / "f" / "sub" / "b.txt").write_text("b")
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    for name in ("a.txt", "sub/b.txt"):
+        (outside / name).write_bytes(b"OUTSIDE-SECRET")
+    ada = await signed_in(make_client, "ada")
+    swapper(shared, "f", outside)
+    seen: dict[int, int] = {}
+    for _ in range(40):
+        for path in ("shared/photos", "shared/photos/f", "shared/photos/f/sub"):
+            r = await ada.call("GET", f"/api/files/zip?path={path}")
+            seen[r.status_code] = seen.get(r.status_code, 0) + 1
+            assert r.status_code in (200, 403, 404, 409), (path, r.status_code)
+            assert b"OUTSIDE-SECRET" not in r.content, path
+    assert seen.get(200, 0) > 0, seen

@@ -46,6 +46,7 @@ GROUP: Final = "shared"  # agent paths `shared/<slug>/…`, `~/shared/<slug>` in
 TRASH: Final = ".trash"
 SLUG: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 Access = Literal["read", "write"]
+STOP_WAIT_S: Final = 20.0
 
 _V1 = f"""
 CREATE TABLE shared_folders(
@@ -389,6 +390,18 @@ class SharedFolders:
             await sandbox.ensure(user, role)
         except Exception as exc:
             log.warning("sandbox not remounted yet", user_id=user_id, error=str(exc)[:300])
+
+    async def run(self) -> None:
+        """The service: read the snapshot, then, when the server stops, let the remounts
+        under way finish (a Docker call cannot be cancelled half-way; bounded)."""
+        await self.load()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            if self._remounts:
+                _, late = await asyncio.wait(set(self._remounts), timeout=STOP_WAIT_S)
+                for task in late:
+                    task.cancel()
 
     async def settled(self) -> None:
         """Wait for the remounts started so far (tests; a clean stop)."""
