@@ -89,6 +89,9 @@ exec setpriv --reuid="$uid" --regid="$gid" --clear-groups sleep infinity
 SandboxState = Literal["disabled", "starting", "ok", "unreachable", "image_missing"]
 
 
+REFRESH_STOP_S: Final = 15.0
+
+
 class _Busy(Exception):
     """The container must be made again, but a command runs there (`ensure` waits)."""
 
@@ -186,6 +189,7 @@ class SandboxManager:
         # made again only once none runs there (never in the middle of one).
         self._running: dict[str, int] = {}
         self._idle: dict[str, asyncio.Event] = {}
+        self._refreshes: set[asyncio.Task[None]] = set()  # `refresh`, awaited at close
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -348,6 +352,34 @@ class SandboxManager:
                     return kept.container_id
                 log.info("sandbox remade once its commands end", user_id=user_id)
                 await self._idle.setdefault(user_id, asyncio.Event()).wait()
+
+    def refresh(self, user_id: str, fetch: Callable[[str], Awaitable[tuple[User, Role]]]) -> None:
+        """The member's mounts changed (a shared folder, a project): make their container
+        again in the background, once their running commands end (`ensure` waits). A
+        member without a container gets the new mounts with their first one."""
+        task = asyncio.get_running_loop().create_task(self._refresh(user_id, fetch))
+        self._refreshes.add(task)
+        task.add_done_callback(self._refreshes.discard)
+
+    async def _refresh(
+        self, user_id: str, fetch: Callable[[str], Awaitable[tuple[User, Role]]]
+    ) -> None:
+        try:
+            user, role = await fetch(user_id)
+            if not user.active or await self.container_id(user_id) is None:
+                return
+            # Without sandbox.exec the watcher keeps no container (Runtime's member list).
+            if user.id in {u.id for u, _ in await self.members() if u.active}:
+                await self.ensure(user, role)
+        except Exception as exc:
+            log.warning("sandbox not remade yet", user_id=user_id, error=_brief(exc))
+
+    async def refreshed(self, timeout_s: float | None = None) -> None:
+        """Wait for the refreshes started so far (tests; `close`, bounded there)."""
+        if self._refreshes:
+            _, late = await asyncio.wait(set(self._refreshes), timeout=timeout_s)
+            for task in late:
+                task.cancel()
 
     @contextlib.asynccontextmanager
     async def running(self, user: User, role: Role) -> AsyncIterator[str]:
@@ -728,6 +760,8 @@ class SandboxManager:
                 pass
 
     async def close(self) -> None:
+        # A refresh half-way through a Docker call cannot be cancelled: let it finish.
+        await self.refreshed(timeout_s=REFRESH_STOP_S)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.stream_pool.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:

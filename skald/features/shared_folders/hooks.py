@@ -42,7 +42,7 @@ def skald_services(server: Server) -> list[ServiceSpec]:
     # (the watcher is order 50); every change reloads it.
     from skald.features.shared_folders.store import SharedFolders
 
-    return [ServiceSpec("shared-folders", server.state(SharedFolders).run, order=5)]
+    return [ServiceSpec("shared-folders", server.state(SharedFolders).run, order=5, restart=False)]
 
 
 @hookimpl

@@ -46,7 +46,7 @@ def _folders(server: Server) -> SharedFolders:
 
 @get("/api/shared-folders", guards=MANAGE)
 async def list_folders(server: NamedDependency[Server]) -> list[Folder]:
-    return await _folders(server).list()
+    return await _folders(server).all()
 
 
 @post("/api/shared-folders", guards=MANAGE, status_code=201, responses=errors(400, 409))

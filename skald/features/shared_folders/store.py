@@ -46,7 +46,6 @@ GROUP: Final = "shared"  # agent paths `shared/<slug>/…`, `~/shared/<slug>` in
 TRASH: Final = ".trash"
 SLUG: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 Access = Literal["read", "write"]
-STOP_WAIT_S: Final = 20.0
 
 _V1 = f"""
 CREATE TABLE shared_folders(
@@ -159,7 +158,6 @@ class SharedFolders:
         self._snapshot = Snapshot({}, {})
         self.loaded = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._remounts: set[asyncio.Task[None]] = set()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -188,11 +186,11 @@ class SharedFolders:
             for folder, access in self.of_member(user_id)
         ]
 
-    async def list(self) -> list[Folder]:
+    async def all(self) -> list[Folder]:
         return await self.server.db.call(_read)
 
     async def get(self, slug: str) -> Folder:
-        found = next((f for f in await self.list() if f.slug == slug), None)
+        found = next((f for f in await self.all() if f.slug == slug), None)
         if found is None:
             raise NotFoundError(f"no shared folder {slug!r}")
         return found
@@ -367,43 +365,13 @@ class SharedFolders:
     # -- the members' sandboxes -----------------------------------------------------------
 
     def remount(self, user_ids: set[str]) -> None:
-        """Each member's sandbox made again with their new mounts, in the background: the
-        change answers at once; `ensure` waits for a command running there to end."""
+        """Each member's sandbox made again with their new mounts, in the background (the
+        change answers at once; the manager waits for a command running there)."""
         sandbox = self.server.sandbox
-        if sandbox is None:
-            return
-        for user_id in user_ids:
-            task = asyncio.get_running_loop().create_task(self._remount(user_id))
-            self._remounts.add(task)
-            task.add_done_callback(self._remounts.discard)
-
-    async def _remount(self, user_id: str) -> None:
-        from skald.sandbox.tool import SANDBOX_EXEC
-
-        sandbox = self.server.sandbox
-        try:
-            user, role = await self.server.fetch(user_id)
-            if sandbox is None or not user.active or not self.server.can(role, SANDBOX_EXEC):
-                return
-            if await sandbox.container_id(user_id) is None:
-                return  # no sandbox yet: its first one gets the new mounts
-            await sandbox.ensure(user, role)
-        except Exception as exc:
-            log.warning("sandbox not remounted yet", user_id=user_id, error=str(exc)[:300])
+        if sandbox is not None:
+            for user_id in user_ids:
+                sandbox.refresh(user_id, self.server.fetch)
 
     async def run(self) -> None:
-        """The service: read the snapshot, then, when the server stops, let the remounts
-        under way finish (a Docker call cannot be cancelled half-way; bounded)."""
+        """The service: read the snapshot once the server starts (then every change)."""
         await self.load()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            if self._remounts:
-                _, late = await asyncio.wait(set(self._remounts), timeout=STOP_WAIT_S)
-                for task in late:
-                    task.cancel()
-
-    async def settled(self) -> None:
-        """Wait for the remounts started so far (tests; a clean stop)."""
-        while self._remounts:
-            await asyncio.gather(*list(self._remounts), return_exceptions=True)
