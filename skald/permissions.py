@@ -80,9 +80,6 @@ def can(holder: CapabilityHolder, capability: Capability) -> bool:
 
 # -- reserved: kept in the catalogue for the features that will enforce them -------------
 
-PROJECTS_USE = declare(
-    "projects.use", "Create and join projects", reserved_for="projects (a later issue)"
-)
 TELEGRAM_USE = declare(
     "telegram.use", "Chat through Telegram", reserved_for="Telegram (a later issue)"
 )

@@ -13,6 +13,7 @@ from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
 from skald.core.runtime import Runtime
+from skald.features.projects.store import Projects
 from skald.features.shared_folders.store import SharedFolders
 from skald.store.registry import SecurityGroup
 
@@ -524,6 +525,30 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/shared-folders/{folder}/restore", None, {"anon": 401, A: 409, M: 403, C: 403}),
     ("DELETE", "/api/shared-folders/{folder}/trash", None, {"anon": 401, A: 409, M: 403, C: 403}),
     ("DELETE", "/api/shared-folders/{folder}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    # Projects: `projects.use`; Ada owns "matrix", mum reads it, tim's role lacks it.
+    ("GET", "/api/projects", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("POST", "/api/projects", {"name": "P {role}"}, {"anon": 401, A: 201, M: 201, C: 403}),
+    ("GET", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    (
+        "PATCH",
+        "/api/projects/{owner}/{proj}",
+        {"description": "d"},
+        {"anon": 401, A: 403, M: 200, C: 403},
+    ),
+    (
+        "PUT",
+        "/api/projects/{owner}/{proj}/members/{vname}",
+        {"access": "read"},
+        {"anon": 401, A: 403, M: 200, C: 403},
+    ),
+    (
+        "DELETE",
+        "/api/projects/{owner}/{proj}/members/{vname}",
+        None,
+        {"anon": 401, A: 403, M: 200, C: 403},
+    ),
+    ("POST", "/api/projects/{owner}/{proj}/chat", None, {"anon": 401, A: 201, M: 201, C: 403}),
+    ("DELETE", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 403, M: 204, C: 403}),
 ]
 
 
@@ -560,6 +585,8 @@ async def test_role_route_matrix(
     )
     await _install_connectors(runtime, victim.user.id)
     await runtime.server.state(SharedFolders).create("Folder")
+    projects = runtime.server.state(Projects)
+    await projects.set_member(await projects.create(household["ada"], "Matrix"), "mum", "read")
     ids = {
         "clock": "clock",
         "private": "private",
@@ -575,6 +602,9 @@ async def test_role_route_matrix(
         "lang": "it.json",
         "archive": "none.tar",
         "folder": "folder",
+        "owner": "ada",
+        "proj": "matrix",
+        "vname": "victim",
     }
     if who != "anon":
         owner = await make_client()

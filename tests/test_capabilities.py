@@ -32,7 +32,6 @@ WEB = Path(__file__).resolve().parent.parent / "web" / "js"
 # the feature lands (removing them by a migration would lose those edits). Adding to
 # this list is a decision: name the issue that will enforce it.
 RESERVED = {
-    "projects.use": "a later issue",
     "telegram.use": "a later issue",
 }
 # Pages of the web UI and the capability each needs (the pages hook, `GET /api/pages`;

@@ -343,7 +343,7 @@ async def test_a_placeholder_clash_stops_the_start_and_an_undeclared_one_is_repo
     rt = await _boot(layout)
     await rt.shutdown()
     out = capsys.readouterr().out
-    assert "agent uses unknown placeholders" in out and "PROJECT_CONTEXT" in out
+    assert "agent uses unknown placeholders" in out and "SKILLS_LIST" in out
     monkeypatch.setattr(
         sample_plugin, "skald_placeholders", hookimpl(lambda: {"DATETIME": "another clock"})
     )

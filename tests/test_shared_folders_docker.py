@@ -163,3 +163,23 @@ async def test_links_planted_from_a_container_are_refused_for_every_member(
     await wait_for(probed, 60)
     assert (bob_home / "diary.txt").read_text() == "BOB-SECRET"
     assert not list(bob_home.rglob("x")) and not list((rt.core.layout.root / "shared").rglob("x"))
+
+
+async def test_a_projects_reader_cannot_write_in_the_container_and_its_writer_can(
+    sandbox_runtime: Runtime,
+) -> None:
+    from skald.features.projects.store import Projects
+
+    rt = sandbox_runtime
+    ada, bob = await _member(rt, "ada"), await _member(rt, "bob")
+    projects = rt.server.state(Projects)
+    made = await projects.create(ada, "Kitchen")
+    await projects.set_member(made, "bob", "read")
+    wrote = await _run(rt, ada, "echo tiles > ~/projects/ada/kitchen/PROJECT.md && echo WROTE")
+    assert "WROTE" in wrote.output, wrote.output
+    seen = await _run(
+        rt, bob, "cat ~/projects/ada/kitchen/PROJECT.md; touch ~/projects/ada/kitchen/x 2>&1"
+    )
+    assert "tiles" in seen.output and "Read-only file system" in seen.output, seen.output
+    assert rt.sandbox is not None
+    await rt.sandbox.refreshed()

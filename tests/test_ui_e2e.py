@@ -165,7 +165,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(new_cap.and_(admin.locator('[data-capability="chat"]'))).to_be_checked()
     expect(new_cap.and_(admin.locator('[data-capability="inbox"]'))).to_be_checked()
     expect(new_cap.and_(admin.locator('[data-capability="files"]'))).not_to_be_checked()
-    expect(new_cap.and_(admin.locator('[data-capability="projects.use"]'))).to_be_disabled()
+    expect(new_cap.and_(admin.locator('[data-capability="telegram.use"]'))).to_be_disabled()
     admin.get_by_test_id("role-cancel").click()
     expect(admin.get_by_test_id("roles-list")).to_be_visible()
     admin.locator('[data-testid="role-row"][data-role-name="member"]').get_by_test_id(
@@ -177,8 +177,8 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     def cap_row(name: str) -> Any:
         return admin.locator(f'[data-testid="role-cap-row"][data-capability="{name}"]')
 
-    expect(cap_row("projects.use").get_by_test_id("cap-reserved")).to_have_text("Not available yet")
-    expect(cap_row("projects.use").get_by_test_id("cap-reserved-note")).to_be_visible()
+    expect(cap_row("telegram.use").get_by_test_id("cap-reserved")).to_have_text("Not available yet")
+    expect(cap_row("telegram.use").get_by_test_id("cap-reserved-note")).to_be_visible()
     expect(cap_row("sandbox.exec").get_by_test_id("cap-reserved")).to_have_count(0)
     # Capabilities are named in words, not by their identifiers.
     expect(cap_row("sandbox.exec")).to_contain_text("Run commands")

@@ -26,8 +26,6 @@ from skald.agent.prompts import HARNESS_TAG, AgentDef
 # capability catalogue); the feature that does moves the name from here to its own
 # `skald_placeholders`.
 RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {
-    # Projects (C8, the shared spaces issue; shared folders fill SHARED_FOLDERS).
-    "PROJECT_CONTEXT": "the project a project conversation belongs to",
     # Skills (the skills/ mount of C4; no issue filed yet).
     "SKILLS_LIST": "the installed skills",
 }

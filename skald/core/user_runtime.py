@@ -175,8 +175,8 @@ class UserRuntime:
         household = self.instance.timezone() if self.instance else ZoneInfo(self.config.timezone)
         return ZoneInfo(default_zone(self.user.profile.get("timezone"), household.key))
 
-    async def _prompt_values(self) -> dict[str, str]:
-        return await self.plugins.prompt_blocks(self)
+    async def _prompt_values(self, conversation_id: str | None = None) -> dict[str, str]:
+        return await self.plugins.prompt_blocks(self, conversation_id)
 
     def all_tools(self) -> list[Tool]:
         """Every tool the features give this member, before any agent's allow-list."""
@@ -200,8 +200,9 @@ class UserRuntime:
         agent = self.agents.get(agent_id or "worker")
         if agent is None or agent.type != "task":
             return None
-        prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         root = root_of(ctx.conversation_id)[0]
+        values = await self._prompt_values(root)
+        prompt = await self.prompts.compose(agent, self.agents_root, values)
         source = await self.llm.source(self.user.id, strength=agent.model_strength or "average")
         attrs = self.role.attributes
         config = LoopConfig(
@@ -330,7 +331,7 @@ class UserRuntime:
         )
         # The model that answers unless it fails decides what the turn offers.
         profile = turn_profile(model.candidates[0][0])
-        values = prompt_values(profile, await self._prompt_values())
+        values = prompt_values(profile, await self._prompt_values(conversation.id))
         prompt = await self.prompts.compose(agent, self.agents_root, values, VARIANTS[profile])
         tools, offered_names = offered(profile, self._tools(agent))
         attrs = self.role.attributes

@@ -66,6 +66,7 @@ BUILTINS: Final = (
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
     "skald.features.shared_folders.hooks",
+    "skald.features.projects.hooks",
 )
 
 
@@ -190,10 +191,14 @@ class Plugins:
                 known[name] = description
         return known
 
-    async def prompt_blocks(self, member: Member | Any) -> dict[str, str]:
+    async def prompt_blocks(
+        self, member: Member | Any, conversation_id: str | None = None
+    ) -> dict[str, str]:
         values: dict[str, str] = {}
         hook = self.pm.hook.skald_prompt_blocks
-        for answer in self._in_order(hook(member=as_member(member))):
+        for answer in self._in_order(
+            hook(member=as_member(member), conversation_id=conversation_id)
+        ):
             block: Mapping[str, str] = await answer if inspect.isawaitable(answer) else answer
             values.update(block)
         return values

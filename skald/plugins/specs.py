@@ -142,9 +142,11 @@ def skald_tools(member: Member) -> Iterable[Tool] | None:
 
 @hookspec
 def skald_prompt_blocks(
-    member: Member,
+    member: Member, conversation_id: str | None
 ) -> Mapping[str, str] | Awaitable[Mapping[str, str]] | None:
-    """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable)."""
+    """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable);
+    `conversation_id`: the conversation the prompt is for (a project's fills
+    PROJECT_CONTEXT), None outside one."""
 
 
 @hookspec
