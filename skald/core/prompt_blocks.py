@@ -25,10 +25,8 @@ from skald.agent.prompts import HARNESS_TAG, AgentDef
 # render empty until then. Each comment names what will fill it (C-numbers: the design's
 # capability catalogue); the feature that does moves the name from here to its own
 # `skald_placeholders`.
-RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {
-    # Skills (the skills/ mount of C4; no issue filed yet).
-    "SKILLS_LIST": "the installed skills",
-}
+# (None left: shared folders, projects and skills fill theirs since issue 26.)
+RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {}
 
 VIEW_HEADING: Final = "Viewing at the time of this message:"
 

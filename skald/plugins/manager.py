@@ -67,6 +67,7 @@ BUILTINS: Final = (
     "skald.features.agents.hooks",
     "skald.features.shared_folders.hooks",
     "skald.features.projects.hooks",
+    "skald.features.skills.hooks",
 )
 
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
+from skald.plugins.specs import WebFiles, feature_folder
 
 if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
@@ -79,3 +80,9 @@ def skald_prompt_blocks(member: Member) -> dict[str, str]:
         about = f": {one_line(folder.description)}" if folder.description else ""
         lines.append(f"- {folder.path}/ ({one_line(folder.name)}, {how}){about}")
     return {"SHARED_FOLDERS": "\n".join(lines)}
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # Translations in shared_folders/i18n/ (the capability's name and hint for the Roles page).
+    return [WebFiles("shared-folders", feature_folder(__file__, "shared_folders"))]
