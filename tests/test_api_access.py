@@ -549,6 +549,12 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ),
     ("POST", "/api/projects/{owner}/{proj}/chat", None, {"anon": 401, A: 201, M: 201, C: 403}),
     ("DELETE", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 403, M: 204, C: 403}),
+    # Skills: reading and one's own tree with `files`; the household's with skills.manage.
+    ("GET", "/api/skills", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
+    ("POST", "/api/skills/{mine}/{none}/zip", {}, {"anon": 401, A: 400, M: 400, C: 403}),
+    ("POST", "/api/skills/{shared}/{none}/zip", {}, {"anon": 401, A: 403, M: 403, C: 403}),
+    ("DELETE", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
 ]
 
 
@@ -605,6 +611,9 @@ async def test_role_route_matrix(
         "owner": "ada",
         "proj": "matrix",
         "vname": "victim",
+        "mine": "mine",
+        "shared": "shared",
+        "none": "none",
     }
     if who != "anon":
         owner = await make_client()
