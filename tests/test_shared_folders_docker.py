@@ -183,3 +183,26 @@ async def test_a_projects_reader_cannot_write_in_the_container_and_its_writer_ca
     assert "tiles" in seen.output and "Read-only file system" in seen.output, seen.output
     assert rt.sandbox is not None
     await rt.sandbox.refreshed()
+
+
+async def test_signposts_say_notes_are_no_files_and_are_rewritten_at_every_ensure(
+    sandbox_runtime: Runtime,
+) -> None:
+    rt = sandbox_runtime
+    ada = await _member(rt, "ada")
+    out = await _run(
+        rt,
+        ada,
+        "head -1 ~/user-memory/README.md; grep -c approval ~/shared-memory/README.md; "
+        "echo note > ~/user-memory/ada.md 2>&1; ls ~/user-memory",
+    )
+    assert out.output.startswith("This is not a folder"), out.output
+    assert "Read-only file system" in out.output and "ada.md" not in out.output.split("\n")[-2]
+    readme = rt.core.layout.root / "signposts" / "user-memory" / "README.md"
+    readme.write_text("tampered")
+    again = await _run(rt, ada, "head -1 ~/user-memory/README.md")
+    assert again.output.startswith("This is not a folder"), again.output
+    # The file tools still reach the note store at that path, not the signpost.
+    user, role = await rt.member(ada)
+    router = rt.router_for(user, role)
+    assert router.resolve("/home/skald/user-memory/x.md").virtual

@@ -69,6 +69,12 @@ class MemberMount(msgspec.Struct, frozen=True, kw_only=True):
     # for this prefix (`skald.approvals.rules`, default.shared-memory-write);
     # tests/test_mounts.py checks that the two agree.
     approval: bool = False
+    # `sandbox_only`: bound in the sandbox, never routed (a signpost: `~/user-memory` in
+    # the container holds a README saying notes are not files; the router keeps sending
+    # `user-memory/…` to the note store).
+    sandbox_only: bool = False
+    # (name, text) the sandbox manager writes into `host_path` at every ensure.
+    files: tuple[tuple[str, str], ...] = ()
 
     @property
     def virtual(self) -> bool:
@@ -105,6 +111,8 @@ def check_mounts(mounts: Iterable[MemberMount]) -> list[MemberMount]:
             raise ValueError(f"mount {m.name!r}: another mount's prefix lies inside it")
         if m.indexed and not m.virtual:
             raise ValueError(f"mount {m.name!r}: only a note store keeps an index")
+        if m.sandbox_only and (m.virtual or m.container_path is None or not m.read_only):
+            raise ValueError(f"mount {m.name!r}: a sandbox-only mount is a read-only folder")
         if m.container_path is not None:
             if m.virtual:
                 raise ValueError(f"mount {m.name!r} is virtual and cannot be in the sandbox")

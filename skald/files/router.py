@@ -283,7 +283,7 @@ class _Table:
         physical = [
             Mount(m.name, m.prefix, m.host_path, not m.read_only, m.label, m.container_path)
             for m in mounts
-            if m.host_path is not None
+            if m.host_path is not None and not m.sandbox_only
         ]
         named = {m.prefix: m for m in physical[1:]}
         return cls(
@@ -292,7 +292,7 @@ class _Table:
             named=named,
             deepest=max((p.count("/") + 1 for p in named), default=1),
             virtual=frozenset(m.prefix for m in mounts if m.virtual),
-            shadowed=frozenset(m.prefix for m in mounts if not m.is_home),
+            shadowed=frozenset(m.prefix for m in mounts if not m.is_home and not m.sandbox_only),
             in_container=sorted(
                 (m for m in physical if m.container_path),
                 key=lambda m: len(m.container_path or ""),

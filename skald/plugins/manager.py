@@ -68,6 +68,7 @@ BUILTINS: Final = (
     "skald.features.shared_folders.hooks",
     "skald.features.projects.hooks",
     "skald.features.skills.hooks",
+    "skald.features.signposts.hooks",
 )
 
 

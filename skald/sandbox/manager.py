@@ -254,7 +254,10 @@ class SandboxManager:
 
     # -- the spec -------------------------------------------------------------------------
 
-    def spec_for(self, user: User, role: Role) -> ContainerSpec:
+    def spec_for(
+        self, user: User, role: Role, mounts: list[MemberMount] | None = None
+    ) -> ContainerSpec:
+        mounts = self.mounts(user, role) if mounts is None else mounts
         return ContainerSpec(
             name=self.container_name(user.id),
             image=self.image,
@@ -266,7 +269,7 @@ class SandboxManager:
             # the home first (Docker mounts in order: nested ones must come after it).
             mounts=tuple(
                 Mount(source=str(m.host_path), target=m.container_path, read_only=m.read_only)
-                for m in sorted(self.mounts(user, role), key=lambda m: m.container_path or "")
+                for m in sorted(mounts, key=lambda m: m.container_path or "")
                 if m.host_path is not None and m.container_path is not None
             ),
             memory_mb=self.config.memory_mb,
@@ -276,6 +279,15 @@ class SandboxManager:
             cap_add=CAP_ADD,
             security_opt=SECURITY_OPT,
         )
+
+    def _write_mount_files(self, mounts: list[MemberMount]) -> None:
+        # A mount's own files (a signpost's README), written afresh at every ensure.
+        for m in mounts:
+            if m.files and m.host_path is not None:
+                m.host_path.mkdir(mode=0o755, parents=True, exist_ok=True)
+                with walk.opened(m.host_path) as fd:
+                    for name, text in m.files:
+                        walk.write_file_at(fd, name, text.encode("utf-8"), 0o644)
 
     def _prepare_host_dirs(self, spec: ContainerSpec) -> None:
         # Made by us before Docker sees them: Docker would create missing bind sources
@@ -316,9 +328,11 @@ class SandboxManager:
             raise SandboxUnavailable(f"{user.username}'s account is deactivated")
         await self.first_look()
         client = self.client()
-        spec = self.spec_for(user, role)
+        mounts = self.mounts(user, role)
+        spec = self.spec_for(user, role, mounts)
         async with self._lock(user.id):
             await asyncio.to_thread(self._prepare_host_dirs, spec)
+            await asyncio.to_thread(self._write_mount_files, mounts)
             try:
                 container_id = await self._ensure_between_commands(client, spec, user.id, wait)
             except SandboxUnavailable as exc:
