@@ -51,6 +51,8 @@ PAGES = {
     "/admin/backups": "admin.system",
     "/connectors": "connectors.use",
     "/admin/marketplace": "admin.connectors",
+    "/admin/shared-folders": "folders.manage",
+    "/projects": "projects.use",
 }
 
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
+from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
@@ -83,3 +84,25 @@ async def skald_prompt_blocks(member: Member, conversation_id: str | None) -> di
     if project is not None and not member.can(PROJECTS_USE):
         project = None
     return {"PROJECT_CONTEXT": context(project, member.id)}
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    return [WebFiles("projects", feature_folder(__file__, "projects"))]
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(
+            path="/projects",
+            title="nav.projects",
+            capability="projects.use",
+            order=42,
+            module="plugins/projects/projects.js",
+            component="ProjectsPage",
+            icon="folder",
+            testid="nav-projects",
+            say_not_allowed=True,
+        )
+    ]
