@@ -128,3 +128,60 @@ async def test_the_project_coordinator_is_never_a_roles_default_chat_agent(
         json={"name": "pc", "display_name": "PC", "capabilities": ["chat"], "attributes": attrs},
     )
     assert r.status_code == 400
+
+
+async def test_a_project_counts_against_its_owner_and_a_write_past_the_limit_changes_nothing(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    import msgspec
+
+    role = await runtime.core.registry.get_role("member")
+    assert role is not None
+    attrs = msgspec.structs.replace(role.attributes, storage_quota_mb=1)
+    await runtime.core.registry.save_role(
+        msgspec.structs.replace(role, attributes=attrs), create=False
+    )
+    ada = await signed_in(make_client, "ada")
+    mum = await signed_in(make_client, "mum")  # the admin role: no quota of her own
+    await ada.call("POST", "/api/projects", json={"name": "Big"})
+    await ada.call("PUT", "/api/projects/ada/big/members/mum", json={"access": "write"})
+    half = "x" * (600 * 1024)
+    path = "projects/ada/big/a.txt"
+    r = await mum.call("POST", "/api/file", json={"path": path, "content": half})
+    assert r.status_code == 201, r.text
+    # Mum's write counted against Ada: Ada's own home has no room left for as much again.
+    r = await ada.call("POST", "/api/file", json={"path": "b.txt", "content": half})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "quota_exceeded"
+    r = await mum.call(
+        "POST", "/api/file", json={"path": "projects/ada/big/c.txt", "content": half}
+    )
+    assert r.status_code == 413  # mum has no limit, but the project's owner has
+    # Refused means untouched: the first file is whole, the others were never made.
+    folder = runtime.core.layout.root / "projects" / household["ada"] / "big"
+    assert sorted(p.name for p in folder.iterdir()) == ["a.txt"]
+    assert (folder / "a.txt").read_text() == half
+    assert not (runtime.core.layout.home(household["ada"]) / "b.txt").exists()
+    # The same through the tools of a signed-in member.
+    from skald.agent.cancel import CancelScope
+    from skald.agent.tools import ToolContext
+
+    ctx = ToolContext(
+        conversation_id="c", call_id="1", depth=0, cancel=CancelScope(), sink=lambda e: None
+    )
+    member = runtime.user_runtimes[household["mum"]]
+    write = next(t for t in member.all_tools() if t.name == "write_file")
+    result = await write.run({"path": "projects/ada/big/d.txt", "content": half}, ctx)
+    assert result.is_error and "quota" in result.content.lower()
+    assert sorted(p.name for p in folder.iterdir()) == ["a.txt"]
+
+
+async def test_a_shared_folder_counts_against_the_administrator_who_made_it(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    mum = await signed_in(make_client, "mum")
+    made = (await mum.call("POST", "/api/shared-folders", json={"name": "Photos"})).json()
+    assert made["owner"] == household["mum"]
+    (runtime.core.layout.root / "shared" / "photos" / "p.bin").write_bytes(b"x" * 300_000)
+    used = await runtime.storage.usage(household["mum"])
+    assert runtime.storage.scan(household["mum"]) >= 300_000 > 0 and used >= 0
+    assert runtime.storage.scan(household["ada"]) < 300_000

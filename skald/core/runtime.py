@@ -72,7 +72,11 @@ class Runtime:
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
         self.shared_memory = SharedMemoryStore(core.registry.db)
-        self.storage = StorageAccountant(core.layout, core.config)
+        self.storage = StorageAccountant(
+            core.layout,
+            core.config,
+            owned=lambda user_id: self.plugins.owned_places(user_id, self.server),
+        )
         self.storage_guard = StorageGuard(self.storage, lambda: self.sandbox)
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What the features see of the server (hooks get it, never this object); the
@@ -272,7 +276,9 @@ class Runtime:
             agents_root=self.agents_root,
             rules=self.core.registry.approval_rules,
             router=self.router_for(handle.user, role, live=True),
-            budget=lambda role=None: self.budget(user_id, role),
+            budget=lambda role=None, owner=None: (
+                self.budget(user_id, role) if owner is None else self.budget(owner)
+            ),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         # Each feature's object for this member (`member.state(T)`), before its services.

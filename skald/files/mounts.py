@@ -75,6 +75,9 @@ class MemberMount(msgspec.Struct, frozen=True, kw_only=True):
     sandbox_only: bool = False
     # (name, text) the sandbox manager writes into `host_path` at every ensure.
     files: tuple[tuple[str, str], ...] = ()
+    # Whose storage quota a write here counts against (None: the member's own). A
+    # project's owner; a shared folder's creator.
+    quota_owner: str | None = None
 
     @property
     def virtual(self) -> bool:

@@ -155,6 +155,7 @@ class Mount:
     writable: bool
     label: str
     container_path: str | None = None
+    quota_owner: str | None = None  # whose quota a write here counts against
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ class Resolved:
     # Names at the top of the home that route to other mounts (the sandbox mounts over
     # them): listings, walks and ZIPs of the home leave real folders of those names out.
     shadowed: frozenset[str] = frozenset()
+    # Whose storage quota a write here counts against (None: the caller's own).
+    quota_owner: str | None = None
 
     @property
     def name(self) -> str:
@@ -281,7 +284,15 @@ class _Table:
     @classmethod
     def of(cls, mounts: list[MemberMount]) -> _Table:
         physical = [
-            Mount(m.name, m.prefix, m.host_path, not m.read_only, m.label, m.container_path)
+            Mount(
+                m.name,
+                m.prefix,
+                m.host_path,
+                not m.read_only,
+                m.label,
+                m.container_path,
+                m.quota_owner,
+            )
             for m in mounts
             if m.host_path is not None and not m.sandbox_only
         ]
@@ -473,6 +484,7 @@ class PathRouter:
             agent_path=_agent_path(mount, parts),
             parts=parts,
             shadowed=self._table.shadowed if mount.name == HOME_MOUNT else frozenset(),
+            quota_owner=mount.quota_owner,
         )
 
     def physical(self, raw: object, *, follow_final: bool = True) -> Resolved:

@@ -30,6 +30,8 @@ from skald.plugins.facade import as_member
 from skald.plugins.specs import ChatCommand, Page, WebFiles
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from skald.agent.tools import Tool
     from skald.core.services import ServiceSpec
     from skald.features.notifications.channels import NotificationChannel
@@ -177,6 +179,9 @@ class Plugins:
             return check_mounts(found)
         except ValueError as exc:
             raise ConfigError(f"the mounts of {user.username} are unusable: {exc}") from None
+
+    def owned_places(self, user_id: str, server: Server) -> list[Path]:
+        return self._concat(self.pm.hook.skald_owned_places(user_id=user_id, server=server))
 
     def tools(self, member: Member | Any) -> list[Tool]:
         return self._concat(self.pm.hook.skald_tools(member=as_member(member)))

@@ -136,6 +136,12 @@ def skald_mounts(
 
 
 @hookspec
+def skald_owned_places(user_id: str, server: Server) -> Iterable[Path] | None:
+    """Folders outside the member's home counted against their storage quota (their
+    projects, the shared folders they made). Synchronous, called from a thread."""
+
+
+@hookspec
 def skald_tools(member: Member) -> Iterable[Tool] | None:
     """Tools for this member's assistant (the agent's allow-list filters them after)."""
 

@@ -9,6 +9,8 @@ from skald.plugins import hookimpl
 from skald.plugins.specs import Page, WebFiles, feature_folder
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from skald.files.mounts import MemberMount
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
@@ -106,3 +108,11 @@ def skald_pages() -> list[Page]:
             say_not_allowed=True,
         )
     ]
+
+
+@hookimpl
+def skald_owned_places(user_id: str, server: Server) -> list[Path]:
+    from skald.features.projects.store import Projects
+
+    found = server.state(Projects, None)
+    return [] if found is None else found.owned(user_id)

@@ -205,9 +205,14 @@ class Projects:
                 host_path=self.folder(p),
                 container_path=f"{CONTAINER_HOME}/{p.path}",
                 read_only=p.access_of(user_id) != "write",
+                quota_owner=p.owner,
             )
             for p in self.of_member(user_id)
         ]
+
+    def owned(self, user_id: str) -> list[Path]:
+        """The folders counted against `user_id`'s quota: their projects' (in use)."""
+        return [self.folder(p) for p in self._live if p.owner == user_id]
 
     def find(self, owner_username: str, slug: str, user_id: str) -> Project:
         """The project as `user_id` may see it (a member); anyone else: not found."""

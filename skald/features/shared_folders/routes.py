@@ -13,7 +13,7 @@ from litestar import delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import requires
+from skald.api.deps import AuthRequest, requires
 from skald.api.openapi import errors
 from skald.features.shared_folders.store import FOLDERS_MANAGE, Access, Folder, SharedFolders
 from skald.plugins.facade import Server  # Litestar reads the annotations
@@ -50,8 +50,12 @@ async def list_folders(server: NamedDependency[Server]) -> list[Folder]:
 
 
 @post("/api/shared-folders", guards=MANAGE, status_code=201, responses=errors(400, 409))
-async def create_folder(data: JSONBody[FolderIn], server: NamedDependency[Server]) -> Folder:
-    return await _folders(server).create(data.name, data.description, data.slug)
+async def create_folder(
+    request: AuthRequest, data: JSONBody[FolderIn], server: NamedDependency[Server]
+) -> Folder:
+    """The folder counts against the storage quota of whoever makes it."""
+    me = request.user.user.id
+    return await _folders(server).create(data.name, data.description, data.slug, owner=me)
 
 
 @patch("/api/shared-folders/{slug:str}", guards=MANAGE, responses=errors(400, 404))

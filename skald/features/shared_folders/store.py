@@ -52,6 +52,9 @@ CREATE TABLE shared_folders(
     slug TEXT PRIMARY KEY CHECK (slug GLOB '[a-z0-9]*' AND length(slug) <= 40),
     name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 80),
     description TEXT NOT NULL DEFAULT '' CHECK (length(description) <= 500),
+    -- whose storage quota the folder counts against: who made it (NULL: that account
+    -- is gone, and the folder counts against nobody until an administrator makes anew)
+    owner TEXT REFERENCES users(id) ON DELETE SET NULL,
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),
     trashed_at TEXT
 ) WITHOUT ROWID;
@@ -83,6 +86,7 @@ class Folder(msgspec.Struct, frozen=True, kw_only=True):
     slug: str
     name: str
     description: str
+    owner: str | None  # whose quota it counts against (who made it)
     created_at: str
     trashed_at: str | None
     members: list[Member]
@@ -110,12 +114,13 @@ def _read(c: apsw.Connection) -> list[Folder]:
             slug=slug,
             name=name,
             description=description,
+            owner=owner,
             created_at=created_at,
             trashed_at=trashed_at,
             members=members.get(slug, []),
         )
-        for slug, name, description, created_at, trashed_at in c.execute(
-            "SELECT slug, name, description, created_at, trashed_at FROM shared_folders "
+        for slug, name, description, owner, created_at, trashed_at in c.execute(
+            "SELECT slug, name, description, owner, created_at, trashed_at FROM shared_folders "
             "ORDER BY name COLLATE NOCASE, slug"
         )
     ]
@@ -156,6 +161,7 @@ class SharedFolders:
         self.server = server
         self.root = server.layout.root / GROUP
         self._snapshot = Snapshot({}, {})
+        self._all: list[Folder] = []
         self.loaded = asyncio.Event()
         self._lock = asyncio.Lock()
 
@@ -163,6 +169,7 @@ class SharedFolders:
 
     async def load(self) -> None:
         folders = await self.server.db.call(_read)
+        self._all = folders
         self._snapshot = _snapshot(folders)
         self.loaded.set()
 
@@ -182,8 +189,17 @@ class SharedFolders:
                 host_path=self.root / folder.slug,
                 container_path=f"{CONTAINER_HOME}/{folder.path}",
                 read_only=access != "write",
+                quota_owner=folder.owner,
             )
             for folder, access in self.of_member(user_id)
+        ]
+
+    def owned(self, user_id: str) -> list[Path]:
+        """The folders counted against `user_id`'s quota (in use or in the trash)."""
+        return [
+            self.root / f.slug if f.trashed_at is None else self.root / TRASH / f.slug
+            for f in self._all
+            if f.owner == user_id
         ]
 
     async def all(self) -> list[Folder]:
@@ -197,7 +213,10 @@ class SharedFolders:
 
     # -- changing -------------------------------------------------------------------------
 
-    async def create(self, name: str, description: str = "", slug: str | None = None) -> Folder:
+    async def create(
+        self, name: str, description: str = "", slug: str | None = None, owner: str | None = None
+    ) -> Folder:
+        """`owner`: whose storage quota the folder counts against (who makes it)."""
         name, description = one_line(name), one_line(description)
         if not name:
             raise InvalidInputError("a shared folder needs a name")
@@ -207,8 +226,8 @@ class SharedFolders:
             if c.execute("SELECT 1 FROM shared_folders WHERE slug=?", (slug,)).fetchone():
                 raise ConflictError(f"the path name {slug!r} is taken (a folder in use or trashed)")
             c.execute(
-                "INSERT INTO shared_folders(slug, name, description) VALUES (?, ?, ?)",
-                (slug, name, description),
+                "INSERT INTO shared_folders(slug, name, description, owner) VALUES (?, ?, ?, ?)",
+                (slug, name, description, owner),
             )
 
         async with self._lock:
