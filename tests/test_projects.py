@@ -111,6 +111,8 @@ async def test_each_member_chats_in_their_own_project_conversation_with_the_cont
     assert "no longer available" in values["PROJECT_CONTEXT"]
     assert "kitchen" not in values["PROJECT_CONTEXT"]
     assert (await member._prompt_values(None))["PROJECT_CONTEXT"] == ""
+    plain = (await mum.call("POST", "/api/conversations", json={})).json()["id"]
+    assert (await member._prompt_values(plain))["PROJECT_CONTEXT"] == ""
 
 
 async def test_the_project_coordinator_is_never_a_roles_default_chat_agent(
