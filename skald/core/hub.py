@@ -312,8 +312,11 @@ class ChatHub:
         conversation = await self.store.update(conversation_id, status=status)
         self.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
 
-    async def new_conversation(self, title: str = "") -> Conversation:
-        conversation = await self.store.create(secrets.token_hex(8), self.default_agent, title)
+    async def new_conversation(self, title: str = "", agent_id: str | None = None) -> Conversation:
+        """A new conversation with the member's default chat agent, or `agent_id` (a
+        feature's own conversation: a project's runs the project coordinator)."""
+        agent = agent_id or self.default_agent
+        conversation = await self.store.create(secrets.token_hex(8), agent, title)
         self.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
         return conversation
 

@@ -26,13 +26,8 @@ from skald.store.people import Directory, age_on
 # render empty until then. Each comment names what will fill it (C-numbers: the design's
 # capability catalogue); the feature that does moves the name from here to its own
 # `skald_placeholders`.
-RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {
-    # Shared folders and projects (C8, the shared spaces issue).
-    "SHARED_FOLDERS": "the shared folders the member can reach",
-    "PROJECT_CONTEXT": "the project a project conversation belongs to",
-    # Skills (the skills/ mount of C4; no issue filed yet).
-    "SKILLS_LIST": "the installed skills",
-}
+# (None left: shared folders, projects and skills fill theirs since issue 26.)
+RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {}
 
 VIEW_HEADING: Final = "Viewing at the time of this message:"
 

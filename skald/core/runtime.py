@@ -78,7 +78,11 @@ class Runtime:
         )
         self.agents = {**self.agents, **added}
         self.shared_memory = SharedMemoryStore(core.registry.db)
-        self.storage = StorageAccountant(core.layout, core.config)
+        self.storage = StorageAccountant(
+            core.layout,
+            core.config,
+            owned=lambda user_id: self.plugins.owned_places(user_id, self.server),
+        )
         self.storage_guard = StorageGuard(self.storage, lambda: self.sandbox)
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What the features see of the server (hooks get it, never this object); the
@@ -175,9 +179,13 @@ class Runtime:
 
     def mounts_for(self, user: User, role: Role) -> list[MemberMount]:
         """The member's mounts, from every feature (the one list router and sandbox use)."""
-        return self.plugins.mounts(user, role, self.core.layout)
+        return self.plugins.mounts(user, role, self.core.layout, self.server)
 
-    def router_for(self, user: User, role: Role) -> PathRouter:
+    def router_for(self, user: User, role: Role, *, live: bool = False) -> PathRouter:
+        """The member's router; `live`: its mounts asked again at every path (a member's
+        runtime keeps it for their whole session, so an access change must reach it)."""
+        if live:
+            return PathRouter(live=lambda: self.mounts_for(user, role))
         return PathRouter(mounts=self.mounts_for(user, role))
 
     async def member(self, user_id: str) -> tuple[User, Role]:
@@ -275,8 +283,10 @@ class Runtime:
             plugins=self.plugins,
             agents_root=self.agents_root,
             rules=self.core.registry.approval_rules,
-            router=self.router_for(handle.user, role),
-            budget=lambda role=None: self.budget(user_id, role),
+            router=self.router_for(handle.user, role, live=True),
+            budget=lambda role=None, owner=None: (
+                self.budget(user_id, role) if owner is None else self.budget(owner)
+            ),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         # Each feature's object for this member (`member.state(T)`), before its services.

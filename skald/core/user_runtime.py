@@ -177,8 +177,8 @@ class UserRuntime:
         household = self.instance.timezone() if self.instance else ZoneInfo(self.config.timezone)
         return ZoneInfo(default_zone(self.user.profile.get("timezone"), household.key))
 
-    async def _prompt_values(self) -> dict[str, str]:
-        return await self.plugins.prompt_blocks(self)
+    async def _prompt_values(self, conversation_id: str | None = None) -> dict[str, str]:
+        return await self.plugins.prompt_blocks(self, conversation_id)
 
     async def _injected(self, agent: AgentDef) -> str:
         """The notes the agent's `inject_memory` names, each under its path, read now (an
@@ -229,9 +229,10 @@ class UserRuntime:
         agent = self.agents.get(agent_id or "worker")
         if agent is None or agent.type != "task":
             return None
-        prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
-        prompt += await self._injected(agent)
         root = root_of(ctx.conversation_id)[0]
+        values = await self._prompt_values(root)
+        prompt = await self.prompts.compose(agent, self.agents_root, values)
+        prompt += await self._injected(agent)
         source = await self.llm.source(
             self.user.id,
             strength=agent.model_strength or "average",
@@ -377,7 +378,7 @@ class UserRuntime:
         )
         # The model that answers unless it fails decides what the turn offers.
         profile = turn_profile(model.candidates[0][0])
-        values = prompt_values(profile, await self._prompt_values())
+        values = prompt_values(profile, await self._prompt_values(conversation.id))
         prompt = await self.prompts.compose(agent, self.agents_root, values, VARIANTS[profile])
         prompt += await self._injected(agent)
         tools, offered_names = offered(profile, self._tools(agent))

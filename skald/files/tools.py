@@ -416,8 +416,13 @@ class _Writing(Writes, FileTool):
     """A tool that writes into the home: every write is checked against the member's
     quota and the free-disk reserve first (when a budget is given), then reported."""
 
-    async def current_budget(self) -> Budget | None:
-        return None if self.budget is None else await self.budget()
+    async def current_budget(self, found: Resolved | None = None) -> Budget | None:
+        """The budget a write to `found` counts against: its place's quota owner's (a
+        project's owner, a shared folder's creator), else the member's own."""
+        if self.budget is None:
+            return None
+        owner = None if found is None else found.quota_owner
+        return await (self.budget() if owner is None else self.budget(owner=owner))
 
 
 def _existing_size(found: Resolved) -> int:
@@ -527,7 +532,7 @@ class WriteFileTool(_Writing):
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         content = _text(args, "content")
         data = _encode(content)
-        budget = await self.current_budget()
+        budget = await self.current_budget(await asyncio.to_thread(self.paths.writable, raw))
 
         def write(_: threading.Event) -> tuple[FileEntry, bool]:
             return write_within(budget, self.paths.writable(raw), data)
@@ -561,7 +566,7 @@ class EditFileTool(_Writing):
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         old, new, replace_all = _edit_args(args)
-        budget = await self.current_budget()
+        budget = await self.current_budget(await asyncio.to_thread(self.paths.writable, raw))
 
         def edit(_: threading.Event) -> tuple[str, int]:
             found = self.paths.writable(raw)
@@ -1226,7 +1231,8 @@ class _LineChange(_Writing):
         )
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        budget = await self.current_budget()
+        # A project's or shared folder's writes count against its quota owner.
+        budget = await self.current_budget(await asyncio.to_thread(self.paths.writable, raw))
 
         def change(_: threading.Event) -> tuple[str, str]:
             found = self.paths.writable(raw)

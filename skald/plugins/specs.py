@@ -130,8 +130,19 @@ def skald_web_files() -> Iterable[WebFiles] | None:
 
 
 @hookspec
-def skald_mounts(user: User, role: Role, layout: DataLayout) -> Iterable[MemberMount] | None:
-    """Places of this member: agent path prefix, host folder, container path, read-only."""
+def skald_mounts(
+    user: User, role: Role, layout: DataLayout, server: Server | None
+) -> Iterable[MemberMount] | None:
+    """Places of this member: agent path prefix, host folder, container path, read-only.
+
+    Synchronous and called at every path a member's router parses: answer from memory
+    (`server` is None only where no server runs, e.g. a one-off router in a test)."""
+
+
+@hookspec
+def skald_owned_places(user_id: str, server: Server) -> Iterable[Path] | None:
+    """Folders outside the member's home counted against their storage quota (their
+    projects, the shared folders they made). Synchronous, called from a thread."""
 
 
 @hookspec
@@ -141,9 +152,11 @@ def skald_tools(member: Member) -> Iterable[Tool] | None:
 
 @hookspec
 def skald_prompt_blocks(
-    member: Member,
+    member: Member, conversation_id: str | None
 ) -> Mapping[str, str] | Awaitable[Mapping[str, str]] | None:
-    """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable)."""
+    """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable);
+    `conversation_id`: the conversation the prompt is for (a project's fills
+    PROJECT_CONTEXT), None outside one."""
 
 
 @hookspec
