@@ -79,6 +79,12 @@ class DataLayout:
         return self.homes_dir / validate_user_id(user_id)
 
     @property
+    def agents_dir(self) -> Path:
+        """Agents the operator added (`agents/<id>/`, as the shipped ones): kept by
+        updates (it is data) and by every backup."""
+        return self.root / "agents"
+
+    @property
     def backups_dir(self) -> Path:
         return self.root / "backups"
 

@@ -86,9 +86,6 @@ ADMIN_ROLES = declare("admin.roles", "Manage roles and their capabilities")
 
 # -- reserved: kept in the catalogue for the features that will enforce them -------------
 
-PROJECTS_USE = declare(
-    "projects.use", "Create and join projects", reserved_for="projects (a later issue)"
-)
 # Enforced by the Telegram bridge (each message) and its pairing routes
 # (skald/features/telegram/).
 TELEGRAM_USE = declare("telegram.use", "Chat through Telegram")

@@ -30,7 +30,7 @@ import asyncio
 import os
 import stat
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -99,8 +99,15 @@ class StorageAccountant:
     Thread-safe: tools report writes from worker threads, the guard rescans in another.
     """
 
-    def __init__(self, layout: DataLayout, config: Config) -> None:
+    def __init__(
+        self,
+        layout: DataLayout,
+        config: Config,
+        owned: Callable[[str], list[Path]] | None = None,
+    ) -> None:
         self.layout = layout
+        # Folders outside the home that count against a member (their projects...).
+        self.owned = owned
         self.reserve = config.storage.disk_reserve_mb * MIB
         self._lock = threading.Lock()
         self._used: dict[str, int] = {}
@@ -110,7 +117,13 @@ class StorageAccountant:
 
     def member_paths(self, user_id: str) -> list[Path]:
         db = self.layout.user_db(user_id)
-        return [self.layout.home(user_id), db, *(Path(f"{db}{s}") for s in ("-wal", "-shm"))]
+        extra = [] if self.owned is None else self.owned(user_id)
+        return [
+            self.layout.home(user_id),
+            db,
+            *(Path(f"{db}{s}") for s in ("-wal", "-shm")),
+            *extra,
+        ]
 
     def scan(self, user_id: str) -> int:
         """Walk the member's home and database files now; the figure replaces the cache."""
@@ -231,7 +244,9 @@ class BudgetSource(Protocol):
     A caller that has just read the member's role passes it (a turn's setup), else the
     role is read afresh."""
 
-    def __call__(self, role: Role | None = None) -> Awaitable[Budget]: ...
+    def __call__(self, role: Role | None = None, owner: str | None = None) -> Awaitable[Budget]:
+        """`owner`: the budget of whoever a place counts against (a project's owner)."""
+        ...
 
 
 class CommandWatch:

@@ -261,6 +261,8 @@ _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _TOOL_USE_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _DATA_URL = re.compile(r"^data:(image/(?:png|jpeg|gif|webp));base64,(.+)$", re.DOTALL)
 _MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# `video_url` as vLLM's and OpenRouter's OpenAI-compatible servers read it (user messages).
+_VIDEO_URL = re.compile(r"^data:(video/(?:mp4|webm|quicktime));base64,(.+)$", re.DOTALL)
 
 
 def _is_base64(data: str) -> bool:
@@ -299,6 +301,12 @@ def _check_openai_content(content: Any, where: str, *, images: bool) -> str | No
             if url.startswith(("http://", "https://")) or (match and _is_base64(match[2])):
                 continue
             return f"Invalid image URL: '{where}[{j}].image_url.url'. Expected a base64-encoded data URL with an image MIME type (e.g. 'data:image/png;base64,...'), or a URL."
+        if kind == "video_url" and images:
+            video = part.get("video_url")
+            found = _VIDEO_URL.match(video.get("url", "")) if isinstance(video, dict) else None
+            if found and _is_base64(found[2]):
+                continue
+            return f"Invalid video URL: '{where}[{j}].video_url.url'."
         return f"Invalid value: '{kind}'. Supported values are: 'text' and 'image_url'. ({where}[{j}].type)"
     return None
 

@@ -3,6 +3,7 @@ gets exactly the status it should from every route."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -13,6 +14,11 @@ from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 from skald.api.app import create_app
 from skald.approvals.rules import Rule
 from skald.core.runtime import Runtime
+from skald.features.projects.store import Projects
+from skald.features.shared_folders.store import SharedFolders
+from skald.features.system_agents.runner import SystemAgents
+from skald.plugins.specs import NewReport
+from skald.store import people
 from skald.store.registry import SecurityGroup
 
 # Reachable without signing in. Adding to this list is a security decision.
@@ -521,37 +527,126 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         "PUT",
         "/api/usage/caps/{user_kind}/{victim}",
         {"turns_day": 5},
+        # Shared folders: `folders.manage` (administrators by default).
+        ("GET", "/api/shared-folders", None, {"anon": 401, A: 200, M: 403, C: 403}),
+        (
+            "POST",
+            "/api/shared-folders",
+            {"name": "F {role}"},
+            {"anon": 401, A: 201, M: 403, C: 403},
+        ),
+        (
+            "PATCH",
+            "/api/shared-folders/{folder}",
+            {"description": "d"},
+            {"anon": 401, A: 200, M: 403, C: 403},
+        ),
+        (
+            "PUT",
+            "/api/shared-folders/{folder}/members/{ada}",
+            {"access": "read"},
+            {"anon": 401, A: 200, M: 403, C: 403},
+        ),
+        (
+            "DELETE",
+            "/api/usage/caps/{role_kind}/{role_name}",
+            None,
+            {"anon": 401, A: 204, M: 403, C: 403},
+        ),
+        ("GET", "/api/dashboard/health", None, {"anon": 401, A: 200, M: 403, C: 403}),
+        # The request log: one's own rows (a request of nobody's: 404), counts for admins.
+        ("GET", "/api/requests", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        ("GET", "/api/requests/{no_request}", None, {"anon": 401, A: 404, M: 404, C: 404}),
+        ("GET", "/api/admin/requests", None, {"anon": 401, A: 200, M: 403, C: 403}),
+        ("GET", "/api/privacy", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        ("GET", "/api/requests/settings", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        (
+            "PUT",
+            "/api/requests/settings",
+            {"keep_payloads": False},
+            {"anon": 401, A: 200, M: 200, C: 200},
+        ),
+        ("GET", "/api/requests/{no_request}/payload", None, {"anon": 401, A: 404, M: 404, C: 404}),
+        # Telegram: the bridge's settings are the admin's; pairing is per member (telegram.use).
+        ("GET", "/api/telegram/settings", None, {"anon": 401, A: 200, M: 403, C: 403}),
+        (
+            "PUT",
+            "/api/telegram/settings",
+            {"enabled": False},
+            {"anon": 401, A: 200, M: 403, C: 403},
+        ),
+        ("GET", "/api/telegram/groups", None, {"anon": 401, A: 200, M: 403, C: 403}),
+        (
+            "PUT",
+            "/api/telegram/groups/{chat}",
+            {"prefix": "x"},
+            {"anon": 401, A: 200, M: 403, C: 403},
+        ),
+        ("GET", "/api/telegram/me", None, {"anon": 401, A: 200, M: 200, C: 403}),
+        ("POST", "/api/telegram/pair", {"code": "ZZZZZZZZ"}, {"anon": 401, A: 400, M: 400, C: 403}),
+        ("POST", "/api/telegram/code", None, {"anon": 401, A: 200, M: 200, C: 403}),
+        ("DELETE", "/api/telegram/me", None, {"anon": 401, A: 404, M: 404, C: 403}),
+        # System agents and reports (issue 25): runs are the caller's own, health and
+        # settings are for admins; a report about tim for his supervisors (mum) is "not
+        # found" for everyone else, tim included.
+        ("GET", "/api/system-agents", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        ("GET", "/api/system-agents/runs", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        ("GET", "/api/system-agents/health", None, {"anon": 401, A: 200, M: 403, C: 403}),
+        (
+            "PUT",
+            "/api/system-agents/{agent}",
+            {"enabled": True, "interval_s": 86400},
+            {"anon": 401, A: 204, M: 403, C: 403},
+        ),
+        (
+            "PUT",
+            "/api/system-agents/{agent}/members/{ada}",
+            {"interval_s": 3600},
+            {"anon": 401, A: 204, M: 403, C: 403},
+        ),
+        ("POST", "/api/system-agents/{agent}/run", None, {"anon": 401, A: 202, M: 403, C: 403}),
+        ("GET", "/api/reports", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        ("GET", "/api/reports/unread", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        ("GET", "/api/reports/{report}", None, {"anon": 401, A: 200, M: 404, C: 404}),
+        ("GET", "/api/review/lines", None, {"anon": 401, A: 200, M: 200, C: 200}),
+        ("POST", "/api/review/{victim}/restart", None, {"anon": 401, A: 204, M: 403, C: 403}),
+        "/api/shared-folders/{folder}/members/{ada}",
+        None,
         {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("POST", "/api/shared-folders/{folder}/restore", None, {"anon": 401, A: 409, M: 403, C: 403}),
+    ("DELETE", "/api/shared-folders/{folder}/trash", None, {"anon": 401, A: 409, M: 403, C: 403}),
+    ("DELETE", "/api/shared-folders/{folder}", None, {"anon": 401, A: 204, M: 403, C: 403}),
+    # Projects: `projects.use`; Ada owns "matrix", mum reads it, tim's role lacks it.
+    ("GET", "/api/projects", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("POST", "/api/projects", {"name": "P {role}"}, {"anon": 401, A: 201, M: 201, C: 403}),
+    ("GET", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    (
+        "PATCH",
+        "/api/projects/{owner}/{proj}",
+        {"description": "d"},
+        {"anon": 401, A: 403, M: 200, C: 403},
+    ),
+    (
+        "PUT",
+        "/api/projects/{owner}/{proj}/members/{vname}",
+        {"access": "read"},
+        {"anon": 401, A: 403, M: 200, C: 403},
     ),
     (
         "DELETE",
-        "/api/usage/caps/{role_kind}/{role_name}",
+        "/api/projects/{owner}/{proj}/members/{vname}",
         None,
-        {"anon": 401, A: 204, M: 403, C: 403},
+        {"anon": 401, A: 403, M: 200, C: 403},
     ),
-    ("GET", "/api/dashboard/health", None, {"anon": 401, A: 200, M: 403, C: 403}),
-    # The request log: one's own rows (a request of nobody's: 404), counts for admins.
-    ("GET", "/api/requests", None, {"anon": 401, A: 200, M: 200, C: 200}),
-    ("GET", "/api/requests/{no_request}", None, {"anon": 401, A: 404, M: 404, C: 404}),
-    ("GET", "/api/admin/requests", None, {"anon": 401, A: 200, M: 403, C: 403}),
-    ("GET", "/api/privacy", None, {"anon": 401, A: 200, M: 200, C: 200}),
-    ("GET", "/api/requests/settings", None, {"anon": 401, A: 200, M: 200, C: 200}),
-    (
-        "PUT",
-        "/api/requests/settings",
-        {"keep_payloads": False},
-        {"anon": 401, A: 200, M: 200, C: 200},
-    ),
-    ("GET", "/api/requests/{no_request}/payload", None, {"anon": 401, A: 404, M: 404, C: 404}),
-    # Telegram: the bridge's settings are the admin's; pairing is per member (telegram.use).
-    ("GET", "/api/telegram/settings", None, {"anon": 401, A: 200, M: 403, C: 403}),
-    ("PUT", "/api/telegram/settings", {"enabled": False}, {"anon": 401, A: 200, M: 403, C: 403}),
-    ("GET", "/api/telegram/groups", None, {"anon": 401, A: 200, M: 403, C: 403}),
-    ("PUT", "/api/telegram/groups/{chat}", {"prefix": "x"}, {"anon": 401, A: 200, M: 403, C: 403}),
-    ("GET", "/api/telegram/me", None, {"anon": 401, A: 200, M: 200, C: 403}),
-    ("POST", "/api/telegram/pair", {"code": "ZZZZZZZZ"}, {"anon": 401, A: 400, M: 400, C: 403}),
-    ("POST", "/api/telegram/code", None, {"anon": 401, A: 200, M: 200, C: 403}),
-    ("DELETE", "/api/telegram/me", None, {"anon": 401, A: 404, M: 404, C: 403}),
+    ("POST", "/api/projects/{owner}/{proj}/chat", None, {"anon": 401, A: 201, M: 201, C: 403}),
+    ("DELETE", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 403, M: 204, C: 403}),
+    # Skills: reading and one's own tree with `files`; the household's with skills.manage.
+    ("GET", "/api/skills", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
+    ("POST", "/api/skills/{mine}/{none}/zip", {}, {"anon": 401, A: 400, M: 400, C: 403}),
+    ("POST", "/api/skills/{shared}/{none}/zip", {}, {"anon": 401, A: 403, M: 403, C: 403}),
+    ("DELETE", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
 ]
 
 
@@ -571,6 +666,16 @@ async def _install_connectors(runtime: Runtime, victim_id: str) -> None:
     await c.store.grant("private", victim_id)
 
 
+async def _report_about_tim(runtime: Runtime, household: dict[str, str]) -> str:
+    """mum supervises tim; a review report about him, for his supervisors."""
+    await people.link(runtime.server.db, household["mum"], household["tim"])
+    report = NewReport(title="t", summary="s", body="b", audience="supervisors")
+    report = dataclasses.replace(report, subject_id=household["tim"])
+    return await runtime.server.state(SystemAgents).reports.add(
+        report, owner_id=household["mum"], subject_name="tim", producer="test", run_id="r"
+    )
+
+
 @pytest.mark.parametrize("who", ["anon", A, M, C])
 async def test_role_route_matrix(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, who: str
@@ -587,6 +692,9 @@ async def test_role_route_matrix(
         Rule(0, "matrix", "x", None, "allow", 1, ""), create=True
     )
     await _install_connectors(runtime, victim.user.id)
+    await runtime.server.state(SharedFolders).create("Folder")
+    projects = runtime.server.state(Projects)
+    await projects.set_member(await projects.create(household["ada"], "Matrix"), "mum", "read")
     ids = {
         "clock": "clock",
         "private": "private",
@@ -605,6 +713,15 @@ async def test_role_route_matrix(
         "role_kind": "role",
         "no_request": "987654321",
         "chat": "-5",
+        "agent": "conversation-review",
+        "report": await _report_about_tim(runtime, household),
+        "folder": "folder",
+        "owner": "ada",
+        "proj": "matrix",
+        "vname": "victim",
+        "mine": "mine",
+        "shared": "shared",
+        "none": "none",
     }
     if who != "anon":
         owner = await make_client()

@@ -303,12 +303,18 @@ def test_offline_backup_keeps_modes_and_links_and_skips_what_it_cannot_restore(
 def test_quick_backup_holds_databases_and_keys_only(offline: ServerProcess) -> None:
     # The Web Push key is one of the instance's keys: devices' subscriptions are bound to it.
     vapid = VapidKey.load_or_create(offline.data / "vapid.pem")
+    # The operator's own agents (issue 31) are small and are configuration: kept too.
+    (offline.data / "agents" / "recipes").mkdir(parents=True)
+    (offline.data / "agents" / "recipes" / "AGENT.md").write_text("# Recipes\n")
     archive = _backup(offline, "--quick")
     manifest = _manifest(archive)
     assert manifest["kind"] == "quick"
     tops = {e["path"].split("/", 1)[0] for e in manifest["files"]}
-    assert tops <= {"database", "instance.key", "config.toml", "providers.json", "vapid.pem"}
-    assert "vapid.pem" in tops
+    known = {"database", "instance.key", "config.toml", "providers.json", "vapid.pem", "agents"}
+    assert tops <= known
+    assert "vapid.pem" in tops and "agents/recipes/AGENT.md" in {
+        e["path"] for e in manifest["files"]
+    }
     # A quick restore puts the databases back and leaves the homes alone.
     (offline.data / "homes" / "somebody" / "sub" / "notes.txt").write_text("newer")
     r = offline.cli("restore", str(archive), "--yes")

@@ -31,9 +31,7 @@ WEB = Path(__file__).resolve().parent.parent / "web" / "js"
 # Declared but checked by nothing yet: kept so administrators' role edits survive until
 # the feature lands (removing them by a migration would lose those edits). Adding to
 # this list is a decision: name the issue that will enforce it.
-RESERVED = {
-    "projects.use": "a later issue",
-}
+RESERVED = {}
 # Pages of the web UI and the capability each needs (the pages hook, `GET /api/pages`;
 # the web app's navigation and router take them from there).
 PAGES = {
@@ -53,6 +51,8 @@ PAGES = {
     "/admin/marketplace": "admin.connectors",
     "/telegram": "telegram.use",
     "/admin/telegram": "admin.system",
+    "/admin/shared-folders": "folders.manage",
+    "/projects": "projects.use",
 }
 
 

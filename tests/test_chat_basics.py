@@ -181,12 +181,9 @@ async def test_the_view_context_is_bounded_and_never_part_of_the_typed_text(
     await add_models(runtime, fake_llm, "model-a")
     svc = runtime.conversations
     conversation = await svc.create(ada)
-    with pytest.raises(InvalidInputError, match="at most 8"):
-        await svc.send(ada, conversation.id, "x", view_context=[ViewItem("a", "b")] * 9)
+    # A malformed label is refused; length is never a refusal (test_view_context.py).
     with pytest.raises(InvalidInputError, match="colon"):
         await svc.send(ada, conversation.id, "x", view_context=[ViewItem("a: b", "c")])
-    with pytest.raises(InvalidInputError, match="500"):
-        await svc.send(ada, conversation.id, "x", view_context=[ViewItem("a", "v" * 501)])
     assert await svc.history(ada, conversation.id) == []
 
 
@@ -240,7 +237,8 @@ async def test_the_routes_resend_and_search_for_the_signed_in_member(
         f"/api/conversations/{conv['id']}/messages",
         json={"text": "plan it", "view_context": [{"label": "page", "value": "Files"}]},
     )
-    assert r.status_code == 202 and r.json() == {"accepted": True, "images_not_seen": False}
+    assert r.status_code == 202
+    assert r.json() == {"accepted": True, "images_not_seen": False, "videos_not_seen": False}
     for _ in range(300):
         items = (await client.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
         if len(items) == 2:

@@ -121,19 +121,27 @@ def plant(house: Household) -> None:
 async def test_tool_set_names_kinds_and_flags(house: Household) -> None:
     tools = house.ada.tools
     assert sorted(tools) == [
+        "append_file",
         "edit_file",
+        "get_outline",
         "glob",
         "grep",
+        "insert_at_line",
         "list_files",
         "memory_search",
         "read_file",
+        "replace_lines",
+        "search_file",
         "show_file",
         "write_file",
     ]
-    for name in ("read_file", "list_files", "grep", "glob", "show_file", "memory_search"):
+    for name in (
+        "read_file", "list_files", "grep", "glob", "show_file", "memory_search", "search_file",
+        "get_outline",
+    ):  # fmt: skip
         tool = tools[name]
         assert (tool.kind, tool.concurrency_safe, tool.rerun_on_recovery) == ("read", True, True)
-    for name in ("write_file", "edit_file"):
+    for name in ("write_file", "edit_file", "append_file", "insert_at_line", "replace_lines"):
         tool = tools[name]
         assert (tool.kind, tool.concurrency_safe, tool.rerun_on_recovery) == (
             "write",

@@ -138,6 +138,8 @@ async def test_places(ada: Client, homes: dict[str, Path]) -> None:
     assert [(p["name"], p["path"], p["writable"], p["virtual"]) for p in r.json()] == [
         ("home", "~", True, False),
         ("docs", "docs", False, False),
+        ("skills/shared", "skills/shared", False, False),
+        ("skills/mine", "skills/mine", False, False),
         ("user-memory", "user-memory", False, True),
         ("shared-memory", "shared-memory", False, True),
     ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
@@ -260,6 +261,16 @@ def test_update_to_a_newer_build_keeps_data_and_heals_the_service(world: World) 
         f">{unit}.d/override.conf && sed -i /LimitNOFILE/d {unit}"
     )
     world.box.exec("loginctl disable-linger alice && sleep 1")
+    # An agent the operator added in the data directory (issue 31) is data: kept.
+    meta = json.dumps(
+        {"id": "recipes", "name": "Recipe finder", "type": "task",
+         "description": "Finds recipes.", "about": {"it": "Ti trova una ricetta"}}
+    )  # fmt: skip
+    world.alice(
+        f"mkdir -p {HOME}/data/agents/recipes && printf '%s' {shlex.quote(meta)} "
+        f">{HOME}/data/agents/recipes/meta.json && printf '# Recipes\\n' "
+        f">{HOME}/data/agents/recipes/AGENT.md"
+    )
     assert world.health() is None
     rc, out = world.update()
     assert rc == 0, out
@@ -273,7 +284,9 @@ def test_update_to_a_newer_build_keeps_data_and_heals_the_service(world: World) 
     snaps = world.alice(f"ls {HOME}/data/backups")[1].split()
     assert any(s.startswith("pre-update-1.0.0-to-1.1.0-") for s in snaps), snaps
     api = _login(world)  # the account made on 1.0.0 still opens
+    agents = {a["id"]: a for a in api.get("/api/agents").json()}
     api.close()
+    assert agents["recipes"]["about"] == {"it": "Ti trova una ricetta"}, agents
     rc, out = world.update()
     assert rc == 0 and "up to date" in out, out
 

@@ -276,12 +276,12 @@ async def test_compaction_starts_from_the_real_context_window(
     mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
     conversation = await mine.hub.store.create("c1", "assistant")
 
-    setup = await mine.turn_setup(conversation, needs_vision=False)
+    setup = await mine.turn_setup(conversation, needs=())
     assert setup.config.compact_at_tokens == int((8000 - 1000) * 0.8)
 
     model = (await admin.call("GET", "/api/llm/models")).json()[0]
     await admin.call("PATCH", f"/api/llm/models/{model['id']}", json={"context_window": 0})
-    setup = await mine.turn_setup(conversation, needs_vision=False)
+    setup = await mine.turn_setup(conversation, needs=())
     assert setup.config.compact_at_tokens is None  # unknown window, none configured
 
 

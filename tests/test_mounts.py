@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import PASSWORD, TEST_ENV
 from plugins import sample_plugin
@@ -26,6 +27,8 @@ from skald.cli import plugin_sections
 from skald.config import load_config
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
+from skald.features.projects.store import Projects
+from skald.features.shared_folders.store import SharedFolders
 from skald.files.mounts import CONTAINER_HOME, MemberMount, check_mounts
 from skald.files.router import PathDeniedError, PathRouter, Resolved, Virtual
 from skald.paths import DataLayout
@@ -64,13 +67,38 @@ async def test_the_list_holds_home_docs_notes_and_the_plugins_shelf(runtime: Run
         ("docs", "docs", f"{CONTAINER_HOME}/docs", True),
         ("user-memory", "user-memory", None, False),
         ("shared-memory", "shared-memory", None, False),
+        ("skills/shared", "skills/shared", f"{CONTAINER_HOME}/skills/shared", True),
+        ("skills/mine", "skills/mine", f"{CONTAINER_HOME}/skills/mine", True),
+        ("user-memory-signpost", "user-memory-signpost", f"{CONTAINER_HOME}/user-memory", True),
+        (
+            "shared-memory-signpost",
+            "shared-memory-signpost",
+            f"{CONTAINER_HOME}/shared-memory",
+            True,
+        ),
         ("sample", "sample", sample_plugin.MOUNT_PATH, True),
     ]
+
+
+async def _share_with_ada(rt: Runtime, ada: str, bob: str) -> None:
+    """A shared folder Ada reads, one she writes, a project of hers, one of Bob's she
+    is in, and one of Bob's she is not: every kind of place in her list."""
+    folders = rt.server.state(SharedFolders)
+    for name, access in (("Read", "read"), ("Write", "write")):
+        await folders.create(name)
+        await folders.set_member(name.lower(), ada, access)
+    await folders.create("Bobs")
+    await folders.set_member("bobs", bob, "write")
+    projects = rt.server.state(Projects)
+    await projects.create(ada, "Mine")
+    await projects.set_member(await projects.create(bob, "Ours"), "ada", "read")
+    await projects.create(bob, "Secret")
 
 
 async def test_every_mount_keeps_paths_inside_it(runtime: Runtime, tmp_path: Path) -> None:
     ada = (await runtime.core.users.create("ada", PASSWORD, "member")).user.id
     bob = (await runtime.core.users.create("bob", PASSWORD, "member")).user.id
+    await _share_with_ada(runtime, ada, bob)
     mounts = await _mounts(runtime, "ada")
     router = PathRouter(mounts=mounts)
     outside = tmp_path / "outside"
@@ -87,6 +115,9 @@ async def test_every_mount_keeps_paths_inside_it(runtime: Runtime, tmp_path: Pat
         if m.virtual:
             assert isinstance(router.resolve(f"{m.prefix}/a.md"), Virtual), m.name
             continue
+        if m.sandbox_only:  # a signpost: the router sends its container path to the notes
+            assert isinstance(router.resolve(f"{m.container_path}/a.md"), Virtual), m.name
+            continue
         assert m.host_path is not None
         found = router.resolve(top)
         assert isinstance(found, Resolved) and found.mount == m.name
@@ -102,7 +133,16 @@ async def test_every_mount_keeps_paths_inside_it(runtime: Runtime, tmp_path: Pat
                 with pytest.raises(PathDeniedError):
                     router.resolve(path)
             checked += 1
-    assert checked == 2  # the home and the shelf; the manual is the shipped asset folder
+    # The home, the shelf, the two skill trees, two shared folders, two projects; the
+    # manual is the shipped asset folder.
+    assert checked == 8
+    assert {m.prefix for m in mounts} >= {"shared/read", "projects/ada/mine", "projects/bob/ours"}
+    assert not {"shared/bobs", "projects/bob/secret"} & {m.prefix for m in mounts}
+    for m in mounts:
+        if m.prefix in ("shared/read", "projects/bob/ours"):
+            assert m.read_only, m.prefix
+        if m.prefix in ("shared/write", "projects/ada/mine"):
+            assert not m.read_only, m.prefix
     assert ada != bob
 
 
@@ -118,11 +158,18 @@ def test_a_list_without_exactly_one_home_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     with pytest.raises(ValueError, match="share the name"):
         check_mounts([home, shelf, shelf])
-    bad = MemberMount(
-        name="b", prefix="a/b", label="B", host_path=tmp_path, container_path=None, read_only=True
-    )
-    with pytest.raises(ValueError, match="one plain name"):
-        check_mounts([home, bad])
+    for prefix in ("a/../b", "a//b", "a/.b", "a/b/c/d"):
+        bad = MemberMount(
+            name="b", prefix=prefix, label="B", host_path=tmp_path, container_path=None,
+            read_only=True,
+        )  # fmt: skip
+        with pytest.raises(ValueError, match="one plain name"):
+            check_mounts([home, bad])
+    # A grouped prefix (`shared/photos`) is fine, but never one inside another mount's.
+    grouped = msgspec.structs.replace(shelf, name="g", prefix="s/photos")
+    assert check_mounts([home, grouped])[1].prefix == "s/photos"
+    with pytest.raises(ValueError, match="lies inside it"):
+        check_mounts([home, shelf, grouped])
 
 
 async def test_the_mounts_whose_writes_need_approval_are_those_the_seeded_rules_require(
@@ -191,24 +238,33 @@ async def test_every_mount_is_in_the_sandbox_as_the_list_says_and_no_one_elses(
     sandbox_runtime: Runtime,
 ) -> None:
     rt = sandbox_runtime
-    for name in ("ada", "bob"):
-        await rt.core.users.create(name, PASSWORD, "member")
+    ids = [(await rt.core.users.create(n, PASSWORD, "member")).user.id for n in ("ada", "bob")]
+    await _share_with_ada(rt, *ids)
     marks: dict[str, dict[str, str]] = {"ada": {}, "bob": {}}
+    both = {m.host_path for m in await _mounts(rt, "ada")} & {
+        m.host_path for m in await _mounts(rt, "bob")
+    }
     for name in marks:
         for m in await _mounts(rt, name):
             if m.host_path is None or not m.host_path.is_relative_to(rt.core.layout.root):
                 continue  # virtual, or the shipped manual (checked below by its README)
+            if m.host_path in both or m.sandbox_only:
+                continue  # the household's skills, a project both are in, the signposts
             m.host_path.mkdir(parents=True, exist_ok=True)
             mark = secrets.token_hex(12)
-            (m.host_path / f"mark-{m.name}.txt").write_text(mark + "\n")
+            (m.host_path / f"mark-{m.name.replace('/', '_')}.txt").write_text(mark + "\n")
             marks[name][m.name] = mark
-    assert set(marks["ada"]) == {"home", "sample"}
+    assert set(marks["ada"]) == {
+        "home", "sample", "skills/mine", "shared/read", "shared/write", "projects/ada/mine",
+    }  # fmt: skip
 
     checks = []
     for m in await _mounts(rt, "ada"):
         if m.container_path is None:
             continue
-        probe = f"{m.container_path}/{'README.md' if m.name == 'docs' else f'mark-{m.name}.txt'}"
+        readme = m.name == "docs" or m.sandbox_only
+        mark = f"mark-{m.name.replace('/', '_')}.txt"
+        probe = f"{m.container_path}/{'README.md' if readme else mark}"
         checks.append(
             f"echo '== {m.name}'; head -c 200 {probe}; echo; "
             f"touch {m.container_path}/.w 2>&1 && echo WRITABLE"
@@ -222,7 +278,9 @@ async def test_every_mount_is_in_the_sandbox_as_the_list_says_and_no_one_elses(
         text = sections[m.name]
         if m.name in marks["ada"]:
             assert marks["ada"][m.name] in text, (m.name, text)
-        else:
+        elif m.sandbox_only:
+            assert "This is not a folder" in text, (m.name, text)
+        elif m.name == "docs":
             assert "Skald" in text or "#" in text, (m.name, text)
         if m.read_only:
             assert "Read-only file system" in text and "WRITABLE" not in text, (m.name, text)

@@ -303,12 +303,12 @@ async def test_the_built_in_tools_come_first_in_their_order_then_the_plugins(
     assert names["ada"] == [
         "read_file", "write_file", "edit_file", "list_files", "memory_search", "grep",
         "glob", "show_file", "execute_task", "ask_user", "notify", "schedule",
-        "background_task", "sample_stamp",
+        "background_task", "skill_read", "skill_register", "skill_delete", "sample_stamp",
     ]  # fmt: skip
     # Without `files` (children): the note tools alone, from the memory feature.
     assert names["tim"] == [
         "read_file", "write_file", "edit_file", "list_files", "memory_search",
-        "execute_task", "ask_user", "notify", "sample_stamp",
+        "execute_task", "ask_user", "notify", "skill_read", "sample_stamp",
     ]  # fmt: skip
 
 
@@ -340,10 +340,11 @@ async def test_a_placeholder_clash_stops_the_start_and_an_undeclared_one_is_repo
     # Nobody reserves the shared-spaces, connector and skills names: the shipped agents
     # that use them start all the same, and the log names what renders empty.
     monkeypatch.setattr("skald.features.chat.hooks.RESERVED_PLACEHOLDERS", {})
+    monkeypatch.setattr("skald.features.skills.hooks.skald_placeholders", hookimpl(lambda: {}))
     rt = await _boot(layout)
     await rt.shutdown()
     out = capsys.readouterr().out
-    assert "agent uses unknown placeholders" in out and "SHARED_FOLDERS" in out
+    assert "agent uses unknown placeholders" in out and "SKILLS_LIST" in out
     monkeypatch.setattr(
         sample_plugin, "skald_placeholders", hookimpl(lambda: {"DATETIME": "another clock"})
     )

@@ -21,12 +21,14 @@ from skald.core.prompt_blocks import MEMORY_INDEX_MAX_CHARS, memory_index_block
 # researcher 4637, worker 4438, kid 3032. Raised for the chat agents (assistant 3700 ->
 # 4200, project-coordinator 3450 -> 3950) by the `schedule`, `background_task` and
 # `notify` tools (issue 14, ~430 tokens after shortening; helpers are not offered them,
-# and `generate_image` only when an image model is enabled).
+# and `generate_image` only when an image model is enabled). Raised by 550 for every
+# agent with the file tools (issue 31: append_file, insert_at_line, replace_lines,
+# search_file, get_outline, ~525 tokens after shortening; their paths say "As for read_file").
 BUDGET = {
-    "assistant": 4200,
-    "project-coordinator": 3950,
-    "researcher": 3300,
-    "worker": 3100,
+    "assistant": 4750,
+    "project-coordinator": 4500,
+    "researcher": 3850,
+    "worker": 3650,
     "kid": 2450,
 }
 

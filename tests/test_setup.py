@@ -59,13 +59,13 @@ async def test_only_an_administrator_changes_the_instance_settings_and_the_promp
     assert r.json()["timezone"] == "Europe/Rome" and r.json()["timezone_chosen"] is True
     # Kept across a restart of the settings (read back from the registry).
     assert (await runtime.instance.load()).household_name == "The Rossis"
-    # A member added now starts in the household's language.
+    # A member added now has no language of their own: the household's, live.
     r = await admin.call(
         "POST",
         "/api/users",
         json={"username": "nonna", "password": "a long password here", "role": "member"},
     )
-    assert r.status_code == 201 and r.json()["user"]["locale"] == "it", r.text
+    assert r.status_code == 201 and r.json()["user"]["locale"] == "", r.text
 
     provider = await runtime.llm.add_provider(
         "Fake", "openai_compatible", fake_llm.base_url_openai, None

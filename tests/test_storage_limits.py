@@ -203,7 +203,7 @@ async def test_a_member_over_quota_gets_no_command_and_no_new_turn(
     assert result.is_error and result.content.startswith("The command did not run: quota exceeded")
     conversation = await ada.hub.store.create("c1", "assistant")
     with pytest.raises(QuotaExceededError, match=r"quota exceeded: .* of 1\.0 MiB used"):
-        await ada.turn_setup(conversation, needs_vision=False)
+        await ada.turn_setup(conversation, needs=())
 
 
 async def test_uploads_and_file_writes_past_the_quota_are_413_and_leave_nothing_behind(
@@ -327,7 +327,7 @@ async def test_a_nearly_full_disk_refuses_writes_and_a_full_one_corrupts_no_data
     failed, text = await run(ada, "write_file", path="user-memory/new.md", content="x")
     assert failed and "disk is nearly full" in text
     with pytest.raises(DiskFullError):
-        await ada.turn_setup(await ada.hub.store.create("c1", "assistant"), needs_vision=False)
+        await ada.turn_setup(await ada.hub.store.create("c1", "assistant"), needs=())
     transport = httpx.ASGITransport(app=create_app(rt), client=("127.0.0.1", 50000))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
         client = Client(http)

@@ -165,7 +165,7 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(new_cap.and_(admin.locator('[data-capability="chat"]'))).to_be_checked()
     expect(new_cap.and_(admin.locator('[data-capability="inbox"]'))).to_be_checked()
     expect(new_cap.and_(admin.locator('[data-capability="files"]'))).not_to_be_checked()
-    expect(new_cap.and_(admin.locator('[data-capability="projects.use"]'))).to_be_disabled()
+    expect(new_cap.and_(admin.locator('[data-capability="telegram.use"]'))).to_be_enabled()
     admin.get_by_test_id("role-cancel").click()
     expect(admin.get_by_test_id("roles-list")).to_be_visible()
     admin.locator('[data-testid="role-row"][data-role-name="member"]').get_by_test_id(
@@ -173,13 +173,13 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     ).click()
     expect(admin.get_by_test_id("role-form")).to_be_visible()
 
-    # Capabilities no feature checks yet are labelled as such; enforced ones are not.
+    # Every capability is enforced now (the last reserved ones, Telegram and projects,
+    # landed): none is labelled "not available yet".
     def cap_row(name: str) -> Any:
         return admin.locator(f'[data-testid="role-cap-row"][data-capability="{name}"]')
 
-    expect(cap_row("projects.use").get_by_test_id("cap-reserved")).to_have_text("Not available yet")
-    expect(cap_row("projects.use").get_by_test_id("cap-reserved-note")).to_be_visible()
-    expect(cap_row("sandbox.exec").get_by_test_id("cap-reserved")).to_have_count(0)
+    expect(admin.get_by_test_id("cap-reserved")).to_have_count(0)
+    expect(cap_row("telegram.use")).to_be_visible()
     # Capabilities are named in words, not by their identifiers.
     expect(cap_row("sandbox.exec")).to_contain_text("Run commands")
     expect(cap_row("sandbox.exec")).not_to_contain_text("sandbox.exec")

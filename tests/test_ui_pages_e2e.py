@@ -94,6 +94,8 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "nav-inbox",
             "nav-overview",
             "nav-tasks",
+            "nav-reports",
+            "nav-system-agents",
             "nav-files",
             "nav-connectors",
             "nav-agents",
@@ -101,6 +103,7 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "nav-usage",
             "nav-requests",
             "nav-privacy",
+            "nav-telegram",
             "nav-page-sample",
             "nav-page-sample-broken",
         ]

@@ -59,6 +59,19 @@ _BLANK_RUNS = re.compile(r"\n{3,}")
 AgentId = Annotated[str, msgspec.Meta(pattern=_ID)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
 ToolName = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+# An emoji or a few letters shown on the Agents page (no spaces or control characters).
+Icon = Annotated[str, msgspec.Meta(min_length=1, max_length=16, pattern=r"^[^\s\x00-\x1f]+$")]
+Language = Annotated[str, msgspec.Meta(pattern=r"^[a-z]{2}$")]
+Friendly = Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
+# A note injected into the agent's prompt: user-memory/… or shared-memory/…, a .md file.
+NotePathText = Annotated[
+    str,
+    msgspec.Meta(
+        max_length=300,
+        pattern=r"^(user|shared)-memory/(?!(.*/)?\.\.?(/|$))[^\x00-\x1f\\]+\.md$",
+    ),
+]
+MAX_INJECTED_NOTES: Final = 8
 
 
 class AgentDefinitionError(SkaldError):
@@ -82,6 +95,15 @@ class AgentDef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     includes: tuple[str, ...] = ()
     model_strength: ModelStrength | None = None
     tools: tuple[ToolName, ...] | None = None
+    # For people (issue 31): an icon, and a friendly description per language ("en",
+    # "it", ...), shown on the Agents page instead of `description` when there is one.
+    icon: Icon | None = None
+    about: dict[Language, Friendly] | None = None
+    # Notes whose text goes into this agent's prompt, in order (at most 8).
+    inject_memory: tuple[NotePathText, ...] = ()
+    # Not a meta.json field: the folder of an operator-added agent (`load_agents`);
+    # None for a shipped one (under the agents root).
+    home: str | None = None
 
 
 # -- loading -----------------------------------------------------------------------------
@@ -194,7 +216,7 @@ def resolve_includes(
     a variant's fragment added later is not noticed by the cache (it watches only the
     files it read): the variants ship with the release.
     """
-    path = root / agent.id / PROMPT_FILE
+    path = agent_folder(agent, root) / PROMPT_FILE
     if seen is not None:
         seen.append((path, _stamp(path)))
     return "\n".join(_expand(root, _read(path), path, (), seen, variants)) + "\n"
@@ -264,7 +286,12 @@ class PromptCache:
         return fill_placeholders(await self.resolved(agent, root, variants), values)
 
 
-def _load_one(root: Path, folder: Path) -> AgentDef:
+def agent_folder(agent: AgentDef, root: Path) -> Path:
+    """Where the agent's own files are: its operator folder, else `root/<id>`."""
+    return Path(agent.home) if agent.home is not None else root / agent.id
+
+
+def _load_one(root: Path, folder: Path, operator: bool = False) -> AgentDef:
     meta_path = folder / META_FILE
     if not meta_path.is_file():
         raise AgentDefinitionError(f"{meta_path} is missing (every agent folder needs one)")
@@ -272,6 +299,18 @@ def _load_one(root: Path, folder: Path) -> AgentDef:
         agent = msgspec.json.decode(_read(meta_path), type=AgentDef)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise AgentDefinitionError(f"{meta_path}: {exc}") from None
+    if agent.home is not None:
+        raise AgentDefinitionError(f"{meta_path}: 'home' is not a meta.json field")
+    if len(agent.inject_memory) > MAX_INJECTED_NOTES:
+        raise AgentDefinitionError(
+            f"{meta_path}: inject_memory lists more than {MAX_INJECTED_NOTES} notes"
+        )
+    if len(set(agent.inject_memory)) != len(agent.inject_memory):
+        raise AgentDefinitionError(f"{meta_path}: a note is listed twice in inject_memory")
+    if agent.about is not None and not agent.about:
+        raise AgentDefinitionError(f"{meta_path}: about is empty; leave it out or add a language")
+    if operator:
+        agent = msgspec.structs.replace(agent, home=str(folder))
     if agent.id != folder.name:
         raise AgentDefinitionError(
             f"{meta_path}: id {agent.id!r} must match its folder name {folder.name!r}"
@@ -312,6 +351,36 @@ def load_agents(root: Path) -> dict[str, AgentDef]:
         agent = _load_one(root, folder)
         agents[agent.id] = agent
     return agents
+
+
+def load_operator_agents(
+    root: Path, added: Path, shipped: Collection[str]
+) -> tuple[dict[str, AgentDef], list[AgentDefinitionError]]:
+    """The agents an operator put in `added` (the data directory's `agents/`), checked
+    as the shipped ones are, their includes read from the shipped `root/common/`.
+
+    Unlike a shipped agent, a broken one does not stop the start: it is left out and its
+    error returned (the caller logs it), so one typo never takes the assistant down. An
+    id a shipped agent has is refused (an update could not tell them apart)."""
+    found: dict[str, AgentDef] = {}
+    broken: list[AgentDefinitionError] = []
+    if not added.is_dir():
+        return found, broken
+    for folder in sorted(added.iterdir()):
+        if not folder.is_dir() or folder.name == COMMON_DIR or folder.name[0] in "._":
+            continue
+        try:
+            agent = _load_one(root, folder, operator=True)
+            if agent.id in shipped:
+                raise AgentDefinitionError(
+                    f"{folder}: an agent called {agent.id!r} ships with Skald; give yours "
+                    "another id (folder and meta.json)"
+                )
+        except AgentDefinitionError as exc:
+            broken.append(exc)
+            continue
+        found[agent.id] = agent
+    return found, broken
 
 
 def default_chat_agent(role_attrs_default: str, agents: Mapping[str, AgentDef]) -> AgentDef:

@@ -43,6 +43,7 @@ ToolKind = Literal["read", "write", "exec", "other"]
 # The categories of the tool contract; a caller may add its own (`@mcp:<server>`).
 FS_READ: Final = "@fs_read"  # reads files or notes
 FS_WRITE: Final = "@fs_write"  # writes files or notes
+FS_APPEND: Final = "@fs_append"  # only adds at the end of a file or note (also @fs_write)
 EXEC: Final = "@exec"  # runs commands
 PAID: Final = "@paid"  # a request a provider may bill (a picture from an image model)
 

@@ -18,11 +18,11 @@ from litestar.static_files import create_static_files_router
 from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
+from skald.api.ops_gate import OpsGate
 from skald.api.security import AuthMiddleware, EdgeMiddleware, principal_of
 from skald.api.web_parts import static_routers, translations
 from skald.assets import asset_dir
 from skald.core.runtime import Runtime
-from skald.features.ops import routes as ops
 from skald.plugins.facade import Member, Server
 from skald.plugins.web import Catalogues
 
@@ -108,7 +108,7 @@ def create_asgi(
     # Sandboxes reach this host through their gateway: Skald itself refuses them.
     refused = None if sandbox.allow_skald_access else ipaddress.IPv4Network(sandbox.subnet_pool)
     return EdgeMiddleware(
-        ops.OpsGate(create_app(runtime, web_dir, catalogues), ops_token),
+        OpsGate(create_app(runtime, web_dir, catalogues), ops_token),
         runtime.config.log.access,
         refused,
     )

@@ -19,7 +19,7 @@ from skald.core.devices import DEVICE_COOKIE
 from skald.core.devices import MAX_AGE_S as DEVICE_MAX_AGE_S
 from skald.core.sessions import Principal, csrf_for
 from skald.permissions import Capability
-from skald.store.rows import Role, User
+from skald.store.rows import Role, User, effective_locale
 
 AnyRequest = Request[Any, Any, Any]
 # A request on a route that is not public: `AuthMiddleware` has set `request.user` to the
@@ -62,7 +62,8 @@ def group(*handlers: BaseRouteHandler, **layer: Any) -> Router:
     return Router("/", route_handlers=[document_errors(h) for h in handlers], **layer)
 
 
-def me_of(user: User, role: Role, csrf_token: str) -> Me:
+def me_of(user: User, role: Role, csrf_token: str, household: str | None = None) -> Me:
+    """`household`: the household's language now, for a member without one of their own."""
     return Me(
         id=user.id,
         username=user.username,
@@ -70,14 +71,15 @@ def me_of(user: User, role: Role, csrf_token: str) -> Me:
         role=user.role,
         capabilities=role.capabilities,
         ui_mode=role.attributes.ui_mode,
-        locale=user.locale,
+        locale=effective_locale(user.locale, household),
         encrypted=user.encrypted,
         csrf_token=csrf_token,
+        locale_own=bool(user.locale),
     )
 
 
-def me_for(principal: Principal) -> Me:
-    return me_of(principal.user, principal.role, principal.csrf_token)
+def me_for(principal: Principal, household: str | None = None) -> Me:
+    return me_of(principal.user, principal.role, principal.csrf_token, household)
 
 
 def _secure(request: AnyRequest, config: AuthConfig) -> bool:

@@ -51,9 +51,10 @@ class Me(msgspec.Struct, frozen=True, kw_only=True):
     role: str
     capabilities: list[str]
     ui_mode: Literal["full", "simple"]
-    locale: str
+    locale: str  # the one in use: their own, else the household's (`effective_locale`)
     encrypted: bool
     csrf_token: str
+    locale_own: bool = True  # False: no language of their own, the household's is used
 
 
 class LoginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -63,7 +64,7 @@ class LoginIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class MePatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     display_name: DisplayName | None = None
-    locale: Locale | None = None
+    locale: Locale | Literal[""] | None = None  # "": follow the household's language
 
 
 class PasswordChangeIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -104,7 +105,7 @@ class UserPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     display_name: DisplayName | None = None
     role: RoleName | None = None
     active: bool | None = None
-    locale: Locale | None = None
+    locale: Locale | Literal[""] | None = None  # "": follow the household's language
     profile: (
         Annotated[
             dict[Annotated[str, msgspec.Meta(min_length=1, max_length=40)], ProfileField],

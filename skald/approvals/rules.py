@@ -7,7 +7,8 @@ matches decides, and the verdict says which rule that was. No rule matching at a
 
 Tool patterns: an exact tool name (`execute_cmd`), a prefix ending in `*` (`memory_*`),
 `*` for every tool, or a category: `@fs_read` / `@fs_write` (the file and note tools that
-read or write), `@exec` (tools that run commands), `@mcp:<server>` (a connector's tools).
+read or write), `@fs_append` (`append_file`, which is a write too: a rule on it placed
+before the write rules can allow appending where writing asks), `@exec` (tools that run commands), `@mcp:<server>` (a connector's tools).
 
 Path patterns match the call's `path` argument after normalising it (backslashes to
 slashes, `.` and empty segments dropped, Unicode NFC; `~/` and `/home/skald/` name the
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
-from skald.agent.tools import EXEC, FS_READ, FS_WRITE, PAID
+from skald.agent.tools import EXEC, FS_APPEND, FS_READ, FS_WRITE, PAID
 from skald.paths import CONTAINER_HOME
 
 __all__ = [
@@ -48,7 +49,7 @@ Action = Literal["allow", "require", "deny"]
 ACTIONS: Final[tuple[Action, ...]] = ("allow", "require", "deny")
 DEFAULT_GROUP: Final = "default"
 NO_PATH: Final = "."
-CATEGORIES: Final = frozenset({FS_READ, FS_WRITE, EXEC, PAID})  # the tool contract's own
+CATEGORIES: Final = frozenset({FS_READ, FS_WRITE, FS_APPEND, EXEC, PAID})  # the tool contract's own
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from skald.agent import TurnDone, TurnResult
 from skald.agent.prompts import defuse_harness_tags
 from skald.core.events import Connection, ServerEvent
 from skald.core.prompt_blocks import view_context_block
-from skald.core.uploads import content_for, conversation_folder, resolve_attachment
+from skald.core.uploads import VIDEO_TYPES, content_for, conversation_folder, resolve_attachment
 from skald.errors import InvalidInputError, NotFoundError
 from skald.files.router import Resolved
 from skald.llm.types import TextPart
@@ -66,11 +66,17 @@ __all__ = [
     "is_command",
 ]
 
-# What "share what I'm looking at" may carry: a few short label/value facts, bounded here
-# (the one limit; the route's schema and every channel are checked against it).
-VIEW_MAX_ITEMS = 8
-VIEW_LABEL_MAX = 40
-VIEW_VALUE_MAX = 500
+# What "share what I'm looking at" may carry: label/value facts (a page, a folder, a
+# highlighted passage with its line numbers), bounded here, the one limit (issue 31).
+# Over-long input is trimmed with a note saying how much was left out, never refused;
+# the route's schema only stops what no client would send (`VIEW_INPUT_*`).
+VIEW_MAX_ITEMS = 12
+VIEW_LABEL_MAX = 120
+VIEW_VALUE_MAX = 4096
+VIEW_TOTAL_MAX = 16_384
+VIEW_INPUT_ITEMS = 64
+VIEW_INPUT_LABEL = 1000
+VIEW_INPUT_CHARS = 262_144
 ViewContext = Sequence[ViewItem]
 
 
@@ -137,6 +143,7 @@ class Sent:
     conversation_id: str
     done: asyncio.Future[TurnResult]
     images_not_seen: bool = False
+    videos_not_seen: bool = False  # the same for a video and a model not marked `video`
 
 
 def _view(view: str | ViewContext | None) -> list[ViewItem]:
@@ -145,20 +152,35 @@ def _view(view: str | ViewContext | None) -> list[ViewItem]:
     if view is None:
         return []
     items = [ViewItem("page", view)] if isinstance(view, str) else list(view)
-    if len(items) > VIEW_MAX_ITEMS:
-        raise InvalidInputError(f"the view context has at most {VIEW_MAX_ITEMS} items")
-    out = []
-    for item in items:
-        label, value = " ".join(item.label.split()), " ".join(item.value.split())
-        if not label or ":" in label or len(label) > VIEW_LABEL_MAX:
-            raise InvalidInputError(
-                f"a view context label is 1 to {VIEW_LABEL_MAX} characters without a colon"
-            )
-        if len(value) > VIEW_VALUE_MAX:
-            raise InvalidInputError(f"a view context value is at most {VIEW_VALUE_MAX} characters")
-        if value:
+    out: list[ViewItem] = []
+    used = 0
+    for item in items[:VIEW_MAX_ITEMS]:
+        label = " ".join(item.label.split())[:VIEW_LABEL_MAX].strip()
+        if not label or ":" in label:
+            raise InvalidInputError("a view context label is 1 or more characters without a colon")
+        value = _view_value(item.value)
+        room = max(0, min(VIEW_VALUE_MAX, VIEW_TOTAL_MAX - used))
+        if len(value) > room:
+            left = len(value) - room
+            kept = value[:room].rstrip()
+            value = (f"{kept}\n" if kept else "") + f"[… {left:,} characters left out]"
+        if value.strip():
             out.append(ViewItem(label, value))
+            used += len(value)
+    if len(items) > VIEW_MAX_ITEMS:
+        more = len(items) - VIEW_MAX_ITEMS
+        out.append(ViewItem("left out", f"{more} more item{'s' if more > 1 else ''}"))
     return out
+
+
+def _view_value(raw: str) -> str:
+    """Lines kept (a passage keeps its line numbers), tabs kept, other control
+    characters and trailing spaces dropped."""
+    lines = [
+        "".join(ch for ch in line if ch == "\t" or ch >= " ").rstrip()
+        for line in raw.replace("\r\n", "\n").split("\n")
+    ]
+    return "\n".join(lines).strip("\n")
 
 
 class Subscription:
@@ -381,21 +403,28 @@ class ConversationService:
         # A picture for a model that cannot see it: send the text, tell the model (and,
         # through `images_not_seen`, the member) instead of failing the whole message.
         see = not pictures or await self.llm.can_see_images(conversation.model_id)
+        videos = any(a.mime in VIDEO_TYPES for a in attachments)
+        watch = videos and await self.llm.can_watch_videos(conversation.model_id)
         if attachments:
             content = await asyncio.to_thread(
-                content_for, layout, mine.user.id, body, attachments, see
+                content_for, layout, mine.user.id, body, attachments, see, watch
             )
         else:
             # Text only: nothing to read from disk, so no thread hop on the turn's path.
             content = content_for(layout, mine.user.id, body, attachments)
         if view:
             # Its own part, never mixed into what was typed (the UI shows it as chips).
-            block = view_context_block({i.label: i.value for i in view})
+            block = view_context_block([(i.label, i.value) for i in view])
             content = [TextPart(block), *content]
         done = await mine.hub.send(
             conversation_id, content, attachments, typed=text, conversation=conversation
         )
-        return Sent(conversation_id=conversation_id, done=done, images_not_seen=not see)
+        return Sent(
+            conversation_id=conversation_id,
+            done=done,
+            images_not_seen=not see,
+            videos_not_seen=videos and not watch,
+        )
 
     async def _command(self, mine: UserRuntime, conversation_id: str, text: str) -> CommandResult:
         name, _, arg = text.strip()[1:].partition(" ")

@@ -37,7 +37,7 @@ from skald.core.plain_errors import OWN_WORDS, plain
 from skald.errors import InvalidInputError, SkaldError
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
-from skald.llm.types import ContentPart, ImagePart, Interruption, Message, TextPart
+from skald.llm.types import ContentPart, ImagePart, Interruption, Message, TextPart, VideoPart
 from skald.log import get_logger
 from skald.store.conversations import (
     Attachment,
@@ -77,7 +77,7 @@ class TurnSetup:
 
 # The member's runtime provides this: everything about a turn that depends on the world
 # outside the hub (which agent, which model, which tools, what the prompt says).
-SetupFactory = Callable[[Conversation, bool], Awaitable[TurnSetup]]
+SetupFactory = Callable[[Conversation, tuple[str, ...]], Awaitable[TurnSetup]]
 
 
 class ConversationRunner:
@@ -118,13 +118,16 @@ class ConversationRunner:
         conversation = await self.hub.update(self.conversation_id, status="running")
         # Only a picture actually inlined needs a vision model (one no model can see was
         # sent as a note: see ConversationService._enqueue).
-        needs_vision = job.message is not None and any(
-            isinstance(p, ImagePart) for p in job.message.content
+        parts = () if job.message is None else job.message.content
+        needs = tuple(
+            need
+            for need, kind in (("vision", ImagePart), ("video", VideoPart))
+            if any(isinstance(p, kind) for p in parts)
         )
         history = OwnerHistory(self.hub.db, self.conversation_id)
         history.pending_attachments = job.attachments
         try:
-            setup = await self.hub.setup_factory(conversation, needs_vision)
+            setup = await self.hub.setup_factory(conversation, needs)
         except SkaldError as exc:
             return await self._failed_before_start(history, job, exc)
         self.awaiting_approval.clear()
@@ -309,8 +312,11 @@ class ChatHub:
         conversation = await self.store.update(conversation_id, status=status)
         self.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
 
-    async def new_conversation(self, title: str = "") -> Conversation:
-        conversation = await self.store.create(secrets.token_hex(8), self.default_agent, title)
+    async def new_conversation(self, title: str = "", agent_id: str | None = None) -> Conversation:
+        """A new conversation with the member's default chat agent, or `agent_id` (a
+        feature's own conversation: a project's runs the project coordinator)."""
+        agent = agent_id or self.default_agent
+        conversation = await self.store.create(secrets.token_hex(8), agent, title)
         self.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
         return conversation
 

@@ -31,7 +31,8 @@ _KEY: Final = "instance"
 class InstanceSettings(msgspec.Struct, frozen=True, kw_only=True):
     household_name: str = ""
     timezone: str | None = None  # IANA name; None: the config file's assistant.timezone
-    language: Literal["en", "it", "fr"] | None = None  # the default for new members
+    # What members without a language of their own use (`effective_locale`).
+    language: Literal["en", "it", "fr"] | None = None
     setup_step: SetupStep = "household"
 
 

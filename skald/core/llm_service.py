@@ -354,6 +354,12 @@ class LlmService:
         chosen = [m for m in enabled if m.id == model_id] if model_id else []
         return any("vision" in m.capabilities for m in (chosen or enabled))
 
+    async def can_watch_videos(self, model_id: str | None) -> bool:
+        """`can_see_images` for videos: the chosen model, or in AUTO any, has `video`."""
+        enabled = [m for m in await self.models() if m.enabled and m.kind == "chat"]
+        chosen = [m for m in enabled if m.id == model_id] if model_id else []
+        return any("video" in m.capabilities for m in (chosen or enabled))
+
     async def source(
         self,
         user_id: str,

@@ -26,13 +26,8 @@ from skald.store.people import Directory, age_on
 # render empty until then. Each comment names what will fill it (C-numbers: the design's
 # capability catalogue); the feature that does moves the name from here to its own
 # `skald_placeholders`.
-RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {
-    # Shared folders and projects (C8, the shared spaces issue).
-    "SHARED_FOLDERS": "the shared folders the member can reach",
-    "PROJECT_CONTEXT": "the project a project conversation belongs to",
-    # Skills (the skills/ mount of C4; no issue filed yet).
-    "SKILLS_LIST": "the installed skills",
-}
+# (None left: shared folders, projects and skills fill theirs since issue 26.)
+RESERVED_PLACEHOLDERS: Final[Mapping[str, str]] = {}
 
 VIEW_HEADING: Final = "Viewing at the time of this message:"
 
@@ -179,13 +174,27 @@ def _tag_safe(text: str, limit: int) -> str:
     return _one_line(text.replace("<", "‹").replace(">", "›"), limit)
 
 
-def view_context_block(view: Mapping[str, str]) -> str:
+def view_context_block(view: Mapping[str, str] | Sequence[tuple[str, str]]) -> str:
     """What the member is looking at in the app, as Skald attaches it to a message
-    (empty if nothing). The fragment `agents/common/view-context.md` names the heading."""
-    items = [(k, v) for k, v in view.items() if k.strip() and v.strip()]
+    (empty if nothing), items in their order, repeats kept. A value of several lines (a
+    passage with its line numbers) follows its label on lines indented by two spaces. The
+    fragment `agents/common/view-context.md` names the heading."""
+    pairs = list(view.items()) if isinstance(view, Mapping) else list(view)
+    items = [(k, v) for k, v in pairs if k.strip() and v.strip()]
     if not items:
         return ""
     lines = [f"<{HARNESS_TAG}>", VIEW_HEADING]
-    lines += [f"- {_tag_safe(k, 40)}: {_tag_safe(v, 500)}" for k, v in items]
+    for k, v in items:
+        if "\n" not in v:
+            lines.append(f"- {_tag_safe(k, 120)}: {_tag_safe(v, 4096)}")
+            continue
+        lines.append(f"- {_tag_safe(k, 120)}:")
+        lines += [f"  {_line_safe(line)}" for line in v.split("\n")]
     lines.append(f"</{HARNESS_TAG}>")
     return "\n".join(lines)
+
+
+def _line_safe(line: str) -> str:
+    # One line of a passage: tabs and spacing kept, nothing that closes or opens a block.
+    kept = "".join(ch if ch == "\t" or ch >= " " else " " for ch in line)
+    return kept.replace("<", "‹").replace(">", "›")[:4096]

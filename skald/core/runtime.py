@@ -14,7 +14,7 @@ from typing import TextIO
 import msgspec
 
 from skald import __version__
-from skald.agent.prompts import load_agents, unknown_placeholders
+from skald.agent.prompts import load_agents, load_operator_agents, unknown_placeholders
 from skald.assets import asset_dir
 from skald.config import Config
 from skald.core.accounts import AccountService
@@ -71,8 +71,18 @@ class Runtime:
         self.plugins = core.plugins
         self.agents_root = asset_dir("agents")
         self.agents = load_agents(self.agents_root)
+        # The operator's own agents (data/agents/), checked the same way; a broken one is
+        # left out and logged at start (`_start`), never stopping it.
+        added, self.broken_agents = load_operator_agents(
+            self.agents_root, core.layout.agents_dir, self.agents
+        )
+        self.agents = {**self.agents, **added}
         self.shared_memory = SharedMemoryStore(core.registry.db)
-        self.storage = StorageAccountant(core.layout, core.config)
+        self.storage = StorageAccountant(
+            core.layout,
+            core.config,
+            owned=lambda user_id: self.plugins.owned_places(user_id, self.server),
+        )
         self.storage_guard = StorageGuard(self.storage, lambda: self.sandbox)
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What the features see of the server (hooks get it, never this object); the
@@ -127,6 +137,8 @@ class Runtime:
         # The placeholders the features declare (two declaring one name stops the start);
         # one an agent uses that nobody declares renders empty, so say so once.
         known = self.plugins.placeholders()
+        for broken in self.broken_agents:
+            log.error("operator agent left out", reason=str(broken))
         for agent in self.agents.values():
             if unknown := unknown_placeholders(agent, self.agents_root, known):
                 log.warning("agent uses unknown placeholders", agent=agent.id, names=unknown)
@@ -167,9 +179,13 @@ class Runtime:
 
     def mounts_for(self, user: User, role: Role) -> list[MemberMount]:
         """The member's mounts, from every feature (the one list router and sandbox use)."""
-        return self.plugins.mounts(user, role, self.core.layout)
+        return self.plugins.mounts(user, role, self.core.layout, self.server)
 
-    def router_for(self, user: User, role: Role) -> PathRouter:
+    def router_for(self, user: User, role: Role, *, live: bool = False) -> PathRouter:
+        """The member's router; `live`: its mounts asked again at every path (a member's
+        runtime keeps it for their whole session, so an access change must reach it)."""
+        if live:
+            return PathRouter(live=lambda: self.mounts_for(user, role))
         return PathRouter(mounts=self.mounts_for(user, role))
 
     async def member(self, user_id: str) -> tuple[User, Role]:
@@ -267,8 +283,10 @@ class Runtime:
             plugins=self.plugins,
             agents_root=self.agents_root,
             rules=self.core.registry.approval_rules,
-            router=self.router_for(handle.user, role),
-            budget=lambda role=None: self.budget(user_id, role),
+            router=self.router_for(handle.user, role, live=True),
+            budget=lambda role=None, owner=None: (
+                self.budget(user_id, role) if owner is None else self.budget(owner)
+            ),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
         # Each feature's object for this member (`member.state(T)`), before its services.

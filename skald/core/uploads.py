@@ -10,7 +10,7 @@ import re
 from skald.errors import InvalidInputError
 from skald.files.mime import sniff
 from skald.files.router import PathRouter, Resolved, open_read
-from skald.llm.types import ContentPart, ImagePart, TextPart
+from skald.llm.types import ContentPart, ImagePart, TextPart, VideoPart
 from skald.paths import DataLayout
 from skald.store.conversations import ATTACHMENT_NOTE, Attachment
 
@@ -18,6 +18,10 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGES_PER_TURN = 4
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_INLINE_TOTAL = 20 * 1024 * 1024
+# Videos (issue 31) for models marked `video`: mp4, webm, mov, each within its own budget.
+VIDEO_TYPES = frozenset({"video/mp4", "video/webm", "video/quicktime"})
+MAX_VIDEO_BYTES = 32 * 1024 * 1024
+MAX_VIDEO_TOTAL = 48 * 1024 * 1024
 
 
 def _router(layout: DataLayout, user_id: str) -> PathRouter:
@@ -68,22 +72,47 @@ PICTURE_NOT_SEEN = (
 )
 
 
+VIDEO_NOT_SEEN = (
+    " (a video: not shown to you, the model in use cannot watch videos; if it matters, "
+    "say you could not watch it)"
+)
+VIDEO_TOO_BIG = (
+    f" (a video: not shown to you, over the {MAX_VIDEO_BYTES // (1024 * 1024)} MiB a video "
+    f"or the {MAX_VIDEO_TOTAL // (1024 * 1024)} MiB a message may send)"
+)
+
+
 def content_for(
     layout: DataLayout,
     user_id: str,
     text: str,
     attachments: list[Attachment],
     see_images: bool = True,
+    watch_videos: bool = False,
 ) -> list[ContentPart]:
-    """The user message's parts: the text, images inlined within budget, notes for the rest.
-    `see_images` False: no image is inlined and each picture's note says it was not seen."""
+    """The user message's parts: the text, images and videos inlined within budget, notes
+    for the rest. `see_images` False: no image is inlined and each picture's note says it
+    was not seen; `watch_videos` the same for videos (only a model marked `video`)."""
     parts: list[ContentPart] = [TextPart(text)] if text.strip() else []
     if not attachments:
         return parts  # no disk access: the caller may skip the thread for this case
     images = 0
     inlined = 0
+    videos = 0
     router = _router(layout, user_id)
     for a in attachments:
+        if a.mime in VIDEO_TYPES:
+            fits = a.size <= MAX_VIDEO_BYTES and videos + a.size <= MAX_VIDEO_TOTAL
+            if watch_videos and fits:
+                data, _ = _read_upload(router, a.path, MAX_VIDEO_BYTES)
+                parts.append(VideoPart(media_type=a.mime, data_b64=base64.b64encode(data).decode()))
+                videos += a.size
+            unwatched = (
+                "" if watch_videos and fits else VIDEO_TOO_BIG if watch_videos else VIDEO_NOT_SEEN
+            )
+            note = f"{ATTACHMENT_NOTE}{a.path} ({a.mime}, {a.size} bytes){unwatched}]"
+            parts.append(TextPart(note))
+            continue
         if (
             see_images
             and a.mime in IMAGE_TYPES

@@ -28,7 +28,7 @@ from skald.core.model_select import Outcome, compact_threshold
 from skald.core.services import ServiceRunner, ServiceSpec
 from skald.core.unattended import PacedClient, Unattended
 from skald.core.users import UnlockedUser
-from skald.errors import NotFoundError
+from skald.errors import InvalidInputError, NotFoundError
 from skald.features.notifications.quiet import default_zone
 from skald.files.router import PathRouter
 from skald.llm.client import ModelClient
@@ -40,6 +40,7 @@ from skald.quota import BudgetSource
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
+from skald.store.note_paths import parse_note_path
 from skald.store.rows import Role, User
 from skald.tools.memory import MEMORY_SHARED
 
@@ -58,6 +59,7 @@ def effective_group(chosen: str | None, role: Role) -> str:
 
 
 BYPASS_SECONDS = 15 * 60
+INJECTED_NOTE_CHARS = 8000  # per note an agent's inject_memory names
 
 log = get_logger("skald.user_runtime")
 
@@ -175,8 +177,35 @@ class UserRuntime:
         household = self.instance.timezone() if self.instance else ZoneInfo(self.config.timezone)
         return ZoneInfo(default_zone(self.user.profile.get("timezone"), household.key))
 
-    async def _prompt_values(self) -> dict[str, str]:
-        return await self.plugins.prompt_blocks(self)
+    async def _prompt_values(self, conversation_id: str | None = None) -> dict[str, str]:
+        return await self.plugins.prompt_blocks(self, conversation_id)
+
+    async def _injected(self, agent: AgentDef) -> str:
+        """The notes the agent's `inject_memory` names, each under its path, read now (an
+        edited note applies from the next turn). A missing note is said to be missing;
+        household notes only for a role that may read them (`memory.shared`)."""
+        if not agent.inject_memory:
+            return ""
+        blocks = []
+        for path in agent.inject_memory:
+            blocks.append(f"### {path}\n{await self._note_text(path)}")
+        return "\n## Notes given to you\n\n" + "\n\n".join(blocks) + "\n"
+
+    async def _note_text(self, agent_path: str) -> str:
+        try:
+            note = parse_note_path(agent_path)
+        except InvalidInputError:
+            return "(not a note path)"
+        if note.is_shared and not self.shared_readable:
+            return "(not available to this member)"
+        store = self.shared if note.is_shared else self.handle.store
+        try:
+            text = await store.note_get(note.path)
+        except NotFoundError:
+            return "(no such note yet)"
+        if len(text) > INJECTED_NOTE_CHARS:
+            text = text[:INJECTED_NOTE_CHARS] + f"\n(cut at {INJECTED_NOTE_CHARS} characters)"
+        return text.strip() or "(empty)"
 
     def all_tools(self) -> list[Tool]:
         """Every tool the features give this member, before any agent's allow-list."""
@@ -200,8 +229,10 @@ class UserRuntime:
         agent = self.agents.get(agent_id or "worker")
         if agent is None or agent.type != "task":
             return None
-        prompt = await self.prompts.compose(agent, self.agents_root, await self._prompt_values())
         root = root_of(ctx.conversation_id)[0]
+        values = await self._prompt_values(root)
+        prompt = await self.prompts.compose(agent, self.agents_root, values)
+        prompt += await self._injected(agent)
         source = await self.llm.source(
             self.user.id,
             strength=agent.model_strength or "average",
@@ -324,7 +355,10 @@ class UserRuntime:
         # opt-in request log writes it into this member's own database).
         await self.plugins.request_recorded(self, request_id, outcome)
 
-    async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
+    async def turn_setup(
+        self, conversation: Conversation, needs: tuple[str, ...] = ()
+    ) -> TurnSetup:
+        """`needs`: the capabilities the message's parts call for ("vision", "video")."""
         # The role as it is now: a capability removed since the last turn is gone from
         # this one's tools and prompt.
         role = await self.current_role()
@@ -338,14 +372,15 @@ class UserRuntime:
             self.user.id,
             strength=agent.model_strength or "average",
             model_id=conversation.model_id,
-            needs=("vision",) if needs_vision else (),
+            needs=needs,
             origin=conversation.id,
             on_recorded=self._recorded,
         )
         # The model that answers unless it fails decides what the turn offers.
         profile = turn_profile(model.candidates[0][0])
-        values = prompt_values(profile, await self._prompt_values())
+        values = prompt_values(profile, await self._prompt_values(conversation.id))
         prompt = await self.prompts.compose(agent, self.agents_root, values, VARIANTS[profile])
+        prompt += await self._injected(agent)
         tools, offered_names = offered(profile, self._tools(agent))
         attrs = self.role.attributes
         config = LoopConfig(

@@ -172,7 +172,7 @@ class UserManager:
             role=role,
             encrypted=encrypted,
             active=True,
-            locale="en",
+            locale="",  # none of their own: the household's (`effective_locale`)
             created_at=stamp,
             updated_at=stamp,
         )

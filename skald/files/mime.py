@@ -13,6 +13,7 @@ _MAGIC: list[tuple[bytes, int, str]] = [
     (b"PK\x03\x04", 0, "application/zip"),
     (b"ID3", 0, "audio/mpeg"),
     (b"OggS", 0, "audio/ogg"),
+    (b"ftypqt", 4, "video/quicktime"),  # before any other ftyp: a .mov
     (b"ftyp", 4, "video/mp4"),
     (b"fLaC", 0, "audio/flac"),
     (b"\x1aE\xdf\xa3", 0, "video/webm"),  # Matroska/WebM: what browsers record

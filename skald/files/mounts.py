@@ -9,9 +9,11 @@ the member's list, so adding a place is one registration (the `skald_mounts` hoo
 
 Rules:
 - Exactly one mount is the home: prefix `~`, at `CONTAINER_HOME` in the sandbox.
-- Every other prefix is one plain name (`docs`, `user-memory`). It names the mount at
-  the top of agent paths (`docs/x`, `~/docs/x`) and so shadows a home folder of that
-  name, which the sandbox hides too when it mounts something there.
+- Every other prefix is one plain name (`docs`, `user-memory`), or up to three for a
+  place grouped in a folder (`shared/photos`; never a virtual one). It names the mount
+  at the top of agent paths (`docs/x`, `~/docs/x`, `shared/photos/x`; the longest
+  prefix wins) and so shadows a home folder of that path, which the sandbox hides too
+  when it mounts something there. No prefix may lie inside another.
 
 Trap: a container path inside the home (`/home/skald/x`) needs its mountpoint made on
 the host by us before Docker sees it, or Docker creates it as root (the manager does
@@ -43,6 +45,9 @@ __all__ = [
 ]
 
 HOME_MOUNT: Final = "home"
+# A prefix is one name (`docs`) or a group and a name (`shared/photos`,
+# `projects/<owner>/<slug>`): at most this many.
+MAX_PREFIX_NAMES: Final = 3
 HOME_PREFIX: Final = "~"
 DOCS_MOUNT: Final = "docs"
 
@@ -64,6 +69,15 @@ class MemberMount(msgspec.Struct, frozen=True, kw_only=True):
     # for this prefix (`skald.approvals.rules`, default.shared-memory-write);
     # tests/test_mounts.py checks that the two agree.
     approval: bool = False
+    # `sandbox_only`: bound in the sandbox, never routed (a signpost: `~/user-memory` in
+    # the container holds a README saying notes are not files; the router keeps sending
+    # `user-memory/…` to the note store).
+    sandbox_only: bool = False
+    # (name, text) the sandbox manager writes into `host_path` at every ensure.
+    files: tuple[tuple[str, str], ...] = ()
+    # Whose storage quota a write here counts against (None: the member's own). A
+    # project's owner; a shared folder's creator.
+    quota_owner: str | None = None
 
     @property
     def virtual(self) -> bool:
@@ -94,10 +108,14 @@ def check_mounts(mounts: Iterable[MemberMount]) -> list[MemberMount]:
     for m in found:
         if m.is_home:
             continue
-        if not m.prefix or "/" in m.prefix or m.prefix in (".", "..") or m.prefix[0] in "~.":
+        if not _plain_prefix(m.prefix) or (m.virtual and "/" in m.prefix):
             raise ValueError(f"mount {m.name!r}: the prefix must be one plain name")
+        if any(o.prefix.startswith(m.prefix + "/") for o in found):
+            raise ValueError(f"mount {m.name!r}: another mount's prefix lies inside it")
         if m.indexed and not m.virtual:
             raise ValueError(f"mount {m.name!r}: only a note store keeps an index")
+        if m.sandbox_only and (m.virtual or m.container_path is None or not m.read_only):
+            raise ValueError(f"mount {m.name!r}: a sandbox-only mount is a read-only folder")
         if m.container_path is not None:
             if m.virtual:
                 raise ValueError(f"mount {m.name!r} is virtual and cannot be in the sandbox")
@@ -105,6 +123,14 @@ def check_mounts(mounts: Iterable[MemberMount]) -> list[MemberMount]:
             if norm != m.container_path or not norm.startswith("/") or norm == "/":
                 raise ValueError(f"mount {m.name!r}: the container path must be absolute")
     return [home, *(m for m in found if not m.is_home)]
+
+
+def _plain_prefix(prefix: str) -> bool:
+    """One plain name, or a few (`shared/photos`: a place grouped under a folder name)."""
+    names = prefix.split("/")
+    return len(names) <= MAX_PREFIX_NAMES and all(
+        n and n not in (".", "..") and n[0] not in "~." for n in names
+    )
 
 
 def home_mount(home: Path) -> MemberMount:

@@ -45,7 +45,7 @@ import threading
 import time
 import unicodedata
 import zipfile
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -155,6 +155,7 @@ class Mount:
     writable: bool
     label: str
     container_path: str | None = None
+    quota_owner: str | None = None  # whose quota a write here counts against
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ class Resolved:
     # Names at the top of the home that route to other mounts (the sandbox mounts over
     # them): listings, walks and ZIPs of the home leave real folders of those names out.
     shadowed: frozenset[str] = frozenset()
+    # Whose storage quota a write here counts against (None: the caller's own).
+    quota_owner: str | None = None
 
     @property
     def name(self) -> str:
@@ -266,6 +269,49 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """A router's lookup tables for one list of mounts (the home first)."""
+
+    member_mounts: list[MemberMount]
+    home: Mount
+    named: dict[str, Mount]  # by prefix; a prefix may be several names (`shared/photos`)
+    deepest: int  # the most names in a prefix
+    virtual: frozenset[str]
+    shadowed: frozenset[str]  # prefixes the sandbox mounts over inside the home
+    in_container: list[Mount]  # absolute paths as the sandbox sees them, longest first
+
+    @classmethod
+    def of(cls, mounts: list[MemberMount]) -> _Table:
+        physical = [
+            Mount(
+                m.name,
+                m.prefix,
+                m.host_path,
+                not m.read_only,
+                m.label,
+                m.container_path,
+                m.quota_owner,
+            )
+            for m in mounts
+            if m.host_path is not None and not m.sandbox_only
+        ]
+        named = {m.prefix: m for m in physical[1:]}
+        return cls(
+            member_mounts=mounts,
+            home=physical[0],
+            named=named,
+            deepest=max((p.count("/") + 1 for p in named), default=1),
+            virtual=frozenset(m.prefix for m in mounts if m.virtual),
+            shadowed=frozenset(m.prefix for m in mounts if not m.is_home and not m.sandbox_only),
+            in_container=sorted(
+                (m for m in physical if m.container_path),
+                key=lambda m: len(m.container_path or ""),
+                reverse=True,
+            ),
+        )
+
+
 class PathRouter:
     """One member's view of their mounts: home, the manual, the note stores, more.
 
@@ -280,27 +326,39 @@ class PathRouter:
         docs: Path | None = None,
         *,
         mounts: list[MemberMount] | None = None,
+        live: Callable[[], list[MemberMount]] | None = None,
     ) -> None:
         if mounts is None:
-            if home is None:
+            if live is not None:
+                mounts = live()
+            elif home is None:
                 raise ValueError("a router needs a home or a list of mounts")
-            mounts = [home_mount(home), *([docs_mount(docs)] if docs else []), *note_mounts()]
-        self.member_mounts = check_mounts(mounts)
-        physical = [
-            Mount(m.name, m.prefix, m.host_path, not m.read_only, m.label, m.container_path)
-            for m in self.member_mounts
-            if m.host_path is not None
-        ]
-        self.home = physical[0]
-        self._named = {m.prefix: m for m in physical[1:]}
-        self._virtual = frozenset(m.prefix for m in self.member_mounts if m.virtual)
-        self.shadowed = frozenset(m.prefix for m in self.member_mounts if not m.is_home)
-        # Absolute paths as the sandbox sees them, longest first (nested mounts win).
-        self._in_container = sorted(
-            (m for m in physical if m.container_path),
-            key=lambda m: len(m.container_path or ""),
-            reverse=True,
-        )
+            else:
+                mounts = [home_mount(home), *([docs_mount(docs)] if docs else []), *note_mounts()]
+        # `live`: the member's list as it is now, asked again at every path (a shared
+        # folder granted or revoked reaches a turn's tools at its very next call).
+        self._live = live
+        self._table = _Table.of(check_mounts(mounts))
+
+    def _now(self) -> _Table:
+        """The tables to use for one path (one object: a refresh never mixes two lists)."""
+        if self._live is not None:
+            found = check_mounts(self._live())
+            if found != self._table.member_mounts:
+                self._table = _Table.of(found)
+        return self._table
+
+    @property
+    def member_mounts(self) -> list[MemberMount]:
+        return self._now().member_mounts
+
+    @property
+    def home(self) -> Mount:
+        return self._table.home
+
+    @property
+    def shadowed(self) -> frozenset[str]:
+        return self._now().shadowed
 
     @classmethod
     def for_member(cls, layout: DataLayout, user_id: str) -> PathRouter:
@@ -309,11 +367,12 @@ class PathRouter:
 
     @property
     def docs(self) -> Mount | None:
-        return self._named.get(DOCS_MOUNT)
+        return self._now().named.get(DOCS_MOUNT)
 
     @property
     def mounts(self) -> list[Mount]:
-        return [self.home, *self._named.values()]
+        table = self._now()
+        return [table.home, *table.named.values()]
 
     def places(self) -> list[Place]:
         return [
@@ -330,6 +389,25 @@ class PathRouter:
 
     # -- lexical ----------------------------------------------------------------------
 
+    def container_only(self, raw: object) -> str | None:
+        """`raw` as a path inside the member's container when it is absolute and outside
+        every mount's container path (`skald.files.container`); None otherwise. Any
+        character but NUL may be in it (it is only ever an argument, never shell text);
+        `..` is refused, as everywhere."""
+        if not isinstance(raw, str) or not raw.replace("\\", "/").startswith("/"):
+            return None
+        text = raw.replace("\\", "/")
+        for mount in self._now().in_container:
+            where = mount.container_path or ""
+            if text == where or text.startswith(where + "/"):
+                return None
+        if len(text) > MAX_PATH_CHARS or "\0" in text:
+            raise _invalid(raw, f"NUL or longer than {MAX_PATH_CHARS} characters")
+        segments = [s for s in text.split("/") if s not in ("", ".")]
+        if any(s == ".." for s in segments):
+            raise _invalid(raw, "'..' is not allowed; write the whole path")
+        return "/" + "/".join(segments)
+
     def parse(self, raw: object) -> tuple[Mount, list[str]] | Virtual:
         """Which place `raw` names and the components below its root (no I/O)."""
         if not isinstance(raw, str):
@@ -339,13 +417,14 @@ class PathRouter:
         if not raw:
             raise _invalid(raw, "empty; use ~ for your home")
         text = checked_name(raw).replace("\\", "/")
+        table = self._now()
         direct: Mount | None = None  # an absolute path under a mount's container path
         if text.startswith("/"):
-            for mount in self._in_container:
+            for mount in table.in_container:
                 where = mount.container_path or ""
                 if text == where or text.startswith(where + "/"):
                     text = text[len(where) :]
-                    direct = None if mount is self.home else mount
+                    direct = None if mount is table.home else mount
                     break
             else:
                 raise _denied(raw, "absolute paths lead outside your places; write ~/… instead")
@@ -364,16 +443,19 @@ class PathRouter:
         if direct is not None:
             return direct, segments
         head = segments[0] if segments else ""
-        if head in self._virtual:
+        if head in table.virtual:
             relative = "/".join(segments[1:])
             if relative and text.endswith("/"):
                 relative += "/"
             return Virtual(head, f"{head}/{relative}", relative)
-        if head in self._named:
-            return self._named[head], segments[1:]
+        # The longest prefix wins: `shared/photos/x` names the mount `shared/photos`.
+        for depth in range(min(len(segments), table.deepest), 0, -1):
+            named = table.named.get("/".join(segments[:depth]))
+            if named is not None:
+                return named, segments[depth:]
         if head == DOCS_MOUNT:
             raise _denied(raw, "the manual is not available here")
-        return self.home, segments
+        return table.home, segments
 
     def is_virtual(self, raw: object) -> bool:
         try:
@@ -385,7 +467,7 @@ class PathRouter:
 
     def _root(self, mount: Mount) -> str:
         root = mount.root
-        if mount is self.home and root.is_symlink():
+        if mount.name == HOME_MOUNT and root.is_symlink():
             raise PathDeniedError("the home folder is a symbolic link; refusing to use it")
         return _realpath(str(root), mount.prefix)
 
@@ -420,7 +502,8 @@ class PathRouter:
             writable=mount.writable,
             agent_path=_agent_path(mount, parts),
             parts=parts,
-            shadowed=self.shadowed if mount is self.home else frozenset(),
+            shadowed=self._table.shadowed if mount.name == HOME_MOUNT else frozenset(),
+            quota_owner=mount.quota_owner,
         )
 
     def physical(self, raw: object, *, follow_final: bool = True) -> Resolved:
@@ -679,7 +762,8 @@ def _shown_name(name: str) -> bool:
 
 
 def _hidden_at_root(found: Resolved, parts: tuple[str, ...], name: str) -> bool:
-    return found.mount == HOME_MOUNT and not parts and name in found.shadowed
+    # A mount inside the home (`docs`, `shared/photos`) hides the home's folder there.
+    return found.mount == HOME_MOUNT and "/".join((*parts, name)) in found.shadowed
 
 
 def list_dir(found: Resolved, limit: int = 10_000) -> tuple[list[FileEntry], bool]:

@@ -28,6 +28,7 @@ from typing import Any, Final, TypeVar
 
 from skald import walk as tree
 from skald.agent.tools import (
+    FS_APPEND,
     Reads,
     Tool,
     ToolContext,
@@ -37,8 +38,18 @@ from skald.agent.tools import (
     file_touches,
 )
 from skald.errors import NotFoundError, SkaldError
+from skald.files.container import ContainerEntry, ContainerPathMissing, ContainerPaths
+from skald.files.lines import (
+    is_crlf,
+    joined,
+    lines_of,
+    match_groups,
+    new_lines,
+    stale_range,
+)
 from skald.files.mime import sniff
 from skald.files.mounts import MemberMount, note_mounts
+from skald.files.outline import MAX_ENTRIES, OutlineRefused, outline
 from skald.files.router import (
     HOME_MOUNT,
     FileEntry,
@@ -74,20 +85,26 @@ from skald.tools.memory import (
     NumberedRows,
     replaced_text,
 )
-from skald.tools.preview import MAX_READ_BYTES, edit_preview, write_preview
+from skald.tools.preview import MAX_READ_BYTES, edit_preview, unified_diff, write_preview
 
 __all__ = [
+    "AppendFileTool",
     "EditFileTool",
     "FileTool",
+    "GetOutlineTool",
     "GlobTool",
     "GrepTool",
+    "InsertAtLineTool",
     "ListFilesTool",
     "ReadFileTool",
+    "ReplaceLinesTool",
+    "SearchFileTool",
     "ShowFileTool",
     "WriteFileTool",
     "file_tools",
     "glob_regex",
     "memory_tools",
+    "text_tools",
     "workspace_tools",
     "write_within",
 ]
@@ -248,10 +265,13 @@ class FileTool(Tool):
         notes: NoteStores | None = None,
         budget: BudgetSource | None = None,
         spec: ToolSpec | None = None,
+        container: ContainerPaths | None = None,
     ) -> None:
         self.router = router
         self.notes = notes
         self.budget = budget
+        # The member's sandbox, for absolute paths outside every mount (None: no sandbox).
+        self.container = container
         if spec is not None:
             self.spec = spec
 
@@ -286,6 +306,9 @@ class FileTool(Tool):
                 raw = "~"
             if raw is None:
                 raise _Refusal(f"'path' is required. {_PATH_HELP}")
+            inside = None if self.container is None else self.router.container_only(raw)
+            if inside is not None:
+                return await self.in_container(inside, args, ctx)
             parsed = self.router.parse(raw)
             if isinstance(parsed, Virtual):
                 return await self.virtual(parsed, args, ctx)
@@ -311,6 +334,36 @@ class FileTool(Tool):
     async def note(self, args: dict[str, Any]) -> ToolResult:
         """Do the work on a note (`args["path"]` names it; `self.notes` is set)."""
         raise _Refusal(f"{self.name} works on files, not on memory notes.")
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Do the work on a path only the member's container has (`self.box` is set)."""
+        raise _Refusal(
+            f"{path} is inside your sandbox, which {self.name} does not reach; use execute_cmd."
+        )
+
+    @property
+    def box(self) -> ContainerPaths:
+        """The member's container, for `in_container` (only called when there is one)."""
+        assert self.container is not None, "container work without a container"
+        return self.container
+
+    async def box_text(self, path: str, missing_ok: bool = False) -> str | None:
+        """The text of a container file (None when missing and `missing_ok`)."""
+        try:
+            data = await self.box.read(path, MAX_EDIT_BYTES)
+        except ContainerPathMissing:
+            if missing_ok:
+                return None
+            raise
+        if is_binary(data[:BINARY_SAMPLE]):
+            mime = guess_mime(path.rsplit("/", 1)[-1]) or sniff(data[:512])
+            raise _Refusal(
+                f"{path} is a binary file ({mime}, {_size(len(data))}); the file tools show text only."
+            )
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Refusal(f"{path} is not UTF-8 text.") from None
 
     @abstractmethod
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -363,8 +416,13 @@ class _Writing(Writes, FileTool):
     """A tool that writes into the home: every write is checked against the member's
     quota and the free-disk reserve first (when a budget is given), then reported."""
 
-    async def current_budget(self) -> Budget | None:
-        return None if self.budget is None else await self.budget()
+    async def current_budget(self, found: Resolved | None = None) -> Budget | None:
+        """The budget a write to `found` counts against: its place's quota owner's (a
+        project's owner, a shared folder's creator), else the member's own."""
+        if self.budget is None:
+            return None
+        owner = None if found is None else found.quota_owner
+        return await (self.budget() if owner is None else self.budget(owner=owner))
 
 
 def _existing_size(found: Resolved) -> int:
@@ -413,6 +471,14 @@ class ReadFileTool(_Reading):
         text = await asyncio.to_thread(_read_lines, found, offset, limit)
         return ToolResult(content=text, metadata={"path": found.agent_path})
 
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        offset = _int(args, "offset_line", 1, 1)
+        limit = _int(args, "limit_lines", READ_DEFAULT_LINES, 1)
+        text = await self.box_text(path)
+        assert text is not None
+        reader = io.BytesIO(text.encode("utf-8"))
+        return ToolResult(content=_rows_of(reader, path, offset, limit), metadata={"path": path})
+
 
 def _read_lines(found: Resolved, offset: int, limit: int) -> str:
     handle, st = open_read(found)
@@ -422,23 +488,27 @@ def _read_lines(found: Resolved, offset: int, limit: int) -> str:
             raise _Refusal(_binary_note(found, st.st_size, head))
         handle.seek(0)
         reader = io.BufferedReader(handle, buffer_size=64 * 1024)
-        rows = NumberedRows(offset)
-        total = 0
-        counted_all = True
-        scanned = 0
-        full = False
-        for number, raw_line in enumerate(reader, start=1):
-            total = number
-            scanned += len(raw_line)
-            if offset <= number < offset + limit and not full:
-                line = raw_line.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
-                full = not rows.add(number, line)
-            elif number >= offset + limit or full:
-                full = True
-                if scanned > COUNT_LINES_UP_TO:
-                    counted_all = False
-                    break
-    return rows.text(found.agent_path, total, counted_all)
+        return _rows_of(reader, found.agent_path, offset, limit)
+
+
+def _rows_of(reader: io.BufferedIOBase, agent_path: str, offset: int, limit: int) -> str:
+    rows = NumberedRows(offset)
+    total = 0
+    counted_all = True
+    scanned = 0
+    full = False
+    for number, raw_line in enumerate(reader, start=1):
+        total = number
+        scanned += len(raw_line)
+        if offset <= number < offset + limit and not full:
+            line = raw_line.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
+            full = not rows.add(number, line)
+        elif number >= offset + limit or full:
+            full = True
+            if scanned > COUNT_LINES_UP_TO:
+                counted_all = False
+                break
+    return rows.text(agent_path, total, counted_all)
 
 
 # -- write_file and edit_file ---------------------------------------------------------------
@@ -462,20 +532,26 @@ class WriteFileTool(_Writing):
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         content = _text(args, "content")
         data = _encode(content)
-        budget = await self.current_budget()
+        budget = await self.current_budget(await asyncio.to_thread(self.paths.writable, raw))
 
         def write(_: threading.Event) -> tuple[FileEntry, bool]:
             return write_within(budget, self.paths.writable(raw), data)
 
         entry, created = await _in_thread(write)
-        verb = "Created" if created else "Replaced"
-        return ToolResult(
-            content=(
-                f"{verb} {entry.path} ({_plural(len(text_lines(content)), 'line')}, "
-                f"{_size(entry.size)})."
-            ),
-            metadata={"path": entry.path},
-        )
+        return _wrote(entry.path, created, content, entry.size)
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        content = _text(args, "content")
+        data = _encode(content)
+        return _wrote(path, await self.box.write(path, data), content, len(data))
+
+
+def _wrote(path: str, created: bool, content: str, size: int) -> ToolResult:
+    verb = "Created" if created else "Replaced"
+    return ToolResult(
+        content=(f"{verb} {path} ({_plural(len(text_lines(content)), 'line')}, {_size(size)})."),
+        metadata={"path": path},
+    )
 
 
 class EditFileTool(_Writing):
@@ -489,14 +565,8 @@ class EditFileTool(_Writing):
         return await self.stores.edit(args)
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        old = _text(args, "old_text")
-        new = _text(args, "new_text")
-        replace_all = _flag(args, "replace_all")
-        if not old:
-            raise _Refusal("old_text is empty. To write a whole file, use write_file.")
-        if old == new:
-            raise _Refusal("old_text and new_text are the same, so there is nothing to change.")
-        budget = await self.current_budget()
+        old, new, replace_all = _edit_args(args)
+        budget = await self.current_budget(await asyncio.to_thread(self.paths.writable, raw))
 
         def edit(_: threading.Event) -> tuple[str, int]:
             found = self.paths.writable(raw)
@@ -519,10 +589,32 @@ class EditFileTool(_Writing):
             return found.agent_path, count
 
         path, count = await _in_thread(edit)
-        return ToolResult(
-            content=f"Edited {path}: replaced {_plural(count, 'occurrence')}.",
-            metadata={"path": path},
-        )
+        return _edited(path, count)
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        old, new, replace_all = _edit_args(args)
+        before = await self.box_text(path)
+        assert before is not None
+        after, count = replaced_text(before, old, new, replace_all, path, "file")
+        await self.box.write(path, _encode(after))
+        return _edited(path, count)
+
+
+def _edit_args(args: dict[str, Any]) -> tuple[str, str, bool]:
+    old = _text(args, "old_text")
+    new = _text(args, "new_text")
+    replace_all = _flag(args, "replace_all")
+    if not old:
+        raise _Refusal("old_text is empty. To write a whole file, use write_file.")
+    if old == new:
+        raise _Refusal("old_text and new_text are the same, so there is nothing to change.")
+    return old, new, replace_all
+
+
+def _edited(path: str, count: int) -> ToolResult:
+    return ToolResult(
+        content=f"Edited {path}: replaced {_plural(count, 'occurrence')}.", metadata={"path": path}
+    )
 
 
 # -- list_files ---------------------------------------------------------------------------
@@ -551,6 +643,25 @@ class ListFilesTool(_Reading):
             return _listing_text(found, entries, truncated, notes=notes)
 
         return ToolResult(content=await _in_thread(listing))
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        top, rows, cut = await self.box.listing(path, LIST_MAX_ENTRIES)
+        if top.kind != "dir":
+            return ToolResult(content=_entry_line(_box_entry(path, top)))
+        if not rows:
+            return ToolResult(content=f"{path} is empty (inside your sandbox).")
+        folder = path.rstrip("/")
+        lines = [f"{path} (inside your sandbox, {_plural(len(rows), 'entry')}):"]
+        lines += [_entry_line(_box_entry(f"{folder}/{r.name}", r)) for r in rows]
+        if cut:
+            lines.append(f"… and more; only the first {LIST_MAX_ENTRIES} are shown.")
+        return ToolResult(content="\n".join(lines))
+
+
+def _box_entry(path: str, entry: ContainerEntry) -> FileEntry:
+    return FileEntry(
+        name=entry.name, path=path, type=entry.kind, size=entry.size, mtime=entry.mtime, mime=None
+    )
 
 
 def _entry_line(entry: FileEntry) -> str:
@@ -958,16 +1069,20 @@ def _shown(path: str, name: str, mime: str, size: int) -> ToolResult:
 # -- the sets -----------------------------------------------------------------------------
 
 
-def file_tools(router: PathRouter, budget: BudgetSource | None = None) -> list[Tool]:
-    """The file tools alone (no note stores): note paths are refused with a hint."""
+def file_tools(
+    router: PathRouter, budget: BudgetSource | None = None, container: ContainerPaths | None = None
+) -> list[Tool]:
+    """The file tools alone (no note stores): note paths are refused with a hint.
+    `container`: the member's sandbox, for paths only it has (`skald.files.container`)."""
     return [
-        ReadFileTool(router),
-        WriteFileTool(router, budget=budget),
-        EditFileTool(router, budget=budget),
-        ListFilesTool(router),
-        GrepTool(router),
-        GlobTool(router),
-        ShowFileTool(router),
+        ReadFileTool(router, container=container),
+        WriteFileTool(router, budget=budget, container=container),
+        EditFileTool(router, budget=budget, container=container),
+        ListFilesTool(router, container=container),
+        GrepTool(router, container=container),
+        GlobTool(router, container=container),
+        ShowFileTool(router, container=container),
+        *text_tools(router, budget=budget, container=container),
     ]
 
 
@@ -980,13 +1095,17 @@ def workspace_tools(
     shared_writable: bool = True,
     shared_readable: bool = True,
     budget: BudgetSource | None = None,
+    container: ContainerPaths | None = None,
 ) -> list[Tool]:
     """One member's tools on files and notes: read_file, write_file, edit_file,
-    list_files, memory_search, grep, glob, show_file.
+    list_files, memory_search, grep, glob, show_file, and the line tools
+    (`text_tools`: append_file, insert_at_line, replace_lines, search_file,
+    get_outline).
 
     The four shared names reach the note mounts through `NoteStores`; `shared_writable` /
     `shared_readable` mean what they mean for `memory_tools`. `budget`: the member's
-    storage budget, checked by every write (files and notes alike).
+    storage budget, checked by every write (files and notes alike). `container`: the
+    member's sandbox, for paths only it has (`skald.files.container`).
     """
     notes = NoteStores(
         owner,
@@ -998,14 +1117,15 @@ def workspace_tools(
         _indexed(router.member_mounts),
     )
     return [
-        ReadFileTool(router, notes),
-        WriteFileTool(router, notes, budget),
-        EditFileTool(router, notes, budget),
-        ListFilesTool(router, notes),
+        ReadFileTool(router, notes, container=container),
+        WriteFileTool(router, notes, budget, container=container),
+        EditFileTool(router, notes, budget, container=container),
+        ListFilesTool(router, notes, container=container),
         MemorySearchTool(notes),
-        GrepTool(router),
-        GlobTool(router),
-        ShowFileTool(router, notes),
+        GrepTool(router, container=container),
+        GlobTool(router, container=container),
+        ShowFileTool(router, notes, container=container),
+        *text_tools(router, notes, budget, container),
     ]
 
 
@@ -1042,3 +1162,333 @@ def memory_tools(
 def _indexed(mounts: Sequence[MemberMount] | None) -> frozenset[str]:
     """The note stores whose mount keeps an index (`MemberMount.indexed`)."""
     return frozenset(m.name for m in (note_mounts() if mounts is None else mounts) if m.indexed)
+
+
+# -- the line tools: append, insert, replace a range, search one file, outline --------------
+# Files and notes alike, by the dispatch above. A change is a pure function of the current
+# text (`changed`): the preview is the diff of exactly what the call would do, and a note
+# changes inside its store's one transaction. `replace_lines` takes the text the model
+# believes is there (`old_text`): a range that no longer holds it is refused with the
+# lines as they are now, never applied to whatever moved there. `append_file` touches
+# `@fs_append` besides `@fs_write`: every write rule still covers it, and a rule on
+# `@fs_append` placed before them can allow appending where writing asks.
+
+SEARCH_MAX_RESULTS: Final = 100
+CONTEXT_DEFAULT: Final = 2
+CONTEXT_MAX: Final = 20
+
+
+def _whole_text(found: Resolved, missing_ok: bool) -> str | None:
+    """The file's text (None when it does not exist and `missing_ok`), by descriptor."""
+    try:
+        opened = open_read(found)
+    except NotFoundError:
+        if missing_ok:
+            return None
+        raise
+    handle, st = opened
+    with handle:
+        if st.st_size > MAX_EDIT_BYTES:
+            raise _Refusal(
+                f"{found.agent_path} is {_size(st.st_size)}; the line tools work on text "
+                f"files up to {_size(MAX_EDIT_BYTES)}. Use grep, or a command."
+            )
+        data = handle.read(MAX_EDIT_BYTES + 1) or b""
+    if is_binary(data[:BINARY_SAMPLE]):
+        raise _Refusal(_binary_note(found, len(data), data))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Refusal(f"{found.agent_path} is not UTF-8 text.") from None
+
+
+class _LineChange(_Writing):
+    """A write that is a pure function of the current text (`changed`)."""
+
+    creates = False  # may make the file or note when there is none
+
+    @abstractmethod
+    def changed(self, before: str | None, args: Mapping[str, Any], path: str) -> tuple[str, str]:
+        """(the new text, the result's sentence); `before` None: there is none yet."""
+
+    def _missing(self, path: str) -> str:
+        return f"There is nothing at {path}. Use write_file to create it."
+
+    async def preview(self, args: Mapping[str, Any]) -> str | None:
+        raw = args.get("path")
+        old = await self.old_text(raw)
+        if old is None:
+            return None
+        try:
+            after, _ = self.changed(old if old or self.creates else None, args, str(raw))
+        except _Refusal:
+            return None
+        return unified_diff(str(raw), old, after)
+
+    async def note(self, args: dict[str, Any]) -> ToolResult:
+        return await self.stores.change(
+            args.get("path"), lambda before, path: self.changed(before, args, path)
+        )
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        # A project's or shared folder's writes count against its quota owner.
+        budget = await self.current_budget(await asyncio.to_thread(self.paths.writable, raw))
+
+        def change(_: threading.Event) -> tuple[str, str]:
+            found = self.paths.writable(raw)
+            before = _whole_text(found, self.creates)
+            after, said = self.changed(before, args, found.agent_path)
+            write_within(budget, found, _encode(after))
+            return found.agent_path, said
+
+        path, said = await _in_thread(change)
+        return ToolResult(content=said, metadata={"path": path})
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        before = await self.box_text(path, missing_ok=self.creates)
+        if before is None and not self.creates:
+            raise _Refusal(self._missing(path))
+        after, said = self.changed(before, args, path)
+        await self.box.write(path, _encode(after))
+        return ToolResult(content=said, metadata={"path": path})
+
+
+class _TextRead(_Reading):
+    """A read of one whole text file or note (`answer` works on its text)."""
+
+    @abstractmethod
+    def answer(self, text: str, args: Mapping[str, Any], path: str) -> str:
+        """The result for the file or note at `path` holding `text`."""
+
+    async def note(self, args: dict[str, Any]) -> ToolResult:
+        path, text = await self.stores.text(args.get("path"))
+        return ToolResult(content=self.answer(text, args, path), metadata={"path": path})
+
+    async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        def read(_: threading.Event) -> tuple[str, str]:
+            found = self.paths.physical(raw)
+            text = _whole_text(found, missing_ok=False)
+            assert text is not None
+            return found.agent_path, self.answer(text, args, found.agent_path)
+
+        path, said = await _in_thread(read)
+        return ToolResult(content=said, metadata={"path": path})
+
+    async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        text = await self.box_text(path)
+        assert text is not None
+        return ToolResult(content=self.answer(text, args, path), metadata={"path": path})
+
+
+def _str(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _int_prop(description: str) -> dict[str, Any]:
+    return {"type": "integer", "description": description}
+
+
+# read_file carries the whole path help; these five are sent beside it on every request.
+_PATH: Final = _str("As for read_file.")
+
+
+# -- append_file ------------------------------------------------------------------------------
+
+
+class AppendFileTool(_LineChange):
+    creates = True
+    spec = tool_spec(
+        "append_file",
+        "Add text at the end of a file or note (created if missing).",
+        {"path": _PATH, "content": _str("Text to add.")},
+        ["path", "content"],
+    )
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        written = file_touches(self.kind, args)
+        return Touches(categories=written.categories | {FS_APPEND}, paths=written.paths)
+
+    def changed(self, before: str | None, args: Mapping[str, Any], path: str) -> tuple[str, str]:
+        content = _text(dict(args), "content")
+        if not content:
+            raise _Refusal("content is empty, so there is nothing to append.")
+        base = before or ""
+        lines, _ = lines_of(base)
+        if is_crlf(lines):
+            content = "\r\n".join(line.removesuffix("\r") for line in content.split("\n"))
+        glue = "" if not base or base.endswith("\n") else ("\r\n" if is_crlf(lines) else "\n")
+        after = base + glue + content
+        total = len(lines_of(after)[0])
+        made = " (created it)" if before is None else ""
+        return after, (
+            f"Appended {_plural(len(text_lines(content)), 'line')} to {path}{made}; "
+            f"it now has {_plural(total, 'line')}."
+        )
+
+
+# -- insert_at_line --------------------------------------------------------------------------
+
+
+class InsertAtLineTool(_LineChange):
+    spec = tool_spec(
+        "insert_at_line",
+        "Insert lines before line N of a file or note (read_file's numbers; last+1 appends).",
+        {"path": _PATH, "line": _int_prop("N."), "content": _str("Lines to insert.")},
+        ["path", "line", "content"],
+    )
+
+    def changed(self, before: str | None, args: Mapping[str, Any], path: str) -> tuple[str, str]:
+        if before is None:
+            raise _Refusal(self._missing(path))
+        content = _text(dict(args), "content")
+        if not content:
+            raise _Refusal("content is empty, so there is nothing to insert.")
+        lines, final = lines_of(before)
+        at = _int(dict(args), "line", 0, 1)
+        if at > len(lines) + 1:
+            raise _Refusal(
+                f"{path} has {_plural(len(lines), 'line')}; line must be between 1 and "
+                f"{len(lines) + 1} (one past the end adds at the end)."
+            )
+        added = new_lines(content, is_crlf(lines))
+        lines[at - 1 : at - 1] = added
+        last = at + len(added) - 1
+        return joined(lines, final or not before), (
+            f"Inserted {_plural(len(added), 'line')} into {path} as lines {at}-{last}; "
+            f"it now has {_plural(len(lines), 'line')}."
+        )
+
+
+# -- replace_lines ----------------------------------------------------------------------------
+
+
+class ReplaceLinesTool(_LineChange):
+    spec = tool_spec(
+        "replace_lines",
+        "Replace lines start_line..end_line (read_file's numbers) of a file or note. If "
+        "they no longer hold old_text, nothing changes and you get them as they are.",
+        {
+            "path": _PATH,
+            "start_line": _int_prop("First line."),
+            "end_line": _int_prop("Last line (included)."),
+            "old_text": _str("Their current text, without numbers."),
+            "new_text": _str("Replacement; empty deletes them."),
+        },
+        ["path", "start_line", "end_line", "old_text", "new_text"],
+    )
+
+    def changed(self, before: str | None, args: Mapping[str, Any], path: str) -> tuple[str, str]:
+        if before is None:
+            raise _Refusal(self._missing(path))
+        given = dict(args)
+        old = _text(given, "old_text")
+        new = _text(given, "new_text")
+        lines, final = lines_of(before)
+        start = _int(given, "start_line", 0, 1)
+        end = _int(given, "end_line", 0, 1)
+        if end < start or end > len(lines):
+            raise _Refusal(
+                f"{path} has {_plural(len(lines), 'line')}; start_line and end_line must "
+                f"name a range within 1-{len(lines)}, start_line first."
+            )
+        now = lines[start - 1 : end]
+        if [line.rstrip() for line in now] != [line.rstrip() for line in text_lines(old)]:
+            raise _Refusal(stale_range(path, start, now))
+        added = new_lines(new, is_crlf(lines))
+        lines[start - 1 : end] = added
+        where = (
+            f"now lines {start}-{start + len(added) - 1}"
+            if added
+            else "deleted; nothing in their place"
+        )
+        return joined(lines, final), (
+            f"Replaced lines {start}-{end} of {path} with {_plural(len(added), 'line')} "
+            f"({where}); it now has {_plural(len(lines), 'line')}."
+        )
+
+
+# -- search_file ------------------------------------------------------------------------------
+
+
+class SearchFileTool(_TextRead):
+    spec = tool_spec(
+        "search_file",
+        "Find text in one file or note: matches (marked >) with the lines around them, "
+        "numbered as read_file numbers them.",
+        {
+            "path": _PATH,
+            "pattern": _str("Text to find."),
+            "regex": {"type": "boolean", "description": "pattern is a Python regex."},
+            "ignore_case": {"type": "boolean"},
+            "context_lines": _int_prop(f"Lines around each match (default {CONTEXT_DEFAULT})."),
+        },
+        ["path", "pattern"],
+    )
+
+    def answer(self, text: str, args: Mapping[str, Any], path: str) -> str:
+        given = dict(args)
+        source = _text(given, "pattern")
+        if not source:
+            raise _Refusal("The pattern is empty.")
+        flags = re.IGNORECASE if _flag(given, "ignore_case") else 0
+        try:
+            regex = re.compile(source if _flag(given, "regex") else re.escape(source), flags)
+        except re.error as exc:
+            raise _Refusal(f"The pattern is not a valid regular expression: {exc}.") from None
+        around = _int(given, "context_lines", CONTEXT_DEFAULT, 0, CONTEXT_MAX)
+        limit = SEARCH_MAX_RESULTS
+        lines, _ = lines_of(text)
+        hits = [n for n, line in enumerate(lines, start=1) if regex.search(line.removesuffix("\r"))]
+        if not hits:
+            return f"No matches for {source!r} in {path} ({_plural(len(lines), 'line')})."
+        shown = hits[:limit]
+        cut = f"; the first {limit} are shown, narrow the pattern" if len(hits) > limit else ""
+        matches = "1 match" if len(hits) == 1 else f"{len(hits)} matches"
+        head = f"{matches} for {source!r} in {path} ({_plural(len(lines), 'line')}{cut}):"
+        return "\n".join([head, *match_groups(lines, shown, around)])
+
+
+# -- get_outline ------------------------------------------------------------------------------
+
+
+class GetOutlineTool(_TextRead):
+    spec = tool_spec(
+        "get_outline",
+        "Outline of a Python file (classes, functions) or Markdown file or note "
+        "(headings), with each one's line range.",
+        {"path": _PATH},
+        ["path"],
+    )
+
+    def answer(self, text: str, args: Mapping[str, Any], path: str) -> str:
+        try:
+            language, entries = outline(path, text)
+        except OutlineRefused as refused:
+            raise _Refusal(f"{path}: {refused}") from None
+        total = _plural(len(lines_of(text)[0]), "line")
+        if not entries:
+            what = "headings" if language == "Markdown" else "classes or functions"
+            return f"{path} ({language}, {total}) has no {what}."
+        rows = [f"Outline of {path} ({language}, {total}):"]
+        for entry in entries[:MAX_ENTRIES]:
+            rows.append(f"{'  ' * entry.depth}{entry.start}-{entry.end} {entry.kind} {entry.name}")
+        if len(entries) > MAX_ENTRIES:
+            rows.append(f"… and {len(entries) - MAX_ENTRIES} more; search_file finds the rest.")
+        return "\n".join(rows)
+
+
+def text_tools(
+    router: PathRouter | None,
+    notes: NoteStores | None = None,
+    budget: BudgetSource | None = None,
+    container: ContainerPaths | None = None,
+) -> list[FileTool]:
+    """The line tools of one member, on the same router, note stores, budget and sandbox
+    as the rest of the family (`workspace_tools`, `file_tools`)."""
+    return [
+        AppendFileTool(router, notes, budget, container=container),
+        InsertAtLineTool(router, notes, budget, container=container),
+        ReplaceLinesTool(router, notes, budget, container=container),
+        SearchFileTool(router, notes, container=container),
+        GetOutlineTool(router, notes, container=container),
+    ]

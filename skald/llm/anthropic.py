@@ -28,6 +28,7 @@ from skald.llm.types import (
     ToolCall,
     ToolCallReady,
     Usage,
+    VideoPart,
 )
 from skald.llm.wire import (
     DEFAULT_TIMEOUT,
@@ -186,6 +187,9 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             if part.text.strip():  # empty or blank text blocks are refused
                 blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, VideoPart):
+            # This API takes no video: a model marked `video` by mistake gets a note.
+            blocks.append({"type": "text", "text": "[a video: this model cannot watch it]"})
         else:
             blocks.append(_image_block(part))
     if m.role == "assistant":

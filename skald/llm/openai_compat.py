@@ -17,6 +17,7 @@ import msgspec
 
 from skald.llm.errors import LlmError, error_for_status
 from skald.llm.types import (
+    ContentPart,
     Finished,
     ImagePart,
     Message,
@@ -28,6 +29,7 @@ from skald.llm.types import (
     ToolCall,
     ToolCallReady,
     Usage,
+    VideoPart,
 )
 from skald.llm.wire import (
     DEFAULT_TIMEOUT,
@@ -143,7 +145,7 @@ class _CallAssembler:
 # -- what goes out ----------------------------------------------------------------------
 
 
-def _user_content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+def _user_content(parts: list[ContentPart]) -> str | list[dict[str, Any]]:
     if all(isinstance(p, TextPart) for p in parts):
         # A plain string: servers without vision support often reject the array form.
         return "".join(p.text for p in parts if isinstance(p, TextPart))
@@ -151,6 +153,11 @@ def _user_content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any
     for part in parts:
         if isinstance(part, TextPart):
             out.append({"type": "text", "text": part.text})
+        elif isinstance(part, VideoPart):
+            # No official field in this format: `video_url` is what vLLM, OpenRouter and
+            # the Qwen-VL servers read; the model must be marked `video` to get one.
+            url = f"data:{part.media_type};base64,{part.data_b64}"
+            out.append({"type": "video_url", "video_url": {"url": url}})
         else:
             url = f"data:{part.media_type};base64,{part.data_b64}"
             out.append({"type": "image_url", "image_url": {"url": url}})
@@ -164,7 +171,7 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     # Pictures a tool returned: this format takes only text in a tool message, so they
     # follow the batch of tool messages as one user message (none may come in between).
-    pictures: list[TextPart | ImagePart] = []
+    pictures: list[ContentPart] = []
     for m in messages:
         if m.role != "tool" and pictures:
             out.append({"role": "user", "content": _user_content(pictures)})

@@ -22,7 +22,14 @@ class ImagePart(msgspec.Struct, tag="image", frozen=True, kw_only=True):
     data_b64: str
 
 
-ContentPart = TextPart | ImagePart
+class VideoPart(msgspec.Struct, tag="video", frozen=True, kw_only=True):
+    """A video for models marked `video`, inlined as base64 (skald/core/uploads.py)."""
+
+    media_type: str  # video/mp4, video/webm, video/quicktime
+    data_b64: str
+
+
+ContentPart = TextPart | ImagePart | VideoPart
 
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from skald.channels.ops import OPS_HEADER, OPS_PREFIX, token_matches
 from skald.config import Config
 from skald.errors import SkaldError
 from skald.paths import DataLayout
@@ -62,8 +63,6 @@ __all__ = [
     "write_token",
 ]
 
-OPS_HEADER = "X-Skald-Ops-Token"
-OPS_PREFIX = "/api/ops"
 LOCK_NAME = ".serve.lock"
 TOKEN_NAME = "ops.token"  # noqa: S105 - a file name, not a secret
 
@@ -235,15 +234,6 @@ def read_token(layout: DataLayout) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     return text or None
-
-
-def token_matches(expected: str | None, sent: str | None) -> bool:
-    """Constant-time comparison; bytes, because compare_digest refuses non-ASCII text."""
-    if not expected or sent is None:
-        return False
-    return secrets.compare_digest(
-        expected.encode("utf-8"), sent.encode("utf-8", errors="surrogateescape")
-    )
 
 
 # -- the client ------------------------------------------------------------------------

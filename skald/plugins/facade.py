@@ -22,6 +22,7 @@ import msgspec
 
 from skald.errors import ConfigError
 from skald.permissions import Capability, can
+from skald.store.rows import effective_locale
 
 if TYPE_CHECKING:
     import asyncio
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout
+    from skald.plugins.specs import SystemAgent
     from skald.quota import BudgetSource
     from skald.sandbox.manager import SandboxManager
     from skald.store.database import Database
@@ -179,6 +181,12 @@ class Server:
         restore waiting for the next start uses it."""
         self._live.stop_requested.set()
 
+    def system_agents(self) -> list[SystemAgent]:
+        return self._live.plugins.system_agents(self)
+
+    def works_signed_out(self, user_id: str) -> bool:
+        return self._live.kept_keys.is_kept(user_id)
+
     # -- state slots --------------------------------------------------------------------
 
     @overload
@@ -220,7 +228,11 @@ class Member:
 
     @property
     def locale(self) -> str:
-        return self._live.user.locale
+        """The member's language: their own, else the household's now."""
+        instance = self._live.instance
+        return effective_locale(
+            self._live.user.locale, instance.current.language if instance else None
+        )
 
     def timezone(self) -> ZoneInfo:
         return self._live.timezone()

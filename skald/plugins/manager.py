@@ -30,6 +30,8 @@ from skald.plugins.facade import as_member
 from skald.plugins.specs import ChatCommand, Page, WebFiles
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from skald.agent.tools import Tool
     from skald.core.services import ServiceSpec
     from skald.features.notifications.channels import NotificationChannel
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
+    from skald.plugins.specs import SystemAgent
     from skald.store.migrations import Feature
     from skald.store.rows import Role, User
 
@@ -70,6 +73,12 @@ BUILTINS: Final = (
     "skald.features.requestlog.hooks",
     "skald.features.privacy.hooks",
     "skald.features.telegram.hooks",
+    "skald.features.system_agents.hooks",
+    "skald.features.review.hooks",
+    "skald.features.shared_folders.hooks",
+    "skald.features.projects.hooks",
+    "skald.features.skills.hooks",
+    "skald.features.signposts.hooks",
 )
 
 
@@ -166,14 +175,21 @@ class Plugins:
 
         return check_names(self._concat(self.pm.hook.skald_web_files()))
 
-    def mounts(self, user: User, role: Role, layout: DataLayout) -> list[MemberMount]:
+    def mounts(
+        self, user: User, role: Role, layout: DataLayout, server: Server | None = None
+    ) -> list[MemberMount]:
         from skald.files.mounts import check_mounts
 
-        found = self._concat(self.pm.hook.skald_mounts(user=user, role=role, layout=layout))
+        found = self._concat(
+            self.pm.hook.skald_mounts(user=user, role=role, layout=layout, server=server)
+        )
         try:
             return check_mounts(found)
         except ValueError as exc:
             raise ConfigError(f"the mounts of {user.username} are unusable: {exc}") from None
+
+    def owned_places(self, user_id: str, server: Server) -> list[Path]:
+        return self._concat(self.pm.hook.skald_owned_places(user_id=user_id, server=server))
 
     def tools(self, member: Member | Any) -> list[Tool]:
         return self._concat(self.pm.hook.skald_tools(member=as_member(member)))
@@ -190,10 +206,14 @@ class Plugins:
                 known[name] = description
         return known
 
-    async def prompt_blocks(self, member: Member | Any) -> dict[str, str]:
+    async def prompt_blocks(
+        self, member: Member | Any, conversation_id: str | None = None
+    ) -> dict[str, str]:
         values: dict[str, str] = {}
         hook = self.pm.hook.skald_prompt_blocks
-        for answer in self._in_order(hook(member=as_member(member))):
+        for answer in self._in_order(
+            hook(member=as_member(member), conversation_id=conversation_id)
+        ):
             block: Mapping[str, str] = await answer if inspect.isawaitable(answer) else answer
             values.update(block)
         return values
@@ -243,3 +263,6 @@ class Plugins:
         for answer in self._in_order(self.pm.hook.skald_health_details(server=server)):
             details.update(answer)
         return details
+
+    def system_agents(self, server: Server) -> list[SystemAgent]:
+        return self._concat(self.pm.hook.skald_system_agents(server=server))

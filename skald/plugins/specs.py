@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -67,6 +67,9 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     flush: bool = False  # fills the main area and scrolls inside it (the chat)
     dock: bool = False  # the chat can be docked beside it on a wide screen
     badge: bool = False  # the entry shows the Inbox's unread count
+    # A same-origin API path answering {"count": n}: the entry shows n when it is not 0
+    # (read at start, on each route change and on a `skald:counts` window event).
+    count: str | None = None
     # Typing its address without the right to see it says "not allowed" (a built-in
     # page) rather than "not found"; `full_only`: the simple shell is sent home instead.
     say_not_allowed: bool = False
@@ -127,8 +130,19 @@ def skald_web_files() -> Iterable[WebFiles] | None:
 
 
 @hookspec
-def skald_mounts(user: User, role: Role, layout: DataLayout) -> Iterable[MemberMount] | None:
-    """Places of this member: agent path prefix, host folder, container path, read-only."""
+def skald_mounts(
+    user: User, role: Role, layout: DataLayout, server: Server | None
+) -> Iterable[MemberMount] | None:
+    """Places of this member: agent path prefix, host folder, container path, read-only.
+
+    Synchronous and called at every path a member's router parses: answer from memory
+    (`server` is None only where no server runs, e.g. a one-off router in a test)."""
+
+
+@hookspec
+def skald_owned_places(user_id: str, server: Server) -> Iterable[Path] | None:
+    """Folders outside the member's home counted against their storage quota (their
+    projects, the shared folders they made). Synchronous, called from a thread."""
 
 
 @hookspec
@@ -138,9 +152,11 @@ def skald_tools(member: Member) -> Iterable[Tool] | None:
 
 @hookspec
 def skald_prompt_blocks(
-    member: Member,
+    member: Member, conversation_id: str | None
 ) -> Mapping[str, str] | Awaitable[Mapping[str, str]] | None:
-    """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable)."""
+    """Values of `{{PLACEHOLDER}}`s in agent prompts for this member (may be awaitable);
+    `conversation_id`: the conversation the prompt is for (a project's fills
+    PROJECT_CONTEXT), None outside one."""
 
 
 @hookspec
@@ -225,3 +241,51 @@ def skald_member_state(member: Member) -> Iterable[object] | None:
 def skald_event_types() -> Iterable[type[msgspec.Struct]] | None:
     """The server events this feature publishes to members' streams (`msgspec.Struct`s
     with a `tag`): the event socket encodes exactly these and the built-in ones."""
+
+
+# -- system agents (issue 25) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewReport:
+    """What a system agent hands the reports store (`AgentRun.report`): written once,
+    never changed. `audience`: `owner` (the acting member), `admins`, or `supervisors`
+    (whoever supervises `subject_id` when the report is read, not when it is written)."""
+
+    title: str
+    summary: str
+    body: str
+    severity: str = "info"  # info | notice | alert
+    audience: str = "owner"
+    subject_id: str | None = None
+    period_start: str | None = None
+    period_end: str | None = None
+
+
+class AgentRun(Protocol):
+    """One run of a system agent for one member, handed to `has_work` and `run`."""
+
+    member: Member  # whose runtime the work runs in (their run log, their gate)
+    run_id: str  # "" in `has_work`: no run row exists yet
+
+    async def report(self, report: NewReport) -> str: ...  # the stored report's id
+
+
+class SystemAgent(Protocol):
+    """Work that runs on a member's behalf without being asked (docs/dev/system-agents.md):
+    one runner decides who and when; the agent says whether there is work and does it.
+    `scope`: `member` (once per unlocked member) or `household` (once, as the first
+    active unlocked admin). `interval_s` is the default; admins change it."""
+
+    id: str
+    scope: str
+    interval_s: int
+
+    async def has_work(self, run: AgentRun) -> bool: ...
+
+    async def run(self, run: AgentRun) -> dict[str, int]: ...  # counters, never content
+
+
+@hookspec
+def skald_system_agents(server: Server) -> Iterable[SystemAgent] | None:
+    """The system agents this feature provides; the system-agents feature runs them."""

@@ -31,7 +31,7 @@ import ipaddress
 import json
 import os
 import threading
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
@@ -87,6 +87,17 @@ exec setpriv --reuid="$uid" --regid="$gid" --clear-groups sleep infinity
 """
 
 SandboxState = Literal["disabled", "starting", "ok", "unreachable", "image_missing"]
+
+
+REFRESH_STOP_S: Final = 15.0
+
+
+class _Busy(Exception):
+    """The container must be made again, but a command runs there (`ensure` waits)."""
+
+    def __init__(self, container_id: str) -> None:
+        super().__init__(container_id)
+        self.container_id = container_id
 
 
 class SandboxUnavailable(SkaldError):
@@ -174,6 +185,11 @@ class SandboxManager:
         self.boot_mark = new_mark()
         self._cleaned: set[str] = set()  # containers swept of leftovers this boot
         self.pool_problem: str | None = None  # the address pool against the host routes
+        # Commands running per member (`running`): a container whose mounts changed is
+        # made again only once none runs there (never in the middle of one).
+        self._running: dict[str, int] = {}
+        self._idle: dict[str, asyncio.Event] = {}
+        self._refreshes: set[asyncio.Task[None]] = set()  # `refresh`, awaited at close
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -238,7 +254,10 @@ class SandboxManager:
 
     # -- the spec -------------------------------------------------------------------------
 
-    def spec_for(self, user: User, role: Role) -> ContainerSpec:
+    def spec_for(
+        self, user: User, role: Role, mounts: list[MemberMount] | None = None
+    ) -> ContainerSpec:
+        mounts = self.mounts(user, role) if mounts is None else mounts
         return ContainerSpec(
             name=self.container_name(user.id),
             image=self.image,
@@ -250,7 +269,7 @@ class SandboxManager:
             # the home first (Docker mounts in order: nested ones must come after it).
             mounts=tuple(
                 Mount(source=str(m.host_path), target=m.container_path, read_only=m.read_only)
-                for m in sorted(self.mounts(user, role), key=lambda m: m.container_path or "")
+                for m in sorted(mounts, key=lambda m: m.container_path or "")
                 if m.host_path is not None and m.container_path is not None
             ),
             memory_mb=self.config.memory_mb,
@@ -260,6 +279,15 @@ class SandboxManager:
             cap_add=CAP_ADD,
             security_opt=SECURITY_OPT,
         )
+
+    def _write_mount_files(self, mounts: list[MemberMount]) -> None:
+        # A mount's own files (a signpost's README), written afresh at every ensure.
+        for m in mounts:
+            if m.files and m.host_path is not None:
+                m.host_path.mkdir(mode=0o755, parents=True, exist_ok=True)
+                with walk.opened(m.host_path) as fd:
+                    for name, text in m.files:
+                        walk.write_file_at(fd, name, text.encode("utf-8"), 0o644)
 
     def _prepare_host_dirs(self, spec: ContainerSpec) -> None:
         # Made by us before Docker sees them: Docker would create missing bind sources
@@ -294,17 +322,19 @@ class SandboxManager:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._looked.wait(), FIRST_LOOK_WAIT_S)
 
-    async def ensure(self, user: User, role: Role) -> str:
+    async def ensure(self, user: User, role: Role, *, wait: bool = True) -> str:
         """The member's container, running and matching its spec; returns its id."""
         if not user.active:
             raise SandboxUnavailable(f"{user.username}'s account is deactivated")
         await self.first_look()
         client = self.client()
-        spec = self.spec_for(user, role)
+        mounts = self.mounts(user, role)
+        spec = self.spec_for(user, role, mounts)
         async with self._lock(user.id):
             await asyncio.to_thread(self._prepare_host_dirs, spec)
+            await asyncio.to_thread(self._write_mount_files, mounts)
             try:
-                container_id = await self.call(self._ensure_blocking, client, spec, user.id)
+                container_id = await self._ensure_between_commands(client, spec, user.id, wait)
             except SandboxUnavailable as exc:
                 if self.state == "ok":  # the daemon is fine: this member's sandbox is not
                     self.failures[user.id] = str(exc)
@@ -321,6 +351,67 @@ class SandboxManager:
                 await self._kill_stale(client, user.id, container_id)
             return container_id
 
+    async def _ensure_between_commands(
+        self, client: Any, spec: ContainerSpec, user_id: str, wait: bool
+    ) -> str:
+        """`_ensure_blocking`, but a container that must be made again while a command
+        runs there is kept until the member's commands end (`wait`), or kept as it is
+        for now (`wait=False`: reconciliation, which comes back later)."""
+        while True:
+            busy = bool(self._running.get(user_id))
+            try:
+                return await self.call(self._ensure_blocking, client, spec, user_id, busy)
+            except _Busy as kept:
+                if not wait:
+                    return kept.container_id
+                log.info("sandbox remade once its commands end", user_id=user_id)
+                await self._idle.setdefault(user_id, asyncio.Event()).wait()
+
+    def refresh(self, user_id: str, fetch: Callable[[str], Awaitable[tuple[User, Role]]]) -> None:
+        """The member's mounts changed (a shared folder, a project): make their container
+        again in the background, once their running commands end (`ensure` waits). A
+        member without a container gets the new mounts with their first one."""
+        task = asyncio.get_running_loop().create_task(self._refresh(user_id, fetch))
+        self._refreshes.add(task)
+        task.add_done_callback(self._refreshes.discard)
+
+    async def _refresh(
+        self, user_id: str, fetch: Callable[[str], Awaitable[tuple[User, Role]]]
+    ) -> None:
+        try:
+            user, role = await fetch(user_id)
+            if not user.active or await self.container_id(user_id) is None:
+                return
+            # Without sandbox.exec the watcher keeps no container (Runtime's member list).
+            if user.id in {u.id for u, _ in await self.members() if u.active}:
+                await self.ensure(user, role)
+        except Exception as exc:
+            log.warning("sandbox not remade yet", user_id=user_id, error=_brief(exc))
+
+    async def refreshed(self, timeout_s: float | None = None) -> None:
+        """Wait for the refreshes started so far (tests; `close`, bounded there)."""
+        if self._refreshes:
+            _, late = await asyncio.wait(set(self._refreshes), timeout=timeout_s)
+            for task in late:
+                task.cancel()
+
+    @contextlib.asynccontextmanager
+    async def running(self, user: User, role: Role) -> AsyncIterator[str]:
+        """The member's container, counted as busy while the block runs a command in it:
+        a change of mounts meanwhile waits for the block to end."""
+        container_id = await self.ensure(user, role)
+        # No await between the ensure and the count: nothing can remake it in between.
+        self._running[user.id] = self._running.get(user.id, 0) + 1
+        self._idle.setdefault(user.id, asyncio.Event()).clear()
+        try:
+            yield container_id
+        finally:
+            left = self._running.pop(user.id, 1) - 1
+            if left:
+                self._running[user.id] = left
+            else:
+                self._idle[user.id].set()
+
     async def _kill_stale(self, client: Any, user_id: str, container_id: str) -> None:
         """First use since this server started: a crash may have left commands running;
         none of them may outlive it (they are no call's any more). A failure here is
@@ -336,7 +427,9 @@ class SandboxManager:
             log.warning("killed commands left by a crash", user_id=user_id, n=killed)
         self._cleaned.add(user_id)
 
-    def _ensure_blocking(self, client: Any, spec: ContainerSpec, user_id: str) -> str:
+    def _ensure_blocking(
+        self, client: Any, spec: ContainerSpec, user_id: str, busy: bool = False
+    ) -> str:
         import docker.errors
 
         try:
@@ -359,6 +452,8 @@ class SandboxManager:
                 if container.status in ("created", "exited"):
                     container.start()
                 return str(container.id)
+            if busy and container.status in ("running", "paused"):
+                raise _Busy(str(container.id))  # a command runs there: not now
             log.info(
                 "recreating sandbox",
                 container=spec.name,
@@ -568,7 +663,7 @@ class SandboxManager:
             if not user.active:
                 continue
             try:
-                await self.ensure(user, role)
+                await self.ensure(user, role, wait=False)
             except SandboxUnavailable:
                 if self.state != "ok":
                     raise  # the daemon or the image: nobody's sandbox can be made
@@ -679,6 +774,8 @@ class SandboxManager:
                 pass
 
     async def close(self) -> None:
+        # A refresh half-way through a Docker call cannot be cancelled: let it finish.
+        await self.refreshed(timeout_s=REFRESH_STOP_S)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.stream_pool.shutdown(wait=False, cancel_futures=True)
         if self._client is not None:

@@ -52,8 +52,8 @@ async def in_sandbox(
             f"{refused}: this member's role does not allow running commands ({SANDBOX_EXEC.name})."
         )
     try:
-        container_id = await manager.ensure(user, role)
-        return await run_command(manager, container_id, command, **how)
+        async with manager.running(user, role) as container_id:
+            return await run_command(manager, container_id, command, **how)
     except SandboxUnavailable as exc:
         return ToolResult.error(f"{refused}: {exc}")
 

@@ -17,7 +17,7 @@ import msgspec
 
 from skald.agent.history import CallState, UnfinishedCall
 from skald.errors import ConflictError, NotFoundError
-from skald.llm.types import ImagePart, Message, TextPart
+from skald.llm.types import ImagePart, Message, TextPart, VideoPart
 from skald.store.columns import Col, Columns
 from skald.store.database import Database, change_one, fetch_all, fetch_one
 from skald.store.registry import now_iso
@@ -96,6 +96,8 @@ class HistoryItem(msgspec.Struct, frozen=True, kw_only=True):
     view: list[ViewItem] = []
     # A picture was attached but not shown to the model (no model in use could see it).
     images_not_seen: bool = False
+    # A video was attached but not shown to the model (the model in use cannot watch them).
+    videos_not_seen: bool = False
     # A member's message: the answers "Answer again" replaced, oldest first (the UI's ‹1/2›).
     earlier_answers: list[str] = []
 
@@ -370,7 +372,7 @@ class ConversationStore:
 # What Skald adds to a member's message for the model (what they were looking at, notes
 # about attachments) is not what they typed: the UI shows only the latter.
 _CONTEXT_BLOCK = re.compile(r"<skald-context>.*?</skald-context>\s*", re.DOTALL)
-_VIEW_LINE = re.compile(r"^- ([^:\n]{1,40}): (.*)$", re.MULTILINE)
+_VIEW_LINE = re.compile(r"^- ([^:\n]{1,120}):(?: (.*))?$")
 ATTACHMENT_NOTE = "[attached: "
 
 
@@ -384,8 +386,22 @@ def view_items(message: Message) -> list[ViewItem]:
         return []
     for p in message.content:
         if isinstance(p, TextPart) and p.text.startswith("<skald-context>"):
-            return [ViewItem(m[1], m[2]) for m in _VIEW_LINE.finditer(p.text)]
+            return _view_lines(p.text)
     return []
+
+
+def _view_lines(block: str) -> list[ViewItem]:
+    """`- label: value` lines, a value going on over lines indented by two spaces."""
+    items: list[ViewItem] = []
+    for line in block.split("\n"):
+        found = _VIEW_LINE.match(line)
+        if found:
+            items.append(ViewItem(found[1], found[2] or ""))
+        elif line.startswith("  ") and items:
+            last = items[-1]
+            value = f"{last.value}\n{line[2:]}" if last.value else line[2:]
+            items[-1] = ViewItem(last.label, value)
+    return items
 
 
 def display_text(message: Message) -> str:
@@ -434,6 +450,9 @@ def _item(r: tuple[Any, ...], states: Mapping[str, str]) -> HistoryItem:
         images_not_seen=message.role == "user"
         and any(a.mime.startswith("image/") for a in attachments)
         and not any(isinstance(p, ImagePart) for p in message.content),
+        videos_not_seen=message.role == "user"
+        and any(a.mime.startswith("video/") for a in attachments)
+        and not any(isinstance(p, VideoPart) for p in message.content),
         seq=r[0],
         role="summary" if r[4] else message.role,
         text=display_text(message),

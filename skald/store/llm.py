@@ -15,7 +15,7 @@ from skald.store.database import Database, change_one, fetch_one
 from skald.store.registry import now_iso
 
 Strength = Literal["low", "average", "high"]
-ModelCapability = Literal["tools", "vision", "reasoning"]
+ModelCapability = Literal["tools", "vision", "reasoning", "video"]
 # What a model is for; AUTO picks among models of one kind only.
 ModelKind = Literal["chat", "transcription", "speech", "image"]
 MODEL_KINDS: tuple[ModelKind, ...] = ("chat", "transcription", "speech", "image")

@@ -53,3 +53,10 @@ class UserSecrets(msgspec.Struct, frozen=True, kw_only=True):
 
     password_hash: str | None
     wraps: dict[str, str]  # kind -> JSON of the wrapped key
+
+
+def effective_locale(own: str, household: str | None) -> str:
+    """The language a member's app and words are in: their own choice, else (stored as
+    "") the household's as it is now, else English. The one rule (issue 31): a member
+    without a language follows the household's live, it is never copied."""
+    return own or household or "en"

@@ -404,6 +404,34 @@ class NoteStores(_Notes):
             f"Edited {note.agent_path}: replaced {_plural(count, 'occurrence')}.", note, written
         )
 
+    async def text(self, raw: object) -> tuple[str, str]:
+        """(canonical agent path, content) of an existing note, for the line tools."""
+        note = self.note(raw)
+        content = await self.place(note.store).get(note.path)
+        if content is None:
+            raise _Refusal(
+                f"There is no note at {note.agent_path}. "
+                "list_files shows the notes that exist; memory_search finds them by content."
+            )
+        return note.agent_path, content
+
+    async def change(
+        self, raw: object, change: Callable[[str | None, str], tuple[str, str]]
+    ) -> ToolResult:
+        """Replace the note at `raw` by what `change(current or None, agent path)` gives,
+        in one transaction (the line tools): (new content, the result's sentence)."""
+        note = self.writable(raw)
+        said: list[str] = []
+
+        def checked(before: str | None) -> str:
+            after, message = change(before, note.agent_path)
+            _check_size(note, after)
+            said.append(message)
+            return after
+
+        written = await self.place(note.store).update(note, checked, await self.current_budget())
+        return _written(said[0], note, written)
+
     async def listing(self, args: dict[str, Any]) -> ToolResult:
         raw = args.get("path")
         if raw is None or (isinstance(raw, str) and not raw.strip()):

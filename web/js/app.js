@@ -16,7 +16,7 @@ import { matchPage, PageView, preloadLanding } from './nav.js';
 import { NotAllowedPage, NotFoundPage } from './pages/status.js';
 import { Icon } from './components/icons.js';
 
-// The chat docked beside a page (Files, Inbox) on a wide screen, so a member can say
+// The chat docked beside any page but the chat itself on a wide screen, so a member can say
 // "summarise this file" while looking at it. Chosen per browser; "share what I'm
 // looking at" then describes the page beside the chat.
 const DOCK_KEY = 'skald.chat.docked';
@@ -39,6 +39,52 @@ function useWide() {
     return () => mq.removeEventListener('change', on);
   }, []);
   return wide;
+}
+
+// The docked chat's width: dragged on its left edge (or arrow keys on it), kept per
+// browser, between 320 pixels and 60 % of the window.
+const DOCK_WIDTH_KEY = 'skald.chat.dock_width';
+
+function clampWidth(px) {
+  return Math.round(Math.max(320, Math.min(px, window.innerWidth * 0.6)));
+}
+
+function readWidth() {
+  try {
+    const px = Number(localStorage.getItem(DOCK_WIDTH_KEY));
+    return px > 0 ? clampWidth(px) : null;
+  } catch (e) {
+    return null;
+  }
+}
+
+function DockHandle({ width, onWidth }) {
+  const save = (px) => {
+    const w = clampWidth(px);
+    onWidth(w);
+    try {
+      localStorage.setItem(DOCK_WIDTH_KEY, String(w));
+    } catch (e) {
+      /* storage disabled: the width lasts for this page only */
+    }
+  };
+  const onPointerDown = (e) => {
+    e.preventDefault();
+    const move = (ev) => save(window.innerWidth - ev.clientX);
+    const up = () => {
+      window.removeEventListener('pointermove', move);
+      window.removeEventListener('pointerup', up);
+    };
+    window.addEventListener('pointermove', move);
+    window.addEventListener('pointerup', up);
+  };
+  const onKeyDown = (e) => {
+    const now = width || 420;
+    if (e.key === 'ArrowLeft') save(now + 24);
+    else if (e.key === 'ArrowRight') save(now - 24);
+  };
+  return html`<div class="docked__handle" role="separator" aria-orientation="vertical" tabindex="0"
+      aria-label=${t('chat.dock_resize')} data-testid="dock-handle" onPointerDown=${onPointerDown} onKeyDown=${onKeyDown}></div>`;
 }
 
 function DockToggle({ docked, onToggle }) {
@@ -68,6 +114,7 @@ function App() {
   const view = state.booted ? resolve(state) : null;
   const wide = useWide();
   const [dock, setDock] = useState(readDock);
+  const [dockWidth, setDockWidth] = useState(readWidth);
 
   // Redirects change the hash, which re-renders through the router.
   useLayoutEffect(() => {
@@ -96,10 +143,14 @@ function App() {
   if (view.redirect) return null;
   if (view.public) return html`<${view.public} />`;
   const Page = view.page;
-  // The chat page (the '/' entry) docks beside a page that allows it.
+  // The chat page (the '/' entry) docks beside every other page of the app (issue 31);
+  // the conversation and the draft live in chat.js's module state, so they survive
+  // moving from page to page.
   const chat = (state.pages || []).find((p) => p.path === '/');
   const canChat = !!chat && state.me.ui_mode !== 'simple';
-  if (view.dock && wide && canChat) {
+  const entry = view.props && view.props.entry;
+  const dockable = view.dock || (!!entry && entry.path !== '/');
+  if (dockable && wide && canChat) {
     const toggle = () => {
       try {
         localStorage.setItem(DOCK_KEY, dock ? '0' : '1');
@@ -111,7 +162,9 @@ function App() {
     if (dock) {
       return html`<${Shell} flush=${true}><div class="docked" data-testid="docked-layout">
         <div class="docked__page"><${DockToggle} docked=${true} onToggle=${toggle} /><${Page} ...${view.props || {}} /></div>
-        <aside class="docked__chat" data-testid="docked-chat" aria-label=${t('nav.chat')}><${PageView} entry=${chat} props=${{ docked: true }} /></aside>
+        <${DockHandle} width=${dockWidth} onWidth=${setDockWidth} />
+        <aside class="docked__chat" data-testid="docked-chat" aria-label=${t('nav.chat')}
+          style=${dockWidth ? { width: `${dockWidth}px` } : undefined}><${PageView} entry=${chat} props=${{ docked: true }} /></aside>
       </div><//>`;
     }
     return html`<${Shell}><${DockToggle} docked=${false} onToggle=${toggle} /><${Page} ...${view.props || {}} /><//>`;

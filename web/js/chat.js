@@ -322,6 +322,7 @@ export async function resendMessage(id, seq, text = null) {
     throw e;
   }
   if (res && res.images_not_seen) addNote(id, { key: 'chat.image_not_seen' }, 'info');
+  if (res && res.videos_not_seen) addNote(id, { key: 'chat.video_not_seen' }, 'info');
   return res;
 }
 
@@ -366,6 +367,7 @@ export async function sendMessage(id, { text, attachments = [], viewContext = nu
     throw e;
   }
   if (res && res.images_not_seen) addNote(id, { key: 'chat.image_not_seen' }, 'info');
+  if (res && res.videos_not_seen) addNote(id, { key: 'chat.video_not_seen' }, 'info');
   if (res && res.command) {
     // The fixed answers are ours to word (in the user's language); answers
     // with data in them (cost, model) are shown as the server wrote them.

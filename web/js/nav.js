@@ -48,6 +48,7 @@ export function navItems(pages) {
     icon: entryIcon(p.icon),
     testid: p.testid || `nav-page-${slug(p.path)}`,
     badge: !!p.badge,
+    count: typeof p.count === 'string' && p.count.startsWith('/api/') ? p.count : null,
     admin: p.path.startsWith('/admin/'),
   }));
 }

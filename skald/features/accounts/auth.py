@@ -43,7 +43,7 @@ async def _start_session(
     token = await rt.sessions.create(
         handle.user, request.headers.get("user-agent", ""), client_of(request)
     )
-    return me_of(handle.user, role, new_csrf(token)), token
+    return me_of(handle.user, role, new_csrf(token), rt.instance.current.language), token
 
 
 @post("/api/auth/login", opt=PUBLIC, status_code=200, responses=errors(401, 429, 503))
@@ -86,8 +86,8 @@ async def logout_all(request: AuthRequest, rt: NamedDependency[Runtime]) -> Resp
 
 
 @get("/api/auth/me")
-async def get_me(request: AuthRequest) -> Me:
-    return me_for(request.user)
+async def get_me(request: AuthRequest, rt: NamedDependency[Runtime]) -> Me:
+    return me_for(request.user, rt.instance.current.language)
 
 
 @patch("/api/auth/me")
@@ -100,7 +100,7 @@ async def patch_me(
     )
     user = await rt.core.users.get(principal.user.username)
     rt.user_changed(user.id)
-    return me_of(user, principal.role, principal.csrf_token)
+    return me_of(user, principal.role, principal.csrf_token, rt.instance.current.language)
 
 
 @post("/api/auth/password", status_code=204, responses=errors(429, 503))

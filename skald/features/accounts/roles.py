@@ -14,7 +14,7 @@ from skald.core.runtime import Runtime
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
 from skald.permissions import ADMIN_ROLES, Capability, declared
-from skald.store.rows import Role
+from skald.store.rows import Role, RoleAttributes
 
 ADMIN = [requires(ADMIN_ROLES)]
 # Without these the admin role could lock every administrator out of the instance.
@@ -33,8 +33,24 @@ async def list_capabilities() -> list[Capability]:
     return declared()
 
 
-@post("/api/roles", guards=ADMIN, status_code=201, responses=errors(409))
+# Agents that only make sense in a conversation a feature opens for them (a project's):
+# never a role's default chat agent, whatever a client sends.
+NOT_A_DEFAULT = frozenset({"project-coordinator"})
+
+
+def _check_default_agent(attrs: RoleAttributes) -> None:
+    if attrs.default_chat_agent in NOT_A_DEFAULT:
+        raise ApiError(
+            400,
+            "invalid_input",
+            f"{attrs.default_chat_agent} runs project conversations only; "
+            "it cannot be a role's default chat agent",
+        )
+
+
+@post("/api/roles", guards=ADMIN, status_code=201, responses=errors(400, 409))
 async def create_role(data: JSONBody[RoleIn], rt: NamedDependency[Runtime]) -> Role:
+    _check_default_agent(data.attributes)
     role = Role(
         name=data.name,
         display_name=data.display_name,
@@ -55,6 +71,7 @@ async def patch_role(
         raise NotFoundError(f"no role named {name!r}")
     caps = role.capabilities if data.capabilities is None else sorted(set(data.capabilities))
     attrs = role.attributes if data.attributes is None else data.attributes
+    _check_default_agent(attrs)
     if name == "admin" and not {c.name for c in ADMIN_KEEPS} <= set(caps):
         keeps = " and ".join(c.name for c in ADMIN_KEEPS)
         raise ApiError(409, "admin_lockout", f"the admin role must keep {keeps}")

@@ -40,11 +40,9 @@ async def create_user(
         data.display_name,
         actor=request.user.user,
     )
-    user = created.user
-    # A new member starts in the household's language (Settings), until they choose.
-    if (language := rt.instance.current.language) is not None and user.locale != language:
-        user = await rt.accounts.update(user.id, locale=language)
-    return UserCreated(user=user, recovery_code=created.recovery_code)
+    # A new member has no language of their own: they follow the household's (Settings)
+    # live until they choose one (`effective_locale`).
+    return UserCreated(user=created.user, recovery_code=created.recovery_code)
 
 
 @get("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404))

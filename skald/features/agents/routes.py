@@ -11,7 +11,7 @@ import msgspec
 from litestar import get
 from litestar.di import NamedDependency
 
-from skald.agent.prompts import default_chat_agent
+from skald.agent.prompts import AgentDef, default_chat_agent
 from skald.api.deps import AuthRequest, requires
 from skald.core.runtime import Runtime
 from skald.permissions import CHAT as CHAT_CAP
@@ -22,18 +22,34 @@ class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     description: str
     role: Literal["chat", "helper"]  # the one you talk to, or a helper it calls on
+    # meta.json's icon and friendly descriptions by language (issue 31), when it has them.
+    icon: str | None = None
+    about: dict[str, str] = {}
+    added: bool = False  # the operator's (data/agents/), not shipped with Skald
+
+
+def _info(agent: AgentDef, role: Literal["chat", "helper"]) -> AgentInfo:
+    return AgentInfo(
+        id=agent.id,
+        name=agent.name,
+        description=agent.description,
+        role=role,
+        icon=agent.icon,
+        about=dict(agent.about or {}),
+        added=agent.home is not None,
+    )
 
 
 @get("/api/agents", guards=[requires(CHAT_CAP)])
 async def list_agents(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[AgentInfo]:
     principal = request.user
     mine = default_chat_agent(principal.role.attributes.default_chat_agent, rt.agents)
-    out = [AgentInfo(id=mine.id, name=mine.name, description=mine.description, role="chat")]
+    out = [_info(mine, "chat")]
     # Helpers are task agents the chat agent starts (`execute_task`); an agent with a
     # tool allow-list that leaves that tool out (the children's) has none.
     if mine.tools is None or "execute_task" in mine.tools:
         out += [
-            AgentInfo(id=a.id, name=a.name, description=a.description, role="helper")
+            _info(a, "helper")
             for a in sorted(rt.agents.values(), key=lambda a: a.id)
             if a.type == "task"
         ]

@@ -106,7 +106,7 @@ def _check(rule: Rule) -> Rule:
     if not valid_tool_pattern(rule.tool_pattern):
         raise InvalidInputError(
             "tool_pattern must be a tool name, a prefix ending in *, *, @fs_read, @fs_write, "
-            "@exec or @mcp:<server>"
+            "@fs_append, @exec, @paid or @mcp:<server>"
         )
     return rule
 

@@ -39,7 +39,9 @@ DATABASE_DIR = "database"
 # Always in the archive (when present); everything else only in full backups.
 # vapid.pem: browsers' push subscriptions are bound to its public key.
 CONFIG_FILES = ("instance.key", "config.toml", "providers.json", "vapid.pem")
-QUICK_NAMES = frozenset({DATABASE_DIR, *CONFIG_FILES})
+# Folders a quick backup holds too: the operator's own agents (issue 31), small.
+QUICK_FOLDERS = ("agents",)
+QUICK_NAMES = frozenset({DATABASE_DIR, *CONFIG_FILES, *QUICK_FOLDERS})
 # Never backed up, never restored over: runtime state, caches and the backups themselves.
 EXCLUDED = frozenset({"backups", "cache", ".serve.lock", "ops.token", "setup-token"})
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024

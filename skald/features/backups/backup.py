@@ -42,6 +42,7 @@ from skald.features.backups.archive import (
     FORMAT,
     FORMAT_VERSION,
     MANIFEST_NAME,
+    QUICK_FOLDERS,
     QUICK_NAMES,
     BackupError,
     DatabaseInfo,
@@ -404,16 +405,15 @@ class _BytesReader:
 
 def _backed_up_names(layout: DataLayout, quick: bool) -> list[str]:
     """Top-level entries besides the databases and the config files."""
-    names: list[str] = []
-    if not quick:
-        names += sorted(
-            child.name
-            for child in layout.root.iterdir()
-            if child.name not in QUICK_NAMES
-            and child.name not in EXCLUDED
-            and not child.name.startswith(".")
-        )
-    return names
+    if quick:
+        return [name for name in QUICK_FOLDERS if (layout.root / name).is_dir()]
+    return sorted(
+        child.name
+        for child in layout.root.iterdir()
+        if (child.name not in QUICK_NAMES or child.name in QUICK_FOLDERS)
+        and child.name not in EXCLUDED
+        and not child.name.startswith(".")
+    )
 
 
 def _write_archive(

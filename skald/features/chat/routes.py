@@ -18,9 +18,9 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.core.conversations import (
-    VIEW_LABEL_MAX,
-    VIEW_MAX_ITEMS,
-    VIEW_VALUE_MAX,
+    VIEW_INPUT_CHARS,
+    VIEW_INPUT_ITEMS,
+    VIEW_INPUT_LABEL,
     ChatReply,
     CommandInfo,
     CommandResult,
@@ -58,8 +58,9 @@ class ConversationPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
 
 class ViewItemIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    label: Annotated[str, msgspec.Meta(min_length=1, max_length=VIEW_LABEL_MAX)]
-    value: Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+    # Generous: the service trims to its bounds with a note (never a refusal for length).
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=VIEW_INPUT_LABEL)]
+    value: Annotated[str, msgspec.Meta(max_length=VIEW_INPUT_CHARS)]
 
 
 class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -69,8 +70,8 @@ class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     ] = []
     # Label/value items (shown as chips); a bare string is one "page" item (older clients).
     view_context: (
-        Annotated[list[ViewItemIn], msgspec.Meta(max_length=VIEW_MAX_ITEMS)]
-        | Annotated[str, msgspec.Meta(max_length=VIEW_VALUE_MAX)]
+        Annotated[list[ViewItemIn], msgspec.Meta(max_length=VIEW_INPUT_ITEMS)]
+        | Annotated[str, msgspec.Meta(max_length=VIEW_INPUT_CHARS)]
         | None
     ) = None
 
@@ -84,6 +85,8 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True):
     accepted: bool = True
     # A picture went with the message but no model in use can see it: only the text did.
     images_not_seen: bool = False
+    # A video went with it but the model in use cannot watch videos: only its name did.
+    videos_not_seen: bool = False
 
 
 class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -179,7 +182,8 @@ async def send_message(
     )
     if isinstance(out, CommandResult):
         return Response(out, status_code=200)
-    return Response(Accepted(images_not_seen=out.images_not_seen), status_code=202)
+    seen = Accepted(images_not_seen=out.images_not_seen, videos_not_seen=out.videos_not_seen)
+    return Response(seen, status_code=202)
 
 
 @post(
@@ -201,7 +205,7 @@ async def resend_message(
         # No message has it, and SQLite cannot even bind it (an overflow was a 500).
         raise NotFoundError("no such message of yours in this conversation")
     out = await rt.conversations.resend(me, conversation_id, seq, data.text)
-    return Accepted(images_not_seen=out.images_not_seen)
+    return Accepted(images_not_seen=out.images_not_seen, videos_not_seen=out.videos_not_seen)
 
 
 @get("/api/chat/search", guards=CHAT)

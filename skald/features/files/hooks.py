@@ -32,9 +32,19 @@ def skald_tools(member: Member) -> list[Tool] | None:
     if not member.can(FILES):
         return None
     from skald.files.tools import workspace_tools
+    from skald.sandbox.files import ContainerFiles
+    from skald.sandbox.tool import SANDBOX_EXEC
     from skald.store.owner import OwnerStore
     from skald.tools.memory import MEMORY_SHARED
 
+    # Paths only the member's sandbox has (`/tmp/…`) go through it; each call checks the
+    # role again (`sandbox.exec` taken away mid-turn stops the very next one).
+    sandbox = member.sandbox
+    container = (
+        ContainerFiles(sandbox, member.fetch)
+        if sandbox is not None and member.can(SANDBOX_EXEC)
+        else None
+    )
     return workspace_tools(
         OwnerStore(member.db),
         member.server.shared_memory,
@@ -42,6 +52,7 @@ def skald_tools(member: Member) -> list[Tool] | None:
         member.router,
         shared_readable=member.can(MEMORY_SHARED),
         budget=member.budget,
+        container=container,
     )
 
 

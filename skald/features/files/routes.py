@@ -373,7 +373,7 @@ async def write_file(
         content = (data.content or "").encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError("the content is not valid Unicode text") from None
-    budget = await rt.budget(request.user.user.id)
+    budget = await rt.budget(found.quota_owner or request.user.user.id)
     entry, created = await asyncio.to_thread(_write_within, budget, found, content)
     return Response(entry, status_code=201 if created else 200)
 
@@ -403,7 +403,7 @@ async def upload(
     """
     router = await _router(request, rt)
     folder = await _physical_for_write(router, path)
-    budget = await rt.budget(request.user.user.id)
+    budget = await rt.budget(folder.quota_owner or request.user.user.id)
     limit_mb = rt.config.assistant.upload_max_mb
     return Uploaded(files=await receive_upload(request, folder, limit_mb, budget))
 

@@ -11,8 +11,6 @@ approve, in case some spelling of a path reaches the router without passing the 
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from pathlib import Path
 from typing import Any
 
@@ -24,86 +22,19 @@ from litestar.exceptions import NotFoundException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import JSONBody
 
-from skald.api.security import send_json
+from skald.api.ops_gate import SCOPE_FLAG
+from skald.channels.ops import OPS_PREFIX
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
 from skald.features.backups.backup import BackupResult, ServerSnapshotter, create_backup
 from skald.features.backups.scheduler import BackupScheduler, DrillResult
 from skald.log import get_logger
-from skald.ops.channel import OPS_HEADER, OPS_PREFIX, token_matches
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
 from skald.store.rows import User
 
 log = get_logger("skald.ops")
 
-# Set on the ASGI scope by the gate, and only by it: clients cannot write scope keys.
-SCOPE_FLAG = "skald.ops"
-# Marks answers that passed the gate, so a client can tell "refused" from a real 404.
-APPROVED_HEADER = (b"x-skald-ops", b"1")
-NOT_FOUND_BODY = b'{"error":{"code":"not_found","message":"Not Found"}}'
-_HEADER = OPS_HEADER.lower().encode("latin-1")
-_SLASHES = re.compile(r"/{2,}")
 OPS_OPT: dict[str, Any] = {"public": True, "ops": True}
-
-
-# -- the gate --------------------------------------------------------------------------
-
-
-def is_ops_path(path: str) -> bool:
-    path = _SLASHES.sub("/", path)
-    return path == OPS_PREFIX or path.startswith(OPS_PREFIX + "/")
-
-
-def _loopback(scope: dict[str, Any]) -> bool:
-    client = scope.get("client")
-    if not client:
-        return False
-    try:
-        address = ipaddress.ip_address(str(client[0]).split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
-    return address.is_loopback
-
-
-def approved(scope: dict[str, Any], token: str | None) -> bool:
-    """Loopback peer and exactly one header with the right token."""
-    if token is None or not _loopback(scope):
-        return False
-    sent = [v for k, v in scope.get("headers", ()) if k.lower() == _HEADER]
-    if len(sent) != 1:
-        return False
-    return token_matches(token, sent[0].decode("latin-1"))
-
-
-class OpsGate:
-    """ASGI wrapper: `/api/ops*` passes only with the ops token from loopback."""
-
-    def __init__(self, app: Any, token: str | None) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket") and is_ops_path(scope.get("path", "")):
-            if scope["type"] != "http" or not approved(scope, self.token):
-                if scope["type"] == "http":
-                    await send_json(send, 404, NOT_FOUND_BODY)
-                else:
-                    await send({"type": "websocket.close", "code": 1008})
-                return
-            scope[SCOPE_FLAG] = True
-            inner_send = send
-
-            async def send_marked(message: dict[str, Any]) -> None:
-                if message["type"] == "http.response.start":
-                    message["headers"] = [*message.get("headers", []), APPROVED_HEADER]
-                await inner_send(message)
-
-            send = send_marked
-        else:
-            scope.pop(SCOPE_FLAG, None)
-        await self.app(scope, receive, send)
 
 
 def ops_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

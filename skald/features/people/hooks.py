@@ -52,7 +52,7 @@ async def skald_prompt_blocks(member: Member) -> dict[str, str]:
     block = profile_block(
         user.display_name,
         user.profile,
-        user.locale,
+        member.locale,
         household=household,
         directory=directory,
         # The member's own date: the age changes on their birthday where they are.

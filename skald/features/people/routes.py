@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import date, datetime
 
 import msgspec
-from litestar import Response, delete, get, put
+from litestar import delete, get, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
@@ -133,10 +133,9 @@ async def put_link(
 @delete("/api/people/links/{supervisor_id:str}/{supervised_id:str}", guards=ADMIN, status_code=204)
 async def delete_link(
     supervisor_id: FromPath[str], supervised_id: FromPath[str], server: NamedDependency[Server]
-) -> Response[None]:
+) -> None:
     """Idempotent: no link (any more) is 204 too."""
     await people.unlink(server.db, supervisor_id, supervised_id)
-    return Response(None, status_code=204)
 
 
 ROUTES = [my_people, get_profile, put_profile, list_links, put_link, delete_link]

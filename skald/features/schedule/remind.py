@@ -26,6 +26,7 @@ from skald.features.schedule.jobs import MAX_TITLE, JobSpec
 from skald.features.schedule.store import parse_iso
 from skald.features.schedule.words import lang_of, phrase, when_text
 from skald.features.schedule.zone import member_zone
+from skald.store.rows import effective_locale
 
 if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
@@ -103,7 +104,8 @@ async def remind_command(
     # The row as it is now: `member.user` is the one read at unlock (a language chosen
     # since would not count).
     user, _ = await scheduler.rt.member(member.user.id)
-    lang = lang_of(user.locale)
+    instance = member.instance
+    lang = lang_of(effective_locale(user.locale, instance.current.language if instance else None))
     zone = member_zone(member)
     now = jobs.now.astimezone(zone)
     at, text = parse_remind(arg, now, lang)

@@ -32,6 +32,7 @@ from skald.features.schedule.store import (
     set_min_interval,
 )
 from skald.features.schedule.words import lang_of
+from skald.store.rows import effective_locale
 
 MINE = [requires(SCHEDULE_USE)]
 ADMIN = [requires(ADMIN_USERS)]
@@ -123,15 +124,15 @@ async def list_jobs(
     request: AuthRequest, mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
 ) -> list[JobView]:
     _, _, jobs = mine
-    lang = _lang(request)
+    lang = _lang(request, rt)
     return [
         JobView(**msgspec.structs.asdict(job), when_text=jobs.words(job, lang))
         for job in await jobs.list()
     ]
 
 
-def _lang(request: AuthRequest) -> str:
-    return lang_of(request.user.user.locale)
+def _lang(request: AuthRequest, rt: Runtime) -> str:
+    return lang_of(effective_locale(request.user.user.locale, rt.instance.current.language))
 
 
 def _title(data: JobIn) -> str:
@@ -163,7 +164,7 @@ async def preview_schedule(
     counted = True
     if data.job_id:
         counted = (await jobs.get(data.job_id)).state != "active"
-    return await jobs.preview(spec, _lang(request), count_limit=counted)
+    return await jobs.preview(spec, _lang(request, rt), count_limit=counted)
 
 
 @post("/api/schedule/jobs", guards=MINE, status_code=201, responses=errors(400))

@@ -93,6 +93,16 @@ export function ApprovalButtons({ disabled, onDecide, prefix }) {
 
 const NOTE_PREFIXES = ['shared-memory/', 'user-memory/'];
 
+// The file tools that change a file or note (skald/files/tools.py, text_tools.py): each
+// sends a diff preview; the sentence that names the change.
+const FILE_WRITES = new Map([
+  ['write_file', 'approval.write_file'],
+  ['edit_file', 'approval.edit_file'],
+  ['append_file', 'approval.append_file'],
+  ['insert_at_line', 'approval.edit_file'],
+  ['replace_lines', 'approval.edit_file'],
+]);
+
 function noteOf(path) {
   const p = String(path || '').replace(/^~\//, '');
   const prefix = NOTE_PREFIXES.find((x) => p.startsWith(x));
@@ -113,7 +123,7 @@ function prettyJson(value) {
 export function ApprovalSummary({ tool, args, preview, prefix = 'approval' }) {
   const a = args || {};
   const path = typeof a.path === 'string' ? a.path : '';
-  const note = (tool === 'write_file' || tool === 'edit_file') && noteOf(path);
+  const note = FILE_WRITES.has(tool) && noteOf(path);
   let what;
   let substance = null;
   if (tool === 'execute_cmd' && typeof a.command === 'string') {
@@ -127,8 +137,8 @@ export function ApprovalSummary({ tool, args, preview, prefix = 'approval' }) {
     if (preview) substance = html`<${DiffView} text=${preview} testid=${`${prefix}-diff`} />`;
     else if (typeof a.content === 'string')
       substance = html`<pre class="approval__note" data-testid=${`${prefix}-note`}>${a.content}</pre>`;
-  } else if (tool === 'write_file' || tool === 'edit_file') {
-    what = t(tool === 'write_file' ? 'approval.write_file' : 'approval.edit_file', { path });
+  } else if (FILE_WRITES.has(tool)) {
+    what = t(FILE_WRITES.get(tool), { path });
     if (preview) substance = html`<${DiffView} text=${preview} testid=${`${prefix}-diff`} />`;
     else if (typeof a.content === 'string')
       substance = html`<pre class="approval__note" data-testid=${`${prefix}-note`}>${a.content}</pre>`;

@@ -94,6 +94,31 @@ function filesHref(path) {
   return `#/files?path=${encodeURIComponent(dir)}&file=${encodeURIComponent(path)}`;
 }
 
+// get_outline's result (skald/files/text_tools.py): a heading line, then one entry a
+// line, indented two spaces a level, "<start>-<end> <kind> <name>". Shown as a list with
+// the line ranges; anything else in the text is left to the result section.
+const OUTLINE_ROW = /^((?:  )*)(\d+)-(\d+) (.+)$/;
+
+function OutlineView({ text }) {
+  const rows = String(text || '')
+    .split('\n')
+    .slice(1)
+    .map((line) => OUTLINE_ROW.exec(line))
+    .filter(Boolean);
+  if (!rows.length) return null;
+  return html`<div class="tool__outline" data-testid="tool-outline">
+    <p class="tool__outline-title">${t('chat.outline')}</p>
+    <ul>
+      ${rows.map(
+        ([, indent, start, end, name]) => html`<li class=${`tool__outline-d${Math.min(indent.length / 2, 5)}`}
+            data-testid="tool-outline-entry">
+          <code>${name}</code> <span class="muted small">${t('chat.outline_lines', { start, end })}</span>
+        </li>`,
+      )}
+    </ul>
+  </div>`;
+}
+
 export function ToolCard({ call, result, output, approval, decision, decisionError, subtask, onDecide, conversationId, thread }) {
   const status = call.status || (result ? (result.is_error ? 'error' : 'done') : 'pending');
   const waiting = status === 'awaiting_approval';
@@ -132,6 +157,7 @@ export function ToolCard({ call, result, output, approval, decision, decisionErr
     ${call.name === 'generate_image' && status === 'done' && conversationId &&
     html`<img class="tool__picture" data-testid="tool-picture" alt=${String(call.arguments?.prompt || '')}
       src=${`api/pictures/${encodeURIComponent(conversationId)}/${encodeURIComponent(picturePath(call.id))}`} />`}
+    ${call.name === 'get_outline' && status === 'done' && result && html`<${OutlineView} text=${result.text} />`}
     ${call.name === 'show_file' && status === 'done' && typeof call.arguments?.path === 'string' &&
     html`<a class="btn btn--small" data-testid="tool-open-file" href=${filesHref(call.arguments.path)}>
       ${t('chat.open_in_files')}</a>`}
@@ -171,12 +197,19 @@ function CopyButton({ text }) {
 }
 
 // What the member shared of their view with the message: chips, never text.
+// A passage can be long: the chip shows its start, a hover (title) the whole of it.
+function chipText(value) {
+  const first = String(value).split('\n')[0].trim();
+  const short = first.length > 60 ? `${first.slice(0, 59)}…` : first;
+  return String(value).includes('\n') ? `${short} …` : short;
+}
+
 function ViewChips({ view }) {
   if (!view || !view.length) return null;
   return html`<ul class="view-chips" data-testid="message-view" aria-label=${t('chat.view_shared')}>
-    ${view.map((v) => html`<li class="view-chip" data-testid="message-view-chip">
+    ${view.map((v) => html`<li class="view-chip" data-testid="message-view-chip" title=${v.value}>
       <span class="view-chip__label">${t(`chat.view_${v.label}`) === `chat.view_${v.label}` ? v.label : t(`chat.view_${v.label}`)}</span>
-      <span class="view-chip__value">${v.value}</span></li>`)}
+      <span class="view-chip__value">${chipText(v.value)}</span></li>`)}
   </ul>`;
 }
 
@@ -218,6 +251,7 @@ function UserMessage({ item, pending, ctx }) {
       <${ViewChips} view=${item.view} />
       <${AttachmentList} attachments=${item.attachments} />
       ${item.images_not_seen && html`<p class="msg__note small" data-testid="message-image-not-seen">${t('chat.image_not_seen')}</p>`}
+      ${item.videos_not_seen && html`<p class="msg__note small" data-testid="message-video-not-seen">${t('chat.video_not_seen')}</p>`}
     </div>
     ${!pending && !editing &&
     html`<div class="msg__actions">

@@ -20,8 +20,10 @@ export function ThemeToggle() {
 
 // Changing the language while logged in saves it on the account, so the next
 // device the user logs in on speaks the same language.
+// `locale` "" (the profile's "household's language"): the account keeps none of its own
+// and follows the household's; the server answers which one that is (me.locale).
 export async function changeLocale(locale) {
-  await setLocale(locale);
+  if (locale) await setLocale(locale);
   if (getState().me) {
     try {
       const me = await api.updateMe({ locale });
@@ -34,12 +36,15 @@ export async function changeLocale(locale) {
 
 export function LocalePicker({ testid = 'locale-picker', compact = true }) {
   const id = useId('locale');
-  const { locale } = getState();
+  const { locale, me } = getState();
+  // The profile's picker also offers "the household's language" (issue 31).
+  const follows = !compact && me && me.locale_own === false;
   return html`<div class=${`locale-picker${compact ? ' locale-picker--compact' : ''}`}>
     <label for=${id} class=${compact ? 'visually-hidden' : 'field__label'}>${t('common.language')}</label>
     ${compact && html`<span class="locale-picker__icon">${Icon.globe()}</span>`}
-    <select id=${id} class="select" value=${locale} data-testid=${testid}
+    <select id=${id} class="select" value=${follows ? '' : locale} data-testid=${testid}
       onChange=${(e) => changeLocale(e.target.value)}>
+      ${!compact && me && html`<option value="" data-testid="locale-household">${t('common.language_household')}</option>`}
       ${LOCALES.map((l) => html`<option value=${l} lang=${l}>${LOCALE_NAMES[l]}</option>`)}
     </select>
   </div>`;

@@ -17,12 +17,31 @@ import { useDismiss } from './dismiss.js';
 import { useInbox } from '../inbox.js';
 import { navItems } from '../nav.js';
 import { Bell } from './bell.js';
+import { get } from '../api.js';
 
 // The number of inbox items waiting, as a small pill; nothing when none.
 function InboxBadge({ count, testid }) {
   if (!count) return null;
   return html`<span class="badge-count" data-testid=${testid} data-count=${count}
     aria-label=${t('inbox.badge_label', { count })}>${count > 99 ? '99+' : count}</span>`;
+}
+
+// A page's own count (Page.count: an API path answering {count}), read when the route
+// changes and when a page says its counts changed (the `skald:counts` event).
+function CountBadge({ url, route, testid }) {
+  const [count, setCount] = useState(0);
+  useEffect(() => {
+    let gone = false;
+    const read = () => get(url).then((r) => !gone && setCount(r.count || 0), () => {});
+    read();
+    window.addEventListener('skald:counts', read);
+    return () => {
+      gone = true;
+      window.removeEventListener('skald:counts', read);
+    };
+  }, [url, route]);
+  if (!count) return null;
+  return html`<span class="badge-count" data-testid=${testid} data-count=${count}>${count > 99 ? '99+' : count}</span>`;
 }
 
 function isActive(itemPath, current) {
@@ -105,6 +124,7 @@ export function Shell({ children, flush = false }) {
       aria-current=${isActive(item.path, route.path) ? 'page' : undefined} data-testid=${item.testid}>
       ${item.icon()}<span>${item.label}</span>
       ${item.badge && html`<${InboxBadge} count=${count} testid="nav-inbox-badge" />`}
+      ${item.count && html`<${CountBadge} url=${item.count} route=${route.path} testid=${`${item.testid}-count`} />`}
     </a>
   </li>`;
 

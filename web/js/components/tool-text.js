@@ -35,6 +35,11 @@ const BUILT_IN = new Set([
   'schedule',
   'show_file',
   'write_file',
+  'append_file',
+  'insert_at_line',
+  'replace_lines',
+  'search_file',
+  'get_outline',
 ]);
 
 // (start of the model-facing text, key of the person-facing sentence)

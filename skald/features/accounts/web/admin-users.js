@@ -162,7 +162,7 @@ function UserRow({ user, roles, usage, worksSignedOut, isSelf, onEdit, onPeople,
       <button type="button" class="btn btn--small btn--ghost" onClick=${() => onEdit(user)} data-testid="user-edit"
         aria-label=${t('users.edit_aria', { username: user.username })}>${Icon.edit()}<span>${t('common.edit')}</span></button>
       <button type="button" class="btn btn--small btn--ghost" onClick=${() => onPeople(user)} data-testid="user-people"
-        aria-label=${t('people.open_aria', { username: user.username })}>${t('people.open')}</button>
+        aria-label=${t('users.people_open_aria', { username: user.username })}>${t('users.people_open')}</button>
       ${!isSelf &&
       (user.active
         ? html`<button type="button" class="btn btn--small btn--ghost" disabled=${busy} onClick=${() => onToggle(user)}

@@ -14,6 +14,7 @@ import { ConfirmDialog } from '../../js/components/dialog.js';
 import { NotificationSettings } from '../../js/components/notification-settings.js';
 import { KeepKeyCard } from '../../js/components/keep-key.js';
 import { MyPeople } from '../people/people.js';
+import { MyReview } from '../system_agents/review-lines.js';
 
 function AboutYou({ me, simple }) {
   const [name, setName] = useState(me.display_name || '');
@@ -174,6 +175,7 @@ export function ProfilePage() {
     <div class="stack stack--lg">
       <${AboutYou} me=${me} simple=${simple} />
       <${MyPeople} />
+      <${MyReview} />
       ${!simple && html`<${Privacy} me=${me} />`}
       ${!simple && me.encrypted && html`<${KeepKeyCard} />`}
       <${PasswordForm} me=${me} />

@@ -4,6 +4,7 @@
 // web/i18n); an agent installed later shows the words of its own meta.json.
 import { html, useState, useEffect } from '../../js/lib.js';
 import { t, hasText } from '../../js/i18n.js';
+import { getState } from '../../js/store.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
 import { ErrorNotice, PageHead } from '../../js/components/form.js';
@@ -16,19 +17,24 @@ const ICONS = {
   'project-coordinator': 'users',
 };
 
+// An agent's own friendly words (meta.json `about`, issue 31) in the member's language,
+// else in English, else the built-in translation, else its technical description.
 function agentText(agent) {
   const key = `agent.${agent.id}`;
+  const about = agent.about || {};
+  const own = about[getState().locale] || about.en;
   return {
     name: hasText(`${key}.name`) ? t(`${key}.name`) : agent.name,
-    description: hasText(`${key}.description`) ? t(`${key}.description`) : agent.description,
+    description: own || (hasText(`${key}.description`) ? t(`${key}.description`) : agent.description),
   };
 }
 
 function AgentCard({ agent }) {
   const text = agentText(agent);
   const icon = Icon[ICONS[agent.id] || 'sparkle'];
-  return html`<li class="card agent-card" data-testid="agent-card" data-agent=${agent.id} data-role=${agent.role}>
-    <span class="agent-card__icon" aria-hidden="true">${icon()}</span>
+  return html`<li class="card agent-card" data-testid="agent-card" data-agent=${agent.id} data-role=${agent.role}
+      data-added=${agent.added ? 'true' : undefined}>
+    <span class="agent-card__icon" aria-hidden="true" data-testid="agent-icon">${agent.icon || icon()}</span>
     <div class="stack">
       <h2 class="card__title">${text.name}</h2>
       <p class="muted" data-testid="agent-description">${text.description}</p>

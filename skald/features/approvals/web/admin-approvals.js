@@ -25,6 +25,7 @@ const TOOL_WORDS = {
   notify: 'approvals.w_notify',
   '@fs_read': 'approvals.w_fs_read',
   '@fs_write': 'approvals.w_fs_write',
+  '@fs_append': 'approvals.w_fs_append',
   '@exec': 'approvals.w_exec',
   execute_cmd: 'approvals.w_execute_cmd',
   install_packages: 'approvals.w_install_packages',

@@ -60,9 +60,39 @@ function byRecent(a, b) {
   return String(b.updated_at || '').localeCompare(String(a.updated_at || ''));
 }
 
+// The passage the member highlighted outside the composer (a file on the Files page, a
+// chat message), kept when they click into the message box, sent once with the next
+// message. In the Files viewer's code view it carries its line numbers (the numbers
+// read_file shows), counted from the start of the file's text.
+let highlighted = null;
+
+function lineNumbered(code, range, text) {
+  const before = document.createRange();
+  before.setStart(code, 0);
+  before.setEnd(range.startContainer, range.startOffset);
+  const first = before.toString().split('\n').length;
+  const lines = text.replace(/\n$/, '').split('\n');
+  const numbered = lines.map((line, i) => `${String(first + i).padStart(6)}\t${line}`).join('\n');
+  return { label: `selection (lines ${first}-${first + lines.length - 1})`, value: numbered };
+}
+
+document.addEventListener('selectionchange', () => {
+  const sel = document.getSelection();
+  if (!sel || sel.isCollapsed || !sel.rangeCount) return;
+  const range = sel.getRangeAt(0);
+  const node = range.commonAncestorContainer;
+  const el = node.nodeType === 1 ? node : node.parentElement;
+  if (!el || el.closest('textarea, input, select')) return;
+  const text = sel.toString();
+  if (!text.trim()) return;
+  const code = el.closest('.code-view__code');
+  highlighted = code ? lineNumbered(code, range, text) : { label: 'selection', value: text };
+});
+
 function readShare() {
   try {
-    return localStorage.getItem(SHARE_KEY) === '1';
+    // On unless the member turned it off (issue 31): the eye is shown on the composer.
+    return localStorage.getItem(SHARE_KEY) !== '0';
   } catch (e) {
     return false;
   }
@@ -86,6 +116,22 @@ function viewContext() {
   if (query.get('path')) items.push({ label: 'folder', value: query.get('path').slice(0, 500) });
   if (query.get('file')) items.push({ label: 'file', value: query.get('file').slice(0, 500) });
   items.push({ label: 'address', value: route.slice(0, 500) });
+  // The server trims what is too long, with a note; it is sent once.
+  if (highlighted) items.push(highlighted);
+  highlighted = null;
+  return items;
+}
+
+// What was last shared in each conversation: the same view is not sent again (issue 31;
+// agents/common/view-context.md tells the model it comes only when the view changes).
+const lastShared = new Map();
+
+function freshView(conversationId) {
+  const items = viewContext();
+  const passage = items.some((i) => i.label.startsWith('selection'));
+  const key = JSON.stringify(items.filter((i) => !i.label.startsWith('selection')));
+  if (!passage && lastShared.get(conversationId) === key) return null;
+  lastShared.set(conversationId, key);
   return items;
 }
 
@@ -473,7 +519,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef, submitRef
       await sendMessage(id, {
         text: said === null ? text.trim() : said,
         attachments: ready.map(({ name, path, mime, size }) => ({ name, path, mime, size })),
-        viewContext: share && !simple ? viewContext() : null,
+        viewContext: share && !simple ? freshView(id) : null,
       });
       setText('');
       drafts.delete(id);

@@ -18,7 +18,7 @@ let kindNames = {};
 const STRENGTHS = ['low', 'average', 'high'];
 // What a model is for; AUTO picks among models of one kind (docs/models.md).
 const MODEL_KINDS = ['chat', 'transcription', 'speech', 'image'];
-const CAPABILITIES = ['tools', 'vision', 'reasoning'];
+const CAPABILITIES = ['tools', 'vision', 'reasoning', 'video'];
 // What a chat turn offers the model (skald/core/model_profile.py): auto is compact for a
 // context window of at most 8192 tokens.
 const PROFILES = ['auto', 'full', 'compact'];
@@ -219,7 +219,7 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
   };
   const [run, busy, error] = useAction();
   const ids = { prov: useId('m-prov'), wire: useId('m-wire'), name: useId('m-name'), strength: useId('m-str'), kind: useId('m-kind'), enabled: useId('m-en'), out: useId('m-out'), ctx: useId('m-ctx'), profile: useId('m-prof') };
-  const capIds = { tools: useId('m-cap'), vision: useId('m-cap'), reasoning: useId('m-cap') };
+  const capIds = { tools: useId('m-cap'), vision: useId('m-cap'), reasoning: useId('m-cap'), video: useId('m-cap') };
   const set = (key) => (e) => setForm({ ...form, [key]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
   const toggleCap = (cap) => {
     const caps = new Set(form.capabilities);

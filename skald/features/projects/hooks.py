@@ -1,0 +1,118 @@
+"""Projects: the capability, the tables, members' mounts, PROJECT_CONTEXT."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.core.services import ServiceSpec
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page, WebFiles, feature_folder
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from skald.files.mounts import MemberMount
+    from skald.permissions import Capability
+    from skald.plugins.facade import Member, Server
+    from skald.store.migrations import Feature
+    from skald.store.rows import Role, User
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    from skald.features.projects.store import PROJECTS_USE
+
+    return [PROJECTS_USE]
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    from skald.features.projects.store import OWNER, REGISTRY
+
+    return [REGISTRY] if schema == "registry" else [OWNER]
+
+
+@hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    from skald.features.projects.store import Projects
+
+    return [Projects(server)]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.projects.store import Projects
+
+    return [ServiceSpec("projects", server.state(Projects).run, order=5, restart=False)]
+
+
+@hookimpl
+def skald_mounts(user: User, role: Role, server: Server | None) -> list[MemberMount]:
+    from skald.features.projects.store import PROJECTS_USE, Projects
+    from skald.permissions import can
+
+    projects = None if server is None else server.state(Projects, None)
+    if projects is None or not can(role, PROJECTS_USE):
+        return []
+    return projects.mounts(user.id)
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.projects import routes
+
+    return list(routes.ROUTES)
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {"PROJECT_CONTEXT": "the project a project conversation belongs to"}
+
+
+@hookimpl
+async def skald_prompt_blocks(member: Member, conversation_id: str | None) -> dict[str, str]:
+    from skald.features.projects.store import PROJECTS_USE, Projects, context, project_of_chat
+
+    projects = member.server.state(Projects, None)
+    if projects is None or conversation_id is None:
+        return {"PROJECT_CONTEXT": ""}
+    found = await project_of_chat(member.db, conversation_id)
+    if found is None:
+        return {"PROJECT_CONTEXT": ""}
+    owner, slug = found
+    project = next(
+        (p for p in projects.of_member(member.id) if p.owner == owner and p.slug == slug), None
+    )
+    if project is not None and not member.can(PROJECTS_USE):
+        project = None
+    return {"PROJECT_CONTEXT": context(project, member.id)}
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    return [WebFiles("projects", feature_folder(__file__, "projects"))]
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(
+            path="/projects",
+            title="nav.projects",
+            capability="projects.use",
+            order=42,
+            module="plugins/projects/projects.js",
+            component="ProjectsPage",
+            icon="folder",
+            testid="nav-projects",
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_owned_places(user_id: str, server: Server) -> list[Path]:
+    from skald.features.projects.store import Projects
+
+    found = server.state(Projects, None)
+    return [] if found is None else found.owned(user_id)

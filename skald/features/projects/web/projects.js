@@ -1,0 +1,101 @@
+// #/projects — the member's projects (capability projects.use): make one, add members
+// read-only or read-write (owner and writers), open my own project chat, open its files,
+// delete (owner only). Rule: the server says what the caller may do (`manage`, `delete`).
+import { html, useEffect, useState } from '../../js/lib.js';
+import { t } from '../../js/i18n.js';
+import { get, post, del, request } from '../../js/api.js';
+import { Icon } from '../../js/components/icons.js';
+import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
+
+const enc = encodeURIComponent;
+
+function ProjectItem({ project, onChanged }) {
+  const [run, busy, error] = useAction();
+  const [who, setWho] = useState('');
+  const [access, setAccess] = useState('read');
+  const base = `api/projects/${enc(project.owner)}/${enc(project.slug)}`;
+  const act = (fn) => run(async () => { await fn(); await onChanged(); });
+  const openChat = () => run(async () => {
+    const conversation = await post(`${base}/chat`);
+    window.location.hash = `#/?c=${enc(conversation.id)}`;
+  });
+  return html`<li class="inbox-item" data-testid="pj-project" data-path=${project.path} data-access=${project.access}>
+    <div class="inbox-item__head">
+      <span class="inbox-item__icon">${Icon.folder()}</span>
+      <div class="inbox-item__title">
+        <strong data-testid="pj-name">${project.name}</strong>
+        <a class="small" href=${`#/files?path=${enc(project.path)}`} data-testid="pj-files"><code>${project.path}/</code></a>
+      </div>
+      ${project.access === 'read' && html`<span class="badge badge--off" data-testid="pj-readonly">${Icon.lock()}${t('pj.read_only')}</span>`}
+    </div>
+    ${project.description && html`<p class="small">${project.description}</p>`}
+    <ul class="small" data-testid="pj-members">
+      ${project.members.map((m) => html`<li data-testid="pj-member" data-user=${m.username}>
+        ${m.username} · ${m.owner ? t('pj.owner') : m.access === 'write' ? t('pj.write') : t('pj.read')}
+        ${project.manage && !m.owner && html` <button type="button" class="btn btn--small btn--ghost" disabled=${busy}
+          data-testid="pj-member-remove" onClick=${() => act(() => del(`${base}/members/${enc(m.username)}`))}>${t('pj.remove')}</button>`}
+      </li>`)}
+    </ul>
+    ${project.manage && html`<div class="actions actions--start">
+      <input class="input" placeholder=${t('pj.username')} value=${who} onInput=${(e) => setWho(e.target.value)}
+        data-testid="pj-member-name" aria-label=${t('pj.username')} />
+      <select class="select" value=${access} onChange=${(e) => setAccess(e.target.value)} data-testid="pj-member-access" aria-label=${t('pj.access')}>
+        <option value="read">${t('pj.read')}</option><option value="write">${t('pj.write')}</option>
+      </select>
+      <button type="button" class="btn btn--secondary" disabled=${busy || !who.trim()} data-testid="pj-member-add"
+        onClick=${() => act(async () => { await request('PUT', `${base}/members/${enc(who.trim())}`, { access }); setWho(''); })}>
+        ${Icon.plus()}<span>${t('pj.add_member')}</span></button>
+    </div>`}
+    ${error && html`<p class="approval__error" role="alert" data-testid="pj-error">${errorText(error)}</p>`}
+    <div class="inbox-item__choices">
+      <button type="button" class="btn btn--primary" disabled=${busy} data-testid="pj-chat" onClick=${openChat}>
+        ${Icon.chat()}<span>${t('pj.open_chat')}</span></button>
+      ${project.delete && html`<button type="button" class="btn btn--secondary" disabled=${busy} data-testid="pj-delete"
+        onClick=${() => window.confirm(t('pj.delete_confirm')) && act(() => del(base))}>
+        ${Icon.trash()}<span>${t('pj.delete')}</span></button>`}
+    </div>
+  </li>`;
+}
+
+export function ProjectsPage() {
+  const [projects, setProjects] = useState(null);
+  const [error, setError] = useState(null);
+  const [name, setName] = useState('');
+  const [description, setDescription] = useState('');
+  const [run, busy, createError] = useAction();
+  const load = async () => {
+    try {
+      setProjects(await get('api/projects'));
+      setError(null);
+    } catch (e) {
+      setError(e);
+    }
+  };
+  useEffect(() => { load(); }, []);
+  const create = (e) => {
+    e.preventDefault();
+    run(async () => {
+      await post('api/projects', { name, description });
+      setName('');
+      setDescription('');
+      await load();
+    });
+  };
+  return html`<section class="page page--narrow" data-testid="pj-page">
+    <${PageHead} title=${t('nav.projects')} lead=${t('pj.lead')} />
+    ${error && html`<${ErrorNotice} error=${error} testid="pj-load-error" />`}
+    <form class="card stack" onSubmit=${create} data-testid="pj-form">
+      <label class="field"><span>${t('pj.name')}</span>
+        <input class="input" required maxlength="80" value=${name} onInput=${(e) => setName(e.target.value)} data-testid="pj-new-name" /></label>
+      <label class="field"><span>${t('pj.description')}</span>
+        <input class="input" maxlength="500" value=${description} onInput=${(e) => setDescription(e.target.value)} data-testid="pj-new-description" /></label>
+      ${createError && html`<p class="approval__error" role="alert">${errorText(createError)}</p>`}
+      <div class="actions actions--start"><button type="submit" class="btn btn--primary" disabled=${busy || !name.trim()}
+        data-testid="pj-create">${Icon.plus()}<span>${t('pj.create')}</span></button></div>
+    </form>
+    ${projects !== null && projects.length === 0 && html`<div class="inbox-empty" data-testid="pj-empty"><p>${t('pj.empty')}</p></div>`}
+    ${projects !== null && projects.length > 0 && html`<ul class="inbox-list" data-testid="pj-list">
+      ${projects.map((p) => html`<${ProjectItem} key=${p.path} project=${p} onChanged=${load} />`)}
+    </ul>`}
+  </section>`;
+}

@@ -1,0 +1,1 @@
+"""Shared folders: places several members reach, managed by an administrator (#26)."""

@@ -1,0 +1,69 @@
+"""Skills: the capability, the two read-only trees as mounts, SKILLS_LIST, the tools,
+the Skills API."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import WebFiles, feature_folder
+
+if TYPE_CHECKING:
+    from skald.agent.tools import Tool
+    from skald.files.mounts import MemberMount
+    from skald.paths import DataLayout
+    from skald.permissions import Capability
+    from skald.plugins.facade import Member
+    from skald.store.rows import User
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    from skald.features.skills.store import SKILLS_MANAGE
+
+    return [SKILLS_MANAGE]
+
+
+@hookimpl
+def skald_mounts(user: User, layout: DataLayout) -> list[MemberMount]:
+    from skald.features.skills.store import mounts
+
+    return mounts(layout, user.id)
+
+
+@hookimpl
+def skald_placeholders() -> dict[str, str]:
+    return {"SKILLS_LIST": "the installed skills"}
+
+
+@hookimpl
+async def skald_prompt_blocks(member: Member) -> dict[str, str]:
+    from skald.features.skills.store import list_all, prompt_list
+
+    found = await asyncio.to_thread(list_all, member.server.layout, member.id)
+    return {"SKILLS_LIST": prompt_list(found)}
+
+
+@hookimpl
+def skald_tools(member: Member) -> list[Tool]:
+    from skald.features.skills.tools import SkillDelete, SkillRead, SkillRegister
+    from skald.files.tools import FILES
+
+    tools: list[Tool] = [SkillRead(member)]
+    if member.can(FILES):  # their home holds what they register
+        tools += [SkillRegister(member), SkillDelete(member)]
+    return tools
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.skills import routes
+
+    return list(routes.ROUTES)
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # Translations in skills/i18n/ (the capability's name and hint for the Roles page).
+    return [WebFiles("skills", feature_folder(__file__, "skills"))]

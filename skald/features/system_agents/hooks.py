@@ -1,0 +1,80 @@
+"""System agents: the runner service, its run log and settings, the reports store, the
+System agents and Reports pages, and the `[system_agents]` config section."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.core.services import ServiceSpec
+from skald.features.system_agents.config import SystemAgentsConfig
+from skald.features.system_agents.reports import REPORTS_FEATURE
+from skald.features.system_agents.store import OWNER_FEATURE, REGISTRY_FEATURE
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page, WebFiles, feature_folder
+
+if TYPE_CHECKING:
+    import msgspec
+
+    from skald.plugins.facade import Server
+    from skald.store.migrations import Feature
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    return [REGISTRY_FEATURE, REPORTS_FEATURE] if schema == "registry" else [OWNER_FEATURE]
+
+
+@hookimpl
+def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
+    return {"system_agents": SystemAgentsConfig}
+
+
+@hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    from skald.features.system_agents.runner import SystemAgents
+
+    return [SystemAgents(server, server.section("system_agents", SystemAgentsConfig))]
+
+
+@hookimpl
+def skald_services(server: Server) -> list[ServiceSpec]:
+    from skald.features.system_agents.runner import SystemAgents
+
+    return [ServiceSpec("system-agents", server.state(SystemAgents).run_forever, order=70)]
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.system_agents import routes
+
+    return list(routes.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(
+            path="/reports",
+            title="nav.reports",
+            order=37,
+            module="plugins/system_agents/reports.js",
+            component="ReportsPage",
+            icon="inbox",
+            testid="nav-reports",
+            count="/api/reports/unread",
+        ),
+        Page(
+            path="/system-agents",
+            title="nav.system_agents",
+            order=38,
+            module="plugins/system_agents/system-agents.js",
+            component="SystemAgentsPage",
+            icon="clock",
+            testid="nav-system-agents",
+        ),
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    return [WebFiles("system_agents", feature_folder(__file__, "system_agents"))]

@@ -1,0 +1,217 @@
+"""Reports: what a system agent wrote about a stretch of time, for the people it is for.
+
+Rule: a report is written once and never changed (the table refuses an UPDATE); the
+only later writes are each reader's own "read" mark. Who may read it is decided when it
+is read, never stored as a list: `owner` is the member whose run wrote it, `admins`
+every admin, `supervisors` whoever supervises its subject *now*, so a second parent
+linked later sees the past reports too and an unlinked one stops seeing them. A member
+never reads a report about themselves unless it is their own (`owner`): the subject of
+a review is not its audience, whatever role they hold.
+
+Trap: the store lives in the registry (household-wide, not encrypted) because its
+readers are other members; that is why a report is redacted before it is stored
+(the review's fail-closed check) and why a subject's own words reach it only as quotes
+the finding needs.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import apsw
+import msgspec
+
+from skald.errors import NotFoundError
+from skald.plugins.specs import NewReport
+from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.migrations import Feature, Migration
+from skald.store.registry import now_iso
+
+__all__ = ["REPORTS_FEATURE", "Reader", "Report", "ReportSummary", "Reports"]
+
+Severity = Literal["info", "notice", "alert"]
+Audience = Literal["owner", "admins", "supervisors"]
+SEVERITIES = ("info", "notice", "alert")
+AUDIENCES = ("owner", "admins", "supervisors")
+
+_V1 = """
+CREATE TABLE reports(
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    body TEXT NOT NULL,
+    severity TEXT NOT NULL CHECK (severity IN ('info', 'notice', 'alert')),
+    audience TEXT NOT NULL CHECK (audience IN ('owner', 'admins', 'supervisors')),
+    owner_id TEXT NOT NULL,
+    subject_id TEXT,
+    subject_name TEXT,
+    period_start TEXT,
+    period_end TEXT,
+    producer TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    created_at TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX reports_by_time ON reports(created_at);
+CREATE TRIGGER reports_immutable BEFORE UPDATE ON reports BEGIN
+    SELECT RAISE(ABORT, 'a report is never changed once written');
+END;
+CREATE TABLE report_reads(
+    report_id TEXT NOT NULL REFERENCES reports(id) ON DELETE CASCADE,
+    user_id TEXT NOT NULL,
+    read_at TEXT NOT NULL,
+    PRIMARY KEY(report_id, user_id)
+) WITHOUT ROWID;
+"""
+
+REPORTS_FEATURE = Feature("reports", (Migration(1, "reports and their readers", _V1),))
+
+
+class ReportSummary(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    title: str
+    summary: str
+    severity: str
+    audience: str
+    subject_id: str | None
+    subject_name: str | None
+    period_start: str | None
+    period_end: str | None
+    producer: str
+    created_at: str
+    read: bool
+
+
+class Report(ReportSummary, frozen=True, kw_only=True):
+    body: str
+
+
+class Reader(msgspec.Struct, frozen=True, kw_only=True):
+    """Who is asking: their id, whether they are an admin, whom they supervise now."""
+
+    user_id: str
+    admin: bool
+    supervises: frozenset[str]
+
+    def may_read(self, audience: str, owner_id: str, subject_id: str | None) -> bool:
+        if audience == "owner":
+            return owner_id == self.user_id
+        if subject_id == self.user_id:
+            return False  # never about yourself, unless it is your own
+        if audience == "admins":
+            return self.admin
+        return subject_id is not None and subject_id in self.supervises
+
+
+_COLS = (
+    "id, title, summary, severity, audience, subject_id, subject_name, period_start, "
+    "period_end, producer, created_at, owner_id"
+)
+
+
+class Reports:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def add(
+        self,
+        report: NewReport,
+        *,
+        owner_id: str,
+        subject_name: str | None,
+        producer: str,
+        run_id: str,
+    ) -> str:
+        if report.severity not in SEVERITIES or report.audience not in AUDIENCES:
+            raise ValueError("a report's severity or audience is not one the store knows")
+        report_id = secrets.token_hex(8)
+        row = (
+            report_id,
+            report.title,
+            report.summary,
+            report.body,
+            report.severity,
+            report.audience,
+            owner_id,
+            report.subject_id,
+            subject_name,
+            report.period_start,
+            report.period_end,
+            producer,
+            run_id,
+            now_iso(),
+        )
+        await self.db.call(
+            lambda c: c.execute(
+                "INSERT INTO reports(id, title, summary, body, severity, audience, owner_id, "
+                "subject_id, subject_name, period_start, period_end, producer, run_id, "
+                "created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                row,
+            )
+        )
+        return report_id
+
+    async def readable(self, reader: Reader) -> list[ReportSummary]:
+        def q(c: apsw.Connection) -> list[ReportSummary]:
+            rows = fetch_all(
+                c,
+                f"SELECT {_COLS}, EXISTS(SELECT 1 FROM report_reads r WHERE r.report_id = "
+                "reports.id AND r.user_id = ?) FROM reports ORDER BY created_at DESC, id DESC",
+                (reader.user_id,),
+            )
+            return [
+                _summary(r[:11], bool(r[12])) for r in rows if reader.may_read(r[4], r[11], r[5])
+            ]
+
+        return await self.db.call(q)
+
+    async def unread(self, reader: Reader) -> int:
+        return sum(not r.read for r in await self.readable(reader))
+
+    async def open(self, reader: Reader, report_id: str) -> Report:
+        """The report with its body, marked read for this reader (NotFound when they may
+        not read it: the same answer as for one that does not exist)."""
+
+        def q(c: apsw.Connection) -> Report:
+            row = fetch_one(c, f"SELECT {_COLS}, body FROM reports WHERE id=?", (report_id,))
+            if row is None or not reader.may_read(row[4], row[11], row[5]):
+                raise NotFoundError("no such report")
+            c.execute(
+                "INSERT OR IGNORE INTO report_reads(report_id, user_id, read_at) VALUES (?,?,?)",
+                (report_id, reader.user_id, now_iso()),
+            )
+            return Report(**msgspec.structs.asdict(_summary(row[:11], True)), body=row[12])
+
+        return await self.db.transaction(q)
+
+    async def audience_of(
+        self, report: NewReport, owner_id: str, readers: Callable[[], Awaitable[list[Reader]]]
+    ) -> list[str]:
+        """The members who may read this report now (whom an alert notifies)."""
+        return [
+            r.user_id
+            for r in await readers()
+            if r.may_read(report.audience, owner_id, report.subject_id)
+        ]
+
+
+def _summary(r: tuple[object, ...], read: bool) -> ReportSummary:
+    return ReportSummary(
+        id=str(r[0]),
+        title=str(r[1]),
+        summary=str(r[2]),
+        severity=str(r[3]),
+        audience=str(r[4]),
+        subject_id=_opt(r[5]),
+        subject_name=_opt(r[6]),
+        period_start=_opt(r[7]),
+        period_end=_opt(r[8]),
+        producer=str(r[9]),
+        created_at=str(r[10]),
+        read=read,
+    )
+
+
+def _opt(value: object) -> str | None:
+    return None if value is None else str(value)

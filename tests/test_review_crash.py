@@ -1,0 +1,102 @@
+"""kill -9 of a real `skald serve` in the middle of a review pass: after the restart the
+interrupted run is `failed`, the same window is reviewed again (its coverage never
+moved), exactly once, and one report is written. The runner ticks every second or two;
+the first pass is started with the admin's "Run now"."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_llm import FakeLLM, Hang
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from review_support import REPORT, WORRY
+
+PW = "tim's long password"
+MARK = "Reviewing one person's conversations"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path)
+    srv.create_admin()
+    srv.add_user("tim", PW, "children")
+    with (srv.data / "config.toml").open("a", encoding="utf-8") as out:
+        out.write("\n[system_agents]\nmin_tick_s = 1\nmax_tick_s = 2\n")
+    srv.start()
+    yield srv
+    srv.close()
+    lines = [line for line in srv.log().splitlines() if '"skald.http"' not in line]
+    print("\n".join(lines[-60:]))
+
+
+def _until(what: Callable[[], Any], seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if found := what():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what.__name__}")
+
+
+def _reviews(fake: FakeLLM) -> list[dict[str, Any]]:
+    return [b for b in fake.bodies() if MARK in str(b["messages"][0]["content"])]
+
+
+def _transcript(body: dict[str, Any]) -> str:
+    return str(body["messages"][-1]["content"]).split("\n---\n", 1)[1]
+
+
+def test_kill_9_mid_pass_reviews_the_same_window_again_once(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    mum = Api(server.url)
+    mum.login(ADMIN, ADMIN_PW)
+    mum.add_model(fake.base_url_openai, "model-a")
+    ids = {u["username"]: u["id"] for u in mum.get("/api/users").json()}
+    assert mum.request("PUT", f"/api/people/links/{ids[ADMIN]}/{ids['tim']}").status_code == 200
+    fake.script("model-a", ["That sounds hard.", Hang(), REPORT])
+    tim = Api(server.url)
+    tim.login("tim", PW)
+    r = tim.post("/api/chat", json={"text": WORRY})
+    assert r.status_code == 200, r.text
+    time.sleep(1.1)  # past the second the message was stored in
+
+    assert mum.post("/api/system-agents/conversation-review/run").status_code == 202
+    _until(lambda: _reviews(fake))
+    running = mum.get("/api/system-agents/runs").json()
+    assert [r["status"] for r in running] == ["running"]
+    server.stop(signal.SIGKILL)
+
+    server.start()
+    mum = Api(server.url)
+    mum.login(ADMIN, ADMIN_PW)  # her data opens again: the next tick serves her
+
+    def reported() -> list[Any]:
+        return list(mum.get("/api/reports").json())
+
+    (report,) = _until(reported)
+    assert report["title"] == "Tim felt nobody would notice him"
+    first, second = _reviews(fake)
+    assert _transcript(first) == _transcript(second)  # the same window, again
+    runs = mum.get("/api/system-agents/runs").json()
+    assert sorted(r["status"] for r in runs) == ["completed", "failed"]
+    failed = next(r for r in runs if r["status"] == "failed")
+    assert failed["error"] == "the server stopped during this run"
+
+    # Once: a further pass finds nothing new and asks the model nothing.
+    assert mum.post("/api/system-agents/conversation-review/run").status_code == 202
+    time.sleep(2.5)
+    assert len(_reviews(fake)) == 2
+    assert len(mum.get("/api/system-agents/runs").json()) == 2
+    assert len(reported()) == 1

@@ -1,0 +1,118 @@
+"""A parent reads the night's report in Chromium (Debian's, driven by Playwright)
+against a real `skald serve`: the child's worrying message, the review run by the
+admin's "Run now" with the fake provider as the model; mum on a phone (375 px) in
+Italian, dad on a desktop (1280 px) in English. Each sees the unread count on the
+Reports entry, opens the report, reads it, and the count is gone; each reader's count
+is their own. The child's Profile says for whom and when their conversations were
+read. Launch flags, the skip rule and the console/CSP watching are those of
+`test_ui_e2e.py`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_llm import FakeLLM
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from review_support import REPORT, WORRY
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, expect
+
+PW = "a long family password"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    with household(tmp_path, ("dad", PW)) as srv:
+        srv.add_user("tim", PW, "children")
+        yield srv
+
+
+def _night(server: ServerProcess, fake: FakeLLM) -> None:
+    mum = Api(server.url)
+    mum.login(ADMIN, ADMIN_PW)
+    mum.add_model(fake.base_url_openai, "model-a")
+    ids = {u["username"]: u["id"] for u in mum.get("/api/users").json()}
+    for parent in (ADMIN, "dad"):
+        assert (
+            mum.request("PUT", f"/api/people/links/{ids[parent]}/{ids['tim']}").status_code == 200
+        )
+    fake.script("model-a", ["That sounds hard.", REPORT])
+    tim = Api(server.url)
+    tim.login("tim", PW)
+    assert tim.post("/api/chat", json={"text": WORRY}).status_code == 200
+    time.sleep(1.1)  # past the second the message was stored in
+    assert mum.post("/api/system-agents/conversation-review/run").status_code == 202
+    deadline = time.monotonic() + 30
+    while not mum.get("/api/reports").json():
+        assert time.monotonic() < deadline, "no report"
+        time.sleep(0.2)
+    dad = Api(server.url)
+    dad.login("dad", PW)
+    assert dad.patch("/api/auth/me", json={"locale": "en"}).status_code == 200
+    assert mum.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
+
+
+@pytest.mark.timeout(180)
+def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    _night(server, fake)
+    watch = SignedInWatch()
+    for who, password, width, locale, title in (
+        (ADMIN, ADMIN_PW, 375, "it-IT", "Rapporti"),
+        ("dad", PW, 1280, "en-US", "Reports"),
+    ):
+        context = open_context(
+            browser, server, locale=locale, viewport={"width": width, "height": 800}
+        )
+        try:
+            page = watch.attach(f"{who}-{width}", context.new_page())
+            sign_in(page, who, password)
+            entry = page.get_by_test_id("nav-reports")
+            expect(entry).to_contain_text(title)
+            expect(page.get_by_test_id("nav-reports-count")).to_have_attribute("data-count", "1")
+            if width < 860:  # the menu is a drawer on a phone
+                page.get_by_test_id("nav-toggle").click()
+            entry.click()
+            item = page.locator('[data-testid="report-item"][data-read="false"]')
+            expect(item).to_contain_text("Tim felt nobody would notice him")
+            item.get_by_test_id("report-open").click()
+            expect(page.get_by_test_id("report-title")).to_have_text(
+                "Tim felt nobody would notice him"
+            )
+            expect(page.get_by_test_id("report")).to_contain_text("A talk soon would help.")
+            expect(page.get_by_test_id("nav-reports-count")).to_have_count(0)
+            page.get_by_test_id("report-back").click()
+            expect(page.locator('[data-testid="report-item"][data-read="true"]')).to_have_count(1)
+            assert not watch.problems, watch.problems
+            assert not watch.csp_violations()
+        except Exception:
+            report_failure(server, watch, f"reports-{who}")
+            raise
+        finally:
+            context.close()
+
+    # The child's profile says, in plain words, for whom and when they were read.
+    context = open_context(browser, server, viewport={"width": 375, "height": 800})
+    try:
+        page = watch.attach("tim", context.new_page())
+        sign_in(page, "tim", PW)
+        page.get_by_test_id("nav-profile").click()
+        expect(page.get_by_test_id("review-reviewed-for")).to_contain_text(
+            "Your conversations are reviewed each night for mum, dad"
+        )
+        expect(page.get_by_test_id("review-audit-line")).to_contain_text(
+            "Your conversations from the beginning to"
+        )
+        expect(page.get_by_test_id("review-audit-line")).to_contain_text("reviewed for mum")
+        assert not watch.problems, watch.problems
+    except Exception:
+        report_failure(server, watch, "reports-tim")
+        raise
+    finally:
+        context.close()
