@@ -34,6 +34,7 @@ async def my_requests(
 
 @get("/api/requests/{request_id:int}", responses=errors(404))
 async def my_request(request_id: FromPath[int], member: NamedDependency[Member]) -> RequestItem:
+    _exists(request_id)
     """One of the caller's requests; another member's is not found."""
     return await RequestLog(member.server.db).one(member.id, request_id)
 
@@ -60,6 +61,7 @@ async def save_payload_settings(
 
 @get("/api/requests/{request_id:int}/payload", responses=errors(404))
 async def my_payload(request_id: FromPath[int], member: NamedDependency[Member]) -> Payload:
+    _exists(request_id)
     """What was sent and what came back, when the caller kept it; else not found."""
     await RequestLog(member.server.db).one(member.id, request_id)  # theirs, or 404
     found = await Payloads(member.db).get(request_id)
@@ -76,3 +78,9 @@ ROUTES = [
     save_payload_settings,
     my_payload,
 ]
+
+
+def _exists(request_id: int) -> None:
+    # An id past SQLite's integers cannot name a row (and would overflow the query).
+    if not 1 <= request_id < 2**63:
+        raise NotFoundError(f"no request {request_id}")

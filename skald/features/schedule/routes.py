@@ -101,7 +101,7 @@ class KeepKey(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 class LimitsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # The shortest interval this member's repeating jobs may have; null: the default.
-    min_interval_s: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    min_interval_s: Annotated[int, msgspec.Meta(ge=1, le=366 * 86_400)] | None = None
 
 
 # The caller's scheduler, runtime and jobs: the `mine` dependency of the member's routes.

@@ -17,6 +17,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AuthRequest, requires
+from skald.api.openapi import errors
 from skald.errors import InvalidInputError, NotFoundError, StorageError
 from skald.features.telegram.bridge import Bridge
 from skald.permissions import ADMIN_SYSTEM, TELEGRAM_USE
@@ -198,7 +199,7 @@ async def member_code(request: AuthRequest, server: NamedDependency[Server]) -> 
     return CodeView(code=code, expires_at=expires)
 
 
-@delete("/api/telegram/me", guards=MEMBER, status_code=204)
+@delete("/api/telegram/me", guards=MEMBER, status_code=204, responses=errors(404))
 async def unpair(request: AuthRequest, server: NamedDependency[Server]) -> None:
     if not await server.state(Bridge).store.unlink(user_id=request.user.user.id):
         raise NotFoundError("no paired Telegram chat")
