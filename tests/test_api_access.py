@@ -499,6 +499,36 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         )
         for action in ("deactivate", "activate", "delete")
     ),
+    # Plugins (plugin.manage: administrators); `ghost` is no plugin. Installing, switching
+    # and configuring are refused to members and children before anything is read.
+    ("GET", "/api/plugins", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("POST", "/api/plugins", None, {"anon": 401, A: 400, M: 403, C: 403}),
+    ("DELETE", "/api/plugins/{plugin}", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/plugins/{plugin}/enabled",
+        {"enabled": True},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
+    ("GET", "/api/plugins/{plugin}/settings", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/plugins/{plugin}/settings",
+        {"values": {}},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
+    ("GET", "/api/plugins/{plugin}/access", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/plugins/{plugin}/access/{ada}",
+        {"granted": True},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
+    # A plugin's address with no live route (none here): 404 to every signed-in caller.
+    *(
+        (method, "/api/plugin/{plugin}/{rest}", None, {"anon": 401, A: 404, M: 404, C: 404})
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+    ),
 ]
 
 
@@ -548,6 +578,8 @@ async def test_role_route_matrix(
         "picture": "none.png",
         "lang": "it.json",
         "archive": "none.tar",
+        "plugin": "ghost",
+        "rest": "motto",
     }
     if who != "anon":
         owner = await make_client()

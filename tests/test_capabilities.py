@@ -52,6 +52,7 @@ PAGES = {
     "/admin/backups": "admin.system",
     "/connectors": "connectors.use",
     "/admin/marketplace": "admin.connectors",
+    "/admin/plugins": "plugin.manage",
 }
 
 

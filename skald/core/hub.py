@@ -39,6 +39,7 @@ from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
 from skald.llm.types import ContentPart, ImagePart, Interruption, Message, TextPart
 from skald.log import get_logger
+from skald.plugins.specs import AfterTurn, BeforeTurn
 from skald.store.conversations import (
     Attachment,
     Conversation,
@@ -78,6 +79,11 @@ class TurnSetup:
 # The member's runtime provides this: everything about a turn that depends on the world
 # outside the hub (which agent, which model, which tools, what the prompt says).
 SetupFactory = Callable[[Conversation, bool], Awaitable[TurnSetup]]
+# The plugins' say before a turn (conversation id, the member's text) and after it
+# (conversation id, the reply): skald_before_turn / skald_after_turn.
+BeforeHook = Callable[[str, str], Awaitable[BeforeTurn]]
+AfterHook = Callable[[str, str], Awaitable[AfterTurn]]
+BLOCKED = "plugin_blocked"  # the failure code of a turn a plugin blocked (its reason shown)
 
 
 class ConversationRunner:
@@ -123,10 +129,23 @@ class ConversationRunner:
         )
         history = OwnerHistory(self.hub.db, self.conversation_id)
         history.pending_attachments = job.attachments
+        before = BeforeTurn()
+        if job.kind == "turn" and job.message is not None and self.hub.before_turn is not None:
+            before = await self.hub.before_turn(self.conversation_id, display_text(job.message))
+            if before.block is not None:
+                return await self._blocked(history, job, before.block)
+            if before.append:
+                job.message = Message(
+                    role="user", content=[*job.message.content, TextPart(text=before.append)]
+                )
         try:
             setup = await self.hub.setup_factory(conversation, needs_vision)
         except SkaldError as exc:
             return await self._failed_before_start(history, job, exc)
+        if before.system:
+            prompt = f"{setup.config.system_prompt}\n\n{before.system}"
+            config = msgspec.structs.replace(setup.config, system_prompt=prompt)
+            setup = TurnSetup(model=setup.model, tools=setup.tools, gate=setup.gate, config=config)
         self.awaiting_approval.clear()
         joins = job.kind in ("turn", "resume")
 
@@ -185,6 +204,24 @@ class ConversationRunner:
         await self.hub.set_status(self.conversation_id, "idle")
         return TurnResult(status="failed", error=error, error_code=code)
 
+    async def _blocked(self, history: OwnerHistory, job: TurnJob, reason: str) -> TurnResult:
+        """A plugin blocked the turn: the message is kept, no model runs, and the member
+        reads the plugin's reason (not replaced by a plain sentence)."""
+        assert job.message is not None
+        await history.append(job.message)
+        why = Interruption(code=BLOCKED, detail=reason)
+        await history.append(Message(role="assistant", interrupted=why))
+        await self._sink(
+            TurnDone(
+                conversation_id=self.conversation_id,
+                status="failed",
+                error=reason,
+                error_code=BLOCKED,
+            )
+        )
+        await self.hub.set_status(self.conversation_id, "idle")
+        return TurnResult(status="failed", error=reason, error_code=BLOCKED)
+
     async def _run(self, loop: AgentLoop, job: TurnJob) -> TurnResult:
         if job.kind == "turn":
             assert job.message is not None
@@ -196,7 +233,7 @@ class ConversationRunner:
         return TurnResult(status="done", text=note)
 
     async def _sink(self, event: Event) -> None:
-        if isinstance(event, TurnDone) and event.status == "failed":
+        if isinstance(event, TurnDone) and event.status == "failed" and event.error_code != BLOCKED:
             event = self.hub.plain_failure(event)
         elif isinstance(event, ModelSwitched) and not self.hub.shows_detail():
             event = msgspec.structs.replace(event, reason="")  # may name a provider
@@ -273,6 +310,8 @@ class ChatHub:
         *,
         retire: Callable[[str], None] | None = None,
         shows_detail: Callable[[], bool] = lambda: False,
+        before_turn: BeforeHook | None = None,
+        after_turn: AfterHook | None = None,
     ) -> None:
         self.user_id = user_id
         self.db = db
@@ -285,6 +324,8 @@ class ChatHub:
         self.retire = retire
         # Whether this member may see a failure's technical detail (admin.models).
         self.shows_detail = shows_detail
+        self.before_turn = before_turn
+        self.after_turn = after_turn
 
     def plain_failure(self, done: TurnDone) -> TurnDone:
         """A failed turn as the member reads it: the plain sentence for its code, the

@@ -36,6 +36,7 @@ from skald.log import get_logger
 from skald.permissions import can
 from skald.plugins.facade import Member
 from skald.plugins.manager import Plugins
+from skald.plugins.specs import BeforeTurn
 from skald.quota import BudgetSource
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
@@ -131,6 +132,7 @@ class UserRuntime:
             default.id,
             retire=self._retire,
             shows_detail=lambda: can(self.role, ADMIN_MODELS_CAP),
+            before_turn=self._before_turn,
         )
         self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
         # What the features see of this member (their hooks get it, never this object).
@@ -174,6 +176,13 @@ class UserRuntime:
         one rule for the prompt's DATETIME, jobs and quiet hours."""
         household = self.instance.timezone() if self.instance else ZoneInfo(self.config.timezone)
         return ZoneInfo(default_zone(self.user.profile.get("timezone"), household.key))
+
+    async def _before_turn(self, conversation_id: str, text: str) -> BeforeTurn:
+        """The plugins' say before this member's turn, with their switches and grants
+        and the member's role as they are now (a plugin switched off is gone at once)."""
+        await self.current_role()
+        await self.plugins.refresh(self.server.db)
+        return await self.plugins.before_turn(self.facade, conversation_id, text)
 
     async def _prompt_values(self) -> dict[str, str]:
         return await self.plugins.prompt_blocks(self)
@@ -316,8 +325,9 @@ class UserRuntime:
 
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         # The role as it is now: a capability removed since the last turn is gone from
-        # this one's tools and prompt.
+        # this one's tools and prompt; so is a plugin switched off or taken away.
         role = await self.current_role()
+        await self.plugins.refresh(self.server.db)
         if self.budget is not None:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
             await (await self.budget(role)).recheck()

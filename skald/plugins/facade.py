@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout
+    from skald.plugins.manager import Plugins
     from skald.quota import BudgetSource
     from skald.sandbox.manager import SandboxManager
     from skald.store.database import Database
@@ -103,7 +104,18 @@ class Server:
         return self._live.config
 
     def section(self, name: str, struct: type[S]) -> S:
+        # A plugin's settings saved on the Plugins page win over config.toml's table.
+        saved = self._live.plugins.switches.section_values(name)
+        if saved is not None:
+            try:
+                return msgspec.convert(saved, type=struct)
+            except msgspec.ValidationError:
+                pass  # saved for an older release of the plugin: config.toml's then
         return self._live.config.section(name, struct)
+
+    @property
+    def plugins(self) -> Plugins:
+        return self._live.plugins
 
     @property
     def layout(self) -> DataLayout:

@@ -75,6 +75,42 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     sub: str | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class BeforeTurn:
+    """A plugin's say before a turn runs (`skald_before_turn`): `system` is added to the
+    system prompt of this turn, `append` to the member's message (kept in the history),
+    and `block` stops the turn with that reason (the member reads it; no model runs)."""
+
+    system: str = ""
+    append: str = ""
+    block: str | None = None
+
+    def merge(self, other: BeforeTurn) -> BeforeTurn:
+        return BeforeTurn(
+            system="\n\n".join(t for t in (self.system, other.system) if t),
+            append="\n\n".join(t for t in (self.append, other.append) if t),
+            block=self.block if self.block is not None else other.block,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AfterTurn:
+    """A plugin's say once a turn answered (`skald_after_turn`): `replace` is the reply
+    the member reads instead (kept in the history), `suppress` hides the reply, and
+    `attach` adds files (paths the member may read, e.g. `/home/skald/out.png`)."""
+
+    replace: str | None = None
+    suppress: bool = False
+    attach: tuple[str, ...] = ()
+
+    def merge(self, other: AfterTurn) -> AfterTurn:
+        return AfterTurn(
+            replace=other.replace if other.replace is not None else self.replace,
+            suppress=self.suppress or other.suppress,
+            attach=(*self.attach, *other.attach),
+        )
+
+
 @dataclass(frozen=True)
 class WebFiles:
     """The web files of a feature or plugin: `folder/web/` is served under
@@ -207,3 +243,20 @@ def skald_member_state(member: Member) -> Iterable[object] | None:
 def skald_event_types() -> Iterable[type[msgspec.Struct]] | None:
     """The server events this feature publishes to members' streams (`msgspec.Struct`s
     with a `tag`): the event socket encodes exactly these and the built-in ones."""
+
+
+@hookspec
+def skald_before_turn(
+    member: Member, conversation_id: str, text: str
+) -> BeforeTurn | Awaitable[BeforeTurn] | None:
+    """Before a member's turn runs (`text`: their message as typed): add to the system
+    prompt, append to the message, or block the turn with a reason (`BeforeTurn`).
+    Called for members the plugin reaches; may be `async def`."""
+
+
+@hookspec
+def skald_after_turn(
+    member: Member, conversation_id: str, reply: str
+) -> AfterTurn | Awaitable[AfterTurn] | None:
+    """Once a member's turn answered (`reply`: the final text): replace or suppress the
+    reply, or attach files (`AfterTurn`). Not called for failed or stopped turns."""
