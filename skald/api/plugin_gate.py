@@ -46,6 +46,9 @@ class PluginGate:
         ):
             raise PermissionDeniedException("this plugin is not available to you", headers=NO_CACHE)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> PluginGate:
+        return self  # Litestar copies a router when it registers it; the database is one
+
     def __repr__(self) -> str:
         return f"plugin_gate({self.pid})"
 

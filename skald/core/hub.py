@@ -233,7 +233,7 @@ class ConversationRunner:
         return TurnResult(status="done", text=note)
 
     async def _sink(self, event: Event) -> None:
-        if isinstance(event, TurnDone) and event.status == "failed" and event.error_code != BLOCKED:
+        if isinstance(event, TurnDone) and event.status == "failed":
             event = self.hub.plain_failure(event)
         elif isinstance(event, ModelSwitched) and not self.hub.shows_detail():
             event = msgspec.structs.replace(event, reason="")  # may name a provider
@@ -329,7 +329,10 @@ class ChatHub:
 
     def plain_failure(self, done: TurnDone) -> TurnDone:
         """A failed turn as the member reads it: the plain sentence for its code, the
-        technical text only for those who manage models (see plain_errors)."""
+        technical text only for those who manage models (see plain_errors). A turn a
+        plugin blocked keeps the plugin's reason: it is written for the member."""
+        if done.error_code == BLOCKED:
+            return done
         code = done.error_code or "internal"
         detail = done.error_detail or done.error
         return msgspec.structs.replace(

@@ -272,10 +272,16 @@ class Plugins:
         found = self.switches.known.get(pid)
         return found is not None and found.source == "wheel"
 
-    def pages(self, member: Member | None = None) -> list[Page]:
-        """Every page (`member`: only those of plugins on and granted to them)."""
+    def pages(self, user_id: str | None = None, role: Role | None = None) -> list[Page]:
+        """Every page; with `user_id` and `role`: without the pages of plugins switched
+        off or not granted to that member (read per request by `GET /api/pages`)."""
+        found = []
+        manager = role is not None and can(role, PLUGIN_MANAGE)
+        for pid, answer in self._call("skald_pages"):
+            hidden = user_id is not None and not self.switches.reaches(pid, user_id, manager)
+            if not (hidden and self.third_party(pid)):
+                found.extend(answer)
         # The navigation's order: by `order`, then registration (sorted() is stable).
-        found = self._concat("skald_pages", gated=member is not None, member=member)
         return sorted(found, key=lambda p: p.order)
 
     def web_files(self) -> list[WebFiles]:

@@ -23,7 +23,7 @@ from litestar.enums import HttpMethod
 from litestar.params import FromPath, FromQuery, JSONBody
 
 from skald.api.deps import AnyRequest, requires
-from skald.api.errors import ApiError
+from skald.api.errors import error_response
 from skald.api.openapi import errors
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.plugins import install as wheels
@@ -255,7 +255,12 @@ async def get_access(server: NamedDependency[Server], pid: FromPath[str]) -> lis
     ]
 
 
-@put("/api/plugins/{pid:str}/access/{user_id:str}", guards=GUARD, responses=errors(404))
+@put(
+    "/api/plugins/{pid:str}/access/{user_id:str}",
+    guards=GUARD,
+    status_code=204,
+    responses=errors(404),
+)
 async def put_access(
     server: NamedDependency[Server],
     pid: FromPath[str],
@@ -290,8 +295,9 @@ async def plugin_fallback(
     says why with 503; anything else is 404."""
     reason = server.plugins.switches.failed(pid)
     if reason is not None and await PluginStore(server.db).enabled(pid):
-        raise ApiError(503, "plugin_failed", f"the plugin {pid!r} failed to load: {reason}")
-    raise NotFoundError(f"no route {rest} of a plugin {pid!r} that is switched on")
+        why = f"the plugin {pid!r} failed to load: {reason}"
+        return error_response(503, "plugin_failed", why, NO_CACHE)
+    return error_response(404, "not_found", f"no plugin {pid!r} serves {rest}", NO_CACHE)
 
 
 ROUTES = [
