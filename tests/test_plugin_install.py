@@ -20,6 +20,20 @@ from skald.features.plugins import install as wheels
 from skald.paths import DataLayout
 
 MOTTO = "Many hands make light work"
+# A plugin whose hooks raise at run time (installed beside the example).
+FLAKY = """
+from skald.plugins import hookimpl
+
+
+@hookimpl
+def skald_tools(member):
+    raise RuntimeError("the flaky tools broke")
+
+
+@hookimpl
+def skald_before_turn(member, text):
+    raise RuntimeError("the flaky hook broke")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +43,18 @@ def example_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 async def runtime(tmp_path: Path, example_wheel: Path) -> AsyncIterator[Runtime]:
-    """A server whose data folder has the example plugin installed from its wheel."""
+    """A server whose data folder has the example plugin installed from its wheel (and
+    a plugin whose hooks raise)."""
     layout = DataLayout(tmp_path / "data")
-    plan = wheels.inspect_upload([(example_wheel, example_wheel.name)])
-    wheels.install(plan, layout.plugins_dir)
+    flaky = make_wheel(
+        tmp_path / "w",
+        "skald_flaky",
+        "1.0",
+        {"skald_flaky.py": FLAKY},
+        entry=("flaky", "skald_flaky"),
+    )
+    for wheel in (example_wheel, flaky):
+        wheels.install(wheels.inspect_upload([(wheel, wheel.name)]), layout.plugins_dir)
     rt = await Runtime.boot(layout, load_config(layout.root, TEST_ENV), announce=io.StringIO())
     yield rt
     await rt.shutdown()
@@ -177,3 +199,27 @@ async def test_a_wheel_whose_dependency_is_missing_is_refused_with_the_list(
     assert (folder / "skald_absent_dep.py").is_file()
     listed = {p["id"]: p for p in (await mum.call("GET", "/api/plugins")).json()}
     assert listed["needy"]["status"] == "restart" and listed["example"]["status"] == "ok"
+
+
+async def test_a_plugin_whose_hooks_raise_is_skipped_the_turn_goes_on_and_it_is_logged_once(
+    runtime: Runtime,
+    household: dict[str, str],
+    make_client: MakeClient,
+    fake_llm: FakeLLM,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
+    fake_llm.script("model-a", [Text("One."), Text("Two.")])
+    ada = await signed_in(make_client, "ada")
+    for text, reply in (("first", "One."), ("second", "Two.")):
+        out = await post_chat(ada, text)
+        assert out["status"] == "done" and out["reply"] == reply, out
+    # The other plugin's contributions are there; the flaky one's are not.
+    assert "example_motto" in [t["function"]["name"] for t in fake_llm.bodies("openai")[0]["tools"]]
+    logged = capsys.readouterr().out
+    assert logged.count("the flaky hook broke") == 1, logged
+    assert logged.count("the flaky tools broke") == 1, logged
+    mum = await signed_in(make_client, "mum")
+    listed = {p["id"]: p for p in (await mum.call("GET", "/api/plugins")).json()}
+    assert listed["flaky"]["status"] == "trouble"
+    assert "broke" in listed["flaky"]["error"]

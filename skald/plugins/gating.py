@@ -21,10 +21,13 @@ if TYPE_CHECKING:
 
 
 def gated_service(spec: ServiceSpec, pid: str, switches: Switches) -> ServiceSpec:
+    async def once() -> None:
+        await spec.run()
+
     async def run() -> None:
         while True:
             await switches.wait_for(pid, True)
-            work = asyncio.create_task(spec.run(), name=f"plugin-{pid}-{spec.name}")
+            work = asyncio.create_task(once(), name=f"plugin-{pid}-{spec.name}")
             off = asyncio.create_task(switches.wait_for(pid, False))
             try:
                 done, _ = await asyncio.wait({work, off}, return_when=asyncio.FIRST_COMPLETED)

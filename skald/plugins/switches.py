@@ -46,6 +46,7 @@ class Switches:
         self.known: dict[str, Loaded] = {}
         self._snap = Snapshot(off=frozenset(), grants={}, settings={})
         self._runtime_errors: dict[str, str] = {}  # plugin id -> the last hook failure
+        self._logged: set[tuple[str, str]] = set()  # (plugin id, failure) already logged
         self._changed: asyncio.Event | None = None
 
     # -- what the loader found --------------------------------------------------------
@@ -114,7 +115,8 @@ class Switches:
         """A hook of the plugin raised: its answer is skipped; logged once per plugin
         and hook (a hook called every turn would flood the journal)."""
         why = f"{hook}: {type(exc).__name__}: {exc}"
-        if self._runtime_errors.get(pid) != why:
+        if (pid, why) not in self._logged:
+            self._logged.add((pid, why))
             log.warning("a plugin's hook failed; it is skipped", plugin=pid, error=why)
         self._runtime_errors[pid] = why
 

@@ -53,7 +53,7 @@ def fields(sections: dict[str, type[msgspec.Struct]]) -> list[Field]:
         assert isinstance(info, mi.StructType)
         for f in info.fields:
             kind, label, choices = _kind(f.type)
-            default = None if f.default is mi.NODEFAULT else msgspec.to_builtins(f.default)
+            default = None if f.default is msgspec.NODEFAULT else msgspec.to_builtins(f.default)
             out.append(
                 Field(
                     section=section,
