@@ -36,6 +36,25 @@ def skald_before_turn(member, text):
 """
 
 
+# A plugin that tidies answers after the turn (replace, suppress, attach).
+TIDY = """
+from skald.plugins import hookimpl
+from skald.plugins.specs import AfterTurn
+from skald.store.conversations import Attachment
+
+
+@hookimpl
+def skald_after_turn(reply):
+    if "password" in reply:
+        return AfterTurn(replace="[the tidy plugin removed a password]")
+    if reply == "Hush.":
+        return AfterTurn(suppress=True)
+    if reply == "Here.":
+        return AfterTurn(attach=(Attachment(name="a.txt", path="uploads/a.txt", mime="text/plain", size=1),))
+    return None
+"""
+
+
 @pytest.fixture(scope="module")
 def example_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_example(tmp_path_factory.mktemp("wheels"))
@@ -53,7 +72,10 @@ async def runtime(tmp_path: Path, example_wheel: Path) -> AsyncIterator[Runtime]
         {"skald_flaky.py": FLAKY},
         entry=("flaky", "skald_flaky"),
     )
-    for wheel in (example_wheel, flaky):
+    tidy = make_wheel(
+        tmp_path / "w", "skald_tidy", "1.0", {"skald_tidy.py": TIDY}, entry=("tidy", "skald_tidy")
+    )
+    for wheel in (example_wheel, flaky, tidy):
         wheels.install(wheels.inspect_upload([(wheel, wheel.name)]), layout.plugins_dir)
     rt = await Runtime.boot(layout, load_config(layout.root, TEST_ENV), announce=io.StringIO())
     yield rt
@@ -223,3 +245,27 @@ async def test_a_plugin_whose_hooks_raise_is_skipped_the_turn_goes_on_and_it_is_
     listed = {p["id"]: p for p in (await mum.call("GET", "/api/plugins")).json()}
     assert listed["flaky"]["status"] == "trouble"
     assert "broke" in listed["flaky"]["error"]
+
+
+async def test_an_after_turn_hook_replaces_or_suppresses_the_reply_or_attaches_files(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
+    fake_llm.script(
+        "model-a", [Text("The password is hunter2."), Text("Hush."), Text("Here."), Text("Fine.")]
+    )
+    ada = await signed_in(make_client, "ada")
+    out = await post_chat(ada, "one")
+    assert out["reply"] == "[the tidy plugin removed a password]"
+    conversation = out["conversation_id"]
+    assert (await post_chat(ada, "two", conversation))["reply"] == ""
+    assert (await post_chat(ada, "three", conversation))["reply"] == "Here."
+    assert (await post_chat(ada, "four", conversation))["reply"] == "Fine."
+    items = (await ada.call("GET", f"/api/conversations/{conversation}/messages")).json()
+    answers = [i for i in items if i["role"] == "assistant"]
+    assert [a["text"] for a in answers] == [
+        "[the tidy plugin removed a password]", "", "Here.", "Fine."
+    ]  # fmt: skip
+    assert [a["name"] for a in answers[2]["attachments"]] == ["a.txt"]
+    # The model never saw the replaced text in the history it was sent next.
+    assert "hunter2" not in str(fake_llm.bodies("openai")[1]["messages"])

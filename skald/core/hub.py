@@ -170,6 +170,8 @@ class ConversationRunner:
         self.joinable = [] if joins else None
         try:
             result = await self._run(loop, job)
+            if job.kind == "turn" and result.status == "done" and self.hub.after_turn is not None:
+                result = await self._after(history, result)
         finally:
             self.loop = None
             self._end_joins()
@@ -203,6 +205,21 @@ class ConversationRunner:
         )
         await self.hub.set_status(self.conversation_id, "idle")
         return TurnResult(status="failed", error=error, error_code=code)
+
+    async def _after(self, history: OwnerHistory, result: TurnResult) -> TurnResult:
+        """The plugins' say on the answer: replaced, hidden ("suppressed") or with files
+        attached; kept in the history and in the turn's result (`POST /api/chat`, the
+        bridges). Trap: a web tab already showed the streamed answer; it reads the
+        revised one when it loads the conversation again."""
+        assert self.hub.after_turn is not None
+        after = await self.hub.after_turn(self.conversation_id, result.text)
+        if after.replace is None and not after.suppress and not after.attach:
+            return result
+        text = (
+            "" if after.suppress else (after.replace if after.replace is not None else result.text)
+        )
+        await history.revise_reply(text, list(after.attach))
+        return msgspec.structs.replace(result, text=text)
 
     async def _blocked(self, history: OwnerHistory, job: TurnJob, reason: str) -> TurnResult:
         """A plugin blocked the turn: the message is kept, no model runs, and the member

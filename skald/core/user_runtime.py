@@ -36,7 +36,7 @@ from skald.log import get_logger
 from skald.permissions import can
 from skald.plugins.facade import Member
 from skald.plugins.manager import Plugins
-from skald.plugins.specs import BeforeTurn
+from skald.plugins.specs import AfterTurn, BeforeTurn
 from skald.quota import BudgetSource
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
@@ -133,6 +133,7 @@ class UserRuntime:
             retire=self._retire,
             shows_detail=lambda: can(self.role, ADMIN_MODELS_CAP),
             before_turn=self._before_turn,
+            after_turn=self._after_turn,
         )
         self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
         # What the features see of this member (their hooks get it, never this object).
@@ -183,6 +184,9 @@ class UserRuntime:
         await self.current_role()
         await self.plugins.refresh(self.server.db)
         return await self.plugins.before_turn(self.facade, conversation_id, text)
+
+    async def _after_turn(self, conversation_id: str, reply: str) -> AfterTurn:
+        return await self.plugins.after_turn(self.facade, conversation_id, reply)
 
     async def _prompt_values(self) -> dict[str, str]:
         return await self.plugins.prompt_blocks(self)

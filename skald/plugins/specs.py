@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
+    from skald.store.conversations import Attachment
     from skald.store.migrations import Feature
     from skald.store.rows import Role, User
 
@@ -97,11 +98,11 @@ class BeforeTurn:
 class AfterTurn:
     """A plugin's say once a turn answered (`skald_after_turn`): `replace` is the reply
     the member reads instead (kept in the history), `suppress` hides the reply, and
-    `attach` adds files (paths the member may read, e.g. `/home/skald/out.png`)."""
+    `attach` adds files to the reply (`Attachment`s: name, agent path, type, size)."""
 
     replace: str | None = None
     suppress: bool = False
-    attach: tuple[str, ...] = ()
+    attach: tuple[Attachment, ...] = ()  # files the member may read (agent paths)
 
     def merge(self, other: AfterTurn) -> AfterTurn:
         return AfterTurn(
