@@ -16,6 +16,7 @@ from plugin_wheels import build_example, make_wheel
 
 from skald.config import load_config
 from skald.core.runtime import Runtime
+from skald.errors import InvalidInputError
 from skald.features.plugins import install as wheels
 from skald.paths import DataLayout
 
@@ -269,3 +270,22 @@ async def test_an_after_turn_hook_replaces_or_suppresses_the_reply_or_attaches_f
     assert [a["name"] for a in answers[2]["attachments"]] == ["a.txt"]
     # The model never saw the replaced text in the history it was sent next.
     assert "hunter2" not in str(fake_llm.bodies("openai")[1]["messages"])
+
+
+def test_a_wheel_with_a_file_outside_its_folder_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    for name in ("../evil.py", "/tmp/evil.py", "skald_evil/../../evil.py"):
+        wheel = make_wheel(
+            tmp_path / "w",
+            "skald_evil",
+            "1.0",
+            {"skald_evil/__init__.py": "", name: "print('owned')\n"},
+            entry=("evil", "skald_evil"),
+        )
+        plan = wheels.inspect_upload([(wheel, wheel.name)])
+        with pytest.raises(InvalidInputError, match="outside its folder"):
+            wheels.install(plan, tmp_path / "data" / "plugins")
+        assert not (tmp_path / "data" / "evil.py").exists()
+        assert not (tmp_path / "data" / "plugins" / "evil").exists()
+        assert list((tmp_path / "data" / "plugins").iterdir()) == []
