@@ -524,6 +524,9 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"granted": True},
         {"anon": 401, A: 404, M: 403, C: 403},
     ),
+    # A member's own settings of a plugin: only a plugin that reaches them (none here).
+    ("GET", "/api/plugins/{plugin}/mine", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("PUT", "/api/plugins/{plugin}/mine", {"values": {}}, {"anon": 401, A: 404, M: 404, C: 404}),
     # A plugin's address with no live route (none here): 404 to every signed-in caller.
     *(
         (method, "/api/plugin/{plugin}/{rest}", None, {"anon": 401, A: 404, M: 404, C: 404})

@@ -289,3 +289,36 @@ def test_a_wheel_with_a_file_outside_its_folder_is_refused_and_nothing_is_writte
         assert not (tmp_path / "data" / "evil.py").exists()
         assert not (tmp_path / "data" / "plugins" / "evil").exists()
         assert list((tmp_path / "data" / "plugins").iterdir()) == []
+
+
+async def test_a_members_own_plugin_settings_stay_in_their_database_and_reach_the_hook(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
+    fake_llm.script("model-a", [Text("Hi Ace.")])
+    ada = await signed_in(make_client, "ada")
+    r = await ada.call("GET", "/api/plugins/example/mine")
+    assert r.status_code == 200, r.text
+    mine = r.json()
+    assert [f["name"] for f in mine["fields"]] == ["nickname"]
+    assert mine["values"] == {"example_me": {"nickname": ""}}
+    r = await ada.call(
+        "PUT", "/api/plugins/example/mine", json={"values": {"example_me": {"nickname": "Ace"}}}
+    )
+    assert r.status_code == 200 and r.json()["values"] == {"example_me": {"nickname": "Ace"}}
+    await post_chat(ada, "hello")
+    assert "Call the member Ace." in fake_llm.bodies("openai")[0]["messages"][0]["content"]
+    # Kept in ada's own database; the household's settings (what admins read) lack it.
+    rows = await runtime.user_runtimes[household["ada"]].handle.db.call(
+        lambda c: c.execute("SELECT section FROM plugin_member_settings").fetchall()
+    )
+    assert rows == [("example_me",)]
+    mum = await signed_in(make_client, "mum")
+    admin_view = (await mum.call("GET", "/api/plugins/example/settings")).text
+    assert "Ace" not in admin_view and "nickname" not in admin_view
+    assert (await mum.call("GET", "/api/plugins/example/mine")).json()["values"] == {
+        "example_me": {"nickname": ""}
+    }
+    # A member the plugin does not reach has no settings of it.
+    tim = await signed_in(make_client, "tim")
+    assert (await tim.call("GET", "/api/plugins/example/mine")).status_code == 404

@@ -22,6 +22,7 @@ import msgspec
 
 from skald.errors import ConfigError
 from skald.permissions import Capability, can
+from skald.store.plugins import member_settings
 
 if TYPE_CHECKING:
     import asyncio
@@ -265,6 +266,15 @@ class Member:
     @property
     def sandbox(self) -> SandboxManager | None:
         return self._live.sandbox
+
+    async def settings(self, section: str, struct: type[S]) -> S:
+        """The member's own values of a plugin's member settings section (its struct's
+        defaults when they saved none, or saved values it no longer accepts)."""
+        saved = await member_settings(self.db, section)
+        try:
+            return msgspec.convert(saved or {}, type=struct)
+        except msgspec.ValidationError:
+            return msgspec.convert({}, type=struct)
 
     async def helper(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         return await self._live.child(agent_id, ctx)

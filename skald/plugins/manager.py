@@ -239,6 +239,14 @@ class Plugins:
                 out.update(answer)
         return out
 
+    def member_sections_of(self, pid: str) -> dict[str, type[msgspec.Struct]]:
+        """The member settings sections one plugin declares (`skald_member_settings`)."""
+        out: dict[str, type[msgspec.Struct]] = {}
+        for name, answer in self._call("skald_member_settings"):
+            if name == pid:
+                out.update(answer)
+        return out
+
     def section_owner(self, section: str) -> str | None:
         """The third-party plugin that declares config section `section`, if any."""
         for name, answer in self._call("skald_config_sections"):

@@ -261,3 +261,10 @@ def skald_after_turn(
 ) -> AfterTurn | Awaitable[AfterTurn] | None:
     """Once a member's turn answered (`reply`: the final text): replace or suppress the
     reply, or attach files (`AfterTurn`). Not called for failed or stopped turns."""
+
+
+@hookspec
+def skald_member_settings() -> Mapping[str, type[msgspec.Struct]] | None:
+    """`{"section": Struct}`: settings each member sets for themselves (an account name,
+    a key of their own). Kept in the member's own database, never shown to anyone else;
+    read with `await member.settings(section, Struct)`."""

@@ -57,6 +57,39 @@ REGISTRY_FEATURE = Feature(
 )
 
 
+# A member's own settings of plugins: in their own (encrypted) database, so nobody else,
+# administrators included, can read them.
+_OWNER_V1 = """
+CREATE TABLE plugin_member_settings(
+    section TEXT PRIMARY KEY,
+    value TEXT NOT NULL CHECK (json_valid(value)),
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+OWNER_FEATURE = Feature("plugins", (Migration(1, "each member's plugin settings", _OWNER_V1),))
+
+
+async def member_settings(db: Database, section: str) -> dict[str, Any] | None:
+    """The member's saved values of a plugin's member settings section (their database)."""
+    row = await db.call(
+        lambda c: fetch_one(
+            c, "SELECT value FROM plugin_member_settings WHERE section=?", (section,)
+        )
+    )
+    return None if row is None else dict(json.loads(row[0]))
+
+
+async def save_member_settings(db: Database, section: str, values: dict[str, Any]) -> None:
+    text = json.dumps(values)
+    await db.call(
+        lambda c: c.execute(
+            "INSERT INTO plugin_member_settings(section, value, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(section) DO UPDATE SET value=excluded.value, updated_at=excluded.updated_at",
+            (section, text, now_iso()),
+        )
+    )
+
+
 class PluginRow(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     enabled: bool

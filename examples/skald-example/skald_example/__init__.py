@@ -1,7 +1,7 @@
 """An example Skald plugin, installed from its wheel (examples/skald-example).
 
 It shows each part a plugin usually has: a setting (its config struct: the Plugins page
-makes the form), a tool, a route (served under /api/plugin/example/), a page with its
+makes the form), a setting each member keeps for themselves, a tool, a route (served under /api/plugin/example/), a page with its
 translations, and a before-turn hook. It uses Skald through the facade only.
 """
 
@@ -28,6 +28,12 @@ class ExampleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     motto: Annotated[str, msgspec.Meta(max_length=200, description="Household motto")] = (
         "Many hands make light work"
     )
+
+
+class ExampleMine(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What each member sets for themselves (kept in their own database)."""
+
+    nickname: Annotated[str, msgspec.Meta(max_length=40, description="What to call me")] = ""
 
 
 def _motto(server: Server) -> str:
@@ -91,9 +97,18 @@ def skald_pages() -> list[Page]:
 
 
 @hookimpl
-def skald_before_turn(member: Member, text: str) -> BeforeTurn:
+def skald_member_settings() -> dict[str, type[msgspec.Struct]]:
+    return {"example_me": ExampleMine}
+
+
+@hookimpl
+async def skald_before_turn(member: Member, text: str) -> BeforeTurn:
     if PRIVATE in text:
         return BeforeTurn(
             block="The example plugin keeps messages marked #private out of the chat."
         )
-    return BeforeTurn(system=f"The household's motto is: {_motto(member.server)}")
+    system = f"The household's motto is: {_motto(member.server)}"
+    nickname = (await member.settings("example_me", ExampleMine)).nickname
+    if nickname:
+        system += f"\nCall the member {nickname}."
+    return BeforeTurn(system=system)

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 @hookimpl
 def skald_migrations(schema: str) -> list[Feature]:
-    from skald.store.plugins import REGISTRY_FEATURE
+    from skald.store.plugins import OWNER_FEATURE, REGISTRY_FEATURE
 
-    return [REGISTRY_FEATURE] if schema == "registry" else []
+    return [REGISTRY_FEATURE] if schema == "registry" else [OWNER_FEATURE]
 
 
 @hookimpl

@@ -28,9 +28,9 @@ from skald.api.openapi import errors
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.plugins import install as wheels
 from skald.features.plugins.settings_form import Field, check, fields
-from skald.plugins.facade import Server
+from skald.plugins.facade import Member, Server
 from skald.plugins.switches import PLUGIN_MANAGE
-from skald.store.plugins import PluginStore
+from skald.store.plugins import PluginStore, save_member_settings
 
 GUARD = [requires(PLUGIN_MANAGE)]
 MAX_UPLOAD = 64 * 1024 * 1024
@@ -276,6 +276,40 @@ async def put_access(
     server.plugins.switches.set_grant(pid, user_id, data.granted)
 
 
+async def _mine_sections(member: Member, pid: str) -> dict[str, type[msgspec.Struct]]:
+    """The plugin's member settings, when it reaches this member (else 404)."""
+    plugins = member.server.plugins
+    await plugins.refresh(member.server.db)
+    sections = plugins.member_sections_of(pid)
+    reached = plugins.switches.reaches(pid, member.id, member.can(PLUGIN_MANAGE))
+    if not sections or not reached:
+        raise NotFoundError(f"no plugin {pid!r} with settings of yours")
+    return sections
+
+
+async def _mine_view(member: Member, sections: dict[str, type[msgspec.Struct]]) -> SettingsView:
+    values = {n: msgspec.to_builtins(await member.settings(n, st)) for n, st in sections.items()}
+    return SettingsView(fields=fields(sections), values=values)
+
+
+@get("/api/plugins/{pid:str}/mine", responses=errors(404))
+async def get_mine(member: NamedDependency[Member], pid: FromPath[str]) -> SettingsView:
+    """The caller's own settings of a plugin (kept in their own database: nobody else,
+    administrators included, reads them)."""
+    return await _mine_view(member, await _mine_sections(member, pid))
+
+
+@put("/api/plugins/{pid:str}/mine", responses=errors(400, 404))
+async def put_mine(
+    member: NamedDependency[Member], pid: FromPath[str], data: JSONBody[SettingsIn]
+) -> SettingsView:
+    """Save the caller's own settings of a plugin (checked by its struct)."""
+    sections = await _mine_sections(member, pid)
+    for section, values in check(sections, data.values).items():
+        await save_member_settings(member.db, section, values)
+    return await _mine_view(member, sections)
+
+
 @route(
     "/api/plugin/{pid:str}/{rest:path}",
     http_method=[
@@ -309,5 +343,7 @@ ROUTES = [
     put_settings,
     get_access,
     put_access,
+    get_mine,
+    put_mine,
     plugin_fallback,
 ]
