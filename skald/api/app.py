@@ -66,7 +66,10 @@ def create_app(
     # installed from a wheel serves under /api/plugin/<id>/ behind its gate.
     api = runtime.plugins.routes()
     db = runtime.core.registry.db
-    gated = [plugin_router(pid, h, db) for pid, h in runtime.plugins.plugin_routes().items()]
+    gated = [
+        plugin_router(pid, prefix, handlers, db)
+        for pid, (prefix, handlers) in runtime.plugins.plugin_routes().items()
+    ]
     return Litestar(
         route_handlers=[
             *map(document_errors, api),

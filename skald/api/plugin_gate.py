@@ -1,7 +1,7 @@
 """The gate in front of a plugin's routes: `/api/plugin/<id>/...`.
 
-Rule: a plugin installed from a wheel serves its routes under `/api/plugin/<id>/`,
-behind sign-in and this gate, which reads the plugin's switch and the caller's grant
+Rule: a plugin installed from a wheel serves its routes under `/api/plugin/<id>/` (one
+named in config.toml or by a package keeps its own paths), behind sign-in and this gate, which reads the plugin's switch and the caller's grant
 from the registry on every request: switched off is 404 at once, switched on is served
 at once (no restart), and a member it is not granted to gets 403 (holders of
 `plugin.manage` reach every plugin). Every answer says `Cache-Control: no-cache`.
@@ -53,10 +53,10 @@ class PluginGate:
         return f"plugin_gate({self.pid})"
 
 
-def plugin_router(pid: str, handlers: list[Any], db: Database) -> Router:
-    """The plugin's routes under `/api/plugin/<id>`, behind its gate."""
+def plugin_router(pid: str, prefix: str, handlers: list[Any], db: Database) -> Router:
+    """The plugin's routes under `prefix` (`/api/plugin/<id>` for a wheel), behind its gate."""
     return Router(
-        f"/api/plugin/{pid}",
+        prefix,
         route_handlers=[document_errors(h) for h in handlers],
         guards=[PluginGate(pid, db)],
         cache_control=CacheControlHeader(no_cache=True),

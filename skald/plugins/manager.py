@@ -258,22 +258,23 @@ class Plugins:
         return self._concat("skald_migrations", schema=schema)
 
     def routes(self) -> list[Any]:
-        """The routes of the built-ins and of plugins named by module or entry point
-        (their paths as declared); a wheel's routes are `plugin_routes`."""
+        """The built-in features' routes (a plugin's are `plugin_routes`)."""
         return [
             item
             for pid, answer in self._call("skald_routes")
-            if not self._wheel(pid)
+            if not self.third_party(pid)
             for item in answer
         ]
 
-    def plugin_routes(self) -> dict[str, list[Any]]:
-        """Each plugin installed from a wheel: its routes, mounted by the app under
-        `/api/plugin/<id>/` behind the enabled check."""
-        out: dict[str, list[Any]] = {}
+    def plugin_routes(self) -> dict[str, tuple[str, list[Any]]]:
+        """Each third-party plugin: (path prefix, its routes), mounted by the app behind
+        the plugin's gate. A wheel's routes live under `/api/plugin/<id>`; a plugin
+        named in config.toml or by an installed package keeps the paths it declares."""
+        out: dict[str, tuple[str, list[Any]]] = {}
         for pid, answer in self._call("skald_routes"):
-            if self._wheel(pid):
-                out.setdefault(pid, []).extend(answer)
+            if self.third_party(pid):
+                prefix = f"/api/plugin/{pid}" if self._wheel(pid) else "/"
+                out.setdefault(pid, (prefix, []))[1].extend(answer)
         return out
 
     def _wheel(self, pid: str) -> bool:
