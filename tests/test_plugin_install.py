@@ -6,6 +6,7 @@ is per member; a wheel whose dependency is missing is refused with the list."""
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
 from skald.features.plugins import install as wheels
 from skald.paths import DataLayout
+from skald.store.plugins import PluginStore
 
 MOTTO = "Many hands make light work"
 # A plugin whose hooks raise at run time (installed beside the example).
@@ -81,6 +83,10 @@ async def runtime(tmp_path: Path, example_wheel: Path) -> AsyncIterator[Runtime]
     rt = await Runtime.boot(layout, load_config(layout.root, TEST_ENV), announce=io.StringIO())
     yield rt
     await rt.shutdown()
+    # The plugins' folders joined this process's path: leave none for the next tests.
+    sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
+    for name in ("skald_example", "skald_flaky", "skald_tidy"):
+        sys.modules.pop(name, None)
 
 
 async def _tools(runtime: Runtime, name: str) -> list[str]:
@@ -322,3 +328,26 @@ async def test_a_members_own_plugin_settings_stay_in_their_database_and_reach_th
     # A member the plugin does not reach has no settings of it.
     tim = await signed_in(make_client, "tim")
     assert (await tim.call("GET", "/api/plugins/example/mine")).status_code == 404
+
+
+async def test_removing_a_plugin_stops_it_at_once_and_keeps_its_settings_unless_purged(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    mum = await signed_in(make_client, "mum")
+    body = {"values": {"example": {"motto": "Kept"}}}
+    assert (await mum.call("PUT", "/api/plugins/example/settings", json=body)).status_code == 200
+    r = await mum.call("DELETE", "/api/plugins/example")
+    assert r.status_code == 204, r.text
+    assert not (runtime.core.layout.plugins_dir / "example").exists()
+    assert (await mum.call("GET", "/api/plugin/example/motto")).status_code == 404
+    listed = {p["id"]: p for p in (await mum.call("GET", "/api/plugins")).json()}
+    assert listed["example"]["status"] == "restart" and not listed["example"]["installed"]
+    row = await PluginStore(runtime.core.registry.db).get("example")
+    assert row is not None and row.settings == {"example": {"motto": "Kept"}}
+    await signed_in(make_client, "ada")
+    r = await mum.call("DELETE", "/api/plugins/example?purge=true")
+    assert r.status_code == 204, r.text
+    assert await PluginStore(runtime.core.registry.db).get("example") is None
+    # Still loaded until the restart, and still off: purging never switches it back on.
+    assert "example_motto" not in await _tools(runtime, "ada")
+    assert (await mum.call("GET", "/api/plugin/example/motto")).status_code == 404

@@ -94,13 +94,14 @@ class Switches:
         return None
 
     def enabled(self, pid: str) -> bool:
-        """Switched on (a plugin never seen by the registry yet counts as on)."""
-        return pid not in self._snap.off
+        """Switched on: its registry row exists (written at start for every plugin
+        loaded; a purge deletes it) and says so."""
+        return pid in self._snap.settings and pid not in self._snap.off
 
     def on(self, pid: str) -> bool:
         """Loaded, not failed, and switched on: its hooks are called."""
         found = self.known.get(pid)
-        return found is not None and found.error is None and pid not in self._snap.off
+        return found is not None and found.error is None and self.enabled(pid)
 
     def reaches(self, pid: str, user_id: str, manager: bool) -> bool:
         """The plugin is on and this member may use it (a grant, or `plugin.manage`)."""
