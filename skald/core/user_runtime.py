@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
+import apsw
+
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
 from skald.agent.loop import DEFAULT_MAX_TOKENS
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
@@ -41,6 +43,8 @@ from skald.quota import BudgetSource
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
+from skald.store.plugins import Snapshot, snapshot_in
+from skald.store.registry import role_in, user_in
 from skald.store.rows import Role, User
 from skald.tools.memory import MEMORY_SHARED
 
@@ -123,6 +127,8 @@ class UserRuntime:
         # The sandbox manager as it was when they unlocked (None before it is built).
         self.sandbox = server.sandbox
         self._member: Callable[[str], Awaitable[tuple[User, Role]]] | None = server.fetch
+        # Set by `_before_turn` once it read the role and switches for the turn's setup.
+        self._fresh = False
         default = default_chat_agent(role.attributes.default_chat_agent, self.agents)
         self.hub = ChatHub(
             self.user.id,
@@ -180,10 +186,32 @@ class UserRuntime:
 
     async def _before_turn(self, conversation_id: str, text: str) -> BeforeTurn:
         """The plugins' say before this member's turn, with their switches and grants
-        and the member's role as they are now (a plugin switched off is gone at once)."""
-        await self.current_role()
-        await self.plugins.refresh(self.server.db)
-        return await self.plugins.before_turn(self.facade, conversation_id, text)
+        and the member's role as they are now (a plugin switched off is gone at once);
+        the turn's setup, next, uses what this read (one trip, not two)."""
+        await self._read_fresh()
+        verdict = await self.plugins.before_turn(self.facade, conversation_id, text)
+        self._fresh = verdict.block is None  # a blocked turn has no setup to use it
+        return verdict
+
+    async def _read_fresh(self) -> Role:
+        """The member's role and the plugins' switches as they are now, in one trip."""
+        if self._member is None:
+            self.plugins.switches.apply(await self.server.db.call(snapshot_in))
+            return self.role
+        user_id = self.user.id
+
+        def q(c: apsw.Connection) -> tuple[User | None, Role | None, Snapshot]:
+            user = user_in(c, user_id)
+            return user, role_in(c, user.role) if user else None, snapshot_in(c)
+
+        user, role, snapshot = await self.server.db.call(q)
+        if user is None:
+            raise NotFoundError("no such user")
+        if role is None:
+            raise NotFoundError(f"the role {user.role!r} no longer exists")
+        self.role = role
+        self.plugins.switches.apply(snapshot)
+        return role
 
     async def _after_turn(self, conversation_id: str, reply: str) -> AfterTurn:
         return await self.plugins.after_turn(self.facade, conversation_id, reply)
@@ -330,8 +358,8 @@ class UserRuntime:
     async def turn_setup(self, conversation: Conversation, needs_vision: bool) -> TurnSetup:
         # The role as it is now: a capability removed since the last turn is gone from
         # this one's tools and prompt; so is a plugin switched off or taken away.
-        role = await self.current_role()
-        await self.plugins.refresh(self.server.db)
+        role = self.role if self._fresh else await self._read_fresh()
+        self._fresh = False
         if self.budget is not None:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
             await (await self.budget(role)).recheck()

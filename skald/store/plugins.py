@@ -109,6 +109,20 @@ def _row(r: tuple[Any, ...]) -> PluginRow:
     return PluginRow(id=r[0], enabled=bool(r[1]), settings=json.loads(r[2]), added_at=r[3])
 
 
+def snapshot_in(c: apsw.Connection) -> Snapshot:
+    """The switches, grants and settings, read on the caller's connection (a turn reads
+    them in the same trip as the member's role)."""
+    rows = [_row(r) for r in fetch_all(c, "SELECT id, enabled, settings, added_at FROM plugins")]
+    grants: dict[str, set[str]] = {r.id: set() for r in rows}
+    for plugin, user_id in fetch_all(c, "SELECT plugin, user_id FROM plugin_grants"):
+        grants.setdefault(plugin, set()).add(user_id)
+    return Snapshot(
+        off=frozenset(r.id for r in rows if not r.enabled),
+        grants={k: frozenset(v) for k, v in grants.items()},
+        settings={r.id: r.settings for r in rows},
+    )
+
+
 class PluginStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -147,20 +161,7 @@ class PluginStore:
         return row is not None and row.enabled
 
     async def snapshot(self) -> Snapshot:
-        def q(c: apsw.Connection) -> Snapshot:
-            rows = [
-                _row(r) for r in fetch_all(c, "SELECT id, enabled, settings, added_at FROM plugins")
-            ]
-            grants: dict[str, set[str]] = {r.id: set() for r in rows}
-            for plugin, user_id in fetch_all(c, "SELECT plugin, user_id FROM plugin_grants"):
-                grants.setdefault(plugin, set()).add(user_id)
-            return Snapshot(
-                off=frozenset(r.id for r in rows if not r.enabled),
-                grants={k: frozenset(v) for k, v in grants.items()},
-                settings={r.id: r.settings for r in rows},
-            )
-
-        return await self.db.call(q)
+        return await self.db.call(snapshot_in)
 
     async def set_enabled(self, pid: str, enabled: bool) -> None:
         await self.db.call(
