@@ -382,6 +382,68 @@ async def cmd_user_delete(args: argparse.Namespace, env: Env) -> int:
     return 0
 
 
+async def cmd_plugin_install(args: argparse.Namespace, env: Env) -> int:
+    from skald.features.plugins import install as wheels
+    from skald.store.plugins import PluginStore
+
+    paths = [(Path(w), Path(w).name) for w in args.wheels]
+    for path, _ in paths:
+        if not path.is_file():
+            raise UsageError(f"no such file: {path}")
+    plan = await asyncio.to_thread(wheels.inspect_upload, paths)
+
+    async def run(core: Core) -> int:
+        await asyncio.to_thread(wheels.install, plan, env.layout.plugins_dir)
+        await PluginStore(core.registry.db).ensure([plan.id])
+        env.out.write(f"Installed {plan.id} {plan.plugin.version}; it loads at the next start.\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_plugin_list(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        switches = core.plugins.switches
+        for pid, loaded in sorted(switches.known.items()):
+            state = "failed" if loaded.error else ("on" if switches.enabled(pid) else "off")
+            line = f"{pid}  {loaded.version or '-'}  {loaded.source}  {state}"
+            env.out.write(line + (f"  ({loaded.error})" if loaded.error else "") + "\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_plugin_switch(args: argparse.Namespace, env: Env) -> int:
+    from skald.store.plugins import PluginStore
+
+    async def run(core: Core) -> int:
+        store = PluginStore(core.registry.db)
+        if await store.get(args.id) is None:
+            raise UsageError(f"no plugin named {args.id!r}")
+        await store.set_enabled(args.id, args.on)
+        env.out.write(f"{args.id} is switched {'on' if args.on else 'off'}.\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_plugin_remove(args: argparse.Namespace, env: Env) -> int:
+    from skald.features.plugins import install as wheels
+    from skald.store.plugins import PluginStore
+
+    async def run(core: Core) -> int:
+        removed = await asyncio.to_thread(wheels.uninstall, env.layout.plugins_dir, args.id)
+        if not removed and not args.purge:
+            raise UsageError(f"no plugin {args.id!r} is installed in {env.layout.plugins_dir}")
+        if args.purge:
+            await PluginStore(core.registry.db).purge(args.id)
+        kept = "" if args.purge else " (its settings and grants are kept)"
+        env.out.write(f"Removed {args.id}{kept}; it is gone at the next start.\n")
+        return 0
+
+    return await _with_core(env, run)
+
+
 async def cmd_serve(args: argparse.Namespace, env: Env) -> int:
     from skald.features.backups.restart import RESTART, exec_again
     from skald.server import serve
@@ -772,6 +834,22 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument("name")
     p.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
     p.set_defaults(handler=cmd_user_delete)
+
+    plug = command("plugin", "install, list, switch and remove plugins")
+    psub = plug.add_subparsers(dest="plugin_command", metavar="ACTION", required=True)
+    p = command("install", "install a plugin from its wheel (and its dependencies' wheels)", psub)
+    p.add_argument("wheels", nargs="+", metavar="WHEEL")
+    p.set_defaults(handler=cmd_plugin_install)
+    p = command("list", "list the plugins and their state", psub)
+    p.set_defaults(handler=cmd_plugin_list)
+    for name, on in (("enable", True), ("disable", False)):
+        p = command(name, f"switch a plugin {'on' if on else 'off'} (at once)", psub)
+        p.add_argument("id")
+        p.set_defaults(handler=cmd_plugin_switch, on=on)
+    p = command("remove", "remove an installed plugin (its data stays unless --purge)", psub)
+    p.add_argument("id")
+    p.add_argument("--purge", action="store_true", help="also forget its settings and grants")
+    p.set_defaults(handler=cmd_plugin_remove)
 
     img = command("image", "the sandboxes' runtime image")
     isub = img.add_subparsers(dest="image_command", metavar="ACTION", required=True)

@@ -92,6 +92,11 @@ class DataLayout:
     def cache_dir(self) -> Path:
         return self.root / "cache"
 
+    @property
+    def plugins_dir(self) -> Path:
+        """Installed plugins, one folder each (`plugins/<id>/`: a wheel unpacked there)."""
+        return self.root / "plugins"
+
     def ensure(self) -> DataLayout:
         """Create the private directories (0700) and tighten any that already exist."""
         for directory in (

@@ -647,6 +647,39 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/skills/{mine}/{none}/zip", {}, {"anon": 401, A: 400, M: 400, C: 403}),
     ("POST", "/api/skills/{shared}/{none}/zip", {}, {"anon": 401, A: 403, M: 403, C: 403}),
     ("DELETE", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
+    # Plugins (plugin.manage: administrators); `ghost` is no plugin. Installing, switching
+    # and configuring are refused to members and children before anything is read.
+    ("GET", "/api/plugins", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    ("POST", "/api/plugins", None, {"anon": 401, A: 400, M: 403, C: 403}),
+    ("DELETE", "/api/plugins/{plugin}", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/plugins/{plugin}/enabled",
+        {"enabled": True},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
+    ("GET", "/api/plugins/{plugin}/settings", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/plugins/{plugin}/settings",
+        {"values": {}},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
+    ("GET", "/api/plugins/{plugin}/access", None, {"anon": 401, A: 404, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/plugins/{plugin}/access/{ada}",
+        {"granted": True},
+        {"anon": 401, A: 404, M: 403, C: 403},
+    ),
+    # A member's own settings of a plugin: only a plugin that reaches them (none here).
+    ("GET", "/api/plugins/{plugin}/mine", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("PUT", "/api/plugins/{plugin}/mine", {"values": {}}, {"anon": 401, A: 404, M: 404, C: 404}),
+    # A plugin's address with no live route (none here): 404 to every signed-in caller.
+    *(
+        (method, "/api/plugin/{plugin}/{rest}", None, {"anon": 401, A: 404, M: 404, C: 404})
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+    ),
 ]
 
 
@@ -722,6 +755,8 @@ async def test_role_route_matrix(
         "mine": "mine",
         "shared": "shared",
         "none": "none",
+        "plugin": "ghost",
+        "rest": "motto",
     }
     if who != "anon":
         owner = await make_client()

@@ -196,11 +196,18 @@ def test_the_plugins_config_section_is_checked_with_a_clear_error(tmp_path: Path
     assert config.section("sample", sample_plugin.SampleConfig).greeting == "Ahoy"
 
 
-def test_a_plugin_that_does_not_import_stops_with_its_name(tmp_path: Path) -> None:
+async def test_a_plugin_that_does_not_import_is_marked_failed_and_the_server_starts(
+    tmp_path: Path,
+) -> None:
     layout = DataLayout(tmp_path / "data")
-    _write_config(layout, '[plugins]\nmodules = ["plugins.no_such_plugin"]\n[x]\na = 1\n')
-    with pytest.raises(ConfigError, match=r"cannot load plugin 'plugins\.no_such_plugin'"):
-        load_config(layout.root, TEST_ENV, plugin_sections)
+    _write_config(layout, '[plugins]\nmodules = ["plugins.no_such_plugin"]\n')
+    rt = await _boot(layout)
+    try:
+        error = rt.plugins.switches.failed("plugins.no_such_plugin")
+        assert error is not None and "No module named 'plugins.no_such_plugin'" in error
+        assert "plugins.no_such_plugin" not in rt.plugins.names()
+    finally:
+        await rt.shutdown()
 
 
 async def test_the_plugins_mount_is_reached_by_the_file_tools_read_only(
@@ -258,8 +265,11 @@ def test_the_built_in_features_are_plugins_like_any_other() -> None:
     # Loading it twice (by name and as already registered) registers it once.
     again = Plugins.load([MODULE, MODULE], entry_points=False)
     assert again.names().count(MODULE) == 1
-    # Handlers, and routers grouping handlers that share a layer (`skald.api.deps.group`).
-    assert any("/api/sample/widgets" in getattr(r, "paths", ()) for r in plugins.routes())
+    # Handlers, and routers grouping handlers that share a layer (`skald.api.deps.group`);
+    # a plugin's own come apart, each mounted behind its switch (at its declared paths).
+    assert any(r.__class__.__name__ == "Router" for r in plugins.routes())
+    prefix, handlers = plugins.plugin_routes()[MODULE]
+    assert prefix == "/" and any("/api/sample/widgets" in getattr(r, "paths", ()) for r in handlers)
 
 
 def test_a_router_refuses_what_leaves_the_plugins_mount(tmp_path: Path) -> None:
@@ -305,10 +315,11 @@ async def test_the_built_in_tools_come_first_in_their_order_then_the_plugins(
         "glob", "show_file", "execute_task", "ask_user", "notify", "schedule",
         "background_task", "skill_read", "skill_register", "skill_delete", "sample_stamp",
     ]  # fmt: skip
-    # Without `files` (children): the note tools alone, from the memory feature.
+    # Without `files` (children): the note tools alone, from the memory feature; and no
+    # plugin tool: the children's role has no `auto_grant`, so the plugin is not theirs.
     assert names["tim"] == [
         "read_file", "write_file", "edit_file", "list_files", "memory_search",
-        "execute_task", "ask_user", "notify", "skill_read", "sample_stamp",
+        "execute_task", "ask_user", "notify", "skill_read",
     ]  # fmt: skip
 
 
@@ -386,6 +397,37 @@ async def test_the_plugins_notification_channel_carries_a_members_batch(
     user_id = (await runtime.core.users.get("ada")).id
     await runtime.notifications.notify(user_id, title="coo", source="sample")
     await runtime.notifications.flush()
-    pigeon = runtime.notifications.channels["pigeon"]
+    # A plugin's channel comes wrapped in its switch (skald/plugins/gating.py).
+    pigeon = runtime.notifications.channels["pigeon"].channel
     assert isinstance(pigeon, sample_plugin.PigeonChannel)
     assert [[n.title for n in d.items] for d in pigeon.deliveries] == [["coo"]]
+
+
+async def test_switched_off_a_plugins_service_stops_and_its_channel_is_unavailable_until_on(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    async def settle(last: str) -> None:
+        for _ in range(200):
+            if sample_plugin.SERVICE_LOG[-1:] == [last]:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(sample_plugin.SERVICE_LOG)
+
+    await settle("running")
+    mum = await signed_in(make_client, "mum")
+    ada = await signed_in(make_client, "ada")
+    r = await mum.call("PUT", f"/api/plugins/{MODULE}/enabled", json={"enabled": False})
+    assert r.status_code == 200 and r.json()["status"] == "off", r.text
+    await settle("stopped")
+    pigeon = runtime.notifications.channels["pigeon"]
+    assert not await pigeon.available(household["ada"])
+    # Its route (at the path it declares: named in config.toml) is 404, its tool gone.
+    assert (await ada.call("GET", "/api/sample/widgets")).status_code == 404
+    mine = await runtime.user_runtime(await runtime.core.users.get("ada"))
+    assert "sample_stamp" not in [t.name for t in mine.all_tools()]
+    r = await mum.call("PUT", f"/api/plugins/{MODULE}/enabled", json={"enabled": True})
+    assert r.json()["status"] == "ok"
+    await settle("running")
+    assert await pigeon.available(household["ada"])
+    assert "sample_stamp" in [t.name for t in mine.all_tools()]
+    assert (await ada.call("GET", "/api/sample/widgets")).status_code != 404

@@ -19,6 +19,7 @@ from skald import __version__
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
 from skald.api.ops_gate import OpsGate
+from skald.api.plugin_gate import plugin_router
 from skald.api.security import AuthMiddleware, EdgeMiddleware, principal_of
 from skald.api.web_parts import static_routers, translations
 from skald.assets import asset_dir
@@ -61,10 +62,22 @@ def create_app(
         cache_control=CacheControlHeader(no_cache=True),
         include_in_schema=False,
     )
-    # Every feature's routes, built-in or a plugin's, through the routes hook.
+    # Every feature's routes, built-in or a plugin's, through the routes hook; a plugin
+    # installed from a wheel serves under /api/plugin/<id>/ behind its gate.
     api = runtime.plugins.routes()
+    db = runtime.core.registry.db
+    gated = [
+        plugin_router(pid, prefix, handlers, db)
+        for pid, (prefix, handlers) in runtime.plugins.plugin_routes().items()
+    ]
     return Litestar(
-        route_handlers=[*map(document_errors, api), translations, *static_routers(parts), static],
+        route_handlers=[
+            *map(document_errors, api),
+            *gated,
+            translations,
+            *static_routers(parts),
+            static,
+        ],
         dependencies={
             "rt": Provide(provide_runtime, use_cache=True),
             "catalogues": Provide(provide_catalogues, use_cache=True),

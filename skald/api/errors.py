@@ -114,7 +114,9 @@ def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     if exc.status_code >= 500:
         log.error("server error", status=exc.status_code, detail=exc.detail)
     headers = {
-        k: v for k, v in (exc.headers or {}).items() if k.lower() in ("allow", "retry-after")
+        k: v
+        for k, v in (exc.headers or {}).items()
+        if k.lower() in ("allow", "retry-after", "cache-control")
     }
     return error_response(exc.status_code, code, detail, headers or None)
 

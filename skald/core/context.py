@@ -14,6 +14,7 @@ from skald.permissions import declared
 from skald.plugins.manager import Plugins
 from skald.store.migrations.owner import OWNER
 from skald.store.migrations.registry import REGISTRY
+from skald.store.plugins import PluginStore
 from skald.store.registry import Registry
 
 
@@ -37,7 +38,7 @@ class Core:
         """Open the registry (migrating it, every feature's migrations included). Without
         `create`, a missing one is an error, so a mistyped `--data` never scatters empty
         databases around the disk."""
-        plugins = plugins or Plugins.from_config(config)
+        plugins = plugins or Plugins.from_config(config, layout.plugins_dir)
         if not create and not layout.system_db.exists():
             raise StorageError(
                 f"no Skald data in {layout.root} (run `skald setup` first, or pass --data)"
@@ -61,6 +62,10 @@ class Core:
             # hold them; rows are only added or re-described, never deleted.
             plugins.capabilities()
             await registry.sync_capabilities([(c.name, c.description) for c in declared()])
+            # A row for every third-party plugin (a new one reaches the auto_grant roles),
+            # then the administrator's switches, grants and settings.
+            await PluginStore(registry.db).ensure(list(plugins.switches.known))
+            await plugins.refresh(registry.db)
         except BaseException:
             await registry.close()
             raise

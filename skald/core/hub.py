@@ -39,6 +39,7 @@ from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
 from skald.llm.types import ContentPart, ImagePart, Interruption, Message, TextPart, VideoPart
 from skald.log import get_logger
+from skald.plugins.specs import AfterTurn, BeforeTurn
 from skald.store.conversations import (
     Attachment,
     Conversation,
@@ -78,6 +79,11 @@ class TurnSetup:
 # The member's runtime provides this: everything about a turn that depends on the world
 # outside the hub (which agent, which model, which tools, what the prompt says).
 SetupFactory = Callable[[Conversation, tuple[str, ...]], Awaitable[TurnSetup]]
+# The plugins' say before a turn (conversation id, the member's text) and after it
+# (conversation id, the reply): skald_before_turn / skald_after_turn.
+BeforeHook = Callable[[str, str], Awaitable[BeforeTurn]]
+AfterHook = Callable[[str, str], Awaitable[AfterTurn]]
+BLOCKED = "plugin_blocked"  # the failure code of a turn a plugin blocked (its reason shown)
 
 
 class ConversationRunner:
@@ -126,10 +132,23 @@ class ConversationRunner:
         )
         history = OwnerHistory(self.hub.db, self.conversation_id)
         history.pending_attachments = job.attachments
+        before = BeforeTurn()
+        if job.kind == "turn" and job.message is not None and self.hub.before_turn is not None:
+            before = await self.hub.before_turn(self.conversation_id, display_text(job.message))
+            if before.block is not None:
+                return await self._blocked(history, job, before.block)
+            if before.append:
+                job.message = Message(
+                    role="user", content=[*job.message.content, TextPart(text=before.append)]
+                )
         try:
             setup = await self.hub.setup_factory(conversation, needs)
         except SkaldError as exc:
             return await self._failed_before_start(history, job, exc)
+        if before.system:
+            prompt = f"{setup.config.system_prompt}\n\n{before.system}"
+            config = msgspec.structs.replace(setup.config, system_prompt=prompt)
+            setup = TurnSetup(model=setup.model, tools=setup.tools, gate=setup.gate, config=config)
         self.awaiting_approval.clear()
         joins = job.kind in ("turn", "resume")
 
@@ -154,6 +173,8 @@ class ConversationRunner:
         self.joinable = [] if joins else None
         try:
             result = await self._run(loop, job)
+            if job.kind == "turn" and result.status == "done" and self.hub.after_turn is not None:
+                result = await self._after(history, result)
         finally:
             self.loop = None
             self._end_joins()
@@ -187,6 +208,39 @@ class ConversationRunner:
         )
         await self.hub.set_status(self.conversation_id, "idle")
         return TurnResult(status="failed", error=error, error_code=code)
+
+    async def _after(self, history: OwnerHistory, result: TurnResult) -> TurnResult:
+        """The plugins' say on the answer: replaced, hidden ("suppressed") or with files
+        attached; kept in the history and in the turn's result (`POST /api/chat`, the
+        bridges). Trap: a web tab already showed the streamed answer; it reads the
+        revised one when it loads the conversation again."""
+        assert self.hub.after_turn is not None
+        after = await self.hub.after_turn(self.conversation_id, result.text)
+        if after.replace is None and not after.suppress and not after.attach:
+            return result
+        text = (
+            "" if after.suppress else (after.replace if after.replace is not None else result.text)
+        )
+        await history.revise_reply(text, list(after.attach))
+        return msgspec.structs.replace(result, text=text)
+
+    async def _blocked(self, history: OwnerHistory, job: TurnJob, reason: str) -> TurnResult:
+        """A plugin blocked the turn: the message is kept, no model runs, and the member
+        reads the plugin's reason (not replaced by a plain sentence)."""
+        assert job.message is not None
+        await history.append(job.message)
+        why = Interruption(code=BLOCKED, detail=reason)
+        await history.append(Message(role="assistant", interrupted=why))
+        await self._sink(
+            TurnDone(
+                conversation_id=self.conversation_id,
+                status="failed",
+                error=reason,
+                error_code=BLOCKED,
+            )
+        )
+        await self.hub.set_status(self.conversation_id, "idle")
+        return TurnResult(status="failed", error=reason, error_code=BLOCKED)
 
     async def _run(self, loop: AgentLoop, job: TurnJob) -> TurnResult:
         if job.kind == "turn":
@@ -276,6 +330,8 @@ class ChatHub:
         *,
         retire: Callable[[str], None] | None = None,
         shows_detail: Callable[[], bool] = lambda: False,
+        before_turn: BeforeHook | None = None,
+        after_turn: AfterHook | None = None,
     ) -> None:
         self.user_id = user_id
         self.db = db
@@ -288,10 +344,15 @@ class ChatHub:
         self.retire = retire
         # Whether this member may see a failure's technical detail (admin.models).
         self.shows_detail = shows_detail
+        self.before_turn = before_turn
+        self.after_turn = after_turn
 
     def plain_failure(self, done: TurnDone) -> TurnDone:
         """A failed turn as the member reads it: the plain sentence for its code, the
-        technical text only for those who manage models (see plain_errors)."""
+        technical text only for those who manage models (see plain_errors). A turn a
+        plugin blocked keeps the plugin's reason: it is written for the member."""
+        if done.error_code == BLOCKED:
+            return done
         code = done.error_code or "internal"
         detail = done.error_detail or done.error
         own = code in OWN_WORDS and done.error

@@ -289,6 +289,9 @@ class Runtime:
             ),
         )
         await asyncio.to_thread(runtime.router.ensure_home)
+        # The plugins' switches and grants as they are now (a member created since the
+        # last read got their grants from the registry's trigger).
+        await self.plugins.refresh(self.core.registry.db)
         # Each feature's object for this member (`member.state(T)`), before its services.
         runtime.facade._state.fill(self.plugins.member_state(runtime.facade))
         self.user_runtimes[handle.user.id] = runtime

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
+import apsw
+
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
 from skald.agent.loop import DEFAULT_MAX_TOKENS
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
@@ -36,11 +38,14 @@ from skald.log import get_logger
 from skald.permissions import can
 from skald.plugins.facade import Member
 from skald.plugins.manager import Plugins
+from skald.plugins.specs import AfterTurn, BeforeTurn
 from skald.quota import BudgetSource
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
 from skald.store.note_paths import parse_note_path
+from skald.store.plugins import Snapshot, snapshot_in
+from skald.store.registry import role_in, user_in
 from skald.store.rows import Role, User
 from skald.tools.memory import MEMORY_SHARED
 
@@ -124,6 +129,8 @@ class UserRuntime:
         # The sandbox manager as it was when they unlocked (None before it is built).
         self.sandbox = server.sandbox
         self._member: Callable[[str], Awaitable[tuple[User, Role]]] | None = server.fetch
+        # Set by `_before_turn` once it read the role and switches for the turn's setup.
+        self._fresh = False
         default = default_chat_agent(role.attributes.default_chat_agent, self.agents)
         self.hub = ChatHub(
             self.user.id,
@@ -133,6 +140,8 @@ class UserRuntime:
             default.id,
             retire=self._retire,
             shows_detail=lambda: can(self.role, ADMIN_MODELS_CAP),
+            before_turn=self._before_turn,
+            after_turn=self._after_turn,
         )
         self.services.add(ServiceSpec("resume", self._resume, order=10, restart=False))
         # What the features see of this member (their hooks get it, never this object).
@@ -176,6 +185,38 @@ class UserRuntime:
         one rule for the prompt's DATETIME, jobs and quiet hours."""
         household = self.instance.timezone() if self.instance else ZoneInfo(self.config.timezone)
         return ZoneInfo(default_zone(self.user.profile.get("timezone"), household.key))
+
+    async def _before_turn(self, conversation_id: str, text: str) -> BeforeTurn:
+        """The plugins' say before this member's turn, with their switches and grants
+        and the member's role as they are now (a plugin switched off is gone at once);
+        the turn's setup, next, uses what this read (one trip, not two)."""
+        await self._read_fresh()
+        verdict = await self.plugins.before_turn(self.facade, conversation_id, text)
+        self._fresh = verdict.block is None  # a blocked turn has no setup to use it
+        return verdict
+
+    async def _read_fresh(self) -> Role:
+        """The member's role and the plugins' switches as they are now, in one trip."""
+        if self._member is None:
+            self.plugins.switches.apply(await self.server.db.call(snapshot_in))
+            return self.role
+        user_id = self.user.id
+
+        def q(c: apsw.Connection) -> tuple[User | None, Role | None, Snapshot]:
+            user = user_in(c, user_id)
+            return user, role_in(c, user.role) if user else None, snapshot_in(c)
+
+        user, role, snapshot = await self.server.db.call(q)
+        if user is None:
+            raise NotFoundError("no such user")
+        if role is None:
+            raise NotFoundError(f"the role {user.role!r} no longer exists")
+        self.role = role
+        self.plugins.switches.apply(snapshot)
+        return role
+
+    async def _after_turn(self, conversation_id: str, reply: str) -> AfterTurn:
+        return await self.plugins.after_turn(self.facade, conversation_id, reply)
 
     async def _prompt_values(self, conversation_id: str | None = None) -> dict[str, str]:
         return await self.plugins.prompt_blocks(self, conversation_id)
@@ -360,8 +401,9 @@ class UserRuntime:
     ) -> TurnSetup:
         """`needs`: the capabilities the message's parts call for ("vision", "video")."""
         # The role as it is now: a capability removed since the last turn is gone from
-        # this one's tools and prompt.
-        role = await self.current_role()
+        # this one's tools and prompt; so is a plugin switched off or taken away.
+        role = self.role if self._fresh else await self._read_fresh()
+        self._fresh = False
         if self.budget is not None:
             # A turn writes history rows: none starts on a full quota or a nearly full disk.
             await (await self.budget(role)).recheck()

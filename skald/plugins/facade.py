@@ -22,6 +22,7 @@ import msgspec
 
 from skald.errors import ConfigError
 from skald.permissions import Capability, can
+from skald.store.plugins import member_settings
 from skald.store.rows import effective_locale
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout
+    from skald.plugins.manager import Plugins
     from skald.plugins.specs import SystemAgent
     from skald.quota import BudgetSource
     from skald.sandbox.manager import SandboxManager
@@ -105,7 +107,18 @@ class Server:
         return self._live.config
 
     def section(self, name: str, struct: type[S]) -> S:
+        # A plugin's settings saved on the Plugins page win over config.toml's table.
+        saved = self._live.plugins.switches.section_values(name)
+        if saved is not None:
+            try:
+                return msgspec.convert(saved, type=struct)
+            except msgspec.ValidationError:
+                pass  # saved for an older release of the plugin: config.toml's then
         return self._live.config.section(name, struct)
+
+    @property
+    def plugins(self) -> Plugins:
+        return self._live.plugins
 
     @property
     def layout(self) -> DataLayout:
@@ -270,6 +283,15 @@ class Member:
     @property
     def sandbox(self) -> SandboxManager | None:
         return self._live.sandbox
+
+    async def settings(self, section: str, struct: type[S]) -> S:
+        """The member's own values of a plugin's member settings section (its struct's
+        defaults when they saved none, or saved values it no longer accepts)."""
+        saved = await member_settings(self.db, section)
+        try:
+            return msgspec.convert(saved or {}, type=struct)
+        except msgspec.ValidationError:
+            return msgspec.convert({}, type=struct)
 
     async def helper(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         return await self._live.child(agent_id, ctx)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from skald.paths import DataLayout
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
+    from skald.store.conversations import Attachment
     from skald.store.migrations import Feature
     from skald.store.rows import Role, User
 
@@ -77,6 +78,42 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     # `#/<path>/<rest>` shows this page with the prop named here set to `rest`
     # (decoded): "roleName" for `#/admin/roles/<name>`; None: no sub-paths.
     sub: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BeforeTurn:
+    """A plugin's say before a turn runs (`skald_before_turn`): `system` is added to the
+    system prompt of this turn, `append` to the member's message (kept in the history),
+    and `block` stops the turn with that reason (the member reads it; no model runs)."""
+
+    system: str = ""
+    append: str = ""
+    block: str | None = None
+
+    def merge(self, other: BeforeTurn) -> BeforeTurn:
+        return BeforeTurn(
+            system="\n\n".join(t for t in (self.system, other.system) if t),
+            append="\n\n".join(t for t in (self.append, other.append) if t),
+            block=self.block if self.block is not None else other.block,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AfterTurn:
+    """A plugin's say once a turn answered (`skald_after_turn`): `replace` is the reply
+    the member reads instead (kept in the history), `suppress` hides the reply, and
+    `attach` adds files to the reply (`Attachment`s: name, agent path, type, size)."""
+
+    replace: str | None = None
+    suppress: bool = False
+    attach: tuple[Attachment, ...] = ()  # files the member may read (agent paths)
+
+    def merge(self, other: AfterTurn) -> AfterTurn:
+        return AfterTurn(
+            replace=other.replace if other.replace is not None else self.replace,
+            suppress=self.suppress or other.suppress,
+            attach=(*self.attach, *other.attach),
+        )
 
 
 @dataclass(frozen=True)
@@ -289,3 +326,27 @@ class SystemAgent(Protocol):
 @hookspec
 def skald_system_agents(server: Server) -> Iterable[SystemAgent] | None:
     """The system agents this feature provides; the system-agents feature runs them."""
+
+
+@hookspec
+def skald_before_turn(
+    member: Member, conversation_id: str, text: str
+) -> BeforeTurn | Awaitable[BeforeTurn] | None:
+    """Before a member's turn runs (`text`: their message as typed): add to the system
+    prompt, append to the message, or block the turn with a reason (`BeforeTurn`).
+    Called for members the plugin reaches; may be `async def`."""
+
+
+@hookspec
+def skald_after_turn(
+    member: Member, conversation_id: str, reply: str
+) -> AfterTurn | Awaitable[AfterTurn] | None:
+    """Once a member's turn answered (`reply`: the final text): replace or suppress the
+    reply, or attach files (`AfterTurn`). Not called for failed or stopped turns."""
+
+
+@hookspec
+def skald_member_settings() -> Mapping[str, type[msgspec.Struct]] | None:
+    """`{"section": Struct}`: settings each member sets for themselves (an account name,
+    a key of their own). Kept in the member's own database, never shown to anyone else;
+    read with `await member.settings(section, Struct)`."""

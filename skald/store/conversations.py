@@ -17,7 +17,7 @@ import msgspec
 
 from skald.agent.history import CallState, UnfinishedCall
 from skald.errors import ConflictError, NotFoundError
-from skald.llm.types import ImagePart, Message, TextPart, VideoPart
+from skald.llm.types import ContentPart, ImagePart, Message, TextPart, VideoPart
 from skald.store.columns import Col, Columns
 from skald.store.database import Database, change_one, fetch_all, fetch_one
 from skald.store.registry import now_iso
@@ -530,6 +530,30 @@ class OwnerHistory:
             ],
         )
         return seq
+
+    async def revise_reply(self, text: str, attachments: list[Attachment]) -> None:
+        """After a turn: the last answer says `text` instead ("" hides it) and carries
+        `attachments` too (a plugin's after-turn hook)."""
+
+        def q(c: apsw.Connection) -> None:
+            row = fetch_one(
+                c,
+                "SELECT seq, body, attachments FROM chat_messages "
+                "WHERE conversation_id=? AND role='assistant' ORDER BY seq DESC LIMIT 1",
+                (self._conversation_id,),
+            )
+            if row is None:
+                return
+            message = _decode_message(row[1])
+            content: list[ContentPart] = [TextPart(text=text)] if text else []
+            revised = msgspec.structs.replace(message, content=content)
+            kept = msgspec.json.decode(row[2], type=list[Attachment])
+            c.execute(
+                "UPDATE chat_messages SET body=?, attachments=? WHERE seq=?",
+                (_encode(revised), _encode([*kept, *attachments]), row[0]),
+            )
+
+        await self.db.transaction(q)
 
     async def mark_call(self, call_id: str, state: CallState) -> None:
         if state.finished:

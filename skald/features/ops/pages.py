@@ -19,7 +19,10 @@ async def list_pages(request: AuthRequest, rt: NamedDependency[Runtime]) -> list
     (children's) shell gets only those marked for it."""
     principal = request.user
     simple = principal.role.attributes.ui_mode == "simple"
-    return [p for p in rt.plugins.pages() if _shown(principal, simple, p)]
+    # A plugin switched off or not granted to the caller shows no page (read now).
+    await rt.plugins.refresh(rt.core.registry.db)
+    pages = rt.plugins.pages(principal.user.id, principal.role)
+    return [p for p in pages if _shown(principal, simple, p)]
 
 
 class HiddenPage(msgspec.Struct, frozen=True, kw_only=True):

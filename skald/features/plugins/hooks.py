@@ -1,0 +1,56 @@
+"""Plugins an administrator manages: the Plugins page, its routes and its tables
+(`skald/features/plugins/`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skald.plugins import hookimpl
+from skald.plugins.specs import Page, WebFiles, feature_folder
+
+if TYPE_CHECKING:
+    from skald.permissions import Capability
+    from skald.store.migrations import Feature
+
+
+@hookimpl
+def skald_migrations(schema: str) -> list[Feature]:
+    from skald.store.plugins import OWNER_FEATURE, REGISTRY_FEATURE
+
+    return [REGISTRY_FEATURE] if schema == "registry" else [OWNER_FEATURE]
+
+
+@hookimpl
+def skald_capabilities() -> list[Capability]:
+    from skald.plugins.switches import PLUGIN_MANAGE
+
+    return [PLUGIN_MANAGE]
+
+
+@hookimpl
+def skald_routes() -> list[Any]:
+    from skald.features.plugins import routes
+
+    return list(routes.ROUTES)
+
+
+@hookimpl
+def skald_pages() -> list[Page]:
+    return [
+        Page(
+            path="/admin/plugins",
+            title="nav.plugins",
+            capability="plugin.manage",
+            order=137,
+            module="plugins/plugins/admin-plugins.js",
+            component="PluginsPage",
+            icon="tool",
+            testid="nav-admin-plugins",
+            say_not_allowed=True,
+        )
+    ]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    return [WebFiles("plugins", feature_folder(__file__, "plugins"))]
