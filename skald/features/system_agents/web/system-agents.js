@@ -26,9 +26,9 @@ function Settings({ agent, onSaved }) {
     <label class="check"><input type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.target.checked)}
       data-testid="sysagent-enabled" /> ${t('sysagents.enabled')}</label>
     <label class="field"><span>${t('sysagents.every_hours')}</span>
-      <input type="number" min="0.1" step="0.5" value=${hours} onInput=${(e) => setHours(e.target.value)}
+      <input class="input" type="number" min="0.1" step="0.5" value=${hours} onInput=${(e) => setHours(e.target.value)}
         data-testid="sysagent-interval" /></label>
-    <div class="row">
+    <div class="actions actions--start">
       <button type="button" class="btn" disabled=${busy} onClick=${save} data-testid="sysagent-save">${t('common.save')}</button>
       <button type="button" class="btn btn--quiet" disabled=${busy} onClick=${now} data-testid="sysagent-run">${t('sysagents.run_now')}</button>
     </div>
