@@ -312,7 +312,8 @@ async def test_the_built_in_tools_come_first_in_their_order_then_the_plugins(
         names[who] = [t.name for t in mine.all_tools()]
     assert names["ada"] == [
         "read_file", "write_file", "edit_file", "list_files", "memory_search", "grep",
-        "glob", "show_file", "execute_task", "ask_user", "notify", "schedule",
+        "glob", "show_file", "append_file", "insert_at_line", "replace_lines", "search_file",
+        "get_outline", "execute_task", "ask_user", "notify", "schedule",
         "background_task", "skill_read", "skill_register", "skill_delete", "sample_stamp",
     ]  # fmt: skip
     # Without `files` (children): the note tools alone, from the memory feature; and no
