@@ -7,14 +7,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from skald.core.prompt_blocks import profile_block
+from skald.errors import NotFoundError
 from skald.plugins import hookimpl
 from skald.plugins.specs import WebFiles, feature_folder
 from skald.store import people
 from skald.store.database import fetch_all
+from skald.store.registry import user_in
 
 if TYPE_CHECKING:
     from skald.plugins.facade import Member
     from skald.store.migrations import Feature
+    from skald.store.rows import User
 
 
 @hookimpl
@@ -44,10 +47,17 @@ def skald_placeholders() -> dict[str, str]:
 
 @hookimpl
 async def skald_prompt_blocks(member: Member) -> dict[str, str]:
-    user, _ = await member.fetch()
-    db = member.server.db
-    directory = await people.directory_of(db, user.id)
-    supervisors = await db.call(lambda c: _supervisor_names(c, user.id))
+    user_id = member.id
+
+    def read(c: Any) -> tuple[User, people.Directory, list[str]]:
+        # One trip for the whole block (it is built at every turn): the row as it is
+        # now (a display name changed since sign-in), the directory, the supervisors.
+        user = user_in(c, user_id)
+        if user is None:
+            raise NotFoundError("no such member")
+        return user, people.read_directory(c, user_id), _supervisor_names(c, user_id)
+
+    user, directory, supervisors = await member.server.db.call(read)
     household = member.server.instance.current.household_name
     block = profile_block(
         user.display_name,
