@@ -27,7 +27,7 @@ from skald.config import Config
 from skald.errors import ConfigError
 from skald.plugins import PROJECT, specs
 from skald.plugins.facade import as_member
-from skald.plugins.specs import ChatCommand, Page, WebFiles
+from skald.plugins.specs import Authenticator, ChatCommand, Page, WebFiles
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -65,6 +65,8 @@ BUILTINS: Final = (
     "skald.features.setup.hooks",
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
+    "skald.features.tokens.hooks",
+    "skald.features.openai_api.hooks",
 )
 
 
@@ -216,6 +218,15 @@ class Plugins:
 
     def notification_channels(self, server: Server) -> list[NotificationChannel]:
         return self._concat(self.pm.hook.skald_notification_channels(server=server))
+
+    def authenticators(self, server: Server) -> dict[str, Authenticator]:
+        """Every authenticator by its scheme; a scheme claimed twice stops the start."""
+        out: dict[str, Authenticator] = {}
+        for auth in self._concat(self.pm.hook.skald_authenticators(server=server)):
+            if auth.scheme in out:
+                raise ConfigError(f"two plugins authenticate {auth.scheme!r} requests")
+            out[auth.scheme] = auth
+        return out
 
     def health_details(self, server: Server) -> dict[str, Any]:
         details: dict[str, Any] = {}

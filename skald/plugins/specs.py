@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -20,6 +20,7 @@ from skald.plugins import hookspec
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
     from skald.core.services import ServiceSpec
+    from skald.core.sessions import Principal
     from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
@@ -73,6 +74,17 @@ class Page(msgspec.Struct, frozen=True, kw_only=True):
     # `#/<path>/<rest>` shows this page with the prop named here set to `rest`
     # (decoded): "roleName" for `#/admin/roles/<name>`; None: no sub-paths.
     sub: str | None = None
+
+
+class Authenticator(Protocol):
+    """A way to sign a request in besides the session cookie: the credentials of an
+    `Authorization: <scheme> <credentials>` header become a `Principal`, or the
+    authenticator raises the refusal (an `ApiError`: 401, 403, 423, 429). Requests it
+    signs in skip the CSRF check (a browser never adds that header on its own)."""
+
+    scheme: str  # lower case, e.g. "bearer"
+
+    async def authenticate(self, credentials: str, method: str, path: str) -> Principal: ...
 
 
 @dataclass(frozen=True)
@@ -207,3 +219,9 @@ def skald_member_state(member: Member) -> Iterable[object] | None:
 def skald_event_types() -> Iterable[type[msgspec.Struct]] | None:
     """The server events this feature publishes to members' streams (`msgspec.Struct`s
     with a `tag`): the event socket encodes exactly these and the built-in ones."""
+
+
+@hookspec
+def skald_authenticators(server: Server) -> Iterable[Authenticator] | None:
+    """Authenticators for `Authorization` headers (one per scheme), asked by the auth
+    middleware at the first request that carries such a header."""

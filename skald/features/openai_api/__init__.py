@@ -1,0 +1,1 @@
+"""The OpenAI-compatible endpoint under `/v1` (docs/dev/api.md)."""
