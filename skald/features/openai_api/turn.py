@@ -1,0 +1,131 @@
+"""One Skald turn as an OpenAI client sees it: pieces of text while it runs, progress
+notes (a tool running), then how it ended.
+
+Rule: subscribe to the member's events before sending, so no delta is missed; the
+turn's result (`Sent.done`) is the authority for the end, the events only decorate.
+A top-level approval request ends the wait with `awaiting_approval` (the turn goes on
+waiting in the gate; a decision in the Inbox continues it, its answer lands in the
+history and the next request hands it over: `routes.py`).
+
+Trap: the subscription is lossy (a reader 512 events behind is dropped): when it ends,
+the wait goes on on the result alone, and the text still arrives, whole, at the end
+(`Ended.text`, of which the caller sends what the deltas did not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from skald.agent.events import TokenDelta, ToolCallUpdate, TurnDone
+from skald.agent.loop import TurnResult
+from skald.core.conversations import CommandResult
+from skald.core.events import ChatEvent
+from skald.plugins.facade import Member
+
+
+@dataclass(frozen=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    note: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    status: str  # done, awaiting_approval, failed
+    text: str  # the final answer (done), or what the failure says
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+Piece = Delta | Progress | Ended
+
+
+async def run_turn(
+    member: Member, conversation_id: str, text: str, attachments: list[str]
+) -> AsyncIterator[Piece]:
+    service = member.server.conversations
+    subscription = service.subscribe(member.id)
+    events = aiter(subscription)
+    pending: set[asyncio.Future[object]] = set()
+    try:
+        sent = await service.send(member.id, conversation_id, text, attachments)
+        if isinstance(sent, CommandResult):
+            yield Ended(status="done", text=sent.result)
+            return
+        waiting = asyncio.ensure_future(
+            member.conversations.awaiting_approval(conversation_id).wait()
+        )
+        reading: asyncio.Future[object] | None = asyncio.ensure_future(anext(events))
+        pending = {waiting, reading}
+        while True:
+            await asyncio.wait(
+                [sent.done, waiting, *([reading] if reading else [])],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if reading is not None and reading.done():
+                pending.discard(reading)
+                try:
+                    event = reading.result()
+                except StopAsyncIteration:
+                    reading = None  # dropped: the result alone ends the wait
+                else:
+                    piece = _piece(event, conversation_id)
+                    if piece is not None:
+                        yield piece
+                    reading = asyncio.ensure_future(anext(events))
+                    pending.add(reading)
+                continue
+            if sent.done.done():
+                yield _ended(member, sent.done.result())
+                return
+            if waiting.done():
+                yield Ended(status="awaiting_approval", text="")
+                return
+    finally:
+        for future in pending:
+            future.cancel()
+        for future in pending:
+            with contextlib.suppress(BaseException):
+                await future
+        subscription.close()
+
+
+def _piece(event: object, conversation_id: str) -> Piece | None:
+    if not isinstance(event, ChatEvent):
+        return None
+    inner = event.event
+    if inner.conversation_id != conversation_id or inner.depth != 0:
+        return None
+    if isinstance(inner, TokenDelta):
+        return Delta(inner.text)
+    if isinstance(inner, ToolCallUpdate):
+        return Progress(f"skald tool {inner.name}: {inner.status}")
+    return None
+
+
+def _ended(member: Member, result: TurnResult) -> Ended:
+    usage = result.usage
+    if result.status == "failed":
+        failure = member.conversations.plain_failure(
+            TurnDone(
+                conversation_id="",
+                status="failed",
+                error=result.error,
+                error_code=result.error_code,
+            )
+        )
+        return Ended(status="failed", text=failure.error or "the turn failed")
+    status = "awaiting_approval" if result.status == "awaiting_approval" else "done"
+    return Ended(
+        status=status,
+        text=result.text,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+    )
