@@ -14,6 +14,7 @@ import msgspec
 from litestar import Response, get, patch, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody
+from litestar.response import Stream
 
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
@@ -27,7 +28,8 @@ from skald.core.conversations import (
     SecurityGroupView,
 )
 from skald.core.runtime import Runtime
-from skald.errors import NotFoundError
+from skald.core.turn_stream import chat_events, last_seq, written_files
+from skald.errors import InvalidInputError, NotFoundError
 from skald.features.files.routes import receive_upload
 from skald.permissions import declare
 from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
@@ -93,6 +95,12 @@ class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class ChatIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     text: Text
     conversation_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    # Files uploaded to this conversation first (`POST /api/uploads`), by their path.
+    attachments: Annotated[
+        list[Annotated[str, msgspec.Meta(max_length=400)]], msgspec.Meta(max_length=20)
+    ] = []
+    # Server-sent events: `delta` (text), `progress` (a tool), then `done` (the reply).
+    stream: bool = False
 
 
 class MySecurityGroups(msgspec.Struct, frozen=True, kw_only=True):
@@ -234,9 +242,25 @@ async def decide(
 @post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
 async def chat(
     data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
-) -> ChatReply:
-    """One turn, synchronously: for scripts and `skald chat`."""
-    return await rt.conversations.chat(me, data.text, data.conversation_id)
+) -> ChatReply | Stream:
+    """One turn, synchronously (or streamed): for scripts and `skald chat`. The reply
+    names the files the turn wrote (`files`, fetched with `GET /api/file`)."""
+    service = rt.conversations
+    if data.conversation_id is None and data.attachments:
+        raise InvalidInputError("attachments belong to a conversation: give its conversation_id")
+    cid = data.conversation_id
+    before = 0 if cid is None else await last_seq(service, me, cid)
+    if data.stream:
+        cid = cid or (await service.create(me)).id
+        member = await rt.server.open_member((await rt.member(me))[0])
+        return Stream(
+            chat_events(member, cid, data.text, data.attachments, before),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+    reply = await service.chat(me, data.text, data.conversation_id, data.attachments)
+    files = await written_files(service, me, reply.conversation_id, before)
+    return msgspec.structs.replace(reply, files=files)
 
 
 @post(

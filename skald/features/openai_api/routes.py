@@ -35,7 +35,7 @@ from skald.api.schemas import ErrorBody
 from skald.errors import InvalidInputError
 from skald.features.chat.routes import CHAT_CAP
 from skald.features.openai_api.threads import Threads, fingerprint
-from skald.features.openai_api.turn import Delta, Ended, Progress, run_turn
+from skald.core.turn_stream import Delta, Ended, Progress, run_turn
 from skald.features.openai_api.wire import (
     DONE,
     ChatRequest,

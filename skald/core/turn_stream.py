@@ -1,11 +1,12 @@
-"""One Skald turn as an OpenAI client sees it: pieces of text while it runs, progress
-notes (a tool running), then how it ended.
+"""One turn as a streaming client sees it (`/v1/chat/completions`, `POST /api/chat`
+with `stream`): pieces of text while it runs, progress notes (a tool running), then how
+it ended.
 
 Rule: subscribe to the member's events before sending, so no delta is missed; the
 turn's result (`Sent.done`) is the authority for the end, the events only decorate.
 A top-level approval request ends the wait with `awaiting_approval` (the turn goes on
 waiting in the gate; a decision in the Inbox continues it, its answer lands in the
-history and the next request hands it over: `routes.py`).
+history; `/v1` hands it over at the next request: `features/openai_api/routes.py`).
 
 Trap: the subscription is lossy (a reader 512 events behind is dropped): when it ends,
 the wait goes on on the result alone, and the text still arrives, whole, at the end
@@ -19,9 +20,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import msgspec
+
 from skald.agent.events import TokenDelta, ToolCallUpdate, TurnDone
 from skald.agent.loop import TurnResult
-from skald.core.conversations import CommandResult
+from skald.core.conversations import ChatReply, CommandResult, ConversationService
 from skald.core.events import ChatEvent
 from skald.plugins.facade import Member
 
@@ -129,3 +132,55 @@ def _ended(member: Member, result: TurnResult) -> Ended:
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
     )
+
+
+WRITERS = frozenset({"write_file", "edit_file"})
+
+
+async def last_seq(service: ConversationService, user_id: str, conversation_id: str) -> int:
+    """The newest message's sequence number (0: none yet)."""
+    history = await service.history(user_id, conversation_id)
+    return max((i.seq for i in history), default=0)
+
+
+async def written_files(
+    service: ConversationService, user_id: str, conversation_id: str, after: int
+) -> list[str]:
+    """The paths the file tools wrote after message `after` (each once, in order)."""
+    history = await service.history(user_id, conversation_id)
+    paths = [
+        str(call.arguments["path"])
+        for item in history
+        if item.seq > after
+        for call in item.tool_calls
+        if call.name in WRITERS and call.status == "done" and "path" in call.arguments
+    ]
+    return list(dict.fromkeys(paths))
+
+
+def _event(name: str, body: object) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(body) + b"\n\n"
+
+
+async def chat_events(
+    member: Member, conversation_id: str, text: str, attachments: list[str], before: int
+) -> AsyncIterator[bytes]:
+    """`POST /api/chat` with `stream`: `delta` and `progress` events, then `done` with
+    the reply (status, text, files written), as `ChatReply` without streaming."""
+    service = member.server.conversations
+    async for piece in run_turn(member, conversation_id, text, attachments):
+        if isinstance(piece, Delta):
+            yield _event("delta", {"text": piece.text})
+        elif isinstance(piece, Progress):
+            yield _event("progress", {"note": piece.note})
+        else:
+            files = await written_files(service, member.id, conversation_id, before)
+            failed = piece.status == "failed"
+            reply = ChatReply(
+                conversation_id=conversation_id,
+                reply="" if failed else piece.text,
+                status=piece.status,  # type: ignore[arg-type]
+                error=piece.text if failed else None,
+                files=files,
+            )
+            yield _event("done", reply)
