@@ -81,9 +81,9 @@ class AuthMiddleware:
             if header is not None:
                 # An API token (a plugin's authenticator): the cookie is not looked at,
                 # and no CSRF token is needed, since no browser adds this header by itself.
-                principal = await self._by_header(header, scope)
-                scope["user"] = principal
-                scope["auth"] = principal.token_hash
+                bearer = await self._by_header(header, scope)
+                scope["user"] = bearer
+                scope["auth"] = bearer.token_hash
                 await self.app(scope, receive, send)
                 return
             token = connection.cookies.get(SESSION_COOKIE)
@@ -107,7 +107,7 @@ class AuthMiddleware:
         auth = self._authenticators.get(scheme.lower())
         if auth is None or not credentials.strip():
             raise NotAuthorizedException("unknown Authorization scheme; use Bearer <token>")
-        method = "WS" if scope["type"] == "websocket" else str(scope.get("method", ""))
+        method = "WS" if str(scope["type"]) == "websocket" else str(scope.get("method", ""))
         return await auth.authenticate(credentials.strip(), method, str(scope.get("path", "")))
 
 

@@ -6,7 +6,7 @@ Rule: subscribe to the member's events before sending, so no delta is missed; th
 turn's result (`Sent.done`) is the authority for the end, the events only decorate.
 A top-level approval request ends the wait with `awaiting_approval` (the turn goes on
 waiting in the gate; a decision in the Inbox continues it, its answer lands in the
-history; `/v1` hands it over at the next request: `features/openai_api/routes.py`).
+history; `/v1` hands it over at the next request: `features/tokens/openai/routes.py`).
 
 Trap: the subscription is lossy (a reader 512 events behind is dropped): when it ends,
 the wait goes on on the result alone, and the text still arrives, whole, at the end
@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -56,7 +57,7 @@ async def run_turn(
     service = member.server.conversations
     subscription = service.subscribe(member.id)
     events = aiter(subscription)
-    pending: set[asyncio.Future[object]] = set()
+    pending: set[asyncio.Future[Any]] = set()
     try:
         sent = await service.send(member.id, conversation_id, text, attachments)
         if isinstance(sent, CommandResult):
@@ -65,13 +66,14 @@ async def run_turn(
         waiting = asyncio.ensure_future(
             member.conversations.awaiting_approval(conversation_id).wait()
         )
-        reading: asyncio.Future[object] | None = asyncio.ensure_future(anext(events))
-        pending = {waiting, reading}
+        first: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
+        reading: asyncio.Future[Any] | None = first
+        pending = {waiting, first}
         while True:
-            await asyncio.wait(
-                [sent.done, waiting, *([reading] if reading else [])],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            watched: list[asyncio.Future[Any]] = [sent.done, waiting]
+            if reading is not None:
+                watched.append(reading)
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
             if reading is not None and reading.done():
                 pending.discard(reading)
                 try:

@@ -66,7 +66,6 @@ BUILTINS: Final = (
     "skald.features.backups.hooks",
     "skald.features.agents.hooks",
     "skald.features.tokens.hooks",
-    "skald.features.openai_api.hooks",
 )
 
 

@@ -1,4 +1,5 @@
-"""API tokens: their table, routes, config section, service and authenticator."""
+"""API tokens (their table, routes, config section, service and authenticator) and
+the OpenAI-compatible `/v1` they open (`openai/`, its threads in the owner database)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ import msgspec
 
 from skald.plugins import hookimpl
 from skald.plugins.facade import Server
-from skald.plugins.specs import Authenticator
+from skald.plugins.specs import Authenticator, WebFiles, feature_folder
 from skald.store.migrations import Feature
 
 
 @hookimpl
 def skald_migrations(schema: str) -> list[Feature]:
+    from skald.features.tokens.openai.threads import FEATURE as THREADS
     from skald.features.tokens.store import FEATURE
 
-    return [FEATURE] if schema == "registry" else []
+    return [FEATURE] if schema == "registry" else [THREADS]
 
 
 @hookimpl
@@ -44,6 +46,13 @@ def skald_authenticators(server: Server) -> list[Authenticator]:
 
 @hookimpl
 def skald_routes() -> list[Any]:
+    from skald.features.tokens.openai.routes import ROUTES as V1
     from skald.features.tokens.routes import ROUTES
 
-    return ROUTES
+    return [*ROUTES, *V1]
+
+
+@hookimpl
+def skald_web_files() -> list[WebFiles]:
+    # The profile's API tokens card (accounts' profile.js imports it) and its words.
+    return [WebFiles("tokens", feature_folder(__file__, "tokens"))]

@@ -17,9 +17,12 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import AuthRequest, requires
 from skald.api.openapi import errors
 from skald.core.users import ADMIN_USERS
-from skald.features.chat.routes import CHAT_CAP
 from skald.features.tokens.service import NAME_MAX, SCOPES, TokenInfo, TokenService
+from skald.permissions import declare
 from skald.plugins.facade import Server
+
+# The chat capability (declared by chat; the same declaration finds it).
+CHAT_CAP = declare("chat", "Talk to the assistant")
 
 Scope = Annotated[str, msgspec.Meta(max_length=20)]
 

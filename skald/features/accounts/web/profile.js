@@ -13,6 +13,7 @@ import { LocalePicker } from '../../js/components/controls.js';
 import { ConfirmDialog } from '../../js/components/dialog.js';
 import { NotificationSettings } from '../../js/components/notification-settings.js';
 import { KeepKeyCard } from '../../js/components/keep-key.js';
+import { ApiTokensCard } from '../tokens/tokens-card.js';
 
 function AboutYou({ me, simple }) {
   const [name, setName] = useState(me.display_name || '');
@@ -176,6 +177,7 @@ export function ProfilePage() {
       ${!simple && me.encrypted && html`<${KeepKeyCard} />`}
       <${PasswordForm} me=${me} />
       <${NotificationSettings} />
+      ${!simple && html`<${ApiTokensCard} />`}
       ${!simple && html`<${Sessions} />`}
     </div>
   </div>`;

@@ -32,11 +32,11 @@ from skald.agent.prompts import default_chat_agent
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.schemas import ErrorBody
-from skald.errors import InvalidInputError
-from skald.features.chat.routes import CHAT_CAP
-from skald.features.openai_api.threads import Threads, fingerprint
 from skald.core.turn_stream import Delta, Ended, Progress, run_turn
-from skald.features.openai_api.wire import (
+from skald.errors import InvalidInputError
+from skald.features.tokens.auth import token_id_of
+from skald.features.tokens.openai.threads import Threads, fingerprint
+from skald.features.tokens.openai.wire import (
     DONE,
     ChatRequest,
     OpenAIError,
@@ -48,7 +48,7 @@ from skald.features.openai_api.wire import (
     error_type,
     usage_of,
 )
-from skald.features.tokens.auth import token_id_of
+from skald.features.tokens.routes import CHAT_CAP
 from skald.features.tokens.service import TokenService
 from skald.files.router import NewFile, upload_name
 from skald.plugins.facade import Member, Server
@@ -277,12 +277,13 @@ async def _save_images(
         return []
     limit = server.config.assistant.upload_max_mb * 1024 * 1024
     folder = await server.conversations.attachment_folder(member.id, conversation_id)
+    budget = None if member.budget is None else await member.budget()
     paths = []
     for n, (mime, data) in enumerate(images, 1):
         if len(data) > limit:
             raise OpenAIError(413, "an image is larger than the upload limit", param="messages")
-        if member.budget is not None:
-            member.budget.check(len(data))
+        if budget is not None:
+            budget.check(len(data))  # over quota: 413, a nearly full disk: 507
 
         def write(name: str, data: bytes = data) -> str:
             new = NewFile(folder, upload_name(name))

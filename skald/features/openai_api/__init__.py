@@ -1,1 +1,0 @@
-"""The OpenAI-compatible endpoint under `/v1` (docs/dev/api.md)."""
