@@ -3,10 +3,14 @@ routes, never more than their member, never past an encrypted member's lock."""
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import time
 
-from conftest import Client, MakeClient, signed_in
+from conftest import Client, MakeClient, add_models, signed_in
+from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401
+from test_chat_basics import PNG
 
 from skald.core.runtime import Runtime
 from skald.features.tokens.service import TokenService
@@ -190,3 +194,40 @@ async def test_administrators_see_counts_per_member_never_tokens(
     assert token not in r.text and "script" not in r.text
     assert (await mum.call("GET", "/api/tokens")).json() == []
     assert (await ada.call("GET", "/api/admin/tokens")).status_code == 403
+
+
+async def test_a_picture_in_an_openai_message_reaches_a_vision_model_as_in_the_web_chat(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await add_models(runtime, fake_llm, "sees", capabilities=("tools", "vision"))
+    fake_llm.script("sees", ["A tiny picture."])
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "openai")
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    body = {
+        "model": "skald",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ],
+            }
+        ],
+    }
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == "A tiny picture."
+    assert "image_url" in json.dumps(fake_llm.bodies()[-1])
+    cid = r.headers["x-skald-conversation-id"]
+    [first] = [
+        i
+        for i in (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+        if i["role"] == "user"
+    ]
+    assert first["text"] == "What is this?" and first["attachments"][0]["mime"] == "image/png"
+    # A link instead of data is refused (Skald fetches nothing for a client).
+    body["messages"][0]["content"][1]["image_url"]["url"] = "http://127.0.0.1:1/cat.png"  # type: ignore[index]
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
