@@ -73,6 +73,9 @@ async def test_tokens_are_not_in_the_database_in_clear_nor_in_the_logs(
     token = await _token(ada, "chat")
     assert (await _as(make_client, token, "GET", "/api/conversations")).status_code == 200
     assert (await _as(make_client, token + "x", "GET", "/api/conversations")).status_code == 401
+    # The right id with another secret of the right shape is refused too.
+    forged = token[: -len(token.rsplit("_", 1)[1])] + "A" * 43
+    assert (await _as(make_client, forged, "GET", "/api/conversations")).status_code == 401
     secret = token.rsplit("_", 1)[1]
     folder = runtime.core.layout.database_dir
     stored = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
