@@ -42,10 +42,15 @@ class TokensConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     # Requests per minute each token may make (a bucket of this size, refilled evenly).
     per_minute: int = msgspec.field(default=120)
+    # Turns a member's tokens run at once through /v1; more wait their turn, so one
+    # member's automations cannot take the server's cores from everyone else.
+    turns_per_member: int = msgspec.field(default=2)
 
     def __post_init__(self) -> None:
         if not 1 <= self.per_minute <= 100_000:
-            raise msgspec.ValidationError("expected an integer from 1 to 100000")
+            raise msgspec.ValidationError("per_minute: expected an integer from 1 to 100000")
+        if not 1 <= self.turns_per_member <= 64:
+            raise msgspec.ValidationError("turns_per_member: expected an integer from 1 to 64")
 
 
 class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,6 +128,8 @@ class TokenService:
         self._key = key
         self.clock = clock
         self.limits = RateLimiter(config.per_minute)
+        self._turns_per_member = config.turns_per_member
+        self._slots: dict[str, asyncio.Semaphore] = {}
 
     def _hash(self, token: str) -> str:
         return hmac.new(self._key, token.encode(), hashlib.sha256).hexdigest()
@@ -190,6 +197,13 @@ class TokenService:
         if row.last_used_at is None or now - row.last_used_at > TOUCH_INTERVAL_S:
             await self.store.touch(row.id, now)
         return row
+
+    def turn_slot(self, user_id: str) -> asyncio.Semaphore:
+        """The member's share of concurrent /v1 turns (`turns_per_member`)."""
+        slot = self._slots.get(user_id)
+        if slot is None:
+            slot = self._slots[user_id] = asyncio.Semaphore(self._turns_per_member)
+        return slot
 
     async def alive(self, token_id: str) -> bool:
         """Whether the token still exists and has not expired (open streams ask)."""

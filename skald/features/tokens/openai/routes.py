@@ -311,12 +311,15 @@ async def _remember(plan: Plan, content: str) -> None:
     await Threads(plan.member.db).keep(keys, plan.conversation_id, seen)
 
 
-async def _pieces(plan: Plan) -> AsyncIterator[Delta | Progress | Ended]:
+async def _pieces(plan: Plan, tokens: TokenService) -> AsyncIterator[Delta | Progress | Ended]:
     if plan.waiting:
         yield Ended(status="awaiting_approval", text="")
         return
-    async for piece in run_turn(plan.member, plan.conversation_id, plan.message, plan.attachments):
-        yield piece
+    async with tokens.turn_slot(plan.member.id):
+        async for piece in run_turn(
+            plan.member, plan.conversation_id, plan.message, plan.attachments
+        ):
+            yield piece
 
 
 def _closing(ended: Ended, note: str) -> str:
@@ -343,7 +346,7 @@ async def chat_completions(request: AuthRequest, server: NamedDependency[Server]
             headers={"Cache-Control": "no-cache", "X-Skald-Conversation-Id": plan.conversation_id},
         )
     ended = Ended(status="failed", text="")
-    async for piece in _pieces(plan):
+    async for piece in _pieces(plan, server.state(TokenService)):
         if isinstance(piece, Ended):
             ended = piece
     content = plan.prefix + ("\n\n" if plan.prefix else "") + _closing(ended, note)
@@ -373,7 +376,7 @@ async def _stream(
         yield chunk(cid, model, created, {"content": sent})
     round_text = ""
     ended: Ended | None = None
-    pieces = aiter(_pieces(plan))
+    pieces = aiter(_pieces(plan, tokens))
     step: asyncio.Future[Any] = asyncio.ensure_future(anext(pieces))
     checked = time.monotonic()
     try:
