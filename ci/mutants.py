@@ -2778,7 +2778,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "whole history resent",
         "skald/features/tokens/openai/routes.py",
         "    new = turns[last + 1 :]",
-        "    new = [t for t in turns if t[0] == \"user\"]",
+        '    new = [t for t in turns if t[0] == "user"]',
         ("tests/test_openai_api.py",),
         keyword="history or named",
         why="a client re-sending its history duplicates every earlier message in Skald",
