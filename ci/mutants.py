@@ -2707,9 +2707,9 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_approvals_admin.py",),
         why="editing or deleting a rule or group that does not exist answers 200, not 404",
     ),
-    # -- API tokens, /v1 and scripts (issue 28): prefix TK ---------------------------------
+    # -- API tokens, /v1 and scripts (issue 28): TK11 on (TK1-TK10 are tasks-ui's) ---
     Mutant(
-        "TK1",
+        "TK11",
         "token scopes",
         "skald/features/tokens/auth.py",
         "if scope is not None and scope not in row.scopes:",
@@ -2718,7 +2718,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a chat-only token reads the member's files",
     ),
     Mutant(
-        "TK2",
+        "TK12",
         "token routes deny by default",
         "skald/features/tokens/auth.py",
         "            return True, scope\n    return False, None",
@@ -2728,7 +2728,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a token reaches administration and the Inbox",
     ),
     Mutant(
-        "TK3",
+        "TK13",
         "locked member",
         "skald/features/tokens/auth.py",
         "if user.encrypted and self.server.member(user.id) is None:",
@@ -2737,7 +2737,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a signed-out encrypted member's token is not told to sign in first",
     ),
     Mutant(
-        "TK4",
+        "TK14",
         "token expiry",
         "skald/features/tokens/service.py",
         "if row.expires_at is not None and row.expires_at <= now:",
@@ -2746,7 +2746,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="an expired token keeps working",
     ),
     Mutant(
-        "TK5",
+        "TK15",
         "token secret check",
         "skald/features/tokens/service.py",
         "if not hmac.compare_digest(self._hash(token).encode(), row.hash.encode()):",
@@ -2755,7 +2755,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="any secret passes with a known token id",
     ),
     Mutant(
-        "TK6",
+        "TK16",
         "rate limit",
         "skald/features/tokens/service.py",
         "if bucket.level >= 1.0:",
@@ -2764,7 +2764,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a token is never slowed down",
     ),
     Mutant(
-        "TK7",
+        "TK17",
         "revoked stream",
         "skald/features/tokens/openai/routes.py",
         "            if time.monotonic() - checked >= ALIVE_CHECK_S:",
@@ -2774,7 +2774,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a stream that keeps sending is never told its token was revoked",
     ),
     Mutant(
-        "TK8",
+        "TK18",
         "whole history resent",
         "skald/features/tokens/openai/routes.py",
         "    new = turns[last + 1 :]",
@@ -2784,7 +2784,7 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a client re-sending its history duplicates every earlier message in Skald",
     ),
     Mutant(
-        "TK9",
+        "TK19",
         "client tools",
         "skald/features/tokens/openai/routes.py",
         "    if req.tools or req.functions:",

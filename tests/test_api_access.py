@@ -260,6 +260,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/inbox/{conv}/reject", None, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/inbox/{conv}/answer", {"answer": "x"}, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/chat", {"text": "hello"}, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("POST", "/api/chat/stream", {"text": "/cost"}, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("GET", "/api/voice", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/voice/transcribe", {"not": "audio"}, {"anon": 401, A: 415, M: 415, C: 415}),

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 import msgspec
 from litestar import Response, get, patch, post
 from litestar.di import NamedDependency, Provide
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.response import Stream
 
@@ -99,8 +100,6 @@ class ChatIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     attachments: Annotated[
         list[Annotated[str, msgspec.Meta(max_length=400)]], msgspec.Meta(max_length=20)
     ] = []
-    # Server-sent events: `delta` (text), `progress` (a tool), then `done` (the reply).
-    stream: bool = False
 
 
 class MySecurityGroups(msgspec.Struct, frozen=True, kw_only=True):
@@ -239,28 +238,61 @@ async def decide(
     await rt.conversations.decide(me, call_id, data.decision == "approve")
 
 
-@post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
+@post(
+    "/api/chat",
+    guards=CHAT,
+    status_code=200,
+    responses=errors(404),
+)
 async def chat(
     data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
-) -> ChatReply | Stream:
-    """One turn, synchronously (or streamed): for scripts and `skald chat`. The reply
-    names the files the turn wrote (`files`, fetched with `GET /api/file`)."""
+) -> ChatReply:
+    """One turn, synchronously: for scripts and `skald chat`. The reply names the files
+    the turn wrote (`files`, fetched with `GET /api/file`)."""
     service = rt.conversations
-    if data.conversation_id is None and data.attachments:
-        raise InvalidInputError("attachments belong to a conversation: give its conversation_id")
-    cid = data.conversation_id
-    before = 0 if cid is None else await last_seq(service, me, cid)
-    if data.stream:
-        cid = cid or (await service.create(me)).id
-        member = await rt.server.open_member((await rt.member(me))[0])
-        return Stream(
-            chat_events(member, cid, data.text, data.attachments, before),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache"},
-        )
+    _attachments_need_a_conversation(data)
+    before = (
+        0 if data.conversation_id is None else await last_seq(service, me, data.conversation_id)
+    )
     reply = await service.chat(me, data.text, data.conversation_id, data.attachments)
     files = await written_files(service, me, reply.conversation_id, before)
     return msgspec.structs.replace(reply, files=files)
+
+
+@post(
+    "/api/chat/stream",
+    guards=CHAT,
+    status_code=200,
+    responses={
+        200: ResponseSpec(
+            data_container=None,
+            media_type="text/event-stream",
+            description="Server-sent events: `delta` ({text}), `progress` ({note}), then "
+            "`done` with the reply `POST /api/chat` would answer.",
+        ),
+        **errors(404),
+    },
+)
+async def chat_stream(
+    data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
+) -> Stream:
+    """One turn, streamed (`skald chat --stream`): a conversation is made when none is given."""
+    service = rt.conversations
+    _attachments_need_a_conversation(data)
+    cid = data.conversation_id
+    before = 0 if cid is None else await last_seq(service, me, cid)
+    cid = cid or (await service.create(me)).id
+    member = await rt.server.open_member((await rt.member(me))[0])
+    return Stream(
+        chat_events(member, cid, data.text, data.attachments, before),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+def _attachments_need_a_conversation(data: ChatIn) -> None:
+    if data.conversation_id is None and data.attachments:
+        raise InvalidInputError("attachments belong to a conversation: give its conversation_id")
 
 
 @post(
@@ -299,6 +331,7 @@ ROUTES = [
         stop,
         decide,
         chat,
+        chat_stream,
         upload,
         dependencies={"me": Provide(_me, sync_to_thread=False)},
     )

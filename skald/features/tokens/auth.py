@@ -31,7 +31,7 @@ READ = frozenset({"GET"})
 _RULES: tuple[tuple[re.Pattern[str], frozenset[str] | None, str | None], ...] = (
     (re.compile(r"^/v1/"), None, "openai"),
     (re.compile(r"^/api/auth/me$"), READ, None),  # who am I: any scope
-    (re.compile(r"^/api/chat$"), frozenset({"POST"}), "chat"),
+    (re.compile(r"^/api/chat(/stream)?$"), frozenset({"POST"}), "chat"),
     (re.compile(r"^/api/chat/(commands|search)$"), READ, "chat"),
     (re.compile(r"^/api/conversations(/[^/]+(/messages(/\d+/resend)?|/stop)?)?$"), None, "chat"),
     (re.compile(r"^/api/uploads$"), frozenset({"POST"}), "chat"),

@@ -85,11 +85,13 @@ class ChatClient:
         if stream is None:
             out: dict[str, Any] = await self._post("/api/chat", json=body)
             return out
-        return await self._stream({**body, "stream": True}, stream)
+        return await self._stream(body, stream)
 
     async def _stream(self, body: dict[str, Any], out: TextIO) -> dict[str, Any]:
         event = ""
-        async with self.http.stream("POST", "/api/chat", json=body, headers=self._headers()) as r:
+        async with self.http.stream(
+            "POST", "/api/chat/stream", json=body, headers=self._headers()
+        ) as r:
             if r.status_code >= 400:
                 await r.aread()
                 raise_for(r)

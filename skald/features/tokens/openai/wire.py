@@ -73,7 +73,9 @@ def error_type(status: int) -> str:
 def error_body(
     message: str, kind: str, param: str | None = None, code: str | None = None
 ) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    """OpenAI's error shape; `code` is always a string (Skald's code, or the type's), so
+    the body is also the `{"error": {"code", "message"}}` every Skald error is."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code or kind}}
 
 
 def completion_id() -> str:
