@@ -25,7 +25,13 @@ import msgspec
 
 from skald.agent.events import TokenDelta, ToolCallUpdate, TurnDone
 from skald.agent.loop import TurnResult
-from skald.core.conversations import ChatReply, CommandResult, ConversationService
+from skald.core.conversations import (
+    ChatReply,
+    CommandResult,
+    ConversationService,
+    Sent,
+    Subscription,
+)
 from skald.core.events import ChatEvent
 from skald.plugins.facade import Member
 
@@ -51,15 +57,41 @@ class Ended:
 Piece = Delta | Progress | Ended
 
 
-async def run_turn(
+@dataclass(frozen=True)
+class Begun:
+    """A message sent, with the subscription opened before it (`begin_turn`)."""
+
+    subscription: Subscription
+    sent: Sent | CommandResult
+
+
+async def begin_turn(
     member: Member, conversation_id: str, text: str, attachments: list[str]
-) -> AsyncIterator[Piece]:
+) -> Begun:
+    """Subscribe, then send: what the service refuses (an empty message, an attachment
+    not found) is raised here, before a streamed response has started."""
     service = member.server.conversations
     subscription = service.subscribe(member.id)
+    try:
+        sent = await service.send(member.id, conversation_id, text, attachments)
+    except BaseException:
+        subscription.close()
+        raise
+    return Begun(subscription=subscription, sent=sent)
+
+
+async def run_turn(
+    member: Member,
+    conversation_id: str,
+    text: str,
+    attachments: list[str],
+    begun: Begun | None = None,
+) -> AsyncIterator[Piece]:
+    begun = begun or await begin_turn(member, conversation_id, text, attachments)
+    subscription, sent = begun.subscription, begun.sent
     events = aiter(subscription)
     pending: set[asyncio.Future[Any]] = set()
     try:
-        sent = await service.send(member.id, conversation_id, text, attachments)
         if isinstance(sent, CommandResult):
             yield Ended(status="done", text=sent.result)
             return
@@ -165,12 +197,12 @@ def _event(name: str, body: object) -> bytes:
 
 
 async def chat_events(
-    member: Member, conversation_id: str, text: str, attachments: list[str], before: int
+    member: Member, conversation_id: str, begun: Begun, before: int
 ) -> AsyncIterator[bytes]:
-    """`POST /api/chat` with `stream`: `delta` and `progress` events, then `done` with
-    the reply (status, text, files written), as `ChatReply` without streaming."""
+    """`POST /api/chat/stream`: `delta` and `progress` events, then `done` with the
+    reply (status, text, files written), as `POST /api/chat` answers it."""
     service = member.server.conversations
-    async for piece in run_turn(member, conversation_id, text, attachments):
+    async for piece in run_turn(member, conversation_id, "", [], begun):
         if isinstance(piece, Delta):
             yield _event("delta", {"text": piece.text})
         elif isinstance(piece, Progress):

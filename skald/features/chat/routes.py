@@ -29,7 +29,7 @@ from skald.core.conversations import (
     SecurityGroupView,
 )
 from skald.core.runtime import Runtime
-from skald.core.turn_stream import chat_events, last_seq, written_files
+from skald.core.turn_stream import begin_turn, chat_events, last_seq, written_files
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.files.routes import receive_upload
 from skald.permissions import declare
@@ -283,8 +283,10 @@ async def chat_stream(
     before = 0 if cid is None else await last_seq(service, me, cid)
     cid = cid or (await service.create(me)).id
     member = await rt.server.open_member((await rt.member(me))[0])
+    # Sent before the response starts: a refusal is still a clean 4xx.
+    begun = await begin_turn(member, cid, data.text, list(data.attachments))
     return Stream(
-        chat_events(member, cid, data.text, data.attachments, before),
+        chat_events(member, cid, begun, before),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )
