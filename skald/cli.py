@@ -91,6 +91,10 @@ class SecretSource:
             raise UsageError(f"expected the {what} on stdin, got end of input")
         return text.rstrip("\r\n")
 
+    def rest(self) -> str:
+        """Everything left on stdin (a message piped to `skald chat -`)."""
+        return self._stdin.read()
+
     def prompt(self, what: str, *, confirm: bool = False) -> str:
         import getpass
 
@@ -456,38 +460,143 @@ async def cmd_serve(args: argparse.Namespace, env: Env) -> int:
     return code
 
 
+def _chat_token(args: argparse.Namespace, env: Env) -> str | None:
+    """The API token: --token-file, else $SKALD_TOKEN; None: sign in with a password."""
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SkaldError(
+                f"cannot read the token file {args.token_file}: {exc.strerror}"
+            ) from None
+        if not token:
+            raise SkaldError(f"the token file {args.token_file} is empty")
+        return token
+    return env.environ.get("SKALD_TOKEN") or None
+
+
+def _check_files(paths: list[str]) -> None:
+    for path in paths:
+        if not Path(path).is_file():
+            raise UsageError(f"no such file: {path}")
+
+
 async def cmd_chat(args: argparse.Namespace, env: Env) -> int:
-    """One turn through a running server's `POST /api/chat`, as the given member."""
+    """One turn through a running server's `POST /api/chat`: as a member signing in
+    with a password, or with an API token (`--token-file`, `SKALD_TOKEN`) from any
+    machine. Exit codes: 0 done, 3 waiting for an approval, 1 otherwise."""
     import httpx
 
-    password = env.secrets.get(args.password_stdin, f"password for {args.user}")
+    from skald.features.tokens.chat_client import ChatClient
+
+    token = _chat_token(args, env)
+    _check_files(args.file)
+    if token is None and not args.user:
+        raise UsageError(
+            "give --user NAME (and a password), or an API token (--token-file, SKALD_TOKEN)"
+        )
+    password = None if token else env.secrets.get(args.password_stdin, f"password for {args.user}")
+    text = env.secrets.rest() if args.text == "-" else args.text
+    if not text.strip() and not args.file:
+        raise UsageError("the message is empty")
     base = args.url or f"http://127.0.0.1:{env.config.server.port}"
     try:
-        async with httpx.AsyncClient(
-            base_url=base, timeout=httpx.Timeout(600.0, connect=5.0)
-        ) as http:
-            r = await http.post(
-                "/api/auth/login", json={"username": args.user, "password": password}
+        async with ChatClient(base, token) as chat:
+            if password is not None:
+                await chat.login(args.user, password)
+            out = await chat.send(
+                text,
+                conversation=args.conversation,
+                files=[Path(f) for f in args.file],
+                stream=env.out if args.stream else None,
             )
-            _raise_for_api(r)
-            csrf = r.json()["csrf_token"]
-            body = {"text": args.text, "conversation_id": args.conversation}
-            r = await http.post("/api/chat", json=body, headers={"X-CSRF-Token": csrf})
-            _raise_for_api(r)
-            out = r.json()
-            await http.post("/api/auth/logout", headers={"X-CSRF-Token": csrf})
+            saved = await chat.fetch(out["files"], Path(args.out)) if args.out else []
+            if password is not None:
+                await chat.logout()
     except httpx.TransportError as exc:
         raise SkaldError(
             f"cannot reach the Skald server at {base} ({exc.__class__.__name__}); is it running?"
         ) from None
-    if out["reply"]:
+    if out["reply"] and not args.stream:
         env.out.write(out["reply"].rstrip() + "\n")
+    for path in saved:
+        print(f"skald: saved {path}", file=sys.stderr)
+    for path in out["files"] if not args.out else []:
+        print(f"skald: wrote {path} ({base}/api/file?path={path})", file=sys.stderr)
     print(f"skald: conversation {out['conversation_id']}: {out['status']}", file=sys.stderr)
     if out["status"] == "failed":
         detail = out.get("error_detail")  # only for members who manage models
         error = out.get("error") or "the turn failed"
         raise SkaldError(f"{error} ({detail})" if detail else error)
     return 3 if out["status"] == "awaiting_approval" else 0
+
+
+async def _token_user(core: Core, name: str) -> str:
+    user = await core.registry.find_user(check_username(name))
+    if user is None:
+        raise SkaldError(f"no user named {name!r}")
+    return user.id
+
+
+def _token_service(core: Core) -> Any:
+    from skald.core.sealing import InstanceKey
+    from skald.features.tokens.service import TokensConfig, TokenService, hash_key
+    from skald.features.tokens.store import TokenStore
+
+    InstanceKey.load_or_create(core.layout.instance_key)  # the server makes it at start
+    return TokenService(
+        TokenStore(core.registry.db), hash_key(core.layout.instance_key), TokensConfig()
+    )
+
+
+async def cmd_token_create(args: argparse.Namespace, env: Env) -> int:
+    import time
+
+    async def run(core: Core) -> int:
+        user_id = await _token_user(core, args.user)
+        expires = time.time() + args.expires_days * 86400 if args.expires_days else None
+        token, info = await _token_service(core).create(user_id, args.name, args.scope, expires)
+        env.out.write(
+            f"Created the API token {info.name!r} ({', '.join(info.scopes)}) for {args.user}; "
+            "it is shown only this once:\n\n"
+            f"    {token}\n\n"
+        )
+        return 0
+
+    return await _with_core(env, run)
+
+
+async def cmd_token_list(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        tokens = await _token_service(core).list(await _token_user(core, args.user))
+        if args.json:
+            env.out.write(msgspec.json.encode(tokens).decode() + "\n")
+            return 0
+        for t in tokens:
+            expires = "never" if t.expires_at is None else _when(t.expires_at)
+            used = "never" if t.last_used_at is None else _when(t.last_used_at)
+            env.out.write(
+                f"{t.id}  {t.name}  {','.join(t.scopes)}  created {_when(t.created_at)}  "
+                f"last used {used}  expires {expires}\n"
+            )
+        return 0
+
+    return await _with_core(env, run)
+
+
+def _when(seconds: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+async def cmd_token_revoke(args: argparse.Namespace, env: Env) -> int:
+    async def run(core: Core) -> int:
+        await _token_service(core).revoke(await _token_user(core, args.user), args.id)
+        env.out.write(f"Revoked the API token {args.id}; the next request with it is refused.\n")
+        return 0
+
+    return await _with_core(env, run)
 
 
 async def cmd_backup(args: argparse.Namespace, env: Env) -> int:
@@ -736,8 +845,18 @@ def build_parser() -> SkaldArgumentParser:
     p.set_defaults(handler=cmd_serve)
 
     p = command("chat", "send one message to the assistant through the running server")
-    p.add_argument("text", help="the message")
-    p.add_argument("--user", required=True, help="whose assistant to talk to")
+    p.add_argument("text", help="the message, or - to read it from stdin")
+    p.add_argument("--user", help="whose assistant to talk to (signing in with a password)")
+    p.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="a file holding an API token (default: $SKALD_TOKEN; without either, --user)",
+    )
+    p.add_argument(
+        "--file", action="append", default=[], metavar="PATH", help="attach a file (repeatable)"
+    )
+    p.add_argument("--out", metavar="DIR", help="save the files the assistant wrote here")
+    p.add_argument("--stream", action="store_true", help="print the answer as it is written")
     p.add_argument(
         "--password-stdin", action="store_true", help="read the password as one line from stdin"
     )
@@ -746,6 +865,29 @@ def build_parser() -> SkaldArgumentParser:
     )
     p.add_argument("--url", help="server address (default: http://127.0.0.1:<server.port>)")
     p.set_defaults(handler=cmd_chat)
+
+    token = command("token", "API tokens for scripts, apps and Home Assistant")
+    tsub = token.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    p = command("create", "create an API token (printed once)", tsub)
+    p.add_argument("--user", required=True, help="whose token it is")
+    p.add_argument("--name", required=True, help="what it is for, e.g. 'Home Assistant'")
+    p.add_argument(
+        "--scope",
+        action="append",
+        required=True,
+        choices=["chat", "files:read", "files:write", "openai"],
+        help="what it may do (repeatable)",
+    )
+    p.add_argument("--expires-days", type=int, metavar="N", help="expire after N days")
+    p.set_defaults(handler=cmd_token_create)
+    p = command("list", "list a member's API tokens (never the secrets)", tsub)
+    p.add_argument("--user", required=True)
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    p.set_defaults(handler=cmd_token_list)
+    p = command("revoke", "revoke an API token at once", tsub)
+    p.add_argument("id", help="the token's id (see `skald token list`)")
+    p.add_argument("--user", required=True)
+    p.set_defaults(handler=cmd_token_revoke)
 
     p = command("backup", "write a consistent backup archive of this data directory")
     p.add_argument(

@@ -7,7 +7,7 @@ import dataclasses
 import re
 
 import pytest
-from conftest import PASSWORD, MakeClient
+from conftest import PASSWORD, MakeClient, signed_in
 from connector_support import on_host, simple_feed
 from litestar.handlers import HTTPRouteHandler, WebsocketRouteHandler
 
@@ -87,7 +87,7 @@ async def test_every_route_is_public_by_list_or_guarded(
         listed = (
             (method, path) in PUBLIC
             or path.startswith(PUBLIC_PREFIXES)
-            or (path.startswith(STATIC) and not path.startswith("/api"))
+            or (path.startswith(STATIC) and not path.startswith(("/api", "/v1")))
         )
         assert public == listed, f"{method} {path}: public={public} but listed={listed}"
         if public or method == "WS":
@@ -266,6 +266,7 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("POST", "/api/inbox/{conv}/reject", None, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/inbox/{conv}/answer", {"answer": "x"}, {"anon": 401, A: 404, M: 404, C: 404}),
     ("POST", "/api/chat", {"text": "hello"}, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("POST", "/api/chat/stream", {"text": "/cost"}, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/uploads", {"not": "multipart"}, {"anon": 401, A: 400, M: 400, C: 400}),
     ("GET", "/api/voice", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/voice/transcribe", {"not": "audio"}, {"anon": 401, A: 415, M: 415, C: 415}),
@@ -669,6 +670,19 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         (method, "/api/plugin/{plugin}/{rest}", None, {"anon": 401, A: 404, M: 404, C: 404})
         for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
     ),
+    # API tokens (a web session manages them; the counts are for administrators).
+    ("GET", "/api/tokens", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    (
+        "POST",
+        "/api/tokens",
+        {"name": "matrix", "scopes": ["chat"]},
+        {"anon": 401, A: 201, M: 201, C: 201},
+    ),
+    ("DELETE", "/api/tokens/{conv}", None, {"anon": 401, A: 404, M: 404, C: 404}),
+    ("GET", "/api/admin/tokens", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    # /v1 is for tokens: a session may list the models; an empty body is a 400.
+    ("GET", "/v1/models", None, {"anon": 401, A: 200, M: 200, C: 200}),
+    ("POST", "/v1/chat/completions", {}, {"anon": 401, A: 400, M: 400, C: 400}),
 ]
 
 
@@ -803,3 +817,48 @@ async def test_health_details_are_for_administrators_only(
     else:
         assert details is None
     assert (await client.call("GET", "/api/health")).json()["admin"] is None
+
+
+@pytest.mark.parametrize("who", [A, M, C])
+async def test_a_token_reaches_only_its_routes_and_never_another_members_data(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, who: str
+) -> None:
+    """Every route, called with a token holding every scope: a route outside the token
+    routes is 403 `token_route` whatever the role; inside them, the victim's
+    conversation, its messages and her files stay out of reach (404, or not listed)."""
+    from skald.features.tokens.auth import scope_for
+
+    victim = await signed_in(make_client, "ada")
+    conv = (await victim.call("POST", "/api/conversations", json={"title": "secret"})).json()["id"]
+    r = await victim.call("POST", "/api/file", json={"path": "~/diary.txt", "content": "mine"})
+    assert r.status_code == 201
+    name = {A: "mum", M: "bob", C: "tim"}[who]
+    if who == M:
+        await runtime.core.users.create("bob", PASSWORD, "member")
+    owner = await signed_in(make_client, name)
+    body = {"name": "all", "scopes": ["chat", "files:read", "files:write", "openai"]}
+    token = (await owner.call("POST", "/api/tokens", json=body)).json()["token"]
+    anonymous = await make_client()
+    bearer = {"Authorization": f"Bearer {token}"}
+    checked = 0
+    for method, path, handler in _routes(runtime):
+        if method == "WS" or handler.opt.get("public") or handler.opt.get("ops"):  # type: ignore[attr-defined]
+            continue
+        if not path.startswith(("/api", "/v1")):
+            continue
+        concrete = _concrete(path).replace("x1", conv)
+        r = await anonymous.http.request(method, concrete, headers=bearer, json={})
+        reachable, _ = scope_for(method, concrete)
+        if not reachable:
+            assert r.status_code == 403, f"{who} {method} {path}: {r.status_code}"
+            assert r.json()["error"]["code"] == "token_route"
+            continue
+        checked += 1
+        assert conv not in r.text or r.status_code == 404, f"{who} {method} {concrete}: {r.text}"
+        assert "diary.txt" not in r.text, f"{who} {method} {concrete}: {r.text}"
+        assert r.status_code != 500
+    assert checked >= 12
+    # The victim's own token still sees her conversation.
+    mine = (await victim.call("POST", "/api/tokens", json=body)).json()["token"]
+    r = await anonymous.http.get("/api/conversations", headers={"Authorization": f"Bearer {mine}"})
+    assert conv in r.text

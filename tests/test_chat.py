@@ -89,6 +89,7 @@ async def test_fallback_on_503_but_not_on_401(
         "error": None,
         "error_code": None,
         "error_detail": None,
+        "files": [],  # what the turn wrote (issue 28)
     }
 
     runtime.llm.health.succeeded(

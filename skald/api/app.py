@@ -92,7 +92,8 @@ def create_app(
             gzip_compress_level=6,
             # Files and ZIPs stream as they are: compressing media and archives again costs
             # the event loop 3-4x the throughput and saves nothing (bench_sandbox.py).
-            exclude=["^/api/file$", "^/api/files/zip$"],
+            # Server-sent events neither: gzip holds deltas back until its buffer fills.
+            exclude=["^/api/file$", "^/api/files/zip$", "^/api/chat/stream$", "^/v1/"],
         ),
         openapi_config=OpenAPIConfig(
             title="Skald",

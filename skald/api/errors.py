@@ -67,8 +67,10 @@ _HTTP_CODES = {
 class ApiError(HTTPException):
     """An HTTP error with our own error code (e.g. `csrf`, `wrong_password`)."""
 
-    def __init__(self, status_code: int, code: str, message: str) -> None:
-        super().__init__(detail=message, status_code=status_code)
+    def __init__(
+        self, status_code: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(detail=message, status_code=status_code, headers=headers)
         self.code = code
 
 

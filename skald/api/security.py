@@ -31,6 +31,7 @@ from skald.api.errors import ApiError
 from skald.core.runtime import Runtime
 from skald.core.sessions import Principal
 from skald.log import access_line, get_logger
+from skald.plugins.specs import Authenticator
 from skald.sandbox.network import in_pool
 
 log = get_logger("skald.http")
@@ -71,10 +72,20 @@ class AuthMiddleware:
     def __init__(self, app: ASGIApp, runtime: Runtime) -> None:
         self.app = app
         self.runtime = runtime
+        self._authenticators: dict[str, Authenticator] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket") and not is_public(scope.get("route_handler")):
             connection: ASGIConnection[Any, Any, Any, Any] = ASGIConnection(scope)
+            header = connection.headers.get("authorization")
+            if header is not None:
+                # An API token (a plugin's authenticator): the cookie is not looked at,
+                # and no CSRF token is needed, since no browser adds this header by itself.
+                bearer = await self._by_header(header, scope)
+                scope["user"] = bearer
+                scope["auth"] = bearer.token_hash
+                await self.app(scope, receive, send)
+                return
             token = connection.cookies.get(SESSION_COOKIE)
             principal = await self.runtime.sessions.resolve(token) if token else None
             if principal is None:
@@ -88,6 +99,16 @@ class AuthMiddleware:
             scope["user"] = principal
             scope["auth"] = token
         await self.app(scope, receive, send)
+
+    async def _by_header(self, header: str, scope: Scope) -> Principal:
+        scheme, _, credentials = header.strip().partition(" ")
+        if self._authenticators is None:
+            self._authenticators = self.runtime.plugins.authenticators(self.runtime.server)
+        auth = self._authenticators.get(scheme.lower())
+        if auth is None or not credentials.strip():
+            raise NotAuthorizedException("unknown Authorization scheme; use Bearer <token>")
+        method = "WS" if str(scope["type"]) == "websocket" else str(scope.get("method", ""))
+        return await auth.authenticate(credentials.strip(), method, str(scope.get("path", "")))
 
 
 def _header(scope: Any, name: bytes) -> str | None:

@@ -127,6 +127,8 @@ class ChatReply(msgspec.Struct, frozen=True, kw_only=True):
     error_code: str | None = None  # failed: what kind of failure (see plain_errors)
     # failed: the technical text, for members who manage models only
     error_detail: str | None = None
+    # Files the turn wrote (agent paths), for a script to fetch (`skald chat --out`).
+    files: list[str] = []
 
 
 class SecurityGroupView(msgspec.Struct, frozen=True, kw_only=True):
@@ -543,22 +545,33 @@ class ConversationService:
             error_detail=failure.error_detail,
         )
 
-    async def chat(self, user_id: str, text: str, conversation_id: str | None = None) -> ChatReply:
+    async def chat(
+        self,
+        user_id: str,
+        text: str,
+        conversation_id: str | None = None,
+        attachments: list[str] | tuple[str, ...] = (),
+    ) -> ChatReply:
         """One message in, one answer out: a new conversation when none is given; a
-        slash command answers `done` with its result."""
+        slash command answers `done` with its result. `attachments`: files uploaded to
+        this conversation before (`uploads/<conversation>/<name>`)."""
         mine = await self.member(user_id)
         if conversation_id is None:
             conversation = await mine.hub.new_conversation()
         else:
             conversation = await mine.hub.store.get(conversation_id)
-        if is_command(text):
+        if is_command(text) and not attachments:
             out = await self._command(mine, conversation.id, text)
             return ChatReply(
                 conversation_id=out.conversation_id or conversation.id,
                 reply=out.result,
                 status="done",
             )
-        sent = await self._enqueue(mine, conversation, text, [], [])
+        paths = [
+            resolve_attachment(self.layout, mine.user.id, conversation.id, p)
+            for p in dict.fromkeys(attachments)
+        ]
+        sent = await self._enqueue(mine, conversation, text, paths, [])
         return await self.wait(user_id, sent)
 
     # -- attachments and events -------------------------------------------------------

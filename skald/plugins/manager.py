@@ -40,7 +40,14 @@ from skald.errors import ConfigError
 from skald.permissions import can
 from skald.plugins import PROJECT, specs
 from skald.plugins.facade import as_member
-from skald.plugins.specs import AfterTurn, BeforeTurn, ChatCommand, Page, WebFiles
+from skald.plugins.specs import (
+    AfterTurn,
+    Authenticator,
+    BeforeTurn,
+    ChatCommand,
+    Page,
+    WebFiles,
+)
 from skald.plugins.switches import PLUGIN_MANAGE, Loaded, Source, Switches
 
 if TYPE_CHECKING:
@@ -93,6 +100,7 @@ BUILTINS: Final = (
     "skald.features.skills.hooks",
     "skald.features.signposts.hooks",
     "skald.features.plugins.hooks",
+    "skald.features.tokens.hooks",
 )
 
 
@@ -462,6 +470,15 @@ class Plugins:
         ):
             if inspect.isawaitable(answer):
                 await answer
+
+    def authenticators(self, server: Server) -> dict[str, Authenticator]:
+        """Every authenticator by its scheme; a scheme claimed twice stops the start."""
+        out: dict[str, Authenticator] = {}
+        for auth in self._concat("skald_authenticators", server=server):
+            if auth.scheme in out:
+                raise ConfigError(f"two plugins authenticate {auth.scheme!r} requests")
+            out[auth.scheme] = auth
+        return out
 
     def health_details(self, server: Server) -> dict[str, Any]:
         details: dict[str, Any] = {}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from skald.agent.tools import Tool
     from skald.core.model_select import Outcome
     from skald.core.services import ServiceSpec
+    from skald.core.sessions import Principal
     from skald.features.notifications.channels import NotificationChannel
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
@@ -114,6 +115,17 @@ class AfterTurn:
             suppress=self.suppress or other.suppress,
             attach=(*self.attach, *other.attach),
         )
+
+
+class Authenticator(Protocol):
+    """A way to sign a request in besides the session cookie: the credentials of an
+    `Authorization: <scheme> <credentials>` header become a `Principal`, or the
+    authenticator raises the refusal (an `ApiError`: 401, 403, 423, 429). Requests it
+    signs in skip the CSRF check (a browser never adds that header on its own)."""
+
+    scheme: str  # lower case, e.g. "bearer"
+
+    async def authenticate(self, credentials: str, method: str, path: str) -> Principal: ...
 
 
 @dataclass(frozen=True)
@@ -350,3 +362,9 @@ def skald_member_settings() -> Mapping[str, type[msgspec.Struct]] | None:
     """`{"section": Struct}`: settings each member sets for themselves (an account name,
     a key of their own). Kept in the member's own database, never shown to anyone else;
     read with `await member.settings(section, Struct)`."""
+
+
+@hookspec
+def skald_authenticators(server: Server) -> Iterable[Authenticator] | None:
+    """Authenticators for `Authorization` headers (one per scheme), asked by the auth
+    middleware at the first request that carries such a header."""

@@ -13,7 +13,9 @@ from typing import Annotated, Literal
 import msgspec
 from litestar import Response, get, patch, post
 from litestar.di import NamedDependency, Provide
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody
+from litestar.response import Stream
 
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
@@ -27,7 +29,8 @@ from skald.core.conversations import (
     SecurityGroupView,
 )
 from skald.core.runtime import Runtime
-from skald.errors import NotFoundError
+from skald.core.turn_stream import begin_turn, chat_events, last_seq, written_files
+from skald.errors import InvalidInputError, NotFoundError
 from skald.features.files.routes import receive_upload
 from skald.permissions import CHAT as CHAT_USE
 from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
@@ -96,6 +99,10 @@ class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class ChatIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     text: Text
     conversation_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    # Files uploaded to this conversation first (`POST /api/uploads`), by their path.
+    attachments: Annotated[
+        list[Annotated[str, msgspec.Meta(max_length=400)]], msgspec.Meta(max_length=20)
+    ] = []
 
 
 class MySecurityGroups(msgspec.Struct, frozen=True, kw_only=True):
@@ -235,12 +242,63 @@ async def decide(
     await rt.conversations.decide(me, call_id, data.decision == "approve")
 
 
-@post("/api/chat", guards=CHAT, status_code=200, responses=errors(404))
+@post(
+    "/api/chat",
+    guards=CHAT,
+    status_code=200,
+    responses=errors(404),
+)
 async def chat(
     data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> ChatReply:
-    """One turn, synchronously: for scripts and `skald chat`."""
-    return await rt.conversations.chat(me, data.text, data.conversation_id)
+    """One turn, synchronously: for scripts and `skald chat`. The reply names the files
+    the turn wrote (`files`, fetched with `GET /api/file`)."""
+    service = rt.conversations
+    _attachments_need_a_conversation(data)
+    before = (
+        0 if data.conversation_id is None else await last_seq(service, me, data.conversation_id)
+    )
+    reply = await service.chat(me, data.text, data.conversation_id, data.attachments)
+    files = await written_files(service, me, reply.conversation_id, before)
+    return msgspec.structs.replace(reply, files=files)
+
+
+@post(
+    "/api/chat/stream",
+    guards=CHAT,
+    status_code=200,
+    responses={
+        200: ResponseSpec(
+            data_container=None,
+            media_type="text/event-stream",
+            description="Server-sent events: `delta` ({text}), `progress` ({note}), then "
+            "`done` with the reply `POST /api/chat` would answer.",
+        ),
+        **errors(404),
+    },
+)
+async def chat_stream(
+    data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
+) -> Stream:
+    """One turn, streamed (`skald chat --stream`): a conversation is made when none is given."""
+    service = rt.conversations
+    _attachments_need_a_conversation(data)
+    cid = data.conversation_id
+    before = 0 if cid is None else await last_seq(service, me, cid)
+    cid = cid or (await service.create(me)).id
+    member = await rt.server.open_member((await rt.member(me))[0])
+    # Sent before the response starts: a refusal is still a clean 4xx.
+    begun = await begin_turn(member, cid, data.text, list(data.attachments))
+    return Stream(
+        chat_events(member, cid, begun, before),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+def _attachments_need_a_conversation(data: ChatIn) -> None:
+    if data.conversation_id is None and data.attachments:
+        raise InvalidInputError("attachments belong to a conversation: give its conversation_id")
 
 
 @post(
@@ -279,6 +337,7 @@ ROUTES = [
         stop,
         decide,
         chat,
+        chat_stream,
         upload,
         dependencies={"me": Provide(_me, sync_to_thread=False)},
     )

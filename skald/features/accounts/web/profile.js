@@ -15,6 +15,7 @@ import { NotificationSettings } from '../../js/components/notification-settings.
 import { KeepKeyCard } from '../../js/components/keep-key.js';
 import { MyPeople } from '../people/people.js';
 import { MyReview } from '../system_agents/review-lines.js';
+import { ApiTokensCard } from '../tokens/tokens-card.js';
 
 function AboutYou({ me, simple }) {
   const [name, setName] = useState(me.display_name || '');
@@ -180,6 +181,7 @@ export function ProfilePage() {
       ${!simple && me.encrypted && html`<${KeepKeyCard} />`}
       <${PasswordForm} me=${me} />
       <${NotificationSettings} />
+      ${!simple && html`<${ApiTokensCard} />`}
       ${!simple && html`<${Sessions} />`}
     </div>
   </div>`;

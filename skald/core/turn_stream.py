@@ -1,0 +1,220 @@
+"""One turn as a streaming client sees it (`/v1/chat/completions`, `POST /api/chat`
+with `stream`): pieces of text while it runs, progress notes (a tool running), then how
+it ended.
+
+Rule: subscribe to the member's events before sending, so no delta is missed; the
+turn's result (`Sent.done`) is the authority for the end, the events only decorate.
+A top-level approval request ends the wait with `awaiting_approval` (the turn goes on
+waiting in the gate; a decision in the Inbox continues it, its answer lands in the
+history; `/v1` hands it over at the next request: `features/tokens/openai/routes.py`).
+
+Trap: the subscription is lossy (a reader 512 events behind is dropped): when it ends,
+the wait goes on on the result alone, and the text still arrives, whole, at the end
+(`Ended.text`, of which the caller sends what the deltas did not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from skald.agent.events import TokenDelta, ToolCallUpdate, TurnDone
+from skald.agent.loop import TurnResult
+from skald.core.conversations import (
+    ChatReply,
+    CommandResult,
+    ConversationService,
+    Sent,
+    Subscription,
+)
+from skald.core.events import ChatEvent
+from skald.plugins.facade import Member
+
+
+@dataclass(frozen=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    note: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    status: str  # done, awaiting_approval, failed
+    text: str  # the final answer (done), or what the failure says
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+Piece = Delta | Progress | Ended
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A message sent, with the subscription opened before it (`begin_turn`)."""
+
+    subscription: Subscription
+    sent: Sent | CommandResult
+
+
+async def begin_turn(
+    member: Member, conversation_id: str, text: str, attachments: list[str]
+) -> Begun:
+    """Subscribe, then send: what the service refuses (an empty message, an attachment
+    not found) is raised here, before a streamed response has started."""
+    service = member.server.conversations
+    subscription = service.subscribe(member.id)
+    try:
+        sent = await service.send(member.id, conversation_id, text, attachments)
+    except BaseException:
+        subscription.close()
+        raise
+    return Begun(subscription=subscription, sent=sent)
+
+
+async def run_turn(
+    member: Member,
+    conversation_id: str,
+    text: str,
+    attachments: list[str],
+    begun: Begun | None = None,
+) -> AsyncIterator[Piece]:
+    begun = begun or await begin_turn(member, conversation_id, text, attachments)
+    subscription, sent = begun.subscription, begun.sent
+    events = aiter(subscription)
+    pending: set[asyncio.Future[Any]] = set()
+    try:
+        if isinstance(sent, CommandResult):
+            yield Ended(status="done", text=sent.result)
+            return
+        waiting = asyncio.ensure_future(
+            member.conversations.awaiting_approval(conversation_id).wait()
+        )
+        first: asyncio.Future[Any] = asyncio.ensure_future(anext(events))
+        reading: asyncio.Future[Any] | None = first
+        pending = {waiting, first}
+        while True:
+            watched: list[asyncio.Future[Any]] = [sent.done, waiting]
+            if reading is not None:
+                watched.append(reading)
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            if reading is not None and reading.done():
+                pending.discard(reading)
+                try:
+                    event = reading.result()
+                except StopAsyncIteration:
+                    reading = None  # dropped: the result alone ends the wait
+                else:
+                    piece = _piece(event, conversation_id)
+                    if piece is not None:
+                        yield piece
+                    reading = asyncio.ensure_future(anext(events))
+                    pending.add(reading)
+                continue
+            if sent.done.done():
+                yield _ended(member, sent.done.result())
+                return
+            if waiting.done():
+                yield Ended(status="awaiting_approval", text="")
+                return
+    finally:
+        for future in pending:
+            future.cancel()
+        for future in pending:
+            with contextlib.suppress(BaseException):
+                await future
+        subscription.close()
+
+
+def _piece(event: object, conversation_id: str) -> Piece | None:
+    if not isinstance(event, ChatEvent):
+        return None
+    inner = event.event
+    if inner.conversation_id != conversation_id or inner.depth != 0:
+        return None
+    if isinstance(inner, TokenDelta):
+        return Delta(inner.text)
+    if isinstance(inner, ToolCallUpdate):
+        return Progress(f"skald tool {inner.name}: {inner.status}")
+    return None
+
+
+def _ended(member: Member, result: TurnResult) -> Ended:
+    usage = result.usage
+    if result.status == "failed":
+        failure = member.conversations.plain_failure(
+            TurnDone(
+                conversation_id="",
+                status="failed",
+                error=result.error,
+                error_code=result.error_code,
+            )
+        )
+        return Ended(status="failed", text=failure.error or "the turn failed")
+    status = "awaiting_approval" if result.status == "awaiting_approval" else "done"
+    return Ended(
+        status=status,
+        text=result.text,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+    )
+
+
+WRITERS = frozenset({"write_file", "edit_file"})
+
+
+async def last_seq(service: ConversationService, user_id: str, conversation_id: str) -> int:
+    """The newest message's sequence number (0: none yet)."""
+    history = await service.history(user_id, conversation_id)
+    return max((i.seq for i in history), default=0)
+
+
+async def written_files(
+    service: ConversationService, user_id: str, conversation_id: str, after: int
+) -> list[str]:
+    """The paths the file tools wrote after message `after` (each once, in order)."""
+    history = await service.history(user_id, conversation_id)
+    paths = [
+        str(call.arguments["path"])
+        for item in history
+        if item.seq > after
+        for call in item.tool_calls
+        if call.name in WRITERS and call.status == "done" and "path" in call.arguments
+    ]
+    return list(dict.fromkeys(paths))
+
+
+def _event(name: str, body: object) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(body) + b"\n\n"
+
+
+async def chat_events(
+    member: Member, conversation_id: str, begun: Begun, before: int
+) -> AsyncIterator[bytes]:
+    """`POST /api/chat/stream`: `delta` and `progress` events, then `done` with the
+    reply (status, text, files written), as `POST /api/chat` answers it."""
+    service = member.server.conversations
+    async for piece in run_turn(member, conversation_id, "", [], begun):
+        if isinstance(piece, Delta):
+            yield _event("delta", {"text": piece.text})
+        elif isinstance(piece, Progress):
+            yield _event("progress", {"note": piece.note})
+        else:
+            files = await written_files(service, member.id, conversation_id, before)
+            failed = piece.status == "failed"
+            reply = ChatReply(
+                conversation_id=conversation_id,
+                reply="" if failed else piece.text,
+                status=piece.status,  # type: ignore[arg-type]
+                error=piece.text if failed else None,
+                files=files,
+            )
+            yield _event("done", reply)

@@ -1,0 +1,2 @@
+"""The OpenAI-compatible endpoint under `/v1`, opened by API tokens with the `openai`
+scope (docs/dev/api.md)."""

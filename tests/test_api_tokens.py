@@ -1,0 +1,236 @@
+"""API tokens: shown once, stored as keyed hashes, revoked at once, scoped to their
+routes, never more than their member, never past an encrypted member's lock."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import time
+
+from conftest import Client, MakeClient, add_models, signed_in
+from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401
+from test_chat_basics import PNG
+
+from skald.core.runtime import Runtime
+from skald.features.tokens.service import TokenService
+
+
+async def _token(client: Client, *scopes: str, **extra: object) -> str:
+    body = {"name": "script", "scopes": list(scopes or ("chat",)), **extra}
+    r = await client.call("POST", "/api/tokens", json=body)
+    assert r.status_code == 201, r.text
+    token: str = r.json()["token"]
+    return token
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _as(make_client: MakeClient, token: str, method: str, path: str, **kw: object):  # type: ignore[no-untyped-def]
+    anonymous = await make_client()
+    return await anonymous.http.request(method, path, headers=_bearer(token), **kw)  # type: ignore[arg-type]
+
+
+async def test_a_token_is_shown_once_and_listed_by_name_and_scopes_only(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    r = await ada.call(
+        "POST", "/api/tokens", json={"name": "  Home   Assistant ", "scopes": ["openai", "chat"]}
+    )
+    assert r.status_code == 201, r.text
+    token = r.json()["token"]
+    assert token.startswith("skald_") and r.json()["info"]["name"] == "Home Assistant"
+    assert r.json()["info"]["scopes"] == ["chat", "openai"]
+    listed = (await ada.call("GET", "/api/tokens")).json()
+    assert [t["name"] for t in listed] == ["Home Assistant"]
+    assert token not in str(listed) and token[len("skald_") + 13 :] not in str(listed)
+    me = await _as(make_client, token, "GET", "/api/auth/me")
+    assert me.status_code == 200 and me.json()["username"] == "ada"
+    assert (await ada.call("GET", "/api/tokens")).json()[0]["last_used_at"] is not None
+
+
+async def test_bad_token_requests_are_clear_400s(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    for body in (
+        {"name": "x", "scopes": ["admin"]},
+        {"name": "x", "scopes": []},
+        {"name": " ", "scopes": ["chat"]},
+        {"name": "x", "scopes": ["chat"], "expires_at": time.time() - 5},
+    ):
+        r = await ada.call("POST", "/api/tokens", json=body)
+        assert r.status_code == 400, (body, r.text)
+
+
+async def test_tokens_are_not_in_the_database_in_clear_nor_in_the_logs(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, logged: io.StringIO
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat")
+    assert (await _as(make_client, token, "GET", "/api/conversations")).status_code == 200
+    assert (await _as(make_client, token + "x", "GET", "/api/conversations")).status_code == 401
+    # The right id with another secret of the right shape is refused too.
+    forged = token[: len("skald_") + 13] + "A" * 43
+    assert (await _as(make_client, forged, "GET", "/api/conversations")).status_code == 401
+    secret = token[len("skald_") + 13 :]  # the secret may hold "_" itself
+    folder = runtime.core.layout.database_dir
+    stored = b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+    assert secret.encode() not in stored and token.encode() not in stored
+    assert secret not in logged.getvalue()
+    assert "api token created" in logged.getvalue()
+
+
+async def test_a_revoked_token_is_refused_at_the_next_request(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat")
+    assert (await _as(make_client, token, "GET", "/api/conversations")).status_code == 200
+    token_id = (await ada.call("GET", "/api/tokens")).json()[0]["id"]
+    assert (await ada.call("DELETE", f"/api/tokens/{token_id}")).status_code == 204
+    r = await _as(make_client, token, "GET", "/api/conversations")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthenticated"
+    # Another member cannot revoke hers (not found, as if it did not exist).
+    other = await _token(ada, "chat")
+    other_id = next(t["id"] for t in (await ada.call("GET", "/api/tokens")).json())
+    tim = await signed_in(make_client, "tim")
+    assert (await tim.call("DELETE", f"/api/tokens/{other_id}")).status_code == 404
+    assert (await _as(make_client, other, "GET", "/api/conversations")).status_code == 200
+
+
+async def test_an_expired_token_is_401(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat", expires_at=time.time() + 60)
+    assert (await _as(make_client, token, "GET", "/api/conversations")).status_code == 200
+    service = runtime.server.state(TokenService)
+    service.clock = lambda: time.time() + 61
+    assert (await _as(make_client, token, "GET", "/api/conversations")).status_code == 401
+
+
+async def test_a_token_reaches_only_its_scopes_routes_and_never_administration(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    mum = await signed_in(make_client, "mum")
+    chat = await _token(mum, "chat")
+    everything = await _token(mum, "chat", "files:read", "files:write", "openai")
+    assert (await _as(make_client, chat, "GET", "/api/conversations")).status_code == 200
+    r = await _as(make_client, chat, "GET", "/api/files/dir")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "token_scope"
+    assert (await _as(make_client, everything, "GET", "/api/files/dir")).status_code == 200
+    for method, path in (
+        ("GET", "/api/users"),
+        ("GET", "/api/admin/tokens"),
+        ("GET", "/api/llm/providers"),
+        ("POST", "/api/tokens"),
+        ("GET", "/api/tokens"),
+        ("GET", "/api/inbox"),
+        ("POST", "/api/auth/logout-all"),
+        ("PATCH", "/api/auth/me"),
+    ):
+        r = await _as(make_client, everything, method, path, json={})
+        assert r.status_code == 403, (method, path, r.text)
+        assert r.json()["error"]["code"] == "token_route"
+
+
+async def test_a_token_needs_no_csrf_token_but_a_cookie_still_does(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat")
+    r = await _as(make_client, token, "POST", "/api/conversations", json={"title": "script"})
+    assert r.status_code == 201
+    # The session alone, without its CSRF header, is refused as before.
+    r = await ada.http.post("/api/conversations", json={})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "csrf"
+    # A cookie with a broken Authorization header is not a way around anything.
+    r = await ada.http.post("/api/conversations", json={}, headers={"Authorization": "Basic eA=="})
+    assert r.status_code == 401
+
+
+async def test_an_encrypted_member_signed_out_gets_423_until_she_opts_in(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat")
+    assert (await ada.call("POST", "/api/auth/logout")).status_code == 204
+    r = await _as(make_client, token, "GET", "/api/conversations")
+    assert r.status_code == 423
+    assert r.json()["error"]["message"].startswith("sign in on the web first")
+    ada = await signed_in(make_client, "ada")
+    assert (await _as(make_client, token, "GET", "/api/conversations")).status_code == 200
+    r = await ada.call("PUT", "/api/schedule/keep-key", json={"enabled": True})
+    assert r.status_code == 200, r.text
+    assert (await ada.call("POST", "/api/auth/logout")).status_code == 204
+    assert (await _as(make_client, token, "GET", "/api/conversations")).status_code == 200
+
+
+async def test_each_token_has_its_own_rate_limit(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    first, second = await _token(ada, "chat"), await _token(ada, "chat")
+    runtime.server.state(TokenService).limits.per_minute = 3
+    codes = [
+        (await _as(make_client, first, "GET", "/api/conversations")).status_code for _ in range(4)
+    ]
+    assert codes == [200, 200, 200, 429]
+    r = await _as(make_client, first, "GET", "/api/conversations")
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert (await _as(make_client, second, "GET", "/api/conversations")).status_code == 200
+
+
+async def test_administrators_see_counts_per_member_never_tokens(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat")
+    await _token(ada, "openai")
+    mum = await signed_in(make_client, "mum")
+    r = await mum.call("GET", "/api/admin/tokens")
+    assert r.json() == [{"user_id": household["ada"], "username": "ada", "tokens": 2}]
+    assert token not in r.text and "script" not in r.text
+    assert (await mum.call("GET", "/api/tokens")).json() == []
+    assert (await ada.call("GET", "/api/admin/tokens")).status_code == 403
+
+
+async def test_a_picture_in_an_openai_message_reaches_a_vision_model_as_in_the_web_chat(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await add_models(runtime, fake_llm, "sees", capabilities=("tools", "vision"))
+    fake_llm.script("sees", ["A tiny picture."])
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "openai")
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    body = {
+        "model": "skald",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ],
+            }
+        ],
+    }
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == "A tiny picture."
+    assert "image_url" in json.dumps(fake_llm.bodies()[-1])
+    cid = r.headers["x-skald-conversation-id"]
+    [first] = [
+        i
+        for i in (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
+        if i["role"] == "user"
+    ]
+    assert first["text"] == "What is this?" and first["attachments"][0]["mime"] == "image/png"
+    # A link instead of data is refused (Skald fetches nothing for a client).
+    body["messages"][0]["content"][1]["image_url"]["url"] = "http://127.0.0.1:1/cat.png"  # type: ignore[index]
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
