@@ -629,6 +629,27 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 403, M: 200, C: 403},
     ),
     ("POST", "/api/projects/{owner}/{proj}/chat", None, {"anon": 401, A: 201, M: 201, C: 403}),
+    # A project's history: members read (no such revision: 404); a reader's restore meets
+    # the write gate (403) before the revision is looked for; only the owner switches.
+    (
+        "PATCH",
+        "/api/projects/{owner}/{proj}",
+        {"history": False},
+        {"anon": 401, A: 403, M: 200, C: 403},
+    ),
+    ("GET", "/api/projects/{owner}/{proj}/history", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    (
+        "GET",
+        "/api/projects/{owner}/{proj}/history/{norev}",
+        None,
+        {"anon": 401, A: 404, M: 404, C: 403},
+    ),
+    (
+        "POST",
+        "/api/projects/{owner}/{proj}/history/{norev}/restore",
+        {"path": "x.md"},
+        {"anon": 401, A: 403, M: 404, C: 403},
+    ),
     ("DELETE", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 403, M: 204, C: 403}),
     # Skills: reading and one's own tree with `files`; the household's with skills.manage.
     ("GET", "/api/skills", None, {"anon": 401, A: 200, M: 200, C: 403}),
@@ -711,6 +732,7 @@ async def test_role_route_matrix(
         "mine": "mine",
         "shared": "shared",
         "none": "none",
+        "norev": "0000000",
     }
     if who != "anon":
         owner = await make_client()
