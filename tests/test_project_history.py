@@ -145,7 +145,7 @@ def test_git_runs_without_user_config_or_hooks(tmp_path: object) -> None:
     (home / ".gitconfig").write_text("[user]\n\tname = Somebody Else\n")
     git = Git(base / "repo.git", work, home)
     git.init()
-    hook = base / "repo.git" / "hooks" / "pre-commit"
+    hook = base / "repo.git" / "hooks" / "post-commit"  # --no-verify skips pre-commit only
     marker = base / "hooked"
     hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
     hook.chmod(0o755)
