@@ -3390,6 +3390,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="user_config_or_hooks",
         why="a hook in the repository runs as the service account at every commit",
     ),
+    Mutant(
+        "GH6",
+        "skills page",
+        "skald/features/skills/web/skills.js",
+        "  const household = caps.includes('skills.manage');",
+        "  const household = caps.includes('files');",
+        ("tests/test_ui_skills_e2e.py",),
+        keyword="lists_both_trees",
+        why="the Skills page offers deleting household skills to a role without skills.manage",
+    ),
 )
 
 

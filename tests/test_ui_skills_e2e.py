@@ -90,9 +90,7 @@ def test_the_skills_page_lists_both_trees_opens_a_skill_and_adds_and_deletes_one
         page.get_by_test_id("sk-add").click()
         mine = page.locator('[data-testid="sk-skill"][data-tree="mine"][data-id="plants"]')
         expect(mine.get_by_test_id("sk-name")).to_have_text("Watering")
-        assert [s["id"] for s in api.get("/api/skills").json() if s["tree"] == "mine"] == [
-            "plants"
-        ]
+        assert [s["id"] for s in api.get("/api/skills").json() if s["tree"] == "mine"] == ["plants"]
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.once("dialog", lambda d: d.accept())
         mine.get_by_test_id("sk-delete").click()
