@@ -146,20 +146,20 @@ class Git:
             )
         except FileNotFoundError:
             raise GitFailed("git is not installed on the server") from None
+        # The timer kills a git that hangs; reading stops at `limit` (then git is killed).
         timer = threading.Timer(TIMEOUT_S, proc.kill)
         timer.start()
-        try:
-            assert proc.stdout is not None and proc.stderr is not None
-            out = proc.stdout.read(limit + 1)
-            cut = len(out) > limit
-            if cut:
-                proc.kill()
-            err = proc.stderr.read(4096)
-            code = proc.wait()
-        finally:
-            timer.cancel()
-            proc.stdout.close() if proc.stdout else None
-            proc.stderr.close() if proc.stderr else None
+        assert proc.stdout is not None and proc.stderr is not None
+        with proc.stdout, proc.stderr:
+            try:
+                out = proc.stdout.read(limit + 1)
+                cut = len(out) > limit
+                if cut:
+                    proc.kill()
+                err = proc.stderr.read(4096)
+                code = proc.wait()
+            finally:
+                timer.cancel()
         if not cut and code not in ok:
             if code < 0:
                 raise GitFailed(f"git {args[0]} took longer than {TIMEOUT_S:.0f} s")
