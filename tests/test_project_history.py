@@ -6,18 +6,21 @@ file from a revision through their router's write gate."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
-from conftest import MakeClient, admin_adds_models, post_chat, signed_in
+import pytest
+from conftest import Client, MakeClient, admin_adds_models, post_chat, signed_in
 from fake_llm import Call, FakeLLM, Text, ToolCalls
 
 from skald.core.runtime import Runtime
+from skald.features.projects import history
 from skald.features.projects.history import Git
 from skald.features.projects.store import Projects
 
 BASE = "/api/projects/ada/notes"
 
 
-async def _project_with_history(make_client: MakeClient) -> tuple[object, object]:
+async def _project_with_history(make_client: MakeClient) -> tuple[Client, Client]:
     ada = await signed_in(make_client, "ada")
     mum = await signed_in(make_client, "mum")
     assert (await ada.call("POST", "/api/projects", json={"name": "Notes"})).status_code == 201
@@ -135,10 +138,8 @@ async def test_history_off_records_nothing_and_the_repository_is_outside_the_fol
     assert [c["message"] for c in log["commits"]] == ["write b.md", "history turned on"]
 
 
-def test_git_runs_without_user_config_or_hooks(tmp_path: object) -> None:
-    from pathlib import Path
-
-    base = Path(str(tmp_path))
+def test_git_runs_without_user_config_or_hooks(tmp_path: Path) -> None:
+    base = tmp_path
     home, work = base / "home", base / "work"
     home.mkdir()
     work.mkdir()
@@ -162,3 +163,17 @@ def test_git_runs_without_user_config_or_hooks(tmp_path: object) -> None:
         env=env,
     ).stdout
     assert out.strip() == "Ada|Skald"
+
+
+def test_a_git_that_hangs_is_killed_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path
+    fake = base / "bin"
+    fake.mkdir()
+    (fake / "git").write_text("#!/bin/sh\nexec sleep 60\n")
+    (fake / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
+    monkeypatch.setattr(history, "TIMEOUT_S", 0.5)
+    with pytest.raises(history.GitFailed, match="took longer"):
+        Git(base / "repo.git", base, base).run("status")
