@@ -630,6 +630,27 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 403, M: 200, C: 403},
     ),
     ("POST", "/api/projects/{owner}/{proj}/chat", None, {"anon": 401, A: 201, M: 201, C: 403}),
+    # A project's history: members read (no such revision: 404); a reader's restore meets
+    # the write gate (403) before the revision is looked for; only the owner switches.
+    (
+        "PATCH",
+        "/api/projects/{owner}/{proj}",
+        {"history": False},
+        {"anon": 401, A: 403, M: 200, C: 403},
+    ),
+    ("GET", "/api/projects/{owner}/{proj}/history", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    (
+        "GET",
+        "/api/projects/{owner}/{proj}/history/{norev}",
+        None,
+        {"anon": 401, A: 404, M: 404, C: 403},
+    ),
+    (
+        "POST",
+        "/api/projects/{owner}/{proj}/history/{norev}/restore",
+        {"path": "x.md"},
+        {"anon": 401, A: 403, M: 404, C: 403},
+    ),
     ("DELETE", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 403, M: 204, C: 403}),
     # Skills: reading and one's own tree with `files`; the household's with skills.manage.
     ("GET", "/api/skills", None, {"anon": 401, A: 200, M: 200, C: 403}),
@@ -683,6 +704,34 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     # /v1 is for tokens: a session may list the models; an empty body is a 400.
     ("GET", "/v1/models", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/v1/chat/completions", {}, {"anon": 401, A: 400, M: 400, C: 400}),
+    # A project's history: members read (no such revision: 404); a reader's restore meets
+    # the write gate (403) before the revision is looked for; only the owner switches.
+    (
+        "PATCH",
+        "/api/projects/{owner}/{proj}",
+        {"history": False},
+        {"anon": 401, A: 403, M: 200, C: 403},
+    ),
+    ("GET", "/api/projects/{owner}/{proj}/history", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    (
+        "GET",
+        "/api/projects/{owner}/{proj}/history/{norev}",
+        None,
+        {"anon": 401, A: 404, M: 404, C: 403},
+    ),
+    (
+        "POST",
+        "/api/projects/{owner}/{proj}/history/{norev}/restore",
+        {"path": "x.md"},
+        {"anon": 401, A: 403, M: 404, C: 403},
+    ),
+    ("DELETE", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 403, M: 204, C: 403}),
+    # Skills: reading and one's own tree with `files`; the household's with skills.manage.
+    ("GET", "/api/skills", None, {"anon": 401, A: 200, M: 200, C: 403}),
+    ("GET", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
+    ("POST", "/api/skills/{mine}/{none}/zip", {}, {"anon": 401, A: 400, M: 400, C: 403}),
+    ("POST", "/api/skills/{shared}/{none}/zip", {}, {"anon": 401, A: 403, M: 403, C: 403}),
+    ("DELETE", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
 ]
 
 
@@ -748,6 +797,7 @@ async def test_role_route_matrix(
         "user_kind": "user",
         "role_kind": "role",
         "no_request": "987654321",
+        "norev": "0000000",
         "chat": "-5",
         "agent": "conversation-review",
         "report": await _report_about_tim(runtime, household),

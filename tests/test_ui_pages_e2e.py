@@ -98,6 +98,8 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "nav-system-agents",
             "nav-files",
             "nav-connectors",
+            "nav-projects",
+            "nav-skills",
             "nav-agents",
             "nav-profile",
             "nav-usage",

@@ -38,6 +38,7 @@ from skald.agent.tools import (
     file_touches,
 )
 from skald.errors import NotFoundError, SkaldError
+from skald.files.changes import ChangeListener, FileChange
 from skald.files.container import ContainerEntry, ContainerPathMissing, ContainerPaths
 from skald.files.lines import (
     is_crlf,
@@ -266,10 +267,13 @@ class FileTool(Tool):
         budget: BudgetSource | None = None,
         spec: ToolSpec | None = None,
         container: ContainerPaths | None = None,
+        on_change: ChangeListener | None = None,
     ) -> None:
         self.router = router
         self.notes = notes
         self.budget = budget
+        # Told after each write through the router (`skald_files_changed`: git history).
+        self.on_change = on_change
         # The member's sandbox, for absolute paths outside every mount (None: no sandbox).
         self.container = container
         if spec is not None:
@@ -312,9 +316,15 @@ class FileTool(Tool):
             parsed = self.router.parse(raw)
             if isinstance(parsed, Virtual):
                 return await self.virtual(parsed, args, ctx)
-            return await self.work(raw, args, ctx)
+            result = await self.work(raw, args, ctx)
         except (_Refusal, SkaldError) as refusal:
             return ToolResult.error(_sentence(str(refusal)))
+        if self.on_change is not None and self.kind == "write" and not result.is_error:
+            mount, segments = parsed  # lexical: the place and the path the write named
+            await self.on_change(
+                FileChange(mount=mount.name, paths=("/".join(segments),), action=self.name)
+            )
+        return result
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if self.notes is None:
@@ -1070,19 +1080,22 @@ def _shown(path: str, name: str, mime: str, size: int) -> ToolResult:
 
 
 def file_tools(
-    router: PathRouter, budget: BudgetSource | None = None, container: ContainerPaths | None = None
+    router: PathRouter,
+    budget: BudgetSource | None = None,
+    container: ContainerPaths | None = None,
+    on_change: ChangeListener | None = None,
 ) -> list[Tool]:
     """The file tools alone (no note stores): note paths are refused with a hint.
     `container`: the member's sandbox, for paths only it has (`skald.files.container`)."""
     return [
         ReadFileTool(router, container=container),
-        WriteFileTool(router, budget=budget, container=container),
-        EditFileTool(router, budget=budget, container=container),
+        WriteFileTool(router, budget=budget, container=container, on_change=on_change),
+        EditFileTool(router, budget=budget, container=container, on_change=on_change),
         ListFilesTool(router, container=container),
         GrepTool(router, container=container),
         GlobTool(router, container=container),
         ShowFileTool(router, container=container),
-        *text_tools(router, budget=budget, container=container),
+        *text_tools(router, budget=budget, container=container, on_change=on_change),
     ]
 
 
@@ -1096,6 +1109,7 @@ def workspace_tools(
     shared_readable: bool = True,
     budget: BudgetSource | None = None,
     container: ContainerPaths | None = None,
+    on_change: ChangeListener | None = None,
 ) -> list[Tool]:
     """One member's tools on files and notes: read_file, write_file, edit_file,
     list_files, memory_search, grep, glob, show_file, and the line tools
@@ -1118,14 +1132,14 @@ def workspace_tools(
     )
     return [
         ReadFileTool(router, notes, container=container),
-        WriteFileTool(router, notes, budget, container=container),
-        EditFileTool(router, notes, budget, container=container),
+        WriteFileTool(router, notes, budget, container=container, on_change=on_change),
+        EditFileTool(router, notes, budget, container=container, on_change=on_change),
         ListFilesTool(router, notes, container=container),
         MemorySearchTool(notes),
         GrepTool(router, container=container),
         GlobTool(router, container=container),
         ShowFileTool(router, notes, container=container),
-        *text_tools(router, notes, budget, container),
+        *text_tools(router, notes, budget, container, on_change),
     ]
 
 
@@ -1482,13 +1496,14 @@ def text_tools(
     notes: NoteStores | None = None,
     budget: BudgetSource | None = None,
     container: ContainerPaths | None = None,
+    on_change: ChangeListener | None = None,
 ) -> list[FileTool]:
     """The line tools of one member, on the same router, note stores, budget and sandbox
     as the rest of the family (`workspace_tools`, `file_tools`)."""
     return [
-        AppendFileTool(router, notes, budget, container=container),
-        InsertAtLineTool(router, notes, budget, container=container),
-        ReplaceLinesTool(router, notes, budget, container=container),
+        AppendFileTool(router, notes, budget, container=container, on_change=on_change),
+        InsertAtLineTool(router, notes, budget, container=container, on_change=on_change),
+        ReplaceLinesTool(router, notes, budget, container=container, on_change=on_change),
         SearchFileTool(router, notes, container=container),
         GetOutlineTool(router, notes, container=container),
     ]

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from skald.core.services import ServiceRunner
     from skald.core.user_runtime import UserRuntime
     from skald.features.notifications.service import NotificationService
+    from skald.files.changes import FileChange
     from skald.files.mounts import MemberMount
     from skald.files.router import PathRouter
     from skald.paths import DataLayout
@@ -196,6 +197,11 @@ class Server:
 
     def system_agents(self) -> list[SystemAgent]:
         return self._live.plugins.system_agents(self)
+
+    async def files_changed(self, user_id: str, change: FileChange) -> None:
+        """Tell every feature that `user_id`'s write changed files (`skald_files_changed`);
+        the file tools and the Files API call it after each write."""
+        await self._live.plugins.files_changed(self, user_id, change)
 
     def works_signed_out(self, user_id: str) -> bool:
         return self._live.kept_keys.is_kept(user_id)

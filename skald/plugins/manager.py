@@ -37,6 +37,7 @@ import pluggy
 from skald.agent.prompts import PLACEHOLDER_NAME
 from skald.config import Config
 from skald.errors import ConfigError
+from skald.log import get_logger
 from skald.permissions import can
 from skald.plugins import PROJECT, specs
 from skald.plugins.facade import as_member
@@ -50,12 +51,15 @@ from skald.plugins.specs import (
 )
 from skald.plugins.switches import PLUGIN_MANAGE, Loaded, Source, Switches
 
+log = get_logger("skald.plugins")
+
 if TYPE_CHECKING:
     from pathlib import Path
 
     from skald.agent.tools import Tool
     from skald.core.services import ServiceSpec
     from skald.features.notifications.channels import NotificationChannel
+    from skald.files.changes import FileChange
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
     from skald.paths import DataLayout
@@ -479,6 +483,22 @@ class Plugins:
                 raise ConfigError(f"two plugins authenticate {auth.scheme!r} requests")
             out[auth.scheme] = auth
         return out
+
+    async def files_changed(self, server: Server, user_id: str, change: FileChange) -> None:
+        # The write happened: a listener that fails cannot undo it, nor fail the writer.
+        try:
+            answers = self._answers(
+                "skald_files_changed", server=server, user_id=user_id, change=change
+            )
+        except Exception:
+            log.exception("a files_changed listener failed")
+            return
+        for answer in answers:
+            if inspect.isawaitable(answer):
+                try:
+                    await answer
+                except Exception:
+                    log.exception("a files_changed listener failed")
 
     def health_details(self, server: Server) -> dict[str, Any]:
         details: dict[str, Any] = {}

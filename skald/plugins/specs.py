@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from skald.core.services import ServiceSpec
     from skald.core.sessions import Principal
     from skald.features.notifications.channels import NotificationChannel
+    from skald.files.changes import FileChange
     from skald.files.mounts import MemberMount
     from skald.llm.types import ToolCall
     from skald.paths import DataLayout
@@ -264,6 +265,13 @@ def skald_request_recorded(
     """After a request of the member's turn to a model is recorded (`llm_requests` row
     `request_id`): `outcome` has what was sent and what came back. May be awaitable; a
     failure is logged, never the turn's. Used by the opt-in request log."""
+
+
+@hookspec
+def skald_files_changed(server: Server, user_id: str, change: FileChange) -> Awaitable[None] | None:
+    """After a write of `user_id` through their router (file tools, Files API) changed
+    `change.paths` in the place `change.mount`. May be awaitable; a failure is logged,
+    never the write's (it has happened). Used by the projects' git history."""
 
 
 @hookspec

@@ -35,7 +35,9 @@ const WRITE_METHODS = new Set(['POST', 'PATCH', 'PUT', 'DELETE']);
 export async function request(method, path, body, { handle401 = true } = {}) {
   const headers = { Accept: 'application/json' };
   // FormData (file uploads) sets its own multipart Content-Type with the boundary.
-  const isForm = typeof FormData !== 'undefined' && body instanceof FormData;
+  // A Blob (a File) goes as it is, with its own type: a skill's ZIP.
+  const isForm = (typeof FormData !== 'undefined' && body instanceof FormData)
+    || (typeof Blob !== 'undefined' && body instanceof Blob);
   if (body !== undefined && !isForm) headers['Content-Type'] = 'application/json';
   if (WRITE_METHODS.has(method) && csrfToken) headers['X-CSRF-Token'] = csrfToken;
 

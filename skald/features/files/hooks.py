@@ -53,6 +53,8 @@ def skald_tools(member: Member) -> list[Tool] | None:
         shared_readable=member.can(MEMORY_SHARED),
         budget=member.budget,
         container=container,
+        # After each write: features watching a place (a project's git history).
+        on_change=lambda change: member.server.files_changed(member.id, change),
     )
 
 

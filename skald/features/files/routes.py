@@ -39,6 +39,7 @@ from skald.api.streaming import BlockingStream
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files import router as fs
+from skald.files.changes import FileChange
 from skald.files.mime import sniff
 from skald.files.router import (
     MAX_PATH_CHARS,
@@ -375,7 +376,15 @@ async def write_file(
         raise InvalidInputError("the content is not valid Unicode text") from None
     budget = await rt.budget(found.quota_owner or request.user.user.id)
     entry, created = await asyncio.to_thread(_write_within, budget, found, content)
+    await _changed(rt, request, "write", found)
     return Response(entry, status_code=201 if created else 200)
+
+
+async def _changed(rt: Runtime, request: AnyRequest, action: str, *found: Resolved) -> None:
+    """Tell the features what the caller's write changed (`skald_files_changed`)."""
+    paths = tuple("/".join(f.parts) for f in found)
+    change = FileChange(mount=found[0].mount, paths=paths, action=action)
+    await rt.server.files_changed(request.user.user.id, change)
 
 
 def _exists(found: Resolved) -> bool:
@@ -405,7 +414,11 @@ async def upload(
     folder = await _physical_for_write(router, path)
     budget = await rt.budget(folder.quota_owner or request.user.user.id)
     limit_mb = rt.config.assistant.upload_max_mb
-    return Uploaded(files=await receive_upload(request, folder, limit_mb, budget))
+    files = await receive_upload(request, folder, limit_mb, budget)
+    names = tuple("/".join((*folder.parts, f.name)) for f in files)
+    change = FileChange(mount=folder.mount, paths=names, action="upload")
+    await rt.server.files_changed(request.user.user.id, change)
+    return Uploaded(files=files)
 
 
 async def receive_upload(
@@ -473,7 +486,9 @@ async def move(
     router = await _router(request, rt)
     source = await _physical_for_write(router, data.source, follow_final=False)
     target = await _physical_for_write(router, data.target, follow_final=False)
-    return await asyncio.to_thread(fs.rename, source, target)
+    moved = await asyncio.to_thread(fs.rename, source, target)
+    await _changed(rt, request, "rename", source, target)
+    return moved
 
 
 @delete("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
@@ -488,6 +503,7 @@ async def remove(
     router = await _router(request, rt)
     found = await _physical_for_write(router, path, follow_final=False)
     await asyncio.to_thread(fs.delete, found, recursive=recursive)
+    await _changed(rt, request, "delete", found)
     # What was freed counts at once (a member at their quota deletes to make room).
     await asyncio.to_thread(rt.storage.scan, request.user.user.id)
 

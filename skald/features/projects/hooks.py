@@ -11,6 +11,7 @@ from skald.plugins.specs import Page, WebFiles, feature_folder
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from skald.files.changes import FileChange
     from skald.files.mounts import MemberMount
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
@@ -116,3 +117,18 @@ def skald_owned_places(user_id: str, server: Server) -> list[Path]:
 
     found = server.state(Projects, None)
     return [] if found is None else found.owned(user_id)
+
+
+@hookimpl
+async def skald_files_changed(server: Server, user_id: str, change: FileChange) -> None:
+    # A write inside a project keeping history: committed, authored by the writer.
+    from skald.features.projects.history import author_of
+    from skald.features.projects.store import Projects
+
+    projects = server.state(Projects, None)
+    project = None if projects is None else projects.of_mount(change.mount)
+    if projects is None or project is None or not project.history:
+        return
+    user, _ = await server.fetch(user_id)
+    author = author_of(user.display_name, user.username)
+    await projects.history.record(projects, project, change.summary, author)

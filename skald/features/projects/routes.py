@@ -7,6 +7,7 @@ A project is named by its owner's username and its slug. Whoever is not a member
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import msgspec
@@ -18,6 +19,13 @@ from skald.api.deps import AuthRequest, requires
 from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.errors import NotFoundError
+from skald.features.projects.history import (
+    Commit,
+    CommitDiff,
+    author_of,
+    checked_path,
+    checked_revision,
+)
 from skald.features.projects.store import (
     PROJECT_AGENT,
     PROJECTS_USE,
@@ -28,6 +36,8 @@ from skald.features.projects.store import (
     chat_of,
     remember_chat,
 )
+from skald.files.changes import FileChange
+from skald.files.tools import write_within
 from skald.plugins.facade import Member, Server  # Litestar reads the annotations
 from skald.store.conversations import Conversation
 
@@ -47,6 +57,21 @@ class ProjectIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 class ProjectPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: Name | None = None
     description: Description | None = None
+    history: bool | None = None  # the owner's switch
+
+
+class RestoreIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    path: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+
+
+class HistoryOut(msgspec.Struct, frozen=True, kw_only=True):
+    on: bool
+    commits: list[Commit]  # newest first, at most MAX_LOG
+
+
+class Restored(msgspec.Struct, frozen=True, kw_only=True):
+    path: str
+    revision: str
 
 
 class MemberIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -99,8 +124,16 @@ async def patch_project(
     server: NamedDependency[Server],
 ) -> ProjectOut:
     project = _writer(request, server, owner, slug)
-    changed = await _projects(server).update(project, name=data.name, description=data.description)
-    return ProjectOut.of(changed, request.user.user.id)
+    me = request.user.user
+    history: tuple[str, str] | bool | None = data.history
+    if data.history is not None and project.owner != me.id:
+        raise ApiError(403, "forbidden", "only the project's owner turns its history on or off")
+    if data.history:
+        history = author_of(me.display_name, me.username)
+    changed = await _projects(server).update(
+        project, name=data.name, description=data.description, history=history
+    )
+    return ProjectOut.of(changed, me.id)
 
 
 @delete("/api/projects/{owner:str}/{slug:str}", guards=USE, responses=errors(403, 404, 409))
@@ -170,6 +203,65 @@ async def open_project_chat(
     return made
 
 
+@get("/api/projects/{owner:str}/{slug:str}/history", guards=USE, responses=errors(404))
+async def project_history(
+    request: AuthRequest, owner: FromPath[str], slug: FromPath[str], server: NamedDependency[Server]
+) -> HistoryOut:
+    """The last commits (newest first), for every member of the project."""
+    project = _mine(request, server, owner, slug)
+    projects = _projects(server)
+    return HistoryOut(on=project.history, commits=await projects.history.log(projects, project))
+
+
+@get(
+    "/api/projects/{owner:str}/{slug:str}/history/{rev:str}",
+    guards=USE,
+    responses=errors(400, 404),
+)
+async def project_commit(
+    request: AuthRequest,
+    owner: FromPath[str],
+    slug: FromPath[str],
+    rev: FromPath[str],
+    server: NamedDependency[Server],
+) -> CommitDiff:
+    """One commit: who, when, what, the files it changed and its diff (cut at 1 MiB)."""
+    project = _mine(request, server, owner, slug)
+    projects = _projects(server)
+    return await projects.history.show(projects, project, rev)
+
+
+@post(
+    "/api/projects/{owner:str}/{slug:str}/history/{rev:str}/restore",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 403, 404, 409, 413, 507),
+)
+async def restore_file(
+    request: AuthRequest,
+    owner: FromPath[str],
+    slug: FromPath[str],
+    rev: FromPath[str],
+    data: JSONBody[RestoreIn],
+    server: NamedDependency[Server],
+    member: NamedDependency[Member],
+) -> Restored:
+    """Put one file back as it was at `rev`: a write through the caller's own router, so
+    a read-only member meets its write gate (403) and the owner's quota decides."""
+    project = _mine(request, server, owner, slug)
+    projects = _projects(server)
+    checked_revision(rev)
+    inside = checked_path(data.path)
+    found = await asyncio.to_thread(member.router.writable, f"{project.path}/{inside}")
+    content = await projects.history.blob(projects, project, rev, inside)
+    source = member.budget
+    budget = None if source is None else await source(owner=found.quota_owner)
+    await asyncio.to_thread(write_within, budget, found, content)
+    change = FileChange(mount=found.mount, paths=(inside,), action=f"restore from {rev[:12]}")
+    await server.files_changed(member.id, change)
+    return Restored(path=found.agent_path, revision=rev)
+
+
 ROUTES = (
     list_projects,
     create_project,
@@ -179,4 +271,7 @@ ROUTES = (
     set_project_member,
     remove_project_member,
     open_project_chat,
+    project_history,
+    project_commit,
+    restore_file,
 )

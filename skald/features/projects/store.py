@@ -31,6 +31,7 @@ import apsw
 import msgspec
 
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.features.projects.history import ProjectHistory
 from skald.files.mounts import MemberMount
 from skald.paths import CONTAINER_HOME
 from skald.permissions import declare
@@ -73,8 +74,16 @@ CREATE TABLE project_chats(
     UNIQUE(owner, slug)
 ) WITHOUT ROWID;
 """
+_REGISTRY_V2 = """
+ALTER TABLE projects ADD COLUMN history INTEGER NOT NULL DEFAULT 0 CHECK (history IN (0, 1));
+"""
 REGISTRY: Final = Feature(
-    "projects", (Migration(1, "projects and their members", _REGISTRY_V1),), after=("accounts",)
+    "projects",
+    (
+        Migration(1, "projects and their members", _REGISTRY_V1),
+        Migration(2, "a project's git history switch", _REGISTRY_V2),
+    ),
+    after=("accounts",),
 )
 OWNER: Final = Feature(
     "projects", (Migration(1, "each member's project conversations", _OWNER_V1),)
@@ -97,6 +106,7 @@ class Project(msgspec.Struct, frozen=True, kw_only=True):
     created_at: str
     trashed_at: str | None
     members: list[ProjectMember]  # the owner first
+    history: bool = False  # the owner's switch: commit every change (history.py)
 
     @property
     def path(self) -> str:
@@ -119,6 +129,7 @@ class ProjectOut(msgspec.Struct, frozen=True, kw_only=True):
     access: Access
     manage: bool
     delete: bool
+    history: bool = False
 
     @classmethod
     def of(cls, p: Project, user_id: str) -> ProjectOut:
@@ -134,6 +145,7 @@ class ProjectOut(msgspec.Struct, frozen=True, kw_only=True):
             access=access,
             manage=access == "write",
             delete=p.owner == user_id,
+            history=p.history,
         )
 
 
@@ -153,8 +165,8 @@ def _read(c: apsw.Connection) -> list[Project]:
             ProjectMember(user_id=user_id, username=names.get(user_id, "?"), access=access)
         )
     out = []
-    for owner, slug, name, description, created_at, trashed_at in c.execute(
-        "SELECT owner, slug, name, description, created_at, trashed_at FROM projects "
+    for owner, slug, name, description, created_at, trashed_at, history in c.execute(
+        "SELECT owner, slug, name, description, created_at, trashed_at, history FROM projects "
         "ORDER BY name COLLATE NOCASE, owner, slug"
     ):
         first = ProjectMember(
@@ -170,6 +182,7 @@ def _read(c: apsw.Connection) -> list[Project]:
                 created_at=created_at,
                 trashed_at=trashed_at,
                 members=[first, *members.get((owner, slug), [])],
+                history=bool(history),
             )
         )
     return out
@@ -183,6 +196,7 @@ class Projects:
         self.root = server.layout.root / GROUP
         self._live: list[Project] = []
         self._lock = asyncio.Lock()
+        self.history = ProjectHistory(self.root)
 
     async def load(self) -> None:
         found = await self.server.db.call(_read)
@@ -211,8 +225,16 @@ class Projects:
         ]
 
     def owned(self, user_id: str) -> list[Path]:
-        """The folders counted against `user_id`'s quota: their projects' (in use)."""
-        return [self.folder(p) for p in self._live if p.owner == user_id]
+        """The folders counted against `user_id`'s quota: their projects' (in use) and
+        those projects' git histories."""
+        mine = [p for p in self._live if p.owner == user_id]
+        return [self.folder(p) for p in mine] + [
+            self.history.git_dir(p.owner, p.slug) for p in mine if p.history
+        ]
+
+    def of_mount(self, mount: str) -> Project | None:
+        """The project whose folder is the mount named `mount` (`projects/ada/holiday`)."""
+        return next((p for p in self._live if p.path == mount), None)
 
     def find(self, owner_username: str, slug: str, user_id: str) -> Project:
         """The project as `user_id` may see it (a member); anyone else: not found."""
@@ -265,17 +287,27 @@ class Projects:
         return next(p for p in self._live if p.owner == owner and p.slug == slug)
 
     async def update(
-        self, project: Project, *, name: str | None, description: str | None
+        self,
+        project: Project,
+        *,
+        name: str | None,
+        description: str | None,
+        history: tuple[str, str] | bool | None = None,
     ) -> Project:
+        """`history`: the owner's (name, address) to turn it on, False to turn it off."""
         if name is not None and not one_line(name):
             raise InvalidInputError("a project needs a name")
+        if history and not project.history:
+            assert isinstance(history, tuple)
+            await self.history.start(self, project, history)
         await self._write(
             project,
-            "UPDATE projects SET name=coalesce(?, name), description=coalesce(?, description) "
-            "WHERE owner=? AND slug=?",
+            "UPDATE projects SET name=coalesce(?, name), description=coalesce(?, description), "
+            "history=coalesce(?, history) WHERE owner=? AND slug=?",
             (
                 None if name is None else one_line(name),
                 None if description is None else one_line(description),
+                None if history is None else int(bool(history)),
                 project.owner,
                 project.slug,
             ),
@@ -332,6 +364,7 @@ class Projects:
             raise ConflictError(f"a trashed project {project.slug!r} is in the way")
         if source.is_dir() and not source.is_symlink():
             source.rename(target)
+        self.history.move_to_trash(project, trash)
 
     async def _write(
         self, project: Project, sql: str, args: tuple[Any, ...], affected: set[str] | None = None

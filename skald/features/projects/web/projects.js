@@ -9,6 +9,47 @@ import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components
 
 const enc = encodeURIComponent;
 
+// The project's git history (when its owner turned it on): the last commits, one open
+// with its diff, and for writers a button per changed file restoring it as it was then.
+function History({ project, base }) {
+  const [log, setLog] = useState(null);
+  const [open, setOpen] = useState(null);
+  const [run, busy, error] = useAction();
+  const load = () => run(async () => setLog(await get(`${base}/history`)));
+  const show = (id) => run(async () => setOpen(await get(`${base}/history/${enc(id)}`)));
+  const restore = (rev, path) => run(async () => {
+    await post(`${base}/history/${enc(rev)}/restore`, { path });
+    setOpen(null);
+    setLog(await get(`${base}/history`));
+  });
+  const fileRow = (line) => {
+    const [status, path] = line.split('\t');
+    const rev = status === 'D' ? open.commit.parent : open.commit.id;
+    return html`<li data-testid="pj-history-file" data-path=${path}><code>${status} ${path}</code>
+      ${project.access === 'write' && rev && html` <button type="button" class="btn btn--small btn--ghost" disabled=${busy}
+        data-testid="pj-history-restore" onClick=${() => restore(rev, path)}>${t('pj.history_restore')}</button>`}</li>`;
+  };
+  return html`<div class="stack" data-testid="pj-history">
+    ${log === null && html`<div class="actions actions--start"><button type="button" class="btn btn--secondary" disabled=${busy}
+      data-testid="pj-history-show" onClick=${load}>${t('pj.history_show')}</button></div>`}
+    ${log !== null && log.commits.length === 0 && html`<p class="small" data-testid="pj-history-empty">${t('pj.history_empty')}</p>`}
+    ${log !== null && log.commits.length > 0 && html`<ul class="small" data-testid="pj-history-list">
+      ${log.commits.map((c) => html`<li key=${c.id} data-testid="pj-commit" data-id=${c.id}>
+        <button type="button" class="btn btn--small btn--ghost" disabled=${busy} data-testid="pj-commit-open"
+          onClick=${() => show(c.id)}><code>${c.id.slice(0, 7)}</code></button>
+        ${c.message} · ${c.author} · ${new Date(c.date).toLocaleString()}
+      </li>`)}
+    </ul>`}
+    ${open && html`<div class="card stack" data-testid="pj-commit-view">
+      <strong>${open.commit.message}</strong>
+      <ul class="small">${open.files.map(fileRow)}</ul>
+      <div class="diff"><pre class="diff__pre" data-testid="pj-diff">${open.diff}</pre></div>
+      ${open.truncated && html`<p class="small">${t('pj.history_cut')}</p>`}
+    </div>`}
+    ${error && html`<p class="approval__error" role="alert" data-testid="pj-history-error">${errorText(error)}</p>`}
+  </div>`;
+}
+
 function ProjectItem({ project, onChanged }) {
   const [run, busy, error] = useAction();
   const [who, setWho] = useState('');
@@ -46,6 +87,11 @@ function ProjectItem({ project, onChanged }) {
         onClick=${() => act(async () => { await request('PUT', `${base}/members/${enc(who.trim())}`, { access }); setWho(''); })}>
         ${Icon.plus()}<span>${t('pj.add_member')}</span></button>
     </div>`}
+    ${project.delete && html`<label class="field field--inline small">
+      <input type="checkbox" checked=${project.history} disabled=${busy} data-testid="pj-history-switch"
+        onChange=${(e) => act(() => request('PATCH', base, { history: e.target.checked }))} />
+      <span>${t('pj.history_switch')}</span></label>`}
+    ${project.history && html`<${History} project=${project} base=${base} />`}
     ${error && html`<p class="approval__error" role="alert" data-testid="pj-error">${errorText(error)}</p>`}
     <div class="inbox-item__choices">
       <button type="button" class="btn btn--primary" disabled=${busy} data-testid="pj-chat" onClick=${openChat}>

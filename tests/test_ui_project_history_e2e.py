@@ -1,0 +1,81 @@
+"""A project's history in the browser (#26 items 3 and 7): Debian's Chromium driven by
+Playwright against a real `skald serve`. Ada turns the history on with the switch on her
+project, saves a file twice, opens the history, opens the first version's change (its
+diff shows) and restores the file from it. Run at 375 px in Italian and at 1280 px in
+English; console and CSP watching as in `test_ui_e2e.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import Api, ServerProcess, household
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, Page, expect
+
+PW = "ada's long password"
+NOTES = "projects/ada/kitchen/notes.md"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    with household(tmp_path, ("ada", PW)) as srv:
+        yield srv
+
+
+def _go(page: Page, where: str, testid: str) -> None:
+    for _ in range(3):
+        page.evaluate(f"location.hash = {where!r}")
+        try:
+            expect(page.get_by_test_id(testid)).to_be_visible(timeout=5_000)
+            return
+        except AssertionError:
+            continue
+    expect(page.get_by_test_id(testid)).to_be_visible()
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize(("width", "lang"), [(375, "it"), (1280, "en")])
+def test_the_owner_turns_history_on_opens_a_change_and_restores_a_file(
+    server: ServerProcess, browser: Browser, width: int, lang: str
+) -> None:
+    api = Api(server.url)
+    api.login("ada", PW)
+    assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    assert api.post("/api/projects", json={"name": "Kitchen"}).status_code == 201
+    watch = SignedInWatch()
+    ctx = open_context(browser, server, timeout=15_000, viewport={"width": width, "height": 800})
+    try:
+        page = watch.attach("ada", ctx.new_page())
+        sign_in(page, "ada", PW)
+        _go(page, "#/projects", "pj-page")
+        project = page.locator('[data-testid="pj-project"][data-path="projects/ada/kitchen"]')
+        project.get_by_test_id("pj-history-switch").click()
+        expect(project.get_by_test_id("pj-history-show")).to_be_visible()
+        for text in ("tiles: white\n", "tiles: green\n"):
+            assert api.post("/api/file", json={"path": NOTES, "content": text}).status_code in (
+                200,
+                201,
+            )
+        project.get_by_test_id("pj-history-show").click()
+        commits = project.get_by_test_id("pj-commit")
+        expect(commits).to_have_count(3)  # turned on, then two saves
+        commits.nth(1).get_by_test_id("pj-commit-open").click()
+        expect(project.get_by_test_id("pj-diff")).to_contain_text("+tiles: white")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        project.locator('[data-testid="pj-history-file"][data-path="notes.md"]').get_by_test_id(
+            "pj-history-restore"
+        ).click()
+        expect(commits).to_have_count(4)
+        assert api.get("/api/file", params={"path": NOTES}).text == "tiles: white\n"
+        assert not watch.problems, watch.problems
+        assert not watch.csp_violations()
+    except Exception:
+        report_failure(server, watch, f"history-{width}")
+        raise
+    finally:
+        ctx.close()
