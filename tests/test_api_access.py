@@ -704,34 +704,6 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     # /v1 is for tokens: a session may list the models; an empty body is a 400.
     ("GET", "/v1/models", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/v1/chat/completions", {}, {"anon": 401, A: 400, M: 400, C: 400}),
-    # A project's history: members read (no such revision: 404); a reader's restore meets
-    # the write gate (403) before the revision is looked for; only the owner switches.
-    (
-        "PATCH",
-        "/api/projects/{owner}/{proj}",
-        {"history": False},
-        {"anon": 401, A: 403, M: 200, C: 403},
-    ),
-    ("GET", "/api/projects/{owner}/{proj}/history", None, {"anon": 401, A: 200, M: 200, C: 403}),
-    (
-        "GET",
-        "/api/projects/{owner}/{proj}/history/{norev}",
-        None,
-        {"anon": 401, A: 404, M: 404, C: 403},
-    ),
-    (
-        "POST",
-        "/api/projects/{owner}/{proj}/history/{norev}/restore",
-        {"path": "x.md"},
-        {"anon": 401, A: 403, M: 404, C: 403},
-    ),
-    ("DELETE", "/api/projects/{owner}/{proj}", None, {"anon": 401, A: 403, M: 204, C: 403}),
-    # Skills: reading and one's own tree with `files`; the household's with skills.manage.
-    ("GET", "/api/skills", None, {"anon": 401, A: 200, M: 200, C: 403}),
-    ("GET", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
-    ("POST", "/api/skills/{mine}/{none}/zip", {}, {"anon": 401, A: 400, M: 400, C: 403}),
-    ("POST", "/api/skills/{shared}/{none}/zip", {}, {"anon": 401, A: 403, M: 403, C: 403}),
-    ("DELETE", "/api/skills/{mine}/{none}", None, {"anon": 401, A: 404, M: 404, C: 403}),
 ]
 
 
