@@ -53,6 +53,7 @@ PAGES = {
     "/admin/telegram": "admin.system",
     "/admin/shared-folders": "folders.manage",
     "/projects": "projects.use",
+    "/skills": "files",
     "/admin/plugins": "plugin.manage",
 }
 

@@ -26,6 +26,9 @@ from skald.paths import DataLayout
 CA = b"-----BEGIN CERTIFICATE-----\nOPERATOR-CA\n-----END CERTIFICATE-----\n"
 
 
+MADE_AT_ENSURE = ("signposts", "skills")
+
+
 def _outside(layout: DataLayout, bob: str) -> dict[str, Any]:
     """What must not change: Bob's database and home, the key, a canary, the names in
     the data directory (the server's own databases change as it runs: left out)."""
@@ -34,7 +37,10 @@ def _outside(layout: DataLayout, bob: str) -> dict[str, Any]:
         "bob-db": layout.user_db(bob).read_bytes(),
         "key": layout.instance_key.read_bytes(),
         "canary": (layout.root / "canary").read_bytes(),
-        "root": sorted(p.name for p in layout.root.iterdir()),
+        # The launch's first sandbox ensure makes the read-only folders it mounts (the
+        # notes' signposts, the skills trees): made by Skald beside the data, not
+        # through a link.
+        "root": sorted(p.name for p in layout.root.iterdir() if p.name not in MADE_AT_ENSURE),
         "users": sorted(p.name for p in layout.users_db_dir.iterdir() if ".db" in p.name),
         "bob-home": sorted(
             (str(p.relative_to(bob_home)), p.read_bytes() if p.is_file() else None)

@@ -24,11 +24,13 @@ from skald.core.prompt_blocks import MEMORY_INDEX_MAX_CHARS, memory_index_block
 # and `generate_image` only when an image model is enabled). Raised by 550 for every
 # agent with the file tools (issue 31: append_file, insert_at_line, replace_lines,
 # search_file, get_outline, ~525 tokens after shortening; their paths say "As for read_file").
+# Raised by 350 for the skill tools (issue 26: skill_read, skill_register, skill_delete,
+# ~310 tokens with the people lines of USER_PROFILE; the kid has no `files`, so none).
 BUDGET = {
-    "assistant": 4750,
-    "project-coordinator": 4500,
-    "researcher": 3850,
-    "worker": 3650,
+    "assistant": 5100,
+    "project-coordinator": 4850,
+    "researcher": 4200,
+    "worker": 4000,
     "kid": 2450,
 }
 

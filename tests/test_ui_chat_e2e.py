@@ -100,12 +100,13 @@ def _use(page: Page) -> Page:
 
 def _messages(page: Page) -> list[tuple[str, str, str]]:
     """(role, seq, text) of every message on screen, read in one go (without the labels
-    of its Copy/Edit/Answer again buttons)."""
+    of its Copy/Edit/Answer again buttons, nor the chips of what the eye carried)."""
     rows = page.get_by_test_id("chat-messages").get_by_test_id("message")
     found = rows.evaluate_all(
-        "els => els.map(e => { const a = e.querySelector('.msg__actions'); "
-        "return [e.dataset.role || '', e.dataset.seq || '', "
-        "a ? e.innerText.replace(a.innerText, '') : e.innerText]; })"
+        "els => els.map(e => { let text = e.innerText; "
+        "for (const sel of ['.msg__actions', '[data-testid=message-view]']) { "
+        "const a = e.querySelector(sel); if (a) text = text.replace(a.innerText, ''); } "
+        "return [e.dataset.role || '', e.dataset.seq || '', text]; })"
     )
     return [(role, seq, " ".join(text.split())) for role, seq, text in found]
 

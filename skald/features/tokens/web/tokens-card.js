@@ -60,7 +60,7 @@ export function ApiTokensCard() {
     <ul class="stack" data-testid="token-list">
       ${tokens.map((k) => html`<li class="row" data-testid="token-item">
         <span><strong>${k.name}</strong> · ${k.scopes.join(', ')} · ${t('tokens.last_used')} ${when(k.last_used_at)}
-          · ${t('tokens.expires')} ${when(k.expires_at)}</span>
+          ${' · '}${t('tokens.expires')} ${when(k.expires_at)}</span>
         <button type="button" class="btn btn--secondary" onClick=${() => revoke(k.id)}
           data-testid="token-revoke">${t('tokens.revoke')}</button></li>`)}
     </ul>
