@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docker import errors as docker_errors
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from sandbox_support import docker_client, remove_instance_containers
@@ -122,8 +123,12 @@ def test_kill_9_with_a_command_running_kills_its_processes_at_the_restart(
             name = f"skald-{instance}-{ada_id}"
 
             def sleepers() -> list[str]:
-                out = docker.containers.get(name).exec_run(SLEEPERS).output.decode()
-                return sorted(out.split())
+                # The approved command may not have made its container yet: none yet.
+                try:
+                    container = docker.containers.get(name)
+                except docker_errors.NotFound:
+                    return []
+                return sorted(container.exec_run(SLEEPERS).output.decode().split())
 
             both = ["1000", "1001", "sleep", "sleep"]
             _wait_for(lambda: sleepers() == both, timeout=60)
