@@ -195,7 +195,13 @@ class Installer:
         target = staging / "python" if kind == "pip" else staging
         cmd = deps_command(kind, str(target))
         try:
-            code, out = await run_in_group(cmd, staging, DEPS_TIMEOUT_S, host_env())
+            code, out = await run_in_group(cmd, staging, DEPS_TIMEOUT_S, package_tool_env())
+            if code != 0 and kind == "npm" and b"ETARGET" in out:
+                # npm's cached copy of a package's version list can lag the registry the
+                # lock was resolved against; once more, asking the registry afresh.
+                log.info("npm ci retried online", reason="ETARGET")
+                retry = [*cmd, "--prefer-online"]
+                code, out = await run_in_group(retry, staging, DEPS_TIMEOUT_S, package_tool_env())
         except (TimeoutError, asyncio.CancelledError):
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -210,6 +216,14 @@ class Installer:
 def host_env() -> dict[str, str]:
     """The little of Skald's environment a host-side package tool needs (no secrets)."""
     return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+
+
+def package_tool_env() -> dict[str, str]:
+    """`host_env` and the operator's `npm_config_*` settings (a registry, a proxy, a CA),
+    so that resolving a lock and installing from it ask the same registry."""
+    env = host_env()
+    env.update({k: v for k, v in os.environ.items() if k.startswith("npm_config_")})
+    return env
 
 
 async def run_in_group(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import re
 import shlex
 import shutil
@@ -44,7 +43,7 @@ from skald.features.connectors.feed import (
     check_manifest,
     secret_names,
 )
-from skald.features.connectors.install import host_env, run_in_group
+from skald.features.connectors.install import package_tool_env, run_in_group
 from skald.features.connectors.store import Scope
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
@@ -152,9 +151,7 @@ async def _run(cmd: list[str], cwd: Path) -> str | None:
     """None when the command succeeded, else the tail of what it said."""
     if shutil.which(cmd[0]) is None:
         return f"{cmd[0]} is not installed on this server"
-    env = host_env()
-    env.update({k: v for k, v in os.environ.items() if k.startswith("npm_config_")})
-    code, out = await run_in_group(cmd, cwd, NPM_TIMEOUT_S, env)
+    code, out = await run_in_group(cmd, cwd, NPM_TIMEOUT_S, package_tool_env())
     if code == 0:
         return None
     return " | ".join(out.decode(errors="replace").strip().splitlines()[-3:])[:500]
