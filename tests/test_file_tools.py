@@ -19,6 +19,7 @@ from skald.paths import DataLayout
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry
 from skald.store.shared_memory import SharedMemoryStore
+from skald.tools.args import plural
 
 PW = "correct horse battery"
 SECRET = "B-SECRET-4711"
@@ -256,6 +257,7 @@ async def test_grep(house: Household) -> None:
     (ada.home / ".hidden").mkdir()
     (ada.home / ".hidden" / "h.txt").write_text("milk\n")
     out = await ada.ok("grep", pattern="milk")
+    assert out.startswith("2 matches for 'milk' in ~")
     assert out.splitlines()[1:] == [
         "~/notes/plan.md:2: buy milk",
         "~/notes/shop.txt:3: milk chocolate",
@@ -525,3 +527,18 @@ async def test_write_tools_preview_the_file_or_note_they_would_change(house: Hou
         is None
     )
     assert await tools["read_file"].preview({"path": "~/notes/plan.md"}) is None
+
+
+@pytest.mark.parametrize(
+    ("count", "word", "said"),
+    [
+        (1, "match", "1 match"),
+        (2, "match", "2 matches"),
+        (3, "entry", "3 entries"),
+        (0, "file", "0 files"),
+        (2, "day", "2 days"),
+        (2, "binary file", "2 binary files"),
+    ],
+)
+def test_the_tools_counts_are_said_in_plain_english(count: int, word: str, said: str) -> None:
+    assert plural(count, word) == said

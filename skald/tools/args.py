@@ -41,7 +41,14 @@ def int_arg(args: dict[str, Any], key: str, default: int, low: int, high: int | 
 
 
 def plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+    """"1 match", "2 matches", "3 entries": English's regular plurals (the tools' words)."""
+    if count == 1:
+        return f"{count} {word}"
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return f"{count} {word}es"
+    if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return f"{count} {word[:-1]}ies"
+    return f"{count} {word}s"
 
 
 def human_size(size: int) -> str:
