@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from skald.features.connectors.supervisor import ConnectorInstance
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
+    from skald.plugins.specs import SystemAgent
 
 
 @hookimpl
@@ -145,13 +146,22 @@ def _instances(member: Member) -> tuple[dict[str, ConnectorInstance], int] | Non
 
 @hookimpl
 def skald_tools(member: Member) -> list[Tool] | None:
+    from skald.features.connectors.read_notification import ReadNotification
     from skald.features.connectors.tools import tools_for
 
     found = _instances(member)
     if found is None:
         return None
     # The connector tools ask through the member's Inbox: they still take the runtime.
-    return tools_for(found[0], member._live, found[1])
+    # `read_notification` reads what event triage told them (their own database).
+    return [*tools_for(found[0], member._live, found[1]), ReadNotification(member.db)]
+
+
+@hookimpl
+def skald_system_agents(server: Server) -> list[SystemAgent]:
+    from skald.features.connectors.triage import EventTriage
+
+    return [EventTriage(server)]
 
 
 @hookimpl
