@@ -139,9 +139,18 @@ class LogRecord:
     text: str  # the data, as JSON text when it is not a string, truncated
 
 
-# The protocol's own bookkeeping, never a connector's news (besides the methods
-# `_on_notification` handles by name and every `*/list_changed`).
-BOOKKEEPING = frozenset({"notifications/initialized", "notifications/tasks/status"})
+# The protocol's own bookkeeping, never a connector's news (and every `*/list_changed`).
+# `notifications/resources/updated` is news, with a callback of its own.
+BOOKKEEPING = frozenset(
+    {
+        "notifications/initialized",
+        "notifications/progress",
+        "notifications/message",
+        "notifications/cancelled",
+        "notifications/elicitation/complete",
+        "notifications/tasks/status",
+    }
+)
 
 
 def is_news(method: str) -> bool:
