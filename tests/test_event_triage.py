@@ -80,7 +80,9 @@ async def _ignore(event: object) -> None:
 
 
 def _ctx() -> ToolContext:
-    return ToolContext(conversation_id="c", call_id="k", depth=0, cancel=CancelScope(), sink=_ignore)
+    return ToolContext(
+        conversation_id="c", call_id="k", depth=0, cancel=CancelScope(), sink=_ignore
+    )
 
 
 async def _stored(store: EventStore, n: int) -> None:
@@ -189,6 +191,11 @@ async def test_only_school_emails_one_event_notified_with_refs_the_other_silent_
     assert reply.reply == "It was Sara about the trip.", reply
     tool_text = fake_llm.bodies()[-1]["messages"][-1]["content"]
     assert "m-school-1" in tool_text and "t-school" in tool_text and "m-shop-2" not in tool_text
+    # With connectors, her assistant is told how to keep notifications.md (the skeleton).
+    turn = fake_llm.bodies()[-2]
+    assert "read_notification" in [t["function"]["name"] for t in turn["tools"]]
+    assert "## Notification preferences" in turn["messages"][0]["content"]
+    assert "`_Updated: YYYY-MM-DD_`" in turn["messages"][0]["content"]
 
     # bob's tool reads bob's database only.
     bobs = await ReadNotification(_db(runtime, bob)).run({}, _ctx())

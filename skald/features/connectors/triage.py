@@ -63,6 +63,10 @@ NOT_CREATED = "(file not created yet)"
 MAX_NOTE_CHARS = 8000
 SOURCE = "events"  # the notifications' source name (the bell shows where they came from)
 PROMPT = (Path(__file__).parent / "triage_prompt.md").read_text(encoding="utf-8")
+# For the member's own assistant (with the `MCP_LIST` block): keeping notifications.md.
+PREFERENCES_PROMPT = (
+    (Path(__file__).parent / "notifications_prompt.md").read_text(encoding="utf-8").strip()
+)
 
 NOTIFY = tool_spec(
     "notify",
