@@ -326,3 +326,23 @@ def test_the_events_migration_runs_on_every_old_owner_database_keeping_secrets(
     assert schema(conn) == schema(fresh)
     assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert isinstance(OWNER, SchemaPlan)
+
+
+async def test_a_model_repeating_notify_for_one_event_interrupts_the_member_once(
+    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, ada: str
+) -> None:
+    await add_models(runtime, fake_llm, "m")
+    store = EventStore(_db(runtime, ada))
+    event_id = await store.add(event_from("mail", SCHOOL["method"], SCHOOL["params"], "t"))
+    again = {"event_id": event_id, "source": "mail", "kind": "k", "summary": "Sara wrote"}
+    other = {"source": "mail", "kind": "k", "summary": "made up, about no event"}
+    fake_llm.script(
+        "m", [[Call("notify", again), Call("notify", again)], [Call("notify", other)], ""]
+    )
+    assert await _runner(runtime).pass_once(only=AGENT_ID) == 1
+    notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
+    assert [n.title for n in notes] == ["mail: Sara wrote"]  # one event, one notification
+    (run,) = await RunLog(_db(runtime, ada)).runs()
+    assert (run.stats["notified"], run.stats["refused"]) == (1, 2)
+    results = [m for m in fake_llm.bodies()[1]["messages"] if m["role"] == "tool"]
+    assert "already notified" in results[1]["content"]

@@ -57,7 +57,7 @@ log = get_logger("skald.features.connectors.triage")
 AGENT_ID = "event-triage"
 BATCH = 20
 MAX_BATCHES = 5
-MAX_ROUNDS = 4
+MAX_ROUNDS = BATCH + 1  # a model that calls once a round can still cover a batch
 ANSWER_TOKENS = 2000
 NOT_CREATED = "(file not created yet)"
 MAX_NOTE_CHARS = 8000
@@ -170,6 +170,7 @@ class EventTriage:
             ),
         ]
         events = {e.id: e for e in batch}
+        sent: set[str] = set()  # one notification per event, at most one per event in all
         for _ in range(MAX_ROUNDS):
             calls: list[ToolCall] = []
             text: list[str] = []
@@ -186,7 +187,7 @@ class EventTriage:
                 return
             results = []
             for call in calls:
-                outcome, error = await self._call(member, store, call, events, stats)
+                outcome, error = await self._call(member, store, call, events, sent, stats)
                 results.append(
                     Message(
                         role="tool",
@@ -205,6 +206,7 @@ class EventTriage:
         store: EventStore,
         call: ToolCall,
         events: dict[str, PendingEvent],
+        sent: set[str],
         stats: dict[str, int],
     ) -> tuple[str, bool]:
         if call.name != "notify":
@@ -216,6 +218,12 @@ class EventTriage:
             stats["refused"] += 1
             return "a notification needs a summary", True
         event = events.get(str(args.get("event_id") or ""))
+        key = event.id if event is not None else f"call:{call.id}"
+        if key in sent or len(sent) >= len(events):
+            # A model repeating itself must not turn one event into a stream of buzzes.
+            stats["refused"] += 1
+            return "already notified: one notification per event; stop now", True
+        sent.add(key)
         source = str(args.get("source") or (event.server if event else "") or "connector")[:60]
         kind = str(args.get("kind") or (event.kind if event else "") or "event")[:MAX_KIND]
         refs = clean_refs(args.get("refs"))
