@@ -346,3 +346,13 @@ async def test_a_model_repeating_notify_for_one_event_interrupts_the_member_once
     assert (run.stats["notified"], run.stats["refused"]) == (1, 2)
     results = [m for m in fake_llm.bodies()[1]["messages"] if m["role"] == "tool"]
     assert "already notified" in results[1]["content"]
+
+
+def test_the_system_agents_page_names_event_triage_and_its_counters_in_every_language() -> None:
+    folder = Path(__file__).resolve().parent.parent / "skald/features/system_agents/i18n"
+    keys = ["sysagents.agent.event_triage", "sysagents.about.event_triage"] + [
+        f"sysagents.count_{k}" for k in ("events", "batches", "notified", "refused")
+    ]
+    for lang in ("en", "it", "fr"):
+        texts = json.loads((folder / f"{lang}.json").read_text(encoding="utf-8"))
+        assert [k for k in keys if not texts.get(k)] == [], lang
