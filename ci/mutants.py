@@ -3627,6 +3627,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="only_school",
         why="triaged events stay pending and are triaged (and notified) again",
     ),
+    Mutant(
+        "ET6",
+        "connector events",
+        "skald/features/connectors/supervisor.py",
+        "        if inst.owner:\n            member = self.members.get(inst.owner)",
+        "        if False:\n            member = self.members.get(inst.owner)",
+        ("tests/test_event_triage.py",),
+        keyword="personal_instance",
+        why="a personal connector's events reach every member using a connector of that name",
+    ),
 )
 
 

@@ -356,3 +356,23 @@ def test_the_system_agents_page_names_event_triage_and_its_counters_in_every_lan
     for lang in ("en", "it", "fr"):
         texts = json.loads((folder / f"{lang}.json").read_text(encoding="utf-8"))
         assert [k for k in keys if not texts.get(k)] == [], lang
+
+
+def test_a_personal_instance_s_events_go_to_its_owner_alone() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from skald.features.connectors.supervisor import ConnectorInstance, Supervisor
+
+    sup = Supervisor(cast(Any, None))
+    ada, bob, tim = (cast(Any, SimpleNamespace(name=n)) for n in ("ada", "bob", "tim"))
+    sup.members = {"ada": ada, "bob": bob, "tim": tim}
+    sup.wanted = {"ada": {"mail"}, "bob": {"mail"}, "tim": set()}
+
+    def inst(owner: str) -> ConnectorInstance:
+        return cast(ConnectorInstance, SimpleNamespace(owner=owner, name="mail"))
+
+    assert sup.event_recipients(inst("bob")) == [bob]  # ada uses a "mail" too: not hers
+    assert sup.event_recipients(inst("")) == [ada, bob]  # tim did not switch it on
+    del sup.members["bob"]
+    assert sup.event_recipients(inst("bob")) == []  # locked: nowhere to write
