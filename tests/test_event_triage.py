@@ -159,6 +159,8 @@ async def test_only_school_emails_one_event_notified_with_refs_the_other_silent_
     assert "BOB-ONLY-RULE" not in json.dumps(fake_llm.bodies())
     assert school.summary in batch and shop.summary in batch and "m-shop-2" in batch
     assert second["messages"][-1]["role"] == "tool"
+    (only_call,) = second["messages"][-2]["tool_calls"]  # one call: none for the shop's mail
+    assert json.loads(only_call["function"]["arguments"])["event_id"] == school.id
 
     # One notification (none about the filtered mail), its refs kept for the assistant.
     notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
