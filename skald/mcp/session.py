@@ -139,6 +139,30 @@ class LogRecord:
     text: str  # the data, as JSON text when it is not a string, truncated
 
 
+# The protocol's own bookkeeping, never a connector's news (and every `*/list_changed`).
+# `notifications/resources/updated` is news, with a callback of its own.
+BOOKKEEPING = frozenset(
+    {
+        "notifications/initialized",
+        "notifications/progress",
+        "notifications/message",
+        "notifications/cancelled",
+        "notifications/elicitation/complete",
+        "notifications/tasks/status",
+    }
+)
+
+
+def is_news(method: str) -> bool:
+    """Whether a notification the session does not handle itself is a server's own news
+    (`Handlers.on_event`): a `notifications/…` name that is no protocol bookkeeping."""
+    return (
+        method.startswith("notifications/")
+        and method not in BOOKKEEPING
+        and not method.endswith("/list_changed")
+    )
+
+
 @dataclass(slots=True)
 class Handlers:
     """What the caller does when the server asks or tells something. All optional.
@@ -152,6 +176,8 @@ class Handlers:
     - `on_resource_updated(uri)`: a resource we subscribed to changed (read it again).
     - `on_log(record)`: each log notification (also kept in `McpSession.logs`).
     - `on_elicitation_complete(elicitation_id)`: a URL elicitation finished server-side.
+    - `on_event(method, params)`: any other `notifications/*` the server sends (a
+      connector's own news: a mail arrived, an event changed); `params` is its object.
     Callbacks may be plain functions or coroutine functions.
     """
 
@@ -163,6 +189,7 @@ class Handlers:
     on_resource_updated: Callable[[str], Any] | None = None
     on_log: Callable[[LogRecord], Any] | None = None
     on_elicitation_complete: Callable[[str], Any] | None = None
+    on_event: Callable[[str, dict[str, Any]], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,7 +677,10 @@ class McpSession:
                 done = msgspec.convert(params, ElicitationCompleteParams)
                 if self.handlers.on_elicitation_complete is not None:
                     self._call(self.handlers.on_elicitation_complete, done.elicitation_id)
-            # Anything else (a newer revision's news) is ignored.
+            elif isinstance(method, str) and is_news(method) and self.handlers.on_event:
+                # A server's own news (not the protocol's bookkeeping): the caller's.
+                self._call(self.handlers.on_event, method, params)
+            # Anything else (not a notification name at all) is ignored.
         except msgspec.ValidationError as exc:
             log.warning("mcp %s: malformed %s notification: %s", self.name, method, exc)
         except Exception:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from skald.features.connectors.supervisor import ConnectorInstance
     from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
+    from skald.plugins.specs import SystemAgent
 
 
 @hookimpl
@@ -145,13 +146,24 @@ def _instances(member: Member) -> tuple[dict[str, ConnectorInstance], int] | Non
 
 @hookimpl
 def skald_tools(member: Member) -> list[Tool] | None:
+    from skald.features.connectors.read_notification import ReadNotification
     from skald.features.connectors.tools import tools_for
 
     found = _instances(member)
     if found is None:
         return None
     # The connector tools ask through the member's Inbox: they still take the runtime.
-    return tools_for(found[0], member._live, found[1])
+    # `read_notification` reads what event triage told them (their own database), offered
+    # with their connectors (no schema sent to members who have none).
+    tools = tools_for(found[0], member._live, found[1])
+    return [*tools, ReadNotification(member.db)] if found[0] else tools
+
+
+@hookimpl
+def skald_system_agents(server: Server) -> list[SystemAgent]:
+    from skald.features.connectors.triage import EventTriage
+
+    return [EventTriage(server)]
 
 
 @hookimpl
@@ -164,6 +176,9 @@ def skald_placeholders() -> dict[str, str]:
 @hookimpl
 def skald_prompt_blocks(member: Member) -> dict[str, str]:
     from skald.features.connectors.tools import prompt_block
+    from skald.features.connectors.triage import PREFERENCES_PROMPT
 
     found = _instances(member)
-    return {"MCP_LIST": "" if found is None else prompt_block(found[0], found[1])}
+    block = "" if found is None else prompt_block(found[0], found[1])
+    # With connectors comes event triage: how to keep user-memory/notifications.md.
+    return {"MCP_LIST": f"{block}\n\n{PREFERENCES_PROMPT}" if block else ""}

@@ -26,6 +26,7 @@ import apsw
 import msgspec
 
 from skald.errors import InvalidInputError, NotFoundError
+from skald.features.connectors.events import EVENTS_MIGRATION
 from skald.store.columns import Col, Columns, first_column
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
@@ -109,7 +110,13 @@ REGISTRY_FEATURE = Feature(
     ),
     after=("accounts",),
 )
-OWNER_FEATURE = Feature("connectors", (Migration(1, "each member's connector secrets", _OWNER_V1),))
+OWNER_FEATURE = Feature(
+    "connectors",
+    (
+        Migration(1, "each member's connector secrets", _OWNER_V1),
+        EVENTS_MIGRATION,  # connector events and triage's notifications (events.py)
+    ),
+)
 
 
 class Connector(msgspec.Struct, frozen=True, kw_only=True):

@@ -54,8 +54,8 @@ import httpx
 import msgspec
 
 from skald.core.services import GiveUp, Restart, ServiceRunner, ServiceSpec
-from skald.errors import ConflictError, InvalidInputError, NotFoundError
-from skald.features.connectors import home_files, oauth
+from skald.errors import ConflictError, DatabaseClosedError, InvalidInputError, NotFoundError
+from skald.features.connectors import events, home_files, oauth
 from skald.features.connectors.feed import Manifest, OAuthSpec, expand
 from skald.features.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, HouseholdBoxes
 from skald.features.connectors.install import deps_command
@@ -160,6 +160,7 @@ class ConnectorInstance:
         self.refusal: ListTooLarge | None = None
         # The last failure (scrubbed): what a call answers at once while it is not running.
         self.last_error: str | None = None
+        self.rate = events.RateGate()
         # Set at every change that `next_session` waits for (running, failed, stopped).
         self._changed = asyncio.Event()
 
@@ -321,15 +322,31 @@ class ConnectorInstance:
             on_prompts_changed=self._catalog_changed,
             on_resource_updated=self._resource_updated,
             on_log=self._on_log,
+            on_event=self._on_event,
         )
 
     async def _catalog_changed(self) -> None:
         if self.session is not None:
             await self.catalog.refresh(self.session, self.note)
 
-    def _resource_updated(self, uri: str) -> None:
+    async def _resource_updated(self, uri: str) -> None:
         if self.catalog.updated(uri, time.monotonic()):
-            self.note("resource", f"updated: {uri}")
+            await self._on_event("notifications/resources/updated", {"uri": uri})
+
+    async def _on_event(self, method: str, params: dict[str, Any]) -> None:
+        """The server's own news: an event in the database of each member it works for
+        (`events.py`), within the instance's rate; never kept in memory."""
+        if not self.rate.admit():
+            if self.rate.dropped in (1, 100, 10_000):
+                self.note("error", f"events dropped: more than {self.rate.per_minute} a minute")
+            return
+        received = events.now_stamp()
+        event = events.event_from(self.name, method, params, received)
+        for member in self.sup.event_recipients(self):
+            try:
+                await events.EventStore(member.handle.db).add(event, received=received)
+            except DatabaseClosedError:
+                continue  # they locked meanwhile: their database cannot take it
 
     async def _refresh_tools(self) -> None:
         assert self.session is not None
@@ -542,6 +559,18 @@ class Supervisor:
                 self.wanted.pop(user_id, None)
             for key in [k for k in self.instances if k[0] == user_id]:
                 await self.instances.pop(key).stop()
+
+    def event_recipients(self, inst: ConnectorInstance) -> list[UserRuntime]:
+        """Whose database an event of `inst` goes to: a personal instance's owner; for a
+        household one, every unlocked member who switched it on and may use it."""
+        if inst.owner:
+            member = self.members.get(inst.owner)
+            return [member] if member is not None else []
+        return [
+            member
+            for user_id, member in sorted(self.members.items())
+            if inst.name in self.wanted.get(user_id, ())
+        ]
 
     async def member_changed(self, user_id: str) -> None:
         """Start what the member has switched on and may use; stop what they may not."""

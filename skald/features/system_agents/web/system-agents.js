@@ -16,7 +16,7 @@ const agentName = (id) => t(`sysagents.agent.${slug(id)}`);
 function Settings({ agent, onSaved }) {
   const [run, busy, error] = useAction();
   const [enabled, setEnabled] = useState(agent.enabled);
-  const [hours, setHours] = useState(String(Math.round(agent.interval_s / 360) / 10));
+  const [hours, setHours] = useState(String(Math.round(agent.interval_s / 36) / 100));
   const save = () => run(async () => {
     await request('PUT', `/api/system-agents/${agent.id}`, { enabled, interval_s: Math.round(Number(hours) * 3600) });
     await onSaved();
@@ -26,7 +26,7 @@ function Settings({ agent, onSaved }) {
     <label class="check"><input type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.target.checked)}
       data-testid="sysagent-enabled" /> ${t('sysagents.enabled')}</label>
     <label class="field"><span>${t('sysagents.every_hours')}</span>
-      <input class="input" type="number" min="0.1" step="0.5" value=${hours} onInput=${(e) => setHours(e.target.value)}
+      <input class="input" type="number" min="0.02" step="any" value=${hours} onInput=${(e) => setHours(e.target.value)}
         data-testid="sysagent-interval" /></label>
     <div class="actions actions--start">
       <button type="button" class="btn" disabled=${busy} onClick=${save} data-testid="sysagent-save">${t('common.save')}</button>
@@ -74,7 +74,7 @@ export function SystemAgentsPage() {
       ${data.agents.map((a) => html`<section class="card stack" data-testid="sysagent" data-agent=${a.id}>
         <h2 class="card__title">${agentName(a.id)}</h2>
         <p class="muted">${t(`sysagents.about.${slug(a.id)}`)}</p>
-        <p class="small">${a.enabled ? t('sysagents.every', { hours: Math.round(a.interval_s / 360) / 10 }) : t('sysagents.off')}</p>
+        <p class="small">${a.enabled ? t('sysagents.every', { hours: Math.round(a.interval_s / 36) / 100 }) : t('sysagents.off')}</p>
         ${admin && html`<${Settings} agent=${a} onSaved=${load} />`}
       </section>`)}
       <section class="stack"><h2 class="card__title">${t('sysagents.your_runs')}</h2><${Runs} runs=${data.runs} /></section>
