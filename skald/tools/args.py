@@ -41,7 +41,7 @@ def int_arg(args: dict[str, Any], key: str, default: int, low: int, high: int | 
 
 
 def plural(count: int, word: str) -> str:
-    """"1 match", "2 matches", "3 entries": English's regular plurals (the tools' words)."""
+    """Counts said as English's regular plurals: 1 match, 2 matches, 3 entries."""
     if count == 1:
         return f"{count} {word}"
     if word.endswith(("s", "x", "z", "ch", "sh")):
