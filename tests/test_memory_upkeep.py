@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from pathlib import Path
 
+import apsw
 import pytest
 from conftest import signed_in
 from fake_llm import Call, FakeLLM
@@ -25,8 +27,11 @@ from review_support import (
 
 from skald.core.runtime import Runtime
 from skald.features.system_agents.household import reader
+from skald.features.system_agents.reports import REPORTS_FEATURE
 from skald.features.system_agents.store import RunLog
 from skald.features.system_agents.upkeep import REPORT_ONLY
+from skald.store.migrations import Feature, migrate_features
+from skald.store.migrations.registry import REGISTRY
 from skald.store.owner import OwnerStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -285,3 +290,24 @@ async def test_household_upkeep_runs_as_the_first_admin_and_a_member_cannot_see_
     (item,) = (await mum.call("GET", "/api/inbox")).json()
     assert item["tool"] == "edit_file"
     assert await _fingerprint(runtime) == before
+
+
+def test_reports_from_before_suggestions_migrate_and_read_without_any(tmp_path: Path) -> None:
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    v1 = Feature("reports", REPORTS_FEATURE.migrations[:1])
+    migrate_features(conn, REGISTRY.with_features([v1]))
+    conn.execute(
+        "INSERT INTO reports(id, title, summary, body, severity, audience, owner_id, "
+        "producer, run_id, created_at) VALUES ('r1','t','s','b','info','owner','u','p','x','z')"
+    )
+    applied = migrate_features(conn, REGISTRY.with_features([REPORTS_FEATURE]))
+    assert applied == [("reports", 2)]
+    assert conn.execute("SELECT id, title FROM reports").fetchall() == [("r1", "t")]
+    assert conn.execute("SELECT count(*) FROM report_suggestions").fetchall() == [(0,)]
+    conn.execute(
+        "INSERT INTO report_suggestions VALUES ('r1', 1, 'duplicate', 'user-memory/a.md', "
+        "'t', 'a', '')"
+    )
+    with pytest.raises(apsw.ConstraintError):
+        conn.execute("UPDATE report_suggestions SET new_text='b'")  # never changed
+    conn.close()
