@@ -185,6 +185,21 @@ async def test_private_upkeep_reports_the_contradiction_and_duplicate_and_change
     again = await ada.call("POST", f"/api/reports/{only.id}/suggestions/1/accept")
     assert again.status_code == 409, again.text
 
+    # Locked and unlocked again (the waiter is gone, the call open in the history):
+    # recovery asks again, never writes on its own (the member's rules alone would
+    # allow a write to their own notes).
+    await runtime.lock(ids["ada"])
+    await sign_in(runtime, "ada")
+    ada = await signed_in(make_client, "ada")
+    store = OwnerStore(runtime.user_runtimes[ids["ada"]].handle.db)
+    for _ in range(100):
+        if runtime.user_runtimes[ids["ada"]].gate.pending():
+            break
+        await asyncio.sleep(0.05)
+    (item,) = (await ada.call("GET", "/api/inbox")).json()
+    assert item["id"] == accepted["call_id"]
+    assert await _fingerprint(runtime) == before
+
     # Approving it runs the edit (and the assistant says so).
     fake_llm.script("model-a", ["Done: the date now reads 12 March."])
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve")
