@@ -168,6 +168,11 @@ async def test_private_upkeep_reports_the_contradiction_and_duplicate_and_change
     r = await dad.call("POST", f"/api/reports/{only.id}/suggestions/1/accept")
     assert r.status_code == 404, r.text
 
+    # A number the report has not is "not found" with a message, never a 500.
+    for n in ("7", "0", "-1", "99999999999999999999", "x"):
+        r = await ada.call("POST", f"/api/reports/{only.id}/suggestions/{n}/accept")
+        assert r.status_code in (400, 404) and "error" in r.json(), (n, r.text)
+
     # Accepting asks for approval: an Inbox request with the diff, the note untouched.
     r = await ada.call("POST", f"/api/reports/{only.id}/suggestions/1/accept")
     assert r.status_code == 201, r.text

@@ -179,20 +179,24 @@ async def open_report(
 
 
 @post(
-    "/api/reports/{report_id:str}/suggestions/{n:int}/accept",
+    "/api/reports/{report_id:str}/suggestions/{n:str}/accept",
     status_code=201,
     responses=errors(400, 404, 409),
 )
 async def accept_suggestion(
     report_id: FromPath[Annotated[str, msgspec.Meta(max_length=64)]],
-    n: FromPath[int],
+    n: FromPath[Annotated[str, msgspec.Meta(max_length=8)]],
     server: NamedDependency[Server],
     member: NamedDependency[Member],
 ) -> Accepted:
     """Accept one suggestion of a report the caller may read: an approval request for
     the change waits in their Inbox (the change is never made here)."""
+    # Parsed by hand: a number out of any range is "no such suggestion", never a 500.
+    if not n.isdigit() or not 1 <= int(n) <= 10_000:
+        raise NotFoundError("the report has no such suggestion")
     runner = _runner(server)
-    return await accept(member, runner.reports, await reader(server.db, member.id), report_id, n)
+    who = await reader(server.db, member.id)
+    return await accept(member, runner.reports, who, report_id, int(n))
 
 
 ROUTES = [

@@ -244,7 +244,7 @@ class MemoryUpkeep:
         loop = AgentLoop(
             source,
             tools,
-            MemoryHistory(f"system-agent/{self.id}/{secrets.token_hex(4)}"),
+            MemoryHistory(f"system-agent-{self.id}-{secrets.token_hex(4)}"),
             gate,
             _silent,
             LoopConfig(
