@@ -25,6 +25,7 @@ from review_support import (
     with_model,
 )
 
+from skald.approvals.rules import DEFAULT_GROUP, Rule
 from skald.core.runtime import Runtime
 from skald.features.system_agents.household import reader
 from skald.features.system_agents.reports import REPORTS_FEATURE
@@ -331,3 +332,35 @@ def test_reports_from_before_suggestions_migrate_and_read_without_any(tmp_path: 
     with pytest.raises(apsw.ConstraintError):
         conn.execute("UPDATE report_suggestions SET new_text='b'")  # never changed
     conn.close()
+
+
+async def test_an_accepted_change_still_meets_a_rule_that_denies_it(
+    runtime: Runtime,
+    fake_llm: FakeLLM,
+    make_client,  # type: ignore[no-untyped-def]
+) -> None:
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    await sign_in(runtime, "ada")
+    await _put_private(runtime, ids["ada"])
+    fake_llm.script("model-a", _private_script())
+    assert await runner(runtime).pass_once(only="memory-upkeep") == 1
+    (only,) = await reports(runtime).readable(await reader(runtime.server.db, ids["ada"]))
+    await runtime.core.registry.save_rule(
+        Rule(0, DEFAULT_GROUP, "@fs_write", f"user-memory/{DATES}", "deny", 1, "dates are fixed"),
+        create=True,
+    )
+    before = await _fingerprint(runtime)
+    asked = len(fake_llm.bodies())
+    fake_llm.script("model-a", ["The rules refused that change."])
+
+    ada = await signed_in(make_client, "ada")
+    r = await ada.call("POST", f"/api/reports/{only.id}/suggestions/1/accept")
+    assert r.status_code == 201, r.text
+    for _ in range(200):  # the assistant is told of the refusal: the call is settled
+        if len(fake_llm.bodies()) > asked:
+            break
+        await asyncio.sleep(0.05)
+    assert "dates are fixed" in json.dumps(fake_llm.bodies()[-1]["messages"])
+    assert (await ada.call("GET", "/api/inbox")).json() == []
+    assert await _fingerprint(runtime) == before
