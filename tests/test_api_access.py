@@ -17,7 +17,7 @@ from skald.core.runtime import Runtime
 from skald.features.projects.store import Projects
 from skald.features.shared_folders.store import SharedFolders
 from skald.features.system_agents.runner import SystemAgents
-from skald.plugins.specs import NewReport
+from skald.plugins.specs import NewReport, Suggestion
 from skald.store import people
 from skald.store.registry import SecurityGroup
 
@@ -581,6 +581,16 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
     ("GET", "/api/reports", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/reports/unread", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("GET", "/api/reports/{report}", None, {"anon": 401, A: 200, M: 404, C: 404}),
+    # Memory upkeep (issue 29 item 4): the household report is the admins'; accepting
+    # its suggestion (an approval request in the caller's Inbox) is "not found" for
+    # anyone who may not read it.
+    ("GET", "/api/reports/{hreport}", None, {"anon": 401, A: 200, M: 404, C: 404}),
+    (
+        "POST",
+        "/api/reports/{hreport}/suggestions/{first}/accept",
+        None,
+        {"anon": 401, A: 201, M: 404, C: 404},
+    ),
     ("GET", "/api/review/lines", None, {"anon": 401, A: 200, M: 200, C: 200}),
     ("POST", "/api/review/{victim}/restart", None, {"anon": 401, A: 204, M: 403, C: 403}),
     # Shared folders: `folders.manage` (administrators by default).
@@ -733,6 +743,21 @@ async def _report_about_tim(runtime: Runtime, household: dict[str, str]) -> str:
     )
 
 
+async def _household_upkeep_report(runtime: Runtime, household: dict[str, str]) -> str:
+    """A household memory upkeep report (for the admins) with one suggestion."""
+    fix = Suggestion(
+        kind="duplicate", note="shared-memory/x.md", text="t", old_text="a\na", new_text="a"
+    )
+    report = NewReport(title="t", summary="s", body="b", audience="admins", suggestions=(fix,))
+    return await runtime.server.state(SystemAgents).reports.add(
+        report,
+        owner_id=household["mum"],
+        subject_name=None,
+        producer="household-memory-upkeep",
+        run_id="r",
+    )
+
+
 @pytest.mark.parametrize("who", ["anon", A, M, C])
 async def test_role_route_matrix(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, who: str
@@ -773,6 +798,8 @@ async def test_role_route_matrix(
         "chat": "-5",
         "agent": "conversation-review",
         "report": await _report_about_tim(runtime, household),
+        "hreport": await _household_upkeep_report(runtime, household),
+        "first": "1",
         "folder": "folder",
         "owner": "ada",
         "proj": "matrix",

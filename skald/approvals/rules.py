@@ -7,7 +7,8 @@ matches decides, and the verdict says which rule that was. No rule matching at a
 
 Tool patterns: an exact tool name (`execute_cmd`), a prefix ending in `*` (`memory_*`),
 `*` for every tool, or a category: `@fs_read` / `@fs_write` (the file and note tools that
-read or write), `@fs_append` (`append_file`, which is a write too: a rule on it placed
+read or write), `@suggested` (a change a report suggested, accepted on the Reports
+page), `@fs_append` (`append_file`, which is a write too: a rule on it placed
 before the write rules can allow appending where writing asks), `@exec` (tools that run commands), `@mcp:<server>` (a connector's tools).
 
 Path patterns match the call's `path` argument after normalising it (backslashes to
@@ -33,6 +34,7 @@ __all__ = [
     "ACTIONS",
     "DEFAULT_GROUP",
     "SEED_RULES",
+    "SUGGESTED",
     "Action",
     "CallFacts",
     "Rule",
@@ -49,7 +51,12 @@ Action = Literal["allow", "require", "deny"]
 ACTIONS: Final[tuple[Action, ...]] = ("allow", "require", "deny")
 DEFAULT_GROUP: Final = "default"
 NO_PATH: Final = "."
-CATEGORIES: Final = frozenset({FS_READ, FS_WRITE, FS_APPEND, EXEC, PAID})  # the tool contract's own
+# A call that applies a change a report suggested (memory upkeep: accepted on the
+# Reports page); the system agents feature adds it, and a seeded rule asks a person.
+SUGGESTED: Final = "@suggested"
+CATEGORIES: Final = frozenset(
+    {FS_READ, FS_WRITE, FS_APPEND, EXEC, PAID, SUGGESTED}
+)  # the tool contract's own
 
 
 @dataclass(frozen=True)
@@ -203,5 +210,7 @@ SEED_RULES: Final[tuple[SeedRule, ...]] = (
     SeedRule("default.notify", "notify", None, "allow", 50, "sending you a notification"),
     SeedRule("default.paid", "@paid", None, "require", 45,
              "a request the model provider may bill, such as drawing a picture"),
+    SeedRule("default.suggested", SUGGESTED, None, "require", 5,
+             "applying a change a report suggested"),
     SeedRule("default.catch-all", "*", None, "require", 10000, "using the tool {tool}"),
 )  # fmt: skip

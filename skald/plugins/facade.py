@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import asyncio
     from zoneinfo import ZoneInfo
 
-    from skald.agent import ChildAgent, ToolContext
+    from skald.agent import ApprovalGate, ChildAgent, ToolContext
     from skald.agent.prompts import AgentDef
     from skald.config import Config
     from skald.core.conversations import ConversationService
@@ -281,6 +281,12 @@ class Member:
     @property
     def services(self) -> ServiceRunner:
         return self._live.services
+
+    @property
+    def unattended_gate(self) -> ApprovalGate:
+        """The member's gate for work nobody watches: the member's rules decide, and a
+        call that would ask a person is refused at once (`core/unattended.py`)."""
+        return self._live.unattended_gate
 
     @property
     def agents(self) -> dict[str, AgentDef]:

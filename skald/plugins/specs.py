@@ -304,6 +304,20 @@ def skald_event_types() -> Iterable[type[msgspec.Struct]] | None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Suggestion:
+    """One change a report proposes to a note (memory upkeep): `note` is the note's path
+    as the agent names it (`user-memory/…`, `shared-memory/…`), `text` the suggestion in
+    plain words; `old_text` -> `new_text` the edit that applies it (`new_text` "" removes
+    the text). Accepting it asks for approval like any write (never written directly)."""
+
+    kind: str  # contradiction | stale | duplicate | broken_link
+    note: str
+    text: str
+    old_text: str
+    new_text: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class NewReport:
     """What a system agent hands the reports store (`AgentRun.report`): written once,
     never changed. `audience`: `owner` (the acting member), `admins`, or `supervisors`
@@ -317,6 +331,7 @@ class NewReport:
     subject_id: str | None = None
     period_start: str | None = None
     period_end: str | None = None
+    suggestions: tuple[Suggestion, ...] = ()  # each can be accepted from the Reports page
 
 
 class AgentRun(Protocol):

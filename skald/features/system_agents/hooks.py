@@ -1,5 +1,6 @@
 """System agents: the runner service, its run log and settings, the reports store, the
-System agents and Reports pages, and the `[system_agents]` config section."""
+System agents and Reports pages, the `[system_agents]` config section, and the two
+memory upkeep agents (private and household notes) with their suggestions' approvals."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from skald.plugins.specs import Page, WebFiles, feature_folder
 if TYPE_CHECKING:
     import msgspec
 
+    from skald.agent.tools import Tool
+    from skald.llm.types import ToolCall
     from skald.plugins.facade import Server
+    from skald.plugins.specs import SystemAgent
     from skald.store.migrations import Feature
 
 
@@ -78,3 +82,21 @@ def skald_pages() -> list[Page]:
 @hookimpl
 def skald_web_files() -> list[WebFiles]:
     return [WebFiles("system_agents", feature_folder(__file__, "system_agents"))]
+
+
+@hookimpl
+def skald_system_agents(server: Server) -> list[SystemAgent]:
+    from skald.features.system_agents.upkeep import MemoryUpkeep
+
+    return [MemoryUpkeep.private(server), MemoryUpkeep.shared(server)]
+
+
+@hookimpl
+def skald_approval_facts(call: ToolCall, tool: Tool) -> list[str]:
+    # A change accepted on the Reports page is asked for under a call id of its own
+    # (`SUGGESTION_CALL`): the seeded rule on `@suggested` makes it wait for a person.
+    # A model naming its call so only makes its own call ask: never less safe.
+    from skald.approvals.rules import SUGGESTED
+    from skald.features.system_agents.suggestions import SUGGESTION_CALL
+
+    return [SUGGESTED] if call.id.startswith(SUGGESTION_CALL) else []

@@ -23,13 +23,13 @@ from typing import Literal
 import apsw
 import msgspec
 
-from skald.errors import NotFoundError
-from skald.plugins.specs import NewReport
+from skald.errors import ConflictError, NotFoundError
+from skald.plugins.specs import NewReport, Suggestion
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
 
-__all__ = ["REPORTS_FEATURE", "Reader", "Report", "ReportSummary", "Reports"]
+__all__ = ["REPORTS_FEATURE", "Reader", "Report", "ReportSummary", "Reports", "SuggestionOut"]
 
 Severity = Literal["info", "notice", "alert"]
 Audience = Literal["owner", "admins", "supervisors"]
@@ -65,7 +65,40 @@ CREATE TABLE report_reads(
 ) WITHOUT ROWID;
 """
 
-REPORTS_FEATURE = Feature("reports", (Migration(1, "reports and their readers", _V1),))
+# The changes a report proposes (memory upkeep), written with it and never changed, and
+# who accepted each (once: the first click wins, the second is told it was accepted).
+_V2 = """
+CREATE TABLE report_suggestions(
+    report_id TEXT NOT NULL REFERENCES reports(id) ON DELETE CASCADE,
+    n INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    note TEXT NOT NULL,
+    text TEXT NOT NULL,
+    old_text TEXT NOT NULL,
+    new_text TEXT NOT NULL,
+    PRIMARY KEY(report_id, n)
+) WITHOUT ROWID;
+CREATE TRIGGER report_suggestions_immutable BEFORE UPDATE ON report_suggestions BEGIN
+    SELECT RAISE(ABORT, 'a suggestion is never changed once written');
+END;
+CREATE TABLE report_accepts(
+    report_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    user_id TEXT NOT NULL,
+    conversation_id TEXT,
+    accepted_at TEXT NOT NULL,
+    PRIMARY KEY(report_id, n),
+    FOREIGN KEY(report_id, n) REFERENCES report_suggestions(report_id, n) ON DELETE CASCADE
+) WITHOUT ROWID;
+"""
+
+REPORTS_FEATURE = Feature(
+    "reports",
+    (
+        Migration(1, "reports and their readers", _V1),
+        Migration(2, "the changes a report suggests, and who accepted them", _V2),
+    ),
+)
 
 
 class ReportSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,8 +116,22 @@ class ReportSummary(msgspec.Struct, frozen=True, kw_only=True):
     read: bool
 
 
+class SuggestionOut(msgspec.Struct, frozen=True, kw_only=True):
+    """A suggestion as its readers see it: which note, what kind, in plain words. The
+    edit itself is shown by the approval request accepting it makes (its diff)."""
+
+    n: int
+    kind: str
+    note: str
+    text: str
+    accepted: bool
+    # The caller's own conversation holding the approval request, when they accepted it.
+    conversation_id: str | None = None
+
+
 class Report(ReportSummary, frozen=True, kw_only=True):
     body: str
+    suggestions: list[SuggestionOut] = []
 
 
 class Reader(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,14 +189,25 @@ class Reports:
             run_id,
             now_iso(),
         )
-        await self.db.call(
-            lambda c: c.execute(
+        suggestions = [
+            (report_id, n, x.kind, x.note, x.text, x.old_text, x.new_text)
+            for n, x in enumerate(report.suggestions, start=1)
+        ]
+
+        def q(c: apsw.Connection) -> None:
+            c.execute(
                 "INSERT INTO reports(id, title, summary, body, severity, audience, owner_id, "
                 "subject_id, subject_name, period_start, period_end, producer, run_id, "
                 "created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 row,
             )
-        )
+            c.executemany(
+                "INSERT INTO report_suggestions(report_id, n, kind, note, text, old_text, "
+                "new_text) VALUES (?,?,?,?,?,?,?)",
+                suggestions,
+            )
+
+        await self.db.transaction(q)
         return report_id
 
     async def readable(self, reader: Reader) -> list[ReportSummary]:
@@ -181,9 +239,61 @@ class Reports:
                 "INSERT OR IGNORE INTO report_reads(report_id, user_id, read_at) VALUES (?,?,?)",
                 (report_id, reader.user_id, now_iso()),
             )
-            return Report(**msgspec.structs.asdict(_summary(row[:11], True)), body=row[12])
+            return Report(
+                **msgspec.structs.asdict(_summary(row[:11], True)),
+                body=row[12],
+                suggestions=_suggestions(c, report_id, reader.user_id),
+            )
 
         return await self.db.transaction(q)
+
+    async def suggestion(self, reader: Reader, report_id: str, n: int) -> Suggestion:
+        """One suggestion of a report this reader may read (NotFound otherwise)."""
+
+        def q(c: apsw.Connection) -> Suggestion:
+            row = fetch_one(
+                c, "SELECT audience, owner_id, subject_id FROM reports WHERE id=?", (report_id,)
+            )
+            if row is None or not reader.may_read(row[0], row[1], row[2]):
+                raise NotFoundError("no such report")
+            found = fetch_one(
+                c,
+                "SELECT kind, note, text, old_text, new_text FROM report_suggestions "
+                "WHERE report_id=? AND n=?",
+                (report_id, n),
+            )
+            if found is None:
+                raise NotFoundError("the report has no such suggestion")
+            return Suggestion(
+                kind=found[0], note=found[1], text=found[2], old_text=found[3], new_text=found[4]
+            )
+
+        return await self.db.call(q)
+
+    async def claim(self, report_id: str, n: int, user_id: str) -> None:
+        """Mark the suggestion accepted by this reader, once (ConflictError the second
+        time, whoever clicks: two admins' clicks never make two requests)."""
+
+        def q(c: apsw.Connection) -> None:
+            c.execute(
+                "INSERT OR IGNORE INTO report_accepts(report_id, n, user_id, accepted_at) "
+                "VALUES (?,?,?,?)",
+                (report_id, n, user_id, now_iso()),
+            )
+            if c.changes() == 0:
+                raise ConflictError("this suggestion was already accepted")
+
+        await self.db.transaction(q)
+
+    async def accepted(self, report_id: str, n: int, conversation_id: str | None) -> None:
+        """Record where the approval request waits; None: making it failed, so the
+        suggestion can be accepted again."""
+        if conversation_id is None:
+            sql, args = "DELETE FROM report_accepts WHERE report_id=? AND n=?", (report_id, n)
+        else:
+            sql = "UPDATE report_accepts SET conversation_id=? WHERE report_id=? AND n=?"
+            args = (conversation_id, report_id, n)  # type: ignore[assignment]
+        await self.db.call(lambda c: c.execute(sql, args))
 
     async def audience_of(
         self, report: NewReport, owner_id: str, readers: Callable[[], Awaitable[list[Reader]]]
@@ -211,6 +321,27 @@ def _summary(r: tuple[object, ...], read: bool) -> ReportSummary:
         created_at=str(r[10]),
         read=read,
     )
+
+
+def _suggestions(c: apsw.Connection, report_id: str, user_id: str) -> list[SuggestionOut]:
+    rows = fetch_all(
+        c,
+        "SELECT s.n, s.kind, s.note, s.text, a.user_id, a.conversation_id "
+        "FROM report_suggestions s LEFT JOIN report_accepts a "
+        "ON a.report_id = s.report_id AND a.n = s.n WHERE s.report_id=? ORDER BY s.n",
+        (report_id,),
+    )
+    return [
+        SuggestionOut(
+            n=int(r[0]),
+            kind=str(r[1]),
+            note=str(r[2]),
+            text=str(r[3]),
+            accepted=r[4] is not None,
+            conversation_id=_opt(r[5]) if r[4] == user_id else None,
+        )
+        for r in rows
+    ]
 
 
 def _opt(value: object) -> str | None:

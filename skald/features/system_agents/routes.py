@@ -26,6 +26,7 @@ from skald.features.system_agents.household import people, reader
 from skald.features.system_agents.reports import Report, ReportSummary
 from skald.features.system_agents.runner import SystemAgents
 from skald.features.system_agents.store import Run, RunLog
+from skald.features.system_agents.suggestions import Accepted, accept
 from skald.plugins.facade import Member, Server
 
 ADMIN = [requires(ADMIN_USERS)]
@@ -177,6 +178,27 @@ async def open_report(
     return await _runner(server).reports.open(await reader(server.db, member.id), report_id)
 
 
+@post(
+    "/api/reports/{report_id:str}/suggestions/{n:str}/accept",
+    status_code=201,
+    responses=errors(400, 404, 409),
+)
+async def accept_suggestion(
+    report_id: FromPath[Annotated[str, msgspec.Meta(max_length=64)]],
+    n: FromPath[Annotated[str, msgspec.Meta(max_length=8)]],
+    server: NamedDependency[Server],
+    member: NamedDependency[Member],
+) -> Accepted:
+    """Accept one suggestion of a report the caller may read: an approval request for
+    the change waits in their Inbox (the change is never made here)."""
+    # Parsed by hand: a number out of any range is "no such suggestion", never a 500.
+    if not n.isdigit() or not 1 <= int(n) <= 10_000:
+        raise NotFoundError("the report has no such suggestion")
+    runner = _runner(server)
+    who = await reader(server.db, member.id)
+    return await accept(member, runner.reports, who, report_id, int(n))
+
+
 ROUTES = [
     list_agents,
     my_runs,
@@ -187,4 +209,5 @@ ROUTES = [
     list_reports,
     unread,
     open_report,
+    accept_suggestion,
 ]

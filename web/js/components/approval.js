@@ -29,6 +29,7 @@ const SIGNS = { add: '+', del: '−', ctx: ' ' };
 // keeps its own words.
 const SEEDED_REASONS = {
   "writing to the household's shared memory": 'approval.reason_shared_write',
+  'applying a change a report suggested': 'approval.reason_suggested',
   'running a command in your sandbox': 'approval.reason_command',
   'a request the model provider may bill, such as drawing a picture': 'approval.reason_paid',
 };
