@@ -7,12 +7,14 @@ the secret never comes back from the API and never reaches a log line. Also
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import apsw
 import httpx
 import msgspec
 import pytest
@@ -25,7 +27,10 @@ from skald.features.connectors import oauth, service
 from skald.features.connectors.feed import Manifest, expand
 from skald.features.connectors.feedtool import write_index
 from skald.features.connectors.service import ConnectorsConfig
+from skald.features.connectors.store import REGISTRY_FEATURE
 from skald.features.connectors.supervisor import ConnectorInstance, _with_oauth
+from skald.store.migrations import ledger, migrate_features
+from skald.store.migrations.registry import REGISTRY
 
 CLIENT = "household-own-client.apps.example"
 SECRET = "hh-client-secret-7f3a9c2e51d04b8e"
@@ -319,3 +324,53 @@ async def test_an_admin_turns_grant_by_default_off_for_members_to_come_and_a_mem
     assert await c.store.grants(created.user.id) == set()
     r = await mum.call("PUT", "/api/connectors/clock/grant-by-default", json={"on": True})
     assert r.status_code == 400
+
+
+@pytest.mark.parametrize("old", [1, 2])
+def test_the_connectors_migration_3_keeps_rows_and_grants_and_new_members_skip_opted_out(
+    tmp_path: Path, old: int
+) -> None:
+    """From each older connectors version: installed rows and grants survive with
+    `grant_by_default = 1`; afterwards the new-member trigger skips a connector set to 0."""
+    conn = apsw.Connection(str(tmp_path / "r.db"))
+    before = dataclasses.replace(REGISTRY_FEATURE, migrations=REGISTRY_FEATURE.migrations[:old])
+    migrate_features(conn, REGISTRY.with_features([before]))
+    assert ledger(conn)["connectors"] == old
+    conn.execute(
+        "INSERT INTO role_attributes(role, key, value) VALUES ('member', 'auto_grant', 'true') "
+        "ON CONFLICT DO UPDATE SET value='true'"
+    )
+    for name in ("clock", "bank"):
+        conn.execute(
+            "INSERT INTO connectors(name, display_name, feed_version, transport, manifest, "
+            "auth, scope, status, installed_at, updated_at) "
+            "VALUES (?, ?, 1, 'stdio', '{}', 'none', 'personal', 'installed', 't', 't')",
+            (name, name),
+        )
+    _user(conn, "u1")
+    granted = "SELECT connector, user_id FROM connector_grants ORDER BY 1, 2"
+    assert conn.execute(granted).fetchall() == [("bank", "u1"), ("clock", "u1")]
+
+    applied = migrate_features(conn, REGISTRY.with_features([REGISTRY_FEATURE]))
+    assert [a for a in applied if a[0] == "connectors"] == [
+        ("connectors", v) for v in range(old + 1, 4)
+    ]
+    assert conn.execute(granted).fetchall() == [("bank", "u1"), ("clock", "u1")]
+    assert conn.execute("SELECT name, grant_by_default FROM connectors ORDER BY 1").fetchall() == [
+        ("bank", 1),
+        ("clock", 1),
+    ]
+    conn.execute("UPDATE connectors SET grant_by_default=0 WHERE name='bank'")
+    _user(conn, "u2")
+    assert ("bank", "u2") not in conn.execute(granted).fetchall()
+    assert ("clock", "u2") in conn.execute(granted).fetchall()
+    assert conn.execute("SELECT count(*) FROM oauth_providers").fetchone() == (0,)
+    assert migrate_features(conn, REGISTRY.with_features([REGISTRY_FEATURE])) == []
+
+
+def _user(conn: apsw.Connection, user_id: str) -> None:
+    conn.execute(
+        "INSERT INTO users(id, username, display_name, role, encrypted, password_hash, "
+        "created_at, updated_at) VALUES (?, ?, ?, 'member', 1, NULL, 't', 't')",
+        (user_id, user_id, user_id),
+    )
