@@ -61,7 +61,7 @@ function ProviderForm({ provider, onDone }) {
   </label>`;
   return html`<form class="inbox-item" onSubmit=${save} data-testid="provider" data-slug=${form.slug}>
     ${isNew && !provider
-      ? field('slug', t('providers.slug'), { required: true, pattern: '[a-z0-9][a-z0-9-]{0,39}' })
+      ? field('slug', t('providers.slug'), { required: true, pattern: '[a-z0-9][a-z0-9\\-]{0,39}' })
       : html`<p><strong>${form.slug}</strong></p>`}
     ${provider && provider.used_by && provider.used_by.length > 0 &&
       html`<p class="small muted" data-testid="provider-used-by">${t('providers.used_by', { names: provider.used_by.join(', ') })}</p>`}
