@@ -8,7 +8,12 @@ For MCP's own authorization it also serves its metadata (RFC 8414, at
 `/register`) and token introspection (RFC 7662, `/introspect`: how the test MCP server
 `tests/mcp_servers/oauth_server.py` checks a bearer token, and the `resource` it was
 minted for). `revoke_access()` makes every access token inactive (a server-side expiry
-the client cannot see coming)."""
+the client cannot see coming).
+
+`OAuthDouble(client_id=..., client_secret=...)` is a confidential client a household
+registered itself (a sign-in provider): the token endpoint then demands that secret, by
+HTTP Basic or in the form, as a real provider does. `authorize_queries` keeps what each
+authorization request carried (a provider's extra parameters)."""
 
 from __future__ import annotations
 
@@ -26,8 +31,13 @@ CLIENT_ID = "skald-test-client"
 
 
 class OAuthDouble:
-    def __init__(self, expires_in: int = 3600) -> None:
+    def __init__(
+        self, expires_in: int = 3600, client_id: str = CLIENT_ID, client_secret: str | None = None
+    ) -> None:
         self.expires_in = expires_in
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.authorize_queries: list[dict[str, str]] = []
         self.codes: dict[str, dict[str, str]] = {}  # code -> challenge, redirect_uri
         self.refresh_tokens: set[str] = set()
         self.token_requests: list[dict[str, str]] = []
@@ -56,9 +66,11 @@ class OAuthDouble:
                     self._json(200, double.metadata())
                     return
                 client = q.get("client_id", "")
-                known = client == CLIENT_ID or q.get("redirect_uri") in double.registered.get(
-                    client, []
-                )
+                if url.path == "/authorize":
+                    double.authorize_queries.append(q)
+                known = client == double.client_id or q.get(
+                    "redirect_uri"
+                ) in double.registered.get(client, [])
                 if url.path != "/authorize" or not known:
                     self._json(400, {"error": "invalid_request"})
                     return
@@ -88,8 +100,20 @@ class OAuthDouble:
                     return
                 double.token_requests.append(form)
                 client = form.get("client_id", "")
+                secret = form.get("client_secret")
+                basic = self.headers.get("Authorization", "")
+                if basic.startswith("Basic "):
+                    pair = base64.b64decode(basic[6:]).decode()
+                    client, _, secret = pair.partition(":")
                 if self.path != "/token" or (
-                    client != CLIENT_ID and client not in double.registered
+                    client != double.client_id and client not in double.registered
+                ):
+                    self._json(400, {"error": "invalid_client"})
+                    return
+                if (
+                    client == double.client_id
+                    and double.client_secret is not None
+                    and secret != double.client_secret
                 ):
                     self._json(400, {"error": "invalid_client"})
                     return

@@ -476,6 +476,39 @@ MATRIX: list[tuple[str, str, object, dict[str, int]]] = [
         {"anon": 401, A: 409, M: 404, C: 403},
     ),
     ("GET", "/api/connector-oauth/callback", None, {"anon": 401, A: 400, M: 400, C: 403}),
+    # Issue 29 item 5 (oauthprov): a connector's check (neither has one: 400; another
+    # member's is 404), grant_by_default and the sign-in providers (administrators only).
+    (
+        "POST",
+        "/api/connectors/{private}/verify",
+        {"values": {"api_key": "k"}},
+        {"anon": 401, A: 400, M: 404, C: 403},
+    ),
+    (
+        "POST",
+        "/api/connectors/{clock}/verify",
+        {"values": {"api_key": "k"}},
+        {"anon": 401, A: 400, M: 400, C: 403},
+    ),
+    (
+        "PUT",
+        "/api/connectors/{clock}/grant-by-default",
+        {"grant_by_default": True},
+        {"anon": 401, A: 204, M: 403, C: 403},
+    ),
+    ("GET", "/api/sign-in-providers", None, {"anon": 401, A: 200, M: 403, C: 403}),
+    (
+        "PUT",
+        "/api/sign-in-providers/{none}",
+        {
+            "authorize_url": "https://accounts.example/authorize",
+            "token_url": "https://accounts.example/token",
+            "client_id": "household",
+            "client_secret": "matrix-secret",
+        },
+        {"anon": 401, A: 200, M: 403, C: 403},
+    ),
+    ("DELETE", "/api/sign-in-providers/{plugin}", None, {"anon": 401, A: 404, M: 403, C: 403}),
     ("GET", "/api/marketplace", None, {"anon": 401, A: 200, M: 403, C: 403}),
     ("POST", "/api/marketplace/{clock}/install", None, {"anon": 401, A: 409, M: 403, C: 403}),
     ("POST", "/api/marketplace/{clock}/update", None, {"anon": 401, A: 409, M: 403, C: 403}),

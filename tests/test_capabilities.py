@@ -49,6 +49,7 @@ PAGES = {
     "/admin/backups": "admin.system",
     "/connectors": "connectors.use",
     "/admin/marketplace": "admin.connectors",
+    "/admin/sign-in-providers": "admin.connectors",
     "/telegram": "telegram.use",
     "/admin/telegram": "admin.system",
     "/admin/shared-folders": "folders.manage",

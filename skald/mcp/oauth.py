@@ -44,7 +44,7 @@ import base64
 import hashlib
 import secrets
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -144,11 +144,15 @@ def start_authorization(
     redirect_uri: str,
     scope: str | None = None,
     resource: str | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> AuthorizationRequest:
-    """A fresh `state` and PKCE pair and the authorization URL that carries them."""
+    """A fresh `state` and PKCE pair and the authorization URL that carries them.
+    `extra`: more query parameters (a provider's `access_type`, `prompt`); the flow's
+    own parameters win over them."""
     verifier = secrets.token_urlsafe(48)  # 64 characters, within RFC 7636's 43..128
     state = secrets.token_urlsafe(24)
     query = {
+        **(extra or {}),
         "response_type": "code",
         "client_id": client.client_id,
         "redirect_uri": redirect_uri,

@@ -49,14 +49,36 @@ class SecretField(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     label: str = ""
 
 
+# A sign-in provider's slug: the key into the administrators' Sign-in providers table.
+PROVIDER = r"^[a-z0-9][a-z0-9-]{0,39}$"
+
+# What the connector is given (`OAuthSpec.format`): the access token; the refresh token;
+# or a Google "authorized user" JSON (type, client_id, client_secret, refresh_token,
+# token_uri) that the connector's own client library refreshes with.
+CredentialFormat = Literal["access_token", "refresh_token", "google_authorized_user"]
+
+
 class OAuthSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    authorize_url: str
-    token_url: str
-    client_id: str
+    """Either `provider` (a slug: client id, secret, endpoints and extra parameters are
+    the administrators', never the feed's) or the endpoints and a public client id."""
+
+    provider: Annotated[str, msgspec.Meta(pattern=PROVIDER)] | None = None
+    authorize_url: str = ""
+    token_url: str = ""
+    client_id: str = ""
     scopes: list[str] = msgspec.field(default_factory=list)
-    # How the access token reaches the connector: an environment variable or a header.
+    # How the credential reaches the connector: an environment variable or a header.
     deliver: Literal["env", "header"] = "env"
     target: str = "ACCESS_TOKEN"  # the variable or header name
+    format: CredentialFormat = "access_token"
+
+
+class VerifySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A command run with the connector's secrets (the ones being saved) before they are
+    kept; it prints one JSON object `{"ok": bool, "message": str}` on stdout."""
+
+    command: list[str]
+    timeout_secs: Annotated[int, msgspec.Meta(ge=1, le=120)] = 15
 
 
 class AuthSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -106,6 +128,12 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     scope: Scope = "personal"
     # A stdio household connector's box: a network of its own (true) or none at all.
     network: bool = True
+    # Checks a member's secrets before they are saved (the page's Test button).
+    verify: VerifySpec | None = None
+    # Granted at install to every member whose role has auto_grant (and to such members
+    # created later); false: installed, but each member needs an administrator's grant.
+    # The feed's value is the first one; an administrator can change it afterwards.
+    grant_by_default: bool = True
 
 
 class FeedItem(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -161,6 +189,26 @@ def check_manifest(manifest: Manifest, item: FeedItem) -> None:
     ):
         # Without the section: MCP's own authorization, which only a remote server has.
         raise FeedError(f"{manifest.name}: oauth2 over stdio needs an `oauth` section")
+    spec = manifest.auth.oauth
+    if spec is not None:
+        inline = (spec.authorize_url, spec.token_url, spec.client_id)
+        if spec.provider is not None and any(inline):
+            # A feed names the provider only: its client and endpoints are the household's.
+            raise FeedError(
+                f"{manifest.name}: an `oauth` section with a provider names no endpoints "
+                "or client id"
+            )
+        if spec.provider is None and not all(inline):
+            raise FeedError(
+                f"{manifest.name}: an `oauth` section needs a provider, or its authorize_url, "
+                "token_url and client_id"
+            )
+        if spec.format != "access_token" and spec.deliver != "env":
+            raise FeedError(f"{manifest.name}: a {spec.format} credential is delivered as env")
+        if spec.format == "google_authorized_user" and spec.provider is None:
+            raise FeedError(f"{manifest.name}: google_authorized_user needs a provider")
+    if manifest.verify is not None and not manifest.verify.command:
+        raise FeedError(f"{manifest.name}: verify needs a command")
     if manifest.scope == "household" and manifest.auth.type != "none":
         # Household connectors run once for everyone: a member's credential has no place.
         raise FeedError(f"{manifest.name}: a household connector cannot need a sign-in")

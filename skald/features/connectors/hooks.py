@@ -66,6 +66,17 @@ def skald_pages() -> list[Page]:
             testid="nav-admin-marketplace",
             say_not_allowed=True,
         ),
+        Page(
+            path="/admin/sign-in-providers",
+            title="nav.sign_in_providers",
+            capability="admin.connectors",
+            order=136,
+            module="plugins/connectors/providers.js",
+            component="SignInProvidersPage",
+            icon="key",
+            testid="nav-admin-sign-in-providers",
+            say_not_allowed=True,
+        ),
     ]
 
 

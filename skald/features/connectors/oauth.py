@@ -14,6 +14,14 @@ Tokens are secrets of the member (`oauth_access_token`, `oauth_refresh_token`,
 `oauth_expires_at`, and for MCP's own OAuth `oauth_client`, the registration) in their
 owner database, encrypted with their key.
 
+A feed's `auth.oauth` names either its endpoints and a public client id, or only a
+sign-in provider's slug (`providers.py`): `resolve` turns either into one `OAuthClient`
+(endpoints, client id, the administrators' sealed secret opened, extra authorization
+parameters), so the start, the code exchange and the refresh are the same code for both.
+`credential` is what the connector receives (`format`): the access token, the refresh
+token, or a Google "authorized user" JSON carrying the client secret (the connector's own
+library refreshes with it; the secret then joins the values scrubbed from its output).
+
 Trap: a restart forgets pending flows (the member starts again); tokens already stored
 are kept. The token endpoint's error text is shown without the request's body: it may
 echo the code or the verifier.
@@ -21,8 +29,9 @@ echo the code or the verifier.
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -33,6 +42,7 @@ from skald.mcp import oauth as client
 from skald.mcp.oauth import AuthorizationRequest, ClientInfo, Endpoints, Tokens
 
 if TYPE_CHECKING:
+    from skald.features.connectors.providers import Providers
     from skald.features.connectors.store import SecretStore
 
 FLOW_TTL_S = 600.0
@@ -70,11 +80,18 @@ class OAuthFlows:
         return request.url
 
     def start(
-        self, user_id: str, connector: str, spec: OAuthSpec, redirect_uri: str, popup: bool = False
+        self,
+        user_id: str,
+        connector: str,
+        oc: OAuthClient,
+        redirect_uri: str,
+        popup: bool = False,
     ) -> str:
-        """The authorization URL the member opens (a feed that names its endpoints)."""
-        scope = " ".join(spec.scopes) or None
-        request = client.start_authorization(_endpoints(spec), _client(spec), redirect_uri, scope)
+        """The authorization URL the member opens (a feed's `auth.oauth`, resolved)."""
+        scope = " ".join(oc.scopes) or None
+        request = client.start_authorization(
+            oc.endpoints, oc.client, redirect_uri, scope, extra=oc.extra
+        )
         return self.keep(user_id, connector, request, popup)
 
     def take(self, state: str, user_id: str) -> Pending:
@@ -89,16 +106,68 @@ class OAuthFlows:
         return pending
 
 
-def _endpoints(spec: OAuthSpec) -> Endpoints:
+@dataclass(frozen=True)
+class OAuthClient:
+    """Who signs in where: a feed's inline endpoints and public client, or a sign-in
+    provider's (the secret opened here, in memory, for the token requests)."""
+
+    endpoints: Endpoints
+    client: ClientInfo
+    scopes: list[str] = field(default_factory=list)
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+async def resolve(spec: OAuthSpec, providers: Providers) -> OAuthClient:
+    """The feed's section as an `OAuthClient`; a provider without a row is a 400 that
+    says an administrator has to set it up."""
+    if spec.provider is None:
+        return OAuthClient(
+            endpoints=_endpoints(spec.authorize_url, spec.token_url),
+            client=ClientInfo(client_id=spec.client_id, token_endpoint_auth_method="none"),  # noqa: S106
+            scopes=list(spec.scopes),
+        )
+    p = await providers.resolve(spec.provider)
+    return OAuthClient(
+        endpoints=_endpoints(p.authorize_url, p.token_url),
+        # With a secret: HTTP Basic at the token endpoint (RFC 6749's default).
+        client=ClientInfo(client_id=p.client_id, client_secret=p.client_secret),
+        scopes=list(spec.scopes),
+        extra=dict(p.extra_params),
+    )
+
+
+def _endpoints(authorize_url: str, token_url: str) -> Endpoints:
     return Endpoints(
-        authorization_endpoint=spec.authorize_url,
-        token_endpoint=spec.token_url,
+        authorization_endpoint=authorize_url,
+        token_endpoint=token_url,
         code_challenge_methods_supported=["S256"],
     )
 
 
-def _client(spec: OAuthSpec) -> ClientInfo:
-    return ClientInfo(client_id=spec.client_id, token_endpoint_auth_method="none")  # noqa: S106
+CREDENTIAL = "oauth_credential"  # the delivered value at launch (never stored)
+
+
+def credential(spec: OAuthSpec, oc: OAuthClient, stored: dict[str, str]) -> str:
+    """What the connector receives, in the feed's `format`."""
+    if spec.format == "access_token":
+        return stored[ACCESS]
+    refresh_token = stored.get(REFRESH)
+    if not refresh_token:
+        raise OAuthError(
+            "the sign-in gave no refresh token, which this connector needs: sign in again "
+            "(an administrator may have to add access_type=offline to the provider)"
+        )
+    if spec.format == "refresh_token":
+        return refresh_token
+    return json.dumps(
+        {
+            "type": "authorized_user",
+            "client_id": oc.client.client_id,
+            "client_secret": oc.client.client_secret or "",
+            "refresh_token": refresh_token,
+            "token_uri": oc.endpoints.token_endpoint,
+        }
+    )
 
 
 def as_secrets(tokens: Tokens) -> dict[str, str]:
@@ -136,12 +205,12 @@ def needs_refresh(stored: dict[str, str]) -> bool:
     return bool(expires) and float(expires or 0) - time.time() < REFRESH_MARGIN_S
 
 
-async def refresh(spec: OAuthSpec, stored: dict[str, str]) -> dict[str, str]:
+async def refresh(oc: OAuthClient, stored: dict[str, str]) -> dict[str, str]:
     tokens = from_secrets(stored)
     if tokens is None or not tokens.refresh_token:
         raise OAuthError("the sign-in has expired: sign in again")
     try:
-        return as_secrets(await client.refresh(_endpoints(spec), _client(spec), tokens))
+        return as_secrets(await client.refresh(oc.endpoints, oc.client, tokens))
     except client.OAuthError as exc:
         raise OAuthError(str(exc)) from None
 

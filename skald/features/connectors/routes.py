@@ -36,6 +36,7 @@ from skald.features.connectors.feed import (
 )
 from skald.features.connectors.household_box import reach
 from skald.features.connectors.own import LABEL, OwnFeed, OwnIn, build
+from skald.features.connectors.providers import ProviderIn, ProviderOut
 from skald.features.connectors.resources import Catalog, prompt_text
 from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 from skald.features.connectors.store import Connector
@@ -125,6 +126,10 @@ class ConnectorOut(msgspec.Struct, frozen=True, kw_only=True):
     resources: list[ResourceOut] = msgspec.field(default_factory=list)
     templates: list[ResourceOut] = msgspec.field(default_factory=list)
     prompts: list[PromptOut] = msgspec.field(default_factory=list)
+    # Members whose role has auto_grant get it without a grant (issue 29 item 5).
+    grant_by_default: bool = True
+    # It checks secrets before they are saved (`verify`): the page shows a Test button.
+    verifies: bool = False
 
 
 class SecretsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -225,6 +230,8 @@ async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> Conn
         resources=[_resource_out(r.uri, r) for r in catalog.resources],
         templates=[_resource_out(t.uri_template, t) for t in catalog.templates],
         prompts=[_prompt_out(p) for p in catalog.prompts],
+        grant_by_default=row.name not in await c.store.not_by_default(),
+        verifies=bool(row.manifest.get("verify")),
     )
 
 
@@ -344,17 +351,67 @@ async def put_secrets(
     c = _conn(rt)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
-    allowed = {f.name for f in _auth_fields(row)} | _needed_secrets(row)
-    unknown = set(data.values) - allowed
-    if unknown:
-        raise InvalidInputError(f"{name} takes no secret named {sorted(unknown)[0]!r}")
+    _check_secret_names(row, data)
     mine = await rt.user_runtime(p.user)
+    if row.manifest.get("verify"):
+        # A connector that can check its secrets does so first: a refusal keeps nothing.
+        ok, message = await _verify(c, mine, row, data)
+        if not ok:
+            raise VerifyFailed(message)
     store = c.secrets(mine.handle.db)
     for key, value in data.values.items():
         await store.put(name, key, value)
     if c.supervisor is not None:
         await c.supervisor.restart_member(p.user.id, name)
     return await _describe(c, request, row)
+
+
+class VerifyFailed(InvalidInputError):
+    """The connector's own check refused the secrets (its message is the error's)."""
+
+    code = "verify_failed"
+
+
+class VerifyOut(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool
+    message: str
+
+
+def _check_secret_names(row: Connector, data: SecretsIn) -> None:
+    allowed = {f.name for f in _auth_fields(row)} | _needed_secrets(row)
+    unknown = set(data.values) - allowed
+    if unknown:
+        raise InvalidInputError(f"{row.name} takes no secret named {sorted(unknown)[0]!r}")
+
+
+async def _verify(c: Connectors, mine: Any, row: Connector, data: SecretsIn) -> tuple[bool, str]:
+    if c.supervisor is None:
+        raise ConflictError("connectors are not running on this server")
+    return await c.supervisor.verify(mine, row, dict(data.values))
+
+
+@post(
+    "/api/connectors/{name:str}/verify",
+    guards=USE,
+    status_code=200,
+    responses=errors(400, 404, 409),
+)
+async def verify_secrets(
+    name: FromPath[str],
+    data: JSONBody[SecretsIn],
+    request: AuthRequest,
+    rt: NamedDependency[Runtime],
+) -> VerifyOut:
+    """The Test button: the connector's `verify` command with these values, nothing
+    stored; 400 when the connector has no check."""
+    c = _conn(rt)
+    p = request.user
+    row = await c.require_usable(p.user, p.role, name)
+    _check_secret_names(row, data)
+    if not row.manifest.get("verify"):
+        raise InvalidInputError(f"{name} has no check to run")
+    ok, message = await _verify(c, await rt.user_runtime(p.user), row, data)
+    return VerifyOut(ok=ok, message=message)
 
 
 @delete("/api/connectors/{name:str}/secrets", guards=USE, status_code=204, responses=errors(404))
@@ -550,8 +607,8 @@ async def _begin(
     if manifest.auth.type != "oauth2":
         raise InvalidInputError(f"{row.name} does not sign in with OAuth")
     if manifest.auth.oauth is not None:
-        spec = manifest.auth.oauth
-        return c.oauth.start(p.user.id, row.name, spec, _callback_url(request), popup)
+        oc = await oauth.resolve(manifest.auth.oauth, c.providers)
+        return c.oauth.start(p.user.id, row.name, oc, _callback_url(request), popup)
     # MCP's own authorization: discovery and registration at the server's URL.
     mine = await rt.user_runtime(p.user)
     secrets = c.secrets(mine.handle.db)
@@ -776,6 +833,80 @@ async def uninstall(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
     await c.store.remove(name)
 
 
+class GrantByDefaultIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    grant_by_default: bool
+
+
+@put(
+    "/api/connectors/{name:str}/grant-by-default",
+    guards=ADMIN,
+    status_code=204,
+    responses=errors(400, 404),
+)
+async def set_grant_by_default(
+    name: FromPath[str], data: JSONBody[GrantByDefaultIn], rt: NamedDependency[Runtime]
+) -> None:
+    """Whether members with auto_grant get it without a grant: for installs and members
+    to come (grants already given stay; revoke them one by one)."""
+    await _conn(rt).store.set_grant_by_default(name, data.grant_by_default)
+
+
+# -- sign-in providers (issue 29 item 5) --------------------------------------------------
+
+
+async def _used_by(c: Connectors) -> dict[str, list[str]]:
+    used: dict[str, list[str]] = {}
+    for row in await c.store.all():
+        slug = ((row.manifest.get("auth") or {}).get("oauth") or {}).get("provider")
+        if isinstance(slug, str):
+            used.setdefault(slug, []).append(row.name)
+    return used
+
+
+@get("/api/sign-in-providers", guards=ADMIN)
+async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderOut]:
+    """The household's OAuth clients, and which installed connectors name each (the
+    slugs they name without a row are listed too, to be filled in)."""
+    c = _conn(rt)
+    used = await _used_by(c)
+    out = await c.providers.all(used)
+    have = {p.slug for p in out}
+    missing = [
+        ProviderOut(
+            slug=slug,
+            display_name="",
+            authorize_url="",
+            token_url="",
+            client_id="",
+            has_secret=False,
+            extra_params={},
+            updated_at="",
+            used_by=names,
+        )
+        for slug, names in sorted(used.items())
+        if slug not in have
+    ]
+    return out + missing
+
+
+@put("/api/sign-in-providers/{slug:str}", guards=ADMIN, responses=errors(400))
+async def put_provider(
+    slug: FromPath[str], data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]
+) -> ProviderOut:
+    """Create or change a provider; the secret is sealed, and an absent `client_secret`
+    keeps the stored one ("" removes it). The answer says `has_secret`, never the value."""
+    c = _conn(rt)
+    saved = await c.providers.put(slug, data)
+    return msgspec.structs.replace(saved, used_by=(await _used_by(c)).get(saved.slug, []))
+
+
+@delete("/api/sign-in-providers/{slug:str}", guards=ADMIN, status_code=204, responses=errors(404))
+async def remove_provider(slug: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+    """Members stay signed in with the tokens they have; a new sign-in or a refresh
+    needs the provider again."""
+    await _conn(rt).providers.remove(slug)
+
+
 @get("/api/connectors/{name:str}/grants", guards=ADMIN, responses=errors(404))
 async def list_grants(name: FromPath[str], rt: NamedDependency[Runtime]) -> GrantsOut:
     c = _conn(rt)
@@ -831,4 +962,9 @@ ROUTES = [
     test_item,
     add_item,
     remove_item,
+    verify_secrets,
+    set_grant_by_default,
+    list_providers,
+    put_provider,
+    remove_provider,
 ]

@@ -23,6 +23,7 @@ from skald.features.connectors.feed import Feed, Source
 from skald.features.connectors.install import Installer
 from skald.features.connectors.oauth import OAuthFlows
 from skald.features.connectors.own import OwnFeed, OwnStore
+from skald.features.connectors.providers import Providers
 from skald.features.connectors.store import Connector, ConnectorStore, SecretStore
 from skald.permissions import can, declare
 from skald.store.rows import Role, User
@@ -72,6 +73,7 @@ class Connectors:
         self.supervisor = Supervisor(self)
         self.oauth = OAuthFlows()
         self.own = OwnStore(server.db)
+        self.providers = Providers(server, server.db)
 
     def feed(self) -> Feed:
         feed = Feed(self.config.feed or str(DEFAULT_FEED))

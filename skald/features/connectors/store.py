@@ -102,11 +102,41 @@ CREATE TABLE connector_own_items(
 ) WITHOUT ROWID;
 """
 
+# Issue 29 item 5: a connector that is installed but not granted to everyone
+# (`grant_by_default = 0`: neither the install nor a new member's trigger grants it), and
+# the administrators' sign-in providers (OAuth clients: the secret sealed with the
+# server key, purpose `providers.PURPOSE`; never in a feed, never answered).
+_REGISTRY_V3 = """
+ALTER TABLE connectors ADD COLUMN grant_by_default INTEGER NOT NULL DEFAULT 1
+    CHECK (grant_by_default IN (0, 1));
+DROP TRIGGER connector_grants_new_user;
+CREATE TRIGGER connector_grants_new_user AFTER INSERT ON users
+WHEN EXISTS (SELECT 1 FROM role_attributes
+             WHERE role = new.role AND key = 'auto_grant' AND value = 'true')
+BEGIN
+    INSERT OR IGNORE INTO connector_grants(connector, user_id, created_at)
+        SELECT name, new.id, strftime('%Y-%m-%dT%H:%M:%SZ','now') FROM connectors
+        WHERE grant_by_default = 1;
+END;
+CREATE TABLE oauth_providers(
+    slug TEXT PRIMARY KEY CHECK (slug GLOB '[a-z0-9]*' AND slug NOT GLOB '*[^a-z0-9-]*'
+                                 AND length(slug) <= 40),
+    display_name TEXT NOT NULL,
+    authorize_url TEXT NOT NULL,
+    token_url TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    client_secret_sealed TEXT,
+    extra_params TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(extra_params)),
+    updated_at TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
 REGISTRY_FEATURE = Feature(
     "connectors",
     (
         Migration(1, "connector catalogue, grants and activations", _REGISTRY_V1),
         Migration(2, "the household's own connector feed", _REGISTRY_V2),
+        Migration(3, "sign-in providers; connectors not granted by default", _REGISTRY_V3),
     ),
     after=("accounts",),
 )
@@ -191,6 +221,12 @@ class ConnectorStore:
                     f"INSERT INTO connectors({_COLUMNS.names}) VALUES ({','.join('?' * len(_COLUMNS))})",
                     _params(connector),
                 )
+                if connector.manifest.get("grant_by_default") is False:
+                    # Installed, but not for everyone: each member needs a grant.
+                    c.execute(
+                        "UPDATE connectors SET grant_by_default=0 WHERE name=?", (connector.name,)
+                    )
+                    return
                 # The roles with auto_grant reach it now (admins hold it implicitly).
                 c.execute(
                     "INSERT OR IGNORE INTO connector_grants(connector, user_id, created_at) "
@@ -262,6 +298,24 @@ class ConnectorStore:
         await self.db.call(lambda c: c.execute("DELETE FROM connectors WHERE name=?", (name,)))
 
     # -- grants and activations --------------------------------------------------------
+
+    async def not_by_default(self) -> set[str]:
+        """The connectors whose grant is not given by default (`grant_by_default = 0`)."""
+        sql = "SELECT name FROM connectors WHERE grant_by_default = 0"
+        return set(await first_column(self.db, sql))
+
+    async def set_grant_by_default(self, name: str, value: bool) -> None:
+        """Whether future members with auto_grant get it; grants given so far stay."""
+
+        def q(c: apsw.Connection) -> None:
+            if fetch_one(c, "SELECT 1 FROM connectors WHERE name=?", (name,)) is None:
+                raise NotFoundError(f"no connector named {name!r}")
+            c.execute(
+                "UPDATE connectors SET grant_by_default=?, updated_at=? WHERE name=?",
+                (int(value), now_iso(), name),
+            )
+
+        await self.db.transaction(q)
 
     async def grants(self, user_id: str) -> set[str]:
         sql = "SELECT connector FROM connector_grants WHERE user_id=?"

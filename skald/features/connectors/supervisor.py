@@ -662,6 +662,57 @@ class Supervisor:
             return "stopped", []
         return inst.state, list(inst.specs)
 
+    async def verify(
+        self, member: UserRuntime, row: Connector, values: dict[str, str]
+    ) -> tuple[bool, str]:
+        """Run the connector's `verify` command with the member's stored secrets and
+        `values` (the ones about to be saved) where the connector runs (the member's
+        container, its files and dependencies placed as for a start): (ok, message).
+
+        The command prints one JSON object `{"ok": bool, "message": str}` on stdout (the
+        last such line counts); anything else, a non-zero exit or a timeout is a failure
+        whose message says so. Every text is scrubbed of the secrets it was given."""
+        manifest = msgspec.convert(
+            {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
+        )
+        spec = manifest.verify
+        if spec is None:
+            return True, ""
+        if row.install_dir is None:
+            raise ConflictError(f"connector '{row.name}' is not installed")
+        stored = await self.connectors.secrets(member.handle.db).values(row.name)
+        secrets = {**stored, **values}
+        scrub = list(secrets.values())
+        checking = msgspec.structs.replace(manifest, command=list(spec.command))
+        try:
+            launch = await self._in_container(
+                member, row, checking, row.manifest.get("_deps_hash"), secrets
+            )
+        except (McpError, InvalidInputError) as exc:
+            return False, redact(str(exc), scrub)[:500]
+        assert launch.argv is not None and launch.group is not None
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                env=launch.env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), spec.timeout_secs)
+            except (TimeoutError, asyncio.CancelledError):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                raise
+        except TimeoutError:
+            return False, f"the check did not answer within {spec.timeout_secs} s"
+        finally:
+            await asyncio.shield(launch.group.kill())
+        ok, message = _verdict(out.decode(errors="replace"), proc.returncode)
+        return ok, redact(message, scrub)[:500]
+
     async def device_call(self, user_id: str, row: Connector, tool: str) -> CallToolResult:
         """Call a QR/device sign-in tool (`login_status`, `logout`) on the member's own
         instance, for the Connectors page; never offered to the model."""
@@ -701,11 +752,16 @@ class Supervisor:
             # From now on: a launch that fails below (a refresh, an install) is scrubbed too.
             inst.secrets = list(secrets.values())
             if manifest.auth.type == "oauth2" and manifest.auth.oauth is not None:
-                manifest, secrets = await _with_oauth(manifest, manifest.auth.oauth, secrets)
+                oc = await oauth.resolve(manifest.auth.oauth, self.connectors.providers)
+                if oc.client.client_secret:  # scrubbed even before it is delivered
+                    inst.secrets.append(oc.client.client_secret)
+                manifest, secrets = await _with_oauth(manifest, manifest.auth.oauth, oc, secrets)
                 for key in (oauth.ACCESS, oauth.REFRESH, oauth.EXPIRES):
                     if key in secrets:
                         await store.put(row.name, key, secrets[key])
                 inst.secrets = list(secrets.values())
+                if oc.client.client_secret:
+                    inst.secrets.append(oc.client.client_secret)
             elif manifest.auth.type == "oauth2" and manifest.transport == "http":
                 # Tokens it refreshes join the values scrubbed from what the server says.
                 auth = _mcp_oauth(store, row.name, secrets, inst.secrets)
@@ -852,6 +908,22 @@ class Supervisor:
             raise McpError(trust.install_failure(tail, self.connectors.config.extra_ca_file))
 
 
+def _verdict(out: str, code: int | None) -> tuple[bool, str]:
+    """A verify command's answer: its last JSON object line on stdout."""
+    for line in reversed(out.strip().splitlines()):
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and isinstance(answer.get("ok"), bool):
+            message = answer.get("message")
+            text = message if isinstance(message, str) else ""
+            if answer["ok"] and code != 0:
+                return False, text or f"the check ended with exit code {code}"
+            return answer["ok"], text or ("checked" if answer["ok"] else "the check failed")
+    return False, f"the check gave no answer (exit code {code})"
+
+
 def _mcp_oauth(
     store: SecretStore, name: str, secrets: dict[str, str], scrub: list[str]
 ) -> httpx.Auth:
@@ -863,13 +935,20 @@ def _mcp_oauth(
 
 
 async def _with_oauth(
-    manifest: Manifest, spec: OAuthSpec, secrets: dict[str, str]
+    manifest: Manifest, spec: OAuthSpec, oc: oauth.OAuthClient, secrets: dict[str, str]
 ) -> tuple[Manifest, dict[str, str]]:
-    """The access token delivered as the manifest says (refreshed first when it expires
-    within a minute); without one, the launch fails asking to sign in."""
+    """The credential delivered as the manifest says (`oauth.credential`: the access
+    token, refreshed first when it expires within a minute, the refresh token, or a
+    Google authorized-user JSON); without a sign-in, the launch fails asking for one."""
     if oauth.ACCESS in secrets and oauth.needs_refresh(secrets):
-        secrets = {**secrets, **await oauth.refresh(spec, secrets)}
+        secrets = {**secrets, **await oauth.refresh(oc, secrets)}
     token = "{SECRET:" + oauth.ACCESS + "}"
+    if spec.format != "access_token" and oauth.ACCESS in secrets:
+        try:
+            secrets = {**secrets, oauth.CREDENTIAL: oauth.credential(spec, oc, secrets)}
+        except oauth.OAuthError as exc:
+            raise McpError(str(exc)) from None
+        token = "{SECRET:" + oauth.CREDENTIAL + "}"
     if spec.deliver == "header":
         headers = {**manifest.headers, spec.target: f"Bearer {token}"}
         return msgspec.structs.replace(manifest, headers=headers), secrets

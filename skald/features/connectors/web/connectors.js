@@ -128,6 +128,7 @@ function DeviceSignIn({ connector }) {
 
 function SignIn({ connector, onChanged }) {
   const [values, setValues] = useState({});
+  const [checked, setChecked] = useState(null);
   const [run, busy, error] = useAction();
   if (connector.auth === 'oauth2') return html`<${OAuthSignIn} connector=${connector} onChanged=${onChanged} />`;
   if (connector.auth === 'qr') return html`<${DeviceSignIn} connector=${connector} />`;
@@ -139,6 +140,15 @@ function SignIn({ connector, onChanged }) {
     run(async () => {
       onChanged(await request('PUT', `api/connectors/${enc(connector.name)}/secrets`, { values: filled }));
       setValues({});
+      setChecked(null);
+    });
+  };
+  // The connector's own check (`verify`), run with what is typed, nothing saved.
+  const test = () => {
+    const filled = Object.fromEntries(Object.entries(values).filter(([, v]) => v));
+    run(async () => {
+      setChecked(null);
+      setChecked(await request('POST', `api/connectors/${enc(connector.name)}/verify`, { values: filled }));
     });
   };
   const signOut = () => run(async () => {
@@ -154,10 +164,15 @@ function SignIn({ connector, onChanged }) {
         onInput=${(e) => setValues({ ...values, [f.name]: e.target.value })} />
     </label>`)}
     <div class="row">
+      ${connector.verifies && html`<button type="button" class="btn btn--secondary" disabled=${busy}
+        onClick=${test} data-testid="connector-secret-test">${t('connectors.verify_test')}</button>`}
       <button type="submit" class="btn btn--primary" disabled=${busy} data-testid="connector-secret-save">${t('common.save')}</button>
       ${connector.secrets_set.length > 0 && html`<button type="button" class="btn btn--secondary" disabled=${busy}
         onClick=${signOut} data-testid="connector-sign-out">${t('connectors.sign_out')}</button>`}
     </div>
+    ${checked && html`<p class=${checked.ok ? 'small' : 'approval__error'} role="status" data-testid="connector-secret-checked"
+      data-ok=${String(checked.ok)}>${checked.ok ? t('connectors.verify_ok') : t('connectors.verify_failed')}${checked.message ? `: ${checked.message}` : ''}</p>`}
+    ${connector.verifies && html`<p class="small muted">${t('connectors.verify_lead')}</p>`}
     ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
   </form>`;
 }
@@ -176,9 +191,20 @@ function Grants({ connector }) {
     await request(on ? 'DELETE' : 'PUT', `api/connectors/${enc(connector.name)}/grants/${enc(user.id)}`);
     setGranted(on ? granted.filter((id) => id !== user.id) : [...granted, user.id]);
   });
+  const [byDefault, setByDefault] = useState(connector.grant_by_default !== false);
+  const toggleDefault = (e) => {
+    const value = e.target.checked;
+    run(async () => {
+      await request('PUT', `api/connectors/${enc(connector.name)}/grant-by-default`, { grant_by_default: value });
+      setByDefault(value);
+    });
+  };
   return html`<details class="tool__section" data-testid="connector-grants">
     <summary>${t('connectors.grants')}</summary>
     <p class="small muted">${t('connectors.grants_lead')}</p>
+    <label class="check small"><input type="checkbox" checked=${byDefault} disabled=${busy}
+      onChange=${toggleDefault} data-testid="connector-grant-by-default" />
+      <span>${t('connectors.grant_by_default')}</span></label>
     ${users && html`<ul class="plain-list">${users.map((u) => html`<li><label>
       <input type="checkbox" checked=${granted.includes(u.id)} disabled=${busy} onChange=${() => toggle(u)}
         data-testid="connector-grant" data-user=${u.username} />
