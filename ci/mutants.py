@@ -2799,9 +2799,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "DB3",
         "usage caps",
-        "skald/features/usage/caps.py",
-        "                if await self.store.warn_once(user_id, window.key, measure):",
-        "                if True:",
+        "skald/features/usage/store.py",
+        "                    if c.changes():",
+        "                    if True:",
         ("tests/test_usage_caps.py",),
         why="the 80 % warning arrives at every turn past it",
     ),
