@@ -8,7 +8,8 @@ Writes only to a temporary directory. The stats figure times what `GET /api/usag
 does after its guard (two grouped reads of `usage_hourly` on the database thread and the
 bucketing), p50/p95 of 200 answers; the write figure times `LlmStore.record_request`
 (one transaction, as a turn does) with and without the aggregate's trigger, plus the
-turn count (`UsageStore.count_turn`), 3000 rows each, alternating.
+turn's cap check and count (`UsageStore.check_and_count`, one transaction; no caps
+set, so it reads the caps and counts), 3000 rows each, alternating.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _pct(values: list[float], p: float) -> float:
 
 
 async def _writes(db: Database, n: int) -> tuple[float, float, float]:
-    """ms per record_request with the trigger, without it, and per count_turn."""
+    """ms per record_request with the trigger, without it, and per check_and_count."""
     store, usage = LlmStore(db), UsageStore(db)
     trigger = await db.call(
         lambda c: c.execute(
@@ -105,7 +106,9 @@ async def _writes(db: Database, n: int) -> tuple[float, float, float]:
         await db.call(lambda c: c.execute(trigger))
         t0 = time.perf_counter()
         for i in range(n // 3):
-            await usage.count_turn(USERS[i % 6], time.time())
+            await usage.check_and_count(
+                USERS[i % 6], "member", (0.0, 0.0), time.time(), lambda *_: (None, [])
+            )
         turns.append((time.perf_counter() - t0) * 1000 / (n // 3))
     return statistics.median(with_t), statistics.median(without_t), statistics.median(turns)
 
@@ -135,7 +138,7 @@ async def main() -> None:
         with_t, without_t, turn = await _writes(db, 300 if args.quick else 3000)
         print(f"record_request without trigger {without_t:8.3f} ms")
         print(f"record_request with trigger    {with_t:8.3f} ms  (ratio {with_t / without_t:.2f})")
-        print(f"count_turn (once per turn)     {turn:8.3f} ms")
+        print(f"check_and_count (once per turn) {turn:8.3f} ms")
         added = max(0.0, with_t - without_t) + turn
         print(f"added to a one-request turn    {added:8.3f} ms")
         await db.aclose()

@@ -391,6 +391,41 @@ async def test_the_assistant_works_on_files_in_the_members_home(
     assert grep_result
 
 
+async def test_the_chat_reply_names_only_the_files_this_turn_wrote(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    """`files` comes from the turn's own finished calls: an earlier turn's file and a
+    write that failed are not in it; a file written before the turn stopped for an
+    approval is."""
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
+    fake_llm.script(
+        "model-a",
+        [
+            [Call("write_file", {"path": "~/a.txt", "content": "a"})],
+            "Wrote a.",
+            [
+                Call("write_file", {"path": "~/b.txt", "content": "b"}),
+                Call("edit_file", {"path": "~/missing.txt", "old_text": "x", "new_text": "y"}),
+            ],
+            [Call("edit_file", {"path": "~/a.txt", "old_text": "a", "new_text": "A"})],
+            [Call("write_file", {"path": "~/b.txt", "content": "b2"})],
+            "Wrote b, edited a.",
+            [Call("write_file", {"path": "~/c.txt", "content": "c"})],
+            [Call("write_file", {"path": "shared-memory/c.md", "content": "c"})],
+        ],
+    )
+    ada = await signed_in(make_client, "ada")
+    first = await post_chat(ada, "write a")
+    assert first["status"] == "done" and first["files"] == ["~/a.txt"]
+    cid = first["conversation_id"]
+    second = await post_chat(ada, "write b, edit a", cid)
+    assert second["reply"] == "Wrote b, edited a."
+    # In the order written, each once; the failed edit of a missing file is not there.
+    assert second["files"] == ["~/b.txt", "~/a.txt"]
+    third = await post_chat(ada, "write c and tell everyone", cid)
+    assert third["status"] == "awaiting_approval" and third["files"] == ["~/c.txt"]
+
+
 async def test_a_role_losing_a_group_moves_open_conversations_back_to_the_default(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:

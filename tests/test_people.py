@@ -172,6 +172,13 @@ async def test_linking_twice_keeps_one_directed_link(
     assert await people.supervisors_of(db, parent) == []  # directed
     assert await people.supervises(db, parent, child)
     assert not await people.supervises(db, child, parent)
+    # The one read with the names (prompt, privacy check, review, People page): both
+    # directions in one trip, the display name or else the username.
+    await db.call(lambda c: c.execute("UPDATE users SET display_name='' WHERE id=?", (parent,)))
+    links = await people.supervision_of(db, child)
+    assert [(n.user_id, n.name) for n in links.supervisors] == [(parent, "mum")]
+    assert links.supervising == []
+    assert [n.user_id for n in (await people.supervision_of(db, parent)).supervising] == [child]
     r = await mum.call("PUT", f"/api/people/links/{parent}/nobody")
     assert r.status_code == 404
     assert (await mum.call("DELETE", f"/api/people/links/{parent}/{child}")).status_code == 204

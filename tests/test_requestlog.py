@@ -53,6 +53,12 @@ async def test_a_member_lists_and_opens_their_own_requests_and_not_anothers(
     (mums,) = (await mum.call("GET", "/api/requests")).json()
     assert (await ada_client.call("GET", f"/api/requests/{mums['id']}")).status_code == 404
     assert (await ada_client.call("GET", "/api/requests/999999")).status_code == 404
+    # Ids no row can have (past SQLite's integers, zero, negative): not found on every
+    # route that takes one (the `rid` dependency both share), never a 500.
+    for bad in (2**63, 2**64 + 1, 0, -1):
+        for tail in ("", "/payload"):
+            r = await ada_client.call("GET", f"/api/requests/{bad}{tail}")
+            assert r.status_code == 404 and "no request" in r.json()["error"]["message"], r.text
     # Administrators: counts per provider, no member's rows, no text.
     r = await mum.call("GET", "/api/admin/requests")
     assert r.json() == [

@@ -322,11 +322,21 @@ async def test_the_tool_is_told_the_hour_not_the_minute_and_in_minutes_counts_fr
 
     ada = household["ada"]
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    scheduler, _ = with_clock(runtime, MONDAY_9 + timedelta(minutes=17))
+    scheduler, clock = with_clock(runtime, MONDAY_9 + timedelta(minutes=17))
     member = runtime.user_runtimes[ada]
     tool = ScheduleTool(member, scheduler)
     assert "Monday 2026-06-01 09:00" in tool.spec.description
     assert "09:17" not in tool.spec.description
+    # Built once per hour and zone (not at every turn), and new as soon as either moves.
+    clock.set(MONDAY_9 + timedelta(minutes=59))
+    assert ScheduleTool(member, scheduler).spec is tool.spec
+    clock.set(MONDAY_9 + timedelta(minutes=61))
+    assert "Monday 2026-06-01 10:00" in ScheduleTool(member, scheduler).spec.description
+    from skald.features.schedule.tool import _spec
+
+    tokyo = _spec(MONDAY_9, "Asia/Tokyo")
+    assert "Asia/Tokyo" in tokyo.description and tokyo is not tool.spec
+    clock.set(MONDAY_9 + timedelta(minutes=17))
     create = {"mode": "create", "title": "tea", "prompt": "Say the tea is ready", "in_minutes": 10}
     asked_in = await runtime.conversations.create(ada)
     assert (await tool._run("create", create, asked_in.id)).startswith("Created job")

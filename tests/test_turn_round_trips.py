@@ -107,16 +107,15 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     assert len(counter.at_request) == 1, trace
     # Before the model request: the session (1), the member and role as they are now
     # with the plugins' switches (1), the household's memory index (1, at the same time
-    # as the member's), the spending caps' check and the turn's count (2, usage), the
+    # as the member's), the spending caps' check with the turn's count (1, usage), the
     # profile with its directory and supervisors (1, people); the conversation read by
     # the route (1), the running mark (1), the member's memory index (1), whether the
     # conversation is a project's (1, projects) and the user message stored with the
     # history read back (1).
-    # `POST /api/chat` (this test's door, issue 28) also reads the conversation and its
-    # items before the turn, to tell afterwards which files the turn wrote (2).
-    assert counter.at_request[0] == Counter(registry=6, owner=7), trace
+    # `POST /api/chat` (this test's door, issue 28) tells which files the turn wrote from
+    # the turn's own finished calls: no read of the history before or after (0).
+    assert counter.at_request[0] == Counter(registry=5, owner=5), trace
     # The whole turn adds the usage row in each database and the answer and the idle
     # status in the member's, and the request log's keep (requestlog: one transaction in
     # the member's database that writes the payload only when they opted in).
-    # ...and reads them again after it (2).
-    assert counter.trips == Counter(registry=7, owner=13), trace
+    assert counter.trips == Counter(registry=6, owner=9), trace

@@ -4,14 +4,21 @@ any model call on every channel, with the reset time, warning once at 80 %."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
+import pytest
 from conftest import PASSWORD, MakeClient, add_models, post_chat, signed_in
 from fake_llm import FakeLLM, Text
 from schedule_support import runtime_fixture  # noqa: F401
 
 from skald.core.runtime import Runtime
+from skald.errors import LimitReachedError
 from skald.features.schedule.scheduler import Scheduler
+from skald.features.usage.caps import CapGate
+from skald.features.usage.store import Caps, UsageStore
 
 MARKER = "zebra-marker-7731"
 
@@ -226,3 +233,29 @@ async def test_caps_are_for_admins_and_bad_values_are_400(
     ]
     assert (await admin.call("DELETE", "/api/usage/caps/role/children")).status_code == 204
     assert (await admin.call("GET", "/api/usage/caps")).json() == []
+
+
+async def test_turns_started_at_once_cannot_both_take_the_last_turn_a_cap_allows(
+    runtime: Runtime, ada: str
+) -> None:
+    """The check, its warning and the turn's count are one transaction: fourteen turns at
+    the same moment against a cap of ten let exactly ten through, and warn once (a read
+    and a count in two trips let all fourteen read "ten left" before any was counted)."""
+    store = UsageStore(runtime.core.registry.db)
+    await store.set_caps("user", ada, Caps(turns_day=10))
+    gate = CapGate(store, runtime.notifications.notify)
+    outcomes = await asyncio.gather(
+        *(gate.check(ada, "member", ZoneInfo("UTC")) for _ in range(14)), return_exceptions=True
+    )
+    refused = [o for o in outcomes if isinstance(o, LimitReachedError)]
+    assert len(refused) == 4 and outcomes.count(None) == 10, outcomes
+    assert (await _hourly(runtime, ada))[0] == 10  # the refused ones were not counted
+    # The 80 % warning was due for the ninth and the tenth turn, recorded once.
+    warned = await runtime.core.registry.db.call(
+        lambda c: c.execute(
+            "SELECT period, measure FROM usage_warnings WHERE user_id=?", (ada,)
+        ).fetchall()
+    )
+    assert [tuple(w) for w in warned] == [(f"day:{datetime.now(UTC):%Y-%m-%d}", "turns")]
+    with pytest.raises(LimitReachedError, match="daily limit of 10 messages"):
+        await gate.check(ada, "member", ZoneInfo("UTC"))

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
-from skald.agent import TurnDone, TurnResult
+from skald.agent import ToolCallUpdate, TurnDone, TurnResult
 from skald.agent.prompts import defuse_harness_tags
 from skald.core.events import Connection, ServerEvent
 from skald.core.prompt_blocks import view_context_block
@@ -146,6 +146,26 @@ class Sent:
     done: asyncio.Future[TurnResult]
     images_not_seen: bool = False
     videos_not_seen: bool = False  # the same for a video and a model not marked `video`
+    # The top-level calls that finished `done` while the turn ran, filled as it runs
+    # (the hub's job keeps the same list): what `files` reads, with no database trip.
+    finished: list[ToolCallUpdate] = field(default_factory=list)
+
+    def files(self) -> list[str]:
+        """The paths the file tools wrote in this turn so far (each once, in order)."""
+        return written_files(self.finished)
+
+
+WRITERS = frozenset({"write_file", "edit_file"})
+
+
+def written_files(calls: Sequence[ToolCallUpdate]) -> list[str]:
+    """The paths of the file-writing calls among `calls` (each once, in order)."""
+    paths = [
+        str(call.arguments["path"])
+        for call in calls
+        if call.name in WRITERS and call.status == "done" and "path" in call.arguments
+    ]
+    return list(dict.fromkeys(paths))
 
 
 def _view(view: str | ViewContext | None) -> list[ViewItem]:
@@ -418,14 +438,15 @@ class ConversationService:
             # Its own part, never mixed into what was typed (the UI shows it as chips).
             block = view_context_block([(i.label, i.value) for i in view])
             content = [TextPart(block), *content]
-        done = await mine.hub.send(
+        job = await mine.hub.queue_message(
             conversation_id, content, attachments, typed=text, conversation=conversation
         )
         return Sent(
             conversation_id=conversation_id,
-            done=done,
+            done=job.done,
             images_not_seen=not see,
             videos_not_seen=videos and not watch,
+            finished=job.finished,
         )
 
     async def _command(self, mine: UserRuntime, conversation_id: str, text: str) -> CommandResult:
@@ -516,7 +537,10 @@ class ConversationService:
             waiting.cancel()
         if not sent.done.done():
             return ChatReply(
-                conversation_id=sent.conversation_id, reply="", status="awaiting_approval"
+                conversation_id=sent.conversation_id,
+                reply="",
+                status="awaiting_approval",
+                files=sent.files(),
             )
         result = sent.done.result()
         status: Literal["done", "awaiting_approval", "failed"] = (
@@ -527,7 +551,12 @@ class ConversationService:
             else "failed"
         )
         if status != "failed":
-            return ChatReply(conversation_id=sent.conversation_id, reply=result.text, status=status)
+            return ChatReply(
+                conversation_id=sent.conversation_id,
+                reply=result.text,
+                status=status,
+                files=sent.files(),
+            )
         failure = mine.hub.plain_failure(
             TurnDone(
                 conversation_id=sent.conversation_id,
@@ -543,6 +572,7 @@ class ConversationService:
             error=failure.error,
             error_code=failure.error_code,
             error_detail=failure.error_detail,
+            files=sent.files(),
         )
 
     async def chat(

@@ -64,6 +64,10 @@ class TurnJob:
     done: asyncio.Future[TurnResult] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    # The top-level tool calls that finished `done` while this message's turn ran (from
+    # the moment it was taken in), as the clients saw them: `POST /api/chat` tells from
+    # them which files the turn wrote, without reading the history again.
+    finished: list[ToolCallUpdate] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -96,12 +100,14 @@ class ConversationRunner:
         # its next step (`_take_joined`); None when no running turn accepts them.
         self.joinable: list[TurnJob] | None = None
         self.joined: list[TurnJob] = []  # taken in by the running turn: they end with it
+        self.current: TurnJob | None = None  # the job running now
         self.awaiting_approval = asyncio.Event()
         self.task = asyncio.create_task(self._consume(), name=f"chat-{conversation_id}")
 
     async def _consume(self) -> None:
         while True:
             job = await self.queue.get()
+            self.current = job
             try:
                 result = await self._execute(job)
             except Exception as exc:
@@ -110,6 +116,8 @@ class ConversationRunner:
                 )
                 result = TurnResult(status="failed", error=f"the turn failed: {exc}")
                 await self.hub.set_status(self.conversation_id, "idle")
+            finally:
+                self.current = None
             if not job.done.done():
                 job.done.set_result(result)
             if self.queue.empty():
@@ -262,9 +270,13 @@ class ConversationRunner:
         if isinstance(event, ApprovalRequested):
             self.awaiting_approval.set()
             await self.hub.set_status(self.conversation_id, "awaiting_approval")
-        elif isinstance(event, ToolCallUpdate) and self.awaiting_approval.is_set():
-            self.awaiting_approval.clear()
-            await self.hub.set_status(self.conversation_id, "running")
+        elif isinstance(event, ToolCallUpdate):
+            if event.status == "done" and event.depth == 0 and self.current is not None:
+                for job in (self.current, *self.joined):
+                    job.finished.append(event)
+            if self.awaiting_approval.is_set():
+                self.awaiting_approval.clear()
+                await self.hub.set_status(self.conversation_id, "running")
         if isinstance(event, UsageReport):
             await self.hub.store.add_usage(
                 self.conversation_id, event.input_tokens, event.output_tokens, event.cost_usd
@@ -397,6 +409,18 @@ class ChatHub:
         """Queue a user message (`typed`: what the person wrote, for the title); the future
         resolves when its turn ends. `conversation`: the caller's fresh copy of it, which
         saves reading it again."""
+        job = await self.queue_message(conversation_id, content, attachments, typed, conversation)
+        return job.done
+
+    async def queue_message(
+        self,
+        conversation_id: str,
+        content: list[ContentPart],
+        attachments: list[Attachment],
+        typed: str = "",
+        conversation: Conversation | None = None,
+    ) -> TurnJob:
+        """`send`, answering the queued job itself (its `finished` calls as the turn runs)."""
         if not any(isinstance(p, TextPart) and p.text.strip() for p in content) and not attachments:
             raise InvalidInputError("the message is empty")
         if conversation is None or conversation.id != conversation_id:
@@ -430,7 +454,7 @@ class ChatHub:
         # Let the runner take its first step (its first database read is then on its
         # way) before the caller goes on to answer the request and write its log line.
         await asyncio.sleep(0)
-        return job.done
+        return job
 
     async def resume(self, conversation_id: str) -> asyncio.Future[TurnResult]:
         job = TurnJob(kind="resume")

@@ -28,7 +28,6 @@ from skald.agent.loop import TurnResult
 from skald.core.conversations import (
     ChatReply,
     CommandResult,
-    ConversationService,
     Sent,
     Subscription,
 )
@@ -168,47 +167,22 @@ def _ended(member: Member, result: TurnResult) -> Ended:
     )
 
 
-WRITERS = frozenset({"write_file", "edit_file"})
-
-
-async def last_seq(service: ConversationService, user_id: str, conversation_id: str) -> int:
-    """The newest message's sequence number (0: none yet)."""
-    history = await service.history(user_id, conversation_id)
-    return max((i.seq for i in history), default=0)
-
-
-async def written_files(
-    service: ConversationService, user_id: str, conversation_id: str, after: int
-) -> list[str]:
-    """The paths the file tools wrote after message `after` (each once, in order)."""
-    history = await service.history(user_id, conversation_id)
-    paths = [
-        str(call.arguments["path"])
-        for item in history
-        if item.seq > after
-        for call in item.tool_calls
-        if call.name in WRITERS and call.status == "done" and "path" in call.arguments
-    ]
-    return list(dict.fromkeys(paths))
-
-
 def _event(name: str, body: object) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(body) + b"\n\n"
 
 
-async def chat_events(
-    member: Member, conversation_id: str, begun: Begun, before: int
-) -> AsyncIterator[bytes]:
+async def chat_events(member: Member, conversation_id: str, begun: Begun) -> AsyncIterator[bytes]:
     """`POST /api/chat/stream`: `delta` and `progress` events, then `done` with the
-    reply (status, text, files written), as `POST /api/chat` answers it."""
-    service = member.server.conversations
+    reply (status, text, files written), as `POST /api/chat` answers it. The files come
+    from the turn's own finished calls (`Sent.files`), not from reading the history."""
     async for piece in run_turn(member, conversation_id, "", [], begun):
         if isinstance(piece, Delta):
             yield _event("delta", {"text": piece.text})
         elif isinstance(piece, Progress):
             yield _event("progress", {"note": piece.note})
         else:
-            files = await written_files(service, member.id, conversation_id, before)
+            sent = begun.sent
+            files = sent.files() if isinstance(sent, Sent) else []
             failed = piece.status == "failed"
             reply = ChatReply(
                 conversation_id=conversation_id,

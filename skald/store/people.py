@@ -225,32 +225,65 @@ async def links(db: Database) -> list[Link]:
     return [Link(str(a), str(b), str(t)) for a, b, t in rows]
 
 
-def supervisors_sync(c: apsw.Connection, user_id: str) -> list[str]:
+@dataclass(frozen=True)
+class Named:
+    """A member at the other end of a supervision link, with the name to show."""
+
+    user_id: str
+    username: str
+    name: str  # the display name, else the username
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """Both directions of a member's links, oldest first."""
+
+    supervisors: list[Named]  # who supervises the member
+    supervising: list[Named]  # whom the member supervises
+
+
+# direction -> (the other end, the member's end)
+_ENDS: Final = {
+    "supervisors": ("supervisor_id", "supervised_id"),
+    "supervising": ("supervised_id", "supervisor_id"),
+}
+
+
+def linked_in(c: apsw.Connection, user_id: str, direction: str) -> list[Named]:
+    """The one read of the links, with the names (the prompt's "Supervised by" line, the
+    privacy check's lines, the review and the People page all come here): the members
+    who supervise `user_id` ("supervisors") or whom it supervises ("supervising"),
+    oldest link first."""
+    other, me = _ENDS[direction]
     rows = fetch_all(
         c,
-        "SELECT supervisor_id FROM people_supervision WHERE supervised_id = ? "
-        "ORDER BY created_at, supervisor_id",
+        f"SELECT u.id, u.username, coalesce(nullif(u.display_name, ''), u.username) "
+        f"FROM people_supervision s JOIN users u ON u.id = s.{other} "
+        f"WHERE s.{me} = ? ORDER BY s.created_at, s.{other}",
         (user_id,),
     )
-    return [str(r[0]) for r in rows]
+    return [Named(str(i), str(u), str(n)) for i, u, n in rows]
+
+
+def supervision_in(c: apsw.Connection, user_id: str) -> Supervision:
+    return Supervision(linked_in(c, user_id, "supervisors"), linked_in(c, user_id, "supervising"))
+
+
+async def supervision_of(db: Database, user_id: str) -> Supervision:
+    """Both directions with the names, in one trip."""
+    return await db.call(lambda c: supervision_in(c, user_id))
 
 
 async def supervisors_of(db: Database, user_id: str) -> list[str]:
     """The ids of the members who supervise `user_id` (oldest link first)."""
-    return await db.call(lambda c: supervisors_sync(c, user_id))
+    named = await db.call(lambda c: linked_in(c, user_id, "supervisors"))
+    return [n.user_id for n in named]
 
 
 async def supervised_by(db: Database, user_id: str) -> list[str]:
     """The ids of the members `user_id` supervises (oldest link first)."""
-    rows = await db.call(
-        lambda c: fetch_all(
-            c,
-            "SELECT supervised_id FROM people_supervision WHERE supervisor_id = ? "
-            "ORDER BY created_at, supervised_id",
-            (user_id,),
-        )
-    )
-    return [str(r[0]) for r in rows]
+    named = await db.call(lambda c: linked_in(c, user_id, "supervising"))
+    return [n.user_id for n in named]
 
 
 async def supervises(db: Database, supervisor_id: str, supervised_id: str) -> bool:

@@ -29,7 +29,7 @@ from skald.core.conversations import (
     SecurityGroupView,
 )
 from skald.core.runtime import Runtime
-from skald.core.turn_stream import begin_turn, chat_events, last_seq, written_files
+from skald.core.turn_stream import begin_turn, chat_events
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.files.routes import receive_upload
 from skald.permissions import CHAT as CHAT_USE
@@ -253,14 +253,8 @@ async def chat(
 ) -> ChatReply:
     """One turn, synchronously: for scripts and `skald chat`. The reply names the files
     the turn wrote (`files`, fetched with `GET /api/file`)."""
-    service = rt.conversations
     _attachments_need_a_conversation(data)
-    before = (
-        0 if data.conversation_id is None else await last_seq(service, me, data.conversation_id)
-    )
-    reply = await service.chat(me, data.text, data.conversation_id, data.attachments)
-    files = await written_files(service, me, reply.conversation_id, before)
-    return msgspec.structs.replace(reply, files=files)
+    return await rt.conversations.chat(me, data.text, data.conversation_id, data.attachments)
 
 
 @post(
@@ -283,14 +277,12 @@ async def chat_stream(
     """One turn, streamed (`skald chat --stream`): a conversation is made when none is given."""
     service = rt.conversations
     _attachments_need_a_conversation(data)
-    cid = data.conversation_id
-    before = 0 if cid is None else await last_seq(service, me, cid)
-    cid = cid or (await service.create(me)).id
+    cid = data.conversation_id or (await service.create(me)).id
     member = await rt.server.open_member((await rt.member(me))[0])
     # Sent before the response starts: a refusal is still a clean 4xx.
     begun = await begin_turn(member, cid, data.text, list(data.attachments))
     return Stream(
-        chat_events(member, cid, begun, before),
+        chat_events(member, cid, begun),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )

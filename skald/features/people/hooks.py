@@ -11,7 +11,6 @@ from skald.errors import NotFoundError
 from skald.plugins import hookimpl
 from skald.plugins.specs import WebFiles, feature_folder
 from skald.store import people
-from skald.store.database import fetch_all
 from skald.store.registry import user_in
 
 if TYPE_CHECKING:
@@ -55,7 +54,8 @@ async def skald_prompt_blocks(member: Member) -> dict[str, str]:
         user = user_in(c, user_id)
         if user is None:
             raise NotFoundError("no such member")
-        return user, people.read_directory(c, user_id), _supervisor_names(c, user_id)
+        supervisors = people.linked_in(c, user_id, "supervisors")
+        return user, people.read_directory(c, user_id), [n.name for n in supervisors]
 
     user, directory, supervisors = await member.server.db.call(read)
     household = member.server.instance.current.household_name
@@ -70,14 +70,3 @@ async def skald_prompt_blocks(member: Member) -> dict[str, str]:
         supervisors=supervisors,
     )
     return {"USER_PROFILE": block}
-
-
-def _supervisor_names(c: Any, user_id: str) -> list[str]:
-    rows = fetch_all(
-        c,
-        "SELECT u.display_name, u.username FROM people_supervision s "
-        "JOIN users u ON u.id = s.supervisor_id WHERE s.supervised_id = ? "
-        "ORDER BY s.created_at, s.supervisor_id",
-        (user_id,),
-    )
-    return [str(name or username) for name, username in rows]

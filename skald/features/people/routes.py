@@ -23,7 +23,6 @@ from skald.api.openapi import errors
 from skald.core.users import ADMIN_USERS
 from skald.plugins.facade import Server  # Litestar reads the routes' annotations
 from skald.store import people
-from skald.store.database import fetch_all
 
 ADMIN = [requires(ADMIN_USERS)]
 
@@ -74,27 +73,19 @@ def _profile_out(p: people.MemberProfile) -> ProfileOut:
     return ProfileOut(user_id=p.user_id, date_of_birth=born, age=p.age, sex=p.sex, notes=p.notes)
 
 
-async def _people(server: Server, ids: list[str]) -> list[Person]:
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    rows = await server.db.call(
-        lambda c: fetch_all(
-            c, f"SELECT id, username, display_name FROM users WHERE id IN ({marks})", ids
-        )
-    )
-    by_id = {r[0]: Person(id=r[0], username=r[1], display_name=r[2] or r[1]) for r in rows}
-    return [by_id[i] for i in ids if i in by_id]
+def _person(n: people.Named) -> Person:
+    return Person(id=n.user_id, username=n.username, display_name=n.name)
 
 
 @get("/api/people/me")
 async def my_people(request: AuthRequest, server: NamedDependency[Server]) -> MineOut:
     me = request.user.user.id
     profile = await people.profile_of(server.db, me, household_today(server))
+    links = await people.supervision_of(server.db, me)
     return MineOut(
         profile=_profile_out(profile),
-        supervised_by=await _people(server, await people.supervisors_of(server.db, me)),
-        supervising=await _people(server, await people.supervised_by(server.db, me)),
+        supervised_by=[_person(n) for n in links.supervisors],
+        supervising=[_person(n) for n in links.supervising],
     )
 
 

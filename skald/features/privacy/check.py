@@ -164,17 +164,12 @@ def _keys(wraps: dict[str, dict[str, object]]) -> Fact:
     return _fact("keys", "warn", "none", "how", kinds=kinds)
 
 
-async def _display_names(db: Database, ids: list[str]) -> list[str]:
-    rows = await _rows(db, "SELECT id, coalesce(nullif(display_name, ''), username) FROM users")
-    named = {str(r[0]): str(r[1]) for r in rows}
-    return [named[i] for i in ids if i in named]
-
-
 async def _supervision(db: Database, user_id: str, *, detail: bool) -> list[Fact]:
     """Who gets reports about this member's conversations, and about whose they get
     theirs: the registry's links now (`skald.store.people`)."""
-    above = await _display_names(db, await people.supervisors_of(db, user_id))
-    below = await _display_names(db, await people.supervised_by(db, user_id))
+    links = await people.supervision_of(db, user_id)
+    above = [n.name for n in links.supervisors]
+    below = [n.name for n in links.supervising]
     facts = [
         _fact("supervisors", "info", "none", "how")
         if not above

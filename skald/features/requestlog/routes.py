@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from litestar import get, put
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath, FromQuery, JSONBody
 
 from skald.api.deps import requires
@@ -32,11 +32,22 @@ async def my_requests(
     return await RequestLog(member.server.db).mine(member.id, before, limit)
 
 
-@get("/api/requests/{request_id:int}", responses=errors(404))
-async def my_request(request_id: FromPath[int], member: NamedDependency[Member]) -> RequestItem:
-    _exists(request_id)
+def _request_id(request_id: FromPath[int]) -> int:
+    """The `{request_id}` of a path, as the `rid` dependency: an id past SQLite's
+    integers cannot name a row (and would overflow the query), so it is not found."""
+    if not 1 <= request_id < 2**63:
+        raise NotFoundError(f"no request {request_id}")
+    return request_id
+
+
+# Bound once: every route with `{request_id}` takes `rid`, the checked id.
+RID = {"rid": Provide(_request_id, sync_to_thread=False)}
+
+
+@get("/api/requests/{request_id:int}", responses=errors(404), dependencies=RID)
+async def my_request(rid: NamedDependency[int], member: NamedDependency[Member]) -> RequestItem:
     """One of the caller's requests; another member's is not found."""
-    return await RequestLog(member.server.db).one(member.id, request_id)
+    return await RequestLog(member.server.db).one(member.id, rid)
 
 
 @get("/api/admin/requests", guards=[requires(ADMIN_MODELS_CAP)])
@@ -59,12 +70,11 @@ async def save_payload_settings(
     return await Payloads(member.db).save_settings(data)
 
 
-@get("/api/requests/{request_id:int}/payload", responses=errors(404))
-async def my_payload(request_id: FromPath[int], member: NamedDependency[Member]) -> Payload:
-    _exists(request_id)
+@get("/api/requests/{request_id:int}/payload", responses=errors(404), dependencies=RID)
+async def my_payload(rid: NamedDependency[int], member: NamedDependency[Member]) -> Payload:
     """What was sent and what came back, when the caller kept it; else not found."""
-    await RequestLog(member.server.db).one(member.id, request_id)  # theirs, or 404
-    found = await Payloads(member.db).get(request_id)
+    await RequestLog(member.server.db).one(member.id, rid)  # theirs, or 404
+    found = await Payloads(member.db).get(rid)
     if found is None:
         raise NotFoundError("this request's content was not kept")
     return found
@@ -78,9 +88,3 @@ ROUTES = [
     save_payload_settings,
     my_payload,
 ]
-
-
-def _exists(request_id: int) -> None:
-    # An id past SQLite's integers cannot name a row (and would overflow the query).
-    if not 1 <= request_id < 2**63:
-        raise NotFoundError(f"no request {request_id}")

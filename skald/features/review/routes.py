@@ -19,7 +19,7 @@ from skald.api.openapi import errors
 from skald.core.users import ADMIN_USERS
 from skald.features.review.store import ReviewStore
 from skald.plugins.facade import Member, Server
-from skald.store.people import supervised_by, supervisors_of
+from skald.store.people import supervision_of
 
 
 class Person(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,15 +62,15 @@ def _reachable(server: Server, encrypted: bool, user_id: str) -> bool:
 @get("/api/review/lines")
 async def lines(server: NamedDependency[Server], member: NamedDependency[Member]) -> Lines:
     store = ReviewStore(server.db)
-    mine = [
-        Person(id=s, name=await _name(server, s))
-        for s in await supervisors_of(server.db, member.id)
-    ]
+    links = await supervision_of(server.db, member.id)
+    mine = [Person(id=n.user_id, name=n.name) for n in links.supervisors]
     receives = []
-    for s in await supervised_by(server.db, member.id):
-        user, _ = await server.fetch(s)
+    for n in links.supervising:
+        user, _ = await server.fetch(n.user_id)
         receives.append(
-            Person(id=s, name=user.display_name, reviewed=_reachable(server, user.encrypted, s))
+            Person(
+                id=n.user_id, name=n.name, reviewed=_reachable(server, user.encrypted, n.user_id)
+            )
         )
     audit_rows = await store.audit_lines(None if member.can(ADMIN_USERS) else member.id)
     audit = [

@@ -14,6 +14,7 @@ job", never a hint that it exists).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -41,13 +42,20 @@ UNATTENDED_RUN_NOW = (
 
 
 def _spec(now_local: datetime, zone: str) -> ToolSpec:
+    """The tool's spec for this hour in this zone: built once per (hour, zone), not at
+    every turn (the description changes only with them; the spec is frozen)."""
+    return _spec_for(f"{now_local:%A %Y-%m-%d %H}", zone)
+
+
+@functools.lru_cache(maxsize=64)
+def _spec_for(hour: str, zone: str) -> ToolSpec:
     return tool_spec(
         "schedule",
         "The user's scheduled jobs: a prompt you run by yourself later, once (`at`) or "
         "repeatedly (`cron`), each run in the job's own conversation. "
         # To the hour, as the prompt's DATETIME: a description that changed every minute
         # would make providers re-read the tools and the conversation each turn.
-        f"The user's time zone is {zone}; it is {now_local:%A %Y-%m-%d %H}:00 there "
+        f"The user's time zone is {zone}; it is {hour}:00 there "
         "(to the hour: for 'in N minutes' give `in_minutes` instead of `at`). "
         "`cron`: 'minute hour day-of-month month day-of-week' in that zone (weekdays at "
         "7:30 = '30 7 * * 1-5', Sunday 0; optional seconds first, year last; @daily...). "

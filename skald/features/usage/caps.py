@@ -111,17 +111,23 @@ class CapGate:
         self.notify = notify  # NotificationService.notify (title=, body=, link=, urgency=)
 
     async def check(self, user_id: str, role: str, zone: ZoneInfo) -> None:
+        """Refuse (LimitReachedError) or count the turn, with its 80 % warnings: one
+        transaction in the registry (`UsageStore.check_and_count`), then the notices."""
         now = datetime.now(zone)
         wins = windows(now)
-        caps, day, month = await self.store.check_state(user_id, role, wins[0].start, wins[1].start)
-        if caps is not None and not caps.unlimited:
-            refused, warnings = judge(caps, {"day": day, "month": month}, wins, now)
-            if refused is not None:
-                raise LimitReachedError(refused)
-            for window, measure, text in warnings:
-                if await self.store.warn_once(user_id, window.key, measure):
-                    await self._tell(user_id, text)
-        await self.store.count_turn(user_id, time.time())
+
+        def decide(
+            caps: Caps, day: Totals, month: Totals
+        ) -> tuple[str | None, list[tuple[str, str, str]]]:
+            refused, due = judge(caps, {"day": day, "month": month}, wins, now)
+            return refused, [(window.key, measure, text) for window, measure, text in due]
+
+        starts = (wins[0].start, wins[1].start)
+        refused, send = await self.store.check_and_count(user_id, role, starts, time.time(), decide)
+        if refused is not None:
+            raise LimitReachedError(refused)
+        for text in send:
+            await self._tell(user_id, text)
 
     async def _tell(self, user_id: str, text: str) -> None:
         try:

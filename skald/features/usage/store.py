@@ -3,7 +3,7 @@
 Rule: `usage_hourly` holds one row per (member, UTC hour, model) with counts only
 (turns, requests, failures, tokens, cost), kept up to date by a trigger on
 `llm_requests` in the same transaction as the request row, so a view never scans the
-request table. Turns are counted at turn start (`count_turn`), under model '' (the
+request table. Turns are counted at turn start (`check_and_count`), under model '' (the
 model is chosen after the count; per model the charts show requests).
 
 Trap: the aggregate is by UTC hour; a day or month in a time zone whose offset is not
@@ -13,7 +13,7 @@ whole hours starts at the hour before its first minute (a few minutes counted ea
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -123,6 +123,10 @@ class Totals(msgspec.Struct, frozen=True):
         return float(getattr(self, measure))
 
 
+# A cap check's verdict on (caps, used today, used this month): the refusal or None,
+# and the warnings due as (period key, measure, text).
+Decide = Callable[["Caps", "Totals", "Totals"], tuple[str | None, list[tuple[str, str, str]]]]
+
 _CAP_COLS = "turns_day, tokens_day, cost_day, turns_month, tokens_month, cost_month"
 
 
@@ -183,39 +187,49 @@ class UsageStore:
     async def totals(self, user_id: str, since: float) -> Totals:
         return await self.db.call(lambda c: _totals(c, user_id, since))
 
-    async def check_state(
-        self, user_id: str, role: str, day_start: float, month_start: float
-    ) -> tuple[Caps | None, Totals, Totals]:
-        """In one trip: the caps that apply (the member's own, else their role's) and
-        what they used since the day's and the month's start."""
+    async def check_and_count(
+        self,
+        user_id: str,
+        role: str,
+        starts: tuple[float, float],
+        at: float,
+        decide: Decide,
+    ) -> tuple[str | None, list[str]]:
+        """A turn's cap check in one write transaction (one trip): the caps that apply
+        (the member's own, else their role's) and what they used since the day's and the
+        month's start (`starts`) go to `decide`, which answers (the refusal or None, the
+        80 % warnings due as (period key, measure, text)); unless refused, the warnings
+        not given yet this period are recorded and the turn is counted. Answers (the
+        refusal, the texts of the warnings to send now). One transaction on the registry's
+        one thread: two turns at once cannot both pass the last turn a cap allows."""
         sql = f"SELECT {_CAP_COLS} FROM usage_caps WHERE scope=? AND target=?"
-
-        def q(c: apsw.Connection) -> tuple[Caps | None, Totals, Totals]:
-            caps = _caps(c.execute(sql, ("user", user_id)).fetchone())
-            if caps is None:
-                caps = _caps(c.execute(sql, ("role", role)).fetchone())
-            if caps is None or caps.unlimited:
-                return caps, Totals(), Totals()
-            return caps, _totals(c, user_id, day_start), _totals(c, user_id, month_start)
-
-        return await self.db.call(q)
-
-    async def warn_once(self, user_id: str, period: str, measure: str) -> bool:
-        """Record the 80 % warning; False when it was already given for this period."""
-        now = datetime.now(UTC).isoformat()
-        sql = "INSERT OR IGNORE INTO usage_warnings(user_id, period, measure, at) VALUES (?,?,?,?)"
-        return bool(
-            await self.db.call(
-                lambda c: (c.execute(sql, (user_id, period, measure, now)), c.changes())[1]
-            )
+        warned = (
+            "INSERT OR IGNORE INTO usage_warnings(user_id, period, measure, at) VALUES (?,?,?,?)"
         )
-
-    async def count_turn(self, user_id: str, at: float) -> None:
-        sql = (
+        count = (
             "INSERT INTO usage_hourly(user_id, hour, model_id, turns) VALUES (?,?,'',1) "
             "ON CONFLICT (user_id, hour, model_id) DO UPDATE SET turns = turns + 1"
         )
-        await self.db.call(lambda c: c.execute(sql, (user_id, int(at // 3600))))
+        now = datetime.now(UTC).isoformat()
+
+        def q(c: apsw.Connection) -> tuple[str | None, list[str]]:
+            caps = _caps(c.execute(sql, ("user", user_id)).fetchone())
+            if caps is None:
+                caps = _caps(c.execute(sql, ("role", role)).fetchone())
+            send: list[str] = []
+            if caps is not None and not caps.unlimited:
+                day, month = (_totals(c, user_id, start) for start in starts)
+                refused, due = decide(caps, day, month)
+                if refused is not None:
+                    return refused, []
+                for period, measure, text in due:
+                    c.execute(warned, (user_id, period, measure, now))
+                    if c.changes():
+                        send.append(text)
+            c.execute(count, (user_id, int(at // 3600)))
+            return None, send
+
+        return await self.db.transaction(q)
 
     # -- stats ----------------------------------------------------------------------
 
