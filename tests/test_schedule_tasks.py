@@ -90,7 +90,7 @@ async def test_a_failed_task_comes_back_with_its_error_text(
     ended = await _ended(runtime, scheduler, ada, task)
     assert ended.state == "failed" and "the tide service is closed" in (ended.error or "")
     relayed = (await runtime.conversations.history(ada, origin))[-2].text
-    assert 'The background task "tide tables" failed.' in relayed
+    assert 'The background task "tide tables" FAILED: it never reached a final' in relayed
     assert "the tide service is closed" in relayed
 
 
