@@ -244,3 +244,30 @@ def test_a_failed_or_stopped_tasks_message_says_so_and_carries_what_it_last_said
     assert "Last thing" not in completion_message(base, "")
     done = completion_message(msgspec.structs.replace(base, state="completed", result="14:02"))
     assert "is done" in done and "14:02" in done and "Last thing" not in done
+
+
+async def test_a_run_cut_while_it_waits_is_taken_back_and_a_rejection_then_fails_it_once(
+    runtime: Runtime, ada: str, fake_llm: FakeLLM
+) -> None:
+    """Locked under it (as a restart leaves it: the turn's memory gone, the history
+    kept): at the unlock the request is still in her Inbox, the run still waits (not
+    interrupted); her rejection then fails that same run with the reason, nothing is
+    written and no second run appears."""
+    scheduler, member, job, run, item = await _job_waits(runtime, ada, fake_llm)
+    await runtime.lock(ada)
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    member = runtime.user_runtimes[ada]
+    store = ScheduleStore(member.handle.db)
+    (still,) = await store.runs(job.id)
+    assert (still.id, still.outcome, still.waiting_call) == (run.id, "running", item.id)
+    assert await scheduler.tick() == []  # first sight: taken back, nothing new claimed
+    again = await _waiting(member)
+    assert (again.id, again.origin_title, again.expires_at) == (
+        item.id, "Bins day", item.expires_at
+    )  # fmt: skip
+    await member.decide(item.id, False)
+    await asyncio.wait_for(scheduler.wait_run(run.id), 10)
+    (done,) = await store.runs(job.id)
+    assert (done.id, done.outcome) == (run.id, "failed")
+    assert done.error == "you rejected the request to use write_file"
+    assert await _note(runtime) is None
