@@ -320,7 +320,7 @@ def test_a_scheduled_jobs_write_waits_in_the_inbox_labelled_with_the_job(
         sign_in(page, USER, USER_PW)
         page.goto("/#/inbox")
         item = page.locator('[data-testid="inbox-item"][data-kind="approval"]')
-        expect(item).to_have_count(1, timeout=30_000)
+        expect(item).to_have_count(1, timeout=60_000)
         origin = item.get_by_test_id("inbox-item-origin")
         expect(origin).to_have_attribute("data-origin", "scheduled")
         expect(origin).to_contain_text("Scheduled: Garden note")
