@@ -120,7 +120,9 @@ async def test_rejecting_a_jobs_request_fails_the_run_with_that_reason_and_write
     assert done.outcome == "failed"
     assert done.error == "you rejected the request to use write_file"
     assert await _note(runtime) is None
-    assert len(fake_llm.bodies()) == asked  # the run stopped: the model was not asked again
+    # The run is stopped: at most the request already on its way when the decision
+    # landed reaches the model, and nothing after it.
+    assert len(fake_llm.bodies()) <= asked + 1
     notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
     assert any("rejected the request" in n.body for n in notes)
 
