@@ -204,26 +204,27 @@ async def test_limits_active_jobs_and_the_shortest_interval_an_admin_may_lower(
     assert r.status_code == 403
 
 
-async def test_a_scheduled_run_cannot_ask_a_call_needing_a_person_is_refused_at_once(
+async def test_unattended_work_that_may_not_ask_has_a_call_needing_a_person_refused_at_once(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
 ) -> None:
-    scheduler, clock = with_clock(runtime, MONDAY_9)
+    """What system agents keep: a conversation added to `unattended` without an
+    `Asking` gets the unattended gate (jobs and tasks ask: test_schedule_approvals)."""
+    from skald.core.unattended import CallPacer
+
     await add_models(runtime, fake_llm, "model-a")
     write = Call("write_file", {"path": "shared-memory/bins.md", "content": "Monday"})
     fake_llm.script("model-a", [[write], "I could not write it."])
     member = runtime.user_runtimes[ada]
-    job = await (await scheduler.jobs(member)).create(
-        JobSpec(title="note", prompt="Note the bins day", cron="0 8 * * *")
-    )
-    clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
-    (run,) = await scheduler.tick()
-    await scheduler.wait_run(run.id)
-    (done,) = await ScheduleStore(member.handle.db).runs(job.id)
-    assert done.outcome == "succeeded"
+    conversation = await runtime.conversations.create(ada, "agent")
+    member.unattended.add(conversation.id, CallPacer(30, lambda: 0.0))
+    assert member.gate_for(conversation.id) is member.unattended_gate
+    sent = await runtime.conversations.send(ada, conversation.id, "note the bins day")
+    assert (await sent.done).status == "done"  # type: ignore[union-attr]
     told = json.dumps(fake_llm.bodies()[-1]["messages"][-1])
     assert "nobody was there to approve it" in told
     assert await member.inbox.pending() == []
-    assert job.conversation_id not in member.unattended  # only while the run lasts
+    member.unattended.discard(conversation.id)
+    assert member.gate_for(conversation.id) is member.gate
 
 
 async def test_a_jobs_run_history_keeps_the_last_n_runs(

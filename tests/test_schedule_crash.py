@@ -176,3 +176,66 @@ def test_kill_9_during_a_background_task_finishes_it_after_the_restart_once(
     items = _until(relayed_answer)
     ends = [i for i in items if i["role"] == "user" and "is done." in i["text"]]
     assert len(ends) == 1 and "High tide at 14:02." in ends[0]["text"]
+
+
+@pytest.mark.timeout(300)
+def test_kill_9_while_a_jobs_request_waits_keeps_it_answerable_and_the_run_ends_once(
+    server: ServerProcess, fake: FakeLLM
+) -> None:
+    """The run waits in ada's Inbox for a write to the household's notes; the server is
+    killed; after the restart the same request is in her Inbox, the run still waits (not
+    interrupted), her approval resumes the turn from its stored history: the write runs
+    once, the run succeeds once, the prompt was given once."""
+    ada, _ = _setup(server, fake)
+    write = Call("write_file", {"path": "shared-memory/bins.md", "content": "Monday"})
+    fake.script("fake-a", [[write], "Noted the bins day."])
+    job_in = {
+        "kind": "prompt", "title": "Bins day", "prompt": "Note the bins day",
+        "cron": "*/10 * * * * *", "approval_window_s": 600,
+    }  # fmt: skip
+    r = ada.post("/api/schedule/jobs", json=job_in)
+    assert r.status_code == 201, r.text
+    job = r.json()
+
+    def waiting() -> list[dict[str, Any]]:
+        runs = ada.get(f"/api/schedule/jobs/{job['id']}/runs").json()
+        return [r for r in runs if r["outcome"] == "running" and r["waiting_call"]]
+
+    (run,) = _until(waiting)
+    # No more occurrences: only this run is under test.
+    r = ada.patch(f"/api/schedule/jobs/{job['id']}", json={"state": "paused"})
+    assert r.status_code == 200, r.text
+    (item,) = ada.get("/api/inbox").json()
+    assert (item["id"], item["origin"], item["origin_title"]) == (
+        run["waiting_call"], "scheduled", "Bins day"
+    )  # fmt: skip
+
+    ada = _restart(server)
+    # Still there, still answerable, with its label; the run was not interrupted.
+    (again,) = _until(lambda: ada.get("/api/inbox").json())
+    assert (again["id"], again["origin_title"], again["expires_at"]) == (
+        item["id"], "Bins day", item["expires_at"]
+    )  # fmt: skip
+    runs = ada.get(f"/api/schedule/jobs/{job['id']}/runs").json()
+    assert [(r["id"], r["outcome"]) for r in runs if r["outcome"] != "skipped"] == [
+        (run["id"], "running")
+    ]
+    r = ada.post(f"/api/inbox/{item['id']}/approve")
+    assert r.status_code == 204, r.text
+
+    def ended() -> list[dict[str, Any]]:
+        runs = ada.get(f"/api/schedule/jobs/{job['id']}/runs").json()
+        return [r for r in runs if r["id"] == run["id"] and r["outcome"] != "running"]
+
+    (done,) = _until(ended, show=lambda: ada.get(f"/api/schedule/jobs/{job['id']}/runs").json())
+    assert (done["outcome"], done["error"], done["waiting_call"]) == ("succeeded", None, None)
+    runs = ada.get(f"/api/schedule/jobs/{job['id']}/runs").json()
+    assert [r["id"] for r in runs if r["outcome"] != "skipped"] == [run["id"]]  # one run
+    items = ada.get(f"/api/conversations/{job['conversation_id']}/messages").json()
+    writes = [c for i in items for c in i["tool_calls"] if c["name"] == "write_file"]
+    assert len(writes) == 1, items  # asked once, run once
+    assert [i["role"] for i in items if i["role"] == "tool"] == ["tool"]
+    prompts = [i for i in items if i["role"] == "user" and "Note the bins day" in i["text"]]
+    assert len(prompts) == 1
+    assert items[-1]["role"] == "assistant" and items[-1]["text"] == "Noted the bins day."
+    assert ada.get("/api/inbox").json() == []

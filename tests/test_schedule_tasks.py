@@ -90,7 +90,7 @@ async def test_a_failed_task_comes_back_with_its_error_text(
     ended = await _ended(runtime, scheduler, ada, task)
     assert ended.state == "failed" and "the tide service is closed" in (ended.error or "")
     relayed = (await runtime.conversations.history(ada, origin))[-2].text
-    assert 'The background task "tide tables" failed.' in relayed
+    assert 'The background task "tide tables" FAILED: it never reached a final' in relayed
     assert "the tide service is closed" in relayed
 
 
@@ -123,7 +123,7 @@ async def test_a_task_is_cancelled_from_the_tasks_api_and_the_limit_holds_meanwh
     ended = await _ended(runtime, scheduler, ada, task)
     assert ended.state == "cancelled"
     relayed = (await runtime.conversations.history(ada, origin))[-2].text
-    assert 'The background task "tide tables" was cancelled.' in relayed
+    assert 'The background task "tide tables" was STOPPED before it finished' in relayed
 
 
 async def test_a_task_a_crash_cut_is_finished_after_the_restart_and_never_run_twice(

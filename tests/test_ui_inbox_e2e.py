@@ -289,3 +289,60 @@ def test_moving_a_provider_asks_for_its_key_again(
         assert not problems, "\n".join(problems)
     finally:
         ctx.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_scheduled_jobs_write_waits_in_the_inbox_labelled_with_the_job(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """A job's run needs an approval: the Inbox says which job it comes from and until
+    when it waits, the Tasks page shows the run waiting, approving there ends the run."""
+    from harness import Api
+
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    admin.add_model(fake.base_url_openai, MODEL)
+    bea = Api(server.url)
+    bea.login(USER, USER_PW)
+    fake.script(
+        MODEL, [[Call("write_file", {"path": SHARED_NOTE, "content": NOTE_TEXT})], Text(REPLY)]
+    )
+    job_in = {"kind": "prompt", "title": "Garden note", "prompt": ASK, "cron": "0 8 * * *"}
+    r = bea.post("/api/schedule/jobs", json=job_in)
+    assert r.status_code == 201, r.text
+    job = r.json()
+    r = bea.post(f"/api/schedule/jobs/{job['id']}/run")
+    assert r.status_code in (200, 201, 202), r.text
+    watch = SignedInWatch()
+    ctx = open_context(browser, server, viewport={"width": 1280, "height": 860})
+    try:
+        page = _front(watch.attach("bea", ctx.new_page()))
+        sign_in(page, USER, USER_PW)
+        page.goto("/#/inbox")
+        item = page.locator('[data-testid="inbox-item"][data-kind="approval"]')
+        expect(item).to_have_count(1, timeout=60_000)
+        origin = item.get_by_test_id("inbox-item-origin")
+        expect(origin).to_have_attribute("data-origin", "scheduled")
+        expect(origin).to_contain_text("Scheduled: Garden note")
+        expect(item.get_by_test_id("inbox-item-expires")).to_be_visible()
+        shot(page, "inbox-04-scheduled")
+        page.goto("/#/tasks")
+        expect(page.get_by_test_id("task-job-waiting")).to_have_text("waiting for your approval")
+        page.get_by_test_id("task-job-waiting").click()
+        expect(page.get_by_test_id("inbox-page")).to_be_visible()
+        item.get_by_test_id("inbox-approve").click()
+        expect(page.get_by_test_id("inbox-empty")).to_be_visible()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            runs = bea.get(f"/api/schedule/jobs/{job['id']}/runs").json()
+            if runs and runs[0]["outcome"] != "running":
+                break
+            time.sleep(0.2)
+        assert [(r["outcome"], r["waiting_call"]) for r in runs] == [("succeeded", None)], runs
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    except Exception:
+        report_failure(server, watch, "inbox")
+        raise
+    finally:
+        ctx.close()

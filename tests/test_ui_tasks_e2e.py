@@ -98,7 +98,7 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         _send(chat, "look up the tides in the background")
         _idle_after(chat, "Started the tide lookup.")
         # Nobody types: the failure arrives in this tab and the assistant relays it.
-        relay = _user(chat, 'The background task "tides" failed.')
+        relay = _user(chat, 'The background task "tides" FAILED')
         expect(relay).to_have_count(1)
         expect(relay).to_contain_text("the tide service is closed")
         _idle_after(chat, "Sorry: the tide lookup failed, the tide service is closed.")
@@ -131,7 +131,9 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         item.get_by_test_id("task-item-cancel").click()
         expect(tasks.locator('[data-testid="task-item"][data-state="cancelled"]')).to_have_count(1)
         chat.bring_to_front()
-        expect(_user(chat, 'The background task "long job" was cancelled.')).to_have_count(1)
+        expect(
+            _user(chat, 'The background task "long job" was STOPPED before it finished')
+        ).to_have_count(1)
         _idle_after(chat, "The long job was cancelled, as you asked.")
         # The other tab's cancel reached the chat's strip too.
         cancelled = chat.locator('[data-testid="chat-task"][data-state="cancelled"]')
@@ -159,7 +161,9 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
                 has_text="slow job"
             )
         ).to_have_count(1)
-        expect(_user(chat, 'The background task "slow job" was cancelled.')).to_have_count(1)
+        expect(
+            _user(chat, 'The background task "slow job" was STOPPED before it finished')
+        ).to_have_count(1)
         _idle_after(chat, "The slow job was cancelled from the chat.")
         SHOTS.mkdir(parents=True, exist_ok=True)
         chat.screenshot(path=str(SHOTS / "chat-task-strip-375.png"))

@@ -13,18 +13,28 @@ sentence, the model is not asked again.
 Trap: the pacer belongs to the member, not to one run: ten jobs running at once share
 one budget. Its owner (the scheduler) keeps one per member for the server's life, so a
 lock and unlock does not reset it.
+
+Background work that may ask (a scheduled job's run, a background task) is added with an
+`Asking`: there the member's own gate decides, so a Require waits in their Inbox like a
+chat's, labelled with the job or task (`Origin`) and with a deadline the `Asking` keeps
+(`requested`); a decision made through `UserRuntime.decide` is handed to it (`decided`).
+Without an `Asking` (system agents) the unattended gate still refuses at once.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from typing import Literal, Protocol
 
+import msgspec
+
+from skald.agent.approval import ApprovalRequest
 from skald.llm.client import ModelClient
 from skald.llm.errors import LlmError
 from skald.llm.types import Request, StreamEvent
 
-__all__ = ["WINDOW_S", "CallPacer", "PacedClient", "Unattended"]
+__all__ = ["WINDOW_S", "Asking", "CallPacer", "Origin", "PacedClient", "Unattended"]
 
 WINDOW_S = 60.0
 
@@ -66,17 +76,52 @@ class PacedClient:
             yield event
 
 
+class Origin(msgspec.Struct, frozen=True, kw_only=True):
+    """What an Inbox item of background work says it comes from, and until when it waits."""
+
+    kind: Literal["scheduled", "task"]
+    title: str
+    expires_at: str  # ISO UTC
+
+
+class Asking(Protocol):
+    """A background run that lets its approval requests wait for the member."""
+
+    async def requested(self, request: ApprovalRequest) -> Origin:
+        """The gate asks the member (first time, or again on recovery): mark the run as
+        waiting, keep the deadline; the answer labels the Inbox item."""
+        ...
+
+    async def decided(self, call_id: str, tool: str, approved: bool, reason: str) -> None:
+        """The member (or the deadline) decided one of this run's requests."""
+        ...
+
+
 class Unattended:
     """One member's conversations whose current turn nobody watches."""
 
     def __init__(self) -> None:
         self._pacers: dict[str, CallPacer] = {}
+        self._asking: dict[str, Asking] = {}
 
-    def add(self, conversation_id: str, pacer: CallPacer) -> None:
+    def add(self, conversation_id: str, pacer: CallPacer, asking: Asking | None = None) -> None:
+        """`asking`: approval requests wait in the Inbox; None: refused at once."""
         self._pacers[conversation_id] = pacer
+        if asking is None:
+            self._asking.pop(conversation_id, None)
+        else:
+            self._asking[conversation_id] = asking
 
     def discard(self, conversation_id: str) -> None:
         self._pacers.pop(conversation_id, None)
+        self._asking.pop(conversation_id, None)
+
+    def asking(self, conversation_id: str) -> Asking | None:
+        return self._asking.get(conversation_id)
+
+    def refuses(self, conversation_id: str) -> bool:
+        """Whether the unattended gate (every Require refused at once) decides here."""
+        return conversation_id in self._pacers and conversation_id not in self._asking
 
     def __contains__(self, conversation_id: object) -> bool:
         return conversation_id in self._pacers

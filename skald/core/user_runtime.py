@@ -299,8 +299,10 @@ class UserRuntime:
         return source if pacer is None else PacedClient(source, pacer)
 
     def gate_for(self, conversation_id: str) -> DefaultGate:
-        """The unattended gate while nobody watches the conversation, else the member's."""
-        return self.unattended_gate if conversation_id in self.unattended else self.gate
+        """The unattended gate while nobody watches the conversation and nobody may be
+        asked (system agents), else the member's: a job's run or a background task asks
+        through it, so its requests wait in the Inbox (`Unattended.add(asking=...)`)."""
+        return self.unattended_gate if self.unattended.refuses(conversation_id) else self.gate
 
     # -- the Inbox ----------------------------------------------------------------------
 
@@ -310,6 +312,9 @@ class UserRuntime:
         A helper's request goes under the conversation it works for (its own id names no
         stored conversation), tied to the call there that started it."""
         conversation_id, parent_call = root_of(request.conversation_id)
+        # Background work's request: the run says it waits, and labels the item.
+        asking = self.unattended.asking(conversation_id)
+        origin = None if asking is None else await asking.requested(request)
         added = await self.inbox.add(
             call_id=request.call_id,
             conversation_id=conversation_id,
@@ -319,6 +324,7 @@ class UserRuntime:
             arguments=request.arguments,
             reason=request.reason,
             preview=await self._preview(request),
+            origin=None if origin is None else (origin.kind, origin.title, origin.expires_at),
         )
         if added:
             await self.inbox_changed()
@@ -351,25 +357,35 @@ class UserRuntime:
         )
 
     async def decide(
-        self, call_id: str, approved: bool, bypass: Literal["15m", "conversation"] | None = None
+        self,
+        call_id: str,
+        approved: bool,
+        bypass: Literal["15m", "conversation"] | None = None,
+        reason: str = "",
     ) -> None:
-        """A person's decision on a pending call (NotFoundError when there is none)."""
+        """A person's decision on a pending call (NotFoundError when there is none).
+
+        Also the one path of an expiry (a background request unanswered in time: a
+        rejection with its `reason`): the waiting run learns it through its `Asking`."""
         item = await self.inbox.get(call_id)
         if item is not None and item.kind != "approval":
             raise NotFoundError("no pending approval with that id")
-        if not self.gate.resolve(call_id, approved):
+        if not self.gate.resolve(call_id, approved, reason):
             # Right after a restart the call is open in the history before recovery has
             # asked again: keep the answer for when it does.
             conversation_id = await self.hub.store.open_call(call_id)
             if conversation_id is None:
                 raise NotFoundError("no pending approval with that id")
-            self.gate.decide_ahead(conversation_id, call_id, approved)
+            self.gate.decide_ahead(conversation_id, call_id, approved, reason)
         if item is not None and approved and bypass == "15m":
             self.gate.grant(item.conversation_id, item.tool, BYPASS_SECONDS)
         elif item is not None and approved and bypass == "conversation":
             await self.inbox.add_bypass(item.conversation_id, item.tool)
         if await self.inbox.close(call_id, "approved" if approved else "rejected"):
             await self.inbox_changed()
+        asking = None if item is None else self.unattended.asking(item.conversation_id)
+        if asking is not None and item is not None:
+            await asking.decided(call_id, item.tool, approved, reason)
 
     async def current_role(self) -> Role:
         """The member's role as it is now (a role edit applies to the very next call)."""

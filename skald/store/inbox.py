@@ -46,6 +46,11 @@ class InboxItem(msgspec.Struct, frozen=True, kw_only=True):
     choices: list[str] | None
     # A helper's request: the call of `conversation_id` that started the helper.
     parent_call_id: str | None = None
+    # Background work's request: 'scheduled' | 'task', the job's or task's title (the
+    # label "Scheduled: <title>" / "Task: <title>") and when it expires unanswered.
+    origin: str | None = None
+    origin_title: str | None = None
+    expires_at: str | None = None
 
 
 def _item(r: tuple[Any, ...]) -> InboxItem:
@@ -61,12 +66,16 @@ def _item(r: tuple[Any, ...]) -> InboxItem:
         created_at=r[8],
         choices=None if r[9] is None else json.loads(r[9]),
         parent_call_id=r[10],
+        origin=r[11],
+        origin_title=r[12],
+        expires_at=r[13],
     )
 
 
 _SELECT = (
     "SELECT i.id, i.kind, i.conversation_id, c.title, i.tool, i.arguments, i.preview, i.reason, "
-    "i.created_at, i.choices, i.parent_call FROM inbox_items i JOIN conversations c ON c.id=i.conversation_id"
+    "i.created_at, i.choices, i.parent_call, i.origin, i.origin_title, i.expires_at "
+    "FROM inbox_items i JOIN conversations c ON c.id=i.conversation_id"
 )
 
 
@@ -86,16 +95,21 @@ class InboxStore:
         preview: str | None = None,
         choices: list[str] | None = None,
         parent_call: str | None = None,
+        origin: tuple[str, str, str] | None = None,
     ) -> bool:
         """Record a request; False when it was already recorded (asked again on recovery).
 
         `parent_call`: for a helper's request, the call of `conversation_id` that started
-        the helper."""
+        the helper. `origin`: (kind, title, expires_at) of background work's request; a
+        re-request without one keeps the stored origin (recovery may ask before the
+        scheduler has taken the run back)."""
+        kind_of, title, expires = origin if origin is not None else (None, None, None)
 
         def q(c: apsw.Connection) -> bool:
             c.execute(
                 "INSERT INTO inbox_items(id, conversation_id, kind, tool, arguments, preview, "
-                "reason, choices, created_at, parent_call) VALUES (?,?,?,?,?,?,?,?,?,?) "
+                "reason, choices, created_at, parent_call, origin, origin_title, expires_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
                 "ON CONFLICT(id) DO UPDATE SET status='pending', decided_at=NULL "
                 "WHERE status != 'pending'",
                 (
@@ -109,9 +123,19 @@ class InboxStore:
                     None if choices is None else json.dumps(choices),
                     now_iso(),
                     parent_call,
+                    kind_of,
+                    title,
+                    expires,
                 ),
             )
-            return c.changes() > 0
+            added = c.changes() > 0
+            if origin is not None:
+                c.execute(
+                    "UPDATE inbox_items SET origin=?, origin_title=?, expires_at=? "
+                    "WHERE id=? AND origin IS NULL",
+                    (kind_of, title, expires, call_id),
+                )
+            return added
 
         return await self.db.transaction(q)
 
@@ -138,6 +162,13 @@ class InboxStore:
             lambda c: fetch_one(c, f"{_SELECT} WHERE i.id=? AND {_OPEN}", (item_id,))
         )
         return None if row is None else _item(row)
+
+    async def status(self, item_id: str) -> str | None:
+        """The item's status as stored (pending, approved, rejected...), None if none."""
+        row = await self.db.call(
+            lambda c: fetch_one(c, "SELECT status FROM inbox_items WHERE id=?", (item_id,))
+        )
+        return None if row is None else str(row[0])
 
     async def count(self) -> int:
         row = await self.db.call(

@@ -30,3 +30,6 @@ class ScheduleConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     late_after_s: Annotated[int, msgspec.Meta(ge=1)] = 120
     # A new job's "skip if missed by" window, in seconds, unless it says otherwise.
     default_skip_after_s: Annotated[int, msgspec.Meta(ge=0)] = 12 * 3600
+    # How long a background task's approval request waits in the Inbox before it
+    # expires and the task fails, in seconds (>= 60). A job's is its own (per job).
+    task_approval_window_s: Annotated[int, msgspec.Meta(ge=60)] = 24 * 3600

@@ -51,6 +51,20 @@ MAX_IN_MINUTES = 366 * 24 * 60
 PREVIEW_RUNS = 3
 
 
+MAX_WINDOW_S = 7 * 24 * 3600
+
+
+def _window(seconds: int | None) -> int | None:
+    """A job's approval window as given (None or 0: the default)."""
+    if not seconds:
+        return None
+    if not 60 <= seconds <= MAX_WINDOW_S:
+        raise InvalidInputError(
+            "approval_window_s must be between 60 seconds and 7 days (0: the default)"
+        )
+    return seconds
+
+
 class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A new job: exactly one of `cron`, `at` (ISO date-time, local if no offset) and
     `in_minutes` (from now); `model_id` None: AUTO."""
@@ -66,6 +80,9 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     created_by: Literal["member", "system"] = "member"
     kind: JobKind = "prompt"
     model_id: str | None = None
+    # How long a run's approval request waits in the Inbox (None: until the next
+    # occurrence, at most 24 h).
+    approval_window_s: int | None = None
 
 
 class JobChange(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,6 +96,8 @@ class JobChange(msgspec.Struct, frozen=True, kw_only=True):
     kind: JobKind | None = None
     # "" : back to AUTO; None: unchanged.
     model_id: str | None = None
+    # 0: back to the default (until the next occurrence, at most 24 h).
+    approval_window_s: int | None = None
 
 
 class Preview(msgspec.Struct, frozen=True, kw_only=True):
@@ -240,6 +259,7 @@ class Jobs:
         skip = self.config.default_skip_after_s if spec.skip_after_s is None else spec.skip_after_s
         if skip < 0:
             raise InvalidInputError("skip_after_s cannot be negative")
+        window = _window(spec.approval_window_s)
         stamp = iso(self.now)
         job = Job(
             id=new_id(),
@@ -259,6 +279,7 @@ class Jobs:
             updated_at=stamp,
             kind=spec.kind,
             model_id=model_id,
+            approval_window_s=window,
         )
         # The job's own conversation, with the job's agent, every run writes there: it is
         # written with the job, after the active-jobs limit, in one transaction.
@@ -320,6 +341,8 @@ class Jobs:
             fields["skip_after_s"] = change.skip_after_s
         if change.kind is not None:
             fields["kind"] = change.kind
+        if change.approval_window_s is not None:
+            fields["approval_window_s"] = _window(change.approval_window_s)
         if change.model_id is not None:
             fields["model_id"] = await self.model_of(change.model_id)
         zone = check_zone(change.zone) if change.zone else check_zone(job.zone)

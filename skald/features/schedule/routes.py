@@ -45,6 +45,7 @@ At = Annotated[str, msgspec.Meta(max_length=64)]
 InMinutes = Annotated[int, msgspec.Meta(ge=1, le=527040)]
 ModelId = Annotated[str, msgspec.Meta(max_length=100)]
 Kind = Literal["prompt", "reminder"]
+Window = Annotated[int, msgspec.Meta(ge=0, le=7 * 24 * 3600)]
 
 
 class JobPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -58,6 +59,8 @@ class JobPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     kind: Kind | None = None
     # "": AUTO.
     model_id: ModelId | None = None
+    # How long a run's approval request waits in the Inbox; 0: the default.
+    approval_window_s: Window | None = None
 
 
 class JobIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -71,6 +74,7 @@ class JobIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     at: At | None = None
     in_minutes: InMinutes | None = None
     model_id: ModelId | None = None
+    approval_window_s: Window | None = None
 
 
 class WhenIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -182,6 +186,7 @@ async def create_job(
             at=data.at or None,
             in_minutes=data.in_minutes,
             model_id=data.model_id or None,
+            approval_window_s=data.approval_window_s,
         )
     )
 
@@ -205,6 +210,7 @@ async def change_job(
             skip_after_s=data.skip_after_s,
             kind=data.kind,
             model_id=data.model_id,
+            approval_window_s=data.approval_window_s,
         ),
     )
     if data.state == "paused":

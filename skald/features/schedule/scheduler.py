@@ -22,13 +22,16 @@ the previous unlock was cancelled with their chores when they were locked.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from skald.agent import TurnResult
 from skald.core.conversations import Sent
 from skald.core.unattended import CallPacer
 from skald.errors import DatabaseClosedError
+from skald.features.schedule.asking import DAY_S, RunAsking
 from skald.features.schedule.clock import Clock, SystemClock
 from skald.features.schedule.config import ScheduleConfig
 from skald.features.schedule.cron import Schedule, check_zone
@@ -107,6 +110,7 @@ class Scheduler:
             left = await store.interrupt_running(now)
             if left:
                 log.warning("runs interrupted", user_id=member.user.id, count=left)
+            await self._take_back_waiting(member, store)
             await self.tasks.recover(member)
         out = []
         for job in await store.due(now):
@@ -117,6 +121,17 @@ class Scheduler:
             if run.outcome == "running":
                 self._launch(member, job, run)
         return out
+
+    async def _take_back_waiting(self, member: UserRuntime, store: ScheduleStore) -> None:
+        """Runs a restart cut while they waited for an approval go on (not interrupted)."""
+        for run in await store.waiting_runs():
+            job = await store.get(run.job_id or "")
+            if job is None:
+                continue
+            log.info("run waiting for an approval taken back", run=run.id, job=job.id)
+            self.launch_chore(
+                member, run.id, functools.partial(self.resume_waiting, member, job, run)
+            )
 
     async def _claim(self, store: ScheduleStore, job: Job, now: datetime) -> Run | None:
         assert job.next_run is not None
@@ -182,35 +197,93 @@ class Scheduler:
             )
         return text
 
+    def window_of(self, job: Job) -> float:
+        """How long a run's approval request waits: the job's own window, else until its
+        next occurrence (read after the claim moved it), at most 24 h, at least a minute."""
+        if job.approval_window_s is not None:
+            return float(job.approval_window_s)
+        if job.cron is None or job.next_run is None:
+            return float(DAY_S)
+        until = (parse_iso(job.next_run) - self.clock.now()).total_seconds()
+        return float(min(DAY_S, max(60.0, until)))
+
+    async def _asking(self, member: UserRuntime, job: Job, run: Run) -> RunAsking:
+        current = await ScheduleStore(member.handle.db).get(job.id)
+        return RunAsking(
+            member,
+            self.clock,
+            kind="scheduled",
+            title=job.title,
+            conversation_id=job.conversation_id,
+            table="runs",
+            row_id=run.id,
+            window_s=self.window_of(current or job),
+        )
+
     async def execute(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
         """Run the job's turn and record how it ended (the chore behind a claimed run).
         A reminder is no turn: its run is the notice with its own text."""
         if job.kind == "reminder":
             return await self._remind(member, job, run)
-        store = ScheduleStore(member.handle.db)
         user_id = member.user.id
         svc = self.rt.conversations
-        outcome, error, usage, answer = "failed", None, None, ""
-        # Nobody is there to approve, and the model calls are paced.
-        member.unattended.add(job.conversation_id, self.pacer(member))
-        try:
+
+        async def start() -> asyncio.Future[TurnResult]:
             await self._use_model(member, job)
             sent = await svc.send(user_id, job.conversation_id, self._message(job, run))
             assert isinstance(sent, Sent)  # a prompt is never a slash command here
-            # Not `svc.wait`: the unattended gate refuses at once, so the turn never
-            # waits for a person; its end is what the run records.
-            result = await sent.done
-            usage, answer = result.usage, result.text
-            outcome, error = {
-                "done": ("succeeded", None),
-                "stopped": ("cancelled", result.error or "stopped"),
-                "awaiting_approval": ("needs_approval", "waiting for an approval"),
-            }.get(result.status, ("failed", result.error or result.status))
+            return sent.done
+
+        return await self._attend(member, job, run, await self._asking(member, job, run), start)
+
+    async def resume_waiting(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
+        """After a restart: a run that waited for an approval goes on. The chat recovery
+        resumes the job's turn from its stored history (the open call goes through the
+        gate again under the same id, so the Inbox item stays answerable and a decision
+        made in between applies); this queues behind that resume and records the end.
+        The call runs at most once: it never started before the approval."""
+        asking = await self._asking(member, job, run)
+        assert run.waiting_call is not None
+        await asking.restore(run.waiting_call, run.waiting_until)
+
+        async def start() -> asyncio.Future[TurnResult]:
+            return await member.hub.resume(job.conversation_id)
+
+        return await self._attend(member, job, run, asking, start, resumed=True)
+
+    async def _attend(
+        self,
+        member: UserRuntime,
+        job: Job,
+        run: Run,
+        asking: RunAsking,
+        start: Callable[[], Awaitable[asyncio.Future[TurnResult]]],
+        *,
+        resumed: bool = False,
+    ) -> Run | None:
+        store = ScheduleStore(member.handle.db)
+        user_id = member.user.id
+        outcome, error, usage, answer = "failed", None, None, ""
+        # Nobody watches, so the model calls are paced; a request waits in the Inbox.
+        member.unattended.add(job.conversation_id, self.pacer(member), asking)
+        try:
+            if asking.ended is None:
+                result = await (await start())
+                usage, answer = result.usage, result.text
+                if resumed and result.status == "done" and not answer:
+                    answer = await self._last_answer(member, job.conversation_id)
+                outcome, error = {
+                    "done": ("succeeded", None),
+                    "stopped": ("cancelled", result.error or "stopped"),
+                }.get(result.status, ("failed", result.error or result.status))
+            if asking.ended is not None:  # rejected, or expired unanswered
+                outcome, error = "failed", asking.ended
         except DatabaseClosedError:
             raise  # locked under it: the next unlock marks the run interrupted
         except Exception as exc:
             outcome, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
         finally:
+            asking.close()
             member.unattended.discard(job.conversation_id)
         finished, current, paused = await store.finish(
             run.id,
@@ -239,8 +312,21 @@ class Scheduler:
             body = answer.strip() or job.prompt
             if outcome != "succeeded":
                 body = f"{outcome}: {error or ''}".strip()
-            await notify(self.rt, user_id, job.title, body, link=f"/?c={job.conversation_id}")
+            await notify(
+                self.rt,
+                user_id,
+                job.title,
+                body,
+                link=f"/?c={job.conversation_id}",
+                # An expired or refused approval: the member should learn it soon.
+                urgency="high" if asking.ended is not None else "normal",
+            )
         return finished
+
+    @staticmethod
+    async def _last_answer(member: UserRuntime, conversation_id: str) -> str:
+        items = await member.hub.store.items(conversation_id)
+        return next((i.text for i in reversed(items) if i.role == "assistant" and i.text), "")
 
     async def _use_model(self, member: UserRuntime, job: Job) -> None:
         """The job's conversation runs with the job's model (the one it was made with,

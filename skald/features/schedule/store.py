@@ -135,12 +135,27 @@ ALTER TABLE schedule_jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'prompt'
 ALTER TABLE schedule_jobs ADD COLUMN model_id TEXT;
 """
 
+# Approvals of background work wait in the Inbox: how long a job's request may wait
+# (NULL: until its next occurrence, at most 24 h), and the call a run or a task waits
+# for with its deadline (NULL when it waits for nobody). A run that waits stays
+# 'running' (one run per job at a time still holds); `waiting_call` is what the Tasks
+# page shows as "waiting for your approval" and what a restart takes back.
+_OWNER_V4_WAITING = """
+ALTER TABLE schedule_jobs ADD COLUMN approval_window_s INTEGER
+    CHECK (approval_window_s IS NULL OR approval_window_s >= 60);
+ALTER TABLE schedule_runs ADD COLUMN waiting_call TEXT;
+ALTER TABLE schedule_runs ADD COLUMN waiting_until TEXT;
+ALTER TABLE schedule_tasks ADD COLUMN waiting_call TEXT;
+ALTER TABLE schedule_tasks ADD COLUMN waiting_until TEXT;
+"""
+
 JOBS_FEATURE = Feature(
     "schedule",
     (
         Migration(1, "jobs, runs and background tasks", _OWNER_V1),
         Migration(2, "a version per job, checked by the claim", _OWNER_V2_VERSION),
         Migration(3, "a job's kind (prompt or reminder) and its model", _OWNER_V3_KIND_MODEL),
+        Migration(4, "approvals of runs and tasks wait in the Inbox", _OWNER_V4_WAITING),
     ),
     after=("chat",),
 )
@@ -183,6 +198,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
     kind: JobKind = "prompt"
     # The model its runs use (the one of the conversation it was made in); None: AUTO.
     model_id: str | None = None
+    # How long a run's approval request waits in the Inbox; None: until the next
+    # occurrence, at most 24 h (`Scheduler.window_of`).
+    approval_window_s: int | None = None
 
 
 class Run(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,6 +217,9 @@ class Run(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int
     output_tokens: int
     conversation_id: str | None
+    # While the run waits for the member's approval: the call and its deadline.
+    waiting_call: str | None = None
+    waiting_until: str | None = None
 
 
 TaskState = Literal["queued", "running", "completed", "failed", "cancelled"]
@@ -218,11 +239,14 @@ class Task(msgspec.Struct, frozen=True, kw_only=True):
     relayed: bool
     created_at: str
     ended_at: str | None
+    # While the task waits for the member's approval: the call and its deadline.
+    waiting_call: str | None = None
+    waiting_until: str | None = None
 
 
 _TASK_COLS = (
     "id, title, prompt, origin_conversation, conversation_id, state, result, error, "
-    "relayed, created_at, ended_at"
+    "relayed, created_at, ended_at, waiting_call, waiting_until"
 )
 
 
@@ -234,12 +258,17 @@ def _task(r: tuple[Any, ...]) -> Task:
 
 _JOB_COLS = (
     "id, title, prompt, agent_id, cron, run_at, zone, next_run, state, created_by, "
-    "conversation_id, skip_after_s, failures, created_at, updated_at, version, kind, model_id"
+    "conversation_id, skip_after_s, failures, created_at, updated_at, version, kind, model_id, "
+    "approval_window_s"
 )
 _RUN_COLS = (
     "id, job_id, task_id, due_at, started_at, ended_at, outcome, late, error, cost_usd, "
-    "input_tokens, output_tokens, conversation_id"
+    "input_tokens, output_tokens, conversation_id, waiting_call, waiting_until"
 )
+
+
+# What a new run row is written with (it waits for nobody yet).
+_RUN_NEW = _RUN_COLS.removesuffix(", waiting_call, waiting_until")
 
 
 def _job(r: tuple[Any, ...]) -> Job:
@@ -398,7 +427,7 @@ class ScheduleStore:
                 return None
             reason = BUSY if _running(c, job.id) else SKIPPED if skipped else None
             c.execute(
-                f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO schedule_runs({_RUN_NEW}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id,
                     job.id,
@@ -426,7 +455,7 @@ class ScheduleStore:
 
         def step(c: apsw.Connection) -> Run:
             c.execute(
-                f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO schedule_runs({_RUN_NEW}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 values,
             )
             row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
@@ -462,7 +491,7 @@ class ScheduleStore:
                         f"from {local} ({job.zone})"
                     )
             c.execute(
-                f"INSERT INTO schedule_runs({_RUN_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO schedule_runs({_RUN_NEW}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 values,
             )
             return _fetch_run(c, run_id)
@@ -491,7 +520,8 @@ class ScheduleStore:
         def step(c: apsw.Connection) -> tuple[Run | None, Job | None, bool]:
             c.execute(
                 "UPDATE schedule_runs SET ended_at=?, outcome=?, error=?, cost_usd=?, "
-                "input_tokens=?, output_tokens=? WHERE id=? AND outcome='running'",
+                "input_tokens=?, output_tokens=?, waiting_call=NULL, waiting_until=NULL "
+                "WHERE id=? AND outcome='running'",
                 (iso(now), outcome, error, cost_usd, input_tokens, output_tokens, run_id),
             )
             row = fetch_one(c, f"SELECT {_RUN_COLS} FROM schedule_runs WHERE id=?", (run_id,))
@@ -543,12 +573,36 @@ class ScheduleStore:
         def step(c: apsw.Connection) -> int:
             c.execute(
                 "UPDATE schedule_runs SET outcome='interrupted', ended_at=?, "
-                "error='the server stopped during the run' WHERE outcome='running'",
+                "error='the server stopped during the run' "
+                "WHERE outcome='running' AND waiting_call IS NULL",
                 (iso(now),),
             )
             return c.changes()
 
         return await self.db.transaction(step)
+
+    async def waiting_runs(self) -> list[Run]:
+        """Runs of jobs left waiting for an approval (taken back after a restart)."""
+        rows = await self.db.call(
+            lambda c: fetch_all(
+                c,
+                f"SELECT {_RUN_COLS} FROM schedule_runs "
+                "WHERE outcome='running' AND waiting_call IS NOT NULL AND job_id IS NOT NULL",
+            )
+        )
+        return [_run(r) for r in rows]
+
+    async def set_waiting(
+        self, table: Literal["runs", "tasks"], row_id: str, call_id: str | None, until: str | None
+    ) -> None:
+        """Mark a running run or task as waiting for `call_id` until `until` (None: not)."""
+        name = "schedule_runs" if table == "runs" else "schedule_tasks"
+        await self.db.transaction(
+            lambda c: c.execute(
+                f"UPDATE {name} SET waiting_call=?, waiting_until=? WHERE id=?",
+                (call_id, until, row_id),
+            )
+        )
 
 
 class TaskStore:
@@ -608,7 +662,8 @@ class TaskStore:
         def step(c: apsw.Connection) -> bool:
             c.execute(
                 f"UPDATE schedule_tasks SET state=?, result=coalesce(?, result), "
-                f"error=coalesce(?, error), ended_at=coalesce(?, ended_at) "
+                f"error=coalesce(?, error), ended_at=coalesce(?, ended_at), "
+                f"waiting_call=NULL, waiting_until=NULL "
                 f"WHERE id=? AND state IN ({marks})",
                 (state, result, error, now, task_id, *only_from),
             )

@@ -35,6 +35,7 @@ from skald.agent import TurnResult
 from skald.agent.prompts import HARNESS_TAG, defuse_harness_tags
 from skald.core.events import ConversationUpdated
 from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
+from skald.features.schedule.asking import RunAsking
 from skald.features.schedule.events import TasksChanged
 from skald.features.schedule.notices import notify
 from skald.features.schedule.store import ScheduleStore, Task, TaskState, TaskStore, iso, new_id
@@ -52,25 +53,50 @@ log = get_logger("skald.features.schedule")
 MAX_PROMPT = 20_000
 
 
-def completion_message(task: Task) -> str:
-    """What the origin conversation receives when a task ends (model and member alike)."""
-    head = {
-        "completed": f'The background task "{task.title}" is done.',
-        "failed": f'The background task "{task.title}" failed.',
-        "cancelled": f'The background task "{task.title}" was cancelled.',
-    }.get(task.state, f'The background task "{task.title}" ended ({task.state}).')
-    body = task.result if task.state == "completed" else task.error
+def completion_message(task: Task, last_said: str = "") -> str:
+    """What the origin conversation receives when a task ends (model and member alike).
+
+    A task that did not complete says so in capitals, so the model cannot mistake it for
+    a result: FAILED (no final answer, with the error) or STOPPED (unfinished, not to be
+    reported as done), each with the last thing the task said, often the only clue."""
+    if task.state == "completed":
+        lines = [f'The background task "{task.title}" is done.']
+        if task.result:
+            lines += ["", defuse_harness_tags(task.result)]
+        cue = "A background task you started has ended (above): tell the user what came of it."
+    else:
+        if task.state == "cancelled":
+            head = (
+                f'The background task "{task.title}" was STOPPED before it finished: its '
+                "work is incomplete and must not be reported as done."
+            )
+            if task.error:
+                head += f"\nWhy: {task.error}"
+        elif task.state == "failed":
+            head = (
+                f'The background task "{task.title}" FAILED: it never reached a final '
+                f"answer.\nError: {task.error or 'unknown'}"
+            )
+        else:
+            head = f'The background task "{task.title}" ended ({task.state}).'
+        lines = [defuse_harness_tags(head)]
+        if last_said.strip():
+            lines += [
+                "",
+                "Last thing the task said before stopping:",
+                defuse_harness_tags(last_said.strip()[:4000]),
+            ]
+        cue = (
+            "A background task you started did not finish (above): tell the user it "
+            "did not complete and why; do not present any of it as a finished result."
+        )
     # Shown to the member as it is; the harness block (hidden from them) is the model's cue.
-    lines = [head]
-    if body:
-        lines += ["", defuse_harness_tags(body)]
-    lines += [
-        "",
-        f"<{HARNESS_TAG}>",
-        "A background task you started has ended (above): tell the user what came of it.",
-        f"</{HARNESS_TAG}>",
-    ]
+    lines += ["", f"<{HARNESS_TAG}>", cue, f"</{HARNESS_TAG}>"]
     return "\n".join(lines)
+
+
+class _Ended(Exception):
+    """The task ends failed before its turn goes on (a decision made before a restart)."""
 
 
 class Tasks:
@@ -182,9 +208,26 @@ class Tasks:
         run = await runs.start_task_run(task, self.now)
         user_id = member.user.id
         state, result, error, usage = "failed", None, None, None
-        # Nobody is there to approve, and the model calls are paced.
-        member.unattended.add(task.conversation_id, self.scheduler.pacer(member))
+        # Nobody watches, so the model calls are paced; a request waits in the Inbox
+        # (labelled with the task) until the member decides or it expires.
+        asking = RunAsking(
+            member,
+            self.scheduler.clock,
+            kind="task",
+            title=task.title,
+            conversation_id=task.conversation_id,
+            table="tasks",
+            row_id=task.id,
+            window_s=self.scheduler.config.task_approval_window_s,
+            on_waiting=lambda: self._changed(member, task, "running"),
+        )
+        member.unattended.add(task.conversation_id, self.scheduler.pacer(member), asking)
         try:
+            if resume and task.waiting_call is not None:
+                # A restart cut its wait: the same request, its deadline, any decision.
+                await asking.restore(task.waiting_call, task.waiting_until)
+            if asking.ended is not None:
+                raise _Ended(asking.ended)
             if resume:
                 # The chat recovery may already be finishing the turn: this queues
                 # behind it and settles whatever is left.
@@ -195,7 +238,9 @@ class Tasks:
                 )
             outcome = await done
             usage = outcome.usage
-            if outcome.status == "done":
+            if asking.ended is not None:  # rejected, or expired unanswered
+                state, error = "failed", asking.ended
+            elif outcome.status == "done":
                 text = outcome.text or await self._last_answer(member, task)
                 state, result = "completed", text or "(no answer)"
             elif outcome.status == "stopped":
@@ -204,9 +249,12 @@ class Tasks:
                 state, error = "failed", outcome.error or outcome.status
         except DatabaseClosedError:
             raise  # locked under it: the next unlock finishes it
+        except _Ended as why:
+            state, error = "failed", str(why)
         except Exception as exc:
             state, error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
         finally:
+            asking.close()
             member.unattended.discard(task.conversation_id)
         now = self.now
         await self._move(
@@ -230,6 +278,7 @@ class Tasks:
             f"Task {state}: {task.title}",
             (result or error or "")[:300],
             link=f"/?c={task.origin_conversation}",
+            urgency="high" if asking.ended is not None else "normal",
         )
 
     async def _last_answer(self, member: UserRuntime, task: Task) -> str:
@@ -239,7 +288,8 @@ class Tasks:
     async def _relay(self, member: UserRuntime, task: Task) -> None:
         """Post the task's end into the conversation that started it (a new turn)."""
         try:
-            text = completion_message(task)
+            last = "" if task.state == "completed" else await self._last_answer(member, task)
+            text = completion_message(task, last)
             self.relay_turns[task.id] = await member.hub.send(
                 task.origin_conversation, [TextPart(text=text)], []
             )

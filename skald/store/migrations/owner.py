@@ -182,11 +182,21 @@ _INBOX_PARENT_CALL = """
 ALTER TABLE inbox_items ADD COLUMN parent_call TEXT;
 """
 
+# A request of background work (a scheduled job's run, a background task): what it comes
+# from ('scheduled' | 'task' and its title, shown as the item's label) and until when it
+# waits before it expires (ISO UTC); NULL for a chat's own requests.
+_INBOX_ORIGIN = """
+ALTER TABLE inbox_items ADD COLUMN origin TEXT CHECK (origin IS NULL OR origin IN ('scheduled', 'task'));
+ALTER TABLE inbox_items ADD COLUMN origin_title TEXT;
+ALTER TABLE inbox_items ADD COLUMN expires_at TEXT;
+"""
+
 INBOX = Feature(
     "inbox",
     (
         Migration(1, "inbox items and per-conversation bypasses", _V5_INBOX),
         Migration(2, "inbox items of helpers", _INBOX_PARENT_CALL),
+        Migration(3, "inbox items of background work: origin and expiry", _INBOX_ORIGIN),
     ),
     after=("chat",),
 )

@@ -38,7 +38,8 @@ function localParts(iso, zone) {
 
 // The form's fields from an existing job (simple cron shapes open in their friendly mode).
 function fromJob(job) {
-  const base = { text: job.prompt, kind: job.kind || 'prompt', model: job.model_id || '', minutes: 10,
+  const base = { text: job.prompt, kind: job.kind || 'prompt', model: job.model_id || '',
+    window: job.approval_window_s ? String(job.approval_window_s) : '', minutes: 10,
     date: today(), time: '08:00', weekday: '1', cron: job.cron || '', mode: 'cron' };
   if (!job.cron) return { ...base, mode: 'at', ...localParts(job.run_at, job.zone) };
   const m = /^(\d{1,2}) (\d{1,2}) \* \* (\*|1-5|[0-7])$/.exec(job.cron);
@@ -100,6 +101,9 @@ function TimePicker({ id, value, onChange }) {
   </span>`;
 }
 
+// The approval windows offered (seconds); the API takes any from 60 s to 7 days.
+const WINDOWS = [3600, 14400, 86400];
+
 export function JobForm({ job = null, onSaved, onCancel }) {
   const [f, setF] = useState(() => (job ? fromJob(job) : blank()));
   const [models, setModels] = useState([]);
@@ -109,7 +113,8 @@ export function JobForm({ job = null, onSaved, onCancel }) {
   const [error, setError] = useState(null);
   const asked = useRef(0);
   const ids = { text: useId('job-text'), kind: useId('job-kind'), mode: useId('job-mode'), minutes: useId('job-minutes'),
-    date: useId('job-date'), time: useId('job-time'), weekday: useId('job-weekday'), cron: useId('job-cron'), model: useId('job-model') };
+    date: useId('job-date'), time: useId('job-time'), weekday: useId('job-weekday'), cron: useId('job-cron'), model: useId('job-model'),
+    window: useId('job-window') };
   const set = (name) => (e) => setF((old) => ({ ...old, [name]: e.target.value }));
   const when = whenOf(f);
   const whenKey = JSON.stringify(when);
@@ -149,8 +154,10 @@ export function JobForm({ job = null, onSaved, onCancel }) {
     setError(null);
     try {
       const body = { prompt: f.text.trim(), kind: f.kind, ...when };
-      if (job) await api.updateJob(job.id, { ...body, model_id: f.model });
-      else await api.createJob(f.model ? { ...body, model_id: f.model } : body);
+      // How long an approval its run asks for waits in the Inbox (0: until the next run, at most a day).
+      const windowS = f.window ? Number(f.window) : 0;
+      if (job) await api.updateJob(job.id, { ...body, model_id: f.model, approval_window_s: windowS });
+      else await api.createJob({ ...body, ...(f.model ? { model_id: f.model } : {}), ...(windowS ? { approval_window_s: windowS } : {}) });
       await onSaved();
     } catch (err) {
       setError(err);
@@ -210,6 +217,13 @@ export function JobForm({ job = null, onSaved, onCancel }) {
       <select id=${ids.model} class="select" value=${f.model} onChange=${set('model')} data-testid="job-form-model">
         <option value="">${t('tasks.model_auto')}</option>
         ${models.map((m) => html`<option value=${m.id}>${m.name}</option>`)}
+      </select>
+    <//>`}
+    ${f.kind === 'prompt' &&
+    html`<${Field} label=${t('tasks.form_window')} id=${ids.window} hint=${t('tasks.form_window_hint')}>
+      <select id=${ids.window} class="select" value=${f.window} onChange=${set('window')} data-testid="job-form-window">
+        <option value="">${t('tasks.window_default')}</option>
+        ${WINDOWS.map((w) => html`<option value=${String(w)}>${t(`tasks.window_${w}`)}</option>`)}
       </select>
     <//>`}
     <div class="small" aria-live="polite" data-testid="job-form-preview">

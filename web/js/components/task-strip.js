@@ -43,8 +43,10 @@ function StripItem({ task, onChanged }) {
     <a class="task-strip__title" href=${`#/?c=${encodeURIComponent(task.conversation_id)}`}
       title=${t('chat.task_open')}>${Icon.sparkle()}<span>${task.title}</span></a>
     <span class="task-strip__state" data-testid="chat-task-state">
-      ${task.state === 'running' && html`<span class="chip__spin" aria-hidden="true"></span>`}
-      ${t(`tasks.task_${task.state}`)}</span>
+      ${task.state === 'running' && !task.waiting_call && html`<span class="chip__spin" aria-hidden="true"></span>`}
+      ${task.state === 'running' && task.waiting_call
+        ? html`<a href="#/inbox" data-testid="chat-task-waiting">${t('tasks.waiting_approval')}</a>`
+        : t(`tasks.task_${task.state}`)}</span>
     ${active &&
     html`<button type="button" class="btn btn--secondary btn--small" disabled=${busy} data-testid="chat-task-cancel"
       aria-label=${t('chat.task_cancel', { title: task.title })} onClick=${cancel}>${t('tasks.cancel')}</button>`}

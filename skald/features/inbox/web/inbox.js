@@ -24,7 +24,11 @@ function ItemHead({ item }) {
         ${Icon.chat()}<span>${item.conversation_title || t('chat.untitled')}</span></a>
     </div>
     ${item.created_at && html`<time class="muted small" datetime=${item.created_at}>${formatDate(item.created_at)}</time>`}
-  </div>`;
+  </div>
+  ${item.origin && html`<p class="small muted" data-testid="inbox-item-origin" data-origin=${item.origin}>
+    ${t(`inbox.origin_${item.origin}`, { title: item.origin_title || '' })}${item.expires_at
+      ? html` · <span data-testid="inbox-item-expires">${t('inbox.expires', { when: formatDate(item.expires_at) })}</span>`
+      : ''}</p>`}`;
 }
 
 function ApprovalItem({ item, onDone }) {

@@ -47,7 +47,9 @@ function JobItem({ job, runs, onChanged }) {
       ${' · '}${t('tasks.next_run')}: <span data-testid="task-job-next">${job.state === 'active' ? when(job.next_run) : '—'}</span>
     </p>
     ${last && html`<p class="small muted" data-testid="task-job-last">
-      ${t('tasks.last_run')}: ${when(last.started_at)} — ${t(`tasks.outcome_${last.outcome}`)}${last.late ? ` (${t('tasks.late')})` : ''}
+      ${t('tasks.last_run')}: ${when(last.started_at)} — ${last.outcome === 'running' && last.waiting_call
+        ? html`<a href="#/inbox" data-testid="task-job-waiting">${t('tasks.waiting_approval')}</a>`
+        : t(`tasks.outcome_${last.outcome}`)}${last.late ? ` (${t('tasks.late')})` : ''}
       ${last.error ? html` · <span>${last.error}</span>` : ''}</p>`}
     ${editing &&
     html`<${JobForm} job=${job} onCancel=${() => setEditing(false)}
@@ -81,7 +83,9 @@ function TaskItem({ task, onChanged }) {
         <a class="inbox-item__conv small" href=${`#/?c=${encodeURIComponent(task.origin_conversation)}`}>
           ${Icon.chat()}<span>${t('tasks.open_chat')}</span></a>
       </div>
-      <span class="muted small" data-testid="task-item-state">${t(`tasks.task_${task.state}`)}</span>
+      <span class="muted small" data-testid="task-item-state">${task.state === 'running' && task.waiting_call
+        ? html`<a href="#/inbox" data-testid="task-item-waiting">${t('tasks.waiting_approval')}</a>`
+        : t(`tasks.task_${task.state}`)}</span>
     </div>
     ${task.error && html`<p class="small muted" data-testid="task-item-error">${task.error}</p>`}
     ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
