@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from skald.errors import ConflictError, InvalidInputError, NotFoundError, SkaldError
+from skald.files import lookalike
 from skald.files.router import (
     CONTAINER_HOME,
     NewFile,
@@ -553,6 +556,35 @@ def test_names_in_one_script_per_word_and_ordinary_punctuation_are_accepted(
     assert upload_name(name) == name
     parsed = world.router.parse(f"~/notes/{name}")
     assert not isinstance(parsed, Virtual) and parsed[1] == ["notes", name]
+
+
+def test_latin_letters_the_fast_path_passes_are_passed_by_the_confusables_tables_too() -> None:
+    # The fast path skips the tables for ASCII plus the letters U+00C0-U+017F; each of
+    # those letters, alone, doubled, beside ASCII letters, digits and punctuation, must
+    # be a name the tables accept as well, or the fast path would let a look-alike in.
+    plain = [chr(c) for c in range(0xC0, 0x180) if c not in (0xD7, 0xF7)]
+    for ch in plain:
+        for name in (ch, f"{ch}{ch}", f"a{ch}b 1.pdf", f"Report-{ch}_(2).txt", f"{ch}z/x"):
+            assert lookalike._PLAIN_LATIN.fullmatch(name)
+            assert lookalike._reason_from_tables(name) is None, (hex(ord(ch)), name)
+    for outside in ("\u00d7", "\u00f7", "\u00b5", "\u00b7", "\u00ad", "\u0180", "\u0430"):
+        assert not lookalike._PLAIN_LATIN.fullmatch(f"a{outside}b")
+
+
+def test_the_confusables_tables_are_not_loaded_at_start_nor_for_accented_latin_names() -> None:
+    code = (
+        "import sys, skald.server, skald.cli\n"
+        "from skald.files.lookalike import look_alike_reason\n"
+        "assert 'confusable_homoglyphs' not in sys.modules, 'loaded at import'\n"
+        "assert look_alike_reason('Perch\u00e9 \u0141\u00f3d\u017a.pdf') is None\n"
+        "assert 'confusable_homoglyphs' not in sys.modules, 'loaded for Latin'\n"
+        "assert look_alike_reason('p\u0430ypal.pdf') is not None\n"
+        "assert 'confusable_homoglyphs' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_names_are_normalised_to_nfc(world: World) -> None:

@@ -92,3 +92,15 @@ async def test_hub_fans_out_and_revokes() -> None:
     for i in range(600):
         hub.publish("b", Ping(t=i))
     assert b.closed and b.revoked is None
+
+
+async def test_a_start_makes_no_http_client_for_the_models_until_one_is_called(
+    runtime: Runtime,
+) -> None:
+    # A client loads the CA certificates into an SSL context: time and memory at every
+    # start, for a household that may make no model call for hours (issue 22).
+    assert "http" not in runtime.llm.__dict__
+    first = runtime.llm.http
+    assert runtime.llm.http is first  # one pool for every provider, once made
+    await runtime.llm.close()
+    assert first.is_closed

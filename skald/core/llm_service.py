@@ -3,6 +3,7 @@ model source a conversation uses (AUTO or a chosen model, with fallback)."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -83,8 +84,6 @@ class LlmService:
         self.key = key
         self.types: dict[str, ProviderType] = load_provider_types(data_dir)
         self.health = ModelHealth()
-        # One pool for every provider: connections are reused across turns and users.
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         # The catalogue and one client per provider (its key unsealed), kept between
         # turns. Both belong to one `store.generation`: every catalogue write bumps it
         # before it returns, and the next read starts over from the database.
@@ -92,8 +91,17 @@ class LlmService:
         self._models: list[ModelRow] | None = None
         self._clients: dict[str, ModelClient] = {}
 
+    @functools.cached_property
+    def http(self) -> httpx.AsyncClient:
+        """One pool for every provider: connections are reused across turns and users.
+        Made at first use, not at start: a client loads the system's CA certificates
+        into an SSL context (tens of milliseconds and about 1 MiB), which a start and an
+        idle household without a model call need not pay."""
+        return httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
+
     async def close(self) -> None:
-        await self.http.aclose()
+        if "http" in self.__dict__:  # made (cached_property keeps it in the instance)
+            await self.http.aclose()
 
     def kinds(self) -> list[str]:
         return [*BUILTIN_KINDS, *sorted(self.types)]

@@ -25,7 +25,14 @@ Traps:
 - A name that is all one script but looks like a word of another ("сосо", all
   Cyrillic) is not caught: UTS #39's whole-script confusables would refuse real words.
 - ASCII names never reach the tables (the fast path): every path and every listed
-  entry comes through here.
+  entry comes through here. Nor do names whose other characters are all letters of
+  Latin-1 and Latin Extended-A (U+00C0-U+017F without the signs U+00D7, U+00F7):
+  "Perché.pdf", "Łódź.txt". Each such letter is of the Latin script (so no word mixes
+  scripts), none is punctuation, a symbol or a space (so none is a look-alike of a
+  separator), none is invisible; tests/test_files_router.py checks every one of them
+  against the tables.
+- The tables (about 6 MiB once parsed, and a tenth of the start's import time) are
+  loaded at the first name that needs them, not at import (`_tables`).
 - Emoji with a variation selector (U+FE0F) are refused like the joiner U+200D already was.
 """
 
@@ -35,9 +42,8 @@ import collections
 import functools
 import re
 import unicodedata
+from types import ModuleType
 from typing import Final
-
-from confusable_homoglyphs import categories, confusables
 
 __all__ = ["look_alike_reason"]
 
@@ -64,7 +70,7 @@ def _char_class(points: list[tuple[int, int]]) -> str:
     return "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in points)
 
 
-def _separator_look_alikes() -> dict[str, str]:
+def _separator_look_alikes(confusables: ModuleType) -> dict[str, str]:
     """Punctuation and symbols the confusables data maps to `.`, `/` or `\\`."""
     found: dict[str, str] = {}
     for ch, glyphs in confusables.confusables_data.items():
@@ -76,15 +82,32 @@ def _separator_look_alikes() -> dict[str, str]:
     return found
 
 
-# Built once at import: each name is then one regular-expression search.
 _INVISIBLE = re.compile(f"[{_char_class(list(_DEFAULT_IGNORABLE))}{_BLANK}\\u2028\\u2029]")
-_LOOKS_LIKE: Final = _separator_look_alikes()
-_LOOK_ALIKE = re.compile("[" + "".join(re.escape(ch) for ch in _LOOKS_LIKE) + "]")
+# ASCII and the letters of Latin-1 and Latin Extended-A: nothing here needs the tables.
+_PLAIN_LATIN = re.compile("[\\x00-\\x7f\\u00c0-\\u00d6\\u00d8-\\u00f6\\u00f8-\\u017f]*")
+
+
+class _Tables:
+    """The confusables data and what is built from it: once, at the first name that
+    needs them (each name is then one regular-expression search)."""
+
+    def __init__(self) -> None:
+        from confusable_homoglyphs import categories, confusables
+
+        self.categories = categories
+        self.confusables = confusables
+        self.looks_like: Final = _separator_look_alikes(confusables)
+        self.look_alike = re.compile("[" + "".join(re.escape(ch) for ch in self.looks_like) + "]")
+
+
+@functools.cache
+def _tables() -> _Tables:
+    return _Tables()
 
 
 @functools.lru_cache(maxsize=8192)
 def _script(ch: str) -> str:
-    return "LATIN" if ch.isascii() and ch.isalpha() else str(categories.alias(ch))
+    return "LATIN" if ch.isascii() and ch.isalpha() else str(_tables().categories.alias(ch))
 
 
 def _mixed_confusable(word: str) -> str | None:
@@ -94,7 +117,7 @@ def _mixed_confusable(word: str) -> str | None:
         return None
     counts = collections.Counter(_script(ch) for ch in word)
     for script in sorted(scripts, key=lambda s: -counts[s]):  # the main script first
-        found = confusables.is_confusable(word, preferred_aliases=[script])
+        found = _tables().confusables.is_confusable(word, preferred_aliases=[script])
         if found:
             return str(found[0]["character"])
     return None
@@ -106,14 +129,19 @@ def _named(ch: str) -> str:
 
 def look_alike_reason(name: str) -> str | None:
     """Why `name` (NFC) reads as something it is not, or None."""
-    if name.isascii():
+    if name.isascii() or _PLAIN_LATIN.fullmatch(name):
         return None
+    return _reason_from_tables(name)
+
+
+def _reason_from_tables(name: str) -> str | None:
     hit = _INVISIBLE.search(name)
     if hit is not None:
         return f"{_named(hit.group())} is invisible or a line break"
-    hit = _LOOK_ALIKE.search(name)
+    tables = _tables()
+    hit = tables.look_alike.search(name)
     if hit is not None:
-        return f"{_named(hit.group())} looks like {_LOOKS_LIKE[hit.group()]!r} but is not"
+        return f"{_named(hit.group())} looks like {tables.looks_like[hit.group()]!r} but is not"
     if len({_script(ch) for ch in name} - _NO_SCRIPT) < 2:
         return None  # one script in the whole name: no word can mix two
     for word in _WORD.findall(name):
