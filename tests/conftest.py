@@ -302,6 +302,13 @@ async def ada(runtime: Runtime, household: dict[str, str]) -> str:
 
 
 @pytest.fixture
+async def llm(runtime: Runtime, fake_llm: FakeLLM) -> FakeLLM:
+    """`fake_llm`, added as the runtime's one model, `model-a` (see `add_models`)."""
+    await add_models(runtime, fake_llm, "model-a")
+    return fake_llm
+
+
+@pytest.fixture
 def logged() -> Iterator[io.StringIO]:
     """The JSON log lines written during the test (logging is process-wide state: other
     tests may have pointed it elsewhere, so capturing the process's output proves

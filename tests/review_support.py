@@ -73,6 +73,14 @@ async def with_model(rt: Runtime, fake: FakeLLM) -> None:
     await add_models(rt, fake, "model-a")
 
 
+@pytest.fixture(name="ids")
+async def ids_fixture(runtime: Runtime, fake_llm: FakeLLM) -> dict[str, str]:
+    """The `family`'s ids, with the fake model as its only provider."""
+    ids = await family(runtime)
+    await with_model(runtime, fake_llm)
+    return ids
+
+
 def runner(rt: Runtime) -> SystemAgents:
     return rt.server.state(SystemAgents)
 

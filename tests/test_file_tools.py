@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tool_support import CTX, RunsTools
 
-from skald.agent import CancelScope, Tool, ToolContext, ToolResult
-from skald.agent.events import Event
-from skald.agent.schema import validate_arguments
+from skald.agent import Tool
 from skald.core.users import UserManager
 from skald.files.router import PathRouter
 from skald.files.tools import file_tools, glob_regex, workspace_tools
@@ -25,37 +24,13 @@ PW = "correct horse battery"
 SECRET = "B-SECRET-4711"
 
 
-def ignore(event: Event) -> None:
-    pass
-
-
-CTX = ToolContext(
-    conversation_id="conv", call_id="call_1", depth=0, cancel=CancelScope(), sink=ignore
-)
-
-
 @dataclass
-class Member:
+class Member(RunsTools):
     id: str
     home: Path
     store: OwnerStore
     shared: SharedMemoryStore
     tools: dict[str, Tool]
-
-    async def run(self, name: str, **args: Any) -> ToolResult:
-        tool = self.tools[name]
-        assert validate_arguments(args, tool.spec.parameters) == []
-        return await tool.run(args, CTX)
-
-    async def ok(self, name: str, **args: Any) -> str:
-        result = await self.run(name, **args)
-        assert not result.is_error, result.content
-        return result.content
-
-    async def fails(self, name: str, **args: Any) -> str:
-        result = await self.run(name, **args)
-        assert result.is_error, result.content
-        return result.content
 
 
 @dataclass

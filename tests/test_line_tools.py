@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tool_support import RunsTools
 
-from skald.agent import CancelScope, Tool, ToolContext, ToolResult
-from skald.agent.events import Event
-from skald.agent.schema import validate_arguments
+from skald.agent import Tool
 from skald.approvals.rules import Rule
 from skald.core.approvals import decide
 from skald.core.users import UserManager
@@ -29,35 +28,11 @@ from skald.store.shared_memory import SharedMemoryStore
 PW = "correct horse battery"
 
 
-def ignore(event: Event) -> None:
-    pass
-
-
-CTX = ToolContext(
-    conversation_id="conv", call_id="call_1", depth=0, cancel=CancelScope(), sink=ignore
-)
-
-
 @dataclass
-class Ada:
+class Ada(RunsTools):
     home: Path
     shelf: Path
     tools: dict[str, Tool]
-
-    async def run(self, name: str, **args: Any) -> ToolResult:
-        tool = self.tools[name]
-        assert validate_arguments(args, tool.spec.parameters) == []
-        return await tool.run(args, CTX)
-
-    async def ok(self, name: str, **args: Any) -> str:
-        result = await self.run(name, **args)
-        assert not result.is_error, result.content
-        return result.content
-
-    async def fails(self, name: str, **args: Any) -> str:
-        result = await self.run(name, **args)
-        assert result.is_error, result.content
-        return result.content
 
 
 @pytest.fixture

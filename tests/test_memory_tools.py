@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
+from tool_support import RunsTools
 
-from skald.agent import CancelScope, Tool, ToolContext, ToolResult
-from skald.agent.events import Event
-from skald.agent.schema import validate_arguments
+from skald.agent import Tool
 from skald.core.users import UserManager
 from skald.files.tools import memory_tools
 from skald.store.owner import OwnerStore
@@ -21,37 +19,12 @@ from skald.tools.memory import MAX_NOTE_BYTES, READ_MAX_CHARS, note_summary
 PW = "correct horse battery"
 
 
-def ignore(event: Event) -> None:
-    pass
-
-
-CTX = ToolContext(
-    conversation_id="conv", call_id="call_1", depth=0, cancel=CancelScope(), sink=ignore
-)
-
-
 @dataclass
-class Member:
+class Member(RunsTools):
     id: str
     store: OwnerStore
     shared: SharedMemoryStore
     tools: dict[str, Tool]
-
-    async def run(self, name: str, *, check_schema: bool = True, **args: Any) -> ToolResult:
-        tool = self.tools[name]
-        if check_schema:  # what the loop would let through
-            assert validate_arguments(args, tool.spec.parameters) == []
-        return await tool.run(args, CTX)
-
-    async def ok(self, name: str, **args: Any) -> str:
-        result = await self.run(name, **args)
-        assert not result.is_error, result.content
-        return result.content
-
-    async def fails(self, name: str, **args: Any) -> str:
-        result = await self.run(name, **args)
-        assert result.is_error, result.content
-        return result.content
 
 
 async def make_member(

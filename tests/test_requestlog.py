@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import apsw
-from conftest import PASSWORD, MakeClient, add_models, post_chat, signed_in
+from conftest import PASSWORD, MakeClient, post_chat, signed_in
 from fake_llm import FakeLLM, Text
 
 from skald.core.runtime import Runtime
@@ -20,15 +20,10 @@ MARKER = "okapi-marker-5519"
 
 
 async def test_a_member_lists_and_opens_their_own_requests_and_not_anothers(
-    runtime: Runtime,
-    ada: str,
-    household: dict[str, str],
-    fake_llm: FakeLLM,
-    make_client: MakeClient,
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
     await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
-    fake_llm.script(
+    llm.script(
         "model-a",
         [
             Text(f"a {MARKER}", input_tokens=11, output_tokens=3),
@@ -68,10 +63,9 @@ async def test_a_member_lists_and_opens_their_own_requests_and_not_anothers(
 
 
 async def test_the_list_pages_backwards_by_id(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM, make_client: MakeClient
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["1", "2", "3"])
+    llm.script("model-a", ["1", "2", "3"])
     client = await signed_in(make_client, "ada")
     for i in range(3):
         await post_chat(client, f"q{i}")
@@ -91,14 +85,9 @@ def _files_with(root: Path, needle: bytes, skip: set[Path]) -> list[str]:
 
 
 async def test_payloads_are_absent_until_the_member_keeps_them_then_only_in_their_database(
-    runtime: Runtime,
-    ada: str,
-    household: dict[str, str],
-    fake_llm: FakeLLM,
-    make_client: MakeClient,
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [f"first {MARKER}", f"second {MARKER}"])
+    llm.script("model-a", [f"first {MARKER}", f"second {MARKER}"])
     client = await signed_in(make_client, "ada")
     await post_chat(client, f"before {MARKER}")
     (first,) = (await client.call("GET", "/api/requests")).json()

@@ -20,11 +20,11 @@ from review_support import (
     WORRY,
     child_says,
     family,
+    ids_fixture,  # noqa: F401  (the `ids` fixture)
     reports,
     runner,
     runtime_fixture,  # noqa: F401  (the `runtime` fixture)
     sign_in,
-    with_model,
 )
 
 from skald.core.runtime import Runtime
@@ -39,11 +39,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 async def test_a_worrying_day_writes_one_report_both_parents_read_and_nobody_else(
     runtime: Runtime,
+    ids: dict[str, str],
     fake_llm: FakeLLM,
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
-    ids = await family(runtime)
-    await with_model(runtime, fake_llm)
     await sign_in(runtime, "mum")
     await sign_in(runtime, "dad")
     await child_says(runtime, fake_llm, ids["tim"], "help me with fractions", WORRY)
@@ -105,10 +104,8 @@ async def test_a_worrying_day_writes_one_report_both_parents_read_and_nobody_els
 
 
 async def test_a_quiet_day_writes_no_report_and_moves_the_coverage(
-    runtime: Runtime, fake_llm: FakeLLM
+    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
 ) -> None:
-    ids = await family(runtime)
-    await with_model(runtime, fake_llm)
     await sign_in(runtime, "dad")
     await child_says(runtime, fake_llm, ids["tim"], "what is 7 times 8?")
     fake_llm.script("model-a", ["NOTHING_TO_REPORT"])
@@ -121,10 +118,8 @@ async def test_a_quiet_day_writes_no_report_and_moves_the_coverage(
 
 
 async def test_third_party_phone_and_email_never_reach_the_stored_report(
-    runtime: Runtime, fake_llm: FakeLLM
+    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
 ) -> None:
-    ids = await family(runtime)
-    await with_model(runtime, fake_llm)
     await sign_in(runtime, "mum")
     planted = "he said text me on +39 347 555 0199 or luca.rossi@example.com"
     await child_says(runtime, fake_llm, ids["tim"], planted)
@@ -144,10 +139,8 @@ async def test_third_party_phone_and_email_never_reach_the_stored_report(
 
 
 async def test_a_model_answer_that_keeps_an_identifier_in_disguise_fails_closed(
-    runtime: Runtime, fake_llm: FakeLLM
+    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
 ) -> None:
-    ids = await family(runtime)
-    await with_model(runtime, fake_llm)
     await sign_in(runtime, "mum")
     await child_says(runtime, fake_llm, ids["tim"], "write to luca.rossi@example.com, 3475550199")
     fake_llm.script(
@@ -167,11 +160,10 @@ async def test_a_model_answer_that_keeps_an_identifier_in_disguise_fails_closed(
 
 async def test_a_locked_parent_is_skipped_quietly_and_served_at_unlock(
     runtime: Runtime,
+    ids: dict[str, str],
     fake_llm: FakeLLM,
     logged,  # type: ignore[no-untyped-def]
 ) -> None:
-    ids = await family(runtime)
-    await with_model(runtime, fake_llm)
     await child_says(runtime, fake_llm, ids["tim"], WORRY)
     assert runtime.user_runtimes.get(ids["mum"]) is None  # encrypted, locked
 
@@ -187,12 +179,11 @@ async def test_a_locked_parent_is_skipped_quietly_and_served_at_unlock(
 
 async def test_an_encrypted_adult_is_reviewed_only_with_their_own_opt_in(
     runtime: Runtime,
+    ids: dict[str, str],
     fake_llm: FakeLLM,
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
-    ids = await family(runtime)
     await people.link(runtime.server.db, ids["mum"], ids["ada"])  # ada: an encrypted adult
-    await with_model(runtime, fake_llm)
     await sign_in(runtime, "mum")
     await child_says(runtime, fake_llm, ids["ada"], WORRY)  # she is signed in, not opted in
     fake_llm.script("model-a", [REPORT])
@@ -218,11 +209,9 @@ async def test_an_encrypted_adult_is_reviewed_only_with_their_own_opt_in(
 
 
 async def test_a_parent_linked_later_reads_past_reports_and_admins_can_review_again(
-    runtime: Runtime, fake_llm: FakeLLM
+    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
 ) -> None:
-    ids = await family(runtime)
     await people.unlink(runtime.server.db, ids["dad"], ids["tim"])
-    await with_model(runtime, fake_llm)
     await sign_in(runtime, "mum")
     await child_says(runtime, fake_llm, ids["tim"], WORRY)
     fake_llm.script("model-a", [REPORT])
@@ -275,11 +264,10 @@ async def test_a_report_is_never_changed_once_written(runtime: Runtime) -> None:
 
 async def test_a_parent_locking_during_the_pass_stops_it_quietly_and_it_is_swept_at_unlock(
     runtime: Runtime,
+    ids: dict[str, str],
     fake_llm: FakeLLM,
     logged,  # type: ignore[no-untyped-def]
 ) -> None:
-    ids = await family(runtime)
-    await with_model(runtime, fake_llm)
     await sign_in(runtime, "mum")
     await child_says(runtime, fake_llm, ids["tim"], WORRY)
     fake_llm.script("model-a", [Text(REPORT, delay=1.0)])

@@ -14,14 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    open_context,
-    sign_in,
-)
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -46,15 +40,10 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def test_a_plugin_page_shows_in_italian_with_its_own_translations_and_icon(
     server: ServerProcess, browser: Browser
 ) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
-    assert admin.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
-    admin.close()
-    watch = SignedInWatch()
-    ctx = open_context(browser, server, locale="it-IT")
-    try:
-        page = watch.attach("admin", ctx.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    speaking(server, ADMIN, ADMIN_PW, "it").close()
+    with watched_page(
+        browser, server, ADMIN, ADMIN_PW, prefix="plugin-web", locale="it-IT"
+    ) as page:
         entry = page.get_by_test_id("nav-page-sample-hello")
         expect(entry).to_have_text("Pagina di saluto")
         icon = entry.locator("img")
@@ -74,7 +63,3 @@ def test_a_plugin_page_shows_in_italian_with_its_own_translations_and_icon(
         # A built-in page still comes from its feature's folder, in Italian too.
         page.get_by_test_id("nav-files").click()
         expect(page.get_by_test_id("files-page")).to_be_visible()
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    finally:
-        ctx.close()

@@ -9,15 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, ServerProcess
 from plugin_wheels import build_example
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    open_context,
-    sign_in,
-)
+from ui_support import PLAYWRIGHT_MISSING, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -38,15 +32,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def test_the_example_plugins_page_shows_in_italian_and_goes_when_switched_off(
     server: ServerProcess, browser: Browser
 ) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
-    assert admin.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
-    admin.close()
-    watch = SignedInWatch()
-    ctx = open_context(browser, server, locale="it-IT")
-    try:
-        page = watch.attach("admin", ctx.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    speaking(server, ADMIN, ADMIN_PW, "it").close()
+    with watched_page(browser, server, ADMIN, ADMIN_PW, prefix="plugins", locale="it-IT") as page:
         entry = page.get_by_test_id("nav-page-example")
         expect(entry).to_have_text("Esempio")
         entry.click()
@@ -63,7 +50,3 @@ def test_the_example_plugins_page_shows_in_italian_and_goes_when_switched_off(
         page.reload()
         expect(page.get_by_test_id("nav-admin-plugins")).to_be_visible()
         expect(page.get_by_test_id("nav-page-example")).to_have_count(0)
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    finally:
-        ctx.close()

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from harness import ServerProcess, household
+from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, go, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, Page, expect
+    from playwright.sync_api import Browser, expect
 
 PW = "ada's long password"
 NOTES = "projects/ada/kitchen/notes.md"
@@ -27,32 +27,18 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield srv
 
 
-def _go(page: Page, where: str, testid: str) -> None:
-    for _ in range(3):
-        page.evaluate(f"location.hash = {where!r}")
-        try:
-            expect(page.get_by_test_id(testid)).to_be_visible(timeout=5_000)
-            return
-        except AssertionError:
-            continue
-    expect(page.get_by_test_id(testid)).to_be_visible()
-
-
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize(("width", "lang"), [(375, "it"), (1280, "en")])
+@BOTH_WIDTHS
 def test_the_owner_turns_history_on_opens_a_change_and_restores_a_file(
     server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
-    api = Api(server.url)
-    api.login("ada", PW)
-    assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    api = speaking(server, "ada", PW, lang)
     assert api.post("/api/projects", json={"name": "Kitchen"}).status_code == 201
-    watch = SignedInWatch()
-    ctx = open_context(browser, server, timeout=15_000, viewport={"width": width, "height": 800})
-    try:
-        page = watch.attach("ada", ctx.new_page())
-        sign_in(page, "ada", PW)
-        _go(page, "#/projects", "pj-page")
+    viewport = {"width": width, "height": 800}
+    with watched_page(
+        browser, server, "ada", PW, prefix=f"history-{width}", timeout=15_000, viewport=viewport
+    ) as page:
+        go(page, "#/projects", "pj-page")
         project = page.locator('[data-testid="pj-project"][data-path="projects/ada/kitchen"]')
         project.get_by_test_id("pj-history-switch").click()
         expect(project.get_by_test_id("pj-history-show")).to_be_visible()
@@ -72,10 +58,3 @@ def test_the_owner_turns_history_on_opens_a_change_and_restores_a_file(
         ).click()
         expect(commits).to_have_count(4)
         assert api.get("/api/file", params={"path": NOTES}).text == "tiles: white\n"
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except Exception:
-        report_failure(server, watch, f"history-{width}")
-        raise
-    finally:
-        ctx.close()

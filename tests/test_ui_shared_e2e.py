@@ -15,10 +15,18 @@ from pathlib import Path
 
 import pytest
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from ui_support import (
+    BOTH_WIDTHS,
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    go,
+    open_context,
+    report_failure,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, FilePayload, Page, expect
+    from playwright.sync_api import Browser, FilePayload, expect
 
 PW = "ada's long password"
 
@@ -29,21 +37,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield srv
 
 
-def _go(page: Page, where: str, testid: str) -> None:
-    """Go to `where`; the chat's own first redirect after a sign-in may land after the
-    hash is set, so wait for the page and set it again when it did."""
-    for _ in range(3):
-        page.evaluate(f"location.hash = {where!r}")
-        try:
-            expect(page.get_by_test_id(testid)).to_be_visible(timeout=5_000)
-            return
-        except AssertionError:
-            continue
-    expect(page.get_by_test_id(testid)).to_be_visible()
-
-
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize(("width", "lang"), [(375, "it"), (1280, "en")])
+@BOTH_WIDTHS
 def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_project_chat_opens(
     server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
@@ -58,7 +53,7 @@ def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_pro
     try:
         mum = watch.attach("admin", mum_ctx.new_page())
         sign_in(mum, ADMIN, ADMIN_PW)
-        _go(mum, "#/admin/shared-folders", "sf-page")
+        go(mum, "#/admin/shared-folders", "sf-page")
         mum.get_by_test_id("sf-name").fill("Family photos")
         mum.get_by_test_id("sf-description").fill("Holiday pictures")
         mum.get_by_test_id("sf-create").click()
@@ -74,7 +69,7 @@ def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_pro
 
         ada = watch.attach("ada", ada_ctx.new_page())
         sign_in(ada, "ada", PW)
-        _go(ada, "#/files?path=shared/family-photos", "files-listing")
+        go(ada, "#/files?path=shared/family-photos", "files-listing")
         listing = ada.get_by_test_id("files-listing")
         expect(listing).to_have_attribute("data-path", "shared/family-photos")
         expect(listing).to_have_attribute("data-writable", "true")
@@ -88,7 +83,7 @@ def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_pro
         r = check.get("/api/file", params={"path": "shared/family-photos/beach.txt"})
         assert r.status_code == 200 and r.text == "sunny"
 
-        _go(ada, "#/projects", "pj-page")
+        go(ada, "#/projects", "pj-page")
         ada.get_by_test_id("pj-new-name").fill("Kitchen")
         ada.get_by_test_id("pj-create").click()
         project = ada.locator('[data-testid="pj-project"][data-path="projects/ada/kitchen"]')

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from harness import ServerProcess, household
+from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, go, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, FilePayload, Page, expect
+    from playwright.sync_api import Browser, FilePayload, expect
 
 PW = "ada's long password"
 WEEKLY = "# Weekly shop\nBuy what the list says, cheapest shop first.\n\n1. Read the list.\n"
@@ -40,34 +40,20 @@ def _zip(text: str) -> bytes:
     return out.getvalue()
 
 
-def _go(page: Page, where: str, testid: str) -> None:
-    for _ in range(3):
-        page.evaluate(f"location.hash = {where!r}")
-        try:
-            expect(page.get_by_test_id(testid)).to_be_visible(timeout=5_000)
-            return
-        except AssertionError:
-            continue
-    expect(page.get_by_test_id(testid)).to_be_visible()
-
-
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize(("width", "lang"), [(375, "it"), (1280, "en")])
+@BOTH_WIDTHS
 def test_the_skills_page_lists_both_trees_opens_a_skill_and_adds_and_deletes_ones_own(
     server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
-    api = Api(server.url)
-    api.login("ada", PW)
-    assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    api = speaking(server, "ada", PW, lang)
     shared = server.data / "skills" / "shared" / "weekly-shop"
     shared.mkdir(parents=True)
     (shared / "SKILL.md").write_text(WEEKLY)
-    watch = SignedInWatch()
-    ctx = open_context(browser, server, timeout=15_000, viewport={"width": width, "height": 800})
-    try:
-        page = watch.attach("ada", ctx.new_page())
-        sign_in(page, "ada", PW)
-        _go(page, "#/skills", "sk-page")
+    viewport = {"width": width, "height": 800}
+    with watched_page(
+        browser, server, "ada", PW, prefix=f"skills-{width}", timeout=15_000, viewport=viewport
+    ) as page:
+        go(page, "#/skills", "sk-page")
         item = page.locator('[data-testid="sk-skill"][data-tree="shared"][data-id="weekly-shop"]')
         expect(item.get_by_test_id("sk-name")).to_have_text("Weekly shop")
         expect(item.get_by_test_id("sk-line")).to_have_text(
@@ -96,10 +82,3 @@ def test_the_skills_page_lists_both_trees_opens_a_skill_and_adds_and_deletes_one
         mine.get_by_test_id("sk-delete").click()
         expect(mine).to_have_count(0)
         assert [s for s in api.get("/api/skills").json() if s["tree"] == "mine"] == []
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except Exception:
-        report_failure(server, watch, f"skills-{width}")
-        raise
-    finally:
-        ctx.close()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from conftest import PASSWORD, MakeClient, add_models, post_chat, signed_in
+from conftest import PASSWORD, Client, MakeClient, post_chat, signed_in
 from fake_llm import FakeLLM, Text
 from schedule_support import runtime_fixture  # noqa: F401
 
@@ -34,27 +34,21 @@ async def _hourly(runtime: Runtime, user_id: str) -> tuple[int, int, int]:
 
 
 async def test_each_turn_and_request_lands_in_the_hourly_aggregate_as_it_is_written(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM, make_client: MakeClient
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [Text("one", input_tokens=100, output_tokens=20)])
+    llm.script("model-a", [Text("one", input_tokens=100, output_tokens=20)])
     client = await signed_in(make_client, "ada")
     assert (await post_chat(client, "hello"))["status"] == "done"
     assert await _hourly(runtime, ada) == (1, 1, 120)
-    fake_llm.script("model-a", [Text("two", input_tokens=50, output_tokens=5)])
+    llm.script("model-a", [Text("two", input_tokens=50, output_tokens=5)])
     await post_chat(client, "again")
     assert await _hourly(runtime, ada) == (2, 2, 175)
 
 
 async def test_the_stats_answer_counts_of_ones_own_and_admins_see_everyone_never_text(
-    runtime: Runtime,
-    ada: str,
-    household: dict[str, str],
-    fake_llm: FakeLLM,
-    make_client: MakeClient,
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [Text(f"answer {MARKER}", input_tokens=30, output_tokens=7)])
+    llm.script("model-a", [Text(f"answer {MARKER}", input_tokens=30, output_tokens=7)])
     client = await signed_in(make_client, "ada")
     assert (await post_chat(client, f"question {MARKER}"))["status"] == "done"
     answers = []
@@ -69,7 +63,7 @@ async def test_the_stats_answer_counts_of_ones_own_and_admins_see_everyone_never
         assert len(stats["starts"]) == {"day": 24, "week": 7, "month": 30}[rng]
     # Someone else's turn does not show in ada's figures; the admin sees both.
     await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
-    fake_llm.script("model-a", [Text(f"x {MARKER}", input_tokens=1, output_tokens=1)])
+    llm.script("model-a", [Text(f"x {MARKER}", input_tokens=1, output_tokens=1)])
     mum = await signed_in(make_client, "mum")
     await post_chat(mum, f"mum {MARKER}")
     r = await client.call("GET", "/api/usage/stats?period=day")
@@ -90,28 +84,28 @@ async def _set_caps(admin, scope: str, target: str, **caps: float) -> None:  # t
     assert r.status_code == 200, r.text
 
 
-async def test_a_member_over_the_daily_cap_is_refused_before_any_model_call_with_the_reset_time(
-    runtime: Runtime,
-    ada: str,
-    household: dict[str, str],
-    fake_llm: FakeLLM,
-    make_client: MakeClient,
-) -> None:
-    await add_models(runtime, fake_llm, "model-a")
+async def _ada_capped(make_client: MakeClient, ada: str, **caps: float) -> tuple[Client, Client]:
+    """The admin mum gives ada these caps; mum's client and ada's, both signed in."""
     admin = await signed_in(make_client, "mum")
-    await _set_caps(admin, "user", ada, turns_day=2)
-    client = await signed_in(make_client, "ada")
-    fake_llm.script("model-a", ["one", "two", "three"])
+    await _set_caps(admin, "user", ada, **caps)
+    return admin, await signed_in(make_client, "ada")
+
+
+async def test_a_member_over_the_daily_cap_is_refused_before_any_model_call_with_the_reset_time(
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
+) -> None:
+    admin, client = await _ada_capped(make_client, ada, turns_day=2)
+    llm.script("model-a", ["one", "two", "three"])
     first = await post_chat(client, "one")
     assert first["status"] == "done"
     await post_chat(client, "two", first["conversation_id"])
-    asked = len(fake_llm.bodies())
+    asked = len(llm.bodies())
     # /api/chat: refused, in plain words, with when it resets; no model was asked.
     refused = await post_chat(client, "three", first["conversation_id"])
     assert refused["status"] == "failed" and refused["error_code"] == "limit_reached"
     assert "daily limit of 2 messages" in refused["error"]
     assert "resets at midnight (in " in refused["error"]
-    assert len(fake_llm.bodies()) == asked
+    assert len(llm.bodies()) == asked
     # The web: the message route takes it, the turn fails with the same sentence.
     cid = first["conversation_id"]
     async with runtime.conversations.subscribe(ada) as events:
@@ -123,24 +117,17 @@ async def test_a_member_over_the_daily_cap_is_refused_before_any_model_call_with
                 assert done.error_code == "limit_reached"  # type: ignore[union-attr]
                 assert "resets at midnight" in done.error  # type: ignore[union-attr]
                 break
-    assert len(fake_llm.bodies()) == asked
+    assert len(llm.bodies()) == asked
     # Raising the cap unblocks at once.
     await _set_caps(admin, "user", ada, turns_day=10)
     assert (await post_chat(client, "five", cid))["status"] == "done"
 
 
 async def test_the_80_percent_warning_arrives_once(
-    runtime: Runtime,
-    ada: str,
-    household: dict[str, str],
-    fake_llm: FakeLLM,
-    make_client: MakeClient,
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    admin = await signed_in(make_client, "mum")
-    await _set_caps(admin, "user", ada, turns_day=10)
-    client = await signed_in(make_client, "ada")
-    fake_llm.script("model-a", [str(i) for i in range(10)])
+    _, client = await _ada_capped(make_client, ada, turns_day=10)
+    llm.script("model-a", [str(i) for i in range(10)])
     cid = None
     for i in range(10):
         cid = (await post_chat(client, f"turn {i}", cid))["conversation_id"]
@@ -151,13 +138,12 @@ async def test_the_80_percent_warning_arrives_once(
 
 
 async def test_a_childs_role_cap_applies_to_every_child_and_a_members_own_caps_replace_it(
-    runtime: Runtime, household: dict[str, str], fake_llm: FakeLLM, make_client: MakeClient
+    runtime: Runtime, household: dict[str, str], llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
     await runtime.core.users.create("kim", PASSWORD, "children")
     admin = await signed_in(make_client, "mum")
     await _set_caps(admin, "role", "children", turns_day=1)
-    fake_llm.script("model-a", ["a", "b", "c", "d"])
+    llm.script("model-a", ["a", "b", "c", "d"])
     for name in ("tim", "kim"):
         child = await signed_in(make_client, name)
         assert (await post_chat(child, "hi"))["status"] == "done"
@@ -172,30 +158,23 @@ async def test_a_childs_role_cap_applies_to_every_child_and_a_members_own_caps_r
 
 
 async def test_a_scheduled_job_over_the_cap_fails_with_the_reason_and_notifies(
-    runtime: Runtime,
-    ada: str,
-    household: dict[str, str],
-    fake_llm: FakeLLM,
-    make_client: MakeClient,
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    admin = await signed_in(make_client, "mum")
-    await _set_caps(admin, "user", ada, tokens_day=10)
-    client = await signed_in(make_client, "ada")
-    fake_llm.script("model-a", [Text("big", input_tokens=40, output_tokens=4)])
+    _, client = await _ada_capped(make_client, ada, tokens_day=10)
+    llm.script("model-a", [Text("big", input_tokens=40, output_tokens=4)])
     assert (await post_chat(client, "use it up"))["status"] == "done"
     body = {"prompt": "Check the trains", "title": "Trains", "kind": "prompt", "in_minutes": 60}
     r = await client.call("POST", "/api/schedule/jobs", json=body)
     assert r.status_code == 201, r.text
     job = r.json()
-    asked = len(fake_llm.bodies())
+    asked = len(llm.bodies())
     r = await client.call("POST", f"/api/schedule/jobs/{job['id']}/run")
     assert r.status_code == 202, r.text
     await runtime.server.state(Scheduler).wait_run(r.json()["id"])
     runs = (await client.call("GET", f"/api/schedule/jobs/{job['id']}/runs")).json()
     assert runs[0]["outcome"] == "failed"
     assert "daily limit of 10 tokens" in runs[0]["error"], runs[0]
-    assert len(fake_llm.bodies()) == asked
+    assert len(llm.bodies()) == asked
     notes, _ = await (await runtime.notifications.store(ada)).page(limit=50)
     told = [n for n in notes if n.title == "Trains"]
     assert told and "daily limit of 10 tokens" in told[0].body and "resets" in told[0].body

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from fake_llm import FakeLLM
-from harness import ServerProcess
+from harness import Api, ServerProcess
 from prerequisites import unavailable
 
 try:
@@ -51,6 +51,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+
+# A scenario run twice: on a phone's 375 px in Italian and a desktop's 1280 px in
+# English (the test takes `width` and `lang`).
+BOTH_WIDTHS = pytest.mark.parametrize(("width", "lang"), [(375, "it"), (1280, "en")])
 
 # Chromium logs every failed fetch as a console error. `Watch` lets through those of the
 # household walkthrough (test_ui_e2e.py): 401/403 anywhere (no session yet, wrong
@@ -205,3 +209,52 @@ def report_failure(server: ServerProcess, watch: Watch, prefix: str) -> None:
             page.screenshot(path=str(SHOTS / f"failure-{prefix}-{name}.png"), full_page=True)
     print(server.log()[-4000:])
     print("\n".join(watch.problems))
+
+
+def speaking(server: ServerProcess, username: str, password: str, locale: str) -> Api:
+    """An API client signed in as `username`, whose language is now `locale`."""
+    api = Api(server.url)
+    api.login(username, password)
+    assert api.patch("/api/auth/me", json={"locale": locale}).status_code == 200
+    return api
+
+
+def go(page: Page, where: str, testid: str) -> None:
+    """Go to the route `where` and wait for the page `testid`; the chat's own first
+    redirect after a sign-in may land after the hash is set, so set it again when it did."""
+    for _ in range(3):
+        page.evaluate(f"location.hash = {where!r}")
+        try:
+            expect(page.get_by_test_id(testid)).to_be_visible(timeout=5_000)
+            return
+        except AssertionError:
+            continue
+    expect(page.get_by_test_id(testid)).to_be_visible()
+
+
+@contextlib.contextmanager
+def watched_page(
+    browser: Browser,
+    server: ServerProcess,
+    username: str,
+    password: str,
+    *,
+    prefix: str,
+    **options: Any,
+) -> Iterator[Page]:
+    """One person's page, signed in, in a new context (`options` as `open_context`
+    takes them), under a `SignedInWatch`. The scenario runs in the `with` block; when
+    it ends no console problem and no CSP violation may have been seen. A failure leaves
+    the screenshots and the server's log (`report_failure`, named `prefix`); the context
+    is closed either way."""
+    watch = SignedInWatch()
+    ctx = open_context(browser, server, **options)
+    try:
+        yield sign_in(watch.attach(username, ctx.new_page()), username, password)
+        assert not watch.problems, watch.problems
+        assert not watch.csp_violations()
+    except Exception:
+        report_failure(server, watch, prefix)
+        raise
+    finally:
+        ctx.close()

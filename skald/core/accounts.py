@@ -62,6 +62,9 @@ class LiveAccounts(Protocol):
     async def account_changed(self, user: User, *, role_changed: bool) -> None:
         """Profile or role changed: narrow what the role no longer allows, tell their tabs."""
 
+    async def role_changed(self, role: str) -> None:
+        """A role's rules were saved: narrow what it no longer allows for its members."""
+
 
 class AccountService:
     def __init__(
@@ -75,6 +78,12 @@ class AccountService:
         self.registry = registry
         self.sessions = sessions
         self.live = live
+
+    async def role_changed(self, role: str) -> None:
+        """After a role's attributes were saved (the Roles page): the server narrows what
+        it no longer allows in its members' open conversations."""
+        if self.live is not None:
+            await self.live.role_changed(role)
 
     async def get(self, user_id: str) -> User:
         user = await self.registry.get_user(user_id)

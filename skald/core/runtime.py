@@ -87,7 +87,7 @@ class Runtime:
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What the features see of the server (hooks get it, never this object); the
         # services features run for the server, found by type (`server.state(T)`).
-        self.server = Server(self, self.sessions, self.storage_guard)
+        self.server = Server(self, self.sessions, self.storage_guard, self.accounts)
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
         self.conversations = ConversationService(
             layout=core.layout,
@@ -402,6 +402,9 @@ class Runtime:
         if role_changed:
             await self.revalidate_groups(user_id=user.id)
         self.user_changed(user.id)
+
+    async def role_changed(self, role: str) -> None:
+        await self.revalidate_groups(role=role)
 
     async def _sandbox_do(self, user_id: str, action: str) -> None:
         if self.sandbox is None:

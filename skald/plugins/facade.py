@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from skald.paths import DataLayout
     from skald.plugins.manager import Plugins
     from skald.plugins.specs import SystemAgent
-    from skald.quota import BudgetSource
-    from skald.sandbox.manager import SandboxManager
+    from skald.quota import Budget, BudgetSource, StorageAccountant
+    from skald.sandbox.manager import SandboxManager, SandboxState
     from skald.store.database import Database
     from skald.store.rows import Role, User
     from skald.store.shared_memory import SharedMemoryStore
@@ -137,6 +137,19 @@ class Server:
     def instance(self) -> Instance:
         return self._live.instance
 
+    @property
+    def storage(self) -> StorageAccountant:
+        return self._live.storage
+
+    async def budget(self, user_id: str) -> Budget:
+        """A member's storage budget (their role's quota now, their usage), signed in
+        or not."""
+        return await self._live.budget(user_id)
+
+    def router(self, user: User, role: Role) -> PathRouter:
+        """A path router over the member's mounts as they are now (no unlock needed)."""
+        return self._live.router_for(user, role)
+
     # -- members and permissions --------------------------------------------------------
 
     def member(self, user_id: str) -> Member | None:
@@ -194,6 +207,20 @@ class Server:
         """Stop the server as SIGTERM would (the service manager starts it again): a
         restore waiting for the next start uses it."""
         self._live.stop_requested.set()
+
+    # -- health -------------------------------------------------------------------------
+
+    @property
+    def started_at(self) -> float:
+        return self._live.started_at
+
+    def health(self) -> tuple[str, list[str]]:
+        """ "ok" or "degraded", with the reasons (services, disk, sandbox)."""
+        return self._live.health()
+
+    @property
+    def docker_state(self) -> SandboxState:
+        return self._live.docker_state
 
     def system_agents(self) -> list[SystemAgent]:
         return self._live.plugins.system_agents(self)

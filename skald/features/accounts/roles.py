@@ -10,10 +10,12 @@ from skald.api.deps import requires
 from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.api.schemas import RoleIn, RolePatch
-from skald.core.runtime import Runtime
+from skald.core.accounts import AccountService
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
 from skald.permissions import ADMIN_ROLES, Capability, declared
+from skald.plugins.facade import Server  # Litestar reads the annotations
+from skald.store.registry import Registry
 from skald.store.rows import Role, RoleAttributes
 
 ADMIN = [requires(ADMIN_ROLES)]
@@ -21,9 +23,13 @@ ADMIN = [requires(ADMIN_ROLES)]
 ADMIN_KEEPS = (ADMIN_USERS, ADMIN_ROLES)
 
 
+def _registry(server: Server) -> Registry:
+    return server.state(AccountService).registry
+
+
 @get("/api/roles", guards=[requires(ADMIN_ROLES, ADMIN_USERS)])
-async def list_roles(rt: NamedDependency[Runtime]) -> list[Role]:
-    return await rt.core.registry.list_roles()
+async def list_roles(server: NamedDependency[Server]) -> list[Role]:
+    return await _registry(server).list_roles()
 
 
 @get("/api/capabilities", guards=ADMIN)
@@ -49,7 +55,7 @@ def _check_default_agent(attrs: RoleAttributes) -> None:
 
 
 @post("/api/roles", guards=ADMIN, status_code=201, responses=errors(400, 409))
-async def create_role(data: JSONBody[RoleIn], rt: NamedDependency[Runtime]) -> Role:
+async def create_role(data: JSONBody[RoleIn], server: NamedDependency[Server]) -> Role:
     _check_default_agent(data.attributes)
     role = Role(
         name=data.name,
@@ -58,15 +64,15 @@ async def create_role(data: JSONBody[RoleIn], rt: NamedDependency[Runtime]) -> R
         capabilities=sorted(set(data.capabilities)),
         attributes=data.attributes,
     )
-    await rt.core.registry.save_role(role, create=True)
+    await _registry(server).save_role(role, create=True)
     return role
 
 
 @patch("/api/roles/{name:str}", guards=ADMIN, responses=errors(404, 409))
 async def patch_role(
-    name: FromPath[str], data: JSONBody[RolePatch], rt: NamedDependency[Runtime]
+    name: FromPath[str], data: JSONBody[RolePatch], server: NamedDependency[Server]
 ) -> Role:
-    role = await rt.core.registry.get_role(name)
+    role = await _registry(server).get_role(name)
     if role is None:
         raise NotFoundError(f"no role named {name!r}")
     caps = role.capabilities if data.capabilities is None else sorted(set(data.capabilities))
@@ -75,10 +81,9 @@ async def patch_role(
     if name == "admin" and not {c.name for c in ADMIN_KEEPS} <= set(caps):
         keeps = " and ".join(c.name for c in ADMIN_KEEPS)
         raise ApiError(409, "admin_lockout", f"the admin role must keep {keeps}")
-    if (
-        attrs.encrypted != role.attributes.encrypted
-        and await rt.core.registry.count_users_with_role(name)
-    ):
+    if attrs.encrypted != role.attributes.encrypted and await _registry(
+        server
+    ).count_users_with_role(name):
         raise ApiError(
             409,
             "encryption_mismatch",
@@ -91,8 +96,8 @@ async def patch_role(
         capabilities=caps,
         attributes=attrs,
     )
-    await rt.core.registry.save_role(updated, create=False)
-    await rt.revalidate_groups(role=name)
+    await _registry(server).save_role(updated, create=False)
+    await server.state(AccountService).role_changed(name)
     return updated
 
 

@@ -12,8 +12,9 @@ from litestar import get
 from litestar.di import NamedDependency
 
 from skald.api.deps import AuthRequest, requires
-from skald.core.runtime import Runtime
+from skald.core.accounts import AccountService
 from skald.core.users import ADMIN_USERS
+from skald.plugins.facade import Server  # Litestar reads the annotations
 
 
 class StorageUsage(msgspec.Struct, frozen=True, kw_only=True):
@@ -30,18 +31,18 @@ class MemberUsage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/storage")
-async def my_storage(request: AuthRequest, rt: NamedDependency[Runtime]) -> StorageUsage:
+async def my_storage(request: AuthRequest, server: NamedDependency[Server]) -> StorageUsage:
     """The signed-in member's storage: what they use and their quota."""
-    budget = await rt.budget(request.user.user.id)
-    return StorageUsage(used=budget.used, quota=budget.quota, disk_low=rt.storage.disk_low)
+    budget = await server.budget(request.user.user.id)
+    return StorageUsage(used=budget.used, quota=budget.quota, disk_low=server.storage.disk_low)
 
 
 @get("/api/storage/members", guards=[requires(ADMIN_USERS)])
-async def members_storage(rt: NamedDependency[Runtime]) -> list[MemberUsage]:
+async def members_storage(server: NamedDependency[Server]) -> list[MemberUsage]:
     """Every member's usage and quota (bytes), for the Users page."""
     out = []
-    for user in await rt.core.registry.list_users():
-        budget = await rt.budget(user.id)
+    for user in await server.state(AccountService).registry.list_users():
+        budget = await server.budget(user.id)
         out.append(
             MemberUsage(
                 user_id=user.id, username=user.username, used=budget.used, quota=budget.quota

@@ -1,7 +1,8 @@
 """Administration of accounts (capability `admin.users`).
 
-Parse, authorise, call `Runtime.accounts` (skald/core/accounts.py, where the rules live),
-serialise. The CLI's `skald user ...` goes through the same service.
+Parse, authorise, call the `AccountService` (`server.state(AccountService)`;
+skald/core/accounts.py, where the rules live), serialise. The CLI's `skald user ...` goes
+through the same service.
 """
 
 from __future__ import annotations
@@ -17,23 +18,24 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import AuthRequest, requires
 from skald.api.openapi import errors
 from skald.api.schemas import UserCreated, UserCreateIn, UserPatch
-from skald.core.runtime import Runtime
+from skald.core.accounts import AccountService
 from skald.core.users import ADMIN_USERS as ADMIN_USERS_CAP
+from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.rows import User
 
 ADMIN_USERS = [requires(ADMIN_USERS_CAP)]
 
 
 @get("/api/users", guards=ADMIN_USERS)
-async def list_users(rt: NamedDependency[Runtime]) -> list[User]:
-    return await rt.core.registry.list_users()
+async def list_users(server: NamedDependency[Server]) -> list[User]:
+    return await server.state(AccountService).registry.list_users()
 
 
 @post("/api/users", guards=ADMIN_USERS, status_code=201, responses=errors(409))
 async def create_user(
-    data: JSONBody[UserCreateIn], request: AuthRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[UserCreateIn], request: AuthRequest, server: NamedDependency[Server]
 ) -> UserCreated:
-    created = await rt.accounts.create(
+    created = await server.state(AccountService).create(
         data.username,
         data.password,
         data.role,
@@ -46,8 +48,8 @@ async def create_user(
 
 
 @get("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404))
-async def get_user(user_id: FromPath[str], rt: NamedDependency[Runtime]) -> User:
-    return await rt.accounts.get(user_id)
+async def get_user(user_id: FromPath[str], server: NamedDependency[Server]) -> User:
+    return await server.state(AccountService).get(user_id)
 
 
 @patch("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404, 409))
@@ -55,9 +57,9 @@ async def patch_user(
     user_id: FromPath[str],
     data: JSONBody[UserPatch],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> User:
-    return await rt.accounts.update(
+    return await server.state(AccountService).update(
         user_id,
         actor=request.user.user,
         display_name=data.display_name,
@@ -75,18 +77,18 @@ async def patch_user(
     responses=errors(404, 409),
 )
 async def deactivate_user(
-    user_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    user_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> User:
-    return await rt.accounts.deactivate(user_id, actor=request.user.user)
+    return await server.state(AccountService).deactivate(user_id, actor=request.user.user)
 
 
 @post(
     "/api/users/{user_id:str}/activate", guards=ADMIN_USERS, status_code=200, responses=errors(404)
 )
 async def activate_user(
-    user_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    user_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> User:
-    return await rt.accounts.activate(user_id, actor=request.user.user)
+    return await server.state(AccountService).activate(user_id, actor=request.user.user)
 
 
 class LeftBehind(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,13 +115,14 @@ LEFT_SHOWN = 100
     },
 )
 async def delete_user(
-    user_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    user_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> Response[LeftBehind | None]:
-    user = await rt.accounts.get(user_id)
-    left = await rt.accounts.delete(user_id, actor=request.user.user)
+    accounts = server.state(AccountService)
+    user = await accounts.get(user_id)
+    left = await accounts.delete(user_id, actor=request.user.user)
     if not left:
         return Response(None, status_code=204)
-    home = rt.core.layout.home(user.id)
+    home = server.layout.home(user.id)
     return Response(
         LeftBehind(
             count=len(left),

@@ -13,8 +13,8 @@ from litestar.di import NamedDependency
 
 from skald.agent.prompts import AgentDef, default_chat_agent
 from skald.api.deps import AuthRequest, requires
-from skald.core.runtime import Runtime
 from skald.permissions import CHAT as CHAT_CAP
+from skald.plugins.facade import Server  # Litestar reads the annotations
 
 
 class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,16 +41,16 @@ def _info(agent: AgentDef, role: Literal["chat", "helper"]) -> AgentInfo:
 
 
 @get("/api/agents", guards=[requires(CHAT_CAP)])
-async def list_agents(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[AgentInfo]:
+async def list_agents(request: AuthRequest, server: NamedDependency[Server]) -> list[AgentInfo]:
     principal = request.user
-    mine = default_chat_agent(principal.role.attributes.default_chat_agent, rt.agents)
+    mine = default_chat_agent(principal.role.attributes.default_chat_agent, server.agents)
     out = [_info(mine, "chat")]
     # Helpers are task agents the chat agent starts (`execute_task`); an agent with a
     # tool allow-list that leaves that tool out (the children's) has none.
     if mine.tools is None or "execute_task" in mine.tools:
         out += [
             _info(a, "helper")
-            for a in sorted(rt.agents.values(), key=lambda a: a.id)
+            for a in sorted(server.agents.values(), key=lambda a: a.id)
             if a.type == "task"
         ]
     return out

@@ -36,7 +36,6 @@ from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.errors import ApiError, error_response
 from skald.api.openapi import errors
 from skald.api.streaming import BlockingStream
-from skald.core.runtime import Runtime
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files import router as fs
 from skald.files.changes import FileChange
@@ -53,6 +52,7 @@ from skald.files.router import (
 )
 from skald.files.tools import FILES as FILES_CAP
 from skald.files.tools import write_within as _write_within
+from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.quota import Budget
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
 from skald.store.notes import NoteInfo
@@ -130,9 +130,9 @@ class Uploaded(msgspec.Struct, frozen=True, kw_only=True):
 # -- helpers ------------------------------------------------------------------------------
 
 
-async def _router(request: AuthRequest, rt: Runtime) -> PathRouter:
+async def _router(request: AuthRequest, server: Server) -> PathRouter:
     principal = request.user
-    router = rt.router_for(principal.user, principal.role)
+    router = server.router(principal.user, principal.role)
     await asyncio.to_thread(router.ensure_home)
     return router
 
@@ -153,14 +153,14 @@ async def _physical_for_write(
 
 
 async def _store(
-    request: AuthRequest, rt: Runtime, note: Virtual
+    request: AuthRequest, server: Server, note: Virtual
 ) -> OwnerStore | SharedMemoryStore:
     principal = request.user
     if note.store == SHARED_MEMORY:
         if not principal.can(MEMORY_SHARED):
             raise ApiError(403, "forbidden", "your role cannot read the household's notes")
-        return rt.shared_memory
-    return (await rt.user_runtime(principal.user)).handle.store
+        return server.shared_memory
+    return OwnerStore((await server.open_member(principal.user)).db)
 
 
 def _note_listing(note: Virtual, infos: list[NoteInfo]) -> DirListing:
@@ -248,10 +248,10 @@ def _file_chunks(handle: Any, size: int, stop: threading.Event) -> Generator[byt
 
 
 @get("/api/files/places", guards=FILES)
-async def places(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[Place]:
+async def places(request: AuthRequest, server: NamedDependency[Server]) -> list[Place]:
     """The places the caller can reach: home (read-write), the manual (read-only), and
     their note stores (read-only here: the assistant edits notes)."""
-    router = await _router(request, rt)
+    router = await _router(request, server)
     out = router.places()
     out.append(
         Place(name=USER_MEMORY, path=USER_MEMORY, label="My notes", writable=False, virtual=True)
@@ -271,13 +271,13 @@ async def places(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[Pla
 
 @get("/api/files/dir", guards=FILES, exception_handlers=HANDLERS, responses=errors(404))
 async def list_folder(
-    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~"
+    request: AnyRequest, server: NamedDependency[Server], path: PathParam = "~"
 ) -> DirListing:
-    router = await _router(request, rt)
+    router = await _router(request, server)
     found = await _resolve(router, path)
     if isinstance(found, Virtual):
         note_folder = parse_note_folder(found.agent_path)
-        store = await _store(request, rt, found)
+        store = await _store(request, server, found)
         return _note_listing(found, await store.note_list(note_folder.prefix))
 
     def listing() -> DirListing:
@@ -312,16 +312,16 @@ async def list_folder(
 )
 async def read_file(
     request: AnyRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     path: PathParam,
     download: FromQuery[bool] = False,
 ) -> Response[Any]:
     """The file's content with its type (`download=1`: as an attachment)."""
-    router = await _router(request, rt)
+    router = await _router(request, server)
     found = await _resolve(router, path)
     if isinstance(found, Virtual):
         note = parse_note_path(found.agent_path)
-        content = (await (await _store(request, rt, found)).note_get(note.path)).encode()
+        content = (await (await _store(request, server, found)).note_get(note.path)).encode()
         name = note.path.rsplit("/", 1)[-1]
         return Response(
             content,
@@ -359,12 +359,12 @@ async def read_file(
     },
 )
 async def write_file(
-    data: JSONBody[FileWrite], request: AuthRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[FileWrite], request: AuthRequest, server: NamedDependency[Server]
 ) -> Response[FileEntry]:
     """Write a text file (`content`, replacing it) or create a folder (`mkdir`)."""
     if data.mkdir and data.content is not None:
         raise InvalidInputError("send either content (a file) or mkdir (a folder), not both")
-    router = await _router(request, rt)
+    router = await _router(request, server)
     found = await _physical_for_write(router, data.path)
     if data.mkdir:
         existed = await asyncio.to_thread(_exists, found)
@@ -374,17 +374,17 @@ async def write_file(
         content = (data.content or "").encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError("the content is not valid Unicode text") from None
-    budget = await rt.budget(found.quota_owner or request.user.user.id)
+    budget = await server.budget(found.quota_owner or request.user.user.id)
     entry, created = await asyncio.to_thread(_write_within, budget, found, content)
-    await _changed(rt, request, "write", found)
+    await _changed(server, request, "write", found)
     return Response(entry, status_code=201 if created else 200)
 
 
-async def _changed(rt: Runtime, request: AnyRequest, action: str, *found: Resolved) -> None:
+async def _changed(server: Server, request: AnyRequest, action: str, *found: Resolved) -> None:
     """Tell the features what the caller's write changed (`skald_files_changed`)."""
     paths = tuple("/".join(f.parts) for f in found)
     change = FileChange(mount=found[0].mount, paths=paths, action=action)
-    await rt.server.files_changed(request.user.user.id, change)
+    await server.files_changed(request.user.user.id, change)
 
 
 def _exists(found: Resolved) -> bool:
@@ -404,20 +404,20 @@ def _exists(found: Resolved) -> bool:
     responses=errors(404, 413, 507),
 )
 async def upload(
-    request: AuthRequest, rt: NamedDependency[Runtime], path: PathParam = "~/uploads"
+    request: AuthRequest, server: NamedDependency[Server], path: PathParam = "~/uploads"
 ) -> Uploaded:
     """Upload files (multipart field `file`, one or more) into the folder `path`.
 
     A name already taken gets ` (2)`, ` (3)`… before its extension; nothing is overwritten.
     """
-    router = await _router(request, rt)
+    router = await _router(request, server)
     folder = await _physical_for_write(router, path)
-    budget = await rt.budget(folder.quota_owner or request.user.user.id)
-    limit_mb = rt.config.assistant.upload_max_mb
+    budget = await server.budget(folder.quota_owner or request.user.user.id)
+    limit_mb = server.config.assistant.upload_max_mb
     files = await receive_upload(request, folder, limit_mb, budget)
     names = tuple("/".join((*folder.parts, f.name)) for f in files)
     change = FileChange(mount=folder.mount, paths=names, action="upload")
-    await rt.server.files_changed(request.user.user.id, change)
+    await server.files_changed(request.user.user.id, change)
     return Uploaded(files=files)
 
 
@@ -480,32 +480,32 @@ async def receive_upload(
 
 @patch("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
 async def move(
-    data: JSONBody[FileMove], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[FileMove], request: AnyRequest, server: NamedDependency[Server]
 ) -> FileEntry:
     """Rename or move a file or folder within a writable place (never over another)."""
-    router = await _router(request, rt)
+    router = await _router(request, server)
     source = await _physical_for_write(router, data.source, follow_final=False)
     target = await _physical_for_write(router, data.target, follow_final=False)
     moved = await asyncio.to_thread(fs.rename, source, target)
-    await _changed(rt, request, "rename", source, target)
+    await _changed(server, request, "rename", source, target)
     return moved
 
 
 @delete("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
 async def remove(
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     path: PathParam,
     recursive: FromQuery[bool] = False,
 ) -> None:
     """Delete a file, a link (not what it points to) or a folder (`recursive=1` if not
     empty)."""
-    router = await _router(request, rt)
+    router = await _router(request, server)
     found = await _physical_for_write(router, path, follow_final=False)
     await asyncio.to_thread(fs.delete, found, recursive=recursive)
-    await _changed(rt, request, "delete", found)
+    await _changed(server, request, "delete", found)
     # What was freed counts at once (a member at their quota deletes to make room).
-    await asyncio.to_thread(rt.storage.scan, request.user.user.id)
+    await asyncio.to_thread(server.storage.scan, request.user.user.id)
 
 
 @get(
@@ -521,10 +521,10 @@ async def remove(
     },
 )
 async def download_zip(
-    request: AnyRequest, rt: NamedDependency[Runtime], path: PathParam = "~"
+    request: AnyRequest, server: NamedDependency[Server], path: PathParam = "~"
 ) -> Stream:
     """The folder as a ZIP, streamed as it is built (links and special files left out)."""
-    router = await _router(request, rt)
+    router = await _router(request, server)
     found = await _resolve(router, path)
     if isinstance(found, Virtual):
         raise InvalidInputError("notes cannot be downloaded as a ZIP; open them one by one")

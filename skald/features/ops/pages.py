@@ -7,21 +7,21 @@ from litestar import get
 from litestar.di import NamedDependency
 
 from skald.api.deps import AuthRequest
-from skald.core.runtime import Runtime
 from skald.core.sessions import Principal
 from skald.permissions import named
+from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.plugins.specs import Page
 
 
 @get("/api/pages")
-async def list_pages(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[Page]:
+async def list_pages(request: AuthRequest, server: NamedDependency[Server]) -> list[Page]:
     """Pages of every feature whose capability the caller's role holds; the simple
     (children's) shell gets only those marked for it."""
     principal = request.user
     simple = principal.role.attributes.ui_mode == "simple"
     # A plugin switched off or not granted to the caller shows no page (read now).
-    await rt.plugins.refresh(rt.core.registry.db)
-    pages = rt.plugins.pages(principal.user.id, principal.role)
+    await server.plugins.refresh(server.db)
+    pages = server.plugins.pages(principal.user.id, principal.role)
     return [p for p in pages if _shown(principal, simple, p)]
 
 
@@ -31,7 +31,7 @@ class HiddenPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @get("/api/pages/hidden")
-async def hidden_pages(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[HiddenPage]:
+async def hidden_pages(request: AuthRequest, server: NamedDependency[Server]) -> list[HiddenPage]:
     """The pages the caller may not see whose address answers "not allowed" rather than
     "not found" (`Page.say_not_allowed`: the built-in ones), so the app refuses politely
     without a table of its own."""
@@ -39,7 +39,7 @@ async def hidden_pages(request: AuthRequest, rt: NamedDependency[Runtime]) -> li
     simple = principal.role.attributes.ui_mode == "simple"
     return [
         HiddenPage(path=p.path, full_only=p.full_only)
-        for p in rt.plugins.pages()
+        for p in server.plugins.pages()
         if p.say_not_allowed and not _shown(principal, simple, p)
     ]
 

@@ -13,6 +13,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import QueryParameter
 
+from skald import __version__
 from skald.api.deps import AnyRequest, AuthSocket
 from skald.api.schemas import Health
 from skald.api.security import SESSION_COOKIE
@@ -27,11 +28,12 @@ from skald.core.events import (
     Watching,
     WatchRefused,
 )
-from skald.core.runtime import Runtime
+from skald.core.sessions import SessionManager
 from skald.errors import SkaldError
 from skald.files.tools import FILES
 from skald.files.watch import DirWatcher
 from skald.permissions import ADMIN_SYSTEM
+from skald.plugins.facade import Server  # Litestar reads the annotations
 
 # A client that has not answered two heartbeats (`server.heartbeat_s`) is gone
 # (sleeping laptop, lost Wi-Fi).
@@ -49,32 +51,32 @@ _decode_client = msgspec.json.Decoder(ClientMessage).decode
 
 @get("/api/health", opt={"public": True})
 async def health(
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     request: AnyRequest,
     details: Annotated[bool, QueryParameter()] = False,
 ) -> Health:
     """Public: status, version, reasons (counts only). `?details=true` from a signed-in
     administrator adds the features' figures; the session is only looked at then, so
     the page's polling never touches (and so never keeps alive) an idle session."""
-    status, reasons = rt.health()
-    admin = await _admin_details(rt, request) if details else None
+    status, reasons = server.health()
+    admin = await _admin_details(server, request) if details else None
     return Health(
         status="ok" if status == "ok" else "degraded",
-        version=rt.version,
-        uptime_s=round(time.time() - rt.started_at, 1),
-        started_at=rt.started_at,
+        version=__version__,
+        uptime_s=round(time.time() - server.started_at, 1),
+        started_at=server.started_at,
         reasons=reasons,
-        docker=rt.docker_state,
+        docker=server.docker_state,
         admin=admin,
     )
 
 
-async def _admin_details(rt: Runtime, request: AnyRequest) -> dict[str, Any] | None:
+async def _admin_details(server: Server, request: AnyRequest) -> dict[str, Any] | None:
     token = request.cookies.get(SESSION_COOKIE)
-    principal = await rt.sessions.resolve(token) if token else None
+    principal = await server.state(SessionManager).resolve(token) if token else None
     if principal is None or not principal.can(ADMIN_SYSTEM):
         return None  # the public answer, as without `details`
-    return rt.plugins.health_details(rt.server)
+    return server.plugins.health_details(server)
 
 
 async def _pump_out(socket: WebSocket[Any, Any, Any], conn: Connection) -> None:
@@ -125,21 +127,23 @@ async def _heartbeat(conn: Connection, last_seen: list[float], every_s: float) -
 
 
 @websocket("/api/ws")
-async def events(socket: AuthSocket, rt: NamedDependency[Runtime]) -> None:
+async def events(socket: AuthSocket, server: NamedDependency[Server]) -> None:
     principal = socket.user
     await socket.accept()
-    conn = rt.events.connect(principal.user.id, principal.token_hash)
-    conn.offer(Hello(user_id=principal.user.id, version=rt.version))
+    conn = server.events.connect(principal.user.id, principal.token_hash)
+    conn.offer(Hello(user_id=principal.user.id, version=__version__))
     last_seen = [time.monotonic()]
     # Folder watches of the Files page, polled while the socket is open.
     watcher = None
     if principal.can(FILES):
-        router = rt.router_for(principal.user, principal.role)
+        router = server.router(principal.user, principal.role)
         watcher = DirWatcher(router, lambda path: conn.offer(DirChanged(path=path)))
     tasks = [
         asyncio.create_task(_pump_out(socket, conn)),
         asyncio.create_task(_pump_in(socket, last_seen, conn, watcher)),
-        heartbeat := asyncio.create_task(_heartbeat(conn, last_seen, rt.config.server.heartbeat_s)),
+        heartbeat := asyncio.create_task(
+            _heartbeat(conn, last_seen, server.config.server.heartbeat_s)
+        ),
     ]
     if watcher is not None:
         tasks.append(asyncio.create_task(watcher.run()))
@@ -151,7 +155,7 @@ async def events(socket: AuthSocket, rt: NamedDependency[Runtime]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         if watcher is not None:
             watcher.clear()
-        rt.events.disconnect(conn)
+        server.events.disconnect(conn)
         missed = heartbeat.done() and not heartbeat.cancelled() and heartbeat.result() is True
         code = CLOSE_REVOKED if conn.revoked else CLOSE_MISSED_PINGS if missed else CLOSE_RESTART
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
