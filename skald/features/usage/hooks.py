@@ -34,9 +34,10 @@ def skald_routes() -> list[Any]:
 @hookimpl
 def skald_server_state(server: Server) -> list[object]:
     from skald.features.usage.caps import CapGate
+    from skald.features.usage.stats import StatsCache
     from skald.features.usage.store import UsageStore
 
-    return [CapGate(UsageStore(server.db), server.notifications.notify)]
+    return [CapGate(UsageStore(server.db), server.notifications.notify), StatsCache()]
 
 
 @hookimpl
