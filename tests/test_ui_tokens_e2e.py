@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from harness import ServerProcess, household
+from harness import Api, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SignedInWatch,
@@ -49,6 +49,10 @@ def test_a_member_creates_copies_and_revokes_an_api_token_on_the_profile_page(
     server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
     words = WORDS[lang]
+    member = Api(server.url)
+    member.login(MEMBER, MEMBER_PW)
+    assert member.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    member.close()
     watch = SignedInWatch()
     ctx = open_context(
         browser,
