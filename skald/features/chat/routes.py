@@ -258,7 +258,9 @@ async def chat(
         before = (
             0 if data.conversation_id is None else await last_seq(service, me, data.conversation_id)
         )
-        cid = data.conversation_id or (await service.create(me)).id
+        cid = data.conversation_id
+        if cid is None:
+            cid = (await service.create(me)).id
         # Another member's conversation, an attachment not found: refused before anything
         # is sent, and the files this request stored are removed again.
         sent = await service.send(me, cid, data.text, data.attachments)
