@@ -239,7 +239,7 @@ async def decide(
     "/api/chat",
     guards=CHAT,
     status_code=200,
-    responses=errors(404, 413, 507),
+    responses=errors(400, 404, 413, 507),
     request_max_body_size=None,  # capped while streaming (JSON 1 MiB, files the upload size)
     operation_class=ChatOperation,
 )
@@ -287,7 +287,7 @@ async def chat(
             description="Server-sent events: `delta` ({text}), `progress` ({note}), then "
             "`done` with the reply `POST /api/chat` would answer.",
         ),
-        **errors(404, 413, 507),
+        **errors(400, 404, 413, 507),
     },
     request_max_body_size=None,
     operation_class=ChatOperation,
