@@ -6,7 +6,9 @@ aggregate up costs a turn.
 
 Writes only to a temporary directory. The stats figure times what `GET /api/usage/stats`
 does after its guard (two grouped reads of `usage_hourly` on the database thread and the
-bucketing), p50/p95 of 200 answers; the write figure times `LlmStore.record_request`
+bucketing), p50/p95 of 200 answers, reading every day of the month and through
+`StatsCache` as the route does (the closed days kept, today read: the first of the 200
+answers fills it); the write figure times `LlmStore.record_request`
 (one transaction, as a turn does) with and without the aggregate's trigger, plus the
 turn's cap check and count (`UsageStore.check_and_count`, one transaction; no caps
 set, so it reads the caps and counts), 3000 rows each, alternating.
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from skald.features.usage.stats import build, window
+from skald.features.usage.stats import StatsCache, build, window
 from skald.features.usage.store import SCHEMA, UsageStore
 from skald.store.database import Database, open_plain
 from skald.store.llm import LlmStore
@@ -65,12 +67,16 @@ async def _fill(db: Database, rows: int, days: int) -> None:
         await db.transaction(lambda c, chunk=chunk: c.executemany(sql, chunk))
 
 
-async def _stats(db: Database, everyone: bool) -> float:
+async def _stats(db: Database, everyone: bool, cache: StatsCache | None = None) -> float:
     store = UsageStore(db)
     t0 = time.perf_counter()
     starts, _, until = window("month", ZONE)
     who = None if everyone else USERS[0]
-    build("month", await store.bucketed(starts, until, who), {}, {}, starts)
+    if cache is None:
+        cells = await store.bucketed(starts, until, who)
+    else:
+        cells = await cache.cells(store.bucketed, starts, until, who)
+    build("month", cells, {}, {}, starts)
     return (time.perf_counter() - t0) * 1000
 
 
@@ -128,13 +134,16 @@ async def main() -> None:
         )
         print(f"request rows                 {rows:>10,}  (filled in {filled:.1f} s, over 90 days)")
         print(f"aggregate rows               {aggregate:>10,}")
+        cache = StatsCache()  # as the route has it: the closed days kept, today read
         for everyone in (False, True):
-            times = [await _stats(db, everyone) for _ in range(200)]
-            who = "everyone (admin)" if everyone else "one member"
-            print(
-                f"stats, month, {who:<16} p50 {_pct(times, 0.5):6.2f} ms  "
-                f"p95 {_pct(times, 0.95):6.2f} ms"
-            )
+            for kept in (None, cache):
+                times = [await _stats(db, everyone, kept) for _ in range(200)]
+                who = "everyone (admin)" if everyone else "one member"
+                how = "every day read" if kept is None else "StatsCache"
+                print(
+                    f"stats, month, {who:<16} {how:<14} p50 {_pct(times, 0.5):6.2f} ms  "
+                    f"p95 {_pct(times, 0.95):6.2f} ms"
+                )
         with_t, without_t, turn = await _writes(db, 300 if args.quick else 3000)
         print(f"record_request without trigger {without_t:8.3f} ms")
         print(f"record_request with trigger    {with_t:8.3f} ms  (ratio {with_t / without_t:.2f})")

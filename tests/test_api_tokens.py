@@ -234,3 +234,43 @@ async def test_a_picture_in_an_openai_message_reaches_a_vision_model_as_in_the_w
     body["messages"][0]["content"][1]["image_url"]["url"] = "http://127.0.0.1:1/cat.png"  # type: ignore[index]
     r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def _events(body: str) -> list[tuple[str, dict[str, object]]]:
+    """The server-sent events of a `/api/chat/stream` answer, in order."""
+    out = []
+    for block in body.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+async def test_a_failed_streamed_turn_says_its_error_code_like_post_api_chat(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await add_models(runtime, fake_llm, "model-a")
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat", "openai")
+    # The provider refuses the key: the `done` event names the kind, as `/api/chat` does.
+    fake_llm.script("model-a", [401])
+    r = await _as(make_client, token, "POST", "/api/chat/stream", json={"text": "hello"})
+    assert r.status_code == 200, r.text
+    name, done = _events(r.text)[-1]
+    assert name == "done" and done["status"] == "failed", done
+    assert done["error_code"] == "auth" and done["error"], done
+    assert "401" not in str(done["error"]) and done["error_detail"] is None
+    # A refusal of the one error tree (a spending cap: `LimitReachedError`) keeps its code.
+    mum = await signed_in(make_client, "mum")
+    r = await mum.call("PUT", f"/api/usage/caps/user/{household['ada']}", json={"turns_day": 1})
+    assert r.status_code == 200, r.text
+    r = await _as(make_client, token, "POST", "/api/chat/stream", json={"text": "again"})
+    name, done = _events(r.text)[-1]
+    assert done["status"] == "failed" and done["error_code"] == "limit_reached", done
+    assert "resets at midnight" in str(done["error"])
+    # `/v1` says the same code in OpenAI's error shape.
+    body = {"model": "skald", "messages": [{"role": "user", "content": "x"}]}
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
+    assert r.status_code == 502 and r.json()["error"]["code"] == "limit_reached", r.text
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json={**body, "stream": True})
+    error = json.loads(r.text.strip().split("\n\n")[-1].removeprefix("data: "))
+    assert error["error"]["code"] == "limit_reached", r.text

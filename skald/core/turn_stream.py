@@ -32,6 +32,7 @@ from skald.core.conversations import (
     Subscription,
 )
 from skald.core.events import ChatEvent
+from skald.errors import SkaldError
 from skald.plugins.facade import Member
 
 
@@ -49,6 +50,10 @@ class Progress:
 class Ended:
     status: str  # done, awaiting_approval, failed
     text: str  # the final answer (done), or what the failure says
+    # failed: the kind of failure (a `skald.errors` code or a model failure's kind, as
+    # `POST /api/chat` answers it), and the technical text for those who manage models.
+    code: str | None = None
+    detail: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -157,7 +162,12 @@ def _ended(member: Member, result: TurnResult) -> Ended:
                 error_code=result.error_code,
             )
         )
-        return Ended(status="failed", text=failure.error or "the turn failed")
+        return Ended(
+            status="failed",
+            text=failure.error or "the turn failed",
+            code=failure.error_code or "internal",
+            detail=failure.error_detail,
+        )
     status = "awaiting_approval" if result.status == "awaiting_approval" else "done"
     return Ended(
         status=status,
@@ -175,20 +185,37 @@ async def chat_events(member: Member, conversation_id: str, begun: Begun) -> Asy
     """`POST /api/chat/stream`: `delta` and `progress` events, then `done` with the
     reply (status, text, files written), as `POST /api/chat` answers it. The files come
     from the turn's own finished calls (`Sent.files`), not from reading the history."""
-    async for piece in run_turn(member, conversation_id, "", [], begun):
-        if isinstance(piece, Delta):
-            yield _event("delta", {"text": piece.text})
-        elif isinstance(piece, Progress):
-            yield _event("progress", {"note": piece.note})
-        else:
-            sent = begun.sent
-            files = sent.files() if isinstance(sent, Sent) else []
-            failed = piece.status == "failed"
-            reply = ChatReply(
-                conversation_id=conversation_id,
-                reply="" if failed else piece.text,
-                status=piece.status,  # type: ignore[arg-type]
-                error=piece.text if failed else None,
-                files=files,
-            )
-            yield _event("done", reply)
+    try:
+        async for piece in run_turn(member, conversation_id, "", [], begun):
+            if isinstance(piece, Delta):
+                yield _event("delta", {"text": piece.text})
+            elif isinstance(piece, Progress):
+                yield _event("progress", {"note": piece.note})
+            else:
+                sent = begun.sent
+                files = sent.files() if isinstance(sent, Sent) else []
+                failed = piece.status == "failed"
+                reply = ChatReply(
+                    conversation_id=conversation_id,
+                    reply="" if failed else piece.text,
+                    status=piece.status,  # type: ignore[arg-type]
+                    error=piece.text if failed else None,
+                    error_code=piece.code if failed else None,
+                    error_detail=piece.detail if failed else None,
+                    files=files,
+                )
+                yield _event("done", reply)
+    except SkaldError as exc:
+        # The response has begun, so no 4xx can be sent any more: the failure is the
+        # `done` event, with the code of the one error tree (`skald/errors.py`).
+        yield _event("done", _failed(conversation_id, exc))
+
+
+def _failed(conversation_id: str, exc: SkaldError) -> ChatReply:
+    return ChatReply(
+        conversation_id=conversation_id,
+        reply="",
+        status="failed",
+        error=str(exc) or "the turn failed",
+        error_code=exc.code,
+    )

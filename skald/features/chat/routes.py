@@ -31,6 +31,8 @@ from skald.core.conversations import (
 from skald.core.runtime import Runtime
 from skald.core.turn_stream import begin_turn, chat_events
 from skald.errors import InvalidInputError, NotFoundError
+from skald.features.chat.form import ChatIn, Receiver, read_body
+from skald.features.chat.openapi import ChatOperation
 from skald.features.files.routes import receive_upload
 from skald.permissions import CHAT as CHAT_USE
 from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
@@ -94,15 +96,6 @@ class Accepted(msgspec.Struct, frozen=True, kw_only=True):
 
 class ApprovalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     decision: Literal["approve", "reject"]
-
-
-class ChatIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    text: Text
-    conversation_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
-    # Files uploaded to this conversation first (`POST /api/uploads`), by their path.
-    attachments: Annotated[
-        list[Annotated[str, msgspec.Meta(max_length=400)]], msgspec.Meta(max_length=20)
-    ] = []
 
 
 class MySecurityGroups(msgspec.Struct, frozen=True, kw_only=True):
@@ -246,15 +239,35 @@ async def decide(
     "/api/chat",
     guards=CHAT,
     status_code=200,
-    responses=errors(404),
+    responses=errors(400, 404, 413, 507),
+    request_max_body_size=None,  # capped while streaming (JSON 1 MiB, files the upload size)
+    operation_class=ChatOperation,
 )
 async def chat(
-    data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
+    request: AuthRequest, me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> ChatReply:
-    """One turn, synchronously: for scripts and `skald chat`. The reply names the files
-    the turn wrote (`files`, fetched with `GET /api/file`)."""
-    _attachments_need_a_conversation(data)
-    return await rt.conversations.chat(me, data.text, data.conversation_id, data.attachments)
+    """One turn, synchronously: for scripts and `skald chat`. The body is JSON, or
+    multipart/form-data with the files in the same request (`file` parts, the limits
+    of `POST /api/uploads`). The reply names the files the turn wrote (`files`, fetched
+    with `GET /api/file`), from the turn's own finished calls."""
+    service = rt.conversations
+    body = await read_body(request, _receiver(me, rt))
+    data = body.data
+    try:
+        _attachments_need_a_conversation(data)
+        cid = data.conversation_id
+        if cid is None:
+            cid = (await service.create(me)).id
+        # Another member's conversation, an attachment not found: refused before anything
+        # is sent, and the files this request stored are removed again.
+        sent = await service.send(me, cid, data.text, data.attachments)
+    except BaseException:
+        await body.discard()
+        raise
+    if isinstance(sent, CommandResult):
+        cid = sent.conversation_id or cid
+        return ChatReply(conversation_id=cid, reply=sent.result, status="done")
+    return await service.wait(me, sent)
 
 
 @post(
@@ -268,23 +281,39 @@ async def chat(
             description="Server-sent events: `delta` ({text}), `progress` ({note}), then "
             "`done` with the reply `POST /api/chat` would answer.",
         ),
-        **errors(404),
+        **errors(400, 404, 413, 507),
     },
+    request_max_body_size=None,
+    operation_class=ChatOperation,
 )
 async def chat_stream(
-    data: JSONBody[ChatIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
+    request: AuthRequest, me: NamedDependency[str], rt: NamedDependency[Runtime]
 ) -> Stream:
-    """One turn, streamed (`skald chat --stream`): a conversation is made when none is given."""
+    """One turn, streamed (`skald chat --stream`): a conversation is made when none is
+    given. The body as `POST /api/chat` takes it (JSON, or multipart with files)."""
     service = rt.conversations
-    _attachments_need_a_conversation(data)
-    cid = data.conversation_id or (await service.create(me)).id
-    member = await rt.server.open_member((await rt.member(me))[0])
-    # Sent before the response starts: a refusal is still a clean 4xx.
-    begun = await begin_turn(member, cid, data.text, list(data.attachments))
+    body = await read_body(request, _receiver(me, rt))
+    data = body.data
+    try:
+        _attachments_need_a_conversation(data)
+        cid = data.conversation_id or (await service.create(me)).id
+        member = await rt.server.open_member((await rt.member(me))[0])
+        # Sent before the response starts: a refusal is still a clean 4xx.
+        begun = await begin_turn(member, cid, data.text, list(data.attachments))
+    except BaseException:
+        await body.discard()
+        raise
     return Stream(
         chat_events(member, cid, begun),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
+    )
+
+
+def _receiver(me: str, rt: Runtime) -> Receiver:
+    limit_mb = rt.config.assistant.upload_max_mb
+    return Receiver(
+        me=me, conversations=rt.conversations, limit_mb=limit_mb, budget=lambda: rt.budget(me)
     )
 
 

@@ -433,7 +433,7 @@ async def receive_upload(
     `budget`: the member's storage budget, asked about every chunk (bytes received so
     far): over quota is 413 `quota_exceeded`, a nearly full disk 507 `disk_full`.
     """
-    boundary = _boundary(request.headers.get("content-type", ""))
+    boundary = boundary_of(request.headers.get("content-type", ""))
     limit = limit_mb * 1024 * 1024
     written: list[FileEntry] = []
     parser = PushMultipartParser(boundary, max_segment_count=MAX_PARTS)
@@ -548,7 +548,7 @@ async def download_zip(
 # -- multipart, parsed as it streams ------------------------------------------------------
 
 
-def _boundary(content_type: str) -> str:
+def boundary_of(content_type: str) -> str:
     kind, options = parse_options_header(content_type)
     if kind != "multipart/form-data":
         raise InvalidInputError("send the files as multipart/form-data (field 'file')")

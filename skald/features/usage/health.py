@@ -3,8 +3,9 @@ Docker and the backups (with the last drill), each with what to do when it is no
 
 Rule: the same checks as `skald doctor` (skald/ops), run at view time, so the page and
 the command never disagree. The service's own state comes from `GET /api/health`.
-Trap: no check asks whether a newer Skald exists (that needs the network); the line
-says so and names the command that updates, rather than claiming "up to date".
+The "update" line asks the release server the updater uses, through `UpdateCheck`
+(updates.py: cached for hours, never from a source checkout); without it (a server
+state left out) the line says it was not checked and names the command that updates.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from litestar import get
 from litestar.di import NamedDependency
 
 from skald.api.deps import requires
+from skald.features.usage.updates import UpdateCheck
 from skald.ops.checks_base import Context
 from skald.ops.checks_data import check_backups, check_disk
 from skald.ops.checks_host import check_docker
@@ -40,12 +42,18 @@ async def dashboard_health(server: NamedDependency[Server]) -> list[HealthLine]:
         HealthLine(name=f.name, status=f.status, finding=f.finding, fix=f.fix)
         for f in report.checks
     ]
-    lines.append(
-        HealthLine(
-            name="update",
-            status="unknown",
-            finding="Skald does not look for new versions by itself (that would need the network).",
-            fix=ctx.skald("update"),
+    check = server.state(UpdateCheck, None)
+    if check is None:
+        lines.append(
+            HealthLine(
+                name="update",
+                status="unknown",
+                finding="Skald did not look for new versions.",
+                fix=ctx.skald("update"),
+            )
         )
-    )
+        return lines
+    update = await check.status()
+    fix = ctx.skald("update") if update.status in ("warn", "unknown") else None
+    lines.append(HealthLine(name="update", status=update.status, finding=update.finding, fix=fix))
     return lines

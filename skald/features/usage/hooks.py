@@ -33,10 +33,18 @@ def skald_routes() -> list[Any]:
 
 @hookimpl
 def skald_server_state(server: Server) -> list[object]:
-    from skald.features.usage.caps import CapGate
-    from skald.features.usage.store import UsageStore
+    import os
 
-    return [CapGate(UsageStore(server.db), server.notifications.notify)]
+    from skald.features.usage.caps import CapGate
+    from skald.features.usage.stats import StatsCache
+    from skald.features.usage.store import UsageStore
+    from skald.features.usage.updates import UpdateCheck
+
+    return [
+        CapGate(UsageStore(server.db), server.notifications.notify),
+        StatsCache(),
+        UpdateCheck(os.environ),
+    ]
 
 
 @hookimpl

@@ -20,7 +20,7 @@ from skald.api.openapi import errors
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
 from skald.features.usage.caps import windows
-from skald.features.usage.stats import Range, Stats, build, window
+from skald.features.usage.stats import Range, Stats, StatsCache, build, window
 from skald.features.usage.store import Caps, UsageStore
 from skald.permissions import can
 from skald.plugins.facade import Member, Server  # Litestar reads the routes' annotations
@@ -68,7 +68,11 @@ async def usage_stats(
     starts, _, until = window(period, member.timezone())
     store = UsageStore(server.db)
     who = None if household else member.id
-    cells = await store.bucketed(starts, until, who)
+    cache = server.state(StatsCache, None)
+    if cache is None:
+        cells = await store.bucketed(starts, until, who)
+    else:
+        cells = await cache.cells(store.bucketed, starts, until, who)
     people = await _names(server, "SELECT id, display_name FROM users")
     models = {m.id: m.name for m in await server.llm.models()}
     return build(period, cells, people, models, starts)

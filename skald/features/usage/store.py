@@ -234,19 +234,32 @@ class UsageStore:
     # -- stats ----------------------------------------------------------------------
 
     async def bucketed(
-        self, starts: list[int], until: float, user_id: str | None
+        self,
+        starts: list[int],
+        until: float,
+        user_id: str | None,
+        first: int = 0,
+        stop: int | None = None,
     ) -> list[tuple[str, str, int, int, int, int, float]]:
         """(user, model, bucket, turns, requests, tokens, cost): the hours from
-        `starts[i]` to the next start summed into bucket i, for one member or everyone.
+        `starts[i]` to the next start summed into bucket i, for one member or everyone;
+        only buckets `first` to `stop` (`StatsCache` reads the closed ones and the open
+        one apart).
         One range read of the hour index per bucket (CROSS JOIN keeps the JSON list of
         bounds the outer loop: left to itself the planner walked the whole primary key
         for the GROUP BY, 40x slower), so the rows that reach Python are buckets x
         members x models, never hours."""
         hours = [s // 3600 for s in starts] + [int(until // 3600) + 1]
-        bounds = json.dumps([[hours[i], hours[i + 1]] for i in range(len(starts))])
+        bounds = json.dumps(
+            [
+                [i, hours[i], hours[i + 1]]
+                for i in range(first, len(starts) if stop is None else stop)
+            ]
+        )
         mine = "" if user_id is None else " AND u.user_id = ?"
         sql = (
-            "WITH b(i, lo, hi) AS (SELECT key, value ->> 0, value ->> 1 FROM json_each(?)) "
+            "WITH b(i, lo, hi) AS "
+            "(SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?)) "
             "SELECT u.user_id, u.model_id, b.i, sum(u.turns), sum(u.requests), "
             "sum(u.input_tokens + u.output_tokens), sum(u.cost_usd) "
             f"FROM b CROSS JOIN usage_hourly u ON u.hour >= b.lo AND u.hour < b.hi{mine} "

@@ -352,7 +352,7 @@ async def chat_completions(request: AuthRequest, server: NamedDependency[Server]
     content = plan.prefix + ("\n\n" if plan.prefix else "") + _closing(ended, note)
     await _remember(plan, content)
     if ended.status == "failed":
-        raise OpenAIError(502, content, code="turn_failed")
+        raise OpenAIError(502, content, code=ended.code or "turn_failed")
     return Response(
         completion(
             completion_id(),
@@ -418,7 +418,7 @@ async def _stream(
         yield chunk(cid, model, created, {"content": rest})
     await _remember(plan, sent)
     if ended.status == "failed":
-        yield _error_line(ended.text, "server_error")
+        yield _error_line(ended.text, "server_error", ended.code)
         return
     yield chunk(cid, model, created, {}, finish="stop")
     if include_usage:
@@ -430,9 +430,10 @@ async def _stream(
 # -- errors in OpenAI's shape ------------------------------------------------------------
 
 
-def _error_line(message: str, kind: str) -> bytes:
-    """An error inside a stream that has begun (the official client raises on it)."""
-    return b"data: " + msgspec.json.encode(error_body(message, kind)) + b"\n\n"
+def _error_line(message: str, kind: str, code: str | None = None) -> bytes:
+    """An error inside a stream that has begun (the official client raises on it);
+    `code`: the failed turn's Skald code."""
+    return b"data: " + msgspec.json.encode(error_body(message, kind, code=code)) + b"\n\n"
 
 
 def _openai_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

@@ -1,7 +1,8 @@
 // The profile's "API tokens" card: create (shown once), list (never the secret), revoke.
-import { html, useState, useEffect } from '../../js/lib.js';
+import { html, useState, useEffect, useRef } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { get, post, del } from '../../js/api.js';
+import { copyText } from '../../js/components/recovery.js';
 import { Field, ErrorNotice, Notice, useAction, useId } from '../../js/components/form.js';
 
 const SCOPES = ['chat', 'openai', 'files:read', 'files:write'];
@@ -45,6 +46,26 @@ function NewToken({ onCreated }) {
   </form>`;
 }
 
+// The new token, with a copy button (http on the LAN has no clipboard API: the
+// fallback selects the text and copies it the old way).
+function Secret({ token }) {
+  const [copied, setCopied] = useState(null); // null | 'ok' | 'failed'
+  const ref = useRef(null);
+  const onCopy = async () => {
+    try {
+      setCopied((await copyText(token, ref.current)) ? 'ok' : 'failed');
+    } catch (e) {
+      setCopied('failed');
+    }
+  };
+  return html`<div class="row token-secret-row">
+      <code ref=${ref} class="token-secret" data-testid="token-secret">${token}</code>
+      <button type="button" class="btn btn--secondary" onClick=${onCopy} data-testid="token-copy"
+        data-copied=${copied || ''}>${copied === 'ok' ? t('recovery.copied') : t('recovery.copy')}</button>
+    </div>
+    ${copied === 'failed' && html`<p class="muted small" aria-live="polite">${t('recovery.copy_failed')}</p>`}`;
+}
+
 export function ApiTokensCard() {
   const [tokens, setTokens] = useState([]);
   const [shown, setShown] = useState(null);
@@ -56,7 +77,7 @@ export function ApiTokensCard() {
     <h2 class="card__title" id="tokens-title">${t('tokens.title')}</h2>
     <p class="muted">${t('tokens.body')}</p>
     ${shown && html`<${Notice} kind="success" testid="token-shown">
-      <p>${t('tokens.shown_once')}</p><code class="token-secret" data-testid="token-secret">${shown.token}</code><//>`}
+      <p>${t('tokens.shown_once')}</p><${Secret} token=${shown.token} /><//>`}
     <ul class="stack" data-testid="token-list">
       ${tokens.map((k) => html`<li class="row" data-testid="token-item">
         <span><strong>${k.name}</strong> · ${k.scopes.join(', ')} · ${t('tokens.last_used')} ${when(k.last_used_at)}

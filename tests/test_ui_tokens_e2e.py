@@ -1,0 +1,104 @@
+"""The profile's API tokens card in Chromium (issue 28): a member makes a token, copies
+it (shown this once, gone after a reload), it works over HTTP, and revoking it ends it;
+at 375 px in Italian and 1280 px in English, nothing wider than the screen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from harness import Api, ServerProcess, household
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    browser_fixture,  # noqa: F401
+    open_context,
+    report_failure,
+    sign_in,
+)
+
+if not PLAYWRIGHT_MISSING:
+    from playwright.sync_api import Browser, expect
+
+MEMBER, MEMBER_PW = "ada", "ada's long password"
+WIDER = "() => document.documentElement.scrollWidth > innerWidth"
+WORDS = {
+    "it": {"title": "Token API", "create": "Crea token", "copied": "Copiato", "revoke": "Revoca"},
+    "en": {"title": "API tokens", "create": "Create token", "copied": "Copied", "revoke": "Revoke"},
+}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
+        yield srv
+
+
+def _me(server: ServerProcess, token: str) -> int:
+    r = httpx.get(
+        f"{server.url}/api/auth/me", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    return r.status_code
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(("width", "lang"), [(375, "it"), (1280, "en")])
+def test_a_member_creates_copies_and_revokes_an_api_token_on_the_profile_page(
+    server: ServerProcess, browser: Browser, width: int, lang: str
+) -> None:
+    words = WORDS[lang]
+    member = Api(server.url)
+    member.login(MEMBER, MEMBER_PW)
+    assert member.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    member.close()
+    watch = SignedInWatch()
+    ctx = open_context(
+        browser,
+        server,
+        viewport={"width": width, "height": 900},
+        locale="it-IT" if lang == "it" else "en-US",
+        permissions=["clipboard-read", "clipboard-write"],
+    )
+    try:
+        page = watch.attach(f"tokens-{lang}", ctx.new_page())
+        sign_in(page, MEMBER, MEMBER_PW)
+        page.goto("/#/profile")
+        card = page.get_by_test_id("tokens-card")
+        expect(card.locator("h2")).to_have_text(words["title"])
+        card.get_by_test_id("token-name").fill("Home Assistant")
+        create = card.get_by_test_id("token-create")
+        expect(create).to_have_text(words["create"])
+        create.click()
+        secret = card.get_by_test_id("token-secret")
+        expect(secret).to_be_visible()
+        token = secret.inner_text().strip()
+        assert token.startswith("skald_"), token
+        expect(card.get_by_test_id("token-item")).to_have_count(1)
+        expect(card.get_by_test_id("token-item")).to_contain_text("Home Assistant")
+        assert not page.evaluate(WIDER), f"the card is wider than {width} px"
+        # Copy: the token is on the clipboard, exactly.
+        card.get_by_test_id("token-copy").click()
+        expect(card.get_by_test_id("token-copy")).to_have_text(words["copied"])
+        assert page.evaluate("() => navigator.clipboard.readText()") == token
+        assert _me(server, token) == 200
+        # Shown once: after a reload the card lists the token, never its secret.
+        page.reload()
+        expect(card.get_by_test_id("token-item")).to_have_count(1)
+        expect(card.get_by_test_id("token-secret")).to_have_count(0)
+        assert token[len("skald_") + 13 :] not in page.content()
+        # Revoke: gone from the list, and the next request with it is 401.
+        revoke = card.get_by_test_id("token-revoke")
+        expect(revoke).to_have_text(words["revoke"])
+        revoke.click()
+        expect(card.get_by_test_id("token-item")).to_have_count(0)
+        assert _me(server, token) == 401
+        assert not page.evaluate(WIDER)
+        assert not watch.problems, watch.problems
+        assert not watch.csp_violations()
+    except Exception:
+        report_failure(server, watch, f"tokens-{lang}")
+        raise
+    finally:
+        ctx.close()
