@@ -355,7 +355,8 @@ async def test_a_placeholder_clash_stops_the_start_and_an_undeclared_one_is_repo
     monkeypatch.setattr("skald.features.skills.hooks.skald_placeholders", hookimpl(lambda: {}))
     rt = await _boot(layout)
     await rt.shutdown()
-    out = capsys.readouterr().out
+    # stdout until some test in this worker configured logging, stderr after: read both.
+    out = "".join(capsys.readouterr())
     assert "agent uses unknown placeholders" in out and "SKILLS_LIST" in out
     monkeypatch.setattr(
         sample_plugin, "skald_placeholders", hookimpl(lambda: {"DATETIME": "another clock"})

@@ -89,7 +89,12 @@ def test_kill_9_mid_pass_reviews_the_same_window_again_once(
     assert report["title"] == "Tim felt nobody would notice him"
     first, second = _reviews(fake)
     assert _transcript(first) == _transcript(second)  # the same window, again
-    runs = mum.get("/api/system-agents/runs").json()
+
+    def closed() -> list[Any]:  # the report is stored inside the run, before it closes
+        runs = list(mum.get("/api/system-agents/runs").json())
+        return runs if all(r["status"] != "running" for r in runs) else []
+
+    runs = _until(closed)
     assert sorted(r["status"] for r in runs) == ["completed", "failed"]
     failed = next(r for r in runs if r["status"] == "failed")
     assert failed["error"] == "the server stopped during this run"
