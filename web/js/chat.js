@@ -155,7 +155,11 @@ const maxSeq = (items) => (items || []).reduce((m, it) => Math.max(m, it.seq), -
 // appear in it.
 export async function loadMessages(id, { dropRunning = false } = {}) {
   if (!chat.threads[id]) {
-    chat = { ...chat, threads: { ...chat.threads, [id]: newThread() } };
+    // Echoes that came before this tab opened the conversation: the message is queued,
+    // not yet in the history this fetch may return, and no echo comes again.
+    const tail = (early.get(id) || []).map((item) => ({ key: nextKey(), kind: 'user', pending: false, item }));
+    early.delete(id);
+    chat = { ...chat, threads: { ...chat.threads, [id]: { ...newThread(), tail } } };
   }
   const before = chat.threads[id];
   const cutoff = new Set(before.tail.filter((e) => e.kind === 'turn' && (e.done || dropRunning)).map((e) => e.key));
@@ -680,10 +684,20 @@ function onChatEvent(ev) {
 
 // The server echoes every message when it is queued, to all the member's
 // clients; a queued message has no place in the history yet (seq 0).
+// Trap: a tab that opens the conversation just after the echo reads a history
+// without that message and gets no second echo, so echoes for conversations not
+// open here are kept (a few each) for loadMessages to start the thread with.
+const early = new Map(); // conversation id -> [item] echoed before the thread existed
+const EARLY_KEEP = 10;
+
 function onUserMessage(msg) {
   const id = msg.conversation_id;
-  if (!id || !msg.item || !chat.threads[id]) return;
+  if (!id || !msg.item) return;
   const item = { ...msg.item, seq: msg.item.seq ? msg.item.seq : null };
+  if (!chat.threads[id]) {
+    early.set(id, [...(early.get(id) || []), item].slice(-EARLY_KEEP));
+    return;
+  }
   updateThread(id, (th) => {
     if (item.seq !== null) {
       if ((th.items || []).some((it) => it.seq === item.seq)) return;
@@ -740,6 +754,7 @@ subscribeApp((state) => {
     lastUser = uid;
     for (const k of Object.keys(deltas)) delete deltas[k];
     for (const k of Object.keys(childOf)) delete childOf[k];
+    early.clear();
     drafts.clear();
     chat = emptyChat();
     notify();
