@@ -54,6 +54,11 @@ async def test_a_member_lists_and_opens_their_own_requests_and_not_anothers(
         for tail in ("", "/payload"):
             r = await ada_client.call("GET", f"/api/requests/{bad}{tail}")
             assert r.status_code == 404 and "no request" in r.json()["error"]["message"], r.text
+        r = await ada_client.call("GET", "/api/requests", params={"before": str(bad)})
+        if bad > 2**62:  # an id past SQLite's integers: said, not a 500
+            assert r.status_code == 400 and "before" in r.json()["error"]["message"], r.text
+        else:
+            assert r.status_code == 200 and r.json() == [], r.text
     # Administrators: counts per provider, no member's rows, no text.
     r = await mum.call("GET", "/api/admin/requests")
     assert r.json() == [

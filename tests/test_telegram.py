@@ -179,6 +179,9 @@ async def test_in_a_group_the_bot_answers_a_mention_a_reply_or_the_prefix_only(
             break
         await asyncio.sleep(0.05)
     assert groups == [{"chat_id": GROUP, "title": "Family 5001", "prefix": "", "media": False}]
+    for bad in (-(2**63) - 1, -(2**70), 0, 5001):  # past SQLite's integers, or not a group
+        r = await bot.call("PUT", f"/api/telegram/groups/{bad}", json={"prefix": "x"})
+        assert r.status_code == 400 and "group chat id" in r.text, r.text
     r = await bot.call("PUT", f"/api/telegram/groups/{GROUP}", json={"prefix": "skald,"})
     assert r.status_code == 200, r.text
     assert (await bot.call("GET", "/api/telegram/groups")).json()[0]["prefix"] == "skald,"

@@ -29,6 +29,8 @@ async def my_requests(
     """The caller's model requests, newest first (`before`: an id, for the next page)."""
     if not 1 <= limit <= MAX_PAGE:
         raise InvalidInputError(f"limit is between 1 and {MAX_PAGE}")
+    if before is not None and not -(2**63) <= before < 2**63:  # SQLite could not bind it
+        raise InvalidInputError("before is the id of a request in this list")
     return await RequestLog(member.server.db).mine(member.id, before, limit)
 
 

@@ -147,8 +147,8 @@ async def list_groups(server: NamedDependency[Server]) -> list[GroupView]:
 async def save_group(
     server: NamedDependency[Server], chat_id: FromPath[int], data: JSONBody[GroupIn]
 ) -> None:
-    if chat_id >= 0:
-        raise InvalidInputError("group chat ids are negative")
+    if not -(2**63) <= chat_id < 0:  # past SQLite's integers it could not even be bound
+        raise InvalidInputError("a group chat id is a negative 64-bit number")
     await server.state(Bridge).store.set_group(chat_id, data.prefix.strip(), data.media)
 
 
