@@ -115,6 +115,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: _FIRST.get(groups[item] or "", 5 if groups[item] else 6))
 
 
+_GROUP_SECONDS: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sum each group's time (setup, call, teardown) as reports reach the controller: a
+    group runs on one worker, so its sum is the least the whole run can take."""
+    group = report.nodeid.rpartition("@")[2] if "@" in report.nodeid else "(any worker)"
+    spent = _GROUP_SECONDS.setdefault(group, [0.0, 0.0])
+    spent[0] += report.duration
+    spent[1] += report.when == "call"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if len(_GROUP_SECONDS) < 2:
+        return
+    terminalreporter.section("time per xdist group (one worker each)")
+    for group, (seconds, tests) in sorted(_GROUP_SECONDS.items(), key=lambda kv: -kv[1][0]):
+        terminalreporter.write_line(f"{seconds:8.0f} s  {int(tests):5d} tests  {group}")
+
+
 # The memory-hard default KDF would make every test take a second; the CLI and server
 # read this variable through the config loader, like any other setting.
 os.environ.setdefault("SKALD_SECURITY_KDF_PROFILE", "test")
