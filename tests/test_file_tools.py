@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from tool_support import CTX, RunsTools
 
 from skald.agent import Tool
 from skald.core.users import UserManager
+from skald.files import lookalike
 from skald.files.router import PathRouter
 from skald.files.tools import file_tools, glob_regex, workspace_tools
 from skald.paths import DataLayout
@@ -195,6 +197,32 @@ async def test_the_tools_refuse_names_with_format_characters_and_write_nfc(
     assert "format characters" in await ada.fails(
         "edit_file", path="notes/plan\u202e.md", old_text="a", new_text="b"
     )
+
+
+async def test_the_first_name_that_needs_the_look_alike_tables_loads_them_off_the_loop(
+    house: Household, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tables take 0.1-0.7 s to load: a tool call's name check must not hold the
+    event loop for that (every member's turn would stall on one emoji file name)."""
+    loaded_on: list[str] = []
+    real = lookalike._Tables.__init__
+
+    def recording(self: Any) -> None:
+        loaded_on.append(threading.current_thread().name)
+        real(self)
+
+    monkeypatch.setattr(lookalike._Tables, "__init__", recording)
+    lookalike._tables.cache_clear()
+    try:
+        await house.ada.ok("write_file", path="notes/party \U0001f389.md", content="cake\n")
+        assert "mixes scripts" in await house.ada.fails(
+            "write_file", path="notes/p\u0430ypal.md", content="x"
+        )
+        assert "mixes scripts" in await house.ada.fails("read_file", path="p\u0430ypal.md")
+    finally:
+        lookalike._tables.cache_clear()  # the next test loads them unpatched
+    assert loaded_on and threading.current_thread().name not in loaded_on, loaded_on
+    assert len(loaded_on) == 1  # once, then kept
 
 
 async def test_the_manual_is_read_only_for_the_tools(house: Household) -> None:

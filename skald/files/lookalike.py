@@ -32,12 +32,15 @@ Traps:
   separator), none is invisible; tests/test_files_router.py checks every one of them
   against the tables.
 - The tables (about 6 MiB once parsed, and a tenth of the start's import time) are
-  loaded at the first name that needs them, not at import (`_tables`).
+  loaded at the first name that needs them, not at import (`_tables`). That load takes
+  0.1-0.7 s: a caller on the event loop awaits `ready_for(name)` before its synchronous
+  check, so the first emoji or Cyrillic name loads them in a thread, not on the loop.
 - Emoji with a variation selector (U+FE0F) are refused like the joiner U+200D already was.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import functools
 import re
@@ -105,6 +108,17 @@ def _tables() -> _Tables:
     return _Tables()
 
 
+def _needs_tables(name: str) -> bool:
+    return not (name.isascii() or _PLAIN_LATIN.fullmatch(name))
+
+
+async def ready_for(name: object) -> None:
+    """Load the tables in a thread when `name` is the first name to need them (no-op
+    otherwise): the synchronous check that follows then never loads them on the loop."""
+    if isinstance(name, str) and _tables.cache_info().currsize == 0 and _needs_tables(name):
+        await asyncio.to_thread(_tables)
+
+
 @functools.lru_cache(maxsize=8192)
 def _script(ch: str) -> str:
     return "LATIN" if ch.isascii() and ch.isalpha() else str(_tables().categories.alias(ch))
@@ -129,7 +143,7 @@ def _named(ch: str) -> str:
 
 def look_alike_reason(name: str) -> str | None:
     """Why `name` (NFC) reads as something it is not, or None."""
-    if name.isascii() or _PLAIN_LATIN.fullmatch(name):
+    if not _needs_tables(name):
         return None
     return _reason_from_tables(name)
 

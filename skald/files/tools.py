@@ -48,6 +48,7 @@ from skald.files.lines import (
     new_lines,
     stale_range,
 )
+from skald.files.lookalike import ready_for
 from skald.files.mime import sniff
 from skald.files.mounts import MemberMount, note_mounts
 from skald.files.outline import MAX_ENTRIES, OutlineRefused, outline
@@ -289,6 +290,7 @@ class FileTool(Tool):
         if self.router is None:
             return None if self.notes is None else await self.notes.old_text(raw)
         try:
+            await ready_for(raw)
             parsed = self.router.parse(raw)
             if isinstance(parsed, Virtual):
                 if self.notes is None:
@@ -310,6 +312,7 @@ class FileTool(Tool):
                 raw = "~"
             if raw is None:
                 raise _Refusal(f"'path' is required. {_PATH_HELP}")
+            await ready_for(raw)  # the name checks below run here, on the event loop
             inside = None if self.container is None else self.router.container_only(raw)
             if inside is not None:
                 return await self.in_container(inside, args, ctx)
