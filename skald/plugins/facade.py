@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from skald.quota import Budget, BudgetSource, StorageAccountant
     from skald.sandbox.manager import SandboxManager, SandboxState
     from skald.store.database import Database
+    from skald.store.inbox import InboxItem
     from skald.store.rows import Role, User
     from skald.store.shared_memory import SharedMemoryStore
 
@@ -322,6 +323,16 @@ class Member:
     @property
     def sandbox(self) -> SandboxManager | None:
         return self._live.sandbox
+
+    async def inbox(self) -> list[InboxItem]:
+        """What waits for this member in their Inbox, oldest first: approval requests and
+        questions whose call is still open (a settled call's item is never listed).
+
+        Trap: read-only on purpose. A decision goes through
+        `server.conversations.decide(...)` and an answer through the ask tool
+        (`member.state(AskUserTool).answer`): they resume the waiting turn and tell the
+        member's tabs; closing the row alone would leave the turn waiting forever."""
+        return await self._live.inbox.pending()
 
     async def settings(self, section: str, struct: type[S]) -> S:
         """The member's own values of a plugin's member settings section (its struct's
