@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from skald.agent import ApprovalGate, ChildAgent, ToolContext
     from skald.agent.prompts import AgentDef
+    from skald.agent.tools import Tool
     from skald.config import Config
     from skald.core.conversations import ConversationService
     from skald.core.events import EventHub
@@ -342,6 +343,15 @@ class Member:
             return msgspec.convert(saved or {}, type=struct)
         except msgspec.ValidationError:
             return msgspec.convert({}, type=struct)
+
+    def tool_named(self, name: str) -> Tool | None:
+        """One of the member's tools by name, as their default chat agent is offered it
+        (the agent's allow-list applied), or None: what a dry run of the approval rules
+        reads the call's facts from.
+
+        Trap: the tool itself, not a call through the gate: running it here would skip
+        the member's approval rules; read its spec, kind and facts only."""
+        return self._live.tool_named(name)
 
     async def helper(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         return await self._live.child(agent_id, ctx)
