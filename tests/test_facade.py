@@ -32,9 +32,33 @@ SKALD = ROOT / "skald"
 PLUGINS_DOC = ROOT / "docs" / "dev" / "plugins.md"
 SAMPLE = Path(sample_plugin.__file__)
 RUNTIMES = ("skald.core.runtime", "skald.core.user_runtime")
-# Built-in features that still hand the live runtime behind a facade (`_live`) to
-# internals not moved onto the facade yet (each use says which). Nothing else may.
-REACHES_BEHIND = {"connectors.py", "schedule.py", "backups.py"}
+# Built-in feature modules (under skald/features/) that still hand the live runtime behind
+# a facade (`_live`) to internals not moved onto the facade yet (each use says which).
+# Nothing else may.
+REACHES_BEHIND = {"backups/hooks.py", "connectors/hooks.py", "schedule/hooks.py"}
+# Built-in feature modules that still import a runtime, most only for type checking (which
+# the import-linter contract `features-use-the-facade` does not see): issue 21's leftovers.
+# Compared for equality, so a module moved onto the facade must leave the list.
+IMPORTS_A_RUNTIME = {
+    "accounts/auth.py",
+    "backups/backup.py",
+    "backups/scheduler.py",
+    "chat/routes.py",
+    "connectors/content.py",
+    "connectors/resources.py",
+    "connectors/routes.py",
+    "connectors/supervisor.py",
+    "connectors/tools.py",
+    "schedule/asking.py",
+    "schedule/jobs.py",
+    "schedule/notices.py",
+    "schedule/remind.py",
+    "schedule/routes.py",
+    "schedule/scheduler.py",
+    "schedule/tasks.py",
+    "schedule/tool.py",
+    "schedule/zone.py",
+}
 # What a module-level name must not hold: the server's or a member's live objects.
 RUNTIME_TYPES = re.compile(
     r"\b(Runtime|UserRuntime|Plugins|Server|Member|Scheduler|BackupScheduler|Connectors)\b"
@@ -100,16 +124,29 @@ def _imports(path: Path) -> set[str]:
 
 
 def _reaches_behind(path: Path) -> bool:
+    # `server._live`, `member._live`; an object's own `self._live` is its own business.
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return any(isinstance(n, ast.Attribute) and n.attr == "_live" for n in ast.walk(tree))
+    return any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "_live"
+        and not (isinstance(n.value, ast.Name) and n.value.id == "self")
+        for n in ast.walk(tree)
+    )
+
+
+def _imports_a_runtime(path: Path) -> bool:
+    return any(name.startswith(RUNTIMES) for name in _imports(path))
 
 
 def test_features_and_the_sample_plugin_see_the_facade_never_the_runtimes() -> None:
-    modules = [*sorted((SKALD / "features").glob("*.py")), SAMPLE]
-    importing = {p.name: sorted(n for n in _imports(p) if n.startswith(RUNTIMES)) for p in modules}
-    assert {name: found for name, found in importing.items() if found} == {}
-    behind = {p.name for p in modules if _reaches_behind(p)}
-    assert behind <= REACHES_BEHIND
+    # Every module of every feature package (they are folders: `features/*.py` alone
+    # would see only their __init__).
+    features = SKALD / "features"
+    modules = {str(p.relative_to(features)): p for p in sorted(features.rglob("*.py"))}
+    assert "inbox/routes.py" in modules
+    assert {name for name, p in modules.items() if _imports_a_runtime(p)} == IMPORTS_A_RUNTIME
+    assert {name for name, p in modules.items() if _reaches_behind(p)} == REACHES_BEHIND
+    assert not _imports_a_runtime(SAMPLE)
     assert not _reaches_behind(SAMPLE)
 
 

@@ -257,6 +257,21 @@ async def test_the_plugins_approval_fact_reaches_the_rules(
     assert decide(at_home, read).__class__.__name__ == "Allow"  # the shipped defaults
 
 
+async def test_the_rules_dry_run_counts_a_plugins_approval_fact(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    # The Approvals page's dry run reads the plugins' facts as the member's gate does.
+    # (A plugin's category is seeded in code: the admin API accepts the built-in ones.)
+    rule = Rule(0, "default", sample_plugin.FACT, None, "deny", 1, "not on the shelf")
+    made = (await runtime.core.registry.save_rule(rule, create=True)).id
+    mum = await signed_in(make_client, "mum")
+    for path, action, rule_id in (("sample/hello.txt", "deny", made), ("~/a.txt", "allow", None)):
+        body = {"group": "default", "tool": "read_file", "arguments": {"path": path}}
+        out = (await mum.call("POST", "/api/approvals/test", json=body)).json()
+        assert out["action"] == action, (path, out)
+        assert rule_id is None or out["rule_id"] == rule_id
+
+
 def test_the_built_in_features_are_plugins_like_any_other() -> None:
     plugins = Plugins.load([MODULE], entry_points=False)
     names = plugins.names()

@@ -162,7 +162,7 @@ async def test_status_names_a_degraded_service_and_its_reason(runtime: Runtime) 
     runtime.services.add(ServiceSpec("broken", broken))
     await asyncio.sleep(0.05)
     services = msgspec.convert(
-        msgspec.to_builtins((await server_status(runtime)).services), list[ServiceInfo]
+        msgspec.to_builtins((await server_status(runtime.server)).services), list[ServiceInfo]
     )
     run = Running(version="x", services=services, degraded=[s.reason for s in services if s.reason])
     line = _services(run)

@@ -1,5 +1,9 @@
 """What the ops channel reports about a running server: accounts, sandboxes and a
-quick integrity check of every database it can read (see `skald/features/ops/routes.py`)."""
+quick integrity check of every database it can read (see `skald/features/ops/routes.py`).
+
+Rule: it reads the server through the `Server` facade, like the ops routes that call it.
+Trap: a locked member's database cannot be checked (no key); it is left out, not failed.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from skald import __version__
+from skald.core.accounts import AccountService
 from skald.core.services import ServiceHealth
 from skald.sandbox.manager import LABEL_INSTANCE, LABEL_USER, SandboxUnavailable
 from skald.store.snapshot import quick_check
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
+    from skald.plugins.facade import Server
 
 __all__ = [
     "DatabaseCheck",
@@ -63,8 +69,8 @@ class Integrity(msgspec.Struct, frozen=True, kw_only=True):
     databases: list[DatabaseCheck]
 
 
-async def _containers(rt: Runtime, names: dict[str, str]) -> list[OpsContainer]:
-    sandbox = rt.sandbox
+async def _containers(server: Server, names: dict[str, str]) -> list[OpsContainer]:
+    sandbox = server.sandbox
     if sandbox is None or sandbox.state != "ok":
         return []
 
@@ -85,46 +91,46 @@ async def _containers(rt: Runtime, names: dict[str, str]) -> list[OpsContainer]:
     ]
 
 
-async def server_status(rt: Runtime) -> OpsStatus:
-    users = await rt.core.registry.list_users()
+async def server_status(server: Server) -> OpsStatus:
+    users = await server.state(AccountService).registry.list_users()
     return OpsStatus(
-        version=rt.version,
-        uptime_s=round(time.time() - rt.started_at, 1),
+        version=__version__,
+        uptime_s=round(time.time() - server.started_at, 1),
         pid=os.getpid(),
-        data_dir=str(rt.core.layout.root),
-        docker=rt.docker_state,
+        data_dir=str(server.layout.root),
+        docker=server.docker_state,
         users=[
             OpsUser(
                 username=u.username,
                 role=u.role,
                 active=u.active,
                 encrypted=u.encrypted,
-                unlocked=rt.core.users.is_unlocked(u.id),
+                unlocked=server.is_unlocked(u.id),
             )
             for u in users
         ],
-        containers=await _containers(rt, {u.id: u.username for u in users}),
-        services=rt.service_health(),
+        containers=await _containers(server, {u.id: u.username for u in users}),
+        services=server.service_health(),
     )
 
 
-async def integrity(rt: Runtime) -> Integrity:
+async def integrity(server: Server) -> Integrity:
     """`PRAGMA quick_check` on the registry and on every unlocked owner database, each on
     its own database thread (a locked one cannot be read without its member's key)."""
     checks = []
     try:
-        ok, detail = await rt.core.registry.db.call(quick_check)
+        ok, detail = await server.db.call(quick_check)
     except Exception as exc:
         ok, detail = False, f"{type(exc).__name__}: {exc}"
     checks.append(DatabaseCheck(name="registry", ok=ok, detail=detail))
-    for user in await rt.core.registry.list_users():
-        if not rt.core.users.is_unlocked(user.id):
+    for user in await server.state(AccountService).registry.list_users():
+        if not server.is_unlocked(user.id):
             continue
-        async with rt.core.users.held(user.id) as held:
-            if held is None:
+        async with server.held_database(user.id) as db:
+            if db is None:
                 continue
             try:
-                ok, detail = await held[0].call(quick_check)
+                ok, detail = await db.call(quick_check)
             except Exception as exc:
                 ok, detail = False, f"{type(exc).__name__}: {exc}"
         checks.append(DatabaseCheck(name=f"owner:{user.username}", ok=ok, detail=detail))

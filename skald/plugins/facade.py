@@ -14,8 +14,9 @@ have not moved onto the facade yet; a plugin reaching for `_live` breaks on any 
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import msgspec
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from skald.agent import ApprovalGate, ChildAgent, ToolContext
     from skald.agent.prompts import AgentDef
+    from skald.agent.tools import Tool
     from skald.config import Config
     from skald.core.conversations import ConversationService
     from skald.core.events import EventHub
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from skald.core.instance import Instance
     from skald.core.llm_service import LlmService
     from skald.core.runtime import Runtime
-    from skald.core.services import ServiceRunner
+    from skald.core.services import ServiceHealth, ServiceRunner
     from skald.core.user_runtime import UserRuntime
     from skald.features.notifications.service import NotificationService
     from skald.files.changes import FileChange
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from skald.quota import Budget, BudgetSource, StorageAccountant
     from skald.sandbox.manager import SandboxManager, SandboxState
     from skald.store.database import Database
+    from skald.store.inbox import InboxItem
     from skald.store.rows import Role, User
     from skald.store.shared_memory import SharedMemoryStore
 
@@ -165,6 +168,25 @@ class Server:
     async def open_member(self, user: User) -> Member:
         return (await self._live.user_runtime(user)).facade
 
+    def is_unlocked(self, user_id: str) -> bool:
+        """Whether the member's data is unlocked now (their key in memory), whether or
+        not their runtime is built yet (`member(user_id)` answers only once it is).
+
+        Trap: true now, maybe not after the next await (a lock, a sign-out); to read
+        their database, hold it with `held_database`."""
+        return self._live.core.users.is_unlocked(user_id)
+
+    @contextlib.asynccontextmanager
+    async def held_database(self, user_id: str) -> AsyncIterator[Database | None]:
+        """The member's open database, held still for the block: nobody unlocks or
+        locks them until it ends. None when they are locked (their file is then
+        quiescent: a copy of its bytes is a consistent one).
+
+        Trap: their sign-in, lock and sign-out wait for the block: keep it to one short
+        job (a check, a copy), and never keep the database past it."""
+        async with self._live.core.users.held(user_id) as held:
+            yield None if held is None else held[0]
+
     @staticmethod
     def can(role: Role, capability: Capability) -> bool:
         return can(role, capability)
@@ -213,6 +235,11 @@ class Server:
     @property
     def started_at(self) -> float:
         return self._live.started_at
+
+    def service_health(self) -> list[ServiceHealth]:
+        """The server's background services, then each unlocked member's (named
+        `<username>/<name>`), as `skald status` lists them."""
+        return self._live.service_health()
 
     def health(self) -> tuple[str, list[str]]:
         """ "ok" or "degraded", with the reasons (services, disk, sandbox)."""
@@ -323,6 +350,16 @@ class Member:
     def sandbox(self) -> SandboxManager | None:
         return self._live.sandbox
 
+    async def inbox(self) -> list[InboxItem]:
+        """What waits for this member in their Inbox, oldest first: approval requests and
+        questions whose call is still open (a settled call's item is never listed).
+
+        Trap: read-only on purpose. A decision goes through
+        `server.conversations.decide(...)` and an answer through the ask tool
+        (`member.state(AskUserTool).answer`): they resume the waiting turn and tell the
+        member's tabs; closing the row alone would leave the turn waiting forever."""
+        return await self._live.inbox.pending()
+
     async def settings(self, section: str, struct: type[S]) -> S:
         """The member's own values of a plugin's member settings section (its struct's
         defaults when they saved none, or saved values it no longer accepts)."""
@@ -331,6 +368,15 @@ class Member:
             return msgspec.convert(saved or {}, type=struct)
         except msgspec.ValidationError:
             return msgspec.convert({}, type=struct)
+
+    def tool_named(self, name: str) -> Tool | None:
+        """One of the member's tools by name, as their default chat agent is offered it
+        (the agent's allow-list applied), or None: what a dry run of the approval rules
+        reads the call's facts from.
+
+        Trap: the tool itself, not a call through the gate: running it here would skip
+        the member's approval rules; read its spec, kind and facts only."""
+        return self._live.tool_named(name)
 
     async def helper(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         return await self._live.child(agent_id, ctx)

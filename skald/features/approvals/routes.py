@@ -1,7 +1,9 @@
 """Approval rules and security groups, and a dry run of the rules (capability `admin.roles`).
 
 The per-call decision route (`POST /api/approvals/{call_id}`) lives with the chat routes;
-the static paths here take precedence over it.
+the static paths here take precedence over it. The handlers see the facade only: the
+rules and groups are the approvals feature's registry tables (`Registry(server.db)`), and
+the dry run reads the caller's tool through `member.tool_named`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from litestar import delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AuthRequest, requires
+from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.approvals.rules import (
     Action,
@@ -24,11 +26,11 @@ from skald.approvals.rules import (
     valid_tool_pattern,
 )
 from skald.core.approvals import facts_of
-from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError, NotFoundError
 from skald.llm.types import ToolCall
 from skald.permissions import ADMIN_ROLES
-from skald.store.registry import SecurityGroup
+from skald.plugins.facade import Member, Server  # Litestar reads the annotations
+from skald.store.registry import Registry, SecurityGroup
 
 ADMIN = [requires(ADMIN_ROLES)]
 GroupName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
@@ -102,6 +104,11 @@ def _out(rule: Rule) -> RuleOut:
     )
 
 
+def _registry(server: Server) -> Registry:
+    # The queries on the approvals feature's registry tables (stateless over the db).
+    return Registry(server.db)
+
+
 def _check(rule: Rule) -> Rule:
     if not valid_tool_pattern(rule.tool_pattern):
         raise InvalidInputError(
@@ -112,17 +119,17 @@ def _check(rule: Rule) -> Rule:
 
 
 @get("/api/approvals/rules", guards=ADMIN)
-async def list_rules(rt: NamedDependency[Runtime]) -> list[RuleOut]:
-    return [_out(r) for r in await rt.core.registry.approval_rules()]
+async def list_rules(server: NamedDependency[Server]) -> list[RuleOut]:
+    return [_out(r) for r in await _registry(server).approval_rules()]
 
 
 @post("/api/approvals/rules", guards=ADMIN, status_code=201, responses=errors(400))
-async def create_rule(data: JSONBody[RuleIn], rt: NamedDependency[Runtime]) -> RuleOut:
+async def create_rule(data: JSONBody[RuleIn], server: NamedDependency[Server]) -> RuleOut:
     rule = Rule(
         0, data.group, data.tool_pattern, data.path_pattern, data.action, data.priority,
         data.description,
     )  # fmt: skip
-    return _out(await rt.core.registry.save_rule(_check(rule), create=True))
+    return _out(await _registry(server).save_rule(_check(rule), create=True))
 
 
 def _rule_id(raw: str) -> int:
@@ -133,9 +140,9 @@ def _rule_id(raw: str) -> int:
 
 @patch("/api/approvals/rules/{rule_id:str}", guards=ADMIN, responses=errors(400, 404))
 async def patch_rule(
-    rule_id: FromPath[str], data: JSONBody[RulePatch], rt: NamedDependency[Runtime]
+    rule_id: FromPath[str], data: JSONBody[RulePatch], server: NamedDependency[Server]
 ) -> RuleOut:
-    old = await rt.core.registry.get_rule(_rule_id(rule_id))
+    old = await _registry(server).get_rule(_rule_id(rule_id))
     if old is None:
         raise NotFoundError("no such rule")
     rule = Rule(
@@ -147,33 +154,33 @@ async def patch_rule(
         old.priority if data.priority is None else data.priority,
         old.description if data.description is None else data.description,
     )
-    return _out(await rt.core.registry.save_rule(_check(rule), create=False))
+    return _out(await _registry(server).save_rule(_check(rule), create=False))
 
 
 @delete("/api/approvals/rules/{rule_id:str}", guards=ADMIN, status_code=204, responses=errors(404))
-async def delete_rule(rule_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
-    await rt.core.registry.delete_rule(_rule_id(rule_id))
+async def delete_rule(rule_id: FromPath[str], server: NamedDependency[Server]) -> None:
+    await _registry(server).delete_rule(_rule_id(rule_id))
 
 
 @get("/api/approvals/groups", guards=ADMIN)
-async def list_groups(rt: NamedDependency[Runtime]) -> list[SecurityGroup]:
-    return await rt.core.registry.security_groups()
+async def list_groups(server: NamedDependency[Server]) -> list[SecurityGroup]:
+    return await _registry(server).security_groups()
 
 
 @post("/api/approvals/groups", guards=ADMIN, status_code=201, responses=errors(409))
-async def create_group(data: JSONBody[GroupIn], rt: NamedDependency[Runtime]) -> SecurityGroup:
+async def create_group(data: JSONBody[GroupIn], server: NamedDependency[Server]) -> SecurityGroup:
     group = SecurityGroup(
         name=data.name, display_name=data.display_name, description=data.description
     )
-    await rt.core.registry.save_group(group, create=True)
+    await _registry(server).save_group(group, create=True)
     return group
 
 
 @patch("/api/approvals/groups/{name:str}", guards=ADMIN, responses=errors(404))
 async def patch_group(
-    name: FromPath[str], data: JSONBody[GroupPatch], rt: NamedDependency[Runtime]
+    name: FromPath[str], data: JSONBody[GroupPatch], server: NamedDependency[Server]
 ) -> SecurityGroup:
-    old = next((g for g in await rt.core.registry.security_groups() if g.name == name), None)
+    old = next((g for g in await _registry(server).security_groups() if g.name == name), None)
     if old is None:
         raise NotFoundError(f"no security group named {name!r}")
     group = SecurityGroup(
@@ -181,31 +188,31 @@ async def patch_group(
         display_name=data.display_name or old.display_name,
         description=old.description if data.description is None else data.description,
     )
-    await rt.core.registry.save_group(group, create=False)
+    await _registry(server).save_group(group, create=False)
     return group
 
 
 @delete(
     "/api/approvals/groups/{name:str}", guards=ADMIN, status_code=204, responses=errors(404, 409)
 )
-async def delete_group(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
-    await rt.core.registry.delete_group(name)
+async def delete_group(name: FromPath[str], server: NamedDependency[Server]) -> None:
+    await _registry(server).delete_group(name)
 
 
 @post("/api/approvals/test", guards=ADMIN, status_code=200)
 async def test_rules(
-    data: JSONBody[TestIn], request: AuthRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[TestIn], server: NamedDependency[Server], member: NamedDependency[Member]
 ) -> TestOut:
     """What the rules of `group` would decide for this call (nothing runs)."""
-    mine = await rt.user_runtime(request.user.user)
     call = ToolCall(id="dry-run", name=data.tool, arguments=data.arguments)
-    tool = mine.tool_named(data.tool)
+    tool = member.tool_named(data.tool)
     facts = (
-        facts_of(call, tool, mine.gate.extra_facts)
+        # The plugins' facts, as the member's gate adds them (`DefaultGate.extra_facts`).
+        facts_of(call, tool, server.plugins.approval_facts)
         if tool is not None
         else CallFacts(data.tool, frozenset(), normalise_path(data.arguments.get("path")))
     )
-    verdict = evaluate(await rt.core.registry.approval_rules(data.group), data.group, facts)
+    verdict = evaluate(await _registry(server).approval_rules(data.group), data.group, facts)
     return TestOut(action=verdict.action, rule_id=verdict.rule_id, explanation=verdict.explanation)
 
 

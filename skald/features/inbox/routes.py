@@ -1,7 +1,9 @@
 """The Inbox: approval requests (and questions) waiting for the caller (capability `inbox`).
 
 Everything resolves in the caller's own owner database: another member's item is simply
-not found.
+not found. The handlers see the facade only (`Server`, `Member`): the caller's pending
+items through `member.inbox()`, a decision through the conversation service (it resumes
+the waiting turn), an answer through the ask tool the core keeps in the member's state.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AuthRequest, requires
 from skald.api.openapi import errors
-from skald.core.runtime import Runtime
+from skald.core.ask import AskUserTool
 from skald.permissions import declare
+from skald.plugins.facade import Member, Server  # Litestar reads the annotations
 from skald.store.inbox import InboxItem
 
 INBOX_CAP = declare("inbox", "See and answer approval requests and questions")
@@ -33,38 +36,35 @@ class AnswerIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 @get("/api/inbox", guards=INBOX)
-async def list_inbox(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[InboxItem]:
-    mine = await rt.user_runtime(request.user.user)
-    return await mine.inbox.pending()
+async def list_inbox(member: NamedDependency[Member]) -> list[InboxItem]:
+    return await member.inbox()
 
 
 @post("/api/inbox/{item_id:str}/approve", guards=INBOX, status_code=204, responses=errors(404))
 async def approve(
     item_id: FromPath[str],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     data: JSONBody[ApproveIn | None] = None,
 ) -> None:
     bypass = None if data is None else data.bypass
-    await rt.conversations.decide(request.user.user.id, item_id, True, bypass)
+    await server.conversations.decide(request.user.user.id, item_id, True, bypass)
 
 
 @post("/api/inbox/{item_id:str}/reject", guards=INBOX, status_code=204, responses=errors(404))
 async def reject(
-    item_id: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    item_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> None:
-    await rt.conversations.decide(request.user.user.id, item_id, False)
+    await server.conversations.decide(request.user.user.id, item_id, False)
 
 
 @post("/api/inbox/{item_id:str}/answer", guards=INBOX, status_code=204, responses=errors(400, 404))
 async def answer(
     item_id: FromPath[str],
     data: JSONBody[AnswerIn],
-    request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    member: NamedDependency[Member],
 ) -> None:
-    mine = await rt.user_runtime(request.user.user)
-    await mine.ask.answer(item_id, data.answer)
+    await member.state(AskUserTool).answer(item_id, data.answer)
 
 
 ROUTES = [list_inbox, approve, reject, answer]

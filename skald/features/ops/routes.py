@@ -7,6 +7,9 @@ that does not exist, for every method (`OpsGate`, outside Litestar's router, so 
 even a 405 gives the routes away). A session cookie does not help: these routes take no
 sessions. The routes also carry a guard that refuses any request the gate did not
 approve, in case some spelling of a path reaches the router without passing the gate.
+
+The handlers see the `Server` facade only: the backup runs in the backups feature's
+`BackupScheduler` (its state slot), the accounts through the core's `AccountService`.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from litestar.params import JSONBody
 
 from skald.api.ops_gate import SCOPE_FLAG
 from skald.channels.ops import OPS_PREFIX
-from skald.core.runtime import Runtime
+from skald.core.accounts import AccountService
 from skald.errors import InvalidInputError
-from skald.features.backups.backup import BackupResult, ServerSnapshotter, create_backup
+from skald.features.backups.backup import BackupResult
 from skald.features.backups.scheduler import BackupScheduler, DrillResult
 from skald.log import get_logger
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
+from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.rows import User
 
 log = get_logger("skald.ops")
@@ -51,30 +55,31 @@ class BackupRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 @get("/status")
-async def ops_status(rt: NamedDependency[Runtime]) -> OpsStatus:
-    return await server_status(rt)
+async def ops_status(server: NamedDependency[Server]) -> OpsStatus:
+    return await server_status(server)
 
 
 @get("/integrity")
-async def ops_integrity(rt: NamedDependency[Runtime]) -> Integrity:
-    return await integrity(rt)
+async def ops_integrity(server: NamedDependency[Server]) -> Integrity:
+    return await integrity(server)
 
 
 @post("/backup", status_code=200)
-async def ops_backup(data: JSONBody[BackupRequest], rt: NamedDependency[Runtime]) -> BackupResult:
+async def ops_backup(
+    data: JSONBody[BackupRequest], server: NamedDependency[Server]
+) -> BackupResult:
     out = None
     if data.out is not None:
         out = Path(data.out)
         if not out.is_absolute():
             raise InvalidInputError("out must be an absolute path")
-    async with rt.server.state(BackupScheduler).ops_lock:  # one at a time
-        return await create_backup(rt.core.layout, ServerSnapshotter(rt), quick=data.quick, out=out)
+    return await server.state(BackupScheduler).backup_to(quick=data.quick, out=out)
 
 
 @post("/drill", status_code=200)
-async def ops_drill(rt: NamedDependency[Runtime]) -> DrillResult:
+async def ops_drill(server: NamedDependency[Server]) -> DrillResult:
     """`skald backup --drill` while a server runs: only it holds members' keys."""
-    return await rt.server.state(BackupScheduler).drill_now()
+    return await server.state(BackupScheduler).drill_now()
 
 
 # -- accounts: `skald user deactivate|activate|delete` while a server runs ----------------
@@ -94,26 +99,29 @@ class AccountDone(msgspec.Struct, frozen=True, kw_only=True):
 
 @post("/users/deactivate", status_code=200)
 async def ops_user_deactivate(
-    data: JSONBody[AccountRequest], rt: NamedDependency[Runtime]
+    data: JSONBody[AccountRequest], server: NamedDependency[Server]
 ) -> AccountDone:
-    user = await rt.accounts.find(data.username)
-    return AccountDone(username=user.username, user=await rt.accounts.deactivate(user.id))
+    accounts = server.state(AccountService)
+    user = await accounts.find(data.username)
+    return AccountDone(username=user.username, user=await accounts.deactivate(user.id))
 
 
 @post("/users/activate", status_code=200)
 async def ops_user_activate(
-    data: JSONBody[AccountRequest], rt: NamedDependency[Runtime]
+    data: JSONBody[AccountRequest], server: NamedDependency[Server]
 ) -> AccountDone:
-    user = await rt.accounts.find(data.username)
-    return AccountDone(username=user.username, user=await rt.accounts.activate(user.id))
+    accounts = server.state(AccountService)
+    user = await accounts.find(data.username)
+    return AccountDone(username=user.username, user=await accounts.activate(user.id))
 
 
 @post("/users/delete", status_code=200)
 async def ops_user_delete(
-    data: JSONBody[AccountRequest], rt: NamedDependency[Runtime]
+    data: JSONBody[AccountRequest], server: NamedDependency[Server]
 ) -> AccountDone:
-    user = await rt.accounts.find(data.username)
-    left = await rt.accounts.delete(user.id)
+    accounts = server.state(AccountService)
+    user = await accounts.find(data.username)
+    left = await accounts.delete(user.id)
     return AccountDone(username=user.username, user=None, left=left)
 
 
