@@ -203,10 +203,11 @@ class Installer:
                 retry = [*cmd, "--prefer-online"]
                 code, out = await run_in_group(retry, staging, DEPS_TIMEOUT_S, package_tool_env())
         except (TimeoutError, asyncio.CancelledError):
-            shutil.rmtree(staging, ignore_errors=True)
+            # A half-made node_modules can be thousands of files: removed off the loop.
+            await asyncio.to_thread(shutil.rmtree, staging, ignore_errors=True)
             raise
         if code != 0:
-            shutil.rmtree(staging, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, staging, ignore_errors=True)
             tail = out.decode(errors="replace").strip().splitlines()[-5:]
             raise InstallError(f"installing {kind} dependencies failed: " + " | ".join(tail))
         await asyncio.to_thread(_publish, staging, final)
