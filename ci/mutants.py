@@ -661,7 +661,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "Q3",
         "storage limits",
-        "skald/features/files/routes.py",
+        "skald/api/multipart.py",
         "                budget.check(received)\n",
         "                pass\n",
         ("tests/test_storage_limits.py",),

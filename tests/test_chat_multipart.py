@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 from conftest import Client, MakeClient, add_models, signed_in
@@ -17,14 +19,22 @@ from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401
 from skald.api.app import create_app
 from skald.core.runtime import Runtime
 
+Post = Callable[..., Awaitable[httpx.Response]]
 REPORT = b"%PDF-1.4 the quarterly report: MARKER-7731\n"
 
 
-async def _token(client: Client, *scopes: str) -> str:
-    r = await client.call("POST", "/api/tokens", json={"name": "script", "scopes": list(scopes)})
+async def _script(make_client: MakeClient, member: Client) -> Post:
+    """A script of `member`: a fresh client with one of their API tokens (scope `chat`),
+    no session; its POST sends the token."""
+    r = await member.call("POST", "/api/tokens", json={"name": "script", "scopes": ["chat"]})
     assert r.status_code == 201, r.text
-    token: str = r.json()["token"]
-    return token
+    headers = {"Authorization": f"Bearer {r.json()['token']}"}
+    script = await make_client()
+
+    async def post(path: str, **kwargs: Any) -> httpx.Response:
+        return await script.http.post(path, headers=headers, **kwargs)
+
+    return post
 
 
 def _uploads(runtime: Runtime, user_id: str) -> Path:
@@ -48,11 +58,9 @@ async def test_a_token_sends_a_message_with_two_files_in_one_request(
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["Both read."])
     ada = await signed_in(make_client, "ada")
-    token = await _token(ada, "chat")
-    script = await make_client()
-    r = await script.http.post(
+    post = await _script(make_client, ada)
+    r = await post(
         "/api/chat",
-        headers={"Authorization": f"Bearer {token}"},
         data={"text": "Summarise these"},
         files=[
             ("file", ("report.pdf", REPORT, "application/pdf")),
@@ -163,11 +171,10 @@ async def test_a_bad_form_is_a_clear_400_and_leaves_no_file(
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["must not be asked"])
     ada = await signed_in(make_client, "ada")
-    token = await _token(ada, "chat")
-    script = await make_client()
+    post = await _script(make_client, ada)
     if "files" not in parts:
         parts = {**parts, "files": {"file": ("note.txt", b"n")}}
-    r = await script.http.post("/api/chat", headers={"Authorization": f"Bearer {token}"}, **parts)
+    r = await post("/api/chat", **parts)
     assert r.status_code == 400, r.text
     assert says in r.json()["error"]["message"], r.text
     assert _files_under(_uploads(runtime, household["ada"])) == []
@@ -180,11 +187,9 @@ async def test_a_file_name_with_a_path_lands_in_the_conversations_uploads_only(
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["ok"])
     ada = await signed_in(make_client, "ada")
-    token = await _token(ada, "chat")
-    script = await make_client()
-    r = await script.http.post(
+    post = await _script(make_client, ada)
+    r = await post(
         "/api/chat",
-        headers={"Authorization": f"Bearer {token}"},
         data={"text": "x"},
         files={"file": ("../../../../mum/secret.txt", b"planted", "text/plain")},
     )
@@ -204,12 +209,10 @@ async def test_a_members_token_cannot_post_files_into_another_members_conversati
     ada = await signed_in(make_client, "ada")
     hers = (await ada.call("POST", "/api/chat", json={"text": "hello"})).json()["conversation_id"]
     tim = await signed_in(make_client, "tim")
-    token = await _token(tim, "chat")
-    script = await make_client()
+    post = await _script(make_client, tim)
     for path in ("/api/chat", "/api/chat/stream"):
-        r = await script.http.post(
+        r = await post(
             path,
-            headers={"Authorization": f"Bearer {token}"},
             data={"conversation_id": hers, "text": "I am in"},
             files={"file": ("evil.txt", b"evil", "text/plain")},
         )

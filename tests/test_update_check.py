@@ -15,6 +15,16 @@ from skald.features.usage.updates import CHECK_EVERY_S, RETRY_AFTER_S, UpdateChe
 from skald.ops.install_root import InstallRoot
 
 
+def _release_tree(tmp: Path, **latest: str) -> Path:
+    """The release server's files: each channel's folder (`releases` for stable,
+    `nightly`) with the version its LATEST names."""
+    tree = tmp / "tree"
+    for folder, version in latest.items():
+        (tree / folder).mkdir(parents=True)
+        (tree / folder / "LATEST").write_text(f"{version}\n")
+    return tree
+
+
 def _install(tmp: Path, url: str, version: str = "0.1.0", channel: str = "stable") -> Path:
     root = tmp / "skald-home"
     (root / "releases" / version).mkdir(parents=True)
@@ -40,11 +50,7 @@ async def _line(client: Any) -> dict[str, Any]:
 async def test_admins_see_a_newer_release_from_the_updaters_server_checked_now_and_then(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, tmp_path: Path
 ) -> None:
-    tree = tmp_path / "tree"
-    (tree / "releases").mkdir(parents=True)
-    (tree / "releases" / "LATEST").write_text("0.2.0\n")
-    (tree / "nightly").mkdir()
-    (tree / "nightly" / "LATEST").write_text("0.3.0-nightly.5\n")
+    tree = _release_tree(tmp_path, releases="0.2.0", nightly="0.3.0-nightly.5")
     url, stop = serve_tree(tree)
     try:
         clock = [1000.0]
@@ -80,9 +86,7 @@ async def test_admins_see_a_newer_release_from_the_updaters_server_checked_now_a
 async def test_a_nightly_install_asks_the_nightly_channel(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, tmp_path: Path
 ) -> None:
-    tree = tmp_path / "tree"
-    (tree / "nightly").mkdir(parents=True)
-    (tree / "nightly" / "LATEST").write_text("0.1.1\n")
+    tree = _release_tree(tmp_path, nightly="0.1.1")
     url, stop = serve_tree(tree)
     try:
         _checker(runtime, _install(tmp_path, url, channel="nightly"), [0.0])
@@ -95,9 +99,7 @@ async def test_a_nightly_install_asks_the_nightly_channel(
 async def test_a_source_checkout_or_an_install_without_a_release_server_is_never_checked(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, tmp_path: Path
 ) -> None:
-    tree = tmp_path / "tree"
-    (tree / "releases").mkdir(parents=True)
-    (tree / "releases" / "LATEST").write_text("9.9.9\n")
+    tree = _release_tree(tmp_path, releases="9.9.9")
     url, stop = serve_tree(tree)
     try:
         mum = await signed_in(make_client, "mum")

@@ -19,19 +19,20 @@ import asyncio
 import dataclasses
 import re
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from typing import Annotated, Final
 
 import msgspec
-from multipart import MultipartError, MultipartSegment, ParserLimitReached, PushMultipartParser
+from multipart import MultipartSegment
 
 from skald.api.deps import AuthRequest
 from skald.api.errors import ApiError
 from skald.api.invalid_input import sentence
+from skald.api.multipart import Part, read_multipart
 from skald.core.conversations import ConversationService
 from skald.errors import InvalidInputError, SkaldError
-from skald.features.files.routes import MAX_PARTS, MULTIPART_OVERHEAD, boundary_of
 from skald.files import router as fs
-from skald.files.router import FileEntry, NewFile, Resolved
+from skald.files.router import FileEntry, Resolved
 from skald.quota import Budget
 
 FIELDS: Final = ("text", "conversation_id", "attachments")
@@ -109,69 +110,41 @@ def _convert(body: bytes | dict[str, object]) -> ChatIn:
 
 
 async def _form(request: AuthRequest, rt: Receiver) -> ChatBody:
-    boundary = boundary_of(request.headers.get("content-type", ""))
-    limit_mb = rt.limit_mb
-    limit = limit_mb * 1024 * 1024
     budget = await rt.budget()
     out = ChatBody(data=ChatIn(text=""), budget=budget)
     fields: dict[str, list[str]] = {}
     field: str | None = None
     value = bytearray()
-    current: NewFile | None = None
     conversation_id: str | None = None
-    parser = PushMultipartParser(boundary, max_segment_count=MAX_PARTS)
-    received = 0
     try:
-        try:
-            async for chunk in request.stream():
-                received += len(chunk)
-                if received > limit + MULTIPART_OVERHEAD:
-                    raise ApiError(413, "too_large", f"uploads up to {limit_mb} MiB are accepted")
-                if not chunk:
-                    continue  # an empty chunk would tell the parser the body has ended
-                budget.check(received)
-                for event in parser.parse(chunk):
-                    if isinstance(event, MultipartSegment):
-                        if event.filename is not None:
-                            _file_part(event, out, fields)
-                            if not event.filename:
-                                continue  # a file input left empty: nothing to store
-                            if out.folder is None:
-                                conversation_id = await _conversation(rt, fields)
-                                out.folder = await rt.conversations.attachment_folder(
-                                    rt.me, conversation_id
-                                )
-                            name = fs.upload_name(event.filename)
-                            current = await asyncio.to_thread(NewFile, out.folder, name)
-                        else:
-                            field = _field_part(event, out, fields)
-                            value = bytearray()
-                    elif event is None:
-                        if current is not None:
-                            entry = await asyncio.to_thread(current.commit)
-                            current = None
-                            out.stored.append(entry)
-                            budget.wrote(entry.size)
-                        elif field is not None:
-                            fields.setdefault(field, []).append(_text(field, value))
-                            field = None
-                    elif current is not None:
-                        await asyncio.to_thread(current.write, event)
-                    elif field is not None:
-                        value += event
-                        if len(value) > FIELD_BYTES:
-                            raise InvalidInputError(f"the field {field!r} is too long")
-            try:
-                parser.close()  # raises unless the closing boundary came
-            except MultipartError:
-                raise InvalidInputError("the multipart body ended early") from None
-        except ParserLimitReached as exc:
-            raise InvalidInputError(f"the multipart body is out of bounds: {exc}") from None
-        except MultipartError as exc:
-            raise InvalidInputError(f"malformed multipart body: {exc}") from None
-        finally:
-            if current is not None:
-                await asyncio.to_thread(current.abort)
+        async with aclosing(read_multipart(request, rt.limit_mb, budget)) as events:
+            async for event in events:
+                if isinstance(event, Part):
+                    segment = event.segment
+                    if segment.filename is not None:
+                        _file_part(segment, out, fields)
+                        if not segment.filename:
+                            continue  # a file input left empty: nothing to store
+                        if out.folder is None:
+                            conversation_id = await _conversation(rt, fields)
+                            out.folder = await rt.conversations.attachment_folder(
+                                rt.me, conversation_id
+                            )
+                        await event.save(out.folder, fs.upload_name(segment.filename))
+                    else:
+                        field = _field_part(segment, out, fields)
+                        value = bytearray()
+                elif isinstance(event, FileEntry):
+                    out.stored.append(event)
+                    budget.wrote(event.size)
+                elif event is None:
+                    if field is not None:
+                        fields.setdefault(field, []).append(_text(field, value))
+                        field = None
+                elif field is not None:
+                    value += event
+                    if len(value) > FIELD_BYTES:
+                        raise InvalidInputError(f"the field {field!r} is too long")
         if "text" not in fields:
             raise InvalidInputError("the field 'text' is required")
         body: dict[str, object] = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Generator
+from contextlib import aclosing
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
 
@@ -24,16 +25,10 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromQuery, JSONBody, Parameter
 from litestar.response import Stream
-from multipart import (
-    MultipartError,
-    MultipartSegment,
-    ParserLimitReached,
-    PushMultipartParser,
-    parse_options_header,
-)
 
 from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.errors import ApiError, error_response
+from skald.api.multipart import Part, read_multipart
 from skald.api.openapi import errors
 from skald.api.streaming import BlockingStream
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
@@ -43,7 +38,6 @@ from skald.files.mime import sniff
 from skald.files.router import (
     MAX_PATH_CHARS,
     FileEntry,
-    NewFile,
     PathDeniedError,
     PathRouter,
     Place,
@@ -67,8 +61,6 @@ TextContent = Annotated[str, msgspec.Meta(max_length=9_000_000)]
 
 CHUNK: Final = 64 * 1024
 LIST_LIMIT: Final = 10_000
-MAX_PARTS: Final = 1000  # files and fields in one upload
-MULTIPART_OVERHEAD: Final = 64 * 1024  # boundaries and part headers on top of the data
 NOTE_MIME: Final = "text/markdown"
 
 # Types a browser may render from our own origin. Anything that can run script (HTML,
@@ -425,52 +417,26 @@ async def receive_upload(
     request: AnyRequest, folder: Resolved, limit_mb: int, budget: Budget | None = None
 ) -> list[FileEntry]:
     """Stream a multipart body's `file` parts into `folder`, capped at `limit_mb` MiB,
-    never holding a whole file in memory (also used by the chat's attachments).
-
-    `multipart.PushMultipartParser` is push-style: it holds back only what may be the
-    start of a boundary, so each piece of a part goes to disk as it arrives.
+    never holding a whole file in memory (also used by the chat's attachments); other
+    parts are read and dropped. The reading, its limits and errors are
+    `skald.api.multipart.read_multipart`'s.
 
     `budget`: the member's storage budget, asked about every chunk (bytes received so
-    far): over quota is 413 `quota_exceeded`, a nearly full disk 507 `disk_full`.
+    far): over quota is 413 `quota_exceeded`, a nearly full disk 507 `disk_full`. What
+    was stored counts against it once the body is read (or refused).
     """
-    boundary = boundary_of(request.headers.get("content-type", ""))
-    limit = limit_mb * 1024 * 1024
     written: list[FileEntry] = []
-    parser = PushMultipartParser(boundary, max_segment_count=MAX_PARTS)
-    current: NewFile | None = None
-    received = 0
     try:
-        async for chunk in request.stream():
-            received += len(chunk)
-            if received > limit + MULTIPART_OVERHEAD:
-                raise ApiError(413, "too_large", f"uploads up to {limit_mb} MiB are accepted")
-            if not chunk:
-                continue  # an empty chunk would tell the parser the body has ended
-            if budget is not None:
-                budget.check(received)
-            for event in parser.parse(chunk):
-                if isinstance(event, MultipartSegment):
+        async with aclosing(read_multipart(request, limit_mb, budget)) as events:
+            async for event in events:
+                if isinstance(event, Part):
+                    segment = event.segment
                     # A file input left empty sends `filename=""`: nothing to store.
-                    if event.name == "file" and event.filename:
-                        name = fs.upload_name(event.filename)
-                        current = await asyncio.to_thread(NewFile, folder, name)
-                elif event is None:
-                    if current is not None:
-                        written.append(await asyncio.to_thread(current.commit))
-                        current = None
-                elif current is not None:
-                    await asyncio.to_thread(current.write, event)
-        try:
-            parser.close()  # raises unless the closing boundary came
-        except MultipartError:
-            raise InvalidInputError("the multipart body ended early") from None
-    except ParserLimitReached as exc:
-        raise InvalidInputError(f"the multipart body is out of bounds: {exc}") from None
-    except MultipartError as exc:
-        raise InvalidInputError(f"malformed multipart body: {exc}") from None
+                    if segment.name == "file" and segment.filename:
+                        await event.save(folder, fs.upload_name(segment.filename))
+                elif isinstance(event, FileEntry):
+                    written.append(event)
     finally:
-        if current is not None:
-            await asyncio.to_thread(current.abort)
         if budget is not None:
             budget.wrote(sum(entry.size for entry in written))
     if not written:
@@ -543,19 +509,6 @@ async def download_zip(
         media_type="application/zip",
         headers=_file_headers(f"{name}.zip", True, None),
     )
-
-
-# -- multipart, parsed as it streams ------------------------------------------------------
-
-
-def boundary_of(content_type: str) -> str:
-    kind, options = parse_options_header(content_type)
-    if kind != "multipart/form-data":
-        raise InvalidInputError("send the files as multipart/form-data (field 'file')")
-    boundary = options.get("boundary")
-    if not isinstance(boundary, str) or not 0 < len(boundary) <= 200 or "\n" in boundary:
-        raise InvalidInputError("the multipart body has no valid boundary")
-    return boundary
 
 
 ROUTES = [

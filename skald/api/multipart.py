@@ -1,0 +1,124 @@
+"""Multipart bodies read as they stream: the one reader of `POST /api/file/upload` (and
+the chat's uploads) and of the chat's form (`POST /api/chat` with files).
+
+Rule: `read_multipart` owns what every multipart route must do the same way: the byte
+cap (413 `too_large` past `limit_mb` MiB, plus room for boundaries and part headers),
+the storage budget asked at every chunk (bytes received so far), the parser's refusals
+in words (400), the closing boundary required, and a file part streamed to disk in a
+worker thread once its caller says where (`Part.save`), its temporary file aborted on any
+failure. The caller decides what the parts mean (which are files, where they go, what a
+field may hold) and counts what was stored against the budget (`Budget.wrote`).
+
+`multipart.PushMultipartParser` is push-style: it holds back only what may be the start
+of a boundary, so each piece of a part goes on (to disk, or to the caller) as it arrives.
+
+Trap: an async generator is not closed when the loop reading it stops (an exception in
+the caller's loop, a `break`): its `finally`, which aborts a half-written file, would
+wait for the garbage collector. Read it inside `contextlib.aclosing(...)`. And only the
+parser's errors are translated here: an exception raised in the caller's loop body never
+passes through the reader, so it reaches the client as the caller raised it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Final
+
+from multipart import (
+    MultipartError,
+    MultipartSegment,
+    ParserLimitReached,
+    PushMultipartParser,
+    parse_options_header,
+)
+
+from skald.api.deps import AnyRequest
+from skald.api.errors import ApiError
+from skald.errors import InvalidInputError
+from skald.files.router import FileEntry, NewFile, Resolved
+from skald.quota import Budget
+
+MAX_PARTS: Final = 1000  # files and fields in one upload
+MULTIPART_OVERHEAD: Final = 64 * 1024  # boundaries and part headers on top of the data
+
+
+class Part:
+    """A part's start (its headers in `segment`). Unless `save` is called now, its data
+    comes to the caller as `bytes` events, then `None`."""
+
+    def __init__(self, segment: MultipartSegment) -> None:
+        self.segment = segment
+        self.file: NewFile | None = None
+
+    async def save(self, folder: Resolved, name: str) -> None:
+        """Stream this part into a new file `name` in `folder` (a free name is found
+        as `NewFile` does); its end then comes as the stored `FileEntry`."""
+        if self.file is not None:
+            raise RuntimeError("a part is saved once")
+        self.file = await asyncio.to_thread(NewFile, folder, name)
+
+
+# What the caller sees, in order for each part: a `Part`, then the data of a part not
+# saved (`bytes`), then its end: `None`, or the `FileEntry` of a saved part.
+Event = Part | bytes | FileEntry | None
+
+
+def boundary_of(content_type: str) -> str:
+    kind, options = parse_options_header(content_type)
+    if kind != "multipart/form-data":
+        raise InvalidInputError("send the files as multipart/form-data (field 'file')")
+    boundary = options.get("boundary")
+    if not isinstance(boundary, str) or not 0 < len(boundary) <= 200 or "\n" in boundary:
+        raise InvalidInputError("the multipart body has no valid boundary")
+    return boundary
+
+
+async def read_multipart(
+    request: AnyRequest, limit_mb: int, budget: Budget | None = None
+) -> AsyncGenerator[Event, None]:
+    """The request's multipart body as events (see `Event`), read as it streams.
+
+    `budget`: the member's storage budget, asked about every chunk: over quota is 413
+    `quota_exceeded`, a nearly full disk 507 `disk_full`. Read inside `aclosing`.
+    """
+    boundary = boundary_of(request.headers.get("content-type", ""))
+    limit = limit_mb * 1024 * 1024
+    parser = PushMultipartParser(boundary, max_segment_count=MAX_PARTS)
+    part: Part | None = None
+    received = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit + MULTIPART_OVERHEAD:
+                raise ApiError(413, "too_large", f"uploads up to {limit_mb} MiB are accepted")
+            if not chunk:
+                continue  # an empty chunk would tell the parser the body has ended
+            if budget is not None:
+                budget.check(received)
+            for event in parser.parse(chunk):
+                if isinstance(event, MultipartSegment):
+                    part = Part(event)
+                    yield part
+                elif event is None:
+                    if part is not None and part.file is not None:
+                        entry = await asyncio.to_thread(part.file.commit)
+                        part.file = None
+                        yield entry
+                    else:
+                        yield None
+                elif part is not None and part.file is not None:
+                    await asyncio.to_thread(part.file.write, event)
+                else:
+                    yield event
+        try:
+            parser.close()  # raises unless the closing boundary came
+        except MultipartError:
+            raise InvalidInputError("the multipart body ended early") from None
+    except ParserLimitReached as exc:
+        raise InvalidInputError(f"the multipart body is out of bounds: {exc}") from None
+    except MultipartError as exc:
+        raise InvalidInputError(f"malformed multipart body: {exc}") from None
+    finally:
+        if part is not None and part.file is not None:
+            await asyncio.to_thread(part.file.abort)
