@@ -4,6 +4,7 @@ checks and errors of `POST /api/uploads`, and nothing half-done when refused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -145,6 +146,37 @@ async def test_an_oversized_part_is_413_and_nothing_is_kept_nor_sent(
     )
     assert r.status_code == 200, r.text
     assert _files_under(folder) == ["small.txt"]
+
+
+async def test_two_files_that_fit_the_quota_together_are_taken_and_counted_once(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    """The reader's check counts the bytes received so far, stored files included: a
+    file must not also be counted again once stored (a form near the quota was refused
+    early)."""
+    await add_models(runtime, fake_llm, "model-a")
+    fake_llm.script("model-a", ["Got them."])
+    member = await runtime.core.registry.get_role("member")
+    assert member is not None
+    attributes = msgspec.structs.replace(member.attributes, storage_quota_mb=1)
+    await runtime.core.registry.save_role(
+        msgspec.structs.replace(member, attributes=attributes), create=False
+    )
+    ada = await signed_in(make_client, "ada")
+    uid = household["ada"]
+    before = await asyncio.to_thread(runtime.storage.scan, uid)
+    part = int((1024 * 1024 - before) * 0.45)  # two fit in her room; counted twice, not
+    r = await ada.call(
+        "POST",
+        "/api/chat",
+        data={"text": "two files"},
+        files=[
+            ("file", ("a.bin", os.urandom(part), "application/octet-stream")),
+            ("file", ("b.bin", os.urandom(part), "application/octet-stream")),
+        ],
+    )
+    assert r.status_code == 200, r.text
+    assert runtime.storage.cached_usage(uid) == before + 2 * part
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ from multipart import (
 from skald.api.deps import AnyRequest
 from skald.api.errors import ApiError
 from skald.errors import InvalidInputError
-from skald.files.router import FileEntry, NewFile, Resolved
+from skald.files.router import FileEntry, NewFile, Resolved, upload_name
 from skald.quota import Budget
 
 MAX_PARTS: Final = 1000  # files and fields in one upload
@@ -51,12 +51,14 @@ class Part:
         self.segment = segment
         self.file: NewFile | None = None
 
-    async def save(self, folder: Resolved, name: str) -> None:
-        """Stream this part into a new file `name` in `folder` (a free name is found
-        as `NewFile` does); its end then comes as the stored `FileEntry`."""
+    async def save(self, folder: Resolved, filename: str) -> None:
+        """Stream this part into `folder` under `filename` made safe (`upload_name`; a
+        free name is found as `NewFile` does); its end then comes as the stored
+        `FileEntry`. The name's checks run in the thread too: the first name with an
+        emoji loads the look-alike tables (`files/lookalike.py`)."""
         if self.file is not None:
             raise RuntimeError("a part is saved once")
-        self.file = await asyncio.to_thread(NewFile, folder, name)
+        self.file = await asyncio.to_thread(lambda: NewFile(folder, upload_name(filename)))
 
 
 # What the caller sees, in order for each part: a `Part`, then the data of a part not

@@ -57,7 +57,11 @@ class ChatIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 @dataclasses.dataclass
 class ChatBody:
-    """The parsed request and the files it stored (removed by `discard`)."""
+    """The parsed request and the files it stored (removed by `discard`).
+
+    `budget` is set once the stored files are counted in it (at the body's end, as the
+    uploads do): the reader's per-chunk check already counts them among the bytes
+    received, so counting each file as it is stored would count it twice."""
 
     data: ChatIn
     folder: Resolved | None = None
@@ -111,7 +115,7 @@ def _convert(body: bytes | dict[str, object]) -> ChatIn:
 
 async def _form(request: AuthRequest, rt: Receiver) -> ChatBody:
     budget = await rt.budget()
-    out = ChatBody(data=ChatIn(text=""), budget=budget)
+    out = ChatBody(data=ChatIn(text=""))
     fields: dict[str, list[str]] = {}
     field: str | None = None
     value = bytearray()
@@ -130,13 +134,12 @@ async def _form(request: AuthRequest, rt: Receiver) -> ChatBody:
                             out.folder = await rt.conversations.attachment_folder(
                                 rt.me, conversation_id
                             )
-                        await event.save(out.folder, fs.upload_name(segment.filename))
+                        await event.save(out.folder, segment.filename)
                     else:
                         field = _field_part(segment, out, fields)
                         value = bytearray()
                 elif isinstance(event, FileEntry):
                     out.stored.append(event)
-                    budget.wrote(event.size)
                 elif event is None:
                     if field is not None:
                         fields.setdefault(field, []).append(_text(field, value))
@@ -145,6 +148,8 @@ async def _form(request: AuthRequest, rt: Receiver) -> ChatBody:
                     value += event
                     if len(value) > FIELD_BYTES:
                         raise InvalidInputError(f"the field {field!r} is too long")
+        budget.wrote(sum(entry.size for entry in out.stored))
+        out.budget = budget  # counted: `discard` now gives the room back
         if "text" not in fields:
             raise InvalidInputError("the field 'text' is required")
         body: dict[str, object] = {

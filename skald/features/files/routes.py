@@ -433,7 +433,7 @@ async def receive_upload(
                     segment = event.segment
                     # A file input left empty sends `filename=""`: nothing to store.
                     if segment.name == "file" and segment.filename:
-                        await event.save(folder, fs.upload_name(segment.filename))
+                        await event.save(folder, segment.filename)
                 elif isinstance(event, FileEntry):
                     written.append(event)
     finally:
