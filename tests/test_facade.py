@@ -52,7 +52,6 @@ IMPORTS_A_RUNTIME = {
     "schedule/jobs.py",
     "schedule/notices.py",
     "schedule/remind.py",
-    "schedule/routes.py",
     "schedule/scheduler.py",
     "schedule/tasks.py",
     "schedule/tool.py",

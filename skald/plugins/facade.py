@@ -308,6 +308,20 @@ class Server:
     def works_signed_out(self, user_id: str) -> bool:
         return self._live.kept_keys.is_kept(user_id)
 
+    async def set_works_signed_out(self, user: User, enabled: bool) -> None:
+        """The member's choice "let my assistant work while I'm signed out": on, their
+        data key is sealed on disk under the instance key (their assistant and jobs go
+        on signed out, and after a restart); off, the sealed key leaves the disk before
+        this returns, and their data locks if no session of theirs is left.
+
+        Trap: on refuses an unencrypted member (`InvalidInputError`: theirs already
+        works) and a locked one (`DatabaseClosedError`); the key itself never leaves
+        the core. `works_signed_out` reads a file: call it in a thread."""
+        if enabled:
+            await self._live.keep_key(user)
+        else:
+            await self._live.forget_key(user)
+
     # -- state slots --------------------------------------------------------------------
 
     @overload
