@@ -120,6 +120,23 @@ class AccountService:
         log.info("user created", username=created.user.username, role=role, by=_by(actor))
         return created
 
+    async def admin_exists(self) -> bool:
+        """Whether an active account can manage accounts: first-run setup is over."""
+        return await self.users.admin_exists()
+
+    async def create_first_admin(
+        self, username: str, password: str, display_name: str | None, locale: str | None
+    ) -> CreatedUser:
+        """The household's first administrator, from the setup page: created, not
+        unlocked (signing them in next unlocks and attaches them).
+
+        Trap: it checks neither that no administrator exists nor the setup token: the
+        caller does both first, under the sign-in throttle."""
+        created = await self.users.create(username, password, "admin", display_name)
+        if locale:
+            await self.registry.update_user(created.user.id, locale=locale)
+        return created
+
     # -- changes ------------------------------------------------------------------------
 
     async def update(
@@ -154,6 +171,13 @@ class AccountService:
         if self.live is not None:
             await self.live.account_changed(updated, role_changed=role_changed)
         return updated
+
+    async def change_password(self, username: str, current: str, new: str) -> None:
+        """A member's own change: `current` proves it is them (`AuthenticationError`
+        when wrong); their data key is wrapped again, the data file untouched.
+
+        Trap: no session ends here; the caller signs the member's other sessions out."""
+        await self.users.change_password(username, current, new)
 
     async def _check_role_change(self, user: User, role: str) -> None:
         target = await self.registry.get_role(role)

@@ -87,7 +87,7 @@ class Runtime:
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What the features see of the server (hooks get it, never this object); the
         # services features run for the server, found by type (`server.state(T)`).
-        self.server = Server(self, self.sessions, self.storage_guard, self.accounts)
+        self.server = Server(self, self.sessions, self.storage_guard, self.accounts, self.throttle)
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
         self.conversations = ConversationService(
             layout=core.layout,
@@ -143,6 +143,7 @@ class Runtime:
             if unknown := unknown_placeholders(agent, self.agents_root, known):
                 log.warning("agent uses unknown placeholders", agent=agent.id, names=unknown)
         self.devices = DeviceCookies(await self.sessions.store.device_key())
+        self.server._state.put(self.devices)  # the sign-in route's, like the throttle
         await self.instance.load()
         purged = await self.sessions.store.delete_for_encrypted_users()
         unlocked = await self._unlock_unencrypted()

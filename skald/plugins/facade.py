@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from skald.agent.tools import Tool
     from skald.config import Config
     from skald.core.conversations import ConversationService
-    from skald.core.events import EventHub
+    from skald.core.events import EventHub, RevokeCode
     from skald.core.hub import ChatHub
     from skald.core.instance import Instance
     from skald.core.llm_service import LlmService
@@ -176,6 +176,54 @@ class Server:
         their database, hold it with `held_database`."""
         return self._live.core.users.is_unlocked(user_id)
 
+    async def unlock(self, username: str, password: str) -> User:
+        """Check a member's password and unlock their data: their `Member` is attached
+        (`member(user_id)` answers) when this returns. Returns their row as the check
+        read it; `AuthenticationError` for a wrong name or password.
+
+        Trap: the costly half of a sign-in (a key derivation on the shared pool) with
+        neither throttle nor session: the caller runs it inside the `LoginThrottle`'s
+        attempt and then creates the session (`SessionManager`). Their data key stays in
+        the core."""
+        handle = await self._live.core.users.unlock(username, password)
+        await self._live.attach(handle)
+        return handle.user
+
+    async def sign_out(self, user: User, token_hash: str) -> None:
+        """End one session (`token_hash`): its row is deleted and its open tabs told;
+        an encrypted member's data locks once no session of theirs is left (unless
+        they keep their key for their assistant).
+
+        Trap: their `Member` may be gone when this returns: read nothing of theirs
+        after it."""
+        await self._live.log_out(user, token_hash)
+
+    async def sign_out_everywhere(
+        self, user: User, *, keep: str | None = None, reason: RevokeCode = "signed_out_everywhere"
+    ) -> None:
+        """End every session of the member but `keep` (a token hash), telling their tabs
+        `reason`; their data locks as with `sign_out`.
+
+        Trap: as `sign_out`; and without `keep` the caller's own session ends too."""
+        await self._live.log_out_everywhere(user, keep, reason)
+
+    def setup_token_valid(self, token: str) -> bool:
+        """Whether `token` is the first-run setup token this server printed at start
+        (compared in constant time); False once setup is finished.
+
+        Trap: the token itself is never readable here (only the operator sees it); a
+        wrong one is a guess: the caller counts it against the sign-in throttle."""
+        return self._live.setup_token_valid(token)
+
+    def setup_finished(self) -> None:
+        """Close the browser's setup door for this server's life: the token is
+        forgotten and its file removed (nothing when there is none).
+
+        Trap: only once an administrator exists; nothing opens the door again but a
+        restart with no administrator."""
+        if self._live.setup_token is not None:
+            self._live.setup_finished()
+
     @contextlib.asynccontextmanager
     async def held_database(self, user_id: str) -> AsyncIterator[Database | None]:
         """The member's open database, held still for the block: nobody unlocks or
@@ -259,6 +307,20 @@ class Server:
 
     def works_signed_out(self, user_id: str) -> bool:
         return self._live.kept_keys.is_kept(user_id)
+
+    async def set_works_signed_out(self, user: User, enabled: bool) -> None:
+        """The member's choice "let my assistant work while I'm signed out": on, their
+        data key is sealed on disk under the instance key (their assistant and jobs go
+        on signed out, and after a restart); off, the sealed key leaves the disk before
+        this returns, and their data locks if no session of theirs is left.
+
+        Trap: on refuses an unencrypted member (`InvalidInputError`: theirs already
+        works) and a locked one (`DatabaseClosedError`); the key itself never leaves
+        the core. `works_signed_out` reads a file: call it in a thread."""
+        if enabled:
+            await self._live.keep_key(user)
+        else:
+            await self._live.forget_key(user)
 
     # -- state slots --------------------------------------------------------------------
 

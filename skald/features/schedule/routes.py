@@ -2,7 +2,10 @@
 and the counts and limits admins see (`admin.users`; never a job's content).
 
 Thin: parse, authorise, call `Jobs`/`Scheduler`, serialise. Another member's job id is
-"not found".
+"not found". The handlers see the facade only: the caller as `Member` (the scheduler's
+`*_of` entrances take it), the household through `Server` (the registry's schedule
+counts through `server.db`, accounts through the core's `AccountService`, the "work while
+signed out" key through `server.works_signed_out` / `set_works_signed_out`).
 """
 
 from __future__ import annotations
@@ -17,10 +20,8 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
-from skald.core.runtime import Runtime
-from skald.core.user_runtime import UserRuntime
+from skald.core.accounts import AccountService
 from skald.core.users import ADMIN_USERS
-from skald.errors import NotFoundError
 from skald.features.schedule.jobs import MAX_TITLE, SCHEDULE_USE, JobChange, Jobs, JobSpec, Preview
 from skald.features.schedule.scheduler import Scheduler
 from skald.features.schedule.store import (
@@ -32,6 +33,7 @@ from skald.features.schedule.store import (
     set_min_interval,
 )
 from skald.features.schedule.words import lang_of
+from skald.plugins.facade import Member, Server  # Litestar reads the annotations
 from skald.store.rows import effective_locale
 
 MINE = [requires(SCHEDULE_USE)]
@@ -108,14 +110,13 @@ class LimitsIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     min_interval_s: Annotated[int, msgspec.Meta(ge=1, le=366 * 86_400)] | None = None
 
 
-# The caller's scheduler, runtime and jobs: the `mine` dependency of the member's routes.
-Mine = tuple[Scheduler, UserRuntime, Jobs]
+# The caller's scheduler, facade and jobs: the `mine` dependency of the member's routes.
+Mine = tuple[Scheduler, Member, Jobs]
 
 
-async def _jobs(request: AuthRequest, rt: NamedDependency[Runtime]) -> Mine:
-    scheduler = rt.server.state(Scheduler)
-    member = await rt.user_runtime(request.user.user)
-    return scheduler, member, await scheduler.jobs(member)
+async def _jobs(server: NamedDependency[Server], member: NamedDependency[Member]) -> Mine:
+    scheduler = server.state(Scheduler)
+    return scheduler, member, await scheduler.jobs_of(member)
 
 
 class JobView(Job, frozen=True, kw_only=True):
@@ -124,19 +125,19 @@ class JobView(Job, frozen=True, kw_only=True):
 
 
 @get("/api/schedule/jobs", guards=MINE)
-async def list_jobs(
-    request: AuthRequest, mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
-) -> list[JobView]:
-    _, _, jobs = mine
-    lang = _lang(request, rt)
+async def list_jobs(request: AuthRequest, mine: NamedDependency[Mine]) -> list[JobView]:
+    _, member, jobs = mine
+    lang = _lang(request, member)
     return [
         JobView(**msgspec.structs.asdict(job), when_text=jobs.words(job, lang))
         for job in await jobs.list()
     ]
 
 
-def _lang(request: AuthRequest, rt: Runtime) -> str:
-    return lang_of(effective_locale(request.user.user.locale, rt.instance.current.language))
+def _lang(request: AuthRequest, member: Member) -> str:
+    # The caller's row as this request read it (their facade's is as at their unlock).
+    household = member.server.instance.current.language
+    return lang_of(effective_locale(request.user.user.locale, household))
 
 
 def _title(data: JobIn) -> str:
@@ -151,12 +152,11 @@ async def preview_schedule(
     data: JSONBody[WhenIn],
     request: AuthRequest,
     mine: NamedDependency[Mine],
-    rt: NamedDependency[Runtime],
 ) -> Preview:
     """When a job with this schedule would run (the next 3 runs and a plain sentence,
     in the caller's zone and language), with the checks of creating it: a time in the
     past, a bad cron, an interval under the minimum, the active-jobs limit: 400."""
-    _, _, jobs = mine
+    _, member, jobs = mine
     spec = JobSpec(
         title="-",
         prompt="-",
@@ -168,13 +168,11 @@ async def preview_schedule(
     counted = True
     if data.job_id:
         counted = (await jobs.get(data.job_id)).state != "active"
-    return await jobs.preview(spec, _lang(request, rt), count_limit=counted)
+    return await jobs.preview(spec, _lang(request, member), count_limit=counted)
 
 
 @post("/api/schedule/jobs", guards=MINE, status_code=201, responses=errors(400))
-async def create_job(
-    data: JSONBody[JobIn], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
-) -> Job:
+async def create_job(data: JSONBody[JobIn], mine: NamedDependency[Mine]) -> Job:
     """A job from the Tasks page (a `reminder` notifies its text; a `prompt` is a turn)."""
     _, _, jobs = mine
     return await jobs.create(
@@ -196,7 +194,6 @@ async def change_job(
     job_id: FromPath[str],
     data: JSONBody[JobPatch],
     mine: NamedDependency[Mine],
-    rt: NamedDependency[Runtime],
 ) -> Job:
     _, _, jobs = mine
     job = await jobs.change(
@@ -223,56 +220,48 @@ async def change_job(
 @post(
     "/api/schedule/jobs/{job_id:str}/run", guards=MINE, status_code=202, responses=errors(404, 409)
 )
-async def run_job(
-    job_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
-) -> Run:
+async def run_job(job_id: FromPath[str], mine: NamedDependency[Mine]) -> Run:
     scheduler, member, jobs = mine
-    return await scheduler.run_now(member, await jobs.get(job_id))
+    return await scheduler.run_now_of(member, await jobs.get(job_id))
 
 
 @delete("/api/schedule/jobs/{job_id:str}", guards=MINE, status_code=204, responses=errors(404))
-async def delete_job(
-    job_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
-) -> None:
+async def delete_job(job_id: FromPath[str], mine: NamedDependency[Mine]) -> None:
     _, _, jobs = mine
     await jobs.delete(job_id)
 
 
 @get("/api/schedule/jobs/{job_id:str}/runs", guards=MINE, responses=errors(404))
-async def job_runs(
-    job_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
-) -> list[Run]:
+async def job_runs(job_id: FromPath[str], mine: NamedDependency[Mine]) -> list[Run]:
     _, _, jobs = mine
     await jobs.get(job_id)
     return await jobs.store.runs(job_id)
 
 
 @get("/api/schedule/runs", guards=MINE)
-async def recent_runs(mine: NamedDependency[Mine], rt: NamedDependency[Runtime]) -> list[Run]:
+async def recent_runs(mine: NamedDependency[Mine]) -> list[Run]:
     _, _, jobs = mine
     return await jobs.store.runs(None, limit=50)
 
 
 @get("/api/schedule/tasks", guards=MINE)
-async def list_tasks(mine: NamedDependency[Mine], rt: NamedDependency[Runtime]) -> list[Task]:
+async def list_tasks(mine: NamedDependency[Mine]) -> list[Task]:
     scheduler, member, _ = mine
-    return await scheduler.tasks.recent(member)
+    return await scheduler.tasks_of(member)
 
 
 @post("/api/schedule/tasks/{task_id:str}/cancel", guards=MINE, responses=errors(404))
-async def cancel_task(
-    task_id: FromPath[str], mine: NamedDependency[Mine], rt: NamedDependency[Runtime]
-) -> Task:
+async def cancel_task(task_id: FromPath[str], mine: NamedDependency[Mine]) -> Task:
     scheduler, member, _ = mine
-    return await scheduler.tasks.cancel(member, task_id)
+    return await scheduler.cancel_task_of(member, task_id)
 
 
 @get("/api/admin/schedule", guards=ADMIN)
-async def admin_counts(rt: NamedDependency[Runtime]) -> list[MemberCounts]:
-    db = rt.core.registry.db
+async def admin_counts(server: NamedDependency[Server]) -> list[MemberCounts]:
+    db = server.db
     counts = await all_counts(db)
     out = []
-    for user in await rt.core.registry.list_users():
+    for user in await server.state(AccountService).registry.list_users():
         jobs, active = counts.get(user.id, (0, 0))
         out.append(
             MemberCounts(
@@ -281,7 +270,7 @@ async def admin_counts(rt: NamedDependency[Runtime]) -> list[MemberCounts]:
                 jobs=jobs,
                 active=active,
                 min_interval_s=await get_min_interval(db, user.id),
-                works_signed_out=await asyncio.to_thread(rt.kept_keys.is_kept, user.id),
+                works_signed_out=await asyncio.to_thread(server.works_signed_out, user.id),
             )
         )
     return out
@@ -291,29 +280,25 @@ async def admin_counts(rt: NamedDependency[Runtime]) -> list[MemberCounts]:
     "/api/admin/schedule/{user_id:str}/limits", guards=ADMIN, status_code=204, responses=errors(404)
 )
 async def admin_limits(
-    user_id: FromPath[str], data: JSONBody[LimitsIn], rt: NamedDependency[Runtime]
+    user_id: FromPath[str], data: JSONBody[LimitsIn], server: NamedDependency[Server]
 ) -> None:
-    if await rt.core.registry.get_user(user_id) is None:
-        raise NotFoundError("no such user")
-    await set_min_interval(rt.core.registry.db, user_id, data.min_interval_s)
+    await server.state(AccountService).get(user_id)  # NotFoundError: "no such user"
+    await set_min_interval(server.db, user_id, data.min_interval_s)
 
 
 @get("/api/schedule/keep-key", guards=MINE)
-async def get_keep_key(request: AuthRequest, rt: NamedDependency[Runtime]) -> KeepKey:
+async def get_keep_key(request: AuthRequest, server: NamedDependency[Server]) -> KeepKey:
     user = request.user.user
-    return KeepKey(enabled=await asyncio.to_thread(rt.kept_keys.is_kept, user.id))
+    return KeepKey(enabled=await asyncio.to_thread(server.works_signed_out, user.id))
 
 
 @put("/api/schedule/keep-key", guards=MINE, responses=errors(400))
 async def put_keep_key(
-    data: JSONBody[KeepKey], request: AuthRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[KeepKey], request: AuthRequest, server: NamedDependency[Server]
 ) -> KeepKey:
     user = request.user.user
-    if data.enabled:
-        await rt.keep_key(user)
-    else:
-        await rt.forget_key(user)
-    return KeepKey(enabled=await asyncio.to_thread(rt.kept_keys.is_kept, user.id))
+    await server.set_works_signed_out(user, data.enabled)
+    return KeepKey(enabled=await asyncio.to_thread(server.works_signed_out, user.id))
 
 
 ROUTES = [

@@ -37,7 +37,15 @@ from skald.features.schedule.config import ScheduleConfig
 from skald.features.schedule.cron import Schedule, check_zone
 from skald.features.schedule.jobs import SCHEDULE_USE, Jobs
 from skald.features.schedule.notices import notify
-from skald.features.schedule.store import Job, Run, ScheduleStore, get_min_interval, iso, parse_iso
+from skald.features.schedule.store import (
+    Job,
+    Run,
+    ScheduleStore,
+    Task,
+    get_min_interval,
+    iso,
+    parse_iso,
+)
 from skald.features.schedule.tasks import Tasks
 from skald.log import get_logger
 from skald.permissions import can
@@ -46,6 +54,7 @@ if TYPE_CHECKING:
     from skald.core.runtime import Runtime
     from skald.core.services import ServiceSpec
     from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member
 
 __all__ = ["Scheduler"]
 
@@ -79,6 +88,28 @@ class Scheduler:
     async def jobs(self, member: UserRuntime) -> Jobs:
         floor = await get_min_interval(self.rt.core.registry.db, member.user.id)
         return Jobs(member, self.config, self.rt.core.registry.db, self.clock.now(), floor)
+
+    # -- the Tasks page's entrances: its routes hold the `Member` facade only (issue 21);
+    # the member's live runtime, which the rest of the scheduler still takes, is found here.
+
+    async def _runtime_of(self, member: Member) -> UserRuntime:
+        return await self.rt.user_runtime(member.user)
+
+    async def jobs_of(self, member: Member) -> Jobs:
+        """`jobs` for a caller holding the member's facade."""
+        return await self.jobs(await self._runtime_of(member))
+
+    async def run_now_of(self, member: Member, job: Job) -> Run:
+        """`run_now` for a caller holding the member's facade."""
+        return await self.run_now(await self._runtime_of(member), job)
+
+    async def tasks_of(self, member: Member) -> list[Task]:
+        """The member's recent background tasks (`Tasks.recent`)."""
+        return await self.tasks.recent(await self._runtime_of(member))
+
+    async def cancel_task_of(self, member: Member, task_id: str) -> Task:
+        """`Tasks.cancel` for a caller holding the member's facade."""
+        return await self.tasks.cancel(await self._runtime_of(member), task_id)
 
     async def run_forever(self) -> None:
         # The first look is one tick after the start: by then the members unlocked at
