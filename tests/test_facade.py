@@ -42,7 +42,6 @@ REACHES_BEHIND = {"backups/hooks.py", "connectors/hooks.py", "schedule/hooks.py"
 IMPORTS_A_RUNTIME = {
     "backups/backup.py",
     "backups/scheduler.py",
-    "chat/routes.py",
     "connectors/content.py",
     "connectors/resources.py",
     "connectors/routes.py",

@@ -1,5 +1,6 @@
-"""Multipart bodies read as they stream: the one reader of `POST /api/file/upload` (and
-the chat's uploads) and of the chat's form (`POST /api/chat` with files).
+"""Multipart bodies read as they stream: the one reader of `POST /api/file/upload` and
+the chat's `POST /api/uploads` (both through `receive_upload`, here so that neither
+feature imports the other's routes) and of the chat's form (`POST /api/chat` with files).
 
 Rule: `read_multipart` owns what every multipart route must do the same way: the byte
 cap (413 `too_large` past `limit_mb` MiB, plus room for boundaries and part headers),
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Final
 
 from multipart import (
@@ -124,3 +126,34 @@ async def read_multipart(
     finally:
         if part is not None and part.file is not None:
             await asyncio.to_thread(part.file.abort)
+
+
+async def receive_upload(
+    request: AnyRequest, folder: Resolved, limit_mb: int, budget: Budget | None = None
+) -> list[FileEntry]:
+    """Stream a multipart body's `file` parts into `folder`, capped at `limit_mb` MiB,
+    never holding a whole file in memory (the Files API's uploads and the chat's
+    attachments); other parts are read and dropped. The reading, its limits and errors
+    are `read_multipart`'s.
+
+    `budget`: the member's storage budget, asked about every chunk (bytes received so
+    far): over quota is 413 `quota_exceeded`, a nearly full disk 507 `disk_full`. What
+    was stored counts against it once the body is read (or refused).
+    """
+    written: list[FileEntry] = []
+    try:
+        async with aclosing(read_multipart(request, limit_mb, budget)) as events:
+            async for event in events:
+                if isinstance(event, Part):
+                    segment = event.segment
+                    # A file input left empty sends `filename=""`: nothing to store.
+                    if segment.name == "file" and segment.filename:
+                        await event.save(folder, segment.filename)
+                elif isinstance(event, FileEntry):
+                    written.append(event)
+    finally:
+        if budget is not None:
+            budget.wrote(sum(entry.size for entry in written))
+    if not written:
+        raise InvalidInputError("no file in the upload (send the multipart field 'file')")
+    return written

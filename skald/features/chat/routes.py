@@ -3,7 +3,9 @@
 Thin: parse, authorise (the `chat` guard), call the conversation service
 (`skald/core/conversations.py`) with the caller's user id, serialise. Everything
 resolves in the caller's own runtime and owner database: another member's
-conversation or call id is simply not found.
+conversation or call id is simply not found. The handlers see the facade only
+(`Server`: `conversations`, `budget`, `config`, `fetch`/`open_member`); the upload reader
+is the API's (`skald.api.multipart.receive_upload`, shared with the Files API).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from litestar.response import Stream
 
 from skald.api.deps import AuthRequest, group, requires
+from skald.api.multipart import receive_upload
 from skald.api.openapi import errors
 from skald.core.conversations import (
     VIEW_INPUT_CHARS,
@@ -28,13 +31,12 @@ from skald.core.conversations import (
     CommandResult,
     SecurityGroupView,
 )
-from skald.core.runtime import Runtime
 from skald.core.turn_stream import begin_turn, chat_events
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.chat.form import ChatIn, Receiver, read_body
 from skald.features.chat.openapi import ChatOperation
-from skald.features.files.routes import receive_upload
 from skald.permissions import CHAT as CHAT_USE
+from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
 
 CHAT_CAP = CHAT_USE
@@ -110,16 +112,16 @@ def _me(request: AuthRequest) -> str:
 
 @get("/api/conversations", guards=CHAT)
 async def list_conversations(
-    me: NamedDependency[str], rt: NamedDependency[Runtime]
+    me: NamedDependency[str], server: NamedDependency[Server]
 ) -> list[Conversation]:
-    return await rt.conversations.all(me)
+    return await server.conversations.all(me)
 
 
 @post("/api/conversations", guards=CHAT, status_code=201)
 async def create_conversation(
-    data: JSONBody[ConversationIn], me: NamedDependency[str], rt: NamedDependency[Runtime]
+    data: JSONBody[ConversationIn], me: NamedDependency[str], server: NamedDependency[Server]
 ) -> Conversation:
-    return await rt.conversations.create(me, data.title)
+    return await server.conversations.create(me, data.title)
 
 
 @patch("/api/conversations/{conversation_id:str}", guards=CHAT)
@@ -127,9 +129,9 @@ async def patch_conversation(
     conversation_id: FromPath[str],
     data: JSONBody[ConversationPatch],
     me: NamedDependency[str],
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> Conversation:
-    return await rt.conversations.update(
+    return await server.conversations.update(
         me,
         conversation_id,
         title=data.title,
@@ -141,26 +143,26 @@ async def patch_conversation(
 
 @get("/api/my/security-groups", guards=CHAT)
 async def my_security_groups(
-    me: NamedDependency[str], rt: NamedDependency[Runtime]
+    me: NamedDependency[str], server: NamedDependency[Server]
 ) -> MySecurityGroups:
     return MySecurityGroups(
-        allowed=await rt.conversations.security_groups(me),
-        default=await rt.conversations.default_security_group(me),
+        allowed=await server.conversations.security_groups(me),
+        default=await server.conversations.default_security_group(me),
     )
 
 
 @get("/api/chat/commands", guards=CHAT)
-async def chat_commands(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[CommandInfo]:
+async def chat_commands(request: AuthRequest, server: NamedDependency[Server]) -> list[CommandInfo]:
     """The slash commands the composer recognises (the one list, kept on the server):
     the built-in ones and the features' ones the caller may run."""
-    return rt.conversations.commands(request.user.role)
+    return server.conversations.commands(request.user.role)
 
 
 @get("/api/conversations/{conversation_id:str}/messages", guards=CHAT)
 async def list_messages(
-    conversation_id: FromPath[str], me: NamedDependency[str], rt: NamedDependency[Runtime]
+    conversation_id: FromPath[str], me: NamedDependency[str], server: NamedDependency[Server]
 ) -> list[HistoryItem]:
-    return await rt.conversations.history(me, conversation_id)
+    return await server.conversations.history(me, conversation_id)
 
 
 @post("/api/conversations/{conversation_id:str}/messages", guards=CHAT, status_code=202)
@@ -168,10 +170,10 @@ async def send_message(
     conversation_id: FromPath[str],
     data: JSONBody[MessageIn],
     me: NamedDependency[str],
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> Response[Accepted | CommandResult]:
     view = data.view_context
-    out = await rt.conversations.send(
+    out = await server.conversations.send(
         me,
         conversation_id,
         data.text,
@@ -197,32 +199,32 @@ async def resend_message(
     seq: FromPath[int],
     data: JSONBody[ResendIn],
     me: NamedDependency[str],
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> Accepted:
     """Retry, regenerate or edit: the member's message `seq` is sent again (with `text`,
     edited), and it and everything after it leave the history first."""
     if not 0 <= seq <= MAX_SEQ:
         # No message has it, and SQLite cannot even bind it (an overflow was a 500).
         raise NotFoundError("no such message of yours in this conversation")
-    out = await rt.conversations.resend(me, conversation_id, seq, data.text)
+    out = await server.conversations.resend(me, conversation_id, seq, data.text)
     return Accepted(images_not_seen=out.images_not_seen, videos_not_seen=out.videos_not_seen)
 
 
 @get("/api/chat/search", guards=CHAT)
 async def search_conversations(
     me: NamedDependency[str],
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     q: FromQuery[str] = "",
 ) -> list[SearchHit]:
     """The caller's own conversations whose title or message text has every word of `q`."""
-    return await rt.conversations.search(me, q)
+    return await server.conversations.search(me, q)
 
 
 @post("/api/conversations/{conversation_id:str}/stop", guards=CHAT, status_code=204)
 async def stop(
-    conversation_id: FromPath[str], me: NamedDependency[str], rt: NamedDependency[Runtime]
+    conversation_id: FromPath[str], me: NamedDependency[str], server: NamedDependency[Server]
 ) -> None:
-    await rt.conversations.stop(me, conversation_id)
+    await server.conversations.stop(me, conversation_id)
 
 
 @post("/api/approvals/{call_id:str}", guards=CHAT, status_code=204)
@@ -230,9 +232,9 @@ async def decide(
     call_id: FromPath[str],
     data: JSONBody[ApprovalIn],
     me: NamedDependency[str],
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> None:
-    await rt.conversations.decide(me, call_id, data.decision == "approve")
+    await server.conversations.decide(me, call_id, data.decision == "approve")
 
 
 @post(
@@ -244,14 +246,14 @@ async def decide(
     operation_class=ChatOperation,
 )
 async def chat(
-    request: AuthRequest, me: NamedDependency[str], rt: NamedDependency[Runtime]
+    request: AuthRequest, me: NamedDependency[str], server: NamedDependency[Server]
 ) -> ChatReply:
     """One turn, synchronously: for scripts and `skald chat`. The body is JSON, or
     multipart/form-data with the files in the same request (`file` parts, the limits
     of `POST /api/uploads`). The reply names the files the turn wrote (`files`, fetched
     with `GET /api/file`), from the turn's own finished calls."""
-    service = rt.conversations
-    body = await read_body(request, _receiver(me, rt))
+    service = server.conversations
+    body = await read_body(request, _receiver(me, server))
     data = body.data
     try:
         _attachments_need_a_conversation(data)
@@ -287,17 +289,17 @@ async def chat(
     operation_class=ChatOperation,
 )
 async def chat_stream(
-    request: AuthRequest, me: NamedDependency[str], rt: NamedDependency[Runtime]
+    request: AuthRequest, me: NamedDependency[str], server: NamedDependency[Server]
 ) -> Stream:
     """One turn, streamed (`skald chat --stream`): a conversation is made when none is
     given. The body as `POST /api/chat` takes it (JSON, or multipart with files)."""
-    service = rt.conversations
-    body = await read_body(request, _receiver(me, rt))
+    service = server.conversations
+    body = await read_body(request, _receiver(me, server))
     data = body.data
     try:
         _attachments_need_a_conversation(data)
         cid = data.conversation_id or (await service.create(me)).id
-        member = await rt.server.open_member((await rt.member(me))[0])
+        member = await server.open_member((await server.fetch(me))[0])
         # Sent before the response starts: a refusal is still a clean 4xx.
         begun = await begin_turn(member, cid, data.text, list(data.attachments))
     except BaseException:
@@ -310,10 +312,13 @@ async def chat_stream(
     )
 
 
-def _receiver(me: str, rt: Runtime) -> Receiver:
-    limit_mb = rt.config.assistant.upload_max_mb
+def _receiver(me: str, server: Server) -> Receiver:
+    limit_mb = server.config.assistant.upload_max_mb
     return Receiver(
-        me=me, conversations=rt.conversations, limit_mb=limit_mb, budget=lambda: rt.budget(me)
+        me=me,
+        conversations=server.conversations,
+        limit_mb=limit_mb,
+        budget=lambda: server.budget(me),
     )
 
 
@@ -333,15 +338,15 @@ async def upload(
     conversation_id: FromQuery[str],
     request: AuthRequest,
     me: NamedDependency[str],
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> Attachment:
     """Attach a file to a conversation (multipart field `file`): it lands in the member's
     home under uploads/<conversation>/, through the path router."""
-    folder = await rt.conversations.attachment_folder(me, conversation_id)
-    limit_mb = rt.config.assistant.upload_max_mb
-    entries = await receive_upload(request, folder, limit_mb, await rt.budget(me))
+    folder = await server.conversations.attachment_folder(me, conversation_id)
+    limit_mb = server.config.assistant.upload_max_mb
+    entries = await receive_upload(request, folder, limit_mb, await server.budget(me))
     path = f"uploads/{conversation_id}/{entries[0].name}"
-    return await rt.conversations.attachment(me, conversation_id, path)
+    return await server.conversations.attachment(me, conversation_id, path)
 
 
 ROUTES = [

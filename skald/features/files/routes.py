@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Generator
-from contextlib import aclosing
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
 
@@ -28,7 +27,7 @@ from litestar.response import Stream
 
 from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.errors import ApiError, error_response
-from skald.api.multipart import Part, read_multipart
+from skald.api.multipart import receive_upload
 from skald.api.openapi import errors
 from skald.api.streaming import BlockingStream
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
@@ -47,7 +46,6 @@ from skald.files.router import (
 from skald.files.tools import FILES as FILES_CAP
 from skald.files.tools import write_within as _write_within
 from skald.plugins.facade import Server  # Litestar reads the annotations
-from skald.quota import Budget
 from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY, parse_note_folder, parse_note_path
 from skald.store.notes import NoteInfo
 from skald.store.owner import OwnerStore
@@ -411,37 +409,6 @@ async def upload(
     change = FileChange(mount=folder.mount, paths=names, action="upload")
     await server.files_changed(request.user.user.id, change)
     return Uploaded(files=files)
-
-
-async def receive_upload(
-    request: AnyRequest, folder: Resolved, limit_mb: int, budget: Budget | None = None
-) -> list[FileEntry]:
-    """Stream a multipart body's `file` parts into `folder`, capped at `limit_mb` MiB,
-    never holding a whole file in memory (also used by the chat's attachments); other
-    parts are read and dropped. The reading, its limits and errors are
-    `skald.api.multipart.read_multipart`'s.
-
-    `budget`: the member's storage budget, asked about every chunk (bytes received so
-    far): over quota is 413 `quota_exceeded`, a nearly full disk 507 `disk_full`. What
-    was stored counts against it once the body is read (or refused).
-    """
-    written: list[FileEntry] = []
-    try:
-        async with aclosing(read_multipart(request, limit_mb, budget)) as events:
-            async for event in events:
-                if isinstance(event, Part):
-                    segment = event.segment
-                    # A file input left empty sends `filename=""`: nothing to store.
-                    if segment.name == "file" and segment.filename:
-                        await event.save(folder, segment.filename)
-                elif isinstance(event, FileEntry):
-                    written.append(event)
-    finally:
-        if budget is not None:
-            budget.wrote(sum(entry.size for entry in written))
-    if not written:
-        raise InvalidInputError("no file in the upload (send the multipart field 'file')")
-    return written
 
 
 @patch("/api/file", guards=FILES, exception_handlers=HANDLERS, responses=errors(404, 409))
