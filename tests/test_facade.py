@@ -45,7 +45,6 @@ IMPORTS_A_RUNTIME = {
     "chat/routes.py",
     "connectors/content.py",
     "connectors/resources.py",
-    "connectors/routes.py",
     "connectors/supervisor.py",
     "connectors/tools.py",
     "schedule/asking.py",
