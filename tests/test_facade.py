@@ -44,7 +44,6 @@ IMPORTS_A_RUNTIME = {
     "backups/scheduler.py",
     "connectors/content.py",
     "connectors/resources.py",
-    "connectors/routes.py",
     "connectors/supervisor.py",
     "connectors/tools.py",
     "schedule/asking.py",

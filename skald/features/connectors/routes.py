@@ -6,6 +6,12 @@ Rule: every member route resolves the connector through `Connectors.require_usab
 (another member's or an ungranted connector is "not found", the same answer as a name
 that does not exist), and no answer ever carries a secret value: secrets are listed by
 name only.
+
+The handlers see the facade only: the household through `Server` (the `Connectors` in its
+state, accounts through the core's `AccountService`), the caller's `Member` opened with
+`server.open_member` where their secrets are read or written (after the connector is
+resolved, so an unknown name is 404 before a locked member's 401), and handed to
+`Supervisor.verify` for a check in their container.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from litestar.response import Redirect
 from skald.api.deps import AnyRequest, AuthRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
-from skald.core.runtime import Runtime
+from skald.core.accounts import AccountService
 from skald.errors import ConflictError, InvalidInputError, NotFoundError, SkaldError
 from skald.features.connectors import oauth
 from skald.features.connectors.feed import (
@@ -45,6 +51,7 @@ from skald.files.mime import sniff
 from skald.mcp import McpError, Prompt, Resource, ResourceTemplate
 from skald.mcp.oauth import OAuthError as McpOAuthError
 from skald.mcp.wire import CallToolResult, ImageContent, TextContent
+from skald.plugins.facade import Member, Server  # Litestar reads the annotations
 
 USE = [requires(CONNECTORS_USE)]
 ADMIN = [requires(ADMIN_CONNECTORS)]
@@ -176,8 +183,8 @@ class GrantsOut(msgspec.Struct, frozen=True, kw_only=True):
     users: list[str]
 
 
-def _conn(rt: Runtime) -> Connectors:
-    return require(rt.server)
+def _conn(server: Server) -> Connectors:
+    return require(server)
 
 
 async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> ConnectorOut:
@@ -283,26 +290,26 @@ def _needed_secrets(row: Connector) -> set[str]:
 
 
 @get("/api/connectors", guards=USE)
-async def list_mine(request: AuthRequest, rt: NamedDependency[Runtime]) -> list[ConnectorOut]:
-    c = _conn(rt)
+async def list_mine(request: AuthRequest, server: NamedDependency[Server]) -> list[ConnectorOut]:
+    c = _conn(server)
     p = request.user
     return [await _describe(c, request, row) for row in await c.usable(p.user, p.role)]
 
 
 @get("/api/connectors/{name:str}", guards=USE, responses=errors(404))
 async def get_one(
-    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     return await _describe(c, request, await c.require_usable(p.user, p.role, name))
 
 
 @post("/api/connectors/{name:str}/activate", guards=USE, status_code=200, responses=errors(404))
 async def activate(
-    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     await c.store.set_active(name, p.user.id, True)
@@ -315,11 +322,11 @@ async def activate(
 
 @post("/api/connectors/{name:str}/retry", guards=USE, status_code=200, responses=errors(404, 409))
 async def retry(
-    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
     """Start a failed connector again now (its restart count starts afresh); 409 when it
     is not failed."""
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     if c.supervisor is None or not await c.supervisor.retry(p.user.id, row):
@@ -330,9 +337,9 @@ async def retry(
 
 @post("/api/connectors/{name:str}/deactivate", guards=USE, status_code=200, responses=errors(404))
 async def deactivate(
-    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     await c.deactivate(name, p.user.id)
@@ -344,21 +351,21 @@ async def put_secrets(
     name: FromPath[str],
     data: JSONBody[SecretsIn],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> ConnectorOut:
     """Store the member's secrets for this connector (in their own database); the answer
     names which are set, never a value."""
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     _check_secret_names(row, data)
-    mine = await rt.user_runtime(p.user)
+    mine = await server.open_member(p.user)  # DatabaseClosedError (401): their data is locked
     if row.manifest.get("verify"):
         # A connector that can check its secrets does so first: a refusal keeps nothing.
         ok, message = await _verify(c, mine, row, data)
         if not ok:
             raise VerifyFailed(message)
-    store = c.secrets(mine.handle.db)
+    store = c.secrets(mine.db)
     for key, value in data.values.items():
         await store.put(name, key, value)
     if c.supervisor is not None:
@@ -384,7 +391,7 @@ def _check_secret_names(row: Connector, data: SecretsIn) -> None:
         raise InvalidInputError(f"{row.name} takes no secret named {sorted(unknown)[0]!r}")
 
 
-async def _verify(c: Connectors, mine: Any, row: Connector, data: SecretsIn) -> tuple[bool, str]:
+async def _verify(c: Connectors, mine: Member, row: Connector, data: SecretsIn) -> tuple[bool, str]:
     if c.supervisor is None:
         raise ConflictError("connectors are not running on this server")
     return await c.supervisor.verify(mine, row, dict(data.values))
@@ -400,27 +407,29 @@ async def verify_secrets(
     name: FromPath[str],
     data: JSONBody[SecretsIn],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> VerifyOut:
     """The Test button: the connector's `verify` command with these values, nothing
     stored; 400 when the connector has no check."""
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     _check_secret_names(row, data)
     if not row.manifest.get("verify"):
         raise InvalidInputError(f"{name} has no check to run")
-    ok, message = await _verify(c, await rt.user_runtime(p.user), row, data)
+    ok, message = await _verify(c, await server.open_member(p.user), row, data)
     return VerifyOut(ok=ok, message=message)
 
 
 @delete("/api/connectors/{name:str}/secrets", guards=USE, status_code=204, responses=errors(404))
-async def sign_out(name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]) -> None:
-    c = _conn(rt)
+async def sign_out(
+    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
+) -> None:
+    c = _conn(server)
     p = request.user
     await c.require_usable(p.user, p.role, name)
-    mine = await rt.user_runtime(p.user)
-    await c.secrets(mine.handle.db).delete(name)
+    mine = await server.open_member(p.user)
+    await c.secrets(mine.db).delete(name)
     if c.supervisor is not None:
         await c.supervisor.stop_member(p.user.id, name)
 
@@ -468,8 +477,8 @@ def _device_status(result: CallToolResult) -> DeviceStatusOut:
     )
 
 
-async def _device(rt: Runtime, request: AuthRequest, name: str, tool: str) -> DeviceStatusOut:
-    c = _conn(rt)
+async def _device(server: Server, request: AuthRequest, name: str, tool: str) -> DeviceStatusOut:
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     if row.auth != "qr":
@@ -486,10 +495,10 @@ async def _device(rt: Runtime, request: AuthRequest, name: str, tool: str) -> De
     responses=errors(400, 404, 409),
 )
 async def login_status(
-    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> DeviceStatusOut:
     """Ask the member's instance whether it is signed in; if not, what to scan or enter."""
-    return await _device(rt, request, name, "login_status")
+    return await _device(server, request, name, "login_status")
 
 
 @post(
@@ -499,9 +508,9 @@ async def login_status(
     responses=errors(400, 404, 409),
 )
 async def device_logout(
-    name: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> DeviceStatusOut:
-    return await _device(rt, request, name, "logout")
+    return await _device(server, request, name, "logout")
 
 
 @post(
@@ -515,10 +524,10 @@ async def get_prompt(
     prompt: FromPath[str],
     data: JSONBody[PromptIn],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> PromptTextOut:
     """One of the connector's prompts, filled in, as text for the member's composer."""
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     inst = _running_instance(c, p.user.id, row)
@@ -551,10 +560,10 @@ async def read_resource(
     name: FromPath[str],
     uri: Annotated[str, QueryParameter(max_length=2000)],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> ResourceContentOut:
     """One listed resource of the connector, for the member to look at on the page."""
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
     inst = _running_instance(c, p.user.id, row)
@@ -599,7 +608,7 @@ def _manifest(row: Connector) -> Manifest:
 
 
 async def _begin(
-    c: Connectors, rt: Runtime, request: AuthRequest, row: Connector, popup: bool
+    c: Connectors, server: Server, request: AuthRequest, row: Connector, popup: bool
 ) -> str:
     """Start a sign-in: the URL the member opens (the flow stays on the server)."""
     p = request.user
@@ -610,8 +619,8 @@ async def _begin(
         oc = await oauth.resolve(manifest.auth.oauth, c.providers)
         return c.oauth.start(p.user.id, row.name, oc, _callback_url(request), popup)
     # MCP's own authorization: discovery and registration at the server's URL.
-    mine = await rt.user_runtime(p.user)
-    secrets = c.secrets(mine.handle.db)
+    mine = await server.open_member(p.user)
+    secrets = c.secrets(mine.db)
     flow = oauth.mcp_flow(secrets, row.name, _callback_url(request))
     places = {"DIR": "", "DEPS": "", "HOME": ""}
     url = expand(manifest.url or "", places, await secrets.values(row.name))
@@ -627,17 +636,17 @@ def _callback_url(request: AnyRequest) -> str:
 
 
 async def _finish(
-    rt: Runtime, request: AuthRequest, state: str, code: str, name: str | None = None
+    server: Server, request: AuthRequest, state: str, code: str, name: str | None = None
 ) -> tuple[Connector, oauth.Pending]:
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     pending = c.oauth.take(state, p.user.id)
     if name is not None and pending.connector != name:
         raise NotFoundError("this sign-in belongs to another connector")
     row = await c.require_usable(p.user, p.role, pending.connector)
     tokens = await oauth.exchange(pending, code)
-    mine = await rt.user_runtime(p.user)
-    await oauth.SecretOAuthStore(c.secrets(mine.handle.db), row.name).save_tokens(tokens)
+    mine = await server.open_member(p.user)
+    await oauth.SecretOAuthStore(c.secrets(mine.db), row.name).save_tokens(tokens)
     if c.supervisor is not None:
         await c.supervisor.restart_member(p.user.id, row.name)
     return row, pending
@@ -655,15 +664,15 @@ CALLBACK = "/api/connector-oauth/callback"
 async def oauth_start(
     name: FromPath[str],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     popup: Annotated[bool, QueryParameter(name="popup")] = False,
 ) -> OAuthStartOut:
     """`?popup=true`: the page opened a popup for it; the callback's redirect then asks
     the popup to close itself (its opener lost it: cross-origin-opener-policy)."""
-    c = _conn(rt)
+    c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
-    url = await _begin(c, rt, request, row, popup)
+    url = await _begin(c, server, request, row, popup)
     state = parse_qs(urlsplit(url).query)["state"][0]
     return OAuthStartOut(url=url, state=state)
 
@@ -671,14 +680,14 @@ async def oauth_start(
 @get(CALLBACK, guards=USE, responses=errors(400, 404))
 async def oauth_callback(
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
     flow: Annotated[str, QueryParameter(name="state", max_length=200)] = "",
     code: Annotated[str, QueryParameter(name="code", max_length=4000)] = "",
 ) -> Redirect:
     """The service sends the member's browser here with the code; back to the page."""
     if not flow or not code:
         raise InvalidInputError("the sign-in service sent no code")
-    row, pending = await _finish(rt, request, flow, code)
+    row, pending = await _finish(server, request, flow, code)
     popup = "&popup=1" if pending.popup else ""
     return Redirect(path=f"/#/connectors?signed_in={row.name}{popup}")
 
@@ -690,20 +699,20 @@ async def oauth_code(
     name: FromPath[str],
     data: JSONBody[OAuthCodeIn],
     request: AuthRequest,
-    rt: NamedDependency[Runtime],
+    server: NamedDependency[Server],
 ) -> ConnectorOut:
     """A code pasted back by the member (when the callback cannot reach this server)."""
-    row, _ = await _finish(rt, request, data.state, data.code, name)
-    return await _describe(_conn(rt), request, row)
+    row, _ = await _finish(server, request, data.state, data.code, name)
+    return await _describe(_conn(server), request, row)
 
 
 # -- administrators -----------------------------------------------------------------------
 
 
 @get("/api/marketplace", guards=ADMIN)
-async def marketplace(rt: NamedDependency[Runtime]) -> list[MarketItem]:
+async def marketplace(server: NamedDependency[Server]) -> list[MarketItem]:
     """Every feed's items, in feed order; a name an earlier feed offers is shown refused."""
-    c = _conn(rt)
+    c = _conn(server)
     installed = {row.name: row for row in await c.store.all()}
     out: list[MarketItem] = []
     seen: dict[str, str] = {}
@@ -756,18 +765,18 @@ def _market_item(
 
 @post("/api/marketplace/{folder:str}/install", guards=ADMIN, responses=errors(400, 404, 409))
 async def install(
-    folder: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    folder: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(rt)
+    c = _conn(server)
     row = await c.installer.install(await c.source_of(folder), folder)
     return await _describe(c, request, row)
 
 
 @post("/api/marketplace/{folder:str}/update", guards=ADMIN, responses=errors(400, 404, 409))
 async def update(
-    folder: FromPath[str], request: AuthRequest, rt: NamedDependency[Runtime]
+    folder: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(rt)
+    c = _conn(server)
     row = await c.installer.install(await c.source_of(folder), folder, update=True)
     if c.supervisor is not None:
         await c.supervisor.restart_all(row.name)
@@ -779,21 +788,21 @@ async def update(
 
 @post("/api/connector-items/test", guards=ADMIN, status_code=200, responses=errors(400, 409))
 async def test_item(
-    data: JSONBody[TrialIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[TrialIn], request: AnyRequest, server: NamedDependency[Server]
 ) -> TrialOut:
     """Start the item unsaved with the isolation a real one gets, list its tools, stop it."""
     manifest, files = await build(data.item)
     user = principal_of(request).user
-    return await trial(_conn(rt), user.id, manifest, files, dict(data.secrets))
+    return await trial(_conn(server), user.id, manifest, files, dict(data.secrets))
 
 
 @post("/api/connector-items", guards=ADMIN, status_code=201, responses=errors(400, 409))
 async def add_item(
-    data: JSONBody[OwnIn], request: AnyRequest, rt: NamedDependency[Runtime]
+    data: JSONBody[OwnIn], request: AnyRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
     """Store the item in the household's own feed and install it (a saved item of the same
     name is replaced by its next version, and running instances restart on it)."""
-    c = _conn(rt)
+    c = _conn(server)
     manifest, files = await build(data)
     try:
         source = await c.source_of(data.name)
@@ -812,9 +821,9 @@ async def add_item(
 
 
 @delete("/api/connector-items/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
-async def remove_item(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+async def remove_item(name: FromPath[str], server: NamedDependency[Server]) -> None:
     """Uninstall the item (its instances stop) and drop it from the household's feed."""
-    c = _conn(rt)
+    c = _conn(server)
     if await c.own.get(name) is None:
         raise NotFoundError(f"the household added no connector named {name!r}")
     if await c.store.get(name) is not None:
@@ -825,8 +834,8 @@ async def remove_item(name: FromPath[str], rt: NamedDependency[Runtime]) -> None
 
 
 @delete("/api/connectors/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
-async def uninstall(name: FromPath[str], rt: NamedDependency[Runtime]) -> None:
-    c = _conn(rt)
+async def uninstall(name: FromPath[str], server: NamedDependency[Server]) -> None:
+    c = _conn(server)
     await c.store.require(name)
     if c.supervisor is not None:
         await c.supervisor.stop_all(name)
@@ -844,11 +853,11 @@ class GrantByDefaultIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     responses=errors(400, 404),
 )
 async def set_grant_by_default(
-    name: FromPath[str], data: JSONBody[GrantByDefaultIn], rt: NamedDependency[Runtime]
+    name: FromPath[str], data: JSONBody[GrantByDefaultIn], server: NamedDependency[Server]
 ) -> None:
     """Whether members with auto_grant get it without a grant: for installs and members
     to come (grants already given stay; revoke them one by one)."""
-    await _conn(rt).store.set_grant_by_default(name, data.grant_by_default)
+    await _conn(server).store.set_grant_by_default(name, data.grant_by_default)
 
 
 # -- sign-in providers (issue 29 item 5) --------------------------------------------------
@@ -864,10 +873,10 @@ async def _used_by(c: Connectors) -> dict[str, list[str]]:
 
 
 @get("/api/sign-in-providers", guards=ADMIN)
-async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderOut]:
+async def list_providers(server: NamedDependency[Server]) -> list[ProviderOut]:
     """The household's OAuth clients, and which installed connectors name each (the
     slugs they name without a row are listed too, to be filled in)."""
-    c = _conn(rt)
+    c = _conn(server)
     used = await _used_by(c)
     out = await c.providers.all(used)
     have = {p.slug for p in out}
@@ -891,25 +900,25 @@ async def list_providers(rt: NamedDependency[Runtime]) -> list[ProviderOut]:
 
 @put("/api/sign-in-providers/{slug:str}", guards=ADMIN, responses=errors(400))
 async def put_provider(
-    slug: FromPath[str], data: JSONBody[ProviderIn], rt: NamedDependency[Runtime]
+    slug: FromPath[str], data: JSONBody[ProviderIn], server: NamedDependency[Server]
 ) -> ProviderOut:
     """Create or change a provider; the secret is sealed, and an absent `client_secret`
     keeps the stored one ("" removes it). The answer says `has_secret`, never the value."""
-    c = _conn(rt)
+    c = _conn(server)
     saved = await c.providers.put(slug, data)
     return msgspec.structs.replace(saved, used_by=(await _used_by(c)).get(saved.slug, []))
 
 
 @delete("/api/sign-in-providers/{slug:str}", guards=ADMIN, status_code=204, responses=errors(404))
-async def remove_provider(slug: FromPath[str], rt: NamedDependency[Runtime]) -> None:
+async def remove_provider(slug: FromPath[str], server: NamedDependency[Server]) -> None:
     """Members stay signed in with the tokens they have; a new sign-in or a refresh
     needs the provider again."""
-    await _conn(rt).providers.remove(slug)
+    await _conn(server).providers.remove(slug)
 
 
 @get("/api/connectors/{name:str}/grants", guards=ADMIN, responses=errors(404))
-async def list_grants(name: FromPath[str], rt: NamedDependency[Runtime]) -> GrantsOut:
-    c = _conn(rt)
+async def list_grants(name: FromPath[str], server: NamedDependency[Server]) -> GrantsOut:
+    c = _conn(server)
     await c.store.require(name)
     return GrantsOut(connector=name, users=await c.store.grantees(name))
 
@@ -920,8 +929,10 @@ async def list_grants(name: FromPath[str], rt: NamedDependency[Runtime]) -> Gran
     status_code=204,
     responses=errors(404),
 )
-async def grant(name: FromPath[str], user_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
-    await _conn(rt).store.grant(name, user_id)
+async def grant(
+    name: FromPath[str], user_id: FromPath[str], server: NamedDependency[Server]
+) -> None:
+    await _conn(server).store.grant(name, user_id)
 
 
 @delete(
@@ -930,10 +941,11 @@ async def grant(name: FromPath[str], user_id: FromPath[str], rt: NamedDependency
     status_code=204,
     responses=errors(404),
 )
-async def revoke(name: FromPath[str], user_id: FromPath[str], rt: NamedDependency[Runtime]) -> None:
-    c = _conn(rt)
-    if await rt.core.registry.get_user(user_id) is None:
-        raise NotFoundError("no such user")
+async def revoke(
+    name: FromPath[str], user_id: FromPath[str], server: NamedDependency[Server]
+) -> None:
+    c = _conn(server)
+    await server.state(AccountService).get(user_id)  # NotFoundError: "no such user"
     await c.revoke(name, user_id)
 
 

@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from skald.core.user_runtime import UserRuntime
     from skald.features.connectors.service import Connectors
     from skald.llm.types import ToolSpec
+    from skald.plugins.facade import Member
     from skald.sandbox.manager import SandboxManager
 
 log = get_logger("skald.features.connectors")
@@ -663,7 +664,7 @@ class Supervisor:
         return inst.state, list(inst.specs)
 
     async def verify(
-        self, member: UserRuntime, row: Connector, values: dict[str, str]
+        self, member: Member, row: Connector, values: dict[str, str]
     ) -> tuple[bool, str]:
         """Run the connector's `verify` command with the member's stored secrets and
         `values` (the ones about to be saved) where the connector runs (the member's
@@ -671,7 +672,8 @@ class Supervisor:
 
         The command prints one JSON object `{"ok": bool, "message": str}` on stdout (the
         last such line counts); anything else, a non-zero exit or a timeout is a failure
-        whose message says so. Every text is scrubbed of the secrets it was given."""
+        whose message says so. Every text is scrubbed of the secrets it was given.
+        `member` is the caller's facade: the Connectors page's routes hold no runtime."""
         manifest = msgspec.convert(
             {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
         )
@@ -680,7 +682,7 @@ class Supervisor:
             return True, ""
         if row.install_dir is None:
             raise ConflictError(f"connector '{row.name}' is not installed")
-        stored = await self.connectors.secrets(member.handle.db).values(row.name)
+        stored = await self.connectors.secrets(member.db).values(row.name)
         secrets = {**stored, **values}
         scrub = list(secrets.values())
         checking = msgspec.structs.replace(manifest, command=list(spec.command))
@@ -791,7 +793,7 @@ class Supervisor:
                 secrets=list(secrets.values()),
             )
         assert member is not None
-        return await self._in_container(member, row, manifest, deps_hash, secrets)
+        return await self._in_container(member.facade, row, manifest, deps_hash, secrets)
 
     async def _in_box(
         self, inst: ConnectorInstance, row: Connector, manifest: Manifest, deps_hash: str | None
@@ -816,7 +818,7 @@ class Supervisor:
 
     async def _in_container(
         self,
-        member: UserRuntime,
+        member: Member,
         row: Connector,
         manifest: Manifest,
         deps_hash: str | None,
@@ -827,7 +829,7 @@ class Supervisor:
             raise McpError(
                 f"connector '{row.name}' runs in your sandbox, and sandboxes are off here"
             )
-        user, role = await member.fetch_member()
+        user, role = await member.fetch()
         container = await sandbox.ensure(user, role)
         assert row.install_dir is not None
         # Written by descriptor, never through a link the member put in her home.
