@@ -70,9 +70,9 @@ def create_app(
         plugin_router(pid, prefix, handlers, db)
         for pid, (prefix, handlers) in runtime.plugins.plugin_routes().items()
     ]
-    return Litestar(
+    app = Litestar(
         route_handlers=[
-            *map(document_errors, api),
+            *api,
             *gated,
             translations,
             *static_routers(parts),
@@ -108,6 +108,8 @@ def create_app(
         debug=False,
         logging_config=None,
     )
+    document_errors(app)  # on the registered routes: what each reads from a request
+    return app
 
 
 def create_asgi(

@@ -11,7 +11,6 @@ from litestar.exceptions import PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import Guard
 
-from skald.api.openapi import document_errors
 from skald.api.schemas import Me
 from skald.api.security import SESSION_COOKIE, principal_of
 from skald.config import AuthConfig
@@ -56,10 +55,10 @@ def requires(*capabilities: Capability) -> Guard:
 
 def group(*handlers: BaseRouteHandler, **layer: Any) -> Router:
     """Route handlers that share a layer (`dependencies`, `opt`, `guards`) as one Litestar
-    `Router` at "/": their paths stay whole, and each is documented (`document_errors`)
-    as `create_app` does for a lone handler. Guards that a capability walk must see stay
-    on the handlers (`Requires` is read from `handler.guards`)."""
-    return Router("/", route_handlers=[document_errors(h) for h in handlers], **layer)
+    `Router` at "/": their paths stay whole (`create_app` documents their errors with
+    every other route's). Guards that a capability walk must see stay on the handlers
+    (`Requires` is read from `handler.guards`)."""
+    return Router("/", route_handlers=list(handlers), **layer)
 
 
 def me_of(user: User, role: Role, csrf_token: str, household: str | None = None) -> Me:

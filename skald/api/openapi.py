@@ -5,24 +5,35 @@ document must say so for every status an operation can answer with; otherwise cl
 (and the schema fuzzer in the tests) would expect Litestar's own error shape.
 
 The statuses all routes share follow from how a route is declared, and `document_errors`
-adds them when the app is built: 401 unless the route is public (deny by default), 403
+adds them once the app is built: 401 unless the route is public (deny by default), 403
 for guarded routes and for writes (CSRF token, same-origin check), 400 when the route
 takes input, 404 when its path names something (`/api/users/{user_id}`). The statuses
 only some routes produce (409, 429, a 404 for an id in the body, a 401 from a public
 sign-in) are declared on the route itself with `responses=errors(...)`.
+
+"Takes input" is what Litestar itself parses from the request for the route, and so can
+refuse with a 400: a body (`data`, `body`), a path, query, header or cookie parameter,
+the handler's own or one its dependencies (`Provide`, at any layer) ask for. Litestar's
+model of the route says so once the routes are registered, which is why this runs on the
+built app: an injected parameter (`server`, `member`, `rt`, `me`, ...) is never input,
+whatever its name. Trap: a route that reads the body itself (`request.body()`, a stream,
+a form) takes no input in that sense and declares its 400 with `errors(400)`.
 """
 
 from __future__ import annotations
 
-import inspect
-from copy import copy
+from typing import TYPE_CHECKING
 
 from litestar.handlers import HTTPRouteHandler
-from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.routes import HTTPRoute
 
 from skald.api.schemas import ErrorBody
 from skald.api.security import UNSAFE_METHODS, is_public
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+    from litestar._kwargs import KwargsModel
 
 DESCRIPTIONS = {
     400: "The request is invalid: malformed JSON, a missing, unknown or wrong field, "
@@ -42,11 +53,9 @@ DESCRIPTIONS = {
     507: "The server's disk is nearly full: new writes are refused until space is freed.",
 }
 
-# Parameters filled in by Litestar or our dependencies, not by the caller (`me`, `mine`:
-# the `Provide` dependencies of the chat and schedule route groups).
-_INJECTED = frozenset(
-    {"request", "rt", "socket", "state", "scope", "headers", "cookies", "me", "mine"}
-)
+# The reserved parameters that carry the body (`request`, `state`, `headers`, ... do not:
+# they hand over the connection, and nothing in them is validated).
+BODY_KWARGS = frozenset({"data", "body"})
 
 
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
@@ -59,35 +68,56 @@ def errors(*statuses: int) -> dict[int, ResponseSpec]:
     }
 
 
-def _takes_input(handler: HTTPRouteHandler) -> bool:
-    names = inspect.signature(handler.fn).parameters
-    return any(name not in _INJECTED for name in names)
+def _takes_input(kwargs: KwargsModel) -> bool:
+    """Whether Litestar reads anything from the request for the route (and so may refuse
+    it with a 400); dependencies' own parameters are merged into `kwargs` already."""
+    return bool(
+        kwargs.expected_path_params
+        or kwargs.expected_query_params
+        or kwargs.expected_header_params
+        or kwargs.expected_cookie_params
+        or kwargs.expected_form_data
+        or kwargs.expected_msgpack_data
+        or BODY_KWARGS & kwargs.expected_reserved_kwargs
+    )
 
 
-def shared_statuses(handler: HTTPRouteHandler) -> set[int]:
-    """The error statuses that follow from the route's declaration alone."""
+def shared_statuses(handler: HTTPRouteHandler, *, takes_input: bool, names: bool) -> set[int]:
+    """The error statuses that follow from the route's declaration alone; `takes_input`:
+    Litestar parses something from the request; `names`: the path has a parameter."""
     statuses = set()
     if not is_public(handler):
         statuses.add(401)
     if handler.guards or UNSAFE_METHODS & set(handler.http_methods):
         statuses.add(403)
-    if _takes_input(handler):
+    if takes_input:
         statuses.add(400)
-    if any("{" in path for path in handler.paths):
+    if names:
         statuses.add(404)
     return statuses
 
 
-def document_errors(handler: BaseRouteHandler) -> BaseRouteHandler:
-    """A copy of `handler` whose OpenAPI responses list every error it can answer with.
+def document_errors(app: Litestar) -> None:
+    """List in the OpenAPI responses of every route of `app` (once it is built, before its
+    document is) every error the route can answer with.
 
-    Statuses the route declares itself take precedence over the shared ones.
+    Statuses the route declares itself take precedence over the shared ones. A handler
+    registered on several paths is documented once, with what any of its paths takes.
     """
-    if not isinstance(handler, HTTPRouteHandler):
-        return handler
-    documented = copy(handler)
-    documented.responses = {
-        **errors(*sorted(shared_statuses(handler))),
-        **(handler.responses or {}),
-    }
-    return documented
+    handlers: dict[int, tuple[HTTPRouteHandler, bool, bool]] = {}
+    for route in app.routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        for handler, kwargs in route.route_handler_map.values():
+            _, takes_input, names = handlers.get(id(handler), (handler, False, False))
+            handlers[id(handler)] = (
+                handler,
+                takes_input or _takes_input(kwargs),
+                names or bool(route.path_parameters),
+            )
+    for handler, takes_input, names in handlers.values():
+        if not handler.resolve_include_in_schema():
+            continue
+        shared = shared_statuses(handler, takes_input=takes_input, names=names)
+        # The registered handler is Litestar's copy: the module's handler stays as declared.
+        handler.responses = {**errors(*sorted(shared)), **(handler.responses or {})}

@@ -21,7 +21,6 @@ from litestar.datastructures import CacheControlHeader
 from litestar.exceptions import NotFoundException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 
-from skald.api.openapi import document_errors
 from skald.api.security import principal_of
 from skald.plugins.switches import PLUGIN_MANAGE
 from skald.store.database import Database
@@ -57,7 +56,7 @@ def plugin_router(pid: str, prefix: str, handlers: list[Any], db: Database) -> R
     """The plugin's routes under `prefix` (`/api/plugin/<id>` for a wheel), behind its gate."""
     return Router(
         prefix,
-        route_handlers=[document_errors(h) for h in handlers],
+        route_handlers=handlers,
         guards=[PluginGate(pid, db)],
         cache_control=CacheControlHeader(no_cache=True),
         opt={"plugin": pid},

@@ -31,6 +31,7 @@ from litestar.response import Stream
 from skald.agent.prompts import default_chat_agent
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.errors import EXCEPTION_HANDLERS
+from skald.api.openapi import errors
 from skald.api.schemas import ErrorBody
 from skald.core.turn_stream import Delta, Ended, Progress, run_turn
 from skald.errors import InvalidInputError
@@ -333,6 +334,7 @@ def _closing(ended: Ended, note: str) -> str:
     guards=[requires(CHAT_CAP)],
     status_code=200,
     request_max_body_size=64 * 1024 * 1024,
+    responses=errors(400),  # the body is read here (`_decode`), not by Litestar
 )
 async def chat_completions(request: AuthRequest, server: NamedDependency[Server]) -> Response[Any]:
     req = _decode(await request.body())
