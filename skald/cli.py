@@ -797,15 +797,6 @@ def run_update(args: argparse.Namespace, environ: dict[str, str]) -> int:
     return 1  # not reached
 
 
-def _raise_for_api(r: Any) -> None:
-    if r.status_code >= 400:
-        try:
-            message = r.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = f"HTTP {r.status_code}"
-        raise SkaldError(message)
-
-
 # -- the parser ---------------------------------------------------------------------
 
 

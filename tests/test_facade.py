@@ -173,7 +173,8 @@ def test_no_collaborator_is_patched_onto_an_object_after_construction() -> None:
 
 
 def _public(cls: type) -> set[str]:
-    names = {n for n in vars(cls) if not n.startswith("_")}
+    # Its own and those of its bases (`state` comes from the shared `_Facade`).
+    names = {n for base in cls.__mro__[:-1] for n in vars(base) if not n.startswith("_")}
     # Attributes set in __init__ (`self.server = ...`).
     for node in ast.walk(ast.parse(inspect.getsource(cls.__init__).strip())):
         if (

@@ -19,7 +19,7 @@ import pytest
 from conftest import Client, MakeClient, post_chat, signed_in
 from fake_llm import FakeLLM, Text
 
-import skald.llm.openai_compat as openai_compat
+import skald.llm.wire as wire
 from skald.core.runtime import Runtime
 from skald.store.database import Database
 
@@ -43,7 +43,7 @@ class TripCounter:
         self.at_request: list[Counter[str]] = []
         self.counting: ContextVar[bool] = ContextVar("counting", default=False)
         submit = Database._submit
-        post_stream = openai_compat.post_stream
+        post_stream = wire.post_stream
 
         def counted(db: Database, fn: Any) -> Any:
             if self.counting.get():
@@ -59,7 +59,7 @@ class TripCounter:
                 yield response
 
         monkeypatch.setattr(Database, "_submit", counted)
-        monkeypatch.setattr(openai_compat, "post_stream", noted)
+        monkeypatch.setattr(wire, "post_stream", noted)
 
 
 async def _ada_with_a_model(make_client: MakeClient, fake: FakeLLM) -> Client:

@@ -137,10 +137,23 @@ class FallbackClient:
         self.on_outcome = on_outcome
         self.last_model: ModelRow | None = None
 
-    async def _report(self, outcome: Outcome) -> None:
+    async def _report(
+        self,
+        model: ModelRow,
+        outcome: RequestOutcome,
+        error: LlmError | None,
+        started: float,
+        usage: Usage,
+        sent: Request,
+        text: list[str],
+        calls: list[ToolCall],
+    ) -> None:
         if self.on_outcome is not None:
+            ended = Outcome(
+                model, outcome, error, started, usage, sent, "".join(text), tuple(calls)
+            )
             # Shielded: a stop cancels the reading task, and the record must still land.
-            await asyncio.shield(self.on_outcome(outcome))
+            await asyncio.shield(self.on_outcome(ended))
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         last_error: LlmError | None = None
@@ -167,16 +180,7 @@ class FallbackClient:
                         event = Finished(reason=event.reason, usage=usage)
                         reported = True
                         await self._report(
-                            Outcome(
-                                model,
-                                "finished",
-                                None,
-                                started,
-                                usage,
-                                sent,
-                                "".join(text),
-                                tuple(calls),
-                            )
+                            model, "finished", None, started, usage, sent, text, calls
                         )
                     yield event
                 return
@@ -184,9 +188,7 @@ class FallbackClient:
                 reported = True
                 # Refused before anything came (a bad key, an overload): no work was done.
                 usage = completed(None, sent, "".join(text), calls) if yielded else Usage()
-                await self._report(
-                    Outcome(model, "failed", exc, started, usage, sent, "".join(text), tuple(calls))
-                )
+                await self._report(model, "failed", exc, started, usage, sent, text, calls)
                 # After the answer began, only text may be thrown away: a call may
                 # already be stored and running, and a last candidate has no successor.
                 if not exc.retriable or (yielded and (calls or not following)):
@@ -198,18 +200,7 @@ class FallbackClient:
             finally:
                 if not reported:  # the reader stopped (or something unexpected broke)
                     usage = completed(None, sent, "".join(text), calls)
-                    await self._report(
-                        Outcome(
-                            model,
-                            "stopped",
-                            None,
-                            started,
-                            usage,
-                            sent,
-                            "".join(text),
-                            tuple(calls),
-                        )
-                    )
+                    await self._report(model, "stopped", None, started, usage, sent, text, calls)
             if restart is not None:
                 yield restart  # the reader drops what it has; the next model starts over
         assert last_error is not None

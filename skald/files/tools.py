@@ -816,6 +816,10 @@ _SEARCH_PROPS: Final = {
 }
 
 
+def _max_results(default: int, most: int) -> dict[str, str]:
+    return {"type": "integer", "description": f"Default {default}, at most {most}."}
+
+
 class GrepTool(_Reading):
     path_required = False
     spec = tool_spec(
@@ -838,10 +842,7 @@ class GrepTool(_Reading):
                 "type": "boolean",
                 "description": "Only the paths of matching files.",
             },
-            "max_results": {
-                "type": "integer",
-                "description": (f"Default {GREP_DEFAULT_RESULTS}, at most {GREP_MAX_RESULTS}."),
-            },
+            "max_results": _max_results(GREP_DEFAULT_RESULTS, GREP_MAX_RESULTS),
         },
         ["pattern"],
     )
@@ -990,10 +991,7 @@ class GlobTool(_Reading):
                 "description": "Relative to path, e.g. **/*.md.",
             },
             **_SEARCH_PROPS,
-            "max_results": {
-                "type": "integer",
-                "description": (f"Default {GLOB_DEFAULT_RESULTS}, at most {GLOB_MAX_RESULTS}."),
-            },
+            "max_results": _max_results(GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS),
         },
         ["pattern"],
     )

@@ -32,10 +32,10 @@ from skald.llm.types import (
 )
 from skald.llm.wire import (
     DEFAULT_TIMEOUT,
+    StreamingClient,
     decode_arguments,
     drain,
     iter_sse,
-    post_stream,
     redact,
 )
 
@@ -244,7 +244,7 @@ def wire_body(request: Request) -> dict[str, Any]:
 # -- the client -------------------------------------------------------------------------
 
 
-class AnthropicClient:
+class AnthropicClient(StreamingClient):
     provider_name = "Anthropic"
 
     def __init__(
@@ -255,38 +255,18 @@ class AnthropicClient:
         http: httpx.AsyncClient | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._api_key = api_key or None
-        self._http = http
-        self._owns_http = http is None
-        self._timeout = timeout
+        super().__init__(base_url, api_key, http=http, timeout=timeout)
 
     def __repr__(self) -> str:  # never the key
         return f"AnthropicClient(base_url={self.base_url!r})"
 
-    async def aclose(self) -> None:
-        """Close the HTTP client if this object made it (a shared one belongs to the caller)."""
-        if self._owns_http and self._http is not None:
-            await self._http.aclose()
-            self._http = None
-
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        if self._http is None:
-            self._http = httpx.AsyncClient()
         headers = {"anthropic-version": API_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
-        async with post_stream(
-            self._http,
-            f"{self.base_url}/v1/messages",
-            headers=headers,
-            body=msgspec.json.encode(wire_body(request)),
-            http_timeout=self._timeout,
-            provider=self.provider_name,
-            secrets=(self._api_key,),
-        ) as response:
-            async for event in self._events(response):
-                yield event
+        body = msgspec.json.encode(wire_body(request))
+        async for event in self._post("/v1/messages", headers, body):
+            yield event
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
         tally = _Tally()

@@ -33,10 +33,10 @@ from skald.llm.types import (
 )
 from skald.llm.wire import (
     DEFAULT_TIMEOUT,
+    StreamingClient,
     decode_arguments,
     drain,
     iter_sse,
-    post_stream,
     redact,
 )
 
@@ -237,7 +237,7 @@ def wire_body(request: Request, max_tokens_field: MaxTokensField) -> dict[str, A
 # -- the client -------------------------------------------------------------------------
 
 
-class OpenAICompatClient:
+class OpenAICompatClient(StreamingClient):
     def __init__(
         self,
         base_url: str,
@@ -248,39 +248,18 @@ class OpenAICompatClient:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         max_tokens_field: MaxTokensField = "max_tokens",
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        super().__init__(base_url, api_key, http=http, timeout=timeout)
         self.provider_name = provider_name
-        self._api_key = api_key or None
-        self._http = http
-        self._owns_http = http is None
-        self._timeout = timeout
         self._max_tokens_field = max_tokens_field
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAICompatClient(provider={self.provider_name!r}, base_url={self.base_url!r})"
 
-    async def aclose(self) -> None:
-        """Close the HTTP client if this object made it (a shared one belongs to the caller)."""
-        if self._owns_http and self._http is not None:
-            await self._http.aclose()
-            self._http = None
-
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
-        if self._http is None:
-            self._http = httpx.AsyncClient()
         headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         body = msgspec.json.encode(wire_body(request, self._max_tokens_field))
-        async with post_stream(
-            self._http,
-            f"{self.base_url}/chat/completions",
-            headers=headers,
-            body=body,
-            http_timeout=self._timeout,
-            provider=self.provider_name,
-            secrets=(self._api_key,),
-        ) as response:
-            async for event in self._events(response):
-                yield event
+        async for event in self._post("/chat/completions", headers, body):
+            yield event
 
     async def _events(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
         calls = _CallAssembler()

@@ -22,6 +22,7 @@ import msgspec
 from httpx_sse._decoders import SSEDecoder
 
 from skald.llm.errors import ErrorKind, LlmError, error_for_status
+from skald.llm.types import StreamEvent
 
 # Silence: how long a provider may send nothing (before the first token, or between
 # two) before the request counts as failed. Local models may think for minutes before
@@ -152,6 +153,54 @@ async def post_stream(
         raise LlmError(
             f"{provider}: invalid URL: {exc}", retriable=False, kind="unreachable"
         ) from exc
+
+
+class StreamingClient:
+    """What both provider clients share: the HTTP client (their own, made on first use,
+    or the caller's, which they never close), the key kept out of `repr`, and one
+    streamed POST whose body `_events` parses into typed events."""
+
+    provider_name: str
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        http: httpx.AsyncClient | None,
+        timeout: httpx.Timeout | float,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key or None
+        self._http = http
+        self._owns_http = http is None
+        self._timeout = timeout
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object made it (a shared one belongs to the caller)."""
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def _post(
+        self, path: str, headers: dict[str, str], body: bytes
+    ) -> AsyncIterator[StreamEvent]:
+        if self._http is None:
+            self._http = httpx.AsyncClient()
+        async with post_stream(
+            self._http,
+            f"{self.base_url}{path}",
+            headers=headers,
+            body=body,
+            http_timeout=self._timeout,
+            provider=self.provider_name,
+            secrets=(self._api_key,),
+        ) as response:
+            async for event in self._events(response):
+                yield event
+
+    def _events(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
 
 
 def decode_arguments(text: str) -> dict[str, Any]:

@@ -96,12 +96,26 @@ class StateSlots:
         return self._by_type.get(kind)  # type: ignore[return-value]
 
 
-class Server:
+class _Facade:
+    """What both facades share: their state slots (filled by `Runtime`), found by type."""
+
+    def __init__(self, owner: str) -> None:
+        self._state = StateSlots(owner)
+
+    @overload
+    def state(self, kind: type[T]) -> T: ...
+    @overload
+    def state(self, kind: type[T], default: None) -> T | None: ...
+    def state(self, kind: type[T], default: _Required | None = _REQUIRED) -> T | None:
+        return self._state.get(kind) if default is _REQUIRED else self._state.find(kind)
+
+
+class Server(_Facade):
     """The household as a feature sees it: built once by `Runtime`, handed to hooks."""
 
     def __init__(self, live: Runtime, *kept: object) -> None:
+        super().__init__("server")
         self._live = live
-        self._state = StateSlots("server")
         self._state.fill(kept)  # the core's own services a feature runs (sessions...)
 
     # -- configuration and storage ------------------------------------------------------
@@ -322,24 +336,15 @@ class Server:
         else:
             await self._live.forget_key(user)
 
-    # -- state slots --------------------------------------------------------------------
 
-    @overload
-    def state(self, kind: type[T]) -> T: ...
-    @overload
-    def state(self, kind: type[T], default: None) -> T | None: ...
-    def state(self, kind: type[T], default: _Required | None = _REQUIRED) -> T | None:
-        return self._state.get(kind) if default is _REQUIRED else self._state.find(kind)
-
-
-class Member:
+class Member(_Facade):
     """One unlocked member as a feature sees it: built with their live runtime, lives
     until their data is locked."""
 
     def __init__(self, live: UserRuntime, server: Server) -> None:
+        super().__init__(f"member {live.user.username}")
         self._live = live
         self.server = server
-        self._state = StateSlots(f"member {live.user.username}")
 
     # -- who ----------------------------------------------------------------------------
 
@@ -442,15 +447,6 @@ class Member:
 
     async def helper(self, agent_id: str | None, ctx: ToolContext) -> ChildAgent | None:
         return await self._live.child(agent_id, ctx)
-
-    # -- state slots --------------------------------------------------------------------
-
-    @overload
-    def state(self, kind: type[T]) -> T: ...
-    @overload
-    def state(self, kind: type[T], default: None) -> T | None: ...
-    def state(self, kind: type[T], default: _Required | None = _REQUIRED) -> T | None:
-        return self._state.get(kind) if default is _REQUIRED else self._state.find(kind)
 
 
 # What `Plugins` hands to the member hooks: the facade, also when a caller below the

@@ -354,23 +354,30 @@ class Plugins:
                 known[name] = description
         return known
 
+    async def _awaited(self, hook: str, **kwargs: Any) -> list[Any]:
+        """`_call`'s answers, each awaited when it is awaitable; one a third-party plugin's
+        coroutine raises is skipped (`switches.hook_failed`), a built-in's error raises."""
+        out: list[Any] = []
+        for pid, answer in self._call(hook, **kwargs):
+            try:
+                out.append(await answer if inspect.isawaitable(answer) else answer)
+            except Exception as exc:
+                if not self.third_party(pid):
+                    raise
+                self.switches.hook_failed(pid, hook, exc)
+        return out
+
     async def prompt_blocks(
         self, member: Member | Any, conversation_id: str | None = None
     ) -> dict[str, str]:
         values: dict[str, str] = {}
-        for pid, answer in self._call(
+        blocks: list[Mapping[str, str]] = await self._awaited(
             "skald_prompt_blocks",
             gated=True,
             member=as_member(member),
             conversation_id=conversation_id,
-        ):
-            try:
-                block: Mapping[str, str] = await answer if inspect.isawaitable(answer) else answer
-            except Exception as exc:
-                if not self.third_party(pid):
-                    raise
-                self.switches.hook_failed(pid, "skald_prompt_blocks", exc)
-                continue
+        )
+        for block in blocks:
             values.update(block)
         return values
 
@@ -378,20 +385,14 @@ class Plugins:
         """What the plugins do before a turn runs, merged: system prompt additions and
         message additions in registration order, the first block wins."""
         merged = BeforeTurn()
-        for pid, answer in self._call(
+        answers: list[BeforeTurn] = await self._awaited(
             "skald_before_turn",
             gated=True,
             member=member,
             conversation_id=conversation_id,
             text=text,
-        ):
-            try:
-                got: BeforeTurn = await answer if inspect.isawaitable(answer) else answer
-            except Exception as exc:
-                if not self.third_party(pid):
-                    raise
-                self.switches.hook_failed(pid, "skald_before_turn", exc)
-                continue
+        )
+        for got in answers:
             merged = merged.merge(got)
         return merged
 
@@ -399,20 +400,14 @@ class Plugins:
         """What the plugins do with a finished turn's reply: the last replacement (or
         suppression) wins, attachments add up."""
         merged = AfterTurn()
-        for pid, answer in self._call(
+        answers: list[AfterTurn] = await self._awaited(
             "skald_after_turn",
             gated=True,
             member=member,
             conversation_id=conversation_id,
             reply=reply,
-        ):
-            try:
-                got: AfterTurn = await answer if inspect.isawaitable(answer) else answer
-            except Exception as exc:
-                if not self.third_party(pid):
-                    raise
-                self.switches.hook_failed(pid, "skald_after_turn", exc)
-                continue
+        )
+        for got in answers:
             merged = merged.merge(got)
         return merged
 

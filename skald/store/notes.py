@@ -4,18 +4,20 @@ Both stores have the same shape: a table of Markdown notes keyed by a store-rela
 and an external-content FTS5 index kept in step by triggers. The household table also
 records who last changed each note. These functions run on the database's own thread
 (inside `db.call` / `db.transaction`); the table names come only from the two constants
-below, never from input.
+below, never from input. `NoteQueries` is the awaitable side both stores share.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 import apsw
 import msgspec
 
-from skald.store.database import fetch_all, fetch_one
+from skald.errors import NotFoundError
+from skald.store.database import Database, fetch_all, fetch_one
 
 _IDENT = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -165,3 +167,36 @@ def search(conn: apsw.Connection, t: NoteTables, query: str, limit: int = 20) ->
         (SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS, match, limit),
     )
     return [NoteHit(path=str(r[0]), snippet=str(r[1]), rank=float(r[2])) for r in rows]
+
+
+class NoteQueries:
+    """Reading, deleting, listing and searching one note store of `db`: the member's
+    private notes (`OwnerStore`) or the household's (`SharedMemoryStore`). Each writes
+    with its own `note_put` (the household's records who changed a note)."""
+
+    _tables: ClassVar[NoteTables]
+    _missing: ClassVar[str]  # the not-found message before the path: "no note at"
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def note_get(self, path: str) -> str:
+        content = await self.db.call(lambda c: get(c, self._tables, path))
+        if content is None:
+            raise NotFoundError(f"{self._missing} {path}")
+        return content
+
+    async def note_delete(self, path: str) -> None:
+        def q(c: apsw.Connection) -> None:
+            if not delete(c, self._tables, path):
+                raise NotFoundError(f"{self._missing} {path}")
+
+        await self.db.transaction(q)
+
+    async def note_list(self, prefix: str = "") -> list[NoteInfo]:
+        """Notes whose path starts with `prefix` (plain text, not a pattern), by path."""
+        return await self.db.call(lambda c: list_notes(c, self._tables, prefix))
+
+    async def note_search(self, query: str, limit: int = 20) -> list[NoteHit]:
+        """Full-text search; the query is matched as plain words, never as FTS syntax."""
+        return await self.db.call(lambda c: search(c, self._tables, query, limit))

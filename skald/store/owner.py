@@ -5,22 +5,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import apsw
-
-from skald.errors import NotFoundError
 from skald.store import notes
-from skald.store.database import Database, fetch_one
-from skald.store.notes import PRIVATE_NOTES, NoteHit, NoteInfo
+from skald.store.database import fetch_one
+from skald.store.notes import PRIVATE_NOTES, NoteHit, NoteInfo, NoteQueries
 from skald.store.registry import now_iso
 
 __all__ = ["NoteHit", "NoteInfo", "OwnerStore"]
 
 
-class OwnerStore:
+class OwnerStore(NoteQueries):
     """Queries on one member's owner database."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    _tables = PRIVATE_NOTES
+    _missing = "no note at"
 
     # -- key/value ---------------------------------------------------------------
 
@@ -45,24 +42,3 @@ class OwnerStore:
     async def note_put(self, path: str, content: str) -> None:
         stamp = now_iso()
         await self.db.transaction(lambda c: notes.put(c, PRIVATE_NOTES, path, content, stamp))
-
-    async def note_get(self, path: str) -> str:
-        content = await self.db.call(lambda c: notes.get(c, PRIVATE_NOTES, path))
-        if content is None:
-            raise NotFoundError(f"no note at {path}")
-        return content
-
-    async def note_delete(self, path: str) -> None:
-        def q(c: apsw.Connection) -> None:
-            if not notes.delete(c, PRIVATE_NOTES, path):
-                raise NotFoundError(f"no note at {path}")
-
-        await self.db.transaction(q)
-
-    async def note_list(self, prefix: str = "") -> list[NoteInfo]:
-        """Notes whose path starts with `prefix` (plain text, not a pattern), by path."""
-        return await self.db.call(lambda c: notes.list_notes(c, PRIVATE_NOTES, prefix))
-
-    async def note_search(self, query: str, limit: int = 20) -> list[NoteHit]:
-        """Full-text search; the query is matched as plain words, never as FTS syntax."""
-        return await self.db.call(lambda c: notes.search(c, PRIVATE_NOTES, query, limit))

@@ -124,6 +124,16 @@ class Launch:
     auth: httpx.Auth | None = None
 
 
+def http_launch(manifest: Manifest, install_dir: str, secrets: dict[str, str]) -> Launch:
+    """An http connector's address and headers with its folder and secrets filled in."""
+    places = {"DIR": install_dir, "DEPS": "", "HOME": ""}
+    assert manifest.url is not None
+    return Launch(
+        url=expand(manifest.url, places, secrets),
+        headers={k: expand(v, places, secrets) for k, v in manifest.headers.items()},
+    )
+
+
 @dataclass
 class CallSite:
     """The tool call an instance is serving (where an elicitation goes)."""
@@ -771,29 +781,30 @@ class Supervisor:
             raise McpError(f"connector '{row.name}' is not installed")
         deps_hash = row.manifest.get("_deps_hash")
         if manifest.transport == "http":
-            places = {"DIR": row.install_dir, "DEPS": "", "HOME": ""}
-            assert manifest.url is not None
-            return Launch(
-                url=expand(manifest.url, places, secrets),
-                headers={k: expand(v, places, secrets) for k, v in manifest.headers.items()},
-                secrets=inst.secrets if auth is not None else list(secrets.values()),
-                auth=auth,
-            )
+            launch = http_launch(manifest, row.install_dir, secrets)
+            launch.secrets = inst.secrets if auth is not None else list(secrets.values())
+            launch.auth = auth
+            return launch
         if not inst.owner and not self.connectors.config.household_on_host:
             return await self._in_box(inst, row, manifest, deps_hash)
         if not inst.owner:  # household, on the host by the operator's choice
-            deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else ""
-            places = {"DIR": row.install_dir, "DEPS": deps, "HOME": row.install_dir}
-            env = self.host_env()
-            env.update({k: expand(v, places, secrets) for k, v in manifest.env.items()})
-            return Launch(
-                argv=[expand(a, places, secrets) for a in manifest.command],
-                env=env,
-                cwd=row.install_dir,
-                secrets=list(secrets.values()),
-            )
+            launch = self._on_host(row.install_dir, manifest, deps_hash, secrets)
+            launch.secrets = list(secrets.values())
+            return launch
         assert member is not None
         return await self._in_container(member.facade, row, manifest, deps_hash, secrets)
+
+    def _on_host(
+        self, install_dir: str, manifest: Manifest, deps_hash: str | None, secrets: dict[str, str]
+    ) -> Launch:
+        """A household connector run on the host (the operator's choice): its command and
+        environment with the places and secrets filled in."""
+        deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else ""
+        places = {"DIR": install_dir, "DEPS": deps, "HOME": install_dir}
+        env = self.host_env()
+        env.update({k: expand(v, places, secrets) for k, v in manifest.env.items()})
+        argv = [expand(a, places, secrets) for a in manifest.command]
+        return Launch(argv=argv, env=env, cwd=install_dir)
 
     async def _in_box(
         self, inst: ConnectorInstance, row: Connector, manifest: Manifest, deps_hash: str | None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from skald.errors import ConflictError, InvalidInputError, SkaldError
-from skald.features.connectors.feed import Manifest, expand
+from skald.features.connectors.feed import Manifest
 from skald.features.connectors.install import _write_folder, deps_hash
 from skald.features.connectors.redact import redact
 from skald.features.connectors.store import Connector
@@ -128,29 +128,19 @@ async def _launch(
     given: dict[str, str],
     files: dict[str, bytes],
 ) -> Launch:
-    from skald.features.connectors.supervisor import ConnectorInstance, Launch
+    from skald.features.connectors.supervisor import ConnectorInstance, http_launch
 
     sup = c.supervisor
     assert sup is not None and isinstance(inst, ConnectorInstance) and row.install_dir is not None
     if manifest.transport == "http":
-        places = {"DIR": row.install_dir, "DEPS": "", "HOME": ""}
-        assert manifest.url is not None
-        return Launch(
-            url=expand(manifest.url, places, given),
-            headers={k: expand(v, places, given) for k, v in manifest.headers.items()},
-        )
+        return http_launch(manifest, row.install_dir, given)
     if manifest.dependencies and manifest.scope == "household":
         await c.installer.install_deps_on_host(manifest.dependencies, files)
     if manifest.scope == "personal":
         return await sup._in_container(sup.members[inst.owner].facade, row, manifest, hashed, given)
     if not c.config.household_on_host:
         return await sup._in_box(inst, row, manifest, hashed)
-    deps = str(c.root / "deps" / hashed) if hashed else ""
-    places = {"DIR": row.install_dir, "DEPS": deps, "HOME": row.install_dir}
-    env = sup.host_env()
-    env.update({k: expand(v, places, given) for k, v in manifest.env.items()})
-    argv = [expand(a, places, given) for a in manifest.command]
-    return Launch(argv=argv, env=env, cwd=row.install_dir)
+    return sup._on_host(row.install_dir, manifest, hashed, given)
 
 
 def _transport(launch: Launch) -> Transport:
