@@ -888,8 +888,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "CL6",
         "home writes by descriptor",
         "skald/sandbox/manager.py",
-        '                        os.close(walk.makedirs_at(fd, inner.split("/")))',
-        "                        Path(home.source, inner).mkdir(mode=0o755, parents=True, "
+        '                    os.close(walk.makedirs_at(fd, inner.split("/")))',
+        "                    Path(outer.source, inner).mkdir(mode=0o755, parents=True, "
         "exist_ok=True)",
         HOME_LINKS,
         keyword="mount_point",
@@ -3338,6 +3338,37 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_mounts.py",),
         keyword="keeps_paths_inside",
         why="the file tools write notes into the signpost folder instead of the note store",
+    ),
+    Mutant(
+        "SF13",
+        "shared places: reserved groups",
+        "skald/files/router.py",
+        "        if head in GROUPS:  # never the home's own folder",
+        "        if False:  # never the home's own folder",
+        ("tests/test_shared_folders.py",),
+        keyword="revoking",
+        why="after access is revoked, a write to shared/<slug>/ lands privately in the home",
+    ),
+    Mutant(
+        "SF14",
+        "shared places: reserved groups",
+        "skald/files/homes.py",
+        "                if stat.S_ISDIR(item.st_mode) and len(rel) < keep:",
+        "                if stat.S_ISDIR(item.st_mode) and len(rel) <= keep:",
+        ("tests/test_shared_folders.py",),
+        keyword="own_folder",
+        why="what a home kept in ~/projects/<a>/<b>/ stays out of reach (moves only a level deeper)",
+    ),
+    Mutant(
+        "SF15",
+        "shared places: reserved groups",
+        "skald/sandbox/manager.py",
+        "                            for group in GROUPS\n",
+        "                            for group in ()\n",
+        ("tests/test_shared_folders_docker.py",),
+        keyword="revoking",
+        docker=True,
+        why="a revoked member's command writes ~/shared/<slug>/x into the home (no read-only group)",
     ),
     # -- plugins an administrator manages (issue 27 part 1): prefix PL ---------------------
     Mutant(
