@@ -23,7 +23,7 @@ from skald.config import Config
 from skald.core.runtime import Runtime
 from skald.errors import SkaldError
 from skald.features.backups.restart import RESTART, restore_on_request
-from skald.files.homes import remove_partial_writes
+from skald.files.homes import move_out_of_groups, remove_partial_writes
 from skald.log import get_logger
 from skald.ops.channel import InstanceLock, bind_error, remove_token, write_token
 from skald.paths import DataLayout
@@ -80,6 +80,20 @@ async def _remove_partial_writes(layout: DataLayout, before: float, stop: thread
         log.info("removed partial uploads", count=len(removed), first=removed[0])
 
 
+async def _move_out_of_groups(layout: DataLayout) -> None:
+    # What older versions let land in the homes' `shared`, `projects` and `skills`
+    # folders (reserved now: out of every member's reach) moves to `shared (own)`, …
+    # Before the sandbox watcher looks (it waits for the app): a member's link at
+    # `~/shared` moves away before their sandbox needs the name as a mountpoint.
+    try:
+        moved = await asyncio.to_thread(move_out_of_groups, layout.homes_dir)
+    except Exception as exc:  # best effort: a failure here must not stop the start
+        log.warning("could not sweep the reserved folders of the homes", error=str(exc))
+        return
+    if moved:
+        log.info("moved files out of reserved folders", count=len(moved), first=moved[0])
+
+
 async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_token: str) -> int:
     started = time.time()
     runtime = await Runtime.boot(layout, config, listen=(host, port))
@@ -91,6 +105,7 @@ async def _run(layout: DataLayout, config: Config, host: str, port: int, ops_tok
     except BaseException:
         await runtime.shutdown()
         raise
+    await _move_out_of_groups(layout)
     stop_sweep = threading.Event()  # set at shutdown
     sweep = asyncio.create_task(_remove_partial_writes(layout, started, stop_sweep))
     app = create_asgi(runtime, ops_token=ops_token, catalogues=catalogues)

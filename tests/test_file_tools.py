@@ -162,25 +162,25 @@ async def test_binary_files_are_refused_with_a_note(house: Household) -> None:
 
 async def test_write_and_edit(house: Household) -> None:
     ada = house.ada
-    created = await ada.ok("write_file", path="projects/trip/list.md", content="a\nb\nb\n")
-    assert created.startswith("Created ~/projects/trip/list.md (3 lines")
-    assert (ada.home / "projects" / "trip" / "list.md").read_text() == "a\nb\nb\n"
-    assert (
-        await ada.ok("write_file", path="projects/trip/list.md", content="a\nb\nb\n")
-    ).startswith("Replaced")
+    created = await ada.ok("write_file", path="plans/trip/list.md", content="a\nb\nb\n")
+    assert created.startswith("Created ~/plans/trip/list.md (3 lines")
+    assert (ada.home / "plans" / "trip" / "list.md").read_text() == "a\nb\nb\n"
+    assert (await ada.ok("write_file", path="plans/trip/list.md", content="a\nb\nb\n")).startswith(
+        "Replaced"
+    )
     assert "2 times" in await ada.fails(
-        "edit_file", path="projects/trip/list.md", old_text="b", new_text="c"
+        "edit_file", path="plans/trip/list.md", old_text="b", new_text="c"
     )
     assert "not found" in await ada.fails(
-        "edit_file", path="projects/trip/list.md", old_text="zzz", new_text="c"
+        "edit_file", path="plans/trip/list.md", old_text="zzz", new_text="c"
     )
     edited = await ada.ok(
-        "edit_file", path="projects/trip/list.md", old_text="b\n", new_text="c\n", replace_all=True
+        "edit_file", path="plans/trip/list.md", old_text="b\n", new_text="c\n", replace_all=True
     )
-    assert edited == "Edited ~/projects/trip/list.md: replaced 2 occurrences."
-    assert (ada.home / "projects" / "trip" / "list.md").read_text() == "a\nc\nc\n"
-    await ada.ok("edit_file", path="projects/trip/list.md", old_text="a\n", new_text="")
-    assert (ada.home / "projects" / "trip" / "list.md").read_text() == "c\nc\n"
+    assert edited == "Edited ~/plans/trip/list.md: replaced 2 occurrences."
+    assert (ada.home / "plans" / "trip" / "list.md").read_text() == "a\nc\nc\n"
+    await ada.ok("edit_file", path="plans/trip/list.md", old_text="a\n", new_text="")
+    assert (ada.home / "plans" / "trip" / "list.md").read_text() == "c\nc\n"
     assert "folder" in await ada.fails("write_file", path="notes", content="x")
 
 

@@ -301,24 +301,25 @@ def test_read_list_and_entries(world: World) -> None:
 
 
 def test_home_listing_hides_names_that_route_elsewhere(world: World) -> None:
-    for name in ("docs", "user-memory", "shared-memory"):
+    for name in ("docs", "user-memory", "shared-memory", "shared", "projects", "skills"):
         (world.home / name).mkdir()
         (world.home / name / "x.txt").write_text("shadowed")
     names = [e.name for e in list_dir(world.router.physical("~"))[0]]
     assert "docs" not in names and "user-memory" not in names
+    assert not {"shared", "projects", "skills"} & set(names)
     walked = [i.agent_path for i in walk(world.router.physical("~"))]
     assert not any("shadowed" in p or "/docs/" in p or "memory" in p for p in walked)
 
 
 def test_writes_create_folders_replace_atomically_and_keep_modes(world: World) -> None:
-    found = world.router.writable("projects/new/todo.txt")
+    found = world.router.writable("plans/new/todo.txt")
     entry, created = write_bytes(found, b"one\n")
-    assert created and entry.path == "~/projects/new/todo.txt"
-    assert (world.home / "projects" / "new" / "todo.txt").read_bytes() == b"one\n"
-    (world.home / "projects" / "new" / "todo.txt").chmod(0o600)
+    assert created and entry.path == "~/plans/new/todo.txt"
+    assert (world.home / "plans" / "new" / "todo.txt").read_bytes() == b"one\n"
+    (world.home / "plans" / "new" / "todo.txt").chmod(0o600)
     _, created = write_bytes(found, b"two\n")
     assert not created
-    target = world.home / "projects" / "new" / "todo.txt"
+    target = world.home / "plans" / "new" / "todo.txt"
     assert target.read_bytes() == b"two\n"
     assert target.stat().st_mode & 0o777 == 0o600
     assert not [p for p in target.parent.iterdir() if p.name.startswith(".skald-")]

@@ -223,6 +223,10 @@ def test_a_connector_copy_raced_by_a_swapping_member_never_writes_outside(
 
 def test_a_link_at_the_sandboxs_mount_point_is_refused_not_followed(data: Data) -> None:
     data.plant("docs", "bob-home")
+    # At a group's name (`~/shared`, where the sandbox binds its folder of mountpoints)
+    # a link is moved aside, to `~/shared (own)`, never followed.
+    data.plant("shared", "bob-home")
+    data.plant("projects/bob/secret", "bob-home")
     before = data.outside()
     manager = SandboxManager(
         SandboxConfig(),
@@ -230,6 +234,8 @@ def test_a_link_at_the_sandboxs_mount_point_is_refused_not_followed(data: Data) 
         homes_dir=data.layout.homes_dir,
         docs_dir=data.layout.root.parent / "docs-src",
         members=_no_members,
+        # Skald's own folders of mountpoints, outside the data folder watched here.
+        mountpoints_dir=data.layout.root.parent / "mountpoints",
     )
     try:
         user = SimpleNamespace(id=ALI)
@@ -241,6 +247,11 @@ def test_a_link_at_the_sandboxs_mount_point_is_refused_not_followed(data: Data) 
         (data.home / "sub").symlink_to(data.layout.root)
         manager._prepare_host_dirs(spec)
         assert stat.S_ISDIR((data.home / "docs").lstat().st_mode)
+        for group in ("shared", "projects", "skills"):
+            assert stat.S_ISDIR((data.home / group).lstat().st_mode), group
+        assert (data.home / "shared (own)").is_symlink()
+        assert (data.home / "projects (own)/bob/secret").is_symlink()
+        assert not list((data.home / "shared").iterdir())
     finally:
         manager._pool.shutdown()
         manager.stream_pool.shutdown()

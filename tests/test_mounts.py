@@ -165,11 +165,15 @@ def test_a_list_without_exactly_one_home_is_refused(tmp_path: Path) -> None:
         )  # fmt: skip
         with pytest.raises(ValueError, match="one plain name"):
             check_mounts([home, bad])
-    # A grouped prefix (`shared/photos`) is fine, but never one inside another mount's.
-    grouped = msgspec.structs.replace(shelf, name="g", prefix="s/photos")
-    assert check_mounts([home, grouped])[1].prefix == "s/photos"
-    with pytest.raises(ValueError, match="lies inside it"):
-        check_mounts([home, shelf, grouped])
+    # A grouped prefix is a place of a group (`shared/photos`, `projects/ada/kitchen`):
+    # never another name, never a group's name alone (it is no folder of anyone's).
+    for prefix in ("shared/photos", "projects/ada/kitchen", "skills/mine"):
+        grouped = msgspec.structs.replace(shelf, name="g", prefix=prefix)
+        assert check_mounts([home, grouped])[1].prefix == prefix
+    for prefix in ("s/photos", "shared", "shared/a/b", "projects/ada", "skills"):
+        bad = msgspec.structs.replace(shelf, name="g", prefix=prefix)
+        with pytest.raises(ValueError, match="place of a group"):
+            check_mounts([home, bad])
 
 
 async def test_the_mounts_whose_writes_need_approval_are_those_the_seeded_rules_require(

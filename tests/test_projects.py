@@ -187,3 +187,76 @@ async def test_a_shared_folder_counts_against_the_administrator_who_made_it(
     used = await runtime.storage.usage(household["mum"])
     assert runtime.storage.scan(household["mum"]) >= 300_000 > 0 and used >= 0
     assert runtime.storage.scan(household["ada"]) < 300_000
+
+
+async def test_a_link_into_a_project_the_member_is_not_in_is_refused_by_tools_and_api(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, ada: str
+) -> None:
+    """Links planted (from a sandbox) in Ada's home, in her own project and in a project
+    she is in, each pointing into a project of Mum's that Ada is not in: never followed,
+    by any route, for reading or writing; the ZIPs and grep leave the target out."""
+    from skald.agent.cancel import CancelScope
+    from skald.agent.tools import ToolContext
+
+    projects = runtime.server.state(Projects)
+    root = runtime.core.layout.root / "projects"
+    await projects.create(household["mum"], "Secret")
+    together = await projects.create(household["mum"], "Together")
+    await projects.set_member(together, "ada", "write")
+    await projects.create(ada, "Mine")
+    hidden = root / household["mum"] / "secret"
+    hidden.mkdir(parents=True, exist_ok=True)
+    (hidden / "plan.md").write_text("S3CRET-PLAN")
+    home = runtime.core.layout.home(ada)
+    home.mkdir(parents=True, exist_ok=True)
+    mine = root / ada / "mine"
+    ours = root / household["mum"] / "together"
+    for folder in (mine, ours):
+        folder.mkdir(parents=True, exist_ok=True)
+    (home / "peek").symlink_to(hidden)
+    (home / "peek.md").symlink_to(hidden / "plan.md")
+    (home / "rel").symlink_to(f"../../projects/{household['mum']}/secret")
+    (mine / "to_secret").symlink_to(hidden)
+    (mine / "rel").symlink_to(f"../../{household['mum']}/secret")
+    (ours / "to_secret").symlink_to("../secret")
+    paths = (
+        "peek/plan.md",
+        "peek.md",
+        "~/rel/plan.md",
+        "/home/skald/peek/plan.md",
+        "projects/ada/mine/to_secret/plan.md",
+        "projects/ada/mine/rel/plan.md",
+        "projects/mum/together/to_secret/plan.md",
+        # The project itself, by name: Ada is not in it.
+        "projects/mum/secret/plan.md",
+    )
+    client = await signed_in(make_client, "ada")
+    for path in paths:
+        r = await client.call("GET", f"/api/file?path={path}")
+        assert r.status_code == 403 and "S3CRET" not in r.text, (path, r.status_code)
+        w = await client.call("POST", "/api/file", json={"path": path, "content": "x"})
+        assert w.status_code == 403, (path, w.status_code)
+        folder = path.rsplit("/", 1)[0]
+        if folder.endswith(("peek", "rel", "to_secret", "secret")):
+            d = await client.call("GET", f"/api/files/dir?path={folder}")
+            assert d.status_code == 403 and "plan.md" not in d.text, (folder, d.status_code)
+    for place in ("~", "projects/ada/mine", "projects/mum/together"):
+        z = await client.call("GET", f"/api/files/zip?path={place}")
+        assert z.status_code == 200 and b"S3CRET" not in z.content, place
+    ctx = ToolContext(
+        conversation_id="c", call_id="1", depth=0, cancel=CancelScope(), sink=lambda e: None
+    )
+    tools = {t.name: t for t in runtime.user_runtimes[ada].all_tools()}
+    for path in paths:
+        for name, args in (
+            ("read_file", {"path": path}),
+            ("write_file", {"path": path, "content": "x"}),
+            ("list_files", {"path": path.rsplit("/", 1)[0]}),
+        ):
+            result = await tools[name].run(args, ctx)
+            assert result.is_error and "S3CRET" not in result.content, (name, path, result)
+    for place in ("~", "projects/ada/mine", "projects/mum/together"):
+        found = await tools["grep"].run({"pattern": "S3CRET", "path": place}, ctx)
+        assert "S3CRET-PLAN" not in found.content, place
+    assert sorted(p.name for p in hidden.iterdir()) == ["plan.md"]
+    assert (hidden / "plan.md").read_text() == "S3CRET-PLAN"

@@ -158,6 +158,44 @@ async def test_a_model_answer_that_keeps_an_identifier_in_disguise_fails_closed(
     assert await ReviewStore(runtime.server.db).covered_through(ids["tim"]) is None
 
 
+async def test_a_street_address_never_reaches_the_stored_report(
+    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    await sign_in(runtime, "mum")
+    planted = "he wants to meet me at 42 Baker Street, or at Via Garibaldi 17 in town"
+    await child_says(runtime, fake_llm, ids["tim"], planted)
+    keeps = REPORT + "\nThey would meet at 42 Baker Street or at Via Garibaldi 17."
+    fake_llm.script("model-a", [keeps])
+
+    assert await runner(runtime).pass_once() == 1
+    (only,) = await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))
+    opened = await reports(runtime).open(await reader(runtime.server.db, ids["mum"]), only.id)
+    assert opened.body.count("[address]") == 2, opened.body
+    assert "Baker" not in opened.body and "Garibaldi" not in opened.body
+    raw = runtime.core.layout.system_db.read_bytes()
+    wal = runtime.core.layout.system_db.with_name(runtime.core.layout.system_db.name + "-wal")
+    raw += wal.read_bytes() if wal.exists() else b""
+    assert b"[address]" in raw  # the report is in these bytes...
+    assert b"Baker Street" not in raw and b"Garibaldi 17" not in raw  # ...the addresses not
+
+
+async def test_a_report_keeping_an_address_in_another_spelling_fails_closed(
+    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
+) -> None:
+    await sign_in(runtime, "mum")
+    await child_says(runtime, fake_llm, ids["tim"], "come to Via Garibaldi 17 after school")
+    # Lower case: no longer the shape `redact` replaces, still the transcript's address.
+    fake_llm.script("model-a", [REPORT + "\nHe was asked to come to via   garibaldi 17."])
+
+    assert await runner(runtime).pass_once() == 1
+    assert await reports(runtime).readable(await reader(runtime.server.db, ids["mum"])) == []
+    (run,) = await RunLog(runtime.user_runtimes[ids["mum"]].handle.db).runs()
+    assert run.status == "failed"
+    assert run.error is not None and "an address from the conversations" in run.error
+    assert "garibaldi" not in run.error.lower()
+    assert await ReviewStore(runtime.server.db).covered_through(ids["tim"]) is None
+
+
 async def test_a_locked_parent_is_skipped_quietly_and_served_at_unlock(
     runtime: Runtime,
     ids: dict[str, str],

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import MakeClient, signed_in
 from swap_support import Swapper, swapper_fixture  # noqa: F401  (registers `swapper`)
 
@@ -111,7 +112,8 @@ async def test_a_folder_is_out_of_reach_for_a_non_member_by_every_spelling(
         "/home/skald/shared/photos/secret.txt",
     ):
         r = await mum.call("GET", f"/api/file?path={path}")
-        assert r.status_code == 404, (path, r.status_code)  # her own home: nothing there
+        assert r.status_code == 403, (path, r.status_code)  # never her own home's folder
+        assert "no access to the shared folder 'photos'" in r.json()["error"]["message"]
         assert "S3CRET" not in r.text
     places = [p["path"] for p in (await mum.call("GET", "/api/files/places")).json()]
     assert "shared/photos" not in places
@@ -123,7 +125,8 @@ async def test_access_changes_reach_a_signed_in_members_tools_at_their_next_call
     sf = folders(runtime)
     await sf.create("Recipes")
     result = await tool(runtime, ada, "write_file", path="shared/recipes/soup.md", content="x")
-    assert not (runtime.core.layout.root / "shared/recipes/soup.md").exists()  # her home
+    assert result.is_error and "no access to the shared folder 'recipes'" in result.content
+    assert not (runtime.core.layout.root / "shared/recipes/soup.md").exists()
     await sf.set_member("recipes", ada, "read")
     result = await tool(runtime, ada, "write_file", path="shared/recipes/soup.md", content="x")
     assert result.is_error and "read-only" in result.content
@@ -133,7 +136,148 @@ async def test_access_changes_reach_a_signed_in_members_tools_at_their_next_call
     assert (runtime.core.layout.root / "shared/recipes/pie.md").read_text() == "pie"
     await sf.remove_member("recipes", ada)
     result = await tool(runtime, ada, "read_file", path="shared/recipes/pie.md")
-    assert result.is_error  # her own home has no such file: the folder is gone for her
+    assert result.is_error and "no access to the shared folder 'recipes'" in result.content
+
+
+def _everything_in(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+async def test_after_revoking_a_write_is_refused_with_a_sentence_never_kept_in_the_home(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, ada: str
+) -> None:
+    """Access revoked (a shared folder) or given up (a project she left): every write
+    to the old path is refused, by the tools and the Files API, and saying why; none is
+    kept privately in her home (where she would find it hidden later); reads refused."""
+    from skald.features.projects.store import Projects
+
+    sf = folders(runtime)
+    await sf.create("Recipes")
+    await sf.set_member("recipes", ada, "write")
+    mum_project = await runtime.server.state(Projects).create(household["mum"], "Kitchen")
+    await runtime.server.state(Projects).set_member(mum_project, "ada", "write")
+    client = await signed_in(make_client, "ada")
+    home = runtime.core.layout.home(ada)
+    places = (
+        ("shared/recipes", "shared folder 'recipes'", runtime.core.layout.root / "shared/recipes"),
+        (
+            "projects/mum/kitchen",
+            "project 'mum/kitchen'",
+            runtime.core.layout.root / "projects" / household["mum"] / "kitchen",
+        ),
+    )
+    for place, _, folder in places:
+        done = await tool(runtime, ada, "write_file", path=f"{place}/a.md", content="tool")
+        assert not done.is_error, done.content
+        r = await client.call("POST", "/api/file", json={"path": f"{place}/b.md", "content": "api"})
+        assert r.status_code == 201, r.text
+        assert _everything_in(folder) == ["a.md", "b.md"]
+    before = _everything_in(home)
+    await sf.remove_member("recipes", ada)
+    left = await client.call("DELETE", "/api/projects/mum/kitchen/members/ada")
+    assert left.status_code == 200, left.text
+    for place, sentence, folder in places:
+        refusal = f"you have no access to the {sentence}"
+        for path in (f"{place}/a.md", f"{place}/new.md", f"~/{place}/c.md", f"{place}/sub/d.md"):
+            for name, args in (
+                ("write_file", {"path": path, "content": "after"}),
+                ("append_file", {"path": path, "content": "after"}),
+                ("edit_file", {"path": path, "old_text": "tool", "new_text": "x"}),
+                ("read_file", {"path": path}),
+            ):
+                result = await tool(runtime, ada, name, **args)
+                assert result.is_error and refusal in result.content, (name, path, result)
+            r = await client.call("POST", "/api/file", json={"path": path, "content": "after"})
+            assert r.status_code == 403 and refusal in r.json()["error"]["message"], (path, r.text)
+            r = await client.call("GET", f"/api/file?path={path}")
+            assert r.status_code == 403 and refusal in r.json()["error"]["message"], (path, r.text)
+        for method, url, body in (
+            ("POST", "/api/file", {"path": f"{place}/sub", "mkdir": True}),
+            ("PATCH", "/api/file", {"from": "~/x.txt", "to": f"{place}/x.txt"}),
+            ("GET", f"/api/files/dir?path={place}", None),
+            ("GET", f"/api/files/zip?path={place}", None),
+        ):
+            (home / "x.txt").write_text("mine")
+            r = await client.call(method, url, json=body)
+            assert r.status_code == 403 and refusal in r.json()["error"]["message"], (url, r.text)
+        up = await client.call(
+            "POST", f"/api/file/upload?path={place}", files={"file": ("u.txt", b"upload")}
+        )
+        assert up.status_code == 403, up.text
+        assert _everything_in(folder) == ["a.md", "b.md"]
+        assert (folder / "a.md").read_text() == "tool"
+    # Nothing of it landed in her home: no `shared`/`projects` folder was even made.
+    assert _everything_in(home) == sorted({*before, "x.txt"})
+    assert not (home / "shared").exists() and not (home / "projects").exists()
+    # The group itself is no folder of hers either, whatever she has left.
+    listed = await tool(runtime, ada, "list_files", path="shared")
+    assert listed.is_error and "you have no shared folders" in listed.content
+
+
+def test_what_a_home_kept_in_a_groups_folder_moves_to_its_own_folder_and_stays_reachable(
+    tmp_path: Path,
+) -> None:
+    """Older versions let a member keep files in `~/shared`, `~/projects`, `~/skills`
+    (or write there after losing access); those names are reserved now, so the files
+    move to `~/shared (own)`, … keeping their paths. Folders where the sandbox may have
+    mounted a place stay (only what is in them moves); a second run finds nothing."""
+    from skald.files.homes import move_out_of_groups
+    from skald.files.router import PathDeniedError, PathRouter
+
+    homes = tmp_path / "homes"
+    home = homes / "ada1"
+    for path, text in (
+        ("shared/notes.txt", "n"),
+        ("shared/recipes/pie.md", "pie"),  # written after her access went
+        ("shared/recipes/old/a.txt", "a"),
+        ("projects/app/README", "readme"),
+        ("projects/app/src/main.py", "print()"),
+        ("projects/app/src/pkg/m.py", "m"),
+        ("shared (own)/notes.txt", "taken"),  # a name already there: `notes (2).txt`
+    ):
+        (home / path).parent.mkdir(parents=True, exist_ok=True)
+        (home / path).write_text(text)
+    (home / "shared/photos").mkdir()  # an empty mountpoint: stays
+    (home / "skills").write_text("a file named skills")
+    (home / "plain.txt").write_text("untouched")
+
+    moved = move_out_of_groups(homes)
+
+    assert sorted(moved) == [
+        "ada1/projects/app/README",
+        "ada1/projects/app/src/main.py",
+        "ada1/projects/app/src/pkg",
+        "ada1/shared/notes.txt",
+        "ada1/shared/recipes/old",
+        "ada1/shared/recipes/pie.md",
+        "ada1/skills",
+    ]
+    own = {
+        str(p.relative_to(home)): p.read_text()
+        for p in home.rglob("*")
+        if p.is_file() and " (own)" in str(p)
+    }
+    assert own == {
+        "shared (own)/notes.txt": "taken",
+        "shared (own)/notes (2).txt": "n",
+        "shared (own)/recipes/pie.md": "pie",
+        "shared (own)/recipes/old/a.txt": "a",
+        "projects (own)/app/README": "readme",
+        "projects (own)/app/src/main.py": "print()",
+        "projects (own)/app/src/pkg/m.py": "m",
+        "skills (own)": "a file named skills",
+    }
+    # What stays holds no file: folders only (the sandbox's mountpoints among them).
+    assert not [p for p in (home / "shared").rglob("*") if not p.is_dir()]
+    assert not [p for p in (home / "projects").rglob("*") if not p.is_dir()]
+    assert (home / "shared/photos").is_dir() and (home / "plain.txt").read_text() == "untouched"
+    assert move_out_of_groups(homes) == []
+    # Reachable again, by the name the home listing shows.
+    router = PathRouter(home, None)
+    found = router.physical("shared (own)/recipes/pie.md")
+    assert found.mount == "home" and found.path.read_text() == "pie"
+    with pytest.raises(PathDeniedError, match="no access to the shared folder 'recipes'"):
+        router.physical("shared/recipes/pie.md")
 
 
 async def test_the_prompt_names_the_members_folders_and_access_and_nothing_when_none(

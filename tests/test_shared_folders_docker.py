@@ -85,6 +85,52 @@ async def test_revoking_access_remounts_between_commands_and_never_kills_a_runni
     after = await _run(rt, ada, "ls ~/shared/photos/a.txt 2>&1 || echo GONE")
     assert "GONE" in after.output, after.output
     assert (rt.core.layout.root / "shared/photos/a.txt").read_text() == "kept\n"
+    # Nothing can be kept under the old path: ~/shared is read-only (no stale mountpoint
+    # left either), and so are ~/projects and ~/skills apart from their places.
+    tried = await _run(
+        rt,
+        ada,
+        "echo LS; ls -A ~/shared; echo TRY; mkdir ~/shared/photos 2>&1; "
+        "touch ~/shared/x ~/projects/x ~/skills/x 2>&1; echo DONE",
+    )
+    listed = tried.output.split("LS", 1)[1].split("TRY", 1)[0]
+    assert listed.strip() == "", tried.output
+    assert tried.output.count("Read-only file system") == 4, tried.output
+    home = rt.core.layout.home(ada)
+    assert not [p for p in home.rglob("*") if p.name == "x"]
+    assert not [p for p in (rt.core.layout.root / "shared").rglob("x")]
+
+
+async def test_a_homes_own_shared_folder_moves_aside_and_the_sandbox_shows_only_the_places(
+    sandbox_runtime: Runtime,
+) -> None:
+    """A home made by an older version with its own `shared/` and `projects/` folders:
+    the files move to `shared (own)`, `projects (own)` (the same paths), the sandbox
+    shows only the member's places under `~/shared`, and the file tools reach the moved
+    files."""
+    rt = sandbox_runtime
+    ada = await _member(rt, "ada")
+    home = rt.core.layout.home(ada)
+    (home / "shared/recipes").mkdir(parents=True)
+    (home / "shared/recipes/pie.md").write_text("mine")
+    (home / "projects/app").mkdir(parents=True)
+    (home / "projects/app/main.py").write_text("print()")
+    sf = rt.server.state(SharedFolders)
+    await sf.create("Photos")
+    await sf.set_member("photos", ada, "read")
+    out = await _run(
+        rt,
+        ada,
+        "ls -A ~/shared ~/projects; cat ~/'shared (own)'/recipes/pie.md; echo; "
+        "cat ~/'projects (own)'/app/main.py",
+    )
+    assert (
+        "recipes" not in out.output.split("mine")[0] and "app" not in out.output.split("mine")[0]
+    ), out.output
+    assert "photos" in out.output and "mine" in out.output and "print()" in out.output
+    user, role = await rt.member(ada)
+    router = rt.router_for(user, role)
+    assert router.physical("shared (own)/recipes/pie.md").path.read_text() == "mine"
 
 
 async def test_remount_cost_is_measured(sandbox_runtime: Runtime, capsys: Any) -> None:

@@ -9,11 +9,19 @@ the member's list, so adding a place is one registration (the `skald_mounts` hoo
 
 Rules:
 - Exactly one mount is the home: prefix `~`, at `CONTAINER_HOME` in the sandbox.
-- Every other prefix is one plain name (`docs`, `user-memory`), or up to three for a
-  place grouped in a folder (`shared/photos`; never a virtual one). It names the mount
-  at the top of agent paths (`docs/x`, `~/docs/x`, `shared/photos/x`; the longest
-  prefix wins) and so shadows a home folder of that path, which the sandbox hides too
-  when it mounts something there. No prefix may lie inside another.
+- Every other prefix is one plain name (`docs`, `user-memory`), or a place of one of
+  the `GROUPS` (`shared/photos`, `projects/ada/kitchen`, `skills/mine`; never a virtual
+  one). It names the mount at the top of agent paths (`docs/x`, `~/docs/x`,
+  `shared/photos/x`; the longest prefix wins) and so shadows a home folder of that
+  path, which the sandbox hides too when it mounts something there. No prefix may lie
+  inside another.
+- A group's name (`shared`, `projects`, `skills`) is never the member's own folder:
+  every path under it names a place of that group, and one the member has no mount
+  for is refused by the router ("you have no access to the shared folder 'x'"), never
+  written in the home. The sandbox binds a read-only folder of mountpoints over each
+  group (`skald.sandbox.manager`), so nothing lands in the home's own folder of that
+  name there either; `skald.files.homes.move_out_of_groups` moves what older versions
+  left there to `<group> (own)`.
 
 Trap: a container path inside the home (`/home/skald/x`) needs its mountpoint made on
 the host by us before Docker sees it, or Docker creates it as root (the manager does
@@ -35,6 +43,7 @@ from skald.store.note_paths import SHARED_MEMORY, USER_MEMORY
 __all__ = [
     "CONTAINER_HOME",
     "DOCS_MOUNT",
+    "GROUPS",
     "HOME_MOUNT",
     "HOME_PREFIX",
     "MemberMount",
@@ -48,6 +57,23 @@ HOME_MOUNT: Final = "home"
 # A prefix is one name (`docs`) or a group and a name (`shared/photos`,
 # `projects/<owner>/<slug>`): at most this many.
 MAX_PREFIX_NAMES: Final = 3
+
+
+class Group(msgspec.Struct, frozen=True):
+    """Top-level names that hold shared places, never a member's own files."""
+
+    noun: str  # what one place of the group is called: "shared folder"
+    names: int  # how many names below the group's name one place takes
+    pattern: str  # how a place is written, for messages: "shared/<name>/"
+
+
+# The groups of places (see the module docstring). A grouped prefix must be one of
+# their places; their names are reserved at the top of every home.
+GROUPS: Final[dict[str, Group]] = {
+    "shared": Group("shared folder", 1, "shared/<name>/"),
+    "projects": Group("project", 2, "projects/<owner>/<name>/"),
+    "skills": Group("skill tree", 1, "skills/shared/, skills/mine/"),
+}
 HOME_PREFIX: Final = "~"
 DOCS_MOUNT: Final = "docs"
 
@@ -110,6 +136,14 @@ def check_mounts(mounts: Iterable[MemberMount]) -> list[MemberMount]:
             continue
         if not _plain_prefix(m.prefix) or (m.virtual and "/" in m.prefix):
             raise ValueError(f"mount {m.name!r}: the prefix must be one plain name")
+        head, *below = m.prefix.split("/")
+        group = GROUPS.get(head)
+        if (group is None and below) or (group is not None and len(below) != group.names):
+            raise ValueError(
+                f"mount {m.name!r}: a prefix of several names must be a place of a group "
+                f"({', '.join(g.pattern for g in GROUPS.values())}), and a group's name "
+                "alone is no mount"
+            )
         if any(o.prefix.startswith(m.prefix + "/") for o in found):
             raise ValueError(f"mount {m.name!r}: another mount's prefix lies inside it")
         if m.indexed and not m.virtual:

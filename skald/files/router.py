@@ -7,6 +7,10 @@ one list shared with the sandbox, filled by the `skald_mounts` hook). Today:
 - the manual (read-only): `docs/…`, also `~/docs/…` (the sandbox mounts it there);
 - the two virtual note stores `user-memory/…` and `shared-memory/…`: not folders at all.
   The router only reports them (`Virtual`); the note tools and the note stores own them.
+- the shared places the member was given: `shared/<slug>/…`, `projects/<owner>/<slug>/…`,
+  `skills/shared/…`, `skills/mine/…`. Those group names are never the home's folders: a
+  path under one that names no mount of the member is refused ("you have no access to
+  the shared folder 'x'"), so a revoked member's write never lands privately in the home.
 A mount's prefix names it at the top of a path (`docs/x`, `~/docs/x`), and an absolute
 path under a mount's container path names it the way the sandbox sees it.
 
@@ -65,6 +69,7 @@ from skald.errors import (
 from skald.files.lookalike import look_alike_reason
 from skald.files.mounts import (
     DOCS_MOUNT,
+    GROUPS,
     HOME_MOUNT,
     MemberMount,
     check_mounts,
@@ -175,7 +180,8 @@ class Resolved:
 
     virtual: Literal[False] = False
     # Names at the top of the home that route to other mounts (the sandbox mounts over
-    # them): listings, walks and ZIPs of the home leave real folders of those names out.
+    # them) or are a group's (`shared`): listings, walks and ZIPs of the home leave real
+    # folders of those names out.
     shadowed: frozenset[str] = frozenset()
     # Whose storage quota a write here counts against (None: the caller's own).
     quota_owner: str | None = None
@@ -226,6 +232,22 @@ class Place(msgspec.Struct, frozen=True, kw_only=True):
 
 def _denied(raw: str, why: str) -> PathDeniedError:
     return PathDeniedError(f"{_shown(raw)} is not reachable: {why}. {PLACES_HINT}")
+
+
+def _ungranted(raw: str, head: str, below: list[str], table: _Table) -> PathDeniedError:
+    """A path into a group of shared places that names none of the member's."""
+    group = GROUPS[head]
+    yours = sorted(f"{prefix}/" for prefix in table.named if prefix.startswith(head + "/"))
+    held = f"yours: {', '.join(yours)}" if yours else f"you have no {group.noun}s"
+    if len(below) < group.names:
+        why = f"{head}/ holds the household's {group.noun}s ({group.pattern}; {held})"
+    else:
+        name = "/".join(below[: group.names])
+        why = f"you have no access to the {group.noun} {name!r} ({held})"
+    return PathDeniedError(
+        f"{_shown(raw)} is not reachable: {why}. Nothing was read or written; files of "
+        f"your own belong elsewhere in your home, never under {head}/."
+    )
 
 
 def _invalid(raw: str, why: str) -> InvalidInputError:
@@ -303,7 +325,10 @@ class _Table:
             named=named,
             deepest=max((p.count("/") + 1 for p in named), default=1),
             virtual=frozenset(m.prefix for m in mounts if m.virtual),
-            shadowed=frozenset(m.prefix for m in mounts if not m.is_home and not m.sandbox_only),
+            # The groups' names too (`shared`): the home's folders of those names are
+            # not the member's (the sandbox's mountpoints, leftovers of older versions).
+            shadowed=frozenset(m.prefix for m in mounts if not m.is_home and not m.sandbox_only)
+            | frozenset(GROUPS),
             in_container=sorted(
                 (m for m in physical if m.container_path),
                 key=lambda m: len(m.container_path or ""),
@@ -455,6 +480,8 @@ class PathRouter:
                 return named, segments[depth:]
         if head == DOCS_MOUNT:
             raise _denied(raw, "the manual is not available here")
+        if head in GROUPS:  # never the home's own folder (see skald.files.mounts)
+            raise _ungranted(raw, head, segments[1:], table)
         return table.home, segments
 
     def is_virtual(self, raw: object) -> bool:

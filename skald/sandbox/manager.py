@@ -41,7 +41,8 @@ import msgspec
 from skald import walk
 from skald.config import SandboxConfig
 from skald.errors import SkaldError
-from skald.files.mounts import MemberMount, docs_mount, home_mount
+from skald.files.homes import move_out_of_home_groups
+from skald.files.mounts import GROUPS, MemberMount, docs_mount, home_mount
 from skald.log import get_logger
 from skald.paths import CONTAINER_HOME
 from skald.sandbox.client import DockerUnavailable, connect
@@ -135,6 +136,38 @@ class ContainerSpec(msgspec.Struct, frozen=True, kw_only=True):
         return hashlib.sha256(raw).hexdigest()[:24]
 
 
+def _enclosing(mounts: tuple[Mount, ...], mount: Mount) -> Mount | None:
+    """The mount whose folder `mount`'s mountpoint lies in (the deepest one around it);
+    None outside every mount (Docker makes it in the image's own file system)."""
+    around = [m for m in mounts if mount.target.startswith(m.target + "/")]
+    return max(around, key=lambda m: len(m.target), default=None)
+
+
+def _ancestors(relative: str) -> list[str]:
+    """`a/b/c` -> `a`, `a/b`, `a/b/c`."""
+    names = relative.split("/")
+    return ["/".join(names[: i + 1]) for i in range(len(names))]
+
+
+def _prune(folder: Path, relative: str, wanted: set[str]) -> None:
+    """Empty folders below `folder` (Skald's own folder of mountpoints) not in `wanted`."""
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in list(entries):
+            path = f"{relative}/{entry.name}" if relative else entry.name
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            _prune(Path(entry.path), path, wanted)
+            if path not in wanted:
+                with contextlib.suppress(OSError):
+                    Path(entry.path).rmdir()
+
+
+def _remove_empty(folder: Path) -> None:
+    _prune(folder, "", set())
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+
+
 class SandboxManager:
     def __init__(
         self,
@@ -148,11 +181,15 @@ class SandboxManager:
         uid: int | None = None,
         gid: int | None = None,
         poll_s: float = 3.0,
+        mountpoints_dir: Path | None = None,
     ) -> None:
         self.config = config
         self.instance_id = instance_id
         self.homes_dir = homes_dir
         self.docs_dir = docs_dir
+        # `<user id>/<group>/`: the read-only folder of mountpoints bound over each
+        # group's name in the home (`~/shared`), Skald's own (no member writes there).
+        self.mountpoints_dir = mountpoints_dir or homes_dir.parent / "mountpoints"
         self.members = members
         # The member's mounts (the runtime's: built-ins and plugins); by default the
         # built-in home and manual alone.
@@ -266,11 +303,32 @@ class SandboxManager:
             if role.attributes.sandbox_network == "none"
             else self.network_name(user.id),
             # Every mount of the member that has both a host folder and a container path,
-            # the home first (Docker mounts in order: nested ones must come after it).
+            # and a read-only folder of mountpoints over each group's name (`~/shared`:
+            # nothing lands in the home's own folder of that name, which the file tools
+            # never show), the home first (Docker mounts in order: nested ones after).
             mounts=tuple(
-                Mount(source=str(m.host_path), target=m.container_path, read_only=m.read_only)
-                for m in sorted(mounts, key=lambda m: m.container_path or "")
-                if m.host_path is not None and m.container_path is not None
+                sorted(
+                    [
+                        *(
+                            Mount(
+                                source=str(m.host_path),
+                                target=m.container_path,
+                                read_only=m.read_only,
+                            )
+                            for m in mounts
+                            if m.host_path is not None and m.container_path is not None
+                        ),
+                        *(
+                            Mount(
+                                source=str(self.mountpoints_dir / user.id / group),
+                                target=f"{CONTAINER_HOME}/{group}",
+                                read_only=True,
+                            )
+                            for group in GROUPS
+                        ),
+                    ],
+                    key=lambda m: m.target,
+                )
             ),
             memory_mb=self.config.memory_mb,
             pids=self.config.pids,
@@ -292,21 +350,48 @@ class SandboxManager:
     def _prepare_host_dirs(self, spec: ContainerSpec) -> None:
         # Made by us before Docker sees them: Docker would create missing bind sources
         # (and mountpoints inside the home, such as docs) owned by root.
-        # A mount point inside the home is made by descriptor: the member may have put a
-        # link there (`walk.makedirs_at` refuses it with ELOOP instead of following it).
+        # A mount point is made in the mount it lies in (the home, or a group's folder
+        # of mountpoints: `shared/photos` in the one bound at ~/shared), by descriptor:
+        # the member may have put a link in the home (`walk.makedirs_at` refuses it with
+        # ELOOP instead of following it).
         home = next(m for m in spec.mounts if m.target == CONTAINER_HOME)
+        # The groups' names must be folders there (the mountpoints of their folders of
+        # mountpoints): what older versions let the member keep there moves aside.
+        if Path(home.source).parent == self.homes_dir:
+            move_out_of_home_groups(self.homes_dir, Path(home.source).name)
         for m in spec.mounts:
-            Path(m.source).mkdir(mode=0o700, parents=True, exist_ok=True)
-            if m.target.startswith(CONTAINER_HOME + "/"):
-                inner = m.target[len(CONTAINER_HOME) + 1 :]
-                try:
-                    with walk.opened(Path(home.source)) as fd:
-                        os.close(walk.makedirs_at(fd, inner.split("/")))
-                except OSError as exc:
-                    raise SandboxUnavailable(
-                        f"~/{inner} in your home is a symbolic link or not a folder "
-                        f"({exc.strerror}); remove it (Files page) and try again"
-                    ) from None
+            mode = 0o755 if self._is_mountpoints(m) else 0o700
+            Path(m.source).mkdir(mode=mode, parents=True, exist_ok=True)
+            outer = _enclosing(spec.mounts, m)
+            if outer is None:
+                continue
+            inner = m.target[len(outer.target) + 1 :]
+            try:
+                with walk.opened(Path(outer.source)) as fd:
+                    os.close(walk.makedirs_at(fd, inner.split("/")))
+            except OSError as exc:
+                shown = m.target.replace(CONTAINER_HOME, "~", 1)
+                raise SandboxUnavailable(
+                    f"{shown} in your home is a symbolic link or not a folder "
+                    f"({exc.strerror}); remove it (Files page) and try again"
+                ) from None
+
+    def _is_mountpoints(self, mount: Mount) -> bool:
+        return Path(mount.source).parent.parent == self.mountpoints_dir
+
+    def _prune_mountpoints(self, spec: ContainerSpec) -> None:
+        """Remove the mountpoints no mount of `spec` needs any more (a folder whose
+        access was revoked) from the groups' folders of mountpoints. Only while no
+        container of the member exists: removing a folder another mount namespace
+        mounts on detaches that mount there."""
+        for group in (m for m in spec.mounts if self._is_mountpoints(m)):
+            wanted = {
+                part
+                for m in spec.mounts
+                if m.target.startswith(group.target + "/")
+                for part in _ancestors(m.target[len(group.target) + 1 :])
+            }
+            _prune(Path(group.source), "", wanted)
 
     # -- ensure / stop / remove -----------------------------------------------------------
 
@@ -466,6 +551,7 @@ class SandboxManager:
             raise SandboxUnavailable(self.unavailable_message())
         if spec.network != "none":
             self.ensure_network(client, spec.network, {LABEL_USER: user_id})
+        self._prune_mountpoints(spec)  # no container of the member exists here
         created = self.create_container(client, spec, {LABEL_USER: user_id})
         created.start()
         log.info("sandbox created", container=spec.name, id=created.short_id)
@@ -580,6 +666,8 @@ class SandboxManager:
         """Remove the member's container and network (deactivated or deleted)."""
         await self._on_container(user_id, lambda c: c.remove(force=True))
         await self.call(self._remove_networks, self.client(), {user_id})
+        # Their folders of mountpoints (empty folders only; made again at the next ensure).
+        await asyncio.to_thread(_remove_empty, self.mountpoints_dir / user_id)
         self.commands.pop(user_id, None)
         self.failures.pop(user_id, None)
         self._cleaned.discard(user_id)
