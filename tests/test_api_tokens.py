@@ -3,13 +3,15 @@ routes, never more than their member, never past an encrypted member's lock."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
+import threading
 import time
 
 from conftest import Client, MakeClient, add_models, signed_in
-from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401
+from fake_llm import FakeLLM, Gate, Text, fake_llm_fixture  # noqa: F401
 from test_chat_basics import PNG
 
 from skald.core.runtime import Runtime
@@ -183,6 +185,13 @@ async def test_each_token_has_its_own_rate_limit(
     r = await _as(make_client, first, "GET", "/api/conversations")
     assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
     assert (await _as(make_client, second, "GET", "/api/conversations")).status_code == 200
+    # Under `/v1` the same refusal is OpenAI's rate limit (retried after `Retry-After`).
+    third = await _token(ada, "openai")
+    codes = [(await _as(make_client, third, "GET", "/v1/models")).status_code for _ in range(3)]
+    r = await _as(make_client, third, "GET", "/v1/models")
+    assert codes == [200, 200, 200] and r.status_code == 429, r.text
+    assert r.json()["error"]["type"] == "rate_limit_exceeded", r.text
+    assert int(r.headers["retry-after"]) >= 1 and "x-should-retry" not in r.headers
 
 
 async def test_administrators_see_counts_per_member_never_tokens(
@@ -259,6 +268,12 @@ async def test_a_failed_streamed_turn_says_its_error_code_like_post_api_chat(
     assert name == "done" and done["status"] == "failed", done
     assert done["error_code"] == "auth" and done["error"], done
     assert "401" not in str(done["error"]) and done["error_detail"] is None
+    # On `/v1` the model service's failure is a 502 (the gateway's upstream failed).
+    fake_llm.script("model-a", [401])
+    body = {"model": "skald", "messages": [{"role": "user", "content": "x"}]}
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
+    assert r.status_code == 502 and r.json()["error"]["type"] == "server_error", r.text
+    assert r.json()["error"]["code"] == "auth" and "x-should-retry" not in r.headers
     # A refusal of the one error tree (a spending cap: `LimitReachedError`) keeps its code.
     mum = await signed_in(make_client, "mum")
     r = await mum.call("PUT", f"/api/usage/caps/user/{household['ada']}", json={"turns_day": 1})
@@ -268,9 +283,45 @@ async def test_a_failed_streamed_turn_says_its_error_code_like_post_api_chat(
     assert done["status"] == "failed" and done["error_code"] == "limit_reached", done
     assert "resets at midnight" in str(done["error"])
     # `/v1` says the same code in OpenAI's error shape.
-    body = {"model": "skald", "messages": [{"role": "user", "content": "x"}]}
+    # A cap is OpenAI's "insufficient_quota" 429, which no retry can mend before the reset.
     r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
-    assert r.status_code == 502 and r.json()["error"]["code"] == "limit_reached", r.text
+    assert r.status_code == 429 and r.json()["error"]["code"] == "limit_reached", r.text
+    assert r.json()["error"]["type"] == "insufficient_quota"
+    assert r.headers["x-should-retry"] == "false"
     r = await _as(make_client, token, "POST", "/v1/chat/completions", json={**body, "stream": True})
     error = json.loads(r.text.strip().split("\n\n")[-1].removeprefix("data: "))
     assert error["error"]["code"] == "limit_reached", r.text
+    assert error["error"]["type"] == "insufficient_quota", r.text
+
+
+async def test_a_revoked_token_ends_its_open_chat_stream_and_is_401_next(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await add_models(runtime, fake_llm, "model-a")
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "chat")
+    token_id = (await ada.call("GET", "/api/tokens")).json()[0]["id"]
+    # The model holds its answer: a silent turn, no event for the stream to end on.
+    held = threading.Event()
+    fake_llm.script("model-a", [Gate(held, Text("Far too late."))])
+    body = {"text": "Think it over"}
+    streaming = asyncio.ensure_future(
+        _as(make_client, token, "POST", "/api/chat/stream", json=body)
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while fake_llm.remaining("model-a"):  # the turn has reached the model
+            assert time.monotonic() < deadline and not streaming.done()
+            await asyncio.sleep(0.05)
+        assert (await ada.call("DELETE", f"/api/tokens/{token_id}")).status_code == 204
+        revoked = time.monotonic()
+        r = await asyncio.wait_for(streaming, 10)
+        assert time.monotonic() - revoked < 5
+    finally:
+        held.set()
+    assert r.status_code == 200, r.text
+    name, done = _events(r.text)[-1]
+    assert name == "done" and done["status"] == "failed", done
+    assert done["error_code"] == "unauthenticated" and "revoked" in str(done["error"]), done
+    r = await _as(make_client, token, "POST", "/api/chat/stream", json={"text": "again"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthenticated", r.text

@@ -1,10 +1,12 @@
 """`/v1` with the official `openai` package as the client, against a running server:
 models, plain and streamed answers (usage last, then `[DONE]`), follow-ups by name and
 by whole history without duplicates, approvals that wait in the Inbox, client tools
-refused, revocation ending an open stream, errors in OpenAI's shape."""
+refused, Skald's own tool calls as SSE comments, revocation ending an open stream,
+errors in OpenAI's shape with OpenAI's statuses (a spending cap is a `RateLimitError`)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +30,8 @@ def fake() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator[ServerProcess]:
-    with household(tmp_path_factory.mktemp("v1"), ("ada", PW)) as server:
+    # Bea is the member whose spending cap is reached (the others go on undisturbed).
+    with household(tmp_path_factory.mktemp("v1"), ("ada", PW), ("bea", PW)) as server:
         admin = Api(server.url)
         admin.login(ADMIN, ADMIN_PW)
         admin.add_model(fake.base_url_openai, MODEL)
@@ -116,6 +119,71 @@ def test_a_streamed_completion_sends_deltas_then_usage_then_done(
     assert lines[-1] == "data: [DONE]" and all(line.startswith(("data: ", ":")) for line in lines)
 
 
+def _content(line: str) -> str:
+    """The answer's text a streamed `data:` line carries ("" for anything else)."""
+    if not line.startswith("data: {"):
+        return ""
+    choices = json.loads(line.removeprefix("data: "))["choices"]
+    return str(choices[0]["delta"].get("content") or "") if choices else ""
+
+
+def test_skalds_own_tool_calls_stream_as_comments_before_the_answer(
+    srv: ServerProcess, ada: Api, fake: FakeLLM
+) -> None:
+    write = Call("write_file", {"path": "progress.md", "content": "# Progress\nSo far so good."})
+    fake.script(MODEL, [[write], Text("I wrote progress.md for you.")])
+    with httpx.stream(
+        "POST",
+        srv.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {token_for(ada)}"},
+        json={
+            "model": "skald",
+            "messages": [{"role": "user", "content": "Note it"}],
+            "stream": True,
+        },
+        timeout=30,
+    ) as r:
+        lines = [line for line in r.iter_lines() if line]
+    notes = [i for i, line in enumerate(lines) if line.startswith(":") and "write_file" in line]
+    said = [i for i, line in enumerate(lines) if _content(line)]
+    assert notes and said and notes[-1] < said[0], lines
+    assert lines[notes[-1]] == ": skald tool write_file: done", lines
+    assert "".join(_content(line) for line in lines) == "I wrote progress.md for you."
+    assert lines[-1] == "data: [DONE]"
+    # The official client skips the comments and reads the answer alone.
+    fake.script(MODEL, [[write], Text("I wrote progress.md again.")])
+    stream = client(srv, token_for(ada)).chat.completions.create(
+        model="skald", messages=[{"role": "user", "content": "Note it again"}], stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "I wrote progress.md again."
+
+
+def test_a_spending_cap_is_openais_rate_limit_error_429(srv: ServerProcess, fake: FakeLLM) -> None:
+    bea = Api(srv.url)
+    me = bea.login("bea", PW)
+    app = client(srv, token_for(bea))  # max_retries=0: the client retries a 429 by default
+    fake.script(MODEL, [Text("One answer today.")])
+    ask = {"model": "skald", "messages": [{"role": "user", "content": "One more?"}]}
+    assert app.chat.completions.create(**ask).choices[0].message.content == "One answer today."
+    admin = Api(srv.url)
+    admin.login(ADMIN, ADMIN_PW)
+    r = admin.request("PUT", f"/api/usage/caps/user/{me['id']}", json={"turns_day": 1})
+    assert r.status_code == 200, r.text
+    with pytest.raises(openai.RateLimitError) as caught:
+        app.chat.completions.create(**ask)
+    assert caught.value.status_code == 429
+    assert caught.value.body["type"] == "insufficient_quota"  # type: ignore[index]
+    assert caught.value.body["code"] == "limit_reached"  # type: ignore[index]
+    assert "resets at midnight" in caught.value.message
+    # A retry cannot mend it before the reset: the client is told not to try again.
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    # Streamed, the turn fails after the 200 has begun: the error line says the same.
+    with pytest.raises(openai.APIError) as streamed:
+        list(app.chat.completions.create(**ask, stream=True))
+    assert streamed.value.body["type"] == "insufficient_quota"  # type: ignore[index]
+
+
 def test_a_named_conversation_keeps_the_context_of_a_voice_follow_up(
     srv: ServerProcess, ada: Api, fake: FakeLLM
 ) -> None:
@@ -191,15 +259,20 @@ def test_an_approval_waits_in_the_inbox_and_the_next_request_gets_the_result(
 
 
 def test_errors_are_in_openai_shape_with_the_right_status(srv: ServerProcess, ada: Api) -> None:
-    with pytest.raises(openai.AuthenticationError):
+    # The auth middleware's refusals too (the app's own handlers must not answer them).
+    with pytest.raises(openai.AuthenticationError) as denied:
         client(srv, "skald_000000000000_" + "x" * 43).models.list()
+    assert denied.value.body["type"] == "authentication_error"  # type: ignore[index]
+    assert denied.value.body["code"] == "unauthenticated"  # type: ignore[index]
     with pytest.raises(openai.NotFoundError) as caught:
         client(srv, token_for(ada)).chat.completions.create(
             model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
         )
     assert caught.value.body["code"] == "model_not_found"  # type: ignore[index]
-    with pytest.raises(openai.PermissionDeniedError):  # a chat-only token lacks `openai`
+    with pytest.raises(openai.PermissionDeniedError) as refused:  # a chat-only token
         client(srv, token_for(ada, "chat")).models.list()
+    assert refused.value.body["code"] == "token_scope"  # type: ignore[index]
+    assert refused.value.body["type"] == "permission_error"  # type: ignore[index]
     r = httpx.post(
         srv.url + "/v1/chat/completions",
         headers={"Authorization": f"Bearer {token_for(ada)}"},

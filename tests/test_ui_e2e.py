@@ -131,6 +131,13 @@ def _scenario(server: ServerProcess, open_page: Callable[..., Page], watch: Watc
     expect(dialog).to_be_visible()
     assert RECOVERY_CODE.match(dialog.get_by_test_id("recovery-code").inner_text().strip())
     shot(admin, "04-people-recovery-dialog")
+    # Crossing the wide breakpoint (the dock toggle goes and comes back) keeps the page
+    # and its dialog: a remount would lose the code shown this once.
+    admin.set_viewport_size({"width": 1000, "height": 860})
+    expect(admin.get_by_test_id("dock-toggle")).to_have_count(0)
+    admin.set_viewport_size({"width": 1280, "height": 860})
+    expect(admin.get_by_test_id("dock-toggle")).to_have_count(1)
+    expect(dialog).to_be_visible()
     admin.keyboard.press("Escape")  # must be answered, not dismissed
     expect(dialog).to_be_visible()
     dialog.get_by_test_id("recovery-saved").click()

@@ -1,6 +1,7 @@
 """The profile's API tokens card in Chromium (issue 28): a member makes a token, copies
-it (shown this once, gone after a reload), it works over HTTP, and revoking it ends it;
-at 375 px in Italian and 1280 px in English, nothing wider than the screen."""
+it (shown this once, gone after a reload), it works over HTTP, an administrator's People
+page shows how many she holds (never which), and revoking it ends it; at 375 px in
+Italian and 1280 px in English, nothing wider than the screen."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from harness import Api, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SignedInWatch,
@@ -25,8 +26,20 @@ if not PLAYWRIGHT_MISSING:
 MEMBER, MEMBER_PW = "ada", "ada's long password"
 WIDER = "() => document.documentElement.scrollWidth > innerWidth"
 WORDS = {
-    "it": {"title": "Token API", "create": "Crea token", "copied": "Copiato", "revoke": "Revoca"},
-    "en": {"title": "API tokens", "create": "Create token", "copied": "Copied", "revoke": "Revoke"},
+    "it": {
+        "title": "Token API",
+        "create": "Crea token",
+        "copied": "Copiato",
+        "revoke": "Revoca",
+        "count": "Token API: 1",
+    },
+    "en": {
+        "title": "API tokens",
+        "create": "Create token",
+        "copied": "Copied",
+        "revoke": "Revoke",
+        "count": "API tokens: 1",
+    },
 }
 
 
@@ -41,6 +54,35 @@ def _me(server: ServerProcess, token: str) -> int:
         f"{server.url}/api/auth/me", headers={"Authorization": f"Bearer {token}"}, timeout=10
     )
     return r.status_code
+
+
+def _admin_sees_the_count(
+    browser: Browser, server: ServerProcess, watch: SignedInWatch, lang: str, width: int, token: str
+) -> None:
+    """The People page: the member's row says how many tokens she holds, no more."""
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    admin.close()
+    ctx = open_context(
+        browser,
+        server,
+        viewport={"width": width, "height": 900},
+        locale="it-IT" if lang == "it" else "en-US",
+    )
+    try:
+        page = watch.attach(f"people-{lang}", ctx.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.goto("/#/admin/users")
+        row = page.locator(f'[data-testid="user-row"][data-username="{MEMBER}"]')
+        expect(row.get_by_test_id("user-api-tokens")).to_have_text(WORDS[lang]["count"])
+        own = page.locator(f'[data-testid="user-row"][data-username="{ADMIN}"]')
+        expect(own.get_by_test_id("user-active")).to_be_visible()
+        expect(own.get_by_test_id("user-api-tokens")).to_have_count(0)  # none: nothing shown
+        assert "Home Assistant" not in page.content() and token not in page.content()
+        assert not page.evaluate(WIDER), f"the People page is wider than {width} px"
+    finally:
+        ctx.close()
 
 
 @pytest.mark.timeout(180)
@@ -83,6 +125,7 @@ def test_a_member_creates_copies_and_revokes_an_api_token_on_the_profile_page(
         expect(card.get_by_test_id("token-copy")).to_have_text(words["copied"])
         assert page.evaluate("() => navigator.clipboard.readText()") == token
         assert _me(server, token) == 200
+        _admin_sees_the_count(browser, server, watch, lang, width, token)
         # Shown once: after a reload the card lists the token, never its secret.
         page.reload()
         expect(card.get_by_test_id("token-item")).to_have_count(1)

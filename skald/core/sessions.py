@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import msgspec
 
@@ -40,12 +40,18 @@ def csrf_for(token: str) -> str:
 
 
 class Principal(msgspec.Struct, frozen=True, kw_only=True):
-    """Who is calling: the user, their role, and the session they came with."""
+    """Who is calling: the user, their role, and the session they came with.
+
+    `alive`: for credentials that can be withdrawn while a response is still streaming
+    (an API token revoked or expired), whether they still hold; a stream asks it
+    between events and ends when it answers False (`turn_stream.while_alive`). None:
+    nothing to ask (a web session)."""
 
     user: User
     role: Role
     token_hash: str
     csrf_token: str
+    alive: Callable[[], Awaitable[bool]] | None = None
 
     def can(self, capability: Capability) -> bool:
         return can(self.role, capability)

@@ -8,6 +8,10 @@ A top-level approval request ends the wait with `awaiting_approval` (the turn go
 waiting in the gate; a decision in the Inbox continues it, its answer lands in the
 history; `/v1` hands it over at the next request: `features/tokens/openai/routes.py`).
 
+Revocation: a stream opened with credentials that can be withdrawn (an API token)
+goes through `while_alive`, the one place both streams ask whether they still hold:
+the next request is refused by the authenticator, an open stream ends here.
+
 Trap: the subscription is lossy (a reader 512 events behind is dropped): when it ends,
 the wait goes on on the result alone, and the text still arrives, whole, at the end
 (`Ended.text`, of which the caller sends what the deltas did not).
@@ -17,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +39,10 @@ from skald.core.conversations import (
 from skald.core.events import ChatEvent
 from skald.errors import SkaldError
 from skald.plugins.facade import Member
+
+ALIVE_CHECK_S = 1.0  # how often an open stream asks whether its credentials still hold
+# What a stream says when its token was revoked (or expired) while it was open.
+WITHDRAWN = "this API token was revoked or has expired: the stream ends (the turn goes on)"
 
 
 @dataclass(frozen=True)
@@ -181,10 +190,28 @@ def _event(name: str, body: object) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + msgspec.json.encode(body) + b"\n\n"
 
 
-async def chat_events(member: Member, conversation_id: str, begun: Begun) -> AsyncIterator[bytes]:
+def chat_events(
+    member: Member,
+    conversation_id: str,
+    begun: Begun,
+    alive: Callable[[], Awaitable[bool]] | None = None,
+) -> AsyncIterator[bytes]:
     """`POST /api/chat/stream`: `delta` and `progress` events, then `done` with the
     reply (status, text, files written), as `POST /api/chat` answers it. The files come
-    from the turn's own finished calls (`Sent.files`), not from reading the history."""
+    from the turn's own finished calls (`Sent.files`), not from reading the history.
+    `alive`: the caller's credentials (`Principal.alive`); withdrawn, the stream ends
+    with a failed `done` (`unauthenticated`), as `skald chat --stream` reads it."""
+    gone = ChatReply(
+        conversation_id=conversation_id,
+        reply="",
+        status="failed",
+        error=WITHDRAWN,
+        error_code="unauthenticated",
+    )
+    return while_alive(_chat_events(member, conversation_id, begun), alive, _event("done", gone))
+
+
+async def _chat_events(member: Member, conversation_id: str, begun: Begun) -> AsyncIterator[bytes]:
     try:
         async for piece in run_turn(member, conversation_id, "", [], begun):
             if isinstance(piece, Delta):
@@ -219,3 +246,51 @@ def _failed(conversation_id: str, exc: SkaldError) -> ChatReply:
         error=str(exc) or "the turn failed",
         error_code=exc.code,
     )
+
+
+async def while_alive(
+    events: AsyncIterator[bytes],
+    alive: Callable[[], Awaitable[bool]] | None,
+    farewell: bytes,
+    every: float = ALIVE_CHECK_S,
+) -> AsyncIterator[bytes]:
+    """`events` for as long as the credentials that opened the stream hold: `alive` is
+    asked every `every` seconds, while events flow and while the turn is silent (a
+    model thinking, a tool running, an approval waiting); when it answers False,
+    `farewell` is the last thing sent and the stream ends. The turn itself goes on (its
+    answer lands in the history). Both token streams end this way: `/v1` and
+    `POST /api/chat/stream`.
+
+    Trap: `events` runs one step ahead in a task, so a silent turn cannot hold the
+    check back; closing this generator cancels that step and closes `events` (their
+    `finally` blocks release the subscription and the member's turn slot)."""
+    if alive is None:
+        async for event in events:
+            yield event
+        return
+    source = aiter(events)
+    step: asyncio.Future[bytes] = asyncio.ensure_future(anext(source))
+    checked = time.monotonic()
+    try:
+        while True:
+            left = every - (time.monotonic() - checked)
+            done, _ = await asyncio.wait([step], timeout=max(0.0, left))
+            if time.monotonic() - checked >= every:
+                checked = time.monotonic()
+                if not await alive():
+                    yield farewell
+                    return
+            if not done:
+                continue
+            try:
+                event = step.result()
+            except StopAsyncIteration:
+                return
+            step = asyncio.ensure_future(anext(source))
+            yield event
+    finally:
+        step.cancel()
+        with contextlib.suppress(BaseException):
+            await step
+        with contextlib.suppress(BaseException):
+            await source.aclose()  # type: ignore[attr-defined]

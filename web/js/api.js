@@ -214,6 +214,7 @@ export const api = {
   tasks: () => get('api/schedule/tasks'),
   cancelTask: (id) => post(`api/schedule/tasks/${encodeURIComponent(id)}/cancel`),
   scheduleCounts: () => get('api/admin/schedule'),
+  tokenCounts: () => get('api/admin/tokens'), // API tokens per member: counts only
   keepKey: () => get('api/schedule/keep-key'),
   setKeepKey: (enabled) => request('PUT', 'api/schedule/keep-key', { enabled }),
 

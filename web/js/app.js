@@ -169,7 +169,10 @@ function App() {
     }
     return html`<${Shell}><${DockToggle} docked=${false} onToggle=${toggle} /><${Page} ...${view.props || {}} /><//>`;
   }
-  return html`<${Shell} flush=${!!view.flush}><${Page} ...${view.props || {}} /><//>`;
+  // The empty first child keeps the page where the branch above puts it (after the dock
+  // toggle): crossing the wide breakpoint (a resized window, a full-page screenshot)
+  // must not remount the page and lose its state (an open dialog, the recovery code).
+  return html`<${Shell} flush=${!!view.flush}>${null}<${Page} ...${view.props || {}} /><//>`;
 }
 
 async function start() {

@@ -306,7 +306,7 @@ async def chat_stream(
         await body.discard()
         raise
     return Stream(
-        chat_events(member, cid, begun),
+        chat_events(member, cid, begun, request.user.alive),  # ends when a token is revoked
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )

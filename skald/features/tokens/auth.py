@@ -14,6 +14,7 @@ with a dead token); the rate limit is counted only for live tokens.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from litestar.exceptions import NotAuthorizedException
@@ -96,4 +97,11 @@ class TokenAuthenticator:
                 "too many requests with this API token; slow down",
                 {"Retry-After": str(max(1, round(wait)))},
             )
-        return Principal(user=user, role=role, token_hash=PRINCIPAL_PREFIX + row.id, csrf_token="")
+        return Principal(
+            user=user,
+            role=role,
+            token_hash=PRINCIPAL_PREFIX + row.id,
+            csrf_token="",
+            # An open stream asks this between events: revoked or expired, it ends.
+            alive=functools.partial(tokens.alive, row.id),
+        )

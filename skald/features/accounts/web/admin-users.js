@@ -130,7 +130,7 @@ function storageText(usage) {
     : formatSize(usage.used);
 }
 
-function UserRow({ user, roles, usage, worksSignedOut, isSelf, onEdit, onPeople, onToggle, onDelete, busy }) {
+function UserRow({ user, roles, usage, worksSignedOut, apiTokens, isSelf, onEdit, onPeople, onToggle, onDelete, busy }) {
   return html`<tr class=${`user-row${user.active ? '' : ' is-inactive'}`} data-testid="user-row"
       data-username=${user.username} data-user-id=${user.id}>
     <td class="user-row__who-cell" data-label=${t('users.person')}>
@@ -154,6 +154,8 @@ function UserRow({ user, roles, usage, worksSignedOut, isSelf, onEdit, onPeople,
       ${user.active
         ? html`<${Badge} kind="ok" testid="user-active">${t('users.active')}<//>`
         : html`<${Badge} kind="off" testid="user-active">${t('users.inactive')}<//>`}
+      ${apiTokens > 0 &&
+      html` <span title=${t('users.api_tokens_hint')}><${Badge} kind="plain" testid="user-api-tokens">${t('users.api_tokens', { count: apiTokens })}<//></span>`}
     </td>
     <td class="small" data-label=${t('users.storage')} data-testid="user-storage"
       data-used=${usage ? usage.used : ''}>${storageText(usage)}</td>
@@ -187,6 +189,7 @@ export function AdminUsersPage() {
   const [editing, setEditing] = useState(null);
   const [peopleOf, setPeopleOf] = useState(null); // the row whose profile and supervisors are open
   const [signedOut, setSignedOut] = useState({});
+  const [tokens, setTokens] = useState({}); // user id -> how many API tokens (never which)
   const [deleting, setDeleting] = useState(null);
   const [recovery, setRecovery] = useState(null); // {user, recovery_code}
   const [flash, setFlash] = useFlash();
@@ -200,6 +203,10 @@ export function AdminUsersPage() {
     api.scheduleCounts().then(
       (rows) => setSignedOut(Object.fromEntries(rows.map((row) => [row.user_id, row.works_signed_out]))),
       () => setSignedOut({}),
+    );
+    api.tokenCounts().then(
+      (rows) => setTokens(Object.fromEntries(rows.map((row) => [row.user_id, row.tokens]))),
+      () => setTokens({}),
     );
     return api.membersStorage().then(
       (rows) => setStorage(Object.fromEntries(rows.map((row) => [row.user_id, row]))),
@@ -281,6 +288,7 @@ export function AdminUsersPage() {
         <tbody>
           ${users.map(
             (u) => html`<${UserRow} key=${u.id} user=${u} roles=${roles} usage=${storage[u.id]} worksSignedOut=${!!signedOut[u.id]}
+              apiTokens=${tokens[u.id] || 0}
               isSelf=${u.id === me.id} busy=${rowBusy}
               onEdit=${(x) => {
                 setRowError(null);

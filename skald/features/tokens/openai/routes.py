@@ -19,7 +19,7 @@ import base64
 import binascii
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +33,13 @@ from skald.api.deps import AuthRequest, group, requires
 from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import errors
 from skald.api.schemas import ErrorBody
-from skald.core.turn_stream import Delta, Ended, Progress, run_turn
+from skald.core.turn_stream import WITHDRAWN, Delta, Ended, Progress, run_turn, while_alive
 from skald.errors import InvalidInputError
 from skald.features.tokens.auth import token_id_of
 from skald.features.tokens.openai.threads import Threads, fingerprint
 from skald.features.tokens.openai.wire import (
     DONE,
+    FAILURES,
     ChatRequest,
     OpenAIError,
     chunk,
@@ -47,6 +48,8 @@ from skald.features.tokens.openai.wire import (
     completion_id,
     error_body,
     error_type,
+    retry_headers,
+    turn_failure,
     usage_of,
 )
 from skald.features.tokens.routes import CHAT_CAP
@@ -56,7 +59,6 @@ from skald.plugins.facade import Member, Server
 
 DEFAULT_MODEL = "skald"
 CONVERSATION_HEADER = "x-skald-conversation"
-ALIVE_CHECK_S = 1.0  # how often an open stream asks whether its token still lives
 MAX_IMAGES = 8
 MAX_KEY = 200
 _IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
@@ -312,7 +314,9 @@ async def _remember(plan: Plan, content: str) -> None:
     await Threads(plan.member.db).keep(keys, plan.conversation_id, seen)
 
 
-async def _pieces(plan: Plan, tokens: TokenService) -> AsyncIterator[Delta | Progress | Ended]:
+async def _pieces(
+    plan: Plan, tokens: TokenService
+) -> AsyncGenerator[Delta | Progress | Ended, None]:
     if plan.waiting:
         yield Ended(status="awaiting_approval", text="")
         return
@@ -342,8 +346,13 @@ async def chat_completions(request: AuthRequest, server: NamedDependency[Server]
     note = _inbox_note(request)
     if req.stream:
         include_usage = bool((req.stream_options or {}).get("include_usage"))
+        tokens = server.state(TokenService)
+        # The shared end of a token's stream (`while_alive`): revoked, it closes.
+        revoked = _error_line(WITHDRAWN, "authentication_error", "unauthenticated")
         return Stream(
-            _stream(plan, req.model, note, include_usage, server.state(TokenService)),
+            while_alive(
+                _stream(plan, req.model, note, include_usage, tokens), request.user.alive, revoked
+            ),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Skald-Conversation-Id": plan.conversation_id},
         )
@@ -354,7 +363,14 @@ async def chat_completions(request: AuthRequest, server: NamedDependency[Server]
     content = plan.prefix + ("\n\n" if plan.prefix else "") + _closing(ended, note)
     await _remember(plan, content)
     if ended.status == "failed":
-        raise OpenAIError(502, content, code=ended.code or "turn_failed")
+        status, kind = turn_failure(ended.code)
+        raise OpenAIError(
+            status,
+            content,
+            kind=kind,
+            code=ended.code or "turn_failed",
+            headers=retry_headers(kind),
+        )
     return Response(
         completion(
             completion_id(),
@@ -377,39 +393,20 @@ async def _stream(
         sent = plan.prefix + "\n\n"
         yield chunk(cid, model, created, {"content": sent})
     round_text = ""
-    ended: Ended | None = None
-    pieces = aiter(_pieces(plan, tokens))
-    step: asyncio.Future[Any] = asyncio.ensure_future(anext(pieces))
-    checked = time.monotonic()
-    try:
-        while ended is None:
-            done, _ = await asyncio.wait([step], timeout=ALIVE_CHECK_S)
-            if time.monotonic() - checked >= ALIVE_CHECK_S:
-                # Revoked (or expired) meanwhile: the stream ends now, the turn goes on.
-                checked = time.monotonic()
-                if not await tokens.alive(plan.token_id):
-                    yield _error_line("this API token was revoked", "authentication_error")
-                    return
-            if not done:
-                continue
-            piece = step.result()
+    ended = Ended(status="failed", text="the turn ended without an answer")
+    # Closed at once when this stream is (revoked, the client gone): the turn slot is freed.
+    async with contextlib.aclosing(_pieces(plan, tokens)) as pieces:
+        async for piece in pieces:
             if isinstance(piece, Ended):
                 ended = piece
                 break
-            step = asyncio.ensure_future(anext(pieces))
             if isinstance(piece, Delta):
                 round_text += piece.text
                 sent += piece.text
                 yield chunk(cid, model, created, {"content": piece.text})
             else:
                 round_text = ""  # a tool round: the final answer starts afresh
-                yield comment(piece.note)
-    finally:
-        step.cancel()
-        with contextlib.suppress(BaseException):
-            await step
-        with contextlib.suppress(BaseException):
-            await pieces.aclose()  # type: ignore[attr-defined]
+                yield comment(piece.note)  # Skald's tool calls: progress clients skip
     closing = _closing(ended, note)
     if ended.status == "done" and closing.startswith(round_text):
         rest = closing[len(round_text) :]
@@ -420,7 +417,8 @@ async def _stream(
         yield chunk(cid, model, created, {"content": rest})
     await _remember(plan, sent)
     if ended.status == "failed":
-        yield _error_line(ended.text, "server_error", ended.code)
+        _, kind = turn_failure(ended.code)
+        yield _error_line(ended.text, kind, ended.code)
         return
     yield chunk(cid, model, created, {}, finish="stop")
     if include_usage:
@@ -453,11 +451,12 @@ def _openai_error(request: Request[Any, Any, Any], exc: Exception) -> Response[A
     message, code = (
         (body.error.message, body.error.code) if isinstance(body, ErrorBody) else (str(exc), None)
     )
+    status, kind = FAILURES.get(code or "", (answer.status_code, error_type(answer.status_code)))
     headers = {k: v for k, v in answer.headers.items() if k.lower() == "retry-after"}
     return Response(
-        error_body(message, error_type(answer.status_code), code=code),
-        status_code=answer.status_code,
-        headers=headers or None,
+        error_body(message, kind, code=code),
+        status_code=status,
+        headers={**headers, **(retry_headers(kind) or {})} or None,
     )
 
 
@@ -465,6 +464,10 @@ ROUTES = [
     group(
         list_models,
         chat_completions,
-        exception_handlers={Exception: _openai_error},
+        # Every kind the app's own handlers name, not only `Exception`: Litestar picks the
+        # handler of the first class in the exception's MRO, so the app's `HTTPException`
+        # handler would otherwise answer the auth middleware's refusals (401, 403, 423,
+        # 429) in Skald's shape.
+        exception_handlers={kind: _openai_error for kind in (*EXCEPTION_HANDLERS, Exception)},
     )
 ]

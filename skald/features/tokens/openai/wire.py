@@ -66,8 +66,48 @@ def error_type(status: int) -> str:
         409: "conflict_error",
         413: "invalid_request_error",
         423: "locked_error",
-        429: "rate_limit_error",
+        429: "rate_limit_exceeded",
     }.get(status, "server_error" if status >= 500 else "invalid_request_error")
+
+
+# How `/v1` answers a failed turn or a refusal, by Skald's code: (HTTP status, OpenAI's
+# error `type`), so OpenAI's clients raise what they would for OpenAI itself. The one
+# table (docs/dev/api.md, section `/v1`; docs/connect.md): a spending cap or the storage quota
+# is OpenAI's 429 `insufficient_quota` (with `x-should-retry: false`: retrying before
+# the reset cannot help, and the official client obeys it); a rate limit is 429
+# `rate_limit_exceeded` (retried); the request's own fault is 400; a plugin's policy
+# refusal 403; the model service busy, missing or slow 503/504. A failed turn's code not
+# named here is the model service behind Skald failing (unreachable, refusing Skald's
+# key, breaking off, an unknown model...): 502 (`UPSTREAM`). A refusal raised before the
+# turn whose code is not named keeps the status the rest of the API gives it.
+FAILURES: dict[str, tuple[int, str]] = {
+    "limit_reached": (429, "insufficient_quota"),
+    "quota_exceeded": (429, "insufficient_quota"),
+    "throttled": (429, "rate_limit_exceeded"),
+    "background_limit": (429, "rate_limit_exceeded"),
+    "invalid_input": (400, "invalid_request_error"),
+    "context_overflow": (400, "invalid_request_error"),
+    "no_capable_model": (400, "invalid_request_error"),
+    "plugin_blocked": (403, "permission_error"),
+    "overloaded": (503, "server_error"),
+    "no_model": (503, "server_error"),
+    "timeout": (504, "server_error"),
+    "disk_full": (507, "server_error"),
+    "internal": (500, "server_error"),
+}
+UPSTREAM = (502, "server_error")
+NO_RETRY = frozenset({"insufficient_quota"})
+
+
+def turn_failure(code: str | None) -> tuple[int, str]:
+    """(HTTP status, OpenAI error type) of a failed turn's code (`Ended.code`)."""
+    return FAILURES.get(code or "", UPSTREAM)
+
+
+def retry_headers(kind: str) -> dict[str, str] | None:
+    """`x-should-retry: false` for what a retry cannot mend (the official clients obey
+    it; without it they retry a 429 twice by default)."""
+    return {"x-should-retry": "false"} if kind in NO_RETRY else None
 
 
 def error_body(
