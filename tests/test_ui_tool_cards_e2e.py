@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fake_llm import Call, FakeLLM, ToolCalls
@@ -42,17 +41,34 @@ EXPECTED = {
 TECHNICAL = {"en": "Technical details", "it": "Dettagli tecnici", "fr": "Détails techniques"}
 
 
-@pytest.fixture
-def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
+# One server and one fake provider for both widths; each width's run is its own
+# administrator (`who`): the chat opens a person's latest conversation, so a shared
+# account would show the other run's cards as well.
+@pytest.fixture(scope="module")
+def shared_fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, shared_fake: FakeLLM
+) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path_factory.mktemp("toolcards"))
     srv.create_admin()
+    for width in (375, 1280):
+        srv.add_user(who(width), ADMIN_PW, "admin")
     srv.start()
     admin = Api(srv.url)
     admin.login(ADMIN, ADMIN_PW)
-    admin.add_model(fake.base_url_openai, "fake-main")
+    admin.add_model(shared_fake.base_url_openai, "fake-main")
     admin.close()
     yield srv
     srv.close()
+
+
+def who(width: int) -> str:
+    return f"admin{width}"
 
 
 def card(page: Page, tool: str) -> Locator:
@@ -83,9 +99,9 @@ def check_cards(page: Page, lang: str) -> None:
 @pytest.mark.timeout(120)
 @BOTH_WIDTHS
 def test_tool_cards_show_plain_titles_and_sentences_with_the_model_text_behind_details(
-    server: ServerProcess, fake: FakeLLM, browser: Browser, width: int, lang: str
+    server: ServerProcess, shared_fake: FakeLLM, browser: Browser, width: int, lang: str
 ) -> None:
-    fake.script(
+    shared_fake.script(
         "fake-main",
         [
             ToolCalls(
@@ -97,13 +113,13 @@ def test_tool_cards_show_plain_titles_and_sentences_with_the_model_text_behind_d
         ],
     )
     admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin.login(who(width), ADMIN_PW)
     assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
     context = open_context(browser, server, viewport={"width": width, "height": 800})
     watch = SignedInWatch()
     try:
         page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+        sign_in(page, who(width), ADMIN_PW)
         page.get_by_test_id("chat-input").fill("Save my shopping list")
         page.get_by_test_id("chat-send").click()
         expect(
