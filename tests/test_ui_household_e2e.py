@@ -2,7 +2,8 @@
 `skald serve` and the fake provider: the wizard's last step after the model step was
 skipped says the chat needs a model and leads to the Models page (en, it, fr); a model
 without the `tools` capability gets the chat's one-line notice; and with no speech model
-an answer has no read-aloud button; the Models page sets what a model is given.
+an answer has no read-aloud button; the Models page sets what a model is given. The
+wizard's end is also checked at 1280 px in English (one more page, not a second run).
 
 Launch flags and the skip rule are those of `test_ui_e2e.py`.
 """
@@ -16,17 +17,15 @@ from typing import Any
 import pytest
 from fake_llm import FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, login
+from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, fits, login, ui_text
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import expect, sync_playwright
 
 PHONE: Any = {"width": 375, "height": 740}
-NO_MODEL_TITLE = {
-    "en": "Almost there: the chat needs a model",
-    "it": "Quasi pronto: la chat ha bisogno di un modello",
-    "fr": "Presque prêt : la discussion a besoin d'un modèle",
-}
+DESK: Any = {"width": 1280, "height": 800}
+# Where the wizard's end is checked: a phone in each language, a desk in English.
+WIZARD_END = [("en", PHONE), ("it", PHONE), ("fr", PHONE), ("en", DESK)]
 
 
 @pytest.fixture
@@ -46,9 +45,10 @@ def test_a_skipped_model_step_a_tool_less_model_and_no_speech_model_are_said_pla
     with FakeLLM() as fake, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
         try:
-            # The wizard's end with no model, in each language.
-            for locale, title in NO_MODEL_TITLE.items():
-                context = browser.new_context(base_url=server.url, locale=locale, viewport=PHONE)
+            # The wizard's end with no model: each language at 375 px, English at 1280.
+            for locale, viewport in WIZARD_END:
+                title = ui_text(locale, "setup.done_no_model_title")
+                context = browser.new_context(base_url=server.url, locale=locale, viewport=viewport)
                 context.set_default_timeout(20_000)
                 page = context.new_page()
                 page.goto("/")
@@ -61,6 +61,7 @@ def test_a_skipped_model_step_a_tool_less_model_and_no_speech_model_are_said_pla
                 expect(done).to_have_attribute("data-ready", "no-model")
                 expect(done).to_contain_text(title)
                 expect(page.get_by_test_id("welcome-start-chat")).to_have_count(0)
+                fits(page, viewport["width"])
                 page.get_by_test_id("welcome-add-model").click()
                 expect(page.get_by_test_id("models-page")).to_be_visible()
                 context.close()

@@ -1,16 +1,24 @@
 """The Marketplace in a real browser, on the default feed: a household sees the items in
 its own language, and the MCP reference test server (`audience: developers`) only after
-ticking "Show tools for developers".
+ticking "Show tools for developers". Run at 375 px (Italian first) and at 1280 px
+(English first), in the three languages at each; the page fits the width.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from ui_support import (
+    BOTH_WIDTHS,
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    fits,
+    open_context,
+    report_failure,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -23,25 +31,29 @@ NAMES = {
 }
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    # One server for both widths: the runs change only the administrator's language.
+    with household(tmp_path_factory.mktemp("market")) as srv:
         yield srv
 
 
 @pytest.mark.timeout(90)
+@BOTH_WIDTHS
 def test_the_marketplace_speaks_the_members_language_and_keeps_the_test_server_for_developers(
-    server: ServerProcess, browser: Browser
+    server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
     admin = Api(server.url)
     admin.login(ADMIN, ADMIN_PW)
-    context = open_context(browser, server)
+    assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    context = open_context(browser, server, viewport={"width": width, "height": 800})
     watch = SignedInWatch()
     try:
         page = watch.attach("admin", context.new_page())
         sign_in(page, ADMIN, ADMIN_PW)
-        for lang, (clock, tester) in NAMES.items():
-            assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+        for each in sorted(NAMES, key=lambda x: x != lang):  # the width's language first
+            clock, tester = NAMES[each]
+            assert admin.patch("/api/auth/me", json={"locale": each}).status_code == 200
             page.goto("/#/admin/marketplace")
             page.reload()
             names = page.get_by_test_id("market-name")
@@ -52,9 +64,10 @@ def test_the_marketplace_speaks_the_members_language_and_keeps_the_test_server_f
             expect(names.filter(has_text=tester)).to_have_count(1)
             item = page.locator('[data-testid="market-item"][data-folder="everything"]')
             expect(item.get_by_test_id("market-install")).to_be_visible()
+            fits(page, width)
         assert not watch.problems, watch.problems
     except BaseException:
-        report_failure(server, watch, "marketplace")
+        report_failure(server, watch, f"marketplace-{width}")
         raise
     finally:
         context.close()

@@ -2,6 +2,7 @@
 only to https pages and to localhost, so at `http://<box name>:9000` the button stays
 in the composer, greyed, and a tap says why (in the member's language) instead of the
 button vanishing. On `http://127.0.0.1` (a secure context) it is the usual button.
+Run at 375 px in Italian and at 1280 px in English; the note fits the width.
 
 The home-network address is simulated with Chromium's host resolver: `skald.lan`
 resolves to 127.0.0.1, and Chromium treats it like any LAN name (not secure).
@@ -10,25 +11,28 @@ resolves to 127.0.0.1, and Chromium treats it like any LAN name (not secure).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, ServerProcess, household
 from ui_support import (
+    BOTH_WIDTHS,
     CHROMIUM_ARGS,
     CSP_RECORDER,
     PLAYWRIGHT_MISSING,
     SignedInWatch,
     browser_or_skip,
+    fits,
     report_failure,
     sign_in,
+    speaking,
+    ui_text,
 )
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import expect, sync_playwright
 
 LAN_NAME = "skald.lan"
-WHY = {"en": "only when Skald is opened over https", "it": "solo se Skald è aperto in https"}
 
 
 class LanWatch(SignedInWatch):
@@ -44,46 +48,45 @@ class LanWatch(SignedInWatch):
         )
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    # One server for both widths: the runs change only the administrator's language.
+    with household(tmp_path_factory.mktemp("mic")) as srv:
         yield srv
 
 
 @pytest.mark.timeout(120)
+@BOTH_WIDTHS
 def test_over_plain_http_on_the_home_network_the_microphone_says_it_needs_https(
-    server: ServerProcess,
+    server: ServerProcess, width: int, lang: str
 ) -> None:
     executable = browser_or_skip()
     lan_url = server.url.replace("127.0.0.1", LAN_NAME)
     args = [*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {LAN_NAME} 127.0.0.1"]
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    viewport: Any = {"width": width, "height": 740}
+    admin = speaking(server, ADMIN, ADMIN_PW, lang)
     watch = LanWatch()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=args, headless=True)
         try:
-            for lang, why in WHY.items():
-                assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-                context = browser.new_context(
-                    base_url=lan_url, locale="en-US", viewport={"width": 375, "height": 740}
-                )
-                context.set_default_timeout(10_000)
-                context.add_init_script(CSP_RECORDER)
-                page = watch.attach(f"lan-{lang}", context.new_page())
-                sign_in(page, ADMIN, ADMIN_PW)
-                assert page.evaluate("window.isSecureContext") is False
-                mic = page.get_by_test_id("chat-mic")
-                expect(mic).to_have_attribute("data-state", "unavailable")
-                mic.click()
-                note = page.get_by_test_id("chat-mic-why")
-                expect(note).to_contain_text(why)
-                box = note.bounding_box()
-                assert box and box["x"] >= 0 and box["x"] + box["width"] <= 375, box
-                context.close()
+            context = browser.new_context(base_url=lan_url, locale="en-US", viewport=viewport)
+            context.set_default_timeout(10_000)
+            context.add_init_script(CSP_RECORDER)
+            page = watch.attach(f"lan-{lang}", context.new_page())
+            sign_in(page, ADMIN, ADMIN_PW)
+            assert page.evaluate("window.isSecureContext") is False
+            mic = page.get_by_test_id("chat-mic")
+            expect(mic).to_have_attribute("data-state", "unavailable")
+            mic.click()
+            note = page.get_by_test_id("chat-mic-why")
+            expect(note).to_contain_text(ui_text(lang, "chat.mic_needs_https"))
+            box = note.bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+            fits(page, width)
+            context.close()
 
             # The same app on the loopback address is a secure context: the usual button.
-            context = browser.new_context(base_url=server.url, locale="en-US")
+            context = browser.new_context(base_url=server.url, locale="en-US", viewport=viewport)
             page = watch.attach("loopback", context.new_page())
             sign_in(page, ADMIN, ADMIN_PW)
             expect(page.get_by_test_id("chat-mic")).to_have_attribute("data-state", "idle")
@@ -91,7 +94,7 @@ def test_over_plain_http_on_the_home_network_the_microphone_says_it_needs_https(
             context.close()
             assert not watch.problems, watch.problems
         except BaseException:
-            report_failure(server, watch, "mic-https")
+            report_failure(server, watch, f"mic-https-{width}")
             raise
         finally:
             browser.close()

@@ -26,12 +26,19 @@ from ui_support import (
     open_context,
     report_failure,
     sign_in,
+    ui_text,
 )
+
+from skald.features.schedule.words import phrase
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
 
 PW = "ada's long password"
+# The Tasks form's 7 o'clock in the hour list, written the page's way (Intl, not i18n).
+SEVEN = {"en": "7 AM", "it": "7"}
+# A bad cron's refusal: the server's own words in English, the code's sentence otherwise.
+BAD_CRON = {"en": "not valid", "it": ui_text("it", "error.code.invalid_input")}
 
 
 @pytest.fixture
@@ -190,16 +197,23 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
 ) -> None:
     """No model is set up at all: the Tasks page still makes a reminder. Each change of
     the time picker shows the server's preview (in words, the next runs); a bad cron
-    shows its refusal before Save; nothing overflows a phone's width. Then `/remind` in
+    shows its refusal before Save; nothing overflows a phone's width. The phone's run
+    is in Italian, the desk's in English: the texts come from the i18n files and the
+    server's schedule words. Then `/remind` in
     the chat answers with a confirmation line and the reminder is on the Tasks page."""
     watch = _PreviewRefusals()
     context = open_context(browser, server, timeout=15_000)
     try:
         page = watch.attach("tasks", context.new_page())
         sign_in(page, "ada", PW)
-        for width, text in ((375, "check the oven"), (1280, "call grandma")):
+        ada = Api(server.url)
+        ada.login("ada", PW)
+        for width, lang, text in ((375, "it", "check the oven"), (1280, "en", "call grandma")):
+            assert ada.patch("/api/auth/me", json={"locale": lang}).status_code == 200
             page.set_viewport_size({"width": width, "height": 800})
             page.goto("/#/tasks")
+            page.reload()
+            expect(page.locator("html")).to_have_attribute("lang", lang)
             page.get_by_test_id("tasks-new").click()
             form = page.get_by_test_id("job-form")
             form.get_by_test_id("job-form-text").fill(text)
@@ -208,21 +222,23 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             form.get_by_test_id("job-form-hour").select_option("7")
             form.get_by_test_id("job-form-minute").select_option("30")
             expect(form.get_by_test_id("job-form-hour").locator("option:checked")).to_have_text(
-                "7 AM"
+                SEVEN[lang]
             )
             expect(form.get_by_test_id("job-form-preview-text")).to_contain_text(
-                "every weekday at 7:30, next "
+                phrase(lang, "next", d=phrase(lang, "weekdays", t="7:30"), w="")
             )
             expect(form.get_by_test_id("job-form-preview-run")).to_have_count(3)
             # A bad expression: the server's refusal shows and Save waits.
             form.get_by_test_id("job-form-mode").select_option("cron")
             form.get_by_test_id("job-form-cron").fill("61 * * * *")
-            expect(form.get_by_test_id("job-form-preview-error")).to_contain_text("not valid")
+            expect(form.get_by_test_id("job-form-preview-error")).to_contain_text(BAD_CRON[lang])
             expect(form.get_by_test_id("job-form-save")).to_be_disabled()
             # In 2 minutes, once: saved, and listed as a plain reminder.
             form.get_by_test_id("job-form-mode").select_option("in")
             form.get_by_test_id("job-form-minutes").fill("2")
-            expect(form.get_by_test_id("job-form-preview-text")).to_contain_text("once, ")
+            expect(form.get_by_test_id("job-form-preview-text")).to_contain_text(
+                phrase(lang, "once", w="")
+            )
             expect(form.get_by_test_id("job-form-preview-run")).to_have_count(1)
             assert page.evaluate("document.documentElement.scrollWidth") <= width
             SHOTS.mkdir(parents=True, exist_ok=True)
@@ -230,7 +246,9 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             form.get_by_test_id("job-form-save").click()
             job = page.get_by_test_id("task-job").filter(has_text=text)
             expect(job).to_have_count(1)
-            expect(job.get_by_test_id("task-job-kind")).to_have_text("Just remind me")
+            expect(job.get_by_test_id("task-job-kind")).to_have_text(
+                ui_text(lang, "tasks.kind_reminder")
+            )
             expect(page.get_by_test_id("job-form")).to_have_count(0)
         # Edit: the form opens with the job's time (its preview too); made a prompt.
         grandma = page.get_by_test_id("task-job").filter(has_text="call grandma")
@@ -265,3 +283,4 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
         raise
     finally:
         context.close()
+        ada.close()

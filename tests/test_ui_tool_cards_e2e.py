@@ -6,19 +6,27 @@ text the model was given behind "Details" / "Technical details" (closed).
 A real `skald serve` and the fake provider: the model first writes a `write_file` call
 cut at the output limit (the server answers it "Not run: your answer reached the output
 limit..."), then calls a connector tool that does not exist (an error), then answers.
-The same conversation is read in English, Italian and French after a reload.
+The same conversation is read in English, Italian and French after a reload, at 375 px
+(Italian first) and at 1280 px (English first); the cards fit the width.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fake_llm import Call, FakeLLM, ToolCalls
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from ui_support import (
+    BOTH_WIDTHS,
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    fits,
+    open_context,
+    report_failure,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Locator, Page, expect
@@ -33,17 +41,34 @@ EXPECTED = {
 TECHNICAL = {"en": "Technical details", "it": "Dettagli tecnici", "fr": "Détails techniques"}
 
 
-@pytest.fixture
-def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
+# One server and one fake provider for both widths; each width's run is its own
+# administrator (`who`): the chat opens a person's latest conversation, so a shared
+# account would show the other run's cards as well.
+@pytest.fixture(scope="module")
+def shared_fake() -> Iterator[FakeLLM]:
+    with FakeLLM() as llm:
+        yield llm
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, shared_fake: FakeLLM
+) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path_factory.mktemp("toolcards"))
     srv.create_admin()
+    for width in (375, 1280):
+        srv.add_user(who(width), ADMIN_PW, "admin")
     srv.start()
     admin = Api(srv.url)
     admin.login(ADMIN, ADMIN_PW)
-    admin.add_model(fake.base_url_openai, "fake-main")
+    admin.add_model(shared_fake.base_url_openai, "fake-main")
     admin.close()
     yield srv
     srv.close()
+
+
+def who(width: int) -> str:
+    return f"admin{width}"
 
 
 def card(page: Page, tool: str) -> Locator:
@@ -72,10 +97,11 @@ def check_cards(page: Page, lang: str) -> None:
 
 
 @pytest.mark.timeout(120)
+@BOTH_WIDTHS
 def test_tool_cards_show_plain_titles_and_sentences_with_the_model_text_behind_details(
-    server: ServerProcess, fake: FakeLLM, browser: Browser
+    server: ServerProcess, shared_fake: FakeLLM, browser: Browser, width: int, lang: str
 ) -> None:
-    fake.script(
+    shared_fake.script(
         "fake-main",
         [
             ToolCalls(
@@ -87,25 +113,27 @@ def test_tool_cards_show_plain_titles_and_sentences_with_the_model_text_behind_d
         ],
     )
     admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
-    context = open_context(browser, server)
+    admin.login(who(width), ADMIN_PW)
+    assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+    context = open_context(browser, server, viewport={"width": width, "height": 800})
     watch = SignedInWatch()
     try:
         page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+        sign_in(page, who(width), ADMIN_PW)
         page.get_by_test_id("chat-input").fill("Save my shopping list")
         page.get_by_test_id("chat-send").click()
         expect(
             page.locator('[data-testid="message"][data-seq]').filter(has_text="All done.")
         ).to_have_count(1)
-        for lang in ("en", "it", "fr"):
-            assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+        for each in sorted(EXPECTED, key=lambda x: x != lang):  # the width's language first
+            assert admin.patch("/api/auth/me", json={"locale": each}).status_code == 200
             page.reload()
             expect(card(page, CONNECTOR_TOOL)).to_have_count(1)
-            check_cards(page, lang)
+            check_cards(page, each)
+            fits(page, width)
         assert not watch.problems, watch.problems
     except BaseException:
-        report_failure(server, watch, "toolcards")
+        report_failure(server, watch, f"toolcards-{width}")
         raise
     finally:
         context.close()

@@ -16,6 +16,8 @@ annotations only (postponed by `from __future__ import annotations`). The fixtur
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -50,11 +52,35 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "test-artifacts" / "screenshots"
 
 # A scenario run twice: on a phone's 375 px in Italian and a desktop's 1280 px in
 # English (the test takes `width` and `lang`).
 BOTH_WIDTHS = pytest.mark.parametrize(("width", "lang"), [(375, "it"), (1280, "en")])
+
+
+@functools.cache
+def _texts(lang: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for path in [ROOT / "web" / "i18n", *sorted((ROOT / "skald" / "features").glob("*/i18n"))]:
+        if (path / f"{lang}.json").is_file():
+            found.update(json.loads((path / f"{lang}.json").read_text(encoding="utf-8")))
+    return found
+
+
+def ui_text(lang: str, key: str) -> str:
+    """The UI's text `key` in `lang` (web/i18n and the features' i18n files), so a test
+    asserts a page's words from the translations, never from a guess; `{...}`
+    placeholders are left as written."""
+    return _texts(lang)[key]
+
+
+def fits(page: Page, width: int) -> None:
+    """Nothing widens the page beyond `width` (no horizontal scrolling)."""
+    scroll = page.evaluate("document.documentElement.scrollWidth")
+    assert scroll <= width, f"the page is {scroll} px wide at {width} px"
+
 
 # Chromium logs every failed fetch as a console error. `Watch` lets through those of the
 # household walkthrough (test_ui_e2e.py): 401/403 anywhere (no session yet, wrong
