@@ -119,9 +119,11 @@ check_docker() {
 
 # The sandboxes' runtime image, built now rather than at a member's first command: one
 # progress line (step, time, estimate), Docker's whole output in a log file. Skipped
-# without Docker; a failure is not fatal: `skald doctor` names the fix.
+# without Docker or when it was loaded from the release (load_image); a failure is not
+# fatal: `skald doctor` names the fix.
 build_sandbox_image() {
     [ "${DOCKER_OK:-no}" = yes ] || return 0
+    [ "${IMAGE_LOADED:-no}" = no ] || return 0
     build_log=$SKALD_HOME/image-build.log
     step "the sandbox image (5 to 15 minutes the first time; Docker's whole output: $build_log)"
     if ! "$SKALD_HOME/bin/skald" image build --if-missing --log "$build_log" </dev/null; then
@@ -356,11 +358,24 @@ else:
     )
 for s in m.get("scripts", []):
     print(s["file"], s["sha256"])
+# The sandboxes' runtime image for this machine, when the release carries it.
+for i in m.get("images", []):
+    if i.get("arch") == arch:
+        print("@image", i["file"], i["sha256"], i["tag"])
+        break
 EOF
 ) || die "cannot use this release"
     ARTEFACT=$(printf '%s\n' "$picked" | sed -n 1p | cut -d' ' -f1)
     ARTEFACT_SHA=$(printf '%s\n' "$picked" | sed -n 1p | cut -d' ' -f2)
-    printf '%s\n' "$picked" | sed 1d >"$STAGING/scripts.sha256"
+    printf '%s\n' "$picked" | sed 1d | grep -v '^@image ' >"$STAGING/scripts.sha256" || true
+    image=$(printf '%s\n' "$picked" | sed -n 's/^@image //p')
+    IMAGE_FILE=$(printf '%s\n' "$image" | cut -d' ' -f1)
+    IMAGE_SHA=$(printf '%s\n' "$image" | cut -d' ' -f2)
+    IMAGE_TAG=$(printf '%s\n' "$image" | cut -d' ' -f3)
+    case "$IMAGE_FILE" in
+        '' | skald-runtime-*.tar.gz) ;;
+        *) die "the release's image file name is not one the installer takes: '$IMAGE_FILE'" ;;
+    esac
 }
 
 # Download the picked build and the release's scripts into staging and verify them all.
@@ -381,6 +396,55 @@ download_artefact() {
     fi
     verify_signature "$STAGING/$ARTEFACT" "$STAGING/$ARTEFACT.sig"
     say "verified $ARTEFACT (sha256 and signature)"
+}
+
+# The runtime image from the release (docker save | gzip), fetched only when Docker is
+# reachable and the image is not here yet, and verified like the pyz before anything
+# installs or loads it; a tampered one is refused and deleted at once.
+download_image() {
+    IMAGE_STAGED=no
+    [ -n "${IMAGE_FILE:-}" ] || return 0
+    [ "${DOCKER_OK:-no}" = yes ] || return 0
+    if docker image inspect "$IMAGE_TAG" >/dev/null 2>&1; then
+        return 0
+    fi
+    step "downloading the sandbox image $IMAGE_TAG ($IMAGE_FILE)"
+    fetch "$RELEASE_BASE/$IMAGE_FILE" "$STAGING/$IMAGE_FILE"
+    fetch "$RELEASE_BASE/$IMAGE_FILE.sig" "$STAGING/$IMAGE_FILE.sig"
+    fetch "$RELEASE_BASE/$IMAGE_FILE.sha256" "$STAGING/$IMAGE_FILE.sha256"
+    got=$(sha256_of "$STAGING/$IMAGE_FILE")
+    listed=$(cut -d' ' -f1 <"$STAGING/$IMAGE_FILE.sha256")
+    if [ "$got" != "$IMAGE_SHA" ] || [ "$got" != "$listed" ]; then
+        drop_staged_image
+        die "$IMAGE_FILE is corrupted or was altered (sha256 $got, release says $IMAGE_SHA): refusing it"
+    fi
+    if ! (verify_signature "$STAGING/$IMAGE_FILE" "$STAGING/$IMAGE_FILE.sig"); then
+        drop_staged_image
+        exit 1
+    fi
+    say "verified $IMAGE_FILE (sha256 and signature)"
+    IMAGE_STAGED=yes
+}
+
+# docker load of the verified image; its output goes to image-load.log. A failure is a
+# warning: the image step then builds it, as a from-source install does.
+load_image() {
+    [ "${IMAGE_STAGED:-no}" = yes ] || return 0
+    load_log=$SKALD_HOME/image-load.log
+    step "loading the sandbox image $IMAGE_TAG (docker load; its output: $load_log)"
+    if docker load -i "$STAGING/$IMAGE_FILE" >"$load_log" 2>&1 </dev/null \
+        && docker image inspect "$IMAGE_TAG" >/dev/null 2>&1; then
+        say "loaded $IMAGE_TAG from the release"
+        IMAGE_LOADED=yes
+    else
+        warn "docker load of $IMAGE_FILE failed (see $load_log)"
+    fi
+    drop_staged_image
+    IMAGE_STAGED=no
+}
+
+drop_staged_image() {
+    rm -f "$STAGING/$IMAGE_FILE" "$STAGING/$IMAGE_FILE.sig" "$STAGING/$IMAGE_FILE.sha256"
 }
 
 download_scripts() {
@@ -914,6 +978,7 @@ do_install() {
             download_artefact
         fi
         download_scripts
+        download_image
     fi
     if [ "${INTACT:-no}" = no ]; then
         step "selftest of Skald $NEW_VERSION"
@@ -925,6 +990,7 @@ do_install() {
     write_wrapper
     link_on_path
     write_initial_config
+    load_image
     build_sandbox_image
     step "service"
     enable_linger
@@ -999,6 +1065,10 @@ do_update() {
     fi
     step "downloading Skald $NEW_VERSION"
     download_release
+    if docker info >/dev/null 2>&1 </dev/null; then
+        DOCKER_OK=yes
+    fi
+    download_image
     step "selftest of Skald $NEW_VERSION (nothing is stopped yet)"
     checkpoint selftest
     selftest_staged
@@ -1006,11 +1076,14 @@ do_update() {
         # --force of the running version: its directory cannot be swapped under it;
         # re-verify what is installed and restart.
         lay_out_release
+        load_image
         install_scripts "$STAGING/scripts"
         start_service_fresh
         return 0
     fi
     lay_out_release
+    # The new version's image, before anything stops (the running version keeps its own).
+    load_image
     snap=$DATA/backups/pre-update-$from-to-$NEW_VERSION-$(date -u +%Y%m%dT%H%M%SZ)
     : >"$JOURNAL"
     journal_set from "$from"
@@ -1146,7 +1219,7 @@ do_uninstall() {
         "$home/update.sh" "$home/.update.lock" "$JOURNAL" "$DATA/cache"
     disable_linger_if_ours
     unlink_from_path
-    rm -f "$ENV_FILE" "$SKALD_HOME/uninstall.sh" "$SKALD_HOME/image-build.log"
+    rm -f "$ENV_FILE" "$SKALD_HOME/uninstall.sh" "$SKALD_HOME/image-build.log" "$SKALD_HOME/image-load.log"
     if [ "$PURGE" = yes ]; then
         rm -rf "$DATA"
         rmdir "$SKALD_HOME" 2>/dev/null || true

@@ -4,7 +4,7 @@
 # ci/publish.sh lays a package out in a release tree.
 #
 # Usage: ci/package.sh --version V --channel stable|nightly [--key PATH] --out DIR
-#                      [--scripts DIR] PYZ...
+#                      [--scripts DIR] [--image TAG [--image-arch ARCH]] PYZ...
 #
 #   --version V        the release version; every PYZ must be named
 #                      skald-V-<os>-<arch>-<pyabi>.pyz (as ci/build.sh names them) and
@@ -14,6 +14,12 @@
 #   --out DIR          the package directory: created if missing, must be empty
 #   --scripts DIR      where install.sh, update.sh, uninstall.sh come from (default: the
 #                      repository root)
+#   --image TAG        carry the runtime image TAG (skald-runtime:v<12 hex>, the tag every
+#                      PYZ runs: checked) as `docker save TAG | gzip -n`, named
+#                      skald-runtime-v<12 hex>-<arch>-<16 hex of its sha256>.tar.gz, with
+#                      its .sha256 and .sig and a manifest entry; install.sh and update.sh
+#                      `docker load` it (verified first) instead of building it (needs Docker)
+#   --image-arch ARCH  the machine the image is for, as `uname -m` says it (default: this one)
 #
 # Signatures are raw Ed25519 over the exact file bytes (`openssl pkeyutl -sign -rawin`).
 # Every file is written under a temporary name (.<name>.tmp.XXXXXX) and renamed into
@@ -23,7 +29,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 usage() {
-    echo "usage: $0 --version V --channel stable|nightly [--key PATH] --out DIR [--scripts DIR] PYZ..." >&2
+    echo "usage: $0 --version V --channel stable|nightly [--key PATH] --out DIR [--scripts DIR] [--image TAG [--image-arch ARCH]] PYZ..." >&2
 }
 
 die() {
@@ -41,6 +47,8 @@ CHANNEL=""
 KEY="${SKALD_SIGNING_KEY:-}"
 OUT=""
 SCRIPTS="$ROOT"
+IMAGE=""
+IMAGE_ARCH="$(uname -m)"
 PYZS=()
 
 need_arg() {
@@ -59,6 +67,10 @@ while (($#)); do
         --out=*) OUT="${1#*=}"; shift ;;
         --scripts) need_arg "$@"; SCRIPTS="$2"; shift 2 ;;
         --scripts=*) SCRIPTS="${1#*=}"; shift ;;
+        --image) need_arg "$@"; IMAGE="$2"; shift 2 ;;
+        --image=*) IMAGE="${1#*=}"; shift ;;
+        --image-arch) need_arg "$@"; IMAGE_ARCH="$2"; shift 2 ;;
+        --image-arch=*) IMAGE_ARCH="${1#*=}"; shift ;;
         -h | --help) usage; exit 0 ;;
         --) shift; PYZS+=("$@"); break ;;
         -*) echo "package.sh: unknown argument: $1" >&2; usage; exit 2 ;;
@@ -107,6 +119,12 @@ done
 
 # Each pyz must carry the version it is named for.
 release_py pyz-versions "$VERSION" "${PYZS[@]}"
+if [[ -n "$IMAGE" ]]; then
+    [[ "$IMAGE_ARCH" =~ ^[A-Za-z0-9_]+$ ]] || die "--image-arch $IMAGE_ARCH is not a machine name"
+    # The image must be the one the pyz files run, and be here to save.
+    release_py image-tag "$IMAGE" "${PYZS[@]}"
+    docker image inspect "$IMAGE" >/dev/null 2>&1 || die "the image $IMAGE is not in Docker here"
+fi
 
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -167,6 +185,20 @@ for i in "${!PYZS[@]}"; do
     sign "$OUT/$name"
 done
 
+IMAGE_ARGS=()
+if [[ -n "$IMAGE" ]]; then
+    # Saved under a temporary name, then renamed to the name its digest gives it.
+    tmp_for "$OUT/skald-runtime.tar.gz"
+    docker save "$IMAGE" | gzip -n >"$TMP"
+    image_name="$(release_py image-name "$IMAGE" "$IMAGE_ARCH" "$TMP")"
+    commit 0644 "$OUT/$image_name"
+    tmp_for "$OUT/$image_name.sha256"
+    printf '%s  %s\n' "$(sha256sum "$OUT/$image_name" | cut -d' ' -f1)" "$image_name" >"$TMP"
+    commit 0644 "$OUT/$image_name.sha256"
+    sign "$OUT/$image_name"
+    IMAGE_ARGS=(--image "$image_name" "$IMAGE" "$IMAGE_ARCH")
+fi
+
 for script in install.sh update.sh uninstall.sh; do
     tmp_for "$OUT/$script"
     cp -- "$SCRIPTS/$script" "$TMP"
@@ -175,7 +207,7 @@ done
 
 # manifest.json: artefacts from the file names and the bytes just written.
 tmp_for "$OUT/manifest.json"
-release_py manifest "$OUT" "$VERSION" "$CHANNEL" "$TMP" "${NAMES[@]}"
+release_py manifest "$OUT" "$VERSION" "$CHANNEL" "$TMP" "${NAMES[@]}" "${IMAGE_ARGS[@]}"
 commit 0644 "$OUT/manifest.json"
 sign "$OUT/manifest.json"
 

@@ -96,6 +96,7 @@ PKG="$(cd "$PKG" && pwd)"
 # The JSON and digest work is ci/release.py (stdlib only). Its subcommands used here:
 #   check DIR              the files in DIR match manifest.json (sizes, digests, .sha256
 #                          files); prints the version, the channel, then one artefact a line
+#                          (the pyz files, then the runtime image file if the release has one)
 #   embedded FILE          prints the PEM public key block embedded in FILE, if any
 #   stamp DIR PUBFILE      replaces the embedded key block in DIR's scripts with PUBFILE and
 #                          rewrites the script digests in DIR/manifest.json
@@ -179,7 +180,10 @@ CH="$TREE/$CHANNEL_DIR"
 STAGE="$(mktemp -d "$CH/.$VERSION.tmp.XXXXXX")"
 for name in "${ARTEFACTS[@]}"; do
     cp -- "$PKG/$name" "$PKG/$name.sha256" "$PKG/$name.sig" "$STAGE/"
-    chmod 0755 "$STAGE/$name"
+    case "$name" in
+        *.pyz) chmod 0755 "$STAGE/$name" ;;
+        *) chmod 0644 "$STAGE/$name" ;; # the runtime image (docker save | gzip)
+    esac
     chmod 0644 "$STAGE/$name.sha256" "$STAGE/$name.sig"
 done
 for script in "${SCRIPTS[@]}"; do

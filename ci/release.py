@@ -38,6 +38,14 @@ BEGIN, END = "-----BEGIN PUBLIC KEY-----", "-----END PUBLIC KEY-----"
 # `__version__ = "..."` in the pyz's skald/__init__.py (ci/build.sh stamps it there).
 VERSION_LINE_RE = re.compile(r'^__version__ = "([^"\n]*)"$', re.M)
 PYZ_INIT = "site-packages/skald/__init__.py"
+# The runtime image's Dockerfile in a pyz: its digest names the image the pyz runs
+# (skald/sandbox/image.py image_tag), so a release's image must carry that tag.
+PYZ_DOCKERFILE = "site-packages/skald/assets/installer/runtime/Dockerfile"
+IMAGE_REPOSITORY = "skald-runtime"
+IMAGE_TAG_RE = re.compile(r"skald-runtime:v([0-9a-f]{12})")
+# skald-runtime-v<tag hex>-<arch>-<first 16 hex of the file's sha256>.tar.gz: the runtime
+# image as `docker save | gzip -n`, named by what it holds and by its own digest.
+IMAGE_NAME_RE = re.compile(r"skald-runtime-v([0-9a-f]{12})-([A-Za-z0-9_]+)-([0-9a-f]{16})\.tar\.gz")
 
 Manifest = dict[str, Any]
 Note = Callable[[str], None]
@@ -129,9 +137,43 @@ def check_pyz_versions(version: str, pyzs: Sequence[Path]) -> None:
             refuse(f"{pyz.name} carries __version__ {found}, not {version!r}")
 
 
-def make_manifest(out: Path, version: str, channel: str, names: Sequence[str]) -> Manifest:
+def pyz_image_tag(pyz: Path) -> str:
+    """The runtime image tag PYZ runs its sandboxes from (the digest of its Dockerfile)."""
+    try:
+        with zipfile.ZipFile(pyz) as z:
+            data = z.read(PYZ_DOCKERFILE)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        refuse(f"{pyz.name} carries no runtime Dockerfile ({exc})")
+    return f"{IMAGE_REPOSITORY}:v{hashlib.sha256(data).hexdigest()[:12]}"
+
+
+def image_file_name(tag: str, arch: str, digest: str) -> str:
+    """The release file name of the runtime image TAG for ARCH whose bytes hash to DIGEST."""
+    match = IMAGE_TAG_RE.fullmatch(tag)
+    if match is None:
+        refuse(f"{tag!r} is not a runtime image tag (skald-runtime:v<12 hex>)")
+    return f"skald-runtime-v{match.group(1)}-{arch}-{digest[:16]}.tar.gz"
+
+
+def check_image_tags(tag: str, pyzs: Sequence[Path]) -> None:
+    """Every pyz of the release runs the image TAG: an image for another Dockerfile would be
+    loaded and never used (and the pyz would build its own at the first command)."""
+    for pyz in pyzs:
+        wants = pyz_image_tag(pyz)
+        if wants != tag:
+            refuse(f"{pyz.name} runs the image {wants}, not {tag}")
+
+
+def make_manifest(
+    out: Path,
+    version: str,
+    channel: str,
+    names: Sequence[str],
+    images: Sequence[tuple[str, str, str]] = (),
+) -> Manifest:
     """The manifest of the package in OUT: artefacts from their file names and the bytes
-    already written there, the scripts by digest."""
+    already written there, the scripts by digest, and IMAGES ((file, tag, arch) of each
+    runtime image file) when the release carries the runtime image."""
     artefacts = []
     for name in sorted(names):
         path = out / name
@@ -148,7 +190,7 @@ def make_manifest(out: Path, version: str, channel: str, names: Sequence[str]) -
                 "size": path.stat().st_size,
             }
         )
-    return {
+    manifest: Manifest = {
         "format": 1,
         "version": version,
         "channel": channel,
@@ -157,6 +199,18 @@ def make_manifest(out: Path, version: str, channel: str, names: Sequence[str]) -
         "artefacts": artefacts,
         "scripts": [{"file": s, "sha256": sha256(out / s)} for s in SCRIPTS],
     }
+    if images:
+        manifest["images"] = [
+            {
+                "file": name,
+                "tag": tag,
+                "arch": arch,
+                "sha256": sha256(out / name),
+                "size": (out / name).stat().st_size,
+            }
+            for name, tag, arch in sorted(images)
+        ]
+    return manifest
 
 
 # --- ci/publish.sh --------------------------------------------------------------------------
@@ -203,6 +257,7 @@ def check_package(directory: Path) -> Checked:
         if not sha_file.is_file() or sha_file.read_text(encoding="ascii") != f"{digest}  {name}\n":
             refuse(f"{sha_file} is missing or does not match {name}")
         names.append(name)
+    names += check_images(directory, m.get("images", []))
     if len(set(names)) != len(names):
         refuse("the manifest lists an artefact twice")
     scripts = m.get("scripts")
@@ -214,6 +269,36 @@ def check_package(directory: Path) -> Checked:
         if not path.is_file() or sha256(path) != s.get("sha256"):
             refuse(f"{path} is missing or does not match its sha256 in the manifest")
     return Checked(version, channel, names)
+
+
+def check_images(directory: Path, images: object) -> list[str]:
+    """The runtime image files the manifest lists (optional) match their names, sizes,
+    digests and .sha256 files; returns their names (publish.sh checks their .sig)."""
+    if not isinstance(images, list):
+        refuse("the manifest's images is not a list")
+    names = []
+    for a in images:
+        name = a.get("file") if isinstance(a, dict) else None
+        match = IMAGE_NAME_RE.fullmatch(name) if isinstance(name, str) else None
+        if not isinstance(name, str) or match is None:
+            refuse(f"image {name!r} is not named skald-runtime-v<tag>-<arch>-<sha256>.tar.gz")
+        if a.get("tag") != f"{IMAGE_REPOSITORY}:v{match.group(1)}" or a.get("arch") != match.group(
+            2
+        ):
+            refuse(f"tag/arch of {name} in the manifest do not match its name")
+        path = directory / name
+        if not path.is_file():
+            refuse(f"{path} is missing")
+        if path.stat().st_size != a.get("size"):
+            refuse(f"{name} is {path.stat().st_size} bytes, the manifest says {a.get('size')}")
+        digest = sha256(path)
+        if digest != a.get("sha256") or not digest.startswith(match.group(3)):
+            refuse(f"{name} does not match its sha256 in the manifest or its name")
+        sha_file = directory / f"{name}.sha256"
+        if not sha_file.is_file() or sha_file.read_text(encoding="ascii") != f"{digest}  {name}\n":
+            refuse(f"{sha_file} is missing or does not match {name}")
+        names.append(name)
+    return names
 
 
 def embedded_key(path: Path) -> str | None:
@@ -289,9 +374,32 @@ def _pyz_versions(args: list[str], _note: Note) -> int:
 
 
 def _manifest(args: list[str], _note: Note) -> int:
-    """OUT VERSION CHANNEL DEST NAME...: write the manifest of package OUT to DEST."""
-    out, version, channel, dest, *names = args
-    write_manifest(Path(dest), make_manifest(Path(out), version, channel, names))
+    """OUT VERSION CHANNEL DEST NAME... [--image FILE TAG ARCH]...: write the manifest of
+    package OUT to DEST."""
+    out, version, channel, dest, *rest = args
+    names: list[str] = []
+    images: list[tuple[str, str, str]] = []
+    while rest:
+        if rest[0] == "--image":
+            if len(rest) < 4:
+                refuse("--image needs FILE TAG ARCH")
+            images.append((rest[1], rest[2], rest[3]))
+            rest = rest[4:]
+        else:
+            names.append(rest.pop(0))
+    write_manifest(Path(dest), make_manifest(Path(out), version, channel, names, images))
+    return 0
+
+
+def _image_tag(args: list[str], _note: Note) -> int:
+    """TAG PYZ...: each PYZ runs the runtime image TAG."""
+    check_image_tags(args[0], [Path(a) for a in args[1:]])
+    return 0
+
+
+def _image_name(args: list[str], _note: Note) -> int:
+    """TAG ARCH FILE: print the release name of FILE, the image TAG saved for ARCH."""
+    print(image_file_name(args[0], args[1], sha256(Path(args[2]))))
     return 0
 
 
@@ -339,6 +447,8 @@ def _newer(args: list[str], _note: Note) -> int:
 COMMANDS: dict[str, tuple[str, int, Handler]] = {
     "pyz-versions": ("package.sh", 2, _pyz_versions),
     "manifest": ("package.sh", 5, _manifest),
+    "image-tag": ("package.sh", 2, _image_tag),
+    "image-name": ("package.sh", 3, _image_name),
     "check": ("publish.sh", 1, _check),
     "embedded": ("publish.sh", 1, _embedded),
     "stamp": ("publish.sh", 2, _stamp),

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import threading
 import zipfile
@@ -34,6 +36,8 @@ _VERSION_LINE = re.compile(r'^__version__ = "[^"\n]*"$', re.M)
 # The first line of `serve` (its signature, possibly over several lines, up to the colon).
 _SERVE_DEF = re.compile(r"^async def serve\(.*?\)[^\n]*:\n", re.M | re.S)
 BROKEN_MESSAGE = "skald: deliberately broken test build: serve refuses to start"
+# The runtime image's Dockerfile in a pyz; its digest is the image tag the pyz runs.
+PYZ_DOCKERFILE = "site-packages/skald/assets/installer/runtime/Dockerfile"
 
 # What goes into a build (ci/build.sh stages these); a change to any of them is a new build.
 _SOURCES = (
@@ -126,12 +130,16 @@ def _replace_once(
     return text[: m.start()] + repl(m.group(0)) + text[m.end() :]
 
 
-def make_variant(pyz: Path, out_dir: Path, version: str, broken: bool = False) -> Path:
+def make_variant(
+    pyz: Path, out_dir: Path, version: str, broken: bool = False, image_note: str | None = None
+) -> Path:
     """Rewrite a built pyz into skald-VERSION-<platform>.pyz in OUT_DIR (and its .sha256).
 
     The copy carries `__version__ = VERSION` (also in its dist-info) and a new shiv build
     id, so it extracts to a directory of its own. With `broken`, `serve` raises SystemExit
-    at its start: the server never becomes healthy, while `selftest` still passes.
+    at its start: the server never becomes healthy, while `selftest` still passes. With
+    `image_note`, its runtime Dockerfile gains that comment line, so it runs an image tag
+    of its own (`pyz_image_tag`): a test's stand-in image never replaces the real one.
     """
     m = PYZ_NAME.fullmatch(pyz.name)
     assert m, f"{pyz.name} is not named skald-<version>-<platform>.pyz"
@@ -165,6 +173,8 @@ def make_variant(pyz: Path, out_dir: Path, version: str, broken: bool = False) -
                             "__version__ line",
                         )
                         data = patched[new_name] = text.encode()
+                    elif image_note is not None and info.filename == PYZ_DOCKERFILE:
+                        data = patched[new_name] = data + f"# {image_note}\n".encode()
                     elif broken and info.filename == "site-packages/skald/server.py":
                         text = _replace_once(
                             data.decode(),
@@ -207,6 +217,41 @@ def make_variant(pyz: Path, out_dir: Path, version: str, broken: bool = False) -
         tmp.unlink(missing_ok=True)
     dest.with_name(name + ".sha256").write_text(f"{_sha256(dest)}  {name}\n", encoding="ascii")
     return dest
+
+
+def pyz_image_tag(pyz: Path) -> str:
+    """The runtime image tag PYZ runs (skald/sandbox/image.py image_tag of its Dockerfile)."""
+    with zipfile.ZipFile(pyz) as z:
+        return f"skald-runtime:v{hashlib.sha256(z.read(PYZ_DOCKERFILE)).hexdigest()[:12]}"
+
+
+def make_image(tag: str) -> None:
+    """A tiny image tagged TAG (`docker import` of a one-file root, no registry needed) that
+    stands in for the runtime image in release tests; remove it with `remove_image`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = f"stand-in for {tag}\n".encode()
+        info = tarfile.TarInfo("skald-test-image")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    subprocess.run(
+        ["docker", "import", "--change", "LABEL skald.test-image=1", "-", tag],
+        input=buf.getvalue(),
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+
+
+def remove_image(tag: str) -> None:
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False, timeout=120)
+
+
+def has_image(tag: str) -> bool:
+    proc = subprocess.run(
+        ["docker", "image", "inspect", tag], capture_output=True, check=False, timeout=60
+    )
+    return proc.returncode == 0
 
 
 def _renamed(info: zipfile.ZipInfo, name: str) -> zipfile.ZipInfo:
@@ -262,11 +307,15 @@ def publish(package_dir: Path, tree: Path) -> Path:
     return Path(proc.stdout.strip())
 
 
-def package_and_publish(pyzs: Sequence[Path], version: str, channel: str, tree: Path) -> None:
+def package_and_publish(
+    pyzs: Sequence[Path], version: str, channel: str, tree: Path, *, image: str | None = None
+) -> None:
     """Package PYZS as VERSION on CHANNEL and publish them into TREE, signed with the test
-    key, which the published scripts then embed (`--stamp-key`)."""
+    key, which the published scripts then embed (`--stamp-key`); with IMAGE (a tag in
+    Docker here), the release carries that image (`ci/package.sh --image`)."""
+    extra = ("--image", image) if image else ()
     with tempfile.TemporaryDirectory(prefix="skald-package-") as tmp:
-        publish(package(pyzs, version, channel, Path(tmp) / "package"), tree)
+        publish(package(pyzs, version, channel, Path(tmp) / "package", *extra), tree)
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

@@ -28,9 +28,13 @@ from release_support import (
     RELEASE_PUB,
     REPO,
     TEST_KEY,
+    has_image,
+    make_image,
     make_variant,
     package,
     package_and_publish,
+    pyz_image_tag,
+    remove_image,
     run_script,
     serve_tree,
 )
@@ -265,6 +269,86 @@ def test_a_tampered_build_is_refused_by_the_installer(site: Site) -> None:
     assert "is corrupted or was altered" in proc.stderr
     assert not (site.skald_home / "current").exists()
     assert not (site.skald_home / "releases" / "1.0.0").exists()
+
+
+def _docker_or_skip() -> None:
+    probe = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=60)
+    if probe.returncode != 0:
+        unavailable("installer tests: Docker is not reachable")
+
+
+@pytest.mark.docker
+def test_the_release_image_is_verified_then_loaded_instead_of_built(site: Site) -> None:
+    """A release that carries the runtime image: a tampered image is refused before
+    `docker load` and nothing is installed; the intact one is loaded and no build runs;
+    update.sh loads the next release's new image before it stops anything."""
+    _docker_or_skip()
+    tags: list[str] = []
+
+    def publish_with_image(version: str) -> Path:
+        note = f"installer test {os.getpid()} {site.home.name} {version}"
+        pyz = make_variant(site.base, site.builds / version, version, image_note=note)
+        tag = pyz_image_tag(pyz)
+        tags.append(tag)
+        make_image(tag)
+        package_and_publish([pyz], version, "stable", site.tree, image=tag)
+        remove_image(tag)  # the household's machine does not have it yet
+        (image,) = (site.tree / "releases" / version).glob("skald-runtime-*.tar.gz")
+        return image
+
+    try:
+        image = publish_with_image("1.0.0")
+        assert image.name.startswith(f"skald-runtime-{tags[0].split(':')[1]}-")
+        manifest = json.loads((image.parent / "manifest.json").read_text())
+        assert [i["file"] for i in manifest["images"]] == [image.name]
+        good = image.read_bytes()
+        _flip_a_byte(image)
+        proc = site.install()
+        assert proc.returncode == 1, proc.stdout
+        assert f"{image.name} is corrupted or was altered" in proc.stderr, proc.stderr
+        assert not has_image(tags[0])
+        assert not (site.skald_home / "current").exists()
+        assert not (site.skald_home / "releases" / "1.0.0").exists()
+        assert not list(site.skald_home.glob("staging/skald-runtime-*"))  # not kept
+        image.write_bytes(good)
+        proc = site.install()
+        assert proc.returncode == 0, proc.stderr
+        assert f"verified {image.name} (sha256 and signature)" in proc.stdout, proc.stdout
+        assert f"loaded {tags[0]} from the release" in proc.stdout, proc.stdout
+        assert "the sandbox image (5 to 15 minutes" not in proc.stdout  # no build
+        assert has_image(tags[0])
+        # Installing again: the image is there, nothing is downloaded.
+        proc = site.install()
+        assert proc.returncode == 0 and "downloading the sandbox image" not in proc.stdout
+
+        # The next release runs another image: update.sh loads it, verified first.
+        image = publish_with_image("1.1.0")
+        good = image.read_bytes()
+        _flip_a_byte(image)
+        proc = site.run(f"{site.skald_home}/update.sh")
+        assert proc.returncode == 1 and "is corrupted or was altered" in proc.stderr
+        assert (site.skald_home / "current").readlink().as_posix() == "releases/1.0.0"
+        assert not has_image(tags[1])
+        image.write_bytes(good)
+        proc = site.run(f"{site.skald_home}/update.sh")
+        assert proc.returncode == 0, proc.stderr
+        assert f"loaded {tags[1]} from the release" in proc.stdout, proc.stdout
+        assert has_image(tags[1])
+        assert (site.skald_home / "current").readlink().as_posix() == "releases/1.1.0"
+        proc = site.run(f"{site.skald_home}/uninstall.sh")
+        assert proc.returncode == 0, proc.stderr
+        assert not (site.skald_home / "image-load.log").exists()
+    finally:
+        for tag in tags:
+            remove_image(tag)
+
+
+def test_package_refuses_an_image_the_pyz_does_not_run(site: Site, tmp_path: Path) -> None:
+    pyz = make_variant(site.base, tmp_path / "b", "1.0.0")
+    with pytest.raises(RuntimeError, match=r"runs the image skald-runtime:v[0-9a-f]{12}, not"):
+        package(
+            [pyz], "1.0.0", "stable", tmp_path / "pkg", "--image", "skald-runtime:v000000000000"
+        )
 
 
 def test_a_tampered_manifest_is_refused(site: Site) -> None:

@@ -28,7 +28,15 @@ import httpx
 import pytest
 from fake_llm import FakeLLM
 from harness import Api, free_port
-from release_support import build_pyz, make_variant, package_and_publish, serve_tree
+from release_support import (
+    build_pyz,
+    make_image,
+    make_variant,
+    package_and_publish,
+    pyz_image_tag,
+    remove_image,
+    serve_tree,
+)
 from systemd_support import SystemdBox
 from terminal_support import converse
 
@@ -66,6 +74,21 @@ class World:
         package_and_publish([pyz], version, "stable", self.tree)
         self.versions.append(version)
         return self.tree / "releases" / version / pyz.name
+
+    def publish_with_image(self, version: str) -> tuple[Path, str]:
+        """VERSION with a runtime image of its own (a stand-in made here, saved into the
+        release by ci/package.sh --image); returns the image file and its tag."""
+        note = f"e2e {os.getpid()} {version}"
+        pyz = make_variant(self.base, self.builds / version, version, image_note=note)
+        tag = pyz_image_tag(pyz)
+        make_image(tag)
+        try:
+            package_and_publish([pyz], version, "stable", self.tree, image=tag)
+        finally:
+            remove_image(tag)
+        self.versions.append(version)
+        (image,) = (self.tree / "releases" / version).glob("skald-runtime-*.tar.gz")
+        return image, tag
 
     def alice(
         self, cmd: str, *, check: bool = True, timeout: float = 300, **env: str
@@ -334,6 +357,73 @@ def test_a_tampered_build_is_refused_and_nothing_changes(world: World) -> None:
     assert proc.returncode != 0
     assert "corrupted or was altered" in proc.stderr, proc.stderr
     world.box.exec("test ! -e /home/bob/.local/share/skald/current", user="bob")
+
+
+# The box has no Docker: a stand-in `docker` that does what install.sh asks of it, for
+# real where it matters (it reads the saved image's manifest.json for its tags, so only a
+# real `docker save` loads), and keeps the "loaded" tags and every call in ~/.fake-docker.
+FAKE_DOCKER = r"""#!/bin/sh
+state=$HOME/.fake-docker
+mkdir -p "$state"
+echo "$*" >>"$state/calls"
+case "$1" in
+    info) exit 0 ;;
+    image) [ "$2" = inspect ] && grep -qxF "$3" "$state/tags" 2>/dev/null ;;
+    load)
+        [ "$2" = -i ] || exit 2
+        tags=$(gzip -dc "$3" | tar -xOf - manifest.json | python3 -c '
+import json, sys
+print("\n".join(t for e in json.load(sys.stdin) for t in e.get("RepoTags") or []))') || exit 1
+        [ -n "$tags" ] || exit 1
+        printf '%s\n' "$tags" >>"$state/tags"
+        printf 'Loaded image: %s\n' $tags
+        ;;
+    *) echo "fake docker: $*" >&2; exit 1 ;;
+esac
+"""
+FAKE_PATH = "/opt/fake-docker:/usr/local/bin:/usr/bin:/bin"
+
+
+def test_the_release_image_is_verified_before_docker_load_and_a_tampered_one_refused(
+    world: World,
+) -> None:
+    """A release that carries the runtime image, installed by bob (a second account, with
+    Docker as far as the installer can tell): a tampered image is refused before anything
+    is loaded or installed; the intact one is loaded, and no image build runs."""
+    world.box.exec(
+        "mkdir -p /opt/fake-docker && cat >/opt/fake-docker/docker "
+        "&& chmod 755 /opt/fake-docker/docker",
+        input=FAKE_DOCKER,
+    )
+    image, tag = world.publish_with_image("1.3.1")
+    good = image.read_bytes()
+    data = bytearray(good)
+    data[len(data) // 2] ^= 0x01
+    image.write_bytes(bytes(data))
+    install = f"curl -fsSL {world.url}/install.sh | SKALD_RELEASES_URL={world.url} bash"
+    bob_home = "/home/bob/.local/share/skald"
+    proc = world.box.exec(install, user="bob", check=False, env={"PATH": FAKE_PATH})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{image.name} is corrupted or was altered" in proc.stderr, proc.stderr
+    calls = world.box.exec("cat ~/.fake-docker/calls", user="bob").stdout
+    assert "load" not in calls, calls  # refused before docker load
+    world.box.exec(
+        f"test ! -e {bob_home}/current && test ! -e {bob_home}/releases/1.3.1", user="bob"
+    )
+    world.box.exec(f"! ls {bob_home}/staging/skald-runtime-* 2>/dev/null", user="bob")
+
+    image.write_bytes(good)
+    proc = world.box.exec(install, user="bob", check=False, env={"PATH": FAKE_PATH})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert f"verified {image.name} (sha256 and signature)" in out, out
+    assert f"loaded {tag} from the release" in out, out
+    assert "the sandbox image (5 to 15 minutes" not in out, out  # not built
+    loaded = world.box.exec("cat ~/.fake-docker/tags", user="bob").stdout.split()
+    assert loaded == [tag], loaded
+    world.box.exec(f"test -e {bob_home}/current", user="bob")
+    world.box.exec(f"{bob_home}/uninstall.sh --purge --yes", user="bob", env={"PATH": FAKE_PATH})
+    world.box.exec("rm -rf ~/.fake-docker", user="bob")
 
 
 def test_kill_9_at_every_update_step_leaves_a_working_current(world: World) -> None:
