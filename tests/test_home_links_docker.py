@@ -26,7 +26,7 @@ from skald.paths import DataLayout
 CA = b"-----BEGIN CERTIFICATE-----\nOPERATOR-CA\n-----END CERTIFICATE-----\n"
 
 
-MADE_AT_ENSURE = ("signposts", "skills")
+MADE_AT_ENSURE = ("signposts", "skills", "mountpoints")
 
 
 def _outside(layout: DataLayout, bob: str) -> dict[str, Any]:
@@ -38,7 +38,8 @@ def _outside(layout: DataLayout, bob: str) -> dict[str, Any]:
         "key": layout.instance_key.read_bytes(),
         "canary": (layout.root / "canary").read_bytes(),
         # The launch's first sandbox ensure makes the read-only folders it mounts (the
-        # notes' signposts, the skills trees): made by Skald beside the data, not
+        # notes' signposts, the skills trees, the folders of mountpoints over ~/shared,
+        # ~/projects and ~/skills): made by Skald beside the data, not
         # through a link.
         "root": sorted(p.name for p in layout.root.iterdir() if p.name not in MADE_AT_ENSURE),
         "users": sorted(p.name for p in layout.users_db_dir.iterdir() if ".db" in p.name),

@@ -233,9 +233,11 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             form.get_by_test_id("job-form-cron").fill("61 * * * *")
             expect(form.get_by_test_id("job-form-preview-error")).to_contain_text(BAD_CRON[lang])
             expect(form.get_by_test_id("job-form-save")).to_be_disabled()
-            # In 2 minutes, once: saved, and listed as a plain reminder.
+            # In 45 minutes, once: saved, and listed as a plain reminder. Not sooner: a
+            # reminder that fires while the test runs opens its own conversation, and the
+            # chat step below would type into whichever one the page shows by then.
             form.get_by_test_id("job-form-mode").select_option("in")
-            form.get_by_test_id("job-form-minutes").fill("2")
+            form.get_by_test_id("job-form-minutes").fill("45")
             expect(form.get_by_test_id("job-form-preview-text")).to_contain_text(
                 phrase(lang, "once", w="")
             )
@@ -261,7 +263,10 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
         edit.get_by_test_id("job-form-save").click()
         expect(grandma.get_by_test_id("task-job-kind")).to_have_text("Ask the assistant")
         # The chat's /remind, with no model set up either: a confirmation line.
-        page.goto("/#/")
+        # Typed once the chat has opened its latest conversation (a reminder's): text
+        # typed while it was still opening was lost now and then (1 run in 3).
+        with page.expect_response(lambda r: r.url.endswith("/messages")):
+            page.goto("/#/")
         page.get_by_test_id("chat-input").fill("/remind in 5 minutes make the tea")
         page.get_by_test_id("chat-input").press("Enter")
         note = page.get_by_test_id("chat-note").filter(has_text="make the tea")
