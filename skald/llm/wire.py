@@ -7,6 +7,7 @@ fall back to the next model.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable
@@ -155,7 +156,7 @@ async def post_stream(
         ) from exc
 
 
-class StreamingClient:
+class StreamingClient(abc.ABC):
     """What both provider clients share: the HTTP client (their own, made on first use,
     or the caller's, which they never close), the key kept out of `repr`, and one
     streamed POST whose body `_events` parses into typed events."""
@@ -199,8 +200,9 @@ class StreamingClient:
             async for event in self._events(response):
                 yield event
 
+    @abc.abstractmethod
     def _events(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
-        raise NotImplementedError
+        """The provider's own reading of its event stream (each client has one)."""
 
 
 def decode_arguments(text: str) -> dict[str, Any]:
