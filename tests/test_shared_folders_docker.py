@@ -240,7 +240,7 @@ async def test_signposts_say_notes_are_no_files_and_are_rewritten_at_every_ensur
         rt,
         ada,
         "head -1 ~/user-memory/README.md; grep -c approval ~/shared-memory/README.md; "
-        "echo note > ~/user-memory/ada.md 2>&1; ls ~/user-memory",
+        "{ echo note > ~/user-memory/ada.md; } 2>&1; ls ~/user-memory",  # one stream: in order
     )
     assert out.output.startswith("This is not a folder"), out.output
     assert "Read-only file system" in out.output and "ada.md" not in out.output.split("\n")[-2]

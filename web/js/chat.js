@@ -136,6 +136,11 @@ export function loadConversations() {
   return listPromise;
 }
 
+// A fresh read of the list even while one is on its way (that one was asked before now).
+function reloadConversations() {
+  return listPromise ? listPromise.then(() => loadConversations()) : loadConversations();
+}
+
 export function loadModels() {
   // Read aloud shows only with a speech model behind it (asked once per page load).
   if (!chat.voice) api.voiceOffer().then((voice) => setChat({ voice }), () => {});
@@ -740,9 +745,11 @@ ws.onStatus((status, { reconnected }) => {
       const active = chat.activeId;
       const threads = active && chat.threads[active] ? { [active]: chat.threads[active] } : {};
       setChat({ threads });
-      loadConversations();
       if (active) loadMessages(active, { dropRunning: true });
     }
+    // Trap: the first list is read before the socket opens, so a conversation made in
+    // between (on another device, by a task) comes in no event: read the list again.
+    if (chat.loaded || listPromise) reloadConversations();
   }
 });
 
