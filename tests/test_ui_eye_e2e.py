@@ -2,7 +2,8 @@
 highlighted in a file on the Files page reaches the model with its line numbers when
 the docked chat asks "rewrite this", once; the sent message's chips show what it
 carried; the chat docks beside the Files, Tasks and Settings pages, resizable, and
-keeps its draft, width and place in the conversation from one to the next (a real `skald serve`, the fake provider)."""
+keeps its draft, width and place in the conversation from one to the next; beside a
+request's detail page the eye names that request (a real `skald serve`, the fake provider)."""
 
 from __future__ import annotations
 
@@ -198,6 +199,52 @@ def test_a_20000_character_passage_is_trimmed_with_a_note_not_refused(
         assert not watch.problems, watch.problems
     except BaseException:
         report_failure(server, watch, "eye-trim")
+        raise
+    finally:
+        context.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_eye_names_the_open_request_detail_page_by_its_metadata_only(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """Issue 30 item 3: with a request's detail page open beside the docked chat, the
+    message carries that request's id, time, model and outcome (never what was said)."""
+    secret = "the plum tree SECRET-7 story"
+    fake.script("fake-main", ["First answer.", "It is a finished request."])
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    assert admin.post("/api/chat", json={"text": secret}).status_code == 200
+    item = admin.get("/api/requests").json()[0]
+    admin.close()
+    context = open_context(browser, server)
+    watch = SignedInWatch()
+    try:
+        page = watch.attach("admin", context.new_page())
+        sign_in(page, ADMIN, ADMIN_PW)
+        page.goto(f"{server.url}/#/requests/{item['id']}")
+        expect(page.get_by_test_id("request-outcome")).to_be_visible()
+        page.get_by_test_id("dock-toggle").click()
+        docked = page.get_by_test_id("docked-chat")
+        expect(docked.get_by_test_id("chat-page")).to_be_visible()
+        docked.get_by_test_id("chat-input").fill("what is this?")
+        docked.get_by_test_id("chat-send").click()
+        expect(
+            docked.get_by_test_id("message").filter(has_text="It is a finished request.")
+        ).to_be_visible()
+        last = str(fake.bodies()[-1]["messages"][-1])
+        assert f"request: {item['id']}" in last, last
+        assert "request model: fake-main" in last, last
+        assert f"request outcome: {item['outcome']}" in last, last
+        assert "request time: 20" in last, last
+        assert f"#/requests/{item['id']}" in last, last
+        assert "SECRET-7" not in last, last
+        # The page asks for the kept payload, which is not kept (off): a 404, and no other.
+        kept = f"/api/requests/{item['id']}/payload'"
+        problems = [p for p in watch.problems if not ("status of 404" in p and kept in p)]
+        assert not problems, problems
+    except BaseException:
+        report_failure(server, watch, "eye-request")
         raise
     finally:
         context.close()

@@ -2,8 +2,8 @@
 against a real `skald serve`: the child's worrying message, the review run by the
 admin's "Run now" with the fake provider as the model; mum on a phone (375 px) in
 Italian, dad on a desktop (1280 px) in English. Each sees the unread count on the
-Reports entry, opens the report, reads it, and the count is gone; each reader's count
-is their own. The child's Profile says for whom and when their conversations were
+Reports entry and on the Overview, opens the report, reads it, and the count is gone
+from both; each reader's count is their own. The child's Profile says for whom and when their conversations were
 read. Launch flags, the skip rule and the console/CSP watching are those of
 `test_ui_e2e.py`."""
 
@@ -63,9 +63,9 @@ def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
 ) -> None:
     _night(server, fake)
     watch = SignedInWatch()
-    for who, password, width, locale, title in (
-        (ADMIN, ADMIN_PW, 375, "it-IT", "Rapporti"),
-        ("dad", PW, 1280, "en-US", "Reports"),
+    for who, password, width, locale, title, line in (
+        (ADMIN, ADMIN_PW, 375, "it-IT", "Rapporti", "Rapporti da leggere: 1"),
+        ("dad", PW, 1280, "en-US", "Reports", "Unread reports: 1"),
     ):
         context = open_context(
             browser, server, locale=locale, viewport={"width": width, "height": 800}
@@ -73,6 +73,13 @@ def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
         try:
             page = watch.attach(f"{who}-{width}", context.new_page())
             sign_in(page, who, password)
+            # The Overview says it too, and links to the Reports page (issue 30).
+            page.goto(f"{server.url}/#/overview")
+            expect(page.get_by_test_id("dash-reports")).to_have_attribute("data-count", "1")
+            expect(page.get_by_test_id("dash-reports")).to_have_text(line)
+            expect(page.get_by_test_id("dash-reports").locator("a")).to_have_attribute(
+                "href", "#/reports"
+            )
             entry = page.get_by_test_id("nav-reports")
             expect(entry).to_contain_text(title)
             expect(page.get_by_test_id("nav-reports-count")).to_have_attribute("data-count", "1")
@@ -89,6 +96,10 @@ def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
             expect(page.get_by_test_id("nav-reports-count")).to_have_count(0)
             page.get_by_test_id("report-back").click()
             expect(page.locator('[data-testid="report-item"][data-read="true"]')).to_have_count(1)
+            # Read: the Overview's line is gone (the rest of what waits is still there).
+            page.goto(f"{server.url}/#/overview")
+            expect(page.get_by_test_id("dash-waiting")).to_be_visible()
+            expect(page.get_by_test_id("dash-reports")).to_have_count(0)
             assert not watch.problems, watch.problems
             assert not watch.csp_violations()
         except Exception:

@@ -72,3 +72,26 @@ export function useStore() {
   }, []);
   return state;
 }
+
+// What the open page says about itself to the eye ("share what I'm looking at"): a
+// page calls `useViewDescription(items)` with label/value items (counts and metadata,
+// never content the member did not highlight), the chat's view context adds
+// `viewDescription()` after the page and its address. Cleared when the page goes, so
+// a page that says nothing never carries over another's words.
+let described = null;
+
+export function useViewDescription(items) {
+  const key = items ? JSON.stringify(items) : '';
+  useEffect(() => {
+    if (!items) return undefined;
+    const mine = items;
+    described = mine;
+    return () => {
+      if (described === mine) described = null;
+    };
+  }, [key]);
+}
+
+export function viewDescription() {
+  return described || [];
+}

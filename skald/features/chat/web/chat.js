@@ -6,7 +6,7 @@
 import { html, useEffect, useLayoutEffect, useRef, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
-import { getState } from '../../js/store.js';
+import { getState, viewDescription } from '../../js/store.js';
 import { redirect } from '../../js/router.js';
 import { Icon } from '../../js/components/icons.js';
 import { useDismiss } from '../../js/components/dismiss.js';
@@ -108,7 +108,8 @@ function writeShare(on) {
 
 // What "share what I'm looking at" sends: label/value items (shown as chips,
 // never mixed into the typed text; the server bounds them): the page and its
-// address, and the folder and file the Files page shows.
+// address, the folder and file the Files page shows, and what the page says about
+// itself (a request detail page: that request's time, model, outcome and id).
 function viewContext() {
   const route = location.hash || '#/';
   const items = [{ label: 'page', value: document.title.replace(/ · Skald$/, '').slice(0, 200) }];
@@ -116,6 +117,8 @@ function viewContext() {
   if (query.get('path')) items.push({ label: 'folder', value: query.get('path').slice(0, 500) });
   if (query.get('file')) items.push({ label: 'file', value: query.get('file').slice(0, 500) });
   items.push({ label: 'address', value: route.slice(0, 500) });
+  // What the page says about itself (store.js useViewDescription), e.g. the request shown.
+  for (const d of viewDescription()) items.push({ label: String(d.label).slice(0, 120), value: String(d.value).slice(0, 500) });
   // The server trims what is too long, with a note; it is sent once.
   if (highlighted) items.push(highlighted);
   highlighted = null;

@@ -4,6 +4,7 @@
 import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { request } from '../../js/api.js';
+import { useViewDescription } from '../../js/store.js';
 import { ErrorNotice, PageHead } from '../../js/components/form.js';
 
 function when(at) {
@@ -22,6 +23,15 @@ function Detail({ id }) {
     request('GET', `api/requests/${encodeURIComponent(id)}`).then(setItem, setError);
     request('GET', `api/requests/${encodeURIComponent(id)}/payload`).then(setPayload, () => setPayload(false));
   }, [id]);
+  // The eye names the request open here: metadata only, never what was sent or received.
+  useViewDescription(
+    item && [
+      { label: 'request', value: item.id },
+      { label: 'request time', value: new Date(item.at * 1000).toISOString() },
+      { label: 'request model', value: `${item.model} (${item.provider})` },
+      { label: 'request outcome', value: item.outcome },
+    ],
+  );
   return html`<div class="page" data-testid="request-detail">
     <${PageHead} title=${t('requests.detail_title')} lead=${t('requests.detail_lead')} />
     <${ErrorNotice} error=${error} testid="request-detail-error" />

@@ -1,10 +1,10 @@
 // The Overview's dashboard (shown by the chat feature's #/overview when this module
 // loads): the box's health with what to do when a line is not green (admins), the
-// usage charts (counts only), what waits in the Inbox, running tasks, and, for a
+// usage charts (counts only), what waits in the Inbox, running tasks, unread reports, and, for a
 // household that has not used the assistant yet, the getting-started guide.
 import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
-import { request } from '../../js/api.js';
+import { get, request } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { UsageCharts } from './usage.js';
 
@@ -39,7 +39,12 @@ function Waiting() {
   const has = caps();
   const [inbox, setInbox] = useState(null);
   const [tasks, setTasks] = useState(null);
+  const [reports, setReports] = useState(0);
+  // Reports only where the navigation shows them (the server's list of pages for this
+  // member), counted by the same API as the entry's badge.
+  const reportsPage = (getState().pages || []).find((p) => p.path === '/reports' && p.count);
   useEffect(() => {
+    if (reportsPage) get(reportsPage.count).then((r) => setReports(r.count || 0), () => setReports(0));
     if (has.has('inbox')) request('GET', 'api/inbox').then(setInbox, () => setInbox([]));
     if (has.has('schedule.use')) request('GET', 'api/schedule/tasks').then(setTasks, () => setTasks([]));
   }, []);
@@ -52,6 +57,8 @@ function Waiting() {
       ${tasks && html`<li data-testid="dash-tasks" data-count=${running.length}>
         <a href="#/tasks">${t('dash.tasks_count', { count: running.length })}</a>
         ${running.length > 0 && html`<ul>${running.map((x) => html`<li>${x.title}</li>`)}</ul>`}</li>`}
+      ${reports > 0 && html`<li data-testid="dash-reports" data-count=${reports}>
+        <a href="#/reports">${t('dash.reports_count', { count: reports })}</a></li>`}
     </ul>
   </section>`;
 }
