@@ -131,6 +131,14 @@ def test_next_runs_agree_with_croniter_on_generated_expressions(zone_name: str) 
             )
 
 
+def test_a_single_value_range_with_a_step_means_that_one_value_as_debian_cron_reads_it() -> None:
+    """`1-1/3` is the range 1..1 stepped by 3: January only (Vixie/Debian cron). croniter 7
+    and cronsim before 2.9 read it as `1/3` (January, April, July, October)."""
+    rome = ZoneInfo("Europe/Rome")
+    runs = _ours("0 0 1 1-1/3 *", datetime(2026, 3, 27, 12, tzinfo=rome), rome, 2)
+    assert [r.date().isoformat() for r in runs] == ["2027-01-01", "2028-01-01"]
+
+
 def test_a_time_in_the_spring_forward_gap_runs_once_at_the_next_valid_time() -> None:
     rome = ZoneInfo("Europe/Rome")
     runs = _ours("30 2 * * *", datetime(2026, 3, 28, 12, tzinfo=rome), rome, 2)
