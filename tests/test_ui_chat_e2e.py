@@ -136,6 +136,44 @@ def test_a_tab_opening_a_conversation_after_the_echo_still_shows_the_member_s_me
         context.close()
 
 
+@pytest.mark.timeout(90)
+def test_a_page_opened_while_the_chat_settles_is_not_pulled_back_to_the_chat(
+    server: ServerProcess, browser: Browser
+) -> None:
+    """The chat picks its conversation once the list arrives and puts it in the address.
+    A member who went to another page in the meantime stays there: the address changes a
+    moment before the page does, so the chat must not write it back over theirs."""
+    ada = Api(server.url)
+    ada.login(MEMBER, MEMBER_PW)
+    r = ada.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    context = open_context(browser, server, viewport={"width": 375, "height": 800})
+    held: list[Route] = []
+
+    def hold_the_first_list(route: Route) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    try:
+        page = context.new_page()
+        page.route("**/api/conversations", hold_the_first_list)
+        sign_in(page, MEMBER, MEMBER_PW)
+        while not held:
+            page.wait_for_timeout(50)
+        # The address is the Usage page's; the page has not been drawn for it yet.
+        page.evaluate("() => history.replaceState(null, '', '#/usage')")
+        held[0].continue_()
+        expect(_tab(page, cid)).to_have_class(re.compile(r"\bis-active\b"))
+        for _ in range(3):  # the chat's effects run after the next paint
+            page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
+        assert url_hash(page) == "#/usage"
+    finally:
+        context.close()
+
+
 # -- helpers ------------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ import { html, useEffect, useLayoutEffect, useRef, useState } from '../../js/lib
 import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState, viewDescription } from '../../js/store.js';
-import { redirect } from '../../js/router.js';
+import { parseHash, redirect } from '../../js/router.js';
 import { Icon } from '../../js/components/icons.js';
 import { useDismiss } from '../../js/components/dismiss.js';
 import { ErrorNotice, errorText } from '../../js/components/form.js';
@@ -723,7 +723,9 @@ export function ChatPage({ docked = false }) {
   }, [c.loaded]);
 
   useEffect(() => {
-    if (docked) return;
+    // Trap: this runs after the render; the member may have left for another page in
+    // between (a link clicked as the chat settles). The address then is theirs to keep.
+    if (docked || parseHash(location.hash).path !== '/') return;
     if (c.activeId && c.activeId !== wanted) redirect(`/?c=${encodeURIComponent(c.activeId)}`);
     if (!c.activeId && wanted && c.loaded) redirect('/');
   }, [c.activeId]);
