@@ -241,7 +241,7 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             expect(form.get_by_test_id("job-form-save")).to_be_disabled()
             assert page.evaluate("document.documentElement.scrollWidth") <= width
             SHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SHOTS / f"tasks-bad-cron-{width}.png"))
+            page.screenshot(path=str(SHOTS / f"tasks-bad-cron-{width}.png"), full_page=True)
             # In 45 minutes, once: saved, and listed as a plain reminder. Not sooner: a
             # reminder that fires while the test runs opens its own conversation, and the
             # chat step below would type into whichever one the page shows by then.
