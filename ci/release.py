@@ -245,17 +245,7 @@ def check_package(directory: Path) -> Checked:
             refuse(f"artefact {name!r} is not named skald-{version}-<os>-<arch>-<pyabi>.pyz")
         if (a.get("os"), a.get("arch"), a.get("pyabi")) != (parts.os, parts.arch, parts.pyabi):
             refuse(f"os/arch/pyabi of {name} in the manifest do not match its name")
-        path = directory / name
-        if not path.is_file():
-            refuse(f"{path} is missing")
-        if path.stat().st_size != a.get("size"):
-            refuse(f"{name} is {path.stat().st_size} bytes, the manifest says {a.get('size')}")
-        digest = sha256(path)
-        if digest != a.get("sha256"):
-            refuse(f"{name} does not match its sha256 in the manifest")
-        sha_file = directory / f"{name}.sha256"
-        if not sha_file.is_file() or sha_file.read_text(encoding="ascii") != f"{digest}  {name}\n":
-            refuse(f"{sha_file} is missing or does not match {name}")
+        check_file(directory, name, a)
         names.append(name)
     names += check_images(directory, m.get("images", []))
     if len(set(names)) != len(names):
@@ -269,6 +259,24 @@ def check_package(directory: Path) -> Checked:
         if not path.is_file() or sha256(path) != s.get("sha256"):
             refuse(f"{path} is missing or does not match its sha256 in the manifest")
     return Checked(version, channel, names)
+
+
+def check_file(directory: Path, name: str, entry: dict[str, Any], digest_in_name: str = "") -> None:
+    """NAME in DIRECTORY is there with the size and sha256 its manifest ENTRY gives, and its
+    NAME.sha256 file says the same; DIGEST_IN_NAME, where the name carries the start of the
+    digest (runtime images), must begin it too."""
+    path = directory / name
+    if not path.is_file():
+        refuse(f"{path} is missing")
+    if path.stat().st_size != entry.get("size"):
+        refuse(f"{name} is {path.stat().st_size} bytes, the manifest says {entry.get('size')}")
+    digest = sha256(path)
+    if digest != entry.get("sha256") or not digest.startswith(digest_in_name):
+        where = " or its name" if digest_in_name else ""
+        refuse(f"{name} does not match its sha256 in the manifest{where}")
+    sha_file = directory / f"{name}.sha256"
+    if not sha_file.is_file() or sha_file.read_text(encoding="ascii") != f"{digest}  {name}\n":
+        refuse(f"{sha_file} is missing or does not match {name}")
 
 
 def check_images(directory: Path, images: object) -> list[str]:
@@ -286,17 +294,7 @@ def check_images(directory: Path, images: object) -> list[str]:
             2
         ):
             refuse(f"tag/arch of {name} in the manifest do not match its name")
-        path = directory / name
-        if not path.is_file():
-            refuse(f"{path} is missing")
-        if path.stat().st_size != a.get("size"):
-            refuse(f"{name} is {path.stat().st_size} bytes, the manifest says {a.get('size')}")
-        digest = sha256(path)
-        if digest != a.get("sha256") or not digest.startswith(match.group(3)):
-            refuse(f"{name} does not match its sha256 in the manifest or its name")
-        sha_file = directory / f"{name}.sha256"
-        if not sha_file.is_file() or sha_file.read_text(encoding="ascii") != f"{digest}  {name}\n":
-            refuse(f"{sha_file} is missing or does not match {name}")
+        check_file(directory, name, a, digest_in_name=match.group(3))
         names.append(name)
     return names
 

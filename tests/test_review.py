@@ -30,11 +30,26 @@ from review_support import (
 from skald.core.runtime import Runtime
 from skald.features.review.store import ReviewStore
 from skald.features.system_agents.household import reader
+from skald.features.system_agents.reports import Report
 from skald.features.system_agents.store import RunLog
 from skald.plugins.specs import NewReport
 from skald.store import people
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+async def the_one_report(runtime: Runtime, member_id: str) -> Report:
+    """The only report MEMBER_ID can read, opened (as the Reports page opens it)."""
+    (only,) = await reports(runtime).readable(await reader(runtime.server.db, member_id))
+    return await reports(runtime).open(await reader(runtime.server.db, member_id), only.id)
+
+
+def system_db_on_disk(runtime: Runtime) -> bytes:
+    """The system database's bytes as they stand on the disk, its write-ahead log
+    included (a freshly stored report may not have reached the main file yet)."""
+    db = runtime.core.layout.system_db
+    wal = db.with_name(db.name + "-wal")
+    return db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
 
 
 async def test_a_worrying_day_writes_one_report_both_parents_read_and_nobody_else(
@@ -127,12 +142,9 @@ async def test_third_party_phone_and_email_never_reach_the_stored_report(
     fake_llm.script("model-a", [keeps])
 
     assert await runner(runtime).pass_once() == 1
-    (only,) = await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))
-    opened = await reports(runtime).open(await reader(runtime.server.db, ids["mum"]), only.id)
+    opened = await the_one_report(runtime, ids["mum"])
     assert "[phone number]" in opened.body and "[e-mail address]" in opened.body
-    raw = runtime.core.layout.system_db.read_bytes()
-    wal = runtime.core.layout.system_db.with_name(runtime.core.layout.system_db.name + "-wal")
-    raw += wal.read_bytes() if wal.exists() else b""
+    raw = system_db_on_disk(runtime)
     assert b"[phone number]" in raw  # the report is in these bytes...
     assert b"555 0199" not in raw and b"5550199" not in raw  # ...and the identifiers are not
     assert b"luca.rossi" not in raw
@@ -168,13 +180,10 @@ async def test_a_street_address_never_reaches_the_stored_report(
     fake_llm.script("model-a", [keeps])
 
     assert await runner(runtime).pass_once() == 1
-    (only,) = await reports(runtime).readable(await reader(runtime.server.db, ids["mum"]))
-    opened = await reports(runtime).open(await reader(runtime.server.db, ids["mum"]), only.id)
+    opened = await the_one_report(runtime, ids["mum"])
     assert opened.body.count("[address]") == 2, opened.body
     assert "Baker" not in opened.body and "Garibaldi" not in opened.body
-    raw = runtime.core.layout.system_db.read_bytes()
-    wal = runtime.core.layout.system_db.with_name(runtime.core.layout.system_db.name + "-wal")
-    raw += wal.read_bytes() if wal.exists() else b""
+    raw = system_db_on_disk(runtime)
     assert b"[address]" in raw  # the report is in these bytes...
     assert b"Baker Street" not in raw and b"Garibaldi 17" not in raw  # ...the addresses not
 

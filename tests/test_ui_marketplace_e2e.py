@@ -9,16 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import (
-    BOTH_WIDTHS,
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    fits,
-    open_context,
-    report_failure,
-    sign_in,
-)
+from harness import ADMIN, ADMIN_PW, ServerProcess, household
+from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, fits, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -43,32 +35,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def test_the_marketplace_speaks_the_members_language_and_keeps_the_test_server_for_developers(
     server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
-    assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-    context = open_context(browser, server, viewport={"width": width, "height": 800})
-    watch = SignedInWatch()
+    admin = speaking(server, ADMIN, ADMIN_PW, lang)
+    viewport = {"width": width, "height": 800}
     try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
-        for each in sorted(NAMES, key=lambda x: x != lang):  # the width's language first
-            clock, tester = NAMES[each]
-            assert admin.patch("/api/auth/me", json={"locale": each}).status_code == 200
-            page.goto("/#/admin/marketplace")
-            page.reload()
-            names = page.get_by_test_id("market-name")
-            expect(names.filter(has_text=clock)).to_have_count(1)
-            expect(names).to_have_count(3)  # fetch, filesystem, time
-            expect(names.filter(has_text=tester)).to_have_count(0)
-            page.get_by_test_id("market-developers").check()
-            expect(names.filter(has_text=tester)).to_have_count(1)
-            item = page.locator('[data-testid="market-item"][data-folder="everything"]')
-            expect(item.get_by_test_id("market-install")).to_be_visible()
-            fits(page, width)
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, f"marketplace-{width}")
-        raise
+        with watched_page(
+            browser, server, ADMIN, ADMIN_PW, prefix=f"marketplace-{width}", viewport=viewport
+        ) as page:
+            for each in sorted(NAMES, key=lambda x: x != lang):  # the width's language first
+                clock, tester = NAMES[each]
+                assert admin.patch("/api/auth/me", json={"locale": each}).status_code == 200
+                page.goto("/#/admin/marketplace")
+                page.reload()
+                names = page.get_by_test_id("market-name")
+                expect(names.filter(has_text=clock)).to_have_count(1)
+                expect(names).to_have_count(3)  # fetch, filesystem, time
+                expect(names.filter(has_text=tester)).to_have_count(0)
+                page.get_by_test_id("market-developers").check()
+                expect(names.filter(has_text=tester)).to_have_count(1)
+                item = page.locator('[data-testid="market-item"][data-folder="everything"]')
+                expect(item.get_by_test_id("market-install")).to_be_visible()
+                fits(page, width)
     finally:
-        context.close()
         admin.close()

@@ -37,8 +37,10 @@ if not PLAYWRIGHT_MISSING:
 PW = "ada's long password"
 # The Tasks form's 7 o'clock in the hour list, written the page's way (Intl, not i18n).
 SEVEN = {"en": "7 AM", "it": "7"}
-# A bad cron's refusal: the server's own words in English, the code's sentence otherwise.
+# A bad cron's refusal: the server's own words in English; in Italian the code's sentence
+# and, below it, the server's words too (its explanation of the fields has no translation).
 BAD_CRON = {"en": "not valid", "it": ui_text("it", "error.code.invalid_input")}
+FIELDS_HELP = "use 5 fields 'minute hour day-of-month month day-of-week'"
 
 
 @pytest.fixture
@@ -197,7 +199,8 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
 ) -> None:
     """No model is set up at all: the Tasks page still makes a reminder. Each change of
     the time picker shows the server's preview (in words, the next runs); a bad cron
-    shows its refusal before Save; nothing overflows a phone's width. The phone's run
+    shows its refusal before Save, with the server's explanation of the fields in
+    Italian too; nothing overflows a phone's width. The phone's run
     is in Italian, the desk's in English: the texts come from the i18n files and the
     server's schedule words. Then `/remind` in
     the chat answers with a confirmation line and the reminder is on the Tasks page."""
@@ -231,8 +234,14 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             # A bad expression: the server's refusal shows and Save waits.
             form.get_by_test_id("job-form-mode").select_option("cron")
             form.get_by_test_id("job-form-cron").fill("61 * * * *")
-            expect(form.get_by_test_id("job-form-preview-error")).to_contain_text(BAD_CRON[lang])
+            refusal = form.get_by_test_id("job-form-preview-error")
+            expect(refusal).to_contain_text(BAD_CRON[lang])
+            expect(refusal).to_contain_text(FIELDS_HELP)  # in every language
+            expect(refusal.get_by_test_id("error-detail")).to_have_count(1 if lang == "it" else 0)
             expect(form.get_by_test_id("job-form-save")).to_be_disabled()
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"tasks-bad-cron-{width}.png"), full_page=True)
             # In 45 minutes, once: saved, and listed as a plain reminder. Not sooner: a
             # reminder that fires while the test runs opens its own conversation, and the
             # chat step below would type into whichever one the page shows by then.
@@ -243,7 +252,6 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
             )
             expect(form.get_by_test_id("job-form-preview-run")).to_have_count(1)
             assert page.evaluate("document.documentElement.scrollWidth") <= width
-            SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / f"tasks-new-reminder-{width}.png"))
             form.get_by_test_id("job-form-save").click()
             job = page.get_by_test_id("task-job").filter(has_text=text)

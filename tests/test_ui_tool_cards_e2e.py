@@ -18,15 +18,7 @@ from collections.abc import Iterator
 import pytest
 from fake_llm import Call, FakeLLM, ToolCalls
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import (
-    BOTH_WIDTHS,
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    fits,
-    open_context,
-    report_failure,
-    sign_in,
-)
+from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, fits, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Locator, Page, expect
@@ -112,29 +104,22 @@ def test_tool_cards_show_plain_titles_and_sentences_with_the_model_text_behind_d
             "All done.",
         ],
     )
-    admin = Api(server.url)
-    admin.login(who(width), ADMIN_PW)
-    assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-    context = open_context(browser, server, viewport={"width": width, "height": 800})
-    watch = SignedInWatch()
+    admin = speaking(server, who(width), ADMIN_PW, lang)
+    viewport = {"width": width, "height": 800}
     try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, who(width), ADMIN_PW)
-        page.get_by_test_id("chat-input").fill("Save my shopping list")
-        page.get_by_test_id("chat-send").click()
-        expect(
-            page.locator('[data-testid="message"][data-seq]').filter(has_text="All done.")
-        ).to_have_count(1)
-        for each in sorted(EXPECTED, key=lambda x: x != lang):  # the width's language first
-            assert admin.patch("/api/auth/me", json={"locale": each}).status_code == 200
-            page.reload()
-            expect(card(page, CONNECTOR_TOOL)).to_have_count(1)
-            check_cards(page, each)
-            fits(page, width)
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, f"toolcards-{width}")
-        raise
+        with watched_page(
+            browser, server, who(width), ADMIN_PW, prefix=f"toolcards-{width}", viewport=viewport
+        ) as page:
+            page.get_by_test_id("chat-input").fill("Save my shopping list")
+            page.get_by_test_id("chat-send").click()
+            expect(
+                page.locator('[data-testid="message"][data-seq]').filter(has_text="All done.")
+            ).to_have_count(1)
+            for each in sorted(EXPECTED, key=lambda x: x != lang):  # the width's language first
+                assert admin.patch("/api/auth/me", json={"locale": each}).status_code == 200
+                page.reload()
+                expect(card(page, CONNECTOR_TOOL)).to_have_count(1)
+                check_cards(page, each)
+                fits(page, width)
     finally:
-        context.close()
         admin.close()

@@ -279,7 +279,7 @@ def watched_page(
         yield sign_in(watch.attach(username, ctx.new_page()), username, password)
         assert not watch.problems, watch.problems
         assert not watch.csp_violations()
-    except Exception:
+    except BaseException:  # a pytest timeout too (not an Exception): leave its report
         report_failure(server, watch, prefix)
         raise
     finally:

@@ -3,13 +3,15 @@
 // every day / weekday / week at a time, or a cron expression) and the model it runs with.
 // Rule: the server says when it runs: every change asks POST /api/schedule/preview
 // (the next runs in words, in the member's zone and language, with the checks of saving),
-// so the page never computes a time and a refusal shows before Save.
+// so the page never computes a time and a refusal shows before Save. Refusals show as an
+// ErrorNotice: in Italian or French the translated sentence and, below it, the server's own
+// words (a bad cron expression's explanation of the five fields has no translation).
 // Trap: the preview is debounced and only the newest answer is shown (an older, slower
 // answer must not replace it).
 import { html, useEffect, useRef, useState } from '../lib.js';
 import { t } from '../i18n.js';
 import { api } from '../api.js';
-import { Field, useId, errorText } from './form.js';
+import { Field, useId, ErrorNotice } from './form.js';
 
 const MODES = ['in', 'at', 'daily', 'weekdays', 'weekly', 'cron'];
 const PREVIEW_DELAY_MS = 300;
@@ -230,9 +232,9 @@ export function JobForm({ job = null, onSaved, onCancel }) {
       ${preview &&
       html`<p><strong data-testid="job-form-preview-text">${preview.description}</strong></p>
         <ul class="muted">${preview.next_runs_text.map((w) => html`<li data-testid="job-form-preview-run">${w}</li>`)}</ul>`}
-      ${previewError && html`<p class="approval__error" role="alert" data-testid="job-form-preview-error">${errorText(previewError)}</p>`}
+      <${ErrorNotice} error=${previewError} testid="job-form-preview-error" />
     </div>
-    ${error && html`<p class="approval__error" role="alert" data-testid="job-form-error">${errorText(error)}</p>`}
+    <${ErrorNotice} error=${error} testid="job-form-error" />
     <div class="actions">
       <button type="button" class="btn btn--secondary" onClick=${onCancel} data-testid="job-form-cancel">${t('common.cancel')}</button>
       <button type="submit" class="btn btn--primary" disabled=${busy || !when || !f.text.trim() || !!previewError}

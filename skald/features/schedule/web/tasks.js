@@ -9,7 +9,7 @@ import { t, formatDate } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import * as ws from '../../js/ws.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
+import { ErrorNotice, useAction, PageHead } from '../../js/components/form.js';
 import { JobForm } from '../../js/components/job-form.js';
 import { useCancelTask } from '../../js/components/task-strip.js';
 
@@ -54,7 +54,7 @@ function JobItem({ job, runs, onChanged }) {
     ${editing &&
     html`<${JobForm} job=${job} onCancel=${() => setEditing(false)}
       onSaved=${async () => { setEditing(false); await onChanged(); }} />`}
-    ${error && html`<p class="approval__error" role="alert" data-testid="task-job-error">${errorText(error)}</p>`}
+    <${ErrorNotice} error=${error} testid="task-job-error" />
     <div class="inbox-item__choices">
       ${job.state === 'active' &&
       html`<button type="button" class="btn btn--secondary" disabled=${busy} data-testid="task-job-pause"
@@ -88,7 +88,7 @@ function TaskItem({ task, onChanged }) {
         : t(`tasks.task_${task.state}`)}</span>
     </div>
     ${task.error && html`<p class="small muted" data-testid="task-item-error">${task.error}</p>`}
-    ${error && html`<p class="approval__error" role="alert">${errorText(error)}</p>`}
+    <${ErrorNotice} error=${error} testid="task-item-cancel-error" />
     ${active &&
     html`<div class="inbox-item__choices"><button type="button" class="btn btn--secondary" disabled=${busy}
       data-testid="task-item-cancel" onClick=${cancel}>${t('tasks.cancel')}</button></div>`}
