@@ -1053,7 +1053,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "J13",
         "schedules",
         "skald/features/schedule/scheduler.py",
-        "            self._pacers[member.user.id] = pacer\n",
+        "            self._pacers[member.id] = pacer\n",
         "",
         ("tests/test_schedule_runaway.py",),
         keyword="paced",

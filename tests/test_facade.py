@@ -35,7 +35,7 @@ RUNTIMES = ("skald.core.runtime", "skald.core.user_runtime")
 # Built-in feature modules (under skald/features/) that still hand the live runtime behind
 # a facade (`_live`) to internals not moved onto the facade yet (each use says which).
 # Nothing else may.
-REACHES_BEHIND = {"backups/hooks.py", "connectors/hooks.py", "schedule/hooks.py"}
+REACHES_BEHIND = {"backups/hooks.py", "connectors/hooks.py"}
 # Built-in feature modules that still import a runtime, most only for type checking (which
 # the import-linter contract `features-use-the-facade` does not see): issue 21's leftovers.
 # Compared for equality, so a module moved onto the facade must leave the list.
@@ -46,14 +46,6 @@ IMPORTS_A_RUNTIME = {
     "connectors/resources.py",
     "connectors/supervisor.py",
     "connectors/tools.py",
-    "schedule/asking.py",
-    "schedule/jobs.py",
-    "schedule/notices.py",
-    "schedule/remind.py",
-    "schedule/scheduler.py",
-    "schedule/tasks.py",
-    "schedule/tool.py",
-    "schedule/zone.py",
 }
 # What a module-level name must not hold: the server's or a member's live objects.
 RUNTIME_TYPES = re.compile(

@@ -50,8 +50,8 @@ async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_i
     assert "Europe/Rome" in described["function"]["description"]
     assert "Monday 2026-06-01 09:00" in described["function"]["description"]
 
-    member = runtime.user_runtimes[ada]
-    store = ScheduleStore(member.handle.db)
+    member = runtime.user_runtimes[ada].facade
+    store = ScheduleStore(member.db)
     (job,) = await store.jobs()
     assert (job.cron, job.zone, job.state, job.created_by) == (
         "30 7 * * 1-5", "Europe/Rome", "active", "member"
@@ -131,10 +131,10 @@ async def test_a_run_left_running_by_a_crash_is_interrupted_and_the_next_time_st
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["first", "second"])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     jobs = await scheduler.jobs(member)
     job = await jobs.create(JobSpec(title="bins", prompt="Remind me of the bins", cron="0 8 * * *"))
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
     # A crash right after the claim: the run row says running, the job has moved on.
     clock.set(datetime(2026, 6, 1, 6, 0, 1, tzinfo=UTC))
     claimed = await scheduler._claim(store, job, clock.now())
@@ -160,11 +160,11 @@ async def test_a_job_failing_in_a_row_pauses_itself(
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [400, 400, 400, 400, 400, 400])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await (await scheduler.jobs(member)).create(
         JobSpec(title="flaky", prompt="do it", cron="0 * * * *")
     )
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
     for hour in (1, 2):  # max_failures = 2 in the test config
         clock.set(MONDAY_9 + timedelta(hours=hour, seconds=5))
         (run,) = await scheduler.tick()
@@ -184,7 +184,7 @@ async def test_limits_active_jobs_and_the_shortest_interval_an_admin_may_lower(
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
     scheduler, _ = with_clock(runtime, MONDAY_9)
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     from skald.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="shortest interval allowed is 60 s"):
@@ -236,11 +236,11 @@ async def test_a_jobs_run_history_keeps_the_last_n_runs(
     scheduler.config = msgspec.structs.replace(scheduler.config, keep_runs=2)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["one", "two", "three"])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await (await scheduler.jobs(member)).create(
         JobSpec(title="n", prompt="count", cron="0 8 * * *")
     )
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
     kept = []
     for _ in range(3):  # three "run now"s, a minute apart
         clock.advance(timedelta(minutes=1))
@@ -259,7 +259,7 @@ async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use
     await runtime.core.registry.update_user(ada, profile={"timezone": "America/New_York"})
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     scheduler, _ = with_clock(runtime, MONDAY_9)
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     from skald.features.schedule.tool import ScheduleTool
 
     described = ScheduleTool(member, scheduler).spec.description
@@ -273,7 +273,7 @@ async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use
     await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
     assert (
         "Europe/Rome"
-        in ScheduleTool(runtime.user_runtimes[household["mum"]], scheduler).spec.description
+        in ScheduleTool(runtime.user_runtimes[household["mum"]].facade, scheduler).spec.description
     )
 
 
@@ -283,10 +283,10 @@ async def test_deleting_a_job_while_it_runs_ends_cleanly(
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["done"])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     jobs = await scheduler.jobs(member)
     job = await jobs.create(JobSpec(title="d", prompt="do", cron="0 8 * * *"))
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
     run = await store.start_run(job, clock.now(), 60)
     await jobs.delete(job.id)  # its runs go with it, the running one included
     assert await scheduler.execute(member, job, run) is None
@@ -301,7 +301,7 @@ async def test_an_occurrence_due_while_the_previous_run_goes_on_is_skipped_not_p
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [Hang()])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     await (await scheduler.jobs(member)).create(
         JobSpec(title="slow", prompt="take your time", cron="*/5 * * * *")
     )
@@ -324,7 +324,7 @@ async def test_the_tool_is_told_the_hour_not_the_minute_and_in_minutes_counts_fr
     ada = household["ada"]
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     scheduler, clock = with_clock(runtime, MONDAY_9 + timedelta(minutes=17))
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     tool = ScheduleTool(member, scheduler)
     assert "Monday 2026-06-01 09:00" in tool.spec.description
     assert "09:17" not in tool.spec.description

@@ -19,12 +19,12 @@ from schedule_support import (
 )
 
 from skald.core.runtime import Runtime
-from skald.core.user_runtime import UserRuntime
 from skald.errors import NotFoundError
 from skald.features.schedule.jobs import JobSpec
 from skald.features.schedule.scheduler import Scheduler
 from skald.features.schedule.store import Job, Run, ScheduleStore, TaskStore
 from skald.features.schedule.tasks import completion_message
+from skald.plugins.facade import Member
 from skald.store.inbox import InboxItem
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
@@ -32,9 +32,9 @@ TUESDAY_8 = datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC)  # the job's time, in Rome
 WRITE = Call("write_file", {"path": "shared-memory/bins.md", "content": "Monday"})
 
 
-async def _waiting(member: UserRuntime) -> InboxItem:
+async def _waiting(member: Member) -> InboxItem:
     for _ in range(400):
-        items = await member.inbox.pending()
+        items = await member.inbox()
         if items:
             (item,) = items
             return item
@@ -44,12 +44,12 @@ async def _waiting(member: UserRuntime) -> InboxItem:
 
 async def _job_waits(
     runtime: Runtime, ada: str, fake: FakeLLM, window_s: int | None = None
-) -> tuple[Scheduler, UserRuntime, Job, Run, InboxItem]:
+) -> tuple[Scheduler, Member, Job, Run, InboxItem]:
     """A daily job whose run writes a household note: the run waits for ada."""
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake, "model-a")
     fake.script("model-a", [[WRITE], "I noted the bins day."])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await (await scheduler.jobs(member)).create(
         JobSpec(
             title="Bins day",
@@ -97,10 +97,10 @@ async def test_a_jobs_request_waits_in_the_inbox_labelled_with_the_job_and_appro
     r = await client.call("POST", f"/api/inbox/{item.id}/approve")
     assert r.status_code == 204, r.text
     await scheduler.wait_run(run.id)
-    (done,) = await ScheduleStore(member.handle.db).runs(job.id)
+    (done,) = await ScheduleStore(member.db).runs(job.id)
     assert (done.outcome, done.error, done.waiting_call) == ("succeeded", None, None)
     assert await _note(runtime) == "Monday"
-    assert await member.inbox.pending() == []
+    assert await member.inbox() == []
     assert job.conversation_id not in member.unattended  # only while the run lasts
 
 
@@ -116,7 +116,7 @@ async def test_rejecting_a_jobs_request_fails_the_run_with_that_reason_and_write
     r = await client.call("POST", f"/api/inbox/{item.id}/reject")
     assert r.status_code == 204, r.text
     await scheduler.wait_run(run.id)
-    (done,) = await ScheduleStore(member.handle.db).runs(job.id)
+    (done,) = await ScheduleStore(member.db).runs(job.id)
     assert done.outcome == "failed"
     assert done.error == "you rejected the request to use write_file"
     assert await _note(runtime) is None
@@ -136,16 +136,16 @@ async def test_an_unanswered_request_expires_at_the_end_of_the_jobs_window_and_t
     assert hasattr(clock, "advance")
     clock.advance(timedelta(seconds=599))
     await asyncio.sleep(0.1)
-    assert (await ScheduleStore(member.handle.db).runs(job.id))[0].outcome == "running"
+    assert (await ScheduleStore(member.db).runs(job.id))[0].outcome == "running"
     clock.advance(timedelta(seconds=2))
     await asyncio.wait_for(scheduler.wait_run(run.id), 10)
-    (done,) = await ScheduleStore(member.handle.db).runs(job.id)
+    (done,) = await ScheduleStore(member.db).runs(job.id)
     assert done.outcome == "failed"
     assert done.error == (
         "the approval request for write_file expired: nobody answered within 10 minutes"
     )
-    assert await member.inbox.pending() == []
-    assert await member.inbox.status(item.id) == "rejected"
+    assert await member.inbox() == []
+    assert await member.inbox_status(item.id) == "rejected"
     assert await _note(runtime) is None
     notes, _ = await (await runtime.notifications.store(ada)).page(limit=10)
     told = [n for n in notes if n.title == "Bins day"]
@@ -178,12 +178,12 @@ async def test_another_member_can_neither_see_nor_decide_a_jobs_request(
     with pytest.raises(NotFoundError):
         await runtime.user_runtimes[household["mum"]].decide(item.id, True)
     # Still waiting for ada, who can decide it.
-    assert [i.id for i in await member.inbox.pending()] == [item.id]
-    (waiting,) = await ScheduleStore(member.handle.db).runs(job.id)
+    assert [i.id for i in await member.inbox()] == [item.id]
+    (waiting,) = await ScheduleStore(member.db).runs(job.id)
     assert (waiting.outcome, waiting.waiting_call) == ("running", item.id)
-    await member.decide(item.id, True)
+    await runtime.conversations.decide(ada, item.id, True)
     await scheduler.wait_run(run.id)
-    assert (await ScheduleStore(member.handle.db).runs(job.id))[0].outcome == "succeeded"
+    assert (await ScheduleStore(member.db).runs(job.id))[0].outcome == "succeeded"
 
 
 async def test_a_background_tasks_request_is_labelled_with_the_task_and_a_rejection_fails_it(
@@ -201,16 +201,16 @@ async def test_a_background_tasks_request_is_labelled_with_the_task_and_a_reject
     await svc.command(ada, conversation.id, "/model model-b")
     reply = await svc.chat(ada, "note the bins day in the background", conversation.id)
     assert reply.status == "done"
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     item = await _waiting(member)
-    (task,) = await TaskStore(member.handle.db).recent()
+    (task,) = await TaskStore(member.db).recent()
     assert (item.origin, item.origin_title) == ("task", "bins note")
     assert item.expires_at == "2026-06-02T07:00:00Z"  # the tasks' default: 24 h
-    waiting = await TaskStore(member.handle.db).get(task.id)
+    waiting = await TaskStore(member.db).get(task.id)
     assert waiting is not None and (waiting.state, waiting.waiting_call) == ("running", item.id)
-    await member.decide(item.id, False)
+    await runtime.conversations.decide(ada, item.id, False)
     await scheduler.wait_run(f"task-{task.id}")
-    ended = await TaskStore(member.handle.db).get(task.id)
+    ended = await TaskStore(member.db).get(task.id)
     assert ended is not None
     assert (ended.state, ended.error) == ("failed", "you rejected the request to use write_file")
     assert await _note(runtime) is None
@@ -258,8 +258,8 @@ async def test_a_run_cut_while_it_waits_is_taken_back_and_a_rejection_then_fails
     scheduler, member, job, run, item = await _job_waits(runtime, ada, fake_llm)
     await runtime.lock(ada)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    member = runtime.user_runtimes[ada]
-    store = ScheduleStore(member.handle.db)
+    member = runtime.user_runtimes[ada].facade
+    store = ScheduleStore(member.db)
     (still,) = await store.runs(job.id)
     assert (still.id, still.outcome, still.waiting_call) == (run.id, "running", item.id)
     assert await scheduler.tick() == []  # first sight: taken back, nothing new claimed
@@ -267,7 +267,7 @@ async def test_a_run_cut_while_it_waits_is_taken_back_and_a_rejection_then_fails
     assert (again.id, again.origin_title, again.expires_at) == (
         item.id, "Bins day", item.expires_at
     )  # fmt: skip
-    await member.decide(item.id, False)
+    await runtime.conversations.decide(ada, item.id, False)
     await asyncio.wait_for(scheduler.wait_run(run.id), 10)
     (done,) = await store.runs(job.id)
     assert (done.id, done.outcome) == (run.id, "failed")

@@ -169,7 +169,7 @@ async def test_remind_in_the_chat_sets_a_reminder_whose_run_notifies_its_text_wi
         == "ogni sabato alle 8:00, la prossima volta sabato 6 giugno alle 8:00"
     )
     sveglia = next(j for j in await store_of(runtime, ada).jobs() if j.prompt == "sveglia")
-    await (await scheduler.jobs(runtime.user_runtimes[ada])).delete(sveglia.id)
+    await (await scheduler.jobs(runtime.user_runtimes[ada].facade)).delete(sveglia.id)
 
     store = store_of(runtime, ada)
     (job,) = await store.jobs()
@@ -204,8 +204,8 @@ async def test_remind_is_neither_offered_to_nor_run_for_a_member_who_may_not_sch
         json={"text": "/remind in 2 minutes check the oven"},
     )  # fmt: skip
     assert r.status_code == 400 and "/remind is not available to you" in r.text, r.text
-    member = runtime.user_runtimes[household["tim"]]
-    assert await ScheduleStore(member.handle.db).jobs() == []
+    member = runtime.user_runtimes[household["tim"]].facade
+    assert await ScheduleStore(member.db).jobs() == []
     assert fake_llm.bodies() == []
 
 

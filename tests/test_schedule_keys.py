@@ -39,7 +39,7 @@ async def _first_life(layout: DataLayout, fake: FakeLLM, *, keep: bool) -> tuple
         await add_models(rt, fake, "model-a")
         await rt.attach(await rt.core.users.unlock("ada", PASSWORD))
         scheduler, _ = with_clock(rt, MONDAY_9)
-        job = await (await scheduler.jobs(rt.user_runtimes[ada.id])).create(
+        job = await (await scheduler.jobs(rt.user_runtimes[ada.id].facade)).create(
             JobSpec(title="bins", prompt="Remind me: bins out", cron="0 8 * * *",
                     skip_after_s=6 * 3600)
         )  # fmt: skip

@@ -19,11 +19,11 @@ from schedule_support import (
 )
 
 from skald.core.runtime import Runtime
-from skald.core.user_runtime import UserRuntime
 from skald.errors import InvalidInputError
 from skald.features.schedule.jobs import JobChange, JobSpec
 from skald.features.schedule.scheduler import Scheduler
 from skald.features.schedule.store import Job, ScheduleStore
+from skald.plugins.facade import Member
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 LIMIT = "the most allowed is 2"
@@ -35,18 +35,18 @@ def _limit_two(runtime: Runtime) -> Scheduler:
     return scheduler
 
 
-async def _create(scheduler: Scheduler, member: UserRuntime, title: str, **when: str) -> Job:
+async def _create(scheduler: Scheduler, member: Member, title: str, **when: str) -> Job:
     return await (await scheduler.jobs(member)).create(
         JobSpec(title=title, prompt=f"do {title}", **when)
     )
 
 
-async def _active(member: UserRuntime) -> int:
-    return (await ScheduleStore(member.handle.db).counts())[1]
+async def _active(member: Member) -> int:
+    return (await ScheduleStore(member.db).counts())[1]
 
 
 async def _finished_one_off(
-    runtime: Runtime, scheduler: Scheduler, member: UserRuntime, fake_llm: FakeLLM
+    runtime: Runtime, scheduler: Scheduler, member: Member, fake_llm: FakeLLM
 ) -> Job:
     """A one-off job that has run: `done`, no longer counted as active."""
     await add_models(runtime, fake_llm, "model-a")
@@ -55,18 +55,18 @@ async def _finished_one_off(
     scheduler.clock.set(MONDAY_9 + timedelta(hours=1, seconds=1))  # type: ignore[attr-defined]
     (run,) = await scheduler.tick()
     await scheduler.wait_run(run.id)
-    done = await ScheduleStore(member.handle.db).get(job.id)
+    done = await ScheduleStore(member.db).get(job.id)
     assert done is not None and done.state == "done"
     return done
 
 
 async def _one_slot_left(
     runtime: Runtime, ada: str, fake_llm: FakeLLM
-) -> tuple[Scheduler, UserRuntime, Job, Job]:
+) -> tuple[Scheduler, Member, Job, Job]:
     """ada at a limit of two active jobs with one active: a finished one-off (`done`), a
     paused job and one active job; returns the scheduler, her runtime, done and paused."""
     scheduler = _limit_two(runtime)
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     done = await _finished_one_off(runtime, scheduler, member, fake_llm)
     paused = await _create(scheduler, member, "paused", cron="0 8 * * *")
     await (await scheduler.jobs(member)).pause(paused.id)
@@ -107,7 +107,7 @@ async def test_the_third_active_job_is_refused_whatever_path_makes_it_active(
     told = json.dumps(fake_llm.bodies()[-1]["messages"][-3:])
     assert told.count(LIMIT) == 3, told
     assert await _active(member) == 2
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
     assert (await store.get(done.id)).state == "done"  # type: ignore[union-attr]
     assert (await store.get(paused.id)).state == "paused"  # type: ignore[union-attr]
 
@@ -129,7 +129,7 @@ async def test_parallel_requests_cannot_both_take_the_last_active_slot(
 ) -> None:
     scheduler, member, done, paused = await _one_slot_left(runtime, ada, fake_llm)
     client = await signed_in(make_client, "ada")
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
 
     async def create(n: int) -> object:
         return await _create(scheduler, member, f"new {n}", cron=f"{n} 9 * * *")
@@ -159,9 +159,11 @@ async def test_parallel_requests_cannot_both_take_the_last_active_slot(
     assert len(titles & {"new 1", "new 2"}) == sum(
         1 for r in results[:2] if not isinstance(r, BaseException)
     )
-    kept = {c.id for c in await member.hub.store.all()}
+    kept = {c.id for c in await member.conversations.store.all()}
     assert {j.conversation_id for j in jobs} <= kept
-    assert len([c for c in await member.hub.store.all() if c.title.startswith("⏰")]) == len(jobs)
+    assert len(
+        [c for c in await member.conversations.store.all() if c.title.startswith("⏰")]
+    ) == len(jobs)
 
 
 @pytest.mark.parametrize(
@@ -181,7 +183,7 @@ async def test_the_shortest_interval_is_held_at_its_edge_in_every_field_form(
 ) -> None:
     """With a 60 s floor (the test config), every 30 s is refused and every 60 s taken."""
     scheduler, _ = with_clock(runtime, MONDAY_9)
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     jobs = await scheduler.jobs(member)
     assert jobs.min_interval_s == 60
     if allowed:
@@ -199,8 +201,8 @@ async def test_a_claim_with_a_copy_read_before_the_job_changed_records_no_run(
     runtime: Runtime, ada: str
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    member = runtime.user_runtimes[ada]
-    store = ScheduleStore(member.handle.db)
+    member = runtime.user_runtimes[ada].facade
+    store = ScheduleStore(member.db)
     job = await _create(scheduler, member, "bins", cron="0 8 * * *")
     clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))  # due: 08:00 in Rome
     (stale,) = await store.due(clock.now())
@@ -228,8 +230,8 @@ async def test_a_claim_with_a_copy_read_before_the_job_changed_records_no_run(
 
 async def test_two_claimers_of_one_occurrence_record_one_run(runtime: Runtime, ada: str) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    member = runtime.user_runtimes[ada]
-    store = ScheduleStore(member.handle.db)
+    member = runtime.user_runtimes[ada].facade
+    store = ScheduleStore(member.db)
     job = await _create(scheduler, member, "bins", cron="0 8 * * *")
     clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
     (one,) = await store.due(clock.now())

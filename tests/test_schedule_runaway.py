@@ -19,17 +19,17 @@ from schedule_support import (
 )
 
 from skald.core.runtime import Runtime
-from skald.core.user_runtime import UserRuntime
 from skald.features.schedule.jobs import JobSpec
 from skald.features.schedule.scheduler import Scheduler
 from skald.features.schedule.store import Job, RunRefusedError, ScheduleStore, TaskStore
+from skald.plugins.facade import Member
 
 MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 REFUSED = "run_now is not available in a scheduled job's run or a background task"
 
 
 async def _job(
-    scheduler: Scheduler, member: UserRuntime, title: str = "news", cron: str = "0 8 * * *"
+    scheduler: Scheduler, member: Member, title: str = "news", cron: str = "0 8 * * *"
 ) -> Job:
     return await (await scheduler.jobs(member)).create(
         JobSpec(title=title, prompt=f"do {title}", cron=cron)
@@ -46,7 +46,7 @@ async def test_a_scheduled_run_that_calls_run_now_on_its_own_job_is_refused_and_
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     other = await _job(scheduler, member, "other", cron="0 12 * * 0")
     again = [Call("schedule", {"mode": "run_now", "job_id": j.id}) for j in (job, other)]
@@ -54,7 +54,7 @@ async def test_a_scheduled_run_that_calls_run_now_on_its_own_job_is_refused_and_
     clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
     (run,) = await scheduler.tick()
     await scheduler.wait_run(run.id)
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
     assert [r.id for r in await store.runs(job.id)] == [run.id]
     assert await store.runs(other.id) == []
     assert fake_llm.remaining("model-a") == 2  # nothing else asked the model
@@ -66,7 +66,7 @@ async def test_a_background_task_cannot_start_a_job_and_a_person_in_a_chat_can(
 ) -> None:
     scheduler, _ = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     run_now = Call("schedule", {"mode": "run_now", "job_id": job.id})
     fake_llm.script("model-a", [[run_now], "could not", "relayed"])
@@ -74,15 +74,15 @@ async def test_a_background_task_cannot_start_a_job_and_a_person_in_a_chat_can(
     task = await scheduler.tasks.start(member, origin.id, "kick", "start the news job")
     await scheduler.wait_run(f"task-{task.id}")
     await scheduler.tasks.relay_turns[task.id]
-    assert await ScheduleStore(member.handle.db).runs(job.id) == []
+    assert await ScheduleStore(member.db).runs(job.id) == []
     assert REFUSED in _told(fake_llm)
-    ended = await TaskStore(member.handle.db).get(task.id)
+    ended = await TaskStore(member.db).get(task.id)
     assert ended is not None and ended.state == "completed"
     # In a chat somebody is there: the same call starts the job.
     fake_llm.script("model-a", [[run_now], "Started.", "the news"])
     reply = await runtime.conversations.chat(ada, "run the news job now")
     assert reply.status == "done"
-    (started,) = await ScheduleStore(member.handle.db).runs(job.id)
+    (started,) = await ScheduleStore(member.db).runs(job.id)
     await scheduler.wait_run(started.id)
 
 
@@ -95,9 +95,9 @@ async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", [Hang()])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
-    store = ScheduleStore(member.handle.db)
+    store = ScheduleStore(member.db)
     first = await scheduler.run_now(member, job)
     # An hour later the first run still goes on: a second "run now" is refused...
     clock.advance(timedelta(hours=1))
@@ -109,7 +109,7 @@ async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
     # ...and the due occurrence is claimed as skipped, by the store's own look at the
     # runs (another scheduler object knows nothing of this one's chores).
     clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
-    fresh = Scheduler(runtime, scheduler.config, clock)
+    fresh = Scheduler(runtime.server, scheduler.config, clock)
     (due,) = await store.due(clock.now())
     second = await fresh._claim(store, due, clock.now())
     assert second is not None
@@ -123,7 +123,7 @@ async def test_parallel_run_nows_start_one_run(
     scheduler, _ = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["one", "two", "three"])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     results = await asyncio.gather(
         *(scheduler.run_now(member, job) for _ in range(3)), return_exceptions=True
@@ -132,7 +132,7 @@ async def test_parallel_run_nows_start_one_run(
     assert len(started) == 1, results
     assert all(isinstance(r, RunRefusedError) for r in results if r not in started)
     await scheduler.wait_run(started[0].id)
-    assert len(await ScheduleStore(member.handle.db).runs(job.id)) == 1
+    assert len(await ScheduleStore(member.db).runs(job.id)) == 1
 
 
 async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
@@ -142,7 +142,7 @@ async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
     scheduler, clock = with_clock(runtime, MONDAY_9)
     await add_models(runtime, fake_llm, "model-a")
     fake_llm.script("model-a", ["one", "two"])
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     run = await scheduler.run_now(member, job)
     await scheduler.wait_run(run.id)  # ended: only the spacing is left to hold it
@@ -161,7 +161,7 @@ async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
     await scheduler.wait_run(scheduled.id)
     with pytest.raises(RunRefusedError, match="less than 60 s ago"):
         await scheduler.run_now(member, job)
-    outcomes = [r.outcome for r in await ScheduleStore(member.handle.db).runs(job.id)]
+    outcomes = [r.outcome for r in await ScheduleStore(member.db).runs(job.id)]
     assert outcomes == ["succeeded"] * 3
 
 
@@ -171,13 +171,13 @@ async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_a
     scheduler, clock = with_clock(runtime, MONDAY_9)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=3)
     await add_models(runtime, fake_llm, "model-a")
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     listing = [Call("schedule", {"mode": "list"})]
     fake_llm.script("model-a", [listing, listing, listing, "never asked"])
     run = await scheduler.run_now(member, job)
     await scheduler.wait_run(run.id)
-    (failed,) = await ScheduleStore(member.handle.db).runs(job.id)
+    (failed,) = await ScheduleStore(member.db).runs(job.id)
     assert failed.outcome == "failed"
     assert failed.error is not None and "at most 3 times a minute" in failed.error
     assert len(fake_llm.bodies()) == 3  # the fourth request never left
@@ -189,7 +189,7 @@ async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_a
     origin = await runtime.conversations.create(ada, "plans")
     task = await scheduler.tasks.start(member, origin.id, "t", "something")
     await scheduler.wait_run(f"task-{task.id}")
-    ended = await TaskStore(member.handle.db).get(task.id)
+    ended = await TaskStore(member.db).get(task.id)
     assert ended is not None and ended.state == "failed"
     assert ended.error is not None and "at most 3 times a minute" in ended.error
     # A minute after those calls, the next run asks again.
@@ -197,7 +197,7 @@ async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_a
     fake_llm.script("model-a", ["fine"])
     again = await scheduler.run_now(member, job)
     await scheduler.wait_run(again.id)
-    outcomes = [r.outcome for r in await ScheduleStore(member.handle.db).runs(job.id)]
+    outcomes = [r.outcome for r in await ScheduleStore(member.db).runs(job.id)]
     assert outcomes == ["succeeded", "failed"]
 
 
@@ -209,13 +209,13 @@ async def test_a_helper_inside_an_unattended_run_spends_the_same_per_minute_budg
     scheduler, _ = with_clock(runtime, MONDAY_9)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=2)
     await add_models(runtime, fake_llm, "model-a")
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     delegate = Call("execute_task", {"task": "count the bins", "agent": "worker"})
     fake_llm.script("model-a", [[delegate], "three bins", "never asked"])
     run = await scheduler.run_now(member, job)
     await scheduler.wait_run(run.id)
-    (failed,) = await ScheduleStore(member.handle.db).runs(job.id)
+    (failed,) = await ScheduleStore(member.db).runs(job.id)
     assert failed.outcome == "failed", failed
     assert failed.error is not None and "at most 2 times a minute" in failed.error
     assert len(fake_llm.bodies()) == 2

@@ -109,7 +109,7 @@ async def test_a_task_is_cancelled_from_the_tasks_api_and_the_limit_holds_meanwh
         [(task.id, "running")], [(task.id, "queued")]
     )  # fmt: skip
     # max_tasks = 1 in the test config: a second one is refused while this one runs.
-    member = runtime.user_runtimes[ada]
+    member = runtime.user_runtimes[ada].facade
     from skald.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="already queued or running"):
@@ -131,19 +131,19 @@ async def test_a_task_a_crash_cut_is_finished_after_the_restart_and_never_run_tw
 ) -> None:
     scheduler, origin, task = await _start(runtime, ada, fake_llm, Hang())
     fake_llm.script("model-a", ["High tide at 14:02."])  # after the hung answer
-    member = runtime.user_runtimes[ada]
-    store = TaskStore(member.handle.db)
+    member = runtime.user_runtimes[ada].facade
+    store = TaskStore(member.db)
     assert (await store.get(task.id)).state == "running"  # type: ignore[union-attr]
     # As after a kill -9: the member's runtime goes (its chores and its turns with it),
     # the task row still says running; a new runtime resumes her conversations.
     await runtime.detach(ada)
     user = await runtime.core.registry.get_user(ada)
     assert user is not None
-    member = await runtime.user_runtime(user)
+    member = (await runtime.user_runtime(user)).facade
     await scheduler.tick()  # first sight of the new runtime
     ended = await _ended(runtime, scheduler, ada, task)
     assert (ended.state, ended.result) == ("completed", "High tide at 14:02.")
-    runs = [r for r in await ScheduleStore(member.handle.db).runs() if r.task_id == task.id]
+    runs = [r for r in await ScheduleStore(member.db).runs() if r.task_id == task.id]
     assert sorted(r.outcome for r in runs) == ["interrupted", "succeeded"]
     # The helper was given its task once; the origin heard of the end once.
     helper = await runtime.conversations.history(ada, task.conversation_id)
@@ -166,7 +166,7 @@ async def test_a_tasks_state_changes_reach_only_its_owners_open_clients(
     ada_tab = runtime.events.connect(ada, "ada-token")
     mum_tab = runtime.events.connect(household["mum"], "mum-token")
     scheduler, origin, task = await _start(runtime, ada, fake_llm, Hang())
-    await scheduler.tasks.cancel(runtime.user_runtimes[ada], task.id)
+    await scheduler.tasks.cancel(runtime.user_runtimes[ada].facade, task.id)
     await _ended(runtime, scheduler, ada, task)
 
     def drained(conn: Connection) -> list[object]:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from skald.core.llm_service import LlmService
     from skald.core.runtime import Runtime
     from skald.core.services import ServiceHealth, ServiceRunner
+    from skald.core.unattended import Unattended
     from skald.core.user_runtime import UserRuntime
     from skald.features.notifications.service import NotificationService
     from skald.files.changes import FileChange
@@ -408,6 +409,32 @@ class Member(_Facade):
         """The member's gate for work nobody watches: the member's rules decide, and a
         call that would ask a person is refused at once (`core/unattended.py`)."""
         return self._live.unattended_gate
+
+    @property
+    def unattended(self) -> Unattended:
+        """The member's conversations nobody watches now (a job's run, a background
+        task): work that runs there adds its conversation with a pacer (and an `Asking`
+        to wait in the Inbox), and discards it when it ends (`core/unattended.py`)."""
+        return self._live.unattended
+
+    async def inbox_item(self, call_id: str) -> InboxItem | None:
+        """The Inbox item of `call_id` while it is open, else None: background work
+        taking back a wait after a restart reads its tool there."""
+        return await self._live.inbox.get(call_id)
+
+    async def inbox_status(self, call_id: str) -> str | None:
+        """How `call_id`'s Inbox item stands (pending, approved, rejected, settled...),
+        None when there is none: a decision given while nobody waited is applied."""
+        return await self._live.inbox.status(call_id)
+
+    async def expire(self, call_id: str, reason: str) -> None:
+        """Reject the pending call `call_id` because nobody answered in time, with
+        `reason`: the one decision path (gate, Inbox row, the waiting work's `Asking`).
+
+        Trap: no person decided: only background work's deadline calls it; a person's
+        answer goes through `server.conversations.decide`. NotFoundError when nothing
+        waits under that id."""
+        await self._live.decide(call_id, False, reason=reason)
 
     @property
     def agents(self) -> dict[str, AgentDef]:

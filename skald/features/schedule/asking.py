@@ -11,11 +11,11 @@ chat's, through the one approval path (`UserRuntime._on_request` writes the row,
   `waiting_until`: the Tasks page shows it as waiting) and watched by a timer on the
   scheduler's clock.
 - `decided`: approving clears the wait and the turn goes on; rejecting (or the deadline,
-  which rejects through `UserRuntime.decide` with its reason) stops the turn, and the
-  run ends `failed` with that reason (`ended`).
+  which rejects through `member.expire` with its reason) stops the turn, and the run
+  ends `failed` with that reason (`ended`).
 
-Trap: the timer calls `decide`, which calls `decided` on this very object: it must not
-cancel itself there.
+Trap: the timer calls `member.expire` (the one decision path, `UserRuntime.decide`),
+which calls `decided` on this very object: it must not cancel itself there.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from skald.features.schedule.store import ScheduleStore, iso, parse_iso
 from skald.log import get_logger
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.schedule.clock import Clock
+    from skald.plugins.facade import Member
 
 __all__ = ["DAY_S", "RunAsking", "span"]
 
@@ -60,7 +60,7 @@ class RunAsking:
 
     def __init__(
         self,
-        member: UserRuntime,
+        member: Member,
         clock: Clock,
         *,
         kind: Literal["scheduled", "task"],
@@ -109,7 +109,7 @@ class RunAsking:
             return
         self.ended = reason or f"you rejected the request to use {tool}"
         with contextlib.suppress(NotFoundError):
-            await self.member.hub.stop(self.conversation_id)
+            await self.member.conversations.stop(self.conversation_id)
 
     # -- after a restart -------------------------------------------------------------------
 
@@ -119,10 +119,10 @@ class RunAsking:
         restart) is applied here, as `decided` would have."""
         self.call = call_id
         self.until = parse_iso(until) if until else self.clock.now()
-        item = await self.member.inbox.get(call_id)
+        item = await self.member.inbox_item(call_id)
         if item is not None:
             self.tool = item.tool
-        status = await self.member.inbox.status(call_id)
+        status = await self.member.inbox_status(call_id)
         if status == "rejected":
             await self.decided(call_id, self.tool, False, "")
         elif status in ("approved", "settled"):
@@ -157,14 +157,14 @@ class RunAsking:
         log.info("approval expired", call=call_id, run=self.row_id)
         try:
             # The one path of a decision: gate, Inbox row, and back here (`decided`).
-            await self.member.decide(call_id, False, reason=reason)
+            await self.member.expire(call_id, reason)
         except NotFoundError:
             await self.decided(call_id, self.tool, False, reason)
         except DatabaseClosedError:
             return  # locked meanwhile: the next unlock takes the wait back
 
     async def _store(self, call_id: str | None, until: datetime | None) -> None:
-        store = ScheduleStore(self.member.handle.db)
+        store = ScheduleStore(self.member.db)
         await store.set_waiting(
             self.table, self.row_id, call_id, None if until is None else iso(until)
         )

@@ -47,8 +47,7 @@ def skald_capabilities() -> list[Capability]:
 def skald_server_state(server: Server) -> list[object]:
     from skald.features.schedule.scheduler import Scheduler
 
-    # The scheduler works on members' live runtimes (jobs, runs, tasks): not moved yet.
-    return [Scheduler(server._live, server.section("schedule", ScheduleConfig))]
+    return [Scheduler(server, server.section("schedule", ScheduleConfig))]
 
 
 @hookimpl
@@ -66,7 +65,7 @@ def skald_tools(member: Member) -> list[Tool] | None:
     scheduler = member.server.state(Scheduler, None)
     if scheduler is None or not member.can(SCHEDULE_USE):
         return None
-    return [ScheduleTool(member._live, scheduler), BackgroundTaskTool(member._live, scheduler)]
+    return [ScheduleTool(member, scheduler), BackgroundTaskTool(member, scheduler)]
 
 
 async def _remind(member: Member, conversation_id: str, argument: str) -> str:
@@ -74,7 +73,7 @@ async def _remind(member: Member, conversation_id: str, argument: str) -> str:
     from skald.features.schedule.scheduler import Scheduler
 
     scheduler = member.server.state(Scheduler)
-    return await remind_command(scheduler, member._live, conversation_id, argument)
+    return await remind_command(scheduler, member, conversation_id, argument)
 
 
 @hookimpl

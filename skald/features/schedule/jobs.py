@@ -37,7 +37,7 @@ from skald.features.schedule.zone import member_zone
 from skald.permissions import declare
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member
     from skald.store.database import Database
 
 __all__ = ["SCHEDULE_USE", "JobChange", "JobSpec", "Jobs", "Preview", "next_run_of"]
@@ -124,14 +124,14 @@ class Jobs:
 
     def __init__(
         self,
-        member: UserRuntime,
+        member: Member,
         config: ScheduleConfig,
         registry_db: Database,
         now: datetime,
         min_interval_s: int | None = None,
     ) -> None:
         self.member = member
-        self.store = ScheduleStore(member.handle.db)
+        self.store = ScheduleStore(member.db)
         self.config = config
         self.registry_db = registry_db
         self.now = now
@@ -139,7 +139,7 @@ class Jobs:
 
     @property
     def user_id(self) -> str:
-        return self.member.user.id
+        return self.member.id
 
     async def counts_changed(self) -> None:
         jobs, active = await self.store.counts()
@@ -166,7 +166,7 @@ class Jobs:
         """A model a job may run with (an enabled chat model), or None for AUTO."""
         if not model_id:
             return None
-        models = await self.member.llm.store.models()
+        models = await self.member.server.llm.store.models()
         if not any(m.id == model_id and m.enabled and m.kind == "chat" for m in models):
             raise InvalidInputError(f"no chat model {model_id!r} is set up")
         return model_id
@@ -252,7 +252,7 @@ class Jobs:
         at = self._at_in(spec.in_minutes, spec.at, zone)
         cron, run_at, next_run = self._when(spec.cron, at, zone)
         model_id = await self.model_of(spec.model_id)
-        agent_id = spec.agent_id or self.member.hub.default_agent
+        agent_id = spec.agent_id or self.member.conversations.default_agent
         agent = self.member.agents.get(agent_id)
         if agent is None or agent.type != "chat":
             raise InvalidInputError(f"no chat agent named {agent_id!r}")
@@ -286,8 +286,10 @@ class Jobs:
         await self.store.add(
             job, active_limit=self.config.max_active_jobs, conversation_title=f"⏰ {title}"
         )
-        conversation = await self.member.hub.store.get(job.conversation_id)
-        self.member.events.publish(self.user_id, ConversationUpdated(conversation=conversation))
+        conversation = await self.member.conversations.store.get(job.conversation_id)
+        self.member.server.events.publish(
+            self.user_id, ConversationUpdated(conversation=conversation)
+        )
         await self.counts_changed()
         return job
 

@@ -1,6 +1,6 @@
 """The one place the scheduler tells a member something happened while they were away
 ("job ran", "task done", "job paused"), through the notification service
-(`rt.notifications`: the member's bell, batched, their channels, quiet hours).
+(`server.notifications`: the member's bell, batched, their channels, quiet hours).
 
 Trap: a notice never decides a run's outcome: the run is recorded before it is sent,
 and a member locked meanwhile (`DatabaseClosedError`) simply gets none (logged).
@@ -15,7 +15,7 @@ from skald.features.notifications.tool import MAX_BODY, MAX_TITLE
 from skald.log import get_logger
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
+    from skald.plugins.facade import Server
 
 log = get_logger("skald.features.schedule")
 
@@ -23,7 +23,7 @@ __all__ = ["notify"]
 
 
 async def notify(
-    rt: Runtime,
+    server: Server,
     user_id: str,
     title: str,
     body: str,
@@ -33,7 +33,7 @@ async def notify(
     urgency: str = "normal",
 ) -> None:
     try:
-        await rt.notifications.notify(
+        await server.notifications.notify(
             user_id,
             title=title[:MAX_TITLE],
             body=body[:MAX_BODY],  # the service's own limits: it refuses longer

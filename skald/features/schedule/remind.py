@@ -29,8 +29,8 @@ from skald.features.schedule.zone import member_zone
 from skald.store.rows import effective_locale
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.schedule.scheduler import Scheduler
+    from skald.plugins.facade import Member
 
 __all__ = ["MAX_AHEAD", "parse_remind", "remind_command"]
 
@@ -95,7 +95,7 @@ def parse_remind(arg: str, now: datetime, lang: str) -> tuple[datetime, str]:
 
 
 async def remind_command(
-    scheduler: Scheduler, member: UserRuntime, conversation_id: str, arg: str
+    scheduler: Scheduler, member: Member, conversation_id: str, arg: str
 ) -> str:
     """`/remind <when> <text>` in a conversation: a one-off reminder job with that
     conversation's model (a reminder needs none, but an edit on the Tasks page may make
@@ -103,13 +103,13 @@ async def remind_command(
     jobs = await scheduler.jobs(member)
     # The row as it is now: `member.user` is the one read at unlock (a language chosen
     # since would not count).
-    user, _ = await scheduler.rt.member(member.user.id)
-    instance = member.instance
+    user, _ = await member.server.fetch(member.id)
+    instance = member.server.instance
     lang = lang_of(effective_locale(user.locale, instance.current.language if instance else None))
     zone = member_zone(member)
     now = jobs.now.astimezone(zone)
     at, text = parse_remind(arg, now, lang)
-    conversation = await member.hub.store.get(conversation_id)
+    conversation = await member.conversations.store.get(conversation_id)
     title = text if len(text) <= _TITLE_WORDS else text[: _TITLE_WORDS - 1].rstrip() + "…"
     job = await jobs.create(
         JobSpec(

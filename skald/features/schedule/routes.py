@@ -2,8 +2,8 @@
 and the counts and limits admins see (`admin.users`; never a job's content).
 
 Thin: parse, authorise, call `Jobs`/`Scheduler`, serialise. Another member's job id is
-"not found". The handlers see the facade only: the caller as `Member` (the scheduler's
-`*_of` entrances take it), the household through `Server` (the registry's schedule
+"not found". The handlers see the facade only: the caller as `Member` (what the
+scheduler and `Jobs` take), the household through `Server` (the registry's schedule
 counts through `server.db`, accounts through the core's `AccountService`, the "work while
 signed out" key through `server.works_signed_out` / `set_works_signed_out`).
 """
@@ -116,7 +116,7 @@ Mine = tuple[Scheduler, Member, Jobs]
 
 async def _jobs(server: NamedDependency[Server], member: NamedDependency[Member]) -> Mine:
     scheduler = server.state(Scheduler)
-    return scheduler, member, await scheduler.jobs_of(member)
+    return scheduler, member, await scheduler.jobs(member)
 
 
 class JobView(Job, frozen=True, kw_only=True):
@@ -222,7 +222,7 @@ async def change_job(
 )
 async def run_job(job_id: FromPath[str], mine: NamedDependency[Mine]) -> Run:
     scheduler, member, jobs = mine
-    return await scheduler.run_now_of(member, await jobs.get(job_id))
+    return await scheduler.run_now(member, await jobs.get(job_id))
 
 
 @delete("/api/schedule/jobs/{job_id:str}", guards=MINE, status_code=204, responses=errors(404))
@@ -247,13 +247,13 @@ async def recent_runs(mine: NamedDependency[Mine]) -> list[Run]:
 @get("/api/schedule/tasks", guards=MINE)
 async def list_tasks(mine: NamedDependency[Mine]) -> list[Task]:
     scheduler, member, _ = mine
-    return await scheduler.tasks_of(member)
+    return await scheduler.tasks.recent(member)
 
 
 @post("/api/schedule/tasks/{task_id:str}/cancel", guards=MINE, responses=errors(404))
 async def cancel_task(task_id: FromPath[str], mine: NamedDependency[Mine]) -> Task:
     scheduler, member, _ = mine
-    return await scheduler.cancel_task_of(member, task_id)
+    return await scheduler.tasks.cancel(member, task_id)
 
 
 @get("/api/admin/schedule", guards=ADMIN)

@@ -3,7 +3,7 @@
 Rule: one service (`run_forever`) ticks every `tick_s` on the injected clock; `tick()`
 is what a test calls after moving a `FakeClock`. A due occurrence is claimed in one
 transaction (the run row and the job's next time together, `ScheduleStore.claim`),
-then the turn runs as one of the member's chores (`UserRuntime.services`): sent through
+then the turn runs as one of the member's chores (`member.services`): sent through
 the conversation service into the job's conversation, as the owner, written as any
 turn is. Claimed, never run again: after a crash the run is `interrupted` and the job
 goes on at its next time.
@@ -14,9 +14,10 @@ after the unlock each runs once, marked late, unless it was missed by more than 
 skip window (then the run is recorded `skipped`). Repeating jobs run once for all the
 occurrences they missed.
 
-Trap: the first time the scheduler sees a member's runtime (boot or unlock) it turns
-their left-over `running` runs into `interrupted` before claiming anything: a run of
-the previous unlock was cancelled with their chores when they were locked.
+Trap: the first time the scheduler sees a member's `Member` (their runtime builds one
+per unlock: boot or unlock) it turns their left-over `running` runs into `interrupted`
+before claiming anything: a run of the previous unlock was cancelled with their chores
+when they were locked.
 """
 
 from __future__ import annotations
@@ -41,20 +42,16 @@ from skald.features.schedule.store import (
     Job,
     Run,
     ScheduleStore,
-    Task,
     get_min_interval,
     iso,
     parse_iso,
 )
 from skald.features.schedule.tasks import Tasks
 from skald.log import get_logger
-from skald.permissions import can
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
     from skald.core.services import ServiceSpec
-    from skald.core.user_runtime import UserRuntime
-    from skald.plugins.facade import Member
+    from skald.plugins.facade import Member, Server
 
 __all__ = ["Scheduler"]
 
@@ -62,54 +59,33 @@ log = get_logger("skald.features.schedule")
 
 
 class Scheduler:
-    def __init__(self, rt: Runtime, config: ScheduleConfig, clock: Clock | None = None) -> None:
-        self.rt = rt
+    def __init__(self, server: Server, config: ScheduleConfig, clock: Clock | None = None) -> None:
+        self.server = server
         self.config = config
         self.clock: Clock = clock or SystemClock()
-        # The runtime object last checked for left-over runs, per member.
-        self._seen: dict[str, UserRuntime] = {}
+        # The `Member` last checked for left-over runs, per member: their runtime builds
+        # one per unlock, so a new object is a new unlock.
+        self._seen: dict[str, Member] = {}
         # Runs started by this process and not yet recorded as ended (`wait_run`).
         self._running: dict[str, asyncio.Event] = {}
         # Each member's pace of unattended model calls, kept across their unlocks.
         self._pacers: dict[str, CallPacer] = {}
         self.tasks = Tasks(self)
 
-    def pacer(self, member: UserRuntime) -> CallPacer:
+    def pacer(self, member: Member) -> CallPacer:
         """The member's one budget of model calls in runs and tasks (on the scheduler's
         clock, which a test moves)."""
-        pacer = self._pacers.get(member.user.id)
+        pacer = self._pacers.get(member.id)
         if pacer is None:
             pacer = CallPacer(
                 self.config.background_calls_per_min, lambda: self.clock.now().timestamp()
             )
-            self._pacers[member.user.id] = pacer
+            self._pacers[member.id] = pacer
         return pacer
 
-    async def jobs(self, member: UserRuntime) -> Jobs:
-        floor = await get_min_interval(self.rt.core.registry.db, member.user.id)
-        return Jobs(member, self.config, self.rt.core.registry.db, self.clock.now(), floor)
-
-    # -- the Tasks page's entrances: its routes hold the `Member` facade only (issue 21);
-    # the member's live runtime, which the rest of the scheduler still takes, is found here.
-
-    async def _runtime_of(self, member: Member) -> UserRuntime:
-        return await self.rt.user_runtime(member.user)
-
-    async def jobs_of(self, member: Member) -> Jobs:
-        """`jobs` for a caller holding the member's facade."""
-        return await self.jobs(await self._runtime_of(member))
-
-    async def run_now_of(self, member: Member, job: Job) -> Run:
-        """`run_now` for a caller holding the member's facade."""
-        return await self.run_now(await self._runtime_of(member), job)
-
-    async def tasks_of(self, member: Member) -> list[Task]:
-        """The member's recent background tasks (`Tasks.recent`)."""
-        return await self.tasks.recent(await self._runtime_of(member))
-
-    async def cancel_task_of(self, member: Member, task_id: str) -> Task:
-        """`Tasks.cancel` for a caller holding the member's facade."""
-        return await self.tasks.cancel(await self._runtime_of(member), task_id)
+    async def jobs(self, member: Member) -> Jobs:
+        floor = await get_min_interval(self.server.db, member.id)
+        return Jobs(member, self.config, self.server.db, self.clock.now(), floor)
 
     async def run_forever(self) -> None:
         # The first look is one tick after the start: by then the members unlocked at
@@ -124,8 +100,8 @@ class Scheduler:
     async def tick(self) -> list[Run]:
         """Claim and start every due job of every unlocked member; returns the runs."""
         started: list[Run] = []
-        for member in list(self.rt.user_runtimes.values()):
-            if not can(member.role, SCHEDULE_USE):
+        for member in self.server.unlocked():
+            if not member.can(SCHEDULE_USE):
                 continue
             try:
                 started += await self._member_tick(member)
@@ -133,14 +109,14 @@ class Scheduler:
                 continue  # locked meanwhile: their jobs wait for the next unlock
         return started
 
-    async def _member_tick(self, member: UserRuntime) -> list[Run]:
-        store = ScheduleStore(member.handle.db)
+    async def _member_tick(self, member: Member) -> list[Run]:
+        store = ScheduleStore(member.db)
         now = self.clock.now()
-        if self._seen.get(member.user.id) is not member:
-            self._seen[member.user.id] = member
+        if self._seen.get(member.id) is not member:
+            self._seen[member.id] = member
             left = await store.interrupt_running(now)
             if left:
-                log.warning("runs interrupted", user_id=member.user.id, count=left)
+                log.warning("runs interrupted", user_id=member.id, count=left)
             await self._take_back_waiting(member, store)
             await self.tasks.recover(member)
         out = []
@@ -153,7 +129,7 @@ class Scheduler:
                 self._launch(member, job, run)
         return out
 
-    async def _take_back_waiting(self, member: UserRuntime, store: ScheduleStore) -> None:
+    async def _take_back_waiting(self, member: Member, store: ScheduleStore) -> None:
         """Runs a restart cut while they waited for an approval go on (not interrupted)."""
         for run in await store.waiting_runs():
             job = await store.get(run.job_id or "")
@@ -185,12 +161,10 @@ class Scheduler:
             skipped=missed_by > job.skip_after_s and job.skip_after_s > 0,
         )
 
-    def _launch(self, member: UserRuntime, job: Job, run: Run) -> None:
+    def _launch(self, member: Member, job: Job, run: Run) -> None:
         self.launch_chore(member, run.id, lambda: self.execute(member, job, run))
 
-    def launch_chore(
-        self, member: UserRuntime, key: str, work: Callable[[], Awaitable[object]]
-    ) -> None:
+    def launch_chore(self, member: Member, key: str, work: Callable[[], Awaitable[object]]) -> None:
         """Run `work` as one of the member's chores (stopped when they are locked);
         `wait_run(key)` waits for it."""
         from skald.core.services import ServiceSpec
@@ -207,13 +181,13 @@ class Scheduler:
         spec: ServiceSpec = ServiceSpec(f"schedule-{key}", chore, restart=False)
         member.services.add(spec)
 
-    async def run_now(self, member: UserRuntime, job: Job) -> Run:
+    async def run_now(self, member: Member, job: Job) -> Run:
         """A person's "run now": a run outside the schedule, which does not move.
 
         Refused while the job runs and within the member's minimum interval of its last
         start (`RunRefusedError`): a job cannot be made to run back to back."""
         spacing = (await self.jobs(member)).min_interval_s
-        run = await ScheduleStore(member.handle.db).start_run(job, self.clock.now(), spacing)
+        run = await ScheduleStore(member.db).start_run(job, self.clock.now(), spacing)
         self._launch(member, job, run)
         return run
 
@@ -238,8 +212,8 @@ class Scheduler:
         until = (parse_iso(job.next_run) - self.clock.now()).total_seconds()
         return float(min(DAY_S, max(60.0, until)))
 
-    async def _asking(self, member: UserRuntime, job: Job, run: Run) -> RunAsking:
-        current = await ScheduleStore(member.handle.db).get(job.id)
+    async def _asking(self, member: Member, job: Job, run: Run) -> RunAsking:
+        current = await ScheduleStore(member.db).get(job.id)
         return RunAsking(
             member,
             self.clock,
@@ -251,13 +225,13 @@ class Scheduler:
             window_s=self.window_of(current or job),
         )
 
-    async def execute(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
+    async def execute(self, member: Member, job: Job, run: Run) -> Run | None:
         """Run the job's turn and record how it ended (the chore behind a claimed run).
         A reminder is no turn: its run is the notice with its own text."""
         if job.kind == "reminder":
             return await self._remind(member, job, run)
-        user_id = member.user.id
-        svc = self.rt.conversations
+        user_id = member.id
+        svc = self.server.conversations
 
         async def start() -> asyncio.Future[TurnResult]:
             await self._use_model(member, job)
@@ -267,7 +241,7 @@ class Scheduler:
 
         return await self._attend(member, job, run, await self._asking(member, job, run), start)
 
-    async def resume_waiting(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
+    async def resume_waiting(self, member: Member, job: Job, run: Run) -> Run | None:
         """After a restart: a run that waited for an approval goes on. The chat recovery
         resumes the job's turn from its stored history (the open call goes through the
         gate again under the same id, so the Inbox item stays answerable and a decision
@@ -278,13 +252,13 @@ class Scheduler:
         await asking.restore(run.waiting_call, run.waiting_until)
 
         async def start() -> asyncio.Future[TurnResult]:
-            return await member.hub.resume(job.conversation_id)
+            return await member.conversations.resume(job.conversation_id)
 
         return await self._attend(member, job, run, asking, start, resumed=True)
 
     async def _attend(
         self,
-        member: UserRuntime,
+        member: Member,
         job: Job,
         run: Run,
         asking: RunAsking,
@@ -292,8 +266,8 @@ class Scheduler:
         *,
         resumed: bool = False,
     ) -> Run | None:
-        store = ScheduleStore(member.handle.db)
-        user_id = member.user.id
+        store = ScheduleStore(member.db)
+        user_id = member.id
         outcome, error, usage, answer = "failed", None, None, ""
         # Nobody watches, so the model calls are paced; a request waits in the Inbox.
         member.unattended.add(job.conversation_id, self.pacer(member), asking)
@@ -330,7 +304,7 @@ class Scheduler:
         if paused and current is not None:
             await (await self.jobs(member)).counts_changed()
             await notify(
-                self.rt,
+                self.server,
                 user_id,
                 f"Job paused: {job.title}",
                 f"It failed {current.failures} times in a row (last: {error}). "
@@ -344,7 +318,7 @@ class Scheduler:
             if outcome != "succeeded":
                 body = f"{outcome}: {error or ''}".strip()
             await notify(
-                self.rt,
+                self.server,
                 user_id,
                 job.title,
                 body,
@@ -355,27 +329,27 @@ class Scheduler:
         return finished
 
     @staticmethod
-    async def _last_answer(member: UserRuntime, conversation_id: str) -> str:
-        items = await member.hub.store.items(conversation_id)
+    async def _last_answer(member: Member, conversation_id: str) -> str:
+        items = await member.conversations.store.items(conversation_id)
         return next((i.text for i in reversed(items) if i.role == "assistant" and i.text), "")
 
-    async def _use_model(self, member: UserRuntime, job: Job) -> None:
+    async def _use_model(self, member: Member, job: Job) -> None:
         """The job's conversation runs with the job's model (the one it was made with,
         or chosen on the Tasks page; None: AUTO), whatever `/model` said there since."""
-        conversation = await member.hub.store.get(job.conversation_id)
+        conversation = await member.conversations.store.get(job.conversation_id)
         if conversation.model_id != job.model_id:
-            await member.hub.update(job.conversation_id, model_id=job.model_id)
+            await member.conversations.update(job.conversation_id, model_id=job.model_id)
 
-    async def _remind(self, member: UserRuntime, job: Job, run: Run) -> Run | None:
+    async def _remind(self, member: Member, job: Job, run: Run) -> Run | None:
         """A reminder's run: the member is told its text, as written; no model call."""
-        finished, _, _ = await ScheduleStore(member.handle.db).finish(
+        finished, _, _ = await ScheduleStore(member.db).finish(
             run.id, self.clock.now(), "succeeded", keep=self.config.keep_runs
         )
         body = job.prompt
         if run.late and run.due_at is not None:
             due = parse_iso(run.due_at).astimezone(check_zone(job.zone)).strftime("%H:%M")
             body = f"{body} ({due})"
-        await notify(self.rt, member.user.id, f"⏰ {job.title}", body, link="/tasks",
+        await notify(self.server, member.id, f"⏰ {job.title}", body, link="/tasks",
                      urgency="high")  # fmt: skip
         return finished
 

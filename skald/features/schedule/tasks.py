@@ -43,8 +43,8 @@ from skald.llm.types import TextPart
 from skald.log import get_logger
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.schedule.scheduler import Scheduler
+    from skald.plugins.facade import Member
 
 __all__ = ["Tasks", "completion_message"]
 
@@ -111,7 +111,7 @@ class Tasks:
         return self.scheduler.clock.now()
 
     async def start(
-        self, member: UserRuntime, origin_conversation: str, title: str, prompt: str
+        self, member: Member, origin_conversation: str, title: str, prompt: str
     ) -> Task:
         title = " ".join(title.split())[:120]
         prompt = prompt.strip()
@@ -119,18 +119,18 @@ class Tasks:
             raise InvalidInputError("the task is empty: write what the helper should do")
         if len(prompt) > MAX_PROMPT:
             raise InvalidInputError(f"the task is longer than {MAX_PROMPT} characters")
-        store = TaskStore(member.handle.db)
+        store = TaskStore(member.db)
         limit = self.scheduler.config.max_tasks
         if await store.active_count() >= limit:
             raise InvalidInputError(
                 f"{limit} background tasks are already queued or running, the most allowed: "
                 "wait for one to finish or cancel one"
             )
-        await member.hub.store.get(origin_conversation)  # it exists and is theirs
-        conversation = await member.hub.store.create(
-            new_id(), member.hub.default_agent, f"⚙ {title or prompt[:60]}"
+        await member.conversations.store.get(origin_conversation)  # it exists and is theirs
+        conversation = await member.conversations.store.create(
+            new_id(), member.conversations.default_agent, f"⚙ {title or prompt[:60]}"
         )
-        member.events.publish(member.user.id, ConversationUpdated(conversation=conversation))
+        member.server.events.publish(member.id, ConversationUpdated(conversation=conversation))
         task = Task(
             id=new_id(),
             title=title or prompt[:60],
@@ -149,16 +149,16 @@ class Tasks:
         self.scheduler.launch_chore(member, f"task-{task.id}", lambda: self._run(member, task))
         return task
 
-    async def recent(self, member: UserRuntime) -> list[Task]:
-        return await TaskStore(member.handle.db).recent()
+    async def recent(self, member: Member) -> list[Task]:
+        return await TaskStore(member.db).recent()
 
-    async def get(self, member: UserRuntime, task_id: str) -> Task:
-        task = await TaskStore(member.handle.db).get(task_id)
+    async def get(self, member: Member, task_id: str) -> Task:
+        task = await TaskStore(member.db).get(task_id)
         if task is None:
             raise NotFoundError("no such task")
         return task
 
-    async def cancel(self, member: UserRuntime, task_id: str) -> Task:
+    async def cancel(self, member: Member, task_id: str) -> Task:
         task = await self.get(member, task_id)
         if task.state == "queued" and await self._move(
             member, task, "cancelled", only_from=("queued",), now=iso(self.now),
@@ -167,12 +167,12 @@ class Tasks:
             await self._relay(member, await self.get(member, task_id))
         elif task.state == "running":
             # The turn ends as stopped; the task's own chore records it and relays.
-            await member.hub.stop(task.conversation_id)
+            await member.conversations.stop(task.conversation_id)
         return await self.get(member, task_id)
 
     async def _move(
         self,
-        member: UserRuntime,
+        member: Member,
         task: Task,
         state: TaskState,
         *,
@@ -182,7 +182,7 @@ class Tasks:
         error: str | None = None,
     ) -> bool:
         """The one place a task's state is written: move it once, then tell the owner."""
-        moved = await TaskStore(member.handle.db).move(
+        moved = await TaskStore(member.db).move(
             task.id, state, only_from=only_from, now=now, result=result, error=error
         )
         if moved:
@@ -190,23 +190,23 @@ class Tasks:
         return moved
 
     @staticmethod
-    def _changed(member: UserRuntime, task: Task, state: TaskState) -> None:
+    def _changed(member: Member, task: Task, state: TaskState) -> None:
         # Only the owner's connections: a task is in their database, nobody else's.
-        member.events.publish(
-            member.user.id,
+        member.server.events.publish(
+            member.id,
             TasksChanged(
                 task_id=task.id, state=state, origin_conversation=task.origin_conversation
             ),
         )
 
-    async def _run(self, member: UserRuntime, task: Task, *, resume: bool = False) -> None:
+    async def _run(self, member: Member, task: Task, *, resume: bool = False) -> None:
         """Run the task's turn (or, after a restart, finish it: `resume`), record how it
         ended and relay that to the origin conversation."""
-        runs = ScheduleStore(member.handle.db)
+        runs = ScheduleStore(member.db)
         if not resume and not await self._move(member, task, "running", only_from=("queued",)):
             return  # cancelled while queued
         run = await runs.start_task_run(task, self.now)
-        user_id = member.user.id
+        user_id = member.id
         state, result, error, usage = "failed", None, None, None
         # Nobody watches, so the model calls are paced; a request waits in the Inbox
         # (labelled with the task) until the member decides or it expires.
@@ -231,9 +231,9 @@ class Tasks:
             if resume:
                 # The chat recovery may already be finishing the turn: this queues
                 # behind it and settles whatever is left.
-                done = await member.hub.resume(task.conversation_id)
+                done = await member.conversations.resume(task.conversation_id)
             else:
-                done = await member.hub.send(
+                done = await member.conversations.send(
                     task.conversation_id, [TextPart(text=task.prompt)], [], typed=task.title
                 )
             outcome = await done
@@ -273,7 +273,7 @@ class Tasks:
         ended = await self.get(member, task.id)
         await self._relay(member, ended)
         await notify(
-            self.scheduler.rt,
+            self.scheduler.server,
             user_id,
             f"Task {state}: {task.title}",
             (result or error or "")[:300],
@@ -281,33 +281,33 @@ class Tasks:
             urgency="high" if asking.ended is not None else "normal",
         )
 
-    async def _last_answer(self, member: UserRuntime, task: Task) -> str:
-        items = await member.hub.store.items(task.conversation_id)
+    async def _last_answer(self, member: Member, task: Task) -> str:
+        items = await member.conversations.store.items(task.conversation_id)
         return next((i.text for i in reversed(items) if i.role == "assistant" and i.text), "")
 
-    async def _relay(self, member: UserRuntime, task: Task) -> None:
+    async def _relay(self, member: Member, task: Task) -> None:
         """Post the task's end into the conversation that started it (a new turn)."""
         try:
             last = "" if task.state == "completed" else await self._last_answer(member, task)
             text = completion_message(task, last)
-            self.relay_turns[task.id] = await member.hub.send(
+            self.relay_turns[task.id] = await member.conversations.send(
                 task.origin_conversation, [TextPart(text=text)], []
             )
         except NotFoundError:
             log.info("task result not relayed: conversation deleted", task=task.id)
-        await TaskStore(member.handle.db).relayed(task.id)
+        await TaskStore(member.db).relayed(task.id)
 
-    def _relaunch(self, member: UserRuntime, task: Task, *, resume: bool) -> None:
+    def _relaunch(self, member: Member, task: Task, *, resume: bool) -> None:
         async def work() -> None:
             await self._run(member, task, resume=resume)
 
         self.scheduler.launch_chore(member, f"task-{task.id}", work)
 
-    async def recover(self, member: UserRuntime) -> None:
+    async def recover(self, member: Member) -> None:
         """At the member's first sight after a start: a task a crash cut is finished
         (queued: started; running: its turn resumed, as the chat recovery resumes any
         turn, so no call runs twice), and every ended task not yet relayed is relayed."""
-        store = TaskStore(member.handle.db)
+        store = TaskStore(member.db)
         cut, unrelayed = await store.left_over()
         for task in cut:
             self._relaunch(member, task, resume=task.state == "running")

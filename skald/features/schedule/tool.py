@@ -28,8 +28,8 @@ from skald.features.schedule.zone import member_zone
 from skald.llm.types import ToolSpec, tool_spec
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.schedule.scheduler import Scheduler
+    from skald.plugins.facade import Member
 
 __all__ = ["BackgroundTaskTool", "ScheduleTool", "describe_job"]
 
@@ -92,7 +92,7 @@ class ScheduleTool(Tool):
     concurrency_safe = False
     chat_only = True  # jobs are the member's conversation's business, not a helper's
 
-    def __init__(self, member: UserRuntime, scheduler: Scheduler) -> None:
+    def __init__(self, member: Member, scheduler: Scheduler) -> None:
         self.member = member
         self.scheduler = scheduler
         zone = member_zone(member)
@@ -121,7 +121,7 @@ class ScheduleTool(Tool):
             args = {**args, "at": self._minutes_from_now(int(args["in_minutes"]))}
         if mode == "create":
             # The job runs with the model of the conversation it was asked for in.
-            origin = await self.member.hub.store.get(root_of(conversation_id)[0])
+            origin = await self.member.conversations.store.get(root_of(conversation_id)[0])
             job = await jobs.create(
                 JobSpec(
                     title=str(args.get("title") or ""),
@@ -189,7 +189,7 @@ class BackgroundTaskTool(Tool):
     concurrency_safe = False
     chat_only = True  # a helper does its work itself rather than handing it on again
 
-    def __init__(self, member: UserRuntime, scheduler: Scheduler) -> None:
+    def __init__(self, member: Member, scheduler: Scheduler) -> None:
         self.member = member
         self.scheduler = scheduler
 

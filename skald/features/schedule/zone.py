@@ -1,5 +1,5 @@
-"""Whose time zone a job uses: the one accessor, `UserRuntime.timezone()` (the member's
-own `timezone` in their profile when valid, else the household's from the Settings page,
+"""Whose time zone a job uses: the one accessor, `Member.timezone()` (the member's own
+`timezone` in their profile when valid, else the household's from the Settings page,
 else `[assistant] timezone`).
 
 Trap: `member.user` is the row as it was when their data was unlocked: a profile edit
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member
 
 __all__ = ["member_zone"]
 
 
-def member_zone(member: UserRuntime) -> ZoneInfo:
+def member_zone(member: Member) -> ZoneInfo:
     """The member's time zone (falls back to the household's)."""
     return member.timezone()
