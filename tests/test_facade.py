@@ -35,17 +35,11 @@ RUNTIMES = ("skald.core.runtime", "skald.core.user_runtime")
 # Built-in feature modules (under skald/features/) that still hand the live runtime behind
 # a facade (`_live`) to internals not moved onto the facade yet (each use says which).
 # Nothing else may.
-REACHES_BEHIND = {"backups/hooks.py", "connectors/hooks.py", "schedule/hooks.py"}
+REACHES_BEHIND = {"schedule/hooks.py"}
 # Built-in feature modules that still import a runtime, most only for type checking (which
 # the import-linter contract `features-use-the-facade` does not see): issue 21's leftovers.
 # Compared for equality, so a module moved onto the facade must leave the list.
 IMPORTS_A_RUNTIME = {
-    "backups/backup.py",
-    "backups/scheduler.py",
-    "connectors/content.py",
-    "connectors/resources.py",
-    "connectors/supervisor.py",
-    "connectors/tools.py",
     "schedule/asking.py",
     "schedule/jobs.py",
     "schedule/notices.py",
