@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import PASSWORD
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 
 from skald.cli import main
+from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
 from skald.features.backups import scheduler as schedule
 from skald.features.backups.scheduler import (
@@ -33,6 +35,7 @@ from skald.features.backups.scheduler import (
     save_settings,
 )
 from skald.paths import DataLayout
+from skald.store.snapshot import integrity, is_plain_sqlite
 
 CHILD = "tim"
 CHILD_PW = "tim's long password"
@@ -221,3 +224,30 @@ def test_with_the_server_running_a_signed_in_members_encrypted_database_is_opene
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_input"
     finally:
         instance.close()
+
+
+async def test_the_server_copies_and_checks_a_signed_in_member_s_database_without_handing_out_her_key(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    # What the backups and the drill get from the facade: a copy keyed with her key (it
+    # stays encrypted) and a check that opens it with that key; locked, neither.
+    created = await runtime.core.users.create("ada", PASSWORD, "member")
+    ada = created.user.id
+    assert created.user.encrypted
+    server = runtime.server
+    copy = tmp_path / "copy.db"
+    async with server.held_for_backup(ada) as held:
+        assert held is None  # locked: her file is quiescent, copied as bytes
+    await runtime.core.users.unlock("ada", PASSWORD)
+    async with server.held_for_backup(ada) as held:
+        assert held is not None and held.encrypted
+        assert await held.snapshot(copy) >= 1
+    assert not is_plain_sqlite(copy)
+    checks = await server.key_checks([ada, "nobody"])
+    public = [getattr(o, n) for o in (held, checks) for n in dir(o) if not n.startswith("_")]
+    assert not [v for v in public if isinstance(v, bytes | dict)]  # no key among them
+    assert await asyncio.to_thread(checks.check, ada, copy) == (True, "integrity ok")
+    assert checks.check("nobody", copy) is None
+    assert integrity(copy, None)[0] is False  # without her key it does not open
+    await runtime.lock(ada)
+    assert (await server.key_checks([ada])).check(ada, copy) is None

@@ -19,12 +19,12 @@ from test_connectors_runtime import _tool_results
 from skald.approvals.rules import Rule
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
-from skald.core.user_runtime import UserRuntime
 from skald.features.connectors import service
 from skald.features.connectors.service import ConnectorsConfig
 from skald.features.connectors.supervisor import ConnectorInstance
 from skald.features.connectors.tools import ConnectorCall, offered
 from skald.mcp import Tool, tool_specs
+from skald.plugins.facade import Member
 
 Outcome = Literal["ran", "refused", "asked"]
 Answer = Literal["reject", "approve", "conversation", "15m"]
@@ -174,7 +174,7 @@ def test_two_tool_names_that_sanitise_alike_are_never_judged_as_one() -> None:
     inst = cast("ConnectorInstance", SimpleNamespace(name="x", tools=tools, specs=specs))
     assert len(refused) == 1
     assert offered(inst) == {"a.b": "mcp__x__a_b", "c": "mcp__x__c"}
-    call = ConnectorCall({"x": inst}, cast("UserRuntime", None))
+    call = ConnectorCall({"x": inst}, cast("Member", None))
     assert call.touches({"connector": "x", "tool": "a.b"}).acts_as == "mcp__x__a_b"
     assert call.touches({"connector": "x", "tool": "a_b"}).acts_as is None
     assert call.touches({"connector": "y", "tool": "c"}).acts_as is None

@@ -72,7 +72,7 @@ async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_see
         model_tools = {t.name for t in mine.all_tools() if t.name.startswith("mcp__phone")}
         assert model_tools == {"mcp__phone__whoami"}
         # The catalogue shape (many connectors) hides them too: not listed, not callable.
-        activate, call = tools_for({"phone": inst}, mine, catalogue_above=0)
+        activate, call = tools_for({"phone": inst}, mine.facade, catalogue_above=0)
         ctx = ToolContext(
             conversation_id="conv", call_id="c", depth=0, cancel=CancelScope(), sink=_ignore
         )

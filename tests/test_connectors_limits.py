@@ -124,7 +124,7 @@ async def test_a_connector_growing_past_the_limit_while_running_is_refused(
     member = runtime.user_runtimes[household["ada"]]
     ctx = ToolContext(conversation_id="c", call_id="k", depth=0, cancel=CancelScope(), sink=print)
     spec = ToolSpec(name="mcp__flood__t1", description="", parameters={"type": "object"})
-    result = await ConnectorTool(spec, flood, "t1", member).run({}, ctx)
+    result = await ConnectorTool(spec, flood, "t1", member.facade).run({}, ctx)
     assert result.is_error
     assert result.content == (
         "connector 'flood' is refused: it lists more than 512 tools (the limit)"

@@ -99,7 +99,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
         assert sup is not None
         row = await c.store.require("cal")
         inst = ConnectorInstance(sup, household["ada"], row)
-        sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]])
+        sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]].facade)
         launch = await sup.launch_for(inst)
         assert launch.headers["Authorization"] == "Bearer at-2"
         assert provider.token_requests[-1]["grant_type"] == "refresh_token"

@@ -142,7 +142,7 @@ async def test_a_feed_naming_only_a_provider_signs_in_with_the_admins_client_and
         sup = c.supervisor
         row = await c.store.require("mail")
         inst = ConnectorInstance(sup, household["ada"], row)
-        sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]])
+        sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]].facade)
         launch = await sup.launch_for(inst)
         assert launch.headers["Authorization"] == "Bearer at-2"
         assert provider.token_requests[-1]["grant_type"] == "refresh_token"

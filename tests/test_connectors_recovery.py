@@ -89,7 +89,7 @@ async def _call_now(runtime: Runtime, user_id: str, inst: ConnectorInstance) -> 
     """`mcp__clock__now` as the model calls it (a turn's tools are fixed when it starts:
     the instance may have failed since)."""
     spec = ToolSpec(name="mcp__clock__now", description="now", parameters={"type": "object"})
-    tool = ConnectorTool(spec, inst, "now", runtime.user_runtimes[user_id])
+    tool = ConnectorTool(spec, inst, "now", runtime.user_runtimes[user_id].facade)
     result = await tool.run({}, CTX)
     return result.is_error, result.content
 

@@ -338,7 +338,9 @@ async def test_resource_reads_are_judged_per_connector_in_both_tool_shapes(
         inst = await running(runtime, household["ada"], "notes")
         mine = runtime.user_runtimes[household["ada"]]
         for above in (3, 0):  # direct tools, then the catalogue
-            tools = {t.name: t for t in tools_for({"notes": inst}, mine, catalogue_above=above)}
+            tools = {
+                t.name: t for t in tools_for({"notes": inst}, mine.facade, catalogue_above=above)
+            }
             read = tools["connector_read_resource"]
             touches = read.touches({"connector": "notes", "uri": "note://shopping"})
             assert judged_name(read.name, touches) == "mcp__notes__read_resource"

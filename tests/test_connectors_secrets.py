@@ -105,7 +105,9 @@ async def test_a_connectors_leaked_secret_never_reaches_errors_stderr_events_or_
     inst = await running(runtime, ada, "leaky", 120)
     member = runtime.user_runtimes[ada]
     tools = {
-        t.tool: t for t in tools_for({"leaky": inst}, member, 3) if isinstance(t, ConnectorTool)
+        t.tool: t
+        for t in tools_for({"leaky": inst}, member.facade, 3)
+        if isinstance(t, ConnectorTool)
     }
     ctx = ToolContext(
         conversation_id="conv", call_id="c", depth=0, cancel=CancelScope(), sink=_ignore

@@ -32,21 +32,6 @@ SKALD = ROOT / "skald"
 PLUGINS_DOC = ROOT / "docs" / "dev" / "plugins.md"
 SAMPLE = Path(sample_plugin.__file__)
 RUNTIMES = ("skald.core.runtime", "skald.core.user_runtime")
-# Built-in feature modules (under skald/features/) that still hand the live runtime behind
-# a facade (`_live`) to internals not moved onto the facade yet (each use says which).
-# Nothing else may.
-REACHES_BEHIND = {"backups/hooks.py", "connectors/hooks.py"}
-# Built-in feature modules that still import a runtime, most only for type checking (which
-# the import-linter contract `features-use-the-facade` does not see): issue 21's leftovers.
-# Compared for equality, so a module moved onto the facade must leave the list.
-IMPORTS_A_RUNTIME = {
-    "backups/backup.py",
-    "backups/scheduler.py",
-    "connectors/content.py",
-    "connectors/resources.py",
-    "connectors/supervisor.py",
-    "connectors/tools.py",
-}
 # What a module-level name must not hold: the server's or a member's live objects.
 RUNTIME_TYPES = re.compile(
     r"\b(Runtime|UserRuntime|Plugins|Server|Member|Scheduler|BackupScheduler|Connectors)\b"
@@ -132,8 +117,8 @@ def test_features_and_the_sample_plugin_see_the_facade_never_the_runtimes() -> N
     features = SKALD / "features"
     modules = {str(p.relative_to(features)): p for p in sorted(features.rglob("*.py"))}
     assert "inbox/routes.py" in modules
-    assert {name for name, p in modules.items() if _imports_a_runtime(p)} == IMPORTS_A_RUNTIME
-    assert {name for name, p in modules.items() if _reaches_behind(p)} == REACHES_BEHIND
+    assert [name for name, p in modules.items() if _imports_a_runtime(p)] == []
+    assert [name for name, p in modules.items() if _reaches_behind(p)] == []
     assert not _imports_a_runtime(SAMPLE)
     assert not _reaches_behind(SAMPLE)
 

@@ -11,6 +11,10 @@ the source and hands them to the destination connection, which encrypts them wit
 text. The destination must be keyed with the same raw key (and cipher settings) as
 the source before the copy starts; `snapshot` does that, then checks the first bytes
 of the result so a mistake can never leave a clear-text copy behind.
+
+Rule: inside the server a member's raw key never leaves the core: a backup gets a
+`HeldCopy` (copies keyed with the key) and the restore drill `KeyChecks` (integrity
+checks opened with it), from `Server.held_for_backup` and `Server.key_checks`.
 """
 
 from __future__ import annotations
@@ -18,16 +22,23 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 
 from skald.errors import StorageError
 from skald.store.database import _apply_key, _touch_private
 
+if TYPE_CHECKING:
+    from skald.store.database import Database
+
 __all__ = [
     "SQLITE_MAGIC",
+    "HeldCopy",
+    "KeyChecks",
     "forget_sessions",
     "header_user_version",
+    "integrity",
     "is_plain_sqlite",
     "quick_check",
     "read_instance_id",
@@ -86,6 +97,56 @@ def snapshot(conn: apsw.Connection, dest: Path, key: bytes | None) -> int:
         state = "clear text" if plain else "encrypted"
         raise StorageError(f"the copy of {conn.filename} came out {state}; nothing was kept")
     return version
+
+
+def integrity(path: Path, key: bytes | None) -> tuple[bool, str]:
+    """Blocking: `PRAGMA integrity_check` of the database file at `path`, opened with
+    `key` (None: unencrypted): (True, "integrity ok") or (False, why)."""
+    conn = apsw.Connection(str(path))
+    try:
+        if key is not None:
+            _apply_key(conn, key)
+        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
+    except apsw.Error as exc:
+        return False, f"does not open: {type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+    if rows == ["ok"]:
+        return True, "integrity ok"
+    return False, "; ".join(rows[:3])
+
+
+class HeldCopy:
+    """A member's open database held still for a backup (`Server.held_for_backup`): it
+    copies with their raw key, which stays inside."""
+
+    def __init__(self, db: Database, key: bytes | None) -> None:
+        self._db = db
+        self._key = key
+
+    @property
+    def encrypted(self) -> bool:
+        return self._key is not None
+
+    async def snapshot(self, dest: Path) -> int:
+        """`snapshot` on the database's own thread: the copy is encrypted exactly when
+        the database is. Returns its `user_version`."""
+        key = self._key
+        return await self._db.call(lambda c: snapshot(c, dest, key))
+
+
+class KeyChecks:
+    """The members' keys the server held when it was made (`Server.key_checks`), kept
+    inside: only `check` uses them (the restore drill's restored copies)."""
+
+    def __init__(self, keys: dict[str, bytes | None]) -> None:
+        self._keys = keys
+
+    def check(self, user_id: str, path: Path) -> tuple[bool, str] | None:
+        """Blocking: `integrity` of the copy at `path` opened with the member's key;
+        None when no key of theirs was held (encrypted and locked then)."""
+        key = self._keys.get(user_id)
+        return None if key is None else integrity(path, key)
 
 
 def quick_check(conn: apsw.Connection) -> tuple[bool, str]:

@@ -61,7 +61,7 @@ from skald.store.migrations.registry import REGISTRY
 from skald.store.snapshot import header_user_version, snapshot
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
+    from skald.plugins.facade import Server
 
 log = get_logger("skald.backup")
 
@@ -130,28 +130,27 @@ class OfflineSnapshotter:
 
 
 class ServerSnapshotter:
-    """Inside the running server: open databases are copied on their own threads."""
+    """Inside the running server: open databases are copied on their own threads (an
+    owner database through `Server.held_for_backup`, which keeps the member's key)."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, server: Server) -> None:
+        self.server = server
 
     async def registry(self, dest: Path) -> int:
-        return await self.runtime.core.registry.db.call(lambda c: snapshot(c, dest, None))
+        return await self.server.db.call(lambda c: snapshot(c, dest, None))
 
     async def owner(self, user_id: str, src: Path, dest: Path) -> DatabaseInfo:
-        users = self.runtime.core.users
-        async with users.held(user_id) as held:
+        async with self.server.held_for_backup(user_id) as held:
             if held is None:
                 return await asyncio.to_thread(
                     _copy_quiescent, src, dest, _owner_arcname(user_id), user_id
                 )
-            db, key = held
-            version = await db.call(lambda c: snapshot(c, dest, key))
+            version = await held.snapshot(dest)
         return DatabaseInfo(
             path=_owner_arcname(user_id),
             kind="owner",
             user_id=user_id,
-            encrypted=key is not None,
+            encrypted=held.encrypted,
             method="online",
             user_version=version,
         )

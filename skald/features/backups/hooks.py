@@ -55,7 +55,7 @@ def skald_server_state(server: Server) -> list[object]:
     # The one backup scheduler (the service and the Backups page's buttons share it).
     from skald.features.backups.scheduler import BackupScheduler
 
-    return [BackupScheduler(server._live)]
+    return [BackupScheduler(server)]
 
 
 @hookimpl

@@ -31,12 +31,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import apsw
 import msgspec
 
 from skald.config import Config
@@ -45,9 +43,10 @@ from skald.features.backups.archive import DatabaseInfo, check_archive
 from skald.features.backups.backup import BackupResult, ServerSnapshotter, create_backup
 from skald.log import get_logger
 from skald.paths import DataLayout
+from skald.store.snapshot import KeyChecks, integrity
 
 if TYPE_CHECKING:
-    from skald.core.runtime import Runtime
+    from skald.plugins.facade import Server
 
 log = get_logger("skald.backup")
 
@@ -260,30 +259,8 @@ def prune(folder: Path, settings: BackupSettings) -> list[str]:
 # -- the restore drill -------------------------------------------------------------------
 
 
-@dataclass
-class _Key:
-    value: bytes | None  # None: the member is locked (encrypted and not signed in)
-
-
-def _integrity(path: Path, key: bytes | None) -> tuple[bool, str]:
-    from skald.store.database import _apply_key
-
-    conn = apsw.Connection(str(path))
-    try:
-        if key is not None:
-            _apply_key(conn, key)
-        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
-    except apsw.Error as exc:
-        return False, f"does not open: {type(exc).__name__}: {exc}"
-    finally:
-        conn.close()
-    if rows == ["ok"]:
-        return True, "integrity ok"
-    return False, "; ".join(rows[:3])
-
-
 def _restore_and_check(
-    archive: Path, scratch_parent: Path, keys: dict[str, _Key]
+    archive: Path, scratch_parent: Path, keys: KeyChecks
 ) -> tuple[int, list[DrillDatabase]]:
     """Blocking: digests, extraction into scratch, every database opened and checked."""
     from skald.features.backups.restore import _extract
@@ -299,7 +276,7 @@ def _restore_and_check(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _check_restored(db: DatabaseInfo, scratch: Path, keys: dict[str, _Key]) -> DrillDatabase:
+def _check_restored(db: DatabaseInfo, scratch: Path, keys: KeyChecks) -> DrillDatabase:
     """Blocking: one restored database opened and checked (locked without its key)."""
 
     def verdict(status: DatabaseVerdict, detail: str) -> DrillDatabase:
@@ -308,38 +285,25 @@ def _check_restored(db: DatabaseInfo, scratch: Path, keys: dict[str, _Key]) -> D
     path = scratch.joinpath(*db.path.split("/"))
     if not path.is_file():
         return verdict("failed", "missing after the restore")
-    key: bytes | None = None
     if db.kind == "owner" and db.encrypted:
-        held = keys.get(db.user_id or "")
-        if held is None or held.value is None:
+        checked = keys.check(db.user_id or "", path)
+        if checked is None:
             return verdict("locked", "encrypted; its owner is not signed in, so Skald holds no key")
-        key = held.value
-    ok, detail = _integrity(path, key)
+    else:
+        checked = integrity(path, None)
+    ok, detail = checked
     return verdict("ok" if ok else "failed", detail)
 
 
-async def no_keys(user_ids: list[str]) -> dict[str, bytes | None]:
+async def no_keys(user_ids: list[str]) -> KeyChecks:
     """Outside the server nobody's key is held: encrypted databases are reported locked."""
-    return dict.fromkeys(user_ids)
-
-
-def server_keys(runtime: Runtime) -> Callable[[list[str]], Awaitable[dict[str, bytes | None]]]:
-    """The keys the running server holds: those of the members signed in now."""
-
-    async def lookup(user_ids: list[str]) -> dict[str, bytes | None]:
-        out: dict[str, bytes | None] = {}
-        for user_id in user_ids:
-            async with runtime.core.users.held(user_id) as held:
-                out[user_id] = None if held is None else held[1]
-        return out
-
-    return lookup
+    return KeyChecks(dict.fromkeys(user_ids))
 
 
 async def run_drill(
     layout: DataLayout,
     folder: Path,
-    keys: Callable[[list[str]], Awaitable[dict[str, bytes | None]]],
+    keys: Callable[[list[str]], Awaitable[KeyChecks]],
 ) -> DrillResult:
     """Restore the newest archive of `folder` into scratch and check it (never raises)."""
     started = time.monotonic()
@@ -350,7 +314,7 @@ async def run_drill(
     archive = found[0][1]
     try:
         encrypted = await asyncio.to_thread(_encrypted_users, archive)
-        held = {user_id: _Key(key) for user_id, key in (await keys(encrypted)).items()}
+        held = await keys(encrypted)
         files, dbs = await asyncio.to_thread(_restore_and_check, archive, layout.backups_dir, held)
     except SkaldError as exc:
         return DrillResult(
@@ -391,7 +355,7 @@ async def run_drill(
 
 
 async def drill_and_record(
-    layout: DataLayout, keys: Callable[[list[str]], Awaitable[dict[str, bytes | None]]]
+    layout: DataLayout, keys: Callable[[list[str]], Awaitable[KeyChecks]]
 ) -> DrillResult:
     """Run the drill on the schedule's folder and keep the result for the page and doctor."""
     settings = await asyncio.to_thread(load_settings, layout)
@@ -430,9 +394,9 @@ class BackupScheduler:
     buttons call. A lock keeps a scheduled run and a button from overlapping.
     """
 
-    def __init__(self, runtime: Runtime, *, first_delay_s: float = FIRST_DELAY_S) -> None:
-        self.runtime = runtime
-        self.layout = runtime.core.layout
+    def __init__(self, server: Server, *, first_delay_s: float = FIRST_DELAY_S) -> None:
+        self.server = server
+        self.layout = server.layout
         self.first_delay_s = first_delay_s
         self._lock = asyncio.Lock()
         # `skald backup` through the ops channel: one at a time (each already uses every
@@ -448,7 +412,7 @@ class BackupScheduler:
             at = datetime.now(UTC).isoformat(timespec="seconds")
             try:
                 result = await create_backup(
-                    self.layout, ServerSnapshotter(self.runtime), quick=settings.quick, out=folder
+                    self.layout, ServerSnapshotter(self.server), quick=settings.quick, out=folder
                 )
                 removed = await asyncio.to_thread(prune, folder, settings)
                 run = RunResult(
@@ -481,12 +445,12 @@ class BackupScheduler:
         page's button (their lock is another): the two may run side by side."""
         async with self._ops_lock:
             return await create_backup(
-                self.layout, ServerSnapshotter(self.runtime), quick=quick, out=out
+                self.layout, ServerSnapshotter(self.server), quick=quick, out=out
             )
 
     async def drill_now(self) -> DrillResult:
         async with self._lock:
-            return await drill_and_record(self.layout, server_keys(self.runtime))
+            return await drill_and_record(self.layout, self.server.key_checks)
 
     def _due(
         self, settings: BackupSettings, state: BackupState, now: datetime

@@ -40,7 +40,7 @@ from skald.mcp.wire import (
 )
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
+    from skald.plugins.facade import Member
 
 # Larger pictures and blobs are also saved as files the member can open.
 SAVE_ABOVE = 64 * 1024
@@ -97,7 +97,7 @@ async def render(
     result: CallToolResult,
     *,
     server: str,
-    member: UserRuntime,
+    member: Member,
     conversation_id: str,
     call_id: str,
 ) -> Rendered:
@@ -148,7 +148,7 @@ def _binary(block: ImageContent | AudioContent | EmbeddedResource) -> tuple[byte
     return _decode(blob), claimed, f"resource {res.uri}"
 
 
-async def _save(member: UserRuntime, path: str, data: bytes) -> str | None:
+async def _save(member: Member, path: str, data: bytes) -> str | None:
     """Write the file in the member's home; None, or why it was not written."""
     try:
         budget = None if member.budget is None else await member.budget()

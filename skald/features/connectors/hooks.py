@@ -139,8 +139,8 @@ def skald_member_services(member: Member) -> list[ServiceSpec]:
     connectors = member.server.state(Connectors, None)
     if connectors is None:  # a member unlocked at boot, before the server's state
         return []
-    sup, live = connectors.supervisor, member._live  # the supervisor still keeps runtimes
-    return [ServiceSpec("connectors", lambda: sup.member_loop(live), order=60)]
+    sup = connectors.supervisor
+    return [ServiceSpec("connectors", lambda: sup.member_loop(member), order=60)]
 
 
 def _instances(member: Member) -> tuple[dict[str, ConnectorInstance], int] | None:
@@ -163,10 +163,9 @@ def skald_tools(member: Member) -> list[Tool] | None:
     found = _instances(member)
     if found is None:
         return None
-    # The connector tools ask through the member's Inbox: they still take the runtime.
     # `read_notification` reads what event triage told them (their own database), offered
     # with their connectors (no schema sent to members who have none).
-    tools = tools_for(found[0], member._live, found[1])
+    tools = tools_for(found[0], member, found[1])
     return [*tools, ReadNotification(member.db)] if found[0] else tools
 
 

@@ -36,8 +36,8 @@ from skald.mcp import McpError, McpSession, Prompt, Resource, ResourceTemplate
 from skald.mcp.wire import CallToolResult, EmbeddedResource
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.connectors.supervisor import ConnectorInstance
+    from skald.plugins.facade import Member
 
 SUBSCRIBE_MAX = 20
 UPDATE_QUIET_S = 60.0
@@ -185,7 +185,7 @@ class ReadResource(Tool):
     spec = _READ
     kind = "read"
 
-    def __init__(self, instances: dict[str, ConnectorInstance], member: UserRuntime) -> None:
+    def __init__(self, instances: dict[str, ConnectorInstance], member: Member) -> None:
         self.instances = instances
         self.member = member
 
@@ -225,7 +225,7 @@ class ReadResource(Tool):
         return ToolResult(content=text or "(empty)", images=tuple(shown.images))
 
 
-def resource_tools(instances: dict[str, ConnectorInstance], member: UserRuntime) -> list[Tool]:
+def resource_tools(instances: dict[str, ConnectorInstance], member: Member) -> list[Tool]:
     """The pair, when a switched-on connector offers something to read."""
     if not any(inst.catalog.readable for inst in instances.values()):
         return []

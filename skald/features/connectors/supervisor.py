@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 import msgspec
 
+from skald.core.ask import AskUserTool
 from skald.core.services import GiveUp, Restart, ServiceRunner, ServiceSpec
 from skald.errors import ConflictError, DatabaseClosedError, InvalidInputError, NotFoundError
 from skald.features.connectors import events, home_files, oauth
@@ -81,7 +82,6 @@ from skald.sandbox import trust
 from skald.sandbox.procgroup import MarkedGroup, docker_client_env, run_marked
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.connectors.service import Connectors
     from skald.llm.types import ToolSpec
     from skald.plugins.facade import Member
@@ -138,7 +138,7 @@ def http_launch(manifest: Manifest, install_dir: str, secrets: dict[str, str]) -
 class CallSite:
     """The tool call an instance is serving (where an elicitation goes)."""
 
-    member: UserRuntime
+    member: Member
     conversation_id: str
     call_id: str
 
@@ -355,7 +355,7 @@ class ConnectorInstance:
         event = events.event_from(self.name, method, params, received)
         for member in self.sup.event_recipients(self):
             try:
-                await events.EventStore(member.handle.db).add(event, received=received)
+                await events.EventStore(member.db).add(event, received=received)
             except DatabaseClosedError:
                 continue  # they locked meanwhile: their database cannot take it
 
@@ -410,7 +410,7 @@ class ConnectorInstance:
         Inbox and let bob's answer decide her call."""
         if related.known:
             return related.context if isinstance(related.context, CallSite) else None
-        members = {site.member.user.id for site in self.calls}
+        members = {site.member.id for site in self.calls}
         return self.calls[-1] if len(members) == 1 else None
 
     def in_box(self, boxes: HouseholdBoxes) -> HouseholdBoxes:
@@ -470,9 +470,10 @@ async def elicit_through_inbox(
         question += "\n\nAnswer with one line per field: " + ", ".join(
             f"{name}: …" for name in fields
         )
-    member = site.member
+    # The Inbox's question tool keeps the member's Inbox and resolves their answers.
+    ask = site.member.state(AskUserTool)
     item_id = f"{site.call_id}.elicit.{os.urandom(3).hex()}"
-    await member.inbox.add(
+    await ask.inbox.add(
         call_id=item_id,
         conversation_id=site.conversation_id,
         parent_call=site.call_id,
@@ -482,8 +483,8 @@ async def elicit_through_inbox(
         reason=question,
         choices=choices,
     )
-    await member.inbox_changed()
-    answer = await member.ask.wait_answer(item_id)
+    await ask.changed()
+    answer = await ask.wait_answer(item_id)
     text = answer.strip()
     if text == DECLINE:
         return ElicitResult(action="decline")
@@ -511,7 +512,7 @@ class Supervisor:
     def __init__(self, connectors: Connectors) -> None:
         self.connectors = connectors
         self.instances: dict[tuple[str, str], ConnectorInstance] = {}
-        self.members: dict[str, UserRuntime] = {}
+        self.members: dict[str, Member] = {}
         # Per unlocked member: the connectors they switched on and may use (read by the
         # tools hook, which cannot await; rewritten by every `member_changed`).
         self.wanted: dict[str, set[str]] = {}
@@ -557,9 +558,9 @@ class Supervisor:
                             self._start("", row)
                     break
 
-    async def member_loop(self, member: UserRuntime) -> None:
+    async def member_loop(self, member: Member) -> None:
         """A member service: their instances live while their data is unlocked."""
-        user_id = member.user.id
+        user_id = member.id
         self.members[user_id] = member
         try:
             await self.member_changed(user_id)
@@ -571,7 +572,7 @@ class Supervisor:
             for key in [k for k in self.instances if k[0] == user_id]:
                 await self.instances.pop(key).stop()
 
-    def event_recipients(self, inst: ConnectorInstance) -> list[UserRuntime]:
+    def event_recipients(self, inst: ConnectorInstance) -> list[Member]:
         """Whose database an event of `inst` goes to: a personal instance's owner; for a
         household one, every unlocked member who switched it on and may use it."""
         if inst.owner:
@@ -588,9 +589,7 @@ class Supervisor:
         member = self.members.get(user_id)
         if member is None:
             return
-        user, role = (
-            await member.fetch_member() if member.can_fetch_member else (member.user, member.role)
-        )
+        user, role = await member.fetch()
         wanted = {c.name: c for c in await self.connectors.active(user, role)}
         self.wanted[user_id] = set(wanted)
         async with self._lock:
@@ -759,7 +758,7 @@ class Supervisor:
         auth: httpx.Auth | None = None
         member = self.members.get(inst.owner) if inst.owner else None
         if member is not None:
-            store = self.connectors.secrets(member.handle.db)
+            store = self.connectors.secrets(member.db)
             secrets = await store.values(row.name)
             # From now on: a launch that fails below (a refresh, an install) is scrubbed too.
             inst.secrets = list(secrets.values())
@@ -792,7 +791,7 @@ class Supervisor:
             launch.secrets = list(secrets.values())
             return launch
         assert member is not None
-        return await self._in_container(member.facade, row, manifest, deps_hash, secrets)
+        return await self._in_container(member, row, manifest, deps_hash, secrets)
 
     def _on_host(
         self, install_dir: str, manifest: Manifest, deps_hash: str | None, secrets: dict[str, str]

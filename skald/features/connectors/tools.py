@@ -31,8 +31,8 @@ from skald.llm.types import ToolSpec, tool_spec
 from skald.mcp import McpError, SessionExpired, model_tool_name
 
 if TYPE_CHECKING:
-    from skald.core.user_runtime import UserRuntime
     from skald.features.connectors.supervisor import ConnectorInstance, Supervisor
+    from skald.plugins.facade import Member
 
 RESULT_CHARS = 50_000
 # How long a call the server refused for an unknown session waits for the new session.
@@ -44,7 +44,7 @@ def category(server: str) -> str:
 
 
 async def _call(
-    inst: ConnectorInstance, member: UserRuntime, tool: str, args: dict[str, Any], ctx: ToolContext
+    inst: ConnectorInstance, member: Member, tool: str, args: dict[str, Any], ctx: ToolContext
 ) -> ToolResult:
     from skald.features.connectors.supervisor import CallSite
 
@@ -93,9 +93,7 @@ class ConnectorTool(Tool):
     kind = "other"
     concurrency_safe = False
 
-    def __init__(
-        self, spec: ToolSpec, inst: ConnectorInstance, tool: str, member: UserRuntime
-    ) -> None:
+    def __init__(self, spec: ToolSpec, inst: ConnectorInstance, tool: str, member: Member) -> None:
         self.spec = spec
         self.inst = inst
         self.tool = tool
@@ -165,7 +163,7 @@ class ConnectorCall(Tool):
     spec = _CALL
     kind = "other"
 
-    def __init__(self, instances: dict[str, ConnectorInstance], member: UserRuntime) -> None:
+    def __init__(self, instances: dict[str, ConnectorInstance], member: Member) -> None:
         self.instances = instances
         self.member = member
 
@@ -220,7 +218,7 @@ def member_instances(
 
 
 def tools_for(
-    instances: dict[str, ConnectorInstance], member: UserRuntime, catalogue_above: int
+    instances: dict[str, ConnectorInstance], member: Member, catalogue_above: int
 ) -> list[Tool]:
     # Resources: one generic pair in both shapes (judged per server: `resources.py`).
     out: list[Tool] = resource_tools(instances, member)

@@ -137,7 +137,7 @@ async def _launch(
     if manifest.dependencies and manifest.scope == "household":
         await c.installer.install_deps_on_host(manifest.dependencies, files)
     if manifest.scope == "personal":
-        return await sup._in_container(sup.members[inst.owner].facade, row, manifest, hashed, given)
+        return await sup._in_container(sup.members[inst.owner], row, manifest, hashed, given)
     if not c.config.household_on_host:
         return await sup._in_box(inst, row, manifest, hashed)
     return sup._on_host(row.install_dir, manifest, hashed, given)
