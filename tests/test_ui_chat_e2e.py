@@ -106,7 +106,11 @@ def test_a_tab_opening_a_conversation_after_the_echo_still_shows_the_member_s_me
     context = open_context(browser, server, color_scheme="light")
     at_work: list[str] = []
     try:
-        page = sign_in(context.new_page(), MEMBER, MEMBER_PW)
+        page = context.new_page()
+        # The chat has read its (empty) list before the conversation exists: it opens
+        # none by itself, so the click below is the first read of its history.
+        with page.expect_response(_the_conversation_list):
+            sign_in(page, MEMBER, MEMBER_PW)
         r = ada.post("/api/conversations", json={})
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
@@ -174,6 +178,56 @@ def test_a_page_opened_while_the_chat_settles_is_not_pulled_back_to_the_chat(
         context.close()
 
 
+@pytest.mark.timeout(90)
+def test_a_call_that_comes_while_the_history_is_read_shows_once(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """Events that come while a tab reads a conversation's history build a live turn; the
+    history read after them holds the same call: one card, not two."""
+    mum = Api(server.url)
+    mum.login(ADMIN, ADMIN_PW)
+    mum.add_model(fake.base_url_openai, MAIN_MODEL)
+    fake.script(MAIN_MODEL, [[Call("write_file", {"path": NOTE_PATH, "content": NOTE})]])
+    ada = Api(server.url)
+    ada.login(MEMBER, MEMBER_PW)
+    context = open_context(browser, server, color_scheme="light")
+    held: list[Route] = []
+    cid = ""
+    try:
+        page = context.new_page()
+        with page.expect_response(_the_conversation_list):
+            sign_in(page, MEMBER, MEMBER_PW)
+        r = ada.post("/api/conversations", json={})
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        expect(_tab(page, cid)).to_be_visible()
+
+        def hold_the_first(route: Route) -> None:
+            if held:
+                route.continue_()
+            else:
+                held.append(route)
+
+        page.route(f"**/api/conversations/{cid}/messages", hold_the_first)
+        _tab(page, cid).get_by_test_id("chat-tab-select").click()
+        while not held:
+            page.wait_for_timeout(50)
+        r = ada.post(f"/api/conversations/{cid}/messages", json={"text": QUESTION})
+        assert r.status_code == 202, r.text
+        # The call waits for the member (stored by now); its events reach the page first
+        # (the tab's status comes after them on the same socket).
+        expect(_tab(page, cid).locator(".tab__dot--awaiting_approval")).to_be_visible()
+        held[0].continue_()
+        expect(page.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
+        expect(_answered_call(page, "write_file")).to_have_count(1)
+        expect(_tool_card(page, "write_file")).to_have_count(1)
+        expect(_tool_card(page, "write_file").get_by_test_id("approval-card")).to_be_visible()
+    finally:
+        if cid:
+            ada.post(f"/api/conversations/{cid}/stop")
+        context.close()
+
+
 # -- helpers ------------------------------------------------------------------------------
 
 
@@ -195,6 +249,17 @@ def _messages(page: Page) -> list[tuple[str, str, str]]:
         "return [e.dataset.role || '', e.dataset.seq || '', text]; })"
     )
     return [(role, seq, " ".join(text.split())) for role, seq, text in found]
+
+
+def _the_conversation_list(response: Any) -> bool:
+    return bool(response.url.endswith("/api/conversations") and response.request.method == "GET")
+
+
+def _answered_call(page: Page, tool: str) -> Locator:
+    """The stored (history) copy of a call's card: its message has a seq."""
+    return page.locator(
+        f'[data-testid="message"][data-seq] [data-testid="tool-card"][data-tool="{tool}"]'
+    )
 
 
 def _tab(page: Page, conversation_id: str) -> Locator:

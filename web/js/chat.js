@@ -152,6 +152,18 @@ export function loadModels() {
   );
 }
 
+// Trap: events that come while the history is on its way build a live turn; the history
+// may hold the same calls already (stored before it was read), which would then show
+// twice. The live turn keeps only what the history does not hold.
+function withoutStored(turn, items) {
+  const calls = new Set(items.flatMap((it) => (it.tool_calls || []).map((c) => c.id)));
+  const stored = (it) =>
+    (it.role === 'assistant' && (it.tool_calls || []).some((c) => calls.has(c.id))) ||
+    (it.role === 'tool' && hasResult(items, it.tool_call_id));
+  const kept = turn.items.filter((it) => !stored(it));
+  return kept.length === turn.items.length ? turn : { ...turn, items: kept };
+}
+
 const maxSeq = (items) => (items || []).reduce((m, it) => Math.max(m, it.seq), -1);
 
 // Fetch the history of a conversation. Tail entries the history now covers
@@ -191,8 +203,10 @@ export async function loadMessages(id, { dropRunning = false } = {}) {
     const fresh = items.filter((it) => it.role === 'user' && it.seq > prevMax).map((it) => it.text);
     const unsaved = (e) => e.kind === 'user' && (e.item.seq === null || e.item.seq === undefined);
     const covered = new Set();
+    // An echo that came while the history was on its way counts too: its message may
+    // be in the history already.
     for (const e of th.tail) {
-      if (!unsaved(e) || !userKeys.has(e.key)) continue;
+      if (!unsaved(e)) continue;
       const at = fresh.indexOf(e.item.text);
       if (at !== -1) {
         fresh.splice(at, 1);
@@ -212,7 +226,7 @@ export async function loadMessages(id, { dropRunning = false } = {}) {
     const thoughts = th.tail
       .filter((e) => e.kind === 'turn' && cutoff.has(e.key) && e.reasoning)
       .map((e) => ({ key: nextKey(), kind: 'reasoning', text: e.reasoning, anchor: lastUser ? lastUser.seq : undefined }));
-    th.tail = [...th.tail, ...thoughts];
+    th.tail = [...th.tail, ...thoughts].map((e) => (e.kind === 'turn' && !cutoff.has(e.key) ? withoutStored(e, items) : e));
     th.items = items;
     th.loading = false;
     th.error = null;
@@ -721,6 +735,10 @@ function onUserMessage(msg) {
 
 ws.onMessage((msg) => {
   if (!getAppState().me) return;
+  // Trap: the list may be read before the server counts this socket in (its hello comes
+  // then, a moment after the socket opens), so a conversation made in between (on another
+  // device, by a task) comes in no event: read the list again once the hello is here.
+  if (msg.type === 'hello' && (chat.loaded || listPromise)) reloadConversations();
   if (msg.type === 'chat') onChatEvent(msg.event);
   else if (msg.type === 'user_message') onUserMessage(msg);
   else if (msg.type === 'conversation_updated' && msg.conversation && chat.loaded) {
@@ -747,9 +765,6 @@ ws.onStatus((status, { reconnected }) => {
       setChat({ threads });
       if (active) loadMessages(active, { dropRunning: true });
     }
-    // Trap: the first list is read before the socket opens, so a conversation made in
-    // between (on another device, by a task) comes in no event: read the list again.
-    if (chat.loaded || listPromise) reloadConversations();
   }
 });
 
