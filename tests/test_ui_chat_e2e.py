@@ -28,6 +28,7 @@ from fake_llm import Call, FakeLLM, Hang, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
+    HeldRequests,
     SignedInWatch,
     clear_failure_shots,
     login,
@@ -107,10 +108,9 @@ def test_a_tab_opening_a_conversation_after_the_echo_still_shows_the_member_s_me
     at_work: list[str] = []
     try:
         page = context.new_page()
-        # The chat has read its (empty) list before the conversation exists: it opens
-        # none by itself, so the click below is the first read of its history.
-        with page.expect_response(_the_conversation_list):
-            sign_in(page, MEMBER, MEMBER_PW)
+        # The chat has its (empty) list before the conversation exists: it opens none by
+        # itself, so the click below is the first read of its history.
+        _sign_in_to_an_empty_chat(page)
         r = ada.post("/api/conversations", json={})
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
@@ -153,23 +153,14 @@ def test_a_page_opened_while_the_chat_settles_is_not_pulled_back_to_the_chat(
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
     context = open_context(browser, server, viewport={"width": 375, "height": 800})
-    held: list[Route] = []
-
-    def hold_the_first_list(route: Route) -> None:
-        if held:
-            route.continue_()
-        else:
-            held.append(route)
-
     try:
         page = context.new_page()
-        page.route("**/api/conversations", hold_the_first_list)
+        lists = HeldRequests(page, "**/api/conversations")
         sign_in(page, MEMBER, MEMBER_PW)
-        while not held:
-            page.wait_for_timeout(50)
+        first = lists.wait()[0]
         # The address is the Usage page's; the page has not been drawn for it yet.
         page.evaluate("() => history.replaceState(null, '', '#/usage')")
-        held[0].continue_()
+        first.continue_()
         expect(_tab(page, cid)).to_have_class(re.compile(r"\bis-active\b"))
         for _ in range(3):  # the chat's effects run after the next paint
             page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
@@ -191,27 +182,17 @@ def test_a_call_that_comes_while_the_history_is_read_shows_once(
     ada = Api(server.url)
     ada.login(MEMBER, MEMBER_PW)
     context = open_context(browser, server, color_scheme="light")
-    held: list[Route] = []
     cid = ""
     try:
         page = context.new_page()
-        with page.expect_response(_the_conversation_list):
-            sign_in(page, MEMBER, MEMBER_PW)
+        _sign_in_to_an_empty_chat(page)
         r = ada.post("/api/conversations", json={})
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
         expect(_tab(page, cid)).to_be_visible()
-
-        def hold_the_first(route: Route) -> None:
-            if held:
-                route.continue_()
-            else:
-                held.append(route)
-
-        page.route(f"**/api/conversations/{cid}/messages", hold_the_first)
+        history = HeldRequests(page, f"**/api/conversations/{cid}/messages")
         _tab(page, cid).get_by_test_id("chat-tab-select").click()
-        while not held:
-            page.wait_for_timeout(50)
+        held = history.wait()
         r = ada.post(f"/api/conversations/{cid}/messages", json={"text": QUESTION})
         assert r.status_code == 202, r.text
         # The call waits for the member (stored by now); its events reach the page first
@@ -225,6 +206,49 @@ def test_a_call_that_comes_while_the_history_is_read_shows_once(
     finally:
         if cid:
             ada.post(f"/api/conversations/{cid}/stop")
+        context.close()
+
+
+@pytest.mark.timeout(90)
+def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """A turn's end reads the list again. A conversation made on another device while that
+    read is on its way comes by its event; the read's answer, from before it was made,
+    must not take the tab away again (the socket's news is newer than the answer)."""
+    mum = Api(server.url)
+    mum.login(ADMIN, ADMIN_PW)
+    mum.add_model(fake.base_url_openai, MAIN_MODEL)
+    fake.script(MAIN_MODEL, [Text("Done")])
+    ada = Api(server.url)
+    ada.login(MEMBER, MEMBER_PW)
+    r = ada.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    first = r.json()["id"]
+    context = open_context(browser, server, color_scheme="light")
+    try:
+        page = context.new_page()
+        sign_in(page, MEMBER, MEMBER_PW)
+        expect(_tab(page, first)).to_have_class(re.compile(r"\bis-active\b"))
+        lists = HeldRequests(page, "**/api/conversations", count=0)
+        lists.hold()
+        r = ada.post(f"/api/conversations/{first}/messages", json={"text": QUESTION})
+        assert r.status_code == 202, r.text
+        read = lists.wait()[0]  # the turn is done: the page reads the list again
+        r = ada.get("/api/conversations")
+        assert r.status_code == 200, r.text
+        before = r.json()  # what the server answered the page's read
+        r = ada.post("/api/conversations", json={})
+        assert r.status_code == 201, r.text
+        second = r.json()["id"]
+        expect(_tab(page, second)).to_be_visible()
+        with page.expect_response(_the_conversation_list):
+            read.fulfill(json=before)
+        for _ in range(3):  # the answer is read and drawn after the next paint
+            page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
+        expect(_tab(page, second)).to_have_count(1)
+        expect(_tab(page, first)).to_have_count(1)
+    finally:
         context.close()
 
 
@@ -249,6 +273,15 @@ def _messages(page: Page) -> list[tuple[str, str, str]]:
         "return [e.dataset.role || '', e.dataset.seq || '', text]; })"
     )
     return [(role, seq, " ".join(text.split())) for role, seq, text in found]
+
+
+def _sign_in_to_an_empty_chat(page: Page) -> None:
+    """Signs in and waits until the chat has taken its first list (it has none open):
+    a conversation made after this is one it opens only when told to."""
+    with page.expect_response(_the_conversation_list):
+        sign_in(page, MEMBER, MEMBER_PW)
+    expect(page.get_by_test_id("chat-tabs")).to_be_attached()
+    expect(page.get_by_test_id("chat-greeting")).to_be_visible()
 
 
 def _the_conversation_list(response: Any) -> bool:

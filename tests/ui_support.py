@@ -35,6 +35,7 @@ try:
         BrowserContext,
         ConsoleMessage,
         Page,
+        Route,
         expect,
         sync_playwright,
     )
@@ -284,3 +285,33 @@ def watched_page(
         raise
     finally:
         ctx.close()
+
+
+class HeldRequests:
+    """Requests to one route that a test holds back to open a race window (the page has
+    asked, the answer has not come), then lets go with `route.continue_()` or
+    `route.fulfill(...)`. The next `count` requests of `method` are held, later ones pass;
+    `hold` arms it again."""
+
+    def __init__(self, page: Page, pattern: str, *, count: int = 1, method: str = "GET") -> None:
+        self.page = page
+        self.routes: list[Route] = []
+        self._left = count
+        self._method = method
+        page.route(pattern, self._on)
+
+    def hold(self, count: int = 1) -> None:
+        self._left = count
+
+    def wait(self, count: int = 1) -> list[Route]:
+        """The held routes, once `count` of them have come."""
+        while len(self.routes) < count:
+            self.page.wait_for_timeout(50)
+        return self.routes
+
+    def _on(self, route: Route) -> None:
+        if self._left and route.request.method == self._method:
+            self._left -= 1
+            self.routes.append(route)
+        else:
+            route.continue_()

@@ -117,14 +117,20 @@ export function useChat() {
 // ------------------------------------------------------------ loading
 
 let listPromise = null;
+// Trap: a list read is answered as the server saw it when the request arrived; updates
+// that come on the socket while it is on its way may be newer (a conversation made on
+// another device, a turn's status). They are kept here and win over the answer.
+let sinceRead = null;
 
 export function loadConversations() {
   if (listPromise) return listPromise;
+  const seen = new Map();
+  sinceRead = seen;
   listPromise = api
     .conversations()
     .then(
       (list) => {
-        setChat({ conversations: list, loaded: true, loadError: null });
+        setChat({ conversations: withNewer(list, seen), loaded: true, loadError: null });
       },
       (error) => {
         setChat({ loaded: true, loadError: error });
@@ -132,8 +138,20 @@ export function loadConversations() {
     )
     .finally(() => {
       listPromise = null;
+      if (sinceRead === seen) sinceRead = null;
     });
   return listPromise;
+}
+
+// Every change of a conversation sends its update, so the last one seen is at least as
+// new as the answer's copy unless the answer's is stamped later.
+function withNewer(list, seen) {
+  const fresh = (c) => {
+    const update = seen.get(c.id);
+    return update && update.updated_at >= c.updated_at ? update : c;
+  };
+  const known = new Set(list.map((c) => c.id));
+  return [...list.map(fresh), ...[...seen.values()].filter((c) => !known.has(c.id))];
 }
 
 // A fresh read of the list even while one is on its way (that one was asked before now).
@@ -741,7 +759,9 @@ ws.onMessage((msg) => {
   if (msg.type === 'hello' && (chat.loaded || listPromise)) reloadConversations();
   if (msg.type === 'chat') onChatEvent(msg.event);
   else if (msg.type === 'user_message') onUserMessage(msg);
-  else if (msg.type === 'conversation_updated' && msg.conversation && chat.loaded) {
+  else if (msg.type === 'conversation_updated' && msg.conversation) {
+    if (sinceRead) sinceRead.set(msg.conversation.id, msg.conversation);
+    if (!chat.loaded) return;
     updateConversation(msg.conversation);
     // A tab closed on another device goes away here too.
     if (!msg.conversation.open && chat.activeId === msg.conversation.id) {
