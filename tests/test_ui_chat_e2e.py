@@ -40,7 +40,15 @@ from ui_support import (
 )
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, BrowserContext, Locator, Page, Route, expect
+    from playwright.sync_api import (
+        Browser,
+        BrowserContext,
+        Locator,
+        Page,
+        Route,
+        WebSocketRoute,
+        expect,
+    )
 
 MEMBER, MEMBER_PW = "ada", "ada's long password"
 MAIN_MODEL, SECOND_MODEL = "fake-main", "fake-second"
@@ -248,6 +256,52 @@ def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
             page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
         expect(_tab(page, second)).to_have_count(1)
         expect(_tab(page, first)).to_have_count(1)
+    finally:
+        context.close()
+
+
+@pytest.mark.timeout(90)
+def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """A dropped socket comes back; the server counts it in (and sends its hello) a moment
+    after it opens. A turn that ends in between reaches the page in no event, so the page
+    reads the history again at the hello, not at the open: the answer shows."""
+    mum = Api(server.url)
+    mum.login(ADMIN, ADMIN_PW)
+    mum.add_model(fake.base_url_openai, MAIN_MODEL)
+    fake.script(MAIN_MODEL, [Text("Done")])
+    ada = Api(server.url)
+    ada.login(MEMBER, MEMBER_PW)
+    r = ada.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    context = open_context(browser, server, color_scheme="light")
+    sockets: list[WebSocketRoute] = []
+
+    def through_us(ws: WebSocketRoute) -> None:
+        sockets.append(ws)
+        if len(sockets) == 1:
+            ws.connect_to_server()
+        # The second one is open for the page; the server has not counted it in yet.
+
+    try:
+        page = context.new_page()
+        page.route_web_socket(re.compile(r"/api/ws$"), through_us)
+        sign_in(page, MEMBER, MEMBER_PW)
+        expect(_tab(page, cid)).to_have_class(re.compile(r"\bis-active\b"))
+        expect(page.get_by_test_id("chat-greeting")).to_be_visible()
+        sockets[0].close(code=1011, reason="dropped by the test")
+        expect(page.get_by_test_id("chat-reconnecting")).to_be_visible()
+        while len(sockets) < 2:
+            page.wait_for_timeout(50)
+        r = ada.post(f"/api/conversations/{cid}/messages", json={"text": QUESTION})
+        assert r.status_code == 202, r.text
+        _until_answered(ada, cid, "Done")
+        sockets[1].connect_to_server()
+        expect(page.get_by_test_id("chat-reconnecting")).to_have_count(0)
+        expect(page.get_by_test_id("message").filter(has_text="Done")).to_have_count(1)
+        expect(page.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
     finally:
         context.close()
 
@@ -611,3 +665,15 @@ def _expect_order(admin: Page, order: list[tuple[str, str]]) -> None:
     for i, (name, priority) in enumerate(order):
         expect(rows.nth(i)).to_have_attribute("data-model-name", name)
         expect(rows.nth(i)).to_have_attribute("data-priority", priority)
+
+
+def _until_answered(api: Api, cid: str, answer: str) -> None:
+    """Until the stored history of `cid` holds `answer` and the turn is over."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        items = api.get(f"/api/conversations/{cid}/messages").json()
+        convs = {c["id"]: c for c in api.get("/api/conversations").json()}
+        if convs[cid]["status"] == "idle" and any(answer in str(it) for it in items):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no answer {answer!r} in {cid} within 20 s")

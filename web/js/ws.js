@@ -28,8 +28,9 @@ export function onMessage(fn) {
   return () => messageListeners.delete(fn);
 }
 
-// fn(status, { reconnected }) — `reconnected` is true when the socket opens
-// again after a drop, the moment to re-read what may have been missed.
+// fn(status, { reconnected }) — `reconnected` is true when the socket is open again
+// after a drop (the server's hello: events reach it from then on), the moment to
+// re-read what may have been missed.
 export function onStatus(fn) {
   statusListeners.add(fn);
   return () => statusListeners.delete(fn);
@@ -99,8 +100,6 @@ function open() {
     send({ type: 'subscribe' });
     // Watches live with a connection: ask again for every folder after a reconnect.
     for (const path of watched) send({ type: 'watch', path });
-    if (handlers.onStatus) handlers.onStatus('open');
-    setStatus('open');
   });
 
   ws.addEventListener('message', (ev) => {
@@ -118,6 +117,13 @@ function open() {
       stop();
       if (handlers.onRevoked) handlers.onRevoked(msg.code || null);
     } else {
+      // Trap: the server counts a socket in (events reach it from then on) a moment after
+      // it opens, and says so with its hello. A page that re-read at `open` could miss
+      // what happened in between for good, so `open` is the hello.
+      if (msg.type === 'hello' && status !== 'open') {
+        if (handlers.onStatus) handlers.onStatus('open');
+        setStatus('open');
+      }
       if (handlers.onMessage) handlers.onMessage(msg);
       for (const fn of [...messageListeners]) {
         try {
