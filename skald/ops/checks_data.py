@@ -252,15 +252,14 @@ def quick_check(path: Path) -> tuple[bool, str]:
         conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     except apsw.Error as exc:
         return False, f"cannot open: {exc}"
+    from skald.store.snapshot import pragma_check
+
     try:
-        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+        return pragma_check(conn)
     except apsw.Error as exc:
         return False, f"{type(exc).__name__.removesuffix('Error').lower() or 'error'}: {exc}"
     finally:
         conn.close()
-    if rows == ["ok"]:
-        return True, "ok"
-    return False, "; ".join(rows[:3]) + (" ..." if len(rows) > 3 else "")
 
 
 def registry_users(path: Path) -> list[tuple[str, str, bool]]:

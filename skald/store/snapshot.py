@@ -106,14 +106,12 @@ def integrity(path: Path, key: bytes | None) -> tuple[bool, str]:
     try:
         if key is not None:
             _apply_key(conn, key)
-        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        ok, detail = pragma_check(conn, "integrity_check")
     except apsw.Error as exc:
         return False, f"does not open: {type(exc).__name__}: {exc}"
     finally:
         conn.close()
-    if rows == ["ok"]:
-        return True, "integrity ok"
-    return False, "; ".join(rows[:3])
+    return (True, "integrity ok") if ok else (False, detail)
 
 
 class HeldCopy:
@@ -149,13 +147,21 @@ class KeyChecks:
         return None if key is None else integrity(path, key)
 
 
-def quick_check(conn: apsw.Connection) -> tuple[bool, str]:
-    """`PRAGMA quick_check`: (True, "ok") or (False, its first complaints)."""
-    rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
+def pragma_check(conn: apsw.Connection, pragma: str = "quick_check") -> tuple[bool, str]:
+    """`PRAGMA quick_check` (or `integrity_check`) on an open database: (True, "ok") or
+    (False, its first complaints). The one reading of the answer: the doctor, the
+    backups' drill and `skald inspect` use it."""
+    if pragma not in ("quick_check", "integrity_check"):
+        raise ValueError(f"not a check: {pragma!r}")
+    rows = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}").fetchall()]
     if rows == ["ok"]:
         return True, "ok"
     more = f" (+{len(rows) - 5} more)" if len(rows) > 5 else ""
     return False, "; ".join(rows[:5]) + more
+
+
+def quick_check(conn: apsw.Connection) -> tuple[bool, str]:
+    return pragma_check(conn, "quick_check")
 
 
 def forget_sessions(registry: Path) -> int:
