@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_llm import Call, FakeLLM, Hang, Text
+from fake_llm import Call, FakeLLM, Hang, Reply, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
@@ -106,12 +106,7 @@ def test_a_tab_opening_a_conversation_after_the_echo_still_shows_the_member_s_me
     conversation after it, and reads a history from before the message was stored, keeps
     the echo: the message shows while the turn is still at work (no later event brings
     it). Under load this window is real; here the first history read is held to it."""
-    mum = Api(server.url)
-    mum.login(ADMIN, ADMIN_PW)
-    mum.add_model(fake.base_url_openai, MAIN_MODEL)
-    fake.script(MAIN_MODEL, [Hang()])
-    ada = Api(server.url)
-    ada.login(MEMBER, MEMBER_PW)
+    ada = _member_with_a_model(server, fake, [Hang()])
     context = open_context(browser, server, color_scheme="light")
     at_work: list[str] = []
     try:
@@ -183,12 +178,9 @@ def test_a_call_that_comes_while_the_history_is_read_shows_once(
 ) -> None:
     """Events that come while a tab reads a conversation's history build a live turn; the
     history read after them holds the same call: one card, not two."""
-    mum = Api(server.url)
-    mum.login(ADMIN, ADMIN_PW)
-    mum.add_model(fake.base_url_openai, MAIN_MODEL)
-    fake.script(MAIN_MODEL, [[Call("write_file", {"path": NOTE_PATH, "content": NOTE})]])
-    ada = Api(server.url)
-    ada.login(MEMBER, MEMBER_PW)
+    ada = _member_with_a_model(
+        server, fake, [[Call("write_file", {"path": NOTE_PATH, "content": NOTE})]]
+    )
     context = open_context(browser, server, color_scheme="light")
     cid = ""
     try:
@@ -224,12 +216,7 @@ def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
     """A turn's end reads the list again. A conversation made on another device while that
     read is on its way comes by its event; the read's answer, from before it was made,
     must not take the tab away again (the socket's news is newer than the answer)."""
-    mum = Api(server.url)
-    mum.login(ADMIN, ADMIN_PW)
-    mum.add_model(fake.base_url_openai, MAIN_MODEL)
-    fake.script(MAIN_MODEL, [Text("Done")])
-    ada = Api(server.url)
-    ada.login(MEMBER, MEMBER_PW)
+    ada = _member_with_a_model(server, fake, [Text("Done")])
     r = ada.post("/api/conversations", json={})
     assert r.status_code == 201, r.text
     first = r.json()["id"]
@@ -267,12 +254,7 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
     """A dropped socket comes back; the server counts it in (and sends its hello) a moment
     after it opens. A turn that ends in between reaches the page in no event, so the page
     reads the history again at the hello, not at the open: the answer shows."""
-    mum = Api(server.url)
-    mum.login(ADMIN, ADMIN_PW)
-    mum.add_model(fake.base_url_openai, MAIN_MODEL)
-    fake.script(MAIN_MODEL, [Text("Done")])
-    ada = Api(server.url)
-    ada.login(MEMBER, MEMBER_PW)
+    ada = _member_with_a_model(server, fake, [Text("Done")])
     r = ada.post("/api/conversations", json={})
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
@@ -327,6 +309,18 @@ def _messages(page: Page) -> list[tuple[str, str, str]]:
         "return [e.dataset.role || '', e.dataset.seq || '', text]; })"
     )
     return [(role, seq, " ".join(text.split())) for role, seq, text in found]
+
+
+def _member_with_a_model(server: ServerProcess, fake: FakeLLM, replies: list[Reply]) -> Api:
+    """The administrator adds the fake model, scripted with `replies`; the member's API
+    client, signed in."""
+    mum = Api(server.url)
+    mum.login(ADMIN, ADMIN_PW)
+    mum.add_model(fake.base_url_openai, MAIN_MODEL)
+    fake.script(MAIN_MODEL, replies)
+    ada = Api(server.url)
+    ada.login(MEMBER, MEMBER_PW)
+    return ada
 
 
 def _sign_in_to_an_empty_chat(page: Page) -> None:
