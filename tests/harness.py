@@ -107,6 +107,9 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        # The caller's cleanup never runs when start() raises: stop it here, or it
+        # outlives the test (seen under heavy load, where a start can take 30 s).
+        self.close()
         raise RuntimeError(f"server did not become healthy:\n{self.log()}")
 
     def log(self) -> str:
