@@ -357,14 +357,24 @@ class Plugins:
     async def _awaited(self, hook: str, **kwargs: Any) -> list[Any]:
         """`_call`'s answers, each awaited when it is awaitable; one a third-party plugin's
         coroutine raises is skipped (`switches.hook_failed`), a built-in's error raises."""
+        calls = self._call(hook, **kwargs)
         out: list[Any] = []
-        for pid, answer in self._call(hook, **kwargs):
-            try:
-                out.append(await answer if inspect.isawaitable(answer) else answer)
-            except Exception as exc:
-                if not self.third_party(pid):
-                    raise
-                self.switches.hook_failed(pid, hook, exc)
+        started = 0
+        try:
+            for pid, answer in calls:
+                started += 1
+                try:
+                    out.append(await answer if inspect.isawaitable(answer) else answer)
+                except Exception as exc:
+                    if not self.third_party(pid):
+                        raise
+                    self.switches.hook_failed(pid, hook, exc)
+        finally:
+            # Trap: every implementation was called (its coroutine made) before the first
+            # is awaited; when one raises (or the turn is cancelled), close the rest.
+            for _, left in calls[started:]:
+                if inspect.iscoroutine(left):
+                    left.close()
         return out
 
     async def prompt_blocks(
