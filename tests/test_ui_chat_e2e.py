@@ -261,10 +261,19 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
     context = open_context(browser, server, color_scheme="light")
     sockets: list[WebSocketRoute] = []
 
+    hellos: list[str | bytes] = []
+
     def through_us(ws: WebSocketRoute) -> None:
         sockets.append(ws)
         if len(sockets) == 1:
-            ws.connect_to_server()
+            to_server = ws.connect_to_server()
+
+            def to_page(message: str | bytes) -> None:
+                ws.send(message)
+                if '"hello"' in str(message):
+                    hellos.append(message)
+
+            to_server.on_message(to_page)
         # The second one is open for the page; the server has not counted it in yet.
 
     try:
@@ -273,6 +282,10 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
         sign_in(page, MEMBER, MEMBER_PW)
         expect(_tab(page, cid)).to_have_class(re.compile(r"\bis-active\b"))
         expect(page.get_by_test_id("chat-greeting")).to_be_visible()
+        # The first socket has said hello (the page counts it as open): a drop before
+        # that would make the next one the page's first, with nothing to read again.
+        while not hellos:
+            page.wait_for_timeout(50)
         sockets[0].close(code=1011, reason="dropped by the test")
         expect(page.get_by_test_id("chat-reconnecting")).to_be_visible()
         while len(sockets) < 2:
