@@ -97,18 +97,30 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def everything_http() -> Iterator[str]:
-    """server-everything's streamable HTTP transport on a free port; yields its URL."""
-    port = free_port()
-    env = {**child_env(), "PORT": str(port)}
-    proc = subprocess.Popen(
-        [node(), str(everything_script()), "streamableHttp"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    """server-everything's streamable HTTP transport on a free port; yields its URL.
+
+    Trap: a port free when asked may be taken by another test worker before node binds
+    it (the server then exits at once, status 1): such a start is tried again on another
+    port, three times at most; any other failure raises at once."""
+    for attempt in range(3):
+        port = free_port()
+        proc = subprocess.Popen(
+            [node(), str(everything_script()), "streamableHttp"],
+            env={**child_env(), "PORT": str(port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            wait_listening(port, proc)
+            break
+        except RuntimeError:
+            exited = proc.poll() is not None
+            proc.kill()
+            proc.wait()
+            if not exited or attempt == 2:
+                raise
     try:
-        wait_listening(port, proc)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.kill()
