@@ -247,6 +247,45 @@ def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
         context.close()
 
 
+@pytest.mark.timeout(120)
+def test_what_is_typed_while_a_new_tab_is_made_goes_to_the_new_conversation(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """"+" empties the input at the click, and the old tab keeps what it held as its draft.
+    Text typed before the new conversation has come back belongs to the new one: it stays
+    in the input and is sent there (it used to be filed away as the old tab's draft)."""
+    ada = _member_with_a_model(server, fake, [Text("Noted")])
+    r = ada.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    first = r.json()["id"]
+    context = open_context(browser, server, color_scheme="light")
+    try:
+        page = context.new_page()
+        sign_in(page, MEMBER, MEMBER_PW)
+        expect(_tab(page, first)).to_have_class(re.compile(r"\bis-active\b"))
+        box = page.get_by_test_id("chat-input")
+        box.fill("a draft for the first")
+        made = HeldRequests(page, "**/api/conversations", method="POST")
+        page.get_by_test_id("chat-new-tab").click()
+        held = made.wait()[0]
+        expect(box).to_have_value("")
+        box.fill("for the new one")
+        with page.expect_response(lambda r: r.request.method == "POST") as answer:
+            held.continue_()
+        second = answer.value.json()["id"]
+        expect(_tab(page, second)).to_have_class(re.compile(r"\bis-active\b"))
+        expect(box).to_have_value("for the new one")
+        page.get_by_test_id("chat-send").click()
+        expect(page.get_by_test_id("message").filter(has_text="Noted")).to_have_count(1)
+        r = ada.get(f"/api/conversations/{second}/messages")
+        assert r.status_code == 200, r.text
+        assert "for the new one" in r.text
+        _tab(page, first).get_by_test_id("chat-tab-select").click()
+        expect(box).to_have_value("a draft for the first")
+    finally:
+        context.close()
+
+
 @pytest.mark.timeout(90)
 def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
     server: ServerProcess, fake: FakeLLM, browser: Browser

@@ -399,7 +399,7 @@ function withoutTools(conv, models) {
   return chosen ? lacks(chosen) : models.every(lacks);
 }
 
-function Composer({ conv, simple, running, models, onEnsure, inputRef, submitRef }) {
+function Composer({ conv, simple, running, models, onEnsure, inputRef, composerRef }) {
   const convId = conv ? conv.id : null;
   const [text, setText] = useState(() => drafts.get(convId || '') || '');
   const [commands, setCommands] = useState([]);
@@ -537,8 +537,30 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef, submitRef
     }
   };
 
-  // The page's suggestions send through here (with the model, files and sharing as set).
-  if (submitRef) submitRef.current = submit;
+  // "+" (a new tab). The input empties at the click, not when the new conversation
+  // arrives: what is typed while it is being made belongs to it. (Switching at arrival
+  // filed that text away as the old tab's draft, and the input came back empty.)
+  const startNew = async () => {
+    if (!adopting.current) {
+      drafts.set(convId || '', text);
+      setText('');
+      dropPreviews(files);
+      setFiles([]);
+      setError(null);
+    }
+    adopting.current = true;
+    try {
+      return await onEnsure();
+    } catch (e) {
+      adopting.current = false;
+      if (!textRef.current) setText(drafts.get(convId || '') || '');
+      throw e;
+    }
+  };
+
+  // The page's suggestions send through here (with the model, files and sharing as set),
+  // and its "+" makes the new conversation here.
+  if (composerRef) composerRef.current = { submit, startNew };
 
   const onKeyDown = (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
@@ -699,7 +721,7 @@ export function ChatPage({ docked = false }) {
   const simple = me.ui_mode === 'simple';
   const c = useChat();
   const inputRef = useRef(null);
-  const submitRef = useRef(null);
+  const composerRef = useRef(null);
   const [tabError, setTabError] = useState(null);
   // Docked beside another page, the address belongs to that page: never read or set it.
   const wanted = docked ? null : route.query.get('c');
@@ -745,13 +767,13 @@ export function ChatPage({ docked = false }) {
   const onSelect = (id) => activate(id);
   const onNew = () =>
     guard(async () => {
-      await newConversation();
+      await composerRef.current.startNew();
       if (inputRef.current) inputRef.current.focus();
     });
 
   // A suggestion tapped is sent at once, as if typed and sent (the input shows it).
   const pickSuggestion = (text) => {
-    if (submitRef.current) submitRef.current(text);
+    if (composerRef.current) composerRef.current.submit(text);
   };
 
   const name = me.display_name || me.username;
@@ -802,6 +824,6 @@ export function ChatPage({ docked = false }) {
     ${conv && html`<${TaskStrip} conversationId=${conv.id} />`}
     ${!c.loadError &&
     html`<${Composer} conv=${conv} simple=${simple} running=${running} models=${c.models} inputRef=${inputRef}
-      submitRef=${submitRef} onEnsure=${() => newConversation()} />`}
+      composerRef=${composerRef} onEnsure=${() => newConversation()} />`}
   </div>`;
 }
