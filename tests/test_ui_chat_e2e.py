@@ -251,7 +251,7 @@ def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
 def test_what_is_typed_while_a_new_tab_is_made_goes_to_the_new_conversation(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
-    """"+" empties the input at the click, and the old tab keeps what it held as its draft.
+    """The "+" empties the input at the click; the old tab keeps what it held as its draft.
     Text typed before the new conversation has come back belongs to the new one: it stays
     in the input and is sent there (it used to be filed away as the old tab's draft)."""
     ada = _member_with_a_model(server, fake, [Text("Noted")])

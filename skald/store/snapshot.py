@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import apsw
 
@@ -147,11 +147,13 @@ class KeyChecks:
         return None if key is None else integrity(path, key)
 
 
-def pragma_check(conn: apsw.Connection, pragma: str = "quick_check") -> tuple[bool, str]:
+def pragma_check(
+    conn: apsw.Connection, pragma: Literal["quick_check", "integrity_check"] = "quick_check"
+) -> tuple[bool, str]:
     """`PRAGMA quick_check` (or `integrity_check`) on an open database: (True, "ok") or
     (False, its first complaints). The one reading of the answer: the doctor, the
     backups' drill and `skald inspect` use it."""
-    if pragma not in ("quick_check", "integrity_check"):
+    if pragma not in ("quick_check", "integrity_check"):  # it is put into the SQL
         raise ValueError(f"not a check: {pragma!r}")
     rows = [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}").fetchall()]
     if rows == ["ok"]:

@@ -88,11 +88,12 @@ function updateThread(id, fn) {
   notify();
 }
 
+// `conv` in place of the one with its id, or added at the end.
+const upsert = (list, conv) =>
+  list.some((c) => c.id === conv.id) ? list.map((c) => (c.id === conv.id ? conv : c)) : [...list, conv];
+
 function updateConversation(conv) {
-  const list = chat.conversations.some((c) => c.id === conv.id)
-    ? chat.conversations.map((c) => (c.id === conv.id ? conv : c))
-    : [...chat.conversations, conv];
-  setChat({ conversations: list });
+  setChat({ conversations: upsert(chat.conversations, conv) });
 }
 
 function patchConversation(id, patch) {
@@ -146,12 +147,12 @@ export function loadConversations() {
 // Every change of a conversation sends its update, so the last one seen is at least as
 // new as the answer's copy unless the answer's is stamped later.
 function withNewer(list, seen) {
-  const fresh = (c) => {
-    const update = seen.get(c.id);
-    return update && update.updated_at >= c.updated_at ? update : c;
-  };
-  const known = new Set(list.map((c) => c.id));
-  return [...list.map(fresh), ...[...seen.values()].filter((c) => !known.has(c.id))];
+  let out = list;
+  for (const update of seen.values()) {
+    const answered = list.find((c) => c.id === update.id);
+    if (!answered || update.updated_at >= answered.updated_at) out = upsert(out, update);
+  }
+  return out;
 }
 
 // A fresh read of the list even while one is on its way (that one was asked before now).
