@@ -6,6 +6,7 @@ has extracted the archive); in a source checkout they are the top-level director
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import skald
@@ -13,7 +14,10 @@ import skald
 ASSET_NAMES = ("web", "agents", "docs", "installer")
 
 
+@functools.cache
 def asset_dir(name: str) -> Path:
+    # Cached: the assets do not move while the process runs, and every turn asks for
+    # the manual's folder (the member's mounts).
     if name not in ASSET_NAMES:
         raise ValueError(f"unknown asset directory {name!r}")
     package = Path(skald.__file__).resolve().parent

@@ -363,14 +363,18 @@ class PathRouter:
         # `live`: the member's list as it is now, asked again at every path (a shared
         # folder granted or revoked reaches a turn's tools at its very next call).
         self._live = live
+        self._given = mounts
         self._table = _Table.of(check_mounts(mounts))
 
     def _now(self) -> _Table:
         """The tables to use for one path (one object: a refresh never mixes two lists)."""
         if self._live is not None:
-            found = check_mounts(self._live())
-            if found != self._table.member_mounts:
-                self._table = _Table.of(found)
+            given = self._live()
+            # The same list as last time is the same table (the check is pure): a turn's
+            # tools ask at every path, and the list rarely changes.
+            if given != self._given:
+                self._table = _Table.of(check_mounts(given))
+                self._given = given
         return self._table
 
     @property
