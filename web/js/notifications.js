@@ -20,6 +20,9 @@ const state = {
 const { set, use: useModel } = sharedModel(state);
 let showing = 0; // how many views show the list
 let generation = 0;
+// Trap: a read is answered as the server saw things when it arrived; a count that came
+// live after the read was sent is at least as new (every write sends one), so it wins.
+let liveCounts = 0;
 
 export function useNotifications() {
   return useModel();
@@ -27,11 +30,13 @@ export function useNotifications() {
 
 export async function loadNotifications() {
   const mine = ++generation;
+  const counted = liveCounts;
   set({ loading: true });
   try {
     const page = await api.notifications();
     if (mine !== generation) return;
-    set({ items: page.items || [], unread: page.unread, error: null, loading: false });
+    const unread = counted === liveCounts ? page.unread : state.unread;
+    set({ items: page.items || [], unread, error: null, loading: false });
   } catch (e) {
     if (mine !== generation) return;
     set({ error: e, loading: false });
@@ -81,16 +86,22 @@ function refreshSoon() {
 
 ws.onMessage((msg) => {
   if (msg.type === 'notifications_changed') {
-    if (typeof msg.unread === 'number') set({ unread: msg.unread });
+    if (typeof msg.unread === 'number') {
+      liveCounts += 1;
+      set({ unread: msg.unread });
+    }
     if (showing > 0) refreshSoon();
   } else if (msg.type === 'notified') {
+    liveCounts += 1;
     set({ unread: msg.unread, latest: msg.items || [] });
     if (showing > 0) refreshSoon();
   }
 });
 
-ws.onStatus((status, { reconnected }) => {
-  if (status === 'open' && (reconnected || state.unread === null)) refreshSoon();
+// At every hello, the first included: the server sends events from then on, and a
+// notification made before it (while the first read was on its way) came in none.
+ws.onStatus((status) => {
+  if (status === 'open') refreshSoon();
 });
 
 // Forget everything on logout; read the count once someone logs in.
