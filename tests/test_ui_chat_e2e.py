@@ -216,15 +216,7 @@ def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
     """A turn's end reads the list again. A conversation made on another device while that
     read is on its way comes by its event; the read's answer, from before it was made,
     must not take the tab away again (the socket's news is newer than the answer)."""
-    ada = _member_with_a_model(server, fake, [Text("Done")])
-    r = ada.post("/api/conversations", json={})
-    assert r.status_code == 201, r.text
-    first = r.json()["id"]
-    context = open_context(browser, server, color_scheme="light")
-    try:
-        page = context.new_page()
-        sign_in(page, MEMBER, MEMBER_PW)
-        expect(_tab(page, first)).to_have_class(re.compile(r"\bis-active\b"))
+    with _in_a_conversation(server, fake, browser, [Text("Done")]) as (ada, first, page):
         lists = HeldRequests(page, "**/api/conversations", count=0)
         lists.hold()
         r = ada.post(f"/api/conversations/{first}/messages", json={"text": QUESTION})
@@ -243,8 +235,6 @@ def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
             page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
         expect(_tab(page, second)).to_have_count(1)
         expect(_tab(page, first)).to_have_count(1)
-    finally:
-        context.close()
 
 
 @pytest.mark.timeout(120)
@@ -254,15 +244,7 @@ def test_what_is_typed_while_a_new_tab_is_made_goes_to_the_new_conversation(
     """The "+" empties the input at the click; the old tab keeps what it held as its draft.
     Text typed before the new conversation has come back belongs to the new one: it stays
     in the input and is sent there (it used to be filed away as the old tab's draft)."""
-    ada = _member_with_a_model(server, fake, [Text("Noted")])
-    r = ada.post("/api/conversations", json={})
-    assert r.status_code == 201, r.text
-    first = r.json()["id"]
-    context = open_context(browser, server, color_scheme="light")
-    try:
-        page = context.new_page()
-        sign_in(page, MEMBER, MEMBER_PW)
-        expect(_tab(page, first)).to_have_class(re.compile(r"\bis-active\b"))
+    with _in_a_conversation(server, fake, browser, [Text("Noted")]) as (ada, first, page):
         box = page.get_by_test_id("chat-input")
         box.fill("a draft for the first")
         made = HeldRequests(page, "**/api/conversations", method="POST")
@@ -282,8 +264,6 @@ def test_what_is_typed_while_a_new_tab_is_made_goes_to_the_new_conversation(
         assert "for the new one" in r.text
         _tab(page, first).get_by_test_id("chat-tab-select").click()
         expect(box).to_have_value("a draft for the first")
-    finally:
-        context.close()
 
 
 @pytest.mark.timeout(90)
@@ -373,6 +353,26 @@ def _member_with_a_model(server: ServerProcess, fake: FakeLLM, replies: list[Rep
     ada = Api(server.url)
     ada.login(MEMBER, MEMBER_PW)
     return ada
+
+
+@contextlib.contextmanager
+def _in_a_conversation(
+    server: ServerProcess, fake: FakeLLM, browser: Browser, replies: list[Reply]
+) -> Iterator[tuple[Api, str, Page]]:
+    """The member (the fake model scripted with `replies`) with one conversation, signed in
+    in a browser of her own with its tab active: her API client, its id, the page."""
+    ada = _member_with_a_model(server, fake, replies)
+    r = ada.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    first = r.json()["id"]
+    context = open_context(browser, server, color_scheme="light")
+    try:
+        page = context.new_page()
+        sign_in(page, MEMBER, MEMBER_PW)
+        expect(_tab(page, first)).to_have_class(re.compile(r"\bis-active\b"))
+        yield ada, first, page
+    finally:
+        context.close()
 
 
 def _sign_in_to_an_empty_chat(page: Page) -> None:

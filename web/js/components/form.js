@@ -113,3 +113,30 @@ export function useFlash(ms = 4000) {
   }, [flash]);
   return [flash, setFlash];
 }
+
+// "Make one" for a place with a name and a description (a project, a shared folder).
+// `onCreate({ name, description })` makes it; the fields empty again when it worked.
+// `text`: the labels { name, description, create }; `ids`: test ids of the same keys
+// plus `form` and `error`; `icon`: the button's.
+export function NameDescriptionForm({ text, ids, icon, onCreate }) {
+  const [name, setName] = useState('');
+  const [description, setDescription] = useState('');
+  const [run, busy, error] = useAction();
+  const create = (e) => {
+    e.preventDefault();
+    run(async () => {
+      await onCreate({ name, description });
+      setName('');
+      setDescription('');
+    });
+  };
+  return html`<form class="card stack" onSubmit=${create} data-testid=${ids.form}>
+      <label class="field"><span>${text.name}</span>
+        <input class="input" required maxlength="80" value=${name} onInput=${(e) => setName(e.target.value)} data-testid=${ids.name} /></label>
+      <label class="field"><span>${text.description}</span>
+        <input class="input" maxlength="500" value=${description} onInput=${(e) => setDescription(e.target.value)} data-testid=${ids.description} /></label>
+      ${error && html`<p class="approval__error" role="alert" data-testid=${ids.error}>${errorText(error)}</p>`}
+      <div class="actions actions--start"><button type="submit" class="btn btn--primary" disabled=${busy || !name.trim()}
+        data-testid=${ids.create}>${icon}<span>${text.create}</span></button></div>
+    </form>`;
+}

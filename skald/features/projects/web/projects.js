@@ -5,7 +5,7 @@ import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { get, post, del, request } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, PageHead, NameDescriptionForm } from '../../js/components/form.js';
 
 const enc = encodeURIComponent;
 
@@ -106,9 +106,6 @@ function ProjectItem({ project, onChanged }) {
 export function ProjectsPage() {
   const [projects, setProjects] = useState(null);
   const [error, setError] = useState(null);
-  const [name, setName] = useState('');
-  const [description, setDescription] = useState('');
-  const [run, busy, createError] = useAction();
   const load = async () => {
     try {
       setProjects(await get('api/projects'));
@@ -118,27 +115,16 @@ export function ProjectsPage() {
     }
   };
   useEffect(() => { load(); }, []);
-  const create = (e) => {
-    e.preventDefault();
-    run(async () => {
-      await post('api/projects', { name, description });
-      setName('');
-      setDescription('');
-      await load();
-    });
+  const create = async (body) => {
+    await post('api/projects', body);
+    await load();
   };
   return html`<section class="page page--narrow" data-testid="pj-page">
     <${PageHead} title=${t('nav.projects')} lead=${t('pj.lead')} />
     ${error && html`<${ErrorNotice} error=${error} testid="pj-load-error" />`}
-    <form class="card stack" onSubmit=${create} data-testid="pj-form">
-      <label class="field"><span>${t('pj.name')}</span>
-        <input class="input" required maxlength="80" value=${name} onInput=${(e) => setName(e.target.value)} data-testid="pj-new-name" /></label>
-      <label class="field"><span>${t('pj.description')}</span>
-        <input class="input" maxlength="500" value=${description} onInput=${(e) => setDescription(e.target.value)} data-testid="pj-new-description" /></label>
-      ${createError && html`<p class="approval__error" role="alert">${errorText(createError)}</p>`}
-      <div class="actions actions--start"><button type="submit" class="btn btn--primary" disabled=${busy || !name.trim()}
-        data-testid="pj-create">${Icon.plus()}<span>${t('pj.create')}</span></button></div>
-    </form>
+    <${NameDescriptionForm} onCreate=${create} icon=${Icon.plus()}
+      text=${{ name: t('pj.name'), description: t('pj.description'), create: t('pj.create') }}
+      ids=${{ form: 'pj-form', name: 'pj-new-name', description: 'pj-new-description', create: 'pj-create', error: 'pj-create-error' }} />
     ${projects !== null && projects.length === 0 && html`<div class="inbox-empty" data-testid="pj-empty"><p>${t('pj.empty')}</p></div>`}
     ${projects !== null && projects.length > 0 && html`<ul class="inbox-list" data-testid="pj-list">
       ${projects.map((p) => html`<${ProjectItem} key=${p.path} project=${p} onChanged=${load} />`)}

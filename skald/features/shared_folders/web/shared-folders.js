@@ -6,7 +6,7 @@ import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { get, post, patch, del, request } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, PageHead, NameDescriptionForm } from '../../js/components/form.js';
 
 const base = 'api/shared-folders';
 const enc = encodeURIComponent;
@@ -85,9 +85,6 @@ export function SharedFoldersPage() {
   const [folders, setFolders] = useState(null);
   const [users, setUsers] = useState([]);
   const [error, setError] = useState(null);
-  const [name, setName] = useState('');
-  const [description, setDescription] = useState('');
-  const [run, busy, createError] = useAction();
   const load = async () => {
     try {
       setFolders(await get(base));
@@ -102,27 +99,16 @@ export function SharedFoldersPage() {
     }
   };
   useEffect(() => { load(); }, []);
-  const create = (e) => {
-    e.preventDefault();
-    run(async () => {
-      await post(base, { name, description });
-      setName('');
-      setDescription('');
-      await load();
-    });
+  const create = async (body) => {
+    await post(base, body);
+    await load();
   };
   return html`<section class="page page--narrow" data-testid="sf-page">
     <${PageHead} title=${t('nav.shared_folders')} lead=${t('sf.lead')} />
     ${error && html`<${ErrorNotice} error=${error} testid="sf-error" />`}
-    <form class="card stack" onSubmit=${create} data-testid="sf-form">
-      <label class="field"><span>${t('sf.name')}</span>
-        <input class="input" required maxlength="80" value=${name} onInput=${(e) => setName(e.target.value)} data-testid="sf-name" /></label>
-      <label class="field"><span>${t('sf.description')}</span>
-        <input class="input" maxlength="500" value=${description} onInput=${(e) => setDescription(e.target.value)} data-testid="sf-description" /></label>
-      ${createError && html`<p class="approval__error" role="alert" data-testid="sf-create-error">${errorText(createError)}</p>`}
-      <div class="actions actions--start"><button type="submit" class="btn btn--primary" disabled=${busy || !name.trim()}
-        data-testid="sf-create">${Icon.folderPlus()}<span>${t('sf.create')}</span></button></div>
-    </form>
+    <${NameDescriptionForm} onCreate=${create} icon=${Icon.folderPlus()}
+      text=${{ name: t('sf.name'), description: t('sf.description'), create: t('sf.create') }}
+      ids=${{ form: 'sf-form', name: 'sf-name', description: 'sf-description', create: 'sf-create', error: 'sf-create-error' }} />
     ${folders !== null && folders.length === 0 && html`<div class="inbox-empty" data-testid="sf-empty"><p>${t('sf.empty')}</p></div>`}
     ${folders !== null && folders.length > 0 && html`<ul class="inbox-list" data-testid="sf-list">
       ${folders.map((f) => html`<${FolderItem} key=${f.slug} folder=${f} users=${users} onChanged=${load} />`)}
