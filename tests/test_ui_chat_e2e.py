@@ -73,7 +73,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield srv
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_chat_in_two_tabs_and_models_in_the_browser(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
@@ -432,7 +432,7 @@ def _result_text(card: Locator) -> str:
 
 
 def _watch_stream(
-    pages: dict[str, Page], final: str, head: str, timeout: float = 20.0
+    pages: dict[str, Page], final: str, head: str, timeout: float = 45.0
 ) -> dict[str, tuple[list[str], float]]:
     """Sample the streaming answer (the message starting with `head`) in every page until
     each shows all of it.
