@@ -17,10 +17,18 @@ from pathlib import Path
 import pytest
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, Watch, open_context, report_failure, shot, sign_in
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    HeldRequests,
+    Watch,
+    open_context,
+    report_failure,
+    shot,
+    sign_in,
+)
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, expect
+    from playwright.sync_api import Browser, WebSocketRoute, expect
 
 USER, USER_PW = "bea", "bea's rather long password"
 MODEL = "fake-notify"
@@ -182,3 +190,53 @@ def test_the_profile_keeps_quiet_hours_and_the_service_worker_shows_a_push(
         raise
     finally:
         ctx.close()
+
+
+@pytest.mark.timeout(120)
+def test_the_bell_counts_what_came_before_the_server_counted_the_page_in_and_while_it_read(
+    server: ServerProcess, browser: Browser
+) -> None:
+    """Two windows of the bell's count, held open. (1) The page's first read has answered
+    and the server has not counted its socket in yet: a notification made then comes in no
+    event, so the page reads again at the hello. (2) A read is on its way and a
+    notification comes live: the read's older answer must not undo the live count."""
+    bea = Api(server.url)
+    bea.login(USER, USER_PW)  # another device of hers, which makes the notifications
+    watch = NotifyWatch()
+    ctx = open_context(browser, server, viewport={"width": 1280, "height": 860})
+    sockets: list[WebSocketRoute] = []
+    page = watch.attach("bea", ctx.new_page())
+    try:
+        # Sockets reach the server only when the test says so.
+        page.route_web_socket(re.compile(r"/api/ws$"), sockets.append)
+        with page.expect_response(lambda r: r.url.endswith("/api/notifications")) as first:
+            sign_in(page, USER, USER_PW)
+        assert first.value.json()["unread"] == 0
+        badge = page.get_by_test_id("notif-badge")
+        expect(badge).to_have_count(0)
+        while not sockets:
+            page.wait_for_timeout(50)
+        assert bea.post("/api/notifications/test").status_code == 201
+        sockets[0].connect_to_server()  # counted in: the hello
+        expect(badge).to_have_text("1")
+
+        # (2) The read at the next hello is held; a notification comes live meanwhile.
+        reads = HeldRequests(page, "**/api/notifications")
+        sockets[0].close(code=1011, reason="dropped by the test")
+        while len(sockets) < 2:
+            page.wait_for_timeout(50)
+        sockets[1].connect_to_server()
+        held = reads.wait()[0]
+        assert bea.post("/api/notifications/test").status_code == 201
+        expect(badge).to_have_text("2")  # live
+        held.fulfill(json={"items": [], "unread": 1})  # the server's answer from before it
+        page.wait_for_timeout(300)  # the answer is read
+        expect(badge).to_have_text("2")
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    except Exception:
+        report_failure(server, watch, "notifications-bell-race")
+        raise
+    finally:
+        ctx.close()
+        bea.close()

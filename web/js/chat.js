@@ -12,7 +12,7 @@
 //  - token deltas are buffered and applied at most ~15 times a second.
 import { useEffect, useRef, useState } from './lib.js';
 import { api } from './api.js';
-import { subscribe as subscribeApp, getState as getAppState } from './store.js';
+import { liveSinceRead, subscribe as subscribeApp, getState as getAppState } from './store.js';
 import * as ws from './ws.js';
 
 const FLUSH_MS = 66; // ~15 Hz
@@ -118,15 +118,13 @@ export function useChat() {
 // ------------------------------------------------------------ loading
 
 let listPromise = null;
-// Trap: a list read is answered as the server saw it when the request arrived; updates
-// that come on the socket while it is on its way may be newer (a conversation made on
-// another device, a turn's status). They are kept here and win over the answer.
-let sinceRead = null;
+// Updates that come on the socket while a list read is on its way (a conversation made
+// on another device, a turn's status) win over its answer.
+const live = liveSinceRead();
 
 export function loadConversations() {
   if (listPromise) return listPromise;
-  const seen = new Map();
-  sinceRead = seen;
+  const seen = live.begin();
   listPromise = api
     .conversations()
     .then(
@@ -139,7 +137,7 @@ export function loadConversations() {
     )
     .finally(() => {
       listPromise = null;
-      if (sinceRead === seen) sinceRead = null;
+      live.end(seen);
     });
   return listPromise;
 }
@@ -754,14 +752,10 @@ function onUserMessage(msg) {
 
 ws.onMessage((msg) => {
   if (!getAppState().me) return;
-  // Trap: the list may be read before the server counts this socket in (its hello comes
-  // then, a moment after the socket opens), so a conversation made in between (on another
-  // device, by a task) comes in no event: read the list again once the hello is here.
-  if (msg.type === 'hello' && (chat.loaded || listPromise)) reloadConversations();
   if (msg.type === 'chat') onChatEvent(msg.event);
   else if (msg.type === 'user_message') onUserMessage(msg);
   else if (msg.type === 'conversation_updated' && msg.conversation) {
-    if (sinceRead) sinceRead.set(msg.conversation.id, msg.conversation);
+    live.record(msg.conversation.id, msg.conversation);
     if (!chat.loaded) return;
     updateConversation(msg.conversation);
     // A tab closed on another device goes away here too.
@@ -771,6 +765,12 @@ ws.onMessage((msg) => {
       if (next) activate(next.id);
     }
   }
+});
+
+// The list may have been read before the server counted this socket in (a conversation
+// made in between, on another device or by a task, came in no event): read it again.
+ws.onHello(() => {
+  if (getAppState().me && (chat.loaded || listPromise)) reloadConversations();
 });
 
 ws.onStatus((status, { reconnected }) => {

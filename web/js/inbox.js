@@ -97,8 +97,8 @@ ws.onMessage((msg) => {
   }
 });
 
-ws.onStatus((status, { reconnected }) => {
-  if (status === 'open' && hasInbox() && (reconnected || inbox.count === null)) refreshSoon();
+ws.onHello(() => {
+  if (hasInbox()) refreshSoon();
 });
 
 // Forget everything on logout; read the count once someone logs in.

@@ -8,7 +8,7 @@
 import { useEffect } from './lib.js';
 import { api } from './api.js';
 import * as ws from './ws.js';
-import { sharedModel, subscribe } from './store.js';
+import { liveSinceRead, sharedModel, subscribe } from './store.js';
 
 const state = {
   unread: null, // null until the first answer
@@ -20,9 +20,7 @@ const state = {
 const { set, use: useModel } = sharedModel(state);
 let showing = 0; // how many views show the list
 let generation = 0;
-// Trap: a read is answered as the server saw things when it arrived; a count that came
-// live after the read was sent is at least as new (every write sends one), so it wins.
-let liveCounts = 0;
+const live = liveSinceRead(); // a count that came live wins over a read sent before it
 
 export function useNotifications() {
   return useModel();
@@ -30,16 +28,18 @@ export function useNotifications() {
 
 export async function loadNotifications() {
   const mine = ++generation;
-  const counted = liveCounts;
+  const seen = live.begin();
   set({ loading: true });
   try {
     const page = await api.notifications();
     if (mine !== generation) return;
-    const unread = counted === liveCounts ? page.unread : state.unread;
+    const unread = seen.has('unread') ? seen.get('unread') : page.unread;
     set({ items: page.items || [], unread, error: null, loading: false });
   } catch (e) {
     if (mine !== generation) return;
     set({ error: e, loading: false });
+  } finally {
+    live.end(seen);
   }
 }
 
@@ -87,22 +87,18 @@ function refreshSoon() {
 ws.onMessage((msg) => {
   if (msg.type === 'notifications_changed') {
     if (typeof msg.unread === 'number') {
-      liveCounts += 1;
+      live.record('unread', msg.unread);
       set({ unread: msg.unread });
     }
     if (showing > 0) refreshSoon();
   } else if (msg.type === 'notified') {
-    liveCounts += 1;
+    live.record('unread', msg.unread);
     set({ unread: msg.unread, latest: msg.items || [] });
     if (showing > 0) refreshSoon();
   }
 });
 
-// At every hello, the first included: the server sends events from then on, and a
-// notification made before it (while the first read was on its way) came in none.
-ws.onStatus((status) => {
-  if (status === 'open') refreshSoon();
-});
+ws.onHello(refreshSoon);
 
 // Forget everything on logout; read the count once someone logs in.
 let lastMe = null;

@@ -57,6 +57,28 @@ export function sharedModel(model) {
   return { set, use };
 }
 
+// Trap: a read is answered as the server saw things when the request arrived; what the
+// socket says while it is on its way may be newer (every change sends its event), and
+// must not be undone by the older answer. `record(key, value)` notes each live value,
+// `begin()` opens a read and returns the values recorded since (key -> last value),
+// which win over its answer; `end(seen)` closes it.
+export function liveSinceRead() {
+  const reading = new Set();
+  return {
+    begin() {
+      const seen = new Map();
+      reading.add(seen);
+      return seen;
+    },
+    end(seen) {
+      reading.delete(seen);
+    },
+    record(key, value) {
+      for (const seen of reading) seen.set(key, value);
+    },
+  };
+}
+
 // Re-render the calling component whenever the shared state changes.
 // Effects run after paint, so a change can land between this component's
 // render and its subscription (e.g. the boot requests answering quickly);

@@ -36,6 +36,15 @@ export function onStatus(fn) {
   return () => statusListeners.delete(fn);
 }
 
+// fn() at every hello, the first included: events reach this page from then on, so what
+// it read before (at sign-in, or before a drop) may lack a change made in between. The
+// moment for a page that keeps a live copy of server state to read it (again).
+export function onHello(fn) {
+  return onStatus((next) => {
+    if (next === 'open') fn();
+  });
+}
+
 // Folders whose changes the server should report (`dir_changed`), e.g. the one the
 // Files page shows. The server allows a few per connection.
 const watched = new Set();

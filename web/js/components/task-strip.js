@@ -2,7 +2,7 @@
 // the queued and running ones with a Cancel button, and the ones that ended in
 // the last few minutes with how they ended. Live: the server says
 // "tasks_changed" (with the task's origin conversation) at every state write,
-// and the strip reads the list again; after a reconnect it reads it too.
+// and the strip reads the list again; at every hello (sign-in, reconnect) it reads it too.
 // Rule: the server is the authority (GET /api/schedule/tasks); the strip never
 // guesses a state. Trap: only members with `schedule.use` may read tasks; the
 // strip stays away (no request, no 403 in the console) for the others.
@@ -82,15 +82,13 @@ export function TaskStrip({ conversationId }) {
     const offMessage = ws.onMessage((msg) => {
       if (msg.type === 'tasks_changed' && msg.origin_conversation === conversationId) load();
     });
-    const offStatus = ws.onStatus((status, { reconnected }) => {
-      if (status === 'open' && reconnected) load();
-    });
+    const offHello = ws.onHello(load);
     // Ended tasks leave the strip after a few minutes without any event.
     const timer = setInterval(() => setNow(Date.now()), 30000);
     return () => {
       live = false;
       offMessage();
-      offStatus();
+      offHello();
       clearInterval(timer);
     };
   }, [conversationId, allowed]);

@@ -440,17 +440,20 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef, composerR
 
   // Each conversation keeps its own draft; attachments belong to the
   // conversation they were uploaded to, so they are dropped on a switch.
+  // Leaving `fromId` files its draft and shows `shown` in the input.
+  const leave = (fromId, shown) => {
+    drafts.set(fromId || '', textRef.current);
+    setText(shown);
+    dropPreviews(filesRef.current);
+    setFiles([]);
+    setError(null);
+  };
+
   // A layout effect: it runs before the browser handles any more input, so
   // text typed right after a switch is never replaced by the stored draft.
   useLayoutEffect(() => {
     if (prevId.current === convId) return;
-    if (!adopting.current) {
-      drafts.set(prevId.current || '', text);
-      setText(drafts.get(convId || '') || '');
-      dropPreviews(filesRef.current);
-      setFiles([]);
-      setError(null);
-    }
+    if (!adopting.current) leave(prevId.current, drafts.get(convId || '') || '');
     adopting.current = false;
     prevId.current = convId;
   }, [convId]);
@@ -541,13 +544,7 @@ function Composer({ conv, simple, running, models, onEnsure, inputRef, composerR
   // arrives: what is typed while it is being made belongs to it. (Switching at arrival
   // filed that text away as the old tab's draft, and the input came back empty.)
   const startNew = async () => {
-    if (!adopting.current) {
-      drafts.set(convId || '', text);
-      setText('');
-      dropPreviews(files);
-      setFiles([]);
-      setError(null);
-    }
+    if (!adopting.current) leave(convId, '');
     adopting.current = true;
     try {
       return await onEnsure();

@@ -4,7 +4,7 @@
 // tool, or `/remind` with no model).
 // Rule: the server is the authority (GET /api/schedule/jobs and /runs);
 // every action reloads the list rather than guessing the new state.
-import { html, useEffect, useState } from '../../js/lib.js';
+import { html, useEffect, useRef, useState } from '../../js/lib.js';
 import { t, formatDate } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import * as ws from '../../js/ws.js';
@@ -101,32 +101,34 @@ export function TasksPage() {
   const [tasks, setTasks] = useState([]);
   const [error, setError] = useState(null);
   const [creating, setCreating] = useState(false);
+  const generation = useRef(0);
+  // An answer that comes after a newer read started is dropped (it is older).
   const load = async () => {
+    const mine = ++generation.current;
     try {
       const [j, r, k] = await Promise.all([api.jobs(), api.jobRuns(), api.tasks()]);
+      if (mine !== generation.current) return;
       setJobs(j);
       setRuns(r);
       setTasks(k);
       setError(null);
     } catch (e) {
-      setError(e);
+      if (mine === generation.current) setError(e);
     }
   };
   useEffect(() => {
     load();
     // A live list: background tasks change state by themselves, and the server
-    // says so ("tasks_changed"); after a reconnect, read what may have been missed.
+    // says so ("tasks_changed"); at every hello, read what may have been missed.
     const offMessage = ws.onMessage((msg) => {
       if (msg.type === 'tasks_changed') load();
     });
-    const offStatus = ws.onStatus((status, { reconnected }) => {
-      if (status === 'open' && reconnected) load();
-    });
+    const offHello = ws.onHello(load);
     // Scheduled runs have no event yet: their outcome and next time are read now and then.
     const timer = setInterval(load, JOB_REFRESH_MS);
     return () => {
       offMessage();
-      offStatus();
+      offHello();
       clearInterval(timer);
     };
   }, []);
