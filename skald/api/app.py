@@ -20,6 +20,7 @@ from skald.api.errors import EXCEPTION_HANDLERS
 from skald.api.openapi import document_errors
 from skald.api.ops_gate import OpsGate
 from skald.api.plugin_gate import plugin_router
+from skald.api.registration import LinearLitestar
 from skald.api.security import AuthMiddleware, EdgeMiddleware, principal_of
 from skald.api.web_parts import static_routers, translations
 from skald.assets import asset_dir
@@ -70,7 +71,7 @@ def create_app(
         plugin_router(pid, prefix, handlers, db)
         for pid, (prefix, handlers) in runtime.plugins.plugin_routes().items()
     ]
-    app = Litestar(
+    app = LinearLitestar(
         route_handlers=[
             *api,
             *gated,

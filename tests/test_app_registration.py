@@ -1,0 +1,75 @@
+"""The app's route registration keeps Litestar's path -> method map instead of rebuilding
+it at every handler (`skald/api/registration.py`): the kept map must be Litestar's own,
+whatever the order of registration, merges of one path's methods and removals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Litestar, Router, delete, get, post, websocket
+from litestar.connection import WebSocket
+from litestar.params import FromPath
+
+from skald.api.app import create_app
+from skald.api.registration import LinearLitestar, LinearRouter
+from skald.core.runtime import Runtime
+
+
+def _litestars_own(router: Router) -> dict[str, dict[str, Any]]:
+    return dict(Router.route_handler_method_map.fget(router))  # type: ignore[attr-defined]
+
+
+@get("/a")
+async def read_a() -> str:
+    return "a"
+
+
+@post("/a")
+async def write_a() -> str:
+    return "a"
+
+
+@delete("/a/{x:int}")
+async def drop_a(x: FromPath[int]) -> None:
+    return None
+
+
+@get("/b/{x:int}")
+async def read_b(x: FromPath[int]) -> str:
+    return "b"
+
+
+@websocket("/b/{x:int}")
+async def live_b(socket: WebSocket[Any, Any, Any], x: FromPath[int]) -> None:
+    await socket.close()
+
+
+def test_the_built_app_keeps_exactly_litestars_map(runtime: Runtime) -> None:
+    app = create_app(runtime)
+    assert isinstance(app, LinearLitestar)
+    kept = dict(app.route_handler_method_map)
+    assert len(kept) > 100  # every feature's routes
+    assert kept == _litestars_own(app)
+
+
+def test_merged_methods_nested_routers_and_a_websocket_on_one_path_map_as_litestar_maps_them() -> (
+    None
+):
+    handlers = [read_a, read_b, live_b, write_a, drop_a]
+    inner = LinearRouter(path="/in", route_handlers=handlers)
+    assert dict(inner.route_handler_method_map) == _litestars_own(inner)
+    assert {"GET", "POST"} <= set(inner.route_handler_method_map["/in/a"])
+    assert {"GET", "websocket"} <= set(inner.route_handler_method_map["/in/b/{x:int}"])
+    plain = Litestar(route_handlers=[*handlers, Router(path="/in", route_handlers=handlers)])
+    linear = LinearLitestar(route_handlers=[*handlers, inner])
+    assert dict(linear.route_handler_method_map) == _litestars_own(linear)
+    mapped = {path: set(methods) for path, methods in linear.route_handler_method_map.items()}
+    assert mapped == {path: set(m) for path, m in _litestars_own(plain).items()}
+
+
+def test_a_route_that_goes_away_leaves_the_map() -> None:
+    router = LinearRouter(path="/", route_handlers=[read_a, write_a, read_b])
+    assert "/b/{x:int}" in router.route_handler_method_map
+    router.routes = [r for r in router.routes if r.path != "/b/{x:int}"]
+    assert dict(router.route_handler_method_map) == _litestars_own(router)
+    assert "/b/{x:int}" not in router.route_handler_method_map
