@@ -93,7 +93,4 @@ class LinearLitestar(Litestar):
 
     __slots__ = ("_kept",)
     _kept: _KeptMap
-
-    @property
-    def route_handler_method_map(self) -> dict[str, RouteHandlerMapItem]:
-        return _kept_map(self)
+    route_handler_method_map = LinearRouter.route_handler_method_map
