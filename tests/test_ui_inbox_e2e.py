@@ -14,6 +14,7 @@ those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, ServerProcess, household
 from ui_support import (
     PLAYWRIGHT_MISSING,
+    HeldRequests,
     SignedInWatch,
     login,
     open_context,
@@ -33,7 +35,14 @@ from ui_support import (
 )
 
 if not PLAYWRIGHT_MISSING:
-    from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
+    from playwright.sync_api import (
+        Browser,
+        BrowserContext,
+        Locator,
+        Page,
+        WebSocketRoute,
+        expect,
+    )
 
 USER, USER_PW = "bea", "bea's rather long password"
 MODEL = "fake-inbox"
@@ -346,3 +355,66 @@ def test_a_scheduled_jobs_write_waits_in_the_inbox_labelled_with_the_job(
         raise
     finally:
         ctx.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_count_that_comes_while_the_inbox_is_read_is_not_undone_by_the_older_answer(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """The badge's read at a hello is held; meanwhile a write starts waiting and its count
+    comes live. The read then answers as the server saw things before (nothing waits):
+    the badge keeps the live count."""
+    from harness import Api
+
+    admin = Api(server.url)
+    admin.login(ADMIN, ADMIN_PW)
+    admin.add_model(fake.base_url_openai, MODEL)
+    bea = Api(server.url)
+    bea.login(USER, USER_PW)  # her other device, where the write is asked for
+    fake.script(
+        MODEL, [[Call("write_file", {"path": SHARED_NOTE, "content": NOTE_TEXT})], Text(REPLY)]
+    )
+    sockets: list[WebSocketRoute] = []
+
+    def through(ws: WebSocketRoute) -> None:
+        sockets.append(ws)
+        ws.connect_to_server()
+
+    watch = SignedInWatch()
+    ctx = open_context(browser, server, viewport={"width": 1280, "height": 860})
+    cid = ""
+    try:
+        page = watch.attach("bea", ctx.new_page())
+        page.route_web_socket(re.compile(r"/api/ws$"), through)
+        sign_in(page, USER, USER_PW)
+        page.goto("/#/profile")  # no view of the list: the count alone is kept live
+        expect(page.get_by_test_id("profile-page")).to_be_visible()
+        badge = page.get_by_test_id("nav-inbox-badge")
+        expect(badge).to_have_count(0)
+        reads = HeldRequests(page, "**/api/inbox")
+        sockets[0].close(code=1011, reason="dropped by the test")
+        held = reads.wait()[0]  # the read at the next hello
+        r = bea.post("/api/conversations", json={})
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        r = bea.post(f"/api/conversations/{cid}/messages", json={"text": ASK})
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 30
+        while not bea.get("/api/inbox").json():
+            assert time.monotonic() < deadline, "the write did not wait for an approval"
+            time.sleep(0.1)
+        expect(badge).to_have_text("1")  # live
+        held.fulfill(json=[])  # the server's answer from before the write
+        page.wait_for_timeout(300)  # the answer is read
+        expect(badge).to_have_text("1")
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    except Exception:
+        report_failure(server, watch, "inbox-count-race")
+        raise
+    finally:
+        if cid:
+            bea.post(f"/api/conversations/{cid}/stop")
+        ctx.close()
+        bea.close()
+        admin.close()

@@ -6,7 +6,7 @@
 import { useEffect } from './lib.js';
 import { api } from './api.js';
 import * as ws from './ws.js';
-import { getState as getAppState, sharedModel, subscribe } from './store.js';
+import { getState as getAppState, liveSinceRead, sharedModel, subscribe } from './store.js';
 
 const inbox = {
   count: null, // null until the first answer
@@ -17,6 +17,7 @@ const inbox = {
 const { set, use: useInboxModel } = sharedModel(inbox);
 let wantList = 0; // how many views show the list (page, chat cards)
 let generation = 0;
+const live = liveSinceRead(); // a count that came live wins over a read sent before it
 
 export function getInbox() {
   return inbox;
@@ -37,15 +38,21 @@ export function hasInbox() {
 export async function loadInbox() {
   if (!hasInbox()) return;
   const mine = ++generation;
+  const seen = live.begin();
   set({ loading: true });
   try {
     const items = await api.inbox();
     if (mine !== generation) return;
     const list = Array.isArray(items) ? items : [];
-    set({ items: list, count: list.length, error: null, loading: false });
+    // The list may be older than a count that came since; a view that shows the list
+    // reads it again at that event (below).
+    const count = seen.has('count') ? seen.get('count') : list.length;
+    set({ items: list, count, error: null, loading: false });
   } catch (e) {
     if (mine !== generation) return;
     set({ error: e, loading: false });
+  } finally {
+    live.end(seen);
   }
 }
 
@@ -90,7 +97,10 @@ function refreshSoon() {
 ws.onMessage((msg) => {
   if (!hasInbox()) return;
   if (msg.type === 'inbox_changed') {
-    if (typeof msg.count === 'number') set({ count: msg.count });
+    if (typeof msg.count === 'number') {
+      live.record('count', msg.count);
+      set({ count: msg.count });
+    }
     if (wantList > 0 || inbox.items === null) refreshSoon();
   } else if (msg.type === 'chat' && msg.event && msg.event.type === 'approval_requested' && wantList > 0) {
     refreshSoon();
