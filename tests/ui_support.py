@@ -260,6 +260,21 @@ def go(page: Page, where: str, testid: str) -> None:
 
 
 @contextlib.contextmanager
+def reported(server: ServerProcess, watch: Watch, prefix: str) -> Iterator[None]:
+    """A browser test's scenario runs in the `with` block; when it ends no console problem
+    and no CSP violation may have been seen. A failure (a pytest timeout too, which is not
+    an `Exception`) leaves the screenshots and the server's log (`report_failure`, named
+    `prefix`) before it goes on."""
+    try:
+        yield
+        problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
+        assert not problems, "\n".join(problems)
+    except BaseException:
+        report_failure(server, watch, prefix)
+        raise
+
+
+@contextlib.contextmanager
 def watched_page(
     browser: Browser,
     server: ServerProcess,
@@ -277,12 +292,8 @@ def watched_page(
     watch = SignedInWatch()
     ctx = open_context(browser, server, **options)
     try:
-        yield sign_in(watch.attach(username, ctx.new_page()), username, password)
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except BaseException:  # a pytest timeout too (not an Exception): leave its report
-        report_failure(server, watch, prefix)
-        raise
+        with reported(server, watch, prefix):
+            yield sign_in(watch.attach(username, ctx.new_page()), username, password)
     finally:
         ctx.close()
 
