@@ -250,6 +250,12 @@ check_imports() {
     "$VENV/bin/lint-imports" --no-cache
 }
 
+check_mutants() {
+    # The mutation check itself runs by hand (docs/dev/security.md); its list must stay
+    # exact, or a refactor silently drops a planted bug (the live router's did once).
+    "$VENV/bin/python" ci/mutants.py --check
+}
+
 check_mypy() {
     # Packages come from [tool.mypy] in pyproject.toml.
     "$VENV/bin/mypy"
@@ -428,6 +434,7 @@ main() {
     run_check "ruff format" check_format
     run_check mypy check_mypy
     run_check "import layers" check_imports
+    run_check "mutant list" check_mutants
     run_check shellcheck check_shellcheck
     wait "${BUILD_PIDS[@]}" || true # each build's exit code is in its .rc file
     run_check build check_build
