@@ -320,6 +320,40 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
         context.close()
 
 
+@pytest.mark.timeout(90)
+def test_the_open_conversation_is_read_again_once_the_server_counts_the_first_socket_in(
+    server: ServerProcess, fake: FakeLLM, browser: Browser
+) -> None:
+    """At sign-in the chat opens a conversation and reads its history before the server has
+    counted the page's socket in; a turn that ends in between reaches the page in no
+    event. The page reads the open conversation again at that first hello: the answer
+    shows."""
+    ada = _member_with_a_model(server, fake, [Text("Done")])
+    r = ada.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    context = open_context(browser, server, color_scheme="light")
+    sockets: list[WebSocketRoute] = []
+    try:
+        page = context.new_page()
+        # The socket reaches the server only when the test says so.
+        page.route_web_socket(re.compile(r"/api/ws$"), lambda ws: sockets.append(ws))
+        with page.expect_response(lambda r: r.url.endswith(f"/api/conversations/{cid}/messages")):
+            sign_in(page, MEMBER, MEMBER_PW)
+        expect(_tab(page, cid)).to_have_class(re.compile(r"\bis-active\b"))
+        expect(page.get_by_test_id("chat-greeting")).to_be_visible()  # the history: empty
+        r = ada.post(f"/api/conversations/{cid}/messages", json={"text": QUESTION})
+        assert r.status_code == 202, r.text
+        _until_answered(ada, cid, "Done")
+        while not sockets:
+            page.wait_for_timeout(50)
+        sockets[0].connect_to_server()  # counted in: the first hello
+        expect(page.get_by_test_id("message").filter(has_text="Done")).to_have_count(1)
+        expect(page.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
+    finally:
+        context.close()
+
+
 # -- helpers ------------------------------------------------------------------------------
 
 

@@ -183,11 +183,22 @@ function withoutStored(turn, items) {
 
 const maxSeq = (items) => (items || []).reduce((m, it) => Math.max(m, it.seq), -1);
 
+const reading = new Map(); // conversation id -> its history read on the way
+
 // Fetch the history of a conversation. Tail entries the history now covers
 // are dropped: finished turns (all turns when `dropRunning`, after a
 // reconnect, since events may have been missed), and sent messages that
 // appear in it.
-export async function loadMessages(id, { dropRunning = false } = {}) {
+export function loadMessages(id, options) {
+  const read = readMessages(id, options);
+  reading.set(id, read);
+  read.finally(() => {
+    if (reading.get(id) === read) reading.delete(id);
+  });
+  return read;
+}
+
+async function readMessages(id, { dropRunning = false } = {}) {
   if (!chat.threads[id]) {
     // Echoes that came before this tab opened the conversation: the message is queued,
     // not yet in the history this fetch may return, and no echo comes again.
@@ -785,6 +796,12 @@ ws.onStatus((status, { reconnected }) => {
       const threads = active && chat.threads[active] ? { [active]: chat.threads[active] } : {};
       setChat({ threads });
       if (active) loadMessages(active, { dropRunning: true });
+    } else if (!reconnected && chat.activeId && chat.threads[chat.activeId]) {
+      // The open conversation may have been read before the server counted this socket
+      // in (a turn that ended in between came in no event): read it again, after the
+      // read on its way (two reads must not cross: the older answer would win).
+      const active = chat.activeId;
+      (reading.get(active) || Promise.resolve()).then(() => loadMessages(active));
     }
   }
 });
