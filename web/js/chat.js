@@ -190,11 +190,10 @@ const reading = new Map(); // conversation id -> its history read on the way
 // reconnect, since events may have been missed), and sent messages that
 // appear in it.
 export function loadMessages(id, options) {
-  const read = readMessages(id, options);
-  reading.set(id, read);
-  read.finally(() => {
+  const read = readMessages(id, options).finally(() => {
     if (reading.get(id) === read) reading.delete(id);
   });
+  reading.set(id, read);
   return read;
 }
 
@@ -801,7 +800,8 @@ ws.onStatus((status, { reconnected }) => {
       // in (a turn that ended in between came in no event): read it again, after the
       // read on its way (two reads must not cross: the older answer would win).
       const active = chat.activeId;
-      (reading.get(active) || Promise.resolve()).then(() => loadMessages(active));
+      const again = () => loadMessages(active);
+      (reading.get(active) || Promise.resolve()).then(again, again);
     }
   }
 });
