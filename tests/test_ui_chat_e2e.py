@@ -273,10 +273,7 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
     """A dropped socket comes back; the server counts it in (and sends its hello) a moment
     after it opens. A turn that ends in between reaches the page in no event, so the page
     reads the history again at the hello, not at the open: the answer shows."""
-    ada = _member_with_a_model(server, fake, [Text("Done")])
-    r = ada.post("/api/conversations", json={})
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
+    ada, cid = _a_conversation(server, fake, [Text("Done")])
     context = open_context(browser, server, color_scheme="light")
     sockets: list[WebSocketRoute] = []
 
@@ -328,10 +325,7 @@ def test_the_open_conversation_is_read_again_once_the_server_counts_the_first_so
     counted the page's socket in; a turn that ends in between reaches the page in no
     event. The page reads the open conversation again at that first hello: the answer
     shows."""
-    ada = _member_with_a_model(server, fake, [Text("Done")])
-    r = ada.post("/api/conversations", json={})
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
+    ada, cid = _a_conversation(server, fake, [Text("Done")])
     context = open_context(browser, server, color_scheme="light")
     sockets: list[WebSocketRoute] = []
     try:
@@ -389,16 +383,22 @@ def _member_with_a_model(server: ServerProcess, fake: FakeLLM, replies: list[Rep
     return ada
 
 
+def _a_conversation(server: ServerProcess, fake: FakeLLM, replies: list[Reply]) -> tuple[Api, str]:
+    """The member (the fake model scripted with `replies`) and a new conversation of hers:
+    her API client and its id."""
+    ada = _member_with_a_model(server, fake, replies)
+    r = ada.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    return ada, str(r.json()["id"])
+
+
 @contextlib.contextmanager
 def _in_a_conversation(
     server: ServerProcess, fake: FakeLLM, browser: Browser, replies: list[Reply]
 ) -> Iterator[tuple[Api, str, Page]]:
     """The member (the fake model scripted with `replies`) with one conversation, signed in
     in a browser of her own with its tab active: her API client, its id, the page."""
-    ada = _member_with_a_model(server, fake, replies)
-    r = ada.post("/api/conversations", json={})
-    assert r.status_code == 201, r.text
-    first = r.json()["id"]
+    ada, first = _a_conversation(server, fake, replies)
     context = open_context(browser, server, color_scheme="light")
     try:
         page = context.new_page()
