@@ -153,9 +153,12 @@ function withNewer(list, seen) {
   return out;
 }
 
-// A fresh read of the list even while one is on its way (that one was asked before now).
+// A fresh read even while one is on its way (that one was asked before now): after it,
+// so the two never cross (the older answer would land last).
+const readAfter = (pending, read) => (pending ? pending.then(read, read) : read());
+
 function reloadConversations() {
-  return listPromise ? listPromise.then(() => loadConversations()) : loadConversations();
+  return readAfter(listPromise, () => loadConversations());
 }
 
 export function loadModels() {
@@ -797,11 +800,9 @@ ws.onStatus((status, { reconnected }) => {
       if (active) loadMessages(active, { dropRunning: true });
     } else if (!reconnected && chat.activeId && chat.threads[chat.activeId]) {
       // The open conversation may have been read before the server counted this socket
-      // in (a turn that ended in between came in no event): read it again, after the
-      // read on its way (two reads must not cross: the older answer would win).
+      // in (a turn that ended in between came in no event): read it again.
       const active = chat.activeId;
-      const again = () => loadMessages(active);
-      (reading.get(active) || Promise.resolve()).then(again, again);
+      readAfter(reading.get(active), () => loadMessages(active));
     }
   }
 });
