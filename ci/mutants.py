@@ -3841,6 +3841,46 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="hidden_from_members_until_granted",
         why="installing a connector not given by default grants it to every member",
     ),
+    # -- the kept session lookup (issue 22 goal 6) ---------------------------------------
+    Mutant(
+        "SK1",
+        "kept sessions",
+        "skald/store/database.py",
+        "                count.value += 1",
+        "                count.value += 0",
+        ("tests/test_session_kept.py",),
+        why="a signed-out, deactivated or deleted session keeps working from the kept lookup",
+    ),
+    Mutant(
+        "SK2",
+        "kept sessions",
+        "skald/store/sessions.py",
+        "        found = await self.db.call(q)\n",
+        "        found = await self.db.call(q)\n        writes = self._writes.value\n",
+        ("tests/test_session_kept.py",),
+        keyword="on_its_way",
+        why="a deletion that lands while the lookup is on its way is kept away",
+    ),
+    Mutant(
+        "SK3",
+        "kept sessions",
+        "skald/store/sessions.py",
+        " and now - kept.at < KEPT_S:",
+        ":",
+        ("tests/test_session_kept.py",),
+        keyword="another_process",
+        why="another process's deletion of a session is never seen while it is kept",
+    ),
+    Mutant(
+        "SK4",
+        "kept sessions",
+        "skald/store/sessions.py",
+        "        if found is not None:\n            if len(self._kept)",
+        "        if True:\n            if len(self._kept)",
+        ("tests/test_session_kept.py",),
+        keyword="never_kept",
+        why="random tokens fill the kept lookups (an unknown token is kept as None)",
+    ),
 )
 
 

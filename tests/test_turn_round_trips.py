@@ -105,7 +105,8 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     assert reply["status"] == "done" and reply["reply"] == "hello"
     trace = "\n".join(counter.callers)
     assert len(counter.at_request) == 1, trace
-    # Before the model request: the session (1), the member and role as they are now
+    # Before the model request: the session (0: kept from turn two's request, as no
+    # session, member or role row was written since), the member and role as they are now
     # with the plugins' switches (1), the household's memory index (1, at the same time
     # as the member's), the spending caps' check with the turn's count (1, usage), the
     # profile with its directory and supervisors (1, people); the conversation read by
@@ -114,8 +115,8 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     # history read back (1).
     # `POST /api/chat` (this test's door, issue 28) tells which files the turn wrote from
     # the turn's own finished calls: no read of the history before or after (0).
-    assert counter.at_request[0] == Counter(registry=5, owner=5), trace
+    assert counter.at_request[0] == Counter(registry=4, owner=5), trace
     # The whole turn adds the usage row in each database and the answer and the idle
     # status in the member's, and the request log's keep (requestlog: one transaction in
     # the member's database that writes the payload only when they opted in).
-    assert counter.trips == Counter(registry=6, owner=9), trace
+    assert counter.trips == Counter(registry=5, owner=9), trace

@@ -95,6 +95,20 @@ def _secure_sidecars(path: Path) -> None:
             side.chmod(0o600)
 
 
+class WriteCount:
+    """How many rows of some tables this process has changed through one `Database`:
+    every writer counts (any `call` or `transaction`, a foreign key's cascade, a
+    `DELETE` with no `WHERE`), by SQLite's pre-update hook, so a cache that keeps what
+    it read from those tables knows it may be stale without every writer having to say
+    so. The count moves on the database thread while the write runs, so before the
+    writer's `await` returns. Trap: another process's writes (the CLI's) are not seen;
+    a cache must bound its age for those."""
+
+    def __init__(self, tables: frozenset[str]) -> None:
+        self.tables = tables
+        self.value = 0
+
+
 class Database:
     """An open SQLite database and the one thread allowed to touch it."""
 
@@ -105,6 +119,8 @@ class Database:
         self._conn: apsw.Connection | None = None
         self._closed = False
         self._lock = threading.Lock()
+        self._counts: list[WriteCount] = []
+        self._hook_wanted = False
 
     # -- opening -------------------------------------------------------------------
 
@@ -142,7 +158,25 @@ class Database:
         conn = self._conn
         if conn is None:
             raise DatabaseClosedError(f"database {self.name} is closed")
+        if self._hook_wanted:
+            # Here, on the database thread and before any work submitted after
+            # `count_writes` returned: no write can slip past the hook.
+            conn.preupdate_hook(self._counted)
+            self._hook_wanted = False
         return fn(conn)
+
+    def count_writes(self, tables: frozenset[str]) -> WriteCount:
+        """A `WriteCount` over `tables`, live from the next piece of work submitted."""
+        count = WriteCount(tables)
+        with self._lock:
+            self._counts.append(count)
+            self._hook_wanted = True
+        return count
+
+    def _counted(self, change: apsw.PreUpdate) -> None:
+        for count in self._counts:
+            if change.table_name in count.tables:
+                count.value += 1
 
     async def call(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run `fn(connection)` on the database thread and return its result."""
