@@ -7,6 +7,14 @@ it ~330 times over a growing list: a third of building the app (cProfile), and e
 in-process test builds an app. Here the map is kept and only the paths of routes added
 or replaced since the last look are computed again; the result is the same map
 (`tests/test_app_registration.py` compares it with Litestar's own after a build).
+
+Second rule, for the app only: its serialization plugin is msgspec's, nothing else.
+Trap: Litestar adds its pydantic (and attrs) plugins whenever that package can be
+imported, so what the server loads depended on what else was installed: the test tools
+bring pydantic, and the development server imported it at every start (about 8 MiB of
+memory and 200 ms of start that the shipped file never paid, so the benchmarks measured
+something else than what households run). Every wire type here is a msgspec struct; a
+plugin's routes take and return msgspec structs or plain types too.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from litestar import Litestar, Router
 from litestar.routes import HTTPRoute, WebSocketRoute
 
 if TYPE_CHECKING:
+    from litestar.plugins import PluginProtocol
     from litestar.routes import ASGIRoute
     from litestar.types.internal_types import RouteHandlerMapItem
 
@@ -89,8 +98,14 @@ class LinearRouter(Router):
 
 
 class LinearLitestar(Litestar):
-    """The app, likewise (Litestar's app is a router too)."""
+    """The app, likewise (Litestar's app is a router too), with msgspec's plugin only."""
 
     __slots__ = ("_kept",)
     _kept: _KeptMap
     route_handler_method_map = LinearRouter.route_handler_method_map
+
+    @staticmethod
+    def _get_default_plugins(plugins: list[PluginProtocol]) -> list[PluginProtocol]:
+        from litestar.plugins.core import MsgspecDIPlugin
+
+        return [*plugins, MsgspecDIPlugin()]
