@@ -6,7 +6,7 @@
 import { useEffect } from './lib.js';
 import { api } from './api.js';
 import * as ws from './ws.js';
-import { getState as getAppState, liveSinceRead, sharedModel, subscribe } from './store.js';
+import { getState as getAppState, liveSinceRead, newestRead, sharedModel, subscribe } from './store.js';
 
 const inbox = {
   count: null, // null until the first answer
@@ -16,7 +16,7 @@ const inbox = {
 };
 const { set, use: useInboxModel } = sharedModel(inbox);
 let wantList = 0; // how many views show the list (page, chat cards)
-let generation = 0;
+const newest = newestRead();
 const live = liveSinceRead(); // a count that came live wins over a read sent before it
 
 export function getInbox() {
@@ -27,8 +27,7 @@ export function useInbox() {
   return useInboxModel();
 }
 
-// Read the list (and so the count) again. Answers that arrive after a newer
-// request started are dropped.
+// Read the list (and so the count) again; only the newest read's answer lands.
 // Only for members whose role has the inbox capability (children's included).
 export function hasInbox() {
   const { me } = getAppState();
@@ -37,19 +36,19 @@ export function hasInbox() {
 
 export async function loadInbox() {
   if (!hasInbox()) return;
-  const mine = ++generation;
+  const current = newest();
   const seen = live.begin();
   set({ loading: true });
   try {
     const items = await api.inbox();
-    if (mine !== generation) return;
+    if (!current()) return;
     const list = Array.isArray(items) ? items : [];
     // The list may be older than a count that came since; a view that shows the list
     // reads it again at that event (below).
     const count = seen.has('count') ? seen.get('count') : list.length;
     set({ items: list, count, error: null, loading: false });
   } catch (e) {
-    if (mine !== generation) return;
+    if (!current()) return;
     set({ error: e, loading: false });
   } finally {
     live.end(seen);

@@ -8,7 +8,7 @@
 import { useEffect } from './lib.js';
 import { api } from './api.js';
 import * as ws from './ws.js';
-import { liveSinceRead, sharedModel, subscribe } from './store.js';
+import { liveSinceRead, newestRead, sharedModel, subscribe } from './store.js';
 
 const state = {
   unread: null, // null until the first answer
@@ -19,7 +19,7 @@ const state = {
 };
 const { set, use: useModel } = sharedModel(state);
 let showing = 0; // how many views show the list
-let generation = 0;
+const newest = newestRead();
 const live = liveSinceRead(); // a count that came live wins over a read sent before it
 
 export function useNotifications() {
@@ -27,16 +27,16 @@ export function useNotifications() {
 }
 
 export async function loadNotifications() {
-  const mine = ++generation;
+  const current = newest();
   const seen = live.begin();
   set({ loading: true });
   try {
     const page = await api.notifications();
-    if (mine !== generation) return;
+    if (!current()) return;
     const unread = seen.has('unread') ? seen.get('unread') : page.unread;
     set({ items: page.items || [], unread, error: null, loading: false });
   } catch (e) {
-    if (mine !== generation) return;
+    if (!current()) return;
     set({ error: e, loading: false });
   } finally {
     live.end(seen);

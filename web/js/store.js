@@ -57,6 +57,18 @@ export function sharedModel(model) {
   return { set, use };
 }
 
+// Reads of one thing may be on their way at once (an event, a hello, a timer, a click)
+// and answer in any order; only the newest read's answer may land. `newestRead()` gives
+// `begin()`, called as a read starts, which returns `current()`: whether that read is
+// still the newest when its answer (or its error) comes.
+export function newestRead() {
+  let newest = 0;
+  return function begin() {
+    const mine = ++newest;
+    return () => mine === newest;
+  };
+}
+
 // Trap: a read is answered as the server saw things when the request arrived; what the
 // socket says while it is on its way may be newer (every change sends its event), and
 // must not be undone by the older answer. `record(key, value)` notes each live value,

@@ -10,7 +10,7 @@ import { html, useEffect, useState } from '../lib.js';
 import { t } from '../i18n.js';
 import { api } from '../api.js';
 import * as ws from '../ws.js';
-import { getState } from '../store.js';
+import { getState, newestRead } from '../store.js';
 import { Icon } from './icons.js';
 import { errorText, useAction } from './form.js';
 
@@ -64,12 +64,12 @@ export function TaskStrip({ conversationId }) {
     setTasks([]);
     if (!allowed || !conversationId) return undefined;
     let live = true;
-    let generation = 0;
+    const newest = newestRead();
     const load = async () => {
-      const mine = ++generation;
+      const current = newest();
       try {
         const list = await api.tasks();
-        if (!live || mine !== generation) return;
+        if (!live || !current()) return;
         setTasks((Array.isArray(list) ? list : []).filter((x) => x.origin_conversation === conversationId));
         setNow(Date.now());
       } catch (e) {

@@ -11,7 +11,7 @@ import { html, h, useState, useEffect, useRef, useCallback, useMemo } from '../.
 import * as ws from '../../js/ws.js';
 import { t } from '../../js/i18n.js';
 import { api, fetchFile, fileUrl, zipUrl } from '../../js/api.js';
-import { getState } from '../../js/store.js';
+import { getState, newestRead } from '../../js/store.js';
 import { navigate } from '../../js/router.js';
 import { Icon } from '../../js/components/icons.js';
 import { Markdown, highlight } from '../../js/components/markdown.js';
@@ -338,7 +338,7 @@ export function FilesPage() {
   const [flash, setFlash] = useFlash();
   const fileInput = useRef(null);
   const dragDepth = useRef(0);
-  const seq = useRef(0);
+  const newest = useMemo(newestRead, []);
 
   useEffect(() => {
     api.filePlaces().then(setPlaces, setPlacesError);
@@ -346,14 +346,14 @@ export function FilesPage() {
 
   const load = useCallback(
     (target) => {
-      const mine = ++seq.current;
+      const current = newest();
       setLoadError(null);
       return api.listDir(target).then(
         (res) => {
-          if (mine === seq.current) setListing(res);
+          if (current()) setListing(res);
         },
         (e) => {
-          if (mine !== seq.current) return;
+          if (!current()) return;
           setListing(null);
           setLoadError(e);
         },

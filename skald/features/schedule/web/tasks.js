@@ -4,7 +4,8 @@
 // tool, or `/remind` with no model).
 // Rule: the server is the authority (GET /api/schedule/jobs and /runs);
 // every action reloads the list rather than guessing the new state.
-import { html, useEffect, useRef, useState } from '../../js/lib.js';
+import { html, useEffect, useMemo, useState } from '../../js/lib.js';
+import { newestRead } from '../../js/store.js';
 import { t, formatDate } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import * as ws from '../../js/ws.js';
@@ -101,19 +102,19 @@ export function TasksPage() {
   const [tasks, setTasks] = useState([]);
   const [error, setError] = useState(null);
   const [creating, setCreating] = useState(false);
-  const generation = useRef(0);
   // An answer that comes after a newer read started is dropped (it is older).
+  const newest = useMemo(newestRead, []);
   const load = async () => {
-    const mine = ++generation.current;
+    const current = newest();
     try {
       const [j, r, k] = await Promise.all([api.jobs(), api.jobRuns(), api.tasks()]);
-      if (mine !== generation.current) return;
+      if (!current()) return;
       setJobs(j);
       setRuns(r);
       setTasks(k);
       setError(null);
     } catch (e) {
-      if (mine === generation.current) setError(e);
+      if (current()) setError(e);
     }
   };
   useEffect(() => {
