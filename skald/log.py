@@ -18,21 +18,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-# structlog imports rich (and pygments through it) when it can, for the pretty tracebacks
-# of its console renderer: about 4 MiB and 35 ms at every start and every CLI command.
-# Skald turns tracebacks into text before redaction (`format_exc_info`, below), so
-# nothing here would use it: rich is kept out while structlog looks for it. Trap: this
-# works only where structlog is first imported, which is here; rich imports normally
-# afterwards for whoever wants it.
-_rich_unseen = "rich" not in sys.modules
-if _rich_unseen:
-    sys.modules["rich"] = None  # type: ignore[assignment]
-try:
-    import structlog
-finally:
-    if _rich_unseen:
-        del sys.modules["rich"]
-from structlog.typing import EventDict, Processor, WrappedLogger  # noqa: E402
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 __all__ = [
     "REDACTED",
