@@ -12,6 +12,7 @@ from typing import Any
 from litestar import Litestar, Router, delete, get, post, websocket
 from litestar.connection import WebSocket
 from litestar.params import FromPath
+from litestar.utils.sync import AsyncCallable
 
 from skald.api.app import create_app
 from skald.api.registration import LinearLitestar, LinearRouter
@@ -109,3 +110,23 @@ def test_the_app_serializes_with_msgspec_alone_whatever_else_is_installed(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr
+
+
+def test_no_guard_or_dependency_of_any_route_runs_in_a_thread(runtime: Runtime) -> None:
+    """Litestar runs a synchronous guard, and a synchronous dependency left with
+    `sync_to_thread`, in its thread pool: a thread hop on every request of that route for
+    work that reads memory (the capability check was one, on every guarded route). Every
+    guard is async and every synchronous dependency says `sync_to_thread=False`."""
+    app = create_app(runtime)
+    threaded: set[str] = set()
+    for route in app.routes:
+        for handler in getattr(route, "route_handlers", [getattr(route, "route_handler", None)]):
+            if handler is None:
+                continue
+            for guard in handler.resolve_guards():
+                if isinstance(guard, AsyncCallable):
+                    threaded.add(f"guard {guard.func!r} on {route.path}")
+            for name, provide in handler.resolve_dependencies().items():
+                if provide.has_sync_callable and provide.sync_to_thread:
+                    threaded.add(f"dependency {name} on {route.path}")
+    assert not threaded, sorted(threaded)

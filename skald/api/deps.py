@@ -39,7 +39,12 @@ class Requires:
             raise ValueError("a guard needs at least one capability")
         self.capabilities = capabilities
 
-    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    # Async on purpose: Litestar runs a synchronous guard in its thread pool, a thread
+    # hop on every guarded request for a check that reads memory
+    # (`test_app_registration.py` walks every route for a guard that would).
+    async def __call__(
+        self, connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+    ) -> None:
         principal = principal_of(connection)
         if not any(principal.can(c) for c in self.capabilities):
             raise PermissionDeniedException("your role does not allow this")

@@ -41,7 +41,7 @@ log = get_logger("skald.ops")
 OPS_OPT: dict[str, Any] = {"public": True, "ops": True}
 
 
-def ops_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def ops_only(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     if connection.scope.get(SCOPE_FLAG) is not True:
         raise NotFoundException()
 
