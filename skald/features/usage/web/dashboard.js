@@ -13,6 +13,8 @@ function caps() {
 }
 
 // Disk, Docker, backups and the last drill, updates: the doctor's checks, each with its fix.
+// The headline is in the member's language; the doctor's own words (English, as
+// `skald doctor` prints them) wait under "Technical details", as on the setup checklist.
 function Health() {
   const [lines, setLines] = useState(null);
   useEffect(() => {
@@ -26,7 +28,7 @@ function Health() {
         (l) => html`<li class=${`checklist__item checklist__item--${l.status}`} data-testid="dash-health-line"
             data-name=${l.name} data-status=${l.status}>
           <strong>${t(`dash.health_${l.name}`)}: ${t(`dash.status_${l.status}`)}</strong>
-          <span class="muted small">${l.finding}</span>
+          <details class="small muted"><summary>${t('approval.technical')}</summary><span lang="en">${l.finding}</span></details>
           ${l.status !== 'ok' && l.status !== 'skip' && l.fix &&
           html`<span class="small">${t('dash.what_to_do')} <code>${l.fix}</code></span>`}
         </li>`,
