@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import io
 import json
 import os
@@ -38,6 +39,29 @@ def test_the_server_and_cli_load_no_command_line_extras_of_their_libraries() -> 
         f"print(json.dumps([m for m in {EXTRAS!r} if m in sys.modules]))"
     )
     assert json.loads(loaded) == []
+
+
+def test_building_the_app_imports_no_pydantic_though_the_test_tools_installed_it() -> None:
+    # Litestar loads its pydantic plugins whenever it can import pydantic; the shipped
+    # file has none, so the app must not either (docs/dev/api.md).
+    assert importlib.util.find_spec("pydantic") is not None  # else this proves nothing
+    loaded = _fresh(
+        "import asyncio, io, sys, tempfile\n"
+        "from pathlib import Path\n"
+        "from skald.api.app import create_app\n"
+        "from skald.config import load_config\n"
+        "from skald.core.runtime import Runtime\n"
+        "from skald.paths import DataLayout\n"
+        "async def main():\n"
+        "    layout = DataLayout(Path(tempfile.mkdtemp()) / 'data')\n"
+        f"    config = load_config(layout.root, {TEST_ENV!r})\n"
+        "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
+        "    create_app(rt)\n"
+        "    await rt.shutdown()\n"
+        "asyncio.run(main())\n"
+        "print('pydantic' in sys.modules)"
+    )
+    assert loaded.splitlines()[-1] == "False", loaded
 
 
 def test_the_hidden_extras_are_real_modules_for_whoever_imports_them_later() -> None:

@@ -95,6 +95,12 @@ export function useAction() {
   return [run, busy, error, setError];
 }
 
+// The doctor's own words (English, as `skald doctor` prints them), under a translated
+// "Technical details": the setup checklist and the Overview's health lines.
+export function DoctorWords({ text }) {
+  return html`<details class="small muted"><summary>${t('approval.technical')}</summary><span lang="en">${text}</span></details>`;
+}
+
 // The head every page opens with: its title and, below it, one lead line.
 export function PageHead({ title, lead }) {
   return html`<header class="page__head">

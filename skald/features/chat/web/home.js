@@ -6,6 +6,7 @@ import { hasText, t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { Icon } from '../../js/components/icons.js';
+import { DoctorWords } from '../../js/components/form.js';
 
 function greetingKey(date = new Date()) {
   const h = date.getHours();
@@ -32,7 +33,7 @@ function Checklist({ list }) {
           <strong>${t(`checklist.item_${i.name}`)}</strong>
           <span class="muted small" data-testid="setup-checklist-why">${hasText(`checklist.why_${i.name}`) ? t(`checklist.why_${i.name}`) : i.finding}</span>
           ${hasText(`checklist.why_${i.name}`) &&
-          html`<details class="small muted"><summary>${t('approval.technical')}</summary><span>${i.finding}</span></details>`}
+          html`<${DoctorWords} text=${i.finding} />`}
           ${CHECK_LINKS[i.name]
             ? html`<a class="small" href=${CHECK_LINKS[i.name]} data-testid="setup-checklist-open">${t('checklist.open')}</a>`
             : i.fix && html`<span class="small">${t('checklist.fix')} <code>${i.fix}</code></span>`}

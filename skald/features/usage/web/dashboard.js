@@ -6,6 +6,7 @@ import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { get, request } from '../../js/api.js';
 import { getState } from '../../js/store.js';
+import { DoctorWords } from '../../js/components/form.js';
 import { UsageCharts } from './usage.js';
 
 function caps() {
@@ -28,7 +29,7 @@ function Health() {
         (l) => html`<li class=${`checklist__item checklist__item--${l.status}`} data-testid="dash-health-line"
             data-name=${l.name} data-status=${l.status}>
           <strong>${t(`dash.health_${l.name}`)}: ${t(`dash.status_${l.status}`)}</strong>
-          <details class="small muted"><summary>${t('approval.technical')}</summary><span lang="en">${l.finding}</span></details>
+          <${DoctorWords} text=${l.finding} />
           ${l.status !== 'ok' && l.status !== 'skip' && l.fix &&
           html`<span class="small">${t('dash.what_to_do')} <code>${l.fix}</code></span>`}
         </li>`,
