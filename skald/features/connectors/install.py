@@ -61,7 +61,19 @@ def deps_command(kind: str, target: str, python: str = sys.executable) -> list[s
     """The command installing dependencies into `target` (cwd: the connector's folder)."""
     if kind == "npm":
         # npm ci installs into ./node_modules of the folder holding the lock file.
-        return ["npm", "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"]
+        # npm's back-off between its two retries (10 s, then up to 60) also follows an
+        # error no retry mends, a certificate that does not verify: the card said what
+        # to set after 70 s. 2 s then up to 10: a blip still heals, and it says so in 13.
+        return [
+            "npm",
+            "ci",
+            "--omit=dev",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            "--fetch-retry-mintimeout=2000",
+            "--fetch-retry-maxtimeout=10000",
+        ]
     return [
         python,
         "-m",
