@@ -11,7 +11,8 @@ It starts a real `skald serve` on a free port of 127.0.0.1 with a scratch data d
 (memory-hard) KDF. It creates an administrator and four encrypted members, signs each
 one in (so five users are unlocked, as in the budget of DESIGN.md §5), then:
 
-1. reads the server process's resident memory (VmRSS in /proc/<pid>/status) at rest;
+1. reads the server process's resident memory (VmRSS in /proc/<pid>/status, with its
+   anonymous and file-backed parts, RssAnon and RssFile) at rest;
 2. runs 50 concurrent clients, each looping on `GET /api/auth/me` with one of the five
    session cookies over its own keep-alive connection, for a fixed time after a short
    warm-up (asyncio in this process, with a minimal HTTP/1.1 client: see `Connection`);
@@ -214,6 +215,10 @@ def report(args: argparse.Namespace, load: Load, memory: dict[str, int]) -> None
             "% of a core",
         ),
         ("server RSS at rest, before the load", f"{memory['before'] / 1024:.1f}", "MiB"),
+        # The file-backed part is the code of the shared libraries and extension modules
+        # the server touched: the kernel may drop and reread it; the anonymous part not.
+        ("  of which anonymous (RssAnon)", f"{memory['anon'] / 1024:.1f}", "MiB"),
+        ("  of which file-backed (RssFile)", f"{memory['file'] / 1024:.1f}", "MiB"),
         ("server RSS at rest, after the load", f"{memory['after'] / 1024:.1f}", "MiB"),
         ("server peak RSS (VmHWM)", f"{memory['peak'] / 1024:.1f}", "MiB"),
     ]
@@ -242,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
             pid = server.proc.pid
             cookies = prepare(server)
             time.sleep(SETTLE_S)
-            memory = {"before": proc_status(pid, "VmRSS")}
+            memory = {
+                "before": proc_status(pid, "VmRSS"),
+                "anon": proc_status(pid, "RssAnon"),
+                "file": proc_status(pid, "RssFile"),
+            }
             load = asyncio.run(
                 run_load(server.url, pid, cookies, args.clients, args.warmup, args.duration)
             )

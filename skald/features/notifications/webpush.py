@@ -20,6 +20,11 @@ endpoints on host names or canonically written public addresses are accepted
 (`notifications.push_allow_private`, for tests and LAN push services). What a name
 resolves to is checked when the message goes out, by the client's transport
 (`pinned.PinnedTransport`), which also connects to the address it checked.
+
+Trap: `py_vapid` and `http_ece` are imported where a key is loaded or a message is
+encrypted, not at the top: the server imports this module at every start, and a
+household without push devices should not hold them (about 1 MiB;
+`tests/test_cold_start.py`).
 """
 
 from __future__ import annotations
@@ -30,17 +35,18 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-import http_ece
 import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from py_vapid import Vapid02
 
 from skald.errors import InvalidInputError
 from skald.features.notifications.pinned import EndpointRefusedError, check_host, is_public
+
+if TYPE_CHECKING:
+    from py_vapid import Vapid02
 
 __all__ = [
     "JWT_LIFETIME_S",
@@ -99,6 +105,8 @@ class VapidKey:
                 with os.fdopen(fd, "wb") as out:
                     out.write(pem)
         path.chmod(0o600)
+        from py_vapid import Vapid02
+
         return cls(Vapid02.from_pem(path.read_bytes()))
 
     def authorization(self, endpoint: str, subject: str, now: float | None = None) -> str:
@@ -164,6 +172,8 @@ def encrypt(payload: bytes, target: PushTarget) -> bytes:
     """The `aes128gcm` body for this subscription: a fresh sender key and salt each time."""
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"a push payload is at most {MAX_PAYLOAD} bytes")
+    import http_ece
+
     sender = ec.generate_private_key(ec.SECP256R1())
     body: bytes = http_ece.encrypt(
         payload,

@@ -13,6 +13,9 @@ Traps:
   is refused before anything is written (nothing may land outside the folder).
 - Only `purelib`/`platlib` of `<name>.data/` are unpacked; scripts and headers are not
   for a plugin. A wheel built for another platform or Python is refused.
+- `packaging` is imported by the two functions that read wheels, not at the top: the
+  server imports this module to register its routes, and a household that never
+  uploads a plugin should not hold it (0.8 MiB; `tests/test_cold_start.py`).
 """
 
 from __future__ import annotations
@@ -25,10 +28,6 @@ import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import parse_tag, sys_tags
-from packaging.utils import canonicalize_name
 
 from skald.errors import InvalidInputError
 
@@ -64,6 +63,9 @@ def _dist_info(names: list[str]) -> str:
 
 
 def read_wheel(path: Path, label: str) -> Wheel:
+    from packaging.tags import parse_tag, sys_tags
+    from packaging.utils import canonicalize_name
+
     try:
         with zipfile.ZipFile(path) as z:
             names = z.namelist()
@@ -127,6 +129,9 @@ def _installed(name: str) -> str | None:
 
 def plan(wheels: list[Wheel]) -> Plan:
     """The plugin of the upload and its wheels, once every requirement is met."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     plugins = [w for w in wheels if w.entry is not None]
     if len(plugins) != 1:
         raise InvalidInputError(
