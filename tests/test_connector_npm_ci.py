@@ -65,3 +65,18 @@ async def test_any_other_npm_ci_failure_is_reported_once_and_leaves_no_folder(
         await installer.install_deps_on_host("npm", FILES)
     assert len(log.read_text().splitlines()) == 1
     assert not installer.deps_folder("npm", FILES).exists()
+
+
+async def test_npm_ci_waits_seconds_not_a_minute_between_its_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # npm's own back-off (10 s, then up to 60) also follows an error no retry mends:
+    # a certificate error on a TLS-inspecting network reached the connector's card
+    # after 70 s (docs/dev/connectors.md). The same command runs in the sandboxes.
+    log = _fake_npm(tmp_path, monkeypatch, "forbidden")
+    with pytest.raises(SkaldError):
+        await Installer(None, tmp_path / "connectors").install_deps_on_host("npm", FILES)
+    args = log.read_text().split()
+    flags = dict(a.split("=", 1) for a in args if a.startswith("--fetch-retry-"))
+    assert int(flags["--fetch-retry-mintimeout"]) <= 2000, args
+    assert int(flags["--fetch-retry-maxtimeout"]) <= 10000, args
