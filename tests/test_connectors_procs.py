@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,39 @@ async def _until(check: Any, seconds: float = 30.0) -> None:
     async with asyncio.timeout(seconds):
         while not await asyncio.to_thread(check):  # noqa: ASYNC110 - polls a container
             await asyncio.sleep(0.2)
+
+
+def docker_clients_of_this_process() -> list[str]:
+    """`docker` client processes this process started (each holds about 24 MiB)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == os.getpid() and argv[0].rsplit(b"/", 1)[-1] == b"docker":
+            found.append(b" ".join(argv).decode(errors="replace"))
+    return found
+
+
+async def test_a_connector_in_the_members_container_keeps_no_docker_client_on_the_host(
+    sandbox_runtime: Runtime, tmp_path: Path, docker: Any
+) -> None:
+    ada, _ = await _switched_on(sandbox_runtime, tmp_path, docker)
+    inst = service.require(sandbox_runtime.server).supervisor.instances[(ada, "escape")]
+    assert inst.session is not None
+    # Its stdio is a Docker API stream: no process of ours stands for it.
+    assert inst.session.transport.pid is None  # type: ignore[attr-defined]
+    assert await asyncio.to_thread(docker_clients_of_this_process) == []
+    # It answers through that stream, with the environment its manifest gives it.
+    hello = await inst.session.call_tool("hello", {})
+    assert hello.text() == "hello from escape", hello
+    peek = await inst.session.call_tool("peek", {"paths": []})
+    own = next(line for line in peek.text().splitlines() if "ESCAPE" in line)
+    assert "HOME" in own, peek.text()
 
 
 async def test_switching_a_connector_off_kills_every_process_it_started_in_the_container(

@@ -44,7 +44,8 @@ from schemathesis.engine import Status, events, from_schema
 sys.path.insert(0, str(Path(__file__).parent))
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 
-# The runs grow with every documented operation (about 300 now, 60 random cases each):
+# The runs grow with every documented operation (about 300 now, 60 random cases each
+# as the administrator, 10 anonymously):
 # under a loaded machine one run took 8-10 minutes, past the suite's 300 s hang guard.
 # The guard here is for a hang, not a speed limit (speed is bench/'s business).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

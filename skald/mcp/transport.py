@@ -5,7 +5,9 @@ stdin/stdout carry newline-delimited JSON-RPC and nothing else, its stderr is ke
 bounded ring buffer for diagnostics (`stderr_tail`). Closing kills the whole process
 group and reaps the child, so nothing the server started outlives the session and no
 zombie or pipe fd is left behind. `docker exec -i -u UID container cmd` is just another
-argv.
+argv; a caller may instead hand over `start`, which makes a process-like object
+(`ProcessLike`: a command started through the Docker API, with no client process) that
+the transport reads the same way and stops with its `kill()`.
 
 Traps:
 - A line on stdout that is not a JSON-RPC message is a protocol error: the server is
@@ -27,8 +29,9 @@ import os
 import signal
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -116,14 +119,47 @@ class Transport(ABC):
         return []
 
 
+class ProcessLike(Protocol):
+    """What the stdio transport reads: asyncio's `Process`, or a command somewhere else
+    shown the same way (`pid` None: `kill()` stops it, there is no group to signal)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdin(self) -> Any: ...  # write(), drain(), close()
+
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+
+    async def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 class StdioTransport(Transport):
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str | None = None,
+        *,
+        start: Callable[[int], Awaitable[ProcessLike]] | None = None,
+    ) -> None:
+        """`start`: makes the process instead of `argv` (given the stdout line limit)."""
         if not argv:
             raise ValueError("argv must name a command")
         self.argv = list(argv)
         self.env = dict(env)
         self.cwd = cwd
-        self._proc: asyncio.subprocess.Process | None = None
+        self._start = start
+        self._proc: ProcessLike | None = None
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._stderr_task: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
@@ -134,6 +170,13 @@ class StdioTransport(Transport):
         return self._proc.pid if self._proc else None
 
     async def open(self) -> None:
+        if self._start is not None:
+            try:
+                self._proc = await self._start(MAX_MESSAGE_BYTES)
+            except OSError as exc:
+                raise TransportClosed(f"cannot start it: {exc.strerror or exc}") from None
+            self._stderr_task = asyncio.create_task(self._read_stderr(), name="mcp-stderr")
+            return
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.argv,
@@ -227,8 +270,11 @@ class StdioTransport(Transport):
                 # else the process outlives the connector with its pipes open.
                 cancelled = True
         # Whatever the leader did, its group goes: children it forked must not linger.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.pid is None:
+            proc.kill()
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
         if self._stderr_task is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):

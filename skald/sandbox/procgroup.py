@@ -19,8 +19,10 @@ Trap: killing the host's `docker exec` client does not end the process in the co
 connector's children, and often the connector itself, live on in the container.
 
 This is the connectors' `docker exec` code, kept with the sandbox it reaches into
-(issue 21): the command line (`MarkedGroup.exec_argv`), the client's environment
-(`docker_client_env`), one command run to its end under a group of its own
+(issue 21): the same command started on a Docker API stream (`MarkedGroup.starter`,
+`exec_stream.py`: no client process on the host, the usual way), the command line for a
+daemon that is not on a unix socket (`MarkedGroup.exec_argv`) and the client's
+environment (`docker_client_env`), one command run to its end under a group of its own
 (`run_marked`: a dependency install) and the kill.
 """
 
@@ -29,11 +31,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from skald.log import get_logger
+from skald.sandbox.exec_stream import ExecProcess, direct_socket, start_exec
 from skald.sandbox.procs import drop_argv, new_mark, run_killer
 
 if TYPE_CHECKING:
@@ -65,6 +68,26 @@ class MarkedGroup:
         marks = (self.manager.boot_mark, self.mark)
         drop = drop_argv(marks, self.manager.uid, self.manager.gid)
         return [*argv, self.container, *drop, "--", *command]
+
+    def starter(
+        self, workdir: str, env: Mapping[str, str], command: Sequence[str], home: str
+    ) -> Callable[[int], Awaitable[ExecProcess]] | None:
+        """What `exec_argv` runs, started on a Docker API stream instead of a `docker
+        exec` client process (`exec_stream.py`), or None when the daemon is not on a
+        unix socket (the caller keeps the client). Takes the stdout reader's limit."""
+        socket_path = direct_socket(self.manager.config.docker_host)
+        if socket_path is None:
+            return None
+        marks = (self.manager.boot_mark, self.mark)
+        argv = [*drop_argv(marks, self.manager.uid, self.manager.gid), "--", *command]
+        environment = {**env, "HOME": home}
+
+        async def start(limit: int) -> ExecProcess:
+            return await start_exec(
+                self.manager, socket_path, self.container, argv, environment, workdir, limit=limit
+            )
+
+        return start
 
     async def kill(self) -> int:
         """Kill every process carrying the mark; a failure (the container is gone, Docker

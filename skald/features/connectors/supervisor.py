@@ -45,7 +45,7 @@ import os
 import shlex
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -77,6 +77,7 @@ from skald.mcp import (
     connect,
     tool_specs,
 )
+from skald.mcp.transport import ProcessLike
 from skald.mcp.wire import CallToolResult, ElicitRequestParams, ElicitResult, Tool
 from skald.sandbox import trust
 from skald.sandbox.procgroup import MarkedGroup, docker_client_env, run_marked
@@ -120,6 +121,9 @@ class Launch:
     secrets: list[str] = field(default_factory=list)  # values to scrub from stderr
     # In a container: its processes, killed when this launch's process ends (sandbox/procgroup.py).
     group: MarkedGroup | None = None
+    # In a container, on a Docker API stream instead of `argv`'s `docker exec` client
+    # (None: the daemon is not on a unix socket); given the stdout line limit.
+    start: Callable[[int], Awaitable[ProcessLike]] | None = None
     # http with MCP's own OAuth: sends the member's token, refreshes it (oauth.mcp_flow).
     auth: httpx.Auth | None = None
 
@@ -323,7 +327,7 @@ class ConnectorInstance:
         if launch.url is not None:
             return HttpTransport(launch.url, launch.headers, auth=launch.auth)
         assert launch.argv is not None
-        return StdioTransport(launch.argv, launch.env, cwd=launch.cwd)
+        return StdioTransport(launch.argv, launch.env, cwd=launch.cwd, start=launch.start)
 
     def _handlers(self) -> Handlers:
         return Handlers(
@@ -824,7 +828,9 @@ class Supervisor:
         group = MarkedGroup.new(sandbox, container)
         command = [expand(a, places, {}) for a in manifest.command]
         argv = group.exec_argv(BOX_DIR, list(env_values), command, BOX_HOME)
-        return Launch(argv=argv, env={**docker_client_env(), **env_values}, group=group)
+        start = group.starter(BOX_DIR, env_values, command, BOX_HOME)
+        env = {**docker_client_env(), **env_values}
+        return Launch(argv=argv, env=env, group=group, start=start)
 
     async def _in_container(
         self,
@@ -863,7 +869,13 @@ class Supervisor:
         argv = group.exec_argv(in_home, list(env_values), command, CONTAINER_HOME)
         client_env = docker_client_env()
         client_env.update(env_values)
-        return Launch(argv=argv, env=client_env, secrets=list(secrets.values()), group=group)
+        return Launch(
+            argv=argv,
+            env=client_env,
+            secrets=list(secrets.values()),
+            group=group,
+            start=group.starter(in_home, env_values, command, CONTAINER_HOME),
+        )
 
     def _place_ca(self, homes_dir: Path, user_id: str) -> str | None:
         """The operator's extra CA bundle, copied into the home for the install step."""

@@ -147,4 +147,4 @@ def _transport(launch: Launch) -> Transport:
     if launch.url is not None:
         return HttpTransport(launch.url, launch.headers)
     assert launch.argv is not None
-    return StdioTransport(launch.argv, launch.env, cwd=launch.cwd)
+    return StdioTransport(launch.argv, launch.env, cwd=launch.cwd, start=launch.start)
