@@ -47,10 +47,16 @@ class Api:
 
 
 class Manager:
-    def __init__(self, api: Api) -> None:
+    """`clients`: how many times `client()` answers before Docker is gone."""
+
+    def __init__(self, api: Api, clients: int = 1000) -> None:
         self.api = api
+        self.clients = clients
 
     def client(self) -> Any:
+        if self.clients <= 0:
+            raise RuntimeError("the sandbox is not available right now")
+        self.clients -= 1
         return self
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -96,9 +102,11 @@ class Daemon:
         writer.close()
 
 
-async def _start(tmp_path: Path, api: Api, limit: int = 65536) -> ExecProcess:
+async def _start(
+    tmp_path: Path, api: Api, limit: int = 65536, manager: Manager | None = None
+) -> ExecProcess:
     return await start_exec(
-        Manager(api),  # type: ignore[arg-type]
+        manager or Manager(api),  # type: ignore[arg-type]
         str(tmp_path / "d.sock"),
         "box",
         ["setpriv", "--", "server"],
@@ -175,3 +183,15 @@ async def test_a_connector_writing_faster_than_it_is_read_is_held_at_the_limit(
             got += len(data)
         assert got == 64 * len(chunk)
         assert await proc.wait() == 0
+
+
+async def test_docker_gone_before_the_status_is_asked_is_reported_as_killed(
+    tmp_path: Path,
+) -> None:
+    async with Daemon(tmp_path / "d.sock", UPGRADED, [frame(1, b"bye\n")]):
+        api = Api()
+        proc = await _start(tmp_path, api, manager=Manager(api, clients=1))  # the create
+        assert await proc.stdout.read() == b"bye\n"
+        assert await asyncio.wait_for(proc.wait(), 5) == -9
+    # Said, not raised: no task is left with an exception nobody reads.
+    assert proc._pump.done() and proc._pump.exception() is None

@@ -144,9 +144,9 @@ class ExecProcess:
         """The exit status; -9 when the stream was cut before the process ended (its
         group is killed next) or the daemon cannot say. `wait`: the output ended on its
         own, and the daemon may record the exit a moment after the stream closes."""
-        api: Any = self._manager.client().api
         for _ in range(EXIT_POLLS if wait else 1):
             try:
+                api: Any = self._manager.client().api  # raises when Docker went away
                 info = await self._manager.call(api.exec_inspect, self._exec_id)
             except Exception as exc:
                 log.info("exec status unknown", error=str(exc)[:200])
