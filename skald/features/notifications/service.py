@@ -315,12 +315,17 @@ class NotificationService:
             self._vapid = VapidKey.load_or_create(self._server.layout.vapid_key)
         return self._vapid
 
-    async def public_key(self) -> str:
+    async def _key(self) -> VapidKey:
+        """The instance's key, read (or made) in a thread the first time: the file, and
+        the signing library imported at first use (webpush.py)."""
         if self._vapid is None:
             self._vapid = await asyncio.to_thread(
                 VapidKey.load_or_create, self._server.layout.vapid_key
             )
-        return self._vapid.public_key
+        return self._vapid
+
+    async def public_key(self) -> str:
+        return (await self._key()).public_key
 
     async def subscribe(
         self, user_id: str, *, endpoint: str, p256dh: str, auth: str, label: str
@@ -382,7 +387,7 @@ class NotificationService:
             self._client(),
             PushTarget(device.endpoint, device.p256dh, device.auth),
             payload,
-            key=self.vapid,
+            key=await self._key(),
             subject=self.config.vapid_subject,
             ttl=self.config.push_ttl_s,
             urgency=urgency,

@@ -29,6 +29,7 @@ household without push devices should not hold them (about 1 MiB;
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ipaddress
 import os
@@ -205,7 +206,10 @@ async def send(
         "Urgency": urgency,
     }
     try:
-        r = await client.post(target.endpoint, content=encrypt(payload, target), headers=headers)
+        # In a thread: a key pair made and agreed per message (and, the first time, the
+        # encryption library imported).
+        body = await asyncio.to_thread(encrypt, payload, target)
+        r = await client.post(target.endpoint, content=body, headers=headers)
     except (EndpointRefusedError, httpx.InvalidURL):
         return "refused", None
     except httpx.HTTPError:
