@@ -170,26 +170,23 @@ class StdioTransport(Transport):
         return self._proc.pid if self._proc else None
 
     async def open(self) -> None:
-        if self._start is not None:
-            try:
-                self._proc = await self._start(MAX_MESSAGE_BYTES)
-            except OSError as exc:
-                raise TransportClosed(f"cannot start it: {exc.strerror or exc}") from None
-            self._stderr_task = asyncio.create_task(self._read_stderr(), name="mcp-stderr")
-            return
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *self.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=self.env,
-                cwd=self.cwd,
-                start_new_session=True,  # its own process group: killpg reaches its children
-                limit=MAX_MESSAGE_BYTES,
-            )
+            if self._start is not None:
+                self._proc = await self._start(MAX_MESSAGE_BYTES)
+            else:
+                self._proc = await asyncio.create_subprocess_exec(
+                    *self.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=self.env,
+                    cwd=self.cwd,
+                    start_new_session=True,  # its own process group: killpg reaches its children
+                    limit=MAX_MESSAGE_BYTES,
+                )
         except OSError as exc:
-            raise TransportClosed(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
+            what = "it" if self._start is not None else repr(self.argv[0])
+            raise TransportClosed(f"cannot start {what}: {exc.strerror or exc}") from None
         self._stderr_task = asyncio.create_task(self._read_stderr(), name="mcp-stderr")
 
     async def _read_stderr(self) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from skald.log import get_logger
+from skald.sandbox.client import DEFAULT_SOCKET
 
 if TYPE_CHECKING:
     from skald.sandbox.manager import SandboxManager
@@ -51,7 +52,7 @@ EXIT_POLLS, EXIT_POLL_S = 20, 0.05
 
 def direct_socket(docker_host: str) -> str | None:
     """The daemon's socket path when it is reached on a unix socket, else None."""
-    url = docker_host or "unix:///var/run/docker.sock"
+    url = docker_host or DEFAULT_SOCKET
     return url[len(UNIX) :] if url.startswith(UNIX) else None
 
 

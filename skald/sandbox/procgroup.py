@@ -65,9 +65,12 @@ class MarkedGroup:
         argv = ["docker", "exec", "-i", "-u", "0:0", "-w", workdir, "-e", f"HOME={home}"]
         for key in env:
             argv += ["-e", key]
+        return [*argv, self.container, *self._dropped(command)]
+
+    def _dropped(self, command: Sequence[str]) -> list[str]:
+        """`command` run as the member, carrying the boot's and this group's marks."""
         marks = (self.manager.boot_mark, self.mark)
-        drop = drop_argv(marks, self.manager.uid, self.manager.gid)
-        return [*argv, self.container, *drop, "--", *command]
+        return [*drop_argv(marks, self.manager.uid, self.manager.gid), "--", *command]
 
     def starter(
         self, workdir: str, env: Mapping[str, str], command: Sequence[str], home: str
@@ -78,8 +81,7 @@ class MarkedGroup:
         socket_path = direct_socket(self.manager.config.docker_host)
         if socket_path is None:
             return None
-        marks = (self.manager.boot_mark, self.mark)
-        argv = [*drop_argv(marks, self.manager.uid, self.manager.gid), "--", *command]
+        argv = self._dropped(command)
         environment = {**env, "HOME": home}
 
         async def start(limit: int) -> ExecProcess:

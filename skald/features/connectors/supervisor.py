@@ -827,10 +827,7 @@ class Supervisor:
         env_values = {k: expand(v, places, {}) for k, v in manifest.env.items()}
         group = MarkedGroup.new(sandbox, container)
         command = [expand(a, places, {}) for a in manifest.command]
-        argv = group.exec_argv(BOX_DIR, list(env_values), command, BOX_HOME)
-        start = group.starter(BOX_DIR, env_values, command, BOX_HOME)
-        env = {**docker_client_env(), **env_values}
-        return Launch(argv=argv, env=env, group=group, start=start)
+        return _in_group(group, BOX_DIR, env_values, command, BOX_HOME)
 
     async def _in_container(
         self,
@@ -866,16 +863,8 @@ class Supervisor:
         env_values = {k: expand(v, places, secrets) for k, v in manifest.env.items()}
         group = MarkedGroup.new(sandbox, container)
         command = [expand(a, places, secrets) for a in manifest.command]
-        argv = group.exec_argv(in_home, list(env_values), command, CONTAINER_HOME)
-        client_env = docker_client_env()
-        client_env.update(env_values)
-        return Launch(
-            argv=argv,
-            env=client_env,
-            secrets=list(secrets.values()),
-            group=group,
-            start=group.starter(in_home, env_values, command, CONTAINER_HOME),
-        )
+        secret_values = list(secrets.values())
+        return _in_group(group, in_home, env_values, command, CONTAINER_HOME, secret_values)
 
     def _place_ca(self, homes_dir: Path, user_id: str) -> str | None:
         """The operator's extra CA bundle, copied into the home for the install step."""
@@ -930,6 +919,25 @@ class Supervisor:
             tail = " | ".join(out.decode(errors="replace").strip().splitlines()[-4:])
             # A certificate that did not verify: say what to set (a TLS-inspecting network).
             raise McpError(trust.install_failure(tail, self.connectors.config.extra_ca_file))
+
+
+def _in_group(
+    group: MarkedGroup,
+    workdir: str,
+    env: dict[str, str],
+    command: list[str],
+    home: str,
+    secrets: list[str] | None = None,
+) -> Launch:
+    """`command` in `group`'s container: on a Docker API stream, or (a daemon not on a
+    unix socket) through the `docker exec` client, whose environment carries `env`."""
+    return Launch(
+        argv=group.exec_argv(workdir, list(env), command, home),
+        env={**docker_client_env(), **env},
+        group=group,
+        start=group.starter(workdir, env, command, home),
+        secrets=secrets or [],
+    )
 
 
 def _verdict(out: str, code: int | None) -> tuple[bool, str]:

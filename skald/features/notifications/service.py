@@ -316,13 +316,11 @@ class NotificationService:
         return self._vapid
 
     async def _key(self) -> VapidKey:
-        """The instance's key, read (or made) in a thread the first time: the file, and
-        the signing library imported at first use (webpush.py)."""
+        """`vapid`, read (or made) in a thread the first time: the file, and the signing
+        library imported at first use (webpush.py)."""
         if self._vapid is None:
-            self._vapid = await asyncio.to_thread(
-                VapidKey.load_or_create, self._server.layout.vapid_key
-            )
-        return self._vapid
+            await asyncio.to_thread(lambda: self.vapid)
+        return self.vapid
 
     async def public_key(self) -> str:
         return (await self._key()).public_key
