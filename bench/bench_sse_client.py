@@ -29,6 +29,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import h11
 import httpx
 
+from skald.llm.transport import ModelTransport
+
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hello"}],"stream":true}' * 20
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
@@ -58,8 +60,8 @@ def _server(events: int) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter
     return serve
 
 
-async def _httpx(url: str, answers: int) -> None:
-    async with httpx.AsyncClient() as http:
+async def _httpx(url: str, answers: int, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    async with httpx.AsyncClient(transport=transport) as http:
         for _ in range(answers):
             async with http.stream(
                 "POST", url, content=BODY, headers={"content-type": "application/json"}
@@ -133,6 +135,7 @@ async def measure(events: int, answers: int, rounds: int) -> dict[str, list[floa
     url = f"http://{host}:{port}/v1/chat/completions"
     clients: dict[str, Callable[[int], Awaitable[None]]] = {
         "httpx (Skald's today)": lambda n: _httpx(url, n),
+        "httpx on ModelTransport": lambda n: _httpx(url, n, ModelTransport()),
         "h11 on asyncio streams": lambda n: _h11(host, port, n),
         "raw socket (floor)": lambda n: _raw(host, port, n),
     }

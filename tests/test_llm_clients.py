@@ -24,6 +24,7 @@ from skald.llm.anthropic import AnthropicClient
 from skald.llm.errors import LlmError
 from skald.llm.openai_compat import OpenAICompatClient
 from skald.llm.provider_types import load_provider_types, make_client
+from skald.llm.transport import model_http_client
 from skald.llm.types import (
     Finished,
     ImagePart,
@@ -144,7 +145,7 @@ async def test_key_goes_in_the_providers_header(fake_llm: FakeLLM, api: str) -> 
 
 async def test_connections_are_reused_between_rounds(fake_llm: FakeLLM, api: str) -> None:
     fake_llm.script("m1", ["one", [Call("get_weather", {"city": "Oslo"})], "three"])
-    async with httpx.AsyncClient() as http:
+    async with model_http_client(httpx.Timeout(5.0)) as http:  # the server's shared client
         client = client_for(fake_llm, api, http=http)
         for _ in range(3):
             await collect(client, request(user("Hi"), tools=[WEATHER]))

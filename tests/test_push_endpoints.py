@@ -7,7 +7,6 @@ can speak TLS with a certificate for that name.
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import ssl
 from collections.abc import Iterator
@@ -15,10 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from certs import self_signed
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from push_double import PushDouble, b64u
 from test_notifications import Hand
 from test_webpush import household  # noqa: F401  (the fixture: every member unlocked)
@@ -112,33 +109,11 @@ class Resolver:
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """A server context with a certificate for push.test, and a client trusting only it."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "push.test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("push.test")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
     folder: Path = tmp_path_factory.mktemp("tls")
-    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    cert, key = self_signed(folder, "push.test", alt=x509.DNSName("push.test"))
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(folder / "cert.pem", folder / "key.pem")
-    client = ssl.create_default_context(cafile=str(folder / "cert.pem"))
+    server.load_cert_chain(cert, key)
+    client = ssl.create_default_context(cafile=str(cert))
     return server, client
 
 

@@ -7,17 +7,13 @@ bundle with the real runtime image's (read from a created container, nothing run
 from __future__ import annotations
 
 import asyncio
-import datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from certs import self_signed
 from conftest import PASSWORD
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.config import Config
@@ -41,23 +37,7 @@ PIP = (
 
 def _authority(tmp: Path, name: str) -> Path:
     """A PEM file holding one self-signed certificate authority (the proxy's, say)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    path = tmp / f"{name}.pem"
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return path
+    return self_signed(tmp, name)[0]
 
 
 def test_a_certificate_failure_in_an_install_names_extra_ca_file_and_others_do_not() -> None:

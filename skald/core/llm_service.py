@@ -37,6 +37,7 @@ from skald.llm.provider_types import (
     load_provider_types,
     make_client,
 )
+from skald.llm.transport import model_http_client
 from skald.llm.wire import error_detail, network_error, redact
 from skald.log import get_logger
 from skald.permissions import declare
@@ -97,7 +98,7 @@ class LlmService:
         Made at first use, not at start: a client loads the system's CA certificates
         into an SSL context (tens of milliseconds and about 1 MiB), which a start and an
         idle household without a model call need not pay."""
-        return httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
+        return model_http_client(httpx.Timeout(120.0, connect=10.0))
 
     async def close(self) -> None:
         if "http" in self.__dict__:  # made (cached_property keeps it in the instance)

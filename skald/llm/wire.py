@@ -23,6 +23,7 @@ import msgspec
 from httpx_sse._decoders import SSEDecoder
 
 from skald.llm.errors import ErrorKind, LlmError, error_for_status
+from skald.llm.transport import model_http_client
 from skald.llm.types import StreamEvent
 
 # Silence: how long a provider may send nothing (before the first token, or between
@@ -187,7 +188,7 @@ class StreamingClient(abc.ABC):
         self, path: str, headers: dict[str, str], body: bytes
     ) -> AsyncIterator[StreamEvent]:
         if self._http is None:
-            self._http = httpx.AsyncClient()
+            self._http = model_http_client(httpx.Timeout(5.0))
         async with post_stream(
             self._http,
             f"{self.base_url}{path}",
