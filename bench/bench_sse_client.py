@@ -1,18 +1,21 @@
 """What reading a model's streamed answer costs the event loop, by HTTP client.
 
-Skald's model requests go through httpx (httpcore over anyio): `skald/llm/wire.py`,
-`post_stream`. A profile of the server with ten members streaming at once
+Skald's model requests go through httpx's client (`skald/llm/wire.py`, `post_stream`).
+A profile of the server with ten members streaming at once
 (`bench_chat.py --profile`) put 45 % of the loop's busy time in that client. This script
 measures, in one process on one loop, the CPU time of one streamed answer (a POST, then
 `--events` SSE events in chunked encoding, read line by line) through:
 
-- httpx: `AsyncClient.stream` and `aiter_lines`, as Skald reads a provider;
+- httpx: `AsyncClient.stream` and `aiter_lines` on httpx's own transport (httpcore over
+  anyio), as Skald read a provider before its own transport;
+- httpx on `ModelTransport`: the same calls on `skald/llm/transport.py` (h11 on asyncio
+  streams under httpx's client API), as Skald reads a provider now;
 - h11 on asyncio streams: the same requests on one kept-alive connection, framed by h11
   (the HTTP/1.1 state machine httpcore itself uses), with no anyio layer;
 - raw: the socket read until the terminating chunk, no HTTP parsing (the floor: the
   local server's own share and the loop's).
 
-The local server is the same asyncio one for all three and is counted in every row.
+The local server is the same asyncio one for all four and is counted in every row.
 
     .venv/bin/python bench/bench_sse_client.py            # 500 answers per client
     .venv/bin/python bench/bench_sse_client.py --quick    # 150
@@ -134,7 +137,7 @@ async def measure(events: int, answers: int, rounds: int) -> dict[str, list[floa
     host, port = "127.0.0.1", server.sockets[0].getsockname()[1]
     url = f"http://{host}:{port}/v1/chat/completions"
     clients: dict[str, Callable[[int], Awaitable[None]]] = {
-        "httpx (Skald's today)": lambda n: _httpx(url, n),
+        "httpx on httpcore": lambda n: _httpx(url, n),
         "httpx on ModelTransport": lambda n: _httpx(url, n, ModelTransport()),
         "h11 on asyncio streams": lambda n: _h11(host, port, n),
         "raw socket (floor)": lambda n: _raw(host, port, n),

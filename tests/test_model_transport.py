@@ -20,6 +20,7 @@ import pytest
 from certs import self_signed
 from cryptography import x509
 
+from skald.llm.discovery import list_models
 from skald.llm.transport import IDLE_PER_ORIGIN, ModelTransport, model_http_client
 
 Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
@@ -217,24 +218,17 @@ async def test_the_pool_keeps_at_most_its_share_of_idle_connections(no_proxies: 
     assert server.connections == many + (many - IDLE_PER_ORIGIN)
 
 
-async def test_silence_after_the_head_is_a_read_timeout(no_proxies: object) -> None:
-    async def head_only(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        writer.write(sse()[: -len(b"0\r\n\r\n")])
+@pytest.mark.parametrize("before", [b"", sse()[: -len(b"0\r\n\r\n")]], ids=["no head", "head"])
+async def test_silence_before_or_after_the_head_is_a_read_timeout(
+    no_proxies: object, before: bytes
+) -> None:
+    async def then_silence(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(before)
         await writer.drain()
         await reader.read(1)
         return False
 
-    async with serving(head_only) as (_, url), model_http_client(FAST) as http:
-        with pytest.raises(httpx.ReadTimeout):
-            await lines_of(http, url)
-
-
-async def test_silence_before_the_head_is_a_read_timeout(no_proxies: object) -> None:
-    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        await reader.read(1)
-        return False
-
-    async with serving(mute) as (_, url), model_http_client(FAST) as http:
+    async with serving(then_silence) as (_, url), model_http_client(FAST) as http:
         with pytest.raises(httpx.ReadTimeout):
             await lines_of(http, url)
 
@@ -317,3 +311,19 @@ async def test_https_trusts_the_authority_the_environment_names_and_no_other(
             assert await lines_of(http, url) == ["data: secret"]
         # One kept-alive connection: the refused handshake never became one.
         assert server.connections == 1
+
+
+async def test_a_provider_check_names_an_untrusted_certificate_not_a_missing_server(
+    no_proxies: pytest.MonkeyPatch, certificate: tuple[Path, ssl.SSLContext]
+) -> None:
+    no_proxies.delenv("SSL_CERT_FILE", raising=False)
+    no_proxies.delenv("SSL_CERT_DIR", raising=False)
+    async with (
+        serving(answering(sse()), tls=certificate[1]) as (_, url),
+        model_http_client(FAST) as http,
+    ):
+        base = url.removesuffix("/chat/completions")
+        check = await list_models("openai_compatible", base, None, http)
+    assert check.ok is False
+    assert "certificate this computer does not trust" in check.message
+    assert "SSL_CERT_FILE" in check.message

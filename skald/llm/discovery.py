@@ -163,6 +163,14 @@ def guess_model(model_id: str, context_window: int | None = None) -> Guess:
 
 
 def _plain_http_error(where: str, exc: Exception) -> str:
+    # OpenSSL's reason is in the text whichever transport raised it (the model
+    # transport's own, or httpcore's behind a proxy).
+    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return (
+            f"{where} answered with a certificate this computer does not trust. On a network "
+            "whose proxy inspects TLS, name its authority in SSL_CERT_FILE (Models: Behind "
+            "a proxy)."
+        )
     if isinstance(exc, httpx.ConnectError):
         return f"Nothing answers at {where}. Is the server running, and is the address right?"
     if isinstance(exc, httpx.TimeoutException):
