@@ -47,6 +47,7 @@ AT_FIRST_USE = (
     "packaging",  # reading an uploaded plugin's wheels
     "py_vapid",  # signing a push message
     "http_ece",  # encrypting a push message
+    "httpcore",  # the push client's pinned transport (models have their own)
 )
 
 

@@ -23,7 +23,8 @@ from test_webpush import household  # noqa: F401  (the fixture: every member unl
 from skald.core.runtime import Runtime
 from skald.errors import InvalidInputError
 from skald.features.notifications.config import NotificationsConfig
-from skald.features.notifications.pinned import PinnedTransport, is_public
+from skald.features.notifications.pinned import is_public
+from skald.features.notifications.pinned_transport import PinnedTransport
 from skald.features.notifications.service import NotificationService
 from skald.features.notifications.webpush import PushTarget, VapidKey, check_endpoint, send
 

@@ -11,8 +11,8 @@ Rules:
   loopback are out), and not multicast (which `is_global` lets through on Python 3.11),
   and an IPv4 address carried inside an IPv6 one (mapped, 6to4, NAT64) must be public too.
   One bad address refuses the host: a name that answers "public, private" is an attack.
-- The connection goes to an address that was checked (`PinnedBackend.connect_tcp` looks
-  the name up itself and connects to the result). TLS still verifies the certificate for
+- The connection goes to an address that was checked (`PinnedBackend.connect_tcp` in
+  `pinned_transport.py` looks the name up itself and connects to the result). TLS still verifies the certificate for
   the name and sends it as SNI, and `Host` is the name: httpcore takes both from the URL,
   not from the socket.
 
@@ -23,27 +23,17 @@ gets through. Never hand the name to a connector that resolves it again.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import re
-import socket
-import ssl
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
-
-import httpcore
-import httpx
+from collections.abc import Awaitable, Callable
 
 from skald.errors import InvalidInputError
 
 __all__ = [
     "EndpointRefusedError",
-    "PinnedBackend",
-    "PinnedTransport",
     "Resolver",
     "check_host",
     "is_public",
-    "system_resolve",
 ]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -98,83 +88,3 @@ def is_public(address: Address) -> bool:
     if isinstance(address, ipaddress.IPv6Address):
         return all(is_public(inner) for inner in _embedded(address))
     return True
-
-
-async def system_resolve(host: str, port: int) -> list[str]:
-    """Every address the system's resolver gives for `host` (in the default executor)."""
-    try:
-        found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise httpcore.ConnectError(f"{host} could not be resolved") from exc
-    return list(dict.fromkeys(str(info[4][0]) for info in found))
-
-
-class PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Connects to an address of the host that `permit` accepted, looked up once here."""
-
-    def __init__(
-        self,
-        permit: Callable[[Address], bool],
-        resolve: Resolver = system_resolve,
-        inner: httpcore.AsyncNetworkBackend | None = None,
-    ) -> None:
-        self._permit = permit
-        self._resolve = resolve
-        self._inner = inner or httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        try:
-            found = await asyncio.wait_for(self._resolve(host, port), timeout)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"looking up {host} took too long") from None
-        addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in found]
-        if not addresses or not all(self._permit(a) for a in addresses):
-            raise EndpointRefusedError(f"{host} does not resolve to public addresses only")
-        last: Exception = httpcore.ConnectError(f"{host}: no address answered")
-        for address in addresses:
-            try:
-                return await self._inner.connect_tcp(
-                    str(address), port, timeout, local_address, socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                last = exc
-        raise last
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("push endpoints are never Unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class PinnedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport with its connection pool on a `PinnedBackend`.
-
-    httpx's own constructor has no way to pass a network backend, so the pool is built
-    here (the one attribute `handle_async_request` and `aclose` use) instead of calling
-    it; no proxy, ever (a proxy would do the lookup itself).
-    """
-
-    def __init__(
-        self,
-        permit: Callable[[Address], bool],
-        *,
-        resolve: Resolver = system_resolve,
-        verify: ssl.SSLContext | bool = True,
-    ) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
-            network_backend=PinnedBackend(permit, resolve),
-        )

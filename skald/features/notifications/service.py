@@ -42,7 +42,7 @@ from skald.features.notifications.channels import Delivery, NotificationChannel
 from skald.features.notifications.config import NotificationsConfig
 from skald.features.notifications.events import NotificationsChanged, Notified
 from skald.features.notifications.payload import push_payload
-from skald.features.notifications.pinned import PinnedTransport, Resolver, is_public, system_resolve
+from skald.features.notifications.pinned import Resolver, is_public
 from skald.features.notifications.quiet import check_quiet, default_zone, is_quiet
 from skald.features.notifications.store import (
     Notification,
@@ -102,11 +102,12 @@ class NotificationService:
         clock: Callable[[], datetime] = _now,
         sleep: Callable[[float], Awaitable[object]] | None = None,
         config: NotificationsConfig | None = None,
-        resolve: Resolver = system_resolve,
+        resolve: Resolver | None = None,
     ) -> None:
         self._server = server
         self._plugins = plugins  # the features' channels, collected at first use
-        self._resolve = resolve  # how push hosts are looked up (tests answer for a name)
+        # How push hosts are looked up (tests answer for a name); None: the system's.
+        self._resolve = resolve
         self.config = config or server.section("notifications", NotificationsConfig)
         self.clock = clock
         # One sleep for the batch windows and the held-delivery loop (tests move both).
@@ -337,20 +338,32 @@ class NotificationService:
             raise InvalidInputError(f"at most {MAX_DEVICES} devices receive notifications")
         return await store.add_device(endpoint=endpoint, p256dh=p256dh, auth=auth, label=label)
 
-    def _client(self) -> httpx.AsyncClient:
+    async def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            # The transport looks each host up once, refuses it unless every address is
-            # public (or the operator allows private ones) and connects to that address.
-            allow = self.config.push_allow_private
+            # Made in a thread: the transport's module loads httpcore and its TLS context
+            # reads the CA bundle, neither of which belongs on the loop (or in memory
+            # before a household's first push device).
+            transport = await asyncio.to_thread(self._transport)
             self._http = httpx.AsyncClient(
-                transport=PinnedTransport(
-                    (lambda _a: True) if allow else is_public, resolve=self._resolve
-                ),
+                transport=transport,
                 timeout=self.config.push_timeout_s,
                 follow_redirects=False,
                 trust_env=False,
             )
         return self._http
+
+    def _transport(self) -> httpx.AsyncBaseTransport:
+        """Each host looked up once, refused unless every address is public (or the
+        operator allows private ones), and connected to at that address."""
+        from skald.features.notifications.pinned_transport import (
+            PinnedTransport,
+            system_resolve,
+        )
+
+        allow = self.config.push_allow_private
+        return PinnedTransport(
+            (lambda _a: True) if allow else is_public, resolve=self._resolve or system_resolve
+        )
 
     async def push(self, user_id: str, delivery: Delivery) -> int:
         """Send the batch to each enabled device of the member; returns how many took it."""
@@ -382,7 +395,7 @@ class NotificationService:
         except InvalidInputError:
             return "refused", None
         return await send(
-            self._client(),
+            await self._client(),
             PushTarget(device.endpoint, device.p256dh, device.auth),
             payload,
             key=await self._key(),
