@@ -14,16 +14,29 @@ Trap: this works only if nothing imported httpx or structlog before (a test run'
 conftest does; then nothing changes, which is harmless). Whoever imports rich, click
 or pygments later gets the real module: they are hidden only during these two imports.
 `httpx.main` is then httpx's stub that says the extras are missing.
+
+PyYAML is different: Litestar imports it at the top of `litestar.openapi.plugins` for
+its YAML schema renderer, which Skald does not mount (`JsonRenderPlugin` only). A stand-in
+module takes its place (`stand_in`): `import yaml` succeeds and costs nothing until
+someone reads an attribute of it, which imports the real module and answers from it
+(about 1.3 MiB of memory at rest otherwise: bench/README.md, goal 5). Not
+`importlib.util.LazyLoader`: on Python 3.11 the next `import yaml` reads the module's
+`__spec__`, which loads it there and then.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 # The optional extras, not dependencies of Skald: only the libraries' own tools use them.
 EXTRAS = ("click", "rich", "pygments")
+# Imported by a library at its top, used by nothing Skald runs unless asked.
+ON_FIRST_USE = ("yaml",)
 
 
 @contextmanager
@@ -41,6 +54,26 @@ def hidden(names: tuple[str, ...]) -> Iterator[None]:
                 del sys.modules[name]
 
 
+def stand_in(names: tuple[str, ...]) -> None:
+    """Put a stand-in in `sys.modules` for each installed module not imported yet; the
+    first attribute read of it imports the real one (which then replaces it there)."""
+    for name in names:
+        if name in sys.modules or importlib.util.find_spec(name) is None:
+            continue
+        module = types.ModuleType(name, f"{name}: imported at first use (skald.lean)")
+
+        def real_attribute(
+            attr: str, name: str = name, module: types.ModuleType = module
+        ) -> object:
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+            return getattr(importlib.import_module(name), attr)
+
+        module.__getattr__ = real_attribute  # type: ignore[method-assign]  # PEP 562
+        sys.modules[name] = module
+
+
+stand_in(ON_FIRST_USE)
 with hidden(EXTRAS):
     import httpx  # noqa: F401
     import structlog  # noqa: F401

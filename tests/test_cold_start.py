@@ -41,6 +41,32 @@ def test_the_server_and_cli_load_no_command_line_extras_of_their_libraries() -> 
     assert json.loads(loaded) == []
 
 
+def test_a_served_app_never_loads_yaml_yet_yaml_works_for_whoever_asks() -> None:
+    # Litestar imports PyYAML for a schema renderer Skald does not mount (skald/lean.py).
+    out = _fresh(
+        "import asyncio, io, sys, tempfile\n"
+        "import skald.server\n"
+        "from pathlib import Path\n"
+        "from skald.api.app import create_app\n"
+        "from skald.config import load_config\n"
+        "from skald.core.runtime import Runtime\n"
+        "from skald.paths import DataLayout\n"
+        "async def main():\n"
+        "    layout = DataLayout(Path(tempfile.mkdtemp()) / 'data')\n"
+        f"    config = load_config(layout.root, {TEST_ENV!r})\n"
+        "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
+        "    create_app(rt)\n"
+        "    await rt.shutdown()\n"
+        "asyncio.run(main())\n"
+        "print('loaded' if 'yaml.error' in sys.modules else 'not loaded')\n"
+        "import yaml\n"
+        "print(yaml.safe_load('a: [1, 2]'), yaml.dump({'b': 3}).strip())\n"
+        "import yaml.constructor\n"
+        "print(sys.modules['yaml'].__file__ is not None)"
+    )
+    assert out.splitlines()[-3:] == ["not loaded", "{'a': [1, 2]} b: 3", "True"], out
+
+
 # Libraries a feature needs only when it is used: the server holds none of them at rest.
 AT_FIRST_USE = (
     "pydantic",  # Litestar loads its pydantic plugins whenever it can import it
