@@ -41,9 +41,10 @@ def test_the_server_and_cli_load_no_command_line_extras_of_their_libraries() -> 
     assert json.loads(loaded) == []
 
 
-def test_a_served_app_never_loads_yaml_yet_yaml_works_for_whoever_asks() -> None:
-    # Litestar imports PyYAML for a schema renderer Skald does not mount (skald/lean.py).
-    out = _fresh(
+def _booted(then: str) -> str:
+    """`then`'s output, run after a fresh interpreter booted a runtime and built the app,
+    with the server's entry point imported first (as `skald serve` does)."""
+    return _fresh(
         "import asyncio, io, sys, tempfile\n"
         "import skald.server\n"
         "from pathlib import Path\n"
@@ -57,7 +58,13 @@ def test_a_served_app_never_loads_yaml_yet_yaml_works_for_whoever_asks() -> None
         "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
         "    create_app(rt)\n"
         "    await rt.shutdown()\n"
-        "asyncio.run(main())\n"
+        "asyncio.run(main())\n" + then
+    )
+
+
+def test_a_served_app_never_loads_yaml_yet_yaml_works_for_whoever_asks() -> None:
+    # Litestar imports PyYAML for a schema renderer Skald does not mount (skald/lean.py).
+    out = _booted(
         "print('loaded' if 'yaml.error' in sys.modules else 'not loaded')\n"
         "import yaml\n"
         "print(yaml.safe_load('a: [1, 2]'), yaml.dump({'b': 3}).strip())\n"
@@ -83,22 +90,7 @@ def test_building_the_app_imports_no_library_a_feature_needs_only_at_first_use()
     # devices would hold for nothing (bench/README.md, goal 5).
     for name in AT_FIRST_USE:  # installed here, else this proves nothing
         assert importlib.util.find_spec(name) is not None, name
-    loaded = _fresh(
-        "import asyncio, io, sys, tempfile\n"
-        "from pathlib import Path\n"
-        "from skald.api.app import create_app\n"
-        "from skald.config import load_config\n"
-        "from skald.core.runtime import Runtime\n"
-        "from skald.paths import DataLayout\n"
-        "async def main():\n"
-        "    layout = DataLayout(Path(tempfile.mkdtemp()) / 'data')\n"
-        f"    config = load_config(layout.root, {TEST_ENV!r})\n"
-        "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
-        "    create_app(rt)\n"
-        "    await rt.shutdown()\n"
-        "asyncio.run(main())\n"
-        f"print([m for m in {AT_FIRST_USE!r} if m in sys.modules])"
-    )
+    loaded = _booted(f"print([m for m in {AT_FIRST_USE!r} if m in sys.modules])")
     assert loaded.splitlines()[-1] == "[]", loaded
 
 
