@@ -71,6 +71,7 @@ NOTES = ("tests/test_shared_memory.py",)
 HOME_LINKS = ("tests/test_home_links.py",)
 KEPT = ("tests/test_kept_keys.py",)
 PUSH = ("tests/test_push_endpoints.py", "tests/test_webpush.py")
+MODEL_TRANSPORT = ("tests/test_model_transport.py",)
 
 MUTANTS: tuple[Mutant, ...] = (
     # -- approvals: rules, bypasses, helpers --------------------------------------------
@@ -1606,7 +1607,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W4",
         "push endpoints",
-        "skald/features/notifications/pinned.py",
+        "skald/features/notifications/pinned_transport.py",
         "        if not addresses or not all(self._permit(a) for a in addresses):",
         "        if not addresses or not self._permit(addresses[0]):",
         PUSH,
@@ -1615,7 +1616,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "W5",
         "push endpoints",
-        "skald/features/notifications/pinned.py",
+        "skald/features/notifications/pinned_transport.py",
         "                    str(address), port, timeout, local_address, socket_options",
         "                    host, port, timeout, local_address, socket_options",
         PUSH,
@@ -1647,6 +1648,34 @@ MUTANTS: tuple[Mutant, ...] = (
         "        if False:\n",
         PUSH,
         why="a numeric spelling (2130706433, 127.1, 0) is resolved instead of refused",
+    ),
+    # -- the model requests' transport (issue 22 goal 4) (MT) ----------------------------
+    Mutant(
+        "MT1",
+        "model transport",
+        "skald/llm/transport.py",
+        "            if conn.alive():",
+        "            if True:",
+        MODEL_TRANSPORT,
+        why="a POST goes into a kept-alive connection the server has closed",
+    ),
+    Mutant(
+        "MT2",
+        "model transport",
+        "skald/llm/transport.py",
+        "transport=ModelTransport(), mounts=mounts)",
+        "transport=ModelTransport())",
+        MODEL_TRANSPORT,
+        why="the environment's proxies are ignored for model requests",
+    ),
+    Mutant(
+        "MT3",
+        "model transport",
+        "skald/llm/transport.py",
+        "        done = state.our_state is h11.DONE and state.their_state is h11.DONE",
+        "        done = True",
+        MODEL_TRANSPORT,
+        why="a connection with an unread answer (or `connection: close`) goes back to the pool",
     ),
     # -- sandbox writes against the storage quota (issue 20 item 7), the host listener
     # against sandbox subnets (item 13), foreign containers (issue 32 item 12) --------
