@@ -327,3 +327,11 @@ async def test_a_provider_check_names_an_untrusted_certificate_not_a_missing_ser
     assert check.ok is False
     assert "certificate this computer does not trust" in check.message
     assert "SSL_CERT_FILE" in check.message
+
+
+async def test_a_long_response_head_is_read_as_httpcore_read_it(no_proxies: object) -> None:
+    # Some gateways send many or long headers; h11's own limit is 16 KiB.
+    cookie = b"set-cookie: " + b"x" * 40_000 + b"\r\n"
+    long_head = sse("fine").replace(b"\r\n\r\n", b"\r\n" + cookie + b"\r\n", 1)
+    async with serving(answering(long_head)) as (_, url), model_http_client(FAST) as http:
+        assert await lines_of(http, url) == ["data: fine"]

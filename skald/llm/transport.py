@@ -42,6 +42,7 @@ from httpx._utils import get_environment_proxies
 
 READ_SIZE = 65_536
 IDLE_PER_ORIGIN = 16  # ten members streaming at once each hold one; more are closed
+HEAD_LIMIT = 100 * 1024  # a response head may be this long (httpcore's limit; h11's is 16 KiB)
 
 Origin = tuple[bytes, bytes, int]
 Timeouts = dict[str, float | None]
@@ -53,7 +54,7 @@ class _Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.h11 = h11.Connection(h11.CLIENT)
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEAD_LIMIT)
 
     def alive(self) -> bool:
         reader = self.reader
