@@ -333,5 +333,14 @@ async def test_a_long_response_head_is_read_as_httpcore_read_it(no_proxies: obje
     # Some gateways send many or long headers; h11's own limit is 16 KiB.
     cookie = b"set-cookie: " + b"x" * 40_000 + b"\r\n"
     long_head = sse("fine").replace(b"\r\n\r\n", b"\r\n" + cookie + b"\r\n", 1)
-    async with serving(answering(long_head)) as (_, url), model_http_client(FAST) as http:
+
+    async def in_two_parts(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(long_head[:30_000])  # the client holds an incomplete head of 30 KB
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(long_head[30_000:])
+        await writer.drain()
+        return True
+
+    async with serving(in_two_parts) as (_, url), model_http_client(FAST) as http:
         assert await lines_of(http, url) == ["data: fine"]
