@@ -164,5 +164,9 @@ def test_an_installed_skald_started_by_a_launcher_starts_again_the_same_way(
         assert r.status_code == 202, r.text
         _wait_for_new_start(srv, before)
         assert _admin(srv).get("/api/backups").json()["last_restore"]["ok"] is True
+        # The same process (an exec keeps its pid) runs the launcher's command line
+        # again: `-m skald` would also find a checkout installed in development mode.
+        argv = Path(f"/proc/{srv.proc.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert [a.decode() for a in argv] == cmd
     finally:
         srv.close()

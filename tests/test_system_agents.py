@@ -77,6 +77,9 @@ async def test_a_member_override_makes_them_due_sooner_and_sets_the_wake_floor(
     await sign_in(runtime, "ada")
     await sign_in(runtime, "mum")
     sa = runner(runtime)
+    for agent in sa.agents:  # the built-in ones (event triage wakes every 15 min) are off
+        if agent.id not in ("tally", "census"):
+            await sa.settings.put(agent.id, False, agent.interval_s)
     assert await sa.tick_s() == 900  # the shortest interval (an hour) clamped to 15 min
     await sa.settings.override("tally", ids["ada"], 61)
     assert await sa.tick_s() == 61
