@@ -181,6 +181,24 @@ async def test_an_answer_left_unread_drops_its_connection(no_proxies: object) ->
     assert server.connections == 2
 
 
+async def test_a_connection_idle_past_the_keep_alive_is_closed_not_reused(
+    no_proxies: object,
+) -> None:
+    # A NAT or load balancer may forget an idle connection without a word; sending into
+    # it would wait out the silence timeout. httpx's own pool closes them after 5 s.
+    async with (
+        serving(answering(sse("hi"))) as (server, url),
+        httpx.AsyncClient(transport=ModelTransport(keepalive_s=0.05), timeout=FAST) as http,
+    ):
+        assert await lines_of(http, url) == ["data: hi"]
+        assert await lines_of(http, url) == ["data: hi"]  # at once: the same connection
+        assert server.connections == 1
+        await asyncio.sleep(0.1)
+        assert await lines_of(http, url) == ["data: hi"]
+        await asyncio.wait_for(server.hung_up.wait(), 5)  # the stale one was closed
+    assert server.connections == 2
+
+
 async def test_an_answer_saying_connection_close_is_not_reused(no_proxies: object) -> None:
     async with (
         serving(answering(sse("bye", close=True))) as (server, url),

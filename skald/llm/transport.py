@@ -11,7 +11,9 @@ here is only the pool and the socket.
 Traps:
 - A kept-alive connection the server has since closed is found before reuse (its reader
   is at EOF), never by sending a POST into it: a model request is not idempotent, so a
-  request lost on a dead connection cannot be sent again.
+  request lost on a dead connection cannot be sent again. One a NAT or a load balancer
+  forgot says nothing: connections idle longer than `KEEPALIVE_S` (httpx's own 5 s)
+  are closed instead of reused, or a request would wait out the silence timeout.
 - A response not read to its end cannot go back to the pool: closing it drops the
   connection, which is also what stops a provider generating tokens nobody reads.
 - Giving httpx a transport turns off its environment proxies. `model_http_client`
@@ -43,22 +45,29 @@ from httpx._utils import get_environment_proxies
 READ_SIZE = 65_536
 IDLE_PER_ORIGIN = 16  # ten members streaming at once each hold one; more are closed
 HEAD_LIMIT = 100 * 1024  # a response head may be this long (httpcore's limit; h11's is 16 KiB)
+# An idle connection older than this is closed, not reused (httpx's own default): a NAT
+# or load balancer may have forgotten it without a word, and a request sent into such a
+# connection waits for the whole silence timeout before it fails.
+KEEPALIVE_S = 5.0
 
 Origin = tuple[bytes, bytes, int]
 Timeouts = dict[str, float | None]
 
 
 class _Connection:
-    __slots__ = ("h11", "reader", "writer")
+    __slots__ = ("h11", "idle_since", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEAD_LIMIT)
+        self.idle_since = 0.0
 
-    def alive(self) -> bool:
+    def alive(self, oldest: float) -> bool:
+        """Worth a request: not closed by the server, not idle since before `oldest`."""
         reader = self.reader
-        return not (reader.at_eof() or reader.exception() or self.writer.is_closing())
+        closed = reader.at_eof() or reader.exception() or self.writer.is_closing()
+        return not closed and self.idle_since >= oldest
 
     def drop(self) -> None:
         self.writer.transport.abort()
@@ -130,8 +139,11 @@ class _Body(httpx.AsyncByteStream):
 class ModelTransport(httpx.AsyncBaseTransport):
     """Kept-alive HTTP/1.1 connections per origin, one request at a time on each."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, ssl_context: ssl.SSLContext | None = None, *, keepalive_s: float = KEEPALIVE_S
+    ) -> None:
         self._ssl = ssl_context
+        self._keepalive_s = keepalive_s
         self._idle: dict[Origin, list[_Connection]] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -159,6 +171,7 @@ class ModelTransport(httpx.AsyncBaseTransport):
         done = state.our_state is h11.DONE and state.their_state is h11.DONE
         if done and len(idle) < IDLE_PER_ORIGIN:
             state.start_next_cycle()
+            conn.idle_since = asyncio.get_running_loop().time()
             idle.append(conn)
             return
         conn.drop()
@@ -171,9 +184,10 @@ class ModelTransport(httpx.AsyncBaseTransport):
 
     def _reuse(self, origin: Origin) -> _Connection | None:
         idle = self._idle.get(origin)
+        oldest = asyncio.get_running_loop().time() - self._keepalive_s
         while idle:
-            conn = idle.pop()
-            if conn.alive():
+            conn = idle.pop()  # the most recently used first: the likeliest to be alive
+            if conn.alive(oldest):
                 return conn
             conn.drop()
         return None
