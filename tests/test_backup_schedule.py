@@ -81,6 +81,26 @@ def test_prune_deletes_only_archives_the_rules_drop_and_never_other_files(tmp_pa
         assert (tmp_path / name).read_bytes() == b"keep me"
 
 
+def test_archives_written_within_one_second_are_newest_by_their_number(tmp_path: Path) -> None:
+    # `backup --drill` right after another backup (or a scheduled one beside a manual
+    # one) names the second `-2`: the drill, retention and the page must take it as the
+    # newest, though "Z.tar" sorts after "Z-2.tar" by name.
+    stamp = "20261205T020458Z"
+    for name in (
+        f"skald-backup-{stamp}.tar",
+        f"skald-backup-{stamp}-2.tar",
+        f"skald-backup-{stamp}-10.tar",
+        "skald-backup-20261205T020457Z.tar",
+    ):
+        (tmp_path / name).write_bytes(b"x")
+    assert [p.name for _, p in archives(tmp_path)] == [
+        f"skald-backup-{stamp}-10.tar",
+        f"skald-backup-{stamp}-2.tar",
+        f"skald-backup-{stamp}.tar",
+        "skald-backup-20261205T020457Z.tar",
+    ]
+
+
 def test_settings_are_checked_before_they_are_saved(tmp_path: Path) -> None:
     layout = DataLayout(tmp_path)
     with pytest.raises(InvalidInputError, match="full path"):

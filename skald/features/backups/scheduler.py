@@ -52,7 +52,8 @@ log = get_logger("skald.backup")
 
 SETTINGS_FILE = "backup-schedule.json"
 STATE_FILE = "backup-state.json"
-ARCHIVE_NAME = re.compile(r"^skald-backup-(\d{8}T\d{6}Z)(?:-\d+)?\.tar$")
+# A second archive written within the same second gets `-2`, then `-3` (backup.py).
+ARCHIVE_NAME = re.compile(r"^skald-backup-(\d{8}T\d{6}Z)(?:-(\d+))?\.tar$")
 # How often the scheduler wakes to look at the clock and the settings (they may change).
 TICK_S = 30.0
 # The first backup of a server that never made one: soon enough that a new household
@@ -201,22 +202,27 @@ def save_state(layout: DataLayout, state: BackupState) -> None:
 # -- archives and retention --------------------------------------------------------------
 
 
-def _stamp(name: str) -> datetime | None:
+def _stamp(name: str) -> tuple[datetime, int] | None:
+    """The time in an archive's name and its place within that second (1, 2, ...)."""
     m = ARCHIVE_NAME.match(name)
     if m is None:
         return None
-    return datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    when = datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    return when, int(m.group(2) or 1)
 
 
 def archives(folder: Path) -> list[tuple[datetime, Path]]:
-    """Backup archives in `folder`, newest first (by the time in their name)."""
+    """Backup archives in `folder`, newest first: by the time in their name, then by
+    their number within that second (`-2` was written after the one without a number,
+    which its name alone would sort after)."""
     found = []
     with contextlib.suppress(OSError):
         for path in folder.iterdir():
-            when = _stamp(path.name)
-            if when is not None and path.is_file() and not path.is_symlink():
-                found.append((when, path))
-    return sorted(found, key=lambda item: (item[0], item[1].name), reverse=True)
+            stamp = _stamp(path.name)
+            if stamp is not None and path.is_file() and not path.is_symlink():
+                found.append((stamp, path))
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [(when, path) for (when, _), path in found]
 
 
 def retention_keeps(
