@@ -25,7 +25,10 @@ from skald.llm.transport import IDLE_PER_ORIGIN, ModelTransport, model_http_clie
 
 Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-FAST = httpx.Timeout(5.0, read=0.3)
+# Generous, so a loaded CI machine never times a test out; SILENT is for the one test
+# about silence.
+WAIT = httpx.Timeout(30.0)
+SILENT = httpx.Timeout(30.0, read=0.3)
 
 
 def sse(*events: str, close: bool = False) -> bytes:
@@ -134,7 +137,7 @@ async def test_answers_read_to_their_end_share_one_kept_alive_connection(
 ) -> None:
     async with (
         serving(answering(sse("one", "two"))) as (server, url),
-        model_http_client(FAST) as http,
+        model_http_client(WAIT) as http,
     ):
         for _ in range(3):
             assert await lines_of(http, url) == ["data: one", "data: two"]
@@ -149,7 +152,7 @@ async def test_a_connection_the_server_closed_while_idle_is_never_sent_a_request
         await writer.drain()
         return False
 
-    async with serving(answer_then_close) as (server, url), model_http_client(FAST) as http:
+    async with serving(answer_then_close) as (server, url), model_http_client(WAIT) as http:
         assert await lines_of(http, url) == ["data: hello"]
         await asyncio.sleep(0.1)  # the server's FIN reaches the idle connection
         assert await lines_of(http, url) == ["data: hello"]
@@ -171,7 +174,7 @@ async def test_an_answer_left_unread_drops_its_connection(no_proxies: object) ->
         await reader.read(1)  # until the client hangs up
         raise ConnectionResetError
 
-    async with serving(stream_forever_once) as (server, url), model_http_client(FAST) as http:
+    async with serving(stream_forever_once) as (server, url), model_http_client(WAIT) as http:
         async with http.stream("POST", url, content=b"{}") as response:
             async for line in response.aiter_lines():
                 assert line == "data: thinking"
@@ -188,12 +191,12 @@ async def test_a_connection_idle_past_the_keep_alive_is_closed_not_reused(
     # it would wait out the silence timeout. httpx's own pool closes them after 5 s.
     async with (
         serving(answering(sse("hi"))) as (server, url),
-        httpx.AsyncClient(transport=ModelTransport(keepalive_s=0.05), timeout=FAST) as http,
+        httpx.AsyncClient(transport=ModelTransport(keepalive_s=1.0), timeout=WAIT) as http,
     ):
         assert await lines_of(http, url) == ["data: hi"]
         assert await lines_of(http, url) == ["data: hi"]  # at once: the same connection
         assert server.connections == 1
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(1.5)
         assert await lines_of(http, url) == ["data: hi"]
         await asyncio.wait_for(server.hung_up.wait(), 5)  # the stale one was closed
     assert server.connections == 2
@@ -202,7 +205,7 @@ async def test_a_connection_idle_past_the_keep_alive_is_closed_not_reused(
 async def test_an_answer_saying_connection_close_is_not_reused(no_proxies: object) -> None:
     async with (
         serving(answering(sse("bye", close=True))) as (server, url),
-        model_http_client(FAST) as http,
+        model_http_client(WAIT) as http,
     ):
         assert await lines_of(http, url) == ["data: bye"]
         assert await lines_of(http, url) == ["data: bye"]
@@ -216,7 +219,7 @@ async def test_ten_answers_at_once_take_ten_connections_and_the_next_ten_reuse_t
         await asyncio.sleep(0.05)  # all ten are in flight together
         return await answering(sse("a", "b"))(reader, writer)
 
-    async with serving(slow) as (server, url), model_http_client(FAST) as http:
+    async with serving(slow) as (server, url), model_http_client(WAIT) as http:
         for _ in range(2):
             results = await asyncio.gather(*(lines_of(http, url) for _ in range(10)))
             assert results == [["data: a", "data: b"]] * 10
@@ -229,7 +232,7 @@ async def test_the_pool_keeps_at_most_its_share_of_idle_connections(no_proxies: 
         return await answering(sse("a"))(reader, writer)
 
     many = IDLE_PER_ORIGIN + 4
-    async with serving(slow) as (server, url), model_http_client(FAST) as http:
+    async with serving(slow) as (server, url), model_http_client(WAIT) as http:
         await asyncio.gather(*(lines_of(http, url) for _ in range(many)))
         await asyncio.gather(*(lines_of(http, url) for _ in range(many)))
     # The first round opened `many`; the second reused the ones kept and opened the rest.
@@ -246,7 +249,7 @@ async def test_silence_before_or_after_the_head_is_a_read_timeout(
         await reader.read(1)
         return False
 
-    async with serving(then_silence) as (_, url), model_http_client(FAST) as http:
+    async with serving(then_silence) as (_, url), model_http_client(SILENT) as http:
         with pytest.raises(httpx.ReadTimeout):
             await lines_of(http, url)
 
@@ -257,7 +260,7 @@ async def test_a_body_cut_short_is_a_protocol_error_not_a_short_answer(no_proxie
         await writer.drain()
         return False
 
-    async with serving(cut) as (_, url), model_http_client(FAST) as http:
+    async with serving(cut) as (_, url), model_http_client(WAIT) as http:
         with pytest.raises(httpx.RemoteProtocolError):
             await lines_of(http, url)
 
@@ -267,7 +270,7 @@ async def test_a_closed_port_is_a_connect_error(no_proxies: object) -> None:
     port = listener.sockets[0].getsockname()[1]
     listener.close()
     await listener.wait_closed()
-    async with model_http_client(FAST) as http:
+    async with model_http_client(WAIT) as http:
         with pytest.raises(httpx.ConnectError):
             await lines_of(http, f"http://127.0.0.1:{port}/v1/chat/completions")
 
@@ -275,7 +278,7 @@ async def test_a_closed_port_is_a_connect_error(no_proxies: object) -> None:
 async def test_garbage_instead_of_http_is_a_protocol_error(no_proxies: object) -> None:
     async with (
         serving(answering(b"SSH-2.0-OpenSSH_9.2\r\n\r\n")) as (_, url),
-        model_http_client(FAST) as http,
+        model_http_client(WAIT) as http,
     ):
         with pytest.raises(httpx.RemoteProtocolError):
             await lines_of(http, url)
@@ -289,14 +292,14 @@ async def test_an_environment_proxy_still_carries_the_request_and_no_proxy_goes_
         serving(answering(sse("proxied"))) as (proxy, proxy_url),
     ):
         no_proxies.setenv("HTTP_PROXY", proxy_url.rsplit("/v1", 1)[0])
-        async with model_http_client(FAST) as http:
+        async with model_http_client(WAIT) as http:
             assert await lines_of(http, url) == ["data: proxied"]
         # A proxy is asked for the whole URL: the request went through httpx's proxy.
         assert proxy.request_lines == [f"POST {url} HTTP/1.1".encode()]
         assert origin.connections == 0
 
         no_proxies.setenv("NO_PROXY", "127.0.0.1")
-        async with model_http_client(FAST) as http:
+        async with model_http_client(WAIT) as http:
             assert isinstance(http._transport_for_url(httpx.URL(url)), ModelTransport)
             assert await lines_of(http, url) == ["data: direct"]
         assert origin.request_lines == [b"POST /v1/chat/completions HTTP/1.1"]
@@ -318,13 +321,13 @@ async def test_https_trusts_the_authority_the_environment_names_and_no_other(
     async with serving(answering(sse("secret")), tls=server_tls) as (server, url):
         no_proxies.delenv("SSL_CERT_FILE", raising=False)
         no_proxies.delenv("SSL_CERT_DIR", raising=False)
-        async with model_http_client(FAST) as http:
+        async with model_http_client(WAIT) as http:
             with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await lines_of(http, url)
         assert server.request_lines == []  # nothing was sent to a server not trusted
 
         no_proxies.setenv("SSL_CERT_FILE", str(cert))
-        async with model_http_client(FAST) as http:
+        async with model_http_client(WAIT) as http:
             assert await lines_of(http, url) == ["data: secret"]
             assert await lines_of(http, url) == ["data: secret"]
         # One kept-alive connection: the refused handshake never became one.
@@ -338,7 +341,7 @@ async def test_a_provider_check_names_an_untrusted_certificate_not_a_missing_ser
     no_proxies.delenv("SSL_CERT_DIR", raising=False)
     async with (
         serving(answering(sse()), tls=certificate[1]) as (_, url),
-        model_http_client(FAST) as http,
+        model_http_client(WAIT) as http,
     ):
         base = url.removesuffix("/chat/completions")
         check = await list_models("openai_compatible", base, None, http)
@@ -360,5 +363,5 @@ async def test_a_long_response_head_is_read_as_httpcore_read_it(no_proxies: obje
         await writer.drain()
         return True
 
-    async with serving(in_two_parts) as (_, url), model_http_client(FAST) as http:
+    async with serving(in_two_parts) as (_, url), model_http_client(WAIT) as http:
         assert await lines_of(http, url) == ["data: fine"]
