@@ -95,9 +95,8 @@ class LlmService:
     @functools.cached_property
     def http(self) -> httpx.AsyncClient:
         """One pool for every provider: connections are reused across turns and users.
-        Made at first use, not at start: a client loads the system's CA certificates
-        into an SSL context (tens of milliseconds and about 1 MiB), which a start and an
-        idle household without a model call need not pay."""
+        Made at first use, not at start; its transport reads the CA certificates (in a
+        thread) only at the first https connection (`skald/llm/transport.py`)."""
         return model_http_client(httpx.Timeout(120.0, connect=10.0))
 
     async def close(self) -> None:

@@ -97,7 +97,7 @@ def _mapped(
         raise httpx.RemoteProtocolError(str(exc), request=request) from exc
     except h11.LocalProtocolError as exc:
         raise httpx.LocalProtocolError(str(exc), request=request) from exc
-    except (OSError, ssl.SSLError) as exc:
+    except OSError as exc:  # ssl.SSLError (a certificate not trusted) is one too
         raise failure(str(exc) or type(exc).__name__, request=request) from exc
 
 

@@ -188,7 +188,7 @@ class StreamingClient(abc.ABC):
         self, path: str, headers: dict[str, str], body: bytes
     ) -> AsyncIterator[StreamEvent]:
         if self._http is None:
-            self._http = model_http_client(httpx.Timeout(5.0))
+            self._http = model_http_client(DEFAULT_TIMEOUT)
         async with post_stream(
             self._http,
             f"{self.base_url}{path}",
