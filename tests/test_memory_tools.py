@@ -10,10 +10,11 @@ from tool_support import RunsTools
 from skald.agent import Tool
 from skald.core.users import UserManager
 from skald.files.tools import memory_tools
+from skald.store.note_paths import INDEX_NOTE
+from skald.store.notes import PRIVATE_NOTES, SHARED_NOTES, KeptNotes
 from skald.store.owner import OwnerStore
 from skald.store.registry import Registry
 from skald.store.shared_memory import SharedMemoryStore
-from skald.tools import memory_indexes
 from skald.tools.memory import MAX_NOTE_BYTES, READ_MAX_CHARS, note_summary
 
 PW = "correct horse battery"
@@ -176,8 +177,16 @@ async def test_notes_are_size_capped(ada: Member) -> None:
 # -- the index ---------------------------------------------------------------------------
 
 
-async def test_new_notes_get_an_index_line_once(ada: Member) -> None:
-    assert await memory_indexes(ada.store, ada.shared) == ("", "")
+async def _indexes(mine: KeptNotes, household: KeptNotes) -> tuple[str, str]:
+    return await mine.text(INDEX_NOTE), await household.text(INDEX_NOTE)
+
+
+async def test_new_notes_get_an_index_line_once_and_the_next_turn_sees_the_index(
+    ada: Member,
+) -> None:
+    # As each turn's prompt reads the indexes: kept, and read again after the tools wrote.
+    mine, household = KeptNotes(ada.store.db, PRIVATE_NOTES), KeptNotes(ada.shared.db, SHARED_NOTES)
+    assert await _indexes(mine, household) == ("", "")
 
     said = await ada.ok(
         "write_file",
@@ -194,7 +203,7 @@ async def test_new_notes_get_an_index_line_once(ada: Member) -> None:
 
     said = await ada.ok("write_file", path="shared-memory/house/bins.md", content="# Bins\n")
     assert "shared-memory/index.md" in said
-    assert await memory_indexes(ada.store, ada.shared) == (
+    assert await _indexes(mine, household) == (
         await ada.store.note_get("index.md"),
         "- house/bins.md — Bins\n",
     )

@@ -23,8 +23,9 @@ from conftest import PASSWORD, Client, MakeClient, signed_in
 import skald.store.sessions as sessions_module
 from skald.core.users import UserManager
 from skald.store.database import Database
+from skald.store.kept import KEPT_S
 from skald.store.registry import Registry
-from skald.store.sessions import KEPT_S, READS, SessionRow, SessionStore
+from skald.store.sessions import READS, SessionRow, SessionStore
 
 
 class Clock:
@@ -187,11 +188,11 @@ async def test_unknown_tokens_are_never_kept_and_the_kept_sessions_are_bounded(
     store = SessionStore(registry.db)
     for _ in range(50):
         assert await store.get_with_member(secrets.token_hex(32)) is None
-    assert store._kept == {}
+    assert store.kept.keys() == []
     hashes = [await _session(store, ada_id) for _ in range(5)]
     for token_hash in hashes:
         assert await store.get_with_member(token_hash) is not None
-    assert list(store._kept) == hashes[2:]  # the oldest went first
+    assert store.kept.keys() == hashes[2:]  # the oldest went first
 
 
 # -- through the web API -----------------------------------------------------------------

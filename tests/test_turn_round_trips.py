@@ -107,16 +107,16 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     assert len(counter.at_request) == 1, trace
     # Before the model request: the session (0: kept from turn two's request, as no
     # session, member or role row was written since), the member and role as they are now
-    # with the plugins' switches (1), the household's memory index (1, at the same time
-    # as the member's), the spending caps' check with the turn's count (1, usage), the
-    # profile with its directory and supervisors (1, people); the conversation read by
-    # the route (1), the running mark (1), the member's memory index (1), whether the
-    # conversation is a project's (1, projects) and the user message stored with the
-    # history read back (1).
+    # with the plugins' switches (0: kept likewise, skald/store/member_now.py), the
+    # profile with its directory and supervisors (0, people: kept), the two memory
+    # indexes (0: kept while no note was written), the spending caps' check with the
+    # turn's count (1, usage); the conversation read by the route (1), the running mark
+    # (1), whether the conversation is a project's (1, projects) and the user message
+    # stored with the history read back (1).
     # `POST /api/chat` (this test's door, issue 28) tells which files the turn wrote from
     # the turn's own finished calls: no read of the history before or after (0).
-    assert counter.at_request[0] == Counter(registry=4, owner=5), trace
+    assert counter.at_request[0] == Counter(registry=1, owner=4), trace
     # The whole turn adds the usage row in each database and the answer and the idle
     # status in the member's, and the request log's keep (requestlog: one transaction in
     # the member's database that writes the payload only when they opted in).
-    assert counter.trips == Counter(registry=5, owner=9), trace
+    assert counter.trips == Counter(registry=2, owner=8), trace

@@ -45,6 +45,7 @@ from skald.sandbox.execute import probe
 from skald.sandbox.manager import SandboxManager, SandboxState, SandboxUnavailable
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.llm import LlmStore
+from skald.store.member_now import MemberNow
 from skald.store.rows import Role, User
 from skald.store.sessions import SessionStore
 from skald.store.shared_memory import SharedMemoryStore
@@ -87,7 +88,14 @@ class Runtime:
         self.user_runtimes: dict[str, UserRuntime] = {}
         # What the features see of the server (hooks get it, never this object); the
         # services features run for the server, found by type (`server.state(T)`).
-        self.server = Server(self, self.sessions, self.storage_guard, self.accounts, self.throttle)
+        self.server = Server(
+            self,
+            self.sessions,
+            self.storage_guard,
+            self.accounts,
+            self.throttle,
+            MemberNow(core.registry.db),  # what each turn reads first, kept between turns
+        )
         # What every channel (web, /api/chat, later bots and schedules) does with chats.
         self.conversations = ConversationService(
             layout=core.layout,

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from zoneinfo import ZoneInfo
 
-import apsw
-
 from skald.agent import ApprovalRequest, ChildAgent, LoopConfig, Tool, ToolContext
 from skald.agent.loop import DEFAULT_MAX_TOKENS
 from skald.agent.prompts import AgentDef, PromptCache, default_chat_agent
@@ -43,9 +41,9 @@ from skald.quota import BudgetSource
 from skald.sandbox.tool import SANDBOX_EXEC
 from skald.store.conversations import Conversation
 from skald.store.inbox import InboxStore
+from skald.store.member_now import MemberNow
 from skald.store.note_paths import parse_note_path
-from skald.store.plugins import Snapshot, snapshot_in
-from skald.store.registry import role_in, user_in
+from skald.store.plugins import snapshot_in
 from skald.store.rows import Role, User
 from skald.tools.memory import MEMORY_SHARED
 
@@ -200,13 +198,7 @@ class UserRuntime:
         if self._member is None:
             self.plugins.switches.apply(await self.server.db.call(snapshot_in))
             return self.role
-        user_id = self.user.id
-
-        def q(c: apsw.Connection) -> tuple[User | None, Role | None, Snapshot]:
-            user = user_in(c, user_id)
-            return user, role_in(c, user.role) if user else None, snapshot_in(c)
-
-        user, role, snapshot = await self.server.db.call(q)
+        user, role, snapshot = await self.server.state(MemberNow).read(self.user.id)
         if user is None:
             raise NotFoundError("no such user")
         if role is None:

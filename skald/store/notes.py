@@ -10,6 +10,8 @@ below, never from input. `NoteQueries` is the awaitable side both stores share.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,6 +20,7 @@ import msgspec
 
 from skald.errors import NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.kept import KeptReads
 
 _IDENT = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -200,3 +203,19 @@ class NoteQueries:
     async def note_search(self, query: str, limit: int = 20) -> list[NoteHit]:
         """Full-text search; the query is matched as plain words, never as FTS syntax."""
         return await self.db.call(lambda c: search(c, self._tables, query, limit))
+
+
+class KeptNotes:
+    """Notes of one store read at every turn (the memory indexes the prompt shows), kept
+    between turns while the store's table was not written (`skald/store/kept.py`): an
+    index the assistant or the member just edited is read again by the next turn. A
+    missing note reads as "" and is kept too (writing it moves the count)."""
+
+    def __init__(
+        self, db: Database, tables: NoteTables, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.tables = tables
+        self.kept: KeptReads[str, str] = KeptReads(db, frozenset({tables.table}), clock=clock)
+
+    async def text(self, path: str) -> str:
+        return await self.kept.get(path, lambda c: get(c, self.tables, path) or "")

@@ -21,6 +21,8 @@ free-form profile both use it, so a value the API refuses is never migrated in e
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Final
@@ -29,6 +31,9 @@ import apsw
 
 from skald.errors import InvalidInputError, NotFoundError
 from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.kept import KeptReads
+from skald.store.registry import user_in
+from skald.store.rows import User
 
 SEX_MAX: Final = 40
 NOTES_MAX: Final = 2000
@@ -297,3 +302,29 @@ async def supervises(db: Database, supervisor_id: str, supervised_id: str) -> bo
         )
     )
     return row is not None
+
+
+# The tables `ProfileNow.read` touches: `user_in`, `read_directory`, `linked_in`.
+PROFILE_READS = frozenset({"users", "people_profiles", "people_supervision"})
+
+Profile = tuple[User, Directory, list[str]]
+
+
+class ProfileNow:
+    """Who the assistant talks with, as `USER_PROFILE` shows them at every turn: the
+    member's row (a display name changed since sign-in), their directory profile and
+    their supervisors' names, kept between turns while none of it can have changed
+    (`skald/store/kept.py`). Built once by the people feature (`server.state`)."""
+
+    def __init__(self, db: Database, clock: Callable[[], float] = time.monotonic) -> None:
+        self.kept: KeptReads[str, Profile] = KeptReads(db, PROFILE_READS, clock=clock)
+
+    async def read(self, user_id: str) -> Profile:
+        def q(c: apsw.Connection) -> Profile:
+            user = user_in(c, user_id)
+            if user is None:
+                raise NotFoundError("no such member")
+            supervisors = linked_in(c, user_id, "supervisors")
+            return user, read_directory(c, user_id), [n.name for n in supervisors]
+
+        return await self.kept.get(user_id, q)

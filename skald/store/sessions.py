@@ -1,14 +1,14 @@
 """Login sessions in the registry. Tokens are stored only as SHA-256 hashes.
 
-Every request looks its session up (`get_with_member`), so that read is kept: a kept
-answer is used while nothing in this process has written a row of the tables it came
-from (`READS`, counted by the database's pre-update hook, whoever the writer) and for at
-most `KEPT_S` seconds. Revocation stays synchronous: a logout, a deactivation, a role
-edit or a deletion moves the count before the writer's `await` returns, so the next
-request reads again. Trap: another process's write is not counted; the age bound is
-what covers it (the CLI changes accounts through a running server, never behind it;
-what it may write directly, a password or a plugin switch, revokes nothing). A query
-here that reads another table must add it to `READS`.
+Every request looks its session up (`get_with_member`), so that read is kept
+(`skald/store/kept.py`): a kept answer is used while nothing in this process has written
+a row of the tables it came from (`READS`) and for at most `KEPT_S` seconds. Revocation
+stays synchronous: a logout, a deactivation, a role edit or a deletion moves the count
+before the writer's `await` returns, so the next request reads again. Trap: another
+process's write is not counted; the age bound is what covers it (the CLI changes
+accounts through a running server, never behind it; what it may write directly, a
+password or a plugin switch, revokes nothing). A query here that reads another table
+must add it to `READS`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from collections.abc import Callable
 import apsw
 import msgspec
 
-from skald.store.database import Database, WriteCount, fetch_all, fetch_one
+from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.kept import KeptReads
 from skald.store.registry import role_in, user_in
 from skald.store.rows import Role, User
 
@@ -45,26 +46,19 @@ def _row(r: tuple[object, ...]) -> SessionRow:
 
 # The tables `get_with_member` reads (`user_in`, `role_in` included).
 READS = frozenset({"sessions", "users", "roles", "role_capabilities", "role_attributes"})
-# How long a kept lookup may be used at most: the bound on another process's writes.
-KEPT_S = 2.0
 # Sessions kept at most; past it the oldest goes first (insertion order).
 KEPT_MAX = 1024
 
 Found = tuple[SessionRow, User | None, Role | None]
 
 
-class _Kept(msgspec.Struct, frozen=True):
-    writes: int  # the WriteCount's value before the read was sent
-    at: float
-    found: Found
-
-
 class SessionStore:
     def __init__(self, db: Database, clock: Callable[[], float] = time.monotonic) -> None:
         self.db = db
-        self.clock = clock
-        self._writes: WriteCount = db.count_writes(READS)
-        self._kept: dict[str, _Kept] = {}
+        # An unknown token is never kept (a guesser would fill the table).
+        self.kept: KeptReads[str, Found | None] = KeptReads(
+            db, READS, max_entries=KEPT_MAX, clock=clock, keep=lambda f: f is not None
+        )
 
     async def insert(self, row: SessionRow) -> bool:
         """Store a new session, only while its user exists and is active (one statement:
@@ -111,14 +105,7 @@ class SessionStore:
     async def get_with_member(self, token_hash: str) -> Found | None:
         """The session, its user and the user's role: kept from an earlier read while
         still good (see the module's rule), else in one trip to the database thread
-        (this runs on every request). An unknown token is never kept."""
-        now = self.clock()
-        kept = self._kept.get(token_hash)
-        if kept is not None and kept.writes == self._writes.value and now - kept.at < KEPT_S:
-            return kept.found
-        # Taken before the read is sent: a write that lands while it is on its way
-        # makes the answer stale at once, whichever of the two the thread runs first.
-        writes = self._writes.value
+        (this runs on every request)."""
 
         def q(c: apsw.Connection) -> Found | None:
             r = fetch_one(c, f"SELECT {_COLUMNS} FROM sessions WHERE token_hash=?", (token_hash,))
@@ -128,13 +115,7 @@ class SessionStore:
             user = user_in(c, session.user_id)
             return session, user, None if user is None else role_in(c, user.role)
 
-        found = await self.db.call(q)
-        self._kept.pop(token_hash, None)
-        if found is not None:
-            if len(self._kept) >= KEPT_MAX:
-                del self._kept[next(iter(self._kept))]
-            self._kept[token_hash] = _Kept(writes, now, found)
-        return found
+        return await self.kept.get(token_hash, q)
 
     async def get(self, token_hash: str) -> SessionRow | None:
         r = await self.db.call(

@@ -2,6 +2,6 @@
 (`skald.tools.memory`), argument checks (`args`) and previews (`preview`). The tool
 family itself is `skald.files.tools`."""
 
-from skald.tools.memory import MemorySearchTool, NoteStores, memory_indexes
+from skald.tools.memory import MemorySearchTool, NoteStores
 
-__all__ = ["MemorySearchTool", "NoteStores", "memory_indexes"]
+__all__ = ["MemorySearchTool", "NoteStores"]

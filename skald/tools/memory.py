@@ -24,7 +24,6 @@ commit together, and an edit's read-modify-write cannot interleave with another 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,7 +74,6 @@ __all__ = [
     "NoteStores",
     "NumberedRows",
     "index_line",
-    "memory_indexes",
     "note_summary",
     "replaced_text",
 ]
@@ -592,17 +590,3 @@ class MemorySearchTool(Reads, Tool):
         rows = [f"{_plural(len(hits), 'note')} found for {query!r}:"]
         rows += [f"- {store}/{hit.path}: {_one_line(hit.snippet)}" for store, hit in hits]
         return ToolResult(content="\n".join(rows))
-
-
-async def memory_indexes(owner: OwnerStore, shared: SharedMemoryStore) -> tuple[str, str]:
-    """The two `index.md` texts (private, household) for the prompt; "" when missing."""
-
-    async def index(store: OwnerStore | SharedMemoryStore) -> str:
-        try:
-            return await store.note_get(INDEX_NOTE)
-        except NotFoundError:
-            return ""
-
-    # Two databases, two threads: read both at once.
-    private, household = await asyncio.gather(index(owner), index(shared))
-    return private, household

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from skald.core.prompt_blocks import memory_index_block
@@ -11,13 +12,15 @@ from skald.plugins import hookimpl
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import MEMORY
 from skald.store.migrations.registry import SHARED_MEMORY
+from skald.store.note_paths import INDEX_NOTE
+from skald.store.notes import PRIVATE_NOTES, SHARED_NOTES, KeptNotes
 from skald.store.owner import OwnerStore
-from skald.tools.memory import MEMORY_SHARED, memory_indexes
+from skald.tools.memory import MEMORY_SHARED
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
     from skald.permissions import Capability
-    from skald.plugins.facade import Member
+    from skald.plugins.facade import Member, Server
 
 
 @hookimpl
@@ -55,9 +58,23 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    # The household's index, as each turn's prompt shows it (kept between turns).
+    return [KeptNotes(server.db, SHARED_NOTES)]
+
+
+@hookimpl
+def skald_member_state(member: Member) -> list[object]:
+    # The member's own index, likewise (their database's writes are counted).
+    return [KeptNotes(member.db, PRIVATE_NOTES)]
+
+
+@hookimpl
 async def skald_prompt_blocks(member: Member) -> dict[str, str]:
-    owner = OwnerStore(member.db)
-    user_index, shared_index = await memory_indexes(owner, member.server.shared_memory)
+    # Two databases, two threads: read both at once (when either is not kept).
+    user_index, shared_index = await asyncio.gather(
+        member.state(KeptNotes).text(INDEX_NOTE), member.server.state(KeptNotes).text(INDEX_NOTE)
+    )
     return {
         "USER_MEMORY_INDEX": memory_index_block("user-memory", user_index),
         "SHARED_MEMORY_INDEX": (

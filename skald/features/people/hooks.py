@@ -7,16 +7,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from skald.core.prompt_blocks import profile_block
-from skald.errors import NotFoundError
 from skald.plugins import hookimpl
 from skald.plugins.specs import WebFiles, feature_folder
 from skald.store import people
-from skald.store.registry import user_in
 
 if TYPE_CHECKING:
-    from skald.plugins.facade import Member
+    from skald.plugins.facade import Member, Server
     from skald.store.migrations import Feature
-    from skald.store.rows import User
 
 
 @hookimpl
@@ -24,6 +21,12 @@ def skald_migrations(schema: str) -> list[Feature]:
     from skald.features.people.schema import PEOPLE
 
     return [PEOPLE] if schema == "registry" else []
+
+
+@hookimpl
+def skald_server_state(server: Server) -> list[object]:
+    # The profile each turn's USER_PROFILE shows, kept between turns (store/people.py).
+    return [people.ProfileNow(server.db)]
 
 
 @hookimpl
@@ -46,18 +49,7 @@ def skald_placeholders() -> dict[str, str]:
 
 @hookimpl
 async def skald_prompt_blocks(member: Member) -> dict[str, str]:
-    user_id = member.id
-
-    def read(c: Any) -> tuple[User, people.Directory, list[str]]:
-        # One trip for the whole block (it is built at every turn): the row as it is
-        # now (a display name changed since sign-in), the directory, the supervisors.
-        user = user_in(c, user_id)
-        if user is None:
-            raise NotFoundError("no such member")
-        supervisors = people.linked_in(c, user_id, "supervisors")
-        return user, people.read_directory(c, user_id), [n.name for n in supervisors]
-
-    user, directory, supervisors = await member.server.db.call(read)
+    user, directory, supervisors = await member.server.state(people.ProfileNow).read(member.id)
     household = member.server.instance.current.household_name
     block = profile_block(
         user.display_name,
