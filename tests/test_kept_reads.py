@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -22,12 +23,15 @@ import pytest
 from conftest import PASSWORD
 
 from skald.core.users import UserManager
+from skald.features.projects.store import ChatProjects
 from skald.paths import DataLayout
 from skald.plugins.manager import Plugins
-from skald.store.database import Database
+from skald.store.database import Database, open_plain
 from skald.store.kept import KEPT_S, KeptReads
 from skald.store.member_now import READS as MEMBER_READS
 from skald.store.member_now import MemberNow
+from skald.store.migrations import migrate_features
+from skald.store.migrations.owner import OWNER
 from skald.store.migrations.registry import REGISTRY
 from skald.store.note_paths import INDEX_NOTE
 from skald.store.notes import SHARED_NOTES, KeptNotes
@@ -190,6 +194,28 @@ async def test_a_member_gone_or_a_role_gone_is_never_kept(
     now = MemberNow(registry.db)
     assert (await now.read("no-such-member"))[0] is None
     assert now.kept.keys() == []
+
+
+async def test_the_project_of_a_conversation_is_kept_until_project_chats_is_written(
+    tmp_path: Path,
+) -> None:
+    plan = OWNER.with_features(Plugins.builtin().migrations("owner"))
+    db = await open_plain(tmp_path / "owner.db", "owner-test")
+    try:
+        await db.call(lambda c: migrate_features(c, plan))
+        chats = ChatProjects(db)
+        assert await _tables_read(db, lambda: chats.of("c1")) == {"project_chats"}
+        assert await chats.of("c1") is None  # kept, as most conversations are no project's
+        await db.call(
+            lambda c: c.execute(
+                "INSERT INTO project_chats(conversation_id, owner, slug) VALUES ('c1', 'u', 'p')"
+            )
+        )
+        assert await chats.of("c1") == ("u", "p")
+        await db.call(lambda c: c.execute("DELETE FROM project_chats"))
+        assert await chats.of("c1") is None
+    finally:
+        await db.aclose()
 
 
 # -- the class itself ----------------------------------------------------------------------

@@ -111,12 +111,12 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     # profile with its directory and supervisors (0, people: kept), the two memory
     # indexes (0: kept while no note was written), the spending caps' check with the
     # turn's count (1, usage); the conversation read by the route (1), the running mark
-    # (1), whether the conversation is a project's (1, projects) and the user message
-    # stored with the history read back (1).
+    # (1), whether the conversation is a project's (0, projects: kept) and the user
+    # message stored with the history read back (1).
     # `POST /api/chat` (this test's door, issue 28) tells which files the turn wrote from
     # the turn's own finished calls: no read of the history before or after (0).
-    assert counter.at_request[0] == Counter(registry=1, owner=4), trace
+    assert counter.at_request[0] == Counter(registry=1, owner=3), trace
     # The whole turn adds the usage row in each database and the answer and the idle
     # status in the member's, and the request log's keep (requestlog: one transaction in
     # the member's database that writes the payload only when they opted in).
-    assert counter.trips == Counter(registry=2, owner=8), trace
+    assert counter.trips == Counter(registry=2, owner=7), trace

@@ -41,6 +41,14 @@ def skald_server_state(server: Server) -> list[object]:
 
 
 @hookimpl
+def skald_member_state(member: Member) -> list[object]:
+    # Which project each conversation belongs to, kept between turns (PROJECT_CONTEXT).
+    from skald.features.projects.store import ChatProjects
+
+    return [ChatProjects(member.db)]
+
+
+@hookimpl
 def skald_services(server: Server) -> list[ServiceSpec]:
     from skald.features.projects.store import Projects
 
@@ -72,12 +80,12 @@ def skald_placeholders() -> dict[str, str]:
 
 @hookimpl
 async def skald_prompt_blocks(member: Member, conversation_id: str | None) -> dict[str, str]:
-    from skald.features.projects.store import PROJECTS_USE, Projects, context, project_of_chat
+    from skald.features.projects.store import PROJECTS_USE, ChatProjects, Projects, context
 
     projects = member.server.state(Projects, None)
     if projects is None or conversation_id is None:
         return {"PROJECT_CONTEXT": ""}
-    found = await project_of_chat(member.db, conversation_id)
+    found = await member.state(ChatProjects).of(conversation_id)
     if found is None:
         return {"PROJECT_CONTEXT": ""}
     owner, slug = found

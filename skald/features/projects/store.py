@@ -35,6 +35,8 @@ from skald.features.projects.history import ProjectHistory
 from skald.files.mounts import MemberMount
 from skald.paths import CONTAINER_HOME
 from skald.permissions import declare
+from skald.store.database import Database
+from skald.store.kept import KeptReads
 from skald.store.migrations import Feature, Migration
 
 if TYPE_CHECKING:
@@ -397,13 +399,25 @@ async def chat_of(db: Any, owner: str, slug: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-async def project_of_chat(db: Any, conversation_id: str) -> tuple[str, str] | None:
-    row = await db.call(
-        lambda c: c.execute(
-            "SELECT owner, slug FROM project_chats WHERE conversation_id=?", (conversation_id,)
-        ).fetchone()
-    )
-    return None if row is None else (str(row[0]), str(row[1]))
+class ChatProjects:
+    """Which project a conversation of the member's belongs to, as each turn's
+    PROJECT_CONTEXT asks: kept while `project_chats` is not written (skald/store/kept.py;
+    most conversations belong to none, and that answer is kept too). One per unlocked
+    member (`skald_member_state`), over their database."""
+
+    def __init__(self, db: Database) -> None:
+        self.kept: KeptReads[str, tuple[str, str] | None] = KeptReads(
+            db, frozenset({"project_chats"})
+        )
+
+    async def of(self, conversation_id: str) -> tuple[str, str] | None:
+        def q(c: apsw.Connection) -> tuple[str, str] | None:
+            row = c.execute(
+                "SELECT owner, slug FROM project_chats WHERE conversation_id=?", (conversation_id,)
+            ).fetchone()
+            return None if row is None else (str(row[0]), str(row[1]))
+
+        return await self.kept.get(conversation_id, q)
 
 
 async def remember_chat(db: Any, conversation_id: str, owner: str, slug: str) -> None:
