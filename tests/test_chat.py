@@ -685,3 +685,32 @@ async def test_owner_history_starts_a_turn_in_one_step_unless_a_call_is_open(
     loaded = await history.start_turn(again)
     assert loaded is not None and loaded[-1] == again and len(loaded) == 4
     assert (await mine.hub.store.items(conversation.id))[-1].attachments == [photo]
+
+
+async def test_a_model_chosen_after_the_message_came_in_answers_its_turn(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    """The runner starts the turn's setup from the copy of the conversation the route
+    read, while its running mark reads the conversation again: when the member switched
+    the model in between (a message that waited behind another job, a second tab), the
+    turn is set up again with the model chosen now."""
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
+    models = {
+        m["model"]: m["id"]
+        for m in (await (await signed_in(make_client, "mum")).call("GET", "/api/llm/models")).json()
+    }
+    ada = await signed_in(make_client, "ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"model_id": models["model-a"]})
+    assert r.status_code == 200, r.text
+    mine = runtime.user_runtimes[household["ada"]]
+    as_read = await mine.hub.store.get(cid)
+    assert as_read.model_id == models["model-a"]
+    r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"model_id": models["model-b"]})
+    assert r.status_code == 200, r.text
+    fake_llm.script("model-b", ["B."])
+    done = await mine.hub.send(cid, [TextPart("hello")], [], "hello", conversation=as_read)
+    result = await asyncio.wait_for(done, 30)
+    assert (result.status, result.text) == ("done", "B.")
+    posted = [r for r in fake_llm.requests if r.method == "POST"]
+    assert [r.body["model"] for r in posted] == ["model-b"]
