@@ -2093,9 +2093,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "UP5",
         "feed translations",
-        "skald/features/connectors/feed.py",
-        '    display_name: str = ""\n    description: str = ""\n\n\n# A language code',
-        '    display_name: str = ""\n    description: str = ""\n    command: list[str] = []\n\n\n# A language code',
+        "skald/features/connectors/shapes.py",
+        '    display_name: str = ""\n    description: str = ""\n\n\nclass OwnIn(',
+        '    display_name: str = ""\n    description: str = ""\n    command: list[str] = []\n\n\nclass OwnIn(',
         ("tests/test_connectors_feed_i18n.py",),
         why="a feed's translation may carry more than text",
     ),

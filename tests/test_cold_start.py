@@ -94,6 +94,79 @@ def test_building_the_app_imports_no_library_a_feature_needs_only_at_first_use()
     assert loaded.splitlines()[-1] == "[]", loaded
 
 
+# Skald's own modules a household without connectors never needs until a connector is
+# added, listed or runs (docs/dev/connectors.md, "What loads at first use").
+SKALD_AT_FIRST_USE = (
+    "skald.mcp",  # the MCP client library, every module of it
+    "skald.features.connectors.feed",
+    "skald.features.connectors.install",
+    "skald.features.connectors.own",
+    "skald.features.connectors.trial",
+    "skald.features.connectors.oauth",
+    "skald.features.connectors.providers",
+    "skald.features.connectors.resources",
+    "skald.features.connectors.tools",
+    "skald.features.connectors.content",
+    "skald.features.connectors.household_box",
+    "skald.features.connectors.home_files",
+)
+
+
+def test_a_booted_app_holds_no_connector_machinery_and_no_mime_table_before_their_first_use() -> (
+    None
+):
+    # ~1.3 MiB of the connectors' and the MCP client's code, and the mimetypes table
+    # (~300 KiB), held for nothing by a household without connectors (bench/README.md).
+    out = _booted(
+        f"print(sorted(m for m in sys.modules if m.startswith({SKALD_AT_FIRST_USE!r})))\n"
+        "import mimetypes\n"
+        "from skald.files import router\n"
+        "print([k for k, v in vars(router).items() if isinstance(v, mimetypes.MimeTypes)])"
+    )
+    assert out.splitlines()[-2:] == ["[]", "[]"], out
+
+
+def test_the_connector_routes_and_a_guessed_type_work_at_their_first_use() -> None:
+    # In a fresh interpreter, as a served app meets them: nothing imported beforehand (a
+    # test run's own imports would hide an import missing from a handler).
+    out = _fresh(
+        "import asyncio, io, sys, tempfile\n"
+        "import skald.server\n"
+        "from pathlib import Path\n"
+        "import httpx\n"
+        "from skald.api.app import create_app\n"
+        "from skald.config import load_config\n"
+        "from skald.core.runtime import Runtime\n"
+        "from skald.paths import DataLayout\n"
+        "async def main():\n"
+        "    layout = DataLayout(Path(tempfile.mkdtemp()) / 'data')\n"
+        f"    config = load_config(layout.root, {TEST_ENV!r})\n"
+        "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
+        "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
+        "    app = create_app(rt)\n"
+        f"    before = [m for m in sys.modules if m.startswith({SKALD_AT_FIRST_USE!r})]\n"
+        "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
+        "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
+        "        r = await http.post('/api/auth/login',\n"
+        "            json={'username': 'mum', 'password': 'a household password'})\n"
+        "        assert r.status_code == 200, r.text\n"
+        "        market = (await http.get('/api/marketplace')).json()\n"
+        "        mine = (await http.get('/api/connectors')).json()\n"
+        "        providers = (await http.get('/api/sign-in-providers')).json()\n"
+        "    await rt.shutdown()\n"
+        "    print(before, mine, providers)\n"
+        "    print(sorted({i['reach'] for i in market}), any(i['source'] == 'shipped' for i in market))\n"
+        "asyncio.run(main())\n"
+        "from skald.files.router import guess_mime\n"
+        "print(guess_mime('a.PDF'), guess_mime('b.md'), guess_mime('c.nothing-knows-this'))"
+    )
+    lines = out.splitlines()
+    assert lines[-3] == "[] [] []", out
+    reaches, shipped = lines[-2].rsplit(" ", 1)
+    assert shipped == "True" and "'personal'" in reaches, out
+    assert lines[-1] == "application/pdf text/markdown None", out
+
+
 def test_the_hidden_extras_are_real_modules_for_whoever_imports_them_later() -> None:
     out = _fresh(
         "import skald.server, rich.console, click, pygments.lexers;"

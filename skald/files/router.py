@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import itertools
 import mimetypes
@@ -717,7 +718,6 @@ def is_binary(head: bytes) -> bool:
 
 # -- types ------------------------------------------------------------------------------
 
-_MIME = mimetypes.MimeTypes()  # built-in table only: the same answer on every machine
 _EXTRA_MIME = {
     ".md": "text/markdown",
     ".markdown": "text/markdown",
@@ -741,11 +741,18 @@ _EXTRA_MIME = {
 }
 
 
+@functools.cache
+def _mime_table() -> mimetypes.MimeTypes:
+    """Python's built-in table only (the same answer on every machine), built at the first
+    guess: ~300 KiB a server that never guesses a file's type would hold for nothing."""
+    return mimetypes.MimeTypes()
+
+
 def guess_mime(name: str) -> str | None:
     suffix = Path(name).suffix.lower()
     if suffix in _EXTRA_MIME:
         return _EXTRA_MIME[suffix]
-    return _MIME.guess_type(name, strict=False)[0]
+    return _mime_table().guess_type(name, strict=False)[0]
 
 
 def _iso(timestamp: float) -> str:

@@ -25,9 +25,9 @@ import httpx
 import msgspec
 
 from skald.errors import InvalidInputError, SkaldError
+from skald.features.connectors.shapes import NAME, Localized
 from skald.features.connectors.store import AuthType, Scope, Transport
 
-NAME = r"^[a-z0-9][a-z0-9-]{0,39}$"
 MAX_FILE_BYTES = 8 * 1024 * 1024
 FETCH_TIMEOUT_S = 30.0
 
@@ -85,14 +85,6 @@ class AuthSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     type: AuthType = "none"
     fields: list[SecretField] = msgspec.field(default_factory=list)
     oauth: OAuthSpec | None = None
-
-
-class Localized(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """An item's name and description in one language (`i18n.<locale>`); an empty field
-    falls back to the English one."""
-
-    display_name: str = ""
-    description: str = ""
 
 
 # A language code as the web UI names its languages ("it", "fr"; "pt-BR").

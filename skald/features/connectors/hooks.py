@@ -145,28 +145,32 @@ def skald_member_services(member: Member) -> list[ServiceSpec]:
 
 def _instances(member: Member) -> tuple[dict[str, ConnectorInstance], int] | None:
     from skald.features.connectors.service import CONNECTORS_USE, Connectors
-    from skald.features.connectors.tools import member_instances
 
     connectors = member.server.state(Connectors, None)
     if connectors is None or not member.can(CONNECTORS_USE):
         return None
     sup = connectors.supervisor
     names = sup.wanted.get(member.id, set())
+    if not names:  # nothing switched on: `tools.py` (and the MCP client) stay unimported
+        return {}, connectors.config.catalogue_above
+    from skald.features.connectors.tools import member_instances
+
     return member_instances(sup, member.id, names), connectors.config.catalogue_above
 
 
 @hookimpl
 def skald_tools(member: Member) -> list[Tool] | None:
-    from skald.features.connectors.read_notification import ReadNotification
-    from skald.features.connectors.tools import tools_for
-
     found = _instances(member)
     if found is None:
         return None
+    if not found[0]:
+        return []  # what `tools_for` answers for no instances
+    from skald.features.connectors.read_notification import ReadNotification
+    from skald.features.connectors.tools import tools_for
+
     # `read_notification` reads what event triage told them (their own database), offered
-    # with their connectors (no schema sent to members who have none).
-    tools = tools_for(found[0], member, found[1])
-    return [*tools, ReadNotification(member.db)] if found[0] else tools
+    # with their connectors (no schema sent to members who have none: above).
+    return [*tools_for(found[0], member, found[1]), ReadNotification(member.db)]
 
 
 @hookimpl
@@ -185,10 +189,12 @@ def skald_placeholders() -> dict[str, str]:
 
 @hookimpl
 def skald_prompt_blocks(member: Member) -> dict[str, str]:
+    found = _instances(member)
+    if found is None or not found[0]:
+        return {"MCP_LIST": ""}  # what `prompt_block` makes of no instances
     from skald.features.connectors.tools import prompt_block
     from skald.features.connectors.triage import PREFERENCES_PROMPT
 
-    found = _instances(member)
-    block = "" if found is None else prompt_block(found[0], found[1])
+    block = prompt_block(found[0], found[1])
     # With connectors comes event triage: how to keep user-memory/notifications.md.
     return {"MCP_LIST": f"{block}\n\n{PREFERENCES_PROMPT}" if block else ""}

@@ -25,14 +25,13 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import apsw
 import msgspec
 
 from skald.errors import InvalidInputError, NotFoundError, SkaldError
 from skald.features.connectors.feed import (
-    NAME,
     AuthSpec,
     FeedError,
     FeedIndex,
@@ -44,44 +43,18 @@ from skald.features.connectors.feed import (
     secret_names,
 )
 from skald.features.connectors.install import package_tool_env, run_in_group
-from skald.features.connectors.store import Scope
+from skald.features.connectors.shapes import OwnIn
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
 
 LABEL = "household"  # where an own item comes from, on its Marketplace card
 NPM_TIMEOUT_S = 120.0
-ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
-HEADER_NAME = r"^[A-Za-z0-9-]{1,64}$"
 # npm: "@scope/name", "name", each optionally "@<version or range>".
 _NPM = re.compile(r"^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$")
 _NPM_VERSION = re.compile(r"^[A-Za-z0-9.^~*<>=| -]{1,64}$")
 # PyPI: a project name, optionally pinned (`==1.2`, `>=1`).
 _PIP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}([=<>!~]=?[A-Za-z0-9.*+!-]{1,40})?$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,99}$")
-
-Text = Annotated[str, msgspec.Meta(max_length=4000)]
-
-
-class OwnIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What the page's "Add a server" form sends."""
-
-    name: Annotated[str, msgspec.Meta(pattern=NAME)]
-    kind: Literal["npm", "pip", "command", "url"]
-    package: Annotated[str, msgspec.Meta(max_length=200)] = ""  # npm / pip
-    module: Annotated[str, msgspec.Meta(max_length=100)] = ""  # pip: `python3 -m <module>`
-    args: Text = ""  # npm / pip: extra arguments (a shell-quoted line)
-    command: Text = ""  # command: the whole command line
-    url: Text = ""  # url: the remote server's endpoint
-    env: dict[Annotated[str, msgspec.Meta(pattern=ENV_NAME)], Text] = msgspec.field(
-        default_factory=dict
-    )
-    headers: dict[Annotated[str, msgspec.Meta(pattern=HEADER_NAME)], Text] = msgspec.field(
-        default_factory=dict
-    )
-    scope: Scope = "personal"
-    display_name: Annotated[str, msgspec.Meta(max_length=100)] = ""
-    description: Annotated[str, msgspec.Meta(max_length=1000)] = ""
-    icon: Annotated[str, msgspec.Meta(max_length=8)] = ""
 
 
 class OwnItem(msgspec.Struct, frozen=True, kw_only=True):

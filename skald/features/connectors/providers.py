@@ -24,6 +24,7 @@ import msgspec
 
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.connectors.feed import PROVIDER
+from skald.features.connectors.shapes import ProviderIn, ProviderOut
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.registry import now_iso
 
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 PURPOSE = "oauth-client-secret"  # the sealing purpose: no other sealed value opens as this
 
-_URL = Annotated[str, msgspec.Meta(min_length=1, max_length=2000)]
-_PARAM = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 # What the flow itself sets: an extra parameter never overrides it.
 _RESERVED = {
     "response_type",
@@ -45,31 +44,6 @@ _RESERVED = {
     "scope",
     "resource",
 }
-
-
-class ProviderIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The form: `client_secret` absent (None) keeps the stored one, "" removes it."""
-
-    display_name: Annotated[str, msgspec.Meta(max_length=100)] = ""
-    authorize_url: _URL
-    token_url: _URL
-    client_id: Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
-    client_secret: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
-    extra_params: dict[_PARAM, Annotated[str, msgspec.Meta(max_length=500)]] = msgspec.field(
-        default_factory=dict
-    )
-
-
-class ProviderOut(msgspec.Struct, frozen=True, kw_only=True):
-    slug: str
-    display_name: str
-    authorize_url: str
-    token_url: str
-    client_id: str
-    has_secret: bool  # never the secret itself
-    extra_params: dict[str, str]
-    updated_at: str
-    used_by: list[str] = msgspec.field(default_factory=list)  # installed connectors naming it
 
 
 class Provider(msgspec.Struct, frozen=True, kw_only=True):

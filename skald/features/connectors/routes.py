@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -32,26 +32,22 @@ from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.core.accounts import AccountService
 from skald.errors import ConflictError, InvalidInputError, NotFoundError, SkaldError
-from skald.features.connectors import oauth
-from skald.features.connectors.feed import (
-    FeedItem,
-    Localized,
-    Manifest,
-    expand,
-    secret_names,
-)
-from skald.features.connectors.household_box import reach
-from skald.features.connectors.own import LABEL, OwnFeed, OwnIn, build
-from skald.features.connectors.providers import ProviderIn, ProviderOut
-from skald.features.connectors.resources import Catalog, prompt_text
 from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
+
+# Litestar reads the handlers' annotations (through this module's globals) when the app is
+# built: every type a handler names is imported here, from the small `shapes`; what acts
+# on them (the feed, the installer, the trial, OAuth, the MCP client) at first use.
+from skald.features.connectors.shapes import Localized, OwnIn, ProviderIn, ProviderOut, TrialOut
 from skald.features.connectors.store import Connector
-from skald.features.connectors.trial import TrialOut, trial
 from skald.files.mime import sniff
-from skald.mcp import McpError, Prompt, Resource, ResourceTemplate
-from skald.mcp.oauth import OAuthError as McpOAuthError
-from skald.mcp.wire import CallToolResult, ImageContent, TextContent
 from skald.plugins.facade import Member, Server  # Litestar reads the annotations
+
+if TYPE_CHECKING:
+    from skald.features.connectors import oauth
+    from skald.features.connectors.feed import FeedItem, Manifest
+    from skald.features.connectors.resources import Catalog
+    from skald.mcp import Prompt, Resource, ResourceTemplate
+    from skald.mcp.wire import CallToolResult
 
 USE = [requires(CONNECTORS_USE)]
 ADMIN = [requires(ADMIN_CONNECTORS)]
@@ -198,10 +194,16 @@ async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> Conn
     except Exception:  # locked data: no secret can be read, none is shown
         set_names = []
     fields = [{"name": f.name, "label": f.label or f.name} for f in _auth_fields(row)]
-    needed = _needed_secrets(row) | ({oauth.ACCESS} if row.auth == "oauth2" else set())
+    needed = _needed_secrets(row)
+    if row.auth == "oauth2":
+        from skald.features.connectors.oauth import ACCESS
+
+        needed |= {ACCESS}
+    from skald.features.connectors.household_box import reach
+
     sup = c.supervisor
     state, tools, events = ("stopped", [], [])
-    catalog = Catalog()
+    catalog: Catalog | None = None  # none without a running instance
     if sup is not None:
         state, listed = sup.state_of(user.id, row)
         tools = [ToolOut(name=t.name, description=t.description) for t in listed]
@@ -234,9 +236,11 @@ async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> Conn
         last_error=row.last_error if admin else None,
         last_stderr=row.last_stderr if admin else None,
         events=events,
-        resources=[_resource_out(r.uri, r) for r in catalog.resources],
-        templates=[_resource_out(t.uri_template, t) for t in catalog.templates],
-        prompts=[_prompt_out(p) for p in catalog.prompts],
+        resources=[] if catalog is None else [_resource_out(r.uri, r) for r in catalog.resources],
+        templates=[]
+        if catalog is None
+        else [_resource_out(t.uri_template, t) for t in catalog.templates],
+        prompts=[] if catalog is None else [_prompt_out(p) for p in catalog.prompts],
         grant_by_default=row.name not in await c.store.not_by_default(),
         verifies=bool(row.manifest.get("verify")),
     )
@@ -278,7 +282,7 @@ def _auth_fields(row: Connector) -> list[Any]:
 
 
 def _needed_secrets(row: Connector) -> set[str]:
-    from skald.features.connectors.feed import Manifest
+    from skald.features.connectors.feed import Manifest, secret_names
 
     manifest = msgspec.convert(
         {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
@@ -456,6 +460,8 @@ _IMAGE_MAX_CHARS = 2 * 1024 * 1024
 def _device_status(result: CallToolResult) -> DeviceStatusOut:
     """The tool's answer for the page. Signed in: `structuredContent.signed_in` when the
     server gives it, else text starting with "signed in" (what such servers say)."""
+    from skald.mcp.wire import ImageContent, TextContent
+
     texts = [b.text for b in result.content if isinstance(b, TextContent)]
     # Only raster images of a sane size: the page renders them as a data: URL (never SVG,
     # which could carry script).
@@ -527,6 +533,9 @@ async def get_prompt(
     server: NamedDependency[Server],
 ) -> PromptTextOut:
     """One of the connector's prompts, filled in, as text for the member's composer."""
+    from skald.features.connectors.resources import prompt_text
+    from skald.mcp import McpError
+
     c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
@@ -563,6 +572,8 @@ async def read_resource(
     server: NamedDependency[Server],
 ) -> ResourceContentOut:
     """One listed resource of the connector, for the member to look at on the page."""
+    from skald.mcp import McpError
+
     c = _conn(server)
     p = request.user
     row = await c.require_usable(p.user, p.role, name)
@@ -602,6 +613,8 @@ class OAuthCodeIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 def _manifest(row: Connector) -> Manifest:
+    from skald.features.connectors.feed import Manifest
+
     return msgspec.convert(
         {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
     )
@@ -611,6 +624,10 @@ async def _begin(
     c: Connectors, server: Server, request: AuthRequest, row: Connector, popup: bool
 ) -> str:
     """Start a sign-in: the URL the member opens (the flow stays on the server)."""
+    from skald.features.connectors import oauth
+    from skald.features.connectors.feed import expand
+    from skald.mcp.oauth import OAuthError as McpOAuthError
+
     p = request.user
     manifest = _manifest(row)
     if manifest.auth.type != "oauth2":
@@ -638,6 +655,8 @@ def _callback_url(request: AnyRequest) -> str:
 async def _finish(
     server: Server, request: AuthRequest, state: str, code: str, name: str | None = None
 ) -> tuple[Connector, oauth.Pending]:
+    from skald.features.connectors import oauth
+
     c = _conn(server)
     p = request.user
     pending = c.oauth.take(state, p.user.id)
@@ -739,6 +758,8 @@ def _market_item(
     manifest: Manifest | None,
     refused: str | None,
 ) -> MarketItem:
+    from skald.features.connectors.household_box import reach
+
     have_version = have.feed_version if have is not None and have.status == "installed" else None
     return MarketItem(
         folder=item.folder,
@@ -791,6 +812,9 @@ async def test_item(
     data: JSONBody[TrialIn], request: AnyRequest, server: NamedDependency[Server]
 ) -> TrialOut:
     """Start the item unsaved with the isolation a real one gets, list its tools, stop it."""
+    from skald.features.connectors.own import build
+    from skald.features.connectors.trial import trial
+
     manifest, files = await build(data.item)
     user = principal_of(request).user
     return await trial(_conn(server), user.id, manifest, files, dict(data.secrets))
@@ -802,6 +826,8 @@ async def add_item(
 ) -> ConnectorOut:
     """Store the item in the household's own feed and install it (a saved item of the same
     name is replaced by its next version, and running instances restart on it)."""
+    from skald.features.connectors.own import LABEL, OwnFeed, build
+
     c = _conn(server)
     manifest, files = await build(data)
     try:

@@ -13,22 +13,23 @@ leak between them.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
 from skald.errors import NotFoundError, SkaldError
-from skald.features.connectors.feed import Feed, Source
-from skald.features.connectors.install import Installer
-from skald.features.connectors.oauth import OAuthFlows
-from skald.features.connectors.own import OwnFeed, OwnStore
-from skald.features.connectors.providers import Providers
 from skald.features.connectors.store import Connector, ConnectorStore, SecretStore
 from skald.permissions import can, declare
 from skald.store.rows import Role, User
 
 if TYPE_CHECKING:
+    from skald.features.connectors.feed import Feed, Source
+    from skald.features.connectors.install import Installer
+    from skald.features.connectors.oauth import OAuthFlows
+    from skald.features.connectors.own import OwnStore
+    from skald.features.connectors.providers import Providers
     from skald.plugins.facade import Server
     from skald.store.database import Database
 
@@ -69,13 +70,38 @@ class Connectors:
         self.config = config
         self.store = ConnectorStore(server.db)
         self.root = server.layout.root / "connectors"
-        self.installer = Installer(self.store, self.root)
         self.supervisor = Supervisor(self)
-        self.oauth = OAuthFlows()
-        self.own = OwnStore(server.db)
-        self.providers = Providers(server, server.db)
+
+    # The parts a household without connectors never uses are built (and their modules
+    # imported) at first use: docs/dev/connectors.md, "What loads at first use".
+
+    @cached_property
+    def installer(self) -> Installer:
+        from skald.features.connectors.install import Installer
+
+        return Installer(self.store, self.root)
+
+    @cached_property
+    def oauth(self) -> OAuthFlows:
+        from skald.features.connectors.oauth import OAuthFlows
+
+        return OAuthFlows()
+
+    @cached_property
+    def own(self) -> OwnStore:
+        from skald.features.connectors.own import OwnStore
+
+        return OwnStore(self.server.db)
+
+    @cached_property
+    def providers(self) -> Providers:
+        from skald.features.connectors.providers import Providers
+
+        return Providers(self.server, self.server.db)
 
     def feed(self) -> Feed:
+        from skald.features.connectors.feed import Feed
+
         feed = Feed(self.config.feed or str(DEFAULT_FEED))
         if not self.config.feed:
             feed.label = "shipped"
@@ -84,6 +110,9 @@ class Connectors:
     def sources(self) -> list[Source]:
         """Every feed, in order: the main one, the configured extra ones, the household's
         own items. A name offered by two of them is installed from the first."""
+        from skald.features.connectors.feed import Feed
+        from skald.features.connectors.own import OwnFeed
+
         return [self.feed(), *(Feed(f) for f in self.config.feeds), OwnFeed(self.own)]
 
     async def source_of(self, folder: str) -> Source:

@@ -53,40 +53,28 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 import msgspec
 
-from skald.core.ask import AskUserTool
 from skald.core.services import GiveUp, Restart, ServiceRunner, ServiceSpec
 from skald.errors import ConflictError, DatabaseClosedError, InvalidInputError, NotFoundError
-from skald.features.connectors import events, home_files, oauth
-from skald.features.connectors.feed import Manifest, OAuthSpec, expand
-from skald.features.connectors.household_box import BOX_DEPS, BOX_DIR, BOX_HOME, HouseholdBoxes
-from skald.features.connectors.install import deps_command
+from skald.features.connectors import events
 from skald.features.connectors.redact import redact
-from skald.features.connectors.resources import Catalog
 from skald.features.connectors.store import Connector, SecretStore
 from skald.log import get_logger
-from skald.mcp import (
-    Handlers,
-    HttpTransport,
-    ListTooLarge,
-    LogRecord,
-    McpError,
-    McpSession,
-    Related,
-    StdioTransport,
-    Transport,
-    connect,
-    tool_specs,
-)
-from skald.mcp.transport import ProcessLike
-from skald.mcp.wire import CallToolResult, ElicitRequestParams, ElicitResult, Tool
-from skald.sandbox import trust
-from skald.sandbox.procgroup import MarkedGroup, docker_client_env, run_marked
 
 if TYPE_CHECKING:
+    # Imported where they are used, at an instance's first start (or a check, a trial):
+    # the `Supervisor` itself runs in every server, connectors or not (docs/dev/connectors.md,
+    # "What loads at first use").
+    from skald.features.connectors import oauth
+    from skald.features.connectors.feed import Manifest, OAuthSpec
+    from skald.features.connectors.household_box import HouseholdBoxes
     from skald.features.connectors.service import Connectors
     from skald.llm.types import ToolSpec
+    from skald.mcp import Handlers, ListTooLarge, LogRecord, McpSession, Related, Transport
+    from skald.mcp.transport import ProcessLike
+    from skald.mcp.wire import CallToolResult, ElicitRequestParams, ElicitResult, Tool
     from skald.plugins.facade import Member
     from skald.sandbox.manager import SandboxManager
+    from skald.sandbox.procgroup import MarkedGroup
 
 log = get_logger("skald.features.connectors")
 
@@ -130,6 +118,8 @@ class Launch:
 
 def http_launch(manifest: Manifest, install_dir: str, secrets: dict[str, str]) -> Launch:
     """An http connector's address and headers with its folder and secrets filled in."""
+    from skald.features.connectors.feed import expand
+
     places = {"DIR": install_dir, "DEPS": "", "HOME": ""}
     assert manifest.url is not None
     return Launch(
@@ -149,6 +139,8 @@ class CallSite:
 
 class ConnectorInstance:
     def __init__(self, sup: Supervisor, owner: str, connector: Connector) -> None:
+        from skald.features.connectors.resources import Catalog
+
         self.sup = sup
         self.owner = owner  # a user id; "" for a household instance
         self.connector = connector
@@ -241,6 +233,9 @@ class ConnectorInstance:
         """One start of the instance, as a service of `runner()`: the runner restarts it
         with its back-off (1 s doubling to 60 s) when this raises `Restart`; after
         `max_restarts` failed starts in a row it raises `GiveUp` (state `failed`)."""
+        from skald.features.connectors.resources import Catalog
+        from skald.mcp import ListTooLarge, connect
+
         self.state = "starting" if self.failures == 0 else "restarting"
         error: str | None = None
         stderr: list[str] = []
@@ -312,6 +307,8 @@ class ConnectorInstance:
         raise Restart(self.last_error)
 
     async def _refuse(self, exc: ListTooLarge) -> None:
+        from skald.features.connectors.resources import Catalog
+
         self.ready.clear()
         self.refusal = exc
         self.tools, self.specs, self.listed_bytes = [], [], 0
@@ -324,12 +321,16 @@ class ConnectorInstance:
         await self.sup.connectors.store.note_failure(self.name, text, None)
 
     def _transport(self, launch: Launch) -> Transport:
+        from skald.mcp import HttpTransport, StdioTransport
+
         if launch.url is not None:
             return HttpTransport(launch.url, launch.headers, auth=launch.auth)
         assert launch.argv is not None
         return StdioTransport(launch.argv, launch.env, cwd=launch.cwd, start=launch.start)
 
     def _handlers(self) -> Handlers:
+        from skald.mcp import Handlers
+
         return Handlers(
             elicit=self._elicit,
             on_tools_changed=self._tools_changed,
@@ -364,6 +365,8 @@ class ConnectorInstance:
                 continue  # they locked meanwhile: their database cannot take it
 
     async def _refresh_tools(self) -> None:
+        from skald.mcp import tool_specs
+
         assert self.session is not None
         listed = await self.session.list_tools()
         if self.connector.auth == "qr":
@@ -380,6 +383,8 @@ class ConnectorInstance:
 
     async def _tools_changed(self) -> None:
         # The prompt's connector block and the tool set are built from `specs` each turn.
+        from skald.mcp import ListTooLarge, McpError
+
         try:
             await self._refresh_tools()
         except ListTooLarge as exc:
@@ -398,6 +403,8 @@ class ConnectorInstance:
 
     async def _elicit(self, params: ElicitRequestParams, related: Related) -> ElicitResult:
         """The server asks the member something: an Inbox question, answered by them."""
+        from skald.mcp.wire import ElicitResult
+
         site = self.asker(related)
         if site is None:
             self.note("log", "an elicitation was declined: no single call it belongs to")
@@ -458,6 +465,9 @@ async def elicit_through_inbox(
 
     One field: the answer is its value (choices offered for booleans and enums). Several
     fields: the answer is a JSON object, or `name: value` lines. "Decline" declines."""
+    from skald.core.ask import AskUserTool
+    from skald.mcp.wire import ElicitResult
+
     fields = _fields(params)
     choices: list[str] | None = None
     if len(fields) == 1:
@@ -687,6 +697,9 @@ class Supervisor:
         last such line counts); anything else, a non-zero exit or a timeout is a failure
         whose message says so. Every text is scrubbed of the secrets it was given.
         `member` is the caller's facade: the Connectors page's routes hold no runtime."""
+        from skald.features.connectors.feed import Manifest
+        from skald.mcp import McpError
+
         manifest = msgspec.convert(
             {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
         )
@@ -731,6 +744,8 @@ class Supervisor:
     async def device_call(self, user_id: str, row: Connector, tool: str) -> CallToolResult:
         """Call a QR/device sign-in tool (`login_status`, `logout`) on the member's own
         instance, for the Connectors page; never offered to the model."""
+        from skald.mcp import McpError
+
         if row.auth != "qr" or tool not in DEVICE_TOOLS:
             raise InvalidInputError(f"{row.name} does not sign in with a code")
         inst = self.instance_for(user_id, row)
@@ -753,6 +768,10 @@ class Supervisor:
     # -- launching -----------------------------------------------------------------------
 
     async def launch_for(self, inst: ConnectorInstance) -> Launch:
+        from skald.features.connectors import oauth
+        from skald.features.connectors.feed import Manifest
+        from skald.mcp import McpError
+
         row = await self.connectors.store.require(inst.name)
         inst.connector = row
         manifest = msgspec.convert(
@@ -802,6 +821,8 @@ class Supervisor:
     ) -> Launch:
         """A household connector run on the host (the operator's choice): its command and
         environment with the places and secrets filled in."""
+        from skald.features.connectors.feed import expand
+
         deps = str(self.connectors.root / "deps" / deps_hash) if deps_hash else ""
         places = {"DIR": install_dir, "DEPS": deps, "HOME": install_dir}
         env = self.host_env()
@@ -813,6 +834,16 @@ class Supervisor:
         self, inst: ConnectorInstance, row: Connector, manifest: Manifest, deps_hash: str | None
     ) -> Launch:
         """A stdio household connector, in a container of its own (household_box.py)."""
+        from skald.features.connectors.feed import expand
+        from skald.features.connectors.household_box import (
+            BOX_DEPS,
+            BOX_DIR,
+            BOX_HOME,
+            HouseholdBoxes,
+        )
+        from skald.mcp import McpError
+        from skald.sandbox.procgroup import MarkedGroup
+
         sandbox = self.connectors.server.sandbox
         if sandbox is None:
             raise McpError(
@@ -837,6 +868,11 @@ class Supervisor:
         deps_hash: str | None,
         secrets: dict[str, str],
     ) -> Launch:
+        from skald.features.connectors import home_files
+        from skald.features.connectors.feed import expand
+        from skald.mcp import McpError
+        from skald.sandbox.procgroup import MarkedGroup
+
         sandbox = member.sandbox
         if sandbox is None:
             raise McpError(
@@ -868,6 +904,8 @@ class Supervisor:
 
     def _place_ca(self, homes_dir: Path, user_id: str) -> str | None:
         """The operator's extra CA bundle, copied into the home for the install step."""
+        from skald.features.connectors import home_files
+
         extra = self.connectors.config.extra_ca_file
         if not extra:
             return None
@@ -890,6 +928,11 @@ class Supervisor:
         waits, then finds `.ready` and does nothing. Trap: killing the host's `docker exec`
         client left pip/npm running in the container, writing into the staging folder
         the next install had just emptied."""
+        from skald.features.connectors.install import deps_command
+        from skald.mcp import McpError
+        from skald.sandbox import trust
+        from skald.sandbox.procgroup import run_marked
+
         staging = f"{deps}.staging"
         if kind == "npm":
             steps = (
@@ -931,6 +974,8 @@ def _in_group(
 ) -> Launch:
     """`command` in `group`'s container: on a Docker API stream, or (a daemon not on a
     unix socket) through the `docker exec` client, whose environment carries `env`."""
+    from skald.sandbox.procgroup import docker_client_env
+
     return Launch(
         argv=group.exec_argv(workdir, list(env), command, home),
         env={**docker_client_env(), **env},
@@ -961,6 +1006,9 @@ def _mcp_oauth(
 ) -> httpx.Auth:
     """MCP's own OAuth: the member's stored sign-in, refreshed by the client (before it
     expires and once on a 401); none yet fails the start with where to sign in."""
+    from skald.features.connectors import oauth
+    from skald.mcp import McpError
+
     if oauth.ACCESS not in secrets:
         raise McpError(f"sign in to {name} from the Connectors page")
     return oauth.mcp_flow(store, name, scrub=scrub)
@@ -972,6 +1020,9 @@ async def _with_oauth(
     """The credential delivered as the manifest says (`oauth.credential`: the access
     token, refreshed first when it expires within a minute, the refresh token, or a
     Google authorized-user JSON); without a sign-in, the launch fails asking for one."""
+    from skald.features.connectors import oauth
+    from skald.mcp import McpError
+
     if oauth.ACCESS in secrets and oauth.needs_refresh(secrets):
         secrets = {**secrets, **await oauth.refresh(oc, secrets)}
     token = "{SECRET:" + oauth.ACCESS + "}"

@@ -25,6 +25,7 @@ from skald.errors import ConflictError, InvalidInputError, SkaldError
 from skald.features.connectors.feed import Manifest
 from skald.features.connectors.install import _write_folder, deps_hash
 from skald.features.connectors.redact import redact
+from skald.features.connectors.shapes import TrialOut, TrialTool
 from skald.features.connectors.store import Connector
 from skald.mcp import HttpTransport, McpError, StdioTransport, Timeouts, Transport, connect
 from skald.store.registry import now_iso
@@ -35,18 +36,6 @@ if TYPE_CHECKING:
 
 TRIAL_TIMEOUT_S = 600.0  # a first in-container npm install is minutes on a slow line
 STDERR_LINES = 20
-
-
-class TrialTool(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    description: str
-
-
-class TrialOut(msgspec.Struct, frozen=True, kw_only=True):
-    ok: bool
-    tools: list[TrialTool] = msgspec.field(default_factory=list)
-    error: str | None = None
-    stderr: list[str] = msgspec.field(default_factory=list)
 
 
 async def trial(
