@@ -3921,16 +3921,6 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # -- the reads each turn keeps (issue 22 goal 4) -------------------------------------
     Mutant(
-        "KR4",
-        "kept turn reads",
-        "skald/core/hub.py",
-        "        if (fresh.model_id, fresh.agent_id) != (seen.model_id, seen.agent_id):",
-        "        if False:",
-        ("tests/test_chat.py",),
-        keyword="chosen_after",
-        why="a turn is set up with the model the conversation had when the message came in",
-    ),
-    Mutant(
         "KR1",
         "kept turn reads",
         "skald/store/member_now.py",

@@ -690,10 +690,10 @@ async def test_owner_history_starts_a_turn_in_one_step_unless_a_call_is_open(
 async def test_a_model_chosen_after_the_message_came_in_answers_its_turn(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    """The runner starts the turn's setup from the copy of the conversation the route
-    read, while its running mark reads the conversation again: when the member switched
-    the model in between (a message that waited behind another job, a second tab), the
-    turn is set up again with the model chosen now."""
+    """The route hands the hub its copy of the conversation (for the title); the turn is
+    set up from the conversation as the running mark reads it, so a model the member
+    switched to in between (a message that waited behind another job, a second tab)
+    answers, never the one the copy names."""
     await admin_adds_models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
     models = {
         m["model"]: m["id"]

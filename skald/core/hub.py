@@ -68,9 +68,6 @@ class TurnJob:
     # the moment it was taken in), as the clients saw them: `POST /api/chat` tells from
     # them which files the turn wrote, without reading the history again.
     finished: list[ToolCallUpdate] = field(default_factory=list)
-    # The conversation as the route read it when the message came in: the turn's setup
-    # starts from it while the running mark (which reads it again) is on its way.
-    conversation: Conversation | None = None
 
 
 @dataclass(frozen=True)
@@ -131,40 +128,8 @@ class ConversationRunner:
                 return
 
     async def _execute(self, job: TurnJob) -> TurnResult:
-        # Marked running and read in one trip; a setup that fails sets it idle again. The
-        # mark is a write on the database thread: the setup is assembled meanwhile from
-        # the route's copy (`_setup`), and the mark is always settled before anything
-        # else is written.
-        marking = asyncio.ensure_future(self.hub.update(self.conversation_id, status="running"))
-        try:
-            return await self._execute_marked(job, marking)
-        finally:
-            # Never left behind (the idle mark after a crash must land after it).
-            await asyncio.gather(marking, return_exceptions=True)
-
-    async def _setup(
-        self, job: TurnJob, marking: asyncio.Future[Conversation], needs: tuple[str, ...]
-    ) -> TurnSetup:
-        """The turn's setup, from the route's copy of the conversation when there is one,
-        again from the mark's fresh read if the chosen model or agent changed meanwhile
-        (the message waited behind another turn, a tab switched the model). A failure of
-        the mark wins over the setup's."""
-        seen = job.conversation
-        if seen is None:
-            return await self.hub.setup_factory(await marking, needs)
-        try:
-            setup = await self.hub.setup_factory(seen, needs)
-        except BaseException:
-            await marking  # its error, if it failed, is the one to raise
-            raise
-        fresh = await marking
-        if (fresh.model_id, fresh.agent_id) != (seen.model_id, seen.agent_id):
-            setup = await self.hub.setup_factory(fresh, needs)
-        return setup
-
-    async def _execute_marked(
-        self, job: TurnJob, marking: asyncio.Future[Conversation]
-    ) -> TurnResult:
+        # Marked running and read in one trip; a setup that fails sets it idle again.
+        conversation = await self.hub.update(self.conversation_id, status="running")
         # Only a picture actually inlined needs a vision model (one no model can see was
         # sent as a note: see ConversationService._enqueue).
         parts = () if job.message is None else job.message.content
@@ -179,17 +144,14 @@ class ConversationRunner:
         if job.kind == "turn" and job.message is not None and self.hub.before_turn is not None:
             before = await self.hub.before_turn(self.conversation_id, display_text(job.message))
             if before.block is not None:
-                await marking
                 return await self._blocked(history, job, before.block)
             if before.append:
                 job.message = Message(
                     role="user", content=[*job.message.content, TextPart(text=before.append)]
                 )
         try:
-            setup = await self._setup(job, marking, needs)
+            setup = await self.hub.setup_factory(conversation, needs)
         except SkaldError as exc:
-            if marking.done() and not marking.cancelled() and marking.exception() is exc:
-                raise  # the mark failed (the conversation is gone): as a crashed turn
             return await self._failed_before_start(history, job, exc)
         if before.system:
             prompt = f"{setup.config.system_prompt}\n\n{before.system}"
@@ -469,10 +431,7 @@ class ChatHub:
                 conversation_id, title=title or (attachments[0].name if attachments else "Chat")
             )
         job = TurnJob(
-            kind="turn",
-            message=Message(role="user", content=content),
-            attachments=attachments,
-            conversation=conversation,
+            kind="turn", message=Message(role="user", content=content), attachments=attachments
         )
         runner = self._runner(conversation_id)
         runner.join_or_queue(job)
