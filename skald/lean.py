@@ -21,7 +21,10 @@ module takes its place (`stand_in`): `import yaml` succeeds and costs nothing un
 someone reads an attribute of it, which imports the real module and answers from it
 (about 1.3 MiB of memory at rest otherwise: bench/README.md, goal 5). Not
 `importlib.util.LazyLoader`: on Python 3.11 the next `import yaml` reads the module's
-`__spec__`, which loads it there and then.
+`__spec__`, which loads it there and then. `pdb` likewise: Litestar imports it as the
+default of `debugger_module`, used only with `pdb_on_exception`, which Skald never sets
+(pdb with bdb, cmd and code: about 0.4 MiB of memory at rest). A stand-in answers
+`breakpoint()` and `from pdb import Pdb` with the real module.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from contextlib import contextmanager
 # The optional extras, not dependencies of Skald: only the libraries' own tools use them.
 EXTRAS = ("click", "rich", "pygments")
 # Imported by a library at its top, used by nothing Skald runs unless asked.
-ON_FIRST_USE = ("yaml",)
+ON_FIRST_USE = ("yaml", "pdb")
 
 
 @contextmanager

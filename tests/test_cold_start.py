@@ -74,6 +74,17 @@ def test_a_served_app_never_loads_yaml_yet_yaml_works_for_whoever_asks() -> None
     assert out.splitlines()[-3:] == ["not loaded", "{'a': [1, 2]} b: 3", "True"], out
 
 
+def test_a_served_app_never_loads_the_debugger_yet_pdb_works_for_whoever_asks() -> None:
+    # Litestar imports pdb as the default of a debug option Skald never turns on.
+    out = _booted(
+        "print('loaded' if 'bdb' in sys.modules else 'not loaded')\n"
+        "import pdb\n"
+        "print(pdb.Pdb.__name__, callable(pdb.post_mortem))\n"
+        "print('bdb' in sys.modules and sys.modules['pdb'].__dict__.get('__file__') is not None)"
+    )
+    assert out.splitlines()[-3:] == ["not loaded", "Pdb True", "True"], out
+
+
 # Libraries a feature needs only when it is used: the server holds none of them at rest.
 AT_FIRST_USE = (
     "pydantic",  # Litestar loads its pydantic plugins whenever it can import it
