@@ -167,6 +167,12 @@ def test_after_a_restart_an_open_page_says_so_and_reconnects(
         admin = watch.attach("admin", ctx_admin.new_page())
         sign_in(admin, ADMIN, ADMIN_PW)
         expect(child.get_by_test_id("restart-banner")).to_have_count(0)
+        # Both pages know when this server started (their first look at /api/health, sent
+        # without waiting at load): a page that never saw it cannot tell a restart later.
+        for page in (child, admin):
+            expect(page.locator("html")).to_have_attribute(
+                "data-server-started", re.compile(r"^\d")
+            )
 
         code, _ = server.stop()
         assert code == 0

@@ -69,8 +69,12 @@ def _turns(server: ServerProcess, fake: FakeLLM) -> None:
     admin.close()
 
 
-def _chart_drawn(page: Page, testid: str, series: int) -> None:
+def _chart_drawn(page: Page, testid: str, series: int, step: str = "day") -> None:
+    """The chart drawn with `series` lines for figures of `step` (a day's hours after the
+    period switch: until its figures arrive the month's drawing is still up, then it is
+    replaced, so waiting for the count alone races the redraw)."""
     chart = page.get_by_test_id(testid)
+    expect(chart).to_have_attribute("data-step", step)
     expect(chart).to_have_attribute("data-drawn", str(series))
     canvas = chart.locator("canvas")
     expect(canvas).to_have_count(1)
@@ -99,7 +103,7 @@ def test_usage_charts_render_from_real_turns_at_1280_and_375_px(
             _chart_drawn(page, "usage-chart-models", 1)
             page.get_by_test_id("usage-period").locator("[data-value=day]").click()
             expect(page.get_by_test_id("usage-charts")).to_have_attribute("data-period", "day")
-            _chart_drawn(page, "usage-chart-members", 2)
+            _chart_drawn(page, "usage-chart-members", 2, step="hour")
             # The Overview's dashboard draws the same from the same rows.
             page.goto("/#/overview")
             expect(page.get_by_test_id("dashboard")).to_be_visible()

@@ -49,7 +49,11 @@ function startedFrom(health) {
 }
 
 export function noteHealth(health) {
-  if (health && serverStarted === null) serverStarted = startedFrom(health);
+  if (health && serverStarted === null) {
+    serverStarted = startedFrom(health);
+    // When the page first saw this server start (a later start is a restart).
+    document.documentElement.dataset.serverStarted = String(serverStarted);
+  }
 }
 
 async function checkRestart() {

@@ -42,7 +42,11 @@ export function Chart({ stats, of, measure, testid }) {
   useEffect(() => {
     let plot = null;
     let gone = false;
-    if (box.current) delete box.current.dataset.drawn; // drawn again for these figures
+    if (box.current) {
+      // Drawn again for these figures: the old marks go until the new drawing is up.
+      delete box.current.dataset.drawn;
+      delete box.current.dataset.step;
+    }
     const list = stats[of];
     const draw = (uPlot) => {
       if (gone || !box.current) return;
@@ -75,6 +79,7 @@ export function Chart({ stats, of, measure, testid }) {
       const data = [stats.starts, ...list.map((s) => s[measure])];
       box.current.replaceChildren();
       plot = new uPlot(opts, data, box.current);
+      box.current.dataset.step = stats.step; // which figures: hours of a day, days of a month
       box.current.dataset.drawn = String(list.length);
     };
     loadUplot().then(draw, () => {
