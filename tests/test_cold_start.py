@@ -41,9 +41,10 @@ def test_the_server_and_cli_load_no_command_line_extras_of_their_libraries() -> 
     assert json.loads(loaded) == []
 
 
-def _booted(then: str) -> str:
+def _booted(then: str, served: str = "") -> str:
     """`then`'s output, run after a fresh interpreter booted a runtime and built the app,
-    with the server's entry point imported first (as `skald serve` does)."""
+    with the server's entry point imported first (as `skald serve` does); `served`: lines
+    of `main()` run with the app built (`rt`, `app`), before the runtime shuts down."""
     return _fresh(
         "import asyncio, io, sys, tempfile\n"
         "import skald.server\n"
@@ -56,8 +57,7 @@ def _booted(then: str) -> str:
         "    layout = DataLayout(Path(tempfile.mkdtemp()) / 'data')\n"
         f"    config = load_config(layout.root, {TEST_ENV!r})\n"
         "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
-        "    create_app(rt)\n"
-        "    await rt.shutdown()\n"
+        "    app = create_app(rt)\n" + served + "    await rt.shutdown()\n"
         "asyncio.run(main())\n" + then
     )
 
@@ -140,40 +140,29 @@ def test_a_booted_app_holds_no_connector_machinery_and_no_mime_table_before_thei
 def test_the_connector_routes_and_a_guessed_type_work_at_their_first_use() -> None:
     # In a fresh interpreter, as a served app meets them: nothing imported beforehand (a
     # test run's own imports would hide an import missing from a handler).
-    out = _fresh(
-        "import asyncio, io, sys, tempfile\n"
-        "import skald.server\n"
-        "from pathlib import Path\n"
-        "import httpx\n"
-        "from skald.api.app import create_app\n"
-        "from skald.config import load_config\n"
-        "from skald.core.runtime import Runtime\n"
-        "from skald.paths import DataLayout\n"
-        "async def main():\n"
-        "    layout = DataLayout(Path(tempfile.mkdtemp()) / 'data')\n"
-        f"    config = load_config(layout.root, {TEST_ENV!r})\n"
-        "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
-        "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
-        "    app = create_app(rt)\n"
-        f"    before = [m for m in sys.modules if m.startswith({SKALD_AT_FIRST_USE!r})]\n"
-        "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
-        "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
-        "        r = await http.post('/api/auth/login',\n"
-        "            json={'username': 'mum', 'password': 'a household password'})\n"
-        "        assert r.status_code == 200, r.text\n"
-        "        market = (await http.get('/api/marketplace')).json()\n"
-        "        mine = (await http.get('/api/connectors')).json()\n"
-        "        providers = (await http.get('/api/sign-in-providers')).json()\n"
-        "    await rt.shutdown()\n"
-        "    print(before, mine, providers)\n"
-        "    print(sorted({i['reach'] for i in market}), any(i['source'] == 'shipped' for i in market))\n"
-        "asyncio.run(main())\n"
+    out = _booted(
         "from skald.files.router import guess_mime\n"
-        "print(guess_mime('a.PDF'), guess_mime('b.md'), guess_mime('c.nothing-knows-this'))"
+        "print(guess_mime('a.PDF'), guess_mime('b.md'), guess_mime('c.nothing-knows-this'))",
+        served=(
+            f"    before = [m for m in sys.modules if m.startswith({SKALD_AT_FIRST_USE!r})]\n"
+            "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
+            "    import httpx\n"
+            "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
+            "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
+            "        r = await http.post('/api/auth/login',\n"
+            "            json={'username': 'mum', 'password': 'a household password'})\n"
+            "        assert r.status_code == 200, r.text\n"
+            "        market = (await http.get('/api/marketplace')).json()\n"
+            "        mine = (await http.get('/api/connectors')).json()\n"
+            "        providers = (await http.get('/api/sign-in-providers')).json()\n"
+            "    print(before, mine, providers)\n"
+            "    print(sorted({i['reach'] for i in market}), "
+            "any(i['source'] == 'shipped' for i in market))\n"
+        ),
     )
-    lines = out.splitlines()
-    assert lines[-3] == "[] [] []", out
-    reaches, shipped = lines[-2].rsplit(" ", 1)
+    lines = out.splitlines()  # the served lines print before the runtime's last log lines
+    assert "[] [] []" in lines, out
+    reaches, shipped = lines[lines.index("[] [] []") + 1].rsplit(" ", 1)
     assert shipped == "True" and "'personal'" in reaches, out
     assert lines[-1] == "application/pdf text/markdown None", out
 
