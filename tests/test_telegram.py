@@ -18,9 +18,9 @@ from telegram_support import bot as bot
 from telegram_support import double as double
 
 from skald.core.runtime import Runtime
-from skald.features.telegram.bridge import UNAVAILABLE, Bridge
+from skald.features.telegram.bridge import Bridge
 from skald.features.telegram.store import CODE_TTL_S
-from skald.features.telegram.texts import TEXTS
+from skald.features.telegram.texts import TEXTS, UNAVAILABLE
 
 pytestmark = pytest.mark.timeout(90)
 

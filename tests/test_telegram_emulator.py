@@ -22,7 +22,8 @@ from conftest import MakeClient, signed_in
 from prerequisites import unavailable
 
 from skald.core.runtime import Runtime
-from skald.features.telegram.bridge import UNAVAILABLE, Bridge
+from skald.features.telegram.bridge import Bridge
+from skald.features.telegram.texts import UNAVAILABLE
 
 pytestmark = pytest.mark.timeout(90)
 

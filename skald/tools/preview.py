@@ -8,7 +8,6 @@ binary or huge file, an `old_text` that is not there) gives no preview, never an
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -20,6 +19,8 @@ MAX_PREVIEW_CHARS: Final = 20_000
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """`old` -> `new` as a unified diff naming `path`, cut at `MAX_PREVIEW_CHARS`."""
+    import difflib  # at the first preview: every server imports this module, few diff
+
     lines = difflib.unified_diff(
         old.splitlines(keepends=True), new.splitlines(keepends=True), path, path
     )

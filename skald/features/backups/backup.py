@@ -53,6 +53,7 @@ from skald.features.backups.archive import (
     link_escapes,
     utc_stamp,
 )
+from skald.features.backups.shapes import BackupResult
 from skald.log import get_logger
 from skald.ops.channel import InstanceBusyError, InstanceLock, holder, ops_request
 from skald.paths import DataLayout, validate_user_id
@@ -64,13 +65,6 @@ if TYPE_CHECKING:
     from skald.plugins.facade import Server
 
 log = get_logger("skald.backup")
-
-
-class BackupResult(msgspec.Struct, frozen=True, kw_only=True):
-    path: str
-    bytes: int
-    files: int
-    skipped: int = 0  # entries left out (listed in the manifest)
 
 
 # -- taking the database copies --------------------------------------------------------

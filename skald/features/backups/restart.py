@@ -12,6 +12,9 @@ leave them alone.
 The trap: the request is removed *before* the restore starts, so an archive that
 breaks the restore cannot make the server restore it again at every start; a failed
 restore still restarts, on the data it had (the swap puts back what it moved).
+
+Every `skald serve` imports this module for the check at its stop, so it imports the
+restore (`restore.py`: tarfile, the archive code) only once a request is found.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from typing import NoReturn
 import msgspec
 
 from skald.errors import SkaldError
-from skald.features.backups.restore import restore_held
 from skald.features.backups.scheduler import _write_private
 from skald.log import get_logger
 from skald.paths import DataLayout
@@ -95,6 +97,8 @@ async def restore_on_request(layout: DataLayout, docker_host: str | None) -> Res
     request = await asyncio.to_thread(take_request, layout)
     if request is None:
         return None
+    from skald.features.backups.restore import restore_held
+
     archive = Path(request.archive)
     log.info("restoring on request", archive=archive.name, by=request.by)
     outcome = RestoreOutcome(at=_now(), ok=False, archive=archive.name, by=request.by)

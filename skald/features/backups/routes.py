@@ -18,7 +18,6 @@ from skald.api.deps import AnyRequest, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
-from skald.features.backups.archive import check_archive, read_manifest
 from skald.features.backups.restart import REQUEST_FILE, RestoreOutcome, load_outcome, write_request
 from skald.features.backups.scheduler import (
     BackupScheduler,
@@ -106,6 +105,8 @@ def _archive(server: Server, name: str) -> Path:
 
 
 def _contents(server: Server, name: str) -> ArchiveContents:
+    from skald.features.backups.archive import read_manifest  # tarfile: at first use
+
     path = _archive(server, name)
     m = read_manifest(path)
     members = [
@@ -125,6 +126,8 @@ def _contents(server: Server, name: str) -> ArchiveContents:
 
 
 def _ask_restore(server: Server, name: str, by: str) -> None:
+    from skald.features.backups.archive import check_archive  # tarfile: at first use
+
     layout = server.layout
     if (layout.root / REQUEST_FILE).exists():
         raise ConflictError("a restore is already under way; Skald is restarting")

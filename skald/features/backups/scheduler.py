@@ -19,6 +19,9 @@ same folder count as backups for retention too (documented).
 Trap: the drill's scratch folder lives in `<data>/backups/.drill-*` (private, same disk
 as the data, never a shared /tmp: it holds a household's databases) and is removed in
 `finally`, crash or not.
+Loads at first use: every server holds this module (the service, the page's state), so
+it imports the archive, backup and restore code (tarfile with them) inside the
+functions that make a backup or run the drill, never at its top.
 """
 
 from __future__ import annotations
@@ -39,13 +42,13 @@ import msgspec
 
 from skald.config import Config
 from skald.errors import InvalidInputError, SkaldError
-from skald.features.backups.archive import DatabaseInfo, check_archive
-from skald.features.backups.backup import BackupResult, ServerSnapshotter, create_backup
 from skald.log import get_logger
 from skald.paths import DataLayout
 from skald.store.snapshot import KeyChecks, integrity
 
 if TYPE_CHECKING:
+    from skald.features.backups.archive import DatabaseInfo
+    from skald.features.backups.shapes import BackupResult
     from skald.plugins.facade import Server
 
 log = get_logger("skald.backup")
@@ -269,6 +272,7 @@ def _restore_and_check(
     archive: Path, scratch_parent: Path, keys: KeyChecks
 ) -> tuple[int, list[DrillDatabase]]:
     """Blocking: digests, extraction into scratch, every database opened and checked."""
+    from skald.features.backups.archive import check_archive
     from skald.features.backups.restore import _extract
 
     checked = check_archive(archive)  # every member against its digest
@@ -411,6 +415,8 @@ class BackupScheduler:
         self._started = time.monotonic()
 
     async def backup_now(self) -> RunResult:
+        from skald.features.backups.backup import ServerSnapshotter, create_backup
+
         async with self._lock:
             settings = await asyncio.to_thread(load_settings, self.layout)
             folder = settings.target(self.layout)
@@ -449,6 +455,8 @@ class BackupScheduler:
 
         Trap: it waits for another operator's backup, not for a scheduled run or the
         page's button (their lock is another): the two may run side by side."""
+        from skald.features.backups.backup import ServerSnapshotter, create_backup
+
         async with self._ops_lock:
             return await create_backup(
                 self.layout, ServerSnapshotter(self.server), quick=quick, out=out

@@ -24,7 +24,8 @@ resolves to is checked when the message goes out, by the client's transport
 Trap: `py_vapid` and `http_ece` are imported where a key is loaded or a message is
 encrypted, not at the top: the server imports this module at every start, and a
 household without push devices should not hold them (about 1 MiB;
-`tests/test_cold_start.py`).
+`tests/test_cold_start.py`). So are `cryptography`'s key serialization and elliptic
+curves (about 0.5 MiB more: the server's own keys need only its AEAD, hashes and HKDF).
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 import httpx
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from skald.errors import InvalidInputError
 from skald.features.notifications.pinned import EndpointRefusedError, check_host, is_public
@@ -82,6 +81,8 @@ class VapidKey:
     """The instance's VAPID key pair (P-256)."""
 
     def __init__(self, vapid: Vapid02) -> None:
+        from cryptography.hazmat.primitives import serialization
+
         self._vapid = vapid
         point = vapid.public_key.public_bytes(
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
@@ -91,6 +92,9 @@ class VapidKey:
 
     @classmethod
     def load_or_create(cls, path: Path) -> VapidKey:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+
         if not path.exists():
             key = ec.generate_private_key(ec.SECP256R1())
             pem = key.private_bytes(
@@ -159,6 +163,8 @@ def check_endpoint(endpoint: str, *, allow_private: bool) -> str:
 
 def check_keys(p256dh: str, auth: str) -> None:
     """The browser's keys must be a P-256 point and a 16-byte secret."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     try:
         point = b64url_decode(p256dh)
         secret = b64url_decode(auth)
@@ -174,6 +180,7 @@ def encrypt(payload: bytes, target: PushTarget) -> bytes:
     if len(payload) > MAX_PAYLOAD:
         raise ValueError(f"a push payload is at most {MAX_PAYLOAD} bytes")
     import http_ece
+    from cryptography.hazmat.primitives.asymmetric import ec
 
     sender = ec.generate_private_key(ec.SECP256R1())
     body: bytes = http_ece.encrypt(

@@ -29,8 +29,8 @@ from skald.api.ops_gate import SCOPE_FLAG
 from skald.channels.ops import OPS_PREFIX
 from skald.core.accounts import AccountService
 from skald.errors import InvalidInputError
-from skald.features.backups.backup import BackupResult
 from skald.features.backups.scheduler import BackupScheduler, DrillResult
+from skald.features.backups.shapes import BackupResult
 from skald.log import get_logger
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
 from skald.plugins.facade import Server  # Litestar reads the annotations

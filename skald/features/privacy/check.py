@@ -27,7 +27,6 @@ import msgspec
 
 from skald.config import Config
 from skald.ops.checks_base import Context
-from skald.ops.checks_setup import check_backup
 from skald.paths import DataLayout
 from skald.plugins.specs import feature_folder
 from skald.store import people
@@ -238,6 +237,8 @@ async def _providers(db: Database, user_id: str, *, detail: bool) -> Fact:
 
 
 async def _backup(layout: DataLayout, *, encrypted: bool) -> Fact:
+    from skald.ops.checks_setup import check_backup  # the doctor's checks: at first use
+
     ctx = Context.create(layout, Config(), {})  # the check reads only the layout
     found = await check_backup(ctx)
     folder = layout.backups_dir.name

@@ -21,8 +21,6 @@ from litestar.params import JSONBody
 from skald.api.deps import requires
 from skald.api.openapi import errors
 from skald.ops.checks_base import Context, Status
-from skald.ops.checks_setup import SETUP_CHECKS
-from skald.ops.doctor import run_checks
 from skald.permissions import ADMIN_SYSTEM
 from skald.plugins.facade import Server  # Litestar reads the annotations
 
@@ -102,6 +100,10 @@ async def patch_instance(
 @get("/api/setup/checklist", guards=ADMIN)
 async def checklist(server: NamedDependency[Server]) -> Checklist:
     """What is still missing for a household to use Skald, by the doctor's own checks."""
+    # The doctor's checks load at the first look, not in every server (docs/dev/web.md).
+    from skald.ops.checks_setup import SETUP_CHECKS
+    from skald.ops.doctor import run_checks
+
     ctx = Context.create(server.layout, server.config, dict(os.environ))
     ctx.serving = True
     report = await run_checks(ctx, SETUP_CHECKS)

@@ -19,6 +19,12 @@ after that number means the turn was taken (the hub's recovery finishes it) and 
 its answer is sent; none means it was lost in the queue and is sent again. So each
 message is answered once (a crash between Telegram accepting the answer and the row's
 deletion is the one window left: the answer would go out twice).
+
+Loads at first use: every server holds a `Bridge` (its state slot; the routes, the
+notification channel and the tool hook read it), but only a bridge with a bot token
+polls. The Bot API client, the turns, the rendering and the bot's texts (`botapi`,
+`turns`, `render`, `texts`) are imported inside the methods that poll and answer, so a
+household without a bot never loads them (docs/dev/telegram.md).
 """
 
 from __future__ import annotations
@@ -32,22 +38,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from skald.errors import DatabaseClosedError, NotFoundError, SkaldError
-from skald.features.telegram.botapi import BotApi, NetworkDown, TelegramError
 from skald.features.telegram.store import Pending, TelegramStore, normal_code
-from skald.features.telegram.texts import lang_of, say
-from skald.features.telegram.turns import Messages, Replier
 from skald.log import get_logger
 from skald.permissions import TELEGRAM_USE, can
 
 if TYPE_CHECKING:
+    from skald.features.telegram.botapi import BotApi
+    from skald.features.telegram.turns import Replier
     from skald.plugins.facade import Server
 
-__all__ = ["PURPOSE", "UNAVAILABLE", "Bridge"]
+__all__ = ["PURPOSE", "Bridge"]
 
 log = get_logger("skald.telegram")
 
 PURPOSE = "telegram-bot-token"  # the sealing purpose: a provider key never opens as this
-UNAVAILABLE = say("en", "unavailable")
 _STORE_BROKEN = "the pairing store cannot be read"
 
 
@@ -113,6 +117,8 @@ class Bridge:
                 self.connection_problem = None
                 await self.changed.wait()
                 continue
+            from skald.features.telegram.botapi import BotApi  # a token: at first use
+
             token = self.server.llm.key.open(settings.token_sealed, PURPOSE)
             api = BotApi(settings.base_url, token, poll_timeout_s=self.poll_timeout_s)
             self.web_url = settings.web_url
@@ -134,6 +140,8 @@ class Bridge:
         self._seen.clear()
 
     async def _serve(self, api: BotApi, offset: int) -> None:
+        from skald.features.telegram.botapi import NetworkDown, TelegramError
+
         backoff = 1.0
         while not self.changed.is_set():
             try:
@@ -187,6 +195,8 @@ class Bridge:
 
     async def _until_changed(self, work: Awaitable[Any]) -> Any:
         """`work`'s answer, or None when the settings change first (it is cancelled)."""
+        from skald.features.telegram.botapi import NetworkDown, TelegramError
+
         task = asyncio.ensure_future(work)
         changed = asyncio.ensure_future(self.changed.wait())
         try:
@@ -254,6 +264,9 @@ class Bridge:
     # -- messages -----------------------------------------------------------------------
 
     async def _message(self, api: BotApi, row: Pending) -> None:
+        from skald.features.telegram.texts import lang_of, say
+        from skald.features.telegram.turns import Messages, Replier
+
         message = row.payload["message"]
         chat = message.get("chat") or {}
         chat_id = int(chat["id"])
@@ -302,6 +315,8 @@ class Bridge:
             await replier.plain(str(exc))
 
     async def _pair(self, replier: Replier, tg_user_id: int, text: str) -> None:
+        from skald.features.telegram.texts import say
+
         candidate = normal_code(text)
         if text and not text.startswith("/") and len(candidate) == 8 and candidate.isalnum():
             try:
@@ -332,6 +347,9 @@ class Bridge:
         """Tell the chat the web page paired it (best effort: the link stands anyway)."""
         if self.api is None:
             return
+        from skald.features.telegram.botapi import NetworkDown, TelegramError
+        from skald.features.telegram.texts import say
+
         with contextlib.suppress(TelegramError, NetworkDown):
             await self.api.call(
                 "sendMessage",
@@ -347,6 +365,9 @@ class Bridge:
         return token
 
     async def _button(self, api: BotApi, row: Pending) -> None:
+        from skald.features.telegram.botapi import TelegramError
+        from skald.features.telegram.texts import say
+
         query = row.payload["callback_query"]
         answer, _, token = str(query.get("data", "")).partition(":")
         sender = int((query.get("from") or {}).get("id", 0))

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skald.features.telegram.botapi import NetworkDown, TelegramError
-from skald.features.telegram.render import split
-
 if TYPE_CHECKING:
     from skald.features.telegram.bridge import Bridge
 
@@ -35,6 +32,9 @@ class TelegramChannel:
         chat = await self.bridge.store.home_of(delivery.user_id)
         if api is None or chat is None:
             return False
+        from skald.features.telegram.botapi import NetworkDown, TelegramError
+        from skald.features.telegram.render import split
+
         text = "\n\n".join(
             f"{n.title}\n{n.body}".strip() if n.body else n.title for n in delivery.items
         )

@@ -53,11 +53,12 @@ def skald_notification_channels(server: Server) -> list[Any]:
 @hookimpl
 def skald_tools(member: Member) -> list[Tool] | None:
     from skald.features.telegram.bridge import Bridge
-    from skald.features.telegram.tool import SendAttachmentTool
 
     bridge = member.server.state(Bridge, None)
     if bridge is None or not bridge.running or not member.can(TELEGRAM_USE):
         return None
+    from skald.features.telegram.tool import SendAttachmentTool  # a running bot only
+
     return [SendAttachmentTool(member, bridge)]
 
 

@@ -9,7 +9,7 @@ checks); a missing one would raise in the middle of a reply.
 
 from __future__ import annotations
 
-__all__ = ["TEXTS", "lang_of", "say"]
+__all__ = ["TEXTS", "UNAVAILABLE", "lang_of", "say"]
 
 TEXTS: dict[str, dict[str, str]] = {
     "en": {
@@ -113,3 +113,6 @@ def lang_of(code: object) -> str:
 
 def say(lang: str, key: str, **values: object) -> str:
     return TEXTS[lang_of(lang)][key].format(**values)
+
+
+UNAVAILABLE = say("en", "unavailable")

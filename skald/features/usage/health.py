@@ -18,10 +18,6 @@ from litestar.di import NamedDependency
 
 from skald.api.deps import requires
 from skald.features.usage.updates import UpdateCheck
-from skald.ops.checks_base import Context
-from skald.ops.checks_data import check_backups, check_disk
-from skald.ops.checks_host import check_docker
-from skald.ops.doctor import run_checks
 from skald.permissions import ADMIN_SYSTEM
 from skald.plugins.facade import Server  # Litestar reads the route's annotations
 
@@ -35,6 +31,12 @@ class HealthLine(msgspec.Struct, frozen=True, kw_only=True):
 
 @get("/api/dashboard/health", guards=[requires(ADMIN_SYSTEM)])
 async def dashboard_health(server: NamedDependency[Server]) -> list[HealthLine]:
+    # The doctor's checks load at the first look, not in every server (docs/dev/web.md).
+    from skald.ops.checks_base import Context
+    from skald.ops.checks_data import check_backups, check_disk
+    from skald.ops.checks_host import check_docker
+    from skald.ops.doctor import run_checks
+
     ctx = Context.create(server.layout, server.config, dict(os.environ))
     ctx.serving = True
     report = await run_checks(ctx, [check_disk, check_docker, check_backups])
