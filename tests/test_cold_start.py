@@ -203,50 +203,41 @@ def test_a_booted_app_holds_no_backup_telegram_doctor_or_push_key_code_before_th
 def test_backups_the_doctors_checks_and_a_preview_work_at_their_first_use() -> None:
     # In a fresh interpreter, as a served app meets them: a backup, its contents, the
     # drill, the checklist, the health lines and the privacy check, then a diff.
-    out = _fresh(
-        "import asyncio, io, sys, tempfile\n"
-        "import skald.server\n"
-        "from pathlib import Path\n"
-        "import httpx\n"
-        "from skald.api.app import create_app\n"
-        "from skald.config import load_config\n"
-        "from skald.core.runtime import Runtime\n"
-        "from skald.paths import DataLayout\n"
-        "async def main():\n"
-        "    layout = DataLayout(Path(tempfile.mkdtemp()) / 'data')\n"
-        f"    config = load_config(layout.root, {TEST_ENV!r})\n"
-        "    rt = await Runtime.boot(layout, config, announce=io.StringIO())\n"
-        "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
-        "    app = create_app(rt)\n"
-        f"    before = [m for m in {FEATURE_AT_FIRST_USE!r} if m in sys.modules]\n"
-        "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
-        "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
-        "        r = await http.post('/api/auth/login',\n"
-        "            json={'username': 'mum', 'password': 'a household password'})\n"
-        "        assert r.status_code == 200, r.text\n"
-        "        http.headers['X-CSRF-Token'] = r.json()['csrf_token']\n"
-        "        run = (await http.post('/api/backups/run')).json()\n"
-        "        assert run.get('ok'), run\n"
-        "        name = Path(run['path']).name\n"
-        "        contents = (await http.get(f'/api/backups/archives/{name}')).json()\n"
-        "        drill = (await http.post('/api/backups/drill')).json()\n"
-        "        listed = (await http.get('/api/backups')).json()['archives']\n"
-        "        checklist = await http.get('/api/setup/checklist')\n"
-        "        health = await http.get('/api/dashboard/health')\n"
-        "        privacy = await http.get('/api/privacy')\n"
-        "    await rt.shutdown()\n"
-        "    print(before, run['ok'], contents['name'] == name, drill['ok'], len(listed))\n"
-        "    print(checklist.status_code, health.status_code, privacy.status_code)\n"
-        "    print(sorted(line['name'] for line in health.json()))\n"
-        "asyncio.run(main())\n"
+    out = _booted(
         "from skald.tools.preview import unified_diff\n"
-        "print(unified_diff('a.txt', 'one\\n', 'two\\n').splitlines()[2:])"
+        "print(unified_diff('a.txt', 'one\\n', 'two\\n').splitlines()[2:])",
+        served=(
+            f"    before = [m for m in {FEATURE_AT_FIRST_USE!r} if m in sys.modules]\n"
+            "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
+            "    import httpx\n"
+            "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
+            "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
+            "        r = await http.post('/api/auth/login',\n"
+            "            json={'username': 'mum', 'password': 'a household password'})\n"
+            "        assert r.status_code == 200, r.text\n"
+            "        http.headers['X-CSRF-Token'] = r.json()['csrf_token']\n"
+            "        run = (await http.post('/api/backups/run')).json()\n"
+            "        assert run.get('ok'), run\n"
+            "        name = Path(run['path']).name\n"
+            "        contents = (await http.get(f'/api/backups/archives/{name}')).json()\n"
+            "        drill = (await http.post('/api/backups/drill')).json()\n"
+            "        listed = (await http.get('/api/backups')).json()['archives']\n"
+            "        checklist = await http.get('/api/setup/checklist')\n"
+            "        health = await http.get('/api/dashboard/health')\n"
+            "        privacy = await http.get('/api/privacy')\n"
+            "    print('first use:', before, run['ok'], contents['name'] == name, drill['ok'],"
+            " len(listed))\n"
+            "    print('first use:', checklist.status_code, health.status_code,"
+            " privacy.status_code)\n"
+            "    print('first use:', sorted(line['name'] for line in health.json()))\n"
+        ),
     )
-    lines = out.splitlines()
-    assert lines[-4] == "[] True True True 1", out
-    assert lines[-3] == "200 200 200", out
-    assert {"backups", "disk", "docker"} <= set(eval(lines[-2])), out  # noqa: S307
-    assert lines[-1] == "['@@ -1 +1 @@', '-one', '+two']", out
+    # The served lines print before the runtime's last log lines.
+    seen = [line.removeprefix("first use: ") for line in out.splitlines() if "first use:" in line]
+    assert seen[0] == "[] True True True 1", out
+    assert seen[1] == "200 200 200", out
+    assert {"backups", "disk", "docker"} <= set(eval(seen[2])), out  # noqa: S307
+    assert out.splitlines()[-1] == "['@@ -1 +1 @@', '-one', '+two']", out
 
 
 def test_the_hidden_extras_are_real_modules_for_whoever_imports_them_later() -> None:
