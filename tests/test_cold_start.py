@@ -137,6 +137,19 @@ def test_a_booted_app_holds_no_connector_machinery_and_no_mime_table_before_thei
     assert out.splitlines()[-2:] == ["[]", "[]"], out
 
 
+# `served` lines that sign an administrator in: `http` is their client, in a block.
+SIGNED_IN = (
+    "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
+    "    import httpx\n"
+    "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
+    "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
+    "        r = await http.post('/api/auth/login',\n"
+    "            json={'username': 'mum', 'password': 'a household password'})\n"
+    "        assert r.status_code == 200, r.text\n"
+    "        http.headers['X-CSRF-Token'] = r.json()['csrf_token']\n"
+)
+
+
 def test_the_connector_routes_and_a_guessed_type_work_at_their_first_use() -> None:
     # In a fresh interpreter, as a served app meets them: nothing imported beforehand (a
     # test run's own imports would hide an import missing from a handler).
@@ -145,14 +158,8 @@ def test_the_connector_routes_and_a_guessed_type_work_at_their_first_use() -> No
         "print(guess_mime('a.PDF'), guess_mime('b.md'), guess_mime('c.nothing-knows-this'))",
         served=(
             f"    before = [m for m in sys.modules if m.startswith({SKALD_AT_FIRST_USE!r})]\n"
-            "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
-            "    import httpx\n"
-            "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
-            "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
-            "        r = await http.post('/api/auth/login',\n"
-            "            json={'username': 'mum', 'password': 'a household password'})\n"
-            "        assert r.status_code == 200, r.text\n"
-            "        market = (await http.get('/api/marketplace')).json()\n"
+            + SIGNED_IN
+            + "        market = (await http.get('/api/marketplace')).json()\n"
             "        mine = (await http.get('/api/connectors')).json()\n"
             "        providers = (await http.get('/api/sign-in-providers')).json()\n"
             "    print(before, mine, providers)\n"
@@ -208,15 +215,8 @@ def test_backups_the_doctors_checks_and_a_preview_work_at_their_first_use() -> N
         "print(unified_diff('a.txt', 'one\\n', 'two\\n').splitlines()[2:])",
         served=(
             f"    before = [m for m in {FEATURE_AT_FIRST_USE!r} if m in sys.modules]\n"
-            "    await rt.core.users.create('mum', 'a household password', 'admin')\n"
-            "    import httpx\n"
-            "    transport = httpx.ASGITransport(app=app, client=('127.0.0.1', 50000))\n"
-            "    async with httpx.AsyncClient(transport=transport, base_url='http://t') as http:\n"
-            "        r = await http.post('/api/auth/login',\n"
-            "            json={'username': 'mum', 'password': 'a household password'})\n"
-            "        assert r.status_code == 200, r.text\n"
-            "        http.headers['X-CSRF-Token'] = r.json()['csrf_token']\n"
-            "        run = (await http.post('/api/backups/run')).json()\n"
+            + SIGNED_IN
+            + "        run = (await http.post('/api/backups/run')).json()\n"
             "        assert run.get('ok'), run\n"
             "        name = Path(run['path']).name\n"
             "        contents = (await http.get(f'/api/backups/archives/{name}')).json()\n"
