@@ -299,3 +299,17 @@ async def test_the_first_look_at_docker_waits_until_the_web_app_is_built_and_cal
         assert "no daemon in this test" in str(refused.value)
     finally:
         await rt.shutdown()
+
+
+def test_the_start_is_frozen_for_the_collector() -> None:
+    # A full collection walked the whole heap (a 50-60 ms pause in a turn); what the start
+    # built is moved out of its sight.
+    out = _fresh(
+        "import gc\n"
+        "from skald.server import _freeze_the_start\n"
+        "class Node: pass\n"
+        "kept = Node(); kept.me = kept\n"
+        "_freeze_the_start()\n"
+        "print(gc.get_freeze_count() > 1000, any(o is kept for o in gc.get_objects()))"
+    )
+    assert out.splitlines()[-1] == "True False", out
