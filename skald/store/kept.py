@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import apsw
 
@@ -37,13 +37,10 @@ KEPT_S = 2.0
 KEPT_MAX = 1024
 
 
-class _Kept(Generic[T]):
-    __slots__ = ("at", "value", "writes")
-
-    def __init__(self, writes: int, at: float, value: T) -> None:
-        self.writes = writes  # the WriteCount's value before the read was sent
-        self.at = at
-        self.value = value
+class _Kept(NamedTuple, Generic[T]):
+    writes: int  # the WriteCount's value before the read was sent
+    at: float
+    value: T
 
 
 class KeptReads(Generic[K, T]):

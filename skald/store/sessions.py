@@ -22,7 +22,7 @@ import apsw
 import msgspec
 
 from skald.store.database import Database, fetch_all, fetch_one
-from skald.store.kept import KeptReads
+from skald.store.kept import KEPT_MAX, KeptReads
 from skald.store.registry import role_in, user_in
 from skald.store.rows import Role, User
 
@@ -46,8 +46,6 @@ def _row(r: tuple[object, ...]) -> SessionRow:
 
 # The tables `get_with_member` reads (`user_in`, `role_in` included).
 READS = frozenset({"sessions", "users", "roles", "role_capabilities", "role_attributes"})
-# Sessions kept at most; past it the oldest goes first (insertion order).
-KEPT_MAX = 1024
 
 Found = tuple[SessionRow, User | None, Role | None]
 
@@ -55,7 +53,8 @@ Found = tuple[SessionRow, User | None, Role | None]
 class SessionStore:
     def __init__(self, db: Database, clock: Callable[[], float] = time.monotonic) -> None:
         self.db = db
-        # An unknown token is never kept (a guesser would fill the table).
+        # An unknown token is never kept (a guesser would fill the table). `KEPT_MAX` is
+        # read here, at construction (a test lowers it).
         self.kept: KeptReads[str, Found | None] = KeptReads(
             db, READS, max_entries=KEPT_MAX, clock=clock, keep=lambda f: f is not None
         )
