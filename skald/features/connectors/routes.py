@@ -45,7 +45,6 @@ from skald.plugins.facade import Member, Server  # Litestar reads the annotation
 if TYPE_CHECKING:
     from skald.features.connectors import oauth
     from skald.features.connectors.feed import FeedItem, Manifest
-    from skald.features.connectors.resources import Catalog
     from skald.mcp import Prompt, Resource, ResourceTemplate
     from skald.mcp.wire import CallToolResult
 
@@ -203,7 +202,9 @@ async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> Conn
 
     sup = c.supervisor
     state, tools, events = ("stopped", [], [])
-    catalog: Catalog | None = None  # none without a running instance
+    resources: list[ResourceOut] = []  # a running instance's catalogue, else none
+    templates: list[ResourceOut] = []
+    prompts: list[PromptOut] = []
     if sup is not None:
         state, listed = sup.state_of(user.id, row)
         tools = [ToolOut(name=t.name, description=t.description) for t in listed]
@@ -211,7 +212,9 @@ async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> Conn
         if inst is not None and (inst.owner == user.id or admin):
             events = [EventOut(at=e.at, kind=e.kind, text=e.text) for e in list(inst.events)[-50:]]
         if inst is not None:
-            catalog = inst.catalog
+            resources = [_resource_out(r.uri, r) for r in inst.catalog.resources]
+            templates = [_resource_out(t.uri_template, t) for t in inst.catalog.templates]
+            prompts = [_prompt_out(p) for p in inst.catalog.prompts]
     return ConnectorOut(
         name=row.name,
         display_name=row.display_name,
@@ -236,11 +239,9 @@ async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> Conn
         last_error=row.last_error if admin else None,
         last_stderr=row.last_stderr if admin else None,
         events=events,
-        resources=[] if catalog is None else [_resource_out(r.uri, r) for r in catalog.resources],
-        templates=[]
-        if catalog is None
-        else [_resource_out(t.uri_template, t) for t in catalog.templates],
-        prompts=[] if catalog is None else [_prompt_out(p) for p in catalog.prompts],
+        resources=resources,
+        templates=templates,
+        prompts=prompts,
         grant_by_default=row.name not in await c.store.not_by_default(),
         verifies=bool(row.manifest.get("verify")),
     )
