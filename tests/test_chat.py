@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from fake_llm import Call, FakeLLM, Hang, Text
 
 from skald.agent import CallState, prompts
 from skald.assets import asset_dir
+from skald.core.hub import TurnJob
 from skald.core.runtime import Runtime
 from skald.errors import NotFoundError
 from skald.llm.types import Message, TextPart, ToolCall
@@ -687,13 +689,13 @@ async def test_owner_history_starts_a_turn_in_one_step_unless_a_call_is_open(
     assert (await mine.hub.store.items(conversation.id))[-1].attachments == [photo]
 
 
-async def test_a_model_chosen_after_the_message_came_in_answers_its_turn(
+async def test_a_model_chosen_after_the_message_was_claimed_answers_its_turn(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    """The route hands the hub its copy of the conversation (for the title); the turn is
-    set up from the conversation as the running mark reads it, so a model the member
-    switched to in between (a message that waited behind another job, a second tab)
-    answers, never the one the copy names."""
+    """A message's claim marks the conversation running and reads it in one trip, and
+    its runner sets the turn up from that copy only while no conversation row was
+    written since; a model the member switched to in between (a second tab) answers,
+    never the one the copy names."""
     await admin_adds_models(make_client, fake_llm, [("model-a", "openai"), ("model-b", "openai")])
     models = {
         m["model"]: m["id"]
@@ -704,13 +706,72 @@ async def test_a_model_chosen_after_the_message_came_in_answers_its_turn(
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"model_id": models["model-a"]})
     assert r.status_code == 200, r.text
     mine = runtime.user_runtimes[household["ada"]]
-    as_read = await mine.hub.store.get(cid)
-    assert as_read.model_id == models["model-a"]
+    claim = await mine.hub.store.claim(cid, "hello")
+    assert claim.marked_at is not None and claim.named
+    assert (claim.conversation.status, claim.conversation.model_id) == (
+        "running",
+        models["model-a"],
+    )
+    assert mine.hub.store.unchanged_since(claim)
     r = await ada.call("PATCH", f"/api/conversations/{cid}", json={"model_id": models["model-b"]})
     assert r.status_code == 200, r.text
+    assert not mine.hub.store.unchanged_since(claim)
     fake_llm.script("model-b", ["B."])
-    done = await mine.hub.send(cid, [TextPart("hello")], [], "hello", conversation=as_read)
-    result = await asyncio.wait_for(done, 30)
+    job = TurnJob(
+        kind="turn", message=Message(role="user", content=[TextPart("hello")]), claim=claim
+    )
+    mine.hub._runner(cid).join_or_queue(job)
+    result = await asyncio.wait_for(job.done, 30)
     assert (result.status, result.text) == ("done", "B.")
     posted = [r for r in fake_llm.requests if r.method == "POST"]
     assert [r.body["model"] for r in posted] == ["model-b"]
+    assert (await mine.hub.store.get(cid)).status == "idle"
+
+
+async def test_a_claim_marks_only_an_idle_conversation_and_names_only_an_untitled_one(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
+) -> None:
+    """A message queued behind a running turn, or while a call waits for an approval,
+    must not take over the status (the runner marks it when its turn starts), and a
+    conversation's title is given once, by its first message."""
+    ada = await signed_in(make_client, "ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    store = runtime.user_runtimes[household["ada"]].hub.store
+    first = await store.claim(cid, "first words")
+    assert first.named and first.marked_at is not None
+    again = await store.claim(cid, "second words")
+    assert (again.named, again.marked_at) == (False, None)
+    assert (again.conversation.title, again.conversation.status) == ("first words", "running")
+    await store.update(cid, status="awaiting_approval")
+    waiting = await store.claim(cid, "third words")
+    assert waiting.marked_at is None and waiting.conversation.status == "awaiting_approval"
+    with pytest.raises(NotFoundError):
+        await store.claim("not-a-conversation", "x")
+
+
+async def test_a_message_whose_request_is_cancelled_mid_claim_still_runs_and_ends_idle(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    """The claim marks the conversation running before the job is queued: a request
+    cancelled while the claim is on its way (a client gone, a shutdown of the request's
+    task) must not leave a conversation marked running with no turn to end it."""
+    await admin_adds_models(make_client, fake_llm, [("m", "openai")])
+    fake_llm.script("m", ["Done."])
+    ada = await signed_in(make_client, "ada")
+    cid = (await ada.call("POST", "/api/conversations", json={})).json()["id"]
+    mine = runtime.user_runtimes[household["ada"]]
+    hold = threading.Event()
+    held = asyncio.ensure_future(mine.hub.db.call(lambda c: hold.wait(10)))
+    sending = asyncio.ensure_future(mine.hub.send(cid, [TextPart("hello")], [], "hello"))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the claim is queued behind the held work
+    sending.cancel()
+    hold.set()
+    await held
+    with pytest.raises(asyncio.CancelledError):
+        await sending
+    async with asyncio.timeout(10):
+        while len(history := await OwnerHistory(mine.hub.db, cid).load()) < 2:
+            await asyncio.sleep(0.02)
+    assert [m.role for m in history] == ["user", "assistant"]
+    await wait_idle(ada, cid)

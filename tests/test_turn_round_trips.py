@@ -30,7 +30,8 @@ def _kind(name: str) -> str:
 
 class TripCounter:
     """Counts `Database._submit` (the one way work reaches a database thread) by
-    database, and notes the count when the model request leaves.
+    database, and notes the count when the model request leaves; `Database.send`'s
+    (work the turn does not wait for) are counted again in `unwaited`.
 
     Only work done in the context where `counting` was set is counted: the request runs
     in the test's task (httpx's ASGI transport), and the tasks it starts (the
@@ -41,8 +42,11 @@ class TripCounter:
         self.trips: Counter[str] = Counter()
         self.callers: list[str] = []
         self.at_request: list[Counter[str]] = []
+        self.unwaited: Counter[str] = Counter()
+        self.unwaited_at_request: list[Counter[str]] = []
         self.counting: ContextVar[bool] = ContextVar("counting", default=False)
         submit = Database._submit
+        send = Database.send
         post_stream = wire.post_stream
 
         def counted(db: Database, fn: Any) -> Any:
@@ -51,14 +55,21 @@ class TripCounter:
                 self.callers.append(f"{_kind(db.name)}: {getattr(fn, '__qualname__', fn)}")
             return submit(db, fn)
 
+        def sent(db: Database, fn: Any) -> Any:
+            if self.counting.get():
+                self.unwaited[_kind(db.name)] += 1
+            return send(db, fn)
+
         @asynccontextmanager
         async def noted(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
             if self.counting.get():
                 self.at_request.append(Counter(self.trips))
+                self.unwaited_at_request.append(Counter(self.unwaited))
             async with post_stream(*args, **kwargs) as response:
                 yield response
 
         monkeypatch.setattr(Database, "_submit", counted)
+        monkeypatch.setattr(Database, "send", sent)
         monkeypatch.setattr(wire, "post_stream", noted)
 
 
@@ -109,14 +120,18 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     # session, member or role row was written since), the member and role as they are now
     # with the plugins' switches (0: kept likewise, skald/store/member_now.py), the
     # profile with its directory and supervisors (0, people: kept), the two memory
-    # indexes (0: kept while no note was written), the spending caps' check with the
-    # turn's count (1, usage); the conversation read by the route (1), the running mark
-    # (1), whether the conversation is a project's (0, projects: kept) and the user
-    # message stored with the history read back (1).
+    # indexes (0: kept while no note was written), the spending caps (0, usage: that
+    # none applies is kept while no cap is written) with the turn's count (1, sent and
+    # not waited for: skald/features/usage/caps.py); the message's claim, which proves the conversation is
+    # theirs, marks it running and names it in one transaction, and whose mark and copy
+    # the runner takes as its own (1, skald/core/hub.py), whether the conversation is a
+    # project's (0, projects: kept) and the user message stored with the history read
+    # back (1).
     # `POST /api/chat` (this test's door, issue 28) tells which files the turn wrote from
     # the turn's own finished calls: no read of the history before or after (0).
-    assert counter.at_request[0] == Counter(registry=1, owner=3), trace
+    assert counter.at_request[0] == Counter(registry=1, owner=2), trace
+    assert counter.unwaited_at_request[0] == Counter(registry=1), trace
     # The whole turn adds the usage row in each database and the answer and the idle
     # status in the member's, and the request log's keep (requestlog: one transaction in
     # the member's database that writes the payload only when they opted in).
-    assert counter.trips == Counter(registry=2, owner=7), trace
+    assert counter.trips == Counter(registry=2, owner=6), trace

@@ -238,3 +238,36 @@ async def test_turns_started_at_once_cannot_both_take_the_last_turn_a_cap_allows
     assert [tuple(w) for w in warned] == [(f"day:{datetime.now(UTC):%Y-%m-%d}", "turns")]
     with pytest.raises(LimitReachedError, match="daily limit of 10 messages"):
         await gate.check(ada, "member", ZoneInfo("UTC"))
+
+
+async def test_no_cap_is_kept_until_a_cap_is_written_and_the_very_next_turn_is_judged(
+    runtime: Runtime, ada: str, llm: FakeLLM, make_client: MakeClient
+) -> None:
+    """With no cap for the member or their role, the answer is kept and the turn counted
+    without the turn waiting for the write (no trip before the model request); a cap
+    written by the API or by any other writer on the registry's connection (raw SQL
+    here) is seen by the very next turn, and the turns counted meanwhile count."""
+    store = UsageStore(runtime.core.registry.db)
+    gate = CapGate(store, runtime.notifications.notify)
+    utc = ZoneInfo("UTC")
+    await gate.check(ada, "member", utc)  # read: none applies, kept
+    for _ in range(3):
+        await gate.check(ada, "member", utc)
+    assert (await _hourly(runtime, ada))[0] == 4  # every turn counted
+    admin = await signed_in(make_client, "mum")
+    await _set_caps(admin, "role", "member", turns_day=4)
+    with pytest.raises(LimitReachedError, match="daily limit of 4 messages"):
+        await gate.check(ada, "member", utc)
+    await runtime.core.registry.db.call(lambda c: c.execute("DELETE FROM usage_caps"))
+    await gate.check(ada, "member", utc)  # judged again: none applies
+    await gate.check(ada, "member", utc)  # kept
+    await runtime.core.registry.db.call(
+        lambda c: c.execute(
+            "INSERT INTO usage_caps(scope, target, turns_day, updated_at) "
+            "VALUES ('user', ?, 6, '2026-01-01')",
+            (ada,),
+        )
+    )
+    with pytest.raises(LimitReachedError, match="daily limit of 6 messages"):
+        await gate.check(ada, "member", utc)
+    assert (await _hourly(runtime, ada))[0] == 6

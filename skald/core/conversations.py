@@ -352,16 +352,15 @@ class ConversationService:
         """A message from the member: a known slash command (with no attachments) runs at
         once and is never stored; anything else is queued as a turn."""
         mine = await self.member(user_id)
-        # One read: it proves the conversation is theirs and is handed on to the hub.
-        conversation = await mine.hub.store.get(conversation_id)
         if not attachments and self.is_command(text):
+            await mine.hub.store.get(conversation_id)  # theirs
             return await self._command(mine, conversation_id, text)
         view = _view(view_context)
         paths = [
             resolve_attachment(self.layout, mine.user.id, conversation_id, p)
             for p in dict.fromkeys(attachments)
         ]
-        return await self._enqueue(mine, conversation, text, paths, view)
+        return await self._enqueue(mine, conversation_id, text, paths, view)
 
     async def resend(
         self, user_id: str, conversation_id: str, seq: int, text: str | None = None
@@ -371,14 +370,13 @@ class ConversationService:
         with its attachments and view context), or edit and resend (the new text).
         Refused (409) while a turn runs or waits for an approval."""
         mine = await self.member(user_id)
-        conversation = await mine.hub.store.get(conversation_id)
         # Answer again (no new text) keeps the answers it replaces; an edit does not.
         message, attachments = await mine.hub.store.rewind(
             conversation_id, seq, keep_answers=text is None
         )
         await mine.hub.update(conversation_id)  # every tab re-reads the conversation
         typed = display_text(message) if text is None else text
-        return await self._enqueue(mine, conversation, typed, attachments, view_items(message))
+        return await self._enqueue(mine, conversation_id, typed, attachments, view_items(message))
 
     async def search(self, user_id: str, query: str) -> list[SearchHit]:
         """The member's own conversations whose title or messages have the words."""
@@ -413,21 +411,25 @@ class ConversationService:
     async def _enqueue(
         self,
         mine: UserRuntime,
-        conversation: Conversation,
+        conversation_id: str,
         text: str,
         attachments: list[Attachment],
         view: list[ViewItem],
     ) -> Sent:
+        """Queue the message. Its conversation is read (and proved theirs) as the hub
+        claims it; with attachments it is read first, for its model."""
         layout = self.layout
-        conversation_id = conversation.id
         body = defuse_harness_tags(text)
-        pictures = any(a.mime.startswith("image/") for a in attachments)
-        # A picture for a model that cannot see it: send the text, tell the model (and,
-        # through `images_not_seen`, the member) instead of failing the whole message.
-        see = not pictures or await self.llm.can_see_images(conversation.model_id)
-        videos = any(a.mime in VIDEO_TYPES for a in attachments)
-        watch = videos and await self.llm.can_watch_videos(conversation.model_id)
+        see = watch = True
+        videos = False
         if attachments:
+            model_id = (await mine.hub.store.get(conversation_id)).model_id
+            # A picture for a model that cannot see it: send the text, tell the model (and,
+            # through `images_not_seen`, the member) instead of failing the whole message.
+            if any(a.mime.startswith("image/") for a in attachments):
+                see = await self.llm.can_see_images(model_id)
+            videos = any(a.mime in VIDEO_TYPES for a in attachments)
+            watch = videos and await self.llm.can_watch_videos(model_id)
             content = await asyncio.to_thread(
                 content_for, layout, mine.user.id, body, attachments, see, watch
             )
@@ -438,9 +440,7 @@ class ConversationService:
             # Its own part, never mixed into what was typed (the UI shows it as chips).
             block = view_context_block([(i.label, i.value) for i in view])
             content = [TextPart(block), *content]
-        job = await mine.hub.queue_message(
-            conversation_id, content, attachments, typed=text, conversation=conversation
-        )
+        job = await mine.hub.queue_message(conversation_id, content, attachments, typed=text)
         return Sent(
             conversation_id=conversation_id,
             done=job.done,
@@ -587,21 +587,20 @@ class ConversationService:
         this conversation before (`uploads/<conversation>/<name>`)."""
         mine = await self.member(user_id)
         if conversation_id is None:
-            conversation = await mine.hub.new_conversation()
-        else:
-            conversation = await mine.hub.store.get(conversation_id)
+            conversation_id = (await mine.hub.new_conversation()).id
         if is_command(text) and not attachments:
-            out = await self._command(mine, conversation.id, text)
+            await mine.hub.store.get(conversation_id)  # theirs
+            out = await self._command(mine, conversation_id, text)
             return ChatReply(
-                conversation_id=out.conversation_id or conversation.id,
+                conversation_id=out.conversation_id or conversation_id,
                 reply=out.result,
                 status="done",
             )
         paths = [
-            resolve_attachment(self.layout, mine.user.id, conversation.id, p)
+            resolve_attachment(self.layout, mine.user.id, conversation_id, p)
             for p in dict.fromkeys(attachments)
         ]
-        sent = await self._enqueue(mine, conversation, text, paths, [])
+        sent = await self._enqueue(mine, conversation_id, text, paths, [])
         return await self.wait(user_id, sent)
 
     # -- attachments and events -------------------------------------------------------

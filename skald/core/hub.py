@@ -42,6 +42,7 @@ from skald.log import get_logger
 from skald.plugins.specs import AfterTurn, BeforeTurn
 from skald.store.conversations import (
     Attachment,
+    Claim,
     Conversation,
     ConversationStore,
     HistoryItem,
@@ -68,6 +69,8 @@ class TurnJob:
     # the moment it was taken in), as the clients saw them: `POST /api/chat` tells from
     # them which files the turn wrote, without reading the history again.
     finished: list[ToolCallUpdate] = field(default_factory=list)
+    # How the message's conversation was when it was queued (`ChatHub.queue_message`).
+    claim: Claim | None = None
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,13 @@ class ConversationRunner:
                 return
 
     async def _execute(self, job: TurnJob) -> TurnResult:
-        # Marked running and read in one trip; a setup that fails sets it idle again.
-        conversation = await self.hub.update(self.conversation_id, status="running")
+        # Marked running and read: by the message's own claim when no conversation was
+        # written since (no trip), else here in one trip. A setup that fails sets it idle.
+        claim = job.claim
+        if claim is not None and self.hub.store.unchanged_since(claim):
+            conversation = claim.conversation
+        else:
+            conversation = await self.hub.update(self.conversation_id, status="running")
         # Only a picture actually inlined needs a vision model (one no model can see was
         # sent as a note: see ConversationService._enqueue).
         parts = () if job.message is None else job.message.content
@@ -404,12 +412,10 @@ class ChatHub:
         content: list[ContentPart],
         attachments: list[Attachment],
         typed: str = "",
-        conversation: Conversation | None = None,
     ) -> asyncio.Future[TurnResult]:
         """Queue a user message (`typed`: what the person wrote, for the title); the future
-        resolves when its turn ends. `conversation`: the caller's fresh copy of it, which
-        saves reading it again."""
-        job = await self.queue_message(conversation_id, content, attachments, typed, conversation)
+        resolves when its turn ends."""
+        job = await self.queue_message(conversation_id, content, attachments, typed)
         return job.done
 
     async def queue_message(
@@ -418,23 +424,33 @@ class ChatHub:
         content: list[ContentPart],
         attachments: list[Attachment],
         typed: str = "",
-        conversation: Conversation | None = None,
     ) -> TurnJob:
-        """`send`, answering the queued job itself (its `finished` calls as the turn runs)."""
+        """`send`, answering the queued job itself (its `finished` calls as the turn runs).
+        `typed`: what the person wrote, for the title of an untitled conversation.
+
+        One trip: the conversation's claim (`ConversationStore.claim`) proves it exists,
+        marks it running and names it; its runner takes that mark as its own. Shielded:
+        a request cancelled while the claim is on its way must not leave a conversation
+        marked running with no turn queued (the message goes through)."""
         if not any(isinstance(p, TextPart) and p.text.strip() for p in content) and not attachments:
             raise InvalidInputError("the message is empty")
-        if conversation is None or conversation.id != conversation_id:
-            conversation = await self.store.get(conversation_id)
-        if not conversation.title:
-            title = typed.strip().splitlines()[0][:60] if typed.strip() else ""
-            await self.update(
-                conversation_id, title=title or (attachments[0].name if attachments else "Chat")
-            )
+        first_line = typed.strip().splitlines()[0][:60] if typed.strip() else ""
+        title = first_line or (attachments[0].name if attachments else "Chat")
         job = TurnJob(
             kind="turn", message=Message(role="user", content=content), attachments=attachments
         )
-        runner = self._runner(conversation_id)
-        runner.join_or_queue(job)
+        await asyncio.shield(self._queue(conversation_id, job, title))
+        # Let the runner take its first step before the caller goes on to answer the
+        # request and write its log line.
+        await asyncio.sleep(0)
+        return job
+
+    async def _queue(self, conversation_id: str, job: TurnJob, title: str) -> None:
+        job.claim = claim = await self.store.claim(conversation_id, title)
+        if claim.marked_at is not None or claim.named:
+            # Marked or named by this claim: every tab re-reads it.
+            self.events.publish(self.user_id, ConversationUpdated(conversation=claim.conversation))
+        self._runner(conversation_id).join_or_queue(job)
         self.events.publish(
             self.user_id,
             UserMessage(
@@ -443,7 +459,7 @@ class ChatHub:
                     seq=0,
                     role="user",
                     text=display_text(job.message) if job.message else "",
-                    attachments=attachments,
+                    attachments=job.attachments,
                     tool_calls=[],
                     tool_call_id=None,
                     is_error=False,
@@ -451,10 +467,6 @@ class ChatHub:
                 ),
             ),
         )
-        # Let the runner take its first step (its first database read is then on its
-        # way) before the caller goes on to answer the request and write its log line.
-        await asyncio.sleep(0)
-        return job
 
     async def resume(self, conversation_id: str) -> asyncio.Future[TurnResult]:
         job = TurnJob(kind="resume")

@@ -140,9 +140,27 @@ def insert_conversation(
     )
 
 
+class Claim(msgspec.Struct, frozen=True):
+    """What `ConversationStore.claim` found and did: the conversation as written; when
+    this claim marked it running, the conversations' write count right after (the runner
+    takes that mark and copy as its own while the count has not moved); whether it
+    named it."""
+
+    conversation: Conversation
+    marked_at: int | None
+    named: bool
+
+
 class ConversationStore:
+    """One per member's hub (it registers a write count with the database for its life)."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._writes = db.count_writes(frozenset({"conversations"}))
+
+    def unchanged_since(self, claim: Claim) -> bool:
+        """Whether no conversation row was written since `claim` marked its own."""
+        return claim.marked_at is not None and claim.marked_at == self._writes.value
 
     async def create(self, conversation_id: str, agent_id: str, title: str = "") -> Conversation:
         await self.db.transaction(
@@ -183,6 +201,37 @@ class ConversationStore:
             return r
 
         return _CONV.row(await self.db.transaction(q))
+
+    async def claim(self, conversation_id: str, title: str) -> Claim:
+        """A message's turn about to start, in one trip: an idle conversation is marked
+        running (others keep their status: a turn runs or waits for an approval), an
+        untitled one is named `title`, and the row comes back as written. Raises
+        NotFoundError like `get`, so it proves ownership as well."""
+
+        def q(c: apsw.Connection) -> tuple[tuple[Any, ...], int | None, bool]:
+            stamp = now_iso()
+            c.execute(
+                "UPDATE conversations SET status='running', updated_at=? "
+                "WHERE id=? AND status='idle'",
+                (stamp, conversation_id),
+            )
+            marked = c.changes() > 0
+            c.execute(
+                "UPDATE conversations SET title=?, updated_at=? WHERE id=? AND title=''",
+                (title, stamp, conversation_id),
+            )
+            named = c.changes() > 0
+            r = fetch_one(
+                c, f"SELECT {_CONV.names} FROM conversations WHERE id=?", (conversation_id,)
+            )
+            if r is None:
+                raise NotFoundError("no such conversation")
+            # Read here, on the database thread right after the writes: a write that
+            # lands after this transaction moves the count past it.
+            return r, self._writes.value if marked else None, named
+
+        row, marked_at, named = await self.db.transaction(q)
+        return Claim(_CONV.row(row), marked_at, named)
 
     async def add_usage(
         self, conversation_id: str, input_tokens: int, output_tokens: int, cost: float | None

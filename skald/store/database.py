@@ -182,6 +182,12 @@ class Database:
         """Run `fn(connection)` on the database thread and return its result."""
         return await asyncio.wrap_future(self._submit(fn))
 
+    def send(self, fn: Callable[[apsw.Connection], T]) -> asyncio.Future[T]:
+        """`call`, queued on the database thread now (before any work submitted after it
+        returns), for a caller that does not wait for it. Raises DatabaseClosedError at
+        once on a closed database."""
+        return asyncio.wrap_future(self._submit(fn))
+
     async def transaction(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run `fn` inside one write transaction: all of it commits, or none of it."""
         return await self.call(lambda conn: run_in_transaction(conn, fn))

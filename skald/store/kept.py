@@ -37,6 +37,13 @@ KEPT_S = 2.0
 KEPT_MAX = 1024
 
 
+class Before(NamedTuple):
+    """Taken before a read is sent (`KeptReads.before`): the count and the time."""
+
+    writes: int
+    at: float
+
+
 class _Kept(NamedTuple, Generic[T]):
     writes: int  # the WriteCount's value before the read was sent
     at: float
@@ -75,16 +82,34 @@ class KeptReads(Generic[K, T]):
 
     async def get(self, key: K, read: Callable[[apsw.Connection], T]) -> T:
         """The kept answer for `key` while it is good, else `read`'s, in one trip."""
-        now = self.clock()
-        kept = self._kept.get(key)
-        if kept is not None and kept.writes == self._writes.value and now - kept.at < self.max_age:
+        kept = self._good(key)
+        if kept is not None:
             return kept.value
-        # Taken before the read is sent: see the module's rule.
-        writes = self._writes.value
+        before = self.before()  # see the module's rule
         value = await self.db.call(read)
+        self.put(key, value, before)
+        return value
+
+    def kept(self, key: K) -> tuple[T] | None:
+        """The kept answer for `key` (in a 1-tuple) while it is good, else None: for a
+        caller whose read is part of a larger trip (it then `put`s what it read)."""
+        kept = self._good(key)
+        return None if kept is None else (kept.value,)
+
+    def before(self) -> Before:
+        """What to `put` an answer with: taken before its read is sent."""
+        return Before(self._writes.value, self.clock())
+
+    def put(self, key: K, value: T, before: Before) -> None:
+        """Keep `value` for `key`, read after `before` was taken."""
         self._kept.pop(key, None)
         if self._keep(value):
             if len(self._kept) >= self.max_entries:
                 del self._kept[next(iter(self._kept))]
-            self._kept[key] = _Kept(writes, now, value)
-        return value
+            self._kept[key] = _Kept(before.writes, before.at, value)
+
+    def _good(self, key: K) -> _Kept[T] | None:
+        kept = self._kept.get(key)
+        if kept is None or kept.writes != self._writes.value:
+            return None
+        return kept if self.clock() - kept.at < self.max_age else None

@@ -7,12 +7,20 @@ unblocks the next turn at once. A member's own caps replace their role's as a wh
 Turns and tokens count whatever the model costs (a local model's zero cost still counts
 turns and tokens).
 
-Trap: the check runs before the turn, so one turn may still go past a token or cost cap
-(the next one is refused); a turn cap is exact.
+When neither the member nor their role has a cap (most households), that answer is
+kept (skald/store/kept.py, while `usage_caps` is not written) and the turn is counted
+without the turn waiting for the write: no trip to the registry before the model
+request. Setting a cap writes `usage_caps`, so the very next turn is judged in full.
+
+Traps: the check runs before the turn, so one turn may still go past a token or cost cap
+(the next one is refused); a turn cap is exact. A turn counted without waiting is on the
+registry's one thread before any later turn's check (its write is sent first), so a
+cap set meanwhile still counts it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +29,7 @@ from zoneinfo import ZoneInfo
 from skald.errors import LimitReachedError
 from skald.features.usage.store import MEASURES, Caps, Totals, UsageStore
 from skald.log import get_logger
+from skald.store.kept import KeptReads
 
 log = get_logger("skald.usage")
 
@@ -103,16 +112,29 @@ def judge(
     return None, warnings
 
 
+def _counted(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and (error := done.exception()) is not None:
+        log.warning("a turn was not counted in the usage figures", error=type(error).__name__)
+
+
 class CapGate:
     """The server's cap check (a state slot): `check` refuses or warns, then counts."""
 
     def __init__(self, store: UsageStore, notify: object) -> None:
         self.store = store
         self.notify = notify  # NotificationService.notify (title=, body=, link=, urgency=)
+        # By (member, role): no cap applies. Only that answer is kept.
+        self._uncapped: KeptReads[tuple[str, str], bool] = KeptReads(
+            store.db, frozenset({"usage_caps"}), keep=lambda uncapped: uncapped
+        )
 
     async def check(self, user_id: str, role: str, zone: ZoneInfo) -> None:
         """Refuse (LimitReachedError) or count the turn, with its 80 % warnings: one
-        transaction in the registry (`UsageStore.check_and_count`), then the notices."""
+        transaction in the registry (`UsageStore.check_and_count`), then the notices;
+        no trip when no cap applies (see the module's rule)."""
+        if self._uncapped.kept((user_id, role)) is not None:
+            self._count_soon(user_id)
+            return
         now = datetime.now(zone)
         wins = windows(now)
 
@@ -123,11 +145,19 @@ class CapGate:
             return refused, [(window.key, measure, text) for window, measure, text in due]
 
         starts = (wins[0].start, wins[1].start)
-        refused, send = await self.store.check_and_count(user_id, role, starts, time.time(), decide)
+        before = self._uncapped.before()
+        refused, send, capped = await self.store.check_and_count(
+            user_id, role, starts, time.time(), decide
+        )
+        self._uncapped.put((user_id, role), not capped, before)
         if refused is not None:
             raise LimitReachedError(refused)
         for text in send:
             await self._tell(user_id, text)
+
+    def _count_soon(self, user_id: str) -> None:
+        # Queued on the registry's thread now, so before any later check's transaction.
+        self.store.count_turn(user_id, time.time()).add_done_callback(_counted)
 
     async def _tell(self, user_id: str, text: str) -> None:
         try:

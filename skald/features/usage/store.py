@@ -12,6 +12,7 @@ whole hours starts at the hour before its first minute (a few minutes counted ea
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -123,6 +124,16 @@ class Totals(msgspec.Struct, frozen=True):
         return float(getattr(self, measure))
 
 
+_COUNT_TURN = (
+    "INSERT INTO usage_hourly(user_id, hour, model_id, turns) VALUES (?,?,'',1) "
+    "ON CONFLICT (user_id, hour, model_id) DO UPDATE SET turns = turns + 1"
+)
+
+
+def _count(c: apsw.Connection, user_id: str, at: float) -> None:
+    c.execute(_COUNT_TURN, (user_id, int(at // 3600)))
+
+
 # A cap check's verdict on (caps, used today, used this month): the refusal or None,
 # and the warnings due as (period key, measure, text).
 Decide = Callable[["Caps", "Totals", "Totals"], tuple[str | None, list[tuple[str, str, str]]]]
@@ -194,42 +205,45 @@ class UsageStore:
         starts: tuple[float, float],
         at: float,
         decide: Decide,
-    ) -> tuple[str | None, list[str]]:
+    ) -> tuple[str | None, list[str], bool]:
         """A turn's cap check in one write transaction (one trip): the caps that apply
         (the member's own, else their role's) and what they used since the day's and the
         month's start (`starts`) go to `decide`, which answers (the refusal or None, the
         80 % warnings due as (period key, measure, text)); unless refused, the warnings
         not given yet this period are recorded and the turn is counted. Answers (the
-        refusal, the texts of the warnings to send now). One transaction on the registry's
-        one thread: two turns at once cannot both pass the last turn a cap allows."""
+        refusal, the texts of the warnings to send now, whether any cap applies). One
+        transaction on the registry's one thread: two turns at once cannot both pass the
+        last turn a cap allows."""
         sql = f"SELECT {_CAP_COLS} FROM usage_caps WHERE scope=? AND target=?"
         warned = (
             "INSERT OR IGNORE INTO usage_warnings(user_id, period, measure, at) VALUES (?,?,?,?)"
         )
-        count = (
-            "INSERT INTO usage_hourly(user_id, hour, model_id, turns) VALUES (?,?,'',1) "
-            "ON CONFLICT (user_id, hour, model_id) DO UPDATE SET turns = turns + 1"
-        )
         now = datetime.now(UTC).isoformat()
 
-        def q(c: apsw.Connection) -> tuple[str | None, list[str]]:
+        def q(c: apsw.Connection) -> tuple[str | None, list[str], bool]:
             caps = _caps(c.execute(sql, ("user", user_id)).fetchone())
             if caps is None:
                 caps = _caps(c.execute(sql, ("role", role)).fetchone())
             send: list[str] = []
-            if caps is not None and not caps.unlimited:
+            capped = caps is not None and not caps.unlimited
+            if caps is not None and capped:
                 day, month = (_totals(c, user_id, start) for start in starts)
                 refused, due = decide(caps, day, month)
                 if refused is not None:
-                    return refused, []
+                    return refused, [], True
                 for period, measure, text in due:
                     c.execute(warned, (user_id, period, measure, now))
                     if c.changes():
                         send.append(text)
-            c.execute(count, (user_id, int(at // 3600)))
-            return None, send
+            _count(c, user_id, at)
+            return None, send, capped
 
         return await self.db.transaction(q)
+
+    def count_turn(self, user_id: str, at: float) -> asyncio.Future[None]:
+        """Count a turn that no cap had to judge (`CapGate`): queued on the registry's
+        thread when this returns, done when the future is."""
+        return self.db.send(lambda c: _count(c, user_id, at))
 
     # -- stats ----------------------------------------------------------------------
 
