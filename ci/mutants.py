@@ -3965,7 +3965,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "spending caps kept",
         "skald/features/usage/caps.py",
         'store.db, frozenset({"usage_caps"}), keep=lambda uncapped: uncapped',
-        'store.db, frozenset(), keep=lambda uncapped: uncapped',
+        "store.db, frozenset(), keep=lambda uncapped: uncapped",
         ("tests/test_usage_caps.py",),
         keyword="no_cap_is_kept",
         why="a cap set by an administrator is not applied to the member's next turns",
