@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, ServerProcess
+from harness import ADMIN, ADMIN_PW, ServerProcess, household
 from test_agents_operator import add_agent
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from ui_support import PLAYWRIGHT_MISSING, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -18,23 +18,16 @@ if not PLAYWRIGHT_MISSING:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    add_agent(srv.data / "agents", "recipes")
-    srv.start()
-    yield srv
-    srv.close()
+    add_agent(tmp_path / "data" / "agents", "recipes")
+    with household(tmp_path) as srv:
+        yield srv
 
 
 @pytest.mark.timeout(120)
 def test_an_operator_agent_appears_on_the_agents_page_in_italian(
     server: ServerProcess, browser: Browser
 ) -> None:
-    context = open_context(browser, server)
-    watch = SignedInWatch()
-    try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with watched_page(browser, server, ADMIN, ADMIN_PW, prefix="agents-operator") as page:
         page.get_by_test_id("nav-agents").click()
         card = page.locator('[data-testid="agent-card"][data-agent="recipes"]')
         expect(card).to_have_attribute("data-role", "helper")
@@ -44,9 +37,3 @@ def test_an_operator_agent_appears_on_the_agents_page_in_italian(
         page.get_by_test_id("locale-picker").select_option("it")
         expect(card.get_by_test_id("agent-description")).to_have_text("Ti trova una ricetta")
         expect(card.locator(".card__title")).to_have_text("Recipe finder")
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, "agents-operator")
-        raise
-    finally:
-        context.close()

@@ -18,15 +18,8 @@ from pathlib import Path
 
 import pytest
 from fake_llm import Call, FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    open_context,
-    report_failure,
-    shot,
-    sign_in,
-)
+from harness import ServerProcess, household
+from ui_support import PLAYWRIGHT_MISSING, api_as, shot, sign_in, watched_scenario
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Locator, Page, expect
@@ -56,17 +49,13 @@ WORDS = {
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(
+    with household(
         tmp_path,
+        *PEOPLE.values(),
         SKALD_SANDBOX_ENABLED="true",
         SKALD_SANDBOX_DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock",
-    )
-    srv.create_admin()
-    for name, password in PEOPLE.values():
-        srv.add_user(name, password)
-    srv.start()
-    yield srv
-    srv.close()
+    ) as srv:
+        yield srv
 
 
 def _waiting_card(page: Page, tool: str) -> Locator:
@@ -165,8 +154,7 @@ def _cards_in(page: Page, lang: str, fake: FakeLLM, server: ServerProcess) -> No
 
 
 def _home_file(server: ServerProcess, username: str) -> Path:
-    api = Api(server.url)
-    api.login(ADMIN, ADMIN_PW)
+    api = api_as(server)
     users = {u["username"]: u["id"] for u in api.get("/api/users").json()}
     api.close()
     return server.data / "homes" / users[username] / "Documents" / "list.txt"
@@ -176,8 +164,7 @@ def _home_file(server: ServerProcess, username: str) -> Path:
 def test_approval_cards_show_the_command_and_the_readable_change_in_english_and_italian(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin = api_as(server)
     admin.add_model(fake.base_url_openai, MODEL)
     # Edits under Documents/ ask first (the seeded rules let a member's own home pass).
     r = admin.post(
@@ -194,8 +181,7 @@ def test_approval_cards_show_the_command_and_the_readable_change_in_english_and_
     assert r.status_code == 201, r.text
     admin.close()
     for name, password in PEOPLE.values():
-        member = Api(server.url)
-        member.login(name, password)
+        member = api_as(server, name, password)
         if name == PEOPLE["it"][0]:
             assert member.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
         member.close()
@@ -203,21 +189,14 @@ def test_approval_cards_show_the_command_and_the_readable_change_in_english_and_
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(LIST)
 
-    watch = SignedInWatch()
-    try:
+    with watched_scenario(
+        browser,
+        server,
+        prefix="approvals",
+        color_scheme="light",
+        viewport={"width": 1280, "height": 900},
+        timeout=15_000,
+    ) as scenario:
         for lang in ("en", "it"):
-            ctx = open_context(
-                browser,
-                server,
-                locale="en-US" if lang == "en" else "it-IT",
-                color_scheme="light",
-                viewport={"width": 1280, "height": 900},
-                timeout=15_000,
-            )
-            page = watch.attach(lang, ctx.new_page())
+            page = scenario.open(lang, locale="en-US" if lang == "en" else "it-IT")
             _cards_in(page, lang, fake, server)
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except Exception:
-        report_failure(server, watch, "approvals")
-        raise

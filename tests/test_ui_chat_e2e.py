@@ -20,23 +20,25 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_llm import Call, FakeLLM, Hang, Reply, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
     HeldRequests,
     SignedInWatch,
+    add_fake_model,
+    api_as,
     clear_failure_shots,
     login,
     open_context,
-    report_failure,
+    server_fixture,
     shot,
     sign_in,
     url_hash,
+    watched_scenario,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -67,10 +69,7 @@ ANSWER_STREAM = Text(ANSWER, chunk_size=6, chunk_delay=0.05)  # about 2.5 s on t
 ANSWER_HEAD = ANSWER[:6]  # the first streamed piece
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
-        yield srv
+server = server_fixture((MEMBER, MEMBER_PW))
 
 
 @pytest.mark.timeout(180)
@@ -79,22 +78,8 @@ def test_chat_in_two_tabs_and_models_in_the_browser(
 ) -> None:
     started = time.monotonic()
     clear_failure_shots("chat-")
-    watch = SignedInWatch()
-    contexts: list[BrowserContext] = []
-
-    def new_context(**options: Any) -> BrowserContext:
-        context = open_context(browser, server, color_scheme="light", **options)
-        contexts.append(context)
-        return context
-
-    try:
-        _scenario(server, fake, new_context, watch)
-    except Exception:
-        report_failure(server, watch, "chat")
-        raise
-    finally:
-        for context in contexts:
-            context.close()
+    with watched_scenario(browser, server, prefix="chat", color_scheme="light") as scenario:
+        _scenario(server, fake, scenario.context, scenario.watch)
     print(f"browser chat scenario took {time.monotonic() - started:.1f} s")
 
 
@@ -114,9 +99,7 @@ def test_a_tab_opening_a_conversation_after_the_echo_still_shows_the_member_s_me
         # The chat has its (empty) list before the conversation exists: it opens none by
         # itself, so the click below is the first read of its history.
         _sign_in_to_an_empty_chat(page)
-        r = ada.post("/api/conversations", json={})
-        assert r.status_code == 201, r.text
-        cid = r.json()["id"]
+        cid = _new_conversation(ada)
         at_work.append(cid)
         expect(_tab(page, cid)).to_be_visible()
         early_reads: list[str] = []
@@ -150,11 +133,8 @@ def test_a_page_opened_while_the_chat_settles_is_not_pulled_back_to_the_chat(
     """The chat picks its conversation once the list arrives and puts it in the address.
     A member who went to another page in the meantime stays there: the address changes a
     moment before the page does, so the chat must not write it back over theirs."""
-    ada = Api(server.url)
-    ada.login(MEMBER, MEMBER_PW)
-    r = ada.post("/api/conversations", json={})
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
+    ada = api_as(server, MEMBER, MEMBER_PW)
+    cid = _new_conversation(ada)
     context = open_context(browser, server, viewport={"width": 375, "height": 800})
     try:
         page = context.new_page()
@@ -186,9 +166,7 @@ def test_a_call_that_comes_while_the_history_is_read_shows_once(
     try:
         page = context.new_page()
         _sign_in_to_an_empty_chat(page)
-        r = ada.post("/api/conversations", json={})
-        assert r.status_code == 201, r.text
-        cid = r.json()["id"]
+        cid = _new_conversation(ada)
         expect(_tab(page, cid)).to_be_visible()
         history = HeldRequests(page, f"**/api/conversations/{cid}/messages")
         _tab(page, cid).get_by_test_id("chat-tab-select").click()
@@ -225,9 +203,7 @@ def test_a_list_read_older_than_a_new_conversation_does_not_take_its_tab_away(
         r = ada.get("/api/conversations")
         assert r.status_code == 200, r.text
         before = r.json()  # what the server answered the page's read
-        r = ada.post("/api/conversations", json={})
-        assert r.status_code == 201, r.text
-        second = r.json()["id"]
+        second = _new_conversation(ada)
         expect(_tab(page, second)).to_be_visible()
         with page.expect_response(_the_conversation_list):
             read.fulfill(json=before)
@@ -374,22 +350,23 @@ def _messages(page: Page) -> list[tuple[str, str, str]]:
 def _member_with_a_model(server: ServerProcess, fake: FakeLLM, replies: list[Reply]) -> Api:
     """The administrator adds the fake model, scripted with `replies`; the member's API
     client, signed in."""
-    mum = Api(server.url)
-    mum.login(ADMIN, ADMIN_PW)
-    mum.add_model(fake.base_url_openai, MAIN_MODEL)
+    add_fake_model(server, fake, MAIN_MODEL)
     fake.script(MAIN_MODEL, replies)
-    ada = Api(server.url)
-    ada.login(MEMBER, MEMBER_PW)
-    return ada
+    return api_as(server, MEMBER, MEMBER_PW)
+
+
+def _new_conversation(api: Api) -> str:
+    """The id of a new conversation made through `api`."""
+    r = api.post("/api/conversations", json={})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
 
 
 def _a_conversation(server: ServerProcess, fake: FakeLLM, replies: list[Reply]) -> tuple[Api, str]:
     """The member (the fake model scripted with `replies`) and a new conversation of hers:
     her API client and its id."""
     ada = _member_with_a_model(server, fake, replies)
-    r = ada.post("/api/conversations", json={})
-    assert r.status_code == 201, r.text
-    return ada, str(r.json()["id"])
+    return ada, _new_conversation(ada)
 
 
 @contextlib.contextmanager
@@ -719,9 +696,6 @@ def _scenario(
     expect(tab1.get_by_test_id("chat-note").filter(has_text="tokens in")).to_have_count(1)
     assert len(_messages(tab1)) == before
     assert not any(text == "/cost" for _, _, text in _messages(tab1))
-
-    problems = watch.problems + [f"CSP violation: {v}" for v in watch.csp_violations()]
-    assert not problems, "\n".join(problems)
 
 
 def _add_model(admin: Page, wire_id: str, name: str) -> None:

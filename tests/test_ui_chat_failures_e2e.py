@@ -9,13 +9,11 @@ Launch flags, the skip rule and the console watching are those of `test_ui_e2e.p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fake_llm import Drop, Error, FakeLLM
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, sign_in
+from harness import ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, server_fixture, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -25,34 +23,18 @@ MEMBER, MEMBER_PW = "ada", "ada's long password"
 IT_INTERRUPTED = "Il servizio del modello si è fermato a metà della risposta. Riprova."
 IT_NOT_FOUND = "Il servizio del modello non conosce questo modello."
 
-
-@pytest.fixture
-def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user(MEMBER, MEMBER_PW)
-    srv.start()
-    admin = Api(srv.url)
-    admin.login(ADMIN, ADMIN_PW)
-    admin.add_model(fake.base_url_openai, "fake-main")
-    ada = Api(srv.url)
-    ada.login(MEMBER, MEMBER_PW)
-    assert ada.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
-    yield srv
-    srv.close()
+server = server_fixture((MEMBER, MEMBER_PW), model="fake-main")
 
 
 @pytest.mark.timeout(90)
 def test_a_broken_answer_keeps_its_text_and_failures_read_as_plain_words(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
+    speaking(server, MEMBER, MEMBER_PW, "it").close()
     fake.script("fake-main", [Drop("Il gatto dorme sul"), Error(404)])
-    context = open_context(browser, server, locale="it-IT")
-    watch = SignedInWatch()
-    try:
-        page = watch.attach("ada", context.new_page())
-        sign_in(page, MEMBER, MEMBER_PW)
-
+    with watched_page(
+        browser, server, MEMBER, MEMBER_PW, prefix="chat-failures", locale="it-IT"
+    ) as page:
         page.get_by_test_id("chat-input").fill("Dove dorme il gatto?")
         page.get_by_test_id("chat-send").click()
         note = page.get_by_test_id("chat-turn-error")
@@ -82,6 +64,3 @@ def test_a_broken_answer_keeps_its_text_and_failures_read_as_plain_words(
         expect(recorded).to_have_count(1)  # the 404 turn: a failure record with no text
         expect(recorded).to_have_attribute("data-code", "not_found")
         expect(recorded).to_contain_text(IT_NOT_FOUND)
-        assert not watch.problems, watch.problems
-    finally:
-        context.close()

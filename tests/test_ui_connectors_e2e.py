@@ -15,9 +15,15 @@ from pathlib import Path
 
 import pytest
 from connector_support import simple_feed
-from harness import ADMIN, ADMIN_PW, ServerProcess
+from harness import ServerProcess
 from prerequisites import unavailable
-from ui_support import PLAYWRIGHT_MISSING, Watch, open_context, sign_in
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    connector_admin_page,
+    feed_household,
+    install_connector,
+    switch_on,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -26,34 +32,18 @@ if not PLAYWRIGHT_MISSING:
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     feed = simple_feed(tmp_path / "feed")
-    srv = ServerProcess(tmp_path)
-    srv.data.mkdir(parents=True, exist_ok=True)
-    (srv.data / "config.toml").write_text(
-        f'[connectors]\nfeed = "{feed}"\nhousehold_on_host = true\n'
-    )
-    srv.create_admin()
-    srv.add_user("bea", "bea's rather long password")
-    srv.start()
-    yield srv
-    srv.close()
+    bea = ("bea", "bea's rather long password")
+    with feed_household(tmp_path, feed, bea, settings="household_on_host = true\n") as srv:
+        yield srv
 
 
 @pytest.mark.timeout(180)
 def test_an_admin_installs_from_the_feed_switches_the_connector_on_and_sees_its_tools(
     server: ServerProcess, browser: Browser
 ) -> None:
-    watch = Watch()
-    ctx = open_context(
-        browser,
-        server,
-        viewport={"width": 375, "height": 812},
-        is_mobile=True,
-        has_touch=True,
-        timeout=20_000,
-    )
-    try:
-        page = watch.attach("admin", ctx.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with connector_admin_page(
+        browser, server, "connectors", 375, 812, is_mobile=True, has_touch=True
+    ) as page:
         page.goto("/#/admin/marketplace")
         expect(page.get_by_test_id("marketplace-page")).to_be_visible()
         item = page.get_by_test_id("market-item").filter(has_text="Clock")
@@ -78,10 +68,6 @@ def test_an_admin_installs_from_the_feed_switches_the_connector_on_and_sees_its_
         page.get_by_test_id("user-edit-dialog").get_by_role("button", name="Cancel").click()
         row.get_by_test_id("user-edit").click()
         expect(grant).not_to_be_checked()
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    finally:
-        ctx.close()
 
 
 @pytest.mark.timeout(180)
@@ -96,24 +82,15 @@ def test_qr_sign_in_shows_the_code_in_a_dialog_until_the_connector_says_signed_i
             ("phone",),
             phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
         )
-        srv = ServerProcess(tmp_path)
-        srv.data.mkdir(parents=True, exist_ok=True)
-        (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\n')
-        srv.create_admin()
-        srv.start()
-        watch = Watch()
-        ctx = open_context(browser, srv, viewport={"width": 375, "height": 812}, timeout=20_000)
-        try:
-            page = watch.attach("admin", ctx.new_page())
-            sign_in(page, ADMIN, ADMIN_PW)
+        with (
+            feed_household(tmp_path, feed) as srv,
+            connector_admin_page(browser, srv, "connectors-qr", 375, 812) as page,
+        ):
             page.goto("/#/admin/marketplace")
             item = page.get_by_test_id("market-item").filter(has_text="Phone")
             item.get_by_test_id("market-install").click()
             expect(item.get_by_test_id("market-installed")).to_be_visible(timeout=60_000)
-            page.goto("/#/connectors")
-            card = page.locator('[data-testid="connector"][data-name="phone"]')
-            card.get_by_test_id("connector-toggle").click()
-            expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=60_000)
+            card = switch_on(page, "phone")
             card.get_by_test_id("connector-device-start").click()
             dialog = page.get_by_test_id("connector-device-dialog")
             # The QR code is a real image the browser decoded, with the pairing code.
@@ -129,48 +106,28 @@ def test_qr_sign_in_shows_the_code_in_a_dialog_until_the_connector_says_signed_i
             dialog.get_by_test_id("connector-device-done").click()
             card.get_by_test_id("connector-device-sign-out").click()
             expect(card.get_by_test_id("connector-device-result")).to_have_text("signed out")
-            assert not watch.problems, watch.problems
-            assert not watch.csp_violations()
-        finally:
-            ctx.close()
-            srv.close()
 
 
 @pytest.mark.timeout(180)
 def test_a_failed_connector_card_offers_retry_and_runs_again_once_its_server_is_back(
     tmp_path: Path, browser: Browser
 ) -> None:
-    from harness import Api
     from test_connectors_recovery import ClockServer
 
     clock = ClockServer()  # not started yet: nobody listens on its port
     feed = simple_feed(tmp_path / "feed", ("clock",), clock={"transport": "http", "url": clock.url})
-    srv = ServerProcess(tmp_path)
-    srv.data.mkdir(parents=True, exist_ok=True)
-    (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\nmax_restarts = 0\n')
-    srv.create_admin()
-    srv.start()
-    watch = Watch()
-    ctx = open_context(browser, srv, viewport={"width": 1280, "height": 900}, timeout=20_000)
     try:
-        admin = Api(srv.url)
-        admin.login(ADMIN, ADMIN_PW)
-        assert admin.post("/api/marketplace/clock/install", json={}).status_code in (200, 201)
-        page = watch.attach("admin", ctx.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
-        page.goto("/#/connectors")
-        card = page.locator('[data-testid="connector"][data-name="clock"]')
-        card.get_by_test_id("connector-toggle").click()
-        expect(card.get_by_test_id("connector-state")).to_have_text("Failed", timeout=60_000)
-        clock.start()
-        card.get_by_test_id("connector-retry").click()
-        expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=60_000)
-        expect(card.get_by_test_id("connector-retry")).to_have_count(0)
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
+        with feed_household(tmp_path, feed, settings="max_restarts = 0\n") as srv:
+            install_connector(srv, "clock")
+            with connector_admin_page(browser, srv, "connectors-retry", 1280, 900) as page:
+                card = switch_on(page, "clock", "Failed")
+                clock.start()
+                card.get_by_test_id("connector-retry").click()
+                expect(card.get_by_test_id("connector-state")).to_have_text(
+                    "Running", timeout=60_000
+                )
+                expect(card.get_by_test_id("connector-retry")).to_have_count(0)
     finally:
-        ctx.close()
-        srv.close()
         clock.kill()
 
 
@@ -179,7 +136,6 @@ def test_a_failed_connector_card_offers_retry_and_runs_again_once_its_server_is_
 def test_a_remote_server_with_mcp_oauth_is_signed_in_in_a_popup_from_its_card(
     tmp_path: Path, browser: Browser, width: int
 ) -> None:
-    from harness import Api
     from oauth_double import OAuthDouble
     from test_connectors_oauth import oauth_mcp_server
 
@@ -194,42 +150,28 @@ def test_a_remote_server_with_mcp_oauth_is_signed_in_in_a_popup_from_its_card(
                 "auth": {"type": "oauth2"},
             },
         )
-        srv = ServerProcess(tmp_path)
-        srv.data.mkdir(parents=True, exist_ok=True)
-        (srv.data / "config.toml").write_text(f'[connectors]\nfeed = "{feed}"\nmax_restarts = 0\n')
-        srv.create_admin()
-        srv.start()
-        watch = Watch()
-        ctx = open_context(browser, srv, viewport={"width": width, "height": 900}, timeout=20_000)
-        try:
-            admin = Api(srv.url)
-            admin.login(ADMIN, ADMIN_PW)
-            assert admin.post("/api/marketplace/remote/install", json={}).status_code in (200, 201)
-            page = watch.attach("admin", ctx.new_page())
-            sign_in(page, ADMIN, ADMIN_PW)
-            page.goto("/#/connectors")
-            card = page.locator('[data-testid="connector"][data-name="remote"]')
-            card.get_by_test_id("connector-toggle").click()
-            # Not signed in: the start fails saying so (not a bare HTTP 401).
-            expect(card.get_by_test_id("connector-state")).to_have_text("Failed", timeout=60_000)
-            with page.expect_popup() as opened:
-                card.get_by_test_id("connector-oauth-start").click()
-            popup = opened.value
-            # The service sends the popup back to Skald; the page closes it and reads
-            # the card again: signed in, and the connector starts with the token.
-            try:
-                popup.wait_for_event("close", timeout=15_000)
-            except Exception:
-                raise AssertionError(f"{popup.url} {page.url} {card.inner_text()}") from None
-            expect(card.get_by_test_id("connector-oauth")).to_contain_text("Signed in")
-            expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=60_000)
-            assert page.url.endswith("#/connectors")  # the page kept its place
-            assert provider.token_requests[-1]["grant_type"] == "authorization_code"
-            assert not watch.problems, watch.problems
-            assert not watch.csp_violations()
-        finally:
-            ctx.close()
-            srv.close()
+        with feed_household(tmp_path, feed, settings="max_restarts = 0\n") as srv:
+            install_connector(srv, "remote")
+            with connector_admin_page(
+                browser, srv, f"connectors-oauth-{width}", width, 900
+            ) as page:
+                # Not signed in: the start fails saying so (not a bare HTTP 401).
+                card = switch_on(page, "remote", "Failed")
+                with page.expect_popup() as opened:
+                    card.get_by_test_id("connector-oauth-start").click()
+                popup = opened.value
+                # The service sends the popup back to Skald; the page closes it and reads
+                # the card again: signed in, and the connector starts with the token.
+                try:
+                    popup.wait_for_event("close", timeout=15_000)
+                except Exception:
+                    raise AssertionError(f"{popup.url} {page.url} {card.inner_text()}") from None
+                expect(card.get_by_test_id("connector-oauth")).to_contain_text("Signed in")
+                expect(card.get_by_test_id("connector-state")).to_have_text(
+                    "Running", timeout=60_000
+                )
+                assert page.url.endswith("#/connectors")  # the page kept its place
+                assert provider.token_requests[-1]["grant_type"] == "authorization_code"
 
 
 @pytest.mark.timeout(300)
@@ -241,11 +183,7 @@ def test_an_admin_adds_server_memory_by_package_name_tests_it_saves_it_and_switc
     Test lists the server's own tools before anything is saved."""
     if shutil.which("npm") is None or shutil.which("node") is None:
         unavailable("node and npm are required for server-memory")
-    watch = Watch()
-    ctx = open_context(browser, server, viewport={"width": width, "height": 900}, timeout=20_000)
-    try:
-        page = watch.attach("admin", ctx.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with connector_admin_page(browser, server, f"connectors-memory-{width}", width, 900) as page:
         page.goto("/#/admin/marketplace")
         page.get_by_test_id("connector-add").click()
         form = page.get_by_test_id("connector-add-form")
@@ -264,13 +202,6 @@ def test_an_admin_adds_server_memory_by_package_name_tests_it_saves_it_and_switc
         item = page.locator('[data-testid="market-item"][data-folder="memory"]')
         expect(item.get_by_test_id("market-installed")).to_be_visible()
         expect(item.get_by_test_id("market-source")).to_have_attribute("data-source", "household")
-        page.goto("/#/connectors")
-        card = page.locator('[data-testid="connector"][data-name="memory"]')
-        card.get_by_test_id("connector-toggle").click()
-        expect(card.get_by_test_id("connector-state")).to_have_text("Running", timeout=120_000)
+        card = switch_on(page, "memory", timeout=120_000)
         card.get_by_test_id("connector-tools").locator("summary").click()
         expect(card.locator('[data-tool="mcp__memory__read_graph"]')).to_be_visible()
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    finally:
-        ctx.close()

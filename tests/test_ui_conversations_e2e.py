@@ -10,19 +10,15 @@ Launch flags, the skip rule and the CSP watching are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from harness import Api, ServerProcess, household
+from harness import Api, ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SignedInWatch,
-    browser_fixture,  # noqa: F401
-    open_context,
-    report_failure,
+    server_fixture,
     shot,
-    sign_in,
+    speaking,
+    watched_page,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -32,11 +28,7 @@ MEMBER, MEMBER_PW = "ada", "ada's long password"
 NO_OVERFLOW = "() => document.documentElement.scrollWidth <= window.innerWidth"
 CASES = [(375, "it", "aperta"), (375, "fr", "ouverte"), (1280, "en", "open")]
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
-        yield srv
+server = server_fixture()
 
 
 def _seed(api: Api, lang: str) -> dict[str, str]:
@@ -110,23 +102,21 @@ def test_the_conversation_list_has_dates_search_and_rename_on_a_phone_and_a_desk
     for width, lang, open_word in CASES:
         member = f"{MEMBER}-{lang}"  # each case a member of its own: no conversations yet
         server.add_user(member, MEMBER_PW)
-        api = Api(server.url)
-        api.login(member, MEMBER_PW)
-        assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+        api = speaking(server, member, MEMBER_PW, lang)
         ids = _seed(api, lang)
-        ctx = open_context(
-            browser, server, viewport={"width": width, "height": 780}, timeout=15_000
-        )
         try:
-            page = watch.attach(f"{lang}-{width}", ctx.new_page())
-            sign_in(page, member, MEMBER_PW)
-            page.wait_for_load_state("networkidle")
-            _check(page, api, ids, lang, open_word)
-            assert not watch.problems, watch.problems
-            assert not watch.csp_violations()
-        except BaseException:
-            report_failure(server, watch, "conversations")
-            raise
+            with watched_page(
+                browser,
+                server,
+                member,
+                MEMBER_PW,
+                prefix="conversations",
+                watch=watch,
+                name=f"{lang}-{width}",
+                viewport={"width": width, "height": 780},
+                timeout=15_000,
+            ) as page:
+                page.wait_for_load_state("networkidle")
+                _check(page, api, ids, lang, open_word)
         finally:
-            ctx.close()
-            api.http.close()
+            api.close()

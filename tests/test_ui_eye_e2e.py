@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLM
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from harness import ADMIN, ADMIN_PW, ServerProcess, household
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, api_as, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -45,18 +45,15 @@ SELECT = """() => {
 
 @pytest.fixture
 def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    admin = Api(srv.url)
-    admin.login(ADMIN, ADMIN_PW)
-    admin.add_model(fake.base_url_openai, "fake-main")
-    assert admin.post("/api/file", json={"path": "story.txt", "content": STORY}).status_code < 300
-    long = {"path": "long.txt", "content": "z" * 20_000 + "\n"}
-    assert admin.post("/api/file", json=long).status_code < 300
-    admin.close()
-    yield srv
-    srv.close()
+    with household(tmp_path) as srv:
+        admin = api_as(srv)
+        admin.add_model(fake.base_url_openai, "fake-main")
+        story = {"path": "story.txt", "content": STORY}
+        assert admin.post("/api/file", json=story).status_code < 300
+        long = {"path": "long.txt", "content": "z" * 20_000 + "\n"}
+        assert admin.post("/api/file", json=long).status_code < 300
+        admin.close()
+        yield srv
 
 
 @pytest.mark.timeout(120)
@@ -64,11 +61,7 @@ def test_a_highlighted_passage_of_a_file_reaches_the_model_with_line_numbers(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     fake.script("fake-main", ["Rewritten.", "Plain answer."])
-    context = open_context(browser, server)
-    watch = SignedInWatch()
-    try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with watched_page(browser, server, ADMIN, ADMIN_PW, prefix="eye") as page:
         page.get_by_test_id("nav-files").click()
         page.get_by_test_id("dock-toggle").click()
         docked = page.get_by_test_id("docked-chat")
@@ -96,23 +89,13 @@ def test_a_highlighted_passage_of_a_file_reaches_the_model_with_line_numbers(
         expect(docked.get_by_test_id("message").filter(has_text="Plain answer.")).to_be_visible()
         last = str(fake.bodies()[-1]["messages"][-1])
         assert "selection" not in last and "Viewing at the time" not in last, last
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, "eye")
-        raise
-    finally:
-        context.close()
 
 
 @pytest.mark.timeout(120)
 def test_the_docked_chat_keeps_its_draft_and_scroll_across_files_tasks_and_settings(
     server: ServerProcess, browser: Browser, fake: FakeLLM
 ) -> None:
-    context = open_context(browser, server)
-    watch = SignedInWatch()
-    try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with watched_page(browser, server, ADMIN, ADMIN_PW, prefix="dock") as page:
         page.get_by_test_id("nav-files").click()
         page.get_by_test_id("dock-toggle").click()
         docked = page.get_by_test_id("docked-chat")
@@ -154,12 +137,6 @@ def test_the_docked_chat_keeps_its_draft_and_scroll_across_files_tasks_and_setti
         page.goto(f"{server.url}/#/")
         expect(page.get_by_test_id("chat-page")).to_be_visible()
         expect(page.get_by_test_id("docked-chat")).to_have_count(0)
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, "dock")
-        raise
-    finally:
-        context.close()
 
 
 SELECT_ALL = """() => {
@@ -177,11 +154,7 @@ def test_a_20000_character_passage_is_trimmed_with_a_note_not_refused(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     fake.script("fake-main", ["Trimmed."])
-    context = open_context(browser, server)
-    watch = SignedInWatch()
-    try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with watched_page(browser, server, ADMIN, ADMIN_PW, prefix="eye-trim") as page:
         page.get_by_test_id("nav-files").click()
         page.get_by_test_id("dock-toggle").click()
         docked = page.get_by_test_id("docked-chat")
@@ -196,12 +169,6 @@ def test_a_20000_character_passage_is_trimmed_with_a_note_not_refused(
         assert asked.count("z") < 5000
         passage = docked.get_by_test_id("message-view-chip").filter(has_text="lines 1-1")
         expect(passage).to_have_attribute("title", re.compile(r"characters left out\]$"))
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, "eye-trim")
-        raise
-    finally:
-        context.close()
 
 
 @pytest.mark.timeout(120)
@@ -212,16 +179,12 @@ def test_the_eye_names_the_open_request_detail_page_by_its_metadata_only(
     message carries that request's id, time, model and outcome (never what was said)."""
     secret = "the plum tree SECRET-7 story"
     fake.script("fake-main", ["First answer.", "It is a finished request."])
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin = api_as(server)
     assert admin.post("/api/chat", json={"text": secret}).status_code == 200
     item = admin.get("/api/requests").json()[0]
     admin.close()
-    context = open_context(browser, server)
     watch = SignedInWatch()
-    try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with watched_page(browser, server, ADMIN, ADMIN_PW, prefix="eye-request", watch=watch) as page:
         page.goto(f"{server.url}/#/requests/{item['id']}")
         expect(page.get_by_test_id("request-outcome")).to_be_visible()
         page.get_by_test_id("dock-toggle").click()
@@ -241,10 +204,4 @@ def test_the_eye_names_the_open_request_detail_page_by_its_metadata_only(
         assert "SECRET-7" not in last, last
         # The page asks for the kept payload, which is not kept (off): a 404, and no other.
         kept = f"/api/requests/{item['id']}/payload'"
-        problems = [p for p in watch.problems if not ("status of 404" in p and kept in p)]
-        assert not problems, problems
-    except BaseException:
-        report_failure(server, watch, "eye-request")
-        raise
-    finally:
-        context.close()
+        watch.problems[:] = [p for p in watch.problems if not ("status of 404" in p and kept in p)]

@@ -23,21 +23,20 @@ import struct
 import time
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from harness import ServerProcess, household
+from harness import ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
     Watch,
     clear_failure_shots,
     login,
-    open_context,
-    report_failure,
+    server_fixture,
     shot,
     sign_in,
+    watched_scenario,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -126,38 +125,20 @@ class FilesWatch(Watch):
         return bool(EXPECTED_STATUS.search(text))
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(
-        tmp_path, (MEMBER, MEMBER_PW)
-    ) as srv:  # sandbox off: SKALD_SANDBOX_ENABLED=false (harness)
-        yield srv
+# The sandbox is off: SKALD_SANDBOX_ENABLED=false (harness).
+server = server_fixture((MEMBER, MEMBER_PW))
 
 
 @pytest.mark.timeout(120)
 def test_files_page_in_the_browser(server: ServerProcess, browser: Browser) -> None:
     started = time.monotonic()
     clear_failure_shots("files-")
-    watch = FilesWatch()
-    contexts: list[BrowserContext] = []
-
-    def new_context(**options: Any) -> BrowserContext:
-        context = open_context(
-            browser, server, color_scheme="light", accept_downloads=True, **options
-        )
-        contexts.append(context)
-        return context
-
     users = json.loads(server.cli("user", "list", "--json").stdout)
     home = server.data / "homes" / next(u["id"] for u in users if u["username"] == MEMBER)
-    try:
-        _scenario(new_context, watch, home)
-    except Exception:
-        report_failure(server, watch, "files")
-        raise
-    finally:
-        for context in contexts:
-            context.close()
+    with watched_scenario(
+        browser, server, FilesWatch(), prefix="files", color_scheme="light", accept_downloads=True
+    ) as scenario:
+        _scenario(scenario.context, scenario.watch, home)
     elapsed = time.monotonic() - started
     print(f"browser files scenario took {elapsed:.1f} s")
     assert elapsed < 60, f"the files scenario took {elapsed:.1f} s"
@@ -417,6 +398,3 @@ def _scenario(new_context: Callable[..., BrowserContext], watch: FilesWatch, hom
     assert _write_actions(phone) == 0
     _no_sideways_scroll(phone)
     shot(phone, "files-phone-docs")
-
-    problems = watch.problems + watch.csp_violations()
-    assert not problems, "\n".join(problems)

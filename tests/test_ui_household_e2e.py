@@ -10,14 +10,22 @@ Launch flags and the skip rule are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_llm import FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, fits, login, ui_text
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import (
+    CHROMIUM_ARGS,
+    PLAYWRIGHT_MISSING,
+    api_as,
+    browser_or_skip,
+    fits,
+    login,
+    server_fixture,
+    sign_in,
+    ui_text,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import expect, sync_playwright
@@ -27,11 +35,7 @@ DESK: Any = {"width": 1280, "height": 800}
 # Where the wizard's end is checked: a phone in each language, a desk in English.
 WIZARD_END = [("en", PHONE), ("it", PHONE), ("fr", PHONE), ("en", DESK)]
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
-        yield srv
+server = server_fixture()
 
 
 @pytest.mark.timeout(180)
@@ -39,8 +43,7 @@ def test_a_skipped_model_step_a_tool_less_model_and_no_speech_model_are_said_pla
     server: ServerProcess,
 ) -> None:
     executable = browser_or_skip()
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin = api_as(server)
     assert admin.patch("/api/instance", json={"setup_step": "done"}).status_code == 200
     with FakeLLM() as fake, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
@@ -90,10 +93,7 @@ def test_a_skipped_model_step_a_tool_less_model_and_no_speech_model_are_said_pla
             fake.script("fake-plain", [Text("Hello there.")])
             context = browser.new_context(base_url=server.url, locale="en-US", viewport=PHONE)
             context.set_default_timeout(20_000)
-            page = context.new_page()
-            page.goto("/")
-            login(page, ADMIN, ADMIN_PW)
-            expect(page.get_by_test_id("chat-page")).to_be_visible()
+            page = sign_in(context.new_page(), ADMIN, ADMIN_PW)
             notice = page.get_by_test_id("chat-no-tools")
             expect(notice).to_contain_text("This model cannot use tools")
             expect(notice.get_by_role("link")).to_have_attribute("href", "#/tasks")

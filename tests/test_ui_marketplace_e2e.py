@@ -6,11 +6,17 @@ ticking "Show tools for developers". Run at 375 px (Italian first) and at 1280 p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from harness import ADMIN, ADMIN_PW, ServerProcess, household
-from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, fits, go, speaking, watched_page
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import (
+    BOTH_WIDTHS,
+    PLAYWRIGHT_MISSING,
+    fits,
+    go,
+    server_fixture,
+    speaking,
+    watched_page,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -23,11 +29,8 @@ NAMES = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    # One server for both widths: the runs change only the administrator's language.
-    with household(tmp_path_factory.mktemp("market")) as srv:
-        yield srv
+# One server for both widths: the runs change only the administrator's language.
+server = server_fixture(scope="module")
 
 
 @pytest.mark.timeout(90)

@@ -10,11 +10,10 @@ resolves to 127.0.0.1, and Chromium treats it like any LAN name (not secure).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import ADMIN, ADMIN_PW, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, ServerProcess
 from ui_support import (
     BOTH_WIDTHS,
     CHROMIUM_ARGS,
@@ -24,6 +23,7 @@ from ui_support import (
     browser_or_skip,
     fits,
     report_failure,
+    server_fixture,
     sign_in,
     speaking,
     ui_text,
@@ -48,11 +48,8 @@ class LanWatch(SignedInWatch):
         )
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    # One server for both widths: the runs change only the administrator's language.
-    with household(tmp_path_factory.mktemp("mic")) as srv:
-        yield srv
+# One server for both widths: the runs change only the administrator's language.
+server = server_fixture(scope="module")
 
 
 @pytest.mark.timeout(120)

@@ -15,13 +15,19 @@ its parent clips it, so panels are measured by their own box.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
+from contextlib import closing
 
 import pytest
 from fake_llm import FakeLLM, Hang
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    api_as,
+    server_fixture,
+    sign_in,
+    watched_scenario,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
@@ -81,10 +87,7 @@ class NarrowWatch(SignedInWatch):
         return SignedInWatch.expected(text, url) or "ERR_NETWORK_CHANGED" in text
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
-        yield srv
+server = server_fixture()
 
 
 def settle(page: Page, path: str) -> None:
@@ -194,18 +197,24 @@ def check_composer(page: Page, fake: FakeLLM, lang: str) -> list[str]:
 def test_every_page_fits_a_phone_screen_in_every_language(
     server: ServerProcess, browser: Browser, fake: FakeLLM
 ) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin = api_as(server)
     # Pages with content: a model (its row of buttons) and a backup (its table).
     admin.add_model(fake.base_url_openai, MODEL)
     assert admin.post("/api/backups/run").status_code == 200
     paths = [p["path"] for p in admin.get("/api/pages").json()]
     assert "/admin/backups" in paths and "/admin/models" in paths, paths
-    watch = NarrowWatch()
-    ctx = open_context(browser, server, viewport={"width": WIDTH, "height": 740})
     problems: list[str] = []
-    try:
-        page = watch.attach("admin", ctx.new_page())
+    with (
+        closing(admin),
+        watched_scenario(
+            browser,
+            server,
+            NarrowWatch(),
+            prefix="narrow",
+            viewport={"width": WIDTH, "height": 740},
+        ) as scenario,
+    ):
+        page = scenario.open("admin")
         for lang in LANGS:
             # The login page before a session, in the browser's language.
             page.goto("/")
@@ -237,10 +246,3 @@ def test_every_page_fits_a_phone_screen_in_every_language(
             page.get_by_test_id("nav-logout").click()
             expect(page.get_by_test_id("login-username")).to_be_visible()
         assert not problems, "\n".join(problems)
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, "narrow")
-        raise
-    finally:
-        ctx.close()
-        admin.close()

@@ -23,12 +23,10 @@ from fake_llm import FakeLLM, Text
 from harness import ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    open_context,
-    report_failure,
     shot,
     sign_in,
     url_hash,
+    watched_scenario,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -158,24 +156,22 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
     started = time.monotonic()
-    watch = SignedInWatch()
-    contexts: list[BrowserContext] = []
+    with watched_scenario(
+        browser,
+        server,
+        prefix="onboard",
+        color_scheme="light",
+        timezone_id="Europe/Rome",
+        permissions=["clipboard-read", "clipboard-write"],
+        timeout=15_000,
+    ) as scenario:
+        watch = scenario.watch
 
-    def context(**options: Any) -> BrowserContext:
-        ctx = open_context(
-            browser,
-            server,
-            color_scheme="light",
-            timezone_id="Europe/Rome",
-            permissions=["clipboard-read", "clipboard-write"],
-            timeout=15_000,
-            **options,
-        )
-        ctx.add_init_script(SEEN_RECORDER)
-        contexts.append(ctx)
-        return ctx
+        def context(**options: Any) -> BrowserContext:
+            ctx = scenario.context(**options)
+            ctx.add_init_script(SEEN_RECORDER)
+            return ctx
 
-    try:
         admin = watch.attach("admin", context(viewport={"width": 1280, "height": 860}).new_page())
         admin.goto(f"/#/setup?token={server.setup_token()}")
         admin.get_by_test_id("setup-username").fill(ADMIN)
@@ -315,12 +311,4 @@ def test_first_run_wizard_to_a_first_answer_and_the_chat_basics(
         )
         _chat_basics(phone, fake, "phone")
         shot(phone, "onboard-07-chat-phone")
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except Exception:
-        report_failure(server, watch, "onboard")
-        raise
-    finally:
-        for ctx in contexts:
-            ctx.close()
     print(f"onboarding walkthrough took {time.monotonic() - started:.1f} s")

@@ -10,13 +10,22 @@ Launch flags, the skip rule and the CSP watching are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, Watch, login, open_context, shot, sign_in
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    Watch,
+    api_as,
+    login,
+    open_context,
+    server_fixture,
+    shot,
+    watched_page,
+    watched_scenario,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
@@ -39,22 +48,16 @@ class OpsWatch(Watch):
         )
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, (CHILD, CHILD_PW), role="children") as srv:
-        yield srv
+server = server_fixture((CHILD, CHILD_PW), role="children")
 
 
 @pytest.mark.timeout(180)
 def test_the_backups_page_backs_up_and_tests_a_restore(
     server: ServerProcess, browser: Browser
 ) -> None:
-    watch = OpsWatch()
-    ctx = open_context(browser, server, timeout=15_000)
-    try:
-        page = watch.attach("admin", ctx.new_page())
-        page.goto("/")
-        login(page, ADMIN, ADMIN_PW)
+    with watched_page(
+        browser, server, ADMIN, ADMIN_PW, prefix="backups", watch=OpsWatch(), timeout=15_000
+    ) as page:
         page.get_by_test_id("nav-admin-backups").click()
         expect(page.get_by_test_id("backups-page")).to_be_visible()
         expect(page.get_by_test_id("backups-last")).to_have_text("No backup has been made yet.")
@@ -73,10 +76,6 @@ def test_the_backups_page_backs_up_and_tests_a_restore(
         page.get_by_test_id("backups-folder").fill("/nonexistent/disk")
         page.get_by_test_id("backups-save").click()
         expect(page.get_by_test_id("backups-settings-error")).to_contain_text("is not a folder")
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    finally:
-        ctx.close()
 
 
 RESTORE_TEXT = {
@@ -98,18 +97,17 @@ def _open_restore(page: Page) -> None:
 def test_the_backups_page_restores_a_chosen_backup_and_skald_restarts_into_it(
     server: ServerProcess, browser: Browser
 ) -> None:
-    api = Api(server.url)
-    api.login(ADMIN, ADMIN_PW)
+    api = api_as(server)
     assert api.post("/api/backups/run").status_code == 200
     server.add_user("late", "late's rather long password")
-    watch = OpsWatch()
+    admin_page = functools.partial(
+        watched_page, browser, server, ADMIN, ADMIN_PW, prefix="backups-restore", watch=OpsWatch()
+    )
     # On a phone, in Italian and French: what the backup holds, fitting; Cancel changes nothing.
     for lang, (made, confirm) in RESTORE_TEXT.items():
         assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-        ctx = open_context(browser, server, viewport={"width": 375, "height": 740}, timeout=15_000)
-        try:
-            page = watch.attach(f"phone-{lang}", ctx.new_page())
-            sign_in(page, ADMIN, ADMIN_PW)
+        phone = {"width": 375, "height": 740}
+        with admin_page(name=f"phone-{lang}", viewport=phone, timeout=15_000) as page:
             _open_restore(page)
             expect(page.get_by_test_id("restore-contents")).to_contain_text(made)
             expect(page.get_by_test_id("restore-members")).to_contain_text(CHILD)
@@ -119,13 +117,9 @@ def test_the_backups_page_restores_a_chosen_backup_and_skald_restarts_into_it(
             page.get_by_test_id("restore-cancel").click()
             expect(page.get_by_test_id("restore-dialog")).to_have_count(0)
             assert page.evaluate(NO_OVERFLOW), lang
-        finally:
-            ctx.close()
     assert api.patch("/api/auth/me", json={"locale": "en"}).status_code == 200
-    ctx = open_context(browser, server, viewport={"width": 1280, "height": 800}, timeout=15_000)
-    try:
-        page = watch.attach("desktop", ctx.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    desktop = {"width": 1280, "height": 800}
+    with admin_page(name="desktop", viewport=desktop, timeout=15_000) as page:
         _open_restore(page)
         expect(page.get_by_test_id("restore-members")).to_have_text(
             f"Household data and the private data of: {ADMIN}, {CHILD}."
@@ -144,28 +138,18 @@ def test_the_backups_page_restores_a_chosen_backup_and_skald_restarts_into_it(
         expect(restored).to_have_attribute("data-ok", "true")
         expect(restored).to_contain_text(f"(asked by {ADMIN})")
         assert page.evaluate(NO_OVERFLOW)
-        again = Api(server.url)
-        again.login(ADMIN, ADMIN_PW)
+        again = api_as(server)
         names = {u["username"] for u in again.get("/api/users").json()}
         assert names == {ADMIN, CHILD}  # "late" came after the backup
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    finally:
-        ctx.close()
 
 
 @pytest.mark.timeout(240)
 def test_after_a_restart_an_open_page_says_so_and_reconnects(
     server: ServerProcess, browser: Browser
 ) -> None:
-    watch = OpsWatch()
-    ctx_child = open_context(browser, server, timeout=15_000)
-    ctx_admin = open_context(browser, server, timeout=15_000)
-    try:
-        child = watch.attach("child", ctx_child.new_page())
-        sign_in(child, CHILD, CHILD_PW)
-        admin = watch.attach("admin", ctx_admin.new_page())
-        sign_in(admin, ADMIN, ADMIN_PW)
+    with watched_scenario(browser, server, OpsWatch(), prefix="restart", timeout=15_000) as two:
+        child = two.page(CHILD, CHILD_PW, name="child")
+        admin = two.page(ADMIN, ADMIN_PW, name="admin")
         expect(child.get_by_test_id("restart-banner")).to_have_count(0)
         # Both pages know when this server started (their first look at /api/health, sent
         # without waiting at load): a page that never saw it cannot tell a restart later.
@@ -192,10 +176,6 @@ def test_after_a_restart_an_open_page_says_so_and_reconnects(
         expect(admin.get_by_test_id("login-notice")).to_have_text(
             "Skald restarted, so you were signed out. Please sign in again.", timeout=30_000
         )
-        assert not watch.problems, watch.problems
-    finally:
-        ctx_child.close()
-        ctx_admin.close()
 
 
 @pytest.mark.timeout(120)
@@ -229,12 +209,9 @@ def test_a_page_whose_scripts_fail_to_load_says_so_within_seconds(
 def test_the_agents_page_shows_who_a_member_talks_to_in_friendly_words(
     server: ServerProcess, browser: Browser
 ) -> None:
-    watch = OpsWatch()
-    ctx = open_context(browser, server, timeout=15_000)
-    try:
-        page = watch.attach("admin", ctx.new_page())
-        page.goto("/")
-        login(page, ADMIN, ADMIN_PW)
+    with watched_page(
+        browser, server, ADMIN, ADMIN_PW, prefix="agents", watch=OpsWatch(), timeout=15_000
+    ) as page:
         page.get_by_test_id("nav-agents").click()
         expect(page.get_by_test_id("agents-page")).to_be_visible()
         mine = page.get_by_test_id("agents-chat").get_by_test_id("agent-card")
@@ -251,13 +228,9 @@ def test_the_agents_page_shows_who_a_member_talks_to_in_friendly_words(
         page.get_by_test_id("locale-picker").select_option("it")
         expect(mine.get_by_test_id("agent-description")).to_contain_text("L'assistente della casa")
         page.get_by_test_id("locale-picker").select_option("en")
-        assert not watch.problems, watch.problems
-    finally:
-        ctx.close()
     # A child talks to Skald for kids, which calls on no helpers (the children's simple
     # interface has no Agents page; the list is the same data).
-    child = Api(server.url)
-    child.login(CHILD, CHILD_PW)
+    child = api_as(server, CHILD, CHILD_PW)
     agents = child.get("/api/agents").json()
     child.close()
     assert [(a["id"], a["role"]) for a in agents] == [("kid", "chat")], agents

@@ -3,31 +3,16 @@ range, in the member's language (a real `skald serve`, the fake provider, Chromi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fake_llm import Call, FakeLLM, ToolCalls
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, api_as, server_fixture, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
 
 PLAN = "# Trip\nintro\n## Packing\nsocks\n## Tickets\ntrain\n"
-
-
-@pytest.fixture
-def server(tmp_path: Path, fake: FakeLLM) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    admin = Api(srv.url)
-    admin.login(ADMIN, ADMIN_PW)
-    admin.add_model(fake.base_url_openai, "fake-main")
-    admin.close()
-    yield srv
-    srv.close()
+server = server_fixture(model="fake-main")
 
 
 @pytest.mark.timeout(120)
@@ -42,30 +27,21 @@ def test_the_outline_card_lists_each_heading_with_its_line_range(
             "Three sections.",
         ],
     )
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
-    context = open_context(browser, server)
-    watch = SignedInWatch()
+    admin = api_as(server)
     try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
-        page.get_by_test_id("chat-input").fill("Outline my trip plan")
-        page.get_by_test_id("chat-send").click()
-        card = page.locator('[data-testid="tool-card"][data-tool="get_outline"]')
-        entries = card.get_by_test_id("tool-outline-entry")
-        expect(entries).to_have_count(3)
-        expect(entries.nth(0)).to_contain_text("# Trip")
-        expect(entries.nth(0)).to_contain_text("lines 1–6")
-        expect(entries.nth(2)).to_contain_text("## Tickets")
-        expect(entries.nth(2)).to_contain_text("lines 5–6")
-        assert admin.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
-        page.reload()
-        expect(card.get_by_test_id("tool-name")).to_have_text("Schema di un file")
-        expect(card.get_by_test_id("tool-outline-entry").nth(1)).to_contain_text("righe 3–4")
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, "outline")
-        raise
+        with watched_page(browser, server, ADMIN, ADMIN_PW, prefix="outline") as page:
+            page.get_by_test_id("chat-input").fill("Outline my trip plan")
+            page.get_by_test_id("chat-send").click()
+            card = page.locator('[data-testid="tool-card"][data-tool="get_outline"]')
+            entries = card.get_by_test_id("tool-outline-entry")
+            expect(entries).to_have_count(3)
+            expect(entries.nth(0)).to_contain_text("# Trip")
+            expect(entries.nth(0)).to_contain_text("lines 1–6")
+            expect(entries.nth(2)).to_contain_text("## Tickets")
+            expect(entries.nth(2)).to_contain_text("lines 5–6")
+            assert admin.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
+            page.reload()
+            expect(card.get_by_test_id("tool-name")).to_have_text("Schema di un file")
+            expect(card.get_by_test_id("tool-outline-entry").nth(1)).to_contain_text("righe 3–4")
     finally:
-        context.close()
         admin.close()

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import PLAYWRIGHT_MISSING, Watch, open_context, sign_in
+from harness import ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, Watch, api_as, server_fixture, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -28,6 +27,7 @@ if not PLAYWRIGHT_MISSING:
 TESTS = Path(__file__).resolve().parent
 USER, USER_PW = "bea", "bea's rather long password"
 CONFIG = '[plugins]\nmodules = ["plugins.sample_plugin"]\n'
+PATH = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
 # The boot-time "who am I?" before a login, and the plugin's module fetched without
 # the capability (403) are the only failed requests expected.
 EXPECTED_STATUS = re.compile(r"status of 40[13] \(")
@@ -39,28 +39,14 @@ class PagesWatch(Watch):
         return bool(EXPECTED_STATUS.search(text))
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
-    srv = ServerProcess(tmp_path, PYTHONPATH=path)
-    srv.data.mkdir(parents=True, exist_ok=True)
-    (srv.data / "config.toml").write_text(CONFIG)
-    srv.create_admin()
-    srv.add_user(USER, USER_PW)
-    srv.start()
-    yield srv
-    srv.close()
+server = server_fixture((USER, USER_PW), config=CONFIG, PYTHONPATH=PATH)
 
 
 @pytest.mark.timeout(120)
 def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
     server: ServerProcess, browser: Browser
 ) -> None:
-    watch = PagesWatch()
-    ctx = open_context(browser, server)
-    try:
-        page = watch.attach("bea", ctx.new_page())
-        sign_in(page, USER, USER_PW)
+    with watched_page(browser, server, USER, USER_PW, prefix="pages", watch=PagesWatch()) as page:
         expect(page.get_by_test_id("nav-files")).to_be_visible()
         expect(page.get_by_test_id("nav-page-sample")).to_have_count(0)
         expect(page.get_by_test_id("nav-page-sample-broken")).to_have_count(0)
@@ -71,8 +57,7 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
         expect(page.get_by_test_id("not-allowed")).to_be_visible()
 
         # The administrator grants the plugin's capability to her role.
-        admin = Api(server.url)
-        admin.login(ADMIN, ADMIN_PW)
+        admin = api_as(server)
         role = admin.get("/api/roles").json()
         member = next(r for r in role if r["name"] == "member")
         caps = [*member["capabilities"], "sample.widgets"]
@@ -120,8 +105,3 @@ def test_a_plugin_page_is_in_the_navigation_only_for_a_role_with_its_capability(
             "This page could not be loaded"
         )
         expect(page.get_by_test_id("sample-page-text")).to_have_count(0)
-
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    finally:
-        ctx.close()

@@ -11,19 +11,10 @@ Launch flags, the skip rule and the CSP watching are those of `test_ui_e2e.py`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    open_context,
-    report_failure,
-    sign_in,
-)
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, api_as, server_fixture, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
@@ -50,10 +41,7 @@ class NamesWatch(SignedInWatch):
         )
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
-        yield srv
+server = server_fixture()
 
 
 def _text(page: Page) -> str:
@@ -124,25 +112,21 @@ def test_pages_show_names_not_ids_time_zones_are_searchable_and_the_wizard_goes_
     server: ServerProcess, browser: Browser
 ) -> None:
     watch = NamesWatch()
-    api = Api(server.url)
-    api.login(ADMIN, ADMIN_PW)
-    try:
-        for width, lang in CASES:
-            assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-            ctx = open_context(
-                browser, server, viewport={"width": width, "height": 800}, timeout=15_000
-            )
-            try:
-                page = watch.attach(f"{lang}-{width}", ctx.new_page())
-                sign_in(page, ADMIN, ADMIN_PW)
-                page.wait_for_load_state("networkidle")
-                _approvals_and_roles(page, lang)
-                _time_zone(page, api, lang)
-                _wizard_back(page, api)
-            finally:
-                ctx.close()
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except BaseException:
-        report_failure(server, watch, "names")
-        raise
+    api = api_as(server)
+    for width, lang in CASES:
+        assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
+        with watched_page(
+            browser,
+            server,
+            ADMIN,
+            ADMIN_PW,
+            prefix="names",
+            watch=watch,
+            name=f"{lang}-{width}",
+            viewport={"width": width, "height": 800},
+            timeout=15_000,
+        ) as page:
+            page.wait_for_load_state("networkidle")
+            _approvals_and_roles(page, lang)
+            _time_zone(page, api, lang)
+            _wizard_back(page, api)

@@ -10,30 +10,19 @@ Italian with the plugin's icon loaded, and the page says its text in Italian.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from harness import ADMIN, ADMIN_PW, ServerProcess
-from ui_support import PLAYWRIGHT_MISSING, speaking, watched_page
+from ui_support import PLAYWRIGHT_MISSING, server_fixture, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
 
 TESTS = Path(__file__).resolve().parent
 CONFIG = '[plugins]\nmodules = ["plugins.sample_plugin"]\n'
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
-    srv = ServerProcess(tmp_path, PYTHONPATH=path)
-    srv.data.mkdir(parents=True, exist_ok=True)
-    (srv.data / "config.toml").write_text(CONFIG)
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+PATH = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
+server = server_fixture(config=CONFIG, PYTHONPATH=PATH)
 
 
 @pytest.mark.timeout(120)

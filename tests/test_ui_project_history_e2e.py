@@ -7,12 +7,9 @@ English; console and CSP watching as in `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from harness import ServerProcess, household
-from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, go, speaking, watched_page
+from harness import ServerProcess
+from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, go, server_fixture, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -21,10 +18,7 @@ PW = "ada's long password"
 NOTES = "projects/ada/kitchen/notes.md"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, ("ada", PW)) as srv:
-        yield srv
+server = server_fixture(("ada", PW))
 
 
 @pytest.mark.timeout(150)

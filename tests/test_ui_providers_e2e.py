@@ -6,12 +6,11 @@ has no such page and its address says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from contextlib import closing
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, api_as, server_fixture, watched_scenario
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -19,11 +18,7 @@ if not PLAYWRIGHT_MISSING:
 MEMBER, MEMBER_PW = "bea", "bea's rather long password"
 SECRET = "hh-ui-secret-4b7e19d02c5a"
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
-        yield srv
+server = server_fixture((MEMBER, MEMBER_PW))
 
 
 @pytest.mark.timeout(120)
@@ -31,13 +26,14 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def test_an_admin_enters_a_sign_in_provider_whose_secret_is_never_shown_again(
     server: ServerProcess, browser: Browser, width: int
 ) -> None:
-    context = open_context(browser, server, viewport={"width": width, "height": 900})
-    watch = SignedInWatch()
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
-    try:
-        page = watch.attach("admin", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    viewport = {"width": width, "height": 900}
+    with (
+        closing(api_as(server)) as admin,
+        watched_scenario(
+            browser, server, prefix=f"providers-{width}", viewport=viewport
+        ) as scenario,
+    ):
+        page = scenario.page(ADMIN, ADMIN_PW, name="admin")
         page.goto("/#/admin/sign-in-providers")
         expect(page.get_by_test_id("providers-empty")).to_be_visible()
         page.get_by_test_id("provider-add").locator("summary").click()
@@ -64,16 +60,7 @@ def test_an_admin_enters_a_sign_in_provider_whose_secret_is_never_shown_again(
         expect(page.locator('[data-testid="provider"][data-slug="google"]').first).to_be_visible()
         assert SECRET not in page.content()
 
-        other = open_context(browser, server, viewport={"width": width, "height": 900})
-        member = watch.attach("member", other.new_page())
-        sign_in(member, MEMBER, MEMBER_PW)
+        member = scenario.page(MEMBER, MEMBER_PW, name="member")
         expect(member.get_by_test_id("nav-connectors")).to_have_count(1)
         expect(member.get_by_test_id("nav-admin-sign-in-providers")).to_have_count(0)
-        other.close()
-        assert not watch.problems, watch.problems
-    except BaseException:
-        report_failure(server, watch, f"providers-{width}")
-        raise
-    finally:
-        context.close()
-        admin.close()
+        member.context.close()

@@ -10,14 +10,19 @@ read. Launch flags, the skip rule and the console/CSP watching are those of
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLM
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, ServerProcess
 from review_support import REPORT, WORRY
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from ui_support import (
+    PLAYWRIGHT_MISSING,
+    SignedInWatch,
+    api_as,
+    server_fixture,
+    speaking,
+    watched_page,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -25,16 +30,11 @@ if not PLAYWRIGHT_MISSING:
 PW = "a long family password"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, ("dad", PW)) as srv:
-        srv.add_user("tim", PW, "children")
-        yield srv
+server = server_fixture(("dad", PW), others=(("tim", PW, "children"),))
 
 
 def _night(server: ServerProcess, fake: FakeLLM) -> None:
-    mum = Api(server.url)
-    mum.login(ADMIN, ADMIN_PW)
+    mum = api_as(server)
     mum.add_model(fake.base_url_openai, "model-a")
     ids = {u["username"]: u["id"] for u in mum.get("/api/users").json()}
     for parent in (ADMIN, "dad"):
@@ -42,8 +42,7 @@ def _night(server: ServerProcess, fake: FakeLLM) -> None:
             mum.request("PUT", f"/api/people/links/{ids[parent]}/{ids['tim']}").status_code == 200
         )
     fake.script("model-a", ["That sounds hard.", REPORT])
-    tim = Api(server.url)
-    tim.login("tim", PW)
+    tim = api_as(server, "tim", PW)
     assert tim.post("/api/chat", json={"text": WORRY}).status_code == 200
     time.sleep(1.1)  # past the second the message was stored in
     assert mum.post("/api/system-agents/conversation-review/run").status_code == 202
@@ -51,9 +50,7 @@ def _night(server: ServerProcess, fake: FakeLLM) -> None:
     while not mum.get("/api/reports").json():
         assert time.monotonic() < deadline, "no report"
         time.sleep(0.2)
-    dad = Api(server.url)
-    dad.login("dad", PW)
-    assert dad.patch("/api/auth/me", json={"locale": "en"}).status_code == 200
+    speaking(server, "dad", PW, "en")
     assert mum.patch("/api/auth/me", json={"locale": "it"}).status_code == 200
 
 
@@ -67,12 +64,17 @@ def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
         (ADMIN, ADMIN_PW, 375, "it-IT", "Rapporti", "Rapporti da leggere: 1"),
         ("dad", PW, 1280, "en-US", "Reports", "Unread reports: 1"),
     ):
-        context = open_context(
-            browser, server, locale=locale, viewport={"width": width, "height": 800}
-        )
-        try:
-            page = watch.attach(f"{who}-{width}", context.new_page())
-            sign_in(page, who, password)
+        with watched_page(
+            browser,
+            server,
+            who,
+            password,
+            prefix=f"reports-{who}",
+            watch=watch,
+            name=f"{who}-{width}",
+            locale=locale,
+            viewport={"width": width, "height": 800},
+        ) as page:
             # The Overview says it too, and links to the Reports page (issue 30).
             page.goto(f"{server.url}/#/overview")
             expect(page.get_by_test_id("dash-reports")).to_have_attribute("data-count", "1")
@@ -100,19 +102,17 @@ def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
             page.goto(f"{server.url}/#/overview")
             expect(page.get_by_test_id("dash-waiting")).to_be_visible()
             expect(page.get_by_test_id("dash-reports")).to_have_count(0)
-            assert not watch.problems, watch.problems
-            assert not watch.csp_violations()
-        except Exception:
-            report_failure(server, watch, f"reports-{who}")
-            raise
-        finally:
-            context.close()
 
     # The child's profile says, in plain words, for whom and when they were read.
-    context = open_context(browser, server, viewport={"width": 375, "height": 800})
-    try:
-        page = watch.attach("tim", context.new_page())
-        sign_in(page, "tim", PW)
+    with watched_page(
+        browser,
+        server,
+        "tim",
+        PW,
+        prefix="reports-tim",
+        watch=watch,
+        viewport={"width": 375, "height": 800},
+    ) as page:
         page.get_by_test_id("nav-profile").click()
         expect(page.get_by_test_id("review-reviewed-for")).to_contain_text(
             "Your conversations are reviewed each night for mum, dad"
@@ -121,9 +121,3 @@ def test_a_parent_opens_reports_reads_the_report_and_the_unread_count_clears(
             "Your conversations from the beginning to"
         )
         expect(page.get_by_test_id("review-audit-line")).to_contain_text("reviewed for mum")
-        assert not watch.problems, watch.problems
-    except Exception:
-        report_failure(server, watch, "reports-tim")
-        raise
-    finally:
-        context.close()

@@ -10,19 +10,16 @@ watching are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, ServerProcess
 from ui_support import (
     BOTH_WIDTHS,
     PLAYWRIGHT_MISSING,
-    SignedInWatch,
+    api_as,
     go,
-    open_context,
-    report_failure,
-    sign_in,
+    server_fixture,
+    speaking,
+    watched_scenario,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -30,11 +27,7 @@ if not PLAYWRIGHT_MISSING:
 
 PW = "ada's long password"
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, ("ada", PW)) as srv:
-        yield srv
+server = server_fixture(("ada", PW))
 
 
 @pytest.mark.timeout(150)
@@ -43,16 +36,12 @@ def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_pro
     server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
     for who, password in ((ADMIN, ADMIN_PW), ("ada", PW)):
-        api = Api(server.url)
-        api.login(who, password)
-        assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-    watch = SignedInWatch()
+        speaking(server, who, password, lang)
     viewport = {"width": width, "height": 800}
-    mum_ctx = open_context(browser, server, timeout=15_000, viewport=viewport)
-    ada_ctx = open_context(browser, server, timeout=15_000, viewport=viewport)
-    try:
-        mum = watch.attach("admin", mum_ctx.new_page())
-        sign_in(mum, ADMIN, ADMIN_PW)
+    with watched_scenario(
+        browser, server, prefix=f"shared-{width}", timeout=15_000, viewport=viewport
+    ) as scenario:
+        mum = scenario.page(ADMIN, ADMIN_PW, name="admin")
         go(mum, "#/admin/shared-folders", "sf-page")
         mum.get_by_test_id("sf-name").fill("Family photos")
         mum.get_by_test_id("sf-description").fill("Holiday pictures")
@@ -67,8 +56,7 @@ def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_pro
         ).to_be_visible()
         assert mum.evaluate("document.documentElement.scrollWidth") <= width
 
-        ada = watch.attach("ada", ada_ctx.new_page())
-        sign_in(ada, "ada", PW)
+        ada = scenario.page("ada", PW)
         go(ada, "#/files?path=shared/family-photos", "files-listing")
         listing = ada.get_by_test_id("files-listing")
         expect(listing).to_have_attribute("data-path", "shared/family-photos")
@@ -78,8 +66,7 @@ def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_pro
         )
         expect(ada.locator('[data-testid="files-row"][data-name="beach.txt"]')).to_be_visible()
         assert ada.evaluate("document.documentElement.scrollWidth") <= width
-        check = Api(server.url)
-        check.login("ada", PW)
+        check = api_as(server, "ada", PW)
         r = check.get("/api/file", params={"path": "shared/family-photos/beach.txt"})
         assert r.status_code == 200 and r.text == "sunny"
 
@@ -100,11 +87,3 @@ def test_a_shared_folder_granted_in_the_browser_takes_a_members_upload_and_a_pro
         expect(ada.get_by_test_id("chat-page")).to_have_attribute(
             "data-conversation-id", mine[0]["id"]
         )
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except Exception:
-        report_failure(server, watch, f"shared-{width}")
-        raise
-    finally:
-        mum_ctx.close()
-        ada_ctx.close()

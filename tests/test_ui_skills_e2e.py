@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from harness import ServerProcess, household
-from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, go, speaking, watched_page
+from harness import ServerProcess
+from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, go, server_fixture, speaking, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, FilePayload, expect
@@ -27,10 +25,7 @@ PW = "ada's long password"
 WEEKLY = "# Weekly shop\nBuy what the list says, cheapest shop first.\n\n1. Read the list.\n"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, ("ada", PW)) as srv:
-        yield srv
+server = server_fixture(("ada", PW))
 
 
 def _zip(text: str) -> bytes:

@@ -13,20 +13,19 @@ watching are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from contextlib import closing
 
 import pytest
 from fake_llm import Call, Error, FakeLLM, Hang, ToolCalls
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from harness import ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SHOTS,
     SignedInWatch,
-    open_context,
-    report_failure,
-    sign_in,
+    api_as,
+    server_fixture,
     ui_text,
+    watched_page,
 )
 
 from skald.features.schedule.words import phrase
@@ -41,12 +40,7 @@ SEVEN = {"en": "7 AM", "it": "7"}
 # and, below it, the server's words too (its explanation of the fields has no translation).
 BAD_CRON = {"en": "not valid", "it": ui_text("it", "error.code.invalid_input")}
 FIELDS_HELP = "use 5 fields 'minute hour day-of-month month day-of-week'"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, ("ada", PW)) as srv:
-        yield srv
+server = server_fixture(("ada", PW))
 
 
 def _assistant(page: Page, text: str):  # type: ignore[no-untyped-def]
@@ -73,20 +67,17 @@ def _idle_after(page: Page, answer: str) -> None:
 def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
     server: ServerProcess, fake: FakeLLM, browser: Browser
 ) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin = api_as(server)
     admin.add_model(fake.base_url_openai, "fake-a")  # AUTO: the helpers
     admin.add_model(fake.base_url_openai, "fake-b")  # the chat, pinned below
-    ada = Api(server.url)
-    ada.login("ada", PW)
+    ada = api_as(server, "ada", PW)
     r = ada.post("/api/chat", json={"text": "/model fake-b"})
     conversation = r.json()["conversation_id"]
 
     watch = SignedInWatch()
-    context = open_context(browser, server, timeout=15_000)
-    try:
-        chat = watch.attach("chat", context.new_page())
-        sign_in(chat, "ada", PW)
+    with watched_page(
+        browser, server, "ada", PW, prefix="tasks", watch=watch, name="chat", timeout=15_000
+    ) as chat:
         chat.goto(f"/#/?c={conversation}")
         expect(chat.get_by_test_id("chat-page")).to_have_attribute(
             "data-conversation-id", conversation
@@ -126,7 +117,7 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         fake.script("fake-a", [Hang()])
         # The Tasks page is open before the task exists: the `tasks_changed` event (not
         # its slow poll, 30 s, longer than the 15 s wait) brings the task in.
-        tasks = watch.attach("tasks", context.new_page())
+        tasks = watch.attach("tasks", chat.context.new_page())
         tasks.goto("/#/tasks")
         expect(tasks.get_by_test_id("tasks-page")).to_be_visible()
         chat.bring_to_front()
@@ -176,12 +167,6 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         _idle_after(chat, "The slow job was cancelled from the chat.")
         SHOTS.mkdir(parents=True, exist_ok=True)
         chat.screenshot(path=str(SHOTS / "chat-task-strip-375.png"))
-        assert not watch.problems, watch.problems
-    except Exception:
-        report_failure(server, watch, "tasks")
-        raise
-    finally:
-        context.close()
 
 
 class _PreviewRefusals(SignedInWatch):
@@ -204,13 +189,19 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
     is in Italian, the desk's in English: the texts come from the i18n files and the
     server's schedule words. Then `/remind` in
     the chat answers with a confirmation line and the reminder is on the Tasks page."""
-    watch = _PreviewRefusals()
-    context = open_context(browser, server, timeout=15_000)
-    try:
-        page = watch.attach("tasks", context.new_page())
-        sign_in(page, "ada", PW)
-        ada = Api(server.url)
-        ada.login("ada", PW)
+    with (
+        watched_page(
+            browser,
+            server,
+            "ada",
+            PW,
+            prefix="tasks-form",
+            watch=_PreviewRefusals(),
+            name="tasks",
+            timeout=15_000,
+        ) as page,
+        closing(api_as(server, "ada", PW)) as ada,
+    ):
         for width, lang, text in ((375, "it", "check the oven"), (1280, "en", "call grandma")):
             assert ada.patch("/api/auth/me", json={"locale": lang}).status_code == 200
             page.set_viewport_size({"width": width, "height": 800})
@@ -290,10 +281,3 @@ def test_a_reminder_is_made_on_the_tasks_page_with_its_preview_at_phone_and_desk
         page.get_by_test_id("job-form-hour").select_option("19")
         expect(page.get_by_test_id("job-form-hour").locator("option:checked")).to_have_text("19")
         assert fake.bodies() == []  # no model anywhere in this
-        assert not watch.problems, watch.problems
-    except Exception:
-        report_failure(server, watch, "tasks-form")
-        raise
-    finally:
-        context.close()
-        ada.close()

@@ -5,17 +5,15 @@ the bot, the member types it on the Telegram page and the chat is paired; Unpair
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
 from telegram_double import TelegramDouble
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SignedInWatch,
     browser_fixture,  # noqa: F401
     open_context,
+    server_fixture,
     sign_in,
 )
 
@@ -25,10 +23,7 @@ if not PLAYWRIGHT_MISSING:
 TG = 8008
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
-        yield srv
+server = server_fixture()
 
 
 @pytest.mark.timeout(120)

@@ -5,19 +5,15 @@ Italian and 1280 px in English, nothing wider than the screen."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
+from harness import ADMIN, ADMIN_PW, ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    open_context,
-    report_failure,
-    sign_in,
+    Scenario,
+    server_fixture,
+    speaking,
+    watched_scenario,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -42,11 +38,7 @@ WORDS = {
     },
 }
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
-        yield srv
+server = server_fixture((MEMBER, MEMBER_PW))
 
 
 def _me(server: ServerProcess, token: str) -> int:
@@ -56,33 +48,19 @@ def _me(server: ServerProcess, token: str) -> int:
     return r.status_code
 
 
-def _admin_sees_the_count(
-    browser: Browser, server: ServerProcess, watch: SignedInWatch, lang: str, width: int, token: str
-) -> None:
+def _admin_sees_the_count(scenario: Scenario, lang: str, width: int, token: str) -> None:
     """The People page: the member's row says how many tokens she holds, no more."""
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
-    assert admin.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-    admin.close()
-    ctx = open_context(
-        browser,
-        server,
-        viewport={"width": width, "height": 900},
-        locale="it-IT" if lang == "it" else "en-US",
-    )
-    try:
-        page = watch.attach(f"people-{lang}", ctx.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
-        page.goto("/#/admin/users")
-        row = page.locator(f'[data-testid="user-row"][data-username="{MEMBER}"]')
-        expect(row.get_by_test_id("user-api-tokens")).to_have_text(WORDS[lang]["count"])
-        own = page.locator(f'[data-testid="user-row"][data-username="{ADMIN}"]')
-        expect(own.get_by_test_id("user-active")).to_be_visible()
-        expect(own.get_by_test_id("user-api-tokens")).to_have_count(0)  # none: nothing shown
-        assert "Home Assistant" not in page.content() and token not in page.content()
-        assert not page.evaluate(WIDER), f"the People page is wider than {width} px"
-    finally:
-        ctx.close()
+    speaking(scenario.server, ADMIN, ADMIN_PW, lang).close()
+    page = scenario.page(ADMIN, ADMIN_PW, name=f"people-{lang}")
+    page.goto("/#/admin/users")
+    row = page.locator(f'[data-testid="user-row"][data-username="{MEMBER}"]')
+    expect(row.get_by_test_id("user-api-tokens")).to_have_text(WORDS[lang]["count"])
+    own = page.locator(f'[data-testid="user-row"][data-username="{ADMIN}"]')
+    expect(own.get_by_test_id("user-active")).to_be_visible()
+    expect(own.get_by_test_id("user-api-tokens")).to_have_count(0)  # none: nothing shown
+    assert "Home Assistant" not in page.content() and token not in page.content()
+    assert not page.evaluate(WIDER), f"the People page is wider than {width} px"
+    page.context.close()
 
 
 @pytest.mark.timeout(180)
@@ -91,21 +69,16 @@ def test_a_member_creates_copies_and_revokes_an_api_token_on_the_profile_page(
     server: ServerProcess, browser: Browser, width: int, lang: str
 ) -> None:
     words = WORDS[lang]
-    member = Api(server.url)
-    member.login(MEMBER, MEMBER_PW)
-    assert member.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-    member.close()
-    watch = SignedInWatch()
-    ctx = open_context(
+    speaking(server, MEMBER, MEMBER_PW, lang).close()
+    with watched_scenario(
         browser,
         server,
+        prefix=f"tokens-{lang}",
         viewport={"width": width, "height": 900},
         locale="it-IT" if lang == "it" else "en-US",
-        permissions=["clipboard-read", "clipboard-write"],
-    )
-    try:
-        page = watch.attach(f"tokens-{lang}", ctx.new_page())
-        sign_in(page, MEMBER, MEMBER_PW)
+    ) as scenario:
+        clipboard = ["clipboard-read", "clipboard-write"]
+        page = scenario.page(MEMBER, MEMBER_PW, name=f"tokens-{lang}", permissions=clipboard)
         page.goto("/#/profile")
         card = page.get_by_test_id("tokens-card")
         expect(card.locator("h2")).to_have_text(words["title"])
@@ -125,7 +98,7 @@ def test_a_member_creates_copies_and_revokes_an_api_token_on_the_profile_page(
         expect(card.get_by_test_id("token-copy")).to_have_text(words["copied"])
         assert page.evaluate("() => navigator.clipboard.readText()") == token
         assert _me(server, token) == 200
-        _admin_sees_the_count(browser, server, watch, lang, width, token)
+        _admin_sees_the_count(scenario, lang, width, token)
         # Shown once: after a reload the card lists the token, never its secret.
         page.reload()
         expect(card.get_by_test_id("token-item")).to_have_count(1)
@@ -138,10 +111,3 @@ def test_a_member_creates_copies_and_revokes_an_api_token_on_the_profile_page(
         expect(card.get_by_test_id("token-item")).to_have_count(0)
         assert _me(server, token) == 401
         assert not page.evaluate(WIDER)
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except Exception:
-        report_failure(server, watch, f"tokens-{lang}")
-        raise
-    finally:
-        ctx.close()

@@ -17,8 +17,15 @@ from collections.abc import Iterator
 
 import pytest
 from fake_llm import Call, FakeLLM, ToolCalls
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import BOTH_WIDTHS, PLAYWRIGHT_MISSING, fits, speaking, watched_page
+from harness import ADMIN_PW, ServerProcess, household
+from ui_support import (
+    BOTH_WIDTHS,
+    PLAYWRIGHT_MISSING,
+    add_fake_model,
+    fits,
+    speaking,
+    watched_page,
+)
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Locator, Page, expect
@@ -46,17 +53,10 @@ def shared_fake() -> Iterator[FakeLLM]:
 def server(
     tmp_path_factory: pytest.TempPathFactory, shared_fake: FakeLLM
 ) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path_factory.mktemp("toolcards"))
-    srv.create_admin()
-    for width in (375, 1280):
-        srv.add_user(who(width), ADMIN_PW, "admin")
-    srv.start()
-    admin = Api(srv.url)
-    admin.login(ADMIN, ADMIN_PW)
-    admin.add_model(shared_fake.base_url_openai, "fake-main")
-    admin.close()
-    yield srv
-    srv.close()
+    admins = [(who(width), ADMIN_PW) for width in (375, 1280)]
+    with household(tmp_path_factory.mktemp("toolcards"), *admins, role="admin") as srv:
+        add_fake_model(srv, shared_fake)
+        yield srv
 
 
 def who(width: int) -> str:

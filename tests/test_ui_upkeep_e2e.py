@@ -8,13 +8,11 @@ rule and the console/CSP watching are those of `test_ui_e2e.py`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fake_llm import Call, FakeLLM
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, open_context, report_failure, sign_in
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, api_as, server_fixture, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, expect
@@ -22,17 +20,11 @@ if not PLAYWRIGHT_MISSING:
 PW = "a long family password"
 DATES = "user-memory/dates.md"
 SARA = "user-memory/sara.md"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, ("dad", PW)) as srv:
-        yield srv
+server = server_fixture(("dad", PW))
 
 
 def _week(server: ServerProcess, fake: FakeLLM) -> Api:
-    mum = Api(server.url)
-    mum.login(ADMIN, ADMIN_PW)
+    mum = api_as(server)
     mum.add_model(fake.base_url_openai, "model-a")
     fake.script(
         "model-a",
@@ -76,10 +68,17 @@ def test_a_member_accepts_a_suggested_change_and_it_waits_in_the_inbox(
 ) -> None:
     mum = _week(server, fake)
     watch = SignedInWatch()
-    context = open_context(browser, server, locale="it-IT", viewport={"width": 375, "height": 800})
-    try:
-        page = watch.attach("mum-375", context.new_page())
-        sign_in(page, ADMIN, ADMIN_PW)
+    with watched_page(
+        browser,
+        server,
+        ADMIN,
+        ADMIN_PW,
+        prefix="upkeep-mum",
+        watch=watch,
+        name="mum-375",
+        locale="it-IT",
+        viewport={"width": 375, "height": 800},
+    ) as page:
         page.get_by_test_id("nav-toggle").click()  # the menu is a drawer on a phone
         page.get_by_test_id("nav-reports").click()
         item = page.get_by_test_id("report-item")
@@ -91,13 +90,6 @@ def test_a_member_accepts_a_suggested_change_and_it_waits_in_the_inbox(
         expect(suggestion).to_contain_text(DATES)
         suggestion.get_by_test_id("suggestion-accept").click()
         expect(page.get_by_test_id("suggestion-accepted")).to_contain_text("Da decidere")
-        assert not watch.problems, watch.problems
-        assert not watch.csp_violations()
-    except Exception:
-        report_failure(server, watch, "upkeep-mum")
-        raise
-    finally:
-        context.close()
     deadline = time.monotonic() + 20
     while not (items := mum.get("/api/inbox").json()):
         assert time.monotonic() < deadline, "no approval request"
@@ -105,15 +97,15 @@ def test_a_member_accepts_a_suggested_change_and_it_waits_in_the_inbox(
     (request,) = items
     assert request["tool"] == "edit_file" and "12 March" in (request["preview"] or "")
 
-    context = open_context(browser, server, viewport={"width": 1280, "height": 800})
-    try:
-        page = watch.attach("dad-1280", context.new_page())
-        sign_in(page, "dad", PW)
+    with watched_page(
+        browser,
+        server,
+        "dad",
+        PW,
+        prefix="upkeep-dad",
+        watch=watch,
+        name="dad-1280",
+        viewport={"width": 1280, "height": 800},
+    ) as page:
         page.get_by_test_id("nav-reports").click()
         expect(page.get_by_test_id("reports-empty")).to_be_visible()
-        assert not watch.problems, watch.problems
-    except Exception:
-        report_failure(server, watch, "upkeep-dad")
-        raise
-    finally:
-        context.close()

@@ -5,20 +5,10 @@ violation (the library and its stylesheet come from our own origin)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from fake_llm import FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import (
-    PLAYWRIGHT_MISSING,
-    SignedInWatch,
-    browser_fixture,  # noqa: F401
-    open_context,
-    report_failure,
-    sign_in,
-)
+from harness import ADMIN, ADMIN_PW, ServerProcess
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, api_as, server_fixture, watched_page
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
@@ -40,29 +30,15 @@ FITS = """() => {
   return { doc: document.documentElement.scrollWidth, w: innerWidth, worst, spill };
 }"""
 MODEL = "fake-main"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
-        yield srv
+server = server_fixture((MEMBER, MEMBER_PW))
 
 
 def _turns(server: ServerProcess, fake: FakeLLM) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin = api_as(server)
     admin.add_model(fake.base_url_openai, MODEL)
     fake.script(MODEL, [Text(f"answer {i}", input_tokens=100, output_tokens=20) for i in range(5)])
     for who, password, n in ((ADMIN, ADMIN_PW, 2), (MEMBER, MEMBER_PW, 3)):
-        api = admin if who == ADMIN else Api(server.url)
-        if who != ADMIN:
-            api.login(who, password)
+        api = admin if who == ADMIN else api_as(server, who, password)
         for i in range(n):
             r = api.post("/api/chat", json={"text": f"question {i}"})
             assert r.status_code == 200 and r.json()["status"] == "done", r.text
@@ -90,10 +66,16 @@ def test_usage_charts_render_from_real_turns_at_1280_and_375_px(
     _turns(server, fake)
     watch = SignedInWatch()
     for width in (1280, 375):
-        ctx = open_context(browser, server, viewport={"width": width, "height": 900})
-        try:
-            page = watch.attach(f"admin-{width}", ctx.new_page())
-            sign_in(page, ADMIN, ADMIN_PW)
+        with watched_page(
+            browser,
+            server,
+            ADMIN,
+            ADMIN_PW,
+            prefix=f"usage-{width}",
+            watch=watch,
+            name=f"admin-{width}",
+            viewport={"width": width, "height": 900},
+        ) as page:
             page.goto("/#/usage")
             totals = page.get_by_test_id("usage-totals")
             # Admins see everyone's: 5 turns, 600 tokens, two people, one model.
@@ -109,24 +91,20 @@ def test_usage_charts_render_from_real_turns_at_1280_and_375_px(
             expect(page.get_by_test_id("dashboard")).to_be_visible()
             _chart_drawn(page, "usage-chart-members", 2)
             expect(page.get_by_test_id("dash-health-line")).to_have_count(4)
-            assert not watch.problems, watch.problems
-            assert not watch.csp_violations()
-        except Exception:
-            report_failure(server, watch, f"usage-{width}")
-            raise
-        finally:
-            ctx.close()
     # A member sees their own figures only.
-    ctx = open_context(browser, server, viewport={"width": 375, "height": 800})
-    try:
-        page = watch.attach("member", ctx.new_page())
-        sign_in(page, MEMBER, MEMBER_PW)
+    with watched_page(
+        browser,
+        server,
+        MEMBER,
+        MEMBER_PW,
+        prefix="usage-member",
+        watch=watch,
+        name="member",
+        viewport={"width": 375, "height": 800},
+    ) as page:
         page.goto("/#/usage")
         expect(
             page.get_by_test_id("usage-totals").locator("[data-measure=turns] strong")
         ).to_have_text("3")
         _chart_drawn(page, "usage-chart-members", 1)
         expect(page.get_by_test_id("usage-everyone")).to_have_count(0)
-        assert not watch.problems, watch.problems
-    finally:
-        ctx.close()

@@ -16,8 +16,15 @@ from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from ui_support import CHROMIUM_ARGS, PLAYWRIGHT_MISSING, browser_or_skip, login
+from harness import ServerProcess
+from ui_support import (
+    CHROMIUM_ARGS,
+    PLAYWRIGHT_MISSING,
+    api_as,
+    browser_or_skip,
+    server_fixture,
+    sign_in,
+)
 from voice_engines import Engines, synthesise
 
 if not PLAYWRIGHT_MISSING:
@@ -35,15 +42,11 @@ def engines() -> Iterator[Engines]:
     running.stop()
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path, (MEMBER, MEMBER_PW)) as srv:
-        yield srv
+server = server_fixture((MEMBER, MEMBER_PW))
 
 
 def _catalogue(server: ServerProcess, fake: FakeLLM, engines: Engines) -> None:
-    admin = Api(server.url)
-    admin.login(ADMIN, ADMIN_PW)
+    admin = api_as(server)
     for name, base, wire, kind in (
         ("Chat", fake.base_url_openai, "fake-main", "chat"),
         ("Voice", engines.base_url, "sphinx-en", "transcription"),
@@ -90,10 +93,7 @@ def test_a_spoken_message_is_transcribed_sent_and_its_answer_read_aloud_on_a_pho
                     permissions=["microphone"],
                 )
                 context.set_default_timeout(20_000)
-                page = context.new_page()
-                page.goto("/")
-                login(page, MEMBER, MEMBER_PW)
-                expect(page.get_by_test_id("chat-page")).to_be_visible()
+                page = sign_in(context.new_page(), MEMBER, MEMBER_PW)
                 mic = page.get_by_test_id("chat-mic")
                 expect(mic).to_be_visible()
                 box = mic.bounding_box()

@@ -2,10 +2,12 @@
 context that records CSP violations, signing in through the login form, watching the
 console, and the screenshots a failure leaves behind.
 
-The rule: a change in how the app is launched or signed into is made here, once. Only
-the system Chromium is used (`SKALD_CHROMIUM`, never a browser downloaded by
-Playwright); when it or the `playwright` package is missing a test skips, except under
-`SKALD_CI`, where it fails (`prerequisites.unavailable`).
+The rule: a change in how the app is launched or signed into is made here, once: a
+browser test's server is `server_fixture` (or `harness.household` with the API helpers
+here), its pages are `watched_page` or a `watched_scenario`. Only the system Chromium
+is used (`SKALD_CHROMIUM`, never a browser downloaded by Playwright); when it or the
+`playwright` package is missing a test skips, except under `SKALD_CI`, where it fails
+(`prerequisites.unavailable`).
 
 The trap: Playwright is optional, so its names exist only when `PLAYWRIGHT_MISSING` is
 empty; modules import them under `if not PLAYWRIGHT_MISSING:` and use them in
@@ -26,7 +28,7 @@ from typing import Any
 
 import pytest
 from fake_llm import FakeLLM
-from harness import Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from prerequisites import unavailable
 
 try:
@@ -34,6 +36,7 @@ try:
         Browser,
         BrowserContext,
         ConsoleMessage,
+        Locator,
         Page,
         Route,
         expect,
@@ -238,12 +241,109 @@ def report_failure(server: ServerProcess, watch: Watch, prefix: str) -> None:
     print("\n".join(watch.problems))
 
 
-def speaking(server: ServerProcess, username: str, password: str, locale: str) -> Api:
-    """An API client signed in as `username`, whose language is now `locale`."""
+def api_as(server: ServerProcess, username: str = ADMIN, password: str = ADMIN_PW) -> Api:
+    """An API client signed in as `username` (the administrator unless named)."""
     api = Api(server.url)
     api.login(username, password)
+    return api
+
+
+def speaking(server: ServerProcess, username: str, password: str, locale: str) -> Api:
+    """An API client signed in as `username`, whose language is now `locale`."""
+    api = api_as(server, username, password)
     assert api.patch("/api/auth/me", json={"locale": locale}).status_code == 200
     return api
+
+
+def add_fake_model(server: ServerProcess, fake: FakeLLM, model: str = "fake-main") -> None:
+    """The administrator adds the fake provider (its OpenAI-compatible side) and `model`."""
+    admin = api_as(server)
+    admin.add_model(fake.base_url_openai, model)
+    admin.close()
+
+
+def configured(root: Path, config: str) -> Path:
+    """`root`, with `config` written as the config.toml its server will read (before the
+    setup, which keeps it); for `harness.household(configured(tmp_path, ...))`."""
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    (root / "data" / "config.toml").write_text(config)
+    return root
+
+
+def server_fixture(
+    *people: tuple[str, str],
+    role: str = "member",
+    others: tuple[tuple[str, str, str], ...] = (),
+    config: str = "",
+    model: str = "",
+    scope: str = "function",
+    **env_extra: str,
+) -> Any:
+    """The `server` fixture of a browser test, to assign at module level
+    (`server = server_fixture((MEMBER, MEMBER_PW))`): a running `harness.household` with
+    `people` in `role` and `others` as (name, password, role), `config` as its
+    config.toml, and when `model` is named the `fake` provider with that model
+    (`add_fake_model`). `scope="module"` shares one server among a module's tests."""
+
+    @pytest.fixture(name="server", scope=scope)  # type: ignore[call-overload]
+    def server(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[ServerProcess]:
+        root = tmp_path_factory.mktemp("server")
+        with household(
+            configured(root, config) if config else root, *people, role=role, **env_extra
+        ) as srv:
+            for name, password, other_role in others:
+                srv.add_user(name, password, other_role)
+            if model:
+                add_fake_model(srv, request.getfixturevalue("fake"), model)
+            yield srv
+
+    return server
+
+
+def feed_household(
+    root: Path, feed: Path, *people: tuple[str, str], settings: str = ""
+) -> contextlib.AbstractContextManager[ServerProcess]:
+    """`harness.household` whose connectors come from the local `feed` (`settings`: more
+    lines of its `[connectors]` table)."""
+    return household(configured(root, f'[connectors]\nfeed = "{feed}"\n{settings}'), *people)
+
+
+def install_connector(server: ServerProcess, name: str) -> None:
+    """The administrator installs the feed's connector `name` through the API."""
+    admin = api_as(server)
+    assert admin.post(f"/api/marketplace/{name}/install", json={}).status_code in (200, 201)
+    admin.close()
+
+
+def switch_on(page: Page, name: str, state: str = "Running", timeout: float = 60_000) -> Locator:
+    """On the Connectors page, the card of the connector `name`, switched on and in
+    `state` (its words on the card)."""
+    page.goto("/#/connectors")
+    card = page.locator(f'[data-testid="connector"][data-name="{name}"]')
+    card.get_by_test_id("connector-toggle").click()
+    expect(card.get_by_test_id("connector-state")).to_have_text(state, timeout=timeout)
+    return card
+
+
+def connector_admin_page(
+    browser: Browser, server: ServerProcess, prefix: str, width: int, height: int, **options: Any
+) -> contextlib.AbstractContextManager[Page]:
+    """The connector tests' administrator page at `width` × `height` (`watched_page`,
+    named `prefix`) under a `Watch` (a 401 or 403 is no problem); actions wait 20 s."""
+    viewport = {"width": width, "height": height}
+    return watched_page(
+        browser,
+        server,
+        ADMIN,
+        ADMIN_PW,
+        prefix=prefix,
+        watch=Watch(),
+        viewport=viewport,
+        timeout=20_000,
+        **options,
+    )
 
 
 def go(page: Page, where: str, testid: str) -> None:
@@ -274,6 +374,53 @@ def reported(server: ServerProcess, watch: Watch, prefix: str) -> Iterator[None]
         raise
 
 
+class Scenario:
+    """The browser contexts of one scenario on `server` (see `watched_scenario`)."""
+
+    def __init__(
+        self, browser: Browser, server: ServerProcess, watch: Watch, defaults: dict[str, Any]
+    ) -> None:
+        self.browser, self.server, self.watch, self.defaults = browser, server, watch, defaults
+        self.opened: list[BrowserContext] = []
+
+    def context(self, **options: Any) -> BrowserContext:
+        """A new context: `open_context` with the scenario's defaults and `options`."""
+        context = open_context(self.browser, self.server, **{**self.defaults, **options})
+        self.opened.append(context)
+        return context
+
+    def open(self, name: str, **options: Any) -> Page:
+        """A page of a new context (`options` as `context` takes them), watched as
+        `name`, not signed in."""
+        return self.watch.attach(name, self.context(**options).new_page())
+
+    def page(self, username: str, password: str, *, name: str = "", **options: Any) -> Page:
+        """`username` signed in on a new watched page (`open`; as `name`, their username
+        unless given)."""
+        return sign_in(self.open(name or username, **options), username, password)
+
+
+@contextlib.contextmanager
+def watched_scenario(
+    browser: Browser,
+    server: ServerProcess,
+    watch: Watch | None = None,
+    *,
+    prefix: str,
+    **defaults: Any,
+) -> Iterator[Scenario]:
+    """A scenario with browser contexts on `server` (`Scenario`; `defaults` for every
+    context): its pages are watched by `watch` (a new `SignedInWatch` unless given) as
+    `reported` says, named `prefix`; every context opened is closed either way."""
+    scenario = Scenario(browser, server, SignedInWatch() if watch is None else watch, defaults)
+    try:
+        with reported(server, scenario.watch, prefix):
+            yield scenario
+    finally:
+        for context in scenario.opened:
+            context.close()
+
+
 @contextlib.contextmanager
 def watched_page(
     browser: Browser,
@@ -282,20 +429,18 @@ def watched_page(
     password: str,
     *,
     prefix: str,
+    watch: Watch | None = None,
+    name: str = "",
     **options: Any,
 ) -> Iterator[Page]:
     """One person's page, signed in, in a new context (`options` as `open_context`
-    takes them), under a `SignedInWatch`. The scenario runs in the `with` block; when
-    it ends no console problem and no CSP violation may have been seen. A failure leaves
-    the screenshots and the server's log (`report_failure`, named `prefix`); the context
-    is closed either way."""
-    watch = SignedInWatch()
-    ctx = open_context(browser, server, **options)
-    try:
-        with reported(server, watch, prefix):
-            yield sign_in(watch.attach(username, ctx.new_page()), username, password)
-    finally:
-        ctx.close()
+    takes them), under `watch` (a new `SignedInWatch` unless given) as `name` (their
+    username unless given). The scenario runs in the `with` block; when it ends no
+    console problem and no CSP violation may have been seen. A failure leaves the
+    screenshots and the server's log (`report_failure`, named `prefix`); the context is
+    closed either way."""
+    with watched_scenario(browser, server, watch, prefix=prefix) as scenario:
+        yield scenario.page(username, password, name=name, **options)
 
 
 class HeldRequests:
