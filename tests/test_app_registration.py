@@ -8,7 +8,9 @@ from typing import Any
 
 from litestar import Litestar, Router, delete, get, post, websocket
 from litestar.connection import WebSocket
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
+from litestar.testing import AsyncTestClient
 from litestar.utils.sync import AsyncCallable
 
 from skald.api.app import create_app
@@ -106,3 +108,56 @@ def test_no_guard_or_dependency_of_any_route_runs_in_a_thread(runtime: Runtime) 
                 if provide.has_sync_callable and provide.sync_to_thread:
                     threaded.add(f"dependency {name} on {route.path}")
     assert not threaded, sorted(threaded)
+
+
+def test_every_routes_dependencies_are_resolved_one_after_the_other(runtime: Runtime) -> None:
+    """Litestar resolves a handler's independent dependencies in an anyio task group, a
+    task each (`me` and `server` on every chat route): the app splits them into batches
+    of one, so no request spawns tasks for lookups in memory."""
+    app = create_app(runtime)
+    grouped: set[str] = set()
+    models = 0
+    for route in app.routes:
+        pairs = getattr(route, "route_handler_map", {}).values()
+        for model in [m for _, m in pairs] + [getattr(route, "handler_parameter_model", None)]:
+            if model is None:
+                continue
+            models += 1
+            if any(len(batch) > 1 for batch in model.dependency_batches):
+                grouped.add(route.path)
+    assert models > 100 and not grouped, sorted(grouped)
+
+
+async def test_dependencies_resolved_in_turn_still_come_after_those_they_depend_on() -> None:
+    """Batches of one keep Litestar's order: a dependency that takes two others gets
+    both, and independent ones all arrive, whatever their names' order."""
+    order: list[str] = []
+
+    async def zeta() -> str:
+        order.append("zeta")
+        return "z"
+
+    async def alpha() -> str:
+        order.append("alpha")
+        return "a"
+
+    async def both(zeta: NamedDependency[str], alpha: NamedDependency[str]) -> str:
+        order.append("both")
+        return zeta + alpha
+
+    @get("/deps")
+    async def deps(
+        both: NamedDependency[str], zeta: NamedDependency[str], alpha: NamedDependency[str]
+    ) -> str:
+        return f"{both}-{zeta}-{alpha}"
+
+    app = LinearLitestar(
+        route_handlers=[deps],
+        dependencies={"zeta": Provide(zeta), "alpha": Provide(alpha), "both": Provide(both)},
+    )
+    batches = next(m for _, m in app.routes[0].route_handler_map.values()).dependency_batches
+    assert [len(b) for b in batches] == [1, 1, 1]
+    async with AsyncTestClient(app) as client:
+        r = await client.get("/deps")
+    assert r.text == "za-z-a"
+    assert order == ["alpha", "zeta", "both"]
