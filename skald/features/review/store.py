@@ -16,7 +16,7 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
 
@@ -59,10 +59,8 @@ class ReviewStore:
         self.db = db
 
     async def covered_through(self, subject_id: str) -> str | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT covered_through FROM review_coverage WHERE subject_id=?", (subject_id,)
-            )
+        row = await self.db.fetch_one(
+            "SELECT covered_through FROM review_coverage WHERE subject_id=?", (subject_id,)
         )
         return None if row is None else str(row[0])
 
@@ -102,13 +100,10 @@ class ReviewStore:
 
     async def audit_lines(self, subject_id: str | None = None, limit: int = 100) -> list[AuditLine]:
         where, args = ("WHERE subject_id=?", (subject_id,)) if subject_id else ("", ())
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT subject_id, reader_id, window_start, window_end, messages, at "
-                f"FROM review_audit {where} ORDER BY id DESC LIMIT ?",
-                (*args, limit),
-            )
+        rows = await self.db.fetch_all(
+            "SELECT subject_id, reader_id, window_start, window_end, messages, at "
+            f"FROM review_audit {where} ORDER BY id DESC LIMIT ?",
+            (*args, limit),
         )
         return [
             AuditLine(

@@ -114,10 +114,8 @@ class RunLog:
         self.db = db
 
     async def last_attempt(self, agent_id: str) -> str | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT last_attempt_at FROM system_agent_state WHERE agent_id=?", (agent_id,)
-            )
+        row = await self.db.fetch_one(
+            "SELECT last_attempt_at FROM system_agent_state WHERE agent_id=?", (agent_id,)
         )
         return None if row is None else str(row[0])
 
@@ -174,13 +172,10 @@ class RunLog:
         return await self.db.transaction(q)
 
     async def runs(self, limit: int = 50) -> list[Run]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT id, agent_id, status, started_at, ended_at, duration_ms, stats, error "
-                "FROM system_agent_runs ORDER BY started_at DESC, id DESC LIMIT ?",
-                (limit,),
-            )
+        rows = await self.db.fetch_all(
+            "SELECT id, agent_id, status, started_at, ended_at, duration_ms, stats, error "
+            "FROM system_agent_runs ORDER BY started_at DESC, id DESC LIMIT ?",
+            (limit,),
         )
         return [
             Run(
@@ -280,12 +275,9 @@ class Settings:
         )
 
     async def health(self) -> list[Health]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT agent_id, user_id, runs, failures, last_status, last_run_at "
-                "FROM system_agent_health ORDER BY agent_id, user_id",
-            )
+        rows = await self.db.fetch_all(
+            "SELECT agent_id, user_id, runs, failures, last_status, last_run_at "
+            "FROM system_agent_health ORDER BY agent_id, user_id"
         )
         return [
             Health(
