@@ -16,6 +16,7 @@ from __future__ import annotations
 import apsw
 import msgspec
 
+from skald.store.columns import Columns
 from skald.store.database import Database
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
@@ -52,6 +53,11 @@ class AuditLine(msgspec.Struct, frozen=True, kw_only=True):
     window_end: str
     messages: int
     at: str
+
+
+_AUDIT = Columns(
+    AuditLine, "subject_id", "reader_id", "window_start", "window_end", "messages", "at"
+)
 
 
 class ReviewStore:
@@ -100,19 +106,5 @@ class ReviewStore:
 
     async def audit_lines(self, subject_id: str | None = None, limit: int = 100) -> list[AuditLine]:
         where, args = ("WHERE subject_id=?", (subject_id,)) if subject_id else ("", ())
-        rows = await self.db.fetch_all(
-            "SELECT subject_id, reader_id, window_start, window_end, messages, at "
-            f"FROM review_audit {where} ORDER BY id DESC LIMIT ?",
-            (*args, limit),
-        )
-        return [
-            AuditLine(
-                subject_id=r[0],
-                reader_id=r[1],
-                window_start=r[2],
-                window_end=r[3],
-                messages=r[4],
-                at=r[5],
-            )
-            for r in rows
-        ]
+        rest = f"FROM review_audit {where} ORDER BY id DESC LIMIT ?"
+        return await _AUDIT.many(self.db, rest, (*args, limit))
