@@ -14,13 +14,24 @@ import msgspec
 
 from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, change_one, fetch_all, fetch_one, open_plain
 from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.registry import REGISTRY
 from skald.store.rows import Role, RoleAttributes, User, UserSecrets
 
-_USER_COLUMNS = (
-    "id, username, display_name, role, encrypted, active, locale, created_at, updated_at, profile"
+_USER = Columns(
+    User,
+    "id",
+    "username",
+    "display_name",
+    "role",
+    Col("encrypted", read=bool),
+    Col("active", read=bool),
+    "locale",
+    "created_at",
+    "updated_at",
+    Col("profile", read=json.loads),
 )
 
 
@@ -28,25 +39,10 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _user(row: tuple[Any, ...]) -> User:
-    return User(
-        id=row[0],
-        username=row[1],
-        display_name=row[2],
-        role=row[3],
-        encrypted=bool(row[4]),
-        active=bool(row[5]),
-        locale=row[6],
-        created_at=row[7],
-        updated_at=row[8],
-        profile=json.loads(row[9]),
-    )
-
-
 def user_in(conn: apsw.Connection, user_id: str) -> User | None:
     """A user row, read on the caller's connection (inside a `db.call`)."""
-    row = fetch_one(conn, f"SELECT {_USER_COLUMNS} FROM users WHERE id=?", (user_id,))
-    return None if row is None else _user(row)
+    row = fetch_one(conn, f"SELECT {_USER.names} FROM users WHERE id=?", (user_id,))
+    return None if row is None else _USER.row(row)
 
 
 def role_in(conn: apsw.Connection, name: str) -> Role | None:
@@ -325,13 +321,13 @@ class Registry:
 
     async def find_user(self, username: str) -> User | None:
         row = await self.db.fetch_one(
-            f"SELECT {_USER_COLUMNS} FROM users WHERE username=?", (username,)
+            f"SELECT {_USER.names} FROM users WHERE username=?", (username,)
         )
-        return None if row is None else _user(row)
+        return None if row is None else _USER.row(row)
 
     async def list_users(self) -> list[User]:
-        rows = await self.db.fetch_all(f"SELECT {_USER_COLUMNS} FROM users ORDER BY username")
-        return [_user(r) for r in rows]
+        rows = await self.db.fetch_all(f"SELECT {_USER.names} FROM users ORDER BY username")
+        return [_USER.row(r) for r in rows]
 
     async def holder_exists(self, capability: str) -> bool:
         """True when an active account's role holds `capability` (by name: which one is
@@ -362,7 +358,7 @@ class Registry:
             if fetch_one(c, "SELECT 1 FROM users WHERE username=?", (user.username,)):
                 raise ConflictError(f"a user named {user.username!r} already exists")
             c.execute(
-                f"INSERT INTO users({_USER_COLUMNS}, password_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO users({_USER.names}, password_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     user.id,
                     user.username,
