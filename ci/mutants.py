@@ -2492,6 +2492,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_ui_plugin_web_e2e.py",),
         why="a plugin's own icon is never shown (the generic one instead)",
     ),
+    Mutant(
+        "WP7",
+        "web parts",
+        "skald/plugins/specs.py",
+        '        fields.setdefault("say_not_allowed", True)',
+        '        fields.setdefault("say_not_allowed", False)',
+        ("tests/test_pages_snapshot.py",),
+        why="a built-in page typed without the right says 'not found', not 'not allowed'",
+    ),
     # -- API layers: Router groups and Provide dependencies (tests engineer, issue 21) --
     Mutant(
         "TS1",

@@ -277,11 +277,7 @@ class AnthropicClient(StreamingClient):
             try:
                 event = _event_decoder.decode(sse.data)
             except msgspec.MsgspecError:
-                raise LlmError(
-                    f"{self.provider_name} sent a malformed stream event",
-                    retriable=True,
-                    kind="interrupted",
-                ) from None
+                raise self._malformed() from None
             if event.type == "message_start" and event.message is not None:
                 tally.add(event.message.usage)
             elif event.type == "content_block_start" and event.content_block is not None:
@@ -308,11 +304,7 @@ class AnthropicClient(StreamingClient):
                 raise self._stream_error(event.error or _ErrorBody())
             # ping, thinking blocks and future event types need nothing from us
         if stop_reason is None:
-            raise LlmError(
-                f"{self.provider_name}: the stream ended before the model finished",
-                retriable=True,
-                kind="interrupted",
-            )
+            raise self._ended_early()
         for index in sorted(tools):  # blocks a proxy forgot to close
             yield ToolCallReady(tools[index].call())
         yield Finished(reason=_REASONS.get(stop_reason, "other"), usage=tally.usage())

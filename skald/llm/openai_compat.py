@@ -277,11 +277,7 @@ class OpenAICompatClient(StreamingClient):
             try:
                 chunk = _chunk_decoder.decode(sse.data)
             except msgspec.MsgspecError:
-                raise LlmError(
-                    f"{self.provider_name} sent a malformed stream event",
-                    retriable=True,
-                    kind="interrupted",
-                ) from None
+                raise self._malformed() from None
             if chunk.error is not None:
                 raise self._stream_error(chunk.error)
             if chunk.usage is not None:
@@ -304,11 +300,7 @@ class OpenAICompatClient(StreamingClient):
                     for call in calls.take():
                         yield ToolCallReady(call)
         if not done and finish is None:
-            raise LlmError(
-                f"{self.provider_name}: the stream ended before the model finished",
-                retriable=True,
-                kind="interrupted",
-            )
+            raise self._ended_early()
         for call in calls.take():
             yield ToolCallReady(call)
         reason: Reason = _REASONS.get(finish or "stop", "other")

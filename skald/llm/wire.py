@@ -205,6 +205,15 @@ class StreamingClient(abc.ABC):
     def _events(self, response: httpx.Response) -> AsyncIterator[StreamEvent]:
         """The provider's own reading of its event stream (each client has one)."""
 
+    # A stream garbled or cut off mid-answer is worth another try (`interrupted`).
+    def _malformed(self) -> LlmError:
+        message = f"{self.provider_name} sent a malformed stream event"
+        return LlmError(message, retriable=True, kind="interrupted")
+
+    def _ended_early(self) -> LlmError:
+        message = f"{self.provider_name}: the stream ended before the model finished"
+        return LlmError(message, retriable=True, kind="interrupted")
+
 
 def decode_arguments(text: str) -> dict[str, Any]:
     """Tool arguments as the model wrote them; broken JSON is handed on, not fatal.

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar
 
 import msgspec
 import pluggy
@@ -71,6 +71,13 @@ if TYPE_CHECKING:
     from skald.store.rows import Role, User
 
 __all__ = ["BUILTINS", "Plugins"]
+
+
+class _Mergeable(Protocol):
+    def merge(self, other: Self) -> Self: ...
+
+
+_M = TypeVar("_M", bound=_Mergeable)  # BeforeTurn, AfterTurn
 
 # The built-in features, each a plugin like any other. Order matters where answers are
 # concatenated (the model sees tools in this order; the prompt cache keys on it).
@@ -394,30 +401,21 @@ class Plugins:
     async def before_turn(self, member: Member, conversation_id: str, text: str) -> BeforeTurn:
         """What the plugins do before a turn runs, merged: system prompt additions and
         message additions in registration order, the first block wins."""
-        merged = BeforeTurn()
-        answers: list[BeforeTurn] = await self._awaited(
-            "skald_before_turn",
-            gated=True,
-            member=member,
-            conversation_id=conversation_id,
-            text=text,
+        return await self._merged(
+            BeforeTurn(), "skald_before_turn", member, conversation_id=conversation_id, text=text
         )
-        for got in answers:
-            merged = merged.merge(got)
-        return merged
 
     async def after_turn(self, member: Member, conversation_id: str, reply: str) -> AfterTurn:
         """What the plugins do with a finished turn's reply: the last replacement (or
         suppression) wins, attachments add up."""
-        merged = AfterTurn()
-        answers: list[AfterTurn] = await self._awaited(
-            "skald_after_turn",
-            gated=True,
-            member=member,
-            conversation_id=conversation_id,
-            reply=reply,
+        return await self._merged(
+            AfterTurn(), "skald_after_turn", member, conversation_id=conversation_id, reply=reply
         )
-        for got in answers:
+
+    async def _merged(self, merged: _M, hook: str, member: Member, **kwargs: Any) -> _M:
+        """A member hook's answers folded into `merged` in registration order (each
+        answer type's `merge` says who wins)."""
+        for got in await self._awaited(hook, gated=True, member=member, **kwargs):
             merged = merged.merge(got)
         return merged
 

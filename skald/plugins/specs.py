@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 import msgspec
 
-from skald.plugins import hookspec
+from skald.plugins import hookimpl, hookspec
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -145,6 +145,63 @@ def feature_folder(module_file: str, name: str) -> Path:
     the feature is still a module `features/<name>.py`, the folder of that name beside it."""
     here = Path(module_file).resolve().parent
     return here if here.name == name else here / name
+
+
+class PageFields(TypedDict, total=False):
+    """A built-in page's `Page` fields beyond its path, component and module
+    (`FeatureWeb.page`)."""
+
+    title: str
+    capability: str | None
+    simple_ok: bool
+    order: int
+    icon: str | None
+    testid: str
+    flush: bool
+    dock: bool
+    badge: bool
+    count: str | None
+    say_not_allowed: bool
+    full_only: bool
+    sub: str | None
+
+
+class FeatureWeb:
+    """A built-in feature's web part, declared once in its hooks module: the folder beside
+    it (`feature_folder`) whose `web/` is served under `/plugins/<name>/` and whose
+    `i18n/` joins the catalogue, and its pages, whose modules are in that folder. Every
+    built-in answered `skald_web_files` and `skald_pages` alike, so the hooks module binds
+    them to this one's (`skald_pages = WEB.skald_pages`); a plugin writes its own."""
+
+    def __init__(self, module_file: str, package: str, name: str | None = None) -> None:
+        # `name`: the URL segment, where it is not the package's name (shared-folders).
+        self.name = package if name is None else name
+        self.folder = feature_folder(module_file, package)
+        self.pages: list[Page] = []
+
+    def page(
+        self, path: str, component: str, module: str | None = None, **fields: Unpack[PageFields]
+    ) -> None:
+        """Adds a page. The built-ins' conventions give what is not given: `/admin/users`
+        is titled `nav.users`, its module is `admin-users.js` of this folder, its entry's
+        test id `nav-admin-users`, and typing its address without the right to see it
+        says "not allowed" (docs/dev/plugins.md, "Pages"). `module`: a file of `web/`."""
+        slug = path.strip("/").replace("/", "-")
+        fields.setdefault("title", "nav." + path.rsplit("/", 1)[-1].replace("-", "_"))
+        fields.setdefault("testid", f"nav-{slug}")
+        fields.setdefault("say_not_allowed", True)
+        file = f"{slug}.js" if module is None else module
+        self.pages.append(
+            Page(path=path, module=f"plugins/{self.name}/{file}", component=component, **fields)
+        )
+
+    @hookimpl
+    def skald_pages(self) -> list[Page]:
+        return list(self.pages)
+
+    @hookimpl
+    def skald_web_files(self) -> list[WebFiles]:
+        return [WebFiles(self.name, self.folder)]
 
 
 @hookspec

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from skald.errors import NotFoundError
-from skald.store.database import fetch_all, fetch_one
 
 if TYPE_CHECKING:
     from skald.store.database import Database
@@ -61,18 +60,18 @@ class Columns(Generic[T]):
 
     async def one(self, db: Database, rest: str, params: Any, missing: str) -> T:
         """The struct of the row `SELECT <names> <rest>` finds; NotFoundError(missing)."""
-        found = await db.call(lambda c: fetch_one(c, f"SELECT {self.names} {rest}", params))
+        found = await db.fetch_one(f"SELECT {self.names} {rest}", params)
         if found is None:
             raise NotFoundError(missing)
         return self.row(found)
 
     async def many(self, db: Database, rest: str, params: Any = ()) -> list[T]:
         """The structs of the rows `SELECT <names> <rest>` finds, in its order."""
-        rows = await db.call(lambda c: fetch_all(c, f"SELECT {self.names} {rest}", params))
+        rows = await db.fetch_all(f"SELECT {self.names} {rest}", params)
         return [self.row(r) for r in rows]
 
 
 async def first_column(db: Database, sql: str, params: Any = ()) -> list[Any]:
     """The first value of each row `sql` finds, in its order (a list of ids, names)."""
-    rows = await db.call(lambda c: fetch_all(c, sql, params))
+    rows = await db.fetch_all(sql, params)
     return [r[0] for r in rows]

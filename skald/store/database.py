@@ -192,6 +192,14 @@ class Database:
             return asyncio.wrap_future(self._submit(lambda conn: run_in_transaction(conn, fn)))
         return asyncio.wrap_future(self._submit(fn))
 
+    async def fetch_one(self, sql: str, params: Any = ()) -> tuple[Any, ...] | None:
+        """`fetch_one` on the database thread: the first row, or None."""
+        return await self.call(lambda conn: fetch_one(conn, sql, params))
+
+    async def fetch_all(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """`fetch_all` on the database thread: every row."""
+        return await self.call(lambda conn: fetch_all(conn, sql, params))
+
     async def transaction(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run `fn` inside one write transaction: all of it commits, or none of it."""
         return await self.call(lambda conn: run_in_transaction(conn, fn))

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import apsw
 import msgspec
 
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database
 from skald.store.registry import now_iso
 
 __all__ = ["InboxItem", "InboxStore"]
@@ -152,28 +152,20 @@ class InboxStore:
         return await self.db.transaction(q)
 
     async def pending(self) -> list[InboxItem]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"{_SELECT} WHERE {_OPEN} ORDER BY i.created_at, i.id")
-        )
+        rows = await self.db.fetch_all(f"{_SELECT} WHERE {_OPEN} ORDER BY i.created_at, i.id")
         return [_item(r) for r in rows]
 
     async def get(self, item_id: str) -> InboxItem | None:
-        row = await self.db.call(
-            lambda c: fetch_one(c, f"{_SELECT} WHERE i.id=? AND {_OPEN}", (item_id,))
-        )
+        row = await self.db.fetch_one(f"{_SELECT} WHERE i.id=? AND {_OPEN}", (item_id,))
         return None if row is None else _item(row)
 
     async def status(self, item_id: str) -> str | None:
         """The item's status as stored (pending, approved, rejected...), None if none."""
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT status FROM inbox_items WHERE id=?", (item_id,))
-        )
+        row = await self.db.fetch_one("SELECT status FROM inbox_items WHERE id=?", (item_id,))
         return None if row is None else str(row[0])
 
     async def count(self) -> int:
-        row = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT count(*) FROM inbox_items i WHERE {_OPEN}")
-        )
+        row = await self.db.fetch_one(f"SELECT count(*) FROM inbox_items i WHERE {_OPEN}")
         return 0 if row is None else int(row[0])
 
     # -- "approve for this conversation" ---------------------------------------------
@@ -187,11 +179,8 @@ class InboxStore:
         )
 
     async def bypassed(self, conversation_id: str, tool: str) -> bool:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c,
-                "SELECT 1 FROM conversation_bypass WHERE conversation_id=? AND tool=?",
-                (conversation_id, tool),
-            )
+        row = await self.db.fetch_one(
+            "SELECT 1 FROM conversation_bypass WHERE conversation_id=? AND tool=?",
+            (conversation_id, tool),
         )
         return row is not None

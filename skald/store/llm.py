@@ -141,21 +141,16 @@ class LlmStore:
         return await _PROVIDER.one(self.db, where, (provider_id,), "no such provider")
 
     async def sealed_key(self, provider_id: str) -> str | None:
-        r = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT api_key_sealed FROM llm_providers WHERE id=?", (provider_id,)
-            )
+        r = await self.db.fetch_one(
+            "SELECT api_key_sealed FROM llm_providers WHERE id=?", (provider_id,)
         )
         return None if r is None else r[0]
 
     async def provider_with_key(self, provider_id: str) -> tuple[ProviderRow, str | None]:
         """The provider and its sealed key, in one trip to the database thread."""
-        r = await self.db.call(
-            lambda c: fetch_one(
-                c,
-                f"SELECT {_PROVIDER.names}, api_key_sealed FROM llm_providers WHERE id=?",
-                (provider_id,),
-            )
+        r = await self.db.fetch_one(
+            f"SELECT {_PROVIDER.names}, api_key_sealed FROM llm_providers WHERE id=?",
+            (provider_id,),
         )
         if r is None:
             raise NotFoundError("no such provider")

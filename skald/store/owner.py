@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from skald.store import notes
-from skald.store.database import fetch_one
 from skald.store.notes import PRIVATE_NOTES, NoteHit, NoteInfo, NoteQueries
 from skald.store.registry import now_iso
 
@@ -22,7 +21,7 @@ class OwnerStore(NoteQueries):
     # -- key/value ---------------------------------------------------------------
 
     async def kv_get(self, key: str) -> Any:
-        row = await self.db.call(lambda c: fetch_one(c, "SELECT value FROM kv WHERE key=?", (key,)))
+        row = await self.db.fetch_one("SELECT value FROM kv WHERE key=?", (key,))
         return None if row is None else json.loads(row[0])
 
     async def kv_set(self, key: str, value: Any) -> None:

@@ -220,12 +220,9 @@ async def unlink(db: Database, supervisor_id: str, supervised_id: str) -> bool:
 
 async def links(db: Database) -> list[Link]:
     """Every supervision link in the household, oldest first."""
-    rows = await db.call(
-        lambda c: fetch_all(
-            c,
-            "SELECT supervisor_id, supervised_id, created_at FROM people_supervision "
-            "ORDER BY created_at, supervisor_id, supervised_id",
-        )
+    rows = await db.fetch_all(
+        "SELECT supervisor_id, supervised_id, created_at FROM people_supervision "
+        "ORDER BY created_at, supervisor_id, supervised_id"
     )
     return [Link(str(a), str(b), str(t)) for a, b, t in rows]
 
@@ -294,12 +291,9 @@ async def supervised_by(db: Database, user_id: str) -> list[str]:
 async def supervises(db: Database, supervisor_id: str, supervised_id: str) -> bool:
     """Whether the link exists (for server-side checks: a supervisor acts only for the
     members they supervise)."""
-    row = await db.call(
-        lambda c: fetch_one(
-            c,
-            "SELECT 1 FROM people_supervision WHERE supervisor_id = ? AND supervised_id = ?",
-            (supervisor_id, supervised_id),
-        )
+    row = await db.fetch_one(
+        "SELECT 1 FROM people_supervision WHERE supervisor_id = ? AND supervised_id = ?",
+        (supervisor_id, supervised_id),
     )
     return row is not None
 

@@ -71,11 +71,7 @@ OWNER_FEATURE = Feature("plugins", (Migration(1, "each member's plugin settings"
 
 async def member_settings(db: Database, section: str) -> dict[str, Any] | None:
     """The member's saved values of a plugin's member settings section (their database)."""
-    row = await db.call(
-        lambda c: fetch_one(
-            c, "SELECT value FROM plugin_member_settings WHERE section=?", (section,)
-        )
-    )
+    row = await db.fetch_one("SELECT value FROM plugin_member_settings WHERE section=?", (section,))
     return None if row is None else dict(json.loads(row[0]))
 
 
@@ -149,10 +145,8 @@ class PluginStore:
         return await self.db.transaction(q)
 
     async def get(self, pid: str) -> PluginRow | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT id, enabled, settings, added_at FROM plugins WHERE id=?", (pid,)
-            )
+        row = await self.db.fetch_one(
+            "SELECT id, enabled, settings, added_at FROM plugins WHERE id=?", (pid,)
         )
         return None if row is None else _row(row)
 
@@ -191,9 +185,7 @@ class PluginStore:
         await self.db.call(lambda c: c.execute("DELETE FROM plugins WHERE id=?", (pid,)))
 
     async def user_exists(self, user_id: str) -> bool:
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT 1 FROM users WHERE id=?", (user_id,))
-        )
+        row = await self.db.fetch_one("SELECT 1 FROM users WHERE id=?", (user_id,))
         return row is not None
 
     async def access(self, pid: str) -> list[tuple[str, str, str, str, bool, set[str]]]:
@@ -215,9 +207,7 @@ class PluginStore:
         return await self.db.call(q)
 
     async def granted(self, pid: str, user_id: str) -> bool:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT 1 FROM plugin_grants WHERE plugin=? AND user_id=?", (pid, user_id)
-            )
+        row = await self.db.fetch_one(
+            "SELECT 1 FROM plugin_grants WHERE plugin=? AND user_id=?", (pid, user_id)
         )
         return row is not None

@@ -14,13 +14,24 @@ import msgspec
 
 from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Rule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, change_one, fetch_all, fetch_one, open_plain
 from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.registry import REGISTRY
 from skald.store.rows import Role, RoleAttributes, User, UserSecrets
 
-_USER_COLUMNS = (
-    "id, username, display_name, role, encrypted, active, locale, created_at, updated_at, profile"
+_USER = Columns(
+    User,
+    "id",
+    "username",
+    "display_name",
+    "role",
+    Col("encrypted", read=bool),
+    Col("active", read=bool),
+    "locale",
+    "created_at",
+    "updated_at",
+    Col("profile", read=json.loads),
 )
 
 
@@ -28,25 +39,10 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _user(row: tuple[Any, ...]) -> User:
-    return User(
-        id=row[0],
-        username=row[1],
-        display_name=row[2],
-        role=row[3],
-        encrypted=bool(row[4]),
-        active=bool(row[5]),
-        locale=row[6],
-        created_at=row[7],
-        updated_at=row[8],
-        profile=json.loads(row[9]),
-    )
-
-
 def user_in(conn: apsw.Connection, user_id: str) -> User | None:
     """A user row, read on the caller's connection (inside a `db.call`)."""
-    row = fetch_one(conn, f"SELECT {_USER_COLUMNS} FROM users WHERE id=?", (user_id,))
-    return None if row is None else _user(row)
+    row = fetch_one(conn, f"SELECT {_USER.names} FROM users WHERE id=?", (user_id,))
+    return None if row is None else _USER.row(row)
 
 
 def role_in(conn: apsw.Connection, name: str) -> Role | None:
@@ -104,9 +100,7 @@ class Registry:
     # -- config ------------------------------------------------------------------
 
     async def get_config(self, key: str) -> Any:
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT value FROM config WHERE key=?", (key,))
-        )
+        row = await self.db.fetch_one("SELECT value FROM config WHERE key=?", (key,))
         return None if row is None else json.loads(row[0])
 
     async def set_config(self, key: str, value: Any) -> None:
@@ -125,10 +119,8 @@ class Registry:
     # -- security groups and approval rules ---------------------------------------
 
     async def security_groups(self) -> list[SecurityGroup]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT name, display_name, description FROM security_groups ORDER BY name"
-            )
+        rows = await self.db.fetch_all(
+            "SELECT name, display_name, description FROM security_groups ORDER BY name"
         )
         return [SecurityGroup(name=r[0], display_name=r[1], description=r[2]) for r in rows]
 
@@ -152,13 +144,10 @@ class Registry:
         return await self.db.call(q)
 
     async def get_rule(self, rule_id: int) -> Rule | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c,
-                "SELECT id, grp, tool_pattern, path_pattern, action, priority, description "
-                "FROM approval_rules WHERE id=?",
-                (rule_id,),
-            )
+        row = await self.db.fetch_one(
+            "SELECT id, grp, tool_pattern, path_pattern, action, priority, description "
+            "FROM approval_rules WHERE id=?",
+            (rule_id,),
         )
         return None if row is None else Rule(*row)
 
@@ -272,9 +261,7 @@ class Registry:
         return await self.db.transaction(q)
 
     async def list_capabilities(self) -> list[tuple[str, str]]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, "SELECT name, description FROM capabilities ORDER BY name")
-        )
+        rows = await self.db.fetch_all("SELECT name, description FROM capabilities ORDER BY name")
         return [(str(r[0]), str(r[1])) for r in rows]
 
     async def save_role(self, role: Role, *, create: bool) -> None:
@@ -314,9 +301,7 @@ class Registry:
         await self.db.transaction(q)
 
     async def count_users_with_role(self, name: str) -> int:
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT count(*) FROM users WHERE role=?", (name,))
-        )
+        row = await self.db.fetch_one("SELECT count(*) FROM users WHERE role=?", (name,))
         return int(row[0]) if row else 0
 
     # -- users -------------------------------------------------------------------
@@ -335,29 +320,22 @@ class Registry:
         return await self.db.call(q)
 
     async def find_user(self, username: str) -> User | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, f"SELECT {_USER_COLUMNS} FROM users WHERE username=?", (username,)
-            )
+        row = await self.db.fetch_one(
+            f"SELECT {_USER.names} FROM users WHERE username=?", (username,)
         )
-        return None if row is None else _user(row)
+        return None if row is None else _USER.row(row)
 
     async def list_users(self) -> list[User]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_USER_COLUMNS} FROM users ORDER BY username")
-        )
-        return [_user(r) for r in rows]
+        rows = await self.db.fetch_all(f"SELECT {_USER.names} FROM users ORDER BY username")
+        return [_USER.row(r) for r in rows]
 
     async def holder_exists(self, capability: str) -> bool:
         """True when an active account's role holds `capability` (by name: which one is
         the core's business, see `UserManager.admin_exists`)."""
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c,
-                "SELECT 1 FROM users u JOIN role_capabilities rc ON rc.role = u.role "
-                "WHERE u.active = 1 AND rc.capability = ? LIMIT 1",
-                (capability,),
-            )
+        row = await self.db.fetch_one(
+            "SELECT 1 FROM users u JOIN role_capabilities rc ON rc.role = u.role "
+            "WHERE u.active = 1 AND rc.capability = ? LIMIT 1",
+            (capability,),
         )
         return row is not None
 
@@ -380,7 +358,7 @@ class Registry:
             if fetch_one(c, "SELECT 1 FROM users WHERE username=?", (user.username,)):
                 raise ConflictError(f"a user named {user.username!r} already exists")
             c.execute(
-                f"INSERT INTO users({_USER_COLUMNS}, password_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO users({_USER.names}, password_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     user.id,
                     user.username,

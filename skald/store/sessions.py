@@ -117,10 +117,8 @@ class SessionStore:
         return await self.kept.get(token_hash, q)
 
     async def get(self, token_hash: str) -> SessionRow | None:
-        r = await self.db.call(
-            lambda c: fetch_one(
-                c, f"SELECT {_COLUMNS} FROM sessions WHERE token_hash=?", (token_hash,)
-            )
+        r = await self.db.fetch_one(
+            f"SELECT {_COLUMNS} FROM sessions WHERE token_hash=?", (token_hash,)
         )
         return None if r is None else _row(r)
 
@@ -153,9 +151,7 @@ class SessionStore:
         return await self.db.transaction(q)
 
     async def count_for_user(self, user_id: str) -> int:
-        r = await self.db.call(
-            lambda c: fetch_one(c, "SELECT count(*) FROM sessions WHERE user_id=?", (user_id,))
-        )
+        r = await self.db.fetch_one("SELECT count(*) FROM sessions WHERE user_id=?", (user_id,))
         return int(r[0]) if r else 0
 
     async def purge(self, now: float, idle_s: float) -> int:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from skald.core.prompt_blocks import datetime_block
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import SETTINGS
 from skald.store.migrations.registry import ACCOUNTS
@@ -30,50 +30,19 @@ def skald_routes() -> list[Any]:
     return [*auth.ROUTES, *users.ROUTES, *roles.ROUTES, *storage.ROUTES]
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/profile",
-            title="nav.profile",
-            simple_ok=True,
-            order=50,
-            module="plugins/accounts/profile.js",
-            component="ProfilePage",
-            icon="user",
-            testid="nav-profile",
-            say_not_allowed=True,
-        ),
-        Page(
-            path="/admin/users",
-            title="nav.users",
-            capability="admin.users",
-            order=110,
-            module="plugins/accounts/admin-users.js",
-            component="AdminUsersPage",
-            icon="users",
-            testid="nav-admin-users",
-            say_not_allowed=True,
-        ),
-        Page(
-            path="/admin/roles",
-            title="nav.roles",
-            capability="admin.roles",
-            order=120,
-            module="plugins/accounts/admin-roles.js",
-            component="AdminRolesPage",
-            icon="shield",
-            testid="nav-admin-roles",
-            say_not_allowed=True,
-            sub="roleName",
-        ),
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in accounts/web/ and the translations in accounts/i18n/ beside this module.
-    return [WebFiles("accounts", feature_folder(__file__, "accounts"))]
+WEB = FeatureWeb(__file__, "accounts")
+WEB.page("/profile", "ProfilePage", simple_ok=True, order=50, icon="user")
+WEB.page("/admin/users", "AdminUsersPage", capability="admin.users", order=110, icon="users")
+WEB.page(
+    "/admin/roles",
+    "AdminRolesPage",
+    capability="admin.roles",
+    order=120,
+    icon="shield",
+    sub="roleName",
+)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

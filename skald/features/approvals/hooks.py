@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import CONVERSATION_GROUPS
 from skald.store.migrations.registry import APPROVALS
@@ -23,24 +23,7 @@ def skald_routes() -> list[Any]:
     return list(approvals.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/admin/approvals",
-            title="nav.approvals",
-            capability="admin.roles",
-            order=130,
-            module="plugins/approvals/admin-approvals.js",
-            component="AdminApprovalsPage",
-            icon="list",
-            testid="nav-admin-approvals",
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in approvals/web/ and the translations in approvals/i18n/ beside this module.
-    return [WebFiles("approvals", feature_folder(__file__, "approvals"))]
+WEB = FeatureWeb(__file__, "approvals")
+WEB.page("/admin/approvals", "AdminApprovalsPage", capability="admin.roles", order=130, icon="list")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.permissions import Capability
@@ -20,27 +20,10 @@ def skald_routes() -> list[Any]:
     return list(backups.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/admin/backups",
-            title="nav.backups",
-            capability="admin.system",
-            order=150,
-            module="plugins/backups/admin-backups.js",
-            component="AdminBackupsPage",
-            icon="archive",
-            testid="nav-admin-backups",
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in backups/web/ and the translations in backups/i18n/ beside this module.
-    return [WebFiles("backups", feature_folder(__file__, "backups"))]
+WEB = FeatureWeb(__file__, "backups")
+WEB.page("/admin/backups", "AdminBackupsPage", capability="admin.system", order=150, icon="archive")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import CHAT
 
@@ -27,40 +27,22 @@ def skald_routes() -> list[Any]:
     return list(chat.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/",
-            title="nav.chat",
-            capability="chat",
-            simple_ok=True,
-            order=10,
-            module="plugins/chat/chat.js",
-            component="ChatPage",
-            icon="chat",
-            testid="nav-home",
-            flush=True,
-            say_not_allowed=True,
-        ),
-        Page(
-            path="/overview",
-            title="nav.overview",
-            order=30,
-            module="plugins/chat/home.js",
-            component="HomePage",
-            icon="home",
-            testid="nav-overview",
-            full_only=True,
-            say_not_allowed=True,
-        ),
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in chat/web/ and the translations in chat/i18n/ beside this module.
-    return [WebFiles("chat", feature_folder(__file__, "chat"))]
+WEB = FeatureWeb(__file__, "chat")
+WEB.page(
+    "/",
+    "ChatPage",
+    module="chat.js",
+    title="nav.chat",
+    capability="chat",
+    simple_ok=True,
+    order=10,
+    icon="chat",
+    testid="nav-home",
+    flush=True,
+)
+WEB.page("/overview", "HomePage", module="home.js", order=30, icon="home", full_only=True)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

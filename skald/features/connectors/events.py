@@ -31,7 +31,7 @@ import apsw
 import msgspec
 
 from skald.store.columns import Col, Columns
-from skald.store.database import Database, fetch_one
+from skald.store.database import Database
 from skald.store.migrations import Migration
 
 __all__ = [
@@ -270,9 +270,7 @@ class EventStore:
         return event_id
 
     async def has_pending(self) -> bool:
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT 1 FROM connector_events WHERE triaged_at IS NULL")
-        )
+        row = await self.db.fetch_one("SELECT 1 FROM connector_events WHERE triaged_at IS NULL")
         return row is not None
 
     async def pending(self, limit: int) -> list[PendingEvent]:
@@ -295,11 +293,8 @@ class EventStore:
 
     async def count(self) -> tuple[int, int]:
         """(all events kept, pending ones)."""
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c,
-                "SELECT count(*), count(*) FILTER (WHERE triaged_at IS NULL) FROM connector_events",
-            )
+        row = await self.db.fetch_one(
+            "SELECT count(*), count(*) FILTER (WHERE triaged_at IS NULL) FROM connector_events"
         )
         assert row is not None
         return int(row[0]), int(row[1])

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 from skald.store.migrations import Feature
 
 if TYPE_CHECKING:
@@ -41,49 +41,26 @@ def skald_routes() -> list[Any]:
     return list(routes.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/connectors",
-            title="nav.connectors",
-            capability="connectors.use",
-            order=42,
-            module="plugins/connectors/connectors.js",
-            component="ConnectorsPage",
-            icon="tool",
-            testid="nav-connectors",
-            say_not_allowed=True,
-        ),
-        Page(
-            path="/admin/marketplace",
-            title="nav.marketplace",
-            capability="admin.connectors",
-            order=135,
-            module="plugins/connectors/connectors.js",
-            component="MarketplacePage",
-            icon="archive",
-            testid="nav-admin-marketplace",
-            say_not_allowed=True,
-        ),
-        Page(
-            path="/admin/sign-in-providers",
-            title="nav.sign_in_providers",
-            capability="admin.connectors",
-            order=136,
-            module="plugins/connectors/providers.js",
-            component="SignInProvidersPage",
-            icon="key",
-            testid="nav-admin-sign-in-providers",
-            say_not_allowed=True,
-        ),
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in connectors/web/ and the translations in connectors/i18n/ beside this module.
-    return [WebFiles("connectors", feature_folder(__file__, "connectors"))]
+WEB = FeatureWeb(__file__, "connectors")
+WEB.page("/connectors", "ConnectorsPage", capability="connectors.use", order=42, icon="tool")
+WEB.page(
+    "/admin/marketplace",
+    "MarketplacePage",
+    module="connectors.js",
+    capability="admin.connectors",
+    order=135,
+    icon="archive",
+)
+WEB.page(
+    "/admin/sign-in-providers",
+    "SignInProvidersPage",
+    module="providers.js",
+    capability="admin.connectors",
+    order=136,
+    icon="key",
+)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

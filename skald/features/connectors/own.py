@@ -44,7 +44,7 @@ from skald.features.connectors.feed import (
 )
 from skald.features.connectors.install import package_tool_env, run_in_group
 from skald.features.connectors.shapes import OwnIn
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database
 from skald.store.registry import now_iso
 
 LABEL = "household"  # where an own item comes from, on its Marketplace card
@@ -202,23 +202,17 @@ class OwnStore:
         self.db = db
 
     async def all(self) -> list[OwnItem]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT name, version, manifest, files, added_by, added_at "
-                "FROM connector_own_items ORDER BY name",
-            )
+        rows = await self.db.fetch_all(
+            "SELECT name, version, manifest, files, added_by, added_at "
+            "FROM connector_own_items ORDER BY name"
         )
         return [_item(r) for r in rows]
 
     async def get(self, name: str) -> OwnItem | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c,
-                "SELECT name, version, manifest, files, added_by, added_at "
-                "FROM connector_own_items WHERE name=?",
-                (name,),
-            )
+        row = await self.db.fetch_one(
+            "SELECT name, version, manifest, files, added_by, added_at "
+            "FROM connector_own_items WHERE name=?",
+            (name,),
         )
         return None if row is None else _item(row)
 

@@ -25,7 +25,7 @@ import msgspec
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.connectors.feed import PROVIDER
 from skald.features.connectors.shapes import ProviderIn, ProviderOut
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database, fetch_one
 from skald.store.registry import now_iso
 
 if TYPE_CHECKING:
@@ -89,9 +89,7 @@ class Providers:
         self.db = db
 
     async def all(self, used: dict[str, list[str]] | None = None) -> list[ProviderOut]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_COLS} FROM oauth_providers ORDER BY slug")
-        )
+        rows = await self.db.fetch_all(f"SELECT {_COLS} FROM oauth_providers ORDER BY slug")
         return [_out(r, (used or {}).get(r[0], [])) for r in rows]
 
     async def put(self, slug: str, data: ProviderIn) -> ProviderOut:
@@ -145,9 +143,7 @@ class Providers:
 
     async def resolve(self, slug: str) -> Provider:
         """The provider with its secret opened, for a sign-in or a refresh."""
-        row = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_COLS} FROM oauth_providers WHERE slug=?", (slug,))
-        )
+        row = await self.db.fetch_one(f"SELECT {_COLS} FROM oauth_providers WHERE slug=?", (slug,))
         if row is None:
             raise InvalidInputError(
                 f"an administrator has not set up the sign-in provider {slug!r} yet "

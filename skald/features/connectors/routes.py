@@ -182,6 +182,13 @@ def _conn(server: Server) -> Connectors:
     return require(server)
 
 
+async def _usable(server: Server, request: AuthRequest, name: str) -> tuple[Connectors, Connector]:
+    """The connectors, and connector `name` as the caller may use it (else 404)."""
+    c = _conn(server)
+    p = request.user
+    return c, await c.require_usable(p.user, p.role, name)
+
+
 async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> ConnectorOut:
     principal = request.user
     user = principal.user
@@ -305,18 +312,16 @@ async def list_mine(request: AuthRequest, server: NamedDependency[Server]) -> li
 async def get_one(
     name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(server)
-    p = request.user
-    return await _describe(c, request, await c.require_usable(p.user, p.role, name))
+    c, row = await _usable(server, request, name)
+    return await _describe(c, request, row)
 
 
 @post("/api/connectors/{name:str}/activate", guards=USE, status_code=200, responses=errors(404))
 async def activate(
     name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     await c.store.set_active(name, p.user.id, True)
     if c.supervisor is not None:
         await c.supervisor.member_changed(p.user.id)
@@ -331,9 +336,8 @@ async def retry(
 ) -> ConnectorOut:
     """Start a failed connector again now (its restart count starts afresh); 409 when it
     is not failed."""
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     if c.supervisor is None or not await c.supervisor.retry(p.user.id, row):
         state = "stopped" if c.supervisor is None else c.supervisor.state_of(p.user.id, row)[0]
         raise ConflictError(f"{name} is {state}: there is nothing to retry")
@@ -344,9 +348,8 @@ async def retry(
 async def deactivate(
     name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> ConnectorOut:
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     await c.deactivate(name, p.user.id)
     return await _describe(c, request, row)
 
@@ -360,9 +363,8 @@ async def put_secrets(
 ) -> ConnectorOut:
     """Store the member's secrets for this connector (in their own database); the answer
     names which are set, never a value."""
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     _check_secret_names(row, data)
     mine = await server.open_member(p.user)  # DatabaseClosedError (401): their data is locked
     if row.manifest.get("verify"):
@@ -416,9 +418,8 @@ async def verify_secrets(
 ) -> VerifyOut:
     """The Test button: the connector's `verify` command with these values, nothing
     stored; 400 when the connector has no check."""
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     _check_secret_names(row, data)
     if not row.manifest.get("verify"):
         raise InvalidInputError(f"{name} has no check to run")
@@ -430,9 +431,8 @@ async def verify_secrets(
 async def sign_out(
     name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> None:
-    c = _conn(server)
+    c, _ = await _usable(server, request, name)
     p = request.user
-    await c.require_usable(p.user, p.role, name)
     mine = await server.open_member(p.user)
     await c.secrets(mine.db).delete(name)
     if c.supervisor is not None:
@@ -485,9 +485,8 @@ def _device_status(result: CallToolResult) -> DeviceStatusOut:
 
 
 async def _device(server: Server, request: AuthRequest, name: str, tool: str) -> DeviceStatusOut:
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     if row.auth != "qr":
         raise InvalidInputError(f"{name} does not sign in with a code")
     if c.supervisor is None:
@@ -537,9 +536,8 @@ async def get_prompt(
     from skald.features.connectors.resources import prompt_text
     from skald.mcp import McpError
 
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     inst = _running_instance(c, p.user.id, row)
     if prompt not in {x.name for x in inst.catalog.prompts}:
         raise NotFoundError(f"{name} has no prompt {prompt[:100]!r}")
@@ -575,9 +573,8 @@ async def read_resource(
     """One listed resource of the connector, for the member to look at on the page."""
     from skald.mcp import McpError
 
-    c = _conn(server)
+    c, row = await _usable(server, request, name)
     p = request.user
-    row = await c.require_usable(p.user, p.role, name)
     inst = _running_instance(c, p.user.id, row)
     if uri not in {r.uri for r in inst.catalog.resources}:
         raise NotFoundError(f"{name} lists no resource {uri[:200]!r}")
@@ -689,9 +686,7 @@ async def oauth_start(
 ) -> OAuthStartOut:
     """`?popup=true`: the page opened a popup for it; the callback's redirect then asks
     the popup to close itself (its opener lost it: cross-origin-opener-policy)."""
-    c = _conn(server)
-    p = request.user
-    row = await c.require_usable(p.user, p.role, name)
+    c, row = await _usable(server, request, name)
     url = await _begin(c, server, request, row, popup)
     state = parse_qs(urlsplit(url).query)["state"][0]
     return OAuthStartOut(url=url, state=state)

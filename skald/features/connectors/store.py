@@ -28,7 +28,7 @@ import msgspec
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.connectors.events import EVENTS_MIGRATION
 from skald.store.columns import Col, Columns, first_column
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database, fetch_one
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
 
@@ -199,8 +199,8 @@ class ConnectorStore:
         return await _COLUMNS.many(self.db, "FROM connectors ORDER BY name")
 
     async def get(self, name: str) -> Connector | None:
-        row = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_COLUMNS.names} FROM connectors WHERE name=?", (name,))
+        row = await self.db.fetch_one(
+            f"SELECT {_COLUMNS.names} FROM connectors WHERE name=?", (name,)
         )
         return None if row is None else _COLUMNS.row(row)
 
@@ -425,18 +425,14 @@ class SecretStore:
         )
 
     async def values(self, connector: str) -> dict[str, str]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT name, value FROM connector_secrets WHERE connector=?", (connector,)
-            )
+        rows = await self.db.fetch_all(
+            "SELECT name, value FROM connector_secrets WHERE connector=?", (connector,)
         )
         return {r[0]: r[1] for r in rows}
 
     async def infos(self) -> list[SecretInfo]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c, "SELECT connector, name, updated_at FROM connector_secrets ORDER BY 1, 2"
-            )
+        rows = await self.db.fetch_all(
+            "SELECT connector, name, updated_at FROM connector_secrets ORDER BY 1, 2"
         )
         return [SecretInfo(connector=r[0], name=r[1], updated_at=r[2]) for r in rows]
 

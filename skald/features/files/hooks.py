@@ -8,7 +8,7 @@ from skald.assets import asset_dir
 from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount, docs_mount, home_mount
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -65,28 +65,10 @@ def skald_routes() -> list[Any]:
     return list(files.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/files",
-            title="nav.files",
-            capability="files",
-            order=40,
-            module="plugins/files/files.js",
-            component="FilesPage",
-            icon="folder",
-            testid="nav-files",
-            dock=True,
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in files/web/ and the translations in files/i18n/ beside this module.
-    return [WebFiles("files", feature_folder(__file__, "files"))]
+WEB = FeatureWeb(__file__, "files")
+WEB.page("/files", "FilesPage", capability="files", order=40, icon="folder", dock=True)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

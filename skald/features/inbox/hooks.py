@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import INBOX
 
@@ -25,30 +25,19 @@ def skald_routes() -> list[Any]:
     return list(inbox.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/inbox",
-            title="nav.inbox",
-            capability="inbox",
-            simple_ok=True,
-            order=20,
-            module="plugins/inbox/inbox.js",
-            component="InboxPage",
-            icon="inbox",
-            testid="nav-inbox",
-            badge=True,
-            dock=True,
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in inbox/web/ and the translations in inbox/i18n/ beside this module.
-    return [WebFiles("inbox", feature_folder(__file__, "inbox"))]
+WEB = FeatureWeb(__file__, "inbox")
+WEB.page(
+    "/inbox",
+    "InboxPage",
+    capability="inbox",
+    simple_ok=True,
+    order=20,
+    icon="inbox",
+    badge=True,
+    dock=True,
+)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

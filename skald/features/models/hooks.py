@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 from skald.store.migrations import Feature
 from skald.store.migrations.registry import MODELS
 
@@ -37,27 +37,10 @@ def skald_tools(member: Member) -> list[Tool]:
     return [GenerateImageTool(member)] if member.server.llm.offers("image") else []
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/admin/models",
-            title="nav.models",
-            capability="admin.models",
-            order=140,
-            module="plugins/models/admin-models.js",
-            component="AdminModelsPage",
-            icon="cpu",
-            testid="nav-admin-models",
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in models/web/ and the translations in models/i18n/ beside this module.
-    return [WebFiles("models", feature_folder(__file__, "models"))]
+WEB = FeatureWeb(__file__, "models")
+WEB.page("/admin/models", "AdminModelsPage", capability="admin.models", order=140, icon="cpu")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

@@ -202,12 +202,9 @@ class NotificationStore:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_NOTE.names} FROM notifications WHERE id IN ({marks}) ORDER BY seq",
-                tuple(ids),
-            )
+        rows = await self.db.fetch_all(
+            f"SELECT {_NOTE.names} FROM notifications WHERE id IN ({marks}) ORDER BY seq",
+            tuple(ids),
         )
         return [_NOTE.row(r) for r in rows]
 
@@ -246,13 +243,10 @@ class NotificationStore:
 
     async def held(self, *, before: str, limit: int = 200) -> list[str]:
         """Ids not delivered yet and created before `before` (ISO, UTC), oldest first."""
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT id FROM notifications WHERE delivered_at IS NULL AND created_at < ? "
-                "ORDER BY seq LIMIT ?",
-                (before, limit),
-            )
+        rows = await self.db.fetch_all(
+            "SELECT id FROM notifications WHERE delivered_at IS NULL AND created_at < ? "
+            "ORDER BY seq LIMIT ?",
+            (before, limit),
         )
         return [str(r[0]) for r in rows]
 
@@ -275,9 +269,7 @@ class NotificationStore:
     # -- preferences -------------------------------------------------------------------
 
     async def prefs(self) -> NotificationPrefs:
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT data FROM notification_prefs WHERE id=1")
-        )
+        row = await self.db.fetch_one("SELECT data FROM notification_prefs WHERE id=1")
         if row is None:
             return NotificationPrefs()
         return msgspec.json.decode(row[0], type=NotificationPrefs)
@@ -316,11 +308,8 @@ class NotificationStore:
         return _DEVICE.row(await self.db.transaction(q))
 
     async def devices(self) -> list[PushDevice]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_DEVICE.names} FROM push_subscriptions ORDER BY created_at, id",
-            )
+        rows = await self.db.fetch_all(
+            f"SELECT {_DEVICE.names} FROM push_subscriptions ORDER BY created_at, id"
         )
         return [_DEVICE.row(r) for r in rows]
 

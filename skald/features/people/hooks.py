@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.prompt_blocks import profile_block
 from skald.plugins import hookimpl
-from skald.plugins.specs import WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 from skald.store import people
 
 if TYPE_CHECKING:
@@ -36,10 +36,9 @@ def skald_routes() -> list[Any]:
     return list(ROUTES)
 
 
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # web/people.js (the People page's editor, the profile's supervision line) and i18n/.
-    return [WebFiles("people", feature_folder(__file__, "people"))]
+# web/people.js (the People page's editor, the profile's supervision line) and i18n/.
+WEB = FeatureWeb(__file__, "people")
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

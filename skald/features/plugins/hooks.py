@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.permissions import Capability
@@ -34,23 +34,7 @@ def skald_routes() -> list[Any]:
     return list(routes.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/admin/plugins",
-            title="nav.plugins",
-            capability="plugin.manage",
-            order=137,
-            module="plugins/plugins/admin-plugins.js",
-            component="PluginsPage",
-            icon="tool",
-            testid="nav-admin-plugins",
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    return [WebFiles("plugins", feature_folder(__file__, "plugins"))]
+WEB = FeatureWeb(__file__, "plugins")
+WEB.page("/admin/plugins", "PluginsPage", capability="plugin.manage", order=137, icon="tool")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 
 @hookimpl
@@ -15,23 +15,7 @@ def skald_routes() -> list[Any]:
     return list(ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/privacy",
-            title="nav.privacy",
-            order=57,
-            module="plugins/privacy/privacy.js",
-            component="PrivacyPage",
-            icon="shield",
-            testid="nav-privacy",
-            simple_ok=True,
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    return [WebFiles("privacy", feature_folder(__file__, "privacy"))]
+WEB = FeatureWeb(__file__, "privacy")
+WEB.page("/privacy", "PrivacyPage", order=57, icon="shield", simple_ok=True)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -97,26 +97,10 @@ async def skald_prompt_blocks(member: Member, conversation_id: str | None) -> di
     return {"PROJECT_CONTEXT": context(project, member.id)}
 
 
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    return [WebFiles("projects", feature_folder(__file__, "projects"))]
-
-
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/projects",
-            title="nav.projects",
-            capability="projects.use",
-            order=42,
-            module="plugins/projects/projects.js",
-            component="ProjectsPage",
-            icon="folder",
-            testid="nav-projects",
-            say_not_allowed=True,
-        )
-    ]
+WEB = FeatureWeb(__file__, "projects")
+WEB.page("/projects", "ProjectsPage", capability="projects.use", order=42, icon="folder")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.core.model_select import Outcome
@@ -29,27 +29,10 @@ def skald_routes() -> list[Any]:
     return list(ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/requests",
-            title="nav.requests",
-            order=56,
-            module="plugins/requestlog/requests.js",
-            component="RequestsPage",
-            icon="list",
-            testid="nav-requests",
-            full_only=True,
-            say_not_allowed=True,
-            sub="requestId",
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    return [WebFiles("requestlog", feature_folder(__file__, "requestlog"))]
+WEB = FeatureWeb(__file__, "requestlog")
+WEB.page("/requests", "RequestsPage", order=56, icon="list", full_only=True, sub="requestId")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

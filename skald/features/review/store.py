@@ -16,7 +16,8 @@ from __future__ import annotations
 import apsw
 import msgspec
 
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.columns import Columns
+from skald.store.database import Database
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
 
@@ -54,15 +55,18 @@ class AuditLine(msgspec.Struct, frozen=True, kw_only=True):
     at: str
 
 
+_AUDIT = Columns(
+    AuditLine, "subject_id", "reader_id", "window_start", "window_end", "messages", "at"
+)
+
+
 class ReviewStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
     async def covered_through(self, subject_id: str) -> str | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT covered_through FROM review_coverage WHERE subject_id=?", (subject_id,)
-            )
+        row = await self.db.fetch_one(
+            "SELECT covered_through FROM review_coverage WHERE subject_id=?", (subject_id,)
         )
         return None if row is None else str(row[0])
 
@@ -102,22 +106,5 @@ class ReviewStore:
 
     async def audit_lines(self, subject_id: str | None = None, limit: int = 100) -> list[AuditLine]:
         where, args = ("WHERE subject_id=?", (subject_id,)) if subject_id else ("", ())
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT subject_id, reader_id, window_start, window_end, messages, at "
-                f"FROM review_audit {where} ORDER BY id DESC LIMIT ?",
-                (*args, limit),
-            )
-        )
-        return [
-            AuditLine(
-                subject_id=r[0],
-                reader_id=r[1],
-                window_start=r[2],
-                window_end=r[3],
-                messages=r[4],
-                at=r[5],
-            )
-            for r in rows
-        ]
+        rest = f"FROM review_audit {where} ORDER BY id DESC LIMIT ?"
+        return await _AUDIT.many(self.db, rest, (*args, limit))

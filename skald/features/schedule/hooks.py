@@ -10,7 +10,7 @@ from skald.features.schedule.config import ScheduleConfig
 from skald.features.schedule.jobs import SCHEDULE_USE
 from skald.features.schedule.store import JOBS_FEATURE, SCHEDULE_COUNTS
 from skald.plugins import hookimpl
-from skald.plugins.specs import ChatCommand, Page, WebFiles, feature_folder
+from skald.plugins.specs import ChatCommand, FeatureWeb
 
 if TYPE_CHECKING:
     import msgspec
@@ -96,24 +96,7 @@ def skald_routes() -> list[Any]:
     return list(schedule.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/tasks",
-            title="nav.tasks",
-            capability="schedule.use",
-            order=35,
-            module="plugins/schedule/tasks.js",
-            component="TasksPage",
-            icon="clock",
-            testid="nav-tasks",
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in schedule/web/ and the translations in schedule/i18n/ beside this module.
-    return [WebFiles("schedule", feature_folder(__file__, "schedule"))]
+WEB = FeatureWeb(__file__, "schedule")
+WEB.page("/tasks", "TasksPage", capability="schedule.use", order=35, icon="clock")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files

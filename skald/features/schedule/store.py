@@ -330,23 +330,21 @@ class ScheduleStore:
         return job
 
     async def get(self, job_id: str) -> Job | None:
-        row = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (job_id,))
+        row = await self.db.fetch_one(
+            f"SELECT {_JOB_COLS} FROM schedule_jobs WHERE id=?", (job_id,)
         )
         return None if row is None else _job(row)
 
     async def jobs(self) -> list[Job]:
-        rows = await self.db.call(
-            lambda c: fetch_all(c, f"SELECT {_JOB_COLS} FROM schedule_jobs ORDER BY created_at, id")
+        rows = await self.db.fetch_all(
+            f"SELECT {_JOB_COLS} FROM schedule_jobs ORDER BY created_at, id"
         )
         return [_job(r) for r in rows]
 
     async def counts(self) -> tuple[int, int]:
         """(jobs, active jobs)."""
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT count(*), coalesce(sum(state='active'), 0) FROM schedule_jobs"
-            )
+        row = await self.db.fetch_one(
+            "SELECT count(*), coalesce(sum(state='active'), 0) FROM schedule_jobs"
         )
         assert row is not None
         return int(row[0]), int(row[1])
@@ -388,19 +386,16 @@ class ScheduleStore:
         return await self.db.call(step)
 
     async def due(self, now: datetime) -> list[Job]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_JOB_COLS} FROM schedule_jobs "
-                "WHERE state='active' AND next_run <= ? ORDER BY next_run",
-                (iso(now),),
-            )
+        rows = await self.db.fetch_all(
+            f"SELECT {_JOB_COLS} FROM schedule_jobs "
+            "WHERE state='active' AND next_run <= ? ORDER BY next_run",
+            (iso(now),),
         )
         return [_job(r) for r in rows]
 
     async def next_due(self) -> str | None:
-        row = await self.db.call(
-            lambda c: fetch_one(c, "SELECT min(next_run) FROM schedule_jobs WHERE state='active'")
+        row = await self.db.fetch_one(
+            "SELECT min(next_run) FROM schedule_jobs WHERE state='active'"
         )
         return None if row is None else row[0]
 
@@ -557,13 +552,10 @@ class ScheduleStore:
 
     async def runs(self, job_id: str | None = None, limit: int = 100) -> list[Run]:
         where, params = ("WHERE job_id=?", (job_id, limit)) if job_id else ("", (limit,))
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_RUN_COLS} FROM schedule_runs {where} "
-                "ORDER BY started_at DESC, id DESC LIMIT ?",
-                params,
-            )
+        rows = await self.db.fetch_all(
+            f"SELECT {_RUN_COLS} FROM schedule_runs {where} "
+            "ORDER BY started_at DESC, id DESC LIMIT ?",
+            params,
         )
         return [_run(r) for r in rows]
 
@@ -583,12 +575,9 @@ class ScheduleStore:
 
     async def waiting_runs(self) -> list[Run]:
         """Runs of jobs left waiting for an approval (taken back after a restart)."""
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_RUN_COLS} FROM schedule_runs "
-                "WHERE outcome='running' AND waiting_call IS NOT NULL AND job_id IS NOT NULL",
-            )
+        rows = await self.db.fetch_all(
+            f"SELECT {_RUN_COLS} FROM schedule_runs "
+            "WHERE outcome='running' AND waiting_call IS NOT NULL AND job_id IS NOT NULL"
         )
         return [_run(r) for r in rows]
 
@@ -621,28 +610,21 @@ class TaskStore:
         )
 
     async def get(self, task_id: str) -> Task | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, f"SELECT {_TASK_COLS} FROM schedule_tasks WHERE id=?", (task_id,)
-            )
+        row = await self.db.fetch_one(
+            f"SELECT {_TASK_COLS} FROM schedule_tasks WHERE id=?", (task_id,)
         )
         return None if row is None else _task(row)
 
     async def recent(self, limit: int = 50) -> list[Task]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_TASK_COLS} FROM schedule_tasks ORDER BY created_at DESC, id LIMIT ?",
-                (limit,),
-            )
+        rows = await self.db.fetch_all(
+            f"SELECT {_TASK_COLS} FROM schedule_tasks ORDER BY created_at DESC, id LIMIT ?",
+            (limit,),
         )
         return [_task(r) for r in rows]
 
     async def active_count(self) -> int:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT count(*) FROM schedule_tasks WHERE state IN ('queued', 'running')"
-            )
+        row = await self.db.fetch_one(
+            "SELECT count(*) FROM schedule_tasks WHERE state IN ('queued', 'running')"
         )
         return 0 if row is None else int(row[0])
 
@@ -749,17 +731,13 @@ async def put_counts(registry_db: Database, user_id: str, jobs: int, active: int
 
 
 async def all_counts(registry_db: Database) -> dict[str, tuple[int, int]]:
-    rows = await registry_db.call(
-        lambda c: fetch_all(c, "SELECT user_id, jobs, active FROM schedule_counts")
-    )
+    rows = await registry_db.fetch_all("SELECT user_id, jobs, active FROM schedule_counts")
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
 async def get_min_interval(registry_db: Database, user_id: str) -> int | None:
-    row = await registry_db.call(
-        lambda c: fetch_one(
-            c, "SELECT min_interval_s FROM schedule_limits WHERE user_id=?", (user_id,)
-        )
+    row = await registry_db.fetch_one(
+        "SELECT min_interval_s FROM schedule_limits WHERE user_id=?", (user_id,)
     )
     return None if row is None else int(row[0])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.permissions import Capability
@@ -19,39 +19,13 @@ def skald_routes() -> list[Any]:
     return list(setup.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/admin/settings",
-            title="nav.settings",
-            capability="admin.system",
-            order=155,
-            module="plugins/setup/admin-settings.js",
-            component="AdminSettingsPage",
-            icon="home",
-            testid="nav-admin-settings",
-            say_not_allowed=True,
-        ),
-        Page(
-            path="/welcome",
-            title="nav.welcome",
-            capability="admin.system",
-            order=160,
-            module="plugins/setup/welcome.js",
-            component="WelcomePage",
-            icon="sparkle",
-            testid="nav-welcome",
-            full_only=True,
-            say_not_allowed=True,
-        ),
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The page modules in setup/web/ and the translations in setup/i18n/ beside this module.
-    return [WebFiles("setup", feature_folder(__file__, "setup"))]
+WEB = FeatureWeb(__file__, "setup")
+WEB.page("/admin/settings", "AdminSettingsPage", capability="admin.system", order=155, icon="home")
+WEB.page(
+    "/welcome", "WelcomePage", capability="admin.system", order=160, icon="sparkle", full_only=True
+)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -84,27 +84,18 @@ def skald_prompt_blocks(member: Member) -> dict[str, str]:
     return {"SHARED_FOLDERS": "\n".join(lines)}
 
 
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # Translations in shared_folders/i18n/ (the capability's name and hint for the Roles page).
-    return [WebFiles("shared-folders", feature_folder(__file__, "shared_folders"))]
-
-
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/admin/shared-folders",
-            title="nav.shared_folders",
-            capability="folders.manage",
-            order=125,
-            module="plugins/shared-folders/shared-folders.js",
-            component="SharedFoldersPage",
-            icon="folder",
-            testid="nav-admin-shared-folders",
-            say_not_allowed=True,
-        )
-    ]
+# Translations in shared_folders/i18n/ (the capability's name and hint for the Roles page).
+WEB = FeatureWeb(__file__, "shared_folders", "shared-folders")
+WEB.page(
+    "/admin/shared-folders",
+    "SharedFoldersPage",
+    module="shared-folders.js",
+    capability="folders.manage",
+    order=125,
+    icon="folder",
+)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -63,25 +63,9 @@ def skald_routes() -> list[Any]:
     return list(routes.ROUTES)
 
 
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # Translations in skills/i18n/ (the capability's name and hint for the Roles page).
-    return [WebFiles("skills", feature_folder(__file__, "skills"))]
-
-
-@hookimpl
-def skald_pages() -> list[Page]:
-    # Members without `files` (children by default) meet skills in their prompt only.
-    return [
-        Page(
-            path="/skills",
-            title="nav.skills",
-            capability="files",
-            order=44,
-            module="plugins/skills/skills.js",
-            component="SkillsPage",
-            icon="sparkle",
-            testid="nav-skills",
-            say_not_allowed=True,
-        )
-    ]
+# Translations in skills/i18n/ (the capability's name and hint for the Roles page).
+WEB = FeatureWeb(__file__, "skills")
+# Members without `files` (children by default) meet skills in their prompt only.
+WEB.page("/skills", "SkillsPage", capability="files", order=44, icon="sparkle")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files

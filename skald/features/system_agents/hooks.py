@@ -11,7 +11,7 @@ from skald.features.system_agents.config import SystemAgentsConfig
 from skald.features.system_agents.reports import REPORTS_FEATURE
 from skald.features.system_agents.store import OWNER_FEATURE, REGISTRY_FEATURE
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     import msgspec
@@ -54,34 +54,18 @@ def skald_routes() -> list[Any]:
     return list(routes.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/reports",
-            title="nav.reports",
-            order=37,
-            module="plugins/system_agents/reports.js",
-            component="ReportsPage",
-            icon="inbox",
-            testid="nav-reports",
-            count="/api/reports/unread",
-        ),
-        Page(
-            path="/system-agents",
-            title="nav.system_agents",
-            order=38,
-            module="plugins/system_agents/system-agents.js",
-            component="SystemAgentsPage",
-            icon="clock",
-            testid="nav-system-agents",
-        ),
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    return [WebFiles("system_agents", feature_folder(__file__, "system_agents"))]
+WEB = FeatureWeb(__file__, "system_agents")
+WEB.page(
+    "/reports",
+    "ReportsPage",
+    say_not_allowed=False,
+    order=37,
+    icon="inbox",
+    count="/api/reports/unread",
+)
+WEB.page("/system-agents", "SystemAgentsPage", say_not_allowed=False, order=38, icon="clock")
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files
 
 
 @hookimpl

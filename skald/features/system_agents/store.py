@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 import apsw
 import msgspec
 
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 
@@ -107,6 +108,19 @@ class Run(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
 
 
+_RUN = Columns(
+    Run,
+    "id",
+    "agent_id",
+    "status",
+    "started_at",
+    "ended_at",
+    "duration_ms",
+    Col("stats", read=json.loads),
+    "error",
+)
+
+
 class RunLog:
     """One member's own agent state and runs (their database)."""
 
@@ -114,10 +128,8 @@ class RunLog:
         self.db = db
 
     async def last_attempt(self, agent_id: str) -> str | None:
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT last_attempt_at FROM system_agent_state WHERE agent_id=?", (agent_id,)
-            )
+        row = await self.db.fetch_one(
+            "SELECT last_attempt_at FROM system_agent_state WHERE agent_id=?", (agent_id,)
         )
         return None if row is None else str(row[0])
 
@@ -174,27 +186,8 @@ class RunLog:
         return await self.db.transaction(q)
 
     async def runs(self, limit: int = 50) -> list[Run]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT id, agent_id, status, started_at, ended_at, duration_ms, stats, error "
-                "FROM system_agent_runs ORDER BY started_at DESC, id DESC LIMIT ?",
-                (limit,),
-            )
-        )
-        return [
-            Run(
-                id=r[0],
-                agent_id=r[1],
-                status=r[2],
-                started_at=r[3],
-                ended_at=r[4],
-                duration_ms=r[5],
-                stats=json.loads(r[6]),
-                error=r[7],
-            )
-            for r in rows
-        ]
+        rest = "FROM system_agent_runs ORDER BY started_at DESC, id DESC LIMIT ?"
+        return await _RUN.many(self.db, rest, (limit,))
 
 
 class AgentSetting(msgspec.Struct, frozen=True, kw_only=True):
@@ -211,6 +204,9 @@ class Health(msgspec.Struct, frozen=True, kw_only=True):
     failures: int
     last_status: str
     last_run_at: str
+
+
+_HEALTH = Columns(Health, "agent_id", "user_id", "runs", "failures", "last_status", "last_run_at")
 
 
 class Settings:
@@ -280,21 +276,4 @@ class Settings:
         )
 
     async def health(self) -> list[Health]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT agent_id, user_id, runs, failures, last_status, last_run_at "
-                "FROM system_agent_health ORDER BY agent_id, user_id",
-            )
-        )
-        return [
-            Health(
-                agent_id=r[0],
-                user_id=r[1],
-                runs=r[2],
-                failures=r[3],
-                last_status=r[4],
-                last_run_at=r[5],
-            )
-            for r in rows
-        ]
+        return await _HEALTH.many(self.db, "FROM system_agent_health ORDER BY agent_id, user_id")

@@ -9,7 +9,7 @@ from skald.core.services import ServiceSpec
 from skald.features.telegram.store import TELEGRAM_REGISTRY
 from skald.permissions import TELEGRAM_USE
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -69,32 +69,23 @@ def skald_routes() -> list[Any]:
     return list(routes.ROUTES)
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/telegram",
-            title="nav.telegram",
-            capability=TELEGRAM_USE.name,
-            order=60,
-            module="plugins/telegram/telegram.js",
-            component="TelegramPage",
-            icon="chat",
-            testid="nav-telegram",
-        ),
-        Page(
-            path="/admin/telegram",
-            title="nav.admin_telegram",
-            capability="admin.system",
-            order=165,
-            module="plugins/telegram/admin-telegram.js",
-            component="AdminTelegramPage",
-            icon="chat",
-            testid="nav-admin-telegram",
-        ),
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    return [WebFiles("telegram", feature_folder(__file__, "telegram"))]
+WEB = FeatureWeb(__file__, "telegram")
+WEB.page(
+    "/telegram",
+    "TelegramPage",
+    say_not_allowed=False,
+    capability=TELEGRAM_USE.name,
+    order=60,
+    icon="chat",
+)
+WEB.page(
+    "/admin/telegram",
+    "AdminTelegramPage",
+    say_not_allowed=False,
+    title="nav.admin_telegram",
+    capability="admin.system",
+    order=165,
+    icon="chat",
+)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files

@@ -9,7 +9,7 @@ import msgspec
 
 from skald.plugins import hookimpl
 from skald.plugins.facade import Server
-from skald.plugins.specs import Authenticator, WebFiles, feature_folder
+from skald.plugins.specs import Authenticator, FeatureWeb
 from skald.store.migrations import Feature
 
 
@@ -52,7 +52,6 @@ def skald_routes() -> list[Any]:
     return [*ROUTES, *V1]
 
 
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    # The profile's API tokens card (accounts' profile.js imports it) and its words.
-    return [WebFiles("tokens", feature_folder(__file__, "tokens"))]
+# The profile's API tokens card (accounts' profile.js imports it) and its words.
+WEB = FeatureWeb(__file__, "tokens")
+skald_web_files = WEB.skald_web_files

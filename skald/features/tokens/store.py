@@ -18,7 +18,7 @@ import json
 import apsw
 import msgspec
 
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database
 from skald.store.migrations import Feature, Migration
 
 _V1 = """
@@ -86,18 +86,14 @@ class TokenStore:
         return await self.db.transaction(q)
 
     async def get(self, token_id: str) -> TokenRow | None:
-        found = await self.db.call(
-            lambda c: fetch_one(c, f"SELECT {_COLUMNS} FROM api_tokens WHERE id=?", (token_id,))
+        found = await self.db.fetch_one(
+            f"SELECT {_COLUMNS} FROM api_tokens WHERE id=?", (token_id,)
         )
         return None if found is None else _row(found)
 
     async def for_user(self, user_id: str) -> list[TokenRow]:
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                f"SELECT {_COLUMNS} FROM api_tokens WHERE user_id=? ORDER BY created_at, id",
-                (user_id,),
-            )
+        rows = await self.db.fetch_all(
+            f"SELECT {_COLUMNS} FROM api_tokens WHERE user_id=? ORDER BY created_at, id", (user_id,)
         )
         return [_row(r) for r in rows]
 
@@ -115,11 +111,8 @@ class TokenStore:
 
     async def counts(self) -> list[tuple[str, str, int]]:
         """(user id, username, number of tokens) for every member holding one."""
-        rows = await self.db.call(
-            lambda c: fetch_all(
-                c,
-                "SELECT u.id, u.username, count(*) FROM api_tokens t JOIN users u "
-                "ON u.id = t.user_id GROUP BY u.id ORDER BY u.username",
-            )
+        rows = await self.db.fetch_all(
+            "SELECT u.id, u.username, count(*) FROM api_tokens t JOIN users u "
+            "ON u.id = t.user_id GROUP BY u.id ORDER BY u.username"
         )
         return [(str(a), str(b), int(n)) for a, b, n in rows]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import Page, WebFiles, feature_folder
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.plugins.facade import Member, Server
@@ -57,23 +57,7 @@ async def skald_turn_starting(member: Member, conversation_id: str) -> None:
         await gate.check(member.id, member.role.name, member.timezone())
 
 
-@hookimpl
-def skald_pages() -> list[Page]:
-    return [
-        Page(
-            path="/usage",
-            title="nav.usage",
-            order=55,
-            module="plugins/usage/usage.js",
-            component="UsagePage",
-            icon="plugins/usage/chart.svg",
-            testid="nav-usage",
-            full_only=True,
-            say_not_allowed=True,
-        )
-    ]
-
-
-@hookimpl
-def skald_web_files() -> list[WebFiles]:
-    return [WebFiles("usage", feature_folder(__file__, "usage"))]
+WEB = FeatureWeb(__file__, "usage")
+WEB.page("/usage", "UsagePage", order=55, icon="plugins/usage/chart.svg", full_only=True)
+skald_pages = WEB.skald_pages
+skald_web_files = WEB.skald_web_files

@@ -22,7 +22,7 @@ import time
 import apsw
 import msgspec
 
-from skald.store.database import Database, fetch_one
+from skald.store.database import Database
 from skald.store.migrations import Feature, Migration
 
 _V1 = """
@@ -55,10 +55,8 @@ class Threads:
         self.db = db
 
     async def find(self, key: str) -> Thread | None:
-        found = await self.db.call(
-            lambda c: fetch_one(
-                c, "SELECT conversation_id, seen_seq FROM openai_threads WHERE key=?", (key,)
-            )
+        found = await self.db.fetch_one(
+            "SELECT conversation_id, seen_seq FROM openai_threads WHERE key=?", (key,)
         )
         return None if found is None else Thread(conversation_id=found[0], seen_seq=found[1])
 
