@@ -3960,16 +3960,6 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a role edit or a deactivation reaches the member's turns only after two seconds",
     ),
     Mutant(
-        "BT1",
-        "a turn begun during its setup",
-        "skald/core/hub.py",
-        "            if not await history.begun_stored():\n",
-        "            if True:\n",
-        ("tests/test_chat.py",),
-        keyword="without_a_usable_model",
-        why="a message whose turn could not start is stored twice",
-    ),
-    Mutant(
         "CLM1",
         "a message's claim",
         "skald/core/hub.py",

@@ -31,8 +31,7 @@ def _kind(name: str) -> str:
 class TripCounter:
     """Counts `Database._submit` (the one way work reaches a database thread) by
     database, and notes the count when the model request leaves; `Database.send`'s
-    (work sent ahead: the turn does not wait for it where it is sent) are counted again
-    in `unwaited`.
+    (work the turn does not wait for) are counted again in `unwaited`.
 
     Only work done in the context where `counting` was set is counted: the request runs
     in the test's task (httpx's ASGI transport), and the tasks it starts (the
@@ -56,10 +55,10 @@ class TripCounter:
                 self.callers.append(f"{_kind(db.name)}: {getattr(fn, '__qualname__', fn)}")
             return submit(db, fn)
 
-        def sent(db: Database, fn: Any, **kwargs: Any) -> Any:
+        def sent(db: Database, fn: Any) -> Any:
             if self.counting.get():
                 self.unwaited[_kind(db.name)] += 1
-            return send(db, fn, **kwargs)
+            return send(db, fn)
 
         @asynccontextmanager
         async def noted(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -123,16 +122,15 @@ async def test_a_chat_turn_makes_a_pinned_number_of_database_round_trips(
     # profile with its directory and supervisors (0, people: kept), the two memory
     # indexes (0: kept while no note was written), the spending caps (0, usage: that
     # none applies is kept while no cap is written) with the turn's count (1, sent and
-    # never waited for: skald/features/usage/caps.py); the message's claim, which proves
-    # the conversation is theirs, marks it running and names it in one transaction, and
-    # whose mark and copy the runner takes as its own (1, skald/core/hub.py), whether
-    # the conversation is a project's (0, projects: kept) and the user message stored
-    # with the history read back (1, sent when the setup starts and waited for by the
-    # loop's start_turn: OwnerHistory.begin_turn).
+    # not waited for: skald/features/usage/caps.py); the message's claim, which proves the conversation is
+    # theirs, marks it running and names it in one transaction, and whose mark and copy
+    # the runner takes as its own (1, skald/core/hub.py), whether the conversation is a
+    # project's (0, projects: kept) and the user message stored with the history read
+    # back (1).
     # `POST /api/chat` (this test's door, issue 28) tells which files the turn wrote from
     # the turn's own finished calls: no read of the history before or after (0).
     assert counter.at_request[0] == Counter(registry=1, owner=2), trace
-    assert counter.unwaited_at_request[0] == Counter(registry=1, owner=1), trace
+    assert counter.unwaited_at_request[0] == Counter(registry=1), trace
     # The whole turn adds the usage row in each database and the answer and the idle
     # status in the member's, and the request log's keep (requestlog: one transaction in
     # the member's database that writes the payload only when they opted in).

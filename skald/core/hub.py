@@ -157,10 +157,6 @@ class ConversationRunner:
                 job.message = Message(
                     role="user", content=[*job.message.content, TextPart(text=before.append)]
                 )
-        if job.kind == "turn" and job.message is not None:
-            # Stored (with the history read back) while the setup runs: the loop's
-            # start_turn takes that answer instead of a trip of its own.
-            history.begin_turn(job.message)
         try:
             setup = await self.hub.setup_factory(conversation, needs)
         except SkaldError as exc:
@@ -218,8 +214,7 @@ class ConversationRunner:
         error = str(exc)
         code = exc.kind if isinstance(exc, LlmError) else exc.code
         if job.message is not None:
-            if not await history.begun_stored():
-                await history.append(job.message)
+            await history.append(job.message)
             why = Interruption(code=code, detail=error)
             await history.append(Message(role="assistant", interrupted=why))
         await self._sink(

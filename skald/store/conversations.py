@@ -7,10 +7,9 @@ the API read and write about conversations (tabs, status, usage, the history for
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import apsw
@@ -531,8 +530,6 @@ class OwnerHistory:
         self._conversation_id = conversation_id
         # Set by the hub before a turn: attachments of the next user message.
         self.pending_attachments: list[Attachment] = []
-        # `begin_turn`'s message and its transaction, on its way.
-        self._begun: tuple[Message, asyncio.Future[list[Message] | None]] | None = None
 
     @property
     def conversation_id(self) -> str:
@@ -664,9 +661,9 @@ class OwnerHistory:
     async def load(self) -> list[Message]:
         return await self.db.call(self._load)
 
-    def _start(
-        self, message: Message, attachments: list[Attachment]
-    ) -> Callable[[apsw.Connection], list[Message] | None]:
+    async def start_turn(self, message: Message) -> list[Message] | None:
+        attachments = self.pending_attachments
+
         def q(c: apsw.Connection) -> list[Message] | None:
             open_call = fetch_one(
                 c,
@@ -679,35 +676,7 @@ class OwnerHistory:
             self._insert(c, message, attachments)
             return self._load(c)
 
-        return q
-
-    def begin_turn(self, message: Message) -> None:
-        """Send `start_turn(message)`'s transaction now, without waiting for it: the chat
-        runner sets the turn up meanwhile, and the loop's `start_turn` with this very
-        message then takes its answer (the message is still stored before any model
-        call). A turn that never starts settles it with `begun_stored`."""
-        work = self._start(message, self.pending_attachments)
-        self._begun = (message, self.db.send(work, transaction=True))
-
-    async def begun_stored(self) -> bool:
-        """Whether a begun turn's message was stored (False when none was begun, or a
-        call was open); it is then no longer pending."""
-        begun, self._begun = self._begun, None
-        if begun is None:
-            return False
-        stored = await begun[1] is not None
-        if stored:
-            self.pending_attachments = []
-        return stored
-
-    async def start_turn(self, message: Message) -> list[Message] | None:
-        begun, self._begun = self._begun, None
-        if begun is not None and begun[0] is message:
-            loaded = await begun[1]
-        else:
-            if begun is not None:  # not this message's: let it land before this one
-                await begun[1]
-            loaded = await self.db.transaction(self._start(message, self.pending_attachments))
+        loaded = await self.db.transaction(q)
         if loaded is not None:
             self.pending_attachments = []
         return loaded

@@ -182,14 +182,10 @@ class Database:
         """Run `fn(connection)` on the database thread and return its result."""
         return await asyncio.wrap_future(self._submit(fn))
 
-    def send(
-        self, fn: Callable[[apsw.Connection], T], *, transaction: bool = False
-    ) -> asyncio.Future[T]:
-        """`call` (or `transaction`), queued on the database thread now (before any work
-        submitted after it returns), for a caller that does not wait for it at once.
-        Raises DatabaseClosedError at once on a closed database."""
-        if transaction:
-            return asyncio.wrap_future(self._submit(lambda conn: run_in_transaction(conn, fn)))
+    def send(self, fn: Callable[[apsw.Connection], T]) -> asyncio.Future[T]:
+        """`call`, queued on the database thread now (before any work submitted after it
+        returns), for a caller that does not wait for it. Raises DatabaseClosedError at
+        once on a closed database."""
         return asyncio.wrap_future(self._submit(fn))
 
     async def fetch_one(self, sql: str, params: Any = ()) -> tuple[Any, ...] | None:
