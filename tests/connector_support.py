@@ -17,6 +17,7 @@ from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
 from skald.features.connectors.supervisor import ConnectorInstance
+from skald.store.inbox import InboxItem
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "mcp_servers"
@@ -73,6 +74,18 @@ async def installed_for_ada(
         await c.store.set_active(name, household["ada"], True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     return household["ada"]
+
+
+async def pending(runtime: Runtime, owner: str, seconds: float = 10.0) -> list[InboxItem]:
+    """What waits in `owner`'s Inbox once anything does (empty after `seconds`)."""
+    mine = runtime.user_runtimes[owner]
+    found: list[InboxItem] = []
+    for _ in range(int(seconds * 20)):
+        found = await mine.inbox.pending()
+        if found:
+            break
+        await asyncio.sleep(0.05)
+    return found
 
 
 async def in_state(

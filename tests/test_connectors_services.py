@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 from conftest import PASSWORD
-from connector_support import simple_feed
+from connector_support import in_state, simple_feed
 
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
@@ -87,14 +87,7 @@ async def test_a_connector_that_keeps_failing_gives_up_and_its_service_says_why(
     await c.installer.install(c.feed(), "clock")
     await c.store.set_active("clock", household["ada"], True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    sup = c.supervisor
-    assert sup is not None
-    for _ in range(300):
-        inst = sup.instances.get(("", "clock"))
-        if inst is not None and inst.state == "failed":
-            break
-        await asyncio.sleep(0.1)
-    assert inst is not None and inst.state == "failed"
+    inst = await in_state(runtime, "", "clock", "failed")
     # Not restarted any more: the runner says it stopped, and why; nothing is degraded.
     [health] = [h for h in runtime.service_health() if h.name == "connector:clock"]
     assert health.state == "stopped" and health.reason is not None
