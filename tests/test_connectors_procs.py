@@ -18,14 +18,13 @@ from conftest import PASSWORD
 from connector_support import python_connector
 from connector_support import running as until_running
 from docker.errors import NotFound
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, wait_until
 from sandbox_support import (  # noqa: F401
     docker_client,
     docker_fixture,
     remove_instance_containers,
     sandbox_runtime_fixture,
 )
-from test_chat_recovery import _wait_for
 
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
@@ -153,12 +152,12 @@ def test_after_a_kill_9_the_next_start_kills_what_the_connector_left_in_the_cont
             if u["username"] == ADMIN
         )
         name = f"skald-{instance}-{admin_id}"
-        _wait_for(lambda: "sleep 1000" in _safe_leftovers(docker, name), timeout=120)
+        wait_until(lambda: "sleep 1000" in _safe_leftovers(docker, name), 120)
         srv.stop(signal.SIGKILL)
         # The crash killed nothing in the container: the escapee runs on, unowned.
         assert "sleep 1000" in leftovers(docker, name)
         srv.start()  # nobody signs in: the start alone sweeps
-        _wait_for(lambda: leftovers(docker, name) == [], timeout=60)
+        wait_until(lambda: leftovers(docker, name) == [], 60)
     finally:
         srv.close()
         instance = read_instance_id(DataLayout(srv.data).system_db)
@@ -240,6 +239,20 @@ def started(docker: Any, container: str) -> bool:
     return bool(docker.containers.get(container).exec_run(probe).exit_code == 0)
 
 
+async def _install_started(runtime: Runtime, ada: str, docker: Any) -> str:
+    """ada's data unlocked; her container, once the install of her connectors' dependencies
+    has started in it."""
+    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    assert runtime.sandbox is not None
+    container = None
+    async with asyncio.timeout(120):
+        while container is None:
+            container = await runtime.sandbox.container_id(ada)
+            await asyncio.sleep(0.2)
+    await _until(lambda: started(docker, container), seconds=120)
+    return container
+
+
 async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_one_finishes(
     sandbox_runtime: Runtime, tmp_path: Path, docker: Any
 ) -> None:
@@ -249,14 +262,7 @@ async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_
     c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed")))
     await c.installer.install(c.feed(), "slowdeps")
     await c.store.set_active("slowdeps", ada, True)
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    assert runtime.sandbox is not None
-    container = None
-    async with asyncio.timeout(120):
-        while container is None:
-            container = await runtime.sandbox.container_id(ada)
-            await asyncio.sleep(0.2)
-    await _until(lambda: started(docker, container), seconds=120)
+    container = await _install_started(runtime, ada, docker)
     assert await asyncio.to_thread(installing, docker, container) != []
     # The member locks mid-install: the install dies with her instance, in the container.
     await runtime.lock(ada)
@@ -282,14 +288,7 @@ async def test_two_installs_of_one_dependency_folder_take_turns_under_its_lock(
         await c.store.set_active(name, ada, True)
     hashes = {(await c.store.require(n)).manifest["_deps_hash"] for n in names}
     assert len(hashes) == 1  # the same requirements: one folder
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    assert runtime.sandbox is not None
-    container = None
-    async with asyncio.timeout(120):
-        while container is None:
-            container = await runtime.sandbox.container_id(ada)
-            await asyncio.sleep(0.2)
-    await _until(lambda: started(docker, container), seconds=120)
+    container = await _install_started(runtime, ada, docker)
 
     def both_at_the_lock() -> bool:
         return sum(line.startswith("flock") for line in installing(docker, container)) >= 2
