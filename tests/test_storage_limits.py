@@ -15,15 +15,22 @@ from typing import Any
 
 import apsw
 import httpx
-import msgspec
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client, MakeClient, admin_adds_models, post_chat, signed_in
+from conftest import (
+    PASSWORD,
+    TEST_ENV,
+    Client,
+    MakeClient,
+    admin_adds_models,
+    post_chat,
+    set_quota,
+    signed_in,
+)
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
+from tool_support import CTX
 
-from skald.agent import CancelScope, ToolContext
-from skald.agent.events import Event
 from skald.agent.history import project
 from skald.api.app import create_app
 from skald.config import load_config
@@ -41,24 +48,6 @@ from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.database import WAL_SIZE_LIMIT, fetch_all, fetch_one, open_plain
 from skald.store.registry import Registry
-
-
-def ignore(event: Event) -> None:
-    pass
-
-
-CTX = ToolContext(
-    conversation_id="conv", call_id="call_1", depth=0, cancel=CancelScope(), sink=ignore
-)
-
-
-async def set_quota(runtime: Runtime, role_name: str, mb: int | None) -> None:
-    role = await runtime.core.registry.get_role(role_name)
-    assert role is not None
-    attrs = msgspec.structs.replace(role.attributes, storage_quota_mb=mb)
-    await runtime.core.registry.save_role(
-        msgspec.structs.replace(role, attributes=attrs), create=False
-    )
 
 
 async def member(runtime: Runtime, name: str) -> UserRuntime:
