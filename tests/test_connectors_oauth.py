@@ -5,19 +5,17 @@ connector as a header, refreshed when it expires; tokens never in an API answer.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import msgspec
 from conftest import MakeClient, signed_in
-from connector_support import SERVERS, simple_feed
-from mcp_support import child_env, free_port, wait_listening
+from connector_support import SERVERS, in_state, simple_feed
+from mcp_support import free_port, serving
 from oauth_double import CLIENT_ID, OAuthDouble
 
 from skald.agent import CancelScope, ToolContext
@@ -139,31 +137,8 @@ async def test_a_pasted_back_code_signs_in_and_a_wrong_one_is_refused(
 def oauth_mcp_server(issuer: str) -> Iterator[str]:
     """tests/mcp_servers/oauth_server.py: the official SDK, bearer tokens required."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVERS / "oauth_server.py"), str(port), issuer],
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_listening(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-async def _state(runtime: Runtime, owner: str, name: str, *states: str) -> ConnectorInstance:
-    sup = service.require(runtime.server).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(300):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state in states:
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never reached {states}: {inst and list(inst.events)}")
+    with serving(port, SERVERS / "oauth_server.py", str(port), issuer) as url:
+        yield url
 
 
 async def _whoami(runtime: Runtime, owner: str) -> str:
@@ -178,28 +153,31 @@ async def _whoami(runtime: Runtime, owner: str) -> str:
     return result.content
 
 
+async def _install_remote(
+    runtime: Runtime, tmp_path: Path, url: str, **fields: Any
+) -> service.Connectors:
+    """The personal connector `remote`, the MCP server at `url` that asks for MCP's own
+    authorization, installed from a feed (with these `[connectors]` `fields`)."""
+    feed = simple_feed(
+        tmp_path / "feed",
+        ("remote",),
+        remote={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "oauth2"}},
+    )
+    c = service.require(runtime.server)
+    c.config = msgspec.structs.replace(c.config, feed=str(feed), **fields)
+    await c.installer.install(c.feed(), "remote")
+    return c
+
+
 async def test_a_remote_server_with_mcp_oauth_is_signed_in_from_the_page_and_called(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     with OAuthDouble() as provider, oauth_mcp_server(provider.base) as url:
-        feed = simple_feed(
-            tmp_path / "feed",
-            ("remote",),
-            remote={
-                "scope": "personal",
-                "transport": "http",
-                "url": url,
-                "auth": {"type": "oauth2"},
-            },
-        )
-        c = service.require(runtime.server)
-        c.config = msgspec.structs.replace(c.config, feed=str(feed), max_restarts=0)
-        await c.installer.install(c.feed(), "remote")
-        ada = await make_client()
-        await ada.login("ada")
+        c = await _install_remote(runtime, tmp_path, url, max_restarts=0)
+        ada = await signed_in(make_client, "ada")
         assert (await ada.call("POST", "/api/connectors/remote/activate")).status_code == 200
         # Not signed in yet: the card says where to sign in, not "HTTP 401".
-        inst = await _state(runtime, household["ada"], "remote", "failed")
+        inst = await in_state(runtime, household["ada"], "remote", "failed")
         assert inst.last_error == "sign in to remote from the Connectors page"
         card = (await ada.call("GET", "/api/connectors/remote")).json()
         assert card["auth"] == "oauth2" and card["signed_in"] is False
@@ -219,7 +197,7 @@ async def test_a_remote_server_with_mcp_oauth_is_signed_in_from_the_page_and_cal
         assert card["signed_in"] is True and "at-1" not in str(card)
 
         # Running with the token, and called the way the model calls it.
-        await _state(runtime, household["ada"], "remote", "running")
+        await in_state(runtime, household["ada"], "remote", "running")
         assert await _whoami(runtime, household["ada"]) == "called with token 1"
 
         # The server stops accepting the token before it expires: one refresh on the
@@ -239,26 +217,13 @@ async def test_an_access_token_about_to_expire_is_refreshed_before_the_request(
 ) -> None:
     # 20 s of life is inside the client's 30 s margin: every request refreshes first.
     with OAuthDouble(expires_in=20) as provider, oauth_mcp_server(provider.base) as url:
-        feed = simple_feed(
-            tmp_path / "feed",
-            ("remote",),
-            remote={
-                "scope": "personal",
-                "transport": "http",
-                "url": url,
-                "auth": {"type": "oauth2"},
-            },
-        )
-        c = service.require(runtime.server)
-        c.config = msgspec.structs.replace(c.config, feed=str(feed))
-        await c.installer.install(c.feed(), "remote")
-        ada = await make_client()
-        await ada.login("ada")
+        await _install_remote(runtime, tmp_path, url)
+        ada = await signed_in(make_client, "ada")
         start = (await ada.call("POST", "/api/connectors/remote/oauth/start")).json()
         location, _ = await _authorize(start["url"])
         await ada.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
         assert (await ada.call("POST", "/api/connectors/remote/activate")).status_code == 200
-        await _state(runtime, household["ada"], "remote", "running")
+        await in_state(runtime, household["ada"], "remote", "running")
         before = len(provider.token_requests)
         text = await _whoami(runtime, household["ada"])
         assert provider.token_requests[before]["grant_type"] == "refresh_token"
