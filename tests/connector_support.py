@@ -16,7 +16,7 @@ from conftest import PASSWORD
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
-from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.supervisor import ConnectorInstance, Launch
 from skald.store.inbox import InboxItem
 
 HERE = Path(__file__).resolve().parent
@@ -49,6 +49,15 @@ def simple_feed(root: Path, names: tuple[str, ...] = ("clock",), **extra: Any) -
         python_connector(root, name, "clock_server.py", extra=extra.get(name))
     write_index(root, 1)
     return root
+
+
+def oauth_remote(url: str = "http://127.0.0.1:9/mcp", **oauth: Any) -> dict[str, Any]:
+    """The manifest fields of a personal remote connector (streamable HTTP at `url`) that
+    signs in with OAuth 2: the `oauth` block given, or MCP's own authorization if none."""
+    auth: dict[str, Any] = {"type": "oauth2"}
+    if oauth:
+        auth["oauth"] = oauth
+    return {"scope": "personal", "transport": "http", "url": url, "auth": auth}
 
 
 def on_host(runtime: Runtime, feed: Path | str | None = None, **fields: Any) -> service.Connectors:
@@ -86,6 +95,17 @@ async def pending(runtime: Runtime, owner: str, seconds: float = 10.0) -> list[I
             break
         await asyncio.sleep(0.05)
     return found
+
+
+async def launched(runtime: Runtime, owner: str, name: str) -> tuple[ConnectorInstance, Launch]:
+    """A new instance of connector `name` for `owner` (a member whose data is open) and
+    what the supervisor would launch it with: (the instance, the launch)."""
+    c = service.require(runtime.server)
+    sup = c.supervisor
+    assert sup is not None
+    inst = ConnectorInstance(sup, owner, await c.store.require(name))
+    sup.members.setdefault(owner, runtime.user_runtimes[owner].facade)
+    return inst, await sup.launch_for(inst)
 
 
 async def in_state(
