@@ -72,15 +72,25 @@ def on_host(runtime: Runtime, feed: Path | str | None = None, **fields: Any) -> 
     return c
 
 
-async def installed_for_ada(
-    runtime: Runtime, household: dict[str, str], feed: Path, *names: str
-) -> str:
-    """`names` installed from `feed` (on the host, `on_host`) and switched on for ada,
-    whose data is then unlocked; her user id."""
-    c = on_host(runtime, feed)
+async def switched_on(
+    runtime: Runtime, owner: str, feed: Path | str, *names: str, **fields: Any
+) -> service.Connectors:
+    """`names` installed from `feed` and switched on for `owner`, with any other
+    `[connectors]` `fields` given; the connectors service."""
+    c = service.require(runtime.server)
+    c.config = msgspec.structs.replace(c.config, feed=str(feed), **fields)
     for name in names:
         await c.installer.install(c.feed(), name)
-        await c.store.set_active(name, household["ada"], True)
+        await c.store.set_active(name, owner, True)
+    return c
+
+
+async def installed_for_ada(
+    runtime: Runtime, household: dict[str, str], feed: Path, *names: str, **fields: Any
+) -> str:
+    """`names` installed from `feed` (on the host, `on_host`, with any other `fields`) and
+    switched on for ada, whose data is then unlocked; her user id."""
+    await switched_on(runtime, household["ada"], feed, *names, household_on_host=True, **fields)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     return household["ada"]
 

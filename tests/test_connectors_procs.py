@@ -12,10 +12,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from conftest import PASSWORD
-from connector_support import python_connector
+from connector_support import python_connector, switched_on
 from connector_support import running as until_running
 from docker.errors import NotFound
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, wait_until
@@ -61,10 +60,7 @@ async def _switched_on(runtime: Runtime, tmp_path: Path, docker: Any) -> tuple[s
     """ada's escape connector running in her container; (her id, the container)."""
     created = await runtime.core.users.create("ada", PASSWORD, "admin")
     ada = created.user.id
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(escape_feed(tmp_path / "feed")))
-    await c.installer.install(c.feed(), "escape")
-    await c.store.set_active("escape", ada, True)
+    await switched_on(runtime, ada, escape_feed(tmp_path / "feed"), "escape")
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     await until_running(runtime, ada, "escape", 60)
     assert runtime.sandbox is not None
@@ -258,10 +254,7 @@ async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_
 ) -> None:
     runtime = sandbox_runtime
     ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed")))
-    await c.installer.install(c.feed(), "slowdeps")
-    await c.store.set_active("slowdeps", ada, True)
+    c = await switched_on(runtime, ada, slow_deps_feed(tmp_path / "feed"), "slowdeps")
     container = await _install_started(runtime, ada, docker)
     assert await asyncio.to_thread(installing, docker, container) != []
     # The member locks mid-install: the install dies with her instance, in the container.
@@ -281,11 +274,7 @@ async def test_two_installs_of_one_dependency_folder_take_turns_under_its_lock(
     runtime = sandbox_runtime
     names = ("slowdeps", "slowtwin")
     ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed", names)))
-    for name in names:
-        await c.installer.install(c.feed(), name)
-        await c.store.set_active(name, ada, True)
+    c = await switched_on(runtime, ada, slow_deps_feed(tmp_path / "feed", names), *names)
     hashes = {(await c.store.require(n)).manifest["_deps_hash"] for n in names}
     assert len(hashes) == 1  # the same requirements: one folder
     container = await _install_started(runtime, ada, docker)
