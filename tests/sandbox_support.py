@@ -24,6 +24,7 @@ from skald.sandbox.client import DockerUnavailable, connect
 from skald.sandbox.execute import CommandResult, run_command
 from skald.sandbox.image import has_image, image_tag
 from skald.sandbox.manager import LABEL_INSTANCE, SandboxManager
+from skald.store.rows import Role, User
 
 SANDBOX_ENV = {**TEST_ENV, "SKALD_SANDBOX_ENABLED": "true", "SKALD_SANDBOX_MEMORY_MB": "512"}
 
@@ -90,6 +91,17 @@ async def sandbox_ready(rt: Runtime, docker: Any) -> AsyncIterator[None]:
     finally:
         await rt.shutdown()
         await asyncio.to_thread(remove_instance_containers, docker, instance)
+
+
+async def new_member_container(
+    rt: Runtime, name: str, role_name: str = "member"
+) -> tuple[User, Role, str]:
+    """A new account `name` in `role_name`, and its container, made: (its row, its role,
+    the container's id)."""
+    assert rt.sandbox is not None
+    created = await rt.core.users.create(name, PASSWORD, role_name)
+    user, role = await rt.member(created.user.id)
+    return user, role, await rt.sandbox.ensure(user, role)
 
 
 async def run_in_sandbox(rt: Runtime, user_id: str, command: str, **kw: Any) -> CommandResult:

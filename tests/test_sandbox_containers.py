@@ -16,6 +16,7 @@ from docker import errors as docker_errors
 from sandbox_support import (  # noqa: F401
     as_service_account,
     docker_fixture,
+    new_member_container,
     remove_instance_containers,
     run_in_sandbox,
     sandbox_runtime_fixture,
@@ -152,9 +153,8 @@ async def test_members_sandboxes_cannot_reach_each_other(
 async def test_probe_lists_the_usual_commands(sandbox_runtime: Runtime) -> None:
     rt = sandbox_runtime
     assert rt.sandbox is not None
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-    found = await probe(rt.sandbox, await rt.sandbox.ensure(user, role))
+    _, _, cid = await new_member_container(rt, "ada")
+    found = await probe(rt.sandbox, cid)
     for name in ("python3", "node", "git", "rg", "ffmpeg", "convert", "pdftotext", "tesseract"):
         assert name in found
     assert "cargo" not in found
@@ -165,9 +165,7 @@ async def test_drift_recreates_and_unchanged_is_reused(
 ) -> None:
     rt = sandbox_runtime
     assert rt.sandbox is not None
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-    first = await rt.sandbox.ensure(user, role)
+    user, role, first = await new_member_container(rt, "ada")
     assert await rt.sandbox.ensure(user, role) == first  # unchanged: the same container
 
     # Stopped (e.g. by a daemon restart): started again, still the same container.

@@ -28,7 +28,11 @@ from conftest import (
 )
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
-from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
+from sandbox_support import (  # noqa: F401
+    docker_fixture,
+    new_member_container,
+    sandbox_runtime_fixture,
+)
 from tool_support import CTX
 
 from skald.agent.history import project
@@ -374,9 +378,7 @@ async def test_the_guard_pauses_sandboxes_under_the_reserve_and_resumes_them_abo
 ) -> None:
     rt = sandbox_runtime
     assert rt.sandbox is not None
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-    container_id = await rt.sandbox.ensure(user, role)
+    user, role, container_id = await new_member_container(rt, "ada")
     ada = await member(rt, "ada")
     failed, text = await run(ada, "execute_cmd", command="echo before")
     assert not failed and "before" in text, text
@@ -391,9 +393,7 @@ async def test_the_guard_pauses_sandboxes_under_the_reserve_and_resumes_them_abo
     assert await rt.sandbox.ensure(user, role) == container_id
     assert docker.containers.get(container_id).status == "paused"
     # A sandbox made while the disk is low (a login) is paused at the next look.
-    tim = await rt.core.users.create("tim", PASSWORD, "children")
-    tim_user, tim_role = await rt.member(tim.user.id)
-    tim_container = await rt.sandbox.ensure(tim_user, tim_role)
+    _, _, tim_container = await new_member_container(rt, "tim", "children")
     assert docker.containers.get(tim_container).status == "running"
     await rt.storage_guard.tick()
     assert docker.containers.get(tim_container).status == "paused"
