@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import structlog
 from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401  (registers the `fake_llm` fixture)
 from ui_support import browser_fixture, fake_fixture  # noqa: F401  (the browser tests' `browser`, `fake`)
 
 from skald.api.app import create_app
+from skald.cli import main
 from skald.config import load_config
 from skald.core.keys import TEST_KDF
 from skald.core.runtime import Runtime
@@ -204,6 +206,33 @@ class Client:
 MakeClient = Callable[[], Awaitable[Client]]
 
 
+def asgi_scope(
+    client: Client, method: str, path: str, query: str, *headers: tuple[bytes, bytes]
+) -> dict[str, Any]:
+    """The ASGI scope of a request of the signed-in `client` (its session cookie, and
+    `headers`), for a test that calls the app itself to see every message it sends or
+    receives (httpx's in-process transport joins the bodies)."""
+    token = client.http.cookies["skald_session"]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"cookie", f"skald_session={token}".encode()),
+            *headers,
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+
+
 async def signed_in(make_client: MakeClient, username: str, password: str = PASSWORD) -> Client:
     """A new client (from the `make_client` fixture) signed in as `username`."""
     client = await make_client()
@@ -226,6 +255,16 @@ async def add_models(
         )
         out.append(row.id)
     return out
+
+
+async def set_quota(runtime: Runtime, role_name: str, mb: int | None) -> None:
+    """The role's storage quota, in MB (None: the instance default)."""
+    role = await runtime.core.registry.get_role(role_name)
+    assert role is not None
+    attrs = msgspec.structs.replace(role.attributes, storage_quota_mb=mb)
+    await runtime.core.registry.save_role(
+        msgspec.structs.replace(role, attributes=attrs), create=False
+    )
 
 
 async def admin_adds_models(
@@ -326,6 +365,26 @@ async def llm(runtime: Runtime, fake_llm: FakeLLM) -> FakeLLM:
     """`fake_llm`, added as the runtime's one model, `model-a` (see `add_models`)."""
     await add_models(runtime, fake_llm, "model-a")
     return fake_llm
+
+
+Cli = Callable[..., int]
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    """`skald --data <tmp_path>/data ARGV...` run in this process on the light KDF, given
+    `stdin` (its output dropped); its exit code."""
+    environ = {"HOME": str(tmp_path), "SKALD_SECURITY_KDF_PROFILE": "test"}
+
+    def run(*argv: str, stdin: str = "") -> int:
+        return main(
+            ["--data", str(tmp_path / "data"), *argv],
+            environ=environ,
+            stdin=io.StringIO(stdin),
+            stdout=io.StringIO(),
+        )
+
+    return run
 
 
 @pytest.fixture

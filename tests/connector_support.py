@@ -16,7 +16,8 @@ from conftest import PASSWORD
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
-from skald.features.connectors.supervisor import ConnectorInstance
+from skald.features.connectors.supervisor import ConnectorInstance, Launch
+from skald.store.inbox import InboxItem
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "mcp_servers"
@@ -50,6 +51,15 @@ def simple_feed(root: Path, names: tuple[str, ...] = ("clock",), **extra: Any) -
     return root
 
 
+def oauth_remote(url: str = "http://127.0.0.1:9/mcp", **oauth: Any) -> dict[str, Any]:
+    """The manifest fields of a personal remote connector (streamable HTTP at `url`) that
+    signs in with OAuth 2: the `oauth` block given, or MCP's own authorization if none."""
+    auth: dict[str, Any] = {"type": "oauth2"}
+    if oauth:
+        auth["oauth"] = oauth
+    return {"scope": "personal", "transport": "http", "url": url, "auth": auth}
+
+
 def on_host(runtime: Runtime, feed: Path | str | None = None, **fields: Any) -> service.Connectors:
     """The runtime's connectors service for a test that does not test boxes: household
     connectors run on the host (`household_on_host`; the test servers need this Python's
@@ -62,17 +72,50 @@ def on_host(runtime: Runtime, feed: Path | str | None = None, **fields: Any) -> 
     return c
 
 
-async def installed_for_ada(
-    runtime: Runtime, household: dict[str, str], feed: Path, *names: str
-) -> str:
-    """`names` installed from `feed` (on the host, `on_host`) and switched on for ada,
-    whose data is then unlocked; her user id."""
-    c = on_host(runtime, feed)
+async def switched_on(
+    runtime: Runtime, owner: str, feed: Path | str, *names: str, **fields: Any
+) -> service.Connectors:
+    """`names` installed from `feed` and switched on for `owner`, with any other
+    `[connectors]` `fields` given; the connectors service."""
+    c = service.require(runtime.server)
+    c.config = msgspec.structs.replace(c.config, feed=str(feed), **fields)
     for name in names:
         await c.installer.install(c.feed(), name)
-        await c.store.set_active(name, household["ada"], True)
+        await c.store.set_active(name, owner, True)
+    return c
+
+
+async def installed_for_ada(
+    runtime: Runtime, household: dict[str, str], feed: Path, *names: str, **fields: Any
+) -> str:
+    """`names` installed from `feed` (on the host, `on_host`, with any other `fields`) and
+    switched on for ada, whose data is then unlocked; her user id."""
+    await switched_on(runtime, household["ada"], feed, *names, household_on_host=True, **fields)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     return household["ada"]
+
+
+async def pending(runtime: Runtime, owner: str, seconds: float = 10.0) -> list[InboxItem]:
+    """What waits in `owner`'s Inbox once anything does (empty after `seconds`)."""
+    mine = runtime.user_runtimes[owner]
+    found: list[InboxItem] = []
+    for _ in range(int(seconds * 20)):
+        found = await mine.inbox.pending()
+        if found:
+            break
+        await asyncio.sleep(0.05)
+    return found
+
+
+async def launched(runtime: Runtime, owner: str, name: str) -> tuple[ConnectorInstance, Launch]:
+    """A new instance of connector `name` for `owner` (a member whose data is open) and
+    what the supervisor would launch it with: (the instance, the launch)."""
+    c = service.require(runtime.server)
+    sup = c.supervisor
+    assert sup is not None
+    inst = ConnectorInstance(sup, owner, await c.store.require(name))
+    sup.members.setdefault(owner, runtime.user_runtimes[owner].facade)
+    return inst, await sup.launch_for(inst)
 
 
 async def in_state(

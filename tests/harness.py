@@ -10,14 +10,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 ADMIN = "mum"
 ADMIN_PW = "mum's long password"
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -39,6 +41,20 @@ def skald_env(home: Path, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def wait_until(
+    what: Callable[[], T], seconds: float = 60.0, show: Callable[[], object] | None = None
+) -> T:
+    """What `what()` answers once that is true (asked every tenth of a second); after
+    `seconds`, an AssertionError naming `what` and, given `show`, what it answers."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if found := what():
+            return found
+        time.sleep(0.1)
+    shown = f": {show()}" if show else ""
+    raise AssertionError(f"timed out waiting for {getattr(what, '__name__', what)}{shown}")
 
 
 def run_cli(
@@ -115,6 +131,11 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def own_log(self, last: int) -> str:
+        """The last `last` lines of the server's log but for the request log's."""
+        lines = [line for line in self.log().splitlines() if '"skald.http"' not in line]
+        return "\n".join(lines[-last:])
+
     def setup_token(self) -> str:
         return (self.data / "setup-token").read_text().strip()
 
@@ -133,14 +154,18 @@ class ServerProcess:
 
 @contextlib.contextmanager
 def household(
-    root: Path, *people: tuple[str, str], role: str = "member", **env_extra: str
+    root: Path, *people: tuple[str, str], role: str = "member", config: str = "", **env_extra: str
 ) -> Iterator[ServerProcess]:
     """A running server with the administrator (`ADMIN`) and `people` (name, password)
-    in `role`; killed afterwards. The shape of most browser tests' `server` fixture."""
+    in `role`, and `config` (TOML) added to its config.toml; killed afterwards. The shape
+    of most browser tests' `server` fixture."""
     srv = ServerProcess(root, **env_extra)
     srv.create_admin()
     for name, password in people:
         srv.add_user(name, password, role)
+    if config:
+        with (srv.data / "config.toml").open("a", encoding="utf-8") as out:
+            out.write(f"\n{config}")
     srv.start()
     try:
         yield srv

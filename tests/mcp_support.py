@@ -221,23 +221,37 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-@contextlib.contextmanager
-def sdk_http(markers: Path, mode: str = "http") -> Iterator[str]:
-    """tests/mcp_servers/sdk_server.py over streamable HTTP on a free port; yields its URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SDK_SERVER), mode, str(markers), str(port)],
+def python_server(script: Path, *args: str) -> subprocess.Popen[bytes]:
+    """The Python test server `script` started with `args`: quiet, in a session of its
+    own, with nothing of our environment but `child_env`."""
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
         env=child_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+@contextlib.contextmanager
+def serving(port: int, script: Path, *args: str, path: str = "mcp") -> Iterator[str]:
+    """`python_server(script, *args)`, which listens on `port`, for the block; yields its
+    URL `http://127.0.0.1:{port}/{path}`, and kills it afterwards."""
+    proc = python_server(script, *args)
     try:
         wait_listening(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/{path}"
     finally:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def sdk_http(markers: Path, mode: str = "http") -> Iterator[str]:
+    """tests/mcp_servers/sdk_server.py over streamable HTTP on a free port; yields its URL."""
+    port = free_port()
+    with serving(port, SDK_SERVER, mode, str(markers), str(port)) as url:
+        yield url
 
 
 RICH_SERVER = HERE / "mcp_servers" / "rich_server.py"
@@ -248,19 +262,8 @@ def rich_http(mode: str = "sse") -> Iterator[str]:
     """tests/mcp_servers/rich_server.py on a free port: `sse` (the legacy HTTP+SSE
     transport; yields its /sse URL) or `http` (streamable HTTP; its /mcp URL)."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(RICH_SERVER), mode, str(port)],
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_listening(port, proc)
-        yield f"http://127.0.0.1:{port}/{'sse' if mode == 'sse' else 'mcp'}"
-    finally:
-        proc.kill()
-        proc.wait()
+    with serving(port, RICH_SERVER, mode, str(port), path="sse" if mode == "sse" else "mcp") as url:
+        yield url
 
 
 def rich_stdio() -> StdioTransport:

@@ -27,6 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import httpx
+
 CLIENT_ID = "skald-test-client"
 
 
@@ -191,3 +193,18 @@ class OAuthDouble:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+async def authorize(url: str) -> str:
+    """What the member's browser does at the provider: `url` followed to the redirect
+    back to Skald; that redirect as a path with its query (for a test client)."""
+    async with httpx.AsyncClient() as http:
+        r = await http.get(url, follow_redirects=False)
+    assert r.status_code == 302, r.text
+    back = urlsplit(r.headers["location"])
+    return back.path + "?" + back.query
+
+
+def code_of(back: str) -> str:
+    """The authorization code in a redirect back."""
+    return parse_qs(urlsplit(back).query)["code"][0]

@@ -5,6 +5,7 @@ are removed after each test (found by this test's instance label only)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 from collections.abc import AsyncIterator
@@ -12,15 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_ENV
+from conftest import PASSWORD, TEST_ENV
 from prerequisites import unavailable
 
-from skald.config import load_config
+from skald.assets import asset_dir
+from skald.config import SandboxConfig, load_config
 from skald.core.runtime import Runtime
 from skald.paths import DataLayout
 from skald.sandbox.client import DockerUnavailable, connect
+from skald.sandbox.execute import CommandResult, run_command
 from skald.sandbox.image import has_image, image_tag
 from skald.sandbox.manager import LABEL_INSTANCE, SandboxManager
+from skald.store.rows import Role, User
 
 SANDBOX_ENV = {**TEST_ENV, "SKALD_SANDBOX_ENABLED": "true", "SKALD_SANDBOX_MEMORY_MB": "512"}
 
@@ -70,15 +74,95 @@ async def sandbox_runtime_fixture(tmp_path: Path, docker: Any) -> AsyncIterator[
     """A booted runtime with the sandbox on, its watcher polling fast."""
     layout = DataLayout(tmp_path / "data")
     rt = await Runtime.boot(layout, load_config(layout.root, SANDBOX_ENV), announce=io.StringIO())
+    async with sandbox_ready(rt, docker):
+        yield rt
+
+
+@contextlib.asynccontextmanager
+async def sandbox_ready(rt: Runtime, docker: Any) -> AsyncIterator[None]:
+    """For the block: `rt` (booted with the sandbox on) once its sandbox is ready, its
+    watcher polling fast; then `rt` is shut down and its containers removed."""
     assert rt.sandbox is not None
     rt.sandbox.poll_s = 0.3
     instance = rt.sandbox.instance_id
     try:
         await wait_for(_ok(rt.sandbox), 30)
-        yield rt
+        yield
     finally:
         await rt.shutdown()
         await asyncio.to_thread(remove_instance_containers, docker, instance)
+
+
+async def new_member_container(
+    rt: Runtime, name: str, role_name: str = "member"
+) -> tuple[User, Role, str]:
+    """A new account `name` in `role_name`, and its container, made: (its row, its role,
+    the container's id)."""
+    assert rt.sandbox is not None
+    created = await rt.core.users.create(name, PASSWORD, role_name)
+    user, role = await rt.member(created.user.id)
+    return user, role, await rt.sandbox.ensure(user, role)
+
+
+async def run_in_sandbox(rt: Runtime, user_id: str, command: str, **kw: Any) -> CommandResult:
+    """`command` in the member's container (made if need be), from her home; 30 s and
+    64 KiB of output unless `kw` says otherwise."""
+    assert rt.sandbox is not None
+    user, role = await rt.member(user_id)
+    cid = await rt.sandbox.ensure(user, role)
+    kw.setdefault("workdir", "/home/skald")
+    kw.setdefault("timeout_s", 30)
+    kw.setdefault("max_bytes", 65536)
+    return await run_command(rt.sandbox, cid, command, **kw)
+
+
+@pytest.fixture(name="with_sandbox")
+async def with_sandbox_fixture(runtime: Runtime) -> Runtime:
+    """The runtime with a sandbox manager that never reaches Docker: enough for the tool
+    set and the prompt to offer `execute_cmd`, for a test of what is offered (a command
+    that got as far as the sandbox would fail, not be refused)."""
+    runtime.sandbox = SandboxManager(
+        runtime.config.sandbox,
+        instance_id="offline",
+        homes_dir=runtime.core.layout.homes_dir,
+        docs_dir=asset_dir("docs"),
+        members=runtime._sandbox_members,
+    )
+    return runtime
+
+
+@contextlib.asynccontextmanager
+async def as_service_account(
+    rt: Runtime, docker: Any, homes: Path, suffix: str
+) -> AsyncIterator[tuple[SandboxManager, str, str]]:
+    """A new member, ada, in her container of a second sandbox manager (instance id: the
+    runtime's and `suffix`; homes under `homes`) that runs members as uid 4321, as an
+    installed service account does, not as root: (the manager, her id, the container's).
+    Its containers are removed and it is closed afterwards."""
+    assert rt.sandbox is not None
+    created = await rt.core.users.create("ada", PASSWORD, "member")
+    user, role = await rt.member(created.user.id)
+
+    async def members() -> list[Any]:
+        return [(user, role)]
+
+    manager = SandboxManager(
+        SandboxConfig(memory_mb=256),
+        instance_id=f"{rt.sandbox.instance_id}{suffix}",
+        homes_dir=homes,
+        docs_dir=rt.sandbox.docs_dir,
+        members=members,
+        uid=4321,
+        gid=4321,
+    )
+    try:
+        assert await manager.check()
+        await asyncio.to_thread(manager._prepare_host_dirs, manager.spec_for(user, role))
+        os.chown(homes / user.id, 4321, 4321)
+        yield manager, user.id, await manager.ensure(user, role)
+    finally:
+        await asyncio.to_thread(remove_instance_containers, docker, manager.instance_id)
+        await manager.close()
 
 
 def _ok(manager: SandboxManager) -> Any:

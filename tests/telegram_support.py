@@ -53,6 +53,15 @@ async def bot(
     yield mum
 
 
+@pytest.fixture
+async def paired_ada(bot: Client, make_client: MakeClient, double: TelegramDouble) -> Client:
+    """ada signed in, with her chat (`ADA_TG`) paired (Telegram switched on: `bot`); her
+    client."""
+    ada = await signed_in(make_client, "ada")
+    await pair(double, ada, ADA_TG)
+    return ada
+
+
 def code_in(text: str) -> str:
     return text.split("enter this code: ", 1)[1].split()[0]
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
-from harness import Api, ServerProcess
+from conftest import PASSWORD, TEST_ENV, Cli, MakeClient, signed_in
+from harness import Api, ServerProcess, household
 from test_server import _next, _ws
 from websockets.exceptions import ConnectionClosed
 
-from skald.cli import main
 from skald.config import load_config
 from skald.core.runtime import Runtime
 from skald.errors import ConflictError
@@ -85,21 +85,11 @@ async def test_a_refused_account_change_changes_nothing(
 
 
 def test_cli_deactivation_without_a_server_deletes_the_accounts_sessions(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, cli: Cli, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import asyncio
 
     data = tmp_path / "data"
-    environ = {"HOME": str(tmp_path), "SKALD_SECURITY_KDF_PROFILE": "test"}
-
-    def cli(*argv: str, stdin: str = "") -> int:
-        return main(
-            ["--data", str(data), *argv],
-            environ=environ,
-            stdin=io.StringIO(stdin),
-            stdout=io.StringIO(),
-        )
-
     assert cli("setup", "--admin", "mum", "--password-stdin", stdin=PASSWORD + "\n") == 0
     assert cli("user", "add", "tim", "--role", "children", "--password-stdin", stdin=PW + "\n") == 0
 
@@ -130,13 +120,9 @@ def test_cli_deactivation_without_a_server_deletes_the_accounts_sessions(
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> ServerProcess:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user("ada", PW)
-    srv.start()
-    yield srv  # type: ignore[misc]
-    srv.close()
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    with household(tmp_path, ("ada", PW)) as srv:
+        yield srv
 
 
 def test_cli_deactivate_while_a_server_runs_closes_the_members_socket_and_session(

@@ -14,6 +14,7 @@ from test_agent_fakes import (
     call,
     calls,
     make_loop,
+    stopped_mid_stream,
     text,
     tool,
     tool_texts,
@@ -54,20 +55,22 @@ async def test_cancelling_a_scope_cancels_its_whole_subtree_only() -> None:
         late.check()
 
 
+async def _sleeps_until_cancelled(cancelled: asyncio.Event) -> None:
+    """Work that sleeps for an hour unless cancelled, which it notes in `cancelled`."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
 async def test_run_returns_the_result_or_cancels_the_work() -> None:
     scope = CancelScope()
     assert await scope.run(asyncio.sleep(0, result=42)) == 42
 
     cancelled = asyncio.Event()
 
-    async def forever() -> None:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    task = asyncio.create_task(scope.run(forever()))
+    task = asyncio.create_task(scope.run(_sleeps_until_cancelled(cancelled)))
     await asyncio.sleep(0.01)
     scope.cancel("enough")
     with pytest.raises(Stopped, match="enough"):
@@ -81,14 +84,7 @@ async def test_a_hard_cancel_of_the_caller_takes_the_work_down_too() -> None:
     scope = CancelScope()
     inner_cancelled = asyncio.Event()
 
-    async def forever() -> None:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            inner_cancelled.set()
-            raise
-
-    task = asyncio.create_task(scope.run(forever()))
+    task = asyncio.create_task(scope.run(_sleeps_until_cancelled(inner_cancelled)))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -128,10 +124,7 @@ async def test_stop_during_the_model_stream_keeps_what_was_shown() -> None:
     model = ScriptedModel(step, text("fresh start"))
     loop, history, sink = make_loop(model)
 
-    turn = asyncio.create_task(loop.run_turn("question"))
-    await model.paused.wait()
-    loop.stop()
-    result = await turn
+    result = await stopped_mid_stream(loop, model, "question")
 
     assert result.status == "stopped"
     assert result.error == "stopped by the user"

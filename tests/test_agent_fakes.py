@@ -28,6 +28,7 @@ from skald.agent import (
     ToolContext,
     ToolKind,
     ToolResult,
+    TurnResult,
 )
 from skald.llm.types import (
     Finished,
@@ -164,6 +165,14 @@ def make_loop(
     cfg = LoopConfig(model="test-model", retry_backoff_s=0.01, stop_grace_s=1.0, **config)
     loop = AgentLoop(model, tools or [], history, gate or AllowAll(), sink, cfg)
     return loop, history, sink
+
+
+async def stopped_mid_stream(loop: AgentLoop, model: ScriptedModel, question: str) -> TurnResult:
+    """The turn that asks `question`, stopped (`/stop`) once the model's stream pauses."""
+    turn = asyncio.create_task(loop.run_turn(question))
+    await model.paused.wait()
+    loop.stop()
+    return await turn
 
 
 def results_by_call(messages: list[Message]) -> dict[str, list[Message]]:

@@ -3,7 +3,7 @@ learns why at its next call (issue 16, fault 1)."""
 
 from __future__ import annotations
 
-from test_agent_fakes import ScriptedModel, failing, make_loop, text
+from test_agent_fakes import ScriptedModel, failing, make_loop, stopped_mid_stream, text
 
 from skald.agent import TurnDone
 from skald.llm.errors import LlmError
@@ -60,10 +60,7 @@ async def test_a_stop_mid_stream_is_marked_as_stopped() -> None:
     gate = asyncio.Event()
     model = ScriptedModel(Step([TextDelta("Once upon")], pause=gate, pause_after=1))
     loop, history, _ = make_loop(model)
-    task = asyncio.create_task(loop.run_turn("a story"))
-    await model.paused.wait()
-    loop.stop()
-    result = await task
+    result = await stopped_mid_stream(loop, model, "a story")
 
     assert result.status == "stopped"
     kept = history.messages[-1]

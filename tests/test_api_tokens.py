@@ -255,13 +255,12 @@ def _events(body: str) -> list[tuple[str, dict[str, object]]]:
 
 
 async def test_a_failed_streamed_turn_says_its_error_code_like_post_api_chat(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
     ada = await signed_in(make_client, "ada")
     token = await _token(ada, "chat", "openai")
     # The provider refuses the key: the `done` event names the kind, as `/api/chat` does.
-    fake_llm.script("model-a", [401])
+    llm.script("model-a", [401])
     r = await _as(make_client, token, "POST", "/api/chat/stream", json={"text": "hello"})
     assert r.status_code == 200, r.text
     name, done = _events(r.text)[-1]
@@ -269,7 +268,7 @@ async def test_a_failed_streamed_turn_says_its_error_code_like_post_api_chat(
     assert done["error_code"] == "auth" and done["error"], done
     assert "401" not in str(done["error"]) and done["error_detail"] is None
     # On `/v1` the model service's failure is a 502 (the gateway's upstream failed).
-    fake_llm.script("model-a", [401])
+    llm.script("model-a", [401])
     body = {"model": "skald", "messages": [{"role": "user", "content": "x"}]}
     r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
     assert r.status_code == 502 and r.json()["error"]["type"] == "server_error", r.text
@@ -295,22 +294,21 @@ async def test_a_failed_streamed_turn_says_its_error_code_like_post_api_chat(
 
 
 async def test_a_revoked_token_ends_its_open_chat_stream_and_is_401_next(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    household: dict[str, str], make_client: MakeClient, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
     ada = await signed_in(make_client, "ada")
     token = await _token(ada, "chat")
     token_id = (await ada.call("GET", "/api/tokens")).json()[0]["id"]
     # The model holds its answer: a silent turn, no event for the stream to end on.
     held = threading.Event()
-    fake_llm.script("model-a", [Gate(held, Text("Far too late."))])
+    llm.script("model-a", [Gate(held, Text("Far too late."))])
     body = {"text": "Think it over"}
     streaming = asyncio.ensure_future(
         _as(make_client, token, "POST", "/api/chat/stream", json=body)
     )
     try:
         deadline = time.monotonic() + 10
-        while fake_llm.remaining("model-a"):  # the turn has reached the model
+        while llm.remaining("model-a"):  # the turn has reached the model
             assert time.monotonic() < deadline and not streaming.done()
             await asyncio.sleep(0.05)
         assert (await ada.call("DELETE", f"/api/tokens/{token_id}")).status_code == 204

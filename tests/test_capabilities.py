@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 from conftest import PASSWORD, Client, MakeClient
 from litestar.handlers import HTTPRouteHandler
+from sandbox_support import with_sandbox_fixture  # noqa: F401
 
 from skald.api.app import create_app
 from skald.api.deps import Requires
-from skald.assets import asset_dir
 from skald.core.runtime import Runtime
 from skald.core.user_runtime import UserRuntime
 from skald.permissions import Capability, can, declare, declared
 from skald.plugins.manager import Plugins
-from skald.sandbox.manager import SandboxManager
 from skald.store.rows import Role, RoleAttributes
 
 # The features declare what they enforce when their plugin is collected (as at start-up).
@@ -116,20 +115,6 @@ def _tools(user_runtime: UserRuntime) -> set[str]:
 
 async def _prompt(user_runtime: UserRuntime) -> dict[str, str]:
     return await user_runtime._prompt_values()
-
-
-@pytest.fixture
-async def with_sandbox(runtime: Runtime) -> Runtime:
-    """The runtime with a sandbox manager that never reaches Docker: enough for the
-    tool set and the prompt to offer `execute_cmd` (nothing is run here)."""
-    runtime.sandbox = SandboxManager(
-        runtime.config.sandbox,
-        instance_id="capwalk",
-        homes_dir=runtime.core.layout.homes_dir,
-        docs_dir=asset_dir("docs"),
-        members=runtime._sandbox_members,
-    )
-    return runtime
 
 
 # Behaviours a capability guards that are neither a route nor a tool name: each probe

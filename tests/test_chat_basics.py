@@ -38,10 +38,9 @@ async def _turn(runtime: Runtime, ada: str, sent: object) -> None:
 
 
 async def test_regenerate_replaces_the_last_answer_and_the_model_sees_the_message_once(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["First answer.", "Second answer."])
+    llm.script("model-a", ["First answer.", "Second answer."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
     await _turn(runtime, ada, await svc.send(ada, conversation.id, "name a river"))
@@ -53,16 +52,15 @@ async def test_regenerate_replaces_the_last_answer_and_the_model_sees_the_messag
         ("assistant", "Second answer."),
     ]
     # The second request carried the question once, without the dropped answer.
-    asked = fake_llm.bodies()[-1]["messages"]
+    asked = llm.bodies()[-1]["messages"]
     texts = json.dumps(asked)
     assert texts.count("name a river") == 1 and "First answer." not in texts
 
 
 async def test_answer_again_keeps_the_earlier_answers_under_the_message_and_an_edit_drops_them(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Rhine.", "Danube.", "Po.", "Seine."])
+    llm.script("model-a", ["Rhine.", "Danube.", "Po.", "Seine."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
     await _turn(runtime, ada, await svc.send(ada, conversation.id, "name a river"))
@@ -76,7 +74,7 @@ async def test_answer_again_keeps_the_earlier_answers_under_the_message_and_an_e
     ]
     assert history[0].earlier_answers == ["Rhine.", "Danube."]
     # The model never sees them: the last request had the question once, no old answer.
-    texts = json.dumps(fake_llm.bodies()[-1]["messages"])
+    texts = json.dumps(llm.bodies()[-1]["messages"])
     assert texts.count("name a river") == 1 and "Rhine." not in texts and "Danube." not in texts
     # An edit is another question: its answers start afresh.
     await _turn(runtime, ada, await svc.resend(ada, conversation.id, history[0].seq, "a sea?"))
@@ -85,10 +83,9 @@ async def test_answer_again_keeps_the_earlier_answers_under_the_message_and_an_e
 
 
 async def test_retry_after_a_failure_sends_the_same_message_again(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [400, "Worked this time."])
+    llm.script("model-a", [400, "Worked this time."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
     sent = await svc.send(ada, conversation.id, "try me")
@@ -103,10 +100,9 @@ async def test_retry_after_a_failure_sends_the_same_message_again(
 
 
 async def test_edit_and_resend_drops_the_later_messages_and_keeps_the_view_context(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["A.", "B.", "C."])
+    llm.script("model-a", ["A.", "B.", "C."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
     view = [ViewItem("page", "Files"), ViewItem("folder", "~/recipes")]
@@ -118,14 +114,13 @@ async def test_edit_and_resend_drops_the_later_messages_and_keeps_the_view_conte
     history = await svc.history(ada, conversation.id)
     assert [(i.role, i.text) for i in history] == [("user", "one, edited"), ("assistant", "C.")]
     assert history[0].view == view
-    assert "~/recipes" in json.dumps(fake_llm.bodies()[-1])
+    assert "~/recipes" in json.dumps(llm.bodies()[-1])
 
 
 async def test_resend_is_refused_while_a_turn_runs_and_for_an_answer_or_another_members_message(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM, household: dict[str, str]
+    runtime: Runtime, ada: str, llm: FakeLLM, household: dict[str, str]
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Done."])
+    llm.script("model-a", ["Done."])
     svc = runtime.conversations
     conversation = await svc.create(ada)
     await _turn(runtime, ada, await svc.send(ada, conversation.id, "hello"))
@@ -143,10 +138,9 @@ async def test_resend_is_refused_while_a_turn_runs_and_for_an_answer_or_another_
 
 
 async def test_search_finds_titles_and_message_text_of_the_members_own_conversations_only(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM, household: dict[str, str]
+    runtime: Runtime, ada: str, llm: FakeLLM, household: dict[str, str]
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Gnocchi need floury potatoes.", "Fine."])
+    llm.script("model-a", ["Gnocchi need floury potatoes.", "Fine."])
     svc = runtime.conversations
     recipes = await svc.create(ada, "Dinner plans")
     await _turn(runtime, ada, await svc.send(ada, recipes.id, "how do I make gnocchi?"))
@@ -176,9 +170,8 @@ async def test_search_finds_titles_and_message_text_of_the_members_own_conversat
 
 
 async def test_the_view_context_is_bounded_and_never_part_of_the_typed_text(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
     svc = runtime.conversations
     conversation = await svc.create(ada)
     # A malformed label is refused; length is never a refusal (test_view_context.py).
@@ -223,13 +216,11 @@ async def test_a_picture_goes_to_a_vision_model_in_auto(
 
 
 async def test_the_routes_resend_and_search_for_the_signed_in_member(
-    runtime: Runtime,
     household: dict[str, str],
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     make_client: Callable[[], Awaitable[Client]],
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["One.", "Two."])
+    llm.script("model-a", ["One.", "Two."])
     client = await signed_in(make_client, "ada")
     conv = (await client.call("POST", "/api/conversations", json={"title": "Trip to Lyon"})).json()
     r = await client.call(

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from conftest import Client, MakeClient, add_models, signed_in
+from conftest import Client, MakeClient, set_quota, signed_in
 from fake_llm import FakeLLM, fake_llm_fixture  # noqa: F401
 
 from skald.api.app import create_app
@@ -54,10 +54,9 @@ def _small_uploads(runtime: Runtime, monkeypatch: pytest.MonkeyPatch, mb: int = 
 
 
 async def test_a_token_sends_a_message_with_two_files_in_one_request(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Both read."])
+    llm.script("model-a", ["Both read."])
     ada = await signed_in(make_client, "ada")
     post = await _script(make_client, ada)
     r = await post(
@@ -81,14 +80,13 @@ async def test_a_token_sends_a_message_with_two_files_in_one_request(
     assert sent["text"] == "Summarise these"
     assert [a["name"] for a in sent["attachments"]] == ["report.pdf", "notes.txt"]
     # The model is told where they are (the agent reads them with its file tools).
-    assert f"uploads/{cid}/report.pdf" in json.dumps(fake_llm.bodies()[-1])
+    assert f"uploads/{cid}/report.pdf" in json.dumps(llm.bodies()[-1])
 
 
 async def test_a_session_continues_its_conversation_with_a_file_and_streams_the_answer(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["First.", "Got the list."])
+    llm.script("model-a", ["First.", "Got the list."])
     ada = await signed_in(make_client, "ada")
     first = (await ada.call("POST", "/api/chat", json={"text": "hello"})).json()
     cid = first["conversation_id"]
@@ -112,14 +110,13 @@ async def test_an_oversized_part_is_413_and_nothing_is_kept_nor_sent(
     runtime: Runtime,
     household: dict[str, str],
     make_client: MakeClient,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Hi."])
+    llm.script("model-a", ["Hi."])
     ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/chat", json={"text": "hello"})).json()["conversation_id"]
-    asked = len(fake_llm.bodies())
+    asked = len(llm.bodies())
     _small_uploads(runtime, monkeypatch)
     r = await ada.call(
         "POST",
@@ -136,7 +133,7 @@ async def test_an_oversized_part_is_413_and_nothing_is_kept_nor_sent(
     assert _files_under(folder) == [] and not [p for p in folder.iterdir()]  # no temp file
     history = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert [i["text"] for i in history if i["role"] == "user"] == ["hello"]
-    assert len(fake_llm.bodies()) == asked
+    assert len(llm.bodies()) == asked
     # The same request within the limit goes through (nothing left over: no "small (2)").
     r = await ada.call(
         "POST",
@@ -149,19 +146,13 @@ async def test_an_oversized_part_is_413_and_nothing_is_kept_nor_sent(
 
 
 async def test_two_files_that_fit_the_quota_together_are_taken_and_counted_once(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, llm: FakeLLM
 ) -> None:
     """The reader's check counts the bytes received so far, stored files included: a
     file must not also be counted again once stored (a form near the quota was refused
     early)."""
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Got them."])
-    member = await runtime.core.registry.get_role("member")
-    assert member is not None
-    attributes = msgspec.structs.replace(member.attributes, storage_quota_mb=1)
-    await runtime.core.registry.save_role(
-        msgspec.structs.replace(member, attributes=attributes), create=False
-    )
+    llm.script("model-a", ["Got them."])
+    await set_quota(runtime, "member", 1)
     ada = await signed_in(make_client, "ada")
     uid = household["ada"]
     before = await asyncio.to_thread(runtime.storage.scan, uid)
@@ -196,12 +187,11 @@ async def test_a_bad_form_is_a_clear_400_and_leaves_no_file(
     runtime: Runtime,
     household: dict[str, str],
     make_client: MakeClient,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     parts: dict[str, Any],
     says: str,
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["must not be asked"])
+    llm.script("model-a", ["must not be asked"])
     ada = await signed_in(make_client, "ada")
     post = await _script(make_client, ada)
     if "files" not in parts:
@@ -210,14 +200,13 @@ async def test_a_bad_form_is_a_clear_400_and_leaves_no_file(
     assert r.status_code == 400, r.text
     assert says in r.json()["error"]["message"], r.text
     assert _files_under(_uploads(runtime, household["ada"])) == []
-    assert fake_llm.remaining("model-a") == 1
+    assert llm.remaining("model-a") == 1
 
 
 async def test_a_file_name_with_a_path_lands_in_the_conversations_uploads_only(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["ok"])
+    llm.script("model-a", ["ok"])
     ada = await signed_in(make_client, "ada")
     post = await _script(make_client, ada)
     r = await post(
@@ -234,10 +223,9 @@ async def test_a_file_name_with_a_path_lands_in_the_conversations_uploads_only(
 
 
 async def test_a_members_token_cannot_post_files_into_another_members_conversation(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Hi Ada."])
+    llm.script("model-a", ["Hi Ada."])
     ada = await signed_in(make_client, "ada")
     hers = (await ada.call("POST", "/api/chat", json={"text": "hello"})).json()["conversation_id"]
     tim = await signed_in(make_client, "tim")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from fake_llm import Call, FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, household
+from harness import ADMIN, ADMIN_PW, Api, household, wait_until
 
 PW = "ada's long password"
 
@@ -21,16 +20,6 @@ def _items(api: Api, cid: str) -> list[dict[str, Any]]:
     assert r.status_code == 200, r.text
     items: list[dict[str, Any]] = r.json()
     return items
-
-
-def _wait_for(predicate: Any, timeout: float = 20) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def test_kill_9_mid_tool_round_then_resume(tmp_path: Path) -> None:
@@ -79,13 +68,13 @@ def test_kill_9_mid_tool_round_then_resume(tmp_path: Path) -> None:
                 and "awaiting_approval" in calls.values()
             )
 
-        _wait_for(half_done)
+        wait_until(half_done)
         srv.stop(signal.SIGKILL)
 
         srv.start()
         ada = Api(srv.url)
         ada.login("ada", PW)  # unlocking resumes the interrupted turn
-        pending = _wait_for(
+        pending = wait_until(
             lambda: [
                 c
                 for i in _items(ada, cid)
@@ -98,7 +87,7 @@ def test_kill_9_mid_tool_round_then_resume(tmp_path: Path) -> None:
             ada.post(f"/api/approvals/{pending[0]['id']}", json={"decision": "approve"}).status_code
             == 204
         )
-        _wait_for(lambda: _items(ada, cid)[-1]["text"] == "Both notes are saved.")
+        wait_until(lambda: _items(ada, cid)[-1]["text"] == "Both notes are saved.")
 
         items = _items(ada, cid)
         assert [i["role"] for i in items].count("user") == 1
@@ -145,17 +134,17 @@ def test_kill_9_with_an_approval_pending_then_approve_from_the_inbox(tmp_path: P
         ada.login("ada", PW)
         cid = ada.post("/api/conversations", json={"title": "Bins"}).json()["id"]
         ada.post(f"/api/conversations/{cid}/messages", json={"text": "Note the bin day"})
-        [before] = _wait_for(lambda: ada.get("/api/inbox").json())
+        [before] = wait_until(lambda: ada.get("/api/inbox").json())
         assert before["tool"] == "write_file" and before["conversation_title"] == "Bins"
         srv.stop(signal.SIGKILL)
 
         srv.start()
         ada = Api(srv.url)
         ada.login("ada", PW)
-        [after] = _wait_for(lambda: ada.get("/api/inbox").json())
+        [after] = wait_until(lambda: ada.get("/api/inbox").json())
         assert after["id"] == before["id"] and after["created_at"] == before["created_at"]
         assert ada.post(f"/api/inbox/{after['id']}/approve", json={}).status_code == 204
-        _wait_for(lambda: _items(ada, cid)[-1]["text"] == "Saved for everyone.")
+        wait_until(lambda: _items(ada, cid)[-1]["text"] == "Saved for everyone.")
         assert ada.get("/api/inbox").json() == []
         calls = [c for i in _items(ada, cid) for c in i["tool_calls"]]
         assert [c["status"] for c in calls] == ["done"]

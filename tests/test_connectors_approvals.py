@@ -12,7 +12,7 @@ from typing import Literal, cast
 
 import pytest
 from conftest import add_models
-from connector_support import installed_for_ada, running, simple_feed
+from connector_support import installed_for_ada, pending, running, simple_feed
 from fake_llm import Call, FakeLLM
 from test_connectors_runtime import _tool_results
 
@@ -55,13 +55,7 @@ class Chat:
         assert isinstance(sent, Sent)
         reply = await svc.wait(self.ada, sent)
         if reply.status == "awaiting_approval":
-            mine = self.runtime.user_runtimes[self.ada]
-            for _ in range(500):
-                pending = await mine.inbox.pending()
-                if pending:
-                    break
-                await asyncio.sleep(0.02)
-            [item] = pending
+            [item] = await pending(self.runtime, self.ada)
             # The Inbox shows (and a bypass is kept for) the real tool, in both shapes.
             assert item.tool == f"mcp__{connector}__{tool}"
             assert item.preview == f"{connector} → {tool}({{}})"

@@ -7,8 +7,6 @@ offered those two tools."""
 from __future__ import annotations
 
 import base64
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,7 +14,7 @@ from pathlib import Path
 import msgspec
 from conftest import MakeClient, signed_in
 from connector_support import SERVERS, running, simple_feed
-from mcp_support import child_env, free_port, wait_listening
+from mcp_support import free_port, serving
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
@@ -34,19 +32,8 @@ def _ignore(event: Event) -> None:
 @contextmanager
 def device_server() -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVERS / "device_server.py"), str(port), str(PENDING)],
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_listening(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
+    with serving(port, SERVERS / "device_server.py", str(port), str(PENDING)) as url:
+        yield url
 
 
 async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_sees_the_tools(

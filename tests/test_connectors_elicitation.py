@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,9 @@ from typing import Any, Literal
 
 import pytest
 from conftest import PASSWORD, add_models
-from connector_support import SERVERS, on_host, simple_feed
+from connector_support import SERVERS, on_host, running, simple_feed
 from fake_llm import Call, FakeLLM
-from mcp_support import child_env, free_port, wait_listening
+from mcp_support import free_port, python_server, wait_listening
 from test_connectors_runtime import _tool_results
 
 from skald.approvals.rules import Rule
@@ -89,13 +88,7 @@ class Household:
 
 
 def _http_server(port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, str(SERVERS / "clock_server.py"), "http", str(port)],
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    return python_server(SERVERS / "clock_server.py", "http", str(port))
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -121,15 +114,7 @@ async def home(
         for name in ("ada", "mum"):
             await c.store.set_active("clock", household[name], True)
             await runtime.attach(await runtime.core.users.unlock(name, PASSWORD))
-        sup = c.supervisor
-        assert sup is not None
-        inst = None
-        for _ in range(300):
-            inst = sup.instances.get(("", "clock"))
-            if inst is not None and inst.state == "running":
-                break
-            await asyncio.sleep(0.1)
-        assert inst is not None and inst.state == "running", inst and list(inst.events)
+        inst = await running(runtime, "", "clock")
         await runtime.core.registry.save_rule(
             Rule(0, "default", "@mcp:clock", None, "allow", 5, "the clock"), create=True
         )

@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from conftest import PASSWORD, add_models
-from connector_support import running
+from connector_support import running, switched_on
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
@@ -27,7 +26,6 @@ from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F40
 from skald.approvals.rules import Rule
 from skald.core.conversations import Sent
 from skald.core.runtime import Runtime
-from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
 from skald.features.connectors.install import Installer
 from skald.features.connectors.service import DEFAULT_FEED
@@ -117,11 +115,8 @@ async def test_server_everything_over_streamable_http_on_the_host(
         )
     )
     write_index(feed, 1)
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(feed))
-    await c.installer.install(c.feed(), "everything")
     ada = household["ada"]
-    await c.store.set_active("everything", ada, True)
+    await switched_on(runtime, ada, feed, "everything")
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     inst = await running(runtime, "", "everything", 60)
     # Listed across pages: more tools than one page of the server holds.
@@ -134,14 +129,10 @@ async def test_server_everything_over_stdio_inside_the_members_container(
     sandbox_runtime: Runtime, fake_llm: FakeLLM, docker: Any
 ) -> None:
     runtime = sandbox_runtime
-    created = await runtime.core.users.create("ada", PASSWORD, "member")
-    c = service.require(runtime.server)
+    ada = (await runtime.core.users.create("ada", PASSWORD, "member")).user.id
     # This machine's network inspects TLS: its CA reaches the install in the container.
     ca = os.environ.get("NODE_EXTRA_CA_CERTS") or os.environ.get("SSL_CERT_FILE") or ""
-    c.config = msgspec.structs.replace(c.config, feed=str(DEFAULT_FEED), extra_ca_file=ca)
-    await c.installer.install(c.feed(), "everything")
-    ada = created.user.id
-    await c.store.set_active("everything", ada, True)
+    await switched_on(runtime, ada, DEFAULT_FEED, "everything", extra_ca_file=ca)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     inst = await running(runtime, ada, "everything", seconds=600)
     assert "mcp__everything__echo" in {s.name for s in inst.specs}

@@ -12,10 +12,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from conftest import PASSWORD, Client, signed_in
-from connector_support import python_connector
+from connector_support import python_connector, switched_on
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.core.runtime import Runtime
@@ -86,11 +85,7 @@ async def _running(sup: Supervisor, name: str) -> ConnectorInstance:
 
 async def _two_running(runtime: Runtime, tmp_path: Path) -> tuple[Supervisor, str]:
     created = await runtime.core.users.create("ada", PASSWORD, "admin")
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(_feed(tmp_path / "feed")))
-    for name in ("spy", "keeper"):
-        await c.installer.install(c.feed(), name)
-        await c.store.set_active(name, created.user.id, True)
+    c = await switched_on(runtime, created.user.id, _feed(tmp_path / "feed"), "spy", "keeper")
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     assert c.supervisor is not None
     await _running(c.supervisor, "spy")

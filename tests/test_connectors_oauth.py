@@ -5,59 +5,37 @@ connector as a header, refreshed when it expires; tokens never in an API answer.
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import msgspec
 from conftest import MakeClient, signed_in
-from connector_support import SERVERS, simple_feed
-from mcp_support import child_env, free_port, wait_listening
-from oauth_double import CLIENT_ID, OAuthDouble
+from connector_support import SERVERS, in_state, launched, oauth_remote, simple_feed
+from mcp_support import free_port, serving
+from oauth_double import CLIENT_ID, OAuthDouble, authorize, code_of
 
 from skald.agent import CancelScope, ToolContext
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.service import ConnectorsConfig
-from skald.features.connectors.supervisor import ConnectorInstance
 
 
 def _feed(tmp_path: Path, base: str) -> Path:
     return simple_feed(
         tmp_path / "feed",
         ("cal",),
-        cal={
-            "scope": "personal",
-            "transport": "http",
-            "url": "http://127.0.0.1:9/mcp",
-            "auth": {
-                "type": "oauth2",
-                "oauth": {
-                    "authorize_url": f"{base}/authorize",
-                    "token_url": f"{base}/token",
-                    "client_id": CLIENT_ID,
-                    "scopes": ["calendar.read"],
-                    "deliver": "header",
-                    "target": "Authorization",
-                },
-            },
-        },
+        cal=oauth_remote(
+            authorize_url=f"{base}/authorize",
+            token_url=f"{base}/token",
+            client_id=CLIENT_ID,
+            scopes=["calendar.read"],
+            deliver="header",
+            target="Authorization",
+        ),
     )
-
-
-async def _authorize(url: str) -> tuple[str, str]:
-    """What the member's browser does at the provider: follow to the redirect."""
-    async with httpx.AsyncClient() as http:
-        r = await http.get(url, follow_redirects=False)
-    assert r.status_code == 302, r.text
-    location = r.headers["location"]
-    q = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
-    return location, q["code"]
 
 
 async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_as_a_header(
@@ -75,17 +53,17 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
         q = {k: v[0] for k, v in parse_qs(urlsplit(start["url"]).query).items()}
         assert q["code_challenge_method"] == "S256" and len(q["code_challenge"]) == 43
         assert q["scope"] == "calendar.read" and "verifier" not in start["url"]
-        location, _ = await _authorize(start["url"])
+        back = await authorize(start["url"])
         # Another member cannot finish ada's sign-in with her state.
         mum = await signed_in(make_client, "mum")
-        r = await mum.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
+        r = await mum.call("GET", back)
         assert r.status_code == 404
         # The browser lands on the callback with ada's session: tokens stored, back to the page.
-        r = await ada.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
+        r = await ada.call("GET", back)
         assert r.status_code in (301, 302, 303, 307) and "#/connectors" in r.headers["location"]
         assert provider.token_requests[-1]["grant_type"] == "authorization_code"
         # The state was used once.
-        r = await ada.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
+        r = await ada.call("GET", back)
         assert r.status_code == 404
         after = (await ada.call("GET", "/api/connectors/cal")).json()
         assert after["signed_in"] is True
@@ -95,12 +73,7 @@ async def test_oauth_pkce_code_then_refresh_and_the_token_reaches_the_connector_
 
         # At launch, an access token that expires within a minute is refreshed first and
         # delivered as the header the manifest names.
-        sup = c.supervisor
-        assert sup is not None
-        row = await c.store.require("cal")
-        inst = ConnectorInstance(sup, household["ada"], row)
-        sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]].facade)
-        launch = await sup.launch_for(inst)
+        _, launch = await launched(runtime, household["ada"], "cal")
         assert launch.headers["Authorization"] == "Bearer at-2"
         assert provider.token_requests[-1]["grant_type"] == "refresh_token"
         mine = runtime.user_runtimes[household["ada"]]
@@ -117,14 +90,14 @@ async def test_a_pasted_back_code_signs_in_and_a_wrong_one_is_refused(
         await c.installer.install(c.feed(), "cal")
         ada = await signed_in(make_client, "ada")
         start = (await ada.call("POST", "/api/connectors/cal/oauth/start")).json()
-        _, code = await _authorize(start["url"])
+        code = code_of(await authorize(start["url"]))
         r = await ada.call(
             "POST", "/api/connectors/cal/oauth/code", json={"state": start["state"], "code": "x"}
         )
         assert r.status_code == 400 and r.json()["error"]["code"] == "oauth_failed"
         # The failed attempt used the state up: a new sign-in starts over.
         start = (await ada.call("POST", "/api/connectors/cal/oauth/start")).json()
-        _, code = await _authorize(start["url"])
+        code = code_of(await authorize(start["url"]))
         r = await ada.call(
             "POST", "/api/connectors/cal/oauth/code", json={"state": start["state"], "code": code}
         )
@@ -139,31 +112,8 @@ async def test_a_pasted_back_code_signs_in_and_a_wrong_one_is_refused(
 def oauth_mcp_server(issuer: str) -> Iterator[str]:
     """tests/mcp_servers/oauth_server.py: the official SDK, bearer tokens required."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVERS / "oauth_server.py"), str(port), issuer],
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_listening(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-async def _state(runtime: Runtime, owner: str, name: str, *states: str) -> ConnectorInstance:
-    sup = service.require(runtime.server).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(300):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state in states:
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never reached {states}: {inst and list(inst.events)}")
+    with serving(port, SERVERS / "oauth_server.py", str(port), issuer) as url:
+        yield url
 
 
 async def _whoami(runtime: Runtime, owner: str) -> str:
@@ -178,28 +128,27 @@ async def _whoami(runtime: Runtime, owner: str) -> str:
     return result.content
 
 
+async def _install_remote(
+    runtime: Runtime, tmp_path: Path, url: str, **fields: Any
+) -> service.Connectors:
+    """The personal connector `remote`, the MCP server at `url` that asks for MCP's own
+    authorization, installed from a feed (with these `[connectors]` `fields`)."""
+    feed = simple_feed(tmp_path / "feed", ("remote",), remote=oauth_remote(url))
+    c = service.require(runtime.server)
+    c.config = msgspec.structs.replace(c.config, feed=str(feed), **fields)
+    await c.installer.install(c.feed(), "remote")
+    return c
+
+
 async def test_a_remote_server_with_mcp_oauth_is_signed_in_from_the_page_and_called(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
     with OAuthDouble() as provider, oauth_mcp_server(provider.base) as url:
-        feed = simple_feed(
-            tmp_path / "feed",
-            ("remote",),
-            remote={
-                "scope": "personal",
-                "transport": "http",
-                "url": url,
-                "auth": {"type": "oauth2"},
-            },
-        )
-        c = service.require(runtime.server)
-        c.config = msgspec.structs.replace(c.config, feed=str(feed), max_restarts=0)
-        await c.installer.install(c.feed(), "remote")
-        ada = await make_client()
-        await ada.login("ada")
+        c = await _install_remote(runtime, tmp_path, url, max_restarts=0)
+        ada = await signed_in(make_client, "ada")
         assert (await ada.call("POST", "/api/connectors/remote/activate")).status_code == 200
         # Not signed in yet: the card says where to sign in, not "HTTP 401".
-        inst = await _state(runtime, household["ada"], "remote", "failed")
+        inst = await in_state(runtime, household["ada"], "remote", "failed")
         assert inst.last_error == "sign in to remote from the Connectors page"
         card = (await ada.call("GET", "/api/connectors/remote")).json()
         assert card["auth"] == "oauth2" and card["signed_in"] is False
@@ -212,14 +161,14 @@ async def test_a_remote_server_with_mcp_oauth_is_signed_in_from_the_page_and_cal
         assert q["client_id"] in provider.registered and q["resource"] == url
         assert q["redirect_uri"].endswith("/api/connector-oauth/callback")
         assert q["code_challenge_method"] == "S256"
-        location, _ = await _authorize(start["url"])
-        r = await ada.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
+        back = await authorize(start["url"])
+        r = await ada.call("GET", back)
         assert r.status_code in (301, 302, 303, 307), r.text
         card = (await ada.call("GET", "/api/connectors/remote")).json()
         assert card["signed_in"] is True and "at-1" not in str(card)
 
         # Running with the token, and called the way the model calls it.
-        await _state(runtime, household["ada"], "remote", "running")
+        await in_state(runtime, household["ada"], "remote", "running")
         assert await _whoami(runtime, household["ada"]) == "called with token 1"
 
         # The server stops accepting the token before it expires: one refresh on the
@@ -239,26 +188,13 @@ async def test_an_access_token_about_to_expire_is_refreshed_before_the_request(
 ) -> None:
     # 20 s of life is inside the client's 30 s margin: every request refreshes first.
     with OAuthDouble(expires_in=20) as provider, oauth_mcp_server(provider.base) as url:
-        feed = simple_feed(
-            tmp_path / "feed",
-            ("remote",),
-            remote={
-                "scope": "personal",
-                "transport": "http",
-                "url": url,
-                "auth": {"type": "oauth2"},
-            },
-        )
-        c = service.require(runtime.server)
-        c.config = msgspec.structs.replace(c.config, feed=str(feed))
-        await c.installer.install(c.feed(), "remote")
-        ada = await make_client()
-        await ada.login("ada")
+        await _install_remote(runtime, tmp_path, url)
+        ada = await signed_in(make_client, "ada")
         start = (await ada.call("POST", "/api/connectors/remote/oauth/start")).json()
-        location, _ = await _authorize(start["url"])
-        await ada.call("GET", urlsplit(location).path + "?" + urlsplit(location).query)
+        back = await authorize(start["url"])
+        await ada.call("GET", back)
         assert (await ada.call("POST", "/api/connectors/remote/activate")).status_code == 200
-        await _state(runtime, household["ada"], "remote", "running")
+        await in_state(runtime, household["ada"], "remote", "running")
         before = len(provider.token_requests)
         text = await _whoami(runtime, household["ada"])
         assert provider.token_requests[before]["grant_type"] == "refresh_token"

@@ -12,7 +12,6 @@ streamable HTTP.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import PASSWORD, Client, signed_in
-from connector_support import SERVERS, simple_feed
+from connector_support import SERVERS, running, simple_feed
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
@@ -36,7 +35,6 @@ from skald.features.connectors import service
 from skald.features.connectors.household_box import LABEL_CONNECTOR
 from skald.features.connectors.own import OwnIn, build
 from skald.features.connectors.service import DEFAULT_FEED, ConnectorsConfig
-from skald.features.connectors.supervisor import ConnectorInstance
 from skald.features.connectors.trial import trial
 from skald.sandbox.manager import LABEL_INSTANCE
 
@@ -53,20 +51,6 @@ def _config(runtime: Runtime, **fields: Any) -> service.Connectors:
 def _clock(name: str = "clock", **fields: Any) -> dict[str, Any]:
     line = f"{sys.executable} {SERVERS / 'clock_server.py'}"
     return {"name": name, "kind": "command", "command": line, "scope": "household", **fields}
-
-
-async def _running(
-    runtime: Runtime, owner: str, name: str, seconds: float = 120
-) -> ConnectorInstance:
-    sup = service.require(runtime.server).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(int(seconds * 10)):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
 
 
 async def test_an_admin_adds_server_memory_by_package_name_tests_it_and_a_member_uses_it(
@@ -105,7 +89,7 @@ async def test_an_admin_adds_server_memory_by_package_name_tests_it_and_a_member
     assert sorted(p.name for p in DEFAULT_FEED.iterdir()) == shipped
     ada = await signed_in(make_client, "ada")
     assert (await ada.call("POST", "/api/connectors/memory/activate")).json()["active"] is True
-    inst = await _running(runtime, "", "memory")
+    inst = await running(runtime, "", "memory", 120)
     assert "mcp__memory__create_entities" in {s.name for s in inst.specs}
     await runtime.core.registry.save_rule(
         Rule(0, "default", "@mcp:memory", None, "allow", 5, "test"), create=True
@@ -142,13 +126,13 @@ async def test_a_stdio_command_and_a_url_are_tested_saved_and_listed_with_their_
     ada = await signed_in(make_client, "ada")
     assert [c["name"] for c in (await ada.call("GET", "/api/connectors")).json()] == ["clock"]
     assert (await ada.call("POST", "/api/connectors/clock/activate")).json()["active"] is True
-    await _running(runtime, "", "clock")
+    await running(runtime, "", "clock", 120)
     # Saved again: the next version, installed over the old one.
     again = _clock(display_name="Tick tock")
     r = await mum.call("POST", "/api/connector-items", json=again)
     assert r.status_code == 201, r.text
     assert (r.json()["version"], r.json()["display_name"]) == (2, "Tick tock")
-    await _running(runtime, "", "clock")
+    await running(runtime, "", "clock", 120)
     # Removing it uninstalls it and drops it from the household's feed.
     assert (await mum.call("DELETE", "/api/connector-items/clock")).status_code == 204
     assert (await ada.call("GET", "/api/connectors")).json() == []
@@ -263,6 +247,15 @@ async def test_secrets_become_member_fields_and_never_come_back_from_a_test(
     assert secret not in json.dumps((await mum.call("GET", "/api/marketplace")).json())
 
 
+async def _memory_passes_its_test(c: service.Connectors, admin: str, scope: str) -> None:
+    """server-memory as the `admin`'s own npm item in `scope` passes its Test, where it
+    lists its tools."""
+    manifest, files = await build(OwnIn(name="memory", kind="npm", package=MEMORY, scope=scope))
+    out = await trial(c, admin, manifest, files, {})
+    assert out.ok, out
+    assert "read_graph" in {t.name for t in out.tools}
+
+
 @pytest.mark.docker
 async def test_a_personal_item_is_tested_inside_the_admins_own_container(
     sandbox_runtime: Runtime, docker: Any
@@ -277,12 +270,7 @@ async def test_a_personal_item_is_tested_inside_the_admins_own_container(
     ca = os.environ.get("NODE_EXTRA_CA_CERTS") or os.environ.get("SSL_CERT_FILE") or ""
     c.config = ConnectorsConfig(extra_ca_file=ca)
     await runtime.attach(await runtime.core.users.unlock("mum", PASSWORD))
-    manifest, files = await build(
-        OwnIn(name="memory", kind="npm", package=MEMORY, scope="personal")
-    )
-    out = await trial(c, created.user.id, manifest, files, {})
-    assert out.ok, out
-    assert "read_graph" in {t.name for t in out.tools}
+    await _memory_passes_its_test(c, created.user.id, "personal")
     assert runtime.sandbox is not None
     deps = runtime.sandbox.homes_dir / created.user.id / ".skald" / "connectors" / "deps"
     assert any(
@@ -334,12 +322,7 @@ async def test_a_household_item_is_tested_in_a_box_of_its_own_that_is_gone_after
     created = await runtime.core.users.create("mum", PASSWORD, "admin")
     c = service.require(runtime.server)
     c.config = ConnectorsConfig()  # household stdio connectors in boxes
-    manifest, files = await build(
-        OwnIn(name="memory", kind="npm", package=MEMORY, scope="household")
-    )
-    out = await trial(c, created.user.id, manifest, files, {})
-    assert out.ok, out
-    assert "read_graph" in {t.name for t in out.tools}
+    await _memory_passes_its_test(c, created.user.id, "household")
     assert runtime.sandbox is not None
     labels = [f"{LABEL_INSTANCE}={runtime.sandbox.instance_id}", LABEL_CONNECTOR]
     assert docker.containers.list(all=True, filters={"label": labels}) == []

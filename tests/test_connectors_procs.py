@@ -12,20 +12,18 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from conftest import PASSWORD
-from connector_support import python_connector
+from connector_support import python_connector, switched_on
 from connector_support import running as until_running
 from docker.errors import NotFound
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, wait_until
 from sandbox_support import (  # noqa: F401
     docker_client,
     docker_fixture,
     remove_instance_containers,
     sandbox_runtime_fixture,
 )
-from test_chat_recovery import _wait_for
 
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
@@ -62,10 +60,7 @@ async def _switched_on(runtime: Runtime, tmp_path: Path, docker: Any) -> tuple[s
     """ada's escape connector running in her container; (her id, the container)."""
     created = await runtime.core.users.create("ada", PASSWORD, "admin")
     ada = created.user.id
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(escape_feed(tmp_path / "feed")))
-    await c.installer.install(c.feed(), "escape")
-    await c.store.set_active("escape", ada, True)
+    await switched_on(runtime, ada, escape_feed(tmp_path / "feed"), "escape")
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     await until_running(runtime, ada, "escape", 60)
     assert runtime.sandbox is not None
@@ -153,12 +148,12 @@ def test_after_a_kill_9_the_next_start_kills_what_the_connector_left_in_the_cont
             if u["username"] == ADMIN
         )
         name = f"skald-{instance}-{admin_id}"
-        _wait_for(lambda: "sleep 1000" in _safe_leftovers(docker, name), timeout=120)
+        wait_until(lambda: "sleep 1000" in _safe_leftovers(docker, name), 120)
         srv.stop(signal.SIGKILL)
         # The crash killed nothing in the container: the escapee runs on, unowned.
         assert "sleep 1000" in leftovers(docker, name)
         srv.start()  # nobody signs in: the start alone sweeps
-        _wait_for(lambda: leftovers(docker, name) == [], timeout=60)
+        wait_until(lambda: leftovers(docker, name) == [], 60)
     finally:
         srv.close()
         instance = read_instance_id(DataLayout(srv.data).system_db)
@@ -240,15 +235,9 @@ def started(docker: Any, container: str) -> bool:
     return bool(docker.containers.get(container).exec_run(probe).exit_code == 0)
 
 
-async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_one_finishes(
-    sandbox_runtime: Runtime, tmp_path: Path, docker: Any
-) -> None:
-    runtime = sandbox_runtime
-    ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed")))
-    await c.installer.install(c.feed(), "slowdeps")
-    await c.store.set_active("slowdeps", ada, True)
+async def _install_started(runtime: Runtime, ada: str, docker: Any) -> str:
+    """ada's data unlocked; her container, once the install of her connectors' dependencies
+    has started in it."""
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
     assert runtime.sandbox is not None
     container = None
@@ -257,6 +246,16 @@ async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_
             container = await runtime.sandbox.container_id(ada)
             await asyncio.sleep(0.2)
     await _until(lambda: started(docker, container), seconds=120)
+    return container
+
+
+async def test_an_install_cut_by_a_lock_is_killed_in_the_container_and_the_next_one_finishes(
+    sandbox_runtime: Runtime, tmp_path: Path, docker: Any
+) -> None:
+    runtime = sandbox_runtime
+    ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
+    c = await switched_on(runtime, ada, slow_deps_feed(tmp_path / "feed"), "slowdeps")
+    container = await _install_started(runtime, ada, docker)
     assert await asyncio.to_thread(installing, docker, container) != []
     # The member locks mid-install: the install dies with her instance, in the container.
     await runtime.lock(ada)
@@ -275,21 +274,10 @@ async def test_two_installs_of_one_dependency_folder_take_turns_under_its_lock(
     runtime = sandbox_runtime
     names = ("slowdeps", "slowtwin")
     ada = (await runtime.core.users.create("ada", PASSWORD, "admin")).user.id
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(slow_deps_feed(tmp_path / "feed", names)))
-    for name in names:
-        await c.installer.install(c.feed(), name)
-        await c.store.set_active(name, ada, True)
+    c = await switched_on(runtime, ada, slow_deps_feed(tmp_path / "feed", names), *names)
     hashes = {(await c.store.require(n)).manifest["_deps_hash"] for n in names}
     assert len(hashes) == 1  # the same requirements: one folder
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    assert runtime.sandbox is not None
-    container = None
-    async with asyncio.timeout(120):
-        while container is None:
-            container = await runtime.sandbox.container_id(ada)
-            await asyncio.sleep(0.2)
-    await _until(lambda: started(docker, container), seconds=120)
+    container = await _install_started(runtime, ada, docker)
 
     def both_at_the_lock() -> bool:
         return sum(line.startswith("flock") for line in installing(docker, container)) >= 2

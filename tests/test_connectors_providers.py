@@ -15,12 +15,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import apsw
-import httpx
 import msgspec
 import pytest
 from conftest import PASSWORD, MakeClient, signed_in
-from connector_support import simple_feed
-from oauth_double import OAuthDouble
+from connector_support import launched, oauth_remote, simple_feed
+from oauth_double import OAuthDouble, authorize
 
 from skald.core.runtime import Runtime
 from skald.features.connectors import oauth, service
@@ -28,7 +27,7 @@ from skald.features.connectors.feed import Manifest, expand
 from skald.features.connectors.feedtool import write_index
 from skald.features.connectors.service import ConnectorsConfig
 from skald.features.connectors.store import REGISTRY_FEATURE
-from skald.features.connectors.supervisor import ConnectorInstance, _with_oauth
+from skald.features.connectors.supervisor import _with_oauth
 from skald.store.migrations import ledger, migrate_features
 from skald.store.migrations.registry import REGISTRY
 
@@ -42,20 +41,9 @@ def _feed(tmp_path: Path) -> Path:
     return simple_feed(
         tmp_path / "feed",
         ("mail", "gmail"),
-        mail={
-            "scope": "personal",
-            "transport": "http",
-            "url": "http://127.0.0.1:9/mcp",
-            "auth": {
-                "type": "oauth2",
-                "oauth": {
-                    "provider": "google",
-                    "scopes": ["mail.read"],
-                    "deliver": "header",
-                    "target": "Authorization",
-                },
-            },
-        },
+        mail=oauth_remote(
+            provider="google", scopes=["mail.read"], deliver="header", target="Authorization"
+        ),
         gmail={
             "scope": "personal",
             "auth": {
@@ -69,15 +57,6 @@ def _feed(tmp_path: Path) -> Path:
             },
         },
     )
-
-
-async def _authorize(url: str) -> str:
-    """What the member's browser does at the provider: the redirect back, as a path."""
-    async with httpx.AsyncClient() as http:
-        r = await http.get(url, follow_redirects=False)
-    assert r.status_code == 302, r.text
-    back = urlsplit(r.headers["location"])
-    return back.path + "?" + back.query
 
 
 def _provider(base: str, **more: Any) -> dict[str, Any]:
@@ -132,18 +111,14 @@ async def test_a_feed_naming_only_a_provider_signs_in_with_the_admins_client_and
         assert q["client_id"] == CLIENT and q["scope"] == "mail.read"
         assert q["access_type"] == "offline" and q["prompt"] == "consent"
         assert SECRET not in start["url"]
-        r = await ada.call("GET", await _authorize(start["url"]))
+        r = await ada.call("GET", await authorize(start["url"]))
         assert r.status_code in (302, 303, 307), r.text
         # The code was traded with the household's secret (the double refuses without it).
         assert provider.token_requests[-1]["grant_type"] == "authorization_code"
         assert (await ada.call("GET", "/api/connectors/mail")).json()["signed_in"] is True
 
         # At launch the access token expires within a minute: refreshed with the secret.
-        sup = c.supervisor
-        row = await c.store.require("mail")
-        inst = ConnectorInstance(sup, household["ada"], row)
-        sup.members.setdefault(household["ada"], runtime.user_runtimes[household["ada"]].facade)
-        launch = await sup.launch_for(inst)
+        inst, launch = await launched(runtime, household["ada"], "mail")
         assert launch.headers["Authorization"] == "Bearer at-2"
         assert provider.token_requests[-1]["grant_type"] == "refresh_token"
         assert SECRET in inst.secrets  # scrubbed from whatever the connector says
@@ -155,7 +130,7 @@ async def test_a_feed_naming_only_a_provider_signs_in_with_the_admins_client_and
             json=_provider(provider.base, client_secret="wrong-secret-0123456789"),
         )
         start = (await ada.call("POST", "/api/connectors/mail/oauth/start")).json()
-        r = await ada.call("GET", await _authorize(start["url"]))
+        r = await ada.call("GET", await authorize(start["url"]))
         assert r.status_code == 400 and r.json()["error"]["code"] == "oauth_failed"
         assert "wrong-secret" not in r.text
         await mum.call(
@@ -198,7 +173,7 @@ async def test_a_google_authorized_user_credential_carries_the_providers_client_
         assert r.status_code == 200
         ada = await signed_in(make_client, "ada")
         start = (await ada.call("POST", "/api/connectors/gmail/oauth/start")).json()
-        await ada.call("GET", await _authorize(start["url"]))
+        await ada.call("GET", await authorize(start["url"]))
         mine = runtime.user_runtimes[household["ada"]]
         stored = await c.secrets(mine.handle.db).values("gmail")
         row = await c.store.require("gmail")

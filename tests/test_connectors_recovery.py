@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import io
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
 from connector_support import SERVERS, in_state, simple_feed
 from mcp_session_double import session_double
-from mcp_support import child_env, free_port, wait_listening
+from mcp_support import free_port, python_server, wait_listening
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
@@ -46,13 +45,7 @@ class ClockServer:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SERVERS / "clock_server.py"), "http", str(self.port)],
-            env=child_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        self.proc = python_server(SERVERS / "clock_server.py", "http", str(self.port))
         wait_listening(self.port, self.proc)
 
     def kill(self) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 from conftest import Client
-from connector_support import simple_feed
+from connector_support import pending, running, simple_feed
 from fake_llm import Call, FakeLLM, check_openai
 from mcp_support import rich_http
 
@@ -33,7 +33,6 @@ from skald.core.runtime import Runtime
 from skald.features.connectors import service
 from skald.features.connectors.content import SAVE_ABOVE
 from skald.features.connectors.events import EventStore
-from skald.features.connectors.supervisor import ConnectorInstance
 from skald.features.connectors.tools import tools_for
 from skald.llm.openai_compat import wire_messages
 from skald.llm.types import ImagePart, Message, TextPart, ToolCall
@@ -49,18 +48,6 @@ def ctx(conversation: str = "conv") -> ToolContext:
     return ToolContext(
         conversation_id=conversation, call_id="c", depth=0, cancel=CancelScope(), sink=_ignore
     )
-
-
-async def running(runtime: Runtime, owner: str, name: str) -> ConnectorInstance:
-    sup = service.require(runtime.server).supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(300):
-        inst = sup.instances.get((owner, name))
-        if inst is not None and inst.state == "running":
-            return inst
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{name} never ran: {inst and list(inst.events)}")
 
 
 async def switch_on(
@@ -366,14 +353,7 @@ async def _read(
         await asyncio.wait_for(sent.done, 20)
         assert _tool_texts(fake)[-1] == "milk, eggs"
         return "ran"
-    mine = runtime.user_runtimes[owner]
-    pending: list[Any] = []
-    for _ in range(500):
-        pending = await mine.inbox.pending()
-        if pending:
-            break
-        await asyncio.sleep(0.02)
-    [item] = pending
+    [item] = await pending(runtime, owner)
     # The Inbox names the server's read, never the generic tool.
     assert item.tool == f"mcp__{server}__read_resource"
     assert item.preview == f"{server} → read note://shopping"

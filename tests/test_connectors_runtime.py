@@ -9,7 +9,14 @@ import json
 from pathlib import Path
 
 from conftest import MakeClient, add_models, signed_in
-from connector_support import installed_for_ada, on_host, running, simple_feed
+from connector_support import (
+    in_state,
+    installed_for_ada,
+    on_host,
+    pending,
+    running,
+    simple_feed,
+)
 from fake_llm import Call, FakeLLM
 
 from skald.agent.events import ToolOutput
@@ -119,15 +126,11 @@ async def test_an_elicitation_becomes_an_inbox_question_and_the_answer_returns_t
     fake_llm.script("m", [[Call("mcp__clock__favourite", {})], "noted"])
     sent = await svc.send(ada, conversation.id, "ask me")
     assert isinstance(sent, Sent)
+    waiting = await pending(runtime, ada)
+    assert len(waiting) == 1 and "favourite colour" in waiting[0].reason
+    assert waiting[0].kind == "question" and waiting[0].conversation_id == conversation.id
     mine = runtime.user_runtimes[ada]
-    for _ in range(200):
-        pending = await mine.inbox.pending()
-        if pending:
-            break
-        await asyncio.sleep(0.05)
-    assert len(pending) == 1 and "favourite colour" in pending[0].reason
-    assert pending[0].kind == "question" and pending[0].conversation_id == conversation.id
-    await mine.ask.answer(pending[0].id, "teal")
+    await mine.ask.answer(waiting[0].id, "teal")
     assert (await svc.wait(ada, sent)).reply == "noted"
     assert _tool_results(fake_llm)[-1] == "favourite colour: teal"
     assert await mine.inbox.pending() == []
@@ -195,14 +198,7 @@ async def test_a_dying_connector_is_restarted_then_marked_failed_with_its_stderr
     write_index(feed, 1)
     c = on_host(runtime, feed, max_restarts=1)
     await installed_for_ada(runtime, household, feed, "broken")
-    sup = c.supervisor
-    assert sup is not None
-    for _ in range(300):
-        inst = sup.instances.get(("", "broken"))
-        if inst is not None and inst.state == "failed":
-            break
-        await asyncio.sleep(0.1)
-    assert inst is not None and inst.state == "failed"
+    await in_state(runtime, "", "broken", "failed")
     row = await c.store.require("broken")
     assert row.last_error and "exited with status 3" in row.last_error
     assert row.last_stderr and "boom" in row.last_stderr

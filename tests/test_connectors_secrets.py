@@ -15,16 +15,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from conftest import PASSWORD
-from connector_support import python_connector, running
+from connector_support import python_connector, running, switched_on
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.agent import CancelScope, ToolContext
 from skald.agent.events import Event
 from skald.core.runtime import Runtime
-from skald.features.connectors import service
 from skald.features.connectors.feedtool import write_index
 from skald.features.connectors.redact import MASK, redact
 from skald.features.connectors.tools import ConnectorTool, tools_for
@@ -94,10 +92,7 @@ async def test_a_connectors_leaked_secret_never_reaches_errors_stderr_events_or_
     runtime = sandbox_runtime
     created = await runtime.core.users.create("ada", PASSWORD, "member")
     ada = created.user.id
-    c = service.require(runtime.server)
-    c.config = msgspec.structs.replace(c.config, feed=str(_leaky_feed(tmp_path / "feed")))
-    await c.installer.install(c.feed(), "leaky")
-    await c.store.set_active("leaky", ada, True)
+    c = await switched_on(runtime, ada, _leaky_feed(tmp_path / "feed"), "leaky")
     handle = await runtime.core.users.unlock("ada", PASSWORD)
     await c.secrets(handle.db).put("leaky", "token", TOKEN)
     await c.secrets(handle.db).put("leaky", "password", SECRET_PASSWORD)

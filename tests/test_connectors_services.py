@@ -11,9 +11,7 @@ import os
 import signal
 from pathlib import Path
 
-import msgspec
-from conftest import PASSWORD
-from connector_support import simple_feed
+from connector_support import in_state, installed_for_ada, simple_feed
 
 from skald.core.runtime import Runtime
 from skald.features.connectors import service
@@ -43,16 +41,11 @@ def _pid(inst: ConnectorInstance) -> int:
 async def test_a_killed_connector_comes_back_each_time_as_a_service_of_the_runner(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
-    c = service.require(runtime.server)
-    feed = simple_feed(tmp_path / "feed")
     # One failed start in a row is allowed: three deaths of a server that ran each time
     # must not add up to "failed".
-    c.config = msgspec.structs.replace(
-        c.config, feed=str(feed), household_on_host=True, max_restarts=1
-    )
-    await c.installer.install(c.feed(), "clock")
-    await c.store.set_active("clock", household["ada"], True)
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
+    feed = simple_feed(tmp_path / "feed")
+    await installed_for_ada(runtime, household, feed, "clock", max_restarts=1)
+    c = service.require(runtime.server)
     inst = await _running(runtime)
     assert "connector:clock" in runtime.services
     health = {h.name: h.state for h in runtime.service_health()}
@@ -78,23 +71,10 @@ async def test_a_killed_connector_comes_back_each_time_as_a_service_of_the_runne
 async def test_a_connector_that_keeps_failing_gives_up_and_its_service_says_why(
     runtime: Runtime, household: dict[str, str], tmp_path: Path
 ) -> None:
-    c = service.require(runtime.server)
     broken = {"command": ["python3", "-c", "import sys; sys.exit(3)"]}
     feed = simple_feed(tmp_path / "feed", ("clock",), clock=broken)
-    c.config = msgspec.structs.replace(
-        c.config, feed=str(feed), household_on_host=True, max_restarts=1
-    )
-    await c.installer.install(c.feed(), "clock")
-    await c.store.set_active("clock", household["ada"], True)
-    await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    sup = c.supervisor
-    assert sup is not None
-    for _ in range(300):
-        inst = sup.instances.get(("", "clock"))
-        if inst is not None and inst.state == "failed":
-            break
-        await asyncio.sleep(0.1)
-    assert inst is not None and inst.state == "failed"
+    await installed_for_ada(runtime, household, feed, "clock", max_restarts=1)
+    inst = await in_state(runtime, "", "clock", "failed")
     # Not restarted any more: the runner says it stopped, and why; nothing is degraded.
     [health] = [h for h in runtime.service_health() if h.name == "connector:clock"]
     assert health.state == "stopped" and health.reason is not None

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from conftest import PASSWORD
-from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
-from test_storage_limits import CTX
+from sandbox_support import docker_fixture, run_in_sandbox, sandbox_runtime_fixture  # noqa: F401
+from tool_support import RunsTools
 
 from skald.agent import Tool, ToolResult
 from skald.core.runtime import Runtime
 from skald.files.router import PathRouter
 from skald.files.tools import MAX_EDIT_BYTES, file_tools
-from skald.sandbox.execute import CommandResult, run_command
+from skald.sandbox.execute import CommandResult
 from skald.sandbox.files import ContainerFiles
 
 pytestmark = pytest.mark.docker
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.docker
 ODD = '/tmp/odd dir/we\'ird "$(touch /tmp/pwned)" `touch /tmp/pwned2`\nname.txt'
 
 
-class Box:
+class Box(RunsTools):
     def __init__(self, rt: Runtime, user_id: str) -> None:
         self.rt = rt
         self.user_id = user_id
@@ -35,27 +35,12 @@ class Box:
         files = ContainerFiles(rt.sandbox, lambda: rt.member(user_id))
         self.tools: dict[str, Tool] = {t.name: t for t in file_tools(router, container=files)}
 
-    async def tool(self, name: str, **args: Any) -> ToolResult:
-        return await self.tools[name].run(args, CTX)
-
-    async def ok(self, name: str, **args: Any) -> str:
-        result = await self.tool(name, **args)
-        assert not result.is_error, result.content
-        return result.content
-
-    async def fails(self, name: str, **args: Any) -> str:
-        result = await self.tool(name, **args)
-        assert result.is_error, result.content
-        return result.content
+    async def run(self, name: str, *, check_schema: bool = False, **args: Any) -> ToolResult:
+        """Without the loop's check of the arguments against the tool's schema."""
+        return await super().run(name, check_schema=check_schema, **args)
 
     async def sh(self, command: str) -> CommandResult:
-        rt = self.rt
-        assert rt.sandbox is not None
-        user, role = await rt.member(self.user_id)
-        cid = await rt.sandbox.ensure(user, role)
-        return await run_command(
-            rt.sandbox, cid, command, workdir="/home/skald", timeout_s=30, max_bytes=65536
-        )
+        return await run_in_sandbox(self.rt, self.user_id, command)
 
 
 async def _member(rt: Runtime, name: str, role: str = "member") -> Box:

@@ -24,10 +24,9 @@ from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
 
 
 async def test_a_turn_runs_from_a_user_id_alone_and_its_answer_is_waited_for(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Hello from the service."])
+    llm.script("model-a", ["Hello from the service."])
     svc = runtime.conversations
     conversation = await svc.create(ada, "from a bot")
     sent = await svc.send(ada, conversation.id, "hi there")
@@ -45,16 +44,15 @@ async def test_a_turn_runs_from_a_user_id_alone_and_its_answer_is_waited_for(
 
 
 async def test_the_view_context_reaches_the_model_but_not_the_shown_text(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["ok"])
+    llm.script("model-a", ["ok"])
     svc = runtime.conversations
     conversation = await svc.create(ada)
     sent = await svc.send(ada, conversation.id, "what is this?", view_context="Files: ~/notes")
     assert isinstance(sent, Sent)
     await svc.wait(ada, sent)
-    asked = json.dumps(fake_llm.bodies()[-1])
+    asked = json.dumps(llm.bodies()[-1])
     assert "Files: ~/notes" in asked
     assert (await svc.history(ada, conversation.id))[0].text == "what is this?"
     # The title comes from what was typed.
@@ -89,11 +87,10 @@ async def test_slash_commands_run_in_the_service_and_are_never_stored(
 
 
 async def test_chat_answers_awaiting_approval_and_a_decision_by_user_id_continues_the_turn(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
     write = Call("write_file", {"path": "shared-memory/wifi.md", "content": "on the fridge"})
-    fake_llm.script("model-a", [[write], Text("Saved for everyone.")])
+    llm.script("model-a", [[write], Text("Saved for everyone.")])
     svc = runtime.conversations
     reply = await svc.chat(ada, "tell the household")
     assert reply.status == "awaiting_approval" and reply.reply == ""
@@ -116,10 +113,9 @@ async def test_chat_answers_awaiting_approval_and_a_decision_by_user_id_continue
 
 
 async def test_a_subscription_follows_the_members_events_without_a_session(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["Streamed."])
+    llm.script("model-a", ["Streamed."])
     svc = runtime.conversations
     seen: list[ServerEvent] = []
     async with svc.subscribe(ada) as events:

@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import apsw
@@ -15,7 +16,15 @@ import pytest
 
 from skald.errors import DatabaseClosedError
 from skald.store.columns import Col, Columns
-from skald.store.database import WrongKeyError, open_encrypted, open_plain
+from skald.store.database import Database, WrongKeyError, open_encrypted, open_plain
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    """A plain database, x.db, closed after the test."""
+    opened = await open_plain(tmp_path / "x.db", "x")
+    yield opened
+    await opened.aclose()
 
 
 async def test_pragmas_and_private_file(tmp_path: Path) -> None:
@@ -36,50 +45,38 @@ async def test_pragmas_and_private_file(tmp_path: Path) -> None:
         await db.aclose()
 
 
-async def test_calls_run_on_one_dedicated_thread(tmp_path: Path) -> None:
-    db = await open_plain(tmp_path / "x.db", "x")
-    try:
-        names = {await db.call(lambda _c: threading.current_thread().name) for _ in range(5)}
-        assert len(names) == 1
-        assert names.pop() != threading.current_thread().name
-    finally:
-        await db.aclose()
+async def test_calls_run_on_one_dedicated_thread(db: Database) -> None:
+    names = {await db.call(lambda _c: threading.current_thread().name) for _ in range(5)}
+    assert len(names) == 1
+    assert names.pop() != threading.current_thread().name
 
 
-async def test_200_concurrent_calls(tmp_path: Path) -> None:
-    db = await open_plain(tmp_path / "x.db", "x")
-    try:
-        await db.transaction(lambda c: c.execute("CREATE TABLE t(n INTEGER)"))
+async def test_200_concurrent_calls(db: Database) -> None:
+    await db.transaction(lambda c: c.execute("CREATE TABLE t(n INTEGER)"))
 
-        async def insert(n: int) -> int:
-            def q(c: apsw.Connection) -> int:
-                c.execute("INSERT INTO t VALUES (?)", (n,))
-                return int(c.execute("SELECT count(*) FROM t").fetchall()[0][0])
+    async def insert(n: int) -> int:
+        def q(c: apsw.Connection) -> int:
+            c.execute("INSERT INTO t VALUES (?)", (n,))
+            return int(c.execute("SELECT count(*) FROM t").fetchall()[0][0])
 
-            return await db.transaction(q)
+        return await db.transaction(q)
 
-        counts = await asyncio.gather(*(insert(n) for n in range(200)))
-        assert sorted(counts) == list(range(1, 201))
-        total = await db.call(lambda c: c.execute("SELECT sum(n) FROM t").fetchall()[0][0])
-        assert total == sum(range(200))
-    finally:
-        await db.aclose()
+    counts = await asyncio.gather(*(insert(n) for n in range(200)))
+    assert sorted(counts) == list(range(1, 201))
+    total = await db.call(lambda c: c.execute("SELECT sum(n) FROM t").fetchall()[0][0])
+    assert total == sum(range(200))
 
 
-async def test_transaction_rolls_back_on_error(tmp_path: Path) -> None:
-    db = await open_plain(tmp_path / "x.db", "x")
-    try:
-        await db.transaction(lambda c: c.execute("CREATE TABLE t(n)"))
+async def test_transaction_rolls_back_on_error(db: Database) -> None:
+    await db.transaction(lambda c: c.execute("CREATE TABLE t(n)"))
 
-        def boom(c: apsw.Connection) -> None:
-            c.execute("INSERT INTO t VALUES (1)")
-            raise RuntimeError("half-way")
+    def boom(c: apsw.Connection) -> None:
+        c.execute("INSERT INTO t VALUES (1)")
+        raise RuntimeError("half-way")
 
-        with pytest.raises(RuntimeError):
-            await db.transaction(boom)
-        assert await db.call(lambda c: c.execute("SELECT count(*) FROM t").fetchall()) == [(0,)]
-    finally:
-        await db.aclose()
+    with pytest.raises(RuntimeError):
+        await db.transaction(boom)
+    assert await db.call(lambda c: c.execute("SELECT count(*) FROM t").fetchall()) == [(0,)]
 
 
 async def test_closed_database_refuses_work(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from links_support import escaping, plant_links
 from tool_support import CTX, RunsTools
 
 from skald.agent import Tool
@@ -81,16 +82,7 @@ async def house(
 
 def plant(house: Household) -> None:
     """Links planted in Ada's home from inside her sandbox."""
-    home = house.ada.home
-    (home / "to_bob").symlink_to(house.bob.home)
-    (home / "to_etc").symlink_to("/etc")
-    (home / "to_root").symlink_to("/")
-    (home / "to_outside").symlink_to(house.outside)
-    (home / "dangling").symlink_to(house.bob.home / "private" / "new.txt")
-    (home / "chain1").symlink_to("chain2")
-    (home / "chain2").symlink_to(house.bob.home)
-    (home / "notes" / "mid").symlink_to(house.bob.home / "private")
-    (home / "secret_link.txt").symlink_to(house.outside / "secret.txt")
+    plant_links(house.ada.home, "bob", house.bob.home, house.outside, "new.txt")
 
 
 # -- the set ------------------------------------------------------------------------------
@@ -393,21 +385,7 @@ async def test_file_tools_alone_refuse_note_paths(house: Household) -> None:
 
 # -- planted links, every tool -------------------------------------------------------------
 
-ESCAPING = [
-    "to_bob/private/diary.txt",
-    "to_bob",
-    "to_etc/passwd",
-    "to_etc",
-    "to_root",
-    "to_root/etc/passwd",
-    "to_outside/secret.txt",
-    "dangling",
-    "chain1",
-    "chain1/private/diary.txt",
-    "notes/mid/diary.txt",
-    "notes/mid",
-    "secret_link.txt",
-]
+ESCAPING = escaping("bob")
 
 
 def _calls(path: str) -> list[tuple[str, dict[str, Any]]]:

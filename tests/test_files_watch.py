@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Api, ServerProcess
+from harness import Api, ServerProcess, household
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Origin
 
@@ -22,13 +22,8 @@ PW = "member's long password"
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    for name in ("ada", "bo"):
-        srv.add_user(name, PW)
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path, ("ada", PW), ("bo", PW)) as srv:
+        yield srv
 
 
 def _ws(srv: ServerProcess, api: Api) -> ClientConnection:

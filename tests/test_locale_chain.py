@@ -7,9 +7,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from conftest import PASSWORD, TEST_ENV, MakeClient, signed_in
+from conftest import PASSWORD, TEST_ENV, Cli, MakeClient, signed_in
 
-from skald.cli import main
 from skald.config import load_config
 from skald.core.runtime import Runtime
 from skald.paths import DataLayout
@@ -46,20 +45,10 @@ async def test_a_member_without_a_language_follows_the_households_live(
     assert mine.facade.locale == "it"
 
 
-def test_skald_user_add_follows_the_households_language(tmp_path: Path) -> None:
+def test_skald_user_add_follows_the_households_language(tmp_path: Path, cli: Cli) -> None:
     import asyncio
 
     data = tmp_path / "data"
-    environ = {"HOME": str(tmp_path), "SKALD_SECURITY_KDF_PROFILE": "test"}
-
-    def cli(*argv: str, stdin: str = "") -> int:
-        return main(
-            ["--data", str(data), *argv],
-            environ=environ,
-            stdin=io.StringIO(stdin),
-            stdout=io.StringIO(),
-        )
-
     assert cli("setup", "--admin", "mum", "--password-stdin", stdin=PASSWORD + "\n") == 0
 
     async def with_runtime(language: str | None) -> str:

@@ -9,18 +9,29 @@ real socket, a real httpx client)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from mcp_session_double import SessionDouble, session_double
 
-from skald.mcp import Disconnected, HttpTransport, SessionExpired, connect
+from skald.mcp import Disconnected, HttpTransport, McpSession, SessionExpired, connect
 
 
 @pytest.fixture
 def double() -> Iterator[SessionDouble]:
     with session_double() as server:
         yield server
+
+
+@contextlib.asynccontextmanager
+async def _session(double: SessionDouble) -> AsyncIterator[McpSession]:
+    """A new session with the double over streamable HTTP, closed afterwards."""
+    session = await connect(HttpTransport(double.url), name="double")
+    try:
+        yield session
+    finally:
+        await session.close()
 
 
 async def test_the_session_id_is_the_initialize_answers_and_a_later_one_never_replaces_it(
@@ -49,8 +60,7 @@ async def test_the_session_id_is_the_initialize_answers_and_a_later_one_never_re
 async def test_a_404_ends_the_session_and_nothing_is_sent_again_on_the_dead_id(
     double: SessionDouble,
 ) -> None:
-    session = await connect(HttpTransport(double.url), name="double")
-    try:
+    async with _session(double) as session:
         await session.ping()
         double.forget_all()
         # The request that met the 404 was not run: it says so (a caller may resend it).
@@ -65,35 +75,29 @@ async def test_a_404_ends_the_session_and_nothing_is_sent_again_on_the_dead_id(
         assert not isinstance(later.value, SessionExpired)
         assert double.sent_on("s1")[-1] == ("tools/call", 404)
         assert [m for m, _ in double.sent_on("s1")].count("ping") == 1
-    finally:
-        await session.close()
     # A new session starts with a fresh initialize (no id) and gets a new id.
-    fresh = await connect(HttpTransport(double.url), name="double")
-    try:
+    async with _session(double) as fresh:
         result = await fresh.call_tool("now", {})
         assert result.text() == "ran on s2"
         initializes = [carried for m, carried, _ in double.seen if m == "initialize"]
         assert initializes == [None, None]
         assert double.sent_on("s1")[-1] == ("tools/call", 404)  # still nothing after it
-    finally:
-        await fresh.close()
 
 
 async def test_a_call_in_flight_when_another_meets_the_404_is_not_marked_as_not_run(
     double: SessionDouble,
 ) -> None:
     """It may have run (tool calls are not idempotent): only the refused one may be resent."""
-    session = await connect(HttpTransport(double.url), name="double")
-    try:
-        held = asyncio.create_task(session.call_tool("hold", {}))
-        while "hold" not in double.arrived:  # noqa: ASYNC110 - the server thread appends
-            await asyncio.sleep(0.01)
-        double.forget_all()
-        with pytest.raises(SessionExpired):
-            await session.call_tool("now", {})
-        with pytest.raises(Disconnected) as in_flight:
-            await held
-        assert not isinstance(in_flight.value, SessionExpired)
-    finally:
-        double.release.set()
-        await session.close()
+    async with _session(double) as session:
+        try:
+            held = asyncio.create_task(session.call_tool("hold", {}))
+            while "hold" not in double.arrived:  # noqa: ASYNC110 - the server thread appends
+                await asyncio.sleep(0.01)
+            double.forget_all()
+            with pytest.raises(SessionExpired):
+                await session.call_tool("now", {})
+            with pytest.raises(Disconnected) as in_flight:
+                await held
+            assert not isinstance(in_flight.value, SessionExpired)
+        finally:
+            double.release.set()

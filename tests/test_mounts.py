@@ -3,7 +3,6 @@ isolation holds for every entry (built-ins and a plugin's read-only shelf alike)
 
 from __future__ import annotations
 
-import asyncio
 import io
 import secrets
 from collections.abc import AsyncIterator
@@ -16,10 +15,9 @@ from conftest import PASSWORD, TEST_ENV
 from plugins import sample_plugin
 from sandbox_support import (
     SANDBOX_ENV,
-    _ok,
     docker_fixture,  # noqa: F401
-    remove_instance_containers,
-    wait_for,
+    run_in_sandbox,
+    sandbox_ready,
 )
 
 from skald.approvals.rules import SEED_RULES
@@ -32,7 +30,6 @@ from skald.features.shared_folders.store import SharedFolders
 from skald.files.mounts import CONTAINER_HOME, MemberMount, check_mounts
 from skald.files.router import PathDeniedError, PathRouter, Resolved, Virtual
 from skald.paths import DataLayout
-from skald.sandbox.execute import run_command
 
 CONFIG = '[plugins]\nmodules = ["plugins.sample_plugin"]\n'
 
@@ -215,26 +212,13 @@ def test_only_a_note_store_keeps_an_index(tmp_path: Path) -> None:
 @pytest.fixture
 async def sandbox_runtime(tmp_path: Path, docker: Any) -> AsyncIterator[Runtime]:
     rt = await _boot(tmp_path, SANDBOX_ENV)
-    assert rt.sandbox is not None
-    rt.sandbox.poll_s = 0.3
-    instance = rt.sandbox.instance_id
-    try:
-        await wait_for(_ok(rt.sandbox), 30)
+    async with sandbox_ready(rt, docker):
         yield rt
-    finally:
-        await rt.shutdown()
-        await asyncio.to_thread(remove_instance_containers, docker, instance)
 
 
 async def _run(rt: Runtime, username: str, command: str) -> str:
-    assert rt.sandbox is not None
     user = await rt.core.users.get(username)
-    user, role = await rt.member(user.id)
-    cid = await rt.sandbox.ensure(user, role)
-    result = await run_command(
-        rt.sandbox, cid, command, workdir=CONTAINER_HOME, timeout_s=30, max_bytes=65536
-    )
-    return result.output
+    return (await run_in_sandbox(rt, user.id, command, workdir=CONTAINER_HOME)).output
 
 
 @pytest.mark.docker

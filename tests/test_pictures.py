@@ -9,9 +9,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import Client, MakeClient, signed_in, wait_idle
+from conftest import Client, MakeClient, set_quota, signed_in, wait_idle
 from fake_llm import Call, FakeLLM, Text
-from test_storage_limits import set_quota
 from voice_engines import Engines, tiny_png
 
 from skald.core.runtime import Runtime

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
 from plugin_wheels import build_example, make_wheel
 
 BROKEN = "raise RuntimeError('the broken plugin cannot start')\n"
@@ -17,11 +17,8 @@ BROKEN = "raise RuntimeError('the broken plugin cannot start')\n"
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.start()
-    yield srv
-    srv.close()
+    with household(tmp_path) as srv:
+        yield srv
 
 
 @pytest.mark.timeout(180)

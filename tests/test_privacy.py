@@ -111,11 +111,10 @@ async def test_skald_privacy_gives_an_administrator_counts_only(
     runtime: Runtime,
     ada: str,
     household: dict[str, str],
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     make_client: MakeClient,
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["hi"])
+    llm.script("model-a", ["hi"])
     await post_chat(await signed_in(make_client, "ada"), "hello")
     out = io.StringIO()
     environ = {"SKALD_SECURITY_KDF_PROFILE": "test", "HOME": str(runtime.core.layout.root)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import MakeClient, admin_adds_models, post_chat, signed_in
+from conftest import MakeClient, admin_adds_models, post_chat, set_quota, signed_in
 from fake_llm import FakeLLM, Text
 
 from skald.core.runtime import Runtime
@@ -135,14 +135,7 @@ async def test_the_project_coordinator_is_never_a_roles_default_chat_agent(
 async def test_a_project_counts_against_its_owner_and_a_write_past_the_limit_changes_nothing(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    import msgspec
-
-    role = await runtime.core.registry.get_role("member")
-    assert role is not None
-    attrs = msgspec.structs.replace(role.attributes, storage_quota_mb=1)
-    await runtime.core.registry.save_role(
-        msgspec.structs.replace(role, attributes=attrs), create=False
-    )
+    await set_quota(runtime, "member", 1)
     ada = await signed_in(make_client, "ada")
     mum = await signed_in(make_client, "mum")  # the admin role: no quota of her own
     await ada.call("POST", "/api/projects", json={"name": "Big"})

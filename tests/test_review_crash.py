@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_llm import FakeLLM, Hang
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household, wait_until
 from review_support import REPORT, WORRY
 
 PW = "tim's long password"
@@ -21,32 +21,11 @@ MARK = "Reviewing one person's conversations"
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
-
-
-@pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user("tim", PW, "children")
-    with (srv.data / "config.toml").open("a", encoding="utf-8") as out:
-        out.write("\n[system_agents]\nmin_tick_s = 1\nmax_tick_s = 2\n")
-    srv.start()
-    yield srv
-    srv.close()
-    lines = [line for line in srv.log().splitlines() if '"skald.http"' not in line]
-    print("\n".join(lines[-60:]))
-
-
-def _until(what: Callable[[], Any], seconds: float = 60.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if found := what():
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what.__name__}")
+    config = "[system_agents]\nmin_tick_s = 1\nmax_tick_s = 2\n"
+    with household(tmp_path, ("tim", PW), role="children", config=config) as srv:
+        yield srv
+    print(srv.own_log(60))
 
 
 def _reviews(fake: FakeLLM) -> list[dict[str, Any]]:
@@ -73,7 +52,7 @@ def test_kill_9_mid_pass_reviews_the_same_window_again_once(
     time.sleep(1.1)  # past the second the message was stored in
 
     assert mum.post("/api/system-agents/conversation-review/run").status_code == 202
-    _until(lambda: _reviews(fake))
+    wait_until(lambda: _reviews(fake))
     running = mum.get("/api/system-agents/runs").json()
     assert [r["status"] for r in running] == ["running"]
     server.stop(signal.SIGKILL)
@@ -85,7 +64,7 @@ def test_kill_9_mid_pass_reviews_the_same_window_again_once(
     def reported() -> list[Any]:
         return list(mum.get("/api/reports").json())
 
-    (report,) = _until(reported)
+    (report,) = wait_until(reported)
     assert report["title"] == "Tim felt nobody would notice him"
     first, second = _reviews(fake)
     assert _transcript(first) == _transcript(second)  # the same window, again
@@ -94,7 +73,7 @@ def test_kill_9_mid_pass_reviews_the_same_window_again_once(
         runs = list(mum.get("/api/system-agents/runs").json())
         return runs if all(r["status"] != "running" for r in runs) else []
 
-    runs = _until(closed)
+    runs = wait_until(closed)
     assert sorted(r["status"] for r in runs) == ["completed", "failed"]
     failed = next(r for r in runs if r["status"] == "failed")
     assert failed["error"] == "the server stopped during this run"

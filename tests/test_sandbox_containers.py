@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 from conftest import PASSWORD
 from docker import errors as docker_errors
-from sandbox_support import docker_fixture, remove_instance_containers, sandbox_runtime_fixture  # noqa: F401
-from test_storage_limits import CTX
+from sandbox_support import (  # noqa: F401
+    as_service_account,
+    docker_fixture,
+    new_member_container,
+    remove_instance_containers,
+    run_in_sandbox,
+    sandbox_runtime_fixture,
+)
+from tool_support import CTX
 
 from skald.config import SandboxConfig
 from skald.core.runtime import Runtime
@@ -24,7 +31,6 @@ from skald.sandbox.manager import (
     LABEL_INSTANCE,
     LABEL_SPEC,
     LABEL_USER,
-    SandboxManager,
     SandboxUnavailable,
 )
 
@@ -32,14 +38,9 @@ pytestmark = pytest.mark.docker
 
 
 async def _run(rt: Runtime, username: str, command: str, **kw: Any) -> CommandResult:
-    assert rt.sandbox is not None
-    user = await rt.core.users.get(username)
-    user, role = await rt.member(user.id)
-    cid = await rt.sandbox.ensure(user, role)
-    kw.setdefault("workdir", "/home/skald")
+    """`run_in_sandbox` for the member named `username`, 20 s unless `kw` says otherwise."""
     kw.setdefault("timeout_s", 20)
-    kw.setdefault("max_bytes", 65536)
-    return await run_command(rt.sandbox, cid, command, **kw)
+    return await run_in_sandbox(rt, (await rt.core.users.get(username)).id, command, **kw)
 
 
 async def test_two_members_two_containers_isolated(
@@ -152,9 +153,8 @@ async def test_members_sandboxes_cannot_reach_each_other(
 async def test_probe_lists_the_usual_commands(sandbox_runtime: Runtime) -> None:
     rt = sandbox_runtime
     assert rt.sandbox is not None
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-    found = await probe(rt.sandbox, await rt.sandbox.ensure(user, role))
+    _, _, cid = await new_member_container(rt, "ada")
+    found = await probe(rt.sandbox, cid)
     for name in ("python3", "node", "git", "rg", "ffmpeg", "convert", "pdftotext", "tesseract"):
         assert name in found
     assert "cargo" not in found
@@ -165,9 +165,7 @@ async def test_drift_recreates_and_unchanged_is_reused(
 ) -> None:
     rt = sandbox_runtime
     assert rt.sandbox is not None
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-    first = await rt.sandbox.ensure(user, role)
+    user, role, first = await new_member_container(rt, "ada")
     assert await rt.sandbox.ensure(user, role) == first  # unchanged: the same container
 
     # Stopped (e.g. by a daemon restart): started again, still the same container.
@@ -298,27 +296,8 @@ async def test_member_uid_without_passwd_entry(
     docker: Any, tmp_path: Path, sandbox_runtime: Runtime
 ) -> None:
     """A host uid the image does not know still gets a name and a home (and no root)."""
-    rt = sandbox_runtime
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-
-    async def members() -> list[Any]:
-        return [(user, role)]
-
-    manager = SandboxManager(
-        SandboxConfig(memory_mb=256),
-        instance_id=f"{rt.sandbox.instance_id if rt.sandbox else 'x'}u",
-        homes_dir=tmp_path / "homes",
-        docs_dir=Path(rt.sandbox.docs_dir if rt.sandbox else "."),
-        members=members,
-        uid=4321,
-        gid=4321,
-    )
-    try:
-        assert await manager.check()
-        await asyncio.to_thread(manager._prepare_host_dirs, manager.spec_for(user, role))
-        os.chown(tmp_path / "homes" / user.id, 4321, 4321)
-        cid = await manager.ensure(user, role)
+    homes = tmp_path / "homes"
+    async with as_service_account(sandbox_runtime, docker, homes, "u") as (manager, ada, cid):
         r = await run_command(
             manager,
             cid,
@@ -329,10 +308,7 @@ async def test_member_uid_without_passwd_entry(
             max_bytes=4096,
         )
         assert r.output.split() == ["skald", "4321", "/home/skald", "4321", "no-root"], r.output
-        assert (tmp_path / "homes" / user.id / "mine").stat().st_uid == 4321
-    finally:
-        await asyncio.to_thread(remove_instance_containers, docker, manager.instance_id)
-        await manager.close()
+        assert (homes / ada / "mine").stat().st_uid == 4321
 
 
 async def test_links_planted_from_inside_a_sandbox_are_refused_on_the_host(

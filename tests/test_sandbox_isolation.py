@@ -15,13 +15,19 @@ from typing import Any
 import pytest
 from conftest import PASSWORD
 from prerequisites import unavailable
-from sandbox_support import docker_fixture, remove_instance_containers, sandbox_runtime_fixture  # noqa: F401
+from sandbox_support import (  # noqa: F401
+    as_service_account,
+    docker_fixture,
+    remove_instance_containers,
+    run_in_sandbox,
+    sandbox_runtime_fixture,
+)
 
 from skald.agent.cancel import CancelScope
 from skald.agent.tools import ToolContext
 from skald.config import SandboxConfig
 from skald.core.runtime import Runtime
-from skald.sandbox.execute import CommandResult, run_command
+from skald.sandbox.execute import run_command
 from skald.sandbox.manager import LABEL_INSTANCE, LABEL_USER
 from skald.sandbox.tool import ExecuteCmdTool
 
@@ -37,16 +43,6 @@ for name, args in (("packet", (socket.AF_PACKET, socket.SOCK_RAW, 0x0806)),
     except OSError as e:
         print(name, "refused", e.errno)
 EOF"""
-
-
-async def _run(rt: Runtime, user_id: str, command: str, **kw: Any) -> CommandResult:
-    assert rt.sandbox is not None
-    user, role = await rt.member(user_id)
-    cid = await rt.sandbox.ensure(user, role)
-    kw.setdefault("workdir", "/home/skald")
-    kw.setdefault("timeout_s", 30)
-    kw.setdefault("max_bytes", 65536)
-    return await run_command(rt.sandbox, cid, command, **kw)
 
 
 async def _root(rt: Runtime, user_id: str, command: str) -> str:
@@ -75,8 +71,10 @@ async def test_one_sandbox_can_neither_sniff_nor_reach_another_members(
     ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
     bob = (await rt.core.users.create("bob", PASSWORD, "member")).user.id
     # Bob's command serves on 8080 while Ada looks for it.
-    server = asyncio.create_task(_run(rt, bob, "exec python3 -m http.server 8080", timeout_s=120))
-    await _run(rt, ada, "true")
+    server = asyncio.create_task(
+        run_in_sandbox(rt, bob, "exec python3 -m http.server 8080", timeout_s=120)
+    )
+    await run_in_sandbox(rt, ada, "true")
     async with asyncio.timeout(30):
         while "200" not in await _root(  # noqa: ASYNC110
             rt, bob, "curl -s -o /dev/null -w '%{http_code}' localhost:8080"
@@ -102,7 +100,7 @@ async def test_one_sandbox_can_neither_sniff_nor_reach_another_members(
     ][nets[bob]]["IPAddress"]
 
     # The member: no capabilities, no way to gain any, no sudo, no raw socket.
-    me = await _run(
+    me = await run_in_sandbox(
         rt,
         ada,
         "grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status; command -v sudo || echo no-sudo; "
@@ -115,7 +113,7 @@ async def test_one_sandbox_can_neither_sniff_nor_reach_another_members(
     as_root = await _root(rt, ada, RAW)
     assert "packet refused 1" in as_root and "raw refused 1" in as_root, as_root
     # Bob's server is out of reach from Ada's sandbox (another network, another subnet).
-    probe = await _run(
+    probe = await run_in_sandbox(
         rt, ada, f"curl -s -m 3 -o /dev/null -w '%{{http_code}}' http://{bob_ip}:8080; echo \" $?\""
     )
     assert probe.output.split()[-1] in ("7", "28"), probe.output  # refused or timed out
@@ -136,7 +134,7 @@ async def test_root_in_a_sandbox_leaves_no_device_setuid_or_root_file_in_the_hom
         "cp /bin/bash ~/rootsh && chmod 4755 ~/rootsh && ls -ln ~/rootsh; "
         "mkdir -p ~/d && touch ~/d/f && chmod 2755 ~/d; echo done"
     )
-    result = await _run(rt, ada, attempt.replace("~", "/home/skald"), as_root=True)
+    result = await run_in_sandbox(rt, ada, attempt.replace("~", "/home/skald"), as_root=True)
     assert "made-device" not in result.output and "Operation not permitted" in result.output
     assert " 0 0 " in result.output, result.output  # it really was root's, setuid, inside
     assert not (home / "null").exists()
@@ -154,7 +152,7 @@ async def test_detached_and_scrubbed_processes_end_with_their_call(
 ) -> None:
     rt = sandbox_runtime
     ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
-    result = await _run(
+    result = await run_in_sandbox(
         rt,
         ada,
         "env -i setsid sleep 1000 >/dev/null 2>&1 < /dev/null & "
@@ -163,19 +161,19 @@ async def test_detached_and_scrubbed_processes_end_with_their_call(
         "sleep 0.3; ps -eo args | grep -cE '^sleep (1000|1001|1002)'",
     )
     assert result.exit_code == 0 and result.output.strip() == "3", result.output
-    left = await _run(rt, ada, SLEEPERS)
+    left = await run_in_sandbox(rt, ada, SLEEPERS)
     assert not left.output.strip(), left.output
     # A command that kills its own wrapper (which would have cleaned up; only a uid-0
     # member can, as the tests' is) still leaves nothing: Skald sees the signal's exit
     # status and kills as root.
-    killer = await _run(
+    killer = await run_in_sandbox(
         rt,
         ada,
         "env -i setsid sleep 1000 >/dev/null 2>&1 </dev/null & sleep 0.2; "
         "pkill -KILL -f '^bash -c pidfile='",
     )
     assert killer.exit_code == 137, killer
-    left = await _run(rt, ada, SLEEPERS)
+    left = await run_in_sandbox(rt, ada, SLEEPERS)
     assert not left.output.strip(), left.output
 
 
@@ -186,13 +184,13 @@ async def test_a_sandbox_that_cannot_be_made_says_why_in_health_and_chat(
     assert rt.sandbox is not None
     ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
     bob = (await rt.core.users.create("bob", PASSWORD, "member")).user.id
-    await _run(rt, ada, "true")
+    await run_in_sandbox(rt, ada, "true")
     # A pool with room for exactly one member's subnet: Ada's.
     ada_net = _subnet(docker, rt.sandbox.network_name(ada))
     rt.sandbox.config = SandboxConfig(
         memory_mb=512, subnet_pool=str(ada_net), subnet_prefix=ada_net.prefixlen
     )
-    await _run(rt, ada, "true")  # Ada's still fits
+    await run_in_sandbox(rt, ada, "true")  # Ada's still fits
     tool = ExecuteCmdTool(rt.sandbox, lambda: rt.member(bob))
     ctx = ToolContext(conversation_id="c", call_id="x", depth=0, cancel=CancelScope(), sink=None)  # type: ignore[arg-type]
     result = await tool.run({"command": "echo hi"}, ctx)
@@ -218,7 +216,7 @@ async def test_networks_go_with_their_member_and_sweeps_spare_other_installation
     ada = (await rt.core.users.create("ada", PASSWORD, "member")).user
     bob = (await rt.core.users.create("bob", PASSWORD, "member")).user
     for user in (ada, bob):
-        await _run(rt, user.id, "true")
+        await run_in_sandbox(rt, user.id, "true")
     # A second installation on the same engine, with a member of the same id.
     other = "other" + rt.sandbox.instance_id
     stranger_net = docker.networks.create(
@@ -274,13 +272,13 @@ async def test_install_packages_runs_apt_as_root_and_takes_nothing_but_names(
     for bad in (["--allow-unauthenticated"], ["./x.deb"], ["hello=2.10-3"], ["a b"], []):
         refused = await tool.run({"packages": bad}, ctx)
         assert refused.is_error and "package names" in refused.content, bad
-    before = await _run(rt, ada, "command -v hello || echo none")
+    before = await run_in_sandbox(rt, ada, "command -v hello || echo none")
     assert before.output.strip() == "none"
     result = await tool.run({"packages": ["hello"]}, ctx)
     if result.is_error and ("Temporary failure" in result.content or "Could not" in result.content):
         unavailable(f"no Debian mirror reachable from the sandbox: {result.content[-300:]}")
     assert not result.is_error, result.content
-    after = await _run(rt, ada, "hello")
+    after = await run_in_sandbox(rt, ada, "hello")
     assert after.output.strip() == "Hello, world!", after.output
 
 
@@ -313,32 +311,8 @@ async def test_a_non_root_members_command_cannot_kill_its_wrapper_nor_keep_a_lef
 ) -> None:
     """As installed (a normal service account), the member is not uid 0: the root wrapper
     is out of the command's reach, and it cleans up after it."""
-    import os
-
-    from skald.sandbox.manager import SandboxManager
-
-    rt = sandbox_runtime
-    assert rt.sandbox is not None
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-
-    async def members() -> list[Any]:
-        return [(user, role)]
-
-    manager = SandboxManager(
-        SandboxConfig(memory_mb=256),
-        instance_id=f"{rt.sandbox.instance_id}n",
-        homes_dir=tmp_path / "homes",
-        docs_dir=rt.sandbox.docs_dir,
-        members=members,
-        uid=4321,
-        gid=4321,
-    )
-    try:
-        assert await manager.check()
-        await asyncio.to_thread(manager._prepare_host_dirs, manager.spec_for(user, role))
-        os.chown(tmp_path / "homes" / user.id, 4321, 4321)
-        cid = await manager.ensure(user, role)
+    homes = tmp_path / "homes"
+    async with as_service_account(sandbox_runtime, docker, homes, "n") as (manager, _, cid):
         r = await run_command(
             manager,
             cid,
@@ -354,9 +328,6 @@ async def test_a_non_root_members_command_cannot_kill_its_wrapper_nor_keep_a_lef
             lambda: docker.containers.get(cid).exec_run(["sh", "-c", SLEEPERS]).output
         )
         assert not left.strip(), left
-    finally:
-        await asyncio.to_thread(remove_instance_containers, docker, manager.instance_id)
-        await manager.close()
 
 
 async def test_a_forged_pidfile_cannot_turn_the_stop_against_the_container(
@@ -367,10 +338,10 @@ async def test_a_forged_pidfile_cannot_turn_the_stop_against_the_container(
     rt = sandbox_runtime
     assert rt.sandbox is not None
     ada = (await rt.core.users.create("ada", PASSWORD, "member")).user.id
-    await _run(rt, ada, "true")
+    await run_in_sandbox(rt, ada, "true")
     container = docker.containers.get(rt.sandbox.container_name(ada))
     started = container.attrs["State"]["StartedAt"]
-    forged = await _run(
+    forged = await run_in_sandbox(
         rt, ada, "for f in /tmp/.skald-cmd-*.pid; do echo 1 > $f; done; sleep 30", timeout_s=1
     )
     assert forged.timed_out
@@ -378,5 +349,5 @@ async def test_a_forged_pidfile_cannot_turn_the_stop_against_the_container(
     assert container.status == "running"
     assert container.attrs["State"]["StartedAt"] == started
     assert "sleep infinity" in await _root(rt, ada, "ps -eo args")
-    left = await _run(rt, ada, "ps -eo args | grep -c '^sleep 30' || true")
+    left = await run_in_sandbox(rt, ada, "ps -eo args | grep -c '^sleep 30' || true")
     assert left.output.strip() == "0", left.output

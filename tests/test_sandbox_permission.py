@@ -7,31 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from conftest import PASSWORD, MakeClient, admin_adds_models, post_chat, signed_in
 from fake_llm import Call, FakeLLM, Text
+from sandbox_support import with_sandbox_fixture  # noqa: F401
 
 from skald.agent import ToolContext
 from skald.agent.cancel import CancelScope
-from skald.assets import asset_dir
 from skald.core.runtime import Runtime
-from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import SANDBOX_EXEC, ExecuteCmdTool
 from skald.store.rows import Role
-
-
-@pytest.fixture
-async def with_sandbox(runtime: Runtime) -> Runtime:
-    """A sandbox manager that never reaches Docker: what is offered is the question here,
-    and a command that got as far as the sandbox would fail, not be refused."""
-    runtime.sandbox = SandboxManager(
-        runtime.config.sandbox,
-        instance_id="permtest",
-        homes_dir=runtime.core.layout.homes_dir,
-        docs_dir=asset_dir("docs"),
-        members=runtime._sandbox_members,
-    )
-    return runtime
 
 
 def _tool_names(body: dict[str, Any]) -> set[str]:

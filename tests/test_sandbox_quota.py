@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PASSWORD
+from conftest import PASSWORD, set_quota
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
-from test_storage_limits import CTX, set_quota
+from tool_support import CTX
 
 from skald.core.runtime import Runtime
 from skald.quota import MIB

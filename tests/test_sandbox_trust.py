@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from certs import self_signed
 from conftest import PASSWORD
+from connector_support import in_state
 from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
 
 from skald.config import Config
@@ -127,15 +128,7 @@ async def test_an_install_in_the_sandbox_that_meets_tls_inspection_says_to_set_e
     ada = created.user.id
     await c.store.set_active("everything", ada, True)
     await runtime.attach(await runtime.core.users.unlock("ada", PASSWORD))
-    sup = c.supervisor
-    assert sup is not None
-    inst = None
-    for _ in range(5000):
-        inst = sup.instances.get((ada, "everything"))
-        if inst is not None and inst.state == "failed":
-            break
-        await asyncio.sleep(0.1)
-    assert inst is not None and inst.state == "failed", inst and list(inst.events)
+    inst = await in_state(runtime, ada, "everything", "failed", seconds=500)
     assert inst.last_error is not None
     assert "[connectors] extra_ca_file" in inst.last_error, inst.last_error
     row = await c.store.require("everything")

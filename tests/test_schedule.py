@@ -27,25 +27,24 @@ MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome (CEST)
 async def test_every_weekday_at_7_30_becomes_a_job_that_runs_writes_pauses_and_is_deleted(
     runtime: Runtime,
     ada: str,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
     create = {
         "mode": "create",
         "title": "Train times",
         "prompt": "Check the train times to Milan",
         "cron": "30 7 * * 1-5",
     }
-    fake_llm.script(
+    llm.script(
         "model-a",
         [[Call("schedule", create)], "Done: every weekday at 7:30.", "The 8:05 is on time."],
     )
     reply = await runtime.conversations.chat(ada, "check the train times every weekday at 7:30")
     assert reply.status == "done", reply
     # The model was told the member's zone and local time in the tool's description.
-    tools = fake_llm.bodies()[0]["tools"]
+    tools = llm.bodies()[0]["tools"]
     described = next(t for t in tools if t["function"]["name"] == "schedule")
     assert "Europe/Rome" in described["function"]["description"]
     assert "Monday 2026-06-01 09:00" in described["function"]["description"]
@@ -126,11 +125,10 @@ async def test_a_bad_expression_comes_back_to_the_model_as_an_error_it_can_corre
 
 
 async def test_a_run_left_running_by_a_crash_is_interrupted_and_the_next_time_still_runs(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["first", "second"])
+    llm.script("model-a", ["first", "second"])
     member = runtime.user_runtimes[ada].facade
     jobs = await scheduler.jobs(member)
     job = await jobs.create(JobSpec(title="bins", prompt="Remind me of the bins", cron="0 8 * * *"))
@@ -155,11 +153,10 @@ async def test_a_run_left_running_by_a_crash_is_interrupted_and_the_next_time_st
 
 
 async def test_a_job_failing_in_a_row_pauses_itself(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [400, 400, 400, 400, 400, 400])
+    llm.script("model-a", [400, 400, 400, 400, 400, 400])
     member = runtime.user_runtimes[ada].facade
     job = await (await scheduler.jobs(member)).create(
         JobSpec(title="flaky", prompt="do it", cron="0 * * * *")
@@ -278,11 +275,10 @@ async def test_a_members_own_time_zone_is_the_one_the_model_is_told_and_jobs_use
 
 
 async def test_deleting_a_job_while_it_runs_ends_cleanly(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["done"])
+    llm.script("model-a", ["done"])
     member = runtime.user_runtimes[ada].facade
     jobs = await scheduler.jobs(member)
     job = await jobs.create(JobSpec(title="d", prompt="do", cron="0 8 * * *"))

@@ -8,15 +8,16 @@ opens her data at start without a sign-in; the scheduler ticks every second."""
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_llm import Call, FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household, wait_until
 
 PW = "ada's long password"
 PROMPT = "Say ping to the user"
@@ -26,34 +27,16 @@ SLOW = Text("too late", delay=60.0)
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as llm:
-        yield llm
-
-
-@pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
-    srv.create_admin()
-    srv.add_user("ada", PW)
-    with (srv.data / "config.toml").open("a", encoding="utf-8") as out:
-        out.write("\n[schedule]\ntick_s = 1\nmin_interval_s = 1\n")
-    srv.start()
-    yield srv
-    srv.close()
+    with household(
+        tmp_path, ("ada", PW), config="[schedule]\ntick_s = 1\nmin_interval_s = 1\n"
+    ) as srv:
+        yield srv
     # Shown only when the test fails: the server's own lines, not the request log.
-    lines = [line for line in srv.log().splitlines() if '"skald.http"' not in line]
-    print("\n".join(lines[-80:]))
+    print(srv.own_log(80))
 
 
-def _until(what: Callable[[], Any], seconds: float = 120.0, show: Callable[[], Any] = list) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what.__name__}: {show()}")
+_until = functools.partial(wait_until, seconds=120.0)
 
 
 def _setup(server: ServerProcess, fake: FakeLLM) -> tuple[Api, str]:

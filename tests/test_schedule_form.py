@@ -134,13 +134,12 @@ def test_a_remind_it_cannot_read_is_refused_with_an_example(typed: str) -> None:
 async def test_remind_in_the_chat_sets_a_reminder_whose_run_notifies_its_text_with_no_model(
     runtime: Runtime,
     ada: str,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     make_client: MakeClient,
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
     # A model is set up and scripted: had anything called it, the requests would show.
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["I should never be asked"])
+    llm.script("model-a", ["I should never be asked"])
     client = await signed_in(make_client, "ada")
     conversation = (await client.call("POST", "/api/conversations", json={})).json()["id"]
     commands = (await client.call("GET", "/api/chat/commands")).json()
@@ -183,7 +182,7 @@ async def test_remind_in_the_chat_sets_a_reminder_whose_run_notifies_its_text_wi
     assert done.outcome == "succeeded"
     assert (await store.get(job.id)).state == "done"  # type: ignore[union-attr]
     assert await _notes(runtime, ada) == [("⏰ check the oven", "check the oven")]
-    assert fake_llm.bodies() == []  # no model was asked, at any step
+    assert llm.bodies() == []  # no model was asked, at any step
     assert await runtime.conversations.history(ada, conversation) == []
 
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import msgspec
 import pytest
-from conftest import add_models, signed_in
+from conftest import signed_in
 from fake_llm import Call, FakeLLM, Hang
 from schedule_support import (
     runtime_fixture,  # noqa: F401  (the `runtime` fixture)
@@ -42,44 +42,42 @@ def _told(fake: FakeLLM) -> str:
 
 
 async def test_a_scheduled_run_that_calls_run_now_on_its_own_job_is_refused_and_runs_once(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     other = await _job(scheduler, member, "other", cron="0 12 * * 0")
     again = [Call("schedule", {"mode": "run_now", "job_id": j.id}) for j in (job, other)]
-    fake_llm.script("model-a", [again, "I could not start them.", "spare", "spare"])
+    llm.script("model-a", [again, "I could not start them.", "spare", "spare"])
     clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
     (run,) = await scheduler.tick()
     await scheduler.wait_run(run.id)
     store = ScheduleStore(member.db)
     assert [r.id for r in await store.runs(job.id)] == [run.id]
     assert await store.runs(other.id) == []
-    assert fake_llm.remaining("model-a") == 2  # nothing else asked the model
-    assert _told(fake_llm).count(REFUSED) == 2
+    assert llm.remaining("model-a") == 2  # nothing else asked the model
+    assert _told(llm).count(REFUSED) == 2
 
 
 async def test_a_background_task_cannot_start_a_job_and_a_person_in_a_chat_can(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     scheduler, _ = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     run_now = Call("schedule", {"mode": "run_now", "job_id": job.id})
-    fake_llm.script("model-a", [[run_now], "could not", "relayed"])
+    llm.script("model-a", [[run_now], "could not", "relayed"])
     origin = await runtime.conversations.create(ada, "plans")
     task = await scheduler.tasks.start(member, origin.id, "kick", "start the news job")
     await scheduler.wait_run(f"task-{task.id}")
     await scheduler.tasks.relay_turns[task.id]
     assert await ScheduleStore(member.db).runs(job.id) == []
-    assert REFUSED in _told(fake_llm)
+    assert REFUSED in _told(llm)
     ended = await TaskStore(member.db).get(task.id)
     assert ended is not None and ended.state == "completed"
     # In a chat somebody is there: the same call starts the job.
-    fake_llm.script("model-a", [[run_now], "Started.", "the news"])
+    llm.script("model-a", [[run_now], "Started.", "the news"])
     reply = await runtime.conversations.chat(ada, "run the news job now")
     assert reply.status == "done"
     (started,) = await ScheduleStore(member.db).runs(job.id)
@@ -89,12 +87,11 @@ async def test_a_background_task_cannot_start_a_job_and_a_person_in_a_chat_can(
 async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
     runtime: Runtime,
     ada: str,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [Hang()])
+    llm.script("model-a", [Hang()])
     member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     store = ScheduleStore(member.db)
@@ -117,12 +114,9 @@ async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
     assert [r.id for r in await store.runs(job.id) if r.outcome == "running"] == [first.id]
 
 
-async def test_parallel_run_nows_start_one_run(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
-) -> None:
+async def test_parallel_run_nows_start_one_run(runtime: Runtime, ada: str, llm: FakeLLM) -> None:
     scheduler, _ = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["one", "two", "three"])
+    llm.script("model-a", ["one", "two", "three"])
     member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     results = await asyncio.gather(
@@ -136,12 +130,11 @@ async def test_parallel_run_nows_start_one_run(
 
 
 async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     """The test config's floor is 60 s: 59 s after the last start is refused, 60 s not."""
     scheduler, clock = with_clock(runtime, MONDAY_9)
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", ["one", "two"])
+    llm.script("model-a", ["one", "two"])
     member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     run = await scheduler.run_now(member, job)
@@ -156,7 +149,7 @@ async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
     await scheduler.wait_run(again.id)
     # A scheduled start counts as a start too.
     clock.set(datetime(2026, 6, 2, 6, 0, 1, tzinfo=UTC))
-    fake_llm.script("model-a", ["scheduled"])
+    llm.script("model-a", ["scheduled"])
     (scheduled,) = await scheduler.tick()
     await scheduler.wait_run(scheduled.id)
     with pytest.raises(RunRefusedError, match="less than 60 s ago"):
@@ -166,26 +159,25 @@ async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
 
 
 async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_are_not(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     scheduler, clock = with_clock(runtime, MONDAY_9)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=3)
-    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     listing = [Call("schedule", {"mode": "list"})]
-    fake_llm.script("model-a", [listing, listing, listing, "never asked"])
+    llm.script("model-a", [listing, listing, listing, "never asked"])
     run = await scheduler.run_now(member, job)
     await scheduler.wait_run(run.id)
     (failed,) = await ScheduleStore(member.db).runs(job.id)
     assert failed.outcome == "failed"
     assert failed.error is not None and "at most 3 times a minute" in failed.error
-    assert len(fake_llm.bodies()) == 3  # the fourth request never left
+    assert len(llm.bodies()) == 3  # the fourth request never left
     # A chat is somebody's: not paced.
     reply = await runtime.conversations.chat(ada, "hello")
     assert (reply.status, reply.reply) == ("done", "never asked")
     # A background task in the same minute shares the member's budget: refused at once.
-    fake_llm.script("model-a", ["task done", "relayed"])
+    llm.script("model-a", ["task done", "relayed"])
     origin = await runtime.conversations.create(ada, "plans")
     task = await scheduler.tasks.start(member, origin.id, "t", "something")
     await scheduler.wait_run(f"task-{task.id}")
@@ -194,7 +186,7 @@ async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_a
     assert ended.error is not None and "at most 3 times a minute" in ended.error
     # A minute after those calls, the next run asks again.
     clock.advance(timedelta(seconds=60))
-    fake_llm.script("model-a", ["fine"])
+    llm.script("model-a", ["fine"])
     again = await scheduler.run_now(member, job)
     await scheduler.wait_run(again.id)
     outcomes = [r.outcome for r in await ScheduleStore(member.db).runs(job.id)]
@@ -202,20 +194,19 @@ async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_a
 
 
 async def test_a_helper_inside_an_unattended_run_spends_the_same_per_minute_budget(
-    runtime: Runtime, ada: str, fake_llm: FakeLLM
+    runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     """The run's own request and its helper's (`execute_task`) count alike: with 2 a
     minute, the run's request after the helper's answer is refused."""
     scheduler, _ = with_clock(runtime, MONDAY_9)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=2)
-    await add_models(runtime, fake_llm, "model-a")
     member = runtime.user_runtimes[ada].facade
     job = await _job(scheduler, member)
     delegate = Call("execute_task", {"task": "count the bins", "agent": "worker"})
-    fake_llm.script("model-a", [[delegate], "three bins", "never asked"])
+    llm.script("model-a", [[delegate], "three bins", "never asked"])
     run = await scheduler.run_now(member, job)
     await scheduler.wait_run(run.id)
     (failed,) = await ScheduleStore(member.db).runs(job.id)
     assert failed.outcome == "failed", failed
     assert failed.error is not None and "at most 2 times a minute" in failed.error
-    assert len(fake_llm.bodies()) == 2
+    assert len(llm.bodies()) == 2

@@ -168,10 +168,7 @@ def test_edge_protections(server: ServerProcess) -> None:
 def test_a_client_that_answers_no_pings_is_closed_with_a_code_that_says_so(
     tmp_path: Path,
 ) -> None:
-    srv = ServerProcess(tmp_path, SKALD_SERVER_HEARTBEAT_S="0.5")
-    srv.create_admin()
-    srv.start()
-    try:
+    with household(tmp_path, SKALD_SERVER_HEARTBEAT_S="0.5") as srv:
         api = Api(srv.url)
         api.login(ADMIN, ADMIN_PW)
         answering, silent = _ws(srv, api), _ws(srv, api)
@@ -188,16 +185,11 @@ def test_a_client_that_answers_no_pings_is_closed_with_a_code_that_says_so(
         # The one that answered is still there.
         ping = _next(answering, "ping")
         answering.send(json.dumps({"type": "pong", "t": ping["t"]}))
-    finally:
-        srv.close()
 
 
 def test_sigterm_with_an_open_socket_and_a_pending_request(tmp_path: Path) -> None:
     # The memory-hard KDF makes the sign-in slow enough to still be running at SIGTERM.
-    srv = ServerProcess(tmp_path, SKALD_SECURITY_KDF_PROFILE="default")
-    srv.create_admin()
-    srv.start()
-    try:
+    with household(tmp_path, SKALD_SECURITY_KDF_PROFILE="default") as srv:
         api = Api(srv.url)
         api.login(ADMIN, ADMIN_PW)
         ws = _ws(srv, api)
@@ -229,8 +221,6 @@ def test_sigterm_with_an_open_socket_and_a_pending_request(tmp_path: Path) -> No
         # Every background service was cancelled and waited for, none abandoned.
         assert '"event": "services stopped"' in log and "session-purge" in log
         assert "did not stop" not in log
-    finally:
-        srv.close()
 
 
 def test_restart_keeps_unencrypted_members_unlocked_and_signs_out_encrypted_ones(
@@ -238,12 +228,7 @@ def test_restart_keeps_unencrypted_members_unlocked_and_signs_out_encrypted_ones
 ) -> None:
     srv = ServerProcess(tmp_path)
     srv.create_admin()
-    assert (
-        srv.cli(
-            "user", "add", "tim", "--role", "children", "--password-stdin", stdin=PW + "\n"
-        ).returncode
-        == 0
-    )
+    srv.add_user("tim", PW, "children")
     srv.start()
     admin, tim = Api(srv.url), Api(srv.url)
     admin.login(ADMIN, ADMIN_PW)

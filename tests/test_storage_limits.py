@@ -15,15 +15,26 @@ from typing import Any
 
 import apsw
 import httpx
-import msgspec
 import pytest
-from conftest import PASSWORD, TEST_ENV, Client, MakeClient, admin_adds_models, post_chat, signed_in
+from conftest import (
+    PASSWORD,
+    TEST_ENV,
+    Client,
+    MakeClient,
+    admin_adds_models,
+    post_chat,
+    set_quota,
+    signed_in,
+)
 from fake_llm import Call, FakeLLM
 from prerequisites import unavailable
-from sandbox_support import docker_fixture, sandbox_runtime_fixture  # noqa: F401
+from sandbox_support import (  # noqa: F401
+    docker_fixture,
+    new_member_container,
+    sandbox_runtime_fixture,
+)
+from tool_support import CTX
 
-from skald.agent import CancelScope, ToolContext
-from skald.agent.events import Event
 from skald.agent.history import project
 from skald.api.app import create_app
 from skald.config import load_config
@@ -41,24 +52,6 @@ from skald.sandbox.manager import SandboxManager
 from skald.sandbox.tool import ExecuteCmdTool
 from skald.store.database import WAL_SIZE_LIMIT, fetch_all, fetch_one, open_plain
 from skald.store.registry import Registry
-
-
-def ignore(event: Event) -> None:
-    pass
-
-
-CTX = ToolContext(
-    conversation_id="conv", call_id="call_1", depth=0, cancel=CancelScope(), sink=ignore
-)
-
-
-async def set_quota(runtime: Runtime, role_name: str, mb: int | None) -> None:
-    role = await runtime.core.registry.get_role(role_name)
-    assert role is not None
-    attrs = msgspec.structs.replace(role.attributes, storage_quota_mb=mb)
-    await runtime.core.registry.save_role(
-        msgspec.structs.replace(role, attributes=attrs), create=False
-    )
 
 
 async def member(runtime: Runtime, name: str) -> UserRuntime:
@@ -385,9 +378,7 @@ async def test_the_guard_pauses_sandboxes_under_the_reserve_and_resumes_them_abo
 ) -> None:
     rt = sandbox_runtime
     assert rt.sandbox is not None
-    created = await rt.core.users.create("ada", PASSWORD, "member")
-    user, role = await rt.member(created.user.id)
-    container_id = await rt.sandbox.ensure(user, role)
+    user, role, container_id = await new_member_container(rt, "ada")
     ada = await member(rt, "ada")
     failed, text = await run(ada, "execute_cmd", command="echo before")
     assert not failed and "before" in text, text
@@ -402,9 +393,7 @@ async def test_the_guard_pauses_sandboxes_under_the_reserve_and_resumes_them_abo
     assert await rt.sandbox.ensure(user, role) == container_id
     assert docker.containers.get(container_id).status == "paused"
     # A sandbox made while the disk is low (a login) is paused at the next look.
-    tim = await rt.core.users.create("tim", PASSWORD, "children")
-    tim_user, tim_role = await rt.member(tim.user.id)
-    tim_container = await rt.sandbox.ensure(tim_user, tim_role)
+    _, _, tim_container = await new_member_container(rt, "tim", "children")
     assert docker.containers.get(tim_container).status == "running"
     await rt.storage_guard.tick()
     assert docker.containers.get(tim_container).status == "paused"

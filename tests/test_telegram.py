@@ -9,7 +9,7 @@ import asyncio
 import re
 
 import pytest
-from conftest import Client, MakeClient, add_models, signed_in
+from conftest import Client, MakeClient, signed_in
 from fake_llm import Call, FakeLLM, Text
 from fake_llm import fake_llm_fixture as fake_llm_fixture
 from telegram_double import TelegramDouble
@@ -108,12 +108,11 @@ async def test_a_paired_member_chats_approves_with_a_button_and_sees_it_on_the_w
     bot: Client,
     make_client: MakeClient,
     double: TelegramDouble,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     household: dict[str, str],
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
     write = Call("write_file", {"path": "shared-memory/bread.md", "content": "# Bread"})
-    fake_llm.script("model-a", [[write], Text("Saved the **bread** note.")])
+    llm.script("model-a", [[write], Text("Saved the **bread** note.")])
     ada = await signed_in(make_client, "ada")
     await pair(double, ada, ADA_TG)
     double.says(ADA_TG, "save a bread note")
@@ -142,7 +141,7 @@ async def test_a_paired_member_chats_approves_with_a_button_and_sees_it_on_the_w
     assert texts == ["save a bread note", "Saved the **bread** note."]
     # Another member's chat reaches only their own conversations.
     mum_tg_turn = Text("Hello mum.")
-    fake_llm.script("model-a", [mum_tg_turn])
+    llm.script("model-a", [mum_tg_turn])
     await pair(double, bot, MUM_TG)
     double.says(MUM_TG, "hi")
     await until(double, lambda: [s for s in double.to(MUM_TG) if s.text == "Hello mum."])
@@ -162,14 +161,12 @@ async def test_a_member_whose_role_lacks_telegram_use_is_refused(
 
 
 async def test_in_a_group_the_bot_answers_a_mention_a_reply_or_the_prefix_only(
-    runtime: Runtime,
     bot: Client,
     make_client: MakeClient,
     double: TelegramDouble,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [Text("one"), Text("two"), Text("three")])
+    llm.script("model-a", [Text("one"), Text("two"), Text("three")])
     ada = await signed_in(make_client, "ada")
     await pair(double, ada, ADA_TG)
     double.says(ADA_TG, "just chatting among us", chat=GROUP)
@@ -194,10 +191,10 @@ async def test_in_a_group_the_bot_answers_a_mention_a_reply_or_the_prefix_only(
     double.sends_file(
         ADA_TG, "photo", "p.jpg", b"\xff\xd8\xff" + b"0" * 100, "image/jpeg", chat=GROUP
     )
-    fake_llm.script("model-a", [Text("four")])
+    llm.script("model-a", [Text("four")])
     double.says(ADA_TG, "@skald_test_bot last", chat=GROUP)
     await until(double, lambda: [s for s in double.to(GROUP) if s.text == "four"])
-    said = b"".join(r.raw for r in fake_llm.requests)
+    said = b"".join(r.raw for r in llm.requests)
     assert b"just chatting" not in said
     assert b"photo-" not in said  # media in this group are not taken
     ada_files = await ada.call("GET", "/api/files/list", params={"path": "uploads"})

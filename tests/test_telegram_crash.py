@@ -5,30 +5,18 @@ hub's recovery for a turn that was running, the streamed message finished in pla
 from __future__ import annotations
 
 import signal
-import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fake_llm import FakeLLM, Text
-from harness import ADMIN, ADMIN_PW, Api, household
+from harness import ADMIN, ADMIN_PW, Api, household, wait_until
 from telegram_double import TelegramDouble
 
 pytestmark = pytest.mark.timeout(240)
 
 PW = "kid's long password"
 TG = 5005
-
-
-def _wait_for(predicate: Any, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def test_kill_9_during_a_burst_of_twenty_messages_answers_each_exactly_once(
@@ -63,14 +51,14 @@ def test_kill_9_during_a_burst_of_twenty_messages_answers_each_exactly_once(
         # Kill while the model works on the sixth (answers 1-5 went out, 6-20 wait): not
         # in the instant between Telegram taking an answer and the inbox row's deletion,
         # the one window no bot can close (Telegram has no idempotent send).
-        _wait_for(lambda: len(fake.bodies("openai")) >= 6)
+        wait_until(lambda: len(fake.bodies("openai")) >= 6)
         srv.stop(signal.SIGKILL)
         assert len(answered()) < 20
         srv.start()
         admin = Api(srv.url)
         admin.login(ADMIN, ADMIN_PW)
-        _wait_for(lambda: set(answered()) >= set(burst))
-        _wait_for(lambda: admin.get("/api/telegram/settings").json()["pending_updates"] == 0)
+        wait_until(lambda: set(answered()) >= set(burst))
+        wait_until(lambda: admin.get("/api/telegram/settings").json()["pending_updates"] == 0)
         counts = answered()
         assert set(counts) == set(burst)
         assert all(n == 1 for n in counts.values()), (

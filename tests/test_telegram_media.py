@@ -12,13 +12,14 @@ import socket
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import Client, MakeClient, add_models, signed_in
+from conftest import Client, MakeClient, signed_in
 from fake_llm import Call, FakeLLM, Hang, Text
 from fake_llm import fake_llm_fixture as fake_llm_fixture
 from telegram_double import TelegramDouble
-from telegram_support import ADA_TG, pair, until
+from telegram_support import ADA_TG, until
 from telegram_support import bot as bot
 from telegram_support import double as double
+from telegram_support import paired_ada as paired_ada
 from voice_engines import Engines, synthesise
 
 from skald.core.runtime import Runtime
@@ -32,22 +33,11 @@ pytestmark = pytest.mark.timeout(120)
 DIGITS = {"one", "two", "three", "four", "five"}
 
 
-async def _ada(runtime: Runtime, make_client: MakeClient, double: TelegramDouble) -> Client:
-    ada = await signed_in(make_client, "ada")
-    await pair(double, ada, ADA_TG)
-    return ada
-
-
 async def test_a_photo_and_a_voice_note_land_in_uploads_and_the_voice_is_transcribed(
-    runtime: Runtime,
-    bot: Client,
-    make_client: MakeClient,
-    double: TelegramDouble,
-    fake_llm: FakeLLM,
+    bot: Client, paired_ada: Client, double: TelegramDouble, llm: FakeLLM
 ) -> None:
     engines = Engines().start()
     try:
-        await add_models(runtime, fake_llm, "model-a")
         r = await bot.call(
             "POST",
             "/api/llm/providers",
@@ -62,8 +52,7 @@ async def test_a_photo_and_a_voice_note_land_in_uploads_and_the_voice_is_transcr
             "kind": "transcription",
         }
         assert (await bot.call("POST", "/api/llm/models", json=body)).status_code == 201
-        fake_llm.script("model-a", [Text("Nice photo."), Text("Heard you.")])
-        ada = await _ada(runtime, make_client, double)
+        llm.script("model-a", [Text("Nice photo."), Text("Heard you.")])
         double.sends_file(ADA_TG, "photo", "x.jpg", b"\xff\xd8\xff\xe0" + b"1" * 500, "image/jpeg")
         await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Nice photo."])
         clip = synthesise("one two three four five")
@@ -73,8 +62,8 @@ async def test_a_photo_and_a_voice_note_land_in_uploads_and_the_voice_is_transcr
         await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Heard you."])
     finally:
         engines.stop()
-    (conv,) = (await ada.call("GET", "/api/conversations")).json()
-    history = (await ada.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
+    (conv,) = (await paired_ada.call("GET", "/api/conversations")).json()
+    history = (await paired_ada.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
     users = [m for m in history if m["role"] == "user"]
     names = [a["name"] for m in users for a in m["attachments"]]
     assert any(n.startswith("photo-") and n.endswith(".jpg") for n in names), names
@@ -84,14 +73,11 @@ async def test_a_photo_and_a_voice_note_land_in_uploads_and_the_voice_is_transcr
 
 async def test_send_attachment_refuses_60_mb_and_sends_a_12_mb_photo_as_a_document(
     runtime: Runtime,
-    bot: Client,
-    make_client: MakeClient,
+    paired_ada: Client,
     double: TelegramDouble,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
     household: dict[str, str],
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    ada = await _ada(runtime, make_client, double)
     member = runtime.server.member(household["ada"])
     assert member is not None
     home = member.router.resolve("~").path  # type: ignore[union-attr]
@@ -99,7 +85,7 @@ async def test_send_attachment_refuses_60_mb_and_sends_a_12_mb_photo_as_a_docume
         f.truncate(60 * 1024 * 1024)  # sparse: the tool must refuse before reading
     (home / "holiday.jpg").write_bytes(b"\xff\xd8\xff\xe0" + os.urandom(12 * 1024 * 1024))
     (home / "small.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 100)
-    fake_llm.script(
+    llm.script(
         "model-a",
         [
             [Call("send_attachment", {"path": "big.bin"})],
@@ -113,24 +99,20 @@ async def test_send_attachment_refuses_60_mb_and_sends_a_12_mb_photo_as_a_docume
     await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Sent what I could."])
     files = [(s.kind, s.file_name, s.caption) for s in double.to(ADA_TG) if s.kind != "text"]
     assert files == [("document", "holiday.jpg", "Beach"), ("photo", "small.png", "")]
-    (conv,) = (await ada.call("GET", "/api/conversations")).json()
-    history = (await ada.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
+    (conv,) = (await paired_ada.call("GET", "/api/conversations")).json()
+    history = (await paired_ada.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
     results = [m["text"] for m in history if m["role"] == "tool"]
     assert "at most 50 MB" in results[0]
     assert "Notes cannot be sent" in results[3]
 
 
 async def test_a_long_answer_is_split_and_refused_html_falls_back_to_plain_text(
-    runtime: Runtime,
-    bot: Client,
-    make_client: MakeClient,
+    paired_ada: Client,
     double: TelegramDouble,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    await _ada(runtime, make_client, double)
     long = " ".join(f"word{i}" for i in range(1500))  # ~11,000 characters
-    fake_llm.script("model-a", [Text(long), Text("**bold** and <tags>")])
+    llm.script("model-a", [Text(long), Text("**bold** and <tags>")])
     double.says(ADA_TG, "tell me a lot")
     pieces = await until(
         double,
@@ -167,12 +149,11 @@ async def test_a_flood_wait_is_honoured_and_the_offset_survives_a_reload(
 async def test_notifications_reach_the_home_chat_set_with_sethome(
     runtime: Runtime,
     bot: Client,
-    make_client: MakeClient,
+    paired_ada: Client,
     double: TelegramDouble,
     household: dict[str, str],
 ) -> None:
-    ada = await _ada(runtime, make_client, double)
-    r = await ada.call(
+    r = await paired_ada.call(
         "PUT", "/api/notifications/settings", json={"channels": ["telegram"], "quiet": None}
     )
     assert r.status_code == 200, r.text
@@ -210,22 +191,18 @@ async def test_a_streamed_answer_is_edited_at_most_once_a_second_and_ends_exact(
 
 
 async def test_new_starts_another_conversation_and_compact_answers_at_once(
-    runtime: Runtime,
-    bot: Client,
-    make_client: MakeClient,
+    paired_ada: Client,
     double: TelegramDouble,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [Text("first"), Text("second")])
-    ada = await _ada(runtime, make_client, double)
+    llm.script("model-a", [Text("first"), Text("second")])
     double.says(ADA_TG, "one")
     await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "first"])
     double.says(ADA_TG, "/new")
     await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "new conversation"])
     double.says(ADA_TG, "two")
     await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "second"])
-    convs = (await ada.call("GET", "/api/conversations")).json()
+    convs = (await paired_ada.call("GET", "/api/conversations")).json()
     assert len(convs) == 2
     double.says(ADA_TG, "/compact")
     await until(double, lambda: [s for s in double.to(ADA_TG) if "compact" in s.text])
@@ -265,36 +242,30 @@ async def test_an_unreachable_bot_api_is_retried_and_shown_without_the_token_in_
 
 
 async def test_stop_from_telegram_stops_the_running_answer(
-    runtime: Runtime,
-    bot: Client,
-    make_client: MakeClient,
+    paired_ada: Client,
     double: TelegramDouble,
-    fake_llm: FakeLLM,
+    llm: FakeLLM,
 ) -> None:
-    await add_models(runtime, fake_llm, "model-a")
-    fake_llm.script("model-a", [Hang(text_before="Thinking hard")])
-    ada = await _ada(runtime, make_client, double)
+    llm.script("model-a", [Hang(text_before="Thinking hard")])
     double.says(ADA_TG, "think forever")
     await until(double, lambda: [s for s in double.to(ADA_TG) if s.text.startswith("Thin")])
     double.says(ADA_TG, "/stop")  # not queued behind the running turn
     await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Stopped."])
-    (conv,) = (await ada.call("GET", "/api/conversations")).json()
+    (conv,) = (await paired_ada.call("GET", "/api/conversations")).json()
     for _ in range(200):
-        if (await ada.call("GET", "/api/conversations")).json()[0]["status"] == "idle":
+        if (await paired_ada.call("GET", "/api/conversations")).json()[0]["status"] == "idle":
             break
         await asyncio.sleep(0.05)
-    assert (await ada.call("GET", "/api/conversations")).json()[0]["status"] == "idle"
+    assert (await paired_ada.call("GET", "/api/conversations")).json()[0]["status"] == "idle"
     assert conv["title"] == "Telegram"
 
 
 async def test_quiet_hours_hold_telegram_notifications_except_urgent_ones(
     runtime: Runtime,
-    bot: Client,
-    make_client: MakeClient,
+    paired_ada: Client,
     double: TelegramDouble,
     household: dict[str, str],
 ) -> None:
-    ada = await _ada(runtime, make_client, double)
     now = datetime.now(UTC)
     quiet = {
         "start": (now - timedelta(hours=2)).strftime("%H:%M"),
@@ -302,7 +273,9 @@ async def test_quiet_hours_hold_telegram_notifications_except_urgent_ones(
         "timezone": "UTC",
     }
     body = {"channels": ["telegram"], "quiet": quiet}
-    assert (await ada.call("PUT", "/api/notifications/settings", json=body)).status_code == 200
+    assert (
+        await paired_ada.call("PUT", "/api/notifications/settings", json=body)
+    ).status_code == 200
     await runtime.notifications.notify(household["ada"], title="Bins out")
     await runtime.notifications.notify(household["ada"], title="Smoke alarm", urgency="high")
     await runtime.notifications.flush()

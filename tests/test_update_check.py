@@ -4,6 +4,8 @@ view), never from a source checkout. The release server is a double on 127.0.0.1
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,16 @@ def _release_tree(tmp: Path, **latest: str) -> Path:
         (tree / folder).mkdir(parents=True)
         (tree / folder / "LATEST").write_text(f"{version}\n")
     return tree
+
+
+@contextlib.contextmanager
+def served_tree(tree: Path) -> Iterator[str]:
+    """`serve_tree(tree)` for the block; its base URL."""
+    url, stop = serve_tree(tree)
+    try:
+        yield url
+    finally:
+        stop()
 
 
 def _install(tmp: Path, url: str, version: str = "0.1.0", channel: str = "stable") -> Path:
@@ -86,22 +98,16 @@ async def test_admins_see_a_newer_release_from_the_updaters_server_checked_now_a
 async def test_a_nightly_install_asks_the_nightly_channel(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, tmp_path: Path
 ) -> None:
-    tree = _release_tree(tmp_path, nightly="0.1.1")
-    url, stop = serve_tree(tree)
-    try:
+    with served_tree(_release_tree(tmp_path, nightly="0.1.1")) as url:
         _checker(runtime, _install(tmp_path, url, channel="nightly"), [0.0])
         line = await _line(await signed_in(make_client, "mum"))
         assert line["status"] == "warn" and "0.1.1" in line["finding"], line
-    finally:
-        stop()
 
 
 async def test_a_source_checkout_or_an_install_without_a_release_server_is_never_checked(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, tmp_path: Path
 ) -> None:
-    tree = _release_tree(tmp_path, releases="9.9.9")
-    url, stop = serve_tree(tree)
-    try:
+    with served_tree(_release_tree(tmp_path, releases="9.9.9")) as url:
         mum = await signed_in(make_client, "mum")
         _checker(runtime, _install(tmp_path, url), [0.0], installed=False)
         line = await _line(mum)
@@ -112,8 +118,6 @@ async def test_a_source_checkout_or_an_install_without_a_release_server_is_never
         _checker(runtime, root, [CHECK_EVERY_S * 10])
         line = await _line(mum)
         assert line["status"] == "skip" and "no release server" in line["finding"], line
-    finally:
-        stop()
 
 
 def test_versions_compare_by_their_numbers() -> None:

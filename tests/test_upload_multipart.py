@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Client, signed_in
+from conftest import Client, asgi_scope, signed_in
 
 from skald.api.app import create_app
 from skald.core.runtime import Runtime
@@ -43,26 +43,14 @@ async def _post_chunks(
     app: Any = None,
 ) -> tuple[int, bytes]:
     """POST a body piece by piece straight through ASGI (httpx would join it first)."""
-    token = client.http.cookies["skald_session"]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/api/file/upload",
-        "raw_path": b"/api/file/upload",
-        "query_string": f"path={path}".encode(),
-        "root_path": "",
-        "headers": [
-            (b"host", b"testserver"),
-            (b"cookie", f"skald_session={token}".encode()),
-            (b"x-csrf-token", client.csrf.encode()),
-            (b"content-type", f"multipart/form-data; boundary={BOUNDARY}".encode()),
-        ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
+    scope = asgi_scope(
+        client,
+        "POST",
+        "/api/file/upload",
+        f"path={path}",
+        (b"x-csrf-token", client.csrf.encode()),
+        (b"content-type", f"multipart/form-data; boundary={BOUNDARY}".encode()),
+    )
     status = 0
     body = b""
     done = False
