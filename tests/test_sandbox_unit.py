@@ -160,3 +160,41 @@ async def test_sandbox_disabled_offers_no_command_tool(runtime: Runtime) -> None
     assert "execute_cmd" not in names
     values = await urt._prompt_values()
     assert values["SANDBOX_COMMANDS"] == ""
+
+
+async def test_closing_the_sandbox_waits_for_a_docker_call_already_under_way(
+    tmp_path: Path,
+) -> None:
+    """A control call in Docker's thread (a container being created) cannot be
+    cancelled: `close` waits for it, so nothing the manager does lands after it returns,
+    when a shutdown or a test may be removing the instance's containers."""
+    import threading
+    import time
+
+    from skald.config import SandboxConfig
+    from skald.sandbox.manager import SandboxManager
+
+    async def no_members() -> list[object]:
+        return []
+
+    manager = SandboxManager(
+        SandboxConfig(),
+        instance_id="closing",
+        homes_dir=tmp_path / "homes",
+        docs_dir=tmp_path / "docs",
+        members=no_members,
+    )
+    started = threading.Event()
+    finished: list[float] = []
+
+    def slow_create() -> None:
+        started.set()
+        time.sleep(0.3)
+        finished.append(time.monotonic())
+
+    call = asyncio.ensure_future(manager.call(slow_create))
+    assert await asyncio.to_thread(started.wait, 5)
+    await manager.close()
+    closed = time.monotonic()
+    assert finished and finished[0] <= closed
+    await call

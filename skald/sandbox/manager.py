@@ -864,8 +864,16 @@ class SandboxManager:
     async def close(self) -> None:
         # A refresh half-way through a Docker call cannot be cancelled: let it finish.
         await self.refreshed(timeout_s=REFRESH_STOP_S)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # A control call already running (a container being created) cannot be cancelled
+        # either: wait for it (bounded), so nothing of this manager's lands after `close`
+        # returns, when whoever closed it may be removing its containers. Calls not
+        # started yet are dropped; output streams (long commands) are not waited for.
         self.stream_pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.to_thread(self._pool.shutdown, wait=True, cancel_futures=True),
+                REFRESH_STOP_S,
+            )
         if self._client is not None:
             client, self._client = self._client, None
             await asyncio.to_thread(client.close)
