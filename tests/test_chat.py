@@ -777,3 +777,36 @@ async def test_a_message_whose_request_is_cancelled_mid_claim_still_runs_and_end
         await asyncio.sleep(0.02)
     assert [m.role for m in history] == ["user", "assistant"]
     await wait_idle(ada, cid)
+
+
+async def test_a_claim_on_another_members_conversation_writes_nothing_even_in_parallel(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    """The claim is the proof of ownership now (no read before it): Tim's messages to
+    Ada's conversation, sent at once through both doors, are all 404, and Ada's
+    conversation keeps its status and title (the claim ran on Tim's own database)."""
+    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
+    fake_llm.script("model-a", ["hi Ada"])
+    ada = await signed_in(make_client, "ada")
+    tim = await signed_in(make_client, "tim")
+    cid = (await post_chat(ada, "hello"))["conversation_id"]
+    await wait_idle(ada, cid)
+    before = await runtime.user_runtimes[household["ada"]].hub.store.get(cid)
+    answers = await asyncio.gather(
+        *(
+            tim.call("POST", f"/api/conversations/{cid}/messages", json={"text": f"mine {i}"})
+            for i in range(5)
+        ),
+        *(
+            tim.call("POST", "/api/chat", json={"text": "x", "conversation_id": cid})
+            for _ in range(3)
+        ),
+    )
+    assert [r.status_code for r in answers] == [404] * 8, [r.text for r in answers]
+    after = await runtime.user_runtimes[household["ada"]].hub.store.get(cid)
+    assert (after.status, after.title, after.updated_at) == (
+        before.status,
+        before.title,
+        before.updated_at,
+    )
+    assert (await tim.call("GET", "/api/conversations")).json() == []

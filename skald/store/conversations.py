@@ -151,6 +151,11 @@ class Claim(msgspec.Struct, frozen=True):
     named: bool
 
 
+def _conversation_row(c: apsw.Connection, conversation_id: str) -> tuple[Any, ...] | None:
+    """The conversation's row, inside a transaction that just wrote it."""
+    return fetch_one(c, f"SELECT {_CONV.names} FROM conversations WHERE id=?", (conversation_id,))
+
+
 class ConversationStore:
     """One per member's hub (it registers a write count with the database for its life)."""
 
@@ -194,9 +199,7 @@ class ConversationStore:
                 (*values, now_iso(), conversation_id),
                 "no such conversation",
             )
-            r = fetch_one(
-                c, f"SELECT {_CONV.names} FROM conversations WHERE id=?", (conversation_id,)
-            )
+            r = _conversation_row(c, conversation_id)
             assert r is not None
             return r
 
@@ -221,9 +224,7 @@ class ConversationStore:
                 (title, stamp, conversation_id),
             )
             named = c.changes() > 0
-            r = fetch_one(
-                c, f"SELECT {_CONV.names} FROM conversations WHERE id=?", (conversation_id,)
-            )
+            r = _conversation_row(c, conversation_id)
             if r is None:
                 raise NotFoundError("no such conversation")
             # Read here, on the database thread right after the writes: a write that

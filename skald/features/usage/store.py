@@ -224,19 +224,20 @@ class UsageStore:
             caps = _caps(c.execute(sql, ("user", user_id)).fetchone())
             if caps is None:
                 caps = _caps(c.execute(sql, ("role", role)).fetchone())
+            if caps is None or caps.unlimited:
+                _count(c, user_id, at)
+                return None, [], False
+            day, month = (_totals(c, user_id, start) for start in starts)
+            refused, due = decide(caps, day, month)
+            if refused is not None:
+                return refused, [], True
             send: list[str] = []
-            capped = caps is not None and not caps.unlimited
-            if caps is not None and capped:
-                day, month = (_totals(c, user_id, start) for start in starts)
-                refused, due = decide(caps, day, month)
-                if refused is not None:
-                    return refused, [], True
-                for period, measure, text in due:
-                    c.execute(warned, (user_id, period, measure, now))
-                    if c.changes():
-                        send.append(text)
+            for period, measure, text in due:
+                c.execute(warned, (user_id, period, measure, now))
+                if c.changes():
+                    send.append(text)
             _count(c, user_id, at)
-            return None, send, capped
+            return None, send, True
 
         return await self.db.transaction(q)
 
