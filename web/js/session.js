@@ -91,8 +91,7 @@ ws.onStatus((status) => {
 function startSocket() {
   ws.connect({
     // The server sends a code; the sentence is ours, so it is in the user's language.
-    onRevoked: (code) =>
-      signedOut(code ? { key: `auth.revoked.${code}` } : { key: 'auth.expired', kind: 'info' }),
+    onRevoked: (code) => (code ? signedOut({ key: `auth.revoked.${code}` }) : sessionEnded()),
     onMessage: (msg) => {
       // Our own account changed (role, name, language): take the new menus at once.
       if (msg.type === 'user_updated') api.me().then(setMe, () => {});
@@ -119,9 +118,20 @@ export function signedOut(notice) {
   redirect('/login');
 }
 
+// The session is gone with no reason given (a 401, a socket refused as revoked): a restart
+// is the likely why, so ask /api/health before saying which. Trap: the page can meet the
+// new server first through any call (a reconnect's health check that failed a moment
+// before the server came up, then its 401): deciding from what the page last saw said
+// "your session has ended" after a restart the page had not noticed yet.
+async function sessionEnded() {
+  await checkRestart().catch(() => false);
+  if (!getState().me) return; // another path signed out meanwhile
+  signedOut({ key: restartedRecently() ? 'auth.restarted' : 'auth.expired', kind: 'info' });
+}
+
 // Any 401 from a normal API call means the cookie is no longer valid.
 onUnauthorized(() => {
-  if (getState().me) signedOut({ key: restartedRecently() ? 'auth.restarted' : 'auth.expired', kind: 'info' });
+  if (getState().me) sessionEnded();
   else redirect('/login');
 });
 
