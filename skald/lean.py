@@ -6,13 +6,18 @@ pygments) whenever those are installed, and `structlog` imports `structlog.dev`,
 imports rich for the console renderer's tracebacks; Litestar installs rich and click,
 so every start paid for all three (about a tenth of a cold start) and used none: Skald
 has no httpx command line, and its logging turns tracebacks into text
-(`format_exc_info`) before the renderer sees them. So the three are hidden from the
+(`format_exc_info`) before the renderer sees them. So they are hidden from the
 import system while httpx and structlog load (`import rich` raises ImportError, which
-both catch), and put back at once.
+both catch), and put back at once. greenlet likewise: structlog's deprecated
+`threadlocal` module (which Skald does not use: its log context is contextvars) takes it
+when it is importable, and greenlet is C++, so it loads libstdc++ too (about 0.9 MiB of
+memory at rest, bench/README.md goal 5). Skald does not depend on it; Playwright, a test
+tool, installs it beside Skald in a developer's environment.
 
 Trap: this works only if nothing imported httpx or structlog before (a test run's
-conftest does; then nothing changes, which is harmless). Whoever imports rich, click
-or pygments later gets the real module: they are hidden only during these two imports.
+conftest does; then nothing changes, which is harmless). Whoever imports rich, click,
+pygments or greenlet later gets the real module: they are hidden only during these two
+imports.
 `httpx.main` is then httpx's stub that says the extras are missing.
 
 PyYAML is different: Litestar imports it at the top of `litestar.openapi.plugins` for
@@ -36,8 +41,8 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# The optional extras, not dependencies of Skald: only the libraries' own tools use them.
-EXTRAS = ("click", "rich", "pygments")
+# Not dependencies of Skald: only the libraries' own tools (or a deprecated corner) use them.
+EXTRAS = ("click", "rich", "pygments", "greenlet")
 # Imported by a library at its top, used by nothing Skald runs unless asked.
 ON_FIRST_USE = ("yaml", "pdb")
 

@@ -20,7 +20,7 @@ from skald.paths import DataLayout
 from skald.sandbox.manager import SandboxManager, SandboxUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTRAS = ["click", "pygments", "rich"]
+EXTRAS = ["click", "greenlet", "pygments", "rich"]
 
 
 def _fresh(code: str) -> str:
@@ -33,7 +33,8 @@ def _fresh(code: str) -> str:
 
 
 def test_the_server_and_cli_load_no_command_line_extras_of_their_libraries() -> None:
-    # httpx's CLI and structlog's dev module pull these in when installed; Skald uses none.
+    # httpx's CLI, structlog's dev and threadlocal modules pull these in when installed;
+    # Skald uses none.
     loaded = _fresh(
         "import sys, json, skald.server, skald.cli;"
         f"print(json.dumps([m for m in {EXTRAS!r} if m in sys.modules]))"
