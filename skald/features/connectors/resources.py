@@ -145,6 +145,12 @@ _READ = ToolSpec(
 )
 
 
+def category(server: str) -> str:
+    """The category every call on connector `server` carries, in either tool shape and
+    for its resources alike: rules and grants name `@mcp:<server>`."""
+    return f"@mcp:{server}"
+
+
 def read_name(server: str) -> str:
     """The name a resource read of `server` is judged by (rules, grants, the Inbox)."""
     return f"mcp__{server}__read_resource"
@@ -160,7 +166,7 @@ class ListResources(Tool):
         self.instances = instances
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
-        return Touches(categories=frozenset({f"@mcp:{args.get('connector', '')}"}))
+        return Touches(categories=frozenset({category(str(args.get("connector", "")))}))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         inst = self.instances.get(str(args.get("connector", "")))
@@ -192,7 +198,7 @@ class ReadResource(Tool):
     def touches(self, args: Mapping[str, Any]) -> Touches:
         server = str(args.get("connector", ""))
         return Touches(
-            categories=frozenset({f"@mcp:{server}"}),
+            categories=frozenset({category(server)}),
             # Unknown connector: judged as itself (the call will fail).
             acts_as=read_name(server) if server in self.instances else None,
         )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.features.connectors.content import render
-from skald.features.connectors.resources import resource_tools
+from skald.features.connectors.resources import category, resource_tools
 from skald.llm.types import ToolSpec, tool_spec
 from skald.mcp import McpError, SessionExpired, model_tool_name
 
@@ -37,10 +37,6 @@ if TYPE_CHECKING:
 RESULT_CHARS = 50_000
 # How long a call the server refused for an unknown session waits for the new session.
 RESESSION_WAIT_S = 30.0
-
-
-def category(server: str) -> str:
-    return f"@mcp:{server}"
 
 
 async def _call(
