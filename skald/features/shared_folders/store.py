@@ -379,17 +379,7 @@ class SharedFolders:
                     await asyncio.to_thread(self._move, move[0], not move[1])
                 raise
             await self.load()
-        self.remount(affected)
-
-    # -- the members' sandboxes -----------------------------------------------------------
-
-    def remount(self, user_ids: set[str]) -> None:
-        """Each member's sandbox made again with their new mounts, in the background (the
-        change answers at once; the manager waits for a command running there)."""
-        sandbox = self.server.sandbox
-        if sandbox is not None:
-            for user_id in user_ids:
-                sandbox.refresh(user_id, self.server.fetch)
+        self.server.remount(affected)
 
     async def run(self) -> None:
         """The service: read the snapshot once the server starts (then every change)."""
