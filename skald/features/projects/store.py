@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import apsw
 import msgspec
 
+from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.projects.history import ProjectHistory
 from skald.files.mounts import MemberMount
@@ -149,10 +150,6 @@ class ProjectOut(msgspec.Struct, frozen=True, kw_only=True):
             delete=p.owner == user_id,
             history=p.history,
         )
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _read(c: apsw.Connection) -> list[Project]:

@@ -28,6 +28,7 @@ import apsw
 import msgspec
 
 from skald import walk
+from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files.mounts import MemberMount
 from skald.log import get_logger
@@ -133,11 +134,6 @@ def _snapshot(folders: list[Folder]) -> Snapshot:
         for m in folder.members:
             of_member.setdefault(m.user_id, []).append((folder, m.access))
     return Snapshot(live, of_member)
-
-
-def one_line(text: str) -> str:
-    """A name or description as one line (it reaches prompts: no forged headings)."""
-    return " ".join(text.split())
 
 
 def checked_slug(slug: str) -> str:
