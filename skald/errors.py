@@ -4,6 +4,8 @@ Every error that can reach a person derives from `SkaldError` and carries a mess
 written for them; the CLI prints it as one line, the API turns it into a 4xx body.
 """
 
+import math
+
 
 class SkaldError(Exception):
     """Base of every expected, user-facing failure."""
@@ -61,6 +63,16 @@ class LimitReachedError(SkaldError):
     """A spending cap is reached: the message says which and when it resets (HTTP 429)."""
 
     code = "limit_reached"
+
+
+class RetryLaterError(SkaldError):
+    """Refused for now, not for good: `retry_after` is whole seconds (the API's
+    `Retry-After`), and the message ends with when to try again."""
+
+    def __init__(self, why: str, retry_after: float) -> None:
+        self.retry_after = max(1, math.ceil(retry_after))
+        wait = f"{self.retry_after} seconds" if self.retry_after != 1 else "1 second"
+        super().__init__(f"{why}; try again in {wait}")
 
 
 class DiskFullError(SkaldError):

@@ -232,27 +232,34 @@ def walk(
             os.close(fd)
 
 
+def _open_listed(fd: int, name: str, st: os.stat_result, doing: str) -> tuple[int, list[str]]:
+    """The folder `name` of `fd`, opened by descriptor (never through a link) and listed,
+    once it is checked to be the folder `st` describes: one swapped in since the lstat
+    raises ESTALE ("replaced while it was being <doing>"). Errors are the open's (a
+    FileNotFoundError: removed meanwhile; ELOOP: a link is there now) or the listing's;
+    the descriptor is closed before any leaves."""
+    child = open_dir_at(fd, name)
+    try:
+        if not os.path.samestat(st, os.fstat(child)):
+            raise OSError(errno.ESTALE, f"replaced while it was being {doing}", name)
+        return child, os.listdir(child)  # noqa: PTH208
+    except BaseException:
+        os.close(child)
+        raise
+
+
 def _enter(
     fd: int, name: str, st: os.stat_result, item: tuple[str, ...], report: Report | None
 ) -> tuple[int, tuple[str, ...], Iterator[str]] | None:
     try:
-        child = open_dir_at(fd, name)
+        child, names = _open_listed(fd, name, st, "read")
     except FileNotFoundError:
         return None  # removed meanwhile
     except OSError as exc:
         if report is not None:
             report(item, _reason(exc))
         return None
-    try:
-        if not os.path.samestat(st, os.fstat(child)):
-            raise OSError(errno.ESTALE, "replaced while it was being read", name)
-        names = sorted(os.listdir(child))  # noqa: PTH208
-    except OSError as exc:
-        os.close(child)
-        if report is not None:
-            report(item, _reason(exc))
-        return None
-    return child, item, iter(names)
+    return child, item, iter(sorted(names))
 
 
 def _reason(exc: OSError) -> str:
@@ -403,7 +410,7 @@ def _open_for_removal(
     fd: int, name: str, st: os.stat_result, rel: tuple[str, ...], left: list[str]
 ) -> tuple[int, tuple[str, ...], Iterator[str]] | None:
     try:
-        child = open_dir_at(fd, name)
+        child, names = _open_listed(fd, name, st, "removed")
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -411,14 +418,6 @@ def _open_for_removal(
             _unlink(fd, name, rel, left)
         else:
             left.append(f"{'/'.join(rel)}: {_removal_reason(exc)}")
-        return None
-    try:
-        if not os.path.samestat(st, os.fstat(child)):
-            raise OSError(errno.ESTALE, "replaced while it was being removed", name)
-        names = os.listdir(child)  # noqa: PTH208
-    except OSError as exc:
-        os.close(child)
-        left.append(f"{'/'.join(rel)}: {_removal_reason(exc)}")
         return None
     return child, rel, iter(names)
 

@@ -199,15 +199,21 @@ class AgentLoop:
         """Summarise the older messages now (`/compact`); None when there is nothing to cut."""
         scope = self._claim()
         try:
-            done = await compaction.compact(
-                self.history,
-                self.model,
-                model_id=self.config.model,
-                keep_last_n=self.config.compact_keep_last if keep_last_n is None else keep_last_n,
-                scope=scope,
-            )
+            keep = self.config.compact_keep_last if keep_last_n is None else keep_last_n
+            return await self._compact(scope, keep)
         finally:
             self._scope = None
+
+    async def _compact(self, scope: CancelScope, keep_last_n: int) -> CompactionResult | None:
+        """The history compacted with this loop's model, the clients told what was cut
+        (by `/compact` and before a round alike); None when there was nothing to cut."""
+        done = await compaction.compact(
+            self.history,
+            self.model,
+            model_id=self.config.model,
+            keep_last_n=keep_last_n,
+            scope=scope,
+        )
         if done is not None:
             await self.emit.compacted(done.dropped, done.kept)
         return done
@@ -453,19 +459,12 @@ class AgentLoop:
         """Compact the history; the new projection, or None when nothing was cut (or
         the compaction failed, which is logged: the turn goes on uncompacted)."""
         try:
-            done = await compaction.compact(
-                self.history,
-                self.model,
-                model_id=self.config.model,
-                keep_last_n=self.config.compact_keep_last,
-                scope=turn.scope,
-            )
+            done = await self._compact(turn.scope, self.config.compact_keep_last)
         except (LlmError, CompactionError) as exc:
             log.warning("compaction failed", error=str(exc))
             return None
         if done is None:
             return None
-        await self.emit.compacted(done.dropped, done.kept)
         return self._project(await self.history.load())
 
     def _project(self, messages: list[Message]) -> list[Message]:

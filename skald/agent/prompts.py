@@ -430,6 +430,13 @@ def compose_prompt(agent: AgentDef, root: Path, values: Mapping[str, str]) -> st
 # -- harness hygiene -----------------------------------------------------------------
 
 
+def one_line(text: str) -> str:
+    """`text` with every run of white space, line breaks included, as one space: what
+    members wrote (a name, a description, a search snippet) then stands in a prompt as
+    one line and cannot start a heading or a line of its own."""
+    return " ".join(text.split())
+
+
 def defuse_harness_tags(text: str) -> str:
     """Make `<skald-context>` in untrusted text (a message, a tool result) inert.
 

@@ -26,6 +26,7 @@ from skald.errors import (
     LimitReachedError,
     NotFoundError,
     QuotaExceededError,
+    RetryLaterError,
     SkaldError,
     StorageError,
 )
@@ -87,11 +88,7 @@ def error_response(
 
 def _skald_error(_: Request[Any, Any, Any], exc: SkaldError) -> Response[Any]:
     status = next((s for cls, s in _SKALD_STATUS if isinstance(exc, cls)), 400)
-    headers = (
-        {"Retry-After": str(exc.retry_after)}
-        if isinstance(exc, ThrottledError | KdfBusyError)
-        else None
-    )
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RetryLaterError) else None
     return error_response(status, exc.code, str(exc), headers)
 
 

@@ -152,7 +152,8 @@ class ConversationRunner:
         if job.kind == "turn" and job.message is not None and self.hub.before_turn is not None:
             before = await self.hub.before_turn(self.conversation_id, display_text(job.message))
             if before.block is not None:
-                return await self._blocked(history, job, before.block)
+                # The member reads the plugin's reason (not replaced by a plain sentence).
+                return await self._not_started(history, job, before.block, BLOCKED)
             if before.append:
                 job.message = Message(
                     role="user", content=[*job.message.content, TextPart(text=before.append)]
@@ -160,7 +161,8 @@ class ConversationRunner:
         try:
             setup = await self.hub.setup_factory(conversation, needs)
         except SkaldError as exc:
-            return await self._failed_before_start(history, job, exc)
+            code = exc.kind if isinstance(exc, LlmError) else exc.code
+            return await self._not_started(history, job, str(exc), code)
         if before.system:
             prompt = f"{setup.config.system_prompt}\n\n{before.system}"
             config = msgspec.structs.replace(setup.config, system_prompt=prompt)
@@ -205,14 +207,12 @@ class ConversationRunner:
         )
         return result
 
-    async def _failed_before_start(
-        self, history: OwnerHistory, job: TurnJob, exc: SkaldError
+    async def _not_started(
+        self, history: OwnerHistory, job: TurnJob, error: str, code: str
     ) -> TurnResult:
-        """No turn could start (no usable model...): keep the message and the failure
-        (as an empty interrupted answer, like a failed turn), and say why to every client
-        the same way a failed turn would."""
-        error = str(exc)
-        code = exc.kind if isinstance(exc, LlmError) else exc.code
+        """No turn could start (no usable model, a plugin blocked it...): keep the message
+        and the failure (as an empty interrupted answer, like a failed turn), and say why
+        to every client the same way a failed turn would."""
         if job.message is not None:
             await history.append(job.message)
             why = Interruption(code=code, detail=error)
@@ -239,24 +239,6 @@ class ConversationRunner:
         )
         await history.revise_reply(text, list(after.attach))
         return msgspec.structs.replace(result, text=text)
-
-    async def _blocked(self, history: OwnerHistory, job: TurnJob, reason: str) -> TurnResult:
-        """A plugin blocked the turn: the message is kept, no model runs, and the member
-        reads the plugin's reason (not replaced by a plain sentence)."""
-        assert job.message is not None
-        await history.append(job.message)
-        why = Interruption(code=BLOCKED, detail=reason)
-        await history.append(Message(role="assistant", interrupted=why))
-        await self._sink(
-            TurnDone(
-                conversation_id=self.conversation_id,
-                status="failed",
-                error=reason,
-                error_code=BLOCKED,
-            )
-        )
-        await self.hub.set_status(self.conversation_id, "idle")
-        return TurnResult(status="failed", error=reason, error_code=BLOCKED)
 
     async def _run(self, loop: AgentLoop, job: TurnJob) -> TurnResult:
         if job.kind == "turn":

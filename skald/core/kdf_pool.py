@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import random
 import threading
@@ -45,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from skald.errors import SkaldError
+from skald.errors import RetryLaterError
 
 T = TypeVar("T")
 
@@ -57,17 +56,13 @@ INITIAL_ESTIMATE_S = 0.5
 _trusted: ContextVar[bool] = ContextVar("skald_kdf_trusted", default=False)
 
 
-class KdfBusyError(SkaldError):
+class KdfBusyError(RetryLaterError):
     """Too many password checks are running or waiting; nothing was tried."""
 
     code = "busy"
 
     def __init__(self, retry_after: float) -> None:
-        self.retry_after = max(1, math.ceil(retry_after))
-        super().__init__(
-            "the server is busy checking other sign-ins; try again in "
-            + (f"{self.retry_after} seconds" if self.retry_after != 1 else "1 second")
-        )
+        super().__init__("the server is busy checking other sign-ins", retry_after)
 
 
 def _lower_priority() -> None:

@@ -28,7 +28,7 @@ from skald.llm.discovery import (
     list_models,
     try_model,
 )
-from skald.llm.errors import LlmError, error_for_status
+from skald.llm.errors import LlmError, error_for_status, every_model_failed
 from skald.llm.media import Endpoint
 from skald.llm.provider_types import (
     BUILTIN_KINDS,
@@ -489,12 +489,7 @@ class LlmService:
             self.health.failed(model.id)
             last = error
         assert last is not None
-        raise LlmError(
-            f"every {_KIND_WORDS[kind]} model failed; the last said: {last}",
-            status=last.status,
-            retriable=True,
-            kind=last.kind,
-        )
+        raise every_model_failed(last, f"{_KIND_WORDS[kind]} model")
 
     async def transcribe(
         self, user_id: str, audio: bytes, filename: str, content_type: str

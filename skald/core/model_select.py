@@ -20,7 +20,7 @@ from typing import Literal
 import msgspec
 
 from skald.llm.client import ModelClient
-from skald.llm.errors import LlmError
+from skald.llm.errors import LlmError, every_model_failed
 from skald.llm.tokens import completed
 from skald.llm.types import (
     Finished,
@@ -204,12 +204,7 @@ class FallbackClient:
             if restart is not None:
                 yield restart  # the reader drops what it has; the next model starts over
         assert last_error is not None
-        raise LlmError(
-            f"every model failed; the last said: {last_error}",
-            status=last_error.status,
-            retriable=True,
-            kind=last_error.kind,
-        )
+        raise every_model_failed(last_error)
 
 
 def _with_model(request: Request, model: ModelRow) -> Request:

@@ -22,6 +22,18 @@ from skald.errors import StorageError
 KEY_BYTES = 32
 
 
+def create_once(path: Path, data: bytes) -> None:
+    """Write `data` to a new file `path` (0600) unless one is there. O_EXCL: two processes
+    racing to create a key cannot end up with different keys (the loser's `data` is
+    dropped; both then read the winner's)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
 class Sealed(msgspec.Struct, frozen=True):
     nonce: str
     ciphertext: str
@@ -36,14 +48,7 @@ class InstanceKey:
     @classmethod
     def load_or_create(cls, path: Path) -> InstanceKey:
         if not path.exists():
-            # O_EXCL: two processes racing to create it cannot end up with different keys.
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(secrets.token_bytes(KEY_BYTES))
+            create_once(path, secrets.token_bytes(KEY_BYTES))
         data = path.read_bytes()
         if len(data) != KEY_BYTES:
             raise StorageError(

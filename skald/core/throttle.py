@@ -23,26 +23,21 @@ Trap: the usernames are normalised as the account lookup does (strip, lower case
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from skald.config import AuthConfig
-from skald.errors import AuthenticationError, SkaldError
+from skald.errors import AuthenticationError, RetryLaterError
 
 MAX_TRACKED = 10_000
 
 
-class ThrottledError(SkaldError):
+class ThrottledError(RetryLaterError):
     code = "throttled"
 
     def __init__(self, retry_after: float) -> None:
-        self.retry_after = max(1, math.ceil(retry_after))
-        super().__init__(
-            "too many failed sign-in attempts; try again in "
-            + (f"{self.retry_after} seconds" if self.retry_after != 1 else "1 second")
-        )
+        super().__init__("too many failed sign-in attempts", retry_after)
 
 
 @dataclass

@@ -74,6 +74,18 @@ class LlmError(SkaldError):
         self.kind: ErrorKind = kind or kind_for_status(status)
 
 
+def every_model_failed(last: LlmError, models: str = "model") -> LlmError:
+    """The error after falling back through every model (`models`: what they were, e.g.
+    "speech model"): retriable, as another moment may go better, and with the last
+    failure's status and kind, which is what the member is told."""
+    return LlmError(
+        f"every {models} failed; the last said: {last}",
+        status=last.status,
+        retriable=True,
+        kind=last.kind,
+    )
+
+
 # Some providers answer 400 (or 413/422) for what is not the request's fault. Matched
 # against the whole error body (message and code), case-insensitively. Documented in
 # docs/dev/agent-loop.md ("Provider errors"); add a pattern there and here together.

@@ -20,6 +20,7 @@ import base64
 import binascii
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -52,6 +53,19 @@ async def _check(response: httpx.Response, where: Endpoint) -> None:
         raise error_for_status(response.status_code, where.name, detail)
 
 
+async def _post(http: httpx.AsyncClient, where: Endpoint, path: str, **body: Any) -> httpx.Response:
+    """One request to the provider's `path` (`body`: httpx's `data`/`files` or `json`),
+    read whole: a refusal raises by its status, a network failure as `network_error`."""
+    try:
+        response = await http.post(
+            where.url(path), headers=where.headers(), timeout=MEDIA_TIMEOUT, **body
+        )
+        await _check(response, where)
+    except httpx.HTTPError as exc:
+        raise network_error(where.name, exc, (where.api_key,)) from exc
+    return response
+
+
 async def transcribe(
     http: httpx.AsyncClient,
     where: Endpoint,
@@ -65,17 +79,13 @@ async def transcribe(
     data = {"model": model, "response_format": "json"}
     if language:
         data["language"] = language
-    try:
-        response = await http.post(
-            where.url("audio/transcriptions"),
-            headers=where.headers(),
-            data=data,
-            files={"file": (filename, audio, content_type)},
-            timeout=MEDIA_TIMEOUT,
-        )
-        await _check(response, where)
-    except httpx.HTTPError as exc:
-        raise network_error(where.name, exc, (where.api_key,)) from exc
+    response = await _post(
+        http,
+        where,
+        "audio/transcriptions",
+        data=data,
+        files={"file": (filename, audio, content_type)},
+    )
     try:
         text = response.json()["text"]
     except (ValueError, KeyError, TypeError):
@@ -129,22 +139,8 @@ async def generate_image(
     http: httpx.AsyncClient, where: Endpoint, model: str, prompt: str, size: str
 ) -> bytes:
     """One picture for `prompt`, as the image file's bytes."""
-    try:
-        response = await http.post(
-            where.url("images/generations"),
-            headers=where.headers(),
-            json={
-                "model": model,
-                "prompt": prompt,
-                "n": 1,
-                "size": size,
-                "response_format": "b64_json",
-            },
-            timeout=MEDIA_TIMEOUT,
-        )
-        await _check(response, where)
-    except httpx.HTTPError as exc:
-        raise network_error(where.name, exc, (where.api_key,)) from exc
+    body = {"model": model, "prompt": prompt, "n": 1, "size": size, "response_format": "b64_json"}
+    response = await _post(http, where, "images/generations", json=body)
     try:
         encoded = response.json()["data"][0]["b64_json"]
         return base64.b64decode(encoded, validate=True)

@@ -391,6 +391,18 @@ class McpOAuth(httpx.Auth):
             registration_endpoint=f"{origin}/register",
         )
 
+    async def _prepare(
+        self, http: httpx.AsyncClient, server_url: str, challenge: dict[str, str]
+    ) -> tuple[Endpoints, str | None, ClientInfo, str | None]:
+        """What a sign-in of either kind starts from: the endpoints and the resource
+        (kept for refreshes), a client id, and the scope to ask for (the challenge's,
+        else the scopes the server lists)."""
+        endpoints, resource, scopes = await self._discover(http, server_url, challenge)
+        self._endpoints, self._resource = endpoints, resource
+        client = await self._client(http, endpoints)
+        scope = challenge.get("scope") or (" ".join(scopes) if scopes else None)
+        return endpoints, resource, client, scope
+
     async def _client(self, http: httpx.AsyncClient, endpoints: Endpoints) -> ClientInfo:
         if self.preregistered is not None:
             return self.preregistered
@@ -435,10 +447,7 @@ class McpOAuth(httpx.Auth):
         half of a sign-in, for a caller whose person answers in another request."""
         challenge = challenge or {}
         async with self._session() as http:
-            endpoints, resource, scopes = await self._discover(http, server_url, challenge)
-            self._endpoints, self._resource = endpoints, resource
-            client = await self._client(http, endpoints)
-        scope = challenge.get("scope") or (" ".join(scopes) if scopes else None)
+            endpoints, resource, client, scope = await self._prepare(http, server_url, challenge)
         if previous is not None and previous.scope and scope and challenge.get("error"):
             # Step-up: keep what we had, add what is asked for.
             scope = " ".join(dict.fromkeys([*previous.scope.split(), *scope.split()]))
@@ -473,10 +482,7 @@ class McpOAuth(httpx.Auth):
     async def _without_person(self, server_url: str, challenge: dict[str, str]) -> Tokens:
         """client_credentials / jwt_bearer: the client's own credentials get the token."""
         async with self._session() as http:
-            endpoints, resource, scopes = await self._discover(http, server_url, challenge)
-            self._endpoints, self._resource = endpoints, resource
-            client = await self._client(http, endpoints)
-            scope = challenge.get("scope") or (" ".join(scopes) if scopes else None)
+            endpoints, resource, client, scope = await self._prepare(http, server_url, challenge)
             form = {"grant_type": "client_credentials"}
             if self.grant == "jwt_bearer":
                 assert self.assertion is not None

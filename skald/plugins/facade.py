@@ -300,6 +300,15 @@ class Server(_Facade):
     def sandbox(self) -> SandboxManager | None:
         return self._live.sandbox
 
+    def remount(self, user_ids: Iterable[str]) -> None:
+        """These members' places changed (a shared folder, a project): each one's sandbox
+        is made again with the new mounts, in the background (`SandboxManager.refresh`:
+        the change answers at once; the remake waits for a command running there)."""
+        sandbox = self._live.sandbox
+        if sandbox is not None:
+            for user_id in user_ids:
+                sandbox.refresh(user_id, self.fetch)
+
     @property
     def llm(self) -> LlmService:
         return self._live.llm

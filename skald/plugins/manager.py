@@ -266,16 +266,16 @@ class Plugins:
 
     def sections_of(self, pid: str) -> dict[str, type[msgspec.Struct]]:
         """The config sections one plugin declares: its instance settings."""
-        out: dict[str, type[msgspec.Struct]] = {}
-        for name, answer in self._call("skald_config_sections"):
-            if name == pid:
-                out.update(answer)
-        return out
+        return self._merged_of(pid, "skald_config_sections")
 
     def member_sections_of(self, pid: str) -> dict[str, type[msgspec.Struct]]:
         """The member settings sections one plugin declares (`skald_member_settings`)."""
+        return self._merged_of(pid, "skald_member_settings")
+
+    def _merged_of(self, pid: str, hook: str) -> dict[str, type[msgspec.Struct]]:
+        """The sections plugin `pid` answers `hook` with (its implementations' merged)."""
         out: dict[str, type[msgspec.Struct]] = {}
-        for name, answer in self._call("skald_member_settings"):
+        for name, answer in self._call(hook):
             if name == pid:
                 out.update(answer)
         return out

@@ -23,7 +23,9 @@ This is the connectors' `docker exec` code, kept with the sandbox it reaches int
 `exec_stream.py`: no client process on the host, the usual way), the command line for a
 daemon that is not on a unix socket (`MarkedGroup.exec_argv`) and the client's
 environment (`docker_client_env`), one command run to its end under a group of its own
-(`run_marked`: a dependency install) and the kill.
+(`run_marked`: a dependency install) and the kill; and how a command run to its end is
+waited for, killed and reaped on a timeout or a cancellation (`communicate_within`: the
+connectors' host commands and `verify` checks too).
 """
 
 from __future__ import annotations
@@ -106,6 +108,22 @@ class MarkedGroup:
         return killed
 
 
+async def communicate_within(
+    proc: asyncio.subprocess.Process, seconds: float, kill: Callable[[], None] | None = None
+) -> bytes:
+    """What the process wrote to stdout, once it ends within `seconds`. On a timeout
+    (`TimeoutError`) or a cancellation it is killed (`kill`: its process group, say;
+    default: the process) and reaped before the error goes on, so none is left running."""
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), seconds)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            (proc.kill if kill is None else kill)()
+        await proc.wait()
+        raise
+    return out
+
+
 def docker_client_env() -> dict[str, str]:
     """The `docker` client's environment before the connector's declared variables."""
     return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "LANG")}
@@ -134,13 +152,7 @@ async def run_marked(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), seconds)
-        except (TimeoutError, asyncio.CancelledError):
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise
+        out = await communicate_within(proc, seconds)
     finally:
         # Shielded: a cancelled start (lock, shutdown) still kills what it started.
         await asyncio.shield(group.kill())

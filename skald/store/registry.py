@@ -45,6 +45,25 @@ def user_in(conn: apsw.Connection, user_id: str) -> User | None:
     return None if row is None else _USER.row(row)
 
 
+async def insert_while_active(
+    db: Database, table: str, columns: str, values: tuple[object, ...], user_id: str
+) -> bool:
+    """Insert one row of member `user_id` (a session, an API token) only while they exist
+    and are active, in one statement: a deactivation that commits meanwhile leaves no row
+    behind. Whether it was stored."""
+    marks = ",".join("?" * len(values))
+
+    def q(c: apsw.Connection) -> bool:
+        c.execute(
+            f"INSERT INTO {table}({columns}) SELECT {marks} "
+            "WHERE EXISTS (SELECT 1 FROM users WHERE id=? AND active=1)",
+            (*values, user_id),
+        )
+        return c.changes() == 1
+
+    return await db.transaction(q)
+
+
 def role_in(conn: apsw.Connection, name: str) -> Role | None:
     row = fetch_one(conn, "SELECT name, display_name, builtin FROM roles WHERE name=?", (name,))
     return None if row is None else _role(conn, row)

@@ -23,7 +23,7 @@ import msgspec
 
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.kept import KEPT_MAX, KeptReads
-from skald.store.registry import role_in, user_in
+from skald.store.registry import insert_while_active, role_in, user_in
 from skald.store.rows import Role, User
 
 
@@ -63,25 +63,16 @@ class SessionStore:
         """Store a new session, only while its user exists and is active (one statement:
         a deactivation that commits during the sign-in leaves no session behind).
         Returns whether it was stored."""
-
-        def q(c: apsw.Connection) -> bool:
-            c.execute(
-                f"INSERT INTO sessions({_COLUMNS}) SELECT ?,?,?,?,?,?,? "
-                "WHERE EXISTS (SELECT 1 FROM users WHERE id=? AND active=1)",
-                (
-                    row.token_hash,
-                    row.user_id,
-                    row.created_at,
-                    row.last_seen_at,
-                    row.expires_at,
-                    row.user_agent,
-                    row.client,
-                    row.user_id,
-                ),
-            )
-            return c.changes() == 1
-
-        return await self.db.transaction(q)
+        values = (
+            row.token_hash,
+            row.user_id,
+            row.created_at,
+            row.last_seen_at,
+            row.expires_at,
+            row.user_agent,
+            row.client,
+        )
+        return await insert_while_active(self.db, "sessions", _COLUMNS, values, row.user_id)
 
     async def device_key(self) -> bytes:
         """The key that signs device cookies (`skald.core.devices`), made on first use.

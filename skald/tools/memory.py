@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import apsw
 
+from skald.agent.prompts import one_line
 from skald.agent.tools import (
     Reads,
     Tool,
@@ -310,10 +311,6 @@ def _check_size(note: NotePath, content: str) -> None:
         )
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 # -- what the note stores do for the file tools ---------------------------------------------
 
 
@@ -588,5 +585,5 @@ class MemorySearchTool(Reads, Tool):
         if not hits:
             return ToolResult(content=f"No notes match {query!r}.")
         rows = [f"{_plural(len(hits), 'note')} found for {query!r}:"]
-        rows += [f"- {store}/{hit.path}: {_one_line(hit.snippet)}" for store, hit in hits]
+        rows += [f"- {store}/{hit.path}: {one_line(hit.snippet)}" for store, hit in hits]
         return ToolResult(content="\n".join(rows))

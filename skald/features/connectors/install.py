@@ -23,7 +23,6 @@ belong in a household feed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import secrets
@@ -244,6 +243,8 @@ async def run_in_group(
 ) -> tuple[int, bytes]:
     """A host command in a session of its own: (exit code, what it said). On a timeout or
     a cancellation its whole process group is killed and reaped (npm leaves children)."""
+    from skald.sandbox.procgroup import communicate_within
+
     proc = await asyncio.create_subprocess_exec(
         *cmd,
         cwd=cwd,
@@ -253,11 +254,5 @@ async def run_in_group(
         env=env,
         start_new_session=True,
     )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), seconds)
-    except (TimeoutError, asyncio.CancelledError):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        await proc.wait()
-        raise
+    out = await communicate_within(proc, seconds, lambda: os.killpg(proc.pid, 9))
     return proc.returncode or 0, out

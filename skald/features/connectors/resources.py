@@ -145,25 +145,43 @@ _READ = ToolSpec(
 )
 
 
+def category(server: str) -> str:
+    """The category every call on connector `server` carries, in either tool shape and
+    for its resources alike: rules and grants name `@mcp:<server>`."""
+    return f"@mcp:{server}"
+
+
 def read_name(server: str) -> str:
     """The name a resource read of `server` is judged by (rules, grants, the Inbox)."""
     return f"mcp__{server}__read_resource"
 
 
-class ListResources(Tool):
+class ByConnector(Tool):
+    """A tool that names its connector in its `connector` argument: one of the member's
+    running connectors (`instances`, by name). The resource pair and the catalogue
+    shape's `activate_tools` and `connector_call` are built alike."""
+
+    def __init__(self, instances: dict[str, ConnectorInstance], member: Member) -> None:
+        self.instances = instances
+        self.member = member
+
+    def named(self, args: Mapping[str, Any]) -> ConnectorInstance | None:
+        """The connector `args` names; None for a name no running connector has."""
+        return self.instances.get(str(args.get("connector", "")))
+
+    def touches(self, args: Mapping[str, Any]) -> Touches:
+        # Even listing what a connector offers falls under that connector's rules.
+        return Touches(categories=frozenset({category(str(args.get("connector", "")))}))
+
+
+class ListResources(ByConnector):
     spec = _LIST
     kind = "read"
     concurrency_safe = True
     rerun_on_recovery = True
 
-    def __init__(self, instances: dict[str, ConnectorInstance]) -> None:
-        self.instances = instances
-
-    def touches(self, args: Mapping[str, Any]) -> Touches:
-        return Touches(categories=frozenset({f"@mcp:{args.get('connector', '')}"}))
-
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        inst = self.instances.get(str(args.get("connector", "")))
+        inst = self.named(args)
         if inst is None or not inst.catalog.readable:
             offering = sorted(n for n, i in self.instances.items() if i.catalog.readable)
             return ToolResult.error(
@@ -181,18 +199,14 @@ class ListResources(Tool):
         return ToolResult(content="\n".join(lines))
 
 
-class ReadResource(Tool):
+class ReadResource(ByConnector):
     spec = _READ
     kind = "read"
-
-    def __init__(self, instances: dict[str, ConnectorInstance], member: Member) -> None:
-        self.instances = instances
-        self.member = member
 
     def touches(self, args: Mapping[str, Any]) -> Touches:
         server = str(args.get("connector", ""))
         return Touches(
-            categories=frozenset({f"@mcp:{server}"}),
+            categories=frozenset({category(server)}),
             # Unknown connector: judged as itself (the call will fail).
             acts_as=read_name(server) if server in self.instances else None,
         )
@@ -229,7 +243,7 @@ def resource_tools(instances: dict[str, ConnectorInstance], member: Member) -> l
     """The pair, when a switched-on connector offers something to read."""
     if not any(inst.catalog.readable for inst in instances.values()):
         return []
-    return [ListResources(instances), ReadResource(instances, member)]
+    return [ListResources(instances, member), ReadResource(instances, member)]
 
 
 def prompt_text(messages: list[Any]) -> str:

@@ -699,6 +699,7 @@ class Supervisor:
         `member` is the caller's facade: the Connectors page's routes hold no runtime."""
         from skald.features.connectors.feed import Manifest
         from skald.mcp import McpError
+        from skald.sandbox.procgroup import communicate_within
 
         manifest = msgspec.convert(
             {k: v for k, v in row.manifest.items() if not k.startswith("_")}, Manifest
@@ -727,13 +728,7 @@ class Supervisor:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
             )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), spec.timeout_secs)
-            except (TimeoutError, asyncio.CancelledError):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                raise
+            out = await communicate_within(proc, spec.timeout_secs)
         except TimeoutError:
             return False, f"the check did not answer within {spec.timeout_secs} s"
         finally:

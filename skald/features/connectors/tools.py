@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
 from skald.features.connectors.content import render
-from skald.features.connectors.resources import resource_tools
+from skald.features.connectors.resources import ByConnector, category, resource_tools
 from skald.llm.types import ToolSpec, tool_spec
 from skald.mcp import McpError, SessionExpired, model_tool_name
 
@@ -37,10 +37,6 @@ if TYPE_CHECKING:
 RESULT_CHARS = 50_000
 # How long a call the server refused for an unknown session waits for the new session.
 RESESSION_WAIT_S = 30.0
-
-
-def category(server: str) -> str:
-    return f"@mcp:{server}"
 
 
 async def _call(
@@ -130,21 +126,14 @@ _CALL = tool_spec(
 )
 
 
-class ActivateTools(Tool):
+class ActivateTools(ByConnector):
     spec = _ACTIVATE
     kind = "read"
     concurrency_safe = True
     rerun_on_recovery = True
 
-    def __init__(self, instances: dict[str, ConnectorInstance]) -> None:
-        self.instances = instances
-
-    def touches(self, args: Mapping[str, Any]) -> Touches:
-        # Listing a server's tools falls under that server's rules too.
-        return Touches(categories=frozenset({category(str(args.get("connector", "")))}))
-
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        inst = self.instances.get(str(args.get("connector", "")))
+        inst = self.named(args)
         if inst is None:
             return ToolResult.error(
                 f"no connector named {args.get('connector')!r}; available: "
@@ -159,16 +148,12 @@ class ActivateTools(Tool):
         return ToolResult(content="\n".join(lines))
 
 
-class ConnectorCall(Tool):
+class ConnectorCall(ByConnector):
     spec = _CALL
     kind = "other"
 
-    def __init__(self, instances: dict[str, ConnectorInstance], member: Member) -> None:
-        self.instances = instances
-        self.member = member
-
     def touches(self, args: Mapping[str, Any]) -> Touches:
-        inst = self.instances.get(str(args.get("connector", "")))
+        inst = self.named(args)
         tool = str(args.get("tool", ""))
         return Touches(
             categories=frozenset({category(str(args.get("connector", "")))}),
@@ -223,7 +208,7 @@ def tools_for(
     # Resources: one generic pair in both shapes (judged per server: `resources.py`).
     out: list[Tool] = resource_tools(instances, member)
     if len(instances) > catalogue_above:
-        return [ActivateTools(instances), ConnectorCall(instances, member), *out]
+        return [ActivateTools(instances, member), ConnectorCall(instances, member), *out]
     for inst in instances.values():
         by_model_name = {name: tool for tool, name in offered(inst).items()}
         for spec in inst.specs:

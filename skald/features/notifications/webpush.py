@@ -95,6 +95,8 @@ class VapidKey:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ec
 
+        from skald.core.sealing import create_once
+
         if not path.exists():
             key = ec.generate_private_key(ec.SECP256R1())
             pem = key.private_bytes(
@@ -102,13 +104,7 @@ class VapidKey:
                 serialization.PrivateFormat.PKCS8,
                 serialization.NoEncryption(),
             )
-            try:  # O_EXCL: two processes racing cannot end up with different keys
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(pem)
+            create_once(path, pem)
         path.chmod(0o600)
         from py_vapid import Vapid02
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import apsw
 import msgspec
 
+from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.projects.history import ProjectHistory
 from skald.files.mounts import MemberMount
@@ -149,10 +150,6 @@ class ProjectOut(msgspec.Struct, frozen=True, kw_only=True):
             delete=p.owner == user_id,
             history=p.history,
         )
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _read(c: apsw.Connection) -> list[Project]:
@@ -277,7 +274,7 @@ class Projects:
             await self.server.db.transaction(q)
             await asyncio.to_thread(self._make_dir, owner, slug)
             await self.load()
-        self._refresh({owner})
+        self.server.remount({owner})
         return self._get(owner, slug)
 
     def _make_dir(self, owner: str, slug: str) -> None:
@@ -356,7 +353,7 @@ class Projects:
                 )
             )
             await self.load()
-        self._refresh({m.user_id for m in project.members})
+        self.server.remount({m.user_id for m in project.members})
 
     def _move_to_trash(self, project: Project) -> None:
         trash = self.root / TRASH / project.owner
@@ -375,13 +372,7 @@ class Projects:
             await self.server.db.transaction(lambda c: c.execute(sql, args))
             await self.load()
         if affected:
-            self._refresh(affected)
-
-    def _refresh(self, user_ids: set[str]) -> None:
-        sandbox = self.server.sandbox
-        if sandbox is not None:
-            for user_id in user_ids:
-                sandbox.refresh(user_id, self.server.fetch)
+            self.server.remount(affected)
 
     async def run(self) -> None:
         await self.load()

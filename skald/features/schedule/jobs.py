@@ -300,10 +300,7 @@ class Jobs:
         job = await self.get(job_id)
         if job.state == "done":
             raise InvalidInputError("this job has already run and will not run again")
-        updated = await self.store.update(job_id, state="paused")
-        await self.counts_changed()
-        assert updated is not None
-        return updated
+        return await self._update(job_id, state="paused")
 
     async def resume(self, job_id: str) -> Job:
         job = await self.get(job_id)
@@ -315,16 +312,7 @@ class Jobs:
                 "this one-off job's time has passed: give it a new time with `at`"
             )
         next_run = next_run_of(job.cron, job.run_at, zone, self.now)
-        updated = await self.store.update(
-            job_id,
-            active_limit=self.config.max_active_jobs,
-            state="active",
-            next_run=next_run,
-            failures=0,
-        )
-        await self.counts_changed()
-        assert updated is not None
-        return updated
+        return await self._update(job_id, state="active", next_run=next_run, failures=0)
 
     async def change(self, job_id: str, change: JobChange) -> Job:
         job = await self.get(job_id)
@@ -358,7 +346,11 @@ class Jobs:
                 fields.update(next_run=next_run, state="active")
             else:
                 fields["next_run"] = next_run
-        # A finished one-off job given a new time becomes active: held to the limit.
+        return await self._update(job_id, **fields)
+
+    async def _update(self, job_id: str, **fields: object) -> Job:
+        """Write a change of a job that exists, then tell the counts. A change that makes
+        it active (a resume; a finished one-off given a new time) is held to the limit."""
         updated = await self.store.update(
             job_id, active_limit=self.config.max_active_jobs, **fields
         )

@@ -70,7 +70,8 @@ def skald_placeholders() -> dict[str, str]:
 
 @hookimpl
 def skald_prompt_blocks(member: Member) -> dict[str, str]:
-    from skald.features.shared_folders.store import SharedFolders, one_line
+    from skald.agent.prompts import one_line
+    from skald.features.shared_folders.store import SharedFolders
 
     folders = member.server.state(SharedFolders, None)
     mine = [] if folders is None else folders.of_member(member.id)

@@ -28,6 +28,7 @@ import apsw
 import msgspec
 
 from skald import walk
+from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files.mounts import MemberMount
 from skald.log import get_logger
@@ -133,11 +134,6 @@ def _snapshot(folders: list[Folder]) -> Snapshot:
         for m in folder.members:
             of_member.setdefault(m.user_id, []).append((folder, m.access))
     return Snapshot(live, of_member)
-
-
-def one_line(text: str) -> str:
-    """A name or description as one line (it reaches prompts: no forged headings)."""
-    return " ".join(text.split())
 
 
 def checked_slug(slug: str) -> str:
@@ -379,17 +375,7 @@ class SharedFolders:
                     await asyncio.to_thread(self._move, move[0], not move[1])
                 raise
             await self.load()
-        self.remount(affected)
-
-    # -- the members' sandboxes -----------------------------------------------------------
-
-    def remount(self, user_ids: set[str]) -> None:
-        """Each member's sandbox made again with their new mounts, in the background (the
-        change answers at once; the manager waits for a command running there)."""
-        sandbox = self.server.sandbox
-        if sandbox is not None:
-            for user_id in user_ids:
-                sandbox.refresh(user_id, self.server.fetch)
+        self.server.remount(affected)
 
     async def run(self) -> None:
         """The service: read the snapshot once the server starts (then every change)."""

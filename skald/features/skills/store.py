@@ -32,6 +32,7 @@ from typing import Final, Literal
 import msgspec
 
 from skald import walk
+from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files.mounts import MemberMount
 from skald.files.router import checked_name
@@ -94,10 +95,6 @@ def checked_id(skill_id: str) -> str:
     return skill_id
 
 
-def _one_line(text: str, limit: int = 200) -> str:
-    return " ".join(text.split())[:limit]
-
-
 def describe(text: str, skill_id: str) -> tuple[str, str]:
     """(name, one line) from SKILL.md: front matter `name:`/`description:`, else the
     first heading and the first line of text after it."""
@@ -118,7 +115,7 @@ def describe(text: str, skill_id: str) -> tuple[str, str]:
             name = s[2:]
         elif not description and s and not s.startswith(("#", "---")) and ":" not in s[:20]:
             description = s
-    return _one_line(name or skill_id, 80), _one_line(description)
+    return one_line(name or skill_id)[:80], one_line(description)[:200]
 
 
 def _read_skill_md(tree_fd: int, skill_id: str) -> str | None:

@@ -21,7 +21,14 @@ if TYPE_CHECKING:
 MAX_READ = 256 * 1024
 
 
-class SkillRead(Reads, Tool):
+class _SkillTool(Tool):
+    """A skill tool works for one member: their own tree, and the household's."""
+
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+
+class SkillRead(Reads, _SkillTool):
     spec = tool_spec(
         "skill_read",
         "Read a skill's SKILL.md (or one of its files): skill is shared/<id>, mine/<id> "
@@ -32,9 +39,6 @@ class SkillRead(Reads, Tool):
         },
         ["skill"],
     )
-
-    def __init__(self, member: Member) -> None:
-        self.member = member
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         layout = self.member.server.layout
@@ -72,7 +76,7 @@ _HOUSEHOLD = {
 }
 
 
-class SkillRegister(Writes, Tool):
+class SkillRegister(Writes, _SkillTool):
     spec = tool_spec(
         "skill_register",
         "Make a folder of your home (it must hold SKILL.md: name, when to use it, the "
@@ -84,9 +88,6 @@ class SkillRegister(Writes, Tool):
         },
         ["path"],
     )
-
-    def __init__(self, member: Member) -> None:
-        self.member = member
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
@@ -105,16 +106,13 @@ class SkillRegister(Writes, Tool):
             store.register(self.member.server.layout, tree, self.member.id, skill_id, source)
 
 
-class SkillDelete(Writes, Tool):
+class SkillDelete(Writes, _SkillTool):
     spec = tool_spec(
         "skill_delete",
         "Delete one of your skills (or, with skills.manage, a household one).",
         {"id": {"type": "string"}, "household": _HOUSEHOLD},
         ["id"],
     )
-
-    def __init__(self, member: Member) -> None:
-        self.member = member
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:

@@ -20,6 +20,7 @@ import msgspec
 
 from skald.store.database import Database
 from skald.store.migrations import Feature, Migration
+from skald.store.registry import insert_while_active
 
 _V1 = """
 CREATE TABLE api_tokens(
@@ -64,26 +65,17 @@ class TokenStore:
 
     async def insert(self, row: TokenRow) -> bool:
         """Store a new token while its member exists and is active (one statement)."""
-
-        def q(c: apsw.Connection) -> bool:
-            c.execute(
-                f"INSERT INTO api_tokens({_COLUMNS}) SELECT ?,?,?,?,?,?,?,? "
-                "WHERE EXISTS (SELECT 1 FROM users WHERE id=? AND active=1)",
-                (
-                    row.id,
-                    row.user_id,
-                    row.name,
-                    json.dumps(row.scopes),
-                    row.hash,
-                    row.created_at,
-                    row.last_used_at,
-                    row.expires_at,
-                    row.user_id,
-                ),
-            )
-            return c.changes() == 1
-
-        return await self.db.transaction(q)
+        values = (
+            row.id,
+            row.user_id,
+            row.name,
+            json.dumps(row.scopes),
+            row.hash,
+            row.created_at,
+            row.last_used_at,
+            row.expires_at,
+        )
+        return await insert_while_active(self.db, "api_tokens", _COLUMNS, values, row.user_id)
 
     async def get(self, token_id: str) -> TokenRow | None:
         found = await self.db.fetch_one(
