@@ -30,6 +30,7 @@ from ui_support import (
     HeldRequests,
     SignedInWatch,
     add_fake_model,
+    add_provider_on_page,
     api_as,
     clear_failure_shots,
     login,
@@ -498,15 +499,7 @@ def _scenario(
     expect(admin.get_by_test_id("providers-empty")).to_be_visible()
     expect(admin.get_by_test_id("model-add")).to_be_disabled()  # no provider yet
 
-    admin.get_by_test_id("provider-add").click()
-    dialog = admin.get_by_test_id("provider-dialog")
-    expect(dialog).to_be_visible()
-    dialog.get_by_test_id("provider-name").fill("Fake OpenAI")
-    dialog.get_by_test_id("provider-kind").select_option("openai_compatible")
-    dialog.get_by_test_id("provider-base-url").fill(fake.base_url_openai)
-    dialog.get_by_test_id("provider-api-key").fill("sk-test-secret-123")
-    dialog.get_by_test_id("provider-save").click()
-    expect(dialog).to_have_count(0)
+    add_provider_on_page(admin, "Fake OpenAI", fake.base_url_openai, "sk-test-secret-123")
     provider = admin.locator('[data-testid="provider-row"][data-provider-name="Fake OpenAI"]')
     expect(provider.get_by_test_id("provider-kind-badge")).to_have_text(
         "Other OpenAI-compatible server"

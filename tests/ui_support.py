@@ -262,6 +262,19 @@ def add_fake_model(server: ServerProcess, fake: FakeLLM, model: str = "fake-main
     admin.close()
 
 
+def add_provider_on_page(page: Page, name: str, base_url: str, api_key: str) -> None:
+    """An admin adds an OpenAI-compatible provider through the Models page's dialog."""
+    page.get_by_test_id("provider-add").click()
+    dialog = page.get_by_test_id("provider-dialog")
+    expect(dialog).to_be_visible()
+    dialog.get_by_test_id("provider-name").fill(name)
+    dialog.get_by_test_id("provider-kind").select_option("openai_compatible")
+    dialog.get_by_test_id("provider-base-url").fill(base_url)
+    dialog.get_by_test_id("provider-api-key").fill(api_key)
+    dialog.get_by_test_id("provider-save").click()
+    expect(dialog).to_have_count(0)
+
+
 def configured(root: Path, config: str) -> Path:
     """`root`, with `config` written as the config.toml its server will read (before the
     setup, which keeps it); for `harness.household(configured(tmp_path, ...))`."""
