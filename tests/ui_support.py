@@ -456,6 +456,36 @@ def watched_page(
         yield scenario.page(username, password, name=name, **options)
 
 
+@contextlib.contextmanager
+def case_page(
+    browser: Browser,
+    server: ServerProcess,
+    username: str,
+    password: str,
+    prefix: str,
+    watch: Watch,
+    lang: str,
+    width: int,
+    height: int,
+) -> Iterator[Page]:
+    """One case of a test that walks languages and widths: the `watched_page` named
+    LANG-WIDTH at that size, once its first requests have settled."""
+    viewport = {"width": width, "height": height}
+    with watched_page(
+        browser,
+        server,
+        username,
+        password,
+        prefix=prefix,
+        watch=watch,
+        name=f"{lang}-{width}",
+        viewport=viewport,
+        timeout=15_000,
+    ) as page:
+        page.wait_for_load_state("networkidle")
+        yield page
+
+
 class HeldRequests:
     """Requests to one route that a test holds back to open a race window (the page has
     asked, the answer has not come), then lets go with `route.continue_()` or
