@@ -16,6 +16,16 @@ def _write(name: str) -> Call:
     return Call("write_file", {"path": f"shared-memory/{name}.md", "content": f"# {name}"})
 
 
+async def _to_the_worker(
+    make_client: MakeClient, fake: FakeLLM, task: str, step: Call, *said: str
+) -> None:
+    """The admin adds model-a, which hands `task` to the worker helper: the helper's
+    first round is `step`, then each answer `said` (the helper's, then the parent's)."""
+    await admin_adds_models(make_client, fake, [("model-a", "openai")])
+    calls = [Call("execute_task", {"task": task, "agent": "worker"})]
+    fake.script("model-a", [calls, [step], *(Text(s) for s in said)])
+
+
 async def _inbox(client: Client) -> list[dict[str, Any]]:
     r = await client.call("GET", "/api/inbox")
     assert r.status_code == 200, r.text
@@ -207,16 +217,9 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
     from skald.agent import ApprovalRequested
     from skald.core.events import ChatEvent
 
-    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
-    fake_llm.script(
-        "model-a",
-        [
-            [Call("execute_task", {"task": "save the wifi note", "agent": "worker"})],
-            [_write("wifi")],  # the helper's first round asks for an approval
-            Text("Saved the note."),  # the helper's answer
-            Text("The helper saved it."),  # the parent's answer
-        ],
-    )
+    step = _write("wifi")  # the helper's first round asks for an approval
+    said = ("Saved the note.", "The helper saved it.")
+    await _to_the_worker(make_client, fake_llm, "save the wifi note", step, *said)
     ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Wifi"})).json()["id"]
     seen: list[Any] = []
@@ -261,16 +264,9 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
 async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_helper(
     household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
-    fake_llm.script(
-        "model-a",
-        [
-            [Call("execute_task", {"task": "plan the bread", "agent": "worker"})],
-            [Call("ask_user", {"question": "Rye or spelt?", "choices": ["rye", "spelt"]})],
-            Text("Spelt it is."),  # the helper
-            Text("The helper chose spelt."),  # the parent
-        ],
-    )
+    step = Call("ask_user", {"question": "Rye or spelt?", "choices": ["rye", "spelt"]})
+    said = ("Spelt it is.", "The helper chose spelt.")
+    await _to_the_worker(make_client, fake_llm, "plan the bread", step, *said)
     ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
@@ -291,16 +287,9 @@ async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_h
 async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
-    fake_llm.script(
-        "model-a",
-        [
-            [Call("execute_task", {"task": "save the bins note", "agent": "worker"})],
-            [_write("bins")],
-            Text("I was not allowed to save it."),
-            Text("The helper could not save it."),
-        ],
-    )
+    step = _write("bins")
+    said = ("I was not allowed to save it.", "The helper could not save it.")
+    await _to_the_worker(make_client, fake_llm, "save the bins note", step, *said)
     ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "save the bins note")
     assert out["status"] == "awaiting_approval"  # the helper's request ends the wait
