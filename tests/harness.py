@@ -57,6 +57,29 @@ def wait_until(
     raise AssertionError(f"timed out waiting for {getattr(what, '__name__', what)}{shown}")
 
 
+def until_healthy(
+    proc: subprocess.Popen[bytes],
+    url: str,
+    timeout: float,
+    name: str,
+    log: Callable[[], str],
+    pause: float = 0.1,
+) -> bool:
+    """How a started server is awaited (Skald's, the real model's): True once `url` answers
+    200, False after `timeout`; a RuntimeError naming `name` with its log if it exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{log()}")
+        try:
+            if httpx.get(url, timeout=10 * pause).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(pause)
+    return False
+
+
 def run_cli(
     data: Path, env: dict[str, str], *argv: str, stdin: str = ""
 ) -> subprocess.CompletedProcess[str]:
@@ -113,16 +136,8 @@ class ServerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/api/health", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        if until_healthy(self.proc, f"{self.url}/api/health", timeout, "server", self.log):
+            return self
         # The caller's cleanup never runs when start() raises: stop it here, or it
         # outlives the test (seen under heavy load, where a start can take 30 s).
         self.close()

@@ -21,18 +21,18 @@ import base64
 import hashlib
 import json
 import secrets
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
+from http_double import ServedDouble, send_json
 
 CLIENT_ID = "skald-test-client"
 
 
-class OAuthDouble:
+class OAuthDouble(ServedDouble):
     def __init__(
         self, expires_in: int = 3600, client_id: str = CLIENT_ID, client_secret: str | None = None
     ) -> None:
@@ -54,12 +54,7 @@ class OAuthDouble:
                 pass
 
             def _json(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, body)
 
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
@@ -155,9 +150,8 @@ class OAuthDouble:
                     },
                 )
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.serve(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -185,14 +179,6 @@ class OAuthDouble:
 
     def revoke_access(self) -> None:
         self.access.clear()
-
-    def __enter__(self) -> OAuthDouble:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 async def authorize(url: str) -> str:

@@ -61,3 +61,16 @@ def make_wheel(
         for name, data in members.items():
             z.writestr(name, data)
     return path
+
+
+def plugin_wheel(
+    out: Path,
+    plugin: str,
+    files: dict[str, str],
+    version: str = "1.0",
+    requires: tuple[str, ...] = (),
+) -> Path:
+    """The wheel of a Skald plugin as the tests write them: the distribution skald_PLUGIN,
+    whose module skald_PLUGIN is the entry point `plugin`."""
+    module = f"skald_{plugin}"
+    return make_wheel(out, module, version, files, entry=(plugin, module), requires=requires)

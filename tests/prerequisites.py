@@ -29,3 +29,9 @@ def built_pyz(variable: str = "SKALD_TEST_PYZ", what: str = "ci/build.sh") -> Pa
     if not path.is_file():
         pytest.fail(f"{variable}={value} does not exist or is not a file")
     return path
+
+
+@pytest.fixture(scope="module", name="built_pyz")
+def built_pyz_fixture() -> Path:
+    """The `built_pyz` fixture of the modules that import it: the zipapp, once a module."""
+    return built_pyz()

@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from http_double import ServedDouble
 
 
 def b64u(data: bytes) -> str:
@@ -169,7 +170,7 @@ def decrypt(body: bytes, sub: Subscription) -> bytes:
     return out
 
 
-class PushDouble:
+class PushDouble(ServedDouble):
     """`tls` (a server context) and `name` make it an https service for that host name;
     `hosts` and `sni` record the Host headers and TLS server names it was sent."""
 
@@ -208,15 +209,7 @@ class PushDouble:
             tls.sni_callback = lambda _sock, server_name, _ctx: self.sni.append(server_name)
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.origin = f"{scheme}://{name}:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> PushDouble:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(self.server)
 
     def subscribe(self) -> Subscription:
         sub = Subscription(id=secrets.token_hex(8), server_key=self.server_key)

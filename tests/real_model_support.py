@@ -21,10 +21,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+from harness import until_healthy
 from real_model.prepare import MODEL_FILE, cache_dir
 
 HERE = Path(__file__).resolve().parent / "real_model"
@@ -87,18 +87,8 @@ class LlamaServer:
         env["PYTHONPATH"] = str(self.root / "site")
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"llama server exited with {self.proc.returncode}:\n{self.log()}"
-                )
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        if until_healthy(self.proc, f"{self.url}/health", timeout, "llama server", self.log, 0.2):
+            return self
         raise RuntimeError(f"llama server did not become healthy:\n{self.log()}")
 
     def kill(self) -> None:

@@ -150,6 +150,20 @@ def make_variant(
     new_info = f"site-packages/skald-{version}.dist-info/"
 
     patched: dict[str, bytes] = {}
+    # The files whose one match of a pattern is rewritten: (pattern, rewrite, what it is).
+    edits: dict[str, tuple[re.Pattern[str], Callable[[str], str], str]] = {
+        "site-packages/skald/__init__.py": (
+            _VERSION_LINE,
+            lambda _: f'__version__ = "{version}"',
+            "__version__ line",
+        ),
+    }
+    if broken:
+        edits["site-packages/skald/server.py"] = (
+            _SERVE_DEF,
+            lambda sig: f"{sig}    raise SystemExit({BROKEN_MESSAGE!r})\n",
+            "`async def serve(` in skald/server.py",
+        )
     fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.tmp.", dir=out_dir)
     tmp = Path(tmp_name)
     try:
@@ -165,24 +179,12 @@ def make_variant(
                         continue  # written last, once the build id is known
                     data = src.read(info)
                     new_name = info.filename
-                    if info.filename == "site-packages/skald/__init__.py":
-                        text = _replace_once(
-                            data.decode(),
-                            _VERSION_LINE,
-                            lambda _: f'__version__ = "{version}"',
-                            "__version__ line",
-                        )
+                    if info.filename in edits:
+                        pattern, repl, what = edits[info.filename]
+                        text = _replace_once(data.decode(), pattern, repl, what)
                         data = patched[new_name] = text.encode()
                     elif image_note is not None and info.filename == PYZ_DOCKERFILE:
                         data = patched[new_name] = data + f"# {image_note}\n".encode()
-                    elif broken and info.filename == "site-packages/skald/server.py":
-                        text = _replace_once(
-                            data.decode(),
-                            _SERVE_DEF,
-                            lambda sig: f"{sig}    raise SystemExit({BROKEN_MESSAGE!r})\n",
-                            "`async def serve(` in skald/server.py",
-                        )
-                        data = patched[new_name] = text.encode()
                     elif info.filename.startswith(old_info):
                         new_name = new_info + info.filename[len(old_info) :]
                         if new_name.endswith("/METADATA"):

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
+from http_double import ServedDouble, send_json
+
 BOT = {"id": 424242, "is_bot": True, "first_name": "Skald", "username": "skald_test_bot"}
 PHOTO_MAX = 10 * 1024 * 1024
 TOKEN = "123456:test-token-abcdefghijklmnopqrstuv"
@@ -87,7 +89,7 @@ def _html_ok(text: str) -> bool:
     return parser.ok and not parser.stack
 
 
-class TelegramDouble:
+class TelegramDouble(ServedDouble):
     def __init__(self, token: str = TOKEN) -> None:
         self.token = token
         self.state = _State()
@@ -122,31 +124,21 @@ class TelegramDouble:
                 status, answer = double._handle(
                     self.path, self.headers.get("Content-Type", ""), body
                 )
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, answer)
 
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        server = _Server(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self.serve(server)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def __enter__(self) -> TelegramDouble:
-        self.thread.start()
-        return self
-
     def __exit__(self, *exc: object) -> None:
         with self.cond:
             self._closing = True
             self.cond.notify_all()
-        self.server.shutdown()
-        self.server.server_close()
+        super().__exit__(*exc)
 
     # -- the Bot API ------------------------------------------------------------------
 

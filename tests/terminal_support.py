@@ -7,6 +7,14 @@ import pty
 import select
 import time
 
+SETUP_PASSWORD = "correct horse battery staple"
+# What a person answers at `skald setup`'s prompts: the administrator mum, her password twice.
+SETUP_ANSWERS = [
+    ("Administrator username", "mum"),
+    ("password for mum:", SETUP_PASSWORD),
+    ("password for mum (again):", SETUP_PASSWORD),
+]
+
 
 def converse(
     argv: list[str],

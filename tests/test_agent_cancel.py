@@ -21,12 +21,8 @@ from test_agent_fakes import (
 )
 
 from skald.agent import (
-    AgentLoop,
-    AllowAll,
     CallState,
     CancelScope,
-    LoopConfig,
-    MemoryHistory,
     Require,
     Stopped,
     ToolContext,
@@ -237,15 +233,7 @@ async def test_cancelling_the_callers_scope_stops_the_turn() -> None:
     step = text("x")
     step.pause = release
     model = ScriptedModel(step)
-    loop = AgentLoop(
-        model,
-        [],
-        MemoryHistory("c"),
-        AllowAll(),
-        lambda e: None,
-        LoopConfig(model="m"),
-        cancel=root,
-    )
+    loop, _, _ = make_loop(model, cancel=root)
 
     turn = asyncio.create_task(loop.run_turn("hi"))
     await model.paused.wait()

@@ -19,6 +19,7 @@ from skald.agent import (
     ApprovalOutcome,
     ApprovalRequest,
     Approved,
+    CancelScope,
     Decision,
     Event,
     FunctionTool,
@@ -158,12 +159,18 @@ def make_loop(
     history: MemoryHistory | None = None,
     gate: ApprovalGate | None = None,
     sink: Sink | None = None,
+    cancel: CancelScope | None = None,
+    extras: dict[str, object] | None = None,
+    joined: Callable[[], Awaitable[Message | None]] | None = None,
     **config: Any,
 ) -> tuple[AgentLoop, MemoryHistory, Sink]:
     history = history if history is not None else MemoryHistory("conv-1")
     sink = sink if sink is not None else Sink()
     cfg = LoopConfig(model="test-model", retry_backoff_s=0.01, stop_grace_s=1.0, **config)
-    loop = AgentLoop(model, tools or [], history, gate or AllowAll(), sink, cfg)
+    gate = gate or AllowAll()
+    loop = AgentLoop(
+        model, tools or [], history, gate, sink, cfg, cancel=cancel, extras=extras, joined=joined
+    )
     return loop, history, sink
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_agent_fakes import ScriptedModel, Sink, call, calls, text, tool
+from test_agent_fakes import ScriptedModel, call, calls, make_loop, text, tool
 
-from skald.agent import AgentLoop, AllowAll, LoopConfig, MemoryHistory, ToolContext, ToolResult
+from skald.agent import MemoryHistory, ToolContext, ToolResult
 from skald.llm.types import Message, TextPart
 
 
@@ -27,15 +27,7 @@ async def test_a_message_sent_during_a_tool_call_is_seen_at_the_next_step() -> N
 
     model = ScriptedModel(calls(call("search", q="dinner")), text("Here are 3 vegetarian ones."))
     history = MemoryHistory("conv-1")
-    loop = AgentLoop(
-        model,
-        [tool("search", slow_search)],
-        history,
-        AllowAll(),
-        Sink(),
-        LoopConfig(model="m", retry_backoff_s=0.01),
-        joined=joined,
-    )
+    loop, _, _ = make_loop(model, [tool("search", slow_search)], history=history, joined=joined)
 
     result = await loop.run_turn("Find dinner recipes")
 
@@ -55,15 +47,7 @@ async def test_a_message_sent_during_the_final_answer_gets_its_own_step_in_the_t
         return _user("And tomorrow?") if asked == 2 else None  # after the first answer
 
     model = ScriptedModel(text("Sunny today."), text("Rain tomorrow."))
-    loop = AgentLoop(
-        model,
-        [],
-        MemoryHistory("conv-1"),
-        AllowAll(),
-        Sink(),
-        LoopConfig(model="m"),
-        joined=joined,
-    )
+    loop, _, _ = make_loop(model, joined=joined)
 
     result = await loop.run_turn("Weather?")
 

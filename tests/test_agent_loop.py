@@ -9,7 +9,6 @@ import msgspec
 import pytest
 from test_agent_fakes import (
     ScriptedModel,
-    Sink,
     Step,
     assert_every_call_answered_once,
     call,
@@ -392,15 +391,7 @@ async def test_a_tool_gets_its_context() -> None:
 
     model = ScriptedModel(calls(call("look")), text("ok"))
     history = MemoryHistory("conv-9")
-    loop = AgentLoop(
-        model,
-        [tool("look", look)],
-        history,
-        AllowAll(),
-        Sink(),
-        LoopConfig(model="m"),
-        extras={"user_id": "u1"},
-    )
+    loop, _, _ = make_loop(model, [tool("look", look)], history=history, extras={"user_id": "u1"})
 
     await loop.run_turn("go")
 

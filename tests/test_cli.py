@@ -146,33 +146,14 @@ def test_missing_data_dir_is_not_created(run) -> None:  # type: ignore[no-untype
 def test_password_change_and_recovery_through_the_cli(run) -> None:  # type: ignore[no-untyped-def]
     r = run("setup", "--admin", "mum", "--password-stdin", stdin=PW + "\n")
     code = r.out.split("store it somewhere safe):")[1].split()[0]
-    r = run(
-        "user",
-        "passwd",
-        "mum",
-        "--with-current",
-        "--password-stdin",
-        stdin=f"{PW}\nsecond password\n",
-    )
+    passwd = ("user", "passwd", "mum", "--with-current", "--password-stdin")
+    recover = ("user", "recover", "mum", "--recovery-code-stdin", "--password-stdin")
+    r = run(*passwd, stdin=f"{PW}\nsecond password\n")
     assert r.code == 0, r.err
-    r = run(
-        "user",
-        "recover",
-        "mum",
-        "--recovery-code-stdin",
-        "--password-stdin",
-        stdin=f"{code}\nthird password\n",
-    )
+    r = run(*recover, stdin=f"{code}\nthird password\n")
     assert r.code == 0, r.err
     assert "Recovery code for mum" in r.out and code not in r.out
-    r = run(
-        "user",
-        "passwd",
-        "mum",
-        "--with-current",
-        "--password-stdin",
-        stdin="second password\nyet another password\n",
-    )
+    r = run(*passwd, stdin="second password\nyet another password\n")
     assert r.code == 1 and "wrong" in _error_line(r.err)
 
 

@@ -29,6 +29,14 @@ def write(data_dir: Path, text: str) -> Path:
     return path
 
 
+def refusal(data_dir: Path, text: str) -> tuple[Path, str]:
+    """Writes a config file that loading must refuse; returns its path and the error's message."""
+    path = write(data_dir, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(data_dir, {})
+    return path, str(info.value)
+
+
 def test_defaults_without_a_file(tmp_path: Path) -> None:
     config = load_config(tmp_path, {})
     assert config == Config()
@@ -53,13 +61,6 @@ def test_values_from_the_file(tmp_path: Path) -> None:
     assert config.server == ServerConfig(host="127.0.0.1", port=9100)
     assert config.log == LogConfig(level="debug", format="json")
     assert config.storage == StorageConfig()
-
-
-def test_dotted_key_inside_a_table_belongs_to_it(tmp_path: Path) -> None:
-    path = write(tmp_path, '[log]\nlevel = "debug"\nstorage.busy_timeout_ms = 0\n')
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f"{path} line 3: unknown key log.storage"
 
 
 def test_dotted_keys_at_top_level(tmp_path: Path) -> None:
@@ -118,65 +119,22 @@ def test_bad_environment_value_names_the_variable(tmp_path: Path, name: str, val
 
 
 def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
-    path = write(tmp_path, '[server]\nhost = "x"\nport = = 3\n')
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    message = str(info.value)
+    path, message = refusal(tmp_path, '[server]\nhost = "x"\nport = = 3\n')
     assert message.startswith(f"{path} line 3: ")
     assert "invalid TOML" in message
-
-
-def test_wrong_type_names_file_line_and_key(tmp_path: Path) -> None:
-    path = write(tmp_path, '# Skald\n[server]\nhost = "0.0.0.0"\nport = "abc"\n')
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f'{path} line 4: server.port: expected an integer, got "abc"'
-
-
-def test_wrong_type_with_dotted_key(tmp_path: Path) -> None:
-    path = write(tmp_path, "\n\nserver.port = true\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f"{path} line 3: server.port: expected an integer, got true"
 
 
 def test_out_of_range_and_bad_choice(tmp_path: Path) -> None:
     path = write(tmp_path, "[server]\nport = 70000\n")
     with pytest.raises(ConfigError, match=r"line 2: server\.port: expected an integer <= 65535"):
         load_config(tmp_path, {})
-    write(tmp_path, '[log]\nlevel = "loud"\n')
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value).startswith(f"{path} line 2: log.level: expected one of ")
-    assert '"loud"' in str(info.value)
-
-
-def test_unknown_key_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, "[server]\nprot = 9100\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f"{path} line 2: unknown key server.prot"
-
-
-def test_unknown_section_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, "[server]\nport = 1\n\n[sever]\nport = 2\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f"{path} line 4: unknown key sever"
-
-
-def test_section_that_is_not_a_table(tmp_path: Path) -> None:
-    path = write(tmp_path, "log = 3\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f"{path} line 1: log: expected a table, got 3"
+    path, message = refusal(tmp_path, '[log]\nlevel = "loud"\n')
+    assert message.startswith(f"{path} line 2: log.level: expected one of ")
+    assert '"loud"' in message
 
 
 def test_test_kdf_profile_refused_in_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, '[security]\nkdf_profile = "test"\n')
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    message = str(info.value)
+    path, message = refusal(tmp_path, '[security]\nkdf_profile = "test"\n')
     assert message.startswith(f"{path} line 2: security.kdf_profile")
     assert "SKALD_SECURITY_KDF_PROFILE" in message
     # The environment cannot launder a file that asks for the light profile.
@@ -266,15 +224,40 @@ def test_layout_refuses_unsafe_user_ids(tmp_path: Path, user_id: str) -> None:
         layout.home(user_id)
 
 
-def test_unknown_section_as_dotted_key(tmp_path: Path) -> None:
-    path = write(tmp_path, "# c\nsever.port = 2\n")
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f"{path} line 2: unknown key sever"
-
-
-def test_inline_table_points_at_its_line(tmp_path: Path) -> None:
-    path = write(tmp_path, '\nserver = { host = "h", port = "x" }\n')
-    with pytest.raises(ConfigError) as info:
-        load_config(tmp_path, {})
-    assert str(info.value) == f'{path} line 2: server.port: expected an integer, got "x"'
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            '[log]\nlevel = "debug"\nstorage.busy_timeout_ms = 0\n',
+            "line 3: unknown key log.storage",
+        ),
+        (
+            '# Skald\n[server]\nhost = "0.0.0.0"\nport = "abc"\n',
+            'line 4: server.port: expected an integer, got "abc"',
+        ),
+        ("\n\nserver.port = true\n", "line 3: server.port: expected an integer, got true"),
+        ("[server]\nprot = 9100\n", "line 2: unknown key server.prot"),
+        ("[server]\nport = 1\n\n[sever]\nport = 2\n", "line 4: unknown key sever"),
+        ("log = 3\n", "line 1: log: expected a table, got 3"),
+        ("# c\nsever.port = 2\n", "line 2: unknown key sever"),
+        (
+            '\nserver = { host = "h", port = "x" }\n',
+            'line 2: server.port: expected an integer, got "x"',
+        ),
+    ],
+    ids=[
+        "dotted-key-inside-a-table-belongs-to-it",
+        "wrong-type-names-file-line-and-key",
+        "wrong-type-with-dotted-key",
+        "unknown-key-is-named",
+        "unknown-section-is-named",
+        "section-that-is-not-a-table",
+        "unknown-section-as-dotted-key",
+        "inline-table-points-at-its-line",
+    ],
+)
+def test_a_refused_file_is_named_with_the_line_and_the_key_at_fault(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    path, message = refusal(tmp_path, text)
+    assert message == f"{path} {said}"

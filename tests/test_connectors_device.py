@@ -36,15 +36,19 @@ def device_server() -> Iterator[str]:
         yield url
 
 
+@contextmanager
+def device_feed(tmp_path: Path) -> Iterator[Path]:
+    """The device server running, offered by a feed as ada's QR-signed connector `phone`
+    (here and in tests/test_ui_connectors_e2e.py)."""
+    with device_server() as url:
+        phone = {"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}}
+        yield simple_feed(tmp_path / "feed", ("phone",), phone=phone)
+
+
 async def test_qr_sign_in_shows_the_code_until_signed_in_and_the_model_never_sees_the_tools(
     runtime: Runtime, make_client: MakeClient, household: dict[str, str], tmp_path: Path
 ) -> None:
-    with device_server() as url:
-        feed = simple_feed(
-            tmp_path / "feed",
-            ("phone",),
-            phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
-        )
+    with device_feed(tmp_path) as feed:
         c = service.require(runtime.server)
         c.config = msgspec.structs.replace(c.config, feed=str(feed))
         await c.installer.install(c.feed(), "phone")

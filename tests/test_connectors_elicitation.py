@@ -77,6 +77,21 @@ class Household:
     def open(self, gate: str) -> None:
         (self.tmp / gate).write_text("go")
 
+    async def ask_while_one_holds(
+        self, holder: UserRuntime, *, asker_first: bool = False
+    ) -> tuple[Turn, Turn, dict[str, list[InboxItem]]]:
+        """ada's call asks while `holder`'s call is held in flight (started in the given
+        order); returns the holding turn, the asking turn and who was asked."""
+        if asker_first:
+            asking = await self.start(self.ada, "ask_when", "ask")
+            holding = await self.start(holder, "hold", "release")
+        else:
+            holding = await self.start(holder, "hold", "release")
+            asking = await self.start(self.ada, "ask_when", "ask")
+        self.replies(2)
+        self.open("ask")
+        return holding, asking, await self.asked_or_done(asking)
+
     async def asked_or_done(self, turn: Turn) -> dict[str, list[InboxItem]]:
         """Wait until someone is asked or the call ends; then who was asked."""
         for _ in range(600):
@@ -138,15 +153,7 @@ async def test_a_members_question_never_reaches_another_member_during_overlappin
     home: Household, request: pytest.FixtureRequest, asker_first: bool
 ) -> None:
     wire = request.node.callspec.params["home"]
-    if asker_first:
-        asking = await home.start(home.ada, "ask_when", "ask")
-        holding = await home.start(home.mum, "hold", "release")
-    else:
-        holding = await home.start(home.mum, "hold", "release")
-        asking = await home.start(home.ada, "ask_when", "ask")
-    home.replies(2)
-    home.open("ask")
-    asked = await home.asked_or_done(asking)
+    holding, asking, asked = await home.ask_while_one_holds(home.mum, asker_first=asker_first)
     # The other member is never asked, whatever the order and the transport.
     assert asked["mum"] == []
     if wire == "http":
@@ -171,11 +178,7 @@ async def test_a_members_question_never_reaches_another_member_during_overlappin
 
 
 async def test_with_one_members_calls_in_flight_the_question_is_theirs(home: Household) -> None:
-    holding = await home.start(home.ada, "hold", "release")
-    asking = await home.start(home.ada, "ask_when", "ask")
-    home.replies(2)
-    home.open("ask")
-    asked = await home.asked_or_done(asking)
+    holding, asking, asked = await home.ask_while_one_holds(home.ada)
     assert asked["mum"] == []
     [item] = asked["ada"]
     await home.ada.ask.answer(item.id, "amber")

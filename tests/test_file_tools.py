@@ -12,7 +12,7 @@ import pytest
 from links_support import escaping, plant_links
 from tool_support import CTX, RunsTools
 
-from skald.agent import Tool
+from skald.agent import Tool, ToolResult
 from skald.core.users import UserManager
 from skald.files import lookalike
 from skald.files.router import PathRouter
@@ -371,15 +371,21 @@ async def test_note_paths_are_dispatched_to_the_note_tools(house: Household) -> 
     )
 
 
+async def _note_calls(tools: dict[str, Tool], note: str, new: str) -> list[tuple[str, ToolResult]]:
+    """Each file tool called on the notes: read and show `note`, write `new`, list the
+    shared notes; each tool's name and result."""
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("read_file", {"path": note}),
+        ("write_file", {"path": new, "content": "x"}),
+        ("list_files", {"path": "shared-memory/"}),
+        ("show_file", {"path": note}),
+    ]
+    return [(name, await tools[name].run(args, CTX)) for name, args in calls]
+
+
 async def test_file_tools_alone_refuse_note_paths(house: Household) -> None:
     tools = {t.name: t for t in file_tools(PathRouter(house.ada.home, house.docs))}
-    for name, args in (
-        ("read_file", {"path": "user-memory/a.md"}),
-        ("write_file", {"path": "user-memory/a.md", "content": "x"}),
-        ("list_files", {"path": "shared-memory/"}),
-        ("show_file", {"path": "user-memory/a.md"}),
-    ):
-        result = await tools[name].run(args, CTX)
+    for name, result in await _note_calls(tools, "user-memory/a.md", "user-memory/a.md"):
         assert result.is_error and "memory" in result.content, (name, result.content)
 
 
@@ -474,13 +480,9 @@ async def test_without_household_notes_the_tools_refuse_them(
         for t in workspace_tools(ada.store, ada.shared, ada.id, router, shared_readable=False)
     }
     await ada.shared.note_put("house/bins.md", "Tuesday\n", house.bob.id)
-    for name, args in (
-        ("read_file", {"path": "shared-memory/house/bins.md"}),
-        ("write_file", {"path": "shared-memory/house/x.md", "content": "x"}),
-        ("list_files", {"path": "shared-memory/"}),
-        ("show_file", {"path": "shared-memory/house/bins.md"}),
+    for name, result in await _note_calls(
+        tools, "shared-memory/house/bins.md", "shared-memory/house/x.md"
     ):
-        result = await tools[name].run(args, CTX)
         assert result.is_error and "Tuesday" not in result.content, (name, result.content)
     home = await tools["list_files"].run({}, CTX)
     assert "user-memory/" in home.content and "shared-memory" not in home.content

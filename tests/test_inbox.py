@@ -16,6 +16,27 @@ def _write(name: str) -> Call:
     return Call("write_file", {"path": f"shared-memory/{name}.md", "content": f"# {name}"})
 
 
+async def _to_the_worker(
+    make_client: MakeClient, fake: FakeLLM, task: str, step: Call, *said: str
+) -> None:
+    """The admin adds model-a, which hands `task` to the worker helper: the helper's
+    first round is `step`, then each answer `said` (the helper's, then the parent's)."""
+    await admin_adds_models(make_client, fake, [("model-a", "openai")])
+    calls = [Call("execute_task", {"task": task, "agent": "worker"})]
+    fake.script("model-a", [calls, [step], *(Text(s) for s in said)])
+
+
+async def _settled(member: Client, cid: str) -> list[dict[str, Any]]:
+    """The conversation's items once its turn is over and nothing of it is left in the
+    member's Inbox."""
+    await wait_idle(member, cid)
+    assert await _inbox(member) == []
+    items: list[dict[str, Any]] = (
+        await member.call("GET", f"/api/conversations/{cid}/messages")
+    ).json()
+    return items
+
+
 async def _inbox(client: Client) -> list[dict[str, Any]]:
     r = await client.call("GET", "/api/inbox")
     assert r.status_code == 200, r.text
@@ -66,11 +87,8 @@ async def test_inbox_lists_decides_and_hides_from_others(
 
     r = await ada.call("POST", f"/api/inbox/{item['id']}/reject")
     assert r.status_code == 204
-    await wait_idle(ada, cid)
-    assert await _inbox(ada) == []
+    assert (await _settled(ada, cid))[-1]["text"] == "Not saved."
     assert [n.path for n in await runtime.shared_memory.note_list()] == []
-    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
-    assert items[-1]["text"] == "Not saved."
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={})
     assert r.status_code == 404  # decided already
 
@@ -83,6 +101,18 @@ async def test_inbox_lists_decides_and_hides_from_others(
     assert "bins" in await runtime.shared_memory.note_get("bins.md")
 
 
+async def _approved_with_bypass(make_client: MakeClient, bypass: str) -> tuple[Client, str]:
+    """ada asks to save a note and approves the request with `bypass`; her client and
+    the conversation, its turn over."""
+    ada = await signed_in(make_client, "ada")
+    cid = (await post_chat(ada, "save a"))["conversation_id"]
+    [item] = await _until_inbox(ada, 1)
+    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": bypass})
+    assert r.status_code == 204
+    await wait_idle(ada, cid)
+    return ada, cid
+
+
 async def test_bypass_for_the_conversation_covers_that_tool_only(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
@@ -92,12 +122,7 @@ async def test_bypass_for_the_conversation_covers_that_tool_only(
         "model-a",
         [[_write("a")], Text("one"), [_write("b")], Text("two"), [edit], Text("three")],
     )
-    ada = await signed_in(make_client, "ada")
-    cid = (await post_chat(ada, "save a"))["conversation_id"]
-    [item] = await _until_inbox(ada, 1)
-    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "conversation"})
-    assert r.status_code == 204
-    await wait_idle(ada, cid)
+    ada, cid = await _approved_with_bypass(make_client, "conversation")
     # the same tool in the same conversation runs without asking
     out = await post_chat(ada, "save b", cid)
     assert out["status"] == "done" and out["reply"] == "two"
@@ -118,12 +143,7 @@ async def test_bypass_for_fifteen_minutes_is_kept_in_the_gate(
 ) -> None:
     await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
     fake_llm.script("model-a", [[_write("a")], Text("one"), [_write("b")], Text("two")])
-    ada = await signed_in(make_client, "ada")
-    cid = (await post_chat(ada, "save a"))["conversation_id"]
-    [item] = await _until_inbox(ada, 1)
-    r = await ada.call("POST", f"/api/inbox/{item['id']}/approve", json={"bypass": "15m"})
-    assert r.status_code == 204
-    await wait_idle(ada, cid)
+    ada, cid = await _approved_with_bypass(make_client, "15m")
     mine = runtime.user_runtimes[household["ada"]]
     assert await mine.gate.bypassing(cid, "write_file")
     assert not await mine.gate.bypassing(cid, "edit_file")
@@ -154,10 +174,7 @@ async def test_ask_user_becomes_a_question_and_the_answer_is_the_result(
     assert r.status_code == 404  # a question is answered, not approved
     r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "Sun"})
     assert r.status_code == 204
-    await wait_idle(ada, cid)
-    assert await _inbox(ada) == []
-    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
-    assert items[-1]["text"] == "Sunday it is."
+    assert (await _settled(ada, cid))[-1]["text"] == "Sunday it is."
     tool_msgs = [m for m in fake_llm.bodies("openai")[-1]["messages"] if m["role"] == "tool"]
     assert "The user answered: Sun" in str(tool_msgs[0]["content"])
 
@@ -207,16 +224,9 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
     from skald.agent import ApprovalRequested
     from skald.core.events import ChatEvent
 
-    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
-    fake_llm.script(
-        "model-a",
-        [
-            [Call("execute_task", {"task": "save the wifi note", "agent": "worker"})],
-            [_write("wifi")],  # the helper's first round asks for an approval
-            Text("Saved the note."),  # the helper's answer
-            Text("The helper saved it."),  # the parent's answer
-        ],
-    )
+    step = _write("wifi")  # the helper's first round asks for an approval
+    said = ("Saved the note.", "The helper saved it.")
+    await _to_the_worker(make_client, fake_llm, "save the wifi note", step, *said)
     ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Wifi"})).json()["id"]
     seen: list[Any] = []
@@ -250,10 +260,8 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
 
     r = await ada.call("POST", f"/api/inbox/{item['id']}/approve")
     assert r.status_code == 204
-    await wait_idle(ada, cid)
-    assert await _inbox(ada) == []
+    items = await _settled(ada, cid)
     assert "wifi" in await runtime.shared_memory.note_get("wifi.md")
-    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
     assert items[-1]["text"] == "The helper saved it."
     assert items[1]["tool_calls"][0]["status"] == "done"
 
@@ -261,16 +269,9 @@ async def test_a_helpers_approval_reaches_the_inbox_and_answering_it_finishes_bo
 async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_helper(
     household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
-    fake_llm.script(
-        "model-a",
-        [
-            [Call("execute_task", {"task": "plan the bread", "agent": "worker"})],
-            [Call("ask_user", {"question": "Rye or spelt?", "choices": ["rye", "spelt"]})],
-            Text("Spelt it is."),  # the helper
-            Text("The helper chose spelt."),  # the parent
-        ],
-    )
+    step = Call("ask_user", {"question": "Rye or spelt?", "choices": ["rye", "spelt"]})
+    said = ("Spelt it is.", "The helper chose spelt.")
+    await _to_the_worker(make_client, fake_llm, "plan the bread", step, *said)
     ada = await signed_in(make_client, "ada")
     cid = (await ada.call("POST", "/api/conversations", json={"title": "Bread"})).json()["id"]
     r = await ada.call("POST", f"/api/conversations/{cid}/messages", json={"text": "plan"})
@@ -281,9 +282,7 @@ async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_h
     assert item["parent_call_id"] == parent["tool_calls"][0]["id"]
     r = await ada.call("POST", f"/api/inbox/{item['id']}/answer", json={"answer": "spelt"})
     assert r.status_code == 204
-    await wait_idle(ada, cid)
-    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
-    assert items[-1]["text"] == "The helper chose spelt."
+    assert (await _settled(ada, cid))[-1]["text"] == "The helper chose spelt."
     helper_round = fake_llm.bodies("openai")[2]["messages"]
     assert "The user answered: spelt" in str(helper_round[-1]["content"])
 
@@ -291,16 +290,9 @@ async def test_a_helpers_question_reaches_the_inbox_and_the_answer_reaches_the_h
 async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
 ) -> None:
-    await admin_adds_models(make_client, fake_llm, [("model-a", "openai")])
-    fake_llm.script(
-        "model-a",
-        [
-            [Call("execute_task", {"task": "save the bins note", "agent": "worker"})],
-            [_write("bins")],
-            Text("I was not allowed to save it."),
-            Text("The helper could not save it."),
-        ],
-    )
+    step = _write("bins")
+    said = ("I was not allowed to save it.", "The helper could not save it.")
+    await _to_the_worker(make_client, fake_llm, "save the bins note", step, *said)
     ada = await signed_in(make_client, "ada")
     out = await post_chat(ada, "save the bins note")
     assert out["status"] == "awaiting_approval"  # the helper's request ends the wait
@@ -308,10 +300,7 @@ async def test_rejecting_a_helpers_request_tells_the_helper_and_the_turn_ends(
     [item] = await _until_inbox(ada, 1)
     r = await ada.call("POST", f"/api/approvals/{item['id']}", json={"decision": "reject"})
     assert r.status_code == 204
-    await wait_idle(ada, cid)
-    assert await _inbox(ada) == []
+    assert (await _settled(ada, cid))[-1]["text"] == "The helper could not save it."
     assert [n.path for n in await runtime.shared_memory.note_list()] == []
-    items = (await ada.call("GET", f"/api/conversations/{cid}/messages")).json()
-    assert items[-1]["text"] == "The helper could not save it."
     helper_round = fake_llm.bodies("openai")[2]["messages"]
     assert "declined" in str(helper_round[-1]["content"])

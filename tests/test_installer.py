@@ -39,7 +39,7 @@ from release_support import (
     serve_tree,
 )
 from sandbox_support import docker_client
-from terminal_support import converse
+from terminal_support import SETUP_ANSWERS, converse
 
 import skald
 
@@ -500,11 +500,7 @@ def test_from_source_without_systemd_the_doctor_passes_and_its_fixes_work(
     assert setup == f"{site.skald_home}/bin/skald setup", setup
     rc, seen = converse(
         ["bash", "-c", setup],
-        [
-            ("Administrator username", "mum"),
-            ("password for mum:", "correct horse battery staple"),
-            ("password for mum (again):", "correct horse battery staple"),
-        ],
+        SETUP_ANSWERS,
         timeout=120,
         env=site.env(),
     )
@@ -565,11 +561,7 @@ def test_at_a_terminal_without_systemd_setup_asks_for_the_administrator(site: Si
     )
     rc, seen = converse(
         ["bash", "-c", f"curl -fsSL {site.url}/install.sh | bash"],
-        [
-            ("Administrator username", "mum"),
-            ("password for mum:", "correct horse battery staple"),
-            ("password for mum (again):", "correct horse battery staple"),
-        ],
+        SETUP_ANSWERS,
         timeout=300,
         env=site.env(),
     )

@@ -38,12 +38,12 @@ from release_support import (
     serve_tree,
 )
 from systemd_support import SystemdBox
-from terminal_support import converse
+from terminal_support import SETUP_ANSWERS, SETUP_PASSWORD, converse
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 HOME = "/home/alice/.local/share/skald"
-PASSWORD = "correct horse battery staple"
+PASSWORD = SETUP_PASSWORD
 # The update steps install.sh names (docs/dev/installer.md), in order.
 UPDATE_STEPS = [
     "fetch",
@@ -489,12 +489,7 @@ def test_install_at_a_terminal_creates_the_administrator(world: World) -> None:
         argv += ["-e", "USER=alice", box.name, "bash", "-lc", command]
         rc, seen = converse(
             argv,
-            [
-                ("docker.io package now", "n"),
-                ("Administrator username", "mum"),
-                ("password for mum:", PASSWORD),
-                ("password for mum (again):", PASSWORD),
-            ],
+            [("docker.io package now", "n"), *SETUP_ANSWERS],
             timeout=300,
         )
         assert rc == 0, seen

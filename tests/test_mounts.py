@@ -143,23 +143,33 @@ async def test_every_mount_keeps_paths_inside_it(runtime: Runtime, tmp_path: Pat
     assert ada != bob
 
 
-def test_a_list_without_exactly_one_home_is_refused(tmp_path: Path) -> None:
-    shelf = MemberMount(
-        name="s", prefix="s", label="S", host_path=tmp_path, container_path=None, read_only=True
-    )
-    with pytest.raises(ValueError, match="exactly one home"):
-        check_mounts([shelf])
-    home = MemberMount(
-        name="home", prefix="~", label="H", host_path=tmp_path, container_path=CONTAINER_HOME,
+def home_at(host: Path) -> MemberMount:
+    """A member's home over host: every list check_mounts accepts holds exactly one."""
+    return MemberMount(
+        name="home", prefix="~", label="Home", host_path=host, container_path=CONTAINER_HOME,
         read_only=False,
     )  # fmt: skip
+
+
+def shelf_at(
+    host: Path, name: str = "s", prefix: str = "s", label: str = "S", *, indexed: bool = False
+) -> MemberMount:
+    """A read-only place over host, outside the sandbox: the other mount of a checked list."""
+    return MemberMount(
+        name=name, prefix=prefix, label=label, host_path=host, container_path=None,
+        read_only=True, indexed=indexed,
+    )  # fmt: skip
+
+
+def test_a_list_without_exactly_one_home_is_refused(tmp_path: Path) -> None:
+    shelf = shelf_at(tmp_path)
+    with pytest.raises(ValueError, match="exactly one home"):
+        check_mounts([shelf])
+    home = home_at(tmp_path)
     with pytest.raises(ValueError, match="share the name"):
         check_mounts([home, shelf, shelf])
     for prefix in ("a/../b", "a//b", "a/.b", "a/b/c/d"):
-        bad = MemberMount(
-            name="b", prefix=prefix, label="B", host_path=tmp_path, container_path=None,
-            read_only=True,
-        )  # fmt: skip
+        bad = shelf_at(tmp_path, "b", prefix, "B")
         with pytest.raises(ValueError, match="one plain name"):
             check_mounts([home, bad])
     # A grouped prefix is a place of a group (`shared/photos`, `projects/ada/kitchen`):
@@ -188,25 +198,9 @@ async def test_the_mounts_whose_writes_need_approval_are_those_the_seeded_rules_
 
 
 def test_only_a_note_store_keeps_an_index(tmp_path: Path) -> None:
-    home = MemberMount(
-        name="home",
-        prefix="~",
-        label="Home",
-        host_path=tmp_path,
-        container_path=CONTAINER_HOME,
-        read_only=False,
-    )
-    shelf = MemberMount(
-        name="shelf",
-        prefix="shelf",
-        label="Shelf",
-        host_path=tmp_path,
-        container_path=None,
-        read_only=True,
-        indexed=True,
-    )
+    shelf = shelf_at(tmp_path, "shelf", "shelf", "Shelf", indexed=True)
     with pytest.raises(ValueError, match="only a note store keeps an index"):
-        check_mounts([home, shelf])
+        check_mounts([home_at(tmp_path), shelf])
 
 
 @pytest.fixture

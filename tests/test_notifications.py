@@ -124,6 +124,18 @@ async def _recorded(
     return service, rec
 
 
+async def _quiet_night(
+    runtime: Runtime, household: dict[str, str], rec: Recorder | None = None
+) -> tuple[Hand, Clock, str, NotificationService, Recorder]:
+    """Where the quiet-hours tests start: ada's recorded channel, her quiet hours NIGHT,
+    the service's clock at ROME_NIGHT; the hand, clock, ada, service and recorder."""
+    hand = Hand()
+    clock = Clock(ROME_NIGHT)
+    ada = household["ada"]
+    service, rec = await _recorded(runtime, hand, ada, clock, quiet=NIGHT, rec=rec)
+    return hand, clock, ada, service, rec
+
+
 def _events(runtime: Runtime, user_id: str) -> list[ServerEvent]:
     out = []
     for conn in runtime.events.connections(user_id):
@@ -213,10 +225,7 @@ async def test_a_member_whose_channels_cannot_take_it_gets_it_on_the_web(
 async def test_quiet_hours_hold_deliveries_and_send_them_after_in_one_batch(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
-    hand = Hand()
-    clock = Clock(ROME_NIGHT)
-    ada = household["ada"]
-    service, rec = await _recorded(runtime, hand, ada, clock, quiet=NIGHT)
+    hand, clock, ada, service, rec = await _quiet_night(runtime, household)
     for i in range(3):
         await service.notify(ada, title=f"night {i}")
     await hand.close_windows()
@@ -240,10 +249,7 @@ async def test_quiet_hours_hold_deliveries_and_send_them_after_in_one_batch(
 async def test_high_urgency_goes_through_quiet_hours(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
-    hand = Hand()
-    clock = Clock(ROME_NIGHT)
-    ada = household["ada"]
-    service, rec = await _recorded(runtime, hand, ada, clock, quiet=NIGHT)
+    hand, _, ada, service, rec = await _quiet_night(runtime, household)
     await service.notify(ada, title="can wait")
     await service.notify(ada, title="the alarm", urgency="high")
     await hand.close_windows()
@@ -392,11 +398,8 @@ class Waiting(Recorder):
 async def test_the_held_loop_sends_what_quiet_hours_held_once_they_are_over(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
-    hand = Hand()
-    clock = Clock(ROME_NIGHT)
-    ada = household["ada"]
     rec = Waiting()
-    service, _ = await _recorded(runtime, hand, ada, clock, quiet=NIGHT, rec=rec)
+    hand, clock, ada, service, _ = await _quiet_night(runtime, household, rec)
     loop = asyncio.create_task(service.run())
     try:
         await hand.opened(1)  # the loop waits for its first round
@@ -419,10 +422,7 @@ async def test_the_held_loop_sends_what_quiet_hours_held_once_they_are_over(
 async def test_held_notifications_survive_a_lock_and_go_out_after_the_unlock(
     runtime: Runtime, household: dict[str, str]
 ) -> None:
-    hand = Hand()
-    clock = Clock(ROME_NIGHT)
-    ada = household["ada"]
-    service, rec = await _recorded(runtime, hand, ada, clock, quiet=NIGHT)
+    hand, clock, ada, service, rec = await _quiet_night(runtime, household)
     await service.notify(ada, title="while you sleep")
     await hand.close_windows()
     await service.settle()

@@ -14,7 +14,7 @@ import pytest
 import structlog.testing
 from conftest import TEST_ENV, MakeClient, admin_adds_models, post_chat, signed_in
 from fake_llm import Call, FakeLLM, Text
-from plugin_wheels import build_example, make_wheel
+from plugin_wheels import build_example, make_wheel, plugin_wheel
 
 from skald.config import load_config
 from skald.core.runtime import Runtime
@@ -69,16 +69,8 @@ async def runtime(tmp_path: Path, example_wheel: Path) -> AsyncIterator[Runtime]
     """A server whose data folder has the example plugin installed from its wheel (and
     a plugin whose hooks raise)."""
     layout = DataLayout(tmp_path / "data")
-    flaky = make_wheel(
-        tmp_path / "w",
-        "skald_flaky",
-        "1.0",
-        {"skald_flaky.py": FLAKY},
-        entry=("flaky", "skald_flaky"),
-    )
-    tidy = make_wheel(
-        tmp_path / "w", "skald_tidy", "1.0", {"skald_tidy.py": TIDY}, entry=("tidy", "skald_tidy")
-    )
+    flaky = plugin_wheel(tmp_path / "w", "flaky", {"skald_flaky.py": FLAKY})
+    tidy = plugin_wheel(tmp_path / "w", "tidy", {"skald_tidy.py": TIDY})
     for wheel in (example_wheel, flaky, tidy):
         wheels.install(wheels.inspect_upload([(wheel, wheel.name)]), layout.plugins_dir)
     rt = await Runtime.boot(layout, load_config(layout.root, TEST_ENV), announce=io.StringIO())
@@ -201,12 +193,10 @@ async def test_a_wheel_whose_dependency_is_missing_is_refused_with_the_list(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient, tmp_path: Path
 ) -> None:
     code = {"skald_needy/__init__.py": "VALUE = 1\n"}
-    needy = make_wheel(
+    needy = plugin_wheel(
         tmp_path / "w",
-        "skald_needy",
-        "1.0",
+        "needy",
         code,
-        entry=("needy", "skald_needy"),
         requires=("skald-absent-dep>=2", "msgspec>=0.1", "other-absent; python_version < '3'"),
     )
     mum = await signed_in(make_client, "mum")
@@ -285,13 +275,8 @@ def test_a_wheel_with_a_file_outside_its_folder_is_refused_and_nothing_is_writte
     tmp_path: Path,
 ) -> None:
     for name in ("../evil.py", "/tmp/evil.py", "skald_evil/../../evil.py"):
-        wheel = make_wheel(
-            tmp_path / "w",
-            "skald_evil",
-            "1.0",
-            {"skald_evil/__init__.py": "", name: "print('owned')\n"},
-            entry=("evil", "skald_evil"),
-        )
+        code = {"skald_evil/__init__.py": "", name: "print('owned')\n"}
+        wheel = plugin_wheel(tmp_path / "w", "evil", code)
         plan = wheels.inspect_upload([(wheel, wheel.name)])
         with pytest.raises(InvalidInputError, match="outside its folder"):
             wheels.install(plan, tmp_path / "data" / "plugins")

@@ -5,20 +5,17 @@ and everything else serves. The CLI installs, lists and switches too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import ADMIN, ADMIN_PW, Api, ServerProcess, household
-from plugin_wheels import build_example, make_wheel
+from harness import ADMIN, ADMIN_PW, Api, ServerProcess
+from plugin_wheels import build_example, plugin_wheel
+from ui_support import server_fixture
 
 BROKEN = "raise RuntimeError('the broken plugin cannot start')\n"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with household(tmp_path) as srv:
-        yield srv
+server = server_fixture()
 
 
 @pytest.mark.timeout(180)
@@ -26,13 +23,8 @@ def test_an_uploaded_plugin_serves_after_a_restart_and_a_broken_one_is_listed_fa
     server: ServerProcess, tmp_path: Path
 ) -> None:
     example = build_example(tmp_path / "wheels")
-    broken = make_wheel(
-        tmp_path / "wheels",
-        "skald_broken",
-        "0.1",
-        {"skald_broken/__init__.py": BROKEN},
-        entry=("broken", "skald_broken"),
-    )
+    code = {"skald_broken/__init__.py": BROKEN}
+    broken = plugin_wheel(tmp_path / "wheels", "broken", code, "0.1")
     admin = Api(server.url)
     admin.login(ADMIN, ADMIN_PW)
     for wheel in (example, broken):

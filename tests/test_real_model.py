@@ -19,6 +19,7 @@ Marked `real_model`; missing prerequisites fail under SKALD_CI (ci/test.sh prepa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -63,6 +64,18 @@ class Household:
     def send(self, cid: str, text: str) -> None:
         r = self.ada.post(f"/api/conversations/{cid}/messages", json={"text": text})
         assert r.status_code == 202, r.text
+
+    @contextlib.contextmanager
+    def sending(self, text: str) -> Iterator[tuple[ClientConnection, str]]:
+        """ada sends `text` in a new conversation, watched on a websocket opened first
+        (closed when the block ends); the socket and the conversation's id."""
+        ws = self.ws()
+        try:
+            cid = self.conversation()
+            self.send(cid, text)
+            yield ws, cid
+        finally:
+            ws.close()
 
     def messages(self, cid: str) -> list[dict[str, Any]]:
         r = self.ada.get(f"/api/conversations/{cid}/messages")
@@ -185,13 +198,8 @@ def test_a_plain_turn_is_answered_and_counted(household: Household) -> None:
 
 def test_a_streamed_turn_arrives_over_the_websocket_as_stored(household: Household) -> None:
     h = household
-    ws = h.ws()
-    try:
-        cid = h.conversation()
-        h.send(cid, "Tell me a story about a lighthouse.")
+    with h.sending("Tell me a story about a lighthouse.") as (ws, cid):
         streamed, done = _until_done(ws, cid)
-    finally:
-        ws.close()
     assert done["status"] == "done", done
     assert streamed.strip() and done["text"] == streamed
     assert h.messages(cid)[-1]["text"] == streamed
@@ -199,16 +207,11 @@ def test_a_streamed_turn_arrives_over_the_websocket_as_stored(household: Househo
 
 def test_a_stop_mid_answer_keeps_what_was_shown(household: Household) -> None:
     h = household
-    ws = h.ws()
-    try:
-        cid = h.conversation()
-        h.send(cid, "Write a long poem about the sea, the wind and the rain.")
+    with h.sending("Write a long poem about the sea, the wind and the rain.") as (ws, cid):
         first = _next(ws, "token_delta", cid)["text"]
         r = h.ada.post(f"/api/conversations/{cid}/stop")
         assert r.status_code == 204, r.text
         streamed, done = _until_done(ws, cid)
-    finally:
-        ws.close()
     assert done["status"] == "stopped", done
     kept = h.messages(cid)[-1]
     assert kept["role"] == "assistant" and kept["text"] == first + streamed
@@ -220,15 +223,10 @@ def test_the_server_killed_mid_stream_fails_the_turn_readably_and_keeps_the_text
     household: Household,
 ) -> None:
     h = household
-    ws = h.ws()
-    try:
-        cid = h.conversation()
-        h.send(cid, "Write a long letter to a friend about the summer holidays.")
+    with h.sending("Write a long letter to a friend about the summer holidays.") as (ws, cid):
         first = _next(ws, "token_delta", cid)["text"]
         h.llama.kill()
         streamed, done = _until_done(ws, cid)
-    finally:
-        ws.close()
     assert done["status"] == "failed", done
     # A sentence a member can read, not an exception's text (issue 16, fault 6).
     assert done["error"] and "Error" not in done["error"], done["error"]
@@ -282,10 +280,7 @@ def test_an_approval_rejected_is_reported_to_the_model(household: Household) -> 
     )
     assert r.status_code == 201, r.text
     rule = r.json()["id"]
-    ws = h.ws()
-    try:
-        cid = h.conversation()
-        h.send(cid, "Remember that the boiler is serviced in May.")
+    with h.sending("Remember that the boiler is serviced in May.") as (ws, cid):
         asked = _next(ws, "approval_requested", cid)
         assert asked["name"] == "write_file"
         # Every request is rejected (a small model may simply try again) until the turn ends.
@@ -302,8 +297,6 @@ def test_an_approval_rejected_is_reported_to_the_model(household: Household) -> 
                 done = event
                 break
             request = event if event["type"] == "approval_requested" else {}
-    finally:
-        ws.close()
         h.admin.delete(f"/api/approvals/rules/{rule}")
     assert done["status"] in ("done", "failed"), done
     items = h.messages(cid)

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import httpx
-import prerequisites
 import pytest
-from prerequisites import unavailable
+from prerequisites import (
+    built_pyz_fixture,  # noqa: F401  (the `built_pyz` fixture)
+    unavailable,
+)
 from release_support import (
     BROKEN_MESSAGE,
     RELEASE_PUB,
@@ -46,11 +48,6 @@ BEGIN, END = "-----BEGIN PUBLIC KEY-----", "-----END PUBLIC KEY-----"
 
 def _unavailable(reason: str) -> NoReturn:
     unavailable(f"release tests: {reason}")
-
-
-@pytest.fixture(scope="module")
-def built_pyz() -> Path:
-    return prerequisites.built_pyz()
 
 
 @pytest.fixture(scope="module")

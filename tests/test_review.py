@@ -44,6 +44,17 @@ async def the_one_report(runtime: Runtime, member_id: str) -> Report:
     return await reports(runtime).open(await reader(runtime.server.db, member_id), only.id)
 
 
+async def one_pass_over(
+    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM, parent: str, said: str, answer: str
+) -> None:
+    """The day most tests here review: `parent` signed in, tim says `said`, the model
+    answers `answer`, and one pass reviews tim."""
+    await sign_in(runtime, parent)
+    await child_says(runtime, fake_llm, ids["tim"], said)
+    fake_llm.script("model-a", [answer])
+    assert await runner(runtime).pass_once() == 1
+
+
 def system_db_on_disk(runtime: Runtime) -> bytes:
     """The system database's bytes as they stand on the disk, its write-ahead log
     included (a freshly stored report may not have reached the main file yet)."""
@@ -121,88 +132,90 @@ async def test_a_worrying_day_writes_one_report_both_parents_read_and_nobody_els
 async def test_a_quiet_day_writes_no_report_and_moves_the_coverage(
     runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
 ) -> None:
-    await sign_in(runtime, "dad")
-    await child_says(runtime, fake_llm, ids["tim"], "what is 7 times 8?")
-    fake_llm.script("model-a", ["NOTHING_TO_REPORT"])
-
-    assert await runner(runtime).pass_once() == 1
+    await one_pass_over(runtime, ids, fake_llm, "dad", "what is 7 times 8?", "NOTHING_TO_REPORT")
     assert await reports(runtime).readable(await reader(runtime.server.db, ids["dad"])) == []
     (run,) = await RunLog(runtime.user_runtimes[ids["dad"]].handle.db).runs()
     assert (run.status, run.stats["quiet"], run.stats["reports"]) == ("completed", 1, 0)
     assert await ReviewStore(runtime.server.db).covered_through(ids["tim"]) is not None
 
 
-async def test_third_party_phone_and_email_never_reach_the_stored_report(
-    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
+@pytest.mark.parametrize(
+    ("planted", "keeps", "placeholders", "in_body", "on_disk"),
+    [
+        (
+            "he said text me on +39 347 555 0199 or luca.rossi@example.com",
+            "He gave +39 347 555 0199 and luca.rossi@example.com.",
+            {"[phone number]": 1, "[e-mail address]": 1},
+            ["555 0199", "luca.rossi"],
+            ["555 0199", "5550199", "luca.rossi"],
+        ),
+        (
+            "he wants to meet me at 42 Baker Street, or at Via Garibaldi 17 in town",
+            "They would meet at 42 Baker Street or at Via Garibaldi 17.",
+            {"[address]": 2},
+            ["Baker", "Garibaldi"],
+            ["Baker Street", "Garibaldi 17"],
+        ),
+    ],
+    ids=["third-party-phone-and-email", "a-street-address"],
+)
+async def test_what_identifies_a_third_party_never_reaches_the_stored_report(
+    runtime: Runtime,
+    ids: dict[str, str],
+    fake_llm: FakeLLM,
+    planted: str,
+    keeps: str,
+    placeholders: dict[str, int],
+    in_body: list[str],
+    on_disk: list[str],
 ) -> None:
-    await sign_in(runtime, "mum")
-    planted = "he said text me on +39 347 555 0199 or luca.rossi@example.com"
-    await child_says(runtime, fake_llm, ids["tim"], planted)
-    keeps = REPORT + "\nHe gave +39 347 555 0199 and luca.rossi@example.com."
-    fake_llm.script("model-a", [keeps])
-
-    assert await runner(runtime).pass_once() == 1
-    opened = await the_one_report(runtime, ids["mum"])
-    assert "[phone number]" in opened.body and "[e-mail address]" in opened.body
+    await one_pass_over(runtime, ids, fake_llm, "mum", planted, f"{REPORT}\n{keeps}")
+    body = (await the_one_report(runtime, ids["mum"])).body
+    assert {p: body.count(p) for p in placeholders} == placeholders, body
+    assert [i for i in in_body if i in body] == []
+    # The report is in the bytes on the disk, and the identifiers are not.
     raw = system_db_on_disk(runtime)
-    assert b"[phone number]" in raw  # the report is in these bytes...
-    assert b"555 0199" not in raw and b"5550199" not in raw  # ...and the identifiers are not
-    assert b"luca.rossi" not in raw
+    assert [p for p in placeholders if p.encode() not in raw] == []
+    assert [i for i in on_disk if i.encode() in raw] == []
 
 
-async def test_a_model_answer_that_keeps_an_identifier_in_disguise_fails_closed(
-    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
+@pytest.mark.parametrize(
+    ("said", "answer", "named", "kept"),
+    [
+        (
+            "write to luca.rossi@example.com, 3475550199",
+            "Write to luca.rossi at example dot com, or 347 555, then 0199.",
+            ["e-mail address from the conversations", "phone number from the conversations"],
+            ["luca", "5550199"],
+        ),
+        # Lower case: no longer the shape `redact` replaces, still the transcript's address.
+        (
+            "come to Via Garibaldi 17 after school",
+            "He was asked to come to via   garibaldi 17.",
+            ["an address from the conversations"],
+            ["garibaldi"],
+        ),
+    ],
+    ids=["an-identifier-in-disguise", "an-address-in-another-spelling"],
+)
+async def test_a_report_keeping_an_identifier_in_another_form_fails_closed(
+    runtime: Runtime,
+    ids: dict[str, str],
+    fake_llm: FakeLLM,
+    said: str,
+    answer: str,
+    named: list[str],
+    kept: list[str],
 ) -> None:
-    await sign_in(runtime, "mum")
-    await child_says(runtime, fake_llm, ids["tim"], "write to luca.rossi@example.com, 3475550199")
-    fake_llm.script(
-        "model-a", [REPORT + "\nWrite to luca.rossi at example dot com, or 347 555, then 0199."]
-    )
-
-    assert await runner(runtime).pass_once() == 1
+    await one_pass_over(runtime, ids, fake_llm, "mum", said, f"{REPORT}\n{answer}")
+    # No report for mum, her run failed, and tim's window stays uncovered: the next pass
+    # reviews the same window again.
     assert await reports(runtime).readable(await reader(runtime.server.db, ids["mum"])) == []
     (run,) = await RunLog(runtime.user_runtimes[ids["mum"]].handle.db).runs()
-    assert run.status == "failed"
-    assert run.error is not None and "e-mail address from the conversations" in run.error
-    assert "phone number from the conversations" in run.error
-    assert "luca" not in run.error and "5550199" not in run.error
-    # Not covered: the next pass reviews the same window again.
+    assert run.status == "failed" and run.error is not None
     assert await ReviewStore(runtime.server.db).covered_through(ids["tim"]) is None
-
-
-async def test_a_street_address_never_reaches_the_stored_report(
-    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
-) -> None:
-    await sign_in(runtime, "mum")
-    planted = "he wants to meet me at 42 Baker Street, or at Via Garibaldi 17 in town"
-    await child_says(runtime, fake_llm, ids["tim"], planted)
-    keeps = REPORT + "\nThey would meet at 42 Baker Street or at Via Garibaldi 17."
-    fake_llm.script("model-a", [keeps])
-
-    assert await runner(runtime).pass_once() == 1
-    opened = await the_one_report(runtime, ids["mum"])
-    assert opened.body.count("[address]") == 2, opened.body
-    assert "Baker" not in opened.body and "Garibaldi" not in opened.body
-    raw = system_db_on_disk(runtime)
-    assert b"[address]" in raw  # the report is in these bytes...
-    assert b"Baker Street" not in raw and b"Garibaldi 17" not in raw  # ...the addresses not
-
-
-async def test_a_report_keeping_an_address_in_another_spelling_fails_closed(
-    runtime: Runtime, ids: dict[str, str], fake_llm: FakeLLM
-) -> None:
-    await sign_in(runtime, "mum")
-    await child_says(runtime, fake_llm, ids["tim"], "come to Via Garibaldi 17 after school")
-    # Lower case: no longer the shape `redact` replaces, still the transcript's address.
-    fake_llm.script("model-a", [REPORT + "\nHe was asked to come to via   garibaldi 17."])
-
-    assert await runner(runtime).pass_once() == 1
-    assert await reports(runtime).readable(await reader(runtime.server.db, ids["mum"])) == []
-    (run,) = await RunLog(runtime.user_runtimes[ids["mum"]].handle.db).runs()
-    assert run.status == "failed"
-    assert run.error is not None and "an address from the conversations" in run.error
-    assert "garibaldi" not in run.error.lower()
-    assert await ReviewStore(runtime.server.db).covered_through(ids["tim"]) is None
+    assert [n for n in named if n not in run.error] == []
+    assert [k for k in kept if k in run.error.lower()] == []
 
 
 async def test_a_locked_parent_is_skipped_quietly_and_served_at_unlock(

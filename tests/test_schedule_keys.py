@@ -6,7 +6,9 @@ sealed key from the disk (checked in the bytes of every file)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,15 +27,20 @@ MONDAY_9 = datetime(2026, 6, 1, 7, 0, tzinfo=UTC)  # 09:00 in Rome
 TUESDAY_8 = datetime(2026, 6, 2, 6, 0, 5, tzinfo=UTC)  # just after 08:00 in Rome
 
 
-async def _boot(layout: DataLayout) -> Runtime:
-    return await Runtime.boot(layout, config_for(layout.root), announce=io.StringIO())
+@contextlib.asynccontextmanager
+async def _running(layout: DataLayout) -> AsyncIterator[Runtime]:
+    """One life of the server on `layout`: booted, then shut down however the block ends."""
+    rt = await Runtime.boot(layout, config_for(layout.root), announce=io.StringIO())
+    try:
+        yield rt
+    finally:
+        await rt.shutdown()
 
 
 async def _first_life(layout: DataLayout, fake: FakeLLM, *, keep: bool) -> tuple[str, Job]:
     """ada (encrypted) signs in, has a daily 08:00 job, maybe opts in; the server stops."""
     write_config(layout.root)
-    rt = await _boot(layout)
-    try:
+    async with _running(layout) as rt:
         ada = (await rt.core.users.create("ada", PASSWORD, "member")).user
         assert ada.encrypted
         await add_models(rt, fake, "model-a")
@@ -46,8 +53,6 @@ async def _first_life(layout: DataLayout, fake: FakeLLM, *, keep: bool) -> tuple
         if keep:
             await rt.keep_key(ada)
         return ada.id, job
-    finally:
-        await rt.shutdown()
 
 
 def _all_bytes(root: Path) -> bytes:
@@ -60,8 +65,7 @@ async def test_without_the_opt_in_nothing_is_readable_after_a_restart_and_the_jo
     layout = DataLayout(tmp_path / "data")
     ada, job = await _first_life(layout, fake_llm, keep=False)
     fake_llm.script("model-a", ["Bins reminder sent."])
-    rt = await _boot(layout)
-    try:
+    async with _running(layout) as rt:
         assert ada not in rt.user_runtimes and not rt.core.users.is_unlocked(ada)
         assert not (layout.root / "kept-keys").exists() or not any(
             (layout.root / "kept-keys").iterdir()
@@ -80,8 +84,6 @@ async def test_without_the_opt_in_nothing_is_readable_after_a_restart_and_the_jo
         first = (await rt.conversations.history(ada, job.conversation_id))[0].text
         assert "runs late" in first and "2026-06-02 08:00 Europe/Rome" in first
         assert (await store.get(job.id)).next_run == "2026-06-03T06:00:00Z"  # type: ignore[union-attr]
-    finally:
-        await rt.shutdown()
 
 
 async def test_a_job_missed_by_more_than_its_window_is_skipped_not_run(
@@ -89,16 +91,13 @@ async def test_a_job_missed_by_more_than_its_window_is_skipped_not_run(
 ) -> None:
     layout = DataLayout(tmp_path / "data")
     ada, job = await _first_life(layout, fake_llm, keep=False)
-    rt = await _boot(layout)
-    try:
+    async with _running(layout) as rt:
         scheduler, _ = with_clock(rt, datetime(2026, 6, 2, 13, 0, tzinfo=UTC))  # 7 h late
         await rt.attach(await rt.core.users.unlock("ada", PASSWORD))
         (run,) = await scheduler.tick()
         assert run.outcome == "skipped" and run.late and "skip window" in (run.error or "")
         assert await rt.conversations.history(ada, job.conversation_id) == []
         assert fake_llm.bodies() == []
-    finally:
-        await rt.shutdown()
 
 
 async def test_with_the_opt_in_the_job_runs_on_time_and_revoking_removes_the_sealed_key(
@@ -110,8 +109,7 @@ async def test_with_the_opt_in_the_job_runs_on_time_and_revoking_removes_the_sea
     sealed = sealed_file.read_bytes()
     assert sealed and sealed_file.stat().st_mode & 0o777 == 0o600
     fake_llm.script("model-a", ["On time."])
-    rt = await _boot(layout)
-    try:
+    async with _running(layout) as rt:
         assert ada in rt.user_runtimes  # opened at start with the kept key
         scheduler, _ = with_clock(rt, TUESDAY_8)
         (run,) = await scheduler.tick()
@@ -128,22 +126,16 @@ async def test_with_the_opt_in_the_job_runs_on_time_and_revoking_removes_the_sea
         everything = _all_bytes(layout.root)
         assert sealed not in everything and dek_hex not in everything
         assert ada not in rt.user_runtimes and not rt.core.users.is_unlocked(ada)
-    finally:
-        await rt.shutdown()
-    rt = await _boot(layout)
-    try:
+    async with _running(layout) as rt:
         assert ada not in rt.user_runtimes  # revoked: a restart opens nothing of hers
-    finally:
-        await rt.shutdown()
 
 
 @pytest.fixture
 async def runtime(tmp_path: Path):  # type: ignore[no-untyped-def]
     layout = DataLayout(tmp_path / "data")
     write_config(layout.root)
-    rt = await _boot(layout)
-    yield rt
-    await rt.shutdown()
+    async with _running(layout) as rt:
+        yield rt
 
 
 async def test_the_opt_in_is_the_members_own_and_admins_see_it_as_a_fact(

@@ -19,6 +19,7 @@ from schedule_support import (
 )
 
 from skald.core.runtime import Runtime
+from skald.features.schedule.clock import FakeClock
 from skald.features.schedule.jobs import JobSpec
 from skald.features.schedule.scheduler import Scheduler
 from skald.features.schedule.store import Job, RunRefusedError, ScheduleStore, TaskStore
@@ -36,6 +37,13 @@ async def _job(
     )
 
 
+async def _news(runtime: Runtime, ada: str) -> tuple[Scheduler, FakeClock, Member, Job]:
+    """Where every test here starts: Monday 09:00 on a fake clock, ada's daily news job."""
+    scheduler, clock = with_clock(runtime, MONDAY_9)
+    member = runtime.user_runtimes[ada].facade
+    return scheduler, clock, member, await _job(scheduler, member)
+
+
 def _told(fake: FakeLLM) -> str:
     """Everything the model was sent, as text."""
     return json.dumps(fake.bodies())
@@ -44,9 +52,7 @@ def _told(fake: FakeLLM) -> str:
 async def test_a_scheduled_run_that_calls_run_now_on_its_own_job_is_refused_and_runs_once(
     runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    scheduler, clock = with_clock(runtime, MONDAY_9)
-    member = runtime.user_runtimes[ada].facade
-    job = await _job(scheduler, member)
+    scheduler, clock, member, job = await _news(runtime, ada)
     other = await _job(scheduler, member, "other", cron="0 12 * * 0")
     again = [Call("schedule", {"mode": "run_now", "job_id": j.id}) for j in (job, other)]
     llm.script("model-a", [again, "I could not start them.", "spare", "spare"])
@@ -63,9 +69,7 @@ async def test_a_scheduled_run_that_calls_run_now_on_its_own_job_is_refused_and_
 async def test_a_background_task_cannot_start_a_job_and_a_person_in_a_chat_can(
     runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    scheduler, _ = with_clock(runtime, MONDAY_9)
-    member = runtime.user_runtimes[ada].facade
-    job = await _job(scheduler, member)
+    scheduler, _, member, job = await _news(runtime, ada)
     run_now = Call("schedule", {"mode": "run_now", "job_id": job.id})
     llm.script("model-a", [[run_now], "could not", "relayed"])
     origin = await runtime.conversations.create(ada, "plans")
@@ -90,10 +94,8 @@ async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
     llm: FakeLLM,
     make_client,  # type: ignore[no-untyped-def]
 ) -> None:
-    scheduler, clock = with_clock(runtime, MONDAY_9)
+    scheduler, clock, member, job = await _news(runtime, ada)
     llm.script("model-a", [Hang()])
-    member = runtime.user_runtimes[ada].facade
-    job = await _job(scheduler, member)
     store = ScheduleStore(member.db)
     first = await scheduler.run_now(member, job)
     # An hour later the first run still goes on: a second "run now" is refused...
@@ -115,10 +117,8 @@ async def test_a_job_never_has_two_runs_at_once_whatever_starts_them(
 
 
 async def test_parallel_run_nows_start_one_run(runtime: Runtime, ada: str, llm: FakeLLM) -> None:
-    scheduler, _ = with_clock(runtime, MONDAY_9)
+    scheduler, _, member, job = await _news(runtime, ada)
     llm.script("model-a", ["one", "two", "three"])
-    member = runtime.user_runtimes[ada].facade
-    job = await _job(scheduler, member)
     results = await asyncio.gather(
         *(scheduler.run_now(member, job) for _ in range(3)), return_exceptions=True
     )
@@ -133,10 +133,8 @@ async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
     runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
     """The test config's floor is 60 s: 59 s after the last start is refused, 60 s not."""
-    scheduler, clock = with_clock(runtime, MONDAY_9)
+    scheduler, clock, member, job = await _news(runtime, ada)
     llm.script("model-a", ["one", "two"])
-    member = runtime.user_runtimes[ada].facade
-    job = await _job(scheduler, member)
     run = await scheduler.run_now(member, job)
     await scheduler.wait_run(run.id)  # ended: only the spacing is left to hold it
     clock.advance(timedelta(seconds=59))
@@ -161,10 +159,8 @@ async def test_run_now_waits_the_minimum_interval_after_the_jobs_last_start(
 async def test_a_members_unattended_model_calls_are_paced_per_minute_and_chats_are_not(
     runtime: Runtime, ada: str, llm: FakeLLM
 ) -> None:
-    scheduler, clock = with_clock(runtime, MONDAY_9)
+    scheduler, clock, member, job = await _news(runtime, ada)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=3)
-    member = runtime.user_runtimes[ada].facade
-    job = await _job(scheduler, member)
     listing = [Call("schedule", {"mode": "list"})]
     llm.script("model-a", [listing, listing, listing, "never asked"])
     run = await scheduler.run_now(member, job)
@@ -198,10 +194,8 @@ async def test_a_helper_inside_an_unattended_run_spends_the_same_per_minute_budg
 ) -> None:
     """The run's own request and its helper's (`execute_task`) count alike: with 2 a
     minute, the run's request after the helper's answer is refused."""
-    scheduler, _ = with_clock(runtime, MONDAY_9)
+    scheduler, _, member, job = await _news(runtime, ada)
     scheduler.config = msgspec.structs.replace(scheduler.config, background_calls_per_min=2)
-    member = runtime.user_runtimes[ada].facade
-    job = await _job(scheduler, member)
     delegate = Call("execute_task", {"task": "count the bins", "agent": "worker"})
     llm.script("model-a", [[delegate], "three bins", "never asked"])
     run = await scheduler.run_now(member, job)

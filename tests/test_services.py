@@ -71,23 +71,24 @@ async def test_a_restarted_service_is_ok_again_once_it_has_run_its_settle_time()
     await runner.stop()
 
 
+def idle(name: str, events: list[str], order: int = 0) -> ServiceSpec:
+    """A service that runs until cancelled, logging "start NAME" and "stop NAME" in events."""
+
+    async def run() -> None:
+        events.append(f"start {name}")
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            events.append(f"stop {name}")
+
+    return ServiceSpec(name, run, order=order)
+
+
 async def test_services_start_in_ascending_order_and_stop_in_descending_order() -> None:
     runner = ServiceRunner()
     events: list[str] = []
-
-    def service(name: str) -> ServiceSpec:
-        async def run() -> None:
-            events.append(f"start {name}")
-            try:
-                await asyncio.sleep(3600)
-            finally:
-                events.append(f"stop {name}")
-
-        order = {"db": 10, "web": 100, "watcher": 50}[name]
-        return ServiceSpec(name, run, order=order)
-
-    for name in ("web", "db", "watcher"):
-        runner.add(service(name))
+    for name, order in (("web", 100), ("db", 10), ("watcher", 50)):
+        runner.add(idle(name, events, order))
     await runner.start()
     await asyncio.sleep(0)
     assert events == ["start db", "start watcher", "start web"]
@@ -154,24 +155,15 @@ async def test_a_service_that_reports_ready_restarts_its_back_off_and_may_give_u
 
 async def test_removing_one_service_stops_it_and_frees_its_name_while_others_run() -> None:
     runner = ServiceRunner()
-    stopped: list[str] = []
-
-    def idle(name: str) -> ServiceSpec:
-        async def run() -> None:
-            try:
-                await asyncio.sleep(3600)
-            finally:
-                stopped.append(name)
-
-        return ServiceSpec(name, run)
-
-    runner.add(idle("a"))
-    runner.add(idle("b"))
+    events: list[str] = []
+    runner.add(idle("a", events))
+    runner.add(idle("b", events))
     await runner.start()
     await asyncio.sleep(0)
     await runner.remove("a")
-    assert stopped == ["a"] and "a" not in runner and "b" in runner
-    runner.add(idle("a"))  # the name is free again; started at once (the runner runs)
+    stopped = [e for e in events if e.startswith("stop ")]
+    assert stopped == ["stop a"] and "a" not in runner and "b" in runner
+    runner.add(idle("a", events))  # the name is free again; started at once (the runner runs)
     await asyncio.sleep(0)
     assert {h.name: h.state for h in runner.health()} == {"a": "ok", "b": "ok"}
     await runner.remove("missing")  # nothing to do
@@ -180,13 +172,9 @@ async def test_removing_one_service_stops_it_and_frees_its_name_while_others_run
 
 async def test_two_services_cannot_share_a_name() -> None:
     runner = ServiceRunner()
-
-    async def idle() -> None:
-        await asyncio.sleep(3600)
-
-    runner.add(ServiceSpec("x", idle))
+    runner.add(idle("x", []))
     with pytest.raises(ValueError, match="already exists"):
-        runner.add(ServiceSpec("x", idle))
+        runner.add(idle("x", []))
 
 
 async def test_a_service_that_ignores_cancellation_is_abandoned_so_stop_still_ends() -> None:

@@ -25,6 +25,14 @@ def folders(runtime: Runtime) -> SharedFolders:
     return runtime.server.state(SharedFolders)
 
 
+async def photos_with_ada(runtime: Runtime, household: dict[str, str]) -> SharedFolders:
+    """Where most tests here start: the shared folder Photos, with ada a writer."""
+    sf = folders(runtime)
+    await sf.create("Photos")
+    await sf.set_member("photos", household["ada"], "write")
+    return sf
+
+
 async def tool(runtime: Runtime, user_id: str, name: str, **args: Any) -> ToolResult:
     member = runtime.user_runtimes[user_id]
     found = next(t for t in member.all_tools() if t.name == name)
@@ -69,9 +77,7 @@ async def test_renaming_changes_the_name_shown_never_the_path(
 async def test_a_read_only_member_reads_but_every_write_is_refused_by_the_router(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    sf = folders(runtime)
-    await sf.create("Photos")
-    await sf.set_member("photos", household["ada"], "write")
+    sf = await photos_with_ada(runtime, household)
     await sf.set_member("photos", household["tim"], "read")
     ada = await signed_in(make_client, "ada")
     r = await ada.call(
@@ -101,9 +107,7 @@ async def test_a_read_only_member_reads_but_every_write_is_refused_by_the_router
 async def test_a_folder_is_out_of_reach_for_a_non_member_by_every_spelling(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    sf = folders(runtime)
-    await sf.create("Photos")
-    await sf.set_member("photos", household["ada"], "write")
+    await photos_with_ada(runtime, household)
     (runtime.core.layout.root / "shared/photos/secret.txt").write_text("S3CRET")
     mum = await signed_in(make_client, "mum")  # an admin, but not a member
     for path in (
@@ -297,9 +301,7 @@ async def test_deleting_moves_to_a_trash_that_restores_with_members_and_files(
     runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
     mum = await signed_in(make_client, "mum")
-    sf = folders(runtime)
-    await sf.create("Photos")
-    await sf.set_member("photos", household["ada"], "write")
+    await photos_with_ada(runtime, household)
     root = runtime.core.layout.root / "shared"
     (root / "photos/a.jpg").write_bytes(b"jpg")
     assert (await mum.call("DELETE", "/api/shared-folders/photos")).status_code == 204
@@ -362,9 +364,7 @@ async def test_a_zip_of_a_shared_folder_never_leaks_while_a_folder_in_it_swaps_w
     swapper: Swapper,
     tmp_path: Path,
 ) -> None:
-    sf = folders(runtime)
-    await sf.create("Photos")
-    await sf.set_member("photos", household["ada"], "write")
+    await photos_with_ada(runtime, household)
     shared = runtime.core.layout.root / "shared/photos"
     (shared / "f" / "sub").mkdir(parents=True)
     (shared / "f" / "a.txt").write_text("a")

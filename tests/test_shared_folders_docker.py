@@ -31,6 +31,15 @@ async def _member(rt: Runtime, name: str) -> str:
     return (await rt.core.users.create(name, PASSWORD, "member")).user.id
 
 
+async def _photos(rt: Runtime, access: dict[str, str]) -> SharedFolders:
+    """The shared folder Photos, with each member's `access` (user id -> read or write)."""
+    sf = rt.server.state(SharedFolders)
+    await sf.create("Photos")
+    for user_id, given in access.items():
+        await sf.set_member("photos", user_id, given)
+    return sf
+
+
 async def _run(rt: Runtime, user_id: str, command: str) -> CommandResult:
     assert rt.sandbox is not None
     result = await in_sandbox(
@@ -51,10 +60,7 @@ async def test_a_read_only_member_cannot_write_in_the_container_and_sees_a_write
 ) -> None:
     rt = sandbox_runtime
     ada, bob = await _member(rt, "ada"), await _member(rt, "bob")
-    sf = rt.server.state(SharedFolders)
-    await sf.create("Photos")
-    await sf.set_member("photos", ada, "write")
-    await sf.set_member("photos", bob, "read")
+    await _photos(rt, {ada: "write", bob: "read"})
     wrote = await _run(rt, ada, "echo sunny > ~/shared/photos/beach.txt && echo WROTE")
     assert "WROTE" in wrote.output
     seen = await _run(rt, bob, "cat ~/shared/photos/beach.txt; touch ~/shared/photos/x 2>&1")
@@ -70,9 +76,7 @@ async def test_revoking_access_remounts_between_commands_and_never_kills_a_runni
     rt = sandbox_runtime
     assert rt.sandbox is not None
     ada = await _member(rt, "ada")
-    sf = rt.server.state(SharedFolders)
-    await sf.create("Photos")
-    await sf.set_member("photos", ada, "write")
+    sf = await _photos(rt, {ada: "write"})
     await _run(rt, ada, "echo kept > ~/shared/photos/a.txt")
     long = asyncio.create_task(_run(rt, ada, "sleep 3; cat ~/shared/photos/a.txt; echo SURVIVED"))
     await asyncio.sleep(1)
@@ -115,9 +119,7 @@ async def test_a_homes_own_shared_folder_moves_aside_and_the_sandbox_shows_only_
     (home / "shared/recipes/pie.md").write_text("mine")
     (home / "projects/app").mkdir(parents=True)
     (home / "projects/app/main.py").write_text("print()")
-    sf = rt.server.state(SharedFolders)
-    await sf.create("Photos")
-    await sf.set_member("photos", ada, "read")
+    await _photos(rt, {ada: "read"})
     out = await _run(
         rt,
         ada,
@@ -138,8 +140,7 @@ async def test_remount_cost_is_measured(sandbox_runtime: Runtime, capsys: Any) -
     rt = sandbox_runtime
     assert rt.sandbox is not None
     ada = await _member(rt, "ada")
-    sf = rt.server.state(SharedFolders)
-    await sf.create("Photos")
+    sf = await _photos(rt, {})
     await _run(rt, ada, "true")
     user, role = await rt.member(ada)
     figures = []
@@ -163,12 +164,9 @@ async def test_links_planted_from_a_container_are_refused_for_every_member(
 ) -> None:
     rt = sandbox_runtime
     ada, bob = await _member(rt, "ada"), await _member(rt, "bob")
-    sf = rt.server.state(SharedFolders)
-    await sf.create("Photos")
+    sf = await _photos(rt, {ada: "write", bob: "write"})
     await sf.create("Vault")
     (rt.core.layout.root / "shared/vault/v.txt").write_text("VAULT-SECRET")
-    for who in (ada, bob):
-        await sf.set_member("photos", who, "write")
     bob_home = rt.core.layout.home(bob)
     bob_home.mkdir(exist_ok=True)
     (bob_home / "diary.txt").write_text("BOB-SECRET")

@@ -18,31 +18,15 @@ async def test_the_run_health_counts_each_agents_runs_and_failures_per_member(
     await settings.record("review", mum, "ok", "2026-01-01T10:00:00Z")
     await settings.record("triage", ada, "ok", "2026-01-03T09:00:00Z")
     found = {(h.agent_id, h.user_id): h for h in await settings.health()}
+    expected = [
+        # agent, member, runs, failures, last status, last run
+        ("review", ada, 2, 1, "failed", "2026-01-02T09:00:00Z"),
+        ("review", mum, 1, 0, "ok", "2026-01-01T10:00:00Z"),
+        ("triage", ada, 1, 0, "ok", "2026-01-03T09:00:00Z"),
+    ]
+    fields = ("agent_id", "user_id", "runs", "failures", "last_status", "last_run_at")
     assert found == {
-        ("review", ada): Health(
-            agent_id="review",
-            user_id=ada,
-            runs=2,
-            failures=1,
-            last_status="failed",
-            last_run_at="2026-01-02T09:00:00Z",
-        ),
-        ("review", mum): Health(
-            agent_id="review",
-            user_id=mum,
-            runs=1,
-            failures=0,
-            last_status="ok",
-            last_run_at="2026-01-01T10:00:00Z",
-        ),
-        ("triage", ada): Health(
-            agent_id="triage",
-            user_id=ada,
-            runs=1,
-            failures=0,
-            last_status="ok",
-            last_run_at="2026-01-03T09:00:00Z",
-        ),
+        (row[0], row[1]): Health(**dict(zip(fields, row, strict=True))) for row in expected
     }
     # By agent, then member.
     assert [(h.agent_id, h.user_id) for h in await settings.health()] == sorted(found)

@@ -30,6 +30,7 @@ from ui_support import (
     HeldRequests,
     SignedInWatch,
     add_fake_model,
+    add_provider_on_page,
     api_as,
     clear_failure_shots,
     login,
@@ -135,8 +136,9 @@ def test_a_page_opened_while_the_chat_settles_is_not_pulled_back_to_the_chat(
     moment before the page does, so the chat must not write it back over theirs."""
     ada = api_as(server, MEMBER, MEMBER_PW)
     cid = _new_conversation(ada)
-    context = open_context(browser, server, viewport={"width": 375, "height": 800})
-    try:
+    with contextlib.closing(
+        open_context(browser, server, viewport={"width": 375, "height": 800})
+    ) as context:
         page = context.new_page()
         lists = HeldRequests(page, "**/api/conversations")
         sign_in(page, MEMBER, MEMBER_PW)
@@ -148,8 +150,6 @@ def test_a_page_opened_while_the_chat_settles_is_not_pulled_back_to_the_chat(
         for _ in range(3):  # the chat's effects run after the next paint
             page.evaluate("() => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))")
         assert url_hash(page) == "#/usage"
-    finally:
-        context.close()
 
 
 @pytest.mark.timeout(90)
@@ -250,7 +250,6 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
     after it opens. A turn that ends in between reaches the page in no event, so the page
     reads the history again at the hello, not at the open: the answer shows."""
     ada, cid = _a_conversation(server, fake, [Text("Done")])
-    context = open_context(browser, server, color_scheme="light")
     sockets: list[WebSocketRoute] = []
 
     hellos: list[str | bytes] = []
@@ -268,7 +267,7 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
             to_server.on_message(to_page)
         # The second one is open for the page; the server has not counted it in yet.
 
-    try:
+    with contextlib.closing(open_context(browser, server, color_scheme="light")) as context:
         page = context.new_page()
         page.route_web_socket(re.compile(r"/api/ws$"), through_us)
         sign_in(page, MEMBER, MEMBER_PW)
@@ -289,8 +288,6 @@ def test_after_a_drop_the_chat_reads_again_once_the_server_counts_the_socket_in(
         expect(page.get_by_test_id("chat-reconnecting")).to_have_count(0)
         expect(page.get_by_test_id("message").filter(has_text="Done")).to_have_count(1)
         expect(page.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
-    finally:
-        context.close()
 
 
 @pytest.mark.timeout(90)
@@ -302,9 +299,8 @@ def test_the_open_conversation_is_read_again_once_the_server_counts_the_first_so
     event. The page reads the open conversation again at that first hello: the answer
     shows."""
     ada, cid = _a_conversation(server, fake, [Text("Done")])
-    context = open_context(browser, server, color_scheme="light")
     sockets: list[WebSocketRoute] = []
-    try:
+    with contextlib.closing(open_context(browser, server, color_scheme="light")) as context:
         page = context.new_page()
         # The socket reaches the server only when the test says so.
         page.route_web_socket(re.compile(r"/api/ws$"), lambda ws: sockets.append(ws))
@@ -320,8 +316,6 @@ def test_the_open_conversation_is_read_again_once_the_server_counts_the_first_so
         sockets[0].connect_to_server()  # counted in: the first hello
         expect(page.get_by_test_id("message").filter(has_text="Done")).to_have_count(1)
         expect(page.get_by_test_id("message").filter(has_text=QUESTION)).to_have_count(1)
-    finally:
-        context.close()
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -376,14 +370,11 @@ def _in_a_conversation(
     """The member (the fake model scripted with `replies`) with one conversation, signed in
     in a browser of her own with its tab active: her API client, its id, the page."""
     ada, first = _a_conversation(server, fake, replies)
-    context = open_context(browser, server, color_scheme="light")
-    try:
+    with contextlib.closing(open_context(browser, server, color_scheme="light")) as context:
         page = context.new_page()
         sign_in(page, MEMBER, MEMBER_PW)
         expect(_tab(page, first)).to_have_class(re.compile(r"\bis-active\b"))
         yield ada, first, page
-    finally:
-        context.close()
 
 
 def _sign_in_to_an_empty_chat(page: Page) -> None:
@@ -498,15 +489,7 @@ def _scenario(
     expect(admin.get_by_test_id("providers-empty")).to_be_visible()
     expect(admin.get_by_test_id("model-add")).to_be_disabled()  # no provider yet
 
-    admin.get_by_test_id("provider-add").click()
-    dialog = admin.get_by_test_id("provider-dialog")
-    expect(dialog).to_be_visible()
-    dialog.get_by_test_id("provider-name").fill("Fake OpenAI")
-    dialog.get_by_test_id("provider-kind").select_option("openai_compatible")
-    dialog.get_by_test_id("provider-base-url").fill(fake.base_url_openai)
-    dialog.get_by_test_id("provider-api-key").fill("sk-test-secret-123")
-    dialog.get_by_test_id("provider-save").click()
-    expect(dialog).to_have_count(0)
+    add_provider_on_page(admin, "Fake OpenAI", fake.base_url_openai, "sk-test-secret-123")
     provider = admin.locator('[data-testid="provider-row"][data-provider-name="Fake OpenAI"]')
     expect(provider.get_by_test_id("provider-kind-badge")).to_have_text(
         "Other OpenAI-compatible server"

@@ -74,38 +74,33 @@ def test_an_admin_installs_from_the_feed_switches_the_connector_on_and_sees_its_
 def test_qr_sign_in_shows_the_code_in_a_dialog_until_the_connector_says_signed_in(
     tmp_path: Path, browser: Browser
 ) -> None:
-    from test_connectors_device import PENDING, device_server
+    from test_connectors_device import PENDING, device_feed
 
-    with device_server() as url:
-        feed = simple_feed(
-            tmp_path / "feed",
-            ("phone",),
-            phone={"scope": "personal", "transport": "http", "url": url, "auth": {"type": "qr"}},
-        )
-        with (
-            feed_household(tmp_path, feed) as srv,
-            connector_admin_page(browser, srv, "connectors-qr", 375, 812) as page,
-        ):
-            page.goto("/#/admin/marketplace")
-            item = page.get_by_test_id("market-item").filter(has_text="Phone")
-            item.get_by_test_id("market-install").click()
-            expect(item.get_by_test_id("market-installed")).to_be_visible(timeout=60_000)
-            card = switch_on(page, "phone")
-            card.get_by_test_id("connector-device-start").click()
-            dialog = page.get_by_test_id("connector-device-dialog")
-            # The QR code is a real image the browser decoded, with the pairing code.
-            qr = dialog.get_by_test_id("connector-device-qr")
-            expect(qr).to_be_visible()
-            assert qr.evaluate("img => img.complete && img.naturalWidth") == 2
-            expect(dialog.get_by_test_id("connector-device-text")).to_contain_text("4242-ABCD")
-            # The dialog asks again by itself until the connector reports signed in.
-            status = dialog.get_by_test_id("connector-device-status")
-            expect(status).to_have_attribute("data-signed-in", "true", timeout=10_000 * PENDING)
-            expect(dialog.get_by_test_id("connector-device-text")).to_have_text("signed in as ada")
-            expect(qr).to_have_count(0)
-            dialog.get_by_test_id("connector-device-done").click()
-            card.get_by_test_id("connector-device-sign-out").click()
-            expect(card.get_by_test_id("connector-device-result")).to_have_text("signed out")
+    with (
+        device_feed(tmp_path) as feed,
+        feed_household(tmp_path, feed) as srv,
+        connector_admin_page(browser, srv, "connectors-qr", 375, 812) as page,
+    ):
+        page.goto("/#/admin/marketplace")
+        item = page.get_by_test_id("market-item").filter(has_text="Phone")
+        item.get_by_test_id("market-install").click()
+        expect(item.get_by_test_id("market-installed")).to_be_visible(timeout=60_000)
+        card = switch_on(page, "phone")
+        card.get_by_test_id("connector-device-start").click()
+        dialog = page.get_by_test_id("connector-device-dialog")
+        # The QR code is a real image the browser decoded, with the pairing code.
+        qr = dialog.get_by_test_id("connector-device-qr")
+        expect(qr).to_be_visible()
+        assert qr.evaluate("img => img.complete && img.naturalWidth") == 2
+        expect(dialog.get_by_test_id("connector-device-text")).to_contain_text("4242-ABCD")
+        # The dialog asks again by itself until the connector reports signed in.
+        status = dialog.get_by_test_id("connector-device-status")
+        expect(status).to_have_attribute("data-signed-in", "true", timeout=10_000 * PENDING)
+        expect(dialog.get_by_test_id("connector-device-text")).to_have_text("signed in as ada")
+        expect(qr).to_have_count(0)
+        dialog.get_by_test_id("connector-device-done").click()
+        card.get_by_test_id("connector-device-sign-out").click()
+        expect(card.get_by_test_id("connector-device-result")).to_have_text("signed out")
 
 
 @pytest.mark.timeout(180)

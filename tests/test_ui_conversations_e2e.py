@@ -15,10 +15,10 @@ from harness import Api, ServerProcess
 from ui_support import (
     PLAYWRIGHT_MISSING,
     SignedInWatch,
+    case_page,
     server_fixture,
     shot,
     speaking,
-    watched_page,
 )
 
 if not PLAYWRIGHT_MISSING:
@@ -105,18 +105,9 @@ def test_the_conversation_list_has_dates_search_and_rename_on_a_phone_and_a_desk
         api = speaking(server, member, MEMBER_PW, lang)
         ids = _seed(api, lang)
         try:
-            with watched_page(
-                browser,
-                server,
-                member,
-                MEMBER_PW,
-                prefix="conversations",
-                watch=watch,
-                name=f"{lang}-{width}",
-                viewport={"width": width, "height": 780},
-                timeout=15_000,
+            with case_page(
+                browser, server, member, MEMBER_PW, "conversations", watch, lang, width, 780
             ) as page:
-                page.wait_for_load_state("networkidle")
                 _check(page, api, ids, lang, open_word)
         finally:
             api.close()

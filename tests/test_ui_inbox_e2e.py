@@ -24,6 +24,7 @@ from ui_support import (
     PLAYWRIGHT_MISSING,
     HeldRequests,
     add_fake_model,
+    add_provider_on_page,
     api_as,
     login,
     server_fixture,
@@ -59,14 +60,7 @@ def _write_card(page: Page) -> Locator:
 def _connect_model(admin: Page, fake: FakeLLM) -> None:
     admin.get_by_test_id("nav-admin-models").click()
     expect(admin.get_by_test_id("models-page")).to_be_visible()
-    admin.get_by_test_id("provider-add").click()
-    box = admin.get_by_test_id("provider-dialog")
-    box.get_by_test_id("provider-name").fill("Fake provider")
-    box.get_by_test_id("provider-kind").select_option("openai_compatible")
-    box.get_by_test_id("provider-base-url").fill(fake.base_url_openai)
-    box.get_by_test_id("provider-api-key").fill("sk-inbox-test")
-    box.get_by_test_id("provider-save").click()
-    expect(box).to_have_count(0)
+    add_provider_on_page(admin, "Fake provider", fake.base_url_openai, "sk-inbox-test")
     admin.get_by_test_id("model-add").click()
     box = admin.get_by_test_id("model-dialog")
     box.get_by_test_id("model-wire-id").fill(MODEL)

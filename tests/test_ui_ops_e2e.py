@@ -10,8 +10,10 @@ Launch flags, the skip rule and the CSP watching are those of `test_ui_e2e.py`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from collections.abc import Iterator
 
 import pytest
 from harness import ADMIN, ADMIN_PW, ServerProcess
@@ -48,6 +50,19 @@ class OpsWatch(Watch):
         )
 
 
+@contextlib.contextmanager
+def _admin_on(
+    browser: Browser, server: ServerProcess, prefix: str, nav: str, testid: str
+) -> Iterator[Page]:
+    """The administrator's watched page, on the page `testid` its menu item `nav` opens."""
+    with watched_page(
+        browser, server, ADMIN, ADMIN_PW, prefix=prefix, watch=OpsWatch(), timeout=15_000
+    ) as page:
+        page.get_by_test_id(nav).click()
+        expect(page.get_by_test_id(testid)).to_be_visible()
+        yield page
+
+
 server = server_fixture((CHILD, CHILD_PW), role="children")
 
 
@@ -55,11 +70,7 @@ server = server_fixture((CHILD, CHILD_PW), role="children")
 def test_the_backups_page_backs_up_and_tests_a_restore(
     server: ServerProcess, browser: Browser
 ) -> None:
-    with watched_page(
-        browser, server, ADMIN, ADMIN_PW, prefix="backups", watch=OpsWatch(), timeout=15_000
-    ) as page:
-        page.get_by_test_id("nav-admin-backups").click()
-        expect(page.get_by_test_id("backups-page")).to_be_visible()
+    with _admin_on(browser, server, "backups", "nav-admin-backups", "backups-page") as page:
         expect(page.get_by_test_id("backups-last")).to_have_text("No backup has been made yet.")
         page.get_by_test_id("backups-run").click()
         expect(page.get_by_test_id("backups-last")).to_have_attribute("data-ok", "true")
@@ -225,11 +236,7 @@ def test_a_page_whose_scripts_fail_to_load_says_so_within_seconds(
 def test_the_agents_page_shows_who_a_member_talks_to_in_friendly_words(
     server: ServerProcess, browser: Browser
 ) -> None:
-    with watched_page(
-        browser, server, ADMIN, ADMIN_PW, prefix="agents", watch=OpsWatch(), timeout=15_000
-    ) as page:
-        page.get_by_test_id("nav-agents").click()
-        expect(page.get_by_test_id("agents-page")).to_be_visible()
+    with _admin_on(browser, server, "agents", "nav-agents", "agents-page") as page:
         mine = page.get_by_test_id("agents-chat").get_by_test_id("agent-card")
         expect(mine).to_have_count(1)
         expect(mine).to_have_attribute("data-agent", "assistant")

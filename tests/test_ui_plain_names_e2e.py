@@ -14,7 +14,7 @@ import re
 
 import pytest
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess
-from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, api_as, server_fixture, watched_page
+from ui_support import PLAYWRIGHT_MISSING, SignedInWatch, api_as, case_page, server_fixture
 
 if not PLAYWRIGHT_MISSING:
     from playwright.sync_api import Browser, Page, expect
@@ -115,18 +115,7 @@ def test_pages_show_names_not_ids_time_zones_are_searchable_and_the_wizard_goes_
     api = api_as(server)
     for width, lang in CASES:
         assert api.patch("/api/auth/me", json={"locale": lang}).status_code == 200
-        with watched_page(
-            browser,
-            server,
-            ADMIN,
-            ADMIN_PW,
-            prefix="names",
-            watch=watch,
-            name=f"{lang}-{width}",
-            viewport={"width": width, "height": 800},
-            timeout=15_000,
-        ) as page:
-            page.wait_for_load_state("networkidle")
+        with case_page(browser, server, ADMIN, ADMIN_PW, "names", watch, lang, width, 800) as page:
             _approvals_and_roles(page, lang)
             _time_zone(page, api, lang)
             _wizard_back(page, api)

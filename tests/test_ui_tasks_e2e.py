@@ -53,6 +53,14 @@ def _user(page: Page, text: str):  # type: ignore[no-untyped-def]
     return page.locator('[data-testid="message"][data-role="user"]').filter(has_text=text)
 
 
+def _a_job_that_hangs(fake: FakeLLM, title: str, task: str, cancelled: str) -> None:
+    """The chat model (fake-b) starts the background task `title`, whose helper (fake-a)
+    never finishes, and says `cancelled` once it is cancelled."""
+    start = {"mode": "start", "title": title, "task": task}
+    fake.script("fake-b", [[Call("background_task", start)], f"Started the {title}.", cancelled])
+    fake.script("fake-a", [Hang()])
+
+
 def _send(page: Page, text: str) -> None:
     page.get_by_test_id("chat-input").fill(text)
     page.get_by_test_id("chat-send").click()
@@ -108,13 +116,9 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
         expect(failed.get_by_test_id("chat-task-cancel")).to_have_count(0)
 
         # 2. A helper that never finishes, cancelled from the Tasks page in another tab.
-        long = {"mode": "start", "title": "long job", "task": "Count the stars"}
-        fake.script(
-            "fake-b",
-            [[Call("background_task", long)], "Started the long job.",
-             "The long job was cancelled, as you asked."],
-        )  # fmt: skip
-        fake.script("fake-a", [Hang()])
+        _a_job_that_hangs(
+            fake, "long job", "Count the stars", "The long job was cancelled, as you asked."
+        )
         # The Tasks page is open before the task exists: the `tasks_changed` event (not
         # its slow poll, 30 s, longer than the 15 s wait) brings the task in.
         tasks = watch.attach("tasks", chat.context.new_page())
@@ -141,13 +145,9 @@ def test_a_background_task_wakes_the_idle_conversation_in_an_open_tab(
 
         # 3. On a phone (375 px): cancelled from the strip above the composer.
         chat.set_viewport_size({"width": 375, "height": 740})
-        slow = {"mode": "start", "title": "slow job", "task": "Sort the library"}
-        fake.script(
-            "fake-b",
-            [[Call("background_task", slow)], "Started the slow job.",
-             "The slow job was cancelled from the chat."],
-        )  # fmt: skip
-        fake.script("fake-a", [Hang()])
+        _a_job_that_hangs(
+            fake, "slow job", "Sort the library", "The slow job was cancelled from the chat."
+        )
         _send(chat, "sort the library in the background")
         _idle_after(chat, "Started the slow job.")
         strip_item = chat.locator('[data-testid="chat-task"][data-state="running"]')

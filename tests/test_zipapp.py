@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-import prerequisites
 import pytest
-from prerequisites import unavailable
+from prerequisites import (
+    built_pyz_fixture,  # noqa: F401  (the `built_pyz` fixture)
+    unavailable,
+)
 from release_support import pyz_env
 
 import skald
@@ -30,11 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _unavailable(reason: str) -> NoReturn:
     unavailable(f"zipapp tests: {reason}")
-
-
-@pytest.fixture(scope="module")
-def built_pyz() -> Path:
-    return prerequisites.built_pyz()
 
 
 @pytest.fixture(scope="module")

@@ -262,6 +262,19 @@ def add_fake_model(server: ServerProcess, fake: FakeLLM, model: str = "fake-main
     admin.close()
 
 
+def add_provider_on_page(page: Page, name: str, base_url: str, api_key: str) -> None:
+    """An admin adds an OpenAI-compatible provider through the Models page's dialog."""
+    page.get_by_test_id("provider-add").click()
+    dialog = page.get_by_test_id("provider-dialog")
+    expect(dialog).to_be_visible()
+    dialog.get_by_test_id("provider-name").fill(name)
+    dialog.get_by_test_id("provider-kind").select_option("openai_compatible")
+    dialog.get_by_test_id("provider-base-url").fill(base_url)
+    dialog.get_by_test_id("provider-api-key").fill(api_key)
+    dialog.get_by_test_id("provider-save").click()
+    expect(dialog).to_have_count(0)
+
+
 def configured(root: Path, config: str) -> Path:
     """`root`, with `config` written as the config.toml its server will read (before the
     setup, which keeps it); for `harness.household(configured(tmp_path, ...))`."""
@@ -441,6 +454,36 @@ def watched_page(
     closed either way."""
     with watched_scenario(browser, server, watch, prefix=prefix) as scenario:
         yield scenario.page(username, password, name=name, **options)
+
+
+@contextlib.contextmanager
+def case_page(
+    browser: Browser,
+    server: ServerProcess,
+    username: str,
+    password: str,
+    prefix: str,
+    watch: Watch,
+    lang: str,
+    width: int,
+    height: int,
+) -> Iterator[Page]:
+    """One case of a test that walks languages and widths: the `watched_page` named
+    LANG-WIDTH at that size, once its first requests have settled."""
+    viewport = {"width": width, "height": height}
+    with watched_page(
+        browser,
+        server,
+        username,
+        password,
+        prefix=prefix,
+        watch=watch,
+        name=f"{lang}-{width}",
+        viewport=viewport,
+        timeout=15_000,
+    ) as page:
+        page.wait_for_load_state("networkidle")
+        yield page
 
 
 class HeldRequests:
