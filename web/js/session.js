@@ -123,10 +123,14 @@ export function signedOut(notice) {
 // new server first through any call (a reconnect's health check that failed a moment
 // before the server came up, then its 401): deciding from what the page last saw said
 // "your session has ended" after a restart the page had not noticed yet.
-async function sessionEnded() {
-  await checkRestart().catch(() => false);
-  if (!getState().me) return; // another path signed out meanwhile
-  signedOut({ key: restartedRecently() ? 'auth.restarted' : 'auth.expired', kind: 'info' });
+// Several calls meet the end at once (a page loads a few things together): one check.
+let ending = null;
+function sessionEnded() {
+  ending ??= checkRestart().then(() => {
+    ending = null;
+    if (!getState().me) return; // another path signed out meanwhile
+    signedOut({ key: restartedRecently() ? 'auth.restarted' : 'auth.expired', kind: 'info' });
+  });
 }
 
 // Any 401 from a normal API call means the cookie is no longer valid.
