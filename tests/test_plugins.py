@@ -22,6 +22,7 @@ from skald.core.approvals import decide
 from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
 from skald.core.runtime import Runtime
 from skald.errors import ConfigError
+from skald.files.mounts import MemberMount
 from skald.files.router import PathDeniedError, ReadOnlyError, Resolved, Virtual
 from skald.llm.types import ToolCall
 from skald.paths import DataLayout
@@ -29,6 +30,7 @@ from skald.permissions import declared
 from skald.plugins import hookimpl
 from skald.plugins.manager import Plugins
 from skald.store.migrations import ledger
+from skald.store.rows import Role, RoleAttributes, User
 
 MODULE = "plugins.sample_plugin"
 CONFIG = f"""
@@ -288,11 +290,53 @@ def test_the_built_in_features_are_plugins_like_any_other() -> None:
     assert prefix == "/" and any("/api/sample/widgets" in getattr(r, "paths", ()) for r in handlers)
 
 
-def test_a_router_refuses_what_leaves_the_plugins_mount(tmp_path: Path) -> None:
-    layout = DataLayout(tmp_path / "data")
-    plugins = Plugins.load([MODULE], entry_points=False)
-    from skald.store.rows import Role, RoleAttributes, User
+class _Shelves:
+    """A plugin whose mount answer changes between calls (what it holds now)."""
 
+    def __init__(self) -> None:
+        self.answer: list[MemberMount] = []
+
+    @hookimpl
+    def skald_mounts(self) -> list[MemberMount]:
+        return list(self.answer)
+
+
+def test_a_changed_mount_answer_is_checked_again_never_served_from_the_last_check(
+    tmp_path: Path,
+) -> None:
+    layout = DataLayout(tmp_path / "data")
+    plugins = Plugins.builtin()
+    shelves = _Shelves()
+    plugins.pm.register(shelves, "shelves")
+    user, role = _member()
+
+    def names() -> list[str]:
+        return [m.name for m in plugins.mounts(user, role, layout)]
+
+    assert "extra" not in names()
+    extra = MemberMount(
+        name="extra",
+        prefix="extra",
+        label="Extra",
+        host_path=tmp_path,
+        container_path=None,
+        read_only=True,
+    )
+    shelves.answer = [extra]
+    assert names().count("extra") == 1
+    assert names() == names()  # the same answer: the same list (kept)
+    plugins.mounts(user, role, layout).clear()  # a caller's list is its own
+    assert names().count("extra") == 1
+    # An answer no member could use is refused every time, after a good one too.
+    shelves.answer = [extra, extra]
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="two mounts share the name extra"):
+            plugins.mounts(user, role, layout)
+    shelves.answer = []
+    assert "extra" not in names()
+
+
+def _member() -> tuple[User, Role]:
     user = User(
         id="a1", username="ada", display_name="Ada", role="member", encrypted=False,
         active=True, locale="en", created_at="t", updated_at="t", profile={},
@@ -300,6 +344,13 @@ def test_a_router_refuses_what_leaves_the_plugins_mount(tmp_path: Path) -> None:
     role = Role(
         name="member", display_name="M", builtin=True, capabilities=[], attributes=RoleAttributes()
     )
+    return user, role
+
+
+def test_a_router_refuses_what_leaves_the_plugins_mount(tmp_path: Path) -> None:
+    layout = DataLayout(tmp_path / "data")
+    plugins = Plugins.load([MODULE], entry_points=False)
+    user, role = _member()
     from skald.files.router import PathRouter
 
     router = PathRouter(mounts=plugins.mounts(user, role, layout))

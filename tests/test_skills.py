@@ -10,11 +10,13 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import MakeClient, signed_in
 
 from skald.agent.cancel import CancelScope
 from skald.agent.tools import ToolContext, ToolResult
 from skald.core.runtime import Runtime
+from skald.features.skills.store import Listings
 
 CTX = ToolContext(
     conversation_id="conv", call_id="call_1", depth=0, cancel=CancelScope(), sink=lambda e: None
@@ -51,7 +53,8 @@ async def test_a_household_skill_is_in_every_members_prompt_and_can_be_read(
 ) -> None:
     member = runtime.user_runtimes[ada]
     assert (await member._prompt_values())["SKILLS_LIST"] == ""
-    household_skill(runtime, "weekly-shop")
+    household_skill(runtime, "weekly-shop")  # by hand on the host: shown within the bound
+    runtime.server.state(Listings).max_age = 0
     listed = (await member._prompt_values())["SKILLS_LIST"]
     assert "- shared/weekly-shop (Weekly shop): How we do the weekly shop" in listed
     read = await tool(runtime, ada, "skill_read", skill="weekly-shop")
@@ -81,6 +84,54 @@ async def test_only_skills_manage_registers_a_household_skill_and_a_member_has_t
     assert w.is_error and "read-only" in w.content
     assert not (await tool(runtime, ada, "skill_delete", id="bread")).is_error
     assert not mine.exists()
+
+
+async def test_the_prompts_skill_list_is_kept_between_turns_and_every_writer_drops_it(
+    runtime: Runtime, household: dict[str, str], ada: str, make_client: MakeClient
+) -> None:
+    member = runtime.user_runtimes[ada]
+    listings = runtime.server.state(Listings)
+    now = [1000.0]
+    listings.clock = lambda: now[0]
+    listed = (await member._prompt_values())["SKILLS_LIST"]
+    assert listed == ""
+    # A tree changed behind Skald's back is not read again on every turn...
+    household_skill(runtime, "weekly-shop")
+    assert (await member._prompt_values())["SKILLS_LIST"] == ""
+    # ...but after at most the age bound.
+    now[0] += listings.max_age
+    assert "shared/weekly-shop" in (await member._prompt_values())["SKILLS_LIST"]
+    # Each writer drops it at once: the tool's register and delete, the API's import and
+    # delete (the next turn lists what the member just did).
+    home = runtime.core.layout.home(ada)
+    (home / "bread").mkdir()
+    (home / "bread" / "SKILL.md").write_text("# Bread\nKnead.\n")
+    assert not (await tool(runtime, ada, "skill_register", path="~/bread")).is_error
+    assert "mine/bread" in (await member._prompt_values())["SKILLS_LIST"]
+    assert not (await tool(runtime, ada, "skill_delete", id="bread")).is_error
+    assert "mine/bread" not in (await member._prompt_values())["SKILLS_LIST"]
+    client = await signed_in(make_client, "ada")
+    shop = zipped({"shop/SKILL.md": SHOP.encode()})
+    r = await client.http.post(
+        "/api/skills/mine/shop/zip", content=shop, headers={"X-CSRF-Token": client.csrf}
+    )
+    assert r.status_code == 201, r.text
+    assert "mine/shop" in (await member._prompt_values())["SKILLS_LIST"]
+    assert (await client.call("DELETE", "/api/skills/mine/shop")).status_code in (200, 204)
+    assert "mine/shop" not in (await member._prompt_values())["SKILLS_LIST"]
+
+    # A write that fails half-way drops it too (what it left may show).
+    async def broken() -> None:
+        await listings.write(_fail)
+
+    kept = listings._changes
+    with pytest.raises(OSError):
+        await broken()
+    assert listings._changes == kept + 1
+
+
+def _fail() -> None:
+    raise OSError("disk full")
 
 
 async def test_a_folder_holding_a_link_is_not_registered(

@@ -129,6 +129,8 @@ class Plugins:
         self.config = config if config is not None else Config()
         # The third-party plugins: loaded or failed, switched on or off, granted to whom.
         self.switches = switches if switches is not None else Switches()
+        # Each member's last mount answers and their checked list (see `mounts`).
+        self._checked: dict[str, tuple[list[MemberMount], list[MemberMount]]] = {}
 
     @classmethod
     def from_config(cls, config: Config, plugins_dir: Path | None = None) -> Plugins:
@@ -338,10 +340,17 @@ class Plugins:
         from skald.files.mounts import check_mounts
 
         found = self._concat("skald_mounts", user=user, role=role, layout=layout, server=server)
+        # The check is pure: the same answers get the same verdict (a turn's tools and
+        # every path a tool resolves ask, and the answers rarely change).
+        kept = self._checked.get(user.id)
+        if kept is not None and kept[0] == found:
+            return list(kept[1])
         try:
-            return check_mounts(found)
+            checked = check_mounts(found)
         except ValueError as exc:
             raise ConfigError(f"the mounts of {user.username} are unusable: {exc}") from None
+        self._checked[user.id] = (found, checked)
+        return list(checked)
 
     def owned_places(self, user_id: str, server: Server) -> list[Path]:
         return self._concat("skald_owned_places", user_id=user_id, server=server)

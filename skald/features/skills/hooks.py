@@ -3,7 +3,6 @@ the Skills API."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from skald.plugins import hookimpl
@@ -14,7 +13,7 @@ if TYPE_CHECKING:
     from skald.files.mounts import MemberMount
     from skald.paths import DataLayout
     from skald.permissions import Capability
-    from skald.plugins.facade import Member
+    from skald.plugins.facade import Member, Server
     from skald.store.rows import User
 
 
@@ -38,11 +37,17 @@ def skald_placeholders() -> dict[str, str]:
 
 
 @hookimpl
-async def skald_prompt_blocks(member: Member) -> dict[str, str]:
-    from skald.features.skills.store import list_all, prompt_list
+def skald_server_state(server: Server) -> list[object]:
+    from skald.features.skills.store import Listings
 
-    found = await asyncio.to_thread(list_all, member.server.layout, member.id)
-    return {"SKILLS_LIST": prompt_list(found)}
+    return [Listings(server.layout)]
+
+
+@hookimpl
+async def skald_prompt_blocks(member: Member) -> dict[str, str]:
+    from skald.features.skills.store import Listings, prompt_list
+
+    return {"SKILLS_LIST": prompt_list(await member.server.state(Listings).of(member.id))}
 
 
 @hookimpl

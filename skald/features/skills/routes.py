@@ -90,7 +90,8 @@ async def import_skill(
     if not data:
         raise InvalidInputError("send the ZIP as the request body")
     me = request.user.user.id
-    await asyncio.to_thread(store.import_zip, server.layout, which, me, skill_id, bytes(data))
+    listings = server.state(store.Listings)
+    await listings.write(store.import_zip, server.layout, which, me, skill_id, bytes(data))
     return await asyncio.to_thread(store.find, server.layout, me, f"{which}/{skill_id}")
 
 
@@ -102,7 +103,9 @@ async def delete_skill(
     server: NamedDependency[Server],
 ) -> None:
     which = _writable(request, tree)
-    await asyncio.to_thread(store.delete, server.layout, which, request.user.user.id, skill_id)
+    await server.state(store.Listings).write(
+        store.delete, server.layout, which, request.user.user.id, skill_id
+    )
 
 
 ROUTES = (list_skills, read_skill, import_skill, delete_skill)

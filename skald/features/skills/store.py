@@ -19,15 +19,18 @@ copied or followed) into a temporary folder, then renamed into place.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import re
 import secrets
 import shutil
 import stat
+import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, ParamSpec
 
 import msgspec
 
@@ -38,12 +41,14 @@ from skald.files.mounts import MemberMount
 from skald.files.router import checked_name
 from skald.paths import CONTAINER_HOME, DataLayout
 from skald.permissions import declare
+from skald.store.kept import KEPT_S
 
 SKILLS_MANAGE = declare(
     "skills.manage", "Add and remove the household's skills (they reach every member's prompt)"
 )
 Tree = Literal["shared", "mine"]
 SKILL_FILE: Final = "SKILL.md"
+P = ParamSpec("P")
 ID: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
 MAX_SKILL_MD: Final = 64 * 1024
 MAX_ZIP_BYTES: Final = 8 * 1024 * 1024
@@ -152,6 +157,51 @@ def list_tree(layout: DataLayout, tree: Tree, user_id: str) -> list[Skill]:
 
 def list_all(layout: DataLayout, user_id: str) -> list[Skill]:
     return list_tree(layout, "shared", user_id) + list_tree(layout, "mine", user_id)
+
+
+class Listings:
+    """What SKILLS_LIST shows each member, kept between turns (`server.state(Listings)`):
+    listing both trees is a thread's work that every turn's prompt waited for.
+
+    Rule: the writers above are the only ones (the trees are read-only places), and each
+    runs through `write`, which counts a change once it is done; a listing is kept while
+    no change was counted since it was started, and for at most `max_age` seconds.
+    Trap: the age bound is what covers a tree changed by hand on the host (or by another
+    process): a skill copied in there shows within `max_age`, not at once.
+    """
+
+    def __init__(
+        self,
+        layout: DataLayout,
+        *,
+        max_age: float = KEPT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.layout = layout
+        self.max_age = max_age
+        self.clock = clock
+        self._changes = 0
+        self._kept: dict[str, tuple[int, float, list[Skill]]] = {}
+
+    async def of(self, user_id: str) -> list[Skill]:
+        """Both trees' skills for `user_id`: the kept listing while it is good."""
+        kept = self._kept.get(user_id)
+        now = self.clock()
+        if kept is not None and kept[0] == self._changes and now - kept[1] < self.max_age:
+            return kept[2]
+        # Taken before the listing starts: a write finished meanwhile makes it stale.
+        changes = self._changes
+        found = await asyncio.to_thread(list_all, self.layout, user_id)
+        self._kept[user_id] = (changes, now, found)
+        return found
+
+    async def write(self, fn: Callable[P, None], *args: P.args, **kwargs: P.kwargs) -> None:
+        """Run one of the writers in a thread, then count the change (even when it failed
+        half-way: what it left may already show)."""
+        try:
+            await asyncio.to_thread(fn, *args, **kwargs)
+        finally:
+            self._changes += 1
 
 
 def find(layout: DataLayout, user_id: str, ref: str) -> Skill:

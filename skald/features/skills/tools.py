@@ -96,7 +96,8 @@ class SkillRegister(Writes, _SkillTool):
             if found.mount != "home" or found.is_root:
                 raise InvalidInputError("register a folder of your home (~/…)")
             skill_id = store.checked_id(str(args.get("id") or found.parts[-1]))
-            await asyncio.to_thread(self._copy, tree, skill_id, found.root, found.parts)
+            listings = self.member.server.state(store.Listings)
+            await listings.write(self._copy, tree, skill_id, found.root, found.parts)
         except (SkaldError, OSError) as exc:
             return ToolResult.error(f"not registered: {exc}")
         return ToolResult(content=f"Registered skills/{tree}/{skill_id}.")
@@ -119,7 +120,8 @@ class SkillDelete(Writes, _SkillTool):
             tree = await _tree(self.member, bool(args.get("household")))
             skill_id = store.checked_id(str(args["id"]))
             layout = self.member.server.layout
-            await asyncio.to_thread(store.delete, layout, tree, self.member.id, skill_id)
+            listings = self.member.server.state(store.Listings)
+            await listings.write(store.delete, layout, tree, self.member.id, skill_id)
         except SkaldError as exc:
             return ToolResult.error(f"not deleted: {exc}")
         return ToolResult(content=f"Deleted skills/{tree}/{skill_id}.")
