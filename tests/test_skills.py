@@ -5,6 +5,7 @@ skill tools; a bare id in both trees fails naming both; ZIP import refuses unsaf
 from __future__ import annotations
 
 import io
+import os
 import stat
 import zipfile
 from pathlib import Path
@@ -16,11 +17,16 @@ from conftest import MakeClient, signed_in
 from skald.agent.cancel import CancelScope
 from skald.agent.tools import ToolContext, ToolResult
 from skald.core.runtime import Runtime
+from skald.errors import ConfigError
 from skald.features.skills.store import Listings
+from skald.paths import DataLayout
+from skald.plugins import hookimpl
+from skald.plugins.manager import Plugins
 
 CTX = ToolContext(
     conversation_id="conv", call_id="call_1", depth=0, cancel=CancelScope(), sink=lambda e: None
 )
+MIB = 1024 * 1024
 SHOP = "---\nname: Weekly shop\ndescription: How we do the weekly shop\n---\n1. List\n2. Buy\n"
 
 
@@ -132,6 +138,71 @@ async def test_the_prompts_skill_list_is_kept_between_turns_and_every_writer_dro
 
 def _fail() -> None:
     raise OSError("disk full")
+
+
+async def test_a_members_own_skills_count_against_their_quota_and_a_copy_past_it_is_refused(
+    runtime: Runtime, household: dict[str, str], ada: str, make_client: MakeClient
+) -> None:
+    admin = await signed_in(make_client, "mum")
+    roles = (await admin.call("GET", "/api/roles")).json()
+    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
+    quota = {"attributes": {**attrs, "storage_quota_mb": 4}}
+    assert (await admin.call("PATCH", "/api/roles/member", json=quota)).status_code == 200
+    home = runtime.core.layout.home(ada)
+    (home / "big").mkdir()
+    (home / "big" / "SKILL.md").write_text("# Big\n")
+    (home / "big" / "data.bin").write_bytes(os.urandom(3 * MIB))  # 3 of her 4 MiB
+    mine = runtime.core.layout.root / "skills" / "members" / ada
+    # A copy of it would take her past the quota: refused, nothing copied in.
+    r = await tool(runtime, ada, "skill_register", path="~/big")
+    assert r.is_error and "quota exceeded" in r.content, r.content
+    assert not (mine / "big").exists()
+    # One that fits is copied, and counts: her own tree is hers (usage walks it too).
+    (home / "big" / "data.bin").write_bytes(os.urandom(MIB))
+    client = await signed_in(make_client, "ada")
+    before = runtime.storage.scan(ada)  # what her home holds now (changed by hand above)
+    assert not (await tool(runtime, ada, "skill_register", path="~/big")).is_error
+    after = (await client.call("GET", "/api/storage")).json()["used"]
+    assert after >= before + MIB  # counted at once
+    assert runtime.storage.scan(ada) >= before + MIB  # and by the walk: her tree is hers
+    # Copies cannot pile up outside the quota, through the tool or a ZIP.
+    r = await tool(runtime, ada, "skill_register", path="~/big", id="big-2")
+    assert not r.is_error, r.content
+    r = await tool(runtime, ada, "skill_register", path="~/big", id="big-3")
+    assert r.is_error and "quota exceeded" in r.content
+    big = zipped({"SKILL.md": b"# Zip\n", "data.bin": os.urandom(2 * MIB)})
+    r = await client.http.post(
+        "/api/skills/mine/zipped/zip", content=big, headers={"X-CSRF-Token": client.csrf}
+    )
+    assert r.status_code == 413 and r.json()["error"]["code"] == "quota_exceeded", r.text
+    assert sorted(p.name for p in mine.iterdir()) == ["big", "big-2"]
+
+
+async def test_deleting_a_member_removes_their_own_skills_and_no_one_elses(
+    runtime: Runtime, household: dict[str, str], ada: str
+) -> None:
+    skills = runtime.core.layout.root / "skills"
+    household_skill(runtime, "weekly-shop")
+    for who in (ada, household["tim"]):
+        (skills / "members" / who / "bread").mkdir(parents=True)
+        (skills / "members" / who / "bread" / "SKILL.md").write_text("# Bread\n")
+    assert await runtime.accounts.delete(ada) == []
+    assert not (skills / "members" / ada).exists()
+    assert (skills / "members" / household["tim"] / "bread" / "SKILL.md").exists()
+    assert (skills / "shared" / "weekly-shop" / "SKILL.md").exists()
+
+
+def test_a_private_place_must_lie_inside_the_data_directory(tmp_path: Path) -> None:
+    plugins = Plugins.builtin()
+
+    class Slip:
+        @hookimpl
+        def skald_private_places(self, layout: DataLayout) -> list[Path]:
+            return [layout.root / "skills"]  # every member's skills, not one member's
+
+    plugins.pm.register(Slip(), "slip")
+    with pytest.raises(ConfigError, match="is not a member's own place"):
+        plugins.private_places("u1", DataLayout(tmp_path / "data"))
 
 
 async def test_a_folder_holding_a_link_is_not_registered(

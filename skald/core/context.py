@@ -56,6 +56,7 @@ class Core:
             config.storage.busy_timeout_ms,
             OWNER.with_features(plugins.migrations("owner")),
             kdf_pool=KdfPool(config.security.kdf_workers, config.security.kdf_queue),
+            private_places=lambda user_id: plugins.private_places(user_id, layout),
         )
         try:
             # Every capability the code declares (built-ins and plugins'), so roles can

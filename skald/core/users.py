@@ -13,7 +13,7 @@ import contextlib
 import functools
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from skald.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from skald.files.homes import remove_home
+from skald.files.homes import remove_home, remove_place
 from skald.paths import DataLayout
 from skald.permissions import can, declare
 from skald.store.database import Database, open_encrypted, open_plain
@@ -112,8 +112,11 @@ class UserManager:
         busy_timeout_ms: int = 5000,
         owner_plan: SchemaPlan = OWNER,
         kdf_pool: KdfPool | None = None,
+        private_places: Callable[[str], list[Path]] = lambda _: [],
     ) -> None:
         self.registry = registry
+        # The features' folders of a member's outside the home, removed with the account.
+        self.private_places = private_places
         self.owner_plan = owner_plan  # the built-in features of owner databases and plugins'
         self.layout = layout
         self.kdf = kdf
@@ -378,7 +381,8 @@ class UserManager:
         return await self.get(username)
 
     async def delete(self, username: str) -> list[str]:
-        """Remove the account, its owner database and its home folder. Not undoable.
+        """Remove the account, its owner database, its home folder and the features' places
+        of its own (`skald_private_places`). Not undoable.
         Returns what of the home could not be removed (`<id>/<path>: reason`; files
         root made in the sandbox), empty when all is gone."""
         user = await self.get(username)
@@ -387,6 +391,8 @@ class UserManager:
         await self.registry.delete_user(user.id)
         await asyncio.to_thread(_remove_db_files, self.layout.user_db(user.id))
         left = await asyncio.to_thread(remove_home, self.layout.homes_dir, user.id)
+        for place in await asyncio.to_thread(self.private_places, user.id):
+            left += await asyncio.to_thread(remove_place, place)
         self._locks.pop(user.id, None)
         return left
 

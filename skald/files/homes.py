@@ -99,6 +99,19 @@ def remove_home(homes_dir: Path, user_id: str) -> list[str]:
         os.close(fd)
 
 
+def remove_place(place: Path) -> list[str]:
+    """Delete a folder of the member's outside their home (`skald_private_places`), by
+    descriptor from its parent, as `remove_home` does; returns what is left."""
+    try:
+        fd = tree.open_tree(place.parent)
+    except FileNotFoundError:
+        return []
+    try:
+        return [f"{place.parent.name}/{line}" for line in tree.remove_tree(fd, place.name)]
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class HomeProblem:
     """Something in a home that only root can have made, or that can hurt the host."""

@@ -355,6 +355,18 @@ class Plugins:
     def owned_places(self, user_id: str, server: Server) -> list[Path]:
         return self._concat("skald_owned_places", user_id=user_id, server=server)
 
+    def private_places(self, user_id: str, layout: DataLayout) -> list[Path]:
+        """What `skald_private_places` names, each checked to lie two levels or more
+        inside the data directory (a plugin's slip must not remove the household's)."""
+        root = layout.root.resolve()
+        out = []
+        for place in self._concat("skald_private_places", user_id=user_id, layout=layout):
+            resolved = Path(place).resolve()
+            if not resolved.is_relative_to(root) or len(resolved.relative_to(root).parts) < 2:
+                raise ConfigError(f"{place} is not a member's own place inside {root}")
+            out.append(resolved)
+        return out
+
     def tools(self, member: Member | Any) -> list[Tool]:
         return self._concat("skald_tools", gated=True, member=as_member(member))
 

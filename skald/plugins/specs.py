@@ -253,6 +253,14 @@ def skald_owned_places(user_id: str, server: Server) -> Iterable[Path] | None:
 
 
 @hookspec
+def skald_private_places(user_id: str, layout: DataLayout) -> Iterable[Path] | None:
+    """Folders outside the member's home that are theirs alone (their own skills): removed
+    with their account, by descriptor, whether a server runs or not (`skald user delete`).
+    Each must lie at least two levels inside the data directory. Synchronous, from a
+    thread."""
+
+
+@hookspec
 def skald_tools(member: Member) -> Iterable[Tool] | None:
     """Tools for this member's assistant (the agent's allow-list filters them after)."""
 

@@ -9,6 +9,8 @@ from skald.plugins import hookimpl
 from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from skald.agent.tools import Tool
     from skald.files.mounts import MemberMount
     from skald.paths import DataLayout
@@ -29,6 +31,21 @@ def skald_mounts(user: User, layout: DataLayout) -> list[MemberMount]:
     from skald.features.skills.store import mounts
 
     return mounts(layout, user.id)
+
+
+@hookimpl
+def skald_owned_places(user_id: str, server: Server) -> list[Path]:
+    # A member's own skills are copies they made: counted against their quota.
+    from skald.features.skills.store import tree_dir
+
+    return [tree_dir(server.layout, "mine", user_id)]
+
+
+@hookimpl
+def skald_private_places(user_id: str, layout: DataLayout) -> list[Path]:
+    from skald.features.skills.store import tree_dir
+
+    return [tree_dir(layout, "mine", user_id)]
 
 
 @hookimpl

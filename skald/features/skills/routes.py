@@ -90,8 +90,13 @@ async def import_skill(
     if not data:
         raise InvalidInputError("send the ZIP as the request body")
     me = request.user.user.id
+    budget = await server.budget(me)
     listings = server.state(store.Listings)
-    await listings.write(store.import_zip, server.layout, which, me, skill_id, bytes(data))
+    await listings.write(
+        store.import_zip, server.layout, which, me, skill_id, bytes(data), budget.fresh_check
+    )
+    if which == "mine":
+        budget.wrote(await asyncio.to_thread(store.skill_size, server.layout, which, me, skill_id))
     return await asyncio.to_thread(store.find, server.layout, me, f"{which}/{skill_id}")
 
 

@@ -24,7 +24,6 @@ import io
 import os
 import re
 import secrets
-import shutil
 import stat
 import time
 import zipfile
@@ -41,6 +40,7 @@ from skald.files.mounts import MemberMount
 from skald.files.router import checked_name
 from skald.paths import CONTAINER_HOME, DataLayout
 from skald.permissions import declare
+from skald.quota import tree_size
 from skald.store.kept import KEPT_S
 
 SKILLS_MANAGE = declare(
@@ -153,6 +153,11 @@ def list_tree(layout: DataLayout, tree: Tree, user_id: str) -> list[Skill]:
                 title, line = describe(text, name)
                 out.append(Skill(id=name, tree=tree, name=title, description=line))
     return out
+
+
+def skill_size(layout: DataLayout, tree: Tree, user_id: str, skill_id: str) -> int:
+    """Bytes the installed skill takes (blocking)."""
+    return tree_size(tree_dir(layout, tree, user_id) / checked_id(skill_id))
 
 
 def list_all(layout: DataLayout, user_id: str) -> list[Skill]:
@@ -288,9 +293,18 @@ def delete(layout: DataLayout, tree: Tree, user_id: str, skill_id: str) -> None:
         raise ConflictError(f"some files of the skill could not be removed: {left[:3]}")
 
 
-def import_zip(layout: DataLayout, tree: Tree, user_id: str, skill_id: str, data: bytes) -> None:
+def import_zip(
+    layout: DataLayout,
+    tree: Tree,
+    user_id: str,
+    skill_id: str,
+    data: bytes,
+    room: Callable[[int], None] = lambda _: None,
+) -> None:
     """A skill from a ZIP: SKILL.md at its top or in its one top folder. Refused: links,
-    absolute or `..` names, more than MAX_ZIP_FILES files or MAX_UNPACKED bytes."""
+    absolute or `..` names, more than MAX_ZIP_FILES files or MAX_UNPACKED bytes, and
+    whatever `room` refuses, given the unpacked size before anything is written (the
+    member's quota)."""
     checked_id(skill_id)
     if len(data) > MAX_ZIP_BYTES:
         raise InvalidInputError(f"the ZIP is larger than {MAX_ZIP_BYTES // 1048576} MiB")
@@ -300,6 +314,7 @@ def import_zip(layout: DataLayout, tree: Tree, user_id: str, skill_id: str, data
         raise InvalidInputError("not a ZIP file") from None
     with archive:
         files = _zip_entries(archive)
+        room(sum(info.file_size for _, info in files))
 
         def fill(fd: int) -> None:
             for parts, info in files:
@@ -338,7 +353,3 @@ def _zip_entries(archive: zipfile.ZipFile) -> list[tuple[list[str], zipfile.ZipI
     if not any(p == [SKILL_FILE] for p, _ in out):
         raise InvalidInputError(f"the ZIP has no {SKILL_FILE} at its top")
     return out
-
-
-def remove_member_tree(layout: DataLayout, user_id: str) -> None:
-    shutil.rmtree(tree_dir(layout, "mine", user_id), ignore_errors=True)

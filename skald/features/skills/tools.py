@@ -17,6 +17,7 @@ from skald.permissions import can
 
 if TYPE_CHECKING:
     from skald.plugins.facade import Member
+    from skald.quota import Budget
 
 MAX_READ = 256 * 1024
 
@@ -96,15 +97,24 @@ class SkillRegister(Writes, _SkillTool):
             if found.mount != "home" or found.is_root:
                 raise InvalidInputError("register a folder of your home (~/…)")
             skill_id = store.checked_id(str(args.get("id") or found.parts[-1]))
+            budget = await self.member.server.budget(self.member.id)
             listings = self.member.server.state(store.Listings)
-            await listings.write(self._copy, tree, skill_id, found.root, found.parts)
+            await listings.write(self._copy, tree, skill_id, found.root, found.parts, budget)
         except (SkaldError, OSError) as exc:
             return ToolResult.error(f"not registered: {exc}")
         return ToolResult(content=f"Registered skills/{tree}/{skill_id}.")
 
-    def _copy(self, tree: store.Tree, skill_id: str, root: Any, parts: tuple[str, ...]) -> None:
+    def _copy(
+        self, tree: store.Tree, skill_id: str, root: Any, parts: tuple[str, ...], budget: Budget
+    ) -> None:
+        # A copy takes space again: within the member's quota and the disk's reserve
+        # (their own tree counts against their quota; the household's is checked alike).
+        size = walk.usage(root, parts).allocated
+        budget.fresh_check(size)
         with walk.opened(root, parts) as source:
             store.register(self.member.server.layout, tree, self.member.id, skill_id, source)
+        if tree == "mine":
+            budget.wrote(size)
 
 
 class SkillDelete(Writes, _SkillTool):
