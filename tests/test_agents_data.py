@@ -57,6 +57,16 @@ def _all_values() -> dict[str, str]:
 # -- the shipped agents -----------------------------------------------------------------
 
 
+def test_blank_runs_in_a_prompt_fold_as_the_regex_folds_them() -> None:
+    # Every string of up to nine characters over line break, letter and space.
+    import itertools
+
+    for size in range(10):
+        for chars in itertools.product("\na ", repeat=size):
+            text = "".join(chars)
+            assert prompts._one_blank_line(text) == re.sub(r"\n{3,}", "\n\n", text), repr(text)
+
+
 def test_every_expected_agent_ships_with_its_type() -> None:
     assert {a.id: a.type for a in SHIPPED.values()} == EXPECTED
 

@@ -1129,7 +1129,7 @@ def workspace_tools(
         shared_writable,
         shared_readable,
         budget,
-        _indexed(router.member_mounts),
+        lambda: _indexed(router.member_mounts),
     )
     return [
         ReadFileTool(router, notes, container=container),
@@ -1162,8 +1162,9 @@ def memory_tools(
     Whether a write may go ahead at all is the approval gate's business. `mounts`: the
     member's (default: the built-in note mounts), whose rules the note stores follow.
     """
+    indexed = _indexed(mounts)
     notes = NoteStores(
-        owner, shared, user_id, shared_writable, shared_readable, budget, _indexed(mounts)
+        owner, shared, user_id, shared_writable, shared_readable, budget, lambda: indexed
     )
     return [
         ReadFileTool(None, notes, spec=NOTE_SPECS["read_file"]),

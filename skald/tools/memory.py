@@ -168,7 +168,8 @@ class _Place:
     store: OwnerStore | SharedMemoryStore
     tables: NoteTables
     author: str | None  # recorded as `updated_by` on household notes
-    indexed: bool  # its mount's rule: a new note gets a line in index.md
+    # Its mount's rule, asked at each write: a new note gets a line in index.md.
+    indexed: Callable[[], bool]
 
     async def get(self, path: str) -> str | None:
         try:
@@ -187,6 +188,7 @@ class _Place:
         """
         t = self.tables
         grew: list[int] = []
+        keeps_index = self.indexed()  # on the loop: the mounts are not the thread's to ask
 
         def write(c: apsw.Connection) -> _Written:
             before = notes.get(c, t, note.path)
@@ -204,7 +206,7 @@ class _Place:
             stamp = now_iso()
             notes.put(c, t, note.path, after, stamp, self.author)
             indexed = False
-            if self.indexed and not note.is_index:
+            if keeps_index and not note.is_index:
                 index = notes.get(c, t, INDEX_NOTE) or ""
                 if not _mentions(index, note):
                     line = index_line(note.path, after)
@@ -233,17 +235,21 @@ class _Notes:
         shared_writable: bool,
         shared_readable: bool = True,
         budget: BudgetSource | None = None,
-        indexed: Collection[str] = STORES,
+        indexed: Callable[[], Collection[str]] = lambda: STORES,
     ) -> None:
+        """`indexed`: the note stores whose mount keeps an index, asked at each write (the
+        member's mounts as they are then; listing the tools need not compute them)."""
         self.user_id = user_id
         self.budget = budget
         self.shared_writable = shared_writable and shared_readable
         self.places: dict[NoteStoreName, _Place] = {
-            USER_MEMORY: _Place(USER_MEMORY, owner, PRIVATE_NOTES, None, USER_MEMORY in indexed),
+            USER_MEMORY: _Place(
+                USER_MEMORY, owner, PRIVATE_NOTES, None, lambda: USER_MEMORY in indexed()
+            ),
         }
         if shared_readable:
             self.places[SHARED_MEMORY] = _Place(
-                SHARED_MEMORY, shared, SHARED_NOTES, user_id, SHARED_MEMORY in indexed
+                SHARED_MEMORY, shared, SHARED_NOTES, user_id, lambda: SHARED_MEMORY in indexed()
             )
 
     @property
