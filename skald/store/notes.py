@@ -219,3 +219,8 @@ class KeptNotes:
 
     async def text(self, path: str) -> str:
         return await self.kept.get(path, lambda c: get(c, self.tables, path) or "")
+
+    def now(self, path: str) -> str | None:
+        """The kept text while it is good, else None (then `text` reads it)."""
+        kept = self.kept.kept(path)
+        return None if kept is None else kept[0]

@@ -71,10 +71,13 @@ def skald_member_state(member: Member) -> list[object]:
 
 @hookimpl
 async def skald_prompt_blocks(member: Member) -> dict[str, str]:
-    # Two databases, two threads: read both at once (when either is not kept).
-    user_index, shared_index = await asyncio.gather(
-        member.state(KeptNotes).text(INDEX_NOTE), member.server.state(KeptNotes).text(INDEX_NOTE)
-    )
+    mine, household = member.state(KeptNotes), member.server.state(KeptNotes)
+    user_index, shared_index = mine.now(INDEX_NOTE), household.now(INDEX_NOTE)
+    if user_index is None or shared_index is None:
+        # Two databases, two threads: read both at once (two tasks only when needed).
+        user_index, shared_index = await asyncio.gather(
+            mine.text(INDEX_NOTE), household.text(INDEX_NOTE)
+        )
     return {
         "USER_MEMORY_INDEX": memory_index_block("user-memory", user_index),
         "SHARED_MEMORY_INDEX": (
