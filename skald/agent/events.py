@@ -176,9 +176,7 @@ class Emitter:
     async def call(self, call: ToolCall, status: CallStatus) -> None:
         await self._send(
             ToolCallUpdate(
-                **self._base(),
-                call_id=call.id,
-                name=call.name,
+                **self._of_call(call),
                 arguments=call.arguments,
                 status=status,
             )
@@ -194,9 +192,7 @@ class Emitter:
     ) -> None:
         await self._send(
             ToolFinished(
-                **self._base(),
-                call_id=call.id,
-                name=call.name,
+                **self._of_call(call),
                 status=status,
                 content=content,
                 is_error=is_error,
@@ -207,9 +203,7 @@ class Emitter:
     async def approval(self, call: ToolCall, kind: str, reason: str) -> None:
         await self._send(
             ApprovalRequested(
-                **self._base(),
-                call_id=call.id,
-                name=call.name,
+                **self._of_call(call),
                 arguments=call.arguments,
                 kind=kind,
                 reason=reason,
@@ -260,6 +254,10 @@ class Emitter:
 
     def _base(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "depth": self.depth}
+
+    def _of_call(self, call: ToolCall) -> dict[str, Any]:
+        # What every event about one call carries: where, and which call.
+        return {**self._base(), "call_id": call.id, "name": call.name}
 
     async def _send(self, event: Event) -> None:
         await deliver(self.sink, event)

@@ -398,14 +398,10 @@ class ConversationStore:
 
     async def open_call(self, call_id: str) -> str | None:
         """The conversation of a call still waiting for its result, if there is one."""
-        row = await self.db.call(
-            lambda c: fetch_one(
-                c,
-                "SELECT conversation_id FROM chat_calls WHERE id=? AND state IN ('pending','awaiting_approval')",
-                (call_id,),
-            )
+        return await self.db.fetch_text(
+            "SELECT conversation_id FROM chat_calls WHERE id=? AND state IN ('pending','awaiting_approval')",
+            (call_id,),
         )
-        return None if row is None else str(row[0])
 
     async def needing_attention(self) -> list[str]:
         """Conversations whose last turn did not finish (crash, restart, pending approval)."""

@@ -192,6 +192,11 @@ class Database:
         """`fetch_one` on the database thread: the first row, or None."""
         return await self.call(lambda conn: fetch_one(conn, sql, params))
 
+    async def fetch_text(self, sql: str, params: Any = ()) -> str | None:
+        """The first column of the first row as text (`str`), or None without a row."""
+        row = await self.fetch_one(sql, params)
+        return None if row is None else str(row[0])
+
     async def fetch_all(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """`fetch_all` on the database thread: every row."""
         return await self.call(lambda conn: fetch_all(conn, sql, params))

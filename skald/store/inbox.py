@@ -161,8 +161,7 @@ class InboxStore:
 
     async def status(self, item_id: str) -> str | None:
         """The item's status as stored (pending, approved, rejected...), None if none."""
-        row = await self.db.fetch_one("SELECT status FROM inbox_items WHERE id=?", (item_id,))
-        return None if row is None else str(row[0])
+        return await self.db.fetch_text("SELECT status FROM inbox_items WHERE id=?", (item_id,))
 
     async def count(self) -> int:
         row = await self.db.fetch_one(f"SELECT count(*) FROM inbox_items i WHERE {_OPEN}")

@@ -12,7 +12,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Rule
+from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Action, Rule, SeedRule
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.columns import Col, Columns
 from skald.store.database import Database, change_one, fetch_all, fetch_one, open_plain
@@ -176,14 +176,7 @@ class Registry:
         def q(c: apsw.Connection) -> int:
             if fetch_one(c, "SELECT 1 FROM security_groups WHERE name=?", (rule.group,)) is None:
                 raise InvalidInputError(f"no security group named {rule.group!r}")
-            values = (
-                rule.group,
-                rule.tool_pattern,
-                rule.path_pattern,
-                rule.action,
-                rule.priority,
-                rule.description,
-            )
+            values = _rule_columns(rule)
             if create:
                 c.execute(
                     "INSERT INTO approval_rules(grp, tool_pattern, path_pattern, action, priority, "
@@ -479,6 +472,21 @@ class SecurityGroup(msgspec.Struct, frozen=True, kw_only=True):
     description: str
 
 
+def _rule_columns(
+    rule: Rule | SeedRule,
+) -> tuple[str, str, str | None, Action, int, str]:
+    """An approval rule's columns, in the order both inserts and the update name them
+    (grp, tool_pattern, path_pattern, action, priority, description)."""
+    return (
+        rule.group,
+        rule.tool_pattern,
+        rule.path_pattern,
+        rule.action,
+        rule.priority,
+        rule.description,
+    )
+
+
 def seed_approvals(c: apsw.Connection) -> None:
     """Add the default group and rules whose seed key was never seeded (every boot).
 
@@ -503,15 +511,6 @@ def seed_approvals(c: apsw.Connection) -> None:
                 "INSERT INTO approval_rules(grp, tool_pattern, path_pattern, action, priority, "
                 "description, seed_key) SELECT ?, ?, ?, ?, ?, ?, ? "
                 "WHERE EXISTS (SELECT 1 FROM security_groups WHERE name=?)",
-                (
-                    rule.group,
-                    rule.tool_pattern,
-                    rule.path_pattern,
-                    rule.action,
-                    rule.priority,
-                    rule.description,
-                    rule.key,
-                    rule.group,
-                ),
+                (*_rule_columns(rule), rule.key, rule.group),
             )
         c.execute("INSERT INTO approval_seeded VALUES (?)", (rule.key,))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.prompt_blocks import datetime_block
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import SETTINGS
 from skald.store.migrations.registry import ACCOUNTS
@@ -23,11 +23,12 @@ def skald_migrations(schema: str) -> list[Feature]:
     return [ACCOUNTS] if schema == "registry" else [SETTINGS]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.accounts import auth, roles, storage, users
-
-    return [*auth.ROUTES, *users.ROUTES, *roles.ROUTES, *storage.ROUTES]
+skald_routes = lazy_routes(
+    "skald.features.accounts.auth",
+    "skald.features.accounts.users",
+    "skald.features.accounts.roles",
+    "skald.features.accounts.storage",
+)
 
 
 WEB = FeatureWeb(__file__, "accounts")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import CONVERSATION_GROUPS
 from skald.store.migrations.registry import APPROVALS
@@ -16,11 +14,7 @@ def skald_migrations(schema: str) -> list[Feature]:
     return [APPROVALS] if schema == "registry" else [CONVERSATION_GROUPS]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.approvals import routes as approvals
-
-    return list(approvals.ROUTES)
+skald_routes = lazy_routes("skald.features.approvals.routes")
 
 
 WEB = FeatureWeb(__file__, "approvals")

@@ -93,15 +93,8 @@ class TestOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _out(rule: Rule) -> RuleOut:
-    return RuleOut(
-        id=rule.id,
-        group=rule.group,
-        tool_pattern=rule.tool_pattern,
-        path_pattern=rule.path_pattern,
-        action=rule.action,
-        priority=rule.priority,
-        description=rule.description,
-    )
+    # The same fields by the same names: msgspec reads them off the dataclass.
+    return msgspec.convert(rule, RuleOut, from_attributes=True)
 
 
 def _registry(server: Server) -> Registry:

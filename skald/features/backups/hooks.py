@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from skald.permissions import Capability
     from skald.plugins.facade import Server
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.backups import routes as backups
-
-    return list(backups.ROUTES)
+skald_routes = lazy_routes("skald.features.backups.routes")
 
 
 WEB = FeatureWeb(__file__, "backups")

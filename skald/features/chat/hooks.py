@@ -3,11 +3,11 @@ placeholders the shipped agents use before their features exist (reserved here).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import CHAT
 
@@ -20,11 +20,7 @@ def skald_migrations(schema: str) -> list[Feature]:
     return [CHAT] if schema == "owner" else []
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.chat import routes as chat
-
-    return list(chat.ROUTES)
+skald_routes = lazy_routes("skald.features.chat.routes")
 
 
 WEB = FeatureWeb(__file__, "chat")

@@ -101,14 +101,10 @@ class NewEvent(msgspec.Struct, frozen=True, kw_only=True):
     at: str
 
 
-class PendingEvent(msgspec.Struct, frozen=True, kw_only=True):
+class PendingEvent(NewEvent, frozen=True, kw_only=True):
+    """A stored event triage has not read yet: the event and the id the store gave it."""
+
     id: str
-    server: str
-    kind: str
-    summary: str
-    detail: str
-    refs: dict[str, str]
-    at: str
 
 
 class EventNotification(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 from skald.store.migrations import Feature
 
 if TYPE_CHECKING:
@@ -34,11 +34,7 @@ def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
     return {"connectors": ConnectorsConfig}
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.connectors import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.connectors.routes")
 
 
 WEB = FeatureWeb(__file__, "connectors")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.assets import asset_dir
 from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount, docs_mount, home_mount
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -58,11 +58,7 @@ def skald_tools(member: Member) -> list[Tool] | None:
     )
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.files import routes as files
-
-    return list(files.ROUTES)
+skald_routes = lazy_routes("skald.features.files.routes")
 
 
 WEB = FeatureWeb(__file__, "files")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 from skald.store.migrations import Feature
 from skald.store.migrations.owner import INBOX
 
@@ -18,11 +18,7 @@ def skald_migrations(schema: str) -> list[Feature]:
     return [INBOX] if schema == "owner" else []
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.inbox import routes as inbox
-
-    return list(inbox.ROUTES)
+skald_routes = lazy_routes("skald.features.inbox.routes")
 
 
 WEB = FeatureWeb(__file__, "inbox")

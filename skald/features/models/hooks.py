@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 from skald.store.migrations import Feature
 from skald.store.migrations.registry import MODELS
 
@@ -20,12 +20,7 @@ def skald_migrations(schema: str) -> list[Feature]:
     return [MODELS] if schema == "registry" else []
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.models import routes as llm
-    from skald.features.models import voice
-
-    return [*llm.ROUTES, *voice.ROUTES]
+skald_routes = lazy_routes("skald.features.models.routes", "skald.features.models.voice")
 
 
 @hookimpl

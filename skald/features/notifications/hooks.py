@@ -4,7 +4,7 @@ held-delivery loop and the `[notifications]` config section (docs/dev/notificati
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -13,6 +13,7 @@ from skald.features.notifications.config import NotificationsConfig
 from skald.features.notifications.store import NOTIFICATIONS
 from skald.features.notifications.tool import NotifyTool
 from skald.plugins import hookimpl
+from skald.plugins.specs import lazy_routes
 from skald.store.migrations import Feature
 
 if TYPE_CHECKING:
@@ -38,11 +39,7 @@ def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
     return {"notifications": NotificationsConfig}
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.notifications import routes as notifications
-
-    return list(notifications.ROUTES)
+skald_routes = lazy_routes("skald.features.notifications.routes")
 
 
 @hookimpl

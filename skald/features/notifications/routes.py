@@ -93,9 +93,8 @@ class DevicePatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 def _device(d: PushDevice) -> DeviceOut:
-    return DeviceOut(
-        id=d.id, label=d.label, enabled=d.enabled, created_at=d.created_at, endpoint=d.endpoint
-    )
+    # The fields `DeviceOut` names, read off the row by name (never the browser's keys).
+    return msgspec.convert(d, DeviceOut, from_attributes=True)
 
 
 @get("/api/notifications")

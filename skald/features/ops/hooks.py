@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from skald.plugins.specs import lazy_routes
 
-from skald.plugins import hookimpl
-
-
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.ops import pages, system
-    from skald.features.ops import routes as ops
-
-    return [*system.ROUTES, *pages.ROUTES, *ops.ROUTES]
+skald_routes = lazy_routes(
+    "skald.features.ops.system",
+    "skald.features.ops.pages",
+    "skald.features.ops.routes",
+)

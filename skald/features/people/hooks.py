@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.prompt_blocks import profile_block
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 from skald.store import people
 
 if TYPE_CHECKING:
@@ -29,11 +29,7 @@ def skald_server_state(server: Server) -> list[object]:
     return [people.ProfileNow(server.db)]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.people.routes import ROUTES
-
-    return list(ROUTES)
+skald_routes = lazy_routes("skald.features.people.routes")
 
 
 # web/people.js (the People page's editor, the profile's supervision line) and i18n/.

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from skald.permissions import Capability
@@ -27,11 +27,7 @@ def skald_capabilities() -> list[Capability]:
     return [PLUGIN_MANAGE]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.plugins import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.plugins.routes")
 
 
 WEB = FeatureWeb(__file__, "plugins")

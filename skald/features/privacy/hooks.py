@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
-
-
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.privacy.routes import ROUTES
-
-    return list(ROUTES)
+skald_routes = lazy_routes("skald.features.privacy.routes")
 
 
 WEB = FeatureWeb(__file__, "privacy")

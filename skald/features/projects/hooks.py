@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,11 +66,7 @@ def skald_mounts(user: User, role: Role, server: Server | None) -> list[MemberMo
     return projects.mounts(user.id)
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.projects import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.projects.routes")
 
 
 @hookimpl

@@ -381,13 +381,10 @@ class Projects:
 # -- each member's own project conversation ---------------------------------------------
 
 
-async def chat_of(db: Any, owner: str, slug: str) -> str | None:
-    row = await db.call(
-        lambda c: c.execute(
-            "SELECT conversation_id FROM project_chats WHERE owner=? AND slug=?", (owner, slug)
-        ).fetchone()
+async def chat_of(db: Database, owner: str, slug: str) -> str | None:
+    return await db.fetch_text(
+        "SELECT conversation_id FROM project_chats WHERE owner=? AND slug=?", (owner, slug)
     )
-    return None if row is None else str(row[0])
 
 
 class ChatProjects:

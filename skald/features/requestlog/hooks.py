@@ -3,10 +3,10 @@ administrators' counts per provider."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from skald.core.model_select import Outcome
@@ -22,11 +22,7 @@ def skald_migrations(schema: str) -> list[Feature]:
     return {"registry": [SCHEMA], "owner": [OWNER_SCHEMA]}.get(schema, [])
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.requestlog.routes import ROUTES
-
-    return list(ROUTES)
+skald_routes = lazy_routes("skald.features.requestlog.routes")
 
 
 WEB = FeatureWeb(__file__, "requestlog")

@@ -3,10 +3,11 @@ audit tables, the lines it shows to the people it concerns."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.features.review.store import REVIEW_FEATURE
 from skald.plugins import hookimpl
+from skald.plugins.specs import lazy_routes
 
 if TYPE_CHECKING:
     from skald.plugins.facade import Server
@@ -26,8 +27,4 @@ def skald_system_agents(server: Server) -> list[SystemAgent]:
     return [ConversationReview(server)]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.review import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.review.routes")

@@ -65,10 +65,9 @@ class ReviewStore:
         self.db = db
 
     async def covered_through(self, subject_id: str) -> str | None:
-        row = await self.db.fetch_one(
+        return await self.db.fetch_text(
             "SELECT covered_through FROM review_coverage WHERE subject_id=?", (subject_id,)
         )
-        return None if row is None else str(row[0])
 
     async def advance(self, subject_id: str, through: str) -> None:
         await self.db.call(

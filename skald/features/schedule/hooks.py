@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
 from skald.features.schedule.config import ScheduleConfig
 from skald.features.schedule.jobs import SCHEDULE_USE
 from skald.features.schedule.store import JOBS_FEATURE, SCHEDULE_COUNTS
 from skald.plugins import hookimpl
-from skald.plugins.specs import ChatCommand, FeatureWeb
+from skald.plugins.specs import ChatCommand, FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     import msgspec
@@ -89,11 +89,7 @@ def skald_chat_commands() -> list[ChatCommand]:
     ]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.schedule import routes as schedule
-
-    return list(schedule.ROUTES)
+skald_routes = lazy_routes("skald.features.schedule.routes")
 
 
 WEB = FeatureWeb(__file__, "schedule")

@@ -196,20 +196,8 @@ async def change_job(
     mine: NamedDependency[Mine],
 ) -> Job:
     _, _, jobs = mine
-    job = await jobs.change(
-        job_id,
-        JobChange(
-            title=data.title,
-            prompt=data.prompt,
-            cron=data.cron,
-            at=data.at,
-            in_minutes=data.in_minutes,
-            skip_after_s=data.skip_after_s,
-            kind=data.kind,
-            model_id=data.model_id,
-            approval_window_s=data.approval_window_s,
-        ),
-    )
+    # The patch's fields by their names (`state` is not one: it is applied below).
+    job = await jobs.change(job_id, msgspec.convert(data, JobChange, from_attributes=True))
     if data.state == "paused":
         job = await jobs.pause(job_id)
     elif data.state == "active":

@@ -3,20 +3,16 @@ and the Overview's "to finish setting up" list."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from skald.permissions import Capability
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.setup import routes as setup
-
-    return list(setup.ROUTES)
+skald_routes = lazy_routes("skald.features.setup.routes")
 
 
 WEB = FeatureWeb(__file__, "setup")

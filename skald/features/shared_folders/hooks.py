@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,11 +56,7 @@ def skald_mounts(user: User, server: Server | None) -> list[MemberMount]:
     return [] if folders is None else folders.mounts(user.id)
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.shared_folders import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.shared_folders.routes")
 
 
 @hookimpl

@@ -3,10 +3,10 @@ the Skills API."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -78,11 +78,7 @@ def skald_tools(member: Member) -> list[Tool]:
     return tools
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.skills import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.skills.routes")
 
 
 # Translations in skills/i18n/ (the capability's name and hint for the Roles page).

@@ -4,14 +4,14 @@ memory upkeep agents (private and household notes) with their suggestions' appro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
 from skald.features.system_agents.config import SystemAgentsConfig
 from skald.features.system_agents.reports import REPORTS_FEATURE
 from skald.features.system_agents.store import OWNER_FEATURE, REGISTRY_FEATURE
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     import msgspec
@@ -47,11 +47,7 @@ def skald_services(server: Server) -> list[ServiceSpec]:
     return [ServiceSpec("system-agents", server.state(SystemAgents).run_forever, order=70)]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.system_agents import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.system_agents.routes")
 
 
 WEB = FeatureWeb(__file__, "system_agents")

@@ -128,10 +128,9 @@ class RunLog:
         self.db = db
 
     async def last_attempt(self, agent_id: str) -> str | None:
-        row = await self.db.fetch_one(
+        return await self.db.fetch_text(
             "SELECT last_attempt_at FROM system_agent_state WHERE agent_id=?", (agent_id,)
         )
-        return None if row is None else str(row[0])
 
     async def mark_attempt(self, agent_id: str, at: str) -> None:
         await self.db.call(

@@ -9,7 +9,7 @@ from skald.core.services import ServiceSpec
 from skald.features.telegram.store import TELEGRAM_REGISTRY
 from skald.permissions import TELEGRAM_USE
 from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb
+from skald.plugins.specs import FeatureWeb, lazy_routes
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -62,11 +62,7 @@ def skald_tools(member: Member) -> list[Tool] | None:
     return [SendAttachmentTool(member, bridge)]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.telegram import routes
-
-    return list(routes.ROUTES)
+skald_routes = lazy_routes("skald.features.telegram.routes")
 
 
 WEB = FeatureWeb(__file__, "telegram")

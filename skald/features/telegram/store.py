@@ -380,13 +380,10 @@ class TelegramStore:
     # -- conversations and groups -------------------------------------------------------
 
     async def conversation(self, chat_id: int, tg_user_id: int) -> str | None:
-        row = await self.db.call(
-            lambda c: c.execute(
-                "SELECT conversation_id FROM telegram_chats WHERE chat_id=? AND tg_user_id=?",
-                (chat_id, tg_user_id),
-            ).fetchone()
+        return await self.db.fetch_text(
+            "SELECT conversation_id FROM telegram_chats WHERE chat_id=? AND tg_user_id=?",
+            (chat_id, tg_user_id),
         )
-        return None if row is None else str(row[0])
 
     async def set_conversation(self, chat_id: int, tg_user_id: int, conversation_id: str) -> None:
         await self.db.call(

@@ -3,13 +3,11 @@ the OpenAI-compatible `/v1` they open (`openai/`, its threads in the owner datab
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from skald.plugins import hookimpl
 from skald.plugins.facade import Server
-from skald.plugins.specs import Authenticator, FeatureWeb
+from skald.plugins.specs import Authenticator, FeatureWeb, lazy_routes
 from skald.store.migrations import Feature
 
 
@@ -44,12 +42,7 @@ def skald_authenticators(server: Server) -> list[Authenticator]:
     return [TokenAuthenticator(server)]
 
 
-@hookimpl
-def skald_routes() -> list[Any]:
-    from skald.features.tokens.openai.routes import ROUTES as V1
-    from skald.features.tokens.routes import ROUTES
-
-    return [*ROUTES, *V1]
+skald_routes = lazy_routes("skald.features.tokens.routes", "skald.features.tokens.openai.routes")
 
 
 # The profile's API tokens card (accounts' profile.js imports it) and its words.

@@ -65,14 +65,8 @@ class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def info(row: TokenRow) -> TokenInfo:
-    return TokenInfo(
-        id=row.id,
-        name=row.name,
-        scopes=row.scopes,
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        expires_at=row.expires_at,
-    )
+    # The fields `TokenInfo` names, read off the row by name (its `hash` is not one).
+    return msgspec.convert(row, TokenInfo, from_attributes=True)
 
 
 def hash_key(instance_key: Path) -> bytes:
