@@ -875,6 +875,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="deleting",
         why="a deleted member's own skills stay on disk",
     ),
+    Mutant(
+        "Q23",
+        "storage limits",
+        "skald/features/telegram/turns.py",
+        "            await budget.recheck(len(data))\n",
+        "            pass\n",
+        ("tests/test_telegram_media.py",),
+        keyword="quota",
+        why="files sent to the bot fill the disk past the member's quota",
+    ),
     # -- CL: server writes in a member's home go by descriptor (issue 20, item 1) -------
     Mutant(
         "CL1",

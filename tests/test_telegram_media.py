@@ -71,6 +71,28 @@ async def test_a_photo_and_a_voice_note_land_in_uploads_and_the_voice_is_transcr
     assert len(set(users[1]["text"].split()) & DIGITS) >= 3  # the transcript reached the model
 
 
+async def test_a_file_past_the_members_quota_is_not_kept_and_she_is_told(
+    runtime: Runtime, bot: Client, paired_ada: Client, double: TelegramDouble, llm: FakeLLM
+) -> None:
+    roles = (await bot.call("GET", "/api/roles")).json()
+    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
+    quota = {"attributes": {**attrs, "storage_quota_mb": 1}}
+    assert (await bot.call("PATCH", "/api/roles/member", json=quota)).status_code == 200
+    llm.script("model-a", [Text("Got your words.")])
+    big = os.urandom(2 * 1024 * 1024)
+    double.sends_file(ADA_TG, "document", "big.bin", big, "application/octet-stream", "here")
+    await until(double, lambda: [s for s in double.to(ADA_TG) if "storage is full" in s.text])
+    # The turn goes on with her words, without the file.
+    await until(double, lambda: [s for s in double.to(ADA_TG) if s.text == "Got your words."])
+    ada = (await paired_ada.call("GET", "/api/auth/me")).json()["id"]
+    home = runtime.core.layout.home(ada)
+    assert [p.name for p in home.rglob("big*")] == []
+    (conv,) = (await paired_ada.call("GET", "/api/conversations")).json()
+    history = (await paired_ada.call("GET", f"/api/conversations/{conv['id']}/messages")).json()
+    (said,) = [m for m in history if m["role"] == "user"]
+    assert said["text"] == "here" and said["attachments"] == []
+
+
 async def test_send_attachment_refuses_60_mb_and_sends_a_12_mb_photo_as_a_document(
     runtime: Runtime,
     paired_ada: Client,

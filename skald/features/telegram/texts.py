@@ -30,6 +30,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "stopped": "Stopped.",
         "no_media": "Files are not taken in this group.",
         "too_large": "That file is too large for a bot to receive (20 MB).",
+        "quota_full": "Your storage is full, so the file was not kept. Delete files you no "
+        "longer need to make room.",
+        "disk_full": "The household's disk is nearly full, so the file was not kept. Tell "
+        "the administrator.",
         "failed": "The answer failed.",
         "waiting": "Waiting for your decision in the Inbox.",
         "no_answer": "(no answer)",
@@ -59,6 +63,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "stopped": "Interrotto.",
         "no_media": "In questo gruppo non si accettano file.",
         "too_large": "Il file è troppo grande perché un bot lo riceva (20 MB).",
+        "quota_full": "Il tuo spazio è pieno, quindi il file non è stato tenuto. Elimina i "
+        "file che non ti servono più per fare spazio.",
+        "disk_full": "Il disco della famiglia è quasi pieno, quindi il file non è stato "
+        "tenuto. Avvisa l’amministratore.",
         "failed": "La risposta non è riuscita.",
         "waiting": "In attesa della tua decisione nella Posta.",
         "no_answer": "(nessuna risposta)",
@@ -90,6 +98,10 @@ TEXTS: dict[str, dict[str, str]] = {
         "stopped": "Arrêté.",
         "no_media": "Ce groupe n’accepte pas les fichiers.",
         "too_large": "Ce fichier est trop grand pour qu’un bot le reçoive (20 Mo).",
+        "quota_full": "Votre espace est plein : le fichier n’a pas été gardé. Supprimez les "
+        "fichiers dont vous n’avez plus besoin pour faire de la place.",
+        "disk_full": "Le disque du foyer est presque plein : le fichier n’a pas été gardé. "
+        "Prévenez l’administrateur.",
         "failed": "La réponse a échoué.",
         "waiting": "En attente de votre décision dans la Boîte de réception.",
         "no_answer": "(pas de réponse)",

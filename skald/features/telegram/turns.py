@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from skald.agent.events import ApprovalRequested, ModelSwitched, TokenDelta, ToolCallUpdate
 from skald.core.conversations import CommandResult, Sent
 from skald.core.events import ChatEvent
-from skald.errors import SkaldError
+from skald.errors import DiskFullError, QuotaExceededError, SkaldError
 from skald.features.telegram.botapi import BotApi, TelegramError
 from skald.features.telegram.render import LIMIT, split, to_html, utf16_len
 from skald.features.telegram.store import Pending
@@ -331,8 +331,18 @@ class Messages:
             await self.replier.plain(say(self.replier.lang, "too_large"))
             return [], ""
         data = await self.api.download(str(info["file_path"]), DOWNLOAD_MAX)
+        # A write into the member's home like any upload: within their quota and the
+        # disk's reserve, or not kept (the turn goes on with the text).
+        budget = await self.bridge.server.budget(self.user_id)
+        try:
+            await budget.recheck(len(data))
+        except (QuotaExceededError, DiskFullError) as exc:
+            full = "quota_full" if isinstance(exc, QuotaExceededError) else "disk_full"
+            await self.replier.plain(say(self.replier.lang, full))
+            return [], ""
         folder = await self.chats.attachment_folder(self.user_id, cid)
         stored = await asyncio.to_thread(_write, folder, name, data)
+        budget.wrote(len(data))
         heard = ""
         if voice:
             try:
