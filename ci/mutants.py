@@ -885,6 +885,26 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="quota",
         why="files sent to the bot fill the disk past the member's quota",
     ),
+    Mutant(
+        "Q24",
+        "storage limits",
+        "skald/features/tokens/openai/routes.py",
+        "        await budget.recheck(sum(len(data) for _, data in images))",
+        "        await budget.recheck(max(len(data) for _, data in images))",
+        ("tests/test_api_tokens.py",),
+        keyword="quota",
+        why="a /v1 message with several pictures passes the quota one picture at a time",
+    ),
+    Mutant(
+        "Q25",
+        "storage limits",
+        "skald/features/tokens/openai/routes.py",
+        "            budget.wrote(len(data))",
+        "            pass",
+        ("tests/test_api_tokens.py",),
+        keyword="quota",
+        why="/v1 pictures are counted only at the storage guard's next walk",
+    ),
     # -- CL: server writes in a member's home go by descriptor (issue 20, item 1) -------
     Mutant(
         "CL1",

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import io
 import json
+import os
 import threading
 import time
 
@@ -243,6 +244,41 @@ async def test_a_picture_in_an_openai_message_reaches_a_vision_model_as_in_the_w
     body["messages"][0]["content"][1]["image_url"]["url"] = "http://127.0.0.1:1/cat.png"  # type: ignore[index]
     r = await _as(make_client, token, "POST", "/v1/chat/completions", json=body)
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_pictures_sent_through_v1_count_against_the_quota_and_a_request_past_it_keeps_none(
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient, fake_llm: FakeLLM
+) -> None:
+    await add_models(runtime, fake_llm, "sees", capabilities=("tools", "vision"))
+    fake_llm.script("sees", ["Seen."])
+    mum = await signed_in(make_client, "mum")
+    roles = (await mum.call("GET", "/api/roles")).json()
+    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
+    quota = {"attributes": {**attrs, "storage_quota_mb": 1}}
+    assert (await mum.call("PATCH", "/api/roles/member", json=quota)).status_code == 200
+    ada = await signed_in(make_client, "ada")
+    token = await _token(ada, "openai")
+
+    def asking(*sizes: int) -> dict[str, object]:
+        parts: list[dict[str, object]] = [{"type": "text", "text": "Look."}]
+        for size in sizes:
+            data = PNG + os.urandom(size)
+            url = "data:image/png;base64," + base64.b64encode(data).decode()
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        return {"model": "skald", "messages": [{"role": "user", "content": parts}]}
+
+    uploads = runtime.core.layout.home(household["ada"]) / "uploads"
+    # Two that would not fit together: refused whole (OpenAI's `insufficient_quota`, 429),
+    # nothing written.
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=asking(600_000, 600_000))
+    assert r.status_code == 429 and r.json()["error"]["code"] == "quota_exceeded", r.text
+    assert list(uploads.rglob("image-*")) == []
+    # One fits and is kept, and counted at once: the next one no longer fits.
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=asking(700_000))
+    assert r.status_code == 200, r.text
+    r = await _as(make_client, token, "POST", "/v1/chat/completions", json=asking(700_000))
+    assert r.status_code == 429 and r.json()["error"]["code"] == "quota_exceeded", r.text
+    assert len(list(uploads.rglob("image-*"))) == 1
 
 
 def _events(body: str) -> list[tuple[str, dict[str, object]]]:

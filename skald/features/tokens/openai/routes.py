@@ -281,12 +281,12 @@ async def _save_images(
     limit = server.config.assistant.upload_max_mb * 1024 * 1024
     folder = await server.conversations.attachment_folder(member.id, conversation_id)
     budget = None if member.budget is None else await member.budget()
+    if any(len(data) > limit for _, data in images):
+        raise OpenAIError(413, "an image is larger than the upload limit", param="messages")
+    if budget is not None:  # all of them, before any is written: over quota 413, disk 507
+        await budget.recheck(sum(len(data) for _, data in images))
     paths = []
     for n, (mime, data) in enumerate(images, 1):
-        if len(data) > limit:
-            raise OpenAIError(413, "an image is larger than the upload limit", param="messages")
-        if budget is not None:
-            budget.check(len(data))  # over quota: 413, a nearly full disk: 507
 
         def write(name: str, data: bytes = data) -> str:
             new = NewFile(folder, upload_name(name))
@@ -294,6 +294,8 @@ async def _save_images(
             return new.commit().name
 
         stored = await asyncio.to_thread(write, f"image-{n}.{_IMAGE_TYPES[mime]}")
+        if budget is not None:
+            budget.wrote(len(data))  # the next request sees it, not the guard's next walk
         paths.append(f"uploads/{conversation_id}/{stored}")
     return paths
 
