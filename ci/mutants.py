@@ -905,6 +905,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="quota",
         why="/v1 pictures are counted only at the storage guard's next walk",
     ),
+    Mutant(
+        "Q26",
+        "storage limits",
+        "skald/features/tokens/service.py",
+        "        if not await self.store.insert(row, fewer_than=MAX_TOKENS_PER_MEMBER):",
+        "        if not await self.store.insert(row, fewer_than=10**9):",
+        ("tests/test_api_tokens.py",),
+        keyword="fifty",
+        why="parallel requests take a member past the token limit",
+    ),
     # -- CL: server writes in a member's home go by descriptor (issue 20, item 1) -------
     Mutant(
         "CL1",

@@ -16,7 +16,7 @@ from fake_llm import FakeLLM, Gate, Text, fake_llm_fixture  # noqa: F401
 from test_chat_basics import PNG
 
 from skald.core.runtime import Runtime
-from skald.features.tokens.service import TokenService
+from skald.features.tokens.service import MAX_TOKENS_PER_MEMBER, TokenService
 
 
 async def _token(client: Client, *scopes: str, **extra: object) -> str:
@@ -193,6 +193,20 @@ async def test_each_token_has_its_own_rate_limit(
     assert codes == [200, 200, 200] and r.status_code == 429, r.text
     assert r.json()["error"]["type"] == "rate_limit_exceeded", r.text
     assert int(r.headers["retry-after"]) >= 1 and "x-should-retry" not in r.headers
+
+
+async def test_parallel_requests_cannot_take_a_member_past_fifty_tokens(
+    household: dict[str, str], make_client: MakeClient
+) -> None:
+    ada = await signed_in(make_client, "ada")
+    body = {"name": "script", "scopes": ["chat"]}
+    answers = await asyncio.gather(
+        *(ada.call("POST", "/api/tokens", json=body) for _ in range(MAX_TOKENS_PER_MEMBER + 10))
+    )
+    assert sorted(r.status_code for r in answers) == [201] * MAX_TOKENS_PER_MEMBER + [400] * 10
+    refused = next(r for r in answers if r.status_code == 400)
+    assert "revoke one you no longer use" in refused.json()["error"]["message"]
+    assert len((await ada.call("GET", "/api/tokens")).json()) == MAX_TOKENS_PER_MEMBER
 
 
 async def test_administrators_see_counts_per_member_never_tokens(

@@ -46,18 +46,27 @@ def user_in(conn: apsw.Connection, user_id: str) -> User | None:
 
 
 async def insert_while_active(
-    db: Database, table: str, columns: str, values: tuple[object, ...], user_id: str
+    db: Database,
+    table: str,
+    columns: str,
+    values: tuple[object, ...],
+    user_id: str,
+    *,
+    fewer_than: int | None = None,
 ) -> bool:
     """Insert one row of member `user_id` (a session, an API token) only while they exist
     and are active, in one statement: a deactivation that commits meanwhile leaves no row
-    behind. Whether it was stored."""
+    behind; with `fewer_than`, only while `table` holds fewer rows of theirs (parallel
+    requests cannot all pass a count read before). Whether it was stored."""
     marks = ",".join("?" * len(values))
+    limit = "" if fewer_than is None else f" AND (SELECT COUNT(*) FROM {table} WHERE user_id=?) < ?"
+    bound = () if fewer_than is None else (user_id, fewer_than)
 
     def q(c: apsw.Connection) -> bool:
         c.execute(
             f"INSERT INTO {table}({columns}) SELECT {marks} "
-            "WHERE EXISTS (SELECT 1 FROM users WHERE id=? AND active=1)",
-            (*values, user_id),
+            f"WHERE EXISTS (SELECT 1 FROM users WHERE id=? AND active=1){limit}",
+            (*values, user_id, *bound),
         )
         return c.changes() == 1
 

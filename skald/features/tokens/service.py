@@ -144,10 +144,11 @@ class TokenService:
         now = self.clock()
         if expires_at is not None and expires_at <= now:
             raise InvalidInputError("the expiry must be in the future")
+        full = InvalidInputError(
+            f"you have {MAX_TOKENS_PER_MEMBER} tokens; revoke one you no longer use"
+        )
         if len(await self.store.for_user(user_id)) >= MAX_TOKENS_PER_MEMBER:
-            raise InvalidInputError(
-                f"you have {MAX_TOKENS_PER_MEMBER} tokens; revoke one you no longer use"
-            )
+            raise full
         token_id = secrets.token_hex(6)
         token = f"{PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
         row = TokenRow(
@@ -160,7 +161,10 @@ class TokenService:
             last_used_at=None,
             expires_at=expires_at,
         )
-        if not await self.store.insert(row):
+        if not await self.store.insert(row, fewer_than=MAX_TOKENS_PER_MEMBER):
+            # A parallel request took the last place, or the member is gone.
+            if len(await self.store.for_user(user_id)) >= MAX_TOKENS_PER_MEMBER:
+                raise full
             raise NotFoundError("no such active member")
         log.info("api token created", user_id=user_id, token_id=token_id)
         return token, info(row)

@@ -63,8 +63,9 @@ class TokenStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def insert(self, row: TokenRow) -> bool:
-        """Store a new token while its member exists and is active (one statement)."""
+    async def insert(self, row: TokenRow, fewer_than: int) -> bool:
+        """Store a new token while its member exists and is active and holds fewer than
+        `fewer_than` tokens (one statement)."""
         values = (
             row.id,
             row.user_id,
@@ -75,7 +76,9 @@ class TokenStore:
             row.last_used_at,
             row.expires_at,
         )
-        return await insert_while_active(self.db, "api_tokens", _COLUMNS, values, row.user_id)
+        return await insert_while_active(
+            self.db, "api_tokens", _COLUMNS, values, row.user_id, fewer_than=fewer_than
+        )
 
     async def get(self, token_id: str) -> TokenRow | None:
         found = await self.db.fetch_one(
