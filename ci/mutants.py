@@ -915,6 +915,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="fifty",
         why="parallel requests take a member past the token limit",
     ),
+    Mutant(
+        "Q27",
+        "storage limits",
+        "skald/features/notifications/store.py",
+        "            if known is None and count is not None and count[0] >= at_most:",
+        "            if False:",
+        ("tests/test_webpush.py",),
+        keyword="parallel",
+        why="a member subscribes any number of push devices",
+    ),
     # -- CL: server writes in a member's home go by descriptor (issue 20, item 1) -------
     Mutant(
         "CL1",

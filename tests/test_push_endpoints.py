@@ -219,7 +219,7 @@ async def test_one_device_whose_endpoint_cannot_be_sent_to_never_stops_the_membe
         ):
             sub = double.subscribe()
             await store.add_device(
-                endpoint=bad, p256dh=sub.p256dh, auth=b64u(sub.auth), label="bad"
+                endpoint=bad, p256dh=sub.p256dh, auth=b64u(sub.auth), label="bad", at_most=20
             )
         await store.db.call(
             lambda c: c.execute(

@@ -4,6 +4,7 @@ subscription's private key, as a browser would)."""
 
 from __future__ import annotations
 
+import asyncio
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from skald.errors import InvalidInputError
 from skald.features.notifications.channels import Delivery
 from skald.features.notifications.config import NotificationsConfig
 from skald.features.notifications.payload import push_payload
-from skald.features.notifications.service import NotificationService
+from skald.features.notifications.service import MAX_DEVICES, NotificationService
 from skald.features.notifications.store import Notification
 from skald.features.notifications.webpush import (
     MAX_PAYLOAD,
@@ -195,6 +196,22 @@ async def test_a_batch_too_big_for_one_push_is_cut_to_fit_and_still_decrypts(
         )
     assert out == ("sent", 201), double.refusals
     assert double.messages[0]["size"] <= 4096
+
+
+async def test_parallel_subscriptions_cannot_pass_the_device_limit(
+    household: dict[str, str], make_client: MakeClient, double: PushDouble
+) -> None:
+    client = await signed_in(make_client, "ada")
+    bodies = [double.browser_json(double.subscribe()) for _ in range(MAX_DEVICES + 5)]
+    answers = await asyncio.gather(
+        *(client.call("POST", "/api/notifications/push/devices", json=b) for b in bodies)
+    )
+    assert sorted(r.status_code for r in answers) == [201] * MAX_DEVICES + [400] * 5
+    assert len((await client.call("GET", "/api/notifications/push/devices")).json()) == 20
+    # A device already known subscribing again is no new one: still let in at the limit.
+    known = next(b for b, r in zip(bodies, answers, strict=True) if r.status_code == 201)
+    again = await client.call("POST", "/api/notifications/push/devices", json=known)
+    assert again.status_code == 201, again.text
 
 
 async def test_subscribing_checks_the_endpoint_and_keys(

@@ -332,11 +332,9 @@ class NotificationService:
         check_endpoint(endpoint, allow_private=self.config.push_allow_private)
         check_keys(p256dh, auth)
         store = await self.store(user_id)
-        if len(await store.devices()) >= MAX_DEVICES and not any(
-            d.endpoint == endpoint for d in await store.devices()
-        ):
-            raise InvalidInputError(f"at most {MAX_DEVICES} devices receive notifications")
-        return await store.add_device(endpoint=endpoint, p256dh=p256dh, auth=auth, label=label)
+        return await store.add_device(
+            endpoint=endpoint, p256dh=p256dh, auth=auth, label=label, at_most=MAX_DEVICES
+        )
 
     async def _client(self) -> httpx.AsyncClient:
         if self._http is None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import apsw
 import msgspec
 
+from skald.errors import InvalidInputError
 from skald.store.columns import Col, Columns
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
@@ -286,11 +287,19 @@ class NotificationStore:
 
     # -- Web Push devices --------------------------------------------------------------
 
-    async def add_device(self, *, endpoint: str, p256dh: str, auth: str, label: str) -> PushDevice:
-        """Subscribe a browser; the same endpoint again updates its keys and label."""
+    async def add_device(
+        self, *, endpoint: str, p256dh: str, auth: str, label: str, at_most: int
+    ) -> PushDevice:
+        """Subscribe a browser; the same endpoint again updates its keys and label. A new
+        one past `at_most` devices is refused, counted in the write itself (parallel
+        subscriptions cannot all pass a count read before)."""
         device_id = secrets.token_hex(8)
 
         def q(c: apsw.Connection) -> tuple[Any, ...]:
+            known = fetch_one(c, "SELECT 1 FROM push_subscriptions WHERE endpoint=?", (endpoint,))
+            count = fetch_one(c, "SELECT COUNT(*) FROM push_subscriptions")
+            if known is None and count is not None and count[0] >= at_most:
+                raise InvalidInputError(f"at most {at_most} devices receive notifications")
             c.execute(
                 "INSERT INTO push_subscriptions(id, endpoint, p256dh, auth, label, enabled, "
                 "created_at) VALUES (?,?,?,?,?,1,?) ON CONFLICT(endpoint) DO UPDATE SET "
