@@ -163,24 +163,20 @@ def test_cli_deactivate_while_a_server_runs_closes_the_members_socket_and_sessio
 
 @pytest.mark.docker
 def test_cli_deactivate_while_a_server_runs_stops_the_members_sandbox(tmp_path: Path) -> None:
-    from sandbox_support import docker_client, remove_instance_containers
+    from sandbox_support import docker_client, remove_server_containers
 
-    from skald.sandbox.manager import LABEL_INSTANCE, LABEL_USER
+    from skald.sandbox.manager import LABEL_USER
 
     docker = docker_client()
     srv = ServerProcess(tmp_path, SKALD_SANDBOX_ENABLED="true", SKALD_SANDBOX_MEMORY_MB="512")
     srv.create_admin()
     srv.add_user("ada", PW)
-    instance = None
     try:
         srv.start()
         me = Api(srv.url).login("ada", PW)  # the login starts and probes her sandbox
 
         def ada_containers() -> list[str]:
-            nonlocal instance
             found = docker.containers.list(all=True, filters={"label": f"{LABEL_USER}={me['id']}"})
-            for container in found:
-                instance = container.labels[LABEL_INSTANCE]
             return [c.status for c in found]
 
         deadline = time.monotonic() + 60
@@ -196,8 +192,7 @@ def test_cli_deactivate_while_a_server_runs_stops_the_members_sandbox(tmp_path: 
         assert networks == [], [n.name for n in networks]
     finally:
         srv.close()
-        if instance is not None:
-            remove_instance_containers(docker, instance)
+        remove_server_containers(docker, srv.data)
         docker.close()
 
 

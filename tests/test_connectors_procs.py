@@ -21,7 +21,7 @@ from harness import ADMIN, ADMIN_PW, Api, ServerProcess, wait_until
 from sandbox_support import (  # noqa: F401
     docker_client,
     docker_fixture,
-    remove_instance_containers,
+    remove_server_containers,
     sandbox_runtime_fixture,
 )
 
@@ -156,10 +156,8 @@ def test_after_a_kill_9_the_next_start_kills_what_the_connector_left_in_the_cont
         wait_until(lambda: leftovers(docker, name) == [], 60)
     finally:
         srv.close()
-        instance = read_instance_id(DataLayout(srv.data).system_db)
         try:
-            if instance is not None:
-                remove_instance_containers(docker, instance)
+            remove_server_containers(docker, srv.data)
         finally:
             docker.close()
 

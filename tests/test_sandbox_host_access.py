@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from conftest import TEST_ENV
 from harness import ServerProcess
-from sandbox_support import docker_client, remove_instance_containers
+from sandbox_support import docker_client, remove_server_containers
 
 from skald.api.app import create_asgi
 from skald.api.security import EdgeMiddleware
@@ -159,9 +159,7 @@ def test_a_real_sandbox_cannot_reach_skald_through_its_gateway_while_loopback_ca
         assert httpx.get(f"{srv.url}/api/health", timeout=10).status_code == 200
     finally:
         srv.close()
-        instance = read_instance_id(DataLayout(srv.data).system_db)
-        if instance is not None:
-            remove_instance_containers(docker, instance)
+        remove_server_containers(docker, srv.data)
         docker.close()
 
 

@@ -16,7 +16,7 @@ import pytest
 from docker import errors as docker_errors
 from fake_llm import Call, FakeLLM, Text
 from harness import ADMIN, ADMIN_PW, Api, ServerProcess, wait_until
-from sandbox_support import docker_client, remove_instance_containers
+from sandbox_support import docker_client, remove_server_containers
 from test_chat_recovery import _items
 
 from skald.paths import DataLayout
@@ -87,10 +87,8 @@ def test_kill_9_with_a_command_pending_then_approve_runs_it_in_the_sandbox(tmp_p
 
 
 def _clean(docker: Any, data: Path) -> None:
-    instance = read_instance_id(DataLayout(data).system_db)
     try:
-        if instance is not None:
-            remove_instance_containers(docker, instance)
+        remove_server_containers(docker, data)
     finally:
         docker.close()
 
