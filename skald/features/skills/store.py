@@ -168,7 +168,7 @@ class Listings:
     """What SKILLS_LIST shows each member, kept between turns (`server.state(Listings)`):
     listing both trees is a thread's work that every turn's prompt waited for.
 
-    Rule: the writers above are the only ones (the trees are read-only places), and each
+    Rule: the writers below are the only ones (the trees are read-only places), and each
     runs through `write`, which counts a change once it is done; a listing is kept while
     no change was counted since it was started, and for at most `max_age` seconds.
     Trap: the age bound is what covers a tree changed by hand on the host (or by another
