@@ -3313,7 +3313,7 @@ MUTANTS: tuple[Mutant, ...] = (
         'text = ADDRESS.sub(PLACEHOLDERS["address"], text)',
         "text = text",
         ("tests/test_review.py",),
-        keyword="street_address",
+        keyword="street-address",
         why="a street address the model kept is not replaced (no report is stored at all)",
     ),
     Mutant(
@@ -3323,7 +3323,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if any(a in squashed for a in known.addresses):",
         "    if False:",
         ("tests/test_review.py",),
-        keyword="another_spelling",
+        keyword="another-spelling",
         why="a report keeping the transcript's address in lower case is stored",
     ),
     Mutant(
