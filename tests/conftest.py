@@ -233,6 +233,14 @@ def asgi_scope(
     }
 
 
+async def member_quota(admin: Client, mb: int) -> None:
+    """The `member` role's storage quota set to `mb` MiB, by an administrator's client."""
+    roles = (await admin.call("GET", "/api/roles")).json()
+    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
+    quota = {"attributes": {**attrs, "storage_quota_mb": mb}}
+    assert (await admin.call("PATCH", "/api/roles/member", json=quota)).status_code == 200
+
+
 async def signed_in(make_client: MakeClient, username: str, password: str = PASSWORD) -> Client:
     """A new client (from the `make_client` fixture) signed in as `username`."""
     client = await make_client()

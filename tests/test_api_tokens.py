@@ -11,7 +11,7 @@ import os
 import threading
 import time
 
-from conftest import Client, MakeClient, add_models, signed_in
+from conftest import Client, MakeClient, add_models, member_quota, signed_in
 from fake_llm import FakeLLM, Gate, Text, fake_llm_fixture  # noqa: F401
 from test_chat_basics import PNG
 
@@ -266,10 +266,7 @@ async def test_pictures_sent_through_v1_count_against_the_quota_and_a_request_pa
     await add_models(runtime, fake_llm, "sees", capabilities=("tools", "vision"))
     fake_llm.script("sees", ["Seen."])
     mum = await signed_in(make_client, "mum")
-    roles = (await mum.call("GET", "/api/roles")).json()
-    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
-    quota = {"attributes": {**attrs, "storage_quota_mb": 1}}
-    assert (await mum.call("PATCH", "/api/roles/member", json=quota)).status_code == 200
+    await member_quota(mum, 1)
     ada = await signed_in(make_client, "ada")
     token = await _token(ada, "openai")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MakeClient, signed_in
+from conftest import MakeClient, member_quota, signed_in
 
 from skald.agent.cancel import CancelScope
 from skald.agent.tools import ToolContext, ToolResult
@@ -144,10 +144,7 @@ async def test_a_members_own_skills_count_against_their_quota_and_a_copy_past_it
     runtime: Runtime, household: dict[str, str], ada: str, make_client: MakeClient
 ) -> None:
     admin = await signed_in(make_client, "mum")
-    roles = (await admin.call("GET", "/api/roles")).json()
-    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
-    quota = {"attributes": {**attrs, "storage_quota_mb": 4}}
-    assert (await admin.call("PATCH", "/api/roles/member", json=quota)).status_code == 200
+    await member_quota(admin, 4)
     home = runtime.core.layout.home(ada)
     (home / "big").mkdir()
     (home / "big" / "SKILL.md").write_text("# Big\n")

@@ -12,7 +12,7 @@ import socket
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import Client, MakeClient, signed_in
+from conftest import Client, MakeClient, member_quota, signed_in
 from fake_llm import Call, FakeLLM, Hang, Text
 from fake_llm import fake_llm_fixture as fake_llm_fixture
 from telegram_double import TelegramDouble
@@ -74,10 +74,7 @@ async def test_a_photo_and_a_voice_note_land_in_uploads_and_the_voice_is_transcr
 async def test_a_file_past_the_members_quota_is_not_kept_and_she_is_told(
     runtime: Runtime, bot: Client, paired_ada: Client, double: TelegramDouble, llm: FakeLLM
 ) -> None:
-    roles = (await bot.call("GET", "/api/roles")).json()
-    attrs = next(r for r in roles if r["name"] == "member")["attributes"]
-    quota = {"attributes": {**attrs, "storage_quota_mb": 1}}
-    assert (await bot.call("PATCH", "/api/roles/member", json=quota)).status_code == 200
+    await member_quota(bot, 1)
     llm.script("model-a", [Text("Got your words.")])
     big = os.urandom(2 * 1024 * 1024)
     double.sends_file(ADA_TG, "document", "big.bin", big, "application/octet-stream", "here")
