@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
@@ -69,28 +69,21 @@ def _refused(text: str) -> Outcome:
     return Outcome(ToolResult.error(text), CallState.DENIED)
 
 
+@dataclass(eq=False, kw_only=True)
 class CallRunner:
-    def __init__(
-        self,
-        *,
-        tools: Mapping[str, Tool],
-        gate: ApprovalGate,
-        history: HistoryStore,
-        emit: Emitter,
-        scope: CancelScope,
-        extras: Mapping[str, object],
-        max_parallel: int,
-        max_result_chars: int,
-    ) -> None:
-        self.tools = tools
-        self.gate = gate
-        self.history = history
-        self.emit = emit
-        self.scope = scope
-        self.extras = extras
-        self.max_parallel = max(1, max_parallel)
-        self.max_result_chars = max_result_chars
-        self.outcomes: dict[str, Outcome] = {}  # call id -> how it was settled (this turn)
+    tools: Mapping[str, Tool]
+    gate: ApprovalGate
+    history: HistoryStore
+    emit: Emitter
+    scope: CancelScope
+    extras: Mapping[str, object]
+    max_parallel: int
+    max_result_chars: int
+    # call id -> how it was settled (this turn)
+    outcomes: dict[str, Outcome] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.max_parallel = max(1, self.max_parallel)
 
     async def run_batch(self, calls: Sequence[ToolCall]) -> bool:
         """Run and settle the calls; False when an approval was deferred (turn pauses)."""
