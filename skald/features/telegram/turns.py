@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import mimetypes
 from typing import TYPE_CHECKING, Any
 
 from skald.agent.events import ApprovalRequested, ModelSwitched, TokenDelta, ToolCallUpdate
-from skald.core.conversations import CommandResult, Sent
+from skald.core.conversations import CommandResult, ConversationService, Sent
 from skald.core.events import ChatEvent
 from skald.errors import DiskFullError, QuotaExceededError, SkaldError
 from skald.features.telegram.botapi import BotApi, TelegramError
 from skald.features.telegram.render import LIMIT, split, to_html, utf16_len
-from skald.features.telegram.store import Pending
+from skald.features.telegram.store import Pending, TelegramStore
 from skald.features.telegram.texts import say
 from skald.files.router import NewFile, upload_name
 from skald.log import get_logger
@@ -45,17 +46,15 @@ log = get_logger("skald.telegram")
 DOWNLOAD_MAX = 20 * 1024 * 1024  # what the Bot API lets a bot download
 
 
+@dataclasses.dataclass(eq=False)
 class Replier:
     """Sends into one chat, replying to the message being answered."""
 
-    def __init__(
-        self, api: BotApi, chat_id: int, reply_to: int | None, bridge: Bridge, lang: str = "en"
-    ) -> None:
-        self.lang = lang  # the member's, once known (texts.py)
-        self.api = api
-        self.chat_id = chat_id
-        self.reply_to = reply_to
-        self.bridge = bridge
+    api: BotApi
+    chat_id: int
+    reply_to: int | None
+    bridge: Bridge
+    lang: str = "en"  # the member's, once known (texts.py)
 
     def _base(self) -> dict[str, Any]:
         base: dict[str, Any] = {"chat_id": self.chat_id}
@@ -159,20 +158,22 @@ class Stream:
         await self.replier.answer(text, self.message_id)
 
 
+@dataclasses.dataclass(eq=False)
 class Messages:
     """What a paired member's message does: a bridge command, a chat command, or a turn."""
 
-    def __init__(
-        self, bridge: Bridge, api: BotApi, replier: Replier, user_id: str, chat_id: int, tg: int
-    ) -> None:
-        self.bridge = bridge
-        self.api = api
-        self.replier = replier
-        self.user_id = user_id
-        self.chat_id = chat_id
-        self.tg = tg
-        self.chats = bridge.server.conversations
-        self.store = bridge.store
+    bridge: Bridge
+    api: BotApi
+    replier: Replier
+    user_id: str
+    chat_id: int
+    tg: int
+    chats: ConversationService = dataclasses.field(init=False)
+    store: TelegramStore = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chats = self.bridge.server.conversations
+        self.store = self.bridge.store
 
     async def conversation(self) -> str:
         found = await self.store.conversation(self.chat_id, self.tg)
