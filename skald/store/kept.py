@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
 import apsw
@@ -50,28 +51,23 @@ class _Kept(NamedTuple, Generic[T]):
     value: T
 
 
+@dataclass(eq=False)
 class KeptReads(Generic[K, T]):
     """One kind of read on `db`, its answers kept by key (see the module's rule).
     `keep`: which answers may be kept (an unknown session token's `None` is not)."""
 
-    def __init__(
-        self,
-        db: Database,
-        tables: frozenset[str],
-        *,
-        max_age: float = KEPT_S,
-        max_entries: int = KEPT_MAX,
-        clock: Callable[[], float] = time.monotonic,
-        keep: Callable[[T], bool] = lambda _: True,
-    ) -> None:
-        self.db = db
-        self.tables = tables
-        self.max_age = max_age
-        self.max_entries = max_entries
-        self.clock = clock
-        self._keep = keep
-        self._writes: WriteCount = db.count_writes(tables)
-        self._kept: dict[K, _Kept[T]] = {}
+    db: Database
+    tables: frozenset[str]
+    _: KW_ONLY
+    max_age: float = KEPT_S
+    max_entries: int = KEPT_MAX
+    clock: Callable[[], float] = time.monotonic
+    keep: Callable[[T], bool] = lambda _: True
+    _writes: WriteCount = field(init=False)
+    _kept: dict[K, _Kept[T]] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._writes = self.db.count_writes(self.tables)
 
     def keys(self) -> list[K]:
         """The keys kept now, oldest first (tests, and what `forget` may drop)."""
@@ -103,7 +99,7 @@ class KeptReads(Generic[K, T]):
     def put(self, key: K, value: T, before: Before) -> None:
         """Keep `value` for `key`, read after `before` was taken."""
         self._kept.pop(key, None)
-        if self._keep(value):
+        if self.keep(value):
             if len(self._kept) >= self.max_entries:
                 del self._kept[next(iter(self._kept))]
             self._kept[key] = _Kept(before.writes, before.at, value)
