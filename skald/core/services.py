@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal
 
 import msgspec
@@ -71,40 +71,33 @@ class ServiceHealth(msgspec.Struct, frozen=True, kw_only=True):
     restarts: int = 0
 
 
+@dataclass(eq=False)
 class _Service:
-    def __init__(self, spec: ServiceSpec) -> None:
-        self.spec = spec
-        self.task: asyncio.Task[None] | None = None
-        self.running = False
-        self.restarts = 0
-        self.last_error: str | None = None
-        # monotonic time of the last crash; cleared once a run has lasted settle_s.
-        self.crashed_at: float | None = None
-        self.started_at = 0.0
-        self.gave_up: str | None = None  # why it ended for good (GiveUp)
-        self.fresh = False  # `ready` since the last crash: the back-off starts afresh
+    spec: ServiceSpec
+    task: asyncio.Task[None] | None = None
+    running: bool = False
+    restarts: int = 0
+    last_error: str | None = None
+    # monotonic time of the last crash; cleared once a run has lasted settle_s.
+    crashed_at: float | None = None
+    started_at: float = 0.0
+    gave_up: str | None = None  # why it ended for good (GiveUp)
+    fresh: bool = False  # `ready` since the last crash: the back-off starts afresh
 
 
+@dataclass(eq=False)
 class ServiceRunner:
-    def __init__(
-        self,
-        name: str = "server",
-        *,
-        initial_backoff_s: float = 1.0,
-        max_backoff_s: float = 60.0,
-        settle_s: float = 30.0,
-        stop_timeout_s: float = 5.0,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.name = name
-        self.initial_backoff_s = initial_backoff_s
-        self.max_backoff_s = max_backoff_s
-        self.settle_s = settle_s
-        self.stop_timeout_s = stop_timeout_s
-        self._sleep = sleep  # the back-off wait (a test records the delays through it)
-        self._services: dict[str, _Service] = {}
-        self._started = False
-        self._stopping = False
+    name: str = "server"
+    _: KW_ONLY
+    initial_backoff_s: float = 1.0
+    max_backoff_s: float = 60.0
+    settle_s: float = 30.0
+    stop_timeout_s: float = 5.0
+    # the back-off wait (a test records the delays through it)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    _services: dict[str, _Service] = field(init=False, default_factory=dict)
+    _started: bool = field(init=False, default=False)
+    _stopping: bool = field(init=False, default=False)
 
     def add(self, spec: ServiceSpec) -> None:
         """Register a service; once the runner has started, it starts at once. While
@@ -178,7 +171,7 @@ class ServiceRunner:
                     backoff = self.initial_backoff_s
                 service.fresh = False
                 service.crashed_at = time.monotonic()
-                await self._sleep(backoff)
+                await self.sleep(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
         finally:
             service.running = False
