@@ -23,6 +23,7 @@ one state change drifted apart once; keep one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from skald.core import kdf_pool
@@ -66,18 +67,12 @@ class LiveAccounts(Protocol):
         """A role's rules were saved: narrow what it no longer allows for its members."""
 
 
+@dataclass(eq=False)
 class AccountService:
-    def __init__(
-        self,
-        users: UserManager,
-        registry: Registry,
-        sessions: SessionStore,
-        live: LiveAccounts | None = None,
-    ) -> None:
-        self.users = users
-        self.registry = registry
-        self.sessions = sessions
-        self.live = live
+    users: UserManager
+    registry: Registry
+    sessions: SessionStore
+    live: LiveAccounts | None = None
 
     async def role_changed(self, role: str) -> None:
         """After a role's attributes were saved (the Roles page): the server narrows what

@@ -244,23 +244,14 @@ class LiveMembers(Protocol):
     async def user_runtime(self, user: User) -> UserRuntime: ...
 
 
+@dataclass(eq=False, kw_only=True)
 class ConversationService:
-    def __init__(
-        self,
-        *,
-        layout: DataLayout,
-        registry: Registry,
-        llm: LlmService,
-        events: EventHub,
-        plugins: Plugins,
-        members: LiveMembers,
-    ) -> None:
-        self.layout = layout
-        self.registry = registry
-        self.llm = llm
-        self.events = events
-        self.plugins = plugins  # the features' chat commands
-        self.members = members
+    layout: DataLayout
+    registry: Registry
+    llm: LlmService
+    events: EventHub
+    plugins: Plugins  # the features' chat commands
+    members: LiveMembers
 
     async def member(self, user_id: str) -> UserRuntime:
         """The member's live runtime (DatabaseClosedError while their data is locked)."""

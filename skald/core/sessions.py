@@ -13,6 +13,7 @@ import hmac
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import msgspec
 
@@ -57,18 +58,12 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
         return can(self.role, capability)
 
 
+@dataclass(eq=False)
 class SessionManager:
-    def __init__(
-        self,
-        store: SessionStore,
-        users: UserManager,
-        config: AuthConfig,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.store = store
-        self.users = users
-        self.config = config
-        self.clock = clock
+    store: SessionStore
+    users: UserManager
+    config: AuthConfig
+    clock: Callable[[], float] = time.time
 
     @property
     def idle_s(self) -> float:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 from skald.log import get_logger
@@ -29,21 +30,15 @@ log = get_logger("skald.storage")
 RESUME_MARGIN: Final = 1.25  # sandboxes resume at 125 % of the reserve
 
 
+@dataclass(eq=False)
 class StorageGuard:
-    def __init__(
-        self,
-        accountant: StorageAccountant,
-        sandbox: Callable[[], SandboxManager | None],
-        *,
-        disk_check_s: float = DISK_CHECK_S,
-        rescan_s: float = RESCAN_S,
-    ) -> None:
-        self.accountant = accountant
-        self.sandbox = sandbox
-        self.disk_check_s = disk_check_s
-        self.rescan_s = rescan_s
-        self.paused = False  # this guard paused the sandboxes
-        self.ticks = 0  # completed checks (tests wait on it)
+    accountant: StorageAccountant
+    sandbox: Callable[[], SandboxManager | None]
+    _: KW_ONLY
+    disk_check_s: float = DISK_CHECK_S
+    rescan_s: float = RESCAN_S
+    paused: bool = field(init=False, default=False)  # this guard paused the sandboxes
+    ticks: int = field(init=False, default=0)  # completed checks (tests wait on it)
 
     async def tick(self) -> None:
         """One look at the disk; pause or resume the sandboxes when it crossed a line.
