@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 from skald.errors import InvalidInputError, SkaldError
@@ -39,31 +40,23 @@ def snapshot(found: Resolved) -> Snapshot:
     return tuple((e.name, e.type, e.size, e.mtime) for e in entries)
 
 
+@dataclass(eq=False, slots=True)
 class _Watch:
-    __slots__ = ("found", "last")
-
-    def __init__(self, found: Resolved, last: Snapshot) -> None:
-        self.found = found
-        self.last = last
+    found: Resolved
+    last: Snapshot
 
 
+@dataclass(eq=False)
 class DirWatcher:
     """The watches of one connection. `run` polls until cancelled; `notify(path)` is
     called on the loop with the path as the client gave it."""
 
-    def __init__(
-        self,
-        router: PathRouter,
-        notify: Callable[[str], None],
-        *,
-        poll_s: float = POLL_S,
-        max_watches: int = MAX_WATCHES,
-    ) -> None:
-        self.router = router
-        self.notify = notify
-        self.poll_s = poll_s
-        self.max_watches = max_watches
-        self._watches: dict[str, _Watch] = {}
+    router: PathRouter
+    notify: Callable[[str], None]
+    _: KW_ONLY
+    poll_s: float = POLL_S
+    max_watches: int = MAX_WATCHES
+    _watches: dict[str, _Watch] = field(init=False, default_factory=dict)
 
     @property
     def paths(self) -> list[str]:
