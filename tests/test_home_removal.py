@@ -35,15 +35,21 @@ def immutable() -> Iterator[Callable[[Path], None]]:
         subprocess.run(["chattr", "-i", str(path)], check=False)
 
 
+@pytest.fixture
+def ada_home(runtime: Runtime, household: dict[str, str]) -> Path:
+    """Ada's home folder (the member every test here deletes or empties)."""
+    return runtime.core.layout.home(household["ada"])
+
+
 async def _admin(make_client: MakeClient) -> Client:
     client = await signed_in(make_client, "mum")
     return client
 
 
 async def test_deleting_an_account_removes_its_home_but_no_link_target(
-    runtime: Runtime, household: dict[str, str], make_client: MakeClient, tmp_path: Path
+    household: dict[str, str], ada_home: Path, make_client: MakeClient, tmp_path: Path
 ) -> None:
-    home = runtime.core.layout.home(household["ada"])
+    home = ada_home
     (home / "a" / "b").mkdir(parents=True)
     (home / "a" / "b" / "f.txt").write_text("x")
     outside = tmp_path / "outside"
@@ -81,12 +87,9 @@ async def test_deleting_an_account_says_what_of_its_home_is_left(
 
 
 async def test_a_recursive_delete_in_files_goes_as_far_as_it_can_and_says_what_is_left(
-    runtime: Runtime,
-    household: dict[str, str],
-    make_client: MakeClient,
-    immutable: Callable[[Path], None],
+    ada_home: Path, make_client: MakeClient, immutable: Callable[[Path], None]
 ) -> None:
-    home = runtime.core.layout.home(household["ada"])
+    home = ada_home
     (home / "proj" / "build").mkdir(parents=True)
     (home / "proj" / "build" / "rootfile").write_text("made by root")
     (home / "proj" / "src.txt").write_text("x")
