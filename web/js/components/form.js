@@ -4,6 +4,7 @@ import { html, useState, useCallback, useRef, useEffect } from '../lib.js';
 import { t, hasText } from '../i18n.js';
 import { getState } from '../store.js';
 import { Icon } from './icons.js';
+import { get, post } from '../api.js';
 
 let fieldSeq = 0;
 
@@ -120,18 +121,19 @@ export function useFlash(ms = 4000) {
   return [flash, setFlash];
 }
 
-// "Make one" for a place with a name and a description (a project, a shared folder).
-// `onCreate({ name, description })` makes it; the fields empty again when it worked.
-// `text`: the labels { name, description, create }; `ids`: test ids of the same keys
-// plus `form` and `error`; `icon`: the button's.
-export function NameDescriptionForm({ text, ids, icon, onCreate }) {
+// "Make one" for a place with a name and a description (a project, a shared folder):
+// `POST path { name, description }`, then `onMade()` (the page reads its list again);
+// the fields empty again when it worked. `text`: the labels { name, description,
+// create }; `ids`: test ids of the same keys plus `form` and `error`; `icon`: the button's.
+export function NameDescriptionForm({ path, text, ids, icon, onMade }) {
   const [name, setName] = useState('');
   const [description, setDescription] = useState('');
   const [run, busy, error] = useAction();
   const create = (e) => {
     e.preventDefault();
     run(async () => {
-      await onCreate({ name, description });
+      await post(path, { name, description });
+      await onMade();
       setName('');
       setDescription('');
     });
@@ -145,4 +147,23 @@ export function NameDescriptionForm({ text, ids, icon, onCreate }) {
       <div class="actions actions--start"><button type="submit" class="btn btn--primary" disabled=${busy || !name.trim()}
         data-testid=${ids.create}>${icon}<span>${text.create}</span></button></div>
     </form>`;
+}
+
+// const [list, error, load, setList] = useRead('api/things');
+// A page's own copy of what `GET path` answers: null until the first answer, then the
+// last one that came (or what the page put there with `setList`); `error` is the last
+// read's failure, cleared by the next answer. `load` (the same function at every
+// render) reads again; the page calls it when it opens and after each change it makes.
+export function useRead(path) {
+  const [value, setValue] = useState(null);
+  const [error, setError] = useState(null);
+  const load = useCallback(async () => {
+    try {
+      setValue(await get(path));
+      setError(null);
+    } catch (e) {
+      setError(e);
+    }
+  }, [path]);
+  return [value, error, load, setValue];
 }
