@@ -167,3 +167,12 @@ export function useRead(path) {
   }, [path]);
   return [value, error, load, setValue];
 }
+
+// A checkbox setting: the box, its name in bold and a line under it saying what it does.
+export function Check({ id, checked, onChange, testid, label, hint }) {
+  return html`<div class="check">
+      <input type="checkbox" id=${id} checked=${checked} data-testid=${testid} onChange=${onChange} />
+      <label for=${id}><strong>${label}</strong>
+        <span class="muted small">${hint}</span></label>
+    </div>`;
+}
