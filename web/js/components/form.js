@@ -176,3 +176,52 @@ export function Check({ id, checked, onChange, testid, label, hint }) {
         <span class="muted small">${hint}</span></label>
     </div>`;
 }
+
+// The foot of a dialog's form: the error of its last try, then Cancel and the submit
+// button (disabled while busy unless `disabled` says more; "Saving…" while busy).
+// `errorTestid` and `testid` are the error's and the submit button's test ids.
+export function FormActions({ error, errorTestid, onCancel, busy, disabled = busy, testid, label = t('common.save') }) {
+  return html`<${ErrorNotice} error=${error} testid=${errorTestid} />
+    <div class="actions">
+      <button type="button" class="btn btn--ghost" onClick=${onCancel}>${t('common.cancel')}</button>
+      <button type="submit" class="btn btn--primary" disabled=${disabled} data-testid=${testid}>${busy ? t('common.saving') : label}</button>
+    </div>`;
+}
+
+// The top of an administration page that keeps a list: its head, the last change's
+// "done" line, the error of an action on a row, the list read's error, and "Loading…"
+// until the list is in. Test ids: `<name>-flash`, `<name>-action-error`, `<name>-error`,
+// `<name>-loading`.
+export function AdminTop({ name, title, lead, flash, rowError, loadError, loaded }) {
+  return html`<${PageHead} title=${title} lead=${lead} />
+    ${flash && html`<${Notice} kind="success" testid=${`${name}-flash`}>${flash}<//>`}
+    <${ErrorNotice} error=${rowError} testid=${`${name}-action-error`} />
+    <${ErrorNotice} error=${loadError} testid=${`${name}-error`} />
+    ${!loaded && !loadError && html`<p class="muted" data-testid=${`${name}-loading`}>${t('common.loading')}</p>`}`;
+}
+
+// A card's head: its title (`id`, for the card's aria-labelledby) and a line about it,
+// with the card's buttons (`children`) beside them.
+export function SectionHead({ id, title, lead, children }) {
+  return html`<div class="section-head">
+      <div>
+        <h2 class="card__title" id=${id}>${title}</h2>
+        <p class="muted">${lead}</p>
+      </div>
+      ${children}
+    </div>`;
+}
+
+// const { deleting, ask, close, run, busy, error } = useDeleting();
+// Deleting one of a page's things after asking: `ask(what)` opens the question
+// (`deleting` is `what` until `close()`) with no error left from an earlier try; `run`
+// does the deletion, with `busy` and `error` as useAction's.
+export function useDeleting() {
+  const [deleting, setDeleting] = useState(null);
+  const [run, busy, error, setError] = useAction();
+  const ask = (what) => {
+    setError(null);
+    setDeleting(what);
+  };
+  return { deleting, ask, close: () => setDeleting(null), run, busy, error };
+}
