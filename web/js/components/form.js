@@ -4,6 +4,7 @@ import { html, useState, useCallback, useRef, useEffect } from '../lib.js';
 import { t, hasText } from '../i18n.js';
 import { getState } from '../store.js';
 import { Icon } from './icons.js';
+import { get, post } from '../api.js';
 
 let fieldSeq = 0;
 
@@ -120,18 +121,19 @@ export function useFlash(ms = 4000) {
   return [flash, setFlash];
 }
 
-// "Make one" for a place with a name and a description (a project, a shared folder).
-// `onCreate({ name, description })` makes it; the fields empty again when it worked.
-// `text`: the labels { name, description, create }; `ids`: test ids of the same keys
-// plus `form` and `error`; `icon`: the button's.
-export function NameDescriptionForm({ text, ids, icon, onCreate }) {
+// "Make one" for a place with a name and a description (a project, a shared folder):
+// `POST path { name, description }`, then `onMade()` (the page reads its list again);
+// the fields empty again when it worked. `text`: the labels { name, description,
+// create }; `ids`: test ids of the same keys plus `form` and `error`; `icon`: the button's.
+export function NameDescriptionForm({ path, text, ids, icon, onMade }) {
   const [name, setName] = useState('');
   const [description, setDescription] = useState('');
   const [run, busy, error] = useAction();
   const create = (e) => {
     e.preventDefault();
     run(async () => {
-      await onCreate({ name, description });
+      await post(path, { name, description });
+      await onMade();
       setName('');
       setDescription('');
     });
@@ -145,4 +147,81 @@ export function NameDescriptionForm({ text, ids, icon, onCreate }) {
       <div class="actions actions--start"><button type="submit" class="btn btn--primary" disabled=${busy || !name.trim()}
         data-testid=${ids.create}>${icon}<span>${text.create}</span></button></div>
     </form>`;
+}
+
+// const [list, error, load, setList] = useRead('api/things');
+// A page's own copy of what `GET path` answers: null until the first answer, then the
+// last one that came (or what the page put there with `setList`); `error` is the last
+// read's failure, cleared by the next answer. `load` (the same function at every
+// render) reads again; the page calls it when it opens and after each change it makes.
+export function useRead(path) {
+  const [value, setValue] = useState(null);
+  const [error, setError] = useState(null);
+  const load = useCallback(async () => {
+    try {
+      setValue(await get(path));
+      setError(null);
+    } catch (e) {
+      setError(e);
+    }
+  }, [path]);
+  return [value, error, load, setValue];
+}
+
+// A checkbox setting: the box, its name in bold and a line under it saying what it does.
+export function Check({ id, checked, onChange, testid, label, hint }) {
+  return html`<div class="check">
+      <input type="checkbox" id=${id} checked=${checked} data-testid=${testid} onChange=${onChange} />
+      <label for=${id}><strong>${label}</strong>
+        <span class="muted small">${hint}</span></label>
+    </div>`;
+}
+
+// The foot of a dialog's form: the error of its last try, then Cancel and the submit
+// button (disabled while busy unless `disabled` says more; "Saving…" while busy).
+// `errorTestid` and `testid` are the error's and the submit button's test ids.
+export function FormActions({ error, errorTestid, onCancel, busy, disabled = busy, testid, label = t('common.save') }) {
+  return html`<${ErrorNotice} error=${error} testid=${errorTestid} />
+    <div class="actions">
+      <button type="button" class="btn btn--ghost" onClick=${onCancel}>${t('common.cancel')}</button>
+      <button type="submit" class="btn btn--primary" disabled=${disabled} data-testid=${testid}>${busy ? t('common.saving') : label}</button>
+    </div>`;
+}
+
+// The top of an administration page that keeps a list: its head, the last change's
+// "done" line, the error of an action on a row, the list read's error, and "Loading…"
+// until the list is in. Test ids: `<name>-flash`, `<name>-action-error`, `<name>-error`,
+// `<name>-loading`.
+export function AdminTop({ name, title, lead, flash, rowError, loadError, loaded }) {
+  return html`<${PageHead} title=${title} lead=${lead} />
+    ${flash && html`<${Notice} kind="success" testid=${`${name}-flash`}>${flash}<//>`}
+    <${ErrorNotice} error=${rowError} testid=${`${name}-action-error`} />
+    <${ErrorNotice} error=${loadError} testid=${`${name}-error`} />
+    ${!loaded && !loadError && html`<p class="muted" data-testid=${`${name}-loading`}>${t('common.loading')}</p>`}`;
+}
+
+// A card's head: its title (`id`, for the card's aria-labelledby) and a line about it,
+// with the card's buttons (`children`) beside them.
+export function SectionHead({ id, title, lead, children }) {
+  return html`<div class="section-head">
+      <div>
+        <h2 class="card__title" id=${id}>${title}</h2>
+        <p class="muted">${lead}</p>
+      </div>
+      ${children}
+    </div>`;
+}
+
+// const { deleting, ask, close, run, busy, error } = useDeleting();
+// Deleting one of a page's things after asking: `ask(what)` opens the question
+// (`deleting` is `what` until `close()`) with no error left from an earlier try; `run`
+// does the deletion, with `busy` and `error` as useAction's.
+export function useDeleting() {
+  const [deleting, setDeleting] = useState(null);
+  const [run, busy, error, setError] = useAction();
+  const ask = (what) => {
+    setError(null);
+    setDeleting(what);
+  };
+  return { deleting, ask, close: () => setDeleting(null), run, busy, error };
 }

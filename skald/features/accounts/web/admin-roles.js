@@ -9,7 +9,7 @@ import { t, roleLabel, capabilityText, groupLabel } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { navigate } from '../../js/router.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId } from '../../js/components/form.js';
+import { Check, Field, ErrorNotice, Notice, useAction, useFlash, useId } from '../../js/components/form.js';
 
 const DEFAULT_ATTRIBUTES = {
   ui_mode: 'full',
@@ -182,22 +182,10 @@ function RoleEditor({ role, capabilities, onSaved }) {
           </select>
         <//>
       </div>
-      <div class="check">
-        <input type="checkbox" id=${ids.enc} checked=${!!attrs.encrypted} data-testid="role-encrypted"
-          onChange=${(e) => setAttr('encrypted', e.target.checked)} />
-        <label for=${ids.enc}>
-          <strong>${t('roles.encrypted')}</strong>
-          <span class="muted small">${t('roles.encrypted_hint')}</span>
-        </label>
-      </div>
-      <div class="check">
-        <input type="checkbox" id=${ids.auto} checked=${!!attrs.auto_grant} data-testid="role-auto-grant"
-          onChange=${(e) => setAttr('auto_grant', e.target.checked)} />
-        <label for=${ids.auto}>
-          <strong>${t('roles.auto_grant')}</strong>
-          <span class="muted small">${t('roles.auto_grant_hint')}</span>
-        </label>
-      </div>
+      <${Check} id=${ids.enc} checked=${!!attrs.encrypted} testid="role-encrypted"
+        onChange=${(e) => setAttr('encrypted', e.target.checked)} label=${t('roles.encrypted')} hint=${t('roles.encrypted_hint')} />
+      <${Check} id=${ids.auto} checked=${!!attrs.auto_grant} testid="role-auto-grant"
+        onChange=${(e) => setAttr('auto_grant', e.target.checked)} label=${t('roles.auto_grant')} hint=${t('roles.auto_grant_hint')} />
       <div class="grid-2">
         <${Field} label=${t('roles.default_security_group')} id=${ids.dsg}>
           ${groups

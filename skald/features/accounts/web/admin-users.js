@@ -7,7 +7,7 @@ import { t, formatDate, roleLabel as roleText } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText, PageHead } from '../../js/components/form.js';
+import { AdminTop, Field, ErrorNotice, FormActions, useAction, useDeleting, useFlash, useId, errorText } from '../../js/components/form.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
 import { RecoveryCode } from '../../js/components/recovery.js';
 import { formatSize } from '../files/files.js';
@@ -107,13 +107,7 @@ function EditUser({ user, roles, onClose, onSaved }) {
           onChange=${(v) => setForm({ ...form, role: v })} />
       <//>
       <${UserConnectorGrants} user=${user} />
-      <${ErrorNotice} error=${error} testid="user-edit-error" />
-      <div class="actions">
-        <button type="button" class="btn btn--ghost" onClick=${onClose}>${t('common.cancel')}</button>
-        <button type="submit" class="btn btn--primary" disabled=${busy} data-testid="user-edit-save">
-          ${busy ? t('common.saving') : t('common.save')}
-        </button>
-      </div>
+      <${FormActions} error=${error} errorTestid="user-edit-error" onCancel=${onClose} busy=${busy} testid="user-edit-save" />
     </form>
   <//>`;
 }
@@ -190,11 +184,10 @@ export function AdminUsersPage() {
   const [peopleOf, setPeopleOf] = useState(null); // the row whose profile and supervisors are open
   const [signedOut, setSignedOut] = useState({});
   const [tokens, setTokens] = useState({}); // user id -> how many API tokens (never which)
-  const [deleting, setDeleting] = useState(null);
+  const { deleting, ask: askDelete, close: closeDelete, run: runDel, busy: delBusy, error: delError } = useDeleting();
   const [recovery, setRecovery] = useState(null); // {user, recovery_code}
   const [flash, setFlash] = useFlash();
   const [runRow, rowBusy, rowError, setRowError] = useAction();
-  const [runDel, delBusy, delError, setDelError] = useAction();
 
   // Usage figures may take a moment (a first walk of each home): they come after the
   // list, and again when someone is added.
@@ -252,7 +245,7 @@ export function AdminUsersPage() {
           ? t('users.deleted_left_behind', { username: deleting.username, count: left.count, fix: left.fix })
           : t('users.deleted', { username: deleting.username }),
       );
-      setDeleting(null);
+      closeDelete();
     });
 
   const onCreated = (result) => {
@@ -263,13 +256,8 @@ export function AdminUsersPage() {
   };
 
   return html`<div class="page" data-testid="users-page">
-    <${PageHead} title=${t('users.title')} lead=${t('users.lead')} />
-
-    ${flash && html`<${Notice} kind="success" testid="users-flash">${flash}<//>`}
-    <${ErrorNotice} error=${rowError} testid="users-action-error" />
-    <${ErrorNotice} error=${loadError} testid="users-error" />
-
-    ${users === null && !loadError && html`<p class="muted" data-testid="users-loading">${t('common.loading')}</p>`}
+    <${AdminTop} name="users" title=${t('users.title')} lead=${t('users.lead')} flash=${flash} rowError=${rowError}
+      loadError=${loadError} loaded=${users !== null} />
     ${users &&
     html`<section class="card card--flush">
       <table class="table users-table" data-testid="users-table">
@@ -296,10 +284,7 @@ export function AdminUsersPage() {
               }}
               onPeople=${setPeopleOf}
               onToggle=${onToggle}
-              onDelete=${(x) => {
-                setDelError(null);
-                setDeleting(x);
-              }} />`,
+              onDelete=${askDelete} />`,
           )}
         </tbody>
       </table>
@@ -326,7 +311,7 @@ export function AdminUsersPage() {
         <p class="notice notice--warning">${Icon.alert()}<span>${t('users.delete_warning')}</span></p>
       </div>`}
       confirmLabel=${t('users.delete_confirm')} busy=${delBusy} error=${delError && errorText(delError)}
-      onConfirm=${onDeleteConfirm} onCancel=${() => setDeleting(null)} />`}
+      onConfirm=${onDeleteConfirm} onCancel=${closeDelete} />`}
 
     ${recovery &&
     html`<${Dialog} title=${t('users.recovery_title', { username: recovery.user.username })} dismissable=${false}

@@ -9,7 +9,7 @@ import { toolTitle } from '../../js/components/tool-text.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
-import { Field, ErrorNotice, Notice, errorText, useAction, useFlash, useId, PageHead } from '../../js/components/form.js';
+import { AdminTop, Field, ErrorNotice, FormActions, SectionHead, errorText, useAction, useDeleting, useFlash, useId } from '../../js/components/form.js';
 
 const ACTIONS = ['allow', 'require', 'deny'];
 
@@ -156,12 +156,8 @@ function GroupDialog({ group, onClose, onSaved }) {
         <textarea id=${ids.desc} class="input" rows="3" value=${form.description} onInput=${set('description')}
           data-testid="approval-group-description"></textarea>
       <//>
-      <${ErrorNotice} error=${error} testid="approval-group-error" />
-      <div class="actions">
-        <button type="button" class="btn btn--ghost" onClick=${onClose}>${t('common.cancel')}</button>
-        <button type="submit" class="btn btn--primary" disabled=${busy || !form.name.trim()}
-          data-testid="approval-group-save">${busy ? t('common.saving') : t('common.save')}</button>
-      </div>
+      <${FormActions} error=${error} errorTestid="approval-group-error" onCancel=${onClose} busy=${busy}
+        disabled=${busy || !form.name.trim()} testid="approval-group-save" />
     </form>
   <//>`;
 }
@@ -223,12 +219,8 @@ function RuleDialog({ rule, group, nextPriority, onClose, onSaved }) {
         <input id=${ids.desc} class="input" value=${form.description} onInput=${set('description')}
           data-testid="approval-rule-description" />
       <//>
-      <${ErrorNotice} error=${error} testid="approval-rule-error" />
-      <div class="actions">
-        <button type="button" class="btn btn--ghost" onClick=${onClose}>${t('common.cancel')}</button>
-        <button type="submit" class="btn btn--primary" disabled=${busy || !form.tool_pattern.trim()}
-          data-testid="approval-rule-save">${busy ? t('common.saving') : t('common.save')}</button>
-      </div>
+      <${FormActions} error=${error} errorTestid="approval-rule-error" onCancel=${onClose} busy=${busy}
+        disabled=${busy || !form.tool_pattern.trim()} testid="approval-rule-save" />
     </form>
   <//>`;
 }
@@ -328,10 +320,9 @@ export function AdminApprovalsPage() {
   const [loadError, setLoadError] = useState(null);
   const [selected, setSelected] = useState(null);
   const [dialog, setDialog] = useState(null); // {type: 'group'|'rule', item}
-  const [deleting, setDeleting] = useState(null); // {type, item}
+  const { deleting, ask, close: closeDelete, run: runDel, busy: delBusy, error: delError } = useDeleting(); // deleting: {type, item}
   const [flash, setFlash] = useFlash();
   const [runRow, rowBusy, rowError] = useAction();
-  const [runDel, delBusy, delError, setDelError] = useAction();
   const [advanced, setAdvanced] = useState(false);
 
   const load = async () => {
@@ -383,6 +374,7 @@ export function AdminApprovalsPage() {
     setDialog(null);
   };
 
+  const askDelete = (type) => (item) => ask({ type, item });
   const onDeleteConfirm = () =>
     runDel(async () => {
       const { type, item } = deleting;
@@ -393,29 +385,22 @@ export function AdminApprovalsPage() {
         await api.deleteApprovalRule(item.id);
         setRules((rs) => rs.filter((r) => r.id !== item.id));
       }
-      setDeleting(null);
+      closeDelete();
       setFlash(t('approvals.deleted'));
     });
 
   const current = loaded ? groups.find((g) => g.name === selected) : null;
 
   return html`<div class="page" data-testid="approvals-page">
-    <${PageHead} title=${t('approvals.title')} lead=${t('approvals.lead')} />
-    ${flash && html`<${Notice} kind="success" testid="approvals-flash">${flash}<//>`}
-    <${ErrorNotice} error=${rowError} testid="approvals-action-error" />
-    <${ErrorNotice} error=${loadError} testid="approvals-error" />
-    ${!loaded && !loadError && html`<p class="muted" data-testid="approvals-loading">${t('common.loading')}</p>`}
+    <${AdminTop} name="approvals" title=${t('approvals.title')} lead=${t('approvals.lead')} flash=${flash} rowError=${rowError}
+      loadError=${loadError} loaded=${loaded} />
 
     ${loaded &&
     html`<section class="card" aria-labelledby="ag-title">
-      <div class="section-head">
-        <div>
-          <h2 class="card__title" id="ag-title">${t('approvals.groups_title')}</h2>
-          <p class="muted">${t('approvals.groups_body')}</p>
-        </div>
+      <${SectionHead} id="ag-title" title=${t('approvals.groups_title')} lead=${t('approvals.groups_body')}>
         <button type="button" class="btn btn--secondary" onClick=${() => setDialog({ type: 'group', item: null })}
           data-testid="approval-group-new">${Icon.plus()}<span>${t('approvals.group_new')}</span></button>
-      </div>
+      <//>
       <ul class="list" data-testid="approval-groups-list">
         ${groups.map(
           (g) => html`<li class=${`list-row${g.name === selected ? ' is-selected' : ''}`} data-testid="approval-group-row"
@@ -431,10 +416,7 @@ export function AdminApprovalsPage() {
               <button type="button" class="btn btn--small btn--ghost" onClick=${() => setDialog({ type: 'group', item: g })}
                 data-testid="approval-group-edit">${Icon.edit()}<span class="btn__label">${t('common.edit')}</span></button>
               <button type="button" class="btn btn--small btn--danger-ghost" data-testid="approval-group-delete"
-                onClick=${() => {
-                  setDelError(null);
-                  setDeleting({ type: 'group', item: g });
-                }}>${Icon.trash()}<span class="btn__label">${t('common.delete')}</span></button>
+                onClick=${() => askDelete('group')(g)}>${Icon.trash()}<span class="btn__label">${t('common.delete')}</span></button>
             </div>
           </li>`,
         )}
@@ -443,14 +425,10 @@ export function AdminApprovalsPage() {
 
     ${loaded && current &&
     html`<section class="card" aria-labelledby="ar-title" data-testid="approval-rules" data-group=${current.name}>
-      <div class="section-head">
-        <div>
-          <h2 class="card__title" id="ar-title">${t('approvals.rules_title', { group: groupLabel(current) })}</h2>
-          <p class="muted">${t('approvals.rules_body')}</p>
-        </div>
+      <${SectionHead} id="ar-title" title=${t('approvals.rules_title', { group: groupLabel(current) })} lead=${t('approvals.rules_body')}>
         <button type="button" class="btn btn--secondary" onClick=${() => setDialog({ type: 'rule', item: null })}
           data-testid="approval-rule-new">${Icon.plus()}<span>${t('approvals.rule_new')}</span></button>
-      </div>
+      <//>
       <label class="check small">
         <input type="checkbox" checked=${advanced} onChange=${(e) => setAdvanced(e.target.checked)}
           data-testid="approval-advanced" />
@@ -462,11 +440,7 @@ export function AdminApprovalsPage() {
             ${groupRules.map(
               (r, i) => html`<${RuleRow} key=${r.id} rule=${r} index=${i} count=${groupRules.length} busy=${rowBusy}
                 advanced=${advanced}
-                onMove=${onMove} onEdit=${(x) => setDialog({ type: 'rule', item: x })}
-                onDelete=${(x) => {
-                  setDelError(null);
-                  setDeleting({ type: 'rule', item: x });
-                }} />`,
+                onMove=${onMove} onEdit=${(x) => setDialog({ type: 'rule', item: x })} onDelete=${askDelete('rule')} />`,
             )}
           </ol>`}
     </section>`}
@@ -493,6 +467,6 @@ export function AdminApprovalsPage() {
         : t('approvals.rule_delete_title')}
       message=${html`<p>${deleting.type === 'group' ? t('approvals.group_delete_body') : t('approvals.rule_delete_body')}</p>`}
       confirmLabel=${t('common.delete')} busy=${delBusy} error=${delError && errorText(delError)}
-      onConfirm=${onDeleteConfirm} onCancel=${() => setDeleting(null)} />`}
+      onConfirm=${onDeleteConfirm} onCancel=${closeDelete} />`}
   </div>`;
 }

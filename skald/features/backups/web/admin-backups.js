@@ -11,7 +11,7 @@ import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { getState } from '../../js/store.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId, PageHead } from '../../js/components/form.js';
+import { Check, Field, ErrorNotice, Notice, useAction, useFlash, useId, PageHead } from '../../js/components/form.js';
 import { Dialog } from '../../js/components/dialog.js';
 import { formatSize } from '../files/files.js';
 
@@ -130,12 +130,8 @@ function SettingsForm({ view, onSaved }) {
   };
   return html`<form class="card stack" onSubmit=${onSubmit} data-testid="backups-settings" novalidate>
     <h2 class="card__title">${t('backups.schedule')}</h2>
-    <div class="check">
-      <input type="checkbox" id=${ids.enabled} checked=${form.enabled} data-testid="backups-enabled"
-        onChange=${(e) => setForm({ ...form, enabled: e.target.checked })} />
-      <label for=${ids.enabled}><strong>${t('backups.enabled')}</strong>
-        <span class="muted small">${t('backups.enabled_hint')}</span></label>
-    </div>
+    <${Check} id=${ids.enabled} checked=${form.enabled} testid="backups-enabled"
+      onChange=${(e) => setForm({ ...form, enabled: e.target.checked })} label=${t('backups.enabled')} hint=${t('backups.enabled_hint')} />
     <${Field} label=${t('backups.folder')} id=${ids.folder} hint=${t('backups.folder_hint', { folder: view.folder })}>
       <input id=${ids.folder} class="input mono" value=${form.folder} spellcheck="false" autocapitalize="none"
         placeholder=${view.folder} onInput=${(e) => setForm({ ...form, folder: e.target.value })}
@@ -160,11 +156,8 @@ function SettingsForm({ view, onSaved }) {
         <input id=${ids.monthly} class="input" type="number" min="0" value=${form.keep_monthly} onInput=${num('keep_monthly')} />
       <//>
     </div>
-    <div class="check">
-      <input type="checkbox" id=${ids.quick} checked=${form.quick} onChange=${(e) => setForm({ ...form, quick: e.target.checked })} />
-      <label for=${ids.quick}><strong>${t('backups.quick')}</strong>
-        <span class="muted small">${t('backups.quick_hint')}</span></label>
-    </div>
+    <${Check} id=${ids.quick} checked=${form.quick} onChange=${(e) => setForm({ ...form, quick: e.target.checked })}
+      label=${t('backups.quick')} hint=${t('backups.quick_hint')} />
     <${ErrorNotice} error=${error} testid="backups-settings-error" />
     ${saved && html`<${Notice} kind="success" testid="backups-saved">${t('common.saved')}<//>`}
     <div class="actions">

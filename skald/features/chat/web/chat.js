@@ -150,22 +150,43 @@ function formatUsage(usage, locale) {
 
 // ------------------------------------------------------------ tabs
 
-function Tab({ conv, active, onSelect, onClose }) {
+// A conversation's title edited in place (a tab, a row of the list): whether the input
+// is open, its text, the last rename's error, and the input, which takes the focus with
+// its text selected when it opens.
+function useRenaming() {
   const [editing, setEditing] = useState(false);
   const [value, setValue] = useState('');
   const [error, setError] = useState(null);
-  const ref = useRef(null);
   const input = useRef(null);
-
-  useEffect(() => {
-    if (active && ref.current && ref.current.scrollIntoView) ref.current.scrollIntoView({ block: 'nearest', inline: 'nearest' });
-  }, [active]);
   useEffect(() => {
     if (editing && input.current) {
       input.current.focus();
       input.current.select();
     }
   }, [editing]);
+  return { editing, setEditing, value, setValue, error, setError, input };
+}
+
+// The keys of that input: Enter saves, Escape closes it unsaved (`cancel` gets the event).
+function renameKeys(save, cancel) {
+  return (e) => {
+    if (e.key === 'Enter') {
+      e.preventDefault();
+      save();
+    } else if (e.key === 'Escape') {
+      e.preventDefault();
+      cancel(e);
+    }
+  };
+}
+
+function Tab({ conv, active, onSelect, onClose }) {
+  const { editing, setEditing, value, setValue, error, setError, input } = useRenaming();
+  const ref = useRef(null);
+
+  useEffect(() => {
+    if (active && ref.current && ref.current.scrollIntoView) ref.current.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+  }, [active]);
 
   const startEdit = () => {
     setValue(conv.title || '');
@@ -192,15 +213,7 @@ function Tab({ conv, active, onSelect, onClose }) {
       ? html`<input ref=${input} class="tab__input" value=${value} maxlength="200" data-testid="chat-tab-rename-input"
           aria-label=${t('chat.rename_label')}
           onInput=${(e) => setValue(e.target.value)} onBlur=${save}
-          onKeyDown=${(e) => {
-            if (e.key === 'Enter') {
-              e.preventDefault();
-              save();
-            } else if (e.key === 'Escape') {
-              e.preventDefault();
-              setEditing(false);
-            }
-          }} />`
+          onKeyDown=${renameKeys(save, () => setEditing(false))} />`
       : html`<button type="button" class="tab__button" aria-current=${active ? 'true' : undefined}
           title=${error ? errorText(error) : t('chat.tab_hint', { title })} data-testid="chat-tab-select"
           onClick=${() => onSelect(conv.id)} onDblClick=${startEdit}
@@ -228,16 +241,7 @@ function lastUsed(iso) {
 // One conversation of the list: open it, or rename it (the tabs' double-click
 // does not exist on a phone; this pencil does).
 function HistoryRow({ conv, onPick }) {
-  const [editing, setEditing] = useState(false);
-  const [value, setValue] = useState('');
-  const [error, setError] = useState(null);
-  const input = useRef(null);
-  useEffect(() => {
-    if (editing && input.current) {
-      input.current.focus();
-      input.current.select();
-    }
-  }, [editing]);
+  const { editing, setEditing, value, setValue, error, setError, input } = useRenaming();
   const save = async () => {
     const title = value.trim();
     setEditing(false);
@@ -257,16 +261,10 @@ function HistoryRow({ conv, onPick }) {
           aria-label=${t('chat.rename_label')} data-testid="chat-history-rename-input"
           onInput=${(e) => setValue(e.target.value)} onBlur=${save}
           onClick=${(e) => e.stopPropagation()}
-          onKeyDown=${(e) => {
-            if (e.key === 'Enter') {
-              e.preventDefault();
-              save();
-            } else if (e.key === 'Escape') {
-              e.preventDefault();
-              e.stopPropagation();
-              setEditing(false);
-            }
-          }} />`
+          onKeyDown=${renameKeys(save, (e) => {
+            e.stopPropagation(); // the list itself closes at an Escape that reaches the page
+            setEditing(false);
+          })} />`
       : html`<button type="button" class="history__item" onClick=${() => onPick(conv.id)} data-testid="chat-history-pick">
           <span class="history__name">${title}</span>
           <span class="muted small history__when">${conv.open && html`<span class="badge badge--plain" data-testid="chat-history-open">${t('chat.history_open')}</span>`}

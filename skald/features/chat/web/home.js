@@ -82,12 +82,30 @@ function FeatureDashboard() {
   return Dash ? html`<${Dash} />` : null;
 }
 
+// One shortcut card of the Overview: an icon, the page's name and a line about it.
+function LinkCard({ href, testid, icon, title, line }) {
+  return html`<a class="card card--link" href=${href} data-testid=${testid}>
+    <span class="card__icon">${icon}</span>
+    <span class="card__title">${title}</span>
+    <span class="muted">${line}</span>
+  </a>`;
+}
+
+// The administration pages the Overview leads to, each shown to a role with its
+// capability (and any of them makes the member an administrator here):
+// [capability, address, test id, icon, title key, line key].
+const ADMIN_LINKS = [
+  ['admin.users', '#/admin/users', 'home-link-users', Icon.users, 'nav.users', 'home.users_body'],
+  ['admin.roles', '#/admin/roles', 'home-link-roles', Icon.shield, 'nav.roles', 'home.roles_body'],
+  ['admin.models', '#/admin/models', 'home-link-models', Icon.cpu, 'nav.models', 'home.models_body'],
+];
+
 export function HomePage() {
   const { me } = getState();
   const simple = me.ui_mode === 'simple';
   const caps = new Set(me.capabilities || []);
   const name = me.display_name || me.username;
-  const isAdmin = !simple && (caps.has('admin.users') || caps.has('admin.roles') || caps.has('admin.models'));
+  const isAdmin = !simple && ADMIN_LINKS.some(([cap]) => caps.has(cap));
   const [list, setList] = useState(null);
   useEffect(() => {
     if (!simple && caps.has('admin.system')) api.checklist().then(setList, () => setList(null));
@@ -111,29 +129,13 @@ export function HomePage() {
     </a>
 
     <div class="cards">
-      <a class="card card--link" href="#/profile" data-testid="home-link-profile">
-        <span class="card__icon">${me.encrypted ? Icon.lock() : Icon.user()}</span>
-        <span class="card__title">${t('nav.profile')}</span>
-        <span class="muted">${simple ? t('home.profile_simple') : me.encrypted ? t('home.profile_encrypted') : t('home.profile_plain')}</span>
-      </a>
-      ${!simple && caps.has('admin.users') &&
-      html`<a class="card card--link" href="#/admin/users" data-testid="home-link-users">
-        <span class="card__icon">${Icon.users()}</span>
-        <span class="card__title">${t('nav.users')}</span>
-        <span class="muted">${t('home.users_body')}</span>
-      </a>`}
-      ${!simple && caps.has('admin.roles') &&
-      html`<a class="card card--link" href="#/admin/roles" data-testid="home-link-roles">
-        <span class="card__icon">${Icon.shield()}</span>
-        <span class="card__title">${t('nav.roles')}</span>
-        <span class="muted">${t('home.roles_body')}</span>
-      </a>`}
-      ${!simple && caps.has('admin.models') &&
-      html`<a class="card card--link" href="#/admin/models" data-testid="home-link-models">
-        <span class="card__icon">${Icon.cpu()}</span>
-        <span class="card__title">${t('nav.models')}</span>
-        <span class="muted">${t('home.models_body')}</span>
-      </a>`}
+      <${LinkCard} href="#/profile" testid="home-link-profile" icon=${me.encrypted ? Icon.lock() : Icon.user()} title=${t('nav.profile')}
+        line=${simple ? t('home.profile_simple') : me.encrypted ? t('home.profile_encrypted') : t('home.profile_plain')} />
+      ${!simple &&
+      ADMIN_LINKS.filter(([cap]) => caps.has(cap)).map(
+        ([, href, testid, icon, title, line]) => html`<${LinkCard} key=${href} href=${href} testid=${testid} icon=${icon()}
+          title=${t(title)} line=${t(line)} />`,
+      )}
     </div>
 
     ${isAdmin && html`<${HealthCard} list=${list} />`}

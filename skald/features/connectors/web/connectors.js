@@ -8,7 +8,7 @@ import { html, useState, useEffect, useCallback } from '../../js/lib.js';
 import { t, formatDate } from '../../js/i18n.js';
 import { request } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, useRead, PageHead } from '../../js/components/form.js';
 import { getState } from '../../js/store.js';
 import { Dialog } from '../../js/components/dialog.js';
 import { parseHash, navigate } from '../../js/router.js';
@@ -369,16 +369,7 @@ function closeSignInPopup() {
 
 export function ConnectorsPage() {
   useEffect(closeSignInPopup, []);
-  const [items, setItems] = useState(null);
-  const [error, setError] = useState(null);
-  const load = useCallback(async () => {
-    try {
-      setItems(await request('GET', 'api/connectors'));
-      setError(null);
-    } catch (e) {
-      setError(e);
-    }
-  }, []);
+  const [items, error, load, setItems] = useRead('api/connectors');
   useEffect(() => {
     load();
     // Instances start in the background: look again while one is starting.
@@ -445,16 +436,7 @@ function MarketItem({ item, onDone }) {
 }
 
 export function MarketplacePage() {
-  const [items, setItems] = useState(null);
-  const [error, setError] = useState(null);
-  const load = useCallback(async () => {
-    try {
-      setItems(await request('GET', 'api/marketplace'));
-      setError(null);
-    } catch (e) {
-      setError(e);
-    }
-  }, []);
+  const [items, error, load] = useRead('api/marketplace');
   useEffect(() => { load(); }, [load]);
   // Tools for developers (the MCP test server) stay out of a household's list until
   // asked for; an installed one is always listed, so it can be updated.

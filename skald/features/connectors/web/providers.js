@@ -1,10 +1,10 @@
 // Sign-in providers (administrators): the household's own OAuth clients that connectors
 // name by slug. The client secret is typed here and never shown again: the server answers
 // only whether one is stored (`has_secret`); leaving the field empty keeps it.
-import { html, useState, useEffect, useCallback } from '../../js/lib.js';
+import { html, useState, useEffect } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { request } from '../../js/api.js';
-import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, useRead, PageHead } from '../../js/components/form.js';
 
 const enc = encodeURIComponent;
 
@@ -91,17 +91,8 @@ function ProviderForm({ provider, onDone }) {
 }
 
 export function SignInProvidersPage() {
-  const [items, setItems] = useState(null);
-  const [error, setError] = useState(null);
+  const [items, error, load] = useRead('api/sign-in-providers');
   const [adding, setAdding] = useState(0);
-  const load = useCallback(async () => {
-    try {
-      setItems(await request('GET', 'api/sign-in-providers'));
-      setError(null);
-    } catch (e) {
-      setError(e);
-    }
-  }, []);
   useEffect(() => { load(); }, [load]);
   const added = () => { setAdding(adding + 1); load(); };
   return html`<section class="page page--narrow" data-testid="providers-page">

@@ -16,7 +16,7 @@ import { navigate } from '../../js/router.js';
 import { Icon } from '../../js/components/icons.js';
 import { Markdown, highlight } from '../../js/components/markdown.js';
 import { PdfView } from '../../js/components/pdf-view.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText } from '../../js/components/form.js';
+import { Field, ErrorNotice, FormActions, Notice, useAction, useFlash, useId, errorText } from '../../js/components/form.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
 
 const HOME = '~';
@@ -211,12 +211,8 @@ function NameDialog({ title, label, initial, submitLabel, testid, onClose, onSub
         <input id=${id} ref=${input} class="input" required maxlength="255" autocomplete="off" spellcheck="false"
           value=${name} onInput=${(e) => setName(e.target.value)} data-testid=${`${testid}-input`} />
       <//>
-      <${ErrorNotice} error=${localError || error} testid=${`${testid}-error`} />
-      <div class="actions">
-        <button type="button" class="btn btn--ghost" onClick=${onClose}>${t('common.cancel')}</button>
-        <button type="submit" class="btn btn--primary" disabled=${busy || !name.trim()}
-          data-testid=${`${testid}-save`}>${busy ? t('common.saving') : submitLabel}</button>
-      </div>
+      <${FormActions} error=${localError || error} errorTestid=${`${testid}-error`} onCancel=${onClose} busy=${busy}
+        disabled=${busy || !name.trim()} testid=${`${testid}-save`} label=${submitLabel} />
     </form>
   <//>`;
 }

@@ -8,7 +8,7 @@ import { html, useState, useEffect, useCallback } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { api } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { Field, ErrorNotice, Notice, useAction, useFlash, useId, errorText, PageHead } from '../../js/components/form.js';
+import { AdminTop, Field, FormActions, SectionHead, useAction, useDeleting, useFlash, useId, errorText } from '../../js/components/form.js';
 import { Dialog, ConfirmDialog } from '../../js/components/dialog.js';
 import { ProviderSetup, kindName } from '../../js/components/provider-setup.js';
 
@@ -128,12 +128,9 @@ function ProviderDialog({ provider, kinds, onClose, onSaved }) {
           value=${form.silence} onInput=${set('silence')} data-testid="provider-silence" />
       <//>
       <p class="notice notice--info small">${Icon.lock()}<span>${t('models.key_sealed')}</span></p>
-      <${ErrorNotice} error=${localError || error} testid="provider-error" />
-      <div class="actions">
-        <button type="button" class="btn btn--ghost" onClick=${onClose}>${t('common.cancel')}</button>
-        <button type="submit" class="btn btn--primary" disabled=${busy || !form.name.trim() || !form.kind}
-          data-testid="provider-save">${busy ? t('common.saving') : editing ? t('common.save') : t('models.provider_add')}</button>
-      </div>
+      <${FormActions} error=${localError || error} errorTestid="provider-error" onCancel=${onClose} busy=${busy}
+        disabled=${busy || !form.name.trim() || !form.kind} testid="provider-save"
+        label=${editing ? t('common.save') : t('models.provider_add')} />
     </form>
   <//>`;
 }
@@ -324,12 +321,9 @@ function ModelDialog({ model, providers, nextPriority, onClose, onSaved }) {
         <label for=${ids.enabled}><span>${t('models.enabled')}</span>
           <span class="field__hint">${t('models.enabled_hint')}</span></label>
       </div>
-      <${ErrorNotice} error=${error} testid="model-error" />
-      <div class="actions">
-        <button type="button" class="btn btn--ghost" onClick=${onClose}>${t('common.cancel')}</button>
-        <button type="submit" class="btn btn--primary" disabled=${busy || !form.provider_id || !form.model.trim() || !form.name.trim()}
-          data-testid="model-save">${busy ? t('common.saving') : editing ? t('common.save') : t('models.model_add')}</button>
-      </div>
+      <${FormActions} error=${error} errorTestid="model-error" onCancel=${onClose} busy=${busy}
+        disabled=${busy || !form.provider_id || !form.model.trim() || !form.name.trim()} testid="model-save"
+        label=${editing ? t('common.save') : t('models.model_add')} />
     </form>
   <//>`;
 }
@@ -386,10 +380,9 @@ export function AdminModelsPage() {
   const [data, setData] = useState({ providers: null, models: null, kinds: [] });
   const [loadError, setLoadError] = useState(null);
   const [dialog, setDialog] = useState(null); // {type: 'provider'|'model', item}
-  const [deleting, setDeleting] = useState(null); // {type, item}
+  const { deleting, ask, close: closeDelete, run: runDel, busy: delBusy, error: delError } = useDeleting(); // deleting: {type, item}
   const [flash, setFlash] = useFlash();
   const [runRow, rowBusy, rowError] = useAction();
-  const [runDel, delBusy, delError, setDelError] = useAction();
 
   const load = useCallback(async () => {
     try {
@@ -458,6 +451,7 @@ export function AdminModelsPage() {
     setFlash(t(editing ? 'models.saved_ok' : 'models.added_ok', { name: item.name }));
   };
 
+  const askDelete = (type) => (item) => ask({ type, item });
   const onDeleteConfirm = () =>
     runDel(async () => {
       const { type, item } = deleting;
@@ -469,45 +463,33 @@ export function AdminModelsPage() {
         setData((d) => ({ ...d, models: d.models.filter((m) => m.id !== item.id) }));
       }
       setFlash(t('models.deleted_ok', { name: item.name }));
-      setDeleting(null);
+      closeDelete();
     });
 
   const nextPriority = Math.min(((models || []).reduce((mx, m) => Math.max(mx, m.priority), 0) || 0) + 10, MAX_PRIORITY);
   const loaded = providers !== null && models !== null;
 
   return html`<div class="page" data-testid="models-page">
-    <${PageHead} title=${t('models.title')} lead=${t('models.lead')} />
-
-    ${flash && html`<${Notice} kind="success" testid="models-flash">${flash}<//>`}
-    <${ErrorNotice} error=${rowError} testid="models-action-error" />
-    <${ErrorNotice} error=${loadError} testid="models-error" />
-    ${!loaded && !loadError && html`<p class="muted" data-testid="models-loading">${t('common.loading')}</p>`}
+    <${AdminTop} name="models" title=${t('models.title')} lead=${t('models.lead')} flash=${flash} rowError=${rowError}
+      loadError=${loadError} loaded=${loaded} />
 
     ${loaded &&
     html`<section class="card" aria-labelledby="providers-title">
-      <div class="section-head">
-        <div>
-          <h2 class="card__title" id="providers-title">${t('models.providers_title')}</h2>
-          <p class="muted">${t('models.providers_body')}</p>
-        </div>
+      <${SectionHead} id="providers-title" title=${t('models.providers_title')} lead=${t('models.providers_body')}>
         <span class="actions">
           <button type="button" class="btn btn--primary" onClick=${() => setDialog({ type: 'wizard', item: null })}
             data-testid="provider-add-from-list">${Icon.plus()}<span>${t('models.add_from_list')}</span></button>
           <button type="button" class="btn btn--secondary" onClick=${() => setDialog({ type: 'provider', item: null })}
             data-testid="provider-add">${Icon.plus()}<span>${t('models.provider_add')}</span></button>
         </span>
-      </div>
+      <//>
       ${providers.length === 0
         ? html`<p class="muted empty" data-testid="providers-empty">${t('models.providers_empty')}</p>`
         : html`<ul class="list" data-testid="providers-list">
             ${providers.map(
               (p) => html`<${ProviderRow} key=${p.id} provider=${p}
                 modelCount=${models.filter((m) => m.provider_id === p.id).length}
-                onEdit=${(x) => setDialog({ type: 'provider', item: x })}
-                onDelete=${(x) => {
-                  setDelError(null);
-                  setDeleting({ type: 'provider', item: x });
-                }} />`,
+                onEdit=${(x) => setDialog({ type: 'provider', item: x })} onDelete=${askDelete('provider')} />`,
             )}
           </ul>`}
       <p class="notice notice--info small">${Icon.lock()}<span>${t('models.key_sealed')}</span></p>
@@ -515,16 +497,12 @@ export function AdminModelsPage() {
 
     ${loaded &&
     html`<section class="card" aria-labelledby="models-title">
-      <div class="section-head">
-        <div>
-          <h2 class="card__title" id="models-title">${t('models.models_title')}</h2>
-          <p class="muted">${t('models.models_body')}</p>
-        </div>
+      <${SectionHead} id="models-title" title=${t('models.models_title')} lead=${t('models.models_body')}>
         <button type="button" class="btn btn--secondary" disabled=${providers.length === 0}
           title=${providers.length === 0 ? t('models.need_provider') : undefined}
           onClick=${() => setDialog({ type: 'model', item: null })} data-testid="model-add">
           ${Icon.plus()}<span>${t('models.model_add')}</span></button>
-      </div>
+      <//>
       ${models.length === 0
         ? html`<p class="muted empty" data-testid="models-empty">
             ${providers.length === 0 ? t('models.need_provider') : t('models.models_empty')}</p>`
@@ -532,11 +510,7 @@ export function AdminModelsPage() {
             ${models.map(
               (m, i) => html`<${ModelRow} key=${m.id} model=${m} index=${i} count=${models.length} busy=${rowBusy}
                 providerName=${providerName(m.provider_id)} onMove=${onMove} onToggle=${onToggle}
-                onEdit=${(x) => setDialog({ type: 'model', item: x })}
-                onDelete=${(x) => {
-                  setDelError(null);
-                  setDeleting({ type: 'model', item: x });
-                }} />`,
+                onEdit=${(x) => setDialog({ type: 'model', item: x })} onDelete=${askDelete('model')} />`,
             )}
           </ol>`}
       <div class="notice notice--info small">${Icon.info()}<span>${t('models.auto_explained')}</span></div>
@@ -562,6 +536,6 @@ export function AdminModelsPage() {
         : t('models.model_delete_title', { name: deleting.item.name })}
       message=${html`<p>${deleting.type === 'provider' ? t('models.provider_delete_body') : t('models.model_delete_body')}</p>`}
       confirmLabel=${t('common.delete')} busy=${delBusy} error=${delError && errorText(delError)}
-      onConfirm=${onDeleteConfirm} onCancel=${() => setDeleting(null)} />`}
+      onConfirm=${onDeleteConfirm} onCancel=${closeDelete} />`}
   </div>`;
 }

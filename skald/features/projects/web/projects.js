@@ -5,7 +5,7 @@ import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { get, post, del, request } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction, PageHead, NameDescriptionForm } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, useRead, PageHead, NameDescriptionForm } from '../../js/components/form.js';
 
 const enc = encodeURIComponent;
 
@@ -104,25 +104,12 @@ function ProjectItem({ project, onChanged }) {
 }
 
 export function ProjectsPage() {
-  const [projects, setProjects] = useState(null);
-  const [error, setError] = useState(null);
-  const load = async () => {
-    try {
-      setProjects(await get('api/projects'));
-      setError(null);
-    } catch (e) {
-      setError(e);
-    }
-  };
+  const [projects, error, load] = useRead('api/projects');
   useEffect(() => { load(); }, []);
-  const create = async (body) => {
-    await post('api/projects', body);
-    await load();
-  };
   return html`<section class="page page--narrow" data-testid="pj-page">
     <${PageHead} title=${t('nav.projects')} lead=${t('pj.lead')} />
     ${error && html`<${ErrorNotice} error=${error} testid="pj-load-error" />`}
-    <${NameDescriptionForm} onCreate=${create} icon=${Icon.plus()}
+    <${NameDescriptionForm} path="api/projects" onMade=${load} icon=${Icon.plus()}
       text=${{ name: t('pj.name'), description: t('pj.description'), create: t('pj.create') }}
       ids=${{ form: 'pj-form', name: 'pj-new-name', description: 'pj-new-description', create: 'pj-create', error: 'pj-create-error' }} />
     ${projects !== null && projects.length === 0 && html`<div class="inbox-empty" data-testid="pj-empty"><p>${t('pj.empty')}</p></div>`}

@@ -162,23 +162,29 @@ function Done() {
     api.chatModels().then(setModels, () => setModels([]));
   }, []);
   if (models === null) return html`<section class="card" data-testid="welcome-done" data-ready=""><span class="spinner" aria-hidden="true"></span></section>`;
-  if (models.length === 0) {
-    return html`<section class="card card--accent" data-testid="welcome-done" data-ready="no-model">
-      <h2 class="card__title">${t('setup.done_no_model_title')}</h2>
-      <p>${t('setup.done_no_model_body')}</p>
-      <div class="actions actions--start">
-        <a class="btn btn--primary" href="#/admin/models" data-testid="welcome-add-model">${t('setup.go_to_models')}</a>
-        <a class="btn btn--secondary" href="#/overview" data-testid="welcome-overview">${t('setup.see_overview')}</a>
-      </div>
-    </section>`;
-  }
-  return html`<section class="card card--accent" data-testid="welcome-done" data-ready="yes">
-    <h2 class="card__title">${t('setup.done_title')}</h2>
-    <p>${t('setup.done_body')}</p>
+  // Either ending: its words and where its first button leads; both offer the Overview.
+  const ending = (ready, title, body, first) => html`<section class="card card--accent" data-testid="welcome-done" data-ready=${ready}>
+    <h2 class="card__title">${title}</h2>
+    <p>${body}</p>
     <div class="actions actions--start">
-      <a class="btn btn--primary" href="#/" data-testid="welcome-start-chat">${t('setup.start_chat')}</a>
+      ${first}
       <a class="btn btn--secondary" href="#/overview" data-testid="welcome-overview">${t('setup.see_overview')}</a>
     </div>
+  </section>`;
+  if (models.length === 0) {
+    return ending('no-model', t('setup.done_no_model_title'), t('setup.done_no_model_body'),
+      html`<a class="btn btn--primary" href="#/admin/models" data-testid="welcome-add-model">${t('setup.go_to_models')}</a>`);
+  }
+  return ending('yes', t('setup.done_title'), t('setup.done_body'),
+    html`<a class="btn btn--primary" href="#/" data-testid="welcome-start-chat">${t('setup.start_chat')}</a>`);
+}
+
+// A step's card: its title, a line about it, then what the step asks for.
+function stepCard(testid, title, lead, content) {
+  return html`<section class="card" data-testid=${testid}>
+    <h2 class="card__title">${title}</h2>
+    <p class="muted">${lead}</p>
+    ${content}
   </section>`;
 }
 
@@ -196,24 +202,15 @@ export function WelcomePage() {
   const step = instance ? instance.setup_step : null;
   let body = null;
   if (step === 'household') {
-    body = html`<section class="card" data-testid="welcome-household">
-      <h2 class="card__title">${t('setup.household_title')}</h2>
-      <p class="muted">${t('setup.household_body')}</p>
-      <${HouseholdForm} instance=${instance} extra=${{ setup_step: 'model' }} submitLabel=${t('setup.next')}
-        onSaved=${setInstance} />
-    </section>`;
+    body = stepCard('welcome-household', t('setup.household_title'), t('setup.household_body'),
+      html`<${HouseholdForm} instance=${instance} extra=${{ setup_step: 'model' }} submitLabel=${t('setup.next')}
+        onSaved=${setInstance} />`);
   } else if (step === 'model') {
-    body = html`<section class="card" data-testid="welcome-model">
-      <h2 class="card__title">${t('setup.model_title')}</h2>
-      <p class="muted">${t('setup.model_body')}</p>
-      <${ProviderSetup} onAdded=${() => go('members')} />
-    </section>`;
+    body = stepCard('welcome-model', t('setup.model_title'), t('setup.model_body'),
+      html`<${ProviderSetup} onAdded=${() => go('members')} />`);
   } else if (step === 'members') {
-    body = html`<section class="card" data-testid="welcome-members-step">
-      <h2 class="card__title">${t('setup.members_title')}</h2>
-      <p class="muted">${t('setup.members_body')}</p>
-      <${Members} onNext=${() => go('done')} />
-    </section>`;
+    body = stepCard('welcome-members-step', t('setup.members_title'), t('setup.members_body'),
+      html`<${Members} onNext=${() => go('done')} />`);
   } else if (step === 'done') {
     body = html`<${Done} />`;
   }

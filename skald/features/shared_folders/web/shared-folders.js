@@ -6,7 +6,7 @@ import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { get, post, patch, del, request } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction, PageHead, NameDescriptionForm } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, useRead, PageHead, NameDescriptionForm } from '../../js/components/form.js';
 
 const base = 'api/shared-folders';
 const enc = encodeURIComponent;
@@ -82,16 +82,10 @@ function FolderItem({ folder, users, onChanged }) {
 }
 
 export function SharedFoldersPage() {
-  const [folders, setFolders] = useState(null);
+  const [folders, error, loadFolders] = useRead(base);
   const [users, setUsers] = useState([]);
-  const [error, setError] = useState(null);
   const load = async () => {
-    try {
-      setFolders(await get(base));
-      setError(null);
-    } catch (e) {
-      setError(e);
-    }
+    await loadFolders();
     try {
       setUsers(await get('api/users'));
     } catch (e) {
@@ -99,14 +93,10 @@ export function SharedFoldersPage() {
     }
   };
   useEffect(() => { load(); }, []);
-  const create = async (body) => {
-    await post(base, body);
-    await load();
-  };
   return html`<section class="page page--narrow" data-testid="sf-page">
     <${PageHead} title=${t('nav.shared_folders')} lead=${t('sf.lead')} />
     ${error && html`<${ErrorNotice} error=${error} testid="sf-error" />`}
-    <${NameDescriptionForm} onCreate=${create} icon=${Icon.folderPlus()}
+    <${NameDescriptionForm} path=${base} onMade=${load} icon=${Icon.folderPlus()}
       text=${{ name: t('sf.name'), description: t('sf.description'), create: t('sf.create') }}
       ids=${{ form: 'sf-form', name: 'sf-name', description: 'sf-description', create: 'sf-create', error: 'sf-create-error' }} />
     ${folders !== null && folders.length === 0 && html`<div class="inbox-empty" data-testid="sf-empty"><p>${t('sf.empty')}</p></div>`}

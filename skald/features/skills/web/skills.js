@@ -6,7 +6,7 @@ import { html, useEffect, useState } from '../../js/lib.js';
 import { t } from '../../js/i18n.js';
 import { api, get, del, request } from '../../js/api.js';
 import { Icon } from '../../js/components/icons.js';
-import { ErrorNotice, errorText, useAction, PageHead } from '../../js/components/form.js';
+import { ErrorNotice, errorText, useAction, useRead, PageHead } from '../../js/components/form.js';
 
 const enc = encodeURIComponent;
 const ID = /^[a-z0-9][a-z0-9-]{0,47}$/;
@@ -73,20 +73,11 @@ function AddSkill({ household, onChanged }) {
 }
 
 export function SkillsPage() {
-  const [skills, setSkills] = useState(null);
-  const [error, setError] = useState(null);
+  const [skills, error, load] = useRead('api/skills');
   const [me, setMe] = useState(null);
   const caps = (me && me.capabilities) || [];
   const mine = caps.includes('files');
   const household = caps.includes('skills.manage');
-  const load = async () => {
-    try {
-      setSkills(await get('api/skills'));
-      setError(null);
-    } catch (e) {
-      setError(e);
-    }
-  };
   useEffect(() => { load(); api.me().then(setMe, () => {}); }, []);
   const section = (tree, title, canChange) => {
     const list = (skills || []).filter((s) => s.tree === tree);
