@@ -199,10 +199,7 @@ class ConnectorStore:
         return await _COLUMNS.many(self.db, "FROM connectors ORDER BY name")
 
     async def get(self, name: str) -> Connector | None:
-        row = await self.db.fetch_one(
-            f"SELECT {_COLUMNS.names} FROM connectors WHERE name=?", (name,)
-        )
-        return None if row is None else _COLUMNS.row(row)
+        return await _COLUMNS.find(self.db, "FROM connectors WHERE name=?", (name,))
 
     async def require(self, name: str) -> Connector:
         found = await self.get(name)
@@ -287,15 +284,13 @@ class ConnectorStore:
 
     async def note_failure(self, name: str, error: str | None, stderr: str | None) -> None:
         """The last error of a running instance (status unchanged: install state)."""
-        await self.db.call(
-            lambda c: c.execute(
-                "UPDATE connectors SET last_error=?, last_stderr=?, updated_at=? WHERE name=?",
-                (error, stderr, now_iso(), name),
-            )
+        await self.db.execute(
+            "UPDATE connectors SET last_error=?, last_stderr=?, updated_at=? WHERE name=?",
+            (error, stderr, now_iso(), name),
         )
 
     async def remove(self, name: str) -> None:
-        await self.db.call(lambda c: c.execute("DELETE FROM connectors WHERE name=?", (name,)))
+        await self.db.execute("DELETE FROM connectors WHERE name=?", (name,))
 
     # -- grants and activations --------------------------------------------------------
 
@@ -438,12 +433,8 @@ class SecretStore:
 
     async def delete(self, connector: str, name: str | None = None) -> None:
         if name is None:
-            await self.db.call(
-                lambda c: c.execute("DELETE FROM connector_secrets WHERE connector=?", (connector,))
-            )
+            await self.db.execute("DELETE FROM connector_secrets WHERE connector=?", (connector,))
         else:
-            await self.db.call(
-                lambda c: c.execute(
-                    "DELETE FROM connector_secrets WHERE connector=? AND name=?", (connector, name)
-                )
+            await self.db.execute(
+                "DELETE FROM connector_secrets WHERE connector=? AND name=?", (connector, name)
             )
