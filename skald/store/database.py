@@ -201,6 +201,12 @@ class Database:
         """`fetch_all` on the database thread: every row."""
         return await self.call(lambda conn: fetch_all(conn, sql, params))
 
+    async def fetch_ints(self, sql: str, params: Any = ()) -> tuple[int, ...]:
+        """The one row of an aggregate (counts, sums) as integers."""
+        row = await self.fetch_one(sql, params)
+        assert row is not None  # an aggregate always answers one row
+        return tuple(int(value) for value in row)
+
     async def execute(self, sql: str, params: Any = ()) -> None:
         """One statement on the database thread, committing on its own (no transaction
         is opened); its cursor stays on that thread."""

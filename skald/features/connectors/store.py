@@ -313,12 +313,10 @@ class ConnectorStore:
         await self.db.transaction(q)
 
     async def grants(self, user_id: str) -> set[str]:
-        sql = "SELECT connector FROM connector_grants WHERE user_id=?"
-        return set(await first_column(self.db, sql, (user_id,)))
+        return await self._connectors_of("connector_grants", user_id)
 
     async def grantees(self, name: str) -> list[str]:
-        sql = "SELECT user_id FROM connector_grants WHERE connector=? ORDER BY user_id"
-        return await first_column(self.db, sql, (name,))
+        return await self._members_of("connector_grants", name)
 
     async def grant(self, name: str, user_id: str) -> None:
         def q(c: apsw.Connection) -> None:
@@ -338,12 +336,10 @@ class ConnectorStore:
         await self.db.transaction(q)
 
     async def activations(self, user_id: str) -> set[str]:
-        sql = "SELECT connector FROM connector_activations WHERE user_id=?"
-        return set(await first_column(self.db, sql, (user_id,)))
+        return await self._connectors_of("connector_activations", user_id)
 
     async def active_users(self, name: str) -> list[str]:
-        sql = "SELECT user_id FROM connector_activations WHERE connector=?"
-        return await first_column(self.db, sql, (name,))
+        return await self._members_of("connector_activations", name)
 
     async def set_active(self, name: str, user_id: str, active: bool) -> None:
         def q(c: apsw.Connection) -> None:
@@ -353,6 +349,14 @@ class ConnectorStore:
                 _unlink(c, "connector_activations", name, user_id)
 
         await self.db.transaction(q)
+
+    async def _connectors_of(self, table: _Links, user_id: str) -> set[str]:
+        sql = f"SELECT connector FROM {table} WHERE user_id=?"
+        return set(await first_column(self.db, sql, (user_id,)))
+
+    async def _members_of(self, table: _Links, name: str) -> list[str]:
+        sql = f"SELECT user_id FROM {table} WHERE connector=? ORDER BY user_id"
+        return await first_column(self.db, sql, (name,))
 
 
 # The two tables that tie a member to a connector (both keyed connector, user_id).

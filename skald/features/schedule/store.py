@@ -343,11 +343,10 @@ class ScheduleStore:
 
     async def counts(self) -> tuple[int, int]:
         """(jobs, active jobs)."""
-        row = await self.db.fetch_one(
+        jobs, active = await self.db.fetch_ints(
             "SELECT count(*), coalesce(sum(state='active'), 0) FROM schedule_jobs"
         )
-        assert row is not None
-        return int(row[0]), int(row[1])
+        return jobs, active
 
     async def update(
         self, job_id: str, *, active_limit: int | None = None, **fields: object
