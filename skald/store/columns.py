@@ -2,8 +2,9 @@
 
 `Columns(Struct, "id", "name", Col("enabled", read=bool), ...)` gives `.names` (the SQL
 list for SELECT and INSERT) and `.row(r)` (the struct), from one declaration, so a
-column added to the table is added once and cannot land in the wrong field; `.one` and
-`.many` run `SELECT <names> <rest>` on a database and map what it finds.
+column added to the table is added once and cannot land in the wrong field; `.one`,
+`.find` (None for no row) and `.many` run `SELECT <names> <rest>` on a database and map
+what it finds.
 
 Rule: the columns come in the order the SQL lists them; `Col(field, sql=…)` selects an
 expression (`api_key_sealed IS NOT NULL`) into a field of another name, `read=` turns
@@ -60,10 +61,15 @@ class Columns(Generic[T]):
 
     async def one(self, db: Database, rest: str, params: Any, missing: str) -> T:
         """The struct of the row `SELECT <names> <rest>` finds; NotFoundError(missing)."""
-        found = await db.fetch_one(f"SELECT {self.names} {rest}", params)
+        found = await self.find(db, rest, params)
         if found is None:
             raise NotFoundError(missing)
-        return self.row(found)
+        return found
+
+    async def find(self, db: Database, rest: str, params: Any) -> T | None:
+        """The struct of the row `SELECT <names> <rest>` finds, or None without one."""
+        found = await db.fetch_one(f"SELECT {self.names} {rest}", params)
+        return None if found is None else self.row(found)
 
     async def many(self, db: Database, rest: str, params: Any = ()) -> list[T]:
         """The structs of the rows `SELECT <names> <rest>` finds, in its order."""

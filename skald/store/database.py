@@ -201,6 +201,21 @@ class Database:
         """`fetch_all` on the database thread: every row."""
         return await self.call(lambda conn: fetch_all(conn, sql, params))
 
+    async def fetch_ints(self, sql: str, params: Any = ()) -> tuple[int, ...]:
+        """The one row of an aggregate (counts, sums) as integers."""
+        row = await self.fetch_one(sql, params)
+        assert row is not None  # an aggregate always answers one row
+        return tuple(int(value) for value in row)
+
+    async def execute(self, sql: str, params: Any = ()) -> None:
+        """One statement on the database thread, committing on its own (no transaction
+        is opened); its cursor stays on that thread."""
+
+        def run(conn: apsw.Connection) -> None:
+            conn.execute(sql, params)
+
+        await self.call(run)
+
     async def transaction(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run `fn` inside one write transaction: all of it commits, or none of it."""
         return await self.call(lambda conn: run_in_transaction(conn, fn))
@@ -302,6 +317,11 @@ def fetch_one(conn: apsw.Connection, sql: str, params: Any = ()) -> tuple[Any, .
 
 def change_one(conn: apsw.Connection, sql: str, params: Any, missing: str) -> None:
     """Run an UPDATE/DELETE of one row by its key; NotFoundError(missing) if none matched."""
-    conn.execute(sql, params)
-    if conn.changes() == 0:
+    if not changed(conn, sql, params):
         raise NotFoundError(missing)
+
+
+def changed(conn: apsw.Connection, sql: str, params: Any = ()) -> bool:
+    """Run an UPDATE/DELETE; whether it changed any row."""
+    conn.execute(sql, params)
+    return conn.changes() > 0

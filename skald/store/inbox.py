@@ -18,7 +18,7 @@ from typing import Any, Literal
 import apsw
 import msgspec
 
-from skald.store.database import Database
+from skald.store.database import Database, changed
 from skald.store.registry import now_iso
 
 __all__ = ["InboxItem", "InboxStore"]
@@ -142,14 +142,8 @@ class InboxStore:
     async def close(self, item_id: str, outcome: Outcome) -> bool:
         """Mark a pending item decided; False when no such pending item exists."""
 
-        def q(c: apsw.Connection) -> bool:
-            c.execute(
-                "UPDATE inbox_items SET status=?, decided_at=? WHERE id=? AND status='pending'",
-                (outcome, now_iso(), item_id),
-            )
-            return c.changes() > 0
-
-        return await self.db.transaction(q)
+        sql = "UPDATE inbox_items SET status=?, decided_at=? WHERE id=? AND status='pending'"
+        return await self.db.transaction(lambda c: changed(c, sql, (outcome, now_iso(), item_id)))
 
     async def pending(self) -> list[InboxItem]:
         rows = await self.db.fetch_all(f"{_SELECT} WHERE {_OPEN} ORDER BY i.created_at, i.id")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from skald.store import notes
+from skald.store.json_values import JsonValues
 from skald.store.notes import PRIVATE_NOTES, NoteHit, NoteInfo, NoteQueries
 from skald.store.registry import now_iso
 
 __all__ = ["NoteHit", "NoteInfo", "OwnerStore"]
+
+_KV = JsonValues("kv", stamp=now_iso)
 
 
 class OwnerStore(NoteQueries):
@@ -21,18 +23,10 @@ class OwnerStore(NoteQueries):
     # -- key/value ---------------------------------------------------------------
 
     async def kv_get(self, key: str) -> Any:
-        row = await self.db.fetch_one("SELECT value FROM kv WHERE key=?", (key,))
-        return None if row is None else json.loads(row[0])
+        return await _KV.get(self.db, key)
 
     async def kv_set(self, key: str, value: Any) -> None:
-        encoded = json.dumps(value)
-        await self.db.transaction(
-            lambda c: c.execute(
-                "INSERT INTO kv(key, value, updated_at) VALUES (?,?,?) ON CONFLICT(key) "
-                "DO UPDATE SET value=excluded.value, updated_at=excluded.updated_at",
-                (key, encoded, now_iso()),
-            )
-        )
+        await _KV.put(self.db, key, value)
 
     # -- memory notes ------------------------------------------------------------
     # Paths are relative to the store (`people/ada.md`); the agent-facing `user-memory/`

@@ -30,7 +30,7 @@ from typing import Final
 import apsw
 
 from skald.errors import InvalidInputError, NotFoundError
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database, changed, fetch_all, fetch_one
 from skald.store.kept import KeptReads
 from skald.store.registry import user_in
 from skald.store.rows import User
@@ -208,14 +208,8 @@ async def link(db: Database, supervisor_id: str, supervised_id: str) -> Link:
 async def unlink(db: Database, supervisor_id: str, supervised_id: str) -> bool:
     """Remove the link; False when there was none."""
 
-    def drop(c: apsw.Connection) -> bool:
-        c.execute(
-            "DELETE FROM people_supervision WHERE supervisor_id = ? AND supervised_id = ?",
-            (supervisor_id, supervised_id),
-        )
-        return c.changes() > 0
-
-    return await db.transaction(drop)
+    sql = "DELETE FROM people_supervision WHERE supervisor_id = ? AND supervised_id = ?"
+    return await db.transaction(lambda c: changed(c, sql, (supervisor_id, supervised_id)))
 
 
 async def links(db: Database) -> list[Link]:

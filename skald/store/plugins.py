@@ -19,6 +19,7 @@ import apsw
 import msgspec
 
 from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.json_values import JsonValues
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
 
@@ -67,23 +68,17 @@ CREATE TABLE plugin_member_settings(
 ) WITHOUT ROWID;
 """
 OWNER_FEATURE = Feature("plugins", (Migration(1, "each member's plugin settings", _OWNER_V1),))
+_MEMBER_SETTINGS = JsonValues("plugin_member_settings", "section", stamp=now_iso)
 
 
 async def member_settings(db: Database, section: str) -> dict[str, Any] | None:
     """The member's saved values of a plugin's member settings section (their database)."""
-    row = await db.fetch_one("SELECT value FROM plugin_member_settings WHERE section=?", (section,))
-    return None if row is None else dict(json.loads(row[0]))
+    found = await _MEMBER_SETTINGS.get(db, section)
+    return None if found is None else dict(found)
 
 
 async def save_member_settings(db: Database, section: str, values: dict[str, Any]) -> None:
-    text = json.dumps(values)
-    await db.call(
-        lambda c: c.execute(
-            "INSERT INTO plugin_member_settings(section, value, updated_at) VALUES (?, ?, ?) "
-            "ON CONFLICT(section) DO UPDATE SET value=excluded.value, updated_at=excluded.updated_at",
-            (section, text, now_iso()),
-        )
-    )
+    await _MEMBER_SETTINGS.put(db, section, values)
 
 
 class PluginRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -158,15 +153,11 @@ class PluginStore:
         return await self.db.call(snapshot_in)
 
     async def set_enabled(self, pid: str, enabled: bool) -> None:
-        await self.db.call(
-            lambda c: c.execute("UPDATE plugins SET enabled=? WHERE id=?", (int(enabled), pid))
-        )
+        await self.db.execute("UPDATE plugins SET enabled=? WHERE id=?", (int(enabled), pid))
 
     async def set_settings(self, pid: str, settings: dict[str, Any]) -> None:
         text = json.dumps(settings)
-        await self.db.call(
-            lambda c: c.execute("UPDATE plugins SET settings=? WHERE id=?", (text, pid))
-        )
+        await self.db.execute("UPDATE plugins SET settings=? WHERE id=?", (text, pid))
 
     async def grant(self, pid: str, user_id: str, granted: bool) -> None:
         def q(c: apsw.Connection) -> None:
@@ -182,7 +173,7 @@ class PluginStore:
         await self.db.call(q)
 
     async def purge(self, pid: str) -> None:
-        await self.db.call(lambda c: c.execute("DELETE FROM plugins WHERE id=?", (pid,)))
+        await self.db.execute("DELETE FROM plugins WHERE id=?", (pid,))
 
     async def user_exists(self, user_id: str) -> bool:
         row = await self.db.fetch_one("SELECT 1 FROM users WHERE id=?", (user_id,))

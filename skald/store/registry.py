@@ -16,6 +16,7 @@ from skald.approvals.rules import DEFAULT_GROUP, SEED_RULES, Action, Rule, SeedR
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.store.columns import Col, Columns
 from skald.store.database import Database, change_one, fetch_all, fetch_one, open_plain
+from skald.store.json_values import JsonValues
 from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.registry import REGISTRY
 from skald.store.rows import Role, RoleAttributes, User, UserSecrets
@@ -33,6 +34,8 @@ _USER = Columns(
     "updated_at",
     Col("profile", read=json.loads),
 )
+# The instance's own settings (JSON by key); the table has no `updated_at`.
+_CONFIG = JsonValues("config", stamp=None)
 
 
 def now_iso() -> str:
@@ -128,18 +131,10 @@ class Registry:
     # -- config ------------------------------------------------------------------
 
     async def get_config(self, key: str) -> Any:
-        row = await self.db.fetch_one("SELECT value FROM config WHERE key=?", (key,))
-        return None if row is None else json.loads(row[0])
+        return await _CONFIG.get(self.db, key)
 
     async def set_config(self, key: str, value: Any) -> None:
-        text = json.dumps(value)
-        await self.db.transaction(
-            lambda c: c.execute(
-                "INSERT INTO config(key, value) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                (key, text),
-            )
-        )
+        await _CONFIG.put(self.db, key, value)
 
     async def instance_id(self) -> str:
         return str(await self.get_config("instance_id"))
@@ -341,10 +336,7 @@ class Registry:
         return await self.db.call(q)
 
     async def find_user(self, username: str) -> User | None:
-        row = await self.db.fetch_one(
-            f"SELECT {_USER.names} FROM users WHERE username=?", (username,)
-        )
-        return None if row is None else _USER.row(row)
+        return await _USER.find(self.db, "FROM users WHERE username=?", (username,))
 
     async def list_users(self) -> list[User]:
         rows = await self.db.fetch_all(f"SELECT {_USER.names} FROM users ORDER BY username")

@@ -289,11 +289,10 @@ class EventStore:
 
     async def count(self) -> tuple[int, int]:
         """(all events kept, pending ones)."""
-        row = await self.db.fetch_one(
+        kept, pending = await self.db.fetch_ints(
             "SELECT count(*), count(*) FILTER (WHERE triaged_at IS NULL) FROM connector_events"
         )
-        assert row is not None
-        return int(row[0]), int(row[1])
+        return kept, pending
 
     async def add_notification(
         self,

@@ -199,10 +199,7 @@ class ConnectorStore:
         return await _COLUMNS.many(self.db, "FROM connectors ORDER BY name")
 
     async def get(self, name: str) -> Connector | None:
-        row = await self.db.fetch_one(
-            f"SELECT {_COLUMNS.names} FROM connectors WHERE name=?", (name,)
-        )
-        return None if row is None else _COLUMNS.row(row)
+        return await _COLUMNS.find(self.db, "FROM connectors WHERE name=?", (name,))
 
     async def require(self, name: str) -> Connector:
         found = await self.get(name)
@@ -287,15 +284,13 @@ class ConnectorStore:
 
     async def note_failure(self, name: str, error: str | None, stderr: str | None) -> None:
         """The last error of a running instance (status unchanged: install state)."""
-        await self.db.call(
-            lambda c: c.execute(
-                "UPDATE connectors SET last_error=?, last_stderr=?, updated_at=? WHERE name=?",
-                (error, stderr, now_iso(), name),
-            )
+        await self.db.execute(
+            "UPDATE connectors SET last_error=?, last_stderr=?, updated_at=? WHERE name=?",
+            (error, stderr, now_iso(), name),
         )
 
     async def remove(self, name: str) -> None:
-        await self.db.call(lambda c: c.execute("DELETE FROM connectors WHERE name=?", (name,)))
+        await self.db.execute("DELETE FROM connectors WHERE name=?", (name,))
 
     # -- grants and activations --------------------------------------------------------
 
@@ -318,12 +313,10 @@ class ConnectorStore:
         await self.db.transaction(q)
 
     async def grants(self, user_id: str) -> set[str]:
-        sql = "SELECT connector FROM connector_grants WHERE user_id=?"
-        return set(await first_column(self.db, sql, (user_id,)))
+        return await self._connectors_of("connector_grants", user_id)
 
     async def grantees(self, name: str) -> list[str]:
-        sql = "SELECT user_id FROM connector_grants WHERE connector=? ORDER BY user_id"
-        return await first_column(self.db, sql, (name,))
+        return await self._members_of("connector_grants", name)
 
     async def grant(self, name: str, user_id: str) -> None:
         def q(c: apsw.Connection) -> None:
@@ -343,12 +336,10 @@ class ConnectorStore:
         await self.db.transaction(q)
 
     async def activations(self, user_id: str) -> set[str]:
-        sql = "SELECT connector FROM connector_activations WHERE user_id=?"
-        return set(await first_column(self.db, sql, (user_id,)))
+        return await self._connectors_of("connector_activations", user_id)
 
     async def active_users(self, name: str) -> list[str]:
-        sql = "SELECT user_id FROM connector_activations WHERE connector=?"
-        return await first_column(self.db, sql, (name,))
+        return await self._members_of("connector_activations", name)
 
     async def set_active(self, name: str, user_id: str, active: bool) -> None:
         def q(c: apsw.Connection) -> None:
@@ -358,6 +349,14 @@ class ConnectorStore:
                 _unlink(c, "connector_activations", name, user_id)
 
         await self.db.transaction(q)
+
+    async def _connectors_of(self, table: _Links, user_id: str) -> set[str]:
+        sql = f"SELECT connector FROM {table} WHERE user_id=?"
+        return set(await first_column(self.db, sql, (user_id,)))
+
+    async def _members_of(self, table: _Links, name: str) -> list[str]:
+        sql = f"SELECT user_id FROM {table} WHERE connector=? ORDER BY user_id"
+        return await first_column(self.db, sql, (name,))
 
 
 # The two tables that tie a member to a connector (both keyed connector, user_id).
@@ -438,12 +437,8 @@ class SecretStore:
 
     async def delete(self, connector: str, name: str | None = None) -> None:
         if name is None:
-            await self.db.call(
-                lambda c: c.execute("DELETE FROM connector_secrets WHERE connector=?", (connector,))
-            )
+            await self.db.execute("DELETE FROM connector_secrets WHERE connector=?", (connector,))
         else:
-            await self.db.call(
-                lambda c: c.execute(
-                    "DELETE FROM connector_secrets WHERE connector=? AND name=?", (connector, name)
-                )
+            await self.db.execute(
+                "DELETE FROM connector_secrets WHERE connector=? AND name=?", (connector, name)
             )

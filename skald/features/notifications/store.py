@@ -20,7 +20,7 @@ import msgspec
 
 from skald.errors import InvalidInputError
 from skald.store.columns import Col, Columns
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database, changed, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
 
@@ -323,26 +323,14 @@ class NotificationStore:
         return [_DEVICE.row(r) for r in rows]
 
     async def set_device_enabled(self, device_id: str, enabled: bool) -> bool:
-        def q(c: apsw.Connection) -> bool:
-            c.execute(
-                "UPDATE push_subscriptions SET enabled=? WHERE id=?", (int(enabled), device_id)
-            )
-            return c.changes() > 0
-
-        return await self.db.transaction(q)
+        sql = "UPDATE push_subscriptions SET enabled=? WHERE id=?"
+        return await self.db.transaction(lambda c: changed(c, sql, (int(enabled), device_id)))
 
     async def remove_device(self, device_id: str) -> bool:
-        def q(c: apsw.Connection) -> bool:
-            c.execute("DELETE FROM push_subscriptions WHERE id=?", (device_id,))
-            return c.changes() > 0
-
-        return await self.db.transaction(q)
+        sql = "DELETE FROM push_subscriptions WHERE id=?"
+        return await self.db.transaction(lambda c: changed(c, sql, (device_id,)))
 
     async def remove_endpoint(self, endpoint: str) -> bool:
         """The push service said the subscription is gone (404/410)."""
-
-        def q(c: apsw.Connection) -> bool:
-            c.execute("DELETE FROM push_subscriptions WHERE endpoint=?", (endpoint,))
-            return c.changes() > 0
-
-        return await self.db.transaction(q)
+        sql = "DELETE FROM push_subscriptions WHERE endpoint=?"
+        return await self.db.transaction(lambda c: changed(c, sql, (endpoint,)))

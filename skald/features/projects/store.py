@@ -314,9 +314,7 @@ class Projects:
         return self._get(project.owner, project.slug)
 
     async def set_member(self, project: Project, username: str, access: Access) -> Project:
-        user = await self.server.db.call(
-            lambda c: c.execute("SELECT id FROM users WHERE username=?", (username,)).fetchone()
-        )
+        user = await self.server.db.fetch_one("SELECT id FROM users WHERE username=?", (username,))
         if user is None:
             raise NotFoundError(f"no member named {username!r}")
         if user[0] == project.owner:

@@ -81,12 +81,12 @@ class RequestLog:
     async def mine(self, user_id: str, before: int | None, limit: int) -> list[RequestItem]:
         sql = f"{_SELECT} WHERE r.user_id = ? AND r.id < ? ORDER BY r.id DESC LIMIT ?"
         params = (user_id, before if before is not None else 2**62, limit)
-        rows = await self.db.call(lambda c: c.execute(sql, params).fetchall())
+        rows = await self.db.fetch_all(sql, params)
         return [_item(r) for r in rows]
 
     async def one(self, user_id: str, request_id: int) -> RequestItem:
         sql = f"{_SELECT} WHERE r.id = ? AND r.user_id = ?"
-        row = await self.db.call(lambda c: c.execute(sql, (request_id, user_id)).fetchone())
+        row = await self.db.fetch_one(sql, (request_id, user_id))
         if row is None:
             raise NotFoundError("no such request")
         return _item(row)
@@ -100,11 +100,11 @@ class RequestLog:
             "LEFT JOIN llm_providers p ON p.id = m.provider_id WHERE r.at >= ? GROUP BY 1 "
             "ORDER BY 2 DESC"
         )
-        rows = await self.db.call(lambda c: c.execute(sql, (since,)).fetchall())
+        rows = await self.db.fetch_all(sql, (since,))
         return [
             ProviderCount(
                 provider=str(r[0]),
-                requests=int(r[1]),  # type: ignore[arg-type]
+                requests=int(r[1]),
                 failures=int(r[2] or 0),
                 last_failure_at=None if r[3] is None else float(r[3]),
             )

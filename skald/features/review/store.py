@@ -13,11 +13,10 @@ message written during the model's answer falls after the window and is in the n
 
 from __future__ import annotations
 
-import apsw
 import msgspec
 
 from skald.store.columns import Columns
-from skald.store.database import Database
+from skald.store.database import Database, changed
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
 
@@ -70,37 +69,30 @@ class ReviewStore:
         )
 
     async def advance(self, subject_id: str, through: str) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT INTO review_coverage(subject_id, covered_through, updated_at) "
-                "VALUES (?, ?, ?) ON CONFLICT(subject_id) DO UPDATE SET covered_through = "
-                "MAX(review_coverage.covered_through, excluded.covered_through), "
-                "updated_at = excluded.updated_at",
-                (subject_id, through, now_iso()),
-            )
+        await self.db.execute(
+            "INSERT INTO review_coverage(subject_id, covered_through, updated_at) "
+            "VALUES (?, ?, ?) ON CONFLICT(subject_id) DO UPDATE SET covered_through = "
+            "MAX(review_coverage.covered_through, excluded.covered_through), "
+            "updated_at = excluded.updated_at",
+            (subject_id, through, now_iso()),
         )
 
     async def clear(self, subject_id: str) -> bool:
-        def q(c: apsw.Connection) -> bool:
-            c.execute("DELETE FROM review_coverage WHERE subject_id=?", (subject_id,))
-            return c.changes() > 0
-
-        return await self.db.call(q)
+        sql = "DELETE FROM review_coverage WHERE subject_id=?"
+        return await self.db.call(lambda c: changed(c, sql, (subject_id,)))
 
     async def audit(self, line: AuditLine) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT INTO review_audit(subject_id, reader_id, window_start, window_end, "
-                "messages, at) VALUES (?,?,?,?,?,?)",
-                (
-                    line.subject_id,
-                    line.reader_id,
-                    line.window_start,
-                    line.window_end,
-                    line.messages,
-                    line.at,
-                ),
-            )
+        await self.db.execute(
+            "INSERT INTO review_audit(subject_id, reader_id, window_start, window_end, "
+            "messages, at) VALUES (?,?,?,?,?,?)",
+            (
+                line.subject_id,
+                line.reader_id,
+                line.window_start,
+                line.window_end,
+                line.messages,
+                line.at,
+            ),
         )
 
     async def audit_lines(self, subject_id: str | None = None, limit: int = 100) -> list[AuditLine]:

@@ -27,7 +27,7 @@ import msgspec
 
 from skald.errors import ConflictError, InvalidInputError
 from skald.store.conversations import insert_conversation
-from skald.store.database import Database, fetch_all, fetch_one
+from skald.store.database import Database, changed, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 
 __all__ = [
@@ -343,11 +343,10 @@ class ScheduleStore:
 
     async def counts(self) -> tuple[int, int]:
         """(jobs, active jobs)."""
-        row = await self.db.fetch_one(
+        jobs, active = await self.db.fetch_ints(
             "SELECT count(*), coalesce(sum(state='active'), 0) FROM schedule_jobs"
         )
-        assert row is not None
-        return int(row[0]), int(row[1])
+        return jobs, active
 
     async def update(
         self, job_id: str, *, active_limit: int | None = None, **fields: object
@@ -379,11 +378,8 @@ class ScheduleStore:
         return None if row is None else _job(row)
 
     async def delete(self, job_id: str) -> bool:
-        def step(c: apsw.Connection) -> bool:
-            c.execute("DELETE FROM schedule_jobs WHERE id=?", (job_id,))
-            return c.changes() > 0
-
-        return await self.db.call(step)
+        sql = "DELETE FROM schedule_jobs WHERE id=?"
+        return await self.db.call(lambda c: changed(c, sql, (job_id,)))
 
     async def due(self, now: datetime) -> list[Job]:
         rows = await self.db.fetch_all(
@@ -602,11 +598,9 @@ class TaskStore:
 
     async def add(self, task: Task) -> None:
         values = tuple(msgspec.structs.astuple(task))
-        await self.db.call(
-            lambda c: c.execute(
-                f"INSERT INTO schedule_tasks({_TASK_COLS}) VALUES ({','.join('?' * len(values))})",
-                values,
-            )
+        await self.db.execute(
+            f"INSERT INTO schedule_tasks({_TASK_COLS}) VALUES ({','.join('?' * len(values))})",
+            values,
         )
 
     async def get(self, task_id: str) -> Task | None:
@@ -654,9 +648,7 @@ class TaskStore:
         return await self.db.transaction(step)
 
     async def relayed(self, task_id: str) -> None:
-        await self.db.call(
-            lambda c: c.execute("UPDATE schedule_tasks SET relayed=1 WHERE id=?", (task_id,))
-        )
+        await self.db.execute("UPDATE schedule_tasks SET relayed=1 WHERE id=?", (task_id,))
 
     async def left_over(self) -> tuple[list[Task], list[Task]]:
         """(tasks a crash left queued or running, ended tasks never relayed)."""
@@ -720,13 +712,11 @@ def _prune_tasks(c: apsw.Connection, keep: int) -> None:
 
 async def put_counts(registry_db: Database, user_id: str, jobs: int, active: int) -> None:
     stamp = iso(datetime.now(UTC))
-    await registry_db.call(
-        lambda c: c.execute(
-            "INSERT INTO schedule_counts(user_id, jobs, active, updated_at) VALUES (?,?,?,?) "
-            "ON CONFLICT(user_id) DO UPDATE SET jobs=excluded.jobs, active=excluded.active, "
-            "updated_at=excluded.updated_at",
-            (user_id, jobs, active, stamp),
-        )
+    await registry_db.execute(
+        "INSERT INTO schedule_counts(user_id, jobs, active, updated_at) VALUES (?,?,?,?) "
+        "ON CONFLICT(user_id) DO UPDATE SET jobs=excluded.jobs, active=excluded.active, "
+        "updated_at=excluded.updated_at",
+        (user_id, jobs, active, stamp),
     )
 
 
@@ -745,14 +735,10 @@ async def get_min_interval(registry_db: Database, user_id: str) -> int | None:
 async def set_min_interval(registry_db: Database, user_id: str, seconds: int | None) -> None:
     """An admin's override of the shortest interval for one member (None: the default)."""
     if seconds is None:
-        await registry_db.call(
-            lambda c: c.execute("DELETE FROM schedule_limits WHERE user_id=?", (user_id,))
-        )
+        await registry_db.execute("DELETE FROM schedule_limits WHERE user_id=?", (user_id,))
         return
-    await registry_db.call(
-        lambda c: c.execute(
-            "INSERT INTO schedule_limits(user_id, min_interval_s) VALUES (?,?) "
-            "ON CONFLICT(user_id) DO UPDATE SET min_interval_s=excluded.min_interval_s",
-            (user_id, seconds),
-        )
+    await registry_db.execute(
+        "INSERT INTO schedule_limits(user_id, min_interval_s) VALUES (?,?) "
+        "ON CONFLICT(user_id) DO UPDATE SET min_interval_s=excluded.min_interval_s",
+        (user_id, seconds),
     )

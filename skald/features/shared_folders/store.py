@@ -362,8 +362,8 @@ class SharedFolders:
         move: tuple[str, bool] | None = None,
     ) -> None:
         async with self._lock:
-            if not await self.server.db.call(
-                lambda c: c.execute("SELECT 1 FROM shared_folders WHERE slug=?", (slug,)).fetchone()
+            if not await self.server.db.fetch_one(
+                "SELECT 1 FROM shared_folders WHERE slug=?", (slug,)
             ):
                 raise NotFoundError(f"no shared folder {slug!r}")
             if move is not None:

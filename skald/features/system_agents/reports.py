@@ -293,7 +293,7 @@ class Reports:
         else:
             sql = "UPDATE report_accepts SET conversation_id=? WHERE report_id=? AND n=?"
             args = (conversation_id, report_id, n)  # type: ignore[assignment]
-        await self.db.call(lambda c: c.execute(sql, args))
+        await self.db.execute(sql, args)
 
     async def audience_of(
         self, report: NewReport, owner_id: str, readers: Callable[[], Awaitable[list[Reader]]]

@@ -133,34 +133,28 @@ class RunLog:
         )
 
     async def mark_attempt(self, agent_id: str, at: str) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT INTO system_agent_state(agent_id, last_attempt_at) VALUES (?, ?) "
-                "ON CONFLICT(agent_id) DO UPDATE SET last_attempt_at=excluded.last_attempt_at",
-                (agent_id, at),
-            )
+        await self.db.execute(
+            "INSERT INTO system_agent_state(agent_id, last_attempt_at) VALUES (?, ?) "
+            "ON CONFLICT(agent_id) DO UPDATE SET last_attempt_at=excluded.last_attempt_at",
+            (agent_id, at),
         )
 
     async def open(self, agent_id: str, at: str) -> str:
         run_id = secrets.token_hex(8)
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT INTO system_agent_runs(id, agent_id, status, started_at) "
-                "VALUES (?, ?, 'running', ?)",
-                (run_id, agent_id, at),
-            )
+        await self.db.execute(
+            "INSERT INTO system_agent_runs(id, agent_id, status, started_at) "
+            "VALUES (?, ?, 'running', ?)",
+            (run_id, agent_id, at),
         )
         return run_id
 
     async def close(
         self, run_id: str, status: str, at: str, ms: int, stats: dict[str, int], error: str | None
     ) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "UPDATE system_agent_runs SET status=?, ended_at=?, duration_ms=?, stats=?, "
-                "error=? WHERE id=? AND status='running'",
-                (status, at, ms, json.dumps(stats), error, run_id),
-            )
+        await self.db.execute(
+            "UPDATE system_agent_runs SET status=?, ended_at=?, duration_ms=?, stats=?, "
+            "error=? WHERE id=? AND status='running'",
+            (status, at, ms, json.dumps(stats), error, run_id),
         )
 
     async def sweep(self, at: str) -> list[str]:
@@ -237,13 +231,11 @@ class Settings:
         return await self.db.call(q)
 
     async def put(self, agent_id: str, enabled: bool, interval_s: int) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT INTO system_agent_settings(agent_id, enabled, interval_s) VALUES (?,?,?) "
-                "ON CONFLICT(agent_id) DO UPDATE SET enabled=excluded.enabled, "
-                "interval_s=excluded.interval_s",
-                (agent_id, int(enabled), interval_s),
-            )
+        await self.db.execute(
+            "INSERT INTO system_agent_settings(agent_id, enabled, interval_s) VALUES (?,?,?) "
+            "ON CONFLICT(agent_id) DO UPDATE SET enabled=excluded.enabled, "
+            "interval_s=excluded.interval_s",
+            (agent_id, int(enabled), interval_s),
         )
 
     async def override(self, agent_id: str, user_id: str, interval_s: int | None) -> None:
@@ -260,18 +252,16 @@ class Settings:
                 "ON CONFLICT(agent_id, user_id) DO UPDATE SET interval_s=excluded.interval_s",
                 (agent_id, user_id, interval_s),
             )
-        await self.db.call(lambda c: c.execute(sql, args))
+        await self.db.execute(sql, args)
 
     async def record(self, agent_id: str, user_id: str, status: str, at: str) -> None:
         failed = int(status == "failed")
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT INTO system_agent_health(agent_id, user_id, runs, failures, last_status, "
-                "last_run_at) VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(agent_id, user_id) DO UPDATE "
-                "SET runs=runs+1, failures=failures+excluded.failures, "
-                "last_status=excluded.last_status, last_run_at=excluded.last_run_at",
-                (agent_id, user_id, failed, status, at),
-            )
+        await self.db.execute(
+            "INSERT INTO system_agent_health(agent_id, user_id, runs, failures, last_status, "
+            "last_run_at) VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(agent_id, user_id) DO UPDATE "
+            "SET runs=runs+1, failures=failures+excluded.failures, "
+            "last_status=excluded.last_status, last_run_at=excluded.last_run_at",
+            (agent_id, user_id, failed, status, at),
         )
 
     async def health(self) -> list[Health]:

@@ -23,6 +23,7 @@ from typing import Any
 import apsw
 import msgspec
 
+from skald.store.columns import Columns
 from skald.store.database import Database
 from skald.store.migrations import Feature, Migration
 
@@ -111,9 +112,8 @@ class Pending:
     reply_message_id: int | None  # the answer's message, once its first words went out
 
 
-def _link(row: Any) -> Link:
-    home = row[3]
-    return Link(int(row[0]), str(row[1]), float(row[2]), None if home is None else int(home))
+# The column types (INTEGER, TEXT, REAL) give each field its Python type.
+_LINK = Columns(Link, "tg_user_id", "user_id", "linked_at", "home_chat_id")
 
 
 def new_code() -> str:
@@ -173,9 +173,7 @@ class TelegramStore:
         await self.db.transaction(write)
 
     async def set_bot_username(self, name: str) -> None:
-        await self.db.call(
-            lambda c: c.execute("UPDATE telegram_settings SET bot_username=? WHERE id=1", (name,))
-        )
+        await self.db.execute("UPDATE telegram_settings SET bot_username=? WHERE id=1", (name,))
 
     # -- the inbox ----------------------------------------------------------------------
 
@@ -199,11 +197,9 @@ class TelegramStore:
         await self.db.transaction(write)
 
     async def pending(self) -> list[Pending]:
-        rows: list[Any] = await self.db.call(
-            lambda c: c.execute(
-                "SELECT update_id, payload, state, conversation_id, base_seq, reply_message_id "
-                "FROM telegram_updates ORDER BY update_id"
-            ).fetchall()
+        rows: list[Any] = await self.db.fetch_all(
+            "SELECT update_id, payload, state, conversation_id, base_seq, reply_message_id "
+            "FROM telegram_updates ORDER BY update_id"
         )
         return [
             Pending(
@@ -219,26 +215,20 @@ class TelegramStore:
 
     async def replying_in(self, update_id: int, message_id: int) -> None:
         """The answer to this update is being written into that Telegram message."""
-        await self.db.call(
-            lambda c: c.execute(
-                "UPDATE telegram_updates SET reply_message_id=? WHERE update_id=?",
-                (message_id, update_id),
-            )
+        await self.db.execute(
+            "UPDATE telegram_updates SET reply_message_id=? WHERE update_id=?",
+            (message_id, update_id),
         )
 
     async def mark_sent(self, update_id: int, conversation_id: str, base_seq: int) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "UPDATE telegram_updates SET state='sent', conversation_id=?, base_seq=? "
-                "WHERE update_id=?",
-                (conversation_id, base_seq, update_id),
-            )
+        await self.db.execute(
+            "UPDATE telegram_updates SET state='sent', conversation_id=?, base_seq=? "
+            "WHERE update_id=?",
+            (conversation_id, base_seq, update_id),
         )
 
     async def done(self, update_id: int) -> None:
-        await self.db.call(
-            lambda c: c.execute("DELETE FROM telegram_updates WHERE update_id=?", (update_id,))
-        )
+        await self.db.execute("DELETE FROM telegram_updates WHERE update_id=?", (update_id,))
 
     # -- pairing ------------------------------------------------------------------------
 
@@ -327,24 +317,11 @@ class TelegramStore:
         return await self.db.transaction(write)
 
     async def link(self, tg_user_id: int) -> Link | None:
-        row = await self.db.call(
-            lambda c: c.execute(
-                "SELECT tg_user_id, user_id, linked_at, home_chat_id FROM telegram_links "
-                "WHERE tg_user_id=?",
-                (tg_user_id,),
-            ).fetchone()
-        )
-        return None if row is None else _link(row)
+        return await _LINK.find(self.db, "FROM telegram_links WHERE tg_user_id=?", (tg_user_id,))
 
     async def links_of(self, user_id: str) -> list[Link]:
-        rows = await self.db.call(
-            lambda c: c.execute(
-                "SELECT tg_user_id, user_id, linked_at, home_chat_id FROM telegram_links "
-                "WHERE user_id=? ORDER BY linked_at",
-                (user_id,),
-            ).fetchall()
-        )
-        return [_link(r) for r in rows]
+        rest = "FROM telegram_links WHERE user_id=? ORDER BY linked_at"
+        return await _LINK.many(self.db, rest, (user_id,))
 
     async def unlink(self, *, tg_user_id: int | None = None, user_id: str | None = None) -> int:
         def write(c: apsw.Connection) -> int:
@@ -363,10 +340,8 @@ class TelegramStore:
         return await self.db.transaction(write)
 
     async def set_home(self, tg_user_id: int, chat_id: int) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "UPDATE telegram_links SET home_chat_id=? WHERE tg_user_id=?", (chat_id, tg_user_id)
-            )
+        await self.db.execute(
+            "UPDATE telegram_links SET home_chat_id=? WHERE tg_user_id=?", (chat_id, tg_user_id)
         )
 
     async def home_of(self, user_id: str) -> int | None:
@@ -386,22 +361,18 @@ class TelegramStore:
         )
 
     async def set_conversation(self, chat_id: int, tg_user_id: int, conversation_id: str) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT OR REPLACE INTO telegram_chats(chat_id, tg_user_id, conversation_id) "
-                "VALUES (?, ?, ?)",
-                (chat_id, tg_user_id, conversation_id),
-            )
+        await self.db.execute(
+            "INSERT OR REPLACE INTO telegram_chats(chat_id, tg_user_id, conversation_id) "
+            "VALUES (?, ?, ?)",
+            (chat_id, tg_user_id, conversation_id),
         )
 
     async def chat_of(self, user_id: str, conversation_id: str) -> int | None:
         """The chat a conversation is carried on (one of this member's links), if any."""
-        row = await self.db.call(
-            lambda c: c.execute(
-                "SELECT k.chat_id FROM telegram_chats k JOIN telegram_links l "
-                "ON l.tg_user_id = k.tg_user_id WHERE k.conversation_id=? AND l.user_id=?",
-                (conversation_id, user_id),
-            ).fetchone()
+        row = await self.db.fetch_one(
+            "SELECT k.chat_id FROM telegram_chats k JOIN telegram_links l "
+            "ON l.tg_user_id = k.tg_user_id WHERE k.conversation_id=? AND l.user_id=?",
+            (conversation_id, user_id),
         )
         return None if row is None else int(row[0])
 
@@ -425,20 +396,16 @@ class TelegramStore:
 
     async def groups(self) -> list[tuple[int, str, str, bool]]:
         """Every group the bot has seen: (chat id, title, prefix, media)."""
-        rows: list[Any] = await self.db.call(
-            lambda c: c.execute(
-                "SELECT chat_id, title, prefix, media FROM telegram_groups ORDER BY title, chat_id"
-            ).fetchall()
+        rows: list[Any] = await self.db.fetch_all(
+            "SELECT chat_id, title, prefix, media FROM telegram_groups ORDER BY title, chat_id"
         )
         return [(int(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
 
     async def set_group(self, chat_id: int, prefix: str, media: bool) -> None:
-        await self.db.call(
-            lambda c: c.execute(
-                "INSERT INTO telegram_groups(chat_id, prefix, media) VALUES (?, ?, ?) "
-                "ON CONFLICT(chat_id) DO UPDATE SET prefix=excluded.prefix, media=excluded.media",
-                (chat_id, prefix, int(media)),
-            )
+        await self.db.execute(
+            "INSERT INTO telegram_groups(chat_id, prefix, media) VALUES (?, ?, ?) "
+            "ON CONFLICT(chat_id) DO UPDATE SET prefix=excluded.prefix, media=excluded.media",
+            (chat_id, prefix, int(media)),
         )
 
     async def counts(self) -> dict[str, int]:

@@ -171,7 +171,7 @@ class UsageStore:
 
     async def all_caps(self) -> list[tuple[str, str, Caps]]:
         sql = f"SELECT scope, target, {_CAP_COLS} FROM usage_caps ORDER BY scope, target"
-        rows = await self.db.call(lambda c: c.execute(sql).fetchall())
+        rows = await self.db.fetch_all(sql)
         return [(r[0], r[1], _caps(r[2:])) for r in rows]  # type: ignore[misc]
 
     async def set_caps(self, scope: str, target: str, caps: Caps | None) -> None:
@@ -179,7 +179,7 @@ class UsageStore:
         now = datetime.now(UTC).isoformat()
         if caps is None:
             sql = "DELETE FROM usage_caps WHERE scope=? AND target=?"
-            await self.db.call(lambda c: c.execute(sql, (scope, target)))
+            await self.db.execute(sql, (scope, target))
             return
         values = msgspec.structs.astuple(caps)
         upsert = (
@@ -188,7 +188,7 @@ class UsageStore:
             + ", ".join(f"{n}=excluded.{n}" for n in _CAP_COLS.split(", "))
             + ", updated_at=excluded.updated_at"
         )
-        await self.db.call(lambda c: c.execute(upsert, (scope, target, *values, now)))
+        await self.db.execute(upsert, (scope, target, *values, now))
 
     async def resolve(self, user_id: str, role: str) -> tuple[Caps | None, bool]:
         """The caps that apply and whether they are the member's own."""
@@ -281,8 +281,8 @@ class UsageStore:
             "GROUP BY u.user_id, u.model_id, b.i"
         )
         params = (bounds,) if user_id is None else (bounds, user_id)
-        rows = await self.db.call(lambda c: c.execute(sql, params).fetchall())
+        rows = await self.db.fetch_all(sql, params)
         return [
-            (str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]))  # type: ignore[arg-type]
+            (str(r[0]), str(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5]), float(r[6]))
             for r in rows
         ]
