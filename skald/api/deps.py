@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from litestar import Request, Response, Router, WebSocket
@@ -58,11 +59,17 @@ def requires(*capabilities: Capability) -> Guard:
     return Requires(capabilities)
 
 
-def group(*handlers: BaseRouteHandler, **layer: Any) -> Router:
-    """Route handlers that share a layer (`dependencies`, `opt`, `guards`) as one Litestar
-    `Router` at "/": their paths stay whole (`create_app` documents their errors with
-    every other route's). Guards that a capability walk must see stay on the handlers
-    (`Requires` is read from `handler.guards`)."""
+def group(*handlers: BaseRouteHandler, guards: Sequence[Guard] = (), **layer: Any) -> Router:
+    """Route handlers that share a layer (`dependencies`, `opt`) as one Litestar `Router`
+    at "/": their paths stay whole (`create_app` documents their errors with every other
+    route's). `guards`: what guards every handler of the group, declared once.
+
+    Trap: `guards` go on each handler, before its own, not on the Router's layer: the
+    capability walk (tests/test_capabilities.py) and the errors the OpenAPI document
+    lists (skald/api/openapi.py) read `handler.guards`, which holds no layer's guards.
+    A request runs them in the same order either way (a layer's come first)."""
+    for handler in handlers:
+        handler.guards = [*guards, *(handler.guards or ())]
     return Router("/", route_handlers=list(handlers), **layer)
 
 

@@ -15,7 +15,7 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AuthRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.api.schemas import UserCreated, UserCreateIn, UserPatch
 from skald.core.accounts import AccountService
@@ -23,15 +23,16 @@ from skald.core.users import ADMIN_USERS as ADMIN_USERS_CAP
 from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.rows import User
 
+# Every route's guard: the group in ROUTES gives it.
 ADMIN_USERS = [requires(ADMIN_USERS_CAP)]
 
 
-@get("/api/users", guards=ADMIN_USERS)
+@get("/api/users")
 async def list_users(server: NamedDependency[Server]) -> list[User]:
     return await server.state(AccountService).registry.list_users()
 
 
-@post("/api/users", guards=ADMIN_USERS, status_code=201, responses=errors(409))
+@post("/api/users", status_code=201, responses=errors(409))
 async def create_user(
     data: JSONBody[UserCreateIn], request: AuthRequest, server: NamedDependency[Server]
 ) -> UserCreated:
@@ -47,12 +48,12 @@ async def create_user(
     return UserCreated(user=created.user, recovery_code=created.recovery_code)
 
 
-@get("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404))
+@get("/api/users/{user_id:str}", responses=errors(404))
 async def get_user(user_id: FromPath[str], server: NamedDependency[Server]) -> User:
     return await server.state(AccountService).get(user_id)
 
 
-@patch("/api/users/{user_id:str}", guards=ADMIN_USERS, responses=errors(404, 409))
+@patch("/api/users/{user_id:str}", responses=errors(404, 409))
 async def patch_user(
     user_id: FromPath[str],
     data: JSONBody[UserPatch],
@@ -70,21 +71,14 @@ async def patch_user(
     )
 
 
-@post(
-    "/api/users/{user_id:str}/deactivate",
-    guards=ADMIN_USERS,
-    status_code=200,
-    responses=errors(404, 409),
-)
+@post("/api/users/{user_id:str}/deactivate", status_code=200, responses=errors(404, 409))
 async def deactivate_user(
     user_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> User:
     return await server.state(AccountService).deactivate(user_id, actor=request.user.user)
 
 
-@post(
-    "/api/users/{user_id:str}/activate", guards=ADMIN_USERS, status_code=200, responses=errors(404)
-)
+@post("/api/users/{user_id:str}/activate", status_code=200, responses=errors(404))
 async def activate_user(
     user_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> User:
@@ -105,7 +99,6 @@ LEFT_SHOWN = 100
 
 @delete(
     "/api/users/{user_id:str}",
-    guards=ADMIN_USERS,
     # 204 when all is gone; 200 with what is left when part of the home could not be
     # removed (files root made in the sandbox). Litestar wants the body's status here.
     status_code=200,
@@ -134,11 +127,14 @@ async def delete_user(
 
 
 ROUTES = [
-    list_users,
-    create_user,
-    get_user,
-    patch_user,
-    deactivate_user,
-    activate_user,
-    delete_user,
+    group(
+        list_users,
+        create_user,
+        get_user,
+        patch_user,
+        deactivate_user,
+        activate_user,
+        delete_user,
+        guards=ADMIN_USERS,
+    )
 ]

@@ -15,7 +15,7 @@ from litestar import delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import requires
+from skald.api.deps import group, requires
 from skald.api.openapi import errors
 from skald.approvals.rules import (
     Action,
@@ -32,6 +32,7 @@ from skald.permissions import ADMIN_ROLES
 from skald.plugins.facade import Member, Server  # Litestar reads the annotations
 from skald.store.registry import Registry, SecurityGroup
 
+# Every route's guard: the group in ROUTES gives it.
 ADMIN = [requires(ADMIN_ROLES)]
 GroupName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 Pattern = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
@@ -111,12 +112,12 @@ def _check(rule: Rule) -> Rule:
     return rule
 
 
-@get("/api/approvals/rules", guards=ADMIN)
+@get("/api/approvals/rules")
 async def list_rules(server: NamedDependency[Server]) -> list[RuleOut]:
     return [_out(r) for r in await _registry(server).approval_rules()]
 
 
-@post("/api/approvals/rules", guards=ADMIN, status_code=201, responses=errors(400))
+@post("/api/approvals/rules", status_code=201, responses=errors(400))
 async def create_rule(data: JSONBody[RuleIn], server: NamedDependency[Server]) -> RuleOut:
     rule = Rule(
         0, data.group, data.tool_pattern, data.path_pattern, data.action, data.priority,
@@ -131,7 +132,7 @@ def _rule_id(raw: str) -> int:
     return int(raw)
 
 
-@patch("/api/approvals/rules/{rule_id:str}", guards=ADMIN, responses=errors(400, 404))
+@patch("/api/approvals/rules/{rule_id:str}", responses=errors(400, 404))
 async def patch_rule(
     rule_id: FromPath[str], data: JSONBody[RulePatch], server: NamedDependency[Server]
 ) -> RuleOut:
@@ -150,17 +151,17 @@ async def patch_rule(
     return _out(await _registry(server).save_rule(_check(rule), create=False))
 
 
-@delete("/api/approvals/rules/{rule_id:str}", guards=ADMIN, status_code=204, responses=errors(404))
+@delete("/api/approvals/rules/{rule_id:str}", status_code=204, responses=errors(404))
 async def delete_rule(rule_id: FromPath[str], server: NamedDependency[Server]) -> None:
     await _registry(server).delete_rule(_rule_id(rule_id))
 
 
-@get("/api/approvals/groups", guards=ADMIN)
+@get("/api/approvals/groups")
 async def list_groups(server: NamedDependency[Server]) -> list[SecurityGroup]:
     return await _registry(server).security_groups()
 
 
-@post("/api/approvals/groups", guards=ADMIN, status_code=201, responses=errors(409))
+@post("/api/approvals/groups", status_code=201, responses=errors(409))
 async def create_group(data: JSONBody[GroupIn], server: NamedDependency[Server]) -> SecurityGroup:
     group = SecurityGroup(
         name=data.name, display_name=data.display_name, description=data.description
@@ -169,7 +170,7 @@ async def create_group(data: JSONBody[GroupIn], server: NamedDependency[Server])
     return group
 
 
-@patch("/api/approvals/groups/{name:str}", guards=ADMIN, responses=errors(404))
+@patch("/api/approvals/groups/{name:str}", responses=errors(404))
 async def patch_group(
     name: FromPath[str], data: JSONBody[GroupPatch], server: NamedDependency[Server]
 ) -> SecurityGroup:
@@ -185,14 +186,12 @@ async def patch_group(
     return group
 
 
-@delete(
-    "/api/approvals/groups/{name:str}", guards=ADMIN, status_code=204, responses=errors(404, 409)
-)
+@delete("/api/approvals/groups/{name:str}", status_code=204, responses=errors(404, 409))
 async def delete_group(name: FromPath[str], server: NamedDependency[Server]) -> None:
     await _registry(server).delete_group(name)
 
 
-@post("/api/approvals/test", guards=ADMIN, status_code=200)
+@post("/api/approvals/test", status_code=200)
 async def test_rules(
     data: JSONBody[TestIn], server: NamedDependency[Server], member: NamedDependency[Member]
 ) -> TestOut:
@@ -210,13 +209,16 @@ async def test_rules(
 
 
 ROUTES = [
-    list_rules,
-    create_rule,
-    patch_rule,
-    delete_rule,
-    list_groups,
-    create_group,
-    patch_group,
-    delete_group,
-    test_rules,
+    group(
+        list_rules,
+        create_rule,
+        patch_rule,
+        delete_rule,
+        list_groups,
+        create_group,
+        patch_group,
+        delete_group,
+        test_rules,
+        guards=ADMIN,
+    )
 ]

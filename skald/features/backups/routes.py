@@ -14,7 +14,7 @@ from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AnyRequest, group, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
@@ -33,6 +33,7 @@ from skald.features.backups.scheduler import (
 from skald.permissions import ADMIN_SYSTEM
 from skald.plugins.facade import Server  # Litestar reads the annotations
 
+# Every route's guard: the group in ROUTES gives it.
 GUARD = [requires(ADMIN_SYSTEM)]
 
 
@@ -136,39 +137,34 @@ def _ask_restore(server: Server, name: str, by: str) -> None:
     write_request(layout, path, by)
 
 
-@get("/api/backups", guards=GUARD)
+@get("/api/backups")
 async def backups_view(server: NamedDependency[Server]) -> BackupsView:
     return await asyncio.to_thread(_view, server)
 
 
-@put("/api/backups/settings", guards=GUARD, responses=errors(400))
+@put("/api/backups/settings", responses=errors(400))
 async def put_settings(
     data: JSONBody[BackupSettings], server: NamedDependency[Server]
 ) -> BackupSettings:
     return await asyncio.to_thread(save_settings, server.layout, data)
 
 
-@post("/api/backups/run", guards=GUARD, status_code=200)
+@post("/api/backups/run", status_code=200)
 async def backup_now(server: NamedDependency[Server]) -> RunResult:
     return await server.state(BackupScheduler).backup_now()
 
 
-@post("/api/backups/drill", guards=GUARD, status_code=200)
+@post("/api/backups/drill", status_code=200)
 async def drill_now(server: NamedDependency[Server]) -> DrillResult:
     return await server.state(BackupScheduler).drill_now()
 
 
-@get("/api/backups/archives/{name:str}", guards=GUARD, responses=errors(400, 404))
+@get("/api/backups/archives/{name:str}", responses=errors(400, 404))
 async def archive_contents(name: FromPath[str], server: NamedDependency[Server]) -> ArchiveContents:
     return await asyncio.to_thread(_contents, server, name)
 
 
-@post(
-    "/api/backups/archives/{name:str}/restore",
-    guards=GUARD,
-    status_code=202,
-    responses=errors(400, 404, 409),
-)
+@post("/api/backups/archives/{name:str}/restore", status_code=202, responses=errors(400, 404, 409))
 async def restore_archive(
     name: FromPath[str],
     data: JSONBody[RestoreConfirm],
@@ -189,4 +185,14 @@ async def _stop(server: Server) -> None:
     server.request_stop()
 
 
-ROUTES = [backups_view, put_settings, backup_now, drill_now, archive_contents, restore_archive]
+ROUTES = [
+    group(
+        backups_view,
+        put_settings,
+        backup_now,
+        drill_now,
+        archive_contents,
+        restore_archive,
+        guards=GUARD,
+    )
+]

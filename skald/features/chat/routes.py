@@ -40,6 +40,7 @@ from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.conversations import Attachment, Conversation, HistoryItem, SearchHit, ViewItem
 
 CHAT_CAP = CHAT_USE
+# Every route's guard: the group in ROUTES gives it.
 CHAT = [requires(CHAT_CAP)]
 Text = Annotated[str, msgspec.Meta(max_length=100_000)]
 Title = Annotated[str, msgspec.Meta(max_length=200)]
@@ -110,21 +111,21 @@ def _me(request: AuthRequest) -> str:
     return request.user.user.id
 
 
-@get("/api/conversations", guards=CHAT)
+@get("/api/conversations")
 async def list_conversations(
     me: NamedDependency[str], server: NamedDependency[Server]
 ) -> list[Conversation]:
     return await server.conversations.all(me)
 
 
-@post("/api/conversations", guards=CHAT, status_code=201)
+@post("/api/conversations", status_code=201)
 async def create_conversation(
     data: JSONBody[ConversationIn], me: NamedDependency[str], server: NamedDependency[Server]
 ) -> Conversation:
     return await server.conversations.create(me, data.title)
 
 
-@patch("/api/conversations/{conversation_id:str}", guards=CHAT)
+@patch("/api/conversations/{conversation_id:str}")
 async def patch_conversation(
     conversation_id: FromPath[str],
     data: JSONBody[ConversationPatch],
@@ -141,7 +142,7 @@ async def patch_conversation(
     )
 
 
-@get("/api/my/security-groups", guards=CHAT)
+@get("/api/my/security-groups")
 async def my_security_groups(
     me: NamedDependency[str], server: NamedDependency[Server]
 ) -> MySecurityGroups:
@@ -151,21 +152,21 @@ async def my_security_groups(
     )
 
 
-@get("/api/chat/commands", guards=CHAT)
+@get("/api/chat/commands")
 async def chat_commands(request: AuthRequest, server: NamedDependency[Server]) -> list[CommandInfo]:
     """The slash commands the composer recognises (the one list, kept on the server):
     the built-in ones and the features' ones the caller may run."""
     return server.conversations.commands(request.user.role)
 
 
-@get("/api/conversations/{conversation_id:str}/messages", guards=CHAT)
+@get("/api/conversations/{conversation_id:str}/messages")
 async def list_messages(
     conversation_id: FromPath[str], me: NamedDependency[str], server: NamedDependency[Server]
 ) -> list[HistoryItem]:
     return await server.conversations.history(me, conversation_id)
 
 
-@post("/api/conversations/{conversation_id:str}/messages", guards=CHAT, status_code=202)
+@post("/api/conversations/{conversation_id:str}/messages", status_code=202)
 async def send_message(
     conversation_id: FromPath[str],
     data: JSONBody[MessageIn],
@@ -190,7 +191,6 @@ async def send_message(
 
 @post(
     "/api/conversations/{conversation_id:str}/messages/{seq:int}/resend",
-    guards=CHAT,
     status_code=202,
     responses=errors(404, 409),
 )
@@ -210,7 +210,7 @@ async def resend_message(
     return Accepted(images_not_seen=out.images_not_seen, videos_not_seen=out.videos_not_seen)
 
 
-@get("/api/chat/search", guards=CHAT)
+@get("/api/chat/search")
 async def search_conversations(
     me: NamedDependency[str],
     server: NamedDependency[Server],
@@ -220,14 +220,14 @@ async def search_conversations(
     return await server.conversations.search(me, q)
 
 
-@post("/api/conversations/{conversation_id:str}/stop", guards=CHAT, status_code=204)
+@post("/api/conversations/{conversation_id:str}/stop", status_code=204)
 async def stop(
     conversation_id: FromPath[str], me: NamedDependency[str], server: NamedDependency[Server]
 ) -> None:
     await server.conversations.stop(me, conversation_id)
 
 
-@post("/api/approvals/{call_id:str}", guards=CHAT, status_code=204)
+@post("/api/approvals/{call_id:str}", status_code=204)
 async def decide(
     call_id: FromPath[str],
     data: JSONBody[ApprovalIn],
@@ -239,7 +239,6 @@ async def decide(
 
 @post(
     "/api/chat",
-    guards=CHAT,
     status_code=200,
     responses=errors(400, 404, 413, 507),
     request_max_body_size=None,  # capped while streaming (JSON 1 MiB, files the upload size)
@@ -274,7 +273,6 @@ async def chat(
 
 @post(
     "/api/chat/stream",
-    guards=CHAT,
     status_code=200,
     responses={
         200: ResponseSpec(
@@ -329,7 +327,6 @@ def _attachments_need_a_conversation(data: ChatIn) -> None:
 
 @post(
     "/api/uploads",
-    guards=CHAT,
     status_code=201,
     responses=errors(404, 413, 507),
     request_max_body_size=None,  # capped while streaming, by the configured size
@@ -365,6 +362,7 @@ ROUTES = [
         chat,
         chat_stream,
         upload,
+        guards=CHAT,
         dependencies={"me": Provide(_me, sync_to_thread=False)},
     )
 ]

@@ -15,7 +15,7 @@ from litestar import get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AuthRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.core.ask import AskUserTool
 from skald.permissions import declare
@@ -23,6 +23,7 @@ from skald.plugins.facade import Member, Server  # Litestar reads the annotation
 from skald.store.inbox import InboxItem
 
 INBOX_CAP = declare("inbox", "See and answer approval requests and questions")
+# Every route's guard: the group in ROUTES gives it.
 INBOX = [requires(INBOX_CAP)]
 
 
@@ -35,12 +36,12 @@ class AnswerIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     answer: Annotated[str, msgspec.Meta(max_length=10_000)]
 
 
-@get("/api/inbox", guards=INBOX)
+@get("/api/inbox")
 async def list_inbox(member: NamedDependency[Member]) -> list[InboxItem]:
     return await member.inbox()
 
 
-@post("/api/inbox/{item_id:str}/approve", guards=INBOX, status_code=204, responses=errors(404))
+@post("/api/inbox/{item_id:str}/approve", status_code=204, responses=errors(404))
 async def approve(
     item_id: FromPath[str],
     request: AuthRequest,
@@ -51,14 +52,14 @@ async def approve(
     await server.conversations.decide(request.user.user.id, item_id, True, bypass)
 
 
-@post("/api/inbox/{item_id:str}/reject", guards=INBOX, status_code=204, responses=errors(404))
+@post("/api/inbox/{item_id:str}/reject", status_code=204, responses=errors(404))
 async def reject(
     item_id: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
 ) -> None:
     await server.conversations.decide(request.user.user.id, item_id, False)
 
 
-@post("/api/inbox/{item_id:str}/answer", guards=INBOX, status_code=204, responses=errors(400, 404))
+@post("/api/inbox/{item_id:str}/answer", status_code=204, responses=errors(400, 404))
 async def answer(
     item_id: FromPath[str],
     data: JSONBody[AnswerIn],
@@ -67,4 +68,4 @@ async def answer(
     await member.state(AskUserTool).answer(item_id, data.answer)
 
 
-ROUTES = [list_inbox, approve, reject, answer]
+ROUTES = [group(list_inbox, approve, reject, answer, guards=INBOX)]

@@ -9,7 +9,7 @@ from litestar import delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import requires
+from skald.api.deps import group, requires
 from skald.api.openapi import errors
 from skald.core.llm_service import ADMIN_MODELS_CAP, KindInfo
 from skald.llm.discovery import ListedModel, ProviderCheck
@@ -25,6 +25,7 @@ from skald.store.llm import (
     Strength,
 )
 
+# ADMIN_MODELS: the guard of the group in ROUTES (every route but `/api/models`, CHAT's).
 ADMIN_MODELS = [requires(ADMIN_MODELS_CAP)]
 CHAT = [requires(CHAT_CAP)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
@@ -116,12 +117,12 @@ class ChatModel(msgspec.Struct, frozen=True, kw_only=True):
     capabilities: list[ModelCapability]
 
 
-@get("/api/llm/kinds", guards=ADMIN_MODELS)
+@get("/api/llm/kinds")
 async def list_kinds(server: NamedDependency[Server]) -> ProviderKinds:
     return ProviderKinds(kinds=server.llm.kinds(), details=server.llm.kind_info())
 
 
-@post("/api/llm/check", guards=ADMIN_MODELS, status_code=200, responses=errors(400))
+@post("/api/llm/check", status_code=200, responses=errors(400))
 async def check_connection(
     data: JSONBody[ConnectionIn], server: NamedDependency[Server]
 ) -> ProviderCheck:
@@ -130,12 +131,7 @@ async def check_connection(
     return await server.llm.check_new(data.kind, with_scheme(data.base_url), data.api_key)
 
 
-@post(
-    "/api/llm/providers/{provider_id:str}/test",
-    guards=ADMIN_MODELS,
-    status_code=200,
-    responses=errors(404),
-)
+@post("/api/llm/providers/{provider_id:str}/test", status_code=200, responses=errors(404))
 async def test_provider(
     provider_id: FromPath[str], data: JSONBody[ProviderTestIn], server: NamedDependency[Server]
 ) -> ProviderCheck:
@@ -143,12 +139,12 @@ async def test_provider(
     return await server.llm.check_provider(provider_id, data.model)
 
 
-@get("/api/llm/providers", guards=ADMIN_MODELS)
+@get("/api/llm/providers")
 async def list_providers(server: NamedDependency[Server]) -> list[ProviderRow]:
     return await server.llm.store.providers()
 
 
-@post("/api/llm/providers", guards=ADMIN_MODELS, status_code=201, responses=errors(409))
+@post("/api/llm/providers", status_code=201, responses=errors(409))
 async def create_provider(
     data: JSONBody[ProviderIn], server: NamedDependency[Server]
 ) -> ProviderRow:
@@ -157,7 +153,7 @@ async def create_provider(
     )
 
 
-@patch("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, responses=errors(409))
+@patch("/api/llm/providers/{provider_id:str}", responses=errors(409))
 async def patch_provider(
     provider_id: FromPath[str], data: JSONBody[ProviderPatch], server: NamedDependency[Server]
 ) -> ProviderRow:
@@ -172,7 +168,7 @@ async def patch_provider(
     )
 
 
-@get("/api/llm/providers/{provider_id:str}/models", guards=ADMIN_MODELS, responses=errors(404))
+@get("/api/llm/providers/{provider_id:str}/models", responses=errors(404))
 async def provider_models(
     provider_id: FromPath[str], server: NamedDependency[Server]
 ) -> list[ListedModel]:
@@ -180,17 +176,17 @@ async def provider_models(
     return await server.llm.provider_models(provider_id)
 
 
-@delete("/api/llm/providers/{provider_id:str}", guards=ADMIN_MODELS, status_code=204)
+@delete("/api/llm/providers/{provider_id:str}", status_code=204)
 async def delete_provider(provider_id: FromPath[str], server: NamedDependency[Server]) -> None:
     await server.llm.store.delete_provider(provider_id)
 
 
-@get("/api/llm/models", guards=ADMIN_MODELS)
+@get("/api/llm/models")
 async def list_models(server: NamedDependency[Server]) -> list[ModelRow]:
     return await server.llm.store.models()
 
 
-@post("/api/llm/models", guards=ADMIN_MODELS, status_code=201, responses=errors(404, 409))
+@post("/api/llm/models", status_code=201, responses=errors(404, 409))
 async def create_model(data: JSONBody[ModelIn], server: NamedDependency[Server]) -> ModelRow:
     return await server.llm.add_model(
         data.provider_id,
@@ -207,7 +203,7 @@ async def create_model(data: JSONBody[ModelIn], server: NamedDependency[Server])
     )
 
 
-@patch("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS, responses=errors(409))
+@patch("/api/llm/models/{model_id:str}", responses=errors(409))
 async def patch_model(
     model_id: FromPath[str], data: JSONBody[ModelPatch], server: NamedDependency[Server]
 ) -> ModelRow:
@@ -223,7 +219,7 @@ async def patch_model(
     )
 
 
-@delete("/api/llm/models/{model_id:str}", guards=ADMIN_MODELS, status_code=204)
+@delete("/api/llm/models/{model_id:str}", status_code=204)
 async def delete_model(model_id: FromPath[str], server: NamedDependency[Server]) -> None:
     await server.llm.store.delete_model(model_id)
 
@@ -238,17 +234,20 @@ async def chat_models(server: NamedDependency[Server]) -> list[ChatModel]:
 
 
 ROUTES = [
-    list_kinds,
-    check_connection,
-    test_provider,
-    list_providers,
-    create_provider,
-    patch_provider,
-    provider_models,
-    delete_provider,
-    list_models,
-    create_model,
-    patch_model,
-    delete_model,
+    group(
+        list_kinds,
+        check_connection,
+        test_provider,
+        list_providers,
+        create_provider,
+        patch_provider,
+        provider_models,
+        delete_provider,
+        list_models,
+        create_model,
+        patch_model,
+        delete_model,
+        guards=ADMIN_MODELS,
+    ),
     chat_models,
 ]

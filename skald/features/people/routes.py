@@ -18,12 +18,13 @@ from litestar import delete, get, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AuthRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.core.users import ADMIN_USERS
 from skald.plugins.facade import Server  # Litestar reads the routes' annotations
 from skald.store import people
 
+# The guard of the group in ROUTES.
 ADMIN = [requires(ADMIN_USERS)]
 
 
@@ -89,12 +90,12 @@ async def my_people(request: AuthRequest, server: NamedDependency[Server]) -> Mi
     )
 
 
-@get("/api/people/{user_id:str}/profile", guards=ADMIN, responses=errors(404))
+@get("/api/people/{user_id:str}/profile", responses=errors(404))
 async def get_profile(user_id: FromPath[str], server: NamedDependency[Server]) -> ProfileOut:
     return _profile_out(await people.profile_of(server.db, user_id, household_today(server)))
 
 
-@put("/api/people/{user_id:str}/profile", guards=ADMIN, responses=errors(400, 404))
+@put("/api/people/{user_id:str}/profile", responses=errors(400, 404))
 async def put_profile(
     user_id: FromPath[str], data: JSONBody[ProfileIn], server: NamedDependency[Server]
 ) -> ProfileOut:
@@ -104,16 +105,12 @@ async def put_profile(
     return _profile_out(await people.profile_of(server.db, user_id, today))
 
 
-@get("/api/people/links", guards=ADMIN)
+@get("/api/people/links")
 async def list_links(server: NamedDependency[Server]) -> list[LinkOut]:
     return [LinkOut(**vars(link)) for link in await people.links(server.db)]
 
 
-@put(
-    "/api/people/links/{supervisor_id:str}/{supervised_id:str}",
-    guards=ADMIN,
-    responses=errors(400, 404),
-)
+@put("/api/people/links/{supervisor_id:str}/{supervised_id:str}", responses=errors(400, 404))
 async def put_link(
     supervisor_id: FromPath[str], supervised_id: FromPath[str], server: NamedDependency[Server]
 ) -> LinkOut:
@@ -121,7 +118,7 @@ async def put_link(
     return LinkOut(**vars(await people.link(server.db, supervisor_id, supervised_id)))
 
 
-@delete("/api/people/links/{supervisor_id:str}/{supervised_id:str}", guards=ADMIN, status_code=204)
+@delete("/api/people/links/{supervisor_id:str}/{supervised_id:str}", status_code=204)
 async def delete_link(
     supervisor_id: FromPath[str], supervised_id: FromPath[str], server: NamedDependency[Server]
 ) -> None:
@@ -129,4 +126,7 @@ async def delete_link(
     await people.unlink(server.db, supervisor_id, supervised_id)
 
 
-ROUTES = [my_people, get_profile, put_profile, list_links, put_link, delete_link]
+ROUTES = [
+    my_people,
+    group(get_profile, put_profile, list_links, put_link, delete_link, guards=ADMIN),
+]

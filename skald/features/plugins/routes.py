@@ -22,7 +22,7 @@ from litestar.di import NamedDependency
 from litestar.enums import HttpMethod
 from litestar.params import FromPath, FromQuery, JSONBody
 
-from skald.api.deps import AnyRequest, requires
+from skald.api.deps import AnyRequest, group, requires
 from skald.api.errors import error_response
 from skald.api.openapi import errors
 from skald.errors import InvalidInputError, NotFoundError
@@ -32,6 +32,7 @@ from skald.plugins.facade import Member, Server
 from skald.plugins.switches import PLUGIN_MANAGE
 from skald.store.plugins import PluginStore, save_member_settings
 
+# The guard of the group in ROUTES.
 GUARD = [requires(PLUGIN_MANAGE)]
 MAX_UPLOAD = 64 * 1024 * 1024
 NO_CACHE = {"Cache-Control": "no-cache"}
@@ -139,19 +140,13 @@ async def _require(server: Server, pid: str) -> PluginView:
     raise NotFoundError(f"no plugin named {pid!r}")
 
 
-@get("/api/plugins", guards=GUARD)
+@get("/api/plugins")
 async def list_plugins(server: NamedDependency[Server]) -> list[PluginView]:
     """Every plugin: loaded, failed, or installed and waiting for the next start."""
     return await _views(server)
 
 
-@post(
-    "/api/plugins",
-    guards=GUARD,
-    status_code=201,
-    request_max_body_size=MAX_UPLOAD,
-    responses=errors(400, 413),
-)
+@post("/api/plugins", status_code=201, request_max_body_size=MAX_UPLOAD, responses=errors(400, 413))
 async def install_plugin(server: NamedDependency[Server], request: AnyRequest) -> Installed:
     """Install a plugin from its wheel and, optionally, wheels of its dependencies
     (multipart, one or more files). Refused, with the list, when a dependency is
@@ -176,7 +171,7 @@ async def install_plugin(server: NamedDependency[Server], request: AnyRequest) -
     return Installed(id=plan.id, version=plan.plugin.version, restart_required=True)
 
 
-@delete("/api/plugins/{pid:str}", guards=GUARD, responses=errors(404))
+@delete("/api/plugins/{pid:str}", responses=errors(404))
 async def uninstall_plugin(
     server: NamedDependency[Server], pid: FromPath[str], purge: FromQuery[bool] = False
 ) -> None:
@@ -197,7 +192,7 @@ async def uninstall_plugin(
         await server.plugins.refresh(server.db)
 
 
-@put("/api/plugins/{pid:str}/enabled", guards=GUARD, responses=errors(404))
+@put("/api/plugins/{pid:str}/enabled", responses=errors(404))
 async def switch_plugin(
     server: NamedDependency[Server], pid: FromPath[str], data: JSONBody[Switch]
 ) -> PluginView:
@@ -209,7 +204,7 @@ async def switch_plugin(
     return await _require(server, pid)
 
 
-@get("/api/plugins/{pid:str}/settings", guards=GUARD, responses=errors(404))
+@get("/api/plugins/{pid:str}/settings", responses=errors(404))
 async def get_settings(server: NamedDependency[Server], pid: FromPath[str]) -> SettingsView:
     """The plugin's settings form (from its config struct) and the values in force."""
     await _require(server, pid)
@@ -222,7 +217,7 @@ def _settings_view(server: Server, pid: str) -> SettingsView:
     return SettingsView(fields=fields(sections), values=values)
 
 
-@put("/api/plugins/{pid:str}/settings", guards=GUARD, responses=errors(400, 404))
+@put("/api/plugins/{pid:str}/settings", responses=errors(400, 404))
 async def put_settings(
     server: NamedDependency[Server], pid: FromPath[str], data: JSONBody[SettingsIn]
 ) -> SettingsView:
@@ -237,7 +232,7 @@ async def put_settings(
     return _settings_view(server, pid)
 
 
-@get("/api/plugins/{pid:str}/access", guards=GUARD, responses=errors(404))
+@get("/api/plugins/{pid:str}/access", responses=errors(404))
 async def get_access(server: NamedDependency[Server], pid: FromPath[str]) -> list[Access]:
     """Every member, and whether they may use the plugin."""
     await _require(server, pid)
@@ -255,12 +250,7 @@ async def get_access(server: NamedDependency[Server], pid: FromPath[str]) -> lis
     ]
 
 
-@put(
-    "/api/plugins/{pid:str}/access/{user_id:str}",
-    guards=GUARD,
-    status_code=204,
-    responses=errors(404),
-)
+@put("/api/plugins/{pid:str}/access/{user_id:str}", status_code=204, responses=errors(404))
 async def put_access(
     server: NamedDependency[Server],
     pid: FromPath[str],
@@ -335,14 +325,17 @@ async def plugin_fallback(
 
 
 ROUTES = [
-    list_plugins,
-    install_plugin,
-    uninstall_plugin,
-    switch_plugin,
-    get_settings,
-    put_settings,
-    get_access,
-    put_access,
+    group(
+        list_plugins,
+        install_plugin,
+        uninstall_plugin,
+        switch_plugin,
+        get_settings,
+        put_settings,
+        get_access,
+        put_access,
+        guards=GUARD,
+    ),
     get_mine,
     put_mine,
     plugin_fallback,

@@ -15,7 +15,7 @@ from litestar import delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AuthRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.errors import ApiError
 from skald.api.openapi import errors
 from skald.errors import NotFoundError
@@ -41,6 +41,7 @@ from skald.files.tools import write_within
 from skald.plugins.facade import Member, Server  # Litestar reads the annotations
 from skald.store.conversations import Conversation
 
+# Every route's guard: the group in ROUTES gives it.
 USE = [requires(PROJECTS_USE)]
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
@@ -93,13 +94,13 @@ def _writer(request: AuthRequest, server: Server, owner: str, slug: str) -> Proj
     return project
 
 
-@get("/api/projects", guards=USE)
+@get("/api/projects")
 async def list_projects(request: AuthRequest, server: NamedDependency[Server]) -> list[ProjectOut]:
     me = request.user.user.id
     return [ProjectOut.of(p, me) for p in _projects(server).of_member(me)]
 
 
-@post("/api/projects", guards=USE, status_code=201, responses=errors(400, 409))
+@post("/api/projects", status_code=201, responses=errors(400, 409))
 async def create_project(
     request: AuthRequest, data: JSONBody[ProjectIn], server: NamedDependency[Server]
 ) -> ProjectOut:
@@ -108,14 +109,14 @@ async def create_project(
     return ProjectOut.of(made, me)
 
 
-@get("/api/projects/{owner:str}/{slug:str}", guards=USE, responses=errors(404))
+@get("/api/projects/{owner:str}/{slug:str}", responses=errors(404))
 async def get_project(
     request: AuthRequest, owner: FromPath[str], slug: FromPath[str], server: NamedDependency[Server]
 ) -> ProjectOut:
     return ProjectOut.of(_mine(request, server, owner, slug), request.user.user.id)
 
 
-@patch("/api/projects/{owner:str}/{slug:str}", guards=USE, responses=errors(400, 403, 404))
+@patch("/api/projects/{owner:str}/{slug:str}", responses=errors(400, 403, 404))
 async def patch_project(
     request: AuthRequest,
     owner: FromPath[str],
@@ -136,7 +137,7 @@ async def patch_project(
     return ProjectOut.of(changed, me.id)
 
 
-@delete("/api/projects/{owner:str}/{slug:str}", guards=USE, responses=errors(403, 404, 409))
+@delete("/api/projects/{owner:str}/{slug:str}", responses=errors(403, 404, 409))
 async def trash_project(
     request: AuthRequest, owner: FromPath[str], slug: FromPath[str], server: NamedDependency[Server]
 ) -> None:
@@ -146,11 +147,7 @@ async def trash_project(
     await _projects(server).trash(project)
 
 
-@put(
-    "/api/projects/{owner:str}/{slug:str}/members/{username:str}",
-    guards=USE,
-    responses=errors(403, 404, 409),
-)
+@put("/api/projects/{owner:str}/{slug:str}/members/{username:str}", responses=errors(403, 404, 409))
 async def set_project_member(
     request: AuthRequest,
     owner: FromPath[str],
@@ -166,7 +163,6 @@ async def set_project_member(
 
 @delete(
     "/api/projects/{owner:str}/{slug:str}/members/{username:str}",
-    guards=USE,
     status_code=200,
     responses=errors(403, 404),
 )
@@ -182,7 +178,7 @@ async def remove_project_member(
     return ProjectOut.of(changed, request.user.user.id)
 
 
-@post("/api/projects/{owner:str}/{slug:str}/chat", guards=USE, responses=errors(404))
+@post("/api/projects/{owner:str}/{slug:str}/chat", responses=errors(404))
 async def open_project_chat(
     request: AuthRequest,
     owner: FromPath[str],
@@ -203,7 +199,7 @@ async def open_project_chat(
     return made
 
 
-@get("/api/projects/{owner:str}/{slug:str}/history", guards=USE, responses=errors(404))
+@get("/api/projects/{owner:str}/{slug:str}/history", responses=errors(404))
 async def project_history(
     request: AuthRequest, owner: FromPath[str], slug: FromPath[str], server: NamedDependency[Server]
 ) -> HistoryOut:
@@ -213,11 +209,7 @@ async def project_history(
     return HistoryOut(on=project.history, commits=await projects.history.log(projects, project))
 
 
-@get(
-    "/api/projects/{owner:str}/{slug:str}/history/{rev:str}",
-    guards=USE,
-    responses=errors(400, 404),
-)
+@get("/api/projects/{owner:str}/{slug:str}/history/{rev:str}", responses=errors(400, 404))
 async def project_commit(
     request: AuthRequest,
     owner: FromPath[str],
@@ -233,7 +225,6 @@ async def project_commit(
 
 @post(
     "/api/projects/{owner:str}/{slug:str}/history/{rev:str}/restore",
-    guards=USE,
     status_code=200,
     responses=errors(400, 403, 404, 409, 413, 507),
 )
@@ -263,15 +254,18 @@ async def restore_file(
 
 
 ROUTES = (
-    list_projects,
-    create_project,
-    get_project,
-    patch_project,
-    trash_project,
-    set_project_member,
-    remove_project_member,
-    open_project_chat,
-    project_history,
-    project_commit,
-    restore_file,
+    group(
+        list_projects,
+        create_project,
+        get_project,
+        patch_project,
+        trash_project,
+        set_project_member,
+        remove_project_member,
+        open_project_chat,
+        project_history,
+        project_commit,
+        restore_file,
+        guards=USE,
+    ),
 )

@@ -36,6 +36,7 @@ from skald.features.schedule.words import lang_of
 from skald.plugins.facade import Member, Server  # Litestar reads the annotations
 from skald.store.rows import effective_locale
 
+# MINE: the guard of the group in ROUTES; ADMIN: the two admin routes' own.
 MINE = [requires(SCHEDULE_USE)]
 ADMIN = [requires(ADMIN_USERS)]
 
@@ -124,7 +125,7 @@ class JobView(Job, frozen=True, kw_only=True):
     when_text: str = ""
 
 
-@get("/api/schedule/jobs", guards=MINE)
+@get("/api/schedule/jobs")
 async def list_jobs(request: AuthRequest, mine: NamedDependency[Mine]) -> list[JobView]:
     _, member, jobs = mine
     lang = _lang(request, member)
@@ -147,7 +148,7 @@ def _title(data: JobIn) -> str:
     return title if len(title) <= 60 else title[:59].rstrip() + "…"
 
 
-@post("/api/schedule/preview", guards=MINE, status_code=200, responses=errors(400, 404))
+@post("/api/schedule/preview", status_code=200, responses=errors(400, 404))
 async def preview_schedule(
     data: JSONBody[WhenIn],
     request: AuthRequest,
@@ -171,7 +172,7 @@ async def preview_schedule(
     return await jobs.preview(spec, _lang(request, member), count_limit=counted)
 
 
-@post("/api/schedule/jobs", guards=MINE, status_code=201, responses=errors(400))
+@post("/api/schedule/jobs", status_code=201, responses=errors(400))
 async def create_job(data: JSONBody[JobIn], mine: NamedDependency[Mine]) -> Job:
     """A job from the Tasks page (a `reminder` notifies its text; a `prompt` is a turn)."""
     _, _, jobs = mine
@@ -189,7 +190,7 @@ async def create_job(data: JSONBody[JobIn], mine: NamedDependency[Mine]) -> Job:
     )
 
 
-@patch("/api/schedule/jobs/{job_id:str}", guards=MINE, responses=errors(400, 404))
+@patch("/api/schedule/jobs/{job_id:str}", responses=errors(400, 404))
 async def change_job(
     job_id: FromPath[str],
     data: JSONBody[JobPatch],
@@ -205,40 +206,38 @@ async def change_job(
     return job
 
 
-@post(
-    "/api/schedule/jobs/{job_id:str}/run", guards=MINE, status_code=202, responses=errors(404, 409)
-)
+@post("/api/schedule/jobs/{job_id:str}/run", status_code=202, responses=errors(404, 409))
 async def run_job(job_id: FromPath[str], mine: NamedDependency[Mine]) -> Run:
     scheduler, member, jobs = mine
     return await scheduler.run_now(member, await jobs.get(job_id))
 
 
-@delete("/api/schedule/jobs/{job_id:str}", guards=MINE, status_code=204, responses=errors(404))
+@delete("/api/schedule/jobs/{job_id:str}", status_code=204, responses=errors(404))
 async def delete_job(job_id: FromPath[str], mine: NamedDependency[Mine]) -> None:
     _, _, jobs = mine
     await jobs.delete(job_id)
 
 
-@get("/api/schedule/jobs/{job_id:str}/runs", guards=MINE, responses=errors(404))
+@get("/api/schedule/jobs/{job_id:str}/runs", responses=errors(404))
 async def job_runs(job_id: FromPath[str], mine: NamedDependency[Mine]) -> list[Run]:
     _, _, jobs = mine
     await jobs.get(job_id)
     return await jobs.store.runs(job_id)
 
 
-@get("/api/schedule/runs", guards=MINE)
+@get("/api/schedule/runs")
 async def recent_runs(mine: NamedDependency[Mine]) -> list[Run]:
     _, _, jobs = mine
     return await jobs.store.runs(None, limit=50)
 
 
-@get("/api/schedule/tasks", guards=MINE)
+@get("/api/schedule/tasks")
 async def list_tasks(mine: NamedDependency[Mine]) -> list[Task]:
     scheduler, member, _ = mine
     return await scheduler.tasks.recent(member)
 
 
-@post("/api/schedule/tasks/{task_id:str}/cancel", guards=MINE, responses=errors(404))
+@post("/api/schedule/tasks/{task_id:str}/cancel", responses=errors(404))
 async def cancel_task(task_id: FromPath[str], mine: NamedDependency[Mine]) -> Task:
     scheduler, member, _ = mine
     return await scheduler.tasks.cancel(member, task_id)
@@ -274,13 +273,13 @@ async def admin_limits(
     await set_min_interval(server.db, user_id, data.min_interval_s)
 
 
-@get("/api/schedule/keep-key", guards=MINE)
+@get("/api/schedule/keep-key")
 async def get_keep_key(request: AuthRequest, server: NamedDependency[Server]) -> KeepKey:
     user = request.user.user
     return KeepKey(enabled=await asyncio.to_thread(server.works_signed_out, user.id))
 
 
-@put("/api/schedule/keep-key", guards=MINE, responses=errors(400))
+@put("/api/schedule/keep-key", responses=errors(400))
 async def put_keep_key(
     data: JSONBody[KeepKey], request: AuthRequest, server: NamedDependency[Server]
 ) -> KeepKey:
@@ -303,8 +302,9 @@ ROUTES = [
         delete_job,
         job_runs,
         recent_runs,
-        admin_counts,
-        admin_limits,
+        guards=MINE,
         dependencies={"mine": Provide(_jobs)},
-    )
+    ),
+    admin_counts,
+    admin_limits,
 ]

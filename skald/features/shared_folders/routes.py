@@ -13,11 +13,12 @@ from litestar import delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AuthRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.features.shared_folders.store import FOLDERS_MANAGE, Access, Folder, SharedFolders
 from skald.plugins.facade import Server  # Litestar reads the annotations
 
+# Every route's guard: the group in ROUTES gives it.
 MANAGE = [requires(FOLDERS_MANAGE)]
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
@@ -44,12 +45,12 @@ def _folders(server: Server) -> SharedFolders:
     return server.state(SharedFolders)
 
 
-@get("/api/shared-folders", guards=MANAGE)
+@get("/api/shared-folders")
 async def list_folders(server: NamedDependency[Server]) -> list[Folder]:
     return await _folders(server).all()
 
 
-@post("/api/shared-folders", guards=MANAGE, status_code=201, responses=errors(400, 409))
+@post("/api/shared-folders", status_code=201, responses=errors(400, 409))
 async def create_folder(
     request: AuthRequest, data: JSONBody[FolderIn], server: NamedDependency[Server]
 ) -> Folder:
@@ -58,34 +59,30 @@ async def create_folder(
     return await _folders(server).create(data.name, data.description, data.slug, owner=me)
 
 
-@patch("/api/shared-folders/{slug:str}", guards=MANAGE, responses=errors(400, 404))
+@patch("/api/shared-folders/{slug:str}", responses=errors(400, 404))
 async def patch_folder(
     slug: FromPath[str], data: JSONBody[FolderPatch], server: NamedDependency[Server]
 ) -> Folder:
     return await _folders(server).update(slug, name=data.name, description=data.description)
 
 
-@delete("/api/shared-folders/{slug:str}", guards=MANAGE, responses=errors(404, 409))
+@delete("/api/shared-folders/{slug:str}", responses=errors(404, 409))
 async def trash_folder(slug: FromPath[str], server: NamedDependency[Server]) -> None:
     """Into the trash (restorable); `DELETE …/trash` removes it for good."""
     await _folders(server).trash(slug)
 
 
-@post("/api/shared-folders/{slug:str}/restore", guards=MANAGE, responses=errors(404, 409))
+@post("/api/shared-folders/{slug:str}/restore", responses=errors(404, 409))
 async def restore_folder(slug: FromPath[str], server: NamedDependency[Server]) -> Folder:
     return await _folders(server).restore(slug)
 
 
-@delete("/api/shared-folders/{slug:str}/trash", guards=MANAGE, responses=errors(404, 409))
+@delete("/api/shared-folders/{slug:str}/trash", responses=errors(404, 409))
 async def purge_folder(slug: FromPath[str], server: NamedDependency[Server]) -> None:
     await _folders(server).purge(slug)
 
 
-@put(
-    "/api/shared-folders/{slug:str}/members/{user_id:str}",
-    guards=MANAGE,
-    responses=errors(400, 404),
-)
+@put("/api/shared-folders/{slug:str}/members/{user_id:str}", responses=errors(400, 404))
 async def set_member(
     slug: FromPath[str],
     user_id: FromPath[str],
@@ -97,7 +94,6 @@ async def set_member(
 
 @delete(
     "/api/shared-folders/{slug:str}/members/{user_id:str}",
-    guards=MANAGE,
     status_code=200,
     responses=errors(404),
 )
@@ -108,12 +104,15 @@ async def remove_member(
 
 
 ROUTES = (
-    list_folders,
-    create_folder,
-    patch_folder,
-    trash_folder,
-    restore_folder,
-    purge_folder,
-    set_member,
-    remove_member,
+    group(
+        list_folders,
+        create_folder,
+        patch_folder,
+        trash_folder,
+        restore_folder,
+        purge_folder,
+        set_member,
+        remove_member,
+        guards=MANAGE,
+    ),
 )

@@ -17,7 +17,7 @@ from litestar import get, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import requires
+from skald.api.deps import group, requires
 from skald.api.openapi import errors
 from skald.core.services import ServiceSpec
 from skald.core.users import ADMIN_USERS
@@ -29,6 +29,7 @@ from skald.features.system_agents.store import Run, RunLog
 from skald.features.system_agents.suggestions import Accepted, accept
 from skald.plugins.facade import Member, Server
 
+# The guard of the group in ROUTES.
 ADMIN = [requires(ADMIN_USERS)]
 MIN_INTERVAL_S = 60
 MAX_INTERVAL_S = 90 * 24 * 3600
@@ -103,7 +104,7 @@ async def my_runs(member: NamedDependency[Member]) -> list[Run]:
     return await RunLog(member.db).runs()
 
 
-@get("/api/system-agents/health", guards=ADMIN)
+@get("/api/system-agents/health")
 async def health(server: NamedDependency[Server]) -> list[HealthOut]:
     names = {p.id: p.username for p in await people(server.db)}
     return [
@@ -118,7 +119,7 @@ def _agent(server: Server, agent_id: str) -> str:
     return agent_id
 
 
-@put("/api/system-agents/{agent_id:str}", guards=ADMIN, status_code=204, responses=errors(400, 404))
+@put("/api/system-agents/{agent_id:str}", status_code=204, responses=errors(400, 404))
 async def put_setting(
     agent_id: FromPath[str], data: JSONBody[SettingIn], server: NamedDependency[Server]
 ) -> None:
@@ -129,7 +130,6 @@ async def put_setting(
 
 @put(
     "/api/system-agents/{agent_id:str}/members/{user_id:str}",
-    guards=ADMIN,
     status_code=204,
     responses=errors(400, 404),
 )
@@ -144,7 +144,7 @@ async def put_override(
     await _runner(server).settings.override(_agent(server, agent_id), user_id, seconds)
 
 
-@post("/api/system-agents/{agent_id:str}/run", guards=ADMIN, status_code=202, responses=errors(404))
+@post("/api/system-agents/{agent_id:str}/run", status_code=202, responses=errors(404))
 async def run_now(agent_id: FromPath[str], server: NamedDependency[Server]) -> None:
     runner = _runner(server)
     name = _agent(server, agent_id)
@@ -202,10 +202,7 @@ async def accept_suggestion(
 ROUTES = [
     list_agents,
     my_runs,
-    health,
-    put_setting,
-    put_override,
-    run_now,
+    group(health, put_setting, put_override, run_now, guards=ADMIN),
     list_reports,
     unread,
     open_report,

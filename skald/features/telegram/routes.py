@@ -16,7 +16,7 @@ from litestar import delete, get, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from skald.api.deps import AuthRequest, requires
+from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.errors import InvalidInputError, NotFoundError, StorageError
 from skald.features.telegram.bridge import Bridge
@@ -81,6 +81,7 @@ class CodeView(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float
 
 
+# The guards of the two groups in ROUTES.
 ADMIN = [requires(ADMIN_SYSTEM)]
 MEMBER = [requires(TELEGRAM_USE)]
 _BROKEN = "The Telegram pairing store cannot be read; an administrator must look at it."
@@ -108,12 +109,12 @@ async def _view(bridge: Bridge) -> SettingsView:
     )
 
 
-@get("/api/telegram/settings", guards=ADMIN)
+@get("/api/telegram/settings")
 async def read_settings(server: NamedDependency[Server]) -> SettingsView:
     return await _view(server.state(Bridge))
 
 
-@put("/api/telegram/settings", guards=ADMIN)
+@put("/api/telegram/settings")
 async def save_settings(
     server: NamedDependency[Server], data: JSONBody[SettingsIn]
 ) -> SettingsView:
@@ -134,7 +135,7 @@ async def save_settings(
     return await _view(bridge)
 
 
-@get("/api/telegram/groups", guards=ADMIN)
+@get("/api/telegram/groups")
 async def list_groups(server: NamedDependency[Server]) -> list[GroupView]:
     """The groups the bot has seen a message in, with their settings."""
     return [
@@ -143,7 +144,7 @@ async def list_groups(server: NamedDependency[Server]) -> list[GroupView]:
     ]
 
 
-@put("/api/telegram/groups/{chat_id:int}", guards=ADMIN)
+@put("/api/telegram/groups/{chat_id:int}")
 async def save_group(
     server: NamedDependency[Server], chat_id: FromPath[int], data: JSONBody[GroupIn]
 ) -> None:
@@ -152,7 +153,7 @@ async def save_group(
     await server.state(Bridge).store.set_group(chat_id, data.prefix.strip(), data.media)
 
 
-@get("/api/telegram/me", guards=MEMBER)
+@get("/api/telegram/me")
 async def my_telegram(request: AuthRequest, server: NamedDependency[Server]) -> MyTelegram:
     return await _mine(server.state(Bridge), request.user.user.id)
 
@@ -170,7 +171,7 @@ async def _mine(bridge: Bridge, user_id: str) -> MyTelegram:
     )
 
 
-@post("/api/telegram/pair", guards=MEMBER, status_code=200)
+@post("/api/telegram/pair", status_code=200)
 async def pair(
     request: AuthRequest, server: NamedDependency[Server], data: JSONBody[PairIn]
 ) -> MyTelegram:
@@ -187,7 +188,7 @@ async def pair(
     return await _mine(bridge, request.user.user.id)
 
 
-@post("/api/telegram/code", guards=MEMBER, status_code=200)
+@post("/api/telegram/code", status_code=200)
 async def member_code(request: AuthRequest, server: NamedDependency[Server]) -> CodeView:
     """A code for the member to type into the bot instead."""
     bridge = server.state(Bridge)
@@ -199,19 +200,13 @@ async def member_code(request: AuthRequest, server: NamedDependency[Server]) -> 
     return CodeView(code=code, expires_at=expires)
 
 
-@delete("/api/telegram/me", guards=MEMBER, status_code=204, responses=errors(404))
+@delete("/api/telegram/me", status_code=204, responses=errors(404))
 async def unpair(request: AuthRequest, server: NamedDependency[Server]) -> None:
     if not await server.state(Bridge).store.unlink(user_id=request.user.user.id):
         raise NotFoundError("no paired Telegram chat")
 
 
 ROUTES = [
-    read_settings,
-    save_settings,
-    list_groups,
-    save_group,
-    my_telegram,
-    pair,
-    member_code,
-    unpair,
+    group(read_settings, save_settings, list_groups, save_group, guards=ADMIN),
+    group(my_telegram, pair, member_code, unpair, guards=MEMBER),
 ]

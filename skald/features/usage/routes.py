@@ -15,7 +15,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import PermissionDeniedException
 from litestar.params import FromPath, FromQuery, JSONBody
 
-from skald.api.deps import requires
+from skald.api.deps import group, requires
 from skald.api.openapi import errors
 from skald.core.users import ADMIN_USERS
 from skald.errors import NotFoundError
@@ -26,6 +26,7 @@ from skald.permissions import can
 from skald.plugins.facade import Member, Server  # Litestar reads the routes' annotations
 
 Scope = Literal["role", "user"]
+# The guard of the group in ROUTES.
 ADMIN = [requires(ADMIN_USERS)]
 
 
@@ -95,7 +96,7 @@ async def my_limits(member: NamedDependency[Member]) -> Limits:
     )
 
 
-@get("/api/usage/caps", guards=ADMIN)
+@get("/api/usage/caps")
 async def list_caps(server: NamedDependency[Server]) -> list[CapRow]:
     rows = await UsageStore(server.db).all_caps()
     return [CapRow(scope=s, target=t, caps=c) for s, t, c in rows]  # type: ignore[arg-type]
@@ -111,7 +112,7 @@ async def _check_target(server: Server, scope: Scope, target: str) -> None:
         raise NotFoundError("no such role")
 
 
-@put("/api/usage/caps/{kind:str}/{target:str}", guards=ADMIN, responses=errors(400, 404))
+@put("/api/usage/caps/{kind:str}/{target:str}", responses=errors(400, 404))
 async def save_caps(
     kind: FromPath[Scope],
     target: FromPath[str],
@@ -125,9 +126,7 @@ async def save_caps(
     return CapRow(scope=kind, target=target, caps=data)
 
 
-@delete(
-    "/api/usage/caps/{kind:str}/{target:str}", guards=ADMIN, status_code=204, responses=errors(404)
-)
+@delete("/api/usage/caps/{kind:str}/{target:str}", status_code=204, responses=errors(404))
 async def remove_caps(
     kind: FromPath[Scope], target: FromPath[str], server: NamedDependency[Server]
 ) -> None:
@@ -135,4 +134,4 @@ async def remove_caps(
     await UsageStore(server.db).set_caps(kind, target, None)
 
 
-ROUTES = [usage_stats, my_limits, list_caps, save_caps, remove_caps]
+ROUTES = [usage_stats, my_limits, group(list_caps, save_caps, remove_caps, guards=ADMIN)]
