@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
+from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Touches
 from skald.features.connectors.content import render
 from skald.llm.types import ToolSpec
 from skald.mcp import McpError, McpSession, Prompt, Resource, ResourceTemplate
@@ -174,11 +174,8 @@ class ByConnector(Tool):
         return Touches(categories=frozenset({category(str(args.get("connector", "")))}))
 
 
-class ListResources(ByConnector):
+class ListResources(Reads, ByConnector):
     spec = _LIST
-    kind = "read"
-    concurrency_safe = True
-    rerun_on_recovery = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         inst = self.named(args)

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
+from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Touches
 from skald.features.connectors.content import render
 from skald.features.connectors.resources import ByConnector, category, resource_tools
 from skald.llm.types import ToolSpec, tool_spec
@@ -126,11 +126,8 @@ _CALL = tool_spec(
 )
 
 
-class ActivateTools(ByConnector):
+class ActivateTools(Reads, ByConnector):
     spec = _ACTIVATE
-    kind = "read"
-    concurrency_safe = True
-    rerun_on_recovery = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         inst = self.named(args)
