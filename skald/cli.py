@@ -15,7 +15,7 @@ import shlex
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, Literal, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 import msgspec
 
@@ -27,6 +27,7 @@ from skald.core.context import Core
 from skald.core.users import check_password, check_username
 from skald.errors import ConfigError, SkaldError
 from skald.log import configure_logging, get_logger
+from skald.ops.accounts import AccountAction, account_action
 from skald.paths import DataLayout
 from skald.store.sessions import SessionStore
 
@@ -314,9 +315,6 @@ async def cmd_user_recover(args: argparse.Namespace, env: Env) -> int:
     return await _with_core(env, run)
 
 
-AccountAction = Literal["deactivate", "activate", "delete"]
-
-
 async def _account_action(
     env: Env, action: AccountAction, name: str
 ) -> tuple[str, bool, list[str]]:
@@ -337,13 +335,8 @@ async def _account_action(
 
     async def run(core: Core) -> int:
         accounts = AccountService(core.users, core.registry, SessionStore(core.registry.db))
-        user = await accounts.find(name)
-        if action == "deactivate":
-            await accounts.deactivate(user.id)
-        elif action == "activate":
-            await accounts.activate(user.id)
-        else:
-            left.extend(await accounts.delete(user.id))
+        user, _, not_removed = await account_action(accounts, name, action)
+        left.extend(not_removed)
         done.append(user.username)
         return 0
 

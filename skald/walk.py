@@ -124,16 +124,26 @@ def open_dir_at(fd: int, name: str) -> int:
 def open_tree(base: Path, parts: Sequence[str] = ()) -> int:
     """Open `base` (trusted: chosen by the operator, links allowed) and then each of
     `parts` below it without following links. The caller closes the descriptor."""
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    return _descend(os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), parts)
+
+
+def _descend(here: int, parts: Sequence[str], make: int | None = None) -> int:
+    """From the open folder `here` down through `parts`, each level opened from the one
+    above without following a link; `make`: the mode to create a missing level with
+    (None: each must exist). `here` is taken over: every descriptor but the returned
+    one is closed, also when a level fails."""
     try:
         for part in parts:
-            child = open_dir_at(fd, part)
-            os.close(fd)
-            fd = child
+            if make is not None:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, make, dir_fd=here)
+            child = open_dir_at(here, part)
+            os.close(here)
+            here = child
     except BaseException:
-        os.close(fd)
+        os.close(here)
         raise
-    return fd
+    return here
 
 
 def open_file_at(fd: int, name: str, listed: os.stat_result | None = None) -> int:
@@ -178,6 +188,22 @@ class Entry:
         return os.readlink(self.name, dir_fd=self.dir_fd)
 
 
+# An open folder of a walk: its descriptor, where it is, and the names left to visit.
+_Folder = tuple[int, tuple[str, ...], Iterator[str]]
+
+
+@contextlib.contextmanager
+def _open_folders() -> Iterator[list[_Folder]]:
+    """The stack of a walk's open folders, one a level: whatever is still on it when the
+    walk ends (done, stopped, failed, or a generator closed early) is closed."""
+    stack: list[_Folder] = []
+    try:
+        yield stack
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
+
+
 def walk(
     dir_fd: int,
     *,
@@ -192,8 +218,7 @@ def walk(
     Folders that cannot be entered (unreadable, replaced by a link meanwhile, deeper
     than `max_depth`) are passed to `report(rel, reason)`. `dir_fd` stays the caller's.
     """
-    stack: list[tuple[int, tuple[str, ...], Iterator[str]]] = []
-    try:
+    with _open_folders() as stack:
         first = os.dup(dir_fd)
         try:
             names = sorted(os.listdir(first))  # noqa: PTH208  (by descriptor)
@@ -227,9 +252,6 @@ def walk(
             child = _enter(fd, name, st, item, report)
             if child is not None:
                 stack.append(child)
-    finally:
-        for fd, _, _ in stack:
-            os.close(fd)
 
 
 def _open_listed(fd: int, name: str, st: os.stat_result, doing: str) -> tuple[int, list[str]]:
@@ -250,7 +272,7 @@ def _open_listed(fd: int, name: str, st: os.stat_result, doing: str) -> tuple[in
 
 def _enter(
     fd: int, name: str, st: os.stat_result, item: tuple[str, ...], report: Report | None
-) -> tuple[int, tuple[str, ...], Iterator[str]] | None:
+) -> _Folder | None:
     try:
         child, names = _open_listed(fd, name, st, "read")
     except FileNotFoundError:
@@ -373,8 +395,7 @@ def _remove_dir(
     max_depth: int,
 ) -> None:
     """Post-order with an explicit stack: (folder fd, rel, names left, its stat)."""
-    stack: list[tuple[int, tuple[str, ...], Iterator[str]]] = []
-    try:
+    with _open_folders() as stack:
         top = _open_for_removal(parent, name, st, rel, left)
         if top is None:
             return
@@ -401,14 +422,11 @@ def _remove_dir(
             opened = _open_for_removal(fd, child, cst, crel, left)
             if opened is not None:
                 stack.append(opened)
-    finally:
-        for fd, _, _ in stack:
-            os.close(fd)
 
 
 def _open_for_removal(
     fd: int, name: str, st: os.stat_result, rel: tuple[str, ...], left: list[str]
-) -> tuple[int, tuple[str, ...], Iterator[str]] | None:
+) -> _Folder | None:
     try:
         child, names = _open_listed(fd, name, st, "removed")
     except FileNotFoundError:
@@ -453,18 +471,7 @@ def makedirs_at(fd: int, parts: Sequence[str], mode: int = 0o755) -> int:
     """The folder `parts` below the open folder `fd`, made where missing, each level
     reopened without following a link (ELOOP if one is in the way). `fd` stays the
     caller's; the returned descriptor is the caller's to close."""
-    here = os.dup(fd)
-    try:
-        for part in parts:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, mode, dir_fd=here)
-            child = open_dir_at(here, part)
-            os.close(here)
-            here = child
-    except BaseException:
-        os.close(here)
-        raise
-    return here
+    return _descend(os.dup(fd), parts, make=mode)
 
 
 def _write_all(fd: int, data: bytes | io.RawIOBase | io.BufferedIOBase) -> None:

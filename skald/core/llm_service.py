@@ -167,13 +167,7 @@ class LlmService:
             return listed
         tried = await try_model(await self.client_for(provider_id), model)
         # A server without a models list can still chat: the tiny request decides.
-        return ProviderCheck(
-            ok=tried.ok,
-            message=tried.message,
-            models=listed.models,
-            latency_ms=tried.latency_ms,
-            reply=tried.reply,
-        )
+        return msgspec.structs.replace(tried, models=listed.models)
 
     def _check_kind(self, kind: str, base_url: str | None) -> None:
         if kind not in self.kinds():

@@ -583,20 +583,9 @@ class EditFileTool(_Writing):
 
         def edit(_: threading.Event) -> tuple[str, int]:
             found = self.paths.writable(raw)
-            handle, st = open_read(found)
-            with handle:
-                if st.st_size > MAX_EDIT_BYTES:
-                    raise _Refusal(
-                        f"{found.agent_path} is {_size(st.st_size)}; edit_file works on "
-                        f"text files up to {_size(MAX_EDIT_BYTES)}."
-                    )
-                data = handle.read(MAX_EDIT_BYTES + 1) or b""
-            if is_binary(data[:BINARY_SAMPLE]):
-                raise _Refusal(_binary_note(found, len(data), data))
-            try:
-                before = data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise _Refusal(f"{found.agent_path} is not UTF-8 text.") from None
+            before = _file_text(
+                found, f"edit_file works on text files up to {_size(MAX_EDIT_BYTES)}."
+            )
             after, count = replaced_text(before, old, new, replace_all, found.agent_path, "file")
             write_within(budget, found, _encode(after))
             return found.agent_path, count
@@ -1194,21 +1183,13 @@ CONTEXT_DEFAULT: Final = 2
 CONTEXT_MAX: Final = 20
 
 
-def _whole_text(found: Resolved, missing_ok: bool) -> str | None:
-    """The file's text (None when it does not exist and `missing_ok`), by descriptor."""
-    try:
-        opened = open_read(found)
-    except NotFoundError:
-        if missing_ok:
-            return None
-        raise
-    handle, st = opened
+def _file_text(found: Resolved, too_big: str) -> str:
+    """The text of the file `found`, by descriptor; `too_big`: what a file over
+    MAX_EDIT_BYTES is told after its path and size. A binary or non-UTF-8 file is refused."""
+    handle, st = open_read(found)
     with handle:
         if st.st_size > MAX_EDIT_BYTES:
-            raise _Refusal(
-                f"{found.agent_path} is {_size(st.st_size)}; the line tools work on text "
-                f"files up to {_size(MAX_EDIT_BYTES)}. Use grep, or a command."
-            )
+            raise _Refusal(f"{found.agent_path} is {_size(st.st_size)}; {too_big}")
         data = handle.read(MAX_EDIT_BYTES + 1) or b""
     if is_binary(data[:BINARY_SAMPLE]):
         raise _Refusal(_binary_note(found, len(data), data))
@@ -1216,6 +1197,23 @@ def _whole_text(found: Resolved, missing_ok: bool) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise _Refusal(f"{found.agent_path} is not UTF-8 text.") from None
+
+
+def _line_tools_text(found: Resolved) -> str:
+    return _file_text(
+        found,
+        f"the line tools work on text files up to {_size(MAX_EDIT_BYTES)}. Use grep, or a command.",
+    )
+
+
+def _whole_text(found: Resolved, missing_ok: bool) -> str | None:
+    """The file's text (None when it does not exist and `missing_ok`), by descriptor."""
+    try:
+        return _line_tools_text(found)
+    except NotFoundError:
+        if missing_ok:
+            return None
+        raise
 
 
 class _LineChange(_Writing):
@@ -1283,8 +1281,7 @@ class _TextRead(_Reading):
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         def read(_: threading.Event) -> tuple[str, str]:
             found = self.paths.physical(raw)
-            text = _whole_text(found, missing_ok=False)
-            assert text is not None
+            text = _line_tools_text(found)
             return found.agent_path, self.answer(text, args, found.agent_path)
 
         path, said = await _in_thread(read)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import httpx
 import msgspec
 
-from skald.llm.errors import LlmError, error_for_status
+from skald.llm.errors import LlmError
 from skald.llm.types import (
     Finished,
     ImagePart,
@@ -36,7 +36,6 @@ from skald.llm.wire import (
     decode_arguments,
     drain,
     iter_sse,
-    redact,
 )
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -310,8 +309,4 @@ class AnthropicClient(StreamingClient):
         yield Finished(reason=_REASONS.get(stop_reason, "other"), usage=tally.usage())
 
     def _stream_error(self, error: _ErrorBody) -> LlmError:
-        detail = redact(f"error in the stream: {error.type}: {error.message}", (self._api_key,))
-        status = _ERROR_STATUS.get(error.type)
-        if status is None:
-            return LlmError(f"{self.provider_name}: {detail}", retriable=True)
-        return error_for_status(status, self.provider_name, detail)
+        return self._in_stream(f"{error.type}: {error.message}", _ERROR_STATUS.get(error.type))

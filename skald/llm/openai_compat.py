@@ -15,7 +15,7 @@ from typing import Any, Literal
 import httpx
 import msgspec
 
-from skald.llm.errors import LlmError, error_for_status
+from skald.llm.errors import LlmError
 from skald.llm.types import (
     ContentPart,
     Finished,
@@ -37,7 +37,6 @@ from skald.llm.wire import (
     decode_arguments,
     drain,
     iter_sse,
-    redact,
 )
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
@@ -314,11 +313,8 @@ class OpenAICompatClient(StreamingClient):
             error = error["error"]
         message = error.get("message") if isinstance(error, dict) else error
         code = error.get("code") if isinstance(error, dict) else None
-        detail = redact(f"error in the stream: {message}", (self._api_key,))
-        if isinstance(code, int) and 400 <= code < 600:
-            return error_for_status(code, self.provider_name, detail)
-        # A failure after the stream began is the provider's trouble, not the request's.
-        return LlmError(f"{self.provider_name}: {detail}", retriable=True)
+        status = code if isinstance(code, int) and 400 <= code < 600 else None
+        return self._in_stream(str(message), status)
 
 
 def _number(value: Any) -> float | None:

@@ -214,6 +214,15 @@ class StreamingClient(abc.ABC):
         message = f"{self.provider_name}: the stream ended before the model finished"
         return LlmError(message, retriable=True, kind="interrupted")
 
+    def _in_stream(self, what: str, status: int | None) -> LlmError:
+        """An error event in the stream (`what` it says, the key redacted): as the HTTP
+        `status` it names, else the provider's trouble, not the request's, worth another
+        try."""
+        detail = redact(f"error in the stream: {what}", (self._api_key,))
+        if status is None:
+            return LlmError(f"{self.provider_name}: {detail}", retriable=True)
+        return error_for_status(status, self.provider_name, detail)
+
 
 def decode_arguments(text: str) -> dict[str, Any]:
     """Tool arguments as the model wrote them; broken JSON is handed on, not fatal.

@@ -209,6 +209,14 @@ class HttpTransport(Transport):
         # str(exc) of httpx errors names the URL at most, never headers.
         return f"cannot reach {self.url}: {type(exc).__name__}: {exc}"[:300]
 
+    def _end_reason(self, exc: TransportClosed | httpx.HTTPError | OAuthError) -> str:
+        """Why the transport ends, for a failure it cannot go on after."""
+        if isinstance(exc, TransportClosed):
+            return exc.reason
+        if isinstance(exc, httpx.HTTPError):
+            return self._network_reason(exc)
+        return f"sign-in failed: {exc}"
+
     async def _post_other(self, body: bytes) -> None:
         """A notification or a response: the server answers 202 (or 200) without a body."""
         headers = {**self._headers(f"{_JSON}, {_SSE}"), "content-type": _JSON}
@@ -225,14 +233,8 @@ class HttpTransport(Transport):
     async def _post_request(self, request_id: int | str, body: bytes, initialize: bool) -> None:
         try:
             outcome = await self._exchange(request_id, body, initialize)
-        except TransportClosed as exc:
-            self._die(exc.reason)
-            return
-        except httpx.HTTPError as exc:
-            self._die(self._network_reason(exc))
-            return
-        except OAuthError as exc:
-            self._die(f"sign-in failed: {exc}")
+        except (TransportClosed, httpx.HTTPError, OAuthError) as exc:
+            self._die(self._end_reason(exc))
             return
         except Exception as exc:  # a bug must not leave the request waiting forever
             log.exception("mcp http request failed")
@@ -391,13 +393,10 @@ class HttpTransport(Transport):
                         return  # 405: the server offers no such stream
                     established.set()
                     await self._read_events(response, state, None)
-            except TransportClosed as exc:
-                self._die(exc.reason)
-                return
-            except httpx.ConnectError as exc:
-                # Nobody listens any more: the server died while idle. Say so now (the
-                # supervisor shows it and reconnects) rather than at the next call.
-                self._die(self._network_reason(exc))
+            except (TransportClosed, httpx.ConnectError) as exc:
+                # A ConnectError: nobody listens any more, the server died while idle. Say
+                # so now (the supervisor shows it and reconnects) rather than at the next call.
+                self._die(self._end_reason(exc))
                 return
             except (httpx.HTTPError, OAuthError):
                 pass

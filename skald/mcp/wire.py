@@ -130,12 +130,18 @@ class AudioContent(_Wire, tag_field="type", tag="audio"):
     mime_type: str
 
 
-class ResourceLink(_Wire, tag_field="type", tag="resource_link"):
-    uri: str
+class _ResourceMeta(_Wire):
+    """What a resource, a link to one and a resource template say about themselves.
+    (A subclass adds its required fields with `kw_only=True`: they follow these.)"""
+
     name: str = ""
     title: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
     mime_type: str | UnsetType = UNSET
+
+
+class ResourceLink(_ResourceMeta, tag_field="type", tag="resource_link", kw_only=True):
+    uri: str
 
 
 class ResourceContents(_Wire):
@@ -207,12 +213,8 @@ class CallToolResult(_Wire):
 # -- resources and prompts -----------------------------------------------------------------
 
 
-class Resource(_Wire):
+class Resource(_ResourceMeta, kw_only=True):
     uri: str
-    name: str = ""
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    mime_type: str | UnsetType = UNSET
     size: int | UnsetType = UNSET
 
 
@@ -221,12 +223,8 @@ class ListResourcesResult(_Wire):
     next_cursor: str | UnsetType = UNSET
 
 
-class ResourceTemplate(_Wire):
+class ResourceTemplate(_ResourceMeta, kw_only=True):
     uri_template: str
-    name: str = ""
-    title: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    mime_type: str | UnsetType = UNSET
 
 
 class ListResourceTemplatesResult(_Wire):

@@ -88,20 +88,15 @@ async def check_install(ctx: Context) -> Finding:
         here = Path(__file__).resolve().parent.parent
         note = "" if running is not None else f" (this command itself runs from {here})"
         target = root.current_target()
-        if target is None:
-            return Finding(
-                name="install",
-                status="fail",
-                finding=f"{root.current} is missing{note}",
-                fix=ctx.repair_command(),
+        version = root.current_version()  # None too when `current` is missing
+        if target is None or version is None:
+            broken = (
+                f"{root.current} is missing"
+                if target is None
+                else f"{root.current} points at {target}, which does not exist"
             )
-        version = root.current_version()
-        if version is None:
             return Finding(
-                name="install",
-                status="fail",
-                finding=f"{root.current} points at {target}, which does not exist{note}",
-                fix=ctx.repair_command(),
+                name="install", status="fail", finding=broken + note, fix=ctx.repair_command()
             )
         if root.journal.exists():
             return Finding(

@@ -295,10 +295,8 @@ class SandboxManager:
         self, user: User, role: Role, mounts: list[MemberMount] | None = None
     ) -> ContainerSpec:
         mounts = self.mounts(user, role) if mounts is None else mounts
-        return ContainerSpec(
+        return self.confined(
             name=self.container_name(user.id),
-            image=self.image,
-            user=self.exec_user,
             network="none"
             if role.attributes.sandbox_network == "none"
             else self.network_name(user.id),
@@ -330,10 +328,25 @@ class SandboxManager:
                     key=lambda m: m.target,
                 )
             ),
+            start_script=START_SCRIPT,
+        )
+
+    def confined(
+        self, *, name: str, network: str, mounts: tuple[Mount, ...], start_script: str
+    ) -> ContainerSpec:
+        """A container of this instance (a member's sandbox, a household connector's
+        box): the runtime image and user, the configured limits, and the same dropped
+        capabilities and `no-new-privileges` for every one."""
+        return ContainerSpec(
+            name=name,
+            image=self.image,
+            user=self.exec_user,
+            network=network,
+            mounts=mounts,
             memory_mb=self.config.memory_mb,
             pids=self.config.pids,
             cpus=self.config.cpus,
-            start_script=START_SCRIPT,
+            start_script=start_script,
             cap_add=CAP_ADD,
             security_opt=SECURITY_OPT,
         )

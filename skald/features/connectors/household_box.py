@@ -38,11 +38,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from skald.log import get_logger
 from skald.sandbox.manager import (
-    CAP_ADD,
     LABEL_BOOT,
     LABEL_INSTANCE,
     LABEL_SPEC,
-    SECURITY_OPT,
     ContainerSpec,
     Mount,
     SandboxUnavailable,
@@ -88,22 +86,14 @@ class HouseholdBoxes:
         return f"skald-{self.manager.instance_id}-connector-{connector}"
 
     def spec(self, connector: str, folder: str, deps: str | None, network: bool) -> ContainerSpec:
-        m = self.manager
         mounts = [Mount(source=folder, target=BOX_DIR, read_only=True)]
         if deps:
             mounts.append(Mount(source=deps, target=BOX_DEPS, read_only=True))
-        return ContainerSpec(
+        return self.manager.confined(
             name=self.name(connector),
-            image=m.image,
-            user=m.exec_user,
             network=f"{self.name(connector)}-net" if network else "none",
             mounts=tuple(mounts),
-            memory_mb=m.config.memory_mb,
-            pids=m.config.pids,
-            cpus=m.config.cpus,
             start_script=BOX_START,
-            cap_add=CAP_ADD,
-            security_opt=SECURITY_OPT,
         )
 
     async def ensure(self, connector: str, folder: str, deps: str | None, network: bool) -> str:

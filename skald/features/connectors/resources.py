@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
+from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Touches
 from skald.features.connectors.content import render
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
 from skald.mcp import McpError, McpSession, Prompt, Resource, ResourceTemplate
 from skald.mcp.wire import CallToolResult, EmbeddedResource
 
@@ -111,37 +111,27 @@ def _describe(resource: Resource | ResourceTemplate) -> str:
     return f"{text}{mime}"
 
 
-_CONNECTOR = {"type": "string", "minLength": 1, "maxLength": 40}
+# A tool argument naming one of the member's connectors (every tool of the pair and of
+# the catalogue shape takes one).
+CONNECTOR_PARAM: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 40}
 
-_LIST = ToolSpec(
-    name="connector_resources",
-    description=(
-        "List what a connector offers to read (resources: documents, records, files; and "
-        "URI templates to fill in). Read one with `connector_read_resource`."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {"connector": _CONNECTOR},
-        "required": ["connector"],
-        "additionalProperties": False,
-    },
+_LIST = tool_spec(
+    "connector_resources",
+    "List what a connector offers to read (resources: documents, records, files; and "
+    "URI templates to fill in). Read one with `connector_read_resource`.",
+    {"connector": CONNECTOR_PARAM},
+    ["connector"],
 )
 
-_READ = ToolSpec(
-    name="connector_read_resource",
-    description=(
-        "Read one resource of a connector by its URI (as `connector_resources` lists it, "
-        "or a template filled in)."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "connector": _CONNECTOR,
-            "uri": {"type": "string", "minLength": 1, "maxLength": 2000},
-        },
-        "required": ["connector", "uri"],
-        "additionalProperties": False,
+_READ = tool_spec(
+    "connector_read_resource",
+    "Read one resource of a connector by its URI (as `connector_resources` lists it, "
+    "or a template filled in).",
+    {
+        "connector": CONNECTOR_PARAM,
+        "uri": {"type": "string", "minLength": 1, "maxLength": 2000},
     },
+    ["connector", "uri"],
 )
 
 
@@ -174,11 +164,8 @@ class ByConnector(Tool):
         return Touches(categories=frozenset({category(str(args.get("connector", "")))}))
 
 
-class ListResources(ByConnector):
+class ListResources(Reads, ByConnector):
     spec = _LIST
-    kind = "read"
-    concurrency_safe = True
-    rerun_on_recovery = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         inst = self.named(args)

@@ -24,9 +24,14 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from skald.agent.tools import Tool, ToolContext, ToolResult, Touches
+from skald.agent.tools import Reads, Tool, ToolContext, ToolResult, Touches
 from skald.features.connectors.content import render
-from skald.features.connectors.resources import ByConnector, category, resource_tools
+from skald.features.connectors.resources import (
+    CONNECTOR_PARAM,
+    ByConnector,
+    category,
+    resource_tools,
+)
 from skald.llm.types import ToolSpec, tool_spec
 from skald.mcp import McpError, SessionExpired, model_tool_name
 
@@ -109,7 +114,7 @@ _ACTIVATE = tool_spec(
     "activate_tools",
     "List a connector's tools with their parameters (the connectors are named in the "
     "system prompt). Call it before `connector_call` for that connector.",
-    {"connector": {"type": "string", "minLength": 1, "maxLength": 40}},
+    {"connector": CONNECTOR_PARAM},
     ["connector"],
 )
 
@@ -118,7 +123,7 @@ _CALL = tool_spec(
     "Call one tool of a connector, after `activate_tools` listed it: `connector`, "
     "`tool` (its name as listed) and `arguments` (an object matching its parameters).",
     {
-        "connector": {"type": "string", "minLength": 1, "maxLength": 40},
+        "connector": CONNECTOR_PARAM,
         "tool": {"type": "string", "minLength": 1, "maxLength": 128},
         "arguments": {"type": "object"},
     },
@@ -126,11 +131,8 @@ _CALL = tool_spec(
 )
 
 
-class ActivateTools(ByConnector):
+class ActivateTools(Reads, ByConnector):
     spec = _ACTIVATE
-    kind = "read"
-    concurrency_safe = True
-    rerun_on_recovery = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         inst = self.named(args)

@@ -133,6 +133,11 @@ async def _resolve(
     return await asyncio.to_thread(router.resolve, path, follow_final=follow_final)
 
 
+async def _lookup(request: AuthRequest, server: Server, path: str) -> Resolved | Virtual:
+    """`path` as the caller's own router names it: a file or folder, or notes."""
+    return await _resolve(await _router(request, server), path)
+
+
 async def _physical_for_write(
     router: PathRouter, path: str, *, follow_final: bool = True
 ) -> Resolved:
@@ -263,8 +268,7 @@ async def places(request: AuthRequest, server: NamedDependency[Server]) -> list[
 async def list_folder(
     request: AnyRequest, server: NamedDependency[Server], path: PathParam = "~"
 ) -> DirListing:
-    router = await _router(request, server)
-    found = await _resolve(router, path)
+    found = await _lookup(request, server, path)
     if isinstance(found, Virtual):
         note_folder = parse_note_folder(found.agent_path)
         store = await _store(request, server, found)
@@ -307,8 +311,7 @@ async def read_file(
     download: FromQuery[bool] = False,
 ) -> Response[Any]:
     """The file's content with its type (`download=1`: as an attachment)."""
-    router = await _router(request, server)
-    found = await _resolve(router, path)
+    found = await _lookup(request, server, path)
     if isinstance(found, Virtual):
         note = parse_note_path(found.agent_path)
         content = (await (await _store(request, server, found)).note_get(note.path)).encode()
@@ -457,8 +460,7 @@ async def download_zip(
     request: AnyRequest, server: NamedDependency[Server], path: PathParam = "~"
 ) -> Stream:
     """The folder as a ZIP, streamed as it is built (links and special files left out)."""
-    router = await _router(request, server)
-    found = await _resolve(router, path)
+    found = await _lookup(request, server, path)
     if isinstance(found, Virtual):
         raise InvalidInputError("notes cannot be downloaded as a ZIP; open them one by one")
 

@@ -23,6 +23,7 @@ from litestar.connection import ASGIConnection
 from litestar.di import NamedDependency
 from litestar.exceptions import NotFoundException
 from litestar.handlers.base import BaseRouteHandler
+from litestar.handlers.http_handlers import HTTPRouteHandler
 from litestar.params import JSONBody
 
 from skald.api.ops_gate import SCOPE_FLAG
@@ -32,6 +33,7 @@ from skald.errors import InvalidInputError
 from skald.features.backups.scheduler import BackupScheduler, DrillResult
 from skald.features.backups.shapes import BackupResult
 from skald.log import get_logger
+from skald.ops.accounts import ACCOUNT_ACTIONS, AccountAction, account_action
 from skald.ops.inspect import Integrity, OpsStatus, integrity, server_status
 from skald.plugins.facade import Server  # Litestar reads the annotations
 from skald.store.rows import User
@@ -97,32 +99,16 @@ class AccountDone(msgspec.Struct, frozen=True, kw_only=True):
     left: list[str] = []  # after a deletion: what of the home could not be removed
 
 
-@post("/users/deactivate", status_code=200)
-async def ops_user_deactivate(
-    data: JSONBody[AccountRequest], server: NamedDependency[Server]
-) -> AccountDone:
-    accounts = server.state(AccountService)
-    user = await accounts.find(data.username)
-    return AccountDone(username=user.username, user=await accounts.deactivate(user.id))
+def _account_route(action: AccountAction) -> HTTPRouteHandler:
+    """`POST /users/<action>`: the named account deactivated, activated or deleted."""
 
+    async def change(
+        data: JSONBody[AccountRequest], server: NamedDependency[Server]
+    ) -> AccountDone:
+        found, now, left = await account_action(server.state(AccountService), data.username, action)
+        return AccountDone(username=found.username, user=now, left=left)
 
-@post("/users/activate", status_code=200)
-async def ops_user_activate(
-    data: JSONBody[AccountRequest], server: NamedDependency[Server]
-) -> AccountDone:
-    accounts = server.state(AccountService)
-    user = await accounts.find(data.username)
-    return AccountDone(username=user.username, user=await accounts.activate(user.id))
-
-
-@post("/users/delete", status_code=200)
-async def ops_user_delete(
-    data: JSONBody[AccountRequest], server: NamedDependency[Server]
-) -> AccountDone:
-    accounts = server.state(AccountService)
-    user = await accounts.find(data.username)
-    left = await accounts.delete(user.id)
-    return AccountDone(username=user.username, user=None, left=left)
+    return post(f"/users/{action}", status_code=200, name=f"ops_user_{action}")(change)
 
 
 # One group: every ops route is public to the session check (the gate decides), refused
@@ -135,9 +121,7 @@ ROUTES = [
             ops_integrity,
             ops_backup,
             ops_drill,
-            ops_user_deactivate,
-            ops_user_activate,
-            ops_user_delete,
+            *(_account_route(action) for action in ACCOUNT_ACTIONS),
         ],
         opt=OPS_OPT,
         guards=[ops_only],

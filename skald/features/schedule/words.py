@@ -17,44 +17,48 @@ from datetime import datetime, timedelta
 
 __all__ = ["describe", "lang_of", "phrase", "when_text"]
 
-_WORDS: dict[str, dict[str, object]] = {
-    "en": {
-        "days": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
-        "months": ("January", "February", "March", "April", "May", "June", "July", "August",
-                   "September", "October", "November", "December"),
-        "today": "today", "tomorrow": "tomorrow", "at": "at",
-        "every_day": "every day at {t}", "weekdays": "every weekday at {t}",
-        "weekly": "every {d} at {t}", "and": " and ", "once": "once, {w}",
-        "cron": "on the schedule `{c}`", "next": "{d}, next {w}",
-        "set": "Reminder set for {w}: {x}",
-        "bad": "I could not read that reminder. Try: /remind in 10 minutes check the oven, "
-               "/remind at 18:30 call grandma, /remind tomorrow 9:00 take the bins out",
-    },
-    "it": {
-        "days": ("lunedì", "martedì", "mercoledì", "giovedì", "venerdì", "sabato", "domenica"),
-        "months": ("gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio",
-                   "agosto", "settembre", "ottobre", "novembre", "dicembre"),
-        "today": "oggi", "tomorrow": "domani", "at": "alle",
-        "every_day": "ogni giorno alle {t}", "weekdays": "dal lunedì al venerdì alle {t}",
-        "weekly": "ogni {d} alle {t}", "and": " e ", "once": "una volta, {w}",
-        "cron": "secondo l'espressione `{c}`", "next": "{d}, la prossima volta {w}",
-        "set": "Promemoria per {w}: {x}",
-        "bad": "Non ho capito il promemoria. Prova: /remind tra 10 minuti controlla il forno, "
-               "/remind alle 18:30 chiama la nonna, /remind domani 9:00 porta fuori la spazzatura",
-    },
-    "fr": {
-        "days": ("lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi", "dimanche"),
-        "months": ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août",
-                   "septembre", "octobre", "novembre", "décembre"),
-        "today": "aujourd'hui", "tomorrow": "demain", "at": "à",
-        "every_day": "tous les jours à {t}", "weekdays": "du lundi au vendredi à {t}",
-        "weekly": "chaque {d} à {t}", "and": " et ", "once": "une fois, {w}",
-        "cron": "selon l'expression `{c}`", "next": "{d}, la prochaine fois {w}",
-        "set": "Rappel prévu {w} : {x}",
-        "bad": "Je n'ai pas compris ce rappel. Essayez : /remind dans 10 minutes vérifier le "
-               "four, /remind à 18:30 appeler mamie, /remind demain 9:00 sortir les poubelles",
-    },
+# One row a key, its words in `_LANGS`' order: a language is a column, so a key cannot
+# be missing from one of them.
+_LANGS = ("en", "it", "fr")
+_TABLE: dict[str, tuple[object, object, object]] = {
+    "days": (
+        ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
+        ("lunedì", "martedì", "mercoledì", "giovedì", "venerdì", "sabato", "domenica"),
+        ("lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi", "dimanche"),
+    ),
+    "months": (
+        ("January", "February", "March", "April", "May", "June", "July", "August",
+         "September", "October", "November", "December"),
+        ("gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio",
+         "agosto", "settembre", "ottobre", "novembre", "dicembre"),
+        ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août",
+         "septembre", "octobre", "novembre", "décembre"),
+    ),
+    "today": ("today", "oggi", "aujourd'hui"),
+    "tomorrow": ("tomorrow", "domani", "demain"),
+    "at": ("at", "alle", "à"),
+    "every_day": ("every day at {t}", "ogni giorno alle {t}", "tous les jours à {t}"),
+    "weekdays": ("every weekday at {t}", "dal lunedì al venerdì alle {t}",
+                 "du lundi au vendredi à {t}"),
+    "weekly": ("every {d} at {t}", "ogni {d} alle {t}", "chaque {d} à {t}"),
+    "and": (" and ", " e ", " et "),
+    "once": ("once, {w}", "una volta, {w}", "une fois, {w}"),
+    "cron": ("on the schedule `{c}`", "secondo l'espressione `{c}`",
+             "selon l'expression `{c}`"),
+    "next": ("{d}, next {w}", "{d}, la prossima volta {w}", "{d}, la prochaine fois {w}"),
+    "set": ("Reminder set for {w}: {x}", "Promemoria per {w}: {x}", "Rappel prévu {w} : {x}"),
+    "bad": (
+        "I could not read that reminder. Try: /remind in 10 minutes check the oven, "
+        "/remind at 18:30 call grandma, /remind tomorrow 9:00 take the bins out",
+        "Non ho capito il promemoria. Prova: /remind tra 10 minuti controlla il forno, "
+        "/remind alle 18:30 chiama la nonna, /remind domani 9:00 porta fuori la spazzatura",
+        "Je n'ai pas compris ce rappel. Essayez : /remind dans 10 minutes vérifier le "
+        "four, /remind à 18:30 appeler mamie, /remind demain 9:00 sortir les poubelles",
+    ),
 }  # fmt: skip
+_WORDS: dict[str, dict[str, object]] = {
+    lang: {key: words[i] for key, words in _TABLE.items()} for i, lang in enumerate(_LANGS)
+}
 
 
 def lang_of(locale: str | None) -> str:

@@ -20,7 +20,7 @@ from skald.agent.tools import FS_READ, Tool, ToolContext, ToolResult, Touches
 from skald.errors import SkaldError
 from skald.features.telegram.botapi import NetworkDown, TelegramError
 from skald.files.router import Resolved
-from skald.llm.types import ToolSpec
+from skald.llm.types import tool_spec
 
 if TYPE_CHECKING:
     from skald.features.telegram.bridge import Bridge
@@ -34,22 +34,16 @@ _PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 
 class SendAttachmentTool(Tool):
-    spec = ToolSpec(
-        name="send_attachment",
-        description=(
-            "Send one of the member's files to their Telegram chat (at most 50 MB; "
-            "notes cannot be sent). Pictures go as photos unless as_document is true."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "the file, as the file tools name it"},
-                "caption": {"type": "string", "maxLength": 1024},
-                "as_document": {"type": "boolean"},
-            },
-            "required": ["path"],
-            "additionalProperties": False,
+    spec = tool_spec(
+        "send_attachment",
+        "Send one of the member's files to their Telegram chat (at most 50 MB; "
+        "notes cannot be sent). Pictures go as photos unless as_document is true.",
+        {
+            "path": {"type": "string", "description": "the file, as the file tools name it"},
+            "caption": {"type": "string", "maxLength": 1024},
+            "as_document": {"type": "boolean"},
         },
+        ["path"],
     )
     kind = "read"
 
