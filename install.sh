@@ -537,6 +537,9 @@ port_owner() {
 import socket, sys
 
 s = socket.socket()
+# As the server binds (skald.ops.channel.bind_error): TIME_WAIT leftovers of the
+# previous server's connections do not make the port busy.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 try:
     s.bind(("0.0.0.0", int(sys.argv[1])))
     print("free")
