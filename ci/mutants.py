@@ -1947,6 +1947,15 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a skill copied in by hand never shows in a running server",
     ),
     Mutant(
+        "IN1",
+        "installer port check",
+        "install.sh",
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n",
+        "\n",
+        ("tests/test_install_port_check.py",),
+        why="installing again right after a stop says the freed port is used by another program",
+    ),
+    Mutant(
         "SP4",
         "speed",
         "skald/lean.py",
