@@ -51,7 +51,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def _names(server: Server, sql: str) -> dict[str, str]:
-    rows = await server.db.call(lambda c: c.execute(sql).fetchall())
+    rows = await server.db.fetch_all(sql)
     return {str(r[0]): str(r[1]) for r in rows}
 
 
@@ -107,7 +107,7 @@ async def _check_target(server: Server, scope: Scope, target: str) -> None:
         await server.fetch(target)  # NotFoundError: no such user
         return
     sql = "SELECT 1 FROM roles WHERE name=?"
-    found = await server.db.call(lambda c: c.execute(sql, (target,)).fetchone())
+    found = await server.db.fetch_one(sql, (target,))
     if found is None:
         raise NotFoundError("no such role")
 
