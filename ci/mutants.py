@@ -1776,6 +1776,24 @@ MUTANTS: tuple[Mutant, ...] = (
         MODEL_TRANSPORT,
         why="a connection with an unread answer (or `connection: close`) goes back to the pool",
     ),
+    Mutant(
+        "MT5",
+        "model transport",
+        "skald/llm/wire.py",
+        '"POST", url, headers=merged, content=body, extensions={"timeout": timeouts}',
+        '"POST", url, headers=merged, content=body',
+        MODEL_TRANSPORT,
+        why="a model request sent past the client's layers loses its timeouts",
+    ),
+    Mutant(
+        "MT6",
+        "model transport",
+        "skald/llm/wire.py",
+        "    transport = http._transport_for_url(request.url)",
+        "    transport = http._transport",
+        MODEL_TRANSPORT,
+        why="a model request sent past the client's layers ignores the environment's proxy",
+    ),
     # -- sandbox writes against the storage quota (issue 20 item 7), the host listener
     # against sandbox subnets (item 13), foreign containers (issue 32 item 12) --------
     Mutant(

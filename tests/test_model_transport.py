@@ -21,7 +21,9 @@ from certs import self_signed
 from cryptography import x509
 
 from skald.llm.discovery import list_models
+from skald.llm.errors import LlmError
 from skald.llm.transport import IDLE_PER_ORIGIN, ModelTransport, model_http_client
+from skald.llm.wire import post_stream
 
 Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -121,6 +123,16 @@ def answering(*replies: bytes) -> Answer:
 async def lines_of(http: httpx.AsyncClient, url: str) -> list[str]:
     async with http.stream("POST", url, content=b'{"stream":true}') as response:
         response.raise_for_status()
+        return [line async for line in response.aiter_lines() if line]
+
+
+async def model_lines(http: httpx.AsyncClient, url: str, limits: httpx.Timeout = WAIT) -> list[str]:
+    """The lines of an answer asked for as a provider client asks (`wire.post_stream`,
+    which hands the request to the client's transport for the URL itself)."""
+    body = b'{"stream":true}'
+    async with post_stream(
+        http, url, headers={}, body=body, http_timeout=limits, provider="p", secrets=()
+    ) as response:
         return [line async for line in response.aiter_lines() if line]
 
 
@@ -252,6 +264,12 @@ async def test_silence_before_or_after_the_head_is_a_read_timeout(
     async with serving(then_silence) as (_, url), model_http_client(SILENT) as http:
         with pytest.raises(httpx.ReadTimeout):
             await lines_of(http, url)
+    # A provider client's request carries its own timeouts to the transport.
+    async with serving(then_silence) as (_, url), model_http_client(WAIT) as http:
+        with pytest.raises(LlmError) as failed:
+            async with asyncio.timeout(10):  # not the request's: the test's own limit
+                await model_lines(http, url, SILENT)
+        assert failed.value.kind == "timeout"
 
 
 async def test_a_body_cut_short_is_a_protocol_error_not_a_short_answer(no_proxies: object) -> None:
@@ -294,15 +312,17 @@ async def test_an_environment_proxy_still_carries_the_request_and_no_proxy_goes_
         no_proxies.setenv("HTTP_PROXY", proxy_url.rsplit("/v1", 1)[0])
         async with model_http_client(WAIT) as http:
             assert await lines_of(http, url) == ["data: proxied"]
+            assert await model_lines(http, url) == ["data: proxied"]
         # A proxy is asked for the whole URL: the request went through httpx's proxy.
-        assert proxy.request_lines == [f"POST {url} HTTP/1.1".encode()]
+        assert proxy.request_lines == [f"POST {url} HTTP/1.1".encode()] * 2
         assert origin.connections == 0
 
         no_proxies.setenv("NO_PROXY", "127.0.0.1")
         async with model_http_client(WAIT) as http:
             assert isinstance(http._transport_for_url(httpx.URL(url)), ModelTransport)
             assert await lines_of(http, url) == ["data: direct"]
-        assert origin.request_lines == [b"POST /v1/chat/completions HTTP/1.1"]
+            assert await model_lines(http, url) == ["data: direct"]
+        assert origin.request_lines == [b"POST /v1/chat/completions HTTP/1.1"] * 2
 
 
 @pytest.fixture(scope="module")
