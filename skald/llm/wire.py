@@ -116,43 +116,6 @@ def network_error(provider: str, exc: httpx.HTTPError, secrets: Iterable[str | N
 
 
 @asynccontextmanager
-async def _sent(
-    http: httpx.AsyncClient,
-    url: str,
-    headers: dict[str, str],
-    body: bytes,
-    http_timeout: httpx.Timeout | float,
-) -> AsyncIterator[httpx.Response]:
-    """The request straight to the client's transport for `url`, its response closed on
-    leaving. What `http.stream` adds around that call (an auth flow, a redirect loop, and
-    a cookie jar that parses every response's headers through `http.cookiejar`) does
-    nothing for a model request but cost the turn about a tenth of the event loop's time
-    before the request leaves (bench/README.md, goal 4). The request itself is built as
-    `http.stream` builds it: the client's default headers under ours, and the timeouts.
-
-    Trap: no cookie a provider sets is kept or sent back (no model API needs one), and
-    redirects are not followed (httpx's default too: a 3xx is an error below)."""
-    if http.is_closed:  # as `http.stream` says it
-        raise RuntimeError("Cannot send a request, as the client has been closed.")
-    merged = httpx.Headers(http.headers)
-    merged.update({"content-type": "application/json", "accept": "text/event-stream"})
-    merged.update(headers)
-    timeouts = httpx.Timeout(http_timeout).as_dict()
-    request = httpx.Request(
-        "POST", url, headers=merged, content=body, extensions={"timeout": timeouts}
-    )
-    # The mounts' choice (a proxy from the environment, or the model transport): httpx
-    # keeps it private; taking it keeps one reading of the mounts.
-    transport = http._transport_for_url(request.url)
-    response = await transport.handle_async_request(request)
-    response.request = request
-    try:
-        yield response
-    finally:
-        await response.aclose()
-
-
-@asynccontextmanager
 async def post_stream(
     http: httpx.AsyncClient,
     url: str,
@@ -168,9 +131,29 @@ async def post_stream(
     Leaving the block (normally, by an error or by cancellation) closes the response,
     which drops the connection if the body was not read to the end: that is what stops
     the provider generating (and billing) tokens nobody will read.
+
+    The request goes straight to the client's transport for `url`: what `http.stream`
+    adds around that call (an auth flow, a redirect loop, and a cookie jar that parses
+    every response's headers through `http.cookiejar`) does nothing for a model request
+    but cost the turn about a tenth of the event loop's time before the request left
+    (bench/README.md, goal 4). The request is built as `http.stream` builds it: the
+    client's default headers under ours, and the timeouts. Trap: no cookie a provider
+    sets is kept or sent back (no model API needs one), and redirects are not followed
+    (httpx's default too: a 3xx is an error below).
     """
+    if http.is_closed:  # as `http.stream` says it
+        raise RuntimeError("Cannot send a request, as the client has been closed.")
+    merged = httpx.Headers(http.headers)
+    merged.update({"content-type": "application/json", "accept": "text/event-stream"})
+    merged.update(headers)
+    timeouts = {"timeout": httpx.Timeout(http_timeout).as_dict()}
     try:
-        async with _sent(http, url, headers, body, http_timeout) as response:
+        request = httpx.Request("POST", url, headers=merged, content=body, extensions=timeouts)
+        # The mounts' choice (a proxy from the environment, or the model transport):
+        # httpx keeps it private; taking it keeps one reading of the mounts.
+        response = await http._transport_for_url(request.url).handle_async_request(request)
+        response.request = request
+        try:
             if not 200 <= response.status_code < 300:
                 raw = await response.aread()
                 detail = redact(error_detail(raw), secrets)
@@ -183,6 +166,8 @@ async def post_stream(
                     f"{provider} did not stream: {redact(detail, secrets)}", retriable=False
                 )
             yield response
+        finally:
+            await response.aclose()
     except httpx.HTTPError as exc:
         raise network_error(provider, exc, secrets) from exc
     except httpx.InvalidURL as exc:
