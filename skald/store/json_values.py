@@ -2,8 +2,8 @@
 member's `plugin_member_settings`.
 
 Rule: one `JsonValues(table, key, stamp=...)` per table says its SQL once: `get` decodes
-the stored value (None without a row), `put` writes it, replacing the row of that key,
-in a transaction of its own. A table with an `updated_at` column gets `stamp` (the
+the stored value (None without a row), `put` writes it, replacing the row of that key
+(one statement: it commits whole on its own). A table with an `updated_at` column gets `stamp` (the
 clock that fills it, `now_iso`); `config` has none.
 
 Trap: `table` and `key` go into the SQL text: they are the code's own names, never input.
@@ -44,4 +44,4 @@ class JsonValues:
     async def put(self, db: Database, key: str, value: Any) -> None:
         text = json.dumps(value)
         params = (key, text) if self.stamp is None else (key, text, self.stamp())
-        await db.transaction(lambda c: c.execute(self.upsert, params))
+        await db.execute(self.upsert, params)
