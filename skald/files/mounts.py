@@ -49,6 +49,7 @@ __all__ = [
     "MemberMount",
     "check_mounts",
     "docs_mount",
+    "folder_mount",
     "home_mount",
     "note_mounts",
 ]
@@ -181,13 +182,22 @@ def home_mount(home: Path) -> MemberMount:
 
 def docs_mount(docs: Path) -> MemberMount:
     """Skald's manual, read-only (the `files` feature registers it)."""
+    return folder_mount(DOCS_MOUNT, "Manual", Path(docs), read_only=True)
+
+
+def folder_mount(
+    path: str, label: str, host_path: Path, *, read_only: bool, quota_owner: str | None = None
+) -> MemberMount:
+    """A folder on the host that stands at `path` in agent paths and at `~/path` in the
+    sandbox alike, named by that path: the manual, a skill tree, a shared folder."""
     return MemberMount(
-        name=DOCS_MOUNT,
-        prefix=DOCS_MOUNT,
-        label="Manual",
-        host_path=Path(docs),
-        container_path=f"{CONTAINER_HOME}/{DOCS_MOUNT}",
-        read_only=True,
+        name=path,
+        prefix=path,
+        label=label,
+        host_path=host_path,
+        container_path=f"{CONTAINER_HOME}/{path}",
+        read_only=read_only,
+        quota_owner=quota_owner,
     )
 
 

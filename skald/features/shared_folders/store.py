@@ -30,9 +30,8 @@ import msgspec
 from skald import walk
 from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
-from skald.files.mounts import MemberMount
+from skald.files.mounts import MemberMount, folder_mount
 from skald.log import get_logger
-from skald.paths import CONTAINER_HOME
 from skald.permissions import declare
 from skald.store.migrations import Feature, Migration
 
@@ -178,12 +177,10 @@ class SharedFolders:
     def mounts(self, user_id: str) -> list[MemberMount]:
         """The member's shared folders as mounts (synchronous: from the snapshot)."""
         return [
-            MemberMount(
-                name=folder.path,
-                prefix=folder.path,
-                label=folder.name,
-                host_path=self.root / folder.slug,
-                container_path=f"{CONTAINER_HOME}/{folder.path}",
+            folder_mount(
+                folder.path,
+                folder.name,
+                self.root / folder.slug,
                 read_only=access != "write",
                 quota_owner=folder.owner,
             )

@@ -36,9 +36,9 @@ import msgspec
 from skald import walk
 from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
-from skald.files.mounts import MemberMount
+from skald.files.mounts import MemberMount, folder_mount
 from skald.files.router import checked_name
-from skald.paths import CONTAINER_HOME, DataLayout
+from skald.paths import DataLayout
 from skald.permissions import declare
 from skald.quota import tree_size
 from skald.store.kept import KEPT_S
@@ -74,14 +74,7 @@ def tree_dir(layout: DataLayout, tree: Tree, user_id: str) -> Path:
 
 def mounts(layout: DataLayout, user_id: str) -> list[MemberMount]:
     return [
-        MemberMount(
-            name=f"skills/{tree}",
-            prefix=f"skills/{tree}",
-            label=label,
-            host_path=tree_dir(layout, tree, user_id),
-            container_path=f"{CONTAINER_HOME}/skills/{tree}",
-            read_only=True,
-        )
+        folder_mount(f"skills/{tree}", label, tree_dir(layout, tree, user_id), read_only=True)
         for tree, label in TREES
     ]
 
