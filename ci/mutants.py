@@ -198,7 +198,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "P7",
         "special files",
         "skald/files/router.py",
-        "    if not stat.S_ISREG(before.st_mode):\n        raise PathDeniedError(",
+        "    if not stat.S_ISREG(st.st_mode):\n        raise PathDeniedError(",
         "    if False:\n        raise PathDeniedError(",
         ROUTER,
         why="a FIFO or device planted in the home is opened",

@@ -675,12 +675,7 @@ def _opendir(root: Path, parts: tuple[str, ...], *, create: bool = False) -> Ite
 def _open_regular_at(fd: int, name: str, where: str) -> tuple[int, os.stat_result]:
     """Open a regular file in directory `fd` for reading; links and special files refused."""
     before = os.stat(name, dir_fd=fd, follow_symlinks=False)
-    if stat.S_ISDIR(before.st_mode):
-        raise InvalidInputError(f"{where} is a folder, not a file")
-    if stat.S_ISLNK(before.st_mode):
-        raise PathDeniedError(f"{where}: a symbolic link is in the way")
-    if not stat.S_ISREG(before.st_mode):
-        raise PathDeniedError(f"{where} is not a regular file (a pipe or a device?)")
+    _check_regular(before, where, ", not a file", " (a pipe or a device?)")
     ffd = os.open(name, _READ_FLAGS, dir_fd=fd)
     after = os.fstat(ffd)
     if not stat.S_ISREG(after.st_mode) or not os.path.samestat(before, after):
@@ -851,20 +846,23 @@ def write_bytes(found: Resolved, data: bytes) -> tuple[FileEntry, bool]:
     ):
         existing = _lstat_at(parent, name)
         if existing is not None:
-            _check_replaceable(existing, found.agent_path)
+            _check_regular(existing, found.agent_path)
         mode = stat.S_IMODE(existing.st_mode) if existing is not None else FILE_MODE
         tree.write_file_at(parent, name, data, mode)
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
     return _entry(found.agent_path, name, st), existing is None
 
 
-def _check_replaceable(existing: os.stat_result, where: str) -> None:
-    if stat.S_ISDIR(existing.st_mode):
-        raise InvalidInputError(f"{where} is a folder")
-    if stat.S_ISLNK(existing.st_mode):
+def _check_regular(st: os.stat_result, where: str, folder: str = "", other: str = "") -> None:
+    """Refuse anything but a regular file at `where` (a folder, a link, a pipe): the one
+    check of what stands there before a read opens it and before a write replaces it.
+    `folder` and `other`: what the refusal of a folder or a special file adds."""
+    if stat.S_ISDIR(st.st_mode):
+        raise InvalidInputError(f"{where} is a folder{folder}")
+    if stat.S_ISLNK(st.st_mode):
         raise PathDeniedError(f"{where}: a symbolic link is in the way")
-    if not stat.S_ISREG(existing.st_mode):
-        raise PathDeniedError(f"{where} is not a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        raise PathDeniedError(f"{where} is not a regular file{other}")
 
 
 def upload_name(raw: str) -> str:
