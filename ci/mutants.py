@@ -3834,7 +3834,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "GH4",
         "project history",
         "skald/files/tools.py",
-        '        if self.on_change is not None and self.kind == "write" and not result.is_error:',
+        '        if self.reach.on_change is not None and self.kind == "write" and not result.is_error:',
         "        if False:",
         ("tests/test_project_history.py",),
         keyword="assistant_change",

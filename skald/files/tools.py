@@ -92,6 +92,7 @@ from skald.tools.preview import MAX_READ_BYTES, edit_preview, unified_diff, writ
 __all__ = [
     "AppendFileTool",
     "EditFileTool",
+    "FileReach",
     "FileTool",
     "GetOutlineTool",
     "GlobTool",
@@ -253,6 +254,19 @@ async def _in_thread(fn: Callable[[threading.Event], T]) -> T:
 # -- the dispatching base -----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class FileReach:
+    """What one member's file tools work through, the same for every tool of a set."""
+
+    router: PathRouter | None  # None: notes only (`memory_tools`)
+    notes: NoteStores | None = None  # None: files only (`file_tools`)
+    budget: BudgetSource | None = None  # checked by every write through the router
+    # The member's sandbox, for absolute paths outside every mount (None: no sandbox).
+    container: ContainerPaths | None = None
+    # Told after each write through the router (`skald_files_changed`: git history).
+    on_change: ChangeListener | None = None
+
+
 class FileTool(Tool):
     """A tool on files through the router; note paths go to `notes` when there is one.
 
@@ -261,22 +275,8 @@ class FileTool(Tool):
 
     path_required: bool = True
 
-    def __init__(
-        self,
-        router: PathRouter | None,
-        notes: NoteStores | None = None,
-        budget: BudgetSource | None = None,
-        spec: ToolSpec | None = None,
-        container: ContainerPaths | None = None,
-        on_change: ChangeListener | None = None,
-    ) -> None:
-        self.router = router
-        self.notes = notes
-        self.budget = budget
-        # Told after each write through the router (`skald_files_changed`: git history).
-        self.on_change = on_change
-        # The member's sandbox, for absolute paths outside every mount (None: no sandbox).
-        self.container = container
+    def __init__(self, reach: FileReach, spec: ToolSpec | None = None) -> None:
+        self.reach = reach
         if spec is not None:
             self.spec = spec
 
@@ -287,16 +287,15 @@ class FileTool(Tool):
     async def old_text(self, raw: object) -> str | None:
         """The current text at `raw` for a preview: notes through their stores, files
         through the router; "" for a new file, None when unreadable or unusual."""
-        if self.router is None:
-            return None if self.notes is None else await self.notes.old_text(raw)
+        router, notes = self.reach.router, self.reach.notes
+        if router is None:
+            return None if notes is None else await notes.old_text(raw)
         try:
             await ready_for(raw)
-            parsed = self.router.parse(raw)
+            parsed = router.parse(raw)
             if isinstance(parsed, Virtual):
-                if self.notes is None:
-                    return None
-                return await self.notes.old_text(parsed.agent_path)
-            found = await asyncio.to_thread(self.router.resolve, raw)
+                return None if notes is None else await notes.old_text(parsed.agent_path)
+            found = await asyncio.to_thread(router.resolve, raw)
         except SkaldError:
             return None
         if not isinstance(found, Resolved):
@@ -304,7 +303,8 @@ class FileTool(Tool):
         return await asyncio.to_thread(_text_for_preview, found)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        if self.router is None:
+        router = self.reach.router
+        if router is None:
             return await self._on_note(args)
         try:
             raw = args.get("path")
@@ -313,24 +313,24 @@ class FileTool(Tool):
             if raw is None:
                 raise _Refusal(f"'path' is required. {_PATH_HELP}")
             await ready_for(raw)  # the name checks below run here, on the event loop
-            inside = None if self.container is None else self.router.container_only(raw)
+            inside = None if self.reach.container is None else router.container_only(raw)
             if inside is not None:
                 return await self.in_container(inside, args, ctx)
-            parsed = self.router.parse(raw)
+            parsed = router.parse(raw)
             if isinstance(parsed, Virtual):
                 return await self.virtual(parsed, args, ctx)
             result = await self.work(raw, args, ctx)
         except (_Refusal, SkaldError) as refusal:
             return ToolResult.error(_sentence(str(refusal)))
-        if self.on_change is not None and self.kind == "write" and not result.is_error:
+        if self.reach.on_change is not None and self.kind == "write" and not result.is_error:
             mount, segments = parsed  # lexical: the place and the path the write named
-            await self.on_change(
+            await self.reach.on_change(
                 FileChange(mount=mount.name, paths=("/".join(segments),), action=self.name)
             )
         return result
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        if self.notes is None:
+        if self.reach.notes is None:
             raise _Refusal(
                 f"{note.agent_path} is a memory note, which this tool cannot reach; "
                 "use memory_search, or read_file and list_files on notes."
@@ -345,7 +345,7 @@ class FileTool(Tool):
             return ToolResult.error(str(refusal))
 
     async def note(self, args: dict[str, Any]) -> ToolResult:
-        """Do the work on a note (`args["path"]` names it; `self.notes` is set)."""
+        """Do the work on a note (`args["path"]` names it; `self.reach.notes` is set)."""
         raise _Refusal(f"{self.name} works on files, not on memory notes.")
 
     async def in_container(self, path: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -357,8 +357,8 @@ class FileTool(Tool):
     @property
     def box(self) -> ContainerPaths:
         """The member's container, for `in_container` (only called when there is one)."""
-        assert self.container is not None, "container work without a container"
-        return self.container
+        assert self.reach.container is not None, "container work without a container"
+        return self.reach.container
 
     async def box_text(self, path: str, missing_ok: bool = False) -> str | None:
         """The text of a container file (None when missing and `missing_ok`)."""
@@ -385,14 +385,14 @@ class FileTool(Tool):
     @property
     def paths(self) -> PathRouter:
         """The router, for `work` (only ever called when there is one)."""
-        assert self.router is not None, "file work without a router"
-        return self.router
+        assert self.reach.router is not None, "file work without a router"
+        return self.reach.router
 
     @property
     def stores(self) -> NoteStores:
         """The note stores, for `note` (only ever called when there are some)."""
-        assert self.notes is not None, "note work without note stores"
-        return self.notes
+        assert self.reach.notes is not None, "note work without note stores"
+        return self.reach.notes
 
 
 def _text_for_preview(found: Resolved) -> str | None:
@@ -432,10 +432,10 @@ class _Writing(Writes, FileTool):
     async def current_budget(self, found: Resolved | None = None) -> Budget | None:
         """The budget a write to `found` counts against: its place's quota owner's (a
         project's owner, a shared folder's creator), else the member's own."""
-        if self.budget is None:
+        if self.reach.budget is None:
             return None
         owner = None if found is None else found.quota_owner
-        return await (self.budget() if owner is None else self.budget(owner=owner))
+        return await (self.reach.budget() if owner is None else self.reach.budget(owner=owner))
 
 
 def _existing_size(found: Resolved) -> int:
@@ -634,7 +634,7 @@ class ListFilesTool(_Reading):
         return await self.stores.listing(args)
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        notes = () if self.notes is None else self.notes.stores
+        notes = () if self.reach.notes is None else self.reach.notes.stores
 
         def listing(_: threading.Event) -> str:
             found = self.paths.physical(raw)
@@ -1037,10 +1037,10 @@ class ShowFileTool(_Reading):
     )
 
     async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        if self.notes is None:
+        if self.reach.notes is None:
             raise _Refusal(f"{note.agent_path} is a memory note, which this tool cannot reach.")
         try:
-            size = await self.notes.size(note.agent_path)
+            size = await self.reach.notes.size(note.agent_path)
         except NotFoundError:
             raise _Refusal(f"There is no note at {note.agent_path}.") from None
         name = note.agent_path.rsplit("/", 1)[-1]
@@ -1077,16 +1077,7 @@ def file_tools(
 ) -> list[Tool]:
     """The file tools alone (no note stores): note paths are refused with a hint.
     `container`: the member's sandbox, for paths only it has (`skald.files.container`)."""
-    return [
-        ReadFileTool(router, container=container),
-        WriteFileTool(router, budget=budget, container=container, on_change=on_change),
-        EditFileTool(router, budget=budget, container=container, on_change=on_change),
-        ListFilesTool(router, container=container),
-        GrepTool(router, container=container),
-        GlobTool(router, container=container),
-        ShowFileTool(router, container=container),
-        *text_tools(router, budget=budget, container=container, on_change=on_change),
-    ]
+    return _family(FileReach(router, budget=budget, container=container, on_change=on_change))
 
 
 def workspace_tools(
@@ -1120,16 +1111,22 @@ def workspace_tools(
         budget,
         lambda: _indexed(router.member_mounts),
     )
+    return _family(FileReach(router, notes, budget, container, on_change), MemorySearchTool(notes))
+
+
+def _family(reach: FileReach, *after_listing: Tool) -> list[Tool]:
+    """Every file tool on `reach`, in the order the prompt has always listed them;
+    `after_listing` (memory_search) stands after list_files."""
     return [
-        ReadFileTool(router, notes, container=container),
-        WriteFileTool(router, notes, budget, container=container, on_change=on_change),
-        EditFileTool(router, notes, budget, container=container, on_change=on_change),
-        ListFilesTool(router, notes, container=container),
-        MemorySearchTool(notes),
-        GrepTool(router, container=container),
-        GlobTool(router, container=container),
-        ShowFileTool(router, notes, container=container),
-        *text_tools(router, notes, budget, container, on_change),
+        ReadFileTool(reach),
+        WriteFileTool(reach),
+        EditFileTool(reach),
+        ListFilesTool(reach),
+        *after_listing,
+        GrepTool(reach),
+        GlobTool(reach),
+        ShowFileTool(reach),
+        *text_tools(reach),
     ]
 
 
@@ -1155,11 +1152,12 @@ def memory_tools(
     notes = NoteStores(
         owner, shared, user_id, shared_writable, shared_readable, budget, lambda: indexed
     )
+    reach = FileReach(None, notes)
     return [
-        ReadFileTool(None, notes, spec=NOTE_SPECS["read_file"]),
-        WriteFileTool(None, notes, spec=NOTE_SPECS["write_file"]),
-        EditFileTool(None, notes, spec=NOTE_SPECS["edit_file"]),
-        ListFilesTool(None, notes, spec=NOTE_SPECS["list_files"]),
+        ReadFileTool(reach, NOTE_SPECS["read_file"]),
+        WriteFileTool(reach, NOTE_SPECS["write_file"]),
+        EditFileTool(reach, NOTE_SPECS["edit_file"]),
+        ListFilesTool(reach, NOTE_SPECS["list_files"]),
         MemorySearchTool(notes),
     ]
 
@@ -1490,19 +1488,13 @@ class GetOutlineTool(_TextRead):
         return "\n".join(rows)
 
 
-def text_tools(
-    router: PathRouter | None,
-    notes: NoteStores | None = None,
-    budget: BudgetSource | None = None,
-    container: ContainerPaths | None = None,
-    on_change: ChangeListener | None = None,
-) -> list[FileTool]:
+def text_tools(reach: FileReach) -> list[FileTool]:
     """The line tools of one member, on the same router, note stores, budget and sandbox
     as the rest of the family (`workspace_tools`, `file_tools`)."""
     return [
-        AppendFileTool(router, notes, budget, container=container, on_change=on_change),
-        InsertAtLineTool(router, notes, budget, container=container, on_change=on_change),
-        ReplaceLinesTool(router, notes, budget, container=container, on_change=on_change),
-        SearchFileTool(router, notes, container=container),
-        GetOutlineTool(router, notes, container=container),
+        AppendFileTool(reach),
+        InsertAtLineTool(reach),
+        ReplaceLinesTool(reach),
+        SearchFileTool(reach),
+        GetOutlineTool(reach),
     ]
