@@ -437,6 +437,15 @@ class _Writing(Writes, FileTool):
         owner = None if found is None else found.quota_owner
         return await (self.reach.budget() if owner is None else self.reach.budget(owner=owner))
 
+    async def preview(self, args: Mapping[str, Any]) -> str | None:
+        raw = args.get("path")
+        return self.previewed(str(raw), await self.old_text(raw), args)
+
+    @abstractmethod
+    def previewed(self, path: str, old: str | None, args: Mapping[str, Any]) -> str | None:
+        """The diff this call would make to `old`, the text at `path` now (None:
+        unreadable, so no preview)."""
+
 
 def _existing_size(found: Resolved) -> int:
     """Bytes the file at `found` holds now (0 if there is none or it is not a file),
@@ -535,9 +544,8 @@ class WriteFileTool(_Writing):
         "The whole content, as text.",
     )
 
-    async def preview(self, args: Mapping[str, Any]) -> str | None:
-        raw = args.get("path")
-        return write_preview(str(raw), await self.old_text(raw), args)
+    def previewed(self, path: str, old: str | None, args: Mapping[str, Any]) -> str | None:
+        return write_preview(path, old, args)
 
     async def note(self, args: dict[str, Any]) -> ToolResult:
         return await self.stores.write(args)
@@ -570,9 +578,8 @@ def _wrote(path: str, created: bool, content: str, size: int) -> ToolResult:
 class EditFileTool(_Writing):
     spec = _edit_spec("file or note", _PATH_HELP)
 
-    async def preview(self, args: Mapping[str, Any]) -> str | None:
-        raw = args.get("path")
-        return edit_preview(str(raw), await self.old_text(raw), args)
+    def previewed(self, path: str, old: str | None, args: Mapping[str, Any]) -> str | None:
+        return edit_preview(path, old, args)
 
     async def note(self, args: dict[str, Any]) -> ToolResult:
         return await self.stores.edit(args)
@@ -805,20 +812,40 @@ _SEARCH_PROPS: Final = {
 }
 
 
-def _max_results(default: int, most: int) -> dict[str, str]:
-    return {"type": "integer", "description": f"Default {default}, at most {most}."}
+def _search_spec(
+    name: str, description: str, pattern: str, options: dict[str, Any], results: tuple[int, int]
+) -> ToolSpec:
+    """A search below a folder: `pattern` (its help), the shared path and hidden, the
+    tool's own `options`, and max_results (`results`: its default and its most)."""
+    default, most = results
+    properties = {
+        "pattern": {"type": "string", "description": pattern},
+        **_SEARCH_PROPS,
+        **options,
+        "max_results": {"type": "integer", "description": f"Default {default}, at most {most}."},
+    }
+    return tool_spec(name, description, properties, ["pattern"])
 
 
-class GrepTool(_Reading):
+class _Searching(_Reading):
+    """grep and glob: a search below a folder (the home without a path), of files only.
+    A note path is refused with where notes are found instead (`for_notes`)."""
+
     path_required = False
-    spec = tool_spec(
+    for_notes: str  # "<tool> <does what with> files; memory notes ({path}) are <…>."
+
+    async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise _Refusal(self.for_notes.format(path=note.agent_path))
+
+
+class GrepTool(_Searching):
+    spec = _search_spec(
         "grep",
         "Search file contents below a folder with a Python regular expression, like "
         f"ripgrep (skips binary, hidden, over {_size(GREP_MAX_FILE_BYTES)}). Returns "
         "path:line: text.",
+        "The regular expression.",
         {
-            "pattern": {"type": "string", "description": "The regular expression."},
-            **_SEARCH_PROPS,
             "glob": {
                 "type": "string",
                 "description": ("Only files matching this glob (*.md, notes/**/*.txt)."),
@@ -831,16 +858,10 @@ class GrepTool(_Reading):
                 "type": "boolean",
                 "description": "Only the paths of matching files.",
             },
-            "max_results": _max_results(GREP_DEFAULT_RESULTS, GREP_MAX_RESULTS),
         },
-        ["pattern"],
+        (GREP_DEFAULT_RESULTS, GREP_MAX_RESULTS),
     )
-
-    async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        raise _Refusal(
-            f"grep searches files; memory notes ({note.agent_path}) are searched with "
-            "memory_search."
-        )
+    for_notes = "grep searches files; memory notes ({path}) are searched with memory_search."
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         source = _text(args, "pattern")
@@ -968,28 +989,19 @@ def _grep_text(found: Resolved, source: str, result: _Found, files_only: bool, l
     return "\n".join([f"{what} for {source!r} in {found.agent_path}{tail}:", *result.lines])
 
 
-class GlobTool(_Reading):
-    path_required = False
-    spec = tool_spec(
+class GlobTool(_Searching):
+    spec = _search_spec(
         "glob",
         "Find files by name below a folder: * and ? in a name, ** across folders "
         "(**/*.pdf: every PDF). Folders end with /.",
-        {
-            "pattern": {
-                "type": "string",
-                "description": "Relative to path, e.g. **/*.md.",
-            },
-            **_SEARCH_PROPS,
-            "max_results": _max_results(GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS),
-        },
-        ["pattern"],
+        "Relative to path, e.g. **/*.md.",
+        {},
+        (GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS),
     )
-
-    async def virtual(self, note: Virtual, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        raise _Refusal(
-            f"glob finds files; memory notes ({note.agent_path}) are listed with list_files "
-            "and searched with memory_search."
-        )
+    for_notes = (
+        "glob finds files; memory notes ({path}) are listed with list_files and searched "
+        "with memory_search."
+    )
 
     async def work(self, raw: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         pattern = _pattern(_text(args, "pattern"))
@@ -1226,16 +1238,14 @@ class _LineChange(_Writing):
     def _missing(self, path: str) -> str:
         return f"There is nothing at {path}. Use write_file to create it."
 
-    async def preview(self, args: Mapping[str, Any]) -> str | None:
-        raw = args.get("path")
-        old = await self.old_text(raw)
+    def previewed(self, path: str, old: str | None, args: Mapping[str, Any]) -> str | None:
         if old is None:
             return None
         try:
-            after, _ = self.changed(old if old or self.creates else None, args, str(raw))
+            after, _ = self.changed(old if old or self.creates else None, args, path)
         except _Refusal:
             return None
-        return unified_diff(str(raw), old, after)
+        return unified_diff(path, old, after)
 
     async def note(self, args: dict[str, Any]) -> ToolResult:
         return await self.stores.change(
