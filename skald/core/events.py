@@ -77,25 +77,26 @@ class ConversationUpdated(msgspec.Struct, tag="conversation_updated", kw_only=Tr
     conversation: Conversation
 
 
-class Watching(msgspec.Struct, tag="watching", kw_only=True):
-    """A `watch` was accepted: changes of the folder from now on are reported."""
+class _WatchedFolder(msgspec.Struct, kw_only=True):
+    """An event about the folder of a `watch`: `path` as the client sent it."""
 
     path: str
 
 
-class WatchRefused(msgspec.Struct, tag="watch_refused", kw_only=True):
+class Watching(_WatchedFolder, tag="watching"):
+    """A `watch` was accepted: changes of the folder from now on are reported."""
+
+
+class WatchRefused(_WatchedFolder, tag="watch_refused", kw_only=True):
     """A `watch` was refused (outside the member's places, missing, not a folder, too
     many watches, or no Files access); `code` is the error code the Files API would give."""
 
-    path: str
     code: str
     message: str
 
 
-class DirChanged(msgspec.Struct, tag="dir_changed", kw_only=True):
-    """A watched folder's listing changed (or it is gone); `path` as the client sent it."""
-
-    path: str
+class DirChanged(_WatchedFolder, tag="dir_changed"):
+    """A watched folder's listing changed (or it is gone)."""
 
 
 class InboxChanged(msgspec.Struct, tag="inbox_changed", kw_only=True):

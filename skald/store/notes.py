@@ -19,6 +19,7 @@ import apsw
 import msgspec
 
 from skald.errors import NotFoundError
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.kept import KeptReads
 
@@ -117,11 +118,15 @@ def _after_prefix(prefix: str) -> str | None:
 
 def list_notes(conn: apsw.Connection, t: NoteTables, prefix: str = "") -> list[NoteInfo]:
     """Every note whose path starts with `prefix` (plain text, no wildcards), by path."""
-    author = "updated_by" if t.has_author else "NULL"
-    columns = (
-        f"SELECT path, length(CAST(content AS BLOB)), created_at, updated_at, {author} "
-        f"FROM {t.table}"
+    info = Columns(
+        NoteInfo,
+        "path",
+        Col("size", sql="length(CAST(content AS BLOB))"),
+        "created_at",
+        "updated_at",
+        Col("updated_by", sql="updated_by" if t.has_author else "NULL"),
     )
+    columns = f"SELECT {info.names} FROM {t.table}"
     if not prefix:
         rows = fetch_all(conn, f"{columns} ORDER BY path")
     else:
@@ -134,16 +139,7 @@ def list_notes(conn: apsw.Connection, t: NoteTables, prefix: str = "") -> list[N
             "AND substr(path, 1, length(:prefix)) = :prefix ORDER BY path",
             {"prefix": prefix, "upper": upper} if upper is not None else {"prefix": prefix},
         )
-    return [
-        NoteInfo(
-            path=str(r[0]),
-            size=int(r[1]),
-            created_at=str(r[2]),
-            updated_at=str(r[3]),
-            updated_by=None if r[4] is None else str(r[4]),
-        )
-        for r in rows
-    ]
+    return [info.row(r) for r in rows]
 
 
 def match_expression(query: str) -> str | None:

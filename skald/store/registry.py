@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import apsw
 import msgspec
@@ -19,7 +19,7 @@ from skald.store.database import Database, change_one, fetch_all, fetch_one, ope
 from skald.store.json_values import JsonValues
 from skald.store.migrations import SchemaPlan, migrate_features
 from skald.store.migrations.registry import REGISTRY
-from skald.store.rows import Role, RoleAttributes, User, UserSecrets
+from skald.store.rows import Role, RoleAttributes, User, UserChanges, UserSecrets
 
 _USER = Columns(
     User,
@@ -396,23 +396,11 @@ class Registry:
     async def set_password_hash(self, user_id: str, password_hash: str) -> None:
         await self._update(user_id, "password_hash=?", (password_hash,))
 
-    async def update_user(
-        self,
-        user_id: str,
-        *,
-        display_name: str | None = None,
-        role: str | None = None,
-        locale: str | None = None,
-        profile: dict[str, str] | None = None,
-    ) -> None:
+    async def update_user(self, user_id: str, **changes: Unpack[UserChanges]) -> None:
         """Change the given non-secret fields; the others stay as they are."""
-        changes: dict[str, Any] = {
-            "display_name": display_name,
-            "role": role,
-            "locale": locale,
-            "profile": None if profile is None else json.dumps(profile),
+        fields = {
+            k: json.dumps(v) if k == "profile" else v for k, v in changes.items() if v is not None
         }
-        fields = {k: v for k, v in changes.items() if v is not None}
         if fields:
             assignment = ", ".join(f"{k}=?" for k in fields)
             await self._update(user_id, assignment, tuple(fields.values()))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypedDict
 
 import msgspec
 
@@ -46,6 +46,16 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
     created_at: str
     updated_at: str
     profile: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class UserChanges(TypedDict, total=False):
+    """The non-secret fields of an account a change gives (`update_user`); one left out,
+    or None, stays as it is."""
+
+    display_name: str | None
+    role: str | None
+    locale: str | None
+    profile: dict[str, str] | None
 
 
 class UserSecrets(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,6 +25,7 @@ import msgspec
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.connectors.feed import PROVIDER
 from skald.features.connectors.shapes import ProviderIn, ProviderOut
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, fetch_one
 from skald.store.registry import now_iso
 
@@ -75,9 +76,16 @@ def _slug(slug: str) -> str:
         ) from None
 
 
-_COLS = (
-    "slug, display_name, authorize_url, token_url, client_id, client_secret_sealed, "
-    "extra_params, updated_at"
+_OUT = Columns(
+    ProviderOut,
+    "slug",
+    "display_name",
+    "authorize_url",
+    "token_url",
+    "client_id",
+    Col("has_secret", sql="client_secret_sealed IS NOT NULL", read=bool),
+    Col("extra_params", read=json.loads),
+    "updated_at",
 )
 
 
@@ -89,8 +97,8 @@ class Providers:
         self.db = db
 
     async def all(self, used: dict[str, list[str]] | None = None) -> list[ProviderOut]:
-        rows = await self.db.fetch_all(f"SELECT {_COLS} FROM oauth_providers ORDER BY slug")
-        return [_out(r, (used or {}).get(r[0], [])) for r in rows]
+        found = await _OUT.many(self.db, "FROM oauth_providers ORDER BY slug")
+        return [msgspec.structs.replace(p, used_by=(used or {}).get(p.slug, [])) for p in found]
 
     async def put(self, slug: str, data: ProviderIn) -> ProviderOut:
         slug = _slug(slug)
@@ -105,7 +113,7 @@ class Providers:
         keep = data.client_secret is None
         params = json.dumps(data.extra_params, sort_keys=True)
 
-        def q(c: apsw.Connection) -> tuple[object, ...]:
+        def q(c: apsw.Connection) -> ProviderOut:
             c.execute(
                 "INSERT INTO oauth_providers(slug, display_name, authorize_url, token_url, "
                 "client_id, client_secret_sealed, extra_params, updated_at) "
@@ -127,11 +135,11 @@ class Providers:
                     int(keep),
                 ),
             )
-            row = fetch_one(c, f"SELECT {_COLS} FROM oauth_providers WHERE slug=?", (slug,))
+            row = fetch_one(c, f"SELECT {_OUT.names} FROM oauth_providers WHERE slug=?", (slug,))
             assert row is not None
-            return tuple(row)
+            return _OUT.row(row)
 
-        return _out(await self.db.transaction(q), [])
+        return await self.db.transaction(q)
 
     async def remove(self, slug: str) -> None:
         def q(c: apsw.Connection) -> None:
@@ -143,32 +151,20 @@ class Providers:
 
     async def resolve(self, slug: str) -> Provider:
         """The provider with its secret opened, for a sign-in or a refresh."""
-        row = await self.db.fetch_one(f"SELECT {_COLS} FROM oauth_providers WHERE slug=?", (slug,))
+        row = await self.db.fetch_one(
+            f"SELECT {_OUT.names}, client_secret_sealed FROM oauth_providers WHERE slug=?", (slug,)
+        )
         if row is None:
             raise InvalidInputError(
                 f"an administrator has not set up the sign-in provider {slug!r} yet "
                 "(Sign-in providers)"
             )
-        sealed = row[5]
+        out, sealed = _OUT.row(row), row[len(_OUT)]
         return Provider(
-            slug=row[0],
-            authorize_url=row[2],
-            token_url=row[3],
-            client_id=row[4],
+            slug=out.slug,
+            authorize_url=out.authorize_url,
+            token_url=out.token_url,
+            client_id=out.client_id,
             client_secret=self.server.llm.key.open(sealed, PURPOSE) if sealed else None,
-            extra_params=json.loads(row[6]),
+            extra_params=out.extra_params,
         )
-
-
-def _out(row: tuple[object, ...] | list[object], used: list[str]) -> ProviderOut:
-    return ProviderOut(
-        slug=str(row[0]),
-        display_name=str(row[1]),
-        authorize_url=str(row[2]),
-        token_url=str(row[3]),
-        client_id=str(row[4]),
-        has_secret=row[5] is not None,
-        extra_params=json.loads(str(row[6])),
-        updated_at=str(row[7]),
-        used_by=used,
-    )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 from zoneinfo import ZoneInfo
 
 import apsw
@@ -42,6 +42,7 @@ __all__ = [
     "RunRefusedError",
     "ScheduleStore",
     "Task",
+    "TaskEnd",
     "TaskState",
     "TaskStore",
     "iso",
@@ -223,6 +224,15 @@ class Run(msgspec.Struct, frozen=True, kw_only=True):
 
 
 TaskState = Literal["queued", "running", "completed", "failed", "cancelled"]
+
+
+class TaskEnd(TypedDict, total=False):
+    """What a task's move writes beside its state (`TaskStore.move`): when it ended, its
+    answer, its error; one left out, or None, keeps what is stored."""
+
+    now: str | None
+    result: str | None
+    error: str | None
 
 
 class Task(msgspec.Struct, frozen=True, kw_only=True):
@@ -628,24 +638,18 @@ class TaskStore:
         state: TaskState,
         *,
         only_from: tuple[TaskState, ...],
-        now: str | None = None,
-        result: str | None = None,
-        error: str | None = None,
+        **end: Unpack[TaskEnd],
     ) -> bool:
         """Change the state if it is one of `only_from` (so an end is written once)."""
         marks = ",".join("?" * len(only_from))
-
-        def step(c: apsw.Connection) -> bool:
-            c.execute(
-                f"UPDATE schedule_tasks SET state=?, result=coalesce(?, result), "
-                f"error=coalesce(?, error), ended_at=coalesce(?, ended_at), "
-                f"waiting_call=NULL, waiting_until=NULL "
-                f"WHERE id=? AND state IN ({marks})",
-                (state, result, error, now, task_id, *only_from),
-            )
-            return c.changes() > 0
-
-        return await self.db.transaction(step)
+        sql = (
+            f"UPDATE schedule_tasks SET state=?, result=coalesce(?, result), "
+            f"error=coalesce(?, error), ended_at=coalesce(?, ended_at), "
+            f"waiting_call=NULL, waiting_until=NULL "
+            f"WHERE id=? AND state IN ({marks})"
+        )
+        params = (state, end.get("result"), end.get("error"), end.get("now"), task_id, *only_from)
+        return await self.db.call(lambda c: changed(c, sql, params))
 
     async def relayed(self, task_id: str) -> None:
         await self.db.execute("UPDATE schedule_tasks SET relayed=1 WHERE id=?", (task_id,))

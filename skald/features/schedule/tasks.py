@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from skald.agent import TurnResult
 from skald.agent.prompts import HARNESS_TAG, defuse_harness_tags
@@ -38,7 +38,15 @@ from skald.errors import DatabaseClosedError, InvalidInputError, NotFoundError
 from skald.features.schedule.asking import RunAsking
 from skald.features.schedule.events import TasksChanged
 from skald.features.schedule.notices import notify
-from skald.features.schedule.store import ScheduleStore, Task, TaskState, TaskStore, iso, new_id
+from skald.features.schedule.store import (
+    ScheduleStore,
+    Task,
+    TaskEnd,
+    TaskState,
+    TaskStore,
+    iso,
+    new_id,
+)
 from skald.llm.types import TextPart
 from skald.log import get_logger
 
@@ -177,14 +185,10 @@ class Tasks:
         state: TaskState,
         *,
         only_from: tuple[TaskState, ...],
-        now: str | None = None,
-        result: str | None = None,
-        error: str | None = None,
+        **end: Unpack[TaskEnd],
     ) -> bool:
         """The one place a task's state is written: move it once, then tell the owner."""
-        moved = await TaskStore(member.db).move(
-            task.id, state, only_from=only_from, now=now, result=result, error=error
-        )
+        moved = await TaskStore(member.db).move(task.id, state, only_from=only_from, **end)
         if moved:
             self._changed(member, task, state)
         return moved

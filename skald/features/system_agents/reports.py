@@ -25,6 +25,7 @@ import msgspec
 
 from skald.errors import ConflictError, NotFoundError
 from skald.plugins.specs import NewReport, Suggestion
+from skald.store.columns import Col, Columns
 from skald.store.database import Database, fetch_all, fetch_one
 from skald.store.migrations import Feature, Migration
 from skald.store.registry import now_iso
@@ -151,9 +152,36 @@ class Reader(msgspec.Struct, frozen=True, kw_only=True):
         return subject_id is not None and subject_id in self.supervises
 
 
-_COLS = (
-    "id, title, summary, severity, audience, subject_id, subject_name, period_start, "
-    "period_end, producer, created_at, owner_id"
+# A summary as `reader` (a named parameter) sees it; a query selects `owner_id` after it.
+_SUMMARY = Columns(
+    ReportSummary,
+    "id",
+    "title",
+    "summary",
+    "severity",
+    "audience",
+    "subject_id",
+    "subject_name",
+    "period_start",
+    "period_end",
+    "producer",
+    "created_at",
+    Col(
+        "read",
+        sql="EXISTS(SELECT 1 FROM report_reads r WHERE r.report_id = reports.id "
+        "AND r.user_id = :reader)",
+        read=bool,
+    ),
+)
+# A suggestion as `reader` sees it: their own acceptance names their conversation.
+_SUGGESTION = Columns(
+    SuggestionOut,
+    Col("n", sql="s.n"),
+    Col("kind", sql="s.kind"),
+    Col("note", sql="s.note"),
+    Col("text", sql="s.text"),
+    Col("accepted", sql="a.user_id IS NOT NULL", read=bool),
+    Col("conversation_id", sql="CASE WHEN a.user_id = :reader THEN a.conversation_id END"),
 )
 
 
@@ -214,13 +242,11 @@ class Reports:
         def q(c: apsw.Connection) -> list[ReportSummary]:
             rows = fetch_all(
                 c,
-                f"SELECT {_COLS}, EXISTS(SELECT 1 FROM report_reads r WHERE r.report_id = "
-                "reports.id AND r.user_id = ?) FROM reports ORDER BY created_at DESC, id DESC",
-                (reader.user_id,),
+                f"SELECT {_SUMMARY.names}, owner_id FROM reports ORDER BY created_at DESC, id DESC",
+                {"reader": reader.user_id},
             )
-            return [
-                _summary(r[:11], bool(r[12])) for r in rows if reader.may_read(r[4], r[11], r[5])
-            ]
+            found = [(_SUMMARY.row(r), r[len(_SUMMARY)]) for r in rows]
+            return [s for s, owner in found if reader.may_read(s.audience, owner, s.subject_id)]
 
         return await self.db.call(q)
 
@@ -232,16 +258,23 @@ class Reports:
         not read it: the same answer as for one that does not exist)."""
 
         def q(c: apsw.Connection) -> Report:
-            row = fetch_one(c, f"SELECT {_COLS}, body FROM reports WHERE id=?", (report_id,))
-            if row is None or not reader.may_read(row[4], row[11], row[5]):
+            row = fetch_one(
+                c,
+                f"SELECT {_SUMMARY.names}, owner_id, body FROM reports WHERE id=:id",
+                {"reader": reader.user_id, "id": report_id},
+            )
+            if row is None:
+                raise NotFoundError("no such report")
+            summary, (owner_id, body) = _SUMMARY.row(row), row[len(_SUMMARY) :]
+            if not reader.may_read(summary.audience, owner_id, summary.subject_id):
                 raise NotFoundError("no such report")
             c.execute(
                 "INSERT OR IGNORE INTO report_reads(report_id, user_id, read_at) VALUES (?,?,?)",
                 (report_id, reader.user_id, now_iso()),
             )
             return Report(
-                **msgspec.structs.asdict(_summary(row[:11], True)),
-                body=row[12],
+                **(msgspec.structs.asdict(summary) | {"read": True}),  # read from now on
+                body=body,
                 suggestions=_suggestions(c, report_id, reader.user_id),
             )
 
@@ -306,43 +339,11 @@ class Reports:
         ]
 
 
-def _summary(r: tuple[object, ...], read: bool) -> ReportSummary:
-    return ReportSummary(
-        id=str(r[0]),
-        title=str(r[1]),
-        summary=str(r[2]),
-        severity=str(r[3]),
-        audience=str(r[4]),
-        subject_id=_opt(r[5]),
-        subject_name=_opt(r[6]),
-        period_start=_opt(r[7]),
-        period_end=_opt(r[8]),
-        producer=str(r[9]),
-        created_at=str(r[10]),
-        read=read,
-    )
-
-
 def _suggestions(c: apsw.Connection, report_id: str, user_id: str) -> list[SuggestionOut]:
     rows = fetch_all(
         c,
-        "SELECT s.n, s.kind, s.note, s.text, a.user_id, a.conversation_id "
-        "FROM report_suggestions s LEFT JOIN report_accepts a "
-        "ON a.report_id = s.report_id AND a.n = s.n WHERE s.report_id=? ORDER BY s.n",
-        (report_id,),
+        f"SELECT {_SUGGESTION.names} FROM report_suggestions s LEFT JOIN report_accepts a "
+        "ON a.report_id = s.report_id AND a.n = s.n WHERE s.report_id=:report ORDER BY s.n",
+        {"reader": user_id, "report": report_id},
     )
-    return [
-        SuggestionOut(
-            n=int(r[0]),
-            kind=str(r[1]),
-            note=str(r[2]),
-            text=str(r[3]),
-            accepted=r[4] is not None,
-            conversation_id=_opt(r[5]) if r[4] == user_id else None,
-        )
-        for r in rows
-    ]
-
-
-def _opt(value: object) -> str | None:
-    return None if value is None else str(value)
+    return [_SUGGESTION.row(r) for r in rows]
