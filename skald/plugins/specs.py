@@ -8,7 +8,6 @@ hooks about one member the `Member` facade (skald/plugins/facade.py), never the 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,20 +202,6 @@ class FeatureWeb:
     @hookimpl
     def skald_web_files(self) -> list[WebFiles]:
         return [WebFiles(self.name, self.folder)]
-
-
-def lazy_routes(*modules: str) -> Callable[[], list[Any]]:
-    """A built-in feature's `skald_routes`: the `ROUTES` of each named module, in order.
-    The hooks module binds it (`skald_routes = lazy_routes("skald.features.files.routes")`);
-    pluggy registers a module's attributes by name, as for `FeatureWeb`'s two hooks.
-    Trap: the modules are imported when the hook is called (app creation), never when
-    the hooks module is: a start that builds no app (the CLI, `skald.lean`) stays cold."""
-
-    @hookimpl
-    def skald_routes() -> list[Any]:
-        return [route for name in modules for route in importlib.import_module(name).ROUTES]
-
-    return skald_routes
 
 
 @hookspec

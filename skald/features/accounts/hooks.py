@@ -7,23 +7,20 @@ from typing import TYPE_CHECKING
 
 from skald.core.prompt_blocks import datetime_block
 from skald.core.services import ServiceSpec
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-from skald.store.migrations import Feature
-from skald.store.migrations.owner import SETTINGS
-from skald.store.migrations.registry import ACCOUNTS
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [ACCOUNTS] if schema == "registry" else [SETTINGS]
+skald_migrations = lazy.migrations(
+    registry=("skald.store.migrations.registry:ACCOUNTS",),
+    owner=("skald.store.migrations.owner:SETTINGS",),
+)
 
 
-skald_routes = lazy_routes(
+skald_routes = lazy.routes(
     "skald.features.accounts.auth",
     "skald.features.accounts.users",
     "skald.features.accounts.roles",
@@ -62,13 +59,9 @@ def skald_prompt_blocks(member: Member) -> dict[str, str]:
     }
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    from skald.core.users import ADMIN_USERS
-    from skald.permissions import ADMIN_ROLES
-
-    return [ADMIN_USERS, ADMIN_ROLES]
+skald_capabilities = lazy.capabilities(
+    "skald.core.users:ADMIN_USERS", "skald.permissions:ADMIN_ROLES"
+)
 
 
 @hookimpl

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-from skald.store.migrations import Feature
-from skald.store.migrations.owner import CONVERSATION_GROUPS
-from skald.store.migrations.registry import APPROVALS
+from skald.plugins import lazy
+from skald.plugins.specs import FeatureWeb
+
+skald_migrations = lazy.migrations(
+    registry=("skald.store.migrations.registry:APPROVALS",),
+    owner=("skald.store.migrations.owner:CONVERSATION_GROUPS",),
+)
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [APPROVALS] if schema == "registry" else [CONVERSATION_GROUPS]
-
-
-skald_routes = lazy_routes("skald.features.approvals.routes")
+skald_routes = lazy.routes("skald.features.approvals.routes")
 
 
 WEB = FeatureWeb(__file__, "approvals")

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
-    from skald.permissions import Capability
     from skald.plugins.facade import Server
 
 
-skald_routes = lazy_routes("skald.features.backups.routes")
+skald_routes = lazy.routes("skald.features.backups.routes")
 
 
 WEB = FeatureWeb(__file__, "backups")
@@ -22,19 +21,11 @@ skald_pages = WEB.skald_pages
 skald_web_files = WEB.skald_web_files
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    from skald.permissions import ADMIN_SYSTEM
-
-    return [ADMIN_SYSTEM]
+skald_capabilities = lazy.capabilities("skald.permissions:ADMIN_SYSTEM")
 
 
-@hookimpl
-def skald_server_state(server: Server) -> list[object]:
-    # The one backup scheduler (the service and the Backups page's buttons share it).
-    from skald.features.backups.scheduler import BackupScheduler
-
-    return [BackupScheduler(server)]
+# The one backup scheduler (the service and the Backups page's buttons share it).
+skald_server_state = lazy.built_with_server("skald.features.backups.scheduler:BackupScheduler")
 
 
 @hookimpl

@@ -3,24 +3,14 @@ placeholders the shipped agents use before their features exist (reserved here).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from skald.core.prompt_blocks import RESERVED_PLACEHOLDERS
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-from skald.store.migrations import Feature
-from skald.store.migrations.owner import CHAT
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
-if TYPE_CHECKING:
-    from skald.permissions import Capability
+skald_migrations = lazy.migrations(owner=("skald.store.migrations.owner:CHAT",))
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [CHAT] if schema == "owner" else []
-
-
-skald_routes = lazy_routes("skald.features.chat.routes")
+skald_routes = lazy.routes("skald.features.chat.routes")
 
 
 WEB = FeatureWeb(__file__, "chat")
@@ -41,12 +31,7 @@ skald_pages = WEB.skald_pages
 skald_web_files = WEB.skald_web_files
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    from skald.features.chat.routes import CHAT_CAP
-
-    return [CHAT_CAP]
+skald_capabilities = lazy.capabilities("skald.features.chat.routes:CHAT_CAP")
 
 
 @hookimpl

@@ -6,35 +6,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-from skald.store.migrations import Feature
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
-    import msgspec
-
     from skald.agent.tools import Tool
     from skald.features.connectors.supervisor import ConnectorInstance
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
-    from skald.plugins.specs import SystemAgent
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.features.connectors.store import OWNER_FEATURE, REGISTRY_FEATURE
-
-    return [REGISTRY_FEATURE] if schema == "registry" else [OWNER_FEATURE]
-
-
-@hookimpl
-def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
-    from skald.features.connectors.service import ConnectorsConfig
-
-    return {"connectors": ConnectorsConfig}
+skald_migrations = lazy.migrations(
+    registry=("skald.features.connectors.store:REGISTRY_FEATURE",),
+    owner=("skald.features.connectors.store:OWNER_FEATURE",),
+)
 
 
-skald_routes = lazy_routes("skald.features.connectors.routes")
+skald_config_sections = lazy.config_section(
+    "connectors", "skald.features.connectors.service:ConnectorsConfig"
+)
+
+
+skald_routes = lazy.routes("skald.features.connectors.routes")
 
 
 WEB = FeatureWeb(__file__, "connectors")
@@ -59,12 +51,10 @@ skald_pages = WEB.skald_pages
 skald_web_files = WEB.skald_web_files
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE
-
-    return [CONNECTORS_USE, ADMIN_CONNECTORS]
+skald_capabilities = lazy.capabilities(
+    "skald.features.connectors.service:CONNECTORS_USE",
+    "skald.features.connectors.service:ADMIN_CONNECTORS",
+)
 
 
 @hookimpl
@@ -146,11 +136,7 @@ def skald_tools(member: Member) -> list[Tool] | None:
     return [*tools_for(found[0], member, found[1]), ReadNotification(member.db)]
 
 
-@hookimpl
-def skald_system_agents(server: Server) -> list[SystemAgent]:
-    from skald.features.connectors.triage import EventTriage
-
-    return [EventTriage(server)]
+skald_system_agents = lazy.built_with_server("skald.features.connectors.triage:EventTriage")
 
 
 @hookimpl

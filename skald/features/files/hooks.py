@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING
 from skald.assets import asset_dir
 from skald.core.services import ServiceSpec
 from skald.files.mounts import MemberMount, docs_mount, home_mount
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
     from skald.paths import DataLayout
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
     from skald.store.rows import User
 
@@ -58,7 +57,7 @@ def skald_tools(member: Member) -> list[Tool] | None:
     )
 
 
-skald_routes = lazy_routes("skald.features.files.routes")
+skald_routes = lazy.routes("skald.features.files.routes")
 
 
 WEB = FeatureWeb(__file__, "files")
@@ -67,12 +66,7 @@ skald_pages = WEB.skald_pages
 skald_web_files = WEB.skald_web_files
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    from skald.files.tools import FILES
-
-    return [FILES]
+skald_capabilities = lazy.capabilities("skald.files.tools:FILES")
 
 
 @hookimpl

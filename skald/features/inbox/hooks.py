@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from skald.plugins import lazy
+from skald.plugins.specs import FeatureWeb
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-from skald.store.migrations import Feature
-from skald.store.migrations.owner import INBOX
-
-if TYPE_CHECKING:
-    from skald.permissions import Capability
+skald_migrations = lazy.migrations(owner=("skald.store.migrations.owner:INBOX",))
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [INBOX] if schema == "owner" else []
-
-
-skald_routes = lazy_routes("skald.features.inbox.routes")
+skald_routes = lazy.routes("skald.features.inbox.routes")
 
 
 WEB = FeatureWeb(__file__, "inbox")
@@ -36,9 +26,4 @@ skald_pages = WEB.skald_pages
 skald_web_files = WEB.skald_web_files
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    from skald.features.inbox.routes import INBOX_CAP
-
-    return [INBOX_CAP]
+skald_capabilities = lazy.capabilities("skald.features.inbox.routes:INBOX_CAP")

@@ -8,10 +8,7 @@ from typing import TYPE_CHECKING
 from skald.core.prompt_blocks import memory_index_block
 from skald.files.mounts import MemberMount, note_mounts
 from skald.files.tools import memory_tools
-from skald.plugins import hookimpl
-from skald.store.migrations import Feature
-from skald.store.migrations.owner import MEMORY
-from skald.store.migrations.registry import SHARED_MEMORY
+from skald.plugins import hookimpl, lazy
 from skald.store.note_paths import INDEX_NOTE
 from skald.store.notes import PRIVATE_NOTES, SHARED_NOTES, KeptNotes
 from skald.store.owner import OwnerStore
@@ -19,13 +16,13 @@ from skald.tools.memory import MEMORY_SHARED
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [SHARED_MEMORY] if schema == "registry" else [MEMORY]
+skald_migrations = lazy.migrations(
+    registry=("skald.store.migrations.registry:SHARED_MEMORY",),
+    owner=("skald.store.migrations.owner:MEMORY",),
+)
 
 
 @hookimpl
@@ -86,7 +83,4 @@ async def skald_prompt_blocks(member: Member) -> dict[str, str]:
     }
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    return [MEMORY_SHARED]
+skald_capabilities = lazy.capabilities("skald.tools.memory:MEMORY_SHARED")

@@ -4,23 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-from skald.store.migrations import Feature
-from skald.store.migrations.registry import MODELS
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.permissions import Capability
     from skald.plugins.facade import Member
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [MODELS] if schema == "registry" else []
+skald_migrations = lazy.migrations(registry=("skald.store.migrations.registry:MODELS",))
 
 
-skald_routes = lazy_routes("skald.features.models.routes", "skald.features.models.voice")
+skald_routes = lazy.routes("skald.features.models.routes", "skald.features.models.voice")
 
 
 @hookimpl
@@ -38,9 +33,4 @@ skald_pages = WEB.skald_pages
 skald_web_files = WEB.skald_web_files
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    from skald.core.llm_service import ADMIN_MODELS_CAP
-
-    return [ADMIN_MODELS_CAP]
+skald_capabilities = lazy.capabilities("skald.core.llm_service:ADMIN_MODELS_CAP")

@@ -9,12 +9,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from skald.core.services import ServiceSpec
-from skald.features.notifications.config import NotificationsConfig
-from skald.features.notifications.store import NOTIFICATIONS
 from skald.features.notifications.tool import NotifyTool
-from skald.plugins import hookimpl
-from skald.plugins.specs import lazy_routes
-from skald.store.migrations import Feature
+from skald.plugins import hookimpl, lazy
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
@@ -22,9 +18,7 @@ if TYPE_CHECKING:
     from skald.plugins.facade import Member, Server
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [NOTIFICATIONS] if schema == "owner" else []
+skald_migrations = lazy.migrations(owner=("skald.features.notifications.store:NOTIFICATIONS",))
 
 
 @hookimpl
@@ -34,12 +28,12 @@ def skald_event_types() -> list[type[msgspec.Struct]]:
     return [NotificationsChanged, Notified]
 
 
-@hookimpl
-def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
-    return {"notifications": NotificationsConfig}
+skald_config_sections = lazy.config_section(
+    "notifications", "skald.features.notifications.config:NotificationsConfig"
+)
 
 
-skald_routes = lazy_routes("skald.features.notifications.routes")
+skald_routes = lazy.routes("skald.features.notifications.routes")
 
 
 @hookimpl

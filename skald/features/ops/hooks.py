@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from skald.plugins.specs import lazy_routes
+from skald.plugins import lazy
 
-skald_routes = lazy_routes(
+skald_routes = lazy.routes(
     "skald.features.ops.system",
     "skald.features.ops.pages",
     "skald.features.ops.routes",

@@ -7,20 +7,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from skald.core.prompt_blocks import profile_block
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 from skald.store import people
 
 if TYPE_CHECKING:
     from skald.plugins.facade import Member, Server
-    from skald.store.migrations import Feature
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.features.people.schema import PEOPLE
-
-    return [PEOPLE] if schema == "registry" else []
+skald_migrations = lazy.migrations(registry=("skald.features.people.schema:PEOPLE",))
 
 
 @hookimpl
@@ -29,7 +24,7 @@ def skald_server_state(server: Server) -> list[object]:
     return [people.ProfileNow(server.db)]
 
 
-skald_routes = lazy_routes("skald.features.people.routes")
+skald_routes = lazy.routes("skald.features.people.routes")
 
 
 # web/people.js (the People page's editor, the profile's supervision line) and i18n/.

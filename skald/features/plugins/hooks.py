@@ -3,31 +3,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from skald.plugins import lazy
+from skald.plugins.specs import FeatureWeb
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-
-if TYPE_CHECKING:
-    from skald.permissions import Capability
-    from skald.store.migrations import Feature
-
-
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.store.plugins import OWNER_FEATURE, REGISTRY_FEATURE
-
-    return [REGISTRY_FEATURE] if schema == "registry" else [OWNER_FEATURE]
+skald_migrations = lazy.migrations(
+    registry=("skald.store.plugins:REGISTRY_FEATURE",),
+    owner=("skald.store.plugins:OWNER_FEATURE",),
+)
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    from skald.plugins.switches import PLUGIN_MANAGE
-
-    return [PLUGIN_MANAGE]
+skald_capabilities = lazy.capabilities("skald.plugins.switches:PLUGIN_MANAGE")
 
 
-skald_routes = lazy_routes("skald.features.plugins.routes")
+skald_routes = lazy.routes("skald.features.plugins.routes")
 
 
 WEB = FeatureWeb(__file__, "plugins")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import lazy
+from skald.plugins.specs import FeatureWeb
 
-skald_routes = lazy_routes("skald.features.privacy.routes")
+skald_routes = lazy.routes("skald.features.privacy.routes")
 
 
 WEB = FeatureWeb(__file__, "privacy")

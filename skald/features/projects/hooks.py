@@ -5,39 +5,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from skald.files.changes import FileChange
     from skald.files.mounts import MemberMount
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
-    from skald.store.migrations import Feature
     from skald.store.rows import Role, User
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    from skald.features.projects.store import PROJECTS_USE
-
-    return [PROJECTS_USE]
+skald_capabilities = lazy.capabilities("skald.features.projects.store:PROJECTS_USE")
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.features.projects.store import OWNER, REGISTRY
+skald_migrations = lazy.migrations(
+    registry=("skald.features.projects.store:REGISTRY",),
+    owner=("skald.features.projects.store:OWNER",),
+)
 
-    return [REGISTRY] if schema == "registry" else [OWNER]
 
-
-@hookimpl
-def skald_server_state(server: Server) -> list[object]:
-    from skald.features.projects.store import Projects
-
-    return [Projects(server)]
+skald_server_state = lazy.built_with_server("skald.features.projects.store:Projects")
 
 
 @hookimpl
@@ -66,7 +55,7 @@ def skald_mounts(user: User, role: Role, server: Server | None) -> list[MemberMo
     return projects.mounts(user.id)
 
 
-skald_routes = lazy_routes("skald.features.projects.routes")
+skald_routes = lazy.routes("skald.features.projects.routes")
 
 
 @hookimpl

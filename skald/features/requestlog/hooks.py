@@ -5,24 +5,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.core.model_select import Outcome
     from skald.plugins.facade import Member
-    from skald.store.migrations import Feature
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.features.requestlog.payloads import OWNER_SCHEMA
-    from skald.features.requestlog.store import SCHEMA
-
-    return {"registry": [SCHEMA], "owner": [OWNER_SCHEMA]}.get(schema, [])
+skald_migrations = lazy.migrations(
+    registry=("skald.features.requestlog.store:SCHEMA",),
+    owner=("skald.features.requestlog.payloads:OWNER_SCHEMA",),
+)
 
 
-skald_routes = lazy_routes("skald.features.requestlog.routes")
+skald_routes = lazy.routes("skald.features.requestlog.routes")
 
 
 WEB = FeatureWeb(__file__, "requestlog")

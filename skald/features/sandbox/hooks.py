@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
-from skald.plugins import hookimpl
+from skald.plugins import hookimpl, lazy
 from skald.sandbox.execute import commands_block
 from skald.sandbox.tool import SANDBOX_EXEC, ExecuteCmdTool, InstallPackagesTool
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
     from skald.sandbox.manager import SandboxManager
 
@@ -48,10 +47,7 @@ def skald_prompt_blocks(member: Member) -> dict[str, str]:
     return {"SANDBOX_COMMANDS": commands_block(sandbox.commands.get(member.id, []))}
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    return [SANDBOX_EXEC]
+skald_capabilities = lazy.capabilities("skald.sandbox.tool:SANDBOX_EXEC")
 
 
 @hookimpl

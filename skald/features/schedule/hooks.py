@@ -8,22 +8,20 @@ from typing import TYPE_CHECKING
 from skald.core.services import ServiceSpec
 from skald.features.schedule.config import ScheduleConfig
 from skald.features.schedule.jobs import SCHEDULE_USE
-from skald.features.schedule.store import JOBS_FEATURE, SCHEDULE_COUNTS
-from skald.plugins import hookimpl
-from skald.plugins.specs import ChatCommand, FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import ChatCommand, FeatureWeb
 
 if TYPE_CHECKING:
     import msgspec
 
     from skald.agent.tools import Tool
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
-    from skald.store.migrations import Feature
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [SCHEDULE_COUNTS] if schema == "registry" else [JOBS_FEATURE]
+skald_migrations = lazy.migrations(
+    registry=("skald.features.schedule.store:SCHEDULE_COUNTS",),
+    owner=("skald.features.schedule.store:JOBS_FEATURE",),
+)
 
 
 @hookimpl
@@ -33,14 +31,12 @@ def skald_event_types() -> list[type[msgspec.Struct]]:
     return [TasksChanged]
 
 
-@hookimpl
-def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
-    return {"schedule": ScheduleConfig}
+skald_config_sections = lazy.config_section(
+    "schedule", "skald.features.schedule.config:ScheduleConfig"
+)
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    return [SCHEDULE_USE]
+skald_capabilities = lazy.capabilities("skald.features.schedule.jobs:SCHEDULE_USE")
 
 
 @hookimpl
@@ -89,7 +85,7 @@ def skald_chat_commands() -> list[ChatCommand]:
     ]
 
 
-skald_routes = lazy_routes("skald.features.schedule.routes")
+skald_routes = lazy.routes("skald.features.schedule.routes")
 
 
 WEB = FeatureWeb(__file__, "schedule")

@@ -3,16 +3,10 @@ and the Overview's "to finish setting up" list."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from skald.plugins import lazy
+from skald.plugins.specs import FeatureWeb
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
-
-if TYPE_CHECKING:
-    from skald.permissions import Capability
-
-
-skald_routes = lazy_routes("skald.features.setup.routes")
+skald_routes = lazy.routes("skald.features.setup.routes")
 
 
 WEB = FeatureWeb(__file__, "setup")
@@ -24,9 +18,4 @@ skald_pages = WEB.skald_pages
 skald_web_files = WEB.skald_web_files
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    # Importing the module that enforces a capability declares it.
-    from skald.permissions import ADMIN_SYSTEM
-
-    return [ADMIN_SYSTEM]
+skald_capabilities = lazy.capabilities("skald.permissions:ADMIN_SYSTEM")

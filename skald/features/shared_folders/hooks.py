@@ -5,38 +5,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from skald.files.mounts import MemberMount
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
-    from skald.store.migrations import Feature
     from skald.store.rows import User
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    from skald.features.shared_folders.store import FOLDERS_MANAGE
-
-    return [FOLDERS_MANAGE]
+skald_capabilities = lazy.capabilities("skald.features.shared_folders.store:FOLDERS_MANAGE")
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.features.shared_folders.store import SCHEMA
-
-    return [SCHEMA] if schema == "registry" else []
+skald_migrations = lazy.migrations(registry=("skald.features.shared_folders.store:SCHEMA",))
 
 
-@hookimpl
-def skald_server_state(server: Server) -> list[object]:
-    from skald.features.shared_folders.store import SharedFolders
-
-    return [SharedFolders(server)]
+skald_server_state = lazy.built_with_server("skald.features.shared_folders.store:SharedFolders")
 
 
 @hookimpl
@@ -56,7 +42,7 @@ def skald_mounts(user: User, server: Server | None) -> list[MemberMount]:
     return [] if folders is None else folders.mounts(user.id)
 
 
-skald_routes = lazy_routes("skald.features.shared_folders.routes")
+skald_routes = lazy.routes("skald.features.shared_folders.routes")
 
 
 @hookimpl

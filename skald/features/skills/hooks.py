@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -14,16 +14,11 @@ if TYPE_CHECKING:
     from skald.agent.tools import Tool
     from skald.files.mounts import MemberMount
     from skald.paths import DataLayout
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
     from skald.store.rows import User
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    from skald.features.skills.store import SKILLS_MANAGE
-
-    return [SKILLS_MANAGE]
+skald_capabilities = lazy.capabilities("skald.features.skills.store:SKILLS_MANAGE")
 
 
 @hookimpl
@@ -78,7 +73,7 @@ def skald_tools(member: Member) -> list[Tool]:
     return tools
 
 
-skald_routes = lazy_routes("skald.features.skills.routes")
+skald_routes = lazy.routes("skald.features.skills.routes")
 
 
 # Translations in skills/i18n/ (the capability's name and hint for the Roles page).

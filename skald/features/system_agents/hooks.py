@@ -8,29 +8,28 @@ from typing import TYPE_CHECKING
 
 from skald.core.services import ServiceSpec
 from skald.features.system_agents.config import SystemAgentsConfig
-from skald.features.system_agents.reports import REPORTS_FEATURE
-from skald.features.system_agents.store import OWNER_FEATURE, REGISTRY_FEATURE
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
-    import msgspec
-
     from skald.agent.tools import Tool
     from skald.llm.types import ToolCall
     from skald.plugins.facade import Server
     from skald.plugins.specs import SystemAgent
-    from skald.store.migrations import Feature
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [REGISTRY_FEATURE, REPORTS_FEATURE] if schema == "registry" else [OWNER_FEATURE]
+skald_migrations = lazy.migrations(
+    registry=(
+        "skald.features.system_agents.store:REGISTRY_FEATURE",
+        "skald.features.system_agents.reports:REPORTS_FEATURE",
+    ),
+    owner=("skald.features.system_agents.store:OWNER_FEATURE",),
+)
 
 
-@hookimpl
-def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
-    return {"system_agents": SystemAgentsConfig}
+skald_config_sections = lazy.config_section(
+    "system_agents", "skald.features.system_agents.config:SystemAgentsConfig"
+)
 
 
 @hookimpl
@@ -47,7 +46,7 @@ def skald_services(server: Server) -> list[ServiceSpec]:
     return [ServiceSpec("system-agents", server.state(SystemAgents).run_forever, order=70)]
 
 
-skald_routes = lazy_routes("skald.features.system_agents.routes")
+skald_routes = lazy.routes("skald.features.system_agents.routes")
 
 
 WEB = FeatureWeb(__file__, "system_agents")

@@ -6,33 +6,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skald.core.services import ServiceSpec
-from skald.features.telegram.store import TELEGRAM_REGISTRY
 from skald.permissions import TELEGRAM_USE
-from skald.plugins import hookimpl
-from skald.plugins.specs import FeatureWeb, lazy_routes
+from skald.plugins import hookimpl, lazy
+from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.agent.tools import Tool
-    from skald.permissions import Capability
     from skald.plugins.facade import Member, Server
-    from skald.store.migrations import Feature
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    return [TELEGRAM_REGISTRY] if schema == "registry" else []
+skald_migrations = lazy.migrations(registry=("skald.features.telegram.store:TELEGRAM_REGISTRY",))
 
 
-@hookimpl
-def skald_capabilities() -> list[Capability]:
-    return [TELEGRAM_USE]
+skald_capabilities = lazy.capabilities("skald.permissions:TELEGRAM_USE")
 
 
-@hookimpl
-def skald_server_state(server: Server) -> list[object]:
-    from skald.features.telegram.bridge import Bridge
-
-    return [Bridge(server)]
+skald_server_state = lazy.built_with_server("skald.features.telegram.bridge:Bridge")
 
 
 @hookimpl
@@ -62,7 +51,7 @@ def skald_tools(member: Member) -> list[Tool] | None:
     return [SendAttachmentTool(member, bridge)]
 
 
-skald_routes = lazy_routes("skald.features.telegram.routes")
+skald_routes = lazy.routes("skald.features.telegram.routes")
 
 
 WEB = FeatureWeb(__file__, "telegram")

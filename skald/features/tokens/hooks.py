@@ -3,27 +3,17 @@ the OpenAI-compatible `/v1` they open (`openai/`, its threads in the owner datab
 
 from __future__ import annotations
 
-import msgspec
-
-from skald.plugins import hookimpl
+from skald.plugins import hookimpl, lazy
 from skald.plugins.facade import Server
-from skald.plugins.specs import Authenticator, FeatureWeb, lazy_routes
-from skald.store.migrations import Feature
+from skald.plugins.specs import FeatureWeb
+
+skald_migrations = lazy.migrations(
+    registry=("skald.features.tokens.store:FEATURE",),
+    owner=("skald.features.tokens.openai.threads:FEATURE",),
+)
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.features.tokens.openai.threads import FEATURE as THREADS
-    from skald.features.tokens.store import FEATURE
-
-    return [FEATURE] if schema == "registry" else [THREADS]
-
-
-@hookimpl
-def skald_config_sections() -> dict[str, type[msgspec.Struct]]:
-    from skald.features.tokens.service import TokensConfig
-
-    return {"tokens": TokensConfig}
+skald_config_sections = lazy.config_section("tokens", "skald.features.tokens.service:TokensConfig")
 
 
 @hookimpl
@@ -35,14 +25,10 @@ def skald_server_state(server: Server) -> list[object]:
     return [TokenService(TokenStore(server.db), key, server.section("tokens", TokensConfig))]
 
 
-@hookimpl
-def skald_authenticators(server: Server) -> list[Authenticator]:
-    from skald.features.tokens.auth import TokenAuthenticator
-
-    return [TokenAuthenticator(server)]
+skald_authenticators = lazy.built_with_server("skald.features.tokens.auth:TokenAuthenticator")
 
 
-skald_routes = lazy_routes("skald.features.tokens.routes", "skald.features.tokens.openai.routes")
+skald_routes = lazy.routes("skald.features.tokens.routes", "skald.features.tokens.openai.routes")
 
 
 # The profile's API tokens card (accounts' profile.js imports it) and its words.

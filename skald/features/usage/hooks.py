@@ -8,19 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skald.plugins import hookimpl
+from skald.plugins import hookimpl, lazy
 from skald.plugins.specs import FeatureWeb
 
 if TYPE_CHECKING:
     from skald.plugins.facade import Member, Server
-    from skald.store.migrations import Feature
 
 
-@hookimpl
-def skald_migrations(schema: str) -> list[Feature]:
-    from skald.features.usage.store import SCHEMA
-
-    return [SCHEMA] if schema == "registry" else []
+skald_migrations = lazy.migrations(registry=("skald.features.usage.store:SCHEMA",))
 
 
 @hookimpl
