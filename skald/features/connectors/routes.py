@@ -35,7 +35,7 @@ from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.core.accounts import AccountService
 from skald.core.sessions import Principal
-from skald.errors import ConflictError, InvalidInputError, NotFoundError, SkaldError
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 
 # Litestar reads the handlers' annotations (through this module's globals) when the app is
@@ -690,13 +690,7 @@ async def marketplace(server: NamedDependency[Server]) -> list[MarketItem]:
     installed = {row.name: row for row in await c.store.all()}
     out: list[MarketItem] = []
     seen: dict[str, str] = {}
-    for n, source in enumerate(c.sources()):
-        try:
-            listed = await source.manifests()
-        except SkaldError:
-            if n == 0:
-                raise
-            continue  # an unreachable extra feed hides its items, not everyone's
+    async for source, listed in c.read_sources(lambda s: s.manifests()):
         for item, manifest, refused in listed:
             if item.folder in seen:
                 refused = f"{seen[item.folder]} already offers {item.folder}"
