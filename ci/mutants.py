@@ -2279,7 +2279,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "CR3",
         "connector recovery",
         "skald/features/connectors/routes.py",
-        "        await c.supervisor.retry(p.user.id, row)\n",
+        "        await c.supervisor.retry(on.user.id, row)\n",
         "        pass\n",
         ("tests/test_connectors_recovery.py",),
         keyword="at_once",

@@ -11,7 +11,9 @@ The handlers see the facade only: the household through `Server` (the `Connector
 state, accounts through the core's `AccountService`), the caller's `Member` opened with
 `server.open_member` where their secrets are read or written (after the connector is
 resolved, so an unknown name is 404 before a locked member's 401), and handed to
-`Supervisor.verify` for a check in their container.
+`Supervisor.verify` for a check in their container. A member route on one connector
+starts from `OnConnector` (the group's `on` dependency): the caller, the name and both
+steps, in that order.
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 from litestar import delete, get, post, put
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
+from litestar.handlers import HTTPRouteHandler
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Redirect
 
-from skald.api.deps import AnyRequest, AuthRequest, requires
+from skald.api.deps import AnyRequest, AuthRequest, group, requires
 from skald.api.openapi import errors
 from skald.api.security import principal_of
 from skald.core.accounts import AccountService
-from skald.errors import ConflictError, InvalidInputError, NotFoundError, SkaldError
+from skald.core.sessions import Principal
+from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.connectors.service import ADMIN_CONNECTORS, CONNECTORS_USE, Connectors, require
 
 # Litestar reads the handlers' annotations (through this module's globals) when the app is
@@ -41,6 +45,7 @@ from skald.features.connectors.shapes import Localized, OwnIn, ProviderIn, Provi
 from skald.features.connectors.store import Connector
 from skald.files.mime import sniff
 from skald.plugins.facade import Member, Server  # Litestar reads the annotations
+from skald.store.rows import User
 
 if TYPE_CHECKING:
     from skald.features.connectors import oauth
@@ -50,6 +55,12 @@ if TYPE_CHECKING:
 
 USE = [requires(CONNECTORS_USE)]
 ADMIN = [requires(ADMIN_CONNECTORS)]
+
+
+def _action(path: str, *statuses: int) -> HTTPRouteHandler:
+    """A member's action on one of their connectors: a POST answered 200 with the
+    outcome (Litestar's own default for a POST, 201, is for something made)."""
+    return post(path, guards=USE, status_code=200, responses=errors(*statuses))
 
 
 class ToolOut(msgspec.Struct, frozen=True, kw_only=True):
@@ -182,15 +193,43 @@ def _conn(server: Server) -> Connectors:
     return require(server)
 
 
-async def _usable(server: Server, request: AuthRequest, name: str) -> tuple[Connectors, Connector]:
-    """The connectors, and connector `name` as the caller may use it (else 404)."""
-    c = _conn(server)
-    p = request.user
-    return c, await c.require_usable(p.user, p.role, name)
+class OnConnector:
+    """A member's call on connector `name` (the path's): the group's `on` dependency, so
+    each member route starts from it rather than from the server, the request and the
+    name. Trap: it resolves the connector only when the handler asks (`row`), after
+    Litestar has read the body and the query: their 400 still comes before an unknown
+    name's 404, and the 404 before a locked member's 401 (`member`)."""
+
+    def __init__(self, server: Server, principal: Principal, name: str) -> None:
+        self.server = server
+        self.principal = principal
+        self.name = name
+
+    @property
+    def c(self) -> Connectors:
+        return _conn(self.server)
+
+    @property
+    def user(self) -> User:
+        return self.principal.user
+
+    async def row(self) -> Connector:
+        """Connector `name` as the caller may use it (else 404)."""
+        return await self.c.require_usable(self.principal.user, self.principal.role, self.name)
+
+    async def member(self) -> Member:
+        """The caller's own data: DatabaseClosedError (401) while it is locked."""
+        return await self.server.open_member(self.user)
+
+    async def describe(self, row: Connector) -> ConnectorOut:
+        return await _describe(self.c, self.principal, row)
 
 
-async def _describe(c: Connectors, request: AuthRequest, row: Connector) -> ConnectorOut:
-    principal = request.user
+def _on(name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]) -> OnConnector:
+    return OnConnector(server, request.user, name)
+
+
+async def _describe(c: Connectors, principal: Principal, row: Connector) -> ConnectorOut:
     user = principal.user
     admin = principal.can(ADMIN_CONNECTORS)
     mine = await c.store.activations(user.id)
@@ -305,68 +344,50 @@ def _needed_secrets(row: Connector) -> set[str]:
 async def list_mine(request: AuthRequest, server: NamedDependency[Server]) -> list[ConnectorOut]:
     c = _conn(server)
     p = request.user
-    return [await _describe(c, request, row) for row in await c.usable(p.user, p.role)]
+    return [await _describe(c, p, row) for row in await c.usable(p.user, p.role)]
 
 
 @get("/api/connectors/{name:str}", guards=USE, responses=errors(404))
-async def get_one(
-    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
-) -> ConnectorOut:
-    c, row = await _usable(server, request, name)
-    return await _describe(c, request, row)
+async def get_one(on: NamedDependency[OnConnector]) -> ConnectorOut:
+    return await on.describe(await on.row())
 
 
-@post("/api/connectors/{name:str}/activate", guards=USE, status_code=200, responses=errors(404))
-async def activate(
-    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
-) -> ConnectorOut:
-    c, row = await _usable(server, request, name)
-    p = request.user
-    await c.store.set_active(name, p.user.id, True)
+@_action("/api/connectors/{name:str}/activate", 404)
+async def activate(on: NamedDependency[OnConnector]) -> ConnectorOut:
+    c, row = on.c, await on.row()
+    await c.store.set_active(on.name, on.user.id, True)
     if c.supervisor is not None:
-        await c.supervisor.member_changed(p.user.id)
+        await c.supervisor.member_changed(on.user.id)
         # Switching a failed one on again is a retry (a household one outlives a switch-off).
-        await c.supervisor.retry(p.user.id, row)
-    return await _describe(c, request, row)
+        await c.supervisor.retry(on.user.id, row)
+    return await on.describe(row)
 
 
-@post("/api/connectors/{name:str}/retry", guards=USE, status_code=200, responses=errors(404, 409))
-async def retry(
-    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
-) -> ConnectorOut:
+@_action("/api/connectors/{name:str}/retry", 404, 409)
+async def retry(on: NamedDependency[OnConnector]) -> ConnectorOut:
     """Start a failed connector again now (its restart count starts afresh); 409 when it
     is not failed."""
-    c, row = await _usable(server, request, name)
-    p = request.user
-    if c.supervisor is None or not await c.supervisor.retry(p.user.id, row):
-        state = "stopped" if c.supervisor is None else c.supervisor.state_of(p.user.id, row)[0]
-        raise ConflictError(f"{name} is {state}: there is nothing to retry")
-    return await _describe(c, request, row)
+    c, row = on.c, await on.row()
+    if c.supervisor is None or not await c.supervisor.retry(on.user.id, row):
+        state = "stopped" if c.supervisor is None else c.supervisor.state_of(on.user.id, row)[0]
+        raise ConflictError(f"{on.name} is {state}: there is nothing to retry")
+    return await on.describe(row)
 
 
-@post("/api/connectors/{name:str}/deactivate", guards=USE, status_code=200, responses=errors(404))
-async def deactivate(
-    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
-) -> ConnectorOut:
-    c, row = await _usable(server, request, name)
-    p = request.user
-    await c.deactivate(name, p.user.id)
-    return await _describe(c, request, row)
+@_action("/api/connectors/{name:str}/deactivate", 404)
+async def deactivate(on: NamedDependency[OnConnector]) -> ConnectorOut:
+    row = await on.row()
+    await on.c.deactivate(on.name, on.user.id)
+    return await on.describe(row)
 
 
 @put("/api/connectors/{name:str}/secrets", guards=USE, responses=errors(400, 404))
-async def put_secrets(
-    name: FromPath[str],
-    data: JSONBody[SecretsIn],
-    request: AuthRequest,
-    server: NamedDependency[Server],
-) -> ConnectorOut:
+async def put_secrets(on: NamedDependency[OnConnector], data: JSONBody[SecretsIn]) -> ConnectorOut:
     """Store the member's secrets for this connector (in their own database); the answer
     names which are set, never a value."""
-    c, row = await _usable(server, request, name)
-    p = request.user
+    c, row = on.c, await on.row()
     _check_secret_names(row, data)
-    mine = await server.open_member(p.user)  # DatabaseClosedError (401): their data is locked
+    mine = await on.member()
     if row.manifest.get("verify"):
         # A connector that can check its secrets does so first: a refusal keeps nothing.
         ok, message = await _verify(c, mine, row, data)
@@ -374,10 +395,10 @@ async def put_secrets(
             raise VerifyFailed(message)
     store = c.secrets(mine.db)
     for key, value in data.values.items():
-        await store.put(name, key, value)
+        await store.put(on.name, key, value)
     if c.supervisor is not None:
-        await c.supervisor.restart_member(p.user.id, name)
-    return await _describe(c, request, row)
+        await c.supervisor.restart_member(on.user.id, on.name)
+    return await on.describe(row)
 
 
 class VerifyFailed(InvalidInputError):
@@ -404,39 +425,25 @@ async def _verify(c: Connectors, mine: Member, row: Connector, data: SecretsIn) 
     return await c.supervisor.verify(mine, row, dict(data.values))
 
 
-@post(
-    "/api/connectors/{name:str}/verify",
-    guards=USE,
-    status_code=200,
-    responses=errors(400, 404, 409),
-)
-async def verify_secrets(
-    name: FromPath[str],
-    data: JSONBody[SecretsIn],
-    request: AuthRequest,
-    server: NamedDependency[Server],
-) -> VerifyOut:
+@_action("/api/connectors/{name:str}/verify", 400, 404, 409)
+async def verify_secrets(on: NamedDependency[OnConnector], data: JSONBody[SecretsIn]) -> VerifyOut:
     """The Test button: the connector's `verify` command with these values, nothing
     stored; 400 when the connector has no check."""
-    c, row = await _usable(server, request, name)
-    p = request.user
+    row = await on.row()
     _check_secret_names(row, data)
     if not row.manifest.get("verify"):
-        raise InvalidInputError(f"{name} has no check to run")
-    ok, message = await _verify(c, await server.open_member(p.user), row, data)
+        raise InvalidInputError(f"{on.name} has no check to run")
+    ok, message = await _verify(on.c, await on.member(), row, data)
     return VerifyOut(ok=ok, message=message)
 
 
 @delete("/api/connectors/{name:str}/secrets", guards=USE, status_code=204, responses=errors(404))
-async def sign_out(
-    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
-) -> None:
-    c, _ = await _usable(server, request, name)
-    p = request.user
-    mine = await server.open_member(p.user)
-    await c.secrets(mine.db).delete(name)
+async def sign_out(on: NamedDependency[OnConnector]) -> None:
+    c, _ = on.c, await on.row()
+    mine = await on.member()
+    await c.secrets(mine.db).delete(on.name)
     if c.supervisor is not None:
-        await c.supervisor.stop_member(p.user.id, name)
+        await c.supervisor.stop_member(on.user.id, on.name)
 
 
 # -- QR/device sign-in (`login_status` / `logout` tools) ---------------------------------
@@ -484,63 +491,37 @@ def _device_status(result: CallToolResult) -> DeviceStatusOut:
     )
 
 
-async def _device(server: Server, request: AuthRequest, name: str, tool: str) -> DeviceStatusOut:
-    c, row = await _usable(server, request, name)
-    p = request.user
+async def _device(on: OnConnector, tool: str) -> DeviceStatusOut:
+    row = await on.row()
     if row.auth != "qr":
-        raise InvalidInputError(f"{name} does not sign in with a code")
-    if c.supervisor is None:
+        raise InvalidInputError(f"{on.name} does not sign in with a code")
+    if on.c.supervisor is None:
         raise ConflictError("connectors are not running on this server")
-    return _device_status(await c.supervisor.device_call(p.user.id, row, tool))
+    return _device_status(await on.c.supervisor.device_call(on.user.id, row, tool))
 
 
-@post(
-    "/api/connectors/{name:str}/login-status",
-    guards=USE,
-    status_code=200,
-    responses=errors(400, 404, 409),
-)
-async def login_status(
-    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
-) -> DeviceStatusOut:
+@_action("/api/connectors/{name:str}/login-status", 400, 404, 409)
+async def login_status(on: NamedDependency[OnConnector]) -> DeviceStatusOut:
     """Ask the member's instance whether it is signed in; if not, what to scan or enter."""
-    return await _device(server, request, name, "login_status")
+    return await _device(on, "login_status")
 
 
-@post(
-    "/api/connectors/{name:str}/logout",
-    guards=USE,
-    status_code=200,
-    responses=errors(400, 404, 409),
-)
-async def device_logout(
-    name: FromPath[str], request: AuthRequest, server: NamedDependency[Server]
-) -> DeviceStatusOut:
-    return await _device(server, request, name, "logout")
+@_action("/api/connectors/{name:str}/logout", 400, 404, 409)
+async def device_logout(on: NamedDependency[OnConnector]) -> DeviceStatusOut:
+    return await _device(on, "logout")
 
 
-@post(
-    "/api/connectors/{name:str}/prompts/{prompt:str}",
-    guards=USE,
-    status_code=200,
-    responses=errors(400, 404, 409),
-)
+@_action("/api/connectors/{name:str}/prompts/{prompt:str}", 400, 404, 409)
 async def get_prompt(
-    name: FromPath[str],
-    prompt: FromPath[str],
-    data: JSONBody[PromptIn],
-    request: AuthRequest,
-    server: NamedDependency[Server],
+    on: NamedDependency[OnConnector], prompt: FromPath[str], data: JSONBody[PromptIn]
 ) -> PromptTextOut:
     """One of the connector's prompts, filled in, as text for the member's composer."""
     from skald.features.connectors.resources import prompt_text
     from skald.mcp import McpError
 
-    c, row = await _usable(server, request, name)
-    p = request.user
-    inst = _running_instance(c, p.user.id, row)
+    inst = _running_instance(on.c, on.user.id, await on.row())
     if prompt not in {x.name for x in inst.catalog.prompts}:
-        raise NotFoundError(f"{name} has no prompt {prompt[:100]!r}")
+        raise NotFoundError(f"{on.name} has no prompt {prompt[:100]!r}")
     try:
         got = await inst.session.get_prompt(prompt, dict(data.arguments))
     except McpError as exc:
@@ -565,19 +546,14 @@ def _running_instance(c: Connectors, user_id: str, row: Connector) -> Any:
 
 @get("/api/connectors/{name:str}/resource", guards=USE, responses=errors(400, 404, 409))
 async def read_resource(
-    name: FromPath[str],
-    uri: Annotated[str, QueryParameter(max_length=2000)],
-    request: AuthRequest,
-    server: NamedDependency[Server],
+    on: NamedDependency[OnConnector], uri: Annotated[str, QueryParameter(max_length=2000)]
 ) -> ResourceContentOut:
     """One listed resource of the connector, for the member to look at on the page."""
     from skald.mcp import McpError
 
-    c, row = await _usable(server, request, name)
-    p = request.user
-    inst = _running_instance(c, p.user.id, row)
+    inst = _running_instance(on.c, on.user.id, await on.row())
     if uri not in {r.uri for r in inst.catalog.resources}:
-        raise NotFoundError(f"{name} lists no resource {uri[:200]!r}")
+        raise NotFoundError(f"{on.name} lists no resource {uri[:200]!r}")
     try:
         read = await inst.session.read_resource(uri)
     except McpError as exc:
@@ -618,32 +594,30 @@ def _manifest(row: Connector) -> Manifest:
     )
 
 
-async def _begin(
-    c: Connectors, server: Server, request: AuthRequest, row: Connector, popup: bool
-) -> str:
+async def _begin(on: OnConnector, row: Connector, callback: str, popup: bool) -> str:
     """Start a sign-in: the URL the member opens (the flow stays on the server)."""
     from skald.features.connectors import oauth
     from skald.features.connectors.feed import expand
     from skald.mcp.oauth import OAuthError as McpOAuthError
 
-    p = request.user
+    c, user = on.c, on.user
     manifest = _manifest(row)
     if manifest.auth.type != "oauth2":
         raise InvalidInputError(f"{row.name} does not sign in with OAuth")
     if manifest.auth.oauth is not None:
         oc = await oauth.resolve(manifest.auth.oauth, c.providers)
-        return c.oauth.start(p.user.id, row.name, oc, _callback_url(request), popup)
+        return c.oauth.start(user.id, row.name, oc, callback, popup)
     # MCP's own authorization: discovery and registration at the server's URL.
-    mine = await server.open_member(p.user)
+    mine = await on.member()
     secrets = c.secrets(mine.db)
-    flow = oauth.mcp_flow(secrets, row.name, _callback_url(request))
+    flow = oauth.mcp_flow(secrets, row.name, callback)
     places = {"DIR": "", "DEPS": "", "HOME": ""}
     url = expand(manifest.url or "", places, await secrets.values(row.name))
     try:
         started = await flow.begin(url)
     except McpOAuthError as exc:
         raise oauth.OAuthError(str(exc)) from None
-    return c.oauth.keep(p.user.id, row.name, started, popup)
+    return c.oauth.keep(user.id, row.name, started, popup)
 
 
 def _callback_url(request: AnyRequest) -> str:
@@ -651,12 +625,11 @@ def _callback_url(request: AnyRequest) -> str:
 
 
 async def _finish(
-    server: Server, request: AuthRequest, state: str, code: str, name: str | None = None
+    server: Server, p: Principal, state: str, code: str, name: str | None = None
 ) -> tuple[Connector, oauth.Pending]:
     from skald.features.connectors import oauth
 
     c = _conn(server)
-    p = request.user
     pending = c.oauth.take(state, p.user.id)
     if name is not None and pending.connector != name:
         raise NotFoundError("this sign-in belongs to another connector")
@@ -672,22 +645,15 @@ async def _finish(
 CALLBACK = "/api/connector-oauth/callback"
 
 
-@post(
-    "/api/connectors/{name:str}/oauth/start",
-    guards=USE,
-    status_code=200,
-    responses=errors(400, 404),
-)
+@_action("/api/connectors/{name:str}/oauth/start", 400, 404)
 async def oauth_start(
-    name: FromPath[str],
     request: AuthRequest,
-    server: NamedDependency[Server],
+    on: NamedDependency[OnConnector],
     popup: Annotated[bool, QueryParameter(name="popup")] = False,
 ) -> OAuthStartOut:
     """`?popup=true`: the page opened a popup for it; the callback's redirect then asks
     the popup to close itself (its opener lost it: cross-origin-opener-policy)."""
-    c, row = await _usable(server, request, name)
-    url = await _begin(c, server, request, row, popup)
+    url = await _begin(on, await on.row(), _callback_url(request), popup)
     state = parse_qs(urlsplit(url).query)["state"][0]
     return OAuthStartOut(url=url, state=state)
 
@@ -702,23 +668,16 @@ async def oauth_callback(
     """The service sends the member's browser here with the code; back to the page."""
     if not flow or not code:
         raise InvalidInputError("the sign-in service sent no code")
-    row, pending = await _finish(server, request, flow, code)
+    row, pending = await _finish(server, request.user, flow, code)
     popup = "&popup=1" if pending.popup else ""
     return Redirect(path=f"/#/connectors?signed_in={row.name}{popup}")
 
 
-@post(
-    "/api/connectors/{name:str}/oauth/code", guards=USE, status_code=200, responses=errors(400, 404)
-)
-async def oauth_code(
-    name: FromPath[str],
-    data: JSONBody[OAuthCodeIn],
-    request: AuthRequest,
-    server: NamedDependency[Server],
-) -> ConnectorOut:
+@_action("/api/connectors/{name:str}/oauth/code", 400, 404)
+async def oauth_code(on: NamedDependency[OnConnector], data: JSONBody[OAuthCodeIn]) -> ConnectorOut:
     """A code pasted back by the member (when the callback cannot reach this server)."""
-    row, _ = await _finish(server, request, data.state, data.code, name)
-    return await _describe(_conn(server), request, row)
+    row, _ = await _finish(on.server, on.principal, data.state, data.code, on.name)
+    return await on.describe(row)
 
 
 # -- administrators -----------------------------------------------------------------------
@@ -731,13 +690,7 @@ async def marketplace(server: NamedDependency[Server]) -> list[MarketItem]:
     installed = {row.name: row for row in await c.store.all()}
     out: list[MarketItem] = []
     seen: dict[str, str] = {}
-    for n, source in enumerate(c.sources()):
-        try:
-            listed = await source.manifests()
-        except SkaldError:
-            if n == 0:
-                raise
-            continue  # an unreachable extra feed hides its items, not everyone's
+    async for source, listed in c.read_sources(lambda s: s.manifests()):
         for item, manifest, refused in listed:
             if item.folder in seen:
                 refused = f"{seen[item.folder]} already offers {item.folder}"
@@ -786,7 +739,7 @@ async def install(
 ) -> ConnectorOut:
     c = _conn(server)
     row = await c.installer.install(await c.source_of(folder), folder)
-    return await _describe(c, request, row)
+    return await _describe(c, request.user, row)
 
 
 @post("/api/marketplace/{folder:str}/update", guards=ADMIN, responses=errors(400, 404, 409))
@@ -797,7 +750,7 @@ async def update(
     row = await c.installer.install(await c.source_of(folder), folder, update=True)
     if c.supervisor is not None:
         await c.supervisor.restart_all(row.name)
-    return await _describe(c, request, row)
+    return await _describe(c, request.user, row)
 
 
 # -- the household's own items (issue 23 item 6) ------------------------------------------
@@ -839,7 +792,7 @@ async def add_item(
     row = await c.installer.install(OwnFeed(c.own), saved.name, update=existing is not None)
     if existing is not None and c.supervisor is not None:
         await c.supervisor.restart_all(row.name)
-    return await _describe(c, request, row)
+    return await _describe(c, principal_of(request), row)
 
 
 @delete("/api/connector-items/{name:str}", guards=ADMIN, status_code=204, responses=errors(404))
@@ -938,6 +891,10 @@ async def remove_provider(slug: FromPath[str], server: NamedDependency[Server]) 
     await _conn(server).providers.remove(slug)
 
 
+# One member's grant of one connector: given with PUT, taken back with DELETE.
+GRANT = "/api/connectors/{name:str}/grants/{user_id:str}"
+
+
 @get("/api/connectors/{name:str}/grants", guards=ADMIN, responses=errors(404))
 async def list_grants(name: FromPath[str], server: NamedDependency[Server]) -> GrantsOut:
     c = _conn(server)
@@ -945,24 +902,14 @@ async def list_grants(name: FromPath[str], server: NamedDependency[Server]) -> G
     return GrantsOut(connector=name, users=await c.store.grantees(name))
 
 
-@put(
-    "/api/connectors/{name:str}/grants/{user_id:str}",
-    guards=ADMIN,
-    status_code=204,
-    responses=errors(404),
-)
+@put(GRANT, guards=ADMIN, status_code=204, responses=errors(404))
 async def grant(
     name: FromPath[str], user_id: FromPath[str], server: NamedDependency[Server]
 ) -> None:
     await _conn(server).store.grant(name, user_id)
 
 
-@delete(
-    "/api/connectors/{name:str}/grants/{user_id:str}",
-    guards=ADMIN,
-    status_code=204,
-    responses=errors(404),
-)
+@delete(GRANT, guards=ADMIN, status_code=204, responses=errors(404))
 async def revoke(
     name: FromPath[str], user_id: FromPath[str], server: NamedDependency[Server]
 ) -> None:
@@ -972,33 +919,36 @@ async def revoke(
 
 
 ROUTES = [
-    list_mine,
-    get_one,
-    activate,
-    retry,
-    deactivate,
-    put_secrets,
-    sign_out,
-    marketplace,
-    install,
-    update,
-    uninstall,
-    list_grants,
-    grant,
-    revoke,
-    oauth_start,
-    oauth_callback,
-    oauth_code,
-    login_status,
-    device_logout,
-    get_prompt,
-    read_resource,
-    test_item,
-    add_item,
-    remove_item,
-    verify_secrets,
-    set_grant_by_default,
-    list_providers,
-    put_provider,
-    remove_provider,
+    group(
+        list_mine,
+        get_one,
+        activate,
+        retry,
+        deactivate,
+        put_secrets,
+        sign_out,
+        marketplace,
+        install,
+        update,
+        uninstall,
+        list_grants,
+        grant,
+        revoke,
+        oauth_start,
+        oauth_callback,
+        oauth_code,
+        login_status,
+        device_logout,
+        get_prompt,
+        read_resource,
+        test_item,
+        add_item,
+        remove_item,
+        verify_secrets,
+        set_grant_by_default,
+        list_providers,
+        put_provider,
+        remove_provider,
+        dependencies={"on": Provide(_on, sync_to_thread=False)},
+    )
 ]

@@ -13,9 +13,10 @@ leak between them.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import msgspec
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 # Enforced here (`usable`) and by the routes' guards.
 CONNECTORS_USE = declare("connectors.use", "Use connectors (MCP servers)")
 ADMIN_CONNECTORS = declare("admin.connectors", "Install connectors and plugins")
+
+T = TypeVar("T")
 
 DEFAULT_FEED = Path(__file__).resolve().parent / "default_feed"
 
@@ -115,15 +118,24 @@ class Connectors:
 
         return [self.feed(), *(Feed(f) for f in self.config.feeds), OwnFeed(self.own)]
 
-    async def source_of(self, folder: str) -> Source:
-        """The first feed that lists `folder` (an unreadable extra feed is skipped)."""
+    async def read_sources(
+        self, read: Callable[[Source], Awaitable[T]]
+    ) -> AsyncIterator[tuple[Source, T]]:
+        """Each feed (`sources` order) with what `read` got from it. The main feed's error
+        is the caller's; an extra feed that cannot be read is passed over (it hides its
+        own items, not everyone's)."""
         for n, source in enumerate(self.sources()):
             try:
-                index = await source.index()
+                got = await read(source)
             except SkaldError:
                 if n == 0:
                     raise
                 continue
+            yield source, got
+
+    async def source_of(self, folder: str) -> Source:
+        """The first feed that lists `folder` (an unreadable extra feed is skipped)."""
+        async for source, index in self.read_sources(lambda s: s.index()):
             if any(i.folder == folder for i in index.connectors):
                 return source
         raise NotFoundError(f"no feed offers a connector {folder!r}")

@@ -18,6 +18,7 @@ from litestar.params import FromPath, JSONBody
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.errors import ApiError
 from skald.api.openapi import errors
+from skald.api.places import PlaceIn, PlacePatch
 from skald.errors import NotFoundError
 from skald.features.projects.history import (
     Commit,
@@ -44,20 +45,12 @@ from skald.store.conversations import Conversation
 # Every route's guard: the group in ROUTES gives it.
 USE = [requires(PROJECTS_USE)]
 
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
-Description = Annotated[str, msgspec.Meta(max_length=500)]
-Slug = Annotated[str, msgspec.Meta(max_length=40)]
+
+class ProjectIn(PlaceIn, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
 
 
-class ProjectIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    name: Name
-    description: Description = ""
-    slug: Slug | None = None
-
-
-class ProjectPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    name: Name | None = None
-    description: Description | None = None
+class ProjectPatch(PlacePatch, frozen=True, kw_only=True, forbid_unknown_fields=True):
     history: bool | None = None  # the owner's switch
 
 

@@ -6,8 +6,6 @@ themselves through the Files API (`shared/<slug>/…`), never through these rout
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
 from litestar import delete, get, patch, post, put
 from litestar.di import NamedDependency
@@ -15,26 +13,20 @@ from litestar.params import FromPath, JSONBody
 
 from skald.api.deps import AuthRequest, group, requires
 from skald.api.openapi import errors
+from skald.api.places import PlaceIn, PlacePatch
 from skald.features.shared_folders.store import FOLDERS_MANAGE, Access, Folder, SharedFolders
 from skald.plugins.facade import Server  # Litestar reads the annotations
 
 # Every route's guard: the group in ROUTES gives it.
 MANAGE = [requires(FOLDERS_MANAGE)]
 
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=80)]
-Description = Annotated[str, msgspec.Meta(max_length=500)]
-Slug = Annotated[str, msgspec.Meta(max_length=40)]
+
+class FolderIn(PlaceIn, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
 
 
-class FolderIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    name: Name
-    description: Description = ""
-    slug: Slug | None = None  # the path name; made from the name when absent
-
-
-class FolderPatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    name: Name | None = None
-    description: Description | None = None
+class FolderPatch(PlacePatch, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
 
 
 class MemberIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
