@@ -253,3 +253,25 @@ async def test_a_link_into_a_project_the_member_is_not_in_is_refused_by_tools_an
         assert "S3CRET-PLAN" not in found.content, place
     assert sorted(p.name for p in hidden.iterdir()) == ["plan.md"]
     assert (hidden / "plan.md").read_text() == "S3CRET-PLAN"
+
+
+async def test_a_project_whose_folder_cannot_be_made_leaves_no_row_and_its_name_free(
+    runtime: Runtime, household: dict[str, str]
+) -> None:
+    projects = runtime.server.state(Projects)
+    owner_dir = runtime.core.layout.root / "projects" / household["ada"]
+    owner_dir.parent.mkdir(mode=0o700, exist_ok=True)
+    owner_dir.write_text("in the way")  # a file where the owner's folder goes
+    try:
+        await projects.create(household["ada"], "Den")
+    except OSError:
+        pass
+    else:
+        raise AssertionError("a project was made without its folder")
+    rows = await runtime.server.db.call(
+        lambda c: c.execute("SELECT count(*) FROM projects WHERE slug='den'").fetchone()
+    )
+    assert rows == (0,)
+    owner_dir.unlink()
+    made = await projects.create(household["ada"], "Den")  # the name was not kept taken
+    assert (owner_dir / made.slug).is_dir()

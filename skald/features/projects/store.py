@@ -23,7 +23,6 @@ disk is under the owner's id, so a deleted owner's projects go with their rows
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -34,6 +33,7 @@ from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.features.projects.history import ProjectHistory
 from skald.files.mounts import MemberMount
+from skald.files.places import NewPlace, path_name
 from skald.paths import CONTAINER_HOME
 from skald.permissions import declare
 from skald.store.database import Database
@@ -47,7 +47,6 @@ PROJECTS_USE = declare("projects.use", "Create and join projects")
 PROJECT_AGENT: Final = "project-coordinator"
 GROUP: Final = "projects"
 TRASH: Final = ".trash"
-SLUG: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 Access = Literal["read", "write"]
 
 _REGISTRY_V1 = """
@@ -251,28 +250,18 @@ class Projects:
         name, description = one_line(name), one_line(description)
         if not name:
             raise InvalidInputError("a project needs a name")
-        slug = slug or (
-            re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-") or "project"
-        )
-        if not SLUG.fullmatch(slug):
-            raise InvalidInputError(
-                "a project's path name is 1-40 lowercase letters, digits and dashes, "
-                "starting with a letter or digit"
-            )
-
-        def q(c: apsw.Connection) -> None:
-            if c.execute(
-                "SELECT 1 FROM projects WHERE owner=? AND slug=?", (owner, slug)
-            ).fetchone():
-                raise ConflictError(f"you already have a project named {slug!r} (or in the trash)")
-            c.execute(
+        slug = path_name(name, slug, kind="project", fallback="project")
+        place = NewPlace(
+            taken=("SELECT 1 FROM projects WHERE owner=? AND slug=?", (owner, slug)),
+            insert=(
                 "INSERT INTO projects(owner, slug, name, description) VALUES (?, ?, ?, ?)",
                 (owner, slug, name, description),
-            )
-
+            ),
+            remove=("DELETE FROM projects WHERE owner=? AND slug=?", (owner, slug)),
+            conflict=f"you already have a project named {slug!r} (or in the trash)",
+        )
         async with self._lock:
-            await self.server.db.transaction(q)
-            await asyncio.to_thread(self._make_dir, owner, slug)
+            await place.make(self.server.db, lambda: self._make_dir(owner, slug))
             await self.load()
         self.server.remount({owner})
         return self._get(owner, slug)

@@ -20,7 +20,6 @@ was deleted until the next reload; a deleted member has no router or sandbox any
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -31,6 +30,7 @@ from skald import walk
 from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError, NotFoundError
 from skald.files.mounts import MemberMount, folder_mount
+from skald.files.places import NewPlace, checked, path_name
 from skald.log import get_logger
 from skald.permissions import declare
 from skald.store.migrations import Feature, Migration
@@ -44,7 +44,6 @@ FOLDERS_MANAGE = declare("folders.manage", "Manage shared folders and who reache
 
 GROUP: Final = "shared"  # agent paths `shared/<slug>/…`, `~/shared/<slug>` in the sandbox
 TRASH: Final = ".trash"
-SLUG: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 Access = Literal["read", "write"]
 
 _V1 = f"""
@@ -135,20 +134,6 @@ def _snapshot(folders: list[Folder]) -> Snapshot:
     return Snapshot(live, of_member)
 
 
-def checked_slug(slug: str) -> str:
-    if not SLUG.fullmatch(slug):
-        raise InvalidInputError(
-            "a folder's path name is 1-40 lowercase letters, digits and dashes, "
-            "starting with a letter or digit"
-        )
-    return slug
-
-
-def slug_from(name: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-")
-    return slug or "folder"
-
-
 class SharedFolders:
     """The household's shared folders (one per server: `server.state(SharedFolders)`)."""
 
@@ -169,7 +154,7 @@ class SharedFolders:
         self.loaded.set()
 
     def folder_dir(self, slug: str) -> Path:
-        return self.root / checked_slug(slug)
+        return self.root / checked(slug, kind="folder")
 
     def of_member(self, user_id: str) -> list[tuple[Folder, Access]]:
         return list(self._snapshot.of_member.get(user_id, []))
@@ -213,25 +198,18 @@ class SharedFolders:
         name, description = one_line(name), one_line(description)
         if not name:
             raise InvalidInputError("a shared folder needs a name")
-        slug = checked_slug(slug if slug else slug_from(name))
-
-        def q(c: apsw.Connection) -> None:
-            if c.execute("SELECT 1 FROM shared_folders WHERE slug=?", (slug,)).fetchone():
-                raise ConflictError(f"the path name {slug!r} is taken (a folder in use or trashed)")
-            c.execute(
+        slug = path_name(name, slug, kind="folder", fallback="folder")
+        place = NewPlace(
+            taken=("SELECT 1 FROM shared_folders WHERE slug=?", (slug,)),
+            insert=(
                 "INSERT INTO shared_folders(slug, name, description, owner) VALUES (?, ?, ?, ?)",
                 (slug, name, description, owner),
-            )
-
+            ),
+            remove=("DELETE FROM shared_folders WHERE slug=?", (slug,)),
+            conflict=f"the path name {slug!r} is taken (a folder in use or trashed)",
+        )
         async with self._lock:
-            await self.server.db.transaction(q)
-            try:
-                await asyncio.to_thread(self._make_dir, slug)
-            except BaseException:
-                await self.server.db.transaction(
-                    lambda c: c.execute("DELETE FROM shared_folders WHERE slug=?", (slug,))
-                )
-                raise
+            await place.make(self.server.db, lambda: self._make_dir(slug))
             await self.load()
         return await self.get(slug)
 
