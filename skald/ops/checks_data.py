@@ -13,7 +13,7 @@ from pathlib import Path
 from skald.errors import SkaldError
 from skald.files.homes import home_problems
 from skald.ops.channel import is_serving, ops_request
-from skald.ops.checks_base import Context, Finding, not_applicable, shell_quote
+from skald.ops.checks_base import Context, Finding, no_answer, not_applicable, shell_quote
 from skald.paths import DIR_MODE, DataLayout
 
 DISK_WARN = 2 * 1024**3
@@ -323,12 +323,7 @@ async def check_member_databases(ctx: Context) -> Finding:
                 ctx.layout, ctx.config, "GET", "/api/ops/integrity", timeout=120
             )
         except SkaldError as exc:
-            return Finding(
-                name="databases",
-                status="fail",
-                finding=f"cannot ask the running server: {exc}",
-                fix=ctx.restart_command(),
-            )
+            return no_answer(ctx, "databases", "fail", exc)
         if answer is not None:
             dbs = answer.get("databases") or []
             bad = [d for d in dbs if not d.get("ok")]
