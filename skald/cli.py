@@ -802,6 +802,16 @@ def _data_option(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+def _stdin_flag(
+    p: argparse.ArgumentParser,
+    flag: str = "--password-stdin",
+    help_text: str = "read the password as one line from stdin",
+) -> None:
+    """A secret read from stdin instead of asked at the terminal (`Secrets.get`): what a
+    script passes, since `_require_tty` refuses to ask without a terminal."""
+    p.add_argument(flag, action="store_true", help=help_text)
+
+
 def build_parser() -> SkaldArgumentParser:
     parser = SkaldArgumentParser(
         prog="skald", description="Skald, the household's private assistant."
@@ -841,9 +851,7 @@ def build_parser() -> SkaldArgumentParser:
     )
     p.add_argument("--out", metavar="DIR", help="save the files the assistant wrote here")
     p.add_argument("--stream", action="store_true", help="print the answer as it is written")
-    p.add_argument(
-        "--password-stdin", action="store_true", help="read the password as one line from stdin"
-    )
+    _stdin_flag(p)
     p.add_argument(
         "--conversation", metavar="ID", help="continue this conversation (default: a new one)"
     )
@@ -901,9 +909,7 @@ def build_parser() -> SkaldArgumentParser:
 
     p = command("setup", "create the first administrator")
     p.add_argument("--admin", metavar="NAME", help="administrator username (asked if omitted)")
-    p.add_argument(
-        "--password-stdin", action="store_true", help="read the password as one line from stdin"
-    )
+    _stdin_flag(p)
     p.set_defaults(handler=cmd_setup)
 
     user = command("user", "manage accounts")
@@ -913,9 +919,7 @@ def build_parser() -> SkaldArgumentParser:
     p.add_argument("name")
     p.add_argument("--role", required=True, help="role name, e.g. admin, member, children")
     p.add_argument("--display-name", help="name shown in the interface")
-    p.add_argument(
-        "--password-stdin", action="store_true", help="read the password as one line from stdin"
-    )
+    _stdin_flag(p)
     p.set_defaults(handler=cmd_user_add)
 
     p = command("list", "list accounts", usub)
@@ -924,11 +928,7 @@ def build_parser() -> SkaldArgumentParser:
 
     p = command("passwd", "set a new password", usub)
     p.add_argument("name")
-    p.add_argument(
-        "--password-stdin",
-        action="store_true",
-        help="read the password(s) from stdin, one per line",
-    )
+    _stdin_flag(p, help_text="read the password(s) from stdin, one per line")
     p.add_argument(
         "--with-current",
         action="store_true",
@@ -938,14 +938,8 @@ def build_parser() -> SkaldArgumentParser:
 
     p = command("recover", "reset a forgotten password with the recovery code", usub)
     p.add_argument("name")
-    p.add_argument(
-        "--recovery-code-stdin",
-        action="store_true",
-        help="read the recovery code from stdin (first line)",
-    )
-    p.add_argument(
-        "--password-stdin", action="store_true", help="read the new password from stdin (next line)"
-    )
+    _stdin_flag(p, "--recovery-code-stdin", "read the recovery code from stdin (first line)")
+    _stdin_flag(p, help_text="read the new password from stdin (next line)")
     p.set_defaults(handler=cmd_user_recover)
 
     p = command("deactivate", "lock an account out now (data kept)", usub)

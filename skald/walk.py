@@ -361,18 +361,23 @@ def remove_tree(parent_fd: int, name: str, *, max_depth: int = DEFAULT_MAX_DEPTH
     if st is None:
         return left
     if not stat.S_ISDIR(st.st_mode):
-        _unlink(parent_fd, name, (name,), left)
+        _remove(os.unlink, parent_fd, name, (name,), left)
         return left
     _remove_dir(parent_fd, name, st, (name,), left, max_depth)
     return left
 
 
-def _unlink(fd: int, name: str, rel: tuple[str, ...], left: list[str]) -> None:
+def _remove(
+    remove: Callable[..., None], fd: int, name: str, rel: tuple[str, ...], left: list[str]
+) -> None:
+    """`os.unlink` or `os.rmdir` of `name` in `fd`; what fails is noted in `left`."""
     try:
-        os.unlink(name, dir_fd=fd)
+        remove(name, dir_fd=fd)
     except FileNotFoundError:
         pass
     except OSError as exc:
+        if exc.errno == errno.ENOTEMPTY and any(p.startswith("/".join(rel) + "/") for p in left):
+            return  # a folder's content that stayed was already reported
         left.append(f"{'/'.join(rel)}: {_removal_reason(exc)}")
 
 
@@ -407,14 +412,14 @@ def _remove_dir(
                 os.close(fd)
                 stack.pop()
                 at = stack[-1][0] if stack else parent
-                _rmdir(at, here[-1], here, left)
+                _remove(os.rmdir, at, here[-1], here, left)
                 continue
             cst = lstat_at(fd, child)
             if cst is None:
                 continue
             crel = (*here, child)
             if not stat.S_ISDIR(cst.st_mode):
-                _unlink(fd, child, crel, left)
+                _remove(os.unlink, fd, child, crel, left)
                 continue
             if len(crel) > max_depth:
                 left.append(f"{'/'.join(crel)}: deeper than {max_depth} levels")
@@ -433,22 +438,11 @@ def _open_for_removal(
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # swapped for a link: remove the link itself
-            _unlink(fd, name, rel, left)
+            _remove(os.unlink, fd, name, rel, left)
         else:
             left.append(f"{'/'.join(rel)}: {_removal_reason(exc)}")
         return None
     return child, rel, iter(names)
-
-
-def _rmdir(fd: int, name: str, rel: tuple[str, ...], left: list[str]) -> None:
-    try:
-        os.rmdir(name, dir_fd=fd)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        if exc.errno == errno.ENOTEMPTY and any(p.startswith("/".join(rel) + "/") for p in left):
-            return  # its content was already reported
-        left.append(f"{'/'.join(rel)}: {_removal_reason(exc)}")
 
 
 @contextlib.contextmanager

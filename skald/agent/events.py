@@ -215,9 +215,7 @@ class Emitter:
             UsageReport(
                 **self._base(),
                 model=model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
+                **_counts(usage),
                 estimated=usage.estimated,
             )
         )
@@ -246,9 +244,7 @@ class Emitter:
                 error_code=error_code,
                 text=text,
                 rounds=rounds,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
+                **_counts(usage),
             )
         )
 
@@ -261,3 +257,12 @@ class Emitter:
 
     async def _send(self, event: Event) -> None:
         await deliver(self.sink, event)
+
+
+def _counts(usage: Usage) -> dict[str, Any]:
+    # What every event reporting a model's usage carries (an estimate says so apart).
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+    }

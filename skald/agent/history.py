@@ -87,6 +87,31 @@ class HistoryStore(Protocol):
         ...
 
 
+# The misuse every store refuses, in the same words: a store is a way of keeping the
+# history, not a looser contract.
+
+
+def check_append(message: Message) -> None:
+    """`append` takes no tool result: a result comes with its call's final state."""
+    if message.role == "tool":
+        raise ValueError("tool results go through append_result")
+
+
+def check_mark(state: CallState) -> None:
+    """`mark_call` only moves an open call on; finishing one is `append_result`'s."""
+    if state.finished:
+        raise ValueError("a call is finished by append_result")
+
+
+def check_result(result: Message, state: CallState) -> str:
+    """The id of the call `result` finishes, once it is a tool message with a final state."""
+    if result.role != "tool" or result.tool_call_id is None:
+        raise ValueError("a result is a tool message with a tool_call_id")
+    if not state.finished:
+        raise ValueError(f"a result needs a final state, not {state}")
+    return result.tool_call_id
+
+
 class MemoryHistory:
     """A `HistoryStore` in memory: tests, and ephemeral sub-agent sessions."""
 
@@ -104,28 +129,23 @@ class MemoryHistory:
         return self._conversation_id
 
     async def append(self, message: Message) -> None:
-        if message.role == "tool":
-            raise ValueError("tool results go through append_result")
+        check_append(message)
         self._add(message)
 
     async def mark_call(self, call_id: str, state: CallState) -> None:
         self._require_open(call_id)
-        if state.finished:
-            raise ValueError("a call is finished by append_result")
+        check_mark(state)
         self.states[call_id] = state
 
     async def append_result(
         self, result: Message, state: CallState, metadata: Mapping[str, Any] | None = None
     ) -> None:
-        if result.role != "tool" or result.tool_call_id is None:
-            raise ValueError("a result is a tool message with a tool_call_id")
-        if not state.finished:
-            raise ValueError(f"a result needs a final state, not {state}")
-        self._require_open(result.tool_call_id)
+        call_id = check_result(result, state)
+        self._require_open(call_id)
         self.messages.append(result)
-        self.states[result.tool_call_id] = state
+        self.states[call_id] = state
         if metadata:
-            self.metadata[result.tool_call_id] = metadata
+            self.metadata[call_id] = metadata
 
     async def load(self) -> list[Message]:
         return list(self.messages)

@@ -86,6 +86,19 @@ async def call_model(
         await scope.run(asyncio.sleep(backoff_s * attempt))
 
 
+async def answer(model: ModelClient, request: Request) -> Reply:
+    """One model answer, whole, for a caller that shows nothing while it streams (an
+    unattended system agent): no retry, no cancel scope; what a `Restart` voided is not
+    in it. Raises `LlmError`."""
+    reply = Reply()
+    await _stream(model, request, reply, _unshown, None)
+    return reply
+
+
+async def _unshown(text: str) -> None:
+    """Nobody watches the text stream in."""
+
+
 async def _stream(
     model: ModelClient,
     request: Request,

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
+import msgspec
+
 from skald.agent.tools import EXEC, FS_APPEND, FS_READ, FS_WRITE, PAID
 from skald.paths import CONTAINER_HOME
 
@@ -59,8 +61,9 @@ CATEGORIES: Final = frozenset(
 )  # the tool contract's own
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
+    """One stored rule; the admin API shows these fields as they are (`RuleOut`)."""
+
     id: int
     group: str
     tool_pattern: str

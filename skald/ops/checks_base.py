@@ -51,6 +51,16 @@ def not_applicable(name: str, reason: str) -> Finding:
     return Finding(name=name, status="skip", finding=f"not applicable: {reason}")
 
 
+def no_answer(ctx: Context, name: str, status: Status, exc: Exception) -> Finding:
+    """The server runs but did not answer on its ops channel: a restart is the fix."""
+    return Finding(
+        name=name,
+        status=status,
+        finding=f"cannot ask the running server: {exc}",
+        fix=ctx.restart_command(),
+    )
+
+
 def user_manager_answers(environ: Mapping[str, str]) -> bool:
     """A systemd user manager runs for this account and answers `systemctl --user`."""
     if not SYSTEMD_RUN_DIR.is_dir():

@@ -13,7 +13,7 @@ from pathlib import Path
 from skald.errors import SkaldError
 from skald.files.homes import home_problems
 from skald.ops.channel import is_serving, ops_request
-from skald.ops.checks_base import Context, Finding, not_applicable, shell_quote
+from skald.ops.checks_base import Context, Finding, no_answer, not_applicable, shell_quote
 from skald.paths import DIR_MODE, DataLayout
 
 DISK_WARN = 2 * 1024**3
@@ -102,27 +102,28 @@ def permission_problems(layout: DataLayout, uid: int) -> tuple[list[Path], list[
     with contextlib.suppress(OSError):
         for tree in (layout.database_dir, layout.backups_dir):
             dirs.extend(p for p in sorted(tree.rglob("*")) if p.is_dir() and not p.is_symlink())
+
+    def mode(path: Path) -> int | None:
+        """The path's own permission bits (None: gone meanwhile); noted when foreign."""
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        if st.st_uid != uid:
+            foreign.append(path)
+        return stat.S_IMODE(st.st_mode)
+
     seen: set[Path] = set()
     for path in dirs:
         if path in seen:
             continue
         seen.add(path)
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            continue
-        if st.st_uid != uid:
-            foreign.append(path)
-        if stat.S_IMODE(st.st_mode) != DIR_MODE:
+        bits = mode(path)
+        if bits is not None and bits != DIR_MODE:
             bad_dirs.append(path)
     for path in _secret_files(layout):
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            continue
-        if st.st_uid != uid:
-            foreign.append(path)
-        if stat.S_IMODE(st.st_mode) & 0o077:
+        bits = mode(path)
+        if bits is not None and bits & 0o077:
             bad_files.append(path)
     return bad_dirs, bad_files, foreign
 
@@ -323,12 +324,7 @@ async def check_member_databases(ctx: Context) -> Finding:
                 ctx.layout, ctx.config, "GET", "/api/ops/integrity", timeout=120
             )
         except SkaldError as exc:
-            return Finding(
-                name="databases",
-                status="fail",
-                finding=f"cannot ask the running server: {exc}",
-                fix=ctx.restart_command(),
-            )
+            return no_answer(ctx, "databases", "fail", exc)
         if answer is not None:
             dbs = answer.get("databases") or []
             bad = [d for d in dbs if not d.get("ok")]

@@ -23,6 +23,7 @@ from skald.ops.checks_base import (
     Context,
     Finding,
     Status,
+    no_answer,
     not_applicable,
     shell_quote,
     user_manager_answers,
@@ -572,12 +573,7 @@ async def check_services(ctx: Context) -> Finding:
     try:
         answer = await _ops_status(ctx)
     except SkaldError as exc:
-        return Finding(
-            name="services",
-            status="warn",
-            finding=f"cannot ask the running server: {exc}",
-            fix=ctx.restart_command(),
-        )
+        return no_answer(ctx, "services", "warn", exc)
     services = answer.get("services") or []
     degraded = [s for s in services if s.get("state") == "degraded"]
     if degraded:

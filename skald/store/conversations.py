@@ -15,7 +15,13 @@ from typing import Any, Literal
 import apsw
 import msgspec
 
-from skald.agent.history import CallState, UnfinishedCall
+from skald.agent.history import (
+    CallState,
+    UnfinishedCall,
+    check_append,
+    check_mark,
+    check_result,
+)
 from skald.errors import ConflictError, NotFoundError
 from skald.llm.types import ContentPart, ImagePart, Message, TextPart, VideoPart
 from skald.store.columns import Col, Columns
@@ -533,8 +539,7 @@ class OwnerHistory:
         return self._conversation_id
 
     async def append(self, message: Message) -> None:
-        if message.role == "tool":
-            raise ValueError("tool results go through append_result")
+        check_append(message)
         attachments = self.pending_attachments if message.role == "user" else []
         if message.role == "user":
             self.pending_attachments = []
@@ -602,8 +607,7 @@ class OwnerHistory:
         await self.db.transaction(q)
 
     async def mark_call(self, call_id: str, state: CallState) -> None:
-        if state.finished:
-            raise ValueError("a call is finished by append_result")
+        check_mark(state)
 
         def q(c: apsw.Connection) -> None:
             self._require_open(c, call_id)
@@ -617,11 +621,7 @@ class OwnerHistory:
     async def append_result(
         self, result: Message, state: CallState, metadata: Mapping[str, Any] | None = None
     ) -> None:
-        if result.role != "tool" or result.tool_call_id is None:
-            raise ValueError("a result is a tool message with a tool_call_id")
-        if not state.finished:
-            raise ValueError(f"a result needs a final state, not {state}")
-        call_id = result.tool_call_id
+        call_id = check_result(result, state)
 
         def q(c: apsw.Connection) -> None:
             self._require_open(c, call_id)

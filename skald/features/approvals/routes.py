@@ -41,14 +41,10 @@ Text = Annotated[str, msgspec.Meta(max_length=500)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
 
 
-class RuleOut(msgspec.Struct, frozen=True, kw_only=True):
-    id: int
-    group: str
-    tool_pattern: str
-    path_pattern: str | None
-    action: Action
-    priority: int
-    description: str
+# A rule as the API shows it: the stored fields, under this schema name (no docstring:
+# it would become the schema's description).
+class RuleOut(Rule, frozen=True, kw_only=True):
+    pass
 
 
 class RuleIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -94,7 +90,7 @@ class TestOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _out(rule: Rule) -> RuleOut:
-    # The same fields by the same names: msgspec reads them off the dataclass.
+    # The stored rule under its API name: the same fields, in the same order.
     return msgspec.convert(rule, RuleOut, from_attributes=True)
 
 

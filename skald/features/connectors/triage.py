@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from skald.agent.streaming import answer
 from skald.errors import InvalidInputError, NotFoundError
 from skald.features.connectors.events import (
     MAX_KIND,
@@ -38,11 +39,8 @@ from skald.llm.types import (
     ContentPart,
     Message,
     Request,
-    Restart,
-    TextDelta,
     TextPart,
     ToolCall,
-    ToolCallReady,
     tool_spec,
 )
 from skald.log import get_logger
@@ -172,17 +170,9 @@ class EventTriage:
         events = {e.id: e for e in batch}
         sent: set[str] = set()  # one notification per event, at most one per event in all
         for _ in range(MAX_ROUNDS):
-            calls: list[ToolCall] = []
-            text: list[str] = []
             request = Request(model="", messages=messages, tools=[NOTIFY], max_tokens=ANSWER_TOKENS)
-            async for event in source.stream(request):
-                if isinstance(event, ToolCallReady):
-                    calls.append(event.call)
-                elif isinstance(event, TextDelta):
-                    text.append(event.text)
-                elif isinstance(event, Restart):
-                    calls.clear()
-                    text.clear()
+            reply = await answer(source, request)
+            calls = reply.calls
             if not calls:
                 return
             results = []
@@ -196,7 +186,7 @@ class EventTriage:
                         is_error=error,
                     )
                 )
-            said = "".join(text)
+            said = reply.text
             content: list[ContentPart] = [TextPart(text=said)] if said.strip() else []
             messages += [Message(role="assistant", content=content, tool_calls=calls), *results]
 
