@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
@@ -259,8 +259,15 @@ class Emitter:
         await deliver(self.sink, event)
 
 
-def _counts(usage: Usage) -> dict[str, Any]:
-    # What every event reporting a model's usage carries (an estimate says so apart).
+class _Counts(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+
+
+def _counts(usage: Usage) -> _Counts:
+    # What every event reporting a model's usage carries (an estimate says so apart);
+    # typed, so mypy checks the keys against each event's fields.
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
