@@ -3603,6 +3603,16 @@ MUTANTS: tuple[Mutant, ...] = (
         docker=True,
         why="a revoked member's command writes ~/shared/<slug>/x into the home (no read-only group)",
     ),
+    Mutant(
+        "SF16",
+        "projects",
+        "skald/files/places.py",
+        "            await db.transaction(lambda c: c.execute(*self.remove))\n",
+        "            pass\n",
+        ("tests/test_projects.py",),
+        keyword="folder_cannot_be_made",
+        why="a place whose folder could not be made keeps its row and its name taken",
+    ),
     # -- plugins an administrator manages (issue 27 part 1): prefix PL ---------------------
     Mutant(
         "PL1",
