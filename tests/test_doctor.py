@@ -86,8 +86,9 @@ class Install:
         # A healthy household has a recent backup (the check reads names and times).
         backups = self.data / "backups"
         backups.mkdir(mode=0o700, exist_ok=True)
-        (backups / f"skald-backup-{utc_stamp()}.tar").write_bytes(b"")
-        (backups / f"skald-backup-{utc_stamp()}.tar").chmod(0o600)
+        backup = backups / f"skald-backup-{utc_stamp()}.tar"  # one name: a second may pass
+        backup.write_bytes(b"")
+        backup.chmod(0o600)
 
     def doctor(self, *extra: str, **env: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """Exit code, the JSON report, and its checks by name."""
