@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -193,6 +194,7 @@ def _conn(server: Server) -> Connectors:
     return require(server)
 
 
+@dataclass(frozen=True)
 class OnConnector:
     """A member's call on connector `name` (the path's): the group's `on` dependency, so
     each member route starts from it rather than from the server, the request and the
@@ -200,10 +202,9 @@ class OnConnector:
     Litestar has read the body and the query: their 400 still comes before an unknown
     name's 404, and the 404 before a locked member's 401 (`member`)."""
 
-    def __init__(self, server: Server, principal: Principal, name: str) -> None:
-        self.server = server
-        self.principal = principal
-        self.name = name
+    server: Server
+    principal: Principal
+    name: str
 
     @property
     def c(self) -> Connectors:
