@@ -256,22 +256,21 @@ async def test_a_link_into_a_project_the_member_is_not_in_is_refused_by_tools_an
 
 
 async def test_a_project_whose_folder_cannot_be_made_leaves_no_row_and_its_name_free(
-    runtime: Runtime, household: dict[str, str]
+    runtime: Runtime, household: dict[str, str], make_client: MakeClient
 ) -> None:
-    projects = runtime.server.state(Projects)
+    ada = await signed_in(make_client, "ada")
     owner_dir = runtime.core.layout.root / "projects" / household["ada"]
     owner_dir.parent.mkdir(mode=0o700, exist_ok=True)
     owner_dir.write_text("in the way")  # a file where the owner's folder goes
-    try:
-        await projects.create(household["ada"], "Den")
-    except OSError:
-        pass
-    else:
-        raise AssertionError("a project was made without its folder")
+    r = await ada.call("POST", "/api/projects", json={"name": "Den"})
+    # A clear refusal that names the folder (a name in the way: EEXIST), never a 500.
+    assert r.status_code == 409, r.text
+    assert "the folder of project 'den'" in r.json()["error"]["message"]
     rows = await runtime.server.db.call(
         lambda c: c.execute("SELECT count(*) FROM projects WHERE slug='den'").fetchone()
     )
     assert rows == (0,)
     owner_dir.unlink()
-    made = await projects.create(household["ada"], "Den")  # the name was not kept taken
-    assert (owner_dir / made.slug).is_dir()
+    r = await ada.call("POST", "/api/projects", json={"name": "Den"})  # the name is free
+    assert r.status_code == 201, r.text
+    assert (owner_dir / "den").is_dir()

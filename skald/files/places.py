@@ -22,6 +22,7 @@ from typing import Any, Final
 import apsw
 
 from skald.errors import ConflictError, InvalidInputError
+from skald.files.router import os_error
 from skald.store.database import Database
 
 SLUG: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
@@ -61,10 +62,14 @@ class NewPlace:
             raise ConflictError(self.conflict)
         c.execute(*self.insert)
 
-    async def make(self, db: Database, make_dir: Callable[[], None]) -> None:
+    async def make(self, db: Database, make_dir: Callable[[], None], *, where: str) -> None:
+        """`where` names the place in an error (`the folder of project 'den'`): a folder
+        the file system refuses is a clear SkaldError (a full disk 507), never a 500."""
         await db.transaction(self._add)
         try:
             await asyncio.to_thread(make_dir)
-        except BaseException:
+        except BaseException as exc:
             await db.transaction(lambda c: c.execute(*self.remove))
+            if isinstance(exc, OSError):
+                raise os_error(exc, where) from exc
             raise

@@ -261,7 +261,11 @@ class Projects:
             conflict=f"you already have a project named {slug!r} (or in the trash)",
         )
         async with self._lock:
-            await place.make(self.server.db, lambda: self._make_dir(owner, slug))
+            await place.make(
+                self.server.db,
+                lambda: self._make_dir(owner, slug),
+                where=f"the folder of project {slug!r}",
+            )
             await self.load()
         self.server.remount({owner})
         return self._get(owner, slug)

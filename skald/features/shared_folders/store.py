@@ -209,7 +209,7 @@ class SharedFolders:
             conflict=f"the path name {slug!r} is taken (a folder in use or trashed)",
         )
         async with self._lock:
-            await place.make(self.server.db, lambda: self._make_dir(slug))
+            await place.make(self.server.db, lambda: self._make_dir(slug), where=f"shared/{slug}")
             await self.load()
         return await self.get(slug)
 
