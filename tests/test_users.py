@@ -314,3 +314,18 @@ async def test_a_key_wrap_copied_onto_another_account_does_not_open(
     with pytest.raises(AuthenticationError):
         keys.unwrap(recovery, code, ada.user.id, "password")
     assert await users.unlock("ada", PW)
+
+
+async def test_an_account_change_names_only_account_fields_never_other_sql(
+    users: UserManager, registry: Registry
+) -> None:
+    created = await users.create("ada", PW, "member")
+    # `update_user(**changes)` builds its SET list from the keys: anything but a field
+    # of UserChanges is refused before any SQL, whatever a caller passes.
+    with pytest.raises(TypeError, match="not a field of an account"):
+        await registry.update_user(created.user.id, **{"role='admin', display_name": "x"})  # type: ignore[arg-type]
+    after = await registry.get_user(created.user.id)
+    assert after is not None and after.role == "member"
+    await registry.update_user(created.user.id, display_name="Ada L.")
+    after = await registry.get_user(created.user.id)
+    assert after is not None and after.display_name == "Ada L."

@@ -397,7 +397,13 @@ class Registry:
         await self._update(user_id, "password_hash=?", (password_hash,))
 
     async def update_user(self, user_id: str, **changes: Unpack[UserChanges]) -> None:
-        """Change the given non-secret fields; the others stay as they are."""
+        """Change the given non-secret fields; the others stay as they are.
+
+        Trap: the keys name SQL columns, and `Unpack` is not checked at run time: a key
+        that is not a `UserChanges` field is refused here, never written into the SQL."""
+        unknown = changes.keys() - UserChanges.__annotations__.keys()
+        if unknown:
+            raise TypeError(f"update_user: not a field of an account: {sorted(unknown)}")
         fields = {
             k: json.dumps(v) if k == "profile" else v for k, v in changes.items() if v is not None
         }
