@@ -25,6 +25,13 @@ from skald.paths import DataLayout
 VERSION = "0.1.0"
 
 
+def _path_without_skald() -> str:
+    """This machine's PATH less any folder holding a `skald` (a developer's venv): the
+    fixes the doctor prints name the install's own wrapper, as on a household's machine."""
+    folders = os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+    return os.pathsep.join(f for f in folders if f and not (Path(f) / "skald").exists())
+
+
 class Install:
     """A fake install root as install.sh lays it out, with its data directory set up."""
 
@@ -68,7 +75,7 @@ class Install:
         self.port = free_port()
         self.environ = {
             "HOME": str(tmp),
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": _path_without_skald(),
             "SKALD_HOME": str(self.root),
             "XDG_CONFIG_HOME": str(self.config_home),
             "SKALD_SECURITY_KDF_PROFILE": "test",
