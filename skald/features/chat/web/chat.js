@@ -158,7 +158,8 @@ function useRenaming() {
   const [value, setValue] = useState('');
   const [error, setError] = useState(null);
   const input = useRef(null);
-  useEffect(() => {
+  // Before the first paint, so keys typed at once land in the input (`NameDialog` too).
+  useLayoutEffect(() => {
     if (editing && input.current) {
       input.current.focus();
       input.current.select();

@@ -7,7 +7,7 @@
 // so a reload stays put and the back button closes the viewer.
 // The server decides what is writable (`writable` of the listing); the page
 // only hides what would be refused anyway.
-import { html, h, useState, useEffect, useRef, useCallback, useMemo } from '../../js/lib.js';
+import { html, h, useState, useEffect, useLayoutEffect, useRef, useCallback, useMemo } from '../../js/lib.js';
 import * as ws from '../../js/ws.js';
 import { t } from '../../js/i18n.js';
 import { api, fetchFile, fileUrl, zipUrl } from '../../js/api.js';
@@ -187,7 +187,9 @@ function NameDialog({ title, label, initial, submitLabel, testid, onClose, onSub
   const id = useId('file-name');
   const input = useRef(null);
 
-  useEffect(() => {
+  // A layout effect, before the first paint: a plain effect ran a frame later, and its
+  // selection could land between a fast typist's select-all and their text ("x.py.py").
+  useLayoutEffect(() => {
     const el = input.current;
     if (!el) return;
     el.focus();
