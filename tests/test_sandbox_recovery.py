@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,27 @@ SLEEPERS = ["sh", "-c", "ps -eo args | grep -E '^sleep (1000|1001)$' || true"]
 def test_kill_9_with_a_command_running_kills_its_processes_at_the_restart(
     tmp_path: Path,
 ) -> None:
-    with _sandbox_server(tmp_path) as (srv, fake, docker, ada_id):
+    # Once in about fifty CI runs the command was gone already right after the crash,
+    # before any restart, which leaves nothing for the restart to show. That sitting is
+    # reported (as a warning, with the container's state and the server's last words)
+    # and played again once on a fresh server; two in a row fail the test.
+    for attempt in (1, 2):
+        seen = _crash_with_a_command_running_then_restart(tmp_path / f"try{attempt}")
+        if seen is None:
+            return
+        warnings.warn(
+            f"attempt {attempt}: the command was gone before the restart: {seen}",
+            stacklevel=1,
+        )
+    pytest.fail("twice, the crash itself ended the command: the restart had nothing to kill")
+
+
+def _crash_with_a_command_running_then_restart(root: Path) -> str | None:
+    """kill -9 while an approved command (and a detached escapee) runs, then start again:
+    both die at the restart and the call is reported interrupted. Returns None then, or
+    what was seen when the command was no longer running right after the crash."""
+    root.mkdir()
+    with _sandbox_server(root) as (srv, fake, docker, ada_id):
         command = "env -i setsid sleep 1001 >/dev/null 2>&1 < /dev/null & sleep 1000"
         ada, cid = _ada_asks_to_run(srv, fake, command, "done")
         [request] = wait_until(lambda: ada.get("/api/inbox").json(), 60)
@@ -129,10 +150,22 @@ def test_kill_9_with_a_command_running_kills_its_processes_at_the_restart(
         wait_until(lambda: sleepers() == both, 60)
         srv.stop(signal.SIGKILL)
         # The crash killed nothing: the command and its escapee run on, unowned.
-        assert sleepers() == both
+        after_crash = sleepers()
+        if after_crash != both:
+            return _what_was_seen(docker, name, after_crash, srv)
         srv.start()
         wait_until(lambda: sleepers() == [], 60)
         ada = Api(srv.url)
         ada.login("ada", PW)
         # Recovery reports the call as interrupted rather than running it again.
         wait_until(lambda: "interrupted by a restart" in json.dumps(_items(ada, cid)), 60)
+    return None
+
+
+def _what_was_seen(docker: Any, name: str, sleepers: list[str], srv: ServerProcess) -> str:
+    try:
+        state = docker.containers.get(name).attrs["State"]
+        shown = {k: state.get(k) for k in ("Status", "OOMKilled", "StartedAt", "ExitCode")}
+    except docker_errors.NotFound:
+        shown = {"Status": "no container"}
+    return f"sleepers {sleepers}, container {shown}, server log:\n{srv.own_log(30)}"
