@@ -1490,6 +1490,16 @@ MUTANTS: tuple[Mutant, ...] = (
         why="a household connector's own children outlive it",
     ),
     Mutant(
+        "CM16",
+        "connector start",
+        "skald/mcp/transport.py",
+        "        await asyncio.wait_for(proc.wait(), 1.0)\n    # Not the stderr lines",
+        "        pass\n    # Not the stderr lines",
+        ("tests/test_mcp_client.py",),
+        keyword="gone_before",
+        why="a server gone before the first write is reported as a refused write, not its exit",
+    ),
+    Mutant(
         "CM12",
         "connector secrets",
         "skald/features/connectors/redact.py",

@@ -284,6 +284,34 @@ async def test_two_hundred_failed_starts_leave_fd_and_child_counts_flat() -> Non
     assert len(reasons) == 4  # every kind of failure was really exercised
 
 
+async def test_a_server_gone_before_the_first_write_is_reported_by_its_exit_status() -> None:
+    """A server that has closed its input before Skald writes, then exits with status 3.
+    The refused write comes before the exit can be read. The reason must still say
+    how the process ended, not "cannot write" (which one won was a race: the 200
+    failed starts above once saw both)."""
+    script = "exec 0<&-; echo closed >&2; sleep 0.3; exit 3"
+
+    async def start(limit: int) -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            script,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=child_env(),
+            start_new_session=True,
+            limit=limit,
+        )
+        assert proc.stderr is not None
+        assert await proc.stderr.readline() == b"closed\n"  # its input is closed now
+        return proc
+
+    with pytest.raises(Disconnected) as caught:
+        await connect(StdioTransport(["sh"], env=child_env(), start=start), name="gone")
+    assert caught.value.reason == "the process exited with status 3"
+
+
 def _nested(levels: int) -> dict[str, object]:
     schema: dict[str, object] = {"type": "string"}
     for _ in range(levels):

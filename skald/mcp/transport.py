@@ -215,7 +215,8 @@ class StdioTransport(Transport):
                 proc.stdin.write(data)
                 await proc.stdin.drain()
             except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
-                raise TransportClosed(self._exit_reason(f"cannot write to it ({exc})")) from None
+                reason = await _ended_reason(proc, f"cannot write to it ({exc})")
+                raise TransportClosed(reason) from None
 
     async def receive(self) -> RpcMessage:
         proc = self._proc
@@ -229,22 +230,9 @@ class StdioTransport(Transport):
                     f"protocol error: a message longer than {MAX_MESSAGE_BYTES} bytes"
                 ) from None
             if not line:
-                # EOF: the process is exiting; give it a moment so the reason can say how.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait(), 1.0)
-                raise TransportClosed(self._exit_reason("it closed its output"))
+                raise TransportClosed(await _ended_reason(proc, "it closed its output"))
             if line.strip():
                 return decode_message(line)
-
-    def _exit_reason(self, default: str) -> str:
-        # Not the stderr lines: this text reaches the model, and a server's stderr may
-        # hold anything (tokens in a traceback); `stderr_tail` is for the admins.
-        code = self._proc.returncode if self._proc else None
-        if code is None:
-            return default
-        if code < 0:
-            return f"the process was killed by signal {-code}"
-        return f"the process exited with status {code}"
 
     async def close(self, *, grace: bool = True) -> None:
         if self._closed:
@@ -282,3 +270,20 @@ class StdioTransport(Transport):
             transport.close()
         if cancelled:
             raise asyncio.CancelledError
+
+
+async def _ended_reason(proc: ProcessLike, default: str) -> str:
+    """Why a server's pipe broke. Its end (EOF, or a write refused) comes before its exit
+    status can be read: a moment is given for the exit, so the reason can say how the
+    process ended. Without that wait, a server that exits at once was reported either
+    way, depending on which of the two came first."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), 1.0)
+    # Not the stderr lines: this text reaches the model, and a server's stderr may
+    # hold anything (tokens in a traceback); `stderr_tail` is for the admins.
+    code = proc.returncode
+    if code is None:
+        return default
+    if code < 0:
+        return f"the process was killed by signal {-code}"
+    return f"the process exited with status {code}"
