@@ -30,6 +30,7 @@ from harness import Api, ServerProcess, free_port
 from prerequisites import unavailable
 from real_model_support import MAX_TOKENS, LlamaServer, prepared
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Origin
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(600)]
 
@@ -50,8 +51,9 @@ class Household:
         ws = connect(
             f"ws://127.0.0.1:{self.skald.port}/api/ws",
             additional_headers={"Cookie": f"skald_session={self.ada.session_cookie}"},
-            origin=self.skald.url,  # type: ignore[arg-type]
+            origin=Origin(self.skald.url),
             open_timeout=10,
+            legacy=True,  # a plain connection, closed by the test (no context manager)
         )
         assert _next(ws, "hello")["type"] == "hello"
         return ws
