@@ -3623,6 +3623,16 @@ MUTANTS: tuple[Mutant, ...] = (
         keyword="folder_cannot_be_made",
         why="a place whose folder could not be made keeps its row and its name taken",
     ),
+    Mutant(
+        "SF17",
+        "projects, shared folders",
+        "skald/files/places.py",
+        "    if not folded:\n",
+        "    if not folded and False:\n",
+        ("tests/test_projects.py",),
+        keyword="only_white_space",
+        why="a project or shared folder named with only white space is made (or renamed to it)",
+    ),
     # -- plugins an administrator manages (issue 27 part 1): prefix PL ---------------------
     Mutant(
         "PL1",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from conftest import MakeClient, admin_adds_models, post_chat, set_quota, signed_in
 from fake_llm import FakeLLM, Text
 
@@ -274,3 +275,25 @@ async def test_a_project_whose_folder_cannot_be_made_leaves_no_row_and_its_name_
     r = await ada.call("POST", "/api/projects", json={"name": "Den"})  # the name is free
     assert r.status_code == 201, r.text
     assert (owner_dir / "den").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("who", "route", "made", "noun"),
+    [
+        ("ada", "/api/projects", "/api/projects/ada/den", "a project"),
+        ("mum", "/api/shared-folders", "/api/shared-folders/den", "a shared folder"),
+    ],
+)
+async def test_a_place_named_with_only_white_space_is_refused_at_creation_and_at_a_rename(
+    household: dict[str, str], make_client: MakeClient, who: str, route: str, made: str, noun: str
+) -> None:
+    client = await signed_in(make_client, who)
+    refused = await client.call("POST", route, json={"name": " \n\t "})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["message"] == f"{noun} needs a name"
+    assert (await client.call("POST", route, json={"name": "Den"})).status_code == 201
+    renamed = await client.call("PATCH", made, json={"name": "\n  ", "description": "kept?"})
+    assert renamed.status_code == 400 and noun in renamed.json()["error"]["message"]
+    listed = (await client.call("GET", route)).json()
+    # The refused rename changed nothing, the description it carried included.
+    assert [(p["name"], p["description"]) for p in listed] == [("Den", "")]

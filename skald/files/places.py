@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import apsw
 
+from skald.agent.prompts import one_line
 from skald.errors import ConflictError, InvalidInputError
 from skald.files.router import os_error
 from skald.store.database import Database
@@ -33,6 +34,15 @@ def path_name(name: str, slug: str | None, *, kind: str, fallback: str) -> str:
     name has no letter or digit to make it from); refused when it does not fit."""
     made = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-")
     return checked(slug or made or fallback, kind=kind)
+
+
+def display_name(name: str, *, noun: str) -> str:
+    """`name` as one line, as a place's rows keep it; nothing left once folded is refused
+    (`noun`: "a project" -> "a project needs a name"), at creation as at a rename."""
+    folded = one_line(name)
+    if not folded:
+        raise InvalidInputError(f"{noun} needs a name")
+    return folded
 
 
 def checked(slug: str, *, kind: str) -> str:

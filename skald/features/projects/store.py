@@ -30,10 +30,10 @@ import apsw
 import msgspec
 
 from skald.agent.prompts import one_line
-from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.errors import ConflictError, NotFoundError
 from skald.features.projects.history import ProjectHistory
 from skald.files.mounts import MemberMount
-from skald.files.places import NewPlace, path_name
+from skald.files.places import NewPlace, display_name, path_name
 from skald.paths import CONTAINER_HOME
 from skald.permissions import declare
 from skald.store.database import Database
@@ -247,9 +247,7 @@ class Projects:
     async def create(
         self, owner: str, name: str, description: str = "", slug: str | None = None
     ) -> Project:
-        name, description = one_line(name), one_line(description)
-        if not name:
-            raise InvalidInputError("a project needs a name")
+        name, description = display_name(name, noun="a project"), one_line(description)
         slug = path_name(name, slug, kind="project", fallback="project")
         place = NewPlace(
             taken=("SELECT 1 FROM projects WHERE owner=? AND slug=?", (owner, slug)),
@@ -287,8 +285,8 @@ class Projects:
         history: tuple[str, str] | bool | None = None,
     ) -> Project:
         """`history`: the owner's (name, address) to turn it on, False to turn it off."""
-        if name is not None and not one_line(name):
-            raise InvalidInputError("a project needs a name")
+        if name is not None:
+            display_name(name, noun="a project")
         if history and not project.history:
             assert isinstance(history, tuple)
             await self.history.start(self, project, history)

@@ -28,9 +28,9 @@ import msgspec
 
 from skald import walk
 from skald.agent.prompts import one_line
-from skald.errors import ConflictError, InvalidInputError, NotFoundError
+from skald.errors import ConflictError, NotFoundError
 from skald.files.mounts import MemberMount, folder_mount
-from skald.files.places import NewPlace, checked, path_name
+from skald.files.places import NewPlace, checked, display_name, path_name
 from skald.log import get_logger
 from skald.permissions import declare
 from skald.store.migrations import Feature, Migration
@@ -195,9 +195,7 @@ class SharedFolders:
         self, name: str, description: str = "", slug: str | None = None, owner: str | None = None
     ) -> Folder:
         """`owner`: whose storage quota the folder counts against (who makes it)."""
-        name, description = one_line(name), one_line(description)
-        if not name:
-            raise InvalidInputError("a shared folder needs a name")
+        name, description = display_name(name, noun="a shared folder"), one_line(description)
         slug = path_name(name, slug, kind="folder", fallback="folder")
         place = NewPlace(
             taken=("SELECT 1 FROM shared_folders WHERE slug=?", (slug,)),
@@ -224,8 +222,8 @@ class SharedFolders:
         self, slug: str, *, name: str | None = None, description: str | None = None
     ) -> Folder:
         """The display name and description; the path (`shared/<slug>`) never changes."""
-        if name is not None and not one_line(name):
-            raise InvalidInputError("a shared folder needs a name")
+        if name is not None:
+            display_name(name, noun="a shared folder")
 
         def q(c: apsw.Connection) -> int:
             c.execute(
