@@ -285,8 +285,7 @@ class Projects:
         history: tuple[str, str] | bool | None = None,
     ) -> Project:
         """`history`: the owner's (name, address) to turn it on, False to turn it off."""
-        if name is not None:
-            display_name(name, noun="a project")
+        shown = None if name is None else display_name(name, noun="a project")
         if history and not project.history:
             assert isinstance(history, tuple)
             await self.history.start(self, project, history)
@@ -295,7 +294,7 @@ class Projects:
             "UPDATE projects SET name=coalesce(?, name), description=coalesce(?, description), "
             "history=coalesce(?, history) WHERE owner=? AND slug=?",
             (
-                None if name is None else one_line(name),
+                shown,
                 None if description is None else one_line(description),
                 None if history is None else int(bool(history)),
                 project.owner,

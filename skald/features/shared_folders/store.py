@@ -222,15 +222,14 @@ class SharedFolders:
         self, slug: str, *, name: str | None = None, description: str | None = None
     ) -> Folder:
         """The display name and description; the path (`shared/<slug>`) never changes."""
-        if name is not None:
-            display_name(name, noun="a shared folder")
+        shown = None if name is None else display_name(name, noun="a shared folder")
 
         def q(c: apsw.Connection) -> int:
             c.execute(
                 "UPDATE shared_folders SET name=coalesce(?, name), "
                 "description=coalesce(?, description) WHERE slug=?",
                 (
-                    None if name is None else one_line(name),
+                    shown,
                     None if description is None else one_line(description),
                     slug,
                 ),
